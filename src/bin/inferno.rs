@@ -1,0 +1,231 @@
+//! `inferno`: the native command line over the same library the page uses.
+
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+use std::process::ExitCode;
+
+use inferno::gguf::{self, GgufHeader, HeaderParse};
+use inferno::inspect::Report;
+
+const USAGE: &str = "\
+usage: inferno <command> [options]
+
+commands:
+  inspect MODEL.gguf [--json]   describe a GGUF file: header, metadata, tensors, tokenizer,
+                                chat template (reads only the header)
+  help                          show this text";
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match run(&args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("inferno: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(args: &[String]) -> Result<(), String> {
+    let (command, rest) = args.split_first().ok_or_else(|| USAGE.to_owned())?;
+    match command.as_str() {
+        "inspect" => inspect(rest),
+        "help" | "--help" | "-h" => {
+            println!("{USAGE}");
+            Ok(())
+        }
+        other => Err(format!("unknown command {other:?}\n{USAGE}")),
+    }
+}
+
+fn inspect(args: &[String]) -> Result<(), String> {
+    let mut path = None;
+    let mut json = false;
+    for arg in args {
+        match arg.as_str() {
+            "--json" => json = true,
+            flag if flag.starts_with('-') => return Err(format!("inspect: unknown option {flag}")),
+            file if path.is_none() => path = Some(file),
+            extra => return Err(format!("inspect: unexpected argument {extra:?}")),
+        }
+    }
+    let path = path.ok_or("inspect: missing MODEL.gguf")?;
+    let (header, bytes_read) = read_header(path)?;
+    let report = Report::new(&header);
+    if json {
+        let text = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
+        println!("{text}");
+    } else {
+        print!("{}", render(&report, bytes_read));
+    }
+    Ok(())
+}
+
+/// Reads only as much of the file as the header needs, growing the prefix like the page does.
+fn read_header(path: &str) -> Result<(GgufHeader, u64), String> {
+    let mut file = File::open(path).map_err(|e| format!("{path}: {e}"))?;
+    let file_size = file.metadata().map_err(|e| format!("{path}: {e}"))?.len();
+    let mut prefix = Vec::new();
+    let mut want = (1u64 << 20).min(file_size);
+    loop {
+        let have = prefix.len() as u64;
+        file.seek(SeekFrom::Start(have)).map_err(|e| format!("{path}: {e}"))?;
+        (&mut file).take(want - have).read_to_end(&mut prefix).map_err(|e| format!("{path}: {e}"))?;
+        match gguf::parse_header(&prefix, file_size).map_err(|e| format!("{path}: {e}"))? {
+            HeaderParse::Complete(header) => return Ok((header, prefix.len() as u64)),
+            HeaderParse::NeedMore { at_least } => {
+                if prefix.len() as u64 != want {
+                    return Err(format!("{path}: file shrank while reading"));
+                }
+                want = at_least.max(want.saturating_mul(2)).min(file_size);
+            }
+        }
+    }
+}
+
+fn render(report: &Report, bytes_read: u64) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    let g = &report.gguf;
+    let s = &report.summary;
+    let _ = writeln!(
+        out,
+        "GGUF v{} · {} tensors · {} metadata keys · alignment {} · data at offset {}",
+        g.version,
+        g.tensor_count,
+        g.metadata_count,
+        g.alignment,
+        thousands(g.data_offset)
+    );
+    let _ = writeln!(
+        out,
+        "file {} bytes · tensor data {} bytes · header read {} bytes",
+        thousands(report.file.size),
+        thousands(report.file.tensor_bytes),
+        thousands(bytes_read)
+    );
+
+    let _ = writeln!(out, "\nSummary");
+    let field = |out: &mut String, name: &str, value: Option<&str>| {
+        let _ = writeln!(out, "  {name:<16} {}", value.unwrap_or("-"));
+    };
+    field(&mut out, "architecture", s.architecture.as_deref());
+    field(&mut out, "name", s.name.as_deref());
+    field(&mut out, "size label", s.size_label.as_deref());
+    field(&mut out, "file type", s.file_type.as_deref());
+    field(
+        &mut out,
+        "parameters",
+        Some(&format!("{} ({})", thousands(s.parameter_count), short(s.parameter_count))),
+    );
+    let mix: Vec<String> =
+        s.quantization_mix.iter().map(|q| format!("{} {:.1}%", q.type_name, q.share * 100.0)).collect();
+    field(&mut out, "quantization", Some(&mix.join(", ")));
+
+    if !report.hyperparameters.is_empty() {
+        let arch = s.architecture.as_deref().unwrap_or("");
+        let _ = writeln!(out, "\nHyperparameters ({arch}.*)");
+        for h in &report.hyperparameters {
+            let _ = writeln!(out, "  {:<40} {}", h.key, compact_json(&h.value));
+        }
+    }
+
+    if let Some(t) = &report.tokenizer {
+        let _ = writeln!(out, "\nTokenizer");
+        field(&mut out, "model", t.model.as_deref());
+        field(&mut out, "pre-tokenizer", t.pre.as_deref());
+        field(&mut out, "vocabulary", Some(&thousands(t.vocab_size as u64)));
+        field(&mut out, "merges", Some(&thousands(t.merges_count as u64)));
+        field(&mut out, "add bos / eos", Some(&format!("{:?} / {:?}", t.add_bos, t.add_eos)));
+        for sp in &t.special {
+            let text = sp.text.as_deref().map_or("(outside vocabulary)".to_owned(), |t| format!("{t:?}"));
+            let _ = writeln!(out, "  {:<16} {} {}", sp.role, sp.id, text);
+        }
+    }
+
+    let _ = writeln!(out, "\nMetadata ({})", report.metadata.len());
+    for m in &report.metadata {
+        let value = match &m.array {
+            Some(a) => {
+                let items: Vec<String> = a.preview.iter().take(4).map(compact_json).collect();
+                let more = if a.length > items.len() { ", …" } else { "" };
+                format!("[{} × {}] [{}{more}]", a.element_type, a.length, items.join(", "))
+            }
+            None => compact_json(&m.value),
+        };
+        let _ = writeln!(out, "  {:<44} {:<7} {}", m.key, m.value_type, clip(&value, 100));
+    }
+
+    let _ = writeln!(out, "\nTensors ({})", report.tensors.len());
+    let _ = writeln!(out, "  {:<40} {:<24} {:<8} {:>14} {:>14}", "name", "dims", "type", "bytes", "offset");
+    for t in &report.tensors {
+        let dims: Vec<String> = t.dims.iter().map(u64::to_string).collect();
+        let _ = writeln!(
+            out,
+            "  {:<40} {:<24} {:<8} {:>14} {:>14}",
+            t.name,
+            dims.join(" × "),
+            t.type_name,
+            thousands(t.bytes),
+            thousands(t.offset)
+        );
+    }
+
+    let _ = writeln!(out, "\nTotals by type");
+    for t in &report.types {
+        let _ = writeln!(
+            out,
+            "  {:<8} {:>5} tensors {:>16} elements {:>16} bytes",
+            t.type_name,
+            t.tensors,
+            thousands(t.elements),
+            thousands(t.bytes)
+        );
+    }
+    let _ = writeln!(
+        out,
+        "  total parameters {} · tensor bytes {} of file {}",
+        thousands(s.parameter_count),
+        thousands(report.file.tensor_bytes),
+        thousands(report.file.size)
+    );
+
+    if let Some(template) = &report.chat_template {
+        let _ = writeln!(out, "\nChat template\n{template}");
+    }
+    out
+}
+
+fn compact_json(value: &serde_json::Value) -> String {
+    serde_json::to_string(value).unwrap_or_default()
+}
+
+fn clip(text: &str, max_chars: usize) -> String {
+    match text.char_indices().nth(max_chars) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text.to_owned(),
+    }
+}
+
+fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// 268098176 → "268.1 M".
+fn short(n: u64) -> String {
+    let n = n as f64;
+    match n {
+        n if n >= 1e9 => format!("{:.2} B", n / 1e9),
+        n if n >= 1e6 => format!("{:.1} M", n / 1e6),
+        n if n >= 1e3 => format!("{:.1} K", n / 1e3),
+        n => format!("{n}"),
+    }
+}
