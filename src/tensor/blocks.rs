@@ -1,0 +1,266 @@
+//! ggml's block layouts (ggml-common.h), byte for byte.
+//!
+//! Weight blocks hold only byte-sized fields (f16 scales as [`F16Le`]), so they have alignment 1
+//! and can be viewed in place inside an unaligned file mapping. The Q8_K activation block keeps
+//! ggml's `f32`/`i16` fields: it is only ever built in memory by this crate.
+
+use std::mem::{align_of, size_of};
+
+use half::f16;
+
+use super::TensorError;
+
+/// Elements in a K-quant super-block.
+pub const QK_K: usize = 256;
+/// Elements in a legacy (Q4_0 … Q8_1) block.
+pub const QK: usize = 32;
+
+/// A little-endian IEEE half stored as two bytes, so that blocks keep alignment 1.
+#[repr(transparent)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct F16Le(pub [u8; 2]);
+
+impl F16Le {
+    #[inline(always)]
+    pub fn to_f32(self) -> f32 {
+        f16::from_le_bytes(self.0).to_f32()
+    }
+
+    /// Rounds to nearest even, as ggml's `GGML_FP32_TO_FP16`.
+    #[inline]
+    pub fn from_f32(value: f32) -> Self {
+        Self(f16::from_f32(value).to_le_bytes())
+    }
+}
+
+/// Q4_0: 32 weights `d * (q - 8)`, 4-bit `q`; element `j` in the low nibble of `qs[j]`,
+/// element `j + 16` in the high nibble.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct BlockQ4_0 {
+    pub d: F16Le,
+    pub qs: [u8; QK / 2],
+}
+
+/// Q4_1: 32 weights `d * q + m`, nibbles laid out as in Q4_0.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct BlockQ4_1 {
+    pub d: F16Le,
+    pub m: F16Le,
+    pub qs: [u8; QK / 2],
+}
+
+/// Q5_0: 32 weights `d * (q - 16)`, 5-bit `q`: low nibbles as in Q4_0, fifth bit of element `j`
+/// in bit `j` of the little-endian `qh`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct BlockQ5_0 {
+    pub d: F16Le,
+    pub qh: [u8; 4],
+    pub qs: [u8; QK / 2],
+}
+
+/// Q5_1: 32 weights `d * q + m`, bits laid out as in Q5_0.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct BlockQ5_1 {
+    pub d: F16Le,
+    pub m: F16Le,
+    pub qh: [u8; 4],
+    pub qs: [u8; QK / 2],
+}
+
+/// Q8_0: 32 values `d * q`, `q` in -127..=127. A weight format and the activation format of
+/// Q4_0, Q5_0 and Q8_0 weights.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BlockQ8_0 {
+    pub d: F16Le,
+    pub qs: [i8; QK],
+}
+
+/// Q8_1: Q8_0 plus `s = d * sum(qs)`; the activation format of Q4_1 and Q5_1 weights, whose
+/// offset `m` multiplies the sum of the activations.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BlockQ8_1 {
+    pub d: F16Le,
+    pub s: F16Le,
+    pub qs: [i8; QK],
+}
+
+/// Q2_K: 16 groups of 16, `d * (scales & 15) * q - dmin * (scales >> 4)`, 2-bit `q`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct BlockQ2K {
+    pub scales: [u8; QK_K / 16],
+    pub qs: [u8; QK_K / 4],
+    pub d: F16Le,
+    pub dmin: F16Le,
+}
+
+/// Q3_K: 16 groups of 16, `d * (scale - 32) * (q - 4 * !high_bit)`, 6-bit scales packed in 12 bytes.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct BlockQ3K {
+    pub hmask: [u8; QK_K / 8],
+    pub qs: [u8; QK_K / 4],
+    pub scales: [u8; 12],
+    pub d: F16Le,
+}
+
+/// Q4_K: 8 groups of 32, `d * scale * q - dmin * min`, 6-bit scales and mins packed in 12 bytes.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct BlockQ4K {
+    pub d: F16Le,
+    pub dmin: F16Le,
+    pub scales: [u8; 12],
+    pub qs: [u8; QK_K / 2],
+}
+
+/// Q5_K: Q4_K plus a fifth bit per weight in `qh`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct BlockQ5K {
+    pub d: F16Le,
+    pub dmin: F16Le,
+    pub scales: [u8; 12],
+    pub qh: [u8; QK_K / 8],
+    pub qs: [u8; QK_K / 2],
+}
+
+/// Q6_K: 16 groups of 16, `d * scale * (q - 32)`, 6-bit `q` split in low nibbles and high pairs,
+/// signed 8-bit scales.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct BlockQ6K {
+    pub ql: [u8; QK_K / 2],
+    pub qh: [u8; QK_K / 4],
+    pub scales: [i8; QK_K / 16],
+    pub d: F16Le,
+}
+
+/// Q8_K: the activation format of every K-quant. `d` is a full f32 (not f16), and `bsums` holds
+/// the sums of each 16 quants so that K-quant mins cost one multiply per group.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BlockQ8K {
+    pub d: f32,
+    pub qs: [i8; QK_K],
+    pub bsums: [i16; QK_K / 16],
+}
+
+impl Default for BlockQ8K {
+    fn default() -> Self {
+        Self { d: 0.0, qs: [0; QK_K], bsums: [0; QK_K / 16] }
+    }
+}
+
+const _: () = assert!(size_of::<BlockQ4_0>() == 18);
+const _: () = assert!(size_of::<BlockQ4_1>() == 20);
+const _: () = assert!(size_of::<BlockQ5_0>() == 22);
+const _: () = assert!(size_of::<BlockQ5_1>() == 24);
+const _: () = assert!(size_of::<BlockQ8_0>() == 34);
+const _: () = assert!(size_of::<BlockQ8_1>() == 36);
+const _: () = assert!(size_of::<BlockQ2K>() == 84);
+const _: () = assert!(size_of::<BlockQ3K>() == 110);
+const _: () = assert!(size_of::<BlockQ4K>() == 144);
+const _: () = assert!(size_of::<BlockQ5K>() == 176);
+const _: () = assert!(size_of::<BlockQ6K>() == 210);
+const _: () = assert!(size_of::<BlockQ8K>() == 292);
+
+/// Types that are nothing but bytes: a byte slice of the right length is a valid value.
+///
+/// # Safety
+/// Implementors must be `#[repr(C)]` (or transparent) structs whose fields are all `u8`, `i8`,
+/// arrays of them or other `PlainBytes` types: alignment 1, no padding, every bit pattern valid.
+pub unsafe trait PlainBytes: Copy {}
+
+// SAFETY: each is repr(C) of u8/i8 arrays and F16Le ([u8; 2]); the size asserts above confirm
+// there is no padding, and the asserts below confirm alignment 1.
+unsafe impl PlainBytes for F16Le {}
+unsafe impl PlainBytes for BlockQ4_0 {}
+unsafe impl PlainBytes for BlockQ4_1 {}
+unsafe impl PlainBytes for BlockQ5_0 {}
+unsafe impl PlainBytes for BlockQ5_1 {}
+unsafe impl PlainBytes for BlockQ8_0 {}
+unsafe impl PlainBytes for BlockQ8_1 {}
+unsafe impl PlainBytes for BlockQ2K {}
+unsafe impl PlainBytes for BlockQ3K {}
+unsafe impl PlainBytes for BlockQ4K {}
+unsafe impl PlainBytes for BlockQ5K {}
+unsafe impl PlainBytes for BlockQ6K {}
+
+const _: () = assert!(align_of::<BlockQ4_0>() == 1 && align_of::<BlockQ4_1>() == 1);
+const _: () = assert!(align_of::<BlockQ5_0>() == 1 && align_of::<BlockQ5_1>() == 1);
+const _: () = assert!(align_of::<BlockQ8_0>() == 1 && align_of::<BlockQ8_1>() == 1);
+const _: () = assert!(align_of::<BlockQ2K>() == 1 && align_of::<BlockQ3K>() == 1);
+const _: () = assert!(align_of::<BlockQ4K>() == 1 && align_of::<BlockQ5K>() == 1);
+const _: () = assert!(align_of::<BlockQ6K>() == 1);
+
+/// Views `bytes` as whole blocks without copying; the length must be a multiple of the block size.
+pub fn cast_blocks<B: PlainBytes>(bytes: &[u8]) -> Result<&[B], TensorError> {
+    const { assert!(align_of::<B>() == 1 && size_of::<B>() > 0) };
+    let block_size = size_of::<B>();
+    if bytes.len() % block_size != 0 {
+        return Err(TensorError::LengthMismatch {
+            what: "block bytes (not a whole number of blocks)",
+            expected: bytes.len() - bytes.len() % block_size,
+            actual: bytes.len(),
+        });
+    }
+    // SAFETY: `B: PlainBytes` has alignment 1 (checked at compile time above), no padding and no
+    // invalid bit patterns, so any initialized bytes of length `n * size_of::<B>()` form `n`
+    // valid `B`s; the returned slice borrows `bytes`, so the memory outlives it and stays shared.
+    Ok(unsafe { std::slice::from_raw_parts(bytes.as_ptr().cast::<B>(), bytes.len() / block_size) })
+}
+
+/// Like [`cast_blocks`] for callers that already checked the length: any trailing partial block
+/// is ignored instead of reported.
+#[inline]
+pub(crate) fn whole_blocks<B: PlainBytes>(bytes: &[u8]) -> &[B] {
+    let whole = bytes.len() - bytes.len() % size_of::<B>();
+    match cast_blocks(&bytes[..whole]) {
+        Ok(blocks) => blocks,
+        Err(_) => &[],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn casts_unaligned_bytes_without_copying() {
+        let mut storage = [0u8; 1 + 2 * 18];
+        storage[1..3].copy_from_slice(&f16::from_f32(0.5).to_le_bytes());
+        storage[3] = 0xAB;
+        storage[19..21].copy_from_slice(&f16::from_f32(-2.0).to_le_bytes());
+        let view = &storage[1..]; // deliberately odd address
+        let blocks: &[BlockQ4_0] = cast_blocks(view).unwrap();
+        assert_eq!(blocks.len(), 2);
+        assert_eq!(blocks[0].d.to_f32(), 0.5);
+        assert_eq!(blocks[0].qs[0], 0xAB);
+        assert_eq!(blocks[1].d.to_f32(), -2.0);
+        assert_eq!(blocks.as_ptr() as usize, view.as_ptr() as usize);
+    }
+
+    #[test]
+    fn rejects_partial_blocks() {
+        let bytes = [0u8; 145];
+        assert!(matches!(
+            cast_blocks::<BlockQ4K>(&bytes),
+            Err(TensorError::LengthMismatch { expected: 144, actual: 145, .. })
+        ));
+        assert_eq!(whole_blocks::<BlockQ4K>(&bytes).len(), 1);
+    }
+
+    #[test]
+    fn f16_fields_round_to_nearest_even() {
+        // 1 + 2^-11 is halfway between two f16 values: ties go to the even mantissa (1.0).
+        assert_eq!(F16Le::from_f32(1.0 + 1.0 / 2048.0).to_f32(), 1.0);
+        assert_eq!(F16Le::from_f32(1.0 + 3.0 / 2048.0).to_f32(), 1.0 + 2.0 / 1024.0);
+    }
+}

@@ -1,0 +1,87 @@
+//! F32, F16 and BF16 rows. The scalar dots follow ggml's non-SIMD `ggml_vec_dot_f32/f16/bf16`:
+//! each product is formed in f32 (exact for two halves) and summed in f64.
+
+use half::{bf16, f16};
+
+use super::activations::{BF16Activation, F16Activation};
+use super::format::{QuantFormat, WeightType};
+
+// `*_best`: the SIMD128 kernel where the target has it, else the scalar one below.
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+use super::simd128::{dot_f16 as dot_f16_best, dot_f32 as dot_f32_best};
+#[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
+use {dot_f16 as dot_f16_best, dot_f32 as dot_f32_best};
+
+/// Little-endian f32s of an unaligned byte row.
+#[inline(always)]
+fn f32s(src: &[u8]) -> impl Iterator<Item = f32> + '_ {
+    src.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+}
+
+/// Little-endian halves of an unaligned byte row, as raw bits.
+#[inline(always)]
+fn u16s(src: &[u8]) -> impl Iterator<Item = u16> + '_ {
+    src.chunks_exact(2).map(|c| u16::from_le_bytes([c[0], c[1]]))
+}
+
+impl QuantFormat for f32 {
+    const TYPE: WeightType = WeightType::F32;
+    const BLOCK_LEN: usize = 1;
+    const BLOCK_BYTES: usize = 4;
+    type Activation = f32;
+
+    fn dequantize_row(src: &[u8], dst: &mut [f32]) {
+        for (out, value) in dst.iter_mut().zip(f32s(src)) {
+            *out = value;
+        }
+    }
+
+    fn vec_dot(src: &[u8], activations: &[f32]) -> f32 {
+        dot_f32_best(src, activations)
+    }
+}
+
+pub(super) fn dot_f32(src: &[u8], activations: &[f32]) -> f32 {
+    f32s(src).zip(activations).fold(0.0f64, |sum, (w, &a)| sum + f64::from(w * a)) as f32
+}
+
+impl QuantFormat for f16 {
+    const TYPE: WeightType = WeightType::F16;
+    const BLOCK_LEN: usize = 1;
+    const BLOCK_BYTES: usize = 2;
+    type Activation = F16Activation;
+
+    fn dequantize_row(src: &[u8], dst: &mut [f32]) {
+        for (out, bits) in dst.iter_mut().zip(u16s(src)) {
+            *out = f16::from_bits(bits).to_f32();
+        }
+    }
+
+    fn vec_dot(src: &[u8], activations: &[F16Activation]) -> f32 {
+        dot_f16_best(src, activations)
+    }
+}
+
+pub(super) fn dot_f16(src: &[u8], activations: &[F16Activation]) -> f32 {
+    u16s(src).zip(activations).fold(0.0f64, |sum, (w, a)| sum + f64::from(f16::from_bits(w).to_f32() * a.0))
+        as f32
+}
+
+impl QuantFormat for bf16 {
+    const TYPE: WeightType = WeightType::BF16;
+    const BLOCK_LEN: usize = 1;
+    const BLOCK_BYTES: usize = 2;
+    type Activation = BF16Activation;
+
+    fn dequantize_row(src: &[u8], dst: &mut [f32]) {
+        for (out, bits) in dst.iter_mut().zip(u16s(src)) {
+            *out = bf16::from_bits(bits).to_f32();
+        }
+    }
+
+    fn vec_dot(src: &[u8], activations: &[BF16Activation]) -> f32 {
+        u16s(src)
+            .zip(activations)
+            .fold(0.0f64, |sum, (w, a)| sum + f64::from(bf16::from_bits(w).to_f32() * a.0)) as f32
+    }
+}

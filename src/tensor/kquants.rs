@@ -1,0 +1,358 @@
+//! The 256-element K-quants Q2_K … Q6_K: dequantization and scalar dots against Q8_K.
+//!
+//! The dots follow ggml's `ggml_vec_dot_q*_K_q8_K_generic`: weights are unpacked to small signed
+//! integers, multiplied with the activation quants and accumulated exactly into eight integer
+//! lanes (lane `l` takes elements `l, l + 8, …`); each super-block then adds `d * lane` into eight
+//! float lanes, which are summed only at the very end. Q2_K instead keeps one integer sum per
+//! super-block. The mins of Q2_K/Q4_K/Q5_K use the Q8_K group sums (`bsums`).
+
+use std::mem::size_of;
+
+use super::blocks::{BlockQ2K, BlockQ3K, BlockQ4K, BlockQ5K, BlockQ6K, BlockQ8K, QK_K, whole_blocks};
+use super::format::{QuantFormat, WeightType};
+
+// `*_best`: the SIMD128 kernel where the target has it, else the scalar one below.
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+use super::simd128::{dot_q4_k as dot_q4_k_best, dot_q5_k as dot_q5_k_best, dot_q6_k as dot_q6_k_best};
+#[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
+use {dot_q4_k as dot_q4_k_best, dot_q5_k as dot_q5_k_best, dot_q6_k as dot_q6_k_best};
+
+/// Unpacks the twelve bytes of Q4_K/Q5_K scales into eight 6-bit scales and eight 6-bit mins
+/// (ggml's `get_scale_min_k4`): groups 0-3 sit in the low six bits of bytes 0-3 (scales) and
+/// 4-7 (mins); groups 4-7 take a nibble from bytes 8-11 and their top two bits from the spare
+/// high bits of bytes 0-7.
+#[inline(always)]
+pub(super) fn scales_and_mins_k4(packed: &[u8; 12]) -> ([u8; 8], [u8; 8]) {
+    let mut scales = [0u8; 8];
+    let mut mins = [0u8; 8];
+    for j in 0..4 {
+        scales[j] = packed[j] & 63;
+        mins[j] = packed[j + 4] & 63;
+        scales[j + 4] = (packed[j + 8] & 0x0F) | ((packed[j] >> 6) << 4);
+        mins[j + 4] = (packed[j + 8] >> 4) | ((packed[j + 4] >> 6) << 4);
+    }
+    (scales, mins)
+}
+
+/// Unpacks the twelve bytes of Q3_K scales into sixteen signed scales (stored 6-bit, offset 32):
+/// the low nibble of group `j` is nibble `j / 8` of byte `j % 8`; its top two bits are bits
+/// `2 * (j / 4)` of byte `8 + j % 4`.
+#[inline(always)]
+pub(super) fn scales_q3_k(packed: &[u8; 12]) -> [i8; 16] {
+    let mut scales = [0i8; 16];
+    for (j, scale) in scales.iter_mut().enumerate() {
+        let low = (packed[j % 8] >> (4 * (j / 8))) & 0x0F;
+        let high = (packed[8 + j % 4] >> (2 * (j / 4))) & 3;
+        *scale = (low | (high << 4)) as i8 - 32;
+    }
+    scales
+}
+
+/// Sums `scale(group) * q * a` into eight integer lanes by element index mod 8, as ggml's
+/// generic K-quant dots do; `GROUP` is the number of elements sharing one scale.
+#[inline(always)]
+fn lane_sums<const GROUP: usize>(q: &[i8; QK_K], a: &[i8; QK_K], scales: &[i32]) -> [i32; 8] {
+    let mut lanes = [0i32; 8];
+    for ((q_group, a_group), &scale) in q.chunks_exact(GROUP).zip(a.chunks_exact(GROUP)).zip(scales) {
+        for (q8, a8) in q_group.chunks_exact(8).zip(a_group.chunks_exact(8)) {
+            for ((lane, &qv), &av) in lanes.iter_mut().zip(q8).zip(a8) {
+                *lane += scale * i32::from(i16::from(qv) * i16::from(av));
+            }
+        }
+    }
+    lanes
+}
+
+/// Adds `d * lanes` into the running float lanes.
+#[inline(always)]
+fn accumulate_lanes(float_lanes: &mut [f32; 8], d: f32, lanes: &[i32; 8]) {
+    for (sum, &lane) in float_lanes.iter_mut().zip(lanes) {
+        *sum += d * lane as f32;
+    }
+}
+
+/// Sum of the Q8_K group sums weighted by the (per 32) mins.
+#[inline(always)]
+fn min_correction(bsums: &[i16; 16], mins: &[u8; 8]) -> i32 {
+    bsums.iter().enumerate().map(|(j, &b)| i32::from(b) * i32::from(mins[j / 2])).sum()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Q2_K
+
+impl QuantFormat for BlockQ2K {
+    const TYPE: WeightType = WeightType::Q2_K;
+    const BLOCK_LEN: usize = QK_K;
+    const BLOCK_BYTES: usize = size_of::<Self>();
+    type Activation = BlockQ8K;
+
+    fn dequantize_row(src: &[u8], dst: &mut [f32]) {
+        for (block, y) in whole_blocks::<Self>(src).iter().zip(dst.chunks_exact_mut(QK_K)) {
+            let (d, dmin) = (block.d.to_f32(), block.dmin.to_f32());
+            // Each 32 bytes of qs hold four 32-element rows, two bits apiece; each 16 elements
+            // have their own scale/min byte.
+            for (group, (out, &scale)) in y.chunks_exact_mut(16).zip(&block.scales).enumerate() {
+                let bytes = &block.qs[32 * (group / 8) + 16 * (group % 2)..][..16];
+                let shift = 2 * ((group / 2) % 4);
+                let dl = d * f32::from(scale & 0x0F);
+                let ml = dmin * f32::from(scale >> 4);
+                for (value, &q) in out.iter_mut().zip(bytes) {
+                    *value = dl * f32::from((q >> shift) & 3) - ml;
+                }
+            }
+        }
+    }
+
+    fn vec_dot(src: &[u8], activations: &[BlockQ8K]) -> f32 {
+        dot_q2_k(whole_blocks(src), activations)
+    }
+}
+
+pub(super) fn dot_q2_k(x: &[BlockQ2K], y: &[BlockQ8K]) -> f32 {
+    let mut sum = 0.0f32;
+    for (xb, yb) in x.iter().zip(y) {
+        let min_sum: i32 =
+            yb.bsums.iter().zip(&xb.scales).map(|(&b, &sc)| i32::from(b) * i32::from(sc >> 4)).sum();
+        let mut int_sum = 0i32;
+        for (group, (a, &scale)) in yb.qs.chunks_exact(16).zip(&xb.scales).enumerate() {
+            let bytes = &xb.qs[32 * (group / 8) + 16 * (group % 2)..][..16];
+            let shift = 2 * ((group / 2) % 4);
+            let group_sum: i32 =
+                bytes.iter().zip(a).map(|(&q, &av)| i32::from(av) * i32::from((q >> shift) & 3)).sum();
+            int_sum += i32::from(scale & 0x0F) * group_sum;
+        }
+        let d_all = yb.d * xb.d.to_f32();
+        let d_min = yb.d * xb.dmin.to_f32();
+        sum += d_all * int_sum as f32 - d_min * min_sum as f32;
+    }
+    sum
+}
+
+// ---------------------------------------------------------------------------------------------
+// Q3_K
+
+/// Signed 3-bit quants of a Q3_K block, -4..=3: two low bits from `qs`, minus 4 unless the
+/// `hmask` bit is set.
+#[inline(always)]
+fn unpack_q3_k(block: &BlockQ3K) -> [i8; QK_K] {
+    let mut q = [0i8; QK_K];
+    for (row, out) in q.chunks_exact_mut(32).enumerate() {
+        let bytes = &block.qs[32 * (row / 4)..][..32];
+        let shift = 2 * (row % 4);
+        for ((value, &b), &h) in out.iter_mut().zip(bytes).zip(&block.hmask) {
+            let low = ((b >> shift) & 3) as i8;
+            *value = if h & (1 << row) != 0 { low } else { low - 4 };
+        }
+    }
+    q
+}
+
+impl QuantFormat for BlockQ3K {
+    const TYPE: WeightType = WeightType::Q3_K;
+    const BLOCK_LEN: usize = QK_K;
+    const BLOCK_BYTES: usize = size_of::<Self>();
+    type Activation = BlockQ8K;
+
+    fn dequantize_row(src: &[u8], dst: &mut [f32]) {
+        for (block, y) in whole_blocks::<Self>(src).iter().zip(dst.chunks_exact_mut(QK_K)) {
+            let d = block.d.to_f32();
+            let scales = scales_q3_k(&block.scales);
+            let q = unpack_q3_k(block);
+            for ((out, q_group), &scale) in y.chunks_exact_mut(16).zip(q.chunks_exact(16)).zip(&scales) {
+                let dl = d * f32::from(scale);
+                for (value, &qv) in out.iter_mut().zip(q_group) {
+                    *value = dl * f32::from(qv);
+                }
+            }
+        }
+    }
+
+    fn vec_dot(src: &[u8], activations: &[BlockQ8K]) -> f32 {
+        dot_q3_k(whole_blocks(src), activations)
+    }
+}
+
+pub(super) fn dot_q3_k(x: &[BlockQ3K], y: &[BlockQ8K]) -> f32 {
+    let mut float_lanes = [0.0f32; 8];
+    for (xb, yb) in x.iter().zip(y) {
+        let q = unpack_q3_k(xb);
+        let scales = scales_q3_k(&xb.scales).map(i32::from);
+        let lanes = lane_sums::<16>(&q, &yb.qs, &scales);
+        accumulate_lanes(&mut float_lanes, xb.d.to_f32() * yb.d, &lanes);
+    }
+    float_lanes.iter().fold(0.0f32, |sum, &lane| sum + lane)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Q4_K
+
+/// 4-bit quants of a Q4_K block: each 32 bytes give 32 elements from low nibbles, then 32 from
+/// high nibbles.
+#[inline(always)]
+fn unpack_q4_k(qs: &[u8; QK_K / 2]) -> [i8; QK_K] {
+    let mut q = [0i8; QK_K];
+    for (out, bytes) in q.chunks_exact_mut(64).zip(qs.chunks_exact(32)) {
+        let (low, high) = out.split_at_mut(32);
+        for ((l, h), &b) in low.iter_mut().zip(high).zip(bytes) {
+            *l = (b & 0x0F) as i8;
+            *h = (b >> 4) as i8;
+        }
+    }
+    q
+}
+
+impl QuantFormat for BlockQ4K {
+    const TYPE: WeightType = WeightType::Q4_K;
+    const BLOCK_LEN: usize = QK_K;
+    const BLOCK_BYTES: usize = size_of::<Self>();
+    type Activation = BlockQ8K;
+
+    fn dequantize_row(src: &[u8], dst: &mut [f32]) {
+        for (block, y) in whole_blocks::<Self>(src).iter().zip(dst.chunks_exact_mut(QK_K)) {
+            let (d, dmin) = (block.d.to_f32(), block.dmin.to_f32());
+            let (scales, mins) = scales_and_mins_k4(&block.scales);
+            let q = unpack_q4_k(&block.qs);
+            for (((out, q_group), &scale), &min) in
+                y.chunks_exact_mut(32).zip(q.chunks_exact(32)).zip(&scales).zip(&mins)
+            {
+                let (dl, ml) = (d * f32::from(scale), dmin * f32::from(min));
+                for (value, &qv) in out.iter_mut().zip(q_group) {
+                    *value = dl * f32::from(qv) - ml;
+                }
+            }
+        }
+    }
+
+    fn vec_dot(src: &[u8], activations: &[BlockQ8K]) -> f32 {
+        dot_q4_k_best(whole_blocks(src), activations)
+    }
+}
+
+pub(super) fn dot_q4_k(x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
+    let mut float_lanes = [0.0f32; 8];
+    let mut sum = 0.0f32;
+    for (xb, yb) in x.iter().zip(y) {
+        let q = unpack_q4_k(&xb.qs);
+        let (scales, mins) = scales_and_mins_k4(&xb.scales);
+        let lanes = lane_sums::<32>(&q, &yb.qs, &scales.map(i32::from));
+        accumulate_lanes(&mut float_lanes, xb.d.to_f32() * yb.d, &lanes);
+        sum -= xb.dmin.to_f32() * yb.d * min_correction(&yb.bsums, &mins) as f32;
+    }
+    float_lanes.iter().fold(sum, |sum, &lane| sum + lane)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Q5_K
+
+/// 5-bit quants of a Q5_K block: Q4_K's nibbles plus 16 where bit `row` of `qh` is set.
+#[inline(always)]
+fn unpack_q5_k(block: &BlockQ5K) -> [i8; QK_K] {
+    let mut q = unpack_q4_k(&block.qs);
+    for (row, out) in q.chunks_exact_mut(32).enumerate() {
+        for (value, &h) in out.iter_mut().zip(&block.qh) {
+            if h & (1 << row) != 0 {
+                *value += 16;
+            }
+        }
+    }
+    q
+}
+
+impl QuantFormat for BlockQ5K {
+    const TYPE: WeightType = WeightType::Q5_K;
+    const BLOCK_LEN: usize = QK_K;
+    const BLOCK_BYTES: usize = size_of::<Self>();
+    type Activation = BlockQ8K;
+
+    fn dequantize_row(src: &[u8], dst: &mut [f32]) {
+        for (block, y) in whole_blocks::<Self>(src).iter().zip(dst.chunks_exact_mut(QK_K)) {
+            let (d, dmin) = (block.d.to_f32(), block.dmin.to_f32());
+            let (scales, mins) = scales_and_mins_k4(&block.scales);
+            let q = unpack_q5_k(block);
+            for (((out, q_group), &scale), &min) in
+                y.chunks_exact_mut(32).zip(q.chunks_exact(32)).zip(&scales).zip(&mins)
+            {
+                let (dl, ml) = (d * f32::from(scale), dmin * f32::from(min));
+                for (value, &qv) in out.iter_mut().zip(q_group) {
+                    *value = dl * f32::from(qv) - ml;
+                }
+            }
+        }
+    }
+
+    fn vec_dot(src: &[u8], activations: &[BlockQ8K]) -> f32 {
+        dot_q5_k_best(whole_blocks(src), activations)
+    }
+}
+
+pub(super) fn dot_q5_k(x: &[BlockQ5K], y: &[BlockQ8K]) -> f32 {
+    let mut float_lanes = [0.0f32; 8];
+    let mut sum = 0.0f32;
+    for (xb, yb) in x.iter().zip(y) {
+        let q = unpack_q5_k(xb);
+        let (scales, mins) = scales_and_mins_k4(&xb.scales);
+        let lanes = lane_sums::<32>(&q, &yb.qs, &scales.map(i32::from));
+        accumulate_lanes(&mut float_lanes, xb.d.to_f32() * yb.d, &lanes);
+        sum -= xb.dmin.to_f32() * yb.d * min_correction(&yb.bsums, &mins) as f32;
+    }
+    float_lanes.iter().fold(sum, |sum, &lane| sum + lane)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Q6_K
+
+/// Signed 6-bit quants of a Q6_K block, -32..=31. Each 128 elements use 64 `ql` bytes and 32 `qh`
+/// bytes: element `32 * r + l` takes nibble `r / 2` of `ql[l + 32 * (r % 2)]` and bits `2 * r`
+/// of `qh[l]`.
+#[inline(always)]
+pub(super) fn unpack_q6_k(block: &BlockQ6K) -> [i8; QK_K] {
+    let mut q = [0i8; QK_K];
+    for (half, out) in q.chunks_exact_mut(128).enumerate() {
+        let ql = &block.ql[64 * half..][..64];
+        let qh = &block.qh[32 * half..][..32];
+        for (row, out_row) in out.chunks_exact_mut(32).enumerate() {
+            let low_bytes = &ql[32 * (row % 2)..][..32];
+            for ((value, &low), &high) in out_row.iter_mut().zip(low_bytes).zip(qh) {
+                let nibble = (low >> (4 * (row / 2))) & 0x0F;
+                let top = (high >> (2 * row)) & 3;
+                *value = (nibble | (top << 4)) as i8 - 32;
+            }
+        }
+    }
+    q
+}
+
+impl QuantFormat for BlockQ6K {
+    const TYPE: WeightType = WeightType::Q6_K;
+    const BLOCK_LEN: usize = QK_K;
+    const BLOCK_BYTES: usize = size_of::<Self>();
+    type Activation = BlockQ8K;
+
+    fn dequantize_row(src: &[u8], dst: &mut [f32]) {
+        for (block, y) in whole_blocks::<Self>(src).iter().zip(dst.chunks_exact_mut(QK_K)) {
+            let d = block.d.to_f32();
+            let q = unpack_q6_k(block);
+            for ((out, q_group), &scale) in y.chunks_exact_mut(16).zip(q.chunks_exact(16)).zip(&block.scales)
+            {
+                let dl = d * f32::from(scale);
+                for (value, &qv) in out.iter_mut().zip(q_group) {
+                    *value = dl * f32::from(qv);
+                }
+            }
+        }
+    }
+
+    fn vec_dot(src: &[u8], activations: &[BlockQ8K]) -> f32 {
+        dot_q6_k_best(whole_blocks(src), activations)
+    }
+}
+
+pub(super) fn dot_q6_k(x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
+    let mut float_lanes = [0.0f32; 8];
+    for (xb, yb) in x.iter().zip(y) {
+        let q = unpack_q6_k(xb);
+        let lanes = lane_sums::<16>(&q, &yb.qs, &xb.scales.map(i32::from));
+        accumulate_lanes(&mut float_lanes, xb.d.to_f32() * yb.d, &lanes);
+    }
+    float_lanes.iter().fold(0.0f32, |sum, &lane| sum + lane)
+}

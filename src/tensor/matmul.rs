@@ -1,0 +1,192 @@
+//! Batched matrix-vector products: `out[i][r] = dot(weight row r, activation row i)`.
+//!
+//! Activations are quantized once per call; each weight row is then dotted with every activation
+//! row while its blocks are hot in cache, which is what makes prefill (many rows) cheap. The outer
+//! loop runs over weight rows, so a caller can split the work across threads by handing each one
+//! a contiguous range of weight rows (and its own output buffer).
+
+use super::activations::{ActivationFormat, QuantizedActivations};
+use super::error::{TensorError, check_len};
+use super::format::{QuantFormat, WeightType, with_weight_format};
+
+/// `out (n × rows_out) = acts (n × k) · weightsᵀ`, where `weights` holds `rows_out` rows of `k`
+/// elements encoded as `weight_type`, and both `acts` and `out` are row-major.
+pub fn matmul(
+    weights: &[u8],
+    weight_type: WeightType,
+    rows_out: usize,
+    k: usize,
+    acts: &[f32],
+    n: usize,
+    out: &mut [f32],
+) -> Result<(), TensorError> {
+    let quantized = QuantizedActivations::for_weights(weight_type, acts, n, k)?;
+    matmul_quantized(weights, weight_type, rows_out, &quantized, out)
+}
+
+/// [`matmul`] with activations that are already quantized, so that several weight matrices of
+/// the same type (Q, K and V; gate and up) share one quantization of their input.
+/// `out` is `activations.rows() × rows_out`, row-major.
+pub fn matmul_quantized(
+    weights: &[u8],
+    weight_type: WeightType,
+    rows_out: usize,
+    activations: &QuantizedActivations,
+    out: &mut [f32],
+) -> Result<(), TensorError> {
+    activations.check_type(weight_type.activation_type())?;
+    let (n, k) = (activations.rows(), activations.row_len());
+    let row_bytes = weight_type.row_bytes(k)?;
+    let weight_bytes = rows_out.checked_mul(row_bytes).ok_or(TensorError::ShapeOverflow)?;
+    check_len("weights (rows_out * row bytes)", weight_bytes, weights.len())?;
+    let out_len = n.checked_mul(rows_out).ok_or(TensorError::ShapeOverflow)?;
+    check_len("output (n * rows_out)", out_len, out.len())?;
+    if out.is_empty() {
+        return Ok(());
+    }
+    if k == 0 {
+        out.fill(0.0);
+        return Ok(());
+    }
+    with_weight_format!(weight_type, W => {
+        let rows = activations.all_rows::<<W as QuantFormat>::Activation>()?;
+        dot_all_rows::<W>(weights, row_bytes, rows, k, rows_out, out);
+    });
+    Ok(())
+}
+
+/// The kernel loop; all lengths are checked and non-zero.
+fn dot_all_rows<W: QuantFormat>(
+    weights: &[u8],
+    row_bytes: usize,
+    activations: &[W::Activation],
+    k: usize,
+    rows_out: usize,
+    out: &mut [f32],
+) {
+    let blocks_per_activation_row = k / <W::Activation as ActivationFormat>::BLOCK_LEN;
+    for (r, weight_row) in weights.chunks_exact(row_bytes).enumerate() {
+        for (activation_row, out_row) in
+            activations.chunks_exact(blocks_per_activation_row).zip(out.chunks_exact_mut(rows_out))
+        {
+            out_row[r] = W::vec_dot(weight_row, activation_row);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tensor::test_support::Rng;
+    use crate::tensor::{ActivationType, vec_dot};
+
+    /// Random rows of `weight_type` (sane scales for the block formats).
+    fn random_weights(weight_type: WeightType, rows: usize, k: usize, rng: &mut Rng) -> Vec<u8> {
+        let row_bytes = weight_type.row_bytes(k).unwrap();
+        let floats = |rng: &mut Rng, n: usize| -> Vec<f32> { (0..n).map(|_| rng.normal()).collect() };
+        match weight_type {
+            WeightType::F32 => floats(rng, rows * k).iter().flat_map(|v| v.to_le_bytes()).collect(),
+            WeightType::F16 => {
+                floats(rng, rows * k).iter().flat_map(|&v| half::f16::from_f32(v).to_le_bytes()).collect()
+            }
+            WeightType::BF16 => {
+                floats(rng, rows * k).iter().flat_map(|&v| half::bf16::from_f32(v).to_le_bytes()).collect()
+            }
+            _ => {
+                let offsets: &[usize] = match weight_type {
+                    WeightType::Q4_1 | WeightType::Q5_1 => &[0, 2],
+                    WeightType::Q2_K => &[80, 82],
+                    WeightType::Q3_K => &[108],
+                    WeightType::Q4_K | WeightType::Q5_K => &[0, 2],
+                    WeightType::Q6_K => &[208],
+                    _ => &[0],
+                };
+                let blocks = rows * row_bytes / weight_type.block_bytes();
+                rng.blocks(blocks, weight_type.block_bytes(), offsets)
+            }
+        }
+    }
+
+    #[test]
+    fn matmul_equals_row_by_row_vec_dot_for_every_type() {
+        let mut rng = Rng::new(3);
+        let (rows_out, k, n) = (5, 512, 3);
+        for weight_type in WeightType::ALL {
+            let weights = random_weights(weight_type, rows_out, k, &mut rng);
+            let acts: Vec<f32> = (0..n * k).map(|_| rng.normal()).collect();
+            let mut out = vec![f32::NAN; n * rows_out];
+            matmul(&weights, weight_type, rows_out, k, &acts, n, &mut out).unwrap();
+
+            let quantized = QuantizedActivations::for_weights(weight_type, &acts, n, k).unwrap();
+            let row_bytes = weight_type.row_bytes(k).unwrap();
+            for i in 0..n {
+                for r in 0..rows_out {
+                    let weight_row = &weights[r * row_bytes..(r + 1) * row_bytes];
+                    let expected = vec_dot(weight_type, weight_row, &quantized, i).unwrap();
+                    assert_eq!(
+                        out[i * rows_out + r].to_bits(),
+                        expected.to_bits(),
+                        "{weight_type:?} [{i}][{r}]"
+                    );
+                }
+            }
+            assert!(out.iter().all(|v| v.is_finite() && *v != 0.0), "{weight_type:?}: {out:?}");
+        }
+    }
+
+    #[test]
+    fn shared_quantized_activations_give_the_same_result() {
+        let mut rng = Rng::new(5);
+        let (rows_out, k, n) = (4, 256, 2);
+        let weights = random_weights(WeightType::Q4_K, rows_out, k, &mut rng);
+        let acts: Vec<f32> = (0..n * k).map(|_| rng.normal()).collect();
+        let mut direct = vec![0.0; n * rows_out];
+        matmul(&weights, WeightType::Q4_K, rows_out, k, &acts, n, &mut direct).unwrap();
+        let quantized = QuantizedActivations::for_weights(WeightType::Q6_K, &acts, n, k).unwrap();
+        let mut shared = vec![0.0; n * rows_out];
+        matmul_quantized(&weights, WeightType::Q4_K, rows_out, &quantized, &mut shared).unwrap();
+        assert_eq!(direct, shared);
+    }
+
+    #[test]
+    fn shape_errors_are_reported_not_panicked() {
+        let weights = vec![0u8; 2 * 144];
+        let acts = vec![0.0f32; 256];
+        let mut out = vec![0.0f32; 2];
+        let q4k = WeightType::Q4_K;
+        assert!(matches!(
+            matmul(&weights[1..], q4k, 2, 256, &acts, 1, &mut out),
+            Err(TensorError::LengthMismatch { expected: 288, actual: 287, .. })
+        ));
+        assert!(matches!(
+            matmul(&weights, q4k, 2, 256, &acts, 1, &mut out[..1]),
+            Err(TensorError::LengthMismatch { expected: 2, actual: 1, .. })
+        ));
+        assert!(matches!(
+            matmul(&weights, q4k, 2, 256, &acts[..255], 1, &mut out),
+            Err(TensorError::LengthMismatch { expected: 256, actual: 255, .. })
+        ));
+        assert!(matches!(
+            matmul(&weights, q4k, 2, 128, &acts[..128], 1, &mut out),
+            Err(TensorError::RowNotBlockAligned { .. })
+        ));
+        assert!(matches!(
+            matmul(&weights, q4k, usize::MAX, 256, &acts, 1, &mut out),
+            Err(TensorError::ShapeOverflow)
+        ));
+        let q8_0 = QuantizedActivations::quantize(ActivationType::Q8_0, &acts, 1, 256).unwrap();
+        assert!(matches!(
+            matmul_quantized(&weights, q4k, 2, &q8_0, &mut out),
+            Err(TensorError::ActivationTypeMismatch { .. })
+        ));
+    }
+
+    #[test]
+    fn empty_shapes_are_fine() {
+        let mut out = vec![1.0f32; 3];
+        matmul(&[], WeightType::F32, 3, 0, &[], 1, &mut out).unwrap();
+        assert_eq!(out, [0.0; 3]);
+        matmul(&[], WeightType::Q8_0, 0, 32, &[0.0; 32], 1, &mut []).unwrap();
+        matmul(&[0; 34], WeightType::Q8_0, 1, 32, &[], 0, &mut []).unwrap();
+    }
+}

@@ -1,0 +1,49 @@
+//! Tensor kernels: ggml's block formats, dequantization, activation quantization, dot products
+//! and a batched matrix-vector product.
+//!
+//! The numbers follow llama.cpp's CPU backend. Before an integer dot product, ggml quantizes the
+//! activation vector with the weight type's `vec_dot_type` (Q8_0, Q8_1 or Q8_K; F16/BF16 for half
+//! weights), then runs a per-block integer sum and a float multiply-add per block. The scalar code
+//! here keeps the summing order of ggml's `*_generic` functions so that results agree to the last
+//! bits with a non-SIMD ggml build (checked against a C transcription of those functions). The
+//! WebAssembly SIMD128 kernels (`simd128`: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, F32,
+//! F16) reorder only the float sums and agree to within a few ulps; the other types use the scalar
+//! code, which LLVM auto-vectorizes in a simd128 build.
+//!
+//! Weights arrive as `&[u8]` views into the model file, at any alignment. Block structs are
+//! `#[repr(C)]` with alignment 1 (f16 fields are stored as bytes), so a byte slice is viewed as
+//! a slice of blocks without copying (see [`cast_blocks`]).
+//!
+//! Entry points: [`matmul`] / [`matmul_quantized`] for projections, [`vec_dot`] for one row,
+//! [`dequantize_row`] for embeddings and tests; [`QuantizedActivations`] holds activations in
+//! the right format for a weight type. Errors are [`TensorError`]s, never panics.
+//!
+//! Self-contained: this module uses nothing outside `crate::tensor` except the `half` crate.
+
+mod activations;
+mod blocks;
+mod error;
+mod float;
+mod format;
+mod kquants;
+mod legacy;
+mod matmul;
+
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+pub mod simd128;
+
+#[cfg(test)]
+mod golden_tests;
+#[cfg(test)]
+mod test_support;
+
+pub use activations::{
+    ActivationData, ActivationFormat, ActivationType, BF16Activation, F16Activation, QuantizedActivations,
+};
+pub use blocks::{
+    BlockQ2K, BlockQ3K, BlockQ4_0, BlockQ4_1, BlockQ4K, BlockQ5_0, BlockQ5_1, BlockQ5K, BlockQ6K, BlockQ8_0,
+    BlockQ8_1, BlockQ8K, F16Le, PlainBytes, QK_K, cast_blocks,
+};
+pub use error::TensorError;
+pub use format::{QuantFormat, WeightType, dequantize_row, vec_dot};
+pub use matmul::{matmul, matmul_quantized};

@@ -1,0 +1,488 @@
+//! WebAssembly SIMD128 dot products, compiled when the target has `simd128` enabled; the scalar
+//! kernels are used otherwise (and remain the reference).
+//!
+//! The integer part of every block is computed exactly, as in the scalar code; only the order in
+//! which per-block float terms are summed differs (four f32 lanes instead of one running sum), so
+//! results agree with the scalar kernels to within a few ulps of `Σ|wᵢ·aᵢ|`.
+//! [`check_simd_matches_scalar`] verifies that on random blocks.
+
+use core::arch::wasm32::*;
+
+use super::activations::F16Activation;
+use super::blocks::{
+    BlockQ4_0, BlockQ4_1, BlockQ4K, BlockQ5_0, BlockQ5_1, BlockQ5K, BlockQ6K, BlockQ8_0, BlockQ8_1, BlockQ8K,
+};
+use super::kquants::scales_and_mins_k4;
+
+// ---------------------------------------------------------------------------------------------
+// Loads and small helpers
+
+/// Loads the first 16 bytes of `bytes` (any alignment).
+#[inline(always)]
+fn load_u8(bytes: &[u8]) -> v128 {
+    let bytes = &bytes[..16];
+    // SAFETY: `bytes` has 16 readable bytes; wasm's v128.load has no alignment requirement.
+    unsafe { v128_load(bytes.as_ptr().cast()) }
+}
+
+/// Loads the first 16 values of `values`.
+#[inline(always)]
+fn load_i8(values: &[i8]) -> v128 {
+    let values = &values[..16];
+    // SAFETY: as in `load_u8`: 16 readable bytes, no alignment requirement.
+    unsafe { v128_load(values.as_ptr().cast()) }
+}
+
+/// Loads the first 4 values of `values`.
+#[inline(always)]
+fn load_f32(values: &[f32]) -> v128 {
+    let values = &values[..4];
+    // SAFETY: as in `load_u8`: 4 f32 are 16 readable bytes, no alignment requirement.
+    unsafe { v128_load(values.as_ptr().cast()) }
+}
+
+/// Sums of 16 signed bytes times 16 signed bytes, as four i32 partial sums.
+#[inline(always)]
+fn dot_i8x16(a: v128, b: v128) -> v128 {
+    let low = i32x4_dot_i16x8(i16x8_extend_low_i8x16(a), i16x8_extend_low_i8x16(b));
+    let high = i32x4_dot_i16x8(i16x8_extend_high_i8x16(a), i16x8_extend_high_i8x16(b));
+    i32x4_add(low, high)
+}
+
+/// Like [`dot_i8x16`] for unsigned bytes `a` below 128 (4- and 6-bit quants).
+#[inline(always)]
+fn dot_u8x16_i8x16(a: v128, b: v128) -> v128 {
+    let low = i32x4_dot_i16x8(i16x8_extend_low_u8x16(a), i16x8_extend_low_i8x16(b));
+    let high = i32x4_dot_i16x8(i16x8_extend_high_u8x16(a), i16x8_extend_high_i8x16(b));
+    i32x4_add(low, high)
+}
+
+#[inline(always)]
+fn sum_f32x4(v: v128) -> f32 {
+    (f32x4_extract_lane::<0>(v) + f32x4_extract_lane::<1>(v))
+        + (f32x4_extract_lane::<2>(v) + f32x4_extract_lane::<3>(v))
+}
+
+/// `acc + scale * i32 lanes`, in f32.
+#[inline(always)]
+fn add_scaled(acc: v128, int_sums: v128, scale: f32) -> v128 {
+    f32x4_add(acc, f32x4_mul(f32x4_convert_i32x4(int_sums), f32x4_splat(scale)))
+}
+
+// ---------------------------------------------------------------------------------------------
+// 32-element formats
+
+pub(super) fn dot_q8_0(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
+    let mut acc = f32x4_splat(0.0);
+    for (xb, yb) in x.iter().zip(y) {
+        let low = dot_i8x16(load_i8(&xb.qs), load_i8(&yb.qs));
+        let high = dot_i8x16(load_i8(&xb.qs[16..]), load_i8(&yb.qs[16..]));
+        acc = add_scaled(acc, i32x4_add(low, high), xb.d.to_f32() * yb.d.to_f32());
+    }
+    sum_f32x4(acc)
+}
+
+/// The low and high nibbles of 16 packed bytes, as two vectors of values 0..=15.
+#[inline(always)]
+fn nibbles(packed: v128) -> (v128, v128) {
+    (v128_and(packed, u8x16_splat(0x0F)), u8x16_shr(packed, 4))
+}
+
+pub(super) fn dot_q4_0(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
+    let eight = i8x16_splat(8);
+    let mut acc = f32x4_splat(0.0);
+    for (xb, yb) in x.iter().zip(y) {
+        let (low, high) = nibbles(load_u8(&xb.qs));
+        let sums = i32x4_add(
+            dot_i8x16(i8x16_sub(low, eight), load_i8(&yb.qs)),
+            dot_i8x16(i8x16_sub(high, eight), load_i8(&yb.qs[16..])),
+        );
+        acc = add_scaled(acc, sums, xb.d.to_f32() * yb.d.to_f32());
+    }
+    sum_f32x4(acc)
+}
+
+pub(super) fn dot_q4_1(x: &[BlockQ4_1], y: &[BlockQ8_1]) -> f32 {
+    let mut acc = f32x4_splat(0.0);
+    let mut offsets = 0.0f32;
+    for (xb, yb) in x.iter().zip(y) {
+        let (low, high) = nibbles(load_u8(&xb.qs));
+        let sums =
+            i32x4_add(dot_u8x16_i8x16(low, load_i8(&yb.qs)), dot_u8x16_i8x16(high, load_i8(&yb.qs[16..])));
+        acc = add_scaled(acc, sums, xb.d.to_f32() * yb.d.to_f32());
+        offsets += xb.m.to_f32() * yb.s.to_f32();
+    }
+    sum_f32x4(acc) + offsets
+}
+
+/// Expands 16 bits (bytes `first` and `first + 1` of `bits`) to 16 bytes of 0x10 (bit set) or 0.
+#[inline(always)]
+fn fifth_bits(bits: v128, first: u8) -> v128 {
+    let spread = i8x16_swizzle(
+        bits,
+        u8x16(
+            first,
+            first,
+            first,
+            first,
+            first,
+            first,
+            first,
+            first,
+            first + 1,
+            first + 1,
+            first + 1,
+            first + 1,
+            first + 1,
+            first + 1,
+            first + 1,
+            first + 1,
+        ),
+    );
+    let bit_of_lane = u8x16(1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128);
+    let set = i8x16_eq(v128_and(spread, bit_of_lane), bit_of_lane);
+    v128_and(set, u8x16_splat(0x10))
+}
+
+pub(super) fn dot_q5_0(x: &[BlockQ5_0], y: &[BlockQ8_0]) -> f32 {
+    let sixteen = i8x16_splat(16);
+    let mut acc = f32x4_splat(0.0);
+    for (xb, yb) in x.iter().zip(y) {
+        let bits = u32x4_splat(u32::from_le_bytes(xb.qh));
+        let (low, high) = nibbles(load_u8(&xb.qs));
+        let q_low = i8x16_sub(v128_or(low, fifth_bits(bits, 0)), sixteen);
+        let q_high = i8x16_sub(v128_or(high, fifth_bits(bits, 2)), sixteen);
+        let sums = i32x4_add(dot_i8x16(q_low, load_i8(&yb.qs)), dot_i8x16(q_high, load_i8(&yb.qs[16..])));
+        acc = add_scaled(acc, sums, xb.d.to_f32() * yb.d.to_f32());
+    }
+    sum_f32x4(acc)
+}
+
+pub(super) fn dot_q5_1(x: &[BlockQ5_1], y: &[BlockQ8_1]) -> f32 {
+    let mut acc = f32x4_splat(0.0);
+    let mut offsets = 0.0f32;
+    for (xb, yb) in x.iter().zip(y) {
+        let bits = u32x4_splat(u32::from_le_bytes(xb.qh));
+        let (low, high) = nibbles(load_u8(&xb.qs));
+        let q_low = v128_or(low, fifth_bits(bits, 0));
+        let q_high = v128_or(high, fifth_bits(bits, 2));
+        let sums = i32x4_add(
+            dot_u8x16_i8x16(q_low, load_i8(&yb.qs)),
+            dot_u8x16_i8x16(q_high, load_i8(&yb.qs[16..])),
+        );
+        acc = add_scaled(acc, sums, xb.d.to_f32() * yb.d.to_f32());
+        offsets += xb.m.to_f32() * yb.s.to_f32();
+    }
+    sum_f32x4(acc) + offsets
+}
+
+// ---------------------------------------------------------------------------------------------
+// K-quants
+
+/// `Σ bsums[j] * mins[j / 2]`: the K-quant min correction from the Q8_K group sums.
+#[inline(always)]
+fn min_correction(bsums: &[i16; 16], mins: &[u8; 8]) -> i32 {
+    bsums.iter().enumerate().map(|(j, &b)| i32::from(b) * i32::from(mins[j / 2])).sum()
+}
+
+pub(super) fn dot_q4_k(x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
+    let mut acc = f32x4_splat(0.0);
+    let mut mins_total = 0.0f32;
+    for (xb, yb) in x.iter().zip(y) {
+        let (scales, mins) = scales_and_mins_k4(&xb.scales);
+        let mut block = i32x4_splat(0);
+        // Each 32 bytes of qs hold 64 quants: low nibbles for one 32-group, high for the next.
+        for (pair, (packed, activations)) in xb.qs.chunks_exact(32).zip(yb.qs.chunks_exact(64)).enumerate() {
+            let (low0, high0) = nibbles(load_u8(packed));
+            let (low1, high1) = nibbles(load_u8(&packed[16..]));
+            let low_sum = i32x4_add(
+                dot_u8x16_i8x16(low0, load_i8(activations)),
+                dot_u8x16_i8x16(low1, load_i8(&activations[16..])),
+            );
+            let high_sum = i32x4_add(
+                dot_u8x16_i8x16(high0, load_i8(&activations[32..])),
+                dot_u8x16_i8x16(high1, load_i8(&activations[48..])),
+            );
+            block = i32x4_add(block, i32x4_mul(low_sum, i32x4_splat(i32::from(scales[2 * pair]))));
+            block = i32x4_add(block, i32x4_mul(high_sum, i32x4_splat(i32::from(scales[2 * pair + 1]))));
+        }
+        acc = add_scaled(acc, block, xb.d.to_f32() * yb.d);
+        mins_total += xb.dmin.to_f32() * yb.d * min_correction(&yb.bsums, &mins) as f32;
+    }
+    sum_f32x4(acc) - mins_total
+}
+
+pub(super) fn dot_q5_k(x: &[BlockQ5K], y: &[BlockQ8K]) -> f32 {
+    let one = u8x16_splat(1);
+    let mut acc = f32x4_splat(0.0);
+    let mut mins_total = 0.0f32;
+    for (xb, yb) in x.iter().zip(y) {
+        let (scales, mins) = scales_and_mins_k4(&xb.scales);
+        let high_bits = [load_u8(&xb.qh), load_u8(&xb.qh[16..])];
+        // Fifth bit of element l of 32-element row r: bit r of qh[l], moved to 0x10.
+        let fifth = |row: u32, piece: usize| i8x16_shl(v128_and(u8x16_shr(high_bits[piece], row), one), 4);
+        let mut block = i32x4_splat(0);
+        for (pair, (packed, activations)) in xb.qs.chunks_exact(32).zip(yb.qs.chunks_exact(64)).enumerate() {
+            let (low_row, high_row) = (2 * pair as u32, 2 * pair as u32 + 1);
+            let (low0, high0) = nibbles(load_u8(packed));
+            let (low1, high1) = nibbles(load_u8(&packed[16..]));
+            let low_sum = i32x4_add(
+                dot_u8x16_i8x16(v128_or(low0, fifth(low_row, 0)), load_i8(activations)),
+                dot_u8x16_i8x16(v128_or(low1, fifth(low_row, 1)), load_i8(&activations[16..])),
+            );
+            let high_sum = i32x4_add(
+                dot_u8x16_i8x16(v128_or(high0, fifth(high_row, 0)), load_i8(&activations[32..])),
+                dot_u8x16_i8x16(v128_or(high1, fifth(high_row, 1)), load_i8(&activations[48..])),
+            );
+            block = i32x4_add(block, i32x4_mul(low_sum, i32x4_splat(i32::from(scales[2 * pair]))));
+            block = i32x4_add(block, i32x4_mul(high_sum, i32x4_splat(i32::from(scales[2 * pair + 1]))));
+        }
+        acc = add_scaled(acc, block, xb.d.to_f32() * yb.d);
+        mins_total += xb.dmin.to_f32() * yb.d * min_correction(&yb.bsums, &mins) as f32;
+    }
+    sum_f32x4(acc) - mins_total
+}
+
+pub(super) fn dot_q6_k(x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
+    let two_bits = u8x16_splat(0x03);
+    let thirty_two = i8x16_splat(32);
+    let mut acc = f32x4_splat(0.0);
+    for (xb, yb) in x.iter().zip(y) {
+        let mut block = i32x4_splat(0);
+        // Two halves of 128: 64 ql bytes and 32 qh bytes each; element 32r + l of a half takes
+        // nibble r / 2 of ql[l + 32 (r % 2)] and bits 2r..2r+2 of qh[l].
+        for (half, ((ql, qh), activations)) in
+            xb.ql.chunks_exact(64).zip(xb.qh.chunks_exact(32)).zip(yb.qs.chunks_exact(128)).enumerate()
+        {
+            for piece in 0..2 {
+                let l = 16 * piece;
+                let high_bits = load_u8(&qh[l..]);
+                let (n0, n2) = nibbles(load_u8(&ql[l..]));
+                let (n1, n3) = nibbles(load_u8(&ql[l + 32..]));
+                for (row, nibble) in [n0, n1, n2, n3].into_iter().enumerate() {
+                    let top = v128_and(u8x16_shr(high_bits, 2 * row as u32), two_bits);
+                    let q = i8x16_sub(v128_or(nibble, i8x16_shl(top, 4)), thirty_two);
+                    let sums = dot_i8x16(q, load_i8(&activations[32 * row + l..]));
+                    let scale = i32::from(xb.scales[8 * half + 2 * row + piece]);
+                    block = i32x4_add(block, i32x4_mul(sums, i32x4_splat(scale)));
+                }
+            }
+        }
+        acc = add_scaled(acc, block, xb.d.to_f32() * yb.d);
+    }
+    sum_f32x4(acc)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Float rows
+
+pub(super) fn dot_f32(src: &[u8], activations: &[f32]) -> f32 {
+    let n = (src.len() / 4).min(activations.len());
+    let mut acc = [f32x4_splat(0.0); 4];
+    let mut i = 0;
+    while i + 16 <= n {
+        for (j, lane) in acc.iter_mut().enumerate() {
+            let w = load_u8(&src[4 * (i + 4 * j)..]);
+            *lane = f32x4_add(*lane, f32x4_mul(w, load_f32(&activations[i + 4 * j..])));
+        }
+        i += 16;
+    }
+    let mut sum = sum_f32x4(f32x4_add(f32x4_add(acc[0], acc[1]), f32x4_add(acc[2], acc[3])));
+    for (w, &a) in src[4 * i..4 * n].chunks_exact(4).zip(&activations[i..n]) {
+        sum += f32::from_le_bytes([w[0], w[1], w[2], w[3]]) * a;
+    }
+    sum
+}
+
+/// Widens four f16 bit patterns (one per u32 lane) to f32. Shifting the exponent and mantissa into
+/// f32 position and scaling by 2^112 rebiases the exponent exactly, subnormals included;
+/// infinities and NaNs get the all-ones exponent instead.
+#[inline(always)]
+fn f16x4_to_f32x4(halves: v128) -> v128 {
+    let sign = i32x4_shl(v128_and(halves, u32x4_splat(0x8000)), 16);
+    let magnitude = v128_and(halves, u32x4_splat(0x7FFF));
+    let shifted = i32x4_shl(magnitude, 13);
+    let rebiased = f32x4_mul(shifted, f32x4_splat(f32::from_bits(0x7780_0000))); // 2^112
+    let special = v128_or(shifted, u32x4_splat(0x7F80_0000));
+    let is_special = u32x4_ge(magnitude, u32x4_splat(0x7C00));
+    v128_or(v128_bitselect(special, rebiased, is_special), sign)
+}
+
+pub(super) fn dot_f16(src: &[u8], activations: &[F16Activation]) -> f32 {
+    let n = (src.len() / 2).min(activations.len());
+    // F16Activation is a transparent f32.
+    let mut acc = [f32x4_splat(0.0); 2];
+    let mut i = 0;
+    while i + 8 <= n {
+        let halves = load_u8(&src[2 * i..]);
+        let low = f16x4_to_f32x4(u32x4_extend_low_u16x8(halves));
+        let high = f16x4_to_f32x4(u32x4_extend_high_u16x8(halves));
+        let a = &activations[i..i + 8];
+        let a_low = f32x4(a[0].0, a[1].0, a[2].0, a[3].0);
+        let a_high = f32x4(a[4].0, a[5].0, a[6].0, a[7].0);
+        acc[0] = f32x4_add(acc[0], f32x4_mul(low, a_low));
+        acc[1] = f32x4_add(acc[1], f32x4_mul(high, a_high));
+        i += 8;
+    }
+    let mut sum = sum_f32x4(f32x4_add(acc[0], acc[1]));
+    for (w, a) in src[2 * i..2 * n].chunks_exact(2).zip(&activations[i..n]) {
+        sum += half::f16::from_le_bytes([w[0], w[1]]).to_f32() * a.0;
+    }
+    sum
+}
+
+// ---------------------------------------------------------------------------------------------
+// Self-check, run by the wasm test harness (wasm-bindgen-test in headless Chromium)
+
+/// Compares every SIMD kernel with its scalar reference on random blocks (several lengths, an
+/// unaligned weight buffer, f16 specials); the difference must stay within
+/// `64 · f32::EPSILON · Σ|wᵢ·aᵢ|`. Returns a description of the first mismatch.
+pub fn check_simd_matches_scalar() -> Result<(), String> {
+    use super::{QuantizedActivations, WeightType, float, kquants, legacy};
+
+    check_f16_conversion()?;
+
+    let mut rng = SplitMix(0x5EED);
+    type ScalarAndSimd = fn(&[u8], &QuantizedActivations) -> (f32, f32);
+    let checks: [(WeightType, ScalarAndSimd); 10] = [
+        (WeightType::Q8_0, |w, q| pair(w, q, legacy::dot_q8_0, dot_q8_0)),
+        (WeightType::Q4_0, |w, q| pair(w, q, legacy::dot_q4_0, dot_q4_0)),
+        (WeightType::Q4_1, |w, q| pair(w, q, legacy::dot_q4_1, dot_q4_1)),
+        (WeightType::Q5_0, |w, q| pair(w, q, legacy::dot_q5_0, dot_q5_0)),
+        (WeightType::Q5_1, |w, q| pair(w, q, legacy::dot_q5_1, dot_q5_1)),
+        (WeightType::Q4_K, |w, q| pair(w, q, kquants::dot_q4_k, dot_q4_k)),
+        (WeightType::Q5_K, |w, q| pair(w, q, kquants::dot_q5_k, dot_q5_k)),
+        (WeightType::Q6_K, |w, q| pair(w, q, kquants::dot_q6_k, dot_q6_k)),
+        (WeightType::F32, |w, q| {
+            let a = q.row::<f32>(0).unwrap_or(&[]);
+            (float::dot_f32(w, a), dot_f32(w, a))
+        }),
+        (WeightType::F16, |w, q| {
+            let a = q.row::<F16Activation>(0).unwrap_or(&[]);
+            (float::dot_f16(w, a), dot_f16(w, a))
+        }),
+    ];
+    for (weight_type, run) in checks {
+        for blocks in [1usize, 3, 8] {
+            let k = blocks * weight_type.block_len().max(256);
+            let row_bytes = weight_type.row_bytes(k).map_err(|e| e.to_string())?;
+            // One spare byte in front so that the weights start at an odd address.
+            let mut buffer = rng.weights(weight_type, row_bytes + 1);
+            if weight_type == WeightType::F16 {
+                // Subnormals and the smallest normal must convert like the scalar path.
+                for (slot, bits) in [0x0001u16, 0x83FF, 0x0400, 0x8000].iter().enumerate() {
+                    buffer[1 + 2 * slot..3 + 2 * slot].copy_from_slice(&bits.to_le_bytes());
+                }
+            }
+            let weights = &buffer[1..];
+            let x: Vec<f32> = (0..k).map(|_| rng.normal()).collect();
+            let q = QuantizedActivations::for_weights(weight_type, &x, 1, k).map_err(|e| e.to_string())?;
+            let (scalar, simd) = run(weights, &q);
+
+            let mut w = vec![0.0f32; k];
+            super::dequantize_row(weight_type, weights, &mut w).map_err(|e| e.to_string())?;
+            let mut a = vec![0.0f32; k];
+            q.dequantize_row(0, &mut a).map_err(|e| e.to_string())?;
+            let abs_sum: f32 = w.iter().zip(&a).map(|(w, a)| (w * a).abs()).sum();
+            let tolerance = 64.0 * f32::EPSILON * abs_sum;
+            let difference = (scalar - simd).abs();
+            if difference.is_nan() || difference > tolerance {
+                return Err(format!(
+                    "{weight_type:?} with {k} elements: scalar {scalar}, simd {simd}, tolerance {tolerance}"
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The SIMD f16 widening must agree with `half` on all 65,536 bit patterns (NaNs only need to
+/// stay NaN).
+fn check_f16_conversion() -> Result<(), String> {
+    for first in (0..=u16::MAX).step_by(4) {
+        let bits = [first, first + 1, first + 2, first + 3];
+        let wide = f16x4_to_f32x4(u32x4(
+            u32::from(bits[0]),
+            u32::from(bits[1]),
+            u32::from(bits[2]),
+            u32::from(bits[3]),
+        ));
+        let ours = [
+            f32x4_extract_lane::<0>(wide),
+            f32x4_extract_lane::<1>(wide),
+            f32x4_extract_lane::<2>(wide),
+            f32x4_extract_lane::<3>(wide),
+        ];
+        for (&h, &got) in bits.iter().zip(&ours) {
+            let expected = half::f16::from_bits(h).to_f32();
+            let same = if expected.is_nan() { got.is_nan() } else { got.to_bits() == expected.to_bits() };
+            if !same {
+                return Err(format!("f16 {h:#06x}: simd {got:e} ({:#x}), half {expected:e}", got.to_bits()));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Runs a scalar and a SIMD kernel on the same typed blocks.
+fn pair<W: super::PlainBytes, A: super::ActivationFormat>(
+    weights: &[u8],
+    activations: &super::QuantizedActivations,
+    scalar: fn(&[W], &[A]) -> f32,
+    simd: fn(&[W], &[A]) -> f32,
+) -> (f32, f32) {
+    let blocks = super::cast_blocks::<W>(weights).unwrap_or(&[]);
+    let a = activations.row::<A>(0).unwrap_or(&[]);
+    (scalar(blocks, a), simd(blocks, a))
+}
+
+/// splitmix64, so the check needs no test-only helpers.
+struct SplitMix(u64);
+
+impl SplitMix {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    fn uniform(&mut self) -> f32 {
+        (self.next() >> 40) as f32 / (1u64 << 24) as f32
+    }
+
+    fn normal(&mut self) -> f32 {
+        let u1 = 1.0 - self.uniform();
+        (-2.0 * u1.ln()).sqrt() * (core::f32::consts::TAU * self.uniform()).cos()
+    }
+
+    /// `len` bytes of random weights; the f16 scales of block formats get sane values. The
+    /// buffer starts with one spare byte, so block `b` starts at `1 + b * block_bytes`.
+    fn weights(&mut self, weight_type: super::WeightType, len: usize) -> Vec<u8> {
+        use super::WeightType as W;
+        let mut out: Vec<u8> = (0..len).map(|_| self.next() as u8).collect();
+        let scale_offsets: &[usize] = match weight_type {
+            W::Q8_0 | W::Q4_0 | W::Q5_0 | W::Q4_1 | W::Q5_1 | W::Q4_K | W::Q5_K => &[0, 2],
+            W::Q6_K => &[208],
+            _ => &[],
+        };
+        if weight_type == W::F32 {
+            for (i, chunk) in out[1..].chunks_exact_mut(4).enumerate() {
+                chunk.copy_from_slice(&(self.normal() * (1.0 + (i % 7) as f32)).to_le_bytes());
+            }
+        } else if weight_type == W::F16 {
+            for chunk in out[1..].chunks_exact_mut(2) {
+                chunk.copy_from_slice(&half::f16::from_f32(self.normal()).to_le_bytes());
+            }
+        }
+        for block in out[1..].chunks_exact_mut(weight_type.block_bytes()) {
+            for &offset in scale_offsets {
+                // Q4_0/Q5_0/Q8_0 have one scale; writing at offset 2 too only changes quants.
+                let value = (0.001 + 0.05 * self.uniform()) * if self.next() & 1 == 0 { 1.0 } else { -1.0 };
+                block[offset..offset + 2].copy_from_slice(&half::f16::from_f32(value).to_le_bytes());
+            }
+        }
+        out
+    }
+}

@@ -1,0 +1,396 @@
+//! Pre-tokenization: cutting text into the "words" that byte-level BPE then merges one by one.
+//!
+//! Each `tokenizer.ggml.pre` names a list of regular expressions that llama.cpp applies in turn,
+//! every one splitting the pieces left by the previous one (matches and the gaps between them
+//! both become pieces). llama.cpp does not run the common ones through a regex engine: it has
+//! hand-written matchers for them (`unicode_regex_split_custom_*` in `unicode.cpp`), with a few
+//! quirks of their own, and uses `std::regex` on a "collapsed" one-byte-per-character text for
+//! the rest. This module reproduces both, quirks included, without a regex engine.
+
+use std::ops::Range;
+
+use super::unicode::CharClass;
+
+/// The splitting rules of one `tokenizer.ggml.pre` family.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PreTokenizer {
+    /// llama.cpp's fallback: punctuation runs, then the GPT-2 rules, then digit runs, then
+    /// groups of three ASCII digits.
+    Default,
+    /// `'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)`.
+    Gpt2,
+    /// Every number character on its own (`\p{N}`), then the GPT-2 rules (StarCoder, SmolLM).
+    StarCoder,
+    /// `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*
+    /// |\s*[\r\n]+|\s+(?!\S)|\s+`.
+    Llama3,
+    /// The Llama 3 rules with single digits (`\p{N}` instead of `\p{N}{1,3}`): Qwen2, Qwen3.
+    Qwen2,
+}
+
+impl PreTokenizer {
+    /// Cuts `text` into consecutive, non-empty byte ranges that together cover it.
+    pub fn split(self, text: &str) -> Vec<Range<usize>> {
+        let text = CharText::new(text);
+        let everything = 0..text.chars.len();
+        let whole = std::slice::from_ref(&everything);
+        let pieces = match self {
+            PreTokenizer::Default => {
+                let pieces = isolate_matches(&text, whole, punctuation_run);
+                let pieces = split_custom(&text, &pieces, Rules::Gpt2);
+                let pieces = isolate_matches(&text, &pieces, number_run);
+                isolate_matches(&text, &pieces, three_ascii_digits)
+            }
+            PreTokenizer::Gpt2 => split_custom(&text, whole, Rules::Gpt2),
+            PreTokenizer::StarCoder => {
+                let pieces = isolate_matches(&text, whole, one_number);
+                split_custom(&text, &pieces, Rules::Gpt2)
+            }
+            PreTokenizer::Llama3 => split_custom(&text, whole, Rules::Llama3 { max_digits: 3 }),
+            PreTokenizer::Qwen2 => split_custom(&text, whole, Rules::Llama3 { max_digits: 1 }),
+        };
+        pieces.into_iter().map(|r| text.byte_offsets[r.start]..text.byte_offsets[r.end]).collect()
+    }
+}
+
+/// A text as code points, their classes, and where each starts in the UTF-8 bytes.
+struct CharText {
+    chars: Vec<char>,
+    classes: Vec<CharClass>,
+    /// One more entry than `chars`: the last is the text's length.
+    byte_offsets: Vec<usize>,
+}
+
+impl CharText {
+    fn new(text: &str) -> CharText {
+        let chars: Vec<char> = text.chars().collect();
+        let classes = chars.iter().map(|&c| CharClass::of(c)).collect();
+        let byte_offsets = text.char_indices().map(|(i, _)| i).chain(std::iter::once(text.len())).collect();
+        CharText { chars, classes, byte_offsets }
+    }
+}
+
+/// A piece of a [`CharText`] being split: positions at or past its `end` read as "nothing"
+/// (scanning starts at the piece's first code point).
+struct Chunk<'a> {
+    text: &'a CharText,
+    end: usize,
+}
+
+impl Chunk<'_> {
+    fn char_at(&self, pos: usize) -> Option<char> {
+        if pos < self.end { Some(self.text.chars[pos]) } else { None }
+    }
+
+    fn class_at(&self, pos: usize) -> CharClass {
+        if pos < self.end { self.text.classes[pos] } else { CharClass::OUTSIDE }
+    }
+}
+
+/// A matcher for one regex that llama.cpp runs through `std::regex`: the length (in code points)
+/// of the match starting at `pos`, if any. Patterns that can match empty are not needed.
+type Matcher = fn(&Chunk<'_>, usize) -> Option<usize>;
+
+/// `std::regex_iterator` splitting: each match is a piece, and so is each gap between matches.
+fn isolate_matches(text: &CharText, pieces: &[Range<usize>], matcher: Matcher) -> Vec<Range<usize>> {
+    let mut out = Vec::with_capacity(pieces.len());
+    for piece in pieces {
+        let chunk = Chunk { text, end: piece.end };
+        let mut gap_start = piece.start;
+        let mut pos = piece.start;
+        while pos < piece.end {
+            match matcher(&chunk, pos) {
+                Some(len) if len > 0 => {
+                    if gap_start < pos {
+                        out.push(gap_start..pos);
+                    }
+                    out.push(pos..pos + len);
+                    pos += len;
+                    gap_start = pos;
+                }
+                _ => pos += 1,
+            }
+        }
+        if gap_start < piece.end {
+            out.push(gap_start..piece.end);
+        }
+    }
+    out
+}
+
+/// Length of the run starting at `pos` of characters accepted by `accept`.
+fn run_length(chunk: &Chunk<'_>, pos: usize, accept: impl Fn(char, CharClass) -> bool) -> Option<usize> {
+    let mut end = pos;
+    while let Some(c) = chunk.char_at(end) {
+        if !accept(c, chunk.class_at(end)) {
+            break;
+        }
+        end += 1;
+    }
+    (end > pos).then_some(end - pos)
+}
+
+/// `\p{N}`: a single number character.
+fn one_number(chunk: &Chunk<'_>, pos: usize) -> Option<usize> {
+    chunk.class_at(pos).is_number().then_some(1)
+}
+
+/// `\p{N}+`.
+fn number_run(chunk: &Chunk<'_>, pos: usize) -> Option<usize> {
+    run_length(chunk, pos, |_, class| class.is_number())
+}
+
+/// `[\p{P}\$\+<=>\^~\|]+` as llama.cpp evaluates it: for ASCII, `\p{P}` is its fixed list
+/// (which leaves out the backquote); beyond ASCII, Unicode punctuation.
+fn punctuation_run(chunk: &Chunk<'_>, pos: usize) -> Option<usize> {
+    run_length(chunk, pos, |c, class| {
+        if c.is_ascii() {
+            matches!(c, '!'..='#' | '%'..='*' | ','..='/' | ':'..=';' | '?'..='@' | '['..=']' | '_' | '{' | '}')
+                || matches!(c, '$' | '+' | '<' | '=' | '>' | '^' | '~' | '|')
+        } else {
+            class.is_punctuation() && !class.is_whitespace()
+        }
+    })
+}
+
+/// `[0-9][0-9][0-9]`.
+fn three_ascii_digits(chunk: &Chunk<'_>, pos: usize) -> Option<usize> {
+    (0..3).all(|i| chunk.char_at(pos + i).is_some_and(|c| c.is_ascii_digit())).then_some(3)
+}
+
+/// The two hand-written matchers of llama.cpp that the supported models use.
+#[derive(Clone, Copy)]
+enum Rules {
+    Gpt2,
+    /// Llama 3 (`max_digits` 3) and Qwen2 (`max_digits` 1).
+    Llama3 {
+        max_digits: usize,
+    },
+}
+
+fn split_custom(text: &CharText, pieces: &[Range<usize>], rules: Rules) -> Vec<Range<usize>> {
+    let mut out = Vec::with_capacity(pieces.len());
+    for piece in pieces {
+        let chunk = Chunk { text, end: piece.end };
+        let mut words = Words { out: &mut out, prev_end: piece.start };
+        match rules {
+            Rules::Gpt2 => split_gpt2(&chunk, piece.start, &mut words),
+            Rules::Llama3 { max_digits } => split_llama3(&chunk, piece.start, max_digits, &mut words),
+        }
+    }
+    out
+}
+
+/// Collects words as consecutive ranges, each ending where the next begins.
+struct Words<'a> {
+    out: &'a mut Vec<Range<usize>>,
+    prev_end: usize,
+}
+
+impl Words<'_> {
+    fn end_word_at(&mut self, end: usize) {
+        if end > self.prev_end {
+            self.out.push(self.prev_end..end);
+        }
+        self.prev_end = end;
+    }
+}
+
+/// `'s|'t|'re|'ve|'m|'ll|'d`, exactly as written or (Llama 3) in any letter case: the length
+/// of the contraction at `pos`, if there is one.
+fn contraction_at(chunk: &Chunk<'_>, pos: usize, any_case: bool) -> Option<usize> {
+    let fold = |c: Option<char>| {
+        let c = c?;
+        Some(if any_case { c.to_ascii_lowercase() } else { c })
+    };
+    if chunk.char_at(pos) != Some('\'') || pos + 1 >= chunk.end {
+        return None;
+    }
+    let next = fold(chunk.char_at(pos + 1))?;
+    if matches!(next, 's' | 't' | 'm' | 'd') {
+        return Some(2);
+    }
+    let after = fold(chunk.char_at(pos + 2))?;
+    matches!((next, after), ('r', 'e') | ('v', 'e') | ('l', 'l')).then_some(3)
+}
+
+/// Length of the whitespace run at `pos`.
+fn whitespace_run(chunk: &Chunk<'_>, pos: usize) -> usize {
+    let mut n = 0;
+    while chunk.class_at(pos + n).is_whitespace() {
+        n += 1;
+    }
+    n
+}
+
+/// `\s+(?!\S)|\s+` given a run of `n` whitespace characters at `pos`: a run followed by more
+/// text leaves its last space to start the next word; a run that ends the chunk is one word.
+/// Returns where the word ends, or `None` if there is no whitespace.
+fn whitespace_word_end(chunk: &Chunk<'_>, pos: usize, n: usize) -> Option<usize> {
+    if n > 1 && chunk.char_at(pos + n).is_some() {
+        Some(pos + n - 1)
+    } else if n > 0 {
+        Some(pos + n)
+    } else {
+        None
+    }
+}
+
+fn split_gpt2(chunk: &Chunk<'_>, start: usize, words: &mut Words<'_>) {
+    let mut pos = start;
+    while pos < chunk.end {
+        if let Some(len) = contraction_at(chunk, pos, false) {
+            pos += len;
+            words.end_word_at(pos);
+            continue;
+        }
+        // ` ?X+` for X = letters, numbers, or neither-nor-whitespace: an optional leading space
+        // joins the run that follows it.
+        let space = chunk.char_at(pos) == Some(' ');
+        let first = chunk.class_at(pos + usize::from(space));
+        let same_kind: Option<fn(CharClass) -> bool> = if first.is_letter() {
+            Some(CharClass::is_letter)
+        } else if first.is_number() {
+            Some(CharClass::is_number)
+        } else if first.is_other() {
+            Some(CharClass::is_other)
+        } else {
+            None
+        };
+        if let Some(same_kind) = same_kind {
+            pos += usize::from(space);
+            while same_kind(chunk.class_at(pos)) {
+                pos += 1;
+            }
+            words.end_word_at(pos);
+            continue;
+        }
+        let n = whitespace_run(chunk, pos);
+        // A lone character no rule takes (cannot happen for real text) is a word of its own.
+        pos = whitespace_word_end(chunk, pos, n).unwrap_or(pos + 1);
+        words.end_word_at(pos);
+    }
+}
+
+fn split_llama3(chunk: &Chunk<'_>, start: usize, max_digits: usize, words: &mut Words<'_>) {
+    let is_newline = |c: Option<char>| matches!(c, Some('\r' | '\n'));
+    let mut pos = start;
+    while pos < chunk.end {
+        if let Some(len) = contraction_at(chunk, pos, true) {
+            pos += len;
+            words.end_word_at(pos);
+            continue;
+        }
+        let c = chunk.char_at(pos);
+        let class = chunk.class_at(pos);
+
+        // [^\r\n\p{L}\p{N}]?\p{L}+ : letters, possibly led by one character of another kind.
+        if !(is_newline(c) || class.is_number()) && (class.is_letter() || chunk.class_at(pos + 1).is_letter())
+        {
+            pos += 1;
+            while chunk.class_at(pos).is_letter() {
+                pos += 1;
+            }
+            words.end_word_at(pos);
+            continue;
+        }
+
+        // \p{N}{1,max_digits}
+        if class.is_number() {
+            let mut group_start = pos;
+            while chunk.class_at(pos).is_number() {
+                pos += 1;
+                if pos - group_start >= max_digits {
+                    words.end_word_at(pos);
+                    group_start = pos;
+                }
+            }
+            words.end_word_at(pos);
+            continue;
+        }
+
+        // ` ?[^\s\p{L}\p{N}]+[\r\n]*`. llama.cpp enters this rule for a space followed by
+        // anything but whitespace, letters or numbers — including the end of the chunk, where it
+        // then ends the word right after the space.
+        let enters = if c == Some(' ') {
+            let next = chunk.class_at(pos + 1);
+            !(next.is_whitespace() || next.is_letter() || next.is_number())
+        } else {
+            class.is_other()
+        };
+        if enters {
+            pos += usize::from(c == Some(' '));
+            while chunk.class_at(pos).is_other() {
+                pos += 1;
+            }
+            while is_newline(chunk.char_at(pos)) {
+                pos += 1;
+            }
+            words.end_word_at(pos);
+            continue;
+        }
+
+        // \s*[\r\n]+ : whitespace up to and including its last line break.
+        let n = whitespace_run(chunk, pos);
+        if let Some(last_break) = (pos..pos + n).rev().find(|&p| is_newline(chunk.char_at(p))) {
+            pos = last_break + 1;
+            words.end_word_at(pos);
+            continue;
+        }
+        pos = whitespace_word_end(chunk, pos, n).unwrap_or(pos + 1);
+        words.end_word_at(pos);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(pre: PreTokenizer, text: &str) -> Vec<&str> {
+        pre.split(text).into_iter().map(|r| &text[r]).collect()
+    }
+
+    #[test]
+    fn gpt2_rules() {
+        let w = words(PreTokenizer::Gpt2, "Hello world's  end!!  \n 123x");
+        assert_eq!(w, ["Hello", " world", "'s", " ", " end", "!!", "  \n", " 123", "x"]);
+    }
+
+    #[test]
+    fn qwen2_rules() {
+        let w = words(PreTokenizer::Qwen2, "I'M here:\n\n  x 2024 ");
+        assert_eq!(w, ["I", "'M", " here", ":\n\n", " ", " x", " ", "2", "0", "2", "4", " "]);
+    }
+
+    #[test]
+    fn llama3_groups_digits_by_three() {
+        let w = words(PreTokenizer::Llama3, "1234567 ab");
+        assert_eq!(w, ["123", "456", "7", " ab"]);
+    }
+
+    #[test]
+    fn starcoder_isolates_each_digit() {
+        let w = words(PreTokenizer::StarCoder, "fib(n-12) 34");
+        assert_eq!(w, ["fib", "(", "n", "-", "1", "2", ")", " ", "3", "4"]);
+    }
+
+    #[test]
+    fn default_rules() {
+        let w = words(PreTokenizer::Default, "a+=b 12345 x");
+        assert_eq!(w, ["a", "+=", "b", " ", "123", "45", " x"]);
+    }
+
+    #[test]
+    fn pieces_cover_the_text() {
+        let text = "  mixed ünïcödé\t\r\n日本語 123'S \u{3000}end  ";
+        for pre in [
+            PreTokenizer::Default,
+            PreTokenizer::Gpt2,
+            PreTokenizer::StarCoder,
+            PreTokenizer::Llama3,
+            PreTokenizer::Qwen2,
+        ] {
+            assert_eq!(words(pre, text).concat(), text, "{pre:?}");
+        }
+    }
+}

@@ -1,0 +1,545 @@
+// Page tests for the Inferno inspector: the real page, the real wasm engine (www/pkg, built
+// by build.sh) and real GGUF files, driven in headless Chromium by playwright-core.
+//
+//   npm run test:page        (node --test tests/page/)
+//
+// Environment:
+//   INFERNO_TEST_MODELS  folder with gemma3-270m-q4_k_m.gguf and SmolLM2-135M-Instruct.Q4_1.gguf
+//                        (default .cache/models; build.sh fetches them)
+//   INFERNO_SHARED       the shared folder with models/qwen3-micro-*.gguf (default ../shared)
+//   INFERNO_WWW          the folder to serve (default www)
+//   CHROMIUM             the browser binary (default /usr/bin/chromium)
+
+import { after, afterEach, before, beforeEach, describe, test } from 'node:test';
+import http from 'node:http';
+import assert from 'node:assert/strict';
+import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync, mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { chromium } from 'playwright-core';
+import { startServer } from '../../scripts/serve.mjs';
+
+const repoRoot = fileURLToPath(new URL('../../', import.meta.url));
+const modelsDir = path.resolve(repoRoot, process.env.INFERNO_TEST_MODELS ?? '.cache/models');
+const sharedDir = path.resolve(repoRoot, process.env.INFERNO_SHARED ?? '../shared');
+const wwwRoot = path.resolve(repoRoot, process.env.INFERNO_WWW ?? 'www');
+const screenshotDir = path.join(repoRoot, 'target', 'page-screenshots');
+const chromiumPath = process.env.CHROMIUM ?? '/usr/bin/chromium';
+
+const CHROMIUM_ARGS = [
+  '--headless',
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-quic',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+];
+
+const TEST_TIMEOUT_MS = 90_000;
+
+// What each test model must show. Counts come from the gguf Python package's reader.
+const MODELS = {
+  gemma3: {
+    file: path.join(modelsDir, 'gemma3-270m-q4_k_m.gguf'),
+    architecture: 'gemma3',
+    tensors: 236,
+    metadata: 33,
+    tensorNames: ['token_embd.weight', 'blk.0.attn_q.weight', 'blk.17.ffn_down.weight', 'output_norm.weight'],
+  },
+  smollm2: {
+    file: path.join(modelsDir, 'SmolLM2-135M-Instruct.Q4_1.gguf'),
+    architecture: 'llama',
+    tensors: 272,
+    metadata: 33,
+    tensorNames: ['token_embd.weight', 'blk.0.attn_q.weight', 'blk.29.ffn_down.weight', 'output_norm.weight'],
+  },
+  qwen3Micro: {
+    file: path.join(sharedDir, 'models', 'qwen3-micro-q8_0.gguf'),
+    architecture: 'qwen3',
+    tensors: 25,
+    metadata: 25,
+    tensorNames: ['output.weight', 'token_embd.weight', 'blk.0.attn_q.weight', 'blk.1.ffn_up.weight'],
+  },
+  qwen3Vocab: {
+    file: path.join(sharedDir, 'models', 'qwen3-vocab.gguf'),
+    architecture: 'qwen3',
+    tensors: 0,
+    metadata: 23,
+    tensorNames: [],
+  },
+};
+
+/** Fails (never skips) when a model is missing: build.sh fetches them before page tests. */
+function requireModel(model) {
+  if (!existsSync(model.file)) {
+    assert.fail(
+      `test model missing: ${model.file}\n` +
+        'Run ./build.sh (it fetches the test models), or point INFERNO_TEST_MODELS / INFERNO_SHARED at them.',
+    );
+  }
+  return model.file;
+}
+
+// ---------------------------------------------------------------------------------------
+// A minimal GGUF v3 writer, for files whose strings are hostile HTML.
+
+function ggufString(text) {
+  const bytes = Buffer.from(text, 'utf8');
+  const length = Buffer.alloc(8);
+  length.writeBigUInt64LE(BigInt(bytes.length));
+  return Buffer.concat([length, bytes]);
+}
+
+function u32(value) {
+  const buffer = Buffer.alloc(4);
+  buffer.writeUInt32LE(value);
+  return buffer;
+}
+
+function u64(value) {
+  const buffer = Buffer.alloc(8);
+  buffer.writeBigUInt64LE(BigInt(value));
+  return buffer;
+}
+
+const GGUF_TYPE_STRING = 8;
+const GGML_TYPE_F32 = 0;
+
+/** strings: {key: value}; tensors: [{name, dims}] (F32, zero-filled). */
+function buildGguf({ strings, tensors }) {
+  const alignment = 32;
+  const parts = [Buffer.from('GGUF'), u32(3), u64(tensors.length), u64(Object.keys(strings).length)];
+  for (const [key, value] of Object.entries(strings)) parts.push(ggufString(key), u32(GGUF_TYPE_STRING), ggufString(value));
+  let offset = 0;
+  for (const tensor of tensors) {
+    parts.push(ggufString(tensor.name), u32(tensor.dims.length), ...tensor.dims.map(u64), u32(GGML_TYPE_F32), u64(offset));
+    const bytes = tensor.dims.reduce((a, b) => a * b, 1) * 4;
+    offset += Math.ceil(bytes / alignment) * alignment;
+  }
+  const header = Buffer.concat(parts);
+  const padding = Buffer.alloc((alignment - (header.length % alignment)) % alignment);
+  return Buffer.concat([header, padding, Buffer.alloc(offset)]);
+}
+
+// ---------------------------------------------------------------------------------------
+// Browser, server and per-test page with console-error capture.
+
+let server;
+let browser;
+let scratchDir;
+
+before(async () => {
+  assert.ok(existsSync(chromiumPath), `Chromium not found at ${chromiumPath} (apt-get install chromium, or set CHROMIUM)`);
+  assert.ok(
+    existsSync(path.join(wwwRoot, 'pkg', 'inferno.js')),
+    `${path.join(wwwRoot, 'pkg', 'inferno.js')} is missing: build the wasm package first (./build.sh)`,
+  );
+  mkdirSync(screenshotDir, { recursive: true });
+  scratchDir = mkdtempSync(path.join(os.tmpdir(), 'inferno-page-'));
+  server = await startServer({ root: wwwRoot, port: 0 });
+  browser = await chromium.launch({ executablePath: chromiumPath, args: CHROMIUM_ARGS });
+});
+
+after(async () => {
+  await browser?.close();
+  await server?.close();
+  if (scratchDir) rmSync(scratchDir, { recursive: true, force: true });
+});
+
+let context;
+let page;
+let problems;
+
+async function openPage() {
+  problems = [];
+  context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+  page = await context.newPage();
+  const onConsole = (where) => (message) => {
+    if (message.type() === 'error') problems.push(`${where} console error: ${message.text()}`);
+  };
+  page.on('console', onConsole('page'));
+  page.on('pageerror', (error) => problems.push(`page error: ${error.message}`));
+  page.on('worker', (worker) => worker.on('console', onConsole('worker')));
+  await page.goto(server.url);
+  await page.waitForSelector('#engine-info.ok, #engine-info.failed');
+  const engineFailed = await page.locator('#engine-info.failed').count();
+  if (engineFailed) assert.fail(`the wasm engine did not start: ${await page.locator('#error').innerText()}`);
+}
+
+/** Screenshots the page for a human to look at, then fails on any logged error. */
+async function closePage(t) {
+  const name = t.name.replace(/[^a-z0-9]+/gi, '-').replace(/^-|-$/g, '').toLowerCase();
+  await page?.screenshot({ path: path.join(screenshotDir, `${name}.png`), fullPage: true }).catch(() => {});
+  await context?.close();
+  assert.deepEqual(problems, [], 'the page logged errors');
+}
+
+/** A suite whose every test gets a fresh page (own browser context). */
+function pageSuite(name, body) {
+  describe(name, { timeout: TEST_TIMEOUT_MS }, () => {
+    beforeEach(openPage);
+    afterEach(closePage);
+    body();
+  });
+}
+
+// ---------------------------------------------------------------------------------------
+// Helpers that act like a person using the page.
+
+function finishedInspections() {
+  return page.evaluate(() => Number(document.body.dataset.inspections ?? 0));
+}
+
+/** Chooses a file with the picker and waits until the page has finished with it. */
+async function chooseFile(filePath) {
+  const before = await finishedInspections();
+  await page.setInputFiles('#file-input', filePath);
+  await page.waitForFunction((count) => Number(document.body.dataset.inspections ?? 0) > count, before);
+}
+
+async function assertReportVisible() {
+  if (await page.locator('#error').isVisible()) {
+    assert.fail(`expected a report, the page shows an error: ${await page.locator('#error').innerText()}`);
+  }
+  assert.equal(await page.locator('#report').isVisible(), true, 'the report is shown');
+}
+
+async function assertErrorShown(fileName, kindPattern) {
+  assert.equal(await page.locator('#error').isVisible(), true, 'the error banner is shown');
+  assert.equal(await page.locator('#report').isHidden(), true, 'no stale report next to the error');
+  assert.match(await text('#error-kind'), kindPattern);
+  assert.ok((await text('#error-message')).length > 10, 'the error has a human message');
+  assert.match(await text('#error'), new RegExp(fileName.replace('.', '\\.')));
+}
+
+async function text(selector) {
+  return (await page.locator(selector).innerText()).trim();
+}
+
+async function bytesRead() {
+  const node = page.locator('#bytes-read');
+  return {
+    bytesRead: Number(await node.getAttribute('data-bytes-read')),
+    fileSize: Number(await node.getAttribute('data-file-size')),
+    text: await node.innerText(),
+  };
+}
+
+async function assertReportShows(model) {
+  await assertReportVisible();
+  assert.equal(await text('#summary-architecture'), model.architecture);
+  assert.match(await text('#summary'), new RegExp(`\\b${model.architecture}\\b`));
+  assert.equal(await text('#tensor-count'), model.tensors.toLocaleString('en-US'));
+  assert.equal(await page.locator('#tensor-table tr[data-tensor]').count(), model.tensors);
+  for (const name of model.tensorNames) {
+    assert.equal(await page.locator(`#tensor-table tr[data-tensor="${name}"]`).count(), 1, `tensor row ${name}`);
+  }
+  assert.equal(await text('#metadata-count'), String(model.metadata));
+  assert.equal(await page.locator('#metadata-table tbody tr').count(), model.metadata);
+  const architectureRow = page.locator('#metadata-table tr[data-key="general.architecture"]');
+  assert.equal(await architectureRow.locator('td').nth(2).innerText(), model.architecture);
+}
+
+// ---------------------------------------------------------------------------------------
+
+pageSuite('landing page', () => {
+  test('shows the product, the promise and a file picker, with no error', async () => {
+    assert.equal(await text('h1'), 'Inferno');
+    assert.match(await text('.tagline'), /Drop a \.gguf file to inspect it\. Nothing leaves your machine\./);
+    assert.equal(await page.locator('#file-input').count(), 1);
+    assert.equal(await page.locator('#error').isHidden(), true);
+    assert.equal(await page.locator('#report').isHidden(), true);
+    assert.match(await text('#engine-info'), /^engine \d+\.\d+\.\d+/);
+  });
+});
+
+pageSuite('inspecting real models', () => {
+  test('gemma3 270M Q4_K_M', async () => {
+    await chooseFile(requireModel(MODELS.gemma3));
+    await assertReportShows(MODELS.gemma3);
+    assert.match(await text('#summary'), /Q4_K/);
+  });
+
+  test('SmolLM2 135M Q4_1', async () => {
+    await chooseFile(requireModel(MODELS.smollm2));
+    await assertReportShows(MODELS.smollm2);
+    assert.match(await text('#tokenizer'), /gpt2/);
+  });
+
+  test('qwen3 micro Q8_0', async () => {
+    await chooseFile(requireModel(MODELS.qwen3Micro));
+    await assertReportShows(MODELS.qwen3Micro);
+    assert.match(await text('#type-chart'), /Q8_0/);
+    assert.match(await text('#tokenizer'), /qwen2/); // tokenizer.ggml.pre
+    assert.match(await page.locator('#chat-template').innerText(), /<\|im_start\|>/);
+  });
+
+  test('qwen3 vocabulary file without tensors', async () => {
+    await chooseFile(requireModel(MODELS.qwen3Vocab));
+    await assertReportShows(MODELS.qwen3Vocab);
+    assert.match(await text('#tokenizer'), /151,936 tokens/);
+    assert.match(await text('#tokenizer'), /151,387/);
+    const tokens = page.locator('#metadata-table tr[data-key="tokenizer.ggml.tokens"]');
+    assert.match(await tokens.locator('summary').innerText(), /string × 151,936/);
+  });
+});
+
+pageSuite('tables', () => {
+  test('tensor table filters, sorts and collapses layers', async () => {
+    await chooseFile(requireModel(MODELS.qwen3Micro));
+    await assertReportVisible();
+    const visibleRows = page.locator('#tensor-table tr[data-tensor]:visible');
+
+    await page.fill('#tensor-filter', 'attn_q');
+    await page.waitForFunction(() => document.querySelectorAll('#tensor-table tr[data-tensor]').length === 4);
+    const names = await visibleRows.evaluateAll((rows) => rows.map((r) => r.dataset.tensor));
+    assert.deepEqual(names.sort(), ['blk.0.attn_q.weight', 'blk.0.attn_q_norm.weight', 'blk.1.attn_q.weight', 'blk.1.attn_q_norm.weight']);
+
+    await page.fill('#tensor-filter', '');
+    await page.selectOption('#tensor-type-filter', 'F32');
+    await page.waitForFunction(() => document.querySelectorAll('#tensor-table tr[data-tensor]').length === 9);
+    const types = await visibleRows.evaluateAll((rows) => rows.map((r) => r.cells[1].textContent));
+    assert.ok(types.every((type) => type === 'F32'));
+
+    await page.selectOption('#tensor-type-filter', '');
+    await page.uncheck('#tensor-group-toggle');
+    await page.click('#tensor-table th[data-column="bytes"] button');
+    await page.click('#tensor-table th[data-column="bytes"] button');
+    assert.equal(await page.getAttribute('#tensor-table th[data-column="bytes"]', 'aria-sort'), 'descending');
+    const first = await visibleRows.first().getAttribute('data-tensor');
+    assert.ok(['output.weight', 'token_embd.weight'].includes(first), `largest tensor first, got ${first}`);
+
+    await page.check('#tensor-group-toggle');
+    await page.click('#tensor-table tr[data-group="blk.0"] button');
+    assert.equal(await page.locator('#tensor-table tr[data-in-group="blk.0"]:visible').count(), 0);
+    assert.equal(await page.locator('#tensor-table tr[data-in-group="blk.1"]:visible').count(), 11);
+    await page.click('#tensor-table tr[data-group="blk.0"] button');
+    assert.equal(await page.locator('#tensor-table tr[data-in-group="blk.0"]:visible').count(), 11);
+  });
+
+  test('metadata search and array previews', async () => {
+    await chooseFile(requireModel(MODELS.qwen3Micro));
+    await assertReportVisible();
+    await page.fill('#metadata-search', 'head_count');
+    await page.waitForFunction(() => document.querySelectorAll('#metadata-table tbody tr:not([hidden])').length === 2);
+    await page.fill('#metadata-search', '');
+    const tokens = page.locator('#metadata-table tr[data-key="tokenizer.ggml.tokens"]');
+    assert.match(await tokens.locator('summary').innerText(), /string × 8,026/);
+    await tokens.locator('summary').click();
+    assert.ok((await tokens.locator('.array-preview li').count()) > 0);
+  });
+});
+
+pageSuite('malformed files', () => {
+  test('show a typed error, and a good file afterwards clears it', async () => {
+    const good = readFileSync(requireModel(MODELS.qwen3Micro)); // header: the first 257,824 bytes
+    const cases = [
+      { name: 'not-a-model.gguf', bytes: Buffer.concat([Buffer.from('NOTGGUF!'), Buffer.alloc(120)]), kind: /^bad_magic$/ },
+      { name: 'first-100-bytes.gguf', bytes: good.subarray(0, 100), kind: /^(truncated|count_too_large)$/ },
+      { name: 'cut-in-tensor-infos.gguf', bytes: good.subarray(0, 257_000), kind: /^truncated$/ },
+      { name: 'header-without-data.gguf', bytes: good.subarray(0, 300_000), kind: /^tensor_past_end$/ },
+    ];
+    for (const broken of cases) {
+      const file = path.join(scratchDir, broken.name);
+      writeFileSync(file, broken.bytes);
+      await chooseFile(file);
+      await assertErrorShown(broken.name, broken.kind);
+    }
+
+    await chooseFile(MODELS.qwen3Micro.file);
+    assert.equal(await page.locator('#error').isHidden(), true, 'a good file clears the error');
+    await assertReportShows(MODELS.qwen3Micro);
+  });
+
+  test('text from the file is shown as text, never as HTML', async () => {
+    const hostile = path.join(scratchDir, 'hostile.gguf');
+    const payload = '<img src=x onerror="window.__pwned = 1"><b id="pwned">bold</b>';
+    const shortPayload = '<b id="pwned">x</b>'; // ggml caps tensor names at 63 bytes
+    writeFileSync(
+      hostile,
+      buildGguf({
+        strings: { 'general.architecture': 'llama', 'general.name': payload, 'test.note': payload },
+        tensors: [{ name: `${shortPayload}.weight`, dims: [4] }],
+      }),
+    );
+    await chooseFile(hostile);
+    await assertReportVisible();
+    assert.equal(await page.locator('#pwned').count(), 0);
+    assert.equal(await page.evaluate(() => window.__pwned), undefined);
+    assert.equal(await page.locator('#summary-title').innerText(), payload);
+    assert.equal(await page.locator('#tensor-table tr[data-tensor] td').first().innerText(), `${shortPayload}.weight`);
+    assert.equal(await page.locator('#metadata-table tr[data-key="test.note"] td').nth(2).innerText(), payload);
+  });
+});
+
+pageSuite('worker', () => {
+  test('reads only the header prefix of a large file', async () => {
+    const gemma = requireModel(MODELS.gemma3);
+    await chooseFile(gemma);
+    await assertReportVisible();
+    const read = await bytesRead();
+    assert.equal(read.fileSize, statSync(gemma).size);
+    assert.ok(read.bytesRead < read.fileSize / 10, `read ${read.bytesRead} of ${read.fileSize} bytes`);
+    assert.match(read.text, /Read [\d.]+ MB of [\d.]+ MB \(header only\) in [\d.]+ m?s/);
+
+    await chooseFile(requireModel(MODELS.qwen3Micro));
+    await assertReportShows(MODELS.qwen3Micro);
+    const micro = await bytesRead();
+    assert.equal(micro.bytesRead, 1 << 20, 'a small header is covered by the first 1 MiB read');
+    assert.ok(micro.bytesRead < micro.fileSize);
+  });
+
+  test('grows the prefix until the header fits', async () => {
+    // qwen3-vocab.gguf is all header (5.9 MB of tokenizer), so 1 MiB is not enough.
+    const vocab = requireModel(MODELS.qwen3Vocab);
+    await chooseFile(vocab);
+    await assertReportVisible();
+    const read = await bytesRead();
+    assert.equal(read.bytesRead, statSync(vocab).size);
+    assert.match(read.text, /whole file/);
+  });
+
+  test('answers every request by id and survives failures', async () => {
+    // A second file input gives the page a real File object to post to its own worker.
+    await page.evaluate(() => {
+      const input = Object.assign(document.createElement('input'), { type: 'file', id: 'probe-input' });
+      document.body.append(input);
+    });
+    await page.setInputFiles('#probe-input', requireModel(MODELS.qwen3Micro));
+    const replies = await page.evaluate(async () => {
+      const worker = new Worker('./worker.js', { type: 'module' });
+      const received = [];
+      worker.addEventListener('message', (event) => received.push(event.data));
+      const waitFor = (id) =>
+        new Promise((resolve) => {
+          const check = () => {
+            const reply = received.find((r) => r.id === id);
+            if (reply) resolve(reply);
+            else setTimeout(check, 10);
+          };
+          check();
+        });
+      const good = document.getElementById('probe-input').files[0];
+      const bad = new File([new TextEncoder().encode('NOTGGUF!'.repeat(16))], 'bad.gguf');
+      const requests = [
+        { type: 'info', id: 1 },
+        { type: 'frobnicate', id: 2 },
+        { type: 'inspect', id: 3, file: bad },
+        { type: 'inspect', id: 4 },
+        { type: 'inspect', id: 5, file: good },
+      ];
+      requests.forEach((request) => worker.postMessage(request));
+      const answers = await Promise.all(requests.map((r) => waitFor(r.id)));
+      worker.terminate();
+      return answers.map((a) => ({ ...a, report: a.report ? { architecture: a.report.summary.architecture } : undefined }));
+    });
+    const [info, unknown, bad, noFile, good] = replies;
+    assert.equal(info.type, 'info');
+    assert.match(info.info.version, /^\d+\.\d+\.\d+/);
+    assert.equal(typeof info.info.simd128, 'boolean');
+    assert.equal(unknown.type, 'error');
+    assert.equal(unknown.error.kind, 'unknown_message_type');
+    assert.equal(bad.type, 'error');
+    assert.equal(bad.error.name, 'GgufError');
+    assert.equal(bad.error.kind, 'bad_magic');
+    assert.equal(noFile.type, 'error');
+    assert.equal(noFile.error.kind, 'bad_request');
+    assert.equal(good.type, 'inspected');
+    assert.equal(good.report.architecture, 'qwen3');
+    assert.equal(good.bytesRead, 1 << 20);
+    assert.ok(good.ms >= 0);
+  });
+
+  test('a file dropped anywhere on the page is inspected', async () => {
+    await page.evaluate(() => {
+      const input = Object.assign(document.createElement('input'), { type: 'file', id: 'probe-input', hidden: true });
+      document.body.append(input);
+    });
+    await page.setInputFiles('#probe-input', requireModel(MODELS.qwen3Micro));
+    await page.evaluate(() => {
+      const transfer = new DataTransfer();
+      transfer.items.add(document.getElementById('probe-input').files[0]);
+      document.querySelector('main').dispatchEvent(new DragEvent('dragenter', { dataTransfer: transfer, bubbles: true, cancelable: true }));
+    });
+    await page.waitForSelector('#drop-zone', { state: 'visible' });
+    const before = await finishedInspections();
+    await page.evaluate(() => {
+      const transfer = new DataTransfer();
+      transfer.items.add(document.getElementById('probe-input').files[0]);
+      document.getElementById('drop-zone').dispatchEvent(new DragEvent('drop', { dataTransfer: transfer, bubbles: true, cancelable: true }));
+    });
+    assert.equal(await page.locator('#drop-zone').isHidden(), true);
+    await page.waitForFunction((count) => Number(document.body.dataset.inspections ?? 0) > count, before);
+    await assertReportShows(MODELS.qwen3Micro);
+  });
+});
+
+// ---------------------------------------------------------------------------------------
+// The static server (scripts/serve.mjs) the page depends on.
+
+/** A raw GET/HEAD, so paths reach the server exactly as written (fetch would normalise them). */
+function rawRequest(pathname, { method = 'GET', headers = {} } = {}) {
+  return new Promise((resolve, reject) => {
+    const request = http.request({ host: '127.0.0.1', port: server.port, path: pathname, method, headers }, (response) => {
+      const chunks = [];
+      response.on('data', (chunk) => chunks.push(chunk));
+      response.on('end', () => resolve({ status: response.statusCode, headers: response.headers, body: Buffer.concat(chunks) }));
+    });
+    request.on('error', reject);
+    request.end();
+  });
+}
+
+describe('static server', { timeout: TEST_TIMEOUT_MS }, () => {
+  test('sends isolation headers and the right MIME types', async () => {
+    for (const [file, type] of [
+      ['/', 'text/html'],
+      ['/app.js', 'text/javascript'],
+      ['/style.css', 'text/css'],
+      ['/pkg/inferno_bg.wasm', 'application/wasm'],
+    ]) {
+      const response = await rawRequest(file);
+      assert.equal(response.status, 200, file);
+      assert.match(response.headers['content-type'], new RegExp(`^${type}`), file);
+      assert.equal(response.headers['cross-origin-opener-policy'], 'same-origin');
+      assert.equal(response.headers['cross-origin-embedder-policy'], 'require-corp');
+      assert.equal(response.headers['cross-origin-resource-policy'], 'same-origin');
+      assert.equal(response.headers['cache-control'], 'no-cache');
+    }
+    const missing = await rawRequest('/no-such-file.js');
+    assert.equal(missing.status, 404);
+    assert.equal(missing.headers['cross-origin-embedder-policy'], 'require-corp');
+  });
+
+  test('answers byte ranges, HEAD, and unsatisfiable ranges', async () => {
+    const whole = readFileSync(path.join(wwwRoot, 'index.html'));
+    const middle = await rawRequest('/index.html', { headers: { Range: 'bytes=2-9' } });
+    assert.equal(middle.status, 206);
+    assert.equal(middle.headers['content-range'], `bytes 2-9/${whole.length}`);
+    assert.deepEqual(middle.body, whole.subarray(2, 10));
+    const open = await rawRequest('/index.html', { headers: { Range: `bytes=${whole.length - 5}-` } });
+    assert.deepEqual(open.body, whole.subarray(whole.length - 5));
+    const suffix = await rawRequest('/index.html', { headers: { Range: 'bytes=-7' } });
+    assert.equal(suffix.status, 206);
+    assert.deepEqual(suffix.body, whole.subarray(whole.length - 7));
+    const beyond = await rawRequest('/index.html', { headers: { Range: `bytes=${whole.length}-` } });
+    assert.equal(beyond.status, 416);
+    assert.equal(beyond.headers['content-range'], `bytes */${whole.length}`);
+    const head = await rawRequest('/index.html', { method: 'HEAD' });
+    assert.equal(head.status, 200);
+    assert.equal(Number(head.headers['content-length']), whole.length);
+    assert.equal(head.headers['accept-ranges'], 'bytes');
+    assert.equal(head.body.length, 0);
+  });
+
+  test('refuses paths that leave the root', async () => {
+    for (const attempt of ['/../package.json', '/..%2fpackage.json', '/%2e%2e/%2e%2e/etc/passwd', '/pkg/..%2f..%2fpackage.json', '/%00index.html']) {
+      const response = await rawRequest(attempt);
+      assert.ok([403, 404].includes(response.status), `${attempt} answered ${response.status}`);
+      assert.doesNotMatch(response.body.toString(), /playwright-core|root:/);
+    }
+  });
+});

@@ -1,0 +1,51 @@
+// Tiny DOM builder. Everything that comes from a model file is untrusted, so text only
+// ever enters the page as Text nodes: there is deliberately no innerHTML path here.
+
+/**
+ * el('td', {className: 'num', dataset: {tensor: name}}, 'text', childNode, [more])
+ * Props: className, dataset, hidden, and any attribute (set with setAttribute);
+ * on* functions become event listeners. Children: strings, numbers, nodes, arrays,
+ * null/undefined/false (skipped).
+ */
+export function el(tag, props = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(props ?? {})) {
+    if (value === undefined || value === null || value === false) continue;
+    if (key === 'className') node.className = value;
+    else if (key === 'dataset') Object.assign(node.dataset, value);
+    else if (key === 'hidden') node.hidden = Boolean(value);
+    else if (key.startsWith('on') && typeof value === 'function') node.addEventListener(key.slice(2), value);
+    else node.setAttribute(key, value === true ? '' : String(value));
+  }
+  append(node, children);
+  return node;
+}
+
+export function append(parent, children) {
+  for (const child of children.flat(Infinity)) {
+    if (child === undefined || child === null || child === false) continue;
+    parent.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return parent;
+}
+
+/** Replaces all children of node. */
+export function replaceChildren(node, ...children) {
+  node.replaceChildren();
+  return append(node, children);
+}
+
+/** Runs fn at most once per animation frame, with the latest arguments. */
+export function throttleToFrame(fn) {
+  let pendingArgs = null;
+  return (...args) => {
+    const alreadyScheduled = pendingArgs !== null;
+    pendingArgs = args;
+    if (alreadyScheduled) return;
+    requestAnimationFrame(() => {
+      const latest = pendingArgs;
+      pendingArgs = null;
+      fn(...latest);
+    });
+  };
+}
