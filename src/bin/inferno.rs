@@ -136,7 +136,8 @@ fn render(report: &Report, bytes_read: u64) -> String {
         field(&mut out, "pre-tokenizer", t.pre.as_deref());
         field(&mut out, "vocabulary", Some(&thousands(t.vocab_size as u64)));
         field(&mut out, "merges", Some(&thousands(t.merges_count as u64)));
-        field(&mut out, "add bos / eos", Some(&format!("{:?} / {:?}", t.add_bos, t.add_eos)));
+        let flag = |v: Option<bool>| v.map_or("unset", |b| if b { "yes" } else { "no" });
+        field(&mut out, "add bos / eos", Some(&format!("{} / {}", flag(t.add_bos), flag(t.add_eos))));
         for sp in &t.special {
             let text = sp.text.as_deref().map_or("(outside vocabulary)".to_owned(), |t| format!("{t:?}"));
             let _ = writeln!(out, "  {:<16} {} {}", sp.role, sp.id, text);

@@ -6,7 +6,7 @@
 // Environment:
 //   INFERNO_TEST_MODELS  folder with gemma3-270m-q4_k_m.gguf and SmolLM2-135M-Instruct.Q4_1.gguf
 //                        (default .cache/models; build.sh fetches them)
-//   INFERNO_SHARED       the shared folder with models/qwen3-micro-*.gguf (default ../shared)
+//   (the small synthetic Qwen3 files are committed under tests/fixtures/models)
 //   INFERNO_WWW          the folder to serve (default www)
 //   CHROMIUM             the browser binary (default /usr/bin/chromium)
 
@@ -22,7 +22,7 @@ import { startServer } from '../../scripts/serve.mjs';
 
 const repoRoot = fileURLToPath(new URL('../../', import.meta.url));
 const modelsDir = path.resolve(repoRoot, process.env.INFERNO_TEST_MODELS ?? '.cache/models');
-const sharedDir = path.resolve(repoRoot, process.env.INFERNO_SHARED ?? '../shared');
+const fixtureModelsDir = path.join(repoRoot, 'tests', 'fixtures', 'models');
 const wwwRoot = path.resolve(repoRoot, process.env.INFERNO_WWW ?? 'www');
 const screenshotDir = path.join(repoRoot, 'target', 'page-screenshots');
 const chromiumPath = process.env.CHROMIUM ?? '/usr/bin/chromium';
@@ -57,14 +57,14 @@ const MODELS = {
     tensorNames: ['token_embd.weight', 'blk.0.attn_q.weight', 'blk.29.ffn_down.weight', 'output_norm.weight'],
   },
   qwen3Micro: {
-    file: path.join(sharedDir, 'models', 'qwen3-micro-q8_0.gguf'),
+    file: path.join(fixtureModelsDir, 'qwen3-micro-q4_0.gguf'),
     architecture: 'qwen3',
     tensors: 25,
     metadata: 25,
     tensorNames: ['output.weight', 'token_embd.weight', 'blk.0.attn_q.weight', 'blk.1.ffn_up.weight'],
   },
   qwen3Vocab: {
-    file: path.join(sharedDir, 'models', 'qwen3-vocab.gguf'),
+    file: path.join(fixtureModelsDir, 'qwen3-vocab.gguf'),
     architecture: 'qwen3',
     tensors: 0,
     metadata: 23,
@@ -269,10 +269,10 @@ pageSuite('inspecting real models', () => {
     assert.match(await text('#tokenizer'), /gpt2/);
   });
 
-  test('qwen3 micro Q8_0', async () => {
+  test('qwen3 micro Q4_0', async () => {
     await chooseFile(requireModel(MODELS.qwen3Micro));
     await assertReportShows(MODELS.qwen3Micro);
-    assert.match(await text('#type-chart'), /Q8_0/);
+    assert.match(await text('#type-chart'), /Q4_0/);
     assert.match(await text('#tokenizer'), /qwen2/); // tokenizer.ggml.pre
     assert.match(await page.locator('#chat-template').innerText(), /<\|im_start\|>/);
   });

@@ -3,7 +3,7 @@
 use std::time::{Duration, Instant};
 
 use super::super::{DecodeOptions, EncodeOptions, TokenKind, Tokenizer, TokenizerSpec};
-use super::{SmallVocab, real_model, shared_dir, tokenizer_from_file};
+use super::{SmallVocab, real_model, shared_model, tokenizer_from_file};
 
 const PLAIN: EncodeOptions = EncodeOptions { add_special: false, parse_special: true };
 
@@ -91,7 +91,7 @@ fn streaming_holds_back_split_characters() {
 
 #[test]
 fn streaming_byte_level_pieces() {
-    let t = tokenizer_from_file(&shared_dir().join("models/qwen3-vocab.gguf"));
+    let t = tokenizer_from_file(&shared_model("qwen3-vocab.gguf"));
     for text in ["🚀 ünïcödé 日本語 Ελληνικά", "plain ascii, then 👨‍👩‍👧‍👦 family", "\u{10FFFF}x\u{E000}"]
     {
         let ids = t.encode(text, PLAIN);
@@ -142,7 +142,7 @@ fn user_defined_tokens_match_even_without_special_parsing() {
 
 #[test]
 fn qwen3_chat_markup_round_trips() {
-    let t = tokenizer_from_file(&shared_dir().join("models/qwen3-vocab.gguf"));
+    let t = tokenizer_from_file(&shared_model("qwen3-vocab.gguf"));
     let im_start = t.token_id("<|im_start|>").unwrap();
     let im_end = t.token_id("<|im_end|>").unwrap();
     let text = "<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n4";
@@ -160,8 +160,8 @@ fn qwen3_chat_markup_round_trips() {
 
 #[test]
 fn ordinary_text_round_trips() {
-    let t = tokenizer_from_file(&shared_dir().join("models/qwen3-vocab.gguf"));
-    let micro = tokenizer_from_file(&shared_dir().join("models/qwen3-micro-q8_0.gguf"));
+    let t = tokenizer_from_file(&shared_model("qwen3-vocab.gguf"));
+    let micro = tokenizer_from_file(&shared_model("qwen3-micro-q8_0.gguf"));
     let texts = [
         "",
         "The capital of France is Paris.",
@@ -193,9 +193,7 @@ fn timed<T>(what: &str, limit: Duration, f: impl FnOnce() -> T) -> T {
 #[test]
 fn pathological_input_is_handled_in_reasonable_time() {
     let limit = Duration::from_secs(30);
-    let t = timed("qwen3 vocab build", limit, || {
-        tokenizer_from_file(&shared_dir().join("models/qwen3-vocab.gguf"))
-    });
+    let t = timed("qwen3 vocab build", limit, || tokenizer_from_file(&shared_model("qwen3-vocab.gguf")));
     let megabyte = 1 << 20;
     for (what, text) in [
         ("1 MiB of 'a'", "a".repeat(megabyte)),

@@ -1,6 +1,6 @@
 //! Token ids and texts compared with llama.cpp's, for every golden prompt and every model.
 //!
-//! `shared/golden/*.json` (see its README) hold llama.cpp's tokenization of three prompts and
+//! `tests/fixtures/golden/*.json` (copied from the shared `golden/`) (see its README) hold llama.cpp's tokenization of three prompts and
 //! the pieces/text of 24 generated tokens. `tests/fixtures/tokenizer/llama_cpp_cases.json`
 //! (written by `make_llama_cpp_cases.py` beside it) holds llama.cpp's tokenization of harder
 //! strings. Tests that need the real models (not in the repository) are the `real_model_*`
@@ -12,7 +12,10 @@ use std::time::Instant;
 use serde_json::Value;
 
 use super::super::{DecodeOptions, EncodeOptions, TokenId, Tokenizer};
-use super::{fixtures_dir, read, real_model, shared_dir, tokenizer_from_file, tokenizer_from_file_with_pre};
+use super::{
+    fixtures_dir, golden_path, read, real_model, shared_model, tokenizer_from_file,
+    tokenizer_from_file_with_pre,
+};
 
 const WITHOUT_SPECIAL: EncodeOptions = EncodeOptions { add_special: false, parse_special: false };
 
@@ -85,25 +88,24 @@ fn check_golden_file(golden: &Path, tokenizer: &Tokenizer) -> usize {
 
 #[test]
 fn golden_qwen3_vocab() {
-    let shared = shared_dir();
     let started = Instant::now();
-    let tokenizer = tokenizer_from_file(&shared.join("models/qwen3-vocab.gguf"));
+    let tokenizer = tokenizer_from_file(&shared_model("qwen3-vocab.gguf"));
     eprintln!("qwen3-vocab tokenizer built in {:?}", started.elapsed());
-    let checks = check_golden_file(&shared.join("golden/qwen3-vocab.json"), &tokenizer);
+    let checks = check_golden_file(&golden_path("qwen3-vocab.json"), &tokenizer);
     assert_eq!(checks, 3);
 }
 
 #[test]
 fn golden_qwen3_micro_all_quantizations() {
-    let shared = shared_dir();
     let mut files = 0;
-    for entry in std::fs::read_dir(shared.join("golden")).expect("golden dir") {
+    let golden_dir = golden_path("");
+    for entry in std::fs::read_dir(&golden_dir).expect("golden dir") {
         let path = entry.expect("dir entry").path();
         let name = path.file_name().unwrap_or_default().to_string_lossy().into_owned();
         let Some(stem) = name.strip_prefix("qwen3-micro-").and_then(|n| n.strip_suffix(".json")) else {
             continue;
         };
-        let tokenizer = tokenizer_from_file(&shared.join(format!("models/qwen3-micro-{stem}.gguf")));
+        let tokenizer = tokenizer_from_file(&shared_model(&format!("qwen3-micro-{stem}.gguf")));
         check_golden_file(&path, &tokenizer);
         files += 1;
     }
@@ -113,7 +115,7 @@ fn golden_qwen3_micro_all_quantizations() {
 #[test]
 fn real_model_smollm2_golden() {
     let tokenizer = tokenizer_from_file(&real_model("SmolLM2-135M-Instruct.Q4_1.gguf"));
-    check_golden_file(&shared_dir().join("golden/smollm2-135m-instruct-q4_1.json"), &tokenizer);
+    check_golden_file(&golden_path("smollm2-135m-instruct-q4_1.json"), &tokenizer);
 }
 
 #[test]
@@ -121,7 +123,7 @@ fn real_model_gemma3_golden() {
     let started = Instant::now();
     let tokenizer = tokenizer_from_file(&real_model("gemma3-270m-q4_k_m.gguf"));
     eprintln!("gemma3 tokenizer built in {:?}", started.elapsed());
-    check_golden_file(&shared_dir().join("golden/gemma3-270m-q4_k_m.json"), &tokenizer);
+    check_golden_file(&golden_path("gemma3-270m-q4_k_m.json"), &tokenizer);
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -140,11 +142,7 @@ fn check_cases(models: &[&str]) -> Vec<(String, usize)> {
         let model_cases: Vec<&Value> = cases.iter().filter(|c| c["model"] == model).collect();
         assert!(!model_cases.is_empty(), "no cases for {model}");
         let file = model_cases[0]["file"].as_str().unwrap();
-        let path = if file.starts_with("qwen3-") {
-            shared_dir().join("models").join(file)
-        } else {
-            real_model(file)
-        };
+        let path = if file.starts_with("qwen3-") { shared_model(file) } else { real_model(file) };
         let tokenizer = match model_cases[0]["pre"].as_str() {
             Some(pre) => tokenizer_from_file_with_pre(&path, pre),
             None => tokenizer_from_file(&path),

@@ -4,8 +4,9 @@
 //!
 //! Test data is found without relying on the crate's location (these files are also compiled
 //! into a development crate elsewhere):
-//! - shared goldens and test models: `$INFERNO_SHARED`, else the first `shared/golden` beside
-//!   an ancestor of the working directory or of this source file;
+//! - goldens: `tests/fixtures/golden` (committed);
+//! - small synthetic Qwen3 models: `$INFERNO_SHARED/models` or a `shared/models` beside an
+//!   ancestor of the working directory or of this source file, else `tests/fixtures/models`;
 //! - real model files: `$INFERNO_MODELS`, else the first `.cache/models` in those ancestors.
 
 mod behaviour;
@@ -41,15 +42,38 @@ fn find_dir(env: &str, relative: &str) -> Option<PathBuf> {
     search_roots().into_iter().map(|root| root.join(relative)).find(|p| p.is_dir())
 }
 
-/// `shared/` (goldens, small test models).
-pub(super) fn shared_dir() -> PathBuf {
-    let found = match std::env::var_os("INFERNO_SHARED") {
-        Some(dir) => Some(PathBuf::from(dir)),
-        None => {
-            search_roots().into_iter().map(|root| root.join("shared")).find(|p| p.join("golden").is_dir())
-        }
+/// llama.cpp's outputs (`tests/fixtures/golden`, copied from the shared `golden/` folder).
+pub(super) fn golden_path(name: &str) -> PathBuf {
+    repo_dir("tests/fixtures/golden").join(name)
+}
+
+/// A small synthetic Qwen3 file: from `$INFERNO_SHARED/models` (or a `shared/models` beside an
+/// ancestor) when present, else the committed copies in `tests/fixtures/models`. All
+/// `qwen3-micro-*` files carry the same tokenizer and differ only in weights, so where a
+/// quantization is not at hand the committed Q4_0 file stands in for it.
+pub(super) fn shared_model(file: &str) -> PathBuf {
+    let shared = match std::env::var_os("INFERNO_SHARED") {
+        Some(dir) => Some(PathBuf::from(dir).join("models")),
+        None => search_roots().into_iter().map(|root| root.join("shared/models")).find(|p| p.is_dir()),
     };
-    found.expect("shared test data not found: set INFERNO_SHARED to the `shared` directory")
+    if let Some(path) = shared.map(|dir| dir.join(file)).filter(|p| p.is_file()) {
+        return path;
+    }
+    let fixtures = repo_dir("tests/fixtures/models");
+    let committed = fixtures.join(file);
+    if committed.is_file() || !file.starts_with("qwen3-micro-") {
+        return committed;
+    }
+    fixtures.join("qwen3-micro-q4_0.gguf")
+}
+
+/// A directory of the repository, found above the working directory or this file.
+fn repo_dir(relative: &str) -> PathBuf {
+    search_roots()
+        .into_iter()
+        .map(|root| root.join(relative))
+        .find(|p| p.is_dir())
+        .unwrap_or_else(|| panic!("{relative} not found above the working directory or this file"))
 }
 
 /// Where the real models are (may not exist).
@@ -59,11 +83,7 @@ pub(super) fn models_dir() -> Option<PathBuf> {
 
 /// This module's committed fixtures (`tests/fixtures/tokenizer` of the repository).
 pub(super) fn fixtures_dir() -> PathBuf {
-    search_roots()
-        .into_iter()
-        .map(|root| root.join("tests/fixtures/tokenizer"))
-        .find(|p| p.is_dir())
-        .expect("tests/fixtures/tokenizer not found above the working directory or this file")
+    repo_dir("tests/fixtures/tokenizer")
 }
 
 pub(super) fn read(path: &Path) -> Vec<u8> {
