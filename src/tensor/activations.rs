@@ -254,6 +254,24 @@ impl QuantizedActivations {
 // ---------------------------------------------------------------------------------------------
 // Float activations
 
+/// The three `ActivationFormat` methods that move between a format and its `ActivationData`
+/// variant; they differ only in the variant's name.
+macro_rules! activation_data_variant {
+    ($variant:ident) => {
+        fn slice(data: &ActivationData) -> Option<&[Self]> {
+            if let ActivationData::$variant(v) = data { Some(v) } else { None }
+        }
+
+        fn vec_mut(data: &mut ActivationData) -> Option<&mut Vec<Self>> {
+            if let ActivationData::$variant(v) = data { Some(v) } else { None }
+        }
+
+        fn wrap(blocks: Vec<Self>) -> ActivationData {
+            ActivationData::$variant(blocks)
+        }
+    };
+}
+
 impl ActivationFormat for f32 {
     const TYPE: ActivationType = ActivationType::F32;
     const BLOCK_LEN: usize = 1;
@@ -268,17 +286,7 @@ impl ActivationFormat for f32 {
         dst[..n].copy_from_slice(&src[..n]);
     }
 
-    fn slice(data: &ActivationData) -> Option<&[Self]> {
-        if let ActivationData::F32(v) = data { Some(v) } else { None }
-    }
-
-    fn vec_mut(data: &mut ActivationData) -> Option<&mut Vec<Self>> {
-        if let ActivationData::F32(v) = data { Some(v) } else { None }
-    }
-
-    fn wrap(blocks: Vec<Self>) -> ActivationData {
-        ActivationData::F32(blocks)
-    }
+    activation_data_variant!(F32);
 }
 
 impl ActivationFormat for F16Activation {
@@ -297,17 +305,7 @@ impl ActivationFormat for F16Activation {
         }
     }
 
-    fn slice(data: &ActivationData) -> Option<&[Self]> {
-        if let ActivationData::F16(v) = data { Some(v) } else { None }
-    }
-
-    fn vec_mut(data: &mut ActivationData) -> Option<&mut Vec<Self>> {
-        if let ActivationData::F16(v) = data { Some(v) } else { None }
-    }
-
-    fn wrap(blocks: Vec<Self>) -> ActivationData {
-        ActivationData::F16(blocks)
-    }
+    activation_data_variant!(F16);
 }
 
 impl ActivationFormat for BF16Activation {
@@ -326,17 +324,7 @@ impl ActivationFormat for BF16Activation {
         }
     }
 
-    fn slice(data: &ActivationData) -> Option<&[Self]> {
-        if let ActivationData::BF16(v) = data { Some(v) } else { None }
-    }
-
-    fn vec_mut(data: &mut ActivationData) -> Option<&mut Vec<Self>> {
-        if let ActivationData::BF16(v) = data { Some(v) } else { None }
-    }
-
-    fn wrap(blocks: Vec<Self>) -> ActivationData {
-        ActivationData::BF16(blocks)
-    }
+    activation_data_variant!(BF16);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -381,17 +369,7 @@ impl ActivationFormat for BlockQ8_0 {
         }
     }
 
-    fn slice(data: &ActivationData) -> Option<&[Self]> {
-        if let ActivationData::Q8_0(v) = data { Some(v) } else { None }
-    }
-
-    fn vec_mut(data: &mut ActivationData) -> Option<&mut Vec<Self>> {
-        if let ActivationData::Q8_0(v) = data { Some(v) } else { None }
-    }
-
-    fn wrap(blocks: Vec<Self>) -> ActivationData {
-        ActivationData::Q8_0(blocks)
-    }
+    activation_data_variant!(Q8_0);
 }
 
 impl ActivationFormat for BlockQ8_1 {
@@ -421,17 +399,7 @@ impl ActivationFormat for BlockQ8_1 {
         }
     }
 
-    fn slice(data: &ActivationData) -> Option<&[Self]> {
-        if let ActivationData::Q8_1(v) = data { Some(v) } else { None }
-    }
-
-    fn vec_mut(data: &mut ActivationData) -> Option<&mut Vec<Self>> {
-        if let ActivationData::Q8_1(v) = data { Some(v) } else { None }
-    }
-
-    fn wrap(blocks: Vec<Self>) -> ActivationData {
-        ActivationData::Q8_1(blocks)
-    }
+    activation_data_variant!(Q8_1);
 }
 
 impl ActivationFormat for BlockQ8K {
@@ -473,17 +441,7 @@ impl ActivationFormat for BlockQ8K {
         }
     }
 
-    fn slice(data: &ActivationData) -> Option<&[Self]> {
-        if let ActivationData::Q8K(v) = data { Some(v) } else { None }
-    }
-
-    fn vec_mut(data: &mut ActivationData) -> Option<&mut Vec<Self>> {
-        if let ActivationData::Q8K(v) = data { Some(v) } else { None }
-    }
-
-    fn wrap(blocks: Vec<Self>) -> ActivationData {
-        ActivationData::Q8K(blocks)
-    }
+    activation_data_variant!(Q8K);
 }
 
 #[cfg(test)]
