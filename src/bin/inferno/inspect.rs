@@ -1,55 +1,17 @@
-//! `inferno`: the native command line over the same library the page uses.
+//! `inferno inspect`: the facts of a GGUF file, read from its header only.
 
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
-use std::process::ExitCode;
 
 use inferno::gguf::{self, GgufHeader, HeaderParse};
 use inferno::inspect::Report;
 
-const USAGE: &str = "\
-usage: inferno <command> [options]
+use crate::args::Args;
 
-commands:
-  inspect MODEL.gguf [--json]   describe a GGUF file: header, metadata, tensors, tokenizer,
-                                chat template (reads only the header)
-  help                          show this text";
-
-fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    match run(&args) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(message) => {
-            eprintln!("inferno: {message}");
-            ExitCode::FAILURE
-        }
-    }
-}
-
-fn run(args: &[String]) -> Result<(), String> {
-    let (command, rest) = args.split_first().ok_or_else(|| USAGE.to_owned())?;
-    match command.as_str() {
-        "inspect" => inspect(rest),
-        "help" | "--help" | "-h" => {
-            println!("{USAGE}");
-            Ok(())
-        }
-        other => Err(format!("unknown command {other:?}\n{USAGE}")),
-    }
-}
-
-fn inspect(args: &[String]) -> Result<(), String> {
-    let mut path = None;
-    let mut json = false;
-    for arg in args {
-        match arg.as_str() {
-            "--json" => json = true,
-            flag if flag.starts_with('-') => return Err(format!("inspect: unknown option {flag}")),
-            file if path.is_none() => path = Some(file),
-            extra => return Err(format!("inspect: unexpected argument {extra:?}")),
-        }
-    }
-    let path = path.ok_or("inspect: missing MODEL.gguf")?;
+pub fn run(args: &[String]) -> Result<(), String> {
+    let args = Args::parse("inspect", args, &[], &["--json"])?;
+    let path = args.model()?;
+    let json = args.switch("--json");
     let (header, bytes_read) = read_header(path)?;
     let report = Report::new(&header);
     if json {
@@ -208,7 +170,7 @@ fn clip(text: &str, max_chars: usize) -> String {
     }
 }
 
-fn thousands(n: u64) -> String {
+pub fn thousands(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::new();
     for (i, c) in digits.chars().enumerate() {

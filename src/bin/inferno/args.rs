@@ -1,0 +1,66 @@
+//! A small command-line parser: one positional MODEL, `--name value` options and switches.
+
+use std::collections::HashMap;
+
+pub struct Args {
+    command: &'static str,
+    positional: Vec<String>,
+    values: HashMap<&'static str, String>,
+    switches: Vec<&'static str>,
+}
+
+impl Args {
+    /// `options` take a value (`--temp 0.7` or `--temp=0.7`); `switches` do not.
+    pub fn parse(
+        command: &'static str,
+        args: &[String],
+        options: &[&'static str],
+        switches: &[&'static str],
+    ) -> Result<Args, String> {
+        let mut parsed =
+            Args { command, positional: Vec::new(), values: HashMap::new(), switches: Vec::new() };
+        let mut rest = args.iter();
+        while let Some(arg) = rest.next() {
+            if !arg.starts_with("--") || arg == "--" {
+                parsed.positional.push(arg.clone());
+                continue;
+            }
+            let (name, inline) = match arg.split_once('=') {
+                Some((name, value)) => (name, Some(value.to_owned())),
+                None => (arg.as_str(), None),
+            };
+            if let Some(&switch) = switches.iter().find(|&&s| s == name) {
+                if inline.is_some() {
+                    return Err(format!("{command}: {name} takes no value"));
+                }
+                parsed.switches.push(switch);
+            } else if let Some(&option) = options.iter().find(|&&o| o == name) {
+                let value = match inline {
+                    Some(value) => value,
+                    None => rest.next().ok_or_else(|| format!("{command}: {name} needs a value"))?.clone(),
+                };
+                parsed.values.insert(option, value);
+            } else {
+                return Err(format!("{command}: unknown option {name}"));
+            }
+        }
+        Ok(parsed)
+    }
+
+    /// The single positional argument, the model file.
+    pub fn model(&self) -> Result<&str, String> {
+        match self.positional.as_slice() {
+            [path] => Ok(path),
+            [] => Err(format!("{}: missing MODEL.gguf", self.command)),
+            [_, extra, ..] => Err(format!("{}: unexpected argument {extra:?}", self.command)),
+        }
+    }
+
+    pub fn switch(&self, name: &str) -> bool {
+        self.switches.contains(&name)
+    }
+
+    pub fn text(&self, name: &str) -> Option<&str> {
+        self.values.get(name).map(String::as_str)
+    }
+}
