@@ -72,9 +72,9 @@ fn errors_go_to_stderr_with_a_failing_status() {
     let out = inferno(&["inspect", truncated.to_str().unwrap()]);
     std::fs::remove_file(&truncated).ok();
     assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        String::from_utf8_lossy(&out.stderr).contains("past the end"),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+        stderr.contains("\"tokenizer.ggml.tokens\"") && stderr.contains("more than the remaining"),
+        "{stderr}"
     );
 }
