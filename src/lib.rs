@@ -9,6 +9,8 @@
 pub mod gguf;
 /// The facts a person wants about a model file, as one serializable report.
 pub mod inspect;
+/// Transformer models (Qwen3, Llama, Gemma 3): config, weights as views, KV cache, forward pass.
+pub mod model;
 /// Weight block formats (ggml layouts), activation quantization, and the dot/matmul kernels.
 pub mod tensor;
 /// Tokenizers built from GGUF metadata: byte-level BPE and SentencePiece, streaming detokenizer.

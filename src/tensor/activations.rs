@@ -336,12 +336,15 @@ fn nearest_int(x: f32) -> i32 {
     x.round_ties_even() as i32
 }
 
-/// Scale and reciprocal of a Q8_0/Q8_1 block, as `quantize_row_q8_0_ref`: `d = amax / 127`.
+/// Scale and reciprocal of a Q8_0/Q8_1 block as ggml's x86 (AVX2) and wasm SIMD quantizers
+/// compute them: `d = amax / 127`, `1/d = 127 / amax`; the quants then round half to even.
+/// (The portable `quantize_row_q8_0_ref` uses `1 / d` and `roundf`; the SIMD builds users run,
+/// and the goldens come from, differ from it in the last bit of a few quants per block.)
 #[inline(always)]
 fn q8_scale(block: &[f32]) -> (f32, f32) {
     let amax = block.iter().fold(0.0f32, |amax, &x| if x.abs() > amax { x.abs() } else { amax });
     let d = amax / 127.0;
-    let inverse = if d != 0.0 { 1.0 / d } else { 0.0 };
+    let inverse = if amax != 0.0 { 127.0 / amax } else { 0.0 };
     (d, inverse)
 }
 
@@ -354,8 +357,7 @@ impl ActivationFormat for BlockQ8_0 {
             let (d, inverse) = q8_scale(x);
             block.d = F16Le::from_f32(d);
             for (q, &v) in block.qs.iter_mut().zip(x) {
-                // roundf: halves away from zero (unlike Q8_K's nearest_int)
-                *q = (v * inverse).round() as i8;
+                *q = nearest_int(v * inverse) as i8;
             }
         }
     }
@@ -382,7 +384,7 @@ impl ActivationFormat for BlockQ8_1 {
             block.d = F16Le::from_f32(d);
             let mut sum = 0i32;
             for (q, &v) in block.qs.iter_mut().zip(x) {
-                *q = (v * inverse).round() as i8;
+                *q = nearest_int(v * inverse) as i8;
                 sum += i32::from(*q);
             }
             // `s` uses the unrounded f32 `d`, as quantize_row_q8_1_ref does.
@@ -451,17 +453,37 @@ mod tests {
     use crate::tensor::test_support::{Fixture, Rng};
 
     #[test]
-    fn q8_0_matches_ggml_reference_bytes() {
-        // Golden from gguf.quants.quantize (bit-exact with quantize_row_q8_0_ref).
+    fn q8_0_matches_ggml_reference_bytes_except_at_exact_halves() {
+        // Golden from gguf.quants.quantize (quantize_row_q8_0_ref: `x / d`, halves away from
+        // zero). The SIMD quantizers we follow multiply by `127 / amax` and round halves to
+        // even, so a quant may differ by one, and only where `x · 127 / amax` sits on a half.
         let fixture = Fixture::parse(include_bytes!("../../tests/fixtures/tensor/q8_0_quantize.bin"));
         let q = QuantizedActivations::quantize(ActivationType::Q8_0, &fixture.values, 1, fixture.row_len)
             .unwrap();
         let expected: &[BlockQ8_0] = cast_blocks(&fixture.data).unwrap();
-        assert_eq!(q.row::<BlockQ8_0>(0).unwrap(), expected);
+        let ours = q.row::<BlockQ8_0>(0).unwrap();
+        let mut differing = 0;
+        for ((got, want), x) in ours.iter().zip(expected).zip(fixture.values.chunks(32)) {
+            assert_eq!(got.d, want.d);
+            let amax = x.iter().fold(0f32, |m, v| m.max(v.abs()));
+            for ((&a, &b), &v) in got.qs.iter().zip(&want.qs).zip(x) {
+                if a != b {
+                    differing += 1;
+                    let scaled = v * 127.0 / amax;
+                    assert!((scaled.abs().fract() - 0.5).abs() < 1e-4, "{a} vs {b} for {scaled}");
+                    assert_eq!((i32::from(a) - i32::from(b)).abs(), 1);
+                }
+            }
+        }
+        assert!(
+            differing * 10 < fixture.values.len(),
+            "{differing} of {} quants differ",
+            fixture.values.len()
+        );
     }
 
     #[test]
-    fn q8_0_rounds_halves_away_from_zero() {
+    fn q8_0_rounds_halves_to_even() {
         // amax 127 gives d = 1, so values land exactly on the halves.
         let mut x = [0.0f32; 32];
         x[0] = 127.0;
@@ -471,7 +493,7 @@ mod tests {
         let q = QuantizedActivations::quantize(ActivationType::Q8_0, &x, 1, 32).unwrap();
         let block = q.row::<BlockQ8_0>(0).unwrap()[0];
         assert_eq!(block.d.to_f32(), 1.0);
-        assert_eq!(&block.qs[..4], &[127, 3, -3, 4]);
+        assert_eq!(&block.qs[..4], &[127, 2, -2, 4]);
     }
 
     #[test]

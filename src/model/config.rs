@@ -1,0 +1,250 @@
+//! Hyperparameters read from `{arch}.*` metadata, with llama.cpp's defaults and checks that
+//! the numbers fit together before any buffer is sized from them.
+
+use serde::Serialize;
+
+use super::error::ModelError;
+use crate::gguf::Metadata;
+
+/// The architectures this crate runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Architecture {
+    /// Qwen3: per-head Q/K RMSNorm, NeoX RoPE, GQA, SwiGLU.
+    Qwen3,
+    /// Llama (SmolLM2, Llama 2/3): interleaved ("normal") RoPE, GQA, SwiGLU.
+    Llama,
+    /// Gemma 3: scaled embeddings, Q/K norm, post-attention and post-FFN norms, GeGLU,
+    /// five sliding-window layers for every global one.
+    Gemma3,
+}
+
+impl Architecture {
+    pub fn from_name(name: &str) -> Option<Self> {
+        match name {
+            "qwen3" => Some(Self::Qwen3),
+            "llama" => Some(Self::Llama),
+            "gemma3" => Some(Self::Gemma3),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Qwen3 => "qwen3",
+            Self::Llama => "llama",
+            Self::Gemma3 => "gemma3",
+        }
+    }
+}
+
+/// How RoPE pairs up the dimensions of a head.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RopeStyle {
+    /// Adjacent pairs `(x[2i], x[2i+1])` (llama.cpp `LLAMA_ROPE_TYPE_NORM`).
+    Normal,
+    /// Halves `(x[i], x[i + n/2])` (llama.cpp `LLAMA_ROPE_TYPE_NEOX`).
+    Neox,
+}
+
+/// RoPE parameters of one kind of layer.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Rope {
+    pub base: f32,
+    /// Positions are multiplied by this (1 / linear scaling factor).
+    pub freq_scale: f32,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Config {
+    pub architecture: Architecture,
+    pub n_layer: usize,
+    pub n_embd: usize,
+    pub n_ff: usize,
+    pub n_head: usize,
+    pub n_head_kv: usize,
+    pub head_dim: usize,
+    pub rms_eps: f32,
+    pub rope_style: RopeStyle,
+    /// Leading dimensions of each head that are rotated (the rest pass through).
+    pub rope_dims: usize,
+    pub rope_global: Rope,
+    /// RoPE of the sliding-window layers (Gemma 3 uses base 10000 there; llama.cpp does not
+    /// read it from the file).
+    pub rope_local: Rope,
+    /// The context the model was trained for; sessions may ask for less, never more.
+    pub context_length: usize,
+    /// Sliding-window size of local layers (Gemma 3), if any.
+    pub sliding_window: Option<usize>,
+    /// Every `global_layer_period`-th layer attends globally; the others use the window.
+    pub global_layer_period: usize,
+    /// Multiplier applied to Q before the dot products with K.
+    pub attention_scale: f32,
+    /// Multiplier applied to token embeddings (Gemma: sqrt(n_embd)).
+    pub embedding_scale: Option<f32>,
+    pub vocab_size: usize,
+}
+
+/// Upper bounds that keep a hostile header from sizing huge buffers; far beyond real models.
+const MAX_DIM: u64 = 1 << 20;
+const MAX_LAYERS: u64 = 1 << 12;
+const MAX_CONTEXT: u64 = 1 << 24;
+
+impl Config {
+    /// Reads the hyperparameters of `architecture`; `vocab_size` comes from the embedding tensor.
+    pub fn from_metadata(metadata: &Metadata, vocab_size: usize) -> Result<Config, ModelError> {
+        let arch_name =
+            metadata.architecture().ok_or_else(|| ModelError::MissingKey("general.architecture".into()))?;
+        let architecture = Architecture::from_name(arch_name)
+            .ok_or_else(|| ModelError::UnsupportedArchitecture(arch_name.to_string()))?;
+        let keys = Keys { metadata, arch: arch_name };
+
+        let n_layer = keys.required_count("block_count", MAX_LAYERS)?;
+        let n_embd = keys.required_count("embedding_length", MAX_DIM)?;
+        let n_ff = keys.required_count("feed_forward_length", MAX_DIM)?;
+        let n_head = keys.required_count("attention.head_count", MAX_DIM)?;
+        let n_head_kv = keys.optional_count("attention.head_count_kv", MAX_DIM)?.unwrap_or(n_head);
+        if n_head % n_head_kv != 0 {
+            return Err(keys.bad(
+                "attention.head_count_kv",
+                format!("= {n_head_kv} does not divide head_count {n_head}"),
+            ));
+        }
+        let default_head_dim = if n_embd % n_head == 0 { Some(n_embd / n_head) } else { None };
+        let head_dim_k = keys.optional_count("attention.key_length", MAX_DIM)?.or(default_head_dim);
+        let head_dim_v = keys.optional_count("attention.value_length", MAX_DIM)?.or(head_dim_k);
+        let head_dim = head_dim_k.ok_or_else(|| keys.missing("attention.key_length"))?;
+        if head_dim_v != Some(head_dim) {
+            return Err(keys.bad("attention.value_length", format!("differs from key_length {head_dim}")));
+        }
+        if head_dim % 2 != 0 {
+            return Err(keys.bad("attention.key_length", format!("= {head_dim} is odd; RoPE needs pairs")));
+        }
+        let rope_dims = keys.optional_count("rope.dimension_count", MAX_DIM)?.unwrap_or(head_dim);
+        if rope_dims > head_dim || rope_dims % 2 != 0 {
+            return Err(keys.bad(
+                "rope.dimension_count",
+                format!("= {rope_dims} must be even and ≤ head size {head_dim}"),
+            ));
+        }
+        let rms_eps = keys.positive_float("attention.layer_norm_rms_epsilon")?.unwrap_or(1e-5);
+        let rope_base = keys.positive_float("rope.freq_base")?.unwrap_or(10_000.0);
+        let freq_scale = match keys.metadata.get_str(&keys.key("rope.scaling.type")) {
+            None | Some("none") => 1.0,
+            Some("linear") => 1.0 / keys.positive_float("rope.scaling.factor")?.unwrap_or(1.0),
+            Some(other) => {
+                return Err(
+                    keys.bad("rope.scaling.type", format!("= `{other}` is not supported (only linear)"))
+                );
+            }
+        };
+        let context_length = keys.optional_count("context_length", MAX_CONTEXT)?.unwrap_or(4096);
+
+        let rope_style = match architecture {
+            Architecture::Llama => RopeStyle::Normal,
+            Architecture::Qwen3 | Architecture::Gemma3 => RopeStyle::Neox,
+        };
+        let rope_global = Rope { base: rope_base, freq_scale };
+        let (sliding_window, global_layer_period, rope_local) = match architecture {
+            Architecture::Gemma3 => (
+                keys.optional_count("attention.sliding_window", MAX_CONTEXT)?,
+                6,
+                Rope { base: 10_000.0, freq_scale: 1.0 },
+            ),
+            _ => (None, 1, rope_global),
+        };
+        // Gemma 3 scales queries by 1/sqrt(head size) itself, then uses scale 1 in attention:
+        // the same number, applied at the same place as llama.cpp.
+        let attention_scale = 1.0 / (head_dim as f32).sqrt();
+        let embedding_scale = match architecture {
+            Architecture::Gemma3 => Some((n_embd as f32).sqrt()),
+            _ => None,
+        };
+        if vocab_size == 0 {
+            return Err(ModelError::BadKey { key: "token_embd.weight".into(), reason: "has no rows".into() });
+        }
+        Ok(Config {
+            architecture,
+            n_layer,
+            n_embd,
+            n_ff,
+            n_head,
+            n_head_kv,
+            head_dim,
+            rms_eps,
+            rope_style,
+            rope_dims,
+            rope_global,
+            rope_local,
+            context_length,
+            sliding_window,
+            global_layer_period,
+            attention_scale,
+            embedding_scale,
+            vocab_size,
+        })
+    }
+
+    pub fn q_dim(&self) -> usize {
+        self.n_head * self.head_dim
+    }
+
+    pub fn kv_dim(&self) -> usize {
+        self.n_head_kv * self.head_dim
+    }
+
+    /// Whether layer `layer` attends only within the sliding window (llama.cpp: Gemma 3 layers
+    /// 0–4 of every 6 are local, layer 5 is global).
+    pub fn is_sliding(&self, layer: usize) -> bool {
+        self.sliding_window.is_some() && layer % self.global_layer_period < self.global_layer_period - 1
+    }
+
+    pub fn rope_for_layer(&self, layer: usize) -> Rope {
+        if self.is_sliding(layer) { self.rope_local } else { self.rope_global }
+    }
+}
+
+/// Reads `{arch}.{name}` keys with typed errors.
+struct Keys<'a> {
+    metadata: &'a Metadata,
+    arch: &'a str,
+}
+
+impl Keys<'_> {
+    fn key(&self, name: &str) -> String {
+        format!("{}.{name}", self.arch)
+    }
+
+    fn missing(&self, name: &str) -> ModelError {
+        ModelError::MissingKey(self.key(name))
+    }
+
+    fn bad(&self, name: &str, reason: String) -> ModelError {
+        ModelError::BadKey { key: self.key(name), reason }
+    }
+
+    fn optional_count(&self, name: &str, max: u64) -> Result<Option<usize>, ModelError> {
+        let key = self.key(name);
+        let Some(value) = self.metadata.get(&key) else { return Ok(None) };
+        let n = value.as_u64().ok_or_else(|| {
+            self.bad(name, format!("should be an unsigned integer, found {}", value.value_type()))
+        })?;
+        if n == 0 || n > max {
+            return Err(self.bad(name, format!("= {n} is outside 1..={max}")));
+        }
+        usize::try_from(n).map(Some).map_err(|_| self.bad(name, format!("= {n} does not fit in memory")))
+    }
+
+    fn required_count(&self, name: &str, max: u64) -> Result<usize, ModelError> {
+        self.optional_count(name, max)?.ok_or_else(|| self.missing(name))
+    }
+
+    fn positive_float(&self, name: &str) -> Result<Option<f32>, ModelError> {
+        let Some(value) = self.metadata.get(&self.key(name)) else { return Ok(None) };
+        match value.as_f64() {
+            Some(x) if x.is_finite() && x > 0.0 => Ok(Some(x as f32)),
+            _ => Err(self.bad(name, "should be a positive finite number".into())),
+        }
+    }
+}

@@ -1,0 +1,111 @@
+//! Why a model could not be built from a file, or a forward pass could not run.
+
+use std::fmt;
+
+use crate::gguf::GgufError;
+use crate::tensor::TensorError;
+
+/// Everything that can be wrong with a model file's architecture metadata and tensors, or with
+/// a request to run it. Each variant names the key or tensor it is about.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ModelError {
+    Gguf(GgufError),
+    /// `general.architecture` is missing or names an architecture this crate does not run.
+    UnsupportedArchitecture(String),
+    MissingKey(String),
+    /// A key is present but its value has the wrong type or an impossible value.
+    BadKey {
+        key: String,
+        reason: String,
+    },
+    MissingTensor(String),
+    /// A tensor whose dimensions differ from what the hyperparameters imply.
+    TensorShape {
+        name: String,
+        expected: Vec<u64>,
+        found: Vec<u64>,
+    },
+    /// A tensor stored in a ggml type the kernels do not implement.
+    UnsupportedTensorType {
+        name: String,
+        ggml_type: String,
+    },
+    /// A kernel rejected a shape (should not happen once the model is validated).
+    Tensor(TensorError),
+    /// A buffer (KV cache, scratch) could not be allocated.
+    OutOfMemory {
+        what: &'static str,
+        bytes: usize,
+    },
+    /// The KV cache holds `capacity` positions and the request needs `needed`.
+    ContextFull {
+        needed: usize,
+        capacity: usize,
+    },
+    TokenOutOfRange {
+        token: u32,
+        vocab_size: usize,
+    },
+    /// A requested context size of zero or beyond what the file supports.
+    BadContextSize {
+        requested: usize,
+        maximum: usize,
+    },
+}
+
+impl fmt::Display for ModelError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Gguf(e) => write!(f, "{e}"),
+            Self::UnsupportedArchitecture(arch) => {
+                write!(f, "architecture `{arch}` is not supported (supported: qwen3, llama, gemma3)")
+            }
+            Self::MissingKey(key) => write!(f, "model metadata: missing key `{key}`"),
+            Self::BadKey { key, reason } => write!(f, "model metadata: `{key}` {reason}"),
+            Self::MissingTensor(name) => write!(f, "model tensors: `{name}` is missing"),
+            Self::TensorShape { name, expected, found } => {
+                write!(f, "model tensors: `{name}` has shape {found:?}, expected {expected:?}")
+            }
+            Self::UnsupportedTensorType { name, ggml_type } => {
+                write!(f, "model tensors: `{name}` is stored as {ggml_type}, which is not supported")
+            }
+            Self::Tensor(e) => write!(f, "tensor kernel: {e}"),
+            Self::OutOfMemory { what, bytes } => {
+                write!(f, "could not allocate {bytes} bytes for the {what}")
+            }
+            Self::ContextFull { needed, capacity } => {
+                write!(f, "the context is full: {needed} positions needed, the session holds {capacity}")
+            }
+            Self::TokenOutOfRange { token, vocab_size } => {
+                write!(f, "token id {token} is outside the vocabulary (size {vocab_size})")
+            }
+            Self::BadContextSize { requested, maximum } => {
+                write!(f, "context size {requested} is not in 1..={maximum}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for ModelError {}
+
+impl From<GgufError> for ModelError {
+    fn from(e: GgufError) -> Self {
+        Self::Gguf(e)
+    }
+}
+
+impl From<TensorError> for ModelError {
+    fn from(e: TensorError) -> Self {
+        Self::Tensor(e)
+    }
+}
+
+/// `Vec::with_capacity` that reports failure instead of aborting the process (wasm has no
+/// overcommit: a multi-hundred-megabyte KV cache can fail to allocate).
+pub(crate) fn try_zeroed<T: Clone + Default>(what: &'static str, len: usize) -> Result<Vec<T>, ModelError> {
+    let bytes = len.saturating_mul(std::mem::size_of::<T>());
+    let mut v = Vec::new();
+    v.try_reserve_exact(len).map_err(|_| ModelError::OutOfMemory { what, bytes })?;
+    v.resize(len, T::default());
+    Ok(v)
+}

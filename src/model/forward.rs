@@ -1,0 +1,353 @@
+//! The forward pass, top to bottom: embed → for each layer (attention block, feed-forward
+//! block) → final norm → logits. Qwen3, Llama and Gemma 3 share this one function; where they
+//! differ (Q/K norm, RoPE pairing, post-norms, activation, sliding windows) the step says so.
+//!
+//! A call processes a batch of tokens at once: every projection is a matrix × matrix product
+//! (each weight block is read once for all rows), so prefill costs far less per token than decode.
+
+use half::f16;
+
+use super::Model;
+use super::config::{Architecture, Config};
+use super::error::{ModelError, try_zeroed};
+use super::kv_cache::KvCache;
+use super::ops::{add_in_place, apply_rope, geglu, rms_norm, rms_norm_in_place, rope_table, softmax, swiglu};
+use super::weights::{LayerWeights, Matrix};
+use crate::tensor::{QuantizedActivations, dequantize_row, matmul_quantized};
+
+/// Which positions of a batch need logits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogitsFor {
+    /// Only the last token (generation).
+    Last,
+    /// Every token (teacher-forced parity checks, perplexity).
+    All,
+}
+
+/// Working memory of forward passes: sized once for the largest batch, reused every call.
+pub struct Scratch {
+    max_batch: usize,
+    /// Residual stream, `batch × n_embd`.
+    x: Vec<f32>,
+    /// Normalized input of a block, `batch × n_embd`.
+    normed: Vec<f32>,
+    /// Output of a block before the residual add, `batch × n_embd`.
+    block_out: Vec<f32>,
+    q: Vec<f32>,
+    k: Vec<f32>,
+    v: Vec<f32>,
+    attn: Vec<f32>,
+    gate: Vec<f32>,
+    up: Vec<f32>,
+    /// One query's attention weights over the context.
+    scores: Vec<f32>,
+    /// The layer's cached keys and values widened to f32, `context × kv_dim`.
+    keys: Vec<f32>,
+    values: Vec<f32>,
+    query: Vec<f32>,
+    rope: Vec<(f32, f32)>,
+    activations: QuantizedActivations,
+    /// Whether `activations` already holds `normed` (or the FFN hidden state) in some format.
+    activations_fresh: bool,
+    logits: Vec<f32>,
+}
+
+impl Scratch {
+    pub fn new(config: &Config, context: usize, max_batch: usize) -> Result<Scratch, ModelError> {
+        let max_batch = max_batch.max(1);
+        let rows = |width: usize| try_zeroed::<f32>("scratch buffers", max_batch.saturating_mul(width));
+        Ok(Scratch {
+            max_batch,
+            x: rows(config.n_embd)?,
+            normed: rows(config.n_embd)?,
+            block_out: rows(config.n_embd)?,
+            q: rows(config.q_dim())?,
+            k: rows(config.kv_dim())?,
+            v: rows(config.kv_dim())?,
+            attn: rows(config.q_dim())?,
+            gate: rows(config.n_ff)?,
+            up: rows(config.n_ff)?,
+            scores: try_zeroed("attention scores", context)?,
+            keys: try_zeroed("attention keys", context.saturating_mul(config.kv_dim()))?,
+            values: try_zeroed("attention values", context.saturating_mul(config.kv_dim()))?,
+            query: vec![0.0; config.head_dim],
+            rope: Vec::with_capacity(config.rope_dims / 2),
+            activations: QuantizedActivations::quantize(crate::tensor::ActivationType::F32, &[], 0, 0)?,
+            activations_fresh: false,
+            logits: Vec::new(),
+        })
+    }
+
+    pub fn max_batch(&self) -> usize {
+        self.max_batch
+    }
+}
+
+impl Model {
+    /// Runs `tokens` at positions `cache.len()..`, appends their keys and values to `cache`, and
+    /// returns logits (`vocab_size` per requested position, row-major).
+    pub fn forward<'s>(
+        &self,
+        cache: &mut KvCache,
+        scratch: &'s mut Scratch,
+        tokens: &[u32],
+        logits_for: LogitsFor,
+    ) -> Result<&'s [f32], ModelError> {
+        let vocab = self.config.vocab_size;
+        if let Some(&token) = tokens.iter().find(|&&t| t as usize >= vocab) {
+            return Err(ModelError::TokenOutOfRange { token, vocab_size: vocab });
+        }
+        cache.check_room(tokens.len())?;
+        let rows_wanted = match logits_for {
+            LogitsFor::Last => tokens.len().min(1),
+            LogitsFor::All => tokens.len(),
+        };
+        let mut logits = std::mem::take(&mut scratch.logits);
+        logits.clear();
+        logits
+            .try_reserve_exact(rows_wanted * vocab)
+            .map_err(|_| ModelError::OutOfMemory { what: "logits", bytes: rows_wanted * vocab * 4 })?;
+        let chunks = tokens.len().div_ceil(scratch.max_batch);
+        for (i, batch) in tokens.chunks(scratch.max_batch).enumerate() {
+            let wanted = match logits_for {
+                LogitsFor::Last if i + 1 < chunks => None,
+                LogitsFor::Last => Some(batch.len() - 1..batch.len()),
+                LogitsFor::All => Some(0..batch.len()),
+            };
+            self.forward_batch(cache, scratch, batch, wanted, &mut logits)?;
+        }
+        scratch.logits = logits;
+        Ok(&scratch.logits)
+    }
+
+    fn forward_batch(
+        &self,
+        cache: &mut KvCache,
+        s: &mut Scratch,
+        tokens: &[u32],
+        logit_rows: Option<std::ops::Range<usize>>,
+        logits: &mut Vec<f32>,
+    ) -> Result<(), ModelError> {
+        let c = &self.config;
+        let n = tokens.len();
+        let start = cache.len();
+        self.embed(tokens, &mut s.x[..n * c.n_embd])?;
+        for (l, layer) in self.weights.layers.iter().enumerate() {
+            self.attention_block(l, layer, cache, s, n, start)?;
+            self.feed_forward_block(layer, s, n)?;
+        }
+        cache.set_len(start + n);
+        if let Some(rows) = logit_rows {
+            let d = c.n_embd;
+            let m = rows.len();
+            rms_norm(
+                &mut s.normed[..m * d],
+                &s.x[rows.start * d..rows.end * d],
+                &self.weights.output_norm,
+                c.rms_eps,
+            );
+            let at = logits.len();
+            logits.resize(at + m * c.vocab_size, 0.0);
+            s.activations_fresh = false;
+            project(self.file(), &self.weights.output, s, m, &mut logits[at..])?;
+        }
+        Ok(())
+    }
+
+    /// Token embeddings (rows of `token_embd`), scaled for Gemma.
+    fn embed(&self, tokens: &[u32], x: &mut [f32]) -> Result<(), ModelError> {
+        let table = &self.weights.token_embd;
+        for (&token, row) in tokens.iter().zip(x.chunks_exact_mut(self.config.n_embd)) {
+            dequantize_row(table.weight_type, table.row_bytes(self.file(), token as usize), row)?;
+            if let Some(scale) = self.config.embedding_scale {
+                row.iter_mut().for_each(|v| *v *= scale);
+            }
+        }
+        Ok(())
+    }
+
+    /// `x += post_norm(Wo · attention(rope(norm(Wq·h)), rope(norm(Wk·h)), Wv·h))`, `h = norm(x)`.
+    fn attention_block(
+        &self,
+        l: usize,
+        layer: &LayerWeights,
+        cache: &mut KvCache,
+        s: &mut Scratch,
+        n: usize,
+        start: usize,
+    ) -> Result<(), ModelError> {
+        let c = &self.config;
+        let (d, qd, kvd, hd) = (c.n_embd, c.q_dim(), c.kv_dim(), c.head_dim);
+        rms_norm(&mut s.normed[..n * d], &s.x[..n * d], &layer.attn_norm, c.rms_eps);
+        s.activations_fresh = false;
+        let file = self.file();
+        let mut q = std::mem::take(&mut s.q);
+        let mut k = std::mem::take(&mut s.k);
+        let mut v = std::mem::take(&mut s.v);
+        project(file, &layer.wq, s, n, &mut q[..n * qd])?;
+        project(file, &layer.wk, s, n, &mut k[..n * kvd])?;
+        project(file, &layer.wv, s, n, &mut v[..n * kvd])?;
+
+        // Qwen3 and Gemma 3 normalize each head of Q and K before RoPE.
+        if let Some(w) = &layer.q_norm {
+            rms_norm_in_place(&mut q[..n * qd], w, c.rms_eps);
+        }
+        if let Some(w) = &layer.k_norm {
+            rms_norm_in_place(&mut k[..n * kvd], w, c.rms_eps);
+        }
+        let rope = c.rope_for_layer(l);
+        for t in 0..n {
+            rope_table(&mut s.rope, start + t, rope, c.rope_dims, self.rope_freqs.as_deref());
+            apply_rope(&mut q[t * qd..(t + 1) * qd], hd, &s.rope, c.rope_style);
+            apply_rope(&mut k[t * kvd..(t + 1) * kvd], hd, &s.rope, c.rope_style);
+        }
+        // Gemma 3 scales queries before attention (and attends with scale 1); the others scale
+        // the scores. Same product, rounded where llama.cpp rounds it.
+        let score_scale = if c.architecture == Architecture::Gemma3 {
+            q[..n * qd].iter_mut().for_each(|v| *v *= c.attention_scale);
+            1.0
+        } else {
+            c.attention_scale
+        };
+
+        cache.store(l, start, &k[..n * kvd], &v[..n * kvd]);
+        let mut attn = std::mem::take(&mut s.attn);
+        self.attend(l, cache, s, &q[..n * qd], &mut attn[..n * qd], start, score_scale);
+        s.q = q;
+        s.k = k;
+        s.v = v;
+
+        s.activations_fresh = false;
+        let mut out = std::mem::take(&mut s.block_out);
+        let normed = std::mem::take(&mut s.normed);
+        s.normed = attn; // the projection reads its input from `normed`
+        let result = project(file, &layer.wo, s, n, &mut out[..n * d]);
+        s.attn = std::mem::replace(&mut s.normed, normed);
+        result?;
+        if let Some(w) = &layer.post_attn_norm {
+            rms_norm_in_place(&mut out[..n * d], w, c.rms_eps);
+        }
+        add_in_place(&mut s.x[..n * d], &out[..n * d]);
+        s.block_out = out;
+        Ok(())
+    }
+
+    /// Causal (and for sliding layers, windowed) attention of `n` queries at positions
+    /// `start..start + n` over the cached keys and values, with grouped KV heads.
+    #[allow(clippy::too_many_arguments)]
+    fn attend(
+        &self,
+        l: usize,
+        cache: &KvCache,
+        s: &mut Scratch,
+        q: &[f32],
+        out: &mut [f32],
+        start: usize,
+        scale: f32,
+    ) {
+        let c = &self.config;
+        let (hd, kvd, qd) = (c.head_dim, c.kv_dim(), c.q_dim());
+        let n = q.len() / qd;
+        let end = start + n;
+        let window = if c.is_sliding(l) { c.sliding_window } else { None };
+        let first_needed = window.map_or(0, |w| (start + 1).saturating_sub(w));
+        // Widen the keys and values this batch can see to f32 once, for every head and query.
+        let (keys16, values16) = cache.layer(l, end);
+        widen(&keys16[first_needed * kvd..], &mut s.keys[first_needed * kvd..end * kvd]);
+        widen(&values16[first_needed * kvd..], &mut s.values[first_needed * kvd..end * kvd]);
+        let group = c.n_head / c.n_head_kv;
+        for t in 0..n {
+            let pos = start + t;
+            let first = window.map_or(0, |w| (pos + 1).saturating_sub(w));
+            let span = first..pos + 1;
+            for h in 0..c.n_head {
+                let kv_off = (h / group) * hd;
+                // ggml converts queries to F16 to dot them with the F16 keys.
+                for (dst, &src) in s.query.iter_mut().zip(&q[t * qd + h * hd..][..hd]) {
+                    *dst = f16::from_f32(src).to_f32();
+                }
+                let head_out = &mut out[t * qd + h * hd..][..hd];
+                let scores = &mut s.scores[span.clone()];
+                for (score, j) in scores.iter_mut().zip(span.clone()) {
+                    *score = dot(&s.query, &s.keys[j * kvd + kv_off..][..hd]);
+                }
+                softmax(scores, scale);
+                head_out.fill(0.0);
+                for (&p, j) in scores.iter().zip(span.clone()) {
+                    for (o, &v) in head_out.iter_mut().zip(&s.values[j * kvd + kv_off..][..hd]) {
+                        *o += p * v;
+                    }
+                }
+            }
+        }
+    }
+
+    /// `x += post_norm(W_down · (act(W_gate · h) ⊙ (W_up · h)))`, `h = norm(x)`.
+    fn feed_forward_block(&self, layer: &LayerWeights, s: &mut Scratch, n: usize) -> Result<(), ModelError> {
+        let c = &self.config;
+        let (d, ff) = (c.n_embd, c.n_ff);
+        rms_norm(&mut s.normed[..n * d], &s.x[..n * d], &layer.ffn_norm, c.rms_eps);
+        s.activations_fresh = false;
+        let file = self.file();
+        let mut gate = std::mem::take(&mut s.gate);
+        let mut up = std::mem::take(&mut s.up);
+        project(file, &layer.w_gate, s, n, &mut gate[..n * ff])?;
+        project(file, &layer.w_up, s, n, &mut up[..n * ff])?;
+        match c.architecture {
+            Architecture::Gemma3 => geglu(&mut gate[..n * ff], &up[..n * ff]),
+            Architecture::Qwen3 | Architecture::Llama => swiglu(&mut gate[..n * ff], &up[..n * ff]),
+        }
+        s.up = up;
+        s.activations_fresh = false;
+        let mut out = std::mem::take(&mut s.block_out);
+        let normed = std::mem::take(&mut s.normed);
+        s.normed = gate;
+        let result = project(file, &layer.w_down, s, n, &mut out[..n * d]);
+        s.gate = std::mem::replace(&mut s.normed, normed);
+        result?;
+        if let Some(w) = &layer.post_ffn_norm {
+            rms_norm_in_place(&mut out[..n * d], w, c.rms_eps);
+        }
+        add_in_place(&mut s.x[..n * d], &out[..n * d]);
+        s.block_out = out;
+        Ok(())
+    }
+}
+
+/// `out (n × rows) = normed (n × cols) · matrixᵀ`, quantizing `normed` for the matrix's type
+/// unless the previous projection already did (Q, K, V and gate, up share one quantization).
+fn project(
+    file: &[u8],
+    matrix: &Matrix,
+    s: &mut Scratch,
+    n: usize,
+    out: &mut [f32],
+) -> Result<(), ModelError> {
+    let wanted = matrix.weight_type.activation_type();
+    if !s.activations_fresh || s.activations.activation_type() != wanted || s.activations.rows() != n {
+        s.activations.requantize(wanted, &s.normed[..n * matrix.cols], n, matrix.cols)?;
+        s.activations_fresh = true;
+    }
+    matmul_quantized(matrix.bytes(file), matrix.weight_type, matrix.rows, &s.activations, out)?;
+    Ok(())
+}
+
+fn widen(src: &[f16], dst: &mut [f32]) {
+    for (d, s) in dst.iter_mut().zip(src) {
+        *d = s.to_f32();
+    }
+}
+
+/// f32 dot product with eight independent partial sums, so the compiler can keep them in SIMD
+/// lanes (a single running sum forces strictly sequential adds).
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    let mut acc = [0.0f32; 8];
+    let (a_chunks, b_chunks) = (a.chunks_exact(8), b.chunks_exact(8));
+    let tail: f32 = a_chunks.remainder().iter().zip(b_chunks.remainder()).map(|(x, y)| x * y).sum();
+    for (x, y) in a_chunks.zip(b_chunks) {
+        for i in 0..8 {
+            acc[i] += x[i] * y[i];
+        }
+    }
+    acc.iter().sum::<f32>() + tail
+}

@@ -1,0 +1,187 @@
+//! The element-wise and per-row steps of a transformer layer, written to round like ggml's CPU
+//! backend (sums of squares and softmax denominators in f64, everything else in f32).
+
+use half::f16;
+
+use super::config::{Rope, RopeStyle};
+
+/// `out = x / sqrt(mean(x²) + eps) * weight`, row by row over rows of `weight.len()`.
+pub fn rms_norm(out: &mut [f32], x: &[f32], weight: &[f32], eps: f32) {
+    let n = weight.len();
+    for (out_row, x_row) in out.chunks_exact_mut(n).zip(x.chunks_exact(n)) {
+        let scale = rms_scale(x_row, eps);
+        for ((o, &v), &w) in out_row.iter_mut().zip(x_row).zip(weight) {
+            *o = (v * scale) * w;
+        }
+    }
+}
+
+/// [`rms_norm`] in place, over every `weight.len()`-sized chunk (Q/K norm runs per head).
+pub fn rms_norm_in_place(x: &mut [f32], weight: &[f32], eps: f32) {
+    for row in x.chunks_exact_mut(weight.len()) {
+        let scale = rms_scale(row, eps);
+        for (v, &w) in row.iter_mut().zip(weight) {
+            *v = (*v * scale) * w;
+        }
+    }
+}
+
+fn rms_scale(x: &[f32], eps: f32) -> f32 {
+    let sum: f64 = x.iter().map(|&v| f64::from(v * v)).sum();
+    let mean = (sum / x.len() as f64) as f32;
+    1.0 / (mean + eps).sqrt()
+}
+
+/// The cos/sin table of one position: `head_dims/2` pairs, built by repeated multiplication
+/// like ggml's `rope_yarn_cache_init` so that the angles round the same way.
+pub fn rope_table(
+    table: &mut Vec<(f32, f32)>,
+    position: usize,
+    rope: Rope,
+    rope_dims: usize,
+    freq_factors: Option<&[f32]>,
+) {
+    table.clear();
+    let theta_scale = rope.base.powf(-2.0 / rope_dims as f32);
+    let mut theta = position as f32;
+    for i in 0..rope_dims / 2 {
+        let factor = freq_factors.map_or(1.0, |f| f[i]);
+        let angle = rope.freq_scale * (theta / factor);
+        table.push((angle.cos(), angle.sin()));
+        theta *= theta_scale;
+    }
+}
+
+/// Rotates the first `2 * table.len()` dimensions of every head in `x` (heads of `head_dim`).
+pub fn apply_rope(x: &mut [f32], head_dim: usize, table: &[(f32, f32)], style: RopeStyle) {
+    let half = table.len();
+    for head in x.chunks_exact_mut(head_dim) {
+        for (i, &(cos, sin)) in table.iter().enumerate() {
+            let (a, b) = match style {
+                RopeStyle::Normal => (2 * i, 2 * i + 1),
+                RopeStyle::Neox => (i, i + half),
+            };
+            let (x0, x1) = (head[a], head[b]);
+            head[a] = x0 * cos - x1 * sin;
+            head[b] = x0 * sin + x1 * cos;
+        }
+    }
+}
+
+/// In-place softmax of `x * scale`, as ggml's `soft_max_ext` without a mask.
+pub fn softmax(x: &mut [f32], scale: f32) {
+    let mut max = f32::NEG_INFINITY;
+    for v in x.iter_mut() {
+        *v *= scale;
+        max = max.max(*v);
+    }
+    let mut sum = 0.0f64;
+    for v in x.iter_mut() {
+        *v = (*v - max).exp();
+        sum += f64::from(*v);
+    }
+    let inv = (1.0 / sum) as f32;
+    for v in x.iter_mut() {
+        *v *= inv;
+    }
+}
+
+/// `gate = silu(gate) * up` (SwiGLU).
+pub fn swiglu(gate: &mut [f32], up: &[f32]) {
+    for (g, &u) in gate.iter_mut().zip(up) {
+        *g = *g / (1.0 + (-*g).exp()) * u;
+    }
+}
+
+/// `gate = gelu(gate) * up` (GeGLU), with ggml's CPU GELU: the tanh approximation evaluated on
+/// the input rounded to f16, result rounded to f16 (ggml reads it from a 64K-entry f16 table).
+pub fn geglu(gate: &mut [f32], up: &[f32]) {
+    for (g, &u) in gate.iter_mut().zip(up) {
+        let x = *g;
+        let gelu = if x <= -10.0 {
+            0.0
+        } else if x >= 10.0 {
+            x
+        } else {
+            f16::from_f32(gelu_tanh(f16::from_f32(x).to_f32())).to_f32()
+        };
+        *g = gelu * u;
+    }
+}
+
+fn gelu_tanh(x: f32) -> f32 {
+    const SQRT_2_OVER_PI: f32 = 0.797_884_6;
+    const COEF_A: f32 = 0.044_715;
+    0.5 * x * (1.0 + (SQRT_2_OVER_PI * x * (1.0 + COEF_A * x * x)).tanh())
+}
+
+/// `x += y`.
+pub fn add_in_place(x: &mut [f32], y: &[f32]) {
+    for (a, &b) in x.iter_mut().zip(y) {
+        *a += b;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rms_norm_of_a_constant_row_is_the_weight() {
+        let mut out = [0.0; 4];
+        rms_norm(&mut out, &[3.0; 4], &[1.0, 2.0, 3.0, 4.0], 0.0);
+        for (o, w) in out.iter().zip([1.0, 2.0, 3.0, 4.0]) {
+            assert!((o - w).abs() < 1e-6, "{out:?}");
+        }
+    }
+
+    #[test]
+    fn rope_at_position_zero_is_identity_and_preserves_norm_elsewhere() {
+        let rope = Rope { base: 10_000.0, freq_scale: 1.0 };
+        let mut table = Vec::new();
+        let original: Vec<f32> = (0..8).map(|i| i as f32 - 3.5).collect();
+        for style in [RopeStyle::Normal, RopeStyle::Neox] {
+            rope_table(&mut table, 0, rope, 8, None);
+            let mut x = original.clone();
+            apply_rope(&mut x, 8, &table, style);
+            assert_eq!(x, original);
+            rope_table(&mut table, 17, rope, 8, None);
+            apply_rope(&mut x, 8, &table, style);
+            let norm = |v: &[f32]| v.iter().map(|a| a * a).sum::<f32>();
+            assert!((norm(&x) - norm(&original)).abs() < 1e-3);
+            assert_ne!(x, original);
+        }
+    }
+
+    #[test]
+    fn neox_and_normal_pair_different_dimensions() {
+        let rope = Rope { base: 10_000.0, freq_scale: 1.0 };
+        let mut table = Vec::new();
+        rope_table(&mut table, 1, rope, 4, None);
+        // Only dimension 0 is non-zero: NORM mixes it into dimension 1, NEOX into dimension 2.
+        let mut normal = vec![1.0, 0.0, 0.0, 0.0];
+        apply_rope(&mut normal, 4, &table, RopeStyle::Normal);
+        let mut neox = vec![1.0, 0.0, 0.0, 0.0];
+        apply_rope(&mut neox, 4, &table, RopeStyle::Neox);
+        assert!(normal[1].abs() > 0.5 && normal[2] == 0.0);
+        assert!(neox[2].abs() > 0.5 && neox[1] == 0.0);
+    }
+
+    #[test]
+    fn softmax_sums_to_one_and_keeps_order() {
+        let mut x = vec![1.0, 3.0, 2.0, -50.0];
+        softmax(&mut x, 0.5);
+        assert!((x.iter().sum::<f32>() - 1.0).abs() < 1e-6);
+        assert!(x[1] > x[2] && x[2] > x[0] && x[0] > x[3]);
+    }
+
+    #[test]
+    fn gated_activations_match_their_definitions() {
+        let mut g = vec![1.0, -2.0];
+        swiglu(&mut g, &[2.0, 1.0]);
+        assert!((g[0] - 2.0 * 0.731_058_6).abs() < 1e-5 && (g[1] + 0.238_405_8).abs() < 1e-5);
+        let mut g = vec![1.0, 20.0, -20.0];
+        geglu(&mut g, &[1.0, 1.0, 1.0]);
+        assert!((g[0] - 0.841_192).abs() < 1e-3 && g[1] == 20.0 && g[2] == 0.0);
+    }
+}

@@ -1,0 +1,156 @@
+//! The model's tensors: matrices stay in the file's bytes (a byte range plus a type), small
+//! vectors (norm weights) are decoded to f32 once. Every tensor's presence, shape and type is
+//! checked here, so the forward pass never meets a surprise.
+
+use std::ops::Range;
+
+use super::config::{Architecture, Config};
+use super::error::ModelError;
+use crate::gguf::{GgufHeader, TensorInfo};
+use crate::tensor::{WeightType, dequantize_row};
+
+/// A matrix of `rows` rows of `cols` elements, stored in the model bytes at `range`.
+#[derive(Clone, Debug)]
+pub struct Matrix {
+    pub name: String,
+    pub range: Range<usize>,
+    pub weight_type: WeightType,
+    pub rows: usize,
+    pub cols: usize,
+}
+
+impl Matrix {
+    pub fn bytes<'a>(&self, file: &'a [u8]) -> &'a [u8] {
+        &file[self.range.clone()]
+    }
+
+    /// The bytes of row `row` (checked by the caller against `rows`).
+    pub fn row_bytes<'a>(&self, file: &'a [u8], row: usize) -> &'a [u8] {
+        let row_len = self.range.len() / self.rows;
+        let start = self.range.start + row * row_len;
+        &file[start..start + row_len]
+    }
+}
+
+pub struct LayerWeights {
+    pub attn_norm: Vec<f32>,
+    pub wq: Matrix,
+    pub wk: Matrix,
+    pub wv: Matrix,
+    pub wo: Matrix,
+    /// Per-head RMSNorm of queries and keys (Qwen3, Gemma 3).
+    pub q_norm: Option<Vec<f32>>,
+    pub k_norm: Option<Vec<f32>>,
+    /// Norm of the attention output before the residual add (Gemma 3).
+    pub post_attn_norm: Option<Vec<f32>>,
+    pub ffn_norm: Vec<f32>,
+    pub w_gate: Matrix,
+    pub w_up: Matrix,
+    pub w_down: Matrix,
+    /// Norm of the FFN output before the residual add (Gemma 3).
+    pub post_ffn_norm: Option<Vec<f32>>,
+}
+
+pub struct Weights {
+    pub token_embd: Matrix,
+    pub layers: Vec<LayerWeights>,
+    pub output_norm: Vec<f32>,
+    /// The output projection; `token_embd` itself when the file ties them.
+    pub output: Matrix,
+}
+
+impl Weights {
+    /// Finds and checks every tensor `config` needs. `file` is the whole file.
+    pub fn load(header: &GgufHeader, file: &[u8], config: &Config) -> Result<Weights, ModelError> {
+        let tensors = Tensors { header, file };
+        let (d, q, kv, ff, hd) =
+            (config.n_embd, config.q_dim(), config.kv_dim(), config.n_ff, config.head_dim);
+        let has_qk_norm = matches!(config.architecture, Architecture::Qwen3 | Architecture::Gemma3);
+        let has_post_norms = config.architecture == Architecture::Gemma3;
+
+        let token_embd = tensors.matrix("token_embd.weight", config.vocab_size, d)?;
+        let output = match header.tensor("output.weight") {
+            Some(_) => tensors.matrix("output.weight", config.vocab_size, d)?,
+            None => token_embd.clone(),
+        };
+        let mut layers = Vec::with_capacity(config.n_layer);
+        for i in 0..config.n_layer {
+            let name = |suffix: &str| format!("blk.{i}.{suffix}.weight");
+            let optional_vector =
+                |suffix: &str, len: usize, wanted: bool| -> Result<Option<Vec<f32>>, ModelError> {
+                    if wanted { tensors.vector(&name(suffix), len).map(Some) } else { Ok(None) }
+                };
+            layers.push(LayerWeights {
+                attn_norm: tensors.vector(&name("attn_norm"), d)?,
+                wq: tensors.matrix(&name("attn_q"), q, d)?,
+                wk: tensors.matrix(&name("attn_k"), kv, d)?,
+                wv: tensors.matrix(&name("attn_v"), kv, d)?,
+                wo: tensors.matrix(&name("attn_output"), d, q)?,
+                q_norm: optional_vector("attn_q_norm", hd, has_qk_norm)?,
+                k_norm: optional_vector("attn_k_norm", hd, has_qk_norm)?,
+                post_attn_norm: optional_vector("post_attention_norm", d, has_post_norms)?,
+                ffn_norm: tensors.vector(&name("ffn_norm"), d)?,
+                w_gate: tensors.matrix(&name("ffn_gate"), ff, d)?,
+                w_up: tensors.matrix(&name("ffn_up"), ff, d)?,
+                w_down: tensors.matrix(&name("ffn_down"), d, ff)?,
+                post_ffn_norm: optional_vector("post_ffw_norm", d, has_post_norms)?,
+            });
+        }
+        Ok(Weights { token_embd, layers, output_norm: tensors.vector("output_norm.weight", d)?, output })
+    }
+}
+
+struct Tensors<'a> {
+    header: &'a GgufHeader,
+    file: &'a [u8],
+}
+
+impl Tensors<'_> {
+    fn find(&self, name: &str, expected: &[usize]) -> Result<(&TensorInfo, WeightType), ModelError> {
+        let info = self.header.tensor(name).ok_or_else(|| ModelError::MissingTensor(name.to_string()))?;
+        let expected: Vec<u64> = expected.iter().map(|&n| n as u64).collect();
+        if info.dims != expected {
+            return Err(ModelError::TensorShape { name: name.into(), expected, found: info.dims.clone() });
+        }
+        let weight_type = WeightType::from_ggml_type_id(info.ggml_type.id()).ok_or_else(|| {
+            ModelError::UnsupportedTensorType { name: name.into(), ggml_type: info.ggml_type.name().into() }
+        })?;
+        Ok((info, weight_type))
+    }
+
+    fn range(&self, info: &TensorInfo) -> Result<Range<usize>, ModelError> {
+        let truncated =
+            || ModelError::BadKey { key: info.name.clone(), reason: "lies outside the file".into() };
+        let start = self.header.data_offset.checked_add(info.offset).ok_or_else(truncated)?;
+        let end = start.checked_add(info.n_bytes).ok_or_else(truncated)?;
+        let range = usize::try_from(start).map_err(|_| truncated())?
+            ..usize::try_from(end).map_err(|_| truncated())?;
+        if range.end > self.file.len() {
+            return Err(truncated());
+        }
+        Ok(range)
+    }
+
+    /// A `rows × cols` matrix (ggml dims `[cols, rows]`).
+    fn matrix(&self, name: &str, rows: usize, cols: usize) -> Result<Matrix, ModelError> {
+        let (info, weight_type) = self.find(name, &[cols, rows])?;
+        let row_bytes = weight_type.row_bytes(cols)?;
+        let range = self.range(info)?;
+        if rows.checked_mul(row_bytes) != Some(range.len()) {
+            return Err(ModelError::BadKey {
+                key: name.into(),
+                reason: "byte size does not match its shape".into(),
+            });
+        }
+        Ok(Matrix { name: name.into(), range, weight_type, rows, cols })
+    }
+
+    /// A vector of `len` elements, decoded to f32.
+    fn vector(&self, name: &str, len: usize) -> Result<Vec<f32>, ModelError> {
+        let (info, weight_type) = self.find(name, &[len])?;
+        let range = self.range(info)?;
+        let mut out = vec![0.0; len];
+        dequantize_row(weight_type, &self.file[range], &mut out)?;
+        Ok(out)
+    }
+}
