@@ -1,0 +1,369 @@
+//! Choosing the next token from a logit vector, and explaining the choice.
+//!
+//! The chain runs in llama.cpp's order: repetition penalty → top-k → top-p → min-p →
+//! temperature → draw. Top-p sees probabilities at temperature 1 over what top-k kept, and
+//! min-p compares against the best surviving logit, exactly as llama.cpp's samplers do; the
+//! temperature only reshapes the distribution the final draw is made from. A temperature of 0
+//! (or below) is greedy: the highest logit, ties to the lowest id.
+//!
+//! Only as much of the vocabulary is sorted as the chain (or the trace) needs: candidates are
+//! selected in growing prefixes, never a full sort per step.
+
+mod rng;
+mod trace;
+
+pub use rng::Rng;
+pub use trace::{Candidate, StepTrace};
+
+use serde::{Deserialize, Serialize};
+
+/// The knobs of the chain. Defaults are llama.cpp's.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SamplerSettings {
+    /// ≤ 0 means greedy.
+    pub temperature: f32,
+    /// 0 disables.
+    pub top_k: usize,
+    /// ≥ 1 disables.
+    pub top_p: f32,
+    /// ≤ 0 disables.
+    pub min_p: f32,
+    /// 1 disables. Logits of recently seen tokens are divided by it (multiplied when negative).
+    pub repeat_penalty: f32,
+    /// How many of the most recent tokens the penalty looks at.
+    pub repeat_last_n: usize,
+    pub seed: u64,
+}
+
+impl Default for SamplerSettings {
+    fn default() -> Self {
+        SamplerSettings {
+            temperature: 0.8,
+            top_k: 40,
+            top_p: 0.95,
+            min_p: 0.05,
+            repeat_penalty: 1.0,
+            repeat_last_n: 64,
+            seed: 0x5EED,
+        }
+    }
+}
+
+impl SamplerSettings {
+    pub fn greedy() -> Self {
+        SamplerSettings { temperature: 0.0, ..Self::default() }
+    }
+
+    pub fn is_greedy(&self) -> bool {
+        self.temperature <= 0.0
+    }
+
+    /// Settings that cannot mean anything are an error rather than a silent clamp.
+    pub fn validate(&self) -> Result<(), SamplerError> {
+        let bad = |name: &'static str, value: f32| Err(SamplerError::BadSetting { name, value });
+        if !self.temperature.is_finite() {
+            return bad("temperature", self.temperature);
+        }
+        if !(self.top_p.is_finite() && self.top_p > 0.0) {
+            return bad("top_p", self.top_p);
+        }
+        if !(self.min_p.is_finite() && self.min_p <= 1.0) {
+            return bad("min_p", self.min_p);
+        }
+        if !(self.repeat_penalty.is_finite() && self.repeat_penalty > 0.0) {
+            return bad("repeat_penalty", self.repeat_penalty);
+        }
+        Ok(())
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum SamplerError {
+    EmptyLogits,
+    /// Every logit was NaN or -inf: there is nothing to choose from.
+    NoFiniteLogit,
+    BadSetting {
+        name: &'static str,
+        value: f32,
+    },
+    TokenOutOfRange {
+        token: u32,
+        vocab_size: usize,
+    },
+}
+
+impl std::fmt::Display for SamplerError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SamplerError::EmptyLogits => write!(f, "no logits to sample from"),
+            SamplerError::NoFiniteLogit => write!(f, "every logit is NaN or -inf"),
+            SamplerError::BadSetting { name, value } => {
+                write!(f, "sampling setting {name} = {value} is out of range")
+            }
+            SamplerError::TokenOutOfRange { token, vocab_size } => {
+                write!(f, "token {token} is outside the vocabulary of {vocab_size}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for SamplerError {}
+
+/// What one step chose, with the explanation when one was asked for.
+#[derive(Clone, Debug)]
+pub struct Sampled {
+    pub token: u32,
+    pub trace: Option<StepTrace>,
+}
+
+pub struct Sampler {
+    settings: SamplerSettings,
+    rng: Rng,
+    /// Penalized logits of the current step.
+    logits: Vec<f32>,
+    /// `(id, logit)`; the first `sorted` entries are the best, in order.
+    candidates: Vec<(u32, f32)>,
+    sorted: usize,
+}
+
+impl Sampler {
+    pub fn new(settings: SamplerSettings) -> Result<Sampler, SamplerError> {
+        settings.validate()?;
+        Ok(Sampler {
+            rng: Rng::new(settings.seed),
+            settings,
+            logits: Vec::new(),
+            candidates: Vec::new(),
+            sorted: 0,
+        })
+    }
+
+    pub fn settings(&self) -> &SamplerSettings {
+        &self.settings
+    }
+
+    /// Replaces the settings; a new seed restarts the random stream.
+    pub fn set_settings(&mut self, settings: SamplerSettings) -> Result<(), SamplerError> {
+        settings.validate()?;
+        if settings.seed != self.settings.seed {
+            self.rng = Rng::new(settings.seed);
+        }
+        self.settings = settings;
+        Ok(())
+    }
+
+    /// Chooses a token from `logits`. `history` is the context so far (the penalty reads its
+    /// tail); `trace_top` > 0 asks for a trace with that many candidates.
+    pub fn sample(
+        &mut self,
+        logits: &[f32],
+        history: &[u32],
+        trace_top: usize,
+    ) -> Result<Sampled, SamplerError> {
+        self.run_chain(logits, history, None, trace_top)
+    }
+
+    /// Runs the chain for the explanation but takes `token` instead of drawing (branching from
+    /// a chosen candidate). The random stream does not advance.
+    pub fn force(
+        &mut self,
+        logits: &[f32],
+        history: &[u32],
+        token: u32,
+        trace_top: usize,
+    ) -> Result<Sampled, SamplerError> {
+        if token as usize >= logits.len() {
+            return Err(SamplerError::TokenOutOfRange { token, vocab_size: logits.len() });
+        }
+        self.run_chain(logits, history, Some(token), trace_top)
+    }
+
+    fn run_chain(
+        &mut self,
+        raw: &[f32],
+        history: &[u32],
+        forced: Option<u32>,
+        trace_top: usize,
+    ) -> Result<Sampled, SamplerError> {
+        if raw.is_empty() {
+            return Err(SamplerError::EmptyLogits);
+        }
+        self.load_penalized(raw, history);
+        if !self.logits.iter().any(|l| l.is_finite()) {
+            return Err(SamplerError::NoFiniteLogit);
+        }
+        let s = self.settings.clone();
+        let vocab = raw.len();
+        let kept = if s.is_greedy() {
+            self.ensure_sorted(1);
+            1
+        } else {
+            let k = if s.top_k == 0 { vocab } else { s.top_k.min(vocab) };
+            let after_top_p = self.top_p(k, s.top_p);
+            self.min_p(after_top_p, s.min_p)
+        };
+        let temperature = if s.is_greedy() { 1.0 } else { s.temperature };
+        let token = match forced {
+            Some(token) => token,
+            None if s.is_greedy() => self.candidates[0].0,
+            None => self.draw(kept, temperature),
+        };
+        let trace = (trace_top > 0).then(|| self.trace(raw, kept, temperature, token, trace_top));
+        Ok(Sampled { token, trace })
+    }
+
+    /// Copies `raw` into `self.logits` with the repetition penalty applied once per distinct
+    /// recent token (llama.cpp's rule: positive logits divided, negative multiplied), and
+    /// resets the candidate list. NaN becomes -inf so it can never be chosen, +inf the largest
+    /// finite value so the arithmetic stays finite.
+    fn load_penalized(&mut self, raw: &[f32], history: &[u32]) {
+        self.logits.clear();
+        self.logits.extend(raw.iter().map(|&l| match l {
+            l if l.is_nan() => f32::NEG_INFINITY,
+            f32::INFINITY => f32::MAX,
+            l => l,
+        }));
+        let penalty = self.settings.repeat_penalty;
+        if penalty != 1.0 && self.settings.repeat_last_n > 0 {
+            let mut recent: Vec<u32> =
+                history[history.len().saturating_sub(self.settings.repeat_last_n)..].to_vec();
+            recent.sort_unstable();
+            recent.dedup();
+            for token in recent {
+                if let Some(l) = self.logits.get_mut(token as usize) {
+                    *l = if *l > 0.0 { *l / penalty } else { *l * penalty };
+                }
+            }
+        }
+        self.candidates.clear();
+        self.candidates.extend(self.logits.iter().enumerate().map(|(i, &l)| (i as u32, l)));
+        self.sorted = 0;
+    }
+
+    /// Makes the best `n` candidates sorted at the front (higher logit first, then lower id),
+    /// selecting only the part not already sorted.
+    fn ensure_sorted(&mut self, n: usize) {
+        let n = n.min(self.candidates.len());
+        if n <= self.sorted {
+            return;
+        }
+        let rest = &mut self.candidates[self.sorted..];
+        let want = n - self.sorted;
+        if want < rest.len() {
+            rest.select_nth_unstable_by(want - 1, better);
+        }
+        rest[..want].sort_unstable_by(better);
+        self.sorted = n;
+    }
+
+    /// Top-k then top-p: of the best `k`, keeps the shortest prefix whose probability (softmax
+    /// at temperature 1 over those `k`) reaches `p`.
+    fn top_p(&mut self, k: usize, p: f32) -> usize {
+        if p >= 1.0 {
+            self.ensure_sorted(k);
+            return k;
+        }
+        // Everything outside the top k is gone before top-p normalizes.
+        self.ensure_sorted(k.min(64));
+        if k < self.candidates.len() && self.sorted < k {
+            let rest = &mut self.candidates[self.sorted..];
+            rest.select_nth_unstable_by(k - self.sorted - 1, better);
+        }
+        let max = self.candidates[0].1;
+        let total: f64 = self.candidates[..k].iter().map(|&(_, l)| f64::from(libm::expf(l - max))).sum();
+        let target = f64::from(p) * total;
+        let mut cumulative = 0.0f64;
+        let mut i = 0;
+        while i < k {
+            if i == self.sorted {
+                self.ensure_sorted((2 * self.sorted).max(64).min(k));
+            }
+            cumulative += f64::from(libm::expf(self.candidates[i].1 - max));
+            i += 1;
+            if cumulative >= target {
+                break;
+            }
+        }
+        i
+    }
+
+    /// Keeps candidates whose probability is at least `min_p` times the best one's.
+    fn min_p(&self, kept: usize, min_p: f32) -> usize {
+        if min_p <= 0.0 {
+            return kept;
+        }
+        let threshold = self.candidates[0].1 + libm::logf(min_p);
+        self.candidates[..kept].iter().take_while(|&&(_, l)| l >= threshold).count().max(1)
+    }
+
+    /// Draws from the first `kept` (sorted) candidates with probabilities `softmax(l / T)`.
+    fn draw(&mut self, kept: usize, temperature: f32) -> u32 {
+        let max = self.candidates[0].1;
+        let weight = |l: f32| f64::from(libm::expf((l - max) / temperature));
+        let total: f64 = self.candidates[..kept].iter().map(|&(_, l)| weight(l)).sum();
+        let target = self.rng.next_f64() * total;
+        let mut cumulative = 0.0;
+        for &(id, l) in &self.candidates[..kept] {
+            cumulative += weight(l);
+            if cumulative > target {
+                return id;
+            }
+        }
+        self.candidates[kept - 1].0
+    }
+
+    fn trace(&mut self, raw: &[f32], kept: usize, temperature: f32, chosen: u32, top: usize) -> StepTrace {
+        self.ensure_sorted(top.max(kept));
+        let max = self.candidates[0].1;
+        // One pass over the whole vocabulary for the normalizer and the entropy.
+        let (mut z, mut weighted) = (0.0f64, 0.0f64);
+        for &l in &self.logits {
+            let x = f64::from((l - max) / temperature);
+            if x.is_finite() {
+                let w = x.exp();
+                z += w;
+                weighted += w * x;
+            }
+        }
+        let entropy_nats = z.ln() - weighted / z;
+        let probability = |l: f32| (f64::from((l - max) / temperature).exp() / z) as f32;
+        let kept_weight: f64 = self.candidates[..kept].iter().map(|&(_, l)| f64::from(probability(l))).sum();
+        let candidates = self.candidates[..top.min(self.candidates.len())]
+            .iter()
+            .enumerate()
+            .map(|(rank, &(id, l))| Candidate {
+                id,
+                logit: raw[id as usize],
+                probability: probability(l),
+                sample_probability: if rank < kept {
+                    (f64::from(probability(l)) / kept_weight) as f32
+                } else {
+                    0.0
+                },
+                in_nucleus: rank < kept,
+            })
+            .collect();
+        let chosen_rank = self.candidates.iter().position(|&(id, _)| id == chosen);
+        let chosen_logit = self.logits[chosen as usize];
+        StepTrace {
+            candidates,
+            chosen,
+            chosen_rank: chosen_rank.filter(|&r| r < self.sorted),
+            chosen_probability: probability(chosen_logit),
+            nucleus_size: kept,
+            nucleus_mass: kept_weight as f32,
+            excluded: self.logits.len() - kept,
+            entropy_bits: (entropy_nats / std::f64::consts::LN_2) as f32,
+            temperature: if self.settings.is_greedy() { 0.0 } else { temperature },
+        }
+    }
+}
+
+/// Higher logit first; among equal logits the lower id (llama.cpp's greedy tie rule).
+fn better(a: &(u32, f32), b: &(u32, f32)) -> std::cmp::Ordering {
+    b.1.total_cmp(&a.1).then(a.0.cmp(&b.0))
+}
+
+#[cfg(test)]
+mod tests;
