@@ -5,6 +5,8 @@
 //! [`tensor`] kernels compute on those bytes in place and the [`tokenizer`] turns text into
 //! token ids and back.
 
+/// Conversations to prompt text: the file's Jinja chat template, or a built-in by architecture.
+pub mod chat;
 /// Reading untrusted GGUF bytes: header, metadata, tensor index, ggml type table, errors.
 pub mod gguf;
 /// The facts a person wants about a model file, as one serializable report.

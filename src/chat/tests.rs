@@ -1,0 +1,123 @@
+//! Expected strings were rendered by Python's jinja2 with Hugging Face's settings
+//! (`trim_blocks`, `lstrip_blocks`) from the same templates, and for Gemma by llama.cpp's
+//! built-in format.
+
+use super::*;
+use crate::gguf::Gguf;
+
+fn conversation() -> Vec<ChatMessage> {
+    vec![
+        ChatMessage::new("system", "You are terse."),
+        ChatMessage::new("user", "Hi"),
+        ChatMessage::new("assistant", "<think>\nhmm\n</think>\n\nHello!"),
+        ChatMessage::new("user", "Capital of France?"),
+    ]
+}
+
+const GENERATE: RenderOptions = RenderOptions { add_generation_prompt: true, enable_thinking: None };
+
+fn fixture(path: &str) -> Vec<u8> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(path);
+    std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+fn qwen3() -> ChatTemplate {
+    let bytes = fixture("models/qwen3-vocab.gguf");
+    let gguf = Gguf::parse(&bytes).unwrap();
+    let tokenizer = Tokenizer::from_metadata(gguf.metadata()).unwrap();
+    let template = ChatTemplate::for_model(gguf.metadata(), &tokenizer).unwrap();
+    assert_eq!(template.source(), &TemplateSource::File);
+    template
+}
+
+#[test]
+fn qwen3_template_drops_old_reasoning_and_honours_enable_thinking() {
+    let template = qwen3();
+    let history = "<|im_start|>system\nYou are terse.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n\
+                   <|im_start|>assistant\nHello!<|im_end|>\n<|im_start|>user\nCapital of France?<|im_end|>\n";
+    assert_eq!(
+        template.render(&conversation(), GENERATE).unwrap(),
+        format!("{history}<|im_start|>assistant\n")
+    );
+    let no_thinking = RenderOptions { enable_thinking: Some(false), ..GENERATE };
+    assert_eq!(
+        template.render(&conversation(), no_thinking).unwrap(),
+        format!("{history}<|im_start|>assistant\n<think>\n\n</think>\n\n")
+    );
+    assert_eq!(template.render(&conversation(), RenderOptions::default()).unwrap(), history);
+}
+
+#[test]
+fn smollm2_template_adds_its_default_system_prompt() {
+    let text = String::from_utf8(fixture("chat/smollm2.jinja")).unwrap();
+    let template = ChatTemplate::new(&text, TemplateSource::File, String::new(), String::new()).unwrap();
+    assert_eq!(
+        template.render(&[ChatMessage::new("user", "Hi")], GENERATE).unwrap(),
+        "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n\
+         <|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
+    );
+    assert_eq!(
+        template.render(&conversation(), GENERATE).unwrap(),
+        "<|im_start|>system\nYou are terse.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n\
+         <think>\nhmm\n</think>\n\nHello!<|im_end|>\n<|im_start|>user\nCapital of France?<|im_end|>\n<|im_start|>assistant\n"
+    );
+}
+
+#[test]
+fn gemma_builtin_folds_the_system_prompt_into_the_first_user_turn() {
+    let template = ChatTemplate::builtin("gemma", "<bos>".into(), "<eos>".into()).unwrap();
+    let mut messages = conversation();
+    messages[2].content = " Hello! ".into();
+    assert_eq!(
+        template.render(&messages, GENERATE).unwrap(),
+        "<start_of_turn>user\nYou are terse.\n\nHi<end_of_turn>\n<start_of_turn>model\nHello!<end_of_turn>\n\
+         <start_of_turn>user\nCapital of France?<end_of_turn>\n<start_of_turn>model\n"
+    );
+}
+
+#[test]
+fn chatml_builtin_is_the_fallback_for_other_architectures() {
+    let template = ChatTemplate::builtin("chatml", String::new(), String::new()).unwrap();
+    assert_eq!(
+        template.render(&[ChatMessage::new("user", "Hi")], GENERATE).unwrap(),
+        "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
+    );
+}
+
+#[test]
+fn broken_templates_and_roles_are_errors() {
+    let syntax = ChatTemplate::new("{% for %}", TemplateSource::File, String::new(), String::new());
+    assert!(matches!(syntax, Err(ChatError::Syntax(_))));
+    let raising = ChatTemplate::new(
+        "{{ raise_exception('roles must alternate') }}",
+        TemplateSource::File,
+        String::new(),
+        String::new(),
+    )
+    .unwrap();
+    match raising.render(&[], GENERATE) {
+        Err(ChatError::Render(message)) => assert!(message.contains("roles must alternate"), "{message}"),
+        other => panic!("{other:?}"),
+    }
+    let template = ChatTemplate::builtin("chatml", String::new(), String::new()).unwrap();
+    assert!(matches!(
+        template.render(&[ChatMessage::new("tool", "x")], GENERATE),
+        Err(ChatError::BadRole(_))
+    ));
+}
+
+#[test]
+fn runaway_templates_are_stopped() {
+    // A template must not be able to hang the page: recursion and work are bounded.
+    let template = ChatTemplate::new(
+        "{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}",
+        TemplateSource::File,
+        String::new(),
+        String::new(),
+    )
+    .unwrap();
+    assert!(matches!(template.render(&[], GENERATE), Err(ChatError::Render(_))));
+    let endless = "{% for i in range(100000) %}{% for j in range(100000) %}x{% endfor %}{% endfor %}";
+    let template = ChatTemplate::new(endless, TemplateSource::File, String::new(), String::new()).unwrap();
+    assert!(matches!(template.render(&[], GENERATE), Err(ChatError::Render(_))));
+}
