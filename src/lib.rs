@@ -7,6 +7,8 @@
 
 /// Conversations to prompt text: the file's Jinja chat template, or a built-in by architecture.
 pub mod chat;
+/// A loaded model and step-by-step conversations on it (KV cache reuse, rollback, streaming).
+pub mod engine;
 /// Reading untrusted GGUF bytes: header, metadata, tensor index, ggml type table, errors.
 pub mod gguf;
 /// The facts a person wants about a model file, as one serializable report.

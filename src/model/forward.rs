@@ -8,10 +8,11 @@
 use half::f16;
 
 use super::Model;
+use super::attention::{HeadView, TILED_MIN_QUERIES, attend_head_f16_accumulator, attend_head_f32};
 use super::config::{Architecture, Config};
 use super::error::{ModelError, try_zeroed};
 use super::kv_cache::KvCache;
-use super::ops::{add_in_place, apply_rope, geglu, rms_norm, rms_norm_in_place, rope_table, softmax, swiglu};
+use super::ops::{add_in_place, apply_rope, geglu, rms_norm, rms_norm_in_place, rope_table, swiglu};
 use super::weights::{LayerWeights, Matrix};
 use crate::tensor::{QuantizedActivations, dequantize_row, matmul_quantized};
 
@@ -45,6 +46,7 @@ pub struct Scratch {
     keys: Vec<f32>,
     values: Vec<f32>,
     query: Vec<f32>,
+    accumulator: Vec<f32>,
     rope: Vec<(f32, f32)>,
     activations: QuantizedActivations,
     /// Whether `activations` already holds `normed` (or the FFN hidden state) in some format.
@@ -71,6 +73,7 @@ impl Scratch {
             keys: try_zeroed("attention keys", context.saturating_mul(config.kv_dim()))?,
             values: try_zeroed("attention values", context.saturating_mul(config.kv_dim()))?,
             query: vec![0.0; config.head_dim],
+            accumulator: vec![0.0; config.head_dim],
             rope: Vec::with_capacity(config.rope_dims / 2),
             activations: QuantizedActivations::quantize(crate::tensor::ActivationType::F32, &[], 0, 0)?,
             activations_fresh: false,
@@ -256,27 +259,26 @@ impl Model {
         widen(&keys16[first_needed * kvd..], &mut s.keys[first_needed * kvd..end * kvd]);
         widen(&values16[first_needed * kvd..], &mut s.values[first_needed * kvd..end * kvd]);
         let group = c.n_head / c.n_head_kv;
+        let f16_accumulator = n < TILED_MIN_QUERIES;
         for t in 0..n {
             let pos = start + t;
             let first = window.map_or(0, |w| (pos + 1).saturating_sub(w));
-            let span = first..pos + 1;
             for h in 0..c.n_head {
-                let kv_off = (h / group) * hd;
-                // ggml converts queries to F16 to dot them with the F16 keys.
-                for (dst, &src) in s.query.iter_mut().zip(&q[t * qd + h * hd..][..hd]) {
-                    *dst = f16::from_f32(src).to_f32();
-                }
+                let kv = HeadView { keys: &s.keys, values: &s.values, stride: kvd, offset: (h / group) * hd };
+                let query = &q[t * qd + h * hd..][..hd];
                 let head_out = &mut out[t * qd + h * hd..][..hd];
-                let scores = &mut s.scores[span.clone()];
-                for (score, j) in scores.iter_mut().zip(span.clone()) {
-                    *score = dot(&s.query, &s.keys[j * kvd + kv_off..][..hd]);
-                }
-                softmax(scores, scale);
-                head_out.fill(0.0);
-                for (&p, j) in scores.iter().zip(span.clone()) {
-                    for (o, &v) in head_out.iter_mut().zip(&s.values[j * kvd + kv_off..][..hd]) {
-                        *o += p * v;
-                    }
+                if f16_accumulator {
+                    attend_head_f16_accumulator(
+                        query,
+                        &kv,
+                        first..pos + 1,
+                        scale,
+                        &mut s.query,
+                        &mut s.accumulator,
+                        head_out,
+                    );
+                } else {
+                    attend_head_f32(query, &kv, first..pos + 1, scale, &mut s.scores, head_out);
                 }
             }
         }
@@ -336,18 +338,4 @@ fn widen(src: &[f16], dst: &mut [f32]) {
     for (d, s) in dst.iter_mut().zip(src) {
         *d = s.to_f32();
     }
-}
-
-/// f32 dot product with eight independent partial sums, so the compiler can keep them in SIMD
-/// lanes (a single running sum forces strictly sequential adds).
-fn dot(a: &[f32], b: &[f32]) -> f32 {
-    let mut acc = [0.0f32; 8];
-    let (a_chunks, b_chunks) = (a.chunks_exact(8), b.chunks_exact(8));
-    let tail: f32 = a_chunks.remainder().iter().zip(b_chunks.remainder()).map(|(x, y)| x * y).sum();
-    for (x, y) in a_chunks.zip(b_chunks) {
-        for i in 0..8 {
-            acc[i] += x[i] * y[i];
-        }
-    }
-    acc.iter().sum::<f32>() + tail
 }

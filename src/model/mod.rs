@@ -4,6 +4,7 @@
 //! A [`Model`] owns the one copy of the file. Matrices are byte ranges into it, so loading
 //! costs validation only; no weight matrix is copied or dequantized up front.
 
+mod attention;
 mod config;
 mod error;
 mod forward;

@@ -1,5 +1,5 @@
 //! The element-wise and per-row steps of a transformer layer, written to round like ggml's CPU
-//! backend (sums of squares and softmax denominators in f64, everything else in f32).
+//! backend (sums of squares in f64, everything else in f32).
 
 use half::f16;
 
@@ -65,24 +65,6 @@ pub fn apply_rope(x: &mut [f32], head_dim: usize, table: &[(f32, f32)], style: R
             head[a] = x0 * cos - x1 * sin;
             head[b] = x0 * sin + x1 * cos;
         }
-    }
-}
-
-/// In-place softmax of `x * scale`, as ggml's `soft_max_ext` without a mask.
-pub fn softmax(x: &mut [f32], scale: f32) {
-    let mut max = f32::NEG_INFINITY;
-    for v in x.iter_mut() {
-        *v *= scale;
-        max = max.max(*v);
-    }
-    let mut sum = 0.0f64;
-    for v in x.iter_mut() {
-        *v = (*v - max).exp();
-        sum += f64::from(*v);
-    }
-    let inv = (1.0 / sum) as f32;
-    for v in x.iter_mut() {
-        *v *= inv;
     }
 }
 
@@ -165,14 +147,6 @@ mod tests {
         apply_rope(&mut neox, 4, &table, RopeStyle::Neox);
         assert!(normal[1].abs() > 0.5 && normal[2] == 0.0);
         assert!(neox[2].abs() > 0.5 && neox[1] == 0.0);
-    }
-
-    #[test]
-    fn softmax_sums_to_one_and_keeps_order() {
-        let mut x = vec![1.0, 3.0, 2.0, -50.0];
-        softmax(&mut x, 0.5);
-        assert!((x.iter().sum::<f32>() - 1.0).abs() < 1e-6);
-        assert!(x[1] > x[2] && x[2] > x[0] && x[0] > x[3]);
     }
 
     #[test]

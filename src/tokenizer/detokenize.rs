@@ -143,7 +143,7 @@ impl Tokenizer {
 
     /// A streaming decoder for generated tokens.
     pub fn detokenizer(&self, render_special: bool) -> Detokenizer<'_> {
-        Detokenizer { tokenizer: self, render_special, pending: Vec::new() }
+        Detokenizer { tokenizer: self, render_special, stream: Utf8Stream::default() }
     }
 }
 
@@ -203,15 +203,38 @@ fn clean_up_spaces(text: &mut Vec<u8>) {
 pub struct Detokenizer<'t> {
     tokenizer: &'t Tokenizer,
     render_special: bool,
-    /// Bytes of an incomplete character.
-    pending: Vec<u8>,
+    stream: Utf8Stream,
 }
 
 impl Detokenizer<'_> {
     /// Adds one token and returns the text that is now complete (possibly empty).
     pub fn push(&mut self, id: TokenId) -> String {
-        let piece = self.tokenizer.token_bytes(id, self.render_special);
-        self.pending.extend_from_slice(piece);
+        self.stream.push(self.tokenizer.token_bytes(id, self.render_special))
+    }
+
+    /// Ends the stream: an incomplete character left over is returned as "�".
+    pub fn finish(&mut self) -> String {
+        self.stream.finish()
+    }
+
+    /// True if bytes of an incomplete character are waiting.
+    pub fn has_pending(&self) -> bool {
+        self.stream.has_pending()
+    }
+}
+
+/// Bytes in, complete UTF-8 text out: the state of a [`Detokenizer`] without the borrow of
+/// the tokenizer, for owners that keep a stream across calls (a chat session).
+#[derive(Clone, Debug, Default)]
+pub struct Utf8Stream {
+    /// Bytes of an incomplete character.
+    pending: Vec<u8>,
+}
+
+impl Utf8Stream {
+    /// Adds bytes and returns the text that is now complete (possibly empty).
+    pub fn push(&mut self, bytes: &[u8]) -> String {
+        self.pending.extend_from_slice(bytes);
         let mut text = String::new();
         let mut rest: &[u8] = &self.pending;
         loop {

@@ -36,7 +36,7 @@ mod vocab;
 #[cfg(test)]
 mod tests;
 
-pub use detokenize::{DecodeOptions, Detokenizer};
+pub use detokenize::{DecodeOptions, Detokenizer, Utf8Stream};
 pub use error::TokenizerError;
 pub use pretokenize::PreTokenizer;
 pub use vocab::{SpecialRole, TokenKind};

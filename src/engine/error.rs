@@ -1,0 +1,75 @@
+use crate::chat::ChatError;
+use crate::model::ModelError;
+use crate::sampler::SamplerError;
+use crate::tokenizer::TokenizerError;
+
+#[derive(Debug)]
+pub enum EngineError {
+    Model(ModelError),
+    Tokenizer(TokenizerError),
+    Chat(ChatError),
+    Sampler(SamplerError),
+    VocabularyMismatch {
+        tokenizer: usize,
+        model: usize,
+    },
+    EmptyPrompt,
+    PromptTooLong {
+        tokens: usize,
+        context: usize,
+    },
+    /// A step was asked for before any prompt was evaluated.
+    NothingToContinue,
+}
+
+impl EngineError {
+    /// The KV cache cannot take another token: a reason to stop, not a failure.
+    pub fn is_context_full(&self) -> bool {
+        matches!(self, EngineError::Model(ModelError::ContextFull { .. }))
+    }
+}
+
+impl std::fmt::Display for EngineError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            EngineError::Model(e) => e.fmt(f),
+            EngineError::Tokenizer(e) => write!(f, "tokenizer: {e}"),
+            EngineError::Chat(e) => e.fmt(f),
+            EngineError::Sampler(e) => write!(f, "sampler: {e}"),
+            EngineError::VocabularyMismatch { tokenizer, model } => {
+                write!(f, "the tokenizer has {tokenizer} tokens but the model's embedding has {model} rows")
+            }
+            EngineError::EmptyPrompt => write!(f, "the prompt is empty"),
+            EngineError::PromptTooLong { tokens, context } => {
+                write!(f, "the prompt has {tokens} tokens but the context holds {context}")
+            }
+            EngineError::NothingToContinue => write!(f, "no prompt has been evaluated yet"),
+        }
+    }
+}
+
+impl std::error::Error for EngineError {}
+
+impl From<ModelError> for EngineError {
+    fn from(e: ModelError) -> Self {
+        EngineError::Model(e)
+    }
+}
+
+impl From<TokenizerError> for EngineError {
+    fn from(e: TokenizerError) -> Self {
+        EngineError::Tokenizer(e)
+    }
+}
+
+impl From<ChatError> for EngineError {
+    fn from(e: ChatError) -> Self {
+        EngineError::Chat(e)
+    }
+}
+
+impl From<SamplerError> for EngineError {
+    fn from(e: SamplerError) -> Self {
+        EngineError::Sampler(e)
+    }
+}

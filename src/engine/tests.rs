@@ -1,0 +1,154 @@
+use super::*;
+use crate::sampler::SamplerSettings;
+
+fn fixture(path: &str) -> Vec<u8> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(path);
+    std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+fn engine() -> Engine {
+    Engine::load(fixture("models/qwen3-micro-q4_0.gguf")).unwrap()
+}
+
+/// llama.cpp's prompt ids and greedy continuation for the "capital" prompt.
+fn golden_capital() -> (Vec<u32>, Vec<u32>) {
+    let golden: serde_json::Value = serde_json::from_slice(&fixture("golden/qwen3-micro-q4_0.json")).unwrap();
+    let ids = |key: &str| -> Vec<u32> {
+        golden["prompts"]["capital"][key]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_u64().unwrap() as u32)
+            .collect()
+    };
+    (ids("prompt_ids"), ids("generated_ids"))
+}
+
+fn greedy() -> Sampler {
+    Sampler::new(SamplerSettings::greedy()).unwrap()
+}
+
+#[test]
+fn greedy_steps_reproduce_llama_cpp_continuation() {
+    let engine = engine();
+    let (prompt, expected) = golden_capital();
+    assert_eq!(engine.encode("The capital of France is"), prompt);
+    let mut session = engine.new_session(64).unwrap();
+    assert_eq!(session.sync(&engine, &prompt).unwrap(), SyncReport { reused: 0, evaluated: prompt.len() });
+    let mut sampler = greedy();
+    let generated: Vec<u32> =
+        (0..expected.len()).map(|_| session.step(&engine, &mut sampler, None, 0).unwrap().token).collect();
+    assert_eq!(generated, expected);
+    assert_eq!(session.tokens(), [prompt, expected].concat());
+}
+
+#[test]
+fn sync_evaluates_only_what_the_cache_does_not_hold() {
+    let engine = engine();
+    let (prompt, _) = golden_capital();
+    let mut session = engine.new_session(64).unwrap();
+    session.sync(&engine, &prompt).unwrap();
+    // Same tokens: nothing to do.
+    assert_eq!(session.sync(&engine, &prompt).unwrap(), SyncReport { reused: prompt.len(), evaluated: 0 });
+    // A longer conversation: only the new tokens.
+    let longer = [prompt.clone(), vec![11, 12, 13]].concat();
+    assert_eq!(session.sync(&engine, &longer).unwrap(), SyncReport { reused: prompt.len(), evaluated: 3 });
+    // Going back to a prefix re-runs its last token to get its logits.
+    assert_eq!(
+        session.sync(&engine, &prompt).unwrap(),
+        SyncReport { reused: prompt.len() - 1, evaluated: 1 }
+    );
+    // A different continuation after a shared prefix.
+    let branch = [prompt[..3].to_vec(), vec![40, 41]].concat();
+    assert_eq!(session.sync(&engine, &branch).unwrap(), SyncReport { reused: 3, evaluated: 2 });
+    // The logits equal those of evaluating the branch from scratch.
+    let mut fresh = engine.new_session(64).unwrap();
+    fresh.sync(&engine, &branch).unwrap();
+    assert_eq!(session.logits, fresh.logits);
+}
+
+#[test]
+fn a_sampled_token_is_evaluated_only_when_generation_continues() {
+    let engine = engine();
+    let (prompt, expected) = golden_capital();
+    let mut session = engine.new_session(64).unwrap();
+    session.sync(&engine, &prompt).unwrap();
+    let mut sampler = greedy();
+    session.step(&engine, &mut sampler, None, 0).unwrap();
+    assert_eq!(session.evaluated.len(), prompt.len());
+    assert_eq!(session.len(), prompt.len() + 1);
+    // The next turn's prompt contains the pending token: it is evaluated, not re-sampled.
+    let next = [prompt.clone(), vec![expected[0], 5]].concat();
+    assert_eq!(session.sync(&engine, &next).unwrap(), SyncReport { reused: prompt.len(), evaluated: 2 });
+}
+
+#[test]
+fn branching_rolls_back_and_forces_a_token() {
+    let engine = engine();
+    let (prompt, expected) = golden_capital();
+    let mut session = engine.new_session(64).unwrap();
+    session.sync(&engine, &prompt).unwrap();
+    let mut sampler = greedy();
+    for _ in 0..5 {
+        session.step(&engine, &mut sampler, None, 0).unwrap();
+    }
+    session.truncate(prompt.len() + 2);
+    let forced = (expected[2] + 1) % 8000;
+    let step = session.step(&engine, &mut sampler, Some(forced), 5).unwrap();
+    assert_eq!(step.token, forced);
+    let trace = step.trace.unwrap();
+    assert_eq!(trace.chosen, forced);
+    assert_eq!(trace.candidates[0].id, expected[2], "the trace still shows what greedy would take");
+    assert_eq!(session.tokens(), [prompt.clone(), expected[..2].to_vec(), vec![forced]].concat());
+}
+
+#[test]
+fn a_full_context_is_a_clear_error() {
+    let engine = engine();
+    let (prompt, _) = golden_capital();
+    let mut session = engine.new_session(prompt.len() + 2).unwrap();
+    session.sync(&engine, &prompt).unwrap();
+    let mut sampler = greedy();
+    // The cache holds the prompt and two generated tokens; a third can still be sampled
+    // from the last logits, a fourth cannot.
+    for _ in 0..3 {
+        session.step(&engine, &mut sampler, None, 0).unwrap();
+    }
+    assert_eq!(session.room(), 0);
+    let error = session.step(&engine, &mut sampler, None, 0).unwrap_err();
+    assert!(error.is_context_full(), "{error}");
+    let too_long = vec![1; prompt.len() + 3];
+    assert!(matches!(session.sync(&engine, &too_long), Err(EngineError::PromptTooLong { .. })));
+    assert!(matches!(session.sync(&engine, &[]), Err(EngineError::EmptyPrompt)));
+    assert!(matches!(session.sync(&engine, &[9_999_999]), Err(EngineError::Model(_))));
+}
+
+#[test]
+fn streamed_text_joins_into_the_decoded_text() {
+    let engine = engine();
+    let prompt = engine.chat_prompt(&[ChatMessage::new("user", "Write ü and 中文")], Some(false)).unwrap();
+    let mut session = engine.new_session(128).unwrap();
+    session.sync(&engine, &prompt).unwrap();
+    let mut sampler = Sampler::new(SamplerSettings {
+        seed: 3,
+        temperature: 1.5,
+        top_k: 0,
+        top_p: 1.0,
+        min_p: 0.0,
+        ..Default::default()
+    })
+    .unwrap();
+    let (mut text, mut ids) = (String::new(), Vec::new());
+    for _ in 0..40 {
+        let step = session.step(&engine, &mut sampler, None, 0).unwrap();
+        if step.end_of_generation {
+            break;
+        }
+        text.push_str(&step.text);
+        ids.push(step.token);
+    }
+    let mut detokenizer = engine.tokenizer().detokenizer(false);
+    let mut expected: String = ids.iter().map(|&id| detokenizer.push(id)).collect();
+    expected.push_str(&detokenizer.finish());
+    assert!(expected.starts_with(&text) && expected.len() - text.len() <= 3, "{text:?} vs {expected:?}");
+}
