@@ -21,7 +21,8 @@ impl Args {
             Args { command, positional: Vec::new(), values: HashMap::new(), switches: Vec::new() };
         let mut rest = args.iter();
         while let Some(arg) = rest.next() {
-            if !arg.starts_with("--") || arg == "--" {
+            // `--name` and short `-n`; a lone `-` or `--` is positional.
+            if !arg.starts_with('-') || arg.len() < 2 || arg == "--" {
                 parsed.positional.push(arg.clone());
                 continue;
             }
@@ -62,5 +63,16 @@ impl Args {
 
     pub fn text(&self, name: &str) -> Option<&str> {
         self.values.get(name).map(String::as_str)
+    }
+
+    /// A numeric option, `default` when absent; a value that does not parse is an error.
+    pub fn number<T: std::str::FromStr>(&self, name: &str, default: T) -> Result<T, String> {
+        match self.text(name) {
+            None => Ok(default),
+            Some(text) => text
+                .trim()
+                .parse()
+                .map_err(|_| format!("{}: {name} {text:?} is not a valid number", self.command)),
+        }
     }
 }

@@ -1,7 +1,10 @@
 //! `inferno`: the native command line over the same library the page uses.
 
 mod args;
+mod bench;
+mod generate;
 mod inspect;
+mod logits;
 mod tokenize;
 
 use std::process::ExitCode;
@@ -14,6 +17,15 @@ commands:
                                     chat template (reads only the header)
   tokenize MODEL --text TEXT [--json] [--no-special] [--no-parse-special]
                                     token ids and pieces, as llama.cpp would produce them
+  generate MODEL --prompt TEXT [--chat [--system TEXT] [--think|--no-think]] [-n 24]
+           [--temp 0.8 --top-k 40 --top-p 0.95 --min-p 0.05 --repeat-penalty 1.0
+            --repeat-last-n 64 --seed N] [--trace N] [--context N] [--ignore-eos] [--json]
+                                    stream a continuation; --trace N explains each step with
+                                    its N best candidates; --json prints one object per token
+  logits MODEL --tokens 1,2,3 [--top 20] [--json]
+                                    the top logits after each position (teacher-forced)
+  bench MODEL [--pp 64] [--tg 32] [--runs 5] [--json]
+                                    prompt and decode tokens per second (median, 1 thread)
   help                              show this text";
 
 fn main() -> ExitCode {
@@ -32,6 +44,9 @@ fn run(args: &[String]) -> Result<(), String> {
     match command.as_str() {
         "inspect" => inspect::run(rest),
         "tokenize" => tokenize::run(rest),
+        "generate" => generate::run(rest),
+        "logits" => logits::run(rest),
+        "bench" => bench::run(rest),
         "help" | "--help" | "-h" => {
             println!("{USAGE}");
             Ok(())

@@ -1,0 +1,209 @@
+//! `inferno generate`: stream a continuation (or a chat answer), optionally explaining every
+//! sampling step.
+
+use std::io::Write;
+use std::time::Instant;
+
+use inferno::chat::ChatMessage;
+use inferno::engine::{Engine, EngineError};
+use inferno::sampler::{Sampler, SamplerSettings, StepTrace};
+use serde::Serialize;
+
+use crate::args::Args;
+
+const OPTIONS: &[&str] = &[
+    "--prompt",
+    "--system",
+    "-n",
+    "--temp",
+    "--top-k",
+    "--top-p",
+    "--min-p",
+    "--repeat-penalty",
+    "--repeat-last-n",
+    "--seed",
+    "--trace",
+    "--context",
+];
+const SWITCHES: &[&str] = &["--chat", "--no-think", "--think", "--json", "--ignore-eos"];
+
+pub fn run(args: &[String]) -> Result<(), String> {
+    let args = Args::parse("generate", args, OPTIONS, SWITCHES)?;
+    let path = args.model()?;
+    let prompt = args.text("--prompt").ok_or("generate: missing --prompt")?;
+    let n_predict: usize = args.number("-n", 24)?;
+    let trace_top: usize = args.number("--trace", 0)?;
+    let json = args.switch("--json");
+    let settings = sampler_settings(&args)?;
+    let mut sampler = Sampler::new(settings).map_err(|e| format!("generate: {e}"))?;
+
+    let engine = load_engine(path)?;
+    let prompt_ids = if args.switch("--chat") {
+        let mut messages = Vec::new();
+        if let Some(system) = args.text("--system") {
+            messages.push(ChatMessage::new("system", system));
+        }
+        messages.push(ChatMessage::new("user", prompt));
+        let thinking = match (args.switch("--think"), args.switch("--no-think")) {
+            (true, _) => Some(true),
+            (_, true) => Some(false),
+            _ => None,
+        };
+        engine.chat_prompt(&messages, thinking).map_err(|e| format!("generate: {e}"))?
+    } else {
+        engine.encode(prompt)
+    };
+    let context: usize = args.number("--context", prompt_ids.len() + n_predict)?;
+    let mut session = engine.new_session(context).map_err(|e| format!("generate: {e}"))?;
+
+    let started = Instant::now();
+    session.sync(&engine, &prompt_ids).map_err(|e| format!("generate: {e}"))?;
+    let prefill = started.elapsed();
+
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    let decode_started = Instant::now();
+    let mut generated = 0;
+    let mut stop = "max_tokens";
+    while generated < n_predict {
+        let step = match session.step(&engine, &mut sampler, None, trace_top) {
+            Ok(step) => step,
+            Err(e) if e.is_context_full() => {
+                stop = "context_full";
+                break;
+            }
+            Err(e) => return Err(format!("generate: {e}")),
+        };
+        generated += 1;
+        if json {
+            let line = TokenLine {
+                step: generated - 1,
+                token: step.token,
+                piece: engine.piece(step.token),
+                text: &step.text,
+                end_of_generation: step.end_of_generation,
+                trace: step.trace.as_ref().map(|t| traced(&engine, t)),
+            };
+            writeln!(out, "{}", serde_json::to_string(&line).map_err(|e| e.to_string())?).map_err(io)?;
+        } else {
+            write!(out, "{}", step.text).map_err(io)?;
+            if let Some(trace) = &step.trace {
+                eprintln!("{}", describe_step(&engine, generated - 1, trace));
+            }
+        }
+        out.flush().map_err(io)?;
+        if step.end_of_generation && !args.switch("--ignore-eos") {
+            stop = "end_of_generation";
+            break;
+        }
+    }
+    let decode = decode_started.elapsed();
+    let per_second = |tokens: usize, seconds: f64| if seconds > 0.0 { tokens as f64 / seconds } else { 0.0 };
+    let summary = Summary {
+        done: true,
+        stop,
+        prompt_tokens: prompt_ids.len(),
+        generated,
+        context,
+        prefill_ms: prefill.as_secs_f64() * 1e3,
+        decode_ms: decode.as_secs_f64() * 1e3,
+        prefill_tok_s: per_second(prompt_ids.len(), prefill.as_secs_f64()),
+        // The first step samples from the prefill's logits; every later one runs a forward pass.
+        decode_tok_s: per_second(generated.saturating_sub(1), decode.as_secs_f64()),
+    };
+    if json {
+        writeln!(out, "{}", serde_json::to_string(&summary).map_err(|e| e.to_string())?).map_err(io)?;
+    } else {
+        writeln!(out).map_err(io)?;
+        eprintln!(
+            "[{} prompt tokens, {:.1} tok/s prefill | {} generated, {:.1} tok/s decode | stop: {}]",
+            summary.prompt_tokens,
+            summary.prefill_tok_s,
+            summary.generated,
+            summary.decode_tok_s,
+            summary.stop
+        );
+    }
+    Ok(())
+}
+
+pub fn load_engine(path: &str) -> Result<Engine, String> {
+    let bytes = std::fs::read(path).map_err(|e| format!("{path}: {e}"))?;
+    Engine::load(bytes).map_err(|e: EngineError| format!("{path}: {e}"))
+}
+
+fn sampler_settings(args: &Args) -> Result<SamplerSettings, String> {
+    let d = SamplerSettings::default();
+    Ok(SamplerSettings {
+        temperature: args.number("--temp", d.temperature)?,
+        top_k: args.number("--top-k", d.top_k)?,
+        top_p: args.number("--top-p", d.top_p)?,
+        min_p: args.number("--min-p", d.min_p)?,
+        repeat_penalty: args.number("--repeat-penalty", d.repeat_penalty)?,
+        repeat_last_n: args.number("--repeat-last-n", d.repeat_last_n)?,
+        seed: args.number("--seed", d.seed)?,
+    })
+}
+
+fn io(e: std::io::Error) -> String {
+    e.to_string()
+}
+
+#[derive(Serialize)]
+struct TokenLine<'a> {
+    step: usize,
+    token: u32,
+    piece: String,
+    text: &'a str,
+    end_of_generation: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    trace: Option<TracedStep>,
+}
+
+#[derive(Serialize)]
+struct Summary {
+    done: bool,
+    stop: &'static str,
+    prompt_tokens: usize,
+    generated: usize,
+    context: usize,
+    prefill_ms: f64,
+    decode_ms: f64,
+    prefill_tok_s: f64,
+    decode_tok_s: f64,
+}
+
+/// A trace with each candidate's text beside its id.
+#[derive(Serialize)]
+struct TracedStep {
+    #[serde(flatten)]
+    trace: StepTrace,
+    pieces: Vec<String>,
+}
+
+fn traced(engine: &Engine, trace: &StepTrace) -> TracedStep {
+    TracedStep { pieces: trace.candidates.iter().map(|c| engine.piece(c.id)).collect(), trace: trace.clone() }
+}
+
+fn describe_step(engine: &Engine, step: usize, trace: &StepTrace) -> String {
+    let mut line = format!(
+        "[step {step}] chose {:?} (p={:.3}) | nucleus {} tokens, mass {:.3}, {} excluded, entropy {:.2} bits |",
+        engine.piece(trace.chosen),
+        trace.chosen_probability,
+        trace.nucleus_size,
+        trace.nucleus_mass,
+        trace.excluded,
+        trace.entropy_bits
+    );
+    for c in &trace.candidates {
+        let mark = if c.id == trace.chosen {
+            "*"
+        } else if c.in_nucleus {
+            "+"
+        } else {
+            ""
+        };
+        line.push_str(&format!(" {:?}{mark} {:.3}", engine.piece(c.id), c.probability));
+    }
+    line
+}
