@@ -4,9 +4,10 @@
 //! The numbers follow llama.cpp's CPU backend. Before an integer dot product, ggml quantizes the
 //! activation vector with the weight type's `vec_dot_type` (Q8_0, Q8_1 or Q8_K; F16/BF16 for half
 //! weights), then runs a per-block integer sum and a float multiply-add per block. The scalar code
-//! here keeps the summing order of ggml's `*_generic` functions so that results agree to the last
-//! bits with a non-SIMD ggml build (checked against a C transcription of those functions). The
-//! WebAssembly SIMD128 kernels (`simd128`: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, F32,
+//! keeps ggml's summing order (for the 32-element formats, the lane order of its AVX2 kernels,
+//! which is what llama.cpp runs on x86; for the others, its `*_generic` order), so results agree
+//! with llama.cpp to the last bits; `avx2` runs those same sums with intrinsics in native x86-64
+//! builds and is tested for exact equality. The WebAssembly SIMD128 kernels (`simd128`: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, F32,
 //! F16) reorder only the float sums and agree to within a few ulps; the other types use the scalar
 //! code, which LLVM auto-vectorizes in a simd128 build.
 //!
@@ -29,6 +30,8 @@ mod kquants;
 mod legacy;
 mod matmul;
 
+#[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+mod avx2;
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 pub mod simd128;
 
