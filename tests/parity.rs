@@ -2,19 +2,21 @@
 //! then one token at a time), against `tests/fixtures/golden` (llama.cpp 0c1e570, CPU, its
 //! default flash attention).
 //!
-//! What is asserted, and why the real models get a wider bound:
+//! Our kernels reproduce llama.cpp's x86 arithmetic for the 32-element formats (AVX2 lane
+//! order), its two CPU flash-attention kernels, its vectorized `expf` in SwiGLU and softmax,
+//! and the FMAs GCC forms in RoPE. Where that covers a whole model the logits are identical
+//! bit for bit: SmolLM2 Q4_1 and the Q8_0/Q4_1/Q5_0/Q5_1 synthetic files show |Δ| = 0 on every
+//! golden step. What is asserted:
 //! - Synthetic Qwen3 files: max |Δlogit| over the top-20 within the tolerance (0.02 for
-//!   F32/F16/BF16, 0.1 for 2- to 6-bit types) and top-1 agreement except at near-ties. Q8_0
-//!   is held to 0.05, not 0.02: our kernels sum each dot product in a different order than
-//!   ggml's AVX2 lanes, a 1e-7 difference that flips an occasional 8-bit activation rounding.
-//!   Prompts of 6 tokens match llama.cpp bit for bit; longer ones drift to 0.04.
-//! - SmolLM2 and Gemma 3 amplify such last-bit differences (a few huge residual activations
-//!   dominate their RMS norms): llama.cpp itself moves Gemma 3's logits by 1.06 when only its
-//!   batching changes, and SmolLM2's by 1.07 when only its attention kernel changes (measured
-//!   with llama.cpp built from the same source). So for them the bound is that noise level:
-//!   max |Δlogit| ≤ 1.0, top-1 agreement wherever llama.cpp's top-2 are more than 1.0 apart,
-//!   and the greedy text must equal llama.cpp's up to the first step where the two tokens are
-//!   within 1.0 of each other in our logits (after that the texts legitimately part).
+//!   F32/F16/BF16/Q8_0, 0.1 for 2- to 6-bit types) and top-1 agreement except at near-ties.
+//! - SmolLM2: the same 0.1 bound, and the 24-token greedy continuation exactly.
+//! - Gemma 3 (Q4_K/Q6_K weights, which we still sum in ggml's generic order, while llama.cpp
+//!   runs AVX2 kernels and a repacked Q4_K GEMM): last-bit differences that this model
+//!   amplifies; llama.cpp itself moves its logits by 1.06 when only its batching changes
+//!   (measured with llama.cpp built from the same source). Bound: that noise level, max
+//!   |Δlogit| ≤ 1.0, top-1 wherever llama.cpp's top-2 are more than 1.0 apart, and a greedy
+//!   text equal to llama.cpp's until the first step where the two tokens are within 1.0 in
+//!   our logits.
 //!
 //! `INFERNO_PARITY_STEPS=1` prints every step's max |Δ|.
 
@@ -165,7 +167,7 @@ const MICRO: [(&str, f32); 13] = [
     ("f32", 0.02),
     ("f16", 0.02),
     ("bf16", 0.02),
-    ("q8_0", 0.05), // see the module comment
+    ("q8_0", 0.02),
     ("q4_0", 0.1),
     ("q4_1", 0.1),
     ("q5_0", 0.1),
@@ -202,17 +204,17 @@ fn synthetic_qwen3_logits_match_llama_cpp_for_every_weight_type() {
     }
 }
 
-/// llama.cpp's own spread on the real models when only its batching or attention kernel
-/// changes (see the module comment).
-const REAL_MODEL_NOISE: f32 = 1.0;
+/// llama.cpp's own spread on Gemma 3 when only its batching changes (see the module comment).
+const GEMMA_NOISE: f32 = 1.0;
 
-/// `file`: the name `./build.sh models` gives the model in `.cache/models`.
-fn real_model(golden_name: &str, file: &str) {
+/// `file`: the name `./build.sh models` gives the model in `.cache/models`. The greedy text
+/// may part from llama.cpp's only at a step where the two tokens are within `tolerance`.
+fn real_model(golden_name: &str, file: &str, tolerance: f32) {
     let golden = golden(golden_name);
     let path = find_model(file).unwrap_or_else(|| panic!("{file} not found: run ./build.sh models first"));
     let model = load(&path);
-    let parity = teacher_forced(&model, &golden, REAL_MODEL_NOISE);
-    parity.report(&golden.file, REAL_MODEL_NOISE);
+    let parity = teacher_forced(&model, &golden, tolerance);
+    parity.report(&golden.file, tolerance);
     for (name, prompt) in &golden.prompts {
         let ours = greedy(&model, &prompt.prompt_ids, prompt.generated_ids.len());
         let same = ours.iter().zip(&prompt.generated_ids).take_while(|((a, _), b)| a == *b).count();
@@ -221,21 +223,21 @@ fn real_model(golden_name: &str, file: &str) {
             let theirs = prompt.generated_ids[same];
             let margin = row[*token as usize] - row[theirs as usize];
             assert!(
-                margin < REAL_MODEL_NOISE,
+                margin < tolerance,
                 "{} {name}: greedy parts from llama.cpp at step {same} ({token} vs {theirs}) with a margin of {margin}",
                 golden.file
             );
         }
     }
-    parity.assert_within(&golden.file, REAL_MODEL_NOISE);
+    parity.assert_within(&golden.file, tolerance);
 }
 
 #[test]
-fn smollm2_matches_llama_cpp_within_its_own_noise() {
-    real_model("smollm2-135m-instruct-q4_1.json", "SmolLM2-135M-Instruct.Q4_1.gguf");
+fn smollm2_matches_llama_cpp_logits_and_greedy_text() {
+    real_model("smollm2-135m-instruct-q4_1.json", "SmolLM2-135M-Instruct.Q4_1.gguf", 0.1);
 }
 
 #[test]
 fn gemma3_matches_llama_cpp_within_its_own_noise() {
-    real_model("gemma3-270m-q4_k_m.json", "gemma3-270m-q4_k_m.gguf");
+    real_model("gemma3-270m-q4_k_m.json", "gemma3-270m-q4_k_m.gguf", GEMMA_NOISE);
 }

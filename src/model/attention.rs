@@ -10,6 +10,8 @@
 //! llama.cpp built with and without flash attention), so we reproduce both kernels rather
 //! than compute attention "more exactly" than the reference.
 
+use super::ops::ggml_expf;
+
 /// Query count from which llama.cpp switches to its tiled F32 kernel (`GGML_FA_TILE_Q`).
 pub const TILED_MIN_QUERIES: usize = 64;
 
@@ -64,7 +66,8 @@ pub fn attend_head_f16_accumulator(
         for (a, &v) in accumulator.iter_mut().zip(kv.value(j, head_dim)) {
             *a = round_to_f16(fused_multiply_add(v, weight, *a));
         }
-        sum = sum * rescale + weight;
+        // `S = S*ms + vs`, which GCC contracts into one FMA in llama.cpp's build.
+        sum = sum.mul_add(rescale, weight);
     }
     let inverse = if sum == 0.0 { 0.0 } else { 1.0 / sum };
     for (o, &a) in out.iter_mut().zip(accumulator.iter()) {
@@ -72,35 +75,62 @@ pub fn attend_head_f16_accumulator(
     }
 }
 
-/// The F32 kernel of large batches (`flash_attn_ext_tiled`): full-precision query, softmax
-/// and accumulation. `scores` is scratch of at least `positions.end` floats.
+/// KV positions per tile of the F32 kernel (`GGML_FA_TILE_KV`); tiles start at multiples of it.
+const KV_TILE: usize = 64;
+
+/// The F32 kernel of large batches (`flash_attn_ext_tiled`): full-precision query, an online
+/// softmax updated once per tile of 64 cache positions, every sum an FMA chain in ggml's order.
 pub fn attend_head_f32(
     query: &[f32],
     kv: &HeadView<'_>,
     positions: std::ops::Range<usize>,
     scale: f32,
-    scores: &mut [f32],
     out: &mut [f32],
 ) {
     let head_dim = query.len();
-    let scores = &mut scores[positions.clone()];
-    let mut max = f32::NEG_INFINITY;
-    for (score, j) in scores.iter_mut().zip(positions.clone()) {
-        *score = dot_f32(query, kv.key(j, head_dim)) * scale;
-        max = max.max(*score);
-    }
-    let mut sum = 0.0f64;
-    for score in scores.iter_mut() {
-        *score = (*score - max).exp();
-        sum += f64::from(*score);
-    }
     out.fill(0.0);
-    for (&p, j) in scores.iter().zip(positions) {
-        for (o, &v) in out.iter_mut().zip(kv.value(j, head_dim)) {
-            *o += p * v;
+    let (mut max, mut sum) = (f32::NEG_INFINITY, 0.0f32);
+    let mut weights = [0.0f32; KV_TILE];
+    let mut tile_start = positions.start / KV_TILE * KV_TILE;
+    while tile_start < positions.end {
+        // Scores; positions outside the span are masked (-inf, weight exactly 0).
+        let mut tile_max = f32::NEG_INFINITY;
+        for (i, w) in weights.iter_mut().enumerate() {
+            let j = tile_start + i;
+            *w = if positions.contains(&j) {
+                let key = kv.key(j, head_dim);
+                query.iter().zip(key).fold(0.0f32, |acc, (&q, &k)| q.mul_add(k, acc)) * scale
+            } else {
+                f32::NEG_INFINITY
+            };
+            tile_max = tile_max.max(*w);
         }
+        if tile_max > max {
+            let rescale = (max - tile_max).exp();
+            out.iter_mut().for_each(|o| *o *= rescale);
+            sum *= rescale;
+            max = tile_max;
+        }
+        // ggml_vec_soft_max_f32: ggml's exp, summed in groups of eight, groups summed in f64.
+        let mut tile_sum = 0.0f64;
+        for group in weights.chunks_exact_mut(8) {
+            for w in group.iter_mut() {
+                *w = ggml_expf(*w - max);
+            }
+            let r = [group[0] + group[4], group[1] + group[5], group[2] + group[6], group[3] + group[7]];
+            tile_sum += f64::from((r[0] + r[2]) + (r[1] + r[3]));
+        }
+        sum = (f64::from(sum) + tile_sum) as f32;
+        for (i, &w) in weights.iter().enumerate() {
+            if w != 0.0 {
+                for (o, &v) in out.iter_mut().zip(kv.value(tile_start + i, head_dim)) {
+                    *o = w.mul_add(v, *o);
+                }
+            }
+        }
+        tile_start += KV_TILE;
     }
-    let inverse = (1.0 / sum) as f32;
+    let inverse = if sum == 0.0 { 0.0 } else { 1.0 / sum };
     out.iter_mut().for_each(|o| *o *= inverse);
 }
 
@@ -158,20 +188,6 @@ pub fn dot_f16_values(x: &[f32], y: &[f32]) -> f32 {
         sum += f64::from(x[i] * y[i]);
     }
     sum as f32
-}
-
-/// f32 dot product with eight independent partial sums, so the compiler can keep them in SIMD
-/// lanes (a single running sum forces strictly sequential adds).
-pub fn dot_f32(a: &[f32], b: &[f32]) -> f32 {
-    let mut acc = [0.0f32; 8];
-    let (a_chunks, b_chunks) = (a.chunks_exact(8), b.chunks_exact(8));
-    let tail: f32 = a_chunks.remainder().iter().zip(b_chunks.remainder()).map(|(x, y)| x * y).sum();
-    for (x, y) in a_chunks.zip(b_chunks) {
-        for i in 0..8 {
-            acc[i] += x[i] * y[i];
-        }
-    }
-    acc.iter().sum::<f32>() + tail
 }
 
 #[cfg(test)]
@@ -253,8 +269,7 @@ mod tests {
             .map(|d| (0..5).map(|j| weights[j] * f64::from(values[j * head_dim + d])).sum::<f64>() / total)
             .collect();
         let mut out = vec![0.0; head_dim];
-        let mut scratch = vec![0.0; 8];
-        attend_head_f32(&query, &kv, 0..5, 0.3, &mut scratch, &mut out);
+        attend_head_f32(&query, &kv, 0..5, 0.3, &mut out);
         for (o, e) in out.iter().zip(&expected) {
             assert!((f64::from(*o) - e).abs() < 1e-5, "{o} vs {e}");
         }

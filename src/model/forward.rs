@@ -40,8 +40,6 @@ pub struct Scratch {
     attn: Vec<f32>,
     gate: Vec<f32>,
     up: Vec<f32>,
-    /// One query's attention weights over the context.
-    scores: Vec<f32>,
     /// The layer's cached keys and values widened to f32, `context × kv_dim`.
     keys: Vec<f32>,
     values: Vec<f32>,
@@ -69,7 +67,6 @@ impl Scratch {
             attn: rows(config.q_dim())?,
             gate: rows(config.n_ff)?,
             up: rows(config.n_ff)?,
-            scores: try_zeroed("attention scores", context)?,
             keys: try_zeroed("attention keys", context.saturating_mul(config.kv_dim()))?,
             values: try_zeroed("attention values", context.saturating_mul(config.kv_dim()))?,
             query: vec![0.0; config.head_dim],
@@ -278,7 +275,7 @@ impl Model {
                         head_out,
                     );
                 } else {
-                    attend_head_f32(query, &kv, first..pos + 1, scale, &mut s.scores, head_out);
+                    attend_head_f32(query, &kv, first..pos + 1, scale, head_out);
                 }
             }
         }

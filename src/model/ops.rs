@@ -62,17 +62,45 @@ pub fn apply_rope(x: &mut [f32], head_dim: usize, table: &[(f32, f32)], style: R
                 RopeStyle::Neox => (i, i + half),
             };
             let (x0, x1) = (head[a], head[b]);
-            head[a] = x0 * cos - x1 * sin;
-            head[b] = x0 * sin + x1 * cos;
+            // GCC contracts ggml's `x0*cos - x1*sin` and `x0*sin + x1*cos` into FMAs (its
+            // default -ffp-contract=fast); rounding the same way keeps RoPE bit-identical.
+            head[a] = x0.mul_add(cos, -(x1 * sin));
+            head[b] = x0.mul_add(sin, x1 * cos);
         }
     }
 }
 
-/// `gate = silu(gate) * up` (SwiGLU).
+/// `gate = silu(gate) * up` (SwiGLU), with ggml's vectorized `expf` so that the product
+/// rounds exactly as llama.cpp's (a correctly rounded `exp` differs in the last bit often
+/// enough to flip activation quantizations downstream).
 pub fn swiglu(gate: &mut [f32], up: &[f32]) {
     for (g, &u) in gate.iter_mut().zip(up) {
-        *g = *g / (1.0 + (-*g).exp()) * u;
+        *g = *g / (1.0 + ggml_expf(-*g)) * u;
     }
+}
+
+/// `ggml_v_expf` (ggml's AVX2/NEON exponential), one lane: range reduction by
+/// `n = round(x / ln 2)`, a degree-5 polynomial, and scaling by `2^n` with care at the ends.
+/// Accurate to ~1.5 ulp; what matters here is that it is the same function.
+pub fn ggml_expf(x: f32) -> f32 {
+    const SHIFTER: f32 = 12_582_912.0; // 0x1.8p23
+    let z = x.mul_add(f32::from_bits(0x3fb8_aa3b), SHIFTER); // 0x1.715476p+0 = 1/ln 2
+    let n = z - SHIFTER;
+    let b = (-n).mul_add(f32::from_bits(0x35bf_be8e), (-n).mul_add(f32::from_bits(0x3f31_7200), x)); // ln 2 hi/lo
+    let e = z.to_bits() << 23;
+    let k = f32::from_bits(e.wrapping_add(1.0f32.to_bits()));
+    let u = b * b;
+    let j = f32::from_bits(0x3c07_2010)
+        .mul_add(b, f32::from_bits(0x3d2b_9f17))
+        .mul_add(u, f32::from_bits(0x3e2a_af33).mul_add(b, f32::from_bits(0x3eff_fedb)))
+        .mul_add(u, f32::from_bits(0x3f7f_fff6) * b);
+    if n.abs() <= 126.0 {
+        return j.mul_add(k, k);
+    }
+    let g: u32 = if n <= 0.0 { 0x8200_0000 } else { 0 };
+    let s1 = f32::from_bits(g.wrapping_add(0x7f00_0000));
+    let s2 = f32::from_bits(e.wrapping_sub(g));
+    if n.abs() > 192.0 { s1 * s1 } else { s2.mul_add(j, s2) * s1 }
 }
 
 /// `gate = gelu(gate) * up` (GeGLU), with ggml's CPU GELU: the tanh approximation evaluated on
@@ -147,6 +175,23 @@ mod tests {
         apply_rope(&mut neox, 4, &table, RopeStyle::Neox);
         assert!(normal[1].abs() > 0.5 && normal[2] == 0.0);
         assert!(neox[2].abs() > 0.5 && neox[1] == 0.0);
+    }
+
+    #[test]
+    fn ggml_expf_is_a_close_exponential_with_ggml_constants() {
+        // The hex constants of ggml_v_expf, spelled as bits above.
+        assert_eq!(f32::from_bits(0x3fb8_aa3b), std::f32::consts::LOG2_E);
+        assert_eq!(f32::from_bits(0x3f31_7200), 0.693_145_75);
+        // Over the normal range of results (subnormal results keep fewer bits).
+        for i in -1740..1760 {
+            let x = i as f32 * 0.05;
+            let (ours, exact) = (ggml_expf(x), (f64::from(x)).exp());
+            let relative = ((f64::from(ours) - exact) / exact).abs();
+            assert!(relative < 4e-7, "{x}: {ours} vs {exact}");
+        }
+        assert_eq!(ggml_expf(-200.0), 0.0);
+        assert_eq!(ggml_expf(200.0), f32::INFINITY);
+        assert_eq!(ggml_expf(0.0), 1.0);
     }
 
     #[test]
