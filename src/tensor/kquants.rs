@@ -10,6 +10,7 @@ use std::mem::size_of;
 
 use super::blocks::{BlockQ2K, BlockQ3K, BlockQ4K, BlockQ5K, BlockQ6K, BlockQ8K, QK_K, whole_blocks};
 use super::format::{QuantFormat, WeightType};
+use super::legacy::hsum8;
 
 // `*_best`: the SIMD128 kernel where the target has it, else the scalar one below.
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
@@ -347,12 +348,31 @@ impl QuantFormat for BlockQ6K {
     }
 }
 
+/// In the lane order of ggml's AVX2 `ggml_vec_dot_q6_K_q8_K`: lane `k` sums, over the eight
+/// 32-element chunks of a block, the scaled products of chunk elements `4k..4k+4`, with the
+/// quants unsigned (0..63) and the offset of 32 removed through the Q8_K group sums of groups
+/// `2k` and `2k+1`; each lane is then fused-multiply-added with the block scale.
 pub(super) fn dot_q6_k(x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
-    let mut float_lanes = [0.0f32; 8];
+    let mut acc = [0.0f32; 8];
     for (xb, yb) in x.iter().zip(y) {
         let q = unpack_q6_k(xb);
-        let lanes = lane_sums::<16>(&q, &yb.qs, &xb.scales.map(i32::from));
-        accumulate_lanes(&mut float_lanes, xb.d.to_f32() * yb.d, &lanes);
+        let mut lanes = [0i32; 8];
+        for (c, (q_chunk, a_chunk)) in q.chunks_exact(32).zip(yb.qs.chunks_exact(32)).enumerate() {
+            let (first, second) = (i32::from(xb.scales[2 * c]), i32::from(xb.scales[2 * c + 1]));
+            for (k, (q4, a4)) in q_chunk.chunks_exact(4).zip(a_chunk.chunks_exact(4)).enumerate() {
+                let sum: i32 = q4.iter().zip(a4).map(|(&qv, &av)| (i32::from(qv) + 32) * i32::from(av)).sum();
+                lanes[k % 8] += if k < 4 { first } else { second } * sum;
+            }
+        }
+        for (k, lane) in lanes.iter_mut().enumerate() {
+            let offset = i32::from(yb.bsums[2 * k]) * i32::from(xb.scales[2 * k])
+                + i32::from(yb.bsums[2 * k + 1]) * i32::from(xb.scales[2 * k + 1]);
+            *lane -= 32 * offset;
+        }
+        let d = yb.d * xb.d.to_f32();
+        for (a, &lane) in acc.iter_mut().zip(&lanes) {
+            *a = d.mul_add(lane as f32, *a);
+        }
     }
-    float_lanes.iter().fold(0.0f32, |sum, &lane| sum + lane)
+    hsum8(&acc)
 }

@@ -56,13 +56,17 @@ impl Lanes {
         }
     }
 
-    /// ggml's `hsum_float_8`: high half onto low half, then pairwise.
     #[inline(always)]
     fn sum(&self) -> f32 {
-        let l = &self.0;
-        let r = [l[0] + l[4], l[1] + l[5], l[2] + l[6], l[3] + l[7]];
-        (r[0] + r[2]) + (r[1] + r[3])
+        hsum8(&self.0)
     }
+}
+
+/// ggml's `hsum_float_8`: high half onto low half, then pairwise.
+#[inline(always)]
+pub(super) fn hsum8(l: &[f32; 8]) -> f32 {
+    let r = [l[0] + l[4], l[1] + l[5], l[2] + l[6], l[3] + l[7]];
+    (r[0] + r[2]) + (r[1] + r[3])
 }
 
 /// The 32 quants of a 4-bit block in element order (low nibbles, then high), minus `offset`.
