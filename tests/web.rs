@@ -114,7 +114,7 @@ fn simd_kernels_match_the_scalar_reference() {
 /// The test build must really be a SIMD128 build, or the kernel test above silently vanishes.
 #[wasm_bindgen_test]
 fn the_test_build_has_simd128() {
-    assert!(cfg!(target_feature = "simd128"));
+    const { assert!(cfg!(target_feature = "simd128"), "the wasm build must enable SIMD128") };
 }
 
 /// llama.cpp parity inside the browser, with the SIMD128 kernels: the committed Q4_0 micro
@@ -172,4 +172,71 @@ fn seeded_sampling_draws_the_native_sequence() {
     let mut sampler = Sampler::new(SamplerSettings { seed: 9, ..SamplerSettings::default() }).unwrap();
     let tokens: Vec<u32> = (0..12).map(|_| sampler.sample(&logits, &[], 0).unwrap().token).collect();
     assert_eq!(tokens, [321, 889, 605, 667, 235, 988, 25, 99, 926, 457, 988, 198]);
+}
+
+/// The worker-facing API end to end: a file streamed in chunks, a chat turn streamed step by
+/// step with traces, a follow-up turn that reuses the cache, branching, and clear errors.
+#[wasm_bindgen_test]
+fn worker_api_loads_in_chunks_chats_and_branches() {
+    use inferno::web::ModelLoader;
+    let bytes = include_bytes!("fixtures/models/qwen3-micro-q4_0.gguf");
+    let mut loader = ModelLoader::new(bytes.len() as f64).unwrap();
+    for chunk in bytes.chunks(1 << 16) {
+        loader.push(chunk).unwrap();
+    }
+    assert_eq!(loader.received(), bytes.len() as f64);
+    assert!(loader.push(&[0]).is_err(), "more bytes than announced");
+    let mut engine = loader.finish().unwrap();
+    assert_eq!(get(&engine.info().unwrap(), "architecture").as_string().unwrap(), "qwen3");
+
+    let request = |json: &str| js_sys::JSON::parse(json).unwrap();
+    let first =
+        r#"{"messages":[{"role":"user","content":"Hello"}],"settings":{"temperature":0},"context":128}"#;
+    let prepared = engine.prepare_chat(request(first)).unwrap();
+    let prompt_tokens = get(&prepared, "prompt_tokens").as_f64().unwrap();
+    assert_eq!(get(&prepared, "reused").as_f64().unwrap(), 0.0);
+    assert_eq!(get(&prepared, "evaluated").as_f64().unwrap(), prompt_tokens);
+    let mut answer = Vec::new();
+    for _ in 0..6 {
+        let step = engine.step(5, None).unwrap();
+        let token = get(&step, "token").as_f64().unwrap();
+        let trace = get(&step, "trace");
+        assert_eq!(get(&trace, "chosen").as_f64().unwrap(), token);
+        assert_eq!(js_sys::Array::from(&get(&trace, "pieces")).length(), 5);
+        assert_eq!(get(&trace, "nucleus_size").as_f64().unwrap(), 1.0, "greedy");
+        answer.push(get(&step, "piece").as_string().unwrap());
+    }
+
+    // The next turn re-renders the whole conversation; only its new tokens are evaluated.
+    let follow_up = format!(
+        r#"{{"messages":[{{"role":"user","content":"Hello"}},{{"role":"assistant","content":{}}},{{"role":"user","content":"More"}}],"settings":{{"temperature":0}},"context":128}}"#,
+        serde_json::to_string(&answer.concat()).unwrap()
+    );
+    let prepared = engine.prepare_chat(request(&follow_up)).unwrap();
+    let reused = get(&prepared, "reused").as_f64().unwrap();
+    assert!(reused >= prompt_tokens - 1.0, "reused {reused} of a {prompt_tokens}-token first prompt");
+    assert!(
+        get(&prepared, "evaluated").as_f64().unwrap() < get(&prepared, "prompt_tokens").as_f64().unwrap()
+    );
+
+    // Branching: roll back two tokens of the new answer and force a candidate.
+    engine.step(0, None).unwrap();
+    engine.step(0, None).unwrap();
+    let used = engine.context_used();
+    engine.truncate(used as u32 - 2);
+    let forced = engine.step(3, Some(42)).unwrap();
+    assert_eq!(get(&forced, "token").as_f64().unwrap(), 42.0);
+    assert_eq!(engine.context_used(), used - 1.0);
+
+    // Errors are typed JS errors.
+    let kind = |e: JsValue| get(&e, "kind").as_string().unwrap();
+    assert_eq!(kind(ModelLoader::new(1e15).err().unwrap()), "too_large");
+    let mut bad = ModelLoader::new(8.0).unwrap();
+    bad.push(b"GGUFxxxx").unwrap();
+    assert!(bad.finish().is_err());
+    let bad_request =
+        engine.prepare_chat(request(r#"{"messages":[{"role":"robot","content":"x"}]}"#)).err().unwrap();
+    assert_eq!(kind(bad_request), "chat_template");
+    let bad_settings = r#"{"messages":[{"role":"user","content":"x"}],"settings":{"top_p":0}}"#;
+    assert_eq!(kind(engine.prepare_chat(request(bad_settings)).err().unwrap()), "sampler");
 }

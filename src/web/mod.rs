@@ -71,3 +71,223 @@ fn js_error(name: &str, kind: &str, message: &str) -> JsValue {
     let _ = js_sys::Reflect::set(&error, &"kind".into(), &kind.into());
     error.into()
 }
+
+// --- Inference, driven one step at a time by the Web Worker ---------------------------------
+
+use crate::chat::ChatMessage;
+use crate::engine::{Engine, EngineError, Session};
+use crate::sampler::{Sampler, SamplerSettings, StepTrace};
+
+/// Receives a model file in chunks straight into wasm memory, so JavaScript never holds a
+/// second full copy: `new ModelLoader(size)`, `push(chunk)` until done, then `finish()`.
+#[wasm_bindgen]
+pub struct ModelLoader {
+    bytes: Vec<u8>,
+    expected: usize,
+}
+
+#[wasm_bindgen]
+impl ModelLoader {
+    /// Reserves `size` bytes up front; a file too large for this wasm memory fails here, with
+    /// a clear error, before anything is copied.
+    #[wasm_bindgen(constructor)]
+    pub fn new(size: f64) -> Result<ModelLoader, JsValue> {
+        let size = js_size(size)?;
+        let expected = usize::try_from(size).map_err(|_| too_large(size))?;
+        let mut bytes = Vec::new();
+        bytes.try_reserve_exact(expected).map_err(|_| too_large(size))?;
+        Ok(ModelLoader { bytes, expected })
+    }
+
+    pub fn push(&mut self, chunk: &[u8]) -> Result<(), JsValue> {
+        if chunk.len() > self.expected - self.bytes.len() {
+            return Err(js_error("RangeError", "too_many_bytes", "more bytes than the announced file size"));
+        }
+        self.bytes.extend_from_slice(chunk);
+        Ok(())
+    }
+
+    /// Bytes received so far.
+    pub fn received(&self) -> f64 {
+        self.bytes.len() as f64
+    }
+
+    /// Validates the file and builds the engine (consumes the loader).
+    pub fn finish(self) -> Result<WebEngine, JsValue> {
+        if self.bytes.len() != self.expected {
+            let message = format!("received {} of {} bytes", self.bytes.len(), self.expected);
+            return Err(js_error("RangeError", "incomplete", &message));
+        }
+        let engine = Engine::load(self.bytes).map_err(engine_error)?;
+        Ok(WebEngine {
+            engine,
+            session: None,
+            sampler: Sampler::new(SamplerSettings::default()).map_err(engine_error_of)?,
+        })
+    }
+}
+
+fn too_large(size: u64) -> JsValue {
+    js_error("RangeError", "too_large", &format!("a {size}-byte file does not fit in this page's memory"))
+}
+
+/// A loaded model and its one conversation.
+#[wasm_bindgen]
+pub struct WebEngine {
+    engine: Engine,
+    session: Option<Session>,
+    sampler: Sampler,
+}
+
+#[derive(serde::Deserialize)]
+struct ChatRequest {
+    messages: Vec<ChatMessage>,
+    #[serde(default)]
+    enable_thinking: Option<bool>,
+    #[serde(default)]
+    settings: SamplerSettings,
+    /// KV cache size in tokens; the model's context length (capped at 4096) when absent.
+    #[serde(default)]
+    context: Option<usize>,
+}
+
+#[wasm_bindgen]
+impl WebEngine {
+    /// Architecture, sizes, the chat template's origin and the end-of-generation tokens.
+    pub fn info(&self) -> Result<JsValue, JsValue> {
+        #[derive(Serialize)]
+        struct Info<'a> {
+            architecture: String,
+            vocab_size: usize,
+            context_length: usize,
+            template: &'a crate::chat::TemplateSource,
+            end_of_generation: &'a [u32],
+        }
+        let config = self.engine.model().config();
+        to_js(&Info {
+            architecture: format!("{:?}", config.architecture).to_lowercase(),
+            vocab_size: config.vocab_size,
+            context_length: config.context_length,
+            template: self.engine.template().source(),
+            end_of_generation: self.engine.tokenizer().end_of_generation_tokens(),
+        })
+    }
+
+    /// Renders `{messages, enable_thinking?, settings?, context?}` through the chat template and
+    /// brings the KV cache up to date, evaluating only what it does not already hold.
+    /// Returns `{prompt_tokens, reused, evaluated, context_used, context_size}`.
+    pub fn prepare_chat(&mut self, request: JsValue) -> Result<JsValue, JsValue> {
+        let request: ChatRequest = serde_wasm_bindgen::from_value(request)
+            .map_err(|e| js_error("TypeError", "bad_request", &e.to_string()))?;
+        self.sampler.set_settings(request.settings).map_err(engine_error_of)?;
+        let prompt =
+            self.engine.chat_prompt(&request.messages, request.enable_thinking).map_err(engine_error)?;
+        let wanted = request.context.unwrap_or_else(|| self.engine.model().config().context_length.min(4096));
+        if self.session.as_ref().is_none_or(|s| s.context_len() != wanted) {
+            self.session = Some(self.engine.new_session(wanted).map_err(engine_error)?);
+        }
+        let session = self.session.as_mut().expect("created above");
+        let report = session.sync(&self.engine, &prompt).map_err(engine_error)?;
+        #[derive(Serialize)]
+        struct Prepared {
+            prompt_tokens: usize,
+            reused: usize,
+            evaluated: usize,
+            context_used: usize,
+            context_size: usize,
+        }
+        to_js(&Prepared {
+            prompt_tokens: prompt.len(),
+            reused: report.reused,
+            evaluated: report.evaluated,
+            context_used: session.len(),
+            context_size: session.context_len(),
+        })
+    }
+
+    /// One generated token: `{token, text, piece, end_of_generation, context_full, trace?}`.
+    /// `forced` takes that token instead of sampling (branching); `trace_top` > 0 adds the trace
+    /// with each candidate's piece.
+    pub fn step(&mut self, trace_top: u32, forced: Option<u32>) -> Result<JsValue, JsValue> {
+        let session = self.session.as_mut().ok_or_else(|| engine_error(EngineError::NothingToContinue))?;
+        #[derive(Serialize)]
+        struct Traced {
+            #[serde(flatten)]
+            trace: StepTrace,
+            pieces: Vec<String>,
+        }
+        #[derive(Serialize)]
+        struct StepOut {
+            token: Option<u32>,
+            text: String,
+            piece: String,
+            end_of_generation: bool,
+            context_full: bool,
+            trace: Option<Traced>,
+        }
+        let step = match session.step(&self.engine, &mut self.sampler, forced, trace_top as usize) {
+            Ok(step) => step,
+            Err(e) if e.is_context_full() => {
+                let out = StepOut {
+                    token: None,
+                    text: String::new(),
+                    piece: String::new(),
+                    end_of_generation: false,
+                    context_full: true,
+                    trace: None,
+                };
+                return to_js(&out);
+            }
+            Err(e) => return Err(engine_error(e)),
+        };
+        let trace = step.trace.map(|trace| Traced {
+            pieces: trace.candidates.iter().map(|c| self.engine.piece(c.id)).collect(),
+            trace,
+        });
+        to_js(&StepOut {
+            token: Some(step.token),
+            piece: self.engine.piece(step.token),
+            text: step.text,
+            end_of_generation: step.end_of_generation,
+            context_full: false,
+            trace,
+        })
+    }
+
+    /// Tokens held by the conversation (for branching: the position of a step).
+    pub fn context_used(&self) -> f64 {
+        self.session.as_ref().map_or(0, Session::len) as f64
+    }
+
+    /// Rolls the conversation back to its first `len` tokens (branching from a step).
+    pub fn truncate(&mut self, len: u32) {
+        if let Some(session) = &mut self.session {
+            session.truncate(len as usize);
+        }
+    }
+
+    /// Forgets the conversation (keeps the model and the allocated cache).
+    pub fn reset(&mut self) {
+        if let Some(session) = &mut self.session {
+            session.truncate(0);
+        }
+    }
+}
+
+fn engine_error(e: EngineError) -> JsValue {
+    let kind = match &e {
+        EngineError::Model(_) => "model",
+        EngineError::Tokenizer(_) => "tokenizer",
+        EngineError::Chat(_) => "chat_template",
+        EngineError::Sampler(_) => "sampler",
+        EngineError::VocabularyMismatch { .. } => "vocabulary_mismatch",
+        EngineError::EmptyPrompt => "empty_prompt",
+        EngineError::PromptTooLong { .. } => "prompt_too_long",
+        EngineError::NothingToContinue => "nothing_to_continue",
+    };
+    js_error("EngineError", kind, &e.to_string())
+}
+
+fn engine_error_of(e: crate::sampler::SamplerError) -> JsValue {
+    engine_error(EngineError::Sampler(e))
+}
