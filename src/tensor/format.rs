@@ -167,7 +167,17 @@ pub trait QuantFormat {
 
     /// Dot product of one weight row with one activation row of the same length.
     fn vec_dot(src: &[u8], activations: &[Self::Activation]) -> f32;
+
+    /// The dot product as llama.cpp computes it inside a matmul of [`BATCHED_FROM_ROWS`] or
+    /// more activation rows, where its CPU backend switches some formats to a tiled kernel
+    /// with a different summation order. The same as [`vec_dot`](Self::vec_dot) elsewhere.
+    fn vec_dot_batched(src: &[u8], activations: &[Self::Activation]) -> f32 {
+        Self::vec_dot(src, activations)
+    }
 }
+
+/// Activation rows from which llama.cpp's CPU matmul takes its tiled K-quant kernel.
+pub const BATCHED_FROM_ROWS: usize = 8;
 
 /// Runs `$body` with `$W` bound to the [`QuantFormat`] type of the runtime weight type.
 macro_rules! with_weight_format {

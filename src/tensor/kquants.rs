@@ -78,6 +78,15 @@ fn min_correction(bsums: &[i16; 16], mins: &[u8; 8]) -> i32 {
     bsums.iter().enumerate().map(|(j, &b)| i32::from(b) * i32::from(mins[j / 2])).sum()
 }
 
+/// One block of ggml's tiled K-quant kernel (`ggml-cpu/tiled`, batches of 8+ rows): the exact
+/// integer dots scaled by the block's `d` (minus `dmin` times the min term, fused), then fused
+/// into the running sum with the activation scale.
+#[inline(always)]
+fn tiled_block(sum: f32, d: f32, exact: i32, dmin: f32, min_exact: i32, activation_d: f32) -> f32 {
+    let block = (-dmin).mul_add(min_exact as f32, d * exact as f32);
+    block.mul_add(activation_d, sum)
+}
+
 // ---------------------------------------------------------------------------------------------
 // Q2_K
 
@@ -107,26 +116,44 @@ impl QuantFormat for BlockQ2K {
     fn vec_dot(src: &[u8], activations: &[BlockQ8K]) -> f32 {
         dot_q2_k(whole_blocks(src), activations)
     }
+
+    fn vec_dot_batched(src: &[u8], activations: &[BlockQ8K]) -> f32 {
+        dot_q2_k_tiled(whole_blocks(src), activations)
+    }
 }
 
 pub(super) fn dot_q2_k(x: &[BlockQ2K], y: &[BlockQ8K]) -> f32 {
     let mut sum = 0.0f32;
     for (xb, yb) in x.iter().zip(y) {
-        let min_sum: i32 =
-            yb.bsums.iter().zip(&xb.scales).map(|(&b, &sc)| i32::from(b) * i32::from(sc >> 4)).sum();
-        let mut int_sum = 0i32;
-        for (group, (a, &scale)) in yb.qs.chunks_exact(16).zip(&xb.scales).enumerate() {
-            let bytes = &xb.qs[32 * (group / 8) + 16 * (group % 2)..][..16];
-            let shift = 2 * ((group / 2) % 4);
-            let group_sum: i32 =
-                bytes.iter().zip(a).map(|(&q, &av)| i32::from(av) * i32::from((q >> shift) & 3)).sum();
-            int_sum += i32::from(scale & 0x0F) * group_sum;
-        }
+        let (int_sum, min_sum) = q2_k_sums(xb, yb);
         let d_all = yb.d * xb.d.to_f32();
         let d_min = yb.d * xb.dmin.to_f32();
         sum += d_all * int_sum as f32 - d_min * min_sum as f32;
     }
     sum
+}
+
+pub(super) fn dot_q2_k_tiled(x: &[BlockQ2K], y: &[BlockQ8K]) -> f32 {
+    x.iter().zip(y).fold(0.0, |sum, (xb, yb)| {
+        let (int_sum, min_sum) = q2_k_sums(xb, yb);
+        tiled_block(sum, xb.d.to_f32(), int_sum, xb.dmin.to_f32(), min_sum, yb.d)
+    })
+}
+
+/// Exact `(Σ scale·q·a, Σ min·bsum)` of one Q2_K block.
+#[inline(always)]
+fn q2_k_sums(xb: &BlockQ2K, yb: &BlockQ8K) -> (i32, i32) {
+    let min_sum: i32 =
+        yb.bsums.iter().zip(&xb.scales).map(|(&b, &sc)| i32::from(b) * i32::from(sc >> 4)).sum();
+    let mut int_sum = 0i32;
+    for (group, (a, &scale)) in yb.qs.chunks_exact(16).zip(&xb.scales).enumerate() {
+        let bytes = &xb.qs[32 * (group / 8) + 16 * (group % 2)..][..16];
+        let shift = 2 * ((group / 2) % 4);
+        let group_sum: i32 =
+            bytes.iter().zip(a).map(|(&q, &av)| i32::from(av) * i32::from((q >> shift) & 3)).sum();
+        int_sum += i32::from(scale & 0x0F) * group_sum;
+    }
+    (int_sum, min_sum)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -284,6 +311,27 @@ impl QuantFormat for BlockQ5K {
     fn vec_dot(src: &[u8], activations: &[BlockQ8K]) -> f32 {
         dot_q5_k_best(whole_blocks(src), activations)
     }
+
+    fn vec_dot_batched(src: &[u8], activations: &[BlockQ8K]) -> f32 {
+        dot_q5_k_tiled(whole_blocks(src), activations)
+    }
+}
+
+pub(super) fn dot_q5_k_tiled(x: &[BlockQ5K], y: &[BlockQ8K]) -> f32 {
+    x.iter().zip(y).fold(0.0, |sum, (xb, yb)| {
+        let q = unpack_q5_k(xb);
+        let (scales, mins) = scales_and_mins_k4(&xb.scales);
+        let exact: i32 = q
+            .chunks_exact(32)
+            .zip(yb.qs.chunks_exact(32))
+            .zip(&scales)
+            .map(|((q32, a32), &scale)| {
+                i32::from(scale)
+                    * q32.iter().zip(a32).map(|(&qv, &av)| i32::from(qv) * i32::from(av)).sum::<i32>()
+            })
+            .sum();
+        tiled_block(sum, xb.d.to_f32(), exact, xb.dmin.to_f32(), min_correction(&yb.bsums, &mins), yb.d)
+    })
 }
 
 pub(super) fn dot_q5_k(x: &[BlockQ5K], y: &[BlockQ8K]) -> f32 {
@@ -346,6 +394,28 @@ impl QuantFormat for BlockQ6K {
     fn vec_dot(src: &[u8], activations: &[BlockQ8K]) -> f32 {
         dot_q6_k_best(whole_blocks(src), activations)
     }
+
+    fn vec_dot_batched(src: &[u8], activations: &[BlockQ8K]) -> f32 {
+        dot_q6_k_tiled(whole_blocks(src), activations)
+    }
+}
+
+/// ggml's tiled K-quant kernel (`ggml-cpu/tiled`, batches of 8+ rows): per block the exact
+/// integer dot `Σ scale·q·a`, times the block scale, then fused into the sum with the
+/// activation scale.
+pub(super) fn dot_q6_k_tiled(x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
+    let mut sum = 0.0f32;
+    for (xb, yb) in x.iter().zip(y) {
+        let q = unpack_q6_k(xb);
+        let mut exact = 0i32;
+        for ((q16, a16), &scale) in q.chunks_exact(16).zip(yb.qs.chunks_exact(16)).zip(&xb.scales) {
+            let raw: i32 = q16.iter().zip(a16).map(|(&qv, &av)| i32::from(qv) * i32::from(av)).sum();
+            exact += i32::from(scale) * raw;
+        }
+        let block = xb.d.to_f32() * exact as f32;
+        sum = block.mul_add(yb.d, sum);
+    }
+    sum
 }
 
 /// In the lane order of ggml's AVX2 `ggml_vec_dot_q6_K_q8_K`: lane `k` sums, over the eight

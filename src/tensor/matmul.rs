@@ -7,7 +7,7 @@
 
 use super::activations::{ActivationFormat, QuantizedActivations};
 use super::error::{TensorError, check_len};
-use super::format::{QuantFormat, WeightType, with_weight_format};
+use super::format::{BATCHED_FROM_ROWS, QuantFormat, WeightType, with_weight_format};
 
 /// `out (n × rows_out) = acts (n × k) · weightsᵀ`, where `weights` holds `rows_out` rows of `k`
 /// elements encoded as `weight_type`, and both `acts` and `out` are row-major.
@@ -65,11 +65,17 @@ fn dot_all_rows<W: QuantFormat>(
     out: &mut [f32],
 ) {
     let blocks_per_activation_row = k / <W::Activation as ActivationFormat>::BLOCK_LEN;
+    let n = activations.len() / blocks_per_activation_row;
+    // llama.cpp's batched order is worth reproducing where our kernels are ggml's (native);
+    // in wasm the SIMD128 kernels win on speed and reorder the sums anyway.
+    let llama_cpp_batched =
+        n >= BATCHED_FROM_ROWS && !cfg!(all(target_arch = "wasm32", target_feature = "simd128"));
+    let dot = if llama_cpp_batched { W::vec_dot_batched } else { W::vec_dot };
     for (r, weight_row) in weights.chunks_exact(row_bytes).enumerate() {
         for (activation_row, out_row) in
             activations.chunks_exact(blocks_per_activation_row).zip(out.chunks_exact_mut(rows_out))
         {
-            out_row[r] = W::vec_dot(weight_row, activation_row);
+            out_row[r] = dot(weight_row, activation_row);
         }
     }
 }
@@ -131,6 +137,34 @@ mod tests {
                 }
             }
             assert!(out.iter().all(|v| v.is_finite() && *v != 0.0), "{weight_type:?}: {out:?}");
+        }
+    }
+
+    /// From 8 activation rows on, K-quants sum in llama.cpp's tiled order: the same value up to
+    /// float rounding, never a different computation.
+    #[test]
+    fn batched_order_agrees_with_single_rows() {
+        let mut rng = Rng::new(5);
+        let (rows_out, k, n) = (4, 512, BATCHED_FROM_ROWS);
+        for weight_type in WeightType::ALL {
+            let weights = random_weights(weight_type, rows_out, k, &mut rng);
+            let acts: Vec<f32> = (0..n * k).map(|_| rng.normal()).collect();
+            let mut batched = vec![0.0; n * rows_out];
+            matmul(&weights, weight_type, rows_out, k, &acts, n, &mut batched).unwrap();
+            let row_bytes = weight_type.row_bytes(k).unwrap();
+            let quantized = QuantizedActivations::for_weights(weight_type, &acts, n, k).unwrap();
+            for i in 0..n {
+                for r in 0..rows_out {
+                    let single =
+                        vec_dot(weight_type, &weights[r * row_bytes..][..row_bytes], &quantized, i).unwrap();
+                    let got = batched[i * rows_out + r];
+                    let scale = single.abs().max(1e-3);
+                    assert!(
+                        (got - single).abs() / scale < 1e-4,
+                        "{weight_type:?} [{i}][{r}]: {got} vs {single}"
+                    );
+                }
+            }
         }
     }
 
