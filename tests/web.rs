@@ -231,6 +231,8 @@ fn worker_api_loads_in_chunks_chats_and_branches() {
     // Errors are typed JS errors.
     let kind = |e: JsValue| get(&e, "kind").as_string().unwrap();
     assert_eq!(kind(ModelLoader::new(1e15).err().unwrap()), "too_large");
+    // Under 4 GiB but leaving no room for inference: refused before any allocation.
+    assert_eq!(kind(ModelLoader::new(4.0e9).err().unwrap()), "too_large");
     let mut bad = ModelLoader::new(8.0).unwrap();
     bad.push(b"GGUFxxxx").unwrap();
     assert!(bad.finish().is_err());
@@ -239,4 +241,12 @@ fn worker_api_loads_in_chunks_chats_and_branches() {
     assert_eq!(kind(bad_request), "chat_template");
     let bad_settings = r#"{"messages":[{"role":"user","content":"x"}],"settings":{"top_p":0}}"#;
     assert_eq!(kind(engine.prepare_chat(request(bad_settings)).err().unwrap()), "sampler");
+
+    // A fixed token prefill (the benchmark page's path), and token ids checked against the vocabulary.
+    let prepared = engine.prepare_tokens(vec![1, 2, 3, 4], Some(32)).unwrap();
+    assert_eq!(get(&prepared, "evaluated").as_f64().unwrap(), 4.0);
+    assert_eq!(get(&prepared, "context_size").as_f64().unwrap(), 32.0);
+    assert_eq!(kind(engine.prepare_tokens(vec![1, 1 << 30], None).err().unwrap()), "bad_token");
+    let recommended = get(&engine.info().unwrap(), "recommended_sampling");
+    assert!((get(&recommended, "temperature").as_f64().unwrap() - 0.8).abs() < 1e-6, "llama.cpp's default");
 }

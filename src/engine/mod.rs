@@ -13,7 +13,7 @@ pub use error::EngineError;
 
 use crate::chat::{ChatMessage, ChatTemplate, RenderOptions};
 use crate::model::{KvCache, LogitsFor, Model, Scratch};
-use crate::sampler::{Sampler, StepTrace};
+use crate::sampler::{Sampler, SamplerSettings, StepTrace};
 use crate::tokenizer::{EncodeOptions, Tokenizer, Utf8Stream};
 
 /// Tokens per forward call during prefill: large enough that every weight block is reused
@@ -83,6 +83,37 @@ impl Engine {
     /// A token's text for display (control tokens as written, broken UTF-8 as "�").
     pub fn piece(&self, id: u32) -> String {
         String::from_utf8_lossy(self.tokenizer.token_bytes(id, true)).into_owned()
+    }
+
+    /// Sampling settings the file recommends (`general.sampling.*`, the keys llama.cpp reads),
+    /// llama.cpp's defaults for whatever it leaves out or gets wrong.
+    pub fn recommended_sampling(&self) -> SamplerSettings {
+        let metadata = self.model.metadata();
+        let number =
+            |key: &str| metadata.get_f64(&format!("general.sampling.{key}")).filter(|v| v.is_finite());
+        let mut settings = SamplerSettings::default();
+        if let Some(v) = number("temp") {
+            settings.temperature = v as f32;
+        }
+        if let Some(v) = number("top_k").filter(|v| *v >= 0.0) {
+            settings.top_k = v as usize;
+        }
+        if let Some(v) = number("top_p") {
+            settings.top_p = v as f32;
+        }
+        if let Some(v) = number("min_p") {
+            settings.min_p = v as f32;
+        }
+        if let Some(v) = number("penalty_repeat") {
+            settings.repeat_penalty = v as f32;
+        }
+        if let Some(v) = number("penalty_last_n").filter(|v| *v >= 0.0) {
+            settings.repeat_last_n = v as usize;
+        }
+        if settings.validate().is_err() {
+            return SamplerSettings::default();
+        }
+        settings
     }
 
     pub fn new_session(&self, context: usize) -> Result<Session, EngineError> {
@@ -187,6 +218,8 @@ impl Session {
     pub fn truncate(&mut self, len: usize) {
         if len < self.len() {
             self.pending = None;
+            // Bytes of a half-finished character belong to the tokens just dropped.
+            self.text = Utf8Stream::default();
         }
         if len < self.evaluated.len() {
             self.evaluated.truncate(len);

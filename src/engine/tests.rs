@@ -174,3 +174,40 @@ fn streamed_text_joins_into_the_decoded_text() {
     expected.push_str(&detokenizer.finish());
     assert!(expected.starts_with(&text) && expected.len() - text.len() <= 3, "{text:?} vs {expected:?}");
 }
+
+/// The micro model with extra metadata entries (for the keys llama.cpp reads beyond the
+/// architecture's own).
+fn micro_with_metadata(extra: &[(&str, crate::gguf::Value)]) -> Engine {
+    use crate::gguf::{Gguf, writer::GgufWriter};
+    let bytes = fixture("models/qwen3-micro-q4_0.gguf");
+    let file = Gguf::parse(&bytes).unwrap();
+    let mut writer = GgufWriter::new();
+    for (key, value) in file.metadata().iter() {
+        writer = writer.kv(key, value.clone());
+    }
+    for (key, value) in extra {
+        writer = writer.kv(key, value.clone());
+    }
+    for tensor in &file.header.tensors {
+        let data = file.tensor_data(tensor).to_vec();
+        writer = writer.tensor(&tensor.name, &tensor.dims, tensor.ggml_type, data);
+    }
+    Engine::load(writer.to_bytes()).unwrap()
+}
+
+#[test]
+fn recommended_sampling_reads_the_files_keys_and_defaults_the_rest() {
+    use crate::gguf::Value;
+    assert_eq!(engine().recommended_sampling(), SamplerSettings::default());
+    let engine = micro_with_metadata(&[
+        ("general.sampling.temp", Value::F32(0.6)),
+        ("general.sampling.top_k", Value::I32(20)),
+        ("general.sampling.top_p", Value::F32(0.9)),
+    ]);
+    let settings = engine.recommended_sampling();
+    assert_eq!((settings.temperature, settings.top_k, settings.top_p), (0.6, 20, 0.9));
+    assert_eq!(settings.min_p, SamplerSettings::default().min_p);
+    // A nonsensical recommendation is ignored as a whole rather than half-applied.
+    let engine = micro_with_metadata(&[("general.sampling.top_p", Value::F32(-1.0))]);
+    assert_eq!(engine.recommended_sampling(), SamplerSettings::default());
+}

@@ -94,6 +94,9 @@ impl ModelLoader {
     pub fn new(size: f64) -> Result<ModelLoader, JsValue> {
         let size = js_size(size)?;
         let expected = usize::try_from(size).map_err(|_| too_large(size))?;
+        if cfg!(target_pointer_width = "32") && size > WASM32_MODEL_LIMIT {
+            return Err(too_large(size));
+        }
         let mut bytes = Vec::new();
         bytes.try_reserve_exact(expected).map_err(|_| too_large(size))?;
         Ok(ModelLoader { bytes, expected })
@@ -127,8 +130,18 @@ impl ModelLoader {
     }
 }
 
+/// The largest file a 4 GiB wasm32 memory can hold while leaving room for the KV cache,
+/// scratch buffers and the engine itself.
+const WASM32_MODEL_LIMIT: u64 = (4 << 30) - (384 << 20);
+
 fn too_large(size: u64) -> JsValue {
-    js_error("RangeError", "too_large", &format!("a {size}-byte file does not fit in this page's memory"))
+    let message = format!(
+        "a {:.2} GiB file does not fit in this page's memory (WebAssembly has 4 GiB, and inference \
+         needs some of it: files up to {:.2} GiB can load)",
+        size as f64 / (1u64 << 30) as f64,
+        WASM32_MODEL_LIMIT as f64 / (1u64 << 30) as f64
+    );
+    js_error("RangeError", "too_large", &message)
 }
 
 /// A loaded model and its one conversation.
@@ -162,6 +175,7 @@ impl WebEngine {
             context_length: usize,
             template: &'a crate::chat::TemplateSource,
             end_of_generation: &'a [u32],
+            recommended_sampling: SamplerSettings,
         }
         let config = self.engine.model().config();
         to_js(&Info {
@@ -170,6 +184,7 @@ impl WebEngine {
             context_length: config.context_length,
             template: self.engine.template().source(),
             end_of_generation: self.engine.tokenizer().end_of_generation_tokens(),
+            recommended_sampling: self.engine.recommended_sampling(),
         })
     }
 
@@ -179,15 +194,42 @@ impl WebEngine {
     pub fn prepare_chat(&mut self, request: JsValue) -> Result<JsValue, JsValue> {
         let request: ChatRequest = serde_wasm_bindgen::from_value(request)
             .map_err(|e| js_error("TypeError", "bad_request", &e.to_string()))?;
-        self.sampler.set_settings(request.settings).map_err(engine_error_of)?;
+        // Each answer starts its random stream afresh: the same seed and conversation give the
+        // same answer.
+        self.sampler = Sampler::new(request.settings).map_err(engine_error_of)?;
         let prompt =
             self.engine.chat_prompt(&request.messages, request.enable_thinking).map_err(engine_error)?;
-        let wanted = request.context.unwrap_or_else(|| self.engine.model().config().context_length.min(4096));
+        self.sync_prompt(&prompt, request.context)
+    }
+
+    /// Brings the KV cache up to `tokens` exactly (no template), with greedy-or-given sampling
+    /// settings: what the benchmark page and tests need for a fixed-length prefill.
+    /// Returns the same `{prompt_tokens, reused, evaluated, context_used, context_size}`.
+    pub fn prepare_tokens(&mut self, tokens: Vec<u32>, context: Option<u32>) -> Result<JsValue, JsValue> {
+        let vocab = self.engine.model().config().vocab_size;
+        if let Some(&bad) = tokens.iter().find(|&&t| t as usize >= vocab) {
+            let message = format!("token id {bad} is outside the vocabulary of {vocab}");
+            return Err(js_error("RangeError", "bad_token", &message));
+        }
+        self.sync_prompt(&tokens, context.map(|c| c as usize))
+    }
+
+    /// Replaces the sampling settings (`{temperature, top_k, top_p, min_p, repeat_penalty,
+    /// repeat_last_n, seed}`, missing fields take their defaults) and reseeds the generator.
+    pub fn set_sampling(&mut self, settings: JsValue) -> Result<(), JsValue> {
+        let settings: SamplerSettings = serde_wasm_bindgen::from_value(settings)
+            .map_err(|e| js_error("TypeError", "bad_request", &e.to_string()))?;
+        self.sampler = Sampler::new(settings).map_err(engine_error_of)?;
+        Ok(())
+    }
+
+    fn sync_prompt(&mut self, prompt: &[u32], context: Option<usize>) -> Result<JsValue, JsValue> {
+        let wanted = context.unwrap_or_else(|| self.engine.model().config().context_length.min(4096));
         if self.session.as_ref().is_none_or(|s| s.context_len() != wanted) {
             self.session = Some(self.engine.new_session(wanted).map_err(engine_error)?);
         }
         let session = self.session.as_mut().expect("created above");
-        let report = session.sync(&self.engine, &prompt).map_err(engine_error)?;
+        let report = session.sync(&self.engine, prompt).map_err(engine_error)?;
         #[derive(Serialize)]
         struct Prepared {
             prompt_tokens: usize,
