@@ -188,6 +188,8 @@ fn worker_api_loads_in_chunks_chats_and_branches() {
     assert!(loader.push(&[0]).is_err(), "more bytes than announced");
     let mut engine = loader.finish().unwrap();
     assert_eq!(get(&engine.info().unwrap(), "architecture").as_string().unwrap(), "qwen3");
+    let report = engine.inspect().unwrap();
+    assert_eq!(get(&get(&report, "summary"), "architecture").as_string().unwrap(), "qwen3");
 
     let request = |json: &str| js_sys::JSON::parse(json).unwrap();
     let first =

@@ -1,8 +1,10 @@
-// Page controller: file picker, full-page drag and drop, the engine worker, and the
-// status / error / report states of the page.
+// Page controller: the Chat / Inspect tabs, file picker, full-page drag and drop, the
+// engine worker, and the inspector's status / error / report states. A chosen file is both
+// inspected (header only, in a moment) and loaded for chat (the whole file, with progress).
 
 import { EngineClient } from './worker-client.js';
 import { renderReport } from './inspector.js';
+import { createChat } from './chat.js';
 
 const engine = new EngineClient(new URL('./worker.js', import.meta.url));
 
@@ -21,7 +23,28 @@ const ui = {
   errorMessage: document.getElementById('error-message'),
   errorDismiss: document.getElementById('error-dismiss'),
   engineInfo: document.getElementById('engine-info'),
+  tabs: { chat: document.getElementById('tab-chat'), inspect: document.getElementById('tab-inspect') },
+  views: { chat: document.getElementById('chat-view'), inspect: document.getElementById('inspect-view') },
 };
+
+function showView(name) {
+  for (const [view, tab] of Object.entries(ui.tabs)) {
+    const active = view === name;
+    tab.setAttribute('aria-selected', String(active));
+    tab.tabIndex = active ? 0 : -1;
+    ui.views[view].hidden = !active;
+  }
+  document.body.dataset.view = name;
+  if (location.hash !== `#${name}`) history.replaceState(null, '', `#${name}`);
+}
+
+const chat = createChat(engine, {
+  pickFile: () => openPicker(),
+  // A model streamed from a URL has no File to read a header from: inspect the loaded bytes.
+  onModelLoaded: (model) => {
+    if (model.source === 'url') inspectFile({ name: model.name });
+  },
+});
 
 // Only the newest request may update the page: a slow large file must not overwrite
 // the report of a file chosen after it.
@@ -50,12 +73,13 @@ function showReport(visible) {
   ui.welcome.hidden = visible;
 }
 
+/** Inspects a File (its header only), or the loaded model when no file is given. */
 async function inspectFile(file) {
   const ticket = ++latestTicket;
   setStatus(`Inspecting ${file.name}…`);
   document.title = `${file.name} · Inferno`;
   try {
-    const reply = await engine.request('inspect', { file });
+    const reply = file instanceof Blob ? await engine.request('inspect', { file }) : await engine.request('inspect_loaded');
     if (ticket !== latestTicket) return;
     renderReport(reply.report, { fileName: file.name, fileSize: file.size, bytesRead: reply.bytesRead, ms: reply.ms });
     hideError();
@@ -93,10 +117,16 @@ function openPicker() {
   ui.fileInput.click();
 }
 
+/** A file the person chose: inspect its header, and load it for chat. */
+function openFile(file) {
+  inspectFile(file);
+  chat.loadFile(file);
+}
+
 function onFileChosen() {
   const [file] = ui.fileInput.files;
-  if (file) inspectFile(file);
-  ui.fileInput.value = ''; // Choosing the same file again should inspect it again.
+  if (file) openFile(file);
+  ui.fileInput.value = ''; // Choosing the same file again should open it again.
 }
 
 function carriesFiles(event) {
@@ -131,17 +161,43 @@ function wireDragAndDrop() {
     event.preventDefault(); // Otherwise the browser navigates to the dropped file.
     hideOverlay();
     const [file] = event.dataTransfer.files;
-    if (file) inspectFile(file);
+    if (file) openFile(file);
   });
 }
 
+function wireTabs() {
+  ui.tabs.chat.addEventListener('click', () => showView('chat'));
+  ui.tabs.inspect.addEventListener('click', () => showView('inspect'));
+  for (const tab of Object.values(ui.tabs)) {
+    tab.addEventListener('keydown', (event) => {
+      if (event.key !== 'ArrowLeft' && event.key !== 'ArrowRight') return;
+      const next = tab === ui.tabs.chat ? 'inspect' : 'chat';
+      showView(next);
+      ui.tabs[next].focus();
+    });
+  }
+  showView(location.hash === '#inspect' ? 'inspect' : 'chat');
+}
+
+/** The service worker keeps the app shell for offline visits (not on file:// or plain http). */
+function registerServiceWorker() {
+  if (!('serviceWorker' in navigator) || !window.isSecureContext) return;
+  navigator.serviceWorker.register('./sw.js').catch((error) => console.warn('no offline support:', error.message));
+}
+
 function main() {
+  wireTabs();
   ui.openButton.addEventListener('click', openPicker);
   ui.welcomeButton.addEventListener('click', openPicker);
   ui.fileInput.addEventListener('change', onFileChosen);
   ui.errorDismiss.addEventListener('click', hideError);
   wireDragAndDrop();
   showEngineInfo();
+  // Models that did not come from a dropped file (the demo URL, OPFS) are inspected from
+  // the loaded bytes or the stored file.
+  chat.onFileOpened = (file) => inspectFile(file);
+  chat.restore().catch((error) => console.error(error));
+  registerServiceWorker();
 }
 
 main();

@@ -1,5 +1,6 @@
-// Promise-based client for worker.js: request(type, fields) posts {type, id, ...fields}
-// and resolves with the reply carrying the same id, or rejects with its error.
+// Promise-based client for worker.js: request(type, fields, onEvent) posts
+// {type, id, ...fields} and resolves with the final reply carrying the same id, or rejects
+// with its error. Events the worker posts before that reply (progress, tokens) go to onEvent.
 
 /** An error reply from the worker, keeping the engine's name and kind. */
 export class EngineError extends Error {
@@ -27,10 +28,10 @@ export class EngineClient {
     });
   }
 
-  request(type, fields = {}) {
+  request(type, fields = {}, onEvent = null) {
     const id = this.nextId++;
     return new Promise((resolve, reject) => {
-      this.pending.set(id, { resolve, reject });
+      this.pending.set(id, { resolve, reject, onEvent });
       this.worker.postMessage({ ...fields, type, id });
     });
   }
@@ -38,6 +39,14 @@ export class EngineClient {
   settle(reply) {
     const waiter = this.pending.get(reply?.id);
     if (!waiter) return;
+    if (reply.event) {
+      try {
+        waiter.onEvent?.(reply);
+      } catch (error) {
+        console.error(error); // A rendering bug must not lose the final reply.
+      }
+      return;
+    }
     this.pending.delete(reply.id);
     if (reply.type === 'error') waiter.reject(new EngineError(reply.error ?? {}));
     else waiter.resolve(reply);

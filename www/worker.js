@@ -1,11 +1,27 @@
-// Inferno engine worker: owns the WebAssembly module so parsing (and, later, inference)
-// never blocks the page.
+// Inferno engine worker: owns the WebAssembly module, so parsing, loading, prefill and
+// decoding never block the page.
 //
-// Protocol: every request is {type, id, ...}; every request gets exactly one reply that
-// carries the same id.
-//   {type: "inspect", id, file: File|Blob} -> {type: "inspected", id, report, bytesRead, ms}
-//   {type: "info", id}                     -> {type: "info", id, info}
-//   anything that fails                    -> {type: "error", id, error: {name, kind, message}}
+// Protocol: every request is {type, id, ...} and gets exactly one final reply carrying the
+// same id; long requests also post events {type, id, event: true, ...} before it.
+//   inspect {file}                       -> inspected {report, bytesRead, ms}
+//   inspect_loaded                       -> inspected {...} for the loaded model
+//   model                                -> model {model} (null when none is loaded)
+//   info                                 -> info {info}
+//   load {file} | {url}                  -> events progress {phase, bytes, total}
+//                                           -> loaded {model}
+//   chat {messages, settings, enableThinking, maxTokens, traceTop, context}
+//                                        -> events prepared {prepared, ms}, token {step}...
+//                                           -> done {reason, stats}
+//   branch {step, token, maxTokens, traceTop} -> as chat, regenerating from answer step `step`
+//                                           with `token` forced there
+//   stop                                 -> stopped {wasGenerating}
+//   reset                                -> reset {}
+//   system {prompt}                      -> system {}
+//   unload                               -> unloaded {}
+//   anything that fails                  -> error {error: {name, kind, message}}
+// Only one load/chat/branch runs at a time; another one meanwhile is refused with kind "busy".
+// Stop takes effect between two decode steps: the decode loop yields to the message queue
+// after every token.
 
 const INITIAL_PREFIX_BYTES = 1 << 20; // 1 MiB covers the header of most small models.
 const PKG_URL = new URL('./pkg/inferno.js', import.meta.url);
@@ -128,9 +144,343 @@ async function engineInfo() {
   return { type: 'info', info: toPlain(engine.engine_info()) };
 }
 
+// --- Loading a model ----------------------------------------------------------------------
+
+const FILE_CHUNK_BYTES = 16 << 20;
+const PROGRESS_INTERVAL_MS = 100;
+
+let model = null; // {engine: WebEngine, name, size, info, source}
+let systemPrompt = '';
+
+function requireModel() {
+  if (!model) throw new WorkerError('ProtocolError', 'no_model', 'no model is loaded');
+  return model;
+}
+
+function freeModel() {
+  if (!model) return;
+  try {
+    model.engine.free();
+  } catch {
+    // After a trap the old instance is gone; nothing to free.
+  }
+  model = null;
+  answer = null;
+}
+
+/** Posts progress at most every PROGRESS_INTERVAL_MS, and always the last one. */
+function progressReporter(id, total) {
+  let last = 0;
+  return (phase, bytes, force = false) => {
+    const now = performance.now();
+    if (!force && now - last < PROGRESS_INTERVAL_MS) return;
+    last = now;
+    self.postMessage({ type: 'progress', id, event: true, phase, bytes, total });
+  };
+}
+
+/** Feeds a File or Blob to the loader slice by slice: JS never holds more than one chunk. */
+async function pushFile(loader, file, report) {
+  for (let offset = 0; offset < file.size; offset += FILE_CHUNK_BYTES) {
+    const chunk = new Uint8Array(await file.slice(offset, offset + FILE_CHUNK_BYTES).arrayBuffer());
+    loader.push(chunk);
+    report('reading', offset + chunk.length);
+  }
+}
+
+/** Streams a URL's body into the loader; the size comes from Content-Length. */
+async function openUrl(url) {
+  let response;
+  try {
+    response = await fetch(url);
+  } catch (error) {
+    throw new WorkerError('NetworkError', 'fetch_failed', `could not fetch ${url}: ${describe(error)}`);
+  }
+  if (!response.ok) {
+    throw new WorkerError('NetworkError', 'fetch_failed', `${url} answered ${response.status} ${response.statusText}`);
+  }
+  const size = Number(response.headers.get('Content-Length'));
+  if (!Number.isSafeInteger(size) || size <= 0 || response.headers.get('Content-Encoding')) {
+    throw new WorkerError('NetworkError', 'no_length', `${url} does not say how large it is (no plain Content-Length)`);
+  }
+  return { response, size };
+}
+
+async function pushStream(loader, response, report) {
+  const reader = response.body.getReader();
+  let received = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    loader.push(value);
+    received += value.length;
+    report('reading', received);
+  }
+}
+
+async function loadModel(request) {
+  const { id } = request;
+  const started = performance.now();
+  let name;
+  let size;
+  let feed;
+  if (request.file instanceof Blob) {
+    const file = request.file;
+    name = file.name || 'model.gguf';
+    size = file.size;
+    feed = (loader, report) => pushFile(loader, file, report);
+  } else if (typeof request.url === 'string') {
+    const url = new URL(request.url, self.location.href);
+    const { response, size: length } = await openUrl(url.href);
+    name = decodeURIComponent(url.pathname.split('/').pop() || 'model.gguf');
+    size = length;
+    feed = (loader, report) => pushStream(loader, response, report);
+  } else {
+    throw new WorkerError('ProtocolError', 'bad_request', 'load needs a File in "file" or a URL in "url"');
+  }
+  freeModel(); // Its memory is reused for the new file.
+  const wasm = await getEngine();
+  const report = progressReporter(id, size);
+  report('reading', 0, true);
+  const loader = new wasm.ModelLoader(size); // Throws too_large before any big allocation.
+  let engine;
+  try {
+    await feed(loader, report);
+    report('validating', size, true);
+    engine = loader.finish(); // Consumes the loader, even when it throws.
+  } catch (error) {
+    try {
+      loader.free();
+    } catch {
+      // Already consumed by finish().
+    }
+    throw error;
+  }
+  const info = toPlain(engine.info());
+  model = { engine, name, size, info, source: request.source ?? (request.url ? 'url' : 'file') };
+  report('ready', size, true);
+  return { type: 'loaded', model: describeModel(), ms: performance.now() - started };
+}
+
+function describeModel() {
+  if (!model) return null;
+  const { name, size, info, source } = model;
+  return { name, size, source, ...info };
+}
+
+// --- Generating ------------------------------------------------------------------------------
+
+const DEFAULT_MAX_TOKENS = 512;
+const MAX_TRACE_TOP = 100;
+
+let busy = null; // {stopRequested} while a load or generation runs
+let answer = null; // the last answer: {start, steps: [{token, text, ...}]}, for branching
+
+/** Resolves after every message already queued for this worker has been handled. */
+const yieldChannel = new MessageChannel();
+const yieldWaiters = [];
+yieldChannel.port1.onmessage = () => yieldWaiters.shift()?.();
+function yieldToMessages() {
+  return new Promise((resolve) => {
+    yieldWaiters.push(resolve);
+    yieldChannel.port2.postMessage(null);
+  });
+}
+
+function count(value, fallback, { min = 0, max = Number.MAX_SAFE_INTEGER } = {}) {
+  if (value === undefined || value === null) return fallback;
+  const number = Number(value);
+  if (!Number.isInteger(number) || number < min || number > max) {
+    throw new WorkerError('ProtocolError', 'bad_request', `${value} is not a whole number in ${min}..${max}`);
+  }
+  return number;
+}
+
+function withSystemPrompt(messages) {
+  if (!Array.isArray(messages) || messages.length === 0) {
+    throw new WorkerError('ProtocolError', 'bad_request', 'chat needs a non-empty "messages" array');
+  }
+  const hasSystem = messages[0]?.role === 'system';
+  if (!systemPrompt || hasSystem) return messages;
+  return [{ role: 'system', content: systemPrompt }, ...messages];
+}
+
+async function runExclusive(work) {
+  if (busy) throw new WorkerError('ProtocolError', 'busy', 'the engine is busy: stop it or wait for it to finish');
+  busy = { stopRequested: false };
+  try {
+    return await work(busy);
+  } finally {
+    busy = null;
+  }
+}
+
+/**
+ * The decode loop: one step per iteration, yielding between steps so a stop message is
+ * handled at once. Step 0 only samples from the prefill's logits; every later step first
+ * runs the previous token through the model, so decode speed is measured over steps 1...
+ */
+async function decode(id, run, { first, startIndex, maxTokens, traceTop }) {
+  const { engine } = requireModel();
+  const stats = { steps: 0, firstStepMs: 0, decodeMs: 0, decodeSteps: 0 };
+  let reason = 'max_tokens';
+  for (let i = 0; i < maxTokens; i++) {
+    if (run.stopRequested) {
+      reason = 'stopped';
+      break;
+    }
+    const position = engine.context_used();
+    const t0 = performance.now();
+    const out = toPlain(engine.step(traceTop, i === 0 ? first : undefined));
+    const ms = performance.now() - t0;
+    if (out.context_full) {
+      reason = 'context_full';
+      break;
+    }
+    if (i === 0) stats.firstStepMs = ms;
+    else {
+      stats.decodeMs += ms;
+      stats.decodeSteps += 1;
+    }
+    stats.steps += 1;
+    const step = {
+      index: startIndex + i,
+      position,
+      token: out.token,
+      text: out.text,
+      piece: out.piece,
+      endOfGeneration: out.end_of_generation,
+      forced: i === 0 && first !== undefined,
+      trace: out.trace,
+      ms,
+    };
+    answer.steps[step.index] = step;
+    answer.steps.length = step.index + 1;
+    self.postMessage({ type: 'token', id, event: true, step });
+    if (out.end_of_generation) {
+      reason = 'end';
+      break;
+    }
+    await yieldToMessages();
+  }
+  return { reason, stats };
+}
+
+function generationOptions(request) {
+  return {
+    maxTokens: count(request.maxTokens, DEFAULT_MAX_TOKENS, { min: 1, max: 1 << 20 }),
+    traceTop: count(request.traceTop, 20, { max: MAX_TRACE_TOP }),
+  };
+}
+
+function doneReply(reason, stats, prefill, started) {
+  const { engine } = requireModel();
+  const decodeTokS = stats.decodeSteps > 0 ? (1000 * stats.decodeSteps) / stats.decodeMs : null;
+  return {
+    type: 'done',
+    reason,
+    stats: {
+      ...prefill,
+      generated: stats.steps,
+      decodeTokS,
+      contextUsed: engine.context_used(),
+      totalMs: performance.now() - started,
+    },
+  };
+}
+
+async function chat(request) {
+  const { engine } = requireModel();
+  const options = generationOptions(request);
+  return runExclusive(async (run) => {
+    const started = performance.now();
+    const prepared = toPlain(
+      engine.prepare_chat({
+        messages: withSystemPrompt(request.messages),
+        enable_thinking: request.enableThinking ?? undefined,
+        settings: request.settings ?? {},
+        context: request.context ?? undefined,
+      }),
+    );
+    const prefillMs = performance.now() - started;
+    self.postMessage({ type: 'prepared', id: request.id, event: true, prepared, ms: prefillMs });
+    answer = { start: prepared.context_used, steps: [] };
+    await yieldToMessages();
+    const { reason, stats } = await decode(request.id, run, { ...options, first: undefined, startIndex: 0 });
+    const prefill = {
+      promptTokens: prepared.prompt_tokens,
+      reused: prepared.reused,
+      evaluated: prepared.evaluated,
+      contextSize: prepared.context_size,
+      prefillMs,
+      prefillTokS: prepared.evaluated > 0 ? (1000 * prepared.evaluated) / prefillMs : null,
+      ttftMs: prefillMs + stats.firstStepMs,
+    };
+    return doneReply(reason, stats, prefill, started);
+  });
+}
+
+/** Regenerates the last answer from step `step` on, with `token` forced at that step. */
+async function branch(request) {
+  const { engine } = requireModel();
+  const options = generationOptions(request);
+  if (!answer) throw new WorkerError('ProtocolError', 'no_answer', 'there is no answer to branch from');
+  const index = count(request.step, 0, { max: answer.steps.length - 1 });
+  const token = count(request.token, 0, { max: model.info.vocab_size - 1 });
+  return runExclusive(async (run) => {
+    const started = performance.now();
+    // The KV cache is rolled back to the step, not recomputed.
+    engine.truncate(answer.steps[index].position);
+    answer.steps.length = index;
+    const { reason, stats } = await decode(request.id, run, { ...options, first: token, startIndex: index });
+    const prefill = { ttftMs: stats.firstStepMs, contextSize: null };
+    return doneReply(reason, stats, prefill, started);
+  });
+}
+
+function stop() {
+  const wasGenerating = Boolean(busy);
+  if (busy) busy.stopRequested = true;
+  return { type: 'stopped', wasGenerating };
+}
+
+function reset() {
+  if (busy) throw new WorkerError('ProtocolError', 'busy', 'stop the generation before resetting');
+  model?.engine.reset();
+  answer = null;
+  return { type: 'reset' };
+}
+
+function setSystemPrompt(request) {
+  if (typeof request.prompt !== 'string') {
+    throw new WorkerError('ProtocolError', 'bad_request', 'system needs a string "prompt"');
+  }
+  systemPrompt = request.prompt.trim();
+  return { type: 'system' };
+}
+
+function unload() {
+  if (busy) busy.stopRequested = true;
+  freeModel();
+  return { type: 'unloaded' };
+}
+
 const HANDLERS = {
   inspect: (request) => inspectFile(request.file),
   info: () => engineInfo(),
+  load: (request) => runExclusive(() => loadModel(request)),
+  chat,
+  branch,
+  stop,
+  reset,
+  system: setSystemPrompt,
+  unload,
+  model: () => ({ type: 'model', model: describeModel() }),
+  inspect_loaded: () => {
+    const { engine, size } = requireModel();
+    const started = performance.now();
+    return { type: 'inspected', report: toPlain(engine.inspect()), bytesRead: size, ms: performance.now() - started };
+  },
 };
 
 function errorKind(error) {
@@ -141,6 +491,10 @@ function errorKind(error) {
 
 function errorReply(id, error) {
   if (error instanceof WebAssembly.RuntimeError) {
+    // A trap (a Rust panic, or running out of memory) leaves the instance unusable; the
+    // model lived in it, so it is gone too and must be loaded again.
+    model = null;
+    answer = null;
     dropEngine();
     const message = `the engine crashed (${error.message}); it has been restarted`;
     return { type: 'error', id, error: { name: 'RuntimeError', kind: 'wasm_trap', message } };

@@ -188,6 +188,11 @@ impl WebEngine {
         })
     }
 
+    /// The inspector's report for the loaded file (no second read of the file).
+    pub fn inspect(&self) -> Result<JsValue, JsValue> {
+        to_js(&Report::new(self.engine.model().header()))
+    }
+
     /// Renders `{messages, enable_thinking?, settings?, context?}` through the chat template and
     /// brings the KV cache up to date, evaluating only what it does not already hold.
     /// Returns `{prompt_tokens, reused, evaluated, context_used, context_size}`.

@@ -1,87 +1,14 @@
 // Page tests for the Inferno inspector: the real page, the real wasm engine (www/pkg, built
 // by build.sh) and real GGUF files, driven in headless Chromium by playwright-core.
 //
-//   npm run test:page        (node --test tests/page/)
-//
-// Environment:
-//   INFERNO_TEST_MODELS  folder with gemma3-270m-q4_k_m.gguf and SmolLM2-135M-Instruct.Q4_1.gguf
-//                        (default .cache/models; build.sh fetches them)
-//   (the small synthetic Qwen3 files are committed under tests/fixtures/models)
-//   INFERNO_WWW          the folder to serve (default www)
-//   CHROMIUM             the browser binary (default /usr/bin/chromium)
+//   npm run test:page        (node --test tests/page/; environment: see harness.mjs)
 
-import { after, afterEach, before, beforeEach, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import http from 'node:http';
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync, mkdtempSync, rmSync } from 'node:fs';
-import os from 'node:os';
+import { readFileSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { chromium } from 'playwright-core';
-import { startServer } from '../../scripts/serve.mjs';
-
-const repoRoot = fileURLToPath(new URL('../../', import.meta.url));
-const modelsDir = path.resolve(repoRoot, process.env.INFERNO_TEST_MODELS ?? '.cache/models');
-const fixtureModelsDir = path.join(repoRoot, 'tests', 'fixtures', 'models');
-const wwwRoot = path.resolve(repoRoot, process.env.INFERNO_WWW ?? 'www');
-const screenshotDir = path.join(repoRoot, 'target', 'page-screenshots');
-const chromiumPath = process.env.CHROMIUM ?? '/usr/bin/chromium';
-
-const CHROMIUM_ARGS = [
-  '--headless',
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-quic',
-  '--no-first-run',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-];
-
-const TEST_TIMEOUT_MS = 90_000;
-
-// What each test model must show. Counts come from the gguf Python package's reader.
-const MODELS = {
-  gemma3: {
-    file: path.join(modelsDir, 'gemma3-270m-q4_k_m.gguf'),
-    architecture: 'gemma3',
-    tensors: 236,
-    metadata: 33,
-    tensorNames: ['token_embd.weight', 'blk.0.attn_q.weight', 'blk.17.ffn_down.weight', 'output_norm.weight'],
-  },
-  smollm2: {
-    file: path.join(modelsDir, 'SmolLM2-135M-Instruct.Q4_1.gguf'),
-    architecture: 'llama',
-    tensors: 272,
-    metadata: 33,
-    tensorNames: ['token_embd.weight', 'blk.0.attn_q.weight', 'blk.29.ffn_down.weight', 'output_norm.weight'],
-  },
-  qwen3Micro: {
-    file: path.join(fixtureModelsDir, 'qwen3-micro-q4_0.gguf'),
-    architecture: 'qwen3',
-    tensors: 25,
-    metadata: 25,
-    tensorNames: ['output.weight', 'token_embd.weight', 'blk.0.attn_q.weight', 'blk.1.ffn_up.weight'],
-  },
-  qwen3Vocab: {
-    file: path.join(fixtureModelsDir, 'qwen3-vocab.gguf'),
-    architecture: 'qwen3',
-    tensors: 0,
-    metadata: 23,
-    tensorNames: [],
-  },
-};
-
-/** Fails (never skips) when a model is missing: build.sh fetches them before page tests. */
-function requireModel(model) {
-  if (!existsSync(model.file)) {
-    assert.fail(
-      `test model missing: ${model.file}\n` +
-        'Run ./build.sh (it fetches the test models), or point INFERNO_TEST_MODELS / INFERNO_SHARED at them.',
-    );
-  }
-  return model.file;
-}
+import { MODELS, TEST_TIMEOUT_MS, h, pageSuite, requireModel, text, wwwRoot } from './harness.mjs';
 
 // ---------------------------------------------------------------------------------------
 // A minimal GGUF v3 writer, for files whose strings are hostile HTML.
@@ -125,102 +52,39 @@ function buildGguf({ strings, tensors }) {
 }
 
 // ---------------------------------------------------------------------------------------
-// Browser, server and per-test page with console-error capture.
-
-let server;
-let browser;
-let scratchDir;
-
-before(async () => {
-  assert.ok(existsSync(chromiumPath), `Chromium not found at ${chromiumPath} (apt-get install chromium, or set CHROMIUM)`);
-  assert.ok(
-    existsSync(path.join(wwwRoot, 'pkg', 'inferno.js')),
-    `${path.join(wwwRoot, 'pkg', 'inferno.js')} is missing: build the wasm package first (./build.sh)`,
-  );
-  mkdirSync(screenshotDir, { recursive: true });
-  scratchDir = mkdtempSync(path.join(os.tmpdir(), 'inferno-page-'));
-  server = await startServer({ root: wwwRoot, port: 0 });
-  browser = await chromium.launch({ executablePath: chromiumPath, args: CHROMIUM_ARGS });
-});
-
-after(async () => {
-  await browser?.close();
-  await server?.close();
-  if (scratchDir) rmSync(scratchDir, { recursive: true, force: true });
-});
-
-let context;
-let page;
-let problems;
-
-async function openPage() {
-  problems = [];
-  context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
-  page = await context.newPage();
-  const onConsole = (where) => (message) => {
-    if (message.type() === 'error') problems.push(`${where} console error: ${message.text()}`);
-  };
-  page.on('console', onConsole('page'));
-  page.on('pageerror', (error) => problems.push(`page error: ${error.message}`));
-  page.on('worker', (worker) => worker.on('console', onConsole('worker')));
-  await page.goto(server.url);
-  await page.waitForSelector('#engine-info.ok, #engine-info.failed');
-  const engineFailed = await page.locator('#engine-info.failed').count();
-  if (engineFailed) assert.fail(`the wasm engine did not start: ${await page.locator('#error').innerText()}`);
-}
-
-/** Screenshots the page for a human to look at, then fails on any logged error. */
-async function closePage(t) {
-  const name = t.name.replace(/[^a-z0-9]+/gi, '-').replace(/^-|-$/g, '').toLowerCase();
-  await page?.screenshot({ path: path.join(screenshotDir, `${name}.png`), fullPage: true }).catch(() => {});
-  await context?.close();
-  assert.deepEqual(problems, [], 'the page logged errors');
-}
-
-/** A suite whose every test gets a fresh page (own browser context). */
-function pageSuite(name, body) {
-  describe(name, { timeout: TEST_TIMEOUT_MS }, () => {
-    beforeEach(openPage);
-    afterEach(closePage);
-    body();
-  });
-}
-
-// ---------------------------------------------------------------------------------------
 // Helpers that act like a person using the page.
 
+/** The inspector suites start on the Inspect tab. */
+const INSPECT = { hash: '#inspect' };
+
 function finishedInspections() {
-  return page.evaluate(() => Number(document.body.dataset.inspections ?? 0));
+  return h.page.evaluate(() => Number(document.body.dataset.inspections ?? 0));
 }
 
 /** Chooses a file with the picker and waits until the page has finished with it. */
 async function chooseFile(filePath) {
   const before = await finishedInspections();
-  await page.setInputFiles('#file-input', filePath);
-  await page.waitForFunction((count) => Number(document.body.dataset.inspections ?? 0) > count, before);
+  await h.page.setInputFiles('#file-input', filePath);
+  await h.page.waitForFunction((count) => Number(document.body.dataset.inspections ?? 0) > count, before);
 }
 
 async function assertReportVisible() {
-  if (await page.locator('#error').isVisible()) {
-    assert.fail(`expected a report, the page shows an error: ${await page.locator('#error').innerText()}`);
+  if (await h.page.locator('#error').isVisible()) {
+    assert.fail(`expected a report, the page shows an error: ${await h.page.locator('#error').innerText()}`);
   }
-  assert.equal(await page.locator('#report').isVisible(), true, 'the report is shown');
+  assert.equal(await h.page.locator('#report').isVisible(), true, 'the report is shown');
 }
 
 async function assertErrorShown(fileName, kindPattern) {
-  assert.equal(await page.locator('#error').isVisible(), true, 'the error banner is shown');
-  assert.equal(await page.locator('#report').isHidden(), true, 'no stale report next to the error');
+  assert.equal(await h.page.locator('#error').isVisible(), true, 'the error banner is shown');
+  assert.equal(await h.page.locator('#report').isHidden(), true, 'no stale report next to the error');
   assert.match(await text('#error-kind'), kindPattern);
   assert.ok((await text('#error-message')).length > 10, 'the error has a human message');
   assert.match(await text('#error'), new RegExp(fileName.replace('.', '\\.')));
 }
 
-async function text(selector) {
-  return (await page.locator(selector).innerText()).trim();
-}
-
 async function bytesRead() {
-  const node = page.locator('#bytes-read');
+  const node = h.page.locator('#bytes-read');
   return {
     bytesRead: Number(await node.getAttribute('data-bytes-read')),
     fileSize: Number(await node.getAttribute('data-file-size')),
@@ -233,13 +97,13 @@ async function assertReportShows(model) {
   assert.equal(await text('#summary-architecture'), model.architecture);
   assert.match(await text('#summary'), new RegExp(`\\b${model.architecture}\\b`));
   assert.equal(await text('#tensor-count'), model.tensors.toLocaleString('en-US'));
-  assert.equal(await page.locator('#tensor-table tr[data-tensor]').count(), model.tensors);
+  assert.equal(await h.page.locator('#tensor-table tr[data-tensor]').count(), model.tensors);
   for (const name of model.tensorNames) {
-    assert.equal(await page.locator(`#tensor-table tr[data-tensor="${name}"]`).count(), 1, `tensor row ${name}`);
+    assert.equal(await h.page.locator(`#tensor-table tr[data-tensor="${name}"]`).count(), 1, `tensor row ${name}`);
   }
   assert.equal(await text('#metadata-count'), String(model.metadata));
-  assert.equal(await page.locator('#metadata-table tbody tr').count(), model.metadata);
-  const architectureRow = page.locator('#metadata-table tr[data-key="general.architecture"]');
+  assert.equal(await h.page.locator('#metadata-table tbody tr').count(), model.metadata);
+  const architectureRow = h.page.locator('#metadata-table tr[data-key="general.architecture"]');
   assert.equal(await architectureRow.locator('td').nth(2).innerText(), model.architecture);
 }
 
@@ -248,13 +112,13 @@ async function assertReportShows(model) {
 pageSuite('landing page', () => {
   test('shows the product, the promise and a file picker, with no error', async () => {
     assert.equal(await text('h1'), 'Inferno');
-    assert.match(await text('.tagline'), /Drop a \.gguf file to inspect it\. Nothing leaves your machine\./);
-    assert.equal(await page.locator('#file-input').count(), 1);
-    assert.equal(await page.locator('#error').isHidden(), true);
-    assert.equal(await page.locator('#report').isHidden(), true);
+    assert.match(await text('.tagline'), /Drop a \.gguf file to chat with it or inspect it\. Nothing leaves your machine\./);
+    assert.equal(await h.page.locator('#file-input').count(), 1);
+    assert.equal(await h.page.locator('#error').isHidden(), true);
+    assert.equal(await h.page.locator('#report').isHidden(), true);
     assert.match(await text('#engine-info'), /^engine \d+\.\d+\.\d+/);
   });
-});
+}, INSPECT);
 
 pageSuite('inspecting real models', () => {
   test('gemma3 270M Q4_K_M', async () => {
@@ -274,7 +138,7 @@ pageSuite('inspecting real models', () => {
     await assertReportShows(MODELS.qwen3Micro);
     assert.match(await text('#type-chart'), /Q4_0/);
     assert.match(await text('#tokenizer'), /qwen2/); // tokenizer.ggml.pre
-    assert.match(await page.locator('#chat-template').innerText(), /<\|im_start\|>/);
+    assert.match(await h.page.locator('#chat-template').innerText(), /<\|im_start\|>/);
   });
 
   test('qwen3 vocabulary file without tensors', async () => {
@@ -282,56 +146,56 @@ pageSuite('inspecting real models', () => {
     await assertReportShows(MODELS.qwen3Vocab);
     assert.match(await text('#tokenizer'), /151,936 tokens/);
     assert.match(await text('#tokenizer'), /151,387/);
-    const tokens = page.locator('#metadata-table tr[data-key="tokenizer.ggml.tokens"]');
+    const tokens = h.page.locator('#metadata-table tr[data-key="tokenizer.ggml.tokens"]');
     assert.match(await tokens.locator('summary').innerText(), /string × 151,936/);
   });
-});
+}, INSPECT);
 
 pageSuite('tables', () => {
   test('tensor table filters, sorts and collapses layers', async () => {
     await chooseFile(requireModel(MODELS.qwen3Micro));
     await assertReportVisible();
-    const visibleRows = page.locator('#tensor-table tr[data-tensor]:visible');
+    const visibleRows = h.page.locator('#tensor-table tr[data-tensor]:visible');
 
-    await page.fill('#tensor-filter', 'attn_q');
-    await page.waitForFunction(() => document.querySelectorAll('#tensor-table tr[data-tensor]').length === 4);
+    await h.page.fill('#tensor-filter', 'attn_q');
+    await h.page.waitForFunction(() => document.querySelectorAll('#tensor-table tr[data-tensor]').length === 4);
     const names = await visibleRows.evaluateAll((rows) => rows.map((r) => r.dataset.tensor));
     assert.deepEqual(names.sort(), ['blk.0.attn_q.weight', 'blk.0.attn_q_norm.weight', 'blk.1.attn_q.weight', 'blk.1.attn_q_norm.weight']);
 
-    await page.fill('#tensor-filter', '');
-    await page.selectOption('#tensor-type-filter', 'F32');
-    await page.waitForFunction(() => document.querySelectorAll('#tensor-table tr[data-tensor]').length === 9);
+    await h.page.fill('#tensor-filter', '');
+    await h.page.selectOption('#tensor-type-filter', 'F32');
+    await h.page.waitForFunction(() => document.querySelectorAll('#tensor-table tr[data-tensor]').length === 9);
     const types = await visibleRows.evaluateAll((rows) => rows.map((r) => r.cells[1].textContent));
     assert.ok(types.every((type) => type === 'F32'));
 
-    await page.selectOption('#tensor-type-filter', '');
-    await page.uncheck('#tensor-group-toggle');
-    await page.click('#tensor-table th[data-column="bytes"] button');
-    await page.click('#tensor-table th[data-column="bytes"] button');
-    assert.equal(await page.getAttribute('#tensor-table th[data-column="bytes"]', 'aria-sort'), 'descending');
+    await h.page.selectOption('#tensor-type-filter', '');
+    await h.page.uncheck('#tensor-group-toggle');
+    await h.page.click('#tensor-table th[data-column="bytes"] button');
+    await h.page.click('#tensor-table th[data-column="bytes"] button');
+    assert.equal(await h.page.getAttribute('#tensor-table th[data-column="bytes"]', 'aria-sort'), 'descending');
     const first = await visibleRows.first().getAttribute('data-tensor');
     assert.ok(['output.weight', 'token_embd.weight'].includes(first), `largest tensor first, got ${first}`);
 
-    await page.check('#tensor-group-toggle');
-    await page.click('#tensor-table tr[data-group="blk.0"] button');
-    assert.equal(await page.locator('#tensor-table tr[data-in-group="blk.0"]:visible').count(), 0);
-    assert.equal(await page.locator('#tensor-table tr[data-in-group="blk.1"]:visible').count(), 11);
-    await page.click('#tensor-table tr[data-group="blk.0"] button');
-    assert.equal(await page.locator('#tensor-table tr[data-in-group="blk.0"]:visible').count(), 11);
+    await h.page.check('#tensor-group-toggle');
+    await h.page.click('#tensor-table tr[data-group="blk.0"] button');
+    assert.equal(await h.page.locator('#tensor-table tr[data-in-group="blk.0"]:visible').count(), 0);
+    assert.equal(await h.page.locator('#tensor-table tr[data-in-group="blk.1"]:visible').count(), 11);
+    await h.page.click('#tensor-table tr[data-group="blk.0"] button');
+    assert.equal(await h.page.locator('#tensor-table tr[data-in-group="blk.0"]:visible').count(), 11);
   });
 
   test('metadata search and array previews', async () => {
     await chooseFile(requireModel(MODELS.qwen3Micro));
     await assertReportVisible();
-    await page.fill('#metadata-search', 'head_count');
-    await page.waitForFunction(() => document.querySelectorAll('#metadata-table tbody tr:not([hidden])').length === 2);
-    await page.fill('#metadata-search', '');
-    const tokens = page.locator('#metadata-table tr[data-key="tokenizer.ggml.tokens"]');
+    await h.page.fill('#metadata-search', 'head_count');
+    await h.page.waitForFunction(() => document.querySelectorAll('#metadata-table tbody tr:not([hidden])').length === 2);
+    await h.page.fill('#metadata-search', '');
+    const tokens = h.page.locator('#metadata-table tr[data-key="tokenizer.ggml.tokens"]');
     assert.match(await tokens.locator('summary').innerText(), /string × 8,026/);
     await tokens.locator('summary').click();
     assert.ok((await tokens.locator('.array-preview li').count()) > 0);
   });
-});
+}, INSPECT);
 
 pageSuite('malformed files', () => {
   test('show a typed error, and a good file afterwards clears it', async () => {
@@ -343,19 +207,19 @@ pageSuite('malformed files', () => {
       { name: 'header-without-data.gguf', bytes: good.subarray(0, 300_000), kind: /^tensor_past_end$/ },
     ];
     for (const broken of cases) {
-      const file = path.join(scratchDir, broken.name);
+      const file = path.join(h.scratchDir, broken.name);
       writeFileSync(file, broken.bytes);
       await chooseFile(file);
       await assertErrorShown(broken.name, broken.kind);
     }
 
     await chooseFile(MODELS.qwen3Micro.file);
-    assert.equal(await page.locator('#error').isHidden(), true, 'a good file clears the error');
+    assert.equal(await h.page.locator('#error').isHidden(), true, 'a good file clears the error');
     await assertReportShows(MODELS.qwen3Micro);
   });
 
   test('text from the file is shown as text, never as HTML', async () => {
-    const hostile = path.join(scratchDir, 'hostile.gguf');
+    const hostile = path.join(h.scratchDir, 'hostile.gguf');
     const payload = '<img src=x onerror="window.__pwned = 1"><b id="pwned">bold</b>';
     const shortPayload = '<b id="pwned">x</b>'; // ggml caps tensor names at 63 bytes
     writeFileSync(
@@ -367,13 +231,13 @@ pageSuite('malformed files', () => {
     );
     await chooseFile(hostile);
     await assertReportVisible();
-    assert.equal(await page.locator('#pwned').count(), 0);
-    assert.equal(await page.evaluate(() => window.__pwned), undefined);
-    assert.equal(await page.locator('#summary-title').innerText(), payload);
-    assert.equal(await page.locator('#tensor-table tr[data-tensor] td').first().innerText(), `${shortPayload}.weight`);
-    assert.equal(await page.locator('#metadata-table tr[data-key="test.note"] td').nth(2).innerText(), payload);
+    assert.equal(await h.page.locator('#pwned').count(), 0);
+    assert.equal(await h.page.evaluate(() => window.__pwned), undefined);
+    assert.equal(await h.page.locator('#summary-title').innerText(), payload);
+    assert.equal(await h.page.locator('#tensor-table tr[data-tensor] td').first().innerText(), `${shortPayload}.weight`);
+    assert.equal(await h.page.locator('#metadata-table tr[data-key="test.note"] td').nth(2).innerText(), payload);
   });
-});
+}, INSPECT);
 
 pageSuite('worker', () => {
   test('reads only the header prefix of a large file', async () => {
@@ -404,12 +268,12 @@ pageSuite('worker', () => {
 
   test('answers every request by id and survives failures', async () => {
     // A second file input gives the page a real File object to post to its own worker.
-    await page.evaluate(() => {
+    await h.page.evaluate(() => {
       const input = Object.assign(document.createElement('input'), { type: 'file', id: 'probe-input' });
       document.body.append(input);
     });
-    await page.setInputFiles('#probe-input', requireModel(MODELS.qwen3Micro));
-    const replies = await page.evaluate(async () => {
+    await h.page.setInputFiles('#probe-input', requireModel(MODELS.qwen3Micro));
+    const replies = await h.page.evaluate(async () => {
       const worker = new Worker('./worker.js', { type: 'module' });
       const received = [];
       worker.addEventListener('message', (event) => received.push(event.data));
@@ -454,28 +318,28 @@ pageSuite('worker', () => {
   });
 
   test('a file dropped anywhere on the page is inspected', async () => {
-    await page.evaluate(() => {
+    await h.page.evaluate(() => {
       const input = Object.assign(document.createElement('input'), { type: 'file', id: 'probe-input', hidden: true });
       document.body.append(input);
     });
-    await page.setInputFiles('#probe-input', requireModel(MODELS.qwen3Micro));
-    await page.evaluate(() => {
+    await h.page.setInputFiles('#probe-input', requireModel(MODELS.qwen3Micro));
+    await h.page.evaluate(() => {
       const transfer = new DataTransfer();
       transfer.items.add(document.getElementById('probe-input').files[0]);
       document.querySelector('main').dispatchEvent(new DragEvent('dragenter', { dataTransfer: transfer, bubbles: true, cancelable: true }));
     });
-    await page.waitForSelector('#drop-zone', { state: 'visible' });
+    await h.page.waitForSelector('#drop-zone', { state: 'visible' });
     const before = await finishedInspections();
-    await page.evaluate(() => {
+    await h.page.evaluate(() => {
       const transfer = new DataTransfer();
       transfer.items.add(document.getElementById('probe-input').files[0]);
       document.getElementById('drop-zone').dispatchEvent(new DragEvent('drop', { dataTransfer: transfer, bubbles: true, cancelable: true }));
     });
-    assert.equal(await page.locator('#drop-zone').isHidden(), true);
-    await page.waitForFunction((count) => Number(document.body.dataset.inspections ?? 0) > count, before);
+    assert.equal(await h.page.locator('#drop-zone').isHidden(), true);
+    await h.page.waitForFunction((count) => Number(document.body.dataset.inspections ?? 0) > count, before);
     await assertReportShows(MODELS.qwen3Micro);
   });
-});
+}, INSPECT);
 
 // ---------------------------------------------------------------------------------------
 // The static server (scripts/serve.mjs) the page depends on.
@@ -483,7 +347,7 @@ pageSuite('worker', () => {
 /** A raw GET/HEAD, so paths reach the server exactly as written (fetch would normalise them). */
 function rawRequest(pathname, { method = 'GET', headers = {} } = {}) {
   return new Promise((resolve, reject) => {
-    const request = http.request({ host: '127.0.0.1', port: server.port, path: pathname, method, headers }, (response) => {
+    const request = http.request({ host: '127.0.0.1', port: h.server.port, path: pathname, method, headers }, (response) => {
       const chunks = [];
       response.on('data', (chunk) => chunks.push(chunk));
       response.on('end', () => resolve({ status: response.statusCode, headers: response.headers, body: Buffer.concat(chunks) }));

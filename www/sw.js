@@ -1,0 +1,70 @@
+// Service worker: keeps the app shell (HTML, JS, CSS, wasm) so the page opens with the
+// network off after one visit. Network first, so a rebuilt engine or page shows up at once
+// when the server is reachable; the cache answers only when it is not. Model files are
+// never cached here: they are hundreds of MB (the browser keeps them in OPFS on request).
+
+const CACHE = 'inferno-shell-v1';
+const SHELL = [
+  './',
+  './index.html',
+  './style.css',
+  './app.js',
+  './chat.js',
+  './visualizer.js',
+  './storage.js',
+  './dom.js',
+  './format.js',
+  './inspector.js',
+  './metadata-table.js',
+  './tensor-table.js',
+  './worker-client.js',
+  './worker.js',
+  './pkg/inferno.js',
+  './pkg/inferno_bg.wasm',
+];
+
+self.addEventListener('install', (event) => {
+  event.waitUntil(
+    (async () => {
+      const cache = await caches.open(CACHE);
+      await cache.addAll(SHELL);
+      await self.skipWaiting();
+    })(),
+  );
+});
+
+self.addEventListener('activate', (event) => {
+  event.waitUntil(
+    (async () => {
+      for (const name of await caches.keys()) if (name !== CACHE) await caches.delete(name);
+      await self.clients.claim();
+    })(),
+  );
+});
+
+function isShell(url) {
+  return url.origin === self.location.origin && !url.pathname.endsWith('.gguf') && !url.pathname.includes('/models/');
+}
+
+self.addEventListener('fetch', (event) => {
+  const request = event.request;
+  const url = new URL(request.url);
+  if (request.method !== 'GET' || !isShell(url) || request.headers.has('Range')) return;
+  event.respondWith(
+    (async () => {
+      try {
+        const response = await fetch(request);
+        if (response.ok && response.type === 'basic') {
+          const copy = response.clone();
+          caches.open(CACHE).then((cache) => cache.put(request, copy)).catch(() => {});
+        }
+        return response;
+      } catch (error) {
+        // The worker is loaded as worker.js?instance=N after a crash: same file.
+        const cached = await caches.match(request, { ignoreSearch: true });
+        if (cached) return cached;
+        throw error;
+      }
+    })(),
+  );
+});
