@@ -7,6 +7,7 @@
 #   ./build.sh build              only build www/pkg (release wasm, SIMD128)
 #   ./build.sh models             only fetch the real test models into .cache/models
 #   ./build.sh fuzz [SECONDS]     run the GGUF parser fuzzer (default 600 s)
+#   ./build.sh bench [MODEL...]   Inferno vs llama.cpp's wasm build (wllama) in headless Chromium
 #
 # Every install step checks first, so a second run with everything present takes seconds.
 set -euo pipefail
@@ -205,6 +206,12 @@ case "$command" in
     setup
     run_fuzz "$@"
     ;;
-  help | -h | --help) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//' ;;
+  bench)
+    setup
+    build_wasm
+    fetch_models
+    exec node scripts/bench.mjs "$@"
+    ;;
+  help | -h | --help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//' ;;
   *) die "unknown command '$command' (try ./build.sh help)" ;;
 esac

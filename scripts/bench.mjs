@@ -1,0 +1,296 @@
+#!/usr/bin/env node
+// Inferno against llama.cpp's wasm build (@wllama/wllama), side by side in headless Chromium.
+//
+//   node scripts/bench.mjs [MODEL.gguf ...] [--runs 3] [--pp 64] [--tg 32] [--threads 1]
+//                          [--ctx N] [--warmup 1] [--timeout 900] [--json] [--verbose]
+//   (./build.sh bench [...] builds www/pkg and fetches the models first)
+//
+// For every model it loads www/bench.html (Inferno, in a module Web Worker) and
+// www/bench-wllama.html (wllama, CPU only, one thread) alternately, `--runs` times each, each
+// load in a fresh browser context; every page loads the model, does `--warmup` untimed runs and
+// one timed run of a pp-token prefill and tg greedy decode steps (same token ids, same context
+// size, same thread count on both sides: see www/bench-common.js). It prints the medians and the
+// ratio Inferno/wllama for prefill and decode tokens/s; --json prints everything as JSON.
+//
+// Default models: SmolLM2-135M-Instruct Q4_1 and Gemma 3 270M Q4_K_M from .cache/models, and the
+// Qwen3-0.6B-shaped Q8_0 file (/tmp/qwen3-0.6b-q8_0.gguf or .cache/models/; generated into
+// .cache/models/ with ../shared/models/make_qwen3_0_6b.py when missing and that script exists).
+
+import { spawnSync } from 'node:child_process';
+import { copyFileSync, existsSync, lstatSync, mkdirSync, readFileSync, renameSync, rmSync, symlinkSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { chromium } from 'playwright-core';
+import { startServer } from './serve.mjs';
+
+const repoRoot = fileURLToPath(new URL('../', import.meta.url));
+const www = path.join(repoRoot, 'www');
+const cacheModels = path.join(repoRoot, '.cache', 'models');
+const sharedDir = process.env.INFERNO_SHARED ?? path.join(repoRoot, '..', 'shared');
+const chromiumPath = process.env.CHROMIUM ?? '/usr/bin/chromium';
+const wllamaDir = path.join(repoRoot, 'node_modules', '@wllama', 'wllama');
+
+const CHROMIUM_ARGS = [
+  '--headless',
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-quic',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+];
+
+const QWEN3_FILE = 'qwen3-0.6b-q8_0.gguf';
+
+const USAGE = `usage: node scripts/bench.mjs [MODEL.gguf ...] [--runs 3] [--pp 64] [--tg 32] [--threads 1]
+                           [--ctx N] [--warmup 1] [--timeout 900] [--json] [--verbose]`;
+
+function parseArgs(argv) {
+  const options = { models: [], runs: 3, pp: 64, tg: 32, threads: 1, ctx: null, warmup: 1, timeout: 900, json: false, verbose: false };
+  const numbers = { '--runs': ['runs', 1], '--pp': ['pp', 1], '--tg': ['tg', 1], '--threads': ['threads', 1], '--ctx': ['ctx', 1], '--warmup': ['warmup', 0], '--timeout': ['timeout', 1] };
+  for (let i = 0; i < argv.length; i++) {
+    const [flag, inline] = argv[i].split(/=(.*)/s, 2);
+    if (flag in numbers) {
+      const [key, min] = numbers[flag];
+      const raw = inline ?? argv[++i];
+      const value = Number(raw);
+      if (!Number.isInteger(value) || value < min) throw new Error(`${flag} must be an integer >= ${min}, got "${raw}"`);
+      options[key] = value;
+    } else if (flag === '--json') options.json = true;
+    else if (flag === '--verbose' || flag === '-v') options.verbose = true;
+    else if (flag === '--help' || flag === '-h') options.help = true;
+    else if (flag.startsWith('-')) throw new Error(`unknown option ${argv[i]}`);
+    else options.models.push(path.resolve(argv[i]));
+  }
+  return options;
+}
+
+const log = (text) => process.stderr.write(`${text}\n`);
+
+/** The default models that exist (generating the Qwen3-shaped one when possible); skips say why. */
+function defaultModels() {
+  const models = [];
+  for (const file of ['SmolLM2-135M-Instruct.Q4_1.gguf', 'gemma3-270m-q4_k_m.gguf']) {
+    const full = path.join(cacheModels, file);
+    if (existsSync(full)) models.push(full);
+    else log(`skipping ${file}: not in .cache/models (./build.sh models fetches it)`);
+  }
+  const qwen = qwen3Model();
+  if (qwen) models.push(qwen);
+  return models;
+}
+
+function qwen3Model() {
+  for (const candidate of [path.join('/tmp', QWEN3_FILE), path.join(cacheModels, QWEN3_FILE)]) {
+    if (existsSync(candidate)) return candidate;
+  }
+  const generator = path.join(sharedDir, 'models', 'make_qwen3_0_6b.py');
+  if (!existsSync(generator)) {
+    log(`skipping ${QWEN3_FILE}: not in /tmp or .cache/models, and no generator at ${generator}`);
+    return null;
+  }
+  log(`generating ${QWEN3_FILE} into .cache/models with ${generator} (about 30 s)`);
+  mkdirSync(cacheModels, { recursive: true });
+  const target = path.join(cacheModels, QWEN3_FILE);
+  const partial = `${target}.partial`;
+  const result = spawnSync('python3', [generator, partial], { stdio: ['ignore', 'inherit', 'inherit'] });
+  if (result.status !== 0) {
+    rmSync(partial, { force: true });
+    log(`skipping ${QWEN3_FILE}: the generator failed (it needs: pip install gguf numpy)`);
+    return null;
+  }
+  renameSync(partial, target);
+  return target;
+}
+
+/** Copies wllama's ES module, wasm and package.json to www/vendor/wllama/ (git-ignored). */
+function vendorWllama() {
+  const pkg = path.join(wllamaDir, 'package.json');
+  if (!existsSync(pkg)) throw new Error('node_modules/@wllama/wllama is missing: run npm ci');
+  const target = path.join(www, 'vendor', 'wllama');
+  mkdirSync(target, { recursive: true });
+  copyFileSync(path.join(wllamaDir, 'esm', 'index.js'), path.join(target, 'index.js'));
+  copyFileSync(path.join(wllamaDir, 'esm', 'wasm', 'wllama.wasm'), path.join(target, 'wllama.wasm'));
+  copyFileSync(pkg, path.join(target, 'package.json'));
+  return JSON.parse(readFileSync(pkg, 'utf8')).version;
+}
+
+/** Makes each model reachable under /models/bench/ (git-ignored) with a symlink; returns URL paths. */
+function linkModels(models) {
+  const dir = path.join(www, 'models', 'bench');
+  mkdirSync(dir, { recursive: true });
+  const used = new Set();
+  return models.map((model, index) => {
+    let name = path.basename(model);
+    if (used.has(name)) name = `${index}-${name}`;
+    used.add(name);
+    const link = path.join(dir, name);
+    if (existsSync(link) || isLink(link)) rmSync(link);
+    symlinkSync(model, link);
+    return `models/bench/${encodeURIComponent(name)}`;
+  });
+}
+
+function isLink(file) {
+  try {
+    return lstatSync(file).isSymbolicLink();
+  } catch {
+    return false;
+  }
+}
+
+const median = (values) => {
+  if (values.length === 0) return null;
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = sorted.length >> 1;
+  return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
+};
+
+const ENGINES = [
+  { name: 'inferno', page: 'bench.html' },
+  { name: 'wllama', page: 'bench-wllama.html' },
+];
+
+async function runPage(browser, baseUrl, engine, modelUrl, options) {
+  const query = new URLSearchParams({ model: `/${modelUrl}`, pp: options.pp, tg: options.tg, threads: options.threads, warmup: options.warmup });
+  if (options.ctx !== null) query.set('ctx', options.ctx);
+  const context = await browser.newContext();
+  try {
+    const page = await context.newPage();
+    if (options.verbose) {
+      page.on('console', (message) => log(`    [${engine.name} console.${message.type()}] ${message.text()}`));
+    }
+    page.on('pageerror', (error) => log(`    [${engine.name} page error] ${error.message}`));
+    await page.goto(`${baseUrl}${engine.page}?${query}`);
+    await page.waitForFunction(() => window.__result !== undefined, null, { timeout: options.timeout * 1000, polling: 250 });
+    return await page.evaluate(() => window.__result);
+  } catch (error) {
+    return { error: `${engine.page}: ${error.message.split('\n')[0]}` };
+  } finally {
+    await context.close();
+  }
+}
+
+const fmt = (value, digits = 1) => (value === null || value === undefined ? '—' : value.toFixed(digits));
+
+function summarize(sides) {
+  const out = {};
+  for (const [name, runs] of Object.entries(sides)) {
+    const ok = runs.filter((r) => !('error' in r));
+    out[name] = {
+      runs,
+      ok: ok.length,
+      load_ms: median(ok.map((r) => r.load_ms)),
+      prefill_tok_s: median(ok.map((r) => r.prefill_tok_s)),
+      decode_tok_s: median(ok.map((r) => r.decode_tok_s)),
+      errors: [...new Set(runs.filter((r) => 'error' in r).map((r) => r.error))],
+    };
+  }
+  const ratio = (key) => (out.inferno[key] && out.wllama[key] ? out.inferno[key] / out.wllama[key] : null);
+  return { ...out, ratio: { prefill: ratio('prefill_tok_s'), decode: ratio('decode_tok_s') } };
+}
+
+function printTable(report) {
+  const { pp, tg } = report;
+  const header = ['model', `inferno pp${pp}`, `wllama pp${pp}`, 'ratio', `inferno tg${tg}`, `wllama tg${tg}`, 'ratio', 'load ms (inferno / wllama)'];
+  const rows = report.models.map((m) => [
+    path.basename(m.file),
+    fmt(m.inferno.prefill_tok_s),
+    fmt(m.wllama.prefill_tok_s),
+    fmt(m.ratio.prefill, 2),
+    fmt(m.inferno.decode_tok_s),
+    fmt(m.wllama.decode_tok_s),
+    fmt(m.ratio.decode, 2),
+    `${fmt(m.inferno.load_ms, 0)} / ${fmt(m.wllama.load_ms, 0)}`,
+  ]);
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)));
+  const line = (cells) => cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  ');
+  console.log(line(header));
+  for (const row of rows) console.log(line(row));
+  console.log(
+    `\ntokens/s, median of ${report.runs} alternating runs each (after ${report.warmup} warm-up run per page), ` +
+      `${report.threads} thread; ratio = inferno / wllama.\n` +
+      `wllama ${report.wllama_version} (llama.cpp ${report.llama_cpp ?? '?'}), ${report.browser}.`,
+  );
+  for (const m of report.models) {
+    for (const side of ['inferno', 'wllama']) {
+      for (const error of m[side].errors) console.log(`${path.basename(m.file)} ${side} failed: ${error}`);
+    }
+  }
+}
+
+async function main() {
+  let options;
+  try {
+    options = parseArgs(process.argv.slice(2));
+  } catch (error) {
+    console.error(`bench.mjs: ${error.message}\n${USAGE}`);
+    process.exit(2);
+  }
+  if (options.help) {
+    console.log(USAGE);
+    return;
+  }
+  for (const file of ['inferno.js', 'inferno_bg.wasm']) {
+    if (!existsSync(path.join(www, 'pkg', file))) throw new Error(`www/pkg/${file} is missing: run ./build.sh build`);
+  }
+  for (const model of options.models) {
+    if (!existsSync(model)) throw new Error(`no such model file: ${model}`);
+  }
+  const models = options.models.length > 0 ? options.models : defaultModels();
+  if (models.length === 0) throw new Error('no models to run');
+  const wllamaVersion = vendorWllama();
+  const modelUrls = linkModels(models);
+
+  const server = await startServer({ root: www, port: 0 });
+  const browser = await chromium.launch({ executablePath: chromiumPath, args: CHROMIUM_ARGS, headless: true });
+  const report = {
+    pp: options.pp,
+    tg: options.tg,
+    threads: options.threads,
+    runs: options.runs,
+    warmup: options.warmup,
+    ctx: options.ctx,
+    browser: `Chromium ${browser.version()}`,
+    wllama_version: wllamaVersion,
+    llama_cpp: null,
+    models: [],
+  };
+  let failures = 0;
+  try {
+    for (const [index, model] of models.entries()) {
+      const name = path.basename(model);
+      const sides = { inferno: [], wllama: [] };
+      for (let run = 1; run <= options.runs; run++) {
+        for (const engine of ENGINES) {
+          const result = await runPage(browser, server.url, engine, modelUrls[index], options);
+          sides[engine.name].push(result);
+          if ('error' in result) {
+            failures++;
+            log(`${name} run ${run}/${options.runs} ${engine.name}: failed: ${result.error}`);
+          } else {
+            if (result.llama_cpp) report.llama_cpp = result.llama_cpp;
+            log(
+              `${name} run ${run}/${options.runs} ${engine.name.padEnd(7)}: prefill ${fmt(result.prefill_tok_s)} tok/s, ` +
+                `decode ${fmt(result.decode_tok_s)} tok/s, load ${fmt(result.load_ms, 0)} ms` +
+                ` (threads ${result.threads}, simd ${result.simd}, isolated ${result.cross_origin_isolated})`,
+            );
+          }
+        }
+      }
+      report.models.push({ file: model, ...summarize(sides) });
+    }
+  } finally {
+    await browser.close();
+    await server.close();
+  }
+  if (options.json) console.log(JSON.stringify(report, null, 2));
+  else printTable(report);
+  if (failures > 0) process.exitCode = 1;
+}
+
+main().catch((error) => {
+  console.error(`bench.mjs: ${error.message}`);
+  process.exit(1);
+});

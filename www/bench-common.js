@@ -1,0 +1,123 @@
+// What the two benchmark pages (bench.html for Inferno, bench-wllama.html for llama.cpp's wasm
+// build through @wllama/wllama) share: the URL parameters, the prompt's token ids, and how a
+// result or an error is published (window.__result, for scripts/bench.mjs) and shown.
+//
+// Both pages measure the same thing, in the same units:
+//   prefill  pp token ids evaluated as one batch from an empty KV cache, then the first token
+//            sampled from the last position's logits;
+//   decode   tg single-token steps, each evaluating the previously sampled token and sampling
+//            the next one (greedy).
+// prefill_tok_s = pp / prefill time, decode_tok_s = tg / decode time. The prompt has pp tokens on
+// both sides: fixed ids for Inferno (benchTokens below); for wllama, whose v3 API only takes text,
+// a fixed word sequence calibrated to exactly pp tokens (see bench-wllama.js).
+
+/** Benchmark settings from the page URL: ?model=URL&pp=64&tg=32&threads=1[&ctx=N][&warmup=1]. */
+export function readParams(search = location.search) {
+  const query = new URLSearchParams(search);
+  const model = query.get('model');
+  if (!model) throw new Error('missing ?model=URL (a .gguf file served with Content-Length)');
+  const integer = (name, fallback, min) => {
+    const raw = query.get(name);
+    if (raw === null || raw === '') return fallback;
+    const value = Number(raw);
+    if (!Number.isInteger(value) || value < min) throw new Error(`${name} must be an integer >= ${min}, got "${raw}"`);
+    return value;
+  };
+  const pp = integer('pp', 64, 1);
+  const tg = integer('tg', 32, 1);
+  const threads = integer('threads', 1, 1);
+  // The same KV-cache size on both sides: room for pp + tg + the pending token, rounded up to a
+  // multiple of 256 (256 for the default pp=64, tg=32).
+  const ctx = integer('ctx', Math.ceil((pp + tg + 1) / 256) * 256, pp + tg + 1);
+  const warmup = integer('warmup', 1, 0);
+  return { model: new URL(model, location.href).href, pp, tg, threads, ctx, warmup };
+}
+
+/**
+ * Inferno's prompt: pp fixed token ids for any vocabulary larger than 100 —
+ * `100 + (i * 7919) % (vocab - 100)`, as `inferno bench` uses natively. Speed does not depend on
+ * which ids they are; starting at 100 keeps clear of BOS/EOS/padding at the bottom.
+ */
+export function benchTokens(pp, vocabSize) {
+  if (!(vocabSize > 100)) throw new Error(`vocabulary of ${vocabSize} tokens is too small for the benchmark prompt`);
+  return Array.from({ length: pp }, (_, i) => 100 + ((i * 7919) % (vocabSize - 100)));
+}
+
+export function median(values) {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = sorted.length >> 1;
+  return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
+}
+
+/** Rounds every number in a result to 2 decimals, for a readable JSON. */
+export function tidy(result) {
+  return JSON.parse(JSON.stringify(result, (_, v) => (typeof v === 'number' && !Number.isInteger(v) ? Math.round(v * 100) / 100 : v)));
+}
+
+const $ = (id) => document.getElementById(id);
+
+export function showStatus(text) {
+  $('status').textContent = text;
+}
+
+export function showParams(params) {
+  $('params').textContent = `model ${params.model}\npp ${params.pp} · tg ${params.tg} · threads ${params.threads} · ctx ${params.ctx} · warm-up runs ${params.warmup}`;
+}
+
+/** Publishes the final result (or {error}) for the bench script and shows it. */
+export function publish(result) {
+  window.__result = result;
+  const failed = 'error' in result;
+  $('status').textContent = failed ? 'failed' : 'done';
+  const summary = $('summary');
+  summary.textContent = failed
+    ? result.error
+    : `load ${result.load_ms.toFixed(0)} ms · prefill ${result.prefill_tok_s.toFixed(1)} tok/s · decode ${result.decode_tok_s.toFixed(1)} tok/s`;
+  summary.className = failed ? 'error' : 'ok';
+  $('result').textContent = JSON.stringify(result, null, 2);
+}
+
+export function errorMessage(error) {
+  if (error instanceof Error) return `${error.name === 'Error' ? '' : `${error.name}: `}${error.message}`;
+  return String(error);
+}
+
+/**
+ * Whether a wasm binary declares SIMD (v128) locals in any function: a quick, honest check that a
+ * third-party build really uses SIMD128, by reading the local declarations of the code section.
+ */
+export function wasmUsesSimd(bytes) {
+  let p = 8;
+  const leb = () => {
+    let result = 0;
+    let shift = 0;
+    let byte;
+    do {
+      byte = bytes[p++];
+      result += (byte & 0x7f) * 2 ** shift;
+      shift += 7;
+    } while (byte & 0x80);
+    return result;
+  };
+  while (p < bytes.length) {
+    const id = bytes[p++];
+    const size = leb();
+    const end = p + size;
+    if (id === 10) {
+      const count = leb();
+      for (let f = 0; f < count; f++) {
+        const bodySize = leb();
+        const bodyEnd = p + bodySize;
+        const groups = leb();
+        for (let g = 0; g < groups; g++) {
+          leb();
+          if (bytes[p++] === 0x7b) return true;
+        }
+        p = bodyEnd;
+      }
+      return false;
+    }
+    p = end;
+  }
+  return false;
+}

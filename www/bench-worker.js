@@ -1,0 +1,119 @@
+// Module Web Worker for bench.html: loads Inferno's wasm engine, streams the model into it and
+// times one prefill + decode run (after `warmup` untimed runs of the same work).
+//
+// Protocol: receives {params} once; posts {type: 'progress', text} while working, then
+// {type: 'result', result} or {type: 'error', error}.
+//
+// Timing, exactly (performance.now() around the wasm calls, in this worker):
+//   prefill = prepare_tokens(pp ids)  — the pp tokens as one batch from an empty cache —
+//             + the first step(), which only samples from the logits prepare left behind;
+//   decode  = the next tg step() calls; each evaluates the token sampled by the call before
+//             (one single-token forward pass) and samples the next: tg evaluated tokens.
+// This is what llama.cpp's server loop (the wllama side) times as prompt_ms and predicted_ms
+// when asked for tg + 1 tokens.
+
+import init, { engine_info, ModelLoader } from './pkg/inferno.js';
+import { benchTokens, errorMessage } from './bench-common.js';
+
+const progress = (text) => postMessage({ type: 'progress', text });
+
+self.onmessage = async ({ data }) => {
+  try {
+    postMessage({ type: 'result', result: await run(data.params) });
+  } catch (error) {
+    postMessage({ type: 'error', error: errorMessage(error) });
+  }
+};
+
+async function run({ model, pp, tg, threads, ctx, warmup }) {
+  if (threads !== 1) throw new Error(`Inferno runs on one thread; threads=${threads} was asked for`);
+  const initStarted = performance.now();
+  await init();
+  const init_ms = performance.now() - initStarted;
+  const build = engine_info();
+
+  progress('downloading the model');
+  const loadStarted = performance.now();
+  const engine = await streamModel(model);
+  const load_ms = performance.now() - loadStarted;
+  try {
+    const info = engine.info();
+    const tokens = Uint32Array.from(benchTokens(pp, info.vocab_size));
+    for (let i = 0; i < warmup; i++) {
+      progress(`warm-up run ${i + 1} of ${warmup}`);
+      timeRun(engine, tokens, tg, ctx);
+    }
+    progress('timed run');
+    const timed = timeRun(engine, tokens, tg, ctx);
+    return {
+      engine: 'inferno',
+      version: build.version,
+      runner: 'module Web Worker',
+      model,
+      architecture: info.architecture,
+      vocab_size: info.vocab_size,
+      pp,
+      tg,
+      prompt: `${pp} ids, 100 + (i * 7919) mod (vocab - 100)`,
+      ctx: timed.context_size,
+      warmup,
+      threads: 1,
+      simd: build.simd128,
+      cross_origin_isolated: self.crossOriginIsolated,
+      init_ms,
+      load_ms,
+      prefill_ms: timed.prefill_ms,
+      prefill_tok_s: (pp * 1000) / timed.prefill_ms,
+      decode_ms: timed.decode_ms,
+      decode_tok_s: (tg * 1000) / timed.decode_ms,
+    };
+  } finally {
+    engine.free();
+  }
+}
+
+/** fetch + response.body reader, each chunk pushed straight into wasm memory. */
+async function streamModel(url) {
+  const response = await fetch(url);
+  if (!response.ok) throw new Error(`GET ${url}: HTTP ${response.status}`);
+  const size = Number(response.headers.get('Content-Length'));
+  if (!size) throw new Error(`GET ${url}: no Content-Length, the loader needs the size up front`);
+  const loader = new ModelLoader(size);
+  try {
+    const reader = response.body.getReader();
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      loader.push(value);
+    }
+  } catch (error) {
+    loader.free();
+    throw error;
+  }
+  progress('validating the model');
+  return loader.finish();
+}
+
+/** One prefill + decode from an empty cache; see the header for what each clock covers. */
+function timeRun(engine, tokens, tg, ctx) {
+  engine.set_sampling({ temperature: 0 });
+  engine.reset();
+  const started = performance.now();
+  const prepared = engine.prepare_tokens(tokens, ctx);
+  step(engine);
+  const prefilled = performance.now();
+  for (let i = 0; i < tg; i++) step(engine);
+  const finished = performance.now();
+  if (prepared.evaluated !== tokens.length) {
+    throw new Error(`prefill evaluated ${prepared.evaluated} tokens, expected ${tokens.length} (cache not empty?)`);
+  }
+  return {
+    context_size: prepared.context_size,
+    prefill_ms: prefilled - started,
+    decode_ms: finished - prefilled,
+  };
+}
+
+function step(engine) {
+  if (engine.step(0, undefined).context_full) throw new Error('the context filled up during the benchmark; raise ctx');
+}
