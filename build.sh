@@ -155,7 +155,8 @@ run_tests() {
 
   run_suite "native (cargo test)" cargo test --release --all-targets
   run_suite "wasm in headless Chromium (wasm-bindgen-test)" wasm_cargo test --release --tests
-  run_suite "page (playwright-core + Chromium)" node --test --test-reporter=spec tests/page/
+  # One test file at a time: each drives its own Chromium running real models.
+  run_suite "page (playwright-core + Chromium)" node --test --test-concurrency=1 --test-reporter=spec tests/page/
 
   # cargo: "test result: ok. 12 passed; 0 failed"; node: "ℹ pass 3" / "ℹ fail 0".
   local passed failed
@@ -200,6 +201,7 @@ case "$command" in
     setup
     fetch_models
     build_wasm
+    place_demo_model # The page tests load it the way a newcomer does.
     run_tests
     ;;
   fuzz)

@@ -46,9 +46,22 @@ function isShell(url) {
   return url.origin === self.location.origin && !url.pathname.endsWith('.gguf') && !url.pathname.includes('/models/');
 }
 
+/** "Is there a demo model?" asked with the server gone: no, quietly (not a network error). */
+async function probeOffline(request) {
+  try {
+    return await fetch(request);
+  } catch {
+    return new Response(null, { status: 204, statusText: 'No Content (offline)' });
+  }
+}
+
 self.addEventListener('fetch', (event) => {
   const request = event.request;
   const url = new URL(request.url);
+  if (request.method === 'HEAD' && url.origin === self.location.origin) {
+    event.respondWith(probeOffline(request));
+    return;
+  }
   if (request.method !== 'GET' || !isShell(url) || request.headers.has('Range')) return;
   event.respondWith(
     (async () => {

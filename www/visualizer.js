@@ -54,7 +54,7 @@ export function createVisualizer(ui, { onBranch }) {
     const { trace } = step;
     const facts = [
       ['Drawn', `${visibleToken(step.piece)}  (${percent(trace.chosen_probability)}${step.forced ? ', forced by you' : ''})`],
-      ['Nucleus', `${trace.nucleus_size.toLocaleString('en-US')} tokens, ${percent(trace.nucleus_mass)} of the mass`],
+      ['Nucleus', `${trace.nucleus_size.toLocaleString('en-US')} token${trace.nucleus_size === 1 ? '' : 's'}, ${percent(trace.nucleus_mass)} of the mass`],
       ['Excluded', `${trace.excluded.toLocaleString('en-US')} vocabulary entries`],
       ['Entropy', `${trace.entropy_bits.toFixed(2)} bits`],
       ['Settings', describeSettings(settings)],
@@ -114,24 +114,47 @@ export function createVisualizer(ui, { onBranch }) {
     return `--surprise: ${surprise.toFixed(3)}`;
   }
 
-  function renderStrip(active) {
-    const tokens = steps.map((step) =>
-      el(
-        'span',
-        {
-          className: `viz-chip${step === active ? ' selected' : ''}${step.forced ? ' forced' : ''}`,
-          role: 'option',
-          'aria-selected': step === active ? 'true' : 'false',
-          dataset: { index: String(step.index) },
-          style: tint(step.trace?.chosen_probability ?? 1),
-          title: `step ${step.index + 1}: ${percent(step.trace?.chosen_probability ?? 1)}`,
-        },
-        visibleToken(step.piece),
-      ),
+  function chipFor(step) {
+    return el(
+      'span',
+      {
+        className: `viz-chip${step.forced ? ' forced' : ''}`,
+        role: 'option',
+        'aria-selected': 'false',
+        dataset: { index: String(step.index) },
+        style: tint(step.trace?.chosen_probability ?? 1),
+        title: `step ${step.index + 1}: ${percent(step.trace?.chosen_probability ?? 1)}`,
+      },
+      visibleToken(step.piece),
     );
-    replaceChildren(ui.strip, tokens);
-    ui.strip.querySelector('.selected')?.scrollIntoView({ block: 'nearest', inline: 'nearest' });
   }
+
+  /**
+   * Keeps one chip per step, rebuilding only chips whose step changed (new tokens, or a
+   * branch): hovering must not replace the element under the pointer.
+   */
+  function renderStrip(active) {
+    const chips = ui.strip.children;
+    while (chips.length > steps.length) chips[chips.length - 1].remove();
+    steps.forEach((step, i) => {
+      const chip = chips[i];
+      if (chip && chipSteps.get(chip) === step) return;
+      const fresh = chipFor(step);
+      chipSteps.set(fresh, step);
+      if (chip) chip.replaceWith(fresh);
+      else ui.strip.append(fresh);
+    });
+    for (const chip of chips) {
+      const selectedNow = chipSteps.get(chip) === active;
+      if (chip.classList.contains('selected') !== selectedNow) {
+        chip.classList.toggle('selected', selectedNow);
+        chip.setAttribute('aria-selected', String(selectedNow));
+        if (selectedNow) chip.scrollIntoView({ block: 'nearest', inline: 'nearest' });
+      }
+    }
+  }
+
+  const chipSteps = new WeakMap();
 
   function render() {
     const step = current();
@@ -151,7 +174,9 @@ export function createVisualizer(ui, { onBranch }) {
 
   function select(index) {
     if (steps.length === 0) return;
-    selected = Math.max(0, Math.min(steps.length - 1, index));
+    const next = Math.max(0, Math.min(steps.length - 1, index));
+    if (next === selected) return;
+    selected = next;
     render();
   }
 

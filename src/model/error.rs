@@ -53,6 +53,27 @@ pub enum ModelError {
     },
 }
 
+impl ModelError {
+    /// A stable snake_case name for the kind of problem (for the page and `--json`); a GGUF
+    /// error keeps its own kind (`bad_magic`, `truncated`...).
+    pub fn kind_name(&self) -> &'static str {
+        match self {
+            Self::Gguf(e) => e.kind().name(),
+            Self::UnsupportedArchitecture(_) => "unsupported_architecture",
+            Self::MissingKey(_) => "missing_key",
+            Self::BadKey { .. } => "bad_key",
+            Self::MissingTensor(_) => "missing_tensor",
+            Self::TensorShape { .. } => "tensor_shape",
+            Self::UnsupportedTensorType { .. } => "unsupported_tensor_type",
+            Self::Tensor(_) => "tensor",
+            Self::OutOfMemory { .. } => "out_of_memory",
+            Self::ContextFull { .. } => "context_full",
+            Self::TokenOutOfRange { .. } => "token_out_of_range",
+            Self::BadContextSize { .. } => "bad_context_size",
+        }
+    }
+}
+
 impl fmt::Display for ModelError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

@@ -323,7 +323,7 @@ impl WebEngine {
 
 fn engine_error(e: EngineError) -> JsValue {
     let kind = match &e {
-        EngineError::Model(_) => "model",
+        EngineError::Model(model) => model.kind_name(),
         EngineError::Tokenizer(_) => "tokenizer",
         EngineError::Chat(_) => "chat_template",
         EngineError::Sampler(_) => "sampler",

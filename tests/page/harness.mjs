@@ -116,7 +116,7 @@ export function watchForProblems(page) {
 }
 
 /** Opens the app (at `hash`, e.g. "#inspect") and waits for the engine to start. */
-export async function openApp(page, hash = '') {
+async function openApp(page, hash = '') {
   await page.goto(h.server.url + hash);
   await page.waitForSelector('#engine-info.ok, #engine-info.failed');
   const engineFailed = await page.locator('#engine-info.failed').count();
@@ -139,9 +139,12 @@ async function closePage(t) {
   assert.deepEqual(h.problems, [], 'the page logged errors');
 }
 
-/** A suite whose every test gets a fresh page (own browser context), opened at `hash`. */
-export function pageSuite(name, body, { hash = '' } = {}) {
-  describe(name, { timeout: TEST_TIMEOUT_MS }, () => {
+/**
+ * A suite whose every test gets a fresh page (own browser context), opened at `hash`;
+ * `timeout` bounds the whole suite.
+ */
+export function pageSuite(name, body, { hash = '', timeout = TEST_TIMEOUT_MS } = {}) {
+  describe(name, { timeout }, () => {
     beforeEach(() => openPage(hash));
     afterEach(closePage);
     body();

@@ -1,0 +1,337 @@
+// Page tests for chatting in the browser: the real page, the real wasm engine in its Web
+// Worker and real GGUF files, driven in headless Chromium by playwright-core.
+//
+//   node --test tests/page/chat.test.mjs   (environment: see harness.mjs)
+
+import { describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { existsSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { startServer } from '../../scripts/serve.mjs';
+import { MODELS, TEST_TIMEOUT_MS, h, pageSuite, requireModel, text, watchForProblems, wwwRoot } from './harness.mjs';
+
+const CHAT_TIMEOUT_MS = 60_000;
+// Whole suites: each test loads a model and generates.
+const SUITE = { timeout: 600_000 };
+
+/** Chooses a model file and waits until the chat has loaded it (or failed to). */
+async function loadModel(filePath, page = h.page) {
+  const before = await page.evaluate(() => Number(document.body.dataset.loads ?? 0));
+  await page.setInputFiles('#file-input', filePath);
+  await page.waitForFunction((count) => Number(document.body.dataset.loads ?? 0) > count, before, { timeout: CHAT_TIMEOUT_MS });
+}
+
+async function assertModelLoaded(name, page = h.page) {
+  if (await page.locator('#chat-error').isVisible()) assert.fail(`load failed: ${await page.locator('#chat-error').innerText()}`);
+  assert.equal(await page.evaluate(() => document.body.dataset.model), name);
+  assert.equal(await page.locator('#composer').isVisible(), true, 'the composer is shown');
+}
+
+async function setSettings(settings) {
+  for (const [key, value] of Object.entries(settings)) {
+    await h.page.fill(`#set-${key.replace(/_/g, '-')}`, String(value));
+  }
+}
+
+async function answersSoFar() {
+  return h.page.evaluate(() => Number(document.body.dataset.answers ?? 0));
+}
+
+/** Sends a message and waits for the answer to finish; returns what the page shows. */
+async function ask(message) {
+  const before = await answersSoFar();
+  await h.page.fill('#prompt', message);
+  await h.page.press('#prompt', 'Enter');
+  await h.page.waitForFunction((count) => Number(document.body.dataset.answers ?? 0) > count, before, { timeout: CHAT_TIMEOUT_MS });
+  return lastAnswer();
+}
+
+async function lastAnswer() {
+  return h.page.evaluate(() => ({
+    reason: document.body.dataset.lastReason,
+    text: document.querySelector('.message.assistant:last-child .answer-text')?.textContent ?? '',
+    meta: document.querySelector('.message.assistant:last-child .bubble-meta')?.textContent ?? '',
+    tokens: [...document.querySelectorAll('#viz-strip .viz-chip')].map((chip) => chip.textContent),
+    prefilled: Number(document.body.dataset.lastPrefill),
+    reused: Number(document.body.dataset.lastReused),
+  }));
+}
+
+/** Counts how often the last answer's text changed before the answer finished. */
+async function countStreamedUpdates() {
+  await h.page.evaluate(() => {
+    window.__updates = 0;
+    new MutationObserver(() => {
+      if (document.body.dataset.generating === 'true') window.__updates += 1;
+    }).observe(document.getElementById('messages'), { subtree: true, childList: true, characterData: true });
+  });
+}
+
+/** Selects each step of the strip in turn and collects the bar kinds shown for it. */
+async function barKindsOverSteps(maxSteps = 40) {
+  const chips = await h.page.locator('#viz-strip .viz-chip').count();
+  const kinds = new Set();
+  for (let i = 0; i < Math.min(chips, maxSteps); i++) {
+    await h.page.locator('#viz-strip .viz-chip').nth(i).click();
+    for (const kind of await h.page.locator('#viz-bars .viz-bar').evaluateAll((bars) => bars.map((b) => b.dataset.kind))) kinds.add(kind);
+  }
+  return kinds;
+}
+
+const SMOLLM2 = () => requireModel(MODELS.smollm2);
+const SMOLLM2_NAME = 'SmolLM2-135M-Instruct.Q4_1.gguf';
+// With llama.cpp's default sampling, seed 4 answers "The capital of France is Paris." in 8
+// tokens natively; the wasm build draws the same way (tests/web.rs pins seeded draws).
+const ENDING_SEED = 4;
+
+pageSuite('chat with SmolLM2', () => {
+  test('streams an answer that ends, with the sampling visualizer and speed', async () => {
+    await loadModel(SMOLLM2());
+    await assertModelLoaded(SMOLLM2_NAME);
+    assert.match(await text('#model-details'), /llama · 98\.4 MB · 49,152 tokens/);
+    await setSettings({ seed: ENDING_SEED, max_tokens: 96 });
+    await countStreamedUpdates();
+    const answer = await ask('What is the capital of France?');
+    assert.equal(answer.reason, 'end', `the answer should end by itself: ${answer.text}`);
+    assert.match(answer.text, /Paris/);
+    assert.ok((await h.page.evaluate(() => window.__updates)) >= 3, 'tokens arrived one by one');
+    assert.ok(answer.tokens.length >= 3, 'the strip shows the generated tokens');
+    assert.match(answer.meta, /prefill \d+ tok at [\d.]+ tok\/s · first token [\d.]+ m?s · \d+ tokens at [\d.]+ tok\/s · context \d+ \/ 4096 · seed 4/);
+    assert.equal(await h.page.locator('.message.user').count(), 1);
+
+    const kinds = await barKindsOverSteps();
+    assert.ok(kinds.has('chosen'), 'a gold bar for the drawn token');
+    assert.ok(kinds.has('nucleus'), 'green bars for other tokens inside the nucleus');
+    assert.equal(await h.page.locator('#viz-bars .viz-bar').count() >= 20, true, 'top-20 candidates');
+    assert.match(await text('#viz-facts'), /Nucleus\s+[\d,]+ tokens?, [\d.<]+% of the mass/);
+    assert.match(await text('#viz-facts'), /Entropy\s+[\d.]+ bits/);
+    assert.match(await text('#viz-facts'), /temp 0\.8 · top-k 40 · top-p 0\.95 · min-p 0\.05/);
+
+    // Arrow keys step through the answer.
+    await h.page.locator('#viz-strip .viz-chip').nth(1).click();
+    await h.page.focus('#viz-strip');
+    await h.page.keyboard.press('ArrowRight');
+    assert.equal(await h.page.locator('#visualizer').getAttribute('data-selected'), '2');
+    await h.page.keyboard.press('ArrowLeft');
+    await h.page.keyboard.press('ArrowLeft');
+    assert.equal(await h.page.locator('#visualizer').getAttribute('data-selected'), '0');
+  });
+
+  test('stop halts generation within a step', async () => {
+    await loadModel(SMOLLM2());
+    // Greedy decoding of this question loops ("la femme, la femme, ...") until max tokens.
+    await setSettings({ temperature: 0, max_tokens: 2000 });
+    const before = await answersSoFar();
+    await h.page.fill('#prompt', 'What is the capital of France?');
+    await h.page.press('#prompt', 'Enter');
+    await h.page.waitForFunction(() => document.querySelectorAll('#viz-strip .viz-chip').length >= 10, null, { timeout: CHAT_TIMEOUT_MS });
+    const atStop = await h.page.evaluate(() => {
+      document.getElementById('stop').click();
+      return document.querySelectorAll('#viz-strip .viz-chip').length;
+    });
+    await h.page.waitForFunction((count) => Number(document.body.dataset.answers ?? 0) > count, before, { timeout: CHAT_TIMEOUT_MS });
+    const answer = await lastAnswer();
+    assert.equal(answer.reason, 'stopped');
+    assert.ok(answer.tokens.length <= atStop + 2, `${answer.tokens.length} tokens after stopping at ${atStop}`);
+    assert.match(answer.meta, /stopped/);
+    assert.equal(await h.page.locator('#send').isVisible(), true, 'ready for the next message');
+  });
+
+  test('a second turn prefills only the new message', async () => {
+    await loadModel(SMOLLM2());
+    await setSettings({ seed: ENDING_SEED, max_tokens: 96 });
+    const first = await ask('What is the capital of France?');
+    assert.equal(first.reused, 0);
+    const firstContext = Number(/context (\d+) \//.exec(first.meta)[1]);
+    const second = await ask('And of Italy?');
+    // The whole first exchange stays in the KV cache; only the new turn is evaluated.
+    assert.ok(second.reused >= firstContext - 1, `reused ${second.reused} of ${firstContext}`);
+    assert.ok(second.prefilled > 0 && second.prefilled <= 20, `prefilled ${second.prefilled} tokens for the new turn`);
+    assert.match(second.meta, new RegExp(`prefill ${second.prefilled} tok \\(\\+${second.reused} reused\\)`));
+    assert.equal(await h.page.locator('.message').count(), 4);
+  });
+
+  test('branching from a candidate regenerates the answer from that step', async () => {
+    await loadModel(SMOLLM2());
+    await setSettings({ temperature: 0, max_tokens: 12 });
+    const original = await ask('Write a haiku about the sea.');
+    assert.ok(original.tokens.length >= 6);
+    const prefilledBefore = original.prefilled;
+    const step = 3;
+    await h.page.locator('#viz-strip .viz-chip').nth(step).click();
+    const candidate = h.page.locator('#viz-bars .viz-bar:not(.chosen) button:not([disabled])').first();
+    const forcedId = await candidate.evaluate((button) => button.closest('.viz-bar').dataset.id);
+    const forcedPiece = await candidate.locator('.viz-token').innerText();
+    const before = await answersSoFar();
+    await candidate.click();
+    await h.page.waitForFunction((count) => Number(document.body.dataset.answers ?? 0) > count, before, { timeout: CHAT_TIMEOUT_MS });
+    const branched = await lastAnswer();
+    assert.deepEqual(branched.tokens.slice(0, step), original.tokens.slice(0, step), 'steps before the branch are kept');
+    assert.equal(branched.tokens[step], forcedPiece, 'the chosen candidate was forced at that step');
+    await h.page.locator('#viz-strip .viz-chip').nth(step).click();
+    assert.equal(await h.page.locator('#viz-bars .viz-bar.chosen').getAttribute('data-id'), forcedId);
+    assert.notEqual(branched.text, original.text, 'the answer changed from that step on');
+    assert.equal(branched.prefilled, prefilledBefore, 'the prompt was not evaluated again');
+    assert.match(await text('#viz-facts'), /forced by you/);
+  });
+
+  test('reload restores the conversation and settings', async () => {
+    await loadModel(SMOLLM2());
+    await setSettings({ seed: ENDING_SEED, max_tokens: 96 });
+    await h.page.fill('#system-prompt', 'You are terse.');
+    await h.page.locator('#system-prompt').dispatchEvent('change');
+    const answer = await ask('What is the capital of France?');
+    await h.page.reload();
+    await h.page.waitForSelector('#engine-info.ok');
+    await h.page.waitForFunction(() => document.querySelectorAll('.message').length === 2);
+    assert.equal(await text('.message.user .answer-text'), 'What is the capital of France?');
+    assert.equal(await text('.message.assistant .answer-text'), answer.text.trim());
+    assert.equal(await h.page.inputValue('#set-seed'), String(ENDING_SEED));
+    assert.equal(await h.page.inputValue('#system-prompt'), 'You are terse.');
+  });
+
+  test('a model kept in the browser (OPFS) reopens after reload, and can be deleted', async () => {
+    await loadModel(SMOLLM2());
+    await h.page.click('#keep-model');
+    await h.page.waitForSelector('#keep-model[data-stored="true"]', { timeout: CHAT_TIMEOUT_MS });
+    await h.page.reload();
+    await h.page.waitForSelector('#engine-info.ok');
+    await h.page.waitForFunction((name) => document.body.dataset.model === name, SMOLLM2_NAME, { timeout: CHAT_TIMEOUT_MS });
+    await assertModelLoaded(SMOLLM2_NAME);
+    assert.equal(await h.page.locator('#keep-model').innerText(), 'Kept in browser ✓');
+    // The reopened model answers, and the inspector shows the stored file.
+    await setSettings({ seed: ENDING_SEED, max_tokens: 96 });
+    assert.equal((await ask('What is the capital of France?')).reason, 'end');
+    await h.page.click('#tab-inspect');
+    await h.page.waitForSelector('#report:not([hidden])');
+    assert.equal(await text('#summary-architecture'), 'llama');
+
+    await h.page.click('#tab-chat');
+    await h.page.click('#unload-model');
+    await h.page.waitForSelector(`#stored-list li[data-name="${SMOLLM2_NAME}"]`);
+    assert.match(await text('#stored-list'), /98\.4 MB/);
+    await h.page.click(`#stored-list li[data-name="${SMOLLM2_NAME}"] button.danger`);
+    await h.page.waitForSelector('#stored-models', { state: 'hidden' });
+  });
+
+  test('a malformed file shows an error, and a good file loads afterwards', async () => {
+    const broken = path.join(h.scratchDir, 'broken.gguf');
+    writeFileSync(broken, Buffer.concat([Buffer.from('NOTGGUF!'), Buffer.alloc(4096)]));
+    await loadModel(broken);
+    assert.equal(await h.page.locator('#chat-error').isVisible(), true);
+    assert.equal(await text('#chat-error-kind'), 'bad_magic');
+    assert.match(await text('#chat-error-title'), /Could not load broken\.gguf/);
+    assert.equal(await h.page.locator('#composer').isHidden(), true);
+
+    // A header-only file parses but cannot run: a clear engine error, not a crash.
+    await loadModel(requireModel(MODELS.qwen3Vocab));
+    assert.equal(await h.page.locator('#chat-error').isVisible(), true);
+    assert.equal(await text('#chat-error-kind'), 'missing_tensor');
+
+    await loadModel(SMOLLM2());
+    await assertModelLoaded(SMOLLM2_NAME);
+    assert.equal(await h.page.locator('#chat-error').isHidden(), true, 'the good file clears the error');
+  });
+
+  test('thinking blocks render collapsed and expand', async () => {
+    const saved = {
+      messages: [
+        { role: 'user', content: 'Why?' },
+        { role: 'assistant', content: '<think>\nFirst, the premise.\n</think>\n\nBecause.' },
+      ],
+      settings: {},
+    };
+    await h.page.evaluate((state) => localStorage.setItem('inferno.chat.v1', JSON.stringify(state)), saved);
+    await h.page.reload();
+    await h.page.waitForSelector('details.think');
+    assert.equal(await h.page.locator('details.think').getAttribute('open'), null, 'collapsed');
+    assert.equal(await text('.message.assistant .answer-text'), 'Because.');
+    assert.match(await text('details.think summary'), /Thought for 3 words/);
+    await h.page.click('details.think summary');
+    assert.equal(await h.page.locator('.think-body').innerText(), 'First, the premise.');
+  });
+}, SUITE);
+
+pageSuite('chat with other models', () => {
+  test('gemma 3 chats with the built-in template', async () => {
+    const gemma = requireModel(MODELS.gemma3);
+    await loadModel(gemma);
+    await assertModelLoaded(path.basename(gemma));
+    assert.match(await text('#model-details'), /gemma3 · .* built-in gemma template/);
+    await setSettings({ temperature: 0, max_tokens: 8 });
+    const answer = await ask('What is the capital of France?');
+    // The test file is Gemma 3 270M *base* (no instruction tuning): it rambles, so the
+    // answer runs to max tokens rather than ending.
+    assert.ok(['end', 'max_tokens'].includes(answer.reason));
+    assert.ok(answer.tokens.length >= 1 && answer.tokens.length <= 8);
+    assert.ok((await h.page.locator('#viz-bars .viz-bar').count()) >= 20);
+  });
+
+  test('qwen3 offers the thinking toggle', async () => {
+    await loadModel(requireModel(MODELS.qwen3Micro));
+    await assertModelLoaded('qwen3-micro-q4_0.gguf');
+    assert.equal(await h.page.locator('#thinking-toggle').isVisible(), true);
+    await setSettings({ temperature: 0, max_tokens: 4 });
+    const answer = await ask('Hello');
+    assert.equal(answer.tokens.length, 4);
+  });
+}, SUITE);
+
+pageSuite('demo model', () => {
+  test('the served demo model loads with one click, with progress, and can be inspected', async () => {
+    const demo = path.join(wwwRoot, 'models', SMOLLM2_NAME);
+    assert.ok(existsSync(demo), `${demo} is missing: build.sh places the demo model before the page tests`);
+    await h.page.waitForSelector('#demo-offer:not([hidden])');
+    assert.match(await text('#demo-size'), /98\.4 MB/);
+    await h.page.evaluate(() => {
+      window.__phases = [];
+      new MutationObserver(() => {
+        const phase = document.getElementById('load-progress').dataset.phase;
+        if (phase && window.__phases.at(-1) !== phase) window.__phases.push(phase);
+      }).observe(document.getElementById('load-progress'), { attributes: true, subtree: true, childList: true });
+    });
+    const before = await h.page.evaluate(() => Number(document.body.dataset.loads ?? 0));
+    await h.page.click('#demo-model');
+    await h.page.waitForFunction((count) => Number(document.body.dataset.loads ?? 0) > count, before, { timeout: CHAT_TIMEOUT_MS });
+    await assertModelLoaded(SMOLLM2_NAME);
+    const phases = await h.page.evaluate(() => window.__phases);
+    assert.deepEqual(phases.filter((p) => p !== 'storing').slice(0, 2), ['reading', 'validating']);
+    assert.equal(await h.page.locator('#load-progress').isHidden(), true, 'the progress bar is gone when ready');
+    await h.page.click('#tab-inspect');
+    await h.page.waitForSelector('#report:not([hidden])');
+    assert.equal(await text('#summary-architecture'), 'llama');
+  });
+}, SUITE);
+
+describe('offline', { timeout: TEST_TIMEOUT_MS }, () => {
+  test('after one visit the app shell loads with the server gone', async () => {
+    // A server of its own, so it can be shut down mid-test.
+    const server = await startServer({ root: wwwRoot, port: 0 });
+    h.problems = [];
+    const context = await h.browser.newContext();
+    const page = await context.newPage();
+    try {
+      await page.goto(server.url);
+      await page.waitForSelector('#engine-info.ok');
+      await page.evaluate(async () => {
+        await navigator.serviceWorker.ready;
+        if (!navigator.serviceWorker.controller) {
+          await new Promise((resolve) => navigator.serviceWorker.addEventListener('controllerchange', resolve, { once: true }));
+        }
+      });
+      await server.close();
+      watchForProblems(page); // From here on, nothing may fail.
+      await page.reload();
+      await page.waitForSelector('#engine-info.ok, #engine-info.failed');
+      assert.equal(await page.locator('h1').innerText(), 'Inferno');
+      assert.match(await page.locator('#engine-info').innerText(), /^engine \d+\.\d+\.\d+/);
+      // The engine really runs offline: load a model from disk and chat.
+      await loadModel(requireModel(MODELS.qwen3Micro), page);
+      await assertModelLoaded('qwen3-micro-q4_0.gguf', page);
+    } finally {
+      await context.close();
+      await server.close().catch(() => {});
+    }
+    assert.deepEqual(h.problems, [], 'the offline page logged errors');
+  });
+});
