@@ -391,6 +391,7 @@ export function createChat(engine, { onModelLoaded, onModelUnloaded, pickFile })
     if (stats.generated !== undefined) parts.push(`${stats.generated} tokens${stats.decodeTokS ? ` at ${stats.decodeTokS.toFixed(1)} tok/s` : ''}`);
     if (stats.contextUsed !== undefined && stats.contextSize) parts.push(`context ${stats.contextUsed} / ${stats.contextSize}`);
     if (stats.seed !== undefined) parts.push(`seed ${stats.seed}`);
+    if (stats.branchedAt !== undefined) parts.push(`regenerated from token ${stats.branchedAt + 1}`);
     const reasons = { stopped: 'stopped', max_tokens: 'hit max tokens', context_full: 'context full' };
     if (reasons[stats.reason]) parts.push(reasons[stats.reason]);
     return parts.join(' · ');
@@ -408,6 +409,11 @@ export function createChat(engine, { onModelLoaded, onModelUnloaded, pickFile })
 
   function showLiveStats(stats) {
     ui.stats.textContent = describeStats(stats);
+  }
+
+  /** Between answers the composer shows how full the context is. */
+  function showContextUse(stats) {
+    ui.stats.textContent = stats?.contextUsed !== undefined && stats.contextSize ? `context ${stats.contextUsed} / ${stats.contextSize} tokens` : '';
   }
 
   /**
@@ -458,7 +464,7 @@ export function createChat(engine, { onModelLoaded, onModelUnloaded, pickFile })
     } finally {
       state.generating = null;
       renderMessageBody(assistant, node);
-      showLiveStats(assistant.stats);
+      showContextUse(assistant.stats);
       updateButtons();
       save();
       document.body.dataset.answers = String(Number(document.body.dataset.answers ?? 0) + 1);

@@ -433,7 +433,7 @@ async function branch(request) {
     engine.truncate(answer.steps[index].position);
     answer.steps.length = index;
     const { reason, stats } = await decode(request.id, run, { ...options, first: token, startIndex: index });
-    const prefill = { ttftMs: stats.firstStepMs, contextSize: null };
+    const prefill = { ttftMs: stats.firstStepMs };
     return doneReply(reason, stats, prefill, started);
   });
 }
