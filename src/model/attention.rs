@@ -11,6 +11,7 @@
 //! than compute attention "more exactly" than the reference.
 
 use super::ops::ggml_expf;
+use crate::tensor::fma;
 
 /// Query count from which llama.cpp switches to its tiled F32 kernel (`GGML_FA_TILE_Q`).
 pub const TILED_MIN_QUERIES: usize = 64;
@@ -64,10 +65,10 @@ pub fn attend_head_f16_accumulator(
             weight = (score - max).exp();
         }
         for (a, &v) in accumulator.iter_mut().zip(kv.value(j, head_dim)) {
-            *a = round_to_f16(fused_multiply_add(v, weight, *a));
+            *a = round_to_f16(fma(v, weight, *a));
         }
         // `S = S*ms + vs`, which GCC contracts into one FMA in llama.cpp's build.
-        sum = sum.mul_add(rescale, weight);
+        sum = fma(sum, rescale, weight);
     }
     let inverse = if sum == 0.0 { 0.0 } else { 1.0 / sum };
     for (o, &a) in out.iter_mut().zip(accumulator.iter()) {
@@ -99,7 +100,7 @@ pub fn attend_head_f32(
             let j = tile_start + i;
             *w = if positions.contains(&j) {
                 let key = kv.key(j, head_dim);
-                query.iter().zip(key).fold(0.0f32, |acc, (&q, &k)| q.mul_add(k, acc)) * scale
+                query.iter().zip(key).fold(0.0f32, |acc, (&q, &k)| fma(q, k, acc)) * scale
             } else {
                 f32::NEG_INFINITY
             };
@@ -124,7 +125,7 @@ pub fn attend_head_f32(
         for (i, &w) in weights.iter().enumerate() {
             if w != 0.0 {
                 for (o, &v) in out.iter_mut().zip(kv.value(tile_start + i, head_dim)) {
-                    *o = w.mul_add(v, *o);
+                    *o = fma(w, v, *o);
                 }
             }
         }
@@ -155,14 +156,6 @@ pub fn round_to_f16(x: f32) -> f32 {
 }
 
 const F16_MIN_NORMAL: f32 = 6.103_515_6e-5;
-
-/// `a · b + c` rounded once, like the FMA instruction ggml's F16 kernels use. The product of
-/// two f32 is exact in f64 and the f64 sum is within an ulp of exact, so rounding it to f32
-/// gives the fused result (short of pathological double-rounding ties), on every target.
-#[inline(always)]
-fn fused_multiply_add(a: f32, b: f32, c: f32) -> f32 {
-    (f64::from(a) * f64::from(b) + f64::from(c)) as f32
-}
 
 /// Dot product of F16 values held in f32, summed in ggml's AVX2 order (`ggml_vec_dot_f16`):
 /// 4 × 8 lane accumulators over steps of 32, reduced pairwise, the tail in double. The

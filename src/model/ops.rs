@@ -1,6 +1,7 @@
 //! The element-wise and per-row steps of a transformer layer, written to round like ggml's CPU
 //! backend (sums of squares in f64, everything else in f32).
 
+use crate::tensor::fma;
 use half::f16;
 
 use super::config::{Rope, RopeStyle};
@@ -64,8 +65,8 @@ pub fn apply_rope(x: &mut [f32], head_dim: usize, table: &[(f32, f32)], style: R
             let (x0, x1) = (head[a], head[b]);
             // GCC contracts ggml's `x0*cos - x1*sin` and `x0*sin + x1*cos` into FMAs (its
             // default -ffp-contract=fast); rounding the same way keeps RoPE bit-identical.
-            head[a] = x0.mul_add(cos, -(x1 * sin));
-            head[b] = x0.mul_add(sin, x1 * cos);
+            head[a] = fma(x0, cos, -(x1 * sin));
+            head[b] = fma(x0, sin, x1 * cos);
         }
     }
 }
@@ -84,23 +85,22 @@ pub fn swiglu(gate: &mut [f32], up: &[f32]) {
 /// Accurate to ~1.5 ulp; what matters here is that it is the same function.
 pub fn ggml_expf(x: f32) -> f32 {
     const SHIFTER: f32 = 12_582_912.0; // 0x1.8p23
-    let z = x.mul_add(f32::from_bits(0x3fb8_aa3b), SHIFTER); // 0x1.715476p+0 = 1/ln 2
+    let z = fma(x, f32::from_bits(0x3fb8_aa3b), SHIFTER); // 0x1.715476p+0 = 1/ln 2
     let n = z - SHIFTER;
-    let b = (-n).mul_add(f32::from_bits(0x35bf_be8e), (-n).mul_add(f32::from_bits(0x3f31_7200), x)); // ln 2 hi/lo
+    let b = fma(-n, f32::from_bits(0x35bf_be8e), fma(-n, f32::from_bits(0x3f31_7200), x)); // ln 2 hi/lo
     let e = z.to_bits() << 23;
     let k = f32::from_bits(e.wrapping_add(1.0f32.to_bits()));
     let u = b * b;
-    let j = f32::from_bits(0x3c07_2010)
-        .mul_add(b, f32::from_bits(0x3d2b_9f17))
-        .mul_add(u, f32::from_bits(0x3e2a_af33).mul_add(b, f32::from_bits(0x3eff_fedb)))
-        .mul_add(u, f32::from_bits(0x3f7f_fff6) * b);
+    let j = fma(f32::from_bits(0x3c07_2010), b, f32::from_bits(0x3d2b_9f17));
+    let j = fma(j, u, fma(f32::from_bits(0x3e2a_af33), b, f32::from_bits(0x3eff_fedb)));
+    let j = fma(j, u, f32::from_bits(0x3f7f_fff6) * b);
     if n.abs() <= 126.0 {
-        return j.mul_add(k, k);
+        return fma(j, k, k);
     }
     let g: u32 = if n <= 0.0 { 0x8200_0000 } else { 0 };
     let s1 = f32::from_bits(g.wrapping_add(0x7f00_0000));
     let s2 = f32::from_bits(e.wrapping_sub(g));
-    if n.abs() > 192.0 { s1 * s1 } else { s2.mul_add(j, s2) * s1 }
+    if n.abs() > 192.0 { s1 * s1 } else { fma(s2, j, s2) * s1 }
 }
 
 /// `gate = gelu(gate) * up` (GeGLU), with ggml's CPU GELU: the tanh approximation evaluated on

@@ -12,6 +12,19 @@ use super::simd128::{dot_f16 as dot_f16_best, dot_f32 as dot_f32_best};
 #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
 use {dot_f16 as dot_f16_best, dot_f32 as dot_f32_best};
 
+/// `a · b + c` rounded once, as the FMA instructions in ggml's GCC build compute it. Native
+/// targets use the hardware instruction. Wasm has none and libm's software `fmaf` is slow, so
+/// there the f64 route is taken: the f32 product is exact in f64 and the sum rounds once in
+/// f64, so the result is the fused one except for rare double-rounding ties.
+#[inline(always)]
+pub fn fma(a: f32, b: f32, c: f32) -> f32 {
+    if cfg!(target_arch = "wasm32") {
+        (f64::from(a) * f64::from(b) + f64::from(c)) as f32
+    } else {
+        a.mul_add(b, c)
+    }
+}
+
 /// Little-endian f32s of an unaligned byte row.
 #[inline(always)]
 fn f32s(src: &[u8]) -> impl Iterator<Item = f32> + '_ {

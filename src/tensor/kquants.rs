@@ -6,6 +6,7 @@
 //! float lanes, which are summed only at the very end. Q2_K instead keeps one integer sum per
 //! super-block. The mins of Q2_K/Q4_K/Q5_K use the Q8_K group sums (`bsums`).
 
+use super::float::fma;
 use std::mem::size_of;
 
 use super::blocks::{BlockQ2K, BlockQ3K, BlockQ4K, BlockQ5K, BlockQ6K, BlockQ8K, QK_K, whole_blocks};
@@ -83,8 +84,8 @@ fn min_correction(bsums: &[i16; 16], mins: &[u8; 8]) -> i32 {
 /// into the running sum with the activation scale.
 #[inline(always)]
 fn tiled_block(sum: f32, d: f32, exact: i32, dmin: f32, min_exact: i32, activation_d: f32) -> f32 {
-    let block = (-dmin).mul_add(min_exact as f32, d * exact as f32);
-    block.mul_add(activation_d, sum)
+    let block = fma(-dmin, min_exact as f32, d * exact as f32);
+    fma(block, activation_d, sum)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -413,7 +414,7 @@ pub(super) fn dot_q6_k_tiled(x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
             exact += i32::from(scale) * raw;
         }
         let block = xb.d.to_f32() * exact as f32;
-        sum = block.mul_add(yb.d, sum);
+        sum = fma(block, yb.d, sum);
     }
     sum
 }
@@ -441,7 +442,7 @@ pub(super) fn dot_q6_k(x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
         }
         let d = yb.d * xb.d.to_f32();
         for (a, &lane) in acc.iter_mut().zip(&lanes) {
-            *a = d.mul_add(lane as f32, *a);
+            *a = fma(d, lane as f32, *a);
         }
     }
     hsum8(&acc)

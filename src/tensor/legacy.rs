@@ -6,6 +6,7 @@
 //! reduced pairwise at the end. Matching the order makes our logits bit-identical to
 //! llama.cpp's on short prompts instead of 1e-7 apart (which random-weight models amplify).
 
+use super::float::fma;
 use std::mem::size_of;
 
 use super::blocks::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, BlockQ8_1, QK, whole_blocks};
@@ -52,7 +53,7 @@ impl Lanes {
             }
         }
         for (lane, sum) in self.0.iter_mut().zip(sums) {
-            *lane = scale.mul_add(sum as f32, *lane);
+            *lane = fma(scale, sum as f32, *lane);
         }
     }
 
@@ -167,7 +168,7 @@ pub(super) fn dot_q4_1(x: &[BlockQ4_1], y: &[BlockQ8_1]) -> f32 {
     let (mut lanes, mut offsets) = (Lanes::default(), 0.0f32);
     for (xb, yb) in x.iter().zip(y) {
         // The offset m times the activation sum (stored as s = d * sum(q)) covers the min.
-        offsets = xb.m.to_f32().mul_add(yb.s.to_f32(), offsets);
+        offsets = fma(xb.m.to_f32(), yb.s.to_f32(), offsets);
         lanes.add_block(xb.d.to_f32() * yb.d.to_f32(), &unpack_nibbles(&xb.qs, 0), &yb.qs);
     }
     lanes.sum() + offsets
@@ -233,7 +234,7 @@ impl QuantFormat for BlockQ5_1 {
 pub(super) fn dot_q5_1(x: &[BlockQ5_1], y: &[BlockQ8_1]) -> f32 {
     let (mut lanes, mut offsets) = (Lanes::default(), 0.0f32);
     for (xb, yb) in x.iter().zip(y) {
-        offsets = xb.m.to_f32().mul_add(yb.s.to_f32(), offsets);
+        offsets = fma(xb.m.to_f32(), yb.s.to_f32(), offsets);
         lanes.add_block(xb.d.to_f32() * yb.d.to_f32(), &unpack_q5(&xb.qs, xb.qh, 0), &yb.qs);
     }
     lanes.sum() + offsets

@@ -48,5 +48,6 @@ pub use blocks::{
     BlockQ8_1, BlockQ8K, F16Le, PlainBytes, QK_K, cast_blocks,
 };
 pub use error::TensorError;
+pub use float::fma;
 pub use format::{QuantFormat, WeightType, dequantize_row, vec_dot};
 pub use matmul::{matmul, matmul_quantized};

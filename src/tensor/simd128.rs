@@ -11,11 +11,29 @@ use core::arch::wasm32::*;
 use super::activations::F16Activation;
 use super::blocks::{
     BlockQ4_0, BlockQ4_1, BlockQ4K, BlockQ5_0, BlockQ5_1, BlockQ5K, BlockQ6K, BlockQ8_0, BlockQ8_1, BlockQ8K,
+    F16Le,
 };
 use super::kquants::scales_and_mins_k4;
 
 // ---------------------------------------------------------------------------------------------
 // Loads and small helpers
+
+/// f16 → f32 for every bit pattern. Wasm has no conversion instruction and the bit-twiddling
+/// fallback costs more than a block's integer dot, so block scales go through a 256 KiB table,
+/// as ggml does on CPUs without one.
+fn f16_table() -> &'static [f32; 65536] {
+    static TABLE: std::sync::OnceLock<Box<[f32; 65536]>> = std::sync::OnceLock::new();
+    TABLE.get_or_init(|| {
+        let values: Vec<f32> = (0..=u16::MAX).map(|bits| half::f16::from_bits(bits).to_f32()).collect();
+        values.into_boxed_slice().try_into().expect("65536 entries")
+    })
+}
+
+/// A block scale in f32, through [`f16_table`].
+#[inline(always)]
+fn f32_of(table: &[f32; 65536], half: F16Le) -> f32 {
+    table[usize::from(u16::from_le_bytes(half.0))]
+}
 
 /// Loads the first 16 bytes of `bytes` (any alignment).
 #[inline(always)]
@@ -73,11 +91,12 @@ fn add_scaled(acc: v128, int_sums: v128, scale: f32) -> v128 {
 // 32-element formats
 
 pub(super) fn dot_q8_0(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
+    let table = f16_table();
     let mut acc = f32x4_splat(0.0);
     for (xb, yb) in x.iter().zip(y) {
         let low = dot_i8x16(load_i8(&xb.qs), load_i8(&yb.qs));
         let high = dot_i8x16(load_i8(&xb.qs[16..]), load_i8(&yb.qs[16..]));
-        acc = add_scaled(acc, i32x4_add(low, high), xb.d.to_f32() * yb.d.to_f32());
+        acc = add_scaled(acc, i32x4_add(low, high), f32_of(table, xb.d) * f32_of(table, yb.d));
     }
     sum_f32x4(acc)
 }
@@ -89,6 +108,7 @@ fn nibbles(packed: v128) -> (v128, v128) {
 }
 
 pub(super) fn dot_q4_0(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
+    let table = f16_table();
     let eight = i8x16_splat(8);
     let mut acc = f32x4_splat(0.0);
     for (xb, yb) in x.iter().zip(y) {
@@ -97,20 +117,21 @@ pub(super) fn dot_q4_0(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
             dot_i8x16(i8x16_sub(low, eight), load_i8(&yb.qs)),
             dot_i8x16(i8x16_sub(high, eight), load_i8(&yb.qs[16..])),
         );
-        acc = add_scaled(acc, sums, xb.d.to_f32() * yb.d.to_f32());
+        acc = add_scaled(acc, sums, f32_of(table, xb.d) * f32_of(table, yb.d));
     }
     sum_f32x4(acc)
 }
 
 pub(super) fn dot_q4_1(x: &[BlockQ4_1], y: &[BlockQ8_1]) -> f32 {
+    let table = f16_table();
     let mut acc = f32x4_splat(0.0);
     let mut offsets = 0.0f32;
     for (xb, yb) in x.iter().zip(y) {
         let (low, high) = nibbles(load_u8(&xb.qs));
         let sums =
             i32x4_add(dot_u8x16_i8x16(low, load_i8(&yb.qs)), dot_u8x16_i8x16(high, load_i8(&yb.qs[16..])));
-        acc = add_scaled(acc, sums, xb.d.to_f32() * yb.d.to_f32());
-        offsets += xb.m.to_f32() * yb.s.to_f32();
+        acc = add_scaled(acc, sums, f32_of(table, xb.d) * f32_of(table, yb.d));
+        offsets += f32_of(table, xb.m) * f32_of(table, yb.s);
     }
     sum_f32x4(acc) + offsets
 }
@@ -145,6 +166,7 @@ fn fifth_bits(bits: v128, first: u8) -> v128 {
 }
 
 pub(super) fn dot_q5_0(x: &[BlockQ5_0], y: &[BlockQ8_0]) -> f32 {
+    let table = f16_table();
     let sixteen = i8x16_splat(16);
     let mut acc = f32x4_splat(0.0);
     for (xb, yb) in x.iter().zip(y) {
@@ -153,12 +175,13 @@ pub(super) fn dot_q5_0(x: &[BlockQ5_0], y: &[BlockQ8_0]) -> f32 {
         let q_low = i8x16_sub(v128_or(low, fifth_bits(bits, 0)), sixteen);
         let q_high = i8x16_sub(v128_or(high, fifth_bits(bits, 2)), sixteen);
         let sums = i32x4_add(dot_i8x16(q_low, load_i8(&yb.qs)), dot_i8x16(q_high, load_i8(&yb.qs[16..])));
-        acc = add_scaled(acc, sums, xb.d.to_f32() * yb.d.to_f32());
+        acc = add_scaled(acc, sums, f32_of(table, xb.d) * f32_of(table, yb.d));
     }
     sum_f32x4(acc)
 }
 
 pub(super) fn dot_q5_1(x: &[BlockQ5_1], y: &[BlockQ8_1]) -> f32 {
+    let table = f16_table();
     let mut acc = f32x4_splat(0.0);
     let mut offsets = 0.0f32;
     for (xb, yb) in x.iter().zip(y) {
@@ -170,8 +193,8 @@ pub(super) fn dot_q5_1(x: &[BlockQ5_1], y: &[BlockQ8_1]) -> f32 {
             dot_u8x16_i8x16(q_low, load_i8(&yb.qs)),
             dot_u8x16_i8x16(q_high, load_i8(&yb.qs[16..])),
         );
-        acc = add_scaled(acc, sums, xb.d.to_f32() * yb.d.to_f32());
-        offsets += xb.m.to_f32() * yb.s.to_f32();
+        acc = add_scaled(acc, sums, f32_of(table, xb.d) * f32_of(table, yb.d));
+        offsets += f32_of(table, xb.m) * f32_of(table, yb.s);
     }
     sum_f32x4(acc) + offsets
 }
@@ -186,6 +209,7 @@ fn min_correction(bsums: &[i16; 16], mins: &[u8; 8]) -> i32 {
 }
 
 pub(super) fn dot_q4_k(x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
+    let table = f16_table();
     let mut acc = f32x4_splat(0.0);
     let mut mins_total = 0.0f32;
     for (xb, yb) in x.iter().zip(y) {
@@ -206,13 +230,14 @@ pub(super) fn dot_q4_k(x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
             block = i32x4_add(block, i32x4_mul(low_sum, i32x4_splat(i32::from(scales[2 * pair]))));
             block = i32x4_add(block, i32x4_mul(high_sum, i32x4_splat(i32::from(scales[2 * pair + 1]))));
         }
-        acc = add_scaled(acc, block, xb.d.to_f32() * yb.d);
-        mins_total += xb.dmin.to_f32() * yb.d * min_correction(&yb.bsums, &mins) as f32;
+        acc = add_scaled(acc, block, f32_of(table, xb.d) * yb.d);
+        mins_total += f32_of(table, xb.dmin) * yb.d * min_correction(&yb.bsums, &mins) as f32;
     }
     sum_f32x4(acc) - mins_total
 }
 
 pub(super) fn dot_q5_k(x: &[BlockQ5K], y: &[BlockQ8K]) -> f32 {
+    let table = f16_table();
     let one = u8x16_splat(1);
     let mut acc = f32x4_splat(0.0);
     let mut mins_total = 0.0f32;
@@ -237,13 +262,14 @@ pub(super) fn dot_q5_k(x: &[BlockQ5K], y: &[BlockQ8K]) -> f32 {
             block = i32x4_add(block, i32x4_mul(low_sum, i32x4_splat(i32::from(scales[2 * pair]))));
             block = i32x4_add(block, i32x4_mul(high_sum, i32x4_splat(i32::from(scales[2 * pair + 1]))));
         }
-        acc = add_scaled(acc, block, xb.d.to_f32() * yb.d);
-        mins_total += xb.dmin.to_f32() * yb.d * min_correction(&yb.bsums, &mins) as f32;
+        acc = add_scaled(acc, block, f32_of(table, xb.d) * yb.d);
+        mins_total += f32_of(table, xb.dmin) * yb.d * min_correction(&yb.bsums, &mins) as f32;
     }
     sum_f32x4(acc) - mins_total
 }
 
 pub(super) fn dot_q6_k(x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
+    let table = f16_table();
     let two_bits = u8x16_splat(0x03);
     let thirty_two = i8x16_splat(32);
     let mut acc = f32x4_splat(0.0);
@@ -268,7 +294,7 @@ pub(super) fn dot_q6_k(x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
                 }
             }
         }
-        acc = add_scaled(acc, block, xb.d.to_f32() * yb.d);
+        acc = add_scaled(acc, block, f32_of(table, xb.d) * yb.d);
     }
     sum_f32x4(acc)
 }
