@@ -188,6 +188,7 @@ fn worker_api_loads_in_chunks_chats_and_branches() {
     assert!(loader.push(&[0]).is_err(), "more bytes than announced");
     let mut engine = loader.finish().unwrap();
     assert_eq!(get(&engine.info().unwrap(), "architecture").as_string().unwrap(), "qwen3");
+    assert_eq!(engine.tokenize("Hello"), vec![39, 4791], "as `inferno tokenize` splits it");
     let report = engine.inspect().unwrap();
     assert_eq!(get(&get(&report, "summary"), "architecture").as_string().unwrap(), "qwen3");
 

@@ -188,6 +188,12 @@ impl WebEngine {
         })
     }
 
+    /// Token ids of `text` as a prompt (llama.cpp's defaults: special tokens parsed, BOS when
+    /// the model asks for it), e.g. so a benchmark feeds both engines the same prompt.
+    pub fn tokenize(&self, text: &str) -> Vec<u32> {
+        self.engine.encode(text)
+    }
+
     /// The inspector's report for the loaded file (no second read of the file).
     pub fn inspect(&self) -> Result<JsValue, JsValue> {
         to_js(&Report::new(self.engine.model().header()))
