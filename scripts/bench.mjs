@@ -8,9 +8,12 @@
 // For every model it loads www/bench.html (Inferno, in a module Web Worker) and
 // www/bench-wllama.html (wllama, CPU only, one thread) alternately, `--runs` times each, each
 // load in a fresh browser context; every page loads the model, does `--warmup` untimed runs and
-// one timed run of a pp-token prefill and tg greedy decode steps (same token ids, same context
-// size, same thread count on both sides: see www/bench-common.js). It prints the medians and the
-// ratio Inferno/wllama for prefill and decode tokens/s; --json prints everything as JSON.
+// one timed run of a pp-token prefill and tg greedy decode steps (the same prompt text, tokenized
+// by each engine to exactly pp tokens; same context size, same thread count on both sides: see
+// www/bench-common.js). It prints the medians and the ratio Inferno/wllama for prefill and
+// decode tokens/s; --json prints everything as JSON. A model whose two sides were given
+// different prompt texts (different word counts: the tokenizers disagree) fails, with no ratio;
+// whether the two greedy outputs agree is reported too (informational: near-ties may differ).
 //
 // Default models: SmolLM2-135M-Instruct Q4_1 and Gemma 3 270M Q4_K_M from .cache/models, and the
 // Qwen3-0.6B-shaped Q8_0 file (/tmp/qwen3-0.6b-q8_0.gguf or .cache/models/; generated into
@@ -187,7 +190,19 @@ function summarize(sides) {
       errors: [...new Set(runs.filter((r) => 'error' in r).map((r) => r.error))],
     };
   }
-  const ratio = (key) => (out.inferno[key] && out.wllama[key] ? out.inferno[key] / out.wllama[key] : null);
+  // Both sides must have been given the same text (promptText(prompt_words)), or the ratio would
+  // compare different prompts.
+  const promptWords = (name) => [...new Set(out[name].runs.filter((r) => !('error' in r)).map((r) => r.prompt_words))];
+  const words = { inferno: promptWords('inferno'), wllama: promptWords('wllama') };
+  const samePrompt = new Set([...words.inferno, ...words.wllama]).size <= 1;
+  if (!samePrompt) {
+    out.mismatch = `different prompts: Inferno tokenized ${words.inferno.join('/')} words to pp tokens, llama.cpp ${words.wllama.join('/')} words`;
+  }
+  const outputs = (name) => new Set(out[name].runs.filter((r) => !('error' in r)).map((r) => r.output));
+  const [a, b] = [outputs('inferno'), outputs('wllama')];
+  out.same_output = a.size > 0 && b.size > 0 ? a.size === 1 && b.size === 1 && [...a][0] === [...b][0] : null;
+  out.prompt_words = samePrompt ? (words.inferno[0] ?? words.wllama[0] ?? null) : null;
+  const ratio = (key) => (samePrompt && out.inferno[key] && out.wllama[key] ? out.inferno[key] / out.wllama[key] : null);
   return { ...out, ratio: { prefill: ratio('prefill_tok_s'), decode: ratio('decode_tok_s') } };
 }
 
@@ -214,6 +229,8 @@ function printTable(report) {
       `wllama ${report.wllama_version} (llama.cpp ${report.llama_cpp ?? '?'}), ${report.browser}.`,
   );
   for (const m of report.models) {
+    if (m.mismatch) console.log(`${path.basename(m.file)} FAILED: ${m.mismatch}`);
+    else if (m.same_output === false) console.log(`${path.basename(m.file)}: the greedy outputs differ (same prompt; see --json)`);
     for (const side of ['inferno', 'wllama']) {
       for (const error of m[side].errors) console.log(`${path.basename(m.file)} ${side} failed: ${error}`);
     }
@@ -273,13 +290,18 @@ async function main() {
             if (result.llama_cpp) report.llama_cpp = result.llama_cpp;
             log(
               `${name} run ${run}/${options.runs} ${engine.name.padEnd(7)}: prefill ${fmt(result.prefill_tok_s)} tok/s, ` +
-                `decode ${fmt(result.decode_tok_s)} tok/s, load ${fmt(result.load_ms, 0)} ms` +
+                `decode ${fmt(result.decode_tok_s)} tok/s, load ${fmt(result.load_ms, 0)} ms, prompt ${result.prompt_words} words` +
                 ` (threads ${result.threads}, simd ${result.simd}, isolated ${result.cross_origin_isolated})`,
             );
           }
         }
       }
-      report.models.push({ file: model, ...summarize(sides) });
+      const summary = summarize(sides);
+      if (summary.mismatch) {
+        failures++;
+        log(`${name}: FAILED: ${summary.mismatch}`);
+      }
+      report.models.push({ file: model, ...summary });
     }
   } finally {
     await browser.close();

@@ -1,16 +1,20 @@
 // What the two benchmark pages (bench.html for Inferno, bench-wllama.html for llama.cpp's wasm
-// build through @wllama/wllama) share: the URL parameters, the prompt's token ids, and how a
-// result or an error is published (window.__result, for scripts/bench.mjs) and shown.
+// build through @wllama/wllama) share: the URL parameters, the prompt text, and how a result or
+// an error is published (window.__result, for scripts/bench.mjs) and shown.
 //
 // Both pages measure the same thing, in the same units:
-//   prefill  pp token ids evaluated as one batch from an empty KV cache, then the first token
-//            sampled from the last position's logits;
+//   prefill  the prompt's pp tokens evaluated as one batch from an empty KV cache, then the first
+//            token sampled from the last position's logits;
 //   decode   tg single-token steps, each evaluating the previously sampled token and sampling
 //            the next one (greedy).
-// prefill_tok_s = pp / prefill time, decode_tok_s = tg / decode time. The prompt has pp tokens on
-// both sides: fixed ids for Inferno (benchTokens below); for wllama, whose v3 API only takes text,
-// a fixed word sequence calibrated to exactly pp tokens (see bench-wllama.js).
-
+// prefill_tok_s = pp / prefill time, decode_tok_s = tg / decode time.
+//
+// The prompt is the same text on both sides: promptText(words), a fixed English word sequence,
+// with the word count found by sizePrompt() so that the text is exactly pp tokens, BOS included.
+// Each side counts with its own tokenizer (Inferno: WebEngine.tokenize; wllama: llama.cpp's
+// prompt_n), from the same starting guess, so with equal tokenizers both pick the same text and
+// evaluate the same ids. Every result carries `prompt_words`; scripts/bench.mjs fails a model
+// whose two sides used different texts.
 /** Benchmark settings from the page URL: ?model=URL&pp=64&tg=32&threads=1[&ctx=N][&warmup=1]. */
 export function readParams(search = location.search) {
   const query = new URLSearchParams(search);
@@ -33,14 +37,29 @@ export function readParams(search = location.search) {
   return { model: new URL(model, location.href).href, pp, tg, threads, ctx, warmup };
 }
 
+const PROMPT_WORDS = 'the of and to in is that for it was on with as be at by this from or one'.split(' ');
+
+/** The benchmark prompt: the first `words` words of a fixed English sequence (every word one
+ *  token in the benchmark models' vocabularies). */
+export function promptText(words) {
+  return Array.from({ length: words }, (_, i) => PROMPT_WORDS[i % PROMPT_WORDS.length]).join(' ');
+}
+
 /**
- * Inferno's prompt: pp fixed token ids for any vocabulary larger than 100 —
- * `100 + (i * 7919) % (vocab - 100)`, as `inferno bench` uses natively. Speed does not depend on
- * which ids they are; starting at 100 keeps clear of BOS/EOS/padding at the bottom.
+ * The prompt of exactly pp tokens: tries promptText(pp) and corrects the word count by the
+ * difference until `countTokens(text)` (sync or async; BOS included) is pp. Both pages call this
+ * with the same starting guess, so the same tokenization gives the same text.
  */
-export function benchTokens(pp, vocabSize) {
-  if (!(vocabSize > 100)) throw new Error(`vocabulary of ${vocabSize} tokens is too small for the benchmark prompt`);
-  return Array.from({ length: pp }, (_, i) => 100 + ((i * 7919) % (vocabSize - 100)));
+export async function sizePrompt(countTokens, pp, engineName) {
+  let words = pp;
+  const tried = [];
+  for (let attempt = 0; attempt < 5; attempt++) {
+    const count = await countTokens(promptText(words));
+    if (count === pp) return { text: promptText(words), words };
+    tried.push(`${words} words -> ${count} tokens`);
+    words = Math.max(1, words + pp - count);
+  }
+  throw new Error(`${engineName}: could not make a text prompt of exactly ${pp} tokens (${tried.join(', ')})`);
 }
 
 export function median(values) {

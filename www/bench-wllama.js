@@ -6,11 +6,11 @@
 //
 // The prompt. wllama v3 has no token-level calls any more (no tokenize/decode/sampling API), and
 // its completion request only takes text: its glue converts the JSON prompt to a std::string, so
-// an array of token ids aborts the request. So this side gets a fixed English word sequence
-// ("the of and to in ...", every word one token in these vocabularies), its length calibrated
+// an array of token ids aborts the request. So both sides get the same fixed English word
+// sequence ("the of and to in ...", promptText in bench-common.js), sized by sizePrompt: here
 // with untimed one-token requests until llama.cpp's own prompt_n (BOS included) is exactly pp,
-// and checked again on the timed run. Inferno gets pp fixed ids (www/bench-common.js): the same
-// number of tokens; which ids they are does not change the work of a dense model.
+// and checked again on the timed run. bench-worker.js sizes the same text with Inferno's
+// tokenizer and feeds Inferno those ids; scripts/bench.mjs checks both used the same word count.
 //
 // The times are llama.cpp's own, from the response's `timings` (ggml_time_us, i.e.
 // performance.now() inside the wasm), for a request of tg + 1 tokens, greedy, ignore_eos,
@@ -22,7 +22,7 @@
 // So prefill_tok_s = pp / prompt_ms and decode_tok_s = (predicted_n - 1) / predicted_ms (which
 // is also llama-server's own predicted_per_second).
 
-import { errorMessage, publish, readParams, showParams, showStatus, tidy, wasmUsesSimd } from './bench-common.js';
+import { errorMessage, publish, readParams, showParams, showStatus, sizePrompt, tidy, wasmUsesSimd } from './bench-common.js';
 
 const VENDOR = new URL('./vendor/wllama/', import.meta.url);
 
@@ -49,13 +49,13 @@ async function run(params) {
   try {
     const info = wllama.getLoadedContextInfo();
     showStatus('calibrating the prompt');
-    const prompt = await calibratePrompt(wllama, pp);
+    const prompt = await sizePrompt(async (text) => (await complete(wllama, text, 1)).prompt_n, pp, 'wllama');
     for (let i = 0; i < warmup; i++) {
       showStatus(`warm-up run ${i + 1} of ${warmup}`);
-      await timeRun(wllama, prompt, pp, tg);
+      await timeRun(wllama, prompt.text, pp, tg);
     }
     showStatus('timed run');
-    const timed = await timeRun(wllama, prompt, pp, tg);
+    const timed = await timeRun(wllama, prompt.text, pp, tg);
     const simd = wasmUsesSimd(new Uint8Array(await (await fetch(wasmUrl)).arrayBuffer()));
     return {
       engine: 'wllama',
@@ -67,7 +67,8 @@ async function run(params) {
       vocab_size: info.n_vocab,
       pp,
       tg,
-      prompt: `${prompt.split(' ').length} English words = ${pp} tokens${wllama.mustAddBosToken() ? ' with BOS' : ''}`,
+      prompt: `${prompt.words} English words = ${pp} tokens${wllama.mustAddBosToken() ? ' with BOS' : ''}`,
+      prompt_words: prompt.words,
       ctx: info.n_ctx,
       warmup,
       threads: wllama.getNumThreads(),
@@ -80,14 +81,12 @@ async function run(params) {
       decode_ms: timed.predicted_ms,
       decode_tok_s: ((timed.predicted_n - 1) * 1000) / timed.predicted_ms,
       wall_ms: timed.wall_ms,
+      output: timed.content,
     };
   } finally {
     await wllama.exit();
   }
 }
-
-const WORDS = 'the of and to in is that for it was on with as be at by this from or one'.split(' ');
-const words = (n) => Array.from({ length: n }, (_, i) => WORDS[i % WORDS.length]).join(' ');
 
 /** Greedy completion of `maxTokens` tokens from an empty cache; returns llama.cpp's timings. */
 async function complete(wllama, prompt, maxTokens) {
@@ -102,18 +101,7 @@ async function complete(wllama, prompt, maxTokens) {
   });
   const wall_ms = performance.now() - started;
   if (!response.timings) throw new Error('wllama returned no timings');
-  return { ...response.timings, wall_ms };
-}
-
-/** The word sequence that llama.cpp tokenizes to exactly pp tokens (BOS included). */
-async function calibratePrompt(wllama, pp) {
-  let count = pp;
-  for (let attempt = 0; attempt < 5; attempt++) {
-    const { prompt_n } = await complete(wllama, words(count), 1);
-    if (prompt_n === pp) return words(count);
-    count = Math.max(1, count + pp - prompt_n);
-  }
-  throw new Error(`could not make a text prompt of exactly ${pp} tokens for this vocabulary`);
+  return { ...response.timings, content: response.choices?.[0]?.text ?? null, wall_ms };
 }
 
 async function timeRun(wllama, prompt, pp, tg) {

@@ -4,6 +4,11 @@
 // Protocol: receives {params} once; posts {type: 'progress', text} while working, then
 // {type: 'result', result} or {type: 'error', error}.
 //
+// The prompt is the text bench-wllama.html gives llama.cpp (promptText/sizePrompt in
+// bench-common.js), tokenized here by WebEngine.tokenize with llama.cpp's defaults (special
+// tokens parsed, BOS when the model asks for it), before the clock starts — llama-server also
+// tokenizes before its prompt_ms starts. The ids must number exactly pp, or the run fails.
+//
 // Timing, exactly (performance.now() around the wasm calls, in this worker):
 //   prefill = prepare_tokens(pp ids)  — the pp tokens as one batch from an empty cache —
 //             + the first step(), which only samples from the logits prepare left behind;
@@ -13,7 +18,7 @@
 // when asked for tg + 1 tokens.
 
 import init, { engine_info, ModelLoader } from './pkg/inferno.js';
-import { benchTokens, errorMessage } from './bench-common.js';
+import { errorMessage, sizePrompt } from './bench-common.js';
 
 const progress = (text) => postMessage({ type: 'progress', text });
 
@@ -38,7 +43,11 @@ async function run({ model, pp, tg, threads, ctx, warmup }) {
   const load_ms = performance.now() - loadStarted;
   try {
     const info = engine.info();
-    const tokens = Uint32Array.from(benchTokens(pp, info.vocab_size));
+    const prompt = await sizePrompt((text) => engine.tokenize(text).length, pp, 'Inferno');
+    const tokens = engine.tokenize(prompt.text);
+    if (tokens.length !== pp) {
+      throw new Error(`Inferno tokenized the ${prompt.words}-word prompt to ${tokens.length} tokens, expected pp = ${pp}`);
+    }
     for (let i = 0; i < warmup; i++) {
       progress(`warm-up run ${i + 1} of ${warmup}`);
       timeRun(engine, tokens, tg, ctx);
@@ -54,7 +63,9 @@ async function run({ model, pp, tg, threads, ctx, warmup }) {
       vocab_size: info.vocab_size,
       pp,
       tg,
-      prompt: `${pp} ids, 100 + (i * 7919) mod (vocab - 100)`,
+      prompt: `${prompt.words} English words = ${pp} tokens`,
+      prompt_words: prompt.words,
+      prompt_ids_head: Array.from(tokens.subarray(0, 8)),
       ctx: timed.context_size,
       warmup,
       threads: 1,
@@ -66,6 +77,7 @@ async function run({ model, pp, tg, threads, ctx, warmup }) {
       prefill_tok_s: (pp * 1000) / timed.prefill_ms,
       decode_ms: timed.decode_ms,
       decode_tok_s: (tg * 1000) / timed.decode_ms,
+      output: timed.output,
     };
   } finally {
     engine.free();
@@ -100,9 +112,9 @@ function timeRun(engine, tokens, tg, ctx) {
   engine.reset();
   const started = performance.now();
   const prepared = engine.prepare_tokens(tokens, ctx);
-  step(engine);
+  const texts = [step(engine)];
   const prefilled = performance.now();
-  for (let i = 0; i < tg; i++) step(engine);
+  for (let i = 0; i < tg; i++) texts.push(step(engine));
   const finished = performance.now();
   if (prepared.evaluated !== tokens.length) {
     throw new Error(`prefill evaluated ${prepared.evaluated} tokens, expected ${tokens.length} (cache not empty?)`);
@@ -111,9 +123,13 @@ function timeRun(engine, tokens, tg, ctx) {
     context_size: prepared.context_size,
     prefill_ms: prefilled - started,
     decode_ms: finished - prefilled,
+    output: texts.join(''),
   };
 }
 
+/** One sampling step; returns its text. */
 function step(engine) {
-  if (engine.step(0, undefined).context_full) throw new Error('the context filled up during the benchmark; raise ctx');
+  const out = engine.step(0, undefined);
+  if (out.context_full) throw new Error('the context filled up during the benchmark; raise ctx');
+  return out.text;
 }
