@@ -11,7 +11,15 @@
 //! than compute attention "more exactly" than the reference.
 
 use super::ops::ggml_expf;
-use crate::tensor::fma;
+
+/// The multiply-add of attention's inner loops: the fused instruction natively, where it
+/// reproduces llama.cpp's GCC build bit for bit; a plain multiply and add in wasm, which has no
+/// FMA instruction (exact emulation made attention a third of the prefill time there) and whose
+/// SIMD128 matmuls sum in their own order anyway.
+#[inline(always)]
+fn mul_add(a: f32, b: f32, c: f32) -> f32 {
+    if cfg!(target_arch = "wasm32") { a * b + c } else { a.mul_add(b, c) }
+}
 
 /// Query count from which llama.cpp switches to its tiled F32 kernel (`GGML_FA_TILE_Q`).
 pub const TILED_MIN_QUERIES: usize = 64;
@@ -65,10 +73,10 @@ pub fn attend_head_f16_accumulator(
             weight = (score - max).exp();
         }
         for (a, &v) in accumulator.iter_mut().zip(kv.value(j, head_dim)) {
-            *a = round_to_f16(fma(v, weight, *a));
+            *a = round_to_f16(mul_add(v, weight, *a));
         }
         // `S = S*ms + vs`, which GCC contracts into one FMA in llama.cpp's build.
-        sum = fma(sum, rescale, weight);
+        sum = mul_add(sum, rescale, weight);
     }
     let inverse = if sum == 0.0 { 0.0 } else { 1.0 / sum };
     for (o, &a) in out.iter_mut().zip(accumulator.iter()) {
@@ -100,7 +108,13 @@ pub fn attend_head_f32(
             let j = tile_start + i;
             *w = if positions.contains(&j) {
                 let key = kv.key(j, head_dim);
-                query.iter().zip(key).fold(0.0f32, |acc, (&q, &k)| fma(q, k, acc)) * scale
+                let dot = if cfg!(target_arch = "wasm32") {
+                    // A serial chain of 64 adds is latency-bound; the lanes vectorize.
+                    dot_f16_values(query, key)
+                } else {
+                    query.iter().zip(key).fold(0.0f32, |acc, (&q, &k)| mul_add(q, k, acc))
+                };
+                dot * scale
             } else {
                 f32::NEG_INFINITY
             };
@@ -125,7 +139,7 @@ pub fn attend_head_f32(
         for (i, &w) in weights.iter().enumerate() {
             if w != 0.0 {
                 for (o, &v) in out.iter_mut().zip(kv.value(tile_start + i, head_dim)) {
-                    *o = fma(w, v, *o);
+                    *o = mul_add(w, v, *o);
                 }
             }
         }

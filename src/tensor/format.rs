@@ -174,7 +174,17 @@ pub trait QuantFormat {
     fn vec_dot_batched(src: &[u8], activations: &[Self::Activation]) -> f32 {
         Self::vec_dot(src, activations)
     }
+
+    /// [`vec_dot`](Self::vec_dot) of one weight row with [`ROW_GROUP`] activation rows, so a
+    /// kernel can decode each weight block once for all of them (prefill). Must equal the
+    /// single-row results bit for bit: batching never changes a logit.
+    fn vec_dot_group(src: &[u8], rows: [&[Self::Activation]; ROW_GROUP]) -> [f32; ROW_GROUP] {
+        rows.map(|activations| Self::vec_dot(src, activations))
+    }
 }
+
+/// Activation rows a weight row is dotted with at once by [`QuantFormat::vec_dot_group`].
+pub const ROW_GROUP: usize = 4;
 
 /// Activation rows from which llama.cpp's CPU matmul takes its tiled K-quant kernel.
 pub const BATCHED_FROM_ROWS: usize = 8;

@@ -10,6 +10,8 @@ use super::float::fma;
 use std::mem::size_of;
 
 use super::blocks::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, BlockQ8_1, QK, whole_blocks};
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+use super::format::ROW_GROUP;
 use super::format::{QuantFormat, WeightType};
 
 // `*_best`: the SIMD kernel where the target has one (wasm SIMD128, x86-64 AVX2), else the
@@ -130,6 +132,11 @@ impl QuantFormat for BlockQ4_0 {
     fn vec_dot(src: &[u8], activations: &[BlockQ8_0]) -> f32 {
         dot_q4_0_best(whole_blocks(src), activations)
     }
+
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    fn vec_dot_group(src: &[u8], rows: [&[BlockQ8_0]; ROW_GROUP]) -> [f32; ROW_GROUP] {
+        super::simd128::dot_q4_0_group(whole_blocks(src), rows)
+    }
 }
 
 #[cfg_attr(all(target_arch = "x86_64", target_feature = "avx2", not(test)), allow(dead_code))] // the AVX2 twin runs instead
@@ -160,6 +167,11 @@ impl QuantFormat for BlockQ4_1 {
 
     fn vec_dot(src: &[u8], activations: &[BlockQ8_1]) -> f32 {
         dot_q4_1_best(whole_blocks(src), activations)
+    }
+
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    fn vec_dot_group(src: &[u8], rows: [&[BlockQ8_1]; ROW_GROUP]) -> [f32; ROW_GROUP] {
+        super::simd128::dot_q4_1_group(whole_blocks(src), rows)
     }
 }
 
@@ -257,6 +269,11 @@ impl QuantFormat for BlockQ8_0 {
 
     fn vec_dot(src: &[u8], activations: &[BlockQ8_0]) -> f32 {
         dot_q8_0_best(whole_blocks(src), activations)
+    }
+
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    fn vec_dot_group(src: &[u8], rows: [&[BlockQ8_0]; ROW_GROUP]) -> [f32; ROW_GROUP] {
+        super::simd128::dot_q8_0_group(whole_blocks(src), rows)
     }
 }
 

@@ -7,7 +7,7 @@
 
 use super::activations::{ActivationFormat, QuantizedActivations};
 use super::error::{TensorError, check_len};
-use super::format::{BATCHED_FROM_ROWS, QuantFormat, WeightType, with_weight_format};
+use super::format::{BATCHED_FROM_ROWS, QuantFormat, ROW_GROUP, WeightType, with_weight_format};
 
 /// `out (n × rows_out) = acts (n × k) · weightsᵀ`, where `weights` holds `rows_out` rows of `k`
 /// elements encoded as `weight_type`, and both `acts` and `out` are row-major.
@@ -70,12 +70,24 @@ fn dot_all_rows<W: QuantFormat>(
     // in wasm the SIMD128 kernels win on speed and reorder the sums anyway.
     let llama_cpp_batched =
         n >= BATCHED_FROM_ROWS && !cfg!(all(target_arch = "wasm32", target_feature = "simd128"));
-    let dot = if llama_cpp_batched { W::vec_dot_batched } else { W::vec_dot };
+    let activation_row =
+        |i: usize| &activations[i * blocks_per_activation_row..][..blocks_per_activation_row];
     for (r, weight_row) in weights.chunks_exact(row_bytes).enumerate() {
-        for (activation_row, out_row) in
-            activations.chunks_exact(blocks_per_activation_row).zip(out.chunks_exact_mut(rows_out))
-        {
-            out_row[r] = dot(weight_row, activation_row);
+        if llama_cpp_batched {
+            for i in 0..n {
+                out[i * rows_out + r] = W::vec_dot_batched(weight_row, activation_row(i));
+            }
+            continue;
+        }
+        let grouped = n - n % ROW_GROUP;
+        for first in (0..grouped).step_by(ROW_GROUP) {
+            let dots = W::vec_dot_group(weight_row, std::array::from_fn(|j| activation_row(first + j)));
+            for (j, dot) in dots.into_iter().enumerate() {
+                out[(first + j) * rows_out + r] = dot;
+            }
+        }
+        for i in grouped..n {
+            out[i * rows_out + r] = W::vec_dot(weight_row, activation_row(i));
         }
     }
 }
@@ -116,7 +128,7 @@ mod tests {
     #[test]
     fn matmul_equals_row_by_row_vec_dot_for_every_type() {
         let mut rng = Rng::new(3);
-        let (rows_out, k, n) = (5, 512, 3);
+        let (rows_out, k, n) = (5, 512, 6); // one row group of 4 and two single rows
         for weight_type in WeightType::ALL {
             let weights = random_weights(weight_type, rows_out, k, &mut rng);
             let acts: Vec<f32> = (0..n * k).map(|_| rng.normal()).collect();

@@ -13,6 +13,7 @@ use super::blocks::{
     BlockQ4_0, BlockQ4_1, BlockQ4K, BlockQ5_0, BlockQ5_1, BlockQ5K, BlockQ6K, BlockQ8_0, BlockQ8_1, BlockQ8K,
     F16Le,
 };
+use super::format::ROW_GROUP;
 use super::kquants::scales_and_mins_k4;
 
 // ---------------------------------------------------------------------------------------------
@@ -134,6 +135,86 @@ pub(super) fn dot_q4_1(x: &[BlockQ4_1], y: &[BlockQ8_1]) -> f32 {
         offsets += f32_of(table, xb.m) * f32_of(table, yb.s);
     }
     sum_f32x4(acc) + offsets
+}
+
+// Row groups: one weight block decoded once, dotted with ROW_GROUP activation rows. Each row's
+// operations are exactly those of the single-row kernel above, so the results are the same bits.
+
+/// Blocks in the shortest row (the rows of a matmul are all the same length).
+fn shortest<T>(rows: &[&[T]; ROW_GROUP]) -> usize {
+    rows.iter().map(|row| row.len()).min().unwrap_or(0)
+}
+
+/// 16 unsigned bytes below 128 (4-bit quants), widened to two i16x8 halves.
+#[inline(always)]
+fn widen_u8(v: v128) -> [v128; 2] {
+    [i16x8_extend_low_u8x16(v), i16x8_extend_high_u8x16(v)]
+}
+
+/// 16 signed bytes, widened to two i16x8 halves.
+#[inline(always)]
+fn widen_i8(v: v128) -> [v128; 2] {
+    [i16x8_extend_low_i8x16(v), i16x8_extend_high_i8x16(v)]
+}
+
+/// [`dot_i8x16`] / [`dot_u8x16_i8x16`] with the weight side already widened.
+#[inline(always)]
+fn dot_widened(weights: [v128; 2], activations: v128) -> v128 {
+    let [low, high] = widen_i8(activations);
+    i32x4_add(i32x4_dot_i16x8(weights[0], low), i32x4_dot_i16x8(weights[1], high))
+}
+
+pub(super) fn dot_q8_0_group(x: &[BlockQ8_0], rows: [&[BlockQ8_0]; ROW_GROUP]) -> [f32; ROW_GROUP] {
+    let x = &x[..x.len().min(shortest(&rows))];
+    let table = f16_table();
+    let mut acc = [f32x4_splat(0.0); ROW_GROUP];
+    for (b, xb) in x.iter().enumerate() {
+        let (w0, w1) = (widen_i8(load_i8(&xb.qs)), widen_i8(load_i8(&xb.qs[16..])));
+        let xd = f32_of(table, xb.d);
+        for (lane, row) in acc.iter_mut().zip(rows) {
+            let yb = &row[b];
+            let sums = i32x4_add(dot_widened(w0, load_i8(&yb.qs)), dot_widened(w1, load_i8(&yb.qs[16..])));
+            *lane = add_scaled(*lane, sums, xd * f32_of(table, yb.d));
+        }
+    }
+    acc.map(sum_f32x4)
+}
+
+pub(super) fn dot_q4_0_group(x: &[BlockQ4_0], rows: [&[BlockQ8_0]; ROW_GROUP]) -> [f32; ROW_GROUP] {
+    let x = &x[..x.len().min(shortest(&rows))];
+    let table = f16_table();
+    let eight = i8x16_splat(8);
+    let mut acc = [f32x4_splat(0.0); ROW_GROUP];
+    for (b, xb) in x.iter().enumerate() {
+        let (low, high) = nibbles(load_u8(&xb.qs));
+        let (w0, w1) = (widen_i8(i8x16_sub(low, eight)), widen_i8(i8x16_sub(high, eight)));
+        let xd = f32_of(table, xb.d);
+        for (lane, row) in acc.iter_mut().zip(rows) {
+            let yb = &row[b];
+            let sums = i32x4_add(dot_widened(w0, load_i8(&yb.qs)), dot_widened(w1, load_i8(&yb.qs[16..])));
+            *lane = add_scaled(*lane, sums, xd * f32_of(table, yb.d));
+        }
+    }
+    acc.map(sum_f32x4)
+}
+
+pub(super) fn dot_q4_1_group(x: &[BlockQ4_1], rows: [&[BlockQ8_1]; ROW_GROUP]) -> [f32; ROW_GROUP] {
+    let x = &x[..x.len().min(shortest(&rows))];
+    let table = f16_table();
+    let mut acc = [f32x4_splat(0.0); ROW_GROUP];
+    let mut offsets = [0.0f32; ROW_GROUP];
+    for (b, xb) in x.iter().enumerate() {
+        let (low, high) = nibbles(load_u8(&xb.qs));
+        let (w0, w1) = (widen_u8(low), widen_u8(high));
+        let (xd, xm) = (f32_of(table, xb.d), f32_of(table, xb.m));
+        for ((lane, offset), row) in acc.iter_mut().zip(&mut offsets).zip(rows) {
+            let yb = &row[b];
+            let sums = i32x4_add(dot_widened(w0, load_i8(&yb.qs)), dot_widened(w1, load_i8(&yb.qs[16..])));
+            *lane = add_scaled(*lane, sums, xd * f32_of(table, yb.d));
+            *offset += xm * f32_of(table, yb.s);
+        }
+    }
+    std::array::from_fn(|r| sum_f32x4(acc[r]) + offsets[r])
 }
 
 /// Expands 16 bits (bytes `first` and `first + 1` of `bits`) to 16 bytes of 0x10 (bit set) or 0.
@@ -367,6 +448,7 @@ pub fn check_simd_matches_scalar() -> Result<(), String> {
     use super::{QuantizedActivations, WeightType, float, kquants, legacy};
 
     check_f16_conversion()?;
+    check_row_groups()?;
 
     let mut rng = SplitMix(0x5EED);
     type ScalarAndSimd = fn(&[u8], &QuantizedActivations) -> (f32, f32);
@@ -451,6 +533,37 @@ fn check_f16_conversion() -> Result<(), String> {
 }
 
 /// Runs a scalar and a SIMD kernel on the same typed blocks.
+/// A matmul of 5 activation rows (one group of 4 and a single row) must give every row the
+/// same bits as a single-row dot: batching may never change a logit.
+fn check_row_groups() -> Result<(), String> {
+    use super::{QuantizedActivations, WeightType, matmul_quantized, vec_dot};
+    let mut rng = SplitMix(0x6A0);
+    let (rows_out, k, n) = (3usize, 256usize, 5usize);
+    for weight_type in
+        [WeightType::Q8_0, WeightType::Q4_0, WeightType::Q4_1, WeightType::Q4_K, WeightType::Q6_K]
+    {
+        let row_bytes = weight_type.row_bytes(k).map_err(|e| e.to_string())?;
+        let weights = rng.weights(weight_type, rows_out * row_bytes);
+        let x: Vec<f32> = (0..n * k).map(|_| rng.normal()).collect();
+        let q = QuantizedActivations::for_weights(weight_type, &x, n, k).map_err(|e| e.to_string())?;
+        let mut out = vec![0.0f32; n * rows_out];
+        matmul_quantized(&weights, weight_type, rows_out, &q, &mut out).map_err(|e| e.to_string())?;
+        for i in 0..n {
+            for r in 0..rows_out {
+                let single = vec_dot(weight_type, &weights[r * row_bytes..][..row_bytes], &q, i)
+                    .map_err(|e| e.to_string())?;
+                if single.to_bits() != out[i * rows_out + r].to_bits() {
+                    return Err(format!(
+                        "{weight_type:?} row {i}: grouped {} vs single {single}",
+                        out[i * rows_out + r]
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 fn pair<W: super::PlainBytes, A: super::ActivationFormat>(
     weights: &[u8],
     activations: &super::QuantizedActivations,
