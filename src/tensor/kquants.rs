@@ -10,6 +10,8 @@ use super::float::fma;
 use std::mem::size_of;
 
 use super::blocks::{BlockQ2K, BlockQ3K, BlockQ4K, BlockQ5K, BlockQ6K, BlockQ8K, QK_K, whole_blocks};
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+use super::format::ROW_GROUP;
 use super::format::{QuantFormat, WeightType};
 use super::legacy::hsum8;
 
@@ -255,6 +257,11 @@ impl QuantFormat for BlockQ4K {
     fn vec_dot(src: &[u8], activations: &[BlockQ8K]) -> f32 {
         dot_q4_k_best(whole_blocks(src), activations)
     }
+
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    fn vec_dot_group(src: &[u8], rows: [&[BlockQ8K]; ROW_GROUP]) -> [f32; ROW_GROUP] {
+        super::simd128::dot_q4_k_group(whole_blocks(src), rows)
+    }
 }
 
 pub(super) fn dot_q4_k(x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
@@ -394,6 +401,11 @@ impl QuantFormat for BlockQ6K {
 
     fn vec_dot(src: &[u8], activations: &[BlockQ8K]) -> f32 {
         dot_q6_k_best(whole_blocks(src), activations)
+    }
+
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    fn vec_dot_group(src: &[u8], rows: [&[BlockQ8K]; ROW_GROUP]) -> [f32; ROW_GROUP] {
+        super::simd128::dot_q6_k_group(whole_blocks(src), rows)
     }
 
     fn vec_dot_batched(src: &[u8], activations: &[BlockQ8K]) -> f32 {

@@ -217,6 +217,78 @@ pub(super) fn dot_q4_1_group(x: &[BlockQ4_1], rows: [&[BlockQ8_1]; ROW_GROUP]) -
     std::array::from_fn(|r| sum_f32x4(acc[r]) + offsets[r])
 }
 
+pub(super) fn dot_q4_k_group(x: &[BlockQ4K], rows: [&[BlockQ8K]; ROW_GROUP]) -> [f32; ROW_GROUP] {
+    let x = &x[..x.len().min(shortest(&rows))];
+    let table = f16_table();
+    let mut acc = [f32x4_splat(0.0); ROW_GROUP];
+    let mut mins_total = [0.0f32; ROW_GROUP];
+    for (b, xb) in x.iter().enumerate() {
+        let (scales, mins) = scales_and_mins_k4(&xb.scales);
+        let mut block = [i32x4_splat(0); ROW_GROUP];
+        for (pair, packed) in xb.qs.chunks_exact(32).enumerate() {
+            let (low0, high0) = nibbles(load_u8(packed));
+            let (low1, high1) = nibbles(load_u8(&packed[16..]));
+            let weights = [widen_u8(low0), widen_u8(low1), widen_u8(high0), widen_u8(high1)];
+            let (low_scale, high_scale) =
+                (i32x4_splat(i32::from(scales[2 * pair])), i32x4_splat(i32::from(scales[2 * pair + 1])));
+            for (sums, row) in block.iter_mut().zip(rows) {
+                let activations = &row[b].qs[64 * pair..][..64];
+                let low_sum = i32x4_add(
+                    dot_widened(weights[0], load_i8(activations)),
+                    dot_widened(weights[1], load_i8(&activations[16..])),
+                );
+                let high_sum = i32x4_add(
+                    dot_widened(weights[2], load_i8(&activations[32..])),
+                    dot_widened(weights[3], load_i8(&activations[48..])),
+                );
+                *sums = i32x4_add(*sums, i32x4_mul(low_sum, low_scale));
+                *sums = i32x4_add(*sums, i32x4_mul(high_sum, high_scale));
+            }
+        }
+        let (xd, xdmin) = (f32_of(table, xb.d), f32_of(table, xb.dmin));
+        for r in 0..ROW_GROUP {
+            let yb = &rows[r][b];
+            acc[r] = add_scaled(acc[r], block[r], xd * yb.d);
+            mins_total[r] += xdmin * yb.d * min_correction(&yb.bsums, &mins) as f32;
+        }
+    }
+    std::array::from_fn(|r| sum_f32x4(acc[r]) - mins_total[r])
+}
+
+pub(super) fn dot_q6_k_group(x: &[BlockQ6K], rows: [&[BlockQ8K]; ROW_GROUP]) -> [f32; ROW_GROUP] {
+    let x = &x[..x.len().min(shortest(&rows))];
+    let table = f16_table();
+    let two_bits = u8x16_splat(0x03);
+    let thirty_two = i8x16_splat(32);
+    let mut acc = [f32x4_splat(0.0); ROW_GROUP];
+    for (b, xb) in x.iter().enumerate() {
+        let mut block = [i32x4_splat(0); ROW_GROUP];
+        // The same element layout as `dot_q6_k`.
+        for (half, (ql, qh)) in xb.ql.chunks_exact(64).zip(xb.qh.chunks_exact(32)).enumerate() {
+            for piece in 0..2 {
+                let l = 16 * piece;
+                let high_bits = load_u8(&qh[l..]);
+                let (n0, n2) = nibbles(load_u8(&ql[l..]));
+                let (n1, n3) = nibbles(load_u8(&ql[l + 32..]));
+                for (row, nibble) in [n0, n1, n2, n3].into_iter().enumerate() {
+                    let top = v128_and(u8x16_shr(high_bits, 2 * row as u32), two_bits);
+                    let q = widen_i8(i8x16_sub(v128_or(nibble, i8x16_shl(top, 4)), thirty_two));
+                    let scale = i32x4_splat(i32::from(xb.scales[8 * half + 2 * row + piece]));
+                    for (sums, activation_row) in block.iter_mut().zip(rows) {
+                        let activations = &activation_row[b].qs[128 * half + 32 * row + l..];
+                        *sums = i32x4_add(*sums, i32x4_mul(dot_widened(q, load_i8(activations)), scale));
+                    }
+                }
+            }
+        }
+        let xd = f32_of(table, xb.d);
+        for r in 0..ROW_GROUP {
+            acc[r] = add_scaled(acc[r], block[r], xd * rows[r][b].d);
+        }
+    }
+    acc.map(sum_f32x4)
+}
+
 /// Expands 16 bits (bytes `first` and `first + 1` of `bits`) to 16 bytes of 0x10 (bit set) or 0.
 #[inline(always)]
 fn fifth_bits(bits: v128, first: u8) -> v128 {
