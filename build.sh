@@ -158,12 +158,13 @@ run_tests() {
   # One test file at a time: each drives its own Chromium running real models.
   run_suite "page (playwright-core + Chromium)" node --test --test-concurrency=1 --test-reporter=spec tests/page/
 
-  # cargo: "test result: ok. 12 passed; 0 failed"; node: "ℹ pass 3" / "ℹ fail 0".
+  # cargo: "test result: ok. 12 passed; 0 failed"; node: "ℹ pass 3" / "ℹ fail 0" (the first
+  # field is matched by position: mawk reads "ℹ" as three bytes).
   local passed failed
   passed=$(awk '/^test result:/ { for (i = 1; i <= NF; i++) if ($(i) ~ /^passed;?$/) s += $(i - 1) }
-                /^. pass [0-9]+$/ { s += $3 } END { print s + 0 }' "$TEST_LOG")
+                NF == 3 && $2 == "pass" && $3 ~ /^[0-9]+$/ { s += $3 } END { print s + 0 }' "$TEST_LOG")
   failed=$(awk '/^test result:/ { for (i = 1; i <= NF; i++) if ($(i) ~ /^failed;?$/) s += $(i - 1) }
-                /^. fail [0-9]+$/ { s += $3 } END { print s + 0 }' "$TEST_LOG")
+                NF == 3 && $2 == "fail" && $3 ~ /^[0-9]+$/ { s += $3 } END { print s + 0 }' "$TEST_LOG")
   rm -f "$TEST_LOG"
   echo
   if [ ${#FAILED_SUITES[@]} -gt 0 ]; then
