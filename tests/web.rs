@@ -234,8 +234,9 @@ fn worker_api_loads_in_chunks_chats_and_branches() {
     // Errors are typed JS errors.
     let kind = |e: JsValue| get(&e, "kind").as_string().unwrap();
     assert_eq!(kind(ModelLoader::new(1e15).err().unwrap()), "too_large");
-    // Under 4 GiB but leaving no room for inference: refused before any allocation.
+    // Past what one wasm32 allocation can hold (2 GiB): refused before any allocation.
     assert_eq!(kind(ModelLoader::new(4.0e9).err().unwrap()), "too_large");
+    assert_eq!(kind(ModelLoader::new(2_147_483_648.0).err().unwrap()), "too_large");
     let mut bad = ModelLoader::new(8.0).unwrap();
     bad.push(b"GGUFxxxx").unwrap();
     assert!(bad.finish().is_err());

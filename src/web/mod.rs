@@ -130,14 +130,15 @@ impl ModelLoader {
     }
 }
 
-/// The largest file a 4 GiB wasm32 memory can hold while leaving room for the KV cache,
-/// scratch buffers and the engine itself.
-const WASM32_MODEL_LIMIT: u64 = (4 << 30) - (384 << 20);
+/// The largest file this build can load on wasm32: the file is one allocation that tensors
+/// are zero-copy views into, and Rust caps any one allocation or slice at `isize::MAX` bytes
+/// (2 GiB on wasm32), although the memory itself could grow to 4 GiB.
+const WASM32_MODEL_LIMIT: u64 = i32::MAX as u64;
 
 fn too_large(size: u64) -> JsValue {
     let message = format!(
-        "a {:.2} GiB file does not fit in this page's memory (WebAssembly has 4 GiB, and inference \
-         needs some of it: files up to {:.2} GiB can load)",
+        "a {:.2} GiB file is too large for this page: the engine keeps a model in one piece of \
+         WebAssembly memory, which holds at most {:.2} GiB",
         size as f64 / (1u64 << 30) as f64,
         WASM32_MODEL_LIMIT as f64 / (1u64 << 30) as f64
     );
