@@ -175,6 +175,24 @@ pub trait QuantFormat {
         Self::vec_dot(src, activations)
     }
 
+    /// Whether llama.cpp's x86 CPU backend repacks a matrix of this format into interleaved
+    /// blocks of [`REPACK_ROWS`] weight rows when its row count is a multiple of that
+    /// (`ggml-cpu/repack.cpp`). Such a matrix is multiplied only by the repacked kernels, for
+    /// any number of activation rows: [`vec_dot_gemm`](Self::vec_dot_gemm) for the activation
+    /// rows in whole groups of [`REPACK_GEMM_ROWS`], [`vec_dot_gemv`](Self::vec_dot_gemv) for
+    /// the rest.
+    const REPACKED: bool = false;
+
+    /// The dot product as llama.cpp's repacked GEMM computes it (see [`REPACKED`](Self::REPACKED)).
+    fn vec_dot_gemm(src: &[u8], activations: &[Self::Activation]) -> f32 {
+        Self::vec_dot(src, activations)
+    }
+
+    /// The dot product as llama.cpp's repacked GEMV computes it (see [`REPACKED`](Self::REPACKED)).
+    fn vec_dot_gemv(src: &[u8], activations: &[Self::Activation]) -> f32 {
+        Self::vec_dot(src, activations)
+    }
+
     /// [`vec_dot`](Self::vec_dot) of one weight row with [`ROW_GROUP`] activation rows, so a
     /// kernel can decode each weight block once for all of them (prefill). Must equal the
     /// single-row results bit for bit: batching never changes a logit.
@@ -185,6 +203,14 @@ pub trait QuantFormat {
 
 /// Activation rows a weight row is dotted with at once by [`QuantFormat::vec_dot_group`].
 pub const ROW_GROUP: usize = 4;
+
+/// Weight rows interleaved by llama.cpp's repacked formats ([`QuantFormat::REPACKED`]); a
+/// matrix whose row count is not a multiple of this is left as it is.
+pub const REPACK_ROWS: usize = 8;
+
+/// Activation rows per call of llama.cpp's repacked GEMM; the `n % 4` rows left over go
+/// through its GEMV.
+pub const REPACK_GEMM_ROWS: usize = 4;
 
 /// Activation rows from which llama.cpp's CPU matmul takes its tiled K-quant kernel.
 pub const BATCHED_FROM_ROWS: usize = 8;

@@ -5,6 +5,10 @@
 //! lanes (lane `l` takes elements `l, l + 8, …`); each super-block then adds `d * lane` into eight
 //! float lanes, which are summed only at the very end. Q2_K instead keeps one integer sum per
 //! super-block. The mins of Q2_K/Q4_K/Q5_K use the Q8_K group sums (`bsums`).
+//!
+//! Natively, Q4_K matrices of a multiple of 8 rows follow llama.cpp's repacked x86 kernels
+//! instead (`dot_q4_k_gemm`, `dot_q4_k_gemv`), and Q2_K/Q5_K/Q6_K matmuls of 8+ rows its
+//! tiled kernel (`*_tiled`); see `matmul.rs` for when each applies.
 
 use super::float::fma;
 use std::mem::size_of;
@@ -262,6 +266,82 @@ impl QuantFormat for BlockQ4K {
     fn vec_dot_group(src: &[u8], rows: [&[BlockQ8K]; ROW_GROUP]) -> [f32; ROW_GROUP] {
         super::simd128::dot_q4_k_group(whole_blocks(src), rows)
     }
+
+    // llama.cpp repacks Q4_K matrices to `block_q4_Kx8` on AVX2 machines.
+    const REPACKED: bool = true;
+
+    fn vec_dot_gemm(src: &[u8], activations: &[BlockQ8K]) -> f32 {
+        dot_q4_k_gemm(whole_blocks(src), activations)
+    }
+
+    fn vec_dot_gemv(src: &[u8], activations: &[BlockQ8K]) -> f32 {
+        dot_q4_k_gemv(whole_blocks(src), activations)
+    }
+}
+
+/// The exact integer dots `Σ q·a` of the eight 32-element sub-blocks of a Q4_K block with the
+/// Q8_K quants (sub-block `2j` is the low nibbles of `qs[32j..32j + 32]`, `2j + 1` the high ones).
+#[inline(always)]
+fn q4_k_sub_block_dots(xb: &BlockQ4K, yb: &BlockQ8K) -> [i32; 8] {
+    let mut dots = [0i32; 8];
+    for (pair, (bytes, a64)) in xb.qs.chunks_exact(32).zip(yb.qs.chunks_exact(64)).enumerate() {
+        let (a_low, a_high) = a64.split_at(32);
+        let (mut low, mut high) = (0i32, 0i32);
+        for ((&b, &al), &ah) in bytes.iter().zip(a_low).zip(a_high) {
+            low += i32::from(b & 0x0F) * i32::from(al);
+            high += i32::from(b >> 4) * i32::from(ah);
+        }
+        dots[2 * pair] = low;
+        dots[2 * pair + 1] = high;
+    }
+    dots
+}
+
+/// The Q8_K sums of the eight 32-element sub-blocks (pairs of `bsums`).
+#[inline(always)]
+fn q8_k_sub_block_sums(yb: &BlockQ8K) -> [i32; 8] {
+    std::array::from_fn(|j| i32::from(yb.bsums[2 * j]) + i32::from(yb.bsums[2 * j + 1]))
+}
+
+/// llama.cpp's repacked Q4_K GEMV (`ggml_gemv_q4_K_8x8_q8_K`, x86 AVX2), used for the
+/// activation rows of a matmul outside whole groups of 4. Per super-block: the exact integer
+/// `Σ scale·q·a` over all eight sub-blocks and the exact `Σ min·bsum`; each, converted to f32, is
+/// fused-multiply-added into its own accumulator with `d·d_y` (resp. `dmin·d_y`), an f32 product.
+/// The result is the first accumulator minus the second.
+pub(super) fn dot_q4_k_gemv(x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
+    let (mut sum, mut min_sum) = (0.0f32, 0.0f32);
+    for (xb, yb) in x.iter().zip(y) {
+        let (scales, mins) = scales_and_mins_k4(&xb.scales);
+        let dots = q4_k_sub_block_dots(xb, yb);
+        let sums = q8_k_sub_block_sums(yb);
+        let exact: i32 = dots.iter().zip(&scales).map(|(&dot, &sc)| i32::from(sc) * dot).sum();
+        let min_exact: i32 = sums.iter().zip(&mins).map(|(&s, &m)| i32::from(m) * s).sum();
+        sum = fma(exact as f32, xb.d.to_f32() * yb.d, sum);
+        min_sum = fma(min_exact as f32, xb.dmin.to_f32() * yb.d, min_sum);
+    }
+    sum - min_sum
+}
+
+/// llama.cpp's repacked Q4_K GEMM (`ggml_gemm_q4_K_8x8_q8_K`, x86 AVX2), used for the
+/// activation rows of a matmul in whole groups of 4. As [`dot_q4_k_gemv`], except that the float
+/// accumulation runs per pair of sub-blocks (64 elements): four fused multiply-adds per
+/// super-block into each accumulator, of `scale·Σq·a` (resp. `min·bsum`) summed over the pair.
+pub(super) fn dot_q4_k_gemm(x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
+    let (mut sum, mut min_sum) = (0.0f32, 0.0f32);
+    for (xb, yb) in x.iter().zip(y) {
+        let (scales, mins) = scales_and_mins_k4(&xb.scales);
+        let dots = q4_k_sub_block_dots(xb, yb);
+        let sums = q8_k_sub_block_sums(yb);
+        let (d, dmin) = (xb.d.to_f32() * yb.d, xb.dmin.to_f32() * yb.d);
+        for pair in 0..4 {
+            let (a, b) = (2 * pair, 2 * pair + 1);
+            let exact = i32::from(scales[a]) * dots[a] + i32::from(scales[b]) * dots[b];
+            let min_exact = i32::from(mins[a]) * sums[a] + i32::from(mins[b]) * sums[b];
+            sum = fma(exact as f32, d, sum);
+            min_sum = fma(min_exact as f32, dmin, min_sum);
+        }
+    }
+    sum - min_sum
 }
 
 pub(super) fn dot_q4_k(x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
@@ -458,4 +538,102 @@ pub(super) fn dot_q6_k(x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
         }
     }
     hsum8(&acc)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tensor::test_support::Rng;
+    use crate::tensor::{ActivationType, QuantizedActivations, cast_blocks};
+
+    /// Random Q4_K rows of `blocks` blocks and Q8_K activations of the same length.
+    fn q4_k_case(blocks: usize, rng: &mut Rng) -> (Vec<BlockQ4K>, Vec<BlockQ8K>) {
+        let bytes = rng.blocks(blocks, size_of::<BlockQ4K>(), &[0, 2]);
+        let x = cast_blocks::<BlockQ4K>(&bytes).unwrap().to_vec();
+        let acts: Vec<f32> = (0..blocks * QK_K).map(|_| rng.normal() * 2.0).collect();
+        let q = QuantizedActivations::quantize(ActivationType::Q8_K, &acts, 1, blocks * QK_K).unwrap();
+        (x, q.row::<BlockQ8K>(0).unwrap().to_vec())
+    }
+
+    /// The 6-bit scale and min of sub-block `j`, read bit by bit from ggml's description of the
+    /// packing (independently of `scales_and_mins_k4`).
+    fn scale_and_min(packed: &[u8; 12], j: usize) -> (i32, i32) {
+        let (scale, min) = if j < 4 {
+            (packed[j] & 63, packed[j + 4] & 63)
+        } else {
+            (
+                (packed[j + 4] & 0x0F) | ((packed[j - 4] >> 6) << 4),
+                (packed[j + 4] >> 4) | ((packed[j] >> 6) << 4),
+            )
+        };
+        (i32::from(scale), i32::from(min))
+    }
+
+    /// A plain element-by-element statement of the repacked kernels' arithmetic: per group of
+    /// `group` sub-blocks (8 for the GEMV, 2 for the GEMM), the exact integers
+    /// `Σ scale·q·a` and `Σ min·a` (the activation sum taken from the quants, not `bsums`),
+    /// each fused into its own f32 accumulator with `d·d_y` / `dmin·d_y`; then their difference.
+    fn repacked_reference(x: &[BlockQ4K], y: &[BlockQ8K], group: usize) -> f32 {
+        let (mut sum, mut min_sum) = (0.0f32, 0.0f32);
+        for (xb, yb) in x.iter().zip(y) {
+            let d = xb.d.to_f32() * yb.d;
+            let dmin = xb.dmin.to_f32() * yb.d;
+            for first in (0..8).step_by(group) {
+                let (mut exact, mut min_exact) = (0i32, 0i32);
+                for j in first..first + group {
+                    let (scale, min) = scale_and_min(&xb.scales, j);
+                    for e in 32 * j..32 * (j + 1) {
+                        let byte = xb.qs[32 * (e / 64) + e % 32];
+                        let q = if (e / 32) % 2 == 0 { byte & 0x0F } else { byte >> 4 };
+                        let a = i32::from(yb.qs[e]);
+                        exact += scale * i32::from(q) * a;
+                        min_exact += min * a;
+                    }
+                }
+                sum = (exact as f32).mul_add(d, sum);
+                min_sum = (min_exact as f32).mul_add(dmin, min_sum);
+            }
+        }
+        sum - min_sum
+    }
+
+    #[test]
+    fn repacked_q4_k_kernels_follow_llama_cpp_order() {
+        let mut rng = Rng::new(41);
+        let (mut gemv_differs, mut gemm_differs) = (0, 0);
+        for blocks in [1, 2, 3, 5] {
+            for _ in 0..200 {
+                let (x, y) = q4_k_case(blocks, &mut rng);
+                let (gemv, gemm) = (dot_q4_k_gemv(&x, &y), dot_q4_k_gemm(&x, &y));
+                assert_eq!(gemv.to_bits(), repacked_reference(&x, &y, 8).to_bits(), "GEMV, {blocks} blocks");
+                assert_eq!(gemm.to_bits(), repacked_reference(&x, &y, 2).to_bits(), "GEMM, {blocks} blocks");
+                // The same value up to rounding as the generic order.
+                let generic = dot_q4_k(&x, &y);
+                let scale = generic.abs().max(1e-2);
+                assert!((gemv - generic).abs() / scale < 1e-4, "{gemv} vs {generic}");
+                assert!((gemm - generic).abs() / scale < 1e-4, "{gemm} vs {generic}");
+                gemv_differs += usize::from(gemv.to_bits() != gemm.to_bits());
+                gemm_differs += usize::from(gemm.to_bits() != generic.to_bits());
+            }
+        }
+        // The orders are distinct, so the tests above pin each one.
+        assert!(gemv_differs > 0 && gemm_differs > 0, "{gemv_differs} {gemm_differs}");
+    }
+
+    /// A hand-computed block: every nibble 1 and every activation quant 1 (so each sub-block's
+    /// dot and activation sum are 32), scales 1 and mins 1 for sub-blocks 0-3, 0 for 4-7;
+    /// `d = 1`, `dmin = 0.5`, `d_y = 2⁻²⁴`. Exactly: Σ scale·32 = 128, Σ min·32 = 128, so the
+    /// GEMV gives 128·2⁻²⁴ - 128·2⁻²⁵ = 2⁻¹⁸, and so does the GEMM, whose sub-block pairs 0
+    /// and 1 each add 64·2⁻²⁴ and 64·2⁻²⁵ (pairs 2 and 3 add zero).
+    #[test]
+    fn repacked_q4_k_hand_computed_block() {
+        let mut x: BlockQ4K = cast_blocks::<BlockQ4K>(&[0u8; 144]).unwrap()[0];
+        x.d = crate::tensor::F16Le::from_f32(1.0);
+        x.dmin = crate::tensor::F16Le::from_f32(0.5);
+        x.scales = [1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0];
+        x.qs = [0x11; QK_K / 2];
+        let y = BlockQ8K { d: 2f32.powi(-24), qs: [1; QK_K], bsums: [16; QK_K / 16] };
+        assert_eq!(dot_q4_k_gemv(&[x], &[y]), 2f32.powi(-18));
+        assert_eq!(dot_q4_k_gemm(&[x], &[y]), 2f32.powi(-18));
+    }
 }

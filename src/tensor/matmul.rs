@@ -7,7 +7,9 @@
 
 use super::activations::{ActivationFormat, QuantizedActivations};
 use super::error::{TensorError, check_len};
-use super::format::{BATCHED_FROM_ROWS, QuantFormat, ROW_GROUP, WeightType, with_weight_format};
+use super::format::{
+    BATCHED_FROM_ROWS, QuantFormat, REPACK_GEMM_ROWS, REPACK_ROWS, ROW_GROUP, WeightType, with_weight_format,
+};
 
 /// `out (n × rows_out) = acts (n × k) · weightsᵀ`, where `weights` holds `rows_out` rows of `k`
 /// elements encoded as `weight_type`, and both `acts` and `out` are row-major.
@@ -66,13 +68,25 @@ fn dot_all_rows<W: QuantFormat>(
 ) {
     let blocks_per_activation_row = k / <W::Activation as ActivationFormat>::BLOCK_LEN;
     let n = activations.len() / blocks_per_activation_row;
-    // llama.cpp's batched order is worth reproducing where our kernels are ggml's (native);
-    // in wasm the SIMD128 kernels win on speed and reorder the sums anyway.
-    let llama_cpp_batched =
-        n >= BATCHED_FROM_ROWS && !cfg!(all(target_arch = "wasm32", target_feature = "simd128"));
+    // llama.cpp's batched and repacked orders are worth reproducing where our kernels are
+    // ggml's (native); in wasm the SIMD128 kernels win on speed and reorder the sums anyway.
+    let llama_cpp_order = !cfg!(all(target_arch = "wasm32", target_feature = "simd128"));
+    let llama_cpp_batched = n >= BATCHED_FROM_ROWS && llama_cpp_order;
+    let repacked = W::REPACKED && rows_out % REPACK_ROWS == 0 && llama_cpp_order;
     let activation_row =
         |i: usize| &activations[i * blocks_per_activation_row..][..blocks_per_activation_row];
     for (r, weight_row) in weights.chunks_exact(row_bytes).enumerate() {
+        if repacked {
+            // ggml's repacked matmul: GEMM for whole groups of 4 activation rows, GEMV for the rest.
+            let gemm_rows = n - n % REPACK_GEMM_ROWS;
+            for i in 0..gemm_rows {
+                out[i * rows_out + r] = W::vec_dot_gemm(weight_row, activation_row(i));
+            }
+            for i in gemm_rows..n {
+                out[i * rows_out + r] = W::vec_dot_gemv(weight_row, activation_row(i));
+            }
+            continue;
+        }
         if llama_cpp_batched {
             for i in 0..n {
                 out[i * rows_out + r] = W::vec_dot_batched(weight_row, activation_row(i));
@@ -174,6 +188,43 @@ mod tests {
                     assert!(
                         (got - single).abs() / scale < 1e-4,
                         "{weight_type:?} [{i}][{r}]: {got} vs {single}"
+                    );
+                }
+            }
+        }
+    }
+
+    /// A Q4_K matrix of a multiple of 8 rows goes through llama.cpp's repacked kernels: GEMM
+    /// for the activation rows in whole groups of 4, GEMV for the rest; other row counts keep
+    /// the plain dot.
+    #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
+    #[test]
+    fn repacked_q4_k_matrices_take_gemm_for_groups_of_four_and_gemv_for_the_rest() {
+        use crate::tensor::{BlockQ4K, BlockQ8K};
+        let mut rng = Rng::new(9);
+        let k = 512;
+        for (rows_out, n) in [(8, 1), (8, 3), (16, 6), (8, 9), (12, 6)] {
+            let weights = random_weights(WeightType::Q4_K, rows_out, k, &mut rng);
+            let acts: Vec<f32> = (0..n * k).map(|_| rng.normal()).collect();
+            let mut out = vec![f32::NAN; n * rows_out];
+            matmul(&weights, WeightType::Q4_K, rows_out, k, &acts, n, &mut out).unwrap();
+            let quantized = QuantizedActivations::for_weights(WeightType::Q4_K, &acts, n, k).unwrap();
+            let row_bytes = WeightType::Q4_K.row_bytes(k).unwrap();
+            for i in 0..n {
+                let y = quantized.row::<BlockQ8K>(i).unwrap();
+                for r in 0..rows_out {
+                    let w = &weights[r * row_bytes..][..row_bytes];
+                    let expected = if rows_out % 8 != 0 {
+                        <BlockQ4K as QuantFormat>::vec_dot(w, y)
+                    } else if i < n - n % 4 {
+                        <BlockQ4K as QuantFormat>::vec_dot_gemm(w, y)
+                    } else {
+                        <BlockQ4K as QuantFormat>::vec_dot_gemv(w, y)
+                    };
+                    assert_eq!(
+                        out[i * rows_out + r].to_bits(),
+                        expected.to_bits(),
+                        "{rows_out}×{n} [{i}][{r}]"
                     );
                 }
             }
