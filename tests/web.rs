@@ -231,12 +231,30 @@ fn worker_api_loads_in_chunks_chats_and_branches() {
     assert_eq!(get(&forced, "token").as_f64().unwrap(), 42.0);
     assert_eq!(engine.context_used(), used - 1.0);
 
+    // A file held in pieces (as files over 2 GiB are) generates the same tokens.
+    // Pieces of at most 1.2 MB: the largest tensor of this 3.5 MB file is 1,155,744 bytes.
+    let mut pieces = ModelLoader::with_piece_limit(bytes.len() as f64, 1_200_000).unwrap();
+    for chunk in bytes.chunks(40_000) {
+        pieces.push(chunk).unwrap();
+    }
+    assert!(pieces.piece_count() >= 2, "{} pieces", pieces.piece_count());
+    let mut pieced = pieces.finish().unwrap();
+    let greedy_tokens = |engine: &mut inferno::web::WebEngine| -> Vec<f64> {
+        engine.set_sampling(request(r#"{"temperature":0}"#)).unwrap();
+        engine.prepare_tokens(vec![1, 2, 3, 4, 5], Some(32)).unwrap();
+        (0..6).map(|_| get(&engine.step(0, None).unwrap(), "token").as_f64().unwrap()).collect()
+    };
+    assert_eq!(greedy_tokens(&mut pieced), greedy_tokens(&mut engine));
+
     // Errors are typed JS errors.
     let kind = |e: JsValue| get(&e, "kind").as_string().unwrap();
     assert_eq!(kind(ModelLoader::new(1e15).err().unwrap()), "too_large");
-    // Past what one wasm32 allocation can hold (2 GiB): refused before any allocation.
+    // Past what a 4 GiB memory can hold with room for inference: refused before any allocation.
     assert_eq!(kind(ModelLoader::new(4.0e9).err().unwrap()), "too_large");
-    assert_eq!(kind(ModelLoader::new(2_147_483_648.0).err().unwrap()), "too_large");
+    // Over 2 GiB a file is planned in pieces from its header; nothing is reserved before that,
+    // and a header whose tensors cannot be split into 2 GiB pieces is refused.
+    let mut three_gb = ModelLoader::new(3.0e9).unwrap();
+    assert_eq!(kind(three_gb.push(&bytes[..1 << 20]).err().unwrap()), "too_large");
     let mut bad = ModelLoader::new(8.0).unwrap();
     bad.push(b"GGUFxxxx").unwrap();
     assert!(bad.finish().is_err());
@@ -247,6 +265,7 @@ fn worker_api_loads_in_chunks_chats_and_branches() {
     assert_eq!(kind(engine.prepare_chat(request(bad_settings)).err().unwrap()), "sampler");
 
     // A fixed token prefill (the benchmark page's path), and token ids checked against the vocabulary.
+    engine.reset();
     let prepared = engine.prepare_tokens(vec![1, 2, 3, 4], Some(32)).unwrap();
     assert_eq!(get(&prepared, "evaluated").as_f64().unwrap(), 4.0);
     assert_eq!(get(&prepared, "context_size").as_f64().unwrap(), 32.0);

@@ -12,7 +12,7 @@ mod error;
 pub use error::EngineError;
 
 use crate::chat::{ChatMessage, ChatTemplate, RenderOptions};
-use crate::model::{KvCache, LogitsFor, Model, Scratch};
+use crate::model::{KvCache, LogitsFor, Model, ModelBytes, Scratch};
 use crate::sampler::{Sampler, SamplerSettings, StepTrace};
 use crate::tokenizer::{EncodeOptions, Tokenizer, Utf8Stream};
 
@@ -28,7 +28,7 @@ pub struct Engine {
 
 impl Engine {
     /// Validates and takes ownership of a whole GGUF file.
-    pub fn load(file: Vec<u8>) -> Result<Engine, EngineError> {
+    pub fn load(file: impl Into<ModelBytes>) -> Result<Engine, EngineError> {
         let model = Model::load(file)?;
         let tokenizer = Tokenizer::from_metadata(model.metadata())?;
         if tokenizer.vocab_size() != model.config().vocab_size {

@@ -211,3 +211,33 @@ fn recommended_sampling_reads_the_files_keys_and_defaults_the_rest() {
     let engine = micro_with_metadata(&[("general.sampling.top_p", Value::F32(-1.0))]);
     assert_eq!(engine.recommended_sampling(), SamplerSettings::default());
 }
+
+#[test]
+fn a_file_held_in_pieces_runs_exactly_like_one_piece() {
+    use crate::model::{ModelBytes, piece_starts};
+    let bytes = fixture("models/qwen3-micro-q4_0.gguf");
+    let header = ModelBytes::from(bytes.clone()).header().unwrap();
+    let largest = header.tensors.iter().map(|t| t.n_bytes).max().unwrap();
+    let starts = piece_starts(&header, header.data_offset.max(largest) + 64).unwrap();
+    assert!(starts.len() >= 2, "the limit should force several pieces");
+    let mut pieces = Vec::new();
+    let mut previous = 0;
+    for &start in starts.iter().chain(std::iter::once(&(bytes.len() as u64))) {
+        pieces.push(bytes[previous as usize..start as usize].to_vec());
+        previous = start;
+    }
+    let run = |engine: &Engine| -> Vec<u32> {
+        let mut session = engine.new_session(64).unwrap();
+        session.sync(engine, &engine.encode("The capital of France is")).unwrap();
+        let mut sampler = greedy();
+        (0..8).map(|_| session.step(engine, &mut sampler, None, 0).unwrap().token).collect()
+    };
+    let whole = Engine::load(bytes.clone()).unwrap();
+    let split = Engine::load(ModelBytes::from_pieces(pieces)).unwrap();
+    assert_eq!(run(&split), run(&whole));
+
+    // Pieces that cut through a tensor are refused, not read across.
+    let cut = (header.data_offset + header.tensors[0].offset + 1) as usize;
+    let broken = ModelBytes::from_pieces(vec![bytes[..cut].to_vec(), bytes[cut..].to_vec()]);
+    assert!(Engine::load(broken).is_err());
+}

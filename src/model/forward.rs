@@ -5,6 +5,7 @@
 //! A call processes a batch of tokens at once: every projection is a matrix × matrix product
 //! (each weight block is read once for all rows), so prefill costs far less per token than decode.
 
+use super::bytes::ModelBytes;
 use half::f16;
 
 use super::Model;
@@ -316,7 +317,7 @@ impl Model {
 /// `out (n × rows) = normed (n × cols) · matrixᵀ`, quantizing `normed` for the matrix's type
 /// unless the previous projection already did (Q, K, V and gate, up share one quantization).
 fn project(
-    file: &[u8],
+    file: &ModelBytes,
     matrix: &Matrix,
     s: &mut Scratch,
     n: usize,

@@ -5,6 +5,7 @@
 //! costs validation only; no weight matrix is copied or dequantized up front.
 
 mod attention;
+mod bytes;
 mod config;
 mod error;
 mod forward;
@@ -12,13 +13,14 @@ mod kv_cache;
 mod ops;
 mod weights;
 
+pub use bytes::{ModelBytes, piece_starts};
 pub use config::{Architecture, Config, Rope, RopeStyle};
 pub use error::ModelError;
 pub use forward::{LogitsFor, Scratch};
 pub use kv_cache::KvCache;
 pub use weights::{LayerWeights, Matrix, Weights};
 
-use crate::gguf::{Gguf, GgufHeader, Metadata};
+use crate::gguf::{GgufHeader, Metadata};
 
 pub struct Model {
     config: Config,
@@ -26,13 +28,15 @@ pub struct Model {
     /// Llama 3-style per-dimension RoPE frequency divisors (`rope_freqs.weight`), if present.
     rope_freqs: Option<Vec<f32>>,
     header: GgufHeader,
-    file: Vec<u8>,
+    file: ModelBytes,
 }
 
 impl Model {
-    /// Parses and validates `file` (a whole GGUF file) and takes ownership of it.
-    pub fn load(file: Vec<u8>) -> Result<Model, ModelError> {
-        let header = Gguf::parse(&file)?.header;
+    /// Parses and validates `file` (a whole GGUF file, in one piece or several) and takes
+    /// ownership of it.
+    pub fn load(file: impl Into<ModelBytes>) -> Result<Model, ModelError> {
+        let file = file.into();
+        let header = file.header()?;
         let embd = header
             .tensor("token_embd.weight")
             .ok_or_else(|| ModelError::MissingTensor("token_embd.weight".into()))?;
@@ -59,8 +63,10 @@ impl Model {
                         found: info.dims.clone(),
                     });
                 }
-                let gguf = Gguf::parse(&file)?;
-                let bytes = gguf.tensor_data(info);
+                let start =
+                    usize::try_from(header.data_offset.saturating_add(info.offset)).unwrap_or(usize::MAX);
+                let end = start.saturating_add(usize::try_from(info.n_bytes).unwrap_or(usize::MAX));
+                let bytes = file.get(start..end).unwrap_or(&[]);
                 let mut freqs = vec![0.0; config.rope_dims / 2];
                 let weight_type = crate::tensor::WeightType::from_ggml_type_id(info.ggml_type.id())
                     .ok_or_else(|| ModelError::UnsupportedTensorType {
@@ -91,7 +97,7 @@ impl Model {
     }
 
     /// The whole file, as loaded.
-    pub fn file(&self) -> &[u8] {
+    pub fn file(&self) -> &ModelBytes {
         &self.file
     }
 

@@ -4,6 +4,7 @@
 
 use std::ops::Range;
 
+use super::bytes::ModelBytes;
 use super::config::{Architecture, Config};
 use super::error::ModelError;
 use crate::gguf::{GgufHeader, TensorInfo};
@@ -20,15 +21,16 @@ pub struct Matrix {
 }
 
 impl Matrix {
-    pub fn bytes<'a>(&self, file: &'a [u8]) -> &'a [u8] {
-        &file[self.range.clone()]
+    /// Its bytes (empty only if `file` is not the one it was loaded from).
+    pub fn bytes<'a>(&self, file: &'a ModelBytes) -> &'a [u8] {
+        file.get(self.range.clone()).unwrap_or(&[])
     }
 
     /// The bytes of row `row` (checked by the caller against `rows`).
-    pub fn row_bytes<'a>(&self, file: &'a [u8], row: usize) -> &'a [u8] {
+    pub fn row_bytes<'a>(&self, file: &'a ModelBytes, row: usize) -> &'a [u8] {
         let row_len = self.range.len() / self.rows;
         let start = self.range.start + row * row_len;
-        &file[start..start + row_len]
+        file.get(start..start + row_len).unwrap_or(&[])
     }
 }
 
@@ -61,7 +63,7 @@ pub struct Weights {
 
 impl Weights {
     /// Finds and checks every tensor `config` needs. `file` is the whole file.
-    pub fn load(header: &GgufHeader, file: &[u8], config: &Config) -> Result<Weights, ModelError> {
+    pub fn load(header: &GgufHeader, file: &ModelBytes, config: &Config) -> Result<Weights, ModelError> {
         let tensors = Tensors { header, file };
         let (d, q, kv, ff, hd) =
             (config.n_embd, config.q_dim(), config.kv_dim(), config.n_ff, config.head_dim);
@@ -102,7 +104,7 @@ impl Weights {
 
 struct Tensors<'a> {
     header: &'a GgufHeader,
-    file: &'a [u8],
+    file: &'a ModelBytes,
 }
 
 impl Tensors<'_> {
@@ -125,7 +127,7 @@ impl Tensors<'_> {
         let end = start.checked_add(info.n_bytes).ok_or_else(truncated)?;
         let range = usize::try_from(start).map_err(|_| truncated())?
             ..usize::try_from(end).map_err(|_| truncated())?;
-        if range.end > self.file.len() {
+        if self.file.get(range.clone()).is_none() {
             return Err(truncated());
         }
         Ok(range)
@@ -150,7 +152,7 @@ impl Tensors<'_> {
         let (info, weight_type) = self.find(name, &[len])?;
         let range = self.range(info)?;
         let mut out = vec![0.0; len];
-        dequantize_row(weight_type, &self.file[range], &mut out)?;
+        dequantize_row(weight_type, self.file.get(range).unwrap_or(&[]), &mut out)?;
         Ok(out)
     }
 }

@@ -76,52 +76,63 @@ fn js_error(name: &str, kind: &str, message: &str) -> JsValue {
 
 use crate::chat::ChatMessage;
 use crate::engine::{Engine, EngineError, Session};
+use crate::model::ModelBytes;
 use crate::sampler::{Sampler, SamplerSettings, StepTrace};
 
 /// Receives a model file in chunks straight into wasm memory, so JavaScript never holds a
 /// second full copy: `new ModelLoader(size)`, `push(chunk)` until done, then `finish()`.
+///
+/// A file that fits in one allocation (2 GiB on wasm32) is reserved whole up front. A larger
+/// one is held in pieces split between tensors ([`ModelBytes`]): its header is read first, to
+/// learn where the tensors lie, and each piece is reserved when the bytes reach it.
 #[wasm_bindgen]
 pub struct ModelLoader {
-    bytes: Vec<u8>,
+    /// Pieces so far; the last one is being filled.
+    pieces: Vec<Vec<u8>>,
+    /// The planned length of every piece, once known (immediately for a one-piece file).
+    plan: Option<Vec<usize>>,
+    /// Bytes received before the plan is known (the start of the file, header included).
+    head: Vec<u8>,
+    /// How long `head` must be before the header can parse (the parser's last `NeedMore`).
+    head_needed: u64,
     expected: usize,
+    received: usize,
+    max_piece: u64,
 }
 
 #[wasm_bindgen]
 impl ModelLoader {
-    /// Reserves `size` bytes up front; a file too large for this wasm memory fails here, with
-    /// a clear error, before anything is copied.
+    /// Checks the size and, for a one-piece file, reserves it: a file too large for this wasm
+    /// memory fails here, with a clear error, before anything is copied.
     #[wasm_bindgen(constructor)]
     pub fn new(size: f64) -> Result<ModelLoader, JsValue> {
-        let size = js_size(size)?;
-        let expected = usize::try_from(size).map_err(|_| too_large(size))?;
-        if cfg!(target_pointer_width = "32") && size > WASM32_MODEL_LIMIT {
-            return Err(too_large(size));
-        }
-        let mut bytes = Vec::new();
-        bytes.try_reserve_exact(expected).map_err(|_| too_large(size))?;
-        Ok(ModelLoader { bytes, expected })
+        ModelLoader::with_piece_limit(size, MAX_PIECE)
     }
 
     pub fn push(&mut self, chunk: &[u8]) -> Result<(), JsValue> {
-        if chunk.len() > self.expected - self.bytes.len() {
+        if chunk.len() > self.expected - self.received {
             return Err(js_error("RangeError", "too_many_bytes", "more bytes than the announced file size"));
         }
-        self.bytes.extend_from_slice(chunk);
-        Ok(())
+        self.received += chunk.len();
+        if self.plan.is_none() {
+            self.head.extend_from_slice(chunk);
+            return self.plan_pieces();
+        }
+        self.append(chunk)
     }
 
     /// Bytes received so far.
     pub fn received(&self) -> f64 {
-        self.bytes.len() as f64
+        self.received as f64
     }
 
     /// Validates the file and builds the engine (consumes the loader).
     pub fn finish(self) -> Result<WebEngine, JsValue> {
-        if self.bytes.len() != self.expected {
-            let message = format!("received {} of {} bytes", self.bytes.len(), self.expected);
+        if self.received != self.expected || self.plan.is_none() {
+            let message = format!("received {} of {} bytes", self.received, self.expected);
             return Err(js_error("RangeError", "incomplete", &message));
         }
-        let engine = Engine::load(self.bytes).map_err(engine_error)?;
+        let engine = Engine::load(ModelBytes::from_pieces(self.pieces)).map_err(engine_error)?;
         Ok(WebEngine {
             engine,
             session: None,
@@ -130,15 +141,106 @@ impl ModelLoader {
     }
 }
 
-/// The largest file this build can load on wasm32: the file is one allocation that tensors
-/// are zero-copy views into, and Rust caps any one allocation or slice at `isize::MAX` bytes
-/// (2 GiB on wasm32), although the memory itself could grow to 4 GiB.
-const WASM32_MODEL_LIMIT: u64 = i32::MAX as u64;
+impl ModelLoader {
+    /// [`ModelLoader::new`] with pieces of at most `max_piece` bytes (tests use small ones).
+    pub fn with_piece_limit(size: f64, max_piece: u64) -> Result<ModelLoader, JsValue> {
+        let size = js_size(size)?;
+        let expected = usize::try_from(size).map_err(|_| too_large(size))?;
+        if cfg!(target_pointer_width = "32") && size > WASM32_MODEL_LIMIT {
+            return Err(too_large(size));
+        }
+        let mut loader = ModelLoader {
+            pieces: Vec::new(),
+            plan: None,
+            head: Vec::new(),
+            head_needed: 0,
+            expected,
+            received: 0,
+            max_piece,
+        };
+        if size <= max_piece {
+            loader.plan = Some(vec![expected]);
+            loader.start_piece(expected, size)?;
+        }
+        Ok(loader)
+    }
+
+    /// Pieces allocated so far.
+    pub fn piece_count(&self) -> usize {
+        self.pieces.len()
+    }
+
+    /// Once the header is in, plans the pieces and moves the bytes received so far into them.
+    fn plan_pieces(&mut self) -> Result<(), JsValue> {
+        let size = self.expected as u64;
+        if (self.head.len() as u64) < self.head_needed {
+            return Ok(()); // Re-parsing a growing header on every chunk would be quadratic.
+        }
+        let header = match gguf::parse_header(&self.head, size).map_err(gguf_error)? {
+            HeaderParse::NeedMore { at_least } if at_least > self.max_piece => {
+                return Err(too_large(size));
+            }
+            HeaderParse::NeedMore { at_least } => {
+                self.head_needed = at_least;
+                return Ok(());
+            }
+            HeaderParse::Complete(header) => header,
+        };
+        let starts = crate::model::piece_starts(&header, self.max_piece).ok_or_else(|| too_large(size))?;
+        let mut lengths = Vec::with_capacity(starts.len() + 1);
+        let mut previous = 0u64;
+        for &start in starts.iter().chain(std::iter::once(&size)) {
+            lengths.push((start - previous) as usize);
+            previous = start;
+        }
+        self.plan = Some(lengths);
+        let head = std::mem::take(&mut self.head);
+        self.append(&head)
+    }
+
+    /// Copies `bytes` into the current piece, starting the next ones as they fill.
+    fn append(&mut self, mut bytes: &[u8]) -> Result<(), JsValue> {
+        while !bytes.is_empty() {
+            let plan = self.plan.as_deref().unwrap_or(&[]);
+            let current = self.pieces.len().checked_sub(1).filter(|&p| self.pieces[p].len() < plan[p]);
+            let Some(p) = current else {
+                let Some(&length) = plan.get(self.pieces.len()) else {
+                    return Err(js_error(
+                        "RangeError",
+                        "too_many_bytes",
+                        "more bytes than the planned pieces",
+                    ));
+                };
+                self.start_piece(length, self.expected as u64)?;
+                continue;
+            };
+            let room = plan[p] - self.pieces[p].len();
+            let (now, rest) = bytes.split_at(room.min(bytes.len()));
+            self.pieces[p].extend_from_slice(now);
+            bytes = rest;
+        }
+        Ok(())
+    }
+
+    fn start_piece(&mut self, length: usize, file_size: u64) -> Result<(), JsValue> {
+        let mut piece = Vec::new();
+        piece.try_reserve_exact(length).map_err(|_| too_large(file_size))?;
+        self.pieces.push(piece);
+        Ok(())
+    }
+}
+
+/// The largest single allocation Rust allows on wasm32 (`isize::MAX`): one piece of a file.
+const MAX_PIECE: u64 = i32::MAX as u64;
+
+/// The largest file a 4 GiB wasm32 memory can hold while leaving room for the KV cache,
+/// scratch buffers and the engine itself.
+const WASM32_MODEL_LIMIT: u64 = (4 << 30) - (384 << 20);
 
 fn too_large(size: u64) -> JsValue {
     let message = format!(
-        "a {:.2} GiB file is too large for this page: the engine keeps a model in one piece of \
-         WebAssembly memory, which holds at most {:.2} GiB",
+        "a {:.2} GiB file does not fit in this page's memory (WebAssembly has 4 GiB, and \
+         inference needs some of it: files up to {:.2} GiB can load)",
         size as f64 / (1u64 << 30) as f64,
         WASM32_MODEL_LIMIT as f64 / (1u64 << 30) as f64
     );
