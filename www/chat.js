@@ -45,6 +45,7 @@ const ui = {
   send: $('send'),
   stop: $('stop'),
   newChat: $('new-chat'),
+  regenerate: $('regenerate'),
   thinkingLabel: $('thinking-toggle-label'),
   thinking: $('thinking-toggle'),
   stats: $('chat-stats'),
@@ -403,6 +404,7 @@ export function createChat(engine, { onModelLoaded, onModelUnloaded, pickFile })
     ui.stop.hidden = !generating;
     ui.send.disabled = !state.model;
     ui.newChat.disabled = generating;
+    ui.regenerate.hidden = generating || state.messages.at(-1)?.role !== 'assistant';
     document.body.dataset.generating = String(generating);
     visualizer.setBranching(!generating && Boolean(state.model));
   }
@@ -476,19 +478,35 @@ export function createChat(engine, { onModelLoaded, onModelUnloaded, pickFile })
   async function send() {
     const text = ui.prompt.value.trim();
     if (!text || !state.model || state.generating) return;
+    await answer({ role: 'user', content: text });
+  }
+
+  /** Answers the conversation again: the last answer is replaced (a new random seed unless one is set). */
+  async function regenerate() {
+    if (!state.model || state.generating || state.messages.at(-1)?.role !== 'assistant') return;
+    state.messages.pop();
+    await answer(null);
+  }
+
+  /**
+   * Appends `userMessage` (if any) and streams a new answer to the conversation. Returns
+   * false when the settings are invalid (nothing changes then).
+   */
+  async function answer(userMessage) {
     let settings;
     try {
       settings = readSettings();
     } catch (error) {
       showError('Check the settings', error);
-      return;
+      return false;
     }
     hideError();
-    ui.prompt.value = '';
-    state.messages.push({ role: 'user', content: text });
-    const assistant = { role: 'assistant', content: '', steps: [] };
+    if (userMessage) {
+      ui.prompt.value = '';
+      state.messages.push(userMessage);
+    }
     for (const message of state.messages) delete message.steps; // Only the newest answer can branch.
-    assistant.steps = [];
+    const assistant = { role: 'assistant', content: '', steps: [] };
     state.messages.push(assistant);
     renderMessages();
     visualizer.reset(settings.sampling);
@@ -507,6 +525,7 @@ export function createChat(engine, { onModelLoaded, onModelUnloaded, pickFile })
       assistant,
       { seed: settings.sampling.seed },
     );
+    return true;
   }
 
   /** Regenerates the last answer from `stepIndex`, with `token` forced there. */
@@ -547,6 +566,7 @@ export function createChat(engine, { onModelLoaded, onModelUnloaded, pickFile })
     renderMessages();
     visualizer.reset();
     ui.stats.textContent = '';
+    updateButtons();
     await engine.request('reset').catch(() => {});
     save();
     ui.prompt.focus();
@@ -618,6 +638,7 @@ export function createChat(engine, { onModelLoaded, onModelUnloaded, pickFile })
   });
   ui.stop.addEventListener('click', () => stopGenerating());
   ui.newChat.addEventListener('click', () => newChat());
+  ui.regenerate.addEventListener('click', () => regenerate());
   ui.keepModel.addEventListener('click', () => keepModel());
   ui.unloadModel.addEventListener('click', () => unload());
   ui.errorDismiss.addEventListener('click', hideError);

@@ -19,7 +19,8 @@
 //   system {prompt}                      -> system {}
 //   unload                               -> unloaded {}
 //   anything that fails                  -> error {error: {name, kind, message}}
-// Only one load/chat/branch runs at a time; another one meanwhile is refused with kind "busy".
+// Only one load/chat/branch runs at a time; another chat or branch meanwhile is refused with
+// kind "busy", while a new load cancels a running load (kind "cancelled") or generation.
 // Stop takes effect between two decode steps: the decode loop yields to the message queue
 // after every token.
 
@@ -180,8 +181,9 @@ function progressReporter(id, total) {
 }
 
 /** Feeds a File or Blob to the loader slice by slice: JS never holds more than one chunk. */
-async function pushFile(loader, file, report) {
+async function pushFile(loader, file, report, run) {
   for (let offset = 0; offset < file.size; offset += FILE_CHUNK_BYTES) {
+    throwIfCancelled(run);
     const chunk = new Uint8Array(await file.slice(offset, offset + FILE_CHUNK_BYTES).arrayBuffer());
     loader.push(chunk);
     report('reading', offset + chunk.length);
@@ -206,10 +208,14 @@ async function openUrl(url) {
   return { response, size };
 }
 
-async function pushStream(loader, response, report) {
+async function pushStream(loader, response, report, run) {
   const reader = response.body.getReader();
   let received = 0;
   for (;;) {
+    if (run.stopRequested) {
+      await reader.cancel().catch(() => {});
+      throwIfCancelled(run);
+    }
     const { done, value } = await reader.read();
     if (done) break;
     loader.push(value);
@@ -218,7 +224,7 @@ async function pushStream(loader, response, report) {
   }
 }
 
-async function loadModel(request) {
+async function loadModel(request, run) {
   const { id } = request;
   const started = performance.now();
   let name;
@@ -228,13 +234,13 @@ async function loadModel(request) {
     const file = request.file;
     name = file.name || 'model.gguf';
     size = file.size;
-    feed = (loader, report) => pushFile(loader, file, report);
+    feed = (loader, report) => pushFile(loader, file, report, run);
   } else if (typeof request.url === 'string') {
     const url = new URL(request.url, self.location.href);
     const { response, size: length } = await openUrl(url.href);
     name = decodeURIComponent(url.pathname.split('/').pop() || 'model.gguf');
     size = length;
-    feed = (loader, report) => pushStream(loader, response, report);
+    feed = (loader, report) => pushStream(loader, response, report, run);
   } else {
     throw new WorkerError('ProtocolError', 'bad_request', 'load needs a File in "file" or a URL in "url"');
   }
@@ -305,14 +311,31 @@ function withSystemPrompt(messages) {
   return [{ role: 'system', content: systemPrompt }, ...messages];
 }
 
-async function runExclusive(work) {
-  if (busy) throw new WorkerError('ProtocolError', 'busy', 'the engine is busy: stop it or wait for it to finish');
-  busy = { stopRequested: false };
-  try {
-    return await work(busy);
-  } finally {
-    busy = null;
+/**
+ * Runs one load or generation at a time. Another one meanwhile is refused as busy, except
+ * that a new load (`preempt`) stops the running work at its next chunk or step and waits
+ * for it: dropping a second file replaces the first.
+ */
+async function runExclusive(work, { preempt = false } = {}) {
+  if (busy && preempt) {
+    busy.stopRequested = true;
+    await busy.done.catch(() => {});
   }
+  if (busy) throw new WorkerError('ProtocolError', 'busy', 'the engine is busy: stop it or wait for it to finish');
+  const run = { stopRequested: false, done: null };
+  busy = run;
+  run.done = (async () => {
+    try {
+      return await work(run);
+    } finally {
+      busy = null;
+    }
+  })();
+  return run.done;
+}
+
+function throwIfCancelled(run) {
+  if (run.stopRequested) throw new WorkerError('LoadError', 'cancelled', 'loading was cancelled by a newer request');
 }
 
 /**
@@ -468,7 +491,7 @@ function unload() {
 const HANDLERS = {
   inspect: (request) => inspectFile(request.file),
   info: () => engineInfo(),
-  load: (request) => runExclusive(() => loadModel(request)),
+  load: (request) => runExclusive((run) => loadModel(request, run), { preempt: true }),
   chat,
   branch,
   stop,

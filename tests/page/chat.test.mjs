@@ -151,6 +151,34 @@ pageSuite('chat with SmolLM2', () => {
     assert.equal(await h.page.locator('.message').count(), 4);
   });
 
+  test('regenerate answers again from the cache, the same way for the same seed', async () => {
+    await loadModel(SMOLLM2());
+    await setSettings({ seed: ENDING_SEED, max_tokens: 96 });
+    const first = await ask('What is the capital of France?');
+    const before = await answersSoFar();
+    await h.page.click('#regenerate');
+    await h.page.waitForFunction((count) => Number(document.body.dataset.answers ?? 0) > count, before, { timeout: CHAT_TIMEOUT_MS });
+    const again = await lastAnswer();
+    assert.equal(again.text, first.text, 'same seed, same conversation, same answer');
+    assert.ok(again.prefilled <= 1, `the prompt is all cached: prefilled ${again.prefilled}`);
+    assert.equal(await h.page.locator('.message').count(), 2, 'the old answer was replaced');
+  });
+
+  test('a newer file replaces one still loading', async () => {
+    const gemma = requireModel(MODELS.gemma3);
+    const before = await h.page.evaluate(() => Number(document.body.dataset.loads ?? 0));
+    await h.page.setInputFiles('#file-input', gemma);
+    await h.page.waitForSelector('#load-progress:not([hidden])');
+    await h.page.setInputFiles('#file-input', SMOLLM2());
+    await h.page.waitForFunction(
+      ({ count, name }) => Number(document.body.dataset.loads ?? 0) > count && document.body.dataset.model === name,
+      { count: before, name: SMOLLM2_NAME },
+      { timeout: CHAT_TIMEOUT_MS },
+    );
+    await assertModelLoaded(SMOLLM2_NAME);
+    assert.equal(await h.page.locator('#chat-error').isHidden(), true, 'the replaced load is not an error');
+  });
+
   test('branching from a candidate regenerates the answer from that step', async () => {
     await loadModel(SMOLLM2());
     await setSettings({ temperature: 0, max_tokens: 12 });
