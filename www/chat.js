@@ -359,13 +359,27 @@ export function createChat(engine, { onModelLoaded, onModelUnloaded, pickFile })
   }
 
   function messageNode(message) {
+    const copy =
+      message.role === 'assistant'
+        ? el('button', { type: 'button', className: 'bubble-copy', title: 'Copy the answer (without the thinking)', onclick: (event) => copyAnswer(message, event.currentTarget) }, 'Copy')
+        : null;
     const node = el(
       'li',
       { className: `message ${message.role}`, dataset: { role: message.role } },
-      el('div', { className: 'bubble' }, el('div', { className: 'bubble-body' }), el('div', { className: 'bubble-meta muted small' })),
+      el('div', { className: 'bubble' }, el('div', { className: 'bubble-body' }), el('div', { className: 'bubble-meta muted small' }), copy),
     );
     renderMessageBody(message, node);
     return node;
+  }
+
+  async function copyAnswer(message, button) {
+    try {
+      await navigator.clipboard.writeText(splitThinking(message.content).answer.trim());
+      button.textContent = 'Copied';
+    } catch {
+      button.textContent = 'Copy failed'; // No clipboard permission (e.g. an insecure origin).
+    }
+    setTimeout(() => (button.textContent = 'Copy'), 1500);
   }
 
   function renderMessages() {

@@ -115,6 +115,13 @@ pageSuite('chat with SmolLM2', () => {
     await h.page.keyboard.press('ArrowLeft');
     await h.page.keyboard.press('ArrowLeft');
     assert.equal(await h.page.locator('#visualizer').getAttribute('data-selected'), '0');
+
+    // Copy puts the answer on the clipboard.
+    await h.context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: new URL(h.server.url).origin });
+    await h.page.hover('.message.assistant .bubble');
+    await h.page.click('.message.assistant .bubble-copy');
+    await h.page.waitForSelector('.message.assistant .bubble-copy:text("Copied")');
+    assert.equal(await h.page.evaluate(() => navigator.clipboard.readText()), answer.text.trim());
   });
 
   test('stop halts generation within a step', async () => {
