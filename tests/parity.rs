@@ -5,10 +5,11 @@
 //! Our kernels reproduce llama.cpp's x86 arithmetic for the 32-element formats (AVX2 lane
 //! order), its two CPU flash-attention kernels, its vectorized `expf` in SwiGLU and softmax,
 //! the FMAs GCC forms in RoPE, for Q2_K/Q5_K/Q6_K the tiled kernel llama.cpp uses from 8 rows
-//! on, and for Q4_K matrices of a multiple of 8 rows the repacked 8x8 GEMM/GEMV llama.cpp runs
-//! them through. Where that covers a whole model the logits are identical bit for bit: SmolLM2
-//! Q4_1, Gemma 3 270M Q4_K_M and the Q8_0/Q4_1/Q5_0/Q5_1/Q6_K synthetic files show |Δ| = 0 on
-//! every golden step. What is asserted:
+//! on, and for Q4_0 and Q4_K matrices of a multiple of 8 rows the repacked 8x8 GEMM/GEMV
+//! llama.cpp runs them through. Where that covers a whole model the logits are identical bit for
+//! bit: SmolLM2 Q4_1, Gemma 3 270M Q4_K_M and the Q8_0/Q4_0/Q4_1/Q5_0/Q5_1/Q6_K synthetic files
+//! show |Δ| = 0 on every golden step (Q4_0 was 0.035 before its repacked order). What is
+//! asserted:
 //! - Synthetic Qwen3 files: max |Δlogit| over the top-20 within the tolerance (0.02 for
 //!   F32/F16/BF16/Q8_0, 0.1 for 2- to 6-bit types) and top-1 agreement except at near-ties.
 //! - SmolLM2 and Gemma 3: the same 0.1 bound, and the 24-token greedy continuation of every

@@ -15,7 +15,7 @@ use super::error::{ModelError, try_zeroed};
 use super::kv_cache::KvCache;
 use super::ops::{add_in_place, apply_rope, geglu, rms_norm, rms_norm_in_place, rope_table, swiglu};
 use super::weights::{LayerWeights, Matrix};
-use crate::tensor::{QuantizedActivations, dequantize_row, matmul_quantized};
+use crate::tensor::{QuantizedActivations, dequantize_row, matmul_quantized_with_layout};
 
 /// Which positions of a batch need logits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -328,7 +328,8 @@ fn project(
         s.activations.requantize(wanted, &s.normed[..n * matrix.cols], n, matrix.cols)?;
         s.activations_fresh = true;
     }
-    matmul_quantized(matrix.bytes(file), matrix.weight_type, matrix.rows, &s.activations, out)?;
+    let (bytes, weight_type, layout) = (matrix.bytes(file), matrix.weight_type, matrix.layout);
+    matmul_quantized_with_layout(bytes, weight_type, layout, matrix.rows, &s.activations, out)?;
     Ok(())
 }
 

@@ -8,7 +8,7 @@ use super::bytes::ModelBytes;
 use super::config::{Architecture, Config};
 use super::error::ModelError;
 use crate::gguf::{GgufHeader, TensorInfo};
-use crate::tensor::{WeightType, dequantize_row};
+use crate::tensor::{WeightLayout, WeightType, dequantize_row};
 
 /// A matrix of `rows` rows of `cols` elements, stored in the model bytes at `range`.
 #[derive(Clone, Debug)]
@@ -18,6 +18,10 @@ pub struct Matrix {
     pub weight_type: WeightType,
     pub rows: usize,
     pub cols: usize,
+    /// How llama.cpp would hold it, which decides the order matmuls sum in: repacked where its
+    /// x86 CPU backend repacks, except for `token_embd` (and so a tied output projection),
+    /// which stays plain because its first use is a row lookup.
+    pub layout: WeightLayout,
 }
 
 impl Matrix {
@@ -70,7 +74,12 @@ impl Weights {
         let has_qk_norm = matches!(config.architecture, Architecture::Qwen3 | Architecture::Gemma3);
         let has_post_norms = config.architecture == Architecture::Gemma3;
 
-        let token_embd = tensors.matrix("token_embd.weight", config.vocab_size, d)?;
+        // llama.cpp's first use of token_embd is GET_ROWS, so it never enters the repack buffer;
+        // an output projection tied to it is multiplied with the plain kernels.
+        let token_embd = Matrix {
+            layout: WeightLayout::Plain,
+            ..tensors.matrix("token_embd.weight", config.vocab_size, d)?
+        };
         let output = match header.tensor("output.weight") {
             Some(_) => tensors.matrix("output.weight", config.vocab_size, d)?,
             None => token_embd.clone(),
@@ -144,7 +153,8 @@ impl Tensors<'_> {
                 reason: "byte size does not match its shape".into(),
             });
         }
-        Ok(Matrix { name: name.into(), range, weight_type, rows, cols })
+        let layout = WeightLayout::for_matmul(weight_type, rows);
+        Ok(Matrix { name: name.into(), range, weight_type, rows, cols, layout })
     }
 
     /// A vector of `len` elements, decoded to f32.

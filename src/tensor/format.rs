@@ -177,10 +177,11 @@ pub trait QuantFormat {
 
     /// Whether llama.cpp's x86 CPU backend repacks a matrix of this format into interleaved
     /// blocks of [`REPACK_ROWS`] weight rows when its row count is a multiple of that
-    /// (`ggml-cpu/repack.cpp`). Such a matrix is multiplied only by the repacked kernels, for
-    /// any number of activation rows: [`vec_dot_gemm`](Self::vec_dot_gemm) for the activation
-    /// rows in whole groups of [`REPACK_GEMM_ROWS`], [`vec_dot_gemv`](Self::vec_dot_gemv) for
-    /// the rest.
+    /// (`ggml-cpu/repack.cpp`) and it sits in the repack buffer (see
+    /// [`WeightLayout`](super::WeightLayout)). Such a matrix is multiplied only by the repacked
+    /// kernels, for any number of activation rows: [`vec_dot_gemm`](Self::vec_dot_gemm) for the
+    /// activation rows in whole groups of [`REPACK_GEMM_ROWS`], [`vec_dot_gemv`](Self::vec_dot_gemv)
+    /// for the rest.
     const REPACKED: bool = false;
 
     /// The dot product as llama.cpp's repacked GEMM computes it (see [`REPACKED`](Self::REPACKED)).

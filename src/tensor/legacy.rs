@@ -5,6 +5,9 @@
 //! each fused-multiply-added with the block's scale into its own f32 lane; the lanes are
 //! reduced pairwise at the end. Matching the order makes our logits bit-identical to
 //! llama.cpp's on short prompts instead of 1e-7 apart (which random-weight models amplify).
+//!
+//! Natively, Q4_0 matrices held repacked (a multiple of 8 rows, see `WeightLayout`) follow
+//! llama.cpp's repacked x86 kernels instead (`dot_q4_0_repacked`).
 
 use super::float::fma;
 use std::mem::size_of;
@@ -137,6 +140,34 @@ impl QuantFormat for BlockQ4_0 {
     fn vec_dot_group(src: &[u8], rows: [&[BlockQ8_0]; ROW_GROUP]) -> [f32; ROW_GROUP] {
         super::simd128::dot_q4_0_group(whole_blocks(src), rows)
     }
+
+    // llama.cpp repacks Q4_0 matrices to `block_q4_0x8` on AVX2 machines (`q4_0_8x8_q8_0`).
+    const REPACKED: bool = true;
+
+    fn vec_dot_gemm(src: &[u8], activations: &[BlockQ8_0]) -> f32 {
+        dot_q4_0_repacked(whole_blocks(src), activations)
+    }
+
+    fn vec_dot_gemv(src: &[u8], activations: &[BlockQ8_0]) -> f32 {
+        dot_q4_0_repacked(whole_blocks(src), activations)
+    }
+}
+
+/// llama.cpp's repacked Q4_0 kernels (`ggml_gemm_q4_0_8x8_q8_0` and `ggml_gemv_q4_0_8x8_q8_0`,
+/// x86 AVX2), which agree on the order: per 32-element block, the exact integer `Σ (q - 8)·a`
+/// over the whole block, converted to f32 and fused-multiply-added into one f32 accumulator
+/// with `d·d_y` (an f32 product of the two f16 scales). No lanes, no final reduction.
+pub(super) fn dot_q4_0_repacked(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
+    let mut sum = 0.0f32;
+    for (xb, yb) in x.iter().zip(y) {
+        let (a_low, a_high) = yb.qs.split_at(HALF);
+        let mut exact = 0i32;
+        for ((&q, &al), &ah) in xb.qs.iter().zip(a_low).zip(a_high) {
+            exact += (i32::from(q & 0x0F) - 8) * i32::from(al) + (i32::from(q >> 4) - 8) * i32::from(ah);
+        }
+        sum = fma(exact as f32, xb.d.to_f32() * yb.d.to_f32(), sum);
+    }
+    sum
 }
 
 #[cfg_attr(all(target_arch = "x86_64", target_feature = "avx2", not(test)), allow(dead_code))] // the AVX2 twin runs instead
@@ -284,4 +315,71 @@ pub(super) fn dot_q8_0(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
         lanes.add_block(xb.d.to_f32() * yb.d.to_f32(), &xb.qs, &yb.qs);
     }
     lanes.sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tensor::test_support::Rng;
+    use crate::tensor::{ActivationType, F16Le, QuantizedActivations, cast_blocks};
+
+    /// A random Q4_0 row of `blocks` blocks (as bytes) and Q8_0 activations of the same length.
+    fn q4_0_case(blocks: usize, rng: &mut Rng) -> (Vec<u8>, Vec<BlockQ8_0>) {
+        let bytes = rng.blocks(blocks, size_of::<BlockQ4_0>(), &[0]);
+        let acts: Vec<f32> = (0..blocks * QK).map(|_| rng.normal() * 2.0).collect();
+        let q = QuantizedActivations::quantize(ActivationType::Q8_0, &acts, 1, blocks * QK).unwrap();
+        (bytes, q.row::<BlockQ8_0>(0).unwrap().to_vec())
+    }
+
+    /// An element-by-element statement of the repacked kernels' arithmetic: per block, the exact
+    /// integer dot of the dequantized nibbles (element `e < 16` is the low nibble of byte `e`,
+    /// `e ≥ 16` the high nibble of byte `e - 16`, both minus 8) with the activation quants,
+    /// fused into one f32 accumulator with `d·d_y`.
+    fn repacked_reference(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
+        let mut sum = 0.0f32;
+        for (xb, yb) in x.iter().zip(y) {
+            let mut exact = 0i32;
+            for e in 0..QK {
+                let byte = xb.qs[e % HALF];
+                let q = if e < HALF { byte & 0x0F } else { byte >> 4 };
+                exact += (i32::from(q) - 8) * i32::from(yb.qs[e]);
+            }
+            sum = (exact as f32).mul_add(xb.d.to_f32() * yb.d.to_f32(), sum);
+        }
+        sum
+    }
+
+    #[test]
+    fn repacked_q4_0_kernels_follow_llama_cpp_order() {
+        let mut rng = Rng::new(43);
+        let mut differs = 0;
+        for blocks in [1, 2, 3, 8, 17] {
+            for _ in 0..200 {
+                let (src, y) = q4_0_case(blocks, &mut rng);
+                let x = cast_blocks::<BlockQ4_0>(&src).unwrap();
+                let gemv = <BlockQ4_0 as QuantFormat>::vec_dot_gemv(&src, &y);
+                let gemm = <BlockQ4_0 as QuantFormat>::vec_dot_gemm(&src, &y);
+                let expected = repacked_reference(x, &y);
+                assert_eq!(gemv.to_bits(), expected.to_bits(), "GEMV, {blocks} blocks");
+                assert_eq!(gemm.to_bits(), expected.to_bits(), "GEMM, {blocks} blocks");
+                // The same value up to rounding as the plain (8-lane) order.
+                let plain = <BlockQ4_0 as QuantFormat>::vec_dot(&src, &y);
+                assert!((gemv - plain).abs() / plain.abs().max(1e-2) < 1e-4, "{gemv} vs {plain}");
+                differs += usize::from(gemv.to_bits() != plain.to_bits());
+            }
+        }
+        // The orders are distinct, so the test above pins the repacked one.
+        assert!(differs > 0);
+    }
+
+    /// A hand-computed pair of blocks: nibbles 9 (q = 1) against activation quants 1 give an
+    /// exact block dot of 32; `d = 1` and `d_y = 2⁻¹⁴` (exact in f16), so each block adds
+    /// 32·2⁻¹⁴ = 2⁻⁹ and two blocks give 2⁻⁸. A second block of `d = -1` cancels it exactly.
+    #[test]
+    fn repacked_q4_0_hand_computed_blocks() {
+        let block = |d: f32| BlockQ4_0 { d: F16Le::from_f32(d), qs: [0x99; HALF] };
+        let a = BlockQ8_0 { d: F16Le::from_f32(2f32.powi(-14)), qs: [1; QK] };
+        assert_eq!(dot_q4_0_repacked(&[block(1.0), block(1.0)], &[a, a]), 2f32.powi(-8));
+        assert_eq!(dot_q4_0_repacked(&[block(1.0), block(-1.0)], &[a, a]), 0.0);
+    }
 }

@@ -11,8 +11,36 @@ use super::format::{
     BATCHED_FROM_ROWS, QuantFormat, REPACK_GEMM_ROWS, REPACK_ROWS, ROW_GROUP, WeightType, with_weight_format,
 };
 
+/// How llama.cpp's CPU backend holds a weight matrix, which decides the order its matmuls sum
+/// in. A property of the matrix, decided when the model is loaded: llama.cpp repacks only the
+/// tensors it places in its repack buffer, which are those first used by a matmul, and leaves
+/// the others (`token_embd`, first used by GET_ROWS, and so also an output projection tied to
+/// it) in the plain CPU buffer, where matmuls take the plain kernels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WeightLayout {
+    /// As stored in the file, multiplied by the plain kernels ([`QuantFormat::vec_dot`], or
+    /// `vec_dot_batched` from [`BATCHED_FROM_ROWS`] activation rows).
+    Plain,
+    /// Repacked into interleaved blocks of [`REPACK_ROWS`] rows and multiplied only by the
+    /// repacked GEMM/GEMV ([`QuantFormat::REPACKED`]). A matrix that cannot be repacked (its
+    /// format has no repacked kernels or its row count is not a multiple of [`REPACK_ROWS`]) is
+    /// multiplied as [`Plain`](Self::Plain) whatever its layout says.
+    Repacked,
+}
+
+impl WeightLayout {
+    /// The layout llama.cpp's x86 AVX2 CPU backend gives a matrix of `rows` rows of
+    /// `weight_type` that it first meets in a matmul (every projection except a tied output).
+    pub fn for_matmul(weight_type: WeightType, rows: usize) -> Self {
+        let repackable = with_weight_format!(weight_type, W => <W as QuantFormat>::REPACKED);
+        if repackable && rows % REPACK_ROWS == 0 { Self::Repacked } else { Self::Plain }
+    }
+}
+
 /// `out (n × rows_out) = acts (n × k) · weightsᵀ`, where `weights` holds `rows_out` rows of `k`
-/// elements encoded as `weight_type`, and both `acts` and `out` are row-major.
+/// elements encoded as `weight_type`, and both `acts` and `out` are row-major. The weights are
+/// summed as llama.cpp sums a matrix it meets first in a matmul
+/// ([`WeightLayout::for_matmul`]).
 pub fn matmul(
     weights: &[u8],
     weight_type: WeightType,
@@ -36,6 +64,20 @@ pub fn matmul_quantized(
     activations: &QuantizedActivations,
     out: &mut [f32],
 ) -> Result<(), TensorError> {
+    let layout = WeightLayout::for_matmul(weight_type, rows_out);
+    matmul_quantized_with_layout(weights, weight_type, layout, rows_out, activations, out)
+}
+
+/// [`matmul_quantized`] for a matrix whose [`WeightLayout`] the caller decided (a model keeps it
+/// with each matrix; a tied output projection is [`WeightLayout::Plain`]).
+pub fn matmul_quantized_with_layout(
+    weights: &[u8],
+    weight_type: WeightType,
+    layout: WeightLayout,
+    rows_out: usize,
+    activations: &QuantizedActivations,
+    out: &mut [f32],
+) -> Result<(), TensorError> {
     activations.check_type(weight_type.activation_type())?;
     let (n, k) = (activations.rows(), activations.row_len());
     let row_bytes = weight_type.row_bytes(k)?;
@@ -50,9 +92,10 @@ pub fn matmul_quantized(
         out.fill(0.0);
         return Ok(());
     }
+    let repacked = layout == WeightLayout::Repacked;
     with_weight_format!(weight_type, W => {
         let rows = activations.all_rows::<<W as QuantFormat>::Activation>()?;
-        dot_all_rows::<W>(weights, row_bytes, rows, k, rows_out, out);
+        dot_all_rows::<W>(weights, row_bytes, rows, k, rows_out, repacked, out);
     });
     Ok(())
 }
@@ -64,6 +107,7 @@ fn dot_all_rows<W: QuantFormat>(
     activations: &[W::Activation],
     k: usize,
     rows_out: usize,
+    repacked: bool,
     out: &mut [f32],
 ) {
     let blocks_per_activation_row = k / <W::Activation as ActivationFormat>::BLOCK_LEN;
@@ -72,7 +116,7 @@ fn dot_all_rows<W: QuantFormat>(
     // ggml's (native); in wasm the SIMD128 kernels win on speed and reorder the sums anyway.
     let llama_cpp_order = !cfg!(all(target_arch = "wasm32", target_feature = "simd128"));
     let llama_cpp_batched = n >= BATCHED_FROM_ROWS && llama_cpp_order;
-    let repacked = W::REPACKED && rows_out % REPACK_ROWS == 0 && llama_cpp_order;
+    let repacked = repacked && W::REPACKED && rows_out % REPACK_ROWS == 0 && llama_cpp_order;
     let activation_row =
         |i: usize| &activations[i * blocks_per_activation_row..][..blocks_per_activation_row];
     for (r, weight_row) in weights.chunks_exact(row_bytes).enumerate() {
@@ -194,39 +238,92 @@ mod tests {
         }
     }
 
-    /// A Q4_K matrix of a multiple of 8 rows goes through llama.cpp's repacked kernels: GEMM
-    /// for the activation rows in whole groups of 4, GEMV for the rest; other row counts keep
-    /// the plain dot.
+    /// A Q4_0 or Q4_K matrix of a multiple of 8 rows goes through llama.cpp's repacked kernels:
+    /// GEMM for the activation rows in whole groups of 4, GEMV for the rest; other row counts
+    /// keep the plain dot.
     #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
     #[test]
-    fn repacked_q4_k_matrices_take_gemm_for_groups_of_four_and_gemv_for_the_rest() {
-        use crate::tensor::{BlockQ4K, BlockQ8K};
+    fn repacked_matrices_take_gemm_for_groups_of_four_and_gemv_for_the_rest() {
         let mut rng = Rng::new(9);
         let k = 512;
-        for (rows_out, n) in [(8, 1), (8, 3), (16, 6), (8, 9), (12, 6)] {
-            let weights = random_weights(WeightType::Q4_K, rows_out, k, &mut rng);
-            let acts: Vec<f32> = (0..n * k).map(|_| rng.normal()).collect();
-            let mut out = vec![f32::NAN; n * rows_out];
-            matmul(&weights, WeightType::Q4_K, rows_out, k, &acts, n, &mut out).unwrap();
-            let quantized = QuantizedActivations::for_weights(WeightType::Q4_K, &acts, n, k).unwrap();
-            let row_bytes = WeightType::Q4_K.row_bytes(k).unwrap();
-            for i in 0..n {
-                let y = quantized.row::<BlockQ8K>(i).unwrap();
-                for r in 0..rows_out {
-                    let w = &weights[r * row_bytes..][..row_bytes];
-                    let expected = if rows_out % 8 != 0 {
-                        <BlockQ4K as QuantFormat>::vec_dot(w, y)
-                    } else if i < n - n % 4 {
-                        <BlockQ4K as QuantFormat>::vec_dot_gemm(w, y)
-                    } else {
-                        <BlockQ4K as QuantFormat>::vec_dot_gemv(w, y)
-                    };
-                    assert_eq!(
-                        out[i * rows_out + r].to_bits(),
-                        expected.to_bits(),
-                        "{rows_out}×{n} [{i}][{r}]"
-                    );
+        for weight_type in [WeightType::Q4_0, WeightType::Q4_K] {
+            for (rows_out, n) in [(8, 1), (8, 3), (16, 6), (8, 9), (12, 6)] {
+                let weights = random_weights(weight_type, rows_out, k, &mut rng);
+                let acts: Vec<f32> = (0..n * k).map(|_| rng.normal()).collect();
+                let quantized = QuantizedActivations::for_weights(weight_type, &acts, n, k).unwrap();
+                let mut out = vec![f32::NAN; n * rows_out];
+                matmul(&weights, weight_type, rows_out, k, &acts, n, &mut out).unwrap();
+                let mut with_layout = vec![f32::NAN; n * rows_out];
+                let layout = WeightLayout::for_matmul(weight_type, rows_out);
+                assert_eq!(layout == WeightLayout::Repacked, rows_out % 8 == 0);
+                matmul_quantized_with_layout(
+                    &weights,
+                    weight_type,
+                    layout,
+                    rows_out,
+                    &quantized,
+                    &mut with_layout,
+                )
+                .unwrap();
+                assert_eq!(out, with_layout);
+                let row_bytes = weight_type.row_bytes(k).unwrap();
+                for i in 0..n {
+                    for r in 0..rows_out {
+                        let w = &weights[r * row_bytes..][..row_bytes];
+                        let expected = with_weight_format!(weight_type, W => {
+                            let y = quantized.row::<<W as QuantFormat>::Activation>(i).unwrap();
+                            if rows_out % 8 != 0 {
+                                W::vec_dot(w, y)
+                            } else if i < n - n % 4 {
+                                W::vec_dot_gemm(w, y)
+                            } else {
+                                W::vec_dot_gemv(w, y)
+                            }
+                        });
+                        assert_eq!(
+                            out[i * rows_out + r].to_bits(),
+                            expected.to_bits(),
+                            "{weight_type:?} {rows_out}×{n} [{i}][{r}]"
+                        );
+                    }
                 }
+            }
+        }
+    }
+
+    /// A matrix held plain (a tied `token_embd` used as the output projection) takes the plain
+    /// kernels even where its type and row count would be repacked: its results are the plain
+    /// `vec_dot`s (below 8 activation rows), which differ from the repacked ones.
+    #[test]
+    fn plain_layout_uses_the_plain_kernels() {
+        let mut rng = Rng::new(11);
+        let (rows_out, k) = (16, 512);
+        for weight_type in [WeightType::Q4_0, WeightType::Q4_K] {
+            let weights = random_weights(weight_type, rows_out, k, &mut rng);
+            let mut differs = 0;
+            for n in [1, 4, 6] {
+                let acts: Vec<f32> = (0..n * k).map(|_| rng.normal()).collect();
+                let quantized = QuantizedActivations::for_weights(weight_type, &acts, n, k).unwrap();
+                let mut plain = vec![f32::NAN; n * rows_out];
+                let layout = WeightLayout::Plain;
+                matmul_quantized_with_layout(&weights, weight_type, layout, rows_out, &quantized, &mut plain)
+                    .unwrap();
+                let mut repacked = vec![f32::NAN; n * rows_out];
+                matmul_quantized(&weights, weight_type, rows_out, &quantized, &mut repacked).unwrap();
+                let row_bytes = weight_type.row_bytes(k).unwrap();
+                for i in 0..n {
+                    for r in 0..rows_out {
+                        let w = &weights[r * row_bytes..][..row_bytes];
+                        let expected = vec_dot(weight_type, w, &quantized, i).unwrap();
+                        let got = plain[i * rows_out + r];
+                        assert_eq!(got.to_bits(), expected.to_bits(), "{weight_type:?} n={n} [{i}][{r}]");
+                        differs += usize::from(got.to_bits() != repacked[i * rows_out + r].to_bits());
+                    }
+                }
+            }
+            // Natively the two layouts sum in different orders (wasm keeps its own kernels).
+            if !cfg!(all(target_arch = "wasm32", target_feature = "simd128")) {
+                assert!(differs > 0, "{weight_type:?}");
             }
         }
     }

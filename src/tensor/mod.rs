@@ -15,7 +15,8 @@
 //! `#[repr(C)]` with alignment 1 (f16 fields are stored as bytes), so a byte slice is viewed as
 //! a slice of blocks without copying (see [`cast_blocks`]).
 //!
-//! Entry points: [`matmul`] / [`matmul_quantized`] for projections, [`vec_dot`] for one row,
+//! Entry points: [`matmul`] / [`matmul_quantized`] for projections ([`matmul_quantized_with_layout`]
+//! for a matrix whose [`WeightLayout`] the caller decided), [`vec_dot`] for one row,
 //! [`dequantize_row`] for embeddings and tests; [`QuantizedActivations`] holds activations in
 //! the right format for a weight type. Errors are [`TensorError`]s, never panics.
 //!
@@ -50,4 +51,4 @@ pub use blocks::{
 pub use error::TensorError;
 pub use float::fma;
 pub use format::{QuantFormat, WeightType, dequantize_row, vec_dot};
-pub use matmul::{matmul, matmul_quantized};
+pub use matmul::{WeightLayout, matmul, matmul_quantized, matmul_quantized_with_layout};
