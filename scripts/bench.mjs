@@ -25,24 +25,14 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
 import { startServer } from './serve.mjs';
+import { CHROMIUM_ARGS, chromiumPath } from './chromium.mjs';
 
 const repoRoot = fileURLToPath(new URL('../', import.meta.url));
 const www = path.join(repoRoot, 'www');
 const cacheModels = path.join(repoRoot, '.cache', 'models');
 const sharedDir = process.env.INFERNO_SHARED ?? path.join(repoRoot, '..', 'shared');
-const chromiumPath = process.env.CHROMIUM ?? '/usr/bin/chromium';
 const wllamaDir = path.join(repoRoot, 'node_modules', '@wllama', 'wllama');
 
-const CHROMIUM_ARGS = [
-  '--headless',
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-quic',
-  '--no-first-run',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-];
 
 const QWEN3_FILE = 'qwen3-0.6b-q8_0.gguf';
 

@@ -5,6 +5,7 @@
 import { EngineClient } from './worker-client.js';
 import { renderReport } from './inspector.js';
 import { createChat } from './chat.js';
+import { errorBanner } from './dom.js';
 
 const engine = new EngineClient(new URL('./worker.js', import.meta.url));
 
@@ -17,11 +18,6 @@ const ui = {
   report: document.getElementById('report'),
   status: document.getElementById('status'),
   statusText: document.getElementById('status-text'),
-  error: document.getElementById('error'),
-  errorTitle: document.getElementById('error-title'),
-  errorKind: document.getElementById('error-kind'),
-  errorMessage: document.getElementById('error-message'),
-  errorDismiss: document.getElementById('error-dismiss'),
   engineInfo: document.getElementById('engine-info'),
   tabs: { chat: document.getElementById('tab-chat'), inspect: document.getElementById('tab-inspect') },
   views: { chat: document.getElementById('chat-view'), inspect: document.getElementById('inspect-view') },
@@ -55,18 +51,7 @@ function setStatus(text) {
   ui.status.hidden = !text;
 }
 
-function showError(title, error) {
-  ui.errorTitle.textContent = title;
-  ui.errorKind.textContent = error?.kind ?? 'internal';
-  ui.errorMessage.textContent = error?.message || String(error);
-  ui.error.dataset.kind = error?.kind ?? 'internal';
-  ui.error.hidden = false;
-}
-
-function hideError() {
-  ui.error.hidden = true;
-  delete ui.error.dataset.kind;
-}
+const { show: showError, hide: hideError } = errorBanner('error');
 
 function showReport(visible) {
   ui.report.hidden = !visible;
@@ -190,7 +175,6 @@ function main() {
   ui.openButton.addEventListener('click', openPicker);
   ui.welcomeButton.addEventListener('click', openPicker);
   ui.fileInput.addEventListener('change', onFileChosen);
-  ui.errorDismiss.addEventListener('click', hideError);
   wireDragAndDrop();
   showEngineInfo();
   // Models that did not come from a dropped file (the demo URL, OPFS) are inspected from

@@ -4,7 +4,7 @@
 // conversation and settings survive a reload (localStorage); a model kept in the browser
 // (OPFS) reopens by itself.
 
-import { el, replaceChildren } from './dom.js';
+import { el, errorBanner, replaceChildren } from './dom.js';
 import { formatBytes, formatDuration } from './format.js';
 import { createVisualizer } from './visualizer.js';
 import * as storage from './storage.js';
@@ -26,11 +26,6 @@ const ui = {
   progressPhase: $('load-phase'),
   progressBytes: $('load-bytes'),
   progressBar: $('load-bar'),
-  error: $('chat-error'),
-  errorTitle: $('chat-error-title'),
-  errorKind: $('chat-error-kind'),
-  errorMessage: $('chat-error-message'),
-  errorDismiss: $('chat-error-dismiss'),
   welcome: $('chat-welcome'),
   dropButton: $('chat-drop'),
   demoOffer: $('demo-offer'),
@@ -94,17 +89,12 @@ export function createChat(engine, { onModelLoaded, onModelUnloaded, pickFile })
 
   // --- errors and progress -------------------------------------------------------------
 
-  function showError(title, error) {
-    ui.errorTitle.textContent = title;
-    ui.errorKind.textContent = error?.kind ?? 'internal';
-    ui.errorMessage.textContent = error?.message || String(error);
-    ui.error.dataset.kind = error?.kind ?? 'internal';
-    ui.error.hidden = false;
-    if (!error?.kind) console.error(error);
-  }
+  const banner = errorBanner('chat-error');
+  const hideError = banner.hide;
 
-  function hideError() {
-    ui.error.hidden = true;
+  function showError(title, error) {
+    banner.show(title, error);
+    if (!error?.kind) console.error(error); // Not a file problem: a bug worth seeing.
   }
 
   const PHASES = { reading: 'Reading', validating: 'Validating', ready: 'Ready', storing: 'Keeping in this browser' };
@@ -655,7 +645,6 @@ export function createChat(engine, { onModelLoaded, onModelUnloaded, pickFile })
   ui.regenerate.addEventListener('click', () => regenerate());
   ui.keepModel.addEventListener('click', () => keepModel());
   ui.unloadModel.addEventListener('click', () => unload());
-  ui.errorDismiss.addEventListener('click', hideError);
   ui.dropButton.addEventListener('click', () => pickFile());
   ui.demoButton.addEventListener('click', () => loadUrl(DEMO_MODEL_URL));
   ui.settingsDefaults.addEventListener('click', () => {

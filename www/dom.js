@@ -49,3 +49,27 @@ export function throttleToFrame(fn) {
     });
   };
 }
+
+/**
+ * An error banner built from the elements `#${id}`, `#${id}-title`, `-kind`, `-message` and
+ * `-dismiss`: show(title, error) fills it with the error's kind and message, hide() clears it.
+ */
+export function errorBanner(id) {
+  const part = (suffix) => document.getElementById(suffix ? `${id}-${suffix}` : id);
+  const [root, title, kind, message] = [part(''), part('title'), part('kind'), part('message')];
+  const hide = () => {
+    root.hidden = true;
+    delete root.dataset.kind;
+  };
+  part('dismiss').addEventListener('click', hide);
+  return {
+    show(heading, error) {
+      title.textContent = heading;
+      kind.textContent = error?.kind ?? 'internal';
+      message.textContent = error?.message || String(error);
+      root.dataset.kind = error?.kind ?? 'internal';
+      root.hidden = false;
+    },
+    hide,
+  };
+}

@@ -164,13 +164,19 @@ fn dot_widened(weights: [v128; 2], activations: v128) -> v128 {
     i32x4_add(i32x4_dot_i16x8(weights[0], low), i32x4_dot_i16x8(weights[1], high))
 }
 
-pub(super) fn dot_q8_0_group(x: &[BlockQ8_0], rows: [&[BlockQ8_0]; ROW_GROUP]) -> [f32; ROW_GROUP] {
+/// The row-group loop of the formats dotted with Q8_0 activations; `decode` gives a weight
+/// block's two halves of quants, widened, and its scale.
+#[inline(always)]
+fn q8_0_activations_group<B>(
+    x: &[B],
+    rows: [&[BlockQ8_0]; ROW_GROUP],
+    decode: impl Fn(&B) -> ([v128; 2], [v128; 2], f32),
+) -> [f32; ROW_GROUP] {
     let x = &x[..x.len().min(shortest(&rows))];
     let table = f16_table();
     let mut acc = [f32x4_splat(0.0); ROW_GROUP];
     for (b, xb) in x.iter().enumerate() {
-        let (w0, w1) = (widen_i8(load_i8(&xb.qs)), widen_i8(load_i8(&xb.qs[16..])));
-        let xd = f32_of(table, xb.d);
+        let (w0, w1, xd) = decode(xb);
         for (lane, row) in acc.iter_mut().zip(rows) {
             let yb = &row[b];
             let sums = i32x4_add(dot_widened(w0, load_i8(&yb.qs)), dot_widened(w1, load_i8(&yb.qs[16..])));
@@ -180,22 +186,20 @@ pub(super) fn dot_q8_0_group(x: &[BlockQ8_0], rows: [&[BlockQ8_0]; ROW_GROUP]) -
     acc.map(sum_f32x4)
 }
 
+pub(super) fn dot_q8_0_group(x: &[BlockQ8_0], rows: [&[BlockQ8_0]; ROW_GROUP]) -> [f32; ROW_GROUP] {
+    let table = f16_table();
+    q8_0_activations_group(x, rows, |xb| {
+        (widen_i8(load_i8(&xb.qs)), widen_i8(load_i8(&xb.qs[16..])), f32_of(table, xb.d))
+    })
+}
+
 pub(super) fn dot_q4_0_group(x: &[BlockQ4_0], rows: [&[BlockQ8_0]; ROW_GROUP]) -> [f32; ROW_GROUP] {
-    let x = &x[..x.len().min(shortest(&rows))];
     let table = f16_table();
     let eight = i8x16_splat(8);
-    let mut acc = [f32x4_splat(0.0); ROW_GROUP];
-    for (b, xb) in x.iter().enumerate() {
+    q8_0_activations_group(x, rows, |xb| {
         let (low, high) = nibbles(load_u8(&xb.qs));
-        let (w0, w1) = (widen_i8(i8x16_sub(low, eight)), widen_i8(i8x16_sub(high, eight)));
-        let xd = f32_of(table, xb.d);
-        for (lane, row) in acc.iter_mut().zip(rows) {
-            let yb = &row[b];
-            let sums = i32x4_add(dot_widened(w0, load_i8(&yb.qs)), dot_widened(w1, load_i8(&yb.qs[16..])));
-            *lane = add_scaled(*lane, sums, xd * f32_of(table, yb.d));
-        }
-    }
-    acc.map(sum_f32x4)
+        (widen_i8(i8x16_sub(low, eight)), widen_i8(i8x16_sub(high, eight)), f32_of(table, xb.d))
+    })
 }
 
 pub(super) fn dot_q4_1_group(x: &[BlockQ4_1], rows: [&[BlockQ8_1]; ROW_GROUP]) -> [f32; ROW_GROUP] {

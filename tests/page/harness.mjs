@@ -17,24 +17,14 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
 import { startServer } from '../../scripts/serve.mjs';
+import { CHROMIUM_ARGS, chromiumPath } from '../../scripts/chromium.mjs';
 
 export const repoRoot = fileURLToPath(new URL('../../', import.meta.url));
 export const modelsDir = path.resolve(repoRoot, process.env.INFERNO_TEST_MODELS ?? '.cache/models');
 export const fixtureModelsDir = path.join(repoRoot, 'tests', 'fixtures', 'models');
 export const wwwRoot = path.resolve(repoRoot, process.env.INFERNO_WWW ?? 'www');
 const screenshotDir = path.join(repoRoot, 'target', 'page-screenshots');
-const chromiumPath = process.env.CHROMIUM ?? '/usr/bin/chromium';
 
-const CHROMIUM_ARGS = [
-  '--headless',
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-quic',
-  '--no-first-run',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-];
 
 export const TEST_TIMEOUT_MS = 90_000;
 
