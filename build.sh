@@ -54,20 +54,38 @@ choose_wasm_toolchain() {
   fi
 }
 
-# cargo for the wasm32 target, with SIMD128 on and a target dir of its own (its host build
-# scripts may come from a different rustc than native builds).
-wasm_cargo() { # cargo-subcommand args...
+# cargo for the wasm32 target in one of two flavours, each with a target dir of its own (its
+# host build scripts may come from a different rustc than native builds, and the two std
+# builds differ):
+#   simd     SIMD128, one thread: runs in every browser we support
+#   threads  SIMD128 + shared memory and atomics, rayon's pool in Web Workers: used where the
+#            page is cross-origin isolated. std must be rebuilt with atomics (-Zbuild-std).
+wasm_cargo() { # flavour cargo-subcommand args...
   choose_wasm_toolchain
-  local sub=$1
-  shift
-  export CARGO_TARGET_DIR="$ROOT/target/wasm"
-  export CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUSTFLAGS="-C target-feature=+simd128"
-  if [ "$WASM_MODE" = rustup ]; then
-    cargo "$sub" --target wasm32-unknown-unknown "$@"
+  local flavour=$1 sub=$2
+  shift 2
+  local features=+simd128 cargo_args=()
+  case "$flavour" in
+    simd) cargo_args=(--no-default-features) ;;
+    threads)
+      features+=,+atomics,+bulk-memory,+mutable-globals
+      features+=" -C link-arg=--shared-memory -C link-arg=--max-memory=4294967296 -C link-arg=--import-memory"
+      features+=" -C link-arg=--export=__wasm_init_tls -C link-arg=--export=__tls_size"
+      features+=" -C link-arg=--export=__tls_align -C link-arg=--export=__tls_base"
+      ;;
+    *) die "unknown wasm flavour $flavour" ;;
+  esac
+  export CARGO_TARGET_DIR="$ROOT/target/wasm-$flavour"
+  export CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUSTFLAGS="-C target-feature=$features"
+  if [ "$WASM_MODE" = rustup ] && [ "$flavour" = simd ]; then
+    cargo "$sub" --target wasm32-unknown-unknown "${cargo_args[@]}" "$@"
+  elif [ "$WASM_MODE" = rustup ]; then
+    rustup component add rust-src >/dev/null
+    RUSTC_BOOTSTRAP=1 cargo "$sub" --target wasm32-unknown-unknown -Zbuild-std=std,panic_abort "${cargo_args[@]}" "$@"
   else
     RUSTC=/usr/bin/rustc RUSTDOC=/usr/bin/rustdoc RUSTC_BOOTSTRAP=1 \
       CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_LINKER=/usr/lib/llvm-19/bin/wasm-ld \
-      /usr/bin/cargo "$sub" --target wasm32-unknown-unknown -Zbuild-std=std,panic_abort "$@"
+      /usr/bin/cargo "$sub" --target wasm32-unknown-unknown -Zbuild-std=std,panic_abort "${cargo_args[@]}" "$@"
   fi
 }
 
@@ -122,10 +140,23 @@ fetch_models() {
   scripts/fetch-models.sh
 }
 
+# www/pkg: the single-threaded module; www/pkg-threads: the shared-memory one. The page picks
+# one at run time (www/engine-loader.js).
 build_wasm() {
-  log "building the wasm package (release, SIMD128, $WASM_MODE toolchain)"
-  wasm_cargo build --release --lib
-  wasm-bindgen --target web --no-typescript --out-dir www/pkg target/wasm/wasm32-unknown-unknown/release/inferno.wasm
+  log "building the wasm packages (release, SIMD128; one thread and threads, $WASM_MODE toolchain)"
+  wasm_cargo simd build --release --lib
+  wasm-bindgen --target web --no-typescript --out-dir www/pkg target/wasm-simd/wasm32-unknown-unknown/release/inferno.wasm
+  wasm_cargo threads build --release --lib
+  rm -rf www/pkg-threads
+  wasm-bindgen --target web --no-typescript --out-dir www/pkg-threads \
+    target/wasm-threads/wasm32-unknown-unknown/release/inferno.wasm
+  # wasm-bindgen-rayon starts each pool thread with import('../../..'), which only a bundler
+  # resolves; point it at the glue file so a static server can serve it.
+  local helpers
+  helpers=$(find www/pkg-threads/snippets -name workerHelpers.js)
+  [ -n "$helpers" ] || die "wasm-bindgen-rayon's workerHelpers.js is missing from www/pkg-threads"
+  sed -i "s#import('../../..')#import('../../../inferno.js')#" "$helpers"
+  grep -q "import('../../../inferno.js')" "$helpers" || die "could not patch $helpers"
 }
 
 # The demo model is served from www/models (git-ignored), hard-linked from the cache.
@@ -154,7 +185,7 @@ run_tests() {
   export WASM_BINDGEN_TEST_TIMEOUT=300
 
   run_suite "native (cargo test)" cargo test --release --all-targets
-  run_suite "wasm in headless Chromium (wasm-bindgen-test)" wasm_cargo test --release --tests
+  run_suite "wasm in headless Chromium (wasm-bindgen-test)" wasm_cargo simd test --release --tests
   # One test file at a time: each drives its own Chromium running real models.
   run_suite "page (playwright-core + Chromium)" node --test --test-concurrency=1 --test-reporter=spec tests/page/
 

@@ -15,6 +15,8 @@ pub mod gguf;
 pub mod inspect;
 /// Transformer models (Qwen3, Llama, Gemma 3): config, weights as views, KV cache, forward pass.
 pub mod model;
+/// Splitting work across threads (matmul rows, attention heads) above single-threaded kernels.
+pub mod parallel;
 /// Choosing the next token: penalties, top-k, top-p, min-p, temperature, seeded draw, trace.
 pub mod sampler;
 /// Weight block formats (ggml layouts), activation quantization, and the dot/matmul kernels.

@@ -179,16 +179,53 @@ fn logits_after_the_prompt_match_llama_cpp() {
 #[test]
 fn bench_reports_positive_speeds() {
     let (model, _) = micro_q4_0();
-    let out = stdout_json(&inferno(&["bench", &model, "--pp", "16", "--tg", "4", "--runs", "1", "--json"]));
-    assert!(out["prefill_tok_s"].as_f64().unwrap() > 0.0, "{out}");
-    assert!(out["decode_tok_s"].as_f64().unwrap() > 0.0, "{out}");
-    assert_eq!(out["threads"], 1);
+    for threads in ["1", "2"] {
+        let args =
+            ["bench", &model, "--pp", "16", "--tg", "4", "--runs", "1", "--threads", threads, "--json"];
+        let out = stdout_json(&inferno(&args));
+        assert!(out["prefill_tok_s"].as_f64().unwrap() > 0.0, "{out}");
+        assert!(out["decode_tok_s"].as_f64().unwrap() > 0.0, "{out}");
+        assert_eq!(out["threads"].to_string(), threads);
+    }
+}
+
+/// Threads split matmul rows and attention heads, never a sum: the real SmolLM2 file (whose
+/// larger matrices are split) gives the same logits, to the bit, on 1 and 3 threads.
+#[test]
+fn thread_count_does_not_change_the_logits() {
+    let model = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join(".cache/models/SmolLM2-135M-Instruct.Q4_1.gguf");
+    if !model.exists() {
+        eprintln!("{}: not at hand (./build.sh models fetches it), skipped", model.display());
+        return;
+    }
+    let model = model.to_str().unwrap();
+    // 70 tokens: the prefill crosses the 64-query attention kernel switch.
+    let tokens: Vec<String> = (0..70).map(|i| (100 + i * 37).to_string()).collect();
+    let tokens = tokens.join(",");
+    let logits = |threads: &str| {
+        stdout_json(&inferno(&[
+            "logits",
+            model,
+            "--tokens",
+            &tokens,
+            "--top",
+            "8",
+            "--threads",
+            threads,
+            "--json",
+        ]))
+    };
+    let one = logits("1");
+    assert_eq!(one, logits("3"));
+    assert!(one.to_string().len() > 1000, "{one}");
 }
 
 #[test]
 fn generation_options_are_checked() {
     let (model, _) = micro_q4_0();
-    let cases: [&[&str]; 5] = [
+    let cases: [&[&str]; 6] = [
+        &["bench", &model, "--threads", "0"],
         &["generate", &model],
         &["generate", &model, "--prompt", "x", "--temp", "warm"],
         &["generate", &model, "--prompt", "x", "--top-p", "0"],

@@ -38,6 +38,7 @@ const chat = createChat(engine, {
   pickFile: () => openPicker(),
   // A model streamed from a URL has no File to read a header from: inspect the loaded bytes.
   onModelLoaded: (model) => {
+    showEngineInfo(); // The engine may have been restarted with another thread count.
     if (model.source === 'url') inspectFile({ name: model.name });
   },
 });
@@ -88,7 +89,10 @@ async function inspectFile(file) {
 async function showEngineInfo() {
   try {
     const { info } = await engine.request('info');
-    ui.engineInfo.textContent = `engine ${info.version}${info.simd128 ? ' · SIMD128' : ''}`;
+    const threads = `${info.threads} ${info.threads === 1 ? 'thread' : 'threads'}`;
+    ui.engineInfo.textContent = `engine ${info.version}${info.simd128 ? ' · SIMD128' : ''}${info.relaxed_simd ? ' · relaxed SIMD' : ''} · ${threads}`;
+    ui.engineInfo.title = info.threads_note ?? '';
+    ui.engineInfo.classList.remove('failed');
     ui.engineInfo.classList.add('ok');
   } catch (error) {
     ui.engineInfo.textContent = 'engine unavailable';

@@ -17,8 +17,8 @@
 // This is what llama.cpp's server loop (the wllama side) times as prompt_ms and predicted_ms
 // when asked for tg + 1 tokens.
 
-import init, { engine_info, ModelLoader } from './pkg/inferno.js';
 import { errorMessage, sizePrompt } from './bench-common.js';
+import { resolveThreads, startEngine } from './engine-loader.js';
 
 const progress = (text) => postMessage({ type: 'progress', text });
 
@@ -31,15 +31,16 @@ self.onmessage = async ({ data }) => {
 };
 
 async function run({ model, pp, tg, threads, ctx, warmup }) {
-  if (threads !== 1) throw new Error(`Inferno runs on one thread; threads=${threads} was asked for`);
+  const resolved = resolveThreads(threads);
+  if (resolved.threads !== threads) throw new Error(`Inferno cannot run ${threads} threads here: ${resolved.reason}`);
   const initStarted = performance.now();
-  await init();
+  const { module: wasm, build: buildName } = await startEngine(threads);
   const init_ms = performance.now() - initStarted;
-  const build = engine_info();
+  const build = wasm.engine_info();
 
   progress('downloading the model');
   const loadStarted = performance.now();
-  const engine = await streamModel(model);
+  const engine = await streamModel(wasm, model);
   const load_ms = performance.now() - loadStarted;
   try {
     const info = engine.info();
@@ -68,8 +69,10 @@ async function run({ model, pp, tg, threads, ctx, warmup }) {
       prompt_ids_head: Array.from(tokens.subarray(0, 8)),
       ctx: timed.context_size,
       warmup,
-      threads: 1,
+      threads: build.threads,
+      build: buildName,
       simd: build.simd128,
+      relaxed_simd: build.relaxed_simd,
       cross_origin_isolated: self.crossOriginIsolated,
       init_ms,
       load_ms,
@@ -85,12 +88,12 @@ async function run({ model, pp, tg, threads, ctx, warmup }) {
 }
 
 /** fetch + response.body reader, each chunk pushed straight into wasm memory. */
-async function streamModel(url) {
+async function streamModel(wasm, url) {
   const response = await fetch(url);
   if (!response.ok) throw new Error(`GET ${url}: HTTP ${response.status}`);
   const size = Number(response.headers.get('Content-Length'));
   if (!size) throw new Error(`GET ${url}: no Content-Length, the loader needs the size up front`);
-  const loader = new ModelLoader(size);
+  const loader = new wasm.ModelLoader(size);
   try {
     const reader = response.body.getReader();
     for (;;) {

@@ -7,6 +7,7 @@
 import { el, errorBanner, replaceChildren } from './dom.js';
 import { formatBytes, formatDuration } from './format.js';
 import { createVisualizer } from './visualizer.js';
+import { defaultThreads, hardwareThreads, threadsSupported } from './engine-loader.js';
 import * as storage from './storage.js';
 
 const DEMO_MODEL_URL = 'models/SmolLM2-135M-Instruct.Q4_1.gguf';
@@ -55,7 +56,9 @@ const ui = {
     max_tokens: $('set-max-tokens'),
     seed: $('set-seed'),
     context: $('set-context'),
+    threads: $('set-threads'),
   },
+  threadsNote: $('threads-note'),
 };
 
 const LLAMA_CPP_DEFAULTS = { temperature: 0.8, top_k: 40, top_p: 0.95, min_p: 0.05, repeat_penalty: 1 };
@@ -120,6 +123,7 @@ export function createChat(engine, { onModelLoaded, onModelUnloaded, pickFile })
     setModel(null);
     showProgress('reading', 0, fields.file?.size ?? 0);
     try {
+      engine.useThreads(selectedThreads());
       const reply = await engine.request('load', fields, (event) => {
         if (ticket === state.loadTicket && event.type === 'progress') showProgress(event.phase, event.bytes, event.total);
       });
@@ -168,6 +172,7 @@ export function createChat(engine, { onModelLoaded, onModelUnloaded, pickFile })
       `${model.vocab_size.toLocaleString('en-US')} tokens`,
       `trained context ${model.context_length.toLocaleString('en-US')}`,
       template,
+      `${model.threads} ${model.threads === 1 ? 'thread' : 'threads'}`,
       ms !== undefined ? `loaded in ${formatDuration(ms)}` : null,
     ]
       .filter(Boolean)
@@ -282,6 +287,35 @@ export function createChat(engine, { onModelLoaded, onModelUnloaded, pickFile })
 
   // --- settings -----------------------------------------------------------------------------
 
+  /** The Threads choices: "auto" (the worker's default) and 1..cores; one thread only where the
+   *  page cannot share memory with workers. */
+  function setUpThreads() {
+    const select = ui.settings.threads;
+    const supported = threadsSupported();
+    const cores = hardwareThreads();
+    const options = [el('option', { value: '' }, `Auto (${defaultThreads()})`)];
+    if (supported) for (let n = 1; n <= Math.min(cores, 64); n++) options.push(el('option', { value: String(n) }, String(n)));
+    replaceChildren(select, options);
+    select.disabled = !supported;
+    ui.threadsNote.textContent = supported
+      ? `Threads: this machine offers ${cores}. Changing it reloads the model into a new engine; the conversation stays.`
+      : 'One thread: this page is not cross-origin isolated, so WebAssembly threads are unavailable (serve it with COOP/COEP headers).';
+  }
+
+  /** The thread count chosen, or null for the engine's default. */
+  function selectedThreads() {
+    return Number(ui.settings.threads.value) || null;
+  }
+
+  /** Loads the current model again (after the thread count changed), keeping the conversation. */
+  async function reloadModel() {
+    const source = state.loadSource;
+    if (!state.model || !source) return;
+    const storedIn = state.model.source;
+    if (typeof source === 'string') await loadUrl(source);
+    else await load({ file: source, source: storedIn }, { name: state.model.name, source });
+  }
+
   function applySettings(sampling, { maxTokens, context } = {}) {
     for (const key of Object.keys(LLAMA_CPP_DEFAULTS)) {
       if (sampling[key] !== undefined) ui.settings[key].value = String(Number(sampling[key].toFixed?.(4) ?? sampling[key]));
@@ -315,6 +349,7 @@ export function createChat(engine, { onModelLoaded, onModelUnloaded, pickFile })
     sampling.seed = seedText === '' ? crypto.getRandomValues(new Uint32Array(1))[0] : readNumber(s.seed, { integer: true, min: 0, max: 2 ** 53 - 1, name: 'Seed' });
     const maxTokens = readNumber(s.max_tokens, { integer: true, min: 1, max: 1 << 20, name: 'Max tokens' });
     const context = readNumber(s.context, { integer: true, min: 16, max: state.model?.context_length ?? 1 << 20, name: 'Context' });
+
     return { sampling, maxTokens, context };
   }
 
@@ -395,6 +430,7 @@ export function createChat(engine, { onModelLoaded, onModelUnloaded, pickFile })
     if (stats.ttftMs !== undefined) parts.push(`first token ${formatDuration(stats.ttftMs)}`);
     if (stats.generated !== undefined) parts.push(`${stats.generated} tokens${stats.decodeTokS ? ` at ${stats.decodeTokS.toFixed(1)} tok/s` : ''}`);
     if (stats.contextUsed !== undefined && stats.contextSize) parts.push(`context ${stats.contextUsed} / ${stats.contextSize}`);
+    if (stats.threads !== undefined) parts.push(`${stats.threads} ${stats.threads === 1 ? 'thread' : 'threads'}`);
     if (stats.seed !== undefined) parts.push(`seed ${stats.seed}`);
     if (stats.branchedAt !== undefined) parts.push(`regenerated from token ${stats.branchedAt + 1}`);
     const reasons = { stopped: 'stopped', max_tokens: 'hit max tokens', context_full: 'context full' };
@@ -428,7 +464,7 @@ export function createChat(engine, { onModelLoaded, onModelUnloaded, pickFile })
    */
   async function streamAnswer(type, fields, assistant, baseStats = {}) {
     const node = lastNode();
-    const live = { ...baseStats };
+    const live = { ...baseStats, threads: state.model?.threads };
     let done;
     state.generating = { assistant, requestDone: null };
     updateButtons();
@@ -653,6 +689,8 @@ export function createChat(engine, { onModelLoaded, onModelUnloaded, pickFile })
     save();
   });
   for (const input of [...Object.values(ui.settings), ui.systemPrompt, ui.thinking]) input.addEventListener('change', save);
+  ui.settings.threads.addEventListener('change', () => reloadModel());
+  setUpThreads();
   updateButtons();
 
   return {

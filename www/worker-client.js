@@ -12,20 +12,48 @@ export class EngineError extends Error {
 }
 
 export class EngineClient {
-  constructor(workerUrl) {
-    this.worker = new Worker(workerUrl, { type: 'module' });
+  /** `threads`: the count worker.js is started with (null: its default). */
+  constructor(workerUrl, { threads = null } = {}) {
+    this.workerUrl = new URL(workerUrl);
     this.pending = new Map();
     this.nextId = 1;
-    this.worker.addEventListener('message', (event) => this.settle(event.data));
+    this.start(threads);
+  }
+
+  start(threads) {
+    this.threads = threads;
+    const url = new URL(this.workerUrl);
+    if (threads) url.searchParams.set('threads', String(threads));
+    const worker = new Worker(url, { type: 'module' });
+    this.worker = worker;
+    worker.addEventListener('message', (event) => {
+      if (worker === this.worker) this.settle(event.data);
+    });
     // A worker script that fails to load or throws at top level answers nothing:
     // fail every pending request instead of leaving them hanging.
-    this.worker.addEventListener('error', (event) => {
+    worker.addEventListener('error', (event) => {
       event.preventDefault();
+      if (worker !== this.worker) return;
       this.failAll({ name: 'WorkerError', kind: 'worker_failed', message: event.message || 'the engine worker failed to start' });
     });
-    this.worker.addEventListener('messageerror', () => {
+    worker.addEventListener('messageerror', () => {
+      if (worker !== this.worker) return;
       this.failAll({ name: 'WorkerError', kind: 'bad_reply', message: 'a reply from the engine worker could not be decoded' });
     });
+  }
+
+  /** Ends the worker (and its model) and starts a new one with `threads`. Pending requests fail. */
+  restart(threads = this.threads) {
+    this.worker.terminate();
+    this.failAll({ name: 'WorkerError', kind: 'cancelled', message: 'the engine was restarted' });
+    this.start(threads);
+  }
+
+  /** Restarts the worker when it runs with another thread count; true if it did. */
+  useThreads(threads) {
+    if ((threads || null) === (this.threads || null)) return false;
+    this.restart(threads || null);
+    return true;
   }
 
   request(type, fields = {}, onEvent = null) {
@@ -50,6 +78,8 @@ export class EngineClient {
     this.pending.delete(reply.id);
     if (reply.type === 'error') waiter.reject(new EngineError(reply.error ?? {}));
     else waiter.resolve(reply);
+    // The worker ends itself after a trap in the threaded build: carry on with a new one.
+    if (reply.fatal) this.restart();
   }
 
   failAll(errorInfo) {

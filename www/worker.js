@@ -19,13 +19,19 @@
 //   system {prompt}                      -> system {}
 //   unload                               -> unloaded {}
 //   anything that fails                  -> error {error: {name, kind, message}}
+// The worker's URL may carry ?threads=N (default: the machine's cores, capped; 1 where the
+// page is not cross-origin isolated): more than one thread runs the shared-memory build
+// (engine-loader.js). A trap in that build ends the worker (its pool threads would keep the
+// old memory alive): the error reply says `fatal: true`, and the client starts a new worker.
 // Only one load/chat/branch runs at a time; another chat or branch meanwhile is refused with
 // kind "busy", while a new load cancels a running load (kind "cancelled") or generation.
 // Stop takes effect between two decode steps: the decode loop yields to the message queue
 // after every token.
 
+import { resolveThreads, startEngine } from './engine-loader.js';
+
 const INITIAL_PREFIX_BYTES = 1 << 20; // 1 MiB covers the header of most small models.
-const PKG_URL = new URL('./pkg/inferno.js', import.meta.url);
+const THREADS = resolveThreads(Number(new URL(self.location.href).searchParams.get('threads')) || null);
 
 /** An error with a machine-readable kind, shaped like the engine's GgufError. */
 class WorkerError extends Error {
@@ -46,9 +52,7 @@ let engineGeneration = 0;
  */
 function getEngine() {
   if (!enginePromise) {
-    const url = new URL(PKG_URL);
-    if (engineGeneration > 0) url.searchParams.set('instance', String(engineGeneration));
-    enginePromise = loadEngine(url.href);
+    enginePromise = loadEngine(THREADS.threads, engineGeneration);
     enginePromise.catch(() => {
       enginePromise = null; // Let a later request retry instead of caching the failure.
     });
@@ -56,17 +60,16 @@ function getEngine() {
   return enginePromise;
 }
 
-async function loadEngine(url) {
+let engineBuild = null; // {threads, build} of the running engine
+
+async function loadEngine(threads, instance) {
   try {
-    const engine = await import(url);
-    await engine.default();
-    return engine;
+    const { module, build } = await startEngine(threads, instance);
+    engineBuild = { threads, build };
+    return module;
   } catch (error) {
-    throw new WorkerError(
-      'InitError',
-      'wasm_init',
-      `Could not load the Inferno WebAssembly engine (${PKG_URL.pathname}): ${describe(error)}`,
-    );
+    const build = threads > 1 ? 'pkg-threads' : 'pkg';
+    throw new WorkerError('InitError', 'wasm_init', `Could not load the Inferno WebAssembly engine (${build}/inferno.js, ${threads} threads): ${describe(error)}`);
   }
 }
 
@@ -142,7 +145,8 @@ async function inspectFile(file) {
 
 async function engineInfo() {
   const engine = await getEngine();
-  return { type: 'info', info: toPlain(engine.engine_info()) };
+  const info = toPlain(engine.engine_info());
+  return { type: 'info', info: { ...info, build: engineBuild?.build, threads_note: THREADS.reason } };
 }
 
 // --- Loading a model ----------------------------------------------------------------------
@@ -271,7 +275,7 @@ async function loadModel(request, run) {
 function describeModel() {
   if (!model) return null;
   const { name, size, info, source } = model;
-  return { name, size, source, ...info };
+  return { name, size, source, ...info, threads: engineBuild?.threads ?? 1 };
 }
 
 // --- Generating ------------------------------------------------------------------------------
@@ -520,7 +524,11 @@ function errorReply(id, error) {
     answer = null;
     dropEngine();
     const message = `the engine crashed (${error.message}); it has been restarted`;
-    return { type: 'error', id, error: { name: 'RuntimeError', kind: 'wasm_trap', message } };
+    // The threaded build's pool threads share the dead instance's memory: only ending this
+    // worker frees it, so the client starts a new one.
+    const fatal = (engineBuild?.threads ?? 1) > 1;
+    if (fatal) setTimeout(() => self.close(), 0);
+    return { type: 'error', id, error: { name: 'RuntimeError', kind: 'wasm_trap', message }, fatal };
   }
   // wasm-bindgen can throw any JS value, not only Error objects.
   const name = error?.name ? String(error.name) : 'Error';

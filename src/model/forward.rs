@@ -15,7 +15,11 @@ use super::error::{ModelError, try_zeroed};
 use super::kv_cache::KvCache;
 use super::ops::{add_in_place, apply_rope, geglu, rms_norm, rms_norm_in_place, rope_table, swiglu};
 use super::weights::{LayerWeights, Matrix};
+use crate::parallel;
 use crate::tensor::{QuantizedActivations, dequantize_row, matmul_quantized_with_layout};
+
+/// Attention heads (times queries) below which a part is not worth a thread.
+const MIN_HEADS_PER_PART: usize = 2;
 
 /// Which positions of a batch need logits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -44,8 +48,6 @@ pub struct Scratch {
     /// The layer's cached keys and values widened to f32, `context × kv_dim`.
     keys: Vec<f32>,
     values: Vec<f32>,
-    query: Vec<f32>,
-    accumulator: Vec<f32>,
     rope: Vec<(f32, f32)>,
     activations: QuantizedActivations,
     /// Whether `activations` already holds `normed` (or the FFN hidden state) in some format.
@@ -70,8 +72,6 @@ impl Scratch {
             up: rows(config.n_ff)?,
             keys: try_zeroed("attention keys", context.saturating_mul(config.kv_dim()))?,
             values: try_zeroed("attention values", context.saturating_mul(config.kv_dim()))?,
-            query: vec![0.0; config.head_dim],
-            accumulator: vec![0.0; config.head_dim],
             rope: Vec::with_capacity(config.rope_dims / 2),
             activations: QuantizedActivations::quantize(crate::tensor::ActivationType::F32, &[], 0, 0)?,
             activations_fresh: false,
@@ -109,14 +109,18 @@ impl Model {
             .try_reserve_exact(rows_wanted * vocab)
             .map_err(|_| ModelError::OutOfMemory { what: "logits", bytes: rows_wanted * vocab * 4 })?;
         let chunks = tokens.len().div_ceil(scratch.max_batch);
-        for (i, batch) in tokens.chunks(scratch.max_batch).enumerate() {
-            let wanted = match logits_for {
-                LogitsFor::Last if i + 1 < chunks => None,
-                LogitsFor::Last => Some(batch.len() - 1..batch.len()),
-                LogitsFor::All => Some(0..batch.len()),
-            };
-            self.forward_batch(cache, scratch, batch, wanted, &mut logits)?;
-        }
+        let max_batch = scratch.max_batch;
+        parallel::in_pool(|| {
+            for (i, batch) in tokens.chunks(max_batch).enumerate() {
+                let wanted = match logits_for {
+                    LogitsFor::Last if i + 1 < chunks => None,
+                    LogitsFor::Last => Some(batch.len() - 1..batch.len()),
+                    LogitsFor::All => Some(0..batch.len()),
+                };
+                self.forward_batch(cache, scratch, batch, wanted, &mut logits)?;
+            }
+            Ok::<(), ModelError>(())
+        })?;
         scratch.logits = logits;
         Ok(&scratch.logits)
     }
@@ -258,28 +262,34 @@ impl Model {
         widen(&values16[first_needed * kvd..], &mut s.values[first_needed * kvd..end * kvd]);
         let group = c.n_head / c.n_head_kv;
         let f16_accumulator = n < TILED_MIN_QUERIES;
-        for t in 0..n {
-            let pos = start + t;
-            let first = window.map_or(0, |w| (pos + 1).saturating_sub(w));
-            for h in 0..c.n_head {
-                let kv = HeadView { keys: &s.keys, values: &s.values, stride: kvd, offset: (h / group) * hd };
+        let (keys, values) = (&s.keys[..], &s.values[..]);
+        // One task per run of (query, head) pairs: each writes only its heads' outputs.
+        let heads = n * c.n_head;
+        let bounds = parallel::split_bounds(heads, parallel::part_count(heads, MIN_HEADS_PER_PART), 1);
+        parallel::for_each(parallel::split_mut(out, &bounds, hd), |(first_head, part_out)| {
+            let mut scratch = vec![0.0f32; 2 * hd];
+            let (query16, accumulator) = scratch.split_at_mut(hd);
+            for (j, head_out) in part_out.chunks_exact_mut(hd).enumerate() {
+                let (t, h) = ((first_head + j) / c.n_head, (first_head + j) % c.n_head);
+                let pos = start + t;
+                let first = window.map_or(0, |w| (pos + 1).saturating_sub(w));
+                let kv = HeadView { keys, values, stride: kvd, offset: (h / group) * hd };
                 let query = &q[t * qd + h * hd..][..hd];
-                let head_out = &mut out[t * qd + h * hd..][..hd];
                 if f16_accumulator {
                     attend_head_f16_accumulator(
                         query,
                         &kv,
                         first..pos + 1,
                         scale,
-                        &mut s.query,
-                        &mut s.accumulator,
+                        query16,
+                        accumulator,
                         head_out,
                     );
                 } else {
                     attend_head_f32(query, &kv, first..pos + 1, scale, head_out);
                 }
             }
-        }
+        });
     }
 
     /// `x += post_norm(W_down · (act(W_gate · h) ⊙ (W_up · h)))`, `h = norm(x)`.
@@ -333,8 +343,13 @@ fn project(
     Ok(())
 }
 
+/// Converts cached f16 keys or values to f32, in parallel parts for long contexts.
 fn widen(src: &[f16], dst: &mut [f32]) {
-    for (d, s) in dst.iter_mut().zip(src) {
-        *d = s.to_f32();
-    }
+    const MIN_PART: usize = 64 * 1024;
+    let bounds = parallel::split_bounds(dst.len(), parallel::part_count(dst.len(), MIN_PART), 1);
+    parallel::for_each(parallel::split_mut(dst, &bounds, 1), |(first, dst)| {
+        for (d, s) in dst.iter_mut().zip(&src[first..]) {
+            *d = s.to_f32();
+        }
+    });
 }

@@ -10,6 +10,7 @@ use super::error::{TensorError, check_len};
 use super::format::{
     BATCHED_FROM_ROWS, QuantFormat, REPACK_GEMM_ROWS, REPACK_ROWS, ROW_GROUP, WeightType, with_weight_format,
 };
+use crate::parallel;
 
 /// How llama.cpp's CPU backend holds a weight matrix, which decides the order its matmuls sum
 /// in. A property of the matrix, decided when the model is loaded: llama.cpp repacks only the
@@ -93,22 +94,54 @@ pub fn matmul_quantized_with_layout(
         return Ok(());
     }
     let repacked = layout == WeightLayout::Repacked;
+    // Threads take contiguous ranges of weight rows, cut at multiples of the repacked block
+    // height, each big enough that handing it to a thread costs little next to its work.
+    let min_rows = (MIN_PART_BYTES / row_bytes.saturating_mul(n).max(1)).max(REPACK_ROWS);
+    let bounds = parallel::split_bounds(rows_out, parallel::part_count(rows_out, min_rows), REPACK_ROWS);
+    let parts = split_columns(out, rows_out, &bounds);
     with_weight_format!(weight_type, W => {
         let rows = activations.all_rows::<<W as QuantFormat>::Activation>()?;
-        dot_all_rows::<W>(weights, row_bytes, rows, k, rows_out, repacked, out);
+        let repacked = repacked && W::REPACKED && rows_out % REPACK_ROWS == 0;
+        parallel::for_each(parts, |(first_row, mut out_columns)| {
+            let part_rows = out_columns[0].len();
+            let part_weights = &weights[first_row * row_bytes..][..part_rows * row_bytes];
+            dot_all_rows::<W>(part_weights, row_bytes, rows, k, repacked, &mut out_columns);
+        });
     });
     Ok(())
 }
 
-/// The kernel loop; all lengths are checked and non-zero.
+/// Weight bytes times activation rows below which a matmul part is not worth a thread.
+const MIN_PART_BYTES: usize = 96 * 1024;
+
+/// For each range `bounds[p]..bounds[p + 1]` of weight rows: its first row and, for every
+/// activation row, the slice of `out` (row-major, `rows_out` wide) that range writes.
+#[allow(clippy::type_complexity)]
+fn split_columns<'a>(
+    out: &'a mut [f32],
+    rows_out: usize,
+    bounds: &[usize],
+) -> Vec<(usize, Vec<&'a mut [f32]>)> {
+    let n = out.len() / rows_out;
+    let mut parts: Vec<(usize, Vec<&mut [f32]>)> =
+        bounds.windows(2).map(|pair| (pair[0], Vec::with_capacity(n))).collect();
+    for out_row in out.chunks_exact_mut(rows_out) {
+        for ((_, columns), (_, mine)) in parts.iter_mut().zip(parallel::split_mut(out_row, bounds, 1)) {
+            columns.push(mine);
+        }
+    }
+    parts
+}
+
+/// The kernel loop over the weight rows of one part: `out[i][r]` is the dot of weight row `r`
+/// with activation row `i`. All lengths are checked and non-zero.
 fn dot_all_rows<W: QuantFormat>(
     weights: &[u8],
     row_bytes: usize,
     activations: &[W::Activation],
     k: usize,
-    rows_out: usize,
     repacked: bool,
-    out: &mut [f32],
+    out: &mut [&mut [f32]],
 ) {
     let blocks_per_activation_row = k / <W::Activation as ActivationFormat>::BLOCK_LEN;
     let n = activations.len() / blocks_per_activation_row;
@@ -116,24 +149,26 @@ fn dot_all_rows<W: QuantFormat>(
     // ggml's (native); in wasm the SIMD128 kernels win on speed and reorder the sums anyway.
     let llama_cpp_order = !cfg!(all(target_arch = "wasm32", target_feature = "simd128"));
     let llama_cpp_batched = n >= BATCHED_FROM_ROWS && llama_cpp_order;
-    let repacked = repacked && W::REPACKED && rows_out % REPACK_ROWS == 0 && llama_cpp_order;
+    let repacked = repacked && llama_cpp_order;
     let activation_row =
         |i: usize| &activations[i * blocks_per_activation_row..][..blocks_per_activation_row];
     for (r, weight_row) in weights.chunks_exact(row_bytes).enumerate() {
         if repacked {
             // ggml's repacked matmul: GEMM for whole groups of 4 activation rows, GEMV for the rest.
             let gemm_rows = n - n % REPACK_GEMM_ROWS;
-            for i in 0..gemm_rows {
-                out[i * rows_out + r] = W::vec_dot_gemm(weight_row, activation_row(i));
-            }
-            for i in gemm_rows..n {
-                out[i * rows_out + r] = W::vec_dot_gemv(weight_row, activation_row(i));
+            for (i, out_row) in out.iter_mut().enumerate() {
+                let y = activation_row(i);
+                out_row[r] = if i < gemm_rows {
+                    W::vec_dot_gemm(weight_row, y)
+                } else {
+                    W::vec_dot_gemv(weight_row, y)
+                };
             }
             continue;
         }
         if llama_cpp_batched {
-            for i in 0..n {
-                out[i * rows_out + r] = W::vec_dot_batched(weight_row, activation_row(i));
+            for (i, out_row) in out.iter_mut().enumerate() {
+                out_row[r] = W::vec_dot_batched(weight_row, activation_row(i));
             }
             continue;
         }
@@ -141,11 +176,11 @@ fn dot_all_rows<W: QuantFormat>(
         for first in (0..grouped).step_by(ROW_GROUP) {
             let dots = W::vec_dot_group(weight_row, std::array::from_fn(|j| activation_row(first + j)));
             for (j, dot) in dots.into_iter().enumerate() {
-                out[(first + j) * rows_out + r] = dot;
+                out[first + j][r] = dot;
             }
         }
-        for i in grouped..n {
-            out[i * rows_out + r] = W::vec_dot(weight_row, activation_row(i));
+        for (i, out_row) in out.iter_mut().enumerate().skip(grouped) {
+            out_row[r] = W::vec_dot(weight_row, activation_row(i));
         }
     }
 }
@@ -207,6 +242,46 @@ mod tests {
                 }
             }
             assert!(out.iter().all(|v| v.is_finite() && *v != 0.0), "{weight_type:?}: {out:?}");
+        }
+    }
+
+    /// A matrix large enough to be split across threads gives every output the single-row
+    /// dot gives, whatever the part boundaries.
+    #[test]
+    fn split_matmul_equals_unsplit_dots() {
+        let mut rng = Rng::new(13);
+        let (rows_out, k) = (1004, 1024); // not a multiple of the parts, nor of the repacked height
+        for weight_type in [WeightType::Q8_0, WeightType::Q4_K, WeightType::F16] {
+            let weights = random_weights(weight_type, rows_out, k, &mut rng);
+            for n in [1, 3, 9] {
+                let acts: Vec<f32> = (0..n * k).map(|_| rng.normal()).collect();
+                let mut out = vec![f32::NAN; n * rows_out];
+                matmul(&weights, weight_type, rows_out, k, &acts, n, &mut out).unwrap();
+                let quantized = QuantizedActivations::for_weights(weight_type, &acts, n, k).unwrap();
+                let row_bytes = weight_type.row_bytes(k).unwrap();
+                let min_rows = (MIN_PART_BYTES / (row_bytes * n)).max(REPACK_ROWS);
+                assert!(
+                    rows_out / min_rows > 1 || crate::parallel::threads() == 1,
+                    "the test matrix must split"
+                );
+                for i in 0..n {
+                    for r in [0, 7, 8, 123, 500, 1003] {
+                        let w = &weights[r * row_bytes..][..row_bytes];
+                        let expected = if n >= BATCHED_FROM_ROWS && !cfg!(target_arch = "wasm32") {
+                            with_weight_format!(weight_type, W => {
+                                W::vec_dot_batched(w, quantized.row::<<W as QuantFormat>::Activation>(i).unwrap())
+                            })
+                        } else {
+                            vec_dot(weight_type, w, &quantized, i).unwrap()
+                        };
+                        assert_eq!(
+                            out[i * rows_out + r].to_bits(),
+                            expected.to_bits(),
+                            "{weight_type:?} n={n} [{i}][{r}]"
+                        );
+                    }
+                }
+            }
         }
     }
 

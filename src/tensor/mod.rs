@@ -20,7 +20,8 @@
 //! [`dequantize_row`] for embeddings and tests; [`QuantizedActivations`] holds activations in
 //! the right format for a weight type. Errors are [`TensorError`]s, never panics.
 //!
-//! Self-contained: this module uses nothing outside `crate::tensor` except the `half` crate.
+//! Self-contained: this module uses nothing outside `crate::tensor` except the `half` crate and
+//! [`crate::parallel`], which hands ranges of a matmul's weight rows to threads.
 
 mod activations;
 mod blocks;

@@ -12,15 +12,28 @@ pub fn start() {
     console_error_panic_hook::set_once();
 }
 
-/// What this build is: version and whether it was compiled with SIMD128.
+/// Starts the pool of Web Workers that parallel work runs on (threaded build only); JS awaits
+/// it once, before any inference.
+#[cfg(feature = "threads")]
+pub use wasm_bindgen_rayon::init_thread_pool;
+
+/// What this build is: version, whether it was compiled with SIMD128 and relaxed SIMD, and how
+/// many threads its parallel work runs on (1 in the single-threaded build).
 #[wasm_bindgen]
 pub fn engine_info() -> Result<JsValue, JsValue> {
     #[derive(Serialize)]
     struct Info {
         version: &'static str,
         simd128: bool,
+        relaxed_simd: bool,
+        threads: usize,
     }
-    to_js(&Info { version: env!("CARGO_PKG_VERSION"), simd128: cfg!(target_feature = "simd128") })
+    to_js(&Info {
+        version: env!("CARGO_PKG_VERSION"),
+        simd128: cfg!(target_feature = "simd128"),
+        relaxed_simd: cfg!(target_feature = "relaxed-simd"),
+        threads: crate::parallel::threads(),
+    })
 }
 
 /// Inspects the first `prefix.len()` bytes of a file of `file_size` bytes.

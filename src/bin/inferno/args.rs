@@ -65,6 +65,14 @@ impl Args {
         self.values.get(name).map(String::as_str)
     }
 
+    /// `--threads N` (default: the machine's cores, capped): starts the pool that matmuls and
+    /// attention split their work across, and returns its size.
+    pub fn start_threads(&self) -> Result<usize, String> {
+        let threads = self.number("--threads", inferno::parallel::default_threads())?;
+        inferno::parallel::start_pool(threads).map_err(|e| format!("{}: {e}", self.command))?;
+        Ok(threads)
+    }
+
     /// A numeric option, `default` when absent; a value that does not parse is an error.
     pub fn number<T: std::str::FromStr>(&self, name: &str, default: T) -> Result<T, String> {
         match self.text(name) {

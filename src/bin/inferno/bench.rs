@@ -1,6 +1,6 @@
 //! `inferno bench`: prompt-processing and decode speed, like `llama-bench -p PP -n TG`:
 //! a prompt of PP tokens in one batch from an empty cache, then TG single-token decode steps
-//! from an empty cache; one warm-up, then the median of `--runs`. One thread.
+//! from an empty cache; one warm-up, then the median of `--runs`, on `--threads` threads.
 
 use std::time::Instant;
 
@@ -11,7 +11,7 @@ use crate::args::Args;
 use crate::generate::load_engine;
 
 pub fn run(args: &[String]) -> Result<(), String> {
-    let args = Args::parse("bench", args, &["--pp", "--tg", "--runs"], &["--json"])?;
+    let args = Args::parse("bench", args, &["--pp", "--tg", "--runs", "--threads"], &["--json"])?;
     let path = args.model()?;
     let pp: usize = args.number("--pp", 64)?;
     let tg: usize = args.number("--tg", 32)?;
@@ -19,6 +19,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
     if runs == 0 {
         return Err("bench: --runs must be at least 1".into());
     }
+    let threads = args.start_threads()?;
     let load_started = Instant::now();
     let engine = load_engine(path)?;
     let load_ms = load_started.elapsed().as_secs_f64() * 1e3;
@@ -47,7 +48,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
         pp,
         tg,
         runs,
-        threads: 1,
+        threads,
         prefill_tok_s: measure(pp, true)?,
         decode_tok_s: measure(tg, false)?,
     };
@@ -56,8 +57,8 @@ pub fn run(args: &[String]) -> Result<(), String> {
     } else {
         println!("model   {}", result.model);
         println!("load    {:.0} ms", result.load_ms);
-        println!("pp{:<5} {:>8.1} tok/s  (median of {runs}, 1 thread)", pp, result.prefill_tok_s);
-        println!("tg{:<5} {:>8.1} tok/s  (median of {runs}, 1 thread)", tg, result.decode_tok_s);
+        println!("pp{:<5} {:>8.1} tok/s  (median of {runs}, {threads} threads)", pp, result.prefill_tok_s);
+        println!("tg{:<5} {:>8.1} tok/s  (median of {runs}, {threads} threads)", tg, result.decode_tok_s);
     }
     Ok(())
 }

@@ -24,6 +24,7 @@ const OPTIONS: &[&str] = &[
     "--seed",
     "--trace",
     "--context",
+    "--threads",
 ];
 const SWITCHES: &[&str] = &["--chat", "--no-think", "--think", "--json", "--ignore-eos"];
 
@@ -37,6 +38,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
     let settings = sampler_settings(&args)?;
     let mut sampler = Sampler::new(settings).map_err(|e| format!("generate: {e}"))?;
 
+    args.start_threads()?;
     let engine = load_engine(path)?;
     let prompt_ids = if args.switch("--chat") {
         let mut messages = Vec::new();

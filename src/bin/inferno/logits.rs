@@ -8,7 +8,7 @@ use crate::args::Args;
 use crate::generate::load_engine;
 
 pub fn run(args: &[String]) -> Result<(), String> {
-    let args = Args::parse("logits", args, &["--tokens", "--top"], &["--json"])?;
+    let args = Args::parse("logits", args, &["--tokens", "--top", "--threads"], &["--json"])?;
     let path = args.model()?;
     let list = args.text("--tokens").ok_or("logits: missing --tokens (comma-separated ids)")?;
     let tokens: Vec<u32> = list
@@ -18,6 +18,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
     if tokens.is_empty() {
         return Err("logits: --tokens is empty".into());
     }
+    args.start_threads()?;
     let top: usize = args.number("--top", 20)?;
     let engine = load_engine(path)?;
     let model = engine.model();

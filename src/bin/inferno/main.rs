@@ -25,7 +25,10 @@ commands:
   logits MODEL --tokens 1,2,3 [--top 20] [--json]
                                     the top logits after each position (teacher-forced)
   bench MODEL [--pp 64] [--tg 32] [--runs 5] [--json]
-                                    prompt and decode tokens per second (median, 1 thread)
+                                    prompt and decode tokens per second (median of the runs)
+
+generate, logits and bench take --threads N (default: the machine's cores, at most 8); the
+results do not depend on it.
   help                              show this text";
 
 fn main() -> ExitCode {
