@@ -58,6 +58,7 @@ export async function startEngine(threads, instance = 0) {
   if (instance > 0) url.searchParams.set('instance', String(instance));
   const module = await import(url.href);
   await module.default();
-  if (threads > 1) await module.initThreadPool(threads);
+  // The caller is one of the threads: the pool gets a helper Web Worker for each of the others.
+  if (threads > 1) await module.initThreadPool(threads - 1);
   return { module, threads, build };
 }

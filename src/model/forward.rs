@@ -109,18 +109,14 @@ impl Model {
             .try_reserve_exact(rows_wanted * vocab)
             .map_err(|_| ModelError::OutOfMemory { what: "logits", bytes: rows_wanted * vocab * 4 })?;
         let chunks = tokens.len().div_ceil(scratch.max_batch);
-        let max_batch = scratch.max_batch;
-        parallel::in_pool(|| {
-            for (i, batch) in tokens.chunks(max_batch).enumerate() {
-                let wanted = match logits_for {
-                    LogitsFor::Last if i + 1 < chunks => None,
-                    LogitsFor::Last => Some(batch.len() - 1..batch.len()),
-                    LogitsFor::All => Some(0..batch.len()),
-                };
-                self.forward_batch(cache, scratch, batch, wanted, &mut logits)?;
-            }
-            Ok::<(), ModelError>(())
-        })?;
+        for (i, batch) in tokens.chunks(scratch.max_batch).enumerate() {
+            let wanted = match logits_for {
+                LogitsFor::Last if i + 1 < chunks => None,
+                LogitsFor::Last => Some(batch.len() - 1..batch.len()),
+                LogitsFor::All => Some(0..batch.len()),
+            };
+            self.forward_batch(cache, scratch, batch, wanted, &mut logits)?;
+        }
         scratch.logits = logits;
         Ok(&scratch.logits)
     }

@@ -112,7 +112,7 @@ pub fn matmul_quantized_with_layout(
 }
 
 /// Weight bytes times activation rows below which a matmul part is not worth a thread.
-const MIN_PART_BYTES: usize = 96 * 1024;
+const MIN_PART_BYTES: usize = 24 * 1024;
 
 /// For each range `bounds[p]..bounds[p + 1]` of weight rows: its first row and, for every
 /// activation row, the slice of `out` (row-major, `rows_out` wide) that range writes.
