@@ -54,26 +54,32 @@ choose_wasm_toolchain() {
   fi
 }
 
-# cargo for the wasm32 target in one of two flavours, each with a target dir of its own (its
-# host build scripts may come from a different rustc than native builds, and the two std
-# builds differ):
-#   simd     SIMD128, one thread: runs in every browser we support
-#   threads  SIMD128 + shared memory and atomics, rayon's pool in Web Workers: used where the
-#            page is cross-origin isolated. std must be rebuilt with atomics (-Zbuild-std).
+# cargo for the wasm32 target in one of four flavours, each with a target dir of its own (its
+# host build scripts may come from a different rustc than native builds, and the std builds
+# differ):
+#   simd             SIMD128, one thread: runs in every browser we support
+#   relaxed          + relaxed SIMD (Chrome 114+, Firefox 145+; not Safari yet)
+#   threads          SIMD128 + shared memory and atomics, helper threads in Web Workers: used
+#                    where the page is cross-origin isolated. std is rebuilt with atomics.
+#   relaxed-threads  both
 wasm_cargo() { # flavour cargo-subcommand args...
   choose_wasm_toolchain
   local flavour=$1 sub=$2
   shift 2
-  local features=+simd128 cargo_args=()
+  local features=+simd128 cargo_args=(--no-default-features)
   case "$flavour" in
-    simd) cargo_args=(--no-default-features) ;;
-    threads)
+    simd | relaxed | threads | relaxed-threads) ;;
+    *) die "unknown wasm flavour $flavour" ;;
+  esac
+  case "$flavour" in relaxed*) features+=,+relaxed-simd ;; esac
+  case "$flavour" in
+    *threads)
+      cargo_args=()
       features+=,+atomics,+bulk-memory,+mutable-globals
       features+=" -C link-arg=--shared-memory -C link-arg=--max-memory=4294967296 -C link-arg=--import-memory"
       features+=" -C link-arg=--export=__wasm_init_tls -C link-arg=--export=__tls_size"
       features+=" -C link-arg=--export=__tls_align -C link-arg=--export=__tls_base"
       ;;
-    *) die "unknown wasm flavour $flavour" ;;
   esac
   export CARGO_TARGET_DIR="$ROOT/target/wasm-$flavour"
   export CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUSTFLAGS="-C target-feature=$features"
@@ -140,23 +146,27 @@ fetch_models() {
   scripts/fetch-models.sh
 }
 
-# www/pkg: the single-threaded module; www/pkg-threads: the shared-memory one. The page picks
-# one at run time (www/engine-loader.js).
+# One package per flavour: www/pkg (the baseline), www/pkg-relaxed, www/pkg-threads and
+# www/pkg-relaxed-threads. The page picks one at run time (www/engine-loader.js).
+WASM_FLAVOURS=(simd relaxed threads relaxed-threads)
 build_wasm() {
-  log "building the wasm packages (release, SIMD128; one thread and threads, $WASM_MODE toolchain)"
-  wasm_cargo simd build --release --lib
-  wasm-bindgen --target web --no-typescript --out-dir www/pkg target/wasm-simd/wasm32-unknown-unknown/release/inferno.wasm
-  wasm_cargo threads build --release --lib
-  rm -rf www/pkg-threads
-  wasm-bindgen --target web --no-typescript --out-dir www/pkg-threads \
-    target/wasm-threads/wasm32-unknown-unknown/release/inferno.wasm
-  # wasm-bindgen-rayon starts each pool thread with import('../../..'), which only a bundler
-  # resolves; point it at the glue file so a static server can serve it.
-  local helpers
-  helpers=$(find www/pkg-threads/snippets -name workerHelpers.js)
-  [ -n "$helpers" ] || die "wasm-bindgen-rayon's workerHelpers.js is missing from www/pkg-threads"
-  sed -i "s#import('../../..')#import('../../../inferno.js')#" "$helpers"
-  grep -q "import('../../../inferno.js')" "$helpers" || die "could not patch $helpers"
+  log "building the wasm packages (release; ${WASM_FLAVOURS[*]}; $WASM_MODE toolchain)"
+  local flavour out helpers
+  for flavour in "${WASM_FLAVOURS[@]}"; do
+    wasm_cargo "$flavour" build --release --lib
+    out=www/pkg-$flavour
+    [ "$flavour" = simd ] && out=www/pkg
+    rm -rf "$out"
+    wasm-bindgen --target web --no-typescript --out-dir "$out" \
+      "target/wasm-$flavour/wasm32-unknown-unknown/release/inferno.wasm"
+    case "$flavour" in *threads) ;; *) continue ;; esac
+    # wasm-bindgen-rayon starts each helper Worker with import('../../..'), which only a
+    # bundler resolves; point it at the glue file so a static server can serve it.
+    helpers=$(find "$out/snippets" -name workerHelpers.js)
+    [ -n "$helpers" ] || die "wasm-bindgen-rayon's workerHelpers.js is missing from $out"
+    sed -i "s#import('../../..')#import('../../../inferno.js')#" "$helpers"
+    grep -q "import('../../../inferno.js')" "$helpers" || die "could not patch $helpers"
+  done
 }
 
 # The demo model is served from www/models (git-ignored), hard-linked from the cache.
@@ -185,7 +195,8 @@ run_tests() {
   export WASM_BINDGEN_TEST_TIMEOUT=300
 
   run_suite "native (cargo test)" cargo test --release --all-targets
-  run_suite "wasm in headless Chromium (wasm-bindgen-test)" wasm_cargo simd test --release --tests
+  run_suite "wasm SIMD128 in headless Chromium (wasm-bindgen-test)" wasm_cargo simd test --release --tests
+  run_suite "wasm relaxed SIMD in headless Chromium (wasm-bindgen-test)" wasm_cargo relaxed test --release --tests
   # One test file at a time: each drives its own Chromium running real models.
   run_suite "page (playwright-core + Chromium)" node --test --test-concurrency=1 --test-reporter=spec tests/page/
 

@@ -2,7 +2,7 @@
 // Inferno against llama.cpp's wasm build (@wllama/wllama), side by side in headless Chromium.
 //
 //   node scripts/bench.mjs [MODEL.gguf ...] [--runs 3] [--pp 64] [--tg 32] [--threads 1]
-//                          [--ctx N] [--warmup 1] [--timeout 900] [--json] [--verbose]
+//                          [--ctx N] [--warmup 1] [--timeout 900] [--no-relaxed] [--json] [--verbose]
 //   (./build.sh bench [...] builds www/pkg and fetches the models first)
 //
 // For every model it loads www/bench.html (Inferno, in a module Web Worker) and
@@ -37,7 +37,7 @@ const wllamaDir = path.join(repoRoot, 'node_modules', '@wllama', 'wllama');
 const QWEN3_FILE = 'qwen3-0.6b-q8_0.gguf';
 
 const USAGE = `usage: node scripts/bench.mjs [MODEL.gguf ...] [--runs 3] [--pp 64] [--tg 32] [--threads 1]
-                           [--ctx N] [--warmup 1] [--timeout 900] [--json] [--verbose]`;
+                           [--ctx N] [--warmup 1] [--timeout 900] [--no-relaxed] [--json] [--verbose]`;
 
 function parseArgs(argv) {
   const options = { models: [], runs: 3, pp: 64, tg: 32, threads: 1, ctx: null, warmup: 1, timeout: 900, json: false, verbose: false };
@@ -51,6 +51,7 @@ function parseArgs(argv) {
       if (!Number.isInteger(value) || value < min) throw new Error(`${flag} must be an integer >= ${min}, got "${raw}"`);
       options[key] = value;
     } else if (flag === '--json') options.json = true;
+    else if (flag === '--no-relaxed') options.relaxed = false;
     else if (flag === '--verbose' || flag === '-v') options.verbose = true;
     else if (flag === '--help' || flag === '-h') options.help = true;
     else if (flag.startsWith('-')) throw new Error(`unknown option ${argv[i]}`);
@@ -147,6 +148,7 @@ const ENGINES = [
 
 async function runPage(browser, baseUrl, engine, modelUrl, options) {
   const query = new URLSearchParams({ model: `/${modelUrl}`, pp: options.pp, tg: options.tg, threads: options.threads, warmup: options.warmup });
+  if (options.relaxed === false) query.set('relaxed', '0');
   if (options.ctx !== null) query.set('ctx', options.ctx);
   const context = await browser.newContext();
   try {
@@ -281,7 +283,7 @@ async function main() {
             log(
               `${name} run ${run}/${options.runs} ${engine.name.padEnd(7)}: prefill ${fmt(result.prefill_tok_s)} tok/s, ` +
                 `decode ${fmt(result.decode_tok_s)} tok/s, load ${fmt(result.load_ms, 0)} ms, prompt ${result.prompt_words} words` +
-                ` (threads ${result.threads}, simd ${result.simd}, isolated ${result.cross_origin_isolated})`,
+                ` (threads ${result.threads}, ${result.build ?? `simd ${result.simd}`}, isolated ${result.cross_origin_isolated})`,
             );
           }
         }

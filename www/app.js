@@ -7,7 +7,11 @@ import { renderReport } from './inspector.js';
 import { createChat } from './chat.js';
 import { errorBanner } from './dom.js';
 
-const engine = new EngineClient(new URL('./worker.js', import.meta.url));
+// ?relaxed=0 in the page's address forces the plain SIMD128 build (what Safari gets).
+const pageParams = new URLSearchParams(location.search);
+const engine = new EngineClient(new URL('./worker.js', import.meta.url), {
+  params: pageParams.get('relaxed') === '0' ? { relaxed: '0' } : {},
+});
 
 const ui = {
   fileInput: document.getElementById('file-input'),

@@ -15,7 +15,7 @@
 // prompt_n), from the same starting guess, so with equal tokenizers both pick the same text and
 // evaluate the same ids. Every result carries `prompt_words`; scripts/bench.mjs fails a model
 // whose two sides used different texts.
-/** Benchmark settings from the page URL: ?model=URL&pp=64&tg=32&threads=1[&ctx=N][&warmup=1]. */
+/** Benchmark settings from the page URL: ?model=URL&pp=64&tg=32&threads=1[&ctx=N][&warmup=1][&relaxed=0]. */
 export function readParams(search = location.search) {
   const query = new URLSearchParams(search);
   const model = query.get('model');
@@ -34,7 +34,8 @@ export function readParams(search = location.search) {
   // multiple of 256 (256 for the default pp=64, tg=32).
   const ctx = integer('ctx', Math.ceil((pp + tg + 1) / 256) * 256, pp + tg + 1);
   const warmup = integer('warmup', 1, 0);
-  return { model: new URL(model, location.href).href, pp, tg, threads, ctx, warmup };
+  const relaxed = query.get('relaxed') !== '0'; // relaxed=0: Inferno's plain SIMD128 build
+  return { model: new URL(model, location.href).href, pp, tg, threads, ctx, warmup, relaxed };
 }
 
 const PROMPT_WORDS = 'the of and to in is that for it was on with as be at by this from or one'.split(' ');

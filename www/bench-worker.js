@@ -30,11 +30,11 @@ self.onmessage = async ({ data }) => {
   }
 };
 
-async function run({ model, pp, tg, threads, ctx, warmup }) {
+async function run({ model, pp, tg, threads, ctx, warmup, relaxed }) {
   const resolved = resolveThreads(threads);
   if (resolved.threads !== threads) throw new Error(`Inferno cannot run ${threads} threads here: ${resolved.reason}`);
   const initStarted = performance.now();
-  const { module: wasm, build: buildName } = await startEngine(threads);
+  const { module: wasm, build: buildName } = await startEngine(threads, { relaxed });
   const init_ms = performance.now() - initStarted;
   const build = wasm.engine_info();
 

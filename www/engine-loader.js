@@ -1,9 +1,11 @@
-// Chooses and starts one of the two wasm builds, in a Web Worker (never the page: the threaded
-// build's caller blocks while the pool works):
-//   pkg/          SIMD128, one thread: any browser with SIMD128
-//   pkg-threads/  SIMD128 + shared memory: rayon's pool runs in nested Web Workers. Needs a
-//                 cross-origin isolated page (SharedArrayBuffer) and more than one thread asked.
-// Both export the same API; the engine code does not know which one it runs in.
+// Chooses and starts one of four wasm builds, in a Web Worker (never the page: the threaded
+// builds' caller blocks while its helpers work):
+//   pkg/                   SIMD128, one thread: any browser with SIMD128
+//   pkg-relaxed/           + relaxed SIMD, where the browser validates it (not Safari yet)
+//   pkg-threads/           SIMD128 + shared memory, helper threads in nested Web Workers: needs
+//                          a cross-origin isolated page (SharedArrayBuffer), more than one thread
+//   pkg-relaxed-threads/   both
+// All export the same API; the engine code does not know which one it runs in.
 
 /** The most threads used unless asked otherwise: decode is bound by memory bandwidth, which a
  *  handful of cores already saturate. The same cap as the native default. */
@@ -15,6 +17,29 @@ export function threadsSupported() {
   try {
     new WebAssembly.Memory({ initial: 1, maximum: 1, shared: true });
     return true;
+  } catch {
+    return false;
+  }
+}
+
+/** A module whose one function uses i32x4.relaxed_dot_i8x16_i7x16_add_s: it validates only
+ *  where relaxed SIMD runs. */
+function relaxedProbe() {
+  const constant = [0xfd, 0x0c, ...new Array(16).fill(0)]; // v128.const 0
+  const body = [0x00, ...constant, ...constant, ...constant, 0xfd, 0x93, 0x02, 0x0b];
+  const code = [0x01, body.length, ...body];
+  return new Uint8Array([
+    0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00, // magic, version
+    0x01, 0x05, 0x01, 0x60, 0x00, 0x01, 0x7b, // type: () -> v128
+    0x03, 0x02, 0x01, 0x00, // function 0 has type 0
+    0x0a, code.length, ...code,
+  ]);
+}
+
+/** Whether this browser runs relaxed SIMD. */
+export function relaxedSimdSupported() {
+  try {
+    return WebAssembly.validate(relaxedProbe());
   } catch {
     return false;
   }
@@ -47,13 +72,20 @@ export function resolveThreads(requested) {
   return { threads: asked, reason: null };
 }
 
+/** The build for `threads` (already resolved); `relaxed: false` forces plain SIMD128. */
+export function buildFor(threads, { relaxed = true } = {}) {
+  const useRelaxed = relaxed && relaxedSimdSupported();
+  if (threads > 1) return useRelaxed ? 'pkg-relaxed-threads' : 'pkg-threads';
+  return useRelaxed ? 'pkg-relaxed' : 'pkg';
+}
+
 /**
- * Imports and initialises the build for `threads` (already resolved), starting its pool.
- * `instance` > 0 gives a fresh module record (a new wasm instance after a trap).
- * Returns {module, threads, build}.
+ * Imports and initialises the build for `threads` (already resolved), starting its helpers.
+ * `instance` > 0 gives a fresh module record (a new wasm instance after a trap); `relaxed:
+ * false` forces the plain SIMD128 build. Returns {module, threads, build}.
  */
-export async function startEngine(threads, instance = 0) {
-  const build = threads > 1 ? 'pkg-threads' : 'pkg';
+export async function startEngine(threads, { instance = 0, relaxed = true } = {}) {
+  const build = buildFor(threads, { relaxed });
   const url = new URL(`./${build}/inferno.js`, import.meta.url);
   if (instance > 0) url.searchParams.set('instance', String(instance));
   const module = await import(url.href);

@@ -12,9 +12,11 @@ export class EngineError extends Error {
 }
 
 export class EngineClient {
-  /** `threads`: the count worker.js is started with (null: its default). */
-  constructor(workerUrl, { threads = null } = {}) {
+  /** `threads`: the count worker.js is started with (null: its default); `params`: more
+   *  query parameters for worker.js (relaxed=0). */
+  constructor(workerUrl, { threads = null, params = {} } = {}) {
     this.workerUrl = new URL(workerUrl);
+    for (const [key, value] of Object.entries(params)) this.workerUrl.searchParams.set(key, value);
     this.pending = new Map();
     this.nextId = 1;
     this.start(threads);

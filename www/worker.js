@@ -19,7 +19,8 @@
 //   system {prompt}                      -> system {}
 //   unload                               -> unloaded {}
 //   anything that fails                  -> error {error: {name, kind, message}}
-// The worker's URL may carry ?threads=N (default: the machine's cores, capped; 1 where the
+// The worker's URL may carry ?relaxed=0 (use plain SIMD128 even where relaxed SIMD runs) and
+// ?threads=N (default: the machine's cores, capped; 1 where the
 // page is not cross-origin isolated): more than one thread runs the shared-memory build
 // (engine-loader.js). A trap in that build ends the worker (its pool threads would keep the
 // old memory alive): the error reply says `fatal: true`, and the client starts a new worker.
@@ -28,10 +29,12 @@
 // Stop takes effect between two decode steps: the decode loop yields to the message queue
 // after every token.
 
-import { resolveThreads, startEngine } from './engine-loader.js';
+import { buildFor, resolveThreads, startEngine } from './engine-loader.js';
 
 const INITIAL_PREFIX_BYTES = 1 << 20; // 1 MiB covers the header of most small models.
-const THREADS = resolveThreads(Number(new URL(self.location.href).searchParams.get('threads')) || null);
+const WORKER_PARAMS = new URL(self.location.href).searchParams;
+const THREADS = resolveThreads(Number(WORKER_PARAMS.get('threads')) || null);
+const RELAXED = WORKER_PARAMS.get('relaxed') !== '0'; // ?relaxed=0 forces plain SIMD128
 
 /** An error with a machine-readable kind, shaped like the engine's GgufError. */
 class WorkerError extends Error {
@@ -64,11 +67,11 @@ let engineBuild = null; // {threads, build} of the running engine
 
 async function loadEngine(threads, instance) {
   try {
-    const { module, build } = await startEngine(threads, instance);
+    const { module, build } = await startEngine(threads, { instance, relaxed: RELAXED });
     engineBuild = { threads, build };
     return module;
   } catch (error) {
-    const build = threads > 1 ? 'pkg-threads' : 'pkg';
+    const build = buildFor(threads, { relaxed: RELAXED });
     throw new WorkerError('InitError', 'wasm_init', `Could not load the Inferno WebAssembly engine (${build}/inferno.js, ${threads} threads): ${describe(error)}`);
   }
 }

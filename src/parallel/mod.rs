@@ -93,6 +93,15 @@ pub fn start_pool(threads: usize) -> Result<(), String> {
     Ok(())
 }
 
+/// [`start_pool`] in a build without threads: one thread is all there is.
+#[cfg(not(all(feature = "threads", not(target_arch = "wasm32"))))]
+pub fn start_pool(threads: usize) -> Result<(), String> {
+    match threads {
+        1 => Ok(()),
+        _ => Err(format!("this build runs on one thread, not {threads}")),
+    }
+}
+
 /// How many parts to cut `units` units of work into, for parts of at least `min_units` each:
 /// one part on one thread, otherwise up to [`TASKS_PER_THREAD`] per thread.
 pub fn part_count(units: usize, min_units: usize) -> usize {

@@ -5,6 +5,10 @@
 //! which per-block float terms are summed differs (four f32 lanes instead of one running sum), so
 //! results agree with the scalar kernels to within a few ulps of `Σ|wᵢ·aᵢ|`.
 //! [`check_simd_matches_scalar`] verifies that on random blocks.
+//!
+//! Built with `+relaxed-simd` as well (the `pkg-relaxed*` builds), the same kernels take
+//! `i32x4.relaxed_dot_i8x16_i7x16_add_s` for every integer dot and `f32x4.relaxed_madd` for the
+//! float multiply-adds (see [`Quants16`] and [`mul_add4`]); the same check covers them.
 
 use core::arch::wasm32::*;
 
@@ -60,20 +64,98 @@ fn load_f32(values: &[f32]) -> v128 {
     unsafe { v128_load(values.as_ptr().cast()) }
 }
 
+// Integer dots of 16 weight quants with 16 activation bytes, as four i32 partial sums. The
+// weight side is prepared once ([`signed_quants`] / [`unsigned_quants`]) and then dotted with
+// any number of activation rows ([`dot16`]). Which lanes hold which products depends on the
+// instruction set, the total never does.
+
+/// 16 prepared weight quants. Plain SIMD128: widened to two i16x8 halves, multiplied pairwise
+/// by `i32x4.dot_i16x8_s`.
+#[cfg(not(target_feature = "relaxed-simd"))]
+#[derive(Clone, Copy)]
+struct Quants16([v128; 2]);
+
+/// 16 prepared weight quants. Relaxed SIMD: magnitudes 0..=127, the 7-bit operand of
+/// `i32x4.relaxed_dot_i8x16_i7x16_add_s` (deterministic in that range), and for signed quants
+/// the lanes whose sign moves onto the activation (as ggml's AVX2 kernels do with `sign`).
+/// A weight of -128 (only in a hostile file: ggml's quantizers stop at -127) has no 7-bit
+/// magnitude; its products are whatever the CPU makes of it, never a trap.
+#[cfg(target_feature = "relaxed-simd")]
+#[derive(Clone, Copy)]
+struct Quants16 {
+    magnitude: v128,
+    negative: Option<v128>,
+}
+
+/// Prepares 16 signed quants.
+#[inline(always)]
+fn signed_quants(q: v128) -> Quants16 {
+    #[cfg(not(target_feature = "relaxed-simd"))]
+    {
+        Quants16([i16x8_extend_low_i8x16(q), i16x8_extend_high_i8x16(q)])
+    }
+    #[cfg(target_feature = "relaxed-simd")]
+    {
+        Quants16 { magnitude: i8x16_abs(q), negative: Some(i8x16_lt(q, i8x16_splat(0))) }
+    }
+}
+
+/// Prepares 16 quants in 0..=127 (4-, 5- and 6-bit codes before their offset).
+#[inline(always)]
+fn unsigned_quants(q: v128) -> Quants16 {
+    #[cfg(not(target_feature = "relaxed-simd"))]
+    {
+        Quants16([i16x8_extend_low_u8x16(q), i16x8_extend_high_u8x16(q)])
+    }
+    #[cfg(target_feature = "relaxed-simd")]
+    {
+        Quants16 { magnitude: q, negative: None }
+    }
+}
+
+/// Σ quants × activations over 16 lanes, as four i32 partial sums.
+#[inline(always)]
+fn dot16(quants: Quants16, activations: v128) -> v128 {
+    #[cfg(not(target_feature = "relaxed-simd"))]
+    {
+        let low = i32x4_dot_i16x8(quants.0[0], i16x8_extend_low_i8x16(activations));
+        let high = i32x4_dot_i16x8(quants.0[1], i16x8_extend_high_i8x16(activations));
+        i32x4_add(low, high)
+    }
+    #[cfg(target_feature = "relaxed-simd")]
+    {
+        let activations = match quants.negative {
+            Some(negative) => v128_bitselect(i8x16_neg(activations), activations, negative),
+            None => activations,
+        };
+        i32x4_relaxed_dot_i8x16_i7x16_add(activations, quants.magnitude, i32x4_splat(0))
+    }
+}
+
 /// Sums of 16 signed bytes times 16 signed bytes, as four i32 partial sums.
 #[inline(always)]
 fn dot_i8x16(a: v128, b: v128) -> v128 {
-    let low = i32x4_dot_i16x8(i16x8_extend_low_i8x16(a), i16x8_extend_low_i8x16(b));
-    let high = i32x4_dot_i16x8(i16x8_extend_high_i8x16(a), i16x8_extend_high_i8x16(b));
-    i32x4_add(low, high)
+    dot16(signed_quants(a), b)
 }
 
 /// Like [`dot_i8x16`] for unsigned bytes `a` below 128 (4- and 6-bit quants).
 #[inline(always)]
 fn dot_u8x16_i8x16(a: v128, b: v128) -> v128 {
-    let low = i32x4_dot_i16x8(i16x8_extend_low_u8x16(a), i16x8_extend_low_i8x16(b));
-    let high = i32x4_dot_i16x8(i16x8_extend_high_u8x16(a), i16x8_extend_high_i8x16(b));
-    i32x4_add(low, high)
+    dot16(unsigned_quants(a), b)
+}
+
+/// `acc + a * b` in four f32 lanes: one fused (or not, as the CPU likes) instruction with
+/// relaxed SIMD, a multiply and an add without.
+#[inline(always)]
+fn mul_add4(a: v128, b: v128, acc: v128) -> v128 {
+    #[cfg(target_feature = "relaxed-simd")]
+    {
+        f32x4_relaxed_madd(a, b, acc)
+    }
+    #[cfg(not(target_feature = "relaxed-simd"))]
+    {
+        f32x4_add(acc, f32x4_mul(a, b))
+    }
 }
 
 #[inline(always)]
@@ -85,7 +167,7 @@ fn sum_f32x4(v: v128) -> f32 {
 /// `acc + scale * i32 lanes`, in f32.
 #[inline(always)]
 fn add_scaled(acc: v128, int_sums: v128, scale: f32) -> v128 {
-    f32x4_add(acc, f32x4_mul(f32x4_convert_i32x4(int_sums), f32x4_splat(scale)))
+    mul_add4(f32x4_convert_i32x4(int_sums), f32x4_splat(scale), acc)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -145,32 +227,13 @@ fn shortest<T>(rows: &[&[T]; ROW_GROUP]) -> usize {
     rows.iter().map(|row| row.len()).min().unwrap_or(0)
 }
 
-/// 16 unsigned bytes below 128 (4-bit quants), widened to two i16x8 halves.
-#[inline(always)]
-fn widen_u8(v: v128) -> [v128; 2] {
-    [i16x8_extend_low_u8x16(v), i16x8_extend_high_u8x16(v)]
-}
-
-/// 16 signed bytes, widened to two i16x8 halves.
-#[inline(always)]
-fn widen_i8(v: v128) -> [v128; 2] {
-    [i16x8_extend_low_i8x16(v), i16x8_extend_high_i8x16(v)]
-}
-
-/// [`dot_i8x16`] / [`dot_u8x16_i8x16`] with the weight side already widened.
-#[inline(always)]
-fn dot_widened(weights: [v128; 2], activations: v128) -> v128 {
-    let [low, high] = widen_i8(activations);
-    i32x4_add(i32x4_dot_i16x8(weights[0], low), i32x4_dot_i16x8(weights[1], high))
-}
-
 /// The row-group loop of the formats dotted with Q8_0 activations; `decode` gives a weight
 /// block's two halves of quants, widened, and its scale.
 #[inline(always)]
 fn q8_0_activations_group<B>(
     x: &[B],
     rows: [&[BlockQ8_0]; ROW_GROUP],
-    decode: impl Fn(&B) -> ([v128; 2], [v128; 2], f32),
+    decode: impl Fn(&B) -> (Quants16, Quants16, f32),
 ) -> [f32; ROW_GROUP] {
     let x = &x[..x.len().min(shortest(&rows))];
     let table = f16_table();
@@ -179,7 +242,7 @@ fn q8_0_activations_group<B>(
         let (w0, w1, xd) = decode(xb);
         for (lane, row) in acc.iter_mut().zip(rows) {
             let yb = &row[b];
-            let sums = i32x4_add(dot_widened(w0, load_i8(&yb.qs)), dot_widened(w1, load_i8(&yb.qs[16..])));
+            let sums = i32x4_add(dot16(w0, load_i8(&yb.qs)), dot16(w1, load_i8(&yb.qs[16..])));
             *lane = add_scaled(*lane, sums, xd * f32_of(table, yb.d));
         }
     }
@@ -189,7 +252,7 @@ fn q8_0_activations_group<B>(
 pub(super) fn dot_q8_0_group(x: &[BlockQ8_0], rows: [&[BlockQ8_0]; ROW_GROUP]) -> [f32; ROW_GROUP] {
     let table = f16_table();
     q8_0_activations_group(x, rows, |xb| {
-        (widen_i8(load_i8(&xb.qs)), widen_i8(load_i8(&xb.qs[16..])), f32_of(table, xb.d))
+        (signed_quants(load_i8(&xb.qs)), signed_quants(load_i8(&xb.qs[16..])), f32_of(table, xb.d))
     })
 }
 
@@ -198,7 +261,7 @@ pub(super) fn dot_q4_0_group(x: &[BlockQ4_0], rows: [&[BlockQ8_0]; ROW_GROUP]) -
     let eight = i8x16_splat(8);
     q8_0_activations_group(x, rows, |xb| {
         let (low, high) = nibbles(load_u8(&xb.qs));
-        (widen_i8(i8x16_sub(low, eight)), widen_i8(i8x16_sub(high, eight)), f32_of(table, xb.d))
+        (signed_quants(i8x16_sub(low, eight)), signed_quants(i8x16_sub(high, eight)), f32_of(table, xb.d))
     })
 }
 
@@ -209,11 +272,11 @@ pub(super) fn dot_q4_1_group(x: &[BlockQ4_1], rows: [&[BlockQ8_1]; ROW_GROUP]) -
     let mut offsets = [0.0f32; ROW_GROUP];
     for (b, xb) in x.iter().enumerate() {
         let (low, high) = nibbles(load_u8(&xb.qs));
-        let (w0, w1) = (widen_u8(low), widen_u8(high));
+        let (w0, w1) = (unsigned_quants(low), unsigned_quants(high));
         let (xd, xm) = (f32_of(table, xb.d), f32_of(table, xb.m));
         for ((lane, offset), row) in acc.iter_mut().zip(&mut offsets).zip(rows) {
             let yb = &row[b];
-            let sums = i32x4_add(dot_widened(w0, load_i8(&yb.qs)), dot_widened(w1, load_i8(&yb.qs[16..])));
+            let sums = i32x4_add(dot16(w0, load_i8(&yb.qs)), dot16(w1, load_i8(&yb.qs[16..])));
             *lane = add_scaled(*lane, sums, xd * f32_of(table, yb.d));
             *offset += xm * f32_of(table, yb.s);
         }
@@ -232,18 +295,23 @@ pub(super) fn dot_q4_k_group(x: &[BlockQ4K], rows: [&[BlockQ8K]; ROW_GROUP]) -> 
         for (pair, packed) in xb.qs.chunks_exact(32).enumerate() {
             let (low0, high0) = nibbles(load_u8(packed));
             let (low1, high1) = nibbles(load_u8(&packed[16..]));
-            let weights = [widen_u8(low0), widen_u8(low1), widen_u8(high0), widen_u8(high1)];
+            let weights = [
+                unsigned_quants(low0),
+                unsigned_quants(low1),
+                unsigned_quants(high0),
+                unsigned_quants(high1),
+            ];
             let (low_scale, high_scale) =
                 (i32x4_splat(i32::from(scales[2 * pair])), i32x4_splat(i32::from(scales[2 * pair + 1])));
             for (sums, row) in block.iter_mut().zip(rows) {
                 let activations = &row[b].qs[64 * pair..][..64];
                 let low_sum = i32x4_add(
-                    dot_widened(weights[0], load_i8(activations)),
-                    dot_widened(weights[1], load_i8(&activations[16..])),
+                    dot16(weights[0], load_i8(activations)),
+                    dot16(weights[1], load_i8(&activations[16..])),
                 );
                 let high_sum = i32x4_add(
-                    dot_widened(weights[2], load_i8(&activations[32..])),
-                    dot_widened(weights[3], load_i8(&activations[48..])),
+                    dot16(weights[2], load_i8(&activations[32..])),
+                    dot16(weights[3], load_i8(&activations[48..])),
                 );
                 *sums = i32x4_add(*sums, i32x4_mul(low_sum, low_scale));
                 *sums = i32x4_add(*sums, i32x4_mul(high_sum, high_scale));
@@ -276,11 +344,11 @@ pub(super) fn dot_q6_k_group(x: &[BlockQ6K], rows: [&[BlockQ8K]; ROW_GROUP]) -> 
                 let (n1, n3) = nibbles(load_u8(&ql[l + 32..]));
                 for (row, nibble) in [n0, n1, n2, n3].into_iter().enumerate() {
                     let top = v128_and(u8x16_shr(high_bits, 2 * row as u32), two_bits);
-                    let q = widen_i8(i8x16_sub(v128_or(nibble, i8x16_shl(top, 4)), thirty_two));
+                    let q = signed_quants(i8x16_sub(v128_or(nibble, i8x16_shl(top, 4)), thirty_two));
                     let scale = i32x4_splat(i32::from(xb.scales[8 * half + 2 * row + piece]));
                     for (sums, activation_row) in block.iter_mut().zip(rows) {
                         let activations = &activation_row[b].qs[128 * half + 32 * row + l..];
-                        *sums = i32x4_add(*sums, i32x4_mul(dot_widened(q, load_i8(activations)), scale));
+                        *sums = i32x4_add(*sums, i32x4_mul(dot16(q, load_i8(activations)), scale));
                     }
                 }
             }
@@ -466,7 +534,7 @@ pub(super) fn dot_f32(src: &[u8], activations: &[f32]) -> f32 {
     while i + 16 <= n {
         for (j, lane) in acc.iter_mut().enumerate() {
             let w = load_u8(&src[4 * (i + 4 * j)..]);
-            *lane = f32x4_add(*lane, f32x4_mul(w, load_f32(&activations[i + 4 * j..])));
+            *lane = mul_add4(w, load_f32(&activations[i + 4 * j..]), *lane);
         }
         i += 16;
     }
@@ -503,8 +571,8 @@ pub(super) fn dot_f16(src: &[u8], activations: &[F16Activation]) -> f32 {
         let a = &activations[i..i + 8];
         let a_low = f32x4(a[0].0, a[1].0, a[2].0, a[3].0);
         let a_high = f32x4(a[4].0, a[5].0, a[6].0, a[7].0);
-        acc[0] = f32x4_add(acc[0], f32x4_mul(low, a_low));
-        acc[1] = f32x4_add(acc[1], f32x4_mul(high, a_high));
+        acc[0] = mul_add4(low, a_low, acc[0]);
+        acc[1] = mul_add4(high, a_high, acc[1]);
         i += 8;
     }
     let mut sum = sum_f32x4(f32x4_add(acc[0], acc[1]));
