@@ -167,6 +167,11 @@ build_wasm() {
     sed -i "s#import('../../..')#import('../../../inferno.js')#" "$helpers"
     grep -q "import('../../../inferno.js')" "$helpers" || die "could not patch $helpers"
   done
+  # The service worker keeps every build for offline use; snippet paths carry hashes, so it
+  # reads them from this list.
+  (cd www && find pkg pkg-* -type f | sort | node -e '
+    const files = require("fs").readFileSync(0, "utf8").split("\n").filter(Boolean).map((f) => "./" + f);
+    process.stdout.write(JSON.stringify(files, null, 1) + "\n");' >builds.json)
 }
 
 # The demo model is served from www/models (git-ignored), hard-linked from the cache.

@@ -1,10 +1,11 @@
 #!/usr/bin/env node
 // Zero-dependency static server for the Inferno page.
 //
-//   node scripts/serve.mjs [--port 8080] [--root www]
+//   node scripts/serve.mjs [--port 8080] [--root www] [--no-isolation]
 //
 // Binds 127.0.0.1 only. Sends the cross-origin isolation headers (COOP/COEP/CORP) on
-// every response so the page can later use SharedArrayBuffer and wasm threads, answers
+// every response so the page can use SharedArrayBuffer and wasm threads (--no-isolation
+// leaves them out, to try the single-threaded fallback), answers
 // HTTP Range requests (model files are hundreds of MB and are streamed, never read
 // whole), and refuses paths that escape the root.
 
@@ -35,13 +36,21 @@ const MIME_TYPES = {
   '.ico': 'image/x-icon',
 };
 
-const COMMON_HEADERS = {
+const ISOLATION_HEADERS = {
   'Cross-Origin-Opener-Policy': 'same-origin',
   'Cross-Origin-Embedder-Policy': 'require-corp',
   'Cross-Origin-Resource-Policy': 'same-origin',
+};
+const BASE_HEADERS = {
   'Cache-Control': 'no-cache',
   'X-Content-Type-Options': 'nosniff',
 };
+
+/** The headers of every response: with the isolation headers unless the server was started
+ *  without them (to test how the page copes without SharedArrayBuffer). */
+function headersFor(req) {
+  return req.isolation === false ? BASE_HEADERS : { ...ISOLATION_HEADERS, ...BASE_HEADERS };
+}
 
 export function mimeTypeFor(filePath) {
   return MIME_TYPES[path.extname(filePath).toLowerCase()] ?? 'application/octet-stream';
@@ -90,7 +99,7 @@ function resolveUnderRoot(root, urlPath) {
 function sendText(res, status, text, extraHeaders = {}) {
   const body = Buffer.from(text + '\n', 'utf8');
   res.writeHead(status, {
-    ...COMMON_HEADERS,
+    ...headersFor(res.req),
     'Content-Type': 'text/plain; charset=utf-8',
     'Content-Length': body.length,
     ...extraHeaders,
@@ -136,7 +145,7 @@ async function handleRequest(root, req, res) {
   if (found?.isDirectory) {
     // Relative URLs in index.html only resolve correctly under a trailing slash.
     if (!url.pathname.endsWith('/')) {
-      res.writeHead(301, { ...COMMON_HEADERS, Location: url.pathname + '/' + url.search, 'Content-Length': 0 });
+      res.writeHead(301, { ...headersFor(req), Location: url.pathname + '/' + url.search, 'Content-Length': 0 });
       res.end();
       return;
     }
@@ -151,7 +160,7 @@ async function handleRequest(root, req, res) {
   const size = found.stats.size;
   const etag = `W/"${size.toString(16)}-${Math.floor(found.stats.mtimeMs).toString(16)}"`;
   const headers = {
-    ...COMMON_HEADERS,
+    ...headersFor(req),
     'Content-Type': mimeTypeFor(filePath),
     'Accept-Ranges': 'bytes',
     'Last-Modified': found.stats.mtime.toUTCString(),
@@ -182,9 +191,10 @@ async function handleRequest(root, req, res) {
  * Starts the server. Resolves to {server, port, url, close} once listening; port 0 picks
  * a free port (the actual one is in the result).
  */
-export function startServer({ root = DEFAULT_ROOT, port = DEFAULT_PORT, host = HOST } = {}) {
+export function startServer({ root = DEFAULT_ROOT, port = DEFAULT_PORT, host = HOST, isolation = true } = {}) {
   const absoluteRoot = path.resolve(root);
   const server = createServer((req, res) => {
+    req.isolation = isolation;
     handleRequest(absoluteRoot, req, res).catch((error) => {
       if (!res.headersSent) sendText(res, 500, 'Internal server error');
       else res.destroy();
@@ -218,6 +228,7 @@ function parseArgs(argv) {
     const value = () => inlineValue ?? argv[++i];
     if (flag === '--port' || flag === '-p') options.port = Number(value());
     else if (flag === '--root' || flag === '-r') options.root = path.resolve(value());
+    else if (flag === '--no-isolation') options.isolation = false;
     else if (flag === '--help' || flag === '-h') options.help = true;
     else throw new Error(`unknown argument: ${argv[i]}`);
   }
@@ -236,7 +247,7 @@ async function main() {
     process.exit(2);
   }
   if (options.help) {
-    console.log('usage: node scripts/serve.mjs [--port 8080] [--root www]');
+    console.log('usage: node scripts/serve.mjs [--port 8080] [--root www] [--no-isolation]');
     return;
   }
   const { url } = await startServer(options);

@@ -430,8 +430,8 @@ export function createChat(engine, { onModelLoaded, onModelUnloaded, pickFile })
     if (stats.ttftMs !== undefined) parts.push(`first token ${formatDuration(stats.ttftMs)}`);
     if (stats.generated !== undefined) parts.push(`${stats.generated} tokens${stats.decodeTokS ? ` at ${stats.decodeTokS.toFixed(1)} tok/s` : ''}`);
     if (stats.contextUsed !== undefined && stats.contextSize) parts.push(`context ${stats.contextUsed} / ${stats.contextSize}`);
-    if (stats.threads !== undefined) parts.push(`${stats.threads} ${stats.threads === 1 ? 'thread' : 'threads'}`);
     if (stats.seed !== undefined) parts.push(`seed ${stats.seed}`);
+    if (stats.threads !== undefined) parts.push(`${stats.threads} ${stats.threads === 1 ? 'thread' : 'threads'}`);
     if (stats.branchedAt !== undefined) parts.push(`regenerated from token ${stats.branchedAt + 1}`);
     const reasons = { stopped: 'stopped', max_tokens: 'hit max tokens', context_full: 'context full' };
     if (reasons[stats.reason]) parts.push(reasons[stats.reason]);

@@ -3,7 +3,7 @@
 // when the server is reachable; the cache answers only when it is not. Model files are
 // never cached here: they are hundreds of MB (the browser keeps them in OPFS on request).
 
-const CACHE = 'inferno-shell-v1';
+const CACHE = 'inferno-shell-v2';
 const SHELL = [
   './',
   './index.html',
@@ -19,15 +19,19 @@ const SHELL = [
   './tensor-table.js',
   './worker-client.js',
   './worker.js',
-  './pkg/inferno.js',
-  './pkg/inferno_bg.wasm',
+  './engine-loader.js',
 ];
+// The four wasm builds (pkg, pkg-relaxed, pkg-threads, pkg-relaxed-threads), listed by
+// build.sh: the page picks one at run time, and the first visit's worker is not yet under
+// this service worker's control, so all of them are kept up front (about 8 MB).
+const BUILDS = './builds.json';
 
 self.addEventListener('install', (event) => {
   event.waitUntil(
     (async () => {
       const cache = await caches.open(CACHE);
-      await cache.addAll(SHELL);
+      const builds = await (await fetch(BUILDS, { cache: 'no-cache' })).json();
+      await cache.addAll([...SHELL, BUILDS, ...builds]);
       await self.skipWaiting();
     })(),
   );

@@ -1,0 +1,118 @@
+// Page tests for the four wasm builds: the page picks the threaded one where it is
+// cross-origin isolated, the single-threaded one where it is not, and plain SIMD128 where
+// relaxed SIMD is switched off (what Safari gets); every one of them chats, and the thread
+// count changes nothing in a greedy answer.
+//
+//   node --test tests/page/builds.test.mjs   (environment: see harness.mjs)
+
+import { describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { startServer } from '../../scripts/serve.mjs';
+import { MODELS, h, requireModel, watchForProblems, wwwRoot } from './harness.mjs';
+
+const TIMEOUT_MS = 120_000;
+const SMOLLM2_NAME = 'SmolLM2-135M-Instruct.Q4_1.gguf';
+
+/** Opens the app at `url` in a fresh context; returns the page. */
+async function open(url) {
+  const context = await h.browser.newContext({ viewport: { width: 1280, height: 900 } });
+  const page = await context.newPage();
+  watchForProblems(page);
+  await page.goto(url);
+  await page.waitForSelector('#engine-info.ok, #engine-info.failed');
+  return page;
+}
+
+async function loadSmolLM2(page) {
+  const before = await page.evaluate(() => Number(document.body.dataset.loads ?? 0));
+  await page.setInputFiles('#file-input', requireModel(MODELS.smollm2));
+  await page.waitForFunction((count) => Number(document.body.dataset.loads ?? 0) > count, before, { timeout: TIMEOUT_MS });
+  assert.equal(await page.evaluate(() => document.body.dataset.model), SMOLLM2_NAME, await page.locator('#chat-error').innerText());
+}
+
+/** A greedy answer of 24 tokens to a fixed question, in a new chat. */
+async function greedyAnswer(page) {
+  if (await page.locator('#new-chat').isEnabled()) await page.click('#new-chat');
+  await page.fill('#set-temperature', '0');
+  await page.fill('#set-max-tokens', '24');
+  const before = await page.evaluate(() => Number(document.body.dataset.answers ?? 0));
+  await page.fill('#prompt', 'Name three colours.');
+  await page.press('#prompt', 'Enter');
+  await page.waitForFunction((count) => Number(document.body.dataset.answers ?? 0) > count, before, { timeout: TIMEOUT_MS });
+  return page.evaluate(() => ({
+    text: document.querySelector('.message.assistant:last-child .answer-text')?.textContent ?? '',
+    meta: document.querySelector('.message.assistant:last-child .bubble-meta')?.textContent ?? '',
+  }));
+}
+
+/** What the worker says about its build: {threads, build, relaxed_simd, ...}. */
+async function engineInfo(page) {
+  return page.evaluate(() => document.getElementById('engine-info').textContent);
+}
+
+describe('wasm builds', { timeout: 600_000 }, () => {
+  test('an isolated page runs the threaded relaxed build, and one thread answers the same', async () => {
+    h.problems = [];
+    const page = await open(h.server.url);
+    try {
+      assert.equal(await page.evaluate(() => self.crossOriginIsolated), true);
+      const cores = await page.evaluate(() => navigator.hardwareConcurrency);
+      const expected = Math.min(cores, 8);
+      await loadSmolLM2(page);
+      assert.match(await engineInfo(page), new RegExp(`relaxed SIMD · ${expected} threads?$`));
+      assert.match(await page.locator('#model-details').innerText(), new RegExp(`${expected} threads?`));
+      const many = await greedyAnswer(page);
+      assert.match(many.meta, new RegExp(`${expected} threads?`));
+      assert.ok(many.text.length > 10, many.text);
+
+      // Choosing 1 thread reloads the model into a new worker running the single-threaded build.
+      const loads = await page.evaluate(() => Number(document.body.dataset.loads ?? 0));
+      await page.selectOption('#set-threads', '1');
+      await page.waitForFunction((count) => Number(document.body.dataset.loads ?? 0) > count, loads, { timeout: TIMEOUT_MS });
+      assert.equal(await page.evaluate(() => document.body.dataset.model), SMOLLM2_NAME);
+      await page.waitForFunction(() => /· 1 thread$/.test(document.getElementById('engine-info').textContent));
+      const one = await greedyAnswer(page);
+      assert.match(one.meta, /1 thread/);
+      assert.equal(one.text, many.text, 'threads split rows and heads, never a sum');
+    } finally {
+      await page.context().close();
+    }
+    assert.deepEqual(h.problems, [], 'the page logged errors');
+  });
+
+  test('without cross-origin isolation the page chats on one thread', async () => {
+    const server = await startServer({ root: wwwRoot, port: 0, isolation: false });
+    h.problems = [];
+    const page = await open(server.url);
+    try {
+      assert.equal(await page.evaluate(() => self.crossOriginIsolated), false);
+      assert.equal(await page.locator('#set-threads').isDisabled(), true);
+      assert.match(await page.locator('#threads-note').innerText(), /not cross-origin isolated/);
+      await loadSmolLM2(page);
+      assert.match(await engineInfo(page), /· 1 thread$/);
+      const answer = await greedyAnswer(page);
+      assert.ok(answer.text.length > 10, answer.text);
+      assert.match(answer.meta, /1 thread/);
+    } finally {
+      await page.context().close();
+      await server.close();
+    }
+    assert.deepEqual(h.problems, [], 'the page logged errors');
+  });
+
+  test('with relaxed SIMD switched off the plain SIMD128 build chats, threaded', async () => {
+    h.problems = [];
+    const page = await open(`${h.server.url}?relaxed=0`);
+    try {
+      await loadSmolLM2(page);
+      const info = await engineInfo(page);
+      assert.match(info, /SIMD128/);
+      assert.doesNotMatch(info, /relaxed/);
+      const answer = await greedyAnswer(page);
+      assert.ok(answer.text.length > 10, answer.text);
+    } finally {
+      await page.context().close();
+    }
+    assert.deepEqual(h.problems, [], 'the page logged errors');
+  });
+});
