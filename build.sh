@@ -200,8 +200,8 @@ run_tests() {
   export WASM_BINDGEN_TEST_TIMEOUT=300
 
   run_suite "native (cargo test)" cargo test --release --all-targets
-  run_suite "wasm SIMD128 in headless Chromium (wasm-bindgen-test)" wasm_cargo simd test --release --tests
-  run_suite "wasm relaxed SIMD in headless Chromium (wasm-bindgen-test)" wasm_cargo relaxed test --release --tests
+  run_suite "wasm SIMD128 in headless Chromium (wasm-bindgen-test)" wasm_cargo simd test --release --tests --features kernel-checks
+  run_suite "wasm relaxed SIMD in headless Chromium (wasm-bindgen-test)" wasm_cargo relaxed test --release --tests --features kernel-checks
   # One test file at a time: each drives its own Chromium running real models.
   run_suite "page (playwright-core + Chromium)" node --test --test-concurrency=1 --test-reporter=spec tests/page/
 

@@ -2,7 +2,11 @@
 // Inferno against llama.cpp's wasm build (@wllama/wllama), side by side in headless Chromium.
 //
 //   node scripts/bench.mjs [MODEL.gguf ...] [--runs 3] [--pp 64] [--tg 32] [--threads 1]
-//                          [--ctx N] [--warmup 1] [--timeout 900] [--no-relaxed] [--json] [--verbose]
+//                          [--ctx N] [--warmup 1] [--timeout 900] [--no-relaxed] [--busy-core]
+//                          [--only inferno|wllama] [--json] [--verbose]
+//
+// --only runs one side (no ratios then). --busy-core runs a busy loop in another process for the whole benchmark, holding one core, to
+// show how each engine's threads cope when the machine is not theirs alone.
 //   (./build.sh bench [...] builds www/pkg and fetches the models first)
 //
 // For every model it loads www/bench.html (Inferno, in a module Web Worker) and
@@ -19,7 +23,7 @@
 // Qwen3-0.6B-shaped Q8_0 file (/tmp/qwen3-0.6b-q8_0.gguf or .cache/models/; generated into
 // .cache/models/ with ../shared/models/make_qwen3_0_6b.py when missing and that script exists).
 
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { copyFileSync, existsSync, lstatSync, mkdirSync, readFileSync, renameSync, rmSync, symlinkSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -37,7 +41,8 @@ const wllamaDir = path.join(repoRoot, 'node_modules', '@wllama', 'wllama');
 const QWEN3_FILE = 'qwen3-0.6b-q8_0.gguf';
 
 const USAGE = `usage: node scripts/bench.mjs [MODEL.gguf ...] [--runs 3] [--pp 64] [--tg 32] [--threads 1]
-                           [--ctx N] [--warmup 1] [--timeout 900] [--no-relaxed] [--json] [--verbose]`;
+                           [--ctx N] [--warmup 1] [--timeout 900] [--no-relaxed]
+                           [--busy-core] [--only inferno|wllama] [--json] [--verbose]`;
 
 function parseArgs(argv) {
   const options = { models: [], runs: 3, pp: 64, tg: 32, threads: 1, ctx: null, warmup: 1, timeout: 900, json: false, verbose: false };
@@ -52,6 +57,11 @@ function parseArgs(argv) {
       options[key] = value;
     } else if (flag === '--json') options.json = true;
     else if (flag === '--no-relaxed') options.relaxed = false;
+    else if (flag === '--busy-core') options.busyCore = true;
+    else if (flag === '--only') {
+      options.only = inline ?? argv[++i];
+      if (!ENGINES.some((e) => e.name === options.only)) throw new Error(`--only takes ${ENGINES.map((e) => e.name).join(' or ')}`);
+    }
     else if (flag === '--verbose' || flag === '-v') options.verbose = true;
     else if (flag === '--help' || flag === '-h') options.help = true;
     else if (flag.startsWith('-')) throw new Error(`unknown option ${argv[i]}`);
@@ -217,7 +227,8 @@ function printTable(report) {
   for (const row of rows) console.log(line(row));
   console.log(
     `\ntokens/s, median of ${report.runs} alternating runs each (after ${report.warmup} warm-up run per page), ` +
-      `${report.threads} thread; ratio = inferno / wllama.\n` +
+      `${report.threads} ${report.threads === 1 ? 'thread' : 'threads'} on both sides` +
+      `${report.busy_core ? ', with a busy loop holding one core' : ''}${report.relaxed ? '' : ', Inferno without relaxed SIMD'}; ratio = inferno / wllama.\n` +
       `wllama ${report.wllama_version} (llama.cpp ${report.llama_cpp ?? '?'}), ${report.browser}.`,
   );
   for (const m of report.models) {
@@ -252,12 +263,18 @@ async function main() {
   const wllamaVersion = vendorWllama();
   const modelUrls = linkModels(models);
 
+  // A separate process spinning on one core for as long as the benchmark runs.
+  const busyLoop = options.busyCore ? spawn(process.execPath, ['-e', 'for (;;) {}'], { stdio: 'ignore' }) : null;
+  busyLoop?.unref(); // It must not keep this script alive...
+  process.on('exit', () => busyLoop?.kill()); // ...nor outlive it.
   const server = await startServer({ root: www, port: 0 });
   const browser = await chromium.launch({ executablePath: chromiumPath, args: CHROMIUM_ARGS, headless: true });
   const report = {
     pp: options.pp,
     tg: options.tg,
     threads: options.threads,
+    busy_core: Boolean(options.busyCore),
+    relaxed: options.relaxed !== false,
     runs: options.runs,
     warmup: options.warmup,
     ctx: options.ctx,
@@ -272,7 +289,7 @@ async function main() {
       const name = path.basename(model);
       const sides = { inferno: [], wllama: [] };
       for (let run = 1; run <= options.runs; run++) {
-        for (const engine of ENGINES) {
+        for (const engine of ENGINES.filter((e) => !options.only || e.name === options.only)) {
           const result = await runPage(browser, server.url, engine, modelUrls[index], options);
           sides[engine.name].push(result);
           if ('error' in result) {
@@ -296,6 +313,7 @@ async function main() {
       report.models.push({ file: model, ...summary });
     }
   } finally {
+    busyLoop?.kill();
     await browser.close();
     await server.close();
   }

@@ -104,11 +104,19 @@ fn reports_simd128_build() {
     assert_eq!(get(&info, "simd128"), JsValue::TRUE);
 }
 
-/// Every SIMD128 kernel against its scalar reference on seeded random rows, in the browser.
-#[cfg(target_feature = "simd128")]
+/// Every kernel of the build's table (SIMD128, or relaxed SIMD) against its scalar reference on
+/// seeded random rows, in the browser.
+#[cfg(feature = "kernel-checks")]
 #[wasm_bindgen_test]
 fn simd_kernels_match_the_scalar_reference() {
-    inferno::tensor::simd128::check_simd_matches_scalar().unwrap();
+    inferno::tensor::kernel_checks::check_kernels_match_scalar().unwrap();
+}
+
+/// The kernel checks must be compiled in (`--features kernel-checks`), or the test above
+/// silently vanishes.
+#[wasm_bindgen_test]
+fn the_test_build_has_the_kernel_checks() {
+    const { assert!(cfg!(feature = "kernel-checks"), "run the wasm tests with --features kernel-checks") };
 }
 
 /// The test build must really be a SIMD128 build, or the kernel test above silently vanishes.

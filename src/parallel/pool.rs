@@ -7,7 +7,9 @@
 //! threads than on one for decode. Both sides park after a bounded spin: a caller whose parts
 //! are held by a descheduled helper leaves its core to that helper instead of spinning against
 //! it (what makes a spinning pool collapse when another process holds a core), and an idle
-//! engine sleeps.
+//! engine sleeps. When helpers keep arriving late all the same, the caller runs the next jobs
+//! alone for a while (see [`LATE_LIMIT`]): on a machine whose other core is taken, one thread
+//! is all there is, and the pool should cost nothing on top.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -16,9 +18,17 @@ use std::thread::Thread;
 
 /// Rounds an idle helper spins before it parks: enough to bridge the gaps between the matmuls
 /// of a forward pass, few enough that an idle engine sleeps within a millisecond or so.
-const HELPER_SPIN_ROUNDS: u32 = 1 << 17;
+const HELPER_SPIN_ROUNDS: u32 = 1 << 14;
 /// Rounds a caller spins on parts that helpers still hold before it parks.
-const CALLER_SPIN_ROUNDS: u32 = 1 << 12;
+const CALLER_SPIN_ROUNDS: u32 = 1 << 15;
+/// How late the helpers may prove before the pool runs jobs on the caller alone: a job where
+/// they did at most one part while the caller did the rest and then still had to wait for
+/// them adds 2, any other job takes 1 away.
+const LATE_LIMIT: usize = 16;
+/// Jobs run on the caller alone once helpers proved late (a few dozen decode steps), after
+/// which the helpers get another chance. Meanwhile they park, which leaves their cores to the
+/// caller and to whatever else keeps the machine busy.
+const SOLO_JOBS: usize = 8192;
 
 /// A published job. `task` has its lifetime erased: the caller clears the job before its
 /// borrow ends, and a helper calls `task` only for a part it claimed, which keeps
@@ -45,6 +55,9 @@ pub struct Pool {
     panicked: AtomicBool,
     helpers: Mutex<Vec<Thread>>,
     helper_count: usize,
+    /// See [`LATE_LIMIT`] and [`SOLO_JOBS`]; only the caller holding `busy` touches these.
+    lateness: AtomicUsize,
+    solo_jobs_left: AtomicUsize,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -63,6 +76,8 @@ impl Pool {
             panicked: AtomicBool::new(false),
             helpers: Mutex::new(Vec::new()),
             helper_count,
+            lateness: AtomicUsize::new(0),
+            solo_jobs_left: AtomicUsize::new(0),
         }
     }
 
@@ -81,6 +96,13 @@ impl Pool {
             (0..parts).for_each(task);
             return;
         }
+        let solo_jobs_left = self.solo_jobs_left.load(Ordering::Relaxed);
+        if solo_jobs_left > 0 {
+            self.solo_jobs_left.store(solo_jobs_left - 1, Ordering::Relaxed);
+            (0..parts).for_each(task);
+            self.busy.store(false, Ordering::Release);
+            return;
+        }
         // SAFETY: only the lifetime is erased; see `Job`.
         let task: *const (dyn Fn(usize) + Sync + 'static) = unsafe { std::mem::transmute(task) };
         self.unfinished.store(parts, Ordering::Release);
@@ -89,17 +111,19 @@ impl Pool {
         for helper in lock(&self.helpers).iter() {
             helper.unpark();
         }
-        self.work();
-        let mut spins = 0;
+        let done_here = self.work();
+        let (mut spins, mut parked) = (0, false);
         while self.unfinished.load(Ordering::Acquire) != 0 {
             if spins < CALLER_SPIN_ROUNDS {
                 spins += 1;
                 std::hint::spin_loop();
             } else {
+                parked = true;
                 std::thread::park();
             }
         }
         *lock(&self.job) = None;
+        self.note_punctuality(parked && parts - done_here <= 1 && parts >= 4);
         let panicked = self.panicked.swap(false, Ordering::Relaxed);
         self.busy.store(false, Ordering::Release);
         if panicked {
@@ -107,8 +131,23 @@ impl Pool {
         }
     }
 
-    /// Claims and runs parts of the current job until none is left.
-    fn work(&self) {
+    /// Keeps score of jobs where the helpers were late (most likely descheduled: another
+    /// process holds their core), and switches to running jobs on the caller alone when they
+    /// keep being late, so that the pool never makes a busy machine slower than one thread.
+    fn note_punctuality(&self, late: bool) {
+        let lateness = self.lateness.load(Ordering::Relaxed);
+        let lateness = if late { lateness + 2 } else { lateness.saturating_sub(1) };
+        if lateness >= LATE_LIMIT {
+            self.solo_jobs_left.store(SOLO_JOBS, Ordering::Relaxed);
+            self.lateness.store(0, Ordering::Relaxed);
+        } else {
+            self.lateness.store(lateness, Ordering::Relaxed);
+        }
+    }
+
+    /// Claims and runs parts of the current job until none is left; returns how many it ran.
+    fn work(&self) -> usize {
+        let mut done = 0;
         loop {
             let (part, task, caller) = {
                 let mut job = lock(&self.job);
@@ -117,9 +156,10 @@ impl Pool {
                         job.next += 1;
                         (job.next - 1, job.task, job.caller.clone())
                     }
-                    _ => return,
+                    _ => return done,
                 }
             };
+            done += 1;
             // SAFETY: this part is claimed and unfinished, so the caller is still waiting
             // inside `run` and the closure behind `task` is alive.
             let task = unsafe { &*task };

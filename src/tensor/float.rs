@@ -6,11 +6,7 @@ use half::{bf16, f16};
 use super::activations::{BF16Activation, F16Activation};
 use super::format::{QuantFormat, WeightType};
 
-// `*_best`: the SIMD128 kernel where the target has it, else the scalar one below.
-#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-use super::simd128::{dot_f16 as dot_f16_best, dot_f32 as dot_f32_best};
-#[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
-use {dot_f16 as dot_f16_best, dot_f32 as dot_f32_best};
+use super::kernels::active;
 
 /// `a · b + c` rounded once, as the FMA instructions in ggml's GCC build compute it. Native
 /// targets use the hardware instruction. Wasm has none and libm's software `fmaf` is slow, so
@@ -50,7 +46,7 @@ impl QuantFormat for f32 {
     }
 
     fn vec_dot(src: &[u8], activations: &[f32]) -> f32 {
-        dot_f32_best(src, activations)
+        active::dot_f32(src, activations)
     }
 }
 
@@ -71,7 +67,7 @@ impl QuantFormat for f16 {
     }
 
     fn vec_dot(src: &[u8], activations: &[F16Activation]) -> f32 {
-        dot_f16_best(src, activations)
+        active::dot_f16(src, activations)
     }
 }
 

@@ -14,16 +14,11 @@ use super::float::fma;
 use std::mem::size_of;
 
 use super::blocks::{BlockQ2K, BlockQ3K, BlockQ4K, BlockQ5K, BlockQ6K, BlockQ8K, QK_K, whole_blocks};
-#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 use super::format::ROW_GROUP;
 use super::format::{QuantFormat, WeightType};
 use super::legacy::hsum8;
 
-// `*_best`: the SIMD128 kernel where the target has it, else the scalar one below.
-#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-use super::simd128::{dot_q4_k as dot_q4_k_best, dot_q5_k as dot_q5_k_best, dot_q6_k as dot_q6_k_best};
-#[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
-use {dot_q4_k as dot_q4_k_best, dot_q5_k as dot_q5_k_best, dot_q6_k as dot_q6_k_best};
+use super::kernels::active;
 
 /// Unpacks the twelve bytes of Q4_K/Q5_K scales into eight 6-bit scales and eight 6-bit mins
 /// (ggml's `get_scale_min_k4`): groups 0-3 sit in the low six bits of bytes 0-3 (scales) and
@@ -259,12 +254,11 @@ impl QuantFormat for BlockQ4K {
     }
 
     fn vec_dot(src: &[u8], activations: &[BlockQ8K]) -> f32 {
-        dot_q4_k_best(whole_blocks(src), activations)
+        active::dot_q4_k(whole_blocks(src), activations)
     }
 
-    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
     fn vec_dot_group(src: &[u8], rows: [&[BlockQ8K]; ROW_GROUP]) -> [f32; ROW_GROUP] {
-        super::simd128::dot_q4_k_group(whole_blocks(src), rows)
+        active::dot_q4_k_group(whole_blocks(src), rows)
     }
 
     // llama.cpp repacks Q4_K matrices to `block_q4_Kx8` on AVX2 machines.
@@ -397,7 +391,7 @@ impl QuantFormat for BlockQ5K {
     }
 
     fn vec_dot(src: &[u8], activations: &[BlockQ8K]) -> f32 {
-        dot_q5_k_best(whole_blocks(src), activations)
+        active::dot_q5_k(whole_blocks(src), activations)
     }
 
     fn vec_dot_batched(src: &[u8], activations: &[BlockQ8K]) -> f32 {
@@ -480,12 +474,11 @@ impl QuantFormat for BlockQ6K {
     }
 
     fn vec_dot(src: &[u8], activations: &[BlockQ8K]) -> f32 {
-        dot_q6_k_best(whole_blocks(src), activations)
+        active::dot_q6_k(whole_blocks(src), activations)
     }
 
-    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
     fn vec_dot_group(src: &[u8], rows: [&[BlockQ8K]; ROW_GROUP]) -> [f32; ROW_GROUP] {
-        super::simd128::dot_q6_k_group(whole_blocks(src), rows)
+        active::dot_q6_k_group(whole_blocks(src), rows)
     }
 
     fn vec_dot_batched(src: &[u8], activations: &[BlockQ8K]) -> f32 {

@@ -13,33 +13,10 @@ use super::float::fma;
 use std::mem::size_of;
 
 use super::blocks::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, BlockQ8_1, QK, whole_blocks};
-#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 use super::format::ROW_GROUP;
 use super::format::{QuantFormat, WeightType};
 
-// `*_best`: the SIMD kernel where the target has one (wasm SIMD128, x86-64 AVX2), else the
-// scalar one below.
-#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-use super::simd128::{
-    dot_q4_0 as dot_q4_0_best, dot_q4_1 as dot_q4_1_best, dot_q5_0 as dot_q5_0_best,
-    dot_q5_1 as dot_q5_1_best, dot_q8_0 as dot_q8_0_best,
-};
-#[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
-use {
-    super::avx2::{
-        dot_q4_0 as dot_q4_0_best, dot_q4_1 as dot_q4_1_best, dot_q5_0 as dot_q5_0_best,
-        dot_q8_0 as dot_q8_0_best,
-    },
-    dot_q5_1 as dot_q5_1_best,
-};
-#[cfg(not(any(
-    all(target_arch = "wasm32", target_feature = "simd128"),
-    all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma")
-)))]
-use {
-    dot_q4_0 as dot_q4_0_best, dot_q4_1 as dot_q4_1_best, dot_q5_0 as dot_q5_0_best,
-    dot_q5_1 as dot_q5_1_best, dot_q8_0 as dot_q8_0_best,
-};
+use super::kernels::active;
 
 const HALF: usize = QK / 2;
 
@@ -133,12 +110,11 @@ impl QuantFormat for BlockQ4_0 {
     }
 
     fn vec_dot(src: &[u8], activations: &[BlockQ8_0]) -> f32 {
-        dot_q4_0_best(whole_blocks(src), activations)
+        active::dot_q4_0(whole_blocks(src), activations)
     }
 
-    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
     fn vec_dot_group(src: &[u8], rows: [&[BlockQ8_0]; ROW_GROUP]) -> [f32; ROW_GROUP] {
-        super::simd128::dot_q4_0_group(whole_blocks(src), rows)
+        active::dot_q4_0_group(whole_blocks(src), rows)
     }
 
     // llama.cpp repacks Q4_0 matrices to `block_q4_0x8` on AVX2 machines (`q4_0_8x8_q8_0`).
@@ -197,12 +173,11 @@ impl QuantFormat for BlockQ4_1 {
     }
 
     fn vec_dot(src: &[u8], activations: &[BlockQ8_1]) -> f32 {
-        dot_q4_1_best(whole_blocks(src), activations)
+        active::dot_q4_1(whole_blocks(src), activations)
     }
 
-    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
     fn vec_dot_group(src: &[u8], rows: [&[BlockQ8_1]; ROW_GROUP]) -> [f32; ROW_GROUP] {
-        super::simd128::dot_q4_1_group(whole_blocks(src), rows)
+        active::dot_q4_1_group(whole_blocks(src), rows)
     }
 }
 
@@ -237,7 +212,7 @@ impl QuantFormat for BlockQ5_0 {
     }
 
     fn vec_dot(src: &[u8], activations: &[BlockQ8_0]) -> f32 {
-        dot_q5_0_best(whole_blocks(src), activations)
+        active::dot_q5_0(whole_blocks(src), activations)
     }
 }
 
@@ -270,7 +245,7 @@ impl QuantFormat for BlockQ5_1 {
     }
 
     fn vec_dot(src: &[u8], activations: &[BlockQ8_1]) -> f32 {
-        dot_q5_1_best(whole_blocks(src), activations)
+        active::dot_q5_1(whole_blocks(src), activations)
     }
 }
 
@@ -299,12 +274,11 @@ impl QuantFormat for BlockQ8_0 {
     }
 
     fn vec_dot(src: &[u8], activations: &[BlockQ8_0]) -> f32 {
-        dot_q8_0_best(whole_blocks(src), activations)
+        active::dot_q8_0(whole_blocks(src), activations)
     }
 
-    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
     fn vec_dot_group(src: &[u8], rows: [&[BlockQ8_0]; ROW_GROUP]) -> [f32; ROW_GROUP] {
-        super::simd128::dot_q8_0_group(whole_blocks(src), rows)
+        active::dot_q8_0_group(whole_blocks(src), rows)
     }
 }
 

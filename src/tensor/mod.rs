@@ -28,6 +28,7 @@ mod blocks;
 mod error;
 mod float;
 mod format;
+mod kernels;
 mod kquants;
 mod legacy;
 mod matmul;
@@ -35,7 +36,10 @@ mod matmul;
 #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
 mod avx2;
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-pub mod simd128;
+mod simd128;
+
+#[cfg(any(test, feature = "kernel-checks"))]
+pub mod kernel_checks;
 
 #[cfg(test)]
 mod golden_tests;

@@ -1,0 +1,203 @@
+//! Every kernel of this build's table ([`super::kernels::active`]) against its scalar reference
+//! on random blocks, and row groups against single rows. Test code only: compiled for unit
+//! tests and, with the `kernel-checks` feature, for `tests/web.rs`, which runs it in headless
+//! Chromium on the SIMD128 and relaxed-SIMD builds (`./build.sh test`).
+
+/// Compares every kernel of this build's table with its scalar reference on random blocks (several lengths, an
+/// unaligned weight buffer, f16 specials); the difference must stay within
+/// `64 · f32::EPSILON · Σ|wᵢ·aᵢ|`. Returns a description of the first mismatch.
+pub fn check_kernels_match_scalar() -> Result<(), String> {
+    use super::kernels::{active, scalar};
+    use super::{F16Activation, QuantizedActivations, WeightType};
+
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    check_f16_conversion()?;
+    check_row_groups()?;
+
+    let mut rng = SplitMix(0x5EED);
+    type ScalarAndSimd = fn(&[u8], &QuantizedActivations) -> (f32, f32);
+    let checks: [(WeightType, ScalarAndSimd); 10] = [
+        (WeightType::Q8_0, |w, q| pair(w, q, scalar::dot_q8_0, active::dot_q8_0)),
+        (WeightType::Q4_0, |w, q| pair(w, q, scalar::dot_q4_0, active::dot_q4_0)),
+        (WeightType::Q4_1, |w, q| pair(w, q, scalar::dot_q4_1, active::dot_q4_1)),
+        (WeightType::Q5_0, |w, q| pair(w, q, scalar::dot_q5_0, active::dot_q5_0)),
+        (WeightType::Q5_1, |w, q| pair(w, q, scalar::dot_q5_1, active::dot_q5_1)),
+        (WeightType::Q4_K, |w, q| pair(w, q, scalar::dot_q4_k, active::dot_q4_k)),
+        (WeightType::Q5_K, |w, q| pair(w, q, scalar::dot_q5_k, active::dot_q5_k)),
+        (WeightType::Q6_K, |w, q| pair(w, q, scalar::dot_q6_k, active::dot_q6_k)),
+        (WeightType::F32, |w, q| {
+            let a = q.row::<f32>(0).unwrap_or(&[]);
+            (scalar::dot_f32(w, a), active::dot_f32(w, a))
+        }),
+        (WeightType::F16, |w, q| {
+            let a = q.row::<F16Activation>(0).unwrap_or(&[]);
+            (scalar::dot_f16(w, a), active::dot_f16(w, a))
+        }),
+    ];
+    for (weight_type, run) in checks {
+        for blocks in [1usize, 3, 8] {
+            let k = blocks * weight_type.block_len().max(256);
+            let row_bytes = weight_type.row_bytes(k).map_err(|e| e.to_string())?;
+            // One spare byte in front so that the weights start at an odd address.
+            let mut buffer = rng.weights(weight_type, row_bytes + 1);
+            if weight_type == WeightType::F16 {
+                // Subnormals and the smallest normal must convert like the scalar path.
+                for (slot, bits) in [0x0001u16, 0x83FF, 0x0400, 0x8000].iter().enumerate() {
+                    buffer[1 + 2 * slot..3 + 2 * slot].copy_from_slice(&bits.to_le_bytes());
+                }
+            }
+            let weights = &buffer[1..];
+            let x: Vec<f32> = (0..k).map(|_| rng.normal()).collect();
+            let q = QuantizedActivations::for_weights(weight_type, &x, 1, k).map_err(|e| e.to_string())?;
+            let (scalar, simd) = run(weights, &q);
+
+            let mut w = vec![0.0f32; k];
+            super::dequantize_row(weight_type, weights, &mut w).map_err(|e| e.to_string())?;
+            let mut a = vec![0.0f32; k];
+            q.dequantize_row(0, &mut a).map_err(|e| e.to_string())?;
+            let abs_sum: f32 = w.iter().zip(&a).map(|(w, a)| (w * a).abs()).sum();
+            let tolerance = 64.0 * f32::EPSILON * abs_sum;
+            let difference = (scalar - simd).abs();
+            if difference.is_nan() || difference > tolerance {
+                return Err(format!(
+                    "{weight_type:?} with {k} elements: scalar {scalar}, simd {simd}, tolerance {tolerance}"
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The SIMD128 f16 widening must agree with `half` on all 65,536 bit patterns (NaNs only need to
+/// stay NaN).
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+fn check_f16_conversion() -> Result<(), String> {
+    use super::simd128::f16x4_to_f32x4;
+    use core::arch::wasm32::*;
+    for first in (0..=u16::MAX).step_by(4) {
+        let bits = [first, first + 1, first + 2, first + 3];
+        let wide = f16x4_to_f32x4(u32x4(
+            u32::from(bits[0]),
+            u32::from(bits[1]),
+            u32::from(bits[2]),
+            u32::from(bits[3]),
+        ));
+        let ours = [
+            f32x4_extract_lane::<0>(wide),
+            f32x4_extract_lane::<1>(wide),
+            f32x4_extract_lane::<2>(wide),
+            f32x4_extract_lane::<3>(wide),
+        ];
+        for (&h, &got) in bits.iter().zip(&ours) {
+            let expected = half::f16::from_bits(h).to_f32();
+            let same = if expected.is_nan() { got.is_nan() } else { got.to_bits() == expected.to_bits() };
+            if !same {
+                return Err(format!("f16 {h:#06x}: simd {got:e} ({:#x}), half {expected:e}", got.to_bits()));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A matmul of 5 activation rows (one group of 4 and a single row) must give every row the
+/// same bits as a single-row dot: batching may never change a logit.
+fn check_row_groups() -> Result<(), String> {
+    use super::{QuantizedActivations, WeightType, matmul_quantized, vec_dot};
+    let mut rng = SplitMix(0x6A0);
+    let (rows_out, k, n) = (3usize, 256usize, 5usize);
+    for weight_type in
+        [WeightType::Q8_0, WeightType::Q4_0, WeightType::Q4_1, WeightType::Q4_K, WeightType::Q6_K]
+    {
+        let row_bytes = weight_type.row_bytes(k).map_err(|e| e.to_string())?;
+        let weights = rng.weights(weight_type, rows_out * row_bytes);
+        let x: Vec<f32> = (0..n * k).map(|_| rng.normal()).collect();
+        let q = QuantizedActivations::for_weights(weight_type, &x, n, k).map_err(|e| e.to_string())?;
+        let mut out = vec![0.0f32; n * rows_out];
+        matmul_quantized(&weights, weight_type, rows_out, &q, &mut out).map_err(|e| e.to_string())?;
+        for i in 0..n {
+            for r in 0..rows_out {
+                let single = vec_dot(weight_type, &weights[r * row_bytes..][..row_bytes], &q, i)
+                    .map_err(|e| e.to_string())?;
+                if single.to_bits() != out[i * rows_out + r].to_bits() {
+                    return Err(format!(
+                        "{weight_type:?} row {i}: grouped {} vs single {single}",
+                        out[i * rows_out + r]
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Runs a scalar and a table kernel on the same typed blocks.
+fn pair<W: super::PlainBytes, A: super::ActivationFormat>(
+    weights: &[u8],
+    activations: &super::QuantizedActivations,
+    scalar: fn(&[W], &[A]) -> f32,
+    simd: fn(&[W], &[A]) -> f32,
+) -> (f32, f32) {
+    let blocks = super::cast_blocks::<W>(weights).unwrap_or(&[]);
+    let a = activations.row::<A>(0).unwrap_or(&[]);
+    (scalar(blocks, a), simd(blocks, a))
+}
+
+/// splitmix64, so the check needs no test-only helpers.
+struct SplitMix(u64);
+
+impl SplitMix {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    fn uniform(&mut self) -> f32 {
+        (self.next() >> 40) as f32 / (1u64 << 24) as f32
+    }
+
+    fn normal(&mut self) -> f32 {
+        let u1 = 1.0 - self.uniform();
+        (-2.0 * u1.ln()).sqrt() * (core::f32::consts::TAU * self.uniform()).cos()
+    }
+
+    /// `len` bytes of random weights; the f16 scales of block formats get sane values. The
+    /// buffer starts with one spare byte, so block `b` starts at `1 + b * block_bytes`.
+    fn weights(&mut self, weight_type: super::WeightType, len: usize) -> Vec<u8> {
+        use super::WeightType as W;
+        let mut out: Vec<u8> = (0..len).map(|_| self.next() as u8).collect();
+        let scale_offsets: &[usize] = match weight_type {
+            W::Q8_0 | W::Q4_0 | W::Q5_0 | W::Q4_1 | W::Q5_1 | W::Q4_K | W::Q5_K => &[0, 2],
+            W::Q6_K => &[208],
+            _ => &[],
+        };
+        if weight_type == W::F32 {
+            for (i, chunk) in out[1..].chunks_exact_mut(4).enumerate() {
+                chunk.copy_from_slice(&(self.normal() * (1.0 + (i % 7) as f32)).to_le_bytes());
+            }
+        } else if weight_type == W::F16 {
+            for chunk in out[1..].chunks_exact_mut(2) {
+                chunk.copy_from_slice(&half::f16::from_f32(self.normal()).to_le_bytes());
+            }
+        }
+        for block in out[1..].chunks_exact_mut(weight_type.block_bytes()) {
+            for &offset in scale_offsets {
+                // Q4_0/Q5_0/Q8_0 have one scale; writing at offset 2 too only changes quants.
+                let value = (0.001 + 0.05 * self.uniform()) * if self.next() & 1 == 0 { 1.0 } else { -1.0 };
+                block[offset..offset + 2].copy_from_slice(&half::f16::from_f32(value).to_le_bytes());
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// Natively: the AVX2 table (or the scalar one) against the scalar reference.
+    #[test]
+    fn this_builds_kernels_match_the_scalar_reference() {
+        super::check_kernels_match_scalar().unwrap();
+    }
+}

@@ -1,0 +1,82 @@
+//! The one place that picks kernels. Every dot product the block formats use is a slot; each
+//! instruction set has a table naming its kernel for every slot, with the scalar reference as
+//! the default, and [`active`] is the table of the instruction set this build targets:
+//!
+//! | table | built when | kernels from |
+//! |---|---|---|
+//! | [`scalar`] | any other target | `legacy.rs`, `kquants.rs`, `float.rs` (ggml's summing order) |
+//! | SIMD128 | `wasm32` + `simd128` | `simd128.rs` |
+//! | relaxed SIMD | `wasm32` + `simd128` + `relaxed-simd` | `simd128.rs`, whose integer dots and multiply-adds switch to the relaxed instructions |
+//! | AVX2 | `x86_64` + `avx2` + `fma` (native) | `avx2.rs` for the 32-element formats, scalar elsewhere |
+//!
+//! A new block type adds its struct (`blocks.rs`), its scalar kernel, a kernel in the files of
+//! the instruction sets that have one, and a row in each table below. Row-group slots
+//! (`*_group`: one weight row dotted with `ROW_GROUP` activation rows, each weight block
+//! decoded once) fall back to the table's own single-row kernel, so they always equal it bit
+//! for bit. Tests compare every table with [`scalar`] (`kernel_checks.rs`).
+
+/// The scalar reference kernels: the default of every slot. Outside test builds a table that
+/// has its own kernel for a slot leaves that entry unused.
+#[cfg_attr(not(any(test, feature = "kernel-checks")), allow(unused_imports))]
+pub(super) mod scalar {
+    pub(in crate::tensor) use super::super::float::{dot_f16, dot_f32};
+    pub(in crate::tensor) use super::super::kquants::{dot_q4_k, dot_q5_k, dot_q6_k};
+    pub(in crate::tensor) use super::super::legacy::{dot_q4_0, dot_q4_1, dot_q5_0, dot_q5_1, dot_q8_0};
+}
+
+/// Defines the row-group slots of a table without row-group kernels: each row in turn through
+/// the table's own single-row kernel. (Unused by the SIMD128 table, which has them all.)
+#[allow(unused_macros)]
+macro_rules! one_row_at_a_time {
+    ($($group:ident = $dot:ident($block:ty, $activation:ty);)*) => {$(
+        #[inline(always)]
+        pub fn $group(x: &[$block], rows: [&[$activation]; ROW_GROUP]) -> [f32; ROW_GROUP] {
+            rows.map(|activations| $dot(x, activations))
+        }
+    )*};
+}
+
+/// Row-group slots defined one row at a time, for the tables below that lack their kernels.
+#[allow(unused_macros)]
+macro_rules! single_row_groups {
+    () => {
+        use super::super::blocks::{
+            BlockQ4_0, BlockQ4_1, BlockQ4K, BlockQ6K, BlockQ8_0, BlockQ8_1, BlockQ8K,
+        };
+        use super::super::format::ROW_GROUP;
+        one_row_at_a_time! {
+            dot_q8_0_group = dot_q8_0(BlockQ8_0, BlockQ8_0);
+            dot_q4_0_group = dot_q4_0(BlockQ4_0, BlockQ8_0);
+            dot_q4_1_group = dot_q4_1(BlockQ4_1, BlockQ8_1);
+            dot_q4_k_group = dot_q4_k(BlockQ4K, BlockQ8K);
+            dot_q6_k_group = dot_q6_k(BlockQ6K, BlockQ8K);
+        }
+    };
+}
+
+/// WebAssembly SIMD128, with or without relaxed SIMD: every slot.
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+pub(super) mod active {
+    pub(in crate::tensor) use super::super::simd128::{
+        dot_f16, dot_f32, dot_q4_0, dot_q4_0_group, dot_q4_1, dot_q4_1_group, dot_q4_k, dot_q4_k_group,
+        dot_q5_0, dot_q5_1, dot_q5_k, dot_q6_k, dot_q6_k_group, dot_q8_0, dot_q8_0_group,
+    };
+}
+
+/// Native x86-64 with AVX2 and FMA: ggml's own AVX2 sums for the 32-element formats.
+#[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+pub(super) mod active {
+    pub(in crate::tensor) use super::super::avx2::{dot_q4_0, dot_q4_1, dot_q5_0, dot_q8_0};
+    pub(in crate::tensor) use super::scalar::{dot_f16, dot_f32, dot_q4_k, dot_q5_1, dot_q5_k, dot_q6_k};
+    single_row_groups!();
+}
+
+/// Everything else: the scalar reference.
+#[cfg(not(any(
+    all(target_arch = "wasm32", target_feature = "simd128"),
+    all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma")
+)))]
+pub(super) mod active {
+    pub(in crate::tensor) use super::scalar::*;
+    single_row_groups!();
+}
