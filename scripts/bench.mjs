@@ -189,6 +189,9 @@ function summarize(sides) {
       load_ms: median(ok.map((r) => r.load_ms)),
       prefill_tok_s: median(ok.map((r) => r.prefill_tok_s)),
       decode_tok_s: median(ok.map((r) => r.decode_tok_s)),
+      read_ms: median(ok.map((r) => r.read_ms).filter((v) => v !== undefined)),
+      memory_bytes: median(ok.map((r) => r.memory_bytes).filter((v) => v !== undefined)),
+      file_bytes: ok.find((r) => r.file_bytes)?.file_bytes ?? null,
       errors: [...new Set(runs.filter((r) => 'error' in r).map((r) => r.error))],
     };
   }
@@ -231,6 +234,17 @@ function printTable(report) {
       `${report.busy_core ? ', with a busy loop holding one core' : ''}${report.relaxed ? '' : ', Inferno without relaxed SIMD'}; ratio = inferno / wllama.\n` +
       `wllama ${report.wllama_version} (llama.cpp ${report.llama_cpp ?? '?'}), ${report.browser}.`,
   );
+  const mb = (bytes) => `${(bytes / 2 ** 20).toFixed(0)} MiB`;
+  for (const m of report.models) {
+    const i = m.inferno;
+    if (i.read_ms && i.load_ms && i.memory_bytes && i.file_bytes) {
+      console.log(
+        `${path.basename(m.file)}: Inferno loads in ${fmt(i.load_ms, 0)} ms what the page reads in ${fmt(i.read_ms, 0)} ms ` +
+          `(${fmt(i.load_ms / i.read_ms, 2)}x); wasm memory after the runs ${mb(i.memory_bytes)} for a ${mb(i.file_bytes)} file ` +
+          `(+${mb(i.memory_bytes - i.file_bytes)}).`,
+      );
+    }
+  }
   for (const m of report.models) {
     if (m.mismatch) console.log(`${path.basename(m.file)} FAILED: ${m.mismatch}`);
     else if (m.same_output === false) console.log(`${path.basename(m.file)}: the greedy outputs differ (same prompt; see --json)`);

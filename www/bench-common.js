@@ -92,7 +92,15 @@ export function publish(result) {
   const summary = $('summary');
   summary.textContent = failed
     ? result.error
-    : `load ${result.load_ms.toFixed(0)} ms · prefill ${result.prefill_tok_s.toFixed(1)} tok/s · decode ${result.decode_tok_s.toFixed(1)} tok/s`;
+    : [
+        result.read_ms !== undefined ? `read ${result.read_ms.toFixed(0)} ms` : null,
+        `load ${result.load_ms.toFixed(0)} ms`,
+        `prefill ${result.prefill_tok_s.toFixed(1)} tok/s`,
+        `decode ${result.decode_tok_s.toFixed(1)} tok/s`,
+        result.memory_bytes !== undefined ? `wasm memory ${(result.memory_bytes / 2 ** 20).toFixed(0)} MiB` : null,
+      ]
+        .filter(Boolean)
+        .join(' · ');
   summary.className = failed ? 'error' : 'ok';
   $('result').textContent = JSON.stringify(result, null, 2);
 }

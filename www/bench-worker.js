@@ -34,9 +34,15 @@ async function run({ model, pp, tg, threads, ctx, warmup, relaxed }) {
   const resolved = resolveThreads(threads);
   if (resolved.threads !== threads) throw new Error(`Inferno cannot run ${threads} threads here: ${resolved.reason}`);
   const initStarted = performance.now();
-  const { module: wasm, build: buildName } = await startEngine(threads, { relaxed });
+  const { module: wasm, exports, build: buildName } = await startEngine(threads, { relaxed });
   const init_ms = performance.now() - initStarted;
   const build = wasm.engine_info();
+
+  // How fast this page can read the file at all: loading is measured against it.
+  progress('reading the model once, to time the bytes alone');
+  const readStarted = performance.now();
+  const fileBytes = await readOnly(model);
+  const read_ms = performance.now() - readStarted;
 
   progress('downloading the model');
   const loadStarted = performance.now();
@@ -75,7 +81,10 @@ async function run({ model, pp, tg, threads, ctx, warmup, relaxed }) {
       relaxed_simd: build.relaxed_simd,
       cross_origin_isolated: self.crossOriginIsolated,
       init_ms,
+      read_ms,
       load_ms,
+      file_bytes: fileBytes,
+      memory_bytes: exports.memory.buffer.byteLength,
       prefill_ms: timed.prefill_ms,
       prefill_tok_s: (pp * 1000) / timed.prefill_ms,
       decode_ms: timed.decode_ms,
@@ -84,6 +93,19 @@ async function run({ model, pp, tg, threads, ctx, warmup, relaxed }) {
     };
   } finally {
     engine.free();
+  }
+}
+
+/** fetch + response.body reader, the bytes counted and dropped; returns the count. */
+async function readOnly(url) {
+  const response = await fetch(url);
+  if (!response.ok) throw new Error(`GET ${url}: HTTP ${response.status}`);
+  const reader = response.body.getReader();
+  let bytes = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) return bytes;
+    bytes += value.length;
   }
 }
 

@@ -82,15 +82,16 @@ export function buildFor(threads, { relaxed = true } = {}) {
 /**
  * Imports and initialises the build for `threads` (already resolved), starting its helpers.
  * `instance` > 0 gives a fresh module record (a new wasm instance after a trap); `relaxed:
- * false` forces the plain SIMD128 build. Returns {module, threads, build}.
+ * false` forces the plain SIMD128 build. Returns {module, exports, threads, build}: `exports`
+ * are the wasm instance's own (its `memory` tells how much the page holds).
  */
 export async function startEngine(threads, { instance = 0, relaxed = true } = {}) {
   const build = buildFor(threads, { relaxed });
   const url = new URL(`./${build}/inferno.js`, import.meta.url);
   if (instance > 0) url.searchParams.set('instance', String(instance));
   const module = await import(url.href);
-  await module.default();
+  const exports = await module.default();
   // The caller is one of the threads: the pool gets a helper Web Worker for each of the others.
   if (threads > 1) await module.initThreadPool(threads - 1);
-  return { module, threads, build };
+  return { module, exports, threads, build };
 }
