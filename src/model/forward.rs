@@ -16,7 +16,7 @@ use super::kv_cache::KvCache;
 use super::ops::{add_in_place, apply_rope, geglu, rms_norm, rms_norm_in_place, rope_table, swiglu};
 use super::weights::{LayerWeights, Matrix};
 use crate::parallel;
-use crate::tensor::{QuantizedActivations, dequantize_row, matmul_quantized_with_layout};
+use crate::tensor::{MatmulOperand, QuantizedActivations, dequantize_row, matmul_many};
 
 /// Attention heads (times queries) below which a part is not worth a thread.
 const MIN_HEADS_PER_PART: usize = 2;
@@ -185,9 +185,12 @@ impl Model {
         let mut q = std::mem::take(&mut s.q);
         let mut k = std::mem::take(&mut s.k);
         let mut v = std::mem::take(&mut s.v);
-        project(file, &layer.wq, s, n, &mut q[..n * qd])?;
-        project(file, &layer.wk, s, n, &mut k[..n * kvd])?;
-        project(file, &layer.wv, s, n, &mut v[..n * kvd])?;
+        project_many(
+            file,
+            [(&layer.wq, &mut q[..n * qd]), (&layer.wk, &mut k[..n * kvd]), (&layer.wv, &mut v[..n * kvd])],
+            s,
+            n,
+        )?;
 
         // Qwen3 and Gemma 3 normalize each head of Q and K before RoPE.
         if let Some(w) = &layer.q_norm {
@@ -297,8 +300,7 @@ impl Model {
         let file = self.file();
         let mut gate = std::mem::take(&mut s.gate);
         let mut up = std::mem::take(&mut s.up);
-        project(file, &layer.w_gate, s, n, &mut gate[..n * ff])?;
-        project(file, &layer.w_up, s, n, &mut up[..n * ff])?;
+        project_many(file, [(&layer.w_gate, &mut gate[..n * ff]), (&layer.w_up, &mut up[..n * ff])], s, n)?;
         match c.architecture {
             Architecture::Gemma3 => geglu(&mut gate[..n * ff], &up[..n * ff]),
             Architecture::Qwen3 | Architecture::Llama => swiglu(&mut gate[..n * ff], &up[..n * ff]),
@@ -329,13 +331,40 @@ fn project(
     n: usize,
     out: &mut [f32],
 ) -> Result<(), ModelError> {
-    let wanted = matrix.weight_type.activation_type();
+    project_many(file, [(matrix, out)], s, n)
+}
+
+/// [`project`] for several matrices that read the same input (Q, K, V; gate, up): one parallel
+/// job for all of them when they take the same activation format, one each otherwise.
+fn project_many<const M: usize>(
+    file: &ModelBytes,
+    matrices: [(&Matrix, &mut [f32]); M],
+    s: &mut Scratch,
+    n: usize,
+) -> Result<(), ModelError> {
+    let wanted = matrices[0].0.weight_type.activation_type();
+    if matrices.iter().any(|(m, _)| m.weight_type.activation_type() != wanted) {
+        for (matrix, out) in matrices {
+            project(file, matrix, s, n, out)?;
+        }
+        return Ok(());
+    }
+    let cols = matrices[0].0.cols;
     if !s.activations_fresh || s.activations.activation_type() != wanted || s.activations.rows() != n {
-        s.activations.requantize(wanted, &s.normed[..n * matrix.cols], n, matrix.cols)?;
+        s.activations.requantize(wanted, &s.normed[..n * cols], n, cols)?;
         s.activations_fresh = true;
     }
-    let (bytes, weight_type, layout) = (matrix.bytes(file), matrix.weight_type, matrix.layout);
-    matmul_quantized_with_layout(bytes, weight_type, layout, matrix.rows, &s.activations, out)?;
+    let operands = matrices
+        .into_iter()
+        .map(|(matrix, out)| MatmulOperand {
+            weights: matrix.bytes(file),
+            weight_type: matrix.weight_type,
+            layout: matrix.layout,
+            rows_out: matrix.rows,
+            out,
+        })
+        .collect();
+    matmul_many(operands, &s.activations)?;
     Ok(())
 }
 

@@ -79,6 +79,41 @@ pub fn matmul_quantized_with_layout(
     activations: &QuantizedActivations,
     out: &mut [f32],
 ) -> Result<(), TensorError> {
+    matmul_many(vec![MatmulOperand { weights, weight_type, layout, rows_out, out }], activations)
+}
+
+/// One matrix of a [`matmul_many`]: `out (n × rows_out) = activations · weightsᵀ`.
+pub struct MatmulOperand<'a> {
+    pub weights: &'a [u8],
+    pub weight_type: WeightType,
+    pub layout: WeightLayout,
+    pub rows_out: usize,
+    pub out: &'a mut [f32],
+}
+
+/// Several matrices multiplied by the same quantized activations (Q, K and V; gate and up) as
+/// one parallel job, so threads meet once for all of them instead of once per matrix.
+pub fn matmul_many(
+    operands: Vec<MatmulOperand<'_>>,
+    activations: &QuantizedActivations,
+) -> Result<(), TensorError> {
+    let mut parts: Vec<Box<dyn FnOnce() + Send + '_>> = Vec::new();
+    for operand in operands {
+        plan_parts(operand, activations, &mut parts)?;
+    }
+    parallel::for_each(parts, |part| part());
+    Ok(())
+}
+
+/// Checks one matrix's shapes and adds its parts: contiguous ranges of weight rows, cut at
+/// multiples of the repacked block height, each big enough that handing it to a thread costs
+/// little next to its work.
+fn plan_parts<'a>(
+    operand: MatmulOperand<'a>,
+    activations: &'a QuantizedActivations,
+    parts: &mut Vec<Box<dyn FnOnce() + Send + 'a>>,
+) -> Result<(), TensorError> {
+    let MatmulOperand { weights, weight_type, layout, rows_out, out } = operand;
     activations.check_type(weight_type.activation_type())?;
     let (n, k) = (activations.rows(), activations.row_len());
     let row_bytes = weight_type.row_bytes(k)?;
@@ -93,20 +128,18 @@ pub fn matmul_quantized_with_layout(
         out.fill(0.0);
         return Ok(());
     }
-    let repacked = layout == WeightLayout::Repacked;
-    // Threads take contiguous ranges of weight rows, cut at multiples of the repacked block
-    // height, each big enough that handing it to a thread costs little next to its work.
     let min_rows = (MIN_PART_BYTES / row_bytes.saturating_mul(n).max(1)).max(REPACK_ROWS);
     let bounds = parallel::split_bounds(rows_out, parallel::part_count(rows_out, min_rows), REPACK_ROWS);
-    let parts = split_columns(out, rows_out, &bounds);
     with_weight_format!(weight_type, W => {
         let rows = activations.all_rows::<<W as QuantFormat>::Activation>()?;
-        let repacked = repacked && W::REPACKED && rows_out % REPACK_ROWS == 0;
-        parallel::for_each(parts, |(first_row, mut out_columns)| {
-            let part_rows = out_columns[0].len();
-            let part_weights = &weights[first_row * row_bytes..][..part_rows * row_bytes];
-            dot_all_rows::<W>(part_weights, row_bytes, rows, k, repacked, &mut out_columns);
-        });
+        let repacked = layout == WeightLayout::Repacked && W::REPACKED && rows_out % REPACK_ROWS == 0;
+        for (first_row, mut out_columns) in split_columns(out, rows_out, &bounds) {
+            parts.push(Box::new(move || {
+                let part_rows = out_columns[0].len();
+                let part_weights = &weights[first_row * row_bytes..][..part_rows * row_bytes];
+                dot_all_rows::<W>(part_weights, row_bytes, rows, k, repacked, &mut out_columns);
+            }));
+        }
     });
     Ok(())
 }

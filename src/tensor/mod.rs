@@ -26,10 +26,24 @@
 mod activations;
 mod blocks;
 mod error;
-mod float;
 mod format;
 mod kernels;
+// The scalar kernels are the reference: in a SIMD128 build, where the table has its own kernel
+// for every slot, only the kernel checks (test builds) call them.
+#[cfg_attr(
+    all(target_arch = "wasm32", target_feature = "simd128", not(feature = "kernel-checks")),
+    allow(dead_code)
+)]
+mod float;
+#[cfg_attr(
+    all(target_arch = "wasm32", target_feature = "simd128", not(feature = "kernel-checks")),
+    allow(dead_code)
+)]
 mod kquants;
+#[cfg_attr(
+    all(target_arch = "wasm32", target_feature = "simd128", not(feature = "kernel-checks")),
+    allow(dead_code)
+)]
 mod legacy;
 mod matmul;
 
@@ -56,4 +70,6 @@ pub use blocks::{
 pub use error::TensorError;
 pub use float::fma;
 pub use format::{QuantFormat, WeightType, dequantize_row, vec_dot};
-pub use matmul::{WeightLayout, matmul, matmul_quantized, matmul_quantized_with_layout};
+pub use matmul::{
+    MatmulOperand, WeightLayout, matmul, matmul_many, matmul_quantized, matmul_quantized_with_layout,
+};
