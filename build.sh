@@ -38,7 +38,8 @@ apt_install() { # package...
 # --- Rust for wasm32 -------------------------------------------------------------------------
 # rustup's wasm32 std when it can be had; otherwise Debian's rustc-web, with std built from
 # source (-Zbuild-std). See ../shared/TOOLCHAIN.md.
-WASM_MODE=
+# INFERNO_WASM_TOOLCHAIN=buildstd forces the Debian route (to test it where rustup works).
+WASM_MODE=${INFERNO_WASM_TOOLCHAIN:-}
 choose_wasm_toolchain() {
   [ -n "$WASM_MODE" ] && return 0
   if command -v rustup >/dev/null && rustup target list --installed 2>/dev/null | grep -qx wasm32-unknown-unknown; then
@@ -52,6 +53,12 @@ choose_wasm_toolchain() {
     apt_install rustc-web cargo-web rust-web-src lld-19
     WASM_MODE=buildstd
   fi
+}
+
+# The threaded flavours rebuild std with atomics, from rustup's rust-src where it can be had.
+rustup_std_source() {
+  rustup component list --installed 2>/dev/null | grep -qx rust-src ||
+    timeout 60 rustup component add rust-src </dev/null >/dev/null 2>&1
 }
 
 # cargo for the wasm32 target in one of four flavours, each with a target dir of its own (its
@@ -83,12 +90,15 @@ wasm_cargo() { # flavour cargo-subcommand args...
   esac
   export CARGO_TARGET_DIR="$ROOT/target/wasm-$flavour"
   export CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUSTFLAGS="-C target-feature=$features"
-  if [ "$WASM_MODE" = rustup ] && [ "$flavour" = simd ]; then
+  local needs_std_build=
+  case "$flavour" in *threads) needs_std_build=1 ;; esac
+  if [ "$WASM_MODE" = rustup ] && [ -z "$needs_std_build" ]; then
     cargo "$sub" --target wasm32-unknown-unknown "${cargo_args[@]}" "$@"
-  elif [ "$WASM_MODE" = rustup ]; then
-    rustup component add rust-src >/dev/null
+  elif [ "$WASM_MODE" = rustup ] && rustup_std_source; then
     RUSTC_BOOTSTRAP=1 cargo "$sub" --target wasm32-unknown-unknown -Zbuild-std=std,panic_abort "${cargo_args[@]}" "$@"
   else
+    # Debian's toolchain: its std source is a package, so this route always has one.
+    apt_install rustc-web cargo-web rust-web-src lld-19
     RUSTC=/usr/bin/rustc RUSTDOC=/usr/bin/rustdoc RUSTC_BOOTSTRAP=1 \
       CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_LINKER=/usr/lib/llvm-19/bin/wasm-ld \
       /usr/bin/cargo "$sub" --target wasm32-unknown-unknown -Zbuild-std=std,panic_abort "${cargo_args[@]}" "$@"
