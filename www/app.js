@@ -6,10 +6,15 @@ import { EngineClient } from './worker-client.js';
 import { renderReport } from './inspector.js';
 import { createChat } from './chat.js';
 import { errorBanner } from './dom.js';
+import { loadChatState } from './storage.js';
 
 // ?relaxed=0 in the page's address forces the plain SIMD128 build (what Safari gets).
 const pageParams = new URLSearchParams(location.search);
+// The engine starts with the thread count the chat settings saved, so that a file dropped
+// right away is inspected and loaded by the same worker (a different count restarts it).
+const savedThreads = Number(loadChatState()?.settings?.threads);
 const engine = new EngineClient(new URL('./worker.js', import.meta.url), {
+  threads: Number.isInteger(savedThreads) && savedThreads > 0 ? savedThreads : null,
   params: pageParams.get('relaxed') === '0' ? { relaxed: '0' } : {},
 });
 

@@ -33,8 +33,17 @@ import { buildFor, resolveThreads, startEngine } from './engine-loader.js';
 
 const INITIAL_PREFIX_BYTES = 1 << 20; // 1 MiB covers the header of most small models.
 const WORKER_PARAMS = new URL(self.location.href).searchParams;
-const THREADS = resolveThreads(Number(WORKER_PARAMS.get('threads')) || null);
+const THREADS = threadsFromUrl(WORKER_PARAMS.get('threads'));
 const RELAXED = WORKER_PARAMS.get('relaxed') !== '0'; // ?relaxed=0 forces plain SIMD128
+
+/** The thread count asked for in the worker's URL; anything unusable means the default. */
+function threadsFromUrl(value) {
+  try {
+    return resolveThreads(Number(value) || null);
+  } catch {
+    return resolveThreads(null);
+  }
+}
 
 /** An error with a machine-readable kind, shaped like the engine's GgufError. */
 class WorkerError extends Error {

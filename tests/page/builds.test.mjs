@@ -80,6 +80,35 @@ describe('wasm builds', { timeout: 600_000 }, () => {
     assert.deepEqual(h.problems, [], 'the page logged errors');
   });
 
+  test('a saved thread count starts the engine with it: a dropped file is inspected and loaded at once', async () => {
+    h.problems = [];
+    const context = await h.browser.newContext({ viewport: { width: 1280, height: 900 } });
+    const key = 'inferno.chat.v1'; // CHAT_KEY in www/storage.js
+    await context.addInitScript(
+      ([storageKey]) => {
+        if (!localStorage.getItem(storageKey)) {
+          localStorage.setItem(storageKey, JSON.stringify({ messages: [], settings: { threads: '1' } }));
+        }
+      },
+      [key],
+    );
+    const page = await context.newPage();
+    watchForProblems(page);
+    try {
+      await page.goto(h.server.url);
+      await page.waitForSelector('#engine-info.ok');
+      assert.match(await engineInfo(page), /· 1 thread$/);
+      assert.equal(await page.locator('#set-threads').inputValue(), '1');
+      await loadSmolLM2(page); // Inspects the file and loads it, both in the same worker.
+      await page.waitForFunction(() => Number(document.body.dataset.inspections ?? 0) > 0);
+      assert.equal(await page.locator('#error').isVisible(), false, await page.locator('#error').innerText());
+      assert.match(await engineInfo(page), /· 1 thread$/);
+    } finally {
+      await context.close();
+    }
+    assert.deepEqual(h.problems, [], 'the page logged errors');
+  });
+
   test('without cross-origin isolation the page chats on one thread', async () => {
     const server = await startServer({ root: wwwRoot, port: 0, isolation: false });
     h.problems = [];
