@@ -349,7 +349,6 @@ export function createChat(engine, { onModelLoaded, onModelUnloaded, pickFile })
     sampling.seed = seedText === '' ? crypto.getRandomValues(new Uint32Array(1))[0] : readNumber(s.seed, { integer: true, min: 0, max: 2 ** 53 - 1, name: 'Seed' });
     const maxTokens = readNumber(s.max_tokens, { integer: true, min: 1, max: 1 << 20, name: 'Max tokens' });
     const context = readNumber(s.context, { integer: true, min: 16, max: state.model?.context_length ?? 1 << 20, name: 'Context' });
-
     return { sampling, maxTokens, context };
   }
 

@@ -263,9 +263,7 @@ impl Model {
         let f16_accumulator = n < TILED_MIN_QUERIES;
         let (keys, values) = (&s.keys[..], &s.values[..]);
         // One task per run of (query, head) pairs: each writes only its heads' outputs.
-        let heads = n * c.n_head;
-        let bounds = parallel::split_bounds(heads, parallel::part_count(heads, MIN_HEADS_PER_PART), 1);
-        parallel::for_each(parallel::split_mut(out, &bounds, hd), |(first_head, part_out)| {
+        parallel::for_each_part(out, hd, MIN_HEADS_PER_PART, |first_head, part_out| {
             let mut scratch = vec![0.0f32; 2 * hd];
             let (query16, accumulator) = scratch.split_at_mut(hd);
             for (j, head_out) in part_out.chunks_exact_mut(hd).enumerate() {
@@ -370,9 +368,7 @@ fn project_many<const M: usize>(
 
 /// Converts cached f16 keys or values to f32, in parallel parts for long contexts.
 fn widen(src: &[f16], dst: &mut [f32]) {
-    const MIN_PART: usize = 64 * 1024;
-    let bounds = parallel::split_bounds(dst.len(), parallel::part_count(dst.len(), MIN_PART), 1);
-    parallel::for_each(parallel::split_mut(dst, &bounds, 1), |(first, dst)| {
+    parallel::for_each_part(dst, 1, 64 * 1024, |first, dst| {
         for (d, s) in dst.iter_mut().zip(&src[first..]) {
             *d = s.to_f32();
         }

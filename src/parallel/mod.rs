@@ -130,6 +130,19 @@ pub fn for_each<T: Send>(parts: Vec<T>, task: impl Fn(T) + Sync + Send) {
     parts.into_iter().for_each(task);
 }
 
+/// Cuts `slice` (units of `unit` elements) into parts of at least `min_units` units, as many as
+/// the threads warrant, and runs `task(first unit, part)` on each, in parallel where possible.
+pub fn for_each_part<T: Send>(
+    slice: &mut [T],
+    unit: usize,
+    min_units: usize,
+    task: impl Fn(usize, &mut [T]) + Sync + Send,
+) {
+    let units = slice.len() / unit.max(1);
+    let bounds = split_bounds(units, part_count(units, min_units), 1);
+    for_each(split_mut(slice, &bounds, unit), |(first, part)| task(first, part));
+}
+
 /// Cuts `0..len` into `parts` contiguous ranges whose bounds (except `len`) are multiples of
 /// `align`, as even as that allows. Returns the `parts + 1` bounds; empty ranges are dropped.
 pub fn split_bounds(len: usize, parts: usize, align: usize) -> Vec<usize> {
