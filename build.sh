@@ -6,6 +6,8 @@
 #   ./build.sh setup              only install the toolchain pieces
 #   ./build.sh build              only build www/pkg (release wasm, SIMD128)
 #   ./build.sh models             only fetch the real test models into .cache/models
+#   ./build.sh wasm-test [FLAVOUR] only the crate's wasm tests in headless Chromium, for one
+#                                 build (simd or relaxed; default simd)
 #   ./build.sh fuzz [SECONDS]     run the GGUF parser fuzzer (default 600 s)
 #   ./build.sh bench [MODEL...]   Inferno vs llama.cpp's wasm build (wllama) in headless Chromium
 #
@@ -262,6 +264,12 @@ case "$command" in
     place_demo_model # The page tests load it the way a newcomer does.
     run_tests
     ;;
+  wasm-test)
+    setup
+    export CHROMEDRIVER=/usr/bin/chromedriver CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner
+    export WASM_BINDGEN_TEST_TIMEOUT=300
+    wasm_cargo "${1:-simd}" test --release --tests --features kernel-checks
+    ;;
   fuzz)
     setup
     run_fuzz "$@"
@@ -272,6 +280,6 @@ case "$command" in
     fetch_models
     exec node scripts/bench.mjs "$@"
     ;;
-  help | -h | --help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//' ;;
+  help | -h | --help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//' ;;
   *) die "unknown command '$command' (try ./build.sh help)" ;;
 esac

@@ -190,10 +190,10 @@ fn worker_api_loads_in_chunks_chats_and_branches() {
     let bytes = include_bytes!("fixtures/models/qwen3-micro-q4_0.gguf");
     let mut loader = ModelLoader::new(bytes.len() as f64).unwrap();
     for chunk in bytes.chunks(1 << 16) {
-        loader.push(chunk).unwrap();
+        loader.push_bytes(chunk).unwrap();
     }
     assert_eq!(loader.received(), bytes.len() as f64);
-    assert!(loader.push(&[0]).is_err(), "more bytes than announced");
+    assert!(loader.push_bytes(&[0]).is_err(), "more bytes than announced");
     let mut engine = loader.finish().unwrap();
     assert_eq!(get(&engine.info().unwrap(), "architecture").as_string().unwrap(), "qwen3");
     assert_eq!(engine.tokenize("Hello"), vec![39, 4791], "as `inferno tokenize` splits it");
@@ -241,9 +241,11 @@ fn worker_api_loads_in_chunks_chats_and_branches() {
 
     // A file held in pieces (as files over 2 GiB are) generates the same tokens.
     // Pieces of at most 1.2 MB: the largest tensor of this 3.5 MB file is 1,155,744 bytes.
+    // Fed as JS arrays, the way the worker feeds it: each chunk is copied straight into place,
+    // across the piece boundaries.
     let mut pieces = ModelLoader::with_piece_limit(bytes.len() as f64, 1_200_000).unwrap();
     for chunk in bytes.chunks(40_000) {
-        pieces.push(chunk).unwrap();
+        pieces.push(&js_sys::Uint8Array::from(chunk)).unwrap();
     }
     assert!(pieces.piece_count() >= 2, "{} pieces", pieces.piece_count());
     let mut pieced = pieces.finish().unwrap();
@@ -262,9 +264,9 @@ fn worker_api_loads_in_chunks_chats_and_branches() {
     // Over 2 GiB a file is planned in pieces from its header; nothing is reserved before that,
     // and a header whose tensors cannot be split into 2 GiB pieces is refused.
     let mut three_gb = ModelLoader::new(3.0e9).unwrap();
-    assert_eq!(kind(three_gb.push(&bytes[..1 << 20]).err().unwrap()), "too_large");
+    assert_eq!(kind(three_gb.push_bytes(&bytes[..1 << 20]).err().unwrap()), "too_large");
     let mut bad = ModelLoader::new(8.0).unwrap();
-    bad.push(b"GGUFxxxx").unwrap();
+    bad.push_bytes(b"GGUFxxxx").unwrap();
     assert!(bad.finish().is_err());
     let bad_request =
         engine.prepare_chat(request(r#"{"messages":[{"role":"robot","content":"x"}]}"#)).err().unwrap();

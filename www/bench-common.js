@@ -94,7 +94,7 @@ export function publish(result) {
     ? result.error
     : [
         result.read_ms !== undefined ? `read ${result.read_ms.toFixed(0)} ms` : null,
-        `load ${result.load_ms.toFixed(0)} ms`,
+        `load ${result.load_ms.toFixed(0)} ms${result.finish_ms !== undefined ? ` (last ${result.finish_ms.toFixed(0)} ms after the last byte)` : ''}`,
         `prefill ${result.prefill_tok_s.toFixed(1)} tok/s`,
         `decode ${result.decode_tok_s.toFixed(1)} tok/s`,
         result.memory_bytes !== undefined ? `wasm memory ${(result.memory_bytes / 2 ** 20).toFixed(0)} MiB` : null,

@@ -46,7 +46,7 @@ async function run({ model, pp, tg, threads, ctx, warmup, relaxed }) {
 
   progress('downloading the model');
   const loadStarted = performance.now();
-  const engine = await streamModel(wasm, model);
+  const { engine, finish_ms } = await streamModel(wasm, model);
   const load_ms = performance.now() - loadStarted;
   try {
     const info = engine.info();
@@ -83,6 +83,7 @@ async function run({ model, pp, tg, threads, ctx, warmup, relaxed }) {
       init_ms,
       read_ms,
       load_ms,
+      finish_ms,
       file_bytes: fileBytes,
       memory_bytes: exports.memory.buffer.byteLength,
       prefill_ms: timed.prefill_ms,
@@ -109,7 +110,8 @@ async function readOnly(url) {
   }
 }
 
-/** fetch + response.body reader, each chunk pushed straight into wasm memory. */
+/** fetch + response.body reader, each chunk pushed straight into wasm memory; also returns how
+ *  long the last step (validating the file and building the engine) took. */
 async function streamModel(wasm, url) {
   const response = await fetch(url);
   if (!response.ok) throw new Error(`GET ${url}: HTTP ${response.status}`);
@@ -128,7 +130,9 @@ async function streamModel(wasm, url) {
     throw error;
   }
   progress('validating the model');
-  return loader.finish();
+  const finishStarted = performance.now();
+  const engine = loader.finish();
+  return { engine, finish_ms: performance.now() - finishStarted };
 }
 
 /** One prefill + decode from an empty cache; see the header for what each clock covers. */

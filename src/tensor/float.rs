@@ -4,7 +4,7 @@
 use half::{bf16, f16};
 
 use super::activations::{BF16Activation, F16Activation};
-use super::format::{QuantFormat, WeightType};
+use super::format::{QuantFormat, ROW_GROUP, WeightType};
 
 use super::kernels::active;
 
@@ -48,6 +48,10 @@ impl QuantFormat for f32 {
     fn vec_dot(src: &[u8], activations: &[f32]) -> f32 {
         active::dot_f32(src, activations)
     }
+
+    fn vec_dot_group(src: &[u8], rows: [&[f32]; ROW_GROUP]) -> [f32; ROW_GROUP] {
+        active::dot_f32_group(src, rows)
+    }
 }
 
 pub(super) fn dot_f32(src: &[u8], activations: &[f32]) -> f32 {
@@ -69,6 +73,10 @@ impl QuantFormat for f16 {
     fn vec_dot(src: &[u8], activations: &[F16Activation]) -> f32 {
         active::dot_f16(src, activations)
     }
+
+    fn vec_dot_group(src: &[u8], rows: [&[F16Activation]; ROW_GROUP]) -> [f32; ROW_GROUP] {
+        active::dot_f16_group(src, rows)
+    }
 }
 
 pub(super) fn dot_f16(src: &[u8], activations: &[F16Activation]) -> f32 {
@@ -89,8 +97,15 @@ impl QuantFormat for bf16 {
     }
 
     fn vec_dot(src: &[u8], activations: &[BF16Activation]) -> f32 {
-        u16s(src)
-            .zip(activations)
-            .fold(0.0f64, |sum, (w, a)| sum + f64::from(bf16::from_bits(w).to_f32() * a.0)) as f32
+        active::dot_bf16(src, activations)
     }
+
+    fn vec_dot_group(src: &[u8], rows: [&[BF16Activation]; ROW_GROUP]) -> [f32; ROW_GROUP] {
+        active::dot_bf16_group(src, rows)
+    }
+}
+
+pub(super) fn dot_bf16(src: &[u8], activations: &[BF16Activation]) -> f32 {
+    u16s(src).zip(activations).fold(0.0f64, |sum, (w, a)| sum + f64::from(bf16::from_bits(w).to_f32() * a.0))
+        as f32
 }

@@ -8,15 +8,16 @@
 /// `64 · f32::EPSILON · Σ|wᵢ·aᵢ|`. Returns a description of the first mismatch.
 pub fn check_kernels_match_scalar() -> Result<(), String> {
     use super::kernels::{active, scalar};
-    use super::{F16Activation, QuantizedActivations, WeightType};
+    use super::{BF16Activation, F16Activation, QuantizedActivations, WeightType};
 
     #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
     check_f16_conversion()?;
+    check_f16_specials()?;
     check_row_groups()?;
 
     let mut rng = SplitMix(0x5EED);
     type ScalarAndSimd = fn(&[u8], &QuantizedActivations) -> (f32, f32);
-    let checks: [(WeightType, ScalarAndSimd); 10] = [
+    let checks: [(WeightType, ScalarAndSimd); 11] = [
         (WeightType::Q8_0, |w, q| pair(w, q, scalar::dot_q8_0, active::dot_q8_0)),
         (WeightType::Q4_0, |w, q| pair(w, q, scalar::dot_q4_0, active::dot_q4_0)),
         (WeightType::Q4_1, |w, q| pair(w, q, scalar::dot_q4_1, active::dot_q4_1)),
@@ -32,6 +33,10 @@ pub fn check_kernels_match_scalar() -> Result<(), String> {
         (WeightType::F16, |w, q| {
             let a = q.row::<F16Activation>(0).unwrap_or(&[]);
             (scalar::dot_f16(w, a), active::dot_f16(w, a))
+        }),
+        (WeightType::BF16, |w, q| {
+            let a = q.row::<BF16Activation>(0).unwrap_or(&[]);
+            (scalar::dot_bf16(w, a), active::dot_bf16(w, a))
         }),
     ];
     for (weight_type, run) in checks {
@@ -68,31 +73,54 @@ pub fn check_kernels_match_scalar() -> Result<(), String> {
     Ok(())
 }
 
-/// The SIMD128 f16 widening must agree with `half` on all 65,536 bit patterns (NaNs only need to
-/// stay NaN).
+/// The SIMD128 f16 widening must agree with `half` on every finite bit pattern (infinities and
+/// NaNs take the exact path, checked by [`check_f16_specials`]).
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 fn check_f16_conversion() -> Result<(), String> {
-    use super::simd128::f16x4_to_f32x4;
+    use super::simd128::widen_f16x8;
     use core::arch::wasm32::*;
-    for first in (0..=u16::MAX).step_by(4) {
-        let bits = [first, first + 1, first + 2, first + 3];
-        let wide = f16x4_to_f32x4(u32x4(
-            u32::from(bits[0]),
-            u32::from(bits[1]),
-            u32::from(bits[2]),
-            u32::from(bits[3]),
-        ));
+    for first in (0..=u16::MAX).step_by(8) {
+        let bits: [u16; 8] = std::array::from_fn(|i| first + i as u16);
+        let [low, high] =
+            widen_f16x8(u16x8(bits[0], bits[1], bits[2], bits[3], bits[4], bits[5], bits[6], bits[7]));
         let ours = [
-            f32x4_extract_lane::<0>(wide),
-            f32x4_extract_lane::<1>(wide),
-            f32x4_extract_lane::<2>(wide),
-            f32x4_extract_lane::<3>(wide),
+            f32x4_extract_lane::<0>(low),
+            f32x4_extract_lane::<1>(low),
+            f32x4_extract_lane::<2>(low),
+            f32x4_extract_lane::<3>(low),
+            f32x4_extract_lane::<0>(high),
+            f32x4_extract_lane::<1>(high),
+            f32x4_extract_lane::<2>(high),
+            f32x4_extract_lane::<3>(high),
         ];
         for (&h, &got) in bits.iter().zip(&ours) {
             let expected = half::f16::from_bits(h).to_f32();
-            let same = if expected.is_nan() { got.is_nan() } else { got.to_bits() == expected.to_bits() };
-            if !same {
+            if expected.is_finite() && got.to_bits() != expected.to_bits() {
                 return Err(format!("f16 {h:#06x}: simd {got:e} ({:#x}), half {expected:e}", got.to_bits()));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// An F16 row holding an infinity or a NaN must give what the scalar dot gives (inf or NaN), in a
+/// single row and in a row group alike.
+fn check_f16_specials() -> Result<(), String> {
+    use super::F16Activation;
+    use super::format::ROW_GROUP;
+    use super::kernels::{active, scalar};
+    let activations: Vec<F16Activation> = (0..64).map(|i| F16Activation(0.25 + i as f32 / 64.0)).collect();
+    for special in [0x7C00u16, 0xFC00, 0x7E00] {
+        let mut weights: Vec<u8> =
+            (0..64u16).flat_map(|i| half::f16::from_f32(i as f32 / 32.0).to_le_bytes()).collect();
+        weights[2 * 37..2 * 38].copy_from_slice(&special.to_le_bytes());
+        let expected = scalar::dot_f16(&weights, &activations);
+        let single = active::dot_f16(&weights, &activations);
+        let grouped = active::dot_f16_group(&weights, [&activations[..]; ROW_GROUP]);
+        for got in std::iter::once(single).chain(grouped) {
+            let same = if expected.is_nan() { got.is_nan() } else { got == expected };
+            if !same {
+                return Err(format!("f16 row with {special:#06x}: scalar {expected}, simd {got}"));
             }
         }
     }
@@ -105,15 +133,23 @@ fn check_row_groups() -> Result<(), String> {
     use super::{QuantizedActivations, WeightType, matmul_quantized, vec_dot};
     let mut rng = SplitMix(0x6A0);
     let (rows_out, k, n) = (3usize, 256usize, 5usize);
-    for weight_type in
-        [WeightType::Q8_0, WeightType::Q4_0, WeightType::Q4_1, WeightType::Q4_K, WeightType::Q6_K]
-    {
+    for weight_type in [
+        WeightType::Q8_0,
+        WeightType::Q4_0,
+        WeightType::Q4_1,
+        WeightType::Q4_K,
+        WeightType::Q6_K,
+        WeightType::F32,
+        WeightType::F16,
+        WeightType::BF16,
+    ] {
         let row_bytes = weight_type.row_bytes(k).map_err(|e| e.to_string())?;
-        let weights = rng.weights(weight_type, rows_out * row_bytes);
+        let buffer = rng.weights(weight_type, rows_out * row_bytes + 1);
+        let weights = &buffer[1..];
         let x: Vec<f32> = (0..n * k).map(|_| rng.normal()).collect();
         let q = QuantizedActivations::for_weights(weight_type, &x, n, k).map_err(|e| e.to_string())?;
         let mut out = vec![0.0f32; n * rows_out];
-        matmul_quantized(&weights, weight_type, rows_out, &q, &mut out).map_err(|e| e.to_string())?;
+        matmul_quantized(weights, weight_type, rows_out, &q, &mut out).map_err(|e| e.to_string())?;
         for i in 0..n {
             for r in 0..rows_out {
                 let single = vec_dot(weight_type, &weights[r * row_bytes..][..row_bytes], &q, i)
@@ -180,6 +216,10 @@ impl SplitMix {
         } else if weight_type == W::F16 {
             for chunk in out[1..].chunks_exact_mut(2) {
                 chunk.copy_from_slice(&half::f16::from_f32(self.normal()).to_le_bytes());
+            }
+        } else if weight_type == W::BF16 {
+            for chunk in out[1..].chunks_exact_mut(2) {
+                chunk.copy_from_slice(&half::bf16::from_f32(self.normal()).to_le_bytes());
             }
         }
         for block in out[1..].chunks_exact_mut(weight_type.block_bytes()) {

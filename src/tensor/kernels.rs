@@ -19,7 +19,7 @@
 /// has its own kernel for a slot leaves that entry unused.
 #[cfg_attr(not(any(test, feature = "kernel-checks")), allow(unused_imports))]
 pub(super) mod scalar {
-    pub(in crate::tensor) use super::super::float::{dot_f16, dot_f32};
+    pub(in crate::tensor) use super::super::float::{dot_bf16, dot_f16, dot_f32};
     pub(in crate::tensor) use super::super::kquants::{dot_q4_k, dot_q5_k, dot_q6_k};
     pub(in crate::tensor) use super::super::legacy::{dot_q4_0, dot_q4_1, dot_q5_0, dot_q5_1, dot_q8_0};
 }
@@ -40,11 +40,15 @@ macro_rules! one_row_at_a_time {
 #[allow(unused_macros)]
 macro_rules! single_row_groups {
     () => {
+        use super::super::activations::{BF16Activation, F16Activation};
         use super::super::blocks::{
             BlockQ4_0, BlockQ4_1, BlockQ4K, BlockQ6K, BlockQ8_0, BlockQ8_1, BlockQ8K,
         };
         use super::super::format::ROW_GROUP;
         one_row_at_a_time! {
+            dot_f32_group = dot_f32(u8, f32);
+            dot_f16_group = dot_f16(u8, F16Activation);
+            dot_bf16_group = dot_bf16(u8, BF16Activation);
             dot_q8_0_group = dot_q8_0(BlockQ8_0, BlockQ8_0);
             dot_q4_0_group = dot_q4_0(BlockQ4_0, BlockQ8_0);
             dot_q4_1_group = dot_q4_1(BlockQ4_1, BlockQ8_1);
@@ -58,8 +62,9 @@ macro_rules! single_row_groups {
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 pub(super) mod active {
     pub(in crate::tensor) use super::super::simd128::{
-        dot_f16, dot_f32, dot_q4_0, dot_q4_0_group, dot_q4_1, dot_q4_1_group, dot_q4_k, dot_q4_k_group,
-        dot_q5_0, dot_q5_1, dot_q5_k, dot_q6_k, dot_q6_k_group, dot_q8_0, dot_q8_0_group,
+        dot_bf16, dot_bf16_group, dot_f16, dot_f16_group, dot_f32, dot_f32_group, dot_q4_0, dot_q4_0_group,
+        dot_q4_1, dot_q4_1_group, dot_q4_k, dot_q4_k_group, dot_q5_0, dot_q5_1, dot_q5_k, dot_q6_k,
+        dot_q6_k_group, dot_q8_0, dot_q8_0_group,
     };
 }
 
@@ -67,7 +72,9 @@ pub(super) mod active {
 #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
 pub(super) mod active {
     pub(in crate::tensor) use super::super::avx2::{dot_q4_0, dot_q4_1, dot_q5_0, dot_q8_0};
-    pub(in crate::tensor) use super::scalar::{dot_f16, dot_f32, dot_q4_k, dot_q5_1, dot_q5_k, dot_q6_k};
+    pub(in crate::tensor) use super::scalar::{
+        dot_bf16, dot_f16, dot_f32, dot_q4_k, dot_q5_1, dot_q5_k, dot_q6_k,
+    };
     single_row_groups!();
 }
 

@@ -12,7 +12,7 @@
 
 use core::arch::wasm32::*;
 
-use super::activations::F16Activation;
+use super::activations::{BF16Activation, F16Activation};
 use super::blocks::{
     BlockQ4_0, BlockQ4_1, BlockQ4K, BlockQ5_0, BlockQ5_1, BlockQ5K, BlockQ6K, BlockQ8_0, BlockQ8_1, BlockQ8K,
     F16Le,
@@ -216,11 +216,6 @@ pub(super) fn dot_q4_1(x: &[BlockQ4_1], y: &[BlockQ8_1]) -> f32 {
 // Row groups: one weight block decoded once, dotted with ROW_GROUP activation rows. Each row's
 // operations are exactly those of the single-row kernel above, so the results are the same bits.
 
-/// Blocks in the shortest row (the rows of a matmul are all the same length).
-fn shortest<T>(rows: &[&[T]; ROW_GROUP]) -> usize {
-    rows.iter().map(|row| row.len()).min().unwrap_or(0)
-}
-
 /// The row-group loop of the formats dotted with Q8_0 activations; `decode` gives a weight
 /// block's two halves of quants, widened, and its scale.
 #[inline(always)]
@@ -229,7 +224,7 @@ fn q8_0_activations_group<B>(
     rows: [&[BlockQ8_0]; ROW_GROUP],
     decode: impl Fn(&B) -> (Quants16, Quants16, f32),
 ) -> [f32; ROW_GROUP] {
-    let x = &x[..x.len().min(shortest(&rows))];
+    let x = &x[..x.len().min(shortest_row(&rows))];
     let table = f16_table();
     let mut acc = [f32x4_splat(0.0); ROW_GROUP];
     for (b, xb) in x.iter().enumerate() {
@@ -260,7 +255,7 @@ pub(super) fn dot_q4_0_group(x: &[BlockQ4_0], rows: [&[BlockQ8_0]; ROW_GROUP]) -
 }
 
 pub(super) fn dot_q4_1_group(x: &[BlockQ4_1], rows: [&[BlockQ8_1]; ROW_GROUP]) -> [f32; ROW_GROUP] {
-    let x = &x[..x.len().min(shortest(&rows))];
+    let x = &x[..x.len().min(shortest_row(&rows))];
     let table = f16_table();
     let mut acc = [f32x4_splat(0.0); ROW_GROUP];
     let mut offsets = [0.0f32; ROW_GROUP];
@@ -279,7 +274,7 @@ pub(super) fn dot_q4_1_group(x: &[BlockQ4_1], rows: [&[BlockQ8_1]; ROW_GROUP]) -
 }
 
 pub(super) fn dot_q4_k_group(x: &[BlockQ4K], rows: [&[BlockQ8K]; ROW_GROUP]) -> [f32; ROW_GROUP] {
-    let x = &x[..x.len().min(shortest(&rows))];
+    let x = &x[..x.len().min(shortest_row(&rows))];
     let table = f16_table();
     let mut acc = [f32x4_splat(0.0); ROW_GROUP];
     let mut mins_total = [0.0f32; ROW_GROUP];
@@ -322,7 +317,7 @@ pub(super) fn dot_q4_k_group(x: &[BlockQ4K], rows: [&[BlockQ8K]; ROW_GROUP]) -> 
 }
 
 pub(super) fn dot_q6_k_group(x: &[BlockQ6K], rows: [&[BlockQ8K]; ROW_GROUP]) -> [f32; ROW_GROUP] {
-    let x = &x[..x.len().min(shortest(&rows))];
+    let x = &x[..x.len().min(shortest_row(&rows))];
     let table = f16_table();
     let two_bits = u8x16_splat(0x03);
     let thirty_two = i8x16_splat(32);
@@ -520,58 +515,149 @@ pub(super) fn dot_q6_k(x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
 
 // ---------------------------------------------------------------------------------------------
 // Float rows
+//
+// One weight row widened 8 elements at a time and dotted with 1 or ROW_GROUP activation rows,
+// two f32x4 accumulators per row: a single row and a row group do the same operations per row,
+// so grouped results equal single-row ones bit for bit. The activations are f32 (F16 and BF16
+// activations are held widened), loaded 4 at a time.
+
+/// Widens 8 f16 bit patterns to f32, exactly for every finite half (subnormals included):
+/// sign-extended to 32 bits and shifted left by 13, a half has exponent and mantissa in f32
+/// position and copies of its sign above; the copies below bit 31 are cleared, and multiplying
+/// by 2^112 rebiases the exponent. Infinities and NaNs come out finite: callers check the row
+/// with [`F16Specials`] and take the exact path when it has any. (Half the operations of
+/// masking sign and magnitude apart: the F16 dot reads twice the bytes per second for it.)
+#[inline(always)]
+pub(super) fn widen_f16x8(bits: v128) -> [v128; 2] {
+    [i32x4_extend_low_i16x8(bits), i32x4_extend_high_i16x8(bits)].map(|extended| {
+        let placed = v128_and(i32x4_shl(extended, 13), u32x4_splat(0x8FFF_FFFF));
+        f32x4_mul(placed, f32x4_splat(f32::from_bits(0x7780_0000))) // 2^112
+    })
+}
+
+/// Widens 8 bf16 bit patterns to f32 (the half on top of a 32-bit lane is the f32).
+#[inline(always)]
+fn widen_bf16x8(bits: v128) -> [v128; 2] {
+    [i32x4_shl(u32x4_extend_low_u16x8(bits), 16), i32x4_shl(u32x4_extend_high_u16x8(bits), 16)]
+}
+
+/// Whether any of the halves seen had the all-ones exponent (infinity or NaN), tracked as the
+/// largest magnitude (shifted left past the sign) at two operations per 8 halves.
+struct F16Specials(v128);
+
+impl F16Specials {
+    fn new() -> Self {
+        Self(u16x8_splat(0))
+    }
+
+    #[inline(always)]
+    fn see(&mut self, bits: v128) {
+        self.0 = u16x8_max(self.0, i16x8_shl(bits, 1));
+    }
+
+    fn any(&self) -> bool {
+        v128_any_true(u16x8_ge(self.0, u16x8_splat(0x7C00 << 1)))
+    }
+}
+
+/// The dots of one weight row (`src`, `ELEMENT_BYTES` per element) with each of `rows` over
+/// their first `len` elements; `widen` turns the bytes of 8 weights into two f32x4, `weight(i)`
+/// gives one (the tail past the last whole 8, summed after the vectors).
+#[inline(always)]
+fn float_row_dots<const R: usize, const ELEMENT_BYTES: usize>(
+    src: &[u8],
+    rows: [&[f32]; R],
+    mut widen: impl FnMut(&[u8]) -> [v128; 2],
+    weight: impl Fn(usize) -> f32,
+) -> [f32; R] {
+    let len = (src.len() / ELEMENT_BYTES).min(shortest_row(&rows));
+    let rows = rows.map(|row| &row[..len]);
+    let whole = len - len % 8;
+    let mut acc = [[f32x4_splat(0.0); 2]; R];
+    for i in (0..whole).step_by(8) {
+        // SAFETY: i + 8 <= len, and src holds len elements and every row len values. Unchecked
+        // because the bounds checks cost as much as the widening in this loop (measured).
+        let [low, high] = widen(unsafe { src.get_unchecked(i * ELEMENT_BYTES..(i + 8) * ELEMENT_BYTES) });
+        for (lanes, row) in acc.iter_mut().zip(rows) {
+            // SAFETY: as above, i + 8 <= len = row.len().
+            let (a_low, a_high) = unsafe { (row.get_unchecked(i..i + 4), row.get_unchecked(i + 4..i + 8)) };
+            lanes[0] = mul_add4(low, load_f32(a_low), lanes[0]);
+            lanes[1] = mul_add4(high, load_f32(a_high), lanes[1]);
+        }
+    }
+    let mut sums = acc.map(|[low, high]| sum_f32x4(f32x4_add(low, high)));
+    for (sum, row) in sums.iter_mut().zip(rows) {
+        for (i, &a) in row.iter().enumerate().skip(whole) {
+            *sum += weight(i) * a;
+        }
+    }
+    sums
+}
+
+/// Elements (or blocks) in the shortest of `rows` (the rows of a matmul are all the same length).
+fn shortest_row<T, const R: usize>(rows: &[&[T]; R]) -> usize {
+    rows.iter().map(|row| row.len()).min().unwrap_or(0)
+}
+
+#[inline(always)]
+fn f32_rows<const R: usize>(src: &[u8], rows: [&[f32]; R]) -> [f32; R] {
+    let weight = |i: usize| f32::from_le_bytes([src[4 * i], src[4 * i + 1], src[4 * i + 2], src[4 * i + 3]]);
+    float_row_dots::<R, 4>(src, rows, |bytes| [load_u8(bytes), load_u8(&bytes[16..])], weight)
+}
 
 pub(super) fn dot_f32(src: &[u8], activations: &[f32]) -> f32 {
-    let n = (src.len() / 4).min(activations.len());
-    let mut acc = [f32x4_splat(0.0); 4];
-    let mut i = 0;
-    while i + 16 <= n {
-        for (j, lane) in acc.iter_mut().enumerate() {
-            let w = load_u8(&src[4 * (i + 4 * j)..]);
-            *lane = mul_add4(w, load_f32(&activations[i + 4 * j..]), *lane);
-        }
-        i += 16;
-    }
-    let mut sum = sum_f32x4(f32x4_add(f32x4_add(acc[0], acc[1]), f32x4_add(acc[2], acc[3])));
-    for (w, &a) in src[4 * i..4 * n].chunks_exact(4).zip(&activations[i..n]) {
-        sum += f32::from_le_bytes([w[0], w[1], w[2], w[3]]) * a;
-    }
+    let [sum] = f32_rows(src, [activations]);
     sum
 }
 
-/// Widens four f16 bit patterns (one per u32 lane) to f32. Shifting the exponent and mantissa into
-/// f32 position and scaling by 2^112 rebiases the exponent exactly, subnormals included;
-/// infinities and NaNs get the all-ones exponent instead.
+pub(super) fn dot_f32_group(src: &[u8], rows: [&[f32]; ROW_GROUP]) -> [f32; ROW_GROUP] {
+    f32_rows(src, rows)
+}
+
 #[inline(always)]
-pub(super) fn f16x4_to_f32x4(halves: v128) -> v128 {
-    let sign = i32x4_shl(v128_and(halves, u32x4_splat(0x8000)), 16);
-    let magnitude = v128_and(halves, u32x4_splat(0x7FFF));
-    let shifted = i32x4_shl(magnitude, 13);
-    let rebiased = f32x4_mul(shifted, f32x4_splat(f32::from_bits(0x7780_0000))); // 2^112
-    let special = v128_or(shifted, u32x4_splat(0x7F80_0000));
-    let is_special = u32x4_ge(magnitude, u32x4_splat(0x7C00));
-    v128_or(v128_bitselect(special, rebiased, is_special), sign)
+fn f16_rows<const R: usize>(src: &[u8], rows: [&[F16Activation]; R]) -> [f32; R] {
+    let rows = rows.map(F16Activation::values);
+    let weight = |i: usize| half::f16::from_le_bytes([src[2 * i], src[2 * i + 1]]).to_f32();
+    let mut specials = F16Specials::new();
+    let widen = |bytes: &[u8]| {
+        let bits = load_u8(bytes);
+        specials.see(bits);
+        widen_f16x8(bits)
+    };
+    let sums = float_row_dots::<R, 2>(src, rows, widen, weight);
+    if specials.any() {
+        // An infinity or NaN among the weights (never in a real model): the exact path.
+        let len = (src.len() / 2).min(shortest_row(&rows));
+        return rows.map(|row| (0..len).fold(0.0f64, |sum, i| sum + f64::from(weight(i) * row[i])) as f32);
+    }
+    sums
 }
 
 pub(super) fn dot_f16(src: &[u8], activations: &[F16Activation]) -> f32 {
-    let n = (src.len() / 2).min(activations.len());
-    // F16Activation is a transparent f32.
-    let mut acc = [f32x4_splat(0.0); 2];
-    let mut i = 0;
-    while i + 8 <= n {
-        let halves = load_u8(&src[2 * i..]);
-        let low = f16x4_to_f32x4(u32x4_extend_low_u16x8(halves));
-        let high = f16x4_to_f32x4(u32x4_extend_high_u16x8(halves));
-        let a = &activations[i..i + 8];
-        let a_low = f32x4(a[0].0, a[1].0, a[2].0, a[3].0);
-        let a_high = f32x4(a[4].0, a[5].0, a[6].0, a[7].0);
-        acc[0] = mul_add4(low, a_low, acc[0]);
-        acc[1] = mul_add4(high, a_high, acc[1]);
-        i += 8;
-    }
-    let mut sum = sum_f32x4(f32x4_add(acc[0], acc[1]));
-    for (w, a) in src[2 * i..2 * n].chunks_exact(2).zip(&activations[i..n]) {
-        sum += half::f16::from_le_bytes([w[0], w[1]]).to_f32() * a.0;
-    }
+    let [sum] = f16_rows(src, [activations]);
     sum
+}
+
+pub(super) fn dot_f16_group(src: &[u8], rows: [&[F16Activation]; ROW_GROUP]) -> [f32; ROW_GROUP] {
+    f16_rows(src, rows)
+}
+
+#[inline(always)]
+fn bf16_rows<const R: usize>(src: &[u8], rows: [&[BF16Activation]; R]) -> [f32; R] {
+    let weight = |i: usize| half::bf16::from_le_bytes([src[2 * i], src[2 * i + 1]]).to_f32();
+    float_row_dots::<R, 2>(
+        src,
+        rows.map(BF16Activation::values),
+        |bytes| widen_bf16x8(load_u8(bytes)),
+        weight,
+    )
+}
+
+pub(super) fn dot_bf16(src: &[u8], activations: &[BF16Activation]) -> f32 {
+    let [sum] = bf16_rows(src, [activations]);
+    sum
+}
+
+pub(super) fn dot_bf16_group(src: &[u8], rows: [&[BF16Activation]; ROW_GROUP]) -> [f32; ROW_GROUP] {
+    bf16_rows(src, rows)
 }
