@@ -42,7 +42,7 @@ macro_rules! single_row_groups {
     () => {
         use super::super::activations::{BF16Activation, F16Activation};
         use super::super::blocks::{
-            BlockQ4_0, BlockQ4_1, BlockQ4K, BlockQ6K, BlockQ8_0, BlockQ8_1, BlockQ8K,
+            BlockQ4_0, BlockQ4_1, BlockQ4K, BlockQ5_0, BlockQ5_1, BlockQ6K, BlockQ8_0, BlockQ8_1, BlockQ8K,
         };
         use super::super::format::ROW_GROUP;
         one_row_at_a_time! {
@@ -52,6 +52,8 @@ macro_rules! single_row_groups {
             dot_q8_0_group = dot_q8_0(BlockQ8_0, BlockQ8_0);
             dot_q4_0_group = dot_q4_0(BlockQ4_0, BlockQ8_0);
             dot_q4_1_group = dot_q4_1(BlockQ4_1, BlockQ8_1);
+            dot_q5_0_group = dot_q5_0(BlockQ5_0, BlockQ8_0);
+            dot_q5_1_group = dot_q5_1(BlockQ5_1, BlockQ8_1);
             dot_q4_k_group = dot_q4_k(BlockQ4K, BlockQ8K);
             dot_q6_k_group = dot_q6_k(BlockQ6K, BlockQ8K);
         }
@@ -63,8 +65,8 @@ macro_rules! single_row_groups {
 pub(super) mod active {
     pub(in crate::tensor) use super::super::simd128::{
         dot_bf16, dot_bf16_group, dot_f16, dot_f16_group, dot_f32, dot_f32_group, dot_q4_0, dot_q4_0_group,
-        dot_q4_1, dot_q4_1_group, dot_q4_k, dot_q4_k_group, dot_q5_0, dot_q5_1, dot_q5_k, dot_q6_k,
-        dot_q6_k_group, dot_q8_0, dot_q8_0_group,
+        dot_q4_1, dot_q4_1_group, dot_q4_k, dot_q4_k_group, dot_q5_0, dot_q5_0_group, dot_q5_1,
+        dot_q5_1_group, dot_q5_k, dot_q6_k, dot_q6_k_group, dot_q8_0, dot_q8_0_group,
     };
 }
 

@@ -214,6 +214,10 @@ impl QuantFormat for BlockQ5_0 {
     fn vec_dot(src: &[u8], activations: &[BlockQ8_0]) -> f32 {
         active::dot_q5_0(whole_blocks(src), activations)
     }
+
+    fn vec_dot_group(src: &[u8], rows: [&[BlockQ8_0]; ROW_GROUP]) -> [f32; ROW_GROUP] {
+        active::dot_q5_0_group(whole_blocks(src), rows)
+    }
 }
 
 #[cfg_attr(all(target_arch = "x86_64", target_feature = "avx2", not(test)), allow(dead_code))] // the AVX2 twin runs instead
@@ -246,6 +250,10 @@ impl QuantFormat for BlockQ5_1 {
 
     fn vec_dot(src: &[u8], activations: &[BlockQ8_1]) -> f32 {
         active::dot_q5_1(whole_blocks(src), activations)
+    }
+
+    fn vec_dot_group(src: &[u8], rows: [&[BlockQ8_1]; ROW_GROUP]) -> [f32; ROW_GROUP] {
+        active::dot_q5_1_group(whole_blocks(src), rows)
     }
 }
 

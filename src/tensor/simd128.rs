@@ -144,6 +144,45 @@ fn dot_u8x16_i8x16(a: v128, b: v128) -> v128 {
     dot16(unsigned_quants(a), b)
 }
 
+/// A K-quant sub-block scale, prepared for [`add_scaled_dots`]: an i16 splat for relaxed SIMD's
+/// i16 dot, an i32 splat otherwise.
+#[inline(always)]
+fn sub_block_scale(scale: i32) -> v128 {
+    #[cfg(target_feature = "relaxed-simd")]
+    {
+        i16x8_splat(scale as i16)
+    }
+    #[cfg(not(target_feature = "relaxed-simd"))]
+    {
+        i32x4_splat(scale)
+    }
+}
+
+/// `acc + scale × Σ codes × activations` over N × 16 lanes, as four i32 partial sums; codes are
+/// 0..=63 (K-quant codes before their offset or min), `scale` from [`sub_block_scale`].
+/// Relaxed SIMD sums byte pairs into i16 lanes (`i16x8.relaxed_dot_i8x16_i7x16_s`, exact: at
+/// most 2 × 63 × 128 per lane and pair, so two of them still fit) and multiplies by the scale
+/// while widening (`i32x4.dot_i16x8_s`): 3 operations per 16 codes where the i32 route takes 5.
+#[inline(always)]
+fn add_scaled_dots<const N: usize>(acc: v128, codes: [v128; N], activations: [v128; N], scale: v128) -> v128 {
+    #[cfg(target_feature = "relaxed-simd")]
+    {
+        let mut pairs = i16x8_relaxed_dot_i8x16_i7x16(activations[0], codes[0]);
+        for i in 1..N {
+            pairs = i16x8_add(pairs, i16x8_relaxed_dot_i8x16_i7x16(activations[i], codes[i]));
+        }
+        i32x4_add(acc, i32x4_dot_i16x8(pairs, scale))
+    }
+    #[cfg(not(target_feature = "relaxed-simd"))]
+    {
+        let mut sums = dot16(unsigned_quants(codes[0]), activations[0]);
+        for i in 1..N {
+            sums = i32x4_add(sums, dot16(unsigned_quants(codes[i]), activations[i]));
+        }
+        i32x4_add(acc, i32x4_mul(sums, scale))
+    }
+}
+
 /// `acc + a * b` in four f32 lanes, as a multiply and an add. Not `f32x4.relaxed_madd`: V8
 /// fuses it in optimized code but not always in its baseline tier, so the same build could give
 /// different bits before and after tier-up (seen as greedy answers that differ between runs).
@@ -254,15 +293,20 @@ pub(super) fn dot_q4_0_group(x: &[BlockQ4_0], rows: [&[BlockQ8_0]; ROW_GROUP]) -
     })
 }
 
-pub(super) fn dot_q4_1_group(x: &[BlockQ4_1], rows: [&[BlockQ8_1]; ROW_GROUP]) -> [f32; ROW_GROUP] {
+/// The row-group loop of the formats dotted with Q8_1 activations (a scale and a min per
+/// block); `decode` gives a weight block's two halves of codes, prepared, its scale and its min.
+#[inline(always)]
+fn q8_1_activations_group<B>(
+    x: &[B],
+    rows: [&[BlockQ8_1]; ROW_GROUP],
+    decode: impl Fn(&B) -> (Quants16, Quants16, f32, f32),
+) -> [f32; ROW_GROUP] {
     let x = &x[..x.len().min(shortest_row(&rows))];
     let table = f16_table();
     let mut acc = [f32x4_splat(0.0); ROW_GROUP];
     let mut offsets = [0.0f32; ROW_GROUP];
     for (b, xb) in x.iter().enumerate() {
-        let (low, high) = nibbles(load_u8(&xb.qs));
-        let (w0, w1) = (unsigned_quants(low), unsigned_quants(high));
-        let (xd, xm) = (f32_of(table, xb.d), f32_of(table, xb.m));
+        let (w0, w1, xd, xm) = decode(xb);
         for ((lane, offset), row) in acc.iter_mut().zip(&mut offsets).zip(rows) {
             let yb = &row[b];
             let sums = i32x4_add(dot16(w0, load_i8(&yb.qs)), dot16(w1, load_i8(&yb.qs[16..])));
@@ -273,78 +317,83 @@ pub(super) fn dot_q4_1_group(x: &[BlockQ4_1], rows: [&[BlockQ8_1]; ROW_GROUP]) -
     std::array::from_fn(|r| sum_f32x4(acc[r]) + offsets[r])
 }
 
+pub(super) fn dot_q4_1_group(x: &[BlockQ4_1], rows: [&[BlockQ8_1]; ROW_GROUP]) -> [f32; ROW_GROUP] {
+    let table = f16_table();
+    q8_1_activations_group(x, rows, |xb| {
+        let (low, high) = nibbles(load_u8(&xb.qs));
+        (unsigned_quants(low), unsigned_quants(high), f32_of(table, xb.d), f32_of(table, xb.m))
+    })
+}
+
+pub(super) fn dot_q5_0_group(x: &[BlockQ5_0], rows: [&[BlockQ8_0]; ROW_GROUP]) -> [f32; ROW_GROUP] {
+    let table = f16_table();
+    let sixteen = i8x16_splat(16);
+    q8_0_activations_group(x, rows, |xb| {
+        let (low, high) = q5_codes(&xb.qs, xb.qh);
+        (signed_quants(i8x16_sub(low, sixteen)), signed_quants(i8x16_sub(high, sixteen)), f32_of(table, xb.d))
+    })
+}
+
+pub(super) fn dot_q5_1_group(x: &[BlockQ5_1], rows: [&[BlockQ8_1]; ROW_GROUP]) -> [f32; ROW_GROUP] {
+    let table = f16_table();
+    q8_1_activations_group(x, rows, |xb| {
+        let (low, high) = q5_codes(&xb.qs, xb.qh);
+        (unsigned_quants(low), unsigned_quants(high), f32_of(table, xb.d), f32_of(table, xb.m))
+    })
+}
+
 pub(super) fn dot_q4_k_group(x: &[BlockQ4K], rows: [&[BlockQ8K]; ROW_GROUP]) -> [f32; ROW_GROUP] {
     let x = &x[..x.len().min(shortest_row(&rows))];
     let table = f16_table();
     let mut acc = [f32x4_splat(0.0); ROW_GROUP];
-    let mut mins_total = [0.0f32; ROW_GROUP];
+    let mut mins_acc = [f32x4_splat(0.0); ROW_GROUP];
     for (b, xb) in x.iter().enumerate() {
         let (scales, mins) = scales_and_mins_k4(&xb.scales);
+        let mins = mins_per_bsum(&mins);
         let mut block = [i32x4_splat(0); ROW_GROUP];
         for (pair, packed) in xb.qs.chunks_exact(32).enumerate() {
             let (low0, high0) = nibbles(load_u8(packed));
             let (low1, high1) = nibbles(load_u8(&packed[16..]));
-            let weights = [
-                unsigned_quants(low0),
-                unsigned_quants(low1),
-                unsigned_quants(high0),
-                unsigned_quants(high1),
-            ];
-            let (low_scale, high_scale) =
-                (i32x4_splat(i32::from(scales[2 * pair])), i32x4_splat(i32::from(scales[2 * pair + 1])));
+            let (low_scale, high_scale) = (
+                sub_block_scale(i32::from(scales[2 * pair])),
+                sub_block_scale(i32::from(scales[2 * pair + 1])),
+            );
             for (sums, row) in block.iter_mut().zip(rows) {
-                let activations = &row[b].qs[64 * pair..][..64];
-                let low_sum = i32x4_add(
-                    dot16(weights[0], load_i8(activations)),
-                    dot16(weights[1], load_i8(&activations[16..])),
+                let a = &row[b].qs[64 * pair..][..64];
+                *sums = add_scaled_dots(*sums, [low0, low1], [load_i8(a), load_i8(&a[16..])], low_scale);
+                *sums = add_scaled_dots(
+                    *sums,
+                    [high0, high1],
+                    [load_i8(&a[32..]), load_i8(&a[48..])],
+                    high_scale,
                 );
-                let high_sum = i32x4_add(
-                    dot16(weights[2], load_i8(&activations[32..])),
-                    dot16(weights[3], load_i8(&activations[48..])),
-                );
-                *sums = i32x4_add(*sums, i32x4_mul(low_sum, low_scale));
-                *sums = i32x4_add(*sums, i32x4_mul(high_sum, high_scale));
             }
         }
         let (xd, xdmin) = (f32_of(table, xb.d), f32_of(table, xb.dmin));
         for r in 0..ROW_GROUP {
             let yb = &rows[r][b];
             acc[r] = add_scaled(acc[r], block[r], xd * yb.d);
-            mins_total[r] += xdmin * yb.d * min_correction(&yb.bsums, &mins) as f32;
+            mins_acc[r] = add_scaled(mins_acc[r], bsums_dot(&yb.bsums, mins), xdmin * yb.d);
         }
     }
-    std::array::from_fn(|r| sum_f32x4(acc[r]) - mins_total[r])
+    std::array::from_fn(|r| sum_f32x4(acc[r]) - sum_f32x4(mins_acc[r]))
 }
 
 pub(super) fn dot_q6_k_group(x: &[BlockQ6K], rows: [&[BlockQ8K]; ROW_GROUP]) -> [f32; ROW_GROUP] {
     let x = &x[..x.len().min(shortest_row(&rows))];
     let table = f16_table();
-    let two_bits = u8x16_splat(0x03);
-    let thirty_two = i8x16_splat(32);
     let mut acc = [f32x4_splat(0.0); ROW_GROUP];
     for (b, xb) in x.iter().enumerate() {
         let mut block = [i32x4_splat(0); ROW_GROUP];
-        // The same element layout as `dot_q6_k`.
-        for (half, (ql, qh)) in xb.ql.chunks_exact(64).zip(xb.qh.chunks_exact(32)).enumerate() {
-            for piece in 0..2 {
-                let l = 16 * piece;
-                let high_bits = load_u8(&qh[l..]);
-                let (n0, n2) = nibbles(load_u8(&ql[l..]));
-                let (n1, n3) = nibbles(load_u8(&ql[l + 32..]));
-                for (row, nibble) in [n0, n1, n2, n3].into_iter().enumerate() {
-                    let top = v128_and(u8x16_shr(high_bits, 2 * row as u32), two_bits);
-                    let q = signed_quants(i8x16_sub(v128_or(nibble, i8x16_shl(top, 4)), thirty_two));
-                    let scale = i32x4_splat(i32::from(xb.scales[8 * half + 2 * row + piece]));
-                    for (sums, activation_row) in block.iter_mut().zip(rows) {
-                        let activations = &activation_row[b].qs[128 * half + 32 * row + l..];
-                        *sums = i32x4_add(*sums, i32x4_mul(dot16(q, load_i8(activations)), scale));
-                    }
-                }
+        q6_k_codes(xb, |codes, first, scale| {
+            for (sums, row) in block.iter_mut().zip(rows) {
+                *sums = add_scaled_dots(*sums, [codes], [load_i8(&row[b].qs[first..])], scale);
             }
-        }
-        let xd = f32_of(table, xb.d);
+        });
+        let (xd, scales) = (f32_of(table, xb.d), q6_k_scales(xb));
         for r in 0..ROW_GROUP {
-            acc[r] = add_scaled(acc[r], block[r], xd * rows[r][b].d);
+            let yb = &rows[r][b];
+            acc[r] = add_scaled(acc[r], i32x4_sub(block[r], q6_k_offset(scales, &yb.bsums)), xd * yb.d);
         }
     }
     acc.map(sum_f32x4)
@@ -379,15 +428,22 @@ fn fifth_bits(bits: v128, first: u8) -> v128 {
     v128_and(set, u8x16_splat(0x10))
 }
 
+/// The 32 five-bit codes (0..=31) of a Q5_0/Q5_1 block, elements 0..16 and 16..32: nibbles
+/// from `qs`, fifth bits from `qh`.
+#[inline(always)]
+fn q5_codes(qs: &[u8; 16], qh: [u8; 4]) -> (v128, v128) {
+    let bits = u32x4_splat(u32::from_le_bytes(qh));
+    let (low, high) = nibbles(load_u8(qs));
+    (v128_or(low, fifth_bits(bits, 0)), v128_or(high, fifth_bits(bits, 2)))
+}
+
 pub(super) fn dot_q5_0(x: &[BlockQ5_0], y: &[BlockQ8_0]) -> f32 {
     let table = f16_table();
     let sixteen = i8x16_splat(16);
     let mut acc = f32x4_splat(0.0);
     for (xb, yb) in x.iter().zip(y) {
-        let bits = u32x4_splat(u32::from_le_bytes(xb.qh));
-        let (low, high) = nibbles(load_u8(&xb.qs));
-        let q_low = i8x16_sub(v128_or(low, fifth_bits(bits, 0)), sixteen);
-        let q_high = i8x16_sub(v128_or(high, fifth_bits(bits, 2)), sixteen);
+        let (low, high) = q5_codes(&xb.qs, xb.qh);
+        let (q_low, q_high) = (i8x16_sub(low, sixteen), i8x16_sub(high, sixteen));
         let sums = i32x4_add(dot_i8x16(q_low, load_i8(&yb.qs)), dot_i8x16(q_high, load_i8(&yb.qs[16..])));
         acc = add_scaled(acc, sums, f32_of(table, xb.d) * f32_of(table, yb.d));
     }
@@ -399,10 +455,7 @@ pub(super) fn dot_q5_1(x: &[BlockQ5_1], y: &[BlockQ8_1]) -> f32 {
     let mut acc = f32x4_splat(0.0);
     let mut offsets = 0.0f32;
     for (xb, yb) in x.iter().zip(y) {
-        let bits = u32x4_splat(u32::from_le_bytes(xb.qh));
-        let (low, high) = nibbles(load_u8(&xb.qs));
-        let q_low = v128_or(low, fifth_bits(bits, 0));
-        let q_high = v128_or(high, fifth_bits(bits, 2));
+        let (q_low, q_high) = q5_codes(&xb.qs, xb.qh);
         let sums = i32x4_add(
             dot_u8x16_i8x16(q_low, load_i8(&yb.qs)),
             dot_u8x16_i8x16(q_high, load_i8(&yb.qs[16..])),
@@ -416,47 +469,59 @@ pub(super) fn dot_q5_1(x: &[BlockQ5_1], y: &[BlockQ8_1]) -> f32 {
 // ---------------------------------------------------------------------------------------------
 // K-quants
 
-/// `Σ bsums[j] * mins[j / 2]`: the K-quant min correction from the Q8_K group sums.
+/// `Σ bsums[j] × weights[j]` over a Q8_K block's 16 group sums, as four i32 partial sums;
+/// `weights` holds 16 i16 in two vectors (K-quant mins, or Q6_K scales).
 #[inline(always)]
-fn min_correction(bsums: &[i16; 16], mins: &[u8; 8]) -> i32 {
-    bsums.iter().enumerate().map(|(j, &b)| i32::from(b) * i32::from(mins[j / 2])).sum()
+fn bsums_dot(bsums: &[i16; 16], weights: [v128; 2]) -> v128 {
+    // SAFETY: 16 i16 are 32 readable bytes; wasm's v128.load has no alignment requirement.
+    let (low, high) = unsafe { (v128_load(bsums.as_ptr().cast()), v128_load(bsums.as_ptr().add(8).cast())) };
+    i32x4_add(i32x4_dot_i16x8(low, weights[0]), i32x4_dot_i16x8(high, weights[1]))
+}
+
+/// The 8 mins of a Q4_K/Q5_K block, one per 32 elements, as 16 i16 (one per Q8_K bsum).
+#[inline(always)]
+fn mins_per_bsum(mins: &[u8; 8]) -> [v128; 2] {
+    let wide = u16x8_extend_low_u8x16(u64x2(u64::from_le_bytes(*mins), 0));
+    [
+        i8x16_shuffle::<0, 1, 0, 1, 2, 3, 2, 3, 4, 5, 4, 5, 6, 7, 6, 7>(wide, wide),
+        i8x16_shuffle::<8, 9, 8, 9, 10, 11, 10, 11, 12, 13, 12, 13, 14, 15, 14, 15>(wide, wide),
+    ]
 }
 
 pub(super) fn dot_q4_k(x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
     let table = f16_table();
     let mut acc = f32x4_splat(0.0);
-    let mut mins_total = 0.0f32;
+    let mut mins_acc = f32x4_splat(0.0);
     for (xb, yb) in x.iter().zip(y) {
         let (scales, mins) = scales_and_mins_k4(&xb.scales);
+        let mins = mins_per_bsum(&mins);
         let mut block = i32x4_splat(0);
         // Each 32 bytes of qs hold 64 quants: low nibbles for one 32-group, high for the next.
-        for (pair, (packed, activations)) in xb.qs.chunks_exact(32).zip(yb.qs.chunks_exact(64)).enumerate() {
+        for (pair, (packed, a)) in xb.qs.chunks_exact(32).zip(yb.qs.chunks_exact(64)).enumerate() {
             let (low0, high0) = nibbles(load_u8(packed));
             let (low1, high1) = nibbles(load_u8(&packed[16..]));
-            let low_sum = i32x4_add(
-                dot_u8x16_i8x16(low0, load_i8(activations)),
-                dot_u8x16_i8x16(low1, load_i8(&activations[16..])),
+            let (low_scale, high_scale) = (
+                sub_block_scale(i32::from(scales[2 * pair])),
+                sub_block_scale(i32::from(scales[2 * pair + 1])),
             );
-            let high_sum = i32x4_add(
-                dot_u8x16_i8x16(high0, load_i8(&activations[32..])),
-                dot_u8x16_i8x16(high1, load_i8(&activations[48..])),
-            );
-            block = i32x4_add(block, i32x4_mul(low_sum, i32x4_splat(i32::from(scales[2 * pair]))));
-            block = i32x4_add(block, i32x4_mul(high_sum, i32x4_splat(i32::from(scales[2 * pair + 1]))));
+            block = add_scaled_dots(block, [low0, low1], [load_i8(a), load_i8(&a[16..])], low_scale);
+            block =
+                add_scaled_dots(block, [high0, high1], [load_i8(&a[32..]), load_i8(&a[48..])], high_scale);
         }
         acc = add_scaled(acc, block, f32_of(table, xb.d) * yb.d);
-        mins_total += f32_of(table, xb.dmin) * yb.d * min_correction(&yb.bsums, &mins) as f32;
+        mins_acc = add_scaled(mins_acc, bsums_dot(&yb.bsums, mins), f32_of(table, xb.dmin) * yb.d);
     }
-    sum_f32x4(acc) - mins_total
+    sum_f32x4(acc) - sum_f32x4(mins_acc)
 }
 
 pub(super) fn dot_q5_k(x: &[BlockQ5K], y: &[BlockQ8K]) -> f32 {
     let table = f16_table();
     let one = u8x16_splat(1);
     let mut acc = f32x4_splat(0.0);
-    let mut mins_total = 0.0f32;
+    let mut mins_acc = f32x4_splat(0.0);
     for (xb, yb) in x.iter().zip(y) {
         let (scales, mins) = scales_and_mins_k4(&xb.scales);
+        let mins = mins_per_bsum(&mins);
         let high_bits = [load_u8(&xb.qh), load_u8(&xb.qh[16..])];
         // Fifth bit of element l of 32-element row r: bit r of qh[l], moved to 0x10.
         let fifth = |row: u32, piece: usize| i8x16_shl(v128_and(u8x16_shr(high_bits[piece], row), one), 4);
@@ -465,49 +530,74 @@ pub(super) fn dot_q5_k(x: &[BlockQ5K], y: &[BlockQ8K]) -> f32 {
             let (low_row, high_row) = (2 * pair as u32, 2 * pair as u32 + 1);
             let (low0, high0) = nibbles(load_u8(packed));
             let (low1, high1) = nibbles(load_u8(&packed[16..]));
-            let low_sum = i32x4_add(
-                dot_u8x16_i8x16(v128_or(low0, fifth(low_row, 0)), load_i8(activations)),
-                dot_u8x16_i8x16(v128_or(low1, fifth(low_row, 1)), load_i8(&activations[16..])),
+            let a = activations;
+            block = add_scaled_dots(
+                block,
+                [v128_or(low0, fifth(low_row, 0)), v128_or(low1, fifth(low_row, 1))],
+                [load_i8(a), load_i8(&a[16..])],
+                sub_block_scale(i32::from(scales[2 * pair])),
             );
-            let high_sum = i32x4_add(
-                dot_u8x16_i8x16(v128_or(high0, fifth(high_row, 0)), load_i8(&activations[32..])),
-                dot_u8x16_i8x16(v128_or(high1, fifth(high_row, 1)), load_i8(&activations[48..])),
+            block = add_scaled_dots(
+                block,
+                [v128_or(high0, fifth(high_row, 0)), v128_or(high1, fifth(high_row, 1))],
+                [load_i8(&a[32..]), load_i8(&a[48..])],
+                sub_block_scale(i32::from(scales[2 * pair + 1])),
             );
-            block = i32x4_add(block, i32x4_mul(low_sum, i32x4_splat(i32::from(scales[2 * pair]))));
-            block = i32x4_add(block, i32x4_mul(high_sum, i32x4_splat(i32::from(scales[2 * pair + 1]))));
         }
         acc = add_scaled(acc, block, f32_of(table, xb.d) * yb.d);
-        mins_total += f32_of(table, xb.dmin) * yb.d * min_correction(&yb.bsums, &mins) as f32;
+        mins_acc = add_scaled(mins_acc, bsums_dot(&yb.bsums, mins), f32_of(table, xb.dmin) * yb.d);
     }
-    sum_f32x4(acc) - mins_total
+    sum_f32x4(acc) - sum_f32x4(mins_acc)
+}
+
+/// Walks a Q6_K block's codes (0..=63, before the offset of 32) 16 at a time: `f(codes,
+/// first, scale)` for elements `first..first + 16`, with their sub-block scale. Two halves of
+/// 128: 64 ql bytes and 32 qh bytes each; element 32r + l of a half takes nibble r / 2 of
+/// ql[l + 32 (r % 2)] and bits 2r..2r+2 of qh[l].
+#[inline(always)]
+fn q6_k_codes(xb: &BlockQ6K, mut f: impl FnMut(v128, usize, v128)) {
+    let two_bits = u8x16_splat(0x03);
+    for (half, (ql, qh)) in xb.ql.chunks_exact(64).zip(xb.qh.chunks_exact(32)).enumerate() {
+        for piece in 0..2 {
+            let l = 16 * piece;
+            let high_bits = load_u8(&qh[l..]);
+            let (n0, n2) = nibbles(load_u8(&ql[l..]));
+            let (n1, n3) = nibbles(load_u8(&ql[l + 32..]));
+            for (row, nibble) in [n0, n1, n2, n3].into_iter().enumerate() {
+                let top = v128_and(u8x16_shr(high_bits, 2 * row as u32), two_bits);
+                let codes = v128_or(nibble, i8x16_shl(top, 4));
+                let scale = sub_block_scale(i32::from(xb.scales[8 * half + 2 * row + piece]));
+                f(codes, 128 * half + 32 * row + l, scale);
+            }
+        }
+    }
+}
+
+/// The 16 scales of a Q6_K block as i16, in two vectors, for [`q6_k_offset`].
+#[inline(always)]
+fn q6_k_scales(xb: &BlockQ6K) -> [v128; 2] {
+    // SAFETY: 16 i8 are 16 readable bytes; no alignment requirement.
+    let scales = unsafe { v128_load(xb.scales.as_ptr().cast()) };
+    [i16x8_extend_low_i8x16(scales), i16x8_extend_high_i8x16(scales)]
+}
+
+/// `32 × Σ scales[j] × bsums[j]` as four i32 partial sums: what the offset of 32 takes from a
+/// Q6_K block's code dots (scale j covers elements 16j..16j + 16, whose activations sum to
+/// bsums[j]).
+#[inline(always)]
+fn q6_k_offset(scales: [v128; 2], bsums: &[i16; 16]) -> v128 {
+    i32x4_shl(bsums_dot(bsums, scales), 5)
 }
 
 pub(super) fn dot_q6_k(x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
     let table = f16_table();
-    let two_bits = u8x16_splat(0x03);
-    let thirty_two = i8x16_splat(32);
     let mut acc = f32x4_splat(0.0);
     for (xb, yb) in x.iter().zip(y) {
         let mut block = i32x4_splat(0);
-        // Two halves of 128: 64 ql bytes and 32 qh bytes each; element 32r + l of a half takes
-        // nibble r / 2 of ql[l + 32 (r % 2)] and bits 2r..2r+2 of qh[l].
-        for (half, ((ql, qh), activations)) in
-            xb.ql.chunks_exact(64).zip(xb.qh.chunks_exact(32)).zip(yb.qs.chunks_exact(128)).enumerate()
-        {
-            for piece in 0..2 {
-                let l = 16 * piece;
-                let high_bits = load_u8(&qh[l..]);
-                let (n0, n2) = nibbles(load_u8(&ql[l..]));
-                let (n1, n3) = nibbles(load_u8(&ql[l + 32..]));
-                for (row, nibble) in [n0, n1, n2, n3].into_iter().enumerate() {
-                    let top = v128_and(u8x16_shr(high_bits, 2 * row as u32), two_bits);
-                    let q = i8x16_sub(v128_or(nibble, i8x16_shl(top, 4)), thirty_two);
-                    let sums = dot_i8x16(q, load_i8(&activations[32 * row + l..]));
-                    let scale = i32::from(xb.scales[8 * half + 2 * row + piece]);
-                    block = i32x4_add(block, i32x4_mul(sums, i32x4_splat(scale)));
-                }
-            }
-        }
+        q6_k_codes(xb, |codes, first, scale| {
+            block = add_scaled_dots(block, [codes], [load_i8(&yb.qs[first..])], scale);
+        });
+        let block = i32x4_sub(block, q6_k_offset(q6_k_scales(xb), &yb.bsums));
         acc = add_scaled(acc, block, f32_of(table, xb.d) * yb.d);
     }
     sum_f32x4(acc)
