@@ -132,18 +132,6 @@ fn dot16(quants: Quants16, activations: v128) -> v128 {
     }
 }
 
-/// Sums of 16 signed bytes times 16 signed bytes, as four i32 partial sums.
-#[inline(always)]
-fn dot_i8x16(a: v128, b: v128) -> v128 {
-    dot16(signed_quants(a), b)
-}
-
-/// Like [`dot_i8x16`] for unsigned bytes `a` below 128 (4- and 6-bit quants).
-#[inline(always)]
-fn dot_u8x16_i8x16(a: v128, b: v128) -> v128 {
-    dot16(unsigned_quants(a), b)
-}
-
 /// A K-quant sub-block scale, prepared for [`add_scaled_dots`]: an i16 splat for relaxed SIMD's
 /// i16 dot, an i32 splat otherwise.
 #[inline(always)]
@@ -205,16 +193,94 @@ fn add_scaled(acc: v128, int_sums: v128, scale: f32) -> v128 {
 
 // ---------------------------------------------------------------------------------------------
 // 32-element formats
+//
+// One loop per activation format serves a single row and a row group alike (`R` activation rows
+// per weight block decoded), so a row's operations, and its bits, never depend on the group.
 
-pub(super) fn dot_q8_0(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
-    let table = f16_table();
-    let mut acc = f32x4_splat(0.0);
-    for (xb, yb) in x.iter().zip(y) {
-        let low = dot_i8x16(load_i8(&xb.qs), load_i8(&yb.qs));
-        let high = dot_i8x16(load_i8(&xb.qs[16..]), load_i8(&yb.qs[16..]));
-        acc = add_scaled(acc, i32x4_add(low, high), f32_of(table, xb.d) * f32_of(table, yb.d));
+/// A weight block's 32 codes, prepared once for any number of activation rows.
+#[derive(Clone, Copy)]
+enum Weights32 {
+    /// Two halves of prepared quants.
+    Quants(Quants16, Quants16),
+    /// Relaxed SIMD: codes 0..=31 from which `offset` is to be taken (Q4_0: 8, Q5_0: 16).
+    /// Σ (c − o)·a is summed as Σ c·a − Σ o·a in i16 pairs, with no sign transfer: per pair
+    /// at most 2·31·128 + 2·16·128 = 12,032, two halves 24,064, inside i16.
+    #[cfg(target_feature = "relaxed-simd")]
+    Offset { low: v128, high: v128, offset: v128 },
+}
+
+/// Codes 0..=31 with an offset to take off each (the signed formats Q4_0 and Q5_0).
+#[inline(always)]
+fn offset_codes(low: v128, high: v128, offset: i8) -> Weights32 {
+    #[cfg(target_feature = "relaxed-simd")]
+    {
+        Weights32::Offset { low, high, offset: i8x16_splat(offset) }
     }
-    sum_f32x4(acc)
+    #[cfg(not(target_feature = "relaxed-simd"))]
+    {
+        let offset = i8x16_splat(offset);
+        Weights32::Quants(signed_quants(i8x16_sub(low, offset)), signed_quants(i8x16_sub(high, offset)))
+    }
+}
+
+/// Σ weights × activations over a 32-element block, as four i32 partial sums.
+#[inline(always)]
+fn dot32(weights: Weights32, activations: &[i8; 32]) -> v128 {
+    let (a_low, a_high) = (load_i8(activations), load_i8(&activations[16..]));
+    match weights {
+        Weights32::Quants(low, high) => i32x4_add(dot16(low, a_low), dot16(high, a_high)),
+        #[cfg(target_feature = "relaxed-simd")]
+        Weights32::Offset { low, high, offset } => {
+            let half = |codes: v128, a: v128| {
+                i16x8_sub(i16x8_relaxed_dot_i8x16_i7x16(a, codes), i16x8_relaxed_dot_i8x16_i7x16(a, offset))
+            };
+            i32x4_extadd_pairwise_i16x8(i16x8_add(half(low, a_low), half(high, a_high)))
+        }
+    }
+}
+
+/// The rows loop of the formats dotted with Q8_0 activations; `decode` gives a weight block's
+/// prepared codes and its scale.
+#[inline(always)]
+fn q8_0_activation_rows<B, const R: usize>(
+    x: &[B],
+    rows: [&[BlockQ8_0]; R],
+    decode: impl Fn(&B) -> (Weights32, f32),
+) -> [f32; R] {
+    let x = &x[..x.len().min(shortest_row(&rows))];
+    let table = f16_table();
+    let mut acc = [f32x4_splat(0.0); R];
+    for (b, xb) in x.iter().enumerate() {
+        let (weights, xd) = decode(xb);
+        for (lane, row) in acc.iter_mut().zip(rows) {
+            let yb = &row[b];
+            *lane = add_scaled(*lane, dot32(weights, &yb.qs), xd * f32_of(table, yb.d));
+        }
+    }
+    acc.map(sum_f32x4)
+}
+
+/// The rows loop of the formats dotted with Q8_1 activations (a scale and a min per block);
+/// `decode` gives a weight block's prepared codes, its scale and its min.
+#[inline(always)]
+fn q8_1_activation_rows<B, const R: usize>(
+    x: &[B],
+    rows: [&[BlockQ8_1]; R],
+    decode: impl Fn(&B) -> (Weights32, f32, f32),
+) -> [f32; R] {
+    let x = &x[..x.len().min(shortest_row(&rows))];
+    let table = f16_table();
+    let mut acc = [f32x4_splat(0.0); R];
+    let mut offsets = [0.0f32; R];
+    for (b, xb) in x.iter().enumerate() {
+        let (weights, xd, xm) = decode(xb);
+        for ((lane, offset), row) in acc.iter_mut().zip(&mut offsets).zip(rows) {
+            let yb = &row[b];
+            *lane = add_scaled(*lane, dot32(weights, &yb.qs), xd * f32_of(table, yb.d));
+            *offset += xm * f32_of(table, yb.s);
+        }
+    }
+    std::array::from_fn(|r| sum_f32x4(acc[r]) + offsets[r])
 }
 
 /// The low and high nibbles of 16 packed bytes, as two vectors of values 0..=15.
@@ -223,123 +289,159 @@ fn nibbles(packed: v128) -> (v128, v128) {
     (v128_and(packed, u8x16_splat(0x0F)), u8x16_shr(packed, 4))
 }
 
-pub(super) fn dot_q4_0(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
-    let table = f16_table();
-    let eight = i8x16_splat(8);
-    let mut acc = f32x4_splat(0.0);
-    for (xb, yb) in x.iter().zip(y) {
-        let (low, high) = nibbles(load_u8(&xb.qs));
-        let sums = i32x4_add(
-            dot_i8x16(i8x16_sub(low, eight), load_i8(&yb.qs)),
-            dot_i8x16(i8x16_sub(high, eight), load_i8(&yb.qs[16..])),
-        );
-        acc = add_scaled(acc, sums, f32_of(table, xb.d) * f32_of(table, yb.d));
-    }
-    sum_f32x4(acc)
-}
-
-pub(super) fn dot_q4_1(x: &[BlockQ4_1], y: &[BlockQ8_1]) -> f32 {
-    let table = f16_table();
-    let mut acc = f32x4_splat(0.0);
-    let mut offsets = 0.0f32;
-    for (xb, yb) in x.iter().zip(y) {
-        let (low, high) = nibbles(load_u8(&xb.qs));
-        let sums =
-            i32x4_add(dot_u8x16_i8x16(low, load_i8(&yb.qs)), dot_u8x16_i8x16(high, load_i8(&yb.qs[16..])));
-        acc = add_scaled(acc, sums, f32_of(table, xb.d) * f32_of(table, yb.d));
-        offsets += f32_of(table, xb.m) * f32_of(table, yb.s);
-    }
-    sum_f32x4(acc) + offsets
-}
-
-// Row groups: one weight block decoded once, dotted with ROW_GROUP activation rows. Each row's
-// operations are exactly those of the single-row kernel above, so the results are the same bits.
-
-/// The row-group loop of the formats dotted with Q8_0 activations; `decode` gives a weight
-/// block's two halves of quants, widened, and its scale.
+/// Expands 16 bits (bytes `first` and `first + 1` of `bits`) to 16 bytes of 0x10 (bit set) or 0.
 #[inline(always)]
-fn q8_0_activations_group<B>(
-    x: &[B],
-    rows: [&[BlockQ8_0]; ROW_GROUP],
-    decode: impl Fn(&B) -> (Quants16, Quants16, f32),
-) -> [f32; ROW_GROUP] {
-    let x = &x[..x.len().min(shortest_row(&rows))];
-    let table = f16_table();
-    let mut acc = [f32x4_splat(0.0); ROW_GROUP];
-    for (b, xb) in x.iter().enumerate() {
-        let (w0, w1, xd) = decode(xb);
-        for (lane, row) in acc.iter_mut().zip(rows) {
-            let yb = &row[b];
-            let sums = i32x4_add(dot16(w0, load_i8(&yb.qs)), dot16(w1, load_i8(&yb.qs[16..])));
-            *lane = add_scaled(*lane, sums, xd * f32_of(table, yb.d));
-        }
-    }
-    acc.map(sum_f32x4)
+fn fifth_bits(bits: v128, first: u8) -> v128 {
+    let spread = i8x16_swizzle(
+        bits,
+        u8x16(
+            first,
+            first,
+            first,
+            first,
+            first,
+            first,
+            first,
+            first,
+            first + 1,
+            first + 1,
+            first + 1,
+            first + 1,
+            first + 1,
+            first + 1,
+            first + 1,
+            first + 1,
+        ),
+    );
+    let bit_of_lane = u8x16(1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128);
+    let set = i8x16_eq(v128_and(spread, bit_of_lane), bit_of_lane);
+    v128_and(set, u8x16_splat(0x10))
 }
 
-pub(super) fn dot_q8_0_group(x: &[BlockQ8_0], rows: [&[BlockQ8_0]; ROW_GROUP]) -> [f32; ROW_GROUP] {
-    let table = f16_table();
-    q8_0_activations_group(x, rows, |xb| {
-        (signed_quants(load_i8(&xb.qs)), signed_quants(load_i8(&xb.qs[16..])), f32_of(table, xb.d))
-    })
-}
-
-pub(super) fn dot_q4_0_group(x: &[BlockQ4_0], rows: [&[BlockQ8_0]; ROW_GROUP]) -> [f32; ROW_GROUP] {
-    let table = f16_table();
-    let eight = i8x16_splat(8);
-    q8_0_activations_group(x, rows, |xb| {
-        let (low, high) = nibbles(load_u8(&xb.qs));
-        (signed_quants(i8x16_sub(low, eight)), signed_quants(i8x16_sub(high, eight)), f32_of(table, xb.d))
-    })
-}
-
-/// The row-group loop of the formats dotted with Q8_1 activations (a scale and a min per
-/// block); `decode` gives a weight block's two halves of codes, prepared, its scale and its min.
+/// The 32 five-bit codes (0..=31) of a Q5_0/Q5_1 block, elements 0..16 and 16..32: nibbles
+/// from `qs`, fifth bits from `qh`.
 #[inline(always)]
-fn q8_1_activations_group<B>(
-    x: &[B],
-    rows: [&[BlockQ8_1]; ROW_GROUP],
-    decode: impl Fn(&B) -> (Quants16, Quants16, f32, f32),
-) -> [f32; ROW_GROUP] {
-    let x = &x[..x.len().min(shortest_row(&rows))];
-    let table = f16_table();
-    let mut acc = [f32x4_splat(0.0); ROW_GROUP];
-    let mut offsets = [0.0f32; ROW_GROUP];
-    for (b, xb) in x.iter().enumerate() {
-        let (w0, w1, xd, xm) = decode(xb);
-        for ((lane, offset), row) in acc.iter_mut().zip(&mut offsets).zip(rows) {
-            let yb = &row[b];
-            let sums = i32x4_add(dot16(w0, load_i8(&yb.qs)), dot16(w1, load_i8(&yb.qs[16..])));
-            *lane = add_scaled(*lane, sums, xd * f32_of(table, yb.d));
-            *offset += xm * f32_of(table, yb.s);
-        }
-    }
-    std::array::from_fn(|r| sum_f32x4(acc[r]) + offsets[r])
+fn q5_codes(qs: &[u8; 16], qh: [u8; 4]) -> (v128, v128) {
+    let bits = u32x4_splat(u32::from_le_bytes(qh));
+    let (low, high) = nibbles(load_u8(qs));
+    (v128_or(low, fifth_bits(bits, 0)), v128_or(high, fifth_bits(bits, 2)))
 }
 
-pub(super) fn dot_q4_1_group(x: &[BlockQ4_1], rows: [&[BlockQ8_1]; ROW_GROUP]) -> [f32; ROW_GROUP] {
+#[inline(always)]
+fn q8_0_rows<const R: usize>(x: &[BlockQ8_0], rows: [&[BlockQ8_0]; R]) -> [f32; R] {
     let table = f16_table();
-    q8_1_activations_group(x, rows, |xb| {
+    q8_0_activation_rows(x, rows, |xb| {
+        let weights = Weights32::Quants(signed_quants(load_i8(&xb.qs)), signed_quants(load_i8(&xb.qs[16..])));
+        (weights, f32_of(table, xb.d))
+    })
+}
+
+#[inline(always)]
+fn q4_0_rows<const R: usize>(x: &[BlockQ4_0], rows: [&[BlockQ8_0]; R]) -> [f32; R] {
+    let table = f16_table();
+    q8_0_activation_rows(x, rows, |xb| {
         let (low, high) = nibbles(load_u8(&xb.qs));
-        (unsigned_quants(low), unsigned_quants(high), f32_of(table, xb.d), f32_of(table, xb.m))
+        (offset_codes(low, high, 8), f32_of(table, xb.d))
     })
 }
 
-pub(super) fn dot_q5_0_group(x: &[BlockQ5_0], rows: [&[BlockQ8_0]; ROW_GROUP]) -> [f32; ROW_GROUP] {
+#[inline(always)]
+fn q5_0_rows<const R: usize>(x: &[BlockQ5_0], rows: [&[BlockQ8_0]; R]) -> [f32; R] {
     let table = f16_table();
-    let sixteen = i8x16_splat(16);
-    q8_0_activations_group(x, rows, |xb| {
+    q8_0_activation_rows(x, rows, |xb| {
         let (low, high) = q5_codes(&xb.qs, xb.qh);
-        (signed_quants(i8x16_sub(low, sixteen)), signed_quants(i8x16_sub(high, sixteen)), f32_of(table, xb.d))
+        (offset_codes(low, high, 16), f32_of(table, xb.d))
     })
 }
 
-pub(super) fn dot_q5_1_group(x: &[BlockQ5_1], rows: [&[BlockQ8_1]; ROW_GROUP]) -> [f32; ROW_GROUP] {
+#[inline(always)]
+fn q4_1_rows<const R: usize>(x: &[BlockQ4_1], rows: [&[BlockQ8_1]; R]) -> [f32; R] {
     let table = f16_table();
-    q8_1_activations_group(x, rows, |xb| {
-        let (low, high) = q5_codes(&xb.qs, xb.qh);
-        (unsigned_quants(low), unsigned_quants(high), f32_of(table, xb.d), f32_of(table, xb.m))
+    q8_1_activation_rows(x, rows, |xb| {
+        let (low, high) = nibbles(load_u8(&xb.qs));
+        let weights = Weights32::Quants(unsigned_quants(low), unsigned_quants(high));
+        (weights, f32_of(table, xb.d), f32_of(table, xb.m))
     })
+}
+
+#[inline(always)]
+fn q5_1_rows<const R: usize>(x: &[BlockQ5_1], rows: [&[BlockQ8_1]; R]) -> [f32; R] {
+    let table = f16_table();
+    q8_1_activation_rows(x, rows, |xb| {
+        let (low, high) = q5_codes(&xb.qs, xb.qh);
+        let weights = Weights32::Quants(unsigned_quants(low), unsigned_quants(high));
+        (weights, f32_of(table, xb.d), f32_of(table, xb.m))
+    })
+}
+
+/// The table entries of a 32-element format: one row, and a row group.
+macro_rules! single_and_group {
+    ($($rows:ident: $single:ident, $group:ident ($block:ty, $activation:ty);)*) => {$(
+        pub(super) fn $single(x: &[$block], y: &[$activation]) -> f32 {
+            let [sum] = $rows(x, [y]);
+            sum
+        }
+
+        pub(super) fn $group(x: &[$block], rows: [&[$activation]; ROW_GROUP]) -> [f32; ROW_GROUP] {
+            $rows(x, rows)
+        }
+    )*};
+}
+
+single_and_group! {
+    q8_0_rows: dot_q8_0, dot_q8_0_group(BlockQ8_0, BlockQ8_0);
+    q4_0_rows: dot_q4_0, dot_q4_0_group(BlockQ4_0, BlockQ8_0);
+    q5_0_rows: dot_q5_0, dot_q5_0_group(BlockQ5_0, BlockQ8_0);
+    q4_1_rows: dot_q4_1, dot_q4_1_group(BlockQ4_1, BlockQ8_1);
+    q5_1_rows: dot_q5_1, dot_q5_1_group(BlockQ5_1, BlockQ8_1);
+}
+
+// ---------------------------------------------------------------------------------------------
+// K-quants
+
+/// `Σ bsums[j] × weights[j]` over a Q8_K block's 16 group sums, as four i32 partial sums;
+/// `weights` holds 16 i16 in two vectors (K-quant mins, or Q6_K scales).
+#[inline(always)]
+fn bsums_dot(bsums: &[i16; 16], weights: [v128; 2]) -> v128 {
+    // SAFETY: 16 i16 are 32 readable bytes; wasm's v128.load has no alignment requirement.
+    let (low, high) = unsafe { (v128_load(bsums.as_ptr().cast()), v128_load(bsums.as_ptr().add(8).cast())) };
+    i32x4_add(i32x4_dot_i16x8(low, weights[0]), i32x4_dot_i16x8(high, weights[1]))
+}
+
+/// The 8 mins of a Q4_K/Q5_K block, one per 32 elements, as 16 i16 (one per Q8_K bsum).
+#[inline(always)]
+fn mins_per_bsum(mins: &[u8; 8]) -> [v128; 2] {
+    let wide = u16x8_extend_low_u8x16(u64x2(u64::from_le_bytes(*mins), 0));
+    [
+        i8x16_shuffle::<0, 1, 0, 1, 2, 3, 2, 3, 4, 5, 4, 5, 6, 7, 6, 7>(wide, wide),
+        i8x16_shuffle::<8, 9, 8, 9, 10, 11, 10, 11, 12, 13, 12, 13, 14, 15, 14, 15>(wide, wide),
+    ]
+}
+
+pub(super) fn dot_q4_k(x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
+    let table = f16_table();
+    let mut acc = f32x4_splat(0.0);
+    let mut mins_acc = f32x4_splat(0.0);
+    for (xb, yb) in x.iter().zip(y) {
+        let (scales, mins) = scales_and_mins_k4(&xb.scales);
+        let mins = mins_per_bsum(&mins);
+        let mut block = i32x4_splat(0);
+        // Each 32 bytes of qs hold 64 quants: low nibbles for one 32-group, high for the next.
+        for (pair, (packed, a)) in xb.qs.chunks_exact(32).zip(yb.qs.chunks_exact(64)).enumerate() {
+            let (low0, high0) = nibbles(load_u8(packed));
+            let (low1, high1) = nibbles(load_u8(&packed[16..]));
+            let (low_scale, high_scale) = (
+                sub_block_scale(i32::from(scales[2 * pair])),
+                sub_block_scale(i32::from(scales[2 * pair + 1])),
+            );
+            block = add_scaled_dots(block, [low0, low1], [load_i8(a), load_i8(&a[16..])], low_scale);
+            block =
+                add_scaled_dots(block, [high0, high1], [load_i8(&a[32..]), load_i8(&a[48..])], high_scale);
+        }
+        acc = add_scaled(acc, block, f32_of(table, xb.d) * yb.d);
+        mins_acc = add_scaled(mins_acc, bsums_dot(&yb.bsums, mins), f32_of(table, xb.dmin) * yb.d);
+    }
+    sum_f32x4(acc) - sum_f32x4(mins_acc)
 }
 
 pub(super) fn dot_q4_k_group(x: &[BlockQ4K], rows: [&[BlockQ8K]; ROW_GROUP]) -> [f32; ROW_GROUP] {
@@ -397,121 +499,6 @@ pub(super) fn dot_q6_k_group(x: &[BlockQ6K], rows: [&[BlockQ8K]; ROW_GROUP]) -> 
         }
     }
     acc.map(sum_f32x4)
-}
-
-/// Expands 16 bits (bytes `first` and `first + 1` of `bits`) to 16 bytes of 0x10 (bit set) or 0.
-#[inline(always)]
-fn fifth_bits(bits: v128, first: u8) -> v128 {
-    let spread = i8x16_swizzle(
-        bits,
-        u8x16(
-            first,
-            first,
-            first,
-            first,
-            first,
-            first,
-            first,
-            first,
-            first + 1,
-            first + 1,
-            first + 1,
-            first + 1,
-            first + 1,
-            first + 1,
-            first + 1,
-            first + 1,
-        ),
-    );
-    let bit_of_lane = u8x16(1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128);
-    let set = i8x16_eq(v128_and(spread, bit_of_lane), bit_of_lane);
-    v128_and(set, u8x16_splat(0x10))
-}
-
-/// The 32 five-bit codes (0..=31) of a Q5_0/Q5_1 block, elements 0..16 and 16..32: nibbles
-/// from `qs`, fifth bits from `qh`.
-#[inline(always)]
-fn q5_codes(qs: &[u8; 16], qh: [u8; 4]) -> (v128, v128) {
-    let bits = u32x4_splat(u32::from_le_bytes(qh));
-    let (low, high) = nibbles(load_u8(qs));
-    (v128_or(low, fifth_bits(bits, 0)), v128_or(high, fifth_bits(bits, 2)))
-}
-
-pub(super) fn dot_q5_0(x: &[BlockQ5_0], y: &[BlockQ8_0]) -> f32 {
-    let table = f16_table();
-    let sixteen = i8x16_splat(16);
-    let mut acc = f32x4_splat(0.0);
-    for (xb, yb) in x.iter().zip(y) {
-        let (low, high) = q5_codes(&xb.qs, xb.qh);
-        let (q_low, q_high) = (i8x16_sub(low, sixteen), i8x16_sub(high, sixteen));
-        let sums = i32x4_add(dot_i8x16(q_low, load_i8(&yb.qs)), dot_i8x16(q_high, load_i8(&yb.qs[16..])));
-        acc = add_scaled(acc, sums, f32_of(table, xb.d) * f32_of(table, yb.d));
-    }
-    sum_f32x4(acc)
-}
-
-pub(super) fn dot_q5_1(x: &[BlockQ5_1], y: &[BlockQ8_1]) -> f32 {
-    let table = f16_table();
-    let mut acc = f32x4_splat(0.0);
-    let mut offsets = 0.0f32;
-    for (xb, yb) in x.iter().zip(y) {
-        let (q_low, q_high) = q5_codes(&xb.qs, xb.qh);
-        let sums = i32x4_add(
-            dot_u8x16_i8x16(q_low, load_i8(&yb.qs)),
-            dot_u8x16_i8x16(q_high, load_i8(&yb.qs[16..])),
-        );
-        acc = add_scaled(acc, sums, f32_of(table, xb.d) * f32_of(table, yb.d));
-        offsets += f32_of(table, xb.m) * f32_of(table, yb.s);
-    }
-    sum_f32x4(acc) + offsets
-}
-
-// ---------------------------------------------------------------------------------------------
-// K-quants
-
-/// `Σ bsums[j] × weights[j]` over a Q8_K block's 16 group sums, as four i32 partial sums;
-/// `weights` holds 16 i16 in two vectors (K-quant mins, or Q6_K scales).
-#[inline(always)]
-fn bsums_dot(bsums: &[i16; 16], weights: [v128; 2]) -> v128 {
-    // SAFETY: 16 i16 are 32 readable bytes; wasm's v128.load has no alignment requirement.
-    let (low, high) = unsafe { (v128_load(bsums.as_ptr().cast()), v128_load(bsums.as_ptr().add(8).cast())) };
-    i32x4_add(i32x4_dot_i16x8(low, weights[0]), i32x4_dot_i16x8(high, weights[1]))
-}
-
-/// The 8 mins of a Q4_K/Q5_K block, one per 32 elements, as 16 i16 (one per Q8_K bsum).
-#[inline(always)]
-fn mins_per_bsum(mins: &[u8; 8]) -> [v128; 2] {
-    let wide = u16x8_extend_low_u8x16(u64x2(u64::from_le_bytes(*mins), 0));
-    [
-        i8x16_shuffle::<0, 1, 0, 1, 2, 3, 2, 3, 4, 5, 4, 5, 6, 7, 6, 7>(wide, wide),
-        i8x16_shuffle::<8, 9, 8, 9, 10, 11, 10, 11, 12, 13, 12, 13, 14, 15, 14, 15>(wide, wide),
-    ]
-}
-
-pub(super) fn dot_q4_k(x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
-    let table = f16_table();
-    let mut acc = f32x4_splat(0.0);
-    let mut mins_acc = f32x4_splat(0.0);
-    for (xb, yb) in x.iter().zip(y) {
-        let (scales, mins) = scales_and_mins_k4(&xb.scales);
-        let mins = mins_per_bsum(&mins);
-        let mut block = i32x4_splat(0);
-        // Each 32 bytes of qs hold 64 quants: low nibbles for one 32-group, high for the next.
-        for (pair, (packed, a)) in xb.qs.chunks_exact(32).zip(yb.qs.chunks_exact(64)).enumerate() {
-            let (low0, high0) = nibbles(load_u8(packed));
-            let (low1, high1) = nibbles(load_u8(&packed[16..]));
-            let (low_scale, high_scale) = (
-                sub_block_scale(i32::from(scales[2 * pair])),
-                sub_block_scale(i32::from(scales[2 * pair + 1])),
-            );
-            block = add_scaled_dots(block, [low0, low1], [load_i8(a), load_i8(&a[16..])], low_scale);
-            block =
-                add_scaled_dots(block, [high0, high1], [load_i8(&a[32..]), load_i8(&a[48..])], high_scale);
-        }
-        acc = add_scaled(acc, block, f32_of(table, xb.d) * yb.d);
-        mins_acc = add_scaled(mins_acc, bsums_dot(&yb.bsums, mins), f32_of(table, xb.dmin) * yb.d);
-    }
-    sum_f32x4(acc) - sum_f32x4(mins_acc)
 }
 
 pub(super) fn dot_q5_k(x: &[BlockQ5K], y: &[BlockQ8K]) -> f32 {
