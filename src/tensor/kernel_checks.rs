@@ -12,6 +12,8 @@ pub fn check_kernels_match_scalar() -> Result<(), String> {
 
     #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
     check_f16_conversion()?;
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    check_f16_fusing()?;
     check_f16_specials()?;
     check_row_groups()?;
 
@@ -98,6 +100,29 @@ fn check_f16_conversion() -> Result<(), String> {
             if expected.is_finite() && got.to_bits() != expected.to_bits() {
                 return Err(format!("f16 {h:#06x}: simd {got:e} ({:#x}), half {expected:e}", got.to_bits()));
             }
+        }
+    }
+    Ok(())
+}
+
+/// The F16 dots may fuse their multiply-adds (relaxed SIMD) only because the product of two
+/// halves is exact in f32: fused and unfused sums must be the same bits, on rows of normal,
+/// tiny and subnormal halves and large activations.
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+fn check_f16_fusing() -> Result<(), String> {
+    use super::F16Activation;
+    use super::simd128::f16_dot_fused_and_unfused;
+    let mut rng = SplitMix(0xF0A);
+    for round in 0..64 {
+        let k = 256 + 8 * round;
+        let scale = [1.0f32, 1e-3, 6e-5, 3e3][round % 4];
+        let weights: Vec<u8> =
+            (0..k).flat_map(|_| half::f16::from_f32(rng.normal() * scale).to_le_bytes()).collect();
+        let activations: Vec<F16Activation> =
+            (0..k).map(|_| F16Activation(half::f16::from_f32(rng.normal() * scale).to_f32())).collect();
+        let (fused, unfused) = f16_dot_fused_and_unfused(&weights, &activations);
+        if fused.to_bits() != unfused.to_bits() {
+            return Err(format!("F16 dot of {k} at scale {scale}: fused {fused:e}, unfused {unfused:e}"));
         }
     }
     Ok(())

@@ -179,6 +179,24 @@ fn mul_add4(a: v128, b: v128, acc: v128) -> v128 {
     f32x4_add(acc, f32x4_mul(a, b))
 }
 
+/// `acc + a * b` where every product `a * b` is exact in f32, as the product of two halves is
+/// (11 × 11 significant bits, inside f32's exponent range): then rounding once or twice gives
+/// the same bits, so relaxed SIMD may fuse it (`f32x4.relaxed_madd`, one instruction where
+/// the FMA exists) without making results depend on V8's tier. bf16 × bf16 products are exact
+/// too (8 × 8 bits) unless they fall below f32's normal range, which only a hostile file's
+/// weights do (then the last bit may depend on the tier; nothing else).
+#[inline(always)]
+fn exact_mul_add4(a: v128, b: v128, acc: v128) -> v128 {
+    #[cfg(target_feature = "relaxed-simd")]
+    {
+        f32x4_relaxed_madd(a, b, acc)
+    }
+    #[cfg(not(target_feature = "relaxed-simd"))]
+    {
+        mul_add4(a, b, acc)
+    }
+}
+
 #[inline(always)]
 fn sum_f32x4(v: v128) -> f32 {
     (f32x4_extract_lane::<0>(v) + f32x4_extract_lane::<1>(v))
@@ -641,7 +659,7 @@ impl F16Specials {
 /// their first `len` elements; `widen` turns the bytes of 8 weights into two f32x4, `weight(i)`
 /// gives one (the tail past the last whole 8, summed after the vectors).
 #[inline(always)]
-fn float_row_dots<const R: usize, const ELEMENT_BYTES: usize>(
+fn float_row_dots<const R: usize, const ELEMENT_BYTES: usize, const EXACT_PRODUCTS: bool>(
     src: &[u8],
     rows: [&[f32]; R],
     mut widen: impl FnMut(&[u8]) -> [v128; 2],
@@ -658,8 +676,13 @@ fn float_row_dots<const R: usize, const ELEMENT_BYTES: usize>(
         for (lanes, row) in acc.iter_mut().zip(rows) {
             // SAFETY: as above, i + 8 <= len = row.len().
             let (a_low, a_high) = unsafe { (row.get_unchecked(i..i + 4), row.get_unchecked(i + 4..i + 8)) };
-            lanes[0] = mul_add4(low, load_f32(a_low), lanes[0]);
-            lanes[1] = mul_add4(high, load_f32(a_high), lanes[1]);
+            if EXACT_PRODUCTS {
+                lanes[0] = exact_mul_add4(low, load_f32(a_low), lanes[0]);
+                lanes[1] = exact_mul_add4(high, load_f32(a_high), lanes[1]);
+            } else {
+                lanes[0] = mul_add4(low, load_f32(a_low), lanes[0]);
+                lanes[1] = mul_add4(high, load_f32(a_high), lanes[1]);
+            }
         }
     }
     let mut sums = acc.map(|[low, high]| sum_f32x4(f32x4_add(low, high)));
@@ -679,7 +702,7 @@ fn shortest_row<T, const R: usize>(rows: &[&[T]; R]) -> usize {
 #[inline(always)]
 fn f32_rows<const R: usize>(src: &[u8], rows: [&[f32]; R]) -> [f32; R] {
     let weight = |i: usize| f32::from_le_bytes([src[4 * i], src[4 * i + 1], src[4 * i + 2], src[4 * i + 3]]);
-    float_row_dots::<R, 4>(src, rows, |bytes| [load_u8(bytes), load_u8(&bytes[16..])], weight)
+    float_row_dots::<R, 4, false>(src, rows, |bytes| [load_u8(bytes), load_u8(&bytes[16..])], weight)
 }
 
 pub(super) fn dot_f32(src: &[u8], activations: &[f32]) -> f32 {
@@ -701,7 +724,7 @@ fn f16_rows<const R: usize>(src: &[u8], rows: [&[F16Activation]; R]) -> [f32; R]
         specials.see(bits);
         widen_f16x8(bits)
     };
-    let sums = float_row_dots::<R, 2>(src, rows, widen, weight);
+    let sums = float_row_dots::<R, 2, true>(src, rows, widen, weight);
     if specials.any() {
         // An infinity or NaN among the weights (never in a real model): the exact path.
         let len = (src.len() / 2).min(shortest_row(&rows));
@@ -715,6 +738,18 @@ pub(super) fn dot_f16(src: &[u8], activations: &[F16Activation]) -> f32 {
     sum
 }
 
+/// The F16 dot's vector part summed with [`exact_mul_add4`] and with [`mul_add4`], for the
+/// check that fusing never changes a bit (`kernel_checks.rs`); finite weights only.
+#[cfg(any(test, feature = "kernel-checks"))]
+pub(super) fn f16_dot_fused_and_unfused(src: &[u8], activations: &[F16Activation]) -> (f32, f32) {
+    let rows = [F16Activation::values(activations)];
+    let weight = |i: usize| half::f16::from_le_bytes([src[2 * i], src[2 * i + 1]]).to_f32();
+    let widen = |bytes: &[u8]| widen_f16x8(load_u8(bytes));
+    let [fused] = float_row_dots::<1, 2, true>(src, rows, widen, weight);
+    let [unfused] = float_row_dots::<1, 2, false>(src, rows, widen, weight);
+    (fused, unfused)
+}
+
 pub(super) fn dot_f16_group(src: &[u8], rows: [&[F16Activation]; ROW_GROUP]) -> [f32; ROW_GROUP] {
     f16_rows(src, rows)
 }
@@ -722,7 +757,7 @@ pub(super) fn dot_f16_group(src: &[u8], rows: [&[F16Activation]; ROW_GROUP]) -> 
 #[inline(always)]
 fn bf16_rows<const R: usize>(src: &[u8], rows: [&[BF16Activation]; R]) -> [f32; R] {
     let weight = |i: usize| half::bf16::from_le_bytes([src[2 * i], src[2 * i + 1]]).to_f32();
-    float_row_dots::<R, 2>(
+    float_row_dots::<R, 2, true>(
         src,
         rows.map(BF16Activation::values),
         |bytes| widen_bf16x8(load_u8(bytes)),
