@@ -65,6 +65,9 @@ pub struct Config {
     pub n_head: usize,
     pub n_head_kv: usize,
     pub head_dim: usize,
+    /// `n_head × head_dim` and `n_head_kv × head_dim`, checked against [`MAX_DIM`] when read.
+    q_dim: usize,
+    kv_dim: usize,
     pub rms_eps: f32,
     pub rope_style: RopeStyle,
     /// Leading dimensions of each head that are rotated (the rest pass through).
@@ -121,6 +124,15 @@ impl Config {
         if head_dim % 2 != 0 {
             return Err(keys.bad("attention.key_length", format!("= {head_dim} is odd; RoPE needs pairs")));
         }
+        // Both factors are bounded, their product is not: checked before anything is sized by it
+        // (it would wrap on wasm32).
+        let width = |heads: usize, key: &str| {
+            heads.checked_mul(head_dim).filter(|&width| width as u64 <= MAX_DIM).ok_or_else(|| {
+                keys.bad(key, format!("= {heads} heads of {head_dim} exceed {MAX_DIM} values per token"))
+            })
+        };
+        let q_dim = width(n_head, "attention.head_count")?;
+        let kv_dim = width(n_head_kv, "attention.head_count_kv")?;
         let rope_dims = keys.optional_count("rope.dimension_count", MAX_DIM)?.unwrap_or(head_dim);
         if rope_dims > head_dim || rope_dims % 2 != 0 {
             return Err(keys.bad(
@@ -172,6 +184,8 @@ impl Config {
             n_head,
             n_head_kv,
             head_dim,
+            q_dim,
+            kv_dim,
             rms_eps,
             rope_style,
             rope_dims,
@@ -187,11 +201,11 @@ impl Config {
     }
 
     pub fn q_dim(&self) -> usize {
-        self.n_head * self.head_dim
+        self.q_dim
     }
 
     pub fn kv_dim(&self) -> usize {
-        self.n_head_kv * self.head_dim
+        self.kv_dim
     }
 
     /// Whether layer `layer` attends only within the sliding window (llama.cpp: Gemma 3 layers
@@ -246,5 +260,46 @@ impl Keys<'_> {
             Some(x) if x.is_finite() && x > 0.0 => Ok(Some(x as f32)),
             _ => Err(self.bad(name, "should be a positive finite number".into())),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gguf::Value;
+
+    fn metadata(pairs: &[(&str, Value)]) -> Metadata {
+        let mut metadata = Metadata::default();
+        for (key, value) in pairs {
+            metadata.insert(key.to_string(), value.clone()).unwrap();
+        }
+        metadata
+    }
+
+    fn qwen3(heads: u32, kv_heads: u32, head_dim: u32) -> Metadata {
+        metadata(&[
+            ("general.architecture", Value::String("qwen3".into())),
+            ("qwen3.block_count", Value::U32(2)),
+            ("qwen3.embedding_length", Value::U32(256)),
+            ("qwen3.feed_forward_length", Value::U32(768)),
+            ("qwen3.attention.head_count", Value::U32(heads)),
+            ("qwen3.attention.head_count_kv", Value::U32(kv_heads)),
+            ("qwen3.attention.key_length", Value::U32(head_dim)),
+        ])
+    }
+
+    #[test]
+    fn head_widths_are_checked_products() {
+        let config = Config::from_metadata(&qwen3(4, 2, 64), 100).unwrap();
+        assert_eq!((config.q_dim(), config.kv_dim()), (256, 128));
+        // Each factor is within bounds, the product (2^40) is not: a typed error naming the key,
+        // not a width that wraps on wasm32 and sizes a buffer.
+        let error = Config::from_metadata(&qwen3(1 << 20, 1 << 20, 1 << 20), 100).unwrap_err();
+        assert!(
+            matches!(&error, ModelError::BadKey { key, .. } if key == "qwen3.attention.head_count"),
+            "{error}"
+        );
+        let error = Config::from_metadata(&qwen3(1 << 10, 1 << 10, 1 << 12), 100).unwrap_err();
+        assert!(error.to_string().contains("exceed"), "{error}");
     }
 }
