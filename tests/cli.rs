@@ -238,3 +238,25 @@ fn generation_options_are_checked() {
         assert!(String::from_utf8_lossy(&out.stderr).starts_with("inferno: "), "{args:?}");
     }
 }
+
+/// Metadata is untrusted: an escape sequence in a key or a value (here ESC[2J, which clears a
+/// terminal, and a carriage return) reaches the terminal written out, never raw.
+#[test]
+fn inspect_never_prints_the_files_control_characters() {
+    use inferno::gguf::Value;
+    use inferno::gguf::writer::GgufWriter;
+    let bytes = GgufWriter::new()
+        .kv("general.architecture", Value::String("llama".into()))
+        .kv("general.name", Value::String("evil\u{1b}[2J\rname".into()))
+        .kv("evil.\u{1b}[31mkey", Value::U32(1))
+        .to_bytes();
+    let path = std::env::temp_dir().join(format!("inferno-cli-escapes-{}.gguf", std::process::id()));
+    std::fs::write(&path, bytes).unwrap();
+    let out = inferno(&["inspect", path.to_str().unwrap()]);
+    std::fs::remove_file(&path).unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(!text.contains('\u{1b}') && !text.contains('\r'), "raw control characters in:\n{text}");
+    assert!(text.contains("evil\\u{1b}[2J\\u{d}name"), "{text}");
+    assert!(text.contains("evil.\\u{1b}[31mkey"), "{text}");
+}

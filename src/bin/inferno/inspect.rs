@@ -18,7 +18,8 @@ pub fn run(args: &[String]) -> Result<(), String> {
         let text = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
         println!("{text}");
     } else {
-        print!("{}", render(&report, bytes_read));
+        // Names, strings and the template come from the file: nothing in them may drive the terminal.
+        print!("{}", crate::terminal_safe(&render(&report, bytes_read)));
     }
     Ok(())
 }

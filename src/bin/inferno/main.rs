@@ -36,7 +36,7 @@ fn main() -> ExitCode {
     match run(&args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {
-            eprintln!("inferno: {message}");
+            eprintln!("inferno: {}", terminal_safe(&message));
             ExitCode::FAILURE
         }
     }
@@ -55,5 +55,34 @@ fn run(args: &[String]) -> Result<(), String> {
             Ok(())
         }
         other => Err(format!("unknown command {other:?}\n{USAGE}")),
+    }
+}
+
+/// `text` with every character that a terminal would act on instead of print written as an
+/// escape (`\u{1b}`): control characters other than newline and tab, and the bidirectional
+/// overrides that reorder what is shown. A file's metadata is untrusted; printed raw, an
+/// `ESC[2J` in a key would clear the user's terminal.
+pub fn terminal_safe(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        let bidi = matches!(c, '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}');
+        if (c.is_control() && c != '\n' && c != '\t') || bidi {
+            out.extend(c.escape_unicode());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::terminal_safe;
+
+    #[test]
+    fn terminal_safe_escapes_what_a_terminal_would_act_on() {
+        assert_eq!(terminal_safe("a\tb\nc"), "a\tb\nc");
+        assert_eq!(terminal_safe("\u{1b}[2Jx\r\u{7}"), "\\u{1b}[2Jx\\u{d}\\u{7}");
+        assert_eq!(terminal_safe("\u{9b}\u{202e}é"), "\\u{9b}\\u{202e}é");
     }
 }
