@@ -283,3 +283,31 @@ fn worker_api_loads_in_chunks_chats_and_branches() {
     let recommended = get(&engine.info().unwrap(), "recommended_sampling");
     assert!((get(&recommended, "temperature").as_f64().unwrap() - 0.8).abs() < 1e-6, "llama.cpp's default");
 }
+
+/// The longest operator chains a chat template may hold (`MAX_TAG_OPERATORS` links: `~`,
+/// `not`, filters, attributes, subscripts) compile and render on the browser's stack; longer
+/// ones are refused before minijinja's compiler recurses through them.
+#[wasm_bindgen_test]
+fn the_longest_template_chains_allowed_fit_the_browsers_stack() {
+    use inferno::chat::{ChatTemplate, MAX_TAG_OPERATORS, RenderOptions, TemplateSource};
+    let links = MAX_TAG_OPERATORS;
+    let chains = [
+        format!("{{{{ 'a'{} }}}}", " ~ 'a'".repeat(links)),
+        format!("{{{{ {}1 }}}}", "not ".repeat(links)),
+        format!("{{{{ 'a'{} }}}}", "|trim".repeat(links)),
+        format!("{{{{ x{} }}}}", ".a".repeat(links)),
+        format!("{{{{ x{} }}}}", "[0]".repeat(links)),
+    ];
+    let options = RenderOptions { add_generation_prompt: true, enable_thinking: None };
+    for text in &chains {
+        let template = ChatTemplate::new(text, TemplateSource::File, String::new(), String::new()).unwrap();
+        let _ = template.render(&[], options); // undefined `x` may fail to render; it must not trap
+    }
+    let rendered = ChatTemplate::new(&chains[0], TemplateSource::File, String::new(), String::new())
+        .unwrap()
+        .render(&[], options)
+        .unwrap();
+    assert_eq!(rendered.len(), links + 1);
+    let too_long = format!("{{{{ 'a'{} }}}}", " ~ 'a'".repeat(links + 1));
+    assert!(ChatTemplate::new(&too_long, TemplateSource::File, String::new(), String::new()).is_err());
+}

@@ -70,6 +70,15 @@ impl std::error::Error for ChatError {}
 /// Instructions a render may execute; real templates need a few thousand per message.
 const TEMPLATE_FUEL: u64 = 5_000_000;
 
+/// The largest template accepted (the longest real ones, with tool calling, are ~20 KB).
+pub const MAX_TEMPLATE_BYTES: usize = 256 * 1024;
+
+/// Operators, filters, attribute accesses, subscripts and calls allowed in one `{{ }}` or
+/// `{% %}` tag (real templates use a few dozen). minijinja limits nesting itself but compiles
+/// a chain such as `a ~ a ~ …` by recursion: 5,000 links overflowed a 1 MiB stack, the size of
+/// the browser's. See [`check_template_shape`].
+pub const MAX_TAG_OPERATORS: usize = 256;
+
 const CHATML: &str = "{%- for message in messages -%}\
 {{- '<|im_start|>' + message.role + '\n' + message.content + '<|im_end|>\n' -}}\
 {%- endfor -%}\
@@ -131,6 +140,7 @@ impl ChatTemplate {
         bos_token: String,
         eos_token: String,
     ) -> Result<ChatTemplate, ChatError> {
+        check_template_shape(text)?;
         let mut env = Environment::new();
         minijinja_contrib::add_to_environment(&mut env);
         env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
@@ -174,6 +184,84 @@ impl ChatTemplate {
         };
         rendered.map_err(|e| ChatError::Render(describe(&e)))
     }
+}
+
+/// Refuses a template larger than [`MAX_TEMPLATE_BYTES`] or with a tag holding more than
+/// [`MAX_TAG_OPERATORS`] operator characters and operator words, counted outside string
+/// literals and comments (a generous over-count: `==` counts twice, a decimal point once).
+fn check_template_shape(text: &str) -> Result<(), ChatError> {
+    if text.len() > MAX_TEMPLATE_BYTES {
+        return Err(ChatError::Syntax(format!(
+            "the template is {} bytes, larger than the {MAX_TEMPLATE_BYTES} accepted",
+            text.len()
+        )));
+    }
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    let mut line = 1;
+    while i + 1 < bytes.len() {
+        let opening = (bytes[i], bytes[i + 1]);
+        if bytes[i] == b'\n' {
+            line += 1;
+        }
+        i += 1;
+        let close = match opening {
+            (b'{', b'#') => {
+                // A comment: skip to its end.
+                let end = text[i..].find("#}").map_or(bytes.len(), |at| i + at + 2);
+                line += text[i..end].matches('\n').count();
+                i = end;
+                continue;
+            }
+            (b'{', b'{') => b'}',
+            (b'{', b'%') => b'%',
+            _ => continue,
+        };
+        i += 1;
+        let (mut operators, mut quote, mut word) = (0usize, None, String::new());
+        while i < bytes.len() {
+            let byte = bytes[i];
+            if byte == b'\n' {
+                line += 1;
+            }
+            if let Some(q) = quote {
+                if byte == b'\\' {
+                    i += 1; // the escaped byte
+                } else if byte == q {
+                    quote = None;
+                }
+                i += 1;
+                continue;
+            }
+            if byte.is_ascii_alphanumeric() || byte == b'_' {
+                word.push(byte as char);
+                i += 1;
+                continue;
+            }
+            if matches!(word.as_str(), "and" | "or" | "not" | "in" | "is") {
+                operators += 1;
+            }
+            word.clear();
+            if byte == close && bytes.get(i + 1) == Some(&b'}') {
+                i += 2;
+                break;
+            }
+            match byte {
+                b'\'' | b'"' => quote = Some(byte),
+                b'~' | b'+' | b'-' | b'*' | b'/' | b'%' | b'<' | b'>' | b'=' | b'!' | b'|' | b'.' | b'['
+                | b'(' => operators += 1,
+                _ => {}
+            }
+            if operators > MAX_TAG_OPERATORS {
+                return Err(ChatError::Syntax(format!(
+                    "a tag on line {line} holds more than {MAX_TAG_OPERATORS} operators, filters and \
+                     accesses (the most accepted in one expression)"
+                )));
+            }
+            i += 1;
+        }
+    }
+    Ok(())
 }
 
 fn describe(error: &JinjaError) -> String {

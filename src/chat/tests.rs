@@ -121,3 +121,43 @@ fn runaway_templates_are_stopped() {
     let template = ChatTemplate::new(endless, TemplateSource::File, String::new(), String::new()).unwrap();
     assert!(matches!(template.render(&[], GENERATE), Err(ChatError::Render(_))));
 }
+
+/// Chains that minijinja's parser builds by iteration but compiles by recursion (binary
+/// operators, `not`, filters, attributes, subscripts, calls): past a few thousand links they
+/// overflow the stack while the template is compiled, so a tag may hold only
+/// `MAX_TAG_OPERATORS` of them. Nesting (parentheses, lists, blocks) is minijinja's own limit.
+fn deep_chains(links: usize) -> Vec<String> {
+    vec![
+        format!("{{{{ 'a'{} }}}}", " ~ 'a'".repeat(links)),
+        format!("{{{{ {}1 }}}}", "not ".repeat(links)),
+        format!("{{{{ 'a'{} }}}}", "|trim".repeat(links)),
+        format!("{{{{ x{} }}}}", ".a".repeat(links)),
+        format!("{{{{ x{} }}}}", "[0]".repeat(links)),
+        format!("{{% set y = 1{} %}}", " + 1".repeat(links)),
+    ]
+}
+
+#[test]
+fn long_operator_chains_are_refused_before_they_reach_the_compiler() {
+    for text in deep_chains(5000) {
+        // Run on a 1 MiB stack, like the browser's: before the limit, these overflowed it.
+        let outcome = std::thread::Builder::new()
+            .stack_size(1 << 20)
+            .spawn(move || ChatTemplate::new(&text, TemplateSource::File, String::new(), String::new()).err())
+            .unwrap()
+            .join()
+            .unwrap();
+        let error = outcome.expect("refused").to_string();
+        assert!(error.contains("operators"), "{error}");
+    }
+    for text in deep_chains(MAX_TAG_OPERATORS / 2) {
+        let template = ChatTemplate::new(&text, TemplateSource::File, String::new(), String::new());
+        assert!(template.is_ok(), "{text:.60}: {:?}", template.err());
+    }
+    // Operators inside string literals and comments are text, not operators.
+    let text = format!("{{# {} #}}{{{{ '{}' }}}}", "~".repeat(5000), "+".repeat(5000));
+    assert!(ChatTemplate::new(&text, TemplateSource::File, String::new(), String::new()).is_ok());
+    let huge = "x".repeat(MAX_TEMPLATE_BYTES + 1);
+    let error = ChatTemplate::new(&huge, TemplateSource::File, String::new(), String::new()).err().unwrap();
+    assert!(error.to_string().contains("larger than"), "{error}");
+}
