@@ -14,7 +14,7 @@ pub use error::EngineError;
 use crate::chat::{ChatMessage, ChatTemplate, RenderOptions};
 use crate::model::{KvCache, LogitsFor, Model, ModelBytes, Scratch};
 use crate::sampler::{Sampler, SamplerSettings, StepTrace};
-use crate::tokenizer::{EncodeOptions, Tokenizer, Utf8Stream};
+use crate::tokenizer::{EncodeOptions, Tokenizer, Utf8Stream, token_count};
 
 /// Tokens per forward call during prefill: large enough that every weight block is reused
 /// across many rows, small enough that the scratch buffers stay a few MB.
@@ -30,11 +30,17 @@ impl Engine {
     /// Validates and takes ownership of a whole GGUF file.
     pub fn load(file: impl Into<ModelBytes>) -> Result<Engine, EngineError> {
         let model = Model::load(file)?;
+        // Compared before the tokenizer is built: building one for a vocabulary the embedding
+        // does not match would only spend memory on a file about to be refused.
+        let model_vocab = model.config().vocab_size;
+        if let Some(tokens) = token_count(model.metadata()).filter(|&tokens| tokens != model_vocab) {
+            return Err(EngineError::VocabularyMismatch { tokenizer: tokens, model: model_vocab });
+        }
         let tokenizer = Tokenizer::from_metadata(model.metadata())?;
-        if tokenizer.vocab_size() != model.config().vocab_size {
+        if tokenizer.vocab_size() != model_vocab {
             return Err(EngineError::VocabularyMismatch {
                 tokenizer: tokenizer.vocab_size(),
-                model: model.config().vocab_size,
+                model: model_vocab,
             });
         }
         let template = ChatTemplate::for_model(model.metadata(), &tokenizer)?;

@@ -178,12 +178,19 @@ fn streamed_text_joins_into_the_decoded_text() {
 /// The micro model with extra metadata entries (for the keys llama.cpp reads beyond the
 /// architecture's own).
 fn micro_with_metadata(extra: &[(&str, crate::gguf::Value)]) -> Engine {
+    load_micro_with_metadata(extra).unwrap()
+}
+
+/// [`micro_with_metadata`] as `Engine::load` answers it; `extra` entries replace the file's.
+fn load_micro_with_metadata(extra: &[(&str, crate::gguf::Value)]) -> Result<Engine, EngineError> {
     use crate::gguf::{Gguf, writer::GgufWriter};
     let bytes = fixture("models/qwen3-micro-q4_0.gguf");
     let file = Gguf::parse(&bytes).unwrap();
     let mut writer = GgufWriter::new();
     for (key, value) in file.metadata().iter() {
-        writer = writer.kv(key, value.clone());
+        if extra.iter().all(|(replaced, _)| *replaced != key) {
+            writer = writer.kv(key, value.clone());
+        }
     }
     for (key, value) in extra {
         writer = writer.kv(key, value.clone());
@@ -192,7 +199,23 @@ fn micro_with_metadata(extra: &[(&str, crate::gguf::Value)]) -> Engine {
         let data = file.tensor_data(tensor).to_vec();
         writer = writer.tensor(&tensor.name, &tensor.dims, tensor.ggml_type, data);
     }
-    Engine::load(writer.to_bytes()).unwrap()
+    Engine::load(writer.to_bytes())
+}
+
+/// A vocabulary that does not match the embedding is refused before a tokenizer is built for
+/// it (here the tokenizer could not even be built: its model is unknown, which used to be the
+/// error reported, after building).
+#[test]
+fn a_vocabulary_the_embedding_does_not_match_is_refused_before_the_tokenizer_is_built() {
+    use crate::gguf::{Array, Value};
+    let tokens = Value::Array(Array::String(vec![String::new(); 9000]));
+    let error = load_micro_with_metadata(&[
+        ("tokenizer.ggml.tokens", tokens),
+        ("tokenizer.ggml.model", Value::String("no-such-tokenizer".into())),
+    ])
+    .err()
+    .expect("refused");
+    assert!(matches!(error, EngineError::VocabularyMismatch { tokenizer: 9000, model: 8026 }), "{error}");
 }
 
 #[test]

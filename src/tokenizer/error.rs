@@ -19,7 +19,7 @@ pub enum TokenizerError {
     /// refuses unknown names too).
     UnsupportedPreTokenizer(String),
     EmptyVocabulary,
-    /// More tokens than a 32-bit signed token id (llama.cpp's `llama_token`) can number.
+    /// More tokens than [`MAX_VOCABULARY`](super::vocab::MAX_VOCABULARY).
     VocabularyTooLarge(usize),
     /// A per-token array (scores, token types) does not have one entry per token.
     LengthMismatch {
@@ -68,7 +68,11 @@ impl fmt::Display for TokenizerError {
             }
             TokenizerError::EmptyVocabulary => write!(f, "tokenizer metadata: the vocabulary is empty"),
             TokenizerError::VocabularyTooLarge(n) => {
-                write!(f, "tokenizer metadata: {n} tokens is more than token ids can number")
+                write!(
+                    f,
+                    "tokenizer metadata: {n} tokens, more than the {} accepted",
+                    super::vocab::MAX_VOCABULARY
+                )
             }
             TokenizerError::LengthMismatch { key, tokens, found } => {
                 write!(f, "tokenizer metadata: `{key}` has {found} entries for {tokens} tokens")

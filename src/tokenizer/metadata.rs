@@ -4,7 +4,7 @@ use crate::gguf::{Array, Metadata, Value};
 
 use super::TokenizerSpec;
 use super::error::TokenizerError;
-use super::vocab::SpecialRole;
+use super::vocab::{SpecialRole, check_vocabulary_size};
 
 const MODEL: &str = "tokenizer.ggml.model";
 const PRE: &str = "tokenizer.ggml.pre";
@@ -24,6 +24,15 @@ const DEPRECATED_FIM_KEYS: [(&str, SpecialRole); 3] = [
     ("tokenizer.ggml.middle_token_id", SpecialRole::FimMid),
 ];
 
+/// The length of `tokenizer.ggml.tokens`, if the file has that array: what a model's embedding
+/// rows are compared with before any tokenizer is built.
+pub fn token_count(md: &Metadata) -> Option<usize> {
+    match md.get(TOKENS) {
+        Some(Value::Array(Array::String(tokens))) => Some(tokens.len()),
+        _ => None,
+    }
+}
+
 pub(super) fn spec_from_metadata(md: &Metadata) -> Result<TokenizerSpec<'_>, TokenizerError> {
     let model = string(md, MODEL)?.ok_or(TokenizerError::MissingKey(MODEL))?;
     let tokens = match md.get(TOKENS) {
@@ -31,6 +40,7 @@ pub(super) fn spec_from_metadata(md: &Metadata) -> Result<TokenizerSpec<'_>, Tok
         Some(Value::Array(Array::String(tokens))) => tokens.as_slice(),
         Some(_) => return Err(wrong_type(TOKENS, "an array of strings")),
     };
+    check_vocabulary_size(tokens.len())?;
     let scores = match md.get(SCORES) {
         None => None,
         Some(Value::Array(Array::F32(scores))) => Some(scores.clone()),

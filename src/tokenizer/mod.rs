@@ -38,8 +38,9 @@ mod tests;
 
 pub use detokenize::{DecodeOptions, Detokenizer, Utf8Stream};
 pub use error::TokenizerError;
+pub use metadata::token_count;
 pub use pretokenize::PreTokenizer;
-pub use vocab::{SpecialRole, TokenKind};
+pub use vocab::{MAX_VOCABULARY, SpecialRole, TokenKind};
 
 use bpe::BpeModel;
 use detokenize::{Pieces, Spelling};

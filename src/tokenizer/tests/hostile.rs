@@ -205,3 +205,17 @@ fn errors_explain_themselves() {
     let message = TokenizerError::UnsupportedPreTokenizer("x".into()).to_string();
     assert!(message.contains("tokenizer.ggml.pre"), "{message}");
 }
+
+/// A vocabulary list longer than `MAX_VOCABULARY` is refused as soon as its length is read,
+/// before any per-token structure is built (4 M empty tokens once took 838 MB to build).
+#[test]
+fn a_vocabulary_over_the_limit_is_refused_before_it_is_built() {
+    use super::super::MAX_VOCABULARY;
+    let mut metadata = Metadata::default();
+    metadata.insert("tokenizer.ggml.model".into(), Value::String("gpt2".into())).unwrap();
+    let tokens: Vec<String> = (0..=MAX_VOCABULARY).map(|i| format!("t{i}")).collect();
+    metadata.insert("tokenizer.ggml.tokens".into(), Value::Array(Array::String(tokens))).unwrap();
+    metadata.insert("tokenizer.ggml.merges".into(), Value::Array(Array::String(Vec::new()))).unwrap();
+    let error = Tokenizer::from_metadata(&metadata).err();
+    assert_eq!(error, Some(TokenizerError::VocabularyTooLarge(MAX_VOCABULARY + 1)));
+}
