@@ -24,7 +24,7 @@
 // .cache/models/ with ../shared/models/make_qwen3_0_6b.py when missing and that script exists).
 
 import { spawn, spawnSync } from 'node:child_process';
-import { copyFileSync, existsSync, lstatSync, mkdirSync, readFileSync, renameSync, rmSync, symlinkSync } from 'node:fs';
+import { copyFileSync, existsSync, lstatSync, mkdirSync, readFileSync, realpathSync, renameSync, rmSync, symlinkSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
@@ -282,7 +282,9 @@ async function main() {
   const busyLoop = options.busyCore ? spawn(process.execPath, ['-e', 'for (;;) {}'], { stdio: 'ignore' }) : null;
   busyLoop?.unref(); // It must not keep this script alive...
   process.on('exit', () => busyLoop?.kill()); // ...nor outlive it.
-  const server = await startServer({ root: www, port: 0 });
+  // The models are symlinked under www/models/bench: the server may follow those links only.
+  const allow = [...new Set(models.map((model) => path.dirname(realpathSync(model))))];
+  const server = await startServer({ root: www, port: 0, allow });
   const browser = await chromium.launch({ executablePath: chromiumPath, args: CHROMIUM_ARGS, headless: true });
   const report = {
     pp: options.pp,

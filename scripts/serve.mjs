@@ -3,15 +3,18 @@
 //
 //   node scripts/serve.mjs [--port 8080] [--root www] [--no-isolation]
 //
-// Binds 127.0.0.1 only. Sends the cross-origin isolation headers (COOP/COEP/CORP) on
-// every response so the page can use SharedArrayBuffer and wasm threads (--no-isolation
-// leaves them out, to try the single-threaded fallback), answers
-// HTTP Range requests (model files are hundreds of MB and are streamed, never read
-// whole), and refuses paths that escape the root.
+// Binds 127.0.0.1 only and answers only requests whose Host is a loopback name (a page on
+// another site whose name was rebound to 127.0.0.1 gets 421). Sends the cross-origin
+// isolation headers (COOP/COEP/CORP) on every response so the page can use
+// SharedArrayBuffer and wasm threads (--no-isolation leaves them out, to try the
+// single-threaded fallback), answers HTTP Range requests (model files are hundreds of MB
+// and are streamed, never read whole), and refuses paths that escape the root, symlinks
+// included (their real path must lie under the root or a directory given in `allow`).
+// A file is sent with exactly the length announced, even if it changes meanwhile.
 
 import { createServer } from 'node:http';
 import { createReadStream } from 'node:fs';
-import { stat } from 'node:fs/promises';
+import { realpath, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
@@ -107,6 +110,24 @@ function sendText(res, status, text, extraHeaders = {}) {
   res.end(res.req.method === 'HEAD' ? undefined : body);
 }
 
+/** Whether `filePath`'s real path (symlinks followed) lies in one of `places` (real paths). */
+async function insideAllowed(filePath, places) {
+  let real;
+  try {
+    real = await realpath(filePath);
+  } catch {
+    return true; // Missing: answered with 404 by findFile.
+  }
+  return places.some((place) => real === place || real.startsWith(place + path.sep));
+}
+
+/** Loopback Host names, with or without a port: the only ones this server answers. */
+export function isLoopbackHost(host) {
+  if (typeof host !== 'string') return false;
+  const match = /^(localhost|127\.0\.0\.1|\[::1\])(:\d{1,5})?$/i.exec(host);
+  return match !== null;
+}
+
 async function findFile(filePath) {
   try {
     const stats = await stat(filePath);
@@ -118,38 +139,63 @@ async function findFile(filePath) {
   return null;
 }
 
-function streamFile(res, filePath, status, headers, range) {
+/** Sends bytes start..=end of the file: exactly Content-Length bytes, even if the file grows
+ *  meanwhile; if it shrinks, the connection is cut so the client sees a short body. */
+function streamFile(res, filePath, status, headers, { start, end }) {
   res.writeHead(status, headers);
-  if (res.req.method === 'HEAD') {
+  if (res.req.method === 'HEAD' || end < start) {
     res.end();
     return;
   }
-  const stream = createReadStream(filePath, range ?? {});
+  const stream = createReadStream(filePath, { start, end });
+  let sent = 0;
+  stream.on('data', (chunk) => {
+    sent += chunk.length;
+  });
   stream.on('error', () => res.destroy());
+  stream.on('end', () => {
+    if (sent !== end - start + 1) res.destroy();
+  });
   res.on('close', () => stream.destroy());
   stream.pipe(res);
 }
 
-async function handleRequest(root, req, res) {
+async function handleRequest(root, places, req, res) {
+  if (!isLoopbackHost(req.headers.host)) {
+    sendText(res, 421, 'This server answers only to localhost, 127.0.0.1 or [::1]');
+    return;
+  }
   if (req.method !== 'GET' && req.method !== 'HEAD') {
     sendText(res, 405, 'Method not allowed', { Allow: 'GET, HEAD' });
     return;
   }
-  const url = new URL(req.url, 'http://localhost');
+  let url;
+  try {
+    url = new URL(req.url, 'http://localhost');
+  } catch {
+    sendText(res, 400, 'Bad request target');
+    return;
+  }
   let filePath = resolveUnderRoot(root, url.pathname);
-  if (filePath === null) {
+  if (filePath === null || !(await insideAllowed(filePath, places))) {
     sendText(res, 403, 'Forbidden');
     return;
   }
   let found = await findFile(filePath);
   if (found?.isDirectory) {
-    // Relative URLs in index.html only resolve correctly under a trailing slash.
+    // Relative URLs in index.html only resolve correctly under a trailing slash. One leading
+    // slash only: "//evil.com/" would send the browser to another site.
     if (!url.pathname.endsWith('/')) {
-      res.writeHead(301, { ...headersFor(req), Location: url.pathname + '/' + url.search, 'Content-Length': 0 });
+      const location = '/' + url.pathname.replace(/^\/+/, '') + '/' + url.search;
+      res.writeHead(301, { ...headersFor(req), Location: location, 'Content-Length': 0 });
       res.end();
       return;
     }
     filePath = path.join(filePath, 'index.html');
+    if (!(await insideAllowed(filePath, places))) {
+      sendText(res, 403, 'Forbidden');
+      return;
+    }
     found = await findFile(filePath);
   }
   if (!found?.stats) {
@@ -183,19 +229,21 @@ async function handleRequest(root, req, res) {
     streamFile(res, filePath, 206, headers, range);
   } else {
     headers['Content-Length'] = size;
-    streamFile(res, filePath, 200, headers, null);
+    streamFile(res, filePath, 200, headers, { start: 0, end: size - 1 });
   }
 }
 
 /**
  * Starts the server. Resolves to {server, port, url, close} once listening; port 0 picks
- * a free port (the actual one is in the result).
+ * a free port (the actual one is in the result). `allow` lists directories outside the root
+ * that symlinks under it may point into (the benchmark links models that way).
  */
-export function startServer({ root = DEFAULT_ROOT, port = DEFAULT_PORT, host = HOST, isolation = true } = {}) {
+export async function startServer({ root = DEFAULT_ROOT, port = DEFAULT_PORT, host = HOST, isolation = true, allow = [] } = {}) {
   const absoluteRoot = path.resolve(root);
+  const places = await Promise.all([absoluteRoot, ...allow].map((dir) => realpath(path.resolve(dir))));
   const server = createServer((req, res) => {
     req.isolation = isolation;
-    handleRequest(absoluteRoot, req, res).catch((error) => {
+    handleRequest(absoluteRoot, places, req, res).catch((error) => {
       if (!res.headersSent) sendText(res, 500, 'Internal server error');
       else res.destroy();
       console.error(error);
