@@ -15,16 +15,33 @@
 // prompt_n), from the same starting guess, so with equal tokenizers both pick the same text and
 // evaluate the same ids. Every result carries `prompt_words`; scripts/bench.mjs fails a model
 // whose two sides used different texts.
-/** Benchmark settings from the page URL: ?model=URL&pp=64&tg=32&threads=1[&ctx=N][&warmup=1][&relaxed=0]. */
-export function readParams(search = location.search) {
+/** Upper bounds of the benchmark settings: a page link cannot ask for unbounded work. */
+export const PARAM_LIMITS = { pp: 4096, tg: 4096, threads: 64, ctx: 32768, warmup: 10 };
+
+/** Benchmark settings from the page URL: ?model=URL&pp=64&tg=32&threads=1[&ctx=N][&warmup=1][&relaxed=0].
+ *  The model must be on this page's own origin (a link cannot make the page fetch another
+ *  site), and every number is bounded by PARAM_LIMITS. */
+export function readParams(search = location.search, base = location.href) {
   const query = new URLSearchParams(search);
   const model = query.get('model');
   if (!model) throw new Error('missing ?model=URL (a .gguf file served with Content-Length)');
+  let modelUrl;
+  try {
+    modelUrl = new URL(model, base);
+  } catch {
+    throw new Error(`model "${model}" is not a URL`);
+  }
+  if (modelUrl.origin !== new URL(base).origin) {
+    throw new Error(`model must be served by this page's origin (${new URL(base).origin}), not ${modelUrl.origin}`);
+  }
   const integer = (name, fallback, min) => {
     const raw = query.get(name);
+    const max = PARAM_LIMITS[name];
     if (raw === null || raw === '') return fallback;
     const value = Number(raw);
-    if (!Number.isInteger(value) || value < min) throw new Error(`${name} must be an integer >= ${min}, got "${raw}"`);
+    if (!Number.isInteger(value) || value < min || value > max) {
+      throw new Error(`${name} must be an integer from ${min} to ${max}, got "${raw}"`);
+    }
     return value;
   };
   const pp = integer('pp', 64, 1);
@@ -35,7 +52,7 @@ export function readParams(search = location.search) {
   const ctx = integer('ctx', Math.ceil((pp + tg + 1) / 256) * 256, pp + tg + 1);
   const warmup = integer('warmup', 1, 0);
   const relaxed = query.get('relaxed') !== '0'; // relaxed=0: Inferno's plain SIMD128 build
-  return { model: new URL(model, location.href).href, pp, tg, threads, ctx, warmup, relaxed };
+  return { model: modelUrl.href, pp, tg, threads, ctx, warmup, relaxed };
 }
 
 const PROMPT_WORDS = 'the of and to in is that for it was on with as be at by this from or one'.split(' ');

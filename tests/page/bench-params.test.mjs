@@ -1,0 +1,29 @@
+// The benchmark page's URL parameters: a link cannot make the page fetch another site's file
+// or run unbounded work.
+//
+//   node --test tests/page/bench-params.test.mjs   (no browser needed)
+
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { PARAM_LIMITS, readParams } from '../../www/bench-common.js';
+
+const PAGE = 'http://127.0.0.1:8080/bench.html';
+
+test('the model comes from the page origin only', () => {
+  const params = readParams('?model=models/x.gguf&pp=8&tg=4', PAGE);
+  assert.equal(params.model, 'http://127.0.0.1:8080/models/x.gguf');
+  assert.deepEqual([params.pp, params.tg, params.ctx], [8, 4, 256]);
+  assert.throws(() => readParams('?model=https://evil.example/x.gguf', PAGE), /origin/);
+  assert.throws(() => readParams('?model=//evil.example/x.gguf', PAGE), /origin/);
+  assert.throws(() => readParams('?model=http://[', PAGE), /not a URL/);
+  assert.throws(() => readParams('', PAGE), /missing/);
+});
+
+test('every number is bounded', () => {
+  for (const [name, max] of Object.entries(PARAM_LIMITS)) {
+    assert.throws(() => readParams(`?model=x.gguf&${name}=${max + 1}`, PAGE), new RegExp(`${name} must be`));
+  }
+  assert.throws(() => readParams('?model=x.gguf&pp=1e9', PAGE), /pp must be/);
+  assert.throws(() => readParams('?model=x.gguf&tg=-1', PAGE), /tg must be/);
+  assert.equal(readParams(`?model=x.gguf&pp=${PARAM_LIMITS.pp}&tg=1&ctx=${PARAM_LIMITS.ctx}`, PAGE).pp, PARAM_LIMITS.pp);
+});
