@@ -90,8 +90,9 @@ wasm_cargo() { # flavour cargo-subcommand args...
       features+=" -C link-arg=--export=__tls_align -C link-arg=--export=__tls_base"
       ;;
   esac
-  export CARGO_TARGET_DIR="$ROOT/target/wasm-$flavour"
-  export CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUSTFLAGS="-C target-feature=$features"
+  # local -x: exported to cargo only, so a later native cargo keeps its own target dir.
+  local -x CARGO_TARGET_DIR="$ROOT/target/wasm-$flavour"
+  local -x CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUSTFLAGS="-C target-feature=$features"
   local needs_std_build=
   case "$flavour" in *threads) needs_std_build=1 ;; esac
   if [ "$WASM_MODE" = rustup ] && [ -z "$needs_std_build" ]; then

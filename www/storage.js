@@ -20,13 +20,17 @@ function storedName(name) {
   return safe && safe !== '.' && safe !== '..' ? safe : 'model.gguf';
 }
 
+/** Copies in progress are written under this prefix and renamed when complete. */
+const PARTIAL_PREFIX = '.partial-';
+
 /** [{name, size, modified}] of the models kept in this browser, newest first. */
 export async function listStoredModels() {
   if (!opfsAvailable()) return [];
   const dir = await modelsDir();
+  await removeUnfinishedCopies(dir);
   const models = [];
   for await (const [name, handle] of dir.entries()) {
-    if (handle.kind !== 'file') continue;
+    if (handle.kind !== 'file' || name.startsWith(PARTIAL_PREFIX)) continue;
     const file = await handle.getFile();
     models.push({ name, size: file.size, modified: file.lastModified });
   }
@@ -42,7 +46,9 @@ export async function openStoredModel(name) {
 
 /**
  * Copies a model into OPFS from a File/Blob or a URL, streaming (never a whole copy in
- * memory). A half-written file is removed when the copy fails.
+ * memory). The copy is written under a temporary name and takes the model's name only when
+ * complete, so a copy that fails halfway leaves any model already stored under that name as
+ * it was (the half-written file is removed).
  */
 export async function storeModel(name, source, onProgress = () => {}) {
   if (!opfsAvailable()) throw new Error('this browser has no Origin Private File System');
@@ -64,8 +70,8 @@ export async function storeModel(name, source, onProgress = () => {}) {
     const free = ((estimate.quota - estimate.usage) / 1e6).toFixed(0);
     throw new Error(`not enough browser storage: ${(total / 1e6).toFixed(0)} MB needed, ${free} MB free`);
   }
-  const handle = await dir.getFileHandle(fileName, { create: true });
-  const writable = await handle.createWritable();
+  const partialName = `${PARTIAL_PREFIX}${Date.now().toString(36)}-${Math.random().toString(36).slice(2)}`;
+  const partial = await dir.getFileHandle(partialName, { create: true });
   let written = 0;
   const counter = new TransformStream({
     transform(chunk, controller) {
@@ -75,12 +81,35 @@ export async function storeModel(name, source, onProgress = () => {}) {
     },
   });
   try {
-    await stream.pipeThrough(counter).pipeTo(writable);
+    await stream.pipeThrough(counter).pipeTo(await partial.createWritable());
+    if (total && written !== total) throw new Error(`the copy stopped at ${written} of ${total} bytes`);
+    await dir.removeEntry(fileName).catch(() => {}); // the older copy, if any: replaced now
+    if (typeof partial.move === 'function') {
+      await partial.move(fileName);
+    } else {
+      // No rename in this browser: copy the finished file under its name (disk to disk).
+      const target = await dir.getFileHandle(fileName, { create: true });
+      await (await partial.getFile()).stream().pipeTo(await target.createWritable());
+      await dir.removeEntry(partialName);
+    }
   } catch (error) {
-    await dir.removeEntry(fileName).catch(() => {});
+    await dir.removeEntry(partialName).catch(() => {});
     throw error;
   }
   return { name: fileName, size: written };
+}
+
+/** Removes copies that a tab closed while storing left unfinished: those started a day ago or
+ *  more (a younger one may still be running in another tab). Called with the model list. */
+async function removeUnfinishedCopies(dir) {
+  const dayAgo = Date.now() - 24 * 3600 * 1000;
+  const stale = [];
+  for await (const [name] of dir.entries()) {
+    if (!name.startsWith(PARTIAL_PREFIX)) continue;
+    const started = parseInt(name.slice(PARTIAL_PREFIX.length).split('-')[0], 36);
+    if (!(started > dayAgo)) stale.push(name);
+  }
+  await Promise.all(stale.map((name) => dir.removeEntry(name).catch(() => {})));
 }
 
 export async function deleteStoredModel(name) {
