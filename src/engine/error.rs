@@ -18,6 +18,11 @@ pub enum EngineError {
         tokens: usize,
         context: usize,
     },
+    /// The rendered chat prompt has more bytes than `context` tokens can spell.
+    RenderedPromptTooLong {
+        bytes: usize,
+        context: usize,
+    },
     /// A step was asked for before any prompt was evaluated.
     NothingToContinue,
 }
@@ -42,6 +47,12 @@ impl std::fmt::Display for EngineError {
             EngineError::EmptyPrompt => write!(f, "the prompt is empty"),
             EngineError::PromptTooLong { tokens, context } => {
                 write!(f, "the prompt has {tokens} tokens but the context holds {context}")
+            }
+            EngineError::RenderedPromptTooLong { bytes, context } => {
+                write!(
+                    f,
+                    "the chat template rendered {bytes} bytes, more than a context of {context} tokens can hold"
+                )
             }
             EngineError::NothingToContinue => write!(f, "no prompt has been evaluated yet"),
         }

@@ -24,6 +24,8 @@ pub struct Engine {
     model: Model,
     tokenizer: Tokenizer,
     template: ChatTemplate,
+    /// Bytes of the longest vocabulary entry: a prompt of n tokens spells at most n times this.
+    longest_token: usize,
 }
 
 impl Engine {
@@ -44,7 +46,13 @@ impl Engine {
             });
         }
         let template = ChatTemplate::for_model(model.metadata(), &tokenizer)?;
-        Ok(Engine { model, tokenizer, template })
+        let longest_token = (0..tokenizer.vocab_size() as u32)
+            .filter_map(|id| tokenizer.token_str(id))
+            .map(str::len)
+            .max()
+            .unwrap_or(1)
+            .max(1);
+        Ok(Engine { model, tokenizer, template, longest_token })
     }
 
     pub fn model(&self) -> &Model {
@@ -76,14 +84,23 @@ impl Engine {
         ids
     }
 
-    /// The prompt tokens of a conversation, ready for the assistant's next turn.
+    /// The prompt tokens of a conversation, ready for the assistant's next turn, for a context
+    /// of `context` tokens. A rendered text longer than `context` tokens could spell (the
+    /// longest vocabulary entry's bytes per token) is refused before it is tokenized: a
+    /// template can render hundreds of megabytes (`{{ 'a ' * 50000000 }}`), and tokenizing them
+    /// only to learn that they do not fit took seconds and gigabytes.
     pub fn chat_prompt(
         &self,
         messages: &[ChatMessage],
         enable_thinking: Option<bool>,
+        context: usize,
     ) -> Result<Vec<u32>, EngineError> {
         let options = RenderOptions { add_generation_prompt: true, enable_thinking };
-        Ok(self.encode(&self.template.render(messages, options)?))
+        let text = self.template.render(messages, options)?;
+        if text.len() > context.saturating_mul(self.longest_token) {
+            return Err(EngineError::RenderedPromptTooLong { bytes: text.len(), context });
+        }
+        Ok(self.encode(&text))
     }
 
     /// A token's text for display (control tokens as written, broken UTF-8 as "�").

@@ -148,7 +148,8 @@ fn a_full_context_is_a_clear_error() {
 #[test]
 fn streamed_text_joins_into_the_decoded_text() {
     let engine = engine();
-    let prompt = engine.chat_prompt(&[ChatMessage::new("user", "Write ü and 中文")], Some(false)).unwrap();
+    let prompt =
+        engine.chat_prompt(&[ChatMessage::new("user", "Write ü and 中文")], Some(false), 256).unwrap();
     let mut session = engine.new_session(128).unwrap();
     session.sync(&engine, &prompt).unwrap();
     let mut sampler = Sampler::new(SamplerSettings {
@@ -263,4 +264,29 @@ fn a_file_held_in_pieces_runs_exactly_like_one_piece() {
     let cut = (header.data_offset + header.tensors[0].offset + 1) as usize;
     let broken = ModelBytes::from_pieces(vec![bytes[..cut].to_vec(), bytes[cut..].to_vec()]);
     assert!(Engine::load(broken).is_err());
+}
+
+/// A template that renders far more text than the context can hold is refused before the
+/// text is tokenized (10 MB here; 100 MB took 9.5 s and 2.26 GB to tokenize and then refuse).
+#[test]
+fn a_rendered_prompt_longer_than_the_context_can_spell_is_refused_before_tokenizing() {
+    use crate::gguf::Value;
+    let engine = load_micro_with_metadata(&[(
+        "tokenizer.chat_template",
+        Value::String("{{ 'a ' * 5000000 }}{{ messages[0].content }}".into()),
+    )])
+    .unwrap();
+    let messages = [ChatMessage::new("user", "hi")];
+    let error = engine.chat_prompt(&messages, None, 4096).expect_err("refused");
+    assert!(
+        matches!(error, EngineError::RenderedPromptTooLong { bytes: 10_000_002, context: 4096 }),
+        "{error}"
+    );
+    // The bound is what the context can spell, not a guess: a prompt that fits is accepted.
+    let engine = load_micro_with_metadata(&[(
+        "tokenizer.chat_template",
+        Value::String("{{ 'a ' * 100 }}{{ messages[0].content }}".into()),
+    )])
+    .unwrap();
+    assert!(engine.chat_prompt(&messages, None, 4096).unwrap().len() > 100);
 }

@@ -387,9 +387,12 @@ impl WebEngine {
         // Each answer starts its random stream afresh: the same seed and conversation give the
         // same answer.
         self.sampler = Sampler::new(request.settings).map_err(engine_error_of)?;
-        let prompt =
-            self.engine.chat_prompt(&request.messages, request.enable_thinking).map_err(engine_error)?;
-        self.sync_prompt(&prompt, request.context)
+        let context = self.context_for(request.context);
+        let prompt = self
+            .engine
+            .chat_prompt(&request.messages, request.enable_thinking, context)
+            .map_err(engine_error)?;
+        self.sync_prompt(&prompt, Some(context))
     }
 
     /// Brings the KV cache up to `tokens` exactly (no template), with greedy-or-given sampling
@@ -413,8 +416,13 @@ impl WebEngine {
         Ok(())
     }
 
+    /// The KV cache size asked for, or the model's context length capped at 4096.
+    fn context_for(&self, asked: Option<usize>) -> usize {
+        asked.unwrap_or_else(|| self.engine.model().config().context_length.min(4096))
+    }
+
     fn sync_prompt(&mut self, prompt: &[u32], context: Option<usize>) -> Result<JsValue, JsValue> {
-        let wanted = context.unwrap_or_else(|| self.engine.model().config().context_length.min(4096));
+        let wanted = self.context_for(context);
         if self.session.as_ref().is_none_or(|s| s.context_len() != wanted) {
             self.session = Some(self.engine.new_session(wanted).map_err(engine_error)?);
         }
@@ -514,7 +522,7 @@ fn engine_error(e: EngineError) -> JsValue {
         EngineError::Sampler(_) => "sampler",
         EngineError::VocabularyMismatch { .. } => "vocabulary_mismatch",
         EngineError::EmptyPrompt => "empty_prompt",
-        EngineError::PromptTooLong { .. } => "prompt_too_long",
+        EngineError::PromptTooLong { .. } | EngineError::RenderedPromptTooLong { .. } => "prompt_too_long",
         EngineError::NothingToContinue => "nothing_to_continue",
     };
     js_error("EngineError", kind, &e.to_string())

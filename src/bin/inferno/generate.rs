@@ -51,7 +51,8 @@ pub fn run(args: &[String]) -> Result<(), String> {
             (_, true) => Some(false),
             _ => None,
         };
-        engine.chat_prompt(&messages, thinking).map_err(|e| format!("generate: {e}"))?
+        let most = args.number("--context", engine.model().config().context_length)?;
+        engine.chat_prompt(&messages, thinking, most).map_err(|e| format!("generate: {e}"))?
     } else {
         engine.encode(prompt)
     };
