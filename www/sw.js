@@ -2,8 +2,16 @@
 // network off after one visit. Network first, so a rebuilt engine or page shows up at once
 // when the server is reachable; the cache answers only when it is not. Model files are
 // never cached here: they are hundreds of MB (the browser keeps them in OPFS on request).
+//
+// The cache holds one whole build at a time: build.sh writes builds.json with a version (a
+// hash of the page and the wasm builds) and the build files; the cache named after that
+// version is filled completely (a sentinel entry goes in last) or deleted, and only then are
+// older ones dropped. Offline, requests are answered from one complete cache only, so glue
+// code and wasm of two different builds never meet. Nothing is cached at run time (a URL
+// like worker.js?instance=N, used after a crash, is answered by worker.js's entry).
 
-const CACHE = 'inferno-shell-v2';
+const PREFIX = 'inferno-shell-';
+const COMPLETE = './__complete__';
 const SHELL = [
   './',
   './index.html',
@@ -26,24 +34,42 @@ const SHELL = [
 // this service worker's control, so all of them are kept up front (about 8 MB).
 const BUILDS = './builds.json';
 
+/** Makes the cache of the current build complete (filling it if needed) and drops the others. */
+async function refreshShell() {
+  const listing = await (await fetch(BUILDS, { cache: 'no-cache' })).json();
+  if (typeof listing?.version !== 'string' || !Array.isArray(listing.files)) throw new Error('builds.json: no version');
+  const name = PREFIX + listing.version;
+  const cache = await caches.open(name);
+  if (!(await cache.match(COMPLETE))) {
+    try {
+      const urls = [...SHELL, BUILDS, ...listing.files];
+      await cache.addAll(urls.map((url) => new Request(url, { cache: 'reload' })));
+      await cache.put(COMPLETE, new Response(listing.version));
+    } catch (error) {
+      await caches.delete(name);
+      throw error;
+    }
+  }
+  for (const other of await caches.keys()) if (other !== name) await caches.delete(other);
+}
+
+/** The newest complete cache's answer to `request` (query strings ignored), if any. */
+async function matchComplete(request) {
+  for (const name of (await caches.keys()).reverse()) {
+    if (!name.startsWith(PREFIX)) continue;
+    const cache = await caches.open(name);
+    if (!(await cache.match(COMPLETE))) continue;
+    return cache.match(request, { ignoreSearch: true });
+  }
+  return undefined;
+}
+
 self.addEventListener('install', (event) => {
-  event.waitUntil(
-    (async () => {
-      const cache = await caches.open(CACHE);
-      const builds = await (await fetch(BUILDS, { cache: 'no-cache' })).json();
-      await cache.addAll([...SHELL, BUILDS, ...builds]);
-      await self.skipWaiting();
-    })(),
-  );
+  event.waitUntil(refreshShell().then(() => self.skipWaiting()));
 });
 
 self.addEventListener('activate', (event) => {
-  event.waitUntil(
-    (async () => {
-      for (const name of await caches.keys()) if (name !== CACHE) await caches.delete(name);
-      await self.clients.claim();
-    })(),
-  );
+  event.waitUntil(self.clients.claim());
 });
 
 function isShell(url) {
@@ -67,18 +93,14 @@ self.addEventListener('fetch', (event) => {
     return;
   }
   if (request.method !== 'GET' || !isShell(url) || request.headers.has('Range')) return;
+  // Each visit brings the offline copy up to the build being served (when it can be reached).
+  if (request.mode === 'navigate') event.waitUntil(refreshShell().catch(() => {}));
   event.respondWith(
     (async () => {
       try {
-        const response = await fetch(request);
-        if (response.ok && response.type === 'basic') {
-          const copy = response.clone();
-          caches.open(CACHE).then((cache) => cache.put(request, copy)).catch(() => {});
-        }
-        return response;
+        return await fetch(request);
       } catch (error) {
-        // The worker is loaded as worker.js?instance=N after a crash: same file.
-        const cached = await caches.match(request, { ignoreSearch: true });
+        const cached = await matchComplete(request);
         if (cached) return cached;
         throw error;
       }

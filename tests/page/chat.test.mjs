@@ -354,6 +354,18 @@ describe('offline', { timeout: TEST_TIMEOUT_MS }, () => {
           await new Promise((resolve) => navigator.serviceWorker.addEventListener('controllerchange', resolve, { once: true }));
         }
       });
+      // One complete cache, named after the build being served, and nothing cached at run
+      // time: not even the URL a restarted worker is loaded from.
+      const caches = await page.evaluate(async () => {
+        await fetch('./worker.js?instance=7');
+        const { version } = await (await fetch('./builds.json')).json();
+        const names = await caches.keys();
+        const keys = await Promise.all(names.map(async (name) => (await (await caches.open(name)).keys()).map((r) => r.url)));
+        return { version, names, keys: keys.flat() };
+      });
+      assert.deepEqual(caches.names, [`inferno-shell-${caches.version}`]);
+      assert.ok(caches.keys.some((url) => url.endsWith('/pkg/inferno_bg.wasm')), 'the builds are kept');
+      assert.ok(!caches.keys.some((url) => url.includes('?')), `run-time entries: ${caches.keys.filter((u) => u.includes('?'))}`);
       await server.close();
       watchForProblems(page); // From here on, nothing may fail.
       await page.reload();
