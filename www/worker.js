@@ -327,15 +327,23 @@ function withSystemPrompt(messages) {
   return [{ role: 'system', content: systemPrompt }, ...messages];
 }
 
+let latestPreempt = 0; // numbers the preempting requests: only the newest one runs
+
 /**
  * Runs one load or generation at a time. Another one meanwhile is refused as busy, except
  * that a new load (`preempt`) stops the running work at its next chunk or step and waits
- * for it: dropping a second file replaces the first.
+ * for it: dropping a second file replaces the first. Of several loads that arrive while one
+ * runs, the newest wins and the others end as cancelled (three files dropped in quick
+ * succession load the third, not the second).
  */
 async function runExclusive(work, { preempt = false } = {}) {
-  if (busy && preempt) {
-    busy.stopRequested = true;
-    await busy.done.catch(() => {});
+  if (preempt) {
+    const mine = ++latestPreempt;
+    while (busy) {
+      busy.stopRequested = true;
+      await busy.done.catch(() => {});
+      if (mine !== latestPreempt) throw new WorkerError('LoadError', 'cancelled', 'replaced by a newer load');
+    }
   }
   if (busy) throw new WorkerError('ProtocolError', 'busy', 'the engine is busy: stop it or wait for it to finish');
   const run = { stopRequested: false, done: null };
