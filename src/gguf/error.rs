@@ -30,6 +30,11 @@ pub enum GgufError {
         count: u64,
         remaining: u64,
     },
+    /// More tensors than [`super::MAX_TENSORS`].
+    TooManyTensors {
+        offset: u64,
+        count: u64,
+    },
     /// A string's or array's declared length runs past the end of the file.
     LengthPastEnd {
         field: String,
@@ -148,6 +153,7 @@ pub enum GgufErrorKind {
     UnsupportedVersion,
     Truncated,
     CountTooLarge,
+    TooManyTensors,
     LengthPastEnd,
     NestingTooDeep,
     UnknownValueType,
@@ -178,6 +184,7 @@ impl GgufErrorKind {
             UnsupportedVersion => "unsupported_version",
             Truncated => "truncated",
             CountTooLarge => "count_too_large",
+            TooManyTensors => "too_many_tensors",
             LengthPastEnd => "length_past_end",
             NestingTooDeep => "nesting_too_deep",
             UnknownValueType => "unknown_value_type",
@@ -209,6 +216,7 @@ impl GgufError {
             GgufError::UnsupportedVersion { .. } => K::UnsupportedVersion,
             GgufError::Truncated { .. } => K::Truncated,
             GgufError::CountTooLarge { .. } => K::CountTooLarge,
+            GgufError::TooManyTensors { .. } => K::TooManyTensors,
             GgufError::LengthPastEnd { .. } => K::LengthPastEnd,
             GgufError::NestingTooDeep { .. } => K::NestingTooDeep,
             GgufError::UnknownValueType { .. } => K::UnknownValueType,
@@ -256,6 +264,11 @@ impl fmt::Display for GgufError {
             CountTooLarge { field, offset, count, remaining } => write!(
                 f,
                 "{field} at offset {offset} is {count}, more than the remaining {remaining} bytes can hold"
+            ),
+            TooManyTensors { offset, count } => write!(
+                f,
+                "tensor count at offset {offset} is {count}, more than the {} accepted",
+                super::MAX_TENSORS
             ),
             LengthPastEnd { field, offset, length, remaining } => write!(
                 f,

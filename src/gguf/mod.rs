@@ -30,6 +30,10 @@ pub const MAX_ARRAY_NESTING: usize = 3;
 /// ggml's `GGML_MAX_NAME` is 64 including the terminating NUL.
 pub const MAX_TENSOR_NAME_LEN: usize = 63;
 pub const MAX_DIMS: u32 = 4;
+/// The most tensors a file may hold: real models have hundreds to a few thousand (a model
+/// with every MoE expert stored apart, tens of thousands); a million tiny ones made a 231 MB
+/// inspection report from a 72 MB file.
+pub const MAX_TENSORS: u64 = 1 << 16;
 
 /// Smallest possible metadata entry: key length (8) + 1-byte key + type (4) + 1-byte value.
 const MIN_KV_LEN: u64 = 8 + 1 + 4 + 1;
@@ -250,6 +254,9 @@ fn read_header(c: &mut Cursor) -> Read<GgufHeader> {
 
     let tensor_count_at = c.pos;
     let tensor_count = c.u64(&|| "tensor count".into())?;
+    if tensor_count > MAX_TENSORS {
+        return Err(GgufError::TooManyTensors { offset: tensor_count_at, count: tensor_count }.into());
+    }
     let kv_count_at = c.pos;
     let kv_count = c.u64(&|| "metadata count".into())?;
     c.check_count(kv_count, MIN_KV_LEN, &|| "metadata count".into(), kv_count_at)?;
