@@ -73,3 +73,23 @@ export function errorBanner(id) {
     hide,
   };
 }
+
+/** Rows a long table builds at first, and adds per "show more": a hostile file can list tens
+ *  of thousands of tensors or metadata keys, and building every row at once froze the page. */
+export const PAGE_ROWS = 500;
+
+/** The last row of a paged table: how many rows are not shown yet, and a button that shows
+ *  the next PAGE_ROWS of them (`onMore`). */
+export function moreRowsRow(colspan, shown, total, onMore) {
+  const next = Math.min(PAGE_ROWS, total - shown);
+  return el(
+    'tr',
+    { className: 'more-rows' },
+    el(
+      'td',
+      { colSpan: colspan },
+      `${(total - shown).toLocaleString('en-US')} more not shown · `,
+      el('button', { type: 'button', className: 'more-rows-button', onclick: onMore }, `Show ${next.toLocaleString('en-US')} more`),
+    ),
+  );
+}

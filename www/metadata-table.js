@@ -2,13 +2,14 @@
 // previews ({element_type, length, preview}), so even a 262,144-token vocabulary is a
 // handful of DOM nodes; they are collapsed behind a <details> summary.
 
-import { el, replaceChildren, throttleToFrame } from './dom.js';
+import { PAGE_ROWS, el, moreRowsRow, replaceChildren, throttleToFrame } from './dom.js';
 import { formatInteger, formatQuantity, formatScalar } from './format.js';
 
 const LONG_STRING_CHARS = 240;
 
-let allEntries = [];
-let rows = [];
+let entries = [];
+let searchTexts = []; // searchText of each entry, computed once per file
+let limit = 0; // rows built; PAGE_ROWS more per "show more"
 let searchInput = null;
 
 function isArrayInfo(value) {
@@ -79,32 +80,42 @@ function buildRow(entry) {
   );
 }
 
+/** Builds the rows of the entries matching the search, up to `limit` of them (more on request). */
 function applySearch() {
   const query = searchInput.value.trim().toLowerCase();
-  let shown = 0;
-  rows.forEach(({ row, text }) => {
-    const match = !query || text.includes(query);
-    row.hidden = !match;
-    if (match) shown += 1;
-  });
+  const matching = query ? entries.filter((_, i) => searchTexts[i].includes(query)) : entries;
+  const shown = matching.slice(0, limit);
+  const tbody = document.querySelector('#metadata-table tbody');
+  const more = shown.length < matching.length
+    ? moreRowsRow(3, shown.length, matching.length, () => {
+        limit += PAGE_ROWS;
+        applySearch();
+      })
+    : [];
+  replaceChildren(tbody, shown.map(buildRow), more);
   document.getElementById('metadata-shown').textContent = query
-    ? `${formatInteger(shown)} of ${formatQuantity(allEntries.length, 'key')}`
-    : formatQuantity(allEntries.length, 'key');
+    ? `${formatInteger(matching.length)} of ${formatQuantity(entries.length, 'key')}`
+    : formatQuantity(entries.length, 'key');
 }
 
 function ensureSearchWired() {
   if (searchInput) return;
   searchInput = document.getElementById('metadata-search');
-  searchInput.addEventListener('input', throttleToFrame(applySearch));
+  searchInput.addEventListener(
+    'input',
+    throttleToFrame(() => {
+      limit = PAGE_ROWS;
+      applySearch();
+    }),
+  );
 }
 
 /** Shows a new file's metadata; the search starts fresh. */
-export function renderMetadataTable(entries) {
+export function renderMetadataTable(newEntries) {
   ensureSearchWired();
   searchInput.value = '';
-  allEntries = entries;
-  rows = entries.map((entry) => ({ row: buildRow(entry), text: searchText(entry) }));
-  const tbody = document.querySelector('#metadata-table tbody');
-  replaceChildren(tbody, rows.map(({ row }) => row));
+  entries = newEntries;
+  searchTexts = entries.map(searchText);
+  limit = PAGE_ROWS;
   applySearch();
 }

@@ -1,9 +1,10 @@
 // The tensor table: sortable by every column, filterable by name and type, and grouped
-// per transformer layer ("blk.N") with collapsible groups. At most a few thousand rows,
-// so each change rebuilds the body in one DocumentFragment; collapsing only toggles
-// `hidden` on the rows it owns.
+// per transformer layer ("blk.N") with collapsible groups. Rows are built PAGE_ROWS (500) at
+// a time, with a "show more" row, so each change rebuilds a bounded body in one
+// DocumentFragment whatever the file lists; collapsing only toggles `hidden` on the rows it
+// owns.
 
-import { el, replaceChildren, throttleToFrame } from './dom.js';
+import { PAGE_ROWS, el, moreRowsRow, replaceChildren, throttleToFrame } from './dom.js';
 import { formatBytes, formatDims, formatInteger, formatQuantity } from './format.js';
 
 const NON_LAYER_GROUP = 'global';
@@ -96,6 +97,7 @@ export class TensorTable {
     this.sort = { key: 'file_offset', direction: 1 };
     this.collapsed = new Set();
     this.groups = new Map();
+    this.limit = PAGE_ROWS; // tensor rows built; grows with "show more", resets with the view
     this.buildHeader();
     this.wireControls(section);
   }
@@ -109,7 +111,10 @@ export class TensorTable {
   }
 
   wireControls(section) {
-    const rerender = throttleToFrame(() => this.render());
+    const rerender = throttleToFrame(() => {
+      this.limit = PAGE_ROWS;
+      this.render();
+    });
     this.nameFilter.addEventListener('input', rerender);
     this.typeFilter.addEventListener('change', rerender);
     this.groupToggle.addEventListener('change', rerender);
@@ -123,6 +128,7 @@ export class TensorTable {
     this.colors = colors;
     this.collapsed.clear();
     this.nameFilter.value = '';
+    this.limit = PAGE_ROWS;
     this.fillTypeOptions();
     this.render();
   }
@@ -156,11 +162,20 @@ export class TensorTable {
 
   render() {
     const tensors = this.visibleTensors();
+    const shown = tensors.slice(0, this.limit);
     const fragment = document.createDocumentFragment();
     this.groups.clear();
-    if (this.groupToggle.checked) this.appendGrouped(fragment, tensors);
-    else tensors.forEach((tensor) => fragment.append(this.buildRow(tensor, null)));
+    if (this.groupToggle.checked) this.appendGrouped(fragment, shown, tensors);
+    else shown.forEach((tensor) => fragment.append(this.buildRow(tensor, null)));
     if (!tensors.length) fragment.append(el('tr', { className: 'empty-row' }, el('td', { colspan: COLUMNS.length }, 'No tensors match the filter.')));
+    if (shown.length < tensors.length) {
+      fragment.append(
+        moreRowsRow(COLUMNS.length, shown.length, tensors.length, () => {
+          this.limit += PAGE_ROWS;
+          this.render();
+        }),
+      );
+    }
     this.tbody.replaceChildren(fragment);
     this.updateHeader();
     this.shownLabel.textContent = tensors.length === this.tensors.length
@@ -168,17 +183,25 @@ export class TensorTable {
       : `${formatInteger(tensors.length)} of ${formatQuantity(this.tensors.length, 'tensor')}`;
   }
 
-  appendGrouped(fragment, tensors) {
+  /** Groups `tensors` (all that match) by layer and builds rows for those in `shown` only;
+   *  group headers count and size the whole group. */
+  appendGrouped(fragment, shown, tensors) {
     const byGroup = new Map();
     for (const tensor of tensors) {
       const key = groupKeyOf(tensor);
       if (!byGroup.has(key)) byGroup.set(key, { key, layer: tensor.layer, tensors: [] });
       byGroup.get(key).tensors.push(tensor);
     }
+    const wanted = new Set(shown);
+    let budget = shown.length;
     for (const group of [...byGroup.values()].sort(groupOrder)) {
+      if (budget <= 0) break;
       const collapsed = this.collapsed.has(group.key);
       const header = this.buildGroupHeader(group, collapsed);
-      const rows = group.tensors.map((tensor) => this.buildRow(tensor, group.key, collapsed));
+      const members = group.tensors.filter((tensor) => wanted.has(tensor)).slice(0, budget);
+      if (!members.length) continue;
+      budget -= members.length;
+      const rows = members.map((tensor) => this.buildRow(tensor, group.key, collapsed));
       this.groups.set(group.key, { header, rows });
       fragment.append(header, ...rows);
     }

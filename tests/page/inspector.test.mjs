@@ -184,6 +184,35 @@ pageSuite('tables', () => {
     assert.equal(await h.page.locator('#tensor-table tr[data-in-group="blk.0"]:visible').count(), 11);
   });
 
+  test('long tables build 500 rows at a time', async () => {
+    // 1,200 tensors and 1,200 keys: a hostile file can list tens of thousands of each.
+    const strings = Object.fromEntries(Array.from({ length: 1200 }, (_, i) => [`test.key.${String(i).padStart(4, '0')}`, `value ${i}`]));
+    const tensors = Array.from({ length: 1200 }, (_, i) => ({ name: `t${String(i).padStart(4, '0')}`, dims: [1] }));
+    const file = path.join(h.scratchDir, 'many.gguf');
+    writeFileSync(file, buildGguf({ strings, tensors }));
+    await chooseFile(file);
+    await assertReportVisible();
+    const tensorRows = () => h.page.locator('#tensor-table tr[data-tensor]').count();
+    const keyRows = () => h.page.locator('#metadata-table tr[data-key]').count();
+    assert.equal(await tensorRows(), 500);
+    assert.equal(await keyRows(), 500);
+    assert.match(await h.page.locator('#tensor-table tr.more-rows').innerText(), /700 more not shown/);
+    await h.page.click('#tensor-table tr.more-rows button');
+    assert.equal(await tensorRows(), 1000);
+    await h.page.click('#tensor-table tr.more-rows button');
+    assert.equal(await tensorRows(), 1200);
+    assert.equal(await h.page.locator('#tensor-table tr.more-rows').count(), 0);
+    // A filter starts again from the first page, and finds rows that were never built.
+    await h.page.fill('#tensor-filter', 't11');
+    await h.page.waitForFunction(() => document.querySelectorAll('#tensor-table tr[data-tensor]').length === 100);
+    await h.page.fill('#metadata-search', 'test.key.119');
+    await h.page.waitForFunction(() => document.querySelectorAll('#metadata-table tr[data-key]').length === 10);
+    await h.page.fill('#metadata-search', '');
+    await h.page.waitForFunction(() => document.querySelectorAll('#metadata-table tr[data-key]').length === 500);
+    await h.page.click('#metadata-table tr.more-rows button');
+    assert.equal(await keyRows(), 1000);
+  });
+
   test('metadata search and array previews', async () => {
     await chooseFile(requireModel(MODELS.qwen3Micro));
     await assertReportVisible();
