@@ -4,11 +4,12 @@
 #   ./build.sh serve [--port N]   set up, build the wasm package, fetch the demo model, serve www/
 #   ./build.sh test               set up and run every test (native, wasm in Chromium, page)
 #   ./build.sh setup              only install the toolchain pieces
-#   ./build.sh build              only build www/pkg (release wasm, SIMD128)
+#   ./build.sh build              only build the four wasm packages (www/pkg, www/pkg-*)
 #   ./build.sh models             only fetch the real test models into .cache/models
 #   ./build.sh wasm-test [FLAVOUR] only the crate's wasm tests in headless Chromium, for one
 #                                 build (simd or relaxed; default simd)
-#   ./build.sh fuzz [SECONDS]     run the GGUF parser fuzzer (default 600 s)
+#   ./build.sh fuzz [SECONDS] [TARGET]  run the fuzz targets (parse_gguf, render_template),
+#                                 each for SECONDS (default 600)
 #   ./build.sh bench [MODEL...]   Inferno vs llama.cpp's wasm build (wllama) in headless Chromium
 #
 # Every install step checks first, so a second run with everything present takes seconds.
@@ -242,11 +243,16 @@ run_tests() {
   echo "all suites: $passed passed, $failed failed"
 }
 
-run_fuzz() { # seconds
-  local seconds=${1:-600}
+FUZZ_TARGETS=(parse_gguf render_template)
+run_fuzz() { # seconds [target]: each target (or the one named) for that long
+  local seconds=${1:-600} target
   command -v cargo-fuzz >/dev/null || cargo install --quiet cargo-fuzz </dev/null
   (cd fuzz && cargo run --quiet --example seed_corpus)
-  (cd fuzz && RUSTC_BOOTSTRAP=1 cargo fuzz run parse_gguf -- -max_total_time="$seconds" -rss_limit_mb=2048 -max_len=65536)
+  for target in "${2:-${FUZZ_TARGETS[@]}}"; do
+    log "fuzzing $target for $seconds s"
+    (cd fuzz && RUSTC_BOOTSTRAP=1 cargo fuzz run "$target" -- -max_total_time="$seconds" -rss_limit_mb=2048 \
+      -max_len=65536 -print_final_stats=1)
+  done
 }
 
 command=${1:-help}
@@ -288,6 +294,6 @@ case "$command" in
     fetch_models
     exec node scripts/bench.mjs "$@"
     ;;
-  help | -h | --help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//' ;;
+  help | -h | --help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//' ;;
   *) die "unknown command '$command' (try ./build.sh help)" ;;
 esac

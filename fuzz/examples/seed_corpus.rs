@@ -1,4 +1,6 @@
-//! Writes the seed corpus of the `parse_gguf` fuzz target into `fuzz/corpus/parse_gguf/`:
+//! Writes the seed corpora of the fuzz targets. `render_template` (`fuzz/corpus/render_template/`)
+//! gets real chat templates (Qwen3's from the shared vocabulary file, ChatML, a Gemma-style one)
+//! with a message and option bits. `parse_gguf` (`fuzz/corpus/parse_gguf/`) gets
 //! a few small valid files from the writer (every value type, nested arrays, several tensor
 //! types, versions 2 and 3, a custom alignment), the first 300 KB of a real Qwen3 test model,
 //! and a miniature of that model (its real keys and tensor names, arrays cut to 32 elements,
@@ -33,6 +35,7 @@ fn main() {
             eprintln!("note: {}: {e}; writing the synthetic seeds only", models.join(REAL_MODEL).display())
         }
     }
+    template_seeds(&models, &fuzz_dir.join("corpus/render_template"));
     for (name, bytes) in &seeds {
         gguf::Gguf::parse(bytes).map(drop).unwrap_or_else(|e| {
             // The truncated real header is expected to fail; every other seed must be valid.
@@ -117,5 +120,44 @@ fn shorten(a: &Array) -> Array {
         Array::F32(v) => Array::F32(v[..n].to_vec()),
         Array::U32(v) => Array::U32(v[..n].to_vec()),
         other => other.clone(),
+    }
+}
+
+/// `template NUL message NUL switches` inputs for `render_template`.
+fn template_seeds(models: &Path, out: &Path) {
+    fs::create_dir_all(out).expect("create corpus dir");
+    let mut templates = vec![
+        (
+            "chatml".to_string(),
+            "{%- for message in messages -%}{{- '<|im_start|>' + message.role + '\\n' + message.content + \
+             '<|im_end|>\\n' -}}{%- endfor -%}{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\\n' -}}{%- endif -%}"
+                .to_string(),
+        ),
+        (
+            "gemma-like".to_string(),
+            "{%- set ns = namespace(system='') -%}{%- for m in messages -%}{%- if m.role == 'system' -%}\
+             {%- set ns.system = ns.system + m.content | trim -%}{%- else -%}<start_of_turn>{{ 'model' if \
+             m.role == 'assistant' else m.role }}\\n{{ ns.system }}{{ m.content | trim }}<end_of_turn>\\n{%- endif -%}\
+             {%- endfor -%}{%- if add_generation_prompt -%}<start_of_turn>model\\n{%- endif -%}"
+                .to_string(),
+        ),
+    ];
+    if let Ok(bytes) = fs::read(models.join("qwen3-vocab.gguf")) {
+        if let Ok(file) = gguf::Gguf::parse(&bytes) {
+            if let Some(template) = file.metadata().get_str("tokenizer.chat_template") {
+                templates.push(("qwen3".into(), template.to_owned()));
+            }
+        }
+    }
+    for (name, template) in templates {
+        for (suffix, message, switches) in [("hello", "Hello!", 0x21u8), ("think", "<think>x</think>y", 0x2f)] {
+            let mut bytes = template.clone().into_bytes();
+            bytes.push(0);
+            bytes.extend_from_slice(message.as_bytes());
+            bytes.push(0);
+            bytes.push(switches);
+            fs::write(out.join(format!("{name}-{suffix}.txt")), &bytes).expect("write seed");
+        }
+        println!("template seed {name}");
     }
 }
