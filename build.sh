@@ -8,8 +8,8 @@
 #   ./build.sh models             only fetch the real test models into .cache/models
 #   ./build.sh wasm-test [FLAVOUR] only the crate's wasm tests in headless Chromium, for one
 #                                 build (simd or relaxed; default simd)
-#   ./build.sh fuzz [SECONDS] [TARGET]  run the fuzz targets (parse_gguf, render_template),
-#                                 each for SECONDS (default 600)
+#   ./build.sh fuzz [SECONDS] [TARGET]  run the fuzz targets (parse_gguf, render_template,
+#                                 tokenize), each for SECONDS (default 600)
 #   ./build.sh bench [MODEL...]   Inferno vs llama.cpp's wasm build (wllama) in headless Chromium
 #
 # Every install step checks first, so a second run with everything present takes seconds.
@@ -243,7 +243,7 @@ run_tests() {
   echo "all suites: $passed passed, $failed failed"
 }
 
-FUZZ_TARGETS=(parse_gguf render_template)
+FUZZ_TARGETS=(parse_gguf render_template tokenize)
 run_fuzz() { # seconds [target]: each target (or the one named) for that long
   local seconds=${1:-600} target
   command -v cargo-fuzz >/dev/null || cargo install --quiet cargo-fuzz </dev/null

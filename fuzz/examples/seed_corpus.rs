@@ -36,6 +36,7 @@ fn main() {
         }
     }
     template_seeds(&models, &fuzz_dir.join("corpus/render_template"));
+    tokenizer_seeds(&fuzz_dir.join("corpus/tokenize"));
     for (name, bytes) in &seeds {
         gguf::Gguf::parse(bytes).map(drop).unwrap_or_else(|e| {
             // The truncated real header is expected to fail; every other seed must be valid.
@@ -159,5 +160,72 @@ fn template_seeds(models: &Path, out: &Path) {
             fs::write(out.join(format!("{name}-{suffix}.txt")), &bytes).expect("write seed");
         }
         println!("template seed {name}");
+    }
+}
+
+/// `u32 length, GGUF file, text` inputs for `tokenize`: a byte-level BPE vocabulary (GPT-2's
+/// byte characters, a few merges, ChatML control tokens) and a SentencePiece one (byte
+/// fallback, scored pieces), each with a few texts.
+fn tokenizer_seeds(out: &Path) {
+    fs::create_dir_all(out).expect("create corpus dir");
+    // GPT-2's bytes-to-characters map: printable Latin-1 stays, the rest moves past 255.
+    let mut next = 256u32;
+    let byte_chars: Vec<String> = (0u32..256)
+        .map(|b| {
+            let printable = (33..=126).contains(&b) || (161..=172).contains(&b) || (174..=255).contains(&b);
+            let c = if printable {
+                b
+            } else {
+                next += 1;
+                next - 1
+            };
+            char::from_u32(c).expect("valid char").to_string()
+        })
+        .collect();
+    let mut bpe_tokens = byte_chars.clone();
+    let merges = ["Ġ t", "h e", "Ġt he", "i n", "Ġ a"];
+    for merge in merges {
+        bpe_tokens.push(merge.replace(' ', ""));
+    }
+    let specials = ["<|im_start|>", "<|im_end|>", "<|endoftext|>"];
+    bpe_tokens.extend(specials.iter().map(|s| s.to_string()));
+    let mut types = vec![1i32; bpe_tokens.len()];
+    for t in types.iter_mut().rev().take(specials.len()) {
+        *t = 3;
+    }
+    let bpe = GgufWriter::new()
+        .kv("tokenizer.ggml.model", Value::String("gpt2".into()))
+        .kv("tokenizer.ggml.pre", Value::String("qwen2".into()))
+        .kv("tokenizer.ggml.tokens", Value::Array(Array::String(bpe_tokens.clone())))
+        .kv("tokenizer.ggml.token_type", Value::Array(Array::I32(types)))
+        .kv("tokenizer.ggml.merges", Value::Array(Array::String(merges.iter().map(|m| m.to_string()).collect())))
+        .kv("tokenizer.ggml.eos_token_id", Value::U32(bpe_tokens.len() as u32 - 1))
+        .to_bytes();
+
+    let mut spm_tokens = vec!["<unk>".to_string(), "<s>".to_string(), "</s>".to_string()];
+    spm_tokens.extend((0..256).map(|b| format!("<0x{b:02X}>")));
+    let pieces = ["▁", "▁the", "▁a", "e", "t", "h", "▁th", "in"];
+    spm_tokens.extend(pieces.iter().map(|p| p.to_string()));
+    let mut spm_types = vec![2, 3, 3];
+    spm_types.extend(std::iter::repeat_n(6, 256));
+    spm_types.extend(std::iter::repeat_n(1, pieces.len()));
+    let scores: Vec<f32> = (0..spm_tokens.len()).map(|i| -(i as f32)).collect();
+    let spm = GgufWriter::new()
+        .kv("tokenizer.ggml.model", Value::String("llama".into()))
+        .kv("tokenizer.ggml.tokens", Value::Array(Array::String(spm_tokens)))
+        .kv("tokenizer.ggml.scores", Value::Array(Array::F32(scores)))
+        .kv("tokenizer.ggml.token_type", Value::Array(Array::I32(spm_types)))
+        .kv("tokenizer.ggml.bos_token_id", Value::U32(1))
+        .kv("tokenizer.ggml.eos_token_id", Value::U32(2))
+        .to_bytes();
+
+    for (name, file) in [("bpe", bpe), ("spm", spm)] {
+        for (suffix, text) in [("plain", "the cat in a hat"), ("chat", "<|im_start|>user\nhé 中文 🙂<|im_end|>")] {
+            let mut bytes = (file.len() as u32).to_le_bytes().to_vec();
+            bytes.extend_from_slice(&file);
+            bytes.extend_from_slice(text.as_bytes());
+            fs::write(out.join(format!("{name}-{suffix}.bin")), &bytes).expect("write seed");
+        }
+        println!("tokenizer seed {name}");
     }
 }
