@@ -49,26 +49,25 @@ impl ActivationType {
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct F16Activation(pub f32);
 
-impl F16Activation {
-    /// The widened values of a row, for kernels that load them as f32 vectors.
-    pub fn values(row: &[Self]) -> &[f32] {
-        // SAFETY: `Self` is `repr(transparent)` over f32, so the slices have the same layout.
-        unsafe { std::slice::from_raw_parts(row.as_ptr().cast(), row.len()) }
-    }
-}
-
 /// An activation rounded to bf16 and kept widened to f32.
 #[repr(transparent)]
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct BF16Activation(pub f32);
 
-impl BF16Activation {
-    /// The widened values of a row, for kernels that load them as f32 vectors.
-    pub fn values(row: &[Self]) -> &[f32] {
-        // SAFETY: `Self` is `repr(transparent)` over f32, so the slices have the same layout.
-        unsafe { std::slice::from_raw_parts(row.as_ptr().cast(), row.len()) }
-    }
+/// `values`: the widened values of a row of F16 or BF16 activations, for kernels that load
+/// them as f32 vectors.
+macro_rules! widened_values {
+    ($($activation:ty),*) => {$(
+        impl $activation {
+            pub fn values(row: &[Self]) -> &[f32] {
+                // SAFETY: the type is `repr(transparent)` over f32: the slices have one layout.
+                unsafe { std::slice::from_raw_parts(row.as_ptr().cast(), row.len()) }
+            }
+        }
+    )*};
 }
+
+widened_values!(F16Activation, BF16Activation);
 
 /// Storage for quantized activation rows, one variant per [`ActivationType`].
 #[derive(Debug, Clone, PartialEq)]
