@@ -205,8 +205,17 @@ fn worker_api_loads_in_chunks_chats_and_branches() {
         r#"{"messages":[{"role":"user","content":"Hello"}],"settings":{"temperature":0},"context":128}"#;
     let prepared = engine.prepare_chat(request(first)).unwrap();
     let prompt_tokens = get(&prepared, "prompt_tokens").as_f64().unwrap();
-    assert_eq!(get(&prepared, "reused").as_f64().unwrap(), 0.0);
-    assert_eq!(get(&prepared, "evaluated").as_f64().unwrap(), prompt_tokens);
+    assert_eq!(get(&prepared, "context_size").as_f64().unwrap(), 128.0);
+    // The prefill goes in parts of at most the budget, each reporting what is left.
+    let part = engine.prefill(3).unwrap();
+    assert_eq!(get(&part, "reused").as_f64().unwrap(), 0.0);
+    assert_eq!(get(&part, "evaluated").as_f64().unwrap(), 3.0);
+    assert_eq!(get(&part, "remaining").as_f64().unwrap(), prompt_tokens - 3.0);
+    let rest = engine.prefill(1000).unwrap();
+    assert_eq!(get(&rest, "reused").as_f64().unwrap(), 3.0, "the first part is kept");
+    assert_eq!(get(&rest, "evaluated").as_f64().unwrap(), prompt_tokens - 3.0);
+    assert_eq!(get(&rest, "remaining").as_f64().unwrap(), 0.0);
+    assert_eq!(engine.context_used(), prompt_tokens);
     let mut answer = Vec::new();
     for _ in 0..6 {
         let step = engine.step(5, None).unwrap();
@@ -223,11 +232,12 @@ fn worker_api_loads_in_chunks_chats_and_branches() {
         r#"{{"messages":[{{"role":"user","content":"Hello"}},{{"role":"assistant","content":{}}},{{"role":"user","content":"More"}}],"settings":{{"temperature":0}},"context":128}}"#,
         serde_json::to_string(&answer.concat()).unwrap()
     );
-    let prepared = engine.prepare_chat(request(&follow_up)).unwrap();
-    let reused = get(&prepared, "reused").as_f64().unwrap();
+    engine.prepare_chat(request(&follow_up)).unwrap();
+    let prefilled = engine.prefill(1000).unwrap();
+    let reused = get(&prefilled, "reused").as_f64().unwrap();
     assert!(reused >= prompt_tokens - 1.0, "reused {reused} of a {prompt_tokens}-token first prompt");
     assert!(
-        get(&prepared, "evaluated").as_f64().unwrap() < get(&prepared, "prompt_tokens").as_f64().unwrap()
+        get(&prefilled, "evaluated").as_f64().unwrap() < get(&prefilled, "prompt_tokens").as_f64().unwrap()
     );
 
     // Branching: roll back two tokens of the new answer and force a candidate.

@@ -423,6 +423,10 @@ export function createChat(engine, { onModelLoaded, onModelUnloaded, pickFile })
   function describeStats(stats) {
     if (!stats) return '';
     const parts = [];
+    if (stats.prefilling) {
+      const { evaluated, total } = stats.prefilling;
+      parts.push(`reading the prompt: ${evaluated.toLocaleString('en')} of ${total.toLocaleString('en')} tokens`);
+    }
     if (stats.evaluated !== undefined) {
       parts.push(`prefill ${stats.evaluated} tok${stats.reused ? ` (+${stats.reused} reused)` : ''}${stats.prefillTokS ? ` at ${stats.prefillTokS.toFixed(1)} tok/s` : ''}`);
     }
@@ -454,13 +458,26 @@ export function createChat(engine, { onModelLoaded, onModelUnloaded, pickFile })
 
   /** Between answers the composer shows how full the context is. */
   function showContextUse(stats) {
-    ui.stats.textContent = stats?.contextUsed !== undefined && stats.contextSize ? `context ${stats.contextUsed} / ${stats.contextSize} tokens` : '';
+    const parts = [];
+    if (stats?.contextUsed !== undefined && stats.contextSize) parts.push(`context ${stats.contextUsed} / ${stats.contextSize} tokens`);
+    if (stats?.memoryBytes) {
+      parts.push(`engine memory ${formatBytes(stats.memoryBytes)}`);
+      document.body.dataset.engineMemory = String(stats.memoryBytes);
+    }
+    ui.stats.textContent = parts.join(' · ');
   }
 
   /**
    * Runs one request that streams tokens into the last (assistant) message, and settles its
    * stats. `request` is 'chat' or 'branch'.
    */
+  /** Failures that take the model with them, and how the page names them. */
+  const ENGINE_LOST = {
+    wasm_trap: 'The engine crashed while generating',
+    stalled: 'The engine stopped responding',
+    worker_failed: 'The engine worker failed',
+  };
+
   async function streamAnswer(type, fields, assistant, baseStats = {}) {
     const node = lastNode();
     const live = { ...baseStats, threads: state.model?.threads };
@@ -468,7 +485,11 @@ export function createChat(engine, { onModelLoaded, onModelUnloaded, pickFile })
     state.generating = { assistant, requestDone: null };
     updateButtons();
     const requestDone = engine.request(type, fields, (event) => {
-      if (event.type === 'prepared') {
+      if (event.type === 'prefill') {
+        live.prefilling = { evaluated: event.evaluated, total: event.total };
+        showLiveStats(live);
+      } else if (event.type === 'prepared') {
+        delete live.prefilling;
         Object.assign(live, {
           evaluated: event.prepared.evaluated,
           reused: event.prepared.reused,
@@ -498,9 +519,11 @@ export function createChat(engine, { onModelLoaded, onModelUnloaded, pickFile })
       document.body.dataset.lastReason = done.reason;
     } catch (error) {
       assistant.error = { kind: error.kind ?? 'internal', message: error.message };
-      if (error.kind === 'wasm_trap') {
+      const lost = ENGINE_LOST[error.kind];
+      if (lost) {
+        // The worker (and the model in it) is gone; a new one is already starting.
         setModel(null);
-        showError('The engine crashed while generating', error);
+        showError(lost, error);
       }
     } finally {
       state.generating = null;

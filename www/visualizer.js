@@ -161,6 +161,9 @@ export function createVisualizer(ui, { onBranch }) {
     ui.empty.hidden = Boolean(step);
     ui.body.hidden = !step;
     ui.root.dataset.steps = String(steps.length);
+    // A new answer's strip starts empty: chips of the last one must not linger (hidden) until
+    // its first token arrives, or never if it is stopped before one.
+    if (!step) replaceChildren(ui.strip);
     if (!step?.trace) {
       ui.label.textContent = '';
       return;

@@ -1,6 +1,13 @@
 // Promise-based client for worker.js: request(type, fields, onEvent) posts
 // {type, id, ...fields} and resolves with the final reply carrying the same id, or rejects
 // with its error. Events the worker posts before that reply (progress, tokens) go to onEvent.
+//
+// A stall watchdog runs while requests are pending: after PING_AFTER_MS without a message
+// from the worker it pings (a worker waiting on a slow disk or network answers at once; one
+// stuck inside a wasm call cannot), and after `stallMs` without any message it ends the
+// worker, fails the pending requests with kind "stalled" and starts a new worker. Every wasm
+// call the worker makes is short (a prefill part, a decode step, a chunk of a file), so the
+// default leaves a wide margin.
 
 /** An error reply from the worker, keeping the engine's name and kind. */
 export class EngineError extends Error {
@@ -11,14 +18,21 @@ export class EngineError extends Error {
   }
 }
 
+export const DEFAULT_STALL_MS = 60_000;
+const PING_AFTER_MS = 5_000;
+const WATCH_EVERY_MS = 1_000;
+
 export class EngineClient {
   /** `threads`: the count worker.js is started with (null: its default); `params`: more
-   *  query parameters for worker.js (relaxed=0). */
-  constructor(workerUrl, { threads = null, params = {} } = {}) {
+   *  query parameters for worker.js (relaxed=0); `stallMs`: silence after which a busy
+   *  worker counts as stalled. */
+  constructor(workerUrl, { threads = null, params = {}, stallMs = DEFAULT_STALL_MS } = {}) {
     this.workerUrl = new URL(workerUrl);
     for (const [key, value] of Object.entries(params)) this.workerUrl.searchParams.set(key, value);
     this.pending = new Map();
     this.nextId = 1;
+    this.stallMs = stallMs;
+    this.watchdog = null;
     this.start(threads);
   }
 
@@ -28,8 +42,11 @@ export class EngineClient {
     if (threads) url.searchParams.set('threads', String(threads));
     const worker = new Worker(url, { type: 'module' });
     this.worker = worker;
+    this.lastHeard = performance.now();
     worker.addEventListener('message', (event) => {
-      if (worker === this.worker) this.settle(event.data);
+      if (worker !== this.worker) return;
+      this.lastHeard = performance.now();
+      this.settle(event.data);
     });
     // A worker script that fails to load or throws at top level answers nothing:
     // fail every pending request instead of leaving them hanging.
@@ -61,9 +78,29 @@ export class EngineClient {
   request(type, fields = {}, onEvent = null) {
     const id = this.nextId++;
     return new Promise((resolve, reject) => {
+      if (this.pending.size === 0) this.lastHeard = performance.now(); // Silence while idle is fine.
       this.pending.set(id, { resolve, reject, onEvent });
       this.worker.postMessage({ ...fields, type, id });
+      this.watchdog ??= setInterval(() => this.watch(), WATCH_EVERY_MS);
     });
+  }
+
+  /** The stall watchdog's tick (see the file comment). */
+  watch() {
+    if (this.pending.size === 0) {
+      clearInterval(this.watchdog);
+      this.watchdog = null;
+      return;
+    }
+    const silentMs = performance.now() - this.lastHeard;
+    if (silentMs >= this.stallMs) {
+      const seconds = Math.round(silentMs / 1000);
+      this.worker.terminate();
+      this.failAll({ name: 'WorkerError', kind: 'stalled', message: `the engine stopped answering for ${seconds} s; it was ended and a new one started` });
+      this.start(this.threads);
+    } else if (silentMs >= PING_AFTER_MS) {
+      this.worker.postMessage({ type: 'ping', id: null });
+    }
   }
 
   settle(reply) {

@@ -10,14 +10,19 @@
 //   load {file} | {url}                  -> events progress {phase, bytes, total}
 //                                           -> loaded {model}
 //   chat {messages, settings, enableThinking, maxTokens, traceTop, context}
-//                                        -> events prepared {prepared, ms}, token {step}...
-//                                           -> done {reason, stats}
+//                                        -> events prefill {evaluated, total} (between parts
+//                                           of a long prompt), prepared {prepared, ms},
+//                                           token {step}... -> done {reason, stats}
 //   branch {step, token, maxTokens, traceTop} -> as chat, regenerating from answer step `step`
 //                                           with `token` forced there
 //   stop                                 -> stopped {wasGenerating}
 //   reset                                -> reset {}
 //   system {prompt}                      -> system {}
 //   unload                               -> unloaded {}
+//   ping                                 -> pong {} (at once unless a wasm call is running:
+//                                           the client's stall watchdog, worker-client.js)
+//   trap                                 -> error {kind wasm_trap}: crashes the engine on
+//                                           purpose, so the page test can check recovery
 //   anything that fails                  -> error {error: {name, kind, message}}
 // The worker's URL may carry ?relaxed=0 (use plain SIMD128 even where relaxed SIMD runs) and
 // ?threads=N (default: the machine's cores, capped; 1 where the
@@ -26,8 +31,8 @@
 // old memory alive): the error reply says `fatal: true`, and the client starts a new worker.
 // Only one load/chat/branch runs at a time; another chat or branch meanwhile is refused with
 // kind "busy", while a new load cancels a running load (kind "cancelled") or generation.
-// Stop takes effect between two decode steps: the decode loop yields to the message queue
-// after every token.
+// Stop takes effect between two decode steps or two prefill parts: both loops yield to the
+// message queue after each one.
 
 import { buildFor, resolveThreads, startEngine } from './engine-loader.js';
 
@@ -76,8 +81,8 @@ let engineBuild = null; // {threads, build} of the running engine
 
 async function loadEngine(threads, instance) {
   try {
-    const { module, build } = await startEngine(threads, { instance, relaxed: RELAXED });
-    engineBuild = { threads, build };
+    const { module, exports, build } = await startEngine(threads, { instance, relaxed: RELAXED });
+    engineBuild = { threads, build, memory: exports.memory };
     return module;
   } catch (error) {
     const build = buildFor(threads, { relaxed: RELAXED });
@@ -293,6 +298,10 @@ function describeModel() {
 // --- Generating ------------------------------------------------------------------------------
 
 const DEFAULT_MAX_TOKENS = 512;
+// Prompt tokens per prefill call: one batch of the engine's (PREFILL_BATCH), so parts cost
+// nothing over a single call, and even a large model on one thread answers a stop or a ping
+// within seconds.
+const PREFILL_PART_TOKENS = 64;
 const MAX_TRACE_TOP = 100;
 
 let busy = null; // {stopRequested} while a load or generation runs
@@ -432,6 +441,9 @@ function doneReply(reason, stats, prefill, started) {
       decodeTokS,
       contextUsed: engine.context_used(),
       totalMs: performance.now() - started,
+      // Model, cache and scratch all live in the wasm memory, which never shrinks: this is
+      // what the engine holds of the machine's memory.
+      memoryBytes: engineBuild?.memory?.buffer.byteLength ?? null,
     },
   };
 }
@@ -449,22 +461,43 @@ async function chat(request) {
         context: request.context ?? undefined,
       }),
     );
+    const prefilled = await prefillInParts(request.id, run, engine, prepared.prompt_tokens);
     const prefillMs = performance.now() - started;
-    self.postMessage({ type: 'prepared', id: request.id, event: true, prepared, ms: prefillMs });
-    answer = { start: prepared.context_used, steps: [] };
-    await yieldToMessages();
-    const { reason, stats } = await decode(request.id, run, { ...options, first: undefined, startIndex: 0 });
     const prefill = {
       promptTokens: prepared.prompt_tokens,
-      reused: prepared.reused,
-      evaluated: prepared.evaluated,
+      reused: prefilled.reused,
+      evaluated: prefilled.evaluated,
       contextSize: prepared.context_size,
       prefillMs,
-      prefillTokS: prepared.evaluated > 0 ? (1000 * prepared.evaluated) / prefillMs : null,
-      ttftMs: prefillMs + stats.firstStepMs,
+      prefillTokS: prefilled.evaluated > 0 ? (1000 * prefilled.evaluated) / prefillMs : null,
     };
-    return doneReply(reason, stats, prefill, started);
+    answer = { start: engine.context_used(), steps: [] };
+    if (prefilled.remaining > 0) {
+      return doneReply('stopped', { steps: 0, decodeSteps: 0 }, prefill, started);
+    }
+    self.postMessage({ type: 'prepared', id: request.id, event: true, prepared: { ...prepared, ...prefilled }, ms: prefillMs });
+    await yieldToMessages();
+    const { reason, stats } = await decode(request.id, run, { ...options, first: undefined, startIndex: 0 });
+    return doneReply(reason, stats, { ...prefill, ttftMs: prefillMs + stats.firstStepMs }, started);
   });
+}
+
+/**
+ * Brings the cache up to the prepared prompt PREFILL_PART_TOKENS at a time, posting progress
+ * and yielding between parts; a stop ends it early (what was evaluated stays cached).
+ */
+async function prefillInParts(id, run, engine, promptTokens) {
+  let reused = null;
+  let evaluated = 0;
+  for (;;) {
+    const part = toPlain(engine.prefill(PREFILL_PART_TOKENS));
+    reused ??= part.reused;
+    evaluated += part.evaluated;
+    if (part.remaining === 0) return { reused, evaluated, remaining: 0, context_used: part.context_used };
+    self.postMessage({ type: 'prefill', id, event: true, evaluated, total: promptTokens - reused });
+    await yieldToMessages();
+    if (run.stopRequested) return { reused, evaluated, remaining: part.remaining, context_used: part.context_used };
+  }
 }
 
 /** Regenerates the last answer from step `step` on, with `token` forced at that step. */
@@ -522,6 +555,11 @@ const HANDLERS = {
   reset,
   system: setSystemPrompt,
   unload,
+  ping: () => ({ type: 'pong' }),
+  trap: async () => {
+    (await getEngine()).deliberate_trap();
+    throw new WorkerError('ProtocolError', 'no_trap', 'the engine did not trap');
+  },
   model: () => ({ type: 'model', model: describeModel() }),
   inspect_loaded: () => {
     const { engine, size } = requireModel();

@@ -26,7 +26,8 @@ fuzz_target!(|data: &[u8]| {
         let mut stream = tokenizer.detokenizer(false);
         let mut streamed: String = ids.iter().map(|&id| stream.push(id)).collect();
         streamed.push_str(&stream.finish());
-        let bytes: Vec<u8> = ids.iter().flat_map(|&id| tokenizer.token_bytes(id, false).iter().copied()).collect();
+        let bytes: Vec<u8> =
+            ids.iter().flat_map(|&id| tokenizer.token_bytes(id, false).iter().copied()).collect();
         assert_eq!(streamed, String::from_utf8_lossy(&bytes), "streamed text is not the tokens' bytes");
     }
 });

@@ -153,6 +153,17 @@ pub struct SyncReport {
     pub evaluated: usize,
 }
 
+/// What one call of [`Session::sync_some`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SyncProgress {
+    /// Tokens kept from the cache.
+    pub reused: usize,
+    /// Tokens run through the model by this call.
+    pub evaluated: usize,
+    /// Tokens still to evaluate.
+    pub remaining: usize,
+}
+
 /// One generated token.
 #[derive(Clone, Debug)]
 pub struct Step {
@@ -214,9 +225,31 @@ impl Session {
         self.cache.bytes()
     }
 
+    /// The memory this conversation costs besides the model: KV cache, scratch buffers and
+    /// logits, all proportional to the context (and prefill batch) it was created with.
+    pub fn state_bytes(&self, engine: &Engine) -> usize {
+        let config = engine.model.config();
+        let logits = config.vocab_size.saturating_mul(4);
+        self.cache.bytes().saturating_add(self.scratch.bytes(config)).saturating_add(logits)
+    }
+
     /// Makes the session hold exactly `tokens`, with logits for the last one, evaluating only
     /// what differs from what it holds.
     pub fn sync(&mut self, engine: &Engine, tokens: &[u32]) -> Result<SyncReport, EngineError> {
+        let progress = self.sync_some(engine, tokens, usize::MAX)?;
+        Ok(SyncReport { reused: progress.reused, evaluated: progress.evaluated })
+    }
+
+    /// [`Session::sync`] in parts: evaluates at most `budget` of the missing tokens. Called
+    /// again with the same `tokens`, it goes on where it stopped (what it evaluated is now a
+    /// common prefix), so a caller can report progress and stop a long prefill between parts.
+    /// Logits exist once `remaining` is 0.
+    pub fn sync_some(
+        &mut self,
+        engine: &Engine,
+        tokens: &[u32],
+        budget: usize,
+    ) -> Result<SyncProgress, EngineError> {
         if tokens.is_empty() {
             return Err(EngineError::EmptyPrompt);
         }
@@ -226,15 +259,17 @@ impl Session {
         let held = self.tokens();
         let common = held.iter().zip(tokens).take_while(|(a, b)| a == b).count();
         if common == tokens.len() && common == self.evaluated.len() && !self.logits.is_empty() {
-            return Ok(SyncReport { reused: common, evaluated: 0 });
+            return Ok(SyncProgress { reused: common, evaluated: 0, remaining: 0 });
         }
         // Logits exist only for the last evaluated token: when the prompt is all cached, the
         // last token is evaluated again to get them.
         let keep = common.min(self.evaluated.len()).min(tokens.len() - 1);
         self.truncate(keep);
         self.text = Utf8Stream::default();
-        self.evaluate(engine, &tokens[keep..])?;
-        Ok(SyncReport { reused: keep, evaluated: tokens.len() - keep })
+        let end = keep.saturating_add(budget.max(1)).min(tokens.len());
+        let logits_for = if end == tokens.len() { LogitsFor::Last } else { LogitsFor::None };
+        self.evaluate(engine, &tokens[keep..end], logits_for)?;
+        Ok(SyncProgress { reused: keep, evaluated: end - keep, remaining: tokens.len() - end })
     }
 
     /// Forgets everything after the first `len` tokens (rolling back to branch).
@@ -260,13 +295,13 @@ impl Session {
         trace_top: usize,
     ) -> Result<Step, EngineError> {
         if let Some(token) = self.pending.take() {
-            self.evaluate(engine, &[token])?;
+            self.evaluate(engine, &[token], LogitsFor::Last)?;
         }
         if self.logits.is_empty() {
             // After a rollback only the cache is left: re-run the last token for its logits.
             let last = self.evaluated.pop().ok_or(EngineError::NothingToContinue)?;
             self.cache.truncate(self.evaluated.len());
-            self.evaluate(engine, &[last])?;
+            self.evaluate(engine, &[last], LogitsFor::Last)?;
         }
         let sampled = match forced {
             Some(token) => sampler.force(&self.logits, &self.evaluated, token, trace_top)?,
@@ -288,9 +323,14 @@ impl Session {
         self.context_len().saturating_sub(self.len())
     }
 
-    fn evaluate(&mut self, engine: &Engine, tokens: &[u32]) -> Result<(), EngineError> {
+    fn evaluate(
+        &mut self,
+        engine: &Engine,
+        tokens: &[u32],
+        logits_for: LogitsFor,
+    ) -> Result<(), EngineError> {
         self.logits.clear();
-        let logits = match engine.model.forward(&mut self.cache, &mut self.scratch, tokens, LogitsFor::Last) {
+        let logits = match engine.model.forward(&mut self.cache, &mut self.scratch, tokens, logits_for) {
             Ok(logits) => logits,
             Err(error) => {
                 // A batch that failed midway may have appended to the cache.

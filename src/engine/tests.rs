@@ -90,6 +90,35 @@ fn sync_evaluates_only_what_the_cache_does_not_hold() {
 }
 
 #[test]
+fn a_prefill_in_parts_ends_where_one_in_a_single_call_does() {
+    let engine = engine();
+    let (prompt, _) = golden_capital();
+    let mut whole = engine.new_session(64).unwrap();
+    whole.sync(&engine, &prompt).unwrap();
+
+    let mut parts = engine.new_session(64).unwrap();
+    let mut progress = Vec::new();
+    loop {
+        let part = parts.sync_some(&engine, &prompt, 2).unwrap();
+        progress.push(part);
+        assert!(part.evaluated <= 2);
+        if part.remaining == 0 {
+            break;
+        }
+        assert!(parts.logits.is_empty(), "no logits before the last part");
+    }
+    assert_eq!(progress[0], SyncProgress { reused: 0, evaluated: 2, remaining: prompt.len() - 2 });
+    assert_eq!(progress.iter().map(|p| p.evaluated).sum::<usize>(), prompt.len());
+    assert_eq!(parts.len(), prompt.len());
+    assert_eq!(parts.logits, whole.logits);
+    // A stopped prefill is a prefix like any other: syncing to another prompt keeps it.
+    let mut stopped = engine.new_session(64).unwrap();
+    stopped.sync_some(&engine, &prompt, 3).unwrap();
+    let other = [prompt[..2].to_vec(), vec![40, 41]].concat();
+    assert_eq!(stopped.sync(&engine, &other).unwrap(), SyncReport { reused: 2, evaluated: 2 });
+}
+
+#[test]
 fn a_sampled_token_is_evaluated_only_when_generation_continues() {
     let engine = engine();
     let (prompt, expected) = golden_capital();

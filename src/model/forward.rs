@@ -28,6 +28,8 @@ pub enum LogitsFor {
     Last,
     /// Every token (teacher-forced parity checks, perplexity).
     All,
+    /// None: a prefill cut into parts, all but the last (only the cache is wanted).
+    None,
 }
 
 /// Working memory of forward passes: sized once for the largest batch, reused every call.
@@ -82,6 +84,21 @@ impl Scratch {
     pub fn max_batch(&self) -> usize {
         self.max_batch
     }
+
+    /// The most these buffers hold at once for `config`: the fixed ones as allocated, plus
+    /// what grows on first use (quantized activations of the widest row, at most 4 bytes a
+    /// value, and one row of logits). With the KV cache, this is the memory a session costs.
+    pub fn bytes(&self, config: &Config) -> usize {
+        let f32s =
+            [&self.x, &self.normed, &self.block_out, &self.q, &self.k, &self.v, &self.attn, &self.gate]
+                .into_iter()
+                .chain([&self.up, &self.keys, &self.values])
+                .map(Vec::capacity)
+                .sum::<usize>();
+        let widest = config.n_embd.max(config.n_ff).max(config.q_dim());
+        let grown = self.max_batch.saturating_mul(widest).saturating_add(config.vocab_size);
+        f32s.saturating_add(grown).saturating_mul(4).saturating_add(self.rope.capacity() * 8)
+    }
 }
 
 impl Model {
@@ -102,6 +119,7 @@ impl Model {
         let rows_wanted = match logits_for {
             LogitsFor::Last => tokens.len().min(1),
             LogitsFor::All => tokens.len(),
+            LogitsFor::None => 0,
         };
         let mut logits = std::mem::take(&mut scratch.logits);
         logits.clear();
@@ -114,6 +132,7 @@ impl Model {
                 LogitsFor::Last if i + 1 < chunks => None,
                 LogitsFor::Last => Some(batch.len() - 1..batch.len()),
                 LogitsFor::All => Some(0..batch.len()),
+                LogitsFor::None => None,
             };
             self.forward_batch(cache, scratch, batch, wanted, &mut logits)?;
         }

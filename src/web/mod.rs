@@ -38,6 +38,13 @@ pub fn engine_info() -> Result<JsValue, JsValue> {
     })
 }
 
+/// Crashes the engine on purpose, the way a bug would (a panic, which traps), so the page test
+/// can check that a crash is reported clearly and a fresh engine takes over.
+#[wasm_bindgen]
+pub fn deliberate_trap() {
+    panic!("deliberate trap (the worker's `trap` request)");
+}
+
 /// Inspects the first `prefix.len()` bytes of a file of `file_size` bytes.
 ///
 /// Returns `{status: "need_more", at_least}` when the header continues past the prefix, or
@@ -160,6 +167,7 @@ impl ModelLoader {
         Ok(WebEngine {
             engine,
             session: None,
+            prompt: Vec::new(),
             sampler: Sampler::new(SamplerSettings::default()).map_err(engine_error_of)?,
         })
     }
@@ -328,6 +336,8 @@ fn too_large(size: u64) -> JsValue {
 pub struct WebEngine {
     engine: Engine,
     session: Option<Session>,
+    /// The prompt `prepare_chat` made, which `prefill` brings the cache up to part by part.
+    prompt: Vec<u32>,
     sampler: Sampler,
 }
 
@@ -378,9 +388,9 @@ impl WebEngine {
         to_js(&Report::new(self.engine.model().header()))
     }
 
-    /// Renders `{messages, enable_thinking?, settings?, context?}` through the chat template and
-    /// brings the KV cache up to date, evaluating only what it does not already hold.
-    /// Returns `{prompt_tokens, reused, evaluated, context_used, context_size}`.
+    /// Renders `{messages, enable_thinking?, settings?, context?}` through the chat template,
+    /// tokenizes it and makes sure a cache of that context exists; `prefill` then evaluates it.
+    /// Returns `{prompt_tokens, context_size}`.
     pub fn prepare_chat(&mut self, request: JsValue) -> Result<JsValue, JsValue> {
         let request: ChatRequest = serde_wasm_bindgen::from_value(request)
             .map_err(|e| js_error("TypeError", "bad_request", &e.to_string()))?;
@@ -388,11 +398,28 @@ impl WebEngine {
         // same answer.
         self.sampler = Sampler::new(request.settings).map_err(engine_error_of)?;
         let context = self.context_for(request.context);
-        let prompt = self
+        self.prompt = self
             .engine
             .chat_prompt(&request.messages, request.enable_thinking, context)
             .map_err(engine_error)?;
-        self.sync_prompt(&prompt, Some(context))
+        let prompt_tokens = self.prompt.len();
+        let context_size = self.session_for(Some(context))?.context_len();
+        #[derive(Serialize)]
+        struct Prepared {
+            prompt_tokens: usize,
+            context_size: usize,
+        }
+        to_js(&Prepared { prompt_tokens, context_size })
+    }
+
+    /// Evaluates up to `budget` more tokens of the prepared prompt (the cache keeps what it
+    /// already holds of it), so the worker can report progress and honour a stop between parts.
+    /// Returns `{reused, evaluated, remaining, context_used}`; call until `remaining` is 0.
+    pub fn prefill(&mut self, budget: u32) -> Result<JsValue, JsValue> {
+        let prompt = std::mem::take(&mut self.prompt);
+        let result = self.sync_prompt(&prompt, None, budget as usize);
+        self.prompt = prompt;
+        result
     }
 
     /// Brings the KV cache up to `tokens` exactly (no template), with greedy-or-given sampling
@@ -404,7 +431,7 @@ impl WebEngine {
             let message = format!("token id {bad} is outside the vocabulary of {vocab}");
             return Err(js_error("RangeError", "bad_token", &message));
         }
-        self.sync_prompt(&tokens, context.map(|c| c as usize))
+        self.sync_prompt(&tokens, context.map(|c| c as usize), usize::MAX)
     }
 
     /// Replaces the sampling settings (`{temperature, top_k, top_p, min_p, repeat_penalty,
@@ -421,25 +448,45 @@ impl WebEngine {
         asked.unwrap_or_else(|| self.engine.model().config().context_length.min(4096))
     }
 
-    fn sync_prompt(&mut self, prompt: &[u32], context: Option<usize>) -> Result<JsValue, JsValue> {
-        let wanted = self.context_for(context);
+    /// The session, created anew when it does not exist or holds another context (`None`:
+    /// whatever the current one holds).
+    fn session_for(&mut self, context: Option<usize>) -> Result<&mut Session, JsValue> {
+        let wanted = match (context, &self.session) {
+            (None, Some(session)) => session.context_len(),
+            (context, _) => self.context_for(context),
+        };
         if self.session.as_ref().is_none_or(|s| s.context_len() != wanted) {
+            self.session = None; // Its memory goes before the new cache's is taken.
             self.session = Some(self.engine.new_session(wanted).map_err(engine_error)?);
         }
-        let session = self.session.as_mut().expect("created above");
-        let report = session.sync(&self.engine, prompt).map_err(engine_error)?;
+        Ok(self.session.as_mut().expect("created above"))
+    }
+
+    fn sync_prompt(
+        &mut self,
+        prompt: &[u32],
+        context: Option<usize>,
+        budget: usize,
+    ) -> Result<JsValue, JsValue> {
+        if context.is_some() {
+            self.session_for(context)?;
+        }
+        let session = self.session.as_mut().ok_or_else(|| engine_error(EngineError::NothingToContinue))?;
+        let progress = session.sync_some(&self.engine, prompt, budget).map_err(engine_error)?;
         #[derive(Serialize)]
-        struct Prepared {
+        struct Progress {
             prompt_tokens: usize,
             reused: usize,
             evaluated: usize,
+            remaining: usize,
             context_used: usize,
             context_size: usize,
         }
-        to_js(&Prepared {
+        to_js(&Progress {
             prompt_tokens: prompt.len(),
-            reused: report.reused,
-            evaluated: report.evaluated,
+            reused: progress.reused,
+            evaluated: progress.evaluated,
+            remaining: progress.remaining,
             context_used: session.len(),
             context_size: session.context_len(),
         })

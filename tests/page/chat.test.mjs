@@ -9,53 +9,10 @@ import { existsSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { startServer } from '../../scripts/serve.mjs';
 import { MODELS, TEST_TIMEOUT_MS, h, pageSuite, requireModel, text, watchForProblems, wwwRoot } from './harness.mjs';
+import { CHAT_TIMEOUT_MS, answersSoFar, ask, assertModelLoaded, lastAnswer, loadModel, setSettings } from './chat-helpers.mjs';
 
-const CHAT_TIMEOUT_MS = 60_000;
 // Whole suites: each test loads a model and generates.
 const SUITE = { timeout: 600_000 };
-
-/** Chooses a model file and waits until the chat has loaded it (or failed to). */
-async function loadModel(filePath, page = h.page) {
-  const before = await page.evaluate(() => Number(document.body.dataset.loads ?? 0));
-  await page.setInputFiles('#file-input', filePath);
-  await page.waitForFunction((count) => Number(document.body.dataset.loads ?? 0) > count, before, { timeout: CHAT_TIMEOUT_MS });
-}
-
-async function assertModelLoaded(name, page = h.page) {
-  if (await page.locator('#chat-error').isVisible()) assert.fail(`load failed: ${await page.locator('#chat-error').innerText()}`);
-  assert.equal(await page.evaluate(() => document.body.dataset.model), name);
-  assert.equal(await page.locator('#composer').isVisible(), true, 'the composer is shown');
-}
-
-async function setSettings(settings) {
-  for (const [key, value] of Object.entries(settings)) {
-    await h.page.fill(`#set-${key.replace(/_/g, '-')}`, String(value));
-  }
-}
-
-async function answersSoFar() {
-  return h.page.evaluate(() => Number(document.body.dataset.answers ?? 0));
-}
-
-/** Sends a message and waits for the answer to finish; returns what the page shows. */
-async function ask(message) {
-  const before = await answersSoFar();
-  await h.page.fill('#prompt', message);
-  await h.page.press('#prompt', 'Enter');
-  await h.page.waitForFunction((count) => Number(document.body.dataset.answers ?? 0) > count, before, { timeout: CHAT_TIMEOUT_MS });
-  return lastAnswer();
-}
-
-async function lastAnswer() {
-  return h.page.evaluate(() => ({
-    reason: document.body.dataset.lastReason,
-    text: document.querySelector('.message.assistant:last-child .answer-text')?.textContent ?? '',
-    meta: document.querySelector('.message.assistant:last-child .bubble-meta')?.textContent ?? '',
-    tokens: [...document.querySelectorAll('#viz-strip .viz-chip')].map((chip) => chip.textContent),
-    prefilled: Number(document.body.dataset.lastPrefill),
-    reused: Number(document.body.dataset.lastReused),
-  }));
-}
 
 /** Counts how often the last answer's text changed before the answer finished. */
 async function countStreamedUpdates() {
@@ -142,6 +99,28 @@ pageSuite('chat with SmolLM2', () => {
     assert.ok(answer.tokens.length <= atStop + 2, `${answer.tokens.length} tokens after stopping at ${atStop}`);
     assert.match(answer.meta, /stopped/);
     assert.equal(await h.page.locator('#send').isVisible(), true, 'ready for the next message');
+  });
+
+  test('a long prompt shows its prefill progress and can be stopped before the first token', async () => {
+    await loadModel(SMOLLM2());
+    await setSettings({ max_tokens: 8 });
+    const before = await answersSoFar();
+    // About 700 tokens: parts of 64, so a stop lands well before the end.
+    await h.page.fill('#prompt', 'Summarize this. ' + 'The quick brown fox jumps over the lazy dog. '.repeat(60));
+    await h.page.press('#prompt', 'Enter');
+    await h.page.waitForFunction(() => /reading the prompt: [\d,]+ of [\d,]+ tokens/.test(document.getElementById('chat-stats').textContent), null, { timeout: CHAT_TIMEOUT_MS });
+    await h.page.click('#stop');
+    await h.page.waitForFunction((count) => Number(document.body.dataset.answers ?? 0) > count, before, { timeout: CHAT_TIMEOUT_MS });
+    const stopped = await lastAnswer();
+    assert.equal(stopped.reason, 'stopped');
+    assert.equal(stopped.tokens.length, 0, 'no token was generated');
+    assert.match(stopped.meta, /stopped/);
+    // What the stopped prefill evaluated stays cached: regenerating finishes it from there.
+    await h.page.click('#regenerate');
+    await h.page.waitForFunction((count) => Number(document.body.dataset.answers ?? 0) > count + 1, before, { timeout: CHAT_TIMEOUT_MS });
+    const resumed = await lastAnswer();
+    assert.ok(resumed.reused >= 64, `reused ${resumed.reused} tokens of the stopped prefill`);
+    assert.ok(resumed.tokens.length > 0);
   });
 
   test('a second turn prefills only the new message', async () => {

@@ -113,16 +113,21 @@ async function openApp(page, hash = '') {
   if (engineFailed) assert.fail(`the wasm engine did not start: ${await page.locator('#error').innerText()}`);
 }
 
-async function openPage(hash) {
+/**
+ * Opens the app in a fresh context. `contextOptions` go to newContext; `beforeOpen(page)` runs
+ * before the first navigation (routes, a fake clock).
+ */
+export async function openPage(hash = '', { contextOptions = {}, beforeOpen = null } = {}) {
   h.problems = [];
-  h.context = await h.browser.newContext({ viewport: { width: 1280, height: 900 } });
+  h.context = await h.browser.newContext({ viewport: { width: 1280, height: 900 }, ...contextOptions });
   h.page = await h.context.newPage();
   watchForProblems(h.page);
+  await beforeOpen?.(h.page);
   await openApp(h.page, hash);
 }
 
 /** Screenshots the page for a human to look at, then fails on any logged error. */
-async function closePage(t) {
+export async function closePage(t) {
   const name = t.name.replace(/[^a-z0-9]+/gi, '-').replace(/^-|-$/g, '').toLowerCase();
   await h.page?.screenshot({ path: path.join(screenshotDir, `${name}.png`), fullPage: true }).catch(() => {});
   await h.context?.close();
