@@ -95,7 +95,7 @@ unsafe impl GlobalAlloc for CountingAllocator {
 /// The bound the README states: for any file of `file_bytes`, the engine's allocations stay
 /// within `FILE_MULTIPLE` × the file, plus the session's state (KV cache, scratch, logits,
 /// all set by the context the caller asked for), plus `FIXED_BYTES`.
-pub const FILE_MULTIPLE: usize = 4;
+pub const FILE_MULTIPLE: usize = 8;
 pub const FIXED_BYTES: usize = 4 << 20;
 
 pub fn allocation_bound(file_bytes: usize, state_bytes: usize) -> usize {

@@ -5,7 +5,9 @@
 //! that look like control tokens (`<|im_end|>`, `<end_of_turn>`, FIM markers...) are made
 //! control tokens even when the file says otherwise, which makes them special in the text.
 
-use std::collections::HashMap;
+use std::hash::{BuildHasher, RandomState};
+
+use hashbrown::HashTable;
 
 use super::TokenId;
 use super::error::TokenizerError;
@@ -142,8 +144,10 @@ pub(super) struct Vocab {
     texts: Vec<String>,
     scores: Vec<f32>,
     attrs: Vec<Attrs>,
-    /// Text → id; for duplicate texts the last id wins, as in llama.cpp.
-    ids: HashMap<String, TokenId>,
+    /// Text → id, as ids into `texts` (a vocabulary of a million tokens would otherwise hold
+    /// every text twice); for duplicate texts the last id wins, as in llama.cpp.
+    ids: HashTable<TokenId>,
+    hasher: RandomState,
 }
 
 impl Vocab {
@@ -170,12 +174,21 @@ impl Vocab {
             check_len("tokenizer.ggml.token_type", types.len())?;
         }
 
-        let mut texts = Vec::with_capacity(tokens.len());
-        let mut ids = HashMap::with_capacity(tokens.len());
+        let mut texts: Vec<String> = Vec::with_capacity(tokens.len());
+        let mut ids = HashTable::with_capacity(tokens.len());
+        let hasher = RandomState::new();
         for (id, text) in tokens.iter().enumerate() {
             // An empty token could never be matched or printed; llama.cpp renames it.
             let text = if text.is_empty() { format!("[EMPTY_{id}]") } else { text.clone() };
-            ids.insert(text.clone(), id as TokenId);
+            let hash = hasher.hash_one(text.as_str());
+            match ids.find_mut(hash, |&other: &TokenId| texts[other as usize] == text) {
+                Some(slot) => *slot = id as TokenId,
+                None => {
+                    ids.insert_unique(hash, id as TokenId, |&other| {
+                        hasher.hash_one(texts[other as usize].as_str())
+                    });
+                }
+            }
             texts.push(text);
         }
         let scores = scores.map_or_else(|| vec![0.0; tokens.len()], <[f32]>::to_vec);
@@ -184,7 +197,7 @@ impl Vocab {
             // Without types every token is ordinary text.
             None => vec![Attrs::NORMAL; tokens.len()],
         };
-        let vocab = Vocab { texts, scores, attrs, ids };
+        let vocab = Vocab { texts, scores, attrs, ids, hasher };
         vocab.check_byte_tokens()?;
         Ok(vocab)
     }
@@ -216,7 +229,7 @@ impl Vocab {
     }
 
     pub(super) fn id_of(&self, text: &str) -> Option<TokenId> {
-        self.ids.get(text).copied()
+        self.ids.find(self.hasher.hash_one(text), |&id| self.texts[id as usize] == text).copied()
     }
 
     pub(super) fn kind(&self, id: TokenId) -> TokenKind {
