@@ -255,7 +255,10 @@ run_fuzz() { # seconds [target]: each target (or the one named) for that long
     local max_len=65536 detect_leaks=1
     [ "$target" = generate ] && max_len=300000
     case $target in render_template | generate) detect_leaks=0 ;; esac
-    (cd fuzz && RUSTC_BOOTSTRAP=1 cargo fuzz run "$target" -- -max_total_time="$seconds" -rss_limit_mb=2048 \
+    # New inputs go to corpus/ (git-ignored); the committed seeds are read from seeds/.
+    mkdir -p "fuzz/corpus/$target"
+    (cd fuzz && RUSTC_BOOTSTRAP=1 cargo fuzz run "$target" "corpus/$target" "seeds/$target" -- \
+      -max_total_time="$seconds" -rss_limit_mb=2048 \
       -max_len="$max_len" -detect_leaks="$detect_leaks" -print_final_stats=1)
   done
 }

@@ -1,6 +1,6 @@
-//! Writes the seed corpora of the fuzz targets. `render_template` (`fuzz/corpus/render_template/`)
+//! Writes the seed corpora of the fuzz targets. `render_template` (`fuzz/seeds/render_template/`)
 //! gets real chat templates (Qwen3's from the shared vocabulary file, ChatML, a Gemma-style one)
-//! with a message and option bits. `parse_gguf` (`fuzz/corpus/parse_gguf/`) gets
+//! with a message and option bits. `parse_gguf` (`fuzz/seeds/parse_gguf/`) gets
 //! a few small valid files from the writer (every value type, nested arrays, several tensor
 //! types, versions 2 and 3, a custom alignment), the first 300 KB of a real Qwen3 test model,
 //! and a miniature of that model (its real keys and tensor names, arrays cut to 32 elements,
@@ -22,7 +22,7 @@ fn main() {
     let fuzz_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
     let models =
         std::env::args().nth(1).map(PathBuf::from).unwrap_or_else(|| fuzz_dir.join("../../shared/models"));
-    let out = fuzz_dir.join("corpus/parse_gguf");
+    let out = fuzz_dir.join("seeds/parse_gguf");
     fs::create_dir_all(&out).expect("create corpus dir");
 
     let mut seeds = synthetic_seeds();
@@ -35,9 +35,9 @@ fn main() {
             eprintln!("note: {}: {e}; writing the synthetic seeds only", models.join(REAL_MODEL).display())
         }
     }
-    template_seeds(&models, &fuzz_dir.join("corpus/render_template"));
-    tokenizer_seeds(&fuzz_dir.join("corpus/tokenize"));
-    generate_seeds(&models, &fuzz_dir.join("corpus/generate"));
+    template_seeds(&models, &fuzz_dir.join("seeds/render_template"));
+    tokenizer_seeds(&fuzz_dir.join("seeds/tokenize"));
+    generate_seeds(&models, &fuzz_dir.join("seeds/generate"));
     for (name, bytes) in &seeds {
         gguf::Gguf::parse(bytes).map(drop).unwrap_or_else(|e| {
             // The truncated real header is expected to fail; every other seed must be valid.

@@ -1,27 +1,35 @@
-//! The allocation bound the README states ("Untrusted input"): loading any file and chatting
-//! with it allocates at most `FILE_MULTIPLE` × the file, plus the session's state (KV cache,
-//! scratch, logits: set by the context asked for), plus `FIXED_BYTES`, in total and in any one
-//! allocation. The fuzz target `generate` asserts it for small mutated models; this test
-//! measures it on real models and on large hostile files built to cost the most memory per
-//! byte of file (huge vocabularies of empty tokens, a million one-letter merges).
+//! Untrusted input, measured natively: the allocation bound the README states ("Untrusted
+//! input") on real models and on large hostile files, and every fuzz seed and crash input
+//! replayed through its target's checks.
 //!
-//! One test function on purpose: the counting allocator is process-wide, so the cases must not
-//! run on parallel test threads. Native only: it measures the engine, not the browser.
+//! The bound: loading any file and chatting with it allocates at most `FILE_MULTIPLE` × the
+//! file, plus the session's state (KV cache, scratch, logits: set by the context asked for),
+//! plus `FIXED_BYTES`, in total and in any one allocation. The fuzz target `generate` asserts
+//! it for small mutated models; here it is measured on real models and on files built to cost
+//! the most memory per byte (huge vocabularies of empty tokens, a million one-letter merges).
+//!
+//! The counting allocator is process-wide: the tests take `SERIAL` so that one test's
+//! allocations never land in another's measurement. Native only: this measures the engine,
+//! not the browser.
 
 #![cfg(not(target_arch = "wasm32"))]
 
 #[path = "../fuzz/src/lib.rs"]
-mod counting;
+mod fuzzing;
 
-use counting::{CountingAllocator, FILE_MULTIPLE, allocation_bound};
+use std::path::Path;
+use std::sync::Mutex;
+
+use fuzzing::ALLOCATOR;
+use fuzzing::counting::{FILE_MULTIPLE, allocation_bound};
+use fuzzing::targets::TARGETS;
 use inferno::chat::ChatMessage;
 use inferno::engine::Engine;
 use inferno::gguf::writer::GgufWriter;
 use inferno::gguf::{Array, GgmlType, Value};
 use inferno::sampler::{Sampler, SamplerSettings};
 
-#[global_allocator]
-static ALLOCATOR: CountingAllocator = CountingAllocator::new();
+static SERIAL: Mutex<()> = Mutex::new(());
 
 const CONTEXT: usize = 256;
 
@@ -91,6 +99,7 @@ fn real_model(path: &str) -> Vec<u8> {
 
 #[test]
 fn loading_and_chatting_stay_within_the_stated_allocation_bound() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let smollm2 = std::env::var("INFERNO_TEST_MODELS").unwrap_or_else(|_| ".cache/models".into())
         + "/SmolLM2-135M-Instruct.Q4_1.gguf";
     let cases: Vec<(&str, Vec<u8>, bool)> = vec![
@@ -120,4 +129,26 @@ fn loading_and_chatting_stay_within_the_stated_allocation_bound() {
         assert!(largest <= bound, "{name}: one allocation of {largest}, bound {bound}\n{table}");
     }
     println!("{table}");
+}
+
+/// The committed seeds (`fuzz/seeds/TARGET/`) and every input that ever crashed a target
+/// (`fuzz/regressions/TARGET/`, where a fixed crash's input goes) pass the target's checks.
+#[test]
+fn every_fuzz_seed_and_past_crash_passes_its_targets_checks() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let fuzz_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz");
+    for (target, check) in TARGETS {
+        let mut inputs = 0;
+        for folder in ["seeds", "regressions"] {
+            let Ok(entries) = std::fs::read_dir(fuzz_dir.join(folder).join(target)) else { continue };
+            for entry in entries {
+                let path = entry.unwrap().path();
+                let data = std::fs::read(&path).unwrap();
+                let outcome = std::panic::catch_unwind(|| check(&data));
+                assert!(outcome.is_ok(), "{target} fails on {}", path.display());
+                inputs += 1;
+            }
+        }
+        assert!(inputs > 0, "no seeds for {target} in fuzz/seeds/{target} (cargo run --example seed_corpus in fuzz/)");
+    }
 }

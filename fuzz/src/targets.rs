@@ -1,0 +1,168 @@
+//! What each fuzz target checks, one function per target, so `tests/hostile_input.rs` can
+//! replay the committed seeds and every crash input ever found (`fuzz/regressions/`) through
+//! exactly the checks the fuzzer runs. Each function panics when an invariant breaks.
+
+use inferno::chat::{ChatMessage, ChatTemplate, RenderOptions, TemplateSource};
+use inferno::engine::Engine;
+use inferno::gguf::{self, Gguf, GgufHeader, HeaderParse};
+use inferno::inspect::Report;
+use inferno::sampler::{Sampler, SamplerSettings};
+use inferno::tokenizer::{EncodeOptions, Tokenizer};
+
+use super::ALLOCATOR;
+use super::counting::allocation_bound;
+
+/// The targets by name, as `cargo fuzz` and the folders under `fuzz/` name them.
+pub const TARGETS: [(&str, fn(&[u8])); 4] = [
+    ("parse_gguf", parse_gguf),
+    ("render_template", render_template),
+    ("tokenize", tokenize),
+    ("generate", generate),
+];
+
+/// Untrusted bytes through the whole inspect path: `Gguf::parse`, the prefix parser the page and
+/// the CLI use, and the report built from a successful parse. Besides "never panics", it checks
+/// that the two parsers agree: they read the same bytes in the same order, so a prefix may only
+/// stop earlier (`NeedMore`), never decide differently.
+pub fn parse_gguf(data: &[u8]) {
+    let file_size = data.len() as u64;
+    let full = Gguf::parse(data);
+
+    // The first byte picks how much of the file the prefix parser sees (0 ..= all of it).
+    let k = data.first().map_or(0, |&b| data.len() * usize::from(b) / 255);
+    match (gguf::parse_header(&data[..k], file_size), &full) {
+        (Ok(HeaderParse::Complete(header)), Ok(whole)) => {
+            assert_eq!(fingerprint(&header), fingerprint(&whole.header));
+        }
+        (Ok(HeaderParse::Complete(_)), Err(e)) => panic!("prefix of {k} bytes parsed, whole file: {e}"),
+        (Ok(HeaderParse::NeedMore { at_least }), _) => {
+            assert!(
+                at_least > k as u64 && at_least <= file_size,
+                "NeedMore {at_least} for {k} of {file_size}"
+            );
+        }
+        (Err(e), Err(whole)) => assert_eq!(&e, whole),
+        (Err(e), Ok(_)) => panic!("prefix of {k} bytes failed ({e}) but the whole file parsed"),
+    }
+
+    if let Ok(gguf) = full {
+        let header = &gguf.header;
+        assert!(header.alignment.is_power_of_two() && header.data_offset % header.alignment == 0);
+        for t in &header.tensors {
+            let end = header.data_offset + t.offset + t.n_bytes;
+            assert!(end <= file_size, "tensor {:?} ends at {end} of {file_size}", t.name);
+            assert_eq!(gguf.tensor_data(t).len() as u64, t.n_bytes);
+        }
+        let report = Report::new(header);
+        let json = serde_json::to_string(&report).expect("report serializes");
+        assert!(!json.is_empty());
+    }
+}
+
+/// Everything in a header, compared by its debug text: a NaN metadata value is not `==` itself.
+fn fingerprint(h: &GgufHeader) -> String {
+    let metadata: Vec<_> = h.metadata.iter().collect();
+    format!("{} {} {} {} {metadata:?} {:?}", h.version, h.alignment, h.data_offset, h.file_size, h.tensors)
+}
+
+/// Untrusted chat templates and messages through the whole chat path: `ChatTemplate::new`
+/// (the shape checks, then minijinja's parser and compiler) and `render` with fuzzed messages
+/// and options. The input is split at the first two NUL bytes: template, then message text; the
+/// first byte of the message part picks the roles and options. Besides "never panics, never
+/// overflows the stack", it checks that a rendering stays within the fuel and that refusing a
+/// template is a typed error.
+pub fn render_template(data: &[u8]) {
+    let mut parts = data.splitn(3, |&b| b == 0);
+    let template = String::from_utf8_lossy(parts.next().unwrap_or_default());
+    let message = String::from_utf8_lossy(parts.next().unwrap_or_default());
+    let switches = parts.next().and_then(|rest| rest.first().copied()).unwrap_or(0);
+    let Ok(chat) = ChatTemplate::new(&template, TemplateSource::File, "<s>".into(), "</s>".into()) else {
+        return;
+    };
+    let roles = ["system", "user", "assistant", "user"];
+    let count = usize::from(switches & 3) + 1;
+    let messages: Vec<ChatMessage> = (0..count)
+        .map(|i| ChatMessage::new(roles[(i + usize::from(switches >> 2 & 1)) % roles.len()], &message))
+        .collect();
+    let enable_thinking = match switches >> 3 & 3 {
+        0 => None,
+        1 => Some(false),
+        _ => Some(true),
+    };
+    let options = RenderOptions { add_generation_prompt: switches & 0x20 != 0, enable_thinking };
+    if let Ok(text) = chat.render(&messages, options) {
+        // 5 M instructions of fuel bound the output too: nothing renders without limit.
+        assert!(text.len() < 1 << 30, "rendered {} bytes", text.len());
+    }
+}
+
+/// Untrusted tokenizer metadata and text: a GGUF file's `tokenizer.ggml.*` keys through
+/// `Tokenizer::from_metadata`, then fuzzed text through `encode` (special tokens parsed or not)
+/// and the ids back through `decode` and the streaming detokenizer. The input is a u32 (little
+/// endian) length L, L bytes of GGUF file, and the text (lossy UTF-8). Besides "never panics",
+/// every id must be in the vocabulary and the streamed text must be the tokens' bytes read as
+/// UTF-8 (the one-shot `decode` differs on purpose: it drops SentencePiece's leading space and
+/// cleans up spaces, as llama.cpp's detokenizer does).
+pub fn tokenize(data: &[u8]) {
+    let Some((length, rest)) = data.split_first_chunk::<4>() else { return };
+    let length = (u32::from_le_bytes(*length) as usize).min(rest.len());
+    let (file, text) = rest.split_at(length);
+    let Ok(gguf) = Gguf::parse(file) else { return };
+    let Ok(tokenizer) = Tokenizer::from_metadata(gguf.metadata()) else { return };
+    let text = String::from_utf8_lossy(text);
+    for parse_special in [false, true] {
+        let ids = tokenizer.encode(&text, EncodeOptions { add_special: parse_special, parse_special });
+        assert!(ids.iter().all(|&id| (id as usize) < tokenizer.vocab_size()), "id outside the vocabulary");
+        let _ = tokenizer.decode(&ids);
+        let mut stream = tokenizer.detokenizer(false);
+        let mut streamed: String = ids.iter().map(|&id| stream.push(id)).collect();
+        streamed.push_str(&stream.finish());
+        let bytes: Vec<u8> =
+            ids.iter().flat_map(|&id| tokenizer.token_bytes(id, false).iter().copied()).collect();
+        assert_eq!(streamed, String::from_utf8_lossy(&bytes), "streamed text is not the tokens' bytes");
+    }
+}
+
+/// A whole mutated model through the engine: `Engine::load` (header, config, weights, the
+/// vocabulary-versus-embedding check, tokenizer, chat template), the chat prompt rendered and
+/// tokenized for a 64-token context, a session prefilled with it, and two sampled tokens (the
+/// second runs the first through the model). Besides "never panics": every sampled id is in
+/// the vocabulary, and no input makes the engine allocate more than the bound the README
+/// states (`counting::allocation_bound`), in total or in one allocation.
+pub fn generate(data: &[u8]) {
+    let baseline = ALLOCATOR.start();
+    let state_bytes = run_chat(data);
+    let report = ALLOCATOR.report(baseline);
+    let bound = allocation_bound(data.len(), state_bytes);
+    assert!(
+        report.peak <= bound,
+        "{} bytes live at once for a {}-byte file (bound {bound})",
+        report.peak,
+        data.len()
+    );
+    assert!(report.largest <= bound, "one allocation of {} bytes (bound {bound})", report.largest);
+}
+
+/// The context `generate` asks for: a few turns of a short chat.
+const CONTEXT: usize = 64;
+
+/// Loads and generates; returns the session's state bytes (0 when it never got that far).
+fn run_chat(data: &[u8]) -> usize {
+    let Ok(engine) = Engine::load(data.to_vec()) else { return 0 };
+    let messages = [ChatMessage { role: "user".into(), content: "Hi there".into() }];
+    let Ok(prompt) = engine.chat_prompt(&messages, None, CONTEXT) else { return 0 };
+    let Ok(mut session) = engine.new_session(CONTEXT) else { return 0 };
+    let state_bytes = session.state_bytes(&engine);
+    if session.sync(&engine, &prompt).is_err() {
+        return state_bytes;
+    }
+    let settings = SamplerSettings { seed: 7, ..SamplerSettings::default() };
+    let mut sampler = Sampler::new(settings).expect("the default settings are valid");
+    let vocab = engine.model().config().vocab_size;
+    for _ in 0..2 {
+        let Ok(step) = session.step(&engine, &mut sampler, None, 8) else { break };
+        assert!((step.token as usize) < vocab, "sampled {} from a vocabulary of {vocab}", step.token);
+        let _ = engine.piece(step.token);
+    }
+    state_bytes
+}
