@@ -24,6 +24,25 @@ pub struct Report {
     pub hyperparameters: Vec<Hyperparameter>,
     pub tokenizer: Option<TokenizerFacts>,
     pub chat_template: Option<String>,
+    /// Whether Inferno can load this file and chat with it, and if not, why.
+    pub runs: Runs,
+}
+
+/// The inspector's "can it chat" line: every check loading does that the header can answer.
+#[derive(Clone, Debug, Serialize)]
+pub struct Runs {
+    pub ok: bool,
+    /// Why not, in the engine's words (the first check that fails).
+    pub reason: Option<String>,
+}
+
+impl Runs {
+    pub fn of(header: &GgufHeader) -> Runs {
+        match crate::engine::Engine::check_header(header) {
+            Ok(()) => Runs { ok: true, reason: None },
+            Err(e) => Runs { ok: false, reason: Some(e.to_string()) },
+        }
+    }
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -191,6 +210,7 @@ impl Report {
             hyperparameters: hyperparameters(metadata),
             tokenizer: tokenizer_facts(metadata),
             chat_template: metadata.get_str("tokenizer.chat_template").map(str::to_owned),
+            runs: Runs::of(header),
         }
     }
 }

@@ -259,4 +259,6 @@ fn inspect_never_prints_the_files_control_characters() {
     assert!(!text.contains('\u{1b}') && !text.contains('\r'), "raw control characters in:\n{text}");
     assert!(text.contains("evil\\u{1b}[2J\\u{d}name"), "{text}");
     assert!(text.contains("evil.\\u{1b}[31mkey"), "{text}");
+    // Whether it can chat, and why not: this header has no tensors at all.
+    assert!(text.contains("chat             no: model tensors: `token_embd.weight` is missing"), "{text}");
 }

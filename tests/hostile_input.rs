@@ -149,6 +149,9 @@ fn every_fuzz_seed_and_past_crash_passes_its_targets_checks() {
                 inputs += 1;
             }
         }
-        assert!(inputs > 0, "no seeds for {target} in fuzz/seeds/{target} (cargo run --example seed_corpus in fuzz/)");
+        assert!(
+            inputs > 0,
+            "no seeds for {target} in fuzz/seeds/{target} (cargo run --example seed_corpus in fuzz/)"
+        );
     }
 }

@@ -33,6 +33,7 @@ struct Golden {
 
 #[derive(Deserialize)]
 struct GoldenPrompt {
+    prompt: String,
     prompt_ids: Vec<u32>,
     generated_ids: Vec<u32>,
     steps: Vec<GoldenStep>,
@@ -235,4 +236,23 @@ fn smollm2_matches_llama_cpp_logits_and_greedy_text() {
 #[test]
 fn gemma3_matches_llama_cpp_logits_and_greedy_text() {
     real_model("gemma3-270m-q4_k_m.json", "gemma3-270m-q4_k_m.gguf", 0.1);
+}
+
+/// Micro files of the architectures beyond Qwen3 (`scripts/make_micro_models.py`, committed
+/// under tests/fixtures/models) against goldens from `scripts/make_goldens.py` (the same
+/// llama.cpp, AVX2, flash attention): our tokenizer gives llama.cpp's prompt ids, and the
+/// logits follow the golden run within the bound for the weight type.
+#[test]
+fn micro_models_of_other_architectures_match_llama_cpp() {
+    for (name, tolerance) in [("qwen2-micro-q8_0", 0.02)] {
+        let golden = golden(&format!("{name}.json"));
+        let path = find_model(&golden.file).unwrap_or_else(|| panic!("{} is missing", golden.file));
+        let engine = inferno::engine::Engine::load(std::fs::read(&path).unwrap()).unwrap();
+        for (prompt_name, prompt) in &golden.prompts {
+            assert_eq!(engine.encode(&prompt.prompt), prompt.prompt_ids, "{name} {prompt_name}: prompt ids");
+        }
+        let parity = teacher_forced(engine.model(), &golden, tolerance);
+        parity.report(&golden.file, tolerance);
+        parity.assert_within(&golden.file, tolerance);
+    }
 }

@@ -54,6 +54,13 @@ function quantizationMix(mix, colors) {
   return el('div', { className: 'mix' }, bar, legend);
 }
 
+/** Whether the engine can chat with the file, and if not the first reason it gives. */
+function runsText(runs) {
+  if (!runs) return missing();
+  if (runs.ok) return el('span', { className: 'runs-yes' }, 'Yes: this page can load it and chat');
+  return el('span', { className: 'runs-no' }, `No: ${runs.reason}`);
+}
+
 function renderSummary(section, report, context, colors) {
   const summary = report.summary ?? {};
   const title = summary.name || context.fileName;
@@ -71,6 +78,7 @@ function renderSummary(section, report, context, colors) {
         ['Parameters', summary.parameter_count == null ? missing() : formatCount(summary.parameter_count), { title: formatInteger(summary.parameter_count), id: 'summary-parameters' }],
         ['File size', formatBytes(report.file?.size), { title: `${formatInteger(report.file?.size)} bytes` }],
         ['File type', textOrMissing(summary.file_type)],
+        ['Chat', runsText(report.runs), { id: 'summary-runs' }],
       ]),
     ),
     el('h3', {}, 'Quantization mix'),

@@ -12,8 +12,11 @@ use inferno::tokenizer::{EncodeOptions, Tokenizer};
 use super::ALLOCATOR;
 use super::counting::allocation_bound;
 
+/// A target's checks: panics when an invariant breaks.
+pub type Check = fn(&[u8]);
+
 /// The targets by name, as `cargo fuzz` and the folders under `fuzz/` name them.
-pub const TARGETS: [(&str, fn(&[u8])); 4] = [
+pub const TARGETS: [(&str, Check); 4] = [
     ("parse_gguf", parse_gguf),
     ("render_template", render_template),
     ("tokenize", tokenize),

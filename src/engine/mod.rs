@@ -12,6 +12,7 @@ mod error;
 pub use error::EngineError;
 
 use crate::chat::{ChatMessage, ChatTemplate, RenderOptions};
+use crate::gguf::{GgufHeader, Metadata};
 use crate::model::{KvCache, LogitsFor, Model, ModelBytes, Scratch};
 use crate::sampler::{Sampler, SamplerSettings, StepTrace};
 use crate::tokenizer::{EncodeOptions, Tokenizer, Utf8Stream, token_count};
@@ -32,20 +33,7 @@ impl Engine {
     /// Validates and takes ownership of a whole GGUF file.
     pub fn load(file: impl Into<ModelBytes>) -> Result<Engine, EngineError> {
         let model = Model::load(file)?;
-        // Compared before the tokenizer is built: building one for a vocabulary the embedding
-        // does not match would only spend memory on a file about to be refused.
-        let model_vocab = model.config().vocab_size;
-        if let Some(tokens) = token_count(model.metadata()).filter(|&tokens| tokens != model_vocab) {
-            return Err(EngineError::VocabularyMismatch { tokenizer: tokens, model: model_vocab });
-        }
-        let tokenizer = Tokenizer::from_metadata(model.metadata())?;
-        if tokenizer.vocab_size() != model_vocab {
-            return Err(EngineError::VocabularyMismatch {
-                tokenizer: tokenizer.vocab_size(),
-                model: model_vocab,
-            });
-        }
-        let template = ChatTemplate::for_model(model.metadata(), &tokenizer)?;
+        let (tokenizer, template) = tokenizer_and_template(model.metadata(), model.config().vocab_size)?;
         let longest_token = (0..tokenizer.vocab_size() as u32)
             .filter_map(|id| tokenizer.token_str(id))
             .map(str::len)
@@ -53,6 +41,13 @@ impl Engine {
             .unwrap_or(1)
             .max(1);
         Ok(Engine { model, tokenizer, template, longest_token })
+    }
+
+    /// Whether a file with this header would load, from the header alone (what the inspector
+    /// says before anything is loaded): every check of [`Engine::load`] but the tensor data's.
+    pub fn check_header(header: &GgufHeader) -> Result<(), EngineError> {
+        let config = Model::check_header(header)?;
+        tokenizer_and_template(&header.metadata, config.vocab_size).map(drop)
     }
 
     pub fn model(&self) -> &Model {
@@ -142,6 +137,27 @@ impl Engine {
     pub fn new_session(&self, context: usize) -> Result<Session, EngineError> {
         Session::new(self, context)
     }
+}
+
+/// The tokenizer and chat template `metadata` describes, for a model of `model_vocab` rows.
+fn tokenizer_and_template(
+    metadata: &Metadata,
+    model_vocab: usize,
+) -> Result<(Tokenizer, ChatTemplate), EngineError> {
+    // Compared before the tokenizer is built: building one for a vocabulary the embedding does
+    // not match would only spend memory on a file about to be refused.
+    if let Some(tokens) = token_count(metadata).filter(|&tokens| tokens != model_vocab) {
+        return Err(EngineError::VocabularyMismatch { tokenizer: tokens, model: model_vocab });
+    }
+    let tokenizer = Tokenizer::from_metadata(metadata)?;
+    if tokenizer.vocab_size() != model_vocab {
+        return Err(EngineError::VocabularyMismatch {
+            tokenizer: tokenizer.vocab_size(),
+            model: model_vocab,
+        });
+    }
+    let template = ChatTemplate::for_model(metadata, &tokenizer)?;
+    Ok((tokenizer, template))
 }
 
 /// What [`Session::sync`] did.

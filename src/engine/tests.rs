@@ -229,7 +229,30 @@ fn load_micro_with_metadata(extra: &[(&str, crate::gguf::Value)]) -> Result<Engi
         let data = file.tensor_data(tensor).to_vec();
         writer = writer.tensor(&tensor.name, &tensor.dims, tensor.ggml_type, data);
     }
-    Engine::load(writer.to_bytes())
+    let bytes = writer.to_bytes();
+    // The inspector's header-only verdict must agree with loading, whatever the file.
+    let verdict = Engine::check_header(&crate::gguf::Gguf::parse(&bytes).unwrap().header);
+    let loaded = Engine::load(bytes);
+    assert_eq!(
+        verdict.as_ref().map_err(ToString::to_string).err(),
+        loaded.as_ref().map(drop).map_err(ToString::to_string).err(),
+        "check_header and load disagree"
+    );
+    loaded
+}
+
+/// The inspector's "can it chat" answers what loading would, from the header alone.
+#[test]
+fn the_header_check_gives_loadings_verdict() {
+    use crate::gguf::Value;
+    assert!(load_micro_with_metadata(&[]).is_ok());
+    let unknown =
+        load_micro_with_metadata(&[("general.architecture", Value::String("phi3".into()))]).err().unwrap();
+    assert!(unknown.to_string().contains("phi3"), "{unknown}");
+    let no_heads = load_micro_with_metadata(&[("qwen3.attention.head_count", Value::U32(3))]).err().unwrap();
+    assert!(no_heads.to_string().contains("head_count"), "{no_heads}");
+    let template = load_micro_with_metadata(&[("tokenizer.chat_template", Value::String("{% if %}".into()))]);
+    assert!(template.is_err());
 }
 
 /// A vocabulary that does not match the embedding is refused before a tokenizer is built for

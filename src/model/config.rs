@@ -12,6 +12,8 @@ use crate::gguf::Metadata;
 pub enum Architecture {
     /// Qwen3: per-head Q/K RMSNorm, NeoX RoPE, GQA, SwiGLU.
     Qwen3,
+    /// Qwen2 and Qwen2.5 (and DeepSeek-R1-Distill-Qwen): Q/K/V biases, NeoX RoPE, GQA, SwiGLU.
+    Qwen2,
     /// Llama (SmolLM2, Llama 2/3): interleaved ("normal") RoPE, GQA, SwiGLU.
     Llama,
     /// Gemma 3: scaled embeddings, Q/K norm, post-attention and post-FFN norms, GeGLU,
@@ -23,6 +25,7 @@ impl Architecture {
     pub fn from_name(name: &str) -> Option<Self> {
         match name {
             "qwen3" => Some(Self::Qwen3),
+            "qwen2" => Some(Self::Qwen2),
             "llama" => Some(Self::Llama),
             "gemma3" => Some(Self::Gemma3),
             _ => None,
@@ -32,6 +35,7 @@ impl Architecture {
     pub fn name(self) -> &'static str {
         match self {
             Self::Qwen3 => "qwen3",
+            Self::Qwen2 => "qwen2",
             Self::Llama => "llama",
             Self::Gemma3 => "gemma3",
         }
@@ -155,7 +159,7 @@ impl Config {
 
         let rope_style = match architecture {
             Architecture::Llama => RopeStyle::Normal,
-            Architecture::Qwen3 | Architecture::Gemma3 => RopeStyle::Neox,
+            Architecture::Qwen3 | Architecture::Qwen2 | Architecture::Gemma3 => RopeStyle::Neox,
         };
         let rope_global = Rope { base: rope_base, freq_scale };
         let (sliding_window, global_layer_period, rope_local) = match architecture {

@@ -211,6 +211,14 @@ impl Model {
             n,
         )?;
 
+        // Qwen2 adds biases to the projections (llama.cpp: ggml_add after each mul_mat).
+        for (bias, out, width) in
+            [(&layer.bq, &mut q, qd), (&layer.bk, &mut k, kvd), (&layer.bv, &mut v, kvd)]
+        {
+            if let Some(bias) = bias {
+                out[..n * width].chunks_exact_mut(width).for_each(|row| add_in_place(row, bias));
+            }
+        }
         // Qwen3 and Gemma 3 normalize each head of Q and K before RoPE.
         if let Some(w) = &layer.q_norm {
             rms_norm_in_place(&mut q[..n * qd], w, c.rms_eps);
@@ -220,7 +228,7 @@ impl Model {
         }
         let rope = c.rope_for_layer(l);
         for t in 0..n {
-            rope_table(&mut s.rope, start + t, rope, c.rope_dims, self.rope_freqs.as_deref());
+            rope_table(&mut s.rope, start + t, rope, c.rope_dims, self.weights.rope_freqs.as_deref());
             apply_rope(&mut q[t * qd..(t + 1) * qd], hd, &s.rope, c.rope_style);
             apply_rope(&mut k[t * kvd..(t + 1) * kvd], hd, &s.rope, c.rope_style);
         }
@@ -320,7 +328,9 @@ impl Model {
         project_many(file, [(&layer.w_gate, &mut gate[..n * ff]), (&layer.w_up, &mut up[..n * ff])], s, n)?;
         match c.architecture {
             Architecture::Gemma3 => geglu(&mut gate[..n * ff], &up[..n * ff]),
-            Architecture::Qwen3 | Architecture::Llama => swiglu(&mut gate[..n * ff], &up[..n * ff]),
+            Architecture::Qwen3 | Architecture::Qwen2 | Architecture::Llama => {
+                swiglu(&mut gate[..n * ff], &up[..n * ff])
+            }
         }
         s.up = up;
         s.activations_fresh = false;

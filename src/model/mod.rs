@@ -25,8 +25,6 @@ use crate::gguf::{GgufHeader, Metadata};
 pub struct Model {
     config: Config,
     weights: Weights,
-    /// Llama 3-style per-dimension RoPE frequency divisors (`rope_freqs.weight`), if present.
-    rope_freqs: Option<Vec<f32>>,
     header: GgufHeader,
     file: ModelBytes,
 }
@@ -37,47 +35,18 @@ impl Model {
     pub fn load(file: impl Into<ModelBytes>) -> Result<Model, ModelError> {
         let file = file.into();
         let header = file.header()?;
-        let embd = header
-            .tensor("token_embd.weight")
-            .ok_or_else(|| ModelError::MissingTensor("token_embd.weight".into()))?;
-        let vocab_size = match embd.dims.as_slice() {
-            [_, rows] => usize::try_from(*rows).unwrap_or(usize::MAX),
-            dims => {
-                return Err(ModelError::TensorShape {
-                    name: "token_embd.weight".into(),
-                    expected: vec![0, 0],
-                    found: dims.to_vec(),
-                });
-            }
-        };
-        let config = Config::from_metadata(&header.metadata, vocab_size)?;
-        let weights = Weights::load(&header, &file, &config)?;
-        let rope_freqs = match header.tensor("rope_freqs.weight") {
-            None => None,
-            Some(info) => {
-                let expected = vec![(config.rope_dims / 2) as u64];
-                if info.dims != expected {
-                    return Err(ModelError::TensorShape {
-                        name: info.name.clone(),
-                        expected,
-                        found: info.dims.clone(),
-                    });
-                }
-                let start =
-                    usize::try_from(header.data_offset.saturating_add(info.offset)).unwrap_or(usize::MAX);
-                let end = start.saturating_add(usize::try_from(info.n_bytes).unwrap_or(usize::MAX));
-                let bytes = file.get(start..end).unwrap_or(&[]);
-                let mut freqs = vec![0.0; config.rope_dims / 2];
-                let weight_type = crate::tensor::WeightType::from_ggml_type_id(info.ggml_type.id())
-                    .ok_or_else(|| ModelError::UnsupportedTensorType {
-                        name: info.name.clone(),
-                        ggml_type: info.ggml_type.name().into(),
-                    })?;
-                crate::tensor::dequantize_row(weight_type, bytes, &mut freqs)?;
-                Some(freqs)
-            }
-        };
-        Ok(Model { config, weights, rope_freqs, header, file })
+        let config = config_of(&header)?;
+        let weights = Weights::load(&header, Some(&file), &config)?;
+        Ok(Model { config, weights, header, file })
+    }
+
+    /// Everything [`Model::load`] checks that a header alone can tell (hyperparameters, every
+    /// tensor's presence, shape, type and byte size): whether the file would load, for the
+    /// inspector, without its tensor data.
+    pub fn check_header(header: &GgufHeader) -> Result<Config, ModelError> {
+        let config = config_of(header)?;
+        Weights::load(header, None, &config)?;
+        Ok(config)
     }
 
     pub fn config(&self) -> &Config {
@@ -105,4 +74,22 @@ impl Model {
     pub fn new_state(&self, context: usize, max_batch: usize) -> Result<(KvCache, Scratch), ModelError> {
         Ok((KvCache::new(&self.config, context)?, Scratch::new(&self.config, context, max_batch)?))
     }
+}
+
+/// The hyperparameters, with the vocabulary size from `token_embd`'s rows.
+fn config_of(header: &GgufHeader) -> Result<Config, ModelError> {
+    let embd = header
+        .tensor("token_embd.weight")
+        .ok_or_else(|| ModelError::MissingTensor("token_embd.weight".into()))?;
+    let vocab_size = match embd.dims.as_slice() {
+        [_, rows] => usize::try_from(*rows).unwrap_or(usize::MAX),
+        dims => {
+            return Err(ModelError::TensorShape {
+                name: "token_embd.weight".into(),
+                expected: vec![0, 0],
+                found: dims.to_vec(),
+            });
+        }
+    };
+    Config::from_metadata(&header.metadata, vocab_size)
 }

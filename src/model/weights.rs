@@ -44,6 +44,10 @@ pub struct LayerWeights {
     pub wk: Matrix,
     pub wv: Matrix,
     pub wo: Matrix,
+    /// Biases added to the Q, K and V projections (Qwen2; optional in Llama files).
+    pub bq: Option<Vec<f32>>,
+    pub bk: Option<Vec<f32>>,
+    pub bv: Option<Vec<f32>>,
     /// Per-head RMSNorm of queries and keys (Qwen3, Gemma 3).
     pub q_norm: Option<Vec<f32>>,
     pub k_norm: Option<Vec<f32>>,
@@ -63,16 +67,26 @@ pub struct Weights {
     pub output_norm: Vec<f32>,
     /// The output projection; `token_embd` itself when the file ties them.
     pub output: Matrix,
+    /// Llama 3-style per-dimension RoPE frequency divisors (`rope_freqs.weight`), if present.
+    pub rope_freqs: Option<Vec<f32>>,
 }
 
 impl Weights {
-    /// Finds and checks every tensor `config` needs. `file` is the whole file.
-    pub fn load(header: &GgufHeader, file: &ModelBytes, config: &Config) -> Result<Weights, ModelError> {
+    /// Finds and checks every tensor `config` needs. `file` is the whole file; without it only
+    /// the header is checked (the vectors come back empty).
+    pub fn load(
+        header: &GgufHeader,
+        file: Option<&ModelBytes>,
+        config: &Config,
+    ) -> Result<Weights, ModelError> {
         let tensors = Tensors { header, file };
         let (d, q, kv, ff, hd) =
             (config.n_embd, config.q_dim(), config.kv_dim(), config.n_ff, config.head_dim);
         let has_qk_norm = matches!(config.architecture, Architecture::Qwen3 | Architecture::Gemma3);
         let has_post_norms = config.architecture == Architecture::Gemma3;
+        // llama.cpp requires Qwen2's Q/K/V biases and reads Llama's when a file has them.
+        let bias_required = config.architecture == Architecture::Qwen2;
+        let bias_allowed = bias_required || config.architecture == Architecture::Llama;
 
         // llama.cpp's first use of token_embd is GET_ROWS, so it never enters the repack buffer;
         // an output projection tied to it is multiplied with the plain kernels.
@@ -91,12 +105,23 @@ impl Weights {
                 |suffix: &str, len: usize, wanted: bool| -> Result<Option<Vec<f32>>, ModelError> {
                     if wanted { tensors.vector(&name(suffix), len).map(Some) } else { Ok(None) }
                 };
+            let bias = |suffix: &str, len: usize| -> Result<Option<Vec<f32>>, ModelError> {
+                let name = format!("blk.{i}.{suffix}.bias");
+                match header.tensor(&name) {
+                    Some(_) if bias_allowed => tensors.vector(&name, len).map(Some),
+                    None if bias_required => Err(ModelError::MissingTensor(name)),
+                    _ => Ok(None),
+                }
+            };
             layers.push(LayerWeights {
                 attn_norm: tensors.vector(&name("attn_norm"), d)?,
                 wq: tensors.matrix(&name("attn_q"), q, d)?,
                 wk: tensors.matrix(&name("attn_k"), kv, d)?,
                 wv: tensors.matrix(&name("attn_v"), kv, d)?,
                 wo: tensors.matrix(&name("attn_output"), d, q)?,
+                bq: bias("attn_q", q)?,
+                bk: bias("attn_k", kv)?,
+                bv: bias("attn_v", kv)?,
                 q_norm: optional_vector("attn_q_norm", hd, has_qk_norm)?,
                 k_norm: optional_vector("attn_k_norm", hd, has_qk_norm)?,
                 post_attn_norm: optional_vector("post_attention_norm", d, has_post_norms)?,
@@ -107,13 +132,24 @@ impl Weights {
                 post_ffn_norm: optional_vector("post_ffw_norm", d, has_post_norms)?,
             });
         }
-        Ok(Weights { token_embd, layers, output_norm: tensors.vector("output_norm.weight", d)?, output })
+        let rope_freqs = match header.tensor("rope_freqs.weight") {
+            Some(_) => Some(tensors.vector("rope_freqs.weight", config.rope_dims / 2)?),
+            None => None,
+        };
+        Ok(Weights {
+            token_embd,
+            layers,
+            output_norm: tensors.vector("output_norm.weight", d)?,
+            output,
+            rope_freqs,
+        })
     }
 }
 
 struct Tensors<'a> {
     header: &'a GgufHeader,
-    file: &'a ModelBytes,
+    /// `None`: checking a header alone.
+    file: Option<&'a ModelBytes>,
 }
 
 impl Tensors<'_> {
@@ -136,7 +172,7 @@ impl Tensors<'_> {
         let end = start.checked_add(info.n_bytes).ok_or_else(truncated)?;
         let range = usize::try_from(start).map_err(|_| truncated())?
             ..usize::try_from(end).map_err(|_| truncated())?;
-        if self.file.get(range.clone()).is_none() {
+        if self.file.is_some_and(|file| file.get(range.clone()).is_none()) {
             return Err(truncated());
         }
         Ok(range)
@@ -161,8 +197,15 @@ impl Tensors<'_> {
     fn vector(&self, name: &str, len: usize) -> Result<Vec<f32>, ModelError> {
         let (info, weight_type) = self.find(name, &[len])?;
         let range = self.range(info)?;
+        if weight_type.row_bytes(len)? != range.len() {
+            return Err(ModelError::BadKey {
+                key: name.into(),
+                reason: "byte size does not match its shape".into(),
+            });
+        }
+        let Some(file) = self.file else { return Ok(Vec::new()) };
         let mut out = vec![0.0; len];
-        dequantize_row(weight_type, self.file.get(range).unwrap_or(&[]), &mut out)?;
+        dequantize_row(weight_type, file.get(range).unwrap_or(&[]), &mut out)?;
         Ok(out)
     }
 }

@@ -61,7 +61,13 @@ pub fn inspect_prefix(prefix: &[u8], file_size: f64) -> Result<JsValue, JsValue>
     let file_size = js_size(file_size)?;
     let outcome = match gguf::parse_header(prefix, file_size).map_err(gguf_error)? {
         HeaderParse::NeedMore { at_least } => Outcome::NeedMore { at_least },
-        HeaderParse::Complete(header) => Outcome::Complete { report: Box::new(Report::new(&header)) },
+        HeaderParse::Complete(header) => {
+            let mut report = Box::new(Report::new(&header));
+            if report.runs.ok && cfg!(target_pointer_width = "32") && file_size > WASM32_MODEL_LIMIT {
+                report.runs = crate::inspect::Runs { ok: false, reason: Some(too_large_message(file_size)) };
+            }
+            Outcome::Complete { report }
+        }
     };
     to_js(&outcome)
 }
@@ -322,13 +328,16 @@ const MAX_PIECE: u64 = i32::MAX as u64;
 const WASM32_MODEL_LIMIT: u64 = (4 << 30) - (384 << 20);
 
 fn too_large(size: u64) -> JsValue {
-    let message = format!(
+    js_error("RangeError", "too_large", &too_large_message(size))
+}
+
+fn too_large_message(size: u64) -> String {
+    format!(
         "a {:.2} GiB file does not fit in this page's memory (WebAssembly has 4 GiB, and \
          inference needs some of it: files up to {:.2} GiB can load)",
         size as f64 / (1u64 << 30) as f64,
         WASM32_MODEL_LIMIT as f64 / (1u64 << 30) as f64
-    );
-    js_error("RangeError", "too_large", &message)
+    )
 }
 
 /// A loaded model and its one conversation.

@@ -281,6 +281,15 @@ pageSuite('chat with other models', () => {
     assert.ok((await h.page.locator('#viz-bars .viz-bar').count()) >= 20);
   });
 
+  test('qwen2 (Q/K/V biases) chats with the template from its file', async () => {
+    await loadModel(requireModel(MODELS.qwen2Micro));
+    await assertModelLoaded('qwen2-micro-q8_0.gguf');
+    assert.match(await text('#model-details'), /qwen2/);
+    await setSettings({ temperature: 0, max_tokens: 4 });
+    const answer = await ask('Hello');
+    assert.equal(answer.tokens.length, 4);
+  });
+
   test('qwen3 offers the thinking toggle', async () => {
     await loadModel(requireModel(MODELS.qwen3Micro));
     await assertModelLoaded('qwen3-micro-q4_0.gguf');

@@ -28,7 +28,8 @@ const screenshotDir = path.join(repoRoot, 'target', 'page-screenshots');
 
 export const TEST_TIMEOUT_MS = 90_000;
 
-// What each test model must show. Counts come from the gguf Python package's reader.
+// What each test model must show. Counts come from the gguf Python package's reader; `runs`
+// is the inspector's "can it chat" line (default: yes).
 export const MODELS = {
   gemma3: {
     file: path.join(modelsDir, 'gemma3-270m-q4_k_m.gguf'),
@@ -51,12 +52,20 @@ export const MODELS = {
     metadata: 25,
     tensorNames: ['output.weight', 'token_embd.weight', 'blk.0.attn_q.weight', 'blk.1.ffn_up.weight'],
   },
+  qwen2Micro: {
+    file: path.join(fixtureModelsDir, 'qwen2-micro-q8_0.gguf'),
+    architecture: 'qwen2',
+    tensors: 26,
+    metadata: 21,
+    tensorNames: ['token_embd.weight', 'blk.0.attn_q.bias', 'blk.1.ffn_down.weight', 'output_norm.weight'],
+  },
   qwen3Vocab: {
     file: path.join(fixtureModelsDir, 'qwen3-vocab.gguf'),
     architecture: 'qwen3',
     tensors: 0,
     metadata: 23,
     tensorNames: [],
+    runs: /^No: model tensors: `token_embd\.weight` is missing$/,
   },
 };
 

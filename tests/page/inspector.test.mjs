@@ -95,6 +95,7 @@ async function bytesRead() {
 async function assertReportShows(model) {
   await assertReportVisible();
   assert.equal(await text('#summary-architecture'), model.architecture);
+  assert.match(await text('#summary-runs'), model.runs ?? /^Yes: this page can load it and chat$/);
   assert.match(await text('#summary'), new RegExp(`\\b${model.architecture}\\b`));
   assert.equal(await text('#tensor-count'), model.tensors.toLocaleString('en-US'));
   assert.equal(await h.page.locator('#tensor-table tr[data-tensor]').count(), model.tensors);

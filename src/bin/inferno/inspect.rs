@@ -84,6 +84,11 @@ fn render(report: &Report, bytes_read: u64) -> String {
     let mix: Vec<String> =
         s.quantization_mix.iter().map(|q| format!("{} {:.1}%", q.type_name, q.share * 100.0)).collect();
     field(&mut out, "quantization", Some(&mix.join(", ")));
+    let runs = match &report.runs.reason {
+        None => "yes: Inferno can load this file and chat with it".to_string(),
+        Some(reason) => format!("no: {reason}"),
+    };
+    field(&mut out, "chat", Some(&runs));
 
     if !report.hyperparameters.is_empty() {
         let arch = s.architecture.as_deref().unwrap_or("");

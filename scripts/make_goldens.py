@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+"""Write llama.cpp's reference outputs ("goldens") for a GGUF file, in the format of
+tests/fixtures/golden/README.md: for each prompt, llama.cpp's token ids, 24 greedy steps, and
+the 20 highest raw logits at steps 0-7, the prompt in one batch and then one token at a time.
+
+  CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON \\
+      -DGGML_AVX512=OFF" pip install llama-cpp-python==0.3.36
+  python3 scripts/make_goldens.py MODEL.gguf OUT.json
+
+The oracle is the llama.cpp vendored in llama-cpp-python 0.3.36 (commit 0c1e570, the same one
+the shared goldens come from), built for AVX2 without AVX-512 (the lane orders our kernels
+reproduce), run on one thread with flash attention on (llama.cpp's CPU default). The prompts
+are those of the committed Qwen3 goldens (tests/fixtures/golden/qwen3-micro-q8_0.json).
+"""
+import hashlib
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+from gguf import GGUFReader
+from llama_cpp import Llama
+
+REPO = Path(__file__).resolve().parent.parent
+PROMPTS_FROM = REPO / "tests" / "fixtures" / "golden" / "qwen3-micro-q8_0.json"
+N_PREDICT, TOP_STEPS, TOP_K = 24, 8, 20
+
+
+def metadata_value(reader, key):
+    field = reader.fields.get(key)
+    if field is None:
+        return None
+    return field.parts[field.data[0]][0].item()
+
+
+def top(row, k):
+    ids = np.argsort(-row, kind="stable")[:k]
+    logsumexp = float(np.log(np.sum(np.exp(row.astype(np.float64) - row.max()))) + row.max())
+    return [
+        {"id": int(i), "logit": float(row[i]), "prob": float(np.exp(float(row[i]) - logsumexp))}
+        for i in ids
+    ], logsumexp
+
+
+def main():
+    model_path, out_path = Path(sys.argv[1]), Path(sys.argv[2])
+    reader = GGUFReader(str(model_path))
+    add_bos = bool(metadata_value(reader, "tokenizer.ggml.add_bos_token") or False)
+    llm = Llama(
+        model_path=str(model_path),
+        n_ctx=512,
+        n_batch=512,
+        n_ubatch=512,
+        n_threads=1,
+        n_threads_batch=1,
+        flash_attn=True,
+        verbose=False,
+    )
+    prompts = json.loads(PROMPTS_FROM.read_text())["prompts"]
+    out_prompts = {}
+    for name, source in prompts.items():
+        text = source["prompt"]
+        ids = llm.tokenize(text.encode("utf-8"), add_bos=add_bos, special=True)
+        ids_plain = llm.tokenize(text.encode("utf-8"), add_bos=add_bos, special=False)
+        llm.reset()
+        llm.eval(ids)
+        steps, generated = [], []
+        for step in range(N_PREDICT):
+            # Only the batch's last position has logits (llama-cpp-python keeps no scores
+            # unless logits_all, which would change how llama.cpp batches the prompt).
+            row = np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(llm.n_vocab(),)).astype(np.float32)
+            if step < TOP_STEPS:
+                best, logsumexp = top(row, TOP_K)
+                steps.append({"step": step, "top": best, "logsumexp": logsumexp, "logit_std": float(row.std())})
+            token = int(np.argmax(row))  # ties: the lowest id
+            generated.append(token)
+            llm.eval([token])
+        pieces = [llm.detokenize([t]).decode("utf-8", errors="replace") for t in generated]
+        eog = [i for i, t in enumerate(generated) if t == llm.token_eos()]
+        out_prompts[name] = {
+            "prompt": text,
+            "prompt_ids": ids,
+            "prompt_ids_without_special": ids_plain,
+            "generated_ids": generated,
+            "generated_pieces": pieces,
+            "generated_text": "".join(pieces),
+            "eog_steps": eog,
+            "steps": steps,
+        }
+        print(f"{name}: {len(ids)} prompt tokens, greedy {generated[:8]}...")
+    data = model_path.read_bytes()
+    golden = {
+        "model": model_path.stem,
+        "file": model_path.name,
+        "size": len(data),
+        "sha256": hashlib.sha256(data).hexdigest(),
+        "settings": {
+            "n_predict": N_PREDICT,
+            "top_steps": TOP_STEPS,
+            "top_k": TOP_K,
+            "sampling": "greedy argmax over raw logits (ties -> lowest id); does not stop at end-of-generation tokens",
+            "prompt_processing": "whole prompt in one batch; logits of the last position",
+            "oracle": "llama-cpp-python 0.3.36 (llama.cpp 0c1e570), AVX2 without AVX-512, 1 thread, flash attention on",
+        },
+        "n_vocab": llm.n_vocab(),
+        "add_bos": add_bos,
+        "bos_id": llm.token_bos(),
+        "eos_id": llm.token_eos(),
+        "prompts": out_prompts,
+    }
+    out_path.write_text(json.dumps(golden, indent=1, ensure_ascii=False) + "\n")
+    print("wrote", out_path)
+
+
+if __name__ == "__main__":
+    main()

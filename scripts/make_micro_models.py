@@ -1,0 +1,112 @@
+#!/usr/bin/env python3
+"""Write small random-weight GGUF files of the architectures Inferno runs beyond the shared
+Qwen3 ones, with llama.cpp's own tensor names and metadata, for parity tests against
+llama.cpp (scripts/make_goldens.py) and page tests.
+
+  pip install gguf numpy
+  python3 scripts/make_micro_models.py OUT_DIR [--arch qwen2]
+
+The tokenizer and chat template come from tests/fixtures/models/qwen3-micro-q4_0.gguf (Qwen's
+byte-level BPE cut to 8,026 tokens, ChatML template); the shapes are those of the Qwen3 micro
+files (2 layers, 256 wide, 4 query heads and 2 KV heads of 64, FFN 768). Weights are seeded
+random normals (std 0.02; norms near 1; biases std 0.1), so a file is the same on every run
+with the same numpy and gguf versions. Matrices are Q8_0 (the tightest parity bound, 0.02);
+norms and biases stay F32, as llama.cpp's converter writes them.
+
+Architectures:
+  qwen2  Qwen2/Qwen2.5 (and DeepSeek-R1-Distill-Qwen): Q/K/V biases, NeoX RoPE base 1e6, no
+         Q/K norm, tied embeddings (as Qwen2.5-0.5B/1.5B).
+"""
+import argparse
+from pathlib import Path
+
+import gguf
+import numpy as np
+from gguf import GGMLQuantizationType as Q
+from gguf import GGUFReader, GGUFValueType
+from gguf.quants import quantize
+
+LAYERS, EMBD, HEADS, KV_HEADS, HEAD_DIM, FFN = 2, 256, 4, 2, 64, 768
+REPO = Path(__file__).resolve().parent.parent
+TOKENIZER_SOURCE = REPO / "tests" / "fixtures" / "models" / "qwen3-micro-q4_0.gguf"
+
+
+def copy_tokenizer(writer, reader):
+    for name, field in reader.fields.items():
+        if not name.startswith("tokenizer."):
+            continue
+        kind = field.types[0]
+        if kind == GGUFValueType.ARRAY:
+            if field.types[1] == GGUFValueType.STRING:
+                values = [bytes(field.parts[i]).decode("utf-8") for i in field.data]
+            else:
+                values = [field.parts[i][0].item() for i in field.data]
+            writer.add_array(name, values)
+        elif kind == GGUFValueType.STRING:
+            writer.add_string(name, bytes(field.parts[field.data[0]]).decode("utf-8"))
+        else:
+            writer.add_key_value(name, field.parts[field.data[0]][0].item(), kind)
+
+
+def write_qwen2(path, rng, reader):
+    n_vocab = len(reader.fields["tokenizer.ggml.tokens"].data)
+    writer = gguf.GGUFWriter(str(path), arch="qwen2")
+    writer.add_name("qwen2-micro-synthetic")
+    writer.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0)
+    writer.add_block_count(LAYERS)
+    writer.add_context_length(4096)
+    writer.add_embedding_length(EMBD)
+    writer.add_feed_forward_length(FFN)
+    writer.add_head_count(HEADS)
+    writer.add_head_count_kv(KV_HEADS)
+    writer.add_rope_freq_base(1_000_000.0)
+    writer.add_layer_norm_rms_eps(1e-6)
+    copy_tokenizer(writer, reader)
+
+    def matrix(name, rows, cols):
+        x = rng.standard_normal((rows, cols), dtype=np.float32) * np.float32(0.02)
+        writer.add_tensor(name, quantize(x, Q.Q8_0), raw_dtype=Q.Q8_0)
+
+    def vector(name, n, mean, std):
+        writer.add_tensor(name, (mean + std * rng.standard_normal(n, dtype=np.float32)).astype(np.float32))
+
+    matrix("token_embd.weight", n_vocab, EMBD)
+    for layer in range(LAYERS):
+        p = f"blk.{layer}."
+        vector(p + "attn_norm.weight", EMBD, 1.0, 0.1)
+        matrix(p + "attn_q.weight", HEADS * HEAD_DIM, EMBD)
+        vector(p + "attn_q.bias", HEADS * HEAD_DIM, 0.0, 0.1)
+        matrix(p + "attn_k.weight", KV_HEADS * HEAD_DIM, EMBD)
+        vector(p + "attn_k.bias", KV_HEADS * HEAD_DIM, 0.0, 0.1)
+        matrix(p + "attn_v.weight", KV_HEADS * HEAD_DIM, EMBD)
+        vector(p + "attn_v.bias", KV_HEADS * HEAD_DIM, 0.0, 0.1)
+        matrix(p + "attn_output.weight", EMBD, HEADS * HEAD_DIM)
+        vector(p + "ffn_norm.weight", EMBD, 1.0, 0.1)
+        matrix(p + "ffn_gate.weight", FFN, EMBD)
+        matrix(p + "ffn_up.weight", FFN, EMBD)
+        matrix(p + "ffn_down.weight", EMBD, FFN)
+    vector("output_norm.weight", EMBD, 1.0, 0.1)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+
+
+WRITERS = {"qwen2": ("qwen2-micro-q8_0.gguf", write_qwen2)}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("out_dir", type=Path)
+    parser.add_argument("--arch", choices=sorted(WRITERS), action="append")
+    args = parser.parse_args()
+    reader = GGUFReader(str(TOKENIZER_SOURCE))
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    for arch in args.arch or sorted(WRITERS):
+        name, write = WRITERS[arch]
+        write(args.out_dir / name, np.random.default_rng(2), reader)
+        print("wrote", args.out_dir / name)
+
+
+if __name__ == "__main__":
+    main()
