@@ -14,8 +14,10 @@ with the same numpy and gguf versions. Matrices are Q8_0 (the tightest parity bo
 norms and biases stay F32, as llama.cpp's converter writes them.
 
 Architectures:
-  qwen2  Qwen2/Qwen2.5 (and DeepSeek-R1-Distill-Qwen): Q/K/V biases, NeoX RoPE base 1e6, no
-         Q/K norm, tied embeddings (as Qwen2.5-0.5B/1.5B).
+  qwen2    Qwen2/Qwen2.5 (and DeepSeek-R1-Distill-Qwen): Q/K/V biases, NeoX RoPE base 1e6, no
+           Q/K norm, tied embeddings (as Qwen2.5-0.5B/1.5B).
+  smollm3  SmolLM3: Llama with interleaved RoPE (base 5e6) skipped in every fourth layer; 4
+           layers here so layer 3 is one of those; tied embeddings.
 """
 import argparse
 from pathlib import Path
@@ -26,7 +28,7 @@ from gguf import GGMLQuantizationType as Q
 from gguf import GGUFReader, GGUFValueType
 from gguf.quants import quantize
 
-LAYERS, EMBD, HEADS, KV_HEADS, HEAD_DIM, FFN = 2, 256, 4, 2, 64, 768
+EMBD, HEADS, KV_HEADS, HEAD_DIM, FFN = 256, 4, 2, 64, 768
 REPO = Path(__file__).resolve().parent.parent
 TOKENIZER_SOURCE = REPO / "tests" / "fixtures" / "models" / "qwen3-micro-q4_0.gguf"
 
@@ -48,18 +50,18 @@ def copy_tokenizer(writer, reader):
             writer.add_key_value(name, field.parts[field.data[0]][0].item(), kind)
 
 
-def write_qwen2(path, rng, reader):
+def write_model(path, rng, reader, arch, layers, rope_base, biases):
     n_vocab = len(reader.fields["tokenizer.ggml.tokens"].data)
-    writer = gguf.GGUFWriter(str(path), arch="qwen2")
-    writer.add_name("qwen2-micro-synthetic")
+    writer = gguf.GGUFWriter(str(path), arch=arch)
+    writer.add_name(f"{arch}-micro-synthetic")
     writer.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0)
-    writer.add_block_count(LAYERS)
+    writer.add_block_count(layers)
     writer.add_context_length(4096)
     writer.add_embedding_length(EMBD)
     writer.add_feed_forward_length(FFN)
     writer.add_head_count(HEADS)
     writer.add_head_count_kv(KV_HEADS)
-    writer.add_rope_freq_base(1_000_000.0)
+    writer.add_rope_freq_base(rope_base)
     writer.add_layer_norm_rms_eps(1e-6)
     copy_tokenizer(writer, reader)
 
@@ -71,15 +73,13 @@ def write_qwen2(path, rng, reader):
         writer.add_tensor(name, (mean + std * rng.standard_normal(n, dtype=np.float32)).astype(np.float32))
 
     matrix("token_embd.weight", n_vocab, EMBD)
-    for layer in range(LAYERS):
+    for layer in range(layers):
         p = f"blk.{layer}."
         vector(p + "attn_norm.weight", EMBD, 1.0, 0.1)
-        matrix(p + "attn_q.weight", HEADS * HEAD_DIM, EMBD)
-        vector(p + "attn_q.bias", HEADS * HEAD_DIM, 0.0, 0.1)
-        matrix(p + "attn_k.weight", KV_HEADS * HEAD_DIM, EMBD)
-        vector(p + "attn_k.bias", KV_HEADS * HEAD_DIM, 0.0, 0.1)
-        matrix(p + "attn_v.weight", KV_HEADS * HEAD_DIM, EMBD)
-        vector(p + "attn_v.bias", KV_HEADS * HEAD_DIM, 0.0, 0.1)
+        for part, width in (("q", HEADS * HEAD_DIM), ("k", KV_HEADS * HEAD_DIM), ("v", KV_HEADS * HEAD_DIM)):
+            matrix(p + f"attn_{part}.weight", width, EMBD)
+            if biases:
+                vector(p + f"attn_{part}.bias", width, 0.0, 0.1)
         matrix(p + "attn_output.weight", EMBD, HEADS * HEAD_DIM)
         vector(p + "ffn_norm.weight", EMBD, 1.0, 0.1)
         matrix(p + "ffn_gate.weight", FFN, EMBD)
@@ -92,20 +92,21 @@ def write_qwen2(path, rng, reader):
     writer.close()
 
 
-WRITERS = {"qwen2": ("qwen2-micro-q8_0.gguf", write_qwen2)}
+# arch: (layers, RoPE base, Q/K/V biases)
+MODELS = {"qwen2": (2, 1_000_000.0, True), "smollm3": (4, 5_000_000.0, False)}
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("out_dir", type=Path)
-    parser.add_argument("--arch", choices=sorted(WRITERS), action="append")
+    parser.add_argument("--arch", choices=sorted(MODELS), action="append")
     args = parser.parse_args()
     reader = GGUFReader(str(TOKENIZER_SOURCE))
     args.out_dir.mkdir(parents=True, exist_ok=True)
-    for arch in args.arch or sorted(WRITERS):
-        name, write = WRITERS[arch]
-        write(args.out_dir / name, np.random.default_rng(2), reader)
-        print("wrote", args.out_dir / name)
+    for arch in args.arch or sorted(MODELS):
+        path = args.out_dir / f"{arch}-micro-q8_0.gguf"
+        write_model(path, np.random.default_rng(2), reader, arch, *MODELS[arch])
+        print("wrote", path)
 
 
 if __name__ == "__main__":

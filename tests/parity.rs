@@ -241,10 +241,12 @@ fn gemma3_matches_llama_cpp_logits_and_greedy_text() {
 /// Micro files of the architectures beyond Qwen3 (`scripts/make_micro_models.py`, committed
 /// under tests/fixtures/models) against goldens from `scripts/make_goldens.py` (the same
 /// llama.cpp, AVX2, flash attention): our tokenizer gives llama.cpp's prompt ids, and the
-/// logits follow the golden run within the bound for the weight type.
+/// logits follow the golden run. The bound for Q8_0 is 0.02, but these files run bit
+/// for bit like llama.cpp, and random weights make architectural mistakes small (SmolLM3 with
+/// RoPE in every layer is off by only 0.014): the bound asserted is 1e-4.
 #[test]
 fn micro_models_of_other_architectures_match_llama_cpp() {
-    for (name, tolerance) in [("qwen2-micro-q8_0", 0.02)] {
+    for (name, tolerance) in [("qwen2-micro-q8_0", 1e-4), ("smollm3-micro-q8_0", 1e-4)] {
         let golden = golden(&format!("{name}.json"));
         let path = find_model(&golden.file).unwrap_or_else(|| panic!("{} is missing", golden.file));
         let engine = inferno::engine::Engine::load(std::fs::read(&path).unwrap()).unwrap();

@@ -192,6 +192,17 @@ fn qwen2_logits_match_llama_cpp_in_the_browser() {
     assert_eq!(steps, 24);
 }
 
+/// The Q8_0 micro SmolLM3 file (no RoPE in layer 3) within the 8-bit tolerance of 0.02.
+#[wasm_bindgen_test]
+fn smollm3_logits_match_llama_cpp_in_the_browser() {
+    let steps = assert_follows_golden(
+        include_bytes!("fixtures/models/smollm3-micro-q8_0.gguf"),
+        include_str!("fixtures/golden/smollm3-micro-q8_0.json"),
+        0.02,
+    );
+    assert_eq!(steps, 24);
+}
+
 /// Same seed, same tokens, native or wasm: the sequence pinned by the native sampler test.
 #[wasm_bindgen_test]
 fn seeded_sampling_draws_the_native_sequence() {

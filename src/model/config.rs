@@ -16,6 +16,8 @@ pub enum Architecture {
     Qwen2,
     /// Llama (SmolLM2, Llama 2/3): interleaved ("normal") RoPE, GQA, SwiGLU.
     Llama,
+    /// SmolLM3: Llama whose every fourth layer attends without RoPE ("NoPE").
+    Smollm3,
     /// Gemma 3: scaled embeddings, Q/K norm, post-attention and post-FFN norms, GeGLU,
     /// five sliding-window layers for every global one.
     Gemma3,
@@ -27,6 +29,7 @@ impl Architecture {
             "qwen3" => Some(Self::Qwen3),
             "qwen2" => Some(Self::Qwen2),
             "llama" => Some(Self::Llama),
+            "smollm3" => Some(Self::Smollm3),
             "gemma3" => Some(Self::Gemma3),
             _ => None,
         }
@@ -37,6 +40,7 @@ impl Architecture {
             Self::Qwen3 => "qwen3",
             Self::Qwen2 => "qwen2",
             Self::Llama => "llama",
+            Self::Smollm3 => "smollm3",
             Self::Gemma3 => "gemma3",
         }
     }
@@ -86,6 +90,8 @@ pub struct Config {
     pub sliding_window: Option<usize>,
     /// Every `global_layer_period`-th layer attends globally; the others use the window.
     pub global_layer_period: usize,
+    /// Every `no_rope_layer_step`-th layer skips RoPE (SmolLM3: 4, fixed by llama.cpp).
+    pub no_rope_layer_step: Option<usize>,
     /// Multiplier applied to Q before the dot products with K.
     pub attention_scale: f32,
     /// Multiplier applied to token embeddings (Gemma: sqrt(n_embd)).
@@ -158,7 +164,7 @@ impl Config {
         let context_length = keys.optional_count("context_length", MAX_CONTEXT)?.unwrap_or(4096);
 
         let rope_style = match architecture {
-            Architecture::Llama => RopeStyle::Normal,
+            Architecture::Llama | Architecture::Smollm3 => RopeStyle::Normal,
             Architecture::Qwen3 | Architecture::Qwen2 | Architecture::Gemma3 => RopeStyle::Neox,
         };
         let rope_global = Rope { base: rope_base, freq_scale };
@@ -198,6 +204,7 @@ impl Config {
             context_length,
             sliding_window,
             global_layer_period,
+            no_rope_layer_step: (architecture == Architecture::Smollm3).then_some(4),
             attention_scale,
             embedding_scale,
             vocab_size,
@@ -210,6 +217,12 @@ impl Config {
 
     pub fn kv_dim(&self) -> usize {
         self.kv_dim
+    }
+
+    /// Whether layer `layer` rotates its queries and keys (llama.cpp: SmolLM3's layers 3, 7,
+    /// 11... do not).
+    pub fn uses_rope(&self, layer: usize) -> bool {
+        self.no_rope_layer_step.is_none_or(|step| (layer + 1) % step != 0)
     }
 
     /// Whether layer `layer` attends only within the sliding window (llama.cpp: Gemma 3 layers

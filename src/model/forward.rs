@@ -227,7 +227,7 @@ impl Model {
             rms_norm_in_place(&mut k[..n * kvd], w, c.rms_eps);
         }
         let rope = c.rope_for_layer(l);
-        for t in 0..n {
+        for t in (0..n).filter(|_| c.uses_rope(l)) {
             rope_table(&mut s.rope, start + t, rope, c.rope_dims, self.weights.rope_freqs.as_deref());
             apply_rope(&mut q[t * qd..(t + 1) * qd], hd, &s.rope, c.rope_style);
             apply_rope(&mut k[t * kvd..(t + 1) * kvd], hd, &s.rope, c.rope_style);
@@ -328,7 +328,7 @@ impl Model {
         project_many(file, [(&layer.w_gate, &mut gate[..n * ff]), (&layer.w_up, &mut up[..n * ff])], s, n)?;
         match c.architecture {
             Architecture::Gemma3 => geglu(&mut gate[..n * ff], &up[..n * ff]),
-            Architecture::Qwen3 | Architecture::Qwen2 | Architecture::Llama => {
+            Architecture::Qwen3 | Architecture::Qwen2 | Architecture::Llama | Architecture::Smollm3 => {
                 swiglu(&mut gate[..n * ff], &up[..n * ff])
             }
         }

@@ -84,9 +84,11 @@ impl Weights {
             (config.n_embd, config.q_dim(), config.kv_dim(), config.n_ff, config.head_dim);
         let has_qk_norm = matches!(config.architecture, Architecture::Qwen3 | Architecture::Gemma3);
         let has_post_norms = config.architecture == Architecture::Gemma3;
-        // llama.cpp requires Qwen2's Q/K/V biases and reads Llama's when a file has them.
+        // llama.cpp requires Qwen2's Q/K/V biases and reads Llama's and SmolLM3's when a file
+        // has them.
         let bias_required = config.architecture == Architecture::Qwen2;
-        let bias_allowed = bias_required || config.architecture == Architecture::Llama;
+        let bias_allowed =
+            bias_required || matches!(config.architecture, Architecture::Llama | Architecture::Smollm3);
 
         // llama.cpp's first use of token_embd is GET_ROWS, so it never enters the repack buffer;
         // an output projection tied to it is multiplied with the plain kernels.
