@@ -5,12 +5,13 @@ the 20 highest raw logits at steps 0-7, the prompt in one batch and then one tok
 
   CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON \\
       -DGGML_AVX512=OFF" pip install llama-cpp-python==0.3.36
-  python3 scripts/make_goldens.py MODEL.gguf OUT.json
+  python3 scripts/make_goldens.py MODEL.gguf OUT.json [N_CTX]
 
 The oracle is the llama.cpp vendored in llama-cpp-python 0.3.36 (commit 0c1e570, the same one
 the shared goldens come from), built for AVX2 without AVX-512 (the lane orders our kernels
 reproduce), run on one thread with flash attention on (llama.cpp's CPU default). The prompts
-are those of the committed Qwen3 goldens (tests/fixtures/golden/qwen3-micro-q8_0.json).
+are those of the committed Qwen3 goldens (tests/fixtures/golden/qwen3-micro-q8_0.json) plus
+`chat_specials`: special tokens with whitespace around them (Phi-3's by-name RSTRIP rule).
 """
 import hashlib
 import json
@@ -24,6 +25,9 @@ from llama_cpp import Llama
 REPO = Path(__file__).resolve().parent.parent
 PROMPTS_FROM = REPO / "tests" / "fixtures" / "golden" / "qwen3-micro-q8_0.json"
 N_PREDICT, TOP_STEPS, TOP_K = 24, 8, 20
+EXTRA_PROMPTS = {
+    "chat_specials": "<|im_start|>user\n Hi <tool_call>  x</tool_call>\n<|im_end|> \n<|user|>\n ok</s>  <|end|>\n<|im_start|>assistant\n",
+}
 
 
 def metadata_value(reader, key):
@@ -44,11 +48,14 @@ def top(row, k):
 
 def main():
     model_path, out_path = Path(sys.argv[1]), Path(sys.argv[2])
+    # The context changes results only where the model depends on it (LongRoPE's long
+    # factors past the original context).
+    n_ctx = int(sys.argv[3]) if len(sys.argv) > 3 else 512
     reader = GGUFReader(str(model_path))
     add_bos = bool(metadata_value(reader, "tokenizer.ggml.add_bos_token") or False)
     llm = Llama(
         model_path=str(model_path),
-        n_ctx=512,
+        n_ctx=n_ctx,
         n_batch=512,
         n_ubatch=512,
         n_threads=1,
@@ -57,6 +64,7 @@ def main():
         verbose=False,
     )
     prompts = json.loads(PROMPTS_FROM.read_text())["prompts"]
+    prompts.update({name: {"prompt": text} for name, text in EXTRA_PROMPTS.items()})
     out_prompts = {}
     for name, source in prompts.items():
         text = source["prompt"]
@@ -100,6 +108,7 @@ def main():
             "top_k": TOP_K,
             "sampling": "greedy argmax over raw logits (ties -> lowest id); does not stop at end-of-generation tokens",
             "prompt_processing": "whole prompt in one batch; logits of the last position",
+            "n_ctx": n_ctx,
             "oracle": "llama-cpp-python 0.3.36 (llama.cpp 0c1e570), AVX2 without AVX-512, 1 thread, flash attention on",
         },
         "n_vocab": llm.n_vocab(),

@@ -18,6 +18,11 @@ Architectures:
            Q/K norm, tied embeddings (as Qwen2.5-0.5B/1.5B).
   smollm3  SmolLM3: Llama with interleaved RoPE (base 5e6) skipped in every fourth layer; 4
            layers here so layer 3 is one of those; tied embeddings.
+  phi3     Phi-3.5-mini's layout: fused attn_qkv and ffn_up (gate rows first), LongRoPE
+           (rope_factors_short/long, attention factor 1.19, original context 4096 of 131072),
+           a separate output matrix; named phi3, so llama.cpp strips whitespace after its
+           special tokens (six unused Qwen control tokens become <unk>, <s>, </s>, <|user|>,
+           <|assistant|>, <|end|>).
 """
 import argparse
 from pathlib import Path
@@ -33,7 +38,12 @@ REPO = Path(__file__).resolve().parent.parent
 TOKENIZER_SOURCE = REPO / "tests" / "fixtures" / "models" / "qwen3-micro-q4_0.gguf"
 
 
-def copy_tokenizer(writer, reader):
+# Phi-3 files get llama.cpp's by-name token rules (whitespace after special tokens is
+# stripped), which need these tokens: they replace some of Qwen's unused control tokens.
+PHI3_TOKENS = {8003: "<unk>", 8004: "<s>", 8005: "</s>", 8006: "<|user|>", 8007: "<|assistant|>", 8008: "<|end|>"}
+
+
+def copy_tokenizer(writer, reader, renamed=None):
     for name, field in reader.fields.items():
         if not name.startswith("tokenizer."):
             continue
@@ -41,6 +51,8 @@ def copy_tokenizer(writer, reader):
         if kind == GGUFValueType.ARRAY:
             if field.types[1] == GGUFValueType.STRING:
                 values = [bytes(field.parts[i]).decode("utf-8") for i in field.data]
+                if name == "tokenizer.ggml.tokens":
+                    values = [(renamed or {}).get(i, v) for i, v in enumerate(values)]
             else:
                 values = [field.parts[i][0].item() for i in field.data]
             writer.add_array(name, values)
@@ -50,20 +62,24 @@ def copy_tokenizer(writer, reader):
             writer.add_key_value(name, field.parts[field.data[0]][0].item(), kind)
 
 
-def write_model(path, rng, reader, arch, layers, rope_base, biases):
+def write_model(path, rng, reader, arch, layers, rope_base, biases, fused=False):
     n_vocab = len(reader.fields["tokenizer.ggml.tokens"].data)
     writer = gguf.GGUFWriter(str(path), arch=arch)
     writer.add_name(f"{arch}-micro-synthetic")
     writer.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0)
     writer.add_block_count(layers)
-    writer.add_context_length(4096)
+    writer.add_context_length(131072 if fused else 4096)
     writer.add_embedding_length(EMBD)
     writer.add_feed_forward_length(FFN)
     writer.add_head_count(HEADS)
     writer.add_head_count_kv(KV_HEADS)
     writer.add_rope_freq_base(rope_base)
     writer.add_layer_norm_rms_eps(1e-6)
-    copy_tokenizer(writer, reader)
+    if fused:
+        writer.add_rope_dimension_count(HEAD_DIM)
+        writer.add_rope_scaling_attn_factors(1.19)
+        writer.add_rope_scaling_orig_ctx_len(4096)
+    copy_tokenizer(writer, reader, PHI3_TOKENS if fused else None)
 
     def matrix(name, rows, cols):
         x = rng.standard_normal((rows, cols), dtype=np.float32) * np.float32(0.02)
@@ -73,17 +89,27 @@ def write_model(path, rng, reader, arch, layers, rope_base, biases):
         writer.add_tensor(name, (mean + std * rng.standard_normal(n, dtype=np.float32)).astype(np.float32))
 
     matrix("token_embd.weight", n_vocab, EMBD)
+    if fused:
+        matrix("output.weight", n_vocab, EMBD)
+        vector("rope_factors_short.weight", HEAD_DIM // 2, 1.5, 0.4)
+        vector("rope_factors_long.weight", HEAD_DIM // 2, 8.0, 2.0)
     for layer in range(layers):
         p = f"blk.{layer}."
         vector(p + "attn_norm.weight", EMBD, 1.0, 0.1)
-        for part, width in (("q", HEADS * HEAD_DIM), ("k", KV_HEADS * HEAD_DIM), ("v", KV_HEADS * HEAD_DIM)):
-            matrix(p + f"attn_{part}.weight", width, EMBD)
-            if biases:
-                vector(p + f"attn_{part}.bias", width, 0.0, 0.1)
+        if fused:
+            matrix(p + "attn_qkv.weight", (HEADS + 2 * KV_HEADS) * HEAD_DIM, EMBD)
+        else:
+            for part, width in (("q", HEADS * HEAD_DIM), ("k", KV_HEADS * HEAD_DIM), ("v", KV_HEADS * HEAD_DIM)):
+                matrix(p + f"attn_{part}.weight", width, EMBD)
+                if biases:
+                    vector(p + f"attn_{part}.bias", width, 0.0, 0.1)
         matrix(p + "attn_output.weight", EMBD, HEADS * HEAD_DIM)
         vector(p + "ffn_norm.weight", EMBD, 1.0, 0.1)
-        matrix(p + "ffn_gate.weight", FFN, EMBD)
-        matrix(p + "ffn_up.weight", FFN, EMBD)
+        if fused:
+            matrix(p + "ffn_up.weight", 2 * FFN, EMBD)
+        else:
+            matrix(p + "ffn_gate.weight", FFN, EMBD)
+            matrix(p + "ffn_up.weight", FFN, EMBD)
         matrix(p + "ffn_down.weight", EMBD, FFN)
     vector("output_norm.weight", EMBD, 1.0, 0.1)
     writer.write_header_to_file()
@@ -92,8 +118,12 @@ def write_model(path, rng, reader, arch, layers, rope_base, biases):
     writer.close()
 
 
-# arch: (layers, RoPE base, Q/K/V biases)
-MODELS = {"qwen2": (2, 1_000_000.0, True), "smollm3": (4, 5_000_000.0, False)}
+# arch: (layers, RoPE base, Q/K/V biases, fused QKV and gate/up with LongRoPE)
+MODELS = {
+    "qwen2": (2, 1_000_000.0, True, False),
+    "smollm3": (4, 5_000_000.0, False, False),
+    "phi3": (2, 10_000.0, False, True),
+}
 
 
 def main():

@@ -28,7 +28,14 @@ use serde::Deserialize;
 #[derive(Deserialize)]
 struct Golden {
     file: String,
+    settings: GoldenSettings,
     prompts: BTreeMap<String, GoldenPrompt>,
+}
+
+#[derive(Deserialize)]
+struct GoldenSettings {
+    /// The context llama.cpp ran with, where it matters (LongRoPE); absent in the shared goldens.
+    n_ctx: Option<usize>,
 }
 
 #[derive(Deserialize)]
@@ -105,8 +112,8 @@ fn teacher_forced(model: &Model, golden: &Golden, tolerance: f32) -> Parity {
     let mut parity = Parity { max_delta: 0.0, steps: 0, top1_agree: 0, top1_failures: Vec::new() };
     for (name, prompt) in &golden.prompts {
         let last_step = prompt.steps.iter().map(|s| s.step).max().unwrap();
-        let (mut cache, mut scratch) =
-            model.new_state(prompt.prompt_ids.len() + last_step, prompt.prompt_ids.len()).unwrap();
+        let context = golden.settings.n_ctx.unwrap_or(prompt.prompt_ids.len() + last_step);
+        let (mut cache, mut scratch) = model.new_state(context, prompt.prompt_ids.len()).unwrap();
         let mut row =
             model.forward(&mut cache, &mut scratch, &prompt.prompt_ids, LogitsFor::Last).unwrap().to_vec();
         for step in 0..=last_step {
@@ -243,10 +250,13 @@ fn gemma3_matches_llama_cpp_logits_and_greedy_text() {
 /// llama.cpp, AVX2, flash attention): our tokenizer gives llama.cpp's prompt ids, and the
 /// logits follow the golden run. The bound for Q8_0 is 0.02, but these files run bit
 /// for bit like llama.cpp, and random weights make architectural mistakes small (SmolLM3 with
-/// RoPE in every layer is off by only 0.014): the bound asserted is 1e-4.
+/// RoPE in every layer is off by only 0.014): the bound asserted is 1e-4. The Phi-3 file runs
+/// twice: with a 512-token context (LongRoPE's short factors) and an 8192-token one (past its
+/// original 4096: the long factors).
 #[test]
 fn micro_models_of_other_architectures_match_llama_cpp() {
-    for (name, tolerance) in [("qwen2-micro-q8_0", 1e-4), ("smollm3-micro-q8_0", 1e-4)] {
+    let goldens = ["qwen2-micro-q8_0", "smollm3-micro-q8_0", "phi3-micro-q8_0", "phi3-micro-q8_0-ctx8192"];
+    for (name, tolerance) in goldens.map(|name| (name, 1e-4)) {
         let golden = golden(&format!("{name}.json"));
         let path = find_model(&golden.file).unwrap_or_else(|| panic!("{} is missing", golden.file));
         let engine = inferno::engine::Engine::load(std::fs::read(&path).unwrap()).unwrap();

@@ -189,7 +189,7 @@ fn qwen2_logits_match_llama_cpp_in_the_browser() {
         include_str!("fixtures/golden/qwen2-micro-q8_0.json"),
         0.02,
     );
-    assert_eq!(steps, 24);
+    assert_eq!(steps, 32);
 }
 
 /// The Q8_0 micro SmolLM3 file (no RoPE in layer 3) within the 8-bit tolerance of 0.02.
@@ -200,7 +200,19 @@ fn smollm3_logits_match_llama_cpp_in_the_browser() {
         include_str!("fixtures/golden/smollm3-micro-q8_0.json"),
         0.02,
     );
-    assert_eq!(steps, 24);
+    assert_eq!(steps, 32);
+}
+
+/// The Q8_0 micro Phi-3 file (fused QKV and gate/up, LongRoPE's short factors, whitespace
+/// stripped after special tokens) within the 8-bit tolerance of 0.02.
+#[wasm_bindgen_test]
+fn phi3_logits_match_llama_cpp_in_the_browser() {
+    let steps = assert_follows_golden(
+        include_bytes!("fixtures/models/phi3-micro-q8_0.gguf"),
+        include_str!("fixtures/golden/phi3-micro-q8_0.json"),
+        0.02,
+    );
+    assert_eq!(steps, 32);
 }
 
 /// Same seed, same tokens, native or wasm: the sequence pinned by the native sampler test.

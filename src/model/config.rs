@@ -18,6 +18,9 @@ pub enum Architecture {
     Llama,
     /// SmolLM3: Llama whose every fourth layer attends without RoPE ("NoPE").
     Smollm3,
+    /// Phi-3, Phi-3.5, Phi-4-mini: fused QKV and gate/up tensors, NeoX RoPE with LongRoPE
+    /// factors, queries scaled before attention.
+    Phi3,
     /// Gemma 3: scaled embeddings, Q/K norm, post-attention and post-FFN norms, GeGLU,
     /// five sliding-window layers for every global one.
     Gemma3,
@@ -30,6 +33,7 @@ impl Architecture {
             "qwen2" => Some(Self::Qwen2),
             "llama" => Some(Self::Llama),
             "smollm3" => Some(Self::Smollm3),
+            "phi3" => Some(Self::Phi3),
             "gemma3" => Some(Self::Gemma3),
             _ => None,
         }
@@ -41,6 +45,7 @@ impl Architecture {
             Self::Qwen2 => "qwen2",
             Self::Llama => "llama",
             Self::Smollm3 => "smollm3",
+            Self::Phi3 => "phi3",
             Self::Gemma3 => "gemma3",
         }
     }
@@ -62,6 +67,9 @@ pub struct Rope {
     pub base: f32,
     /// Positions are multiplied by this (1 / linear scaling factor).
     pub freq_scale: f32,
+    /// Cosines and sines are multiplied by this (`rope.scaling.attn_factor`, LongRoPE's
+    /// attention factor; ggml's `mscale`).
+    pub attn_factor: f32,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -90,10 +98,17 @@ pub struct Config {
     pub sliding_window: Option<usize>,
     /// Every `global_layer_period`-th layer attends globally; the others use the window.
     pub global_layer_period: usize,
+    /// The context RoPE was trained for (`rope.scaling.original_context_length`, else the
+    /// context length): LongRoPE uses its long factors only for caches larger than this.
+    pub rope_original_context: usize,
     /// Every `no_rope_layer_step`-th layer skips RoPE (SmolLM3: 4, fixed by llama.cpp).
     pub no_rope_layer_step: Option<usize>,
     /// Multiplier applied to Q before the dot products with K.
     pub attention_scale: f32,
+    /// Whether Q is multiplied by `attention_scale` before attention, which then uses scale 1
+    /// (Gemma 3, Phi-3), rather than the scores after (the others): the same product, rounded
+    /// where llama.cpp rounds it.
+    pub scale_queries: bool,
     /// Multiplier applied to token embeddings (Gemma: sqrt(n_embd)).
     pub embedding_scale: Option<f32>,
     pub vocab_size: usize,
@@ -165,14 +180,17 @@ impl Config {
 
         let rope_style = match architecture {
             Architecture::Llama | Architecture::Smollm3 => RopeStyle::Normal,
-            Architecture::Qwen3 | Architecture::Qwen2 | Architecture::Gemma3 => RopeStyle::Neox,
+            Architecture::Qwen3 | Architecture::Qwen2 | Architecture::Gemma3 | Architecture::Phi3 => {
+                RopeStyle::Neox
+            }
         };
-        let rope_global = Rope { base: rope_base, freq_scale };
+        let attn_factor = keys.positive_float("rope.scaling.attn_factor")?.unwrap_or(1.0);
+        let rope_global = Rope { base: rope_base, freq_scale, attn_factor };
         let (sliding_window, global_layer_period, rope_local) = match architecture {
             Architecture::Gemma3 => (
                 keys.optional_count("attention.sliding_window", MAX_CONTEXT)?,
                 6,
-                Rope { base: 10_000.0, freq_scale: 1.0 },
+                Rope { base: 10_000.0, freq_scale: 1.0, attn_factor: 1.0 },
             ),
             _ => (None, 1, rope_global),
         };
@@ -204,8 +222,12 @@ impl Config {
             context_length,
             sliding_window,
             global_layer_period,
+            rope_original_context: keys
+                .optional_count("rope.scaling.original_context_length", MAX_CONTEXT)?
+                .unwrap_or(context_length),
             no_rope_layer_step: (architecture == Architecture::Smollm3).then_some(4),
             attention_scale,
+            scale_queries: matches!(architecture, Architecture::Gemma3 | Architecture::Phi3),
             embedding_scale,
             vocab_size,
         })

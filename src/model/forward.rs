@@ -227,14 +227,13 @@ impl Model {
             rms_norm_in_place(&mut k[..n * kvd], w, c.rms_eps);
         }
         let rope = c.rope_for_layer(l);
+        let freq_factors = self.weights.rope_factors(cache.capacity() > c.rope_original_context);
         for t in (0..n).filter(|_| c.uses_rope(l)) {
-            rope_table(&mut s.rope, start + t, rope, c.rope_dims, self.weights.rope_freqs.as_deref());
+            rope_table(&mut s.rope, start + t, rope, c.rope_dims, freq_factors);
             apply_rope(&mut q[t * qd..(t + 1) * qd], hd, &s.rope, c.rope_style);
             apply_rope(&mut k[t * kvd..(t + 1) * kvd], hd, &s.rope, c.rope_style);
         }
-        // Gemma 3 scales queries before attention (and attends with scale 1); the others scale
-        // the scores. Same product, rounded where llama.cpp rounds it.
-        let score_scale = if c.architecture == Architecture::Gemma3 {
+        let score_scale = if c.scale_queries {
             q[..n * qd].iter_mut().for_each(|v| *v *= c.attention_scale);
             1.0
         } else {
@@ -328,9 +327,11 @@ impl Model {
         project_many(file, [(&layer.w_gate, &mut gate[..n * ff]), (&layer.w_up, &mut up[..n * ff])], s, n)?;
         match c.architecture {
             Architecture::Gemma3 => geglu(&mut gate[..n * ff], &up[..n * ff]),
-            Architecture::Qwen3 | Architecture::Qwen2 | Architecture::Llama | Architecture::Smollm3 => {
-                swiglu(&mut gate[..n * ff], &up[..n * ff])
-            }
+            Architecture::Qwen3
+            | Architecture::Qwen2
+            | Architecture::Llama
+            | Architecture::Smollm3
+            | Architecture::Phi3 => swiglu(&mut gate[..n * ff], &up[..n * ff]),
         }
         s.up = up;
         s.activations_fresh = false;

@@ -48,7 +48,7 @@ pub fn rope_table(
     for i in 0..rope_dims / 2 {
         let factor = freq_factors.map_or(1.0, |f| f[i]);
         let angle = rope.freq_scale * (theta / factor);
-        table.push((angle.cos(), angle.sin()));
+        table.push((angle.cos() * rope.attn_factor, angle.sin() * rope.attn_factor));
         theta *= theta_scale;
     }
 }
@@ -147,7 +147,7 @@ mod tests {
 
     #[test]
     fn rope_at_position_zero_is_identity_and_preserves_norm_elsewhere() {
-        let rope = Rope { base: 10_000.0, freq_scale: 1.0 };
+        let rope = Rope { base: 10_000.0, freq_scale: 1.0, attn_factor: 1.0 };
         let mut table = Vec::new();
         let original: Vec<f32> = (0..8).map(|i| i as f32 - 3.5).collect();
         for style in [RopeStyle::Normal, RopeStyle::Neox] {
@@ -165,7 +165,7 @@ mod tests {
 
     #[test]
     fn neox_and_normal_pair_different_dimensions() {
-        let rope = Rope { base: 10_000.0, freq_scale: 1.0 };
+        let rope = Rope { base: 10_000.0, freq_scale: 1.0, attn_factor: 1.0 };
         let mut table = Vec::new();
         rope_table(&mut table, 1, rope, 4, None);
         // Only dimension 0 is non-zero: NORM mixes it into dimension 1, NEOX into dimension 2.

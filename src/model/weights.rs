@@ -8,7 +8,7 @@ use super::bytes::ModelBytes;
 use super::config::{Architecture, Config};
 use super::error::ModelError;
 use crate::gguf::{GgufHeader, TensorInfo};
-use crate::tensor::{WeightLayout, WeightType, dequantize_row};
+use crate::tensor::{REPACK_ROWS, WeightLayout, WeightType, dequantize_row};
 
 /// A matrix of `rows` rows of `cols` elements, stored in the model bytes at `range`.
 #[derive(Clone, Debug)]
@@ -25,6 +25,31 @@ pub struct Matrix {
 }
 
 impl Matrix {
+    /// Consecutive row ranges of this matrix as matrices of their own (a fused tensor's parts),
+    /// `N` parts of the given row counts, which add up to `rows`. Each keeps the fused tensor's
+    /// layout where its row count allows (llama.cpp repacks the fused tensor whole).
+    pub fn split_rows<const N: usize>(&self, parts: [usize; N]) -> [Matrix; N] {
+        debug_assert_eq!(parts.iter().sum::<usize>(), self.rows);
+        let row_bytes = self.range.len() / self.rows;
+        let mut start = self.range.start;
+        parts.map(|rows| {
+            let range = start..start + rows * row_bytes;
+            start = range.end;
+            let layout = match self.layout {
+                WeightLayout::Repacked if rows % REPACK_ROWS != 0 => WeightLayout::Plain,
+                layout => layout,
+            };
+            Matrix {
+                name: self.name.clone(),
+                range,
+                weight_type: self.weight_type,
+                rows,
+                cols: self.cols,
+                layout,
+            }
+        })
+    }
+
     /// Its bytes (empty only if `file` is not the one it was loaded from).
     pub fn bytes<'a>(&self, file: &'a ModelBytes) -> &'a [u8] {
         file.get(self.range.clone()).unwrap_or(&[])
@@ -69,9 +94,19 @@ pub struct Weights {
     pub output: Matrix,
     /// Llama 3-style per-dimension RoPE frequency divisors (`rope_freqs.weight`), if present.
     pub rope_freqs: Option<Vec<f32>>,
+    /// LongRoPE's divisors (Phi-3): the long ones for caches past the original context.
+    pub rope_factors_long: Option<Vec<f32>>,
+    pub rope_factors_short: Option<Vec<f32>>,
 }
 
 impl Weights {
+    /// The RoPE frequency divisors for a cache past the original context (`long`) or not, as
+    /// llama.cpp's `get_rope_factors` picks them.
+    pub fn rope_factors(&self, long: bool) -> Option<&[f32]> {
+        let longrope = if long { &self.rope_factors_long } else { &self.rope_factors_short };
+        self.rope_freqs.as_deref().or(longrope.as_deref())
+    }
+
     /// Finds and checks every tensor `config` needs. `file` is the whole file; without it only
     /// the header is checked (the vectors come back empty).
     pub fn load(
@@ -115,35 +150,69 @@ impl Weights {
                     _ => Ok(None),
                 }
             };
+            // Fused QKV (Phi-3, and any file converted that way): one matrix whose first q
+            // rows are Q, then K, then V. Rows are independent dot products, so views of its
+            // row ranges compute exactly what the fused matmul does.
+            let (wq, wk, wv, fused_bias) = match header.tensor(&name("attn_qkv")) {
+                Some(_) => {
+                    let [wq, wk, wv] =
+                        tensors.matrix(&name("attn_qkv"), q + 2 * kv, d)?.split_rows([q, kv, kv]);
+                    let bias_name = format!("blk.{i}.attn_qkv.bias");
+                    let fused_bias = match header.tensor(&bias_name) {
+                        Some(_) => Some(tensors.vector(&bias_name, q + 2 * kv)?),
+                        None => None,
+                    };
+                    (wq, wk, wv, fused_bias)
+                }
+                None => (
+                    tensors.matrix(&name("attn_q"), q, d)?,
+                    tensors.matrix(&name("attn_k"), kv, d)?,
+                    tensors.matrix(&name("attn_v"), kv, d)?,
+                    None,
+                ),
+            };
+            let (bq, bk, bv) = match fused_bias {
+                Some(b) => (Some(b[..q].to_vec()), Some(b[q..q + kv].to_vec()), Some(b[q + kv..].to_vec())),
+                None => (bias("attn_q", q)?, bias("attn_k", kv)?, bias("attn_v", kv)?),
+            };
+            // Phi-3's `ffn_up` holds gate and up: the first ff rows go through SiLU.
+            let (w_gate, w_up) = if config.architecture == Architecture::Phi3 {
+                let [gate, up] = tensors.matrix(&name("ffn_up"), 2 * ff, d)?.split_rows([ff, ff]);
+                (gate, up)
+            } else {
+                (tensors.matrix(&name("ffn_gate"), ff, d)?, tensors.matrix(&name("ffn_up"), ff, d)?)
+            };
             layers.push(LayerWeights {
                 attn_norm: tensors.vector(&name("attn_norm"), d)?,
-                wq: tensors.matrix(&name("attn_q"), q, d)?,
-                wk: tensors.matrix(&name("attn_k"), kv, d)?,
-                wv: tensors.matrix(&name("attn_v"), kv, d)?,
+                wq,
+                wk,
+                wv,
                 wo: tensors.matrix(&name("attn_output"), d, q)?,
-                bq: bias("attn_q", q)?,
-                bk: bias("attn_k", kv)?,
-                bv: bias("attn_v", kv)?,
+                bq,
+                bk,
+                bv,
                 q_norm: optional_vector("attn_q_norm", hd, has_qk_norm)?,
                 k_norm: optional_vector("attn_k_norm", hd, has_qk_norm)?,
                 post_attn_norm: optional_vector("post_attention_norm", d, has_post_norms)?,
                 ffn_norm: tensors.vector(&name("ffn_norm"), d)?,
-                w_gate: tensors.matrix(&name("ffn_gate"), ff, d)?,
-                w_up: tensors.matrix(&name("ffn_up"), ff, d)?,
+                w_gate,
+                w_up,
                 w_down: tensors.matrix(&name("ffn_down"), d, ff)?,
                 post_ffn_norm: optional_vector("post_ffw_norm", d, has_post_norms)?,
             });
         }
-        let rope_freqs = match header.tensor("rope_freqs.weight") {
-            Some(_) => Some(tensors.vector("rope_freqs.weight", config.rope_dims / 2)?),
-            None => None,
+        let optional = |name: &str| match header.tensor(name) {
+            Some(_) => tensors.vector(name, config.rope_dims / 2).map(Some),
+            None => Ok(None),
         };
         Ok(Weights {
             token_embd,
             layers,
             output_norm: tensors.vector("output_norm.weight", d)?,
             output,
-            rope_freqs,
+            rope_freqs: optional("rope_freqs.weight")?,
+            rope_factors_long: optional("rope_factors_long.weight")?,
+            rope_factors_short: optional("rope_factors_short.weight")?,
         })
     }
 }

@@ -69,7 +69,7 @@ pub use blocks::{
 };
 pub use error::TensorError;
 pub use float::fma;
-pub use format::{QuantFormat, WeightType, dequantize_row, vec_dot};
+pub use format::{QuantFormat, REPACK_ROWS, WeightType, dequantize_row, vec_dot};
 pub use matmul::{
     MatmulOperand, WeightLayout, matmul, matmul_many, matmul_quantized, matmul_quantized_with_layout,
 };

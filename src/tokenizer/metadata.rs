@@ -78,6 +78,7 @@ pub(super) fn spec_from_metadata(md: &Metadata) -> Result<TokenizerSpec<'_>, Tok
         add_eos: boolean(md, ADD_EOS)?,
         add_space_prefix: boolean(md, ADD_SPACE_PREFIX)?,
         special_ids,
+        model_name: md.get_str("general.name"),
     })
 }
 

@@ -130,6 +130,8 @@ pub struct TokenizerSpec<'a> {
     pub add_space_prefix: Option<bool>,
     /// Special token ids given by the metadata.
     pub special_ids: Vec<(SpecialRole, u64)>,
+    /// `general.name`: llama.cpp sets some token attributes by model name (Phi-3).
+    pub model_name: Option<&'a str>,
 }
 
 /// How to encode.
@@ -210,6 +212,7 @@ impl Tokenizer {
             }
         };
         let specials = SpecialTokens::resolve(&mut vocab, default_specials, &spec.special_ids)?;
+        vocab.apply_name_rules(spec.model_name);
 
         let add_bos = spec.add_bos.unwrap_or(match pre {
             Some(pre) => pre.add_bos,
@@ -266,7 +269,21 @@ impl Tokenizer {
     /// Encodes `text` as llama.cpp's `llama_tokenize(text, add_special, parse_special)`.
     pub fn encode(&self, text: &str, options: EncodeOptions) -> Vec<TokenId> {
         let matcher = if options.parse_special { &self.all_specials } else { &self.user_defined };
-        let fragments = matcher.partition(text);
+        let mut fragments = matcher.partition(text);
+        // RSTRIP tokens drop the whitespace after them (C's isspace, as llama.cpp tests it).
+        let mut strip = false;
+        fragments.retain_mut(|fragment| match fragment {
+            Fragment::Token(id) => {
+                strip = self.vocab.attrs(*id).has_any(Attrs::RSTRIP);
+                true
+            }
+            Fragment::Text(text) => {
+                if std::mem::take(&mut strip) {
+                    *text = text.trim_start_matches([' ', '\t', '\n', '\x0b', '\x0c', '\r']);
+                }
+                !text.is_empty()
+            }
+        });
         let mut out = Vec::with_capacity(text.len() / 3 + 2);
         if options.add_special && self.add_bos {
             out.extend(self.specials.get(SpecialRole::Bos));

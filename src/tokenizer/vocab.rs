@@ -25,6 +25,9 @@ impl Attrs {
     pub(super) const CONTROL: Attrs = Attrs(8);
     pub(super) const USER_DEFINED: Attrs = Attrs(16);
     pub(super) const BYTE: Attrs = Attrs(32);
+    /// Whitespace after this token in the text is dropped (llama.cpp's `RSTRIP`; set for
+    /// Phi-3's special tokens).
+    pub(super) const RSTRIP: Attrs = Attrs(64);
 
     /// From `tokenizer.ggml.token_type` (llama.cpp's `llama_token_type`).
     fn from_token_type(token_type: i32) -> Attrs {
@@ -51,6 +54,10 @@ impl Attrs {
 
     fn union(self, other: Attrs) -> Attrs {
         Attrs(self.0 | other.0)
+    }
+
+    fn without(self, other: Attrs) -> Attrs {
+        Attrs(self.0 & !other.0)
     }
 }
 
@@ -226,6 +233,26 @@ impl Vocab {
 
     pub(super) fn attrs(&self, id: TokenId) -> Attrs {
         self.attrs.get(id as usize).copied().unwrap_or_default()
+    }
+
+    /// llama.cpp's attribute rules by model name (`llama_vocab::impl::load`): a model named
+    /// Phi-3 strips the whitespace after every special token but `<unk>`, `<s>` and
+    /// `<|endoftext|>`, and after `</s>`. (llama.cpp refuses the file when one of those four
+    /// is missing; here the rule applies to the ones present.)
+    pub(super) fn apply_name_rules(&mut self, model_name: Option<&str>) {
+        let name = model_name.unwrap_or("").to_lowercase();
+        if !(name.contains("phi-3") || name.contains("phi3")) {
+            return;
+        }
+        for attrs in self.attrs.iter_mut().filter(|a| a.has_any(Attrs::SPECIAL)) {
+            *attrs = attrs.union(Attrs::RSTRIP);
+        }
+        for (text, rstrip) in [("</s>", true), ("<unk>", false), ("<s>", false), ("<|endoftext|>", false)] {
+            if let Some(id) = self.id_of(text) {
+                let attrs = &mut self.attrs[id as usize];
+                *attrs = if rstrip { attrs.union(Attrs::RSTRIP) } else { attrs.without(Attrs::RSTRIP) };
+            }
+        }
     }
 
     pub(super) fn id_of(&self, text: &str) -> Option<TokenId> {
