@@ -23,6 +23,9 @@ Architectures:
            a separate output matrix; named phi3, so llama.cpp strips whitespace after its
            special tokens (six unused Qwen control tokens become <unk>, <s>, </s>, <|user|>,
            <|assistant|>, <|end|>).
+  gemma2   Gemma 2: post-attention and post-FFN norms, GeGLU, scaled embeddings, 3 layers with
+           a sliding window of 8 in layers 0 and 2, and soft caps small enough to bite on
+           random weights (attention 0.05, final logits 1.0).
 """
 import argparse
 from pathlib import Path
@@ -63,6 +66,7 @@ def copy_tokenizer(writer, reader, renamed=None):
 
 
 def write_model(path, rng, reader, arch, layers, rope_base, biases, fused=False):
+    gemma = arch == "gemma2"
     n_vocab = len(reader.fields["tokenizer.ggml.tokens"].data)
     writer = gguf.GGUFWriter(str(path), arch=arch)
     writer.add_name(f"{arch}-micro-synthetic")
@@ -75,6 +79,10 @@ def write_model(path, rng, reader, arch, layers, rope_base, biases, fused=False)
     writer.add_head_count_kv(KV_HEADS)
     writer.add_rope_freq_base(rope_base)
     writer.add_layer_norm_rms_eps(1e-6)
+    if gemma:
+        writer.add_sliding_window(8)
+        writer.add_attn_logit_softcapping(0.05)
+        writer.add_final_logit_softcapping(1.0)
     if fused:
         writer.add_rope_dimension_count(HEAD_DIM)
         writer.add_rope_scaling_attn_factors(1.19)
@@ -104,6 +112,9 @@ def write_model(path, rng, reader, arch, layers, rope_base, biases, fused=False)
                 if biases:
                     vector(p + f"attn_{part}.bias", width, 0.0, 0.1)
         matrix(p + "attn_output.weight", EMBD, HEADS * HEAD_DIM)
+        if gemma:
+            vector(p + "post_attention_norm.weight", EMBD, 1.0, 0.1)
+            vector(p + "post_ffw_norm.weight", EMBD, 1.0, 0.1)
         vector(p + "ffn_norm.weight", EMBD, 1.0, 0.1)
         if fused:
             matrix(p + "ffn_up.weight", 2 * FFN, EMBD)
@@ -123,6 +134,7 @@ MODELS = {
     "qwen2": (2, 1_000_000.0, True, False),
     "smollm3": (4, 5_000_000.0, False, False),
     "phi3": (2, 10_000.0, False, True),
+    "gemma2": (3, 10_000.0, False, False),
 }
 
 

@@ -255,7 +255,13 @@ fn gemma3_matches_llama_cpp_logits_and_greedy_text() {
 /// original 4096: the long factors).
 #[test]
 fn micro_models_of_other_architectures_match_llama_cpp() {
-    let goldens = ["qwen2-micro-q8_0", "smollm3-micro-q8_0", "phi3-micro-q8_0", "phi3-micro-q8_0-ctx8192"];
+    let goldens = [
+        "qwen2-micro-q8_0",
+        "smollm3-micro-q8_0",
+        "phi3-micro-q8_0",
+        "phi3-micro-q8_0-ctx8192",
+        "gemma2-micro-q8_0",
+    ];
     for (name, tolerance) in goldens.map(|name| (name, 1e-4)) {
         let golden = golden(&format!("{name}.json"));
         let path = find_model(&golden.file).unwrap_or_else(|| panic!("{} is missing", golden.file));

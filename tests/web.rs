@@ -215,6 +215,18 @@ fn phi3_logits_match_llama_cpp_in_the_browser() {
     assert_eq!(steps, 32);
 }
 
+/// The Q8_0 micro Gemma 2 file (soft caps, a sliding window of 8 in alternate layers) within
+/// the 8-bit tolerance of 0.02.
+#[wasm_bindgen_test]
+fn gemma2_logits_match_llama_cpp_in_the_browser() {
+    let steps = assert_follows_golden(
+        include_bytes!("fixtures/models/gemma2-micro-q8_0.gguf"),
+        include_str!("fixtures/golden/gemma2-micro-q8_0.json"),
+        0.02,
+    );
+    assert_eq!(steps, 32);
+}
+
 /// Same seed, same tokens, native or wasm: the sequence pinned by the native sampler test.
 #[wasm_bindgen_test]
 fn seeded_sampling_draws_the_native_sequence() {

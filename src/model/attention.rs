@@ -43,13 +43,37 @@ impl HeadView<'_> {
     }
 }
 
+/// How a query-key dot product becomes a score: scaled, and with a soft cap (Gemma 2) squashed
+/// by `cap · tanh(score / cap)`, where ggml folds `1/cap` into the scale.
+#[derive(Clone, Copy, Debug)]
+pub struct Scoring {
+    scale: f32,
+    /// 0: no cap.
+    softcap: f32,
+}
+
+impl Scoring {
+    pub fn new(scale: f32, softcap: Option<f32>) -> Scoring {
+        match softcap {
+            Some(cap) => Scoring { scale: scale / cap, softcap: cap },
+            None => Scoring { scale, softcap: 0.0 },
+        }
+    }
+
+    #[inline]
+    fn score(self, dot: f32) -> f32 {
+        let scaled = dot * self.scale;
+        if self.softcap != 0.0 { self.softcap * scaled.tanh() } else { scaled }
+    }
+}
+
 /// The one-pass kernel with an F16 accumulator (`flash_attn_ext_f16_one_chunk`).
 /// `query16` and `accumulator` are scratch of `head_dim` floats.
 pub fn attend_head_f16_accumulator(
     query: &[f32],
     kv: &HeadView<'_>,
     positions: std::ops::Range<usize>,
-    scale: f32,
+    scoring: Scoring,
     query16: &mut [f32],
     accumulator: &mut [f32],
     out: &mut [f32],
@@ -61,7 +85,7 @@ pub fn attend_head_f16_accumulator(
     accumulator.fill(0.0);
     let (mut max, mut sum) = (f32::NEG_INFINITY, 0.0f32);
     for j in positions {
-        let score = dot_f16_values(query16, kv.key(j, head_dim)) * scale;
+        let score = scoring.score(dot_f16_values(query16, kv.key(j, head_dim)));
         let (mut rescale, mut weight) = (1.0f32, 1.0f32);
         if score > max {
             rescale = (max - score).exp();
@@ -93,7 +117,7 @@ pub fn attend_head_f32(
     query: &[f32],
     kv: &HeadView<'_>,
     positions: std::ops::Range<usize>,
-    scale: f32,
+    scoring: Scoring,
     out: &mut [f32],
 ) {
     let head_dim = query.len();
@@ -114,7 +138,7 @@ pub fn attend_head_f32(
                 } else {
                     query.iter().zip(key).fold(0.0f32, |acc, (&q, &k)| mul_add(q, k, acc))
                 };
-                dot * scale
+                scoring.score(dot)
             } else {
                 f32::NEG_INFINITY
             };
@@ -276,12 +300,12 @@ mod tests {
             .map(|d| (0..5).map(|j| weights[j] * f64::from(values[j * head_dim + d])).sum::<f64>() / total)
             .collect();
         let mut out = vec![0.0; head_dim];
-        attend_head_f32(&query, &kv, 0..5, 0.3, &mut out);
+        attend_head_f32(&query, &kv, 0..5, Scoring::new(0.3, None), &mut out);
         for (o, e) in out.iter().zip(&expected) {
             assert!((f64::from(*o) - e).abs() < 1e-5, "{o} vs {e}");
         }
         let (mut q16, mut acc) = (vec![0.0; head_dim], vec![0.0; head_dim]);
-        attend_head_f16_accumulator(&query, &kv, 0..5, 0.3, &mut q16, &mut acc, &mut out);
+        attend_head_f16_accumulator(&query, &kv, 0..5, Scoring::new(0.3, None), &mut q16, &mut acc, &mut out);
         for (o, e) in out.iter().zip(&expected) {
             assert!((f64::from(*o) - e).abs() < 2e-3, "{o} vs {e}");
         }

@@ -21,6 +21,9 @@ pub enum Architecture {
     /// Phi-3, Phi-3.5, Phi-4-mini: fused QKV and gate/up tensors, NeoX RoPE with LongRoPE
     /// factors, queries scaled before attention.
     Phi3,
+    /// Gemma 2: scaled embeddings, post-attention and post-FFN norms, GeGLU, attention and
+    /// final logits soft-capped, sliding-window attention in every other layer.
+    Gemma2,
     /// Gemma 3: scaled embeddings, Q/K norm, post-attention and post-FFN norms, GeGLU,
     /// five sliding-window layers for every global one.
     Gemma3,
@@ -35,6 +38,7 @@ impl Architecture {
             "smollm3" => Some(Self::Smollm3),
             "phi3" => Some(Self::Phi3),
             "gemma3" => Some(Self::Gemma3),
+            "gemma2" => Some(Self::Gemma2),
             _ => None,
         }
     }
@@ -47,6 +51,7 @@ impl Architecture {
             Self::Smollm3 => "smollm3",
             Self::Phi3 => "phi3",
             Self::Gemma3 => "gemma3",
+            Self::Gemma2 => "gemma2",
         }
     }
 }
@@ -109,6 +114,10 @@ pub struct Config {
     /// (Gemma 3, Phi-3), rather than the scores after (the others): the same product, rounded
     /// where llama.cpp rounds it.
     pub scale_queries: bool,
+    /// Attention scores squashed by `cap · tanh(score / cap)` (Gemma 2: 50).
+    pub attn_softcap: Option<f32>,
+    /// Output logits squashed the same way (Gemma 2: 30).
+    pub final_softcap: Option<f32>,
     /// Multiplier applied to token embeddings (Gemma: sqrt(n_embd)).
     pub embedding_scale: Option<f32>,
     pub vocab_size: usize,
@@ -180,9 +189,11 @@ impl Config {
 
         let rope_style = match architecture {
             Architecture::Llama | Architecture::Smollm3 => RopeStyle::Normal,
-            Architecture::Qwen3 | Architecture::Qwen2 | Architecture::Gemma3 | Architecture::Phi3 => {
-                RopeStyle::Neox
-            }
+            Architecture::Qwen3
+            | Architecture::Qwen2
+            | Architecture::Gemma2
+            | Architecture::Gemma3
+            | Architecture::Phi3 => RopeStyle::Neox,
         };
         let attn_factor = keys.positive_float("rope.scaling.attn_factor")?.unwrap_or(1.0);
         let rope_global = Rope { base: rope_base, freq_scale, attn_factor };
@@ -192,13 +203,33 @@ impl Config {
                 6,
                 Rope { base: 10_000.0, freq_scale: 1.0, attn_factor: 1.0 },
             ),
+            // llama.cpp: even layers local, a window of 4096 unless the file says otherwise, and
+            // the global RoPE base unless `rope.freq_base_swa` is given.
+            Architecture::Gemma2 => (
+                Some(keys.optional_count("attention.sliding_window", MAX_CONTEXT)?.unwrap_or(4096)),
+                2,
+                Rope { base: keys.positive_float("rope.freq_base_swa")?.unwrap_or(rope_base), ..rope_global },
+            ),
             _ => (None, 1, rope_global),
         };
         // Gemma 3 scales queries by 1/sqrt(head size) itself, then uses scale 1 in attention:
         // the same number, applied at the same place as llama.cpp.
-        let attention_scale = 1.0 / (head_dim as f32).sqrt();
+        // Gemma 2 27B (46 layers) scales by the embedding width per head (llama.cpp, after
+        // gemma_pytorch).
+        let attention_scale = match architecture {
+            Architecture::Gemma2 if n_layer == 46 => 1.0 / ((n_embd / n_head) as f32).sqrt(),
+            _ => 1.0 / (head_dim as f32).sqrt(),
+        };
+        let softcap = |name: &str, default: f32| -> Result<Option<f32>, ModelError> {
+            if architecture != Architecture::Gemma2 {
+                return Ok(None);
+            }
+            Ok(Some(keys.positive_float(name)?.unwrap_or(default)))
+        };
+        let attn_softcap = softcap("attn_logit_softcapping", 50.0)?;
+        let final_softcap = softcap("final_logit_softcapping", 30.0)?;
         let embedding_scale = match architecture {
-            Architecture::Gemma3 => Some((n_embd as f32).sqrt()),
+            Architecture::Gemma3 | Architecture::Gemma2 => Some((n_embd as f32).sqrt()),
             _ => None,
         };
         if vocab_size == 0 {
@@ -227,7 +258,12 @@ impl Config {
                 .unwrap_or(context_length),
             no_rope_layer_step: (architecture == Architecture::Smollm3).then_some(4),
             attention_scale,
-            scale_queries: matches!(architecture, Architecture::Gemma3 | Architecture::Phi3),
+            scale_queries: matches!(
+                architecture,
+                Architecture::Gemma2 | Architecture::Gemma3 | Architecture::Phi3
+            ),
+            attn_softcap,
+            final_softcap,
             embedding_scale,
             vocab_size,
         })

@@ -9,7 +9,7 @@ use super::bytes::ModelBytes;
 use half::f16;
 
 use super::Model;
-use super::attention::{HeadView, TILED_MIN_QUERIES, attend_head_f16_accumulator, attend_head_f32};
+use super::attention::{HeadView, Scoring, TILED_MIN_QUERIES, attend_head_f16_accumulator, attend_head_f32};
 use super::config::{Architecture, Config};
 use super::error::{ModelError, try_zeroed};
 use super::kv_cache::KvCache;
@@ -170,6 +170,11 @@ impl Model {
             logits.resize(at + m * c.vocab_size, 0.0);
             s.activations_fresh = false;
             project(self.file(), &self.weights.output, s, m, &mut logits[at..])?;
+            // Gemma 2's final soft cap, as llama.cpp's graph spells it: scale, tanh, scale.
+            if let Some(cap) = c.final_softcap {
+                let inverse = 1.0 / cap;
+                logits[at..].iter_mut().for_each(|v| *v = (*v * inverse).tanh() * cap);
+            }
         }
         Ok(())
     }
@@ -279,6 +284,7 @@ impl Model {
         let (hd, kvd, qd) = (c.head_dim, c.kv_dim(), c.q_dim());
         let n = q.len() / qd;
         let end = start + n;
+        let scoring = Scoring::new(scale, c.attn_softcap);
         let window = if c.is_sliding(l) { c.sliding_window } else { None };
         let first_needed = window.map_or(0, |w| (start + 1).saturating_sub(w));
         // Widen the keys and values this batch can see to f32 once, for every head and query.
@@ -303,13 +309,13 @@ impl Model {
                         query,
                         &kv,
                         first..pos + 1,
-                        scale,
+                        scoring,
                         query16,
                         accumulator,
                         head_out,
                     );
                 } else {
-                    attend_head_f32(query, &kv, first..pos + 1, scale, head_out);
+                    attend_head_f32(query, &kv, first..pos + 1, scoring, head_out);
                 }
             }
         });
@@ -326,7 +332,7 @@ impl Model {
         let mut up = std::mem::take(&mut s.up);
         project_many(file, [(&layer.w_gate, &mut gate[..n * ff]), (&layer.w_up, &mut up[..n * ff])], s, n)?;
         match c.architecture {
-            Architecture::Gemma3 => geglu(&mut gate[..n * ff], &up[..n * ff]),
+            Architecture::Gemma3 | Architecture::Gemma2 => geglu(&mut gate[..n * ff], &up[..n * ff]),
             Architecture::Qwen3
             | Architecture::Qwen2
             | Architecture::Llama

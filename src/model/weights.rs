@@ -118,7 +118,7 @@ impl Weights {
         let (d, q, kv, ff, hd) =
             (config.n_embd, config.q_dim(), config.kv_dim(), config.n_ff, config.head_dim);
         let has_qk_norm = matches!(config.architecture, Architecture::Qwen3 | Architecture::Gemma3);
-        let has_post_norms = config.architecture == Architecture::Gemma3;
+        let has_post_norms = matches!(config.architecture, Architecture::Gemma2 | Architecture::Gemma3);
         // llama.cpp requires Qwen2's Q/K/V biases and reads Llama's and SmolLM3's when a file
         // has them.
         let bias_required = config.architecture == Architecture::Qwen2;
@@ -131,9 +131,12 @@ impl Weights {
             layout: WeightLayout::Plain,
             ..tensors.matrix("token_embd.weight", config.vocab_size, d)?
         };
+        // Gemma 2 always ties them (llama.cpp ignores an `output.weight` there).
         let output = match header.tensor("output.weight") {
-            Some(_) => tensors.matrix("output.weight", config.vocab_size, d)?,
-            None => token_embd.clone(),
+            Some(_) if config.architecture != Architecture::Gemma2 => {
+                tensors.matrix("output.weight", config.vocab_size, d)?
+            }
+            _ => token_embd.clone(),
         };
         let mut layers = Vec::with_capacity(config.n_layer);
         for i in 0..config.n_layer {
