@@ -23,6 +23,9 @@ Architectures:
            a separate output matrix; named phi3, so llama.cpp strips whitespace after its
            special tokens (six unused Qwen control tokens become <unk>, <s>, </s>, <|user|>,
            <|assistant|>, <|end|>).
+  llama-iq4_nl  Llama with every matrix in IQ4_NL (random 4-bit codes on its non-linear table,
+           f16 scales near what llama-quantize gives random weights: gguf.quants cannot
+           quantize this type), for the IQ4_NL kernels against llama.cpp.
   gemma2   Gemma 2: post-attention and post-FFN norms, GeGLU, scaled embeddings, 3 layers with
            a sliding window of 8 in layers 0 and 2, and soft caps small enough to bite on
            random weights (attention 0.05, final logits 1.0).
@@ -65,12 +68,12 @@ def copy_tokenizer(writer, reader, renamed=None):
             writer.add_key_value(name, field.parts[field.data[0]][0].item(), kind)
 
 
-def write_model(path, rng, reader, arch, layers, rope_base, biases, fused=False):
+def write_model(path, rng, reader, arch, layers, rope_base, biases, fused=False, qtype=Q.Q8_0):
     gemma = arch == "gemma2"
     n_vocab = len(reader.fields["tokenizer.ggml.tokens"].data)
     writer = gguf.GGUFWriter(str(path), arch=arch)
     writer.add_name(f"{arch}-micro-synthetic")
-    writer.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0)
+    writer.add_file_type(gguf.LlamaFileType.MOSTLY_IQ4_NL if qtype == Q.IQ4_NL else gguf.LlamaFileType.MOSTLY_Q8_0)
     writer.add_block_count(layers)
     writer.add_context_length(131072 if fused else 4096)
     writer.add_embedding_length(EMBD)
@@ -90,6 +93,13 @@ def write_model(path, rng, reader, arch, layers, rope_base, biases, fused=False)
     copy_tokenizer(writer, reader, PHI3_TOKENS if fused else None)
 
     def matrix(name, rows, cols):
+        if qtype == Q.IQ4_NL:  # per block of 32: f16 d, then 16 bytes of two 4-bit codes
+            blocks = rows * cols // 32
+            d = (rng.uniform(0.0015, 0.0025, size=(blocks, 1))).astype("<f2").view(np.uint8)
+            codes = rng.integers(0, 256, size=(blocks, 16), dtype=np.uint8)
+            data = np.concatenate([d, codes], axis=1).reshape(rows, cols // 32 * 18)
+            writer.add_tensor(name, data, raw_dtype=Q.IQ4_NL)
+            return
         x = rng.standard_normal((rows, cols), dtype=np.float32) * np.float32(0.02)
         writer.add_tensor(name, quantize(x, Q.Q8_0), raw_dtype=Q.Q8_0)
 
@@ -135,6 +145,7 @@ MODELS = {
     "smollm3": (4, 5_000_000.0, False, False),
     "phi3": (2, 10_000.0, False, True),
     "gemma2": (3, 10_000.0, False, False),
+    "llama-iq4_nl": (2, 10_000.0, False, False, Q.IQ4_NL),
 }
 
 
@@ -145,9 +156,10 @@ def main():
     args = parser.parse_args()
     reader = GGUFReader(str(TOKENIZER_SOURCE))
     args.out_dir.mkdir(parents=True, exist_ok=True)
-    for arch in args.arch or sorted(MODELS):
-        path = args.out_dir / f"{arch}-micro-q8_0.gguf"
-        write_model(path, np.random.default_rng(2), reader, arch, *MODELS[arch])
+    for name in args.arch or sorted(MODELS):
+        arch, _, qtype = name.partition("-")
+        path = args.out_dir / f"{arch}-micro-{qtype or 'q8_0'}.gguf"
+        write_model(path, np.random.default_rng(2), reader, arch, *MODELS[name])
         print("wrote", path)
 
 

@@ -158,6 +158,20 @@ impl Default for BlockQ8K {
     }
 }
 
+/// IQ4_NL: 32 weights `d * KVALUES_IQ4NL[q]`, 4-bit `q` laid out as in Q4_0: a non-linear
+/// table of 16 levels instead of Q4_0's evenly spaced ones.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct BlockIq4Nl {
+    pub d: F16Le,
+    pub qs: [u8; QK / 2],
+}
+
+/// The 16 levels of IQ4_NL (ggml's `kvalues_iq4nl`).
+pub const KVALUES_IQ4NL: [i8; 16] =
+    [-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113];
+
+const _: () = assert!(size_of::<BlockIq4Nl>() == 18);
 const _: () = assert!(size_of::<BlockQ4_0>() == 18);
 const _: () = assert!(size_of::<BlockQ4_1>() == 20);
 const _: () = assert!(size_of::<BlockQ5_0>() == 22);
@@ -182,6 +196,7 @@ pub unsafe trait PlainBytes: Copy {}
 // there is no padding, and the asserts below confirm alignment 1.
 unsafe impl PlainBytes for F16Le {}
 unsafe impl PlainBytes for BlockQ4_0 {}
+unsafe impl PlainBytes for BlockIq4Nl {}
 unsafe impl PlainBytes for BlockQ4_1 {}
 unsafe impl PlainBytes for BlockQ5_0 {}
 unsafe impl PlainBytes for BlockQ5_1 {}

@@ -22,10 +22,11 @@ pub enum WeightType {
     Q4_K,
     Q5_K,
     Q6_K,
+    IQ4_NL,
 }
 
 impl WeightType {
-    pub const ALL: [WeightType; 13] = [
+    pub const ALL: [WeightType; 14] = [
         Self::F32,
         Self::F16,
         Self::BF16,
@@ -39,6 +40,7 @@ impl WeightType {
         Self::Q4_K,
         Self::Q5_K,
         Self::Q6_K,
+        Self::IQ4_NL,
     ];
 
     /// The `ggml_type` number used in GGUF tensor infos.
@@ -56,6 +58,7 @@ impl WeightType {
             Self::Q4_K => 12,
             Self::Q5_K => 13,
             Self::Q6_K => 14,
+            Self::IQ4_NL => 20,
             Self::BF16 => 30,
         }
     }
@@ -75,6 +78,7 @@ impl WeightType {
             12 => Self::Q4_K,
             13 => Self::Q5_K,
             14 => Self::Q6_K,
+            20 => Self::IQ4_NL,
             30 => Self::BF16,
             _ => return None,
         })
@@ -95,6 +99,7 @@ impl WeightType {
             Self::Q4_K => "Q4_K",
             Self::Q5_K => "Q5_K",
             Self::Q6_K => "Q6_K",
+            Self::IQ4_NL => "IQ4_NL",
         }
     }
 
@@ -102,7 +107,7 @@ impl WeightType {
     pub const fn block_len(self) -> usize {
         match self {
             Self::F32 | Self::F16 | Self::BF16 => 1,
-            Self::Q4_0 | Self::Q4_1 | Self::Q5_0 | Self::Q5_1 | Self::Q8_0 => QK,
+            Self::Q4_0 | Self::Q4_1 | Self::Q5_0 | Self::Q5_1 | Self::Q8_0 | Self::IQ4_NL => QK,
             Self::Q2_K | Self::Q3_K | Self::Q4_K | Self::Q5_K | Self::Q6_K => QK_K,
         }
     }
@@ -112,7 +117,7 @@ impl WeightType {
         match self {
             Self::F32 => 4,
             Self::F16 | Self::BF16 => 2,
-            Self::Q4_0 => 18,
+            Self::Q4_0 | Self::IQ4_NL => 18,
             Self::Q4_1 => 20,
             Self::Q5_0 => 22,
             Self::Q5_1 => 24,
@@ -132,7 +137,7 @@ impl WeightType {
             Self::F32 => ActivationType::F32,
             Self::F16 => ActivationType::F16,
             Self::BF16 => ActivationType::BF16,
-            Self::Q4_0 | Self::Q5_0 | Self::Q8_0 => ActivationType::Q8_0,
+            Self::Q4_0 | Self::Q5_0 | Self::Q8_0 | Self::IQ4_NL => ActivationType::Q8_0,
             Self::Q4_1 | Self::Q5_1 => ActivationType::Q8_1,
             Self::Q2_K | Self::Q3_K | Self::Q4_K | Self::Q5_K | Self::Q6_K => ActivationType::Q8_K,
         }
@@ -271,6 +276,10 @@ macro_rules! with_weight_format {
             }
             Wt::Q6_K => {
                 type $W = $crate::tensor::BlockQ6K;
+                $body
+            }
+            Wt::IQ4_NL => {
+                type $W = $crate::tensor::BlockIq4Nl;
                 $body
             }
         }

@@ -22,12 +22,12 @@ const HALF: usize = QK / 2;
 
 /// The eight per-lane float accumulators of one dot product.
 #[derive(Default)]
-struct Lanes([f32; 8]);
+pub(super) struct Lanes([f32; 8]);
 
 impl Lanes {
     /// Adds `scale × (Σ x·y over elements 4k..4k+4)` to lane `k` (`x` in element order).
     #[inline(always)]
-    fn add_block(&mut self, scale: f32, x: &[i8; QK], y: &[i8; QK]) {
+    pub(super) fn add_block(&mut self, scale: f32, x: &[i8; QK], y: &[i8; QK]) {
         let mut sums = [0i32; 8];
         for (k, sum) in sums.iter_mut().enumerate() {
             for e in 4 * k..4 * k + 4 {
@@ -40,8 +40,13 @@ impl Lanes {
     }
 
     #[inline(always)]
-    fn sum(&self) -> f32 {
+    pub(super) fn sum(&self) -> f32 {
         hsum8(&self.0)
+    }
+
+    /// Lane-by-lane sum with another set (`_mm256_add_ps`).
+    pub(super) fn plus(&self, other: &Lanes) -> Lanes {
+        Lanes(std::array::from_fn(|k| self.0[k] + other.0[k]))
     }
 }
 

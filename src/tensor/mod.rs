@@ -39,6 +39,11 @@ mod float;
     all(target_arch = "wasm32", target_feature = "simd128", not(feature = "kernel-checks")),
     allow(dead_code)
 )]
+mod iquants;
+#[cfg_attr(
+    all(target_arch = "wasm32", target_feature = "simd128", not(feature = "kernel-checks")),
+    allow(dead_code)
+)]
 mod kquants;
 #[cfg_attr(
     all(target_arch = "wasm32", target_feature = "simd128", not(feature = "kernel-checks")),
@@ -64,8 +69,8 @@ pub use activations::{
     ActivationData, ActivationFormat, ActivationType, BF16Activation, F16Activation, QuantizedActivations,
 };
 pub use blocks::{
-    BlockQ2K, BlockQ3K, BlockQ4_0, BlockQ4_1, BlockQ4K, BlockQ5_0, BlockQ5_1, BlockQ5K, BlockQ6K, BlockQ8_0,
-    BlockQ8_1, BlockQ8K, F16Le, PlainBytes, QK_K, cast_blocks,
+    BlockIq4Nl, BlockQ2K, BlockQ3K, BlockQ4_0, BlockQ4_1, BlockQ4K, BlockQ5_0, BlockQ5_1, BlockQ5K, BlockQ6K,
+    BlockQ8_0, BlockQ8_1, BlockQ8K, F16Le, PlainBytes, QK_K, cast_blocks,
 };
 pub use error::TensorError;
 pub use float::fma;

@@ -14,8 +14,8 @@ use core::arch::wasm32::*;
 
 use super::activations::{BF16Activation, F16Activation};
 use super::blocks::{
-    BlockQ4_0, BlockQ4_1, BlockQ4K, BlockQ5_0, BlockQ5_1, BlockQ5K, BlockQ6K, BlockQ8_0, BlockQ8_1, BlockQ8K,
-    F16Le,
+    BlockIq4Nl, BlockQ4_0, BlockQ4_1, BlockQ4K, BlockQ5_0, BlockQ5_1, BlockQ5K, BlockQ6K, BlockQ8_0,
+    BlockQ8_1, BlockQ8K, F16Le, KVALUES_IQ4NL,
 };
 use super::format::ROW_GROUP;
 use super::kquants::scales_and_mins_k4;
@@ -392,6 +392,20 @@ fn q5_1_rows<const R: usize>(x: &[BlockQ5_1], rows: [&[BlockQ8_1]; R]) -> [f32; 
     })
 }
 
+#[inline(always)]
+fn iq4_nl_rows<const R: usize>(x: &[BlockIq4Nl], rows: [&[BlockQ8_0]; R]) -> [f32; R] {
+    let table = f16_table();
+    let levels = load_i8(&KVALUES_IQ4NL);
+    q8_0_activation_rows(x, rows, |xb| {
+        let (low, high) = nibbles(load_u8(&xb.qs));
+        let weights = Weights32::Quants(
+            signed_quants(i8x16_swizzle(levels, low)),
+            signed_quants(i8x16_swizzle(levels, high)),
+        );
+        (weights, f32_of(table, xb.d))
+    })
+}
+
 /// The table entries of a 32-element format: one row, and a row group.
 macro_rules! single_and_group {
     ($($rows:ident: $single:ident, $group:ident ($block:ty, $activation:ty);)*) => {$(
@@ -412,6 +426,7 @@ single_and_group! {
     q5_0_rows: dot_q5_0, dot_q5_0_group(BlockQ5_0, BlockQ8_0);
     q4_1_rows: dot_q4_1, dot_q4_1_group(BlockQ4_1, BlockQ8_1);
     q5_1_rows: dot_q5_1, dot_q5_1_group(BlockQ5_1, BlockQ8_1);
+    iq4_nl_rows: dot_iq4_nl, dot_iq4_nl_group(BlockIq4Nl, BlockQ8_0);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,0 +1,93 @@
+//! The i-quants: IQ4_NL (32 weights per block on a non-linear table of 16 levels), with its
+//! dequantization and scalar dots in the order of ggml's AVX2 kernels.
+
+use std::mem::size_of;
+
+use super::blocks::{BlockIq4Nl, BlockQ8_0, KVALUES_IQ4NL, QK, whole_blocks};
+use super::float::fma;
+use super::format::{QuantFormat, ROW_GROUP, WeightType};
+use super::kernels::active;
+use super::legacy::Lanes;
+
+const HALF: usize = QK / 2;
+
+/// The 32 levels of a block in element order (low nibbles, then high).
+#[inline(always)]
+fn levels(qs: &[u8; HALF]) -> [i8; QK] {
+    let mut x = [0i8; QK];
+    let (low, high) = x.split_at_mut(HALF);
+    for ((&q, l), h) in qs.iter().zip(low).zip(high) {
+        *l = KVALUES_IQ4NL[usize::from(q & 0x0F)];
+        *h = KVALUES_IQ4NL[usize::from(q >> 4)];
+    }
+    x
+}
+
+impl QuantFormat for BlockIq4Nl {
+    const TYPE: WeightType = WeightType::IQ4_NL;
+    const BLOCK_LEN: usize = QK;
+    const BLOCK_BYTES: usize = size_of::<Self>();
+    type Activation = BlockQ8_0;
+
+    fn dequantize_row(src: &[u8], dst: &mut [f32]) {
+        for (block, y) in whole_blocks::<Self>(src).iter().zip(dst.chunks_exact_mut(QK)) {
+            let d = block.d.to_f32();
+            for (out, level) in y.iter_mut().zip(levels(&block.qs)) {
+                *out = f32::from(level) * d;
+            }
+        }
+    }
+
+    fn vec_dot(src: &[u8], activations: &[BlockQ8_0]) -> f32 {
+        active::dot_iq4_nl(whole_blocks(src), activations)
+    }
+
+    fn vec_dot_group(src: &[u8], rows: [&[BlockQ8_0]; ROW_GROUP]) -> [f32; ROW_GROUP] {
+        active::dot_iq4_nl_group(whole_blocks(src), rows)
+    }
+
+    // llama.cpp repacks IQ4_NL matrices to `block_iq4_nlx8` on AVX2 machines
+    // (`iq4_nl_8x8_q8_0`), through the same kernels as Q4_0 with the levels as their table.
+    const REPACKED: bool = true;
+
+    fn vec_dot_gemm(src: &[u8], activations: &[BlockQ8_0]) -> f32 {
+        dot_iq4_nl_repacked(whole_blocks(src), activations)
+    }
+
+    fn vec_dot_gemv(src: &[u8], activations: &[BlockQ8_0]) -> f32 {
+        dot_iq4_nl_repacked(whole_blocks(src), activations)
+    }
+}
+
+/// ggml's `ggml_vec_dot_iq4_nl_q8_0` (AVX2): blocks in pairs, the even ones into one set of eight
+/// lanes and the odd ones into another (each lane a fused `d·d_y × Σ` of four products), the
+/// two added lane by lane and reduced; a last unpaired block is added as `d·d_y × Σ` in scalar.
+pub(super) fn dot_iq4_nl(x: &[BlockIq4Nl], y: &[BlockQ8_0]) -> f32 {
+    let blocks = x.len().min(y.len());
+    let (mut even, mut odd) = (Lanes::default(), Lanes::default());
+    for pair in 0..blocks / 2 {
+        for (lanes, b) in [(&mut even, 2 * pair), (&mut odd, 2 * pair + 1)] {
+            lanes.add_block(y[b].d.to_f32() * x[b].d.to_f32(), &levels(&x[b].qs), &y[b].qs);
+        }
+    }
+    let mut sum = even.plus(&odd).sum();
+    if blocks % 2 == 1 {
+        let b = blocks - 1;
+        let exact: i32 =
+            levels(&x[b].qs).iter().zip(&y[b].qs).map(|(&w, &a)| i32::from(w) * i32::from(a)).sum();
+        sum += y[b].d.to_f32() * x[b].d.to_f32() * exact as f32;
+    }
+    sum
+}
+
+/// llama.cpp's repacked IQ4_NL kernels, in the order of the Q4_0 ones
+/// ([`dot_q4_0_repacked`](super::legacy::dot_q4_0_repacked)): per block, the exact integer
+/// `Σ level·a` fused into one f32 accumulator with `d·d_y`.
+pub(super) fn dot_iq4_nl_repacked(x: &[BlockIq4Nl], y: &[BlockQ8_0]) -> f32 {
+    let mut sum = 0.0f32;
+    for (xb, yb) in x.iter().zip(y) {
+        let exact: i32 = levels(&xb.qs).iter().zip(&yb.qs).map(|(&w, &a)| i32::from(w) * i32::from(a)).sum();
+        sum = fma(exact as f32, xb.d.to_f32() * yb.d.to_f32(), sum);
+    }
+    sum
+}
