@@ -163,7 +163,14 @@ fn shared_models_agree_with_gguf_py() {
     for model in shared_models() {
         let (_, report) = crosscheck(&model);
         let name = model.file_name().unwrap().to_string_lossy();
-        assert_eq!(report["summary"]["architecture"], "qwen3", "{name}");
+        // The micro files of other architectures (scripts/make_micro_models.py) are named
+        // after theirs; every file here can chat but the tensorless vocabulary.
+        let architecture = name.split('-').next().unwrap();
+        assert_eq!(report["summary"]["architecture"], architecture, "{name}");
+        assert_eq!(report["runs"]["ok"], name != "qwen3-vocab.gguf", "{name}: {}", report["runs"]);
+        if architecture != "qwen3" {
+            continue;
+        }
         let tensors = report["gguf"]["tensor_count"].as_u64().unwrap();
         if name == "qwen3-vocab.gguf" {
             assert_eq!(tensors, 0, "the vocabulary file has no tensors");

@@ -27,7 +27,15 @@ pub const TARGETS: [(&str, Check); 4] = [
 /// the CLI use, and the report built from a successful parse. Besides "never panics", it checks
 /// that the two parsers agree: they read the same bytes in the same order, so a prefix may only
 /// stop earlier (`NeedMore`), never decide differently.
+/// Every input also stays within the allocation bound (`counting::allocation_bound`).
 pub fn parse_gguf(data: &[u8]) {
+    within_allocation_bound(data.len(), || {
+        check_parse(data);
+        0
+    });
+}
+
+fn check_parse(data: &[u8]) {
     let file_size = data.len() as u64;
     let full = Gguf::parse(data);
 
@@ -106,7 +114,15 @@ pub fn render_template(data: &[u8]) {
 /// every id must be in the vocabulary and the streamed text must be the tokens' bytes read as
 /// UTF-8 (the one-shot `decode` differs on purpose: it drops SentencePiece's leading space and
 /// cleans up spaces, as llama.cpp's detokenizer does).
+/// Every input also stays within the allocation bound (`counting::allocation_bound`).
 pub fn tokenize(data: &[u8]) {
+    within_allocation_bound(data.len(), || {
+        check_tokenize(data);
+        0
+    });
+}
+
+fn check_tokenize(data: &[u8]) {
     let Some((length, rest)) = data.split_first_chunk::<4>() else { return };
     let length = (u32::from_le_bytes(*length) as usize).min(rest.len());
     let (file, text) = rest.split_at(length);
@@ -133,17 +149,7 @@ pub fn tokenize(data: &[u8]) {
 /// the vocabulary, and no input makes the engine allocate more than the bound the README
 /// states (`counting::allocation_bound`), in total or in one allocation.
 pub fn generate(data: &[u8]) {
-    let baseline = ALLOCATOR.start();
-    let state_bytes = run_chat(data);
-    let report = ALLOCATOR.report(baseline);
-    let bound = allocation_bound(data.len(), state_bytes);
-    assert!(
-        report.peak <= bound,
-        "{} bytes live at once for a {}-byte file (bound {bound})",
-        report.peak,
-        data.len()
-    );
-    assert!(report.largest <= bound, "one allocation of {} bytes (bound {bound})", report.largest);
+    within_allocation_bound(data.len(), || run_chat(data));
 }
 
 /// The context `generate` asks for: a few turns of a short chat.
@@ -168,4 +174,20 @@ fn run_chat(data: &[u8]) -> usize {
         let _ = engine.piece(step.token);
     }
     state_bytes
+}
+
+/// Runs `check` (which returns the session state it allocated, 0 if none) and asserts the
+/// allocation bound for an input of `input_len` bytes: the most bytes live at once, and the
+/// largest single allocation.
+fn within_allocation_bound(input_len: usize, check: impl FnOnce() -> usize) {
+    let baseline = ALLOCATOR.start();
+    let state_bytes = check();
+    let report = ALLOCATOR.report(baseline);
+    let bound = allocation_bound(input_len, state_bytes);
+    assert!(
+        report.peak <= bound,
+        "{} bytes live at once for a {input_len}-byte input (bound {bound})",
+        report.peak
+    );
+    assert!(report.largest <= bound, "one allocation of {} bytes (bound {bound})", report.largest);
 }
