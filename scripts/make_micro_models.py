@@ -23,9 +23,10 @@ Architectures:
            a separate output matrix; named phi3, so llama.cpp strips whitespace after its
            special tokens (six unused Qwen control tokens become <unk>, <s>, </s>, <|user|>,
            <|assistant|>, <|end|>).
-  llama-iq4_nl  Llama with every matrix in IQ4_NL (random 4-bit codes on its non-linear table,
-           f16 scales near what llama-quantize gives random weights: gguf.quants cannot
-           quantize this type), for the IQ4_NL kernels against llama.cpp.
+  llama-iq4_nl, llama-iq4_xs  Llama with every matrix in IQ4_NL or IQ4_XS (random 4-bit codes
+           on their non-linear table, f16 scales near what llama-quantize gives random
+           weights, random 6-bit group scales for IQ4_XS: gguf.quants cannot quantize these
+           types), for the i-quant kernels against llama.cpp.
   gemma2   Gemma 2: post-attention and post-FFN norms, GeGLU, scaled embeddings, 3 layers with
            a sliding window of 8 in layers 0 and 2, and soft caps small enough to bite on
            random weights (attention 0.05, final logits 1.0).
@@ -73,7 +74,8 @@ def write_model(path, rng, reader, arch, layers, rope_base, biases, fused=False,
     n_vocab = len(reader.fields["tokenizer.ggml.tokens"].data)
     writer = gguf.GGUFWriter(str(path), arch=arch)
     writer.add_name(f"{arch}-micro-synthetic")
-    writer.add_file_type(gguf.LlamaFileType.MOSTLY_IQ4_NL if qtype == Q.IQ4_NL else gguf.LlamaFileType.MOSTLY_Q8_0)
+    file_types = {Q.IQ4_NL: gguf.LlamaFileType.MOSTLY_IQ4_NL, Q.IQ4_XS: gguf.LlamaFileType.MOSTLY_IQ4_XS}
+    writer.add_file_type(file_types.get(qtype, gguf.LlamaFileType.MOSTLY_Q8_0))
     writer.add_block_count(layers)
     writer.add_context_length(131072 if fused else 4096)
     writer.add_embedding_length(EMBD)
@@ -99,6 +101,13 @@ def write_model(path, rng, reader, arch, layers, rope_base, biases, fused=False,
             codes = rng.integers(0, 256, size=(blocks, 16), dtype=np.uint8)
             data = np.concatenate([d, codes], axis=1).reshape(rows, cols // 32 * 18)
             writer.add_tensor(name, data, raw_dtype=Q.IQ4_NL)
+            return
+        if qtype == Q.IQ4_XS:  # per block of 256: f16 d, scales_h, scales_l[4], qs[128]
+            blocks = rows * cols // 256
+            d = (rng.uniform(0.00005, 0.0001, size=(blocks, 1))).astype("<f2").view(np.uint8)
+            rest = rng.integers(0, 256, size=(blocks, 134), dtype=np.uint8)
+            data = np.concatenate([d, rest], axis=1).reshape(rows, cols // 256 * 136)
+            writer.add_tensor(name, data, raw_dtype=Q.IQ4_XS)
             return
         x = rng.standard_normal((rows, cols), dtype=np.float32) * np.float32(0.02)
         writer.add_tensor(name, quantize(x, Q.Q8_0), raw_dtype=Q.Q8_0)
@@ -146,6 +155,7 @@ MODELS = {
     "phi3": (2, 10_000.0, False, True),
     "gemma2": (3, 10_000.0, False, False),
     "llama-iq4_nl": (2, 10_000.0, False, False, Q.IQ4_NL),
+    "llama-iq4_xs": (2, 10_000.0, False, False, Q.IQ4_XS),
 }
 
 

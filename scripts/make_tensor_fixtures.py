@@ -53,9 +53,10 @@ FORMATS = {
     "q4_k": (T.Q4_K, "q4_k_s"),
     "q5_k": (T.Q5_K, "q5_k_s"),
     "q6_k": (T.Q6_K, "q6_k"),
-    # gguf.quants cannot quantize IQ4_NL and no llama-quantize output is at hand: random blocks
-    # only, dequantized by gguf.quants (a port of ggml's dequantize_row_iq4_nl).
+    # gguf.quants cannot quantize the i-quants and no llama-quantize output is at hand: random
+    # blocks only, dequantized by gguf.quants (ports of ggml's dequantize_row_iq4_*).
     "iq4_nl": (T.IQ4_NL, None),
+    "iq4_xs": (T.IQ4_XS, None),
 }
 
 
@@ -102,6 +103,11 @@ def random_fixture(name: str, qtype: T, rng: np.random.Generator, out: Path):
         n_blocks = 8
         data = np.concatenate([f16_bytes(rng, n_blocks, 1e-3, 0.1), rng.integers(0, 256, size=(n_blocks, 16), dtype=np.uint8)], axis=1)
         row_len = n_blocks * 32
+    elif qtype == T.IQ4_XS:  # d, scales_h[2], scales_l[4], qs[128]
+        rng = np.random.default_rng(5)  # its own stream, as IQ4_NL's
+        n_blocks = 2
+        data = np.concatenate([f16_bytes(rng, n_blocks, 1e-3, 0.1), rng.integers(0, 256, size=(n_blocks, 134), dtype=np.uint8)], axis=1)
+        row_len = n_blocks * QK_K
     elif qtype in (T.Q2_K, T.Q3_K, T.Q4_K, T.Q5_K, T.Q6_K):
         n_blocks = 4
         data = random_k_blocks(qtype, rng, n_blocks)

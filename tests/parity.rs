@@ -262,6 +262,7 @@ fn micro_models_of_other_architectures_match_llama_cpp() {
         "phi3-micro-q8_0-ctx8192",
         "gemma2-micro-q8_0",
         "llama-micro-iq4_nl",
+        "llama-micro-iq4_xs",
     ];
     for (name, tolerance) in goldens.map(|name| (name, 1e-4)) {
         let golden = golden(&format!("{name}.json"));

@@ -239,6 +239,18 @@ fn iq4_nl_logits_match_llama_cpp_in_the_browser() {
     assert_eq!(steps, 32);
 }
 
+/// The IQ4_XS micro Llama file (6-bit group scales on IQ4_NL's levels) within the 4-bit
+/// tolerance of 0.1.
+#[wasm_bindgen_test]
+fn iq4_xs_logits_match_llama_cpp_in_the_browser() {
+    let steps = assert_follows_golden(
+        include_bytes!("fixtures/models/llama-micro-iq4_xs.gguf"),
+        include_str!("fixtures/golden/llama-micro-iq4_xs.json"),
+        0.1,
+    );
+    assert_eq!(steps, 32);
+}
+
 /// Same seed, same tokens, native or wasm: the sequence pinned by the native sampler test.
 #[wasm_bindgen_test]
 fn seeded_sampling_draws_the_native_sequence() {

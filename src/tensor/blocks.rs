@@ -171,7 +171,30 @@ pub struct BlockIq4Nl {
 pub const KVALUES_IQ4NL: [i8; 16] =
     [-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113];
 
+/// IQ4_XS: 256 weights in eight groups of 32, group `g` scaled by `d * (ls_g - 32)` with a
+/// 6-bit `ls_g` (low 4 bits in `scales_l`, high 2 in `scales_h`), on IQ4_NL's levels; codes
+/// laid out per group as in IQ4_NL.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct BlockIq4Xs {
+    pub d: F16Le,
+    pub scales_h: [u8; 2],
+    pub scales_l: [u8; QK_K / 64],
+    pub qs: [u8; QK_K / 2],
+}
+
+impl BlockIq4Xs {
+    /// The signed scale `ls - 32` of group `g` (0..8).
+    #[inline(always)]
+    pub fn group_scale(&self, g: usize) -> i32 {
+        let low = (self.scales_l[g / 2] >> (4 * (g % 2))) & 0x0F;
+        let high = (u16::from_le_bytes(self.scales_h) >> (2 * g)) & 3;
+        i32::from(low | (high as u8) << 4) - 32
+    }
+}
+
 const _: () = assert!(size_of::<BlockIq4Nl>() == 18);
+const _: () = assert!(size_of::<BlockIq4Xs>() == 136);
 const _: () = assert!(size_of::<BlockQ4_0>() == 18);
 const _: () = assert!(size_of::<BlockQ4_1>() == 20);
 const _: () = assert!(size_of::<BlockQ5_0>() == 22);
@@ -197,6 +220,7 @@ pub unsafe trait PlainBytes: Copy {}
 unsafe impl PlainBytes for F16Le {}
 unsafe impl PlainBytes for BlockQ4_0 {}
 unsafe impl PlainBytes for BlockIq4Nl {}
+unsafe impl PlainBytes for BlockIq4Xs {}
 unsafe impl PlainBytes for BlockQ4_1 {}
 unsafe impl PlainBytes for BlockQ5_0 {}
 unsafe impl PlainBytes for BlockQ5_1 {}

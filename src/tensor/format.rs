@@ -23,10 +23,11 @@ pub enum WeightType {
     Q5_K,
     Q6_K,
     IQ4_NL,
+    IQ4_XS,
 }
 
 impl WeightType {
-    pub const ALL: [WeightType; 14] = [
+    pub const ALL: [WeightType; 15] = [
         Self::F32,
         Self::F16,
         Self::BF16,
@@ -41,6 +42,7 @@ impl WeightType {
         Self::Q5_K,
         Self::Q6_K,
         Self::IQ4_NL,
+        Self::IQ4_XS,
     ];
 
     /// The `ggml_type` number used in GGUF tensor infos.
@@ -59,6 +61,7 @@ impl WeightType {
             Self::Q5_K => 13,
             Self::Q6_K => 14,
             Self::IQ4_NL => 20,
+            Self::IQ4_XS => 23,
             Self::BF16 => 30,
         }
     }
@@ -79,6 +82,7 @@ impl WeightType {
             13 => Self::Q5_K,
             14 => Self::Q6_K,
             20 => Self::IQ4_NL,
+            23 => Self::IQ4_XS,
             30 => Self::BF16,
             _ => return None,
         })
@@ -100,6 +104,7 @@ impl WeightType {
             Self::Q5_K => "Q5_K",
             Self::Q6_K => "Q6_K",
             Self::IQ4_NL => "IQ4_NL",
+            Self::IQ4_XS => "IQ4_XS",
         }
     }
 
@@ -108,7 +113,7 @@ impl WeightType {
         match self {
             Self::F32 | Self::F16 | Self::BF16 => 1,
             Self::Q4_0 | Self::Q4_1 | Self::Q5_0 | Self::Q5_1 | Self::Q8_0 | Self::IQ4_NL => QK,
-            Self::Q2_K | Self::Q3_K | Self::Q4_K | Self::Q5_K | Self::Q6_K => QK_K,
+            Self::Q2_K | Self::Q3_K | Self::Q4_K | Self::Q5_K | Self::Q6_K | Self::IQ4_XS => QK_K,
         }
     }
 
@@ -127,6 +132,7 @@ impl WeightType {
             Self::Q4_K => 144,
             Self::Q5_K => 176,
             Self::Q6_K => 210,
+            Self::IQ4_XS => 136,
         }
     }
 
@@ -139,7 +145,9 @@ impl WeightType {
             Self::BF16 => ActivationType::BF16,
             Self::Q4_0 | Self::Q5_0 | Self::Q8_0 | Self::IQ4_NL => ActivationType::Q8_0,
             Self::Q4_1 | Self::Q5_1 => ActivationType::Q8_1,
-            Self::Q2_K | Self::Q3_K | Self::Q4_K | Self::Q5_K | Self::Q6_K => ActivationType::Q8_K,
+            Self::Q2_K | Self::Q3_K | Self::Q4_K | Self::Q5_K | Self::Q6_K | Self::IQ4_XS => {
+                ActivationType::Q8_K
+            }
         }
     }
 
@@ -280,6 +288,10 @@ macro_rules! with_weight_format {
             }
             Wt::IQ4_NL => {
                 type $W = $crate::tensor::BlockIq4Nl;
+                $body
+            }
+            Wt::IQ4_XS => {
+                type $W = $crate::tensor::BlockIq4Xs;
                 $body
             }
         }

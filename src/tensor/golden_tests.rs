@@ -52,6 +52,7 @@ const FIXTURES: &[(&str, &[u8])] = &[
     fixture!("q6_k_random"),
     fixture!("q6_k_real"),
     fixture!("iq4_nl_random"),
+    fixture!("iq4_xs_random"),
 ];
 
 fn load(name: &str, bytes: &[u8]) -> (WeightType, Fixture) {
@@ -74,8 +75,12 @@ fn dequantize_fixture(weight_type: WeightType, fixture: &Fixture) -> Vec<f32> {
 fn every_weight_type_has_random_and_real_fixtures() {
     for weight_type in WeightType::ALL {
         let count = FIXTURES.iter().filter(|(name, bytes)| load(name, bytes).0 == weight_type).count();
-        // F32 has no quantized "real" row; IQ4_NL has no llama-quantize output at hand.
-        let expected = if matches!(weight_type, WeightType::F32 | WeightType::IQ4_NL) { 1 } else { 2 };
+        // F32 has no quantized "real" row; the i-quants have no llama-quantize output at hand.
+        let expected = if matches!(weight_type, WeightType::F32 | WeightType::IQ4_NL | WeightType::IQ4_XS) {
+            1
+        } else {
+            2
+        };
         assert_eq!(count, expected, "{weight_type:?}");
     }
 }

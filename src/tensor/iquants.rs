@@ -1,13 +1,14 @@
-//! The i-quants: IQ4_NL (32 weights per block on a non-linear table of 16 levels), with its
+//! The i-quants: IQ4_NL (32 weights per block on a non-linear table of 16 levels) and IQ4_XS
+//! (the same levels, 256 weights per block with a 6-bit scale per 32), with their
 //! dequantization and scalar dots in the order of ggml's AVX2 kernels.
 
 use std::mem::size_of;
 
-use super::blocks::{BlockIq4Nl, BlockQ8_0, KVALUES_IQ4NL, QK, whole_blocks};
+use super::blocks::{BlockIq4Nl, BlockIq4Xs, BlockQ8_0, BlockQ8K, KVALUES_IQ4NL, QK, QK_K, whole_blocks};
 use super::float::fma;
 use super::format::{QuantFormat, ROW_GROUP, WeightType};
 use super::kernels::active;
-use super::legacy::Lanes;
+use super::legacy::{Lanes, hsum8};
 
 const HALF: usize = QK / 2;
 
@@ -90,4 +91,76 @@ pub(super) fn dot_iq4_nl_repacked(x: &[BlockIq4Nl], y: &[BlockQ8_0]) -> f32 {
         sum = fma(exact as f32, xb.d.to_f32() * yb.d.to_f32(), sum);
     }
     sum
+}
+
+impl QuantFormat for BlockIq4Xs {
+    const TYPE: WeightType = WeightType::IQ4_XS;
+    const BLOCK_LEN: usize = QK_K;
+    const BLOCK_BYTES: usize = size_of::<Self>();
+    type Activation = BlockQ8K;
+
+    fn dequantize_row(src: &[u8], dst: &mut [f32]) {
+        for (block, y) in whole_blocks::<Self>(src).iter().zip(dst.chunks_exact_mut(QK_K)) {
+            let d = block.d.to_f32();
+            for (g, (codes, out)) in block.qs.chunks_exact(HALF).zip(y.chunks_exact_mut(QK)).enumerate() {
+                let dl = d * block.group_scale(g) as f32;
+                for (o, level) in out.iter_mut().zip(levels(codes.try_into().expect("16 bytes"))) {
+                    *o = dl * f32::from(level);
+                }
+            }
+        }
+    }
+
+    fn vec_dot(src: &[u8], activations: &[BlockQ8K]) -> f32 {
+        active::dot_iq4_xs(whole_blocks(src), activations)
+    }
+
+    fn vec_dot_group(src: &[u8], rows: [&[BlockQ8K]; ROW_GROUP]) -> [f32; ROW_GROUP] {
+        active::dot_iq4_xs_group(whole_blocks(src), rows)
+    }
+
+    // llama.cpp multiplies IQ4_XS by its tiled kernel from 8 activation rows, as Q2_K/Q5_K/Q6_K.
+    fn vec_dot_batched(src: &[u8], activations: &[BlockQ8K]) -> f32 {
+        dot_iq4_xs_tiled(whole_blocks(src), activations)
+    }
+}
+
+/// ggml's tiled kernel (`ggml-cpu/tiled`, batches of 8+ rows) for IQ4_XS: per block, the exact
+/// integer `Σ_g ls_g · Σ level·a`, times `d`, fused into the running sum with the activation
+/// scale.
+pub(super) fn dot_iq4_xs_tiled(x: &[BlockIq4Xs], y: &[BlockQ8K]) -> f32 {
+    let mut sum = 0.0f32;
+    for (xb, yb) in x.iter().zip(y) {
+        let mut exact = 0i32;
+        for (g, (codes, acts)) in xb.qs.chunks_exact(HALF).zip(yb.qs.chunks_exact(QK)).enumerate() {
+            let w = levels(codes.try_into().expect("16 bytes"));
+            let raw: i32 = w.iter().zip(acts).map(|(&wv, &av)| i32::from(wv) * i32::from(av)).sum();
+            exact += xb.group_scale(g) * raw;
+        }
+        sum = fma(xb.d.to_f32() * exact as f32, yb.d, sum);
+    }
+    sum
+}
+
+/// ggml's `ggml_vec_dot_iq4_xs_q8_K` (AVX2): per super-block, eight exact integer lanes (lane
+/// `k` sums `ls_g × Σ` of elements `4k..4k+4` of every group `g`), converted and fused into
+/// eight f32 lanes with `d·d_y`; the lanes are reduced once at the end.
+pub(super) fn dot_iq4_xs(x: &[BlockIq4Xs], y: &[BlockQ8K]) -> f32 {
+    let mut lanes = [0.0f32; 8];
+    for (xb, yb) in x.iter().zip(y) {
+        let mut ints = [0i32; 8];
+        for (g, (codes, acts)) in xb.qs.chunks_exact(HALF).zip(yb.qs.chunks_exact(QK)).enumerate() {
+            let scale = xb.group_scale(g);
+            let w = levels(codes.try_into().expect("16 bytes"));
+            for (k, int) in ints.iter_mut().enumerate() {
+                let sum: i32 = (4 * k..4 * k + 4).map(|e| i32::from(w[e]) * i32::from(acts[e])).sum();
+                *int += scale * sum;
+            }
+        }
+        let d = xb.d.to_f32() * yb.d;
+        for (lane, int) in lanes.iter_mut().zip(ints) {
+            *lane = fma(d, int as f32, *lane);
+        }
+    }
+    hsum8(&lanes)
 }

@@ -20,7 +20,7 @@
 #[cfg_attr(not(any(test, feature = "kernel-checks")), allow(unused_imports))]
 pub(super) mod scalar {
     pub(in crate::tensor) use super::super::float::{dot_bf16, dot_f16, dot_f32};
-    pub(in crate::tensor) use super::super::iquants::dot_iq4_nl;
+    pub(in crate::tensor) use super::super::iquants::{dot_iq4_nl, dot_iq4_xs};
     pub(in crate::tensor) use super::super::kquants::{dot_q4_k, dot_q5_k, dot_q6_k};
     pub(in crate::tensor) use super::super::legacy::{dot_q4_0, dot_q4_1, dot_q5_0, dot_q5_1, dot_q8_0};
 }
@@ -43,8 +43,8 @@ macro_rules! single_row_groups {
     () => {
         use super::super::activations::{BF16Activation, F16Activation};
         use super::super::blocks::{
-            BlockIq4Nl, BlockQ4_0, BlockQ4_1, BlockQ4K, BlockQ5_0, BlockQ5_1, BlockQ6K, BlockQ8_0, BlockQ8_1,
-            BlockQ8K,
+            BlockIq4Nl, BlockIq4Xs, BlockQ4_0, BlockQ4_1, BlockQ4K, BlockQ5_0, BlockQ5_1, BlockQ6K,
+            BlockQ8_0, BlockQ8_1, BlockQ8K,
         };
         use super::super::format::ROW_GROUP;
         one_row_at_a_time! {
@@ -59,6 +59,7 @@ macro_rules! single_row_groups {
             dot_q4_k_group = dot_q4_k(BlockQ4K, BlockQ8K);
             dot_q6_k_group = dot_q6_k(BlockQ6K, BlockQ8K);
             dot_iq4_nl_group = dot_iq4_nl(BlockIq4Nl, BlockQ8_0);
+            dot_iq4_xs_group = dot_iq4_xs(BlockIq4Xs, BlockQ8K);
         }
     };
 }
@@ -68,9 +69,9 @@ macro_rules! single_row_groups {
 pub(super) mod active {
     pub(in crate::tensor) use super::super::simd128::{
         dot_bf16, dot_bf16_group, dot_f16, dot_f16_group, dot_f32, dot_f32_group, dot_iq4_nl,
-        dot_iq4_nl_group, dot_q4_0, dot_q4_0_group, dot_q4_1, dot_q4_1_group, dot_q4_k, dot_q4_k_group,
-        dot_q5_0, dot_q5_0_group, dot_q5_1, dot_q5_1_group, dot_q5_k, dot_q6_k, dot_q6_k_group, dot_q8_0,
-        dot_q8_0_group,
+        dot_iq4_nl_group, dot_iq4_xs, dot_iq4_xs_group, dot_q4_0, dot_q4_0_group, dot_q4_1, dot_q4_1_group,
+        dot_q4_k, dot_q4_k_group, dot_q5_0, dot_q5_0_group, dot_q5_1, dot_q5_1_group, dot_q5_k, dot_q6_k,
+        dot_q6_k_group, dot_q8_0, dot_q8_0_group,
     };
 }
 
@@ -79,7 +80,7 @@ pub(super) mod active {
 pub(super) mod active {
     pub(in crate::tensor) use super::super::avx2::{dot_q4_0, dot_q4_1, dot_q5_0, dot_q8_0};
     pub(in crate::tensor) use super::scalar::{
-        dot_bf16, dot_f16, dot_f32, dot_iq4_nl, dot_q4_k, dot_q5_1, dot_q5_k, dot_q6_k,
+        dot_bf16, dot_f16, dot_f32, dot_iq4_nl, dot_iq4_xs, dot_q4_k, dot_q5_1, dot_q5_k, dot_q6_k,
     };
     single_row_groups!();
 }

@@ -14,8 +14,8 @@ use core::arch::wasm32::*;
 
 use super::activations::{BF16Activation, F16Activation};
 use super::blocks::{
-    BlockIq4Nl, BlockQ4_0, BlockQ4_1, BlockQ4K, BlockQ5_0, BlockQ5_1, BlockQ5K, BlockQ6K, BlockQ8_0,
-    BlockQ8_1, BlockQ8K, F16Le, KVALUES_IQ4NL,
+    BlockIq4Nl, BlockIq4Xs, BlockQ4_0, BlockQ4_1, BlockQ4K, BlockQ5_0, BlockQ5_1, BlockQ5K, BlockQ6K,
+    BlockQ8_0, BlockQ8_1, BlockQ8K, F16Le, KVALUES_IQ4NL,
 };
 use super::format::ROW_GROUP;
 use super::kquants::scales_and_mins_k4;
@@ -427,6 +427,41 @@ single_and_group! {
     q4_1_rows: dot_q4_1, dot_q4_1_group(BlockQ4_1, BlockQ8_1);
     q5_1_rows: dot_q5_1, dot_q5_1_group(BlockQ5_1, BlockQ8_1);
     iq4_nl_rows: dot_iq4_nl, dot_iq4_nl_group(BlockIq4Nl, BlockQ8_0);
+}
+
+/// IQ4_XS: per super-block, each group's levels (as IQ4_NL's) dotted with its 32 activations,
+/// times the group's 6-bit scale, summed exactly in i32 lanes, then scaled once by `d·d_y`.
+#[inline(always)]
+fn iq4_xs_rows<const R: usize>(x: &[BlockIq4Xs], rows: [&[BlockQ8K]; R]) -> [f32; R] {
+    let x = &x[..x.len().min(shortest_row(&rows))];
+    let table = f16_table();
+    let levels = load_i8(&KVALUES_IQ4NL);
+    let mut acc = [f32x4_splat(0.0); R];
+    for (b, xb) in x.iter().enumerate() {
+        let mut ints = [i32x4_splat(0); R];
+        for (g, codes) in xb.qs.chunks_exact(16).enumerate() {
+            let (low, high) = nibbles(load_u8(codes));
+            let weights = Weights32::Quants(
+                signed_quants(i8x16_swizzle(levels, low)),
+                signed_quants(i8x16_swizzle(levels, high)),
+            );
+            let scale = i32x4_splat(xb.group_scale(g));
+            for (int, row) in ints.iter_mut().zip(rows) {
+                let activations: &[i8; 32] =
+                    row[b].qs[32 * g..32 * g + 32].try_into().expect("32 activations");
+                *int = i32x4_add(*int, i32x4_mul(dot32(weights, activations), scale));
+            }
+        }
+        let xd = f32_of(table, xb.d);
+        for ((lane, int), row) in acc.iter_mut().zip(ints).zip(rows) {
+            *lane = add_scaled(*lane, int, xd * row[b].d);
+        }
+    }
+    acc.map(sum_f32x4)
+}
+
+single_and_group! {
+    iq4_xs_rows: dot_iq4_xs, dot_iq4_xs_group(BlockIq4Xs, BlockQ8K);
 }
 
 // ---------------------------------------------------------------------------------------------
