@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { existsSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { startServer } from '../../scripts/serve.mjs';
-import { MODELS, TEST_TIMEOUT_MS, h, pageSuite, requireModel, text, watchForProblems, wwwRoot } from './harness.mjs';
+import { MODELS, TEST_TIMEOUT_MS, fixtureModelsDir, h, pageSuite, requireModel, text, watchForProblems, wwwRoot } from './harness.mjs';
 import { CHAT_TIMEOUT_MS, answersSoFar, ask, assertModelLoaded, lastAnswer, loadModel, setSettings } from './chat-helpers.mjs';
 
 // Whole suites: each test loads a model and generates.
@@ -281,14 +281,25 @@ pageSuite('chat with other models', () => {
     assert.ok((await h.page.locator('#viz-bars .viz-bar').count()) >= 20);
   });
 
-  test('qwen2 (Q/K/V biases) chats with the template from its file', async () => {
-    await loadModel(requireModel(MODELS.qwen2Micro));
-    await assertModelLoaded('qwen2-micro-q8_0.gguf');
-    assert.match(await text('#model-details'), /qwen2/);
-    await setSettings({ temperature: 0, max_tokens: 4 });
-    const answer = await ask('Hello');
-    assert.equal(answer.tokens.length, 4);
-  });
+  // The micro files of scripts/make_micro_models.py: every architecture and weight type beyond
+  // the real models loads in the page and streams an answer.
+  for (const file of [
+    'qwen2-micro-q8_0.gguf',
+    'smollm3-micro-q8_0.gguf',
+    'phi3-micro-q8_0.gguf',
+    'gemma2-micro-q8_0.gguf',
+    'llama-micro-iq4_nl.gguf',
+    'llama-micro-iq4_xs.gguf',
+  ]) {
+    test(`${file} chats with the template from its file`, async () => {
+      await loadModel(requireModel({ file: path.join(fixtureModelsDir, file) }));
+      await assertModelLoaded(file);
+      assert.match(await text('#model-details'), new RegExp(`^${file.split('-')[0]} · `));
+      await setSettings({ temperature: 0, max_tokens: 4 });
+      const answer = await ask('Hello');
+      assert.equal(answer.tokens.length, 4);
+    });
+  }
 
   test('qwen3 offers the thinking toggle', async () => {
     await loadModel(requireModel(MODELS.qwen3Micro));

@@ -142,6 +142,12 @@ pageSuite('inspecting real models', () => {
     assert.match(await h.page.locator('#chat-template').innerText(), /<\|im_start\|>/);
   });
 
+  test('qwen2 micro Q8_0 with its Q/K/V bias tensors', async () => {
+    await chooseFile(requireModel(MODELS.qwen2Micro));
+    await assertReportShows(MODELS.qwen2Micro);
+    assert.match(await text('#type-chart'), /Q8_0/);
+  });
+
   test('qwen3 vocabulary file without tensors', async () => {
     await chooseFile(requireModel(MODELS.qwen3Vocab));
     await assertReportShows(MODELS.qwen3Vocab);
