@@ -27,6 +27,9 @@ Architectures:
            on their non-linear table, f16 scales near what llama-quantize gives random
            weights, random 6-bit group scales for IQ4_XS: gguf.quants cannot quantize these
            types), for the i-quant kernels against llama.cpp.
+  llama-llama3  Llama 3.x's layout: the llama-bpe pre-tokenizer on this vocabulary, RoPE base
+           500000 with a `rope_freqs` tensor of per-dimension divisors (as llama.cpp's converter
+           writes for Llama 3.1+); file llama-micro-llama3.gguf.
   gemma2   Gemma 2: post-attention and post-FFN norms, GeGLU, scaled embeddings, 3 layers with
            a sliding window of 8 in layers 0 and 2, and soft caps small enough to bite on
            random weights (attention 0.05, final logits 1.0).
@@ -50,7 +53,7 @@ TOKENIZER_SOURCE = REPO / "tests" / "fixtures" / "models" / "qwen3-micro-q4_0.gg
 PHI3_TOKENS = {8003: "<unk>", 8004: "<s>", 8005: "</s>", 8006: "<|user|>", 8007: "<|assistant|>", 8008: "<|end|>"}
 
 
-def copy_tokenizer(writer, reader, renamed=None):
+def copy_tokenizer(writer, reader, renamed=None, pre=None):
     for name, field in reader.fields.items():
         if not name.startswith("tokenizer."):
             continue
@@ -64,12 +67,13 @@ def copy_tokenizer(writer, reader, renamed=None):
                 values = [field.parts[i][0].item() for i in field.data]
             writer.add_array(name, values)
         elif kind == GGUFValueType.STRING:
-            writer.add_string(name, bytes(field.parts[field.data[0]]).decode("utf-8"))
+            value = bytes(field.parts[field.data[0]]).decode("utf-8")
+            writer.add_string(name, pre if pre and name == "tokenizer.ggml.pre" else value)
         else:
             writer.add_key_value(name, field.parts[field.data[0]][0].item(), kind)
 
 
-def write_model(path, rng, reader, arch, layers, rope_base, biases, fused=False, qtype=Q.Q8_0):
+def write_model(path, rng, reader, arch, layers, rope_base, biases, fused=False, qtype=Q.Q8_0, llama3=False):
     gemma = arch == "gemma2"
     n_vocab = len(reader.fields["tokenizer.ggml.tokens"].data)
     writer = gguf.GGUFWriter(str(path), arch=arch)
@@ -92,7 +96,7 @@ def write_model(path, rng, reader, arch, layers, rope_base, biases, fused=False,
         writer.add_rope_dimension_count(HEAD_DIM)
         writer.add_rope_scaling_attn_factors(1.19)
         writer.add_rope_scaling_orig_ctx_len(4096)
-    copy_tokenizer(writer, reader, PHI3_TOKENS if fused else None)
+    copy_tokenizer(writer, reader, PHI3_TOKENS if fused else None, pre="llama-bpe" if llama3 else None)
 
     def matrix(name, rows, cols):
         if qtype == Q.IQ4_NL:  # per block of 32: f16 d, then 16 bytes of two 4-bit codes
@@ -120,6 +124,8 @@ def write_model(path, rng, reader, arch, layers, rope_base, biases, fused=False,
         writer.add_tensor(name, (mean + std * rng.standard_normal(n, dtype=np.float32)).astype(np.float32))
 
     matrix("token_embd.weight", n_vocab, EMBD)
+    if llama3:  # divisors between 1 and 8, as Llama 3.1's low/high frequency factors give
+        writer.add_tensor("rope_freqs.weight", rng.uniform(1.0, 8.0, HEAD_DIM // 2).astype(np.float32))
     if fused:
         matrix("output.weight", n_vocab, EMBD)
         vector("rope_factors_short.weight", HEAD_DIM // 2, 1.5, 0.4)
@@ -160,6 +166,7 @@ MODELS = {
     "gemma2": (3, 10_000.0, False, False),
     "llama-iq4_nl": (2, 10_000.0, False, False, Q.IQ4_NL),
     "llama-iq4_xs": (2, 10_000.0, False, False, Q.IQ4_XS),
+    "llama-llama3": (2, 500_000.0, False, False, Q.Q8_0, True),
 }
 
 
@@ -171,8 +178,8 @@ def main():
     reader = GGUFReader(str(TOKENIZER_SOURCE))
     args.out_dir.mkdir(parents=True, exist_ok=True)
     for name in args.arch or sorted(MODELS):
-        arch, _, qtype = name.partition("-")
-        path = args.out_dir / f"{arch}-micro-{qtype or 'q8_0'}.gguf"
+        arch, _, variant = name.partition("-")
+        path = args.out_dir / f"{arch}-micro-{variant or 'q8_0'}.gguf"
         write_model(path, np.random.default_rng(2), reader, arch, *MODELS[name])
         print("wrote", path)
 

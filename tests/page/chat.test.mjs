@@ -290,6 +290,7 @@ pageSuite('chat with other models', () => {
     'gemma2-micro-q8_0.gguf',
     'llama-micro-iq4_nl.gguf',
     'llama-micro-iq4_xs.gguf',
+    'llama-micro-llama3.gguf',
   ]) {
     test(`${file} chats with the template from its file`, async () => {
       await loadModel(requireModel({ file: path.join(fixtureModelsDir, file) }));
