@@ -134,6 +134,7 @@ fn assert_follows_golden(file: &[u8], golden: &str, tolerance: f32) -> usize {
     use inferno::model::LogitsFor;
     let engine = Engine::load(file.to_vec()).unwrap();
     let golden: serde_json::Value = serde_json::from_str(golden).unwrap();
+    let file_name = golden["file"].as_str().unwrap_or("?").to_owned();
     let ids = |v: &serde_json::Value| -> Vec<u32> {
         v.as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32).collect()
     };
@@ -141,7 +142,7 @@ fn assert_follows_golden(file: &[u8], golden: &str, tolerance: f32) -> usize {
     let mut steps = 0;
     for (name, prompt) in golden["prompts"].as_object().unwrap() {
         let (prompt_ids, generated) = (ids(&prompt["prompt_ids"]), ids(&prompt["generated_ids"]));
-        assert_eq!(engine.encode(prompt["prompt"].as_str().unwrap()), prompt_ids, "{name}");
+        assert_eq!(engine.encode(prompt["prompt"].as_str().unwrap()), prompt_ids, "{file_name} {name}");
         let (mut cache, mut scratch) = model.new_state(prompt_ids.len() + 8, prompt_ids.len()).unwrap();
         let mut row = model.forward(&mut cache, &mut scratch, &prompt_ids, LogitsFor::Last).unwrap().to_vec();
         for step in prompt["steps"].as_array().unwrap() {
@@ -157,12 +158,12 @@ fn assert_follows_golden(file: &[u8], golden: &str, tolerance: f32) -> usize {
             let gap = top[0]["logit"].as_f64().unwrap() - top[1]["logit"].as_f64().unwrap();
             if gap >= f64::from(tolerance) {
                 // Closer than the tolerance, llama.cpp's own top two may swap.
-                assert_eq!(best as u64, top[0]["id"].as_u64().unwrap(), "{name} step {k}");
+                assert_eq!(best as u64, top[0]["id"].as_u64().unwrap(), "{file_name} {name} step {k}");
             }
             for entry in top {
                 let ours = row[entry["id"].as_u64().unwrap() as usize];
                 let delta = (ours - entry["logit"].as_f64().unwrap() as f32).abs();
-                assert!(delta <= tolerance, "{name} step {k}: |Δ| {delta}");
+                assert!(delta <= tolerance, "{file_name} {name} step {k}: |Δ| {delta}");
             }
             steps += 1;
         }
@@ -181,74 +182,34 @@ fn engine_logits_match_llama_cpp_with_simd128() {
     assert_eq!(steps, 24);
 }
 
-/// The Q8_0 micro Qwen2 file (Q/K/V biases) within the 8-bit tolerance of 0.02.
+/// The micro files of the other architectures and types (scripts/make_micro_models.py): Qwen2
+/// (Q/K/V biases), SmolLM3 (no RoPE in layer 3), Phi-3 (fused QKV and gate/up, LongRoPE's short
+/// factors, whitespace stripped after special tokens), Gemma 2 (soft caps, alternate
+/// sliding-window layers) within the 8-bit tolerance of 0.02; IQ4_NL and IQ4_XS (SIMD128 table
+/// lookups) within the 4-bit tolerance of 0.1. Four golden prompts of 8 steps each.
 #[wasm_bindgen_test]
-fn qwen2_logits_match_llama_cpp_in_the_browser() {
-    let steps = assert_follows_golden(
-        include_bytes!("fixtures/models/qwen2-micro-q8_0.gguf"),
-        include_str!("fixtures/golden/qwen2-micro-q8_0.json"),
-        0.02,
-    );
-    assert_eq!(steps, 32);
-}
-
-/// The Q8_0 micro SmolLM3 file (no RoPE in layer 3) within the 8-bit tolerance of 0.02.
-#[wasm_bindgen_test]
-fn smollm3_logits_match_llama_cpp_in_the_browser() {
-    let steps = assert_follows_golden(
-        include_bytes!("fixtures/models/smollm3-micro-q8_0.gguf"),
-        include_str!("fixtures/golden/smollm3-micro-q8_0.json"),
-        0.02,
-    );
-    assert_eq!(steps, 32);
-}
-
-/// The Q8_0 micro Phi-3 file (fused QKV and gate/up, LongRoPE's short factors, whitespace
-/// stripped after special tokens) within the 8-bit tolerance of 0.02.
-#[wasm_bindgen_test]
-fn phi3_logits_match_llama_cpp_in_the_browser() {
-    let steps = assert_follows_golden(
-        include_bytes!("fixtures/models/phi3-micro-q8_0.gguf"),
-        include_str!("fixtures/golden/phi3-micro-q8_0.json"),
-        0.02,
-    );
-    assert_eq!(steps, 32);
-}
-
-/// The Q8_0 micro Gemma 2 file (soft caps, a sliding window of 8 in alternate layers) within
-/// the 8-bit tolerance of 0.02.
-#[wasm_bindgen_test]
-fn gemma2_logits_match_llama_cpp_in_the_browser() {
-    let steps = assert_follows_golden(
-        include_bytes!("fixtures/models/gemma2-micro-q8_0.gguf"),
-        include_str!("fixtures/golden/gemma2-micro-q8_0.json"),
-        0.02,
-    );
-    assert_eq!(steps, 32);
-}
-
-/// The IQ4_NL micro Llama file (the non-linear 4-bit table, SIMD128 swizzles) within the 4-bit
-/// tolerance of 0.1.
-#[wasm_bindgen_test]
-fn iq4_nl_logits_match_llama_cpp_in_the_browser() {
-    let steps = assert_follows_golden(
-        include_bytes!("fixtures/models/llama-micro-iq4_nl.gguf"),
-        include_str!("fixtures/golden/llama-micro-iq4_nl.json"),
-        0.1,
-    );
-    assert_eq!(steps, 32);
-}
-
-/// The IQ4_XS micro Llama file (6-bit group scales on IQ4_NL's levels) within the 4-bit
-/// tolerance of 0.1.
-#[wasm_bindgen_test]
-fn iq4_xs_logits_match_llama_cpp_in_the_browser() {
-    let steps = assert_follows_golden(
-        include_bytes!("fixtures/models/llama-micro-iq4_xs.gguf"),
-        include_str!("fixtures/golden/llama-micro-iq4_xs.json"),
-        0.1,
-    );
-    assert_eq!(steps, 32);
+fn micro_files_of_other_architectures_and_types_match_llama_cpp_in_the_browser() {
+    macro_rules! micro {
+        ($name:literal, $tolerance:expr) => {
+            (
+                $name,
+                include_bytes!(concat!("fixtures/models/", $name, ".gguf")).as_slice(),
+                include_str!(concat!("fixtures/golden/", $name, ".json")),
+                $tolerance,
+            )
+        };
+    }
+    let files = [
+        micro!("qwen2-micro-q8_0", 0.02),
+        micro!("smollm3-micro-q8_0", 0.02),
+        micro!("phi3-micro-q8_0", 0.02),
+        micro!("gemma2-micro-q8_0", 0.02),
+        micro!("llama-micro-iq4_nl", 0.1),
+        micro!("llama-micro-iq4_xs", 0.1),
+    ];
+    for (name, file, golden, tolerance) in files {
+        assert_eq!(assert_follows_golden(file, golden, tolerance), 32, "{name}");
+    }
 }
 
 /// Same seed, same tokens, native or wasm: the sequence pinned by the native sampler test.

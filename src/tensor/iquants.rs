@@ -24,6 +24,12 @@ fn levels(qs: &[u8; HALF]) -> [i8; QK] {
     x
 }
 
+/// The exact integer dot of 32 levels with 32 activation quants.
+#[inline(always)]
+fn exact_dot(levels: &[i8; QK], activations: &[i8]) -> i32 {
+    levels.iter().zip(activations).map(|(&w, &a)| i32::from(w) * i32::from(a)).sum()
+}
+
 impl QuantFormat for BlockIq4Nl {
     const TYPE: WeightType = WeightType::IQ4_NL;
     const BLOCK_LEN: usize = QK;
@@ -74,8 +80,7 @@ pub(super) fn dot_iq4_nl(x: &[BlockIq4Nl], y: &[BlockQ8_0]) -> f32 {
     let mut sum = even.plus(&odd).sum();
     if blocks % 2 == 1 {
         let b = blocks - 1;
-        let exact: i32 =
-            levels(&x[b].qs).iter().zip(&y[b].qs).map(|(&w, &a)| i32::from(w) * i32::from(a)).sum();
+        let exact = exact_dot(&levels(&x[b].qs), &y[b].qs);
         sum += y[b].d.to_f32() * x[b].d.to_f32() * exact as f32;
     }
     sum
@@ -87,7 +92,7 @@ pub(super) fn dot_iq4_nl(x: &[BlockIq4Nl], y: &[BlockQ8_0]) -> f32 {
 pub(super) fn dot_iq4_nl_repacked(x: &[BlockIq4Nl], y: &[BlockQ8_0]) -> f32 {
     let mut sum = 0.0f32;
     for (xb, yb) in x.iter().zip(y) {
-        let exact: i32 = levels(&xb.qs).iter().zip(&yb.qs).map(|(&w, &a)| i32::from(w) * i32::from(a)).sum();
+        let exact = exact_dot(&levels(&xb.qs), &yb.qs);
         sum = fma(exact as f32, xb.d.to_f32() * yb.d.to_f32(), sum);
     }
     sum
@@ -133,9 +138,7 @@ pub(super) fn dot_iq4_xs_tiled(x: &[BlockIq4Xs], y: &[BlockQ8K]) -> f32 {
     for (xb, yb) in x.iter().zip(y) {
         let mut exact = 0i32;
         for (g, (codes, acts)) in xb.qs.chunks_exact(HALF).zip(yb.qs.chunks_exact(QK)).enumerate() {
-            let w = levels(codes.try_into().expect("16 bytes"));
-            let raw: i32 = w.iter().zip(acts).map(|(&wv, &av)| i32::from(wv) * i32::from(av)).sum();
-            exact += xb.group_scale(g) * raw;
+            exact += xb.group_scale(g) * exact_dot(&levels(codes.try_into().expect("16 bytes")), acts);
         }
         sum = fma(xb.d.to_f32() * exact as f32, yb.d, sum);
     }
