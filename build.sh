@@ -4,8 +4,10 @@
 #   ./build.sh serve [--port N]   set up, build the wasm package, fetch the demo model, serve www/
 #   ./build.sh test               set up and run every test (native, wasm in Chromium, page)
 #   ./build.sh setup              only install the toolchain pieces
-#   ./build.sh build              only build the four wasm packages (www/pkg, www/pkg-*)
-#   ./build.sh models             only fetch the real test models into .cache/models
+#   ./build.sh build [FLAVOUR...] only build the wasm packages (www/pkg, www/pkg-*; default: all
+#                                 five flavours: simd relaxed threads relaxed-threads memory64)
+#   ./build.sh models             only fetch the real test models into .cache/models (and
+#                                 write the 4.6 GiB one the 64-bit-memory test loads)
 #   ./build.sh wasm-test [FLAVOUR] only the crate's wasm tests in headless Chromium, for one
 #                                 build (simd or relaxed; default simd)
 #   ./build.sh fuzz [SECONDS] [TARGET]  run the fuzz targets (parse_gguf, render_template,
@@ -64,7 +66,7 @@ rustup_std_source() {
     timeout 60 rustup component add rust-src </dev/null >/dev/null 2>&1
 }
 
-# cargo for the wasm32 target in one of four flavours, each with a target dir of its own (its
+# cargo for a wasm target in one of five flavours, each with a target dir of its own (its
 # host build scripts may come from a different rustc than native builds, and the std builds
 # differ):
 #   simd             SIMD128, one thread: runs in every browser we support
@@ -72,13 +74,21 @@ rustup_std_source() {
 #   threads          SIMD128 + shared memory and atomics, helper threads in Web Workers: used
 #                    where the page is cross-origin isolated. std is rebuilt with atomics.
 #   relaxed-threads  both
+#   memory64         wasm64 (64-bit memory, Chrome 133+, Firefox 145+) with relaxed SIMD, one
+#                    thread: only for files too large for a 4 GiB wasm32 memory. Rust ships no
+#                    wasm64 std, so it is always built from source.
 wasm_cargo() { # flavour cargo-subcommand args...
   choose_wasm_toolchain
   local flavour=$1 sub=$2
   shift 2
-  local features=+simd128 cargo_args=(--no-default-features)
+  local features=+simd128 cargo_args=(--no-default-features) target=wasm32-unknown-unknown
   case "$flavour" in
     simd | relaxed | threads | relaxed-threads) ;;
+    memory64)
+      target=wasm64-unknown-unknown
+      # V8 and SpiderMonkey cap a 64-bit memory at 16 GiB.
+      features+=",+relaxed-simd -C link-arg=--max-memory=17179869184"
+      ;;
     *) die "unknown wasm flavour $flavour" ;;
   esac
   case "$flavour" in relaxed*) features+=,+relaxed-simd ;; esac
@@ -91,21 +101,24 @@ wasm_cargo() { # flavour cargo-subcommand args...
       features+=" -C link-arg=--export=__tls_align -C link-arg=--export=__tls_base"
       ;;
   esac
+  local target_env
+  target_env=$(echo "$target" | tr 'a-z-' 'A-Z_')
   # local -x: exported to cargo only, so a later native cargo keeps its own target dir.
   local -x CARGO_TARGET_DIR="$ROOT/target/wasm-$flavour"
-  local -x CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUSTFLAGS="-C target-feature=$features"
+  local -x "CARGO_TARGET_${target_env}_RUSTFLAGS=-C target-feature=$features"
+  local -x "CARGO_TARGET_${target_env}_RUNNER=wasm-bindgen-test-runner"
   local needs_std_build=
-  case "$flavour" in *threads) needs_std_build=1 ;; esac
+  case "$flavour" in *threads | memory64) needs_std_build=1 ;; esac
   if [ "$WASM_MODE" = rustup ] && [ -z "$needs_std_build" ]; then
-    cargo "$sub" --target wasm32-unknown-unknown "${cargo_args[@]}" "$@"
+    cargo "$sub" --target "$target" "${cargo_args[@]}" "$@"
   elif [ "$WASM_MODE" = rustup ] && rustup_std_source; then
-    RUSTC_BOOTSTRAP=1 cargo "$sub" --target wasm32-unknown-unknown -Zbuild-std=std,panic_abort "${cargo_args[@]}" "$@"
+    RUSTC_BOOTSTRAP=1 cargo "$sub" --target "$target" -Zbuild-std=std,panic_abort "${cargo_args[@]}" "$@"
   else
     # Debian's toolchain: its std source is a package, so this route always has one.
     apt_install rustc-web cargo-web rust-web-src lld-19
+    local -x "CARGO_TARGET_${target_env}_LINKER=/usr/lib/llvm-19/bin/wasm-ld"
     RUSTC=/usr/bin/rustc RUSTDOC=/usr/bin/rustdoc RUSTC_BOOTSTRAP=1 \
-      CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_LINKER=/usr/lib/llvm-19/bin/wasm-ld \
-      /usr/bin/cargo "$sub" --target wasm32-unknown-unknown -Zbuild-std=std,panic_abort "${cargo_args[@]}" "$@"
+      /usr/bin/cargo "$sub" --target "$target" -Zbuild-std=std,panic_abort "${cargo_args[@]}" "$@"
   fi
 }
 
@@ -158,21 +171,40 @@ setup() {
 
 fetch_models() {
   scripts/fetch-models.sh
+  make_big_model
 }
 
-# One package per flavour: www/pkg (the baseline), www/pkg-relaxed, www/pkg-threads and
-# www/pkg-relaxed-threads. The page picks one at run time (www/engine-loader.js).
-WASM_FLAVOURS=(simd relaxed threads relaxed-threads)
-build_wasm() {
-  log "building the wasm packages (release; ${WASM_FLAVOURS[*]}; $WASM_MODE toolchain)"
-  local flavour out helpers
-  for flavour in "${WASM_FLAVOURS[@]}"; do
+# The file over 4 GiB that the 64-bit-memory page test loads: written here (about a minute,
+# 4.6 GiB of disk), never committed, and rewritten only when its generator changes.
+BIG_MODEL=.cache/models/big-4.6gib-q4_0.gguf
+make_big_model() {
+  local stamp
+  stamp=$(sha256sum scripts/make_big_model.py | cut -d' ' -f1)
+  [ -f "$BIG_MODEL" ] && [ "$(cat "$BIG_MODEL.stamp" 2>/dev/null)" = "$stamp" ] && return 0
+  log "writing the 4.6 GiB test model $BIG_MODEL (once)"
+  rm -f "$BIG_MODEL" "$BIG_MODEL.stamp"
+  python3 scripts/make_big_model.py "$BIG_MODEL.part"
+  mv "$BIG_MODEL.part" "$BIG_MODEL"
+  echo "$stamp" >"$BIG_MODEL.stamp"
+}
+
+# One package per flavour: www/pkg (the baseline), www/pkg-relaxed, www/pkg-threads,
+# www/pkg-relaxed-threads and www/pkg-memory64. The page picks one at run time
+# (www/engine-loader.js).
+WASM_FLAVOURS=(simd relaxed threads relaxed-threads memory64)
+build_wasm() { # [flavour...] (default: all)
+  local flavours=("${@:-${WASM_FLAVOURS[@]}}")
+  log "building the wasm packages (release; ${flavours[*]}; $WASM_MODE toolchain)"
+  local flavour out helpers arch
+  for flavour in "${flavours[@]}"; do
     wasm_cargo "$flavour" build --release --lib
     out=www/pkg-$flavour
     [ "$flavour" = simd ] && out=www/pkg
     rm -rf "$out"
+    arch=wasm32
+    [ "$flavour" = memory64 ] && arch=wasm64
     wasm-bindgen --target web --no-typescript --out-dir "$out" \
-      "target/wasm-$flavour/wasm32-unknown-unknown/release/inferno.wasm"
+      "target/wasm-$flavour/$arch-unknown-unknown/release/inferno.wasm"
     case "$flavour" in *threads) ;; *) continue ;; esac
     # wasm-bindgen-rayon starts each helper Worker with import('../../..'), which only a
     # bundler resolves; point it at the glue file so a static server can serve it.
@@ -217,7 +249,6 @@ run_tests() {
   TEST_LOG=$(mktemp)
   FAILED_SUITES=()
   export CHROMEDRIVER=/usr/bin/chromedriver
-  export CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner
   export WASM_BINDGEN_TEST_TIMEOUT=300
 
   run_suite "native (cargo test)" cargo test --release --all-targets
@@ -269,7 +300,7 @@ case "$command" in
   setup) setup ;;
   build)
     setup
-    build_wasm
+    build_wasm "$@"
     ;;
   models) fetch_models ;;
   serve)
@@ -288,7 +319,7 @@ case "$command" in
     ;;
   wasm-test)
     setup
-    export CHROMEDRIVER=/usr/bin/chromedriver CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner
+    export CHROMEDRIVER=/usr/bin/chromedriver
     export WASM_BINDGEN_TEST_TIMEOUT=300
     wasm_cargo "${1:-simd}" test --release --tests --features kernel-checks
     ;;
@@ -302,6 +333,6 @@ case "$command" in
     fetch_models
     exec node scripts/bench.mjs "$@"
     ;;
-  help | -h | --help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//' ;;
+  help | -h | --help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//' ;;
   *) die "unknown command '$command' (try ./build.sh help)" ;;
 esac

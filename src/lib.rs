@@ -5,6 +5,10 @@
 //! [`tensor`] kernels compute on those bytes in place and the [`tokenizer`] turns text into
 //! token ids and back.
 
+// The 64-bit-memory build (wasm64, for files over 4 GiB) reaches the SIMD128 intrinsics
+// through `core::arch::wasm64`, still unstable; build.sh builds it with `-Zbuild-std` anyway.
+#![cfg_attr(target_arch = "wasm64", feature(simd_wasm64))]
+
 /// Conversations to prompt text: the file's Jinja chat template, or a built-in by architecture.
 pub mod chat;
 /// A loaded model and step-by-step conversations on it (KV cache reuse, rollback, streaming).
@@ -24,6 +28,6 @@ pub mod tensor;
 /// Tokenizers built from GGUF metadata: byte-level BPE and SentencePiece, streaming detokenizer.
 pub mod tokenizer;
 
-/// The JavaScript boundary (wasm32 only): thin wrappers that convert to and from JS values.
-#[cfg(target_arch = "wasm32")]
+/// The JavaScript boundary (wasm only): thin wrappers that convert to and from JS values.
+#[cfg(target_family = "wasm")]
 pub mod web;

@@ -12,7 +12,7 @@
 //! allocations never land in another's measurement. Native only: this measures the engine,
 //! not the browser.
 
-#![cfg(not(target_arch = "wasm32"))]
+#![cfg(not(target_family = "wasm"))]
 
 #[path = "../fuzz/src/lib.rs"]
 mod fuzzing;

@@ -1,10 +1,10 @@
 //! The wasm API, exercised in headless Chromium (`./build.sh test` runs these through
 //! wasm-bindgen-test-runner).
-#![cfg(target_arch = "wasm32")]
+#![cfg(target_family = "wasm")]
 
 use inferno::gguf::writer::GgufWriter;
 use inferno::gguf::{GgmlType, Value};
-use inferno::web::{engine_info, inspect_prefix};
+use inferno::web::{engine_info, inspect_prefix, memory_for_model};
 use js_sys::Reflect;
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_test::*;
@@ -28,7 +28,7 @@ fn small_model() -> Vec<u8> {
 #[wasm_bindgen_test]
 fn reports_a_valid_file() {
     let bytes = small_model();
-    let outcome = inspect_prefix(&bytes, bytes.len() as f64).expect("valid file");
+    let outcome = inspect_prefix(&bytes, bytes.len() as f64, false).expect("valid file");
     assert_eq!(get(&outcome, "status"), "complete");
     let report = get(&outcome, "report");
     let summary = get(&report, "summary");
@@ -45,14 +45,14 @@ fn reports_a_valid_file() {
 #[wasm_bindgen_test]
 fn asks_for_more_bytes_when_the_prefix_ends_inside_the_header() {
     let bytes = small_model();
-    let outcome = inspect_prefix(&bytes[..40], bytes.len() as f64).expect("prefix is fine so far");
+    let outcome = inspect_prefix(&bytes[..40], bytes.len() as f64, false).expect("prefix is fine so far");
     assert_eq!(get(&outcome, "status"), "need_more");
     let at_least = get(&outcome, "at_least").as_f64().expect("number");
     assert!(at_least > 40.0 && at_least <= bytes.len() as f64, "at_least = {at_least}");
 }
 
 fn error_kind(bytes: &[u8]) -> (String, String) {
-    let error = inspect_prefix(bytes, bytes.len() as f64).expect_err("must be rejected");
+    let error = inspect_prefix(bytes, bytes.len() as f64, false).expect_err("must be rejected");
     assert!(error.is_instance_of::<js_sys::Error>(), "errors are real JS Error objects");
     assert_eq!(get(&error, "name"), "GgufError");
     let kind = get(&error, "kind").as_string().expect("kind");
@@ -94,7 +94,7 @@ fn rejects_an_unknown_tensor_type() {
 #[wasm_bindgen_test]
 fn rejects_a_size_that_is_not_a_byte_count() {
     let bytes = small_model();
-    let error = inspect_prefix(&bytes, -1.0).expect_err("negative size");
+    let error = inspect_prefix(&bytes, -1.0, false).expect_err("negative size");
     assert_eq!(get(&error, "name"), "RangeError");
 }
 
@@ -309,12 +309,16 @@ fn worker_api_loads_in_chunks_chats_and_branches() {
     // Errors are typed JS errors.
     let kind = |e: JsValue| get(&e, "kind").as_string().unwrap();
     assert_eq!(kind(ModelLoader::new(1e15).err().unwrap()), "too_large");
-    // Past what a 4 GiB memory can hold with room for inference: refused before any allocation.
-    assert_eq!(kind(ModelLoader::new(4.0e9).err().unwrap()), "too_large");
-    // Over 2 GiB a file is planned in pieces from its header; nothing is reserved before that,
-    // and a header whose tensors cannot be split into 2 GiB pieces is refused.
-    let mut three_gb = ModelLoader::new(3.0e9).unwrap();
-    assert_eq!(kind(three_gb.push_bytes(&bytes[..1 << 20]).err().unwrap()), "too_large");
+    #[cfg(target_pointer_width = "32")]
+    {
+        // Past what a 4 GiB memory can hold with room for inference: refused before any
+        // allocation.
+        assert_eq!(kind(ModelLoader::new(4.0e9).err().unwrap()), "too_large");
+        // Over 2 GiB a file is planned in pieces from its header; nothing is reserved before
+        // that, and a header whose tensors cannot be split into 2 GiB pieces is refused.
+        let mut three_gb = ModelLoader::new(3.0e9).unwrap();
+        assert_eq!(kind(three_gb.push_bytes(&bytes[..1 << 20]).err().unwrap()), "too_large");
+    }
     let mut bad = ModelLoader::new(8.0).unwrap();
     bad.push_bytes(b"GGUFxxxx").unwrap();
     assert!(bad.finish().is_err());
@@ -360,4 +364,33 @@ fn the_longest_template_chains_allowed_fit_the_browsers_stack() {
     assert_eq!(rendered.len(), links + 1);
     let too_long = format!("{{{{ 'a'{} }}}}", " ~ 'a'".repeat(links + 1));
     assert!(ChatTemplate::new(&too_long, TemplateSource::File, String::new(), String::new()).is_err());
+}
+
+#[wasm_bindgen_test]
+fn files_over_4_gib_go_to_the_64_bit_build_where_the_browser_has_one() {
+    let error_message = |e: JsValue| {
+        assert_eq!(get(&e, "kind"), "too_large");
+        get(&e, "message").as_string().unwrap()
+    };
+    assert_eq!(memory_for_model(1e9, false).unwrap(), "wasm32");
+    assert_eq!(memory_for_model(1e9, true).unwrap(), "wasm32", "small files stay on wasm32");
+    assert_eq!(memory_for_model(5e9, true).unwrap(), "memory64");
+    let without = error_message(memory_for_model(5e9, false).unwrap_err());
+    assert!(without.contains("64-bit memory") && without.contains("4.66 GiB"), "{without}");
+    let beyond = error_message(memory_for_model(20e9, true).unwrap_err());
+    assert!(beyond.contains("16 GiB"), "{beyond}");
+    assert!(memory_for_model(-1.0, true).is_err());
+
+    // The inspector's "can it chat" line says the same (the header of a model that runs, as if
+    // its file were 5 GB long).
+    let bytes = include_bytes!("fixtures/models/qwen3-micro-q4_0.gguf");
+    let runs = |size: f64, memory64: bool| {
+        let outcome = inspect_prefix(bytes, size, memory64).expect("the header parses");
+        let runs = get(&get(&outcome, "report"), "runs");
+        (get(&runs, "ok").as_bool().unwrap(), get(&runs, "reason").as_string().unwrap_or_default())
+    };
+    assert_eq!(runs(bytes.len() as f64, false), (true, String::new()));
+    assert_eq!(runs(5e9, true), (true, String::new()));
+    let (ok, reason) = runs(5e9, false);
+    assert!(!ok && reason.contains("64-bit memory"), "{reason}");
 }

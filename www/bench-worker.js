@@ -18,7 +18,7 @@
 // when asked for tg + 1 tokens.
 
 import { errorMessage, sizePrompt } from './bench-common.js';
-import { resolveThreads, startEngine } from './engine-loader.js';
+import { memory64Supported, resolveThreads, startEngine } from './engine-loader.js';
 
 const progress = (text) => postMessage({ type: 'progress', text });
 
@@ -34,15 +34,24 @@ async function run({ model, pp, tg, threads, ctx, warmup, relaxed }) {
   const resolved = resolveThreads(threads);
   if (resolved.threads !== threads) throw new Error(`Inferno cannot run ${threads} threads here: ${resolved.reason}`);
   const initStarted = performance.now();
-  const { module: wasm, exports, build: buildName } = await startEngine(threads, { relaxed });
+  let engineStarted = await startEngine(threads, { relaxed });
   const init_ms = performance.now() - initStarted;
-  const build = wasm.engine_info();
 
   // How fast this page can read the file at all: loading is measured against it.
   progress('reading the model once, to time the bytes alone');
   const readStarted = performance.now();
   const fileBytes = await readOnly(model);
   const read_ms = performance.now() - readStarted;
+
+  // A file too large for wasm32 runs on the 64-bit-memory build, as in the chat page (nothing
+  // has been loaded into the first engine yet, so its memory is still small).
+  const memory = engineStarted.module.memory_for_model(fileBytes, relaxed !== false && memory64Supported());
+  if (memory === 'memory64') {
+    if (threads !== 1) throw new Error('a file over 3.6 GiB runs on the 64-bit-memory build, which has one thread: use threads=1');
+    engineStarted = await startEngine(1, { memory64: true });
+  }
+  const { module: wasm, exports, build: buildName } = engineStarted;
+  const build = wasm.engine_info();
 
   progress('downloading the model');
   const loadStarted = performance.now();

@@ -173,6 +173,7 @@ export function createChat(engine, { onModelLoaded, onModelUnloaded, pickFile })
       `trained context ${model.context_length.toLocaleString('en-US')}`,
       template,
       `${model.threads} ${model.threads === 1 ? 'thread' : 'threads'}`,
+      model.memory64 ? '64-bit memory' : null,
       ms !== undefined ? `loaded in ${formatDuration(ms)}` : null,
     ]
       .filter(Boolean)

@@ -1,10 +1,12 @@
-// Chooses and starts one of four wasm builds, in a Web Worker (never the page: the threaded
+// Chooses and starts one of five wasm builds, in a Web Worker (never the page: the threaded
 // builds' caller blocks while its helpers work):
 //   pkg/                   SIMD128, one thread: any browser with SIMD128
 //   pkg-relaxed/           + relaxed SIMD, where the browser validates it (not Safari yet)
 //   pkg-threads/           SIMD128 + shared memory, helper threads in nested Web Workers: needs
 //                          a cross-origin isolated page (SharedArrayBuffer), more than one thread
 //   pkg-relaxed-threads/   both
+//   pkg-memory64/          wasm64 (64-bit memory) + relaxed SIMD, one thread: only for a file
+//                          too large for a 4 GiB wasm32 memory, where the browser validates both
 // All export the same API; the engine code does not know which one it runs in.
 
 /** The most threads used unless asked otherwise: decode is bound by memory bandwidth, which a
@@ -45,6 +47,21 @@ export function relaxedSimdSupported() {
   }
 }
 
+/** A module with one 64-bit memory (limits flag 0x04): it validates only where Memory64 runs. */
+const MEMORY64_PROBE = new Uint8Array([
+  0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00, // magic, version
+  0x05, 0x03, 0x01, 0x04, 0x00, // memory section: one memory, i64 index type, minimum 0 pages
+]);
+
+/** Whether this browser runs the 64-bit-memory build (which also uses relaxed SIMD). */
+export function memory64Supported() {
+  try {
+    return WebAssembly.validate(MEMORY64_PROBE) && relaxedSimdSupported();
+  } catch {
+    return false;
+  }
+}
+
 /** The cores this machine offers (at least 1). */
 export function hardwareThreads() {
   return Math.max(1, Number(self.navigator?.hardwareConcurrency) || 1);
@@ -72,8 +89,10 @@ export function resolveThreads(requested) {
   return { threads: asked, reason: null };
 }
 
-/** The build for `threads` (already resolved); `relaxed: false` forces plain SIMD128. */
-export function buildFor(threads, { relaxed = true } = {}) {
+/** The build for `threads` (already resolved); `relaxed: false` forces plain SIMD128;
+ *  `memory64: true` asks for the 64-bit-memory build (one thread, relaxed SIMD). */
+export function buildFor(threads, { relaxed = true, memory64 = false } = {}) {
+  if (memory64) return 'pkg-memory64';
   const useRelaxed = relaxed && relaxedSimdSupported();
   if (threads > 1) return useRelaxed ? 'pkg-relaxed-threads' : 'pkg-threads';
   return useRelaxed ? 'pkg-relaxed' : 'pkg';
@@ -82,11 +101,13 @@ export function buildFor(threads, { relaxed = true } = {}) {
 /**
  * Imports and initialises the build for `threads` (already resolved), starting its helpers.
  * `instance` > 0 gives a fresh module record (a new wasm instance after a trap); `relaxed:
- * false` forces the plain SIMD128 build. Returns {module, exports, threads, build}: `exports`
- * are the wasm instance's own (its `memory` tells how much the page holds).
+ * false` forces the plain SIMD128 build; `memory64: true` the 64-bit-memory one (`threads`
+ * must then be 1). Returns {module, exports, threads, build}: `exports` are the wasm
+ * instance's own (its `memory` tells how much the page holds).
  */
-export async function startEngine(threads, { instance = 0, relaxed = true } = {}) {
-  const build = buildFor(threads, { relaxed });
+export async function startEngine(threads, { instance = 0, relaxed = true, memory64 = false } = {}) {
+  if (memory64 && threads !== 1) throw new RangeError('the 64-bit-memory build runs on one thread');
+  const build = buildFor(threads, { relaxed, memory64 });
   const url = new URL(`./${build}/inferno.js`, import.meta.url);
   if (instance > 0) url.searchParams.set('instance', String(instance));
   const module = await import(url.href);

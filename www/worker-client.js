@@ -8,6 +8,11 @@
 // worker, fails the pending requests with kind "stalled" and starts a new worker. Every wasm
 // call the worker makes is short (a prefill part, a decode step, a chunk of a file), so the
 // default leaves a wide margin.
+//
+// A load may be answered `switch_build {memory64}`: the file needs the other memory (64-bit
+// for files over 4 GiB). The client then starts a worker of that kind and sends the same load
+// again, with any inspection still pending (both depend only on their file), so callers never
+// see the switch; other pending requests fail as `cancelled`, as in any restart.
 
 /** An error reply from the worker, keeping the engine's name and kind. */
 export class EngineError extends Error {
@@ -19,6 +24,8 @@ export class EngineError extends Error {
 }
 
 export const DEFAULT_STALL_MS = 60_000;
+/** Requests that a new worker can answer as well as the old one. */
+const RESENT_ON_SWITCH = new Set(['load', 'inspect']);
 const PING_AFTER_MS = 5_000;
 const WATCH_EVERY_MS = 1_000;
 
@@ -31,6 +38,7 @@ export class EngineClient {
     for (const [key, value] of Object.entries(params)) this.workerUrl.searchParams.set(key, value);
     this.pending = new Map();
     this.nextId = 1;
+    this.memory64 = false; // whether the worker runs the 64-bit-memory build
     this.stallMs = stallMs;
     this.watchdog = null;
     this.start(threads);
@@ -40,6 +48,7 @@ export class EngineClient {
     this.threads = threads;
     const url = new URL(this.workerUrl);
     if (threads) url.searchParams.set('threads', String(threads));
+    if (this.memory64) url.searchParams.set('memory64', '1');
     const worker = new Worker(url, { type: 'module' });
     this.worker = worker;
     this.lastHeard = performance.now();
@@ -79,8 +88,9 @@ export class EngineClient {
     const id = this.nextId++;
     return new Promise((resolve, reject) => {
       if (this.pending.size === 0) this.lastHeard = performance.now(); // Silence while idle is fine.
-      this.pending.set(id, { resolve, reject, onEvent });
-      this.worker.postMessage({ ...fields, type, id });
+      const message = { ...fields, type, id };
+      this.pending.set(id, { resolve, reject, onEvent, message, switched: false });
+      this.worker.postMessage(message);
       this.watchdog ??= setInterval(() => this.watch(), WATCH_EVERY_MS);
     });
   }
@@ -114,11 +124,33 @@ export class EngineClient {
       }
       return;
     }
+    if (reply.type === 'switch_build' && !waiter.switched) {
+      this.switchBuild(Boolean(reply.memory64));
+      return;
+    }
     this.pending.delete(reply.id);
-    if (reply.type === 'error') waiter.reject(new EngineError(reply.error ?? {}));
-    else waiter.resolve(reply);
+    if (reply.type === 'switch_build') {
+      waiter.reject(new EngineError({ name: 'WorkerError', kind: 'bad_reply', message: 'the engine asked twice for another build' }));
+    } else if (reply.type === 'error') {
+      waiter.reject(new EngineError(reply.error ?? {}));
+    } else {
+      waiter.resolve(reply);
+    }
     // The worker ends itself after a trap in the threaded build: carry on with a new one.
     if (reply.fatal) this.restart();
+  }
+
+  /** Restarts the worker with the other memory and sends it the pending loads and
+   *  inspections again, in their order. */
+  switchBuild(memory64) {
+    const resent = [...this.pending].filter(([, waiter]) => RESENT_ON_SWITCH.has(waiter.message.type));
+    for (const [id] of resent) this.pending.delete(id);
+    this.memory64 = memory64;
+    this.restart();
+    for (const [id, waiter] of resent) {
+      this.pending.set(id, { ...waiter, switched: true });
+      this.worker.postMessage(waiter.message);
+    }
   }
 
   failAll(errorInfo) {

@@ -24,25 +24,35 @@
 //   trap                                 -> error {kind wasm_trap}: crashes the engine on
 //                                           purpose, so the page test can check recovery
 //   anything that fails                  -> error {error: {name, kind, message}}
-// The worker's URL may carry ?relaxed=0 (use plain SIMD128 even where relaxed SIMD runs) and
+// The worker's URL may carry ?relaxed=0 (use plain SIMD128 even where relaxed SIMD runs),
 // ?threads=N (default: the machine's cores, capped; 1 where the
 // page is not cross-origin isolated): more than one thread runs the shared-memory build
-// (engine-loader.js). A trap in that build ends the worker (its pool threads would keep the
+// (engine-loader.js), and ?memory64=1: the 64-bit-memory build, on one thread, for files too
+// large for a 4 GiB wasm32 memory. A load that needs the other memory (a large file in a
+// wasm32 worker, or a small one in a memory64 worker, whose memory never shrinks) is answered
+//   load                                 -> switch_build {memory64}
+// and the client (worker-client.js) starts a worker of that kind and sends the load again. A trap in that build ends the worker (its pool threads would keep the
 // old memory alive): the error reply says `fatal: true`, and the client starts a new worker.
 // Only one load/chat/branch runs at a time; another chat or branch meanwhile is refused with
 // kind "busy", while a new load cancels a running load (kind "cancelled") or generation.
 // Stop takes effect between two decode steps or two prefill parts: both loops yield to the
 // message queue after each one.
 
-import { buildFor, resolveThreads, startEngine } from './engine-loader.js';
+import { buildFor, memory64Supported, resolveThreads, startEngine } from './engine-loader.js';
 
 const INITIAL_PREFIX_BYTES = 1 << 20; // 1 MiB covers the header of most small models.
 const WORKER_PARAMS = new URL(self.location.href).searchParams;
-const THREADS = threadsFromUrl(WORKER_PARAMS.get('threads'));
 const RELAXED = WORKER_PARAMS.get('relaxed') !== '0'; // ?relaxed=0 forces plain SIMD128
+// The 64-bit build uses relaxed SIMD too, so ?relaxed=0 (Safari's view) rules it out.
+const MEMORY64_AVAILABLE = RELAXED && memory64Supported();
+const MEMORY64 = WORKER_PARAMS.get('memory64') === '1' && MEMORY64_AVAILABLE;
+const THREADS = threadsFromUrl(WORKER_PARAMS.get('threads'));
 
 /** The thread count asked for in the worker's URL; anything unusable means the default. */
 function threadsFromUrl(value) {
+  if (MEMORY64) {
+    return { threads: 1, reason: 'files over 4 GiB run on the 64-bit-memory build, which has one thread' };
+  }
   try {
     return resolveThreads(Number(value) || null);
   } catch {
@@ -81,11 +91,11 @@ let engineBuild = null; // {threads, build} of the running engine
 
 async function loadEngine(threads, instance) {
   try {
-    const { module, exports, build } = await startEngine(threads, { instance, relaxed: RELAXED });
+    const { module, exports, build } = await startEngine(threads, { instance, relaxed: RELAXED, memory64: MEMORY64 });
     engineBuild = { threads, build, memory: exports.memory };
     return module;
   } catch (error) {
-    const build = buildFor(threads, { relaxed: RELAXED });
+    const build = buildFor(threads, { relaxed: RELAXED, memory64: MEMORY64 });
     throw new WorkerError('InitError', 'wasm_init', `Could not load the Inferno WebAssembly engine (${build}/inferno.js, ${threads} threads): ${describe(error)}`);
   }
 }
@@ -140,7 +150,7 @@ async function inspectFile(file) {
   let length = Math.min(file.size, INITIAL_PREFIX_BYTES);
   for (;;) {
     const prefix = await readPrefix(file, length);
-    const result = toPlain(engine.inspect_prefix(prefix, file.size));
+    const result = toPlain(engine.inspect_prefix(prefix, file.size, MEMORY64_AVAILABLE));
     if (result?.status === 'complete') {
       return { type: 'inspected', report: result.report, bytesRead: length, ms: performance.now() - started };
     }
@@ -251,6 +261,7 @@ async function loadModel(request, run) {
   let name;
   let size;
   let feed;
+  let abandon = () => {};
   if (request.file instanceof Blob) {
     const file = request.file;
     name = file.name || 'model.gguf';
@@ -262,11 +273,18 @@ async function loadModel(request, run) {
     name = decodeURIComponent(url.pathname.split('/').pop() || 'model.gguf');
     size = length;
     feed = (loader, report) => pushStream(loader, response, report, run);
+    abandon = () => response.body?.cancel().catch(() => {});
   } else {
     throw new WorkerError('ProtocolError', 'bad_request', 'load needs a File in "file" or a URL in "url"');
   }
-  freeModel(); // Its memory is reused for the new file.
   const wasm = await getEngine();
+  // Throws too_large (saying why) for a file no build here can hold.
+  const needs64 = wasm.memory_for_model(size, MEMORY64_AVAILABLE) === 'memory64';
+  if (needs64 !== MEMORY64) {
+    abandon();
+    return { type: 'switch_build', memory64: needs64 };
+  }
+  freeModel(); // Its memory is reused for the new file.
   const report = progressReporter(id, size);
   report('reading', 0, true);
   const loader = new wasm.ModelLoader(size); // Throws too_large before any big allocation.
@@ -292,7 +310,7 @@ async function loadModel(request, run) {
 function describeModel() {
   if (!model) return null;
   const { name, size, info, source } = model;
-  return { name, size, source, ...info, threads: engineBuild?.threads ?? 1 };
+  return { name, size, source, ...info, threads: engineBuild?.threads ?? 1, memory64: MEMORY64 };
 }
 
 // --- Generating ------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ use super::ops::ggml_expf;
 /// SIMD128 matmuls sum in their own order anyway.
 #[inline(always)]
 fn mul_add(a: f32, b: f32, c: f32) -> f32 {
-    if cfg!(target_arch = "wasm32") { a * b + c } else { a.mul_add(b, c) }
+    if cfg!(target_family = "wasm") { a * b + c } else { a.mul_add(b, c) }
 }
 
 /// Query count from which llama.cpp switches to its tiled F32 kernel (`GGML_FA_TILE_Q`).
@@ -132,7 +132,7 @@ pub fn attend_head_f32(
             let j = tile_start + i;
             *w = if positions.contains(&j) {
                 let key = kv.key(j, head_dim);
-                let dot = if cfg!(target_arch = "wasm32") {
+                let dot = if cfg!(target_family = "wasm") {
                     // A serial chain of 64 adds is latency-bound; the lanes vectorize.
                     dot_f16_values(query, key)
                 } else {

@@ -239,14 +239,18 @@ impl Tensors<'_> {
         Ok((info, weight_type))
     }
 
+    /// Where the tensor's bytes are; an empty range when checking a header alone (the parser
+    /// has already placed every tensor inside the file, and a 32-bit build that inspects a file
+    /// over 4 GiB cannot address it, which only the 64-bit build that loads it needs to).
     fn range(&self, info: &TensorInfo) -> Result<Range<usize>, ModelError> {
         let truncated =
             || ModelError::BadKey { key: info.name.clone(), reason: "lies outside the file".into() };
         let start = self.header.data_offset.checked_add(info.offset).ok_or_else(truncated)?;
         let end = start.checked_add(info.n_bytes).ok_or_else(truncated)?;
+        let Some(file) = self.file else { return Ok(0..0) };
         let range = usize::try_from(start).map_err(|_| truncated())?
             ..usize::try_from(end).map_err(|_| truncated())?;
-        if self.file.is_some_and(|file| file.get(range.clone()).is_none()) {
+        if file.get(range.clone()).is_none() {
             return Err(truncated());
         }
         Ok(range)
@@ -257,7 +261,7 @@ impl Tensors<'_> {
         let (info, weight_type) = self.find(name, &[cols, rows])?;
         let row_bytes = weight_type.row_bytes(cols)?;
         let range = self.range(info)?;
-        if rows.checked_mul(row_bytes) != Some(range.len()) {
+        if (rows as u64).checked_mul(row_bytes as u64) != Some(info.n_bytes) {
             return Err(ModelError::BadKey {
                 key: name.into(),
                 reason: "byte size does not match its shape".into(),
@@ -271,7 +275,7 @@ impl Tensors<'_> {
     fn vector(&self, name: &str, len: usize) -> Result<Vec<f32>, ModelError> {
         let (info, weight_type) = self.find(name, &[len])?;
         let range = self.range(info)?;
-        if weight_type.row_bytes(len)? != range.len() {
+        if weight_type.row_bytes(len)? as u64 != info.n_bytes {
             return Err(ModelError::BadKey {
                 key: name.into(),
                 reason: "byte size does not match its shape".into(),

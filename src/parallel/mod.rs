@@ -26,7 +26,7 @@ pub fn default_threads() -> usize {
 /// The most threads used by default, natively and in the page.
 pub const MAX_DEFAULT_THREADS: usize = 8;
 
-#[cfg(all(feature = "threads", not(target_arch = "wasm32")))]
+#[cfg(all(feature = "threads", not(target_family = "wasm")))]
 static NATIVE_THREADS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 #[cfg(feature = "threads")]
@@ -36,9 +36,9 @@ static POOL: std::sync::OnceLock<pool::Pool> = std::sync::OnceLock::new();
 #[cfg(feature = "threads")]
 fn pool() -> &'static pool::Pool {
     POOL.get_or_init(|| {
-        #[cfg(target_arch = "wasm32")]
+        #[cfg(target_family = "wasm")]
         let helpers = rayon::current_num_threads();
-        #[cfg(not(target_arch = "wasm32"))]
+        #[cfg(not(target_family = "wasm"))]
         let helpers = match NATIVE_THREADS.load(std::sync::atomic::Ordering::Relaxed) {
             0 => default_threads(),
             threads => threads,
@@ -48,12 +48,12 @@ fn pool() -> &'static pool::Pool {
     let pool = POOL.get().expect("initialized above");
     START_HELPERS.call_once(|| {
         for i in 0..pool.threads() - 1 {
-            #[cfg(target_arch = "wasm32")]
+            #[cfg(target_family = "wasm")]
             {
                 let _ = i;
                 rayon::spawn(move || pool.help());
             }
-            #[cfg(not(target_arch = "wasm32"))]
+            #[cfg(not(target_family = "wasm"))]
             std::thread::Builder::new()
                 .name(format!("inferno-helper-{i}"))
                 .spawn(move || pool.help())
@@ -80,7 +80,7 @@ pub fn threads() -> usize {
 
 /// Sets how many threads parallel work runs on (native only: the browser's count comes from
 /// `initThreadPool`). Must run before any parallel work, once per process.
-#[cfg(all(feature = "threads", not(target_arch = "wasm32")))]
+#[cfg(all(feature = "threads", not(target_family = "wasm")))]
 pub fn start_pool(threads: usize) -> Result<(), String> {
     if threads == 0 {
         return Err("the thread count must be at least 1".into());
@@ -94,7 +94,7 @@ pub fn start_pool(threads: usize) -> Result<(), String> {
 }
 
 /// [`start_pool`] in a build without threads: one thread is all there is.
-#[cfg(not(all(feature = "threads", not(target_arch = "wasm32"))))]
+#[cfg(not(all(feature = "threads", not(target_family = "wasm"))))]
 pub fn start_pool(threads: usize) -> Result<(), String> {
     match threads {
         1 => Ok(()),

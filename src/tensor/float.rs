@@ -14,7 +14,7 @@ use super::kernels::active;
 /// f64, so the result is the fused one except for rare double-rounding ties.
 #[inline(always)]
 pub fn fma(a: f32, b: f32, c: f32) -> f32 {
-    if cfg!(target_arch = "wasm32") {
+    if cfg!(target_family = "wasm") {
         (f64::from(a) * f64::from(b) + f64::from(c)) as f32
     } else {
         a.mul_add(b, c)

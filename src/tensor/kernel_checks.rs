@@ -10,9 +10,9 @@ pub fn check_kernels_match_scalar() -> Result<(), String> {
     use super::kernels::{active, scalar};
     use super::{BF16Activation, F16Activation, QuantizedActivations, WeightType};
 
-    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    #[cfg(all(target_family = "wasm", target_feature = "simd128"))]
     check_f16_conversion()?;
-    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    #[cfg(all(target_family = "wasm", target_feature = "simd128"))]
     check_f16_fusing()?;
     check_f16_specials()?;
     check_row_groups()?;
@@ -79,10 +79,10 @@ pub fn check_kernels_match_scalar() -> Result<(), String> {
 
 /// The SIMD128 f16 widening must agree with `half` on every finite bit pattern (infinities and
 /// NaNs take the exact path, checked by [`check_f16_specials`]).
-#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+#[cfg(all(target_family = "wasm", target_feature = "simd128"))]
 fn check_f16_conversion() -> Result<(), String> {
     use super::simd128::widen_f16x8;
-    use core::arch::wasm32::*;
+    use super::wasm_simd::*;
     for first in (0..=u16::MAX).step_by(8) {
         let bits: [u16; 8] = std::array::from_fn(|i| first + i as u16);
         let [low, high] =
@@ -110,7 +110,7 @@ fn check_f16_conversion() -> Result<(), String> {
 /// The F16 dots may fuse their multiply-adds (relaxed SIMD) only because the product of two
 /// halves is exact in f32: fused and unfused sums must be the same bits, on rows of normal,
 /// tiny and subnormal halves and large activations.
-#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+#[cfg(all(target_family = "wasm", target_feature = "simd128"))]
 fn check_f16_fusing() -> Result<(), String> {
     use super::F16Activation;
     use super::simd128::f16_dot_fused_and_unfused;

@@ -180,7 +180,7 @@ fn dot_all_rows<W: QuantFormat>(
     let n = activations.len() / blocks_per_activation_row;
     // llama.cpp's batched and repacked orders are worth reproducing where our kernels are
     // ggml's (native); in wasm the SIMD128 kernels win on speed and reorder the sums anyway.
-    let llama_cpp_order = !cfg!(all(target_arch = "wasm32", target_feature = "simd128"));
+    let llama_cpp_order = !cfg!(all(target_family = "wasm", target_feature = "simd128"));
     let llama_cpp_batched = n >= BATCHED_FROM_ROWS && llama_cpp_order;
     let repacked = repacked && llama_cpp_order;
     let activation_row =
@@ -300,7 +300,7 @@ mod tests {
                 for i in 0..n {
                     for r in [0, 7, 8, 123, 500, 1003] {
                         let w = &weights[r * row_bytes..][..row_bytes];
-                        let expected = if n >= BATCHED_FROM_ROWS && !cfg!(target_arch = "wasm32") {
+                        let expected = if n >= BATCHED_FROM_ROWS && !cfg!(target_family = "wasm") {
                             with_weight_format!(weight_type, W => {
                                 W::vec_dot_batched(w, quantized.row::<<W as QuantFormat>::Activation>(i).unwrap())
                             })
@@ -349,7 +349,7 @@ mod tests {
     /// A Q4_0 or Q4_K matrix of a multiple of 8 rows goes through llama.cpp's repacked kernels:
     /// GEMM for the activation rows in whole groups of 4, GEMV for the rest; other row counts
     /// keep the plain dot.
-    #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
+    #[cfg(not(all(target_family = "wasm", target_feature = "simd128")))]
     #[test]
     fn repacked_matrices_take_gemm_for_groups_of_four_and_gemv_for_the_rest() {
         let mut rng = Rng::new(9);
@@ -430,7 +430,7 @@ mod tests {
                 }
             }
             // Natively the two layouts sum in different orders (wasm keeps its own kernels).
-            if !cfg!(all(target_arch = "wasm32", target_feature = "simd128")) {
+            if !cfg!(all(target_family = "wasm", target_feature = "simd128")) {
                 assert!(differs > 0, "{weight_type:?}");
             }
         }

@@ -31,22 +31,22 @@ mod kernels;
 // The scalar kernels are the reference: in a SIMD128 build, where the table has its own kernel
 // for every slot, only the kernel checks (test builds) call them.
 #[cfg_attr(
-    all(target_arch = "wasm32", target_feature = "simd128", not(feature = "kernel-checks")),
+    all(target_family = "wasm", target_feature = "simd128", not(feature = "kernel-checks")),
     allow(dead_code)
 )]
 mod float;
 #[cfg_attr(
-    all(target_arch = "wasm32", target_feature = "simd128", not(feature = "kernel-checks")),
+    all(target_family = "wasm", target_feature = "simd128", not(feature = "kernel-checks")),
     allow(dead_code)
 )]
 mod iquants;
 #[cfg_attr(
-    all(target_arch = "wasm32", target_feature = "simd128", not(feature = "kernel-checks")),
+    all(target_family = "wasm", target_feature = "simd128", not(feature = "kernel-checks")),
     allow(dead_code)
 )]
 mod kquants;
 #[cfg_attr(
-    all(target_arch = "wasm32", target_feature = "simd128", not(feature = "kernel-checks")),
+    all(target_family = "wasm", target_feature = "simd128", not(feature = "kernel-checks")),
     allow(dead_code)
 )]
 mod legacy;
@@ -54,8 +54,14 @@ mod matmul;
 
 #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
 mod avx2;
-#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+#[cfg(all(target_family = "wasm", target_feature = "simd128"))]
 mod simd128;
+/// The SIMD128 intrinsics, under the name of whichever wasm the build targets (wasm64 is the
+/// 64-bit-memory build for files over 4 GiB; its module re-exports the same intrinsics).
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+use core::arch::wasm32 as wasm_simd;
+#[cfg(all(target_arch = "wasm64", target_feature = "simd128"))]
+use core::arch::wasm64 as wasm_simd;
 
 #[cfg(any(test, feature = "kernel-checks"))]
 pub mod kernel_checks;

@@ -10,7 +10,7 @@
 //! `i32x4.relaxed_dot_i8x16_i7x16_add_s` for every integer dot (see [`Quants16`]), which is
 //! exact for 7-bit codes; float multiply-adds stay unfused (see [`mul_add4`]).
 
-use core::arch::wasm32::*;
+use super::wasm_simd::*;
 
 use super::activations::{BF16Activation, F16Activation};
 use super::blocks::{

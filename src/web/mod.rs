@@ -45,13 +45,14 @@ pub fn deliberate_trap() {
     panic!("deliberate trap (the worker's `trap` request)");
 }
 
-/// Inspects the first `prefix.len()` bytes of a file of `file_size` bytes.
+/// Inspects the first `prefix.len()` bytes of a file of `file_size` bytes; `memory64` says
+/// whether the page can run the 64-bit-memory build (it decides which files fit).
 ///
 /// Returns `{status: "need_more", at_least}` when the header continues past the prefix, or
 /// `{status: "complete", report}`. A malformed file throws an `Error` named `GgufError` whose
 /// `kind` is the snake_case error kind.
 #[wasm_bindgen]
-pub fn inspect_prefix(prefix: &[u8], file_size: f64) -> Result<JsValue, JsValue> {
+pub fn inspect_prefix(prefix: &[u8], file_size: f64, memory64: bool) -> Result<JsValue, JsValue> {
     #[derive(Serialize)]
     #[serde(tag = "status", rename_all = "snake_case")]
     enum Outcome {
@@ -63,13 +64,69 @@ pub fn inspect_prefix(prefix: &[u8], file_size: f64) -> Result<JsValue, JsValue>
         HeaderParse::NeedMore { at_least } => Outcome::NeedMore { at_least },
         HeaderParse::Complete(header) => {
             let mut report = Box::new(Report::new(&header));
-            if report.runs.ok && cfg!(target_pointer_width = "32") && file_size > WASM32_MODEL_LIMIT {
-                report.runs = crate::inspect::Runs { ok: false, reason: Some(too_large_message(file_size)) };
+            if let (true, Err(reason)) = (report.runs.ok, MemoryKind::for_model(file_size, memory64)) {
+                report.runs = crate::inspect::Runs { ok: false, reason: Some(reason) };
             }
             Outcome::Complete { report }
         }
     };
     to_js(&outcome)
+}
+
+/// Which build's memory a model file of `size` bytes needs: `"wasm32"` or `"memory64"`, given
+/// whether the page can run the 64-bit-memory build. Throws `too_large` (saying why) when
+/// neither can hold it.
+#[wasm_bindgen]
+pub fn memory_for_model(size: f64, memory64: bool) -> Result<String, JsValue> {
+    let size = js_size(size)?;
+    match MemoryKind::for_model(size, memory64) {
+        Ok(MemoryKind::Wasm32) => Ok("wasm32".into()),
+        Ok(MemoryKind::Memory64) => Ok("memory64".into()),
+        Err(message) => Err(js_error("RangeError", "too_large", &message)),
+    }
+}
+
+/// The two memories a build can have. A wasm32 memory holds 4 GiB; a 64-bit one (Memory64)
+/// 16 GiB in Chrome and Firefox. Files that fit in wasm32 stay there: its bounds checks are
+/// free (guard pages), and it is the only memory the threaded builds have.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum MemoryKind {
+    Wasm32,
+    Memory64,
+}
+
+/// The room inference needs beside the file: KV cache, scratch buffers, the engine itself.
+const INFERENCE_ROOM: u64 = 384 << 20;
+/// The largest file a 4 GiB wasm32 memory can hold.
+const WASM32_MODEL_LIMIT: u64 = (4 << 30) - INFERENCE_ROOM;
+/// The largest file a 16 GiB 64-bit memory can hold.
+const MEMORY64_MODEL_LIMIT: u64 = (16 << 30) - INFERENCE_ROOM;
+
+impl MemoryKind {
+    /// The memory a file of `size` bytes needs, or why none here can hold it.
+    fn for_model(size: u64, memory64_available: bool) -> Result<MemoryKind, String> {
+        let gib = |bytes: u64| bytes as f64 / (1u64 << 30) as f64;
+        if size <= WASM32_MODEL_LIMIT {
+            Ok(MemoryKind::Wasm32)
+        } else if size > MEMORY64_MODEL_LIMIT {
+            Err(format!(
+                "a {:.2} GiB file does not fit in a web page: WebAssembly's 64-bit memory holds \
+                 16 GiB, and inference needs some of it (files up to {:.2} GiB can load)",
+                gib(size),
+                gib(MEMORY64_MODEL_LIMIT)
+            ))
+        } else if memory64_available {
+            Ok(MemoryKind::Memory64)
+        } else {
+            Err(format!(
+                "a {:.2} GiB file needs WebAssembly's 64-bit memory (Memory64 with relaxed SIMD: \
+                 Chrome 133+, Firefox 145+), which this browser does not run; here files up to \
+                 {:.2} GiB can load",
+                gib(size),
+                gib(WASM32_MODEL_LIMIT)
+            ))
+        }
+    }
 }
 
 /// A byte count from JS: a whole number in 0..=2^53.
@@ -183,10 +240,12 @@ impl ModelLoader {
     /// [`ModelLoader::new`] with pieces of at most `max_piece` bytes (tests use small ones).
     pub fn with_piece_limit(size: f64, max_piece: u64) -> Result<ModelLoader, JsValue> {
         let size = js_size(size)?;
+        // A file too large for this build's memory should have gone to the 64-bit build (the
+        // worker asks `memory_for_model` first); in a wasm32 build it means Memory64 is not there.
+        let memory64_here = cfg!(target_pointer_width = "64");
+        MemoryKind::for_model(size, memory64_here)
+            .map_err(|message| js_error("RangeError", "too_large", &message))?;
         let expected = usize::try_from(size).map_err(|_| too_large(size))?;
-        if cfg!(target_pointer_width = "32") && size > WASM32_MODEL_LIMIT {
-            return Err(too_large(size));
-        }
         let mut loader = ModelLoader {
             pieces: Vec::new(),
             plan: None,
@@ -284,7 +343,7 @@ impl ModelLoader {
         }
         let header = match gguf::parse_header(&self.head, size).map_err(gguf_error)? {
             HeaderParse::NeedMore { at_least } if at_least > self.max_piece => {
-                return Err(too_large(size));
+                return Err(too_large_piece(at_least, "its header"));
             }
             HeaderParse::NeedMore { at_least } => {
                 self.head_needed = at_least;
@@ -292,7 +351,8 @@ impl ModelLoader {
             }
             HeaderParse::Complete(header) => header,
         };
-        let starts = crate::model::piece_starts(&header, self.max_piece).ok_or_else(|| too_large(size))?;
+        let starts = crate::model::piece_starts(&header, self.max_piece)
+            .ok_or_else(|| too_large_piece(self.max_piece, "one of its tensors"))?;
         let mut lengths = Vec::with_capacity(starts.len() + 1);
         let mut previous = 0u64;
         for &start in starts.iter().chain(std::iter::once(&size)) {
@@ -320,24 +380,25 @@ fn too_many_bytes(message: &str) -> JsValue {
     js_error("RangeError", "too_many_bytes", message)
 }
 
-/// The largest single allocation Rust allows on wasm32 (`isize::MAX`): one piece of a file.
-const MAX_PIECE: u64 = i32::MAX as u64;
+/// The largest single allocation Rust allows (`isize::MAX`: 2 GiB on wasm32): one piece of a
+/// file.
+const MAX_PIECE: u64 = isize::MAX as u64;
 
-/// The largest file a 4 GiB wasm32 memory can hold while leaving room for the KV cache,
-/// scratch buffers and the engine itself.
-const WASM32_MODEL_LIMIT: u64 = (4 << 30) - (384 << 20);
-
+/// An allocation for the file failed: the browser would not grow the memory that far.
 fn too_large(size: u64) -> JsValue {
-    js_error("RangeError", "too_large", &too_large_message(size))
+    let message = format!(
+        "a {:.2} GiB file does not fit: the browser refused to grow this page's WebAssembly \
+         memory that far",
+        size as f64 / (1u64 << 30) as f64
+    );
+    js_error("RangeError", "too_large", &message)
 }
 
-fn too_large_message(size: u64) -> String {
-    format!(
-        "a {:.2} GiB file does not fit in this page's memory (WebAssembly has 4 GiB, and \
-         inference needs some of it: files up to {:.2} GiB can load)",
-        size as f64 / (1u64 << 30) as f64,
-        WASM32_MODEL_LIMIT as f64 / (1u64 << 30) as f64
-    )
+/// Part of a file is larger than one allocation can be.
+fn too_large_piece(limit: u64, what: &str) -> JsValue {
+    let message =
+        format!("the file does not fit: {what} exceeds the {limit} bytes one allocation can hold here");
+    js_error("RangeError", "too_large", &message)
 }
 
 /// A loaded model and its one conversation.
