@@ -9,7 +9,7 @@
 #   ./build.sh models             only fetch the real test models into .cache/models (and
 #                                 write the 4.6 GiB one the 64-bit-memory test loads)
 #   ./build.sh wasm-test [FLAVOUR] only the crate's wasm tests in headless Chromium, for one
-#                                 build (simd or relaxed; default simd)
+#                                 build (simd, relaxed or memory64; default simd)
 #   ./build.sh fuzz [SECONDS] [TARGET]  run the fuzz targets (parse_gguf, render_template,
 #                                 tokenize, generate), each for SECONDS (default 600)
 #   ./build.sh bench [MODEL...]   Inferno vs llama.cpp's wasm build (wllama) in headless Chromium
@@ -254,6 +254,7 @@ run_tests() {
   run_suite "native (cargo test)" cargo test --release --all-targets
   run_suite "wasm SIMD128 in headless Chromium (wasm-bindgen-test)" wasm_cargo simd test --release --tests --features kernel-checks
   run_suite "wasm relaxed SIMD in headless Chromium (wasm-bindgen-test)" wasm_cargo relaxed test --release --tests --features kernel-checks
+  run_suite "wasm64 (Memory64) in headless Chromium (wasm-bindgen-test)" wasm_cargo memory64 test --release --tests --features kernel-checks
   # One test file at a time: each drives its own Chromium running real models.
   run_suite "page (playwright-core + Chromium)" node --test --test-concurrency=1 --test-reporter=spec tests/page/
 
