@@ -27,6 +27,9 @@ Architectures:
            on their non-linear table, f16 scales near what llama-quantize gives random
            weights, random 6-bit group scales for IQ4_XS: gguf.quants cannot quantize these
            types), for the i-quant kernels against llama.cpp.
+  llama-iq2_xxs, llama-iq3_xxs, llama-iq3_s  Llama with every matrix in one of the lattice
+           i-quants: random bytes (every grid index, sign and sub-block scale) after an f16 d
+           chosen so the weights' std is near 0.02 (gguf.quants cannot quantize these types).
   llama-llama3  Llama 3.x's layout: the llama-bpe pre-tokenizer on this vocabulary, RoPE base
            500000 with a `rope_freqs` tensor of per-dimension divisors (as llama.cpp's converter
            writes for Llama 3.1+); file llama-micro-llama3.gguf.
@@ -44,6 +47,10 @@ from gguf import GGUFReader, GGUFValueType
 from gguf.quants import quantize
 
 EMBD, HEADS, KV_HEADS, HEAD_DIM, FFN = 256, 4, 2, 64, 768
+
+# Lattice i-quants: bytes per block of 256 after the leading f16 d, and the d that gives random
+# blocks a weight std near 0.02 (measured with gguf.quants.dequantize).
+LATTICE = {Q.IQ2_XXS: (64, 0.000375), Q.IQ3_XXS: (96, 0.00014), Q.IQ3_S: (108, 0.00014)}
 REPO = Path(__file__).resolve().parent.parent
 TOKENIZER_SOURCE = REPO / "tests" / "fixtures" / "models" / "qwen3-micro-q4_0.gguf"
 
@@ -78,8 +85,8 @@ def write_model(path, rng, reader, arch, layers, rope_base, biases, fused=False,
     n_vocab = len(reader.fields["tokenizer.ggml.tokens"].data)
     writer = gguf.GGUFWriter(str(path), arch=arch)
     writer.add_name(f"{arch}-micro-synthetic")
-    file_types = {Q.IQ4_NL: gguf.LlamaFileType.MOSTLY_IQ4_NL, Q.IQ4_XS: gguf.LlamaFileType.MOSTLY_IQ4_XS}
-    writer.add_file_type(file_types.get(qtype, gguf.LlamaFileType.MOSTLY_Q8_0))
+    file_type = getattr(gguf.LlamaFileType, f"MOSTLY_{qtype.name}", gguf.LlamaFileType.MOSTLY_Q8_0)
+    writer.add_file_type(file_type)
     writer.add_block_count(layers)
     writer.add_context_length(131072 if fused else 4096)
     writer.add_embedding_length(EMBD)
@@ -116,6 +123,13 @@ def write_model(path, rng, reader, arch, layers, rope_base, biases, fused=False,
             rest = rng.integers(0, 256, size=(blocks, 132), dtype=np.uint8)
             data = np.concatenate([d, scales_h, rest], axis=1).reshape(rows, cols // 256 * 136)
             writer.add_tensor(name, data, raw_dtype=Q.IQ4_XS)
+            return
+        if qtype in LATTICE:
+            rest, d_center = LATTICE[qtype]
+            blocks = rows * cols // 256
+            d = rng.uniform(0.8 * d_center, 1.2 * d_center, size=(blocks, 1)).astype("<f2").view(np.uint8)
+            data = np.concatenate([d, rng.integers(0, 256, size=(blocks, rest), dtype=np.uint8)], axis=1)
+            writer.add_tensor(name, data.reshape(rows, cols // 256 * (2 + rest)), raw_dtype=qtype)
             return
         x = rng.standard_normal((rows, cols), dtype=np.float32) * np.float32(0.02)
         writer.add_tensor(name, quantize(x, Q.Q8_0), raw_dtype=Q.Q8_0)
@@ -166,6 +180,9 @@ MODELS = {
     "gemma2": (3, 10_000.0, False, False),
     "llama-iq4_nl": (2, 10_000.0, False, False, Q.IQ4_NL),
     "llama-iq4_xs": (2, 10_000.0, False, False, Q.IQ4_XS),
+    "llama-iq2_xxs": (2, 10_000.0, False, False, Q.IQ2_XXS),
+    "llama-iq3_xxs": (2, 10_000.0, False, False, Q.IQ3_XXS),
+    "llama-iq3_s": (2, 10_000.0, False, False, Q.IQ3_S),
     "llama-llama3": (2, 500_000.0, False, False, Q.Q8_0, True),
 }
 

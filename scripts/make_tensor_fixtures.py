@@ -57,7 +57,15 @@ FORMATS = {
     # blocks only, dequantized by gguf.quants (ports of ggml's dequantize_row_iq4_*).
     "iq4_nl": (T.IQ4_NL, None),
     "iq4_xs": (T.IQ4_XS, None),
+    "iq2_xxs": (T.IQ2_XXS, None),
+    "iq3_xxs": (T.IQ3_XXS, None),
+    "iq3_s": (T.IQ3_S, None),
 }
+
+# The lattice i-quants: block bytes after the leading f16 d, and each type's own seed (so the
+# fixtures written before stay as they were). Random bytes cover every grid index, sign and
+# scale; the f16 d is set to a sane value.
+LATTICE = {T.IQ2_XXS: (64, 6), T.IQ3_XXS: (96, 7), T.IQ3_S: (108, 8)}
 
 
 def write_fixture(path: Path, qtype: T, rows: int, row_len: int, data: np.ndarray, values: np.ndarray):
@@ -107,6 +115,12 @@ def random_fixture(name: str, qtype: T, rng: np.random.Generator, out: Path):
         rng = np.random.default_rng(5)  # its own stream, as IQ4_NL's
         n_blocks = 2
         data = np.concatenate([f16_bytes(rng, n_blocks, 1e-3, 0.1), rng.integers(0, 256, size=(n_blocks, 134), dtype=np.uint8)], axis=1)
+        row_len = n_blocks * QK_K
+    elif qtype in LATTICE:
+        rest, seed = LATTICE[qtype]
+        rng = np.random.default_rng(seed)
+        n_blocks = 3
+        data = np.concatenate([f16_bytes(rng, n_blocks, 1e-3, 0.1), rng.integers(0, 256, size=(n_blocks, rest), dtype=np.uint8)], axis=1)
         row_len = n_blocks * QK_K
     elif qtype in (T.Q2_K, T.Q3_K, T.Q4_K, T.Q5_K, T.Q6_K):
         n_blocks = 4

@@ -263,6 +263,9 @@ fn micro_models_of_other_architectures_match_llama_cpp() {
         "gemma2-micro-q8_0",
         "llama-micro-iq4_nl",
         "llama-micro-iq4_xs",
+        "llama-micro-iq2_xxs",
+        "llama-micro-iq3_xxs",
+        "llama-micro-iq3_s",
         "llama-micro-llama3",
     ];
     for (name, tolerance) in goldens.map(|name| (name, 1e-4)) {

@@ -193,8 +193,47 @@ impl BlockIq4Xs {
     }
 }
 
+/// IQ2_XXS: 256 weights in eight groups of 32. Per group, 8 bytes of `qs`: four indices into
+/// [`IQ2XXS_GRID`](super::iq_grids::IQ2XXS_GRID) (8 levels each), then a little-endian u32 of
+/// four 7-bit sign indices into `KSIGNS_IQ2XS` and a 4-bit scale `ls` in its top bits; weight
+/// `d · (0.5 + ls) / 4 · level · sign`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct BlockIq2Xxs {
+    pub d: F16Le,
+    pub qs: [u8; QK_K / 4],
+}
+
+/// IQ3_XXS: 256 weights in eight groups of 32. `qs` holds 64 indices into
+/// [`IQ3XXS_GRID`](super::iq_grids::IQ3XXS_GRID) (4 levels each, 8 per group), then one
+/// little-endian u32 per group: four 7-bit sign indices and a 4-bit scale `ls` on top; weight
+/// `d · (0.5 + ls) / 2 · level · sign`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct BlockIq3Xxs {
+    pub d: F16Le,
+    pub qs: [u8; 3 * QK_K / 8],
+}
+
+/// IQ3_S: 256 weights in eight groups of 32. Index `i` of group `g` is `qs[8g + i]` plus bit
+/// `i` of `qh[g]` as its 9th bit, into [`IQ3S_GRID`](super::iq_grids::IQ3S_GRID) (4 levels
+/// each); one explicit sign bit per weight in `signs`; 4-bit scales `s`, two per byte; weight
+/// `d · (1 + 2s) · level · sign`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct BlockIq3S {
+    pub d: F16Le,
+    pub qs: [u8; QK_K / 4],
+    pub qh: [u8; QK_K / 32],
+    pub signs: [u8; QK_K / 8],
+    pub scales: [u8; QK_K / 64],
+}
+
 const _: () = assert!(size_of::<BlockIq4Nl>() == 18);
 const _: () = assert!(size_of::<BlockIq4Xs>() == 136);
+const _: () = assert!(size_of::<BlockIq2Xxs>() == 66);
+const _: () = assert!(size_of::<BlockIq3Xxs>() == 98);
+const _: () = assert!(size_of::<BlockIq3S>() == 110);
 const _: () = assert!(size_of::<BlockQ4_0>() == 18);
 const _: () = assert!(size_of::<BlockQ4_1>() == 20);
 const _: () = assert!(size_of::<BlockQ5_0>() == 22);
@@ -221,6 +260,9 @@ unsafe impl PlainBytes for F16Le {}
 unsafe impl PlainBytes for BlockQ4_0 {}
 unsafe impl PlainBytes for BlockIq4Nl {}
 unsafe impl PlainBytes for BlockIq4Xs {}
+unsafe impl PlainBytes for BlockIq2Xxs {}
+unsafe impl PlainBytes for BlockIq3Xxs {}
+unsafe impl PlainBytes for BlockIq3S {}
 unsafe impl PlainBytes for BlockQ4_1 {}
 unsafe impl PlainBytes for BlockQ5_0 {}
 unsafe impl PlainBytes for BlockQ5_1 {}
@@ -238,6 +280,8 @@ const _: () = assert!(align_of::<BlockQ8_0>() == 1 && align_of::<BlockQ8_1>() ==
 const _: () = assert!(align_of::<BlockQ2K>() == 1 && align_of::<BlockQ3K>() == 1);
 const _: () = assert!(align_of::<BlockQ4K>() == 1 && align_of::<BlockQ5K>() == 1);
 const _: () = assert!(align_of::<BlockQ6K>() == 1);
+const _: () =
+    assert!(align_of::<BlockIq2Xxs>() == 1 && align_of::<BlockIq3Xxs>() == 1 && align_of::<BlockIq3S>() == 1);
 
 /// Views `bytes` as whole blocks without copying; the length must be a multiple of the block size.
 pub fn cast_blocks<B: PlainBytes>(bytes: &[u8]) -> Result<&[B], TensorError> {

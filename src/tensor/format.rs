@@ -24,10 +24,13 @@ pub enum WeightType {
     Q6_K,
     IQ4_NL,
     IQ4_XS,
+    IQ2_XXS,
+    IQ3_XXS,
+    IQ3_S,
 }
 
 impl WeightType {
-    pub const ALL: [WeightType; 15] = [
+    pub const ALL: [WeightType; 18] = [
         Self::F32,
         Self::F16,
         Self::BF16,
@@ -43,6 +46,9 @@ impl WeightType {
         Self::Q6_K,
         Self::IQ4_NL,
         Self::IQ4_XS,
+        Self::IQ2_XXS,
+        Self::IQ3_XXS,
+        Self::IQ3_S,
     ];
 
     /// The `ggml_type` number used in GGUF tensor infos.
@@ -62,6 +68,9 @@ impl WeightType {
             Self::Q6_K => 14,
             Self::IQ4_NL => 20,
             Self::IQ4_XS => 23,
+            Self::IQ2_XXS => 16,
+            Self::IQ3_XXS => 18,
+            Self::IQ3_S => 21,
             Self::BF16 => 30,
         }
     }
@@ -81,7 +90,10 @@ impl WeightType {
             12 => Self::Q4_K,
             13 => Self::Q5_K,
             14 => Self::Q6_K,
+            16 => Self::IQ2_XXS,
+            18 => Self::IQ3_XXS,
             20 => Self::IQ4_NL,
+            21 => Self::IQ3_S,
             23 => Self::IQ4_XS,
             30 => Self::BF16,
             _ => return None,
@@ -105,6 +117,9 @@ impl WeightType {
             Self::Q6_K => "Q6_K",
             Self::IQ4_NL => "IQ4_NL",
             Self::IQ4_XS => "IQ4_XS",
+            Self::IQ2_XXS => "IQ2_XXS",
+            Self::IQ3_XXS => "IQ3_XXS",
+            Self::IQ3_S => "IQ3_S",
         }
     }
 
@@ -113,7 +128,15 @@ impl WeightType {
         match self {
             Self::F32 | Self::F16 | Self::BF16 => 1,
             Self::Q4_0 | Self::Q4_1 | Self::Q5_0 | Self::Q5_1 | Self::Q8_0 | Self::IQ4_NL => QK,
-            Self::Q2_K | Self::Q3_K | Self::Q4_K | Self::Q5_K | Self::Q6_K | Self::IQ4_XS => QK_K,
+            Self::Q2_K
+            | Self::Q3_K
+            | Self::Q4_K
+            | Self::Q5_K
+            | Self::Q6_K
+            | Self::IQ4_XS
+            | Self::IQ2_XXS
+            | Self::IQ3_XXS
+            | Self::IQ3_S => QK_K,
         }
     }
 
@@ -133,6 +156,9 @@ impl WeightType {
             Self::Q5_K => 176,
             Self::Q6_K => 210,
             Self::IQ4_XS => 136,
+            Self::IQ2_XXS => 66,
+            Self::IQ3_XXS => 98,
+            Self::IQ3_S => 110,
         }
     }
 
@@ -145,9 +171,15 @@ impl WeightType {
             Self::BF16 => ActivationType::BF16,
             Self::Q4_0 | Self::Q5_0 | Self::Q8_0 | Self::IQ4_NL => ActivationType::Q8_0,
             Self::Q4_1 | Self::Q5_1 => ActivationType::Q8_1,
-            Self::Q2_K | Self::Q3_K | Self::Q4_K | Self::Q5_K | Self::Q6_K | Self::IQ4_XS => {
-                ActivationType::Q8_K
-            }
+            Self::Q2_K
+            | Self::Q3_K
+            | Self::Q4_K
+            | Self::Q5_K
+            | Self::Q6_K
+            | Self::IQ4_XS
+            | Self::IQ2_XXS
+            | Self::IQ3_XXS
+            | Self::IQ3_S => ActivationType::Q8_K,
         }
     }
 
@@ -292,6 +324,18 @@ macro_rules! with_weight_format {
             }
             Wt::IQ4_XS => {
                 type $W = $crate::tensor::BlockIq4Xs;
+                $body
+            }
+            Wt::IQ2_XXS => {
+                type $W = $crate::tensor::BlockIq2Xxs;
+                $body
+            }
+            Wt::IQ3_XXS => {
+                type $W = $crate::tensor::BlockIq3Xxs;
+                $body
+            }
+            Wt::IQ3_S => {
+                type $W = $crate::tensor::BlockIq3S;
                 $body
             }
         }

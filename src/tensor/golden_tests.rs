@@ -53,6 +53,9 @@ const FIXTURES: &[(&str, &[u8])] = &[
     fixture!("q6_k_real"),
     fixture!("iq4_nl_random"),
     fixture!("iq4_xs_random"),
+    fixture!("iq2_xxs_random"),
+    fixture!("iq3_xxs_random"),
+    fixture!("iq3_s_random"),
 ];
 
 fn load(name: &str, bytes: &[u8]) -> (WeightType, Fixture) {
@@ -76,7 +79,15 @@ fn every_weight_type_has_random_and_real_fixtures() {
     for weight_type in WeightType::ALL {
         let count = FIXTURES.iter().filter(|(name, bytes)| load(name, bytes).0 == weight_type).count();
         // F32 has no quantized "real" row; the i-quants have no llama-quantize output at hand.
-        let expected = if matches!(weight_type, WeightType::F32 | WeightType::IQ4_NL | WeightType::IQ4_XS) {
+        let expected = if matches!(
+            weight_type,
+            WeightType::F32
+                | WeightType::IQ4_NL
+                | WeightType::IQ4_XS
+                | WeightType::IQ2_XXS
+                | WeightType::IQ3_XXS
+                | WeightType::IQ3_S
+        ) {
             1
         } else {
             2
@@ -227,8 +238,9 @@ fn vec_dot_matches_float_references() {
             worst_ratio = worst_ratio.max(loose_error / exact_abs);
         }
     }
-    // Observed worst: about 1% (Q2_K with outliers in the activations); typical 0.1-0.5%.
-    assert!(worst_ratio < 0.02, "worst |ours - exact| / Σ|w·x| = {worst_ratio}");
+    // Observed worst: about 2.6% (one IQ3_XXS trial, inside its analytic bound above: the
+    // outliers of the activations fall on its largest levels), then 1% (Q2_K); typical 0.1-0.5%.
+    assert!(worst_ratio < 0.03, "worst |ours - exact| / Σ|w·x| = {worst_ratio}");
 }
 
 #[test]

@@ -20,6 +20,7 @@
 #[cfg_attr(not(any(test, feature = "kernel-checks")), allow(unused_imports))]
 pub(super) mod scalar {
     pub(in crate::tensor) use super::super::float::{dot_bf16, dot_f16, dot_f32};
+    pub(in crate::tensor) use super::super::iq_lattice::{dot_iq2_xxs, dot_iq3_s, dot_iq3_xxs};
     pub(in crate::tensor) use super::super::iquants::{dot_iq4_nl, dot_iq4_xs};
     pub(in crate::tensor) use super::super::kquants::{dot_q4_k, dot_q5_k, dot_q6_k};
     pub(in crate::tensor) use super::super::legacy::{dot_q4_0, dot_q4_1, dot_q5_0, dot_q5_1, dot_q8_0};
@@ -43,8 +44,8 @@ macro_rules! single_row_groups {
     () => {
         use super::super::activations::{BF16Activation, F16Activation};
         use super::super::blocks::{
-            BlockIq4Nl, BlockIq4Xs, BlockQ4_0, BlockQ4_1, BlockQ4K, BlockQ5_0, BlockQ5_1, BlockQ6K,
-            BlockQ8_0, BlockQ8_1, BlockQ8K,
+            BlockIq2Xxs, BlockIq3S, BlockIq3Xxs, BlockIq4Nl, BlockIq4Xs, BlockQ4_0, BlockQ4_1, BlockQ4K,
+            BlockQ5_0, BlockQ5_1, BlockQ6K, BlockQ8_0, BlockQ8_1, BlockQ8K,
         };
         use super::super::format::ROW_GROUP;
         one_row_at_a_time! {
@@ -60,18 +61,24 @@ macro_rules! single_row_groups {
             dot_q6_k_group = dot_q6_k(BlockQ6K, BlockQ8K);
             dot_iq4_nl_group = dot_iq4_nl(BlockIq4Nl, BlockQ8_0);
             dot_iq4_xs_group = dot_iq4_xs(BlockIq4Xs, BlockQ8K);
+            dot_iq2_xxs_group = dot_iq2_xxs(BlockIq2Xxs, BlockQ8K);
+            dot_iq3_xxs_group = dot_iq3_xxs(BlockIq3Xxs, BlockQ8K);
+            dot_iq3_s_group = dot_iq3_s(BlockIq3S, BlockQ8K);
         }
     };
 }
 
 /// WebAssembly SIMD128, with or without relaxed SIMD: every slot.
-#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+#[cfg(all(target_family = "wasm", target_feature = "simd128"))]
 pub(super) mod active {
     pub(in crate::tensor) use super::super::simd128::{
         dot_bf16, dot_bf16_group, dot_f16, dot_f16_group, dot_f32, dot_f32_group, dot_iq4_nl,
         dot_iq4_nl_group, dot_iq4_xs, dot_iq4_xs_group, dot_q4_0, dot_q4_0_group, dot_q4_1, dot_q4_1_group,
         dot_q4_k, dot_q4_k_group, dot_q5_0, dot_q5_0_group, dot_q5_1, dot_q5_1_group, dot_q5_k, dot_q6_k,
         dot_q6_k_group, dot_q8_0, dot_q8_0_group,
+    };
+    pub(in crate::tensor) use super::super::simd128::{
+        dot_iq2_xxs, dot_iq2_xxs_group, dot_iq3_s, dot_iq3_s_group, dot_iq3_xxs, dot_iq3_xxs_group,
     };
 }
 
@@ -82,12 +89,13 @@ pub(super) mod active {
     pub(in crate::tensor) use super::scalar::{
         dot_bf16, dot_f16, dot_f32, dot_iq4_nl, dot_iq4_xs, dot_q4_k, dot_q5_1, dot_q5_k, dot_q6_k,
     };
+    pub(in crate::tensor) use super::scalar::{dot_iq2_xxs, dot_iq3_s, dot_iq3_xxs};
     single_row_groups!();
 }
 
 /// Everything else: the scalar reference.
 #[cfg(not(any(
-    all(target_arch = "wasm32", target_feature = "simd128"),
+    all(target_family = "wasm", target_feature = "simd128"),
     all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma")
 )))]
 pub(super) mod active {

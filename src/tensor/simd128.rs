@@ -13,11 +13,14 @@
 use super::wasm_simd::*;
 
 use super::activations::{BF16Activation, F16Activation};
+use super::blocks::{BlockIq2Xxs, BlockIq3S, BlockIq3Xxs};
 use super::blocks::{
     BlockIq4Nl, BlockIq4Xs, BlockQ4_0, BlockQ4_1, BlockQ4K, BlockQ5_0, BlockQ5_1, BlockQ5K, BlockQ6K,
     BlockQ8_0, BlockQ8_1, BlockQ8K, F16Le, KVALUES_IQ4NL,
 };
 use super::format::ROW_GROUP;
+use super::iq_grids::{IQ2XXS_GRID, IQ3S_GRID, IQ3XXS_GRID, KSIGNS_IQ2XS};
+use super::iq_lattice::Lattice;
 use super::kquants::scales_and_mins_k4;
 
 // ---------------------------------------------------------------------------------------------
@@ -462,6 +465,130 @@ fn iq4_xs_rows<const R: usize>(x: &[BlockIq4Xs], rows: [&[BlockQ8K]; R]) -> [f32
 
 single_and_group! {
     iq4_xs_rows: dot_iq4_xs, dot_iq4_xs_group(BlockIq4Xs, BlockQ8K);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Lattice i-quants (IQ2_XXS, IQ3_XXS, IQ3_S)
+//
+// Per 32 weights: four grid entries of 8 levels (or eight of 4) loaded as two vectors, the
+// sign bits spread into lane masks, the dot with the activations exact in i32 lanes times the
+// group's odd scale; per block one f32 multiply-add with `d·d_y`, and the type's constant
+// factor once at the end.
+
+/// 16 bytes of 0xFF where bit `j % 8` of `low` (lanes 0..8) or `high` (lanes 8..16) is set.
+#[inline(always)]
+fn sign_mask(low: u8, high: u8) -> v128 {
+    const SPREAD: u64 = 0x0101_0101_0101_0101;
+    let bits = u8x16(1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128);
+    let spread = u64x2(u64::from(low) * SPREAD, u64::from(high) * SPREAD);
+    i8x16_eq(v128_and(spread, bits), bits)
+}
+
+/// 16 grid levels (0..=127) with the lanes of `negative` negated, prepared for [`dot16`].
+#[inline(always)]
+fn lattice_quants(levels: v128, negative: v128) -> Quants16 {
+    #[cfg(target_feature = "relaxed-simd")]
+    {
+        Quants16 { magnitude: levels, negative: Some(negative) }
+    }
+    #[cfg(not(target_feature = "relaxed-simd"))]
+    {
+        signed_quants(i8x16_sub(v128_xor(levels, negative), negative))
+    }
+}
+
+/// 32 weights from four 8-level grid entries and four sign bytes.
+#[inline(always)]
+fn lattice32(entries: [u64; 4], signs: [u8; 4]) -> Weights32 {
+    Weights32::Quants(
+        lattice_quants(u64x2(entries[0], entries[1]), sign_mask(signs[0], signs[1])),
+        lattice_quants(u64x2(entries[2], entries[3]), sign_mask(signs[2], signs[3])),
+    )
+}
+
+/// The four sign bytes of a group whose u32 holds four 7-bit indices into `KSIGNS_IQ2XS`.
+#[inline(always)]
+fn ksigns4(packed: u32) -> [u8; 4] {
+    std::array::from_fn(|l| KSIGNS_IQ2XS[((packed >> (7 * l)) & 127) as usize])
+}
+
+#[inline(always)]
+fn u32_le(bytes: &[u8]) -> u32 {
+    u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]])
+}
+
+/// The rows loop of the lattice formats; `decode(block, g)` gives group `g`'s 32 weights and
+/// odd scale.
+#[inline(always)]
+fn lattice_rows<B: Lattice, const R: usize>(
+    x: &[B],
+    rows: [&[BlockQ8K]; R],
+    decode: impl Fn(&B, usize) -> (Weights32, i32),
+) -> [f32; R] {
+    let x = &x[..x.len().min(shortest_row(&rows))];
+    let table = f16_table();
+    let mut acc = [f32x4_splat(0.0); R];
+    for (b, xb) in x.iter().enumerate() {
+        let mut ints = [i32x4_splat(0); R];
+        for g in 0..8 {
+            let (weights, scale) = decode(xb, g);
+            let scale = i32x4_splat(scale);
+            for (int, row) in ints.iter_mut().zip(rows) {
+                let activations: &[i8; 32] = row[b].qs[32 * g..][..32].try_into().expect("32 activations");
+                *int = i32x4_add(*int, i32x4_mul(dot32(weights, activations), scale));
+            }
+        }
+        let xd = f32_of(table, xb.d());
+        for ((lane, int), row) in acc.iter_mut().zip(ints).zip(rows) {
+            *lane = add_scaled(*lane, int, xd * row[b].d);
+        }
+    }
+    acc.map(|lanes| B::FACTOR * sum_f32x4(lanes))
+}
+
+#[inline(always)]
+fn iq2_xxs_rows<const R: usize>(x: &[BlockIq2Xxs], rows: [&[BlockQ8K]; R]) -> [f32; R] {
+    lattice_rows(x, rows, |xb, g| {
+        let group = &xb.qs[8 * g..][..8];
+        let packed = u32_le(&group[4..]);
+        let entries = std::array::from_fn(|l| IQ2XXS_GRID[usize::from(group[l])]);
+        (lattice32(entries, ksigns4(packed)), 2 * (packed >> 28) as i32 + 1)
+    })
+}
+
+#[inline(always)]
+fn iq3_xxs_rows<const R: usize>(x: &[BlockIq3Xxs], rows: [&[BlockQ8K]; R]) -> [f32; R] {
+    lattice_rows(x, rows, |xb, g| {
+        let indices = &xb.qs[8 * g..][..8];
+        let packed = u32_le(&xb.qs[64 + 4 * g..]);
+        let entries = std::array::from_fn(|l| {
+            let (low, high) =
+                (IQ3XXS_GRID[usize::from(indices[2 * l])], IQ3XXS_GRID[usize::from(indices[2 * l + 1])]);
+            u64::from(low) | u64::from(high) << 32
+        });
+        (lattice32(entries, ksigns4(packed)), 2 * (packed >> 28) as i32 + 1)
+    })
+}
+
+#[inline(always)]
+fn iq3_s_rows<const R: usize>(x: &[BlockIq3S], rows: [&[BlockQ8K]; R]) -> [f32; R] {
+    lattice_rows(x, rows, |xb, g| {
+        let indices = &xb.qs[8 * g..][..8];
+        let high = usize::from(xb.qh[g]);
+        let index = |i: usize| usize::from(indices[i]) | (high << (8 - i)) & 256;
+        let entries = std::array::from_fn(|l| {
+            u64::from(IQ3S_GRID[index(2 * l)]) | u64::from(IQ3S_GRID[index(2 * l + 1)]) << 32
+        });
+        let signs = std::array::from_fn(|l| xb.signs[4 * g + l]);
+        let scale = 2 * i32::from((xb.scales[g / 2] >> (4 * (g % 2))) & 0x0F) + 1;
+        (lattice32(entries, signs), scale)
+    })
+}
+
+single_and_group! {
+    iq2_xxs_rows: dot_iq2_xxs, dot_iq2_xxs_group(BlockIq2Xxs, BlockQ8K);
+    iq3_xxs_rows: dot_iq3_xxs, dot_iq3_xxs_group(BlockIq3Xxs, BlockQ8K);
+    iq3_s_rows: dot_iq3_s, dot_iq3_s_group(BlockIq3S, BlockQ8K);
 }
 
 // ---------------------------------------------------------------------------------------------

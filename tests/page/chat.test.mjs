@@ -290,6 +290,9 @@ pageSuite('chat with other models', () => {
     'gemma2-micro-q8_0.gguf',
     'llama-micro-iq4_nl.gguf',
     'llama-micro-iq4_xs.gguf',
+    'llama-micro-iq2_xxs.gguf',
+    'llama-micro-iq3_xxs.gguf',
+    'llama-micro-iq3_s.gguf',
     'llama-micro-llama3.gguf',
   ]) {
     test(`${file} chats with the template from its file`, async () => {
