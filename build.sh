@@ -4,8 +4,8 @@
 #   ./build.sh serve [--port N]   set up, build the wasm package, fetch the demo model, serve www/
 #   ./build.sh test               set up and run every test (native, wasm in Chromium, page)
 #   ./build.sh setup              only install the toolchain pieces
-#   ./build.sh build [FLAVOUR...] only build the wasm packages (www/pkg, www/pkg-*; default: all
-#                                 five flavours: simd relaxed threads relaxed-threads memory64)
+#   ./build.sh build [FLAVOUR...] only build the wasm packages (www/pkg, www/pkg-*; default all
+#                                 six: simd relaxed threads relaxed-threads memory64{,-threads})
 #   ./build.sh models             only fetch the real test models into .cache/models (and
 #                                 write the 4.6 GiB one the 64-bit-memory test loads)
 #   ./build.sh wasm-test [FLAVOUR] only the crate's wasm tests in headless Chromium, for one
@@ -66,7 +66,7 @@ rustup_std_source() {
     timeout 60 rustup component add rust-src </dev/null >/dev/null 2>&1
 }
 
-# cargo for a wasm target in one of five flavours, each with a target dir of its own (its
+# cargo for a wasm target in one of six flavours, each with a target dir of its own (its
 # host build scripts may come from a different rustc than native builds, and the std builds
 # differ):
 #   simd             SIMD128, one thread: runs in every browser we support
@@ -77,17 +77,21 @@ rustup_std_source() {
 #   memory64         wasm64 (64-bit memory, Chrome 133+, Firefox 145+) with relaxed SIMD, one
 #                    thread: only for files too large for a 4 GiB wasm32 memory. Rust ships no
 #                    wasm64 std, so it is always built from source.
+#   memory64-threads the same with shared memory and helper threads
 wasm_cargo() { # flavour cargo-subcommand args...
   choose_wasm_toolchain
   local flavour=$1 sub=$2
   shift 2
-  local features=+simd128 cargo_args=(--no-default-features) target=wasm32-unknown-unknown
+  local features=+simd128 link_args=() cargo_args=(--no-default-features) target=wasm32-unknown-unknown
+  # V8 and SpiderMonkey cap a 32-bit memory at 4 GiB and a 64-bit one at 16 GiB.
+  local max_memory=4294967296
   case "$flavour" in
     simd | relaxed | threads | relaxed-threads) ;;
-    memory64)
+    memory64 | memory64-threads)
       target=wasm64-unknown-unknown
-      # V8 and SpiderMonkey cap a 64-bit memory at 16 GiB.
-      features+=",+relaxed-simd -C link-arg=--max-memory=17179869184"
+      features+=,+relaxed-simd
+      max_memory=17179869184
+      link_args+=(--max-memory=$max_memory)
       ;;
     *) die "unknown wasm flavour $flavour" ;;
   esac
@@ -96,11 +100,12 @@ wasm_cargo() { # flavour cargo-subcommand args...
     *threads)
       cargo_args=()
       features+=,+atomics,+bulk-memory,+mutable-globals
-      features+=" -C link-arg=--shared-memory -C link-arg=--max-memory=4294967296 -C link-arg=--import-memory"
-      features+=" -C link-arg=--export=__wasm_init_tls -C link-arg=--export=__tls_size"
-      features+=" -C link-arg=--export=__tls_align -C link-arg=--export=__tls_base"
+      link_args=(--shared-memory --max-memory=$max_memory --import-memory --export=__wasm_init_tls
+        --export=__tls_size --export=__tls_align --export=__tls_base)
       ;;
   esac
+  local arg
+  for arg in "${link_args[@]}"; do features+=" -C link-arg=$arg"; done
   local target_env
   target_env=$(echo "$target" | tr 'a-z-' 'A-Z_')
   # local -x: exported to cargo only, so a later native cargo keeps its own target dir.
@@ -108,7 +113,7 @@ wasm_cargo() { # flavour cargo-subcommand args...
   local -x "CARGO_TARGET_${target_env}_RUSTFLAGS=-C target-feature=$features"
   local -x "CARGO_TARGET_${target_env}_RUNNER=wasm-bindgen-test-runner"
   local needs_std_build=
-  case "$flavour" in *threads | memory64) needs_std_build=1 ;; esac
+  case "$flavour" in *threads | memory64*) needs_std_build=1 ;; esac
   if [ "$WASM_MODE" = rustup ] && [ -z "$needs_std_build" ]; then
     cargo "$sub" --target "$target" "${cargo_args[@]}" "$@"
   elif [ "$WASM_MODE" = rustup ] && rustup_std_source; then
@@ -189,9 +194,9 @@ make_big_model() {
 }
 
 # One package per flavour: www/pkg (the baseline), www/pkg-relaxed, www/pkg-threads,
-# www/pkg-relaxed-threads and www/pkg-memory64. The page picks one at run time
-# (www/engine-loader.js).
-WASM_FLAVOURS=(simd relaxed threads relaxed-threads memory64)
+# www/pkg-relaxed-threads, www/pkg-memory64 and www/pkg-memory64-threads. The page picks one at
+# run time (www/engine-loader.js).
+WASM_FLAVOURS=(simd relaxed threads relaxed-threads memory64 memory64-threads)
 build_wasm() { # [flavour...] (default: all)
   local flavours=("${@:-${WASM_FLAVOURS[@]}}")
   log "building the wasm packages (release; ${flavours[*]}; $WASM_MODE toolchain)"
@@ -202,7 +207,7 @@ build_wasm() { # [flavour...] (default: all)
     [ "$flavour" = simd ] && out=www/pkg
     rm -rf "$out"
     arch=wasm32
-    [ "$flavour" = memory64 ] && arch=wasm64
+    case "$flavour" in memory64*) arch=wasm64 ;; esac
     wasm-bindgen --target web --no-typescript --out-dir "$out" \
       "target/wasm-$flavour/$arch-unknown-unknown/release/inferno.wasm"
     case "$flavour" in *threads) ;; *) continue ;; esac
