@@ -27,7 +27,8 @@ Architectures:
            on their non-linear table, f16 scales near what llama-quantize gives random
            weights, random 6-bit group scales for IQ4_XS: gguf.quants cannot quantize these
            types), for the i-quant kernels against llama.cpp.
-  llama-iq2_xxs, llama-iq3_xxs, llama-iq3_s  Llama with every matrix in one of the lattice
+  llama-iq2_xxs, llama-iq2_xs, llama-iq2_s, llama-iq3_xxs, llama-iq3_s  Llama with every
+           matrix in one of the lattice
            i-quants: random bytes (every grid index, sign and sub-block scale) after an f16 d
            chosen so the weights' std is near 0.02 (gguf.quants cannot quantize these types).
   llama-llama3  Llama 3.x's layout: the llama-bpe pre-tokenizer on this vocabulary, RoPE base
@@ -50,7 +51,13 @@ EMBD, HEADS, KV_HEADS, HEAD_DIM, FFN = 256, 4, 2, 64, 768
 
 # Lattice i-quants: bytes per block of 256 after the leading f16 d, and the d that gives random
 # blocks a weight std near 0.02 (measured with gguf.quants.dequantize).
-LATTICE = {Q.IQ2_XXS: (64, 0.000375), Q.IQ3_XXS: (96, 0.00014), Q.IQ3_S: (108, 0.00014)}
+LATTICE = {
+    Q.IQ2_XXS: (64, 0.000375),
+    Q.IQ3_XXS: (96, 0.00014),
+    Q.IQ3_S: (108, 0.00014),
+    Q.IQ2_XS: (72, 0.00036),
+    Q.IQ2_S: (80, 0.00036),
+}
 REPO = Path(__file__).resolve().parent.parent
 TOKENIZER_SOURCE = REPO / "tests" / "fixtures" / "models" / "qwen3-micro-q4_0.gguf"
 
@@ -183,6 +190,8 @@ MODELS = {
     "llama-iq2_xxs": (2, 10_000.0, False, False, Q.IQ2_XXS),
     "llama-iq3_xxs": (2, 10_000.0, False, False, Q.IQ3_XXS),
     "llama-iq3_s": (2, 10_000.0, False, False, Q.IQ3_S),
+    "llama-iq2_xs": (2, 10_000.0, False, False, Q.IQ2_XS),
+    "llama-iq2_s": (2, 10_000.0, False, False, Q.IQ2_S),
     "llama-llama3": (2, 500_000.0, False, False, Q.Q8_0, True),
 }
 

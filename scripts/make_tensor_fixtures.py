@@ -60,12 +60,14 @@ FORMATS = {
     "iq2_xxs": (T.IQ2_XXS, None),
     "iq3_xxs": (T.IQ3_XXS, None),
     "iq3_s": (T.IQ3_S, None),
+    "iq2_xs": (T.IQ2_XS, None),
+    "iq2_s": (T.IQ2_S, None),
 }
 
 # The lattice i-quants: block bytes after the leading f16 d, and each type's own seed (so the
 # fixtures written before stay as they were). Random bytes cover every grid index, sign and
 # scale; the f16 d is set to a sane value.
-LATTICE = {T.IQ2_XXS: (64, 6), T.IQ3_XXS: (96, 7), T.IQ3_S: (108, 8)}
+LATTICE = {T.IQ2_XXS: (64, 6), T.IQ3_XXS: (96, 7), T.IQ3_S: (108, 8), T.IQ2_XS: (72, 9), T.IQ2_S: (80, 10)}
 
 
 def write_fixture(path: Path, qtype: T, rows: int, row_len: int, data: np.ndarray, values: np.ndarray):

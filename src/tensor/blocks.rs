@@ -204,6 +204,32 @@ pub struct BlockIq2Xxs {
     pub qs: [u8; QK_K / 4],
 }
 
+/// IQ2_XS: 256 weights in eight groups of 32. Each 8 weights are one little-endian u16 of
+/// `qs`: a 9-bit index into [`IQ2XS_GRID`](super::iq_grids::IQ2XS_GRID) (8 levels) and a 7-bit
+/// index into `KSIGNS_IQ2XS`; one 4-bit scale `ls` per 16 weights (two per byte of `scales`);
+/// weight `d · (0.5 + ls) / 4 · level · sign`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct BlockIq2Xs {
+    pub d: F16Le,
+    pub qs: [u8; QK_K / 4],
+    pub scales: [u8; QK_K / 32],
+}
+
+/// IQ2_S: 256 weights in eight groups of 32. Each 8 weights: index `qs[i]` plus two high bits
+/// from `qh[i / 4]` into [`IQ2S_GRID`](super::iq_grids::IQ2S_GRID) (8 levels), and an explicit
+/// sign byte `signs[i]`; one 4-bit scale `ls` per 16 weights; weight
+/// `d · (0.5 + ls) / 4 · level · sign`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct BlockIq2S {
+    pub d: F16Le,
+    pub qs: [u8; QK_K / 8],
+    pub signs: [u8; QK_K / 8],
+    pub qh: [u8; QK_K / 32],
+    pub scales: [u8; QK_K / 32],
+}
+
 /// IQ3_XXS: 256 weights in eight groups of 32. `qs` holds 64 indices into
 /// [`IQ3XXS_GRID`](super::iq_grids::IQ3XXS_GRID) (4 levels each, 8 per group), then one
 /// little-endian u32 per group: four 7-bit sign indices and a 4-bit scale `ls` on top; weight
@@ -234,6 +260,8 @@ const _: () = assert!(size_of::<BlockIq4Xs>() == 136);
 const _: () = assert!(size_of::<BlockIq2Xxs>() == 66);
 const _: () = assert!(size_of::<BlockIq3Xxs>() == 98);
 const _: () = assert!(size_of::<BlockIq3S>() == 110);
+const _: () = assert!(size_of::<BlockIq2Xs>() == 74);
+const _: () = assert!(size_of::<BlockIq2S>() == 82);
 const _: () = assert!(size_of::<BlockQ4_0>() == 18);
 const _: () = assert!(size_of::<BlockQ4_1>() == 20);
 const _: () = assert!(size_of::<BlockQ5_0>() == 22);
@@ -263,6 +291,8 @@ unsafe impl PlainBytes for BlockIq4Xs {}
 unsafe impl PlainBytes for BlockIq2Xxs {}
 unsafe impl PlainBytes for BlockIq3Xxs {}
 unsafe impl PlainBytes for BlockIq3S {}
+unsafe impl PlainBytes for BlockIq2Xs {}
+unsafe impl PlainBytes for BlockIq2S {}
 unsafe impl PlainBytes for BlockQ4_1 {}
 unsafe impl PlainBytes for BlockQ5_0 {}
 unsafe impl PlainBytes for BlockQ5_1 {}
@@ -282,6 +312,7 @@ const _: () = assert!(align_of::<BlockQ4K>() == 1 && align_of::<BlockQ5K>() == 1
 const _: () = assert!(align_of::<BlockQ6K>() == 1);
 const _: () =
     assert!(align_of::<BlockIq2Xxs>() == 1 && align_of::<BlockIq3Xxs>() == 1 && align_of::<BlockIq3S>() == 1);
+const _: () = assert!(align_of::<BlockIq2Xs>() == 1 && align_of::<BlockIq2S>() == 1);
 
 /// Views `bytes` as whole blocks without copying; the length must be a multiple of the block size.
 pub fn cast_blocks<B: PlainBytes>(bytes: &[u8]) -> Result<&[B], TensorError> {

@@ -27,10 +27,12 @@ pub enum WeightType {
     IQ2_XXS,
     IQ3_XXS,
     IQ3_S,
+    IQ2_XS,
+    IQ2_S,
 }
 
 impl WeightType {
-    pub const ALL: [WeightType; 18] = [
+    pub const ALL: [WeightType; 20] = [
         Self::F32,
         Self::F16,
         Self::BF16,
@@ -49,6 +51,8 @@ impl WeightType {
         Self::IQ2_XXS,
         Self::IQ3_XXS,
         Self::IQ3_S,
+        Self::IQ2_XS,
+        Self::IQ2_S,
     ];
 
     /// The `ggml_type` number used in GGUF tensor infos.
@@ -71,6 +75,8 @@ impl WeightType {
             Self::IQ2_XXS => 16,
             Self::IQ3_XXS => 18,
             Self::IQ3_S => 21,
+            Self::IQ2_XS => 17,
+            Self::IQ2_S => 22,
             Self::BF16 => 30,
         }
     }
@@ -91,9 +97,11 @@ impl WeightType {
             13 => Self::Q5_K,
             14 => Self::Q6_K,
             16 => Self::IQ2_XXS,
+            17 => Self::IQ2_XS,
             18 => Self::IQ3_XXS,
             20 => Self::IQ4_NL,
             21 => Self::IQ3_S,
+            22 => Self::IQ2_S,
             23 => Self::IQ4_XS,
             30 => Self::BF16,
             _ => return None,
@@ -120,6 +128,8 @@ impl WeightType {
             Self::IQ2_XXS => "IQ2_XXS",
             Self::IQ3_XXS => "IQ3_XXS",
             Self::IQ3_S => "IQ3_S",
+            Self::IQ2_XS => "IQ2_XS",
+            Self::IQ2_S => "IQ2_S",
         }
     }
 
@@ -136,7 +146,9 @@ impl WeightType {
             | Self::IQ4_XS
             | Self::IQ2_XXS
             | Self::IQ3_XXS
-            | Self::IQ3_S => QK_K,
+            | Self::IQ3_S
+            | Self::IQ2_XS
+            | Self::IQ2_S => QK_K,
         }
     }
 
@@ -159,6 +171,8 @@ impl WeightType {
             Self::IQ2_XXS => 66,
             Self::IQ3_XXS => 98,
             Self::IQ3_S => 110,
+            Self::IQ2_XS => 74,
+            Self::IQ2_S => 82,
         }
     }
 
@@ -179,7 +193,9 @@ impl WeightType {
             | Self::IQ4_XS
             | Self::IQ2_XXS
             | Self::IQ3_XXS
-            | Self::IQ3_S => ActivationType::Q8_K,
+            | Self::IQ3_S
+            | Self::IQ2_XS
+            | Self::IQ2_S => ActivationType::Q8_K,
         }
     }
 
@@ -336,6 +352,14 @@ macro_rules! with_weight_format {
             }
             Wt::IQ3_S => {
                 type $W = $crate::tensor::BlockIq3S;
+                $body
+            }
+            Wt::IQ2_XS => {
+                type $W = $crate::tensor::BlockIq2Xs;
+                $body
+            }
+            Wt::IQ2_S => {
+                type $W = $crate::tensor::BlockIq2S;
                 $body
             }
         }

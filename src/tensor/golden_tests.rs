@@ -56,6 +56,8 @@ const FIXTURES: &[(&str, &[u8])] = &[
     fixture!("iq2_xxs_random"),
     fixture!("iq3_xxs_random"),
     fixture!("iq3_s_random"),
+    fixture!("iq2_xs_random"),
+    fixture!("iq2_s_random"),
 ];
 
 fn load(name: &str, bytes: &[u8]) -> (WeightType, Fixture) {
@@ -87,6 +89,8 @@ fn every_weight_type_has_random_and_real_fixtures() {
                 | WeightType::IQ2_XXS
                 | WeightType::IQ3_XXS
                 | WeightType::IQ3_S
+                | WeightType::IQ2_XS
+                | WeightType::IQ2_S
         ) {
             1
         } else {

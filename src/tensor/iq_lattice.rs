@@ -1,10 +1,11 @@
 //! The lattice i-quants: 256 weights per block, each run of 4 or 8 weights one entry of a fixed
 //! grid of level vectors (`iq_grids.rs`), with signs and small odd sub-block scales. Here:
-//! IQ2_XXS, IQ3_XXS and IQ3_S, with their dequantization (bit-exact with ggml's
+//! IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS and IQ3_S, with their dequantization (bit-exact with ggml's
 //! `dequantize_row_*`) and scalar dots with Q8_K activations in two orders:
 //!
 //! * ggml's AVX2 kernels (`ggml_vec_dot_*_q8_K`, one activation row): per block eight exact
-//!   i32 lanes, lane `k` summing `scale × Σ` over elements `4k..4k+4` of every 32; the lanes
+//!   i32 lanes, lane `k` summing `scale × Σ` over elements `4k..4k+4` of every 32 (with the
+//!   scale of the 16 those elements lie in, where a type has one per 16); the lanes
 //!   converted and fused into eight f32 lanes with `d·d_y`, reduced once at the end and times
 //!   the type's constant factor (1/8, 1/4 or 1);
 //! * ggml's tiled kernel (`ggml-cpu/tiled`, 8 or more activation rows): per block the exact
@@ -17,10 +18,12 @@
 
 use std::mem::size_of;
 
-use super::blocks::{BlockIq2Xxs, BlockIq3S, BlockIq3Xxs, BlockQ8K, F16Le, QK_K, whole_blocks};
+use super::blocks::{
+    BlockIq2S, BlockIq2Xs, BlockIq2Xxs, BlockIq3S, BlockIq3Xxs, BlockQ8K, F16Le, QK_K, whole_blocks,
+};
 use super::float::fma;
 use super::format::{QuantFormat, ROW_GROUP, WeightType};
-use super::iq_grids::{IQ2XXS_GRID, IQ3S_GRID, IQ3XXS_GRID, KSIGNS_IQ2XS};
+use super::iq_grids::{IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID, IQ3S_GRID, IQ3XXS_GRID, KSIGNS_IQ2XS};
 use super::kernels::active;
 use super::legacy::hsum8;
 
@@ -81,6 +84,56 @@ impl Lattice for BlockIq2Xxs {
                 let signs = KSIGNS_IQ2XS[((signs_and_scale >> (7 * l)) & 127) as usize];
                 eight.copy_from_slice(&signed8(IQ2XXS_GRID[usize::from(group[l])], signs));
             }
+        }
+        out
+    }
+}
+
+/// The two odd scales of a byte holding one 4-bit scale per 16 weights (low nibble first).
+#[inline(always)]
+fn odd_scales(byte: u8) -> [i32; 2] {
+    [2 * i32::from(byte & 0x0F) + 1, 2 * i32::from(byte >> 4) + 1]
+}
+
+impl Lattice for BlockIq2Xs {
+    const FACTOR: f32 = 0.125;
+
+    fn d(&self) -> F16Le {
+        self.d
+    }
+
+    #[inline(always)]
+    fn unpack(&self) -> Unpacked {
+        let mut out = Unpacked { levels: [0; QK_K], scales: [0; QK_K / 16] };
+        for (eight, packed) in out.levels.chunks_exact_mut(8).zip(self.qs.chunks_exact(2)) {
+            let packed = u16::from_le_bytes([packed[0], packed[1]]);
+            let signs = KSIGNS_IQ2XS[usize::from(packed >> 9)];
+            eight.copy_from_slice(&signed8(IQ2XS_GRID[usize::from(packed & 511)], signs));
+        }
+        for (pair, &byte) in out.scales.chunks_exact_mut(2).zip(&self.scales) {
+            pair.copy_from_slice(&odd_scales(byte));
+        }
+        out
+    }
+}
+
+impl Lattice for BlockIq2S {
+    const FACTOR: f32 = 0.125;
+
+    fn d(&self) -> F16Le {
+        self.d
+    }
+
+    #[inline(always)]
+    fn unpack(&self) -> Unpacked {
+        let mut out = Unpacked { levels: [0; QK_K], scales: [0; QK_K / 16] };
+        for (i, eight) in out.levels.chunks_exact_mut(8).enumerate() {
+            let high = (usize::from(self.qh[i / 4]) << (8 - 2 * (i % 4))) & 0x300;
+            let entry = IQ2S_GRID[usize::from(self.qs[i]) | high];
+            eight.copy_from_slice(&signed8(entry, self.signs[i]));
+        }
+        for (pair, &byte) in out.scales.chunks_exact_mut(2).zip(&self.scales) {
+            pair.copy_from_slice(&odd_scales(byte));
         }
         out
     }
@@ -147,6 +200,18 @@ impl DequantScale for BlockIq2Xxs {
     // d · (0.5 + ls) · 0.25, with odd_scale = 2·ls + 1
     fn dequant_scale(d: f32, odd_scale: i32) -> f32 {
         d * (0.5 + (odd_scale / 2) as f32) * 0.25
+    }
+}
+
+impl DequantScale for BlockIq2Xs {
+    fn dequant_scale(d: f32, odd_scale: i32) -> f32 {
+        BlockIq2Xxs::dequant_scale(d, odd_scale)
+    }
+}
+
+impl DequantScale for BlockIq2S {
+    fn dequant_scale(d: f32, odd_scale: i32) -> f32 {
+        BlockIq2Xxs::dequant_scale(d, odd_scale)
     }
 }
 
@@ -236,6 +301,14 @@ pub(super) fn dot_iq2_xxs(x: &[BlockIq2Xxs], y: &[BlockQ8K]) -> f32 {
     dot_avx2_order(x, y)
 }
 
+pub(super) fn dot_iq2_xs(x: &[BlockIq2Xs], y: &[BlockQ8K]) -> f32 {
+    dot_avx2_order(x, y)
+}
+
+pub(super) fn dot_iq2_s(x: &[BlockIq2S], y: &[BlockQ8K]) -> f32 {
+    dot_avx2_order(x, y)
+}
+
 pub(super) fn dot_iq3_xxs(x: &[BlockIq3Xxs], y: &[BlockQ8K]) -> f32 {
     dot_avx2_order(x, y)
 }
@@ -278,6 +351,8 @@ lattice_format! {
     BlockIq2Xxs: IQ2_XXS, dot_iq2_xxs, dot_iq2_xxs_group;
     BlockIq3Xxs: IQ3_XXS, dot_iq3_xxs, dot_iq3_xxs_group;
     BlockIq3S: IQ3_S, dot_iq3_s, dot_iq3_s_group;
+    BlockIq2Xs: IQ2_XS, dot_iq2_xs, dot_iq2_xs_group;
+    BlockIq2S: IQ2_S, dot_iq2_s, dot_iq2_s_group;
 }
 
 #[cfg(test)]

@@ -19,7 +19,7 @@ pub fn check_kernels_match_scalar() -> Result<(), String> {
 
     let mut rng = SplitMix(0x5EED);
     type ScalarAndSimd = fn(&[u8], &QuantizedActivations) -> (f32, f32);
-    let checks: [(WeightType, ScalarAndSimd); 16] = [
+    let checks: [(WeightType, ScalarAndSimd); 18] = [
         (WeightType::Q8_0, |w, q| pair(w, q, scalar::dot_q8_0, active::dot_q8_0)),
         (WeightType::Q4_0, |w, q| pair(w, q, scalar::dot_q4_0, active::dot_q4_0)),
         (WeightType::Q4_1, |w, q| pair(w, q, scalar::dot_q4_1, active::dot_q4_1)),
@@ -30,6 +30,8 @@ pub fn check_kernels_match_scalar() -> Result<(), String> {
         (WeightType::IQ2_XXS, |w, q| pair(w, q, scalar::dot_iq2_xxs, active::dot_iq2_xxs)),
         (WeightType::IQ3_XXS, |w, q| pair(w, q, scalar::dot_iq3_xxs, active::dot_iq3_xxs)),
         (WeightType::IQ3_S, |w, q| pair(w, q, scalar::dot_iq3_s, active::dot_iq3_s)),
+        (WeightType::IQ2_XS, |w, q| pair(w, q, scalar::dot_iq2_xs, active::dot_iq2_xs)),
+        (WeightType::IQ2_S, |w, q| pair(w, q, scalar::dot_iq2_s, active::dot_iq2_s)),
         (WeightType::Q4_K, |w, q| pair(w, q, scalar::dot_q4_k, active::dot_q4_k)),
         (WeightType::Q5_K, |w, q| pair(w, q, scalar::dot_q5_k, active::dot_q5_k)),
         (WeightType::Q6_K, |w, q| pair(w, q, scalar::dot_q6_k, active::dot_q6_k)),
@@ -174,6 +176,8 @@ fn check_row_groups() -> Result<(), String> {
         WeightType::IQ2_XXS,
         WeightType::IQ3_XXS,
         WeightType::IQ3_S,
+        WeightType::IQ2_XS,
+        WeightType::IQ2_S,
         WeightType::Q4_K,
         WeightType::Q5_K,
         WeightType::Q6_K,
@@ -244,7 +248,7 @@ impl SplitMix {
         let mut out: Vec<u8> = (0..len).map(|_| self.next() as u8).collect();
         let scale_offsets: &[usize] = match weight_type {
             W::Q8_0 | W::Q4_0 | W::Q5_0 | W::Q4_1 | W::Q5_1 | W::Q4_K | W::Q5_K | W::IQ4_NL => &[0, 2],
-            W::IQ4_XS | W::IQ2_XXS | W::IQ3_XXS | W::IQ3_S => &[0],
+            W::IQ4_XS | W::IQ2_XXS | W::IQ3_XXS | W::IQ3_S | W::IQ2_XS | W::IQ2_S => &[0],
             W::Q6_K => &[208],
             _ => &[],
         };

@@ -13,13 +13,13 @@
 use super::wasm_simd::*;
 
 use super::activations::{BF16Activation, F16Activation};
-use super::blocks::{BlockIq2Xxs, BlockIq3S, BlockIq3Xxs};
+use super::blocks::{BlockIq2S, BlockIq2Xs, BlockIq2Xxs, BlockIq3S, BlockIq3Xxs};
 use super::blocks::{
     BlockIq4Nl, BlockIq4Xs, BlockQ4_0, BlockQ4_1, BlockQ4K, BlockQ5_0, BlockQ5_1, BlockQ5K, BlockQ6K,
     BlockQ8_0, BlockQ8_1, BlockQ8K, F16Le, KVALUES_IQ4NL,
 };
 use super::format::ROW_GROUP;
-use super::iq_grids::{IQ2XXS_GRID, IQ3S_GRID, IQ3XXS_GRID, KSIGNS_IQ2XS};
+use super::iq_grids::{IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID, IQ3S_GRID, IQ3XXS_GRID, KSIGNS_IQ2XS};
 use super::iq_lattice::Lattice;
 use super::kquants::scales_and_mins_k4;
 
@@ -468,12 +468,12 @@ single_and_group! {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Lattice i-quants (IQ2_XXS, IQ3_XXS, IQ3_S)
+// Lattice i-quants (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S)
 //
 // Per 32 weights: four grid entries of 8 levels (or eight of 4) loaded as two vectors, the
-// sign bits spread into lane masks, the dot with the activations exact in i32 lanes times the
-// group's odd scale; per block one f32 multiply-add with `d·d_y`, and the type's constant
-// factor once at the end.
+// sign bits spread into lane masks, the dot of each 16 with the activations exact in i32
+// lanes times its odd scale; per block one f32 multiply-add with `d·d_y`, and the type's
+// constant factor once at the end.
 
 /// 16 bytes of 0xFF where bit `j % 8` of `low` (lanes 0..8) or `high` (lanes 8..16) is set.
 #[inline(always)]
@@ -497,13 +497,13 @@ fn lattice_quants(levels: v128, negative: v128) -> Quants16 {
     }
 }
 
-/// 32 weights from four 8-level grid entries and four sign bytes.
+/// 32 weights from four 8-level grid entries and four sign bytes, as two halves of 16.
 #[inline(always)]
-fn lattice32(entries: [u64; 4], signs: [u8; 4]) -> Weights32 {
-    Weights32::Quants(
+fn lattice32(entries: [u64; 4], signs: [u8; 4]) -> [Quants16; 2] {
+    [
         lattice_quants(u64x2(entries[0], entries[1]), sign_mask(signs[0], signs[1])),
         lattice_quants(u64x2(entries[2], entries[3]), sign_mask(signs[2], signs[3])),
-    )
+    ]
 }
 
 /// The four sign bytes of a group whose u32 holds four 7-bit indices into `KSIGNS_IQ2XS`.
@@ -518,12 +518,12 @@ fn u32_le(bytes: &[u8]) -> u32 {
 }
 
 /// The rows loop of the lattice formats; `decode(block, g)` gives group `g`'s 32 weights and
-/// odd scale.
+/// the odd scales of its two halves.
 #[inline(always)]
 fn lattice_rows<B: Lattice, const R: usize>(
     x: &[B],
     rows: [&[BlockQ8K]; R],
-    decode: impl Fn(&B, usize) -> (Weights32, i32),
+    decode: impl Fn(&B, usize) -> ([Quants16; 2], [i32; 2]),
 ) -> [f32; R] {
     let x = &x[..x.len().min(shortest_row(&rows))];
     let table = f16_table();
@@ -531,11 +531,18 @@ fn lattice_rows<B: Lattice, const R: usize>(
     for (b, xb) in x.iter().enumerate() {
         let mut ints = [i32x4_splat(0); R];
         for g in 0..8 {
-            let (weights, scale) = decode(xb, g);
-            let scale = i32x4_splat(scale);
+            let ([low, high], [low_scale, high_scale]) = decode(xb, g);
             for (int, row) in ints.iter_mut().zip(rows) {
-                let activations: &[i8; 32] = row[b].qs[32 * g..][..32].try_into().expect("32 activations");
-                *int = i32x4_add(*int, i32x4_mul(dot32(weights, activations), scale));
+                let activations = &row[b].qs[32 * g..][..32];
+                let (a_low, a_high) = (load_i8(activations), load_i8(&activations[16..]));
+                *int = if low_scale == high_scale {
+                    let sums = i32x4_add(dot16(low, a_low), dot16(high, a_high));
+                    i32x4_add(*int, i32x4_mul(sums, i32x4_splat(low_scale)))
+                } else {
+                    let low_sums = i32x4_mul(dot16(low, a_low), i32x4_splat(low_scale));
+                    let high_sums = i32x4_mul(dot16(high, a_high), i32x4_splat(high_scale));
+                    i32x4_add(*int, i32x4_add(low_sums, high_sums))
+                };
             }
         }
         let xd = f32_of(table, xb.d());
@@ -552,7 +559,31 @@ fn iq2_xxs_rows<const R: usize>(x: &[BlockIq2Xxs], rows: [&[BlockQ8K]; R]) -> [f
         let group = &xb.qs[8 * g..][..8];
         let packed = u32_le(&group[4..]);
         let entries = std::array::from_fn(|l| IQ2XXS_GRID[usize::from(group[l])]);
-        (lattice32(entries, ksigns4(packed)), 2 * (packed >> 28) as i32 + 1)
+        (lattice32(entries, ksigns4(packed)), [2 * (packed >> 28) as i32 + 1; 2])
+    })
+}
+
+#[inline(always)]
+fn iq2_xs_rows<const R: usize>(x: &[BlockIq2Xs], rows: [&[BlockQ8K]; R]) -> [f32; R] {
+    lattice_rows(x, rows, |xb, g| {
+        let packed: [u16; 4] =
+            std::array::from_fn(|l| u16::from_le_bytes([xb.qs[8 * g + 2 * l], xb.qs[8 * g + 2 * l + 1]]));
+        let entries = packed.map(|p| IQ2XS_GRID[usize::from(p & 511)]);
+        let signs = packed.map(|p| KSIGNS_IQ2XS[usize::from(p >> 9)]);
+        let byte = xb.scales[g];
+        (lattice32(entries, signs), [2 * i32::from(byte & 0x0F) + 1, 2 * i32::from(byte >> 4) + 1])
+    })
+}
+
+#[inline(always)]
+fn iq2_s_rows<const R: usize>(x: &[BlockIq2S], rows: [&[BlockQ8K]; R]) -> [f32; R] {
+    lattice_rows(x, rows, |xb, g| {
+        let high = usize::from(xb.qh[g]);
+        let entries =
+            std::array::from_fn(|l| IQ2S_GRID[usize::from(xb.qs[4 * g + l]) | (high << (8 - 2 * l)) & 0x300]);
+        let signs = std::array::from_fn(|l| xb.signs[4 * g + l]);
+        let byte = xb.scales[g];
+        (lattice32(entries, signs), [2 * i32::from(byte & 0x0F) + 1, 2 * i32::from(byte >> 4) + 1])
     })
 }
 
@@ -566,7 +597,7 @@ fn iq3_xxs_rows<const R: usize>(x: &[BlockIq3Xxs], rows: [&[BlockQ8K]; R]) -> [f
                 (IQ3XXS_GRID[usize::from(indices[2 * l])], IQ3XXS_GRID[usize::from(indices[2 * l + 1])]);
             u64::from(low) | u64::from(high) << 32
         });
-        (lattice32(entries, ksigns4(packed)), 2 * (packed >> 28) as i32 + 1)
+        (lattice32(entries, ksigns4(packed)), [2 * (packed >> 28) as i32 + 1; 2])
     })
 }
 
@@ -581,7 +612,7 @@ fn iq3_s_rows<const R: usize>(x: &[BlockIq3S], rows: [&[BlockQ8K]; R]) -> [f32; 
         });
         let signs = std::array::from_fn(|l| xb.signs[4 * g + l]);
         let scale = 2 * i32::from((xb.scales[g / 2] >> (4 * (g % 2))) & 0x0F) + 1;
-        (lattice32(entries, signs), scale)
+        (lattice32(entries, signs), [scale; 2])
     })
 }
 
@@ -589,6 +620,8 @@ single_and_group! {
     iq2_xxs_rows: dot_iq2_xxs, dot_iq2_xxs_group(BlockIq2Xxs, BlockQ8K);
     iq3_xxs_rows: dot_iq3_xxs, dot_iq3_xxs_group(BlockIq3Xxs, BlockQ8K);
     iq3_s_rows: dot_iq3_s, dot_iq3_s_group(BlockIq3S, BlockQ8K);
+    iq2_xs_rows: dot_iq2_xs, dot_iq2_xs_group(BlockIq2Xs, BlockQ8K);
+    iq2_s_rows: dot_iq2_s, dot_iq2_s_group(BlockIq2S, BlockQ8K);
 }
 
 // ---------------------------------------------------------------------------------------------

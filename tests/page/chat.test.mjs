@@ -293,6 +293,8 @@ pageSuite('chat with other models', () => {
     'llama-micro-iq2_xxs.gguf',
     'llama-micro-iq3_xxs.gguf',
     'llama-micro-iq3_s.gguf',
+    'llama-micro-iq2_xs.gguf',
+    'llama-micro-iq2_s.gguf',
     'llama-micro-llama3.gguf',
   ]) {
     test(`${file} chats with the template from its file`, async () => {
