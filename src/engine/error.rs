@@ -28,6 +28,23 @@ pub enum EngineError {
 }
 
 impl EngineError {
+    /// A stable snake_case name for the kind of problem (the page's `kind`); a model or file
+    /// error keeps its own (`missing_tensor`, `bad_magic`...).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            EngineError::Model(model) => model.kind_name(),
+            EngineError::Tokenizer(_) => "tokenizer",
+            EngineError::Chat(_) => "chat_template",
+            EngineError::Sampler(_) => "sampler",
+            EngineError::VocabularyMismatch { .. } => "vocabulary_mismatch",
+            EngineError::EmptyPrompt => "empty_prompt",
+            EngineError::PromptTooLong { .. } | EngineError::RenderedPromptTooLong { .. } => {
+                "prompt_too_long"
+            }
+            EngineError::NothingToContinue => "nothing_to_continue",
+        }
+    }
+
     /// The KV cache cannot take another token: a reason to stop, not a failure.
     pub fn is_context_full(&self) -> bool {
         matches!(self, EngineError::Model(ModelError::ContextFull { .. }))

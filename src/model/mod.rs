@@ -10,6 +10,7 @@ mod config;
 mod error;
 mod forward;
 mod kv_cache;
+mod loader;
 mod ops;
 mod weights;
 
@@ -18,6 +19,7 @@ pub use config::{Architecture, Config, Rope, RopeStyle};
 pub use error::ModelError;
 pub use forward::{LogitsFor, Scratch};
 pub use kv_cache::KvCache;
+pub use loader::{FileLoader, LoadError};
 pub use weights::{LayerWeights, Matrix, Weights};
 
 use crate::gguf::{GgufHeader, Metadata};

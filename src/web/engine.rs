@@ -1,0 +1,251 @@
+//! A loaded model and its one conversation, driven one step at a time by the Web Worker.
+
+use serde::Serialize;
+use wasm_bindgen::prelude::*;
+
+use super::{engine_error, js_error, to_js};
+use crate::chat::ChatMessage;
+use crate::engine::{Engine, EngineError, Session};
+use crate::inspect::Report;
+use crate::sampler::{Sampler, SamplerError, SamplerSettings, StepTrace};
+
+/// A loaded model and its one conversation.
+#[wasm_bindgen]
+pub struct WebEngine {
+    engine: Engine,
+    session: Option<Session>,
+    /// The prompt `prepare_chat` made, which `prefill` brings the cache up to part by part.
+    prompt: Vec<u32>,
+    sampler: Sampler,
+}
+
+#[derive(serde::Deserialize)]
+struct ChatRequest {
+    messages: Vec<ChatMessage>,
+    #[serde(default)]
+    enable_thinking: Option<bool>,
+    #[serde(default)]
+    settings: SamplerSettings,
+    /// KV cache size in tokens; the model's context length (capped at 4096) when absent.
+    #[serde(default)]
+    context: Option<usize>,
+}
+
+impl WebEngine {
+    pub(super) fn new(engine: Engine) -> Result<WebEngine, JsValue> {
+        let sampler = Sampler::new(SamplerSettings::default()).map_err(engine_error_of)?;
+        Ok(WebEngine { engine, session: None, prompt: Vec::new(), sampler })
+    }
+}
+
+#[wasm_bindgen]
+impl WebEngine {
+    /// Architecture, sizes, the chat template's origin and the end-of-generation tokens.
+    pub fn info(&self) -> Result<JsValue, JsValue> {
+        #[derive(Serialize)]
+        struct Info<'a> {
+            architecture: &'static str,
+            vocab_size: usize,
+            context_length: usize,
+            template: &'a crate::chat::TemplateSource,
+            end_of_generation: &'a [u32],
+            recommended_sampling: SamplerSettings,
+        }
+        let config = self.engine.model().config();
+        to_js(&Info {
+            architecture: config.architecture.name(),
+            vocab_size: config.vocab_size,
+            context_length: config.context_length,
+            template: self.engine.template().source(),
+            end_of_generation: self.engine.tokenizer().end_of_generation_tokens(),
+            recommended_sampling: self.engine.recommended_sampling(),
+        })
+    }
+
+    /// Token ids of `text` as a prompt (llama.cpp's defaults: special tokens parsed, BOS when
+    /// the model asks for it), e.g. so a benchmark feeds both engines the same prompt.
+    pub fn tokenize(&self, text: &str) -> Vec<u32> {
+        self.engine.encode(text)
+    }
+
+    /// The inspector's report for the loaded file (no second read of the file).
+    pub fn inspect(&self) -> Result<JsValue, JsValue> {
+        to_js(&Report::new(self.engine.model().header()))
+    }
+
+    /// Renders `{messages, enable_thinking?, settings?, context?}` through the chat template,
+    /// tokenizes it and makes sure a cache of that context exists; `prefill` then evaluates it.
+    /// Returns `{prompt_tokens, context_size}`.
+    pub fn prepare_chat(&mut self, request: JsValue) -> Result<JsValue, JsValue> {
+        let request: ChatRequest = serde_wasm_bindgen::from_value(request)
+            .map_err(|e| js_error("TypeError", "bad_request", &e.to_string()))?;
+        // Each answer starts its random stream afresh: the same seed and conversation give the
+        // same answer.
+        self.sampler = Sampler::new(request.settings).map_err(engine_error_of)?;
+        let context = self.context_for(request.context);
+        self.prompt = self
+            .engine
+            .chat_prompt(&request.messages, request.enable_thinking, context)
+            .map_err(engine_error)?;
+        let prompt_tokens = self.prompt.len();
+        let context_size = self.session_for(Some(context))?.context_len();
+        #[derive(Serialize)]
+        struct Prepared {
+            prompt_tokens: usize,
+            context_size: usize,
+        }
+        to_js(&Prepared { prompt_tokens, context_size })
+    }
+
+    /// Evaluates up to `budget` more tokens of the prepared prompt (the cache keeps what it
+    /// already holds of it), so the worker can report progress and honour a stop between parts.
+    /// Returns `{reused, evaluated, remaining, context_used}`; call until `remaining` is 0.
+    pub fn prefill(&mut self, budget: u32) -> Result<JsValue, JsValue> {
+        let prompt = std::mem::take(&mut self.prompt);
+        let result = self.sync_prompt(&prompt, None, budget as usize);
+        self.prompt = prompt;
+        result
+    }
+
+    /// Brings the KV cache up to `tokens` exactly (no template), with greedy-or-given sampling
+    /// settings: what the benchmark page and tests need for a fixed-length prefill.
+    /// Returns the same `{prompt_tokens, reused, evaluated, context_used, context_size}`.
+    pub fn prepare_tokens(&mut self, tokens: Vec<u32>, context: Option<u32>) -> Result<JsValue, JsValue> {
+        let vocab = self.engine.model().config().vocab_size;
+        if let Some(&bad) = tokens.iter().find(|&&t| t as usize >= vocab) {
+            let message = format!("token id {bad} is outside the vocabulary of {vocab}");
+            return Err(js_error("RangeError", "bad_token", &message));
+        }
+        self.sync_prompt(&tokens, context.map(|c| c as usize), usize::MAX)
+    }
+
+    /// Replaces the sampling settings (`{temperature, top_k, top_p, min_p, repeat_penalty,
+    /// repeat_last_n, seed}`, missing fields take their defaults) and reseeds the generator.
+    pub fn set_sampling(&mut self, settings: JsValue) -> Result<(), JsValue> {
+        let settings: SamplerSettings = serde_wasm_bindgen::from_value(settings)
+            .map_err(|e| js_error("TypeError", "bad_request", &e.to_string()))?;
+        self.sampler = Sampler::new(settings).map_err(engine_error_of)?;
+        Ok(())
+    }
+
+    /// The KV cache size asked for, or the model's context length capped at 4096.
+    fn context_for(&self, asked: Option<usize>) -> usize {
+        asked.unwrap_or_else(|| self.engine.model().config().context_length.min(4096))
+    }
+
+    /// The session, created anew when it does not exist or holds another context (`None`:
+    /// whatever the current one holds).
+    fn session_for(&mut self, context: Option<usize>) -> Result<&mut Session, JsValue> {
+        let wanted = match (context, &self.session) {
+            (None, Some(session)) => session.context_len(),
+            (context, _) => self.context_for(context),
+        };
+        if self.session.as_ref().is_none_or(|s| s.context_len() != wanted) {
+            self.session = None; // Its memory goes before the new cache's is taken.
+            self.session = Some(self.engine.new_session(wanted).map_err(engine_error)?);
+        }
+        Ok(self.session.as_mut().expect("created above"))
+    }
+
+    fn sync_prompt(
+        &mut self,
+        prompt: &[u32],
+        context: Option<usize>,
+        budget: usize,
+    ) -> Result<JsValue, JsValue> {
+        if context.is_some() {
+            self.session_for(context)?;
+        }
+        let session = self.session.as_mut().ok_or_else(|| engine_error(EngineError::NothingToContinue))?;
+        let progress = session.sync_some(&self.engine, prompt, budget).map_err(engine_error)?;
+        #[derive(Serialize)]
+        struct Progress {
+            prompt_tokens: usize,
+            reused: usize,
+            evaluated: usize,
+            remaining: usize,
+            context_used: usize,
+            context_size: usize,
+        }
+        to_js(&Progress {
+            prompt_tokens: prompt.len(),
+            reused: progress.reused,
+            evaluated: progress.evaluated,
+            remaining: progress.remaining,
+            context_used: session.len(),
+            context_size: session.context_len(),
+        })
+    }
+
+    /// One generated token: `{token, text, piece, end_of_generation, context_full, trace?}`.
+    /// `forced` takes that token instead of sampling (branching); `trace_top` > 0 adds the trace
+    /// with each candidate's piece.
+    pub fn step(&mut self, trace_top: u32, forced: Option<u32>) -> Result<JsValue, JsValue> {
+        let session = self.session.as_mut().ok_or_else(|| engine_error(EngineError::NothingToContinue))?;
+        #[derive(Serialize)]
+        struct Traced {
+            #[serde(flatten)]
+            trace: StepTrace,
+            pieces: Vec<String>,
+        }
+        #[derive(Serialize)]
+        struct StepOut {
+            token: Option<u32>,
+            text: String,
+            piece: String,
+            end_of_generation: bool,
+            context_full: bool,
+            trace: Option<Traced>,
+        }
+        let step = match session.step(&self.engine, &mut self.sampler, forced, trace_top as usize) {
+            Ok(step) => step,
+            Err(e) if e.is_context_full() => {
+                let out = StepOut {
+                    token: None,
+                    text: String::new(),
+                    piece: String::new(),
+                    end_of_generation: false,
+                    context_full: true,
+                    trace: None,
+                };
+                return to_js(&out);
+            }
+            Err(e) => return Err(engine_error(e)),
+        };
+        let trace = step.trace.map(|trace| Traced {
+            pieces: trace.candidates.iter().map(|c| self.engine.piece(c.id)).collect(),
+            trace,
+        });
+        to_js(&StepOut {
+            token: Some(step.token),
+            piece: self.engine.piece(step.token),
+            text: step.text,
+            end_of_generation: step.end_of_generation,
+            context_full: false,
+            trace,
+        })
+    }
+
+    /// Tokens held by the conversation (for branching: the position of a step).
+    pub fn context_used(&self) -> f64 {
+        self.session.as_ref().map_or(0, Session::len) as f64
+    }
+
+    /// Rolls the conversation back to its first `len` tokens (branching from a step).
+    pub fn truncate(&mut self, len: u32) {
+        if let Some(session) = &mut self.session {
+            session.truncate(len as usize);
+        }
+    }
+
+    /// Forgets the conversation (keeps the model and the allocated cache).
+    pub fn reset(&mut self) {
+        if let Some(session) = &mut self.session {
+            session.truncate(0);
+        }
+    }
+}
+
+fn engine_error_of(e: SamplerError) -> JsValue {
+    engine_error(EngineError::Sampler(e))
+}
