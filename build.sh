@@ -8,8 +8,9 @@
 #                                 six: simd relaxed threads relaxed-threads memory64{,-threads})
 #   ./build.sh models             only fetch the real test models into .cache/models (and
 #                                 write the 4.6 GiB one the 64-bit-memory test loads)
-#   ./build.sh wasm-test [FLAVOUR] only the crate's wasm tests in headless Chromium, for one
-#                                 build (simd, relaxed or memory64; default simd)
+#   ./build.sh wasm-test [FLAVOUR] [BROWSER]  only the crate's wasm tests, for one build (simd,
+#                                 relaxed or memory64; default simd) in headless chromium
+#                                 (default) or firefox
 #   ./build.sh fuzz [SECONDS] [TARGET]  run the fuzz targets (parse_gguf, render_template,
 #                                 tokenize, generate), each for SECONDS (default 600)
 #   ./build.sh bench [MODEL...]   Inferno vs llama.cpp's wasm build (wllama) in headless Chromium
@@ -147,7 +148,27 @@ setup_wasm_bindgen() {
 }
 
 setup_browser() {
-  apt_install chromium chromium-driver
+  apt_install chromium chromium-driver firefox-esr
+  # geckodriver drives Firefox for wasm-bindgen-test; Debian has none, crates.io has it.
+  command -v geckodriver >/dev/null || {
+    log "installing geckodriver (a few minutes, once)"
+    cargo install --quiet --locked geckodriver </dev/null || cargo install --quiet geckodriver </dev/null
+  }
+}
+
+# The crate's wasm tests for one flavour in one browser (chromium or firefox), headless; the
+# runner drives whichever browser's driver the environment names.
+wasm_test() { # flavour browser
+  (
+    export WASM_BINDGEN_TEST_TIMEOUT=300
+    unset CHROMEDRIVER GECKODRIVER
+    case "$2" in
+      chromium) export CHROMEDRIVER=/usr/bin/chromedriver ;;
+      firefox) GECKODRIVER=$(command -v geckodriver) && export GECKODRIVER ;;
+      *) die "unknown browser $2" ;;
+    esac
+    wasm_cargo "$1" test --release --tests --features kernel-checks
+  )
 }
 
 setup_node_packages() {
@@ -253,13 +274,14 @@ run_suite() { # name command...
 run_tests() {
   TEST_LOG=$(mktemp)
   FAILED_SUITES=()
-  export CHROMEDRIVER=/usr/bin/chromedriver
-  export WASM_BINDGEN_TEST_TIMEOUT=300
 
   run_suite "native (cargo test)" cargo test --release --all-targets
-  run_suite "wasm SIMD128 in headless Chromium (wasm-bindgen-test)" wasm_cargo simd test --release --tests --features kernel-checks
-  run_suite "wasm relaxed SIMD in headless Chromium (wasm-bindgen-test)" wasm_cargo relaxed test --release --tests --features kernel-checks
-  run_suite "wasm64 (Memory64) in headless Chromium (wasm-bindgen-test)" wasm_cargo memory64 test --release --tests --features kernel-checks
+  run_suite "wasm SIMD128 in headless Chromium (wasm-bindgen-test)" wasm_test simd chromium
+  run_suite "wasm relaxed SIMD in headless Chromium (wasm-bindgen-test)" wasm_test relaxed chromium
+  run_suite "wasm64 (Memory64) in headless Chromium (wasm-bindgen-test)" wasm_test memory64 chromium
+  run_suite "wasm SIMD128 in headless Firefox (wasm-bindgen-test)" wasm_test simd firefox
+  run_suite "wasm relaxed SIMD in headless Firefox (wasm-bindgen-test)" wasm_test relaxed firefox
+  run_suite "wasm64 (Memory64) in headless Firefox (wasm-bindgen-test)" wasm_test memory64 firefox
   # One test file at a time: each drives its own Chromium running real models.
   run_suite "page (playwright-core + Chromium)" node --test --test-concurrency=1 --test-reporter=spec tests/page/
 
@@ -325,9 +347,7 @@ case "$command" in
     ;;
   wasm-test)
     setup
-    export CHROMEDRIVER=/usr/bin/chromedriver
-    export WASM_BINDGEN_TEST_TIMEOUT=300
-    wasm_cargo "${1:-simd}" test --release --tests --features kernel-checks
+    wasm_test "${1:-simd}" "${2:-chromium}"
     ;;
   fuzz)
     setup
@@ -339,6 +359,6 @@ case "$command" in
     fetch_models
     exec node scripts/bench.mjs "$@"
     ;;
-  help | -h | --help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//' ;;
+  help | -h | --help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//' ;;
   *) die "unknown command '$command' (try ./build.sh help)" ;;
 esac
