@@ -43,6 +43,10 @@ impl Architecture {
         }
     }
 
+    /// Every architecture this crate runs, in the order people meet them in messages.
+    pub const ALL: [Architecture; 7] =
+        [Self::Qwen3, Self::Qwen2, Self::Llama, Self::Smollm3, Self::Phi3, Self::Gemma2, Self::Gemma3];
+
     pub fn name(self) -> &'static str {
         match self {
             Self::Qwen3 => "qwen3",
@@ -233,7 +237,10 @@ impl Config {
             _ => None,
         };
         if vocab_size == 0 {
-            return Err(ModelError::BadKey { key: "token_embd.weight".into(), reason: "has no rows".into() });
+            return Err(ModelError::BadTensor {
+                name: "token_embd.weight".into(),
+                reason: "has no rows".into(),
+            });
         }
         Ok(Config {
             architecture,
@@ -342,6 +349,29 @@ impl Keys<'_> {
 mod tests {
     use super::*;
     use crate::gguf::Value;
+
+    #[test]
+    fn every_architecture_is_listed_and_named_as_in_its_files() {
+        for architecture in Architecture::ALL {
+            assert_eq!(Architecture::from_name(architecture.name()), Some(architecture));
+        }
+        // A new variant stops this match from compiling until it is given a place in ALL.
+        let place = |architecture: Architecture| match architecture {
+            Architecture::Qwen3 => 0,
+            Architecture::Qwen2 => 1,
+            Architecture::Llama => 2,
+            Architecture::Smollm3 => 3,
+            Architecture::Phi3 => 4,
+            Architecture::Gemma2 => 5,
+            Architecture::Gemma3 => 6,
+        };
+        assert_eq!(Architecture::ALL.map(place), [0, 1, 2, 3, 4, 5, 6]);
+        let message = ModelError::UnsupportedArchitecture("mamba".into()).to_string();
+        assert!(
+            message.ends_with("(supported: qwen3, qwen2, llama, smollm3, phi3, gemma2, gemma3)"),
+            "{message}"
+        );
+    }
 
     fn metadata(pairs: &[(&str, Value)]) -> Metadata {
         let mut metadata = Metadata::default();

@@ -2,6 +2,7 @@
 
 use std::fmt;
 
+use super::Architecture;
 use crate::gguf::GgufError;
 use crate::tensor::TensorError;
 
@@ -19,6 +20,12 @@ pub enum ModelError {
         reason: String,
     },
     MissingTensor(String),
+    /// A tensor whose bytes are impossible: outside the file, or not as many as its shape and
+    /// type make.
+    BadTensor {
+        name: String,
+        reason: String,
+    },
     /// A tensor whose dimensions differ from what the hyperparameters imply.
     TensorShape {
         name: String,
@@ -63,6 +70,7 @@ impl ModelError {
             Self::MissingKey(_) => "missing_key",
             Self::BadKey { .. } => "bad_key",
             Self::MissingTensor(_) => "missing_tensor",
+            Self::BadTensor { .. } => "bad_tensor",
             Self::TensorShape { .. } => "tensor_shape",
             Self::UnsupportedTensorType { .. } => "unsupported_tensor_type",
             Self::Tensor(_) => "tensor",
@@ -79,11 +87,13 @@ impl fmt::Display for ModelError {
         match self {
             Self::Gguf(e) => write!(f, "{e}"),
             Self::UnsupportedArchitecture(arch) => {
-                write!(f, "architecture `{arch}` is not supported (supported: qwen3, llama, gemma3)")
+                let supported: Vec<&str> = Architecture::ALL.iter().map(|a| a.name()).collect();
+                write!(f, "architecture `{arch}` is not supported (supported: {})", supported.join(", "))
             }
             Self::MissingKey(key) => write!(f, "model metadata: missing key `{key}`"),
             Self::BadKey { key, reason } => write!(f, "model metadata: `{key}` {reason}"),
             Self::MissingTensor(name) => write!(f, "model tensors: `{name}` is missing"),
+            Self::BadTensor { name, reason } => write!(f, "model tensors: `{name}` {reason}"),
             Self::TensorShape { name, expected, found } => {
                 write!(f, "model tensors: `{name}` has shape {found:?}, expected {expected:?}")
             }

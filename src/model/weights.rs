@@ -244,7 +244,7 @@ impl Tensors<'_> {
     /// over 4 GiB cannot address it, which only the 64-bit build that loads it needs to).
     fn range(&self, info: &TensorInfo) -> Result<Range<usize>, ModelError> {
         let truncated =
-            || ModelError::BadKey { key: info.name.clone(), reason: "lies outside the file".into() };
+            || ModelError::BadTensor { name: info.name.clone(), reason: "lies outside the file".into() };
         let start = self.header.data_offset.checked_add(info.offset).ok_or_else(truncated)?;
         let end = start.checked_add(info.n_bytes).ok_or_else(truncated)?;
         let Some(file) = self.file else { return Ok(0..0) };
@@ -262,8 +262,8 @@ impl Tensors<'_> {
         let row_bytes = weight_type.row_bytes(cols)?;
         let range = self.range(info)?;
         if (rows as u64).checked_mul(row_bytes as u64) != Some(info.n_bytes) {
-            return Err(ModelError::BadKey {
-                key: name.into(),
+            return Err(ModelError::BadTensor {
+                name: name.into(),
                 reason: "byte size does not match its shape".into(),
             });
         }
@@ -276,8 +276,8 @@ impl Tensors<'_> {
         let (info, weight_type) = self.find(name, &[len])?;
         let range = self.range(info)?;
         if weight_type.row_bytes(len)? as u64 != info.n_bytes {
-            return Err(ModelError::BadKey {
-                key: name.into(),
+            return Err(ModelError::BadTensor {
+                name: name.into(),
                 reason: "byte size does not match its shape".into(),
             });
         }
