@@ -6,7 +6,8 @@
 //! token for token:
 //!
 //! - `gpt2`: byte-level BPE (`bpe.rs`) with a pre-tokenizer chosen by `tokenizer.ggml.pre`
-//!   (`pretokenize.rs`): Qwen2/3, SmolLM, Llama 3, GPT-2, StarCoder, llama.cpp's default;
+//!   (`pretokenize.rs`): Qwen2/3, SmolLM, Llama 3, GPT-2, StarCoder, GPT-4o (Phi-4-mini, Llama 4),
+//!   llama.cpp's default;
 //! - `llama`: SentencePiece BPE with scores and byte fallback (`spm.rs`): Llama 2, Gemma 3.
 //!
 //! Encoding first cuts special tokens out of the text (`special.rs`), then tokenizes the plain
@@ -80,6 +81,9 @@ struct PreSettings {
     ignore_merges: bool,
     /// Add BOS unless the metadata says otherwise.
     add_bos: bool,
+    /// Token 11 is BOS unless the metadata names another (llama.cpp's default for byte-level
+    /// BPE); false: no BOS unless the metadata names one.
+    default_bos: bool,
 }
 
 impl PreSettings {
@@ -91,20 +95,29 @@ impl PreSettings {
             clean_spaces,
             ignore_merges,
             add_bos,
+            default_bos: true,
         };
         use PreTokenizer::*;
         Some(match name.unwrap_or("default") {
             "default" => settings(Default, true, false, false),
-            "gpt-2" | "phi-2" | "mpt" | "olmo" | "exaone4" => settings(Gpt2, true, false, false),
-            "starcoder" | "refact" | "codeshell" | "exaone" | "minerva-7b" => {
+            "gpt-2" | "phi-2" | "mpt" | "olmo" | "exaone4" | "jina-es" | "jina-de" | "gigachat"
+            | "a.x-4.0" | "mellum" | "modern-bert" | "jais" => settings(Gpt2, true, false, false),
+            "trillion" | "granite-docling" => settings(Gpt2, false, false, false),
+            "starcoder" | "refact" | "codeshell" | "exaone" | "minerva-7b" | "mellum2" => {
                 settings(StarCoder, true, false, false)
             }
             "smollm" | "command-r" => settings(StarCoder, false, false, false),
             "llama3" | "llama-v3" | "llama-bpe" | "falcon3" | "falcon-h1" | "pixtral" | "midm-2.0"
             | "lfm2" | "jina-v5-nano" => settings(Llama3, true, true, true),
             "dbrx" | "smaug-bpe" => settings(Llama3, true, false, false),
-            "qwen2" | "deepseek-r1-qwen" | "kormo" | "f2llmv2" => settings(Qwen2, false, false, false),
+            // ChatGLM / GLM-4: the Llama 3 rules, and no BOS unless the metadata names one.
+            "chatglm-bpe" => PreSettings { default_bos: false, ..settings(Llama3, true, false, false) },
+            "glm4" | "glm5" => PreSettings { default_bos: false, ..settings(Llama3, true, true, false) },
+            "qwen2" | "deepseek-r1-qwen" | "kormo" | "f2llmv2" | "hunyuan" | "solar-open" | "grok-2" => {
+                settings(Qwen2, false, false, false)
+            }
             "stablelm2" | "megrez" => settings(Qwen2, true, false, false),
+            "gpt-4o" | "llama4" | "kanana2" | "talkie" | "minimax-m2" => settings(Gpt4o, false, false, false),
             _ => return None,
         })
     }
@@ -205,7 +218,12 @@ impl Tokenizer {
             ModelKind::BytePairGpt2 => {
                 let pre = PreSettings::for_name(spec.pre)
                     .ok_or_else(|| TokenizerError::UnsupportedPreTokenizer(spec.pre.unwrap_or("").into()))?;
-                (Some(pre), &[(SpecialRole::Bos, 11), (SpecialRole::Eos, 11)])
+                let defaults: &[_] = if pre.default_bos {
+                    &[(SpecialRole::Bos, 11), (SpecialRole::Eos, 11)]
+                } else {
+                    &[(SpecialRole::Eos, 11)]
+                };
+                (Some(pre), defaults)
             }
             ModelKind::SentencePiece => {
                 (None, &[(SpecialRole::Bos, 1), (SpecialRole::Eos, 2), (SpecialRole::Unk, 0)])

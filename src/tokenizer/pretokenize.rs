@@ -26,6 +26,10 @@ pub enum PreTokenizer {
     Llama3,
     /// The Llama 3 rules with single digits (`\p{N}` instead of `\p{N}{1,3}`): Qwen2, Qwen3.
     Qwen2,
+    /// GPT-4o's (o200k) rules: letter runs cut before a change from lower to upper case, with a
+    /// trailing contraction, `\p{N}{1,3}`, `/` and line breaks after punctuation (Phi-4-mini,
+    /// Llama 4, MiniMax-M2). See `split_gpt4o` for how llama.cpp reads letter case.
+    Gpt4o,
 }
 
 impl PreTokenizer {
@@ -48,6 +52,7 @@ impl PreTokenizer {
             }
             PreTokenizer::Llama3 => split_custom(&text, whole, Rules::Llama3 { max_digits: 3 }),
             PreTokenizer::Qwen2 => split_custom(&text, whole, Rules::Llama3 { max_digits: 1 }),
+            PreTokenizer::Gpt4o => split_custom(&text, whole, Rules::Gpt4o),
         };
         pieces.into_iter().map(|r| text.byte_offsets[r.start]..text.byte_offsets[r.end]).collect()
     }
@@ -158,7 +163,8 @@ fn three_ascii_digits(chunk: &Chunk<'_>, pos: usize) -> Option<usize> {
     (0..3).all(|i| chunk.char_at(pos + i).is_some_and(|c| c.is_ascii_digit())).then_some(3)
 }
 
-/// The two hand-written matchers of llama.cpp that the supported models use.
+/// The whole-text splitters: llama.cpp's two hand-written matchers that the supported models
+/// use, and GPT-4o's regex, which llama.cpp runs through `std::regex`.
 #[derive(Clone, Copy)]
 enum Rules {
     Gpt2,
@@ -166,6 +172,7 @@ enum Rules {
     Llama3 {
         max_digits: usize,
     },
+    Gpt4o,
 }
 
 fn split_custom(text: &CharText, pieces: &[Range<usize>], rules: Rules) -> Vec<Range<usize>> {
@@ -176,6 +183,7 @@ fn split_custom(text: &CharText, pieces: &[Range<usize>], rules: Rules) -> Vec<R
         match rules {
             Rules::Gpt2 => split_gpt2(&chunk, piece.start, &mut words),
             Rules::Llama3 { max_digits } => split_llama3(&chunk, piece.start, max_digits, &mut words),
+            Rules::Gpt4o => split_gpt4o(&chunk, piece.start, &mut words),
         }
     }
     out
@@ -342,6 +350,97 @@ fn split_llama3(chunk: &Chunk<'_>, start: usize, max_digits: usize, words: &mut 
     }
 }
 
+/// GPT-4o's rules as llama.cpp applies them. Its `llama-vocab.cpp` rewrites the o200k regex
+///
+/// ```text
+/// [^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?
+/// |[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?
+/// |\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+
+/// ```
+///
+/// with "a letter that is not `a-z`" (`(?=[\p{L}])([^a-z])`) for the upper-case class and "a
+/// letter that is not `A-Z`" for the lower-case one (marks are dropped), and `unicode.cpp`, having
+/// no hand-written matcher for it, runs it through `std::regex` on a text where every non-ASCII
+/// code point is one byte: its category, or "whitespace". So letter case exists only for ASCII:
+/// every other letter (Cyrillic, Greek, CJK, ...) counts as both upper and lower case, and
+/// combining marks are not letters. The regex is evaluated as ECMAScript does, first alternative
+/// first, with backtracking; what that gives is written out below.
+fn split_gpt4o(chunk: &Chunk<'_>, start: usize, words: &mut Words<'_>) {
+    let is_newline = |c: Option<char>| matches!(c, Some('\r' | '\n'));
+    let ascii_lower = |pos: usize| chunk.char_at(pos).is_some_and(|c| c.is_ascii_lowercase());
+    let ascii_upper = |pos: usize| chunk.char_at(pos).is_some_and(|c| c.is_ascii_uppercase());
+    let mut pos = start;
+    while pos < chunk.end {
+        let c = chunk.char_at(pos);
+        let class = chunk.class_at(pos);
+
+        // The two letter alternatives, each with one optional leading character of another
+        // kind (a space, a tab, punctuation, ... but not a line break).
+        let leads = !(is_newline(c) || class.is_letter() || class.is_number());
+        let first = if leads && chunk.class_at(pos + 1).is_letter() { pos + 1 } else { pos };
+        if chunk.class_at(first).is_letter() {
+            // "Upper case" letters, as many as possible: all but a-z.
+            let mut upper_end = first;
+            while chunk.class_at(upper_end).is_letter() && !ascii_lower(upper_end) {
+                upper_end += 1;
+            }
+            let end = if ascii_lower(upper_end) {
+                // Then "lower case" letters (all but A-Z), as many as possible.
+                let mut end = upper_end;
+                while chunk.class_at(end).is_letter() && !ascii_upper(end) {
+                    end += 1;
+                }
+                end
+            } else if let Some(last) = (first..upper_end).rev().find(|&p| !ascii_upper(p)) {
+                // Backtracking: the last non-ASCII letter of the run is its one "lower case"
+                // letter, and the ASCII capitals after it are left for the next word.
+                last + 1
+            } else {
+                // Only capitals A-Z: the second alternative.
+                upper_end
+            };
+            pos = end + contraction_at(chunk, end, true).unwrap_or(0);
+            words.end_word_at(pos);
+            continue;
+        }
+
+        // \p{N}{1,3}
+        if class.is_number() {
+            let mut end = pos + 1;
+            while end < pos + 3 && chunk.class_at(end).is_number() {
+                end += 1;
+            }
+            pos = end;
+            words.end_word_at(pos);
+            continue;
+        }
+
+        // ` ?[^\s\p{L}\p{N}]+[\r\n/]*`
+        let space = c == Some(' ') && chunk.class_at(pos + 1).is_other();
+        if space || class.is_other() {
+            pos += usize::from(space);
+            while chunk.class_at(pos).is_other() {
+                pos += 1;
+            }
+            while matches!(chunk.char_at(pos), Some('\r' | '\n' | '/')) {
+                pos += 1;
+            }
+            words.end_word_at(pos);
+            continue;
+        }
+
+        // \s*[\r\n]+ : whitespace up to and including its last line break.
+        let n = whitespace_run(chunk, pos);
+        if let Some(last_break) = (pos..pos + n).rev().find(|&p| is_newline(chunk.char_at(p))) {
+            pos = last_break + 1;
+            words.end_word_at(pos);
+            continue;
+        }
+        pos = whitespace_word_end(chunk, pos, n).unwrap_or(pos + 1);
+        words.end_word_at(pos);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -381,6 +480,15 @@ mod tests {
     }
 
     #[test]
+    fn gpt4o_rules() {
+        let w = words(PreTokenizer::Gpt4o, "HTMLParser camelCase DON'T we'RE\n\n x 12345 a/b!!/\n");
+        assert_eq!(w.join("|"), "HTMLParser| camel|Case| DON'T| we'RE|\n\n| x| |123|45| a|/b|!!/\n");
+        // Case exists only for ASCII: a capital after a non-ASCII letter starts a new word.
+        let w = words(PreTokenizer::Gpt4o, "éAB ПРИВЕТмир Ωmega e\u{301}x");
+        assert_eq!(w, ["é", "AB", " ПРИВЕТмир", " Ωmega", " e", "\u{301}x"]);
+    }
+
+    #[test]
     fn pieces_cover_the_text() {
         let text = "  mixed ünïcödé\t\r\n日本語 123'S \u{3000}end  ";
         for pre in [
@@ -389,6 +497,7 @@ mod tests {
             PreTokenizer::StarCoder,
             PreTokenizer::Llama3,
             PreTokenizer::Qwen2,
+            PreTokenizer::Gpt4o,
         ] {
             assert_eq!(words(pre, text).concat(), text, "{pre:?}");
         }

@@ -232,6 +232,7 @@ fn llama_cpp_pretokenizer_splits() {
         ("starcoder", PreTokenizer::StarCoder),
         ("llama3", PreTokenizer::Llama3),
         ("qwen2", PreTokenizer::Qwen2),
+        ("gpt4o", PreTokenizer::Gpt4o),
     ] {
         let expected = json["word_lengths"][name].as_array().expect("splits");
         assert_eq!(expected.len(), texts.len());
@@ -245,4 +246,74 @@ fn llama_cpp_pretokenizer_splits() {
         }
     }
     assert!(failures.is_empty(), "{} mismatches:\n{}", failures.len(), failures.join("\n"));
+}
+
+/// GPT-4o's pre-tokenizer and the other names added with it, against llama.cpp
+/// (`gpt4o_cases.json`, written by `make_gpt4o_cases.py`): for each name, the ids (with and
+/// without special-token parsing) and the decoded text of hard texts with the Qwen3 vocabulary;
+/// the ids of 500 random texts under `gpt-4o`; and the `gpt-4o` split of 3000 random texts,
+/// word by word.
+#[test]
+fn llama_cpp_gpt4o_cases() {
+    use super::super::PreTokenizer;
+
+    let json: Value =
+        serde_json::from_slice(&read(&fixtures_dir().join("gpt4o_cases.json"))).expect("cases JSON");
+    let strings = |key: &str| -> Vec<String> {
+        json[key].as_array().expect(key).iter().map(|t| t.as_str().unwrap().to_owned()).collect()
+    };
+    let (texts, randoms) = (strings("texts"), strings("random_texts"));
+    let vocab = shared_model("qwen3-vocab.gguf");
+    let with_special = EncodeOptions { add_special: false, parse_special: true };
+    let mut failures = Vec::new();
+    let mut checks = 0;
+    for (pre, cases) in json["ids"].as_object().expect("ids") {
+        let tokenizer = tokenizer_from_file_with_pre(&vocab, pre);
+        let cases = cases.as_array().unwrap();
+        assert_eq!(cases.len(), texts.len());
+        for (text, case) in texts.iter().zip(cases) {
+            for (field, options) in [("ids", with_special), ("ids_no_special", WITHOUT_SPECIAL)] {
+                let (got, expected) = (tokenizer.encode(text, options), ids(&case[field]));
+                if got != expected {
+                    failures.push(format!(
+                        "{pre} {field} {text:?}:\n  got       {got:?}\n  llama.cpp {expected:?}"
+                    ));
+                }
+            }
+            let options = DecodeOptions { remove_special: false, render_special: false };
+            let decoded = hex(&tokenizer.decode_bytes(&ids(&case["ids"]), options));
+            if decoded != case["decoded_hex"].as_str().unwrap() {
+                failures
+                    .push(format!("{pre} decode {text:?}: got {decoded}, llama.cpp {}", case["decoded_hex"]));
+            }
+            checks += 3;
+        }
+        if pre == "gpt-4o" {
+            for (text, expected) in randoms.iter().zip(json["random_ids"].as_array().unwrap()) {
+                let (got, expected) = (tokenizer.encode(text, with_special), ids(expected));
+                if got != expected {
+                    failures.push(format!("{pre} {text:?}:\n  got       {got:?}\n  llama.cpp {expected:?}"));
+                }
+                checks += 1;
+            }
+        }
+    }
+    let lengths = json["word_lengths"].as_array().unwrap();
+    assert_eq!(lengths.len(), randoms.len());
+    for (text, expected) in randoms.iter().zip(lengths) {
+        let expected: Vec<usize> =
+            expected.as_array().unwrap().iter().map(|n| n.as_u64().unwrap() as usize).collect();
+        let got: Vec<usize> = PreTokenizer::Gpt4o.split(text).into_iter().map(|r| r.len()).collect();
+        if got != expected {
+            failures.push(format!("split {text:?}: got {got:?}, llama.cpp {expected:?}"));
+        }
+        checks += 1;
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {checks} differ from llama.cpp:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+    eprintln!("{checks} checks equal llama.cpp's");
 }

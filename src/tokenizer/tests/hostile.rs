@@ -112,6 +112,19 @@ fn unsupported_model_and_pre_tokenizer() {
 }
 
 #[test]
+fn chatglm_names_have_no_default_bos() {
+    let v = SmallVocab::byte_level(&[], &[]);
+    // Byte-level BPE defaults BOS and EOS to token 11; llama.cpp drops the BOS default for GLM.
+    let bos = |pre| build(TokenizerSpec { pre: Some(pre), ..v.spec() }).unwrap().bos();
+    assert_eq!(bos("gpt-4o"), Some(11));
+    for pre in ["chatglm-bpe", "glm4", "glm5"] {
+        assert_eq!(bos(pre), None, "{pre}");
+        let spec = TokenizerSpec { pre: Some(pre), ..v.spec() };
+        assert_eq!(build(spec).unwrap().eos(), Some(11), "{pre}");
+    }
+}
+
+#[test]
 fn nan_scores_and_odd_types_do_not_panic() {
     let tokens: Vec<String> = ["<unk>", "<s>", "</s>", "▁", "a", "b", "ab", "▁a"].map(String::from).to_vec();
     let types = [2, 3, 3, 1, 1, 1, 99, -5];
