@@ -59,9 +59,6 @@ def main():
         "//! Lattice grids of the 1-, 2- and 3-bit i-quants, as ggml-common.h stores them: entry `i`",
         "//! holds its levels in little-endian byte order (element `j` in byte `j`).",
         "",
-        "// Not every table has its weight type wired yet.",
-        "#![allow(dead_code)]",
-        "",
     ]
     for name, cls, width, ggml_name, doc in GRIDS:
         ty, digits, per_line = ("u64", 16, 4) if width == 8 else ("u32", 8, 8)

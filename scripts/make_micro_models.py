@@ -27,10 +27,11 @@ Architectures:
            on their non-linear table, f16 scales near what llama-quantize gives random
            weights, random 6-bit group scales for IQ4_XS: gguf.quants cannot quantize these
            types), for the i-quant kernels against llama.cpp.
-  llama-iq2_xxs, llama-iq2_xs, llama-iq2_s, llama-iq3_xxs, llama-iq3_s  Llama with every
-           matrix in one of the lattice
-           i-quants: random bytes (every grid index, sign and sub-block scale) after an f16 d
-           chosen so the weights' std is near 0.02 (gguf.quants cannot quantize these types).
+  llama-iq2_xxs, llama-iq2_xs, llama-iq2_s, llama-iq3_xxs, llama-iq3_s, llama-iq1_s,
+  llama-iq1_m  Llama with every matrix in one of the lattice
+           i-quants: random bytes (every grid index, sign and sub-block scale) with an f16 d
+           chosen so the weights' std is near 0.02 (gguf.quants cannot quantize these types;
+           IQ1_M keeps its d in the top nibbles of its scale words).
   llama-llama3  Llama 3.x's layout: the llama-bpe pre-tokenizer on this vocabulary, RoPE base
            500000 with a `rope_freqs` tensor of per-dimension divisors (as llama.cpp's converter
            writes for Llama 3.1+); file llama-micro-llama3.gguf.
@@ -57,6 +58,8 @@ LATTICE = {
     Q.IQ3_S: (108, 0.00014),
     Q.IQ2_XS: (72, 0.00036),
     Q.IQ2_S: (80, 0.00036),
+    Q.IQ1_S: (48, 0.0028),
+    Q.IQ1_M: (56, 0.0028),  # all 56 bytes random, then d into the scale words' top nibbles
 }
 REPO = Path(__file__).resolve().parent.parent
 TOKENIZER_SOURCE = REPO / "tests" / "fixtures" / "models" / "qwen3-micro-q4_0.gguf"
@@ -136,7 +139,12 @@ def write_model(path, rng, reader, arch, layers, rope_base, biases, fused=False,
             blocks = rows * cols // 256
             d = rng.uniform(0.8 * d_center, 1.2 * d_center, size=(blocks, 1)).astype("<f2").view(np.uint8)
             data = np.concatenate([d, rng.integers(0, 256, size=(blocks, rest), dtype=np.uint8)], axis=1)
-            writer.add_tensor(name, data.reshape(rows, cols // 256 * (2 + rest)), raw_dtype=qtype)
+            if qtype == Q.IQ1_M:  # d goes into the top nibbles of the four u16 scale words
+                words = data[:, 2 + 48 :].copy().view("<u2")
+                nibbles = (data[:, :2].copy().view("<u2") >> (4 * np.arange(4, dtype=np.uint16))) & 0xF
+                words[:] = (words & 0x0FFF) | (nibbles << 12)
+                data = np.concatenate([data[:, 2 : 2 + 48], words.view(np.uint8)], axis=1)
+            writer.add_tensor(name, data.reshape(rows, -1), raw_dtype=qtype)
             return
         x = rng.standard_normal((rows, cols), dtype=np.float32) * np.float32(0.02)
         writer.add_tensor(name, quantize(x, Q.Q8_0), raw_dtype=Q.Q8_0)
@@ -192,6 +200,8 @@ MODELS = {
     "llama-iq3_s": (2, 10_000.0, False, False, Q.IQ3_S),
     "llama-iq2_xs": (2, 10_000.0, False, False, Q.IQ2_XS),
     "llama-iq2_s": (2, 10_000.0, False, False, Q.IQ2_S),
+    "llama-iq1_s": (2, 10_000.0, False, False, Q.IQ1_S),
+    "llama-iq1_m": (2, 10_000.0, False, False, Q.IQ1_M),
     "llama-llama3": (2, 500_000.0, False, False, Q.Q8_0, True),
 }
 

@@ -62,12 +62,34 @@ FORMATS = {
     "iq3_s": (T.IQ3_S, None),
     "iq2_xs": (T.IQ2_XS, None),
     "iq2_s": (T.IQ2_S, None),
+    "iq1_s": (T.IQ1_S, None),
+    "iq1_m": (T.IQ1_M, None),
 }
 
 # The lattice i-quants: block bytes after the leading f16 d, and each type's own seed (so the
 # fixtures written before stay as they were). Random bytes cover every grid index, sign and
 # scale; the f16 d is set to a sane value.
-LATTICE = {T.IQ2_XXS: (64, 6), T.IQ3_XXS: (96, 7), T.IQ3_S: (108, 8), T.IQ2_XS: (72, 9), T.IQ2_S: (80, 10)}
+LATTICE = {
+    T.IQ2_XXS: (64, 6),
+    T.IQ3_XXS: (96, 7),
+    T.IQ3_S: (108, 8),
+    T.IQ2_XS: (72, 9),
+    T.IQ2_S: (80, 10),
+    T.IQ1_S: (48, 11),
+    T.IQ1_M: (56, 12),  # no leading d: its f16 goes into the top nibbles of the last 8 bytes
+}
+
+
+def iq1_m_with_d(raw: np.ndarray, d_bytes: np.ndarray) -> np.ndarray:
+    """IQ1_M blocks from 56 random bytes each, the f16 `d` spread over the top nibbles of the
+    four u16 scale words (bytes 48..56), as ggml stores it."""
+    words = raw[:, 48:56].copy().view("<u2")
+    bits = d_bytes.copy().view("<u2").reshape(-1, 1)
+    nibbles = (bits >> (4 * np.arange(4, dtype=np.uint16))) & 0xF
+    words[:] = (words & 0x0FFF) | (nibbles << 12)
+    out = raw.copy()
+    out[:, 48:56] = words.view(np.uint8)
+    return out
 
 
 def write_fixture(path: Path, qtype: T, rows: int, row_len: int, data: np.ndarray, values: np.ndarray):
@@ -123,6 +145,8 @@ def random_fixture(name: str, qtype: T, rng: np.random.Generator, out: Path):
         rng = np.random.default_rng(seed)
         n_blocks = 3
         data = np.concatenate([f16_bytes(rng, n_blocks, 1e-3, 0.1), rng.integers(0, 256, size=(n_blocks, rest), dtype=np.uint8)], axis=1)
+        if qtype == T.IQ1_M:
+            data = iq1_m_with_d(data[:, 2:], data[:, :2])
         row_len = n_blocks * QK_K
     elif qtype in (T.Q2_K, T.Q3_K, T.Q4_K, T.Q5_K, T.Q6_K):
         n_blocks = 4

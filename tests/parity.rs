@@ -268,6 +268,8 @@ fn micro_models_of_other_architectures_match_llama_cpp() {
         "llama-micro-iq3_s",
         "llama-micro-iq2_xs",
         "llama-micro-iq2_s",
+        "llama-micro-iq1_s",
+        "llama-micro-iq1_m",
         "llama-micro-llama3",
     ];
     for (name, tolerance) in goldens.map(|name| (name, 1e-4)) {

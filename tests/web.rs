@@ -186,8 +186,8 @@ fn engine_logits_match_llama_cpp_with_simd128() {
 /// (Q/K/V biases), SmolLM3 (no RoPE in layer 3), Phi-3 (fused QKV and gate/up, LongRoPE's short
 /// factors, whitespace stripped after special tokens), Gemma 2 (soft caps, alternate
 /// sliding-window layers) within the 8-bit tolerance of 0.02; IQ4_NL and IQ4_XS (SIMD128 table
-/// lookups) and the lattice i-quants IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S within the 4-bit
-/// tolerance of 0.1.
+/// lookups) and the lattice i-quants IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M
+/// within the 4-bit tolerance of 0.1.
 /// Four golden prompts of 8 steps each.
 #[wasm_bindgen_test]
 fn micro_files_of_other_architectures_and_types_match_llama_cpp_in_the_browser() {
@@ -213,6 +213,8 @@ fn micro_files_of_other_architectures_and_types_match_llama_cpp_in_the_browser()
         micro!("llama-micro-iq3_s", 0.1),
         micro!("llama-micro-iq2_xs", 0.1),
         micro!("llama-micro-iq2_s", 0.1),
+        micro!("llama-micro-iq1_s", 0.1),
+        micro!("llama-micro-iq1_m", 0.1),
     ];
     for (name, file, golden, tolerance) in files {
         assert_eq!(assert_follows_golden(file, golden, tolerance), 32, "{name}");

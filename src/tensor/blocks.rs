@@ -230,6 +230,45 @@ pub struct BlockIq2S {
     pub scales: [u8; QK_K / 32],
 }
 
+/// IQ1_S: 256 weights in eight groups of 32, each run of 8 one entry of the ternary
+/// [`IQ1S_GRID`](super::iq_grids::IQ1S_GRID) (levels -1, 0, 1): index `qs[i]` plus 3 high bits
+/// from the group's little-endian u16 `qh[g]`, whose bits 12..15 also hold a 3-bit scale `s` and
+/// the sign of a shift `δ = ±1/8`; weight `d · (2s + 1) · (level + δ)`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct BlockIq1S {
+    pub d: F16Le,
+    pub qs: [u8; QK_K / 8],
+    pub qh: [u8; QK_K / 16],
+}
+
+/// IQ1_M: IQ1_S's grid with 3 high index bits and the shift's sign per 8 weights (a nibble of
+/// `qh`), a 3-bit scale per 16 weights in `scales`, and the block's f16 `d` spread over the top
+/// nibbles of the four u16 of `scales`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct BlockIq1M {
+    pub qs: [u8; QK_K / 8],
+    pub qh: [u8; QK_K / 16],
+    pub scales: [u8; QK_K / 32],
+}
+
+impl BlockIq1M {
+    /// The four little-endian u16 of `scales`.
+    #[inline(always)]
+    pub fn scale_words(&self) -> [u16; 4] {
+        std::array::from_fn(|w| u16::from_le_bytes([self.scales[2 * w], self.scales[2 * w + 1]]))
+    }
+
+    /// The block's f16 scale, assembled from the top nibbles of the scale words.
+    #[inline(always)]
+    pub fn d(&self) -> F16Le {
+        let [s0, s1, s2, s3] = self.scale_words();
+        let bits = (s0 >> 12) | ((s1 >> 8) & 0x00F0) | ((s2 >> 4) & 0x0F00) | (s3 & 0xF000);
+        F16Le(bits.to_le_bytes())
+    }
+}
+
 /// IQ3_XXS: 256 weights in eight groups of 32. `qs` holds 64 indices into
 /// [`IQ3XXS_GRID`](super::iq_grids::IQ3XXS_GRID) (4 levels each, 8 per group), then one
 /// little-endian u32 per group: four 7-bit sign indices and a 4-bit scale `ls` on top; weight
@@ -262,6 +301,8 @@ const _: () = assert!(size_of::<BlockIq3Xxs>() == 98);
 const _: () = assert!(size_of::<BlockIq3S>() == 110);
 const _: () = assert!(size_of::<BlockIq2Xs>() == 74);
 const _: () = assert!(size_of::<BlockIq2S>() == 82);
+const _: () = assert!(size_of::<BlockIq1S>() == 50);
+const _: () = assert!(size_of::<BlockIq1M>() == 56);
 const _: () = assert!(size_of::<BlockQ4_0>() == 18);
 const _: () = assert!(size_of::<BlockQ4_1>() == 20);
 const _: () = assert!(size_of::<BlockQ5_0>() == 22);
@@ -293,6 +334,8 @@ unsafe impl PlainBytes for BlockIq3Xxs {}
 unsafe impl PlainBytes for BlockIq3S {}
 unsafe impl PlainBytes for BlockIq2Xs {}
 unsafe impl PlainBytes for BlockIq2S {}
+unsafe impl PlainBytes for BlockIq1S {}
+unsafe impl PlainBytes for BlockIq1M {}
 unsafe impl PlainBytes for BlockQ4_1 {}
 unsafe impl PlainBytes for BlockQ5_0 {}
 unsafe impl PlainBytes for BlockQ5_1 {}
@@ -313,6 +356,7 @@ const _: () = assert!(align_of::<BlockQ6K>() == 1);
 const _: () =
     assert!(align_of::<BlockIq2Xxs>() == 1 && align_of::<BlockIq3Xxs>() == 1 && align_of::<BlockIq3S>() == 1);
 const _: () = assert!(align_of::<BlockIq2Xs>() == 1 && align_of::<BlockIq2S>() == 1);
+const _: () = assert!(align_of::<BlockIq1S>() == 1 && align_of::<BlockIq1M>() == 1);
 
 /// Views `bytes` as whole blocks without copying; the length must be a multiple of the block size.
 pub fn cast_blocks<B: PlainBytes>(bytes: &[u8]) -> Result<&[B], TensorError> {

@@ -29,10 +29,12 @@ pub enum WeightType {
     IQ3_S,
     IQ2_XS,
     IQ2_S,
+    IQ1_S,
+    IQ1_M,
 }
 
 impl WeightType {
-    pub const ALL: [WeightType; 20] = [
+    pub const ALL: [WeightType; 22] = [
         Self::F32,
         Self::F16,
         Self::BF16,
@@ -53,6 +55,8 @@ impl WeightType {
         Self::IQ3_S,
         Self::IQ2_XS,
         Self::IQ2_S,
+        Self::IQ1_S,
+        Self::IQ1_M,
     ];
 
     /// The `ggml_type` number used in GGUF tensor infos.
@@ -77,6 +81,8 @@ impl WeightType {
             Self::IQ3_S => 21,
             Self::IQ2_XS => 17,
             Self::IQ2_S => 22,
+            Self::IQ1_S => 19,
+            Self::IQ1_M => 29,
             Self::BF16 => 30,
         }
     }
@@ -99,10 +105,12 @@ impl WeightType {
             16 => Self::IQ2_XXS,
             17 => Self::IQ2_XS,
             18 => Self::IQ3_XXS,
+            19 => Self::IQ1_S,
             20 => Self::IQ4_NL,
             21 => Self::IQ3_S,
             22 => Self::IQ2_S,
             23 => Self::IQ4_XS,
+            29 => Self::IQ1_M,
             30 => Self::BF16,
             _ => return None,
         })
@@ -130,6 +138,8 @@ impl WeightType {
             Self::IQ3_S => "IQ3_S",
             Self::IQ2_XS => "IQ2_XS",
             Self::IQ2_S => "IQ2_S",
+            Self::IQ1_S => "IQ1_S",
+            Self::IQ1_M => "IQ1_M",
         }
     }
 
@@ -148,7 +158,9 @@ impl WeightType {
             | Self::IQ3_XXS
             | Self::IQ3_S
             | Self::IQ2_XS
-            | Self::IQ2_S => QK_K,
+            | Self::IQ2_S
+            | Self::IQ1_S
+            | Self::IQ1_M => QK_K,
         }
     }
 
@@ -173,6 +185,8 @@ impl WeightType {
             Self::IQ3_S => 110,
             Self::IQ2_XS => 74,
             Self::IQ2_S => 82,
+            Self::IQ1_S => 50,
+            Self::IQ1_M => 56,
         }
     }
 
@@ -195,7 +209,9 @@ impl WeightType {
             | Self::IQ3_XXS
             | Self::IQ3_S
             | Self::IQ2_XS
-            | Self::IQ2_S => ActivationType::Q8_K,
+            | Self::IQ2_S
+            | Self::IQ1_S
+            | Self::IQ1_M => ActivationType::Q8_K,
         }
     }
 
@@ -360,6 +376,14 @@ macro_rules! with_weight_format {
             }
             Wt::IQ2_S => {
                 type $W = $crate::tensor::BlockIq2S;
+                $body
+            }
+            Wt::IQ1_S => {
+                type $W = $crate::tensor::BlockIq1S;
+                $body
+            }
+            Wt::IQ1_M => {
+                type $W = $crate::tensor::BlockIq1M;
                 $body
             }
         }

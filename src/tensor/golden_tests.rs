@@ -58,6 +58,8 @@ const FIXTURES: &[(&str, &[u8])] = &[
     fixture!("iq3_s_random"),
     fixture!("iq2_xs_random"),
     fixture!("iq2_s_random"),
+    fixture!("iq1_s_random"),
+    fixture!("iq1_m_random"),
 ];
 
 fn load(name: &str, bytes: &[u8]) -> (WeightType, Fixture) {
@@ -91,6 +93,8 @@ fn every_weight_type_has_random_and_real_fixtures() {
                 | WeightType::IQ3_S
                 | WeightType::IQ2_XS
                 | WeightType::IQ2_S
+                | WeightType::IQ1_S
+                | WeightType::IQ1_M
         ) {
             1
         } else {

@@ -4,9 +4,6 @@
 //! Lattice grids of the 1-, 2- and 3-bit i-quants, as ggml-common.h stores them: entry `i`
 //! holds its levels in little-endian byte order (element `j` in byte `j`).
 
-// Not every table has its weight type wired yet.
-#![allow(dead_code)]
-
 /// ggml's `iq2xxs_grid`. IQ2_XXS: 256 entries of 8 levels in {8, 25, 43}.
 #[rustfmt::skip]
 pub static IQ2XXS_GRID: [u64; 256] = [

@@ -1,6 +1,6 @@
 //! The lattice i-quants: 256 weights per block, each run of 4 or 8 weights one entry of a fixed
 //! grid of level vectors (`iq_grids.rs`), with signs and small odd sub-block scales. Here:
-//! IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS and IQ3_S, with their dequantization (bit-exact with ggml's
+//! IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S and IQ1_M, with their dequantization (bit-exact with ggml's
 //! `dequantize_row_*`) and scalar dots with Q8_K activations in two orders:
 //!
 //! * ggml's AVX2 kernels (`ggml_vec_dot_*_q8_K`, one activation row): per block eight exact
@@ -14,16 +14,20 @@
 //!
 //! Every block is first unpacked to its 256 signed integer levels and 16 per-16 scales
 //! ([`Unpacked`]); the integer sums of both orders are exact, so they differ only in where the
-//! float multiply-adds happen.
+//! float multiply-adds happen. IQ1_S and IQ1_M, whose levels are a ternary grid value `g` plus
+//! a shift `δ = ±1/8`, unpack to the integers `8g ± 1` (as the tiled kernel stores them, `d/8`
+//! scaling them); their AVX2 kernels sum the grid and the shifts apart ([`dot_iq1_s`],
+//! [`dot_iq1_m`]).
 
 use std::mem::size_of;
 
 use super::blocks::{
-    BlockIq2S, BlockIq2Xs, BlockIq2Xxs, BlockIq3S, BlockIq3Xxs, BlockQ8K, F16Le, QK_K, whole_blocks,
+    BlockIq1M, BlockIq1S, BlockIq2S, BlockIq2Xs, BlockIq2Xxs, BlockIq3S, BlockIq3Xxs, BlockQ8K, F16Le, QK_K,
+    whole_blocks,
 };
 use super::float::fma;
 use super::format::{QuantFormat, ROW_GROUP, WeightType};
-use super::iq_grids::{IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID, IQ3S_GRID, IQ3XXS_GRID, KSIGNS_IQ2XS};
+use super::iq_grids::{IQ1S_GRID, IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID, IQ3S_GRID, IQ3XXS_GRID, KSIGNS_IQ2XS};
 use super::kernels::active;
 use super::legacy::hsum8;
 
@@ -139,6 +143,79 @@ impl Lattice for BlockIq2S {
     }
 }
 
+/// The 8 ternary levels of IQ1S_GRID entry `index` as `8g + δ` with `δ = delta` (±1).
+#[inline(always)]
+fn ternary8(index: usize, delta: i8) -> [i8; 8] {
+    IQ1S_GRID[index].to_le_bytes().map(|g| 8 * (g as i8) + delta)
+}
+
+impl Lattice for BlockIq1S {
+    const FACTOR: f32 = 0.125;
+
+    fn d(&self) -> F16Le {
+        self.d
+    }
+
+    #[inline(always)]
+    fn unpack(&self) -> Unpacked {
+        let mut out = Unpacked { levels: [0; QK_K], scales: [0; QK_K / 16] };
+        for (g, levels) in out.levels.chunks_exact_mut(32).enumerate() {
+            let (high, delta) = iq1_s_group(self, g);
+            let scale = 2 * i32::from((high >> 12) & 7) + 1;
+            out.scales[2 * g] = scale;
+            out.scales[2 * g + 1] = scale;
+            for (l, eight) in levels.chunks_exact_mut(8).enumerate() {
+                let index = usize::from(self.qs[4 * g + l]) | usize::from((high >> (3 * l)) & 7) << 8;
+                eight.copy_from_slice(&ternary8(index, delta));
+            }
+        }
+        out
+    }
+}
+
+/// Group `g`'s u16 of IQ1_S's `qh` (3 high index bits per 8, scale, shift sign) and its shift.
+#[inline(always)]
+fn iq1_s_group(block: &BlockIq1S, g: usize) -> (u16, i8) {
+    let high = u16::from_le_bytes([block.qh[2 * g], block.qh[2 * g + 1]]);
+    (high, if high & 0x8000 != 0 { -1 } else { 1 })
+}
+
+/// IQ1_M's grid index and shift sign of each 8 weights of group `g` (one nibble of `qh` each).
+#[inline(always)]
+fn iq1_m_indices(block: &BlockIq1M, g: usize) -> [(usize, i8); 4] {
+    std::array::from_fn(|l| {
+        let nibble = block.qh[2 * g + l / 2] >> (4 * (l % 2));
+        let index = usize::from(block.qs[4 * g + l]) | usize::from(nibble & 7) << 8;
+        (index, if nibble & 8 != 0 { -1 } else { 1 })
+    })
+}
+
+/// IQ1_M's odd scales, one per 16 weights: 3 bits each, four to a u16 of `scales`.
+#[inline(always)]
+fn iq1_m_scales(block: &BlockIq1M) -> [i32; QK_K / 16] {
+    let words = block.scale_words();
+    std::array::from_fn(|i| 2 * i32::from((words[i / 4] >> (3 * (i % 4))) & 7) + 1)
+}
+
+impl Lattice for BlockIq1M {
+    const FACTOR: f32 = 0.125;
+
+    fn d(&self) -> F16Le {
+        BlockIq1M::d(self)
+    }
+
+    #[inline(always)]
+    fn unpack(&self) -> Unpacked {
+        let mut out = Unpacked { levels: [0; QK_K], scales: iq1_m_scales(self) };
+        for (g, levels) in out.levels.chunks_exact_mut(32).enumerate() {
+            for (eight, (index, delta)) in levels.chunks_exact_mut(8).zip(iq1_m_indices(self, g)) {
+                eight.copy_from_slice(&ternary8(index, delta));
+            }
+        }
+        out
+    }
+}
+
 impl Lattice for BlockIq3Xxs {
     const FACTOR: f32 = 0.25;
 
@@ -191,9 +268,26 @@ impl Lattice for BlockIq3S {
     }
 }
 
-/// The scale ggml's dequantizers give each 16 weights of a block, in their own float order.
+/// The scale ggml's dequantizers give each 16 weights of a block, in their own float order, and
+/// what one unit of an unpacked level is worth (1/8 for IQ1's `8g ± 1`: `g ± 1/8` exactly).
 trait DequantScale: Lattice {
+    const LEVEL_UNIT: f32 = 1.0;
     fn dequant_scale(d: f32, odd_scale: i32) -> f32;
+}
+
+impl DequantScale for BlockIq1S {
+    const LEVEL_UNIT: f32 = 0.125;
+    // d · (2s + 1)
+    fn dequant_scale(d: f32, odd_scale: i32) -> f32 {
+        d * odd_scale as f32
+    }
+}
+
+impl DequantScale for BlockIq1M {
+    const LEVEL_UNIT: f32 = 0.125;
+    fn dequant_scale(d: f32, odd_scale: i32) -> f32 {
+        d * odd_scale as f32
+    }
 }
 
 impl DequantScale for BlockIq2Xxs {
@@ -238,7 +332,7 @@ fn dequantize_lattice<B: DequantScale + super::PlainBytes>(src: &[u8], dst: &mut
         {
             let db = B::dequant_scale(d, scale);
             for (o, &level) in out.iter_mut().zip(levels) {
-                *o = db * f32::from(level);
+                *o = db * (f32::from(level) * B::LEVEL_UNIT);
             }
         }
     }
@@ -309,6 +403,61 @@ pub(super) fn dot_iq2_s(x: &[BlockIq2S], y: &[BlockQ8K]) -> f32 {
     dot_avx2_order(x, y)
 }
 
+/// ggml's `ggml_vec_dot_iq1_s_q8_K` (AVX2): the ternary grid values in eight exact i32 lanes
+/// (scaled per 32) fused with `d·d_y` into eight f32 lanes; the shifts' sum `Σ_g ±s_g · Σ a` from
+/// the Q8_K group sums, fused with `d·d_y` into one f32; at the end `hsum + (1/8) · shifts`.
+pub(super) fn dot_iq1_s(x: &[BlockIq1S], y: &[BlockQ8K]) -> f32 {
+    let mut lanes = [0.0f32; 8];
+    let mut shifts = 0.0f32;
+    for (xb, yb) in x.iter().zip(y) {
+        let mut grid = xb.unpack();
+        let mut shift_sum = 0i32;
+        for g in 0..8 {
+            let (_, delta) = iq1_s_group(xb, g);
+            let a_sum = i32::from(yb.bsums[2 * g]) + i32::from(yb.bsums[2 * g + 1]);
+            shift_sum += a_sum * i32::from(delta) * grid.scales[2 * g];
+            for level in &mut grid.levels[32 * g..32 * g + 32] {
+                *level = (*level - delta) / 8; // back to the grid value g
+            }
+        }
+        let ints = avx2_lanes(&grid, &yb.qs);
+        let d = yb.d * xb.d.to_f32();
+        for (lane, int) in lanes.iter_mut().zip(ints) {
+            *lane = fma(d, int as f32, *lane);
+        }
+        shifts = fma(d, shift_sum as f32, shifts);
+    }
+    hsum8(&lanes) + 0.125 * shifts
+}
+
+/// ggml's `ggml_vec_dot_iq1_m_q8_K` (AVX2): the grid values and the shifts (±1 per 8) in two
+/// sets of eight exact i32 lanes (scaled per 16), each fused with `d·d_y` into its own eight f32
+/// lanes; at the end `hsum(grid) + hsum(shifts) · 1/8`, fused.
+pub(super) fn dot_iq1_m(x: &[BlockIq1M], y: &[BlockQ8K]) -> f32 {
+    let mut grid_lanes = [0.0f32; 8];
+    let mut shift_lanes = [0.0f32; 8];
+    for (xb, yb) in x.iter().zip(y) {
+        let mut grid = Unpacked { levels: [0; QK_K], scales: iq1_m_scales(xb) };
+        let mut shifts = Unpacked { levels: [0; QK_K], scales: grid.scales };
+        for g in 0..8 {
+            for (l, (index, delta)) in iq1_m_indices(xb, g).into_iter().enumerate() {
+                let at = 32 * g + 8 * l;
+                grid.levels[at..at + 8].copy_from_slice(&IQ1S_GRID[index].to_le_bytes().map(|v| v as i8));
+                shifts.levels[at..at + 8].fill(delta);
+            }
+        }
+        let d = yb.d * xb.d().to_f32();
+        for (lanes, ints) in
+            [(&mut grid_lanes, avx2_lanes(&grid, &yb.qs)), (&mut shift_lanes, avx2_lanes(&shifts, &yb.qs))]
+        {
+            for (lane, int) in lanes.iter_mut().zip(ints) {
+                *lane = fma(d, int as f32, *lane);
+            }
+        }
+    }
+    fma(hsum8(&shift_lanes), 0.125, hsum8(&grid_lanes))
+}
+
 pub(super) fn dot_iq3_xxs(x: &[BlockIq3Xxs], y: &[BlockQ8K]) -> f32 {
     dot_avx2_order(x, y)
 }
@@ -353,6 +502,8 @@ lattice_format! {
     BlockIq3S: IQ3_S, dot_iq3_s, dot_iq3_s_group;
     BlockIq2Xs: IQ2_XS, dot_iq2_xs, dot_iq2_xs_group;
     BlockIq2S: IQ2_S, dot_iq2_s, dot_iq2_s_group;
+    BlockIq1S: IQ1_S, dot_iq1_s, dot_iq1_s_group;
+    BlockIq1M: IQ1_M, dot_iq1_m, dot_iq1_m_group;
 }
 
 #[cfg(test)]

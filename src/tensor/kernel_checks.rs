@@ -19,7 +19,7 @@ pub fn check_kernels_match_scalar() -> Result<(), String> {
 
     let mut rng = SplitMix(0x5EED);
     type ScalarAndSimd = fn(&[u8], &QuantizedActivations) -> (f32, f32);
-    let checks: [(WeightType, ScalarAndSimd); 18] = [
+    let checks: [(WeightType, ScalarAndSimd); 20] = [
         (WeightType::Q8_0, |w, q| pair(w, q, scalar::dot_q8_0, active::dot_q8_0)),
         (WeightType::Q4_0, |w, q| pair(w, q, scalar::dot_q4_0, active::dot_q4_0)),
         (WeightType::Q4_1, |w, q| pair(w, q, scalar::dot_q4_1, active::dot_q4_1)),
@@ -32,6 +32,8 @@ pub fn check_kernels_match_scalar() -> Result<(), String> {
         (WeightType::IQ3_S, |w, q| pair(w, q, scalar::dot_iq3_s, active::dot_iq3_s)),
         (WeightType::IQ2_XS, |w, q| pair(w, q, scalar::dot_iq2_xs, active::dot_iq2_xs)),
         (WeightType::IQ2_S, |w, q| pair(w, q, scalar::dot_iq2_s, active::dot_iq2_s)),
+        (WeightType::IQ1_S, |w, q| pair(w, q, scalar::dot_iq1_s, active::dot_iq1_s)),
+        (WeightType::IQ1_M, |w, q| pair(w, q, scalar::dot_iq1_m, active::dot_iq1_m)),
         (WeightType::Q4_K, |w, q| pair(w, q, scalar::dot_q4_k, active::dot_q4_k)),
         (WeightType::Q5_K, |w, q| pair(w, q, scalar::dot_q5_k, active::dot_q5_k)),
         (WeightType::Q6_K, |w, q| pair(w, q, scalar::dot_q6_k, active::dot_q6_k)),
@@ -178,6 +180,8 @@ fn check_row_groups() -> Result<(), String> {
         WeightType::IQ3_S,
         WeightType::IQ2_XS,
         WeightType::IQ2_S,
+        WeightType::IQ1_S,
+        WeightType::IQ1_M,
         WeightType::Q4_K,
         WeightType::Q5_K,
         WeightType::Q6_K,
@@ -248,7 +252,7 @@ impl SplitMix {
         let mut out: Vec<u8> = (0..len).map(|_| self.next() as u8).collect();
         let scale_offsets: &[usize] = match weight_type {
             W::Q8_0 | W::Q4_0 | W::Q5_0 | W::Q4_1 | W::Q5_1 | W::Q4_K | W::Q5_K | W::IQ4_NL => &[0, 2],
-            W::IQ4_XS | W::IQ2_XXS | W::IQ3_XXS | W::IQ3_S | W::IQ2_XS | W::IQ2_S => &[0],
+            W::IQ4_XS | W::IQ2_XXS | W::IQ3_XXS | W::IQ3_S | W::IQ2_XS | W::IQ2_S | W::IQ1_S => &[0],
             W::Q6_K => &[208],
             _ => &[],
         };
@@ -263,6 +267,17 @@ impl SplitMix {
         } else if weight_type == W::BF16 {
             for chunk in out[1..].chunks_exact_mut(2) {
                 chunk.copy_from_slice(&half::bf16::from_f32(self.normal()).to_le_bytes());
+            }
+        }
+        if weight_type == W::IQ1_M {
+            // Its f16 scale is the top nibble of each of the four u16 at bytes 48..56.
+            for block in out[1..].chunks_exact_mut(weight_type.block_bytes()) {
+                let value = (0.001 + 0.05 * self.uniform()) * if self.next() & 1 == 0 { 1.0 } else { -1.0 };
+                let bits = half::f16::from_f32(value).to_bits();
+                for (w, word) in block[48..56].chunks_exact_mut(2).enumerate() {
+                    let low = u16::from_le_bytes([word[0], word[1]]) & 0x0FFF;
+                    word.copy_from_slice(&(low | ((bits >> (4 * w)) & 0xF) << 12).to_le_bytes());
+                }
             }
         }
         for block in out[1..].chunks_exact_mut(weight_type.block_bytes()) {

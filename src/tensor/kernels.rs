@@ -21,7 +21,7 @@
 pub(super) mod scalar {
     pub(in crate::tensor) use super::super::float::{dot_bf16, dot_f16, dot_f32};
     pub(in crate::tensor) use super::super::iq_lattice::{
-        dot_iq2_s, dot_iq2_xs, dot_iq2_xxs, dot_iq3_s, dot_iq3_xxs,
+        dot_iq1_m, dot_iq1_s, dot_iq2_s, dot_iq2_xs, dot_iq2_xxs, dot_iq3_s, dot_iq3_xxs,
     };
     pub(in crate::tensor) use super::super::iquants::{dot_iq4_nl, dot_iq4_xs};
     pub(in crate::tensor) use super::super::kquants::{dot_q4_k, dot_q5_k, dot_q6_k};
@@ -46,8 +46,9 @@ macro_rules! single_row_groups {
     () => {
         use super::super::activations::{BF16Activation, F16Activation};
         use super::super::blocks::{
-            BlockIq2S, BlockIq2Xs, BlockIq2Xxs, BlockIq3S, BlockIq3Xxs, BlockIq4Nl, BlockIq4Xs, BlockQ4_0,
-            BlockQ4_1, BlockQ4K, BlockQ5_0, BlockQ5_1, BlockQ6K, BlockQ8_0, BlockQ8_1, BlockQ8K,
+            BlockIq1M, BlockIq1S, BlockIq2S, BlockIq2Xs, BlockIq2Xxs, BlockIq3S, BlockIq3Xxs, BlockIq4Nl,
+            BlockIq4Xs, BlockQ4_0, BlockQ4_1, BlockQ4K, BlockQ5_0, BlockQ5_1, BlockQ6K, BlockQ8_0, BlockQ8_1,
+            BlockQ8K,
         };
         use super::super::format::ROW_GROUP;
         one_row_at_a_time! {
@@ -68,6 +69,8 @@ macro_rules! single_row_groups {
             dot_iq3_s_group = dot_iq3_s(BlockIq3S, BlockQ8K);
             dot_iq2_xs_group = dot_iq2_xs(BlockIq2Xs, BlockQ8K);
             dot_iq2_s_group = dot_iq2_s(BlockIq2S, BlockQ8K);
+            dot_iq1_s_group = dot_iq1_s(BlockIq1S, BlockQ8K);
+            dot_iq1_m_group = dot_iq1_m(BlockIq1M, BlockQ8K);
         }
     };
 }
@@ -82,8 +85,9 @@ pub(super) mod active {
         dot_q6_k_group, dot_q8_0, dot_q8_0_group,
     };
     pub(in crate::tensor) use super::super::simd128::{
-        dot_iq2_s, dot_iq2_s_group, dot_iq2_xs, dot_iq2_xs_group, dot_iq2_xxs, dot_iq2_xxs_group, dot_iq3_s,
-        dot_iq3_s_group, dot_iq3_xxs, dot_iq3_xxs_group,
+        dot_iq1_m, dot_iq1_m_group, dot_iq1_s, dot_iq1_s_group, dot_iq2_s, dot_iq2_s_group, dot_iq2_xs,
+        dot_iq2_xs_group, dot_iq2_xxs, dot_iq2_xxs_group, dot_iq3_s, dot_iq3_s_group, dot_iq3_xxs,
+        dot_iq3_xxs_group,
     };
 }
 
@@ -94,7 +98,9 @@ pub(super) mod active {
     pub(in crate::tensor) use super::scalar::{
         dot_bf16, dot_f16, dot_f32, dot_iq4_nl, dot_iq4_xs, dot_q4_k, dot_q5_1, dot_q5_k, dot_q6_k,
     };
-    pub(in crate::tensor) use super::scalar::{dot_iq2_s, dot_iq2_xs, dot_iq2_xxs, dot_iq3_s, dot_iq3_xxs};
+    pub(in crate::tensor) use super::scalar::{
+        dot_iq1_m, dot_iq1_s, dot_iq2_s, dot_iq2_xs, dot_iq2_xxs, dot_iq3_s, dot_iq3_xxs,
+    };
     single_row_groups!();
 }
 

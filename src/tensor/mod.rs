@@ -81,9 +81,9 @@ pub use activations::{
     ActivationData, ActivationFormat, ActivationType, BF16Activation, F16Activation, QuantizedActivations,
 };
 pub use blocks::{
-    BlockIq2S, BlockIq2Xs, BlockIq2Xxs, BlockIq3S, BlockIq3Xxs, BlockIq4Nl, BlockIq4Xs, BlockQ2K, BlockQ3K,
-    BlockQ4_0, BlockQ4_1, BlockQ4K, BlockQ5_0, BlockQ5_1, BlockQ5K, BlockQ6K, BlockQ8_0, BlockQ8_1, BlockQ8K,
-    F16Le, PlainBytes, QK_K, cast_blocks,
+    BlockIq1M, BlockIq1S, BlockIq2S, BlockIq2Xs, BlockIq2Xxs, BlockIq3S, BlockIq3Xxs, BlockIq4Nl, BlockIq4Xs,
+    BlockQ2K, BlockQ3K, BlockQ4_0, BlockQ4_1, BlockQ4K, BlockQ5_0, BlockQ5_1, BlockQ5K, BlockQ6K, BlockQ8_0,
+    BlockQ8_1, BlockQ8K, F16Le, PlainBytes, QK_K, cast_blocks,
 };
 pub use error::TensorError;
 pub use float::fma;

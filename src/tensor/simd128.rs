@@ -13,13 +13,13 @@
 use super::wasm_simd::*;
 
 use super::activations::{BF16Activation, F16Activation};
-use super::blocks::{BlockIq2S, BlockIq2Xs, BlockIq2Xxs, BlockIq3S, BlockIq3Xxs};
+use super::blocks::{BlockIq1M, BlockIq1S, BlockIq2S, BlockIq2Xs, BlockIq2Xxs, BlockIq3S, BlockIq3Xxs};
 use super::blocks::{
     BlockIq4Nl, BlockIq4Xs, BlockQ4_0, BlockQ4_1, BlockQ4K, BlockQ5_0, BlockQ5_1, BlockQ5K, BlockQ6K,
     BlockQ8_0, BlockQ8_1, BlockQ8K, F16Le, KVALUES_IQ4NL,
 };
 use super::format::ROW_GROUP;
-use super::iq_grids::{IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID, IQ3S_GRID, IQ3XXS_GRID, KSIGNS_IQ2XS};
+use super::iq_grids::{IQ1S_GRID, IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID, IQ3S_GRID, IQ3XXS_GRID, KSIGNS_IQ2XS};
 use super::iq_lattice::Lattice;
 use super::kquants::scales_and_mins_k4;
 
@@ -468,12 +468,12 @@ single_and_group! {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Lattice i-quants (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S)
+// Lattice i-quants (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M)
 //
 // Per 32 weights: four grid entries of 8 levels (or eight of 4) loaded as two vectors, the
 // sign bits spread into lane masks, the dot of each 16 with the activations exact in i32
 // lanes times its odd scale; per block one f32 multiply-add with `d·d_y`, and the type's
-// constant factor once at the end.
+// constant factor once at the end. IQ1_S/IQ1_M levels are taken as `8g ± 1` (factor 1/8).
 
 /// 16 bytes of 0xFF where bit `j % 8` of `low` (lanes 0..8) or `high` (lanes 8..16) is set.
 #[inline(always)]
@@ -616,12 +616,56 @@ fn iq3_s_rows<const R: usize>(x: &[BlockIq3S], rows: [&[BlockQ8K]; R]) -> [f32; 
     })
 }
 
+/// 16 IQ1 levels `8g + δ` from two ternary grid entries and their shifts (±1).
+#[inline(always)]
+fn ternary16(entries: [u64; 2], deltas: [i8; 2]) -> Quants16 {
+    let spread = |delta: i8| u64::from_le_bytes([delta as u8; 8]);
+    let grid = u64x2(entries[0], entries[1]);
+    signed_quants(i8x16_add(i8x16_shl(grid, 3), u64x2(spread(deltas[0]), spread(deltas[1]))))
+}
+
+#[inline(always)]
+fn iq1_s_rows<const R: usize>(x: &[BlockIq1S], rows: [&[BlockQ8K]; R]) -> [f32; R] {
+    lattice_rows(x, rows, |xb, g| {
+        let high = u16::from_le_bytes([xb.qh[2 * g], xb.qh[2 * g + 1]]);
+        let delta = if high & 0x8000 != 0 { -1 } else { 1 };
+        let entries: [u64; 4] = std::array::from_fn(|l| {
+            IQ1S_GRID[usize::from(xb.qs[4 * g + l]) | usize::from((high >> (3 * l)) & 7) << 8]
+        });
+        let halves = [
+            ternary16([entries[0], entries[1]], [delta; 2]),
+            ternary16([entries[2], entries[3]], [delta; 2]),
+        ];
+        (halves, [2 * i32::from((high >> 12) & 7) + 1; 2])
+    })
+}
+
+#[inline(always)]
+fn iq1_m_rows<const R: usize>(x: &[BlockIq1M], rows: [&[BlockQ8K]; R]) -> [f32; R] {
+    lattice_rows(x, rows, |xb, g| {
+        let words = xb.scale_words();
+        let word = words[g / 2] >> (6 * (g % 2));
+        let nibbles: [u8; 4] = std::array::from_fn(|l| xb.qh[2 * g + l / 2] >> (4 * (l % 2)));
+        let entries: [u64; 4] = std::array::from_fn(|l| {
+            IQ1S_GRID[usize::from(xb.qs[4 * g + l]) | usize::from(nibbles[l] & 7) << 8]
+        });
+        let deltas: [i8; 4] = nibbles.map(|n| if n & 8 != 0 { -1 } else { 1 });
+        let halves = [
+            ternary16([entries[0], entries[1]], [deltas[0], deltas[1]]),
+            ternary16([entries[2], entries[3]], [deltas[2], deltas[3]]),
+        ];
+        (halves, [2 * i32::from(word & 7) + 1, 2 * i32::from((word >> 3) & 7) + 1])
+    })
+}
+
 single_and_group! {
     iq2_xxs_rows: dot_iq2_xxs, dot_iq2_xxs_group(BlockIq2Xxs, BlockQ8K);
     iq3_xxs_rows: dot_iq3_xxs, dot_iq3_xxs_group(BlockIq3Xxs, BlockQ8K);
     iq3_s_rows: dot_iq3_s, dot_iq3_s_group(BlockIq3S, BlockQ8K);
     iq2_xs_rows: dot_iq2_xs, dot_iq2_xs_group(BlockIq2Xs, BlockQ8K);
     iq2_s_rows: dot_iq2_s, dot_iq2_s_group(BlockIq2S, BlockQ8K);
+    iq1_s_rows: dot_iq1_s, dot_iq1_s_group(BlockIq1S, BlockQ8K);
+    iq1_m_rows: dot_iq1_m, dot_iq1_m_group(BlockIq1M, BlockQ8K);
 }
 
 // ---------------------------------------------------------------------------------------------

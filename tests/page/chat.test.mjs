@@ -295,6 +295,8 @@ pageSuite('chat with other models', () => {
     'llama-micro-iq3_s.gguf',
     'llama-micro-iq2_xs.gguf',
     'llama-micro-iq2_s.gguf',
+    'llama-micro-iq1_s.gguf',
+    'llama-micro-iq1_m.gguf',
     'llama-micro-llama3.gguf',
   ]) {
     test(`${file} chats with the template from its file`, async () => {
