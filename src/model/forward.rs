@@ -16,7 +16,7 @@ use super::kv_cache::KvCache;
 use super::ops::{add_in_place, apply_rope, geglu, rms_norm, rms_norm_in_place, rope_table, swiglu};
 use super::weights::{LayerWeights, Matrix};
 use crate::parallel;
-use crate::tensor::{MatmulOperand, QuantizedActivations, dequantize_row, matmul_many};
+use crate::tensor::{ActivationType, MatmulOperand, QuantizedActivations, dequantize_row, matmul_many};
 
 /// Attention heads (times queries) below which a part is not worth a thread.
 const MIN_HEADS_PER_PART: usize = 2;
@@ -51,10 +51,51 @@ pub struct Scratch {
     keys: Vec<f32>,
     values: Vec<f32>,
     rope: Vec<(f32, f32)>,
-    activations: QuantizedActivations,
-    /// Whether `activations` already holds `normed` (or the FFN hidden state) in some format.
-    activations_fresh: bool,
+    quantized: QuantizedInput,
     logits: Vec<f32>,
+}
+
+/// The vector a projection reads. Projections of the same one (Q, K and V; gate and up) share
+/// its quantization; a new batch forgets every one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Input {
+    /// The normalized residual stream entering layer `l`'s attention.
+    AttentionIn(usize),
+    /// Layer `l`'s attention output, before `Wo`.
+    AttentionOut(usize),
+    /// The normalized residual stream entering layer `l`'s feed-forward block.
+    FeedForwardIn(usize),
+    /// Layer `l`'s gated hidden state, before `W_down`.
+    FeedForwardHidden(usize),
+    /// The final norm's output, before the output projection.
+    OutputNorm,
+}
+
+/// Activations quantized for the kernels, and which input they were quantized from.
+struct QuantizedInput {
+    activations: QuantizedActivations,
+    of: Option<Input>,
+}
+
+impl QuantizedInput {
+    /// `values` (`rows × cols`, the vector `input`) in format `wanted`, quantized now unless
+    /// they already are.
+    fn of(
+        &mut self,
+        input: Input,
+        values: &[f32],
+        wanted: ActivationType,
+        rows: usize,
+        cols: usize,
+    ) -> Result<&QuantizedActivations, ModelError> {
+        let a = &self.activations;
+        if self.of != Some(input) || a.activation_type() != wanted || a.rows() != rows {
+            self.of = None; // Until the new quantization has succeeded.
+            self.activations.requantize(wanted, values, rows, cols)?;
+            self.of = Some(input);
+        }
+        Ok(&self.activations)
+    }
 }
 
 impl Scratch {
@@ -75,8 +116,10 @@ impl Scratch {
             keys: try_zeroed("attention keys", context.saturating_mul(config.kv_dim()))?,
             values: try_zeroed("attention values", context.saturating_mul(config.kv_dim()))?,
             rope: Vec::with_capacity(config.rope_dims / 2),
-            activations: QuantizedActivations::quantize(crate::tensor::ActivationType::F32, &[], 0, 0)?,
-            activations_fresh: false,
+            quantized: QuantizedInput {
+                activations: QuantizedActivations::quantize(ActivationType::F32, &[], 0, 0)?,
+                of: None,
+            },
             logits: Vec::new(),
         })
     }
@@ -151,10 +194,11 @@ impl Model {
         let c = &self.config;
         let n = tokens.len();
         let start = cache.len();
+        s.quantized.of = None; // Its inputs are another batch's.
         self.embed(tokens, &mut s.x[..n * c.n_embd])?;
         for (l, layer) in self.weights.layers.iter().enumerate() {
             self.attention_block(l, layer, cache, s, n, start)?;
-            self.feed_forward_block(layer, s, n)?;
+            self.feed_forward_block(l, layer, s, n)?;
         }
         cache.set_len(start + n);
         if let Some(rows) = logit_rows {
@@ -168,8 +212,16 @@ impl Model {
             );
             let at = logits.len();
             logits.resize(at + m * c.vocab_size, 0.0);
-            s.activations_fresh = false;
-            project(self.file(), &self.weights.output, s, m, &mut logits[at..])?;
+            let normed = &s.normed[..m * d];
+            let quantized = &mut s.quantized;
+            project(
+                self.file(),
+                Input::OutputNorm,
+                normed,
+                quantized,
+                &self.weights.output,
+                &mut logits[at..],
+            )?;
             // Gemma 2's final soft cap, as llama.cpp's graph spells it: scale, tanh, scale.
             if let Some(cap) = c.final_softcap {
                 let inverse = 1.0 / cap;
@@ -203,33 +255,32 @@ impl Model {
     ) -> Result<(), ModelError> {
         let c = &self.config;
         let (d, qd, kvd, hd) = (c.n_embd, c.q_dim(), c.kv_dim(), c.head_dim);
-        rms_norm(&mut s.normed[..n * d], &s.x[..n * d], &layer.attn_norm, c.rms_eps);
-        s.activations_fresh = false;
         let file = self.file();
-        let mut q = std::mem::take(&mut s.q);
-        let mut k = std::mem::take(&mut s.k);
-        let mut v = std::mem::take(&mut s.v);
+        let h = &mut s.normed[..n * d];
+        rms_norm(h, &s.x[..n * d], &layer.attn_norm, c.rms_eps);
+        let (q, k, v) = (&mut s.q[..n * qd], &mut s.k[..n * kvd], &mut s.v[..n * kvd]);
         project_many(
             file,
-            [(&layer.wq, &mut q[..n * qd]), (&layer.wk, &mut k[..n * kvd]), (&layer.wv, &mut v[..n * kvd])],
-            s,
-            n,
+            Input::AttentionIn(l),
+            h,
+            &mut s.quantized,
+            [(&layer.wq, &mut *q), (&layer.wk, &mut *k), (&layer.wv, &mut *v)],
         )?;
 
         // Qwen2 adds biases to the projections (llama.cpp: ggml_add after each mul_mat).
         for (bias, out, width) in
-            [(&layer.bq, &mut q, qd), (&layer.bk, &mut k, kvd), (&layer.bv, &mut v, kvd)]
+            [(&layer.bq, &mut *q, qd), (&layer.bk, &mut *k, kvd), (&layer.bv, &mut *v, kvd)]
         {
             if let Some(bias) = bias {
-                out[..n * width].chunks_exact_mut(width).for_each(|row| add_in_place(row, bias));
+                out.chunks_exact_mut(width).for_each(|row| add_in_place(row, bias));
             }
         }
         // Qwen3 and Gemma 3 normalize each head of Q and K before RoPE.
         if let Some(w) = &layer.q_norm {
-            rms_norm_in_place(&mut q[..n * qd], w, c.rms_eps);
+            rms_norm_in_place(q, w, c.rms_eps);
         }
         if let Some(w) = &layer.k_norm {
-            rms_norm_in_place(&mut k[..n * kvd], w, c.rms_eps);
+            rms_norm_in_place(k, w, c.rms_eps);
         }
         let rope = c.rope_for_layer(l);
         let freq_factors = self.weights.rope_factors(cache.capacity() > c.rope_original_context);
@@ -239,31 +290,22 @@ impl Model {
             apply_rope(&mut k[t * kvd..(t + 1) * kvd], hd, &s.rope, c.rope_style);
         }
         let score_scale = if c.scale_queries {
-            q[..n * qd].iter_mut().for_each(|v| *v *= c.attention_scale);
+            q.iter_mut().for_each(|v| *v *= c.attention_scale);
             1.0
         } else {
             c.attention_scale
         };
 
-        cache.store(l, start, &k[..n * kvd], &v[..n * kvd]);
-        let mut attn = std::mem::take(&mut s.attn);
-        self.attend(l, cache, s, &q[..n * qd], &mut attn[..n * qd], start, score_scale);
-        s.q = q;
-        s.k = k;
-        s.v = v;
+        cache.store(l, start, k, v);
+        let attn = &mut s.attn[..n * qd];
+        self.attend(l, cache, [&mut s.keys, &mut s.values], q, attn, start, score_scale);
 
-        s.activations_fresh = false;
-        let mut out = std::mem::take(&mut s.block_out);
-        let normed = std::mem::take(&mut s.normed);
-        s.normed = attn; // the projection reads its input from `normed`
-        let result = project(file, &layer.wo, s, n, &mut out[..n * d]);
-        s.attn = std::mem::replace(&mut s.normed, normed);
-        result?;
+        let out = &mut s.block_out[..n * d];
+        project(file, Input::AttentionOut(l), attn, &mut s.quantized, &layer.wo, out)?;
         if let Some(w) = &layer.post_attn_norm {
-            rms_norm_in_place(&mut out[..n * d], w, c.rms_eps);
+            rms_norm_in_place(out, w, c.rms_eps);
         }
-        add_in_place(&mut s.x[..n * d], &out[..n * d]);
-        s.block_out = out;
+        add_in_place(&mut s.x[..n * d], out);
         Ok(())
     }
 
@@ -274,7 +316,7 @@ impl Model {
         &self,
         l: usize,
         cache: &KvCache,
-        s: &mut Scratch,
+        [keys32, values32]: [&mut Vec<f32>; 2],
         q: &[f32],
         out: &mut [f32],
         start: usize,
@@ -289,11 +331,11 @@ impl Model {
         let first_needed = window.map_or(0, |w| (start + 1).saturating_sub(w));
         // Widen the keys and values this batch can see to f32 once, for every head and query.
         let (keys16, values16) = cache.layer(l, end);
-        widen(&keys16[first_needed * kvd..], &mut s.keys[first_needed * kvd..end * kvd]);
-        widen(&values16[first_needed * kvd..], &mut s.values[first_needed * kvd..end * kvd]);
+        widen(&keys16[first_needed * kvd..], &mut keys32[first_needed * kvd..end * kvd]);
+        widen(&values16[first_needed * kvd..], &mut values32[first_needed * kvd..end * kvd]);
         let group = c.n_head / c.n_head_kv;
         let f16_accumulator = n < TILED_MIN_QUERIES;
-        let (keys, values) = (&s.keys[..], &s.values[..]);
+        let (keys, values) = (&keys32[..], &values32[..]);
         // One task per run of (query, head) pairs: each writes only its heads' outputs.
         parallel::for_each_part(out, hd, MIN_HEADS_PER_PART, |first_head, part_out| {
             let mut scratch = vec![0.0f32; 2 * hd];
@@ -322,72 +364,75 @@ impl Model {
     }
 
     /// `x += post_norm(W_down · (act(W_gate · h) ⊙ (W_up · h)))`, `h = norm(x)`.
-    fn feed_forward_block(&self, layer: &LayerWeights, s: &mut Scratch, n: usize) -> Result<(), ModelError> {
+    fn feed_forward_block(
+        &self,
+        l: usize,
+        layer: &LayerWeights,
+        s: &mut Scratch,
+        n: usize,
+    ) -> Result<(), ModelError> {
         let c = &self.config;
         let (d, ff) = (c.n_embd, c.n_ff);
-        rms_norm(&mut s.normed[..n * d], &s.x[..n * d], &layer.ffn_norm, c.rms_eps);
-        s.activations_fresh = false;
         let file = self.file();
-        let mut gate = std::mem::take(&mut s.gate);
-        let mut up = std::mem::take(&mut s.up);
-        project_many(file, [(&layer.w_gate, &mut gate[..n * ff]), (&layer.w_up, &mut up[..n * ff])], s, n)?;
+        let h = &mut s.normed[..n * d];
+        rms_norm(h, &s.x[..n * d], &layer.ffn_norm, c.rms_eps);
+        let (gate, up) = (&mut s.gate[..n * ff], &mut s.up[..n * ff]);
+        project_many(
+            file,
+            Input::FeedForwardIn(l),
+            h,
+            &mut s.quantized,
+            [(&layer.w_gate, &mut *gate), (&layer.w_up, &mut *up)],
+        )?;
         match c.architecture {
-            Architecture::Gemma3 | Architecture::Gemma2 => geglu(&mut gate[..n * ff], &up[..n * ff]),
+            Architecture::Gemma3 | Architecture::Gemma2 => geglu(gate, up),
             Architecture::Qwen3
             | Architecture::Qwen2
             | Architecture::Llama
             | Architecture::Smollm3
-            | Architecture::Phi3 => swiglu(&mut gate[..n * ff], &up[..n * ff]),
+            | Architecture::Phi3 => swiglu(gate, up),
         }
-        s.up = up;
-        s.activations_fresh = false;
-        let mut out = std::mem::take(&mut s.block_out);
-        let normed = std::mem::take(&mut s.normed);
-        s.normed = gate;
-        let result = project(file, &layer.w_down, s, n, &mut out[..n * d]);
-        s.gate = std::mem::replace(&mut s.normed, normed);
-        result?;
+        let out = &mut s.block_out[..n * d];
+        project(file, Input::FeedForwardHidden(l), gate, &mut s.quantized, &layer.w_down, out)?;
         if let Some(w) = &layer.post_ffn_norm {
-            rms_norm_in_place(&mut out[..n * d], w, c.rms_eps);
+            rms_norm_in_place(out, w, c.rms_eps);
         }
-        add_in_place(&mut s.x[..n * d], &out[..n * d]);
-        s.block_out = out;
+        add_in_place(&mut s.x[..n * d], out);
         Ok(())
     }
 }
 
-/// `out (n × rows) = normed (n × cols) · matrixᵀ`, quantizing `normed` for the matrix's type
-/// unless the previous projection already did (Q, K, V and gate, up share one quantization).
+/// `out (rows × matrix.rows) = input (rows × matrix.cols) · matrixᵀ`, with `input` quantized
+/// for the matrix's type unless it already is.
 fn project(
     file: &ModelBytes,
+    name: Input,
+    input: &[f32],
+    quantized: &mut QuantizedInput,
     matrix: &Matrix,
-    s: &mut Scratch,
-    n: usize,
     out: &mut [f32],
 ) -> Result<(), ModelError> {
-    project_many(file, [(matrix, out)], s, n)
+    project_many(file, name, input, quantized, [(matrix, out)])
 }
 
 /// [`project`] for several matrices that read the same input (Q, K, V; gate, up): one parallel
 /// job for all of them when they take the same activation format, one each otherwise.
 fn project_many<const M: usize>(
     file: &ModelBytes,
+    name: Input,
+    input: &[f32],
+    quantized: &mut QuantizedInput,
     matrices: [(&Matrix, &mut [f32]); M],
-    s: &mut Scratch,
-    n: usize,
 ) -> Result<(), ModelError> {
     let wanted = matrices[0].0.weight_type.activation_type();
     if matrices.iter().any(|(m, _)| m.weight_type.activation_type() != wanted) {
         for (matrix, out) in matrices {
-            project(file, matrix, s, n, out)?;
+            project(file, name, input, quantized, matrix, out)?;
         }
         return Ok(());
     }
     let cols = matrices[0].0.cols;
-    if !s.activations_fresh || s.activations.activation_type() != wanted || s.activations.rows() != n {
-        s.activations.requantize(wanted, &s.normed[..n * cols], n, cols)?;
-        s.activations_fresh = true;
-    }
+    let activations = quantized.of(name, input, wanted, input.len() / cols, cols)?;
     let operands = matrices
         .into_iter()
         .map(|(matrix, out)| MatmulOperand {
@@ -398,7 +443,7 @@ fn project_many<const M: usize>(
             out,
         })
         .collect();
-    matmul_many(operands, &s.activations)?;
+    matmul_many(operands, activations)?;
     Ok(())
 }
 
