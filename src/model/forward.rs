@@ -196,20 +196,28 @@ impl Model {
         let start = cache.len();
         s.quantized.of = None; // Its inputs are another batch's.
         self.embed(tokens, &mut s.x[..n * c.n_embd])?;
+        let last = self.weights.layers.len().saturating_sub(1);
+        let mut ffn_rows = n;
         for (l, layer) in self.weights.layers.iter().enumerate() {
             self.attention_block(l, layer, cache, s, n, start)?;
-            self.feed_forward_block(l, layer, s, n)?;
+            if l == last {
+                // As llama.cpp's graphs (`inp_out_ids`): the last layer's FFN runs only on the
+                // rows whose logits are wanted, moved to the front. The kernels a matmul takes
+                // depend on its row count, so this is also what keeps their bits.
+                let d = c.n_embd;
+                let rows = logit_rows.clone().unwrap_or(0..0);
+                s.x.copy_within(rows.start * d..rows.end * d, 0);
+                ffn_rows = rows.len();
+            }
+            if ffn_rows > 0 {
+                self.feed_forward_block(l, layer, s, ffn_rows)?;
+            }
         }
         cache.set_len(start + n);
         if let Some(rows) = logit_rows {
             let d = c.n_embd;
             let m = rows.len();
-            rms_norm(
-                &mut s.normed[..m * d],
-                &s.x[rows.start * d..rows.end * d],
-                &self.weights.output_norm,
-                c.rms_eps,
-            );
+            rms_norm(&mut s.normed[..m * d], &s.x[..m * d], &self.weights.output_norm, c.rms_eps);
             let at = logits.len();
             logits.resize(at + m * c.vocab_size, 0.0);
             let normed = &s.normed[..m * d];
