@@ -3,7 +3,7 @@
 measurements (speed depends on shapes and types, not on the values of the weights).
 
   pip install gguf numpy
-  python3 scripts/make_qwen3_shaped.py OUT.gguf [--shape 0.6b|1.7b] [--type q8_0|f16|bf16|f32]
+  python3 scripts/make_qwen3_shaped.py OUT.gguf [--shape 0.6b|1.7b] [--type q8_0|q4_0|f16|bf16|f32]
 
 Tokenizer, chat template and the remaining hyperparameters come from ../shared/models/
 qwen3-vocab.gguf (or $INFERNO_SHARED/models/); the weights are seeded random normals (std 0.02,
@@ -28,6 +28,7 @@ SHAPES = {
 }
 FILE_TYPES = {
     "q8_0": gguf.LlamaFileType.MOSTLY_Q8_0,
+    "q4_0": gguf.LlamaFileType.MOSTLY_Q4_0,
     "f16": gguf.LlamaFileType.MOSTLY_F16,
     "bf16": gguf.LlamaFileType.MOSTLY_BF16,
     "f32": gguf.LlamaFileType.ALL_F32,
@@ -88,8 +89,9 @@ def main():
 
     def matrix(name, rows, cols):
         x = rng.standard_normal((rows, cols), dtype=np.float32) * np.float32(0.02)
-        if args.type == "q8_0":
-            writer.add_tensor(name, quantize(x, Q.Q8_0), raw_dtype=Q.Q8_0)
+        if args.type in ("q8_0", "q4_0"):
+            kind = Q.Q8_0 if args.type == "q8_0" else Q.Q4_0
+            writer.add_tensor(name, quantize(x, kind), raw_dtype=kind)
         elif args.type == "bf16":
             writer.add_tensor(name, quantize(x, Q.BF16), raw_dtype=Q.BF16)
         elif args.type == "f16":
