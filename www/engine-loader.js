@@ -5,9 +5,10 @@
 //   pkg-threads/           SIMD128 + shared memory, helper threads in nested Web Workers: needs
 //                          a cross-origin isolated page (SharedArrayBuffer), more than one thread
 //   pkg-relaxed-threads/   both
-//   pkg-memory64/          wasm64 (64-bit memory) + relaxed SIMD: only for a file too large
-//                          for a 4 GiB wasm32 memory, where the browser validates both
-//   pkg-memory64-threads/  the same with shared memory and helper threads
+//   pkg-memory64/          wasm64 (64-bit memory) + relaxed SIMD, one thread: only for a file
+//                          too large for a 4 GiB wasm32 memory, where the browser validates both.
+//                          (build.sh can also build memory64-threads, but its pool hung now and
+//                          then in Chromium 156, so no page uses it yet.)
 // All export the same API; the engine code does not know which one it runs in.
 
 /** The most threads used unless asked otherwise: decode is bound by memory bandwidth, which a
@@ -91,9 +92,9 @@ export function resolveThreads(requested) {
 }
 
 /** The build for `threads` (already resolved); `relaxed: false` forces plain SIMD128;
- *  `memory64: true` asks for a 64-bit-memory build (always with relaxed SIMD). */
+ *  `memory64: true` asks for the 64-bit-memory build (one thread, relaxed SIMD). */
 export function buildFor(threads, { relaxed = true, memory64 = false } = {}) {
-  if (memory64) return threads > 1 ? 'pkg-memory64-threads' : 'pkg-memory64';
+  if (memory64) return 'pkg-memory64';
   const useRelaxed = relaxed && relaxedSimdSupported();
   if (threads > 1) return useRelaxed ? 'pkg-relaxed-threads' : 'pkg-threads';
   return useRelaxed ? 'pkg-relaxed' : 'pkg';
@@ -102,10 +103,12 @@ export function buildFor(threads, { relaxed = true, memory64 = false } = {}) {
 /**
  * Imports and initialises the build for `threads` (already resolved), starting its helpers.
  * `instance` > 0 gives a fresh module record (a new wasm instance after a trap); `relaxed:
- * false` forces the plain SIMD128 build; `memory64: true` a 64-bit-memory one. Returns {module, exports, threads, build}: `exports` are the wasm
+ * false` forces the plain SIMD128 build; `memory64: true` the 64-bit-memory one (`threads`
+ * must then be 1). Returns {module, exports, threads, build}: `exports` are the wasm
  * instance's own (its `memory` tells how much the page holds).
  */
 export async function startEngine(threads, { instance = 0, relaxed = true, memory64 = false } = {}) {
+  if (memory64 && threads !== 1) throw new RangeError('the 64-bit-memory build runs on one thread');
   const build = buildFor(threads, { relaxed, memory64 });
   const url = new URL(`./${build}/inferno.js`, import.meta.url);
   if (instance > 0) url.searchParams.set('instance', String(instance));

@@ -27,8 +27,8 @@
 // The worker's URL may carry ?relaxed=0 (use plain SIMD128 even where relaxed SIMD runs),
 // ?threads=N (default: the machine's cores, capped; 1 where the
 // page is not cross-origin isolated): more than one thread runs the shared-memory build
-// (engine-loader.js), and ?memory64=1: a 64-bit-memory build, for files too large for a 4 GiB
-// wasm32 memory. A load that needs the other memory (a large file in a
+// (engine-loader.js), and ?memory64=1: the 64-bit-memory build, on one thread, for files too
+// large for a 4 GiB wasm32 memory. A load that needs the other memory (a large file in a
 // wasm32 worker, or a small one in a memory64 worker, whose memory never shrinks) is answered
 //   load                                 -> switch_build {memory64}
 // and the client (worker-client.js) starts a worker of that kind and sends the load again. A trap in that build ends the worker (its pool threads would keep the
@@ -50,6 +50,9 @@ const THREADS = threadsFromUrl(WORKER_PARAMS.get('threads'));
 
 /** The thread count asked for in the worker's URL; anything unusable means the default. */
 function threadsFromUrl(value) {
+  if (MEMORY64) {
+    return { threads: 1, reason: 'files over 3.6 GiB run on the 64-bit-memory build, which has one thread' };
+  }
   try {
     return resolveThreads(Number(value) || null);
   } catch {
