@@ -280,6 +280,16 @@ fn split_gpt2(chunk: &Chunk<'_>, start: usize, words: &mut Words<'_>) {
     }
 }
 
+/// The Llama 3 and GPT-4o rules' last three alternatives, `\s*[\r\n]+|\s+(?!\S)|\s+`, at
+/// whitespace: where its word ends (after the run's last line break, if it has one).
+fn line_break_or_whitespace_word_end(chunk: &Chunk<'_>, pos: usize) -> usize {
+    let n = whitespace_run(chunk, pos);
+    match (pos..pos + n).rev().find(|&p| matches!(chunk.char_at(p), Some('\r' | '\n'))) {
+        Some(last_break) => last_break + 1,
+        None => whitespace_word_end(chunk, pos, n).unwrap_or(pos + 1),
+    }
+}
+
 fn split_llama3(chunk: &Chunk<'_>, start: usize, max_digits: usize, words: &mut Words<'_>) {
     let is_newline = |c: Option<char>| matches!(c, Some('\r' | '\n'));
     let mut pos = start;
@@ -338,14 +348,7 @@ fn split_llama3(chunk: &Chunk<'_>, start: usize, max_digits: usize, words: &mut 
             continue;
         }
 
-        // \s*[\r\n]+ : whitespace up to and including its last line break.
-        let n = whitespace_run(chunk, pos);
-        if let Some(last_break) = (pos..pos + n).rev().find(|&p| is_newline(chunk.char_at(p))) {
-            pos = last_break + 1;
-            words.end_word_at(pos);
-            continue;
-        }
-        pos = whitespace_word_end(chunk, pos, n).unwrap_or(pos + 1);
+        pos = line_break_or_whitespace_word_end(chunk, pos);
         words.end_word_at(pos);
     }
 }
@@ -429,14 +432,7 @@ fn split_gpt4o(chunk: &Chunk<'_>, start: usize, words: &mut Words<'_>) {
             continue;
         }
 
-        // \s*[\r\n]+ : whitespace up to and including its last line break.
-        let n = whitespace_run(chunk, pos);
-        if let Some(last_break) = (pos..pos + n).rev().find(|&p| is_newline(chunk.char_at(p))) {
-            pos = last_break + 1;
-            words.end_word_at(pos);
-            continue;
-        }
-        pos = whitespace_word_end(chunk, pos, n).unwrap_or(pos + 1);
+        pos = line_break_or_whitespace_word_end(chunk, pos);
         words.end_word_at(pos);
     }
 }
