@@ -208,3 +208,26 @@ fn the_prefix_api_reads_valid_files_from_any_split() {
     assert_eq!(header, whole);
     assert!(len < whole.data_offset as usize, "read only the header");
 }
+
+/// The file format's type table (`gguf::GgmlType`, every id a file may name) and the kernels'
+/// (`tensor::WeightType`, the ids that run) restate ids, names and block geometry: every type
+/// that runs must agree with the file format on all three, and every GGML type with the same
+/// name must run.
+#[test]
+fn weight_types_agree_with_the_ggml_type_table() {
+    use inferno::tensor::WeightType;
+    for weight_type in WeightType::ALL {
+        let ggml = GgmlType::from_id(weight_type.ggml_type_id()).expect("a weight type is a GGML type");
+        assert_eq!(ggml.name(), weight_type.name(), "id {}", weight_type.ggml_type_id());
+        assert_eq!(ggml.block_size(), weight_type.block_len() as u64, "{}", weight_type.name());
+        assert_eq!(ggml.block_bytes(), weight_type.block_bytes() as u64, "{}", weight_type.name());
+    }
+    let running: Vec<&str> = WeightType::ALL.iter().map(|t| t.name()).collect();
+    for ggml in GgmlType::all() {
+        if let Some(weight_type) = WeightType::from_ggml_type_id(ggml.id()) {
+            assert!(running.contains(&weight_type.name()));
+        } else {
+            assert!(!running.contains(&ggml.name()), "{} runs under another id", ggml.name());
+        }
+    }
+}
