@@ -31,7 +31,8 @@
 // large for a 4 GiB wasm32 memory. A load that needs the other memory (a large file in a
 // wasm32 worker, or a small one in a memory64 worker, whose memory never shrinks) is answered
 //   load                                 -> switch_build {memory64}
-// and the client (worker-client.js) starts a worker of that kind and sends the load again. A trap in that build ends the worker (its pool threads would keep the
+// and the client (worker-client.js) starts a worker of that kind and sends the load again.
+// A trap in a threaded build ends the worker (its pool threads would keep the
 // old memory alive): the error reply says `fatal: true`, and the client starts a new worker.
 // Only one load/chat/branch runs at a time; another chat or branch meanwhile is refused with
 // kind "busy", while a new load cancels a running load (kind "cancelled") or generation.
