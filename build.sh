@@ -240,18 +240,20 @@ build_wasm() { # [flavour...] (default: all)
     sed -i "s#import('../../..')#import('../../../inferno.js')#" "$helpers"
     grep -q "import('../../../inferno.js')" "$helpers" || die "could not patch $helpers"
   done
-  # The service worker keeps every build for offline use; snippet paths carry hashes, so it
-  # reads them from this list. The version (a hash of the builds and the page's own files)
+  # The service worker keeps the page and every build for offline use; snippet paths carry
+  # hashes, so it reads them from this list. The version (a hash of the builds and the page's own files)
   # names the cache it fills, so an offline page never mixes files of two builds.
   (cd www && find pkg pkg-* -type f | sort | node -e '
     const fs = require("fs");
     const crypto = require("crypto");
     const files = fs.readFileSync(0, "utf8").split("\n").filter(Boolean).map((f) => "./" + f);
-    const shell = fs.readdirSync(".").filter((f) => /\.(html|js|css)$/.test(f)).sort();
+    const page = fs.readdirSync(".").filter((f) => /\.(html|js|css)$/.test(f)).sort();
     const hash = crypto.createHash("sha256");
-    for (const file of [...shell, ...files]) hash.update(file).update(fs.readFileSync(file));
+    for (const file of [...page, ...files]) hash.update(file).update(fs.readFileSync(file));
     const version = hash.digest("hex").slice(0, 16);
-    process.stdout.write(JSON.stringify({ version, files }, null, 1) + "\n");' >builds.json)
+    // What the app needs offline: every page file but the benchmark pages and sw.js itself.
+    const shell = ["./", ...page.filter((f) => !/^(bench|sw\.js$)/.test(f)).map((f) => "./" + f)];
+    process.stdout.write(JSON.stringify({ version, shell, files }, null, 1) + "\n");' >builds.json)
 }
 
 # The demo model is served from www/models (git-ignored), hard-linked from the cache.

@@ -245,7 +245,16 @@ fn worker_api_loads_in_chunks_chats_and_branches() {
     assert!(loader.push_bytes(&[0]).is_err(), "more bytes than announced");
     let mut engine = loader.finish().unwrap();
     assert_eq!(get(&engine.info().unwrap(), "architecture").as_string().unwrap(), "qwen3");
-    assert_eq!(engine.tokenize("Hello"), vec![39, 4791], "as `inferno tokenize` splits it");
+    assert_eq!(engine.tokenize("Hello", None, None), vec![39, 4791], "as `inferno tokenize` splits it");
+    // Special tokens: parsed as one control token by default, spelt out as text when not.
+    let im_end = engine.tokenize("<|im_end|>", Some(false), None);
+    assert_eq!(im_end.len(), 1, "one control token: {im_end:?}");
+    assert!(engine.tokenize("<|im_end|>", Some(false), Some(false)).len() > 1);
+    assert_eq!(engine.detokenize(vec![39, 4791], None).unwrap(), "Hello");
+    assert_eq!(engine.detokenize(im_end.clone(), None).unwrap(), "", "control tokens are left out");
+    assert_eq!(engine.detokenize(im_end, Some(true)).unwrap(), "<|im_end|>");
+    let bad = engine.detokenize(vec![39, u32::MAX], None).unwrap_err();
+    assert_eq!(js_sys::Reflect::get(&bad, &"kind".into()).unwrap().as_string().unwrap(), "bad_token");
     let report = engine.inspect().unwrap();
     assert_eq!(get(&get(&report, "summary"), "architecture").as_string().unwrap(), "qwen3");
 

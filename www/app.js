@@ -2,7 +2,7 @@
 // engine worker, and the inspector's status / error / report states. A chosen file is both
 // inspected (header only, in a moment) and loaded for chat (the whole file, with progress).
 
-import { EngineClient } from './worker-client.js';
+import { Inferno } from './inferno.js';
 import { renderReport } from './inspector.js';
 import { createChat } from './chat.js';
 import { errorBanner } from './dom.js';
@@ -13,9 +13,9 @@ const pageParams = new URLSearchParams(location.search);
 // The engine starts with the thread count the chat settings saved, so that a file dropped
 // right away is inspected and loaded by the same worker (a different count restarts it).
 const savedThreads = Number(loadChatState()?.settings?.threads);
-const engine = new EngineClient(new URL('./worker.js', import.meta.url), {
+const engine = Inferno.create({
   threads: Number.isInteger(savedThreads) && savedThreads > 0 ? savedThreads : null,
-  params: pageParams.get('relaxed') === '0' ? { relaxed: '0' } : {},
+  relaxed: pageParams.get('relaxed') !== '0',
 });
 
 const ui = {
@@ -45,10 +45,11 @@ function showView(name) {
 
 const chat = createChat(engine, {
   pickFile: () => openPicker(),
-  // A model streamed from a URL has no File to read a header from: inspect the loaded bytes.
+  // A model streamed from a URL or opened from the browser's storage has no File here to
+  // read a header from: inspect the loaded bytes.
   onModelLoaded: (model) => {
     showEngineInfo(); // The engine may have been restarted with another thread count.
-    if (model.source === 'url') inspectFile({ name: model.name });
+    if (model.source !== 'file') inspectFile({ name: model.name, size: model.size });
   },
 });
 
@@ -74,7 +75,7 @@ async function inspectFile(file) {
   setStatus(`Inspecting ${file.name}…`);
   document.title = `${file.name} · Inferno`;
   try {
-    const reply = file instanceof Blob ? await engine.request('inspect', { file }) : await engine.request('inspect_loaded');
+    const reply = file instanceof Blob ? await engine.inspectFile(file) : await engine.inspect();
     if (ticket !== latestTicket) return;
     renderReport(reply.report, { fileName: file.name, fileSize: file.size, bytesRead: reply.bytesRead, ms: reply.ms });
     hideError();
@@ -97,7 +98,7 @@ async function inspectFile(file) {
 
 async function showEngineInfo() {
   try {
-    const { info } = await engine.request('info');
+    const info = await engine.engineInfo();
     const threads = `${info.threads} ${info.threads === 1 ? 'thread' : 'threads'}`;
     ui.engineInfo.textContent = `engine ${info.version}${info.simd128 ? ' · SIMD128' : ''}${info.relaxed_simd ? ' · relaxed SIMD' : ''} · ${threads}`;
     ui.engineInfo.title = info.threads_note ?? '';
@@ -190,9 +191,6 @@ function main() {
   ui.fileInput.addEventListener('change', onFileChosen);
   wireDragAndDrop();
   showEngineInfo();
-  // Models that did not come from a dropped file (the demo URL, OPFS) are inspected from
-  // the loaded bytes or the stored file.
-  chat.onFileOpened = (file) => inspectFile(file);
   chat.restore().catch((error) => console.error(error));
   registerServiceWorker();
 }

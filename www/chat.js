@@ -1,40 +1,39 @@
-// The chat view: loading a model into the worker (file, URL or OPFS) with a progress bar,
-// the conversation with streamed answers, stop / new chat / system prompt / sampling
-// settings, per-answer speed, and the visualizer of how each token was chosen. The
-// conversation and settings survive a reload (localStorage); a model kept in the browser
-// (OPFS) reopens by itself.
+// The chat view: the conversation with streamed answers, stop / new chat / regenerate /
+// system prompt, per-answer speed, and the visualizer of how each token was chosen, on top of
+// the model panel (chat-model.js) and the settings (chat-settings.js). Everything goes
+// through the public API (inferno.js). The conversation and settings survive a reload
+// (localStorage); a model kept in the browser (OPFS) reopens by itself.
 
 import { el, errorBanner, replaceChildren } from './dom.js';
 import { formatBytes, formatDuration } from './format.js';
 import { createVisualizer } from './visualizer.js';
-import { defaultThreads, hardwareThreads, threadsSupported } from './engine-loader.js';
-import * as storage from './storage.js';
-
-const DEMO_MODEL_URL = 'models/SmolLM2-135M-Instruct.Q4_1.gguf';
-const TRACE_TOP = 20;
-const DEFAULT_MAX_TOKENS = 512;
-const DEFAULT_CONTEXT = 4096;
+import { createModelPanel } from './chat-model.js';
+import { createSettings, pickSampling } from './chat-settings.js';
+import { DEFAULT_TRACE_TOP } from './defaults.js';
+import { loadChatState, saveChatState } from './storage.js';
 
 const $ = (id) => document.getElementById(id);
 
 const ui = {
-  modelBar: $('model-bar'),
-  modelName: $('model-name'),
-  modelDetails: $('model-details'),
-  keepModel: $('keep-model'),
-  unloadModel: $('unload-model'),
-  progress: $('load-progress'),
-  progressPhase: $('load-phase'),
-  progressBytes: $('load-bytes'),
-  progressBar: $('load-bar'),
+  modelPanel: {
+    modelBar: $('model-bar'),
+    modelName: $('model-name'),
+    modelDetails: $('model-details'),
+    keepModel: $('keep-model'),
+    unloadModel: $('unload-model'),
+    progress: $('load-progress'),
+    progressPhase: $('load-phase'),
+    progressBytes: $('load-bytes'),
+    progressBar: $('load-bar'),
+    demoOffer: $('demo-offer'),
+    demoButton: $('demo-model'),
+    demoSize: $('demo-size'),
+    stored: $('stored-models'),
+    storedList: $('stored-list'),
+    storageEstimate: $('storage-estimate'),
+  },
   welcome: $('chat-welcome'),
   dropButton: $('chat-drop'),
-  demoOffer: $('demo-offer'),
-  demoButton: $('demo-model'),
-  demoSize: $('demo-size'),
-  stored: $('stored-models'),
-  storedList: $('stored-list'),
-  storageEstimate: $('storage-estimate'),
   messages: $('messages'),
   composer: $('composer'),
   prompt: $('prompt'),
@@ -61,20 +60,23 @@ const ui = {
   threadsNote: $('threads-note'),
 };
 
-const LLAMA_CPP_DEFAULTS = { temperature: 0.8, top_k: 40, top_p: 0.95, min_p: 0.05, repeat_penalty: 1 };
+/** Failures that take the model with them, and how the page names them. */
+const ENGINE_LOST = {
+  wasm_trap: 'The engine crashed while generating',
+  stalled: 'The engine stopped responding',
+  worker_failed: 'The engine worker failed',
+};
 
 /**
- * createChat(engine, {onModelLoaded, pickFile}): engine is the EngineClient of worker.js.
- * Returns {loadFile, loadUrl, restore}.
+ * createChat(engine, {onModelLoaded, pickFile}): engine is an Inferno engine (inferno.js).
+ * Returns {loadFile, loadUrl, restore, model}.
  */
-export function createChat(engine, { onModelLoaded, onModelUnloaded, pickFile }) {
+export function createChat(engine, { onModelLoaded, pickFile }) {
   const state = {
-    model: null, // the worker's describeModel()
-    loadTicket: 0,
-    loadSource: null, // the File or URL the model came from, for "keep in browser"
     messages: [], // {role, content, stats?, error?, steps? (last answer only, not saved)}
-    generating: null, // {assistant, requestDone}
-    defaults: { ...LLAMA_CPP_DEFAULTS },
+    generating: null, // {assistant, controller, finished}
+    engineSampling: null, // llama.cpp's defaults, from the engine
+    defaults: {}, // the sampling defaults for the current model
   };
 
   const visualizer = createVisualizer(
@@ -90,8 +92,6 @@ export function createChat(engine, { onModelLoaded, onModelUnloaded, pickFile })
     { onBranch: (step, token) => branchFrom(step, token) },
   );
 
-  // --- errors and progress -------------------------------------------------------------
-
   const banner = errorBanner('chat-error');
   const hideError = banner.hide;
 
@@ -100,263 +100,43 @@ export function createChat(engine, { onModelLoaded, onModelUnloaded, pickFile })
     if (!error?.kind) console.error(error); // Not a file problem: a bug worth seeing.
   }
 
-  const PHASES = { reading: 'Reading', validating: 'Validating', ready: 'Ready', storing: 'Keeping in this browser' };
+  const settings = createSettings(ui.settings, ui.threadsNote);
+  const panel = createModelPanel(engine, ui.modelPanel, {
+    beforeLoad: () => (state.generating ? stopGenerating() : Promise.resolve()),
+    threads: () => settings.threads(),
+    onModel: (model) => modelChanged(model),
+    showError,
+    hideError,
+  });
 
-  function showProgress(phase, bytes, total) {
-    ui.progress.hidden = false;
-    ui.progress.dataset.phase = phase;
-    ui.progressPhase.textContent = PHASES[phase] ?? phase;
-    ui.progressBytes.textContent = total ? `${formatBytes(bytes)} of ${formatBytes(total)} · ${Math.floor((100 * bytes) / total)}%` : formatBytes(bytes);
-    ui.progressBar.value = total ? bytes / total : 0;
+  /** llama.cpp's sampling defaults, as the engine has them. */
+  async function engineSampling() {
+    state.engineSampling ??= pickSampling((await engine.engineInfo()).defaults?.sampling);
+    return state.engineSampling;
   }
 
-  function hideProgress() {
-    ui.progress.hidden = true;
-  }
-
-  // --- loading --------------------------------------------------------------------------
-
-  async function load(fields, { name, source }) {
-    const ticket = ++state.loadTicket;
-    if (state.generating) await stopGenerating();
-    hideError();
-    setModel(null);
-    showProgress('reading', 0, fields.file?.size ?? 0);
-    try {
-      engine.useThreads(selectedThreads());
-      const reply = await engine.request('load', fields, (event) => {
-        if (ticket === state.loadTicket && event.type === 'progress') showProgress(event.phase, event.bytes, event.total);
-      });
-      if (ticket !== state.loadTicket) return null;
-      state.loadSource = source;
-      setModel(reply.model, reply.ms);
-      return reply.model;
-    } catch (error) {
-      if (ticket === state.loadTicket) {
-        setModel(null);
-        showError(`Could not load ${name}`, error);
-      }
-      return null;
-    } finally {
-      if (ticket === state.loadTicket) {
-        hideProgress();
-        document.body.dataset.loads = String(Number(document.body.dataset.loads ?? 0) + 1);
-      }
-    }
-  }
-
-  function loadFile(file, source = file) {
-    return load({ file }, { name: file.name, source });
-  }
-
-  function loadUrl(url) {
-    return load({ url }, { name: url.split('/').pop(), source: url });
-  }
-
-  function setModel(model, ms) {
-    const sameModel = model && state.model === null && savedModelMatches(model);
-    state.model = model;
-    document.body.dataset.model = model ? model.name : '';
-    ui.modelBar.hidden = !model;
+  function modelChanged(model) {
     ui.composer.hidden = !model;
     ui.welcome.hidden = Boolean(model);
-    if (!model) {
-      updateButtons();
-      return;
-    }
-    ui.modelName.textContent = model.name;
-    const template = model.template?.kind === 'builtin' ? `built-in ${model.template.name} template` : 'template from the file';
-    ui.modelDetails.textContent = [
-      model.architecture,
-      formatBytes(model.size),
-      `${model.vocab_size.toLocaleString('en-US')} tokens`,
-      `trained context ${model.context_length.toLocaleString('en-US')}`,
-      template,
-      `${model.threads} ${model.threads === 1 ? 'thread' : 'threads'}`,
-      model.memory64 ? '64-bit memory' : null,
-      ms !== undefined ? `loaded in ${formatDuration(ms)}` : null,
-    ]
-      .filter(Boolean)
-      .join(' · ');
-    state.defaults = { ...LLAMA_CPP_DEFAULTS, ...pickSampling(model.recommended_sampling) };
-    ui.thinkingLabel.hidden = model.architecture !== 'qwen3';
-    if (!sameModel) applySettings(state.defaults, { maxTokens: DEFAULT_MAX_TOKENS, context: Math.min(DEFAULT_CONTEXT, model.context_length) });
-    updateKeepButton();
-    updateButtons();
-    save();
-    onModelLoaded?.(model);
-    ui.prompt.focus();
-  }
-
-  function pickSampling(recommended) {
-    if (!recommended) return {};
-    const { temperature, top_k, top_p, min_p, repeat_penalty } = recommended;
-    return { temperature, top_k, top_p, min_p, repeat_penalty };
-  }
-
-  async function unload() {
-    if (state.generating) await stopGenerating();
-    await engine.request('unload').catch(() => {});
-    setModel(null);
-    onModelUnloaded?.();
-  }
-
-  // --- keeping models in the browser (OPFS) ------------------------------------------------
-
-  async function updateKeepButton() {
-    const model = state.model;
-    if (!model || !storage.opfsAvailable()) {
-      ui.keepModel.hidden = true;
-      return;
-    }
-    ui.keepModel.hidden = false;
-    const stored = model.source === 'opfs' || (await storage.isStored(model.name, model.size));
-    ui.keepModel.textContent = stored ? 'Kept in browser ✓' : 'Keep in browser';
-    ui.keepModel.disabled = stored;
-    ui.keepModel.dataset.stored = String(stored);
-  }
-
-  async function keepModel() {
-    const model = state.model;
-    if (!model || !state.loadSource) return;
-    ui.keepModel.disabled = true;
-    try {
-      await storage.storeModel(model.name, state.loadSource, (bytes, total) => showProgress('storing', bytes, total));
-    } catch (error) {
-      showError(`Could not keep ${model.name} in this browser`, { kind: 'storage', message: error.message || String(error) });
-    } finally {
-      hideProgress();
-      await updateKeepButton();
-      await renderStoredModels();
+    if (model) {
+      const sameModel = savedModelMatches(model);
+      state.defaults = pickSampling(model.recommended_sampling);
+      ui.thinkingLabel.hidden = model.architecture !== 'qwen3';
+      if (!sameModel) settings.applyDefaults(state.defaults, model);
       save();
+      onModelLoaded?.(model);
+      ui.prompt.focus();
     }
-  }
-
-  async function renderStoredModels() {
-    let models = [];
-    try {
-      models = await storage.listStoredModels();
-    } catch (error) {
-      console.warn('could not list stored models', error);
-    }
-    ui.stored.hidden = models.length === 0;
-    replaceChildren(
-      ui.storedList,
-      models.map((stored) =>
-        el(
-          'li',
-          { dataset: { name: stored.name } },
-          el('span', { className: 'stored-name' }, stored.name),
-          el('span', { className: 'muted small' }, formatBytes(stored.size)),
-          el('button', { type: 'button', className: 'button subtle', onclick: () => openStored(stored.name) }, 'Open'),
-          el('button', { type: 'button', className: 'button subtle danger', onclick: () => deleteStored(stored.name) }, 'Delete'),
-        ),
-      ),
-    );
-    const estimate = await storage.storageEstimate();
-    ui.storageEstimate.textContent = estimate
-      ? `This site uses ${formatBytes(estimate.usage)} of ${formatBytes(estimate.quota)} the browser allows it.`
-      : '';
-  }
-
-  async function openStored(name) {
-    let file;
-    try {
-      file = await storage.openStoredModel(name);
-    } catch (error) {
-      showError(`Could not open ${name} from this browser's storage`, { kind: 'storage', message: error.message });
-      return null;
-    }
-    // A File backed by OPFS: the worker reads it from disk in slices.
-    const named = file.name === name ? file : new File([file], name);
-    const model = await load({ file: named, source: 'opfs' }, { name, source: named });
-    if (model) onFileOpened?.(named);
-    return model;
-  }
-
-  let onFileOpened = null;
-
-  async function deleteStored(name) {
-    try {
-      await storage.deleteStoredModel(name);
-    } catch (error) {
-      showError(`Could not delete ${name}`, { kind: 'storage', message: error.message });
-    }
-    await renderStoredModels();
-    await updateKeepButton();
-  }
-
-  // --- settings -----------------------------------------------------------------------------
-
-  /** The Threads choices: "auto" (the worker's default) and 1..cores; one thread only where the
-   *  page cannot share memory with workers. */
-  function setUpThreads() {
-    const select = ui.settings.threads;
-    const supported = threadsSupported();
-    const cores = hardwareThreads();
-    const options = [el('option', { value: '' }, `Auto (${defaultThreads()})`)];
-    if (supported) for (let n = 1; n <= Math.min(cores, 64); n++) options.push(el('option', { value: String(n) }, String(n)));
-    replaceChildren(select, options);
-    select.disabled = !supported;
-    ui.threadsNote.textContent = supported
-      ? `Threads: this machine offers ${cores}. Changing it reloads the model into a new engine; the conversation stays.`
-      : 'One thread: this page is not cross-origin isolated, so WebAssembly threads are unavailable (serve it with COOP/COEP headers).';
-  }
-
-  /** The thread count chosen, or null for the engine's default. */
-  function selectedThreads() {
-    return Number(ui.settings.threads.value) || null;
-  }
-
-  /** Loads the current model again (after the thread count changed), keeping the conversation. */
-  async function reloadModel() {
-    const source = state.loadSource;
-    if (!state.model || !source) return;
-    const storedIn = state.model.source;
-    if (typeof source === 'string') await loadUrl(source);
-    else await load({ file: source, source: storedIn }, { name: state.model.name, source });
-  }
-
-  function applySettings(sampling, { maxTokens, context } = {}) {
-    for (const key of Object.keys(LLAMA_CPP_DEFAULTS)) {
-      if (sampling[key] !== undefined) ui.settings[key].value = String(Number(sampling[key].toFixed?.(4) ?? sampling[key]));
-    }
-    if (maxTokens !== undefined) ui.settings.max_tokens.value = String(maxTokens);
-    if (context !== undefined) ui.settings.context.value = String(context);
-  }
-
-  function readNumber(input, { integer = false, min = -Infinity, max = Infinity, name }) {
-    const value = Number(input.value);
-    if (input.value.trim() === '' || !Number.isFinite(value) || (integer && !Number.isInteger(value)) || value < min || value > max) {
-      input.setCustomValidity(`${name} must be ${integer ? 'a whole number' : 'a number'} in ${min}..${max}`);
-      input.reportValidity();
-      throw Object.assign(new Error(`${name} must be ${integer ? 'a whole number' : 'a number'} between ${min} and ${max}`), { kind: 'bad_setting' });
-    }
-    input.setCustomValidity('');
-    return value;
-  }
-
-  function readSettings() {
-    const s = ui.settings;
-    const sampling = {
-      temperature: readNumber(s.temperature, { min: 0, max: 10, name: 'Temperature' }),
-      top_k: readNumber(s.top_k, { integer: true, min: 0, max: 1e6, name: 'Top-k' }),
-      top_p: readNumber(s.top_p, { min: 0.0001, max: 1, name: 'Top-p' }),
-      min_p: readNumber(s.min_p, { min: 0, max: 1, name: 'Min-p' }),
-      repeat_penalty: readNumber(s.repeat_penalty, { min: 0.01, max: 10, name: 'Repeat penalty' }),
-    };
-    const seedText = s.seed.value.trim();
-    // An empty seed means a fresh random one per answer, shown with the answer's stats.
-    sampling.seed = seedText === '' ? crypto.getRandomValues(new Uint32Array(1))[0] : readNumber(s.seed, { integer: true, min: 0, max: 2 ** 53 - 1, name: 'Seed' });
-    const maxTokens = readNumber(s.max_tokens, { integer: true, min: 1, max: 1 << 20, name: 'Max tokens' });
-    const context = readNumber(s.context, { integer: true, min: 16, max: state.model?.context_length ?? 1 << 20, name: 'Context' });
-    return { sampling, maxTokens, context };
+    updateButtons();
   }
 
   // --- the conversation ----------------------------------------------------------------------
 
+  /** The conversation as completion messages: the system prompt, then every finished turn. */
   function apiMessages() {
-    return state.messages.filter((m) => !m.error && m.content !== undefined).map(({ role, content }) => ({ role, content }));
+    const turns = state.messages.filter((m) => !m.error && m.content !== undefined).map(({ role, content }) => ({ role, content }));
+    const system = ui.systemPrompt.value.trim();
+    return system ? [{ role: 'system', content: system }, ...turns] : turns;
   }
 
   /** Splits "<think>…</think>answer" into its parts; `open` while the thinking is unfinished. */
@@ -446,11 +226,11 @@ export function createChat(engine, { onModelLoaded, onModelUnloaded, pickFile })
     const generating = Boolean(state.generating);
     ui.send.hidden = generating;
     ui.stop.hidden = !generating;
-    ui.send.disabled = !state.model;
+    ui.send.disabled = !panel.model;
     ui.newChat.disabled = generating;
     ui.regenerate.hidden = generating || state.messages.at(-1)?.role !== 'assistant';
     document.body.dataset.generating = String(generating);
-    visualizer.setBranching(!generating && Boolean(state.model));
+    visualizer.setBranching(!generating && Boolean(panel.model));
   }
 
   function showLiveStats(stats) {
@@ -469,61 +249,64 @@ export function createChat(engine, { onModelLoaded, onModelUnloaded, pickFile })
   }
 
   /**
-   * Runs one request that streams tokens into the last (assistant) message, and settles its
-   * stats. `request` is 'chat' or 'branch'.
+   * Streams one completion into the last (assistant) message and settles its stats.
+   * `start({signal, onPrefillProgress})` makes the request (a chat or a branch).
    */
-  /** Failures that take the model with them, and how the page names them. */
-  const ENGINE_LOST = {
-    wasm_trap: 'The engine crashed while generating',
-    stalled: 'The engine stopped responding',
-    worker_failed: 'The engine worker failed',
-  };
-
-  async function streamAnswer(type, fields, assistant, baseStats = {}) {
+  async function streamAnswer(start, assistant, baseStats = {}) {
     const node = lastNode();
-    const live = { ...baseStats, threads: state.model?.threads };
-    let done;
-    state.generating = { assistant, requestDone: null };
+    const live = { ...baseStats, threads: panel.model?.threads };
+    const controller = new AbortController();
+    let finished;
+    state.generating = { assistant, controller, finished: new Promise((resolve) => (finished = resolve)) };
     updateButtons();
-    const requestDone = engine.request(type, fields, (event) => {
-      if (event.type === 'prefill') {
-        live.prefilling = { evaluated: event.evaluated, total: event.total };
-        showLiveStats(live);
-      } else if (event.type === 'prepared') {
-        delete live.prefilling;
-        Object.assign(live, {
-          evaluated: event.prepared.evaluated,
-          reused: event.prepared.reused,
-          contextSize: event.prepared.context_size,
-          contextUsed: event.prepared.context_used,
-          prefillTokS: event.prepared.evaluated > 0 ? (1000 * event.prepared.evaluated) / event.ms : undefined,
-        });
-        document.body.dataset.lastPrefill = String(event.prepared.evaluated);
-        document.body.dataset.lastReused = String(event.prepared.reused);
-      } else if (event.type === 'token') {
-        const { step } = event;
-        assistant.steps[step.index] = step;
-        assistant.steps.length = step.index + 1;
-        assistant.content = assistant.steps.map((s) => s.text).join('');
-        live.generated = assistant.steps.length;
-        live.contextUsed = (live.contextUsed ?? 0) + 1;
-        visualizer.add(step);
-        renderMessageBody(assistant, node);
-        showLiveStats(live);
-        if (assistant.steps.length % 8 === 1) scrollToEnd();
-      }
-    });
-    state.generating.requestDone = requestDone;
+    assistant.content = '';
     try {
-      done = await requestDone;
-      assistant.stats = { ...live, ...done.stats, reason: done.reason, seed: baseStats.seed };
-      document.body.dataset.lastReason = done.reason;
+      const stream = await start({
+        signal: controller.signal,
+        onPrefillProgress: ({ evaluated, total }) => {
+          live.prefilling = { evaluated, total };
+          showLiveStats(live);
+        },
+      });
+      for await (const chunk of stream) {
+        const { delta, finish_reason: finishReason } = chunk.choices[0];
+        const prompt = chunk.inferno?.prompt;
+        const step = chunk.inferno?.step;
+        if (prompt) {
+          delete live.prefilling;
+          Object.assign(live, {
+            evaluated: prompt.evaluated,
+            reused: prompt.reused,
+            contextSize: prompt.context_size,
+            contextUsed: prompt.context_used,
+            prefillTokS: prompt.evaluated > 0 ? (1000 * prompt.evaluated) / prompt.prefill_ms : undefined,
+          });
+          document.body.dataset.lastPrefill = String(prompt.evaluated);
+          document.body.dataset.lastReused = String(prompt.reused);
+        }
+        assistant.content += delta.content ?? '';
+        if (step) {
+          assistant.steps[step.index] = step;
+          assistant.steps.length = step.index + 1;
+          live.generated = assistant.steps.length;
+          live.contextUsed = (live.contextUsed ?? 0) + 1;
+          visualizer.add(step);
+          showLiveStats(live);
+          if (assistant.steps.length % 8 === 1) scrollToEnd();
+        }
+        renderMessageBody(assistant, node);
+        if (finishReason) {
+          const { stats, finish } = chunk.inferno;
+          assistant.stats = { ...live, ...stats, reason: finish };
+          document.body.dataset.lastReason = finish;
+        }
+      }
     } catch (error) {
       assistant.error = { kind: error.kind ?? 'internal', message: error.message };
       const lost = ENGINE_LOST[error.kind];
       if (lost) {
         // The worker (and the model in it) is gone; a new one is already starting.
-        setModel(null);
+        panel.forget();
         showError(lost, error);
       }
     } finally {
@@ -534,21 +317,31 @@ export function createChat(engine, { onModelLoaded, onModelUnloaded, pickFile })
       save();
       document.body.dataset.answers = String(Number(document.body.dataset.answers ?? 0) + 1);
       scrollToEnd();
+      finished();
     }
-    return done;
   }
 
   async function send() {
     const text = ui.prompt.value.trim();
-    if (!text || !state.model || state.generating) return;
+    if (!text || !panel.model || state.generating) return;
     await answer({ role: 'user', content: text });
   }
 
   /** Answers the conversation again: the last answer is replaced (a new random seed unless one is set). */
   async function regenerate() {
-    if (!state.model || state.generating || state.messages.at(-1)?.role !== 'assistant') return;
+    if (!panel.model || state.generating || state.messages.at(-1)?.role !== 'assistant') return;
     state.messages.pop();
     await answer(null);
+  }
+
+  /** The settings as completion parameters, or null (with the reason shown) when one is invalid. */
+  function readSettings() {
+    try {
+      return settings.read(panel.model);
+    } catch (error) {
+      showError('Check the settings', error);
+      return null;
+    }
   }
 
   /**
@@ -556,37 +349,30 @@ export function createChat(engine, { onModelLoaded, onModelUnloaded, pickFile })
    * false when the settings are invalid (nothing changes then).
    */
   async function answer(userMessage) {
-    let settings;
-    try {
-      settings = readSettings();
-    } catch (error) {
-      showError('Check the settings', error);
-      return false;
-    }
+    const params = readSettings();
+    if (!params) return false;
     hideError();
     if (userMessage) {
       ui.prompt.value = '';
       state.messages.push(userMessage);
     }
     for (const message of state.messages) delete message.steps; // Only the newest answer can branch.
+    const messages = apiMessages();
     const assistant = { role: 'assistant', content: '', steps: [] };
     state.messages.push(assistant);
     renderMessages();
-    visualizer.reset(settings.sampling);
-    await engine.request('system', { prompt: ui.systemPrompt.value });
-    const messages = apiMessages().slice(0, -1); // Everything but the empty answer.
+    visualizer.reset(params);
     await streamAnswer(
-      'chat',
-      {
-        messages,
-        settings: settings.sampling,
-        enableThinking: ui.thinkingLabel.hidden ? undefined : ui.thinking.checked,
-        maxTokens: settings.maxTokens,
-        traceTop: TRACE_TOP,
-        context: settings.context,
-      },
+      (options) =>
+        engine.chat.completions.create({
+          ...params,
+          ...options,
+          messages,
+          stream: true,
+          trace_top: DEFAULT_TRACE_TOP,
+          enable_thinking: ui.thinkingLabel.hidden ? undefined : ui.thinking.checked,
+        }),
       assistant,
-      { seed: settings.sampling.seed },
     );
     return true;
   }
@@ -594,33 +380,24 @@ export function createChat(engine, { onModelLoaded, onModelUnloaded, pickFile })
   /** Regenerates the last answer from `stepIndex`, with `token` forced there. */
   async function branchFrom(stepIndex, token) {
     const assistant = state.messages.at(-1);
-    if (!assistant?.steps || state.generating || !state.model || stepIndex >= assistant.steps.length) return;
-    let settings;
-    try {
-      settings = readSettings();
-    } catch (error) {
-      showError('Check the settings', error);
-      return;
-    }
+    if (!assistant?.steps || state.generating || !panel.model || stepIndex >= assistant.steps.length) return;
+    const params = readSettings();
+    if (!params) return;
     delete assistant.error;
     assistant.steps.length = stepIndex;
-    assistant.content = assistant.steps.map((s) => s.text).join('');
     visualizer.truncate(stepIndex);
-    const node = lastNode();
-    renderMessageBody(assistant, node);
     const previous = assistant.stats ?? {};
     await streamAnswer(
-      'branch',
-      { step: stepIndex, token, maxTokens: Math.max(1, settings.maxTokens - stepIndex), traceTop: TRACE_TOP },
+      (options) => engine.branch({ ...options, step: stepIndex, token, stream: true, max_tokens: params.max_tokens, trace_top: DEFAULT_TRACE_TOP }),
       assistant,
-      { contextSize: previous.contextSize, contextUsed: (previous.contextUsed ?? 0) - (previous.generated ?? 0) + stepIndex, seed: previous.seed, branchedAt: stepIndex },
+      { contextSize: previous.contextSize, contextUsed: (previous.contextUsed ?? 0) - (previous.generated ?? 0) + stepIndex, branchedAt: stepIndex },
     );
   }
 
   async function stopGenerating() {
-    const running = state.generating?.requestDone;
-    await engine.request('stop').catch(() => {});
-    await running?.catch(() => {});
+    const running = state.generating;
+    running?.controller.abort();
+    await running?.finished;
   }
 
   async function newChat() {
@@ -630,7 +407,7 @@ export function createChat(engine, { onModelLoaded, onModelUnloaded, pickFile })
     visualizer.reset();
     ui.stats.textContent = '';
     updateButtons();
-    await engine.request('reset').catch(() => {});
+    await engine.reset().catch(() => {});
     save();
     ui.prompt.focus();
   }
@@ -638,53 +415,39 @@ export function createChat(engine, { onModelLoaded, onModelUnloaded, pickFile })
   // --- persistence ----------------------------------------------------------------------------
 
   function savedModelMatches(model) {
-    const saved = storage.loadChatState();
+    const saved = loadChatState();
     return saved?.model?.name === model.name && saved?.model?.size === model.size;
   }
 
   function save() {
-    const settingsValues = Object.fromEntries(Object.entries(ui.settings).map(([key, input]) => [key, input.value]));
-    storage.saveChatState({
+    const model = panel.model;
+    saveChatState({
       messages: state.messages.map(({ role, content, stats, error }) => ({ role, content, stats, error })),
       system: ui.systemPrompt.value,
       thinking: ui.thinking.checked,
-      settings: settingsValues,
-      model: state.model ? { name: state.model.name, size: state.model.size } : storage.loadChatState()?.model ?? null,
+      settings: settings.values(),
+      model: model ? { name: model.name, size: model.size } : (loadChatState()?.model ?? null),
     });
   }
 
   /** Restores the saved conversation and settings, and reopens a model kept in OPFS. */
   async function restore() {
-    const saved = storage.loadChatState();
+    const saved = loadChatState();
     if (saved) {
       state.messages = saved.messages
         .filter((m) => m && (m.role === 'user' || m.role === 'assistant') && typeof m.content === 'string')
         .map(({ role, content, stats, error }) => ({ role, content, stats, error }));
       ui.systemPrompt.value = typeof saved.system === 'string' ? saved.system : '';
       ui.thinking.checked = saved.thinking !== false;
-      for (const [key, input] of Object.entries(ui.settings)) {
-        if (typeof saved.settings?.[key] === 'string') input.value = saved.settings[key];
-      }
+      settings.restore(saved.settings);
       renderMessages();
     } else {
-      applySettings(LLAMA_CPP_DEFAULTS, { maxTokens: DEFAULT_MAX_TOKENS, context: DEFAULT_CONTEXT });
+      settings.applyDefaults(await engineSampling(), null);
     }
-    await renderStoredModels();
-    offerDemoModel();
+    await panel.renderStored();
+    panel.offerDemoModel();
     const last = saved?.model;
-    if (last && (await storage.isStored(last.name, last.size))) await openStored(last.name);
-  }
-
-  async function offerDemoModel() {
-    try {
-      const response = await fetch(DEMO_MODEL_URL, { method: 'HEAD' });
-      const size = Number(response.headers.get('Content-Length'));
-      if (!response.ok || !(size > 0)) return;
-      ui.demoSize.textContent = `${formatBytes(size)}, served by this page's own server`;
-      ui.demoOffer.hidden = false;
-    } catch {
-      // No demo model here (offline, or served without one): the drop zone is enough.
-    }
+    if (last && (await panel.isStored(last.name, last.size))) await panel.openStored(last.name);
   }
 
   // --- wiring ---------------------------------------------------------------------------------
@@ -702,29 +465,21 @@ export function createChat(engine, { onModelLoaded, onModelUnloaded, pickFile })
   ui.stop.addEventListener('click', () => stopGenerating());
   ui.newChat.addEventListener('click', () => newChat());
   ui.regenerate.addEventListener('click', () => regenerate());
-  ui.keepModel.addEventListener('click', () => keepModel());
-  ui.unloadModel.addEventListener('click', () => unload());
   ui.dropButton.addEventListener('click', () => pickFile());
-  ui.demoButton.addEventListener('click', () => loadUrl(DEMO_MODEL_URL));
-  ui.settingsDefaults.addEventListener('click', () => {
-    applySettings(state.defaults, { maxTokens: DEFAULT_MAX_TOKENS, context: Math.min(DEFAULT_CONTEXT, state.model?.context_length ?? DEFAULT_CONTEXT) });
-    ui.settings.seed.value = '';
+  ui.settingsDefaults.addEventListener('click', async () => {
+    settings.applyDefaults(panel.model ? state.defaults : await engineSampling(), panel.model);
     save();
   });
-  for (const input of [...Object.values(ui.settings), ui.systemPrompt, ui.thinking]) input.addEventListener('change', save);
-  ui.settings.threads.addEventListener('change', () => reloadModel());
-  setUpThreads();
+  for (const input of [...settings.inputs, ui.systemPrompt, ui.thinking]) input.addEventListener('change', save);
+  ui.settings.threads.addEventListener('change', () => panel.reload());
   updateButtons();
 
   return {
-    loadFile,
-    loadUrl,
+    loadFile: panel.loadFile,
+    loadUrl: panel.loadUrl,
     restore,
-    set onFileOpened(callback) {
-      onFileOpened = callback;
-    },
     get model() {
-      return state.model;
+      return panel.model;
     },
   };
 }

@@ -12,37 +12,23 @@
 
 const PREFIX = 'inferno-shell-';
 const COMPLETE = './__complete__';
-const SHELL = [
-  './',
-  './index.html',
-  './style.css',
-  './app.js',
-  './chat.js',
-  './visualizer.js',
-  './storage.js',
-  './dom.js',
-  './format.js',
-  './inspector.js',
-  './metadata-table.js',
-  './tensor-table.js',
-  './worker-client.js',
-  './worker.js',
-  './engine-loader.js',
-];
-// The four wasm builds (pkg, pkg-relaxed, pkg-threads, pkg-relaxed-threads), listed by
-// build.sh: the page picks one at run time, and the first visit's worker is not yet under
-// this service worker's control, so all of them are kept up front (about 8 MB).
+// builds.json, written by build.sh, lists the page's files (`shell`: every HTML, JS and CSS
+// file but the benchmark pages) and the wasm builds (`files`: the page picks one at run time,
+// and the first visit's worker is not yet under this service worker's control, so all of
+// them are kept up front).
 const BUILDS = './builds.json';
 
 /** Makes the cache of the current build complete (filling it if needed) and drops the others. */
 async function refreshShell() {
   const listing = await (await fetch(BUILDS, { cache: 'no-cache' })).json();
-  if (typeof listing?.version !== 'string' || !Array.isArray(listing.files)) throw new Error('builds.json: no version');
+  if (typeof listing?.version !== 'string' || !Array.isArray(listing.files) || !Array.isArray(listing.shell)) {
+    throw new Error('builds.json: no version, shell or files');
+  }
   const name = PREFIX + listing.version;
   const cache = await caches.open(name);
   if (!(await cache.match(COMPLETE))) {
     try {
-      const urls = [...SHELL, BUILDS, ...listing.files];
+      const urls = [...listing.shell, BUILDS, ...listing.files];
       await cache.addAll(urls.map((url) => new Request(url, { cache: 'reload' })));
       await cache.put(COMPLETE, new Response(listing.version));
     } catch (error) {

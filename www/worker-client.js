@@ -14,8 +14,9 @@
 // again, with any inspection still pending (both depend only on their file), so callers never
 // see the switch; other pending requests fail as `cancelled`, as in any restart.
 
-/** An error reply from the worker, keeping the engine's name and kind. */
-export class EngineError extends Error {
+/** Every error the engine and its API report: the engine's name (GgufError, EngineError,
+ *  WorkerError...) and a stable machine-readable `kind` (bad_magic, too_large, busy, stalled...). */
+export class InfernoError extends Error {
   constructor({ name, kind, message }) {
     super(message);
     this.name = name || 'Error';
@@ -77,6 +78,13 @@ export class EngineClient {
     this.start(threads);
   }
 
+  /** Ends the worker for good: pending and later requests fail with kind "terminated". */
+  terminate() {
+    this.terminated = true;
+    this.worker.terminate();
+    this.failAll({ name: 'WorkerError', kind: 'terminated', message: 'the engine was terminated' });
+  }
+
   /** Restarts the worker when it runs with another thread count; true if it did. */
   useThreads(threads) {
     if ((threads || null) === (this.threads || null)) return false;
@@ -87,6 +95,10 @@ export class EngineClient {
   request(type, fields = {}, onEvent = null) {
     const id = this.nextId++;
     return new Promise((resolve, reject) => {
+      if (this.terminated) {
+        reject(new InfernoError({ name: 'WorkerError', kind: 'terminated', message: 'the engine was terminated' }));
+        return;
+      }
       if (this.pending.size === 0) this.lastHeard = performance.now(); // Silence while idle is fine.
       const message = { ...fields, type, id };
       this.pending.set(id, { resolve, reject, onEvent, message, switched: false });
@@ -130,9 +142,9 @@ export class EngineClient {
     }
     this.pending.delete(reply.id);
     if (reply.type === 'switch_build') {
-      waiter.reject(new EngineError({ name: 'WorkerError', kind: 'bad_reply', message: 'the engine asked twice for another build' }));
+      waiter.reject(new InfernoError({ name: 'WorkerError', kind: 'bad_reply', message: 'the engine asked twice for another build' }));
     } else if (reply.type === 'error') {
-      waiter.reject(new EngineError(reply.error ?? {}));
+      waiter.reject(new InfernoError(reply.error ?? {}));
     } else {
       waiter.resolve(reply);
     }
@@ -154,7 +166,7 @@ export class EngineClient {
   }
 
   failAll(errorInfo) {
-    for (const waiter of this.pending.values()) waiter.reject(new EngineError(errorInfo));
+    for (const waiter of this.pending.values()) waiter.reject(new InfernoError(errorInfo));
     this.pending.clear();
   }
 }

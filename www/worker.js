@@ -17,7 +17,8 @@
 //                                           with `token` forced there
 //   stop                                 -> stopped {wasGenerating}
 //   reset                                -> reset {}
-//   system {prompt}                      -> system {}
+//   tokenize {text, addSpecial?, parseSpecial?} -> tokens {ids} (no options: as a prompt)
+//   detokenize {ids, renderSpecial?}     -> text {text}
 //   unload                               -> unloaded {}
 //   ping                                 -> pong {} (at once unless a wasm call is running:
 //                                           the client's stall watchdog, worker-client.js)
@@ -40,6 +41,7 @@
 // message queue after each one.
 
 import { buildFor, memory64Supported, resolveThreads, startEngine } from './engine-loader.js';
+import { DEFAULT_MAX_TOKENS, DEFAULT_TRACE_TOP, MAX_TOKENS_LIMIT, MAX_TRACE_TOP } from './defaults.js';
 
 const INITIAL_PREFIX_BYTES = 1 << 20; // 1 MiB covers the header of most small models.
 const WORKER_PARAMS = new URL(self.location.href).searchParams;
@@ -125,6 +127,7 @@ function toPlain(value) {
     return object;
   }
   if (Array.isArray(value)) return value.map(toPlain);
+  if (ArrayBuffer.isView(value)) return Array.from(value); // bytes (a token's piece) arrive as Uint8Array
   if (value && typeof value === 'object') {
     const object = {};
     for (const key of Object.keys(value)) object[key] = toPlain(value[key]);
@@ -183,7 +186,6 @@ const FILE_CHUNK_BYTES = 16 << 20;
 const PROGRESS_INTERVAL_MS = 100;
 
 let model = null; // {engine: WebEngine, name, size, info, source}
-let systemPrompt = '';
 
 function requireModel() {
   if (!model) throw new WorkerError('ProtocolError', 'no_model', 'no model is loaded');
@@ -316,12 +318,10 @@ function describeModel() {
 
 // --- Generating ------------------------------------------------------------------------------
 
-const DEFAULT_MAX_TOKENS = 512;
 // Prompt tokens per prefill call: one batch of the engine's (PREFILL_BATCH), so parts cost
 // nothing over a single call, and even a large model on one thread answers a stop or a ping
 // within seconds.
 const PREFILL_PART_TOKENS = 64;
-const MAX_TRACE_TOP = 100;
 
 let busy = null; // {stopRequested} while a load or generation runs
 let answer = null; // the last answer: {start, steps: [{token, text, ...}]}, for branching
@@ -346,13 +346,11 @@ function count(value, fallback, { min = 0, max = Number.MAX_SAFE_INTEGER } = {})
   return number;
 }
 
-function withSystemPrompt(messages) {
+function chatMessages(messages) {
   if (!Array.isArray(messages) || messages.length === 0) {
     throw new WorkerError('ProtocolError', 'bad_request', 'chat needs a non-empty "messages" array');
   }
-  const hasSystem = messages[0]?.role === 'system';
-  if (!systemPrompt || hasSystem) return messages;
-  return [{ role: 'system', content: systemPrompt }, ...messages];
+  return messages;
 }
 
 let latestPreempt = 0; // numbers the preempting requests: only the newest one runs
@@ -424,6 +422,7 @@ async function decode(id, run, { first, startIndex, maxTokens, traceTop }) {
       token: out.token,
       text: out.text,
       piece: out.piece,
+      piece_bytes: out.piece_bytes,
       endOfGeneration: out.end_of_generation,
       forced: i === 0 && first !== undefined,
       trace: out.trace,
@@ -443,8 +442,8 @@ async function decode(id, run, { first, startIndex, maxTokens, traceTop }) {
 
 function generationOptions(request) {
   return {
-    maxTokens: count(request.maxTokens, DEFAULT_MAX_TOKENS, { min: 1, max: 1 << 20 }),
-    traceTop: count(request.traceTop, 20, { max: MAX_TRACE_TOP }),
+    maxTokens: count(request.maxTokens, DEFAULT_MAX_TOKENS, { min: 1, max: MAX_TOKENS_LIMIT }),
+    traceTop: count(request.traceTop, DEFAULT_TRACE_TOP, { max: MAX_TRACE_TOP }),
   };
 }
 
@@ -474,7 +473,7 @@ async function chat(request) {
     const started = performance.now();
     const prepared = toPlain(
       engine.prepare_chat({
-        messages: withSystemPrompt(request.messages),
+        messages: chatMessages(request.messages),
         enable_thinking: request.enableThinking ?? undefined,
         settings: request.settings ?? {},
         context: request.context ?? undefined,
@@ -550,12 +549,23 @@ function reset() {
   return { type: 'reset' };
 }
 
-function setSystemPrompt(request) {
-  if (typeof request.prompt !== 'string') {
-    throw new WorkerError('ProtocolError', 'bad_request', 'system needs a string "prompt"');
+function tokenize(request) {
+  const { engine } = requireModel();
+  if (typeof request.text !== 'string') {
+    throw new WorkerError('ProtocolError', 'bad_request', 'tokenize needs a string "text"');
   }
-  systemPrompt = request.prompt.trim();
-  return { type: 'system' };
+  const flag = (value) => (value === undefined || value === null ? undefined : Boolean(value));
+  const ids = engine.tokenize(request.text, flag(request.addSpecial), flag(request.parseSpecial));
+  return { type: 'tokens', ids: Array.from(ids) };
+}
+
+function detokenize(request) {
+  const { engine } = requireModel();
+  const ids = request.ids;
+  if (!Array.isArray(ids) || !ids.every((id) => Number.isInteger(id) && id >= 0 && id <= 0xffff_ffff)) {
+    throw new WorkerError('ProtocolError', 'bad_request', 'detokenize needs an array of token ids in "ids"');
+  }
+  return { type: 'text', text: engine.detokenize(Uint32Array.from(ids), Boolean(request.renderSpecial)) };
 }
 
 function unload() {
@@ -572,7 +582,8 @@ const HANDLERS = {
   branch,
   stop,
   reset,
-  system: setSystemPrompt,
+  tokenize,
+  detokenize,
   unload,
   ping: () => ({ type: 'pong' }),
   trap: async () => {

@@ -8,6 +8,11 @@ use crate::chat::ChatMessage;
 use crate::engine::{Engine, EngineError, Session};
 use crate::inspect::Report;
 use crate::sampler::{Sampler, SamplerError, SamplerSettings, StepTrace};
+use crate::tokenizer::{DecodeOptions, EncodeOptions};
+
+/// The KV cache a chat gets when it asks for none, in tokens (a cache grows with the context;
+/// most chats in a page stay far below a model's trained length).
+pub const DEFAULT_CONTEXT_CAP: usize = 4096;
 
 /// A loaded model and its one conversation.
 #[wasm_bindgen]
@@ -26,12 +31,24 @@ struct ChatRequest {
     enable_thinking: Option<bool>,
     #[serde(default)]
     settings: SamplerSettings,
-    /// KV cache size in tokens; the model's context length (capped at 4096) when absent.
+    /// KV cache size in tokens; the model's context length (capped at [`DEFAULT_CONTEXT_CAP`])
+    /// when absent.
     #[serde(default)]
     context: Option<usize>,
 }
 
 impl WebEngine {
+    fn check_tokens(&self, tokens: &[u32]) -> Result<(), JsValue> {
+        let vocab = self.engine.model().config().vocab_size;
+        match tokens.iter().find(|&&t| t as usize >= vocab) {
+            Some(bad) => {
+                let message = format!("token id {bad} is outside the vocabulary of {vocab}");
+                Err(js_error("RangeError", "bad_token", &message))
+            }
+            None => Ok(()),
+        }
+    }
+
     pub(super) fn new(engine: Engine) -> Result<WebEngine, JsValue> {
         let sampler = Sampler::new(SamplerSettings::default()).map_err(engine_error_of)?;
         Ok(WebEngine { engine, session: None, prompt: Vec::new(), sampler })
@@ -62,10 +79,28 @@ impl WebEngine {
         })
     }
 
-    /// Token ids of `text` as a prompt (llama.cpp's defaults: special tokens parsed, BOS when
-    /// the model asks for it), e.g. so a benchmark feeds both engines the same prompt.
-    pub fn tokenize(&self, text: &str) -> Vec<u32> {
-        self.engine.encode(text)
+    /// Token ids of `text`. Without options, as a prompt (llama.cpp's defaults: special tokens
+    /// parsed, BOS when the model asks for it, never a second BOS), e.g. so a benchmark feeds
+    /// both engines the same prompt; `add_special` / `parse_special` as `llama_tokenize`'s.
+    pub fn tokenize(&self, text: &str, add_special: Option<bool>, parse_special: Option<bool>) -> Vec<u32> {
+        if add_special.is_none() && parse_special.is_none() {
+            return self.engine.encode(text);
+        }
+        let defaults = EncodeOptions::default();
+        let options = EncodeOptions {
+            add_special: add_special.unwrap_or(defaults.add_special),
+            parse_special: parse_special.unwrap_or(defaults.parse_special),
+        };
+        self.engine.tokenizer().encode(text, options)
+    }
+
+    /// The text of `ids` as llama.cpp's `llama_detokenize`: control tokens left out unless
+    /// `render_special`. An id outside the vocabulary is refused (kind `bad_token`).
+    pub fn detokenize(&self, ids: Vec<u32>, render_special: Option<bool>) -> Result<String, JsValue> {
+        self.check_tokens(&ids)?;
+        let options =
+            DecodeOptions { remove_special: false, render_special: render_special.unwrap_or(false) };
+        Ok(self.engine.tokenizer().decode_with(&ids, options))
     }
 
     /// The inspector's report for the loaded file (no second read of the file).
@@ -111,11 +146,7 @@ impl WebEngine {
     /// settings: what the benchmark page and tests need for a fixed-length prefill.
     /// Returns the same `{prompt_tokens, reused, evaluated, context_used, context_size}`.
     pub fn prepare_tokens(&mut self, tokens: Vec<u32>, context: Option<u32>) -> Result<JsValue, JsValue> {
-        let vocab = self.engine.model().config().vocab_size;
-        if let Some(&bad) = tokens.iter().find(|&&t| t as usize >= vocab) {
-            let message = format!("token id {bad} is outside the vocabulary of {vocab}");
-            return Err(js_error("RangeError", "bad_token", &message));
-        }
+        self.check_tokens(&tokens)?;
         self.sync_prompt(&tokens, context.map(|c| c as usize), usize::MAX)
     }
 
@@ -128,9 +159,9 @@ impl WebEngine {
         Ok(())
     }
 
-    /// The KV cache size asked for, or the model's context length capped at 4096.
+    /// The KV cache size asked for, or the model's context length capped.
     fn context_for(&self, asked: Option<usize>) -> usize {
-        asked.unwrap_or_else(|| self.engine.model().config().context_length.min(4096))
+        asked.unwrap_or_else(|| self.engine.model().config().context_length.min(DEFAULT_CONTEXT_CAP))
     }
 
     /// The session, created anew when it does not exist or holds another context (`None`:
@@ -183,19 +214,22 @@ impl WebEngine {
     pub fn step(&mut self, trace_top: u32, forced: Option<u32>) -> Result<JsValue, JsValue> {
         let session = self.session.as_mut().ok_or_else(|| engine_error(EngineError::NothingToContinue))?;
         #[derive(Serialize)]
-        struct Traced {
+        struct Traced<'a> {
             #[serde(flatten)]
             trace: StepTrace,
             pieces: Vec<String>,
+            /// Each candidate's exact bytes (a piece may be part of a character).
+            piece_bytes: Vec<&'a [u8]>,
         }
         #[derive(Serialize)]
-        struct StepOut {
+        struct StepOut<'a> {
             token: Option<u32>,
             text: String,
             piece: String,
+            piece_bytes: &'a [u8],
             end_of_generation: bool,
             context_full: bool,
-            trace: Option<Traced>,
+            trace: Option<Traced<'a>>,
         }
         let step = match session.step(&self.engine, &mut self.sampler, forced, trace_top as usize) {
             Ok(step) => step,
@@ -204,6 +238,7 @@ impl WebEngine {
                     token: None,
                     text: String::new(),
                     piece: String::new(),
+                    piece_bytes: &[],
                     end_of_generation: false,
                     context_full: true,
                     trace: None,
@@ -212,13 +247,16 @@ impl WebEngine {
             }
             Err(e) => return Err(engine_error(e)),
         };
+        let tokenizer = self.engine.tokenizer();
         let trace = step.trace.map(|trace| Traced {
             pieces: trace.candidates.iter().map(|c| self.engine.piece(c.id)).collect(),
+            piece_bytes: trace.candidates.iter().map(|c| tokenizer.token_bytes(c.id, true)).collect(),
             trace,
         });
         to_js(&StepOut {
             token: Some(step.token),
             piece: self.engine.piece(step.token),
+            piece_bytes: tokenizer.token_bytes(step.token, true),
             text: step.text,
             end_of_generation: step.end_of_generation,
             context_full: false,

@@ -32,17 +32,26 @@ pub use wasm_bindgen_rayon::init_thread_pool;
 #[wasm_bindgen]
 pub fn engine_info() -> Result<JsValue, JsValue> {
     #[derive(Serialize)]
+    struct Defaults {
+        /// llama.cpp's sampling defaults, which a file's `general.sampling.*` keys refine.
+        sampling: crate::sampler::SamplerSettings,
+        /// The KV cache a chat gets when it names none: the model's context length, capped.
+        context_cap: usize,
+    }
+    #[derive(Serialize)]
     struct Info {
         version: &'static str,
         simd128: bool,
         relaxed_simd: bool,
         threads: usize,
+        defaults: Defaults,
     }
     to_js(&Info {
         version: env!("CARGO_PKG_VERSION"),
         simd128: cfg!(target_feature = "simd128"),
         relaxed_simd: cfg!(target_feature = "relaxed-simd"),
         threads: crate::parallel::threads(),
+        defaults: Defaults { sampling: Default::default(), context_cap: engine::DEFAULT_CONTEXT_CAP },
     })
 }
 

@@ -1,0 +1,71 @@
+// Packs the embeddable library as an npm package: the public API (inferno.js and its types),
+// the engine worker and what it imports, and every wasm build, with a README made of
+// README.md's "Embedding Inferno in a page" section. Needs the wasm builds (./build.sh build).
+//
+//   node scripts/pack.mjs [DEST]   -> DEST/inferno-web-<version>.tgz (default target/npm)
+//
+// Prints the tarball's path. The package has no dependencies: a page imports
+// node_modules/inferno-web/inferno.js directly, no bundler needed.
+
+import { execFileSync } from 'node:child_process';
+import { cpSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = fileURLToPath(new URL('..', import.meta.url));
+const www = path.join(root, 'www');
+
+/** The page files the library needs: the API, the worker and its imports. */
+export const LIBRARY_FILES = ['inferno.js', 'inferno.d.ts', 'worker-client.js', 'worker.js', 'engine-loader.js', 'defaults.js', 'storage.js'];
+const BUILDS = ['pkg', 'pkg-relaxed', 'pkg-threads', 'pkg-relaxed-threads', 'pkg-memory64'];
+
+function crateVersion() {
+  const match = /^version\s*=\s*"([^"]+)"/m.exec(readFileSync(path.join(root, 'Cargo.toml'), 'utf8'));
+  if (!match) throw new Error('Cargo.toml has no version');
+  return match[1];
+}
+
+/** README.md's embedding section, headings raised one level. */
+function embeddingReadme() {
+  const readme = readFileSync(path.join(root, 'README.md'), 'utf8');
+  const start = readme.indexOf('\n## Embedding Inferno in a page');
+  if (start < 0) throw new Error('README.md has no "## Embedding Inferno in a page" section');
+  const end = readme.indexOf('\n## ', start + 1);
+  const section = readme.slice(start + 1, end < 0 ? undefined : end).replace(/^#(#+) /gm, '$1 ');
+  return `${section.trim()}\n\nInferno is MIT OR Apache-2.0 licensed; its source, tests and benchmarks are in the project repository.\n`;
+}
+
+export function pack(dest = path.join(root, 'target', 'npm')) {
+  const stage = path.join(dest, 'package');
+  rmSync(stage, { recursive: true, force: true });
+  mkdirSync(stage, { recursive: true });
+  for (const file of LIBRARY_FILES) cpSync(path.join(www, file), path.join(stage, file));
+  for (const build of BUILDS) {
+    const from = path.join(www, build);
+    if (!existsSync(path.join(from, 'inferno_bg.wasm'))) throw new Error(`${from} is missing: run ./build.sh build first`);
+    cpSync(from, path.join(stage, build), { recursive: true });
+  }
+  const version = crateVersion();
+  const manifest = {
+    name: 'inferno-web',
+    version,
+    description: 'GGUF language models in the browser: inspect, tokenize and chat offline, with the reason for every token',
+    type: 'module',
+    main: './inferno.js',
+    types: './inferno.d.ts',
+    exports: { '.': { types: './inferno.d.ts', default: './inferno.js' }, './*': './*' },
+    files: [...LIBRARY_FILES, ...BUILDS.map((build) => `${build}/`), 'README.md'],
+    sideEffects: false,
+    license: 'MIT OR Apache-2.0',
+    keywords: ['gguf', 'llm', 'webassembly', 'llama.cpp', 'inference', 'browser'],
+  };
+  writeFileSync(path.join(stage, 'package.json'), `${JSON.stringify(manifest, null, 2)}\n`);
+  writeFileSync(path.join(stage, 'README.md'), embeddingReadme());
+  const output = execFileSync('npm', ['pack', '--json', '--pack-destination', dest], { cwd: stage, encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
+  const [{ filename }] = JSON.parse(output);
+  return path.join(dest, filename);
+}
+
+if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  console.log(pack(process.argv[2] ? path.resolve(process.argv[2]) : undefined));
+}

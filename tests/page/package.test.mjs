@@ -1,0 +1,193 @@
+// The embeddable library as a web developer gets it: `npm pack` (scripts/pack.mjs), installed
+// into a scratch directory with npm, imported by a plain HTML page that knows nothing of
+// Inferno's own page. The page streams a chat with logprobs, asks the same question without
+// streaming, aborts a long answer, branches from a candidate, round-trips the tokenizer and
+// checks the errors; the test reads back what it saw.
+
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { linkSync, copyFileSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { pack } from '../../scripts/pack.mjs';
+import { startServer } from '../../scripts/serve.mjs';
+import { MODELS, h, requireModel, watchForProblems } from './harness.mjs';
+
+const PAGE = String.raw`<!doctype html>
+<meta charset="utf-8">
+<title>Embedding Inferno</title>
+<link rel="icon" href="data:,">
+<pre id="out"></pre>
+<script type="module">
+import { Inferno, InfernoError } from './node_modules/inferno-web/inferno.js';
+
+const out = document.getElementById('out');
+const question = { messages: [{ role: 'user', content: 'What is the capital of France?' }], temperature: 0, max_tokens: 12 };
+
+async function scenario() {
+  const result = {};
+  const phases = new Set();
+  const engine = await Inferno.load('model.gguf', { onProgress: (p) => phases.add(p.phase) });
+  result.model = engine.model;
+  result.phases = [...phases];
+
+  // 1. Streamed, with log probabilities.
+  const chunks = [];
+  for await (const chunk of await engine.chat.completions.create({ ...question, stream: true, logprobs: true, top_logprobs: 3 })) {
+    chunks.push(chunk);
+    out.textContent += chunk.choices[0].delta.content ?? '';
+  }
+  result.streamed = chunks;
+
+  // 2. The same question, one completion (greedy: the same text; the prompt is in the cache).
+  result.whole = await engine.chat.completions.create({ ...question, stream: false });
+
+  // 3. Aborted after the third token.
+  const controller = new AbortController();
+  const aborted = [];
+  const long = { messages: [{ role: 'user', content: 'Count from 1 to 200, one number per line.' }], temperature: 0, max_tokens: 300 };
+  for await (const chunk of await engine.chat.completions.create({ ...long, stream: true, signal: controller.signal })) {
+    aborted.push(chunk);
+    if (aborted.filter((c) => c.inferno?.step).length === 3) controller.abort();
+  }
+  result.aborted = aborted;
+
+  // 4. Branch from step 1 of the aborted answer, with its runner-up candidate forced.
+  const step1 = aborted.find((c) => c.inferno?.step?.index === 1).inferno.step;
+  const runnerUp = step1.trace.candidates[1].id;
+  result.branchToken = runnerUp;
+  result.branch = await engine.branch({ step: 1, token: runnerUp, max_tokens: 6 });
+
+  // 5. The tokenizer, both ways.
+  const ids = await engine.tokenize('Hello world', { addSpecial: false });
+  result.tokens = { ids, text: await engine.detokenize(ids) };
+
+  // 6. Errors carry a stable kind.
+  const kindOf = async (promise) => promise.then(() => 'no error', (e) => (e instanceof InfernoError ? e.kind : 'not an InfernoError: ' + e));
+  result.errors = {
+    emptyMessages: await kindOf(engine.chat.completions.create({ messages: [] })),
+    badToken: await kindOf(engine.detokenize([1e9])),
+    missingFile: await kindOf(Inferno.load('no-such-model.gguf')),
+  };
+  await engine.unload();
+  result.unloaded = await kindOf(engine.chat.completions.create(question));
+  engine.terminate();
+  return result;
+}
+
+scenario().then(
+  (result) => (window.__result = result),
+  (error) => (window.__result = { failed: { name: error.name, kind: error.kind, message: error.message } }),
+);
+</script>
+`;
+
+describe('the npm package in a plain page', { timeout: 300_000 }, () => {
+  let scratch;
+  let server;
+
+  before(() => {
+    scratch = mkdtempSync(path.join(os.tmpdir(), 'inferno-package-'));
+    const tarball = pack(path.join(scratch, 'dist'));
+    const app = path.join(scratch, 'app');
+    execFileSync('mkdir', ['-p', app]);
+    writeFileSync(path.join(app, 'package.json'), '{ "name": "embedding-test", "private": true }\n');
+    execFileSync('npm', ['install', '--offline', '--no-audit', '--no-fund', '--loglevel=error', tarball], { cwd: app, stdio: 'inherit' });
+    writeFileSync(path.join(app, 'index.html'), PAGE);
+    const model = requireModel(MODELS.smollm2);
+    try {
+      linkSync(model, path.join(app, 'model.gguf'));
+    } catch {
+      copyFileSync(model, path.join(app, 'model.gguf'));
+    }
+  });
+
+  after(async () => {
+    await server?.close();
+    if (scratch) rmSync(scratch, { recursive: true, force: true });
+  });
+
+  test('streams with logprobs, completes, aborts, branches and reports errors', async () => {
+    server = await startServer({ root: path.join(scratch, 'app'), port: 0 });
+    h.problems = [];
+    const context = await h.browser.newContext();
+    const page = await context.newPage();
+    watchForProblems(page);
+    try {
+      await page.goto(`${server.url}index.html`);
+      await page.waitForFunction(() => window.__result !== undefined, null, { timeout: 240_000 });
+      const result = await page.evaluate(() => window.__result);
+      assert.equal(result.failed, undefined, `the scenario failed: ${JSON.stringify(result.failed)}`);
+
+      assert.equal(result.model.architecture, 'llama');
+      assert.equal(result.model.name, 'model.gguf');
+      assert.ok(result.phases.includes('reading') && result.phases.includes('ready'), `progress phases: ${result.phases}`);
+
+      // 1. The stream: a role chunk with the prompt facts, a chunk per token, a final one.
+      const chunks = result.streamed;
+      const [first] = chunks;
+      const last = chunks.at(-1);
+      assert.equal(first.object, 'chat.completion.chunk');
+      assert.equal(first.choices[0].delta.role, 'assistant');
+      assert.ok(first.inferno.prompt.prompt_tokens > 5, 'the prompt facts come first');
+      const tokenChunks = chunks.filter((c) => c.inferno?.step);
+      const content = chunks.map((c) => c.choices[0].delta.content ?? '').join('');
+      assert.ok(content.trim().length > 0, 'an answer');
+      assert.equal(content, tokenChunks.map((c) => c.inferno.step.text).join(''), 'the deltas are the steps\' text');
+      assert.ok(['stop', 'length'].includes(last.choices[0].finish_reason));
+      assert.equal(last.usage.completion_tokens, tokenChunks.length);
+      assert.equal(last.usage.total_tokens, last.usage.prompt_tokens + last.usage.completion_tokens);
+      assert.ok(last.inferno.stats.decodeTokS > 0);
+      for (const chunk of tokenChunks) {
+        const [entry] = chunk.choices[0].logprobs.content;
+        const step = chunk.inferno.step;
+        assert.ok(entry.logprob <= 0, 'a log probability');
+        assert.equal(entry.top_logprobs.length, 3);
+        // Greedy: the drawn token is the best candidate.
+        assert.equal(entry.token, entry.top_logprobs[0].token);
+        assert.equal(entry.logprob, entry.top_logprobs[0].logprob);
+        assert.ok(Math.abs(Math.exp(entry.logprob) - step.trace.chosen_probability) < 1e-6);
+        assert.deepEqual(entry.bytes, [...new TextEncoder().encode(step.piece)]);
+        assert.equal(step.settings.temperature, 0, 'the settings in force');
+        assert.equal(typeof step.trace.entropy_bits, 'number');
+      }
+
+      // 2. The same question without streaming: the same text, the prompt reused from the cache.
+      const whole = result.whole;
+      assert.equal(whole.object, 'chat.completion');
+      assert.equal(whole.choices[0].message.content, content);
+      assert.equal(whole.choices[0].logprobs, null, 'no logprobs unless asked');
+      assert.ok(whole.usage.prompt_tokens_details.cached_tokens > 0, 'the cache was reused');
+      assert.equal(whole.inferno.steps.length, whole.usage.completion_tokens);
+
+      // 3. The abort ends the answer within a step of the request.
+      const aborted = result.aborted;
+      const abortedEnd = aborted.at(-1);
+      assert.equal(abortedEnd.choices[0].finish_reason, 'abort');
+      assert.ok(abortedEnd.usage.completion_tokens <= 5, `stopped within a step: ${abortedEnd.usage.completion_tokens} tokens`);
+
+      // 4. The branch keeps step 0, forces the runner-up at step 1 and continues from there.
+      const abortedSteps = aborted.filter((c) => c.inferno?.step).map((c) => c.inferno.step);
+      const branch = result.branch;
+      const steps = branch.inferno.steps;
+      assert.equal(steps[0].token, abortedSteps[0].token);
+      assert.equal(steps[1].token, result.branchToken);
+      assert.equal(steps[1].forced, true);
+      assert.ok(steps.length <= 6 && steps.length >= 2);
+      assert.ok(branch.choices[0].message.content.startsWith(abortedSteps[0].text), 'the kept text comes first');
+      assert.equal(branch.choices[0].message.content, steps.map((s) => s.text).join(''));
+
+      // 5 and 6.
+      assert.equal(result.tokens.text, 'Hello world');
+      assert.ok(result.tokens.ids.length >= 2);
+      assert.deepEqual(result.errors, { emptyMessages: 'bad_request', badToken: 'bad_token', missingFile: 'fetch_failed' });
+      assert.equal(result.unloaded, 'no_model');
+    } finally {
+      await context.close();
+    }
+    // The deliberately missing model is the one 404 the browser may log.
+    const problems = h.problems.filter((problem) => !/worker console error: .*status of 404/.test(problem));
+    assert.deepEqual(problems, [], 'the page logged errors');
+  });
+});

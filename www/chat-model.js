@@ -1,0 +1,216 @@
+// The chat's model panel: loading a model (file, URL, or one kept in this browser) with a
+// progress bar, the model's details, keeping it in the browser (OPFS), the list of kept
+// models, the demo model offer and unloading.
+
+import { el, replaceChildren } from './dom.js';
+import { formatBytes, formatDuration } from './format.js';
+import { Inferno } from './inferno.js';
+import { DEMO_MODEL_URL } from './defaults.js';
+
+const PHASES = { reading: 'Reading', validating: 'Validating', ready: 'Ready', storing: 'Keeping in this browser' };
+
+/**
+ * engine: an Inferno engine. ui: the panel's elements. hooks:
+ *   beforeLoad()            awaited before a load starts (stops a running answer)
+ *   threads()               the thread count to load with (null: the engine's default)
+ *   onModel(model)          a model was loaded (or null: none is)
+ *   showError(title, error), hideError()
+ */
+export function createModelPanel(engine, ui, hooks) {
+  const stored = Inferno.storedModels;
+  let loadTicket = 0;
+  let loadSource = null; // the File or URL the model came from, for "keep in browser"
+  let model = null;
+
+  function showProgress(phase, bytes, total) {
+    ui.progress.hidden = false;
+    ui.progress.dataset.phase = phase;
+    ui.progressPhase.textContent = PHASES[phase] ?? phase;
+    ui.progressBytes.textContent = total ? `${formatBytes(bytes)} of ${formatBytes(total)} · ${Math.floor((100 * bytes) / total)}%` : formatBytes(bytes);
+    ui.progressBar.value = total ? bytes / total : 0;
+  }
+
+  function hideProgress() {
+    ui.progress.hidden = true;
+  }
+
+  /** Loads `source` (a File, a URL, or {opfs: name}); `keepable` is what "keep" copies from. */
+  async function load(source, { name, keepable, size = 0 }) {
+    const ticket = ++loadTicket;
+    await hooks.beforeLoad();
+    hooks.hideError();
+    setModel(null);
+    showProgress('reading', 0, size);
+    try {
+      const loaded = await engine.load(source, {
+        threads: hooks.threads(),
+        onProgress: ({ phase, loaded: bytes, total }) => {
+          if (ticket === loadTicket) showProgress(phase, bytes, total);
+        },
+      });
+      if (ticket !== loadTicket) return null;
+      loadSource = keepable;
+      setModel(loaded, loaded.load_ms);
+      return loaded;
+    } catch (error) {
+      if (ticket === loadTicket) {
+        setModel(null);
+        hooks.showError(`Could not load ${name}`, error);
+      }
+      return null;
+    } finally {
+      if (ticket === loadTicket) {
+        hideProgress();
+        document.body.dataset.loads = String(Number(document.body.dataset.loads ?? 0) + 1);
+      }
+    }
+  }
+
+  function loadFile(file) {
+    return load(file, { name: file.name, keepable: file, size: file.size });
+  }
+
+  function loadUrl(url) {
+    return load(url, { name: url.split('/').pop(), keepable: url });
+  }
+
+  /** Opens a model kept in this browser: the engine reads it from disk in slices. */
+  function openStored(name) {
+    return load({ opfs: name }, { name, keepable: null });
+  }
+
+  /** Loads the current model again (the thread count changed), keeping the conversation. */
+  async function reload() {
+    if (!model) return;
+    if (model.source === 'opfs') await openStored(model.name);
+    else if (typeof loadSource === 'string') await loadUrl(loadSource);
+    else if (loadSource) await loadFile(loadSource);
+  }
+
+  function setModel(next, ms) {
+    model = next;
+    document.body.dataset.model = next ? next.name : '';
+    ui.modelBar.hidden = !next;
+    if (next) {
+      ui.modelName.textContent = next.name;
+      const template = next.template?.kind === 'builtin' ? `built-in ${next.template.name} template` : 'template from the file';
+      ui.modelDetails.textContent = [
+        next.architecture,
+        formatBytes(next.size),
+        `${next.vocab_size.toLocaleString('en-US')} tokens`,
+        `trained context ${next.context_length.toLocaleString('en-US')}`,
+        template,
+        `${next.threads} ${next.threads === 1 ? 'thread' : 'threads'}`,
+        next.memory64 ? '64-bit memory' : null,
+        ms !== undefined ? `loaded in ${formatDuration(ms)}` : null,
+      ]
+        .filter(Boolean)
+        .join(' · ');
+      updateKeepButton();
+    }
+    hooks.onModel(next);
+  }
+
+  async function unload() {
+    await hooks.beforeLoad();
+    await engine.unload().catch(() => {});
+    setModel(null);
+  }
+
+  /** The engine lost its model (a crash): show none. */
+  function forget() {
+    setModel(null);
+  }
+
+  async function updateKeepButton() {
+    if (!model || !stored.available()) {
+      ui.keepModel.hidden = true;
+      return;
+    }
+    ui.keepModel.hidden = false;
+    const kept = model.source === 'opfs' || (await stored.has(model.name, model.size));
+    ui.keepModel.textContent = kept ? 'Kept in browser ✓' : 'Keep in browser';
+    ui.keepModel.disabled = kept;
+    ui.keepModel.dataset.stored = String(kept);
+  }
+
+  async function keep() {
+    if (!model || !loadSource) return;
+    const { name } = model;
+    ui.keepModel.disabled = true;
+    try {
+      await stored.keep(name, loadSource, (bytes, total) => showProgress('storing', bytes, total));
+    } catch (error) {
+      hooks.showError(`Could not keep ${name} in this browser`, { kind: 'storage', message: error.message || String(error) });
+    } finally {
+      hideProgress();
+      await updateKeepButton();
+      await renderStored();
+    }
+  }
+
+  async function renderStored() {
+    let models = [];
+    try {
+      models = await stored.list();
+    } catch (error) {
+      console.warn('could not list stored models', error);
+    }
+    ui.stored.hidden = models.length === 0;
+    replaceChildren(
+      ui.storedList,
+      models.map((kept) =>
+        el(
+          'li',
+          { dataset: { name: kept.name } },
+          el('span', { className: 'stored-name' }, kept.name),
+          el('span', { className: 'muted small' }, formatBytes(kept.size)),
+          el('button', { type: 'button', className: 'button subtle', onclick: () => openStored(kept.name) }, 'Open'),
+          el('button', { type: 'button', className: 'button subtle danger', onclick: () => removeStored(kept.name) }, 'Delete'),
+        ),
+      ),
+    );
+    const estimate = await stored.estimate();
+    ui.storageEstimate.textContent = estimate ? `This site uses ${formatBytes(estimate.usage)} of ${formatBytes(estimate.quota)} the browser allows it.` : '';
+  }
+
+  async function removeStored(name) {
+    try {
+      await stored.remove(name);
+    } catch (error) {
+      hooks.showError(`Could not delete ${name}`, { kind: 'storage', message: error.message });
+    }
+    await renderStored();
+    await updateKeepButton();
+  }
+
+  async function offerDemoModel() {
+    try {
+      const response = await fetch(DEMO_MODEL_URL, { method: 'HEAD' });
+      const size = Number(response.headers.get('Content-Length'));
+      if (!response.ok || !(size > 0)) return;
+      ui.demoSize.textContent = `${formatBytes(size)}, served by this page's own server`;
+      ui.demoOffer.hidden = false;
+    } catch {
+      // No demo model here (offline, or served without one): the drop zone is enough.
+    }
+  }
+
+  ui.keepModel.addEventListener('click', () => keep());
+  ui.unloadModel.addEventListener('click', () => unload());
+  ui.demoButton.addEventListener('click', () => loadUrl(DEMO_MODEL_URL));
+
+  return {
+    loadFile,
+    loadUrl,
+    openStored,
+    reload,
+    forget,
+    renderStored,
+    offerDemoModel,
+    isStored: (name, size) => stored.has(name, size),
+    get model() {
+      return model;
+    },
+  };
+}

@@ -1,0 +1,97 @@
+// The chat's settings panel: sampling, answer length, context size and threads, checked when
+// read. Defaults come from the engine (llama.cpp's sampling), the loaded file's
+// recommendation and defaults.js, never from copies here.
+
+import { el, replaceChildren } from './dom.js';
+import { Inferno } from './inferno.js';
+import { DEFAULT_CONTEXT, DEFAULT_MAX_TOKENS, MAX_TOKENS_LIMIT } from './defaults.js';
+
+/** The sampling settings the panel shows, named as in the completion request. */
+const SAMPLING_KEYS = ['temperature', 'top_k', 'top_p', 'min_p', 'repeat_penalty'];
+
+/** The sampling part of engine defaults or a file's recommendation. */
+export function pickSampling(settings) {
+  return Object.fromEntries(SAMPLING_KEYS.filter((key) => settings?.[key] !== undefined).map((key) => [key, settings[key]]));
+}
+
+/**
+ * inputs: {temperature, top_k, top_p, min_p, repeat_penalty, max_tokens, seed, context, threads}
+ * (form controls); threadsNote: the element explaining the thread choice.
+ */
+export function createSettings(inputs, threadsNote) {
+  setUpThreads();
+
+  /** The Threads choices: "auto" (the engine's default) and 1..cores; one thread only where
+   *  the page cannot share memory with workers. */
+  function setUpThreads() {
+    const { threads: supported, hardwareThreads: cores, defaultThreads } = Inferno.capabilities();
+    const options = [el('option', { value: '' }, `Auto (${defaultThreads})`)];
+    if (supported) for (let n = 1; n <= Math.min(cores, 64); n++) options.push(el('option', { value: String(n) }, String(n)));
+    replaceChildren(inputs.threads, options);
+    inputs.threads.disabled = !supported;
+    threadsNote.textContent = supported
+      ? `Threads: this machine offers ${cores}. Changing it reloads the model into a new engine; the conversation stays.`
+      : 'One thread: this page is not cross-origin isolated, so WebAssembly threads are unavailable (serve it with COOP/COEP headers).';
+  }
+
+  /** Shows `sampling` (any of its keys) and, when given, the answer length and context. */
+  function apply(sampling, { maxTokens, context } = {}) {
+    for (const key of SAMPLING_KEYS) {
+      const value = sampling?.[key];
+      if (value !== undefined) inputs[key].value = String(Number(value.toFixed?.(4) ?? value));
+    }
+    if (maxTokens !== undefined) inputs.max_tokens.value = String(maxTokens);
+    if (context !== undefined) inputs.context.value = String(context);
+  }
+
+  /** The defaults for a model (or for no model yet): sampling, answer length and context. */
+  function applyDefaults(sampling, model) {
+    apply(sampling, { maxTokens: DEFAULT_MAX_TOKENS, context: Math.min(DEFAULT_CONTEXT, model?.context_length ?? DEFAULT_CONTEXT) });
+    inputs.seed.value = '';
+  }
+
+  function readNumber(input, { integer = false, min = -Infinity, max = Infinity, name }) {
+    const value = Number(input.value);
+    if (input.value.trim() === '' || !Number.isFinite(value) || (integer && !Number.isInteger(value)) || value < min || value > max) {
+      input.setCustomValidity(`${name} must be ${integer ? 'a whole number' : 'a number'} in ${min}..${max}`);
+      input.reportValidity();
+      throw Object.assign(new Error(`${name} must be ${integer ? 'a whole number' : 'a number'} between ${min} and ${max}`), { kind: 'bad_setting' });
+    }
+    input.setCustomValidity('');
+    return value;
+  }
+
+  /** The settings as completion parameters; throws (kind bad_setting) on an invalid field.
+   *  An empty seed means a fresh random one per answer (the engine picks it). */
+  function read(model) {
+    const seedText = inputs.seed.value.trim();
+    return {
+      temperature: readNumber(inputs.temperature, { min: 0, max: 10, name: 'Temperature' }),
+      top_k: readNumber(inputs.top_k, { integer: true, min: 0, max: 1e6, name: 'Top-k' }),
+      top_p: readNumber(inputs.top_p, { min: 0.0001, max: 1, name: 'Top-p' }),
+      min_p: readNumber(inputs.min_p, { min: 0, max: 1, name: 'Min-p' }),
+      repeat_penalty: readNumber(inputs.repeat_penalty, { min: 0.01, max: 10, name: 'Repeat penalty' }),
+      seed: seedText === '' ? undefined : readNumber(inputs.seed, { integer: true, min: 0, max: 2 ** 53 - 1, name: 'Seed' }),
+      max_tokens: readNumber(inputs.max_tokens, { integer: true, min: 1, max: MAX_TOKENS_LIMIT, name: 'Max tokens' }),
+      context_size: readNumber(inputs.context, { integer: true, min: 16, max: model?.context_length ?? MAX_TOKENS_LIMIT, name: 'Context' }),
+    };
+  }
+
+  /** The thread count chosen, or null for the engine's default. */
+  function threads() {
+    return Number(inputs.threads.value) || null;
+  }
+
+  /** Every field's text, for saving; restore() puts them back. */
+  function values() {
+    return Object.fromEntries(Object.entries(inputs).map(([key, input]) => [key, input.value]));
+  }
+
+  function restore(saved) {
+    for (const [key, input] of Object.entries(inputs)) {
+      if (typeof saved?.[key] === 'string') input.value = saved[key];
+    }
+  }
+
+  return { apply, applyDefaults, read, threads, values, restore, inputs: Object.values(inputs) };
+}

@@ -1,0 +1,16 @@
+// The front end's defaults, in one place: the worker, the public API (inferno.js) and the chat
+// page read them from here. Sampling defaults are not here: they come from the engine
+// (`engineInfo().defaults.sampling`, llama.cpp's) and the loaded file (`model.recommended_sampling`).
+
+/** Tokens an answer may have when the caller names no limit. */
+export const DEFAULT_MAX_TOKENS = 512;
+/** The largest answer a request may ask for. */
+export const MAX_TOKENS_LIMIT = 1 << 20;
+/** Candidates recorded per step for the visualizer (and the most `top_logprobs` can give). */
+export const DEFAULT_TRACE_TOP = 20;
+export const MAX_TRACE_TOP = 100;
+/** The chat page's context (KV cache) setting for a new model: this or the model's own length,
+ *  whichever is smaller. The engine applies the same cap when a request names no context. */
+export const DEFAULT_CONTEXT = 4096;
+/** The demo model `./build.sh serve` places beside the page. */
+export const DEMO_MODEL_URL = 'models/SmolLM2-135M-Instruct.Q4_1.gguf';

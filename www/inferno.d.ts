@@ -1,0 +1,331 @@
+// Types of Inferno's public API (inferno.js). Checked by `tsc --noEmit` on
+// tests/types/example.ts in `./build.sh test`.
+
+/** Every error the engine and the API report. `kind` is stable and machine-readable. */
+export class InfernoError extends Error {
+  constructor(info: { name?: string; kind?: string; message: string });
+  /** The engine's error family: GgufError, EngineError, ModelError, LoadError, NetworkError,
+   *  WorkerError, ProtocolError, RuntimeError, AbortError, TypeError... */
+  name: string;
+  /** For example: bad_magic, truncated, too_large, unsupported_type, fetch_failed, no_model,
+   *  busy, bad_request, bad_token, prompt_too_long, context_full, aborted, cancelled,
+   *  wasm_trap, stalled, worker_failed, terminated. */
+  kind: string;
+}
+
+export interface Capabilities {
+  /** Whether the page is cross-origin isolated and can run the threaded build. */
+  threads: boolean;
+  hardwareThreads: number;
+  defaultThreads: number;
+  relaxedSimd: boolean;
+  /** Whether files over 3.6 GiB can run (64-bit memory). */
+  memory64: boolean;
+  /** Whether models can be kept in this browser (Origin Private File System). */
+  opfs: boolean;
+}
+
+export interface StoredModel {
+  name: string;
+  size: number;
+  modified: number;
+}
+
+export interface StoredModels {
+  available(): boolean;
+  list(): Promise<StoredModel[]>;
+  keep(name: string, source: Blob | string, onProgress?: (bytes: number, total: number) => void): Promise<void>;
+  has(name: string, size: number): Promise<boolean>;
+  remove(name: string): Promise<void>;
+  estimate(): Promise<StorageEstimate | null>;
+}
+
+export interface EngineOptions {
+  /** Threads to run on (null or 0: the machine's cores, capped at 8; 1 without cross-origin isolation). */
+  threads?: number | null;
+  /** false forces the plain SIMD128 build even where relaxed SIMD runs. */
+  relaxed?: boolean;
+  /** Silence (ms) after which a busy engine counts as stalled and is restarted (default 60000). */
+  stallMs?: number;
+  /** Where worker.js is, if not beside inferno.js. */
+  workerUrl?: string | URL;
+}
+
+export interface LoadProgress {
+  phase: 'reading' | 'validating' | 'ready';
+  loaded: number;
+  total: number;
+}
+
+export interface LoadOptions {
+  onProgress?: (progress: LoadProgress) => void;
+  /** Restarts the engine with this many threads if it runs another count. */
+  threads?: number | null;
+  signal?: AbortSignal;
+}
+
+/** A File or Blob, a URL (relative to the page), or a model kept in this browser. */
+export type ModelSource = Blob | string | URL | { opfs: string };
+
+export interface SamplingSettings {
+  temperature: number;
+  top_k: number;
+  top_p: number;
+  min_p: number;
+  repeat_penalty: number;
+  repeat_last_n: number;
+  seed: number;
+}
+
+export interface ModelInfo {
+  name: string;
+  size: number;
+  source: 'file' | 'url' | 'opfs';
+  architecture: string;
+  vocab_size: number;
+  context_length: number;
+  template: { kind: 'file' } | { kind: 'builtin'; name: string };
+  end_of_generation: number[];
+  /** The file's `general.sampling.*` keys over llama.cpp's defaults. */
+  recommended_sampling: SamplingSettings;
+  threads: number;
+  memory64: boolean;
+  load_ms: number;
+}
+
+export interface EngineInfo {
+  version: string;
+  simd128: boolean;
+  relaxed_simd: boolean;
+  threads: number;
+  build: string;
+  threads_note: string | null;
+  defaults: { sampling: SamplingSettings; context_cap: number };
+}
+
+export interface Inspection {
+  /** The inspector's report: header, metadata, tokenizer, chat template, tensors. */
+  report: Record<string, unknown>;
+  bytesRead: number;
+  ms: number;
+}
+
+export interface ChatMessage {
+  role: 'system' | 'user' | 'assistant' | (string & {});
+  content: string | Array<{ type: 'text'; text: string }>;
+}
+
+/** Options of the output, shared by create() and branch(). */
+export interface OutputParams {
+  stream?: boolean;
+  /** Tokens the answer may have (for a branch, counted from the start of the answer). */
+  max_tokens?: number;
+  max_completion_tokens?: number;
+  /** The answer ends before the first of these strings (which is not included). */
+  stop?: string | string[];
+  logprobs?: boolean;
+  /** 0..100 alternatives per token in `logprobs` (needs logprobs: true). */
+  top_logprobs?: number;
+  /** Extension: candidates recorded in `inferno.step.trace` (default 20, at most 100). */
+  trace_top?: number;
+  /** Abort stops within one decode step; the answer ends with finish_reason "abort". */
+  signal?: AbortSignal;
+}
+
+export interface ChatCompletionParams extends OutputParams {
+  messages: ChatMessage[];
+  /** Only 1. */
+  n?: 1;
+  /** Defaults: the file's recommendation, else llama.cpp's. */
+  temperature?: number;
+  top_p?: number;
+  top_k?: number;
+  min_p?: number;
+  repeat_penalty?: number;
+  /** Default: a fresh random seed, reported in `inferno.stats.seed`. */
+  seed?: number;
+  /** Extension: the KV cache size (default: the model's context length, capped at 4096). */
+  context_size?: number;
+  /** Extension: Qwen3's thinking switch, passed to the chat template. */
+  enable_thinking?: boolean;
+  /** Extension: progress while a long prompt is read. */
+  onPrefillProgress?: (progress: { evaluated: number; total: number }) => void;
+}
+
+export interface BranchParams extends OutputParams {
+  /** The step (0-based, in the last answer) to regenerate from. */
+  step: number;
+  /** The token forced at that step. */
+  token: number;
+}
+
+export interface TopLogprob {
+  token: string;
+  logprob: number;
+  bytes: number[];
+}
+
+export interface TokenLogprob extends TopLogprob {
+  top_logprobs: TopLogprob[];
+}
+
+export interface Candidate {
+  id: number;
+  logit: number;
+  /** Over the whole vocabulary at the step's temperature, after the repetition penalty. */
+  probability: number;
+  /** The chance of being drawn: renormalized over the nucleus, 0 outside it. */
+  sample_probability: number;
+  in_nucleus: boolean;
+}
+
+export interface StepTrace {
+  candidates: Candidate[];
+  pieces: string[];
+  piece_bytes: number[][];
+  chosen: number;
+  chosen_rank: number | null;
+  chosen_probability: number;
+  nucleus_size: number;
+  nucleus_mass: number;
+  excluded: number;
+  entropy_bits: number;
+  /** 0 for greedy steps (their probabilities are at temperature 1). */
+  temperature: number;
+}
+
+/** How one token was chosen. */
+export interface Step {
+  /** 0-based step in the answer (what branch() takes). */
+  index: number;
+  /** The token's position in the context. */
+  position: number;
+  token: number;
+  /** The text this step adds to the answer (may be empty while a character is incomplete). */
+  text: string;
+  /** The token as display text. */
+  piece: string;
+  piece_bytes: number[];
+  endOfGeneration: boolean;
+  /** Forced by branch(), not drawn. */
+  forced: boolean;
+  trace: StepTrace | null;
+  ms: number;
+  /** The sampling settings in force. */
+  settings: SamplingSettings;
+}
+
+export interface PromptFacts {
+  prompt_tokens: number;
+  /** Tokens the cache already held from the previous turn. */
+  reused: number;
+  evaluated: number;
+  context_size: number;
+  context_used: number;
+  prefill_ms: number;
+}
+
+export interface CompletionStats {
+  promptTokens?: number;
+  reused?: number;
+  evaluated?: number;
+  contextSize?: number;
+  prefillMs?: number;
+  prefillTokS?: number | null;
+  ttftMs?: number;
+  generated: number;
+  decodeTokS: number | null;
+  contextUsed: number;
+  totalMs: number;
+  /** The engine's WebAssembly memory: model, cache and scratch. */
+  memoryBytes: number | null;
+  seed: number;
+}
+
+export type FinishReason = 'stop' | 'length' | 'abort';
+
+export interface Usage {
+  prompt_tokens: number;
+  completion_tokens: number;
+  total_tokens: number;
+  prompt_tokens_details: { cached_tokens: number };
+}
+
+export interface FinishFacts {
+  /** The engine's reason: end (an end-of-generation token), max_tokens, context_full,
+   *  stopped (aborted) or stop_string. */
+  finish: 'end' | 'max_tokens' | 'context_full' | 'stopped' | 'stop_string';
+  stop_string: string | null;
+  stats: CompletionStats;
+}
+
+export interface ChatCompletionChunk {
+  id: string;
+  object: 'chat.completion.chunk';
+  created: number;
+  model: string;
+  choices: Array<{
+    index: 0;
+    delta: { role?: 'assistant'; content?: string };
+    logprobs: { content: TokenLogprob[] } | null;
+    finish_reason: FinishReason | null;
+  }>;
+  /** On the last chunk. */
+  usage?: Usage;
+  /** Extension: the first chunk has `prompt` (or `branch`), each token's chunk its `step`, the
+   *  last one the finish facts. */
+  inferno: ({ prompt?: PromptFacts; branch?: { step: number; token: number }; step?: Step } & Partial<FinishFacts>) | null;
+}
+
+export interface ChatCompletion {
+  id: string;
+  object: 'chat.completion';
+  created: number;
+  model: string;
+  choices: Array<{
+    index: 0;
+    message: { role: 'assistant'; content: string };
+    logprobs: { content: TokenLogprob[] } | null;
+    finish_reason: FinishReason;
+  }>;
+  usage: Usage;
+  /** Extension: every step, the settings in force and the finish facts. */
+  inferno: FinishFacts & { steps: Step[]; settings: SamplingSettings };
+}
+
+export interface Completions {
+  create(params: ChatCompletionParams & { stream: true }): Promise<AsyncIterable<ChatCompletionChunk>>;
+  create(params: ChatCompletionParams & { stream?: false }): Promise<ChatCompletion>;
+  create(params: ChatCompletionParams): Promise<AsyncIterable<ChatCompletionChunk> | ChatCompletion>;
+}
+
+export class Inferno {
+  /** Use Inferno.create() or Inferno.load(). */
+  constructor(options?: EngineOptions);
+  /** Starts an engine (its Web Worker) with no model yet. */
+  static create(options?: EngineOptions): Inferno;
+  /** Starts an engine and loads a model into it. */
+  static load(source: ModelSource, options?: EngineOptions & LoadOptions): Promise<Inferno>;
+  static capabilities(): Capabilities;
+  static readonly storedModels: StoredModels;
+
+  readonly chat: { readonly completions: Completions };
+  /** The loaded model, or null. */
+  readonly model: ModelInfo | null;
+
+  engineInfo(): Promise<EngineInfo>;
+  load(source: ModelSource, options?: LoadOptions): Promise<ModelInfo>;
+  /** The header of a file, without loading it. */
+  inspectFile(file: Blob): Promise<Inspection>;
+  /** The loaded model's report. */
+  inspect(): Promise<Inspection>;
+  tokenize(text: string, options?: { addSpecial?: boolean; parseSpecial?: boolean }): Promise<number[]>;
+  detokenize(ids: ArrayLike<number>, options?: { renderSpecial?: boolean }): Promise<string>;
+  /** Regenerates the last answer from `step` with `token` forced there. */
+  branch(params: BranchParams & { stream: true }): Promise<AsyncIterable<ChatCompletionChunk>>;
+  branch(params: BranchParams & { stream?: false }): Promise<ChatCompletion>;
+  /** Forgets the cached conversation. */
+  reset(): Promise<void>;
+  unload(): Promise<void>;
+  terminate(): void;
+}

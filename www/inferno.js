@@ -1,0 +1,533 @@
+// Inferno's public API: GGUF language models in a Web Worker, from any page, no bundler.
+//
+//   import { Inferno } from './inferno.js';
+//   const engine = await Inferno.load(fileOrUrl, { onProgress: (p) => console.log(p.loaded, p.total) });
+//   const stream = await engine.chat.completions.create({ messages, stream: true, logprobs: true });
+//   for await (const chunk of stream) output.textContent += chunk.choices[0].delta.content ?? '';
+//
+// The chat page and the inspector use this module and nothing else of the engine; it is the
+// one client of the worker protocol (worker-client.js, worker.js). Completions follow the
+// OpenAI chat shape (as web-llm does); what only Inferno knows (the candidates of each step,
+// the nucleus, the entropy, the settings in force) travels in an `inferno` field beside it.
+// Types: inferno.d.ts.
+
+import { EngineClient, InfernoError } from './worker-client.js';
+import { DEFAULT_TRACE_TOP, MAX_TRACE_TOP } from './defaults.js';
+import { defaultThreads, hardwareThreads, memory64Supported, relaxedSimdSupported, threadsSupported } from './engine-loader.js';
+import * as storage from './storage.js';
+
+export { InfernoError };
+
+/** The most stop strings a request may give (OpenAI allows 4). */
+const MAX_STOP_STRINGS = 16;
+/** OpenAI's floor for a log probability (a probability of 0 has none). */
+const LOGPROB_FLOOR = -9999;
+/** Worker errors after which the model is gone (a new worker is already starting). */
+const MODEL_LOST = new Set(['wasm_trap', 'stalled', 'worker_failed', 'cancelled']);
+/** The worker's reasons for ending an answer, as OpenAI's finish reasons. */
+const FINISH_REASONS = { end: 'stop', max_tokens: 'length', context_full: 'length', stopped: 'stop' };
+
+let completionCount = 0;
+
+function abortError() {
+  return new InfernoError({ name: 'AbortError', kind: 'aborted', message: 'the request was aborted' });
+}
+
+function badRequest(message) {
+  return new InfernoError({ name: 'TypeError', kind: 'bad_request', message });
+}
+
+/** What this browser offers the engine, without starting one. */
+function capabilities() {
+  return {
+    threads: threadsSupported(),
+    hardwareThreads: hardwareThreads(),
+    defaultThreads: defaultThreads(),
+    relaxedSimd: relaxedSimdSupported(),
+    memory64: memory64Supported(),
+    opfs: storage.opfsAvailable(),
+  };
+}
+
+/** Models kept in this browser's Origin Private File System; load one with `{opfs: name}`. */
+const storedModels = Object.freeze({
+  available: storage.opfsAvailable,
+  list: storage.listStoredModels,
+  /** keep(name, fileOrUrl, onProgress(bytes, total)): copies a model in, streaming. */
+  keep: storage.storeModel,
+  has: storage.isStored,
+  remove: storage.deleteStoredModel,
+  estimate: storage.storageEstimate,
+});
+
+export class Inferno {
+  #client;
+  #model = null;
+  #lastAnswer = null; // {promptTokens, steps}: what branch() regenerates from
+
+  /** Use Inferno.create() or Inferno.load(). */
+  constructor({ threads = null, relaxed = true, stallMs, workerUrl = new URL('./worker.js', import.meta.url) } = {}) {
+    const params = relaxed === false ? { relaxed: '0' } : {};
+    this.#client = new EngineClient(workerUrl, { threads: threads || null, params, ...(stallMs ? { stallMs } : {}) });
+    /** OpenAI-shaped chat completions: `engine.chat.completions.create(params)`. */
+    this.chat = Object.freeze({ completions: Object.freeze({ create: (params) => this.#complete('chat', params) }) });
+  }
+
+  /** Starts an engine (its Web Worker) with no model yet. */
+  static create(options = {}) {
+    return new Inferno(options);
+  }
+
+  /** Starts an engine and loads `source` into it (see load()). */
+  static async load(source, options = {}) {
+    const engine = new Inferno(options);
+    try {
+      await engine.load(source, options);
+    } catch (error) {
+      engine.terminate();
+      throw error;
+    }
+    return engine;
+  }
+
+  static capabilities = capabilities;
+  static storedModels = storedModels;
+
+  /** The loaded model's facts (name, size, architecture, vocab_size, context_length, template,
+   *  recommended_sampling, threads, memory64...), or null. */
+  get model() {
+    return this.#model;
+  }
+
+  /** The build the engine runs: {version, simd128, relaxed_simd, threads, build, defaults}. */
+  async engineInfo() {
+    return (await this.#client.request('info')).info;
+  }
+
+  /**
+   * Loads a model: a File or Blob, a URL (string or URL, streamed with progress), or
+   * `{opfs: name}` for a model kept in this browser. `threads` restarts the engine with that
+   * many threads if it runs another count. A new load replaces the model (and cancels a
+   * load still running). Resolves with `model`.
+   */
+  async load(source, { onProgress, threads, signal } = {}) {
+    if (signal?.aborted) throw abortError();
+    const fields = await loadFields(source);
+    if (threads !== undefined) this.#client.useThreads(threads || null);
+    this.#model = null;
+    this.#lastAnswer = null;
+    const request = this.#client.request('load', fields, (event) => {
+      if (event.type === 'progress') onProgress?.({ phase: event.phase, loaded: event.bytes, total: event.total });
+    });
+    const reply = await this.#abortable(request, signal);
+    this.#model = { ...reply.model, load_ms: reply.ms };
+    return this.#model;
+  }
+
+  /** Reads only the header of a GGUF File or Blob (no model is loaded): the inspector's
+   *  report, with {report, bytesRead, ms}. */
+  async inspectFile(file) {
+    if (!(file instanceof Blob)) throw badRequest('inspectFile needs a File or Blob');
+    const { report, bytesRead, ms } = await this.#client.request('inspect', { file });
+    return { report, bytesRead, ms };
+  }
+
+  /** The inspector's report of the loaded model (from the bytes already in memory). */
+  async inspect() {
+    const { report, bytesRead, ms } = await this.#client.request('inspect_loaded');
+    return { report, bytesRead, ms };
+  }
+
+  /** Token ids of `text`; without options as a prompt (BOS where the model wants one,
+   *  control tokens such as `<|im_start|>` recognised). */
+  async tokenize(text, { addSpecial, parseSpecial } = {}) {
+    return (await this.#client.request('tokenize', { text, addSpecial, parseSpecial })).ids;
+  }
+
+  /** The text of token ids; control tokens are left out unless `renderSpecial`. */
+  async detokenize(ids, { renderSpecial = false } = {}) {
+    return (await this.#client.request('detokenize', { ids: Array.from(ids ?? []), renderSpecial })).text;
+  }
+
+  /** Forgets the conversation the engine caches (the next chat reads its prompt afresh). */
+  async reset() {
+    await this.#client.request('reset');
+    this.#lastAnswer = null;
+  }
+
+  /** Frees the model (the engine stays, ready for another load). */
+  async unload() {
+    await this.#client.request('unload');
+    this.#model = null;
+    this.#lastAnswer = null;
+  }
+
+  /** Ends the engine's worker; the object is unusable afterwards. */
+  terminate() {
+    this.#client.terminate();
+    this.#model = null;
+  }
+
+  /**
+   * Regenerates the last answer from step `step` (0-based), with `token` forced there: what
+   * the page's visualizer does when a candidate is clicked. Takes the output options of
+   * create() (stream, max_tokens counted from the start of the answer, logprobs,
+   * top_logprobs, stop, signal); sampling stays as the answer had it. The result is the
+   * whole answer: its text starts with the steps kept before `step`.
+   */
+  branch({ step, token, ...params } = {}) {
+    return this.#complete('branch', { ...params, branch: { step, token } });
+  }
+
+  // --- completions ------------------------------------------------------------------------
+
+  /** Runs `promise`; an abort of `signal` stops the worker's current work, and the promise then
+   *  rejects with an AbortError. */
+  async #abortable(promise, signal) {
+    const onAbort = () => this.#client.request('stop').catch(() => {});
+    signal?.addEventListener('abort', onAbort, { once: true });
+    try {
+      return await promise;
+    } catch (error) {
+      if (MODEL_LOST.has(error.kind)) this.#model = null;
+      throw signal?.aborted && error.kind === 'cancelled' ? abortError() : error;
+    } finally {
+      signal?.removeEventListener('abort', onAbort);
+    }
+  }
+
+  #complete(kind, params) {
+    let run;
+    try {
+      run = this.#startCompletion(kind, params ?? {});
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    return params.stream ? Promise.resolve(run.chunks()) : run.collect();
+  }
+
+  #startCompletion(kind, params) {
+    if (!this.#model) throw new InfernoError({ name: 'ProtocolError', kind: 'no_model', message: 'no model is loaded' });
+    if (params.signal?.aborted) throw abortError();
+    if (params.n !== undefined && params.n !== 1) throw badRequest('only n = 1 is supported');
+    const stops = stopStrings(params.stop);
+    const logprobs = Boolean(params.logprobs);
+    const topLogprobs = integerParam(params.top_logprobs, 'top_logprobs', 0, MAX_TRACE_TOP) ?? 0;
+    if (topLogprobs > 0 && !logprobs) throw badRequest('top_logprobs needs logprobs: true');
+    const traceTop = Math.max(topLogprobs, integerParam(params.trace_top, 'trace_top', 0, MAX_TRACE_TOP) ?? DEFAULT_TRACE_TOP);
+    const maxTokens = integerParam(params.max_completion_tokens ?? params.max_tokens, 'max_tokens', 1, 1 << 20);
+    const model = this.#model;
+    const base = { id: `chatcmpl-inferno-${++completionCount}`, created: Math.floor(Date.now() / 1000), model: model.name };
+
+    let type;
+    let fields;
+    let kept = [];
+    let settings;
+    let promptTokens;
+    if (kind === 'branch') {
+      const { step, token } = params.branch;
+      const answer = this.#lastAnswer;
+      if (!answer) throw new InfernoError({ name: 'ProtocolError', kind: 'no_answer', message: 'there is no answer to branch from' });
+      if (!Number.isInteger(step) || step < 0 || step >= answer.steps.length) {
+        throw badRequest(`step must be a whole number in 0..${answer.steps.length - 1}`);
+      }
+      if (!Number.isInteger(token) || token < 0 || token >= model.vocab_size) {
+        throw badRequest(`token must be a token id in 0..${model.vocab_size - 1}`);
+      }
+      kept = answer.steps.slice(0, step);
+      settings = answer.settings;
+      promptTokens = answer.promptTokens;
+      type = 'branch';
+      // max_tokens counts the whole answer, the kept steps included.
+      fields = { step, token, maxTokens: maxTokens === undefined ? undefined : Math.max(1, maxTokens - step), traceTop };
+    } else {
+      settings = samplingSettings(params, model.recommended_sampling);
+      type = 'chat';
+      fields = {
+        messages: chatMessages(params.messages),
+        settings,
+        enableThinking: params.enable_thinking,
+        maxTokens,
+        traceTop,
+        context: integerParam(params.context_size, 'context_size', 16, model.context_length),
+      };
+    }
+    const answer = { promptTokens, settings, steps: [...kept] };
+    this.#lastAnswer = answer;
+
+    const run = new CompletionRun({ base, stops, logprobs, topLogprobs, settings, stop: () => this.#client.request('stop').catch(() => {}) });
+    const signal = params.signal;
+    const onAbort = () => run.abort();
+    signal?.addEventListener('abort', onAbort, { once: true });
+    if (kind === 'branch') run.begin(kept, { branch: { step: params.branch.step, token: params.branch.token } });
+
+    const done = this.#client.request(type, fields, (event) => {
+      if (event.type === 'prefill') {
+        params.onPrefillProgress?.({ evaluated: event.evaluated, total: event.total });
+      } else if (event.type === 'prepared') {
+        const { prompt_tokens, reused, evaluated, context_size, context_used } = event.prepared;
+        answer.promptTokens = prompt_tokens;
+        run.begin([], { prompt: { prompt_tokens, reused, evaluated, context_size, context_used, prefill_ms: event.ms } });
+      } else if (event.type === 'token') {
+        answer.steps[event.step.index] = event.step;
+        answer.steps.length = event.step.index + 1;
+        run.token(event.step);
+      }
+    });
+    done
+      .then((reply) => {
+        const stats = reply.stats;
+        const prompt = answer.promptTokens ?? stats.promptTokens ?? 0;
+        // A branch reads no prompt: all of it is the cache's.
+        const cached = kind === 'branch' ? prompt : (stats.reused ?? 0);
+        run.finish(reply.reason, { prompt, cached }, { ...stats, seed: settings?.seed });
+      })
+      .catch((error) => {
+        if (MODEL_LOST.has(error.kind)) this.#model = null;
+        run.fail(error);
+      })
+      .finally(() => signal?.removeEventListener('abort', onAbort));
+    return run;
+  }
+}
+
+/** The worker's load fields for a source. */
+async function loadFields(source) {
+  if (source instanceof Blob) return { file: source };
+  if (typeof source === 'string' || source instanceof URL) {
+    // Relative to the page, not to the worker (which may live in node_modules).
+    return { url: new URL(source, globalThis.document?.baseURI ?? self.location.href).href };
+  }
+  if (source && typeof source.opfs === 'string') {
+    const file = await storage.openStoredModel(source.opfs).catch((error) => {
+      throw new InfernoError({ name: 'StorageError', kind: 'not_stored', message: `${source.opfs} is not kept in this browser: ${error.message}` });
+    });
+    return { file: file.name === source.opfs ? file : new File([file], source.opfs), source: 'opfs' };
+  }
+  throw badRequest('load needs a File, a Blob, a URL or {opfs: name}');
+}
+
+function integerParam(value, name, min, max) {
+  if (value === undefined || value === null) return undefined;
+  if (!Number.isInteger(value) || value < min || value > max) throw badRequest(`${name} must be a whole number in ${min}..${max}`);
+  return value;
+}
+
+function stopStrings(stop) {
+  if (stop === undefined || stop === null) return [];
+  const list = Array.isArray(stop) ? stop : [stop];
+  if (list.length > MAX_STOP_STRINGS || !list.every((s) => typeof s === 'string' && s.length > 0)) {
+    throw badRequest(`stop must be a non-empty string or up to ${MAX_STOP_STRINGS} of them`);
+  }
+  return list;
+}
+
+/** OpenAI messages to the template's: content may also be a list of text parts. */
+function chatMessages(messages) {
+  if (!Array.isArray(messages) || messages.length === 0) throw badRequest('messages must be a non-empty array');
+  return messages.map((message, i) => {
+    const content = Array.isArray(message?.content)
+      ? message.content.map((part) => (part?.type === 'text' && typeof part.text === 'string' ? part.text : badPart(i))).join('')
+      : message?.content;
+    if (typeof message?.role !== 'string' || typeof content !== 'string') {
+      throw badRequest(`messages[${i}] needs a string role and string content`);
+    }
+    return { role: message.role, content };
+  });
+}
+
+function badPart(index) {
+  throw badRequest(`messages[${index}]: only text content parts are supported`);
+}
+
+/** The sampling settings in force: the request's, else the file's recommendation (which is
+ *  llama.cpp's defaults where the file says nothing); a fresh random seed unless one is given. */
+function samplingSettings(params, recommended = {}) {
+  const settings = { ...recommended };
+  for (const key of ['temperature', 'top_p', 'top_k', 'min_p', 'repeat_penalty']) {
+    const value = params[key];
+    if (value === undefined || value === null) continue;
+    if (typeof value !== 'number' || !Number.isFinite(value)) throw badRequest(`${key} must be a finite number`);
+    settings[key] = value;
+  }
+  const seed = params.seed ?? crypto.getRandomValues(new Uint32Array(1))[0];
+  if (!Number.isSafeInteger(seed) || seed < 0) throw badRequest('seed must be a whole number >= 0');
+  settings.seed = seed;
+  return settings;
+}
+
+/** One completion as it streams: worker events in, OpenAI-shaped chunks out. */
+class CompletionRun {
+  constructor({ base, stops, logprobs, topLogprobs, settings, stop }) {
+    Object.assign(this, { base, stops, logprobs, topLogprobs, settings, stopWorker: stop });
+    this.queue = [];
+    this.wake = null;
+    this.ended = false;
+    this.error = null;
+    this.text = ''; // the answer so far, held-back text included
+    this.emitted = 0; // how much of `text` went out in chunks
+    this.stoppedBy = null; // the stop string that ended the answer
+    this.aborted = false;
+    this.started = false;
+    this.collected = { content: '', logprobs: [], steps: [] };
+  }
+
+  chunk(delta, finishReason = null, extra = {}) {
+    return {
+      ...this.base,
+      object: 'chat.completion.chunk',
+      choices: [{ index: 0, delta, logprobs: extra.logprobs ?? null, finish_reason: finishReason }],
+      ...(extra.usage ? { usage: extra.usage } : {}),
+      inferno: extra.inferno ?? null,
+    };
+  }
+
+  push(chunk) {
+    this.queue.push(chunk);
+    this.wake?.();
+  }
+
+  /** The first chunk: the role, and for a branch the text kept before the branch point. */
+  begin(keptSteps, inferno) {
+    if (this.started) return;
+    this.started = true;
+    this.text = keptSteps.map((step) => step.text).join('');
+    this.emitted = this.text.length;
+    this.collected.steps.push(...keptSteps);
+    if (this.logprobs) this.collected.logprobs.push(...keptSteps.map((step) => this.logprobEntry(step)));
+    this.push(this.chunk({ role: 'assistant', content: this.text }, null, { inferno }));
+  }
+
+  token(step) {
+    if (this.stoppedBy !== null || this.aborted) return; // The worker is being stopped.
+    this.collected.steps.push(step);
+    this.text += step.text;
+    const cut = this.stopAt();
+    const end = cut ?? this.text.length - this.heldBack();
+    const content = this.text.slice(this.emitted, Math.max(this.emitted, end));
+    this.emitted = Math.max(this.emitted, end);
+    const logprobs = this.logprobs ? { content: [this.logprobEntry(step)] } : null;
+    if (logprobs) this.collected.logprobs.push(logprobs.content[0]);
+    this.push(this.chunk({ content }, null, { logprobs, inferno: { step: { ...step, settings: this.settings } } }));
+    if (cut !== null) {
+      this.text = this.text.slice(0, cut);
+      this.stopWorker();
+    }
+  }
+
+  /** Where the first stop string begins, if one has appeared. */
+  stopAt() {
+    let best = null;
+    const longest = Math.max(0, ...this.stops.map((s) => s.length));
+    const from = Math.max(0, this.emitted - longest);
+    for (const stop of this.stops) {
+      const at = this.text.indexOf(stop, from);
+      if (at >= 0 && (best === null || at < best)) {
+        best = at;
+        this.stoppedBy = stop;
+      }
+    }
+    return best;
+  }
+
+  /** Characters at the end that could begin a stop string: not sent until that is decided. */
+  heldBack() {
+    let held = 0;
+    for (const stop of this.stops) {
+      for (let n = Math.min(stop.length - 1, this.text.length); n > held; n--) {
+        if (this.text.endsWith(stop.slice(0, n))) {
+          held = n;
+          break;
+        }
+      }
+    }
+    return held;
+  }
+
+  logprobEntry(step) {
+    const trace = step.trace;
+    const logprob = (p) => (p > 0 ? Math.max(LOGPROB_FLOOR, Math.log(p)) : LOGPROB_FLOOR);
+    return {
+      token: step.piece,
+      logprob: logprob(trace?.chosen_probability ?? 0),
+      bytes: Array.from(step.piece_bytes ?? []),
+      top_logprobs: (trace?.candidates ?? []).slice(0, this.topLogprobs).map((candidate, rank) => ({
+        token: trace.pieces[rank],
+        logprob: logprob(candidate.probability),
+        bytes: Array.from(trace.piece_bytes?.[rank] ?? []),
+      })),
+    };
+  }
+
+  abort() {
+    if (this.ended) return;
+    this.aborted = true;
+    this.stopWorker();
+  }
+
+  finish(reason, { prompt, cached }, stats) {
+    if (!this.started) this.begin([], null); // Stopped before the prompt was read.
+    const finishReason = this.aborted ? 'abort' : this.stoppedBy !== null ? 'stop' : (FINISH_REASONS[reason] ?? 'stop');
+    const completion = this.collected.steps.length;
+    const usage = {
+      prompt_tokens: prompt,
+      completion_tokens: completion,
+      total_tokens: prompt + completion,
+      prompt_tokens_details: { cached_tokens: cached },
+    };
+    const rest = this.text.slice(this.emitted); // What was held back for a stop string that never came.
+    this.emitted = this.text.length;
+    const inferno = { finish: this.stoppedBy !== null ? 'stop_string' : reason, stop_string: this.stoppedBy, stats };
+    this.push(this.chunk(rest ? { content: rest } : {}, finishReason, { usage, inferno }));
+    this.summary = { finishReason, usage, inferno };
+    this.ended = true;
+    this.wake?.();
+  }
+
+  fail(error) {
+    this.error = this.aborted && error.kind === 'cancelled' ? abortError() : error;
+    this.ended = true;
+    this.wake?.();
+  }
+
+  async *chunks() {
+    try {
+      for (;;) {
+        if (this.queue.length > 0) {
+          yield this.queue.shift();
+        } else if (this.error) {
+          throw this.error;
+        } else if (this.ended) {
+          return;
+        } else {
+          await new Promise((resolve) => (this.wake = resolve));
+          this.wake = null;
+        }
+      }
+    } finally {
+      // The caller stopped reading early (break): stop the engine too.
+      if (!this.ended) this.abort();
+    }
+  }
+
+  /** The whole completion (stream: false). */
+  async collect() {
+    let content = '';
+    for await (const chunk of this.chunks()) content += chunk.choices[0].delta.content ?? '';
+    const { finishReason, usage, inferno } = this.summary;
+    return {
+      ...this.base,
+      object: 'chat.completion',
+      choices: [
+        {
+          index: 0,
+          message: { role: 'assistant', content },
+          logprobs: this.logprobs ? { content: this.collected.logprobs } : null,
+          finish_reason: finishReason,
+        },
+      ],
+      usage,
+      inferno: { ...inferno, steps: this.collected.steps, settings: this.settings },
+    };
+  }
+}
