@@ -1,9 +1,11 @@
 #!/usr/bin/env node
-// Inferno against llama.cpp's wasm build (@wllama/wllama), side by side in headless Chromium.
+// Inferno against llama.cpp's wasm build (@wllama/wllama), side by side in headless Chromium
+// (playwright-core) or headless Firefox (--browser firefox: stock Firefox ESR through
+// puppeteer-core over WebDriver BiDi).
 //
 //   node scripts/bench.mjs [MODEL.gguf ...] [--runs 3] [--pp 64] [--tg 32] [--threads 1]
 //                          [--ctx N] [--warmup 1] [--timeout 900] [--no-relaxed] [--busy-core]
-//                          [--only inferno|wllama] [--json] [--verbose]
+//                          [--only inferno|wllama] [--browser chromium|firefox] [--json] [--verbose]
 //
 // --only runs one side (no ratios then). --busy-core runs a busy loop in another process for the whole benchmark, holding one core, to
 // show how each engine's threads cope when the machine is not theirs alone.
@@ -28,8 +30,10 @@ import { copyFileSync, existsSync, lstatSync, mkdirSync, readFileSync, realpathS
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
+import puppeteer from 'puppeteer-core';
 import { startServer } from './serve.mjs';
 import { CHROMIUM_ARGS, chromiumPath } from './chromium.mjs';
+import { firefoxLaunchOptions } from './firefox.mjs';
 
 const repoRoot = fileURLToPath(new URL('../', import.meta.url));
 const www = path.join(repoRoot, 'www');
@@ -42,10 +46,11 @@ const QWEN3_FILE = 'qwen3-0.6b-q8_0.gguf';
 
 const USAGE = `usage: node scripts/bench.mjs [MODEL.gguf ...] [--runs 3] [--pp 64] [--tg 32] [--threads 1]
                            [--ctx N] [--warmup 1] [--timeout 900] [--no-relaxed]
-                           [--busy-core] [--only inferno|wllama] [--json] [--verbose]`;
+                           [--busy-core] [--only inferno|wllama] [--browser chromium|firefox]
+                           [--json] [--verbose]`;
 
 function parseArgs(argv) {
-  const options = { models: [], runs: 3, pp: 64, tg: 32, threads: 1, ctx: null, warmup: 1, timeout: 900, json: false, verbose: false };
+  const options = { browser: 'chromium', models: [], runs: 3, pp: 64, tg: 32, threads: 1, ctx: null, warmup: 1, timeout: 900, json: false, verbose: false };
   const numbers = { '--runs': ['runs', 1], '--pp': ['pp', 1], '--tg': ['tg', 1], '--threads': ['threads', 1], '--ctx': ['ctx', 1], '--warmup': ['warmup', 0], '--timeout': ['timeout', 1] };
   for (let i = 0; i < argv.length; i++) {
     const [flag, inline] = argv[i].split(/=(.*)/s, 2);
@@ -61,6 +66,10 @@ function parseArgs(argv) {
     else if (flag === '--only') {
       options.only = inline ?? argv[++i];
       if (!ENGINES.some((e) => e.name === options.only)) throw new Error(`--only takes ${ENGINES.map((e) => e.name).join(' or ')}`);
+    }
+    else if (flag === '--browser') {
+      options.browser = inline ?? argv[++i];
+      if (!['chromium', 'firefox'].includes(options.browser)) throw new Error('--browser takes chromium or firefox');
     }
     else if (flag === '--verbose' || flag === '-v') options.verbose = true;
     else if (flag === '--help' || flag === '-h') options.help = true;
@@ -155,6 +164,40 @@ const ENGINES = [
   { name: 'inferno', page: 'bench.html' },
   { name: 'wllama', page: 'bench-wllama.html' },
 ];
+
+/**
+ * The browser the pages run in, as {version, newContext(), close()}: a context has newPage()
+ * and close(); a page has on('console' | 'pageerror'), goto, waitForFunction and evaluate,
+ * which playwright-core (Chromium) and puppeteer-core (Firefox) spell alike but for the
+ * context and the wait's arguments.
+ */
+async function launchBrowser(name) {
+  if (name === 'firefox') {
+    const browser = await puppeteer.launch(firefoxLaunchOptions());
+    const version = await browser.version();
+    return {
+      version: version.replace(/^firefox\//i, 'Firefox '),
+      newContext: async () => {
+        const context = await browser.createBrowserContext();
+        return {
+          close: () => context.close(),
+          newPage: async () => {
+            const page = await context.newPage();
+            return {
+              on: (event, handler) => page.on(event, handler),
+              goto: (url) => page.goto(url),
+              evaluate: (fn) => page.evaluate(fn),
+              waitForFunction: (fn, arg, { timeout, polling }) => page.waitForFunction(fn, { timeout, polling }),
+            };
+          },
+        };
+      },
+      close: () => browser.close(),
+    };
+  }
+  const browser = await chromium.launch({ executablePath: chromiumPath, args: CHROMIUM_ARGS, headless: true });
+  return { version: `Chromium ${browser.version()}`, newContext: () => browser.newContext(), close: () => browser.close() };
+}
 
 async function runPage(browser, baseUrl, engine, modelUrl, options) {
   const query = new URLSearchParams({ model: `/${modelUrl}`, pp: options.pp, tg: options.tg, threads: options.threads, warmup: options.warmup });
@@ -285,7 +328,7 @@ async function main() {
   // The models are symlinked under www/models/bench: the server may follow those links only.
   const allow = [...new Set(models.map((model) => path.dirname(realpathSync(model))))];
   const server = await startServer({ root: www, port: 0, allow });
-  const browser = await chromium.launch({ executablePath: chromiumPath, args: CHROMIUM_ARGS, headless: true });
+  const browser = await launchBrowser(options.browser);
   const report = {
     pp: options.pp,
     tg: options.tg,
@@ -295,7 +338,7 @@ async function main() {
     runs: options.runs,
     warmup: options.warmup,
     ctx: options.ctx,
-    browser: `Chromium ${browser.version()}`,
+    browser: browser.version,
     wllama_version: wllamaVersion,
     llama_cpp: null,
     models: [],
