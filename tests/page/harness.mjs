@@ -1,13 +1,20 @@
-// Shared harness of the page tests: one static server and one headless Chromium per test
+// Shared harness of the page tests: one static server and one headless browser per test
 // file, a fresh browser context per test, console errors collected and failing the test,
 // and a screenshot of every test's final state in target/page-screenshots for a human.
 //
+// The tests are written against Playwright's API. In Chromium that is playwright-core itself;
+// with INFERNO_BROWSER=firefox it is firefox-page.mjs, the same API over puppeteer-core driving
+// stock Firefox (WebDriver BiDi). A test that cannot run in one browser says so with
+// `skip: onlyIn('chromium', reason)`, and the reason is printed with the results.
+//
 // Environment:
+//   INFERNO_BROWSER      chromium (default) or firefox
 //   INFERNO_TEST_MODELS  folder with gemma3-270m-q4_k_m.gguf and SmolLM2-135M-Instruct.Q4_1.gguf
 //                        (default .cache/models; build.sh fetches them)
 //   (the small synthetic Qwen3 files are committed under tests/fixtures/models)
 //   INFERNO_WWW          the folder to serve (default www)
 //   CHROMIUM             the browser binary (default /usr/bin/chromium)
+//   FIREFOX              the Firefox binary (default /usr/bin/firefox-esr)
 
 import { after, afterEach, before, beforeEach, describe } from 'node:test';
 import assert from 'node:assert/strict';
@@ -18,12 +25,26 @@ import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
 import { startServer } from '../../scripts/serve.mjs';
 import { CHROMIUM_ARGS, chromiumPath } from '../../scripts/chromium.mjs';
+import { firefoxPath } from '../../scripts/firefox.mjs';
+import { launchFirefox } from './firefox-page.mjs';
+
+/** The browser the page tests drive: 'chromium' or 'firefox' (INFERNO_BROWSER). */
+export const browserName = process.env.INFERNO_BROWSER ?? 'chromium';
+if (!['chromium', 'firefox'].includes(browserName)) throw new Error(`INFERNO_BROWSER must be chromium or firefox, not ${browserName}`);
+
+/**
+ * For a test's `skip` option: false in `browser`, else the reason the test cannot run in the
+ * other one (node --test prints it next to the skipped test).
+ */
+export function onlyIn(browser, reason) {
+  return browserName === browser ? false : `${browser} only: ${reason}`;
+}
 
 export const repoRoot = fileURLToPath(new URL('../../', import.meta.url));
 export const modelsDir = path.resolve(repoRoot, process.env.INFERNO_TEST_MODELS ?? '.cache/models');
 export const fixtureModelsDir = path.join(repoRoot, 'tests', 'fixtures', 'models');
 export const wwwRoot = path.resolve(repoRoot, process.env.INFERNO_WWW ?? 'www');
-const screenshotDir = path.join(repoRoot, 'target', 'page-screenshots');
+const screenshotDir = path.join(repoRoot, 'target', 'page-screenshots', ...(browserName === 'chromium' ? [] : [browserName]));
 
 
 export const TEST_TIMEOUT_MS = 90_000;
@@ -87,7 +108,11 @@ export function requireModel(model) {
 export const h = { server: null, browser: null, scratchDir: null, context: null, page: null, problems: [] };
 
 before(async () => {
-  assert.ok(existsSync(chromiumPath), `Chromium not found at ${chromiumPath} (apt-get install chromium, or set CHROMIUM)`);
+  if (browserName === 'firefox') {
+    assert.ok(existsSync(firefoxPath), `Firefox not found at ${firefoxPath} (apt-get install firefox-esr, or set FIREFOX)`);
+  } else {
+    assert.ok(existsSync(chromiumPath), `Chromium not found at ${chromiumPath} (apt-get install chromium, or set CHROMIUM)`);
+  }
   assert.ok(
     existsSync(path.join(wwwRoot, 'pkg', 'inferno.js')),
     `${path.join(wwwRoot, 'pkg', 'inferno.js')} is missing: build the wasm package first (./build.sh)`,
@@ -95,7 +120,8 @@ before(async () => {
   mkdirSync(screenshotDir, { recursive: true });
   h.scratchDir = mkdtempSync(path.join(os.tmpdir(), 'inferno-page-'));
   h.server = await startServer({ root: wwwRoot, port: 0 });
-  h.browser = await chromium.launch({ executablePath: chromiumPath, args: CHROMIUM_ARGS });
+  h.browser =
+    browserName === 'firefox' ? await launchFirefox() : await chromium.launch({ executablePath: chromiumPath, args: CHROMIUM_ARGS });
 });
 
 after(async () => {
