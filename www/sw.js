@@ -54,8 +54,12 @@ self.addEventListener('install', (event) => {
   event.waitUntil(refreshShell().then(() => self.skipWaiting()));
 });
 
-self.addEventListener('activate', (event) => {
-  event.waitUntil(self.clients.claim());
+// Claiming is not waited for: in headless Firefox 153 claim() sometimes never settles (about
+// one first visit in five; the page is claimed, so the likely holdouts are the engine's
+// thread-pool workers, blocked in Atomics.wait), and an activation waiting on it never ends:
+// every fetch through this worker then hangs ~60 s and fails. The page is claimed either way.
+self.addEventListener('activate', () => {
+  self.clients.claim().catch(() => {});
 });
 
 function isShell(url) {
