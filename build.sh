@@ -285,8 +285,11 @@ run_tests() {
   run_suite "wasm SIMD128 in headless Firefox (wasm-bindgen-test)" wasm_test simd firefox
   run_suite "wasm relaxed SIMD in headless Firefox (wasm-bindgen-test)" wasm_test relaxed firefox
   run_suite "wasm64 (Memory64) in headless Firefox (wasm-bindgen-test)" wasm_test memory64 firefox
-  # One test file at a time: each drives its own Chromium running real models.
+  # One test file at a time: each drives its own browser running real models. The same files
+  # run in Firefox through tests/page/firefox-page.mjs (Playwright's API over puppeteer-core).
   run_suite "page (playwright-core + Chromium)" node --test --test-concurrency=1 --test-reporter=spec tests/page/
+  run_suite "page (puppeteer-core + Firefox)" env INFERNO_BROWSER=firefox \
+    node --test --test-concurrency=1 --test-reporter=spec tests/page/
 
   # cargo: "test result: ok. 12 passed; 0 failed"; node: "ℹ pass 3" / "ℹ fail 0" (the first
   # field is matched by position: mawk reads "ℹ" as three bytes).

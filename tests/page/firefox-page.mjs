@@ -48,6 +48,20 @@ function blockServiceWorkers() {
   }
 }
 
+/**
+ * An init script as Playwright runs it: in every document the page loads, but not in a new
+ * page's initial about:blank (Firefox's preload scripts run there too, where storage throws):
+ * only in http(s) documents.
+ */
+function initScriptSource(script, arg) {
+  // Reading the location there can itself throw ("The operation is insecure").
+  return `(() => {
+    let web = false;
+    try { web = /^https?:$/.test(location.protocol); } catch {}
+    if (web) (${script})(${arg === undefined ? '' : JSON.stringify(arg)});
+  })();`;
+}
+
 class FirefoxContext {
   constructor(context, options) {
     this.context = context;
@@ -61,7 +75,7 @@ class FirefoxContext {
     const page = await this.context.newPage();
     await page.setViewport(this.options.viewport ?? { width: 1280, height: 720 });
     page.setDefaultTimeout(DEFAULT_TIMEOUT_MS);
-    for (const [script, arg] of this.initScripts) await page.evaluateOnNewDocument(script, arg);
+    for (const [script, arg] of this.initScripts) await page.evaluateOnNewDocument(initScriptSource(script, arg));
     const wrapped = new FirefoxPage(this, page);
     this.pages.push(wrapped);
     return wrapped;
@@ -69,7 +83,7 @@ class FirefoxContext {
 
   async addInitScript(script, arg) {
     this.initScripts.push([script, arg]);
-    for (const page of this.pages) await page.page.evaluateOnNewDocument(script, arg);
+    for (const page of this.pages) await page.page.evaluateOnNewDocument(initScriptSource(script, arg));
   }
 
   /**

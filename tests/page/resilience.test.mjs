@@ -7,7 +7,7 @@
 
 import { afterEach, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { MODELS, closePage, h, openPage, requireModel } from './harness.mjs';
+import { MODELS, browserName, closePage, h, openPage, requireModel } from './harness.mjs';
 import { CHAT_TIMEOUT_MS, answersSoFar, ask, assertModelLoaded, loadModel, setSettings } from './chat-helpers.mjs';
 
 const SMOLLM2 = () => requireModel(MODELS.smollm2);
@@ -178,13 +178,19 @@ async function soakTurn(random, counts) {
   if (await h.page.locator('#chat-error').isVisible()) assert.fail(`turn failed: ${await h.page.locator('#chat-error').innerText()}`);
 }
 
-/** Engine memory (wasm), the page's JS heap after a collection, and the page's workers. */
+/**
+ * Engine memory (wasm), the page's JS heap after a collection (null without `cdp`), and the
+ * page's workers.
+ */
 async function footprint(cdp) {
-  await cdp.send('HeapProfiler.collectGarbage');
-  const { usedSize } = await cdp.send('Runtime.getHeapUsage');
+  let heapBytes = null;
+  if (cdp) {
+    await cdp.send('HeapProfiler.collectGarbage');
+    heapBytes = (await cdp.send('Runtime.getHeapUsage')).usedSize;
+  }
   return {
     wasmBytes: Number(await h.page.evaluate(() => document.body.dataset.engineMemory)),
-    heapBytes: usedSize,
+    heapBytes,
     workers: h.page.workers().length,
   };
 }
@@ -198,10 +204,13 @@ const HEAP_GROWTH_LIMIT = 8 * MB;
 describe('a long session', { timeout: 1_800_000 }, () => {
   afterEach(closePage);
 
-  test(`${SOAK_TURNS} turns of asking, stopping, regenerating and branching leave memory and workers flat`, async () => {
+  test(`${SOAK_TURNS} turns of asking, stopping, regenerating and branching leave memory and workers flat`, async (t) => {
     assert.ok(SOAK_TURNS >= 2 * NEW_CHAT_EVERY, `INFERNO_SOAK_TURNS must be at least ${2 * NEW_CHAT_EVERY}`);
     await openPage();
-    const cdp = await h.context.newCDPSession(h.page);
+    // The JS heap is read through the Chrome DevTools Protocol (a forced collection, then the
+    // used size); Firefox offers a page no such measure, so there the heap check is left out.
+    const cdp = browserName === 'chromium' ? await h.context.newCDPSession(h.page) : null;
+    if (!cdp) t.diagnostic(`${browserName}: JS heap growth not checked (needs the Chrome DevTools Protocol); wasm memory and workers are`);
     await loadModel(SMOLLM2());
     await assertModelLoaded(SMOLLM2_NAME);
     await setSettings({ max_tokens: 8, seed: 11 });
@@ -221,7 +230,7 @@ describe('a long session', { timeout: 1_800_000 }, () => {
     for (const kind of Object.keys(counts)) assert.ok(counts[kind] > 0, `the soak did ${kind} at least once`);
     assert.ok(end.wasmBytes > 0, 'the page shows the engine memory');
     assert.ok(end.wasmBytes - warm.wasmBytes <= WASM_GROWTH_LIMIT, `engine memory grew ${warm.wasmBytes} -> ${end.wasmBytes}`);
-    assert.ok(end.heapBytes - warm.heapBytes <= HEAP_GROWTH_LIMIT, `JS heap grew ${warm.heapBytes} -> ${end.heapBytes}`);
+    if (cdp) assert.ok(end.heapBytes - warm.heapBytes <= HEAP_GROWTH_LIMIT, `JS heap grew ${warm.heapBytes} -> ${end.heapBytes}`);
     assert.equal(end.workers, warm.workers, 'no workers piled up');
   });
 });
