@@ -53,6 +53,17 @@ pub enum ChatError {
     BadRole(String),
 }
 
+impl ChatError {
+    /// A stable snake_case name for the kind of problem.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ChatError::Syntax(_) => "template_syntax",
+            ChatError::Render(_) => "template_render",
+            ChatError::BadRole(_) => "bad_role",
+        }
+    }
+}
+
 impl std::fmt::Display for ChatError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {

@@ -29,10 +29,11 @@ pub enum EngineError {
 
 impl EngineError {
     /// A stable snake_case name for the kind of problem (the page's `kind`); a model or file
-    /// error keeps its own (`missing_tensor`, `bad_magic`...).
+    /// error keeps its own (`missing_tensor`, `bad_magic`...), tokenizer, template and sampler
+    /// errors are named by their family (their own `kind()` says more).
     pub fn kind(&self) -> &'static str {
         match self {
-            EngineError::Model(model) => model.kind_name(),
+            EngineError::Model(model) => model.kind(),
             EngineError::Tokenizer(_) => "tokenizer",
             EngineError::Chat(_) => "chat_template",
             EngineError::Sampler(_) => "sampler",
@@ -76,7 +77,17 @@ impl std::fmt::Display for EngineError {
     }
 }
 
-impl std::error::Error for EngineError {}
+impl std::error::Error for EngineError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            EngineError::Model(e) => Some(e),
+            EngineError::Tokenizer(e) => Some(e),
+            EngineError::Chat(e) => Some(e),
+            EngineError::Sampler(e) => Some(e),
+            _ => None,
+        }
+    }
+}
 
 impl From<ModelError> for EngineError {
     fn from(e: ModelError) -> Self {

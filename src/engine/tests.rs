@@ -342,3 +342,27 @@ fn a_rendered_prompt_longer_than_the_context_can_spell_is_refused_before_tokeniz
     .unwrap();
     assert!(engine.chat_prompt(&messages, None, 4096).unwrap().len() > 100);
 }
+
+/// One convention for errors: every type names its kind, and a wrapping error keeps its cause
+/// as `source()` while the page sees the family or the inner kind.
+#[test]
+fn errors_name_their_kind_and_keep_their_cause() {
+    use crate::model::ModelError;
+    use crate::tensor::TensorError;
+    use crate::tokenizer::TokenizerError;
+    use std::error::Error;
+
+    let missing = EngineError::Model(ModelError::MissingKey("llama.block_count".into()));
+    assert_eq!(missing.kind(), "missing_key", "a model error keeps its own kind");
+    assert!(missing.source().unwrap().to_string().contains("llama.block_count"));
+
+    let tokenizer = EngineError::Tokenizer(TokenizerError::EmptyVocabulary);
+    assert_eq!(tokenizer.kind(), "tokenizer");
+    let cause = tokenizer.source().unwrap().downcast_ref::<TokenizerError>().unwrap();
+    assert_eq!(cause.kind(), "empty_vocabulary");
+
+    let kernel = ModelError::Tensor(TensorError::ShapeOverflow);
+    assert_eq!(kernel.kind(), "tensor");
+    assert_eq!(kernel.source().unwrap().downcast_ref::<TensorError>().unwrap().kind(), "shape_overflow");
+    assert!(EngineError::EmptyPrompt.source().is_none());
+}

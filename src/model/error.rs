@@ -63,7 +63,7 @@ pub enum ModelError {
 impl ModelError {
     /// A stable snake_case name for the kind of problem (for the page and `--json`); a GGUF
     /// error keeps its own kind (`bad_magic`, `truncated`...).
-    pub fn kind_name(&self) -> &'static str {
+    pub fn kind(&self) -> &'static str {
         match self {
             Self::Gguf(e) => e.kind().name(),
             Self::UnsupportedArchitecture(_) => "unsupported_architecture",
@@ -117,7 +117,15 @@ impl fmt::Display for ModelError {
     }
 }
 
-impl std::error::Error for ModelError {}
+impl std::error::Error for ModelError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Gguf(e) => Some(e),
+            Self::Tensor(e) => Some(e),
+            _ => None,
+        }
+    }
+}
 
 impl From<GgufError> for ModelError {
     fn from(e: GgufError) -> Self {

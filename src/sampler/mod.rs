@@ -93,6 +93,18 @@ pub enum SamplerError {
     },
 }
 
+impl SamplerError {
+    /// A stable snake_case name for the kind of problem.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            SamplerError::EmptyLogits => "empty_logits",
+            SamplerError::NoFiniteLogit => "no_finite_logit",
+            SamplerError::BadSetting { .. } => "bad_setting",
+            SamplerError::TokenOutOfRange { .. } => "token_out_of_range",
+        }
+    }
+}
+
 impl std::fmt::Display for SamplerError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {

@@ -20,6 +20,19 @@ pub enum TensorError {
     ShapeOverflow,
 }
 
+impl TensorError {
+    /// A stable snake_case name for the kind of problem.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::RowNotBlockAligned { .. } => "row_not_block_aligned",
+            Self::LengthMismatch { .. } => "length_mismatch",
+            Self::ActivationTypeMismatch { .. } => "activation_type_mismatch",
+            Self::RowOutOfRange { .. } => "row_out_of_range",
+            Self::ShapeOverflow => "shape_overflow",
+        }
+    }
+}
+
 impl fmt::Display for TensorError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

@@ -52,6 +52,26 @@ pub enum TokenizerError {
     },
 }
 
+impl TokenizerError {
+    /// A stable snake_case name for the kind of problem.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            TokenizerError::MissingKey(_) => "missing_key",
+            TokenizerError::WrongType { .. } => "wrong_type",
+            TokenizerError::UnsupportedModel(_) => "unsupported_tokenizer",
+            TokenizerError::UnsupportedPreTokenizer(_) => "unsupported_pre_tokenizer",
+            TokenizerError::EmptyVocabulary => "empty_vocabulary",
+            TokenizerError::VocabularyTooLarge(_) => "vocabulary_too_large",
+            TokenizerError::LengthMismatch { .. } => "length_mismatch",
+            TokenizerError::SpecialTokenOutOfRange { .. } => "special_token_out_of_range",
+            TokenizerError::MissingSpecialToken(_) => "missing_special_token",
+            TokenizerError::MalformedByteToken { .. } => "malformed_byte_token",
+            TokenizerError::MalformedMerge { .. } => "malformed_merge",
+            TokenizerError::MergeOfUnknownToken { .. } => "merge_of_unknown_token",
+        }
+    }
+}
+
 impl fmt::Display for TokenizerError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
