@@ -252,8 +252,8 @@ export class Inferno {
         context: integerParam(params.context_size, 'context_size', 16, model.context_length),
       };
     }
+    // It becomes the answer to branch from once the engine starts on it (not if refused as busy).
     const answer = { promptTokens, settings, steps: [...kept] };
-    this.#lastAnswer = answer;
 
     const run = new CompletionRun({ base, stops, logprobs, topLogprobs, settings, stop: () => this.#client.request('stop').catch(() => {}) });
     const signal = params.signal;
@@ -265,10 +265,12 @@ export class Inferno {
       if (event.type === 'prefill') {
         params.onPrefillProgress?.({ evaluated: event.evaluated, total: event.total });
       } else if (event.type === 'prepared') {
+        this.#lastAnswer = answer;
         const { prompt_tokens, reused, evaluated, context_size, context_used } = event.prepared;
         answer.promptTokens = prompt_tokens;
         run.begin([], { prompt: { prompt_tokens, reused, evaluated, context_size, context_used, prefill_ms: event.ms } });
       } else if (event.type === 'token') {
+        this.#lastAnswer = answer;
         answer.steps[event.step.index] = event.step;
         answer.steps.length = event.step.index + 1;
         run.token(event.step);

@@ -25,6 +25,8 @@ import { Inferno, InfernoError } from './node_modules/inferno-web/inferno.js';
 const out = document.getElementById('out');
 const question = { messages: [{ role: 'user', content: 'What is the capital of France?' }], temperature: 0, max_tokens: 12 };
 
+const kindOf = async (promise) => promise.then(() => 'no error', (e) => (e instanceof InfernoError ? e.kind : 'not an InfernoError: ' + e));
+
 async function scenario() {
   const result = {};
   const phases = new Set();
@@ -49,7 +51,10 @@ async function scenario() {
   const long = { messages: [{ role: 'user', content: 'Count from 1 to 200, one number per line.' }], temperature: 0, max_tokens: 300 };
   for await (const chunk of await engine.chat.completions.create({ ...long, stream: true, signal: controller.signal })) {
     aborted.push(chunk);
-    if (aborted.filter((c) => c.inferno?.step).length === 3) controller.abort();
+    const tokens = aborted.filter((c) => c.inferno?.step).length;
+    // One answer at a time: a second request meanwhile is refused, and the first goes on.
+    if (tokens === 1 && !result.busy) result.busy = await kindOf(engine.chat.completions.create(question));
+    if (tokens === 3) controller.abort();
   }
   result.aborted = aborted;
 
@@ -64,7 +69,6 @@ async function scenario() {
   result.tokens = { ids, text: await engine.detokenize(ids) };
 
   // 6. Errors carry a stable kind.
-  const kindOf = async (promise) => promise.then(() => 'no error', (e) => (e instanceof InfernoError ? e.kind : 'not an InfernoError: ' + e));
   result.errors = {
     emptyMessages: await kindOf(engine.chat.completions.create({ messages: [] })),
     badToken: await kindOf(engine.detokenize([1e9])),
@@ -77,7 +81,8 @@ async function scenario() {
 }
 
 scenario().then(
-  (result) => (window.__result = result),
+  // As JSON: WebDriver BiDi (Firefox) hands shared references back as empty.
+  (result) => (window.__result = JSON.parse(JSON.stringify(result))),
   (error) => (window.__result = { failed: { name: error.name, kind: error.kind, message: error.message } }),
 );
 </script>
@@ -183,6 +188,7 @@ describe('the npm package in a plain page', { timeout: 300_000 }, () => {
       assert.ok(result.tokens.ids.length >= 2);
       assert.deepEqual(result.errors, { emptyMessages: 'bad_request', badToken: 'bad_token', missingFile: 'fetch_failed' });
       assert.equal(result.unloaded, 'no_model');
+      assert.equal(result.busy, 'busy');
     } finally {
       await context.close();
     }
