@@ -311,6 +311,7 @@ export function createChat(engine, { onModelLoaded, pickFile }) {
       }
     } finally {
       state.generating = null;
+      visualizer.flush(); // Every token's chip is drawn before the answer counts as finished.
       renderMessageBody(assistant, node);
       showContextUse(assistant.stats);
       updateButtons();

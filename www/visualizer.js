@@ -221,6 +221,10 @@ export function createVisualizer(ui, { onBranch }) {
       steps[step.index] = step;
       renderSoon();
     },
+    /** Draws what is pending now rather than at the next frame (an answer has finished). */
+    flush() {
+      render();
+    },
     setBranching(enabled) {
       branchingEnabled = enabled;
       renderSoon();

@@ -9,6 +9,10 @@
 // call the worker makes is short (a prefill part, a decode step, a chunk of a file), so the
 // default leaves a wide margin.
 //
+// A threaded engine whose helper threads do not start within 20 s ends its worker and answers
+// `engine_start_timeout`; the client then starts a new worker and sends it the pending
+// requests once more.
+//
 // A load may be answered `switch_build {memory64}`: the file needs the other memory (64-bit
 // for files over 4 GiB). The client then starts a worker of that kind and sends the same load
 // again, with any inspection still pending (both depend only on their file), so callers never
@@ -140,6 +144,10 @@ export class EngineClient {
       this.switchBuild(Boolean(reply.memory64));
       return;
     }
+    if (reply.type === 'error' && reply.error?.kind === 'engine_start_timeout' && !waiter.retried) {
+      this.retryOnNewWorker();
+      return;
+    }
     this.pending.delete(reply.id);
     if (reply.type === 'switch_build') {
       waiter.reject(new InfernoError({ name: 'WorkerError', kind: 'bad_reply', message: 'the engine asked twice for another build' }));
@@ -155,12 +163,24 @@ export class EngineClient {
   /** Restarts the worker with the other memory and sends it the pending loads and
    *  inspections again, in their order. */
   switchBuild(memory64) {
-    const resent = [...this.pending].filter(([, waiter]) => RESENT_ON_SWITCH.has(waiter.message.type));
-    for (const [id] of resent) this.pending.delete(id);
     this.memory64 = memory64;
+    this.restartAndResend((waiter) => RESENT_ON_SWITCH.has(waiter.message.type), { switched: true });
+  }
+
+  /** The engine's threads did not start (the worker has ended itself): a new worker gets every
+   *  pending request again, once. */
+  retryOnNewWorker() {
+    this.restartAndResend(() => true, { retried: true });
+  }
+
+  /** Starts a new worker and sends it the pending requests that `keep` selects, marked with
+   *  `mark`; the others fail as cancelled. */
+  restartAndResend(keep, mark) {
+    const resent = [...this.pending].filter(([, waiter]) => keep(waiter));
+    for (const [id] of resent) this.pending.delete(id);
     this.restart();
     for (const [id, waiter] of resent) {
-      this.pending.set(id, { ...waiter, switched: true });
+      this.pending.set(id, { ...waiter, ...mark });
       this.worker.postMessage(waiter.message);
     }
   }

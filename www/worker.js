@@ -92,12 +92,28 @@ function getEngine() {
 
 let engineBuild = null; // {threads, build} of the running engine
 
+// A threaded engine starts in a second or two, its helper workers included; in headless Firefox
+// 153 the helpers now and then never report ready, and the start would wait forever. After this
+// long the worker gives up and ends itself (`fatal`), and the client retries on a new worker.
+const POOL_START_TIMEOUT_MS = 20_000;
+
+function poolStartTimeout(threads) {
+  return new Promise((_, reject) => {
+    setTimeout(() => {
+      const seconds = POOL_START_TIMEOUT_MS / 1000;
+      reject(new WorkerError('InitError', 'engine_start_timeout', `the engine's ${threads} threads did not start within ${seconds} s`));
+    }, POOL_START_TIMEOUT_MS);
+  });
+}
+
 async function loadEngine(threads, instance) {
   try {
-    const { module, exports, build } = await startEngine(threads, { instance, relaxed: RELAXED, memory64: MEMORY64 });
+    const starting = startEngine(threads, { instance, relaxed: RELAXED, memory64: MEMORY64 });
+    const { module, exports, build } = await (threads > 1 ? Promise.race([starting, poolStartTimeout(threads)]) : starting);
     engineBuild = { threads, build, memory: exports.memory };
     return module;
   } catch (error) {
+    if (error?.kind === 'engine_start_timeout') throw error;
     const build = buildFor(threads, { relaxed: RELAXED, memory64: MEMORY64 });
     throw new WorkerError('InitError', 'wasm_init', `Could not load the Inferno WebAssembly engine (${build}/inferno.js, ${threads} threads): ${describe(error)}`);
   }
@@ -617,6 +633,11 @@ function errorReply(id, error) {
     const fatal = (engineBuild?.threads ?? 1) > 1;
     if (fatal) setTimeout(() => self.close(), 0);
     return { type: 'error', id, error: { name: 'RuntimeError', kind: 'wasm_trap', message }, fatal };
+  }
+  if (error?.kind === 'engine_start_timeout') {
+    // Half-started helper workers may hold the memory: only a new worker starts clean.
+    setTimeout(() => self.close(), 0);
+    return { type: 'error', id, error: { name: error.name, kind: error.kind, message: error.message }, fatal: true };
   }
   // wasm-bindgen can throw any JS value, not only Error objects.
   const name = error?.name ? String(error.name) : 'Error';

@@ -130,10 +130,20 @@ after(async () => {
   if (h.scratchDir) rmSync(h.scratchDir, { recursive: true, force: true });
 });
 
+/**
+ * Firefox's own note when a navigation cancels a request that the service worker was
+ * answering (the chat's "is there a demo model?" probe of a .gguf file, cut short by a
+ * reload): the app handles the cancelled request; Chromium logs nothing for it.
+ */
+function browserLogOnly(text) {
+  return browserName === 'firefox' && /ServiceWorker intercepted the request and encountered an unexpected error/.test(text) && /\.gguf/.test(text);
+}
+
 /** Wires a page's console errors, page errors and its workers' errors into h.problems. */
 export function watchForProblems(page) {
   const onConsole = (where) => (message) => {
-    if (message.type() === 'error') h.problems.push(`${where} console error: ${message.text()}`);
+    if (message.type() !== 'error' || browserLogOnly(message.text())) return;
+    h.problems.push(`${where} console error: ${message.text()}`);
   };
   page.on('console', onConsole('page'));
   page.on('pageerror', (error) => h.problems.push(`page error: ${error.message}`));
