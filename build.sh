@@ -285,6 +285,7 @@ run_tests() {
   run_suite "wasm SIMD128 in headless Firefox (wasm-bindgen-test)" wasm_test simd firefox
   run_suite "wasm relaxed SIMD in headless Firefox (wasm-bindgen-test)" wasm_test relaxed firefox
   run_suite "wasm64 (Memory64) in headless Firefox (wasm-bindgen-test)" wasm_test memory64 firefox
+  run_suite "JS: API types (tsc) and formatting (prettier)" node --test --test-reporter=spec tests/js/
   # One test file at a time: each drives its own browser running real models. The same files
   # run in Firefox through tests/page/firefox-page.mjs (Playwright's API over puppeteer-core).
   run_suite "page (playwright-core + Chromium)" node --test --test-concurrency=1 --test-reporter=spec tests/page/

@@ -26,7 +26,17 @@
 // .cache/models/ with ../shared/models/make_qwen3_0_6b.py when missing and that script exists).
 
 import { spawn, spawnSync } from 'node:child_process';
-import { copyFileSync, existsSync, lstatSync, mkdirSync, readFileSync, realpathSync, renameSync, rmSync, symlinkSync } from 'node:fs';
+import {
+  copyFileSync,
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  readFileSync,
+  realpathSync,
+  renameSync,
+  rmSync,
+  symlinkSync,
+} from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
@@ -41,7 +51,6 @@ const cacheModels = path.join(repoRoot, '.cache', 'models');
 const sharedDir = process.env.INFERNO_SHARED ?? path.join(repoRoot, '..', 'shared');
 const wllamaDir = path.join(repoRoot, 'node_modules', '@wllama', 'wllama');
 
-
 const QWEN3_FILE = 'qwen3-0.6b-q8_0.gguf';
 
 const USAGE = `usage: node scripts/bench.mjs [MODEL.gguf ...] [--runs 3] [--pp 64] [--tg 32] [--threads 1]
@@ -50,28 +59,49 @@ const USAGE = `usage: node scripts/bench.mjs [MODEL.gguf ...] [--runs 3] [--pp 6
                            [--json] [--verbose]`;
 
 function parseArgs(argv) {
-  const options = { browser: 'chromium', models: [], runs: 3, pp: 64, tg: 32, threads: 1, ctx: null, warmup: 1, timeout: 900, json: false, verbose: false };
-  const numbers = { '--runs': ['runs', 1], '--pp': ['pp', 1], '--tg': ['tg', 1], '--threads': ['threads', 1], '--ctx': ['ctx', 1], '--warmup': ['warmup', 0], '--timeout': ['timeout', 1] };
+  const options = {
+    browser: 'chromium',
+    models: [],
+    runs: 3,
+    pp: 64,
+    tg: 32,
+    threads: 1,
+    ctx: null,
+    warmup: 1,
+    timeout: 900,
+    json: false,
+    verbose: false,
+  };
+  const numbers = {
+    '--runs': ['runs', 1],
+    '--pp': ['pp', 1],
+    '--tg': ['tg', 1],
+    '--threads': ['threads', 1],
+    '--ctx': ['ctx', 1],
+    '--warmup': ['warmup', 0],
+    '--timeout': ['timeout', 1],
+  };
   for (let i = 0; i < argv.length; i++) {
     const [flag, inline] = argv[i].split(/=(.*)/s, 2);
     if (flag in numbers) {
       const [key, min] = numbers[flag];
       const raw = inline ?? argv[++i];
       const value = Number(raw);
-      if (!Number.isInteger(value) || value < min) throw new Error(`${flag} must be an integer >= ${min}, got "${raw}"`);
+      if (!Number.isInteger(value) || value < min)
+        throw new Error(`${flag} must be an integer >= ${min}, got "${raw}"`);
       options[key] = value;
     } else if (flag === '--json') options.json = true;
     else if (flag === '--no-relaxed') options.relaxed = false;
     else if (flag === '--busy-core') options.busyCore = true;
     else if (flag === '--only') {
       options.only = inline ?? argv[++i];
-      if (!ENGINES.some((e) => e.name === options.only)) throw new Error(`--only takes ${ENGINES.map((e) => e.name).join(' or ')}`);
-    }
-    else if (flag === '--browser') {
+      if (!ENGINES.some((e) => e.name === options.only))
+        throw new Error(`--only takes ${ENGINES.map((e) => e.name).join(' or ')}`);
+    } else if (flag === '--browser') {
       options.browser = inline ?? argv[++i];
-      if (!['chromium', 'firefox'].includes(options.browser)) throw new Error('--browser takes chromium or firefox');
-    }
-    else if (flag === '--verbose' || flag === '-v') options.verbose = true;
+      if (!['chromium', 'firefox'].includes(options.browser))
+        throw new Error('--browser takes chromium or firefox');
+    } else if (flag === '--verbose' || flag === '-v') options.verbose = true;
     else if (flag === '--help' || flag === '-h') options.help = true;
     else if (flag.startsWith('-')) throw new Error(`unknown option ${argv[i]}`);
     else options.models.push(path.resolve(argv[i]));
@@ -187,7 +217,8 @@ async function launchBrowser(name) {
               on: (event, handler) => page.on(event, handler),
               goto: (url) => page.goto(url),
               evaluate: (fn) => page.evaluate(fn),
-              waitForFunction: (fn, arg, { timeout, polling }) => page.waitForFunction(fn, { timeout, polling }),
+              waitForFunction: (fn, arg, { timeout, polling }) =>
+                page.waitForFunction(fn, { timeout, polling }),
             };
           },
         };
@@ -195,23 +226,42 @@ async function launchBrowser(name) {
       close: () => browser.close(),
     };
   }
-  const browser = await chromium.launch({ executablePath: chromiumPath, args: CHROMIUM_ARGS, headless: true });
-  return { version: `Chromium ${browser.version()}`, newContext: () => browser.newContext(), close: () => browser.close() };
+  const browser = await chromium.launch({
+    executablePath: chromiumPath,
+    args: CHROMIUM_ARGS,
+    headless: true,
+  });
+  return {
+    version: `Chromium ${browser.version()}`,
+    newContext: () => browser.newContext(),
+    close: () => browser.close(),
+  };
 }
 
 async function runPage(browser, baseUrl, engine, modelUrl, options) {
-  const query = new URLSearchParams({ model: `/${modelUrl}`, pp: options.pp, tg: options.tg, threads: options.threads, warmup: options.warmup });
+  const query = new URLSearchParams({
+    model: `/${modelUrl}`,
+    pp: options.pp,
+    tg: options.tg,
+    threads: options.threads,
+    warmup: options.warmup,
+  });
   if (options.relaxed === false) query.set('relaxed', '0');
   if (options.ctx !== null) query.set('ctx', options.ctx);
   const context = await browser.newContext();
   try {
     const page = await context.newPage();
     if (options.verbose) {
-      page.on('console', (message) => log(`    [${engine.name} console.${message.type()}] ${message.text()}`));
+      page.on('console', (message) =>
+        log(`    [${engine.name} console.${message.type()}] ${message.text()}`),
+      );
     }
     page.on('pageerror', (error) => log(`    [${engine.name} page error] ${error.message}`));
     await page.goto(`${baseUrl}${engine.page}?${query}`);
-    await page.waitForFunction(() => window.__result !== undefined, null, { timeout: options.timeout * 1000, polling: 250 });
+    await page.waitForFunction(() => window.__result !== undefined, null, {
+      timeout: options.timeout * 1000,
+      polling: 250,
+    });
     return await page.evaluate(() => window.__result);
   } catch (error) {
     return { error: `${engine.page}: ${error.message.split('\n')[0]}` };
@@ -241,7 +291,9 @@ function summarize(sides) {
   }
   // Both sides must have been given the same text (promptText(prompt_words)), or the ratio would
   // compare different prompts.
-  const promptWords = (name) => [...new Set(out[name].runs.filter((r) => !('error' in r)).map((r) => r.prompt_words))];
+  const promptWords = (name) => [
+    ...new Set(out[name].runs.filter((r) => !('error' in r)).map((r) => r.prompt_words)),
+  ];
   const words = { inferno: promptWords('inferno'), wllama: promptWords('wllama') };
   const samePrompt = new Set([...words.inferno, ...words.wllama]).size <= 1;
   if (!samePrompt) {
@@ -251,13 +303,23 @@ function summarize(sides) {
   const [a, b] = [outputs('inferno'), outputs('wllama')];
   out.same_output = a.size > 0 && b.size > 0 ? a.size === 1 && b.size === 1 && [...a][0] === [...b][0] : null;
   out.prompt_words = samePrompt ? (words.inferno[0] ?? words.wllama[0] ?? null) : null;
-  const ratio = (key) => (samePrompt && out.inferno[key] && out.wllama[key] ? out.inferno[key] / out.wllama[key] : null);
+  const ratio = (key) =>
+    samePrompt && out.inferno[key] && out.wllama[key] ? out.inferno[key] / out.wllama[key] : null;
   return { ...out, ratio: { prefill: ratio('prefill_tok_s'), decode: ratio('decode_tok_s') } };
 }
 
 function printTable(report) {
   const { pp, tg } = report;
-  const header = ['model', `inferno pp${pp}`, `wllama pp${pp}`, 'ratio', `inferno tg${tg}`, `wllama tg${tg}`, 'ratio', 'load ms (inferno / wllama)'];
+  const header = [
+    'model',
+    `inferno pp${pp}`,
+    `wllama pp${pp}`,
+    'ratio',
+    `inferno tg${tg}`,
+    `wllama tg${tg}`,
+    'ratio',
+    'load ms (inferno / wllama)',
+  ];
   const rows = report.models.map((m) => [
     path.basename(m.file),
     fmt(m.inferno.prefill_tok_s),
@@ -269,7 +331,8 @@ function printTable(report) {
     `${fmt(m.inferno.load_ms, 0)} / ${fmt(m.wllama.load_ms, 0)}`,
   ]);
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)));
-  const line = (cells) => cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  ');
+  const line = (cells) =>
+    cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  ');
   console.log(line(header));
   for (const row of rows) console.log(line(row));
   console.log(
@@ -291,7 +354,8 @@ function printTable(report) {
   }
   for (const m of report.models) {
     if (m.mismatch) console.log(`${path.basename(m.file)} FAILED: ${m.mismatch}`);
-    else if (m.same_output === false) console.log(`${path.basename(m.file)}: the greedy outputs differ (same prompt; see --json)`);
+    else if (m.same_output === false)
+      console.log(`${path.basename(m.file)}: the greedy outputs differ (same prompt; see --json)`);
     for (const side of ['inferno', 'wllama']) {
       for (const error of m[side].errors) console.log(`${path.basename(m.file)} ${side} failed: ${error}`);
     }
@@ -311,7 +375,8 @@ async function main() {
     return;
   }
   for (const file of ['inferno.js', 'inferno_bg.wasm']) {
-    if (!existsSync(path.join(www, 'pkg', file))) throw new Error(`www/pkg/${file} is missing: run ./build.sh build`);
+    if (!existsSync(path.join(www, 'pkg', file)))
+      throw new Error(`www/pkg/${file} is missing: run ./build.sh build`);
   }
   for (const model of options.models) {
     if (!existsSync(model)) throw new Error(`no such model file: ${model}`);
@@ -322,7 +387,9 @@ async function main() {
   const modelUrls = linkModels(models);
 
   // A separate process spinning on one core for as long as the benchmark runs.
-  const busyLoop = options.busyCore ? spawn(process.execPath, ['-e', 'for (;;) {}'], { stdio: 'ignore' }) : null;
+  const busyLoop = options.busyCore
+    ? spawn(process.execPath, ['-e', 'for (;;) {}'], { stdio: 'ignore' })
+    : null;
   busyLoop?.unref(); // It must not keep this script alive...
   process.on('exit', () => busyLoop?.kill()); // ...nor outlive it.
   // The models are symlinked under www/models/bench: the server may follow those links only.

@@ -60,3 +60,30 @@ if ! have "$GEMMA3" "$GEMMA3_SHA"; then
   done
   assemble "$GEMMA3" "$GEMMA3_SHA" "${parts[@]}"
 fi
+
+# llama.cpp's tokenizer test suite (tests/tokenizer_suite.rs): the ggml-vocab-*.gguf files and
+# their .inp/.out companions from vendor/llama.cpp/models/ in llama-cpp-python's sdist (the
+# llama.cpp of the goldens), extracted into .cache/vocab. Only the sdist carries them; pip is
+# told to fetch that one package as source (its build tools stay wheels, so this takes seconds).
+VOCAB=.cache/vocab
+LCP_SDIST=llama_cpp_python-0.3.36.tar.gz
+LCP_SDIST_SHA=832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e
+if [ "$(cat "$VOCAB/.sdist.sha256" 2>/dev/null)" != "$LCP_SDIST_SHA" ]; then
+  if [ ! -f "$wheels/$LCP_SDIST" ] || [ "$(sha256sum "$wheels/$LCP_SDIST" | cut -d' ' -f1)" != "$LCP_SDIST_SHA" ]; then
+    rm -f "$wheels/$LCP_SDIST"
+    download --no-binary llama-cpp-python llama-cpp-python==0.3.36
+  fi
+  got=$(sha256sum "$wheels/$LCP_SDIST" | cut -d' ' -f1)
+  if [ "$got" != "$LCP_SDIST_SHA" ]; then
+    echo "fetch-models: $LCP_SDIST has sha256 $got, expected $LCP_SDIST_SHA" >&2
+    exit 1
+  fi
+  rm -rf "$VOCAB.part"
+  mkdir -p "$VOCAB.part"
+  tar -xzf "$wheels/$LCP_SDIST" -C "$VOCAB.part" --strip-components=4 --wildcards \
+    'llama_cpp_python-0.3.36/vendor/llama.cpp/models/ggml-vocab-*'
+  echo "$LCP_SDIST_SHA" >"$VOCAB.part/.sdist.sha256"
+  rm -rf "$VOCAB"
+  mv "$VOCAB.part" "$VOCAB"
+  echo "fetch-models: llama.cpp's tokenizer test vocabularies ready in $VOCAB ($(du -sh "$VOCAB" | cut -f1))"
+fi

@@ -16,7 +16,15 @@ const root = fileURLToPath(new URL('..', import.meta.url));
 const www = path.join(root, 'www');
 
 /** The page files the library needs: the API, the worker and its imports. */
-export const LIBRARY_FILES = ['inferno.js', 'inferno.d.ts', 'worker-client.js', 'worker.js', 'engine-loader.js', 'defaults.js', 'storage.js'];
+export const LIBRARY_FILES = [
+  'inferno.js',
+  'inferno.d.ts',
+  'worker-client.js',
+  'worker.js',
+  'engine-loader.js',
+  'defaults.js',
+  'storage.js',
+];
 const BUILDS = ['pkg', 'pkg-relaxed', 'pkg-threads', 'pkg-relaxed-threads', 'pkg-memory64'];
 
 function crateVersion() {
@@ -42,14 +50,16 @@ export function pack(dest = path.join(root, 'target', 'npm')) {
   for (const file of LIBRARY_FILES) cpSync(path.join(www, file), path.join(stage, file));
   for (const build of BUILDS) {
     const from = path.join(www, build);
-    if (!existsSync(path.join(from, 'inferno_bg.wasm'))) throw new Error(`${from} is missing: run ./build.sh build first`);
+    if (!existsSync(path.join(from, 'inferno_bg.wasm')))
+      throw new Error(`${from} is missing: run ./build.sh build first`);
     cpSync(from, path.join(stage, build), { recursive: true });
   }
   const version = crateVersion();
   const manifest = {
     name: 'inferno-web',
     version,
-    description: 'GGUF language models in the browser: inspect, tokenize and chat offline, with the reason for every token',
+    description:
+      'GGUF language models in the browser: inspect, tokenize and chat offline, with the reason for every token',
     type: 'module',
     main: './inferno.js',
     types: './inferno.d.ts',
@@ -61,7 +71,11 @@ export function pack(dest = path.join(root, 'target', 'npm')) {
   };
   writeFileSync(path.join(stage, 'package.json'), `${JSON.stringify(manifest, null, 2)}\n`);
   writeFileSync(path.join(stage, 'README.md'), embeddingReadme());
-  const output = execFileSync('npm', ['pack', '--json', '--pack-destination', dest], { cwd: stage, encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
+  const output = execFileSync('npm', ['pack', '--json', '--pack-destination', dest], {
+    cwd: stage,
+    encoding: 'utf8',
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
   const [{ filename }] = JSON.parse(output);
   return path.join(dest, filename);
 }

@@ -238,7 +238,13 @@ async function handleRequest(root, places, req, res) {
  * a free port (the actual one is in the result). `allow` lists directories outside the root
  * that symlinks under it may point into (the benchmark links models that way).
  */
-export async function startServer({ root = DEFAULT_ROOT, port = DEFAULT_PORT, host = HOST, isolation = true, allow = [] } = {}) {
+export async function startServer({
+  root = DEFAULT_ROOT,
+  port = DEFAULT_PORT,
+  host = HOST,
+  isolation = true,
+  allow = [],
+} = {}) {
   const absoluteRoot = path.resolve(root);
   const places = await Promise.all([absoluteRoot, ...allow].map((dir) => realpath(path.resolve(dir))));
   const server = createServer((req, res) => {
@@ -302,7 +308,8 @@ async function main() {
   console.log(`Serving Inferno at ${url}`);
 }
 
-const invokedDirectly = process.argv[1] && import.meta.url === pathToFileURL(path.resolve(process.argv[1])).href;
+const invokedDirectly =
+  process.argv[1] && import.meta.url === pathToFileURL(path.resolve(process.argv[1])).href;
 if (invokedDirectly) {
   main().catch((error) => {
     console.error(`serve.mjs: ${error.message}`);

@@ -77,7 +77,12 @@ async function inspectFile(file) {
   try {
     const reply = file instanceof Blob ? await engine.inspectFile(file) : await engine.inspect();
     if (ticket !== latestTicket) return;
-    renderReport(reply.report, { fileName: file.name, fileSize: file.size, bytesRead: reply.bytesRead, ms: reply.ms });
+    renderReport(reply.report, {
+      fileName: file.name,
+      fileSize: file.size,
+      bytesRead: reply.bytesRead,
+      ms: reply.ms,
+    });
     hideError();
     showReport(true);
     window.scrollTo({ top: 0 });
@@ -181,7 +186,9 @@ function wireTabs() {
 /** The service worker keeps the app shell for offline visits (not on file:// or plain http). */
 function registerServiceWorker() {
   if (!('serviceWorker' in navigator) || !window.isSecureContext) return;
-  navigator.serviceWorker.register('./sw.js').catch((error) => console.warn('no offline support:', error.message));
+  navigator.serviceWorker
+    .register('./sw.js')
+    .catch((error) => console.warn('no offline support:', error.message));
 }
 
 function main() {

@@ -32,7 +32,9 @@ export function readParams(search = location.search, base = location.href) {
     throw new Error(`model "${model}" is not a URL`);
   }
   if (modelUrl.origin !== new URL(base).origin) {
-    throw new Error(`model must be served by this page's origin (${new URL(base).origin}), not ${modelUrl.origin}`);
+    throw new Error(
+      `model must be served by this page's origin (${new URL(base).origin}), not ${modelUrl.origin}`,
+    );
   }
   const integer = (name, fallback, min) => {
     const raw = query.get(name);
@@ -77,7 +79,9 @@ export async function sizePrompt(countTokens, pp, engineName) {
     tried.push(`${words} words -> ${count} tokens`);
     words = Math.max(1, words + pp - count);
   }
-  throw new Error(`${engineName}: could not make a text prompt of exactly ${pp} tokens (${tried.join(', ')})`);
+  throw new Error(
+    `${engineName}: could not make a text prompt of exactly ${pp} tokens (${tried.join(', ')})`,
+  );
 }
 
 export function median(values) {
@@ -88,7 +92,11 @@ export function median(values) {
 
 /** Rounds every number in a result to 2 decimals, for a readable JSON. */
 export function tidy(result) {
-  return JSON.parse(JSON.stringify(result, (_, v) => (typeof v === 'number' && !Number.isInteger(v) ? Math.round(v * 100) / 100 : v)));
+  return JSON.parse(
+    JSON.stringify(result, (_, v) =>
+      typeof v === 'number' && !Number.isInteger(v) ? Math.round(v * 100) / 100 : v,
+    ),
+  );
 }
 
 const $ = (id) => document.getElementById(id);
@@ -98,7 +106,8 @@ export function showStatus(text) {
 }
 
 export function showParams(params) {
-  $('params').textContent = `model ${params.model}\npp ${params.pp} · tg ${params.tg} · threads ${params.threads} · ctx ${params.ctx} · warm-up runs ${params.warmup}`;
+  $('params').textContent =
+    `model ${params.model}\npp ${params.pp} · tg ${params.tg} · threads ${params.threads} · ctx ${params.ctx} · warm-up runs ${params.warmup}`;
 }
 
 /** Publishes the final result (or {error}) for the bench script and shows it. */
@@ -114,7 +123,9 @@ export function publish(result) {
         `load ${result.load_ms.toFixed(0)} ms${result.finish_ms !== undefined ? ` (last ${result.finish_ms.toFixed(0)} ms after the last byte)` : ''}`,
         `prefill ${result.prefill_tok_s.toFixed(1)} tok/s`,
         `decode ${result.decode_tok_s.toFixed(1)} tok/s`,
-        result.memory_bytes !== undefined ? `wasm memory ${(result.memory_bytes / 2 ** 20).toFixed(0)} MiB` : null,
+        result.memory_bytes !== undefined
+          ? `wasm memory ${(result.memory_bytes / 2 ** 20).toFixed(0)} MiB`
+          : null,
       ]
         .filter(Boolean)
         .join(' · ');

@@ -22,7 +22,16 @@
 // So prefill_tok_s = pp / prompt_ms and decode_tok_s = (predicted_n - 1) / predicted_ms (which
 // is also llama-server's own predicted_per_second).
 
-import { errorMessage, publish, readParams, showParams, showStatus, sizePrompt, tidy, wasmUsesSimd } from './bench-common.js';
+import {
+  errorMessage,
+  publish,
+  readParams,
+  showParams,
+  showStatus,
+  sizePrompt,
+  tidy,
+  wasmUsesSimd,
+} from './bench-common.js';
 
 const VENDOR = new URL('./vendor/wllama/', import.meta.url);
 
@@ -32,7 +41,9 @@ async function run(params) {
   try {
     ({ Wllama } = await import(new URL('index.js', VENDOR).href));
   } catch (error) {
-    throw new Error(`cannot load www/vendor/wllama/index.js (scripts/bench.mjs copies it there): ${errorMessage(error)}`);
+    throw new Error(
+      `cannot load www/vendor/wllama/index.js (scripts/bench.mjs copies it there): ${errorMessage(error)}`,
+    );
   }
   const wasmUrl = new URL('wllama.wasm', VENDOR).href;
   const wllama = new Wllama({ default: wasmUrl }, { suppressNativeLog: true });
@@ -61,7 +72,7 @@ async function run(params) {
       engine: 'wllama',
       version: await wllamaVersion(),
       llama_cpp: Wllama.getLibllamaVersion(),
-      runner: 'page + wllama\'s own Web Worker',
+      runner: "page + wllama's own Web Worker",
       model,
       architecture: info.metadata?.['general.architecture'],
       vocab_size: info.n_vocab,
@@ -107,9 +118,12 @@ async function complete(wllama, prompt, maxTokens) {
 async function timeRun(wllama, prompt, pp, tg) {
   const t = await complete(wllama, prompt, tg + 1);
   if (t.prompt_n !== pp || (t.cache_n ?? 0) !== 0) {
-    throw new Error(`wllama evaluated ${t.prompt_n} prompt tokens (${t.cache_n} cached), expected ${pp} fresh`);
+    throw new Error(
+      `wllama evaluated ${t.prompt_n} prompt tokens (${t.cache_n} cached), expected ${pp} fresh`,
+    );
   }
-  if (t.predicted_n !== tg + 1) throw new Error(`wllama predicted ${t.predicted_n} tokens, expected ${tg + 1}`);
+  if (t.predicted_n !== tg + 1)
+    throw new Error(`wllama predicted ${t.predicted_n} tokens, expected ${tg + 1}`);
   return t;
 }
 

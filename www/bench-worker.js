@@ -32,7 +32,8 @@ self.onmessage = async ({ data }) => {
 
 async function run({ model, pp, tg, threads, ctx, warmup, relaxed }) {
   const resolved = resolveThreads(threads);
-  if (resolved.threads !== threads) throw new Error(`Inferno cannot run ${threads} threads here: ${resolved.reason}`);
+  if (resolved.threads !== threads)
+    throw new Error(`Inferno cannot run ${threads} threads here: ${resolved.reason}`);
   const initStarted = performance.now();
   let engineStarted = await startEngine(threads, { relaxed });
   const init_ms = performance.now() - initStarted;
@@ -47,7 +48,10 @@ async function run({ model, pp, tg, threads, ctx, warmup, relaxed }) {
   // has been loaded into the first engine yet, so its memory is still small).
   const memory = engineStarted.module.memory_for_model(fileBytes, relaxed !== false && memory64Supported());
   if (memory === 'memory64') {
-    if (threads !== 1) throw new Error('a file over 3.6 GiB runs on the 64-bit-memory build, which has one thread: use threads=1');
+    if (threads !== 1)
+      throw new Error(
+        'a file over 3.6 GiB runs on the 64-bit-memory build, which has one thread: use threads=1',
+      );
     engineStarted = await startEngine(1, { memory64: true });
   }
   const { module: wasm, exports, build: buildName } = engineStarted;
@@ -62,7 +66,9 @@ async function run({ model, pp, tg, threads, ctx, warmup, relaxed }) {
     const prompt = await sizePrompt((text) => engine.tokenize(text).length, pp, 'Inferno');
     const tokens = engine.tokenize(prompt.text);
     if (tokens.length !== pp) {
-      throw new Error(`Inferno tokenized the ${prompt.words}-word prompt to ${tokens.length} tokens, expected pp = ${pp}`);
+      throw new Error(
+        `Inferno tokenized the ${prompt.words}-word prompt to ${tokens.length} tokens, expected pp = ${pp}`,
+      );
     }
     for (let i = 0; i < warmup; i++) {
       progress(`warm-up run ${i + 1} of ${warmup}`);
@@ -155,7 +161,9 @@ function timeRun(engine, tokens, tg, ctx) {
   for (let i = 0; i < tg; i++) texts.push(step(engine));
   const finished = performance.now();
   if (prepared.evaluated !== tokens.length) {
-    throw new Error(`prefill evaluated ${prepared.evaluated} tokens, expected ${tokens.length} (cache not empty?)`);
+    throw new Error(
+      `prefill evaluated ${prepared.evaluated} tokens, expected ${tokens.length} (cache not empty?)`,
+    );
   }
   return {
     context_size: prepared.context_size,

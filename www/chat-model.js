@@ -7,7 +7,12 @@ import { formatBytes, formatDuration } from './format.js';
 import { Inferno } from './inferno.js';
 import { DEMO_MODEL_URL } from './defaults.js';
 
-const PHASES = { reading: 'Reading', validating: 'Validating', ready: 'Ready', storing: 'Keeping in this browser' };
+const PHASES = {
+  reading: 'Reading',
+  validating: 'Validating',
+  ready: 'Ready',
+  storing: 'Keeping in this browser',
+};
 
 /**
  * engine: an Inferno engine. ui: the panel's elements. hooks:
@@ -26,7 +31,9 @@ export function createModelPanel(engine, ui, hooks) {
     ui.progress.hidden = false;
     ui.progress.dataset.phase = phase;
     ui.progressPhase.textContent = PHASES[phase] ?? phase;
-    ui.progressBytes.textContent = total ? `${formatBytes(bytes)} of ${formatBytes(total)} · ${Math.floor((100 * bytes) / total)}%` : formatBytes(bytes);
+    ui.progressBytes.textContent = total
+      ? `${formatBytes(bytes)} of ${formatBytes(total)} · ${Math.floor((100 * bytes) / total)}%`
+      : formatBytes(bytes);
     ui.progressBar.value = total ? bytes / total : 0;
   }
 
@@ -93,7 +100,10 @@ export function createModelPanel(engine, ui, hooks) {
     ui.modelBar.hidden = !next;
     if (next) {
       ui.modelName.textContent = next.name;
-      const template = next.template?.kind === 'builtin' ? `built-in ${next.template.name} template` : 'template from the file';
+      const template =
+        next.template?.kind === 'builtin'
+          ? `built-in ${next.template.name} template`
+          : 'template from the file';
       ui.modelDetails.textContent = [
         next.architecture,
         formatBytes(next.size),
@@ -141,7 +151,10 @@ export function createModelPanel(engine, ui, hooks) {
     try {
       await stored.keep(name, loadSource, (bytes, total) => showProgress('storing', bytes, total));
     } catch (error) {
-      hooks.showError(`Could not keep ${name} in this browser`, { kind: 'storage', message: error.message || String(error) });
+      hooks.showError(`Could not keep ${name} in this browser`, {
+        kind: 'storage',
+        message: error.message || String(error),
+      });
     } finally {
       hideProgress();
       await updateKeepButton();
@@ -165,13 +178,23 @@ export function createModelPanel(engine, ui, hooks) {
           { dataset: { name: kept.name } },
           el('span', { className: 'stored-name' }, kept.name),
           el('span', { className: 'muted small' }, formatBytes(kept.size)),
-          el('button', { type: 'button', className: 'button subtle', onclick: () => openStored(kept.name) }, 'Open'),
-          el('button', { type: 'button', className: 'button subtle danger', onclick: () => removeStored(kept.name) }, 'Delete'),
+          el(
+            'button',
+            { type: 'button', className: 'button subtle', onclick: () => openStored(kept.name) },
+            'Open',
+          ),
+          el(
+            'button',
+            { type: 'button', className: 'button subtle danger', onclick: () => removeStored(kept.name) },
+            'Delete',
+          ),
         ),
       ),
     );
     const estimate = await stored.estimate();
-    ui.storageEstimate.textContent = estimate ? `This site uses ${formatBytes(estimate.usage)} of ${formatBytes(estimate.quota)} the browser allows it.` : '';
+    ui.storageEstimate.textContent = estimate
+      ? `This site uses ${formatBytes(estimate.usage)} of ${formatBytes(estimate.quota)} the browser allows it.`
+      : '';
   }
 
   async function removeStored(name) {

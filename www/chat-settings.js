@@ -11,7 +11,9 @@ const SAMPLING_KEYS = ['temperature', 'top_k', 'top_p', 'min_p', 'repeat_penalty
 
 /** The sampling part of engine defaults or a file's recommendation. */
 export function pickSampling(settings) {
-  return Object.fromEntries(SAMPLING_KEYS.filter((key) => settings?.[key] !== undefined).map((key) => [key, settings[key]]));
+  return Object.fromEntries(
+    SAMPLING_KEYS.filter((key) => settings?.[key] !== undefined).map((key) => [key, settings[key]]),
+  );
 }
 
 /**
@@ -26,7 +28,9 @@ export function createSettings(inputs, threadsNote) {
   function setUpThreads() {
     const { threads: supported, hardwareThreads: cores, defaultThreads } = Inferno.capabilities();
     const options = [el('option', { value: '' }, `Auto (${defaultThreads})`)];
-    if (supported) for (let n = 1; n <= Math.min(cores, 64); n++) options.push(el('option', { value: String(n) }, String(n)));
+    if (supported)
+      for (let n = 1; n <= Math.min(cores, 64); n++)
+        options.push(el('option', { value: String(n) }, String(n)));
     replaceChildren(inputs.threads, options);
     inputs.threads.disabled = !supported;
     threadsNote.textContent = supported
@@ -46,16 +50,28 @@ export function createSettings(inputs, threadsNote) {
 
   /** The defaults for a model (or for no model yet): sampling, answer length and context. */
   function applyDefaults(sampling, model) {
-    apply(sampling, { maxTokens: DEFAULT_MAX_TOKENS, context: Math.min(DEFAULT_CONTEXT, model?.context_length ?? DEFAULT_CONTEXT) });
+    apply(sampling, {
+      maxTokens: DEFAULT_MAX_TOKENS,
+      context: Math.min(DEFAULT_CONTEXT, model?.context_length ?? DEFAULT_CONTEXT),
+    });
     inputs.seed.value = '';
   }
 
   function readNumber(input, { integer = false, min = -Infinity, max = Infinity, name }) {
     const value = Number(input.value);
-    if (input.value.trim() === '' || !Number.isFinite(value) || (integer && !Number.isInteger(value)) || value < min || value > max) {
+    if (
+      input.value.trim() === '' ||
+      !Number.isFinite(value) ||
+      (integer && !Number.isInteger(value)) ||
+      value < min ||
+      value > max
+    ) {
       input.setCustomValidity(`${name} must be ${integer ? 'a whole number' : 'a number'} in ${min}..${max}`);
       input.reportValidity();
-      throw Object.assign(new Error(`${name} must be ${integer ? 'a whole number' : 'a number'} between ${min} and ${max}`), { kind: 'bad_setting' });
+      throw Object.assign(
+        new Error(`${name} must be ${integer ? 'a whole number' : 'a number'} between ${min} and ${max}`),
+        { kind: 'bad_setting' },
+      );
     }
     input.setCustomValidity('');
     return value;
@@ -71,9 +87,22 @@ export function createSettings(inputs, threadsNote) {
       top_p: readNumber(inputs.top_p, { min: 0.0001, max: 1, name: 'Top-p' }),
       min_p: readNumber(inputs.min_p, { min: 0, max: 1, name: 'Min-p' }),
       repeat_penalty: readNumber(inputs.repeat_penalty, { min: 0.01, max: 10, name: 'Repeat penalty' }),
-      seed: seedText === '' ? undefined : readNumber(inputs.seed, { integer: true, min: 0, max: 2 ** 53 - 1, name: 'Seed' }),
-      max_tokens: readNumber(inputs.max_tokens, { integer: true, min: 1, max: MAX_TOKENS_LIMIT, name: 'Max tokens' }),
-      context_size: readNumber(inputs.context, { integer: true, min: 16, max: model?.context_length ?? MAX_TOKENS_LIMIT, name: 'Context' }),
+      seed:
+        seedText === ''
+          ? undefined
+          : readNumber(inputs.seed, { integer: true, min: 0, max: 2 ** 53 - 1, name: 'Seed' }),
+      max_tokens: readNumber(inputs.max_tokens, {
+        integer: true,
+        min: 1,
+        max: MAX_TOKENS_LIMIT,
+        name: 'Max tokens',
+      }),
+      context_size: readNumber(inputs.context, {
+        integer: true,
+        min: 16,
+        max: model?.context_length ?? MAX_TOKENS_LIMIT,
+        name: 'Context',
+      }),
     };
   }
 

@@ -134,7 +134,9 @@ export function createChat(engine, { onModelLoaded, pickFile }) {
 
   /** The conversation as completion messages: the system prompt, then every finished turn. */
   function apiMessages() {
-    const turns = state.messages.filter((m) => !m.error && m.content !== undefined).map(({ role, content }) => ({ role, content }));
+    const turns = state.messages
+      .filter((m) => !m.error && m.content !== undefined)
+      .map(({ role, content }) => ({ role, content }));
     const system = ui.systemPrompt.value.trim();
     return system ? [{ role: 'system', content: system }, ...turns] : turns;
   }
@@ -148,30 +150,54 @@ export function createChat(engine, { onModelLoaded, pickFile }) {
 
   function renderMessageBody(message, node) {
     const body = node.querySelector('.bubble-body');
-    const { thinking, answer, open } = message.role === 'assistant' ? splitThinking(message.content) : { thinking: null, answer: message.content };
+    const { thinking, answer, open } =
+      message.role === 'assistant'
+        ? splitThinking(message.content)
+        : { thinking: null, answer: message.content };
     const parts = [];
     if (thinking !== null) {
-      const details = node.querySelector('details.think') ?? el('details', { className: 'think' }, el('summary'), el('div', { className: 'think-body' }));
-      details.querySelector('summary').textContent = open ? 'Thinking…' : `Thought for ${thinking.split(/\s+/).filter(Boolean).length} words`;
+      const details =
+        node.querySelector('details.think') ??
+        el('details', { className: 'think' }, el('summary'), el('div', { className: 'think-body' }));
+      details.querySelector('summary').textContent = open
+        ? 'Thinking…'
+        : `Thought for ${thinking.split(/\s+/).filter(Boolean).length} words`;
       details.querySelector('.think-body').textContent = thinking;
       parts.push(details);
     }
     parts.push(el('div', { className: 'answer-text' }, answer));
     replaceChildren(body, parts);
     const meta = node.querySelector('.bubble-meta');
-    meta.textContent = message.error ? `${message.error.kind}: ${message.error.message}` : describeStats(message.stats);
+    meta.textContent = message.error
+      ? `${message.error.kind}: ${message.error.message}`
+      : describeStats(message.stats);
     node.classList.toggle('failed', Boolean(message.error));
   }
 
   function messageNode(message) {
     const copy =
       message.role === 'assistant'
-        ? el('button', { type: 'button', className: 'bubble-copy', title: 'Copy the answer (without the thinking)', onclick: (event) => copyAnswer(message, event.currentTarget) }, 'Copy')
+        ? el(
+            'button',
+            {
+              type: 'button',
+              className: 'bubble-copy',
+              title: 'Copy the answer (without the thinking)',
+              onclick: (event) => copyAnswer(message, event.currentTarget),
+            },
+            'Copy',
+          )
         : null;
     const node = el(
       'li',
       { className: `message ${message.role}`, dataset: { role: message.role } },
-      el('div', { className: 'bubble' }, el('div', { className: 'bubble-body' }), el('div', { className: 'bubble-meta muted small' }), copy),
+      el(
+        'div',
+        { className: 'bubble' },
+        el('div', { className: 'bubble-body' }),
+        el('div', { className: 'bubble-meta muted small' }),
+        copy,
+      ),
     );
     renderMessageBody(message, node);
     return node;
@@ -206,16 +232,25 @@ export function createChat(engine, { onModelLoaded, pickFile }) {
     const parts = [];
     if (stats.prefilling) {
       const { evaluated, total } = stats.prefilling;
-      parts.push(`reading the prompt: ${evaluated.toLocaleString('en')} of ${total.toLocaleString('en')} tokens`);
+      parts.push(
+        `reading the prompt: ${evaluated.toLocaleString('en')} of ${total.toLocaleString('en')} tokens`,
+      );
     }
     if (stats.evaluated !== undefined) {
-      parts.push(`prefill ${stats.evaluated} tok${stats.reused ? ` (+${stats.reused} reused)` : ''}${stats.prefillTokS ? ` at ${stats.prefillTokS.toFixed(1)} tok/s` : ''}`);
+      parts.push(
+        `prefill ${stats.evaluated} tok${stats.reused ? ` (+${stats.reused} reused)` : ''}${stats.prefillTokS ? ` at ${stats.prefillTokS.toFixed(1)} tok/s` : ''}`,
+      );
     }
     if (stats.ttftMs !== undefined) parts.push(`first token ${formatDuration(stats.ttftMs)}`);
-    if (stats.generated !== undefined) parts.push(`${stats.generated} tokens${stats.decodeTokS ? ` at ${stats.decodeTokS.toFixed(1)} tok/s` : ''}`);
-    if (stats.contextUsed !== undefined && stats.contextSize) parts.push(`context ${stats.contextUsed} / ${stats.contextSize}`);
+    if (stats.generated !== undefined)
+      parts.push(
+        `${stats.generated} tokens${stats.decodeTokS ? ` at ${stats.decodeTokS.toFixed(1)} tok/s` : ''}`,
+      );
+    if (stats.contextUsed !== undefined && stats.contextSize)
+      parts.push(`context ${stats.contextUsed} / ${stats.contextSize}`);
     if (stats.seed !== undefined) parts.push(`seed ${stats.seed}`);
-    if (stats.threads !== undefined) parts.push(`${stats.threads} ${stats.threads === 1 ? 'thread' : 'threads'}`);
+    if (stats.threads !== undefined)
+      parts.push(`${stats.threads} ${stats.threads === 1 ? 'thread' : 'threads'}`);
     if (stats.branchedAt !== undefined) parts.push(`regenerated from token ${stats.branchedAt + 1}`);
     const reasons = { stopped: 'stopped', max_tokens: 'hit max tokens', context_full: 'context full' };
     if (reasons[stats.reason]) parts.push(reasons[stats.reason]);
@@ -240,7 +275,8 @@ export function createChat(engine, { onModelLoaded, pickFile }) {
   /** Between answers the composer shows how full the context is. */
   function showContextUse(stats) {
     const parts = [];
-    if (stats?.contextUsed !== undefined && stats.contextSize) parts.push(`context ${stats.contextUsed} / ${stats.contextSize} tokens`);
+    if (stats?.contextUsed !== undefined && stats.contextSize)
+      parts.push(`context ${stats.contextUsed} / ${stats.contextSize} tokens`);
     if (stats?.memoryBytes) {
       parts.push(`engine memory ${formatBytes(stats.memoryBytes)}`);
       document.body.dataset.engineMemory = String(stats.memoryBytes);
@@ -389,9 +425,21 @@ export function createChat(engine, { onModelLoaded, pickFile }) {
     visualizer.truncate(stepIndex);
     const previous = assistant.stats ?? {};
     await streamAnswer(
-      (options) => engine.branch({ ...options, step: stepIndex, token, stream: true, max_tokens: params.max_tokens, trace_top: DEFAULT_TRACE_TOP }),
+      (options) =>
+        engine.branch({
+          ...options,
+          step: stepIndex,
+          token,
+          stream: true,
+          max_tokens: params.max_tokens,
+          trace_top: DEFAULT_TRACE_TOP,
+        }),
       assistant,
-      { contextSize: previous.contextSize, contextUsed: (previous.contextUsed ?? 0) - (previous.generated ?? 0) + stepIndex, branchedAt: stepIndex },
+      {
+        contextSize: previous.contextSize,
+        contextUsed: (previous.contextUsed ?? 0) - (previous.generated ?? 0) + stepIndex,
+        branchedAt: stepIndex,
+      },
     );
   }
 
@@ -471,7 +519,8 @@ export function createChat(engine, { onModelLoaded, pickFile }) {
     settings.applyDefaults(panel.model ? state.defaults : await engineSampling(), panel.model);
     save();
   });
-  for (const input of [...settings.inputs, ui.systemPrompt, ui.thinking]) input.addEventListener('change', save);
+  for (const input of [...settings.inputs, ui.systemPrompt, ui.thinking])
+    input.addEventListener('change', save);
   ui.settings.threads.addEventListener('change', () => panel.reload());
   updateButtons();
 

@@ -89,7 +89,11 @@ export function moreRowsRow(colspan, shown, total, onMore) {
       'td',
       { colSpan: colspan },
       `${(total - shown).toLocaleString('en-US')} more not shown · `,
-      el('button', { type: 'button', className: 'more-rows-button', onclick: onMore }, `Show ${next.toLocaleString('en-US')} more`),
+      el(
+        'button',
+        { type: 'button', className: 'more-rows-button', onclick: onMore },
+        `Show ${next.toLocaleString('en-US')} more`,
+      ),
     ),
   );
 }

@@ -33,10 +33,28 @@ function relaxedProbe() {
   const body = [0x00, ...constant, ...constant, ...constant, 0xfd, 0x93, 0x02, 0x0b];
   const code = [0x01, body.length, ...body];
   return new Uint8Array([
-    0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00, // magic, version
-    0x01, 0x05, 0x01, 0x60, 0x00, 0x01, 0x7b, // type: () -> v128
-    0x03, 0x02, 0x01, 0x00, // function 0 has type 0
-    0x0a, code.length, ...code,
+    0x00,
+    0x61,
+    0x73,
+    0x6d,
+    0x01,
+    0x00,
+    0x00,
+    0x00, // magic, version
+    0x01,
+    0x05,
+    0x01,
+    0x60,
+    0x00,
+    0x01,
+    0x7b, // type: () -> v128
+    0x03,
+    0x02,
+    0x01,
+    0x00, // function 0 has type 0
+    0x0a,
+    code.length,
+    ...code,
   ]);
 }
 
@@ -51,8 +69,19 @@ export function relaxedSimdSupported() {
 
 /** A module with one 64-bit memory (limits flag 0x04): it validates only where Memory64 runs. */
 const MEMORY64_PROBE = new Uint8Array([
-  0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00, // magic, version
-  0x05, 0x03, 0x01, 0x04, 0x00, // memory section: one memory, i64 index type, minimum 0 pages
+  0x00,
+  0x61,
+  0x73,
+  0x6d,
+  0x01,
+  0x00,
+  0x00,
+  0x00, // magic, version
+  0x05,
+  0x03,
+  0x01,
+  0x04,
+  0x00, // memory section: one memory, i64 index type, minimum 0 pages
 ]);
 
 /** Whether this browser runs the 64-bit-memory build (which also uses relaxed SIMD). */
@@ -81,11 +110,14 @@ export function defaultThreads() {
  * count differs from the request, if it does.
  */
 export function resolveThreads(requested) {
-  if (requested === null || requested === undefined || requested === 0) return { threads: defaultThreads(), reason: null };
+  if (requested === null || requested === undefined || requested === 0)
+    return { threads: defaultThreads(), reason: null };
   const asked = Number(requested);
-  if (!Number.isInteger(asked) || asked < 1) throw new RangeError(`threads must be a whole number >= 1, got ${requested}`);
+  if (!Number.isInteger(asked) || asked < 1)
+    throw new RangeError(`threads must be a whole number >= 1, got ${requested}`);
   if (asked === 1) return { threads: 1, reason: null };
-  if (!threadsSupported()) return { threads: 1, reason: 'the page is not cross-origin isolated, so wasm threads are unavailable' };
+  if (!threadsSupported())
+    return { threads: 1, reason: 'the page is not cross-origin isolated, so wasm threads are unavailable' };
   const cores = hardwareThreads();
   if (asked > cores) return { threads: cores, reason: `this machine offers ${cores} threads` };
   return { threads: asked, reason: null };

@@ -34,7 +34,11 @@ export interface StoredModel {
 export interface StoredModels {
   available(): boolean;
   list(): Promise<StoredModel[]>;
-  keep(name: string, source: Blob | string, onProgress?: (bytes: number, total: number) => void): Promise<void>;
+  keep(
+    name: string,
+    source: Blob | string,
+    onProgress?: (bytes: number, total: number) => void,
+  ): Promise<void>;
   has(name: string, size: number): Promise<boolean>;
   remove(name: string): Promise<void>;
   estimate(): Promise<StorageEstimate | null>;
@@ -274,7 +278,9 @@ export interface ChatCompletionChunk {
   usage?: Usage;
   /** Extension: the first chunk has `prompt` (or `branch`), each token's chunk its `step`, the
    *  last one the finish facts. */
-  inferno: ({ prompt?: PromptFacts; branch?: { step: number; token: number }; step?: Step } & Partial<FinishFacts>) | null;
+  inferno:
+    | ({ prompt?: PromptFacts; branch?: { step: number; token: number }; step?: Step } & Partial<FinishFacts>)
+    | null;
 }
 
 export interface ChatCompletion {

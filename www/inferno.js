@@ -13,7 +13,13 @@
 
 import { EngineClient, InfernoError } from './worker-client.js';
 import { DEFAULT_TRACE_TOP, MAX_TRACE_TOP } from './defaults.js';
-import { defaultThreads, hardwareThreads, memory64Supported, relaxedSimdSupported, threadsSupported } from './engine-loader.js';
+import {
+  defaultThreads,
+  hardwareThreads,
+  memory64Supported,
+  relaxedSimdSupported,
+  threadsSupported,
+} from './engine-loader.js';
 import * as storage from './storage.js';
 
 export { InfernoError };
@@ -66,11 +72,22 @@ export class Inferno {
   #lastAnswer = null; // {promptTokens, steps}: what branch() regenerates from
 
   /** Use Inferno.create() or Inferno.load(). */
-  constructor({ threads = null, relaxed = true, stallMs, workerUrl = new URL('./worker.js', import.meta.url) } = {}) {
+  constructor({
+    threads = null,
+    relaxed = true,
+    stallMs,
+    workerUrl = new URL('./worker.js', import.meta.url),
+  } = {}) {
     const params = relaxed === false ? { relaxed: '0' } : {};
-    this.#client = new EngineClient(workerUrl, { threads: threads || null, params, ...(stallMs ? { stallMs } : {}) });
+    this.#client = new EngineClient(workerUrl, {
+      threads: threads || null,
+      params,
+      ...(stallMs ? { stallMs } : {}),
+    });
     /** OpenAI-shaped chat completions: `engine.chat.completions.create(params)`. */
-    this.chat = Object.freeze({ completions: Object.freeze({ create: (params) => this.#complete('chat', params) }) });
+    this.chat = Object.freeze({
+      completions: Object.freeze({ create: (params) => this.#complete('chat', params) }),
+    });
   }
 
   /** Starts an engine (its Web Worker) with no model yet. */
@@ -117,7 +134,8 @@ export class Inferno {
     this.#model = null;
     this.#lastAnswer = null;
     const request = this.#client.request('load', fields, (event) => {
-      if (event.type === 'progress') onProgress?.({ phase: event.phase, loaded: event.bytes, total: event.total });
+      if (event.type === 'progress')
+        onProgress?.({ phase: event.phase, loaded: event.bytes, total: event.total });
     });
     const reply = await this.#abortable(request, signal);
     this.#model = { ...reply.model, load_ms: reply.ms };
@@ -207,17 +225,30 @@ export class Inferno {
   }
 
   #startCompletion(kind, params) {
-    if (!this.#model) throw new InfernoError({ name: 'ProtocolError', kind: 'no_model', message: 'no model is loaded' });
+    if (!this.#model)
+      throw new InfernoError({ name: 'ProtocolError', kind: 'no_model', message: 'no model is loaded' });
     if (params.signal?.aborted) throw abortError();
     if (params.n !== undefined && params.n !== 1) throw badRequest('only n = 1 is supported');
     const stops = stopStrings(params.stop);
     const logprobs = Boolean(params.logprobs);
     const topLogprobs = integerParam(params.top_logprobs, 'top_logprobs', 0, MAX_TRACE_TOP) ?? 0;
     if (topLogprobs > 0 && !logprobs) throw badRequest('top_logprobs needs logprobs: true');
-    const traceTop = Math.max(topLogprobs, integerParam(params.trace_top, 'trace_top', 0, MAX_TRACE_TOP) ?? DEFAULT_TRACE_TOP);
-    const maxTokens = integerParam(params.max_completion_tokens ?? params.max_tokens, 'max_tokens', 1, 1 << 20);
+    const traceTop = Math.max(
+      topLogprobs,
+      integerParam(params.trace_top, 'trace_top', 0, MAX_TRACE_TOP) ?? DEFAULT_TRACE_TOP,
+    );
+    const maxTokens = integerParam(
+      params.max_completion_tokens ?? params.max_tokens,
+      'max_tokens',
+      1,
+      1 << 20,
+    );
     const model = this.#model;
-    const base = { id: `chatcmpl-inferno-${++completionCount}`, created: Math.floor(Date.now() / 1000), model: model.name };
+    const base = {
+      id: `chatcmpl-inferno-${++completionCount}`,
+      created: Math.floor(Date.now() / 1000),
+      model: model.name,
+    };
 
     let type;
     let fields;
@@ -227,7 +258,12 @@ export class Inferno {
     if (kind === 'branch') {
       const { step, token } = params.branch;
       const answer = this.#lastAnswer;
-      if (!answer) throw new InfernoError({ name: 'ProtocolError', kind: 'no_answer', message: 'there is no answer to branch from' });
+      if (!answer)
+        throw new InfernoError({
+          name: 'ProtocolError',
+          kind: 'no_answer',
+          message: 'there is no answer to branch from',
+        });
       if (!Number.isInteger(step) || step < 0 || step >= answer.steps.length) {
         throw badRequest(`step must be a whole number in 0..${answer.steps.length - 1}`);
       }
@@ -239,7 +275,12 @@ export class Inferno {
       promptTokens = answer.promptTokens;
       type = 'branch';
       // max_tokens counts the whole answer, the kept steps included.
-      fields = { step, token, maxTokens: maxTokens === undefined ? undefined : Math.max(1, maxTokens - step), traceTop };
+      fields = {
+        step,
+        token,
+        maxTokens: maxTokens === undefined ? undefined : Math.max(1, maxTokens - step),
+        traceTop,
+      };
     } else {
       settings = samplingSettings(params, model.recommended_sampling);
       type = 'chat';
@@ -255,11 +296,19 @@ export class Inferno {
     // It becomes the answer to branch from once the engine starts on it (not if refused as busy).
     const answer = { promptTokens, settings, steps: [...kept] };
 
-    const run = new CompletionRun({ base, stops, logprobs, topLogprobs, settings, stop: () => this.#client.request('stop').catch(() => {}) });
+    const run = new CompletionRun({
+      base,
+      stops,
+      logprobs,
+      topLogprobs,
+      settings,
+      stop: () => this.#client.request('stop').catch(() => {}),
+    });
     const signal = params.signal;
     const onAbort = () => run.abort();
     signal?.addEventListener('abort', onAbort, { once: true });
-    if (kind === 'branch') run.begin(kept, { branch: { step: params.branch.step, token: params.branch.token } });
+    if (kind === 'branch')
+      run.begin(kept, { branch: { step: params.branch.step, token: params.branch.token } });
 
     const done = this.#client.request(type, fields, (event) => {
       if (event.type === 'prefill') {
@@ -268,7 +317,9 @@ export class Inferno {
         this.#lastAnswer = answer;
         const { prompt_tokens, reused, evaluated, context_size, context_used } = event.prepared;
         answer.promptTokens = prompt_tokens;
-        run.begin([], { prompt: { prompt_tokens, reused, evaluated, context_size, context_used, prefill_ms: event.ms } });
+        run.begin([], {
+          prompt: { prompt_tokens, reused, evaluated, context_size, context_used, prefill_ms: event.ms },
+        });
       } else if (event.type === 'token') {
         this.#lastAnswer = answer;
         answer.steps[event.step.index] = event.step;
@@ -302,7 +353,11 @@ async function loadFields(source) {
   }
   if (source && typeof source.opfs === 'string') {
     const file = await storage.openStoredModel(source.opfs).catch((error) => {
-      throw new InfernoError({ name: 'StorageError', kind: 'not_stored', message: `${source.opfs} is not kept in this browser: ${error.message}` });
+      throw new InfernoError({
+        name: 'StorageError',
+        kind: 'not_stored',
+        message: `${source.opfs} is not kept in this browser: ${error.message}`,
+      });
     });
     return { file: file.name === source.opfs ? file : new File([file], source.opfs), source: 'opfs' };
   }
@@ -311,7 +366,8 @@ async function loadFields(source) {
 
 function integerParam(value, name, min, max) {
   if (value === undefined || value === null) return undefined;
-  if (!Number.isInteger(value) || value < min || value > max) throw badRequest(`${name} must be a whole number in ${min}..${max}`);
+  if (!Number.isInteger(value) || value < min || value > max)
+    throw badRequest(`${name} must be a whole number in ${min}..${max}`);
   return value;
 }
 
@@ -326,10 +382,13 @@ function stopStrings(stop) {
 
 /** OpenAI messages to the template's: content may also be a list of text parts. */
 function chatMessages(messages) {
-  if (!Array.isArray(messages) || messages.length === 0) throw badRequest('messages must be a non-empty array');
+  if (!Array.isArray(messages) || messages.length === 0)
+    throw badRequest('messages must be a non-empty array');
   return messages.map((message, i) => {
     const content = Array.isArray(message?.content)
-      ? message.content.map((part) => (part?.type === 'text' && typeof part.text === 'string' ? part.text : badPart(i))).join('')
+      ? message.content
+          .map((part) => (part?.type === 'text' && typeof part.text === 'string' ? part.text : badPart(i)))
+          .join('')
       : message?.content;
     if (typeof message?.role !== 'string' || typeof content !== 'string') {
       throw badRequest(`messages[${i}] needs a string role and string content`);
@@ -349,7 +408,8 @@ function samplingSettings(params, recommended = {}) {
   for (const key of ['temperature', 'top_p', 'top_k', 'min_p', 'repeat_penalty']) {
     const value = params[key];
     if (value === undefined || value === null) continue;
-    if (typeof value !== 'number' || !Number.isFinite(value)) throw badRequest(`${key} must be a finite number`);
+    if (typeof value !== 'number' || !Number.isFinite(value))
+      throw badRequest(`${key} must be a finite number`);
     settings[key] = value;
   }
   const seed = params.seed ?? crypto.getRandomValues(new Uint32Array(1))[0];
@@ -410,7 +470,9 @@ class CompletionRun {
     this.emitted = Math.max(this.emitted, end);
     const logprobs = this.logprobs ? { content: [this.logprobEntry(step)] } : null;
     if (logprobs) this.collected.logprobs.push(logprobs.content[0]);
-    this.push(this.chunk({ content }, null, { logprobs, inferno: { step: { ...step, settings: this.settings } } }));
+    this.push(
+      this.chunk({ content }, null, { logprobs, inferno: { step: { ...step, settings: this.settings } } }),
+    );
     if (cut !== null) {
       this.text = this.text.slice(0, cut);
       this.stopWorker();
@@ -469,7 +531,11 @@ class CompletionRun {
 
   finish(reason, { prompt, cached }, stats) {
     if (!this.started) this.begin([], null); // Stopped before the prompt was read.
-    const finishReason = this.aborted ? 'abort' : this.stoppedBy !== null ? 'stop' : (FINISH_REASONS[reason] ?? 'stop');
+    const finishReason = this.aborted
+      ? 'abort'
+      : this.stoppedBy !== null
+        ? 'stop'
+        : (FINISH_REASONS[reason] ?? 'stop');
     const completion = this.collected.steps.length;
     const usage = {
       prompt_tokens: prompt,
@@ -479,7 +545,11 @@ class CompletionRun {
     };
     const rest = this.text.slice(this.emitted); // What was held back for a stop string that never came.
     this.emitted = this.text.length;
-    const inferno = { finish: this.stoppedBy !== null ? 'stop_string' : reason, stop_string: this.stoppedBy, stats };
+    const inferno = {
+      finish: this.stoppedBy !== null ? 'stop_string' : reason,
+      stop_string: this.stoppedBy,
+      stats,
+    };
     this.push(this.chunk(rest ? { content: rest } : {}, finishReason, { usage, inferno }));
     this.summary = { finishReason, usage, inferno };
     this.ended = true;

@@ -2,12 +2,32 @@
 // All file-derived text goes through el()/Text nodes: a GGUF file is untrusted input.
 
 import { el, replaceChildren } from './dom.js';
-import { formatBytes, formatCount, formatDuration, formatHex, formatInteger, formatQuantity, formatScalar, formatShare } from './format.js';
+import {
+  formatBytes,
+  formatCount,
+  formatDuration,
+  formatHex,
+  formatInteger,
+  formatQuantity,
+  formatScalar,
+  formatShare,
+} from './format.js';
 import { renderMetadataTable } from './metadata-table.js';
 import { TensorTable } from './tensor-table.js';
 
 // Distinct hues that stay readable on light and dark backgrounds.
-const TYPE_PALETTE = ['#e8590c', '#1c7ed6', '#2f9e44', '#ae3ec9', '#0c8599', '#d6336c', '#5c7cfa', '#66a80f', '#b08900', '#868e96'];
+const TYPE_PALETTE = [
+  '#e8590c',
+  '#1c7ed6',
+  '#2f9e44',
+  '#ae3ec9',
+  '#0c8599',
+  '#d6336c',
+  '#5c7cfa',
+  '#66a80f',
+  '#b08900',
+  '#868e96',
+];
 
 /** Gives each tensor type a stable colour, largest type first. */
 function typeColors(report) {
@@ -37,9 +57,16 @@ function swatch(color) {
 
 function quantizationMix(mix, colors) {
   if (!mix?.length) return missing();
-  const bar = el('div', { className: 'mix-bar', role: 'img', 'aria-label': mix.map((m) => `${m.type} ${formatShare(m.share)}`).join(', ') });
+  const bar = el('div', {
+    className: 'mix-bar',
+    role: 'img',
+    'aria-label': mix.map((m) => `${m.type} ${formatShare(m.share)}`).join(', '),
+  });
   for (const part of mix) {
-    const segment = el('span', { className: 'mix-segment', title: `${part.type}: ${formatShare(part.share)}` });
+    const segment = el('span', {
+      className: 'mix-segment',
+      title: `${part.type}: ${formatShare(part.share)}`,
+    });
     segment.style.setProperty('--swatch', colors.get(part.type) ?? TYPE_PALETTE[0]);
     segment.style.flexGrow = String(Math.max(part.share, 0.002));
     bar.append(segment);
@@ -48,7 +75,14 @@ function quantizationMix(mix, colors) {
     'ul',
     { className: 'mix-legend' },
     mix.map((part) =>
-      el('li', {}, swatch(colors.get(part.type) ?? TYPE_PALETTE[0]), el('code', {}, part.type), ' ', el('span', { className: 'muted' }, formatShare(part.share))),
+      el(
+        'li',
+        {},
+        swatch(colors.get(part.type) ?? TYPE_PALETTE[0]),
+        el('code', {}, part.type),
+        ' ',
+        el('span', { className: 'muted' }, formatShare(part.share)),
+      ),
     ),
   );
   return el('div', { className: 'mix' }, bar, legend);
@@ -75,7 +109,11 @@ function renderSummary(section, report, context, colors) {
         ['Architecture', textOrMissing(summary.architecture), { id: 'summary-architecture' }],
         ['Name', textOrMissing(summary.name)],
         ['Size label', textOrMissing(summary.size_label)],
-        ['Parameters', summary.parameter_count == null ? missing() : formatCount(summary.parameter_count), { title: formatInteger(summary.parameter_count), id: 'summary-parameters' }],
+        [
+          'Parameters',
+          summary.parameter_count == null ? missing() : formatCount(summary.parameter_count),
+          { title: formatInteger(summary.parameter_count), id: 'summary-parameters' },
+        ],
         ['File size', formatBytes(report.file?.size), { title: `${formatInteger(report.file?.size)} bytes` }],
         ['File type', textOrMissing(summary.file_type)],
         ['Chat', runsText(report.runs), { id: 'summary-runs' }],
@@ -129,11 +167,18 @@ function renderTypeChart(report, colors) {
         'span',
         { className: 'bar-value' },
         el('strong', {}, formatBytes(entry.bytes)),
-        el('span', { className: 'muted' }, ` · ${formatShare(entry.bytes / total)} · ${formatQuantity(entry.tensors, 'tensor')} · ${formatCount(entry.elements)} weights`),
+        el(
+          'span',
+          { className: 'muted' },
+          ` · ${formatShare(entry.bytes / total)} · ${formatQuantity(entry.tensors, 'tensor')} · ${formatCount(entry.elements)} weights`,
+        ),
       ),
     );
   });
-  replaceChildren(document.getElementById('type-chart'), rows.length ? rows : el('p', { className: 'muted' }, 'This file has no tensors.'));
+  replaceChildren(
+    document.getElementById('type-chart'),
+    rows.length ? rows : el('p', { className: 'muted' }, 'This file has no tensors.'),
+  );
 }
 
 function scalarText(value, type) {
@@ -155,7 +200,11 @@ function renderHyperparameters(report) {
   replaceChildren(
     body,
     arch ? el('p', { className: 'muted small' }, 'Keys under ', el('code', {}, `${arch}.`)) : null,
-    el('dl', { className: 'facts mono-values' }, facts(params.map((p) => [el('code', {}, p.key), scalarText(p.value, typeOf(p.key))]))),
+    el(
+      'dl',
+      { className: 'facts mono-values' },
+      facts(params.map((p) => [el('code', {}, p.key), scalarText(p.value, typeOf(p.key))])),
+    ),
   );
 }
 
@@ -169,7 +218,17 @@ function specialTokensTable(special) {
   return el(
     'table',
     { className: 'data-table compact', id: 'special-tokens' },
-    el('thead', {}, el('tr', {}, el('th', { scope: 'col' }, 'Role'), el('th', { scope: 'col', className: 'num' }, 'Id'), el('th', { scope: 'col' }, 'Text'))),
+    el(
+      'thead',
+      {},
+      el(
+        'tr',
+        {},
+        el('th', { scope: 'col' }, 'Role'),
+        el('th', { scope: 'col', className: 'num' }, 'Id'),
+        el('th', { scope: 'col' }, 'Text'),
+      ),
+    ),
     el(
       'tbody',
       {},
@@ -201,7 +260,10 @@ function renderTokenizer(report) {
       facts([
         ['Model', textOrMissing(tokenizer.model)],
         ['Pre-tokenizer', textOrMissing(tokenizer.pre)],
-        ['Vocabulary', tokenizer.vocab_size == null ? missing() : `${formatInteger(tokenizer.vocab_size)} tokens`],
+        [
+          'Vocabulary',
+          tokenizer.vocab_size == null ? missing() : `${formatInteger(tokenizer.vocab_size)} tokens`,
+        ],
         ['Merges', tokenizer.merges_count == null ? missing() : formatInteger(tokenizer.merges_count)],
         ['Adds BOS', yesNo(tokenizer.add_bos)],
         ['Adds EOS', yesNo(tokenizer.add_eos)],
@@ -221,7 +283,12 @@ function renderChatTemplate(report) {
   }
   replaceChildren(
     body,
-    el('p', { className: 'muted small' }, `${formatInteger(template.length)} characters, from `, el('code', {}, 'tokenizer.chat_template')),
+    el(
+      'p',
+      { className: 'muted small' },
+      `${formatInteger(template.length)} characters, from `,
+      el('code', {}, 'tokenizer.chat_template'),
+    ),
     el('pre', { className: 'code-block' }, el('code', { id: 'chat-template' }, template)),
   );
 }

@@ -32,7 +32,12 @@ function stringNode(text) {
   return el(
     'details',
     { className: 'long-string' },
-    el('summary', {}, el('span', { className: 'value-string' }, text.slice(0, 80) + '…'), el('span', { className: 'muted' }, ` (${formatInteger(text.length)} characters)`)),
+    el(
+      'summary',
+      {},
+      el('span', { className: 'value-string' }, text.slice(0, 80) + '…'),
+      el('span', { className: 'muted' }, ` (${formatInteger(text.length)} characters)`),
+    ),
     el('pre', { className: 'code-block' }, el('code', {}, text)),
   );
 }
@@ -40,13 +45,24 @@ function stringNode(text) {
 /** An array preview, with nested arrays rendered recursively. */
 function arrayNode(info) {
   const shown = info.preview.length;
-  const items = info.preview.map((item) => el('li', {}, isArrayInfo(item) ? arrayNode(item) : scalarNode(item, info.element_type)));
-  const more = info.length > shown ? el('p', { className: 'muted small' }, `First ${formatInteger(shown)} of ${formatInteger(info.length)} items`) : null;
+  const items = info.preview.map((item) =>
+    el('li', {}, isArrayInfo(item) ? arrayNode(item) : scalarNode(item, info.element_type)),
+  );
+  const more =
+    info.length > shown
+      ? el(
+          'p',
+          { className: 'muted small' },
+          `First ${formatInteger(shown)} of ${formatInteger(info.length)} items`,
+        )
+      : null;
   return el(
     'details',
     { className: 'array-value' },
     el('summary', {}, el('code', {}, arraySummary(info))),
-    shown ? el('ol', { className: 'array-preview', start: '0' }, items) : el('p', { className: 'muted small' }, 'empty'),
+    shown
+      ? el('ol', { className: 'array-preview', start: '0' }, items)
+      : el('p', { className: 'muted small' }, 'empty'),
     more,
   );
 }
@@ -86,12 +102,13 @@ function applySearch() {
   const matching = query ? entries.filter((_, i) => searchTexts[i].includes(query)) : entries;
   const shown = matching.slice(0, limit);
   const tbody = document.querySelector('#metadata-table tbody');
-  const more = shown.length < matching.length
-    ? moreRowsRow(3, shown.length, matching.length, () => {
-        limit += PAGE_ROWS;
-        applySearch();
-      })
-    : [];
+  const more =
+    shown.length < matching.length
+      ? moreRowsRow(3, shown.length, matching.length, () => {
+          limit += PAGE_ROWS;
+          applySearch();
+        })
+      : [];
   replaceChildren(tbody, shown.map(buildRow), more);
   document.getElementById('metadata-shown').textContent = query
     ? `${formatInteger(matching.length)} of ${formatQuantity(entries.length, 'key')}`

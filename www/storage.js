@@ -16,7 +16,9 @@ async function modelsDir() {
 
 /** OPFS names are the file's own name, minus anything a directory entry cannot hold. */
 function storedName(name) {
-  const safe = String(name).replace(/[\\/:*?"<>|\u0000-\u001f]/g, '_').slice(0, 200);
+  const safe = String(name)
+    .replace(/[\\/:*?"<>|\u0000-\u001f]/g, '_')
+    .slice(0, 200);
   return safe && safe !== '.' && safe !== '..' ? safe : 'model.gguf';
 }
 

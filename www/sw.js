@@ -21,7 +21,11 @@ const BUILDS = './builds.json';
 /** Makes the cache of the current build complete (filling it if needed) and drops the others. */
 async function refreshShell() {
   const listing = await (await fetch(BUILDS, { cache: 'no-cache' })).json();
-  if (typeof listing?.version !== 'string' || !Array.isArray(listing.files) || !Array.isArray(listing.shell)) {
+  if (
+    typeof listing?.version !== 'string' ||
+    !Array.isArray(listing.files) ||
+    !Array.isArray(listing.shell)
+  ) {
     throw new Error('builds.json: no version, shell or files');
   }
   const name = PREFIX + listing.version;
@@ -63,7 +67,11 @@ self.addEventListener('activate', () => {
 });
 
 function isShell(url) {
-  return url.origin === self.location.origin && !url.pathname.endsWith('.gguf') && !url.pathname.includes('/models/');
+  return (
+    url.origin === self.location.origin &&
+    !url.pathname.endsWith('.gguf') &&
+    !url.pathname.includes('/models/')
+  );
 }
 
 /** "Is there a demo model?" asked with the server gone: no, quietly (not a network error). */

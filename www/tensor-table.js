@@ -62,14 +62,20 @@ const COLUMNS = [
     label: 'Bytes',
     numeric: true,
     compare: (a, b) => compareNumbers(a.bytes, b.bytes),
-    cell: (t) => el('td', { className: 'num', title: `${formatInteger(t.bytes)} bytes` }, formatBytes(t.bytes)),
+    cell: (t) =>
+      el('td', { className: 'num', title: `${formatInteger(t.bytes)} bytes` }, formatBytes(t.bytes)),
   },
   {
     key: 'file_offset',
     label: 'File offset',
     numeric: true,
     compare: (a, b) => compareNumbers(a.file_offset, b.file_offset),
-    cell: (t) => el('td', { className: 'num', title: `data section + ${formatInteger(t.offset)}` }, formatInteger(t.file_offset)),
+    cell: (t) =>
+      el(
+        'td',
+        { className: 'num', title: `data section + ${formatInteger(t.offset)}` },
+        formatInteger(t.file_offset),
+      ),
   },
 ];
 
@@ -104,8 +110,17 @@ export class TensorTable {
 
   buildHeader() {
     this.headerCells = COLUMNS.map((column) => {
-      const button = el('button', { type: 'button', className: 'sort-button', onclick: () => this.sortBy(column.key) }, column.label, el('span', { className: 'sort-mark', 'aria-hidden': 'true' }));
-      return el('th', { scope: 'col', className: column.numeric ? 'num' : null, dataset: { column: column.key } }, button);
+      const button = el(
+        'button',
+        { type: 'button', className: 'sort-button', onclick: () => this.sortBy(column.key) },
+        column.label,
+        el('span', { className: 'sort-mark', 'aria-hidden': 'true' }),
+      );
+      return el(
+        'th',
+        { scope: 'col', className: column.numeric ? 'num' : null, dataset: { column: column.key } },
+        button,
+      );
     });
     replaceChildren(this.table.querySelector('thead tr'), this.headerCells);
   }
@@ -167,7 +182,14 @@ export class TensorTable {
     this.groups.clear();
     if (this.groupToggle.checked) this.appendGrouped(fragment, shown, tensors);
     else shown.forEach((tensor) => fragment.append(this.buildRow(tensor, null)));
-    if (!tensors.length) fragment.append(el('tr', { className: 'empty-row' }, el('td', { colspan: COLUMNS.length }, 'No tensors match the filter.')));
+    if (!tensors.length)
+      fragment.append(
+        el(
+          'tr',
+          { className: 'empty-row' },
+          el('td', { colspan: COLUMNS.length }, 'No tensors match the filter.'),
+        ),
+      );
     if (shown.length < tensors.length) {
       fragment.append(
         moreRowsRow(COLUMNS.length, shown.length, tensors.length, () => {
@@ -178,9 +200,10 @@ export class TensorTable {
     }
     this.tbody.replaceChildren(fragment);
     this.updateHeader();
-    this.shownLabel.textContent = tensors.length === this.tensors.length
-      ? formatQuantity(tensors.length, 'tensor')
-      : `${formatInteger(tensors.length)} of ${formatQuantity(this.tensors.length, 'tensor')}`;
+    this.shownLabel.textContent =
+      tensors.length === this.tensors.length
+        ? formatQuantity(tensors.length, 'tensor')
+        : `${formatInteger(tensors.length)} of ${formatQuantity(this.tensors.length, 'tensor')}`;
   }
 
   /** Groups `tensors` (all that match) by layer and builds rows for those in `shown` only;
@@ -212,16 +235,33 @@ export class TensorTable {
     const label = group.key === NON_LAYER_GROUP ? 'Not in a layer' : group.key;
     const toggle = el(
       'button',
-      { type: 'button', className: 'group-toggle', 'aria-expanded': String(!collapsed), onclick: () => this.toggleGroup(group.key) },
+      {
+        type: 'button',
+        className: 'group-toggle',
+        'aria-expanded': String(!collapsed),
+        onclick: () => this.toggleGroup(group.key),
+      },
       el('span', { className: 'chevron', 'aria-hidden': 'true' }),
       el('span', { className: 'group-label' }, label),
-      el('span', { className: 'muted' }, ` ${formatQuantity(group.tensors.length, 'tensor')} · ${formatBytes(bytes)}`),
+      el(
+        'span',
+        { className: 'muted' },
+        ` ${formatQuantity(group.tensors.length, 'tensor')} · ${formatBytes(bytes)}`,
+      ),
     );
-    return el('tr', { className: 'group-row', dataset: { group: group.key } }, el('th', { colspan: COLUMNS.length, scope: 'rowgroup' }, toggle));
+    return el(
+      'tr',
+      { className: 'group-row', dataset: { group: group.key } },
+      el('th', { colspan: COLUMNS.length, scope: 'rowgroup' }, toggle),
+    );
   }
 
   buildRow(tensor, groupKey, collapsed = false) {
-    const row = el('tr', { dataset: { tensor: tensor.name }, hidden: collapsed }, COLUMNS.map((column) => column.cell(tensor, this.colors)));
+    const row = el(
+      'tr',
+      { dataset: { tensor: tensor.name }, hidden: collapsed },
+      COLUMNS.map((column) => column.cell(tensor, this.colors)),
+    );
     if (groupKey) row.dataset.inGroup = groupKey;
     return row;
   }

@@ -53,15 +53,23 @@ export function createVisualizer(ui, { onBranch }) {
   function renderFacts(step) {
     const { trace } = step;
     const facts = [
-      ['Drawn', `${visibleToken(step.piece)}  (${percent(trace.chosen_probability)}${step.forced ? ', forced by you' : ''})`],
-      ['Nucleus', `${trace.nucleus_size.toLocaleString('en-US')} token${trace.nucleus_size === 1 ? '' : 's'}, ${percent(trace.nucleus_mass)} of the mass`],
+      [
+        'Drawn',
+        `${visibleToken(step.piece)}  (${percent(trace.chosen_probability)}${step.forced ? ', forced by you' : ''})`,
+      ],
+      [
+        'Nucleus',
+        `${trace.nucleus_size.toLocaleString('en-US')} token${trace.nucleus_size === 1 ? '' : 's'}, ${percent(trace.nucleus_mass)} of the mass`,
+      ],
       ['Excluded', `${trace.excluded.toLocaleString('en-US')} vocabulary entries`],
       ['Entropy', `${trace.entropy_bits.toFixed(2)} bits`],
       ['Settings', describeSettings(settings)],
     ];
     replaceChildren(
       ui.facts,
-      facts.map(([term, value]) => el('div', { className: 'viz-fact' }, el('dt', {}, term), el('dd', {}, value))),
+      facts.map(([term, value]) =>
+        el('div', { className: 'viz-fact' }, el('dt', {}, term), el('dd', {}, value)),
+      ),
     );
   }
 
@@ -92,7 +100,10 @@ export function createVisualizer(ui, { onBranch }) {
           el(
             'span',
             { className: 'viz-track' },
-            el('span', { className: 'viz-fill', style: `width: ${Math.max(0.5, (100 * candidate.probability) / best)}%` }),
+            el('span', {
+              className: 'viz-fill',
+              style: `width: ${Math.max(0.5, (100 * candidate.probability) / best)}%`,
+            }),
           ),
           el('span', { className: 'viz-prob num' }, percent(candidate.probability)),
         ),
@@ -100,9 +111,15 @@ export function createVisualizer(ui, { onBranch }) {
     });
     if (trace.chosen_rank === null || trace.chosen_rank === undefined) {
       rows.push(
-        el('li', { className: 'viz-bar chosen outside', dataset: { id: String(trace.chosen), kind: 'chosen' } },
-          el('span', { className: 'viz-note muted small' },
-            `drawn: ${visibleToken(step.piece)} (${percent(trace.chosen_probability)}), ranked below the top ${trace.candidates.length}`)),
+        el(
+          'li',
+          { className: 'viz-bar chosen outside', dataset: { id: String(trace.chosen), kind: 'chosen' } },
+          el(
+            'span',
+            { className: 'viz-note muted small' },
+            `drawn: ${visibleToken(step.piece)} (${percent(trace.chosen_probability)}), ranked below the top ${trace.candidates.length}`,
+          ),
+        ),
       );
     }
     replaceChildren(ui.bars, rows);

@@ -67,11 +67,19 @@ export class EngineClient {
     worker.addEventListener('error', (event) => {
       event.preventDefault();
       if (worker !== this.worker) return;
-      this.failAll({ name: 'WorkerError', kind: 'worker_failed', message: event.message || 'the engine worker failed to start' });
+      this.failAll({
+        name: 'WorkerError',
+        kind: 'worker_failed',
+        message: event.message || 'the engine worker failed to start',
+      });
     });
     worker.addEventListener('messageerror', () => {
       if (worker !== this.worker) return;
-      this.failAll({ name: 'WorkerError', kind: 'bad_reply', message: 'a reply from the engine worker could not be decoded' });
+      this.failAll({
+        name: 'WorkerError',
+        kind: 'bad_reply',
+        message: 'a reply from the engine worker could not be decoded',
+      });
     });
   }
 
@@ -100,7 +108,9 @@ export class EngineClient {
     const id = this.nextId++;
     return new Promise((resolve, reject) => {
       if (this.terminated) {
-        reject(new InfernoError({ name: 'WorkerError', kind: 'terminated', message: 'the engine was terminated' }));
+        reject(
+          new InfernoError({ name: 'WorkerError', kind: 'terminated', message: 'the engine was terminated' }),
+        );
         return;
       }
       if (this.pending.size === 0) this.lastHeard = performance.now(); // Silence while idle is fine.
@@ -122,7 +132,11 @@ export class EngineClient {
     if (silentMs >= this.stallMs) {
       const seconds = Math.round(silentMs / 1000);
       this.worker.terminate();
-      this.failAll({ name: 'WorkerError', kind: 'stalled', message: `the engine stopped answering for ${seconds} s; it was ended and a new one started` });
+      this.failAll({
+        name: 'WorkerError',
+        kind: 'stalled',
+        message: `the engine stopped answering for ${seconds} s; it was ended and a new one started`,
+      });
       this.start(this.threads);
     } else if (silentMs >= PING_AFTER_MS) {
       this.worker.postMessage({ type: 'ping', id: null });
@@ -150,7 +164,13 @@ export class EngineClient {
     }
     this.pending.delete(reply.id);
     if (reply.type === 'switch_build') {
-      waiter.reject(new InfernoError({ name: 'WorkerError', kind: 'bad_reply', message: 'the engine asked twice for another build' }));
+      waiter.reject(
+        new InfernoError({
+          name: 'WorkerError',
+          kind: 'bad_reply',
+          message: 'the engine asked twice for another build',
+        }),
+      );
     } else if (reply.type === 'error') {
       waiter.reject(new InfernoError(reply.error ?? {}));
     } else {

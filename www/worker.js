@@ -101,7 +101,13 @@ function poolStartTimeout(threads) {
   return new Promise((_, reject) => {
     setTimeout(() => {
       const seconds = POOL_START_TIMEOUT_MS / 1000;
-      reject(new WorkerError('InitError', 'engine_start_timeout', `the engine's ${threads} threads did not start within ${seconds} s`));
+      reject(
+        new WorkerError(
+          'InitError',
+          'engine_start_timeout',
+          `the engine's ${threads} threads did not start within ${seconds} s`,
+        ),
+      );
     }, POOL_START_TIMEOUT_MS);
   });
 }
@@ -109,13 +115,19 @@ function poolStartTimeout(threads) {
 async function loadEngine(threads, instance) {
   try {
     const starting = startEngine(threads, { instance, relaxed: RELAXED, memory64: MEMORY64 });
-    const { module, exports, build } = await (threads > 1 ? Promise.race([starting, poolStartTimeout(threads)]) : starting);
+    const { module, exports, build } = await (threads > 1
+      ? Promise.race([starting, poolStartTimeout(threads)])
+      : starting);
     engineBuild = { threads, build, memory: exports.memory };
     return module;
   } catch (error) {
     if (error?.kind === 'engine_start_timeout') throw error;
     const build = buildFor(threads, { relaxed: RELAXED, memory64: MEMORY64 });
-    throw new WorkerError('InitError', 'wasm_init', `Could not load the Inferno WebAssembly engine (${build}/inferno.js, ${threads} threads): ${describe(error)}`);
+    throw new WorkerError(
+      'InitError',
+      'wasm_init',
+      `Could not load the Inferno WebAssembly engine (${build}/inferno.js, ${threads} threads): ${describe(error)}`,
+    );
   }
 }
 
@@ -175,7 +187,11 @@ async function inspectFile(file) {
       return { type: 'inspected', report: result.report, bytesRead: length, ms: performance.now() - started };
     }
     if (result?.status !== 'need_more') {
-      throw new WorkerError('ProtocolError', 'bad_engine_reply', `unexpected inspect status ${JSON.stringify(result?.status)}`);
+      throw new WorkerError(
+        'ProtocolError',
+        'bad_engine_reply',
+        `unexpected inspect status ${JSON.stringify(result?.status)}`,
+      );
     }
     const next = Math.min(file.size, Math.max(2 * length, Number(result.at_least)));
     if (!(next > length)) {
@@ -249,11 +265,19 @@ async function openUrl(url) {
     throw new WorkerError('NetworkError', 'fetch_failed', `could not fetch ${url}: ${describe(error)}`);
   }
   if (!response.ok) {
-    throw new WorkerError('NetworkError', 'fetch_failed', `${url} answered ${response.status} ${response.statusText}`);
+    throw new WorkerError(
+      'NetworkError',
+      'fetch_failed',
+      `${url} answered ${response.status} ${response.statusText}`,
+    );
   }
   const size = Number(response.headers.get('Content-Length'));
   if (!Number.isSafeInteger(size) || size <= 0 || response.headers.get('Content-Encoding')) {
-    throw new WorkerError('NetworkError', 'no_length', `${url} does not say how large it is (no plain Content-Length)`);
+    throw new WorkerError(
+      'NetworkError',
+      'no_length',
+      `${url} does not say how large it is (no plain Content-Length)`,
+    );
   }
   return { response, size };
 }
@@ -387,7 +411,8 @@ async function runExclusive(work, { preempt = false } = {}) {
       if (mine !== latestPreempt) throw new WorkerError('LoadError', 'cancelled', 'replaced by a newer load');
     }
   }
-  if (busy) throw new WorkerError('ProtocolError', 'busy', 'the engine is busy: stop it or wait for it to finish');
+  if (busy)
+    throw new WorkerError('ProtocolError', 'busy', 'the engine is busy: stop it or wait for it to finish');
   const run = { stopRequested: false, done: null };
   busy = run;
   run.done = (async () => {
@@ -401,7 +426,8 @@ async function runExclusive(work, { preempt = false } = {}) {
 }
 
 function throwIfCancelled(run) {
-  if (run.stopRequested) throw new WorkerError('LoadError', 'cancelled', 'loading was cancelled by a newer request');
+  if (run.stopRequested)
+    throw new WorkerError('LoadError', 'cancelled', 'loading was cancelled by a newer request');
 }
 
 /**
@@ -509,7 +535,13 @@ async function chat(request) {
     if (prefilled.remaining > 0) {
       return doneReply('stopped', { steps: 0, decodeSteps: 0 }, prefill, started);
     }
-    self.postMessage({ type: 'prepared', id: request.id, event: true, prepared: { ...prepared, ...prefilled }, ms: prefillMs });
+    self.postMessage({
+      type: 'prepared',
+      id: request.id,
+      event: true,
+      prepared: { ...prepared, ...prefilled },
+      ms: prefillMs,
+    });
     await yieldToMessages();
     const { reason, stats } = await decode(request.id, run, { ...options, first: undefined, startIndex: 0 });
     return doneReply(reason, stats, { ...prefill, ttftMs: prefillMs + stats.firstStepMs }, started);
@@ -530,7 +562,8 @@ async function prefillInParts(id, run, engine, promptTokens) {
     if (part.remaining === 0) return { reused, evaluated, remaining: 0, context_used: part.context_used };
     self.postMessage({ type: 'prefill', id, event: true, evaluated, total: promptTokens - reused });
     await yieldToMessages();
-    if (run.stopRequested) return { reused, evaluated, remaining: part.remaining, context_used: part.context_used };
+    if (run.stopRequested)
+      return { reused, evaluated, remaining: part.remaining, context_used: part.context_used };
   }
 }
 
@@ -610,7 +643,12 @@ const HANDLERS = {
   inspect_loaded: () => {
     const { engine, size } = requireModel();
     const started = performance.now();
-    return { type: 'inspected', report: toPlain(engine.inspect()), bytesRead: size, ms: performance.now() - started };
+    return {
+      type: 'inspected',
+      report: toPlain(engine.inspect()),
+      bytesRead: size,
+      ms: performance.now() - started,
+    };
   },
 };
 
@@ -637,7 +675,12 @@ function errorReply(id, error) {
   if (error?.kind === 'engine_start_timeout') {
     // Half-started helper workers may hold the memory: only a new worker starts clean.
     setTimeout(() => self.close(), 0);
-    return { type: 'error', id, error: { name: error.name, kind: error.kind, message: error.message }, fatal: true };
+    return {
+      type: 'error',
+      id,
+      error: { name: error.name, kind: error.kind, message: error.message },
+      fatal: true,
+    };
   }
   // wasm-bindgen can throw any JS value, not only Error objects.
   const name = error?.name ? String(error.name) : 'Error';
@@ -650,7 +693,11 @@ async function handleRequest(request) {
   try {
     const handler = Object.hasOwn(HANDLERS, request?.type) ? HANDLERS[request.type] : null;
     if (!handler) {
-      throw new WorkerError('ProtocolError', 'unknown_message_type', `unknown request type ${JSON.stringify(request?.type)}`);
+      throw new WorkerError(
+        'ProtocolError',
+        'unknown_message_type',
+        `unknown request type ${JSON.stringify(request?.type)}`,
+      );
     }
     const reply = await handler(request);
     self.postMessage({ ...reply, id });

@@ -25,5 +25,8 @@ test('every number is bounded', () => {
   }
   assert.throws(() => readParams('?model=x.gguf&pp=1e9', PAGE), /pp must be/);
   assert.throws(() => readParams('?model=x.gguf&tg=-1', PAGE), /tg must be/);
-  assert.equal(readParams(`?model=x.gguf&pp=${PARAM_LIMITS.pp}&tg=1&ctx=${PARAM_LIMITS.ctx}`, PAGE).pp, PARAM_LIMITS.pp);
+  assert.equal(
+    readParams(`?model=x.gguf&pp=${PARAM_LIMITS.pp}&tg=1&ctx=${PARAM_LIMITS.ctx}`, PAGE).pp,
+    PARAM_LIMITS.pp,
+  );
 });

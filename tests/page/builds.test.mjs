@@ -26,8 +26,14 @@ async function open(url) {
 async function loadSmolLM2(page) {
   const before = await page.evaluate(() => Number(document.body.dataset.loads ?? 0));
   await page.setInputFiles('#file-input', requireModel(MODELS.smollm2));
-  await page.waitForFunction((count) => Number(document.body.dataset.loads ?? 0) > count, before, { timeout: TIMEOUT_MS });
-  assert.equal(await page.evaluate(() => document.body.dataset.model), SMOLLM2_NAME, await page.locator('#chat-error').innerText());
+  await page.waitForFunction((count) => Number(document.body.dataset.loads ?? 0) > count, before, {
+    timeout: TIMEOUT_MS,
+  });
+  assert.equal(
+    await page.evaluate(() => document.body.dataset.model),
+    SMOLLM2_NAME,
+    await page.locator('#chat-error').innerText(),
+  );
 }
 
 /** A greedy answer of 24 tokens to a fixed question, in a new chat. */
@@ -38,7 +44,9 @@ async function greedyAnswer(page) {
   const before = await page.evaluate(() => Number(document.body.dataset.answers ?? 0));
   await page.fill('#prompt', 'Name three colours.');
   await page.press('#prompt', 'Enter');
-  await page.waitForFunction((count) => Number(document.body.dataset.answers ?? 0) > count, before, { timeout: TIMEOUT_MS });
+  await page.waitForFunction((count) => Number(document.body.dataset.answers ?? 0) > count, before, {
+    timeout: TIMEOUT_MS,
+  });
   return page.evaluate(() => ({
     text: document.querySelector('.message.assistant:last-child .answer-text')?.textContent ?? '',
     meta: document.querySelector('.message.assistant:last-child .bubble-meta')?.textContent ?? '',
@@ -68,9 +76,13 @@ describe('wasm builds', { timeout: 600_000 }, () => {
       // Choosing 1 thread reloads the model into a new worker running the single-threaded build.
       const loads = await page.evaluate(() => Number(document.body.dataset.loads ?? 0));
       await page.selectOption('#set-threads', '1');
-      await page.waitForFunction((count) => Number(document.body.dataset.loads ?? 0) > count, loads, { timeout: TIMEOUT_MS });
+      await page.waitForFunction((count) => Number(document.body.dataset.loads ?? 0) > count, loads, {
+        timeout: TIMEOUT_MS,
+      });
       assert.equal(await page.evaluate(() => document.body.dataset.model), SMOLLM2_NAME);
-      await page.waitForFunction(() => /· 1 thread$/.test(document.getElementById('engine-info').textContent));
+      await page.waitForFunction(() =>
+        /· 1 thread$/.test(document.getElementById('engine-info').textContent),
+      );
       const one = await greedyAnswer(page);
       assert.match(one.meta, /1 thread/);
       assert.equal(one.text, many.text, 'threads split rows and heads, never a sum');

@@ -10,11 +10,14 @@ export const CHAT_TIMEOUT_MS = 60_000;
 export async function loadModel(filePath, page = h.page) {
   const before = await page.evaluate(() => Number(document.body.dataset.loads ?? 0));
   await page.setInputFiles('#file-input', filePath);
-  await page.waitForFunction((count) => Number(document.body.dataset.loads ?? 0) > count, before, { timeout: CHAT_TIMEOUT_MS });
+  await page.waitForFunction((count) => Number(document.body.dataset.loads ?? 0) > count, before, {
+    timeout: CHAT_TIMEOUT_MS,
+  });
 }
 
 export async function assertModelLoaded(name, page = h.page) {
-  if (await page.locator('#chat-error').isVisible()) assert.fail(`load failed: ${await page.locator('#chat-error').innerText()}`);
+  if (await page.locator('#chat-error').isVisible())
+    assert.fail(`load failed: ${await page.locator('#chat-error').innerText()}`);
   assert.equal(await page.evaluate(() => document.body.dataset.model), name);
   assert.equal(await page.locator('#composer').isVisible(), true, 'the composer is shown');
 }
@@ -34,7 +37,9 @@ export async function ask(message) {
   const before = await answersSoFar();
   await h.page.fill('#prompt', message);
   await h.page.press('#prompt', 'Enter');
-  await h.page.waitForFunction((count) => Number(document.body.dataset.answers ?? 0) > count, before, { timeout: CHAT_TIMEOUT_MS });
+  await h.page.waitForFunction((count) => Number(document.body.dataset.answers ?? 0) > count, before, {
+    timeout: CHAT_TIMEOUT_MS,
+  });
   return lastAnswer();
 }
 
@@ -48,4 +53,3 @@ export async function lastAnswer() {
     reused: Number(document.body.dataset.lastReused),
   }));
 }
-

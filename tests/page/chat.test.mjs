@@ -8,8 +8,26 @@ import assert from 'node:assert/strict';
 import { existsSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { startServer } from '../../scripts/serve.mjs';
-import { MODELS, TEST_TIMEOUT_MS, fixtureModelsDir, h, pageSuite, requireModel, text, watchForProblems, wwwRoot } from './harness.mjs';
-import { CHAT_TIMEOUT_MS, answersSoFar, ask, assertModelLoaded, lastAnswer, loadModel, setSettings } from './chat-helpers.mjs';
+import {
+  MODELS,
+  TEST_TIMEOUT_MS,
+  fixtureModelsDir,
+  h,
+  pageSuite,
+  requireModel,
+  text,
+  watchForProblems,
+  wwwRoot,
+} from './harness.mjs';
+import {
+  CHAT_TIMEOUT_MS,
+  answersSoFar,
+  ask,
+  assertModelLoaded,
+  lastAnswer,
+  loadModel,
+  setSettings,
+} from './chat-helpers.mjs';
 
 // Whole suites: each test loads a model and generates.
 const SUITE = { timeout: 600_000 };
@@ -30,7 +48,10 @@ async function barKindsOverSteps(maxSteps = 40) {
   const kinds = new Set();
   for (let i = 0; i < Math.min(chips, maxSteps); i++) {
     await h.page.locator('#viz-strip .viz-chip').nth(i).click();
-    for (const kind of await h.page.locator('#viz-bars .viz-bar').evaluateAll((bars) => bars.map((b) => b.dataset.kind))) kinds.add(kind);
+    for (const kind of await h.page
+      .locator('#viz-bars .viz-bar')
+      .evaluateAll((bars) => bars.map((b) => b.dataset.kind)))
+      kinds.add(kind);
   }
   return kinds;
 }
@@ -41,309 +62,378 @@ const SMOLLM2_NAME = 'SmolLM2-135M-Instruct.Q4_1.gguf';
 // tokens natively; the wasm build draws the same way (tests/web.rs pins seeded draws).
 const ENDING_SEED = 4;
 
-pageSuite('chat with SmolLM2', () => {
-  test('streams an answer that ends, with the sampling visualizer and speed', async () => {
-    await loadModel(SMOLLM2());
-    await assertModelLoaded(SMOLLM2_NAME);
-    assert.match(await text('#model-details'), /llama · 98\.4 MB · 49,152 tokens/);
-    await setSettings({ seed: ENDING_SEED, max_tokens: 96 });
-    await countStreamedUpdates();
-    const answer = await ask('What is the capital of France?');
-    assert.equal(answer.reason, 'end', `the answer should end by itself: ${answer.text}`);
-    assert.match(answer.text, /Paris/);
-    assert.ok((await h.page.evaluate(() => window.__updates)) >= 3, 'tokens arrived one by one');
-    assert.ok(answer.tokens.length >= 3, 'the strip shows the generated tokens');
-    assert.match(answer.meta, /prefill \d+ tok at [\d.]+ tok\/s · first token [\d.]+ m?s · \d+ tokens at [\d.]+ tok\/s · context \d+ \/ 4096 · seed 4/);
-    assert.equal(await h.page.locator('.message.user').count(), 1);
+pageSuite(
+  'chat with SmolLM2',
+  () => {
+    test('streams an answer that ends, with the sampling visualizer and speed', async () => {
+      await loadModel(SMOLLM2());
+      await assertModelLoaded(SMOLLM2_NAME);
+      assert.match(await text('#model-details'), /llama · 98\.4 MB · 49,152 tokens/);
+      await setSettings({ seed: ENDING_SEED, max_tokens: 96 });
+      await countStreamedUpdates();
+      const answer = await ask('What is the capital of France?');
+      assert.equal(answer.reason, 'end', `the answer should end by itself: ${answer.text}`);
+      assert.match(answer.text, /Paris/);
+      assert.ok((await h.page.evaluate(() => window.__updates)) >= 3, 'tokens arrived one by one');
+      assert.ok(answer.tokens.length >= 3, 'the strip shows the generated tokens');
+      assert.match(
+        answer.meta,
+        /prefill \d+ tok at [\d.]+ tok\/s · first token [\d.]+ m?s · \d+ tokens at [\d.]+ tok\/s · context \d+ \/ 4096 · seed 4/,
+      );
+      assert.equal(await h.page.locator('.message.user').count(), 1);
 
-    const kinds = await barKindsOverSteps();
-    assert.ok(kinds.has('chosen'), 'a gold bar for the drawn token');
-    assert.ok(kinds.has('nucleus'), 'green bars for other tokens inside the nucleus');
-    assert.equal(await h.page.locator('#viz-bars .viz-bar').count() >= 20, true, 'top-20 candidates');
-    assert.match(await text('#viz-facts'), /Nucleus\s+[\d,]+ tokens?, [\d.<]+% of the mass/);
-    assert.match(await text('#viz-facts'), /Entropy\s+[\d.]+ bits/);
-    assert.match(await text('#viz-facts'), /temp 0\.8 · top-k 40 · top-p 0\.95 · min-p 0\.05/);
+      const kinds = await barKindsOverSteps();
+      assert.ok(kinds.has('chosen'), 'a gold bar for the drawn token');
+      assert.ok(kinds.has('nucleus'), 'green bars for other tokens inside the nucleus');
+      assert.equal((await h.page.locator('#viz-bars .viz-bar').count()) >= 20, true, 'top-20 candidates');
+      assert.match(await text('#viz-facts'), /Nucleus\s+[\d,]+ tokens?, [\d.<]+% of the mass/);
+      assert.match(await text('#viz-facts'), /Entropy\s+[\d.]+ bits/);
+      assert.match(await text('#viz-facts'), /temp 0\.8 · top-k 40 · top-p 0\.95 · min-p 0\.05/);
 
-    // Arrow keys step through the answer.
-    await h.page.locator('#viz-strip .viz-chip').nth(1).click();
-    await h.page.focus('#viz-strip');
-    await h.page.keyboard.press('ArrowRight');
-    assert.equal(await h.page.locator('#visualizer').getAttribute('data-selected'), '2');
-    await h.page.keyboard.press('ArrowLeft');
-    await h.page.keyboard.press('ArrowLeft');
-    assert.equal(await h.page.locator('#visualizer').getAttribute('data-selected'), '0');
+      // Arrow keys step through the answer.
+      await h.page.locator('#viz-strip .viz-chip').nth(1).click();
+      await h.page.focus('#viz-strip');
+      await h.page.keyboard.press('ArrowRight');
+      assert.equal(await h.page.locator('#visualizer').getAttribute('data-selected'), '2');
+      await h.page.keyboard.press('ArrowLeft');
+      await h.page.keyboard.press('ArrowLeft');
+      assert.equal(await h.page.locator('#visualizer').getAttribute('data-selected'), '0');
 
-    // Copy puts the answer on the clipboard.
-    await h.context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: new URL(h.server.url).origin });
-    await h.page.hover('.message.assistant .bubble');
-    await h.page.click('.message.assistant .bubble-copy');
-    await h.page.waitForSelector('.message.assistant .bubble-copy:text("Copied")');
-    assert.equal(await h.page.evaluate(() => navigator.clipboard.readText()), answer.text.trim());
-  });
-
-  test('stop halts generation within a step', async () => {
-    await loadModel(SMOLLM2());
-    // Greedy decoding of this question loops ("la femme, la femme, ...") until max tokens.
-    await setSettings({ temperature: 0, max_tokens: 2000 });
-    const before = await answersSoFar();
-    await h.page.fill('#prompt', 'What is the capital of France?');
-    await h.page.press('#prompt', 'Enter');
-    await h.page.waitForFunction(() => document.querySelectorAll('#viz-strip .viz-chip').length >= 10, null, { timeout: CHAT_TIMEOUT_MS });
-    const atStop = await h.page.evaluate(() => {
-      document.getElementById('stop').click();
-      return document.querySelectorAll('#viz-strip .viz-chip').length;
+      // Copy puts the answer on the clipboard.
+      await h.context.grantPermissions(['clipboard-read', 'clipboard-write'], {
+        origin: new URL(h.server.url).origin,
+      });
+      await h.page.hover('.message.assistant .bubble');
+      await h.page.click('.message.assistant .bubble-copy');
+      await h.page.waitForSelector('.message.assistant .bubble-copy:text("Copied")');
+      assert.equal(await h.page.evaluate(() => navigator.clipboard.readText()), answer.text.trim());
     });
-    await h.page.waitForFunction((count) => Number(document.body.dataset.answers ?? 0) > count, before, { timeout: CHAT_TIMEOUT_MS });
-    const answer = await lastAnswer();
-    assert.equal(answer.reason, 'stopped');
-    assert.ok(answer.tokens.length <= atStop + 2, `${answer.tokens.length} tokens after stopping at ${atStop}`);
-    assert.match(answer.meta, /stopped/);
-    assert.equal(await h.page.locator('#send').isVisible(), true, 'ready for the next message');
-  });
 
-  test('a long prompt shows its prefill progress and can be stopped before the first token', async () => {
-    await loadModel(SMOLLM2());
-    await setSettings({ max_tokens: 8 });
-    const before = await answersSoFar();
-    // About 700 tokens: parts of 64, so a stop lands well before the end.
-    await h.page.fill('#prompt', 'Summarize this. ' + 'The quick brown fox jumps over the lazy dog. '.repeat(60));
-    await h.page.press('#prompt', 'Enter');
-    await h.page.waitForFunction(() => /reading the prompt: [\d,]+ of [\d,]+ tokens/.test(document.getElementById('chat-stats').textContent), null, { timeout: CHAT_TIMEOUT_MS });
-    await h.page.click('#stop');
-    await h.page.waitForFunction((count) => Number(document.body.dataset.answers ?? 0) > count, before, { timeout: CHAT_TIMEOUT_MS });
-    const stopped = await lastAnswer();
-    assert.equal(stopped.reason, 'stopped');
-    assert.equal(stopped.tokens.length, 0, 'no token was generated');
-    assert.match(stopped.meta, /stopped/);
-    // What the stopped prefill evaluated stays cached: regenerating finishes it from there.
-    await h.page.click('#regenerate');
-    await h.page.waitForFunction((count) => Number(document.body.dataset.answers ?? 0) > count + 1, before, { timeout: CHAT_TIMEOUT_MS });
-    const resumed = await lastAnswer();
-    assert.ok(resumed.reused >= 64, `reused ${resumed.reused} tokens of the stopped prefill`);
-    assert.ok(resumed.tokens.length > 0);
-  });
+    test('stop halts generation within a step', async () => {
+      await loadModel(SMOLLM2());
+      // Greedy decoding of this question loops ("la femme, la femme, ...") until max tokens.
+      await setSettings({ temperature: 0, max_tokens: 2000 });
+      const before = await answersSoFar();
+      await h.page.fill('#prompt', 'What is the capital of France?');
+      await h.page.press('#prompt', 'Enter');
+      await h.page.waitForFunction(
+        () => document.querySelectorAll('#viz-strip .viz-chip').length >= 10,
+        null,
+        { timeout: CHAT_TIMEOUT_MS },
+      );
+      const atStop = await h.page.evaluate(() => {
+        document.getElementById('stop').click();
+        return document.querySelectorAll('#viz-strip .viz-chip').length;
+      });
+      await h.page.waitForFunction((count) => Number(document.body.dataset.answers ?? 0) > count, before, {
+        timeout: CHAT_TIMEOUT_MS,
+      });
+      const answer = await lastAnswer();
+      assert.equal(answer.reason, 'stopped');
+      assert.ok(
+        answer.tokens.length <= atStop + 2,
+        `${answer.tokens.length} tokens after stopping at ${atStop}`,
+      );
+      assert.match(answer.meta, /stopped/);
+      assert.equal(await h.page.locator('#send').isVisible(), true, 'ready for the next message');
+    });
 
-  test('a second turn prefills only the new message', async () => {
-    await loadModel(SMOLLM2());
-    await setSettings({ seed: ENDING_SEED, max_tokens: 96 });
-    const first = await ask('What is the capital of France?');
-    assert.equal(first.reused, 0);
-    const firstContext = Number(/context (\d+) \//.exec(first.meta)[1]);
-    const second = await ask('And of Italy?');
-    // The whole first exchange stays in the KV cache; only the new turn is evaluated.
-    assert.ok(second.reused >= firstContext - 1, `reused ${second.reused} of ${firstContext}`);
-    assert.ok(second.prefilled > 0 && second.prefilled <= 20, `prefilled ${second.prefilled} tokens for the new turn`);
-    assert.match(second.meta, new RegExp(`prefill ${second.prefilled} tok \\(\\+${second.reused} reused\\)`));
-    assert.equal(await h.page.locator('.message').count(), 4);
-  });
+    test('a long prompt shows its prefill progress and can be stopped before the first token', async () => {
+      await loadModel(SMOLLM2());
+      await setSettings({ max_tokens: 8 });
+      const before = await answersSoFar();
+      // About 700 tokens: parts of 64, so a stop lands well before the end.
+      await h.page.fill(
+        '#prompt',
+        'Summarize this. ' + 'The quick brown fox jumps over the lazy dog. '.repeat(60),
+      );
+      await h.page.press('#prompt', 'Enter');
+      await h.page.waitForFunction(
+        () =>
+          /reading the prompt: [\d,]+ of [\d,]+ tokens/.test(
+            document.getElementById('chat-stats').textContent,
+          ),
+        null,
+        { timeout: CHAT_TIMEOUT_MS },
+      );
+      await h.page.click('#stop');
+      await h.page.waitForFunction((count) => Number(document.body.dataset.answers ?? 0) > count, before, {
+        timeout: CHAT_TIMEOUT_MS,
+      });
+      const stopped = await lastAnswer();
+      assert.equal(stopped.reason, 'stopped');
+      assert.equal(stopped.tokens.length, 0, 'no token was generated');
+      assert.match(stopped.meta, /stopped/);
+      // What the stopped prefill evaluated stays cached: regenerating finishes it from there.
+      await h.page.click('#regenerate');
+      await h.page.waitForFunction(
+        (count) => Number(document.body.dataset.answers ?? 0) > count + 1,
+        before,
+        { timeout: CHAT_TIMEOUT_MS },
+      );
+      const resumed = await lastAnswer();
+      assert.ok(resumed.reused >= 64, `reused ${resumed.reused} tokens of the stopped prefill`);
+      assert.ok(resumed.tokens.length > 0);
+    });
 
-  test('regenerate answers again from the cache, the same way for the same seed', async () => {
-    await loadModel(SMOLLM2());
-    await setSettings({ seed: ENDING_SEED, max_tokens: 96 });
-    const first = await ask('What is the capital of France?');
-    const before = await answersSoFar();
-    await h.page.click('#regenerate');
-    await h.page.waitForFunction((count) => Number(document.body.dataset.answers ?? 0) > count, before, { timeout: CHAT_TIMEOUT_MS });
-    const again = await lastAnswer();
-    assert.equal(again.text, first.text, 'same seed, same conversation, same answer');
-    assert.ok(again.prefilled <= 1, `the prompt is all cached: prefilled ${again.prefilled}`);
-    assert.equal(await h.page.locator('.message').count(), 2, 'the old answer was replaced');
-  });
+    test('a second turn prefills only the new message', async () => {
+      await loadModel(SMOLLM2());
+      await setSettings({ seed: ENDING_SEED, max_tokens: 96 });
+      const first = await ask('What is the capital of France?');
+      assert.equal(first.reused, 0);
+      const firstContext = Number(/context (\d+) \//.exec(first.meta)[1]);
+      const second = await ask('And of Italy?');
+      // The whole first exchange stays in the KV cache; only the new turn is evaluated.
+      assert.ok(second.reused >= firstContext - 1, `reused ${second.reused} of ${firstContext}`);
+      assert.ok(
+        second.prefilled > 0 && second.prefilled <= 20,
+        `prefilled ${second.prefilled} tokens for the new turn`,
+      );
+      assert.match(
+        second.meta,
+        new RegExp(`prefill ${second.prefilled} tok \\(\\+${second.reused} reused\\)`),
+      );
+      assert.equal(await h.page.locator('.message').count(), 4);
+    });
 
-  test('a newer file replaces one still loading', async () => {
-    const gemma = requireModel(MODELS.gemma3);
-    const before = await h.page.evaluate(() => Number(document.body.dataset.loads ?? 0));
-    await h.page.setInputFiles('#file-input', gemma);
-    await h.page.waitForSelector('#load-progress:not([hidden])');
-    await h.page.setInputFiles('#file-input', SMOLLM2());
-    await h.page.waitForFunction(
-      ({ count, name }) => Number(document.body.dataset.loads ?? 0) > count && document.body.dataset.model === name,
-      { count: before, name: SMOLLM2_NAME },
-      { timeout: CHAT_TIMEOUT_MS },
-    );
-    await assertModelLoaded(SMOLLM2_NAME);
-    assert.equal(await h.page.locator('#chat-error').isHidden(), true, 'the replaced load is not an error');
-  });
+    test('regenerate answers again from the cache, the same way for the same seed', async () => {
+      await loadModel(SMOLLM2());
+      await setSettings({ seed: ENDING_SEED, max_tokens: 96 });
+      const first = await ask('What is the capital of France?');
+      const before = await answersSoFar();
+      await h.page.click('#regenerate');
+      await h.page.waitForFunction((count) => Number(document.body.dataset.answers ?? 0) > count, before, {
+        timeout: CHAT_TIMEOUT_MS,
+      });
+      const again = await lastAnswer();
+      assert.equal(again.text, first.text, 'same seed, same conversation, same answer');
+      assert.ok(again.prefilled <= 1, `the prompt is all cached: prefilled ${again.prefilled}`);
+      assert.equal(await h.page.locator('.message').count(), 2, 'the old answer was replaced');
+    });
 
-  test('branching from a candidate regenerates the answer from that step', async () => {
-    await loadModel(SMOLLM2());
-    await setSettings({ temperature: 0, max_tokens: 12 });
-    const original = await ask('Write a haiku about the sea.');
-    assert.ok(original.tokens.length >= 6);
-    const prefilledBefore = original.prefilled;
-    const step = 3;
-    await h.page.locator('#viz-strip .viz-chip').nth(step).click();
-    const candidate = h.page.locator('#viz-bars .viz-bar:not(.chosen) button:not([disabled])').first();
-    const forcedId = await candidate.evaluate((button) => button.closest('.viz-bar').dataset.id);
-    const forcedPiece = await candidate.locator('.viz-token').innerText();
-    const before = await answersSoFar();
-    await candidate.click();
-    await h.page.waitForFunction((count) => Number(document.body.dataset.answers ?? 0) > count, before, { timeout: CHAT_TIMEOUT_MS });
-    const branched = await lastAnswer();
-    assert.deepEqual(branched.tokens.slice(0, step), original.tokens.slice(0, step), 'steps before the branch are kept');
-    assert.equal(branched.tokens[step], forcedPiece, 'the chosen candidate was forced at that step');
-    await h.page.locator('#viz-strip .viz-chip').nth(step).click();
-    assert.equal(await h.page.locator('#viz-bars .viz-bar.chosen').getAttribute('data-id'), forcedId);
-    assert.notEqual(branched.text, original.text, 'the answer changed from that step on');
-    assert.equal(branched.prefilled, prefilledBefore, 'the prompt was not evaluated again');
-    assert.match(await text('#viz-facts'), /forced by you/);
-  });
+    test('a newer file replaces one still loading', async () => {
+      const gemma = requireModel(MODELS.gemma3);
+      const before = await h.page.evaluate(() => Number(document.body.dataset.loads ?? 0));
+      await h.page.setInputFiles('#file-input', gemma);
+      await h.page.waitForSelector('#load-progress:not([hidden])');
+      await h.page.setInputFiles('#file-input', SMOLLM2());
+      await h.page.waitForFunction(
+        ({ count, name }) =>
+          Number(document.body.dataset.loads ?? 0) > count && document.body.dataset.model === name,
+        { count: before, name: SMOLLM2_NAME },
+        { timeout: CHAT_TIMEOUT_MS },
+      );
+      await assertModelLoaded(SMOLLM2_NAME);
+      assert.equal(await h.page.locator('#chat-error').isHidden(), true, 'the replaced load is not an error');
+    });
 
-  test('reload restores the conversation and settings', async () => {
-    await loadModel(SMOLLM2());
-    await setSettings({ seed: ENDING_SEED, max_tokens: 96 });
-    await h.page.fill('#system-prompt', 'You are terse.');
-    await h.page.locator('#system-prompt').dispatchEvent('change');
-    const answer = await ask('What is the capital of France?');
-    await h.page.reload();
-    await h.page.waitForSelector('#engine-info.ok');
-    await h.page.waitForFunction(() => document.querySelectorAll('.message').length === 2);
-    assert.equal(await text('.message.user .answer-text'), 'What is the capital of France?');
-    assert.equal(await text('.message.assistant .answer-text'), answer.text.trim());
-    assert.equal(await h.page.inputValue('#set-seed'), String(ENDING_SEED));
-    assert.equal(await h.page.inputValue('#system-prompt'), 'You are terse.');
-  });
+    test('branching from a candidate regenerates the answer from that step', async () => {
+      await loadModel(SMOLLM2());
+      await setSettings({ temperature: 0, max_tokens: 12 });
+      const original = await ask('Write a haiku about the sea.');
+      assert.ok(original.tokens.length >= 6);
+      const prefilledBefore = original.prefilled;
+      const step = 3;
+      await h.page.locator('#viz-strip .viz-chip').nth(step).click();
+      const candidate = h.page.locator('#viz-bars .viz-bar:not(.chosen) button:not([disabled])').first();
+      const forcedId = await candidate.evaluate((button) => button.closest('.viz-bar').dataset.id);
+      const forcedPiece = await candidate.locator('.viz-token').innerText();
+      const before = await answersSoFar();
+      await candidate.click();
+      await h.page.waitForFunction((count) => Number(document.body.dataset.answers ?? 0) > count, before, {
+        timeout: CHAT_TIMEOUT_MS,
+      });
+      const branched = await lastAnswer();
+      assert.deepEqual(
+        branched.tokens.slice(0, step),
+        original.tokens.slice(0, step),
+        'steps before the branch are kept',
+      );
+      assert.equal(branched.tokens[step], forcedPiece, 'the chosen candidate was forced at that step');
+      await h.page.locator('#viz-strip .viz-chip').nth(step).click();
+      assert.equal(await h.page.locator('#viz-bars .viz-bar.chosen').getAttribute('data-id'), forcedId);
+      assert.notEqual(branched.text, original.text, 'the answer changed from that step on');
+      assert.equal(branched.prefilled, prefilledBefore, 'the prompt was not evaluated again');
+      assert.match(await text('#viz-facts'), /forced by you/);
+    });
 
-  test('a model kept in the browser (OPFS) reopens after reload, and can be deleted', async () => {
-    await loadModel(SMOLLM2());
-    await h.page.click('#keep-model');
-    await h.page.waitForSelector('#keep-model[data-stored="true"]', { timeout: CHAT_TIMEOUT_MS });
-    await h.page.reload();
-    await h.page.waitForSelector('#engine-info.ok');
-    await h.page.waitForFunction((name) => document.body.dataset.model === name, SMOLLM2_NAME, { timeout: CHAT_TIMEOUT_MS });
-    await assertModelLoaded(SMOLLM2_NAME);
-    assert.equal(await h.page.locator('#keep-model').innerText(), 'Kept in browser ✓');
-    // The reopened model answers, and the inspector shows the stored file.
-    await setSettings({ seed: ENDING_SEED, max_tokens: 96 });
-    assert.equal((await ask('What is the capital of France?')).reason, 'end');
-    await h.page.click('#tab-inspect');
-    await h.page.waitForSelector('#report:not([hidden])');
-    assert.equal(await text('#summary-architecture'), 'llama');
+    test('reload restores the conversation and settings', async () => {
+      await loadModel(SMOLLM2());
+      await setSettings({ seed: ENDING_SEED, max_tokens: 96 });
+      await h.page.fill('#system-prompt', 'You are terse.');
+      await h.page.locator('#system-prompt').dispatchEvent('change');
+      const answer = await ask('What is the capital of France?');
+      await h.page.reload();
+      await h.page.waitForSelector('#engine-info.ok');
+      await h.page.waitForFunction(() => document.querySelectorAll('.message').length === 2);
+      assert.equal(await text('.message.user .answer-text'), 'What is the capital of France?');
+      assert.equal(await text('.message.assistant .answer-text'), answer.text.trim());
+      assert.equal(await h.page.inputValue('#set-seed'), String(ENDING_SEED));
+      assert.equal(await h.page.inputValue('#system-prompt'), 'You are terse.');
+    });
 
-    await h.page.click('#tab-chat');
-    await h.page.click('#unload-model');
-    await h.page.waitForSelector(`#stored-list li[data-name="${SMOLLM2_NAME}"]`);
-    assert.match(await text('#stored-list'), /98\.4 MB/);
-    await h.page.click(`#stored-list li[data-name="${SMOLLM2_NAME}"] button.danger`);
-    await h.page.waitForSelector('#stored-models', { state: 'hidden' });
-  });
+    test('a model kept in the browser (OPFS) reopens after reload, and can be deleted', async () => {
+      await loadModel(SMOLLM2());
+      await h.page.click('#keep-model');
+      await h.page.waitForSelector('#keep-model[data-stored="true"]', { timeout: CHAT_TIMEOUT_MS });
+      await h.page.reload();
+      await h.page.waitForSelector('#engine-info.ok');
+      await h.page.waitForFunction((name) => document.body.dataset.model === name, SMOLLM2_NAME, {
+        timeout: CHAT_TIMEOUT_MS,
+      });
+      await assertModelLoaded(SMOLLM2_NAME);
+      assert.equal(await h.page.locator('#keep-model').innerText(), 'Kept in browser ✓');
+      // The reopened model answers, and the inspector shows the stored file.
+      await setSettings({ seed: ENDING_SEED, max_tokens: 96 });
+      assert.equal((await ask('What is the capital of France?')).reason, 'end');
+      await h.page.click('#tab-inspect');
+      await h.page.waitForSelector('#report:not([hidden])');
+      assert.equal(await text('#summary-architecture'), 'llama');
 
-  test('a malformed file shows an error, and a good file loads afterwards', async () => {
-    const broken = path.join(h.scratchDir, 'broken.gguf');
-    writeFileSync(broken, Buffer.concat([Buffer.from('NOTGGUF!'), Buffer.alloc(4096)]));
-    await loadModel(broken);
-    assert.equal(await h.page.locator('#chat-error').isVisible(), true);
-    assert.equal(await text('#chat-error-kind'), 'bad_magic');
-    assert.match(await text('#chat-error-title'), /Could not load broken\.gguf/);
-    assert.equal(await h.page.locator('#composer').isHidden(), true);
+      await h.page.click('#tab-chat');
+      await h.page.click('#unload-model');
+      await h.page.waitForSelector(`#stored-list li[data-name="${SMOLLM2_NAME}"]`);
+      assert.match(await text('#stored-list'), /98\.4 MB/);
+      await h.page.click(`#stored-list li[data-name="${SMOLLM2_NAME}"] button.danger`);
+      await h.page.waitForSelector('#stored-models', { state: 'hidden' });
+    });
 
-    // A header-only file parses but cannot run: a clear engine error, not a crash.
-    await loadModel(requireModel(MODELS.qwen3Vocab));
-    assert.equal(await h.page.locator('#chat-error').isVisible(), true);
-    assert.equal(await text('#chat-error-kind'), 'missing_tensor');
+    test('a malformed file shows an error, and a good file loads afterwards', async () => {
+      const broken = path.join(h.scratchDir, 'broken.gguf');
+      writeFileSync(broken, Buffer.concat([Buffer.from('NOTGGUF!'), Buffer.alloc(4096)]));
+      await loadModel(broken);
+      assert.equal(await h.page.locator('#chat-error').isVisible(), true);
+      assert.equal(await text('#chat-error-kind'), 'bad_magic');
+      assert.match(await text('#chat-error-title'), /Could not load broken\.gguf/);
+      assert.equal(await h.page.locator('#composer').isHidden(), true);
 
-    await loadModel(SMOLLM2());
-    await assertModelLoaded(SMOLLM2_NAME);
-    assert.equal(await h.page.locator('#chat-error').isHidden(), true, 'the good file clears the error');
-  });
+      // A header-only file parses but cannot run: a clear engine error, not a crash.
+      await loadModel(requireModel(MODELS.qwen3Vocab));
+      assert.equal(await h.page.locator('#chat-error').isVisible(), true);
+      assert.equal(await text('#chat-error-kind'), 'missing_tensor');
 
-  test('thinking blocks render collapsed and expand', async () => {
-    const saved = {
-      messages: [
-        { role: 'user', content: 'Why?' },
-        { role: 'assistant', content: '<think>\nFirst, the premise.\n</think>\n\nBecause.' },
-      ],
-      settings: {},
-    };
-    await h.page.evaluate((state) => localStorage.setItem('inferno.chat.v1', JSON.stringify(state)), saved);
-    await h.page.reload();
-    await h.page.waitForSelector('details.think');
-    assert.equal(await h.page.locator('details.think').getAttribute('open'), null, 'collapsed');
-    assert.equal(await text('.message.assistant .answer-text'), 'Because.');
-    assert.match(await text('details.think summary'), /Thought for 3 words/);
-    await h.page.click('details.think summary');
-    assert.equal(await h.page.locator('.think-body').innerText(), 'First, the premise.');
-  });
-}, SUITE);
+      await loadModel(SMOLLM2());
+      await assertModelLoaded(SMOLLM2_NAME);
+      assert.equal(await h.page.locator('#chat-error').isHidden(), true, 'the good file clears the error');
+    });
 
-pageSuite('chat with other models', () => {
-  test('gemma 3 chats with the built-in template', async () => {
-    const gemma = requireModel(MODELS.gemma3);
-    await loadModel(gemma);
-    await assertModelLoaded(path.basename(gemma));
-    assert.match(await text('#model-details'), /gemma3 · .* built-in gemma template/);
-    await setSettings({ temperature: 0, max_tokens: 8 });
-    const answer = await ask('What is the capital of France?');
-    // The test file is Gemma 3 270M *base* (no instruction tuning): it rambles, so the
-    // answer runs to max tokens rather than ending.
-    assert.ok(['end', 'max_tokens'].includes(answer.reason));
-    assert.ok(answer.tokens.length >= 1 && answer.tokens.length <= 8);
-    assert.ok((await h.page.locator('#viz-bars .viz-bar').count()) >= 20);
-  });
+    test('thinking blocks render collapsed and expand', async () => {
+      const saved = {
+        messages: [
+          { role: 'user', content: 'Why?' },
+          { role: 'assistant', content: '<think>\nFirst, the premise.\n</think>\n\nBecause.' },
+        ],
+        settings: {},
+      };
+      await h.page.evaluate((state) => localStorage.setItem('inferno.chat.v1', JSON.stringify(state)), saved);
+      await h.page.reload();
+      await h.page.waitForSelector('details.think');
+      assert.equal(await h.page.locator('details.think').getAttribute('open'), null, 'collapsed');
+      assert.equal(await text('.message.assistant .answer-text'), 'Because.');
+      assert.match(await text('details.think summary'), /Thought for 3 words/);
+      await h.page.click('details.think summary');
+      assert.equal(await h.page.locator('.think-body').innerText(), 'First, the premise.');
+    });
+  },
+  SUITE,
+);
 
-  // The micro files of scripts/make_micro_models.py: every architecture and weight type beyond
-  // the real models loads in the page and streams an answer.
-  for (const file of [
-    'qwen2-micro-q8_0.gguf',
-    'smollm3-micro-q8_0.gguf',
-    'phi3-micro-q8_0.gguf',
-    'gemma2-micro-q8_0.gguf',
-    'llama-micro-iq4_nl.gguf',
-    'llama-micro-iq4_xs.gguf',
-    'llama-micro-iq2_xxs.gguf',
-    'llama-micro-iq3_xxs.gguf',
-    'llama-micro-iq3_s.gguf',
-    'llama-micro-iq2_xs.gguf',
-    'llama-micro-iq2_s.gguf',
-    'llama-micro-iq1_s.gguf',
-    'llama-micro-iq1_m.gguf',
-    'llama-micro-llama3.gguf',
-  ]) {
-    test(`${file} chats with the template from its file`, async () => {
-      await loadModel(requireModel({ file: path.join(fixtureModelsDir, file) }));
-      await assertModelLoaded(file);
-      assert.match(await text('#model-details'), new RegExp(`^${file.split('-')[0]} · `));
+pageSuite(
+  'chat with other models',
+  () => {
+    test('gemma 3 chats with the built-in template', async () => {
+      const gemma = requireModel(MODELS.gemma3);
+      await loadModel(gemma);
+      await assertModelLoaded(path.basename(gemma));
+      assert.match(await text('#model-details'), /gemma3 · .* built-in gemma template/);
+      await setSettings({ temperature: 0, max_tokens: 8 });
+      const answer = await ask('What is the capital of France?');
+      // The test file is Gemma 3 270M *base* (no instruction tuning): it rambles, so the
+      // answer runs to max tokens rather than ending.
+      assert.ok(['end', 'max_tokens'].includes(answer.reason));
+      assert.ok(answer.tokens.length >= 1 && answer.tokens.length <= 8);
+      assert.ok((await h.page.locator('#viz-bars .viz-bar').count()) >= 20);
+    });
+
+    // The micro files of scripts/make_micro_models.py: every architecture and weight type beyond
+    // the real models loads in the page and streams an answer.
+    for (const file of [
+      'qwen2-micro-q8_0.gguf',
+      'smollm3-micro-q8_0.gguf',
+      'phi3-micro-q8_0.gguf',
+      'gemma2-micro-q8_0.gguf',
+      'llama-micro-iq4_nl.gguf',
+      'llama-micro-iq4_xs.gguf',
+      'llama-micro-iq2_xxs.gguf',
+      'llama-micro-iq3_xxs.gguf',
+      'llama-micro-iq3_s.gguf',
+      'llama-micro-iq2_xs.gguf',
+      'llama-micro-iq2_s.gguf',
+      'llama-micro-iq1_s.gguf',
+      'llama-micro-iq1_m.gguf',
+      'llama-micro-llama3.gguf',
+    ]) {
+      test(`${file} chats with the template from its file`, async () => {
+        await loadModel(requireModel({ file: path.join(fixtureModelsDir, file) }));
+        await assertModelLoaded(file);
+        assert.match(await text('#model-details'), new RegExp(`^${file.split('-')[0]} · `));
+        await setSettings({ temperature: 0, max_tokens: 4 });
+        const answer = await ask('Hello');
+        assert.equal(answer.tokens.length, 4);
+      });
+    }
+
+    test('qwen3 offers the thinking toggle', async () => {
+      await loadModel(requireModel(MODELS.qwen3Micro));
+      await assertModelLoaded('qwen3-micro-q4_0.gguf');
+      assert.equal(await h.page.locator('#thinking-toggle').isVisible(), true);
       await setSettings({ temperature: 0, max_tokens: 4 });
       const answer = await ask('Hello');
       assert.equal(answer.tokens.length, 4);
     });
-  }
+  },
+  SUITE,
+);
 
-  test('qwen3 offers the thinking toggle', async () => {
-    await loadModel(requireModel(MODELS.qwen3Micro));
-    await assertModelLoaded('qwen3-micro-q4_0.gguf');
-    assert.equal(await h.page.locator('#thinking-toggle').isVisible(), true);
-    await setSettings({ temperature: 0, max_tokens: 4 });
-    const answer = await ask('Hello');
-    assert.equal(answer.tokens.length, 4);
-  });
-}, SUITE);
-
-pageSuite('demo model', () => {
-  test('the served demo model loads with one click, with progress, and can be inspected', async () => {
-    const demo = path.join(wwwRoot, 'models', SMOLLM2_NAME);
-    assert.ok(existsSync(demo), `${demo} is missing: build.sh places the demo model before the page tests`);
-    await h.page.waitForSelector('#demo-offer:not([hidden])');
-    assert.match(await text('#demo-size'), /98\.4 MB/);
-    await h.page.evaluate(() => {
-      window.__phases = [];
-      new MutationObserver(() => {
-        const phase = document.getElementById('load-progress').dataset.phase;
-        if (phase && window.__phases.at(-1) !== phase) window.__phases.push(phase);
-      }).observe(document.getElementById('load-progress'), { attributes: true, subtree: true, childList: true });
+pageSuite(
+  'demo model',
+  () => {
+    test('the served demo model loads with one click, with progress, and can be inspected', async () => {
+      const demo = path.join(wwwRoot, 'models', SMOLLM2_NAME);
+      assert.ok(existsSync(demo), `${demo} is missing: build.sh places the demo model before the page tests`);
+      await h.page.waitForSelector('#demo-offer:not([hidden])');
+      assert.match(await text('#demo-size'), /98\.4 MB/);
+      await h.page.evaluate(() => {
+        window.__phases = [];
+        new MutationObserver(() => {
+          const phase = document.getElementById('load-progress').dataset.phase;
+          if (phase && window.__phases.at(-1) !== phase) window.__phases.push(phase);
+        }).observe(document.getElementById('load-progress'), {
+          attributes: true,
+          subtree: true,
+          childList: true,
+        });
+      });
+      const before = await h.page.evaluate(() => Number(document.body.dataset.loads ?? 0));
+      await h.page.click('#demo-model');
+      await h.page.waitForFunction((count) => Number(document.body.dataset.loads ?? 0) > count, before, {
+        timeout: CHAT_TIMEOUT_MS,
+      });
+      await assertModelLoaded(SMOLLM2_NAME);
+      const phases = await h.page.evaluate(() => window.__phases);
+      assert.deepEqual(phases.filter((p) => p !== 'storing').slice(0, 2), ['reading', 'validating']);
+      assert.equal(
+        await h.page.locator('#load-progress').isHidden(),
+        true,
+        'the progress bar is gone when ready',
+      );
+      await h.page.click('#tab-inspect');
+      await h.page.waitForSelector('#report:not([hidden])');
+      assert.equal(await text('#summary-architecture'), 'llama');
     });
-    const before = await h.page.evaluate(() => Number(document.body.dataset.loads ?? 0));
-    await h.page.click('#demo-model');
-    await h.page.waitForFunction((count) => Number(document.body.dataset.loads ?? 0) > count, before, { timeout: CHAT_TIMEOUT_MS });
-    await assertModelLoaded(SMOLLM2_NAME);
-    const phases = await h.page.evaluate(() => window.__phases);
-    assert.deepEqual(phases.filter((p) => p !== 'storing').slice(0, 2), ['reading', 'validating']);
-    assert.equal(await h.page.locator('#load-progress').isHidden(), true, 'the progress bar is gone when ready');
-    await h.page.click('#tab-inspect');
-    await h.page.waitForSelector('#report:not([hidden])');
-    assert.equal(await text('#summary-architecture'), 'llama');
-  });
-}, SUITE);
+  },
+  SUITE,
+);
 
 describe('offline', { timeout: TEST_TIMEOUT_MS }, () => {
   test('after one visit the app shell loads with the server gone', async () => {
@@ -358,7 +448,9 @@ describe('offline', { timeout: TEST_TIMEOUT_MS }, () => {
       await page.evaluate(async () => {
         await navigator.serviceWorker.ready;
         if (!navigator.serviceWorker.controller) {
-          await new Promise((resolve) => navigator.serviceWorker.addEventListener('controllerchange', resolve, { once: true }));
+          await new Promise((resolve) =>
+            navigator.serviceWorker.addEventListener('controllerchange', resolve, { once: true }),
+          );
         }
       });
       // One complete cache, named after the build being served, and nothing cached at run
@@ -367,12 +459,20 @@ describe('offline', { timeout: TEST_TIMEOUT_MS }, () => {
         await fetch('./worker.js?instance=7');
         const { version } = await (await fetch('./builds.json')).json();
         const names = await caches.keys();
-        const keys = await Promise.all(names.map(async (name) => (await (await caches.open(name)).keys()).map((r) => r.url)));
+        const keys = await Promise.all(
+          names.map(async (name) => (await (await caches.open(name)).keys()).map((r) => r.url)),
+        );
         return { version, names, keys: keys.flat() };
       });
       assert.deepEqual(caches.names, [`inferno-shell-${caches.version}`]);
-      assert.ok(caches.keys.some((url) => url.endsWith('/pkg/inferno_bg.wasm')), 'the builds are kept');
-      assert.ok(!caches.keys.some((url) => url.includes('?')), `run-time entries: ${caches.keys.filter((u) => u.includes('?'))}`);
+      assert.ok(
+        caches.keys.some((url) => url.endsWith('/pkg/inferno_bg.wasm')),
+        'the builds are kept',
+      );
+      assert.ok(
+        !caches.keys.some((url) => url.includes('?')),
+        `run-time entries: ${caches.keys.filter((u) => u.includes('?'))}`,
+      );
       await server.close();
       watchForProblems(page); // From here on, nothing may fail.
       await page.reload();

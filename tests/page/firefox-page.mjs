@@ -44,7 +44,8 @@ class FirefoxBrowser {
 // never reaches the browser, so every request goes through page.route).
 function blockServiceWorkers() {
   if (navigator.serviceWorker) {
-    navigator.serviceWorker.register = () => Promise.reject(new Error('service workers are blocked in this test context'));
+    navigator.serviceWorker.register = () =>
+      Promise.reject(new Error('service workers are blocked in this test context'));
   }
 }
 
@@ -75,7 +76,8 @@ class FirefoxContext {
     const page = await this.context.newPage();
     await page.setViewport(this.options.viewport ?? { width: 1280, height: 720 });
     page.setDefaultTimeout(DEFAULT_TIMEOUT_MS);
-    for (const [script, arg] of this.initScripts) await page.evaluateOnNewDocument(initScriptSource(script, arg));
+    for (const [script, arg] of this.initScripts)
+      await page.evaluateOnNewDocument(initScriptSource(script, arg));
     const wrapped = new FirefoxPage(this, page);
     this.pages.push(wrapped);
     return wrapped;
@@ -126,7 +128,8 @@ function parseSelector(selector) {
       break;
     }
   }
-  if (/:(visible|text|has-text|nth-match)\b/.test(css)) throw new Error(`selector not supported by the Firefox adapter: ${selector}`);
+  if (/:(visible|text|has-text|nth-match)\b/.test(css))
+    throw new Error(`selector not supported by the Firefox adapter: ${selector}`);
   return { css, onlyVisible, hasText };
 }
 
@@ -151,7 +154,8 @@ function resolveSteps(steps) {
     found = next.filter(
       (el) =>
         (!step.onlyVisible || isVisible(el)) &&
-        (step.hasText === null || el.textContent.replace(/\s+/g, ' ').toLowerCase().includes(step.hasText.toLowerCase())),
+        (step.hasText === null ||
+          el.textContent.replace(/\s+/g, ' ').toLowerCase().includes(step.hasText.toLowerCase())),
     );
   }
   return found;
@@ -183,7 +187,15 @@ class Locator {
   }
 
   toString() {
-    return this.steps.map((s) => (s.nth !== undefined ? `nth=${s.nth}` : s.css + (s.onlyVisible ? ':visible' : '') + (s.hasText !== null ? `:text(${JSON.stringify(s.hasText)})` : ''))).join(' >> ');
+    return this.steps
+      .map((s) =>
+        s.nth !== undefined
+          ? `nth=${s.nth}`
+          : s.css +
+            (s.onlyVisible ? ':visible' : '') +
+            (s.hasText !== null ? `:text(${JSON.stringify(s.hasText)})` : ''),
+      )
+      .join(' >> ');
   }
 
   locator(selector) {
@@ -279,7 +291,11 @@ class Locator {
   }
 
   dispatchEvent(type) {
-    return this.evaluate((el, eventType) => el.dispatchEvent(new Event(eventType, { bubbles: true, cancelable: true, composed: true })), type);
+    return this.evaluate(
+      (el, eventType) =>
+        el.dispatchEvent(new Event(eventType, { bubbles: true, cancelable: true, composed: true })),
+      type,
+    );
   }
 
   async #act(state, action) {
@@ -330,7 +346,8 @@ class Locator {
   selectOption(value) {
     return this.#act('enabled', (handle) =>
       handle.evaluate((el, wanted) => {
-        const option = [...el.options].find((o) => o.value === wanted) ?? [...el.options].find((o) => o.label === wanted);
+        const option =
+          [...el.options].find((o) => o.value === wanted) ?? [...el.options].find((o) => o.label === wanted);
         if (!option) throw new Error(`no option ${wanted}`);
         el.value = option.value;
         el.dispatchEvent(new Event('input', { bubbles: true }));
@@ -343,7 +360,8 @@ class Locator {
   async setChecked(checked) {
     await this.#act('enabled', async (handle) => {
       if ((await handle.evaluate((el) => el.checked)) !== checked) await handle.click();
-      if ((await handle.evaluate((el) => el.checked)) !== checked) throw new Error(`${this} did not become ${checked ? '' : 'un'}checked`);
+      if ((await handle.evaluate((el) => el.checked)) !== checked)
+        throw new Error(`${this} did not become ${checked ? '' : 'un'}checked`);
     });
   }
 
@@ -396,12 +414,24 @@ function installClock() {
   };
   window.setTimeout = (callback, delay = 0, ...args) => {
     const id = realSetTimeout(() => fire(id), delay);
-    timers.set(id, { callback, args, delay: Number(delay) || 0, due: now() + (Number(delay) || 0), repeat: false });
+    timers.set(id, {
+      callback,
+      args,
+      delay: Number(delay) || 0,
+      due: now() + (Number(delay) || 0),
+      repeat: false,
+    });
     return id;
   };
   window.setInterval = (callback, delay = 0, ...args) => {
     const id = realSetInterval(() => fire(id), delay);
-    timers.set(id, { callback, args, delay: Number(delay) || 0, due: now() + (Number(delay) || 0), repeat: true });
+    timers.set(id, {
+      callback,
+      args,
+      delay: Number(delay) || 0,
+      due: now() + (Number(delay) || 0),
+      repeat: true,
+    });
     return id;
   };
   window.clearTimeout = (id) => {
@@ -523,7 +553,8 @@ class FirefoxPage {
    * Node) and route.fulfill({response, body}); other requests continue untouched.
    */
   async route(predicate, handler) {
-    if (typeof predicate !== 'function') throw new Error('page.route: only URL predicates are implemented for Firefox');
+    if (typeof predicate !== 'function')
+      throw new Error('page.route: only URL predicates are implemented for Firefox');
     this.routes.push({ predicate, handler });
     if (this.routes.length > 1) return;
     await this.page.setRequestInterception(true);
@@ -545,8 +576,19 @@ class FirefoxPage {
       fetch: async () => {
         const response = await fetch(request.url(), { method: request.method() });
         const body = Buffer.from(await response.arrayBuffer());
-        const headers = Object.fromEntries([...response.headers].filter(([name]) => !/^(content-length|content-encoding|transfer-encoding|connection|keep-alive)$/i.test(name)));
-        return { status: () => response.status, headers: () => headers, body: async () => body, text: async () => body.toString('utf8'), raw: { status: response.status, headers, body } };
+        const headers = Object.fromEntries(
+          [...response.headers].filter(
+            ([name]) =>
+              !/^(content-length|content-encoding|transfer-encoding|connection|keep-alive)$/i.test(name),
+          ),
+        );
+        return {
+          status: () => response.status,
+          headers: () => headers,
+          body: async () => body,
+          text: async () => body.toString('utf8'),
+          raw: { status: response.status, headers, body },
+        };
       },
       fulfill: ({ response, status, headers, body, contentType } = {}) =>
         request.respond({

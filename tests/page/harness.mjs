@@ -30,7 +30,8 @@ import { launchFirefox } from './firefox-page.mjs';
 
 /** The browser the page tests drive: 'chromium' or 'firefox' (INFERNO_BROWSER). */
 export const browserName = process.env.INFERNO_BROWSER ?? 'chromium';
-if (!['chromium', 'firefox'].includes(browserName)) throw new Error(`INFERNO_BROWSER must be chromium or firefox, not ${browserName}`);
+if (!['chromium', 'firefox'].includes(browserName))
+  throw new Error(`INFERNO_BROWSER must be chromium or firefox, not ${browserName}`);
 
 /**
  * For a test's `skip` option: false in `browser`, else the reason the test cannot run in the
@@ -44,8 +45,12 @@ export const repoRoot = fileURLToPath(new URL('../../', import.meta.url));
 export const modelsDir = path.resolve(repoRoot, process.env.INFERNO_TEST_MODELS ?? '.cache/models');
 export const fixtureModelsDir = path.join(repoRoot, 'tests', 'fixtures', 'models');
 export const wwwRoot = path.resolve(repoRoot, process.env.INFERNO_WWW ?? 'www');
-const screenshotDir = path.join(repoRoot, 'target', 'page-screenshots', ...(browserName === 'chromium' ? [] : [browserName]));
-
+const screenshotDir = path.join(
+  repoRoot,
+  'target',
+  'page-screenshots',
+  ...(browserName === 'chromium' ? [] : [browserName]),
+);
 
 export const TEST_TIMEOUT_MS = 90_000;
 
@@ -109,9 +114,15 @@ export const h = { server: null, browser: null, scratchDir: null, context: null,
 
 before(async () => {
   if (browserName === 'firefox') {
-    assert.ok(existsSync(firefoxPath), `Firefox not found at ${firefoxPath} (apt-get install firefox-esr, or set FIREFOX)`);
+    assert.ok(
+      existsSync(firefoxPath),
+      `Firefox not found at ${firefoxPath} (apt-get install firefox-esr, or set FIREFOX)`,
+    );
   } else {
-    assert.ok(existsSync(chromiumPath), `Chromium not found at ${chromiumPath} (apt-get install chromium, or set CHROMIUM)`);
+    assert.ok(
+      existsSync(chromiumPath),
+      `Chromium not found at ${chromiumPath} (apt-get install chromium, or set CHROMIUM)`,
+    );
   }
   assert.ok(
     existsSync(path.join(wwwRoot, 'pkg', 'inferno.js')),
@@ -121,7 +132,9 @@ before(async () => {
   h.scratchDir = mkdtempSync(path.join(os.tmpdir(), 'inferno-page-'));
   h.server = await startServer({ root: wwwRoot, port: 0 });
   h.browser =
-    browserName === 'firefox' ? await launchFirefox() : await chromium.launch({ executablePath: chromiumPath, args: CHROMIUM_ARGS });
+    browserName === 'firefox'
+      ? await launchFirefox()
+      : await chromium.launch({ executablePath: chromiumPath, args: CHROMIUM_ARGS });
 });
 
 after(async () => {
@@ -136,7 +149,11 @@ after(async () => {
  * reload): the app handles the cancelled request; Chromium logs nothing for it.
  */
 function browserLogOnly(text) {
-  return browserName === 'firefox' && /ServiceWorker intercepted the request and encountered an unexpected error/.test(text) && /\.gguf/.test(text);
+  return (
+    browserName === 'firefox' &&
+    /ServiceWorker intercepted the request and encountered an unexpected error/.test(text) &&
+    /\.gguf/.test(text)
+  );
 }
 
 /** Wires a page's console errors, page errors and its workers' errors into h.problems. */
@@ -173,7 +190,10 @@ export async function openPage(hash = '', { contextOptions = {}, beforeOpen = nu
 
 /** Screenshots the page for a human to look at, then fails on any logged error. */
 export async function closePage(t) {
-  const name = t.name.replace(/[^a-z0-9]+/gi, '-').replace(/^-|-$/g, '').toLowerCase();
+  const name = t.name
+    .replace(/[^a-z0-9]+/gi, '-')
+    .replace(/^-|-$/g, '')
+    .toLowerCase();
   await h.page?.screenshot({ path: path.join(screenshotDir, `${name}.png`), fullPage: true }).catch(() => {});
   await h.context?.close();
   assert.deepEqual(h.problems, [], 'the page logged errors');

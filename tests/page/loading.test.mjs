@@ -19,8 +19,14 @@ pageSuite('loading', () => {
         window.dispatchEvent(new DragEvent('drop', { dataTransfer: transfer, cancelable: true }));
       }
     });
-    await h.page.waitForFunction((count) => Number(document.body.dataset.loads ?? 0) > count, before, { timeout: 120_000 });
-    assert.equal(await h.page.evaluate(() => document.body.dataset.model), 'third.gguf', await h.page.locator('#chat-error').innerText());
+    await h.page.waitForFunction((count) => Number(document.body.dataset.loads ?? 0) > count, before, {
+      timeout: 120_000,
+    });
+    assert.equal(
+      await h.page.evaluate(() => document.body.dataset.model),
+      'third.gguf',
+      await h.page.locator('#chat-error').innerText(),
+    );
     assert.equal(await h.page.locator('#chat-error').isVisible(), false, 'no error shown');
     assert.equal(await h.page.locator('#model-name').innerText(), 'third.gguf');
   });

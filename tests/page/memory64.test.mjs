@@ -20,7 +20,9 @@ const LOAD_TIMEOUT_MS = 240_000;
 async function chooseAndWait(filePath) {
   const before = await h.page.evaluate(() => Number(document.body.dataset.loads ?? 0));
   await h.page.setInputFiles('#file-input', filePath);
-  await h.page.waitForFunction((count) => Number(document.body.dataset.loads ?? 0) > count, before, { timeout: LOAD_TIMEOUT_MS });
+  await h.page.waitForFunction((count) => Number(document.body.dataset.loads ?? 0) > count, before, {
+    timeout: LOAD_TIMEOUT_MS,
+  });
 }
 
 async function modelDetails() {
@@ -34,7 +36,9 @@ async function askGreedy(question, tokens) {
   const before = await h.page.evaluate(() => Number(document.body.dataset.answers ?? 0));
   await h.page.fill('#prompt', question);
   await h.page.press('#prompt', 'Enter');
-  await h.page.waitForFunction((count) => Number(document.body.dataset.answers ?? 0) > count, before, { timeout: LOAD_TIMEOUT_MS });
+  await h.page.waitForFunction((count) => Number(document.body.dataset.answers ?? 0) > count, before, {
+    timeout: LOAD_TIMEOUT_MS,
+  });
   return h.page.evaluate(() => ({
     reason: document.body.dataset.lastReason,
     meta: document.querySelector('.message.assistant:last-child .bubble-meta')?.textContent ?? '',
@@ -49,7 +53,8 @@ pageSuite(
       const size = statSync(requireModel(BIG)).size;
       assert.ok(size > 4 * 2 ** 30, `the test file must be over 4 GiB (${size} bytes)`);
       await chooseAndWait(BIG.file);
-      if (await h.page.locator('#chat-error').isVisible()) assert.fail(`load failed: ${await text('#chat-error')}`);
+      if (await h.page.locator('#chat-error').isVisible())
+        assert.fail(`load failed: ${await text('#chat-error')}`);
       assert.equal(await h.page.evaluate(() => document.body.dataset.model), BIG_NAME);
       const details = await modelDetails();
       assert.match(details, /64-bit memory/);
@@ -67,7 +72,10 @@ pageSuite(
 
       // A small file goes back to a wasm32 build (whose memory does not keep the 4.6 GiB).
       await chooseAndWait(requireModel(MODELS.smollm2));
-      assert.equal(await h.page.evaluate(() => document.body.dataset.model), 'SmolLM2-135M-Instruct.Q4_1.gguf');
+      assert.equal(
+        await h.page.evaluate(() => document.body.dataset.model),
+        'SmolLM2-135M-Instruct.Q4_1.gguf',
+      );
       assert.doesNotMatch(await modelDetails(), /64-bit memory/);
       const small = await askGreedy('What is the capital of France?', 8);
       assert.equal(small.tokens > 0, true, small.meta);

@@ -98,7 +98,10 @@ describe('the npm package in a plain page', { timeout: 300_000 }, () => {
     const app = path.join(scratch, 'app');
     execFileSync('mkdir', ['-p', app]);
     writeFileSync(path.join(app, 'package.json'), '{ "name": "embedding-test", "private": true }\n');
-    execFileSync('npm', ['install', '--offline', '--no-audit', '--no-fund', '--loglevel=error', tarball], { cwd: app, stdio: 'inherit' });
+    execFileSync('npm', ['install', '--offline', '--no-audit', '--no-fund', '--loglevel=error', tarball], {
+      cwd: app,
+      stdio: 'inherit',
+    });
     writeFileSync(path.join(app, 'index.html'), PAGE);
     const model = requireModel(MODELS.smollm2);
     try {
@@ -127,7 +130,10 @@ describe('the npm package in a plain page', { timeout: 300_000 }, () => {
 
       assert.equal(result.model.architecture, 'llama');
       assert.equal(result.model.name, 'model.gguf');
-      assert.ok(result.phases.includes('reading') && result.phases.includes('ready'), `progress phases: ${result.phases}`);
+      assert.ok(
+        result.phases.includes('reading') && result.phases.includes('ready'),
+        `progress phases: ${result.phases}`,
+      );
 
       // 1. The stream: a role chunk with the prompt facts, a chunk per token, a final one.
       const chunks = result.streamed;
@@ -139,7 +145,11 @@ describe('the npm package in a plain page', { timeout: 300_000 }, () => {
       const tokenChunks = chunks.filter((c) => c.inferno?.step);
       const content = chunks.map((c) => c.choices[0].delta.content ?? '').join('');
       assert.ok(content.trim().length > 0, 'an answer');
-      assert.equal(content, tokenChunks.map((c) => c.inferno.step.text).join(''), 'the deltas are the steps\' text');
+      assert.equal(
+        content,
+        tokenChunks.map((c) => c.inferno.step.text).join(''),
+        "the deltas are the steps' text",
+      );
       assert.ok(['stop', 'length'].includes(last.choices[0].finish_reason));
       assert.equal(last.usage.completion_tokens, tokenChunks.length);
       assert.equal(last.usage.total_tokens, last.usage.prompt_tokens + last.usage.completion_tokens);
@@ -170,7 +180,10 @@ describe('the npm package in a plain page', { timeout: 300_000 }, () => {
       const aborted = result.aborted;
       const abortedEnd = aborted.at(-1);
       assert.equal(abortedEnd.choices[0].finish_reason, 'abort');
-      assert.ok(abortedEnd.usage.completion_tokens <= 5, `stopped within a step: ${abortedEnd.usage.completion_tokens} tokens`);
+      assert.ok(
+        abortedEnd.usage.completion_tokens <= 5,
+        `stopped within a step: ${abortedEnd.usage.completion_tokens} tokens`,
+      );
 
       // 4. The branch keeps step 0, forces the runner-up at step 1 and continues from there.
       const abortedSteps = aborted.filter((c) => c.inferno?.step).map((c) => c.inferno.step);
@@ -180,13 +193,20 @@ describe('the npm package in a plain page', { timeout: 300_000 }, () => {
       assert.equal(steps[1].token, result.branchToken);
       assert.equal(steps[1].forced, true);
       assert.ok(steps.length <= 6 && steps.length >= 2);
-      assert.ok(branch.choices[0].message.content.startsWith(abortedSteps[0].text), 'the kept text comes first');
+      assert.ok(
+        branch.choices[0].message.content.startsWith(abortedSteps[0].text),
+        'the kept text comes first',
+      );
       assert.equal(branch.choices[0].message.content, steps.map((s) => s.text).join(''));
 
       // 5 and 6.
       assert.equal(result.tokens.text, 'Hello world');
       assert.ok(result.tokens.ids.length >= 2);
-      assert.deepEqual(result.errors, { emptyMessages: 'bad_request', badToken: 'bad_token', missingFile: 'fetch_failed' });
+      assert.deepEqual(result.errors, {
+        emptyMessages: 'bad_request',
+        badToken: 'bad_token',
+        missingFile: 'fetch_failed',
+      });
       assert.equal(result.unloaded, 'no_model');
       assert.equal(result.busy, 'busy');
     } finally {

@@ -8,7 +8,14 @@
 import { afterEach, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { MODELS, browserName, closePage, h, openPage, requireModel } from './harness.mjs';
-import { CHAT_TIMEOUT_MS, answersSoFar, ask, assertModelLoaded, loadModel, setSettings } from './chat-helpers.mjs';
+import {
+  CHAT_TIMEOUT_MS,
+  answersSoFar,
+  ask,
+  assertModelLoaded,
+  loadModel,
+  setSettings,
+} from './chat-helpers.mjs';
 
 const SMOLLM2 = () => requireModel(MODELS.smollm2);
 const SMOLLM2_NAME = 'SmolLM2-135M-Instruct.Q4_1.gguf';
@@ -47,7 +54,9 @@ async function sendAndSettle(message) {
   const before = await answersSoFar();
   await h.page.fill('#prompt', message);
   await h.page.press('#prompt', 'Enter');
-  await h.page.waitForFunction((count) => Number(document.body.dataset.answers ?? 0) > count, before, { timeout: CHAT_TIMEOUT_MS });
+  await h.page.waitForFunction((count) => Number(document.body.dataset.answers ?? 0) > count, before, {
+    timeout: CHAT_TIMEOUT_MS,
+  });
 }
 
 async function errorBanner() {
@@ -69,7 +78,11 @@ async function waitFor(condition, what, timeoutMs = 10_000) {
 
 /** After a crash the model is gone; loading it again must work in the same page. */
 async function reloadAndChat() {
-  assert.equal(await h.page.evaluate(() => document.body.dataset.model ?? ''), '', 'the lost model is not shown as loaded');
+  assert.equal(
+    await h.page.evaluate(() => document.body.dataset.model ?? ''),
+    '',
+    'the lost model is not shown as loaded',
+  );
   await loadModel(SMOLLM2());
   await assertModelLoaded(SMOLLM2_NAME);
   await h.page.click('#new-chat'); // The faulty message would be sent again with the history.
@@ -99,10 +112,13 @@ describe('a crashed or stalled engine', { timeout: 300_000 }, () => {
   });
 
   test('a worker that stops answering is ended and replaced', async () => {
-    await openPage('', { ...FAULTY, beforeOpen: async (page) => {
-      await routeFaultyWorker(page);
-      await page.clock.install(); // Time runs as usual until the test jumps it forward.
-    } });
+    await openPage('', {
+      ...FAULTY,
+      beforeOpen: async (page) => {
+        await routeFaultyWorker(page);
+        await page.clock.install(); // Time runs as usual until the test jumps it forward.
+      },
+    });
     await loadModel(SMOLLM2());
     await assertModelLoaded(SMOLLM2_NAME);
     const workersBefore = h.page.workers().length;
@@ -112,12 +128,17 @@ describe('a crashed or stalled engine', { timeout: 300_000 }, () => {
     await h.page.waitForFunction(() => document.body.dataset.generating === 'true');
     // Past the watchdog's 60 s of silence, without waiting for them.
     await h.page.clock.fastForward(61_000);
-    await h.page.waitForFunction((count) => Number(document.body.dataset.answers ?? 0) > count, before, { timeout: CHAT_TIMEOUT_MS });
+    await h.page.waitForFunction((count) => Number(document.body.dataset.answers ?? 0) > count, before, {
+      timeout: CHAT_TIMEOUT_MS,
+    });
     const banner = await errorBanner();
     assert.equal(banner.title, 'The engine stopped responding');
     assert.equal(banner.kind, 'stalled');
     // The stuck worker goes away (Chromium reports its end shortly after terminate()).
-    await waitFor(() => h.page.workers().length <= workersBefore, `workers: ${workersBefore} before the stall`);
+    await waitFor(
+      () => h.page.workers().length <= workersBefore,
+      `workers: ${workersBefore} before the stall`,
+    );
     await reloadAndChat();
   });
 });
@@ -134,20 +155,33 @@ function mulberry32(seed) {
   };
 }
 
-const QUESTIONS = ['Hi!', 'What is the capital of France?', 'Name a color.', 'Count to five.', 'Tell me a joke.', 'Why is the sky blue?'];
+const QUESTIONS = [
+  'Hi!',
+  'What is the capital of France?',
+  'Name a color.',
+  'Count to five.',
+  'Tell me a joke.',
+  'Why is the sky blue?',
+];
 const NEW_CHAT_EVERY = 25;
 
 /** Waits for the answer count to pass `before`, clicking Stop once `stopAt` steps are shown. */
 async function settleAnswer(before, stopAt) {
   if (stopAt) {
     await h.page.waitForFunction(
-      ({ count, steps }) => Number(document.body.dataset.answers ?? 0) > count || document.querySelectorAll('#viz-strip .viz-chip').length >= steps,
+      ({ count, steps }) =>
+        Number(document.body.dataset.answers ?? 0) > count ||
+        document.querySelectorAll('#viz-strip .viz-chip').length >= steps,
       { count: before, steps: stopAt },
       { timeout: CHAT_TIMEOUT_MS },
     );
-    await h.page.evaluate(() => document.getElementById('stop').hidden || document.getElementById('stop').click());
+    await h.page.evaluate(
+      () => document.getElementById('stop').hidden || document.getElementById('stop').click(),
+    );
   }
-  await h.page.waitForFunction((count) => Number(document.body.dataset.answers ?? 0) > count, before, { timeout: CHAT_TIMEOUT_MS });
+  await h.page.waitForFunction((count) => Number(document.body.dataset.answers ?? 0) > count, before, {
+    timeout: CHAT_TIMEOUT_MS,
+  });
 }
 
 /** One turn: a new question (stopped early now and then), a regeneration or a branch. */
@@ -162,7 +196,10 @@ async function soakTurn(random, counts) {
     await settleAnswer(before, null);
   } else if (canRevise && roll < 0.4) {
     counts.branch += 1;
-    await h.page.locator('#viz-strip .viz-chip:visible').nth(Math.floor(random() * chips)).click();
+    await h.page
+      .locator('#viz-strip .viz-chip:visible')
+      .nth(Math.floor(random() * chips))
+      .click();
     const candidates = h.page.locator('#viz-bars .viz-bar:not(.chosen) button:not([disabled])');
     const n = await candidates.count();
     assert.ok(n > 0, 'a step offers other candidates');
@@ -175,7 +212,8 @@ async function soakTurn(random, counts) {
     await h.page.press('#prompt', 'Enter');
     await settleAnswer(before, stopAt);
   }
-  if (await h.page.locator('#chat-error').isVisible()) assert.fail(`turn failed: ${await h.page.locator('#chat-error').innerText()}`);
+  if (await h.page.locator('#chat-error').isVisible())
+    assert.fail(`turn failed: ${await h.page.locator('#chat-error').innerText()}`);
 }
 
 /**
@@ -210,7 +248,10 @@ describe('a long session', { timeout: 1_800_000 }, () => {
     // The JS heap is read through the Chrome DevTools Protocol (a forced collection, then the
     // used size); Firefox offers a page no such measure, so there the heap check is left out.
     const cdp = browserName === 'chromium' ? await h.context.newCDPSession(h.page) : null;
-    if (!cdp) t.diagnostic(`${browserName}: JS heap growth not checked (needs the Chrome DevTools Protocol); wasm memory and workers are`);
+    if (!cdp)
+      t.diagnostic(
+        `${browserName}: JS heap growth not checked (needs the Chrome DevTools Protocol); wasm memory and workers are`,
+      );
     await loadModel(SMOLLM2());
     await assertModelLoaded(SMOLLM2_NAME);
     await setSettings({ max_tokens: 8, seed: 11 });
@@ -226,11 +267,20 @@ describe('a long session', { timeout: 1_800_000 }, () => {
     }
     const end = await footprint(cdp);
     const seconds = ((Date.now() - started) / 1000).toFixed(0);
-    console.log(`soak: ${SOAK_TURNS} turns in ${seconds} s ${JSON.stringify(counts)}; warm ${JSON.stringify(warm)}, end ${JSON.stringify(end)}`);
+    console.log(
+      `soak: ${SOAK_TURNS} turns in ${seconds} s ${JSON.stringify(counts)}; warm ${JSON.stringify(warm)}, end ${JSON.stringify(end)}`,
+    );
     for (const kind of Object.keys(counts)) assert.ok(counts[kind] > 0, `the soak did ${kind} at least once`);
     assert.ok(end.wasmBytes > 0, 'the page shows the engine memory');
-    assert.ok(end.wasmBytes - warm.wasmBytes <= WASM_GROWTH_LIMIT, `engine memory grew ${warm.wasmBytes} -> ${end.wasmBytes}`);
-    if (cdp) assert.ok(end.heapBytes - warm.heapBytes <= HEAP_GROWTH_LIMIT, `JS heap grew ${warm.heapBytes} -> ${end.heapBytes}`);
+    assert.ok(
+      end.wasmBytes - warm.wasmBytes <= WASM_GROWTH_LIMIT,
+      `engine memory grew ${warm.wasmBytes} -> ${end.wasmBytes}`,
+    );
+    if (cdp)
+      assert.ok(
+        end.heapBytes - warm.heapBytes <= HEAP_GROWTH_LIMIT,
+        `JS heap grew ${warm.heapBytes} -> ${end.heapBytes}`,
+      );
     assert.equal(end.workers, warm.workers, 'no workers piled up');
   });
 });

@@ -18,7 +18,9 @@ function get(port, target, headers = {}) {
     const req = request({ host: '127.0.0.1', port, path: target, headers }, (res) => {
       const chunks = [];
       res.on('data', (chunk) => chunks.push(chunk));
-      res.on('end', () => resolve({ status: res.statusCode, headers: res.headers, body: Buffer.concat(chunks) }));
+      res.on('end', () =>
+        resolve({ status: res.statusCode, headers: res.headers, body: Buffer.concat(chunks) }),
+      );
       res.on('error', reject);
     });
     req.on('error', reject);
@@ -72,7 +74,9 @@ describe('serve.mjs', () => {
     assert.equal((await get(server.port, '/', { Host: `localhost:${server.port}` })).status, 200);
     assert.equal((await get(server.port, '/', { Host: 'evil.example:8080' })).status, 421);
     assert.equal((await get(server.port, '/', { Host: '127.0.0.1.evil.example' })).status, 421);
-    assert.ok(isLoopbackHost('[::1]:8080') && !isLoopbackHost(undefined) && !isLoopbackHost('localhost.evil'));
+    assert.ok(
+      isLoopbackHost('[::1]:8080') && !isLoopbackHost(undefined) && !isLoopbackHost('localhost.evil'),
+    );
   });
 
   test('a redirect to a folder never becomes a protocol-relative URL', async () => {
@@ -91,7 +95,10 @@ describe('serve.mjs', () => {
   });
 
   test('an unparseable request target is a 400, not a 500', async () => {
-    assert.match(await raw(server.port, `GET http://[ HTTP/1.1\r\nHost: 127.0.0.1:${server.port}\r\n\r\n`), / 400 /);
+    assert.match(
+      await raw(server.port, `GET http://[ HTTP/1.1\r\nHost: 127.0.0.1:${server.port}\r\n\r\n`),
+      / 400 /,
+    );
   });
 
   test('a file growing while it is served sends exactly the announced length', async () => {

@@ -39,7 +39,14 @@ pageSuite('storage', () => {
       const replaced = await read('kept.gguf');
       const listed = (await storage.listStoredModels()).map((m) => `${m.name}:${m.size}`);
       await storage.deleteStoredModel('kept.gguf');
-      return { error, keptSize: kept.length, keptByte: kept[0], replacedSize: replaced.length, replacedByte: replaced[0], listed };
+      return {
+        error,
+        keptSize: kept.length,
+        keptByte: kept[0],
+        replacedSize: replaced.length,
+        replacedByte: replaced[0],
+        listed,
+      };
     });
     assert.match(outcome.error ?? '', /connection lost/);
     assert.deepEqual([outcome.keptSize, outcome.keptByte], [1000, 7]);

@@ -25,8 +25,15 @@ export async function demo(file: File, output: HTMLElement): Promise<void> {
     const choice = chunk.choices[0];
     output.textContent += choice.delta.content ?? '';
     const step = chunk.inferno?.step;
-    if (step?.trace) console.log(step.piece, step.trace.nucleus_size, step.trace.entropy_bits, choice.logprobs?.content[0].top_logprobs);
-    if (choice.finish_reason) console.log(choice.finish_reason, chunk.usage?.completion_tokens, chunk.inferno?.stats?.decodeTokS);
+    if (step?.trace)
+      console.log(
+        step.piece,
+        step.trace.nucleus_size,
+        step.trace.entropy_bits,
+        choice.logprobs?.content[0].top_logprobs,
+      );
+    if (choice.finish_reason)
+      console.log(choice.finish_reason, chunk.usage?.completion_tokens, chunk.inferno?.stats?.decodeTokS);
   }
 
   // Regenerate from the third token with the runner-up candidate forced there.

@@ -1,0 +1,25 @@
+// The JavaScript side's own checks, run by ./build.sh test: the public API's TypeScript
+// declarations against an example that uses all of it, and one formatting for every JS file.
+
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+
+const root = fileURLToPath(new URL('../../', import.meta.url));
+const bin = (name) => fileURLToPath(new URL(`../../node_modules/.bin/${name}`, import.meta.url));
+
+function run(command, args) {
+  const result = spawnSync(command, args, { cwd: root, encoding: 'utf8' });
+  return { status: result.status, output: `${result.stdout}${result.stderr}` };
+}
+
+test('inferno.d.ts types the embedding example (tsc --noEmit)', () => {
+  const { status, output } = run(bin('tsc'), ['-p', 'tests/types/tsconfig.json']);
+  assert.equal(status, 0, output);
+});
+
+test('every JS file is formatted by prettier (npx prettier --write . fixes it)', () => {
+  const { status, output } = run(bin('prettier'), ['--check', '.']);
+  assert.equal(status, 0, output);
+});
