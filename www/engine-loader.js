@@ -26,35 +26,21 @@ export function threadsSupported() {
   }
 }
 
+/** Every module starts with the magic bytes "\0asm" and version 1. */
+const WASM_HEADER = [0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00];
+
 /** A module whose one function uses i32x4.relaxed_dot_i8x16_i7x16_add_s: it validates only
  *  where relaxed SIMD runs. */
 function relaxedProbe() {
   const constant = [0xfd, 0x0c, ...new Array(16).fill(0)]; // v128.const 0
   const body = [0x00, ...constant, ...constant, ...constant, 0xfd, 0x93, 0x02, 0x0b];
   const code = [0x01, body.length, ...body];
+  // prettier-ignore
   return new Uint8Array([
-    0x00,
-    0x61,
-    0x73,
-    0x6d,
-    0x01,
-    0x00,
-    0x00,
-    0x00, // magic, version
-    0x01,
-    0x05,
-    0x01,
-    0x60,
-    0x00,
-    0x01,
-    0x7b, // type: () -> v128
-    0x03,
-    0x02,
-    0x01,
-    0x00, // function 0 has type 0
-    0x0a,
-    code.length,
-    ...code,
+    ...WASM_HEADER,
+    0x01, 0x05, 0x01, 0x60, 0x00, 0x01, 0x7b, // type: () -> v128
+    0x03, 0x02, 0x01, 0x00, // function 0 has type 0
+    0x0a, code.length, ...code,
   ]);
 }
 
@@ -68,20 +54,10 @@ export function relaxedSimdSupported() {
 }
 
 /** A module with one 64-bit memory (limits flag 0x04): it validates only where Memory64 runs. */
+// prettier-ignore
 const MEMORY64_PROBE = new Uint8Array([
-  0x00,
-  0x61,
-  0x73,
-  0x6d,
-  0x01,
-  0x00,
-  0x00,
-  0x00, // magic, version
-  0x05,
-  0x03,
-  0x01,
-  0x04,
-  0x00, // memory section: one memory, i64 index type, minimum 0 pages
+  ...WASM_HEADER,
+  0x05, 0x03, 0x01, 0x04, 0x00, // memory section: one memory, i64 index type, minimum 0 pages
 ]);
 
 /** Whether this browser runs the 64-bit-memory build (which also uses relaxed SIMD). */
