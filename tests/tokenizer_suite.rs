@@ -47,13 +47,7 @@ const NOT_RUN: &[(&str, &str)] =
     &[("bert-bge", "BERT WordPiece (tokenizer model `bert`): not implemented, no supported model uses it")];
 
 /// Vocabularies expected to fail, with the reason. Empty when everything passes.
-const EXPECTED_FAILURES: &[(&str, &str)] = &[
-    ("deepseek-coder", "pre-tokenizer `deepseek-coder` not implemented yet"),
-    ("deepseek-llm", "pre-tokenizer `deepseek-llm` not implemented yet"),
-    ("falcon", "pre-tokenizer `falcon` not implemented yet"),
-    ("gemma-4", "tokenizer model `gemma4` not implemented yet"),
-    ("qwen35", "pre-tokenizer `qwen35` not implemented yet"),
-];
+const EXPECTED_FAILURES: &[(&str, &str)] = &[];
 
 const SEPARATOR: &str = "\n__ggml_vocab_test__\n";
 

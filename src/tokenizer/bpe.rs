@@ -7,6 +7,10 @@
 //! token falls back to the tokens of its single printable-ASCII bytes, and its other bytes are
 //! dropped (that is what llama.cpp does; it never happens with a consistent vocabulary).
 //!
+//! Gemma 4's tokenizer (`tokenizer.ggml.model = "gemma4"`) is the same BPE in SentencePiece's
+//! spelling: spaces become "▁", words start as one symbol per UTF-8 character rather than per
+//! byte, and a final symbol that is not a token falls back to the `<0xNN>` tokens of its bytes.
+//!
 //! Symbols are numbered rather than compared as strings: a symbol is a token id, or, for a
 //! merge result that is not a token, an id past the end of the vocabulary. Merges are then a
 //! map from a pair of ids to (rank, result).
@@ -33,8 +37,13 @@ pub(super) struct BpeModel {
     pre: PreTokenizer,
     /// Llama 3 style: a word that is a token as a whole is taken as it is, without merging.
     ignore_merges: bool,
+    /// True: GPT-2's byte-level spelling. False: SentencePiece's (Gemma 4), see the module
+    /// comment.
+    byte_level: bool,
     byte_chars: ByteChars,
-    /// The symbol each byte starts as: the id of its GPT-2 character's token.
+    /// Byte-level: the symbol each byte starts as, the id of its GPT-2 character's token.
+    /// SentencePiece spelling: each byte's `<0xNN>` token, the fallback for symbols that are
+    /// not tokens.
     byte_symbols: [u32; 256],
     merges: HashMap<(u32, u32), Merge>,
     vocab_size: u32,
@@ -46,13 +55,18 @@ impl BpeModel {
         merges: &[String],
         pre: PreTokenizer,
         ignore_merges: bool,
+        byte_level: bool,
     ) -> Result<BpeModel, TokenizerError> {
         let byte_chars = ByteChars::new();
         let mut byte_symbols = [NOT_A_SYMBOL; 256];
         let mut buf = [0u8; 4];
         for (byte, symbol) in byte_symbols.iter_mut().enumerate() {
-            let c = byte_chars.char_of(byte as u8).encode_utf8(&mut buf);
-            *symbol = vocab.id_of(c).unwrap_or(NOT_A_SYMBOL);
+            let id = if byte_level {
+                vocab.id_of(byte_chars.char_of(byte as u8).encode_utf8(&mut buf))
+            } else {
+                vocab.id_of(&format!("<0x{byte:02X}>"))
+            };
+            *symbol = id.unwrap_or(NOT_A_SYMBOL);
         }
 
         let vocab_size = vocab.len() as u32;
@@ -86,37 +100,67 @@ impl BpeModel {
             // A repeated pair keeps its first (best) rank.
             rules.entry((left_id, right_id)).or_insert(Merge { rank: index as u32, result });
         }
-        Ok(BpeModel { pre, ignore_merges, byte_chars, byte_symbols, merges: rules, vocab_size })
+        Ok(BpeModel { pre, ignore_merges, byte_level, byte_chars, byte_symbols, merges: rules, vocab_size })
     }
 
     /// Tokenizes plain text (no special tokens in it) into `out`.
     pub(super) fn encode(&self, vocab: &Vocab, text: &str, out: &mut Vec<TokenId>) {
         let mut session = WordSession::default();
-        for word in self.pre.split(text) {
-            self.encode_word(vocab, &text.as_bytes()[word], &mut session, out);
+        if self.byte_level {
+            for word in self.pre.split(text) {
+                self.encode_word(vocab, &text[word], &mut session, out);
+            }
+        } else {
+            let text = text.replace(' ', "▁");
+            for word in self.pre.split(&text) {
+                self.encode_word(vocab, &text[word], &mut session, out);
+            }
         }
     }
 
-    fn encode_word(&self, vocab: &Vocab, word: &[u8], session: &mut WordSession, out: &mut Vec<TokenId>) {
-        if self.ignore_merges {
-            let encoded: String = word.iter().map(|&b| self.byte_chars.char_of(b)).collect();
-            if let Some(id) = vocab.id_of(&encoded) {
-                out.push(id);
-                return;
+    fn encode_word(&self, vocab: &Vocab, word: &str, session: &mut WordSession, out: &mut Vec<TokenId>) {
+        if self.byte_level {
+            if self.ignore_merges {
+                let encoded: String = word.bytes().map(|b| self.byte_chars.char_of(b)).collect();
+                if let Some(id) = vocab.id_of(&encoded) {
+                    out.push(id);
+                    return;
+                }
             }
+            session.merge(
+                self,
+                word.bytes().enumerate().map(|(i, b)| (i, 1, self.byte_symbols[usize::from(b)])),
+            );
+        } else {
+            // llama.cpp takes a word of line feeds whole when it is a token (its fix for Gemma 4:
+            // the vocabulary has runs of line feeds that the merges do not build).
+            if self.ignore_merges || word.bytes().all(|b| b == b'\n') {
+                if let Some(id) = vocab.id_of(word) {
+                    out.push(id);
+                    return;
+                }
+            }
+            let mut buf = [0u8; 4];
+            session.merge(
+                self,
+                word.char_indices().map(|(i, c)| {
+                    let id = vocab.id_of(c.encode_utf8(&mut buf)).unwrap_or(NOT_A_SYMBOL);
+                    (i, c.len_utf8(), id)
+                }),
+            );
         }
-        session.merge(self, word);
         for symbol in session.symbols.iter().filter(|s| s.len > 0) {
             if symbol.id < self.vocab_size {
                 out.push(symbol.id);
                 continue;
             }
-            // Not a token: llama.cpp looks up each byte of the symbol's GPT-2 spelling as a
-            // one-byte token, which only printable ASCII bytes can match.
-            let bytes = &word[symbol.start..symbol.start + symbol.len];
+            // Not a token. Byte-level: llama.cpp looks up each byte of the symbol's GPT-2
+            // spelling as a one-byte token, which only printable ASCII bytes can match.
+            // SentencePiece spelling: each byte's `<0xNN>` token.
+            let bytes = &word.as_bytes()[symbol.start..symbol.start + symbol.len];
             for &byte in bytes {
                 let id = self.byte_symbols[usize::from(byte)];
-                if (0x21..=0x7E).contains(&byte) && id < self.vocab_size {
+                if (!self.byte_level || (0x21..=0x7E).contains(&byte)) && id < self.vocab_size {
                     out.push(id);
                 }
             }
@@ -183,17 +227,21 @@ struct WordSession {
 }
 
 impl WordSession {
-    fn merge(&mut self, model: &BpeModel, word: &[u8]) {
+    /// Merges a word given as its first symbols: (byte offset, byte length, id) each.
+    fn merge(&mut self, model: &BpeModel, units: impl Iterator<Item = (usize, usize, u32)>) {
         self.symbols.clear();
         self.queue.clear();
-        let n = word.len();
-        self.symbols.extend(word.iter().enumerate().map(|(i, &byte)| Symbol {
-            id: model.byte_symbols[usize::from(byte)],
-            start: i,
-            len: 1,
+        self.symbols.extend(units.enumerate().map(|(i, (start, len, id))| Symbol {
+            id,
+            start,
+            len,
             prev: i.checked_sub(1),
-            next: (i + 1 < n).then_some(i + 1),
+            next: Some(i + 1),
         }));
+        let n = self.symbols.len();
+        if let Some(last) = self.symbols.last_mut() {
+            last.next = None;
+        }
         for i in 1..n {
             self.add_candidate(model, i - 1, i);
         }

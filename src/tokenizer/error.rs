@@ -81,7 +81,7 @@ impl fmt::Display for TokenizerError {
             }
             TokenizerError::UnsupportedModel(model) => write!(
                 f,
-                "unsupported tokenizer model `{model}` (supported: `gpt2` byte-level BPE, `llama` SentencePiece)"
+                "unsupported tokenizer model `{model}` (supported: `gpt2` byte-level BPE, `llama` SentencePiece, `gemma4`)"
             ),
             TokenizerError::UnsupportedPreTokenizer(pre) => {
                 write!(f, "unsupported pre-tokenizer `{pre}` (tokenizer.ggml.pre)")

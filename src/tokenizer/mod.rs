@@ -6,9 +6,11 @@
 //! token for token:
 //!
 //! - `gpt2`: byte-level BPE (`bpe.rs`) with a pre-tokenizer chosen by `tokenizer.ggml.pre`
-//!   (`pretokenize.rs`): Qwen2/3, SmolLM, Llama 3, GPT-2, StarCoder, GPT-4o (Phi-4-mini, Llama 4),
-//!   llama.cpp's default;
-//! - `llama`: SentencePiece BPE with scores and byte fallback (`spm.rs`): Llama 2, Gemma 3.
+//!   (`pretokenize.rs`): Qwen2/3/3.5, SmolLM, Llama 3, GPT-2, StarCoder, GPT-4o (Phi-4-mini,
+//!   Llama 4), DeepSeek LLM and Coder, Falcon, llama.cpp's default;
+//! - `llama`: SentencePiece BPE with scores and byte fallback (`spm.rs`): Llama 2, Gemma 3;
+//! - `gemma4`: the BPE of `bpe.rs` in SentencePiece's spelling ("▁" for spaces, `<0xNN>` byte
+//!   tokens), over runs of line feeds and runs of the rest: Gemma 4.
 //!
 //! Encoding first cuts special tokens out of the text (`special.rs`), then tokenizes the plain
 //! text between them. Decoding concatenates token pieces (`detokenize.rs`, also the streaming
@@ -59,6 +61,8 @@ pub enum ModelKind {
     BytePairGpt2,
     /// `llama`: SentencePiece BPE with scores.
     SentencePiece,
+    /// `gemma4`: BPE merges over UTF-8 characters, spaces written "▁", byte fallback.
+    Gemma4,
 }
 
 impl ModelKind {
@@ -66,6 +70,7 @@ impl ModelKind {
         match name {
             "gpt2" => Some(ModelKind::BytePairGpt2),
             "llama" => Some(ModelKind::SentencePiece),
+            "gemma4" => Some(ModelKind::Gemma4),
             _ => None,
         }
     }
@@ -84,6 +89,8 @@ struct PreSettings {
     /// Token 11 is BOS unless the metadata names another (llama.cpp's default for byte-level
     /// BPE); false: no BOS unless the metadata names one.
     default_bos: bool,
+    /// GPT-2's byte-level spelling; false for Gemma 4's SentencePiece-style BPE.
+    byte_level: bool,
 }
 
 impl PreSettings {
@@ -96,6 +103,7 @@ impl PreSettings {
             ignore_merges,
             add_bos,
             default_bos: true,
+            byte_level: true,
         };
         use PreTokenizer::*;
         Some(match name.unwrap_or("default") {
@@ -116,11 +124,27 @@ impl PreSettings {
             "qwen2" | "deepseek-r1-qwen" | "kormo" | "f2llmv2" | "hunyuan" | "solar-open" | "grok-2" => {
                 settings(Qwen2, false, false, false)
             }
+            "qwen35" => settings(Qwen35, false, false, false),
+            "deepseek-llm" => settings(DeepSeekLlm, false, false, false),
+            "deepseek-coder" => settings(DeepSeekCoder, false, false, false),
+            "falcon" => settings(Falcon, true, false, false),
             "stablelm2" | "megrez" => settings(Qwen2, true, false, false),
             "gpt-4o" | "llama4" | "kanana2" | "talkie" | "minimax-m2" => settings(Gpt4o, false, false, false),
             _ => return None,
         })
     }
+
+    /// Gemma 4 (`tokenizer.ggml.model = "gemma4"`, whatever `tokenizer.ggml.pre` says): runs of
+    /// line feeds and of the rest, SentencePiece spelling, no default special tokens, and BOS
+    /// always added (llama.cpp overrides `add_bos_token = false` for it).
+    const GEMMA4: PreSettings = PreSettings {
+        splitter: PreTokenizer::Newlines,
+        clean_spaces: true,
+        ignore_merges: false,
+        add_bos: true,
+        default_bos: false,
+        byte_level: false,
+    };
 }
 
 /// A tokenizer described independently of GGUF: what [`Tokenizer::from_spec`] needs.
@@ -228,14 +252,16 @@ impl Tokenizer {
             ModelKind::SentencePiece => {
                 (None, &[(SpecialRole::Bos, 1), (SpecialRole::Eos, 2), (SpecialRole::Unk, 0)])
             }
+            ModelKind::Gemma4 => (Some(PreSettings::GEMMA4), &[]),
         };
         let specials = SpecialTokens::resolve(&mut vocab, default_specials, &spec.special_ids)?;
         vocab.apply_name_rules(spec.model_name);
 
-        let add_bos = spec.add_bos.unwrap_or(match pre {
-            Some(pre) => pre.add_bos,
-            None => true,
-        });
+        let add_bos = match pre {
+            Some(pre) if kind == ModelKind::Gemma4 => pre.add_bos,
+            Some(pre) => spec.add_bos.unwrap_or(pre.add_bos),
+            None => spec.add_bos.unwrap_or(true),
+        };
         let add_eos = spec.add_eos.unwrap_or(false);
         if add_bos && specials.get(SpecialRole::Bos).is_none() {
             return Err(TokenizerError::MissingSpecialToken("BOS"));
@@ -247,10 +273,10 @@ impl Tokenizer {
         let (model, spelling, add_space_prefix, clean_spaces) = match pre {
             Some(pre) => {
                 let merges = spec.merges.ok_or(TokenizerError::MissingKey("tokenizer.ggml.merges"))?;
-                let bpe = BpeModel::new(&vocab, merges, pre.splitter, pre.ignore_merges)?;
+                let bpe = BpeModel::new(&vocab, merges, pre.splitter, pre.ignore_merges, pre.byte_level)?;
                 (
                     Model::Bpe(bpe),
-                    Spelling::ByteLevel,
+                    if pre.byte_level { Spelling::ByteLevel } else { Spelling::SentencePiece },
                     spec.add_space_prefix.unwrap_or(false),
                     pre.clean_spaces,
                 )

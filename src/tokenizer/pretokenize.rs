@@ -26,6 +26,22 @@ pub enum PreTokenizer {
     Llama3,
     /// The Llama 3 rules with single digits (`\p{N}` instead of `\p{N}{1,3}`): Qwen2, Qwen3.
     Qwen2,
+    /// Qwen3.5: the Qwen2 rules with combining marks counted with letters: `[\p{L}\p{M}]+` for
+    /// the letter runs and `[^\s\p{L}\p{M}\p{N}]+` for the punctuation runs.
+    Qwen35,
+    /// DeepSeek LLM: line breaks alone, then runs of Latin, Greek, Cyrillic... letters (a fixed
+    /// list of code point ranges), of ASCII and full-width punctuation, trailing whitespace,
+    /// CJK and Hangul, and numbers, each run but the CJK one led by an optional space.
+    DeepSeekLlm,
+    /// DeepSeek Coder: line breaks alone, then ` ?\p{L}+`, ` ?\p{P}+`, CJK and Hangul runs and
+    /// single digits.
+    DeepSeekCoder,
+    /// Falcon: [`PreTokenizer::Default`] with the backquote among the punctuation and without
+    /// its `\p{N}+` step.
+    Falcon,
+    /// Runs of line feeds and runs of anything else (`[^\n]+|[\n]+`): Gemma 4, whose
+    /// SentencePiece-style BPE merges across spaces.
+    Newlines,
     /// GPT-4o's (o200k) rules: letter runs cut before a change from lower to upper case, with a
     /// trailing contraction, `\p{N}{1,3}`, `/` and line breaks after punctuation (Phi-4-mini,
     /// Llama 4, MiniMax-M2). See `split_gpt4o` for how llama.cpp reads letter case.
@@ -50,9 +66,41 @@ impl PreTokenizer {
                 let pieces = isolate_matches(&text, whole, one_number);
                 split_custom(&text, &pieces, Rules::Gpt2)
             }
-            PreTokenizer::Llama3 => split_custom(&text, whole, Rules::Llama3 { max_digits: 3 }),
-            PreTokenizer::Qwen2 => split_custom(&text, whole, Rules::Llama3 { max_digits: 1 }),
+            PreTokenizer::Llama3 => split_custom(&text, whole, Rules::Llama3 { max_digits: 3, marks: false }),
+            PreTokenizer::Qwen2 => split_custom(&text, whole, Rules::Llama3 { max_digits: 1, marks: false }),
+            PreTokenizer::Qwen35 => split_custom(&text, whole, Rules::Llama3 { max_digits: 1, marks: true }),
             PreTokenizer::Gpt4o => split_custom(&text, whole, Rules::Gpt4o),
+            PreTokenizer::DeepSeekLlm => {
+                let pieces = isolate_matches(&text, whole, line_break);
+                let pieces = isolate_matches(&text, &pieces, deepseek_letters);
+                let pieces = isolate_matches(&text, &pieces, deepseek_punctuation);
+                let pieces = isolate_matches(&text, &pieces, trailing_whitespace);
+                let pieces = isolate_matches(&text, &pieces, cjk_run);
+                isolate_matches(&text, &pieces, number_run)
+            }
+            PreTokenizer::DeepSeekCoder => {
+                let pieces = isolate_matches(&text, whole, line_break);
+                let pieces = isolate_matches(&text, &pieces, space_then_letters);
+                let pieces = isolate_matches(&text, &pieces, space_then_punctuation);
+                let pieces = isolate_matches(&text, &pieces, cjk_run);
+                isolate_matches(&text, &pieces, one_number)
+            }
+            PreTokenizer::Falcon => {
+                let pieces = isolate_matches(&text, whole, punctuation_or_backquote_run);
+                let pieces = split_custom(&text, &pieces, Rules::Gpt2);
+                isolate_matches(&text, &pieces, three_ascii_digits)
+            }
+            PreTokenizer::Newlines => {
+                let mut pieces = Vec::new();
+                let mut start = 0;
+                for pos in 1..=text.chars.len() {
+                    if pos == text.chars.len() || (text.chars[pos] == '\n') != (text.chars[start] == '\n') {
+                        pieces.push(start..pos);
+                        start = pos;
+                    }
+                }
+                pieces
+            }
         };
         pieces.into_iter().map(|r| text.byte_offsets[r.start]..text.byte_offsets[r.end]).collect()
     }
@@ -145,16 +193,139 @@ fn number_run(chunk: &Chunk<'_>, pos: usize) -> Option<usize> {
     run_length(chunk, pos, |_, class| class.is_number())
 }
 
-/// `[\p{P}\$\+<=>\^~\|]+` as llama.cpp evaluates it: for ASCII, `\p{P}` is its fixed list
-/// (which leaves out the backquote); beyond ASCII, Unicode punctuation.
+/// `\p{P}` as llama.cpp evaluates it in a regex: for ASCII, its fixed list (which leaves out
+/// the backquote); beyond ASCII, Unicode punctuation (whitespace is never punctuation: llama.cpp
+/// rewrites it before matching).
+fn is_regex_punctuation(c: char, class: CharClass) -> bool {
+    if c.is_ascii() {
+        matches!(c, '!'..='#' | '%'..='*' | ','..='/' | ':'..=';' | '?'..='@' | '['..=']' | '_' | '{' | '}')
+    } else {
+        class.is_punctuation() && !class.is_whitespace()
+    }
+}
+
+/// `[\p{P}\$\+<=>\^~\|]+`.
 fn punctuation_run(chunk: &Chunk<'_>, pos: usize) -> Option<usize> {
     run_length(chunk, pos, |c, class| {
-        if c.is_ascii() {
-            matches!(c, '!'..='#' | '%'..='*' | ','..='/' | ':'..=';' | '?'..='@' | '['..=']' | '_' | '{' | '}')
-                || matches!(c, '$' | '+' | '<' | '=' | '>' | '^' | '~' | '|')
-        } else {
-            class.is_punctuation() && !class.is_whitespace()
-        }
+        is_regex_punctuation(c, class) || matches!(c, '$' | '+' | '<' | '=' | '>' | '^' | '~' | '|')
+    })
+}
+
+/// `[\p{P}\$\+<=>\^~\|`]+` (Falcon).
+fn punctuation_or_backquote_run(chunk: &Chunk<'_>, pos: usize) -> Option<usize> {
+    run_length(chunk, pos, |c, class| {
+        is_regex_punctuation(c, class) || matches!(c, '$' | '+' | '<' | '=' | '>' | '^' | '~' | '|' | '`')
+    })
+}
+
+/// `[\r\n]`.
+fn line_break(chunk: &Chunk<'_>, pos: usize) -> Option<usize> {
+    matches!(chunk.char_at(pos), Some('\r' | '\n')).then_some(1)
+}
+
+/// `\s` as llama.cpp's `std::regex` sees it: C's six ASCII spaces, and every other code point
+/// that llama.cpp classes as whitespace (it rewrites those to `\v` before matching).
+fn regex_space(chunk: &Chunk<'_>, pos: usize) -> bool {
+    match chunk.char_at(pos) {
+        Some(c) if c.is_ascii() => matches!(c, ' ' | '\t' | '\n' | '\x0b' | '\x0c' | '\r'),
+        Some(_) => chunk.class_at(pos).is_whitespace(),
+        None => false,
+    }
+}
+
+/// The code point that a `std::wregex` of llama.cpp sees at `pos`: the text's, except that
+/// non-ASCII whitespace has become `\v` (so it never falls in a range of code points).
+fn wide_char_at(chunk: &Chunk<'_>, pos: usize) -> Option<char> {
+    let c = chunk.char_at(pos)?;
+    Some(if !c.is_ascii() && chunk.class_at(pos).is_whitespace() { '\x0b' } else { c })
+}
+
+/// Whether `c` is in one of `ranges` (sorted, inclusive, not overlapping).
+fn in_ranges(c: char, ranges: &[(u32, u32)]) -> bool {
+    let cp = c as u32;
+    let index = ranges.partition_point(|&(first, _)| first <= cp);
+    index > 0 && cp <= ranges[index - 1].1
+}
+
+/// `\s?X+`, X being the positions `accept` takes: the space is taken only if an X follows it.
+fn space_then_run(chunk: &Chunk<'_>, pos: usize, accept: impl Fn(usize) -> bool) -> Option<usize> {
+    let start = pos + usize::from(regex_space(chunk, pos) && accept(pos + 1));
+    let mut end = start;
+    while accept(end) {
+        end += 1;
+    }
+    (end > start).then_some(end - pos)
+}
+
+/// DeepSeek LLM's letter class (`[A-Za-zµÀ-ÖØ-öø-ƺ...]` in `llama-vocab.cpp`), as code point
+/// ranges.
+#[rustfmt::skip]
+const DEEPSEEK_LETTERS: &[(u32, u32)] = &[
+    (0x41, 0x5A), (0x61, 0x7A), (0xB5, 0xB5), (0xC0, 0xD6), (0xD8, 0xF6), (0xF8, 0x1BA),
+    (0x1BC, 0x1BF), (0x1C4, 0x293), (0x295, 0x2AF), (0x370, 0x373), (0x376, 0x377), (0x37B, 0x37D),
+    (0x37F, 0x37F), (0x386, 0x386), (0x388, 0x38A), (0x38C, 0x38C), (0x38E, 0x3A1), (0x3A3, 0x3F5),
+    (0x3F7, 0x481), (0x48A, 0x52F), (0x531, 0x556), (0x10A0, 0x10C5), (0x13A0, 0x13F5),
+    (0x13F8, 0x13FD), (0x1C90, 0x1CBA), (0x1CBD, 0x1CBF), (0x1D00, 0x1D2B), (0x1D6B, 0x1D77),
+    (0x1D79, 0x1D9A), (0x1E00, 0x1F15), (0x1F18, 0x1F1D), (0x1F20, 0x1F45), (0x1F48, 0x1F4D),
+    (0x1F50, 0x1F57), (0x1F59, 0x1F59), (0x1F5B, 0x1F5B), (0x1F5D, 0x1F5D), (0x1F5F, 0x1F7D),
+    (0x1F80, 0x1FB4), (0x1FB6, 0x1FBC), (0x1FBE, 0x1FBE), (0x1FC2, 0x1FC4), (0x1FC6, 0x1FCC),
+    (0x1FD0, 0x1FD3), (0x1FD6, 0x1FDB), (0x1FE0, 0x1FEC), (0x1FF2, 0x1FF4), (0x1FF6, 0x1FFC),
+    (0x2102, 0x2102), (0x2107, 0x2107), (0x210A, 0x2113), (0x2115, 0x2115), (0x2119, 0x211D),
+    (0x2124, 0x2124), (0x2126, 0x2126), (0x2128, 0x2128), (0x212A, 0x212D), (0x212F, 0x2134),
+    (0x2139, 0x2139), (0x213C, 0x213F), (0x2145, 0x2149), (0x214E, 0x214E), (0x2183, 0x2184),
+    (0x2C00, 0x2C7B), (0x2C7E, 0x2CE4), (0x2CEB, 0x2CEE), (0x2CF2, 0x2CF3), (0xA640, 0xA66D),
+    (0xA680, 0xA69B), (0xA722, 0xA76F), (0xA771, 0xA787), (0xA78B, 0xA78E), (0xAB70, 0xABBF),
+    (0xFB00, 0xFB06), (0xFB13, 0xFB17), (0xFF21, 0xFF3A), (0xFF41, 0xFF5A), (0x10400, 0x1044F),
+    (0x104B0, 0x104D3), (0x104D8, 0x104FB), (0x10C80, 0x10CB2), (0x10CC0, 0x10CF2),
+    (0x118A0, 0x118DF), (0x1E900, 0x1E943),
+];
+
+/// DeepSeek LLM's punctuation class `[!-/:-~！-／：-～‘-‟　-。]`. `:-~` takes in the ASCII
+/// letters, which the letter step has already cut out.
+const DEEPSEEK_PUNCTUATION: &[(u32, u32)] =
+    &[(0x21, 0x2F), (0x3A, 0x7E), (0x2018, 0x201F), (0x3000, 0x3002), (0xFF01, 0xFF0F), (0xFF1A, 0xFF5E)];
+
+/// The CJK and Hangul class of both DeepSeek pre-tokenizers, `[一-龥ࠀ-一가-퟿]`: U+0800 to
+/// U+9FA5 (far more than CJK) and U+AC00 to U+D7FF.
+const DEEPSEEK_CJK: &[(u32, u32)] = &[(0x800, 0x9FA5), (0xAC00, 0xD7FF)];
+
+/// `\s?[<DEEPSEEK_LETTERS>]+`.
+fn deepseek_letters(chunk: &Chunk<'_>, pos: usize) -> Option<usize> {
+    space_then_run(chunk, pos, |p| wide_char_at(chunk, p).is_some_and(|c| in_ranges(c, DEEPSEEK_LETTERS)))
+}
+
+/// `\s?[<DEEPSEEK_PUNCTUATION>]+`.
+fn deepseek_punctuation(chunk: &Chunk<'_>, pos: usize) -> Option<usize> {
+    space_then_run(chunk, pos, |p| wide_char_at(chunk, p).is_some_and(|c| in_ranges(c, DEEPSEEK_PUNCTUATION)))
+}
+
+/// `[<DEEPSEEK_CJK>]+`.
+fn cjk_run(chunk: &Chunk<'_>, pos: usize) -> Option<usize> {
+    let mut end = pos;
+    while wide_char_at(chunk, end).is_some_and(|c| in_ranges(c, DEEPSEEK_CJK)) {
+        end += 1;
+    }
+    (end > pos).then_some(end - pos)
+}
+
+/// `\s+$`: the whitespace that ends the chunk.
+fn trailing_whitespace(chunk: &Chunk<'_>, pos: usize) -> Option<usize> {
+    let mut end = pos;
+    while regex_space(chunk, end) {
+        end += 1;
+    }
+    (end > pos && end == chunk.end).then_some(end - pos)
+}
+
+/// `\s?\p{L}+`.
+fn space_then_letters(chunk: &Chunk<'_>, pos: usize) -> Option<usize> {
+    space_then_run(chunk, pos, |p| chunk.class_at(p).is_letter())
+}
+
+/// `\s?\p{P}+`.
+fn space_then_punctuation(chunk: &Chunk<'_>, pos: usize) -> Option<usize> {
+    space_then_run(chunk, pos, |p| {
+        chunk.char_at(p).is_some_and(|c| is_regex_punctuation(c, chunk.class_at(p)))
     })
 }
 
@@ -168,9 +339,11 @@ fn three_ascii_digits(chunk: &Chunk<'_>, pos: usize) -> Option<usize> {
 #[derive(Clone, Copy)]
 enum Rules {
     Gpt2,
-    /// Llama 3 (`max_digits` 3) and Qwen2 (`max_digits` 1).
+    /// Llama 3 (`max_digits` 3), Qwen2 (`max_digits` 1) and Qwen3.5 (`max_digits` 1, combining
+    /// marks counted with letters).
     Llama3 {
         max_digits: usize,
+        marks: bool,
     },
     Gpt4o,
 }
@@ -182,7 +355,9 @@ fn split_custom(text: &CharText, pieces: &[Range<usize>], rules: Rules) -> Vec<R
         let mut words = Words { out: &mut out, prev_end: piece.start };
         match rules {
             Rules::Gpt2 => split_gpt2(&chunk, piece.start, &mut words),
-            Rules::Llama3 { max_digits } => split_llama3(&chunk, piece.start, max_digits, &mut words),
+            Rules::Llama3 { max_digits, marks } => {
+                split_llama3(&chunk, piece.start, max_digits, marks, &mut words)
+            }
             Rules::Gpt4o => split_gpt4o(&chunk, piece.start, &mut words),
         }
     }
@@ -290,8 +465,12 @@ fn line_break_or_whitespace_word_end(chunk: &Chunk<'_>, pos: usize) -> usize {
     }
 }
 
-fn split_llama3(chunk: &Chunk<'_>, start: usize, max_digits: usize, words: &mut Words<'_>) {
+/// `marks`: Qwen3.5's variant, where combining marks count as letters (`[\p{L}\p{M}]+`) and so
+/// are not punctuation (`[^\s\p{L}\p{M}\p{N}]+`).
+fn split_llama3(chunk: &Chunk<'_>, start: usize, max_digits: usize, marks: bool, words: &mut Words<'_>) {
     let is_newline = |c: Option<char>| matches!(c, Some('\r' | '\n'));
+    let letter = |class: CharClass| class.is_letter() || (marks && class.is_mark());
+    let other = |class: CharClass| class.is_other() && !(marks && class.is_mark());
     let mut pos = start;
     while pos < chunk.end {
         if let Some(len) = contraction_at(chunk, pos, true) {
@@ -303,10 +482,9 @@ fn split_llama3(chunk: &Chunk<'_>, start: usize, max_digits: usize, words: &mut 
         let class = chunk.class_at(pos);
 
         // [^\r\n\p{L}\p{N}]?\p{L}+ : letters, possibly led by one character of another kind.
-        if !(is_newline(c) || class.is_number()) && (class.is_letter() || chunk.class_at(pos + 1).is_letter())
-        {
+        if !(is_newline(c) || class.is_number()) && (letter(class) || letter(chunk.class_at(pos + 1))) {
             pos += 1;
-            while chunk.class_at(pos).is_letter() {
+            while letter(chunk.class_at(pos)) {
                 pos += 1;
             }
             words.end_word_at(pos);
@@ -332,13 +510,13 @@ fn split_llama3(chunk: &Chunk<'_>, start: usize, max_digits: usize, words: &mut 
         // then ends the word right after the space.
         let enters = if c == Some(' ') {
             let next = chunk.class_at(pos + 1);
-            !(next.is_whitespace() || next.is_letter() || next.is_number())
+            !(next.is_whitespace() || letter(next) || next.is_number())
         } else {
-            class.is_other()
+            other(class)
         };
         if enters {
             pos += usize::from(c == Some(' '));
-            while chunk.class_at(pos).is_other() {
+            while other(chunk.class_at(pos)) {
                 pos += 1;
             }
             while is_newline(chunk.char_at(pos)) {
@@ -485,6 +663,32 @@ mod tests {
     }
 
     #[test]
+    fn qwen35_keeps_marks_with_letters() {
+        assert_eq!(words(PreTokenizer::Qwen2, "e\u{301}x ."), ["e", "\u{301}x", " ."]);
+        assert_eq!(words(PreTokenizer::Qwen35, "e\u{301}x ."), ["e\u{301}x", " ."]);
+    }
+
+    #[test]
+    fn deepseek_rules() {
+        // The punctuation step's `:-~` re-splits letter runs around letters outside ASCII.
+        let w = words(PreTokenizer::DeepSeekLlm, "Hello wörld\n  x 123 日本語  ");
+        assert_eq!(w, ["Hello", " w", "ö", "rld", "\n", " ", " x", " ", "123", " ", "日本語", "  "]);
+        let w = words(PreTokenizer::DeepSeekCoder, "fn(x) 12 日本\r\n");
+        assert_eq!(w, ["fn", "(", "x", ")", " ", "1", "2", " ", "日本", "\r", "\n"]);
+    }
+
+    #[test]
+    fn falcon_rules() {
+        let w = words(PreTokenizer::Falcon, "a`b 12345 x");
+        assert_eq!(w, ["a", "`", "b", " ", "123", "45", " x"]);
+    }
+
+    #[test]
+    fn newline_runs() {
+        assert_eq!(words(PreTokenizer::Newlines, "a b\n\nc\n"), ["a b", "\n\n", "c", "\n"]);
+    }
+
+    #[test]
     fn pieces_cover_the_text() {
         let text = "  mixed ünïcödé\t\r\n日本語 123'S \u{3000}end  ";
         for pre in [
@@ -494,6 +698,11 @@ mod tests {
             PreTokenizer::Llama3,
             PreTokenizer::Qwen2,
             PreTokenizer::Gpt4o,
+            PreTokenizer::Qwen35,
+            PreTokenizer::DeepSeekLlm,
+            PreTokenizer::DeepSeekCoder,
+            PreTokenizer::Falcon,
+            PreTokenizer::Newlines,
         ] {
             assert_eq!(words(pre, text).concat(), text, "{pre:?}");
         }

@@ -53,6 +53,11 @@ impl CharClass {
         self.category == Some(Category::N)
     }
 
+    /// `\p{M}`: combining marks (llama.cpp's "accent marks").
+    pub(super) fn is_mark(self) -> bool {
+        self.category == Some(Category::M)
+    }
+
     pub(super) fn is_punctuation(self) -> bool {
         self.category == Some(Category::P)
     }

@@ -233,6 +233,11 @@ fn llama_cpp_pretokenizer_splits() {
         ("llama3", PreTokenizer::Llama3),
         ("qwen2", PreTokenizer::Qwen2),
         ("gpt4o", PreTokenizer::Gpt4o),
+        ("qwen35", PreTokenizer::Qwen35),
+        ("deepseek-llm", PreTokenizer::DeepSeekLlm),
+        ("deepseek-coder", PreTokenizer::DeepSeekCoder),
+        ("falcon", PreTokenizer::Falcon),
+        ("newlines", PreTokenizer::Newlines),
     ] {
         let expected = json["word_lengths"][name].as_array().expect("splits");
         assert_eq!(expected.len(), texts.len());
