@@ -4,10 +4,7 @@
 
 import { el, replaceChildren } from './dom.js';
 import { Inferno } from './inferno.js';
-import { DEFAULT_CONTEXT, DEFAULT_MAX_TOKENS, MAX_TOKENS_LIMIT } from './defaults.js';
-
-/** The sampling settings the panel shows, named as in the completion request. */
-const SAMPLING_KEYS = ['temperature', 'top_k', 'top_p', 'min_p', 'repeat_penalty'];
+import { DEFAULT_CONTEXT, DEFAULT_MAX_TOKENS, MAX_TOKENS_LIMIT, SAMPLING_KEYS } from './defaults.js';
 
 /** The sampling part of engine defaults or a file's recommendation. */
 export function pickSampling(settings) {

@@ -12,7 +12,7 @@
 // Types: inferno.d.ts.
 
 import { EngineClient, InfernoError } from './worker-client.js';
-import { DEFAULT_TRACE_TOP, MAX_TRACE_TOP } from './defaults.js';
+import { DEFAULT_TRACE_TOP, MAX_TRACE_TOP, SAMPLING_KEYS } from './defaults.js';
 import {
   defaultThreads,
   hardwareThreads,
@@ -405,7 +405,7 @@ function badPart(index) {
  *  llama.cpp's defaults where the file says nothing); a fresh random seed unless one is given. */
 function samplingSettings(params, recommended = {}) {
   const settings = { ...recommended };
-  for (const key of ['temperature', 'top_p', 'top_k', 'min_p', 'repeat_penalty']) {
+  for (const key of SAMPLING_KEYS) {
     const value = params[key];
     if (value === undefined || value === null) continue;
     if (typeof value !== 'number' || !Number.isFinite(value))

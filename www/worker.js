@@ -97,27 +97,23 @@ let engineBuild = null; // {threads, build} of the running engine
 // long the worker gives up and ends itself (`fatal`), and the client retries on a new worker.
 const POOL_START_TIMEOUT_MS = 20_000;
 
-function poolStartTimeout(threads) {
-  return new Promise((_, reject) => {
-    setTimeout(() => {
+/** `starting`, or a rejection with kind engine_start_timeout if it takes too long. */
+function withStartTimeout(starting, threads) {
+  let timer;
+  const timeout = new Promise((_, reject) => {
+    timer = setTimeout(() => {
       const seconds = POOL_START_TIMEOUT_MS / 1000;
-      reject(
-        new WorkerError(
-          'InitError',
-          'engine_start_timeout',
-          `the engine's ${threads} threads did not start within ${seconds} s`,
-        ),
-      );
+      const message = `the engine's ${threads} threads did not start within ${seconds} s`;
+      reject(new WorkerError('InitError', 'engine_start_timeout', message));
     }, POOL_START_TIMEOUT_MS);
   });
+  return Promise.race([starting, timeout]).finally(() => clearTimeout(timer));
 }
 
 async function loadEngine(threads, instance) {
   try {
     const starting = startEngine(threads, { instance, relaxed: RELAXED, memory64: MEMORY64 });
-    const { module, exports, build } = await (threads > 1
-      ? Promise.race([starting, poolStartTimeout(threads)])
-      : starting);
+    const { module, exports, build } = await (threads > 1 ? withStartTimeout(starting, threads) : starting);
     engineBuild = { threads, build, memory: exports.memory };
     return module;
   } catch (error) {

@@ -199,19 +199,8 @@ impl WeightType {
             Self::BF16 => ActivationType::BF16,
             Self::Q4_0 | Self::Q5_0 | Self::Q8_0 | Self::IQ4_NL => ActivationType::Q8_0,
             Self::Q4_1 | Self::Q5_1 => ActivationType::Q8_1,
-            Self::Q2_K
-            | Self::Q3_K
-            | Self::Q4_K
-            | Self::Q5_K
-            | Self::Q6_K
-            | Self::IQ4_XS
-            | Self::IQ2_XXS
-            | Self::IQ3_XXS
-            | Self::IQ3_S
-            | Self::IQ2_XS
-            | Self::IQ2_S
-            | Self::IQ1_S
-            | Self::IQ1_M => ActivationType::Q8_K,
+            // The rest are the super-block formats (K- and i-quants, QK_K elements), all dotted with Q8_K.
+            _ => ActivationType::Q8_K,
         }
     }
 
