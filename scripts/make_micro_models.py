@@ -38,6 +38,12 @@ Architectures:
   gemma2   Gemma 2: post-attention and post-FFN norms, GeGLU, scaled embeddings, 3 layers with
            a sliding window of 8 in layers 0 and 2, and soft caps small enough to bite on
            random weights (attention 0.05, final logits 1.0).
+  qwen35   Qwen3.5's hybrid layout: 4 layers, full attention every second one (layers 1, 3:
+           gated queries, Q/K norm, partial NeoX rotation of 16 of 64 dimensions with
+           interleaved M-RoPE sections [3, 3, 2, 0]) and gated DeltaNet in the others (fused
+           attn_qkv into a causal convolution of width 4, 2 key heads and 4 value heads of 32,
+           decay and beta gates, gated RMSNorm); post_attention_norm as the FFN's norm; the
+           qwen35 pre-tokenizer; tied embeddings.
 """
 import argparse
 from pathlib import Path
@@ -187,6 +193,80 @@ def write_model(path, rng, reader, arch, layers, rope_base, biases, fused=False,
     writer.close()
 
 
+# Qwen3.5's gated DeltaNet layers: key heads (ssm.group_count), value heads (ssm.time_step_rank),
+# the head size of both (ssm.state_size) and the convolution's width.
+DN_K_HEADS, DN_V_HEADS, DN_HEAD, DN_CONV = 2, 4, 32, 4
+
+
+def write_qwen35(path, rng, reader):
+    n_vocab = len(reader.fields["tokenizer.ggml.tokens"].data)
+    layers, interval, rope_dims = 4, 2, 16
+    writer = gguf.GGUFWriter(str(path), arch="qwen35")
+    writer.add_name("qwen35-micro-synthetic")
+    writer.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0)
+    writer.add_block_count(layers)
+    writer.add_context_length(4096)
+    writer.add_embedding_length(EMBD)
+    writer.add_feed_forward_length(FFN)
+    writer.add_head_count(HEADS)
+    writer.add_head_count_kv(KV_HEADS)
+    writer.add_key_length(HEAD_DIM)
+    writer.add_value_length(HEAD_DIM)
+    writer.add_rope_freq_base(10_000_000.0)
+    writer.add_rope_dimension_count(rope_dims)
+    writer.add_rope_dimension_sections([3, 3, 2, 0])
+    writer.add_layer_norm_rms_eps(1e-6)
+    writer.add_full_attention_interval(interval)
+    writer.add_ssm_conv_kernel(DN_CONV)
+    writer.add_ssm_state_size(DN_HEAD)
+    writer.add_ssm_group_count(DN_K_HEADS)
+    writer.add_ssm_time_step_rank(DN_V_HEADS)
+    writer.add_ssm_inner_size(DN_V_HEADS * DN_HEAD)
+    copy_tokenizer(writer, reader, pre="qwen35")
+
+    def matrix(name, rows, cols):
+        x = rng.standard_normal((rows, cols), dtype=np.float32) * np.float32(0.02)
+        writer.add_tensor(name, quantize(x, Q.Q8_0), raw_dtype=Q.Q8_0)
+
+    def vector(name, n, mean, std):
+        writer.add_tensor(name, (mean + std * rng.standard_normal(n, dtype=np.float32)).astype(np.float32))
+
+    key_dim, value_dim = DN_K_HEADS * DN_HEAD, DN_V_HEADS * DN_HEAD
+    conv_dim = 2 * key_dim + value_dim
+    matrix("token_embd.weight", n_vocab, EMBD)
+    for layer in range(layers):
+        p = f"blk.{layer}."
+        vector(p + "attn_norm.weight", EMBD, 1.0, 0.1)
+        if (layer + 1) % interval == 0:
+            matrix(p + "attn_q.weight", 2 * HEADS * HEAD_DIM, EMBD)  # query and gate per head
+            matrix(p + "attn_k.weight", KV_HEADS * HEAD_DIM, EMBD)
+            matrix(p + "attn_v.weight", KV_HEADS * HEAD_DIM, EMBD)
+            vector(p + "attn_q_norm.weight", HEAD_DIM, 1.0, 0.1)
+            vector(p + "attn_k_norm.weight", HEAD_DIM, 1.0, 0.1)
+            matrix(p + "attn_output.weight", EMBD, HEADS * HEAD_DIM)
+        else:
+            matrix(p + "attn_qkv.weight", conv_dim, EMBD)
+            matrix(p + "attn_gate.weight", value_dim, EMBD)
+            # Convolution taps large enough that earlier tokens matter; ssm_a = -exp(A_log)
+            # and dt biases chosen so the decays exp(g) spread over (0.3, 1).
+            writer.add_tensor(p + "ssm_conv1d.weight", (0.5 * rng.standard_normal((conv_dim, DN_CONV))).astype(np.float32))
+            vector(p + "ssm_dt.bias", DN_V_HEADS, 0.0, 0.5)
+            writer.add_tensor(p + "ssm_a", (-np.exp(rng.uniform(-1.5, 0.5, DN_V_HEADS))).astype(np.float32))
+            matrix(p + "ssm_beta.weight", DN_V_HEADS, EMBD)
+            matrix(p + "ssm_alpha.weight", DN_V_HEADS, EMBD)
+            vector(p + "ssm_norm.weight", DN_HEAD, 1.0, 0.1)
+            matrix(p + "ssm_out.weight", EMBD, value_dim)
+        vector(p + "post_attention_norm.weight", EMBD, 1.0, 0.1)
+        matrix(p + "ffn_gate.weight", FFN, EMBD)
+        matrix(p + "ffn_up.weight", FFN, EMBD)
+        matrix(p + "ffn_down.weight", EMBD, FFN)
+    vector("output_norm.weight", EMBD, 1.0, 0.1)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+
+
 # arch: (layers, RoPE base, Q/K/V biases, fused QKV and gate/up with LongRoPE)
 MODELS = {
     "qwen2": (2, 1_000_000.0, True, False),
@@ -209,11 +289,16 @@ MODELS = {
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("out_dir", type=Path)
-    parser.add_argument("--arch", choices=sorted(MODELS), action="append")
+    parser.add_argument("--arch", choices=sorted([*MODELS, "qwen35"]), action="append")
     args = parser.parse_args()
     reader = GGUFReader(str(TOKENIZER_SOURCE))
     args.out_dir.mkdir(parents=True, exist_ok=True)
-    for name in args.arch or sorted(MODELS):
+    for name in args.arch or sorted([*MODELS, "qwen35"]):
+        if name == "qwen35":
+            path = args.out_dir / "qwen35-micro-q8_0.gguf"
+            write_qwen35(path, np.random.default_rng(2), reader)
+            print("wrote", path)
+            continue
         arch, _, variant = name.partition("-")
         path = args.out_dir / f"{arch}-micro-{variant or 'q8_0'}.gguf"
         write_model(path, np.random.default_rng(2), reader, arch, *MODELS[name])

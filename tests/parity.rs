@@ -284,3 +284,29 @@ fn micro_models_of_other_architectures_match_llama_cpp() {
         parity.assert_within(&golden.file, tolerance);
     }
 }
+
+/// Qwen3.5's hybrid layers against llama.cpp. Prompts that fit in one chunk of the chunked
+/// delta rule (64 tokens) match to 1e-4 like the other micro files. Past one chunk, llama.cpp's
+/// chunk formula (cumulative decays folded into the keys, a triangular solve) and ours
+/// (forward substitution with decay differences) round differently, and this random model
+/// magnifies rounding: its random queries and keys make each head's output a small difference
+/// of much larger terms (|o| ≈ 0.003 against |δ| ≈ 0.1), which RMSNorm then scales back up. The
+/// 106-token prompt lands within 0.02 (the Q8_0 bound) with the same top token at every
+/// step; our own token-by-token and chunked rules differ by as much on it.
+#[test]
+fn qwen35_micro_matches_llama_cpp() {
+    let mut golden = golden("qwen35-micro-q8_0.json");
+    let path = find_model(&golden.file).unwrap_or_else(|| panic!("{} is missing", golden.file));
+    let engine = inferno::engine::Engine::load(std::fs::read(&path).unwrap()).unwrap();
+    for (prompt_name, prompt) in &golden.prompts {
+        assert_eq!(engine.encode(&prompt.prompt), prompt.prompt_ids, "qwen35 {prompt_name}: prompt ids");
+    }
+    let parity = teacher_forced(engine.model(), &golden, 0.02);
+    parity.report(&golden.file, 0.02);
+    parity.assert_within(&golden.file, 0.02);
+    golden.prompts.retain(|_, prompt| prompt.prompt_ids.len() <= 64);
+    assert_eq!(golden.prompts.len(), 3, "the short prompts");
+    let parity = teacher_forced(engine.model(), &golden, 1e-4);
+    parity.report("qwen35-micro-q8_0.gguf, one chunk", 1e-4);
+    parity.assert_within(&golden.file, 1e-4);
+}

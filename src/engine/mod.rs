@@ -13,7 +13,7 @@ pub use error::EngineError;
 
 use crate::chat::{ChatMessage, ChatTemplate, RenderOptions};
 use crate::gguf::{GgufHeader, Metadata};
-use crate::model::{KvCache, LogitsFor, Model, ModelBytes, Scratch};
+use crate::model::{Cache, LogitsFor, Model, ModelBytes, Scratch};
 use crate::sampler::{Sampler, SamplerSettings, StepTrace};
 use crate::tokenizer::{EncodeOptions, Tokenizer, Utf8Stream, token_count};
 
@@ -193,7 +193,7 @@ pub struct Step {
 }
 
 pub struct Session {
-    cache: KvCache,
+    cache: Cache,
     scratch: Scratch,
     /// Tokens whose keys and values are in `cache`.
     evaluated: Vec<u32>,

@@ -27,6 +27,9 @@ pub enum Architecture {
     /// Gemma 3: scaled embeddings, Q/K norm, post-attention and post-FFN norms, GeGLU,
     /// five sliding-window layers for every global one.
     Gemma3,
+    /// Qwen3.5: gated DeltaNet layers (a recurrent state instead of a KV cache) with full
+    /// attention every few layers (gated queries, Q/K norm, partial NeoX RoPE), SwiGLU.
+    Qwen35,
 }
 
 impl Architecture {
@@ -39,13 +42,22 @@ impl Architecture {
             "phi3" => Some(Self::Phi3),
             "gemma3" => Some(Self::Gemma3),
             "gemma2" => Some(Self::Gemma2),
+            "qwen35" => Some(Self::Qwen35),
             _ => None,
         }
     }
 
     /// Every architecture this crate runs, in the order people meet them in messages.
-    pub const ALL: [Architecture; 7] =
-        [Self::Qwen3, Self::Qwen2, Self::Llama, Self::Smollm3, Self::Phi3, Self::Gemma2, Self::Gemma3];
+    pub const ALL: [Architecture; 8] = [
+        Self::Qwen3,
+        Self::Qwen2,
+        Self::Llama,
+        Self::Smollm3,
+        Self::Phi3,
+        Self::Gemma2,
+        Self::Gemma3,
+        Self::Qwen35,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -56,6 +68,7 @@ impl Architecture {
             Self::Phi3 => "phi3",
             Self::Gemma3 => "gemma3",
             Self::Gemma2 => "gemma2",
+            Self::Qwen35 => "qwen35",
         }
     }
 }
@@ -79,6 +92,47 @@ pub struct Rope {
     /// Cosines and sines are multiplied by this (`rope.scaling.attn_factor`, LongRoPE's
     /// attention factor; ggml's `mscale`).
     pub attn_factor: f32,
+}
+
+/// The shape of a gated DeltaNet layer (Qwen3.5's `ssm.*` keys): a causal convolution over
+/// the projected queries, keys and values, then the gated delta rule on a state of
+/// `head_dim × head_dim` per value head.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct DeltaNet {
+    /// Taps of the causal convolution (`ssm.conv_kernel`).
+    pub conv_kernel: usize,
+    /// Query and key heads (`ssm.group_count`).
+    pub k_heads: usize,
+    /// Value heads (`ssm.time_step_rank`), a multiple of `k_heads`; value head `h` reads key
+    /// head `h % k_heads`, as llama.cpp tiles them.
+    pub v_heads: usize,
+    /// Size of every query, key and value head (`ssm.state_size`).
+    pub head_dim: usize,
+}
+
+impl DeltaNet {
+    pub fn key_dim(&self) -> usize {
+        self.k_heads * self.head_dim
+    }
+
+    pub fn value_dim(&self) -> usize {
+        self.v_heads * self.head_dim
+    }
+
+    /// Channels of the convolution: queries, keys, values.
+    pub fn conv_dim(&self) -> usize {
+        2 * self.key_dim() + self.value_dim()
+    }
+
+    /// Floats of the convolution's state: the last `conv_kernel - 1` inputs.
+    pub fn conv_state_len(&self) -> usize {
+        (self.conv_kernel - 1) * self.conv_dim()
+    }
+
+    /// Floats of the delta rule's state: one `head_dim × head_dim` matrix per value head.
+    pub fn ssm_state_len(&self) -> usize {
+        self.v_heads * self.head_dim * self.head_dim
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -124,6 +178,15 @@ pub struct Config {
     pub final_softcap: Option<f32>,
     /// Multiplier applied to token embeddings (Gemma: sqrt(n_embd)).
     pub embedding_scale: Option<f32>,
+    /// The attention layers' query projection also yields a per-head output gate,
+    /// `sigmoid(gate) ⊙ attention` (Qwen3.5).
+    pub gated_attention: bool,
+    /// Rotated pairs that interleaved M-RoPE (Qwen3.5, `rope.dimension_sections`) gives the
+    /// fourth position stream, which is 0 for text: they stay unrotated.
+    pub rope_unrotated_pairs: Vec<usize>,
+    /// Gated DeltaNet layers' shape (Qwen3.5), and which layers they are.
+    pub delta_net: Option<DeltaNet>,
+    recurrent_layers: Vec<bool>,
     pub vocab_size: usize,
 }
 
@@ -131,6 +194,9 @@ pub struct Config {
 const MAX_DIM: u64 = 1 << 20;
 const MAX_LAYERS: u64 = 1 << 12;
 const MAX_CONTEXT: u64 = 1 << 24;
+/// Bound on a DeltaNet head: its state is `head_dim²` floats per head and layer.
+const MAX_DELTA_NET_HEAD: u64 = 1 << 10;
+const MAX_CONV_KERNEL: u64 = 64;
 
 impl Config {
     /// Reads the hyperparameters of `architecture`; `vocab_size` comes from the embedding tensor.
@@ -197,7 +263,8 @@ impl Config {
             | Architecture::Qwen2
             | Architecture::Gemma2
             | Architecture::Gemma3
-            | Architecture::Phi3 => RopeStyle::Neox,
+            | Architecture::Phi3
+            | Architecture::Qwen35 => RopeStyle::Neox,
         };
         let attn_factor = keys.positive_float("rope.scaling.attn_factor")?.unwrap_or(1.0);
         let rope_global = Rope { base: rope_base, freq_scale, attn_factor };
@@ -236,6 +303,17 @@ impl Config {
             Architecture::Gemma3 | Architecture::Gemma2 => Some((n_embd as f32).sqrt()),
             _ => None,
         };
+        let (delta_net, recurrent_layers) = match architecture {
+            Architecture::Qwen35 => {
+                let (delta_net, recurrent) = keys.delta_net(n_layer)?;
+                (Some(delta_net), recurrent)
+            }
+            _ => (None, vec![false; n_layer]),
+        };
+        let rope_unrotated_pairs = match architecture {
+            Architecture::Qwen35 => keys.imrope_unrotated_pairs(rope_dims)?,
+            _ => Vec::new(),
+        };
         if vocab_size == 0 {
             return Err(ModelError::BadTensor {
                 name: "token_embd.weight".into(),
@@ -272,8 +350,22 @@ impl Config {
             attn_softcap,
             final_softcap,
             embedding_scale,
+            gated_attention: architecture == Architecture::Qwen35,
+            rope_unrotated_pairs,
+            delta_net,
+            recurrent_layers,
             vocab_size,
         })
+    }
+
+    /// Whether layer `layer` is a gated DeltaNet layer (a recurrent state, no KV cache).
+    pub fn is_recurrent(&self, layer: usize) -> bool {
+        self.recurrent_layers.get(layer).copied().unwrap_or(false)
+    }
+
+    /// How many layers attend (and so keep keys and values).
+    pub fn attention_layers(&self) -> usize {
+        self.n_layer - self.recurrent_layers.iter().filter(|&&r| r).count()
     }
 
     pub fn q_dim(&self) -> usize {
@@ -336,6 +428,86 @@ impl Keys<'_> {
         self.optional_count(name, max)?.ok_or_else(|| self.missing(name))
     }
 
+    /// Qwen3.5's `ssm.*` keys, checked as llama.cpp assumes them (one head size for keys and
+    /// values, value heads a multiple of key heads), and which layers are recurrent:
+    /// `attention.recurrent_layers` if given, else all but every `full_attention_interval`-th
+    /// (default 4).
+    fn delta_net(&self, n_layer: usize) -> Result<(DeltaNet, Vec<bool>), ModelError> {
+        let conv_kernel = self.required_count("ssm.conv_kernel", MAX_CONV_KERNEL)?;
+        let head_dim = self.required_count("ssm.state_size", MAX_DELTA_NET_HEAD)?;
+        let k_heads = self.required_count("ssm.group_count", MAX_DIM)?;
+        let v_heads = self.required_count("ssm.time_step_rank", MAX_DIM)?;
+        let inner = self.required_count("ssm.inner_size", MAX_DIM)?;
+        if v_heads % k_heads != 0 {
+            return Err(self.bad(
+                "ssm.time_step_rank",
+                format!("= {v_heads} value heads is not a multiple of group_count {k_heads}"),
+            ));
+        }
+        if v_heads.checked_mul(head_dim) != Some(inner) {
+            return Err(self.bad(
+                "ssm.inner_size",
+                format!("= {inner} is not time_step_rank {v_heads} × state_size {head_dim}"),
+            ));
+        }
+        if conv_kernel < 2 {
+            return Err(self.bad("ssm.conv_kernel", format!("= {conv_kernel}: the convolution needs 2 taps")));
+        }
+        // Every width below is at most 3 × inner_size: key heads are at most as many as
+        // value heads.
+        let delta_net = DeltaNet { conv_kernel, k_heads, v_heads, head_dim };
+        let recurrent = match self.metadata.get(&self.key("attention.recurrent_layers")) {
+            Some(value) => match value.as_array() {
+                Some(crate::gguf::Array::Bool(flags)) if flags.len() >= n_layer => flags[..n_layer].to_vec(),
+                _ => {
+                    return Err(self.bad(
+                        "attention.recurrent_layers",
+                        format!("should be an array of at least {n_layer} booleans"),
+                    ));
+                }
+            },
+            None => {
+                let interval = self.optional_count("full_attention_interval", MAX_LAYERS)?.unwrap_or(4);
+                (0..n_layer).map(|l| (l + 1) % interval != 0).collect()
+            }
+        };
+        Ok((delta_net, recurrent))
+    }
+
+    /// Interleaved M-RoPE (`rope.dimension_sections`, four counts of pairs): pair `i` belongs
+    /// to section `i mod Σ` of stream `i mod 3` while that stream has sections left, and to the
+    /// fourth stream otherwise (ggml's `ggml_mrope_cache_init`). Text gives the first three
+    /// streams the token's position and the fourth 0, so only the fourth stream's pairs differ
+    /// from plain RoPE: they are returned, to be left unrotated.
+    fn imrope_unrotated_pairs(&self, rope_dims: usize) -> Result<Vec<usize>, ModelError> {
+        let name = "rope.dimension_sections";
+        let Some(value) = self.metadata.get(&self.key(name)) else { return Ok(Vec::new()) };
+        let sections: Vec<u64> = match value.as_array() {
+            Some(crate::gguf::Array::I32(v)) => {
+                v.iter().map(|&x| u64::try_from(x).unwrap_or(u64::MAX)).collect()
+            }
+            Some(crate::gguf::Array::U32(v)) => v.iter().map(|&x| u64::from(x)).collect(),
+            _ => return Err(self.bad(name, "should be an array of integers".into())),
+        };
+        let [t, h, w, e] = match sections[..] {
+            [t, h, w, e, ..] if [t, h, w, e].iter().all(|&s| s <= MAX_DIM) => {
+                [t, h, w, e].map(|s| s as usize)
+            }
+            _ => return Err(self.bad(name, "should hold four section sizes".into())),
+        };
+        let total = t + h + w + e;
+        if total == 0 || t + h + w == 0 {
+            return Err(self.bad(name, "has no sections for text positions".into()));
+        }
+        Ok((0..rope_dims / 2)
+            .filter(|&pair| {
+                let sector = pair % total;
+                let stream_has = |stream: usize, size: usize| sector % 3 == stream && sector < 3 * size;
+                !(stream_has(1, h) || stream_has(2, w) || stream_has(0, t))
+            })
+            .collect())
+    }
+
     fn positive_float(&self, name: &str) -> Result<Option<f32>, ModelError> {
         let Some(value) = self.metadata.get(&self.key(name)) else { return Ok(None) };
         match value.as_f64() {
@@ -364,11 +536,12 @@ mod tests {
             Architecture::Phi3 => 4,
             Architecture::Gemma2 => 5,
             Architecture::Gemma3 => 6,
+            Architecture::Qwen35 => 7,
         };
-        assert_eq!(Architecture::ALL.map(place), [0, 1, 2, 3, 4, 5, 6]);
+        assert_eq!(Architecture::ALL.map(place), [0, 1, 2, 3, 4, 5, 6, 7]);
         let message = ModelError::UnsupportedArchitecture("mamba".into()).to_string();
         assert!(
-            message.ends_with("(supported: qwen3, qwen2, llama, smollm3, phi3, gemma2, gemma3)"),
+            message.ends_with("(supported: qwen3, qwen2, llama, smollm3, phi3, gemma2, gemma3, qwen35)"),
             "{message}"
         );
     }

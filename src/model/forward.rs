@@ -1,6 +1,7 @@
-//! The forward pass, top to bottom: embed → for each layer (attention block, feed-forward
-//! block) → final norm → logits. Qwen3, Llama and Gemma 3 share this one function; where they
-//! differ (Q/K norm, RoPE pairing, post-norms, activation, sliding windows) the step says so.
+//! The forward pass, top to bottom: embed → for each layer (mixer block: attention or gated
+//! DeltaNet; feed-forward block) → final norm → logits. Every architecture shares this one
+//! function; where they differ (Q/K norm, RoPE pairing, gates, post-norms, activation,
+//! sliding windows, recurrent layers) the step says so.
 //!
 //! A call processes a batch of tokens at once: every projection is a matrix × matrix product
 //! (each weight block is read once for all rows), so prefill costs far less per token than decode.
@@ -10,11 +11,12 @@ use half::f16;
 
 use super::Model;
 use super::attention::{HeadView, Scoring, TILED_MIN_QUERIES, attend_head_f16_accumulator, attend_head_f32};
+use super::cache::Cache;
 use super::config::{Architecture, Config};
+use super::delta_net::{DeltaInputs, causal_conv_silu, delta_rule, gates, l2_normalize_heads, sigmoid, silu};
 use super::error::{ModelError, try_zeroed};
-use super::kv_cache::KvCache;
 use super::ops::{add_in_place, apply_rope, geglu, rms_norm, rms_norm_in_place, rope_table, swiglu};
-use super::weights::{LayerWeights, Matrix};
+use super::weights::{AttentionWeights, DeltaNetWeights, LayerWeights, Matrix, Mixer};
 use crate::parallel;
 use crate::tensor::{ActivationType, MatmulOperand, QuantizedActivations, dequantize_row, matmul_many};
 
@@ -42,9 +44,12 @@ pub struct Scratch {
     /// Output of a block before the residual add, `batch × n_embd`.
     block_out: Vec<f32>,
     q: Vec<f32>,
+    /// Gated attention's query projection: each head's query, then its gate.
+    q_and_gate: Vec<f32>,
     k: Vec<f32>,
     v: Vec<f32>,
     attn: Vec<f32>,
+    delta: DeltaScratch,
     gate: Vec<f32>,
     up: Vec<f32>,
     /// The layer's cached keys and values widened to f32, `context × kv_dim`.
@@ -53,6 +58,24 @@ pub struct Scratch {
     rope: Vec<(f32, f32)>,
     quantized: QuantizedInput,
     logits: Vec<f32>,
+}
+
+/// Working memory of gated DeltaNet layers (empty for other models).
+#[derive(Default)]
+struct DeltaScratch {
+    /// Projected queries, keys and values (`batch × conv_dim`), then convolved.
+    qkv: Vec<f32>,
+    convolved: Vec<f32>,
+    /// Output gate, `batch × value_dim`.
+    z: Vec<f32>,
+    /// Per token and value head: decay input becoming the log-decay, beta.
+    alpha: Vec<f32>,
+    beta: Vec<f32>,
+    /// The delta rule's output, `batch × value_dim`.
+    out: Vec<f32>,
+    /// The convolution's window (state and batch) and the delta rule's per-head output.
+    window: Vec<f32>,
+    by_head: Vec<f32>,
 }
 
 /// The vector a projection reads. Projections of the same one (Q, K and V; gate and up) share
@@ -102,15 +125,30 @@ impl Scratch {
     pub fn new(config: &Config, context: usize, max_batch: usize) -> Result<Scratch, ModelError> {
         let max_batch = max_batch.max(1);
         let rows = |width: usize| try_zeroed::<f32>("scratch buffers", max_batch.saturating_mul(width));
+        let delta = match config.delta_net {
+            Some(shape) => DeltaScratch {
+                qkv: rows(shape.conv_dim())?,
+                convolved: rows(shape.conv_dim())?,
+                z: rows(shape.value_dim())?,
+                alpha: rows(shape.v_heads)?,
+                beta: rows(shape.v_heads)?,
+                out: rows(shape.value_dim())?,
+                window: Vec::new(),
+                by_head: Vec::new(),
+            },
+            None => DeltaScratch::default(),
+        };
         Ok(Scratch {
             max_batch,
             x: rows(config.n_embd)?,
             normed: rows(config.n_embd)?,
             block_out: rows(config.n_embd)?,
             q: rows(config.q_dim())?,
+            q_and_gate: rows(if config.gated_attention { 2 * config.q_dim() } else { 0 })?,
             k: rows(config.kv_dim())?,
             v: rows(config.kv_dim())?,
             attn: rows(config.q_dim())?,
+            delta,
             gate: rows(config.n_ff)?,
             up: rows(config.n_ff)?,
             keys: try_zeroed("attention keys", context.saturating_mul(config.kv_dim()))?,
@@ -132,10 +170,12 @@ impl Scratch {
     /// what grows on first use (quantized activations of the widest row, at most 4 bytes a
     /// value, and one row of logits). With the KV cache, this is the memory a session costs.
     pub fn bytes(&self, config: &Config) -> usize {
+        let d = &self.delta;
         let f32s =
-            [&self.x, &self.normed, &self.block_out, &self.q, &self.k, &self.v, &self.attn, &self.gate]
+            [&self.x, &self.normed, &self.block_out, &self.q, &self.q_and_gate, &self.k, &self.v, &self.attn]
                 .into_iter()
-                .chain([&self.up, &self.keys, &self.values])
+                .chain([&self.gate, &self.up, &self.keys, &self.values])
+                .chain([&d.qkv, &d.convolved, &d.z, &d.alpha, &d.beta, &d.out, &d.window, &d.by_head])
                 .map(Vec::capacity)
                 .sum::<usize>();
         let widest = config.n_embd.max(config.n_ff).max(config.q_dim());
@@ -149,7 +189,7 @@ impl Model {
     /// returns logits (`vocab_size` per requested position, row-major).
     pub fn forward<'s>(
         &self,
-        cache: &mut KvCache,
+        cache: &mut Cache,
         scratch: &'s mut Scratch,
         tokens: &[u32],
         logits_for: LogitsFor,
@@ -185,7 +225,7 @@ impl Model {
 
     fn forward_batch(
         &self,
-        cache: &mut KvCache,
+        cache: &mut Cache,
         s: &mut Scratch,
         tokens: &[u32],
         logit_rows: Option<std::ops::Range<usize>>,
@@ -199,7 +239,16 @@ impl Model {
         let last = self.weights.layers.len().saturating_sub(1);
         let mut ffn_rows = n;
         for (l, layer) in self.weights.layers.iter().enumerate() {
-            self.attention_block(l, layer, cache, s, n, start)?;
+            let d = c.n_embd;
+            rms_norm(&mut s.normed[..n * d], &s.x[..n * d], &layer.attn_norm, c.rms_eps);
+            match &layer.mixer {
+                Mixer::Attention(attention) => self.attention_block(l, attention, cache, s, n, start)?,
+                Mixer::DeltaNet(delta_net) => self.delta_net_block(l, delta_net, cache, s, n)?,
+            }
+            if let Some(w) = &layer.post_attn_norm {
+                rms_norm_in_place(&mut s.block_out[..n * d], w, c.rms_eps);
+            }
+            add_in_place(&mut s.x[..n * d], &s.block_out[..n * d]);
             if l == last {
                 // As llama.cpp's graphs (`inp_out_ids`): the last layer's FFN runs only on the
                 // rows whose logits are wanted, moved to the front. The kernels a matmul takes
@@ -251,12 +300,13 @@ impl Model {
         Ok(())
     }
 
-    /// `x += post_norm(Wo · attention(rope(norm(Wq·h)), rope(norm(Wk·h)), Wv·h))`, `h = norm(x)`.
+    /// `block_out = Wo · attention(rope(norm(Wq·h)), rope(norm(Wk·h)), Wv·h)` for the
+    /// normalized input `h` (times `sigmoid(gate)` where queries come with a gate).
     fn attention_block(
         &self,
         l: usize,
-        layer: &LayerWeights,
-        cache: &mut KvCache,
+        layer: &AttentionWeights,
+        cache: &mut Cache,
         s: &mut Scratch,
         n: usize,
         start: usize,
@@ -264,16 +314,23 @@ impl Model {
         let c = &self.config;
         let (d, qd, kvd, hd) = (c.n_embd, c.q_dim(), c.kv_dim(), c.head_dim);
         let file = self.file();
-        let h = &mut s.normed[..n * d];
-        rms_norm(h, &s.x[..n * d], &layer.attn_norm, c.rms_eps);
+        let h = &s.normed[..n * d];
         let (q, k, v) = (&mut s.q[..n * qd], &mut s.k[..n * kvd], &mut s.v[..n * kvd]);
+        // Gated attention projects each head's query and gate together; the queries are
+        // gathered out of that.
+        let q_out = if c.gated_attention { &mut s.q_and_gate[..2 * n * qd] } else { &mut *q };
         project_many(
             file,
             Input::AttentionIn(l),
             h,
             &mut s.quantized,
-            [(&layer.wq, &mut *q), (&layer.wk, &mut *k), (&layer.wv, &mut *v)],
+            [(&layer.wq, q_out), (&layer.wk, &mut *k), (&layer.wv, &mut *v)],
         )?;
+        if c.gated_attention {
+            for (query, both) in q.chunks_exact_mut(hd).zip(s.q_and_gate.chunks_exact(2 * hd)) {
+                query.copy_from_slice(&both[..hd]);
+            }
+        }
 
         // Qwen2 adds biases to the projections (llama.cpp: ggml_add after each mul_mat).
         for (bias, out, width) in
@@ -294,6 +351,9 @@ impl Model {
         let freq_factors = self.weights.rope_factors(cache.capacity() > c.rope_original_context);
         for t in (0..n).filter(|_| c.uses_rope(l)) {
             rope_table(&mut s.rope, start + t, rope, c.rope_dims, freq_factors);
+            for &pair in &c.rope_unrotated_pairs {
+                s.rope[pair] = (rope.attn_factor, 0.0);
+            }
             apply_rope(&mut q[t * qd..(t + 1) * qd], hd, &s.rope, c.rope_style);
             apply_rope(&mut k[t * kvd..(t + 1) * kvd], hd, &s.rope, c.rope_style);
         }
@@ -308,12 +368,63 @@ impl Model {
         let attn = &mut s.attn[..n * qd];
         self.attend(l, cache, [&mut s.keys, &mut s.values], q, attn, start, score_scale);
 
+        if c.gated_attention {
+            for (head, both) in attn.chunks_exact_mut(hd).zip(s.q_and_gate.chunks_exact(2 * hd)) {
+                head.iter_mut().zip(&both[hd..]).for_each(|(a, &gate)| *a *= sigmoid(gate));
+            }
+        }
         let out = &mut s.block_out[..n * d];
         project(file, Input::AttentionOut(l), attn, &mut s.quantized, &layer.wo, out)?;
-        if let Some(w) = &layer.post_attn_norm {
-            rms_norm_in_place(out, w, c.rms_eps);
+        Ok(())
+    }
+
+    /// Qwen3.5's gated DeltaNet: `block_out = W_out · (norm(delta_rule(q, k, v)) ⊙ silu(z))`,
+    /// where q, k, v come from a causal convolution over `W_qkv · h`, and the rule's decay and
+    /// beta from `W_alpha · h` and `W_beta · h`. The convolution's and the rule's state live
+    /// in the cache and carry over from the previous batch.
+    fn delta_net_block(
+        &self,
+        l: usize,
+        layer: &DeltaNetWeights,
+        cache: &mut Cache,
+        s: &mut Scratch,
+        n: usize,
+    ) -> Result<(), ModelError> {
+        let c = &self.config;
+        let shape = c.delta_net.expect("recurrent layers have a DeltaNet shape");
+        let (d, hd) = (c.n_embd, shape.head_dim);
+        let b = &mut s.delta;
+        let (qkv, z) = (&mut b.qkv[..n * shape.conv_dim()], &mut b.z[..n * shape.value_dim()]);
+        let (alpha, beta) = (&mut b.alpha[..n * shape.v_heads], &mut b.beta[..n * shape.v_heads]);
+        project_many(
+            self.file(),
+            Input::AttentionIn(l),
+            &s.normed[..n * d],
+            &mut s.quantized,
+            [
+                (&layer.wqkv, &mut *qkv),
+                (&layer.wz, &mut *z),
+                (&layer.w_beta, &mut *beta),
+                (&layer.w_alpha, &mut *alpha),
+            ],
+        )?;
+        gates(&layer.dt_bias, &layer.a, alpha, beta);
+
+        let (conv_state, ssm_state) = cache.recurrent_layer(l);
+        let convolved = &mut b.convolved[..n * shape.conv_dim()];
+        causal_conv_silu(&shape, conv_state, &layer.conv, qkv, convolved, &mut b.window);
+        for row in convolved.chunks_exact_mut(shape.conv_dim()) {
+            l2_normalize_heads(&mut row[..2 * shape.key_dim()], hd, c.rms_eps);
         }
-        add_in_place(&mut s.x[..n * d], out);
+        let out = &mut b.out[..n * shape.value_dim()];
+        let inputs = DeltaInputs { qkv: convolved, g: alpha, beta };
+        delta_rule(&shape, &inputs, ssm_state, out, &mut b.by_head);
+
+        // Each head's output normalized, then gated by silu(z).
+        rms_norm_in_place(out, &layer.norm, c.rms_eps);
+        out.iter_mut().zip(z.iter()).for_each(|(o, &z)| *o *= silu(z));
+        let block_out = &mut s.block_out[..n * d];
+        project(self.file(), Input::AttentionOut(l), out, &mut s.quantized, &layer.w_out, block_out)?;
         Ok(())
     }
 
@@ -323,7 +434,7 @@ impl Model {
     fn attend(
         &self,
         l: usize,
-        cache: &KvCache,
+        cache: &Cache,
         [keys32, values32]: [&mut Vec<f32>; 2],
         q: &[f32],
         out: &mut [f32],
@@ -398,7 +509,8 @@ impl Model {
             | Architecture::Qwen2
             | Architecture::Llama
             | Architecture::Smollm3
-            | Architecture::Phi3 => swiglu(gate, up),
+            | Architecture::Phi3
+            | Architecture::Qwen35 => swiglu(gate, up),
         }
         let out = &mut s.block_out[..n * d];
         project(file, Input::FeedForwardHidden(l), gate, &mut s.quantized, &layer.w_down, out)?;

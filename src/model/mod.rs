@@ -6,21 +6,22 @@
 
 mod attention;
 mod bytes;
+mod cache;
 mod config;
+mod delta_net;
 mod error;
 mod forward;
-mod kv_cache;
 mod loader;
 mod ops;
 mod weights;
 
 pub use bytes::{ModelBytes, piece_starts};
-pub use config::{Architecture, Config, Rope, RopeStyle};
+pub use cache::{CHECKPOINT_INTERVAL, Cache};
+pub use config::{Architecture, Config, DeltaNet, Rope, RopeStyle};
 pub use error::ModelError;
 pub use forward::{LogitsFor, Scratch};
-pub use kv_cache::KvCache;
 pub use loader::{FileLoader, LoadError};
-pub use weights::{LayerWeights, Matrix, Weights};
+pub use weights::{AttentionWeights, DeltaNetWeights, LayerWeights, Matrix, Mixer, Weights};
 
 use crate::gguf::{GgufHeader, Metadata};
 
@@ -73,8 +74,8 @@ impl Model {
     }
 
     /// A KV cache for `context` positions and scratch space for batches of up to `max_batch`.
-    pub fn new_state(&self, context: usize, max_batch: usize) -> Result<(KvCache, Scratch), ModelError> {
-        Ok((KvCache::new(&self.config, context)?, Scratch::new(&self.config, context, max_batch)?))
+    pub fn new_state(&self, context: usize, max_batch: usize) -> Result<(Cache, Scratch), ModelError> {
+        Ok((Cache::new(&self.config, context)?, Scratch::new(&self.config, context, max_batch)?))
     }
 }
 

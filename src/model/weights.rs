@@ -5,7 +5,7 @@
 use std::ops::Range;
 
 use super::bytes::ModelBytes;
-use super::config::{Architecture, Config};
+use super::config::{Architecture, Config, DeltaNet};
 use super::error::ModelError;
 use crate::gguf::{GgufHeader, TensorInfo};
 use crate::tensor::{REPACK_ROWS, WeightLayout, WeightType, dequantize_row};
@@ -65,6 +65,26 @@ impl Matrix {
 
 pub struct LayerWeights {
     pub attn_norm: Vec<f32>,
+    /// What mixes positions: attention over the KV cache, or a gated DeltaNet.
+    pub mixer: Mixer,
+    /// Norm of the mixer's output before the residual add (Gemma 3).
+    pub post_attn_norm: Option<Vec<f32>>,
+    /// The feed-forward block's input norm (Qwen3.5 names it `post_attention_norm`).
+    pub ffn_norm: Vec<f32>,
+    pub w_gate: Matrix,
+    pub w_up: Matrix,
+    pub w_down: Matrix,
+    /// Norm of the FFN output before the residual add (Gemma 3).
+    pub post_ffn_norm: Option<Vec<f32>>,
+}
+
+pub enum Mixer {
+    Attention(AttentionWeights),
+    DeltaNet(DeltaNetWeights),
+}
+
+pub struct AttentionWeights {
+    /// Queries; with [`Config::gated_attention`], each head's query followed by its gate.
     pub wq: Matrix,
     pub wk: Matrix,
     pub wv: Matrix,
@@ -73,17 +93,28 @@ pub struct LayerWeights {
     pub bq: Option<Vec<f32>>,
     pub bk: Option<Vec<f32>>,
     pub bv: Option<Vec<f32>>,
-    /// Per-head RMSNorm of queries and keys (Qwen3, Gemma 3).
+    /// Per-head RMSNorm of queries and keys (Qwen3, Gemma 3, Qwen3.5).
     pub q_norm: Option<Vec<f32>>,
     pub k_norm: Option<Vec<f32>>,
-    /// Norm of the attention output before the residual add (Gemma 3).
-    pub post_attn_norm: Option<Vec<f32>>,
-    pub ffn_norm: Vec<f32>,
-    pub w_gate: Matrix,
-    pub w_up: Matrix,
-    pub w_down: Matrix,
-    /// Norm of the FFN output before the residual add (Gemma 3).
-    pub post_ffn_norm: Option<Vec<f32>>,
+}
+
+/// A gated DeltaNet layer's tensors (llama.cpp's names in brackets).
+pub struct DeltaNetWeights {
+    /// Queries, keys and values before the convolution (`attn_qkv`).
+    pub wqkv: Matrix,
+    /// The output gate `z` (`attn_gate`).
+    pub wz: Matrix,
+    /// Per-head beta (`ssm_beta`) and decay (`ssm_alpha`) projections.
+    pub w_beta: Matrix,
+    pub w_alpha: Matrix,
+    /// Convolution taps, `conv_dim × conv_kernel` (`ssm_conv1d`).
+    pub conv: Vec<f32>,
+    /// Decay bias and rate per value head (`ssm_dt.bias`, `ssm_a` = -exp(A_log)).
+    pub dt_bias: Vec<f32>,
+    pub a: Vec<f32>,
+    /// RMSNorm weight of each value head's output (`ssm_norm`).
+    pub norm: Vec<f32>,
+    pub w_out: Matrix,
 }
 
 pub struct Weights {
@@ -117,7 +148,10 @@ impl Weights {
         let tensors = Tensors { header, file };
         let (d, q, kv, ff, hd) =
             (config.n_embd, config.q_dim(), config.kv_dim(), config.n_ff, config.head_dim);
-        let has_qk_norm = matches!(config.architecture, Architecture::Qwen3 | Architecture::Gemma3);
+        let has_qk_norm =
+            matches!(config.architecture, Architecture::Qwen3 | Architecture::Gemma3 | Architecture::Qwen35);
+        // Gated attention's query projection holds a gate after each head's query.
+        let q_rows = if config.gated_attention { 2 * q } else { q };
         let has_post_norms = matches!(config.architecture, Architecture::Gemma2 | Architecture::Gemma3);
         // llama.cpp requires Qwen2's Q/K/V biases and reads Llama's and SmolLM3's when a file
         // has them.
@@ -153,30 +187,49 @@ impl Weights {
                     _ => Ok(None),
                 }
             };
-            // Fused QKV (Phi-3, and any file converted that way): one matrix whose first q
-            // rows are Q, then K, then V. Rows are independent dot products, so views of its
-            // row ranges compute exactly what the fused matmul does.
-            let (wq, wk, wv, fused_bias) = match header.tensor(&name("attn_qkv")) {
-                Some(_) => {
-                    let [wq, wk, wv] =
-                        tensors.matrix(&name("attn_qkv"), q + 2 * kv, d)?.split_rows([q, kv, kv]);
-                    let bias_name = format!("blk.{i}.attn_qkv.bias");
-                    let fused_bias = match header.tensor(&bias_name) {
-                        Some(_) => Some(tensors.vector(&bias_name, q + 2 * kv)?),
-                        None => None,
+            let mixer = match config.delta_net {
+                Some(shape) if config.is_recurrent(i) => Mixer::DeltaNet(tensors.delta_net(i, shape, d)?),
+                _ => {
+                    let (wq, wk, wv, (bq, bk, bv)) = match header.tensor(&name("attn_qkv")) {
+                        // Fused QKV (Phi-3, and any file converted that way): one matrix whose
+                        // first q rows are Q, then K, then V. Rows are independent dot
+                        // products, so views of its row ranges compute exactly what the fused
+                        // matmul does.
+                        Some(_) => {
+                            let [wq, wk, wv] = tensors
+                                .matrix(&name("attn_qkv"), q_rows + 2 * kv, d)?
+                                .split_rows([q_rows, kv, kv]);
+                            let bias_name = format!("blk.{i}.attn_qkv.bias");
+                            let biases = match header.tensor(&bias_name) {
+                                Some(_) => {
+                                    let b = tensors.vector(&bias_name, q_rows + 2 * kv)?;
+                                    let (bq, rest) = b.split_at(q_rows);
+                                    let (bk, bv) = rest.split_at(kv);
+                                    (Some(bq.to_vec()), Some(bk.to_vec()), Some(bv.to_vec()))
+                                }
+                                None => (None, None, None),
+                            };
+                            (wq, wk, wv, biases)
+                        }
+                        None => (
+                            tensors.matrix(&name("attn_q"), q_rows, d)?,
+                            tensors.matrix(&name("attn_k"), kv, d)?,
+                            tensors.matrix(&name("attn_v"), kv, d)?,
+                            (bias("attn_q", q)?, bias("attn_k", kv)?, bias("attn_v", kv)?),
+                        ),
                     };
-                    (wq, wk, wv, fused_bias)
+                    Mixer::Attention(AttentionWeights {
+                        wq,
+                        wk,
+                        wv,
+                        wo: tensors.matrix(&name("attn_output"), d, q)?,
+                        bq,
+                        bk,
+                        bv,
+                        q_norm: optional_vector("attn_q_norm", hd, has_qk_norm)?,
+                        k_norm: optional_vector("attn_k_norm", hd, has_qk_norm)?,
+                    })
                 }
-                None => (
-                    tensors.matrix(&name("attn_q"), q, d)?,
-                    tensors.matrix(&name("attn_k"), kv, d)?,
-                    tensors.matrix(&name("attn_v"), kv, d)?,
-                    None,
-                ),
-            };
-            let (bq, bk, bv) = match fused_bias {
-                Some(b) => (Some(b[..q].to_vec()), Some(b[q..q + kv].to_vec()), Some(b[q + kv..].to_vec())),
-                None => (bias("attn_q", q)?, bias("attn_k", kv)?, bias("attn_v", kv)?),
             };
             // Phi-3's `ffn_up` holds gate and up: the first ff rows go through SiLU.
             let (w_gate, w_up) = if config.architecture == Architecture::Phi3 {
@@ -185,19 +238,17 @@ impl Weights {
             } else {
                 (tensors.matrix(&name("ffn_gate"), ff, d)?, tensors.matrix(&name("ffn_up"), ff, d)?)
             };
+            // Qwen3.5 calls its FFN input norm `post_attention_norm` (it has no output norms).
+            let (ffn_norm_name, post_attn_norm) = if config.architecture == Architecture::Qwen35 {
+                ("post_attention_norm", None)
+            } else {
+                ("ffn_norm", optional_vector("post_attention_norm", d, has_post_norms)?)
+            };
             layers.push(LayerWeights {
                 attn_norm: tensors.vector(&name("attn_norm"), d)?,
-                wq,
-                wk,
-                wv,
-                wo: tensors.matrix(&name("attn_output"), d, q)?,
-                bq,
-                bk,
-                bv,
-                q_norm: optional_vector("attn_q_norm", hd, has_qk_norm)?,
-                k_norm: optional_vector("attn_k_norm", hd, has_qk_norm)?,
-                post_attn_norm: optional_vector("post_attention_norm", d, has_post_norms)?,
-                ffn_norm: tensors.vector(&name("ffn_norm"), d)?,
+                mixer,
+                post_attn_norm,
+                ffn_norm: tensors.vector(&name(ffn_norm_name), d)?,
                 w_gate,
                 w_up,
                 w_down: tensors.matrix(&name("ffn_down"), d, ff)?,
@@ -271,9 +322,33 @@ impl Tensors<'_> {
         Ok(Matrix { name: name.into(), range, weight_type, rows, cols, layout })
     }
 
+    /// Layer `layer`'s gated DeltaNet tensors, for a model `d` wide.
+    fn delta_net(&self, layer: usize, shape: DeltaNet, d: usize) -> Result<DeltaNetWeights, ModelError> {
+        let name = |suffix: &str| format!("blk.{layer}.{suffix}");
+        let (heads, value_dim) = (shape.v_heads, shape.value_dim());
+        Ok(DeltaNetWeights {
+            wqkv: self.matrix(&name("attn_qkv.weight"), shape.conv_dim(), d)?,
+            wz: self.matrix(&name("attn_gate.weight"), value_dim, d)?,
+            w_beta: self.matrix(&name("ssm_beta.weight"), heads, d)?,
+            w_alpha: self.matrix(&name("ssm_alpha.weight"), heads, d)?,
+            conv: self.decoded(&name("ssm_conv1d.weight"), &[shape.conv_kernel, shape.conv_dim()])?,
+            dt_bias: self.vector(&name("ssm_dt.bias"), heads)?,
+            a: self.vector(&name("ssm_a"), heads)?,
+            norm: self.vector(&name("ssm_norm.weight"), shape.head_dim)?,
+            w_out: self.matrix(&name("ssm_out.weight"), d, value_dim)?,
+        })
+    }
+
     /// A vector of `len` elements, decoded to f32.
     fn vector(&self, name: &str, len: usize) -> Result<Vec<f32>, ModelError> {
-        let (info, weight_type) = self.find(name, &[len])?;
+        self.decoded(name, &[len])
+    }
+
+    /// A small tensor of ggml dimensions `dims` (a vector, or a table such as convolution
+    /// taps), decoded to f32 in its storage order.
+    fn decoded(&self, name: &str, dims: &[usize]) -> Result<Vec<f32>, ModelError> {
+        let len = dims.iter().product();
+        let (info, weight_type) = self.find(name, dims)?;
         let range = self.range(info)?;
         if weight_type.row_bytes(len)? as u64 != info.n_bytes {
             return Err(ModelError::BadTensor {

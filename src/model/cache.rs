@@ -1,0 +1,295 @@
+//! What a session remembers of the tokens it has run: the keys and values of attention layers
+//! (F16, like llama.cpp's CPU default, sized to the context a session asks for rather than the
+//! model's maximum) and, for recurrent layers (Qwen3.5's gated DeltaNet), their state.
+//!
+//! Keys and values roll back for free: forgetting positions is a length change. A recurrent
+//! state cannot be rolled back; it is overwritten by every token. So the cache also keeps
+//! checkpoints, copies of the recurrent state at chosen positions, and rolling back restores
+//! the nearest one at or before the wanted length: the caller replays the tokens between.
+
+use half::f16;
+
+use super::config::Config;
+use super::error::{ModelError, try_zeroed};
+
+/// Generated positions between two checkpoints. Replaying up to this many tokens is one short
+/// batched forward pass.
+pub const CHECKPOINT_INTERVAL: usize = 32;
+
+/// What checkpoints may cost together, beyond at least [`MIN_CHECKPOINTS`] of them.
+const CHECKPOINT_BUDGET_BYTES: usize = 96 << 20;
+const MIN_CHECKPOINTS: usize = 2;
+const MAX_CHECKPOINTS: usize = 8;
+
+pub struct Cache {
+    capacity: usize,
+    kv_dim: usize,
+    /// Where each layer's keys and values sit in `keys`/`values` (attention layers only).
+    kv_slot: Vec<Option<usize>>,
+    /// `[attention layer][position][kv_dim]`.
+    keys: Vec<f16>,
+    values: Vec<f16>,
+    /// Positions `0..len` have been run.
+    len: usize,
+    /// Each recurrent layer's place in `recurrent` (`None` for attention layers).
+    state_slot: Vec<Option<usize>>,
+    /// The recurrent state after position `len - 1` (zero when `len` is 0).
+    recurrent: RecurrentState,
+    /// Saved states, oldest first, at distinct positions (never 0: that state is all zeros).
+    checkpoints: Vec<Checkpoint>,
+    max_checkpoints: usize,
+}
+
+/// Every recurrent layer's convolution and delta-rule state, one after another.
+#[derive(Clone)]
+pub struct RecurrentState {
+    /// Per recurrent layer, the last `conv_kernel - 1` convolution inputs, `[tap][channel]`.
+    pub conv: Vec<f32>,
+    /// Per recurrent layer, per value head, `head_dim` rows (one per value dimension) of
+    /// `head_dim` (key dimensions): the transpose of the state matrix, as ggml stores it.
+    pub ssm: Vec<f32>,
+    conv_len: usize,
+    ssm_len: usize,
+}
+
+impl RecurrentState {
+    fn zeroed(config: &Config, layers: usize) -> Result<RecurrentState, ModelError> {
+        let (conv_len, ssm_len) =
+            config.delta_net.map_or((0, 0), |s| (s.conv_state_len(), s.ssm_state_len()));
+        Ok(RecurrentState {
+            conv: try_zeroed("recurrent state", layers.saturating_mul(conv_len))?,
+            ssm: try_zeroed("recurrent state", layers.saturating_mul(ssm_len))?,
+            conv_len,
+            ssm_len,
+        })
+    }
+
+    fn bytes(&self) -> usize {
+        (self.conv.len() + self.ssm.len()) * std::mem::size_of::<f32>()
+    }
+
+    /// Layer slot `slot`'s convolution and delta-rule state.
+    pub fn layer_mut(&mut self, slot: usize) -> (&mut [f32], &mut [f32]) {
+        (
+            &mut self.conv[slot * self.conv_len..][..self.conv_len],
+            &mut self.ssm[slot * self.ssm_len..][..self.ssm_len],
+        )
+    }
+
+    fn copy_from(&mut self, other: &RecurrentState) {
+        self.conv.copy_from_slice(&other.conv);
+        self.ssm.copy_from_slice(&other.ssm);
+    }
+}
+
+struct Checkpoint {
+    position: usize,
+    state: RecurrentState,
+}
+
+impl Cache {
+    pub fn new(config: &Config, capacity: usize) -> Result<Cache, ModelError> {
+        if capacity == 0 || capacity > config.context_length {
+            return Err(ModelError::BadContextSize { requested: capacity, maximum: config.context_length });
+        }
+        let kv_dim = config.kv_dim();
+        let slots = |wanted: bool| {
+            let mut next = 0;
+            (0..config.n_layer)
+                .map(|l| {
+                    (config.is_recurrent(l) != wanted).then(|| {
+                        next += 1;
+                        next - 1
+                    })
+                })
+                .collect::<Vec<_>>()
+        };
+        let kv_slot = slots(true);
+        let state_slot = slots(false);
+        let attention_layers = config.attention_layers();
+        let elements = attention_layers
+            .checked_mul(capacity)
+            .and_then(|n| n.checked_mul(kv_dim))
+            .ok_or(ModelError::OutOfMemory { what: "KV cache", bytes: usize::MAX })?;
+        let recurrent = RecurrentState::zeroed(config, config.n_layer - attention_layers)?;
+        let per_checkpoint = recurrent.bytes().max(1);
+        let max_checkpoints = if recurrent.bytes() == 0 {
+            0
+        } else {
+            (CHECKPOINT_BUDGET_BYTES / per_checkpoint).clamp(MIN_CHECKPOINTS, MAX_CHECKPOINTS)
+        };
+        Ok(Cache {
+            capacity,
+            kv_dim,
+            kv_slot,
+            keys: try_zeroed("KV cache (keys)", elements)?,
+            values: try_zeroed("KV cache (values)", elements)?,
+            len: 0,
+            state_slot,
+            recurrent,
+            checkpoints: Vec::new(),
+            max_checkpoints,
+        })
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Bytes held by keys, values and the current recurrent state (checkpoints apart).
+    pub fn bytes(&self) -> usize {
+        (self.keys.len() + self.values.len()) * std::mem::size_of::<f16>() + self.recurrent.bytes()
+    }
+
+    /// Whether some layers keep a recurrent state (rolling back then costs a replay).
+    pub fn is_recurrent(&self) -> bool {
+        self.recurrent.bytes() > 0
+    }
+
+    /// Bytes of one checkpoint (0 without recurrent layers).
+    pub fn checkpoint_bytes(&self) -> usize {
+        self.recurrent.bytes()
+    }
+
+    /// Checkpoints held now, and the most that are kept.
+    pub fn checkpoints(&self) -> (usize, usize) {
+        (self.checkpoints.len(), self.max_checkpoints)
+    }
+
+    /// Forgets positions `len..`. Keys and values just shorten; a recurrent state goes back to
+    /// the newest checkpoint at or before `len` (or to the start). Returns the length kept:
+    /// the caller replays the tokens from there to `len`.
+    pub fn truncate(&mut self, len: usize) -> usize {
+        if len >= self.len {
+            return self.len;
+        }
+        if !self.is_recurrent() {
+            self.len = len;
+            return len;
+        }
+        self.restore(len)
+    }
+
+    /// After a forward pass that failed midway: keys and values past `len` are ignored
+    /// anyway, but a recurrent state may hold part of the failed batch, so it goes back to a
+    /// checkpoint. Returns the length kept, as [`Cache::truncate`].
+    pub fn discard_partial(&mut self) -> usize {
+        if self.is_recurrent() { self.restore(self.len) } else { self.len }
+    }
+
+    fn restore(&mut self, len: usize) -> usize {
+        self.checkpoints.retain(|c| c.position <= len);
+        match self.checkpoints.last() {
+            Some(checkpoint) => {
+                self.recurrent.copy_from(&checkpoint.state);
+                self.len = checkpoint.position;
+            }
+            None => {
+                self.recurrent.conv.fill(0.0);
+                self.recurrent.ssm.fill(0.0);
+                self.len = 0;
+            }
+        }
+        self.len
+    }
+
+    /// Saves the recurrent state at the current length, unless there is nothing to save or it
+    /// is saved already. When the checkpoints are all taken, the one whose loss costs least
+    /// goes: the one closest to its predecessor (the oldest among equals), never the newest.
+    /// Fails only when memory for a new one cannot be had; the cache is unchanged then.
+    pub fn checkpoint(&mut self) -> Result<(), ModelError> {
+        if !self.is_recurrent()
+            || self.len == 0
+            || self.checkpoints.last().is_some_and(|c| c.position == self.len)
+        {
+            return Ok(());
+        }
+        let state = if self.checkpoints.len() >= self.max_checkpoints {
+            let evicted = self.cheapest_checkpoint();
+            let mut reused = self.checkpoints.remove(evicted).state;
+            reused.copy_from(&self.recurrent);
+            reused
+        } else {
+            let mut state = RecurrentState {
+                conv: try_zeroed("recurrent checkpoint", self.recurrent.conv.len())?,
+                ssm: try_zeroed("recurrent checkpoint", self.recurrent.ssm.len())?,
+                ..self.recurrent
+            };
+            state.copy_from(&self.recurrent);
+            state
+        };
+        self.checkpoints.push(Checkpoint { position: self.len, state });
+        Ok(())
+    }
+
+    /// Saves a checkpoint if [`CHECKPOINT_INTERVAL`] positions have passed since the last.
+    pub fn checkpoint_if_due(&mut self) -> Result<(), ModelError> {
+        let last = self.checkpoints.last().map_or(0, |c| c.position);
+        if self.len >= last + CHECKPOINT_INTERVAL { self.checkpoint() } else { Ok(()) }
+    }
+
+    fn cheapest_checkpoint(&self) -> usize {
+        let keep_newest = self.checkpoints.len() - 1;
+        (0..keep_newest)
+            .min_by_key(|&i| {
+                let before = if i == 0 { 0 } else { self.checkpoints[i - 1].position };
+                self.checkpoints[i].position - before
+            })
+            .unwrap_or(0)
+    }
+
+    /// Checks that `n` more positions fit.
+    pub fn check_room(&self, n: usize) -> Result<(), ModelError> {
+        let needed = self.len.saturating_add(n);
+        if needed > self.capacity {
+            return Err(ModelError::ContextFull { needed, capacity: self.capacity });
+        }
+        Ok(())
+    }
+
+    pub(crate) fn set_len(&mut self, len: usize) {
+        debug_assert!(len <= self.capacity);
+        self.len = len;
+    }
+
+    fn offset(&self, slot: usize, position: usize) -> usize {
+        (slot * self.capacity + position) * self.kv_dim
+    }
+
+    fn kv_slot(&self, layer: usize) -> usize {
+        self.kv_slot[layer].expect("keys and values are kept for attention layers only")
+    }
+
+    /// Stores rows of keys and values (each `kv_dim` long) for positions `start..`.
+    pub(crate) fn store(&mut self, layer: usize, start: usize, keys: &[f32], values: &[f32]) {
+        let begin = self.offset(self.kv_slot(layer), start);
+        let end = begin + keys.len();
+        for (dst, &src) in self.keys[begin..end].iter_mut().zip(keys) {
+            *dst = f16::from_f32(src);
+        }
+        for (dst, &src) in self.values[begin..end].iter_mut().zip(values) {
+            *dst = f16::from_f32(src);
+        }
+    }
+
+    /// Keys and values of `layer` for positions `0..len` (`len * kv_dim` each).
+    pub(crate) fn layer(&self, layer: usize, len: usize) -> (&[f16], &[f16]) {
+        let begin = self.offset(self.kv_slot(layer), 0);
+        let end = begin + len * self.kv_dim;
+        (&self.keys[begin..end], &self.values[begin..end])
+    }
+
+    /// Recurrent layer `layer`'s convolution and delta-rule state.
+    pub(crate) fn recurrent_layer(&mut self, layer: usize) -> (&mut [f32], &mut [f32]) {
+        let slot = self.state_slot[layer].expect("recurrent state is kept for recurrent layers only");
+        self.recurrent.layer_mut(slot)
+    }
+}
