@@ -2,10 +2,12 @@
 //! (the CLI, the Web Worker) can stream each token and stop between any two.
 //!
 //! An [`Engine`] is what a file becomes: model, tokenizer, chat template. A [`Session`] is one
-//! conversation's state: the KV cache, the tokens it holds, the logits of the last one. A
+//! conversation's state: the cache, the tokens it holds, the logits of the last one. A
 //! session never recomputes what its cache already holds: [`Session::sync`] keeps the longest
 //! common prefix of the old and new token sequences and evaluates only the rest, so a chat
-//! turn prefills just the new message, and rolling back to branch is a truncation.
+//! turn prefills just the new message, and rolling back to branch is a truncation. Where some
+//! layers keep a recurrent state (Qwen3.5), a rollback goes to the cache's nearest checkpoint
+//! and the tokens from there are replayed; [`Session::replayed`] counts them.
 
 mod error;
 
@@ -167,6 +169,9 @@ pub struct SyncReport {
     pub reused: usize,
     /// Tokens run through the model.
     pub evaluated: usize,
+    /// Of those, tokens the cache had held but could not roll back to (a recurrent state
+    /// restarted from a checkpoint before them).
+    pub replayed: usize,
 }
 
 /// What one call of [`Session::sync_some`] did.
@@ -176,6 +181,8 @@ pub struct SyncProgress {
     pub reused: usize,
     /// Tokens run through the model by this call.
     pub evaluated: usize,
+    /// Of those, tokens run again because a recurrent state restarted from a checkpoint.
+    pub replayed: usize,
     /// Tokens still to evaluate.
     pub remaining: usize,
 }
@@ -195,14 +202,20 @@ pub struct Step {
 pub struct Session {
     cache: Cache,
     scratch: Scratch,
-    /// Tokens whose keys and values are in `cache`.
+    /// Tokens whose keys and values (or recurrent state) are in `cache`.
     evaluated: Vec<u32>,
-    /// The last sampled token, not yet run through the model (the next step does that, so
-    /// a generation that stops never pays for a forward pass it does not use).
-    pending: Option<u32>,
+    /// Tokens of the conversation after `evaluated` not yet run through the model: the last
+    /// sampled token (the next step runs it, so a generation that stops never pays for a
+    /// forward pass it does not use); after a rollback to a checkpoint, also the tokens
+    /// between the checkpoint and the rollback point.
+    pending: Vec<u32>,
     /// Logits after the last evaluated token; empty when there are none.
     logits: Vec<f32>,
     text: Utf8Stream,
+    /// Positions below this that get evaluated are replays: the same tokens the cache held
+    /// before a rollback went back further than asked.
+    replay_end: usize,
+    replayed: usize,
 }
 
 impl Session {
@@ -214,9 +227,11 @@ impl Session {
             cache,
             scratch,
             evaluated: Vec::new(),
-            pending: None,
+            pending: Vec::new(),
             logits: Vec::new(),
             text: Utf8Stream::default(),
+            replay_end: 0,
+            replayed: 0,
         })
     }
 
@@ -224,13 +239,13 @@ impl Session {
         self.cache.capacity()
     }
 
-    /// Every token of the conversation so far, including a sampled one not yet evaluated.
+    /// Every token of the conversation so far, including those not yet evaluated.
     pub fn tokens(&self) -> Vec<u32> {
-        self.evaluated.iter().copied().chain(self.pending).collect()
+        self.evaluated.iter().chain(&self.pending).copied().collect()
     }
 
     pub fn len(&self) -> usize {
-        self.evaluated.len() + usize::from(self.pending.is_some())
+        self.evaluated.len() + self.pending.len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -241,19 +256,38 @@ impl Session {
         self.cache.bytes()
     }
 
-    /// The memory this conversation costs besides the model: KV cache, scratch buffers and
-    /// logits, all proportional to the context (and prefill batch) it was created with.
+    /// The memory this conversation costs besides the model: KV cache and recurrent state
+    /// (with as many checkpoints as it may keep), scratch buffers and logits, all proportional
+    /// to the context (and prefill batch) it was created with.
     pub fn state_bytes(&self, engine: &Engine) -> usize {
         let config = engine.model.config();
         let logits = config.vocab_size.saturating_mul(4);
-        self.cache.bytes().saturating_add(self.scratch.bytes(config)).saturating_add(logits)
+        let checkpoints = self.cache.checkpoint_bytes().saturating_mul(self.cache.checkpoints().1);
+        self.cache
+            .bytes()
+            .saturating_add(checkpoints)
+            .saturating_add(self.scratch.bytes(config))
+            .saturating_add(logits)
+    }
+
+    /// Checkpoints of the recurrent state: held now, the most kept, and bytes each (all 0 for
+    /// a model without recurrent layers).
+    pub fn checkpoints(&self) -> (usize, usize, usize) {
+        let (held, most) = self.cache.checkpoints();
+        (held, most, self.cache.checkpoint_bytes())
+    }
+
+    /// Tokens run again so far because a rollback had to go back to a recurrent state's
+    /// checkpoint before them (always 0 for a model whose cache is keys and values only).
+    pub fn replayed(&self) -> usize {
+        self.replayed
     }
 
     /// Makes the session hold exactly `tokens`, with logits for the last one, evaluating only
     /// what differs from what it holds.
     pub fn sync(&mut self, engine: &Engine, tokens: &[u32]) -> Result<SyncReport, EngineError> {
         let progress = self.sync_some(engine, tokens, usize::MAX)?;
-        Ok(SyncReport { reused: progress.reused, evaluated: progress.evaluated })
+        Ok(SyncReport { reused: progress.reused, evaluated: progress.evaluated, replayed: progress.replayed })
     }
 
     /// [`Session::sync`] in parts: evaluates at most `budget` of the missing tokens. Called
@@ -275,30 +309,64 @@ impl Session {
         let held = self.tokens();
         let common = held.iter().zip(tokens).take_while(|(a, b)| a == b).count();
         if common == tokens.len() && common == self.evaluated.len() && !self.logits.is_empty() {
-            return Ok(SyncProgress { reused: common, evaluated: 0, remaining: 0 });
+            return Ok(SyncProgress { reused: common, evaluated: 0, replayed: 0, remaining: 0 });
         }
         // Logits exist only for the last evaluated token: when the prompt is all cached, the
         // last token is evaluated again to get them.
         let keep = common.min(self.evaluated.len()).min(tokens.len() - 1);
         self.truncate(keep);
+        self.pending.clear(); // What the rollback left to replay is `tokens[kept..keep]`.
         self.text = Utf8Stream::default();
-        let end = keep.saturating_add(budget.max(1)).min(tokens.len());
+        let kept = self.evaluated.len();
+        let replayed_before = self.replayed;
+        let end = kept.saturating_add(budget.max(1)).min(tokens.len());
         let logits_for = if end == tokens.len() { LogitsFor::Last } else { LogitsFor::None };
-        self.evaluate(engine, &tokens[keep..end], logits_for)?;
-        Ok(SyncProgress { reused: keep, evaluated: end - keep, remaining: tokens.len() - end })
+        self.evaluate(engine, &tokens[kept..end], logits_for)?;
+        if end == tokens.len() {
+            // The end of a prompt: where the next turn, a regeneration or a branch starts.
+            self.cache.checkpoint()?;
+        } else {
+            self.cache.checkpoint_if_due()?;
+        }
+        Ok(SyncProgress {
+            reused: kept,
+            evaluated: end - kept,
+            replayed: self.replayed - replayed_before,
+            remaining: tokens.len() - end,
+        })
     }
 
-    /// Forgets everything after the first `len` tokens (rolling back to branch).
+    /// Forgets everything after the first `len` tokens (rolling back to branch). Where the
+    /// cache cannot roll back that exactly (a recurrent state), the tokens between its
+    /// checkpoint and `len` stay in the conversation, to be replayed by the next step.
     pub fn truncate(&mut self, len: usize) {
-        if len < self.len() {
-            self.pending = None;
-            // Bytes of a half-finished character belong to the tokens just dropped.
-            self.text = Utf8Stream::default();
+        if len >= self.len() {
+            return;
         }
-        if len < self.evaluated.len() {
-            self.evaluated.truncate(len);
-            self.cache.truncate(len);
+        self.replay_end = self.replay_end.min(len);
+        // Bytes of a half-finished character belong to the tokens just dropped.
+        self.text = Utf8Stream::default();
+        if len >= self.evaluated.len() {
+            self.pending.truncate(len - self.evaluated.len());
+            return;
+        }
+        self.pending.clear();
+        self.roll_back(len, len);
+    }
+
+    /// Rolls the cache back to at most `cached` tokens (to its checkpoint at or before them,
+    /// for a recurrent state) while the conversation keeps its first `kept` tokens: those the
+    /// cache no longer holds go to the front of `pending`, to be run again (the ones before
+    /// `cached` are replays).
+    fn roll_back(&mut self, cached: usize, kept: usize) {
+        let held = self.cache.truncate(cached);
+        if held < self.evaluated.len() {
+            let mut dropped = self.evaluated.split_off(held);
+            dropped.truncate(kept - held);
+            dropped.append(&mut self.pending);
+            self.pending = dropped;
             self.logits.clear();
+            self.replay_end = cached;
         }
     }
 
@@ -310,21 +378,27 @@ impl Session {
         forced: Option<u32>,
         trace_top: usize,
     ) -> Result<Step, EngineError> {
-        if let Some(token) = self.pending.take() {
-            self.evaluate(engine, &[token], LogitsFor::Last)?;
+        if self.pending.is_empty() && self.logits.is_empty() {
+            // After a rollback only the cache is left: the last token runs again for its
+            // logits (from a checkpoint before it, for a recurrent state).
+            let held = self.evaluated.len();
+            let last = held.checked_sub(1).ok_or(EngineError::NothingToContinue)?;
+            self.roll_back(last, held);
         }
-        if self.logits.is_empty() {
-            // After a rollback only the cache is left: re-run the last token for its logits.
-            let last = self.evaluated.pop().ok_or(EngineError::NothingToContinue)?;
-            self.cache.truncate(self.evaluated.len());
-            self.evaluate(engine, &[last], LogitsFor::Last)?;
+        if !self.pending.is_empty() {
+            let pending = std::mem::take(&mut self.pending);
+            if let Err(error) = self.evaluate(engine, &pending, LogitsFor::Last) {
+                self.pending.extend(pending);
+                return Err(error);
+            }
+            self.cache.checkpoint_if_due()?;
         }
         let sampled = match forced {
             Some(token) => sampler.force(&self.logits, &self.evaluated, token, trace_top)?,
             None => sampler.sample(&self.logits, &self.evaluated, trace_top)?,
         };
         let token = sampled.token;
-        self.pending = Some(token);
+        self.pending.push(token);
         let end_of_generation = engine.tokenizer.is_end_of_generation(token);
         let text = if end_of_generation {
             self.text.finish()
@@ -346,16 +420,21 @@ impl Session {
         logits_for: LogitsFor,
     ) -> Result<(), EngineError> {
         self.logits.clear();
+        let start = self.evaluated.len();
         let logits = match engine.model.forward(&mut self.cache, &mut self.scratch, tokens, logits_for) {
             Ok(logits) => logits,
             Err(error) => {
-                // A batch that failed midway may have appended to the cache.
-                self.cache.truncate(self.evaluated.len());
+                // A batch that failed midway may have appended to the cache, or left a
+                // recurrent state part-way through it.
+                self.cache.discard_partial();
+                let held = self.evaluated.len();
+                self.roll_back(held, held);
                 return Err(error.into());
             }
         };
         self.logits.extend_from_slice(logits);
         self.evaluated.extend_from_slice(tokens);
+        self.replayed += self.replay_end.min(self.evaluated.len()).saturating_sub(start);
         Ok(())
     }
 }

@@ -50,7 +50,10 @@ fn greedy_steps_reproduce_llama_cpp_continuation() {
     let (prompt, expected) = golden_capital();
     assert_eq!(engine.encode("The capital of France is"), prompt);
     let mut session = engine.new_session(64).unwrap();
-    assert_eq!(session.sync(&engine, &prompt).unwrap(), SyncReport { reused: 0, evaluated: prompt.len() });
+    assert_eq!(
+        session.sync(&engine, &prompt).unwrap(),
+        SyncReport { reused: 0, evaluated: prompt.len(), replayed: 0 }
+    );
     let mut sampler = greedy();
     let generated: Vec<(u32, Vec<(u32, f32)>)> = (0..expected.len())
         .map(|_| {
@@ -71,18 +74,24 @@ fn sync_evaluates_only_what_the_cache_does_not_hold() {
     let mut session = engine.new_session(64).unwrap();
     session.sync(&engine, &prompt).unwrap();
     // Same tokens: nothing to do.
-    assert_eq!(session.sync(&engine, &prompt).unwrap(), SyncReport { reused: prompt.len(), evaluated: 0 });
+    assert_eq!(
+        session.sync(&engine, &prompt).unwrap(),
+        SyncReport { reused: prompt.len(), evaluated: 0, replayed: 0 }
+    );
     // A longer conversation: only the new tokens.
     let longer = [prompt.clone(), vec![11, 12, 13]].concat();
-    assert_eq!(session.sync(&engine, &longer).unwrap(), SyncReport { reused: prompt.len(), evaluated: 3 });
+    assert_eq!(
+        session.sync(&engine, &longer).unwrap(),
+        SyncReport { reused: prompt.len(), evaluated: 3, replayed: 0 }
+    );
     // Going back to a prefix re-runs its last token to get its logits.
     assert_eq!(
         session.sync(&engine, &prompt).unwrap(),
-        SyncReport { reused: prompt.len() - 1, evaluated: 1 }
+        SyncReport { reused: prompt.len() - 1, evaluated: 1, replayed: 0 }
     );
     // A different continuation after a shared prefix.
     let branch = [prompt[..3].to_vec(), vec![40, 41]].concat();
-    assert_eq!(session.sync(&engine, &branch).unwrap(), SyncReport { reused: 3, evaluated: 2 });
+    assert_eq!(session.sync(&engine, &branch).unwrap(), SyncReport { reused: 3, evaluated: 2, replayed: 0 });
     // The logits equal those of evaluating the branch from scratch.
     let mut fresh = engine.new_session(64).unwrap();
     fresh.sync(&engine, &branch).unwrap();
@@ -107,7 +116,10 @@ fn a_prefill_in_parts_ends_where_one_in_a_single_call_does() {
         }
         assert!(parts.logits.is_empty(), "no logits before the last part");
     }
-    assert_eq!(progress[0], SyncProgress { reused: 0, evaluated: 2, remaining: prompt.len() - 2 });
+    assert_eq!(
+        progress[0],
+        SyncProgress { reused: 0, evaluated: 2, replayed: 0, remaining: prompt.len() - 2 }
+    );
     assert_eq!(progress.iter().map(|p| p.evaluated).sum::<usize>(), prompt.len());
     assert_eq!(parts.len(), prompt.len());
     assert_eq!(parts.logits, whole.logits);
@@ -115,7 +127,7 @@ fn a_prefill_in_parts_ends_where_one_in_a_single_call_does() {
     let mut stopped = engine.new_session(64).unwrap();
     stopped.sync_some(&engine, &prompt, 3).unwrap();
     let other = [prompt[..2].to_vec(), vec![40, 41]].concat();
-    assert_eq!(stopped.sync(&engine, &other).unwrap(), SyncReport { reused: 2, evaluated: 2 });
+    assert_eq!(stopped.sync(&engine, &other).unwrap(), SyncReport { reused: 2, evaluated: 2, replayed: 0 });
 }
 
 #[test]
@@ -130,7 +142,10 @@ fn a_sampled_token_is_evaluated_only_when_generation_continues() {
     assert_eq!(session.len(), prompt.len() + 1);
     // The next turn's prompt contains the pending token: it is evaluated, not re-sampled.
     let next = [prompt.clone(), vec![expected[0], 5]].concat();
-    assert_eq!(session.sync(&engine, &next).unwrap(), SyncReport { reused: prompt.len(), evaluated: 2 });
+    assert_eq!(
+        session.sync(&engine, &next).unwrap(),
+        SyncReport { reused: prompt.len(), evaluated: 2, replayed: 0 }
+    );
 }
 
 #[test]
@@ -365,4 +380,62 @@ fn errors_name_their_kind_and_keep_their_cause() {
     assert_eq!(kernel.kind(), "tensor");
     assert_eq!(kernel.source().unwrap().downcast_ref::<TensorError>().unwrap().kind(), "shape_overflow");
     assert!(EngineError::EmptyPrompt.source().is_none());
+}
+
+/// Qwen3.5's recurrent state cannot be truncated: rolling back restores a checkpoint and
+/// replays from there. Branching, regenerating and a next turn still give what a fresh
+/// session computes for the same tokens (within the rounding of a batched replay against
+/// token-by-token decoding), and the replays are counted.
+#[test]
+fn a_recurrent_session_rolls_back_through_checkpoints() {
+    let engine = Engine::load(fixture("models/qwen35-micro-q8_0.gguf")).unwrap();
+    let prompt = engine.encode("The capital of France is");
+    let mut session = engine.new_session(128).unwrap();
+    session.sync(&engine, &prompt).unwrap();
+    let (_, most, each) = session.checkpoints();
+    assert!(most >= 2 && each > 0, "{most} checkpoints of {each} bytes");
+    let mut sampler = greedy();
+    let mut top_logits = Vec::new();
+    for _ in 0..40 {
+        let step = session.step(&engine, &mut sampler, None, 3).unwrap();
+        top_logits.push(step.trace.unwrap().candidates.iter().map(|c| (c.id, c.logit)).collect::<Vec<_>>());
+    }
+    let tokens = session.tokens();
+    // The prompt's end and one generated stretch of CHECKPOINT_INTERVAL.
+    assert_eq!(session.checkpoints().0, 2);
+    assert_eq!(session.replayed(), 0);
+
+    // Branch from generated step 20: the cache goes back to the prompt's end and replays 20
+    // tokens; the step's logits are those step 20 saw.
+    session.truncate(prompt.len() + 20);
+    let forced = (tokens[prompt.len() + 20] + 1) % 8000;
+    let step = session.step(&engine, &mut sampler, Some(forced), 3).unwrap();
+    assert_eq!(session.replayed(), 20);
+    let close = |a: &[(u32, f32)], b: &[(u32, f32)]| {
+        a.iter().zip(b).all(|((ia, la), (ib, lb))| ia == ib && (la - lb).abs() < 1e-3)
+    };
+    let branch_top: Vec<_> = step.trace.unwrap().candidates.iter().map(|c| (c.id, c.logit)).collect();
+    assert!(close(&branch_top, &top_logits[20]), "{branch_top:?} vs {:?}", top_logits[20]);
+    let after_branch = session.step(&engine, &mut sampler, None, 3).unwrap();
+
+    // A fresh session fed the same tokens takes the same next token.
+    let branched = [&tokens[..prompt.len() + 20], &[forced]].concat();
+    let mut fresh = engine.new_session(128).unwrap();
+    fresh.sync(&engine, &branched).unwrap();
+    let fresh_step = fresh.step(&engine, &mut greedy(), None, 3).unwrap();
+    assert_eq!(fresh_step.token, after_branch.token);
+
+    // The next turn extends the conversation: nothing is rolled back or replayed.
+    let next_turn = [session.tokens(), vec![11, 12, 13]].concat();
+    let report = session.sync(&engine, &next_turn).unwrap();
+    assert_eq!((report.reused, report.evaluated, report.replayed), (next_turn.len() - 4, 4, 0));
+    // A prompt that parts from the conversation 4 tokens after the first prompt: back to
+    // the prompt's checkpoint, 4 tokens replayed, then the new ones.
+    let parted = [&tokens[..prompt.len() + 4], &[7, 8][..]].concat();
+    let report = session.sync(&engine, &parted).unwrap();
+    assert_eq!((report.reused, report.evaluated, report.replayed), (prompt.len(), 6, 4));
+    let mut fresh = engine.new_session(128).unwrap();
+    fresh.sync(&engine, &parted).unwrap();
+    let worst = session.logits.iter().zip(&fresh.logits).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
+    assert!(worst < 1e-3, "replayed logits differ by {worst}");
 }
