@@ -241,6 +241,7 @@ export function createChat(engine, { onModelLoaded, pickFile }) {
         `prefill ${stats.evaluated} tok${stats.reused ? ` (+${stats.reused} reused)` : ''}${stats.prefillTokS ? ` at ${stats.prefillTokS.toFixed(1)} tok/s` : ''}`,
       );
     }
+    if (stats.replayed) parts.push(`${stats.replayed} replayed from a checkpoint`);
     if (stats.ttftMs !== undefined) parts.push(`first token ${formatDuration(stats.ttftMs)}`);
     if (stats.generated !== undefined)
       parts.push(
@@ -277,6 +278,10 @@ export function createChat(engine, { onModelLoaded, pickFile }) {
     const parts = [];
     if (stats?.contextUsed !== undefined && stats.contextSize)
       parts.push(`context ${stats.contextUsed} / ${stats.contextSize} tokens`);
+    if (stats?.checkpoints)
+      parts.push(
+        `${stats.checkpoints.held} of ${stats.checkpoints.most} state checkpoints × ${formatBytes(stats.checkpoints.bytes_each)}`,
+      );
     if (stats?.memoryBytes) {
       parts.push(`engine memory ${formatBytes(stats.memoryBytes)}`);
       document.body.dataset.engineMemory = String(stats.memoryBytes);

@@ -243,6 +243,13 @@ export interface CompletionStats {
   totalMs: number;
   /** The engine's WebAssembly memory: model, cache and scratch. */
   memoryBytes: number | null;
+  /**
+   * Tokens run again during this completion because a recurrent state (Qwen3.5) cannot be
+   * rolled back: it restarted from the nearest checkpoint before the point it went back to.
+   */
+  replayed: number;
+  /** The recurrent state's checkpoints, for models that have one (else null). */
+  checkpoints: { held: number; most: number; bytes_each: number } | null;
   seed: number;
 }
 

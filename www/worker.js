@@ -485,9 +485,10 @@ function generationOptions(request) {
   };
 }
 
-function doneReply(reason, stats, prefill, started) {
+function doneReply(reason, stats, prefill, { started, replayedBefore }) {
   const { engine } = requireModel();
   const decodeTokS = stats.decodeSteps > 0 ? (1000 * stats.decodeSteps) / stats.decodeMs : null;
+  const checkpoints = toPlain(engine.checkpoints());
   return {
     type: 'done',
     reason,
@@ -497,6 +498,9 @@ function doneReply(reason, stats, prefill, started) {
       decodeTokS,
       contextUsed: engine.context_used(),
       totalMs: performance.now() - started,
+      // Tokens run again because a recurrent state (Qwen3.5) went back to a checkpoint.
+      replayed: engine.replayed() - replayedBefore,
+      checkpoints: checkpoints.most > 0 ? checkpoints : null,
       // Model, cache and scratch all live in the wasm memory, which never shrinks: this is
       // what the engine holds of the machine's memory.
       memoryBytes: engineBuild?.memory?.buffer.byteLength ?? null,
@@ -508,7 +512,8 @@ async function chat(request) {
   const { engine } = requireModel();
   const options = generationOptions(request);
   return runExclusive(async (run) => {
-    const started = performance.now();
+    const begun = { started: performance.now(), replayedBefore: engine.replayed() };
+    const { started } = begun;
     const prepared = toPlain(
       engine.prepare_chat({
         messages: chatMessages(request.messages),
@@ -529,7 +534,7 @@ async function chat(request) {
     };
     answer = { start: engine.context_used(), steps: [] };
     if (prefilled.remaining > 0) {
-      return doneReply('stopped', { steps: 0, decodeSteps: 0 }, prefill, started);
+      return doneReply('stopped', { steps: 0, decodeSteps: 0 }, prefill, begun);
     }
     self.postMessage({
       type: 'prepared',
@@ -540,7 +545,7 @@ async function chat(request) {
     });
     await yieldToMessages();
     const { reason, stats } = await decode(request.id, run, { ...options, first: undefined, startIndex: 0 });
-    return doneReply(reason, stats, { ...prefill, ttftMs: prefillMs + stats.firstStepMs }, started);
+    return doneReply(reason, stats, { ...prefill, ttftMs: prefillMs + stats.firstStepMs }, begun);
   });
 }
 
@@ -571,13 +576,14 @@ async function branch(request) {
   const index = count(request.step, 0, { max: answer.steps.length - 1 });
   const token = count(request.token, 0, { max: model.info.vocab_size - 1 });
   return runExclusive(async (run) => {
-    const started = performance.now();
-    // The KV cache is rolled back to the step, not recomputed.
+    const begun = { started: performance.now(), replayedBefore: engine.replayed() };
+    // The KV cache is rolled back to the step, not recomputed (a recurrent state goes back
+    // to its nearest checkpoint and replays the tokens from there).
     engine.truncate(answer.steps[index].position);
     answer.steps.length = index;
     const { reason, stats } = await decode(request.id, run, { ...options, first: token, startIndex: index });
     const prefill = { ttftMs: stats.firstStepMs };
-    return doneReply(reason, stats, prefill, started);
+    return doneReply(reason, stats, prefill, begun);
   });
 }
 

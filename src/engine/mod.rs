@@ -263,6 +263,7 @@ impl Session {
         let config = engine.model.config();
         let logits = config.vocab_size.saturating_mul(4);
         let checkpoints = self.cache.checkpoint_bytes().saturating_mul(self.cache.checkpoints().1);
+        let checkpoints = checkpoints.saturating_add(self.cache.checkpoint_logits_bytes());
         self.cache
             .bytes()
             .saturating_add(checkpoints)
@@ -311,6 +312,9 @@ impl Session {
         if common == tokens.len() && common == self.evaluated.len() && !self.logits.is_empty() {
             return Ok(SyncProgress { reused: common, evaluated: 0, replayed: 0, remaining: 0 });
         }
+        if common == tokens.len() && common <= self.evaluated.len() && self.restore_with_logits(common) {
+            return Ok(SyncProgress { reused: common, evaluated: 0, replayed: 0, remaining: 0 });
+        }
         // Logits exist only for the last evaluated token: when the prompt is all cached, the
         // last token is evaluated again to get them.
         let keep = common.min(self.evaluated.len()).min(tokens.len() - 1);
@@ -324,7 +328,7 @@ impl Session {
         self.evaluate(engine, &tokens[kept..end], logits_for)?;
         if end == tokens.len() {
             // The end of a prompt: where the next turn, a regeneration or a branch starts.
-            self.cache.checkpoint()?;
+            self.cache.checkpoint(&self.logits)?;
         } else {
             self.cache.checkpoint_if_due()?;
         }
@@ -352,6 +356,18 @@ impl Session {
         }
         self.pending.clear();
         self.roll_back(len, len);
+    }
+
+    /// Goes back to a recurrent state's checkpoint at exactly `len` tokens that kept its logits
+    /// (a prompt's end), which needs no forward pass; false if there is none.
+    fn restore_with_logits(&mut self, len: usize) -> bool {
+        let Some(logits) = self.cache.restore_with_logits(len) else { return false };
+        self.logits.clear();
+        self.logits.extend_from_slice(logits);
+        self.evaluated.truncate(len);
+        self.pending.clear();
+        self.text = Utf8Stream::default();
+        true
     }
 
     /// Rolls the cache back to at most `cached` tokens (to its checkpoint at or before them,
@@ -383,7 +399,9 @@ impl Session {
             // logits (from a checkpoint before it, for a recurrent state).
             let held = self.evaluated.len();
             let last = held.checked_sub(1).ok_or(EngineError::NothingToContinue)?;
-            self.roll_back(last, held);
+            if !self.restore_with_logits(held) {
+                self.roll_back(last, held);
+            }
         }
         if !self.pending.is_empty() {
             let pending = std::mem::take(&mut self.pending);

@@ -438,4 +438,11 @@ fn a_recurrent_session_rolls_back_through_checkpoints() {
     fresh.sync(&engine, &parted).unwrap();
     let worst = session.logits.iter().zip(&fresh.logits).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
     assert!(worst < 1e-3, "replayed logits differ by {worst}");
+    // Regenerating the first answer: the prompt's checkpoint kept its logits, so nothing runs.
+    let report = session.sync(&engine, &prompt).unwrap();
+    assert_eq!((report.reused, report.evaluated, report.replayed), (prompt.len(), 0, 0));
+    let mut fresh = engine.new_session(128).unwrap();
+    fresh.sync(&engine, &prompt).unwrap();
+    assert_eq!(session.logits, fresh.logits);
+    assert_eq!(session.step(&engine, &mut greedy(), None, 0).unwrap().token, tokens[prompt.len()]);
 }

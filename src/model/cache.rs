@@ -85,6 +85,9 @@ impl RecurrentState {
 struct Checkpoint {
     position: usize,
     state: RecurrentState,
+    /// The logits after the checkpoint's last token, where the caller kept them (at a
+    /// prompt's end: regenerating then needs no forward pass at all).
+    logits: Vec<f32>,
 }
 
 impl Cache {
@@ -201,17 +204,22 @@ impl Cache {
         self.len
     }
 
-    /// Saves the recurrent state at the current length, unless there is nothing to save or it
-    /// is saved already. When the checkpoints are all taken, the one whose loss costs least
-    /// goes: the one closest to its predecessor (the oldest among equals), never the newest.
-    /// Fails only when memory for a new one cannot be had; the cache is unchanged then.
-    pub fn checkpoint(&mut self) -> Result<(), ModelError> {
-        if !self.is_recurrent()
-            || self.len == 0
-            || self.checkpoints.last().is_some_and(|c| c.position == self.len)
-        {
+    /// Saves the recurrent state at the current length, with `logits` (the last token's, or
+    /// none), unless there is nothing to save or it is saved already. When the checkpoints are
+    /// all taken, the one whose loss costs least goes: the one closest to its predecessor (the
+    /// oldest among equals), never the newest. Fails only when memory for a new one cannot be
+    /// had; the cache is unchanged then.
+    pub fn checkpoint(&mut self, logits: &[f32]) -> Result<(), ModelError> {
+        if !self.is_recurrent() || self.len == 0 {
             return Ok(());
         }
+        if let Some(last) = self.checkpoints.last_mut().filter(|c| c.position == self.len) {
+            if last.logits.is_empty() && !logits.is_empty() {
+                last.logits = copy_of(logits)?;
+            }
+            return Ok(());
+        }
+        let logits = copy_of(logits)?;
         let state = if self.checkpoints.len() >= self.max_checkpoints {
             let evicted = self.cheapest_checkpoint();
             let mut reused = self.checkpoints.remove(evicted).state;
@@ -226,14 +234,29 @@ impl Cache {
             state.copy_from(&self.recurrent);
             state
         };
-        self.checkpoints.push(Checkpoint { position: self.len, state });
+        self.checkpoints.push(Checkpoint { position: self.len, state, logits });
         Ok(())
     }
 
-    /// Saves a checkpoint if [`CHECKPOINT_INTERVAL`] positions have passed since the last.
+    /// Saves a checkpoint (without logits) if [`CHECKPOINT_INTERVAL`] positions have passed
+    /// since the last.
     pub fn checkpoint_if_due(&mut self) -> Result<(), ModelError> {
         let last = self.checkpoints.last().map_or(0, |c| c.position);
-        if self.len >= last + CHECKPOINT_INTERVAL { self.checkpoint() } else { Ok(()) }
+        if self.len >= last + CHECKPOINT_INTERVAL { self.checkpoint(&[]) } else { Ok(()) }
+    }
+
+    /// Goes back to the checkpoint at exactly `len` if it kept logits, and returns them: a
+    /// rollback that needs no replay at all. `None` (and nothing changed) otherwise.
+    pub fn restore_with_logits(&mut self, len: usize) -> Option<&[f32]> {
+        if len > self.len {
+            return None;
+        }
+        let at = self.checkpoints.iter().position(|c| c.position == len && !c.logits.is_empty())?;
+        self.checkpoints.truncate(at + 1);
+        let checkpoint = &self.checkpoints[at];
+        self.recurrent.copy_from(&checkpoint.state);
+        self.len = len;
+        Some(&checkpoint.logits)
     }
 
     fn cheapest_checkpoint(&self) -> usize {
@@ -244,6 +267,11 @@ impl Cache {
                 self.checkpoints[i].position - before
             })
             .unwrap_or(0)
+    }
+
+    /// Bytes of logits the checkpoints hold.
+    pub fn checkpoint_logits_bytes(&self) -> usize {
+        self.checkpoints.iter().map(|c| c.logits.len() * std::mem::size_of::<f32>()).sum()
     }
 
     /// Checks that `n` more positions fit.
@@ -292,4 +320,12 @@ impl Cache {
         let slot = self.state_slot[layer].expect("recurrent state is kept for recurrent layers only");
         self.recurrent.layer_mut(slot)
     }
+}
+
+fn copy_of(values: &[f32]) -> Result<Vec<f32>, ModelError> {
+    let mut copy = Vec::new();
+    copy.try_reserve_exact(values.len())
+        .map_err(|_| ModelError::OutOfMemory { what: "checkpoint logits", bytes: values.len() * 4 })?;
+    copy.extend_from_slice(values);
+    Ok(copy)
 }

@@ -134,7 +134,8 @@ impl WebEngine {
 
     /// Evaluates up to `budget` more tokens of the prepared prompt (the cache keeps what it
     /// already holds of it), so the worker can report progress and honour a stop between parts.
-    /// Returns `{reused, evaluated, remaining, context_used}`; call until `remaining` is 0.
+    /// Returns `{reused, evaluated, replayed, remaining, context_used}`; call until
+    /// `remaining` is 0.
     pub fn prefill(&mut self, budget: u32) -> Result<JsValue, JsValue> {
         let prompt = std::mem::take(&mut self.prompt);
         let result = self.sync_prompt(&prompt, None, budget as usize);
@@ -194,6 +195,7 @@ impl WebEngine {
             prompt_tokens: usize,
             reused: usize,
             evaluated: usize,
+            replayed: usize,
             remaining: usize,
             context_used: usize,
             context_size: usize,
@@ -202,6 +204,7 @@ impl WebEngine {
             prompt_tokens: prompt.len(),
             reused: progress.reused,
             evaluated: progress.evaluated,
+            replayed: progress.replayed,
             remaining: progress.remaining,
             context_used: session.len(),
             context_size: session.context_len(),
@@ -274,6 +277,25 @@ impl WebEngine {
         if let Some(session) = &mut self.session {
             session.truncate(len as usize);
         }
+    }
+
+    /// Tokens run again so far because a rollback had to restart a recurrent state from a
+    /// checkpoint before them (Qwen3.5; always 0 for other models).
+    pub fn replayed(&self) -> f64 {
+        self.session.as_ref().map_or(0, Session::replayed) as f64
+    }
+
+    /// The recurrent state's checkpoints: `{held, most, bytes_each}` (all 0 for models without
+    /// recurrent layers or before a session exists).
+    pub fn checkpoints(&self) -> Result<JsValue, JsValue> {
+        #[derive(Serialize)]
+        struct Checkpoints {
+            held: usize,
+            most: usize,
+            bytes_each: usize,
+        }
+        let (held, most, bytes_each) = self.session.as_ref().map_or((0, 0, 0), Session::checkpoints);
+        to_js(&Checkpoints { held, most, bytes_each })
     }
 
     /// Forgets the conversation (keeps the model and the allocated cache).

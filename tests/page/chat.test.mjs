@@ -383,6 +383,65 @@ pageSuite(
       });
     }
 
+    // Qwen3.5's DeltaNet layers keep a recurrent state that cannot be truncated: rollbacks go
+    // through the state checkpoints (at each prompt's end and every 32 positions).
+    test('qwen35 (recurrent layers) streams, stops, reuses its cache and branches', async () => {
+      const file = 'qwen35-micro-q8_0.gguf';
+      await loadModel(requireModel({ file: path.join(fixtureModelsDir, file) }));
+      await assertModelLoaded(file);
+      assert.match(await text('#model-details'), /^qwen35 · /);
+
+      // Stream, then stop: greedy decoding of random weights runs to max tokens otherwise.
+      await setSettings({ temperature: 0, max_tokens: 2000 });
+      const before = await answersSoFar();
+      await h.page.fill('#prompt', 'Hello');
+      await h.page.press('#prompt', 'Enter');
+      await h.page.waitForFunction(
+        () => document.querySelectorAll('#viz-strip .viz-chip').length >= 40,
+        null,
+        { timeout: CHAT_TIMEOUT_MS },
+      );
+      const atStop = await h.page.evaluate(() => {
+        document.getElementById('stop').click();
+        return document.querySelectorAll('#viz-strip .viz-chip').length;
+      });
+      await h.page.waitForFunction((count) => Number(document.body.dataset.answers ?? 0) > count, before, {
+        timeout: CHAT_TIMEOUT_MS,
+      });
+      const stopped = await lastAnswer();
+      assert.equal(stopped.reason, 'stopped');
+      assert.ok(stopped.tokens.length <= atStop + 2, `${stopped.tokens.length} tokens after ${atStop}`);
+      // The prompt's end and a stretch of the answer are checkpointed.
+      assert.match(await text('#chat-stats'), /[2-8] of [2-8] state checkpoints × [\d.]+ [kM]B/);
+
+      // A second turn keeps at least the first turn's prompt and reads the new message.
+      await setSettings({ temperature: 0, max_tokens: 12 });
+      const second = await ask('And again?');
+      assert.ok(second.reused >= 9, `reused ${second.reused}`);
+      assert.ok(second.prefilled > 0, `prefilled ${second.prefilled}`);
+      assert.equal(second.tokens.length, 12);
+
+      // Branch from step 3's runner-up: the recurrent state goes back to the prompt's
+      // checkpoint and replays the 3 kept steps.
+      const step = 3;
+      await h.page.locator('#viz-strip .viz-chip').nth(step).click();
+      const candidate = h.page.locator('#viz-bars .viz-bar:not(.chosen) button:not([disabled])').first();
+      const forcedPiece = await candidate.locator('.viz-token').innerText();
+      const beforeBranch = await answersSoFar();
+      await candidate.click();
+      await h.page.waitForFunction(
+        (count) => Number(document.body.dataset.answers ?? 0) > count,
+        beforeBranch,
+        {
+          timeout: CHAT_TIMEOUT_MS,
+        },
+      );
+      const branched = await lastAnswer();
+      assert.deepEqual(branched.tokens.slice(0, step), second.tokens.slice(0, step), 'steps before are kept');
+      assert.equal(branched.tokens[step], forcedPiece, 'the candidate was forced at that step');
+      assert.match(branched.meta, /3 replayed from a checkpoint/);
+    });
+
     test('qwen3 offers the thinking toggle', async () => {
       await loadModel(requireModel(MODELS.qwen3Micro));
       await assertModelLoaded('qwen3-micro-q4_0.gguf');
