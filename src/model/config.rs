@@ -207,7 +207,21 @@ impl Config {
             .ok_or_else(|| ModelError::UnsupportedArchitecture(arch_name.to_string()))?;
         let keys = Keys { metadata, arch: arch_name };
 
-        let n_layer = keys.required_count("block_count", MAX_LAYERS)?;
+        // Multi-token-prediction blocks (`nextn_predict_layers`, Qwen3.5's MTP head) come last
+        // and are not part of the forward pass, as in llama.cpp.
+        let blocks = keys.required_count("block_count", MAX_LAYERS)?;
+        let prediction_blocks = match keys.metadata.get(&keys.key("nextn_predict_layers")) {
+            None => 0,
+            Some(value) => match value.as_u64() {
+                Some(n) if n < blocks as u64 => n as usize,
+                _ => {
+                    return Err(
+                        keys.bad("nextn_predict_layers", format!("must be below block_count {blocks}"))
+                    );
+                }
+            },
+        };
+        let n_layer = blocks - prediction_blocks;
         let n_embd = keys.required_count("embedding_length", MAX_DIM)?;
         let n_ff = keys.required_count("feed_forward_length", MAX_DIM)?;
         let n_head = keys.required_count("attention.head_count", MAX_DIM)?;
@@ -579,5 +593,35 @@ mod tests {
         );
         let error = Config::from_metadata(&qwen3(1 << 10, 1 << 10, 1 << 12), 100).unwrap_err();
         assert!(error.to_string().contains("exceed"), "{error}");
+    }
+}
+
+#[cfg(test)]
+mod prediction_block_tests {
+    use super::*;
+    use crate::gguf::Value;
+
+    #[test]
+    fn prediction_blocks_are_left_out_of_the_layers() {
+        let with_prediction_blocks = |n: u32| {
+            let mut metadata = Metadata::default();
+            for (key, value) in [
+                ("general.architecture", Value::String("qwen3".into())),
+                ("qwen3.block_count", Value::U32(3)),
+                ("qwen3.embedding_length", Value::U32(64)),
+                ("qwen3.feed_forward_length", Value::U32(128)),
+                ("qwen3.attention.head_count", Value::U32(2)),
+                ("qwen3.nextn_predict_layers", Value::U32(n)),
+            ] {
+                metadata.insert(key.to_string(), value).unwrap();
+            }
+            Config::from_metadata(&metadata, 10)
+        };
+        assert_eq!(with_prediction_blocks(1).unwrap().n_layer, 2);
+        let error = with_prediction_blocks(3).unwrap_err();
+        assert!(
+            matches!(&error, ModelError::BadKey { key, .. } if key == "qwen3.nextn_predict_layers"),
+            "{error}"
+        );
     }
 }
