@@ -23,10 +23,10 @@ const MAX_CHECKPOINTS: usize = 8;
 
 pub struct Cache {
     capacity: usize,
-    kv_dim: usize,
-    /// Where each layer's keys and values sit in `keys`/`values` (attention layers only).
-    kv_slot: Vec<Option<usize>>,
-    /// `[attention layer][position][kv_dim]`.
+    /// Where each layer's keys and values start in `keys`/`values`, and their width per
+    /// position (attention layers only; a layer that shares another's points at that one's).
+    kv_slot: Vec<Option<KvSlot>>,
+    /// Per attention layer that keeps its own, `[position][kv_dim]`.
     keys: Vec<f16>,
     values: Vec<f16>,
     /// Positions `0..len` have been run.
@@ -82,6 +82,12 @@ impl RecurrentState {
     }
 }
 
+#[derive(Clone, Copy)]
+struct KvSlot {
+    start: usize,
+    kv_dim: usize,
+}
+
 struct Checkpoint {
     position: usize,
     state: RecurrentState,
@@ -95,26 +101,35 @@ impl Cache {
         if capacity == 0 || capacity > config.context_length {
             return Err(ModelError::BadContextSize { requested: capacity, maximum: config.context_length });
         }
-        let kv_dim = config.kv_dim();
-        let slots = |wanted: bool| {
-            let mut next = 0;
-            (0..config.n_layer)
-                .map(|l| {
-                    (config.is_recurrent(l) != wanted).then(|| {
-                        next += 1;
-                        next - 1
-                    })
+        let too_big = ModelError::OutOfMemory { what: "KV cache", bytes: usize::MAX };
+        let mut kv_slot: Vec<Option<KvSlot>> = Vec::with_capacity(config.n_layer);
+        let mut elements = 0usize;
+        for l in 0..config.n_layer {
+            let slot = if config.is_recurrent(l) {
+                None
+            } else if config.keeps_kv(l) {
+                let kv_dim = config.layer(l).kv_dim();
+                let slot = KvSlot { start: elements, kv_dim };
+                elements = capacity
+                    .checked_mul(kv_dim)
+                    .and_then(|n| n.checked_add(elements))
+                    .ok_or_else(|| too_big.clone())?;
+                Some(slot)
+            } else {
+                kv_slot[config.layer(l).kv_from]
+            };
+            kv_slot.push(slot);
+        }
+        let mut recurrent_layers = 0;
+        let state_slot = (0..config.n_layer)
+            .map(|l| {
+                config.is_recurrent(l).then(|| {
+                    recurrent_layers += 1;
+                    recurrent_layers - 1
                 })
-                .collect::<Vec<_>>()
-        };
-        let kv_slot = slots(true);
-        let state_slot = slots(false);
-        let attention_layers = config.attention_layers();
-        let elements = attention_layers
-            .checked_mul(capacity)
-            .and_then(|n| n.checked_mul(kv_dim))
-            .ok_or(ModelError::OutOfMemory { what: "KV cache", bytes: usize::MAX })?;
-        let recurrent = RecurrentState::zeroed(config, config.n_layer - attention_layers)?;
+            })
+            .collect();
+        let recurrent = RecurrentState::zeroed(config, recurrent_layers)?;
         let per_checkpoint = recurrent.bytes().max(1);
         let max_checkpoints = if recurrent.bytes() == 0 {
             0
@@ -123,7 +138,6 @@ impl Cache {
         };
         Ok(Cache {
             capacity,
-            kv_dim,
             kv_slot,
             keys: try_zeroed("KV cache (keys)", elements)?,
             values: try_zeroed("KV cache (values)", elements)?,
@@ -288,17 +302,14 @@ impl Cache {
         self.len = len;
     }
 
-    fn offset(&self, slot: usize, position: usize) -> usize {
-        (slot * self.capacity + position) * self.kv_dim
-    }
-
-    fn kv_slot(&self, layer: usize) -> usize {
+    fn kv_slot(&self, layer: usize) -> KvSlot {
         self.kv_slot[layer].expect("keys and values are kept for attention layers only")
     }
 
-    /// Stores rows of keys and values (each `kv_dim` long) for positions `start..`.
+    /// Stores rows of keys and values (each the layer's `kv_dim` long) for positions `start..`.
     pub(crate) fn store(&mut self, layer: usize, start: usize, keys: &[f32], values: &[f32]) {
-        let begin = self.offset(self.kv_slot(layer), start);
+        let slot = self.kv_slot(layer);
+        let begin = slot.start + start * slot.kv_dim;
         let end = begin + keys.len();
         for (dst, &src) in self.keys[begin..end].iter_mut().zip(keys) {
             *dst = f16::from_f32(src);
@@ -308,10 +319,12 @@ impl Cache {
         }
     }
 
-    /// Keys and values of `layer` for positions `0..len` (`len * kv_dim` each).
+    /// Keys and values of `layer` (the layer it shares them with, if so) for positions
+    /// `0..len` (`len * kv_dim` each).
     pub(crate) fn layer(&self, layer: usize, len: usize) -> (&[f16], &[f16]) {
-        let begin = self.offset(self.kv_slot(layer), 0);
-        let end = begin + len * self.kv_dim;
+        let slot = self.kv_slot(layer);
+        let begin = slot.start;
+        let end = begin + len * slot.kv_dim;
         (&self.keys[begin..end], &self.values[begin..end])
     }
 

@@ -30,6 +30,11 @@ pub enum Architecture {
     /// Qwen3.5: gated DeltaNet layers (a recurrent state instead of a KV cache) with full
     /// attention every few layers (gated queries, Q/K norm, partial NeoX RoPE), SwiGLU.
     Qwen35,
+    /// Gemma 4 (dense): Gemma 3's layout with a sliding-window pattern whose layers have their
+    /// own head size, KV heads and RoPE; normalized values; last layers that reuse earlier
+    /// layers' keys and values; per-layer token embeddings; a scale per layer; soft-capped
+    /// logits.
+    Gemma4,
 }
 
 impl Architecture {
@@ -43,12 +48,13 @@ impl Architecture {
             "gemma3" => Some(Self::Gemma3),
             "gemma2" => Some(Self::Gemma2),
             "qwen35" => Some(Self::Qwen35),
+            "gemma4" => Some(Self::Gemma4),
             _ => None,
         }
     }
 
     /// Every architecture this crate runs, in the order people meet them in messages.
-    pub const ALL: [Architecture; 8] = [
+    pub const ALL: [Architecture; 9] = [
         Self::Qwen3,
         Self::Qwen2,
         Self::Llama,
@@ -57,6 +63,7 @@ impl Architecture {
         Self::Gemma2,
         Self::Gemma3,
         Self::Qwen35,
+        Self::Gemma4,
     ];
 
     pub fn name(self) -> &'static str {
@@ -69,6 +76,7 @@ impl Architecture {
             Self::Gemma3 => "gemma3",
             Self::Gemma2 => "gemma2",
             Self::Qwen35 => "qwen35",
+            Self::Gemma4 => "gemma4",
         }
     }
 }
@@ -135,6 +143,27 @@ impl DeltaNet {
     }
 }
 
+/// What can differ from layer to layer (Gemma 4: sliding-window layers have their own head
+/// size, KV heads and rotated dimensions; the last layers reuse earlier layers' keys and
+/// values and have a wider FFN). Every other architecture repeats one shape.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct LayerShape {
+    pub head_dim: usize,
+    pub n_head_kv: usize,
+    pub n_ff: usize,
+    /// Leading dimensions of each head that are rotated.
+    pub rope_dims: usize,
+    /// The layer whose keys and values this one attends over: itself, or for Gemma 4's shared
+    /// layers the last earlier layer of the same kind that keeps its own.
+    pub kv_from: usize,
+}
+
+impl LayerShape {
+    pub fn kv_dim(&self) -> usize {
+        self.n_head_kv * self.head_dim
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Config {
     pub architecture: Architecture,
@@ -181,6 +210,14 @@ pub struct Config {
     /// The attention layers' query projection also yields a per-head output gate,
     /// `sigmoid(gate) ⊙ attention` (Qwen3.5).
     pub gated_attention: bool,
+    /// Values are RMS-normalized (no weight) before they are cached (Gemma 4).
+    pub normalize_values: bool,
+    /// Width of each layer's slice of the per-layer token embeddings (Gemma 4), if any.
+    pub per_layer_input: Option<usize>,
+    /// Per-layer shapes; see [`Config::layer`].
+    layers: Vec<LayerShape>,
+    /// Which layers use the sliding window, where the file lists them (Gemma 4).
+    sliding_pattern: Option<Vec<bool>>,
     /// Rotated pairs that interleaved M-RoPE (Qwen3.5, `rope.dimension_sections`) gives the
     /// fourth position stream, which is 0 for text: they stay unrotated.
     pub rope_unrotated_pairs: Vec<usize>,
@@ -223,15 +260,19 @@ impl Config {
         };
         let n_layer = blocks - prediction_blocks;
         let n_embd = keys.required_count("embedding_length", MAX_DIM)?;
-        let n_ff = keys.required_count("feed_forward_length", MAX_DIM)?;
+        let n_ff_layers = keys.counts_per_layer("feed_forward_length", n_layer, MAX_DIM)?;
+        let n_ff_layers = n_ff_layers.ok_or_else(|| keys.missing("feed_forward_length"))?;
+        let n_ff = n_ff_layers.iter().copied().max().unwrap_or(0);
         let n_head = keys.required_count("attention.head_count", MAX_DIM)?;
-        let n_head_kv = keys.optional_count("attention.head_count_kv", MAX_DIM)?.unwrap_or(n_head);
-        if n_head % n_head_kv != 0 {
-            return Err(keys.bad(
-                "attention.head_count_kv",
-                format!("= {n_head_kv} does not divide head_count {n_head}"),
-            ));
+        let n_head_kv_layers = keys
+            .counts_per_layer("attention.head_count_kv", n_layer, MAX_DIM)?
+            .unwrap_or_else(|| vec![n_head; n_layer]);
+        if let Some(&bad) = n_head_kv_layers.iter().find(|&&kv| n_head % kv != 0) {
+            return Err(
+                keys.bad("attention.head_count_kv", format!("= {bad} does not divide head_count {n_head}"))
+            );
         }
+        let n_head_kv = n_head_kv_layers.first().copied().unwrap_or(n_head);
         let default_head_dim = if n_embd % n_head == 0 { Some(n_embd / n_head) } else { None };
         let head_dim_k = keys.optional_count("attention.key_length", MAX_DIM)?.or(default_head_dim);
         let head_dim_v = keys.optional_count("attention.value_length", MAX_DIM)?.or(head_dim_k);
@@ -242,22 +283,97 @@ impl Config {
         if head_dim % 2 != 0 {
             return Err(keys.bad("attention.key_length", format!("= {head_dim} is odd; RoPE needs pairs")));
         }
-        // Both factors are bounded, their product is not: checked before anything is sized by it
-        // (it would wrap on wasm32).
-        let width = |heads: usize, key: &str| {
-            heads.checked_mul(head_dim).filter(|&width| width as u64 <= MAX_DIM).ok_or_else(|| {
-                keys.bad(key, format!("= {heads} heads of {head_dim} exceed {MAX_DIM} values per token"))
-            })
-        };
-        let q_dim = width(n_head, "attention.head_count")?;
-        let kv_dim = width(n_head_kv, "attention.head_count_kv")?;
         let rope_dims = keys.optional_count("rope.dimension_count", MAX_DIM)?.unwrap_or(head_dim);
-        if rope_dims > head_dim || rope_dims % 2 != 0 {
-            return Err(keys.bad(
-                "rope.dimension_count",
-                format!("= {rope_dims} must be even and ≤ head size {head_dim}"),
-            ));
+        let check_rope = |rope_dims: usize, head_dim: usize, key: &str| {
+            if rope_dims > head_dim || rope_dims % 2 != 0 {
+                return Err(keys.bad(key, format!("= {rope_dims} must be even and ≤ head size {head_dim}")));
+            }
+            Ok(())
+        };
+        check_rope(rope_dims, head_dim, "rope.dimension_count")?;
+        // Gemma 4's sliding-window layers: their own head size and rotated dimensions, the
+        // pattern listed, and the last `shared_kv_layers` layers reading earlier layers' KV.
+        let (sliding_pattern, head_dim_swa, rope_dims_swa, kv_layers) = if architecture
+            == Architecture::Gemma4
+        {
+            let pattern = keys.bools_per_layer("attention.sliding_window_pattern", n_layer)?;
+            let head_dim_swa = keys.required_count("attention.key_length_swa", MAX_DIM)?;
+            if keys.optional_count("attention.value_length_swa", MAX_DIM)?.is_some_and(|v| v != head_dim_swa)
+            {
+                return Err(keys.bad(
+                    "attention.value_length_swa",
+                    format!("differs from key_length_swa {head_dim_swa}"),
+                ));
+            }
+            let rope_dims_swa =
+                keys.optional_count("rope.dimension_count_swa", MAX_DIM)?.unwrap_or(head_dim_swa);
+            check_rope(rope_dims_swa, head_dim_swa, "rope.dimension_count_swa")?;
+            let shared = match keys.metadata.get(&keys.key("attention.shared_kv_layers")) {
+                None => 0,
+                Some(value) => value.as_u64().filter(|&n| n < n_layer as u64).ok_or_else(|| {
+                    keys.bad("attention.shared_kv_layers", format!("must be below block_count {n_layer}"))
+                })? as usize,
+            };
+            (Some(pattern), head_dim_swa, rope_dims_swa, n_layer - shared)
+        } else {
+            (None, head_dim, rope_dims, n_layer)
+        };
+        let is_sliding_in_pattern = |l: usize| sliding_pattern.as_ref().is_some_and(|p| p[l]);
+        let mut layers = Vec::with_capacity(n_layer);
+        for l in 0..n_layer {
+            let sliding = is_sliding_in_pattern(l);
+            // llama.cpp's rule: a shared sliding layer reads the second-to-last layer that keeps
+            // KV, a shared global one the last; both must be of its kind.
+            let kv_from = if l < kv_layers {
+                l
+            } else {
+                let source = kv_layers.checked_sub(if sliding { 2 } else { 1 });
+                match source.filter(|&s| is_sliding_in_pattern(s) == sliding) {
+                    Some(source) => source,
+                    None => {
+                        return Err(keys.bad(
+                            "attention.shared_kv_layers",
+                            format!(
+                                "leaves layer {l} no earlier layer of its kind to share keys and values with"
+                            ),
+                        ));
+                    }
+                }
+            };
+            let (head_dim, rope_dims) =
+                if sliding { (head_dim_swa, rope_dims_swa) } else { (head_dim, rope_dims) };
+            layers.push(LayerShape {
+                head_dim,
+                n_head_kv: n_head_kv_layers[l],
+                n_ff: n_ff_layers[l],
+                rope_dims,
+                kv_from,
+            });
         }
+        // Both factors of each width are bounded, their product is not: checked before
+        // anything is sized by it (it would wrap on wasm32).
+        let widest = |heads: &dyn Fn(&LayerShape) -> usize, key: &str| -> Result<usize, ModelError> {
+            let mut widest = 0;
+            for layer in &layers {
+                let width = heads(layer)
+                    .checked_mul(layer.head_dim)
+                    .filter(|&w| w as u64 <= MAX_DIM)
+                    .ok_or_else(|| {
+                        keys.bad(
+                            key,
+                            format!(
+                                "= {} heads of {} exceed {MAX_DIM} values per token",
+                                heads(layer),
+                                layer.head_dim
+                            ),
+                        )
+                    })?;
+                widest = widest.max(width);
+            }
+            Ok(widest)
+        };
+        let q_dim = widest(&|_| n_head, "attention.head_count")?;
+        let kv_dim = widest(&|layer| layer.n_head_kv, "attention.head_count_kv")?;
         let rms_eps = keys.positive_float("attention.layer_norm_rms_epsilon")?.unwrap_or(1e-5);
         let rope_base = keys.positive_float("rope.freq_base")?.unwrap_or(10_000.0);
         let freq_scale = match keys.metadata.get_str(&keys.key("rope.scaling.type")) {
@@ -278,7 +394,8 @@ impl Config {
             | Architecture::Gemma2
             | Architecture::Gemma3
             | Architecture::Phi3
-            | Architecture::Qwen35 => RopeStyle::Neox,
+            | Architecture::Qwen35
+            | Architecture::Gemma4 => RopeStyle::Neox,
         };
         let attn_factor = keys.positive_float("rope.scaling.attn_factor")?.unwrap_or(1.0);
         let rope_global = Rope { base: rope_base, freq_scale, attn_factor };
@@ -295,6 +412,12 @@ impl Config {
                 2,
                 Rope { base: keys.positive_float("rope.freq_base_swa")?.unwrap_or(rope_base), ..rope_global },
             ),
+            // The window and the pattern come from the file; local layers' RoPE base too.
+            Architecture::Gemma4 => (
+                Some(keys.required_count("attention.sliding_window", MAX_CONTEXT)?),
+                1,
+                Rope { base: keys.positive_float("rope.freq_base_swa")?.unwrap_or(rope_base), ..rope_global },
+            ),
             _ => (None, 1, rope_global),
         };
         // Gemma 3 scales queries by 1/sqrt(head size) itself, then uses scale 1 in attention:
@@ -303,6 +426,8 @@ impl Config {
         // gemma_pytorch).
         let attention_scale = match architecture {
             Architecture::Gemma2 if n_layer == 46 => 1.0 / ((n_embd / n_head) as f32).sqrt(),
+            // Queries and keys are normalized; llama.cpp attends with scale 1.
+            Architecture::Gemma4 => 1.0,
             _ => 1.0 / (head_dim as f32).sqrt(),
         };
         let softcap = |name: &str, default: f32| -> Result<Option<f32>, ModelError> {
@@ -312,9 +437,29 @@ impl Config {
             Ok(Some(keys.positive_float(name)?.unwrap_or(default)))
         };
         let attn_softcap = softcap("attn_logit_softcapping", 50.0)?;
-        let final_softcap = softcap("final_logit_softcapping", 30.0)?;
+        let final_softcap = match architecture {
+            // Only where the file asks for it.
+            Architecture::Gemma4 => keys.positive_float("final_logit_softcapping")?,
+            _ => softcap("final_logit_softcapping", 30.0)?,
+        };
+        let per_layer_input = match architecture {
+            Architecture::Gemma4 => match keys.metadata.get(&keys.key("embedding_length_per_layer_input")) {
+                None => None,
+                Some(value) => match value.as_u64() {
+                    Some(0) => None,
+                    Some(n) if n <= MAX_DIM => Some(n as usize),
+                    _ => {
+                        return Err(keys
+                            .bad("embedding_length_per_layer_input", format!("should be at most {MAX_DIM}")));
+                    }
+                },
+            },
+            _ => None,
+        };
         let embedding_scale = match architecture {
-            Architecture::Gemma3 | Architecture::Gemma2 => Some((n_embd as f32).sqrt()),
+            Architecture::Gemma3 | Architecture::Gemma2 | Architecture::Gemma4 => {
+                Some((n_embd as f32).sqrt())
+            }
             _ => None,
         };
         let (delta_net, recurrent_layers) = match architecture {
@@ -365,6 +510,10 @@ impl Config {
             final_softcap,
             embedding_scale,
             gated_attention: architecture == Architecture::Qwen35,
+            normalize_values: architecture == Architecture::Gemma4,
+            per_layer_input,
+            layers,
+            sliding_pattern,
             rope_unrotated_pairs,
             delta_net,
             recurrent_layers,
@@ -382,12 +531,24 @@ impl Config {
         self.n_layer - self.recurrent_layers.iter().filter(|&&r| r).count()
     }
 
+    /// The widest layer's `n_head × head_dim` (what scratch buffers are sized by).
     pub fn q_dim(&self) -> usize {
         self.q_dim
     }
 
+    /// The widest layer's `n_head_kv × head_dim`.
     pub fn kv_dim(&self) -> usize {
         self.kv_dim
+    }
+
+    /// Layer `layer`'s head size, KV heads, FFN width, rotated dimensions and KV source.
+    pub fn layer(&self, layer: usize) -> &LayerShape {
+        &self.layers[layer]
+    }
+
+    /// Whether layer `layer` computes and caches its own keys and values.
+    pub fn keeps_kv(&self, layer: usize) -> bool {
+        self.layers[layer].kv_from == layer
     }
 
     /// Whether layer `layer` rotates its queries and keys (llama.cpp: SmolLM3's layers 3, 7,
@@ -399,7 +560,17 @@ impl Config {
     /// Whether layer `layer` attends only within the sliding window (llama.cpp: Gemma 3 layers
     /// 0–4 of every 6 are local, layer 5 is global).
     pub fn is_sliding(&self, layer: usize) -> bool {
+        if let Some(pattern) = &self.sliding_pattern {
+            return pattern[layer];
+        }
         self.sliding_window.is_some() && layer % self.global_layer_period < self.global_layer_period - 1
+    }
+
+    /// Whether layer `layer` divides its RoPE frequencies by the file's factors
+    /// (`rope_freqs`): every layer that rotates, except Gemma 4's sliding ones (its factors
+    /// shape the global layers' "proportional" RoPE).
+    pub fn uses_rope_factors(&self, layer: usize) -> bool {
+        !(self.architecture == Architecture::Gemma4 && self.is_sliding(layer))
     }
 
     pub fn rope_for_layer(&self, layer: usize) -> Rope {
@@ -522,6 +693,46 @@ impl Keys<'_> {
             .collect())
     }
 
+    /// A count that is either one number for every layer or an array of one per layer (at
+    /// least `n_layer` long; prediction blocks may follow).
+    fn counts_per_layer(
+        &self,
+        name: &str,
+        n_layer: usize,
+        max: u64,
+    ) -> Result<Option<Vec<usize>>, ModelError> {
+        let Some(value) = self.metadata.get(&self.key(name)) else { return Ok(None) };
+        let Some(array) = value.as_array() else {
+            return Ok(self.optional_count(name, max)?.map(|n| vec![n; n_layer]));
+        };
+        let values: Vec<u64> = match array {
+            crate::gguf::Array::U32(v) => v.iter().map(|&x| u64::from(x)).collect(),
+            crate::gguf::Array::I32(v) => v.iter().map(|&x| u64::try_from(x).unwrap_or(0)).collect(),
+            crate::gguf::Array::U64(v) => v.clone(),
+            _ => return Err(self.bad(name, "should be a count or an array of counts".into())),
+        };
+        if values.len() < n_layer {
+            return Err(self.bad(name, format!("has {} entries for {n_layer} layers", values.len())));
+        }
+        values[..n_layer]
+            .iter()
+            .map(|&n| match n {
+                1.. if n <= max => Ok(n as usize),
+                _ => Err(self.bad(name, format!("holds {n}, outside 1..={max}"))),
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(Some)
+    }
+
+    /// A boolean per layer (an array at least `n_layer` long).
+    fn bools_per_layer(&self, name: &str, n_layer: usize) -> Result<Vec<bool>, ModelError> {
+        match self.metadata.get(&self.key(name)).and_then(|v| v.as_array()) {
+            Some(crate::gguf::Array::Bool(flags)) if flags.len() >= n_layer => Ok(flags[..n_layer].to_vec()),
+            Some(_) => Err(self.bad(name, format!("should be an array of at least {n_layer} booleans"))),
+            None => Err(self.missing(name)),
+        }
+    }
+
     fn positive_float(&self, name: &str) -> Result<Option<f32>, ModelError> {
         let Some(value) = self.metadata.get(&self.key(name)) else { return Ok(None) };
         match value.as_f64() {
@@ -551,11 +762,13 @@ mod tests {
             Architecture::Gemma2 => 5,
             Architecture::Gemma3 => 6,
             Architecture::Qwen35 => 7,
+            Architecture::Gemma4 => 8,
         };
-        assert_eq!(Architecture::ALL.map(place), [0, 1, 2, 3, 4, 5, 6, 7]);
+        assert_eq!(Architecture::ALL.map(place), [0, 1, 2, 3, 4, 5, 6, 7, 8]);
         let message = ModelError::UnsupportedArchitecture("mamba".into()).to_string();
         assert!(
-            message.ends_with("(supported: qwen3, qwen2, llama, smollm3, phi3, gemma2, gemma3, qwen35)"),
+            message
+                .ends_with("(supported: qwen3, qwen2, llama, smollm3, phi3, gemma2, gemma3, qwen35, gemma4)"),
             "{message}"
         );
     }

@@ -15,8 +15,10 @@ use super::cache::Cache;
 use super::config::{Architecture, Config};
 use super::delta_net::{DeltaInputs, causal_conv_silu, delta_rule, gates, l2_normalize_heads, sigmoid, silu};
 use super::error::{ModelError, try_zeroed};
-use super::ops::{add_in_place, apply_rope, geglu, rms_norm, rms_norm_in_place, rope_table, swiglu};
-use super::weights::{AttentionWeights, DeltaNetWeights, LayerWeights, Matrix, Mixer};
+use super::ops::{
+    add_in_place, apply_rope, geglu, gelu, rms_norm, rms_norm_in_place, rms_scale, rope_table, swiglu,
+};
+use super::weights::{AttentionWeights, DeltaNetWeights, LayerWeights, Matrix, Mixer, PerLayerWeights};
 use crate::parallel;
 use crate::tensor::{ActivationType, MatmulOperand, QuantizedActivations, dequantize_row, matmul_many};
 
@@ -50,6 +52,7 @@ pub struct Scratch {
     v: Vec<f32>,
     attn: Vec<f32>,
     delta: DeltaScratch,
+    per_layer: PerLayerScratch,
     gate: Vec<f32>,
     up: Vec<f32>,
     /// The layer's cached keys and values widened to f32, `context × kv_dim`.
@@ -58,6 +61,17 @@ pub struct Scratch {
     rope: Vec<(f32, f32)>,
     quantized: QuantizedInput,
     logits: Vec<f32>,
+}
+
+/// Working memory of Gemma 4's per-layer inputs (empty for other models).
+#[derive(Default)]
+struct PerLayerScratch {
+    /// The batch's per-layer inputs, `batch × n_layer × width`.
+    inputs: Vec<f32>,
+    /// One token's per-layer embedding row, `n_layer × width`.
+    row: Vec<f32>,
+    /// A layer's gated hidden state, `batch × width`.
+    hidden: Vec<f32>,
 }
 
 /// Working memory of gated DeltaNet layers (empty for other models).
@@ -92,6 +106,12 @@ enum Input {
     FeedForwardHidden(usize),
     /// The final norm's output, before the output projection.
     OutputNorm,
+    /// The scaled token embeddings (Gemma 4's per-layer projection reads them).
+    Embeddings,
+    /// Layer `l`'s output before its per-layer input block (Gemma 4).
+    LayerOut(usize),
+    /// Layer `l`'s gated per-layer hidden state, before `W_proj` (Gemma 4).
+    PerLayerHidden(usize),
 }
 
 /// Activations quantized for the kernels, and which input they were quantized from.
@@ -138,6 +158,14 @@ impl Scratch {
             },
             None => DeltaScratch::default(),
         };
+        let per_layer = match config.per_layer_input {
+            Some(width) => PerLayerScratch {
+                inputs: rows(width.saturating_mul(config.n_layer))?,
+                row: Vec::new(),
+                hidden: rows(width)?,
+            },
+            None => PerLayerScratch::default(),
+        };
         Ok(Scratch {
             max_batch,
             x: rows(config.n_embd)?,
@@ -149,6 +177,7 @@ impl Scratch {
             v: rows(config.kv_dim())?,
             attn: rows(config.q_dim())?,
             delta,
+            per_layer,
             gate: rows(config.n_ff)?,
             up: rows(config.n_ff)?,
             keys: try_zeroed("attention keys", context.saturating_mul(config.kv_dim()))?,
@@ -176,6 +205,7 @@ impl Scratch {
                 .into_iter()
                 .chain([&self.gate, &self.up, &self.keys, &self.values])
                 .chain([&d.qkv, &d.convolved, &d.z, &d.alpha, &d.beta, &d.out, &d.window, &d.by_head])
+                .chain([&self.per_layer.inputs, &self.per_layer.row, &self.per_layer.hidden])
                 .map(Vec::capacity)
                 .sum::<usize>();
         let widest = config.n_embd.max(config.n_ff).max(config.q_dim());
@@ -236,8 +266,11 @@ impl Model {
         let start = cache.len();
         s.quantized.of = None; // Its inputs are another batch's.
         self.embed(tokens, &mut s.x[..n * c.n_embd])?;
+        self.per_layer_inputs(tokens, s)?;
         let last = self.weights.layers.len().saturating_sub(1);
         let mut ffn_rows = n;
+        // The batch position of the first row the feed-forward block sees.
+        let mut first_row = 0;
         for (l, layer) in self.weights.layers.iter().enumerate() {
             let d = c.n_embd;
             rms_norm(&mut s.normed[..n * d], &s.x[..n * d], &layer.attn_norm, c.rms_eps);
@@ -257,9 +290,16 @@ impl Model {
                 let rows = logit_rows.clone().unwrap_or(0..0);
                 s.x.copy_within(rows.start * d..rows.end * d, 0);
                 ffn_rows = rows.len();
+                first_row = rows.start;
             }
             if ffn_rows > 0 {
                 self.feed_forward_block(l, layer, s, ffn_rows)?;
+                if let Some(per_layer) = &layer.per_layer {
+                    self.per_layer_block(l, per_layer, s, first_row, ffn_rows)?;
+                }
+                if let Some(scale) = layer.out_scale {
+                    s.x[..ffn_rows * d].iter_mut().for_each(|v| *v *= scale);
+                }
             }
         }
         cache.set_len(start + n);
@@ -312,20 +352,33 @@ impl Model {
         start: usize,
     ) -> Result<(), ModelError> {
         let c = &self.config;
-        let (d, qd, kvd, hd) = (c.n_embd, c.q_dim(), c.kv_dim(), c.head_dim);
+        let shape = c.layer(l);
+        let (d, hd) = (c.n_embd, shape.head_dim);
+        let (qd, kvd) = (c.n_head * hd, shape.kv_dim());
         let file = self.file();
         let h = &s.normed[..n * d];
         let (q, k, v) = (&mut s.q[..n * qd], &mut s.k[..n * kvd], &mut s.v[..n * kvd]);
         // Gated attention projects each head's query and gate together; the queries are
         // gathered out of that.
         let q_out = if c.gated_attention { &mut s.q_and_gate[..2 * n * qd] } else { &mut *q };
-        project_many(
-            file,
-            Input::AttentionIn(l),
-            h,
-            &mut s.quantized,
-            [(&layer.wq, q_out), (&layer.wk, &mut *k), (&layer.wv, &mut *v)],
-        )?;
+        let input = Input::AttentionIn(l);
+        match (&layer.wk, &layer.wv) {
+            (Some(wk), Some(wv)) => project_many(
+                file,
+                input,
+                h,
+                &mut s.quantized,
+                [(&layer.wq, q_out), (wk, &mut *k), (wv, &mut *v)],
+            )?,
+            // Gemma 4 without `attn_v`: the values are the keys' projection, before its norm.
+            (Some(wk), None) => {
+                project_many(file, input, h, &mut s.quantized, [(&layer.wq, q_out), (wk, &mut *k)])?;
+                v.copy_from_slice(k);
+            }
+            // A layer that reads another's keys and values projects only its queries.
+            _ => project(file, input, h, &mut s.quantized, &layer.wq, q_out)?,
+        }
+        let keeps_kv = layer.wk.is_some();
         if c.gated_attention {
             for (query, both) in q.chunks_exact_mut(hd).zip(s.q_and_gate.chunks_exact(2 * hd)) {
                 query.copy_from_slice(&both[..hd]);
@@ -347,15 +400,27 @@ impl Model {
         if let Some(w) = &layer.k_norm {
             rms_norm_in_place(k, w, c.rms_eps);
         }
+        // Gemma 4 normalizes each value head too, without a weight.
+        if c.normalize_values && keeps_kv {
+            for head in v.chunks_exact_mut(hd) {
+                let scale = rms_scale(head, c.rms_eps);
+                head.iter_mut().for_each(|x| *x *= scale);
+            }
+        }
         let rope = c.rope_for_layer(l);
-        let freq_factors = self.weights.rope_factors(cache.capacity() > c.rope_original_context);
+        let freq_factors = self
+            .weights
+            .rope_factors(cache.capacity() > c.rope_original_context)
+            .filter(|_| c.uses_rope_factors(l));
         for t in (0..n).filter(|_| c.uses_rope(l)) {
-            rope_table(&mut s.rope, start + t, rope, c.rope_dims, freq_factors);
+            rope_table(&mut s.rope, start + t, rope, shape.rope_dims, freq_factors);
             for &pair in &c.rope_unrotated_pairs {
                 s.rope[pair] = (rope.attn_factor, 0.0);
             }
             apply_rope(&mut q[t * qd..(t + 1) * qd], hd, &s.rope, c.rope_style);
-            apply_rope(&mut k[t * kvd..(t + 1) * kvd], hd, &s.rope, c.rope_style);
+            if keeps_kv {
+                apply_rope(&mut k[t * kvd..(t + 1) * kvd], hd, &s.rope, c.rope_style);
+            }
         }
         let score_scale = if c.scale_queries {
             q.iter_mut().for_each(|v| *v *= c.attention_scale);
@@ -364,7 +429,9 @@ impl Model {
             c.attention_scale
         };
 
-        cache.store(l, start, k, v);
+        if keeps_kv {
+            cache.store(l, start, k, v);
+        }
         let attn = &mut s.attn[..n * qd];
         self.attend(l, cache, [&mut s.keys, &mut s.values], q, attn, start, score_scale);
 
@@ -442,7 +509,9 @@ impl Model {
         scale: f32,
     ) {
         let c = &self.config;
-        let (hd, kvd, qd) = (c.head_dim, c.kv_dim(), c.q_dim());
+        let shape = c.layer(l);
+        let (hd, kvd) = (shape.head_dim, shape.kv_dim());
+        let qd = c.n_head * hd;
         let n = q.len() / qd;
         let end = start + n;
         let scoring = Scoring::new(scale, c.attn_softcap);
@@ -452,7 +521,7 @@ impl Model {
         let (keys16, values16) = cache.layer(l, end);
         widen(&keys16[first_needed * kvd..], &mut keys32[first_needed * kvd..end * kvd]);
         widen(&values16[first_needed * kvd..], &mut values32[first_needed * kvd..end * kvd]);
-        let group = c.n_head / c.n_head_kv;
+        let group = c.n_head / shape.n_head_kv;
         let f16_accumulator = n < TILED_MIN_QUERIES;
         let (keys, values) = (&keys32[..], &values32[..]);
         // One task per run of (query, head) pairs: each writes only its heads' outputs.
@@ -491,7 +560,7 @@ impl Model {
         n: usize,
     ) -> Result<(), ModelError> {
         let c = &self.config;
-        let (d, ff) = (c.n_embd, c.n_ff);
+        let (d, ff) = (c.n_embd, c.layer(l).n_ff);
         let file = self.file();
         let h = &mut s.normed[..n * d];
         rms_norm(h, &s.x[..n * d], &layer.ffn_norm, c.rms_eps);
@@ -504,7 +573,7 @@ impl Model {
             [(&layer.w_gate, &mut *gate), (&layer.w_up, &mut *up)],
         )?;
         match c.architecture {
-            Architecture::Gemma3 | Architecture::Gemma2 => geglu(gate, up),
+            Architecture::Gemma3 | Architecture::Gemma2 | Architecture::Gemma4 => geglu(gate, up),
             Architecture::Qwen3
             | Architecture::Qwen2
             | Architecture::Llama
@@ -517,6 +586,64 @@ impl Model {
         if let Some(w) = &layer.post_ffn_norm {
             rms_norm_in_place(out, w, c.rms_eps);
         }
+        add_in_place(&mut s.x[..n * d], out);
+        Ok(())
+    }
+
+    /// Gemma 4's per-layer inputs of a batch (`n × n_layer × width`): each token's row of the
+    /// per-layer embeddings, scaled by √width, plus the normalized projection of its scaled
+    /// embedding (`x`), the sum scaled by 1/√2.
+    fn per_layer_inputs(&self, tokens: &[u32], s: &mut Scratch) -> Result<(), ModelError> {
+        let (c, Some(input)) = (&self.config, &self.weights.per_layer_input) else { return Ok(()) };
+        let (d, n) = (c.n_embd, tokens.len());
+        let width = input.proj_norm.len();
+        let all = width * c.n_layer;
+        let ple = &mut s.per_layer.inputs[..n * all];
+        project(self.file(), Input::Embeddings, &s.x[..n * d], &mut s.quantized, &input.model_proj, ple)?;
+        let projection_scale = 1.0 / (d as f32).sqrt();
+        ple.iter_mut().for_each(|v| *v *= projection_scale);
+        rms_norm_in_place(ple, &input.proj_norm, c.rms_eps);
+        let (embedding_scale, input_scale) = ((width as f32).sqrt(), 1.0 / 2f32.sqrt());
+        let row = &mut s.per_layer.row;
+        row.resize(all, 0.0);
+        for (&token, ple) in tokens.iter().zip(ple.chunks_exact_mut(all)) {
+            dequantize_row(
+                input.token_embd.weight_type,
+                input.token_embd.row_bytes(self.file(), token as usize),
+                row,
+            )?;
+            for (p, &e) in ple.iter_mut().zip(row.iter()) {
+                *p = (*p + e * embedding_scale) * input_scale;
+            }
+        }
+        Ok(())
+    }
+
+    /// Gemma 4's per-layer input block on `n` rows of the residual stream, which hold the
+    /// batch's positions `first..first + n`: `x += norm(W_proj · (gelu(W_gate · x) ⊙ input))`.
+    fn per_layer_block(
+        &self,
+        l: usize,
+        weights: &PerLayerWeights,
+        s: &mut Scratch,
+        first: usize,
+        n: usize,
+    ) -> Result<(), ModelError> {
+        let c = &self.config;
+        let d = c.n_embd;
+        let width = weights.gate.rows;
+        let all = width * c.n_layer;
+        let hidden = &mut s.per_layer.hidden[..n * width];
+        let file = self.file();
+        project(file, Input::LayerOut(l), &s.x[..n * d], &mut s.quantized, &weights.gate, hidden)?;
+        let inputs = &s.per_layer.inputs[first * all..(first + n) * all];
+        for (row, input) in hidden.chunks_exact_mut(width).zip(inputs.chunks_exact(all)) {
+            let input = &input[l * width..(l + 1) * width];
+            row.iter_mut().zip(input).for_each(|(h, &i)| *h = gelu(*h) * i);
+        }
+        let out = &mut s.block_out[..n * d];
+        project(file, Input::PerLayerHidden(l), hidden, &mut s.quantized, &weights.proj, out)?;
+        rms_norm_in_place(out, &weights.post_norm, c.rms_eps);
         add_in_place(&mut s.x[..n * d], out);
         Ok(())
     }

@@ -17,11 +17,13 @@ mod weights;
 
 pub use bytes::{ModelBytes, piece_starts};
 pub use cache::{CHECKPOINT_INTERVAL, Cache};
-pub use config::{Architecture, Config, DeltaNet, Rope, RopeStyle};
+pub use config::{Architecture, Config, DeltaNet, LayerShape, Rope, RopeStyle};
 pub use error::ModelError;
 pub use forward::{LogitsFor, Scratch};
 pub use loader::{FileLoader, LoadError};
-pub use weights::{AttentionWeights, DeltaNetWeights, LayerWeights, Matrix, Mixer, Weights};
+pub use weights::{
+    AttentionWeights, DeltaNetWeights, LayerWeights, Matrix, Mixer, PerLayerInput, PerLayerWeights, Weights,
+};
 
 use crate::gguf::{GgufHeader, Metadata};
 

@@ -107,15 +107,18 @@ pub fn ggml_expf(x: f32) -> f32 {
 /// the input rounded to f16, result rounded to f16 (ggml reads it from a 64K-entry f16 table).
 pub fn geglu(gate: &mut [f32], up: &[f32]) {
     for (g, &u) in gate.iter_mut().zip(up) {
-        let x = *g;
-        let gelu = if x <= -10.0 {
-            0.0
-        } else if x >= 10.0 {
-            x
-        } else {
-            f16::from_f32(gelu_tanh(f16::from_f32(x).to_f32())).to_f32()
-        };
-        *g = gelu * u;
+        *g = gelu(*g) * u;
+    }
+}
+
+/// ggml's CPU GELU of one value (its f16 table, exact past ±10).
+pub fn gelu(x: f32) -> f32 {
+    if x <= -10.0 {
+        0.0
+    } else if x >= 10.0 {
+        x
+    } else {
+        f16::from_f32(gelu_tanh(f16::from_f32(x).to_f32())).to_f32()
     }
 }
 

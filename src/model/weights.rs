@@ -65,6 +65,10 @@ impl Matrix {
 
 pub struct LayerWeights {
     pub attn_norm: Vec<f32>,
+    /// Gemma 4's per-layer input block, after the feed-forward block.
+    pub per_layer: Option<PerLayerWeights>,
+    /// Gemma 4's scale of the layer's output (`layer_output_scale`).
+    pub out_scale: Option<f32>,
     /// What mixes positions: attention over the KV cache, or a gated DeltaNet.
     pub mixer: Mixer,
     /// Norm of the mixer's output before the residual add (Gemma 3).
@@ -78,6 +82,25 @@ pub struct LayerWeights {
     pub post_ffn_norm: Option<Vec<f32>>,
 }
 
+/// Gemma 4's per-layer input: `x += norm(W_proj · (gelu(W_gate · x) ⊙ input_l))`.
+pub struct PerLayerWeights {
+    /// `inp_gate`: `n_embd → per_layer_input`.
+    pub gate: Matrix,
+    /// `proj`: `per_layer_input → n_embd`.
+    pub proj: Matrix,
+    pub post_norm: Vec<f32>,
+}
+
+/// Gemma 4's per-layer token embeddings and the projection of the embedding added to them.
+pub struct PerLayerInput {
+    /// `per_layer_token_embd`: one row per token of `n_layer × per_layer_input` (read a row at
+    /// a time, as `token_embd`: the table is large).
+    pub token_embd: Matrix,
+    /// `per_layer_model_proj`: `n_embd → n_layer × per_layer_input`.
+    pub model_proj: Matrix,
+    pub proj_norm: Vec<f32>,
+}
+
 pub enum Mixer {
     Attention(AttentionWeights),
     DeltaNet(DeltaNetWeights),
@@ -86,8 +109,10 @@ pub enum Mixer {
 pub struct AttentionWeights {
     /// Queries; with [`Config::gated_attention`], each head's query followed by its gate.
     pub wq: Matrix,
-    pub wk: Matrix,
-    pub wv: Matrix,
+    /// Keys and values; none where the layer reads another layer's (Gemma 4's shared
+    /// layers). Without `wv` the values are the keys' projection (Gemma 4).
+    pub wk: Option<Matrix>,
+    pub wv: Option<Matrix>,
     pub wo: Matrix,
     /// Biases added to the Q, K and V projections (Qwen2; optional in Llama files).
     pub bq: Option<Vec<f32>>,
@@ -123,6 +148,8 @@ pub struct Weights {
     pub output_norm: Vec<f32>,
     /// The output projection; `token_embd` itself when the file ties them.
     pub output: Matrix,
+    /// Gemma 4's per-layer token embeddings, where the file has them.
+    pub per_layer_input: Option<PerLayerInput>,
     /// Llama 3-style per-dimension RoPE frequency divisors (`rope_freqs.weight`), if present.
     pub rope_freqs: Option<Vec<f32>>,
     /// LongRoPE's divisors (Phi-3): the long ones for caches past the original context.
@@ -146,13 +173,13 @@ impl Weights {
         config: &Config,
     ) -> Result<Weights, ModelError> {
         let tensors = Tensors { header, file };
-        let (d, q, kv, ff, hd) =
-            (config.n_embd, config.q_dim(), config.kv_dim(), config.n_ff, config.head_dim);
-        let has_qk_norm =
-            matches!(config.architecture, Architecture::Qwen3 | Architecture::Gemma3 | Architecture::Qwen35);
-        // Gated attention's query projection holds a gate after each head's query.
-        let q_rows = if config.gated_attention { 2 * q } else { q };
-        let has_post_norms = matches!(config.architecture, Architecture::Gemma2 | Architecture::Gemma3);
+        let d = config.n_embd;
+        let has_qk_norm = matches!(
+            config.architecture,
+            Architecture::Qwen3 | Architecture::Gemma3 | Architecture::Qwen35 | Architecture::Gemma4
+        );
+        let has_post_norms =
+            matches!(config.architecture, Architecture::Gemma2 | Architecture::Gemma3 | Architecture::Gemma4);
         // llama.cpp requires Qwen2's Q/K/V biases and reads Llama's and SmolLM3's when a file
         // has them.
         let bias_required = config.architecture == Architecture::Qwen2;
@@ -174,6 +201,12 @@ impl Weights {
         };
         let mut layers = Vec::with_capacity(config.n_layer);
         for i in 0..config.n_layer {
+            let shape = config.layer(i);
+            let (q, kv, ff, hd) =
+                (config.n_head * shape.head_dim, shape.kv_dim(), shape.n_ff, shape.head_dim);
+            // Gated attention's query projection holds a gate after each head's query.
+            let q_rows = if config.gated_attention { 2 * q } else { q };
+            let keeps_kv = config.keeps_kv(i);
             let name = |suffix: &str| format!("blk.{i}.{suffix}.weight");
             let optional_vector =
                 |suffix: &str, len: usize, wanted: bool| -> Result<Option<Vec<f32>>, ModelError> {
@@ -209,14 +242,25 @@ impl Weights {
                                 }
                                 None => (None, None, None),
                             };
-                            (wq, wk, wv, biases)
+                            (wq, Some(wk), Some(wv), biases)
                         }
-                        None => (
-                            tensors.matrix(&name("attn_q"), q_rows, d)?,
-                            tensors.matrix(&name("attn_k"), kv, d)?,
-                            tensors.matrix(&name("attn_v"), kv, d)?,
-                            (bias("attn_q", q)?, bias("attn_k", kv)?, bias("attn_v", kv)?),
-                        ),
+                        // Gemma 4's shared layers project only queries.
+                        None if !keeps_kv => {
+                            (tensors.matrix(&name("attn_q"), q_rows, d)?, None, None, (None, None, None))
+                        }
+                        None => {
+                            // Gemma 4 may leave out `attn_v`: the keys' projection serves as values.
+                            let wv = match header.tensor(&name("attn_v")) {
+                                None if config.architecture == Architecture::Gemma4 => None,
+                                _ => Some(tensors.matrix(&name("attn_v"), kv, d)?),
+                            };
+                            (
+                                tensors.matrix(&name("attn_q"), q_rows, d)?,
+                                Some(tensors.matrix(&name("attn_k"), kv, d)?),
+                                wv,
+                                (bias("attn_q", q)?, bias("attn_k", kv)?, bias("attn_v", kv)?),
+                            )
+                        }
                     };
                     Mixer::Attention(AttentionWeights {
                         wq,
@@ -227,7 +271,7 @@ impl Weights {
                         bk,
                         bv,
                         q_norm: optional_vector("attn_q_norm", hd, has_qk_norm)?,
-                        k_norm: optional_vector("attn_k_norm", hd, has_qk_norm)?,
+                        k_norm: optional_vector("attn_k_norm", hd, has_qk_norm && keeps_kv)?,
                     })
                 }
             };
@@ -244,8 +288,25 @@ impl Weights {
             } else {
                 ("ffn_norm", optional_vector("post_attention_norm", d, has_post_norms)?)
             };
+            let per_layer = match config.per_layer_input {
+                Some(width) => Some(PerLayerWeights {
+                    gate: tensors.matrix(&name("inp_gate"), width, d)?,
+                    proj: tensors.matrix(&name("proj"), d, width)?,
+                    post_norm: tensors.vector(&name("post_norm"), d)?,
+                }),
+                None => None,
+            };
+            let out_scale = match header.tensor(&name("layer_output_scale")) {
+                Some(_) if config.architecture == Architecture::Gemma4 => {
+                    let scale = tensors.vector(&name("layer_output_scale"), 1)?;
+                    Some(scale.first().copied().unwrap_or(1.0))
+                }
+                _ => None,
+            };
             layers.push(LayerWeights {
                 attn_norm: tensors.vector(&name("attn_norm"), d)?,
+                per_layer,
+                out_scale,
                 mixer,
                 post_attn_norm,
                 ffn_norm: tensors.vector(&name(ffn_norm_name), d)?,
@@ -259,7 +320,22 @@ impl Weights {
             Some(_) => tensors.vector(name, config.rope_dims / 2).map(Some),
             None => Ok(None),
         };
+        let per_layer_input = match config.per_layer_input {
+            Some(width) => {
+                let all_layers = width * config.n_layer;
+                Some(PerLayerInput {
+                    token_embd: Matrix {
+                        layout: WeightLayout::Plain,
+                        ..tensors.matrix("per_layer_token_embd.weight", config.vocab_size, all_layers)?
+                    },
+                    model_proj: tensors.matrix("per_layer_model_proj.weight", all_layers, d)?,
+                    proj_norm: tensors.vector("per_layer_proj_norm.weight", width)?,
+                })
+            }
+            None => None,
+        };
         Ok(Weights {
+            per_layer_input,
             token_embd,
             layers,
             output_norm: tensors.vector("output_norm.weight", d)?,
