@@ -44,6 +44,12 @@ Architectures:
            attn_qkv into a causal convolution of width 4, 2 key heads and 4 value heads of 32,
            decay and beta gates, gated RMSNorm); post_attention_norm as the FFN's norm; the
            qwen35 pre-tokenizer; tied embeddings.
+  gemma4   Gemma 4's dense layout: 5 layers [local, local, global, local, global] with a window
+           of 8; local layers have heads of 32 (2 KV heads, RoPE base 10000, all rotated),
+           global ones heads of 64 (1 KV head, base 1e6, `rope_freqs` leaving 24 of 32 pairs
+           unrotated); layer 1 has no `attn_v` (values are the keys' projection); the last 2
+           layers read layers 1 and 2's KV and have a double-wide FFN; per-layer inputs of 32
+           per layer; `layer_output_scale`; final logits capped at 2.
 """
 import argparse
 from pathlib import Path
@@ -267,6 +273,80 @@ def write_qwen35(path, rng, reader):
     writer.close()
 
 
+def write_gemma4(path, rng, reader):
+    n_vocab = len(reader.fields["tokenizer.ggml.tokens"].data)
+    swa = [True, True, False, True, False]
+    layers, shared, per_layer, head_full, head_swa = len(swa), 2, 32, 64, 32
+    kv_heads = [2 if local else 1 for local in swa]
+    n_ff = [FFN // 2 if il < layers - shared else FFN for il in range(layers)]
+    writer = gguf.GGUFWriter(str(path), arch="gemma4")
+    writer.add_name("gemma4-micro-synthetic")
+    writer.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0)
+    writer.add_block_count(layers)
+    writer.add_context_length(4096)
+    writer.add_embedding_length(EMBD)
+    writer.add_feed_forward_length(n_ff)
+    writer.add_head_count(HEADS)
+    writer.add_head_count_kv(kv_heads)
+    writer.add_key_length(head_full)
+    writer.add_value_length(head_full)
+    writer.add_key_length_swa(head_swa)
+    writer.add_value_length_swa(head_swa)
+    writer.add_rope_dimension_count(head_full)
+    writer.add_rope_dimension_count_swa(head_swa)
+    writer.add_rope_freq_base(1_000_000.0)
+    writer.add_rope_freq_base_swa(10_000.0)
+    writer.add_layer_norm_rms_eps(1e-6)
+    writer.add_sliding_window(8)
+    writer.add_sliding_window_pattern(swa)
+    writer.add_shared_kv_layers(shared)
+    writer.add_embedding_length_per_layer_input(per_layer)
+    writer.add_final_logit_softcapping(2.0)
+    copy_tokenizer(writer, reader)
+
+    def matrix(name, rows, cols):
+        x = rng.standard_normal((rows, cols), dtype=np.float32) * np.float32(0.02)
+        writer.add_tensor(name, quantize(x, Q.Q8_0), raw_dtype=Q.Q8_0)
+
+    def vector(name, n, mean, std):
+        writer.add_tensor(name, (mean + std * rng.standard_normal(n, dtype=np.float32)).astype(np.float32))
+
+    matrix("token_embd.weight", n_vocab, EMBD)
+    # "Proportional" RoPE of the global layers: a quarter of the pairs rotate, the rest get a
+    # divisor of 1e30 (as llama.cpp's converter writes it).
+    writer.add_tensor("rope_freqs.weight", np.array([1.0] * 8 + [1e30] * 24, dtype=np.float32))
+    matrix("per_layer_token_embd.weight", n_vocab, per_layer * layers)
+    matrix("per_layer_model_proj.weight", per_layer * layers, EMBD)
+    vector("per_layer_proj_norm.weight", per_layer, 1.0, 0.1)
+    for layer, local in enumerate(swa):
+        p = f"blk.{layer}."
+        head = head_swa if local else head_full
+        vector(p + "attn_norm.weight", EMBD, 1.0, 0.1)
+        matrix(p + "attn_q.weight", HEADS * head, EMBD)
+        vector(p + "attn_q_norm.weight", head, 1.0, 0.1)
+        if layer < layers - shared:
+            matrix(p + "attn_k.weight", kv_heads[layer] * head, EMBD)
+            if layer != 1:
+                matrix(p + "attn_v.weight", kv_heads[layer] * head, EMBD)
+            vector(p + "attn_k_norm.weight", head, 1.0, 0.1)
+        matrix(p + "attn_output.weight", EMBD, HEADS * head)
+        vector(p + "post_attention_norm.weight", EMBD, 1.0, 0.1)
+        vector(p + "ffn_norm.weight", EMBD, 1.0, 0.1)
+        matrix(p + "ffn_gate.weight", n_ff[layer], EMBD)
+        matrix(p + "ffn_up.weight", n_ff[layer], EMBD)
+        matrix(p + "ffn_down.weight", EMBD, n_ff[layer])
+        vector(p + "post_ffw_norm.weight", EMBD, 1.0, 0.1)
+        matrix(p + "inp_gate.weight", per_layer, EMBD)
+        matrix(p + "proj.weight", EMBD, per_layer)
+        vector(p + "post_norm.weight", EMBD, 1.0, 0.1)
+        writer.add_tensor(p + "layer_output_scale.weight", rng.uniform(0.6, 1.0, 1).astype(np.float32))
+    vector("output_norm.weight", EMBD, 1.0, 0.1)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+
+
 # arch: (layers, RoPE base, Q/K/V biases, fused QKV and gate/up with LongRoPE)
 MODELS = {
     "qwen2": (2, 1_000_000.0, True, False),
@@ -285,18 +365,21 @@ MODELS = {
     "llama-llama3": (2, 500_000.0, False, False, Q.Q8_0, True),
 }
 
+# Architectures with writers of their own.
+WRITERS = {"qwen35": write_qwen35, "gemma4": write_gemma4}
+
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("out_dir", type=Path)
-    parser.add_argument("--arch", choices=sorted([*MODELS, "qwen35"]), action="append")
+    parser.add_argument("--arch", choices=sorted([*MODELS, *WRITERS]), action="append")
     args = parser.parse_args()
     reader = GGUFReader(str(TOKENIZER_SOURCE))
     args.out_dir.mkdir(parents=True, exist_ok=True)
-    for name in args.arch or sorted([*MODELS, "qwen35"]):
-        if name == "qwen35":
-            path = args.out_dir / "qwen35-micro-q8_0.gguf"
-            write_qwen35(path, np.random.default_rng(2), reader)
+    for name in args.arch or sorted([*MODELS, *WRITERS]):
+        if name in WRITERS:
+            path = args.out_dir / f"{name}-micro-q8_0.gguf"
+            WRITERS[name](path, np.random.default_rng(2), reader)
             print("wrote", path)
             continue
         arch, _, variant = name.partition("-")

@@ -185,8 +185,8 @@ fn engine_logits_match_llama_cpp_with_simd128() {
 /// The micro files of the other architectures and types (scripts/make_micro_models.py): Qwen2
 /// (Q/K/V biases), SmolLM3 (no RoPE in layer 3), Phi-3 (fused QKV and gate/up, LongRoPE's short
 /// factors, whitespace stripped after special tokens), Gemma 2 (soft caps, alternate
-/// sliding-window layers), Qwen3.5 (gated DeltaNet and gated attention; chunked prefill) within
-/// the 8-bit tolerance of 0.02; IQ4_NL and IQ4_XS (SIMD128 table
+/// sliding-window layers), Qwen3.5 (gated DeltaNet and gated attention; chunked prefill), Gemma 4
+/// (per-layer head sizes, shared KV, per-layer inputs) within the 8-bit tolerance of 0.02; IQ4_NL and IQ4_XS (SIMD128 table
 /// lookups) and the lattice i-quants IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M
 /// within the 4-bit tolerance of 0.1.
 /// Four golden prompts of 8 steps each.
@@ -208,6 +208,7 @@ fn micro_files_of_other_architectures_and_types_match_llama_cpp_in_the_browser()
         micro!("phi3-micro-q8_0", 0.02),
         micro!("gemma2-micro-q8_0", 0.02),
         micro!("qwen35-micro-q8_0", 0.02),
+        micro!("gemma4-micro-q8_0", 0.02),
         micro!("llama-micro-iq4_nl", 0.1),
         micro!("llama-micro-iq4_xs", 0.1),
         micro!("llama-micro-iq2_xxs", 0.1),

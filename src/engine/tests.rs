@@ -228,8 +228,16 @@ fn micro_with_metadata(extra: &[(&str, crate::gguf::Value)]) -> Engine {
 
 /// [`micro_with_metadata`] as `Engine::load` answers it; `extra` entries replace the file's.
 fn load_micro_with_metadata(extra: &[(&str, crate::gguf::Value)]) -> Result<Engine, EngineError> {
+    load_with_metadata("models/qwen3-micro-q4_0.gguf", extra)
+}
+
+/// A fixture file with `extra` metadata entries replacing or joining its own, as loaded.
+fn load_with_metadata(
+    fixture_path: &str,
+    extra: &[(&str, crate::gguf::Value)],
+) -> Result<Engine, EngineError> {
     use crate::gguf::{Gguf, writer::GgufWriter};
-    let bytes = fixture("models/qwen3-micro-q4_0.gguf");
+    let bytes = fixture(fixture_path);
     let file = Gguf::parse(&bytes).unwrap();
     let mut writer = GgufWriter::new();
     for (key, value) in file.metadata().iter() {
@@ -445,4 +453,16 @@ fn a_recurrent_session_rolls_back_through_checkpoints() {
     fresh.sync(&engine, &prompt).unwrap();
     assert_eq!(session.logits, fresh.logits);
     assert_eq!(session.step(&engine, &mut greedy(), None, 0).unwrap().token, tokens[prompt.len()]);
+}
+
+/// Gemma 4's mixture-of-experts size is refused by name, not run as if it were dense.
+#[test]
+fn a_gemma4_with_experts_is_refused() {
+    use crate::gguf::Value;
+    assert!(load_with_metadata("models/gemma4-micro-q8_0.gguf", &[]).is_ok());
+    let error =
+        load_with_metadata("models/gemma4-micro-q8_0.gguf", &[("gemma4.expert_count", Value::U32(8))])
+            .err()
+            .expect("refused");
+    assert!(error.to_string().contains("mixture-of-experts"), "{error}");
 }

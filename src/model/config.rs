@@ -442,6 +442,15 @@ impl Config {
             Architecture::Gemma4 => keys.positive_float("final_logit_softcapping")?,
             _ => softcap("final_logit_softcapping", 30.0)?,
         };
+        // Gemma 4's 26B-A4B routes its FFN through experts: refused by name, not run wrongly.
+        if architecture == Architecture::Gemma4
+            && keys.metadata.get(&keys.key("expert_count")).and_then(|v| v.as_u64()).is_some_and(|n| n > 0)
+        {
+            return Err(keys.bad(
+                "expert_count",
+                "names a mixture-of-experts Gemma 4 (26B-A4B): only the dense sizes run".into(),
+            ));
+        }
         let per_layer_input = match architecture {
             Architecture::Gemma4 => match keys.metadata.get(&keys.key("embedding_length_per_layer_input")) {
                 None => None,
@@ -449,8 +458,10 @@ impl Config {
                     Some(0) => None,
                     Some(n) if n <= MAX_DIM => Some(n as usize),
                     _ => {
-                        return Err(keys
-                            .bad("embedding_length_per_layer_input", format!("should be at most {MAX_DIM}")));
+                        return Err(keys.bad(
+                            "embedding_length_per_layer_input",
+                            format!("should be at most {MAX_DIM}"),
+                        ));
                     }
                 },
             },

@@ -288,6 +288,12 @@ impl Weights {
             } else {
                 ("ffn_norm", optional_vector("post_attention_norm", d, has_post_norms)?)
             };
+            if header.tensor(&name("ffn_gate_inp")).is_some() {
+                return Err(ModelError::BadTensor {
+                    name: name("ffn_gate_inp"),
+                    reason: "is a mixture-of-experts router, which this engine does not run".into(),
+                });
+            }
             let per_layer = match config.per_layer_input {
                 Some(width) => Some(PerLayerWeights {
                     gate: tensors.matrix(&name("inp_gate"), width, d)?,

@@ -372,6 +372,7 @@ pageSuite(
       'llama-micro-iq1_s.gguf',
       'llama-micro-iq1_m.gguf',
       'llama-micro-llama3.gguf',
+      'gemma4-micro-q8_0.gguf',
     ]) {
       test(`${file} chats with the template from its file`, async () => {
         await loadModel(requireModel({ file: path.join(fixtureModelsDir, file) }));
