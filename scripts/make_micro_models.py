@@ -102,6 +102,35 @@ def copy_tokenizer(writer, reader, renamed=None, pre=None):
             writer.add_key_value(name, field.parts[field.data[0]][0].item(), kind)
 
 
+def random_tensors(writer, rng):
+    """The two kinds of tensors the micro files are made of: Q8_0 matrices of std 0.02 and F32
+    vectors (norms, biases) of a given mean and std."""
+
+    def matrix(name, rows, cols):
+        x = rng.standard_normal((rows, cols), dtype=np.float32) * np.float32(0.02)
+        writer.add_tensor(name, quantize(x, Q.Q8_0), raw_dtype=Q.Q8_0)
+
+    def vector(name, n, mean, std):
+        writer.add_tensor(name, (mean + std * rng.standard_normal(n, dtype=np.float32)).astype(np.float32))
+
+    return matrix, vector
+
+
+def gated_feed_forward(matrix, prefix, n_ff):
+    matrix(prefix + "ffn_gate.weight", n_ff, EMBD)
+    matrix(prefix + "ffn_up.weight", n_ff, EMBD)
+    matrix(prefix + "ffn_down.weight", EMBD, n_ff)
+
+
+def finish(writer, vector):
+    """The output norm, then the file."""
+    vector("output_norm.weight", EMBD, 1.0, 0.1)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+
+
 def write_model(path, rng, reader, arch, layers, rope_base, biases, fused=False, qtype=Q.Q8_0, llama3=False):
     gemma = arch == "gemma2"
     n_vocab = len(reader.fields["tokenizer.ggml.tokens"].data)
@@ -126,6 +155,7 @@ def write_model(path, rng, reader, arch, layers, rope_base, biases, fused=False,
         writer.add_rope_scaling_attn_factors(1.19)
         writer.add_rope_scaling_orig_ctx_len(4096)
     copy_tokenizer(writer, reader, PHI3_TOKENS if fused else None, pre="llama-bpe" if llama3 else None)
+    q8_matrix, vector = random_tensors(writer, rng)
 
     def matrix(name, rows, cols):
         if qtype == Q.IQ4_NL:  # per block of 32: f16 d, then 16 bytes of two 4-bit codes
@@ -158,11 +188,7 @@ def write_model(path, rng, reader, arch, layers, rope_base, biases, fused=False,
                 data = np.concatenate([data[:, 2 : 2 + 48], words.view(np.uint8)], axis=1)
             writer.add_tensor(name, data.reshape(rows, -1), raw_dtype=qtype)
             return
-        x = rng.standard_normal((rows, cols), dtype=np.float32) * np.float32(0.02)
-        writer.add_tensor(name, quantize(x, Q.Q8_0), raw_dtype=Q.Q8_0)
-
-    def vector(name, n, mean, std):
-        writer.add_tensor(name, (mean + std * rng.standard_normal(n, dtype=np.float32)).astype(np.float32))
+        q8_matrix(name, rows, cols)
 
     matrix("token_embd.weight", n_vocab, EMBD)
     if llama3:  # divisors between 1 and 8, as Llama 3.1's low/high frequency factors give
@@ -188,15 +214,10 @@ def write_model(path, rng, reader, arch, layers, rope_base, biases, fused=False,
         vector(p + "ffn_norm.weight", EMBD, 1.0, 0.1)
         if fused:
             matrix(p + "ffn_up.weight", 2 * FFN, EMBD)
+            matrix(p + "ffn_down.weight", EMBD, FFN)
         else:
-            matrix(p + "ffn_gate.weight", FFN, EMBD)
-            matrix(p + "ffn_up.weight", FFN, EMBD)
-        matrix(p + "ffn_down.weight", EMBD, FFN)
-    vector("output_norm.weight", EMBD, 1.0, 0.1)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
+            gated_feed_forward(matrix, p, FFN)
+    finish(writer, vector)
 
 
 # Qwen3.5's gated DeltaNet layers: key heads (ssm.group_count), value heads (ssm.time_step_rank),
@@ -229,13 +250,7 @@ def write_qwen35(path, rng, reader):
     writer.add_ssm_time_step_rank(DN_V_HEADS)
     writer.add_ssm_inner_size(DN_V_HEADS * DN_HEAD)
     copy_tokenizer(writer, reader, pre="qwen35")
-
-    def matrix(name, rows, cols):
-        x = rng.standard_normal((rows, cols), dtype=np.float32) * np.float32(0.02)
-        writer.add_tensor(name, quantize(x, Q.Q8_0), raw_dtype=Q.Q8_0)
-
-    def vector(name, n, mean, std):
-        writer.add_tensor(name, (mean + std * rng.standard_normal(n, dtype=np.float32)).astype(np.float32))
+    matrix, vector = random_tensors(writer, rng)
 
     key_dim, value_dim = DN_K_HEADS * DN_HEAD, DN_V_HEADS * DN_HEAD
     conv_dim = 2 * key_dim + value_dim
@@ -263,14 +278,8 @@ def write_qwen35(path, rng, reader):
             vector(p + "ssm_norm.weight", DN_HEAD, 1.0, 0.1)
             matrix(p + "ssm_out.weight", EMBD, value_dim)
         vector(p + "post_attention_norm.weight", EMBD, 1.0, 0.1)
-        matrix(p + "ffn_gate.weight", FFN, EMBD)
-        matrix(p + "ffn_up.weight", FFN, EMBD)
-        matrix(p + "ffn_down.weight", EMBD, FFN)
-    vector("output_norm.weight", EMBD, 1.0, 0.1)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
+        gated_feed_forward(matrix, p, FFN)
+    finish(writer, vector)
 
 
 def write_gemma4(path, rng, reader):
@@ -303,13 +312,7 @@ def write_gemma4(path, rng, reader):
     writer.add_embedding_length_per_layer_input(per_layer)
     writer.add_final_logit_softcapping(2.0)
     copy_tokenizer(writer, reader)
-
-    def matrix(name, rows, cols):
-        x = rng.standard_normal((rows, cols), dtype=np.float32) * np.float32(0.02)
-        writer.add_tensor(name, quantize(x, Q.Q8_0), raw_dtype=Q.Q8_0)
-
-    def vector(name, n, mean, std):
-        writer.add_tensor(name, (mean + std * rng.standard_normal(n, dtype=np.float32)).astype(np.float32))
+    matrix, vector = random_tensors(writer, rng)
 
     matrix("token_embd.weight", n_vocab, EMBD)
     # "Proportional" RoPE of the global layers: a quarter of the pairs rotate, the rest get a
@@ -332,19 +335,13 @@ def write_gemma4(path, rng, reader):
         matrix(p + "attn_output.weight", EMBD, HEADS * head)
         vector(p + "post_attention_norm.weight", EMBD, 1.0, 0.1)
         vector(p + "ffn_norm.weight", EMBD, 1.0, 0.1)
-        matrix(p + "ffn_gate.weight", n_ff[layer], EMBD)
-        matrix(p + "ffn_up.weight", n_ff[layer], EMBD)
-        matrix(p + "ffn_down.weight", EMBD, n_ff[layer])
+        gated_feed_forward(matrix, p, n_ff[layer])
         vector(p + "post_ffw_norm.weight", EMBD, 1.0, 0.1)
         matrix(p + "inp_gate.weight", per_layer, EMBD)
         matrix(p + "proj.weight", EMBD, per_layer)
         vector(p + "post_norm.weight", EMBD, 1.0, 0.1)
         writer.add_tensor(p + "layer_output_scale.weight", rng.uniform(0.6, 1.0, 1).astype(np.float32))
-    vector("output_norm.weight", EMBD, 1.0, 0.1)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
+    finish(writer, vector)
 
 
 # arch: (layers, RoPE base, Q/K/V biases, fused QKV and gate/up with LongRoPE)

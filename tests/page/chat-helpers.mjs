@@ -53,3 +53,26 @@ export async function lastAnswer() {
     reused: Number(document.body.dataset.lastReused),
   }));
 }
+
+/**
+ * Sends a message, clicks Stop once the strip shows `chips` steps, and waits for the answer to
+ * settle; returns it with the number of steps shown when Stop was clicked.
+ */
+export async function askAndStop(message, chips) {
+  const before = await answersSoFar();
+  await h.page.fill('#prompt', message);
+  await h.page.press('#prompt', 'Enter');
+  await h.page.waitForFunction(
+    (count) => document.querySelectorAll('#viz-strip .viz-chip').length >= count,
+    chips,
+    { timeout: CHAT_TIMEOUT_MS },
+  );
+  const atStop = await h.page.evaluate(() => {
+    document.getElementById('stop').click();
+    return document.querySelectorAll('#viz-strip .viz-chip').length;
+  });
+  await h.page.waitForFunction((count) => Number(document.body.dataset.answers ?? 0) > count, before, {
+    timeout: CHAT_TIMEOUT_MS,
+  });
+  return { ...(await lastAnswer()), atStop };
+}

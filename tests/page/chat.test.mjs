@@ -23,6 +23,7 @@ import {
   CHAT_TIMEOUT_MS,
   answersSoFar,
   ask,
+  askAndStop,
   assertModelLoaded,
   lastAnswer,
   loadModel,
@@ -113,22 +114,8 @@ pageSuite(
       await loadModel(SMOLLM2());
       // Greedy decoding of this question loops ("la femme, la femme, ...") until max tokens.
       await setSettings({ temperature: 0, max_tokens: 2000 });
-      const before = await answersSoFar();
-      await h.page.fill('#prompt', 'What is the capital of France?');
-      await h.page.press('#prompt', 'Enter');
-      await h.page.waitForFunction(
-        () => document.querySelectorAll('#viz-strip .viz-chip').length >= 10,
-        null,
-        { timeout: CHAT_TIMEOUT_MS },
-      );
-      const atStop = await h.page.evaluate(() => {
-        document.getElementById('stop').click();
-        return document.querySelectorAll('#viz-strip .viz-chip').length;
-      });
-      await h.page.waitForFunction((count) => Number(document.body.dataset.answers ?? 0) > count, before, {
-        timeout: CHAT_TIMEOUT_MS,
-      });
-      const answer = await lastAnswer();
+      const answer = await askAndStop('What is the capital of France?', 10);
+      const { atStop } = answer;
       assert.equal(answer.reason, 'stopped');
       assert.ok(
         answer.tokens.length <= atStop + 2,
@@ -394,22 +381,8 @@ pageSuite(
 
       // Stream, then stop: greedy decoding of random weights runs to max tokens otherwise.
       await setSettings({ temperature: 0, max_tokens: 2000 });
-      const before = await answersSoFar();
-      await h.page.fill('#prompt', 'Hello');
-      await h.page.press('#prompt', 'Enter');
-      await h.page.waitForFunction(
-        () => document.querySelectorAll('#viz-strip .viz-chip').length >= 40,
-        null,
-        { timeout: CHAT_TIMEOUT_MS },
-      );
-      const atStop = await h.page.evaluate(() => {
-        document.getElementById('stop').click();
-        return document.querySelectorAll('#viz-strip .viz-chip').length;
-      });
-      await h.page.waitForFunction((count) => Number(document.body.dataset.answers ?? 0) > count, before, {
-        timeout: CHAT_TIMEOUT_MS,
-      });
-      const stopped = await lastAnswer();
+      const stopped = await askAndStop('Hello', 40);
+      const { atStop } = stopped;
       assert.equal(stopped.reason, 'stopped');
       // This file decodes in about a millisecond a token: steps already queued still arrive.
       assert.ok(stopped.tokens.length < atStop + 100, `${stopped.tokens.length} tokens after ${atStop}`);
