@@ -102,6 +102,17 @@ def copy_tokenizer(writer, reader, renamed=None, pre=None):
             writer.add_key_value(name, field.parts[field.data[0]][0].item(), kind)
 
 
+def q8_writer(path, arch, layers):
+    """A writer for a Q8_0 micro file of `arch`, with the keys every one of them has."""
+    writer = gguf.GGUFWriter(str(path), arch=arch)
+    writer.add_name(f"{arch}-micro-synthetic")
+    writer.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0)
+    writer.add_block_count(layers)
+    writer.add_context_length(4096)
+    writer.add_embedding_length(EMBD)
+    return writer
+
+
 def random_tensors(writer, rng):
     """The two kinds of tensors the micro files are made of: Q8_0 matrices of std 0.02 and F32
     vectors (norms, biases) of a given mean and std."""
@@ -228,12 +239,7 @@ DN_K_HEADS, DN_V_HEADS, DN_HEAD, DN_CONV = 2, 4, 32, 4
 def write_qwen35(path, rng, reader):
     n_vocab = len(reader.fields["tokenizer.ggml.tokens"].data)
     layers, interval, rope_dims = 4, 2, 16
-    writer = gguf.GGUFWriter(str(path), arch="qwen35")
-    writer.add_name("qwen35-micro-synthetic")
-    writer.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0)
-    writer.add_block_count(layers)
-    writer.add_context_length(4096)
-    writer.add_embedding_length(EMBD)
+    writer = q8_writer(path, "qwen35", layers)
     writer.add_feed_forward_length(FFN)
     writer.add_head_count(HEADS)
     writer.add_head_count_kv(KV_HEADS)
@@ -288,12 +294,7 @@ def write_gemma4(path, rng, reader):
     layers, shared, per_layer, head_full, head_swa = len(swa), 2, 32, 64, 32
     kv_heads = [2 if local else 1 for local in swa]
     n_ff = [FFN // 2 if il < layers - shared else FFN for il in range(layers)]
-    writer = gguf.GGUFWriter(str(path), arch="gemma4")
-    writer.add_name("gemma4-micro-synthetic")
-    writer.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0)
-    writer.add_block_count(layers)
-    writer.add_context_length(4096)
-    writer.add_embedding_length(EMBD)
+    writer = q8_writer(path, "gemma4", layers)
     writer.add_feed_forward_length(n_ff)
     writer.add_head_count(HEADS)
     writer.add_head_count_kv(kv_heads)
