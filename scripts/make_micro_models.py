@@ -49,7 +49,10 @@ Architectures:
            global ones heads of 64 (1 KV head, base 1e6, `rope_freqs` leaving 24 of 32 pairs
            unrotated); layer 1 has no `attn_v` (values are the keys' projection); the last 2
            layers read layers 1 and 2's KV and have a double-wide FFN; per-layer inputs of 32
-           per layer; `layer_output_scale`; final logits capped at 2.
+           per layer; `layer_output_scale`; final logits capped at 2. Q/K norm weights near
+           0.25: with norm weights near 1, attention at scale 1 over random heads is so sharp that
+           a one-ulp change of the embeddings moved logits by 0.1 (the browser's summing order
+           then missed llama.cpp by 0.03); near 0.25 the same change moves none.
 """
 import argparse
 from pathlib import Path
@@ -327,12 +330,14 @@ def write_gemma4(path, rng, reader):
         head = head_swa if local else head_full
         vector(p + "attn_norm.weight", EMBD, 1.0, 0.1)
         matrix(p + "attn_q.weight", HEADS * head, EMBD)
-        vector(p + "attn_q_norm.weight", head, 1.0, 0.1)
+        # Gemma 4 attends with scale 1 over normalized queries and keys: norm weights of 0.25
+        # keep random heads' scores near those of a scale of 1/√64, not 64 times sharper.
+        vector(p + "attn_q_norm.weight", head, 0.25, 0.025)
         if layer < layers - shared:
             matrix(p + "attn_k.weight", kv_heads[layer] * head, EMBD)
             if layer != 1:
                 matrix(p + "attn_v.weight", kv_heads[layer] * head, EMBD)
-            vector(p + "attn_k_norm.weight", head, 1.0, 0.1)
+            vector(p + "attn_k_norm.weight", head, 0.25, 0.025)
         matrix(p + "attn_output.weight", EMBD, HEADS * head)
         vector(p + "post_attention_norm.weight", EMBD, 1.0, 0.1)
         vector(p + "ffn_norm.weight", EMBD, 1.0, 0.1)
