@@ -455,9 +455,10 @@ fn a_recurrent_session_rolls_back_through_checkpoints() {
     assert_eq!(session.step(&engine, &mut greedy(), None, 0).unwrap().token, tokens[prompt.len()]);
 }
 
-/// Gemma 4's mixture-of-experts size is refused by name, not run as if it were dense.
+/// Gemma 4's mixture-of-experts size is refused by name, not run as if it were dense; so is a
+/// file whose shared layers have no layer to share with.
 #[test]
-fn a_gemma4_with_experts_is_refused() {
+fn a_gemma4_with_experts_or_impossible_sharing_is_refused() {
     use crate::gguf::Value;
     assert!(load_with_metadata("models/gemma4-micro-q8_0.gguf", &[]).is_ok());
     let error =
@@ -465,4 +466,12 @@ fn a_gemma4_with_experts_is_refused() {
             .err()
             .expect("refused");
     assert!(error.to_string().contains("mixture-of-experts"), "{error}");
+    // Four shared layers of five leave the first shared (sliding) layer nothing to read.
+    let error = load_with_metadata(
+        "models/gemma4-micro-q8_0.gguf",
+        &[("gemma4.attention.shared_kv_layers", Value::U32(4))],
+    )
+    .err()
+    .expect("refused");
+    assert!(error.to_string().contains("no earlier layer of its kind"), "{error}");
 }
