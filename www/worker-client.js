@@ -13,6 +13,11 @@
 // `engine_start_timeout`; the client then starts a new worker and sends it the pending
 // requests once more.
 //
+// A worker that has said nothing at all NEVER_STARTED_MS after it was created, pings included,
+// never ran its script: headless Firefox 153 now and then creates such a worker (a page test
+// counted 1 to 3 in 40 starts, each silent for good). It is replaced and gets the pending
+// requests again, up to MAX_START_RETRIES times in a row.
+//
 // A load may be answered `switch_build {memory64}`: the file needs the other memory (64-bit
 // for files over 4 GiB). The client then starts a worker of that kind and sends the same load
 // again, with any inspection still pending (both depend only on their file), so callers never
@@ -32,6 +37,8 @@ export const DEFAULT_STALL_MS = 60_000;
 /** Requests that a new worker can answer as well as the old one. */
 const RESENT_ON_SWITCH = new Set(['load', 'inspect']);
 const PING_AFTER_MS = 5_000;
+const NEVER_STARTED_MS = 8_000;
+const MAX_START_RETRIES = 2;
 const WATCH_EVERY_MS = 1_000;
 
 export class EngineClient {
@@ -57,9 +64,13 @@ export class EngineClient {
     const worker = new Worker(url, { type: 'module' });
     this.worker = worker;
     this.lastHeard = performance.now();
+    this.startedAt = this.lastHeard;
+    this.heardSinceStart = false;
     worker.addEventListener('message', (event) => {
       if (worker !== this.worker) return;
       this.lastHeard = performance.now();
+      this.heardSinceStart = true;
+      this.startRetries = 0;
       this.settle(event.data);
     });
     // A worker script that fails to load or throws at top level answers nothing:
@@ -129,7 +140,11 @@ export class EngineClient {
       return;
     }
     const silentMs = performance.now() - this.lastHeard;
-    if (silentMs >= this.stallMs) {
+    const neverStarted = !this.heardSinceStart && performance.now() - this.startedAt >= NEVER_STARTED_MS;
+    if (neverStarted && (this.startRetries ?? 0) < MAX_START_RETRIES) {
+      this.startRetries = (this.startRetries ?? 0) + 1;
+      this.restartAndResend(() => true, {});
+    } else if (silentMs >= this.stallMs) {
       const seconds = Math.round(silentMs / 1000);
       this.worker.terminate();
       this.failAll({
