@@ -1,14 +1,16 @@
 //! Activation quantization, as ggml's CPU backend does it before a dot product.
 //!
 //! Integer dots need the activation vector in an 8-bit block format of the same block length as
-//! the weights: Q8_0 (Q4_0, Q5_0, Q8_0 weights), Q8_1 (Q4_1, Q5_1) or Q8_K (all K-quants). Half
-//! weights see activations rounded to their own half type; F32 weights see them unchanged.
+//! the weights: Q8_0 (Q4_0, Q5_0, Q8_0, IQ4_NL weights), Q8_1 (Q4_1, Q5_1) or Q8_K (K-quants and
+//! the 256-element i-quants). Half weights see activations rounded to their own half type; F32
+//! weights see them unchanged.
 
 use half::{bf16, f16};
 
-use super::blocks::{BlockQ8_0, BlockQ8_1, BlockQ8K, F16Le, QK, QK_K};
+use super::blocks::{BlockQ8_1, BlockQ8K, F16Le, QK, QK_K};
 use super::error::{TensorError, check_len};
 use super::format::WeightType;
+use super::kernels::active::{Q8_0Sums, q8_0_sums};
 
 /// The formats activations are quantized to, named as in ggml.
 #[allow(non_camel_case_types)] // ggml's spelling
@@ -69,13 +71,32 @@ macro_rules! widened_values {
 
 widened_values!(F16Activation, BF16Activation);
 
+/// A Q8_0 activation block: ggml's `block_q8_0` (32 values `d * q`, `q` in -127..=127) plus
+/// whatever per-block sums of the quants the build's kernels want, made here once per matmul
+/// rather than by the kernels once per weight row (`Q8_0Sums` in `kernels.rs`: nothing, `()`,
+/// except in the relaxed-SIMD builds, whose Q4_0 and Q5_0 dots take their weights' offset out
+/// with them). The sums always follow the quants: blocks come from quantizing or [`new`](Self::new).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Q8_0Activation {
+    pub d: F16Le,
+    pub qs: [i8; QK],
+    pub(super) sums: Q8_0Sums,
+}
+
+impl Q8_0Activation {
+    pub fn new(d: F16Le, qs: [i8; QK]) -> Self {
+        Self { d, qs, sums: q8_0_sums(&qs) }
+    }
+}
+
 /// Storage for quantized activation rows, one variant per [`ActivationType`].
 #[derive(Debug, Clone, PartialEq)]
 pub enum ActivationData {
     F32(Vec<f32>),
     F16(Vec<F16Activation>),
     BF16(Vec<BF16Activation>),
-    Q8_0(Vec<BlockQ8_0>),
+    Q8_0(Vec<Q8_0Activation>),
     Q8_1(Vec<BlockQ8_1>),
     Q8K(Vec<BlockQ8K>),
 }
@@ -126,7 +147,7 @@ macro_rules! with_activation_format {
                 $body
             }
             ActivationType::Q8_0 => {
-                type $A = BlockQ8_0;
+                type $A = Q8_0Activation;
                 $body
             }
             ActivationType::Q8_1 => {
@@ -363,7 +384,7 @@ fn q8_scale(block: &[f32]) -> (f32, f32) {
     (d, inverse)
 }
 
-impl ActivationFormat for BlockQ8_0 {
+impl ActivationFormat for Q8_0Activation {
     const TYPE: ActivationType = ActivationType::Q8_0;
     const BLOCK_LEN: usize = QK;
 
@@ -374,6 +395,7 @@ impl ActivationFormat for BlockQ8_0 {
             for (q, &v) in block.qs.iter_mut().zip(x) {
                 *q = nearest_int(v * inverse) as i8;
             }
+            block.sums = q8_0_sums(&block.qs);
         }
     }
 
@@ -464,8 +486,8 @@ impl ActivationFormat for BlockQ8K {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tensor::cast_blocks;
     use crate::tensor::test_support::{Fixture, Rng};
+    use crate::tensor::{BlockQ8_0, cast_blocks};
 
     #[test]
     fn q8_0_matches_ggml_reference_bytes_except_at_exact_halves() {
@@ -476,7 +498,7 @@ mod tests {
         let q = QuantizedActivations::quantize(ActivationType::Q8_0, &fixture.values, 1, fixture.row_len)
             .unwrap();
         let expected: &[BlockQ8_0] = cast_blocks(&fixture.data).unwrap();
-        let ours = q.row::<BlockQ8_0>(0).unwrap();
+        let ours = q.row::<Q8_0Activation>(0).unwrap();
         let mut differing = 0;
         for ((got, want), x) in ours.iter().zip(expected).zip(fixture.values.chunks(32)) {
             assert_eq!(got.d, want.d);
@@ -506,7 +528,7 @@ mod tests {
         x[2] = -2.5;
         x[3] = 3.5;
         let q = QuantizedActivations::quantize(ActivationType::Q8_0, &x, 1, 32).unwrap();
-        let block = q.row::<BlockQ8_0>(0).unwrap()[0];
+        let block = q.row::<Q8_0Activation>(0).unwrap()[0];
         assert_eq!(block.d.to_f32(), 1.0);
         assert_eq!(&block.qs[..4], &[127, 2, -2, 4]);
     }
@@ -604,7 +626,7 @@ mod tests {
             Err(TensorError::LengthMismatch { expected: 96, actual: 64, .. })
         ));
         let q = QuantizedActivations::quantize(ActivationType::Q8_0, &[0.0; 64], 2, 32).unwrap();
-        assert!(matches!(q.row::<BlockQ8_0>(2), Err(TensorError::RowOutOfRange { row: 2, rows: 2 })));
+        assert!(matches!(q.row::<Q8_0Activation>(2), Err(TensorError::RowOutOfRange { row: 2, rows: 2 })));
         assert!(matches!(q.row::<BlockQ8_1>(0), Err(TensorError::ActivationTypeMismatch { .. })));
     }
 
@@ -613,7 +635,7 @@ mod tests {
         let mut q = QuantizedActivations::quantize(ActivationType::Q8_0, &[1.0; 64], 2, 32).unwrap();
         q.requantize(ActivationType::Q8_0, &[2.0; 32], 1, 32).unwrap();
         assert_eq!((q.rows(), q.row_len()), (1, 32));
-        assert_eq!(q.all_rows::<BlockQ8_0>().unwrap().len(), 1);
+        assert_eq!(q.all_rows::<Q8_0Activation>().unwrap().len(), 1);
         q.requantize(ActivationType::Q8_K, &[2.0; 256], 1, 256).unwrap();
         assert_eq!(q.activation_type(), ActivationType::Q8_K);
     }

@@ -5,6 +5,7 @@
 
 use core::arch::x86_64::*;
 
+use super::activations::Q8_0Activation;
 use super::blocks::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ8_0, BlockQ8_1};
 
 /// Eight lanes of exact integer sums of four byte products, as floats (`ax` unsigned).
@@ -58,7 +59,7 @@ unsafe fn load(qs: &[i8; 32]) -> __m256i {
     unsafe { _mm256_loadu_si256(qs.as_ptr().cast()) }
 }
 
-pub fn dot_q8_0(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
+pub fn dot_q8_0(x: &[BlockQ8_0], y: &[Q8_0Activation]) -> f32 {
     // SAFETY: this module is compiled only when the target has AVX2 and FMA.
     unsafe {
         let mut acc = _mm256_setzero_ps();
@@ -70,7 +71,7 @@ pub fn dot_q8_0(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
     }
 }
 
-pub fn dot_q4_0(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
+pub fn dot_q4_0(x: &[BlockQ4_0], y: &[Q8_0Activation]) -> f32 {
     // SAFETY: as above.
     unsafe {
         let mut acc = _mm256_setzero_ps();
@@ -98,7 +99,7 @@ pub fn dot_q4_1(x: &[BlockQ4_1], y: &[BlockQ8_1]) -> f32 {
     }
 }
 
-pub fn dot_q5_0(x: &[BlockQ5_0], y: &[BlockQ8_0]) -> f32 {
+pub fn dot_q5_0(x: &[BlockQ5_0], y: &[Q8_0Activation]) -> f32 {
     // SAFETY: as above.
     unsafe {
         let mut acc = _mm256_setzero_ps();
@@ -135,7 +136,7 @@ mod tests {
             let acts: Vec<f32> = (0..256).map(|_| rng.normal() * 3.0).collect();
             let q8_0 = QuantizedActivations::quantize(ActivationType::Q8_0, &acts, 1, 256).unwrap();
             let q8_1 = QuantizedActivations::quantize(ActivationType::Q8_1, &acts, 1, 256).unwrap();
-            let (y0, y1) = (q8_0.row::<BlockQ8_0>(0).unwrap(), q8_1.row::<BlockQ8_1>(0).unwrap());
+            let (y0, y1) = (q8_0.row::<Q8_0Activation>(0).unwrap(), q8_1.row::<BlockQ8_1>(0).unwrap());
             let x: Vec<BlockQ8_0> = case(34, &[0], &mut rng);
             assert_eq!(dot_q8_0(&x, y0).to_bits(), legacy::dot_q8_0(&x, y0).to_bits());
             let x: Vec<BlockQ4_0> = case(18, &[0], &mut rng);

@@ -71,8 +71,9 @@ pub struct BlockQ5_1 {
     pub qs: [u8; QK / 2],
 }
 
-/// Q8_0: 32 values `d * q`, `q` in -127..=127. A weight format and the activation format of
-/// Q4_0, Q5_0 and Q8_0 weights.
+/// Q8_0: 32 values `d * q`, `q` in -127..=127. A weight format; the activations of Q4_0, Q5_0,
+/// Q8_0 and IQ4_NL weights are these blocks too, held as
+/// [`Q8_0Activation`](super::Q8_0Activation)s.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct BlockQ8_0 {

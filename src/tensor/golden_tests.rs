@@ -16,7 +16,8 @@
 
 use super::test_support::{Fixture, Rng};
 use super::{
-    ActivationType, BlockQ8_0, BlockQ8_1, BlockQ8K, QuantizedActivations, WeightType, dequantize_row, vec_dot,
+    ActivationType, BlockQ8_1, BlockQ8K, Q8_0Activation, QuantizedActivations, WeightType, dequantize_row,
+    vec_dot,
 };
 
 macro_rules! fixture {
@@ -158,7 +159,7 @@ fn activation_error_bounds(q: &QuantizedActivations, x: &[f32]) -> (Vec<f32>, Ve
         ActivationType::F16 => (x.iter().map(|v| v.abs() / 2048.0).collect(), vec![]),
         ActivationType::BF16 => (x.iter().map(|v| v.abs() / 256.0).collect(), vec![]),
         ActivationType::Q8_0 => {
-            let blocks = q.row::<BlockQ8_0>(0).unwrap();
+            let blocks = q.row::<Q8_0Activation>(0).unwrap();
             (blocks.iter().flat_map(|b| [b.d.to_f32().abs() * 0.6; 32]).collect(), vec![])
         }
         ActivationType::Q8_1 => {

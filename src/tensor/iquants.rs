@@ -4,7 +4,8 @@
 
 use std::mem::size_of;
 
-use super::blocks::{BlockIq4Nl, BlockIq4Xs, BlockQ8_0, BlockQ8K, KVALUES_IQ4NL, QK, QK_K, whole_blocks};
+use super::activations::Q8_0Activation;
+use super::blocks::{BlockIq4Nl, BlockIq4Xs, BlockQ8K, KVALUES_IQ4NL, QK, QK_K, whole_blocks};
 use super::float::fma;
 use super::format::{QuantFormat, ROW_GROUP, WeightType};
 use super::kernels::active;
@@ -34,7 +35,7 @@ impl QuantFormat for BlockIq4Nl {
     const TYPE: WeightType = WeightType::IQ4_NL;
     const BLOCK_LEN: usize = QK;
     const BLOCK_BYTES: usize = size_of::<Self>();
-    type Activation = BlockQ8_0;
+    type Activation = Q8_0Activation;
 
     fn dequantize_row(src: &[u8], dst: &mut [f32]) {
         for (block, y) in whole_blocks::<Self>(src).iter().zip(dst.chunks_exact_mut(QK)) {
@@ -45,11 +46,11 @@ impl QuantFormat for BlockIq4Nl {
         }
     }
 
-    fn vec_dot(src: &[u8], activations: &[BlockQ8_0]) -> f32 {
+    fn vec_dot(src: &[u8], activations: &[Q8_0Activation]) -> f32 {
         active::dot_iq4_nl(whole_blocks(src), activations)
     }
 
-    fn vec_dot_group(src: &[u8], rows: [&[BlockQ8_0]; ROW_GROUP]) -> [f32; ROW_GROUP] {
+    fn vec_dot_group(src: &[u8], rows: [&[Q8_0Activation]; ROW_GROUP]) -> [f32; ROW_GROUP] {
         active::dot_iq4_nl_group(whole_blocks(src), rows)
     }
 
@@ -57,11 +58,11 @@ impl QuantFormat for BlockIq4Nl {
     // (`iq4_nl_8x8_q8_0`), through the same kernels as Q4_0 with the levels as their table.
     const REPACKED: bool = true;
 
-    fn vec_dot_gemm(src: &[u8], activations: &[BlockQ8_0]) -> f32 {
+    fn vec_dot_gemm(src: &[u8], activations: &[Q8_0Activation]) -> f32 {
         dot_iq4_nl_repacked(whole_blocks(src), activations)
     }
 
-    fn vec_dot_gemv(src: &[u8], activations: &[BlockQ8_0]) -> f32 {
+    fn vec_dot_gemv(src: &[u8], activations: &[Q8_0Activation]) -> f32 {
         dot_iq4_nl_repacked(whole_blocks(src), activations)
     }
 }
@@ -69,7 +70,7 @@ impl QuantFormat for BlockIq4Nl {
 /// ggml's `ggml_vec_dot_iq4_nl_q8_0` (AVX2): blocks in pairs, the even ones into one set of eight
 /// lanes and the odd ones into another (each lane a fused `d·d_y × Σ` of four products), the
 /// two added lane by lane and reduced; a last unpaired block is added as `d·d_y × Σ` in scalar.
-pub(super) fn dot_iq4_nl(x: &[BlockIq4Nl], y: &[BlockQ8_0]) -> f32 {
+pub(super) fn dot_iq4_nl(x: &[BlockIq4Nl], y: &[Q8_0Activation]) -> f32 {
     let blocks = x.len().min(y.len());
     let (mut even, mut odd) = (Lanes::default(), Lanes::default());
     for pair in 0..blocks / 2 {
@@ -89,7 +90,7 @@ pub(super) fn dot_iq4_nl(x: &[BlockIq4Nl], y: &[BlockQ8_0]) -> f32 {
 /// llama.cpp's repacked IQ4_NL kernels, in the order of the Q4_0 ones
 /// ([`dot_q4_0_repacked`](super::legacy::dot_q4_0_repacked)): per block, the exact integer
 /// `Σ level·a` fused into one f32 accumulator with `d·d_y`.
-pub(super) fn dot_iq4_nl_repacked(x: &[BlockIq4Nl], y: &[BlockQ8_0]) -> f32 {
+pub(super) fn dot_iq4_nl_repacked(x: &[BlockIq4Nl], y: &[Q8_0Activation]) -> f32 {
     let mut sum = 0.0f32;
     for (xb, yb) in x.iter().zip(y) {
         let exact = exact_dot(&levels(&xb.qs), &yb.qs);

@@ -16,6 +16,7 @@ pub fn check_kernels_match_scalar() -> Result<(), String> {
     check_f16_fusing()?;
     check_f16_specials()?;
     check_row_groups()?;
+    check_offset_formats_as_q8_0()?;
 
     let mut rng = SplitMix(0x5EED);
     type ScalarAndSimd = fn(&[u8], &QuantizedActivations) -> (f32, f32);
@@ -205,6 +206,73 @@ fn check_row_groups() -> Result<(), String> {
                         "{weight_type:?} row {i}: grouped {} vs single {single}",
                         out[i * rows_out + r]
                     ));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Q4_0 and Q5_0 weights `d·(c − o)` are Q8_0 weights with quants `c − o`: each table must give
+/// them the same bits as its Q8_0 dot of those quants, in single rows and row groups. That pins
+/// what the checks against the scalar kernels leave a tolerance for: the offset (taken out with
+/// per-block activation sums in relaxed SIMD) may change no integer sum and no lane.
+fn check_offset_formats_as_q8_0() -> Result<(), String> {
+    use super::format::ROW_GROUP;
+    use super::kernels::active;
+    use super::{
+        BlockQ4_0, BlockQ5_0, BlockQ8_0, Q8_0Activation, QuantizedActivations, WeightType, cast_blocks,
+    };
+    let mut rng = SplitMix(0x0FF5E7);
+    let blocks = 8;
+    let k = 32 * blocks;
+    for round in 0..16 {
+        let x: Vec<f32> = (0..ROW_GROUP * k).map(|_| rng.normal() * (1 + round % 3) as f32).collect();
+        let q = QuantizedActivations::for_weights(WeightType::Q4_0, &x, ROW_GROUP, k)
+            .map_err(|e| e.to_string())?;
+        let rows: [&[Q8_0Activation]; ROW_GROUP] =
+            std::array::from_fn(|r| q.row::<Q8_0Activation>(r).unwrap_or(&[]));
+
+        let q4_0_bytes = rng.weights(WeightType::Q4_0, 1 + blocks * WeightType::Q4_0.block_bytes());
+        let q4_0: &[BlockQ4_0] = cast_blocks(&q4_0_bytes[1..]).map_err(|e| e.to_string())?;
+        let q5_0_bytes = rng.weights(WeightType::Q5_0, 1 + blocks * WeightType::Q5_0.block_bytes());
+        let q5_0: &[BlockQ5_0] = cast_blocks(&q5_0_bytes[1..]).map_err(|e| e.to_string())?;
+        let as_q8_0 = |d, code: &dyn Fn(usize) -> i8| BlockQ8_0 { d, qs: std::array::from_fn(code) };
+        let q4_0_as_q8_0: Vec<BlockQ8_0> = q4_0
+            .iter()
+            .map(|b| as_q8_0(b.d, &|e| (if e < 16 { b.qs[e] & 0x0F } else { b.qs[e - 16] >> 4 }) as i8 - 8))
+            .collect();
+        let q5_0_as_q8_0: Vec<BlockQ8_0> = q5_0
+            .iter()
+            .map(|b| {
+                as_q8_0(b.d, &|e| {
+                    let nibble = if e < 16 { b.qs[e] & 0x0F } else { b.qs[e - 16] >> 4 };
+                    let fifth = (u32::from_le_bytes(b.qh) >> e) & 1;
+                    (nibble | (fifth as u8) << 4) as i8 - 16
+                })
+            })
+            .collect();
+
+        let cases = [
+            (
+                "Q4_0",
+                rows.map(|row| active::dot_q4_0(q4_0, row)),
+                active::dot_q4_0_group(q4_0, rows),
+                active::dot_q8_0_group(&q4_0_as_q8_0, rows),
+            ),
+            (
+                "Q5_0",
+                rows.map(|row| active::dot_q5_0(q5_0, row)),
+                active::dot_q5_0_group(q5_0, rows),
+                active::dot_q8_0_group(&q5_0_as_q8_0, rows),
+            ),
+        ];
+        for (name, single, grouped, expected) in cases {
+            for r in 0..ROW_GROUP {
+                for got in [single[r], grouped[r]] {
+                    if got.to_bits() != expected[r].to_bits() {
+                        return Err(format!("{name} row {r}: {got:e}, as Q8_0 {:e}", expected[r]));
+                    }
                 }
             }
         }

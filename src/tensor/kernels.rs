@@ -10,7 +10,10 @@
 //! | AVX2 | `x86_64` + `avx2` + `fma` (native) | `avx2.rs` for the 32-element formats, scalar elsewhere |
 //!
 //! A new block type adds its struct (`blocks.rs`), its scalar kernel, a kernel in the files of
-//! the instruction sets that have one, and a row in each table below. Row-group slots
+//! the instruction sets that have one, and a row in each table below. Besides kernels, a table
+//! names what a Q8_0 activation block carries for them (`Q8_0Sums`, made by `q8_0_sums` when
+//! the activations are quantized): nothing, except for relaxed SIMD's Q4_0 and Q5_0 dots,
+//! which take their weights' offset out with per-block activation sums. Row-group slots
 //! (`*_group`: one weight row dotted with `ROW_GROUP` activation rows, each weight block
 //! decoded once) fall back to the table's own single-row kernel, so they always equal it bit
 //! for bit. Tests compare every table with [`scalar`] (`kernel_checks.rs`).
@@ -25,6 +28,8 @@ pub(super) mod scalar {
     };
     pub(in crate::tensor) use super::super::iquants::{dot_iq4_nl, dot_iq4_xs};
     pub(in crate::tensor) use super::super::kquants::{dot_q4_k, dot_q5_k, dot_q6_k};
+    #[cfg_attr(target_feature = "relaxed-simd", allow(unused_imports))] // relaxed SIMD has its own
+    pub(in crate::tensor) use super::super::legacy::{Q8_0Sums, q8_0_sums};
     pub(in crate::tensor) use super::super::legacy::{dot_q4_0, dot_q4_1, dot_q5_0, dot_q5_1, dot_q8_0};
 }
 
@@ -44,7 +49,7 @@ macro_rules! one_row_at_a_time {
 #[allow(unused_macros)]
 macro_rules! single_row_groups {
     () => {
-        use super::super::activations::{BF16Activation, F16Activation};
+        use super::super::activations::{BF16Activation, F16Activation, Q8_0Activation};
         use super::super::blocks::{
             BlockIq1M, BlockIq1S, BlockIq2S, BlockIq2Xs, BlockIq2Xxs, BlockIq3S, BlockIq3Xxs, BlockIq4Nl,
             BlockIq4Xs, BlockQ4_0, BlockQ4_1, BlockQ4K, BlockQ5_0, BlockQ5_1, BlockQ6K, BlockQ8_0, BlockQ8_1,
@@ -55,14 +60,14 @@ macro_rules! single_row_groups {
             dot_f32_group = dot_f32(u8, f32);
             dot_f16_group = dot_f16(u8, F16Activation);
             dot_bf16_group = dot_bf16(u8, BF16Activation);
-            dot_q8_0_group = dot_q8_0(BlockQ8_0, BlockQ8_0);
-            dot_q4_0_group = dot_q4_0(BlockQ4_0, BlockQ8_0);
+            dot_q8_0_group = dot_q8_0(BlockQ8_0, Q8_0Activation);
+            dot_q4_0_group = dot_q4_0(BlockQ4_0, Q8_0Activation);
             dot_q4_1_group = dot_q4_1(BlockQ4_1, BlockQ8_1);
-            dot_q5_0_group = dot_q5_0(BlockQ5_0, BlockQ8_0);
+            dot_q5_0_group = dot_q5_0(BlockQ5_0, Q8_0Activation);
             dot_q5_1_group = dot_q5_1(BlockQ5_1, BlockQ8_1);
             dot_q4_k_group = dot_q4_k(BlockQ4K, BlockQ8K);
             dot_q6_k_group = dot_q6_k(BlockQ6K, BlockQ8K);
-            dot_iq4_nl_group = dot_iq4_nl(BlockIq4Nl, BlockQ8_0);
+            dot_iq4_nl_group = dot_iq4_nl(BlockIq4Nl, Q8_0Activation);
             dot_iq4_xs_group = dot_iq4_xs(BlockIq4Xs, BlockQ8K);
             dot_iq2_xxs_group = dot_iq2_xxs(BlockIq2Xxs, BlockQ8K);
             dot_iq3_xxs_group = dot_iq3_xxs(BlockIq3Xxs, BlockQ8K);
@@ -78,6 +83,9 @@ macro_rules! single_row_groups {
 /// WebAssembly SIMD128, with or without relaxed SIMD: every slot.
 #[cfg(all(target_family = "wasm", target_feature = "simd128"))]
 pub(super) mod active {
+    /// Relaxed SIMD's Q4_0 and Q5_0 dots want per-block activation sums; SIMD128's none.
+    #[cfg(target_feature = "relaxed-simd")]
+    pub(in crate::tensor) use super::super::simd128::{Q8_0Sums, q8_0_sums};
     pub(in crate::tensor) use super::super::simd128::{
         dot_bf16, dot_bf16_group, dot_f16, dot_f16_group, dot_f32, dot_f32_group, dot_iq4_nl,
         dot_iq4_nl_group, dot_iq4_xs, dot_iq4_xs_group, dot_q4_0, dot_q4_0_group, dot_q4_1, dot_q4_1_group,
@@ -89,12 +97,15 @@ pub(super) mod active {
         dot_iq2_xs_group, dot_iq2_xxs, dot_iq2_xxs_group, dot_iq3_s, dot_iq3_s_group, dot_iq3_xxs,
         dot_iq3_xxs_group,
     };
+    #[cfg(not(target_feature = "relaxed-simd"))]
+    pub(in crate::tensor) use super::scalar::{Q8_0Sums, q8_0_sums};
 }
 
 /// Native x86-64 with AVX2 and FMA: ggml's own AVX2 sums for the 32-element formats.
 #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
 pub(super) mod active {
     pub(in crate::tensor) use super::super::avx2::{dot_q4_0, dot_q4_1, dot_q5_0, dot_q8_0};
+    pub(in crate::tensor) use super::scalar::{Q8_0Sums, q8_0_sums};
     pub(in crate::tensor) use super::scalar::{
         dot_bf16, dot_f16, dot_f32, dot_iq4_nl, dot_iq4_xs, dot_q4_k, dot_q5_1, dot_q5_k, dot_q6_k,
     };

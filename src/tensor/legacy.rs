@@ -12,6 +12,7 @@
 use super::float::fma;
 use std::mem::size_of;
 
+use super::activations::Q8_0Activation;
 use super::blocks::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, BlockQ8_1, QK, whole_blocks};
 use super::format::ROW_GROUP;
 use super::format::{QuantFormat, WeightType};
@@ -19,6 +20,16 @@ use super::format::{QuantFormat, WeightType};
 use super::kernels::active;
 
 const HALF: usize = QK / 2;
+
+/// What a Q8_0 activation block carries for these kernels (and the AVX2 and SIMD128 ones)
+/// besides its scale and quants: nothing. (Relaxed SIMD has sums of its own.)
+#[cfg_attr(target_feature = "relaxed-simd", allow(dead_code))]
+pub(super) type Q8_0Sums = ();
+
+/// The [`Q8_0Sums`] of a block's quants.
+#[cfg_attr(target_feature = "relaxed-simd", allow(dead_code))]
+#[inline(always)]
+pub(super) fn q8_0_sums(_qs: &[i8; QK]) -> Q8_0Sums {}
 
 /// The eight per-lane float accumulators of one dot product.
 #[derive(Default)]
@@ -101,7 +112,7 @@ impl QuantFormat for BlockQ4_0 {
     const TYPE: WeightType = WeightType::Q4_0;
     const BLOCK_LEN: usize = QK;
     const BLOCK_BYTES: usize = size_of::<Self>();
-    type Activation = BlockQ8_0;
+    type Activation = Q8_0Activation;
 
     fn dequantize_row(src: &[u8], dst: &mut [f32]) {
         for (block, y) in whole_blocks::<Self>(src).iter().zip(dst.chunks_exact_mut(QK)) {
@@ -114,22 +125,22 @@ impl QuantFormat for BlockQ4_0 {
         }
     }
 
-    fn vec_dot(src: &[u8], activations: &[BlockQ8_0]) -> f32 {
+    fn vec_dot(src: &[u8], activations: &[Q8_0Activation]) -> f32 {
         active::dot_q4_0(whole_blocks(src), activations)
     }
 
-    fn vec_dot_group(src: &[u8], rows: [&[BlockQ8_0]; ROW_GROUP]) -> [f32; ROW_GROUP] {
+    fn vec_dot_group(src: &[u8], rows: [&[Q8_0Activation]; ROW_GROUP]) -> [f32; ROW_GROUP] {
         active::dot_q4_0_group(whole_blocks(src), rows)
     }
 
     // llama.cpp repacks Q4_0 matrices to `block_q4_0x8` on AVX2 machines (`q4_0_8x8_q8_0`).
     const REPACKED: bool = true;
 
-    fn vec_dot_gemm(src: &[u8], activations: &[BlockQ8_0]) -> f32 {
+    fn vec_dot_gemm(src: &[u8], activations: &[Q8_0Activation]) -> f32 {
         dot_q4_0_repacked(whole_blocks(src), activations)
     }
 
-    fn vec_dot_gemv(src: &[u8], activations: &[BlockQ8_0]) -> f32 {
+    fn vec_dot_gemv(src: &[u8], activations: &[Q8_0Activation]) -> f32 {
         dot_q4_0_repacked(whole_blocks(src), activations)
     }
 }
@@ -138,7 +149,7 @@ impl QuantFormat for BlockQ4_0 {
 /// x86 AVX2), which agree on the order: per 32-element block, the exact integer `Σ (q - 8)·a`
 /// over the whole block, converted to f32 and fused-multiply-added into one f32 accumulator
 /// with `d·d_y` (an f32 product of the two f16 scales). No lanes, no final reduction.
-pub(super) fn dot_q4_0_repacked(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
+pub(super) fn dot_q4_0_repacked(x: &[BlockQ4_0], y: &[Q8_0Activation]) -> f32 {
     let mut sum = 0.0f32;
     for (xb, yb) in x.iter().zip(y) {
         let (a_low, a_high) = yb.qs.split_at(HALF);
@@ -152,7 +163,7 @@ pub(super) fn dot_q4_0_repacked(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
 }
 
 #[cfg_attr(all(target_arch = "x86_64", target_feature = "avx2", not(test)), allow(dead_code))] // the AVX2 twin runs instead
-pub(super) fn dot_q4_0(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
+pub(super) fn dot_q4_0(x: &[BlockQ4_0], y: &[Q8_0Activation]) -> f32 {
     let mut lanes = Lanes::default();
     for (xb, yb) in x.iter().zip(y) {
         lanes.add_block(xb.d.to_f32() * yb.d.to_f32(), &unpack_nibbles(&xb.qs, 8), &yb.qs);
@@ -201,7 +212,7 @@ impl QuantFormat for BlockQ5_0 {
     const TYPE: WeightType = WeightType::Q5_0;
     const BLOCK_LEN: usize = QK;
     const BLOCK_BYTES: usize = size_of::<Self>();
-    type Activation = BlockQ8_0;
+    type Activation = Q8_0Activation;
 
     fn dequantize_row(src: &[u8], dst: &mut [f32]) {
         for (block, y) in whole_blocks::<Self>(src).iter().zip(dst.chunks_exact_mut(QK)) {
@@ -216,17 +227,17 @@ impl QuantFormat for BlockQ5_0 {
         }
     }
 
-    fn vec_dot(src: &[u8], activations: &[BlockQ8_0]) -> f32 {
+    fn vec_dot(src: &[u8], activations: &[Q8_0Activation]) -> f32 {
         active::dot_q5_0(whole_blocks(src), activations)
     }
 
-    fn vec_dot_group(src: &[u8], rows: [&[BlockQ8_0]; ROW_GROUP]) -> [f32; ROW_GROUP] {
+    fn vec_dot_group(src: &[u8], rows: [&[Q8_0Activation]; ROW_GROUP]) -> [f32; ROW_GROUP] {
         active::dot_q5_0_group(whole_blocks(src), rows)
     }
 }
 
 #[cfg_attr(all(target_arch = "x86_64", target_feature = "avx2", not(test)), allow(dead_code))] // the AVX2 twin runs instead
-pub(super) fn dot_q5_0(x: &[BlockQ5_0], y: &[BlockQ8_0]) -> f32 {
+pub(super) fn dot_q5_0(x: &[BlockQ5_0], y: &[Q8_0Activation]) -> f32 {
     let mut lanes = Lanes::default();
     for (xb, yb) in x.iter().zip(y) {
         lanes.add_block(xb.d.to_f32() * yb.d.to_f32(), &unpack_q5(&xb.qs, xb.qh, 16), &yb.qs);
@@ -275,7 +286,7 @@ impl QuantFormat for BlockQ8_0 {
     const TYPE: WeightType = WeightType::Q8_0;
     const BLOCK_LEN: usize = QK;
     const BLOCK_BYTES: usize = size_of::<Self>();
-    type Activation = BlockQ8_0;
+    type Activation = Q8_0Activation;
 
     fn dequantize_row(src: &[u8], dst: &mut [f32]) {
         for (block, y) in whole_blocks::<Self>(src).iter().zip(dst.chunks_exact_mut(QK)) {
@@ -286,17 +297,17 @@ impl QuantFormat for BlockQ8_0 {
         }
     }
 
-    fn vec_dot(src: &[u8], activations: &[BlockQ8_0]) -> f32 {
+    fn vec_dot(src: &[u8], activations: &[Q8_0Activation]) -> f32 {
         active::dot_q8_0(whole_blocks(src), activations)
     }
 
-    fn vec_dot_group(src: &[u8], rows: [&[BlockQ8_0]; ROW_GROUP]) -> [f32; ROW_GROUP] {
+    fn vec_dot_group(src: &[u8], rows: [&[Q8_0Activation]; ROW_GROUP]) -> [f32; ROW_GROUP] {
         active::dot_q8_0_group(whole_blocks(src), rows)
     }
 }
 
 #[cfg_attr(all(target_arch = "x86_64", target_feature = "avx2", not(test)), allow(dead_code))] // the AVX2 twin runs instead
-pub(super) fn dot_q8_0(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
+pub(super) fn dot_q8_0(x: &[BlockQ8_0], y: &[Q8_0Activation]) -> f32 {
     let mut lanes = Lanes::default();
     for (xb, yb) in x.iter().zip(y) {
         lanes.add_block(xb.d.to_f32() * yb.d.to_f32(), &xb.qs, &yb.qs);
@@ -311,18 +322,18 @@ mod tests {
     use crate::tensor::{ActivationType, F16Le, QuantizedActivations, cast_blocks};
 
     /// A random Q4_0 row of `blocks` blocks (as bytes) and Q8_0 activations of the same length.
-    fn q4_0_case(blocks: usize, rng: &mut Rng) -> (Vec<u8>, Vec<BlockQ8_0>) {
+    fn q4_0_case(blocks: usize, rng: &mut Rng) -> (Vec<u8>, Vec<Q8_0Activation>) {
         let bytes = rng.blocks(blocks, size_of::<BlockQ4_0>(), &[0]);
         let acts: Vec<f32> = (0..blocks * QK).map(|_| rng.normal() * 2.0).collect();
         let q = QuantizedActivations::quantize(ActivationType::Q8_0, &acts, 1, blocks * QK).unwrap();
-        (bytes, q.row::<BlockQ8_0>(0).unwrap().to_vec())
+        (bytes, q.row::<Q8_0Activation>(0).unwrap().to_vec())
     }
 
     /// An element-by-element statement of the repacked kernels' arithmetic: per block, the exact
     /// integer dot of the dequantized nibbles (element `e < 16` is the low nibble of byte `e`,
     /// `e ≥ 16` the high nibble of byte `e - 16`, both minus 8) with the activation quants,
     /// fused into one f32 accumulator with `d·d_y`.
-    fn repacked_reference(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
+    fn repacked_reference(x: &[BlockQ4_0], y: &[Q8_0Activation]) -> f32 {
         let mut sum = 0.0f32;
         for (xb, yb) in x.iter().zip(y) {
             let mut exact = 0i32;
@@ -365,7 +376,7 @@ mod tests {
     #[test]
     fn repacked_q4_0_hand_computed_blocks() {
         let block = |d: f32| BlockQ4_0 { d: F16Le::from_f32(d), qs: [0x99; HALF] };
-        let a = BlockQ8_0 { d: F16Le::from_f32(2f32.powi(-14)), qs: [1; QK] };
+        let a = Q8_0Activation::new(F16Le::from_f32(2f32.powi(-14)), [1; QK]);
         assert_eq!(dot_q4_0_repacked(&[block(1.0), block(1.0)], &[a, a]), 2f32.powi(-8));
         assert_eq!(dot_q4_0_repacked(&[block(1.0), block(-1.0)], &[a, a]), 0.0);
     }

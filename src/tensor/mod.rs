@@ -78,7 +78,8 @@ mod golden_tests;
 mod test_support;
 
 pub use activations::{
-    ActivationData, ActivationFormat, ActivationType, BF16Activation, F16Activation, QuantizedActivations,
+    ActivationData, ActivationFormat, ActivationType, BF16Activation, F16Activation, Q8_0Activation,
+    QuantizedActivations,
 };
 pub use blocks::{
     BlockIq1M, BlockIq1S, BlockIq2S, BlockIq2Xs, BlockIq2Xxs, BlockIq3S, BlockIq3Xxs, BlockIq4Nl, BlockIq4Xs,

@@ -12,7 +12,7 @@
 
 use super::wasm_simd::*;
 
-use super::activations::{BF16Activation, F16Activation};
+use super::activations::{BF16Activation, F16Activation, Q8_0Activation};
 use super::blocks::{BlockIq1M, BlockIq1S, BlockIq2S, BlockIq2Xs, BlockIq2Xxs, BlockIq3S, BlockIq3Xxs};
 use super::blocks::{
     BlockIq4Nl, BlockIq4Xs, BlockQ4_0, BlockQ4_1, BlockQ4K, BlockQ5_0, BlockQ5_1, BlockQ5K, BlockQ6K,
@@ -224,10 +224,12 @@ enum Weights32 {
     /// Two halves of prepared quants.
     Quants(Quants16, Quants16),
     /// Relaxed SIMD: codes 0..=31 from which `offset` is to be taken (Q4_0: 8, Q5_0: 16).
-    /// Σ (c − o)·a is summed as Σ c·a − Σ o·a in i16 pairs, with no sign transfer: per pair
-    /// at most 2·31·128 + 2·16·128 = 12,032, two halves 24,064, inside i16.
+    /// Σ (c − o)·a is summed as Σ c·a − o·Σa in i16 pairs, with no sign transfer; the −o·Σa
+    /// come with the activation block ([`Q8_0Sums`], made once per matmul, not once per weight
+    /// row). Per i16 lane at most 4·31·128 + 16·4·128 = 24,064, inside i16; the i32 lanes cover
+    /// the elements [`Quants16`]' lanes do, so the sums are those of signed quants, bit for bit.
     #[cfg(target_feature = "relaxed-simd")]
-    Offset { low: v128, high: v128, offset: v128 },
+    Offset { low: v128, high: v128, offset: i8 },
 }
 
 /// Codes 0..=31 with an offset to take off each (the signed formats Q4_0 and Q5_0).
@@ -235,7 +237,7 @@ enum Weights32 {
 fn offset_codes(low: v128, high: v128, offset: i8) -> Weights32 {
     #[cfg(target_feature = "relaxed-simd")]
     {
-        Weights32::Offset { low, high, offset: i8x16_splat(offset) }
+        Weights32::Offset { low, high, offset }
     }
     #[cfg(not(target_feature = "relaxed-simd"))]
     {
@@ -244,18 +246,59 @@ fn offset_codes(low: v128, high: v128, offset: i8) -> Weights32 {
     }
 }
 
-/// Σ weights × activations over a 32-element block, as four i32 partial sums.
+/// Relaxed SIMD: what a Q8_0 activation block carries for the Q4_0 and Q5_0 dots. For i16 lane
+/// `j` of their dot (elements `2j`, `2j + 1`, `16 + 2j` and `17 + 2j`), the sum of those 4
+/// quants times −8 and times −16: what the offset of 8 (Q4_0) or 16 (Q5_0) takes from it, at
+/// most 16·4·128 in magnitude.
+#[cfg(target_feature = "relaxed-simd")]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) struct Q8_0Sums {
+    minus_8: [i16; 8],
+    minus_16: [i16; 8],
+}
+
+#[cfg(target_feature = "relaxed-simd")]
+impl Q8_0Sums {
+    /// The lanes of `−offset · Σa`, for an offset of 8 or 16.
+    #[inline(always)]
+    fn offsets(&self, offset: i8) -> v128 {
+        debug_assert!(offset == 8 || offset == 16);
+        let lanes = if offset == 8 { &self.minus_8 } else { &self.minus_16 };
+        // SAFETY: 8 i16 are 16 readable bytes; wasm's v128.load has no alignment requirement.
+        unsafe { v128_load(lanes.as_ptr().cast()) }
+    }
+}
+
+/// The [`Q8_0Sums`] of a block's quants.
+#[cfg(target_feature = "relaxed-simd")]
 #[inline(always)]
-fn dot32(weights: Weights32, activations: &[i8; 32]) -> v128 {
-    let (a_low, a_high) = (load_i8(activations), load_i8(&activations[16..]));
+pub(super) fn q8_0_sums(qs: &[i8; 32]) -> Q8_0Sums {
+    let sums: [i16; 8] = std::array::from_fn(|j| {
+        [qs[2 * j], qs[2 * j + 1], qs[16 + 2 * j], qs[17 + 2 * j]].map(i16::from).iter().sum()
+    });
+    Q8_0Sums { minus_8: sums.map(|sum| -8 * sum), minus_16: sums.map(|sum| -16 * sum) }
+}
+
+/// Σ quants × activations over a 32-element block, as four i32 partial sums.
+#[inline(always)]
+fn dot32([low, high]: [Quants16; 2], activations: &[i8; 32]) -> v128 {
+    i32x4_add(dot16(low, load_i8(activations)), dot16(high, load_i8(&activations[16..])))
+}
+
+/// Σ weights × activations over a 32-element block with a Q8_0 activation block, as four i32
+/// partial sums.
+#[inline(always)]
+fn dot32_q8_0(weights: Weights32, activations: &Q8_0Activation) -> v128 {
     match weights {
-        Weights32::Quants(low, high) => i32x4_add(dot16(low, a_low), dot16(high, a_high)),
+        Weights32::Quants(low, high) => dot32([low, high], &activations.qs),
         #[cfg(target_feature = "relaxed-simd")]
         Weights32::Offset { low, high, offset } => {
-            let half = |codes: v128, a: v128| {
-                i16x8_sub(i16x8_relaxed_dot_i8x16_i7x16(a, codes), i16x8_relaxed_dot_i8x16_i7x16(a, offset))
-            };
-            i32x4_extadd_pairwise_i16x8(i16x8_add(half(low, a_low), half(high, a_high)))
+            let qs = &activations.qs;
+            let pairs = i16x8_add(
+                i16x8_relaxed_dot_i8x16_i7x16(load_i8(qs), low),
+                i16x8_relaxed_dot_i8x16_i7x16(load_i8(&qs[16..]), high),
+            );
+            i32x4_extadd_pairwise_i16x8(i16x8_add(pairs, activations.sums.offsets(offset)))
         }
     }
 }
@@ -265,7 +308,7 @@ fn dot32(weights: Weights32, activations: &[i8; 32]) -> v128 {
 #[inline(always)]
 fn q8_0_activation_rows<B, const R: usize>(
     x: &[B],
-    rows: [&[BlockQ8_0]; R],
+    rows: [&[Q8_0Activation]; R],
     decode: impl Fn(&B) -> (Weights32, f32),
 ) -> [f32; R] {
     let x = &x[..x.len().min(shortest_row(&rows))];
@@ -275,7 +318,7 @@ fn q8_0_activation_rows<B, const R: usize>(
         let (weights, xd) = decode(xb);
         for (lane, row) in acc.iter_mut().zip(rows) {
             let yb = &row[b];
-            *lane = add_scaled(*lane, dot32(weights, &yb.qs), xd * f32_of(table, yb.d));
+            *lane = add_scaled(*lane, dot32_q8_0(weights, yb), xd * f32_of(table, yb.d));
         }
     }
     acc.map(sum_f32x4)
@@ -287,7 +330,7 @@ fn q8_0_activation_rows<B, const R: usize>(
 fn q8_1_activation_rows<B, const R: usize>(
     x: &[B],
     rows: [&[BlockQ8_1]; R],
-    decode: impl Fn(&B) -> (Weights32, f32, f32),
+    decode: impl Fn(&B) -> ([Quants16; 2], f32, f32),
 ) -> [f32; R] {
     let x = &x[..x.len().min(shortest_row(&rows))];
     let table = f16_table();
@@ -349,7 +392,7 @@ fn q5_codes(qs: &[u8; 16], qh: [u8; 4]) -> (v128, v128) {
 }
 
 #[inline(always)]
-fn q8_0_rows<const R: usize>(x: &[BlockQ8_0], rows: [&[BlockQ8_0]; R]) -> [f32; R] {
+fn q8_0_rows<const R: usize>(x: &[BlockQ8_0], rows: [&[Q8_0Activation]; R]) -> [f32; R] {
     let table = f16_table();
     q8_0_activation_rows(x, rows, |xb| {
         let weights = Weights32::Quants(signed_quants(load_i8(&xb.qs)), signed_quants(load_i8(&xb.qs[16..])));
@@ -358,7 +401,7 @@ fn q8_0_rows<const R: usize>(x: &[BlockQ8_0], rows: [&[BlockQ8_0]; R]) -> [f32; 
 }
 
 #[inline(always)]
-fn q4_0_rows<const R: usize>(x: &[BlockQ4_0], rows: [&[BlockQ8_0]; R]) -> [f32; R] {
+fn q4_0_rows<const R: usize>(x: &[BlockQ4_0], rows: [&[Q8_0Activation]; R]) -> [f32; R] {
     let table = f16_table();
     q8_0_activation_rows(x, rows, |xb| {
         let (low, high) = nibbles(load_u8(&xb.qs));
@@ -367,7 +410,7 @@ fn q4_0_rows<const R: usize>(x: &[BlockQ4_0], rows: [&[BlockQ8_0]; R]) -> [f32; 
 }
 
 #[inline(always)]
-fn q5_0_rows<const R: usize>(x: &[BlockQ5_0], rows: [&[BlockQ8_0]; R]) -> [f32; R] {
+fn q5_0_rows<const R: usize>(x: &[BlockQ5_0], rows: [&[Q8_0Activation]; R]) -> [f32; R] {
     let table = f16_table();
     q8_0_activation_rows(x, rows, |xb| {
         let (low, high) = q5_codes(&xb.qs, xb.qh);
@@ -380,8 +423,7 @@ fn q4_1_rows<const R: usize>(x: &[BlockQ4_1], rows: [&[BlockQ8_1]; R]) -> [f32; 
     let table = f16_table();
     q8_1_activation_rows(x, rows, |xb| {
         let (low, high) = nibbles(load_u8(&xb.qs));
-        let weights = Weights32::Quants(unsigned_quants(low), unsigned_quants(high));
-        (weights, f32_of(table, xb.d), f32_of(table, xb.m))
+        ([unsigned_quants(low), unsigned_quants(high)], f32_of(table, xb.d), f32_of(table, xb.m))
     })
 }
 
@@ -390,13 +432,12 @@ fn q5_1_rows<const R: usize>(x: &[BlockQ5_1], rows: [&[BlockQ8_1]; R]) -> [f32; 
     let table = f16_table();
     q8_1_activation_rows(x, rows, |xb| {
         let (low, high) = q5_codes(&xb.qs, xb.qh);
-        let weights = Weights32::Quants(unsigned_quants(low), unsigned_quants(high));
-        (weights, f32_of(table, xb.d), f32_of(table, xb.m))
+        ([unsigned_quants(low), unsigned_quants(high)], f32_of(table, xb.d), f32_of(table, xb.m))
     })
 }
 
 #[inline(always)]
-fn iq4_nl_rows<const R: usize>(x: &[BlockIq4Nl], rows: [&[BlockQ8_0]; R]) -> [f32; R] {
+fn iq4_nl_rows<const R: usize>(x: &[BlockIq4Nl], rows: [&[Q8_0Activation]; R]) -> [f32; R] {
     let table = f16_table();
     let levels = load_i8(&KVALUES_IQ4NL);
     q8_0_activation_rows(x, rows, |xb| {
@@ -424,12 +465,12 @@ macro_rules! single_and_group {
 }
 
 single_and_group! {
-    q8_0_rows: dot_q8_0, dot_q8_0_group(BlockQ8_0, BlockQ8_0);
-    q4_0_rows: dot_q4_0, dot_q4_0_group(BlockQ4_0, BlockQ8_0);
-    q5_0_rows: dot_q5_0, dot_q5_0_group(BlockQ5_0, BlockQ8_0);
+    q8_0_rows: dot_q8_0, dot_q8_0_group(BlockQ8_0, Q8_0Activation);
+    q4_0_rows: dot_q4_0, dot_q4_0_group(BlockQ4_0, Q8_0Activation);
+    q5_0_rows: dot_q5_0, dot_q5_0_group(BlockQ5_0, Q8_0Activation);
     q4_1_rows: dot_q4_1, dot_q4_1_group(BlockQ4_1, BlockQ8_1);
     q5_1_rows: dot_q5_1, dot_q5_1_group(BlockQ5_1, BlockQ8_1);
-    iq4_nl_rows: dot_iq4_nl, dot_iq4_nl_group(BlockIq4Nl, BlockQ8_0);
+    iq4_nl_rows: dot_iq4_nl, dot_iq4_nl_group(BlockIq4Nl, Q8_0Activation);
 }
 
 /// IQ4_XS: per super-block, each group's levels (as IQ4_NL's) dotted with its 32 activations,
@@ -444,10 +485,8 @@ fn iq4_xs_rows<const R: usize>(x: &[BlockIq4Xs], rows: [&[BlockQ8K]; R]) -> [f32
         let mut ints = [i32x4_splat(0); R];
         for (g, codes) in xb.qs.chunks_exact(16).enumerate() {
             let (low, high) = nibbles(load_u8(codes));
-            let weights = Weights32::Quants(
-                signed_quants(i8x16_swizzle(levels, low)),
-                signed_quants(i8x16_swizzle(levels, high)),
-            );
+            let weights =
+                [signed_quants(i8x16_swizzle(levels, low)), signed_quants(i8x16_swizzle(levels, high))];
             let scale = i32x4_splat(xb.group_scale(g));
             for (int, row) in ints.iter_mut().zip(rows) {
                 let activations: &[i8; 32] =
