@@ -41,13 +41,12 @@ pub struct Cache {
 }
 
 /// Every recurrent layer's convolution and delta-rule state, one after another.
-#[derive(Clone)]
-pub struct RecurrentState {
+struct RecurrentState {
     /// Per recurrent layer, the last `conv_kernel - 1` convolution inputs, `[tap][channel]`.
-    pub conv: Vec<f32>,
+    conv: Vec<f32>,
     /// Per recurrent layer, per value head, `head_dim` rows (one per value dimension) of
     /// `head_dim` (key dimensions): the transpose of the state matrix, as ggml stores it.
-    pub ssm: Vec<f32>,
+    ssm: Vec<f32>,
     conv_len: usize,
     ssm_len: usize,
 }
@@ -69,7 +68,7 @@ impl RecurrentState {
     }
 
     /// Layer slot `slot`'s convolution and delta-rule state.
-    pub fn layer_mut(&mut self, slot: usize) -> (&mut [f32], &mut [f32]) {
+    fn layer_mut(&mut self, slot: usize) -> (&mut [f32], &mut [f32]) {
         (
             &mut self.conv[slot * self.conv_len..][..self.conv_len],
             &mut self.ssm[slot * self.ssm_len..][..self.ssm_len],
@@ -130,11 +129,9 @@ impl Cache {
             })
             .collect();
         let recurrent = RecurrentState::zeroed(config, recurrent_layers)?;
-        let per_checkpoint = recurrent.bytes().max(1);
-        let max_checkpoints = if recurrent.bytes() == 0 {
-            0
-        } else {
-            (CHECKPOINT_BUDGET_BYTES / per_checkpoint).clamp(MIN_CHECKPOINTS, MAX_CHECKPOINTS)
+        let max_checkpoints = match recurrent.bytes() {
+            0 => 0,
+            each => (CHECKPOINT_BUDGET_BYTES / each).clamp(MIN_CHECKPOINTS, MAX_CHECKPOINTS),
         };
         Ok(Cache {
             capacity,

@@ -169,16 +169,21 @@ pub struct Config {
     pub architecture: Architecture,
     pub n_layer: usize,
     pub n_embd: usize,
+    /// The widest layer's FFN (layers may differ: [`Config::layer`]).
     pub n_ff: usize,
     pub n_head: usize,
+    /// The first layer's KV heads (layers may differ: [`Config::layer`]).
     pub n_head_kv: usize,
+    /// The global layers' head size (Gemma 4's local layers differ: [`Config::layer`]).
     pub head_dim: usize,
-    /// `n_head × head_dim` and `n_head_kv × head_dim`, checked against [`MAX_DIM`] when read.
+    /// The widest layer's `n_head × head_dim` and `n_head_kv × head_dim`, each layer's
+    /// checked against [`MAX_DIM`] when read.
     q_dim: usize,
     kv_dim: usize,
     pub rms_eps: f32,
     pub rope_style: RopeStyle,
-    /// Leading dimensions of each head that are rotated (the rest pass through).
+    /// Leading dimensions of each global layer's heads that are rotated (the rest pass
+    /// through; each layer's in [`Config::layer`]).
     pub rope_dims: usize,
     pub rope_global: Rope,
     /// RoPE of the sliding-window layers (Gemma 3 uses base 10000 there; llama.cpp does not
