@@ -127,8 +127,10 @@ fn dot16(quants: Quants16, activations: v128) -> v128 {
     }
     #[cfg(target_feature = "relaxed-simd")]
     {
+        // The mask's lanes are all ones or all zeros, where laneselect is deterministic (one
+        // `pblendvb` on x86-64, where `v128.bitselect` takes three operations).
         let activations = match quants.negative {
-            Some(negative) => v128_bitselect(i8x16_neg(activations), activations, negative),
+            Some(negative) => i8x16_relaxed_laneselect(i8x16_neg(activations), activations, negative),
             None => activations,
         };
         i32x4_relaxed_dot_i8x16_i7x16_add(activations, quants.magnitude, i32x4_splat(0))
