@@ -116,14 +116,15 @@ fn unsigned_quants(q: v128) -> Quants16 {
     }
 }
 
-/// Σ quants × activations over 16 lanes, as four i32 partial sums.
+/// `acc` + Σ quants × activations over 16 lanes, as four i32 partial sums. Relaxed SIMD adds
+/// into `acc` inside its dot instruction, so chained calls save an add.
 #[inline(always)]
-fn dot16(quants: Quants16, activations: v128) -> v128 {
+fn dot16_add(quants: Quants16, activations: v128, acc: v128) -> v128 {
     #[cfg(not(target_feature = "relaxed-simd"))]
     {
         let low = i32x4_dot_i16x8(quants.0[0], i16x8_extend_low_i8x16(activations));
         let high = i32x4_dot_i16x8(quants.0[1], i16x8_extend_high_i8x16(activations));
-        i32x4_add(low, high)
+        i32x4_add(acc, i32x4_add(low, high))
     }
     #[cfg(target_feature = "relaxed-simd")]
     {
@@ -133,8 +134,14 @@ fn dot16(quants: Quants16, activations: v128) -> v128 {
             Some(negative) => i8x16_relaxed_laneselect(i8x16_neg(activations), activations, negative),
             None => activations,
         };
-        i32x4_relaxed_dot_i8x16_i7x16_add(activations, quants.magnitude, i32x4_splat(0))
+        i32x4_relaxed_dot_i8x16_i7x16_add(activations, quants.magnitude, acc)
     }
+}
+
+/// Σ quants × activations over 16 lanes, as four i32 partial sums.
+#[inline(always)]
+fn dot16(quants: Quants16, activations: v128) -> v128 {
+    dot16_add(quants, activations, i32x4_splat(0))
 }
 
 /// A K-quant sub-block scale, prepared for [`add_scaled_dots`]: an i16 splat for relaxed SIMD's
@@ -170,7 +177,7 @@ fn add_scaled_dots<const N: usize>(acc: v128, codes: [v128; N], activations: [v1
     {
         let mut sums = dot16(unsigned_quants(codes[0]), activations[0]);
         for i in 1..N {
-            sums = i32x4_add(sums, dot16(unsigned_quants(codes[i]), activations[i]));
+            sums = dot16_add(unsigned_quants(codes[i]), activations[i], sums);
         }
         i32x4_add(acc, i32x4_mul(sums, scale))
     }
@@ -284,7 +291,7 @@ pub(super) fn q8_0_sums(qs: &[i8; 32]) -> Q8_0Sums {
 /// Σ quants × activations over a 32-element block, as four i32 partial sums.
 #[inline(always)]
 fn dot32([low, high]: [Quants16; 2], activations: &[i8; 32]) -> v128 {
-    i32x4_add(dot16(low, load_i8(activations)), dot16(high, load_i8(&activations[16..])))
+    dot16_add(high, load_i8(&activations[16..]), dot16(low, load_i8(activations)))
 }
 
 /// Σ weights × activations over a 32-element block with a Q8_0 activation block, as four i32
@@ -577,7 +584,7 @@ fn lattice_rows<B: Lattice, const R: usize>(
                 let activations = &row[b].qs[32 * g..][..32];
                 let (a_low, a_high) = (load_i8(activations), load_i8(&activations[16..]));
                 *int = if low_scale == high_scale {
-                    let sums = i32x4_add(dot16(low, a_low), dot16(high, a_high));
+                    let sums = dot16_add(high, a_high, dot16(low, a_low));
                     i32x4_add(*int, i32x4_mul(sums, i32x4_splat(low_scale)))
                 } else {
                     let low_sums = i32x4_mul(dot16(low, a_low), i32x4_splat(low_scale));
