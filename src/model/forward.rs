@@ -247,7 +247,11 @@ impl Model {
                 LogitsFor::All => Some(0..batch.len()),
                 LogitsFor::None => None,
             };
-            self.forward_batch(cache, scratch, batch, wanted, &mut logits)?;
+            let run = || self.forward_batch(cache, scratch, batch, wanted, &mut logits);
+            match batch.len() {
+                1 => parallel::decode_step(run)?,
+                _ => run()?,
+            }
         }
         scratch.logits = logits;
         Ok(&scratch.logits)

@@ -10,9 +10,51 @@
 //!
 //! Why several parts per thread: a thread that the OS deschedules (another process holding a
 //! core) holds back only one small part, and the others take the rest.
+//!
+//! Decode steps go through [`decode_step`], which times them and lets [`tuner`] decide whether
+//! their jobs are split at all: on a machine where another process holds a core, one thread
+//! decodes a small model faster than two.
 
 #[cfg(feature = "threads")]
 mod pool;
+#[cfg(feature = "threads")]
+mod tuner;
+
+#[cfg(feature = "threads")]
+static TUNER: tuner::Tuner = tuner::Tuner::new();
+
+/// Cleared while the tuner has a decode step run its jobs on the calling thread alone.
+#[cfg(feature = "threads")]
+static SPLITTING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
+
+/// Whether jobs are split across threads now.
+fn splitting() -> bool {
+    #[cfg(feature = "threads")]
+    {
+        SPLITTING.load(std::sync::atomic::Ordering::Relaxed) && threads() > 1
+    }
+    #[cfg(not(feature = "threads"))]
+    {
+        false
+    }
+}
+
+/// Runs one decode step (a single-token forward pass), split across threads or not as the
+/// tuner has found faster on this machine lately, and gives it the step's time.
+pub fn decode_step<R>(step: impl FnOnce() -> R) -> R {
+    #[cfg(feature = "threads")]
+    if threads() > 1 {
+        use std::sync::atomic::Ordering::Relaxed;
+        let split = TUNER.next_step_splits();
+        SPLITTING.store(split, Relaxed);
+        let start = tuner::now_ms();
+        let result = step();
+        TUNER.record(split, tuner::now_ms() - start);
+        SPLITTING.store(true, Relaxed);
+        return result;
+    }
+    step()
+}
 
 /// Parts per thread when a job is split (see the module comment).
 const TASKS_PER_THREAD: usize = 4;
@@ -103,19 +145,19 @@ pub fn start_pool(threads: usize) -> Result<(), String> {
 }
 
 /// How many parts to cut `units` units of work into, for parts of at least `min_units` each:
-/// one part on one thread, otherwise up to [`TASKS_PER_THREAD`] per thread.
+/// one part on one thread (or while jobs are not split), otherwise up to [`TASKS_PER_THREAD`]
+/// per thread.
 pub fn part_count(units: usize, min_units: usize) -> usize {
-    let threads = threads();
-    if threads <= 1 {
+    if !splitting() {
         return 1;
     }
-    (units / min_units.max(1)).clamp(1, threads * TASKS_PER_THREAD)
+    (units / min_units.max(1)).clamp(1, threads() * TASKS_PER_THREAD)
 }
 
 /// Runs `task` on each of `parts`, in parallel where threads are available.
 pub fn for_each<T: Send>(parts: Vec<T>, task: impl Fn(T) + Sync + Send) {
     #[cfg(feature = "threads")]
-    if parts.len() > 1 {
+    if parts.len() > 1 && splitting() {
         // Each part is taken by exactly one thread; the mutex only makes that safe to say.
         let parts: Vec<std::sync::Mutex<Option<T>>> =
             parts.into_iter().map(|p| std::sync::Mutex::new(Some(p))).collect();
