@@ -251,7 +251,9 @@ export function createChat(engine, { onModelLoaded, pickFile }) {
       parts.push(`context ${stats.contextUsed} / ${stats.contextSize}`);
     if (stats.seed !== undefined) parts.push(`seed ${stats.seed}`);
     if (stats.threads !== undefined)
-      parts.push(`${stats.threads} ${stats.threads === 1 ? 'thread' : 'threads'}`);
+      parts.push(
+        `${stats.threads} ${stats.threads === 1 ? 'thread' : 'threads'}${stats.soloSteps ? ` (${stats.soloSteps} steps on one: faster while another program holds a core)` : ''}`,
+      );
     if (stats.branchedAt !== undefined) parts.push(`regenerated from token ${stats.branchedAt + 1}`);
     const reasons = { stopped: 'stopped', max_tokens: 'hit max tokens', context_full: 'context full' };
     if (reasons[stats.reason]) parts.push(reasons[stats.reason]);

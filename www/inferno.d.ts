@@ -250,6 +250,12 @@ export interface CompletionStats {
   replayed: number;
   /** The recurrent state's checkpoints, for models that have one (else null). */
   checkpoints: { held: number; most: number; bytes_each: number } | null;
+  /**
+   * Decode steps of this completion that ran on one thread although the engine has more:
+   * the engine times steps both ways now and then and takes the faster, and one thread wins
+   * when another program holds a core. Always 0 on one thread.
+   */
+  soloSteps: number;
   seed: number;
 }
 

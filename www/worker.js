@@ -485,7 +485,7 @@ function generationOptions(request) {
   };
 }
 
-function doneReply(reason, stats, prefill, { started, replayedBefore }) {
+function doneReply(reason, stats, prefill, { started, replayedBefore, soloBefore }) {
   const { engine } = requireModel();
   const decodeTokS = stats.decodeSteps > 0 ? (1000 * stats.decodeSteps) / stats.decodeMs : null;
   const checkpoints = toPlain(engine.checkpoints());
@@ -501,6 +501,9 @@ function doneReply(reason, stats, prefill, { started, replayedBefore }) {
       // Tokens run again because a recurrent state (Qwen3.5) went back to a checkpoint.
       replayed: engine.replayed() - replayedBefore,
       checkpoints: checkpoints.most > 0 ? checkpoints : null,
+      // Decode steps that ran on one of the engine's threads, because one was found faster
+      // (another program holding a core).
+      soloSteps: engine.solo_steps() - soloBefore,
       // Model, cache and scratch all live in the wasm memory, which never shrinks: this is
       // what the engine holds of the machine's memory.
       memoryBytes: engineBuild?.memory?.buffer.byteLength ?? null,
@@ -512,7 +515,11 @@ async function chat(request) {
   const { engine } = requireModel();
   const options = generationOptions(request);
   return runExclusive(async (run) => {
-    const begun = { started: performance.now(), replayedBefore: engine.replayed() };
+    const begun = {
+      started: performance.now(),
+      replayedBefore: engine.replayed(),
+      soloBefore: engine.solo_steps(),
+    };
     const { started } = begun;
     const prepared = toPlain(
       engine.prepare_chat({
@@ -576,7 +583,11 @@ async function branch(request) {
   const index = count(request.step, 0, { max: answer.steps.length - 1 });
   const token = count(request.token, 0, { max: model.info.vocab_size - 1 });
   return runExclusive(async (run) => {
-    const begun = { started: performance.now(), replayedBefore: engine.replayed() };
+    const begun = {
+      started: performance.now(),
+      replayedBefore: engine.replayed(),
+      soloBefore: engine.solo_steps(),
+    };
     // The KV cache is rolled back to the step, not recomputed (a recurrent state goes back
     // to its nearest checkpoint and replays the tokens from there).
     engine.truncate(answer.steps[index].position);

@@ -39,6 +39,19 @@ fn splitting() -> bool {
     }
 }
 
+/// Decode steps run on one thread so far although the pool has more (see [`decode_step`]):
+/// what tells a user why two threads decode no faster than one on a busy machine.
+pub fn solo_steps() -> u64 {
+    #[cfg(feature = "threads")]
+    {
+        TUNER.solo_steps()
+    }
+    #[cfg(not(feature = "threads"))]
+    {
+        0
+    }
+}
+
 /// Runs one decode step (a single-token forward pass), split across threads or not as the
 /// tuner has found faster on this machine lately, and gives it the step's time.
 pub fn decode_step<R>(step: impl FnOnce() -> R) -> R {

@@ -45,6 +45,8 @@ struct State {
     solo_times: Vec<f64>,
     /// The way the last trial chose, and how many steps it still runs before the next trial.
     split: bool,
+    /// Steps run solo since the start, trials included: what the page reports.
+    solo_steps: u64,
     run_left: usize,
     run_len: usize,
 }
@@ -56,6 +58,7 @@ impl Tuner {
                 split_times: Vec::new(),
                 solo_times: Vec::new(),
                 split: true,
+                solo_steps: 0,
                 run_left: 0,
                 run_len: FIRST_SPLIT_RUN_STEPS / 2,
             }),
@@ -71,6 +74,7 @@ impl Tuner {
     /// Takes the time of a step run the way [`Tuner::next_step_splits`] said.
     pub fn record(&self, split: bool, milliseconds: f64) {
         let mut state = self.lock();
+        state.solo_steps += u64::from(!split);
         if state.run_left > 0 {
             state.run_left -= 1;
             return;
@@ -90,6 +94,11 @@ impl Tuner {
         state.run_left = state.run_len;
         state.split_times.clear();
         state.solo_times.clear();
+    }
+
+    /// Decode steps run on the calling thread alone so far.
+    pub fn solo_steps(&self) -> u64 {
+        self.lock().solo_steps
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -161,6 +170,7 @@ mod tests {
         // The machine gets busy: the next trial picks solo steps and starts a short run.
         assert_eq!(split_steps(&tuner, 2 * TRIAL_STEPS, 30.0, 20.0), TRIAL_STEPS);
         assert_eq!(split_steps(&tuner, FIRST_SOLO_RUN_STEPS, 30.0, 20.0), 0);
+        assert_eq!(tuner.solo_steps(), (3 * TRIAL_STEPS + FIRST_SOLO_RUN_STEPS) as u64);
         // Solo keeps winning: its run doubles too.
         assert_eq!(split_steps(&tuner, 2 * TRIAL_STEPS, 30.0, 20.0), TRIAL_STEPS);
         assert_eq!(split_steps(&tuner, 2 * FIRST_SOLO_RUN_STEPS, 30.0, 20.0), 0);

@@ -285,6 +285,12 @@ impl WebEngine {
         self.session.as_ref().map_or(0, Session::replayed) as f64
     }
 
+    /// Decode steps this engine's threads ran on one thread so far, because a trial found one
+    /// thread faster (another program holding a core); always 0 in the single-threaded builds.
+    pub fn solo_steps(&self) -> f64 {
+        crate::parallel::solo_steps() as f64
+    }
+
     /// The recurrent state's checkpoints: `{held, most, bytes_each}` (all 0 for models without
     /// recurrent layers or before a session exists).
     pub fn checkpoints(&self) -> Result<JsValue, JsValue> {

@@ -154,6 +154,11 @@ describe('the npm package in a plain page', { timeout: 300_000 }, () => {
       assert.equal(last.usage.completion_tokens, tokenChunks.length);
       assert.equal(last.usage.total_tokens, last.usage.prompt_tokens + last.usage.completion_tokens);
       assert.ok(last.inferno.stats.decodeTokS > 0);
+      const { soloSteps } = last.inferno.stats;
+      assert.ok(
+        Number.isInteger(soloSteps) && soloSteps >= 0 && soloSteps <= last.usage.completion_tokens,
+        `decode steps run on one thread: ${soloSteps}`,
+      );
       for (const chunk of tokenChunks) {
         const [entry] = chunk.choices[0].logprobs.content;
         const step = chunk.inferno.step;
