@@ -17,9 +17,11 @@ pub mod engine;
 pub mod gguf;
 /// The facts a person wants about a model file, as one serializable report.
 pub mod inspect;
-/// Transformer models (Qwen3, Llama, Gemma 3): config, weights as views, KV cache, forward pass.
+/// Transformer models (Qwen3, Llama, Gemma 3 and 4, Qwen3.5): config, weights as views, the cache
+/// (keys, values, recurrent state), forward pass.
 pub mod model;
-/// Splitting work across threads (matmul rows, attention heads) above single-threaded kernels.
+/// Splitting work across threads (matmul rows, attention heads) above single-threaded kernels,
+/// and whether decode steps split at all (timed both ways now and then).
 pub mod parallel;
 /// Choosing the next token: penalties, top-k, top-p, min-p, temperature, seeded draw, trace.
 pub mod sampler;
