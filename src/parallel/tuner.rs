@@ -43,12 +43,13 @@ struct State {
     /// each way has [`TRIAL_STEPS`]).
     split_times: Vec<f64>,
     solo_times: Vec<f64>,
-    /// The way the last trial chose, and how many steps it still runs before the next trial.
+    /// The way the last trial chose, how many steps it still runs before the next trial, and
+    /// how many it was given.
     split: bool,
-    /// Steps run solo since the start, trials included: what the page reports.
-    solo_steps: u64,
     run_left: usize,
     run_len: usize,
+    /// Steps run solo since the start, trials included: what the page reports.
+    solo_steps: u64,
 }
 
 impl Tuner {
@@ -58,9 +59,9 @@ impl Tuner {
                 split_times: Vec::new(),
                 solo_times: Vec::new(),
                 split: true,
-                solo_steps: 0,
                 run_left: 0,
                 run_len: FIRST_SPLIT_RUN_STEPS / 2,
+                solo_steps: 0,
             }),
         }
     }
