@@ -485,6 +485,11 @@ function generationOptions(request) {
   };
 }
 
+/** What `doneReply` measures a completion's stats from: its start, and the engine's counters. */
+function beginCompletion(engine) {
+  return { started: performance.now(), replayedBefore: engine.replayed(), soloBefore: engine.solo_steps() };
+}
+
 function doneReply(reason, stats, prefill, { started, replayedBefore, soloBefore }) {
   const { engine } = requireModel();
   const decodeTokS = stats.decodeSteps > 0 ? (1000 * stats.decodeSteps) / stats.decodeMs : null;
@@ -515,11 +520,7 @@ async function chat(request) {
   const { engine } = requireModel();
   const options = generationOptions(request);
   return runExclusive(async (run) => {
-    const begun = {
-      started: performance.now(),
-      replayedBefore: engine.replayed(),
-      soloBefore: engine.solo_steps(),
-    };
+    const begun = beginCompletion(engine);
     const { started } = begun;
     const prepared = toPlain(
       engine.prepare_chat({
@@ -583,11 +584,7 @@ async function branch(request) {
   const index = count(request.step, 0, { max: answer.steps.length - 1 });
   const token = count(request.token, 0, { max: model.info.vocab_size - 1 });
   return runExclusive(async (run) => {
-    const begun = {
-      started: performance.now(),
-      replayedBefore: engine.replayed(),
-      soloBefore: engine.solo_steps(),
-    };
+    const begun = beginCompletion(engine);
     // The KV cache is rolled back to the step, not recomputed (a recurrent state goes back
     // to its nearest checkpoint and replays the tokens from there).
     engine.truncate(answer.steps[index].position);

@@ -1,7 +1,7 @@
 //! The element-wise and per-row steps of a transformer layer, written to round like ggml's CPU
 //! backend (sums of squares in f64, everything else in f32).
 
-use crate::tensor::fma;
+use crate::tensor::{fma, table_over_f16};
 use half::f16;
 
 use super::config::{Rope, RopeStyle};
@@ -126,10 +126,7 @@ pub fn gelu(x: f32) -> f32 {
 /// wasm a `tanh` costs tens of nanoseconds, and Gemma runs 37,000 GELUs per token.
 fn gelu_table() -> &'static [f32; 65536] {
     static TABLE: std::sync::OnceLock<Box<[f32; 65536]>> = std::sync::OnceLock::new();
-    TABLE.get_or_init(|| {
-        let values: Vec<f32> = (0..=u16::MAX).map(|bits| gelu_of_f16(f16::from_bits(bits))).collect();
-        values.into_boxed_slice().try_into().expect("65536 entries")
-    })
+    TABLE.get_or_init(|| table_over_f16(gelu_of_f16))
 }
 
 /// ggml's GELU of an f16 input, rounded to f16.

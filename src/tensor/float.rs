@@ -21,6 +21,13 @@ pub fn fma(a: f32, b: f32, c: f32) -> f32 {
     }
 }
 
+/// `f` of every f16 value, indexed by its bits: for functions cheaper to look up than to
+/// compute where the input is (or is rounded to) a half, as ggml's CPU tables are.
+pub fn table_over_f16(f: impl Fn(f16) -> f32) -> Box<[f32; 65536]> {
+    let values: Vec<f32> = (0..=u16::MAX).map(|bits| f(f16::from_bits(bits))).collect();
+    values.into_boxed_slice().try_into().expect("65536 entries")
+}
+
 /// Little-endian f32s of an unaligned byte row.
 #[inline(always)]
 fn f32s(src: &[u8]) -> impl Iterator<Item = f32> + '_ {

@@ -87,7 +87,7 @@ pub use blocks::{
     BlockQ8_1, BlockQ8K, F16Le, PlainBytes, QK_K, cast_blocks,
 };
 pub use error::TensorError;
-pub use float::fma;
+pub use float::{fma, table_over_f16};
 pub use format::{QuantFormat, REPACK_ROWS, WeightType, dequantize_row, vec_dot};
 pub use matmul::{
     MatmulOperand, WeightLayout, matmul, matmul_many, matmul_quantized, matmul_quantized_with_layout,

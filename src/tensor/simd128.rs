@@ -31,10 +31,7 @@ use super::kquants::scales_and_mins_k4;
 /// as ggml does on CPUs without one.
 fn f16_table() -> &'static [f32; 65536] {
     static TABLE: std::sync::OnceLock<Box<[f32; 65536]>> = std::sync::OnceLock::new();
-    TABLE.get_or_init(|| {
-        let values: Vec<f32> = (0..=u16::MAX).map(|bits| half::f16::from_bits(bits).to_f32()).collect();
-        values.into_boxed_slice().try_into().expect("65536 entries")
-    })
+    TABLE.get_or_init(|| super::float::table_over_f16(half::f16::to_f32))
 }
 
 /// A block scale in f32, through [`f16_table`].

@@ -285,8 +285,9 @@ impl WebEngine {
         self.session.as_ref().map_or(0, Session::replayed) as f64
     }
 
-    /// Decode steps this engine's threads ran on one thread so far, because a trial found one
-    /// thread faster (another program holding a core); always 0 in the single-threaded builds.
+    /// Decode steps run on one thread so far in this wasm instance (its one engine), because a
+    /// trial found one thread faster (another program holding a core); always 0 in the
+    /// single-threaded builds.
     pub fn solo_steps(&self) -> f64 {
         crate::parallel::solo_steps() as f64
     }
