@@ -10,35 +10,30 @@
 //! llama.cpp built with and without flash attention), so we reproduce both kernels rather
 //! than compute attention "more exactly" than the reference.
 
-use super::ops::ggml_expf;
+use half::f16;
 
-/// The multiply-add of attention's inner loops: the fused instruction natively, where it
-/// reproduces llama.cpp's GCC build bit for bit; a plain multiply and add in wasm, which has no
-/// FMA instruction (exact emulation made attention a third of the prefill time there) and whose
-/// SIMD128 matmuls sum in their own order anyway.
-#[inline(always)]
-fn mul_add(a: f32, b: f32, c: f32) -> f32 {
-    if cfg!(target_family = "wasm") { a * b + c } else { a.mul_add(b, c) }
-}
+use super::ops::ggml_expf;
+use crate::tensor::kv_rows::{self, dot_in_ggml_order, mul_add};
 
 /// Query count from which llama.cpp switches to its tiled F32 kernel (`GGML_FA_TILE_Q`).
 pub const TILED_MIN_QUERIES: usize = 64;
 
-/// Where the keys and values of one KV head live: rows of `stride` floats, this head's
-/// `head_dim` values starting at `offset` in each row.
-pub struct HeadView<'a> {
-    pub keys: &'a [f32],
-    pub values: &'a [f32],
+/// Where the keys and values of one KV head live: rows of `stride` elements (halves straight
+/// from the cache, or f32 widened from it), this head's `head_dim` values starting at `offset`
+/// in each row.
+pub struct HeadView<'a, T> {
+    pub keys: &'a [T],
+    pub values: &'a [T],
     pub stride: usize,
     pub offset: usize,
 }
 
-impl HeadView<'_> {
-    fn key(&self, position: usize, head_dim: usize) -> &[f32] {
+impl<T> HeadView<'_, T> {
+    fn key(&self, position: usize, head_dim: usize) -> &[T] {
         &self.keys[position * self.stride + self.offset..][..head_dim]
     }
 
-    fn value(&self, position: usize, head_dim: usize) -> &[f32] {
+    fn value(&self, position: usize, head_dim: usize) -> &[T] {
         &self.values[position * self.stride + self.offset..][..head_dim]
     }
 }
@@ -67,11 +62,13 @@ impl Scoring {
     }
 }
 
-/// The one-pass kernel with an F16 accumulator (`flash_attn_ext_f16_one_chunk`).
-/// `query16` and `accumulator` are scratch of `head_dim` floats.
+/// The one-pass kernel with an F16 accumulator (`flash_attn_ext_f16_one_chunk`), reading the
+/// cached halves directly (a decode step sees each once per query head of the group, cheaper
+/// than widening the whole cache per layer first). `query16` and `accumulator` are scratch of
+/// `head_dim` floats.
 pub fn attend_head_f16_accumulator(
     query: &[f32],
-    kv: &HeadView<'_>,
+    kv: &HeadView<'_, f16>,
     positions: std::ops::Range<usize>,
     scoring: Scoring,
     query16: &mut [f32],
@@ -79,26 +76,22 @@ pub fn attend_head_f16_accumulator(
     out: &mut [f32],
 ) {
     let head_dim = query.len();
-    for (dst, &src) in query16.iter_mut().zip(query) {
-        *dst = round_to_f16(src);
-    }
+    // The kernel converts the query to F16 first.
+    query16.copy_from_slice(query);
+    kv_rows::scale_rounded(query16, 1.0);
     accumulator.fill(0.0);
     let (mut max, mut sum) = (f32::NEG_INFINITY, 0.0f32);
     for j in positions {
-        let score = scoring.score(dot_f16_values(query16, kv.key(j, head_dim)));
+        let score = scoring.score(kv_rows::dot_with_key(query16, kv.key(j, head_dim)));
         let (mut rescale, mut weight) = (1.0f32, 1.0f32);
         if score > max {
             rescale = (max - score).exp();
             max = score;
-            for a in accumulator.iter_mut() {
-                *a = round_to_f16(*a * rescale);
-            }
+            kv_rows::scale_rounded(accumulator, rescale);
         } else {
             weight = (score - max).exp();
         }
-        for (a, &v) in accumulator.iter_mut().zip(kv.value(j, head_dim)) {
-            *a = round_to_f16(mul_add(v, weight, *a));
-        }
+        kv_rows::add_weighted_rounded(accumulator, kv.value(j, head_dim), weight);
         // `S = S*ms + vs`, which GCC contracts into one FMA in llama.cpp's build.
         sum = mul_add(sum, rescale, weight);
     }
@@ -115,7 +108,7 @@ const KV_TILE: usize = 64;
 /// softmax updated once per tile of 64 cache positions, every sum an FMA chain in ggml's order.
 pub fn attend_head_f32(
     query: &[f32],
-    kv: &HeadView<'_>,
+    kv: &HeadView<'_, f32>,
     positions: std::ops::Range<usize>,
     scoring: Scoring,
     out: &mut [f32],
@@ -134,7 +127,7 @@ pub fn attend_head_f32(
                 let key = kv.key(j, head_dim);
                 let dot = if cfg!(target_family = "wasm") {
                     // A serial chain of 64 adds is latency-bound; the lanes vectorize.
-                    dot_f16_values(query, key)
+                    dot_in_ggml_order(query, key, |k| k)
                 } else {
                     query.iter().zip(key).fold(0.0f32, |acc, (&q, &k)| mul_add(q, k, acc))
                 };
@@ -173,110 +166,10 @@ pub fn attend_head_f32(
     out.iter_mut().for_each(|o| *o *= inverse);
 }
 
-/// Rounds to the nearest F16 value (ties to even) and returns it as f32: what storing into
-/// an F16 buffer does, without leaving f32 arithmetic.
-#[inline(always)]
-pub fn round_to_f16(x: f32) -> f32 {
-    let magnitude = x.abs();
-    if magnitude.is_nan() {
-        return x;
-    }
-    if magnitude >= 65520.0 {
-        return f32::INFINITY.copysign(x);
-    }
-    if magnitude < F16_MIN_NORMAL {
-        // Subnormal F16 values are multiples of 2^-24; scaling by a power of two is exact.
-        return (x * 16_777_216.0).round_ties_even() * (1.0 / 16_777_216.0);
-    }
-    // Keep 10 of f32's 23 mantissa bits, rounding to nearest even; a carry bumps the exponent.
-    let bits = x.to_bits();
-    f32::from_bits((bits + 0x0FFF + ((bits >> 13) & 1)) & !0x1FFF)
-}
-
-const F16_MIN_NORMAL: f32 = 6.103_515_6e-5;
-
-/// Dot product of F16 values held in f32, summed in ggml's AVX2 order (`ggml_vec_dot_f16`):
-/// 4 × 8 lane accumulators over steps of 32, reduced pairwise, the tail in double. The
-/// products are exact, so only the order of the additions matters, and here it is the same.
-pub fn dot_f16_values(x: &[f32], y: &[f32]) -> f32 {
-    let n = x.len().min(y.len());
-    let whole = n & !31;
-    let mut acc = [[0.0f32; 8]; 4];
-    for (xs, ys) in x[..whole].chunks_exact(32).zip(y[..whole].chunks_exact(32)) {
-        for (a, lanes) in acc.iter_mut().enumerate() {
-            for (l, lane) in lanes.iter_mut().enumerate() {
-                *lane += xs[a * 8 + l] * ys[a * 8 + l];
-            }
-        }
-    }
-    let mut r = [0.0f32; 8];
-    for (l, lane) in r.iter_mut().enumerate() {
-        *lane = (acc[0][l] + acc[2][l]) + (acc[1][l] + acc[3][l]);
-    }
-    let halves = [r[0] + r[4], r[1] + r[5], r[2] + r[6], r[3] + r[7]];
-    let mut sum = f64::from((halves[0] + halves[1]) + (halves[2] + halves[3]));
-    for i in whole..n {
-        sum += f64::from(x[i] * y[i]);
-    }
-    sum as f32
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use half::f16;
-
-    #[test]
-    fn rounding_to_f16_matches_a_real_conversion() {
-        let mut state = 0x1234_5678_9abc_def0u64;
-        let check = |x: f32| {
-            let expected = f16::from_f32(x).to_f32();
-            let got = round_to_f16(x);
-            assert!(got == expected || (got.is_nan() && expected.is_nan()), "{x:e}: {got:e} vs {expected:e}");
-        };
-        for _ in 0..1_000_000 {
-            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            check(f32::from_bits((state >> 32) as u32));
-        }
-        // Ties, subnormals, the overflow edge.
-        for x in [
-            0.0,
-            -0.0,
-            1.0 + 1.0 / 2048.0,
-            1.0 + 3.0 / 2048.0,
-            5.96e-8,
-            2.98e-8,
-            6.1e-5,
-            65504.0,
-            65519.0,
-            65520.0,
-            -70000.0,
-        ] {
-            check(x);
-        }
-    }
-
-    #[test]
-    fn f16_dot_sums_in_ggml_lane_order() {
-        // Values whose sum depends on the order: the reference below adds in ggml's order.
-        let x: Vec<f32> = (0..70).map(|i| round_to_f16(((i * 37 % 23) as f32 - 11.0) * 1.37e3)).collect();
-        let y: Vec<f32> = (0..70).map(|i| round_to_f16(((i * 11 % 19) as f32 - 9.0) * 3.1e-3)).collect();
-        let mut lanes = [0.0f32; 32];
-        for i in 0..64 {
-            lanes[i % 32] += x[i] * y[i];
-        }
-        let r: Vec<f32> =
-            (0..8).map(|l| (lanes[l] + lanes[16 + l]) + (lanes[8 + l] + lanes[24 + l])).collect();
-        let reduced = ((r[0] + r[4]) + (r[1] + r[5])) + ((r[2] + r[6]) + (r[3] + r[7]));
-        let expected = (f64::from(reduced)
-            + f64::from(x[64] * y[64])
-            + f64::from(x[65] * y[65])
-            + f64::from(x[66] * y[66])
-            + f64::from(x[67] * y[67])
-            + f64::from(x[68] * y[68])
-            + f64::from(x[69] * y[69])) as f32;
-        assert_eq!(dot_f16_values(&x, &y), expected);
-    }
+    use crate::tensor::kv_rows::round_to_f16;
 
     #[test]
     fn both_kernels_compute_softmax_weighted_values() {
@@ -304,8 +197,21 @@ mod tests {
         for (o, e) in out.iter().zip(&expected) {
             assert!((f64::from(*o) - e).abs() < 1e-5, "{o} vs {e}");
         }
+        let (keys16, values16): (Vec<f16>, Vec<f16>) = (
+            keys.iter().map(|&k| f16::from_f32(k)).collect(),
+            values.iter().map(|&v| f16::from_f32(v)).collect(),
+        );
+        let kv16 = HeadView { keys: &keys16[..], values: &values16[..], stride: head_dim, offset: 0 };
         let (mut q16, mut acc) = (vec![0.0; head_dim], vec![0.0; head_dim]);
-        attend_head_f16_accumulator(&query, &kv, 0..5, Scoring::new(0.3, None), &mut q16, &mut acc, &mut out);
+        attend_head_f16_accumulator(
+            &query,
+            &kv16,
+            0..5,
+            Scoring::new(0.3, None),
+            &mut q16,
+            &mut acc,
+            &mut out,
+        );
         for (o, e) in out.iter().zip(&expected) {
             assert!((f64::from(*o) - e).abs() < 2e-3, "{o} vs {e}");
         }

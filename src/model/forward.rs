@@ -6,8 +6,11 @@
 //! A call processes a batch of tokens at once: every projection is a matrix × matrix product
 //! (each weight block is read once for all rows), so prefill costs far less per token than decode.
 
-use super::bytes::ModelBytes;
+use std::ops::Range;
+
 use half::f16;
+
+use super::bytes::ModelBytes;
 
 use super::Model;
 use super::attention::{HeadView, Scoring, TILED_MIN_QUERIES, attend_head_f16_accumulator, attend_head_f32};
@@ -20,7 +23,9 @@ use super::ops::{
 };
 use super::weights::{AttentionWeights, DeltaNetWeights, LayerWeights, Matrix, Mixer, PerLayerWeights};
 use crate::parallel;
-use crate::tensor::{ActivationType, MatmulOperand, QuantizedActivations, dequantize_row, matmul_many};
+use crate::tensor::{
+    ActivationType, MatmulOperand, QuantizedActivations, dequantize_row, kv_rows, matmul_many,
+};
 
 /// Attention heads (times queries) below which a part is not worth a thread.
 const MIN_HEADS_PER_PART: usize = 2;
@@ -521,38 +526,41 @@ impl Model {
         let scoring = Scoring::new(scale, c.attn_softcap);
         let window = if c.is_sliding(l) { c.sliding_window } else { None };
         let first_needed = window.map_or(0, |w| (start + 1).saturating_sub(w));
-        // Widen the keys and values this batch can see to f32 once, for every head and query.
         let (keys16, values16) = cache.layer(l, end);
-        widen(&keys16[first_needed * kvd..], &mut keys32[first_needed * kvd..end * kvd]);
-        widen(&values16[first_needed * kvd..], &mut values32[first_needed * kvd..end * kvd]);
         let group = c.n_head / shape.n_head_kv;
-        let f16_accumulator = n < TILED_MIN_QUERIES;
-        let (keys, values) = (&keys32[..], &values32[..]);
-        // One task per run of (query, head) pairs: each writes only its heads' outputs.
-        parallel::for_each_part(out, hd, MIN_HEADS_PER_PART, |first_head, part_out| {
-            let mut scratch = vec![0.0f32; 2 * hd];
-            let (query16, accumulator) = scratch.split_at_mut(hd);
-            for (j, head_out) in part_out.chunks_exact_mut(hd).enumerate() {
-                let (t, h) = ((first_head + j) / c.n_head, (first_head + j) % c.n_head);
-                let pos = start + t;
-                let first = window.map_or(0, |w| (pos + 1).saturating_sub(w));
-                let kv = HeadView { keys, values, stride: kvd, offset: (h / group) * hd };
-                let query = &q[t * qd + h * hd..][..hd];
-                if f16_accumulator {
-                    attend_head_f16_accumulator(
-                        query,
-                        &kv,
-                        first..pos + 1,
-                        scoring,
-                        query16,
-                        accumulator,
-                        head_out,
-                    );
-                } else {
-                    attend_head_f32(query, &kv, first..pos + 1, scoring, head_out);
+        let kv_offset = |h: usize| (h / group) * hd;
+        // One task per run of (query, head) pairs: each writes only its heads' outputs. `each`
+        // gets the query, its head, the positions it sees, where its output goes and a scratch
+        // of two heads.
+        type EachHead<'a> = dyn Fn(&[f32], usize, Range<usize>, &mut [f32], &mut [f32]) + Sync + 'a;
+        let mut for_each_query_head = |each: &EachHead| {
+            parallel::for_each_part(out, hd, MIN_HEADS_PER_PART, |first_head, part_out| {
+                let mut scratch = vec![0.0f32; 2 * hd];
+                for (j, head_out) in part_out.chunks_exact_mut(hd).enumerate() {
+                    let (t, h) = ((first_head + j) / c.n_head, (first_head + j) % c.n_head);
+                    let pos = start + t;
+                    let first = window.map_or(0, |w| (pos + 1).saturating_sub(w));
+                    each(&q[t * qd + h * hd..][..hd], h, first..pos + 1, head_out, &mut scratch);
                 }
-            }
-        });
+            });
+        };
+        if n < TILED_MIN_QUERIES {
+            // The one-pass kernel reads the cached halves as they are.
+            for_each_query_head(&|query, h, positions, head_out, scratch| {
+                let kv = HeadView { keys: keys16, values: values16, stride: kvd, offset: kv_offset(h) };
+                let (query16, accumulator) = scratch.split_at_mut(hd);
+                attend_head_f16_accumulator(query, &kv, positions, scoring, query16, accumulator, head_out);
+            });
+        } else {
+            // Widen the keys and values this batch can see to f32 once, for every head and query.
+            widen(&keys16[first_needed * kvd..], &mut keys32[first_needed * kvd..end * kvd]);
+            widen(&values16[first_needed * kvd..], &mut values32[first_needed * kvd..end * kvd]);
+            let (keys, values) = (&keys32[..], &values32[..]);
+            for_each_query_head(&|query, h, positions, head_out, _| {
+                let kv = HeadView { keys, values, stride: kvd, offset: kv_offset(h) };
+                attend_head_f32(query, &kv, positions, scoring, head_out);
+            });
+        }
     }
 
     /// `x += post_norm(W_down · (act(W_gate · h) ⊙ (W_up · h)))`, `h = norm(x)`.
@@ -700,9 +708,5 @@ fn project_many<const M: usize>(
 
 /// Converts cached f16 keys or values to f32, in parallel parts for long contexts.
 fn widen(src: &[f16], dst: &mut [f32]) {
-    parallel::for_each_part(dst, 1, 64 * 1024, |first, dst| {
-        for (d, s) in dst.iter_mut().zip(&src[first..]) {
-            *d = s.to_f32();
-        }
-    });
+    parallel::for_each_part(dst, 1, 64 * 1024, |first, dst| kv_rows::widen(&src[first..], dst));
 }

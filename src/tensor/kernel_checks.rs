@@ -15,6 +15,7 @@ pub fn check_kernels_match_scalar() -> Result<(), String> {
     #[cfg(all(target_family = "wasm", target_feature = "simd128"))]
     check_f16_fusing()?;
     check_f16_specials()?;
+    check_kv_rows()?;
     check_row_groups()?;
     check_offset_formats_as_q8_0()?;
 
@@ -158,6 +159,65 @@ fn check_f16_specials() -> Result<(), String> {
                 return Err(format!("f16 row with {special:#06x}: scalar {expected}, simd {got}"));
             }
         }
+    }
+    Ok(())
+}
+
+/// The KV-row kernels attention uses must give the scalar references' bits (NaN for NaN):
+/// rows of several lengths (tails included) at scales from subnormal to overflowing, with an
+/// infinity or a NaN in some, and rounding on arbitrary f32 bit patterns.
+fn check_kv_rows() -> Result<(), String> {
+    use super::kernels::{active, scalar};
+    use half::f16;
+    let same = |a: &[f32], b: &[f32]| {
+        a.len() == b.len()
+            && a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan()))
+    };
+    let mut rng = SplitMix(0x4B56);
+    for round in 0..96 {
+        let len = [64usize, 128, 256, 70, 7, 33][round % 6];
+        let scale = [1.0f32, 3e-3, 2e-6, 2e4][round / 6 % 4];
+        let mut values: Vec<f16> = (0..len).map(|_| f16::from_f32(rng.normal() * scale)).collect();
+        if round % 5 == 4 {
+            let special = [0x7C00u16, 0xFC00, 0x7E01][round % 3];
+            values[(rng.next() as usize) % len] = f16::from_bits(special);
+        }
+        let query: Vec<f32> = (0..len).map(|_| f16::from_f32(rng.normal()).to_f32()).collect();
+        let what = format!("{len} halves at scale {scale} (round {round})");
+
+        let (expected, got) = (scalar::dot_kv_row(&query, &values), active::dot_kv_row(&query, &values));
+        if !same(&[expected], &[got]) {
+            return Err(format!("KV dot of {what}: scalar {expected:e}, simd {got:e}"));
+        }
+        let (mut expected, mut got) = (vec![0.0f32; len], vec![0.0f32; len]);
+        scalar::widen_kv_row(&values, &mut expected);
+        active::widen_kv_row(&values, &mut got);
+        if !same(&expected, &got) {
+            return Err(format!("KV widening of {what} differs"));
+        }
+        let weight = rng.uniform() * [1.0, 300.0][round % 2];
+        let start: Vec<f32> = (0..len).map(|_| f16::from_f32(rng.normal() * scale).to_f32()).collect();
+        let (mut expected, mut got) = (start.clone(), start.clone());
+        scalar::mad_kv_row_rounded(&mut expected, &values, weight);
+        active::mad_kv_row_rounded(&mut got, &values, weight);
+        if !same(&expected, &got) {
+            return Err(format!("KV rounded multiply-add of {what}, weight {weight}, differs"));
+        }
+        let factor = rng.uniform() * [1.0, 1e-4, 5e3][round % 3];
+        scalar::scale_rounded_to_f16(&mut expected, factor);
+        active::scale_rounded_to_f16(&mut got, factor);
+        if !same(&expected, &got) {
+            return Err(format!("KV rounded scaling of {what}, factor {factor}, differs"));
+        }
+    }
+    // Rounding itself, on any bits: normal, subnormal, overflowing, infinite and NaN inputs.
+    let mut bits: Vec<f32> = (0..1 << 16).map(|_| f32::from_bits(rng.next() as u32)).collect();
+    bits.extend([0.0, -0.0, 65519.0, 65520.0, -65520.0, 6.1e-5, 2.98e-8, 1.0 + 1.0 / 2048.0, f32::INFINITY]);
+    let (mut expected, mut got) = (bits.clone(), bits.clone());
+    scalar::scale_rounded_to_f16(&mut expected, 1.0);
+    active::scale_rounded_to_f16(&mut got, 1.0);
+    if let Some(i) = (0..got.len()).find(|&i| !same(&expected[i..i + 1], &got[i..i + 1])) {
+        return Err(format!("rounding {:e} to f16: scalar {:e}, simd {:e}", bits[i], expected[i], got[i]));
     }
     Ok(())
 }

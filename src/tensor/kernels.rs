@@ -4,7 +4,7 @@
 //!
 //! | table | built when | kernels from |
 //! |---|---|---|
-//! | [`scalar`] | any other target | `legacy.rs`, `kquants.rs`, `float.rs` (ggml's summing order) |
+//! | [`scalar`] | any other target | `legacy.rs`, `kquants.rs`, `float.rs` (ggml's summing order), `kv_rows.rs` |
 //! | SIMD128 | `wasm32` + `simd128` | `simd128.rs` |
 //! | relaxed SIMD | `wasm32` + `simd128` + `relaxed-simd` | `simd128.rs`, whose integer dots and multiply-adds switch to the relaxed instructions |
 //! | AVX2 | `x86_64` + `avx2` + `fma` (native) | `avx2.rs` for the 32-element formats, scalar elsewhere |
@@ -16,7 +16,9 @@
 //! which take their weights' offset out with per-block activation sums. Row-group slots
 //! (`*_group`: one weight row dotted with `ROW_GROUP` activation rows, each weight block
 //! decoded once) fall back to the table's own single-row kernel, so they always equal it bit
-//! for bit. Tests compare every table with [`scalar`] (`kernel_checks.rs`).
+//! for bit. The KV-row slots (`*kv_row*`, `scale_rounded_to_f16`) are attention's work on
+//! the F16 cache (`kv_rows.rs`); they must give the scalar bits exactly. Tests compare every
+//! table with [`scalar`] (`kernel_checks.rs`).
 
 /// The scalar reference kernels: the default of every slot. Outside test builds a table that
 /// has its own kernel for a slot leaves that entry unused.
@@ -28,6 +30,9 @@ pub(super) mod scalar {
     };
     pub(in crate::tensor) use super::super::iquants::{dot_iq4_nl, dot_iq4_xs};
     pub(in crate::tensor) use super::super::kquants::{dot_q4_k, dot_q5_k, dot_q6_k};
+    pub(in crate::tensor) use super::super::kv_rows::{
+        dot_kv_row, mad_kv_row_rounded, scale_rounded_to_f16, widen_kv_row,
+    };
     #[cfg_attr(target_feature = "relaxed-simd", allow(unused_imports))] // relaxed SIMD has its own
     pub(in crate::tensor) use super::super::legacy::{Q8_0Sums, q8_0_sums};
     pub(in crate::tensor) use super::super::legacy::{dot_q4_0, dot_q4_1, dot_q5_0, dot_q5_1, dot_q8_0};
@@ -97,6 +102,9 @@ pub(super) mod active {
         dot_iq2_xs_group, dot_iq2_xxs, dot_iq2_xxs_group, dot_iq3_s, dot_iq3_s_group, dot_iq3_xxs,
         dot_iq3_xxs_group,
     };
+    pub(in crate::tensor) use super::super::simd128::{
+        dot_kv_row, mad_kv_row_rounded, scale_rounded_to_f16, widen_kv_row,
+    };
     #[cfg(not(target_feature = "relaxed-simd"))]
     pub(in crate::tensor) use super::scalar::{Q8_0Sums, q8_0_sums};
 }
@@ -111,6 +119,9 @@ pub(super) mod active {
     };
     pub(in crate::tensor) use super::scalar::{
         dot_iq1_m, dot_iq1_s, dot_iq2_s, dot_iq2_xs, dot_iq2_xxs, dot_iq3_s, dot_iq3_xxs,
+    };
+    pub(in crate::tensor) use super::scalar::{
+        dot_kv_row, mad_kv_row_rounded, scale_rounded_to_f16, widen_kv_row,
     };
     single_row_groups!();
 }

@@ -28,6 +28,7 @@ mod blocks;
 mod error;
 mod format;
 mod kernels;
+pub mod kv_rows;
 // The scalar kernels are the reference: in a SIMD128 build, where the table has its own kernel
 // for every slot, only the kernel checks (test builds) call them.
 #[cfg_attr(

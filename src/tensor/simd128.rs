@@ -10,6 +10,8 @@
 //! `i32x4.relaxed_dot_i8x16_i7x16_add_s` for every integer dot (see [`Quants16`]), which is
 //! exact for 7-bit codes; float multiply-adds stay unfused (see [`mul_add4`]).
 
+use half::f16;
+
 use super::wasm_simd::*;
 
 use super::activations::{BF16Activation, F16Activation, Q8_0Activation};
@@ -1071,4 +1073,124 @@ pub(super) fn dot_bf16(src: &[u8], activations: &[BF16Activation]) -> f32 {
 
 pub(super) fn dot_bf16_group(src: &[u8], rows: [&[BF16Activation]; ROW_GROUP]) -> [f32; ROW_GROUP] {
     bf16_rows(src, rows)
+}
+
+// ---------------------------------------------------------------------------------------------
+// KV cache rows (attention)
+//
+// The same bits as the scalar references in `kv_rows.rs`: widening is exact, the dot sums in
+// the same lanes and order, and the rounded multiply-add rounds its product, its sum and then
+// to F16 as the scalar code does (never fused: a weight times a half is not exact in f32).
+// Halves with the all-ones exponent (infinity, NaN) take the scalar path: per 8 elements where
+// results are per element, for the whole row in the dot, whose sum order spans the row.
+
+/// Loads the first 8 halves of `halves` as bits.
+#[inline(always)]
+fn load_f16x8(halves: &[f16]) -> v128 {
+    let halves = &halves[..8];
+    // SAFETY: 8 halves are 16 readable bytes; wasm's v128.load has no alignment requirement.
+    unsafe { v128_load(halves.as_ptr().cast()) }
+}
+
+/// Stores 4 f32 lanes into the first 4 values of `dst`.
+#[inline(always)]
+fn store_f32(dst: &mut [f32], lanes: v128) {
+    let dst = &mut dst[..4];
+    // SAFETY: 4 f32 are 16 writable bytes; wasm's v128.store has no alignment requirement.
+    unsafe { v128_store(dst.as_mut_ptr().cast(), lanes) }
+}
+
+/// Whether any of 8 halves is an infinity or a NaN.
+#[inline(always)]
+fn any_f16_special(bits: v128) -> bool {
+    let mut specials = F16Specials::new();
+    specials.see(bits);
+    specials.any()
+}
+
+/// [`round_to_f16`](super::kv_rows::round_to_f16) of 4 lanes, with the same bit arithmetic.
+#[inline(always)]
+fn round_to_f16x4(x: v128) -> v128 {
+    use super::kv_rows::{F16_MIN_NORMAL, F16_ROUNDS_TO_INFINITY, F16_SUBNORMAL_STEPS};
+    let magnitude = f32x4_abs(x);
+    let odd = v128_and(u32x4_shr(x, 13), u32x4_splat(1));
+    let normal = v128_and(i32x4_add(i32x4_add(x, u32x4_splat(0x0FFF)), odd), u32x4_splat(!0x1FFF));
+    let steps = f32x4_nearest(f32x4_mul(x, f32x4_splat(F16_SUBNORMAL_STEPS)));
+    let subnormal = f32x4_mul(steps, f32x4_splat(1.0 / F16_SUBNORMAL_STEPS));
+    let rounded = v128_bitselect(subnormal, normal, f32x4_lt(magnitude, f32x4_splat(F16_MIN_NORMAL)));
+    let infinity = v128_or(v128_and(x, u32x4_splat(0x8000_0000)), f32x4_splat(f32::INFINITY));
+    let rounded = v128_bitselect(infinity, rounded, f32x4_ge(magnitude, f32x4_splat(F16_ROUNDS_TO_INFINITY)));
+    v128_bitselect(x, rounded, f32x4_ne(x, x))
+}
+
+pub(super) fn widen_kv_row(src: &[f16], dst: &mut [f32]) {
+    let len = src.len().min(dst.len());
+    let whole = len - len % 8;
+    for i in (0..whole).step_by(8) {
+        let bits = load_f16x8(&src[i..]);
+        if any_f16_special(bits) {
+            super::kv_rows::widen_kv_row(&src[i..i + 8], &mut dst[i..i + 8]);
+            continue;
+        }
+        let [low, high] = widen_f16x8(bits);
+        store_f32(&mut dst[i..], low);
+        store_f32(&mut dst[i + 4..], high);
+    }
+    super::kv_rows::widen_kv_row(&src[whole..len], &mut dst[whole..len]);
+}
+
+pub(super) fn dot_kv_row(query: &[f32], key: &[f16]) -> f32 {
+    let n = query.len().min(key.len());
+    let whole = n & !31;
+    // ggml's 4 × 8 lanes: accumulator 2a holds lanes 0..4 of its group a, 2a + 1 lanes 4..8.
+    let mut acc = [f32x4_splat(0.0); 8];
+    let mut specials = F16Specials::new();
+    for i in (0..whole).step_by(32) {
+        for a in 0..4 {
+            let bits = load_f16x8(&key[i + 8 * a..]);
+            specials.see(bits);
+            let [low, high] = widen_f16x8(bits);
+            acc[2 * a] = mul_add4(load_f32(&query[i + 8 * a..]), low, acc[2 * a]);
+            acc[2 * a + 1] = mul_add4(load_f32(&query[i + 8 * a + 4..]), high, acc[2 * a + 1]);
+        }
+    }
+    if specials.any() {
+        return super::kv_rows::dot_kv_row(query, key);
+    }
+    let low = f32x4_add(f32x4_add(acc[0], acc[4]), f32x4_add(acc[2], acc[6]));
+    let high = f32x4_add(f32x4_add(acc[1], acc[5]), f32x4_add(acc[3], acc[7]));
+    let mut sum = f64::from(sum_f32x4(f32x4_add(low, high)));
+    for i in whole..n {
+        sum += f64::from(query[i] * key[i].to_f32());
+    }
+    sum as f32
+}
+
+pub(super) fn mad_kv_row_rounded(acc: &mut [f32], values: &[f16], weight: f32) {
+    let len = acc.len().min(values.len());
+    let whole = len - len % 8;
+    let weights = f32x4_splat(weight);
+    for i in (0..whole).step_by(8) {
+        let bits = load_f16x8(&values[i..]);
+        if any_f16_special(bits) {
+            super::kv_rows::mad_kv_row_rounded(&mut acc[i..i + 8], &values[i..i + 8], weight);
+            continue;
+        }
+        let [low, high] = widen_f16x8(bits);
+        let sum_low = round_to_f16x4(mul_add4(low, weights, load_f32(&acc[i..])));
+        let sum_high = round_to_f16x4(mul_add4(high, weights, load_f32(&acc[i + 4..])));
+        store_f32(&mut acc[i..], sum_low);
+        store_f32(&mut acc[i + 4..], sum_high);
+    }
+    super::kv_rows::mad_kv_row_rounded(&mut acc[whole..len], &values[whole..len], weight);
+}
+
+pub(super) fn scale_rounded_to_f16(row: &mut [f32], factor: f32) {
+    let whole = row.len() - row.len() % 4;
+    let factors = f32x4_splat(factor);
+    for i in (0..whole).step_by(4) {
+        let scaled = round_to_f16x4(f32x4_mul(load_f32(&row[i..]), factors));
+        store_f32(&mut row[i..], scaled);
+    }
+    super::kv_rows::scale_rounded_to_f16(&mut row[whole..], factor);
 }

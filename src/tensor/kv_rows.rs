@@ -1,0 +1,192 @@
+//! The f16 rows of the KV cache, as attention reads them: widened to f32, dotted with a query,
+//! and added into a buffer that is rounded to F16 after every operation, as llama.cpp's
+//! one-pass flash-attention kernel keeps its `Σ p·V` in F16 (see `model/attention.rs`).
+//!
+//! The functions here are the entry points; each calls this build's kernel from the table
+//! (`kernels.rs`). The scalar references below are the default; the SIMD128 kernels give the
+//! same bits (checked in headless Chromium by `kernel_checks.rs`), so decoding from the cache
+//! without widening it first changes no logit.
+
+use half::f16;
+
+use super::kernels::active;
+
+/// `dst[i] = src[i]` as f32.
+pub fn widen(src: &[f16], dst: &mut [f32]) {
+    active::widen_kv_row(src, dst)
+}
+
+/// `query · key` in ggml's F16 summing order ([`dot_in_ggml_order`]), over the shorter length.
+pub fn dot_with_key(query: &[f32], key: &[f16]) -> f32 {
+    active::dot_kv_row(query, key)
+}
+
+/// `acc[i] = round_to_f16(values[i] · weight + acc[i])`, the product and the sum each rounded
+/// in f32 (see [`mul_add`]).
+pub fn add_weighted_rounded(acc: &mut [f32], values: &[f16], weight: f32) {
+    active::mad_kv_row_rounded(acc, values, weight)
+}
+
+/// `row[i] = round_to_f16(row[i] · factor)`.
+pub fn scale_rounded(row: &mut [f32], factor: f32) {
+    active::scale_rounded_to_f16(row, factor)
+}
+
+/// The multiply-add of attention's inner loops: the fused instruction natively, where it
+/// reproduces llama.cpp's GCC build bit for bit; a plain multiply and add in wasm, which has no
+/// FMA instruction (exact emulation made attention a third of the prefill time there) and whose
+/// SIMD128 matmuls sum in their own order anyway.
+#[inline(always)]
+pub fn mul_add(a: f32, b: f32, c: f32) -> f32 {
+    if cfg!(target_family = "wasm") { a * b + c } else { a.mul_add(b, c) }
+}
+
+/// Dot product summed in ggml's AVX2 order for F16 rows (`ggml_vec_dot_f16`): 4 × 8 lane
+/// accumulators over steps of 32, reduced pairwise, the tail in double. For products that are
+/// exact in f32 (two halves), only this order decides the bits, and it is the same here.
+pub fn dot_in_ggml_order<T: Copy>(x: &[f32], y: &[T], to_f32: impl Fn(T) -> f32) -> f32 {
+    let n = x.len().min(y.len());
+    let whole = n & !31;
+    let mut acc = [[0.0f32; 8]; 4];
+    for (xs, ys) in x[..whole].chunks_exact(32).zip(y[..whole].chunks_exact(32)) {
+        for (a, lanes) in acc.iter_mut().enumerate() {
+            for (l, lane) in lanes.iter_mut().enumerate() {
+                *lane += xs[a * 8 + l] * to_f32(ys[a * 8 + l]);
+            }
+        }
+    }
+    let mut r = [0.0f32; 8];
+    for (l, lane) in r.iter_mut().enumerate() {
+        *lane = (acc[0][l] + acc[2][l]) + (acc[1][l] + acc[3][l]);
+    }
+    let halves = [r[0] + r[4], r[1] + r[5], r[2] + r[6], r[3] + r[7]];
+    let mut sum = f64::from((halves[0] + halves[1]) + (halves[2] + halves[3]));
+    for i in whole..n {
+        sum += f64::from(x[i] * to_f32(y[i]));
+    }
+    sum as f32
+}
+
+/// Rounds to the nearest F16 value (ties to even) and returns it as f32: what storing into
+/// an F16 buffer does, without leaving f32 arithmetic.
+#[inline(always)]
+pub fn round_to_f16(x: f32) -> f32 {
+    let magnitude = x.abs();
+    if magnitude.is_nan() {
+        return x;
+    }
+    if magnitude >= F16_ROUNDS_TO_INFINITY {
+        return f32::INFINITY.copysign(x);
+    }
+    if magnitude < F16_MIN_NORMAL {
+        // Subnormal F16 values are multiples of 2^-24; scaling by a power of two is exact.
+        return (x * F16_SUBNORMAL_STEPS).round_ties_even() * (1.0 / F16_SUBNORMAL_STEPS);
+    }
+    // Keep 10 of f32's 23 mantissa bits, rounding to nearest even; a carry bumps the exponent.
+    let bits = x.to_bits();
+    f32::from_bits((bits + 0x0FFF + ((bits >> 13) & 1)) & !0x1FFF)
+}
+
+/// The smallest normal F16, 2^-14.
+pub(super) const F16_MIN_NORMAL: f32 = 6.103_515_6e-5;
+/// Halfway between F16's largest finite value (65504) and the next step: from here up, rounding
+/// gives infinity.
+pub(super) const F16_ROUNDS_TO_INFINITY: f32 = 65520.0;
+/// 2^24: F16's subnormals are whole multiples of its inverse.
+pub(super) const F16_SUBNORMAL_STEPS: f32 = 16_777_216.0;
+
+// Scalar reference kernels (the table's defaults).
+
+pub(super) fn widen_kv_row(src: &[f16], dst: &mut [f32]) {
+    for (d, s) in dst.iter_mut().zip(src) {
+        *d = s.to_f32();
+    }
+}
+
+pub(super) fn dot_kv_row(query: &[f32], key: &[f16]) -> f32 {
+    dot_in_ggml_order(query, key, f16::to_f32)
+}
+
+pub(super) fn mad_kv_row_rounded(acc: &mut [f32], values: &[f16], weight: f32) {
+    for (a, v) in acc.iter_mut().zip(values) {
+        *a = round_to_f16(mul_add(v.to_f32(), weight, *a));
+    }
+}
+
+pub(super) fn scale_rounded_to_f16(row: &mut [f32], factor: f32) {
+    for a in row.iter_mut() {
+        *a = round_to_f16(*a * factor);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rounding_to_f16_matches_a_real_conversion() {
+        let mut state = 0x1234_5678_9abc_def0u64;
+        let check = |x: f32| {
+            let expected = f16::from_f32(x).to_f32();
+            let got = round_to_f16(x);
+            assert!(got == expected || (got.is_nan() && expected.is_nan()), "{x:e}: {got:e} vs {expected:e}");
+        };
+        for _ in 0..1_000_000 {
+            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            check(f32::from_bits((state >> 32) as u32));
+        }
+        // Ties, subnormals, the overflow edge.
+        for x in [
+            0.0,
+            -0.0,
+            1.0 + 1.0 / 2048.0,
+            1.0 + 3.0 / 2048.0,
+            5.96e-8,
+            2.98e-8,
+            6.1e-5,
+            65504.0,
+            65519.0,
+            65520.0,
+            -70000.0,
+        ] {
+            check(x);
+        }
+    }
+
+    #[test]
+    fn the_dot_sums_in_ggml_lane_order() {
+        // Values whose sum depends on the order: the reference below adds in ggml's order.
+        let x: Vec<f32> = (0..70).map(|i| round_to_f16(((i * 37 % 23) as f32 - 11.0) * 1.37e3)).collect();
+        let y: Vec<f32> = (0..70).map(|i| round_to_f16(((i * 11 % 19) as f32 - 9.0) * 3.1e-3)).collect();
+        let mut lanes = [0.0f32; 32];
+        for i in 0..64 {
+            lanes[i % 32] += x[i] * y[i];
+        }
+        let r: Vec<f32> =
+            (0..8).map(|l| (lanes[l] + lanes[16 + l]) + (lanes[8 + l] + lanes[24 + l])).collect();
+        let reduced = ((r[0] + r[4]) + (r[1] + r[5])) + ((r[2] + r[6]) + (r[3] + r[7]));
+        let expected = (f64::from(reduced)
+            + f64::from(x[64] * y[64])
+            + f64::from(x[65] * y[65])
+            + f64::from(x[66] * y[66])
+            + f64::from(x[67] * y[67])
+            + f64::from(x[68] * y[68])
+            + f64::from(x[69] * y[69])) as f32;
+        assert_eq!(dot_in_ggml_order(&x, &y, |v| v), expected);
+        // The same values stored as halves.
+        let y16: Vec<f16> = y.iter().map(|&v| f16::from_f32(v)).collect();
+        assert_eq!(dot_with_key(&x, &y16), expected);
+    }
+
+    #[test]
+    fn the_weighted_add_rounds_every_sum_to_a_half() {
+        let mut acc = vec![1.0f32; 3];
+        let values = [f16::from_f32(1.0 / 4096.0), f16::from_f32(1.0 / 1024.0), f16::from_f32(-2.0)];
+        add_weighted_rounded(&mut acc, &values, 1.0);
+        // 1 + 2^-12 rounds back to 1 in F16 (its step at 1 is 2^-10); 1 + 2^-10 is a half.
+        assert_eq!(acc, [1.0, 1.0 + 1.0 / 1024.0, -1.0]);
+        scale_rounded(&mut acc, -1.0 / 3.0);
+        let third = f16::from_f32(1.0 / 3.0).to_f32();
+        assert_eq!(acc, [-third, f16::from_f32(-(1.0 + 1.0 / 1024.0) / 3.0).to_f32(), third]);
+    }
+}
