@@ -1108,13 +1108,30 @@ fn any_f16_special(bits: v128) -> bool {
     specials.any()
 }
 
+/// All-ones lanes where `x` rounds to a normal, finite F16 (no NaN): the lanes
+/// [`round_normal_to_f16x4`] rounds correctly. One unsigned comparison of the magnitude's bits.
+#[inline(always)]
+fn in_f16_normal_range(x: v128) -> v128 {
+    use super::kv_rows::{F16_MIN_NORMAL, F16_ROUNDS_TO_INFINITY};
+    let offset = i32x4_sub(v128_and(x, u32x4_splat(0x7FFF_FFFF)), u32x4_splat(F16_MIN_NORMAL.to_bits()));
+    let width = F16_ROUNDS_TO_INFINITY.to_bits() - F16_MIN_NORMAL.to_bits();
+    u32x4_lt(offset, u32x4_splat(width))
+}
+
+/// Rounds lanes in [`in_f16_normal_range`] to F16: keeps 10 of f32's 23 mantissa bits,
+/// nearest even, a carry bumping the exponent.
+#[inline(always)]
+fn round_normal_to_f16x4(x: v128) -> v128 {
+    let odd = v128_and(u32x4_shr(x, 13), u32x4_splat(1));
+    v128_and(i32x4_add(i32x4_add(x, u32x4_splat(0x0FFF)), odd), u32x4_splat(!0x1FFF))
+}
+
 /// [`round_to_f16`](super::kv_rows::round_to_f16) of 4 lanes, with the same bit arithmetic.
 #[inline(always)]
 fn round_to_f16x4(x: v128) -> v128 {
     use super::kv_rows::{F16_MIN_NORMAL, F16_ROUNDS_TO_INFINITY, F16_SUBNORMAL_STEPS};
     let magnitude = f32x4_abs(x);
-    let odd = v128_and(u32x4_shr(x, 13), u32x4_splat(1));
-    let normal = v128_and(i32x4_add(i32x4_add(x, u32x4_splat(0x0FFF)), odd), u32x4_splat(!0x1FFF));
+    let normal = round_normal_to_f16x4(x);
     let steps = f32x4_nearest(f32x4_mul(x, f32x4_splat(F16_SUBNORMAL_STEPS)));
     let subnormal = f32x4_mul(steps, f32x4_splat(1.0 / F16_SUBNORMAL_STEPS));
     let rounded = v128_bitselect(subnormal, normal, f32x4_lt(magnitude, f32x4_splat(F16_MIN_NORMAL)));
@@ -1177,10 +1194,16 @@ pub(super) fn mad_kv_row_rounded(acc: &mut [f32], values: &[f16], weight: f32) {
             continue;
         }
         let [low, high] = widen_f16x8(bits);
-        let sum_low = round_to_f16x4(mul_add4(low, weights, load_f32(&acc[i..])));
-        let sum_high = round_to_f16x4(mul_add4(high, weights, load_f32(&acc[i + 4..])));
-        store_f32(&mut acc[i..], sum_low);
-        store_f32(&mut acc[i + 4..], sum_high);
+        let sum_low = mul_add4(low, weights, load_f32(&acc[i..]));
+        let sum_high = mul_add4(high, weights, load_f32(&acc[i + 4..]));
+        let (rounded_low, rounded_high) =
+            if i32x4_all_true(v128_and(in_f16_normal_range(sum_low), in_f16_normal_range(sum_high))) {
+                (round_normal_to_f16x4(sum_low), round_normal_to_f16x4(sum_high))
+            } else {
+                (round_to_f16x4(sum_low), round_to_f16x4(sum_high))
+            };
+        store_f32(&mut acc[i..], rounded_low);
+        store_f32(&mut acc[i + 4..], rounded_high);
     }
     super::kv_rows::mad_kv_row_rounded(&mut acc[whole..len], &values[whole..len], weight);
 }
