@@ -262,10 +262,13 @@ impl Sampler {
         }
         let rest = &mut self.candidates[self.sorted..];
         let want = n - self.sorted;
-        if want < rest.len() {
-            rest.select_nth_unstable_by(want - 1, better);
+        let scanned = want <= SCAN_SELECT_MAX && want < rest.len() && select_best_by_scan(rest, want);
+        if !scanned {
+            if want < rest.len() {
+                rest.select_nth_unstable_by(want - 1, better);
+            }
+            rest[..want].sort_unstable_by(better);
         }
-        rest[..want].sort_unstable_by(better);
         self.sorted = n;
     }
 
@@ -328,14 +331,16 @@ impl Sampler {
     fn trace(&mut self, raw: &[f32], kept: usize, temperature: f32, chosen: u32, top: usize) -> StepTrace {
         self.ensure_sorted(top.max(kept));
         let max = self.candidates[0].1;
-        // One pass over the whole vocabulary for the normalizer and the entropy.
+        // One pass over the whole vocabulary for the normalizer and the entropy: each weight
+        // in f32 (a few ulps; an f64 exponential per entry cost ~5 % of a Gemma 3 step with its
+        // 262,144 entries), summed in f64.
         let (mut z, mut weighted) = (0.0f64, 0.0f64);
         for &l in &self.logits {
-            let x = f64::from((l - max) / temperature);
+            let x = (l - max) / temperature;
             if x.is_finite() {
-                let w = x.exp();
-                z += w;
-                weighted += w * x;
+                let w = libm::expf(x);
+                z += f64::from(w);
+                weighted += f64::from(w * x);
             }
         }
         let entropy_nats = z.ln() - weighted / z;
@@ -370,6 +375,35 @@ impl Sampler {
             temperature: if self.settings.is_greedy() { 0.0 } else { temperature },
         }
     }
+}
+
+/// Up to this many candidates are selected by [`select_best_by_scan`]; more by quickselect.
+const SCAN_SELECT_MAX: usize = 64;
+
+/// Moves the best `want` of `candidates` to its front, sorted, in one pass: the front is kept
+/// sorted and an entry enters it only when it beats the worst kept one. Over a vocabulary,
+/// with few candidates wanted, almost every entry costs one comparison, several times cheaper
+/// than quickselect's repeated partitioning (which took 2–4 % of a Gemma 3 decode step).
+/// Gives up (false, `candidates` merely permuted) when entries keep entering, as they do in
+/// logits that rise along the vocabulary, before that costs more than quickselect.
+fn select_best_by_scan(candidates: &mut [(u32, f32)], want: usize) -> bool {
+    candidates[..want].sort_unstable_by(better);
+    let mut entries_left = candidates.len() / 16 + want;
+    for i in want..candidates.len() {
+        if better(&candidates[i], &candidates[want - 1]).is_lt() {
+            if entries_left == 0 {
+                return false;
+            }
+            entries_left -= 1;
+            candidates.swap(i, want - 1);
+            let mut j = want - 1;
+            while j > 0 && better(&candidates[j], &candidates[j - 1]).is_lt() {
+                candidates.swap(j, j - 1);
+                j -= 1;
+            }
+        }
+    }
+    true
 }
 
 /// Higher logit first; among equal logits the lower id (llama.cpp's greedy tie rule).

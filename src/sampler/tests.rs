@@ -118,6 +118,27 @@ fn partial_selection_agrees_with_a_full_sort() {
 }
 
 #[test]
+fn the_best_candidates_come_out_sorted_whatever_the_vocabulary_order() {
+    // Random logits with many ties (the scan), and logits rising along the vocabulary, where
+    // the scan gives up and quickselect finishes.
+    let mut rng = Rng::new(11);
+    let tied: Vec<f32> = (0..20_000).map(|_| (rng.next_f64() * 50.0).floor() as f32).collect();
+    let rising: Vec<f32> = (0..20_000).map(|i| i as f32 * 1e-3).collect();
+    for logits in [tied, rising] {
+        let mut expected: Vec<(u32, f32)> = logits.iter().enumerate().map(|(i, &l)| (i as u32, l)).collect();
+        expected.sort_by(better);
+        for top in [1usize, 10, 64] {
+            let mut sampler = Sampler::new(SamplerSettings::greedy()).unwrap();
+            let sampled = sampler.sample(&logits, &[], top).unwrap();
+            assert_eq!(sampled.token, expected[0].0);
+            let ids: Vec<u32> = sampled.trace.unwrap().candidates.iter().map(|c| c.id).collect();
+            let wanted: Vec<u32> = expected[..top].iter().map(|&(id, _)| id).collect();
+            assert_eq!(ids, wanted, "top {top}");
+        }
+    }
+}
+
+#[test]
 fn trace_reports_probabilities_nucleus_and_entropy() {
     let logits = logits_of(&[0.25, 0.25, 0.25, 0.25]);
     let mut sampler = Sampler::new(settings(1.0, 0, 0.5, 0.0)).unwrap();
