@@ -6,8 +6,6 @@
 //! A call processes a batch of tokens at once: every projection is a matrix × matrix product
 //! (each weight block is read once for all rows), so prefill costs far less per token than decode.
 
-use std::ops::Range;
-
 use half::f16;
 
 use super::bytes::ModelBytes;
@@ -528,39 +526,40 @@ impl Model {
         let first_needed = window.map_or(0, |w| (start + 1).saturating_sub(w));
         let (keys16, values16) = cache.layer(l, end);
         let group = c.n_head / shape.n_head_kv;
-        let kv_offset = |h: usize| (h / group) * hd;
-        // One task per run of (query, head) pairs: each writes only its heads' outputs. `each`
-        // gets the query, its head, the positions it sees, where its output goes and a scratch
-        // of two heads.
-        type EachHead<'a> = dyn Fn(&[f32], usize, Range<usize>, &mut [f32], &mut [f32]) + Sync + 'a;
-        let mut for_each_query_head = |each: &EachHead| {
-            parallel::for_each_part(out, hd, MIN_HEADS_PER_PART, |first_head, part_out| {
-                let mut scratch = vec![0.0f32; 2 * hd];
-                for (j, head_out) in part_out.chunks_exact_mut(hd).enumerate() {
-                    let (t, h) = ((first_head + j) / c.n_head, (first_head + j) % c.n_head);
-                    let pos = start + t;
-                    let first = window.map_or(0, |w| (pos + 1).saturating_sub(w));
-                    each(&q[t * qd + h * hd..][..hd], h, first..pos + 1, head_out, &mut scratch);
-                }
-            });
-        };
-        if n < TILED_MIN_QUERIES {
-            // The one-pass kernel reads the cached halves as they are.
-            for_each_query_head(&|query, h, positions, head_out, scratch| {
-                let kv = HeadView { keys: keys16, values: values16, stride: kvd, offset: kv_offset(h) };
-                let (query16, accumulator) = scratch.split_at_mut(hd);
-                attend_head_f16_accumulator(query, &kv, positions, scoring, query16, accumulator, head_out);
-            });
-        } else {
-            // Widen the keys and values this batch can see to f32 once, for every head and query.
+        let tiled = n >= TILED_MIN_QUERIES;
+        if tiled {
+            // The tiled kernel reads every key and value once per query: widen them to f32 once,
+            // for every head and query. (The one-pass kernel reads the cached halves in place.)
             widen(&keys16[first_needed * kvd..], &mut keys32[first_needed * kvd..end * kvd]);
             widen(&values16[first_needed * kvd..], &mut values32[first_needed * kvd..end * kvd]);
-            let (keys, values) = (&keys32[..], &values32[..]);
-            for_each_query_head(&|query, h, positions, head_out, _| {
-                let kv = HeadView { keys, values, stride: kvd, offset: kv_offset(h) };
-                attend_head_f32(query, &kv, positions, scoring, head_out);
-            });
         }
+        let (keys, values) = (&keys32[..], &values32[..]);
+        // One task per run of (query, head) pairs: each writes only its heads' outputs.
+        parallel::for_each_part(out, hd, MIN_HEADS_PER_PART, |first_head, part_out| {
+            let mut scratch = vec![0.0f32; 2 * hd];
+            let (query16, accumulator) = scratch.split_at_mut(hd);
+            for (j, head_out) in part_out.chunks_exact_mut(hd).enumerate() {
+                let (t, h) = ((first_head + j) / c.n_head, (first_head + j) % c.n_head);
+                let pos = start + t;
+                let positions = window.map_or(0, |w| (pos + 1).saturating_sub(w))..pos + 1;
+                let (query, offset) = (&q[t * qd + h * hd..][..hd], (h / group) * hd);
+                if tiled {
+                    let kv = HeadView { keys, values, stride: kvd, offset };
+                    attend_head_f32(query, &kv, positions, scoring, head_out);
+                } else {
+                    let kv = HeadView { keys: keys16, values: values16, stride: kvd, offset };
+                    attend_head_f16_accumulator(
+                        query,
+                        &kv,
+                        positions,
+                        scoring,
+                        query16,
+                        accumulator,
+                        head_out,
+                    );
+                }
+            }
+        });
     }
 
     /// `x += post_norm(W_down · (act(W_gate · h) ⊙ (W_up · h)))`, `h = norm(x)`.
