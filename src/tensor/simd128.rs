@@ -7,7 +7,7 @@
 //! (`kernel_checks.rs` verifies that on random blocks, in headless Chromium).
 //!
 //! Built with `+relaxed-simd` as well (the `pkg-relaxed*` builds), the same kernels take
-//! `i32x4.relaxed_dot_i8x16_i7x16_add_s` for every integer dot (see [`Quants16`]), which is
+//! `i16x8.relaxed_dot_i8x16_i7x16_s` for every integer dot (see [`Quants16`]), which is
 //! exact for 7-bit codes; float multiply-adds stay unfused (see [`mul_add4`]).
 
 use half::f16;
@@ -78,7 +78,7 @@ fn load_f32(values: &[f32]) -> v128 {
 struct Quants16([v128; 2]);
 
 /// 16 prepared weight quants. Relaxed SIMD: magnitudes 0..=127, the 7-bit operand of
-/// `i32x4.relaxed_dot_i8x16_i7x16_add_s` (deterministic in that range), and for signed quants
+/// `i16x8.relaxed_dot_i8x16_i7x16_s` (deterministic in that range), and for signed quants
 /// the lanes whose sign moves onto the activation (as ggml's AVX2 kernels do with `sign`).
 /// A weight of -128 (only in a hostile file: ggml's quantizers stop at -127) has no 7-bit
 /// magnitude; its products are whatever the CPU makes of it, never a trap.
@@ -115,32 +115,58 @@ fn unsigned_quants(q: v128) -> Quants16 {
     }
 }
 
-/// `acc` + Σ quants × activations over 16 lanes, as four i32 partial sums. Relaxed SIMD adds
-/// into `acc` inside its dot instruction, so chained calls save an add.
-#[inline(always)]
-fn dot16_add(quants: Quants16, activations: v128, acc: v128) -> v128 {
-    #[cfg(not(target_feature = "relaxed-simd"))]
-    {
-        let low = i32x4_dot_i16x8(quants.0[0], i16x8_extend_low_i8x16(activations));
-        let high = i32x4_dot_i16x8(quants.0[1], i16x8_extend_high_i8x16(activations));
-        i32x4_add(acc, i32x4_add(low, high))
-    }
-    #[cfg(target_feature = "relaxed-simd")]
-    {
-        // The mask's lanes are all ones or all zeros, where laneselect is deterministic (one
-        // `pblendvb` on x86-64, where `v128.bitselect` takes three operations).
-        let activations = match quants.negative {
-            Some(negative) => i8x16_relaxed_laneselect(i8x16_neg(activations), activations, negative),
-            None => activations,
-        };
-        i32x4_relaxed_dot_i8x16_i7x16_add(activations, quants.magnitude, acc)
+/// How relaxed SIMD's integer dots widen their i16 pair sums to i32: `i32x4.dot_i16x8_s`
+/// against ones made once per rows loop ([`Widen::new`]), so V8 keeps them in a register.
+/// Written as `extadd_pairwise`, the ones are a fresh constant per use (two more
+/// instructions), and next to an add LLVM folds it back into the i32 relaxed dot, whose
+/// V8 lowering makes the same constant. Plain SIMD128 needs nothing.
+#[derive(Clone, Copy)]
+struct Widen(#[cfg(target_feature = "relaxed-simd")] v128);
+
+impl Widen {
+    #[inline(always)]
+    fn new() -> Self {
+        #[cfg(target_feature = "relaxed-simd")]
+        {
+            // Opaque to LLVM, so it stays a value instead of becoming a constant again.
+            Widen(std::hint::black_box(i16x8_splat(1)))
+        }
+        #[cfg(not(target_feature = "relaxed-simd"))]
+        {
+            Widen()
+        }
     }
 }
 
-/// Σ quants × activations over 16 lanes, as four i32 partial sums.
+/// `acc` + Σ quants × activations over 16 lanes, as four i32 partial sums.
 #[inline(always)]
-fn dot16(quants: Quants16, activations: v128) -> v128 {
-    dot16_add(quants, activations, i32x4_splat(0))
+fn dot16_add(quants: Quants16, activations: v128, acc: v128, widen: Widen) -> v128 {
+    i32x4_add(acc, dot16(quants, activations, widen))
+}
+
+/// Σ quants × activations over 16 lanes, as four i32 partial sums: lane `i` sums elements
+/// `4i..4i + 4`, in both instruction sets.
+#[inline(always)]
+fn dot16(quants: Quants16, activations: v128, widen: Widen) -> v128 {
+    #[cfg(not(target_feature = "relaxed-simd"))]
+    {
+        let Widen() = widen;
+        let low = i32x4_dot_i16x8(quants.0[0], i16x8_extend_low_i8x16(activations));
+        let high = i32x4_dot_i16x8(quants.0[1], i16x8_extend_high_i8x16(activations));
+        i32x4_add(low, high)
+    }
+    #[cfg(target_feature = "relaxed-simd")]
+    {
+        // The sign moves by `(a ^ m) − m` (m all ones where the weight is negative): two plain
+        // operations, where neg + laneselect take three on x86-64. Same bits as `i8x16.neg`,
+        // wrapping included (a Q8_K activation of −128 stays −128, as ggml's `sign` leaves it).
+        let activations = match quants.negative {
+            Some(negative) => i8x16_sub(v128_xor(activations, negative), negative),
+            None => activations,
+        };
+        // Byte pairs into i16 (|sum| ≤ 2·128·127, exact), then i16 pairs into i32.
+        i32x4_dot_i16x8(i16x8_relaxed_dot_i8x16_i7x16(activations, quants.magnitude), widen.0)
+    }
 }
 
 /// A K-quant sub-block scale, prepared for [`add_scaled_dots`]: an i16 splat for relaxed SIMD's
@@ -174,9 +200,9 @@ fn add_scaled_dots<const N: usize>(acc: v128, codes: [v128; N], activations: [v1
     }
     #[cfg(not(target_feature = "relaxed-simd"))]
     {
-        let mut sums = dot16(unsigned_quants(codes[0]), activations[0]);
+        let mut sums = dot16(unsigned_quants(codes[0]), activations[0], Widen());
         for i in 1..N {
-            sums = dot16_add(unsigned_quants(codes[i]), activations[i], sums);
+            sums = dot16_add(unsigned_quants(codes[i]), activations[i], sums, Widen());
         }
         i32x4_add(acc, i32x4_mul(sums, scale))
     }
@@ -289,16 +315,16 @@ pub(super) fn q8_0_sums(qs: &[i8; 32]) -> Q8_0Sums {
 
 /// Σ quants × activations over a 32-element block, as four i32 partial sums.
 #[inline(always)]
-fn dot32([low, high]: [Quants16; 2], activations: &[i8; 32]) -> v128 {
-    dot16_add(high, load_i8(&activations[16..]), dot16(low, load_i8(activations)))
+fn dot32([low, high]: [Quants16; 2], activations: &[i8; 32], widen: Widen) -> v128 {
+    dot16_add(high, load_i8(&activations[16..]), dot16(low, load_i8(activations), widen), widen)
 }
 
 /// Σ weights × activations over a 32-element block with a Q8_0 activation block, as four i32
 /// partial sums.
 #[inline(always)]
-fn dot32_q8_0(weights: Weights32, activations: &Q8_0Activation) -> v128 {
+fn dot32_q8_0(weights: Weights32, activations: &Q8_0Activation, widen: Widen) -> v128 {
     match weights {
-        Weights32::Quants(low, high) => dot32([low, high], &activations.qs),
+        Weights32::Quants(low, high) => dot32([low, high], &activations.qs, widen),
         #[cfg(target_feature = "relaxed-simd")]
         Weights32::Offset { low, high, offset } => {
             let qs = &activations.qs;
@@ -321,12 +347,13 @@ fn q8_0_activation_rows<B, const R: usize>(
 ) -> [f32; R] {
     let x = &x[..x.len().min(shortest_row(&rows))];
     let table = f16_table();
+    let widen = Widen::new();
     let mut acc = [f32x4_splat(0.0); R];
     for (b, xb) in x.iter().enumerate() {
         let (weights, xd) = decode(xb);
         for (lane, row) in acc.iter_mut().zip(rows) {
             let yb = &row[b];
-            *lane = add_scaled(*lane, dot32_q8_0(weights, yb), xd * f32_of(table, yb.d));
+            *lane = add_scaled(*lane, dot32_q8_0(weights, yb, widen), xd * f32_of(table, yb.d));
         }
     }
     acc.map(sum_f32x4)
@@ -342,13 +369,14 @@ fn q8_1_activation_rows<B, const R: usize>(
 ) -> [f32; R] {
     let x = &x[..x.len().min(shortest_row(&rows))];
     let table = f16_table();
+    let widen = Widen::new();
     let mut acc = [f32x4_splat(0.0); R];
     let mut offsets = [0.0f32; R];
     for (b, xb) in x.iter().enumerate() {
         let (weights, xd, xm) = decode(xb);
         for ((lane, offset), row) in acc.iter_mut().zip(&mut offsets).zip(rows) {
             let yb = &row[b];
-            *lane = add_scaled(*lane, dot32(weights, &yb.qs), xd * f32_of(table, yb.d));
+            *lane = add_scaled(*lane, dot32(weights, &yb.qs, widen), xd * f32_of(table, yb.d));
             *offset += xm * f32_of(table, yb.s);
         }
     }
@@ -488,6 +516,7 @@ fn iq4_xs_rows<const R: usize>(x: &[BlockIq4Xs], rows: [&[BlockQ8K]; R]) -> [f32
     let x = &x[..x.len().min(shortest_row(&rows))];
     let table = f16_table();
     let levels = load_i8(&KVALUES_IQ4NL);
+    let widen = Widen::new();
     let mut acc = [f32x4_splat(0.0); R];
     for (b, xb) in x.iter().enumerate() {
         let mut ints = [i32x4_splat(0); R];
@@ -499,7 +528,7 @@ fn iq4_xs_rows<const R: usize>(x: &[BlockIq4Xs], rows: [&[BlockQ8K]; R]) -> [f32
             for (int, row) in ints.iter_mut().zip(rows) {
                 let activations: &[i8; 32] =
                     row[b].qs[32 * g..32 * g + 32].try_into().expect("32 activations");
-                *int = i32x4_add(*int, i32x4_mul(dot32(weights, activations), scale));
+                *int = i32x4_add(*int, i32x4_mul(dot32(weights, activations, widen), scale));
             }
         }
         let xd = f32_of(table, xb.d);
@@ -574,6 +603,7 @@ fn lattice_rows<B: Lattice, const R: usize>(
 ) -> [f32; R] {
     let x = &x[..x.len().min(shortest_row(&rows))];
     let table = f16_table();
+    let widen = Widen::new();
     let mut acc = [f32x4_splat(0.0); R];
     for (b, xb) in x.iter().enumerate() {
         let mut ints = [i32x4_splat(0); R];
@@ -583,11 +613,11 @@ fn lattice_rows<B: Lattice, const R: usize>(
                 let activations = &row[b].qs[32 * g..][..32];
                 let (a_low, a_high) = (load_i8(activations), load_i8(&activations[16..]));
                 *int = if low_scale == high_scale {
-                    let sums = dot16_add(high, a_high, dot16(low, a_low));
+                    let sums = dot16_add(high, a_high, dot16(low, a_low, widen), widen);
                     i32x4_add(*int, i32x4_mul(sums, i32x4_splat(low_scale)))
                 } else {
-                    let low_sums = i32x4_mul(dot16(low, a_low), i32x4_splat(low_scale));
-                    let high_sums = i32x4_mul(dot16(high, a_high), i32x4_splat(high_scale));
+                    let low_sums = i32x4_mul(dot16(low, a_low, widen), i32x4_splat(low_scale));
+                    let high_sums = i32x4_mul(dot16(high, a_high, widen), i32x4_splat(high_scale));
                     i32x4_add(*int, i32x4_add(low_sums, high_sums))
                 };
             }
