@@ -260,6 +260,13 @@ pub trait QuantFormat {
         Self::vec_dot(src, activations)
     }
 
+    /// [`vec_dot`](Self::vec_dot) of two weight rows with one activation row (decode), so a
+    /// kernel can load each activation block once for both. Must equal the single-row results
+    /// bit for bit.
+    fn vec_dot_pair(src: [&[u8]; 2], activations: &[Self::Activation]) -> [f32; 2] {
+        src.map(|src| Self::vec_dot(src, activations))
+    }
+
     /// [`vec_dot`](Self::vec_dot) of one weight row with [`ROW_GROUP`] activation rows, so a
     /// kernel can decode each weight block once for all of them (prefill). Must equal the
     /// single-row results bit for bit: batching never changes a logit.

@@ -54,6 +54,10 @@ impl QuantFormat for BlockIq4Nl {
         active::dot_iq4_nl_group(whole_blocks(src), rows)
     }
 
+    fn vec_dot_pair(src: [&[u8]; 2], activations: &[Q8_0Activation]) -> [f32; 2] {
+        active::dot_iq4_nl_pair(src.map(whole_blocks), activations)
+    }
+
     // llama.cpp repacks IQ4_NL matrices to `block_iq4_nlx8` on AVX2 machines
     // (`iq4_nl_8x8_q8_0`), through the same kernels as Q4_0 with the levels as their table.
     const REPACKED: bool = true;

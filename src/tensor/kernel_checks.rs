@@ -222,13 +222,14 @@ fn check_kv_rows() -> Result<(), String> {
     Ok(())
 }
 
-/// A matmul of 5 activation rows (one group of 4 and a single row) must give every row the
-/// same bits as a single-row dot: batching may never change a logit.
+/// A matmul must give every row the same bits as a single-row dot, batched or not: batching may
+/// never change a logit. 5 activation rows take a row group and a single row; 1 activation row
+/// (decode) takes weight pairs, and with 3 weight rows one row alone.
 fn check_row_groups() -> Result<(), String> {
     use super::{QuantizedActivations, WeightType, matmul_quantized, vec_dot};
     let mut rng = SplitMix(0x6A0);
-    let (rows_out, k, n) = (3usize, 256usize, 5usize);
-    for weight_type in [
+    let (rows_out, k) = (3usize, 256usize);
+    let weight_types = [
         WeightType::Q8_0,
         WeightType::Q4_0,
         WeightType::Q4_1,
@@ -249,23 +250,26 @@ fn check_row_groups() -> Result<(), String> {
         WeightType::F32,
         WeightType::F16,
         WeightType::BF16,
-    ] {
-        let row_bytes = weight_type.row_bytes(k).map_err(|e| e.to_string())?;
-        let buffer = rng.weights(weight_type, rows_out * row_bytes + 1);
-        let weights = &buffer[1..];
-        let x: Vec<f32> = (0..n * k).map(|_| rng.normal()).collect();
-        let q = QuantizedActivations::for_weights(weight_type, &x, n, k).map_err(|e| e.to_string())?;
-        let mut out = vec![0.0f32; n * rows_out];
-        matmul_quantized(weights, weight_type, rows_out, &q, &mut out).map_err(|e| e.to_string())?;
-        for i in 0..n {
-            for r in 0..rows_out {
-                let single = vec_dot(weight_type, &weights[r * row_bytes..][..row_bytes], &q, i)
-                    .map_err(|e| e.to_string())?;
-                if single.to_bits() != out[i * rows_out + r].to_bits() {
-                    return Err(format!(
-                        "{weight_type:?} row {i}: grouped {} vs single {single}",
-                        out[i * rows_out + r]
-                    ));
+    ];
+    for n in [5usize, 1] {
+        for weight_type in weight_types {
+            let row_bytes = weight_type.row_bytes(k).map_err(|e| e.to_string())?;
+            let buffer = rng.weights(weight_type, rows_out * row_bytes + 1);
+            let weights = &buffer[1..];
+            let x: Vec<f32> = (0..n * k).map(|_| rng.normal()).collect();
+            let q = QuantizedActivations::for_weights(weight_type, &x, n, k).map_err(|e| e.to_string())?;
+            let mut out = vec![0.0f32; n * rows_out];
+            matmul_quantized(weights, weight_type, rows_out, &q, &mut out).map_err(|e| e.to_string())?;
+            for i in 0..n {
+                for r in 0..rows_out {
+                    let single = vec_dot(weight_type, &weights[r * row_bytes..][..row_bytes], &q, i)
+                        .map_err(|e| e.to_string())?;
+                    if single.to_bits() != out[i * rows_out + r].to_bits() {
+                        return Err(format!(
+                            "{weight_type:?} of {n} rows, row {i}, weight row {r}: matmul {} vs single {single}",
+                            out[i * rows_out + r]
+                        ));
+                    }
                 }
             }
         }

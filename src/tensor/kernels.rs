@@ -17,7 +17,9 @@
 //! (`*_group`: one weight row dotted with `ROW_GROUP` activation rows, each weight block
 //! decoded once) fall back to the table's own single-row kernel, so they always equal it bit
 //! for bit. The KV-row slots (`*kv_row*`, `scale_rounded_to_f16`) are attention's work on
-//! the F16 cache (`kv_rows.rs`); they must give the scalar bits exactly. Tests compare every
+//! the F16 cache (`kv_rows.rs`); they must give the scalar bits exactly. Weight-pair slots
+//! (`*_pair`: two weight rows dotted with one activation row, for decode) likewise fall back
+//! to the single-row kernel and must equal it bit for bit. Tests compare every
 //! table with [`scalar`] (`kernel_checks.rs`).
 
 /// The scalar reference kernels: the default of every slot. Outside test builds a table that
@@ -50,7 +52,20 @@ macro_rules! one_row_at_a_time {
     )*};
 }
 
-/// Row-group slots defined one row at a time, for the tables below that lack their kernels.
+/// Defines the weight-pair slots of a table without pair kernels: each weight row in turn
+/// through the table's own single-row kernel.
+#[allow(unused_macros)]
+macro_rules! one_weight_row_at_a_time {
+    ($($pair:ident = $dot:ident($block:ty, $activation:ty);)*) => {$(
+        #[inline(always)]
+        pub fn $pair(x: [&[$block]; 2], activations: &[$activation]) -> [f32; 2] {
+            x.map(|x| $dot(x, activations))
+        }
+    )*};
+}
+
+/// Row-group and weight-pair slots defined one row at a time, for the tables below that lack
+/// their kernels.
 #[allow(unused_macros)]
 macro_rules! single_row_groups {
     () => {
@@ -82,6 +97,14 @@ macro_rules! single_row_groups {
             dot_iq1_s_group = dot_iq1_s(BlockIq1S, BlockQ8K);
             dot_iq1_m_group = dot_iq1_m(BlockIq1M, BlockQ8K);
         }
+        one_weight_row_at_a_time! {
+            dot_q8_0_pair = dot_q8_0(BlockQ8_0, Q8_0Activation);
+            dot_q4_0_pair = dot_q4_0(BlockQ4_0, Q8_0Activation);
+            dot_q5_0_pair = dot_q5_0(BlockQ5_0, Q8_0Activation);
+            dot_q4_1_pair = dot_q4_1(BlockQ4_1, BlockQ8_1);
+            dot_q5_1_pair = dot_q5_1(BlockQ5_1, BlockQ8_1);
+            dot_iq4_nl_pair = dot_iq4_nl(BlockIq4Nl, Q8_0Activation);
+        }
     };
 }
 
@@ -101,6 +124,9 @@ pub(super) mod active {
         dot_iq1_m, dot_iq1_m_group, dot_iq1_s, dot_iq1_s_group, dot_iq2_s, dot_iq2_s_group, dot_iq2_xs,
         dot_iq2_xs_group, dot_iq2_xxs, dot_iq2_xxs_group, dot_iq3_s, dot_iq3_s_group, dot_iq3_xxs,
         dot_iq3_xxs_group,
+    };
+    pub(in crate::tensor) use super::super::simd128::{
+        dot_iq4_nl_pair, dot_q4_0_pair, dot_q4_1_pair, dot_q5_0_pair, dot_q5_1_pair, dot_q8_0_pair,
     };
     pub(in crate::tensor) use super::super::simd128::{
         dot_kv_row, mad_kv_row_rounded, scale_rounded_to_f16, widen_kv_row,

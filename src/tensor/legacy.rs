@@ -133,6 +133,10 @@ impl QuantFormat for BlockQ4_0 {
         active::dot_q4_0_group(whole_blocks(src), rows)
     }
 
+    fn vec_dot_pair(src: [&[u8]; 2], activations: &[Q8_0Activation]) -> [f32; 2] {
+        active::dot_q4_0_pair(src.map(whole_blocks), activations)
+    }
+
     // llama.cpp repacks Q4_0 matrices to `block_q4_0x8` on AVX2 machines (`q4_0_8x8_q8_0`).
     const REPACKED: bool = true;
 
@@ -195,6 +199,10 @@ impl QuantFormat for BlockQ4_1 {
     fn vec_dot_group(src: &[u8], rows: [&[BlockQ8_1]; ROW_GROUP]) -> [f32; ROW_GROUP] {
         active::dot_q4_1_group(whole_blocks(src), rows)
     }
+
+    fn vec_dot_pair(src: [&[u8]; 2], activations: &[BlockQ8_1]) -> [f32; 2] {
+        active::dot_q4_1_pair(src.map(whole_blocks), activations)
+    }
 }
 
 #[cfg_attr(all(target_arch = "x86_64", target_feature = "avx2", not(test)), allow(dead_code))] // the AVX2 twin runs instead
@@ -234,6 +242,10 @@ impl QuantFormat for BlockQ5_0 {
     fn vec_dot_group(src: &[u8], rows: [&[Q8_0Activation]; ROW_GROUP]) -> [f32; ROW_GROUP] {
         active::dot_q5_0_group(whole_blocks(src), rows)
     }
+
+    fn vec_dot_pair(src: [&[u8]; 2], activations: &[Q8_0Activation]) -> [f32; 2] {
+        active::dot_q5_0_pair(src.map(whole_blocks), activations)
+    }
 }
 
 #[cfg_attr(all(target_arch = "x86_64", target_feature = "avx2", not(test)), allow(dead_code))] // the AVX2 twin runs instead
@@ -271,6 +283,10 @@ impl QuantFormat for BlockQ5_1 {
     fn vec_dot_group(src: &[u8], rows: [&[BlockQ8_1]; ROW_GROUP]) -> [f32; ROW_GROUP] {
         active::dot_q5_1_group(whole_blocks(src), rows)
     }
+
+    fn vec_dot_pair(src: [&[u8]; 2], activations: &[BlockQ8_1]) -> [f32; 2] {
+        active::dot_q5_1_pair(src.map(whole_blocks), activations)
+    }
 }
 
 pub(super) fn dot_q5_1(x: &[BlockQ5_1], y: &[BlockQ8_1]) -> f32 {
@@ -303,6 +319,10 @@ impl QuantFormat for BlockQ8_0 {
 
     fn vec_dot_group(src: &[u8], rows: [&[Q8_0Activation]; ROW_GROUP]) -> [f32; ROW_GROUP] {
         active::dot_q8_0_group(whole_blocks(src), rows)
+    }
+
+    fn vec_dot_pair(src: [&[u8]; 2], activations: &[Q8_0Activation]) -> [f32; 2] {
+        active::dot_q8_0_pair(src.map(whole_blocks), activations)
     }
 }
 

@@ -185,6 +185,10 @@ fn dot_all_rows<W: QuantFormat>(
     let repacked = repacked && llama_cpp_order;
     let activation_row =
         |i: usize| &activations[i * blocks_per_activation_row..][..blocks_per_activation_row];
+    if n == 1 && !repacked {
+        dot_one_activation_row::<W>(weights, row_bytes, activation_row(0), out[0]);
+        return;
+    }
     for (r, weight_row) in weights.chunks_exact(row_bytes).enumerate() {
         if repacked {
             // ggml's repacked matmul: GEMM for whole groups of 4 activation rows, GEMV for the rest.
@@ -215,6 +219,35 @@ fn dot_all_rows<W: QuantFormat>(
         for (i, out_row) in out.iter_mut().enumerate().skip(grouped) {
             out_row[r] = W::vec_dot(weight_row, activation_row(i));
         }
+    }
+}
+
+/// Decode: every weight row dotted with the one activation row, two weight rows per kernel call
+/// so that each activation block is loaded once for both ([`QuantFormat::vec_dot_pair`]). The
+/// pairs are row `r` of the first half with row `r` of the second: two long sequential streams,
+/// which the hardware prefetchers follow; neighbouring rows would make a short stream of one
+/// row each (measured twice as slow in Chromium).
+fn dot_one_activation_row<W: QuantFormat>(
+    weights: &[u8],
+    row_bytes: usize,
+    activations: &[W::Activation],
+    out: &mut [f32],
+) {
+    let half = out.len() / 2;
+    let (first_weights, second_weights) = weights.split_at(half * row_bytes);
+    let (first_out, second_out) = out.split_at_mut(half);
+    let second_rows = second_weights.chunks_exact(row_bytes);
+    for (((first, second), first_dot), second_dot) in first_weights
+        .chunks_exact(row_bytes)
+        .zip(second_rows.clone())
+        .zip(first_out)
+        .zip(second_out.iter_mut())
+    {
+        [*first_dot, *second_dot] = W::vec_dot_pair([first, second], activations);
+    }
+    // An odd row count leaves the second half's last row unpaired.
+    if let (Some(last), Some(last_dot)) = (second_rows.clone().nth(half), second_out.get_mut(half)) {
+        *last_dot = W::vec_dot(last, activations);
     }
 }
 

@@ -337,50 +337,61 @@ fn dot32_q8_0(weights: Weights32, activations: &Q8_0Activation, widen: Widen) ->
     }
 }
 
-/// The rows loop of the formats dotted with Q8_0 activations; `decode` gives a weight block's
-/// prepared codes and its scale.
+/// The loop of the formats dotted with Q8_0 activations, over a tile of `W` weight rows and
+/// `R` activation rows: one row (1 × 1), a row group for prefill (1 × [`ROW_GROUP`]) and a
+/// weight pair for decode (2 × 1), where each activation block is loaded and its scale looked
+/// up once for both weight rows. `decode` gives a weight block's prepared codes and its scale.
+/// Every pair of rows gets the same operations in the same order in any tile, so its bits
+/// never depend on the tile.
 #[inline(always)]
-fn q8_0_activation_rows<B, const R: usize>(
-    x: &[B],
+fn q8_0_activation_tile<B, const W: usize, const R: usize>(
+    x: [&[B]; W],
     rows: [&[Q8_0Activation]; R],
     decode: impl Fn(&B) -> (Weights32, f32),
-) -> [f32; R] {
-    let x = &x[..x.len().min(shortest_row(&rows))];
+) -> [[f32; R]; W] {
+    let len = shortest_row(&x).min(shortest_row(&rows));
+    let (x, rows) = (x.map(|x| &x[..len]), rows.map(|row| &row[..len]));
     let table = f16_table();
     let widen = Widen::new();
-    let mut acc = [f32x4_splat(0.0); R];
-    for (b, xb) in x.iter().enumerate() {
-        let (weights, xd) = decode(xb);
-        for (lane, row) in acc.iter_mut().zip(rows) {
-            let yb = &row[b];
-            *lane = add_scaled(*lane, dot32_q8_0(weights, yb, widen), xd * f32_of(table, yb.d));
+    let mut acc = [[f32x4_splat(0.0); R]; W];
+    // With two weight rows, LLVM loads each activation block and scale once for both.
+    for b in 0..len {
+        for (acc, x) in acc.iter_mut().zip(x) {
+            let (weights, xd) = decode(&x[b]);
+            for (lane, row) in acc.iter_mut().zip(rows) {
+                let yb = &row[b];
+                *lane = add_scaled(*lane, dot32_q8_0(weights, yb, widen), xd * f32_of(table, yb.d));
+            }
         }
     }
-    acc.map(sum_f32x4)
+    acc.map(|acc| acc.map(sum_f32x4))
 }
 
-/// The rows loop of the formats dotted with Q8_1 activations (a scale and a min per block);
-/// `decode` gives a weight block's prepared codes, its scale and its min.
+/// [`q8_0_activation_tile`] for the formats dotted with Q8_1 activations (a scale and a min
+/// per block); `decode` gives a weight block's prepared codes, its scale and its min.
 #[inline(always)]
-fn q8_1_activation_rows<B, const R: usize>(
-    x: &[B],
+fn q8_1_activation_tile<B, const W: usize, const R: usize>(
+    x: [&[B]; W],
     rows: [&[BlockQ8_1]; R],
     decode: impl Fn(&B) -> ([Quants16; 2], f32, f32),
-) -> [f32; R] {
-    let x = &x[..x.len().min(shortest_row(&rows))];
+) -> [[f32; R]; W] {
+    let len = shortest_row(&x).min(shortest_row(&rows));
+    let (x, rows) = (x.map(|x| &x[..len]), rows.map(|row| &row[..len]));
     let table = f16_table();
     let widen = Widen::new();
-    let mut acc = [f32x4_splat(0.0); R];
-    let mut offsets = [0.0f32; R];
-    for (b, xb) in x.iter().enumerate() {
-        let (weights, xd, xm) = decode(xb);
-        for ((lane, offset), row) in acc.iter_mut().zip(&mut offsets).zip(rows) {
-            let yb = &row[b];
-            *lane = add_scaled(*lane, dot32(weights, &yb.qs, widen), xd * f32_of(table, yb.d));
-            *offset += xm * f32_of(table, yb.s);
+    let mut acc = [[f32x4_splat(0.0); R]; W];
+    let mut offsets = [[0.0f32; R]; W];
+    for b in 0..len {
+        for ((acc, offsets), x) in acc.iter_mut().zip(&mut offsets).zip(x) {
+            let (weights, xd, xm) = decode(&x[b]);
+            for ((lane, offset), row) in acc.iter_mut().zip(offsets.iter_mut()).zip(rows) {
+                let yb = &row[b];
+                *lane = add_scaled(*lane, dot32(weights, &yb.qs, widen), xd * f32_of(table, yb.d));
+                *offset += xm * f32_of(table, yb.s);
+            }
         }
     }
-    std::array::from_fn(|r| sum_f32x4(acc[r]) + offsets[r])
+    std::array::from_fn(|w| std::array::from_fn(|r| sum_f32x4(acc[w][r]) + offsets[w][r]))
 }
 
 /// The low and high nibbles of 16 packed bytes, as two vectors of values 0..=15.
@@ -428,55 +439,67 @@ fn q5_codes(qs: &[u8; 16], qh: [u8; 4]) -> (v128, v128) {
 }
 
 #[inline(always)]
-fn q8_0_rows<const R: usize>(x: &[BlockQ8_0], rows: [&[Q8_0Activation]; R]) -> [f32; R] {
+fn q8_0_tile<const W: usize, const R: usize>(
+    x: [&[BlockQ8_0]; W],
+    rows: [&[Q8_0Activation]; R],
+) -> [[f32; R]; W] {
     let table = f16_table();
-    q8_0_activation_rows(x, rows, |xb| {
+    q8_0_activation_tile(x, rows, |xb| {
         let weights = Weights32::Quants(signed_quants(load_i8(&xb.qs)), signed_quants(load_i8(&xb.qs[16..])));
         (weights, f32_of(table, xb.d))
     })
 }
 
 #[inline(always)]
-fn q4_0_rows<const R: usize>(x: &[BlockQ4_0], rows: [&[Q8_0Activation]; R]) -> [f32; R] {
+fn q4_0_tile<const W: usize, const R: usize>(
+    x: [&[BlockQ4_0]; W],
+    rows: [&[Q8_0Activation]; R],
+) -> [[f32; R]; W] {
     let table = f16_table();
-    q8_0_activation_rows(x, rows, |xb| {
+    q8_0_activation_tile(x, rows, |xb| {
         let (low, high) = nibbles(load_u8(&xb.qs));
         (offset_codes(low, high, 8), f32_of(table, xb.d))
     })
 }
 
 #[inline(always)]
-fn q5_0_rows<const R: usize>(x: &[BlockQ5_0], rows: [&[Q8_0Activation]; R]) -> [f32; R] {
+fn q5_0_tile<const W: usize, const R: usize>(
+    x: [&[BlockQ5_0]; W],
+    rows: [&[Q8_0Activation]; R],
+) -> [[f32; R]; W] {
     let table = f16_table();
-    q8_0_activation_rows(x, rows, |xb| {
+    q8_0_activation_tile(x, rows, |xb| {
         let (low, high) = q5_codes(&xb.qs, xb.qh);
         (offset_codes(low, high, 16), f32_of(table, xb.d))
     })
 }
 
 #[inline(always)]
-fn q4_1_rows<const R: usize>(x: &[BlockQ4_1], rows: [&[BlockQ8_1]; R]) -> [f32; R] {
+fn q4_1_tile<const W: usize, const R: usize>(x: [&[BlockQ4_1]; W], rows: [&[BlockQ8_1]; R]) -> [[f32; R]; W] {
     let table = f16_table();
-    q8_1_activation_rows(x, rows, |xb| {
+    q8_1_activation_tile(x, rows, |xb| {
         let (low, high) = nibbles(load_u8(&xb.qs));
         ([unsigned_quants(low), unsigned_quants(high)], f32_of(table, xb.d), f32_of(table, xb.m))
     })
 }
 
 #[inline(always)]
-fn q5_1_rows<const R: usize>(x: &[BlockQ5_1], rows: [&[BlockQ8_1]; R]) -> [f32; R] {
+fn q5_1_tile<const W: usize, const R: usize>(x: [&[BlockQ5_1]; W], rows: [&[BlockQ8_1]; R]) -> [[f32; R]; W] {
     let table = f16_table();
-    q8_1_activation_rows(x, rows, |xb| {
+    q8_1_activation_tile(x, rows, |xb| {
         let (low, high) = q5_codes(&xb.qs, xb.qh);
         ([unsigned_quants(low), unsigned_quants(high)], f32_of(table, xb.d), f32_of(table, xb.m))
     })
 }
 
 #[inline(always)]
-fn iq4_nl_rows<const R: usize>(x: &[BlockIq4Nl], rows: [&[Q8_0Activation]; R]) -> [f32; R] {
+fn iq4_nl_tile<const W: usize, const R: usize>(
+    x: [&[BlockIq4Nl]; W],
+    rows: [&[Q8_0Activation]; R],
+) -> [[f32; R]; W] {
     let table = f16_table();
     let levels = load_i8(&KVALUES_IQ4NL);
-    q8_0_activation_rows(x, rows, |xb| {
+    q8_0_activation_tile(x, rows, |xb| {
         let (low, high) = nibbles(load_u8(&xb.qs));
         let weights = Weights32::Quants(
             signed_quants(i8x16_swizzle(levels, low)),
@@ -486,7 +509,7 @@ fn iq4_nl_rows<const R: usize>(x: &[BlockIq4Nl], rows: [&[Q8_0Activation]; R]) -
     })
 }
 
-/// The table entries of a 32-element format: one row, and a row group.
+/// The table entries of a format with a rows loop: one row, and a row group.
 macro_rules! single_and_group {
     ($($rows:ident: $single:ident, $group:ident ($block:ty, $activation:ty);)*) => {$(
         pub(super) fn $single(x: &[$block], y: &[$activation]) -> f32 {
@@ -500,13 +523,33 @@ macro_rules! single_and_group {
     )*};
 }
 
-single_and_group! {
-    q8_0_rows: dot_q8_0, dot_q8_0_group(BlockQ8_0, Q8_0Activation);
-    q4_0_rows: dot_q4_0, dot_q4_0_group(BlockQ4_0, Q8_0Activation);
-    q5_0_rows: dot_q5_0, dot_q5_0_group(BlockQ5_0, Q8_0Activation);
-    q4_1_rows: dot_q4_1, dot_q4_1_group(BlockQ4_1, BlockQ8_1);
-    q5_1_rows: dot_q5_1, dot_q5_1_group(BlockQ5_1, BlockQ8_1);
-    iq4_nl_rows: dot_iq4_nl, dot_iq4_nl_group(BlockIq4Nl, Q8_0Activation);
+/// The table entries of a 32-element format with a tile loop: one row, a row group, and a
+/// weight pair.
+macro_rules! single_group_and_pair {
+    ($($tile:ident: $single:ident, $group:ident, $pair:ident ($block:ty, $activation:ty);)*) => {$(
+        pub(super) fn $single(x: &[$block], y: &[$activation]) -> f32 {
+            let [[sum]] = $tile([x], [y]);
+            sum
+        }
+
+        pub(super) fn $group(x: &[$block], rows: [&[$activation]; ROW_GROUP]) -> [f32; ROW_GROUP] {
+            let [sums] = $tile([x], rows);
+            sums
+        }
+
+        pub(super) fn $pair(x: [&[$block]; 2], y: &[$activation]) -> [f32; 2] {
+            $tile(x, [y]).map(|[sum]| sum)
+        }
+    )*};
+}
+
+single_group_and_pair! {
+    q8_0_tile: dot_q8_0, dot_q8_0_group, dot_q8_0_pair(BlockQ8_0, Q8_0Activation);
+    q4_0_tile: dot_q4_0, dot_q4_0_group, dot_q4_0_pair(BlockQ4_0, Q8_0Activation);
+    q5_0_tile: dot_q5_0, dot_q5_0_group, dot_q5_0_pair(BlockQ5_0, Q8_0Activation);
+    q4_1_tile: dot_q4_1, dot_q4_1_group, dot_q4_1_pair(BlockQ4_1, BlockQ8_1);
+    q5_1_tile: dot_q5_1, dot_q5_1_group, dot_q5_1_pair(BlockQ5_1, BlockQ8_1);
+    iq4_nl_tile: dot_iq4_nl, dot_iq4_nl_group, dot_iq4_nl_pair(BlockIq4Nl, Q8_0Activation);
 }
 
 /// IQ4_XS: per super-block, each group's levels (as IQ4_NL's) dotted with its 32 activations,
