@@ -115,42 +115,57 @@ fn unsigned_quants(q: v128) -> Quants16 {
     }
 }
 
-/// How relaxed SIMD's integer dots widen their i16 pair sums to i32: `i32x4.dot_i16x8_s`
-/// against ones made once per rows loop ([`Widen::new`]), so V8 keeps them in a register.
-/// Written as `extadd_pairwise`, the ones are a fresh constant per use (two more
-/// instructions), and next to an add LLVM folds it back into the i32 relaxed dot, whose
-/// V8 lowering makes the same constant. Plain SIMD128 needs nothing.
+/// Vector constants of the kernels' loops, made once per loop ([`Held::new`]) and hidden from
+/// LLVM so that they stay values: V8 rebuilds a v128 constant at every use (a 64-bit
+/// immediate, a move into the vector and an insert: up to four instructions), which in the Q5
+/// decoding cost more than its arithmetic, and LLVM would fold them back into constants.
+/// Held values stay in registers or come back from the stack in one load.
 #[derive(Clone, Copy)]
-struct Widen(#[cfg(target_feature = "relaxed-simd")] v128);
+struct Held {
+    /// i16 ones: relaxed SIMD widens its i16 pair sums to i32 with `i32x4.dot_i16x8_s`
+    /// against them (`extadd_pairwise` and the i32 relaxed dot make the constant per use).
+    #[cfg_attr(not(target_feature = "relaxed-simd"), allow(dead_code))]
+    ones: v128,
+    /// 0x0F in every byte: the low nibble of packed 4-bit codes.
+    low_nibble: v128,
+    /// Byte indices that spread bytes 0, 1 (and 2, 3) of a Q5 block's `qh` over 8 lanes each.
+    spread_fifth_bits: [v128; 2],
+    /// Each lane's bit within its spread byte.
+    bit_of_lane: v128,
+    /// 0x10 in every byte: the fifth bit of a Q5 code.
+    fifth_bit: v128,
+}
 
-impl Widen {
+impl Held {
     #[inline(always)]
     fn new() -> Self {
-        #[cfg(target_feature = "relaxed-simd")]
-        {
-            // Opaque to LLVM, so it stays a value instead of becoming a constant again.
-            Widen(std::hint::black_box(i16x8_splat(1)))
-        }
-        #[cfg(not(target_feature = "relaxed-simd"))]
-        {
-            Widen()
-        }
+        let spread = |first: u8| {
+            let (a, b) = (first, first + 1);
+            u8x16(a, a, a, a, a, a, a, a, b, b, b, b, b, b, b, b)
+        };
+        std::hint::black_box(Held {
+            ones: i16x8_splat(1),
+            low_nibble: u8x16_splat(0x0F),
+            spread_fifth_bits: [spread(0), spread(2)],
+            bit_of_lane: u8x16(1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128),
+            fifth_bit: u8x16_splat(0x10),
+        })
     }
 }
 
 /// `acc` + Σ quants × activations over 16 lanes, as four i32 partial sums.
 #[inline(always)]
-fn dot16_add(quants: Quants16, activations: v128, acc: v128, widen: Widen) -> v128 {
-    i32x4_add(acc, dot16(quants, activations, widen))
+fn dot16_add(quants: Quants16, activations: v128, acc: v128, held: Held) -> v128 {
+    i32x4_add(acc, dot16(quants, activations, held))
 }
 
 /// Σ quants × activations over 16 lanes, as four i32 partial sums: lane `i` sums elements
 /// `4i..4i + 4`, in both instruction sets.
 #[inline(always)]
-fn dot16(quants: Quants16, activations: v128, widen: Widen) -> v128 {
+fn dot16(quants: Quants16, activations: v128, held: Held) -> v128 {
     #[cfg(not(target_feature = "relaxed-simd"))]
     {
-        let Widen() = widen;
+        let _ = held;
         let low = i32x4_dot_i16x8(quants.0[0], i16x8_extend_low_i8x16(activations));
         let high = i32x4_dot_i16x8(quants.0[1], i16x8_extend_high_i8x16(activations));
         i32x4_add(low, high)
@@ -165,7 +180,7 @@ fn dot16(quants: Quants16, activations: v128, widen: Widen) -> v128 {
             None => activations,
         };
         // Byte pairs into i16 (|sum| ≤ 2·128·127, exact), then i16 pairs into i32.
-        i32x4_dot_i16x8(i16x8_relaxed_dot_i8x16_i7x16(activations, quants.magnitude), widen.0)
+        i32x4_dot_i16x8(i16x8_relaxed_dot_i8x16_i7x16(activations, quants.magnitude), held.ones)
     }
 }
 
@@ -200,9 +215,10 @@ fn add_scaled_dots<const N: usize>(acc: v128, codes: [v128; N], activations: [v1
     }
     #[cfg(not(target_feature = "relaxed-simd"))]
     {
-        let mut sums = dot16(unsigned_quants(codes[0]), activations[0], Widen());
+        let held = Held::new();
+        let mut sums = dot16(unsigned_quants(codes[0]), activations[0], held);
         for i in 1..N {
-            sums = dot16_add(unsigned_quants(codes[i]), activations[i], sums, Widen());
+            sums = dot16_add(unsigned_quants(codes[i]), activations[i], sums, held);
         }
         i32x4_add(acc, i32x4_mul(sums, scale))
     }
@@ -315,16 +331,16 @@ pub(super) fn q8_0_sums(qs: &[i8; 32]) -> Q8_0Sums {
 
 /// Σ quants × activations over a 32-element block, as four i32 partial sums.
 #[inline(always)]
-fn dot32([low, high]: [Quants16; 2], activations: &[i8; 32], widen: Widen) -> v128 {
-    dot16_add(high, load_i8(&activations[16..]), dot16(low, load_i8(activations), widen), widen)
+fn dot32([low, high]: [Quants16; 2], activations: &[i8; 32], held: Held) -> v128 {
+    dot16_add(high, load_i8(&activations[16..]), dot16(low, load_i8(activations), held), held)
 }
 
 /// Σ weights × activations over a 32-element block with a Q8_0 activation block, as four i32
 /// partial sums.
 #[inline(always)]
-fn dot32_q8_0(weights: Weights32, activations: &Q8_0Activation, widen: Widen) -> v128 {
+fn dot32_q8_0(weights: Weights32, activations: &Q8_0Activation, held: Held) -> v128 {
     match weights {
-        Weights32::Quants(low, high) => dot32([low, high], &activations.qs, widen),
+        Weights32::Quants(low, high) => dot32([low, high], &activations.qs, held),
         #[cfg(target_feature = "relaxed-simd")]
         Weights32::Offset { low, high, offset } => {
             let qs = &activations.qs;
@@ -332,7 +348,7 @@ fn dot32_q8_0(weights: Weights32, activations: &Q8_0Activation, widen: Widen) ->
                 i16x8_relaxed_dot_i8x16_i7x16(load_i8(qs), low),
                 i16x8_relaxed_dot_i8x16_i7x16(load_i8(&qs[16..]), high),
             );
-            i32x4_extadd_pairwise_i16x8(i16x8_add(pairs, activations.sums.offsets(offset)))
+            i32x4_dot_i16x8(i16x8_add(pairs, activations.sums.offsets(offset)), held.ones)
         }
     }
 }
@@ -347,20 +363,20 @@ fn dot32_q8_0(weights: Weights32, activations: &Q8_0Activation, widen: Widen) ->
 fn q8_0_activation_tile<B, const W: usize, const R: usize>(
     x: [&[B]; W],
     rows: [&[Q8_0Activation]; R],
-    decode: impl Fn(&B) -> (Weights32, f32),
+    decode: impl Fn(&B, Held) -> (Weights32, f32),
 ) -> [[f32; R]; W] {
     let len = shortest_row(&x).min(shortest_row(&rows));
     let (x, rows) = (x.map(|x| &x[..len]), rows.map(|row| &row[..len]));
     let table = f16_table();
-    let widen = Widen::new();
+    let held = Held::new();
     let mut acc = [[f32x4_splat(0.0); R]; W];
     // With two weight rows, LLVM loads each activation block and scale once for both.
     for b in 0..len {
         for (acc, x) in acc.iter_mut().zip(x) {
-            let (weights, xd) = decode(&x[b]);
+            let (weights, xd) = decode(&x[b], held);
             for (lane, row) in acc.iter_mut().zip(rows) {
                 let yb = &row[b];
-                *lane = add_scaled(*lane, dot32_q8_0(weights, yb, widen), xd * f32_of(table, yb.d));
+                *lane = add_scaled(*lane, dot32_q8_0(weights, yb, held), xd * f32_of(table, yb.d));
             }
         }
     }
@@ -373,20 +389,20 @@ fn q8_0_activation_tile<B, const W: usize, const R: usize>(
 fn q8_1_activation_tile<B, const W: usize, const R: usize>(
     x: [&[B]; W],
     rows: [&[BlockQ8_1]; R],
-    decode: impl Fn(&B) -> ([Quants16; 2], f32, f32),
+    decode: impl Fn(&B, Held) -> ([Quants16; 2], f32, f32),
 ) -> [[f32; R]; W] {
     let len = shortest_row(&x).min(shortest_row(&rows));
     let (x, rows) = (x.map(|x| &x[..len]), rows.map(|row| &row[..len]));
     let table = f16_table();
-    let widen = Widen::new();
+    let held = Held::new();
     let mut acc = [[f32x4_splat(0.0); R]; W];
     let mut offsets = [[0.0f32; R]; W];
     for b in 0..len {
         for ((acc, offsets), x) in acc.iter_mut().zip(&mut offsets).zip(x) {
-            let (weights, xd, xm) = decode(&x[b]);
+            let (weights, xd, xm) = decode(&x[b], held);
             for ((lane, offset), row) in acc.iter_mut().zip(offsets.iter_mut()).zip(rows) {
                 let yb = &row[b];
-                *lane = add_scaled(*lane, dot32(weights, &yb.qs, widen), xd * f32_of(table, yb.d));
+                *lane = add_scaled(*lane, dot32(weights, &yb.qs, held), xd * f32_of(table, yb.d));
                 *offset += xm * f32_of(table, yb.s);
             }
         }
@@ -397,45 +413,31 @@ fn q8_1_activation_tile<B, const W: usize, const R: usize>(
 /// The low and high nibbles of 16 packed bytes, as two vectors of values 0..=15.
 #[inline(always)]
 fn nibbles(packed: v128) -> (v128, v128) {
-    (v128_and(packed, u8x16_splat(0x0F)), u8x16_shr(packed, 4))
+    nibbles_with(packed, u8x16_splat(0x0F))
 }
 
-/// Expands 16 bits (bytes `first` and `first + 1` of `bits`) to 16 bytes of 0x10 (bit set) or 0.
+/// [`nibbles`] with the 0x0F mask held ([`Held::low_nibble`]).
 #[inline(always)]
-fn fifth_bits(bits: v128, first: u8) -> v128 {
-    let spread = i8x16_swizzle(
-        bits,
-        u8x16(
-            first,
-            first,
-            first,
-            first,
-            first,
-            first,
-            first,
-            first,
-            first + 1,
-            first + 1,
-            first + 1,
-            first + 1,
-            first + 1,
-            first + 1,
-            first + 1,
-            first + 1,
-        ),
-    );
-    let bit_of_lane = u8x16(1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128);
-    let set = i8x16_eq(v128_and(spread, bit_of_lane), bit_of_lane);
-    v128_and(set, u8x16_splat(0x10))
+fn nibbles_with(packed: v128, low_nibble: v128) -> (v128, v128) {
+    (v128_and(packed, low_nibble), u8x16_shr(packed, 4))
+}
+
+/// Expands 16 bits of `bits` (bytes 0, 1 for `half` 0; bytes 2, 3 for `half` 1) to 16 bytes of
+/// 0x10 (bit set) or 0.
+#[inline(always)]
+fn fifth_bits(bits: v128, half: usize, held: Held) -> v128 {
+    let spread = i8x16_swizzle(bits, held.spread_fifth_bits[half]);
+    let set = i8x16_eq(v128_and(spread, held.bit_of_lane), held.bit_of_lane);
+    v128_and(set, held.fifth_bit)
 }
 
 /// The 32 five-bit codes (0..=31) of a Q5_0/Q5_1 block, elements 0..16 and 16..32: nibbles
 /// from `qs`, fifth bits from `qh`.
 #[inline(always)]
-fn q5_codes(qs: &[u8; 16], qh: [u8; 4]) -> (v128, v128) {
+fn q5_codes(qs: &[u8; 16], qh: [u8; 4], held: Held) -> (v128, v128) {
     let bits = u32x4_splat(u32::from_le_bytes(qh));
-    let (low, high) = nibbles(load_u8(qs));
-    (v128_or(low, fifth_bits(bits, 0)), v128_or(high, fifth_bits(bits, 2)))
+    let (low, high) = nibbles_with(load_u8(qs), held.low_nibble);
+    (v128_or(low, fifth_bits(bits, 0, held)), v128_or(high, fifth_bits(bits, 1, held)))
 }
 
 #[inline(always)]
@@ -444,7 +446,7 @@ fn q8_0_tile<const W: usize, const R: usize>(
     rows: [&[Q8_0Activation]; R],
 ) -> [[f32; R]; W] {
     let table = f16_table();
-    q8_0_activation_tile(x, rows, |xb| {
+    q8_0_activation_tile(x, rows, |xb, _| {
         let weights = Weights32::Quants(signed_quants(load_i8(&xb.qs)), signed_quants(load_i8(&xb.qs[16..])));
         (weights, f32_of(table, xb.d))
     })
@@ -456,8 +458,8 @@ fn q4_0_tile<const W: usize, const R: usize>(
     rows: [&[Q8_0Activation]; R],
 ) -> [[f32; R]; W] {
     let table = f16_table();
-    q8_0_activation_tile(x, rows, |xb| {
-        let (low, high) = nibbles(load_u8(&xb.qs));
+    q8_0_activation_tile(x, rows, |xb, held| {
+        let (low, high) = nibbles_with(load_u8(&xb.qs), held.low_nibble);
         (offset_codes(low, high, 8), f32_of(table, xb.d))
     })
 }
@@ -468,8 +470,8 @@ fn q5_0_tile<const W: usize, const R: usize>(
     rows: [&[Q8_0Activation]; R],
 ) -> [[f32; R]; W] {
     let table = f16_table();
-    q8_0_activation_tile(x, rows, |xb| {
-        let (low, high) = q5_codes(&xb.qs, xb.qh);
+    q8_0_activation_tile(x, rows, |xb, held| {
+        let (low, high) = q5_codes(&xb.qs, xb.qh, held);
         (offset_codes(low, high, 16), f32_of(table, xb.d))
     })
 }
@@ -477,8 +479,8 @@ fn q5_0_tile<const W: usize, const R: usize>(
 #[inline(always)]
 fn q4_1_tile<const W: usize, const R: usize>(x: [&[BlockQ4_1]; W], rows: [&[BlockQ8_1]; R]) -> [[f32; R]; W] {
     let table = f16_table();
-    q8_1_activation_tile(x, rows, |xb| {
-        let (low, high) = nibbles(load_u8(&xb.qs));
+    q8_1_activation_tile(x, rows, |xb, held| {
+        let (low, high) = nibbles_with(load_u8(&xb.qs), held.low_nibble);
         ([unsigned_quants(low), unsigned_quants(high)], f32_of(table, xb.d), f32_of(table, xb.m))
     })
 }
@@ -486,8 +488,8 @@ fn q4_1_tile<const W: usize, const R: usize>(x: [&[BlockQ4_1]; W], rows: [&[Bloc
 #[inline(always)]
 fn q5_1_tile<const W: usize, const R: usize>(x: [&[BlockQ5_1]; W], rows: [&[BlockQ8_1]; R]) -> [[f32; R]; W] {
     let table = f16_table();
-    q8_1_activation_tile(x, rows, |xb| {
-        let (low, high) = q5_codes(&xb.qs, xb.qh);
+    q8_1_activation_tile(x, rows, |xb, held| {
+        let (low, high) = q5_codes(&xb.qs, xb.qh, held);
         ([unsigned_quants(low), unsigned_quants(high)], f32_of(table, xb.d), f32_of(table, xb.m))
     })
 }
@@ -499,8 +501,8 @@ fn iq4_nl_tile<const W: usize, const R: usize>(
 ) -> [[f32; R]; W] {
     let table = f16_table();
     let levels = load_i8(&KVALUES_IQ4NL);
-    q8_0_activation_tile(x, rows, |xb| {
-        let (low, high) = nibbles(load_u8(&xb.qs));
+    q8_0_activation_tile(x, rows, |xb, held| {
+        let (low, high) = nibbles_with(load_u8(&xb.qs), held.low_nibble);
         let weights = Weights32::Quants(
             signed_quants(i8x16_swizzle(levels, low)),
             signed_quants(i8x16_swizzle(levels, high)),
@@ -559,7 +561,7 @@ fn iq4_xs_rows<const R: usize>(x: &[BlockIq4Xs], rows: [&[BlockQ8K]; R]) -> [f32
     let x = &x[..x.len().min(shortest_row(&rows))];
     let table = f16_table();
     let levels = load_i8(&KVALUES_IQ4NL);
-    let widen = Widen::new();
+    let held = Held::new();
     let mut acc = [f32x4_splat(0.0); R];
     for (b, xb) in x.iter().enumerate() {
         let mut ints = [i32x4_splat(0); R];
@@ -571,7 +573,7 @@ fn iq4_xs_rows<const R: usize>(x: &[BlockIq4Xs], rows: [&[BlockQ8K]; R]) -> [f32
             for (int, row) in ints.iter_mut().zip(rows) {
                 let activations: &[i8; 32] =
                     row[b].qs[32 * g..32 * g + 32].try_into().expect("32 activations");
-                *int = i32x4_add(*int, i32x4_mul(dot32(weights, activations, widen), scale));
+                *int = i32x4_add(*int, i32x4_mul(dot32(weights, activations, held), scale));
             }
         }
         let xd = f32_of(table, xb.d);
@@ -646,7 +648,7 @@ fn lattice_rows<B: Lattice, const R: usize>(
 ) -> [f32; R] {
     let x = &x[..x.len().min(shortest_row(&rows))];
     let table = f16_table();
-    let widen = Widen::new();
+    let held = Held::new();
     let mut acc = [f32x4_splat(0.0); R];
     for (b, xb) in x.iter().enumerate() {
         let mut ints = [i32x4_splat(0); R];
@@ -656,11 +658,11 @@ fn lattice_rows<B: Lattice, const R: usize>(
                 let activations = &row[b].qs[32 * g..][..32];
                 let (a_low, a_high) = (load_i8(activations), load_i8(&activations[16..]));
                 *int = if low_scale == high_scale {
-                    let sums = dot16_add(high, a_high, dot16(low, a_low, widen), widen);
+                    let sums = dot16_add(high, a_high, dot16(low, a_low, held), held);
                     i32x4_add(*int, i32x4_mul(sums, i32x4_splat(low_scale)))
                 } else {
-                    let low_sums = i32x4_mul(dot16(low, a_low, widen), i32x4_splat(low_scale));
-                    let high_sums = i32x4_mul(dot16(high, a_high, widen), i32x4_splat(high_scale));
+                    let low_sums = i32x4_mul(dot16(low, a_low, held), i32x4_splat(low_scale));
+                    let high_sums = i32x4_mul(dot16(high, a_high, held), i32x4_splat(high_scale));
                     i32x4_add(*int, i32x4_add(low_sums, high_sums))
                 };
             }
