@@ -410,16 +410,12 @@ fn q8_1_activation_tile<B, const W: usize, const R: usize>(
     std::array::from_fn(|w| std::array::from_fn(|r| sum_f32x4(acc[w][r]) + offsets[w][r]))
 }
 
-/// The low and high nibbles of 16 packed bytes, as two vectors of values 0..=15.
-#[inline(always)]
-fn nibbles(packed: v128) -> (v128, v128) {
-    nibbles_with(packed, u8x16_splat(0x0F))
-}
-
-/// [`nibbles`] with the 0x0F mask held ([`Held::low_nibble`]).
+/// The low and high nibbles of 16 packed bytes, as two vectors of values 0..=15, with the 0x0F
+/// mask held ([`Held::low_nibble`]). The high nibbles shift in 16-bit lanes: wasm's byte
+/// shift is no x86 instruction, and V8 builds it from a 16-bit shift and a fresh mask.
 #[inline(always)]
 fn nibbles_with(packed: v128, low_nibble: v128) -> (v128, v128) {
-    (v128_and(packed, low_nibble), u8x16_shr(packed, 4))
+    (v128_and(packed, low_nibble), v128_and(u16x8_shr(packed, 4), low_nibble))
 }
 
 /// Expands 16 bits of `bits` (bytes 0, 1 for `half` 0; bytes 2, 3 for `half` 1) to 16 bytes of
@@ -566,7 +562,7 @@ fn iq4_xs_rows<const R: usize>(x: &[BlockIq4Xs], rows: [&[BlockQ8K]; R]) -> [f32
     for (b, xb) in x.iter().enumerate() {
         let mut ints = [i32x4_splat(0); R];
         for (g, codes) in xb.qs.chunks_exact(16).enumerate() {
-            let (low, high) = nibbles(load_u8(codes));
+            let (low, high) = nibbles_with(load_u8(codes), held.low_nibble);
             let weights =
                 [signed_quants(i8x16_swizzle(levels, low)), signed_quants(i8x16_swizzle(levels, high))];
             let scale = i32x4_splat(xb.group_scale(g));
@@ -813,6 +809,7 @@ fn mins_per_bsum(mins: &[u8; 8]) -> [v128; 2] {
 }
 
 pub(super) fn dot_q4_k(x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
+    let held = Held::new();
     let table = f16_table();
     let mut acc = f32x4_splat(0.0);
     let mut mins_acc = f32x4_splat(0.0);
@@ -822,8 +819,8 @@ pub(super) fn dot_q4_k(x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
         let mut block = i32x4_splat(0);
         // Each 32 bytes of qs hold 64 quants: low nibbles for one 32-group, high for the next.
         for (pair, (packed, a)) in xb.qs.chunks_exact(32).zip(yb.qs.chunks_exact(64)).enumerate() {
-            let (low0, high0) = nibbles(load_u8(packed));
-            let (low1, high1) = nibbles(load_u8(&packed[16..]));
+            let (low0, high0) = nibbles_with(load_u8(packed), held.low_nibble);
+            let (low1, high1) = nibbles_with(load_u8(&packed[16..]), held.low_nibble);
             let (low_scale, high_scale) = (
                 sub_block_scale(i32::from(scales[2 * pair])),
                 sub_block_scale(i32::from(scales[2 * pair + 1])),
@@ -839,6 +836,7 @@ pub(super) fn dot_q4_k(x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
 }
 
 pub(super) fn dot_q4_k_group(x: &[BlockQ4K], rows: [&[BlockQ8K]; ROW_GROUP]) -> [f32; ROW_GROUP] {
+    let held = Held::new();
     let x = &x[..x.len().min(shortest_row(&rows))];
     let table = f16_table();
     let mut acc = [f32x4_splat(0.0); ROW_GROUP];
@@ -848,8 +846,8 @@ pub(super) fn dot_q4_k_group(x: &[BlockQ4K], rows: [&[BlockQ8K]; ROW_GROUP]) -> 
         let mins = mins_per_bsum(&mins);
         let mut block = [i32x4_splat(0); ROW_GROUP];
         for (pair, packed) in xb.qs.chunks_exact(32).enumerate() {
-            let (low0, high0) = nibbles(load_u8(packed));
-            let (low1, high1) = nibbles(load_u8(&packed[16..]));
+            let (low0, high0) = nibbles_with(load_u8(packed), held.low_nibble);
+            let (low1, high1) = nibbles_with(load_u8(&packed[16..]), held.low_nibble);
             let (low_scale, high_scale) = (
                 sub_block_scale(i32::from(scales[2 * pair])),
                 sub_block_scale(i32::from(scales[2 * pair + 1])),
@@ -876,12 +874,13 @@ pub(super) fn dot_q4_k_group(x: &[BlockQ4K], rows: [&[BlockQ8K]; ROW_GROUP]) -> 
 }
 
 pub(super) fn dot_q6_k_group(x: &[BlockQ6K], rows: [&[BlockQ8K]; ROW_GROUP]) -> [f32; ROW_GROUP] {
+    let held = Held::new();
     let x = &x[..x.len().min(shortest_row(&rows))];
     let table = f16_table();
     let mut acc = [f32x4_splat(0.0); ROW_GROUP];
     for (b, xb) in x.iter().enumerate() {
         let mut block = [i32x4_splat(0); ROW_GROUP];
-        q6_k_codes(xb, |codes, first, scale| {
+        q6_k_codes(xb, held, |codes, first, scale| {
             for (sums, row) in block.iter_mut().zip(rows) {
                 *sums = add_scaled_dots(*sums, [codes], [load_i8(&row[b].qs[first..])], scale);
             }
@@ -896,6 +895,7 @@ pub(super) fn dot_q6_k_group(x: &[BlockQ6K], rows: [&[BlockQ8K]; ROW_GROUP]) -> 
 }
 
 pub(super) fn dot_q5_k(x: &[BlockQ5K], y: &[BlockQ8K]) -> f32 {
+    let held = Held::new();
     let table = f16_table();
     let one = u8x16_splat(1);
     let mut acc = f32x4_splat(0.0);
@@ -905,12 +905,13 @@ pub(super) fn dot_q5_k(x: &[BlockQ5K], y: &[BlockQ8K]) -> f32 {
         let mins = mins_per_bsum(&mins);
         let high_bits = [load_u8(&xb.qh), load_u8(&xb.qh[16..])];
         // Fifth bit of element l of 32-element row r: bit r of qh[l], moved to 0x10.
-        let fifth = |row: u32, piece: usize| i8x16_shl(v128_and(u8x16_shr(high_bits[piece], row), one), 4);
+        // 16-bit shifts: the same bytes once masked, without V8's byte-shift masks.
+        let fifth = |row: u32, piece: usize| i16x8_shl(v128_and(u16x8_shr(high_bits[piece], row), one), 4);
         let mut block = i32x4_splat(0);
         for (pair, (packed, activations)) in xb.qs.chunks_exact(32).zip(yb.qs.chunks_exact(64)).enumerate() {
             let (low_row, high_row) = (2 * pair as u32, 2 * pair as u32 + 1);
-            let (low0, high0) = nibbles(load_u8(packed));
-            let (low1, high1) = nibbles(load_u8(&packed[16..]));
+            let (low0, high0) = nibbles_with(load_u8(packed), held.low_nibble);
+            let (low1, high1) = nibbles_with(load_u8(&packed[16..]), held.low_nibble);
             let a = activations;
             block = add_scaled_dots(
                 block,
@@ -936,17 +937,19 @@ pub(super) fn dot_q5_k(x: &[BlockQ5K], y: &[BlockQ8K]) -> f32 {
 /// 128: 64 ql bytes and 32 qh bytes each; element 32r + l of a half takes nibble r / 2 of
 /// ql[l + 32 (r % 2)] and bits 2r..2r+2 of qh[l].
 #[inline(always)]
-fn q6_k_codes(xb: &BlockQ6K, mut f: impl FnMut(v128, usize, v128)) {
+fn q6_k_codes(xb: &BlockQ6K, held: Held, mut f: impl FnMut(v128, usize, v128)) {
     let two_bits = u8x16_splat(0x03);
     for (half, (ql, qh)) in xb.ql.chunks_exact(64).zip(xb.qh.chunks_exact(32)).enumerate() {
         for piece in 0..2 {
             let l = 16 * piece;
             let high_bits = load_u8(&qh[l..]);
-            let (n0, n2) = nibbles(load_u8(&ql[l..]));
-            let (n1, n3) = nibbles(load_u8(&ql[l + 32..]));
+            let (n0, n2) = nibbles_with(load_u8(&ql[l..]), held.low_nibble);
+            let (n1, n3) = nibbles_with(load_u8(&ql[l + 32..]), held.low_nibble);
             for (row, nibble) in [n0, n1, n2, n3].into_iter().enumerate() {
-                let top = v128_and(u8x16_shr(high_bits, 2 * row as u32), two_bits);
-                let codes = v128_or(nibble, i8x16_shl(top, 4));
+                // 16-bit shifts give the same bytes here (the mask keeps bits that never cross a
+                // byte) without V8's byte-shift masks.
+                let top = v128_and(u16x8_shr(high_bits, 2 * row as u32), two_bits);
+                let codes = v128_or(nibble, i16x8_shl(top, 4));
                 let scale = sub_block_scale(i32::from(xb.scales[8 * half + 2 * row + piece]));
                 f(codes, 128 * half + 32 * row + l, scale);
             }
@@ -971,11 +974,12 @@ fn q6_k_offset(scales: [v128; 2], bsums: &[i16; 16]) -> v128 {
 }
 
 pub(super) fn dot_q6_k(x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
+    let held = Held::new();
     let table = f16_table();
     let mut acc = f32x4_splat(0.0);
     for (xb, yb) in x.iter().zip(y) {
         let mut block = i32x4_splat(0);
-        q6_k_codes(xb, |codes, first, scale| {
+        q6_k_codes(xb, held, |codes, first, scale| {
             block = add_scaled_dots(block, [codes], [load_i8(&yb.qs[first..])], scale);
         });
         let block = i32x4_sub(block, q6_k_offset(q6_k_scales(xb), &yb.bsums));
