@@ -236,18 +236,17 @@ fn dot_one_activation_row<W: QuantFormat>(
     let half = out.len() / 2;
     let (first_weights, second_weights) = weights.split_at(half * row_bytes);
     let (first_out, second_out) = out.split_at_mut(half);
-    let second_rows = second_weights.chunks_exact(row_bytes);
     for (((first, second), first_dot), second_dot) in first_weights
         .chunks_exact(row_bytes)
-        .zip(second_rows.clone())
+        .zip(second_weights.chunks_exact(row_bytes))
         .zip(first_out)
         .zip(second_out.iter_mut())
     {
         [*first_dot, *second_dot] = W::vec_dot_pair([first, second], activations);
     }
     // An odd row count leaves the second half's last row unpaired.
-    if let (Some(last), Some(last_dot)) = (second_rows.clone().nth(half), second_out.get_mut(half)) {
-        *last_dot = W::vec_dot(last, activations);
+    if let Some(last_dot) = second_out.get_mut(half) {
+        *last_dot = W::vec_dot(&second_weights[half * row_bytes..], activations);
     }
 }
 

@@ -204,9 +204,16 @@ fn sub_block_scale(scale: i32) -> v128 {
 /// most 2 × 63 × 128 per lane and pair, so two of them still fit) and multiplies by the scale
 /// while widening (`i32x4.dot_i16x8_s`): 3 operations per 16 codes where the i32 route takes 5.
 #[inline(always)]
-fn add_scaled_dots<const N: usize>(acc: v128, codes: [v128; N], activations: [v128; N], scale: v128) -> v128 {
+fn add_scaled_dots<const N: usize>(
+    acc: v128,
+    codes: [v128; N],
+    activations: [v128; N],
+    scale: v128,
+    held: Held,
+) -> v128 {
     #[cfg(target_feature = "relaxed-simd")]
     {
+        let _ = held;
         let mut pairs = i16x8_relaxed_dot_i8x16_i7x16(activations[0], codes[0]);
         for i in 1..N {
             pairs = i16x8_add(pairs, i16x8_relaxed_dot_i8x16_i7x16(activations[i], codes[i]));
@@ -215,7 +222,6 @@ fn add_scaled_dots<const N: usize>(acc: v128, codes: [v128; N], activations: [v1
     }
     #[cfg(not(target_feature = "relaxed-simd"))]
     {
-        let held = Held::new();
         let mut sums = dot16(unsigned_quants(codes[0]), activations[0], held);
         for i in 1..N {
             sums = dot16_add(unsigned_quants(codes[i]), activations[i], sums, held);
@@ -414,7 +420,7 @@ fn q8_1_activation_tile<B, const W: usize, const R: usize>(
 /// mask held ([`Held::low_nibble`]). The high nibbles shift in 16-bit lanes: wasm's byte
 /// shift is no x86 instruction, and V8 builds it from a 16-bit shift and a fresh mask.
 #[inline(always)]
-fn nibbles_with(packed: v128, low_nibble: v128) -> (v128, v128) {
+fn nibbles(packed: v128, low_nibble: v128) -> (v128, v128) {
     (v128_and(packed, low_nibble), v128_and(u16x8_shr(packed, 4), low_nibble))
 }
 
@@ -432,7 +438,7 @@ fn fifth_bits(bits: v128, half: usize, held: Held) -> v128 {
 #[inline(always)]
 fn q5_codes(qs: &[u8; 16], qh: [u8; 4], held: Held) -> (v128, v128) {
     let bits = u32x4_splat(u32::from_le_bytes(qh));
-    let (low, high) = nibbles_with(load_u8(qs), held.low_nibble);
+    let (low, high) = nibbles(load_u8(qs), held.low_nibble);
     (v128_or(low, fifth_bits(bits, 0, held)), v128_or(high, fifth_bits(bits, 1, held)))
 }
 
@@ -455,7 +461,7 @@ fn q4_0_tile<const W: usize, const R: usize>(
 ) -> [[f32; R]; W] {
     let table = f16_table();
     q8_0_activation_tile(x, rows, |xb, held| {
-        let (low, high) = nibbles_with(load_u8(&xb.qs), held.low_nibble);
+        let (low, high) = nibbles(load_u8(&xb.qs), held.low_nibble);
         (offset_codes(low, high, 8), f32_of(table, xb.d))
     })
 }
@@ -476,7 +482,7 @@ fn q5_0_tile<const W: usize, const R: usize>(
 fn q4_1_tile<const W: usize, const R: usize>(x: [&[BlockQ4_1]; W], rows: [&[BlockQ8_1]; R]) -> [[f32; R]; W] {
     let table = f16_table();
     q8_1_activation_tile(x, rows, |xb, held| {
-        let (low, high) = nibbles_with(load_u8(&xb.qs), held.low_nibble);
+        let (low, high) = nibbles(load_u8(&xb.qs), held.low_nibble);
         ([unsigned_quants(low), unsigned_quants(high)], f32_of(table, xb.d), f32_of(table, xb.m))
     })
 }
@@ -498,7 +504,7 @@ fn iq4_nl_tile<const W: usize, const R: usize>(
     let table = f16_table();
     let levels = load_i8(&KVALUES_IQ4NL);
     q8_0_activation_tile(x, rows, |xb, held| {
-        let (low, high) = nibbles_with(load_u8(&xb.qs), held.low_nibble);
+        let (low, high) = nibbles(load_u8(&xb.qs), held.low_nibble);
         let weights = Weights32::Quants(
             signed_quants(i8x16_swizzle(levels, low)),
             signed_quants(i8x16_swizzle(levels, high)),
@@ -562,7 +568,7 @@ fn iq4_xs_rows<const R: usize>(x: &[BlockIq4Xs], rows: [&[BlockQ8K]; R]) -> [f32
     for (b, xb) in x.iter().enumerate() {
         let mut ints = [i32x4_splat(0); R];
         for (g, codes) in xb.qs.chunks_exact(16).enumerate() {
-            let (low, high) = nibbles_with(load_u8(codes), held.low_nibble);
+            let (low, high) = nibbles(load_u8(codes), held.low_nibble);
             let weights =
                 [signed_quants(i8x16_swizzle(levels, low)), signed_quants(i8x16_swizzle(levels, high))];
             let scale = i32x4_splat(xb.group_scale(g));
@@ -819,15 +825,20 @@ pub(super) fn dot_q4_k(x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
         let mut block = i32x4_splat(0);
         // Each 32 bytes of qs hold 64 quants: low nibbles for one 32-group, high for the next.
         for (pair, (packed, a)) in xb.qs.chunks_exact(32).zip(yb.qs.chunks_exact(64)).enumerate() {
-            let (low0, high0) = nibbles_with(load_u8(packed), held.low_nibble);
-            let (low1, high1) = nibbles_with(load_u8(&packed[16..]), held.low_nibble);
+            let (low0, high0) = nibbles(load_u8(packed), held.low_nibble);
+            let (low1, high1) = nibbles(load_u8(&packed[16..]), held.low_nibble);
             let (low_scale, high_scale) = (
                 sub_block_scale(i32::from(scales[2 * pair])),
                 sub_block_scale(i32::from(scales[2 * pair + 1])),
             );
-            block = add_scaled_dots(block, [low0, low1], [load_i8(a), load_i8(&a[16..])], low_scale);
-            block =
-                add_scaled_dots(block, [high0, high1], [load_i8(&a[32..]), load_i8(&a[48..])], high_scale);
+            block = add_scaled_dots(block, [low0, low1], [load_i8(a), load_i8(&a[16..])], low_scale, held);
+            block = add_scaled_dots(
+                block,
+                [high0, high1],
+                [load_i8(&a[32..]), load_i8(&a[48..])],
+                high_scale,
+                held,
+            );
         }
         acc = add_scaled(acc, block, f32_of(table, xb.d) * yb.d);
         mins_acc = add_scaled(mins_acc, bsums_dot(&yb.bsums, mins), f32_of(table, xb.dmin) * yb.d);
@@ -846,20 +857,22 @@ pub(super) fn dot_q4_k_group(x: &[BlockQ4K], rows: [&[BlockQ8K]; ROW_GROUP]) -> 
         let mins = mins_per_bsum(&mins);
         let mut block = [i32x4_splat(0); ROW_GROUP];
         for (pair, packed) in xb.qs.chunks_exact(32).enumerate() {
-            let (low0, high0) = nibbles_with(load_u8(packed), held.low_nibble);
-            let (low1, high1) = nibbles_with(load_u8(&packed[16..]), held.low_nibble);
+            let (low0, high0) = nibbles(load_u8(packed), held.low_nibble);
+            let (low1, high1) = nibbles(load_u8(&packed[16..]), held.low_nibble);
             let (low_scale, high_scale) = (
                 sub_block_scale(i32::from(scales[2 * pair])),
                 sub_block_scale(i32::from(scales[2 * pair + 1])),
             );
             for (sums, row) in block.iter_mut().zip(rows) {
                 let a = &row[b].qs[64 * pair..][..64];
-                *sums = add_scaled_dots(*sums, [low0, low1], [load_i8(a), load_i8(&a[16..])], low_scale);
+                *sums =
+                    add_scaled_dots(*sums, [low0, low1], [load_i8(a), load_i8(&a[16..])], low_scale, held);
                 *sums = add_scaled_dots(
                     *sums,
                     [high0, high1],
                     [load_i8(&a[32..]), load_i8(&a[48..])],
                     high_scale,
+                    held,
                 );
             }
         }
@@ -882,7 +895,7 @@ pub(super) fn dot_q6_k_group(x: &[BlockQ6K], rows: [&[BlockQ8K]; ROW_GROUP]) -> 
         let mut block = [i32x4_splat(0); ROW_GROUP];
         q6_k_codes(xb, held, |codes, first, scale| {
             for (sums, row) in block.iter_mut().zip(rows) {
-                *sums = add_scaled_dots(*sums, [codes], [load_i8(&row[b].qs[first..])], scale);
+                *sums = add_scaled_dots(*sums, [codes], [load_i8(&row[b].qs[first..])], scale, held);
             }
         });
         let (xd, scales) = (f32_of(table, xb.d), q6_k_scales(xb));
@@ -910,20 +923,22 @@ pub(super) fn dot_q5_k(x: &[BlockQ5K], y: &[BlockQ8K]) -> f32 {
         let mut block = i32x4_splat(0);
         for (pair, (packed, activations)) in xb.qs.chunks_exact(32).zip(yb.qs.chunks_exact(64)).enumerate() {
             let (low_row, high_row) = (2 * pair as u32, 2 * pair as u32 + 1);
-            let (low0, high0) = nibbles_with(load_u8(packed), held.low_nibble);
-            let (low1, high1) = nibbles_with(load_u8(&packed[16..]), held.low_nibble);
+            let (low0, high0) = nibbles(load_u8(packed), held.low_nibble);
+            let (low1, high1) = nibbles(load_u8(&packed[16..]), held.low_nibble);
             let a = activations;
             block = add_scaled_dots(
                 block,
                 [v128_or(low0, fifth(low_row, 0)), v128_or(low1, fifth(low_row, 1))],
                 [load_i8(a), load_i8(&a[16..])],
                 sub_block_scale(i32::from(scales[2 * pair])),
+                held,
             );
             block = add_scaled_dots(
                 block,
                 [v128_or(high0, fifth(high_row, 0)), v128_or(high1, fifth(high_row, 1))],
                 [load_i8(&a[32..]), load_i8(&a[48..])],
                 sub_block_scale(i32::from(scales[2 * pair + 1])),
+                held,
             );
         }
         acc = add_scaled(acc, block, f32_of(table, xb.d) * yb.d);
@@ -943,8 +958,8 @@ fn q6_k_codes(xb: &BlockQ6K, held: Held, mut f: impl FnMut(v128, usize, v128)) {
         for piece in 0..2 {
             let l = 16 * piece;
             let high_bits = load_u8(&qh[l..]);
-            let (n0, n2) = nibbles_with(load_u8(&ql[l..]), held.low_nibble);
-            let (n1, n3) = nibbles_with(load_u8(&ql[l + 32..]), held.low_nibble);
+            let (n0, n2) = nibbles(load_u8(&ql[l..]), held.low_nibble);
+            let (n1, n3) = nibbles(load_u8(&ql[l + 32..]), held.low_nibble);
             for (row, nibble) in [n0, n1, n2, n3].into_iter().enumerate() {
                 // 16-bit shifts give the same bytes here (the mask keeps bits that never cross a
                 // byte) without V8's byte-shift masks.
@@ -980,7 +995,7 @@ pub(super) fn dot_q6_k(x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
     for (xb, yb) in x.iter().zip(y) {
         let mut block = i32x4_splat(0);
         q6_k_codes(xb, held, |codes, first, scale| {
-            block = add_scaled_dots(block, [codes], [load_i8(&yb.qs[first..])], scale);
+            block = add_scaled_dots(block, [codes], [load_i8(&yb.qs[first..])], scale, held);
         });
         let block = i32x4_sub(block, q6_k_offset(q6_k_scales(xb), &yb.bsums));
         acc = add_scaled(acc, block, f32_of(table, xb.d) * yb.d);
