@@ -59,6 +59,10 @@ impl QuantFormat for f32 {
     fn vec_dot_group(src: &[u8], rows: [&[f32]; ROW_GROUP]) -> [f32; ROW_GROUP] {
         active::dot_f32_group(src, rows)
     }
+
+    fn vec_dot_pair(src: [&[u8]; 2], activations: &[f32]) -> [f32; 2] {
+        active::dot_f32_pair(src, activations)
+    }
 }
 
 pub(super) fn dot_f32(src: &[u8], activations: &[f32]) -> f32 {
@@ -83,6 +87,10 @@ impl QuantFormat for f16 {
 
     fn vec_dot_group(src: &[u8], rows: [&[F16Activation]; ROW_GROUP]) -> [f32; ROW_GROUP] {
         active::dot_f16_group(src, rows)
+    }
+
+    fn vec_dot_pair(src: [&[u8]; 2], activations: &[F16Activation]) -> [f32; 2] {
+        active::dot_f16_pair(src, activations)
     }
 }
 
@@ -109,6 +117,10 @@ impl QuantFormat for bf16 {
 
     fn vec_dot_group(src: &[u8], rows: [&[BF16Activation]; ROW_GROUP]) -> [f32; ROW_GROUP] {
         active::dot_bf16_group(src, rows)
+    }
+
+    fn vec_dot_pair(src: [&[u8]; 2], activations: &[BF16Activation]) -> [f32; 2] {
+        active::dot_bf16_pair(src, activations)
     }
 }
 

@@ -90,12 +90,13 @@ pub fn check_kernels_match_scalar() -> Result<(), String> {
 /// NaNs take the exact path, checked by [`check_f16_specials`]).
 #[cfg(all(target_family = "wasm", target_feature = "simd128"))]
 fn check_f16_conversion() -> Result<(), String> {
-    use super::simd128::widen_f16x8;
+    use super::simd128::{Held, widen_f16x8};
     use super::wasm_simd::*;
+    let held = Held::new();
     for first in (0..=u16::MAX).step_by(8) {
         let bits: [u16; 8] = std::array::from_fn(|i| first + i as u16);
         let [low, high] =
-            widen_f16x8(u16x8(bits[0], bits[1], bits[2], bits[3], bits[4], bits[5], bits[6], bits[7]));
+            widen_f16x8(u16x8(bits[0], bits[1], bits[2], bits[3], bits[4], bits[5], bits[6], bits[7]), held);
         let ours = [
             f32x4_extract_lane::<0>(low),
             f32x4_extract_lane::<1>(low),
@@ -140,7 +141,7 @@ fn check_f16_fusing() -> Result<(), String> {
 }
 
 /// An F16 row holding an infinity or a NaN must give what the scalar dot gives (inf or NaN), in a
-/// single row and in a row group alike.
+/// single row, a row group and a weight pair alike.
 fn check_f16_specials() -> Result<(), String> {
     use super::F16Activation;
     use super::format::ROW_GROUP;
@@ -153,7 +154,21 @@ fn check_f16_specials() -> Result<(), String> {
         let expected = scalar::dot_f16(&weights, &activations);
         let single = active::dot_f16(&weights, &activations);
         let grouped = active::dot_f16_group(&weights, [&activations[..]; ROW_GROUP]);
-        for got in std::iter::once(single).chain(grouped) {
+        // Paired with a finite row, each row keeps its own path: the finite one its vector sum.
+        // (Values whose f32 vector sum differs from the exact one, so that the paths show.)
+        let finite: Vec<u8> = (0..64)
+            .flat_map(|i| {
+                half::f16::from_f32((i as f32 * 0.7919).sin() * (1 << (i % 9)) as f32).to_le_bytes()
+            })
+            .collect();
+        let [special_of_pair, finite_of_pair] = active::dot_f16_pair([&weights, &finite], &activations);
+        let finite_single = active::dot_f16(&finite, &activations);
+        if finite_of_pair.to_bits() != finite_single.to_bits() {
+            return Err(format!(
+                "f16 pair with {special:#06x}: finite row {finite_of_pair}, alone {finite_single}"
+            ));
+        }
+        for got in [single, special_of_pair].into_iter().chain(grouped) {
             let same = if expected.is_nan() { got.is_nan() } else { got == expected };
             if !same {
                 return Err(format!("f16 row with {special:#06x}: scalar {expected}, simd {got}"));

@@ -98,6 +98,9 @@ macro_rules! single_row_groups {
             dot_iq1_m_group = dot_iq1_m(BlockIq1M, BlockQ8K);
         }
         one_weight_row_at_a_time! {
+            dot_f32_pair = dot_f32(u8, f32);
+            dot_f16_pair = dot_f16(u8, F16Activation);
+            dot_bf16_pair = dot_bf16(u8, BF16Activation);
             dot_q8_0_pair = dot_q8_0(BlockQ8_0, Q8_0Activation);
             dot_q4_0_pair = dot_q4_0(BlockQ4_0, Q8_0Activation);
             dot_q5_0_pair = dot_q5_0(BlockQ5_0, Q8_0Activation);
@@ -121,12 +124,13 @@ pub(super) mod active {
         dot_q6_k_group, dot_q8_0, dot_q8_0_group,
     };
     pub(in crate::tensor) use super::super::simd128::{
+        dot_bf16_pair, dot_f16_pair, dot_f32_pair, dot_iq4_nl_pair, dot_q4_0_pair, dot_q4_1_pair,
+        dot_q5_0_pair, dot_q5_1_pair, dot_q8_0_pair,
+    };
+    pub(in crate::tensor) use super::super::simd128::{
         dot_iq1_m, dot_iq1_m_group, dot_iq1_s, dot_iq1_s_group, dot_iq2_s, dot_iq2_s_group, dot_iq2_xs,
         dot_iq2_xs_group, dot_iq2_xxs, dot_iq2_xxs_group, dot_iq3_s, dot_iq3_s_group, dot_iq3_xxs,
         dot_iq3_xxs_group,
-    };
-    pub(in crate::tensor) use super::super::simd128::{
-        dot_iq4_nl_pair, dot_q4_0_pair, dot_q4_1_pair, dot_q5_0_pair, dot_q5_1_pair, dot_q8_0_pair,
     };
     pub(in crate::tensor) use super::super::simd128::{
         dot_kv_row, mad_kv_row_rounded, scale_rounded_to_f16, widen_kv_row,

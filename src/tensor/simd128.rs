@@ -121,7 +121,7 @@ fn unsigned_quants(q: v128) -> Quants16 {
 /// decoding cost more than its arithmetic, and LLVM would fold them back into constants.
 /// Held values stay in registers or come back from the stack in one load.
 #[derive(Clone, Copy)]
-struct Held {
+pub(super) struct Held {
     /// i16 ones: relaxed SIMD widens its i16 pair sums to i32 with `i32x4.dot_i16x8_s`
     /// against them (`extadd_pairwise` and the i32 relaxed dot make the constant per use).
     #[cfg_attr(not(target_feature = "relaxed-simd"), allow(dead_code))]
@@ -134,11 +134,17 @@ struct Held {
     bit_of_lane: v128,
     /// 0x10 in every byte: the fifth bit of a Q5 code.
     fifth_bit: v128,
+    /// 0x8FFF in every i16 lane: what [`widen_f16x8`] keeps of a half shifted right by 3.
+    f16_upper_bits: v128,
+    /// 2^112 in every f32 lane: rebiases a half's exponent to f32's.
+    f16_rebias: v128,
+    /// Zero: the low halves of widened bf16 values.
+    zero: v128,
 }
 
 impl Held {
     #[inline(always)]
-    fn new() -> Self {
+    pub(super) fn new() -> Self {
         let spread = |first: u8| {
             let (a, b) = (first, first + 1);
             u8x16(a, a, a, a, a, a, a, a, b, b, b, b, b, b, b, b)
@@ -149,6 +155,9 @@ impl Held {
             spread_fifth_bits: [spread(0), spread(2)],
             bit_of_lane: u8x16(1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128),
             fifth_bit: u8x16_splat(0x10),
+            f16_upper_bits: u16x8_splat(0x8FFF),
+            f16_rebias: f32x4_splat(f32::from_bits(0x7780_0000)), // 2^112
+            zero: u16x8_splat(0),
         })
     }
 }
@@ -1011,24 +1020,35 @@ pub(super) fn dot_q6_k(x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
 // so grouped results equal single-row ones bit for bit. The activations are f32 (F16 and BF16
 // activations are held widened), loaded 4 at a time.
 
-/// Widens 8 f16 bit patterns to f32, exactly for every finite half (subnormals included):
-/// sign-extended to 32 bits and shifted left by 13, a half has exponent and mantissa in f32
-/// position and copies of its sign above; the copies below bit 31 are cleared, and multiplying
-/// by 2^112 rebiases the exponent. Infinities and NaNs come out finite: callers check the row
-/// with [`F16Specials`] and take the exact path when it has any. (Half the operations of
-/// masking sign and magnitude apart: the F16 dot reads twice the bytes per second for it.)
+/// Widens 8 f16 bit patterns to f32, exactly for every finite half (subnormals included). A
+/// half's f32 bits, exponent left at the half's bias, are its sign on top, three zeros, then its
+/// exponent and mantissa: the upper 16 bits of each f32 lane are the half shifted right by 3
+/// (arithmetically, so the sign stays on top) with the sign's copies cleared, the lower 16 are
+/// the half shifted left by 13 (its mantissa's last 3 bits). Both shifts work on all 8 halves
+/// at once, an interleave pairs them into f32 lanes, and multiplying by 2^112 rebiases the
+/// exponent: 7 operations for 8 halves, where widening each half to 32 bits first took 9 (and
+/// V8 rebuilt the two constants at every use before they were held). Infinities and NaNs come
+/// out finite: callers check the row with [`F16Specials`] and take the exact path when it has
+/// any.
 #[inline(always)]
-pub(super) fn widen_f16x8(bits: v128) -> [v128; 2] {
-    [i32x4_extend_low_i16x8(bits), i32x4_extend_high_i16x8(bits)].map(|extended| {
-        let placed = v128_and(i32x4_shl(extended, 13), u32x4_splat(0x8FFF_FFFF));
-        f32x4_mul(placed, f32x4_splat(f32::from_bits(0x7780_0000))) // 2^112
-    })
+pub(super) fn widen_f16x8(bits: v128, held: Held) -> [v128; 2] {
+    let lower = i16x8_shl(bits, 13);
+    let upper = v128_and(i16x8_shr(bits, 3), held.f16_upper_bits);
+    [
+        i16x8_shuffle::<0, 8, 1, 9, 2, 10, 3, 11>(lower, upper),
+        i16x8_shuffle::<4, 12, 5, 13, 6, 14, 7, 15>(lower, upper),
+    ]
+    .map(|placed| f32x4_mul(placed, held.f16_rebias))
 }
 
-/// Widens 8 bf16 bit patterns to f32 (the half on top of a 32-bit lane is the f32).
+/// Widens 8 bf16 bit patterns to f32 (the half on top of a 32-bit lane is the f32): one
+/// interleave with zero per 4.
 #[inline(always)]
-fn widen_bf16x8(bits: v128) -> [v128; 2] {
-    [i32x4_shl(u32x4_extend_low_u16x8(bits), 16), i32x4_shl(u32x4_extend_high_u16x8(bits), 16)]
+fn widen_bf16x8(bits: v128, held: Held) -> [v128; 2] {
+    [
+        i16x8_shuffle::<0, 8, 1, 9, 2, 10, 3, 11>(held.zero, bits),
+        i16x8_shuffle::<4, 12, 5, 13, 6, 14, 7, 15>(held.zero, bits),
+    ]
 }
 
 /// Whether any of the halves seen had the all-ones exponent (infinity or NaN), tracked as the
@@ -1050,43 +1070,53 @@ impl F16Specials {
     }
 }
 
-/// The dots of one weight row (`src`, `ELEMENT_BYTES` per element) with each of `rows` over
-/// their first `len` elements; `widen` turns the bytes of 8 weights into two f32x4, `weight(i)`
-/// gives one (the tail past the last whole 8, summed after the vectors).
+/// The dots of a tile of `W` weight rows (`ELEMENT_BYTES` per element) and `R` activation rows
+/// over their first `len` elements: one row (1 × 1), a row group for prefill (1 ×
+/// [`ROW_GROUP`]) and a weight pair for decode (2 × 1, each activation vector loaded once for
+/// both). `widen(w, bytes)` turns the bytes of 8 weights of row `w` into two f32x4 and
+/// `weight(src, i)` gives one (the tail past the last whole 8, summed after the vectors). Every
+/// pair of rows gets the same operations in the same order in any tile.
 #[inline(always)]
-fn float_row_dots<const R: usize, const ELEMENT_BYTES: usize, const EXACT_PRODUCTS: bool>(
-    src: &[u8],
+fn float_tile<const W: usize, const R: usize, const ELEMENT_BYTES: usize, const EXACT_PRODUCTS: bool>(
+    src: [&[u8]; W],
     rows: [&[f32]; R],
-    mut widen: impl FnMut(&[u8]) -> [v128; 2],
-    weight: impl Fn(usize) -> f32,
-) -> [f32; R] {
-    let len = (src.len() / ELEMENT_BYTES).min(shortest_row(&rows));
-    let rows = rows.map(|row| &row[..len]);
+    mut widen: impl FnMut(usize, &[u8]) -> [v128; 2],
+    weight: impl Fn(&[u8], usize) -> f32,
+) -> [[f32; R]; W] {
+    let len = src.iter().map(|src| src.len() / ELEMENT_BYTES).min().unwrap_or(0).min(shortest_row(&rows));
+    let (src, rows) = (src.map(|src| &src[..len * ELEMENT_BYTES]), rows.map(|row| &row[..len]));
     let whole = len - len % 8;
-    let mut acc = [[f32x4_splat(0.0); 2]; R];
+    let mut acc = [[[f32x4_splat(0.0); 2]; R]; W];
     for i in (0..whole).step_by(8) {
-        // SAFETY: i + 8 <= len, and src holds len elements and every row len values. Unchecked
-        // because the bounds checks cost as much as the widening in this loop (measured).
-        let [low, high] = widen(unsafe { src.get_unchecked(i * ELEMENT_BYTES..(i + 8) * ELEMENT_BYTES) });
-        for (lanes, row) in acc.iter_mut().zip(rows) {
-            // SAFETY: as above, i + 8 <= len = row.len().
-            let (a_low, a_high) = unsafe { (row.get_unchecked(i..i + 4), row.get_unchecked(i + 4..i + 8)) };
-            if EXACT_PRODUCTS {
-                lanes[0] = exact_mul_add4(low, load_f32(a_low), lanes[0]);
-                lanes[1] = exact_mul_add4(high, load_f32(a_high), lanes[1]);
-            } else {
-                lanes[0] = mul_add4(low, load_f32(a_low), lanes[0]);
-                lanes[1] = mul_add4(high, load_f32(a_high), lanes[1]);
+        for (w, (acc, src)) in acc.iter_mut().zip(src).enumerate() {
+            // SAFETY: i + 8 <= len, and src holds len elements and every row len values.
+            // Unchecked because the bounds checks cost as much as the widening (measured).
+            let [low, high] =
+                widen(w, unsafe { src.get_unchecked(i * ELEMENT_BYTES..(i + 8) * ELEMENT_BYTES) });
+            for (lanes, row) in acc.iter_mut().zip(rows) {
+                // SAFETY: as above, i + 8 <= len = row.len().
+                let (a_low, a_high) =
+                    unsafe { (row.get_unchecked(i..i + 4), row.get_unchecked(i + 4..i + 8)) };
+                if EXACT_PRODUCTS {
+                    lanes[0] = exact_mul_add4(low, load_f32(a_low), lanes[0]);
+                    lanes[1] = exact_mul_add4(high, load_f32(a_high), lanes[1]);
+                } else {
+                    lanes[0] = mul_add4(low, load_f32(a_low), lanes[0]);
+                    lanes[1] = mul_add4(high, load_f32(a_high), lanes[1]);
+                }
             }
         }
     }
-    let mut sums = acc.map(|[low, high]| sum_f32x4(f32x4_add(low, high)));
-    for (sum, row) in sums.iter_mut().zip(rows) {
-        for (i, &a) in row.iter().enumerate().skip(whole) {
-            *sum += weight(i) * a;
-        }
-    }
-    sums
+    std::array::from_fn(|w| {
+        std::array::from_fn(|r| {
+            let [low, high] = acc[w][r];
+            let mut sum = sum_f32x4(f32x4_add(low, high));
+            for (i, &a) in rows[r].iter().enumerate().skip(whole) {
+                sum += weight(src[w], i) * a;
+            }
+            sum
+        })
+    })
 }
 
 /// Elements (or blocks) in the shortest of `rows` (the rows of a matmul are all the same length).
@@ -1095,42 +1125,39 @@ fn shortest_row<T, const R: usize>(rows: &[&[T]; R]) -> usize {
 }
 
 #[inline(always)]
-fn f32_rows<const R: usize>(src: &[u8], rows: [&[f32]; R]) -> [f32; R] {
-    let weight = |i: usize| f32::from_le_bytes([src[4 * i], src[4 * i + 1], src[4 * i + 2], src[4 * i + 3]]);
-    float_row_dots::<R, 4, false>(src, rows, |bytes| [load_u8(bytes), load_u8(&bytes[16..])], weight)
+fn f32_tile<const W: usize, const R: usize>(src: [&[u8]; W], rows: [&[f32]; R]) -> [[f32; R]; W] {
+    let weight = |src: &[u8], i: usize| {
+        f32::from_le_bytes([src[4 * i], src[4 * i + 1], src[4 * i + 2], src[4 * i + 3]])
+    };
+    float_tile::<W, R, 4, false>(src, rows, |_, bytes| [load_u8(bytes), load_u8(&bytes[16..])], weight)
 }
 
-pub(super) fn dot_f32(src: &[u8], activations: &[f32]) -> f32 {
-    let [sum] = f32_rows(src, [activations]);
-    sum
-}
-
-pub(super) fn dot_f32_group(src: &[u8], rows: [&[f32]; ROW_GROUP]) -> [f32; ROW_GROUP] {
-    f32_rows(src, rows)
+/// The F16 weight `i` of a row, for tails and the exact path.
+fn f16_weight(src: &[u8], i: usize) -> f32 {
+    half::f16::from_le_bytes([src[2 * i], src[2 * i + 1]]).to_f32()
 }
 
 #[inline(always)]
-fn f16_rows<const R: usize>(src: &[u8], rows: [&[F16Activation]; R]) -> [f32; R] {
+fn f16_tile<const W: usize, const R: usize>(src: [&[u8]; W], rows: [&[F16Activation]; R]) -> [[f32; R]; W] {
     let rows = rows.map(F16Activation::values);
-    let weight = |i: usize| half::f16::from_le_bytes([src[2 * i], src[2 * i + 1]]).to_f32();
-    let mut specials = F16Specials::new();
-    let widen = |bytes: &[u8]| {
+    let mut specials = [(); W].map(|_| F16Specials::new());
+    let held = Held::new();
+    let widen = |w: usize, bytes: &[u8]| {
         let bits = load_u8(bytes);
-        specials.see(bits);
-        widen_f16x8(bits)
+        specials[w].see(bits);
+        widen_f16x8(bits, held)
     };
-    let sums = float_row_dots::<R, 2, true>(src, rows, widen, weight);
-    if specials.any() {
-        // An infinity or NaN among the weights (never in a real model): the exact path.
-        let len = (src.len() / 2).min(shortest_row(&rows));
-        return rows.map(|row| (0..len).fold(0.0f64, |sum, i| sum + f64::from(weight(i) * row[i])) as f32);
+    let mut sums = float_tile::<W, R, 2, true>(src, rows, widen, f16_weight);
+    for ((sums, specials), src) in sums.iter_mut().zip(&specials).zip(src) {
+        if specials.any() {
+            // An infinity or NaN among the row's weights (never in a real model): the exact path.
+            let len = (src.len() / 2).min(shortest_row(&rows));
+            *sums = rows.map(|row| {
+                (0..len).fold(0.0f64, |sum, i| sum + f64::from(f16_weight(src, i) * row[i])) as f32
+            });
+        }
     }
     sums
-}
-
-pub(super) fn dot_f16(src: &[u8], activations: &[F16Activation]) -> f32 {
-    let [sum] = f16_rows(src, [activations]);
-    sum
 }
 
 /// The F16 dot's vector part summed with [`exact_mul_add4`] and with [`mul_add4`], for the
@@ -1138,35 +1165,29 @@ pub(super) fn dot_f16(src: &[u8], activations: &[F16Activation]) -> f32 {
 #[cfg(any(test, feature = "kernel-checks"))]
 pub(super) fn f16_dot_fused_and_unfused(src: &[u8], activations: &[F16Activation]) -> (f32, f32) {
     let rows = [F16Activation::values(activations)];
-    let weight = |i: usize| half::f16::from_le_bytes([src[2 * i], src[2 * i + 1]]).to_f32();
-    let widen = |bytes: &[u8]| widen_f16x8(load_u8(bytes));
-    let [fused] = float_row_dots::<1, 2, true>(src, rows, widen, weight);
-    let [unfused] = float_row_dots::<1, 2, false>(src, rows, widen, weight);
+    let held = Held::new();
+    let widen = |_, bytes: &[u8]| widen_f16x8(load_u8(bytes), held);
+    let [[fused]] = float_tile::<1, 1, 2, true>([src], rows, widen, f16_weight);
+    let [[unfused]] = float_tile::<1, 1, 2, false>([src], rows, widen, f16_weight);
     (fused, unfused)
 }
 
-pub(super) fn dot_f16_group(src: &[u8], rows: [&[F16Activation]; ROW_GROUP]) -> [f32; ROW_GROUP] {
-    f16_rows(src, rows)
-}
-
 #[inline(always)]
-fn bf16_rows<const R: usize>(src: &[u8], rows: [&[BF16Activation]; R]) -> [f32; R] {
-    let weight = |i: usize| half::bf16::from_le_bytes([src[2 * i], src[2 * i + 1]]).to_f32();
-    float_row_dots::<R, 2, true>(
+fn bf16_tile<const W: usize, const R: usize>(src: [&[u8]; W], rows: [&[BF16Activation]; R]) -> [[f32; R]; W] {
+    let weight = |src: &[u8], i: usize| half::bf16::from_le_bytes([src[2 * i], src[2 * i + 1]]).to_f32();
+    let held = Held::new();
+    float_tile::<W, R, 2, true>(
         src,
         rows.map(BF16Activation::values),
-        |bytes| widen_bf16x8(load_u8(bytes)),
+        |_, bytes| widen_bf16x8(load_u8(bytes), held),
         weight,
     )
 }
 
-pub(super) fn dot_bf16(src: &[u8], activations: &[BF16Activation]) -> f32 {
-    let [sum] = bf16_rows(src, [activations]);
-    sum
-}
-
-pub(super) fn dot_bf16_group(src: &[u8], rows: [&[BF16Activation]; ROW_GROUP]) -> [f32; ROW_GROUP] {
-    bf16_rows(src, rows)
+single_group_and_pair! {
+    f32_tile: dot_f32, dot_f32_group, dot_f32_pair(u8, f32);
+    f16_tile: dot_f16, dot_f16_group, dot_f16_pair(u8, F16Activation);
+    bf16_tile: dot_bf16, dot_bf16_group, dot_bf16_pair(u8, BF16Activation);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1237,13 +1258,14 @@ fn round_to_f16x4(x: v128) -> v128 {
 pub(super) fn widen_kv_row(src: &[f16], dst: &mut [f32]) {
     let len = src.len().min(dst.len());
     let whole = len - len % 8;
+    let held = Held::new();
     for i in (0..whole).step_by(8) {
         let bits = load_f16x8(&src[i..]);
         if any_f16_special(bits) {
             super::kv_rows::widen_kv_row(&src[i..i + 8], &mut dst[i..i + 8]);
             continue;
         }
-        let [low, high] = widen_f16x8(bits);
+        let [low, high] = widen_f16x8(bits, held);
         store_f32(&mut dst[i..], low);
         store_f32(&mut dst[i + 4..], high);
     }
@@ -1256,11 +1278,12 @@ pub(super) fn dot_kv_row(query: &[f32], key: &[f16]) -> f32 {
     // ggml's 4 × 8 lanes: accumulator 2a holds lanes 0..4 of its group a, 2a + 1 lanes 4..8.
     let mut acc = [f32x4_splat(0.0); 8];
     let mut specials = F16Specials::new();
+    let held = Held::new();
     for i in (0..whole).step_by(32) {
         for a in 0..4 {
             let bits = load_f16x8(&key[i + 8 * a..]);
             specials.see(bits);
-            let [low, high] = widen_f16x8(bits);
+            let [low, high] = widen_f16x8(bits, held);
             acc[2 * a] = mul_add4(load_f32(&query[i + 8 * a..]), low, acc[2 * a]);
             acc[2 * a + 1] = mul_add4(load_f32(&query[i + 8 * a + 4..]), high, acc[2 * a + 1]);
         }
@@ -1281,13 +1304,14 @@ pub(super) fn mad_kv_row_rounded(acc: &mut [f32], values: &[f16], weight: f32) {
     let len = acc.len().min(values.len());
     let whole = len - len % 8;
     let weights = f32x4_splat(weight);
+    let held = Held::new();
     for i in (0..whole).step_by(8) {
         let bits = load_f16x8(&values[i..]);
         if any_f16_special(bits) {
             super::kv_rows::mad_kv_row_rounded(&mut acc[i..i + 8], &values[i..i + 8], weight);
             continue;
         }
-        let [low, high] = widen_f16x8(bits);
+        let [low, high] = widen_f16x8(bits, held);
         let sum_low = mul_add4(low, weights, load_f32(&acc[i..]));
         let sum_high = mul_add4(high, weights, load_f32(&acc[i + 4..]));
         let (rounded_low, rounded_high) =
