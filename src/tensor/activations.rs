@@ -10,7 +10,7 @@ use half::{bf16, f16};
 use super::blocks::{BlockQ8_1, BlockQ8K, F16Le, QK, QK_K};
 use super::error::{TensorError, check_len};
 use super::format::WeightType;
-use super::kernels::active::{Q8_0Sums, q8_0_sums};
+use super::kernels::active::{Q8_0Extra, q8_0_extra};
 
 /// The formats activations are quantized to, named as in ggml.
 #[allow(non_camel_case_types)] // ggml's spelling
@@ -72,21 +72,22 @@ macro_rules! widened_values {
 widened_values!(F16Activation, BF16Activation);
 
 /// A Q8_0 activation block: ggml's `block_q8_0` (32 values `d * q`, `q` in -127..=127) plus
-/// whatever per-block sums of the quants the build's kernels want, made here once per matmul
-/// rather than by the kernels once per weight row (`Q8_0Sums` in `kernels.rs`: nothing, `()`,
-/// except in the relaxed-SIMD builds, whose Q4_0 and Q5_0 dots take their weights' offset out
-/// with them). The sums always follow the quants: blocks come from quantizing or [`new`](Self::new).
+/// whatever the build's kernels want derived from it, made here once per matmul rather than by
+/// the kernels once per weight row (`Q8_0Extra` in `kernels.rs`: nothing, `()`, except in the
+/// SIMD128 builds, whose kernels take the scale widened to f32 lanes, and under relaxed SIMD
+/// per-block sums with which the Q4_0 and Q5_0 dots take their weights' offset out). The extra
+/// always follows the scale and quants: blocks come from quantizing or [`new`](Self::new).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Q8_0Activation {
     pub d: F16Le,
     pub qs: [i8; QK],
-    pub(super) sums: Q8_0Sums,
+    pub(super) extra: Q8_0Extra,
 }
 
 impl Q8_0Activation {
     pub fn new(d: F16Le, qs: [i8; QK]) -> Self {
-        Self { d, qs, sums: q8_0_sums(&qs) }
+        Self { d, qs, extra: q8_0_extra(d, &qs) }
     }
 }
 
@@ -395,7 +396,7 @@ impl ActivationFormat for Q8_0Activation {
             for (q, &v) in block.qs.iter_mut().zip(x) {
                 *q = nearest_int(v * inverse) as i8;
             }
-            block.sums = q8_0_sums(&block.qs);
+            block.extra = q8_0_extra(block.d, &block.qs);
         }
     }
 

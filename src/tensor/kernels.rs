@@ -11,9 +11,10 @@
 //!
 //! A new block type adds its struct (`blocks.rs`), its scalar kernel, a kernel in the files of
 //! the instruction sets that have one, and a row in each table below. Besides kernels, a table
-//! names what a Q8_0 activation block carries for them (`Q8_0Sums`, made by `q8_0_sums` when
-//! the activations are quantized): nothing, except for relaxed SIMD's Q4_0 and Q5_0 dots,
-//! which take their weights' offset out with per-block activation sums. Row-group slots
+//! names what a Q8_0 activation block carries for them (`Q8_0Extra`, made by `q8_0_extra`
+//! when the activations are quantized): nothing, except for SIMD128, whose kernels take the
+//! block's scale widened to f32 lanes, and relaxed SIMD's Q4_0 and Q5_0 dots, which take their
+//! weights' offset out with per-block activation sums. Row-group slots
 //! (`*_group`: one weight row dotted with `ROW_GROUP` activation rows, each weight block
 //! decoded once) fall back to the table's own single-row kernel, so they always equal it bit
 //! for bit. The KV-row slots (`*kv_row*`, `scale_rounded_to_f16`) are attention's work on
@@ -35,8 +36,8 @@ pub(super) mod scalar {
     pub(in crate::tensor) use super::super::kv_rows::{
         dot_kv_row, mad_kv_row_rounded, scale_rounded_to_f16, widen_kv_row,
     };
-    #[cfg_attr(target_feature = "relaxed-simd", allow(unused_imports))] // relaxed SIMD has its own
-    pub(in crate::tensor) use super::super::legacy::{Q8_0Sums, q8_0_sums};
+    #[cfg_attr(target_feature = "simd128", allow(unused_imports))] // SIMD128 has its own
+    pub(in crate::tensor) use super::super::legacy::{Q8_0Extra, q8_0_extra};
     pub(in crate::tensor) use super::super::legacy::{dot_q4_0, dot_q4_1, dot_q5_0, dot_q5_1, dot_q8_0};
 }
 
@@ -114,9 +115,8 @@ macro_rules! single_row_groups {
 /// WebAssembly SIMD128, with or without relaxed SIMD: every slot.
 #[cfg(all(target_family = "wasm", target_feature = "simd128"))]
 pub(super) mod active {
-    /// Relaxed SIMD's Q4_0 and Q5_0 dots want per-block activation sums; SIMD128's none.
-    #[cfg(target_feature = "relaxed-simd")]
-    pub(in crate::tensor) use super::super::simd128::{Q8_0Sums, q8_0_sums};
+    /// Widened activation scales, and for relaxed SIMD's Q4_0 and Q5_0 dots per-block sums.
+    pub(in crate::tensor) use super::super::simd128::{Q8_0Extra, q8_0_extra};
     pub(in crate::tensor) use super::super::simd128::{
         dot_bf16, dot_bf16_group, dot_f16, dot_f16_group, dot_f32, dot_f32_group, dot_iq4_nl,
         dot_iq4_nl_group, dot_iq4_xs, dot_iq4_xs_group, dot_q4_0, dot_q4_0_group, dot_q4_1, dot_q4_1_group,
@@ -135,15 +135,13 @@ pub(super) mod active {
     pub(in crate::tensor) use super::super::simd128::{
         dot_kv_row, mad_kv_row_rounded, scale_rounded_to_f16, widen_kv_row,
     };
-    #[cfg(not(target_feature = "relaxed-simd"))]
-    pub(in crate::tensor) use super::scalar::{Q8_0Sums, q8_0_sums};
 }
 
 /// Native x86-64 with AVX2 and FMA: ggml's own AVX2 sums for the 32-element formats.
 #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
 pub(super) mod active {
     pub(in crate::tensor) use super::super::avx2::{dot_q4_0, dot_q4_1, dot_q5_0, dot_q8_0};
-    pub(in crate::tensor) use super::scalar::{Q8_0Sums, q8_0_sums};
+    pub(in crate::tensor) use super::scalar::{Q8_0Extra, q8_0_extra};
     pub(in crate::tensor) use super::scalar::{
         dot_bf16, dot_f16, dot_f32, dot_iq4_nl, dot_iq4_xs, dot_q4_k, dot_q5_1, dot_q5_k, dot_q6_k,
     };

@@ -13,7 +13,9 @@ use super::float::fma;
 use std::mem::size_of;
 
 use super::activations::Q8_0Activation;
-use super::blocks::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, BlockQ8_1, QK, whole_blocks};
+use super::blocks::{
+    BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, BlockQ8_1, F16Le, QK, whole_blocks,
+};
 use super::format::ROW_GROUP;
 use super::format::{QuantFormat, WeightType};
 
@@ -21,15 +23,15 @@ use super::kernels::active;
 
 const HALF: usize = QK / 2;
 
-/// What a Q8_0 activation block carries for these kernels (and the AVX2 and SIMD128 ones)
-/// besides its scale and quants: nothing. (Relaxed SIMD has sums of its own.)
-#[cfg_attr(target_feature = "relaxed-simd", allow(dead_code))]
-pub(super) type Q8_0Sums = ();
+/// What a Q8_0 activation block carries for these kernels (and the AVX2 ones) besides its
+/// scale and quants: nothing. (The SIMD128 kernels have theirs.)
+#[cfg_attr(target_feature = "simd128", allow(dead_code))]
+pub(super) type Q8_0Extra = ();
 
-/// The [`Q8_0Sums`] of a block's quants.
-#[cfg_attr(target_feature = "relaxed-simd", allow(dead_code))]
+/// The [`Q8_0Extra`] of a block.
+#[cfg_attr(target_feature = "simd128", allow(dead_code))]
 #[inline(always)]
-pub(super) fn q8_0_sums(_qs: &[i8; QK]) -> Q8_0Sums {}
+pub(super) fn q8_0_extra(_d: F16Le, _qs: &[i8; QK]) -> Q8_0Extra {}
 
 /// The eight per-lane float accumulators of one dot product.
 #[derive(Default)]

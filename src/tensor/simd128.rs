@@ -290,7 +290,7 @@ enum Weights32 {
     Quants(Quants16, Quants16),
     /// Relaxed SIMD: codes 0..=31 from which `offset` is to be taken (Q4_0: 8, Q5_0: 16).
     /// Σ (c − o)·a is summed as Σ c·a − o·Σa in i16 pairs, with no sign transfer; the −o·Σa
-    /// come with the activation block ([`Q8_0Sums`], made once per matmul, not once per weight
+    /// come with the activation block ([`Q8_0Extra`], made once per matmul, not once per weight
     /// row). Per i16 lane at most 4·31·128 + 16·4·128 = 24,064, inside i16; the i32 lanes cover
     /// the elements [`Quants16`]' lanes do, so the sums are those of signed quants, bit for bit.
     #[cfg(target_feature = "relaxed-simd")]
@@ -311,20 +311,33 @@ fn offset_codes(low: v128, high: v128, offset: i8) -> Weights32 {
     }
 }
 
-/// Relaxed SIMD: what a Q8_0 activation block carries for the Q4_0 and Q5_0 dots. For i16 lane
-/// `j` of their dot (elements `2j`, `2j + 1`, `16 + 2j` and `17 + 2j`), the sum of those 4
-/// quants times −8 and times −16: what the offset of 8 (Q4_0) or 16 (Q5_0) takes from it, at
-/// most 16·4·128 in magnitude.
-#[cfg(target_feature = "relaxed-simd")]
+/// What a Q8_0 activation block carries for these kernels, made once per matmul rather than
+/// once per weight row:
+/// - its scale widened to f32 in all four lanes (as bits, so that blocks stay `Eq`): one load
+///   per block and activation row, where the f16 table took three instructions and a
+///   broadcast (a row group's epilogue is a fifth shorter for it);
+/// - relaxed SIMD, for the Q4_0 and Q5_0 dots: for i16 lane `j` of their dot (elements `2j`,
+///   `2j + 1`, `16 + 2j` and `17 + 2j`), the sum of those 4 quants times −8 and times −16,
+///   what the offset of 8 (Q4_0) or 16 (Q5_0) takes from it, at most 16·4·128 in magnitude.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(super) struct Q8_0Sums {
+pub(super) struct Q8_0Extra {
+    scale: [u32; 4],
+    #[cfg(target_feature = "relaxed-simd")]
     minus_8: [i16; 8],
+    #[cfg(target_feature = "relaxed-simd")]
     minus_16: [i16; 8],
 }
 
-#[cfg(target_feature = "relaxed-simd")]
-impl Q8_0Sums {
+impl Q8_0Extra {
+    /// The block's scale in four f32 lanes.
+    #[inline(always)]
+    fn scale(&self) -> v128 {
+        // SAFETY: 4 u32 are 16 readable bytes; wasm's v128.load has no alignment requirement.
+        unsafe { v128_load(self.scale.as_ptr().cast()) }
+    }
+
     /// The lanes of `−offset · Σa`, for an offset of 8 or 16.
+    #[cfg(target_feature = "relaxed-simd")]
     #[inline(always)]
     fn offsets(&self, offset: i8) -> v128 {
         debug_assert!(offset == 8 || offset == 16);
@@ -334,14 +347,26 @@ impl Q8_0Sums {
     }
 }
 
-/// The [`Q8_0Sums`] of a block's quants.
-#[cfg(target_feature = "relaxed-simd")]
+/// The [`Q8_0Extra`] of a block with scale `d` and quants `qs`.
 #[inline(always)]
-pub(super) fn q8_0_sums(qs: &[i8; 32]) -> Q8_0Sums {
-    let sums: [i16; 8] = std::array::from_fn(|j| {
-        [qs[2 * j], qs[2 * j + 1], qs[16 + 2 * j], qs[17 + 2 * j]].map(i16::from).iter().sum()
-    });
-    Q8_0Sums { minus_8: sums.map(|sum| -8 * sum), minus_16: sums.map(|sum| -16 * sum) }
+pub(super) fn q8_0_extra(d: F16Le, qs: &[i8; 32]) -> Q8_0Extra {
+    let _ = qs;
+    Q8_0Extra {
+        scale: [f32_of(f16_table(), d).to_bits(); 4],
+        #[cfg(target_feature = "relaxed-simd")]
+        minus_8: offset_sums(qs, -8),
+        #[cfg(target_feature = "relaxed-simd")]
+        minus_16: offset_sums(qs, -16),
+    }
+}
+
+/// Relaxed SIMD: `factor` times the sum of quants `2j`, `2j + 1`, `16 + 2j` and `17 + 2j`, for
+/// each i16 lane `j`.
+#[cfg(target_feature = "relaxed-simd")]
+fn offset_sums(qs: &[i8; 32], factor: i16) -> [i16; 8] {
+    std::array::from_fn(|j| {
+        factor * [qs[2 * j], qs[2 * j + 1], qs[16 + 2 * j], qs[17 + 2 * j]].map(i16::from).iter().sum::<i16>()
+    })
 }
 
 /// Σ quants × activations over a 32-element block, as four i32 partial sums.
@@ -363,7 +388,7 @@ fn dot32_q8_0(weights: Weights32, activations: &Q8_0Activation, held: Held) -> v
                 i16x8_relaxed_dot_i8x16_i7x16(load_i8(qs), low),
                 i16x8_relaxed_dot_i8x16_i7x16(load_i8(&qs[16..]), high),
             );
-            i32x4_dot_i16x8(i16x8_add(pairs, activations.sums.offsets(offset)), held.ones)
+            i32x4_dot_i16x8(i16x8_add(pairs, activations.extra.offsets(offset)), held.ones)
         }
     }
 }
@@ -382,16 +407,18 @@ fn q8_0_activation_tile<B, const W: usize, const R: usize>(
 ) -> [[f32; R]; W] {
     let len = shortest_row(&x).min(shortest_row(&rows));
     let (x, rows) = (x.map(|x| &x[..len]), rows.map(|row| &row[..len]));
-    let table = f16_table();
     let held = Held::new();
     let mut acc = [[f32x4_splat(0.0); R]; W];
     // With two weight rows, LLVM loads each activation block and scale once for both.
     for b in 0..len {
         for (acc, x) in acc.iter_mut().zip(x) {
             let (weights, xd) = decode(&x[b], held);
+            let xd = f32x4_splat(xd);
             for (lane, row) in acc.iter_mut().zip(rows) {
                 let yb = &row[b];
-                *lane = add_scaled(*lane, dot32_q8_0(weights, yb, held), xd * f32_of(table, yb.d));
+                // xd · yd in each lane: the product `add_scaled` would splat, bit for bit.
+                let scale = f32x4_mul(xd, yb.extra.scale());
+                *lane = mul_add4(f32x4_convert_i32x4(dot32_q8_0(weights, yb, held)), scale, *lane);
             }
         }
     }
