@@ -112,7 +112,7 @@ wasm_cargo() { # flavour cargo-subcommand args...
   # local -x: exported to cargo only, so a later native cargo keeps its own target dir.
   local -x CARGO_TARGET_DIR="$ROOT/target/wasm-$flavour"
   local -x "CARGO_TARGET_${target_env}_RUSTFLAGS=-C target-feature=$features"
-  local -x "CARGO_TARGET_${target_env}_RUNNER=wasm-bindgen-test-runner"
+  local -x "CARGO_TARGET_${target_env}_RUNNER=$ROOT/scripts/wasm-test-runner.sh"
   local needs_std_build=
   case "$flavour" in *threads | memory64*) needs_std_build=1 ;; esac
   if [ "$WASM_MODE" = rustup ] && [ -z "$needs_std_build" ]; then
@@ -230,6 +230,7 @@ build_wasm() { # [flavour...] (default: all)
     rm -rf "$out"
     arch=wasm32
     case "$flavour" in memory64*) arch=wasm64 ;; esac
+    scripts/fold-load-offsets.sh "target/wasm-$flavour/$arch-unknown-unknown/release/inferno.wasm"
     wasm-bindgen --target web --no-typescript --out-dir "$out" \
       "target/wasm-$flavour/$arch-unknown-unknown/release/inferno.wasm"
     case "$flavour" in *threads) ;; *) continue ;; esac
