@@ -314,8 +314,8 @@ fn offset_codes(low: v128, high: v128, offset: i8) -> Weights32 {
 /// What a Q8_0 activation block carries for these kernels, made once per matmul rather than
 /// once per weight row:
 /// - its scale widened to f32 in all four lanes (as bits, so that blocks stay `Eq`): one load
-///   per block and activation row, where the f16 table took three instructions and a
-///   broadcast (a row group's epilogue is a fifth shorter for it);
+///   per block and activation row, where the f16 table took a load of the half, a lookup and a
+///   broadcast (V8 does not fold the load into the multiply: one machine instruction fewer);
 /// - relaxed SIMD, for the Q4_0 and Q5_0 dots: for i16 lane `j` of their dot (elements `2j`,
 ///   `2j + 1`, `16 + 2j` and `17 + 2j`), the sum of those 4 quants times −8 and times −16,
 ///   what the offset of 8 (Q4_0) or 16 (Q5_0) takes from it, at most 16·4·128 in magnitude.
@@ -348,9 +348,9 @@ impl Q8_0Extra {
 }
 
 /// The [`Q8_0Extra`] of a block with scale `d` and quants `qs`.
+#[cfg_attr(not(target_feature = "relaxed-simd"), allow(unused_variables))]
 #[inline(always)]
 pub(super) fn q8_0_extra(d: F16Le, qs: &[i8; 32]) -> Q8_0Extra {
-    let _ = qs;
     Q8_0Extra {
         scale: [f32_of(f16_table(), d).to_bits(); 4],
         #[cfg(target_feature = "relaxed-simd")]
@@ -1061,20 +1061,23 @@ pub(super) fn dot_q6_k(x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
 pub(super) fn widen_f16x8(bits: v128, held: Held) -> [v128; 2] {
     let lower = i16x8_shl(bits, 13);
     let upper = v128_and(i16x8_shr(bits, 3), held.f16_upper_bits);
-    [
-        i16x8_shuffle::<0, 8, 1, 9, 2, 10, 3, 11>(lower, upper),
-        i16x8_shuffle::<4, 12, 5, 13, 6, 14, 7, 15>(lower, upper),
-    ]
-    .map(|placed| f32x4_mul(placed, held.f16_rebias))
+    interleave_halves(lower, upper).map(|placed| f32x4_mul(placed, held.f16_rebias))
 }
 
 /// Widens 8 bf16 bit patterns to f32 (the half on top of a 32-bit lane is the f32): one
 /// interleave with zero per 4.
 #[inline(always)]
 fn widen_bf16x8(bits: v128, held: Held) -> [v128; 2] {
+    interleave_halves(held.zero, bits)
+}
+
+/// Eight 32-bit lanes from 16-bit halves: lane `i` has `lower`'s lane `i` below and `upper`'s on
+/// top, lanes 0..4 in the first vector (one x86 unpack each).
+#[inline(always)]
+fn interleave_halves(lower: v128, upper: v128) -> [v128; 2] {
     [
-        i16x8_shuffle::<0, 8, 1, 9, 2, 10, 3, 11>(held.zero, bits),
-        i16x8_shuffle::<4, 12, 5, 13, 6, 14, 7, 15>(held.zero, bits),
+        i16x8_shuffle::<0, 8, 1, 9, 2, 10, 3, 11>(lower, upper),
+        i16x8_shuffle::<4, 12, 5, 13, 6, 14, 7, 15>(lower, upper),
     ]
 }
 
