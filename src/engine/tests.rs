@@ -475,3 +475,27 @@ fn a_gemma4_with_experts_or_impossible_sharing_is_refused() {
     .expect("refused");
     assert!(error.to_string().contains("no earlier layer of its kind"), "{error}");
 }
+
+/// A Q8_0 quant of −128 (which ggml's quantizer never writes) is read as −127 when the file
+/// loads, so every kernel, SIMD or not, prefill or decode, sees the same weight.
+#[test]
+fn a_q8_0_quant_of_minus_128_reads_as_minus_127() {
+    use crate::model::ModelBytes;
+    let bytes = fixture("models/qwen3-micro-q8_0.gguf");
+    let header = ModelBytes::from(bytes.clone()).header().unwrap();
+    let down = header.tensor("blk.0.ffn_down.weight").unwrap();
+    assert_eq!(down.ggml_type, crate::gguf::GgmlType::Q8_0);
+    // The first quant of block 0 (after its two scale bytes).
+    let at = (header.data_offset + down.offset) as usize + 2;
+    let with_quant = |q: i8| {
+        let mut file = bytes.clone();
+        file[at] = q as u8;
+        let engine = Engine::load(file).unwrap();
+        let mut session = engine.new_session(64).unwrap();
+        session.sync(&engine, &engine.encode("The capital of France is")).unwrap();
+        let mut sampler = greedy();
+        (0..4).map(|_| session.step(&engine, &mut sampler, None, 5).unwrap().trace).collect::<Vec<_>>()
+    };
+    assert_eq!(with_quant(-128), with_quant(-127));
+    assert_ne!(with_quant(-128), with_quant(127), "the quant should move the logits");
+}

@@ -53,6 +53,13 @@ impl ModelBytes {
         bytes.get(range.start - start..range.end.checked_sub(*start)?)
     }
 
+    /// [`get`](Self::get), writable.
+    pub fn get_mut(&mut self, range: Range<usize>) -> Option<&mut [u8]> {
+        let index = self.pieces.partition_point(|(start, _)| *start <= range.start).checked_sub(1)?;
+        let (start, bytes) = &mut self.pieces[index];
+        bytes.get_mut(range.start - *start..range.end.checked_sub(*start)?)
+    }
+
     /// Parses the header from the first piece.
     pub fn header(&self) -> Result<GgufHeader, GgufError> {
         let first = self.pieces.first().map_or(&[][..], |(_, bytes)| bytes.as_slice());

@@ -25,7 +25,8 @@ pub use weights::{
     AttentionWeights, DeltaNetWeights, LayerWeights, Matrix, Mixer, PerLayerInput, PerLayerWeights, Weights,
 };
 
-use crate::gguf::{GgufHeader, Metadata};
+use crate::gguf::{GgmlType, GgufHeader, Metadata};
+use crate::tensor::clamp_q8_0_quants;
 
 pub struct Model {
     config: Config,
@@ -38,10 +39,11 @@ impl Model {
     /// Parses and validates `file` (a whole GGUF file, in one piece or several) and takes
     /// ownership of it.
     pub fn load(file: impl Into<ModelBytes>) -> Result<Model, ModelError> {
-        let file = file.into();
+        let mut file = file.into();
         let header = file.header()?;
         let config = config_of(&header)?;
         let weights = Weights::load(&header, Some(&file), &config)?;
+        clamp_q8_0_tensors(&header, &mut file);
         Ok(Model { config, weights, header, file })
     }
 
@@ -78,6 +80,23 @@ impl Model {
     /// A KV cache for `context` positions and scratch space for batches of up to `max_batch`.
     pub fn new_state(&self, context: usize, max_batch: usize) -> Result<(Cache, Scratch), ModelError> {
         Ok((Cache::new(&self.config, context)?, Scratch::new(&self.config, context, max_batch)?))
+    }
+}
+
+/// Clamps the quants of every Q8_0 tensor to ggml's range ([`clamp_q8_0_quants`]). Tensors the
+/// model does not use, and so [`Weights::load`] did not place, are skipped where they do not
+/// lie inside one piece of the file.
+fn clamp_q8_0_tensors(header: &GgufHeader, file: &mut ModelBytes) {
+    for info in header.tensors.iter().filter(|info| info.ggml_type == GgmlType::Q8_0) {
+        let start = header.data_offset.saturating_add(info.offset);
+        let (Ok(start), Ok(end)) =
+            (usize::try_from(start), usize::try_from(start.saturating_add(info.n_bytes)))
+        else {
+            continue;
+        };
+        if let Some(tensor) = file.get_mut(start..end) {
+            clamp_q8_0_quants(tensor);
+        }
     }
 }
 

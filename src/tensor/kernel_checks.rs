@@ -434,6 +434,10 @@ impl SplitMix {
                 block[offset..offset + 2].copy_from_slice(&half::f16::from_f32(value).to_le_bytes());
             }
         }
+        if weight_type == W::Q8_0 {
+            // As loading leaves them: quants of −128 read as −127.
+            super::clamp_q8_0_quants(&mut out[1..]);
+        }
         out
     }
 }

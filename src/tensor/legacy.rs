@@ -33,6 +33,19 @@ pub(super) type Q8_0Extra = ();
 #[inline(always)]
 pub(super) fn q8_0_extra(_d: F16Le, _qs: &[i8; QK]) -> Q8_0Extra {}
 
+/// Reads a Q8_0 tensor's quants of −128 as −127, in place (its scales untouched). ggml's
+/// quantizer never writes −128 (its quants are `round(x / (amax / 127))`), so only a hostile
+/// file has one; clamping it when the file loads gives every kernel the same values. Relaxed
+/// SIMD's decode dot moves the activation's sign onto the weight, which −128 cannot take, and
+/// its prefill dot takes the weight's magnitude as a 7-bit operand, which 128 is not.
+pub fn clamp_q8_0_quants(tensor: &mut [u8]) {
+    for block in tensor.chunks_exact_mut(size_of::<BlockQ8_0>()) {
+        for q in &mut block[size_of::<F16Le>()..] {
+            *q = (*q as i8).max(-127) as u8;
+        }
+    }
+}
+
 /// The eight per-lane float accumulators of one dot product.
 #[derive(Default)]
 pub(super) struct Lanes([f32; 8]);

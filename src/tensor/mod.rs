@@ -90,6 +90,7 @@ pub use blocks::{
 pub use error::TensorError;
 pub use float::{fma, table_over_f16};
 pub use format::{QuantFormat, REPACK_ROWS, WeightType, dequantize_row, vec_dot};
+pub use legacy::clamp_q8_0_quants;
 pub use matmul::{
     MatmulOperand, WeightLayout, matmul, matmul_many, matmul_quantized, matmul_quantized_with_layout,
 };

@@ -80,8 +80,8 @@ struct Quants16([v128; 2]);
 /// 16 prepared weight quants. Relaxed SIMD: magnitudes 0..=127, the 7-bit operand of
 /// `i16x8.relaxed_dot_i8x16_i7x16_s` (deterministic in that range), and for signed quants
 /// the lanes whose sign moves onto the activation (as ggml's AVX2 kernels do with `sign`).
-/// A weight of -128 (only in a hostile file: ggml's quantizers stop at -127) has no 7-bit
-/// magnitude; its products are whatever the CPU makes of it, never a trap.
+/// No weight is -128, which has no 7-bit magnitude: loading reads a Q8_0 quant of -128 (only a
+/// hostile file has one) as -127 (`clamp_q8_0_quants`), and no other format's quants reach it.
 #[cfg(target_feature = "relaxed-simd")]
 #[derive(Clone, Copy)]
 struct Quants16 {
@@ -295,6 +295,27 @@ enum Weights32 {
     /// the elements [`Quants16`]' lanes do, so the sums are those of signed quants, bit for bit.
     #[cfg(target_feature = "relaxed-simd")]
     Offset { low: v128, high: v128, offset: i8 },
+    /// Signed quants as loaded (Q8_0, IQ4_NL's levels), elements 0..16 and 16..32, which the
+    /// tile prepares for its row count ([`Weights32::for_rows`]). Left as they are for one
+    /// activation row under relaxed SIMD: then the activation's sign moves onto the weights
+    /// and its magnitude (made once per matmul, [`Q8_0Extra`]) is the 7-bit operand, which
+    /// spares the weights' absolute value and sign mask: 4 operations per block and weight
+    /// row in decode. The integer sums are the same.
+    Signed(v128, v128),
+}
+
+impl Weights32 {
+    /// The weights prepared for a tile of `rows` activation rows: signed quants get their
+    /// magnitudes and signs taken once when several rows share them.
+    #[inline(always)]
+    fn for_rows(self, rows: usize) -> Self {
+        match self {
+            Weights32::Signed(low, high) if rows > 1 || cfg!(not(target_feature = "relaxed-simd")) => {
+                Weights32::Quants(signed_quants(low), signed_quants(high))
+            }
+            weights => weights,
+        }
+    }
 }
 
 /// Codes 0..=31 with an offset to take off each (the signed formats Q4_0 and Q5_0).
@@ -318,7 +339,12 @@ fn offset_codes(low: v128, high: v128, offset: i8) -> Weights32 {
 ///   broadcast (V8 does not fold the load into the multiply: one machine instruction fewer);
 /// - relaxed SIMD, for the Q4_0 and Q5_0 dots: for i16 lane `j` of their dot (elements `2j`,
 ///   `2j + 1`, `16 + 2j` and `17 + 2j`), the sum of those 4 quants times −8 and times −16,
-///   what the offset of 8 (Q4_0) or 16 (Q5_0) takes from it, at most 16·4·128 in magnitude.
+///   what the offset of 8 (Q4_0) or 16 (Q5_0) takes from it, at most 16·4·128 in magnitude;
+/// - relaxed SIMD, for decode's Q8_0 and IQ4_NL dots, the quants' magnitudes and signs.
+///
+/// In declaration order (`repr(C)`): the loops' addresses then count up from the scale, and
+/// the build folds those constant offsets into the loads (`scripts/fold-load-offsets.sh`).
+#[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(super) struct Q8_0Extra {
     scale: [u32; 4],
@@ -326,6 +352,12 @@ pub(super) struct Q8_0Extra {
     minus_8: [i16; 8],
     #[cfg(target_feature = "relaxed-simd")]
     minus_16: [i16; 8],
+    /// Relaxed SIMD, for decode's signed weights ([`Weights32::Signed`]): the quants'
+    /// magnitudes (0..=127, the 7-bit operand) and all-ones bytes where a quant is negative.
+    #[cfg(target_feature = "relaxed-simd")]
+    magnitude: [u8; 32],
+    #[cfg(target_feature = "relaxed-simd")]
+    negative: [i8; 32],
 }
 
 impl Q8_0Extra {
@@ -345,6 +377,13 @@ impl Q8_0Extra {
         // SAFETY: 8 i16 are 16 readable bytes; wasm's v128.load has no alignment requirement.
         unsafe { v128_load(lanes.as_ptr().cast()) }
     }
+
+    /// The magnitudes and negative masks of quants `16 * half..16 * half + 16`.
+    #[cfg(target_feature = "relaxed-simd")]
+    #[inline(always)]
+    fn magnitude_and_sign(&self, half: usize) -> (v128, v128) {
+        (load_u8(&self.magnitude[16 * half..]), load_i8(&self.negative[16 * half..]))
+    }
 }
 
 /// The [`Q8_0Extra`] of a block with scale `d` and quants `qs`.
@@ -357,6 +396,11 @@ pub(super) fn q8_0_extra(d: F16Le, qs: &[i8; 32]) -> Q8_0Extra {
         minus_8: offset_sums(qs, -8),
         #[cfg(target_feature = "relaxed-simd")]
         minus_16: offset_sums(qs, -16),
+        // Our quantizer's quants stop at -127, so every magnitude is a 7-bit operand.
+        #[cfg(target_feature = "relaxed-simd")]
+        magnitude: qs.map(i8::unsigned_abs),
+        #[cfg(target_feature = "relaxed-simd")]
+        negative: qs.map(|q| if q < 0 { -1 } else { 0 }),
     }
 }
 
@@ -381,6 +425,21 @@ fn dot32([low, high]: [Quants16; 2], activations: &[i8; 32], held: Held) -> v128
 fn dot32_q8_0(weights: Weights32, activations: &Q8_0Activation, held: Held) -> v128 {
     match weights {
         Weights32::Quants(low, high) => dot32([low, high], &activations.qs, held),
+        #[cfg(not(target_feature = "relaxed-simd"))]
+        Weights32::Signed(low, high) => {
+            dot32([signed_quants(low), signed_quants(high)], &activations.qs, held)
+        }
+        #[cfg(target_feature = "relaxed-simd")]
+        Weights32::Signed(low, high) => {
+            // (w ^ m) − m is w with the activation's sign, as in `dot16`; a weight of −128 (a
+            // hostile file's) stays −128.
+            let half = |weights: v128, half: usize| {
+                let (magnitude, negative) = activations.extra.magnitude_and_sign(half);
+                let signed = i8x16_sub(v128_xor(weights, negative), negative);
+                i32x4_dot_i16x8(i16x8_relaxed_dot_i8x16_i7x16(signed, magnitude), held.ones)
+            };
+            i32x4_add(half(low, 0), half(high, 1))
+        }
         #[cfg(target_feature = "relaxed-simd")]
         Weights32::Offset { low, high, offset } => {
             let qs = &activations.qs;
@@ -413,6 +472,7 @@ fn q8_0_activation_tile<B, const W: usize, const R: usize>(
     for b in 0..len {
         for (acc, x) in acc.iter_mut().zip(x) {
             let (weights, xd) = decode(&x[b], held);
+            let weights = weights.for_rows(R);
             let xd = f32x4_splat(xd);
             for (lane, row) in acc.iter_mut().zip(rows) {
                 let yb = &row[b];
@@ -452,6 +512,21 @@ fn q8_1_activation_tile<B, const W: usize, const R: usize>(
     std::array::from_fn(|w| std::array::from_fn(|r| sum_f32x4(acc[w][r]) + offsets[w][r]))
 }
 
+/// `table[indices[i]]` in each byte lane, for indices 0..=15. Relaxed SIMD's swizzle is one
+/// `pshufb` on x86-64 and exact in that range; the plain one must send indices of 16 and up to
+/// zero, which V8 does by a saturating add of a constant it materializes at every use.
+#[inline(always)]
+fn lookup16(table: v128, indices: v128) -> v128 {
+    #[cfg(target_feature = "relaxed-simd")]
+    {
+        i8x16_relaxed_swizzle(table, indices)
+    }
+    #[cfg(not(target_feature = "relaxed-simd"))]
+    {
+        i8x16_swizzle(table, indices)
+    }
+}
+
 /// The low and high nibbles of 16 packed bytes, as two vectors of values 0..=15, with the 0x0F
 /// mask held ([`Held::low_nibble`]). The high nibbles shift in 16-bit lanes: wasm's byte
 /// shift is no x86 instruction, and V8 builds it from a 16-bit shift and a fresh mask.
@@ -464,7 +539,7 @@ fn nibbles(packed: v128, low_nibble: v128) -> (v128, v128) {
 /// 0x10 (bit set) or 0.
 #[inline(always)]
 fn fifth_bits(bits: v128, half: usize, held: Held) -> v128 {
-    let spread = i8x16_swizzle(bits, held.spread_fifth_bits[half]);
+    let spread = lookup16(bits, held.spread_fifth_bits[half]);
     let set = i8x16_eq(v128_and(spread, held.bit_of_lane), held.bit_of_lane);
     v128_and(set, held.fifth_bit)
 }
@@ -485,8 +560,7 @@ fn q8_0_tile<const W: usize, const R: usize>(
 ) -> [[f32; R]; W] {
     let table = f16_table();
     q8_0_activation_tile(x, rows, |xb, _| {
-        let weights = Weights32::Quants(signed_quants(load_i8(&xb.qs)), signed_quants(load_i8(&xb.qs[16..])));
-        (weights, f32_of(table, xb.d))
+        (Weights32::Signed(load_i8(&xb.qs), load_i8(&xb.qs[16..])), f32_of(table, xb.d))
     })
 }
 
@@ -541,11 +615,7 @@ fn iq4_nl_tile<const W: usize, const R: usize>(
     let levels = load_i8(&KVALUES_IQ4NL);
     q8_0_activation_tile(x, rows, |xb, held| {
         let (low, high) = nibbles(load_u8(&xb.qs), held.low_nibble);
-        let weights = Weights32::Quants(
-            signed_quants(i8x16_swizzle(levels, low)),
-            signed_quants(i8x16_swizzle(levels, high)),
-        );
-        (weights, f32_of(table, xb.d))
+        (Weights32::Signed(lookup16(levels, low), lookup16(levels, high)), f32_of(table, xb.d))
     })
 }
 
@@ -605,8 +675,7 @@ fn iq4_xs_rows<const R: usize>(x: &[BlockIq4Xs], rows: [&[BlockQ8K]; R]) -> [f32
         let mut ints = [i32x4_splat(0); R];
         for (g, codes) in xb.qs.chunks_exact(16).enumerate() {
             let (low, high) = nibbles(load_u8(codes), held.low_nibble);
-            let weights =
-                [signed_quants(i8x16_swizzle(levels, low)), signed_quants(i8x16_swizzle(levels, high))];
+            let weights = [signed_quants(lookup16(levels, low)), signed_quants(lookup16(levels, high))];
             let scale = i32x4_splat(xb.group_scale(g));
             for (int, row) in ints.iter_mut().zip(rows) {
                 let activations: &[i8; 32] =
