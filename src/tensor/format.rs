@@ -276,7 +276,7 @@ pub trait QuantFormat {
 }
 
 /// Activation rows a weight row is dotted with at once by [`QuantFormat::vec_dot_group`].
-pub const ROW_GROUP: usize = 4;
+pub const ROW_GROUP: usize = 8;
 
 /// Weight rows interleaved by llama.cpp's repacked formats ([`QuantFormat::REPACKED`]); a
 /// matrix whose row count is not a multiple of this is left as it is.

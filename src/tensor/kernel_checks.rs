@@ -238,7 +238,9 @@ fn check_kv_rows() -> Result<(), String> {
 }
 
 /// A matmul must give every row the same bits as a single-row dot, batched or not: batching may
-/// never change a logit. 5 activation rows take a row group and a single row; 1 activation row
+/// never change a logit. In wasm, `ROW_GROUP + 1` activation rows take a row group and a single row
+/// (natively, from `BATCHED_FROM_ROWS` rows on, matmuls take llama.cpp's batched order, which
+/// may differ, so there the check stays below it); 1 activation row
 /// (decode) takes weight pairs, and with 3 weight rows one row alone.
 fn check_row_groups() -> Result<(), String> {
     use super::{QuantizedActivations, WeightType, matmul_quantized, vec_dot};
@@ -266,7 +268,13 @@ fn check_row_groups() -> Result<(), String> {
         WeightType::F16,
         WeightType::BF16,
     ];
-    for n in [5usize, 1] {
+    use super::format::{BATCHED_FROM_ROWS, ROW_GROUP};
+    let group_and_one = if cfg!(all(target_family = "wasm", target_feature = "simd128")) {
+        ROW_GROUP + 1
+    } else {
+        BATCHED_FROM_ROWS - 1
+    };
+    for n in [group_and_one, 1] {
         for weight_type in weight_types {
             let row_bytes = weight_type.row_bytes(k).map_err(|e| e.to_string())?;
             let buffer = rng.weights(weight_type, rows_out * row_bytes + 1);
