@@ -75,8 +75,7 @@ widened_values!(F16Activation, BF16Activation);
 /// whatever the build's kernels want derived from it, made here once per matmul rather than by
 /// the kernels once per weight row (`Q8_0Extra` in `kernels.rs`: nothing, `()`, except in the
 /// SIMD128 builds, whose kernels take the scale widened to f32 lanes, and under relaxed SIMD
-/// per-block sums with which the Q4_0 and Q5_0 dots take their weights' offset out, and the
-/// quants' magnitudes and signs for decode's Q8_0 and IQ4_NL dots). The extra
+/// per-block sums with which the Q4_0 and Q5_0 dots take their weights' offset out). The extra
 /// always follows the scale and quants: blocks come from quantizing or [`new`](Self::new).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -14,8 +14,7 @@
 //! names what a Q8_0 activation block carries for them (`Q8_0Extra`, made by `q8_0_extra`
 //! when the activations are quantized): nothing, except for SIMD128, whose kernels take the
 //! block's scale widened to f32 lanes, and relaxed SIMD's Q4_0 and Q5_0 dots, which take their
-//! weights' offset out with per-block activation sums, and its decode Q8_0 and IQ4_NL dots,
-//! which take the quants' magnitudes and signs. Row-group slots
+//! weights' offset out with per-block activation sums. Row-group slots
 //! (`*_group`: one weight row dotted with `ROW_GROUP` activation rows, each weight block
 //! decoded once) fall back to the table's own single-row kernel, so they always equal it bit
 //! for bit. The KV-row slots (`*kv_row*`, `scale_rounded_to_f16`) are attention's work on
@@ -116,7 +115,7 @@ macro_rules! single_row_groups {
 /// WebAssembly SIMD128, with or without relaxed SIMD: every slot.
 #[cfg(all(target_family = "wasm", target_feature = "simd128"))]
 pub(super) mod active {
-    /// Widened activation scales; for relaxed SIMD also per-block sums, magnitudes and signs.
+    /// Widened activation scales, and for relaxed SIMD's Q4_0 and Q5_0 dots per-block sums.
     pub(in crate::tensor) use super::super::simd128::{Q8_0Extra, q8_0_extra};
     pub(in crate::tensor) use super::super::simd128::{
         dot_bf16, dot_bf16_group, dot_f16, dot_f16_group, dot_f32, dot_f32_group, dot_iq4_nl,
