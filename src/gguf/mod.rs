@@ -72,6 +72,14 @@ impl GgufHeader {
         self.tensors.iter().find(|t| t.name == name)
     }
 
+    /// Where a tensor's bytes lie in the file (the parser has checked that they do); `None`
+    /// where the offsets do not fit a `usize` (a 32-bit build and a file over 4 GiB).
+    pub fn tensor_range(&self, tensor: &TensorInfo) -> Option<std::ops::Range<usize>> {
+        let start = self.data_offset.saturating_add(tensor.offset);
+        let end = start.saturating_add(tensor.n_bytes);
+        Some(usize::try_from(start).ok()?..usize::try_from(end).ok()?)
+    }
+
     /// Sum of all tensors' data sizes.
     pub fn tensor_bytes(&self) -> u64 {
         self.tensors.iter().map(|t| t.n_bytes).sum()
@@ -137,12 +145,7 @@ impl<'a> Gguf<'a> {
 
     /// The bytes of a tensor of this file (bounds were validated by the parser).
     pub fn tensor_data(&self, tensor: &TensorInfo) -> &'a [u8] {
-        let start = self.header.data_offset.saturating_add(tensor.offset);
-        let end = start.saturating_add(tensor.n_bytes);
-        let (Ok(start), Ok(end)) = (usize::try_from(start), usize::try_from(end)) else {
-            return &[];
-        };
-        self.bytes.get(start..end).unwrap_or(&[])
+        self.header.tensor_range(tensor).and_then(|range| self.bytes.get(range)).unwrap_or(&[])
     }
 }
 

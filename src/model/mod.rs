@@ -88,13 +88,7 @@ impl Model {
 /// lie inside one piece of the file.
 fn clamp_q8_0_tensors(header: &GgufHeader, file: &mut ModelBytes) {
     for info in header.tensors.iter().filter(|info| info.ggml_type == GgmlType::Q8_0) {
-        let start = header.data_offset.saturating_add(info.offset);
-        let (Ok(start), Ok(end)) =
-            (usize::try_from(start), usize::try_from(start.saturating_add(info.n_bytes)))
-        else {
-            continue;
-        };
-        if let Some(tensor) = file.get_mut(start..end) {
+        if let Some(tensor) = header.tensor_range(info).and_then(|range| file.get_mut(range)) {
             clamp_q8_0_quants(tensor);
         }
     }

@@ -305,12 +305,12 @@ enum Weights32 {
 }
 
 impl Weights32 {
-    /// The weights prepared for a tile of `rows` activation rows: signed quants get their
-    /// magnitudes and signs taken once when several rows share them.
+    /// The weights prepared for a tile of `rows` activation rows: signed quants are prepared
+    /// once when several rows share them.
     #[inline(always)]
     fn for_rows(self, rows: usize) -> Self {
         match self {
-            Weights32::Signed(low, high) if rows > 1 || cfg!(not(target_feature = "relaxed-simd")) => {
+            Weights32::Signed(low, high) if rows > 1 => {
                 Weights32::Quants(signed_quants(low), signed_quants(high))
             }
             weights => weights,
@@ -340,7 +340,6 @@ fn offset_codes(low: v128, high: v128, offset: i8) -> Weights32 {
 /// - relaxed SIMD, for the Q4_0 and Q5_0 dots: for i16 lane `j` of their dot (elements `2j`,
 ///   `2j + 1`, `16 + 2j` and `17 + 2j`), the sum of those 4 quants times −8 and times −16,
 ///   what the offset of 8 (Q4_0) or 16 (Q5_0) takes from it, at most 16·4·128 in magnitude.
-#[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(super) struct Q8_0Extra {
     scale: [u32; 4],
