@@ -189,8 +189,9 @@ fn bench_reports_positive_speeds() {
     }
 }
 
-/// Threads split matmul rows and attention heads, never a sum: the real SmolLM2 file (whose
-/// larger matrices are split) gives the same logits, to the bit, on 1 and 3 threads.
+/// Threads split matmul rows, attention heads and a batch's rows in the element-wise steps
+/// (norms, SwiGLU, quantization), never a sum: the real SmolLM2 file (whose larger matrices are
+/// split) gives the same logits, to the bit, on 1 and 3 threads.
 #[test]
 fn thread_count_does_not_change_the_logits() {
     let model = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))

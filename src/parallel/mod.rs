@@ -1,5 +1,5 @@
 //! Splitting work across threads, above the kernels: a matmul by weight rows, attention by
-//! heads. Each task runs the same single-threaded kernel on its own part and writes only its
+//! heads, a prefill batch's element-wise steps by rows. Each task runs the same single-threaded kernel on its own part and writes only its
 //! own outputs, so no sum changes with the thread count (parity with llama.cpp holds for any).
 //!
 //! With the `threads` feature, parts run on [`pool::Pool`]: the calling thread plus helper
@@ -194,7 +194,15 @@ pub fn for_each_part<T: Send>(
     task: impl Fn(usize, &mut [T]) + Sync + Send,
 ) {
     let units = slice.len() / unit.max(1);
-    let bounds = split_bounds(units, part_count(units, min_units), 1);
+    let parts = part_count(units, min_units);
+    if parts == 1 {
+        // One part, as `split_mut` would cut it, without the two allocations (decode's steps).
+        if units > 0 {
+            task(0, &mut slice[..units * unit.max(1)]);
+        }
+        return;
+    }
+    let bounds = split_bounds(units, parts, 1);
     for_each(split_mut(slice, &bounds, unit), |(first, part)| task(first, part));
 }
 
