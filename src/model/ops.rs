@@ -10,14 +10,23 @@ use super::config::{Rope, RopeStyle};
 
 /// Elements below which a part of an element-wise step is not worth another thread: in a
 /// prefill batch these steps took 10 % of a single-threaded step (SmolLM2, pp64), enough to
-/// hold two threads well below twice one's speed; a decode step's rows stay whole.
+/// hold two threads well below twice one's speed; a decode step's norms stay whole.
 const MIN_PART_ELEMENTS: usize = 4 * 1024;
 
+/// [`MIN_PART_ELEMENTS`] for the gated activations, which cost several nanoseconds per element
+/// (an `exp` or a GELU lookup): a decode step's are split too.
+const MIN_GATED_PART_ELEMENTS: usize = 512;
+
 /// Runs `step(first element, part)` over `values` cut into parts of whole rows of `width`
-/// elements, in parallel where that pays.
-fn in_row_parts(values: &mut [f32], width: usize, step: impl Fn(usize, &mut [f32]) + Sync + Send) {
+/// elements, each at least `min_elements` long, in parallel where that pays.
+fn in_row_parts(
+    values: &mut [f32],
+    width: usize,
+    min_elements: usize,
+    step: impl Fn(usize, &mut [f32]) + Sync + Send,
+) {
     let width = width.max(1);
-    parallel::for_each_part(values, width, MIN_PART_ELEMENTS.div_ceil(width), |first_row, part| {
+    parallel::for_each_part(values, width, min_elements.div_ceil(width), |first_row, part| {
         step(first_row * width, part)
     });
 }
@@ -25,7 +34,7 @@ fn in_row_parts(values: &mut [f32], width: usize, step: impl Fn(usize, &mut [f32
 /// `out = x / sqrt(mean(x²) + eps) * weight`, row by row over rows of `weight.len()`.
 pub fn rms_norm(out: &mut [f32], x: &[f32], weight: &[f32], eps: f32) {
     let n = weight.len();
-    in_row_parts(out, n, |first, out| {
+    in_row_parts(out, n, MIN_PART_ELEMENTS, |first, out| {
         for (out_row, x_row) in out.chunks_exact_mut(n).zip(x[first..].chunks_exact(n)) {
             let scale = rms_scale(x_row, eps);
             for ((o, &v), &w) in out_row.iter_mut().zip(x_row).zip(weight) {
@@ -37,7 +46,7 @@ pub fn rms_norm(out: &mut [f32], x: &[f32], weight: &[f32], eps: f32) {
 
 /// [`rms_norm`] in place, over every `weight.len()`-sized chunk (Q/K norm runs per head).
 pub fn rms_norm_in_place(x: &mut [f32], weight: &[f32], eps: f32) {
-    in_row_parts(x, weight.len(), |_, x| {
+    in_row_parts(x, weight.len(), MIN_PART_ELEMENTS, |_, x| {
         for row in x.chunks_exact_mut(weight.len()) {
             let scale = rms_scale(row, eps);
             for (v, &w) in row.iter_mut().zip(weight) {
@@ -95,7 +104,7 @@ pub fn apply_rope(x: &mut [f32], head_dim: usize, table: &[(f32, f32)], style: R
 /// rounds exactly as llama.cpp's (a correctly rounded `exp` differs in the last bit often
 /// enough to flip activation quantizations downstream).
 pub fn swiglu(gate: &mut [f32], up: &[f32]) {
-    in_row_parts(gate, 1, |first, gate| {
+    in_row_parts(gate, 1, MIN_GATED_PART_ELEMENTS, |first, gate| {
         for (g, &u) in gate.iter_mut().zip(&up[first..]) {
             *g = *g / (1.0 + ggml_expf(-*g)) * u;
         }
@@ -128,7 +137,7 @@ pub fn ggml_expf(x: f32) -> f32 {
 /// `gate = gelu(gate) * up` (GeGLU), with ggml's CPU GELU: the tanh approximation evaluated on
 /// the input rounded to f16, result rounded to f16 (ggml reads it from a 64K-entry f16 table).
 pub fn geglu(gate: &mut [f32], up: &[f32]) {
-    in_row_parts(gate, 1, |first, gate| {
+    in_row_parts(gate, 1, MIN_GATED_PART_ELEMENTS, |first, gate| {
         for (g, &u) in gate.iter_mut().zip(&up[first..]) {
             *g = gelu(*g) * u;
         }
@@ -166,7 +175,7 @@ fn gelu_tanh(x: f32) -> f32 {
 
 /// `x += y`.
 pub fn add_in_place(x: &mut [f32], y: &[f32]) {
-    in_row_parts(x, 1, |first, x| {
+    in_row_parts(x, 1, MIN_PART_ELEMENTS, |first, x| {
         for (a, &b) in x.iter_mut().zip(&y[first..]) {
             *a += b;
         }
