@@ -499,3 +499,43 @@ fn a_q8_0_quant_of_minus_128_reads_as_minus_127() {
     assert_eq!(with_quant(-128), with_quant(-127));
     assert_ne!(with_quant(-128), with_quant(127), "the quant should move the logits");
 }
+
+/// A model's F16 tensors are checked when it loads: an infinity or a NaN among the weights is
+/// refused, naming the tensor (the SIMD128 kernels would count it as a finite number).
+#[test]
+fn an_f16_tensor_holding_an_infinity_or_nan_is_refused() {
+    use crate::gguf::{GgmlType, Gguf, writer::GgufWriter};
+    use crate::tensor::{WeightType, dequantize_row};
+    let bytes = fixture("models/qwen3-micro-q8_0.gguf");
+    let file = Gguf::parse(&bytes).unwrap();
+    // The micro model with its first FFN down-projection in F16, one half of it replaced.
+    let with_f16_down = |replaced: Option<u16>| {
+        let mut writer = GgufWriter::new();
+        for (key, value) in file.metadata().iter() {
+            writer = writer.kv(key, value.clone());
+        }
+        for tensor in &file.header.tensors {
+            let mut data = file.tensor_data(tensor).to_vec();
+            let mut ggml_type = tensor.ggml_type;
+            if tensor.name == "blk.0.ffn_down.weight" {
+                let mut values = vec![0.0f32; tensor.dims.iter().product::<u64>() as usize];
+                dequantize_row(WeightType::Q8_0, &data, &mut values).unwrap();
+                data = values.iter().flat_map(|&v| half::f16::from_f32(v).to_le_bytes()).collect();
+                if let Some(bits) = replaced {
+                    data[2 * 37..2 * 38].copy_from_slice(&bits.to_le_bytes());
+                }
+                ggml_type = GgmlType::F16;
+            }
+            writer = writer.tensor(&tensor.name, &tensor.dims, ggml_type, data);
+        }
+        Engine::load(writer.to_bytes())
+    };
+    let engine = with_f16_down(None).unwrap();
+    let mut session = engine.new_session(64).unwrap();
+    session.sync(&engine, &engine.encode("The capital of France is")).unwrap();
+    session.step(&engine, &mut greedy(), None, 5).unwrap();
+    for bits in [0x7C00u16, 0xFC00, 0x7E00, 0xFFFF] {
+        let error = with_f16_down(Some(bits)).err().expect("refused").to_string();
+        assert!(error.contains("blk.0.ffn_down.weight") && error.contains("element 37"), "{error}");
+    }
+}

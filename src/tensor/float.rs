@@ -28,6 +28,21 @@ pub fn table_over_f16(f: impl Fn(f16) -> f32) -> Box<[f32; 65536]> {
     values.into_boxed_slice().try_into().expect("65536 entries")
 }
 
+/// The index of the first infinity or NaN (an all-ones exponent) among little-endian halves, if
+/// any. The SIMD128 F16 kernels widen halves without looking for them, so a model's F16 tensors
+/// are checked once, when it loads. A max over each chunk (vectorized) finds whether to look.
+pub fn first_non_finite_f16(bytes: &[u8]) -> Option<usize> {
+    // Shifted left past the sign: a special is 0x7C00 << 1 or more.
+    const SPECIAL: u16 = 0x7C00 << 1;
+    const CHUNK_HALVES: usize = 4096;
+    for (c, chunk) in bytes.chunks(2 * CHUNK_HALVES).enumerate() {
+        if u16s(chunk).fold(0, |largest, bits| largest.max(bits << 1)) >= SPECIAL {
+            return u16s(chunk).position(|bits| bits << 1 >= SPECIAL).map(|i| c * CHUNK_HALVES + i);
+        }
+    }
+    None
+}
+
 /// Little-endian f32s of an unaligned byte row.
 #[inline(always)]
 fn f32s(src: &[u8]) -> impl Iterator<Item = f32> + '_ {
@@ -69,6 +84,8 @@ pub(super) fn dot_f32(src: &[u8], activations: &[f32]) -> f32 {
     f32s(src).zip(activations).fold(0.0f64, |sum, (w, &a)| sum + f64::from(w * a)) as f32
 }
 
+/// F16 weights must be finite: the SIMD128 kernels would count an infinity or NaN as a finite
+/// number ([`first_non_finite_f16`] finds one; a model's tensors are checked when it loads).
 impl QuantFormat for f16 {
     const TYPE: WeightType = WeightType::F16;
     const BLOCK_LEN: usize = 1;
@@ -95,8 +112,9 @@ impl QuantFormat for f16 {
 }
 
 pub(super) fn dot_f16(src: &[u8], activations: &[F16Activation]) -> f32 {
-    u16s(src).zip(activations).fold(0.0f64, |sum, (w, a)| sum + f64::from(f16::from_bits(w).to_f32() * a.0))
-        as f32
+    u16s(src)
+        .zip(activations)
+        .fold(0.0f64, |sum, (w, a)| sum + f64::from(f16::from_bits(w).to_f32() * a.value())) as f32
 }
 
 impl QuantFormat for bf16 {
@@ -127,4 +145,28 @@ impl QuantFormat for bf16 {
 pub(super) fn dot_bf16(src: &[u8], activations: &[BF16Activation]) -> f32 {
     u16s(src).zip(activations).fold(0.0f64, |sum, (w, a)| sum + f64::from(bf16::from_bits(w).to_f32() * a.0))
         as f32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_first_infinity_or_nan_among_halves_is_found_wherever_it_lies() {
+        let finite: Vec<u16> = (0..10_000u16).map(|i| i.wrapping_mul(40_503) & !0x4000).collect();
+        let bytes = |halves: &[u16]| halves.iter().flat_map(|h| h.to_le_bytes()).collect::<Vec<u8>>();
+        assert_eq!(first_non_finite_f16(&bytes(&finite)), None);
+        for special in [0x7C00u16, 0xFC00, 0x7E00, 0x7C01, 0xFFFF] {
+            for at in [0, 4095, 4096, 4099, 9_999] {
+                let mut halves = finite.clone();
+                halves[at] = special;
+                assert_eq!(first_non_finite_f16(&bytes(&halves)), Some(at), "{special:#06x} at {at}");
+            }
+        }
+        // The largest finite halves are not specials; an odd trailing byte is no half.
+        let largest = bytes(&[0x7BFF, 0xFBFF]);
+        assert_eq!(first_non_finite_f16(&largest), None);
+        assert_eq!(first_non_finite_f16(&[0x00, 0x7C, 0xFF]), Some(0));
+        assert_eq!(first_non_finite_f16(&[0x00, 0x3C, 0x7C]), None);
+    }
 }

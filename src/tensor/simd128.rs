@@ -14,7 +14,7 @@ use half::f16;
 
 use super::wasm_simd::*;
 
-use super::activations::{BF16Activation, F16Activation, Q8_0Activation};
+use super::activations::{BF16Activation, F16_ACTIVATION_SCALE, F16Activation, Q8_0Activation};
 use super::blocks::{BlockIq1M, BlockIq1S, BlockIq2S, BlockIq2Xs, BlockIq2Xxs, BlockIq3S, BlockIq3Xxs};
 use super::blocks::{
     BlockIq4Nl, BlockIq4Xs, BlockQ4_0, BlockQ4_1, BlockQ4K, BlockQ5_0, BlockQ5_1, BlockQ5K, BlockQ6K,
@@ -1137,13 +1137,21 @@ pub(super) fn dot_q6_k(x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
 /// at once, an interleave pairs them into f32 lanes, and multiplying by 2^112 rebiases the
 /// exponent: 7 operations for 8 halves, where widening each half to 32 bits first took 9 (and
 /// V8 rebuilt the two constants at every use before they were held). Infinities and NaNs come
-/// out finite: callers check the row with [`F16Specials`] and take the exact path when it has
-/// any.
+/// out finite: callers see that there are none (the KV rows with [`F16Specials`]; a model's
+/// F16 weights are checked when it loads).
 #[inline(always)]
 pub(super) fn widen_f16x8(bits: v128, held: Held) -> [v128; 2] {
+    place_f16x8(bits, held).map(|placed| f32x4_mul(placed, held.f16_rebias))
+}
+
+/// The first steps of [`widen_f16x8`]: 8 halves placed in f32 lanes, exponent left at the
+/// half's bias, which is each half times 2^-112, exactly for every finite half (the halves'
+/// subnormals become f32 subnormals, with all their bits).
+#[inline(always)]
+fn place_f16x8(bits: v128, held: Held) -> [v128; 2] {
     let lower = i16x8_shl(bits, 13);
     let upper = v128_and(i16x8_shr(bits, 3), held.f16_upper_bits);
-    interleave_halves(lower, upper).map(|placed| f32x4_mul(placed, held.f16_rebias))
+    interleave_halves(lower, upper)
 }
 
 /// Widens 8 bf16 bit patterns to f32 (the half on top of a 32-bit lane is the f32): one
@@ -1244,43 +1252,31 @@ fn f32_tile<const W: usize, const R: usize>(src: [&[u8]; W], rows: [&[f32]; R]) 
     float_tile::<W, R, 4, false>(src, rows, |_, bytes| [load_u8(bytes), load_u8(&bytes[16..])], weight)
 }
 
-/// The F16 weight `i` of a row, for tails and the exact path.
-fn f16_weight(src: &[u8], i: usize) -> f32 {
-    half::f16::from_le_bytes([src[2 * i], src[2 * i + 1]]).to_f32()
+/// The F16 weight `i` of a row times 2^-112, as [`place_f16x8`] gives it (exact), for tails.
+fn f16_weight_placed(src: &[u8], i: usize) -> f32 {
+    half::f16::from_le_bytes([src[2 * i], src[2 * i + 1]]).to_f32() * (1.0 / F16_ACTIVATION_SCALE)
 }
 
+/// F16 weights times F16 activations, which are held times 2^112 ([`F16_ACTIVATION_SCALE`]):
+/// the weights are only placed ([`place_f16x8`]), and each product is `w · a`, bit for bit.
+/// The weights must be finite, as a model's are (checked when it loads): an infinity or NaN
+/// would count as a finite number.
 #[inline(always)]
 fn f16_tile<const W: usize, const R: usize>(src: [&[u8]; W], rows: [&[F16Activation]; R]) -> [[f32; R]; W] {
-    let rows = rows.map(F16Activation::values);
-    let mut specials = [(); W].map(|_| F16Specials::new());
     let held = Held::new();
-    let widen = |w: usize, bytes: &[u8]| {
-        let bits = load_u8(bytes);
-        specials[w].see(bits);
-        widen_f16x8(bits, held)
-    };
-    let mut sums = float_tile::<W, R, 2, true>(src, rows, widen, f16_weight);
-    for ((sums, specials), src) in sums.iter_mut().zip(&specials).zip(src) {
-        if specials.any() {
-            // An infinity or NaN among the row's weights (never in a real model): the exact path.
-            let len = (src.len() / 2).min(shortest_row(&rows));
-            *sums = rows.map(|row| {
-                (0..len).fold(0.0f64, |sum, i| sum + f64::from(f16_weight(src, i) * row[i])) as f32
-            });
-        }
-    }
-    sums
+    let place = |_, bytes: &[u8]| place_f16x8(load_u8(bytes), held);
+    float_tile::<W, R, 2, true>(src, rows.map(F16Activation::scaled_values), place, f16_weight_placed)
 }
 
 /// The F16 dot's vector part summed with [`exact_mul_add4`] and with [`mul_add4`], for the
 /// check that fusing never changes a bit (`kernel_checks.rs`); finite weights only.
 #[cfg(any(test, feature = "kernel-checks"))]
 pub(super) fn f16_dot_fused_and_unfused(src: &[u8], activations: &[F16Activation]) -> (f32, f32) {
-    let rows = [F16Activation::values(activations)];
+    let rows = [F16Activation::scaled_values(activations)];
     let held = Held::new();
-    let widen = |_, bytes: &[u8]| widen_f16x8(load_u8(bytes), held);
-    let [[fused]] = float_tile::<1, 1, 2, true>([src], rows, widen, f16_weight);
-    let [[unfused]] = float_tile::<1, 1, 2, false>([src], rows, widen, f16_weight);
+    let place = |_, bytes: &[u8]| place_f16x8(load_u8(bytes), held);
+    let [[fused]] = float_tile::<1, 1, 2, true>([src], rows, place, f16_weight_placed);
+    let [[unfused]] = float_tile::<1, 1, 2, false>([src], rows, place, f16_weight_placed);
     (fused, unfused)
 }
 
