@@ -15,6 +15,7 @@ pub fn check_kernels_match_scalar() -> Result<(), String> {
     #[cfg(all(target_family = "wasm", target_feature = "simd128"))]
     check_f16_fusing()?;
     check_kv_rows()?;
+    check_f16_scan()?;
     check_row_groups()?;
     check_offset_formats_as_q8_0()?;
 
@@ -135,6 +136,29 @@ fn check_f16_fusing() -> Result<(), String> {
         let (fused, unfused) = f16_dot_fused_and_unfused(&weights, &activations);
         if fused.to_bits() != unfused.to_bits() {
             return Err(format!("F16 dot of {k} at scale {scale}: fused {fused:e}, unfused {unfused:e}"));
+        }
+    }
+    Ok(())
+}
+
+/// The scan for infinities and NaNs among halves must answer as the scalar one on every length
+/// (vectors and a tail), wherever a special lies, whatever its sign and mantissa.
+fn check_f16_scan() -> Result<(), String> {
+    use super::kernels::{active, scalar};
+    let mut rng = SplitMix(0x5CA7);
+    for round in 0..400 {
+        let halves = round % 70;
+        let mut bytes: Vec<u8> = (0..2 * halves + round % 2).map(|_| rng.next() as u8).collect();
+        // Clear every exponent's top bit: finite halves, unless one is put back below.
+        bytes.iter_mut().skip(1).step_by(2).for_each(|high| *high &= !0x40);
+        if halves > 0 && round % 3 != 0 {
+            let at = (rng.next() as usize) % halves;
+            let special = [0x7C00u16, 0xFC00, 0x7E01, 0xFFFF][round % 4];
+            bytes[2 * at..2 * at + 2].copy_from_slice(&special.to_le_bytes());
+        }
+        let (expected, got) = (scalar::any_non_finite_f16(&bytes), active::any_non_finite_f16(&bytes));
+        if expected != got {
+            return Err(format!("f16 scan of {} bytes: scalar {expected}, simd {got}", bytes.len()));
         }
     }
     Ok(())

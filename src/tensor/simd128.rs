@@ -1257,6 +1257,20 @@ fn f16_weight_placed(src: &[u8], i: usize) -> f32 {
     half::f16::from_le_bytes([src[2 * i], src[2 * i + 1]]).to_f32() * (1.0 / F16_ACTIVATION_SCALE)
 }
 
+/// Whether whole halves in `bytes` include an infinity or NaN: the scalar kernel's carry test
+/// (exponent bits plus 0x0400 reach the top bit only when all ones), 8 halves per vector, so
+/// that scanning a model's F16 tensors runs at the speed of the loads.
+pub(super) fn any_non_finite_f16(bytes: &[u8]) -> bool {
+    let exponents = std::hint::black_box(u16x8_splat(0x7C00));
+    let one_past = std::hint::black_box(u16x8_splat(0x0400));
+    let mut found = u16x8_splat(0);
+    let mut vectors = bytes.chunks_exact(16);
+    for vector in &mut vectors {
+        found = v128_or(found, i16x8_add(v128_and(load_u8(vector), exponents), one_past));
+    }
+    i16x8_bitmask(found) != 0 || super::float::any_non_finite_f16(vectors.remainder())
+}
+
 /// F16 weights times F16 activations, which are held times 2^112 ([`F16_ACTIVATION_SCALE`]):
 /// the weights are only placed ([`place_f16x8`]), and each product is `w · a`, bit for bit.
 /// The weights must be finite, as a model's are (checked when it loads): an infinity or NaN
