@@ -31,6 +31,20 @@ fn in_row_parts(
     });
 }
 
+/// `x[i] = combine(x[i], y[i])` for every element, in parallel parts of at least `min_elements`.
+fn combine_in_parts(
+    x: &mut [f32],
+    y: &[f32],
+    min_elements: usize,
+    combine: impl Fn(f32, f32) -> f32 + Sync + Send,
+) {
+    in_row_parts(x, 1, min_elements, |first, x| {
+        for (a, &b) in x.iter_mut().zip(&y[first..]) {
+            *a = combine(*a, b);
+        }
+    });
+}
+
 /// `out = x / sqrt(mean(x²) + eps) * weight`, row by row over rows of `weight.len()`.
 pub fn rms_norm(out: &mut [f32], x: &[f32], weight: &[f32], eps: f32) {
     let n = weight.len();
@@ -104,11 +118,7 @@ pub fn apply_rope(x: &mut [f32], head_dim: usize, table: &[(f32, f32)], style: R
 /// rounds exactly as llama.cpp's (a correctly rounded `exp` differs in the last bit often
 /// enough to flip activation quantizations downstream).
 pub fn swiglu(gate: &mut [f32], up: &[f32]) {
-    in_row_parts(gate, 1, MIN_GATED_PART_ELEMENTS, |first, gate| {
-        for (g, &u) in gate.iter_mut().zip(&up[first..]) {
-            *g = *g / (1.0 + ggml_expf(-*g)) * u;
-        }
-    });
+    combine_in_parts(gate, up, MIN_GATED_PART_ELEMENTS, |g, u| g / (1.0 + ggml_expf(-g)) * u);
 }
 
 /// `ggml_v_expf` (ggml's AVX2/NEON exponential), one lane: range reduction by
@@ -137,11 +147,7 @@ pub fn ggml_expf(x: f32) -> f32 {
 /// `gate = gelu(gate) * up` (GeGLU), with ggml's CPU GELU: the tanh approximation evaluated on
 /// the input rounded to f16, result rounded to f16 (ggml reads it from a 64K-entry f16 table).
 pub fn geglu(gate: &mut [f32], up: &[f32]) {
-    in_row_parts(gate, 1, MIN_GATED_PART_ELEMENTS, |first, gate| {
-        for (g, &u) in gate.iter_mut().zip(&up[first..]) {
-            *g = gelu(*g) * u;
-        }
-    });
+    combine_in_parts(gate, up, MIN_GATED_PART_ELEMENTS, |g, u| gelu(g) * u);
 }
 
 /// ggml's CPU GELU of one value (its f16 table, exact past ±10).
@@ -175,11 +181,7 @@ fn gelu_tanh(x: f32) -> f32 {
 
 /// `x += y`.
 pub fn add_in_place(x: &mut [f32], y: &[f32]) {
-    in_row_parts(x, 1, MIN_PART_ELEMENTS, |first, x| {
-        for (a, &b) in x.iter_mut().zip(&y[first..]) {
-            *a += b;
-        }
-    });
+    combine_in_parts(x, y, MIN_PART_ELEMENTS, |a, b| a + b);
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! Splitting work across threads, above the kernels: a matmul by weight rows, attention by
-//! heads, a prefill batch's element-wise steps by rows. Each task runs the same single-threaded kernel on its own part and writes only its
-//! own outputs, so no sum changes with the thread count (parity with llama.cpp holds for any).
+//! heads, a prefill batch's element-wise steps by rows. Each task runs the same single-threaded
+//! kernel on its own part and writes only its own outputs, so no sum changes with the thread
+//! count (parity with llama.cpp holds for any).
 //!
 //! With the `threads` feature, parts run on [`pool::Pool`]: the calling thread plus helper
 //! threads. Natively the helpers are plain threads (`--threads N` starts N - 1 of them); in the

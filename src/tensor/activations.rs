@@ -76,8 +76,7 @@ impl F16Activation {
     /// A row's values times [`F16_ACTIVATION_SCALE`], as held, for kernels that load them as
     /// f32 vectors.
     pub fn scaled_values(row: &[Self]) -> &[f32] {
-        // SAFETY: the type is `repr(transparent)` over f32: the slices have one layout.
-        unsafe { std::slice::from_raw_parts(row.as_ptr().cast(), row.len()) }
+        as_f32s(row)
     }
 }
 
@@ -89,10 +88,20 @@ pub struct BF16Activation(pub f32);
 impl BF16Activation {
     /// A row's widened values, for kernels that load them as f32 vectors.
     pub fn values(row: &[Self]) -> &[f32] {
-        // SAFETY: the type is `repr(transparent)` over f32: the slices have one layout.
-        unsafe { std::slice::from_raw_parts(row.as_ptr().cast(), row.len()) }
+        as_f32s(row)
     }
 }
+
+/// The f32s of a row of F16 or BF16 activations, each `repr(transparent)` over one f32.
+fn as_f32s<T: WidenedActivation>(row: &[T]) -> &[f32] {
+    // SAFETY: `WidenedActivation` types are `repr(transparent)` over f32: one layout.
+    unsafe { std::slice::from_raw_parts(row.as_ptr().cast(), row.len()) }
+}
+
+/// Activation types that are one f32 each (`repr(transparent)`), for [`as_f32s`].
+trait WidenedActivation {}
+impl WidenedActivation for F16Activation {}
+impl WidenedActivation for BF16Activation {}
 
 /// A Q8_0 activation block: ggml's `block_q8_0` (32 values `d * q`, `q` in -127..=127) plus
 /// whatever the build's kernels want derived from it, made here once per matmul rather than by
