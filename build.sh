@@ -14,6 +14,8 @@
 #   ./build.sh fuzz [SECONDS] [TARGET]  run the fuzz targets (parse_gguf, render_template,
 #                                 tokenize, generate), each for SECONDS (default 600)
 #   ./build.sh bench [MODEL...]   Inferno vs llama.cpp's wasm build (wllama) in headless Chromium
+#   ./build.sh ab REV [MODEL...]  this tree against revision REV, side by side in one page:
+#                                 median per-pair speed ratios (scripts/ab.mjs for the options)
 #
 # Every install step checks first, so a second run with everything present takes seconds.
 set -euo pipefail
@@ -244,7 +246,7 @@ build_wasm() { # [flavour...] (default: all)
   # The service worker keeps the page and every build for offline use; snippet paths carry
   # hashes, so it reads them from this list. The version (a hash of the builds and the page's own files)
   # names the cache it fills, so an offline page never mixes files of two builds.
-  (cd www && find pkg pkg-* -type f | sort | node -e '
+  (cd www && find pkg* -type f | sort | node -e '
     const fs = require("fs");
     const crypto = require("crypto");
     const files = fs.readFileSync(0, "utf8").split("\n").filter(Boolean).map((f) => "./" + f);
@@ -330,6 +332,53 @@ run_fuzz() { # seconds [target]: each target (or the one named) for that long
   done
 }
 
+# --- A/B: this tree's build against another revision's (scripts/ab.mjs) ------------------------
+# The flavour the A/B arguments run: one thread or more, relaxed SIMD or not (as the app picks).
+ab_flavour() { # ab.mjs args...
+  local threads=1 relaxed=1 previous= arg
+  for arg in "$@"; do
+    [ "$previous" = --threads ] && threads=$arg
+    case "$arg" in --threads=*) threads=${arg#--threads=} ;; --no-relaxed) relaxed= ;; esac
+    previous=$arg
+  done
+  case "$threads:$relaxed" in
+    1:1) echo relaxed ;;
+    1:) echo simd ;;
+    *:1) echo relaxed-threads ;;
+    *) echo threads ;;
+  esac
+}
+
+# Builds REV's sources (checked out in a scratch worktree) with this script's flags into
+# .cache/ab/<commit>/, once per commit and flavour, and sets AB_BASE to that folder (not
+# printed: a command substitution would run the build without set -e). The scratch worktree
+# keeps one path and one target folder, so each revision after the first rebuilds only the crate.
+ab_revision_build() { # rev flavour
+  local sha folder scratch pkg=pkg-$2
+  sha=$(git rev-parse --verify --quiet "$1^{commit}") || die "no such revision: $1"
+  folder=$ROOT/.cache/ab/$sha
+  [ "$2" = simd ] && pkg=pkg
+  if [ ! -f "$folder/$pkg/inferno_bg.wasm" ]; then
+    scratch=$ROOT/.cache/ab/worktree
+    git worktree remove --force "$scratch" 2>/dev/null || rm -rf "$scratch"
+    git worktree prune
+    git worktree add --detach --quiet "$scratch" "$sha" >&2
+    mkdir -p "$ROOT/.cache/ab/target"
+    ln -s "$ROOT/.cache/ab/target" "$scratch/target"
+    ln -s "$ROOT/node_modules" "$scratch/node_modules" # binaryen, for fold-load-offsets.sh
+    (
+      cd "$scratch"
+      ROOT=$scratch
+      build_wasm "$2"
+    ) >&2
+    mkdir -p "$folder"
+    rm -rf "${folder:?}/$pkg"
+    cp -r "$scratch/www/$pkg" "$folder/"
+    git worktree remove --force "$scratch"
+  fi
+  AB_BASE=$folder
+}
+
 command=${1:-help}
 shift || true
 case "$command" in
@@ -367,6 +416,17 @@ case "$command" in
     fetch_models
     exec node scripts/bench.mjs "$@"
     ;;
-  help | -h | --help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//' ;;
+  ab)
+    [ $# -ge 1 ] || die "usage: ./build.sh ab REV [MODEL...] [--threads N] [--pairs N] [...]"
+    setup
+    fetch_models
+    revision=$1
+    shift
+    flavour=$(ab_flavour "$@")
+    ab_revision_build "$revision" "$flavour"
+    build_wasm "$flavour"
+    exec node scripts/ab.mjs --a "$AB_BASE" --b www "$@"
+    ;;
+  help | -h | --help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//' ;;
   *) die "unknown command '$command' (try ./build.sh help)" ;;
 esac

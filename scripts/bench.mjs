@@ -25,33 +25,20 @@
 // Qwen3-0.6B-shaped Q8_0 file (/tmp/qwen3-0.6b-q8_0.gguf or .cache/models/; generated into
 // .cache/models/ with ../shared/models/make_qwen3_0_6b.py when missing and that script exists).
 
-import { spawn, spawnSync } from 'node:child_process';
-import {
-  copyFileSync,
-  existsSync,
-  lstatSync,
-  mkdirSync,
-  readFileSync,
-  realpathSync,
-  renameSync,
-  rmSync,
-  symlinkSync,
-} from 'node:fs';
+import { spawn } from 'node:child_process';
+import { copyFileSync, existsSync, mkdirSync, readFileSync, realpathSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
 import puppeteer from 'puppeteer-core';
+import { defaultModels, linkModels } from './bench-models.mjs';
 import { startServer } from './serve.mjs';
 import { CHROMIUM_ARGS, chromiumPath } from './chromium.mjs';
 import { firefoxLaunchOptions } from './firefox.mjs';
 
 const repoRoot = fileURLToPath(new URL('../', import.meta.url));
 const www = path.join(repoRoot, 'www');
-const cacheModels = path.join(repoRoot, '.cache', 'models');
-const sharedDir = process.env.INFERNO_SHARED ?? path.join(repoRoot, '..', 'shared');
 const wllamaDir = path.join(repoRoot, 'node_modules', '@wllama', 'wllama');
-
-const QWEN3_FILE = 'qwen3-0.6b-q8_0.gguf';
 
 const USAGE = `usage: node scripts/bench.mjs [MODEL.gguf ...] [--runs 3] [--pp 64] [--tg 32] [--threads 1]
                            [--ctx N] [--warmup 1] [--timeout 900] [--no-relaxed]
@@ -111,42 +98,6 @@ function parseArgs(argv) {
 
 const log = (text) => process.stderr.write(`${text}\n`);
 
-/** The default models that exist (generating the Qwen3-shaped one when possible); skips say why. */
-function defaultModels() {
-  const models = [];
-  for (const file of ['SmolLM2-135M-Instruct.Q4_1.gguf', 'gemma3-270m-q4_k_m.gguf']) {
-    const full = path.join(cacheModels, file);
-    if (existsSync(full)) models.push(full);
-    else log(`skipping ${file}: not in .cache/models (./build.sh models fetches it)`);
-  }
-  const qwen = qwen3Model();
-  if (qwen) models.push(qwen);
-  return models;
-}
-
-function qwen3Model() {
-  for (const candidate of [path.join('/tmp', QWEN3_FILE), path.join(cacheModels, QWEN3_FILE)]) {
-    if (existsSync(candidate)) return candidate;
-  }
-  const generator = path.join(sharedDir, 'models', 'make_qwen3_0_6b.py');
-  if (!existsSync(generator)) {
-    log(`skipping ${QWEN3_FILE}: not in /tmp or .cache/models, and no generator at ${generator}`);
-    return null;
-  }
-  log(`generating ${QWEN3_FILE} into .cache/models with ${generator} (about 30 s)`);
-  mkdirSync(cacheModels, { recursive: true });
-  const target = path.join(cacheModels, QWEN3_FILE);
-  const partial = `${target}.partial`;
-  const result = spawnSync('python3', [generator, partial], { stdio: ['ignore', 'inherit', 'inherit'] });
-  if (result.status !== 0) {
-    rmSync(partial, { force: true });
-    log(`skipping ${QWEN3_FILE}: the generator failed (it needs: pip install gguf numpy)`);
-    return null;
-  }
-  renameSync(partial, target);
-  return target;
-}
-
 /** Copies wllama's ES module, wasm and package.json to www/vendor/wllama/ (git-ignored). */
 function vendorWllama() {
   const pkg = path.join(wllamaDir, 'package.json');
@@ -157,30 +108,6 @@ function vendorWllama() {
   copyFileSync(path.join(wllamaDir, 'esm', 'wasm', 'wllama.wasm'), path.join(target, 'wllama.wasm'));
   copyFileSync(pkg, path.join(target, 'package.json'));
   return JSON.parse(readFileSync(pkg, 'utf8')).version;
-}
-
-/** Makes each model reachable under /models/bench/ (git-ignored) with a symlink; returns URL paths. */
-function linkModels(models) {
-  const dir = path.join(www, 'models', 'bench');
-  mkdirSync(dir, { recursive: true });
-  const used = new Set();
-  return models.map((model, index) => {
-    let name = path.basename(model);
-    if (used.has(name)) name = `${index}-${name}`;
-    used.add(name);
-    const link = path.join(dir, name);
-    if (existsSync(link) || isLink(link)) rmSync(link);
-    symlinkSync(model, link);
-    return `models/bench/${encodeURIComponent(name)}`;
-  });
-}
-
-function isLink(file) {
-  try {
-    return lstatSync(file).isSymbolicLink();
-  } catch {
-    return false;
-  }
 }
 
 const median = (values) => {

@@ -110,25 +110,29 @@ export function showParams(params) {
     `model ${params.model}\npp ${params.pp} · tg ${params.tg} · threads ${params.threads} · ctx ${params.ctx} · warm-up runs ${params.warmup}`;
 }
 
-/** Publishes the final result (or {error}) for the bench script and shows it. */
-export function publish(result) {
+/** The one-line summary of a benchmark result (bench.html's). */
+function runSummary(result) {
+  return [
+    result.read_ms !== undefined ? `read ${result.read_ms.toFixed(0)} ms` : null,
+    `load ${result.load_ms.toFixed(0)} ms${result.finish_ms !== undefined ? ` (last ${result.finish_ms.toFixed(0)} ms after the last byte)` : ''}`,
+    `prefill ${result.prefill_tok_s.toFixed(1)} tok/s`,
+    `decode ${result.decode_tok_s.toFixed(1)} tok/s`,
+    result.memory_bytes !== undefined
+      ? `wasm memory ${(result.memory_bytes / 2 ** 20).toFixed(0)} MiB`
+      : null,
+  ]
+    .filter(Boolean)
+    .join(' · ');
+}
+
+/** Publishes the final result (or {error}) for the bench script and shows it, with the line
+ *  `summarize` makes of a result. */
+export function publish(result, summarize = runSummary) {
   window.__result = result;
   const failed = 'error' in result;
   $('status').textContent = failed ? 'failed' : 'done';
   const summary = $('summary');
-  summary.textContent = failed
-    ? result.error
-    : [
-        result.read_ms !== undefined ? `read ${result.read_ms.toFixed(0)} ms` : null,
-        `load ${result.load_ms.toFixed(0)} ms${result.finish_ms !== undefined ? ` (last ${result.finish_ms.toFixed(0)} ms after the last byte)` : ''}`,
-        `prefill ${result.prefill_tok_s.toFixed(1)} tok/s`,
-        `decode ${result.decode_tok_s.toFixed(1)} tok/s`,
-        result.memory_bytes !== undefined
-          ? `wasm memory ${(result.memory_bytes / 2 ** 20).toFixed(0)} MiB`
-          : null,
-      ]
-        .filter(Boolean)
-        .join(' · ');
+  summary.textContent = failed ? result.error : summarize(result);
   summary.className = failed ? 'error' : 'ok';
   $('result').textContent = JSON.stringify(result, null, 2);
 }

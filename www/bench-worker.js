@@ -18,6 +18,7 @@
 // when asked for tg + 1 tokens.
 
 import { errorMessage, sizePrompt } from './bench-common.js';
+import { readOnly, streamModel, timeRun } from './bench-run.js';
 import { memory64Supported, resolveThreads, startEngine } from './engine-loader.js';
 
 const progress = (text) => postMessage({ type: 'progress', text });
@@ -59,7 +60,7 @@ async function run({ model, pp, tg, threads, ctx, warmup, relaxed }) {
 
   progress('downloading the model');
   const loadStarted = performance.now();
-  const { engine, finish_ms } = await streamModel(wasm, model);
+  const { engine, finish_ms } = await streamModel(wasm, model, progress);
   const load_ms = performance.now() - loadStarted;
   try {
     const info = engine.info();
@@ -110,72 +111,4 @@ async function run({ model, pp, tg, threads, ctx, warmup, relaxed }) {
   } finally {
     engine.free();
   }
-}
-
-/** fetch + response.body reader, the bytes counted and dropped; returns the count. */
-async function readOnly(url) {
-  const response = await fetch(url);
-  if (!response.ok) throw new Error(`GET ${url}: HTTP ${response.status}`);
-  const reader = response.body.getReader();
-  let bytes = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) return bytes;
-    bytes += value.length;
-  }
-}
-
-/** fetch + response.body reader, each chunk pushed straight into wasm memory; also returns how
- *  long the last step (validating the file and building the engine) took. */
-async function streamModel(wasm, url) {
-  const response = await fetch(url);
-  if (!response.ok) throw new Error(`GET ${url}: HTTP ${response.status}`);
-  const size = Number(response.headers.get('Content-Length'));
-  if (!size) throw new Error(`GET ${url}: no Content-Length, the loader needs the size up front`);
-  const loader = new wasm.ModelLoader(size);
-  try {
-    const reader = response.body.getReader();
-    for (;;) {
-      const { done, value } = await reader.read();
-      if (done) break;
-      loader.push(value);
-    }
-  } catch (error) {
-    loader.free();
-    throw error;
-  }
-  progress('validating the model');
-  const finishStarted = performance.now();
-  const engine = loader.finish();
-  return { engine, finish_ms: performance.now() - finishStarted };
-}
-
-/** One prefill + decode from an empty cache; see the header for what each clock covers. */
-function timeRun(engine, tokens, tg, ctx) {
-  engine.set_sampling({ temperature: 0 });
-  engine.reset();
-  const started = performance.now();
-  const prepared = engine.prepare_tokens(tokens, ctx);
-  const texts = [step(engine)];
-  const prefilled = performance.now();
-  for (let i = 0; i < tg; i++) texts.push(step(engine));
-  const finished = performance.now();
-  if (prepared.evaluated !== tokens.length) {
-    throw new Error(
-      `prefill evaluated ${prepared.evaluated} tokens, expected ${tokens.length} (cache not empty?)`,
-    );
-  }
-  return {
-    context_size: prepared.context_size,
-    prefill_ms: prefilled - started,
-    decode_ms: finished - prefilled,
-    output: texts.join(''),
-  };
-}
-
-/** One sampling step; returns its text. */
-function step(engine) {
-  const out = engine.step(0, undefined);
-  if (out.context_full) throw new Error('the context filled up during the benchmark; raise ctx');
-  return out.text;
 }

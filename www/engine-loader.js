@@ -112,13 +112,17 @@ export function buildFor(threads, { relaxed = true, memory64 = false } = {}) {
  * Imports and initialises the build for `threads` (already resolved), starting its helpers.
  * `instance` > 0 gives a fresh module record (a new wasm instance after a trap); `relaxed:
  * false` forces the plain SIMD128 build; `memory64: true` the 64-bit-memory one (`threads`
- * must then be 1). Returns {module, exports, threads, build}: `exports` are the wasm
- * instance's own (its `memory` tells how much the page holds).
+ * must then be 1); `base`, the URL of a folder holding other builds of the same layout (the
+ * A/B page runs two revisions' builds side by side). Returns {module, exports, threads,
+ * build}: `exports` are the wasm instance's own (its `memory` tells how much the page holds).
  */
-export async function startEngine(threads, { instance = 0, relaxed = true, memory64 = false } = {}) {
+export async function startEngine(
+  threads,
+  { instance = 0, relaxed = true, memory64 = false, base = import.meta.url } = {},
+) {
   if (memory64 && threads !== 1) throw new RangeError('the 64-bit-memory build runs on one thread');
   const build = buildFor(threads, { relaxed, memory64 });
-  const url = new URL(`./${build}/inferno.js`, import.meta.url);
+  const url = new URL(`./${build}/inferno.js`, base);
   if (instance > 0) url.searchParams.set('instance', String(instance));
   const module = await import(url.href);
   const exports = await module.default();
