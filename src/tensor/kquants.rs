@@ -394,6 +394,10 @@ impl QuantFormat for BlockQ5K {
         active::dot_q5_k(whole_blocks(src), activations)
     }
 
+    fn vec_dot_group(src: &[u8], rows: [&[BlockQ8K]; ROW_GROUP]) -> [f32; ROW_GROUP] {
+        active::dot_q5_k_group(whole_blocks(src), rows)
+    }
+
     fn vec_dot_batched(src: &[u8], activations: &[BlockQ8K]) -> f32 {
         dot_q5_k_tiled(whole_blocks(src), activations)
     }

@@ -619,18 +619,29 @@ fn in_halves<A>(
     std::array::from_fn(|i| if i < HALF_GROUP { first[i] } else { second[i - HALF_GROUP] })
 }
 
-/// The table entries of a format with a rows loop: one row, and a row group.
+/// The table entries of a format with a rows loop: one row, and a row group (in one loop of
+/// [`ROW_GROUP`] rows, `whole`, or [`in_halves`]).
 macro_rules! single_and_group {
-    ($($rows:ident: $single:ident, $group:ident ($block:ty, $activation:ty);)*) => {$(
+    ($($rows:ident($group_rows:ident): $single:ident, $group:ident ($block:ty, $activation:ty);)*) => {$(
         pub(super) fn $single(x: &[$block], y: &[$activation]) -> f32 {
             let [sum] = $rows(x, [y]);
             sum
         }
 
         pub(super) fn $group(x: &[$block], rows: [&[$activation]; ROW_GROUP]) -> [f32; ROW_GROUP] {
-            in_halves(rows, |rows| $rows(x, rows))
+            group_rows!($group_rows, $rows, x, rows)
         }
     )*};
+}
+
+/// A row group through a rows loop: `whole` or `halves`.
+macro_rules! group_rows {
+    (whole, $rows:ident, $x:ident, $group:ident) => {
+        $rows($x, $group)
+    };
+    (halves, $rows:ident, $x:ident, $group:ident) => {
+        in_halves($group, |rows| $rows($x, rows))
+    };
 }
 
 /// The table entries of a format with a tile loop: one row, a row group (in one tile, or
@@ -705,7 +716,7 @@ fn iq4_xs_rows<const R: usize>(x: &[BlockIq4Xs], rows: [&[BlockQ8K]; R]) -> [f32
 }
 
 single_and_group! {
-    iq4_xs_rows: dot_iq4_xs, dot_iq4_xs_group(BlockIq4Xs, BlockQ8K);
+    iq4_xs_rows(halves): dot_iq4_xs, dot_iq4_xs_group(BlockIq4Xs, BlockQ8K);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -901,13 +912,13 @@ fn iq1_m_rows<const R: usize>(x: &[BlockIq1M], rows: [&[BlockQ8K]; R]) -> [f32; 
 }
 
 single_and_group! {
-    iq2_xxs_rows: dot_iq2_xxs, dot_iq2_xxs_group(BlockIq2Xxs, BlockQ8K);
-    iq3_xxs_rows: dot_iq3_xxs, dot_iq3_xxs_group(BlockIq3Xxs, BlockQ8K);
-    iq3_s_rows: dot_iq3_s, dot_iq3_s_group(BlockIq3S, BlockQ8K);
-    iq2_xs_rows: dot_iq2_xs, dot_iq2_xs_group(BlockIq2Xs, BlockQ8K);
-    iq2_s_rows: dot_iq2_s, dot_iq2_s_group(BlockIq2S, BlockQ8K);
-    iq1_s_rows: dot_iq1_s, dot_iq1_s_group(BlockIq1S, BlockQ8K);
-    iq1_m_rows: dot_iq1_m, dot_iq1_m_group(BlockIq1M, BlockQ8K);
+    iq2_xxs_rows(halves): dot_iq2_xxs, dot_iq2_xxs_group(BlockIq2Xxs, BlockQ8K);
+    iq3_xxs_rows(halves): dot_iq3_xxs, dot_iq3_xxs_group(BlockIq3Xxs, BlockQ8K);
+    iq3_s_rows(halves): dot_iq3_s, dot_iq3_s_group(BlockIq3S, BlockQ8K);
+    iq2_xs_rows(halves): dot_iq2_xs, dot_iq2_xs_group(BlockIq2Xs, BlockQ8K);
+    iq2_s_rows(halves): dot_iq2_s, dot_iq2_s_group(BlockIq2S, BlockQ8K);
+    iq1_s_rows(halves): dot_iq1_s, dot_iq1_s_group(BlockIq1S, BlockQ8K);
+    iq1_m_rows(halves): dot_iq1_m, dot_iq1_m_group(BlockIq1M, BlockQ8K);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -932,137 +943,118 @@ fn mins_per_bsum(mins: &[u8; 8]) -> [v128; 2] {
     ]
 }
 
-pub(super) fn dot_q4_k(x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
-    let held = Held::new();
-    let table = f16_table();
-    let mut acc = f32x4_splat(0.0);
-    let mut mins_acc = f32x4_splat(0.0);
-    for (xb, yb) in x.iter().zip(y) {
-        let (scales, mins) = scales_and_mins_k4(&xb.scales);
-        let mins = mins_per_bsum(&mins);
-        let mut block = i32x4_splat(0);
-        // Each 32 bytes of qs hold 64 quants: low nibbles for one 32-group, high for the next.
-        for (pair, (packed, a)) in xb.qs.chunks_exact(32).zip(yb.qs.chunks_exact(64)).enumerate() {
-            let (low0, high0) = nibbles(load_u8(packed), held.low_nibble);
-            let (low1, high1) = nibbles(load_u8(&packed[16..]), held.low_nibble);
-            let (low_scale, high_scale) = (
-                sub_block_scale(i32::from(scales[2 * pair])),
-                sub_block_scale(i32::from(scales[2 * pair + 1])),
-            );
-            block = add_scaled_dots(block, [low0, low1], [load_i8(a), load_i8(&a[16..])], low_scale, held);
-            block = add_scaled_dots(
-                block,
-                [high0, high1],
-                [load_i8(&a[32..]), load_i8(&a[48..])],
-                high_scale,
-                held,
-            );
-        }
-        acc = add_scaled(acc, block, f32_of(table, xb.d) * yb.d);
-        mins_acc = add_scaled(mins_acc, bsums_dot(&yb.bsums, mins), f32_of(table, xb.dmin) * yb.d);
-    }
-    sum_f32x4(acc) - sum_f32x4(mins_acc)
-}
+// One loop per K-quant format serves a single row and a row group alike (`R` activation rows
+// per weight block decoded), so a row's operations, and its bits, never depend on the group.
+// No weight pairs for decode, unlike the 32-element formats: two rows' codes and sums spill
+// registers here (measured in Chromium: Q4_K_M decode 12 % slower, Q5_K_M 23 %).
 
-pub(super) fn dot_q4_k_group(x: &[BlockQ4K], rows: [&[BlockQ8K]; ROW_GROUP]) -> [f32; ROW_GROUP] {
+/// Q4_K and Q5_K: codes 0..=31 per 32-element sub-block with 6-bit scales and mins; `decode`
+/// gives a block's codes for sub-blocks `2·pair` and `2·pair + 1`, 16 per vector.
+#[inline(always)]
+fn k4_rows<B: KQuant4, const R: usize>(
+    x: &[B],
+    rows: [&[BlockQ8K]; R],
+    decode: impl Fn(&B, usize, Held) -> [[v128; 2]; 2],
+) -> [f32; R] {
+    let len = x.len().min(shortest_row(&rows));
+    let (x, rows) = (&x[..len], rows.map(|row| &row[..len]));
     let held = Held::new();
-    let x = &x[..x.len().min(shortest_row(&rows))];
     let table = f16_table();
-    let mut acc = [f32x4_splat(0.0); ROW_GROUP];
-    let mut mins_acc = [f32x4_splat(0.0); ROW_GROUP];
+    let mut acc = [f32x4_splat(0.0); R];
+    let mut mins_acc = [f32x4_splat(0.0); R];
     for (b, xb) in x.iter().enumerate() {
-        let (scales, mins) = scales_and_mins_k4(&xb.scales);
+        let (scales, mins) = scales_and_mins_k4(xb.packed_scales());
         let mins = mins_per_bsum(&mins);
-        let mut block = [i32x4_splat(0); ROW_GROUP];
-        for (pair, packed) in xb.qs.chunks_exact(32).enumerate() {
-            let (low0, high0) = nibbles(load_u8(packed), held.low_nibble);
-            let (low1, high1) = nibbles(load_u8(&packed[16..]), held.low_nibble);
+        let mut sums = [i32x4_splat(0); R];
+        let mut sub_block_pair = |pair: usize| {
+            let [low, high] = decode(xb, pair, held);
             let (low_scale, high_scale) = (
                 sub_block_scale(i32::from(scales[2 * pair])),
                 sub_block_scale(i32::from(scales[2 * pair + 1])),
             );
-            for (sums, row) in block.iter_mut().zip(rows) {
+            for (sums, row) in sums.iter_mut().zip(rows) {
                 let a = &row[b].qs[64 * pair..][..64];
+                *sums = add_scaled_dots(*sums, low, [load_i8(a), load_i8(&a[16..])], low_scale, held);
                 *sums =
-                    add_scaled_dots(*sums, [low0, low1], [load_i8(a), load_i8(&a[16..])], low_scale, held);
-                *sums = add_scaled_dots(
-                    *sums,
-                    [high0, high1],
-                    [load_i8(&a[32..]), load_i8(&a[48..])],
-                    high_scale,
-                    held,
-                );
+                    add_scaled_dots(*sums, high, [load_i8(&a[32..]), load_i8(&a[48..])], high_scale, held);
             }
+        };
+        if R == 1 {
+            // Unrolled by hand for decode: LLVM kept this a loop, whose variable shifts and
+            // addresses made Q5_K decode 18 % slower in Chromium.
+            sub_block_pair(0);
+            sub_block_pair(1);
+            sub_block_pair(2);
+            sub_block_pair(3);
+        } else {
+            (0..4).for_each(sub_block_pair);
         }
-        let (xd, xdmin) = (f32_of(table, xb.d), f32_of(table, xb.dmin));
-        for r in 0..ROW_GROUP {
+        let (xd, xdmin) = (f32_of(table, xb.d()), f32_of(table, xb.dmin()));
+        for r in 0..R {
             let yb = &rows[r][b];
-            acc[r] = add_scaled(acc[r], block[r], xd * yb.d);
+            acc[r] = add_scaled(acc[r], sums[r], xd * yb.d);
             mins_acc[r] = add_scaled(mins_acc[r], bsums_dot(&yb.bsums, mins), xdmin * yb.d);
         }
     }
     std::array::from_fn(|r| sum_f32x4(acc[r]) - sum_f32x4(mins_acc[r]))
 }
 
-pub(super) fn dot_q6_k_group(x: &[BlockQ6K], rows: [&[BlockQ8K]; ROW_GROUP]) -> [f32; ROW_GROUP] {
-    let held = Held::new();
-    let x = &x[..x.len().min(shortest_row(&rows))];
-    let table = f16_table();
-    let mut acc = [f32x4_splat(0.0); ROW_GROUP];
-    for (b, xb) in x.iter().enumerate() {
-        let mut block = [i32x4_splat(0); ROW_GROUP];
-        q6_k_codes(xb, held, |codes, first, scale| {
-            for (sums, row) in block.iter_mut().zip(rows) {
-                *sums = add_scaled_dots(*sums, [codes], [load_i8(&row[b].qs[first..])], scale, held);
-            }
-        });
-        let (xd, scales) = (f32_of(table, xb.d), q6_k_scales(xb));
-        for r in 0..ROW_GROUP {
-            let yb = &rows[r][b];
-            acc[r] = add_scaled(acc[r], i32x4_sub(block[r], q6_k_offset(scales, &yb.bsums)), xd * yb.d);
-        }
-    }
-    acc.map(sum_f32x4)
+/// What [`k4_rows`] reads of a Q4_K or Q5_K block besides its codes.
+trait KQuant4 {
+    fn d(&self) -> F16Le;
+    fn dmin(&self) -> F16Le;
+    fn packed_scales(&self) -> &[u8; 12];
 }
 
-pub(super) fn dot_q5_k(x: &[BlockQ5K], y: &[BlockQ8K]) -> f32 {
-    let held = Held::new();
-    let table = f16_table();
+macro_rules! k_quant_4 {
+    ($($block:ty),*) => {$(
+        impl KQuant4 for $block {
+            #[inline(always)]
+            fn d(&self) -> F16Le {
+                self.d
+            }
+            #[inline(always)]
+            fn dmin(&self) -> F16Le {
+                self.dmin
+            }
+            #[inline(always)]
+            fn packed_scales(&self) -> &[u8; 12] {
+                &self.scales
+            }
+        }
+    )*};
+}
+
+k_quant_4!(BlockQ4K, BlockQ5K);
+
+#[inline(always)]
+fn q4_k_rows<const R: usize>(x: &[BlockQ4K], rows: [&[BlockQ8K]; R]) -> [f32; R] {
+    // Each 32 bytes of qs hold 64 quants: low nibbles for one 32-group, high for the next.
+    k4_rows(x, rows, |xb, pair, held| {
+        let packed = &xb.qs[32 * pair..][..32];
+        let (low0, high0) = nibbles(load_u8(packed), held.low_nibble);
+        let (low1, high1) = nibbles(load_u8(&packed[16..]), held.low_nibble);
+        [[low0, low1], [high0, high1]]
+    })
+}
+
+#[inline(always)]
+fn q5_k_rows<const R: usize>(x: &[BlockQ5K], rows: [&[BlockQ8K]; R]) -> [f32; R] {
     let one = u8x16_splat(1);
-    let mut acc = f32x4_splat(0.0);
-    let mut mins_acc = f32x4_splat(0.0);
-    for (xb, yb) in x.iter().zip(y) {
-        let (scales, mins) = scales_and_mins_k4(&xb.scales);
-        let mins = mins_per_bsum(&mins);
+    k4_rows(x, rows, |xb, pair, held| {
+        let packed = &xb.qs[32 * pair..][..32];
         let high_bits = [load_u8(&xb.qh), load_u8(&xb.qh[16..])];
         // Fifth bit of element l of 32-element row r: bit r of qh[l], moved to 0x10.
         // 16-bit shifts: the same bytes once masked, without V8's byte-shift masks.
         let fifth = |row: u32, piece: usize| i16x8_shl(v128_and(u16x8_shr(high_bits[piece], row), one), 4);
-        let mut block = i32x4_splat(0);
-        for (pair, (packed, activations)) in xb.qs.chunks_exact(32).zip(yb.qs.chunks_exact(64)).enumerate() {
-            let (low_row, high_row) = (2 * pair as u32, 2 * pair as u32 + 1);
-            let (low0, high0) = nibbles(load_u8(packed), held.low_nibble);
-            let (low1, high1) = nibbles(load_u8(&packed[16..]), held.low_nibble);
-            let a = activations;
-            block = add_scaled_dots(
-                block,
-                [v128_or(low0, fifth(low_row, 0)), v128_or(low1, fifth(low_row, 1))],
-                [load_i8(a), load_i8(&a[16..])],
-                sub_block_scale(i32::from(scales[2 * pair])),
-                held,
-            );
-            block = add_scaled_dots(
-                block,
-                [v128_or(high0, fifth(high_row, 0)), v128_or(high1, fifth(high_row, 1))],
-                [load_i8(&a[32..]), load_i8(&a[48..])],
-                sub_block_scale(i32::from(scales[2 * pair + 1])),
-                held,
-            );
-        }
-        acc = add_scaled(acc, block, f32_of(table, xb.d) * yb.d);
-        mins_acc = add_scaled(mins_acc, bsums_dot(&yb.bsums, mins), f32_of(table, xb.dmin) * yb.d);
-    }
-    sum_f32x4(acc) - sum_f32x4(mins_acc)
+        let (low_row, high_row) = (2 * pair as u32, 2 * pair as u32 + 1);
+        let (low0, high0) = nibbles(load_u8(packed), held.low_nibble);
+        let (low1, high1) = nibbles(load_u8(&packed[16..]), held.low_nibble);
+        [
+            [v128_or(low0, fifth(low_row, 0)), v128_or(low1, fifth(low_row, 1))],
+            [v128_or(high0, fifth(high_row, 0)), v128_or(high1, fifth(high_row, 1))],
+        ]
+    })
 }
 
 /// Walks a Q6_K block's codes (0..=63, before the offset of 32) 16 at a time: `f(codes,
@@ -1106,19 +1098,33 @@ fn q6_k_offset(scales: [v128; 2], bsums: &[i16; 16]) -> v128 {
     i32x4_shl(bsums_dot(bsums, scales), 5)
 }
 
-pub(super) fn dot_q6_k(x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
+#[inline(always)]
+fn q6_k_rows<const R: usize>(x: &[BlockQ6K], rows: [&[BlockQ8K]; R]) -> [f32; R] {
+    let len = x.len().min(shortest_row(&rows));
+    let (x, rows) = (&x[..len], rows.map(|row| &row[..len]));
     let held = Held::new();
     let table = f16_table();
-    let mut acc = f32x4_splat(0.0);
-    for (xb, yb) in x.iter().zip(y) {
-        let mut block = i32x4_splat(0);
+    let mut acc = [f32x4_splat(0.0); R];
+    for (b, xb) in x.iter().enumerate() {
+        let mut sums = [i32x4_splat(0); R];
         q6_k_codes(xb, held, |codes, first, scale| {
-            block = add_scaled_dots(block, [codes], [load_i8(&yb.qs[first..])], scale, held);
+            for (sums, row) in sums.iter_mut().zip(rows) {
+                *sums = add_scaled_dots(*sums, [codes], [load_i8(&row[b].qs[first..])], scale, held);
+            }
         });
-        let block = i32x4_sub(block, q6_k_offset(q6_k_scales(xb), &yb.bsums));
-        acc = add_scaled(acc, block, f32_of(table, xb.d) * yb.d);
+        let (xd, scales) = (f32_of(table, xb.d), q6_k_scales(xb));
+        for r in 0..R {
+            let yb = &rows[r][b];
+            acc[r] = add_scaled(acc[r], i32x4_sub(sums[r], q6_k_offset(scales, &yb.bsums)), xd * yb.d);
+        }
     }
-    sum_f32x4(acc)
+    acc.map(sum_f32x4)
+}
+
+single_and_group! {
+    q4_k_rows(whole): dot_q4_k, dot_q4_k_group(BlockQ4K, BlockQ8K);
+    q5_k_rows(whole): dot_q5_k, dot_q5_k_group(BlockQ5K, BlockQ8K);
+    q6_k_rows(whole): dot_q6_k, dot_q6_k_group(BlockQ6K, BlockQ8K);
 }
 
 // ---------------------------------------------------------------------------------------------
