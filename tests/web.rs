@@ -187,18 +187,22 @@ fn engine_logits_match_llama_cpp_with_simd128() {
 /// factors, whitespace stripped after special tokens), Gemma 2 (soft caps, alternate
 /// sliding-window layers), Qwen3.5 (gated DeltaNet and gated attention; chunked prefill), Gemma 4
 /// (per-layer head sizes, shared KV, per-layer inputs) within the 8-bit tolerance of 0.02; IQ4_NL and IQ4_XS (SIMD128 table
-/// lookups) and the lattice i-quants IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M
-/// within the 4-bit tolerance of 0.1.
-/// Four golden prompts of 8 steps each.
+/// lookups), the lattice i-quants IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M, and
+/// Q2_K and Q3_K (the Qwen3 Q2_K and Q3_K_S micro files) within the 4-bit tolerance of 0.1.
+/// Four golden prompts of 8 steps each (three for the Qwen3 micro files).
 #[wasm_bindgen_test]
 fn micro_files_of_other_architectures_and_types_match_llama_cpp_in_the_browser() {
     macro_rules! micro {
         ($name:literal, $tolerance:expr) => {
+            micro!($name, $tolerance, 32)
+        };
+        ($name:literal, $tolerance:expr, $steps:expr) => {
             (
                 $name,
                 include_bytes!(concat!("fixtures/models/", $name, ".gguf")).as_slice(),
                 include_str!(concat!("fixtures/golden/", $name, ".json")),
                 $tolerance,
+                $steps,
             )
         };
     }
@@ -218,9 +222,11 @@ fn micro_files_of_other_architectures_and_types_match_llama_cpp_in_the_browser()
         micro!("llama-micro-iq2_s", 0.1),
         micro!("llama-micro-iq1_s", 0.1),
         micro!("llama-micro-iq1_m", 0.1),
+        micro!("qwen3-micro-q2_k", 0.1, 24),
+        micro!("qwen3-micro-q3_k_s", 0.1, 24),
     ];
-    for (name, file, golden, tolerance) in files {
-        assert_eq!(assert_follows_golden(file, golden, tolerance), 32, "{name}");
+    for (name, file, golden, tolerance, steps) in files {
+        assert_eq!(assert_follows_golden(file, golden, tolerance), steps, "{name}");
     }
 }
 

@@ -21,7 +21,7 @@ pub fn check_kernels_match_scalar() -> Result<(), String> {
 
     let mut rng = SplitMix(0x5EED);
     type ScalarAndSimd = fn(&[u8], &QuantizedActivations) -> (f32, f32);
-    let checks: [(WeightType, ScalarAndSimd); 20] = [
+    let checks: [(WeightType, ScalarAndSimd); 22] = [
         (WeightType::Q8_0, |w, q| pair(w, q, scalar::dot_q8_0, active::dot_q8_0)),
         (WeightType::Q4_0, |w, q| pair(w, q, scalar::dot_q4_0, active::dot_q4_0)),
         (WeightType::Q4_1, |w, q| pair(w, q, scalar::dot_q4_1, active::dot_q4_1)),
@@ -36,6 +36,8 @@ pub fn check_kernels_match_scalar() -> Result<(), String> {
         (WeightType::IQ2_S, |w, q| pair(w, q, scalar::dot_iq2_s, active::dot_iq2_s)),
         (WeightType::IQ1_S, |w, q| pair(w, q, scalar::dot_iq1_s, active::dot_iq1_s)),
         (WeightType::IQ1_M, |w, q| pair(w, q, scalar::dot_iq1_m, active::dot_iq1_m)),
+        (WeightType::Q2_K, |w, q| pair(w, q, scalar::dot_q2_k, active::dot_q2_k)),
+        (WeightType::Q3_K, |w, q| pair(w, q, scalar::dot_q3_k, active::dot_q3_k)),
         (WeightType::Q4_K, |w, q| pair(w, q, scalar::dot_q4_k, active::dot_q4_k)),
         (WeightType::Q5_K, |w, q| pair(w, q, scalar::dot_q5_k, active::dot_q5_k)),
         (WeightType::Q6_K, |w, q| pair(w, q, scalar::dot_q6_k, active::dot_q6_k)),
@@ -247,6 +249,8 @@ fn check_row_groups() -> Result<(), String> {
         WeightType::IQ2_S,
         WeightType::IQ1_S,
         WeightType::IQ1_M,
+        WeightType::Q2_K,
+        WeightType::Q3_K,
         WeightType::Q4_K,
         WeightType::Q5_K,
         WeightType::Q6_K,
@@ -394,6 +398,8 @@ impl SplitMix {
         let scale_offsets: &[usize] = match weight_type {
             W::Q8_0 | W::Q4_0 | W::Q5_0 | W::Q4_1 | W::Q5_1 | W::Q4_K | W::Q5_K | W::IQ4_NL => &[0, 2],
             W::IQ4_XS | W::IQ2_XXS | W::IQ3_XXS | W::IQ3_S | W::IQ2_XS | W::IQ2_S | W::IQ1_S => &[0],
+            W::Q2_K => &[80, 82],
+            W::Q3_K => &[108],
             W::Q6_K => &[208],
             _ => &[],
         };

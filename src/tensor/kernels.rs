@@ -33,7 +33,7 @@ pub(super) mod scalar {
         dot_iq1_m, dot_iq1_s, dot_iq2_s, dot_iq2_xs, dot_iq2_xxs, dot_iq3_s, dot_iq3_xxs,
     };
     pub(in crate::tensor) use super::super::iquants::{dot_iq4_nl, dot_iq4_xs};
-    pub(in crate::tensor) use super::super::kquants::{dot_q4_k, dot_q5_k, dot_q6_k};
+    pub(in crate::tensor) use super::super::kquants::{dot_q2_k, dot_q3_k, dot_q4_k, dot_q5_k, dot_q6_k};
     pub(in crate::tensor) use super::super::kv_rows::{
         dot_kv_row, mad_kv_row_rounded, scale_rounded_to_f16, widen_kv_row,
     };
@@ -74,8 +74,8 @@ macro_rules! single_row_groups {
         use super::super::activations::{BF16Activation, F16Activation, Q8_0Activation};
         use super::super::blocks::{
             BlockIq1M, BlockIq1S, BlockIq2S, BlockIq2Xs, BlockIq2Xxs, BlockIq3S, BlockIq3Xxs, BlockIq4Nl,
-            BlockIq4Xs, BlockQ4_0, BlockQ4_1, BlockQ4K, BlockQ5_0, BlockQ5_1, BlockQ5K, BlockQ6K, BlockQ8_0,
-            BlockQ8_1, BlockQ8K,
+            BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ4_0, BlockQ4_1, BlockQ4K, BlockQ5_0, BlockQ5_1, BlockQ5K,
+            BlockQ6K, BlockQ8_0, BlockQ8_1, BlockQ8K,
         };
         use super::super::format::ROW_GROUP;
         one_row_at_a_time! {
@@ -87,6 +87,8 @@ macro_rules! single_row_groups {
             dot_q4_1_group = dot_q4_1(BlockQ4_1, BlockQ8_1);
             dot_q5_0_group = dot_q5_0(BlockQ5_0, Q8_0Activation);
             dot_q5_1_group = dot_q5_1(BlockQ5_1, BlockQ8_1);
+            dot_q2_k_group = dot_q2_k(BlockQ2K, BlockQ8K);
+            dot_q3_k_group = dot_q3_k(BlockQ3K, BlockQ8K);
             dot_q4_k_group = dot_q4_k(BlockQ4K, BlockQ8K);
             dot_q5_k_group = dot_q5_k(BlockQ5K, BlockQ8K);
             dot_q6_k_group = dot_q6_k(BlockQ6K, BlockQ8K);
@@ -122,9 +124,10 @@ pub(super) mod active {
     pub(in crate::tensor) use super::super::simd128::{Q8_0Extra, q8_0_extra};
     pub(in crate::tensor) use super::super::simd128::{
         dot_bf16, dot_bf16_group, dot_f16, dot_f16_group, dot_f32, dot_f32_group, dot_iq4_nl,
-        dot_iq4_nl_group, dot_iq4_xs, dot_iq4_xs_group, dot_q4_0, dot_q4_0_group, dot_q4_1, dot_q4_1_group,
-        dot_q4_k, dot_q4_k_group, dot_q5_0, dot_q5_0_group, dot_q5_1, dot_q5_1_group, dot_q5_k,
-        dot_q5_k_group, dot_q6_k, dot_q6_k_group, dot_q8_0, dot_q8_0_group,
+        dot_iq4_nl_group, dot_iq4_xs, dot_iq4_xs_group, dot_q2_k, dot_q2_k_group, dot_q3_k, dot_q3_k_group,
+        dot_q4_0, dot_q4_0_group, dot_q4_1, dot_q4_1_group, dot_q4_k, dot_q4_k_group, dot_q5_0,
+        dot_q5_0_group, dot_q5_1, dot_q5_1_group, dot_q5_k, dot_q5_k_group, dot_q6_k, dot_q6_k_group,
+        dot_q8_0, dot_q8_0_group,
     };
     pub(in crate::tensor) use super::super::simd128::{
         dot_bf16_pair, dot_f16_pair, dot_f32_pair, dot_iq4_nl_pair, dot_q4_0_pair, dot_q4_1_pair,
@@ -146,8 +149,8 @@ pub(super) mod active {
     pub(in crate::tensor) use super::super::avx2::{dot_q4_0, dot_q4_1, dot_q5_0, dot_q8_0};
     pub(in crate::tensor) use super::scalar::{Q8_0Extra, q8_0_extra};
     pub(in crate::tensor) use super::scalar::{
-        any_non_finite_f16, dot_bf16, dot_f16, dot_f32, dot_iq4_nl, dot_iq4_xs, dot_q4_k, dot_q5_1, dot_q5_k,
-        dot_q6_k,
+        any_non_finite_f16, dot_bf16, dot_f16, dot_f32, dot_iq4_nl, dot_iq4_xs, dot_q2_k, dot_q3_k, dot_q4_k,
+        dot_q5_1, dot_q5_k, dot_q6_k,
     };
     pub(in crate::tensor) use super::scalar::{
         dot_iq1_m, dot_iq1_s, dot_iq2_s, dot_iq2_xs, dot_iq2_xxs, dot_iq3_s, dot_iq3_xxs,

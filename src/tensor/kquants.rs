@@ -116,7 +116,11 @@ impl QuantFormat for BlockQ2K {
     }
 
     fn vec_dot(src: &[u8], activations: &[BlockQ8K]) -> f32 {
-        dot_q2_k(whole_blocks(src), activations)
+        active::dot_q2_k(whole_blocks(src), activations)
+    }
+
+    fn vec_dot_group(src: &[u8], rows: [&[BlockQ8K]; ROW_GROUP]) -> [f32; ROW_GROUP] {
+        active::dot_q2_k_group(whole_blocks(src), rows)
     }
 
     fn vec_dot_batched(src: &[u8], activations: &[BlockQ8K]) -> f32 {
@@ -198,7 +202,11 @@ impl QuantFormat for BlockQ3K {
     }
 
     fn vec_dot(src: &[u8], activations: &[BlockQ8K]) -> f32 {
-        dot_q3_k(whole_blocks(src), activations)
+        active::dot_q3_k(whole_blocks(src), activations)
+    }
+
+    fn vec_dot_group(src: &[u8], rows: [&[BlockQ8K]; ROW_GROUP]) -> [f32; ROW_GROUP] {
+        active::dot_q3_k_group(whole_blocks(src), rows)
     }
 }
 

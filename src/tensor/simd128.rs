@@ -17,13 +17,13 @@ use super::wasm_simd::*;
 use super::activations::{BF16Activation, F16_ACTIVATION_SCALE, F16Activation, Q8_0Activation};
 use super::blocks::{BlockIq1M, BlockIq1S, BlockIq2S, BlockIq2Xs, BlockIq2Xxs, BlockIq3S, BlockIq3Xxs};
 use super::blocks::{
-    BlockIq4Nl, BlockIq4Xs, BlockQ4_0, BlockQ4_1, BlockQ4K, BlockQ5_0, BlockQ5_1, BlockQ5K, BlockQ6K,
-    BlockQ8_0, BlockQ8_1, BlockQ8K, F16Le, KVALUES_IQ4NL,
+    BlockIq4Nl, BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ4_0, BlockQ4_1, BlockQ4K, BlockQ5_0, BlockQ5_1,
+    BlockQ5K, BlockQ6K, BlockQ8_0, BlockQ8_1, BlockQ8K, F16Le, KVALUES_IQ4NL,
 };
 use super::format::ROW_GROUP;
 use super::iq_grids::{IQ1S_GRID, IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID, IQ3S_GRID, IQ3XXS_GRID, KSIGNS_IQ2XS};
 use super::iq_lattice::Lattice;
-use super::kquants::scales_and_mins_k4;
+use super::kquants::{scales_and_mins_k4, scales_q3_k};
 
 // ---------------------------------------------------------------------------------------------
 // Loads and small helpers
@@ -1121,7 +1121,113 @@ fn q6_k_rows<const R: usize>(x: &[BlockQ6K], rows: [&[BlockQ8K]; R]) -> [f32; R]
     acc.map(sum_f32x4)
 }
 
+/// Walks the 2-bit codes of a Q2_K or Q3_K block (two low bits of each quant) 16 at a time:
+/// `f(codes, group)` for elements `16·group..16·group + 16`, `row` = group / 2 being the
+/// 32-element row, whose bits 2·(row % 4) of `qs[32·(row / 4)..][..32]` they are.
+#[inline(always)]
+fn two_bit_codes(qs: &[u8; 64], unrolled: bool, mut f: impl FnMut(v128, usize)) {
+    let two_bits = u8x16_splat(0x03);
+    let mut row = |half: usize, shift: usize| {
+        let bytes = &qs[32 * half..][..32];
+        for (piece, packed) in [load_u8(bytes), load_u8(&bytes[16..])].into_iter().enumerate() {
+            // 16-bit shifts give the same bytes here (the mask keeps bits that never cross a
+            // byte) without V8's byte-shift masks.
+            let codes = v128_and(u16x8_shr(packed, 2 * shift as u32), two_bits);
+            f(codes, 8 * half + 2 * shift + piece);
+        }
+    };
+    if unrolled {
+        // Decode: constant shifts and offsets, as for the other K-quants' single rows.
+        row(0, 0);
+        row(0, 1);
+        row(0, 2);
+        row(0, 3);
+        row(1, 0);
+        row(1, 1);
+        row(1, 2);
+        row(1, 3);
+    } else {
+        for half in 0..2 {
+            for shift in 0..4 {
+                row(half, shift);
+            }
+        }
+    }
+}
+
+/// Q2_K: codes 0..=3 with a 4-bit scale (low nibble) and min (high nibble) per 16 elements.
+#[inline(always)]
+fn q2_k_rows<const R: usize>(x: &[BlockQ2K], rows: [&[BlockQ8K]; R]) -> [f32; R] {
+    let len = x.len().min(shortest_row(&rows));
+    let (x, rows) = (&x[..len], rows.map(|row| &row[..len]));
+    let held = Held::new();
+    let table = f16_table();
+    let mut acc = [f32x4_splat(0.0); R];
+    let mut mins_acc = [f32x4_splat(0.0); R];
+    for (b, xb) in x.iter().enumerate() {
+        let mut sums = [i32x4_splat(0); R];
+        two_bit_codes(&xb.qs, R == 1, |codes, group| {
+            let scale = sub_block_scale(i32::from(xb.scales[group] & 0x0F));
+            for (sums, row) in sums.iter_mut().zip(rows) {
+                *sums = add_scaled_dots(*sums, [codes], [load_i8(&row[b].qs[16 * group..])], scale, held);
+            }
+        });
+        // SAFETY: 16 bytes are readable; no alignment requirement.
+        let packed = unsafe { v128_load(xb.scales.as_ptr().cast()) };
+        let mins = u8x16_shr(packed, 4);
+        let mins = [u16x8_extend_low_u8x16(mins), u16x8_extend_high_u8x16(mins)];
+        let (xd, xdmin) = (f32_of(table, xb.d), f32_of(table, xb.dmin));
+        for r in 0..R {
+            let yb = &rows[r][b];
+            acc[r] = add_scaled(acc[r], sums[r], xd * yb.d);
+            mins_acc[r] = add_scaled(mins_acc[r], bsums_dot(&yb.bsums, mins), xdmin * yb.d);
+        }
+    }
+    std::array::from_fn(|r| sum_f32x4(acc[r]) - sum_f32x4(mins_acc[r]))
+}
+
+/// Q3_K: codes 0..=7 (two low bits from `qs`, 4 where the `hmask` bit is set) less 4, with a
+/// signed 6-bit scale per 16 elements. Σ scale·(c − 4)·a is summed as Σ scale·c·a less
+/// 4·Σ scale·bsum, so the dots stay on non-negative codes.
+#[inline(always)]
+fn q3_k_rows<const R: usize>(x: &[BlockQ3K], rows: [&[BlockQ8K]; R]) -> [f32; R] {
+    let len = x.len().min(shortest_row(&rows));
+    let (x, rows) = (&x[..len], rows.map(|row| &row[..len]));
+    let held = Held::new();
+    let table = f16_table();
+    let one = u8x16_splat(1);
+    let mut acc = [f32x4_splat(0.0); R];
+    for (b, xb) in x.iter().enumerate() {
+        let scales = scales_q3_k(&xb.scales);
+        let high_bits = [load_u8(&xb.hmask), load_u8(&xb.hmask[16..])];
+        let mut sums = [i32x4_splat(0); R];
+        two_bit_codes(&xb.qs, R == 1, |low, group| {
+            // Bit `row` of hmask[l] is the high bit of element l of 32-element row `row`,
+            // moved to 0x04 (16-bit shifts: the same bytes once masked).
+            let (row, piece) = (group / 2, group % 2);
+            let high = i16x8_shl(v128_and(u16x8_shr(high_bits[piece], row as u32), one), 2);
+            let codes = v128_or(low, high);
+            let scale = sub_block_scale(i32::from(scales[group]));
+            for (sums, row) in sums.iter_mut().zip(rows) {
+                *sums = add_scaled_dots(*sums, [codes], [load_i8(&row[b].qs[16 * group..])], scale, held);
+            }
+        });
+        // SAFETY: 16 i8 are 16 readable bytes; no alignment requirement.
+        let wide = unsafe { v128_load(scales.as_ptr().cast()) };
+        let wide = [i16x8_extend_low_i8x16(wide), i16x8_extend_high_i8x16(wide)];
+        let xd = f32_of(table, xb.d);
+        for r in 0..R {
+            let yb = &rows[r][b];
+            let offset = i32x4_shl(bsums_dot(&yb.bsums, wide), 2);
+            acc[r] = add_scaled(acc[r], i32x4_sub(sums[r], offset), xd * yb.d);
+        }
+    }
+    acc.map(sum_f32x4)
+}
+
 single_and_group! {
+    q2_k_rows(whole): dot_q2_k, dot_q2_k_group(BlockQ2K, BlockQ8K);
+    q3_k_rows(whole): dot_q3_k, dot_q3_k_group(BlockQ3K, BlockQ8K);
     q4_k_rows(whole): dot_q4_k, dot_q4_k_group(BlockQ4K, BlockQ8K);
     q5_k_rows(whole): dot_q5_k, dot_q5_k_group(BlockQ5K, BlockQ8K);
     q6_k_rows(whole): dot_q6_k, dot_q6_k_group(BlockQ6K, BlockQ8K);
