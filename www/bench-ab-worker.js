@@ -8,19 +8,11 @@
 // Protocol: receives {params} once; posts {type: 'progress', text} while working, then
 // {type: 'result', result} or {type: 'error', error}.
 
-import { errorMessage, sizePrompt } from './bench-common.js';
-import { streamModel, timeRun } from './bench-run.js';
+import { sizePrompt } from './bench-common.js';
+import { progress, serve, streamModel, timeRun } from './bench-run.js';
 import { resolveThreads, startEngine } from './engine-loader.js';
 
-const progress = (text) => postMessage({ type: 'progress', text });
-
-self.onmessage = async ({ data }) => {
-  try {
-    postMessage({ type: 'result', result: await run(data.params) });
-  } catch (error) {
-    postMessage({ type: 'error', error: errorMessage(error) });
-  }
-};
+serve(run);
 
 async function run({ model, pp, tg, threads, ctx, warmup, relaxed, a, b, pairs }) {
   const resolved = resolveThreads(threads);

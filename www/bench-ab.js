@@ -1,7 +1,7 @@
 // bench-ab.html: two builds of Inferno side by side (bench-ab-worker.js does the work; this page
 // passes the URL parameters and publishes the result for scripts/ab.mjs).
 
-import { errorMessage, median, publish, readParams, showParams, showStatus, tidy } from './bench-common.js';
+import { errorMessage, median, publish, readParams, runWorker } from './bench-common.js';
 
 /** Most pairs one page link may ask for. */
 const MAX_PAIRS = 100;
@@ -57,23 +57,10 @@ function main() {
     publish({ error: errorMessage(error) });
     return;
   }
-  showParams(params);
-  const worker = new Worker(new URL('./bench-ab-worker.js', import.meta.url), { type: 'module' });
-  worker.onmessage = ({ data }) => {
-    if (data.type === 'progress') {
-      showStatus(data.text);
-      return;
-    }
-    worker.terminate();
-    if (data.type === 'result') publish(tidy(summarize(data.result)), summaryLine);
-    else publish({ error: data.error });
-  };
-  worker.onerror = (event) => {
-    event.preventDefault();
-    worker.terminate();
-    publish({ error: `worker failed: ${event.message || 'could not start (are both builds there?)'}` });
-  };
-  worker.postMessage({ params });
+  runWorker(new URL('./bench-ab-worker.js', import.meta.url), params, {
+    finish: summarize,
+    summarize: summaryLine,
+  });
 }
 
 main();

@@ -110,6 +110,29 @@ export function showParams(params) {
     `model ${params.model}\npp ${params.pp} · tg ${params.tg} · threads ${params.threads} · ctx ${params.ctx} · warm-up runs ${params.warmup}`;
 }
 
+/** Runs a benchmark worker (the module Web Worker at `url`) on `params`: shows its progress,
+ *  then publishes its result, made final by `finish`, with the line `summarize` makes of it,
+ *  or its error. */
+export function runWorker(url, params, { finish = (result) => result, summarize } = {}) {
+  showParams(params);
+  const worker = new Worker(url, { type: 'module' });
+  worker.onmessage = ({ data }) => {
+    if (data.type === 'progress') {
+      showStatus(data.text);
+      return;
+    }
+    worker.terminate();
+    if (data.type === 'result') publish(tidy(finish(data.result)), summarize);
+    else publish({ error: data.error });
+  };
+  worker.onerror = (event) => {
+    event.preventDefault();
+    worker.terminate();
+    publish({ error: `worker failed: ${event.message || 'could not start (are the builds there?)'}` });
+  };
+  worker.postMessage({ params });
+}
+
 /** The one-line summary of a benchmark result (bench.html's). */
 function runSummary(result) {
   return [

@@ -2,6 +2,23 @@
 // streaming a model, and one timed prefill + decode run (what each clock covers: see
 // bench-worker.js's header).
 
+import { errorMessage } from './bench-common.js';
+
+/** Posts a progress line to the page. */
+export const progress = (text) => postMessage({ type: 'progress', text });
+
+/** Answers the page's one message, {params}, with {type: 'result', result: await run(params)}
+ *  or {type: 'error', error}. */
+export function serve(run) {
+  self.onmessage = async ({ data }) => {
+    try {
+      postMessage({ type: 'result', result: await run(data.params) });
+    } catch (error) {
+      postMessage({ type: 'error', error: errorMessage(error) });
+    }
+  };
+}
+
 /** fetch + response.body reader, the bytes counted and dropped; returns the count. */
 export async function readOnly(url) {
   const response = await fetch(url);

@@ -17,19 +17,11 @@
 // This is what llama.cpp's server loop (the wllama side) times as prompt_ms and predicted_ms
 // when asked for tg + 1 tokens.
 
-import { errorMessage, sizePrompt } from './bench-common.js';
-import { readOnly, streamModel, timeRun } from './bench-run.js';
+import { sizePrompt } from './bench-common.js';
+import { progress, readOnly, serve, streamModel, timeRun } from './bench-run.js';
 import { memory64Supported, resolveThreads, startEngine } from './engine-loader.js';
 
-const progress = (text) => postMessage({ type: 'progress', text });
-
-self.onmessage = async ({ data }) => {
-  try {
-    postMessage({ type: 'result', result: await run(data.params) });
-  } catch (error) {
-    postMessage({ type: 'error', error: errorMessage(error) });
-  }
-};
+serve(run);
 
 async function run({ model, pp, tg, threads, ctx, warmup, relaxed }) {
   const resolved = resolveThreads(threads);

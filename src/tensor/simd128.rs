@@ -956,8 +956,7 @@ fn k4_rows<B: KQuant4, const R: usize>(
     rows: [&[BlockQ8K]; R],
     decode: impl Fn(&B, usize, Held) -> [[v128; 2]; 2],
 ) -> [f32; R] {
-    let len = x.len().min(shortest_row(&rows));
-    let (x, rows) = (&x[..len], rows.map(|row| &row[..len]));
+    let (x, rows) = common_length(x, rows);
     let held = Held::new();
     let table = f16_table();
     let mut acc = [f32x4_splat(0.0); R];
@@ -1100,8 +1099,7 @@ fn q6_k_offset(scales: [v128; 2], bsums: &[i16; 16]) -> v128 {
 
 #[inline(always)]
 fn q6_k_rows<const R: usize>(x: &[BlockQ6K], rows: [&[BlockQ8K]; R]) -> [f32; R] {
-    let len = x.len().min(shortest_row(&rows));
-    let (x, rows) = (&x[..len], rows.map(|row| &row[..len]));
+    let (x, rows) = common_length(x, rows);
     let held = Held::new();
     let table = f16_table();
     let mut acc = [f32x4_splat(0.0); R];
@@ -1158,8 +1156,7 @@ fn two_bit_codes(qs: &[u8; 64], unrolled: bool, mut f: impl FnMut(v128, usize)) 
 /// Q2_K: codes 0..=3 with a 4-bit scale (low nibble) and min (high nibble) per 16 elements.
 #[inline(always)]
 fn q2_k_rows<const R: usize>(x: &[BlockQ2K], rows: [&[BlockQ8K]; R]) -> [f32; R] {
-    let len = x.len().min(shortest_row(&rows));
-    let (x, rows) = (&x[..len], rows.map(|row| &row[..len]));
+    let (x, rows) = common_length(x, rows);
     let held = Held::new();
     let table = f16_table();
     let mut acc = [f32x4_splat(0.0); R];
@@ -1191,8 +1188,7 @@ fn q2_k_rows<const R: usize>(x: &[BlockQ2K], rows: [&[BlockQ8K]; R]) -> [f32; R]
 /// 4·Σ scale·bsum, so the dots stay on non-negative codes.
 #[inline(always)]
 fn q3_k_rows<const R: usize>(x: &[BlockQ3K], rows: [&[BlockQ8K]; R]) -> [f32; R] {
-    let len = x.len().min(shortest_row(&rows));
-    let (x, rows) = (&x[..len], rows.map(|row| &row[..len]));
+    let (x, rows) = common_length(x, rows);
     let held = Held::new();
     let table = f16_table();
     let one = u8x16_splat(1);
@@ -1354,6 +1350,14 @@ fn float_tile<const W: usize, const R: usize, const ELEMENT_BYTES: usize, const 
 /// Elements (or blocks) in the shortest of `rows` (the rows of a matmul are all the same length).
 fn shortest_row<T, const R: usize>(rows: &[&[T]; R]) -> usize {
     rows.iter().map(|row| row.len()).min().unwrap_or(0)
+}
+
+/// A weight row and `R` activation rows cut to the blocks they all have, so that a rows loop
+/// indexes them without bounds checks.
+#[inline(always)]
+fn common_length<'a, B, A, const R: usize>(x: &'a [B], rows: [&'a [A]; R]) -> (&'a [B], [&'a [A]; R]) {
+    let len = x.len().min(shortest_row(&rows));
+    (&x[..len], rows.map(|row| &row[..len]))
 }
 
 #[inline(always)]
