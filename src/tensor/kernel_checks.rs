@@ -14,6 +14,8 @@ pub fn check_kernels_match_scalar() -> Result<(), String> {
     check_f16_conversion()?;
     #[cfg(all(target_family = "wasm", target_feature = "simd128"))]
     check_f16_fusing()?;
+    #[cfg(all(target_family = "wasm", target_feature = "simd128"))]
+    check_k4_scale_unpack()?;
     check_kv_rows()?;
     check_f16_scan()?;
     check_row_groups()?;
@@ -138,6 +140,37 @@ fn check_f16_fusing() -> Result<(), String> {
         let (fused, unfused) = f16_dot_fused_and_unfused(&weights, &activations);
         if fused.to_bits() != unfused.to_bits() {
             return Err(format!("F16 dot of {k} at scale {scale}: fused {fused:e}, unfused {unfused:e}"));
+        }
+    }
+    Ok(())
+}
+
+/// The vector unpack of Q4_K/Q5_K scales and mins must give `scales_and_mins_k4`'s values on
+/// every byte pattern it is fed (random packings, and every byte value in every position).
+#[cfg(all(target_family = "wasm", target_feature = "simd128"))]
+fn check_k4_scale_unpack() -> Result<(), String> {
+    use super::kquants::scales_and_mins_k4;
+    use super::simd128::{Held, k4_scales_and_mins};
+    use super::wasm_simd::*;
+    let held = Held::new();
+    let mut rng = SplitMix(0x4B4);
+    let random = (0..2048).map(|_| std::array::from_fn(|_| rng.next() as u8));
+    let single = (0..12 * 256).map(|i| std::array::from_fn(|j| if j == i / 256 { i as u8 } else { 0xA5 }));
+    for packed in random.chain(single) {
+        let [scales, mins] = k4_scales_and_mins(&packed, held);
+        let lanes = |v: v128| -> [u16; 8] {
+            let mut bytes = [0u8; 16];
+            // SAFETY: 16 writable bytes; v128.store has no alignment requirement.
+            unsafe { v128_store(bytes.as_mut_ptr().cast(), v) };
+            std::array::from_fn(|i| u16::from_le_bytes([bytes[2 * i], bytes[2 * i + 1]]))
+        };
+        let (scales_u8, mins_u8) = scales_and_mins_k4(&packed);
+        let expected = (scales_u8.map(u16::from), mins_u8.map(u16::from));
+        if (lanes(scales), lanes(mins)) != expected {
+            return Err(format!(
+                "K-quant scales {packed:02x?}: simd {:?}, scalar {expected:?}",
+                (lanes(scales), lanes(mins))
+            ));
         }
     }
     Ok(())

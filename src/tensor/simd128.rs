@@ -23,7 +23,6 @@ use super::blocks::{
 use super::format::ROW_GROUP;
 use super::iq_grids::{IQ1S_GRID, IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID, IQ3S_GRID, IQ3XXS_GRID, KSIGNS_IQ2XS};
 use super::iq_lattice::Lattice;
-use super::kquants::scales_and_mins_k4;
 
 // ---------------------------------------------------------------------------------------------
 // Loads and small helpers
@@ -134,6 +133,10 @@ pub(super) struct Held {
     bit_of_lane: v128,
     /// 0x10 in every byte: the fifth bit of a Q5 code.
     fifth_bit: v128,
+    /// 0x30 in every byte: bits 4-5, the top two bits of a 6-bit code.
+    bits_45: v128,
+    /// What [`k4_scales_and_mins`] keeps of each gathered byte: six bits, then a nibble.
+    k4_low_bits: v128,
     /// 0x8FFF in every i16 lane: what [`widen_f16x8`] keeps of a half shifted right by 3.
     f16_upper_bits: v128,
     /// 2^112 in every f32 lane: rebiases a half's exponent to f32's.
@@ -155,6 +158,8 @@ impl Held {
             spread_fifth_bits: [spread(0), spread(2)],
             bit_of_lane: u8x16(1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128),
             fifth_bit: u8x16_splat(0x10),
+            bits_45: u8x16_splat(0x30),
+            k4_low_bits: u8x16(63, 63, 63, 63, 15, 15, 15, 15, 63, 63, 63, 63, 15, 15, 15, 15),
             f16_upper_bits: u16x8_splat(0x8FFF),
             f16_rebias: f32x4_splat(f32::from_bits(0x7780_0000)), // 2^112
             zero: u16x8_splat(0),
@@ -204,6 +209,22 @@ fn sub_block_scale(scale: i32) -> v128 {
     #[cfg(not(target_feature = "relaxed-simd"))]
     {
         i32x4_splat(scale)
+    }
+}
+
+/// Lane `LANE` of eight i16 sub-block scales, prepared as [`sub_block_scale`] prepares one:
+/// a 16-bit splat shuffle (two instructions in V8) where splatting a scalar costs a byte load,
+/// a move and two shuffles.
+#[inline(always)]
+fn scale_lane<const LANE: usize>(scales: v128) -> v128 {
+    let splat = i16x8_shuffle::<LANE, LANE, LANE, LANE, LANE, LANE, LANE, LANE>(scales, scales);
+    #[cfg(target_feature = "relaxed-simd")]
+    {
+        splat
+    }
+    #[cfg(not(target_feature = "relaxed-simd"))]
+    {
+        i32x4_extend_low_i16x8(splat)
     }
 }
 
@@ -933,14 +954,34 @@ fn bsums_dot(bsums: &[i16; 16], weights: [v128; 2]) -> v128 {
     i32x4_add(i32x4_dot_i16x8(low, weights[0]), i32x4_dot_i16x8(high, weights[1]))
 }
 
-/// The 8 mins of a Q4_K/Q5_K block, one per 32 elements, as 16 i16 (one per Q8_K bsum).
+/// A Q4_K/Q5_K block's 8 scales and 8 mins (what `scales_and_mins_k4` gives) as i16, unpacked
+/// in vectors: the scalar unpack took about 50 operations per block and row in decode. Scale j
+/// (j < 4) is packed[j] & 63 and min j is packed[j + 4] & 63; scale j + 4 takes the low nibble
+/// of packed[j + 8] and min j + 4 its high nibble, each with bits 6-7 of scale j's (min j's)
+/// byte as bits 4-5.
 #[inline(always)]
-fn mins_per_bsum(mins: &[u8; 8]) -> [v128; 2] {
-    let wide = u16x8_extend_low_u8x16(u64x2(u64::from_le_bytes(*mins), 0));
-    [
-        i8x16_shuffle::<0, 1, 0, 1, 2, 3, 2, 3, 4, 5, 4, 5, 6, 7, 6, 7>(wide, wide),
-        i8x16_shuffle::<8, 9, 8, 9, 10, 11, 10, 11, 12, 13, 12, 13, 14, 15, 14, 15>(wide, wide),
-    ]
+pub(super) fn k4_scales_and_mins(packed: &[u8; 12], held: Held) -> [v128; 2] {
+    let bytes = u64x2(
+        u64::from_le_bytes([
+            packed[0], packed[1], packed[2], packed[3], packed[4], packed[5], packed[6], packed[7],
+        ]),
+        u64::from(u32::from_le_bytes([packed[8], packed[9], packed[10], packed[11]])),
+    );
+    // 16-bit shifts: each mask keeps bits that never cross a byte.
+    let shifted_4 = u16x8_shr(bytes, 4);
+    // Lanes 0-7 scales, 8-15 mins: low six bits, then a nibble of bytes 8-11.
+    let lows = i8x16_shuffle::<0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 24, 25, 26, 27>(bytes, shifted_4);
+    let lows = v128_and(lows, held.k4_low_bits);
+    let tops = v128_and(u16x8_shr(bytes, 2), held.bits_45);
+    let tops = i8x16_shuffle::<16, 16, 16, 16, 0, 1, 2, 3, 16, 16, 16, 16, 4, 5, 6, 7>(tops, held.zero);
+    let both = v128_or(lows, tops);
+    [u16x8_extend_low_u8x16(both), u16x8_extend_high_u8x16(both)]
+}
+
+/// The 8 mins of a Q4_K/Q5_K block (i16, one per 32 elements) as 16 i16, one per Q8_K bsum.
+#[inline(always)]
+fn mins_per_bsum(mins: v128) -> [v128; 2] {
+    [i16x8_shuffle::<0, 0, 1, 1, 2, 2, 3, 3>(mins, mins), i16x8_shuffle::<4, 4, 5, 5, 6, 6, 7, 7>(mins, mins)]
 }
 
 // One loop per K-quant format serves a single row and a row group alike (`R` activation rows
@@ -962,15 +1003,22 @@ fn k4_rows<B: KQuant4, const R: usize>(
     let mut acc = [f32x4_splat(0.0); R];
     let mut mins_acc = [f32x4_splat(0.0); R];
     for (b, xb) in x.iter().enumerate() {
-        let (scales, mins) = scales_and_mins_k4(xb.packed_scales());
-        let mins = mins_per_bsum(&mins);
+        let [scales, mins] = k4_scales_and_mins(xb.packed_scales(), held);
+        let mins = mins_per_bsum(mins);
+        let scales = [
+            scale_lane::<0>(scales),
+            scale_lane::<1>(scales),
+            scale_lane::<2>(scales),
+            scale_lane::<3>(scales),
+            scale_lane::<4>(scales),
+            scale_lane::<5>(scales),
+            scale_lane::<6>(scales),
+            scale_lane::<7>(scales),
+        ];
         let mut sums = [i32x4_splat(0); R];
         let mut sub_block_pair = |pair: usize| {
             let [low, high] = decode(xb, pair, held);
-            let (low_scale, high_scale) = (
-                sub_block_scale(i32::from(scales[2 * pair])),
-                sub_block_scale(i32::from(scales[2 * pair + 1])),
-            );
+            let (low_scale, high_scale) = (scales[2 * pair], scales[2 * pair + 1]);
             for (sums, row) in sums.iter_mut().zip(rows) {
                 let a = &row[b].qs[64 * pair..][..64];
                 *sums = add_scaled_dots(*sums, low, [load_i8(a), load_i8(&a[16..])], low_scale, held);
@@ -1039,13 +1087,20 @@ fn q4_k_rows<const R: usize>(x: &[BlockQ4K], rows: [&[BlockQ8K]; R]) -> [f32; R]
 
 #[inline(always)]
 fn q5_k_rows<const R: usize>(x: &[BlockQ5K], rows: [&[BlockQ8K]; R]) -> [f32; R] {
-    let one = u8x16_splat(1);
     k4_rows(x, rows, |xb, pair, held| {
         let packed = &xb.qs[32 * pair..][..32];
         let high_bits = [load_u8(&xb.qh), load_u8(&xb.qh[16..])];
-        // Fifth bit of element l of 32-element row r: bit r of qh[l], moved to 0x10.
-        // 16-bit shifts: the same bytes once masked, without V8's byte-shift masks.
-        let fifth = |row: u32, piece: usize| i16x8_shl(v128_and(u16x8_shr(high_bits[piece], row), one), 4);
+        // Fifth bit of element l of 32-element row r: bit r of qh[l], moved to 0x10 by one
+        // shift and the held mask. 16-bit shifts: the same bytes once masked, without V8's
+        // byte-shift masks.
+        let fifth = |row: u32, piece: usize| {
+            let moved = if row <= 4 {
+                i16x8_shl(high_bits[piece], 4 - row)
+            } else {
+                u16x8_shr(high_bits[piece], row - 4)
+            };
+            v128_and(moved, held.fifth_bit)
+        };
         let (low_row, high_row) = (2 * pair as u32, 2 * pair as u32 + 1);
         let (low0, high0) = nibbles(load_u8(packed), held.low_nibble);
         let (low1, high1) = nibbles(load_u8(&packed[16..]), held.low_nibble);
@@ -1059,29 +1114,91 @@ fn q5_k_rows<const R: usize>(x: &[BlockQ5K], rows: [&[BlockQ8K]; R]) -> [f32; R]
 /// Walks a Q6_K block's codes (0..=63, before the offset of 32) 16 at a time: `f(codes,
 /// first, scale)` for elements `first..first + 16`, with their sub-block scale. Two halves of
 /// 128: 64 ql bytes and 32 qh bytes each; element 32r + l of a half takes nibble r / 2 of
-/// ql[l + 32 (r % 2)] and bits 2r..2r+2 of qh[l].
+/// ql[l + 32 (r % 2)] and bits 2r..2r+2 of qh[l]. `unrolled` (decode) walks the block with
+/// constant shifts, lanes and addresses, the scales taken from `scales` (the block's 16 as
+/// i16, [`q6_k_scales`]) by lane shuffles; a row group walks it in a loop, one scalar splat per
+/// scale, as there the 16 calls of `f` unrolled spilled its accumulators (prefill 2.4x slower).
 #[inline(always)]
-fn q6_k_codes(xb: &BlockQ6K, held: Held, mut f: impl FnMut(v128, usize, v128)) {
-    let two_bits = u8x16_splat(0x03);
-    for (half, (ql, qh)) in xb.ql.chunks_exact(64).zip(xb.qh.chunks_exact(32)).enumerate() {
-        for piece in 0..2 {
-            let l = 16 * piece;
-            let high_bits = load_u8(&qh[l..]);
-            let (n0, n2) = nibbles(load_u8(&ql[l..]), held.low_nibble);
-            let (n1, n3) = nibbles(load_u8(&ql[l + 32..]), held.low_nibble);
-            for (row, nibble) in [n0, n1, n2, n3].into_iter().enumerate() {
-                // 16-bit shifts give the same bytes here (the mask keeps bits that never cross a
-                // byte) without V8's byte-shift masks.
-                let top = v128_and(u16x8_shr(high_bits, 2 * row as u32), two_bits);
-                let codes = v128_or(nibble, i16x8_shl(top, 4));
-                let scale = sub_block_scale(i32::from(xb.scales[8 * half + 2 * row + piece]));
-                f(codes, 128 * half + 32 * row + l, scale);
+fn q6_k_codes(
+    xb: &BlockQ6K,
+    scales: [v128; 2],
+    unrolled: bool,
+    held: Held,
+    mut f: impl FnMut(v128, usize, v128),
+) {
+    if unrolled {
+        let [s0, s1] = scales;
+        q6_k_quarter(
+            xb,
+            0,
+            0,
+            [scale_lane::<0>(s0), scale_lane::<2>(s0), scale_lane::<4>(s0), scale_lane::<6>(s0)],
+            held,
+            &mut f,
+        );
+        q6_k_quarter(
+            xb,
+            0,
+            1,
+            [scale_lane::<1>(s0), scale_lane::<3>(s0), scale_lane::<5>(s0), scale_lane::<7>(s0)],
+            held,
+            &mut f,
+        );
+        q6_k_quarter(
+            xb,
+            1,
+            0,
+            [scale_lane::<0>(s1), scale_lane::<2>(s1), scale_lane::<4>(s1), scale_lane::<6>(s1)],
+            held,
+            &mut f,
+        );
+        q6_k_quarter(
+            xb,
+            1,
+            1,
+            [scale_lane::<1>(s1), scale_lane::<3>(s1), scale_lane::<5>(s1), scale_lane::<7>(s1)],
+            held,
+            &mut f,
+        );
+    } else {
+        for half in 0..2 {
+            for piece in 0..2 {
+                let group_scales = std::array::from_fn(|row| {
+                    sub_block_scale(i32::from(xb.scales[8 * half + 2 * row + piece]))
+                });
+                q6_k_quarter(xb, half, piece, group_scales, held, &mut f);
             }
         }
     }
 }
 
-/// The 16 scales of a Q6_K block as i16, in two vectors, for [`q6_k_offset`].
+/// The 64 codes of a Q6_K block that share qh[16·piece..][..16] of `half`: elements
+/// 128·half + 32r + 16·piece.. + 16 for r in 0..4, with their scales `group_scales[r]`.
+#[inline(always)]
+fn q6_k_quarter(
+    xb: &BlockQ6K,
+    half: usize,
+    piece: usize,
+    group_scales: [v128; 4],
+    held: Held,
+    f: &mut impl FnMut(v128, usize, v128),
+) {
+    let l = 16 * piece;
+    let (ql, qh) = (&xb.ql[64 * half..][..64], &xb.qh[32 * half..][..32]);
+    let high_bits = load_u8(&qh[l..]);
+    let (n0, n2) = nibbles(load_u8(&ql[l..]), held.low_nibble);
+    let (n1, n3) = nibbles(load_u8(&ql[l + 32..]), held.low_nibble);
+    // Bits 2r, 2r + 1 of qh moved to bits 4, 5: one shift and the held mask (16-bit shifts
+    // give the same bytes once masked, without V8's byte-shift masks).
+    let tops = [i16x8_shl(high_bits, 4), i16x8_shl(high_bits, 2), high_bits, u16x8_shr(high_bits, 2)];
+    for (row, (nibble, top)) in [n0, n1, n2, n3].into_iter().zip(tops).enumerate() {
+        let codes = v128_or(nibble, v128_and(top, held.bits_45));
+        f(codes, 128 * half + 32 * row + l, group_scales[row]);
+    }
+}
+
+/// The 16 scales of a Q6_K block as i16, in two vectors, for [`q6_k_codes`] and
+/// [`q6_k_offset`].
 #[inline(always)]
 fn q6_k_scales(xb: &BlockQ6K) -> [v128; 2] {
     // SAFETY: 16 i8 are 16 readable bytes; no alignment requirement.
@@ -1105,12 +1222,13 @@ fn q6_k_rows<const R: usize>(x: &[BlockQ6K], rows: [&[BlockQ8K]; R]) -> [f32; R]
     let mut acc = [f32x4_splat(0.0); R];
     for (b, xb) in x.iter().enumerate() {
         let mut sums = [i32x4_splat(0); R];
-        q6_k_codes(xb, held, |codes, first, scale| {
+        let scales = q6_k_scales(xb);
+        q6_k_codes(xb, scales, R == 1, held, |codes, first, scale| {
             for (sums, row) in sums.iter_mut().zip(rows) {
                 *sums = add_scaled_dots(*sums, [codes], [load_i8(&row[b].qs[first..])], scale, held);
             }
         });
-        let (xd, scales) = (f32_of(table, xb.d), q6_k_scales(xb));
+        let xd = f32_of(table, xb.d);
         for r in 0..R {
             let yb = &rows[r][b];
             acc[r] = add_scaled(acc[r], i32x4_sub(sums[r], q6_k_offset(scales, &yb.bsums)), xd * yb.d);
@@ -1202,7 +1320,7 @@ fn q3_k_scales(packed: &[u8; 12], held: Held) -> [i8; 16] {
     // Bytes 8-11 four times over; group g of four lanes keeps bits 2g, 2g + 1 moved to 4, 5
     // (16-bit shifts: the mask keeps bits that never cross a byte).
     let top = i8x16_shuffle::<8, 9, 10, 11, 8, 9, 10, 11, 8, 9, 10, 11, 8, 9, 10, 11>(bytes, bytes);
-    let bits_45 = u8x16_splat(0x30);
+    let bits_45 = held.bits_45;
     let by_group = [
         v128_and(i16x8_shl(top, 4), bits_45),
         v128_and(i16x8_shl(top, 2), bits_45),
