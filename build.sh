@@ -16,6 +16,8 @@
 #   ./build.sh bench [MODEL...]   Inferno vs llama.cpp's wasm build (wllama) in headless Chromium
 #   ./build.sh ab REV [MODEL...]  this tree against revision REV, side by side in one page:
 #                                 median per-pair speed ratios (scripts/ab.mjs for the options)
+#   ./build.sh profile MODEL [--phase decode|prefill] [--threads N]  where a run's time goes,
+#                                 by wasm function (Linux perf over headless Chromium)
 #
 # Every install step checks first, so a second run with everything present takes seconds.
 set -euo pipefail
@@ -427,6 +429,12 @@ case "$command" in
     build_wasm "$flavour"
     exec node scripts/ab.mjs --a "$AB_BASE" --b www "$@"
     ;;
-  help | -h | --help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//' ;;
+  profile)
+    setup
+    apt_install linux-perf
+    build_wasm
+    exec node scripts/profile.mjs "$@"
+    ;;
+  help | -h | --help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//' ;;
   *) die "unknown command '$command' (try ./build.sh help)" ;;
 esac

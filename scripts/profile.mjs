@@ -1,0 +1,178 @@
+#!/usr/bin/env node
+// Where the time of a prefill or a decode goes, by wasm function: the benchmark page
+// (www/bench.html) in headless Chromium with V8 writing a perf map (--perf-basic-prof), sampled
+// by Linux `perf record` (cpu-clock, every thread of the machine) from the end of the model's
+// load to the page's result.
+//
+//   node scripts/profile.mjs MODEL.gguf [--phase decode|prefill] [--tokens N] [--threads 1]
+//                            [--warmup 1] [--top 25] [--no-relaxed]
+//   (./build.sh profile [...] builds www/pkg* first)
+//
+// --phase decode runs a 1-token prompt and N decode steps (default 128); --phase prefill an
+// N-token prompt (default 128) and one decode step. It prints the share of the renderer
+// process's samples per symbol (wasm functions by their Rust names, V8 and Chromium code by
+// theirs), and the share of samples that fell in other processes. Needs `perf` (Debian's
+// linux-perf) and the right to sample the whole machine (root, or perf_event_paranoid <= 0).
+
+import { spawn, spawnSync } from 'node:child_process';
+import { existsSync, readdirSync, realpathSync, rmSync, statSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { chromium } from 'playwright-core';
+import { linkModels } from './bench-models.mjs';
+import { startServer } from './serve.mjs';
+import { CHROMIUM_ARGS, chromiumPath } from './chromium.mjs';
+
+const repoRoot = fileURLToPath(new URL('../', import.meta.url));
+const www = path.join(repoRoot, 'www');
+const USAGE = `usage: node scripts/profile.mjs MODEL.gguf [--phase decode|prefill] [--tokens N] [--threads 1]
+                              [--warmup 1] [--top 25] [--no-relaxed]`;
+
+function parseArgs(argv) {
+  const options = { phase: 'decode', tokens: 128, threads: 1, warmup: 1, top: 25, relaxed: true };
+  let model = null;
+  for (let i = 0; i < argv.length; i++) {
+    const [flag, inline] = argv[i].split(/=(.*)/s, 2);
+    const value = () => inline ?? argv[++i];
+    if (flag === '--phase') {
+      options.phase = value();
+      if (!['decode', 'prefill'].includes(options.phase)) throw new Error('--phase takes decode or prefill');
+    } else if (['--tokens', '--threads', '--warmup', '--top'].includes(flag)) {
+      const raw = value();
+      const number = Number(raw);
+      if (!Number.isInteger(number) || number < (flag === '--warmup' ? 0 : 1))
+        throw new Error(`${flag} must be a positive integer, got "${raw}"`);
+      options[flag.slice(2)] = number;
+    } else if (flag === '--no-relaxed') options.relaxed = false;
+    else if (flag.startsWith('-')) throw new Error(`unknown option ${argv[i]}`);
+    else if (model === null) model = path.resolve(argv[i]);
+    else throw new Error('one model at a time');
+  }
+  if (model === null) throw new Error('which model?');
+  if (!existsSync(model)) throw new Error(`no such model file: ${model}`);
+  return { ...options, model };
+}
+
+/** The perf maps V8 wrote since `since` (ms), newest first: one per renderer process. */
+function perfMapsSince(since) {
+  return readdirSync(os.tmpdir())
+    .filter((name) => /^perf-\d+\.map$/.test(name))
+    .map((name) => path.join(os.tmpdir(), name))
+    .filter((file) => statSync(file).mtimeMs >= since)
+    .sort((a, b) => statSync(b).size - statSync(a).size);
+}
+
+async function main() {
+  let options;
+  try {
+    options = parseArgs(process.argv.slice(2));
+  } catch (error) {
+    console.error(`profile.mjs: ${error.message}\n${USAGE}`);
+    process.exit(2);
+  }
+  if (spawnSync('perf', ['--version']).status !== 0)
+    throw new Error('perf is missing (apt install linux-perf)');
+  const [modelUrl] = linkModels([options.model]);
+  const server = await startServer({
+    root: www,
+    port: 0,
+    allow: [path.dirname(realpathSync(options.model))],
+  });
+  const started = Date.now();
+  const browser = await chromium.launch({
+    executablePath: chromiumPath,
+    // --perf-basic-prof: V8 writes /tmp/perf-<pid>.map, which `perf report` reads for JIT code.
+    args: [...CHROMIUM_ARGS, '--js-flags=--perf-basic-prof'],
+    headless: true,
+  });
+  const data = path.join(os.tmpdir(), `inferno-profile-${process.pid}.data`);
+  let recorder = null;
+  try {
+    const [pp, tg] = options.phase === 'decode' ? [1, options.tokens] : [options.tokens, 1];
+    const query = new URLSearchParams({
+      model: `/${modelUrl}`,
+      pp,
+      tg,
+      threads: options.threads,
+      warmup: options.warmup,
+    });
+    if (!options.relaxed) query.set('relaxed', '0');
+    const page = await browser.newPage();
+    page.on('pageerror', (error) => console.error(`page error: ${error.message}`));
+    await page.goto(`${server.url}bench.html?${query}`);
+    // Sample from the end of the load (the page then reports its first warm-up or timed run).
+    await page.waitForFunction(
+      () =>
+        window.__result !== undefined ||
+        /warm-up run|timed run/.test(document.getElementById('status')?.textContent ?? ''),
+      null,
+      { timeout: 600_000, polling: 50 },
+    );
+    recorder = spawn('perf', ['record', '-q', '-a', '-e', 'cpu-clock', '-F', '1999', '-o', data], {
+      stdio: 'ignore',
+    });
+    await page.waitForFunction(() => window.__result !== undefined, null, {
+      timeout: 1_800_000,
+      polling: 100,
+    });
+    const result = await page.evaluate(() => window.__result);
+    recorder.kill('SIGINT');
+    await new Promise((resolve) => recorder.on('exit', resolve));
+    recorder = null;
+    if (result.error) throw new Error(`the page failed: ${result.error}`);
+    const [map] = perfMapsSince(started);
+    if (!map) throw new Error('V8 wrote no perf map (is /tmp writable by Chromium?)');
+    const renderer = path.basename(map).match(/\d+/)[0];
+    console.log(
+      `${path.basename(options.model)}, ${options.phase} (pp ${pp}, tg ${tg}), ${options.threads} thread(s), ` +
+        `build ${result.build ?? '?'}: prefill ${result.prefill_tok_s?.toFixed(1)} tok/s, decode ${result.decode_tok_s?.toFixed(1)} tok/s`,
+    );
+    report(data, renderer, options.top);
+  } finally {
+    recorder?.kill('SIGINT');
+    await browser.close();
+    server.close();
+    rmSync(data, { force: true });
+    rmSync(`${data}.old`, { force: true });
+  }
+}
+
+/** Prints the renderer's top symbols by share of its samples, and how many samples were elsewhere. */
+function report(data, renderer, top) {
+  const run = (args) => {
+    const out = spawnSync('perf', ['report', '-i', data, '--stdio', '--no-children', ...args], {
+      encoding: 'utf8',
+      maxBuffer: 64 << 20,
+    });
+    if (out.status !== 0) throw new Error(`perf report failed: ${out.stderr}`);
+    return out.stdout;
+  };
+  // Shares of all samples (perf's "pid" is a thread: sum the renderer's threads); the machine's
+  // idle time (pid 0, swapper) is left out, so the figure says how much of the busy time was ours.
+  const shares = (args) =>
+    run(['--sort', 'pid', ...args])
+      .split('\n')
+      .map((line) => line.match(/^\s+([\d.]+)%\s+(\d+):/))
+      .filter(Boolean)
+      .map(([, share, pid]) => ({ share: Number(share), pid }));
+  const idle = shares([]).find(({ pid }) => pid === '0')?.share ?? 0;
+  const ours = shares(['--pid', renderer]).reduce((sum, { share }) => sum + share, 0);
+  console.log(
+    `renderer process ${renderer}: ${((100 * ours) / Math.max(100 - idle, 1e-9)).toFixed(1)} % of the machine's busy samples; its symbols:`,
+  );
+  const symbols = run(['--pid', renderer, '--sort', 'sym', '--percentage', 'relative'])
+    .split('\n')
+    .filter((line) => /^\s+\d/.test(line))
+    .slice(0, top);
+  for (const line of symbols) {
+    const [, share, name] = line.match(/^\s+([\d.]+)%\s+\[[^\]]*\]\s+(.*)$/) ?? [null, null, line.trim()];
+    const tidy = name.replace(/^JS:/, '').replace(/::h[0-9a-f]{16}-\d+-/, ' ');
+    console.log(share === null ? `  ${tidy}` : `  ${share.padStart(6)} %  ${tidy}`);
+  }
+}
+
+main().catch((error) => {
+  console.error(`profile.mjs: ${error.message}`);
+  process.exit(1);
+});
