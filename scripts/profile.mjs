@@ -4,11 +4,12 @@
 // by Linux `perf record` (cpu-clock, every thread of the machine) from the end of the model's
 // load to the page's result.
 //
-//   node scripts/profile.mjs MODEL.gguf [--phase decode|prefill] [--tokens N] [--threads 1]
+//   node scripts/profile.mjs MODEL.gguf [--phase decode|prefill] [--tokens N] [--depth D] [--threads 1]
 //                            [--warmup 1] [--top 25] [--no-relaxed]
 //   (./build.sh profile [...] builds www/pkg* first)
 //
-// --phase decode runs a 1-token prompt and N decode steps (default 128); --phase prefill an
+// --phase decode runs a D-token prompt (default 1) and N decode steps (default 128), so
+// --depth 448 profiles decode steps that attend to about 480 positions; --phase prefill an
 // N-token prompt (default 128) and one decode step. It prints the share of the renderer
 // process's samples per symbol (wasm functions by their Rust names, V8 and Chromium code by
 // theirs), and the share of samples that fell in other processes. Needs `perf` (Debian's
@@ -26,11 +27,11 @@ import { CHROMIUM_ARGS, chromiumPath } from './chromium.mjs';
 
 const repoRoot = fileURLToPath(new URL('../', import.meta.url));
 const www = path.join(repoRoot, 'www');
-const USAGE = `usage: node scripts/profile.mjs MODEL.gguf [--phase decode|prefill] [--tokens N] [--threads 1]
+const USAGE = `usage: node scripts/profile.mjs MODEL.gguf [--phase decode|prefill] [--tokens N] [--depth D] [--threads 1]
                               [--warmup 1] [--top 25] [--no-relaxed]`;
 
 function parseArgs(argv) {
-  const options = { phase: 'decode', tokens: 128, threads: 1, warmup: 1, top: 25, relaxed: true };
+  const options = { phase: 'decode', tokens: 128, depth: 1, threads: 1, warmup: 1, top: 25, relaxed: true };
   let model = null;
   for (let i = 0; i < argv.length; i++) {
     const [flag, inline] = argv[i].split(/=(.*)/s, 2);
@@ -38,7 +39,7 @@ function parseArgs(argv) {
     if (flag === '--phase') {
       options.phase = value();
       if (!['decode', 'prefill'].includes(options.phase)) throw new Error('--phase takes decode or prefill');
-    } else if (['--tokens', '--threads', '--warmup', '--top'].includes(flag)) {
+    } else if (['--tokens', '--depth', '--threads', '--warmup', '--top'].includes(flag)) {
       const raw = value();
       const number = Number(raw);
       if (!Number.isInteger(number) || number < (flag === '--warmup' ? 0 : 1))
@@ -89,7 +90,7 @@ async function main() {
   const data = path.join(os.tmpdir(), `inferno-profile-${process.pid}.data`);
   let recorder = null;
   try {
-    const [pp, tg] = options.phase === 'decode' ? [1, options.tokens] : [options.tokens, 1];
+    const [pp, tg] = options.phase === 'decode' ? [options.depth, options.tokens] : [options.tokens, 1];
     const query = new URLSearchParams({
       model: `/${modelUrl}`,
       pp,
@@ -167,7 +168,11 @@ function report(data, renderer, top) {
     .slice(0, top);
   for (const line of symbols) {
     const [, share, name] = line.match(/^\s+([\d.]+)%\s+\[[^\]]*\]\s+(.*)$/) ?? [null, null, line.trim()];
-    const tidy = name.replace(/^JS:/, '').replace(/::h[0-9a-f]{16}-\d+-/, ' ');
+    // Rust's hashes and crate disambiguators and V8's function index say nothing to a reader.
+    const tidy = name
+      .replace(/^JS:/, '')
+      .replace(/\[[0-9a-f]{16}\]/g, '')
+      .replace(/(::h[0-9a-f]{16})?-\d+-(turbofan|liftoff)$/, ' ($2)');
     console.log(share === null ? `  ${tidy}` : `  ${share.padStart(6)} %  ${tidy}`);
   }
 }
