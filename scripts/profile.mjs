@@ -83,8 +83,9 @@ async function main() {
   const started = Date.now();
   const browser = await chromium.launch({
     executablePath: chromiumPath,
-    // --perf-basic-prof: V8 writes /tmp/perf-<pid>.map, which `perf report` reads for JIT code.
-    args: [...CHROMIUM_ARGS, '--js-flags=--perf-basic-prof'],
+    // --perf-basic-prof: V8 writes /tmp/perf-<pid>.map, which `perf report` reads for JIT code;
+    // it also turns on V8's event log, which would land in the working directory.
+    args: [...CHROMIUM_ARGS, '--js-flags=--perf-basic-prof --no-logfile-per-isolate --logfile=/dev/null'],
     headless: true,
   });
   const data = path.join(os.tmpdir(), `inferno-profile-${process.pid}.data`);
@@ -135,6 +136,8 @@ async function main() {
     await browser.close();
     server.close();
     rmSync(data, { force: true });
+    // Every Chromium process of this run wrote a map; they are of no use after the report.
+    for (const map of perfMapsSince(started)) rmSync(map, { force: true });
     rmSync(`${data}.old`, { force: true });
   }
 }
