@@ -1127,39 +1127,14 @@ fn q6_k_codes(
     mut f: impl FnMut(v128, usize, v128),
 ) {
     if unrolled {
+        // Scale 8·half + 2r + piece is lane 2r + piece of scales[half].
+        let even = |s| [scale_lane::<0>(s), scale_lane::<2>(s), scale_lane::<4>(s), scale_lane::<6>(s)];
+        let odd = |s| [scale_lane::<1>(s), scale_lane::<3>(s), scale_lane::<5>(s), scale_lane::<7>(s)];
         let [s0, s1] = scales;
-        q6_k_quarter(
-            xb,
-            0,
-            0,
-            [scale_lane::<0>(s0), scale_lane::<2>(s0), scale_lane::<4>(s0), scale_lane::<6>(s0)],
-            held,
-            &mut f,
-        );
-        q6_k_quarter(
-            xb,
-            0,
-            1,
-            [scale_lane::<1>(s0), scale_lane::<3>(s0), scale_lane::<5>(s0), scale_lane::<7>(s0)],
-            held,
-            &mut f,
-        );
-        q6_k_quarter(
-            xb,
-            1,
-            0,
-            [scale_lane::<0>(s1), scale_lane::<2>(s1), scale_lane::<4>(s1), scale_lane::<6>(s1)],
-            held,
-            &mut f,
-        );
-        q6_k_quarter(
-            xb,
-            1,
-            1,
-            [scale_lane::<1>(s1), scale_lane::<3>(s1), scale_lane::<5>(s1), scale_lane::<7>(s1)],
-            held,
-            &mut f,
-        );
+        q6_k_quarter(xb, 0, 0, even(s0), held, &mut f);
+        q6_k_quarter(xb, 0, 1, odd(s0), held, &mut f);
+        q6_k_quarter(xb, 1, 0, even(s1), held, &mut f);
+        q6_k_quarter(xb, 1, 1, odd(s1), held, &mut f);
     } else {
         for half in 0..2 {
             for piece in 0..2 {
