@@ -954,6 +954,15 @@ fn bsums_dot(bsums: &[i16; 16], weights: [v128; 2]) -> v128 {
     i32x4_add(i32x4_dot_i16x8(low, weights[0]), i32x4_dot_i16x8(high, weights[1]))
 }
 
+/// The 12 packed scale bytes of a Q3_K, Q4_K or Q5_K block in lanes 0-11 of a vector (lanes
+/// 12-15 zero).
+#[inline(always)]
+fn load_scale_bytes(packed: &[u8; 12]) -> v128 {
+    let [low, high] = [&packed[..8], &packed[8..]];
+    let low = u64::from_le_bytes([low[0], low[1], low[2], low[3], low[4], low[5], low[6], low[7]]);
+    u64x2(low, u64::from(u32::from_le_bytes([high[0], high[1], high[2], high[3]])))
+}
+
 /// A Q4_K/Q5_K block's 8 scales and 8 mins (what `scales_and_mins_k4` gives) as i16, unpacked
 /// in vectors: the scalar unpack took about 50 operations per block and row in decode. Scale j
 /// (j < 4) is packed[j] & 63 and min j is packed[j + 4] & 63; scale j + 4 takes the low nibble
@@ -961,12 +970,7 @@ fn bsums_dot(bsums: &[i16; 16], weights: [v128; 2]) -> v128 {
 /// byte as bits 4-5.
 #[inline(always)]
 pub(super) fn k4_scales_and_mins(packed: &[u8; 12], held: Held) -> [v128; 2] {
-    let bytes = u64x2(
-        u64::from_le_bytes([
-            packed[0], packed[1], packed[2], packed[3], packed[4], packed[5], packed[6], packed[7],
-        ]),
-        u64::from(u32::from_le_bytes([packed[8], packed[9], packed[10], packed[11]])),
-    );
+    let bytes = load_scale_bytes(packed);
     // 16-bit shifts: each mask keeps bits that never cross a byte.
     let shifted_4 = u16x8_shr(bytes, 4);
     // Lanes 0-7 scales, 8-15 mins: low six bits, then a nibble of bytes 8-11.
@@ -1281,12 +1285,7 @@ fn q2_k_rows<const R: usize>(x: &[BlockQ2K], rows: [&[BlockQ8K]; R]) -> [f32; R]
 /// j / 8 of byte j % 8 and, as bits 4-5, bits 2·(j / 4) of byte 8 + j % 4; less 32.
 #[inline(always)]
 fn q3_k_scales(packed: &[u8; 12], held: Held) -> [i8; 16] {
-    let bytes = u64x2(
-        u64::from_le_bytes([
-            packed[0], packed[1], packed[2], packed[3], packed[4], packed[5], packed[6], packed[7],
-        ]),
-        u64::from(u32::from_le_bytes([packed[8], packed[9], packed[10], packed[11]])),
-    );
+    let bytes = load_scale_bytes(packed);
     let nibble_mask = held.low_nibble;
     let low_nibbles = v128_and(bytes, nibble_mask);
     let high_nibbles = v128_and(u16x8_shr(bytes, 4), nibble_mask);
