@@ -22,6 +22,7 @@ export const LIBRARY_FILES = [
   'worker-client.js',
   'worker.js',
   'engine-loader.js',
+  'capabilities.js',
   'defaults.js',
   'storage.js',
 ];

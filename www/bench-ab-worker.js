@@ -10,7 +10,8 @@
 
 import { sizePrompt } from './bench-common.js';
 import { progress, serve, streamModel, timeRun } from './bench-run.js';
-import { resolveThreads, startEngine } from './engine-loader.js';
+import { buildFor, resolveThreads } from './capabilities.js';
+import { startBuild } from './engine-loader.js';
 
 serve(run);
 
@@ -25,7 +26,10 @@ async function run({ model, pp, tg, threads, ctx, warmup, relaxed, a, b, pairs }
       ['b', b],
     ]) {
       progress(`starting build ${name} (${base})`);
-      const started = await startEngine(threads, { relaxed, base: new URL(base, location.href).href });
+      // Each side's build comes from its own folder, so it is imported by URL, not statically.
+      const build = buildFor(threads, { relaxed });
+      const glue = await import(new URL(`${build}/inferno.js`, new URL(base, location.href)).href);
+      const started = { ...(await startBuild(glue, threads)), build };
       progress(`loading the model into build ${name}`);
       const { engine } = await streamModel(started.module, model, progress);
       sides.push({

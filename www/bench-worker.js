@@ -19,7 +19,8 @@
 
 import { sizePrompt } from './bench-common.js';
 import { progress, readOnly, serve, streamModel, timeRun } from './bench-run.js';
-import { memory64Supported, resolveThreads, startEngine } from './engine-loader.js';
+import { memory64Supported, resolveThreads } from './capabilities.js';
+import { startEngine } from './engine-loader.js';
 
 serve(run);
 

@@ -1,132 +1,47 @@
-// Chooses and starts one of five wasm builds, in a Web Worker (never the page: the threaded
-// builds' caller blocks while its helpers work):
-//   pkg/                   SIMD128, one thread: any browser with SIMD128
-//   pkg-relaxed/           + relaxed SIMD, where the browser validates it (not Safari yet)
-//   pkg-threads/           SIMD128 + shared memory, helper threads in nested Web Workers: needs
-//                          a cross-origin isolated page (SharedArrayBuffer), more than one thread
-//   pkg-relaxed-threads/   both
-//   pkg-memory64/          wasm64 (64-bit memory) + relaxed SIMD, one thread: only for a file
-//                          too large for a 4 GiB wasm32 memory, where the browser validates both.
-//                          (build.sh can also build memory64-threads, but its pool hung now and
-//                          then in Chromium 156, so no page uses it yet.)
-// All export the same API; the engine code does not know which one it runs in.
+// Starts one of the five wasm builds (capabilities.js says which), in a Web Worker, never the
+// page: the threaded builds' caller blocks while its helpers work.
+//
+// Every build is imported statically, each glue file finding its wasm through
+// `new URL('inferno_bg.wasm', import.meta.url)`: a bundler (Vite, webpack) then sees the
+// whole graph of the worker, copies the five wasm files and the thread helper's script, and
+// needs no code splitting inside the worker (Vite builds workers as classic scripts, which
+// cannot split). Importing a glue file runs nothing: its wasm is fetched only by
+// `default()`, so only the build that starts is ever downloaded.
+//
+// A build starts once per worker: the glue keeps its instance for good, so after a trap the
+// worker ends and the client starts a new one (worker.js, worker-client.js).
 
-/** The most threads used unless asked otherwise: decode is bound by memory bandwidth, which a
- *  handful of cores already saturate. The same cap as the native default. */
-export const MAX_DEFAULT_THREADS = 8;
+import * as simd from './pkg/inferno.js';
+import * as relaxed from './pkg-relaxed/inferno.js';
+import * as threads from './pkg-threads/inferno.js';
+import * as relaxedThreads from './pkg-relaxed-threads/inferno.js';
+import * as memory64 from './pkg-memory64/inferno.js';
+import { buildFor } from './capabilities.js';
 
-/** Whether this context can run the threaded build at all. */
-export function threadsSupported() {
-  if (!self.crossOriginIsolated || typeof SharedArrayBuffer !== 'function') return false;
-  try {
-    new WebAssembly.Memory({ initial: 1, maximum: 1, shared: true });
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-/** Every module starts with the magic bytes "\0asm" and version 1. */
-const WASM_HEADER = [0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00];
-
-/** A module whose one function uses i32x4.relaxed_dot_i8x16_i7x16_add_s: it validates only
- *  where relaxed SIMD runs. */
-function relaxedProbe() {
-  const constant = [0xfd, 0x0c, ...new Array(16).fill(0)]; // v128.const 0
-  const body = [0x00, ...constant, ...constant, ...constant, 0xfd, 0x93, 0x02, 0x0b];
-  const code = [0x01, body.length, ...body];
-  // prettier-ignore
-  return new Uint8Array([
-    ...WASM_HEADER,
-    0x01, 0x05, 0x01, 0x60, 0x00, 0x01, 0x7b, // type: () -> v128
-    0x03, 0x02, 0x01, 0x00, // function 0 has type 0
-    0x0a, code.length, ...code,
-  ]);
-}
-
-/** Whether this browser runs relaxed SIMD. */
-export function relaxedSimdSupported() {
-  try {
-    return WebAssembly.validate(relaxedProbe());
-  } catch {
-    return false;
-  }
-}
-
-/** A module with one 64-bit memory (limits flag 0x04): it validates only where Memory64 runs. */
-// prettier-ignore
-const MEMORY64_PROBE = new Uint8Array([
-  ...WASM_HEADER,
-  0x05, 0x03, 0x01, 0x04, 0x00, // memory section: one memory, i64 index type, minimum 0 pages
-]);
-
-/** Whether this browser runs the 64-bit-memory build (which also uses relaxed SIMD). */
-export function memory64Supported() {
-  try {
-    return WebAssembly.validate(MEMORY64_PROBE) && relaxedSimdSupported();
-  } catch {
-    return false;
-  }
-}
-
-/** The cores this machine offers (at least 1). */
-export function hardwareThreads() {
-  return Math.max(1, Number(self.navigator?.hardwareConcurrency) || 1);
-}
-
-/** The default thread count: the machine's cores, capped; 1 where threads cannot run. */
-export function defaultThreads() {
-  return threadsSupported() ? Math.min(hardwareThreads(), MAX_DEFAULT_THREADS) : 1;
-}
+const BUILDS = {
+  pkg: simd,
+  'pkg-relaxed': relaxed,
+  'pkg-threads': threads,
+  'pkg-relaxed-threads': relaxedThreads,
+  'pkg-memory64': memory64,
+};
 
 /**
- * A thread count asked for (a number, or null/undefined/0 for the default), made one this
- * context can run: whole, at least 1, at most the machine's cores (more would only contend),
- * and 1 without cross-origin isolation. Returns {threads, reason} where reason says why the
- * count differs from the request, if it does.
- */
-export function resolveThreads(requested) {
-  if (requested === null || requested === undefined || requested === 0)
-    return { threads: defaultThreads(), reason: null };
-  const asked = Number(requested);
-  if (!Number.isInteger(asked) || asked < 1)
-    throw new RangeError(`threads must be a whole number >= 1, got ${requested}`);
-  if (asked === 1) return { threads: 1, reason: null };
-  if (!threadsSupported())
-    return { threads: 1, reason: 'the page is not cross-origin isolated, so wasm threads are unavailable' };
-  const cores = hardwareThreads();
-  if (asked > cores) return { threads: cores, reason: `this machine offers ${cores} threads` };
-  return { threads: asked, reason: null };
-}
-
-/** The build for `threads` (already resolved); `relaxed: false` forces plain SIMD128;
- *  `memory64: true` asks for the 64-bit-memory build (one thread, relaxed SIMD). */
-export function buildFor(threads, { relaxed = true, memory64 = false } = {}) {
-  if (memory64) return 'pkg-memory64';
-  const useRelaxed = relaxed && relaxedSimdSupported();
-  if (threads > 1) return useRelaxed ? 'pkg-relaxed-threads' : 'pkg-threads';
-  return useRelaxed ? 'pkg-relaxed' : 'pkg';
-}
-
-/**
- * Imports and initialises the build for `threads` (already resolved), starting its helpers.
- * `instance` > 0 gives a fresh module record (a new wasm instance after a trap); `relaxed:
+ * Initialises the build for `threads` (already resolved) and starts its helpers. `relaxed:
  * false` forces the plain SIMD128 build; `memory64: true` the 64-bit-memory one (`threads`
- * must then be 1); `base`, the URL of a folder holding other builds of the same layout (the
- * A/B page runs two revisions' builds side by side). Returns {module, exports, threads,
- * build}: `exports` are the wasm instance's own (its `memory` tells how much the page holds).
+ * must then be 1). Returns {module, exports, threads, build}: `exports` are the wasm
+ * instance's own (its `memory` tells how much the engine holds).
  */
-export async function startEngine(
-  threads,
-  { instance = 0, relaxed = true, memory64 = false, base = import.meta.url } = {},
-) {
+export async function startEngine(threads, { relaxed = true, memory64 = false } = {}) {
   if (memory64 && threads !== 1) throw new RangeError('the 64-bit-memory build runs on one thread');
   const build = buildFor(threads, { relaxed, memory64 });
-  const url = new URL(`./${build}/inferno.js`, base);
-  if (instance > 0) url.searchParams.set('instance', String(instance));
-  const module = await import(url.href);
+  return { ...(await startBuild(BUILDS[build], threads)), build };
+}
+
+/** Initialises a build's glue `module` and starts its pool: for `threads` > 1, the caller is
+ *  one of the threads and each of the others gets a helper Web Worker. */
+export async function startBuild(module, threads) {
   const exports = await module.default();
-  // The caller is one of the threads: the pool gets a helper Web Worker for each of the others.
   if (threads > 1) await module.initThreadPool(threads - 1);
-  return { module, exports, threads, build };
+  return { module, exports, threads };
 }

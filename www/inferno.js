@@ -19,7 +19,7 @@ import {
   memory64Supported,
   relaxedSimdSupported,
   threadsSupported,
-} from './engine-loader.js';
+} from './capabilities.js';
 import * as storage from './storage.js';
 
 export { InfernoError };
@@ -28,6 +28,8 @@ export { InfernoError };
 const MAX_STOP_STRINGS = 16;
 /** OpenAI's floor for a log probability (a probability of 0 has none). */
 const LOGPROB_FLOOR = -9999;
+/** Where Vite's dev server keeps pre-bundled dependencies. */
+const VITE_DEPS = /^.*\/node_modules\/\.vite\/deps\//;
 /** Worker errors after which the model is gone (a new worker is already starting). */
 const MODEL_LOST = new Set(['wasm_trap', 'stalled', 'worker_failed', 'cancelled']);
 /** The worker's reasons for ending an answer, as OpenAI's finish reasons. */
@@ -70,18 +72,13 @@ export class Inferno {
   #client;
   #model = null;
   #lastAnswer = null; // {promptTokens, steps}: what branch() regenerates from
+  #loads = 0;
 
   /** Use Inferno.create() or Inferno.load(). */
-  constructor({
-    threads = null,
-    relaxed = true,
-    stallMs,
-    workerUrl = new URL('./worker.js', import.meta.url),
-  } = {}) {
-    const params = relaxed === false ? { relaxed: '0' } : {};
-    this.#client = new EngineClient(workerUrl, {
+  constructor({ threads = null, relaxed = true, stallMs, workerUrl } = {}) {
+    this.#client = new EngineClient(...engineWorker(workerUrl), {
       threads: threads || null,
-      params,
+      relaxed: relaxed !== false,
       ...(stallMs ? { stallMs } : {}),
     });
     /** OpenAI-shaped chat completions: `engine.chat.completions.create(params)`. */
@@ -130,16 +127,38 @@ export class Inferno {
   async load(source, { onProgress, threads, signal } = {}) {
     if (signal?.aborted) throw abortError();
     const fields = await loadFields(source);
-    if (threads !== undefined) this.#client.useThreads(threads || null);
-    this.#model = null;
-    this.#lastAnswer = null;
+    if (threads !== undefined && this.#client.useThreads(threads || null)) this.#forgetModel();
+    const mine = ++this.#loads; // Only the newest load says which model is loaded.
     const request = this.#client.request('load', fields, (event) => {
       if (event.type === 'progress')
         onProgress?.({ phase: event.phase, loaded: event.bytes, total: event.total });
     });
-    const reply = await this.#abortable(request, signal);
-    this.#model = { ...reply.model, load_ms: reply.ms };
-    return this.#model;
+    let reply;
+    try {
+      reply = await this.#abortable(request, signal);
+    } catch (error) {
+      // A load that fails before the new file is read keeps the old model: ask whether it did.
+      const alive = !MODEL_LOST.has(error.kind) && error.kind !== 'terminated';
+      const kept = alive
+        ? await this.#client.request('model').then(
+            (answer) => answer.model,
+            () => null,
+          )
+        : null;
+      const same = kept && kept.name === this.#model?.name && kept.size === this.#model?.size;
+      if (mine === this.#loads && !same) this.#forgetModel();
+      throw error;
+    }
+    if (mine === this.#loads) {
+      this.#lastAnswer = null;
+      this.#model = { ...reply.model, load_ms: reply.ms };
+    }
+    return { ...reply.model, load_ms: reply.ms };
+  }
+
+  #forgetModel() {
+    this.#model = null;
+    this.#lastAnswer = null;
   }
 
   /** Reads only the header of a GGUF File or Blob (no model is loaded): the inspector's
@@ -342,6 +361,48 @@ export class Inferno {
       .finally(() => signal?.removeEventListener('abort', onAbort));
     return run;
   }
+}
+
+/**
+ * The engine worker's factory and how errors name it. The default is written out in full,
+ * `new Worker(new URL('./worker.js', import.meta.url), {type: 'module'})`: the one form that
+ * Vite and webpack follow to bundle the worker with everything it imports. `workerUrl` (a
+ * copy of worker.js and its files served elsewhere) resolves against the page.
+ */
+function engineWorker(workerUrl) {
+  if (workerUrl === undefined || workerUrl === null) {
+    const preBundled = VITE_DEPS.exec(import.meta.url);
+    if (preBundled) {
+      // Vite 7's dev server pre-bundles this file into node_modules/.vite/deps/, away from
+      // worker.js and the wasm builds; it serves the package's own folder as it is, so the worker
+      // starts from there. (Spelled so that no bundler takes it for a file to bundle.)
+      const url = new URL(['..', '..', 'inferno-web', 'worker.js'].join('/'), preBundled[0]);
+      const where = `${url.href} (Vite pre-bundled inferno-web, so the worker starts from the package's own folder; if that fails, add optimizeDeps: { exclude: ['inferno-web'] } to the Vite config)`;
+      return [() => new Worker(url, { type: 'module' }), where];
+    }
+    return [
+      () => new Worker(new URL('./worker.js', import.meta.url), { type: 'module' }),
+      'inferno-web/worker.js',
+    ];
+  }
+  let url;
+  try {
+    url = new URL(workerUrl, globalThis.document?.baseURI ?? self.location.href);
+  } catch {
+    throw badRequest(`workerUrl ${JSON.stringify(String(workerUrl))} is not a URL`);
+  }
+  const create = () => {
+    try {
+      return new Worker(url, { type: 'module' });
+    } catch (error) {
+      throw new InfernoError({
+        name: 'WorkerError',
+        kind: 'worker_failed',
+        message: `could not start the engine worker from ${url.href}: ${error.message}`,
+      });
+    }
+  };
+  return [create, url.href];
 }
 
 /** The worker's load fields for a source. */

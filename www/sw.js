@@ -8,7 +8,7 @@
 // version is filled completely (a sentinel entry goes in last) or deleted, and only then are
 // older ones dropped. Offline, requests are answered from one complete cache only, so glue
 // code and wasm of two different builds never meet. Nothing is cached at run time (a URL
-// like worker.js?instance=N, used after a crash, is answered by worker.js's entry).
+// with a query string is answered by its path's entry).
 
 const PREFIX = 'inferno-shell-';
 const COMPLETE = './__complete__';

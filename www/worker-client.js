@@ -34,6 +34,20 @@ export class InfernoError extends Error {
 }
 
 export const DEFAULT_STALL_MS = 60_000;
+
+/** What a worker's `error` event says: the script and line where it has them (an exception at
+ *  the top level), else that `where` or one of its imports could not be loaded (browsers say
+ *  nothing more for a module that failed to fetch). */
+function workerFailure(event, where) {
+  const at = event.filename ? ` (${event.filename}${event.lineno ? `:${event.lineno}` : ''})` : '';
+  if (event.message) return `the engine worker failed: ${event.message}${at}`;
+  return (
+    `the engine worker failed to start: ${where} or a file it imports (engine-loader.js, a ` +
+    "pkg*/inferno.js glue file) could not be loaded. The browser's network panel shows which; a " +
+    'server that answers missing files with index.html, or a bundler that did not emit them, ' +
+    'causes this.'
+  );
+}
 /** Requests that a new worker can answer as well as the old one. */
 const RESENT_ON_SWITCH = new Set(['load', 'inspect']);
 const PING_AFTER_MS = 5_000;
@@ -42,12 +56,16 @@ const MAX_START_RETRIES = 2;
 const WATCH_EVERY_MS = 1_000;
 
 export class EngineClient {
-  /** `threads`: the count worker.js is started with (null: its default); `params`: more
-   *  query parameters for worker.js (relaxed=0); `stallMs`: silence after which a busy
-   *  worker counts as stalled. */
-  constructor(workerUrl, { threads = null, params = {}, stallMs = DEFAULT_STALL_MS } = {}) {
-    this.workerUrl = new URL(workerUrl);
-    for (const [key, value] of Object.entries(params)) this.workerUrl.searchParams.set(key, value);
+  /** `createWorker()`: a new engine worker (worker.js); `where`: how an error names it;
+   *  `threads`: the count it starts with (null: its default); `relaxed: false` forces the plain
+   *  SIMD128 build; `stallMs`: silence after which a busy worker counts as stalled. */
+  constructor(
+    createWorker,
+    { where = 'worker.js', threads = null, relaxed = true, stallMs = DEFAULT_STALL_MS } = {},
+  ) {
+    this.createWorker = createWorker;
+    this.where = where;
+    this.relaxed = relaxed;
     this.pending = new Map();
     this.nextId = 1;
     this.memory64 = false; // whether the worker runs the 64-bit-memory build
@@ -58,10 +76,7 @@ export class EngineClient {
 
   start(threads) {
     this.threads = threads;
-    const url = new URL(this.workerUrl);
-    if (threads) url.searchParams.set('threads', String(threads));
-    if (this.memory64) url.searchParams.set('memory64', '1');
-    const worker = new Worker(url, { type: 'module' });
+    const worker = this.createWorker();
     this.worker = worker;
     this.lastHeard = performance.now();
     this.startedAt = this.lastHeard;
@@ -78,11 +93,9 @@ export class EngineClient {
     worker.addEventListener('error', (event) => {
       event.preventDefault();
       if (worker !== this.worker) return;
-      this.failAll({
-        name: 'WorkerError',
-        kind: 'worker_failed',
-        message: event.message || 'the engine worker failed to start',
-      });
+      const message = workerFailure(event, this.where);
+      console.error(`Inferno: ${message}`); // Also said where a developer looks first.
+      this.failAll({ name: 'WorkerError', kind: 'worker_failed', message });
     });
     worker.addEventListener('messageerror', () => {
       if (worker !== this.worker) return;
@@ -91,6 +104,13 @@ export class EngineClient {
         kind: 'bad_reply',
         message: 'a reply from the engine worker could not be decoded',
       });
+    });
+    worker.postMessage({
+      type: 'configure',
+      id: null,
+      threads: threads || null,
+      relaxed: this.relaxed,
+      memory64: this.memory64,
     });
   }
 

@@ -25,35 +25,51 @@
 //   trap                                 -> error {kind wasm_trap}: crashes the engine on
 //                                           purpose, so the page test can check recovery
 //   anything that fails                  -> error {error: {name, kind, message}}
-// The worker's URL may carry ?relaxed=0 (use plain SIMD128 even where relaxed SIMD runs),
-// ?threads=N (default: the machine's cores, capped; 1 where the
-// page is not cross-origin isolated): more than one thread runs the shared-memory build
-// (engine-loader.js), and ?memory64=1: the 64-bit-memory build, on one thread, for files too
-// large for a 4 GiB wasm32 memory. A load that needs the other memory (a large file in a
-// wasm32 worker, or a small one in a memory64 worker, whose memory never shrinks) is answered
+//   configure {threads, relaxed, memory64} -> nothing (the client's first message, before any
+//                                           request; no reply unless it comes too late)
+// `configure` picks the build: `relaxed: false` uses plain SIMD128 even where relaxed SIMD runs,
+// `threads` (default: the machine's cores, capped; 1 where the page is not cross-origin
+// isolated): more than one thread runs the shared-memory build (engine-loader.js), and
+// `memory64: true` the 64-bit-memory build, on one thread, for files too large for a 4 GiB
+// wasm32 memory. (Settings travel in a message, not the worker's URL: a bundler only follows
+// `new Worker(new URL('./worker.js', import.meta.url))` written out in full.) A load that needs
+// the other memory (a large file in a wasm32 worker, or a small one in a memory64 worker, whose
+// memory never shrinks) is answered
 //   load                                 -> switch_build {memory64}
 // and the client (worker-client.js) starts a worker of that kind and sends the load again.
-// A trap in a threaded build ends the worker (its pool threads would keep the
-// old memory alive): the error reply says `fatal: true`, and the client starts a new worker.
+// A trap ends the worker (the glue keeps its dead instance, and a threaded build's pool threads
+// would keep the old memory alive): the error reply says `fatal: true`, and the client starts a
+// new worker.
 // Only one load/chat/branch runs at a time; another chat or branch meanwhile is refused with
 // kind "busy", while a new load cancels a running load (kind "cancelled") or generation.
 // Stop takes effect between two decode steps or two prefill parts: both loops yield to the
 // message queue after each one.
 
-import { buildFor, memory64Supported, resolveThreads, startEngine } from './engine-loader.js';
+import { buildFor, memory64Supported, resolveThreads } from './capabilities.js';
+import { startEngine } from './engine-loader.js';
 import { DEFAULT_MAX_TOKENS, DEFAULT_TRACE_TOP, MAX_TOKENS_LIMIT, MAX_TRACE_TOP } from './defaults.js';
 
 const INITIAL_PREFIX_BYTES = 1 << 20; // 1 MiB covers the header of most small models.
-const WORKER_PARAMS = new URL(self.location.href).searchParams;
-const RELAXED = WORKER_PARAMS.get('relaxed') !== '0'; // ?relaxed=0 forces plain SIMD128
-// The 64-bit build uses relaxed SIMD too, so ?relaxed=0 (Safari's view) rules it out.
-const MEMORY64_AVAILABLE = RELAXED && memory64Supported();
-const MEMORY64 = WORKER_PARAMS.get('memory64') === '1' && MEMORY64_AVAILABLE;
-const THREADS = threadsFromUrl(WORKER_PARAMS.get('threads'));
 
-/** The thread count asked for in the worker's URL; anything unusable means the default. */
-function threadsFromUrl(value) {
-  if (MEMORY64) {
+/** The build this worker runs, as `configure` set it (the defaults until then). */
+let config = configured({});
+
+function configured({ threads, relaxed, memory64 }) {
+  const useRelaxed = relaxed !== false;
+  // The 64-bit build uses relaxed SIMD too, so relaxed: false (Safari's view) rules it out.
+  const memory64Available = useRelaxed && memory64Supported();
+  const useMemory64 = memory64 === true && memory64Available;
+  return {
+    relaxed: useRelaxed,
+    memory64Available,
+    memory64: useMemory64,
+    threads: threadsFor(threads, useMemory64),
+  };
+}
+
+/** The thread count asked for; anything unusable means the default. */
+function threadsFor(value, memory64) {
+  if (memory64) {
     return { threads: 1, reason: 'files over 3.6 GiB run on the 64-bit-memory build, which has one thread' };
   }
   try {
@@ -61,6 +77,14 @@ function threadsFromUrl(value) {
   } catch {
     return resolveThreads(null);
   }
+}
+
+function configure(request) {
+  if (enginePromise) {
+    throw new WorkerError('ProtocolError', 'bad_request', 'configure must come before the engine starts');
+  }
+  config = configured(request);
+  return null;
 }
 
 /** An error with a machine-readable kind, shaped like the engine's GgufError. */
@@ -73,16 +97,11 @@ class WorkerError extends Error {
 }
 
 let enginePromise = null;
-let engineGeneration = 0;
 
-/**
- * Loads and initialises the wasm module once. After a wasm trap the instance may be
- * left inconsistent, so dropEngine() forgets it and the next request loads a fresh
- * instance (a new module URL gives a new module record, hence a new instance).
- */
+/** Loads and initialises the wasm module once (a failed start may be retried). */
 function getEngine() {
   if (!enginePromise) {
-    enginePromise = loadEngine(THREADS.threads, engineGeneration);
+    enginePromise = loadEngine(config.threads.threads);
     enginePromise.catch(() => {
       enginePromise = null; // Let a later request retry instead of caching the failure.
     });
@@ -110,26 +129,37 @@ function withStartTimeout(starting, threads) {
   return Promise.race([starting, timeout]).finally(() => clearTimeout(timer));
 }
 
-async function loadEngine(threads, instance) {
+async function loadEngine(threads) {
+  const options = { relaxed: config.relaxed, memory64: config.memory64 };
   try {
-    const starting = startEngine(threads, { instance, relaxed: RELAXED, memory64: MEMORY64 });
+    const starting = startEngine(threads, options);
     const { module, exports, build } = await (threads > 1 ? withStartTimeout(starting, threads) : starting);
     engineBuild = { threads, build, memory: exports.memory };
     return module;
   } catch (error) {
     if (error?.kind === 'engine_start_timeout') throw error;
-    const build = buildFor(threads, { relaxed: RELAXED, memory64: MEMORY64 });
+    const build = buildFor(threads, options);
     throw new WorkerError(
       'InitError',
       'wasm_init',
-      `Could not load the Inferno WebAssembly engine (${build}/inferno.js, ${threads} threads): ${describe(error)}`,
+      `Could not start the Inferno WebAssembly engine (${build}/inferno_bg.wasm, ${threads} threads): ` +
+        `${describe(error)}${wasmHint(error)}`,
     );
   }
 }
 
-function dropEngine() {
-  enginePromise = null;
-  engineGeneration += 1;
+/** What a failed start most often means, where the error says it: a server or bundler that
+ *  answers a missing wasm file with an HTML page (often index.html). */
+function wasmHint(error) {
+  const text = describe(error);
+  if (/3c 21 64 6f|3c 68 74 6d|magic|MIME|mime/.test(text)) {
+    return (
+      '. The server did not answer with the wasm file (an HTML page came back, or the wrong type): ' +
+      "check that the file is served (a bundler must copy the package's pkg*/ folders), " +
+      'as application/wasm'
+    );
+  }
+  return '';
 }
 
 function describe(error) {
@@ -178,7 +208,7 @@ async function inspectFile(file) {
   let length = Math.min(file.size, INITIAL_PREFIX_BYTES);
   for (;;) {
     const prefix = await readPrefix(file, length);
-    const result = toPlain(engine.inspect_prefix(prefix, file.size, MEMORY64_AVAILABLE));
+    const result = toPlain(engine.inspect_prefix(prefix, file.size, config.memory64Available));
     if (result?.status === 'complete') {
       return { type: 'inspected', report: result.report, bytesRead: length, ms: performance.now() - started };
     }
@@ -205,7 +235,7 @@ async function inspectFile(file) {
 async function engineInfo() {
   const engine = await getEngine();
   const info = toPlain(engine.engine_info());
-  return { type: 'info', info: { ...info, build: engineBuild?.build, threads_note: THREADS.reason } };
+  return { type: 'info', info: { ...info, build: engineBuild?.build, threads_note: config.threads.reason } };
 }
 
 // --- Loading a model ----------------------------------------------------------------------
@@ -252,30 +282,66 @@ async function pushFile(loader, file, report, run) {
   }
 }
 
-/** Streams a URL's body into the loader; the size comes from Content-Length. */
+/** Opens a URL for streaming into the loader, which needs the file's size before its first
+ *  byte: a plain Content-Length, or else (a compressed answer, whose length is the compressed
+ *  one) the total of a one-byte Range request's Content-Range. */
 async function openUrl(url) {
+  const response = await fetchUrl(url);
+  const size = plainLength(response) ?? (await lengthFromRange(url));
+  if (size === null) {
+    response.body?.cancel().catch(() => {});
+    const how = response.headers.get('Content-Encoding')
+      ? `was sent compressed (Content-Encoding: ${response.headers.get('Content-Encoding')})`
+      : 'came without a Content-Length';
+    throw new WorkerError(
+      'NetworkError',
+      'no_length',
+      `${url} ${how} and its server does not answer Range requests, so its size is unknown before ` +
+        'it is read. Serve model files uncompressed with a Content-Length (leave .gguf out of the ' +
+        "server's compression), or answer Range requests",
+    );
+  }
+  return { response, size };
+}
+
+async function fetchUrl(url, init = {}) {
   let response;
   try {
-    response = await fetch(url);
+    response = await fetch(url, init);
   } catch (error) {
     throw new WorkerError('NetworkError', 'fetch_failed', `could not fetch ${url}: ${describe(error)}`);
   }
   if (!response.ok) {
+    response.body?.cancel().catch(() => {});
     throw new WorkerError(
       'NetworkError',
       'fetch_failed',
       `${url} answered ${response.status} ${response.statusText}`,
     );
   }
-  const size = Number(response.headers.get('Content-Length'));
-  if (!Number.isSafeInteger(size) || size <= 0 || response.headers.get('Content-Encoding')) {
-    throw new WorkerError(
-      'NetworkError',
-      'no_length',
-      `${url} does not say how large it is (no plain Content-Length)`,
-    );
+  return response;
+}
+
+/** The body's length where the response states it for the bytes the body will give. */
+function plainLength(response) {
+  const encoding = response.headers.get('Content-Encoding');
+  const length = response.headers.get('Content-Length');
+  if ((encoding && encoding !== 'identity') || length === null) return null;
+  const size = Number(length);
+  return Number.isSafeInteger(size) && size > 0 ? size : null;
+}
+
+/** The whole file's size from `Content-Range: bytes 0-0/SIZE`, or null. */
+async function lengthFromRange(url) {
+  try {
+    const probe = await fetch(url, { headers: { Range: 'bytes=0-0' } });
+    probe.body?.cancel().catch(() => {});
+    const total = /^bytes\s+\d+-\d+\/(\d+)\s*$/i.exec(probe.headers.get('Content-Range') ?? '')?.[1];
+    const size = Number(total);
+    return probe.status === 206 && Number.isSafeInteger(size) && size > 0 ? size : null;
+  } catch {
+    return null;
   }
-  return { response, size };
 }
 
 async function pushStream(loader, response, report, run) {
@@ -294,34 +360,31 @@ async function pushStream(loader, response, report, run) {
   }
 }
 
+/**
+ * Loads a model. Everything that can fail before the new file's bytes go in (the source, its
+ * size, the memory it needs, and for a File its header) fails with the loaded model kept; after
+ * that the old model is freed first, since its memory is reused for the new one, and a failure
+ * leaves no model.
+ */
 async function loadModel(request, run) {
   const { id } = request;
   const started = performance.now();
-  let name;
-  let size;
-  let feed;
-  let abandon = () => {};
-  if (request.file instanceof Blob) {
-    const file = request.file;
-    name = file.name || 'model.gguf';
-    size = file.size;
-    feed = (loader, report) => pushFile(loader, file, report, run);
-  } else if (typeof request.url === 'string') {
-    const url = new URL(request.url, self.location.href);
-    const { response, size: length } = await openUrl(url.href);
-    name = decodeURIComponent(url.pathname.split('/').pop() || 'model.gguf');
-    size = length;
-    feed = (loader, report) => pushStream(loader, response, report, run);
-    abandon = () => response.body?.cancel().catch(() => {});
-  } else {
-    throw new WorkerError('ProtocolError', 'bad_request', 'load needs a File in "file" or a URL in "url"');
-  }
-  const wasm = await getEngine();
-  // Throws too_large (saying why) for a file no build here can hold.
-  const needs64 = wasm.memory_for_model(size, MEMORY64_AVAILABLE) === 'memory64';
-  if (needs64 !== MEMORY64) {
-    abandon();
-    return { type: 'switch_build', memory64: needs64 };
+  const source = await openSource(request, run);
+  const { name, size, feed } = source;
+  let wasm;
+  try {
+    wasm = await getEngine();
+    // Throws too_large (saying why) for a file no build here can hold.
+    const needs64 = wasm.memory_for_model(size, config.memory64Available) === 'memory64';
+    if (needs64 !== config.memory64) {
+      source.abandon();
+      return { type: 'switch_build', memory64: needs64 };
+    }
+    if (request.file instanceof Blob) await inspectFile(request.file); // Throws what is wrong with its header.
+    throwIfCancelled(run);
+  } catch (error) {
+    source.abandon();
+    throw error;
   }
   freeModel(); // Its memory is reused for the new file.
   const report = progressReporter(id, size);
@@ -346,10 +409,39 @@ async function loadModel(request, run) {
   return { type: 'loaded', model: describeModel(), ms: performance.now() - started };
 }
 
+/** A load's source: {name, size, feed(loader, report), abandon()}. */
+async function openSource(request, run) {
+  if (request.file instanceof Blob) {
+    const file = request.file;
+    return {
+      name: file.name || 'model.gguf',
+      size: file.size,
+      feed: (loader, report) => pushFile(loader, file, report, run),
+      abandon: () => {},
+    };
+  }
+  if (typeof request.url === 'string') {
+    let url;
+    try {
+      url = new URL(request.url, self.location.href);
+    } catch {
+      throw new WorkerError('ProtocolError', 'bad_request', `${JSON.stringify(request.url)} is not a URL`);
+    }
+    const { response, size } = await openUrl(url.href);
+    return {
+      name: decodeURIComponent(url.pathname.split('/').pop() || 'model.gguf'),
+      size,
+      feed: (loader, report) => pushStream(loader, response, report, run),
+      abandon: () => response.body?.cancel().catch(() => {}),
+    };
+  }
+  throw new WorkerError('ProtocolError', 'bad_request', 'load needs a File in "file" or a URL in "url"');
+}
+
 function describeModel() {
   if (!model) return null;
   const { name, size, info, source } = model;
-  return { name, size, source, ...info, threads: engineBuild?.threads ?? 1, memory64: MEMORY64 };
+  return { name, size, source, ...info, threads: engineBuild?.threads ?? 1, memory64: config.memory64 };
 }
 
 // --- Generating ------------------------------------------------------------------------------
@@ -644,6 +736,7 @@ const HANDLERS = {
   tokenize,
   detokenize,
   unload,
+  configure,
   ping: () => ({ type: 'pong' }),
   trap: async () => {
     (await getEngine()).deliberate_trap();
@@ -674,13 +767,13 @@ function errorReply(id, error) {
     // model lived in it, so it is gone too and must be loaded again.
     model = null;
     answer = null;
-    dropEngine();
+    enginePromise = Promise.reject(new WorkerError('RuntimeError', 'wasm_trap', 'the engine crashed'));
+    enginePromise.catch(() => {});
+    // The glue keeps its dead instance, and a threaded build's pool threads share its memory:
+    // only ending this worker frees it, so the client starts a new one.
+    setTimeout(() => self.close(), 0);
     const message = `the engine crashed (${error.message}); it has been restarted`;
-    // The threaded build's pool threads share the dead instance's memory: only ending this
-    // worker frees it, so the client starts a new one.
-    const fatal = (engineBuild?.threads ?? 1) > 1;
-    if (fatal) setTimeout(() => self.close(), 0);
-    return { type: 'error', id, error: { name: 'RuntimeError', kind: 'wasm_trap', message }, fatal };
+    return { type: 'error', id, error: { name: 'RuntimeError', kind: 'wasm_trap', message }, fatal: true };
   }
   if (error?.kind === 'engine_start_timeout') {
     // Half-started helper workers may hold the memory: only a new worker starts clean.
@@ -710,7 +803,7 @@ async function handleRequest(request) {
       );
     }
     const reply = await handler(request);
-    self.postMessage({ ...reply, id });
+    if (reply !== null) self.postMessage({ ...reply, id });
   } catch (error) {
     self.postMessage(errorReply(id, error));
   }

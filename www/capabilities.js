@@ -1,0 +1,110 @@
+// What this browser offers the engine, found without starting one: cross-origin isolation
+// (threads), relaxed SIMD, Memory64, the cores. The page's side (inferno.js) and the worker's
+// (engine-loader.js) both decide with these, so they never disagree about which build runs:
+//   pkg/                   SIMD128, one thread: any browser with SIMD128
+//   pkg-relaxed/           + relaxed SIMD, where the browser validates it (not Safari yet)
+//   pkg-threads/           SIMD128 + shared memory, helper threads in nested Web Workers: needs
+//                          a cross-origin isolated page (SharedArrayBuffer), more than one thread
+//   pkg-relaxed-threads/   both
+//   pkg-memory64/          wasm64 (64-bit memory) + relaxed SIMD, one thread: only for a file
+//                          too large for a 4 GiB wasm32 memory, where the browser validates both.
+//                          (build.sh can also build memory64-threads, but its pool hung now and
+//                          then in Chromium 156, so no page uses it yet.)
+// This module imports nothing, so the page's bundle never carries a wasm build.
+
+/** The most threads used unless asked otherwise: decode is bound by memory bandwidth, which a
+ *  handful of cores already saturate. The same cap as the native default. */
+export const MAX_DEFAULT_THREADS = 8;
+
+/** Whether this context can run the threaded build at all. */
+export function threadsSupported() {
+  if (!self.crossOriginIsolated || typeof SharedArrayBuffer !== 'function') return false;
+  try {
+    new WebAssembly.Memory({ initial: 1, maximum: 1, shared: true });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Every module starts with the magic bytes "\0asm" and version 1. */
+const WASM_HEADER = [0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00];
+
+/** A module whose one function uses i32x4.relaxed_dot_i8x16_i7x16_add_s: it validates only
+ *  where relaxed SIMD runs. */
+function relaxedProbe() {
+  const constant = [0xfd, 0x0c, ...new Array(16).fill(0)]; // v128.const 0
+  const body = [0x00, ...constant, ...constant, ...constant, 0xfd, 0x93, 0x02, 0x0b];
+  const code = [0x01, body.length, ...body];
+  // prettier-ignore
+  return new Uint8Array([
+    ...WASM_HEADER,
+    0x01, 0x05, 0x01, 0x60, 0x00, 0x01, 0x7b, // type: () -> v128
+    0x03, 0x02, 0x01, 0x00, // function 0 has type 0
+    0x0a, code.length, ...code,
+  ]);
+}
+
+/** Whether this browser runs relaxed SIMD. */
+export function relaxedSimdSupported() {
+  try {
+    return WebAssembly.validate(relaxedProbe());
+  } catch {
+    return false;
+  }
+}
+
+/** A module with one 64-bit memory (limits flag 0x04): it validates only where Memory64 runs. */
+// prettier-ignore
+const MEMORY64_PROBE = new Uint8Array([
+  ...WASM_HEADER,
+  0x05, 0x03, 0x01, 0x04, 0x00, // memory section: one memory, i64 index type, minimum 0 pages
+]);
+
+/** Whether this browser runs the 64-bit-memory build (which also uses relaxed SIMD). */
+export function memory64Supported() {
+  try {
+    return WebAssembly.validate(MEMORY64_PROBE) && relaxedSimdSupported();
+  } catch {
+    return false;
+  }
+}
+
+/** The cores this machine offers (at least 1). */
+export function hardwareThreads() {
+  return Math.max(1, Number(self.navigator?.hardwareConcurrency) || 1);
+}
+
+/** The default thread count: the machine's cores, capped; 1 where threads cannot run. */
+export function defaultThreads() {
+  return threadsSupported() ? Math.min(hardwareThreads(), MAX_DEFAULT_THREADS) : 1;
+}
+
+/**
+ * A thread count asked for (a number, or null/undefined/0 for the default), made one this
+ * context can run: whole, at least 1, at most the machine's cores (more would only contend),
+ * and 1 without cross-origin isolation. Returns {threads, reason} where reason says why the
+ * count differs from the request, if it does.
+ */
+export function resolveThreads(requested) {
+  if (requested === null || requested === undefined || requested === 0)
+    return { threads: defaultThreads(), reason: null };
+  const asked = Number(requested);
+  if (!Number.isInteger(asked) || asked < 1)
+    throw new RangeError(`threads must be a whole number >= 1, got ${requested}`);
+  if (asked === 1) return { threads: 1, reason: null };
+  if (!threadsSupported())
+    return { threads: 1, reason: 'the page is not cross-origin isolated, so wasm threads are unavailable' };
+  const cores = hardwareThreads();
+  if (asked > cores) return { threads: cores, reason: `this machine offers ${cores} threads` };
+  return { threads: asked, reason: null };
+}
+
+/** The build for `threads` (already resolved); `relaxed: false` forces plain SIMD128;
+ *  `memory64: true` asks for the 64-bit-memory build (one thread, relaxed SIMD). */
+export function buildFor(threads, { relaxed = true, memory64 = false } = {}) {
+  if (memory64) return 'pkg-memory64';
+  const useRelaxed = relaxed && relaxedSimdSupported();
+  if (threads > 1) return useRelaxed ? 'pkg-relaxed-threads' : 'pkg-threads';
+  return useRelaxed ? 'pkg-relaxed' : 'pkg';
+}
