@@ -76,7 +76,9 @@ export class Inferno {
 
   /** Use Inferno.create() or Inferno.load(). */
   constructor({ threads = null, relaxed = true, stallMs, workerUrl } = {}) {
-    this.#client = new EngineClient(...engineWorker(workerUrl), {
+    const { createWorker, where } = engineWorker(workerUrl);
+    this.#client = new EngineClient(createWorker, {
+      where,
       threads: threads || null,
       relaxed: relaxed !== false,
       ...(stallMs ? { stallMs } : {}),
@@ -378,12 +380,12 @@ function engineWorker(workerUrl) {
       // starts from there. (Spelled so that no bundler takes it for a file to bundle.)
       const url = new URL(['..', '..', 'inferno-web', 'worker.js'].join('/'), preBundled[0]);
       const where = `${url.href} (Vite pre-bundled inferno-web, so the worker starts from the package's own folder; if that fails, add optimizeDeps: { exclude: ['inferno-web'] } to the Vite config)`;
-      return [() => new Worker(url, { type: 'module' }), where];
+      return { createWorker: () => new Worker(url, { type: 'module' }), where };
     }
-    return [
-      () => new Worker(new URL('./worker.js', import.meta.url), { type: 'module' }),
-      'inferno-web/worker.js',
-    ];
+    return {
+      createWorker: () => new Worker(new URL('./worker.js', import.meta.url), { type: 'module' }),
+      where: 'inferno-web/worker.js',
+    };
   }
   let url;
   try {
@@ -402,7 +404,7 @@ function engineWorker(workerUrl) {
       });
     }
   };
-  return [create, url.href];
+  return { createWorker: create, where: url.href };
 }
 
 /** The worker's load fields for a source. */

@@ -7,7 +7,16 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { linkSync, copyFileSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  closeSync,
+  copyFileSync,
+  linkSync,
+  mkdtempSync,
+  openSync,
+  readSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { pack } from '../../scripts/pack.mjs';
@@ -19,8 +28,9 @@ const PAGE = String.raw`<!doctype html>
 <title>Embedding Inferno</title>
 <link rel="icon" href="data:,">
 <pre id="out"></pre>
+<script type="importmap">{ "imports": { "inferno-web": "./node_modules/inferno-web/inferno.js" } }</script>
 <script type="module">
-import { Inferno, InfernoError } from './node_modules/inferno-web/inferno.js';
+import { Inferno, InfernoError } from 'inferno-web';
 
 const out = document.getElementById('out');
 const question = { messages: [{ role: 'user', content: 'What is the capital of France?' }], temperature: 0, max_tokens: 12 };
@@ -74,6 +84,32 @@ async function scenario() {
     badToken: await kindOf(engine.detokenize([1e9])),
     missingFile: await kindOf(Inferno.load('no-such-model.gguf')),
   };
+  // 7. A failed load keeps the loaded model when it fails before the new file is read (a URL
+  // that answers 404, a File whose header is not GGUF), and loses it after (a URL whose data
+  // ends early: the old model's memory went to the new one).
+  const stillChats = async () => (await engine.chat.completions.create({ ...question, max_tokens: 2 })).choices[0].message.content.length > 0;
+  result.kept = {
+    missing: await kindOf(engine.load('no-such-model.gguf')),
+    missingModel: engine.model?.name,
+    missingChats: await stillChats(),
+    notGguf: await kindOf(engine.load(new File(['just some notes, not a model'], 'notes.txt'))),
+    notGgufModel: engine.model?.name,
+    notGgufChats: await stillChats(),
+    truncated: await kindOf(engine.load('truncated.gguf')),
+    truncatedModel: engine.model,
+    truncatedChat: await kindOf(engine.chat.completions.create(question)),
+  };
+  await engine.load('model.gguf');
+
+  // 8. workerUrl: relative to the page; not a URL is bad_request; a missing file is named.
+  const relative = Inferno.create({ workerUrl: 'node_modules/inferno-web/worker.js' });
+  result.workerUrl = { relative: (await relative.engineInfo()).version };
+  relative.terminate();
+  result.workerUrl.invalid = await kindOf((async () => Inferno.create({ workerUrl: 'http://[' }))());
+  const missing = Inferno.create({ workerUrl: 'missing/worker.js' });
+  result.workerUrl.missing = await missing.engineInfo().then(() => 'no error', (e) => ({ kind: e.kind, message: e.message }));
+  missing.terminate();
+
   await engine.unload();
   result.unloaded = await kindOf(engine.chat.completions.create(question));
   engine.terminate();
@@ -104,6 +140,12 @@ describe('the npm package in a plain page', { timeout: 300_000 }, () => {
     });
     writeFileSync(path.join(app, 'index.html'), PAGE);
     const model = requireModel(MODELS.smollm2);
+    // The model's first 8 MiB: a whole header, and data that ends early.
+    const head = Buffer.alloc(8 << 20);
+    const fd = openSync(model, 'r');
+    readSync(fd, head, 0, head.length, 0);
+    closeSync(fd);
+    writeFileSync(path.join(app, 'truncated.gguf'), head);
     try {
       linkSync(model, path.join(app, 'model.gguf'));
     } catch {
@@ -213,12 +255,33 @@ describe('the npm package in a plain page', { timeout: 300_000 }, () => {
         missingFile: 'fetch_failed',
       });
       assert.equal(result.unloaded, 'no_model');
+
+      // 7 and 8.
+      assert.deepEqual(result.kept, {
+        missing: 'fetch_failed',
+        missingModel: 'model.gguf',
+        missingChats: true,
+        notGguf: 'bad_magic',
+        notGgufModel: 'model.gguf',
+        notGgufChats: true,
+        truncated: 'tensor_past_end',
+        truncatedModel: null,
+        truncatedChat: 'no_model',
+      });
+      assert.equal(typeof result.workerUrl.relative, 'string');
+      assert.equal(result.workerUrl.invalid, 'bad_request');
+      assert.equal(result.workerUrl.missing.kind, 'worker_failed');
+      assert.match(result.workerUrl.missing.message, /\/missing\/worker\.js/);
       assert.equal(result.busy, 'busy');
     } finally {
       await context.close();
     }
-    // The deliberately missing model is the one 404 the browser may log.
-    const problems = h.problems.filter((problem) => !/worker console error: .*status of 404/.test(problem));
+    // The deliberately missing model and worker are what the browser may log (Firefox as a page
+    // error, the library as a console error naming the worker).
+    const problems = h.problems.filter(
+      (problem) =>
+        !/worker console error: .*status of 404/.test(problem) && !/missing\/worker\.js/.test(problem),
+    );
     assert.deepEqual(problems, [], 'the page logged errors');
   });
 });
