@@ -1,11 +1,12 @@
 // Packs the embeddable library as an npm package: the public API (inferno.js and its types),
 // the engine worker and what it imports, and every wasm build, with a README made of
-// README.md's "Embedding Inferno in a page" section. Needs the wasm builds (./build.sh build).
+// README.md's "Embedding Inferno in a page" section and a LICENSE holding both licences.
+// Needs the wasm builds (./build.sh build).
 //
 //   node scripts/pack.mjs [DEST]   -> DEST/inferno-web-<version>.tgz (default target/npm)
 //
-// Prints the tarball's path. The package has no dependencies: a page imports
-// node_modules/inferno-web/inferno.js directly, no bundler needed.
+// Prints the tarball's path. The package has no dependencies; pages import the bare
+// 'inferno-web' through a bundler or an import map (tests/page/bundlers.test.mjs).
 
 import { execFileSync } from 'node:child_process';
 import { cpSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -41,7 +42,17 @@ function embeddingReadme() {
   if (start < 0) throw new Error('README.md has no "## Embedding Inferno in a page" section');
   const end = readme.indexOf('\n## ', start + 1);
   const section = readme.slice(start + 1, end < 0 ? undefined : end).replace(/^#(#+) /gm, '$1 ');
-  return `${section.trim()}\n\nInferno is MIT OR Apache-2.0 licensed; its source, tests and benchmarks are in the project repository.\n`;
+  return `${section.trim()}\n\n## License\n\nMIT OR Apache-2.0 (LICENSE holds both).\n`;
+}
+
+/** Both licences the package may be used under, the MIT one first. */
+function license() {
+  const read = (file) => readFileSync(path.join(root, file), 'utf8').trim();
+  return (
+    'inferno-web is licensed under either of the MIT license or the Apache License, Version 2.0, at\n' +
+    'your option. Both follow.\n\n' +
+    `MIT License\n\n${read('LICENSE-MIT')}\n\n${'-'.repeat(80)}\n\n${read('LICENSE-APACHE')}\n`
+  );
 }
 
 export function pack(dest = path.join(root, 'target', 'npm')) {
@@ -64,14 +75,21 @@ export function pack(dest = path.join(root, 'target', 'npm')) {
     type: 'module',
     main: './inferno.js',
     types: './inferno.d.ts',
-    exports: { '.': { types: './inferno.d.ts', default: './inferno.js' }, './*': './*' },
-    files: [...LIBRARY_FILES, ...BUILDS.map((build) => `${build}/`), 'README.md'],
-    sideEffects: false,
+    // One entry point: the worker, its imports and the wasm builds are reached by relative
+    // URLs from inferno.js, which bundlers follow without an export of their own.
+    exports: {
+      '.': { types: './inferno.d.ts', default: './inferno.js' },
+      './package.json': './package.json',
+    },
+    files: [...LIBRARY_FILES, ...BUILDS.map((build) => `${build}/`), 'README.md', 'LICENSE'],
+    // The worker's entry and the thread helper run code when loaded; nothing else does.
+    sideEffects: ['./worker.js', './pkg*/snippets/**/workerHelpers.js'],
     license: 'MIT OR Apache-2.0',
     keywords: ['gguf', 'llm', 'webassembly', 'llama.cpp', 'inference', 'browser'],
   };
   writeFileSync(path.join(stage, 'package.json'), `${JSON.stringify(manifest, null, 2)}\n`);
   writeFileSync(path.join(stage, 'README.md'), embeddingReadme());
+  writeFileSync(path.join(stage, 'LICENSE'), license());
   const output = execFileSync('npm', ['pack', '--json', '--pack-destination', dest], {
     cwd: stage,
     encoding: 'utf8',

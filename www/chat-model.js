@@ -61,8 +61,10 @@ export function createModelPanel(engine, ui, hooks) {
       return loaded;
     } catch (error) {
       if (ticket === loadTicket) {
-        setModel(null);
-        hooks.showError(`Could not load ${name}`, error);
+        // A load that fails before reading the new file keeps the model loaded before it.
+        const kept = engine.model;
+        setModel(kept);
+        hooks.showError(`Could not load ${name}${kept ? `; ${kept.name} is still loaded` : ''}`, error);
       }
       return null;
     } finally {

@@ -1,16 +1,87 @@
 // Types of Inferno's public API (inferno.js). Checked by `tsc --noEmit` on
 // tests/types/example.ts in `./build.sh test`.
 
+/** Every kind of error the engine and the API report (README.md's "Error kinds" says what
+ *  each means; a test keeps both lists equal to what the code raises). */
+export type InfernoErrorKind =
+  | 'bad_request'
+  | 'no_model'
+  | 'no_answer'
+  | 'busy'
+  | 'bad_token'
+  | 'aborted'
+  | 'cancelled'
+  | 'terminated'
+  | 'fetch_failed'
+  | 'no_length'
+  | 'read_failed'
+  | 'not_stored'
+  | 'worker_failed'
+  | 'wasm_init'
+  | 'engine_start_timeout'
+  | 'wasm_trap'
+  | 'stalled'
+  | 'bad_reply'
+  | 'bad_engine_reply'
+  | 'unknown_message_type'
+  | 'no_trap'
+  | 'internal'
+  | 'invalid'
+  | 'serialize'
+  | 'too_large'
+  | 'too_many_bytes'
+  | 'incomplete'
+  | 'bad_magic'
+  | 'unsupported_version'
+  | 'truncated'
+  | 'count_too_large'
+  | 'too_many_tensors'
+  | 'length_past_end'
+  | 'nesting_too_deep'
+  | 'unknown_value_type'
+  | 'invalid_bool'
+  | 'invalid_utf8'
+  | 'invalid_name'
+  | 'duplicate_key'
+  | 'duplicate_tensor_name'
+  | 'invalid_dimension_count'
+  | 'zero_dimension'
+  | 'size_overflow'
+  | 'unknown_tensor_type'
+  | 'removed_tensor_type'
+  | 'row_not_block_aligned'
+  | 'alignment_wrong_type'
+  | 'invalid_alignment'
+  | 'misaligned_tensor'
+  | 'overlapping_tensors'
+  | 'tensor_past_end'
+  | 'unsupported_architecture'
+  | 'missing_key'
+  | 'bad_key'
+  | 'missing_tensor'
+  | 'bad_tensor'
+  | 'tensor_shape'
+  | 'unsupported_tensor_type'
+  | 'tensor'
+  | 'out_of_memory'
+  | 'bad_context_size'
+  | 'context_full'
+  | 'token_out_of_range'
+  | 'tokenizer'
+  | 'vocabulary_mismatch'
+  | 'chat_template'
+  | 'sampler'
+  | 'empty_prompt'
+  | 'prompt_too_long'
+  | 'nothing_to_continue';
+
 /** Every error the engine and the API report. `kind` is stable and machine-readable. */
 export class InfernoError extends Error {
   constructor(info: { name?: string; kind?: string; message: string });
-  /** The engine's error family: GgufError, EngineError, ModelError, LoadError, NetworkError,
-   *  WorkerError, ProtocolError, RuntimeError, AbortError, TypeError... */
+  /** The engine's error family: GgufError, EngineError, LoadError, NetworkError, WorkerError,
+   *  ProtocolError, InitError, RuntimeError, AbortError, TypeError, RangeError... */
   name: string;
-  /** For example: bad_magic, truncated, too_large, unsupported_type, fetch_failed, no_model,
-   *  busy, bad_request, bad_token, prompt_too_long, context_full, aborted, cancelled,
-   *  wasm_trap, stalled, worker_failed, terminated. */
-  kind: string;
+  kind: InfernoErrorKind;
 }
 
 export interface Capabilities {
@@ -51,7 +122,8 @@ export interface EngineOptions {
   relaxed?: boolean;
   /** Silence (ms) after which a busy engine counts as stalled and is restarted (default 60000). */
   stallMs?: number;
-  /** Where worker.js is, if not beside inferno.js. */
+  /** Where worker.js is, if not beside inferno.js (relative to the page); its folder must hold
+   *  the rest of the package. Not a URL: InfernoError bad_request. */
   workerUrl?: string | URL;
 }
 

@@ -13,7 +13,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { copyFileSync, linkSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, linkSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { pack } from '../../scripts/pack.mjs';
@@ -182,6 +182,21 @@ describe('the npm package in bundled apps', { timeout: 900_000 }, () => {
 
   after(() => {
     if (scratch) rmSync(scratch, { recursive: true, force: true });
+  });
+
+  test('the tarball carries a LICENSE, one entry point, and a README an npm user can follow', () => {
+    const unpacked = path.join(scratch, 'unpacked');
+    mkdirSync(unpacked);
+    execFileSync('tar', ['xzf', tarball, '-C', unpacked]);
+    const dir = path.join(unpacked, 'package');
+    const manifest = JSON.parse(readFileSync(path.join(dir, 'package.json'), 'utf8'));
+    assert.deepEqual(Object.keys(manifest.exports), ['.', './package.json']);
+    assert.match(readFileSync(path.join(dir, 'LICENSE'), 'utf8'), /MIT License[\s\S]*Apache License/);
+    const readme = readFileSync(path.join(dir, 'README.md'), 'utf8');
+    assert.match(readme, /import \{ Inferno \} from 'inferno-web'/);
+    assert.match(readme, /Cross-Origin-Embedder-Policy: require-corp/);
+    // Nothing an npm user lacks: the repository's folders and scripts.
+    assert.doesNotMatch(readme, /\b(www|scripts|tests|src)\/|build\.sh|cargo /);
   });
 
   for (const [name, kind, modes] of APPS) {

@@ -302,6 +302,13 @@ pageSuite(
       await loadModel(SMOLLM2());
       await assertModelLoaded(SMOLLM2_NAME);
       assert.equal(await h.page.locator('#chat-error').isHidden(), true, 'the good file clears the error');
+
+      // A file that is not GGUF fails before it is read: the loaded model stays, and says so.
+      await loadModel(broken);
+      assert.equal(await text('#chat-error-kind'), 'bad_magic');
+      assert.match(await text('#chat-error-title'), /Could not load broken\.gguf; .* is still loaded/);
+      assert.equal(await h.page.evaluate(() => document.body.dataset.model), SMOLLM2_NAME);
+      assert.equal(await h.page.locator('#composer').isVisible(), true, 'the composer stays');
     });
 
     test('thinking blocks render collapsed and expand', async () => {
