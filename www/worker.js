@@ -304,10 +304,10 @@ async function openUrl(url) {
   return { response, size };
 }
 
-async function fetchUrl(url, init = {}) {
+async function fetchUrl(url) {
   let response;
   try {
-    response = await fetch(url, init);
+    response = await fetch(url);
   } catch (error) {
     throw new WorkerError('NetworkError', 'fetch_failed', `could not fetch ${url}: ${describe(error)}`);
   }

@@ -13,11 +13,14 @@ import {
   linkSync,
   mkdtempSync,
   openSync,
+  readFileSync,
   readSync,
   rmSync,
   writeFileSync,
 } from 'node:fs';
+import { createServer } from 'node:http';
 import os from 'node:os';
+import { gzipSync } from 'node:zlib';
 import path from 'node:path';
 import { pack } from '../../scripts/pack.mjs';
 import { startServer } from '../../scripts/serve.mjs';
@@ -95,6 +98,8 @@ async function scenario() {
     notGguf: await kindOf(engine.load(new File(['just some notes, not a model'], 'notes.txt'))),
     notGgufModel: engine.model?.name,
     notGgufChats: await stillChats(),
+    compressed: await kindOf(engine.load('http://127.0.0.1:' + new URLSearchParams(location.search).get('gzip') + '/model.gguf')),
+    compressedModel: engine.model?.name,
     truncated: await kindOf(engine.load('truncated.gguf')),
     truncatedModel: engine.model,
     truncatedChat: await kindOf(engine.chat.completions.create(question)),
@@ -127,6 +132,7 @@ scenario().then(
 describe('the npm package in a plain page', { timeout: 300_000 }, () => {
   let scratch;
   let server;
+  let gzipServer;
 
   before(() => {
     scratch = mkdtempSync(path.join(os.tmpdir(), 'inferno-package-'));
@@ -155,17 +161,30 @@ describe('the npm package in a plain page', { timeout: 300_000 }, () => {
 
   after(async () => {
     await server?.close();
+    gzipServer?.close();
     if (scratch) rmSync(scratch, { recursive: true, force: true });
   });
 
   test('streams with logprobs, completes, aborts, branches and reports errors', async () => {
     server = await startServer({ root: path.join(scratch, 'app'), port: 0 });
+    // A server that gzips the model and answers no Range request: its size cannot be known.
+    const gzipped = gzipSync(readFileSync(path.join(scratch, 'app', 'truncated.gguf')));
+    gzipServer = createServer((request, response) => {
+      response.writeHead(200, {
+        'Content-Encoding': 'gzip',
+        'Content-Type': 'application/octet-stream',
+        'Access-Control-Allow-Origin': '*',
+        'Cross-Origin-Resource-Policy': 'cross-origin',
+      });
+      response.end(gzipped);
+    });
+    await new Promise((resolve) => gzipServer.listen(0, '127.0.0.1', resolve));
     h.problems = [];
     const context = await h.browser.newContext();
     const page = await context.newPage();
     watchForProblems(page);
     try {
-      await page.goto(`${server.url}index.html`);
+      await page.goto(`${server.url}index.html?gzip=${gzipServer.address().port}`);
       await page.waitForFunction(() => window.__result !== undefined, null, { timeout: 240_000 });
       const result = await page.evaluate(() => window.__result);
       assert.equal(result.failed, undefined, `the scenario failed: ${JSON.stringify(result.failed)}`);
@@ -264,6 +283,8 @@ describe('the npm package in a plain page', { timeout: 300_000 }, () => {
         notGguf: 'bad_magic',
         notGgufModel: 'model.gguf',
         notGgufChats: true,
+        compressed: 'no_length',
+        compressedModel: 'model.gguf',
         truncated: 'tensor_past_end',
         truncatedModel: null,
         truncatedChat: 'no_model',
