@@ -3,83 +3,11 @@
 
 use serde::Serialize;
 
+use super::arch::{
+    Activation, ArchSpec, Architecture, AttentionScale, FinalSoftcap, LocalRope, Sliding, Window,
+};
 use super::error::ModelError;
 use crate::gguf::Metadata;
-
-/// The architectures this crate runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Architecture {
-    /// Qwen3: per-head Q/K RMSNorm, NeoX RoPE, GQA, SwiGLU.
-    Qwen3,
-    /// Qwen2 and Qwen2.5 (and DeepSeek-R1-Distill-Qwen): Q/K/V biases, NeoX RoPE, GQA, SwiGLU.
-    Qwen2,
-    /// Llama (SmolLM2, Llama 2/3): interleaved ("normal") RoPE, GQA, SwiGLU.
-    Llama,
-    /// SmolLM3: Llama whose every fourth layer attends without RoPE ("NoPE").
-    Smollm3,
-    /// Phi-3, Phi-3.5, Phi-4-mini: fused QKV and gate/up tensors, NeoX RoPE with LongRoPE
-    /// factors, queries scaled before attention.
-    Phi3,
-    /// Gemma 2: scaled embeddings, post-attention and post-FFN norms, GeGLU, attention and
-    /// final logits soft-capped, sliding-window attention in every other layer.
-    Gemma2,
-    /// Gemma 3: scaled embeddings, Q/K norm, post-attention and post-FFN norms, GeGLU,
-    /// five sliding-window layers for every global one.
-    Gemma3,
-    /// Qwen3.5: gated DeltaNet layers (a recurrent state instead of a KV cache) with full
-    /// attention every few layers (gated queries, Q/K norm, partial NeoX RoPE), SwiGLU.
-    Qwen35,
-    /// Gemma 4 (dense): Gemma 3's layout with a sliding-window pattern whose layers have their
-    /// own head size, KV heads and RoPE; normalized values; last layers that reuse earlier
-    /// layers' keys and values; per-layer token embeddings; a scale per layer; soft-capped
-    /// logits.
-    Gemma4,
-}
-
-impl Architecture {
-    pub fn from_name(name: &str) -> Option<Self> {
-        match name {
-            "qwen3" => Some(Self::Qwen3),
-            "qwen2" => Some(Self::Qwen2),
-            "llama" => Some(Self::Llama),
-            "smollm3" => Some(Self::Smollm3),
-            "phi3" => Some(Self::Phi3),
-            "gemma3" => Some(Self::Gemma3),
-            "gemma2" => Some(Self::Gemma2),
-            "qwen35" => Some(Self::Qwen35),
-            "gemma4" => Some(Self::Gemma4),
-            _ => None,
-        }
-    }
-
-    /// Every architecture this crate runs, in the order people meet them in messages.
-    pub const ALL: [Architecture; 9] = [
-        Self::Qwen3,
-        Self::Qwen2,
-        Self::Llama,
-        Self::Smollm3,
-        Self::Phi3,
-        Self::Gemma2,
-        Self::Gemma3,
-        Self::Qwen35,
-        Self::Gemma4,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Qwen3 => "qwen3",
-            Self::Qwen2 => "qwen2",
-            Self::Llama => "llama",
-            Self::Smollm3 => "smollm3",
-            Self::Phi3 => "phi3",
-            Self::Gemma3 => "gemma3",
-            Self::Gemma2 => "gemma2",
-            Self::Qwen35 => "qwen35",
-            Self::Gemma4 => "gemma4",
-        }
-    }
-}
 
 /// How RoPE pairs up the dimensions of a head.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -217,6 +145,9 @@ pub struct Config {
     pub gated_attention: bool,
     /// Values are RMS-normalized (no weight) before they are cached (Gemma 4).
     pub normalize_values: bool,
+    /// The feed-forward block's gate (the architecture's, so not reported again).
+    #[serde(skip)]
+    pub activation: Activation,
     /// Width of each layer's slice of the per-layer token embeddings (Gemma 4), if any.
     pub per_layer_input: Option<usize>,
     /// Per-layer shapes; see [`Config::layer`].
@@ -247,6 +178,7 @@ impl Config {
             metadata.architecture().ok_or_else(|| ModelError::MissingKey("general.architecture".into()))?;
         let architecture = Architecture::from_name(arch_name)
             .ok_or_else(|| ModelError::UnsupportedArchitecture(arch_name.to_string()))?;
+        let spec = architecture.spec();
         let keys = Keys { metadata, arch: arch_name };
 
         // Multi-token-prediction blocks (`nextn_predict_layers`, Qwen3.5's MTP head) come last
@@ -298,8 +230,8 @@ impl Config {
         check_rope(rope_dims, head_dim, "rope.dimension_count")?;
         // Gemma 4's sliding-window layers: their own head size and rotated dimensions, the
         // pattern listed, and the last `shared_kv_layers` layers reading earlier layers' KV.
-        let (sliding_pattern, head_dim_swa, rope_dims_swa, kv_layers) = if architecture
-            == Architecture::Gemma4
+        let (sliding_pattern, head_dim_swa, rope_dims_swa, kv_layers) = if let Sliding::Listed { .. } =
+            spec.sliding
         {
             let pattern = keys.bools_per_layer("attention.sliding_window_pattern", n_layer)?;
             let head_dim_swa = keys.required_count("attention.key_length_swa", MAX_DIM)?;
@@ -392,72 +324,58 @@ impl Config {
         };
         let context_length = keys.optional_count("context_length", MAX_CONTEXT)?.unwrap_or(4096);
 
-        let rope_style = match architecture {
-            Architecture::Llama | Architecture::Smollm3 => RopeStyle::Normal,
-            Architecture::Qwen3
-            | Architecture::Qwen2
-            | Architecture::Gemma2
-            | Architecture::Gemma3
-            | Architecture::Phi3
-            | Architecture::Qwen35
-            | Architecture::Gemma4 => RopeStyle::Neox,
-        };
         let attn_factor = keys.positive_float("rope.scaling.attn_factor")?.unwrap_or(1.0);
         let rope_global = Rope { base: rope_base, freq_scale, attn_factor };
-        let (sliding_window, global_layer_period, rope_local) = match architecture {
-            Architecture::Gemma3 => (
-                keys.optional_count("attention.sliding_window", MAX_CONTEXT)?,
-                6,
-                Rope { base: 10_000.0, freq_scale: 1.0, attn_factor: 1.0 },
-            ),
-            // llama.cpp: even layers local, a window of 4096 unless the file says otherwise, and
-            // the global RoPE base unless `rope.freq_base_swa` is given.
-            Architecture::Gemma2 => (
-                Some(keys.optional_count("attention.sliding_window", MAX_CONTEXT)?.unwrap_or(4096)),
-                2,
-                Rope { base: keys.positive_float("rope.freq_base_swa")?.unwrap_or(rope_base), ..rope_global },
-            ),
-            // The window and the pattern come from the file; local layers' RoPE base too.
-            Architecture::Gemma4 => (
-                Some(keys.required_count("attention.sliding_window", MAX_CONTEXT)?),
-                1,
-                Rope { base: keys.positive_float("rope.freq_base_swa")?.unwrap_or(rope_base), ..rope_global },
-            ),
-            _ => (None, 1, rope_global),
+        let local_rope = |local: LocalRope| -> Result<Rope, ModelError> {
+            Ok(match local {
+                LocalRope::Base(base) => Rope { base, freq_scale: 1.0, attn_factor: 1.0 },
+                LocalRope::SwaBaseOrGlobal => Rope {
+                    base: keys.positive_float("rope.freq_base_swa")?.unwrap_or(rope_base),
+                    ..rope_global
+                },
+            })
         };
-        // Gemma 3 scales queries by 1/sqrt(head size) itself, then uses scale 1 in attention:
-        // the same number, applied at the same place as llama.cpp.
-        // Gemma 2 27B (46 layers) scales by the embedding width per head (llama.cpp, after
-        // gemma_pytorch).
-        let attention_scale = match architecture {
-            Architecture::Gemma2 if n_layer == 46 => 1.0 / ((n_embd / n_head) as f32).sqrt(),
-            // Queries and keys are normalized; llama.cpp attends with scale 1.
-            Architecture::Gemma4 => 1.0,
-            _ => 1.0 / (head_dim as f32).sqrt(),
+        let window = |window: Window| -> Result<Option<usize>, ModelError> {
+            let key = "attention.sliding_window";
+            Ok(match window {
+                Window::Optional => keys.optional_count(key, MAX_CONTEXT)?,
+                Window::Default(size) => Some(keys.optional_count(key, MAX_CONTEXT)?.unwrap_or(size)),
+                Window::Required => Some(keys.required_count(key, MAX_CONTEXT)?),
+            })
         };
-        let softcap = |name: &str, default: f32| -> Result<Option<f32>, ModelError> {
-            if architecture != Architecture::Gemma2 {
-                return Ok(None);
+        let (sliding_window, global_layer_period, rope_local) = match spec.sliding {
+            Sliding::None => (None, 1, rope_global),
+            Sliding::Periodic { period, window: size, local_rope: local } => {
+                (window(size)?, period, local_rope(local)?)
             }
-            Ok(Some(keys.positive_float(name)?.unwrap_or(default)))
+            Sliding::Listed { local_rope: local } => (window(Window::Required)?, 1, local_rope(local)?),
         };
-        let attn_softcap = softcap("attn_logit_softcapping", 50.0)?;
-        let final_softcap = match architecture {
-            // Only where the file asks for it.
-            Architecture::Gemma4 => keys.positive_float("final_logit_softcapping")?,
-            _ => softcap("final_logit_softcapping", 30.0)?,
+        let attention_scale = match spec.attention_scale {
+            AttentionScale::Gemma2 if n_layer == 46 => 1.0 / ((n_embd / n_head) as f32).sqrt(),
+            AttentionScale::One => 1.0,
+            AttentionScale::InverseSqrtHeadDim | AttentionScale::Gemma2 => 1.0 / (head_dim as f32).sqrt(),
         };
-        // Gemma 4's 26B-A4B routes its FFN through experts: refused by name, not run wrongly.
-        if architecture == Architecture::Gemma4
+        let attn_softcap = match spec.attn_softcap {
+            Some(cap) => Some(keys.positive_float("attn_logit_softcapping")?.unwrap_or(cap)),
+            None => None,
+        };
+        let final_softcap = match spec.final_softcap {
+            FinalSoftcap::None => None,
+            FinalSoftcap::Default(cap) => {
+                Some(keys.positive_float("final_logit_softcapping")?.unwrap_or(cap))
+            }
+            FinalSoftcap::FromFile => keys.positive_float("final_logit_softcapping")?,
+        };
+        if spec.dense_only
             && keys.metadata.get(&keys.key("expert_count")).and_then(|v| v.as_u64()).is_some_and(|n| n > 0)
         {
             return Err(keys.bad(
                 "expert_count",
-                "names a mixture-of-experts Gemma 4 (26B-A4B): only the dense sizes run".into(),
+                format!("names a mixture-of-experts {arch_name}: only the dense sizes run"),
             ));
         }
-        let per_layer_input = match architecture {
-            Architecture::Gemma4 => match keys.metadata.get(&keys.key("embedding_length_per_layer_input")) {
+        let per_layer_input = if spec.per_layer_inputs {
+            match keys.metadata.get(&keys.key("embedding_length_per_layer_input")) {
                 None => None,
                 Some(value) => match value.as_u64() {
                     Some(0) => None,
@@ -469,26 +387,19 @@ impl Config {
                         ));
                     }
                 },
-            },
-            _ => None,
-        };
-        let embedding_scale = match architecture {
-            Architecture::Gemma3 | Architecture::Gemma2 | Architecture::Gemma4 => {
-                Some((n_embd as f32).sqrt())
             }
-            _ => None,
+        } else {
+            None
         };
-        let (delta_net, recurrent_layers) = match architecture {
-            Architecture::Qwen35 => {
-                let (delta_net, recurrent) = keys.delta_net(n_layer)?;
-                (Some(delta_net), recurrent)
-            }
-            _ => (None, vec![false; n_layer]),
+        let embedding_scale = spec.scaled_embeddings.then(|| (n_embd as f32).sqrt());
+        let (delta_net, recurrent_layers) = if spec.delta_net {
+            let (delta_net, recurrent) = keys.delta_net(n_layer)?;
+            (Some(delta_net), recurrent)
+        } else {
+            (None, vec![false; n_layer])
         };
-        let rope_unrotated_pairs = match architecture {
-            Architecture::Qwen35 => keys.imrope_unrotated_pairs(rope_dims)?,
-            _ => Vec::new(),
-        };
+        let rope_unrotated_pairs =
+            if spec.interleaved_mrope { keys.imrope_unrotated_pairs(rope_dims)? } else { Vec::new() };
         if vocab_size == 0 {
             return Err(ModelError::BadTensor {
                 name: "token_embd.weight".into(),
@@ -506,7 +417,7 @@ impl Config {
             q_dim,
             kv_dim,
             rms_eps,
-            rope_style,
+            rope_style: spec.rope_style,
             rope_dims,
             rope_global,
             rope_local,
@@ -516,17 +427,15 @@ impl Config {
             rope_original_context: keys
                 .optional_count("rope.scaling.original_context_length", MAX_CONTEXT)?
                 .unwrap_or(context_length),
-            no_rope_layer_step: (architecture == Architecture::Smollm3).then_some(4),
+            no_rope_layer_step: spec.no_rope_every,
             attention_scale,
-            scale_queries: matches!(
-                architecture,
-                Architecture::Gemma2 | Architecture::Gemma3 | Architecture::Phi3
-            ),
+            scale_queries: spec.scale_queries,
             attn_softcap,
             final_softcap,
             embedding_scale,
-            gated_attention: architecture == Architecture::Qwen35,
-            normalize_values: architecture == Architecture::Gemma4,
+            gated_attention: spec.gated_attention,
+            normalize_values: spec.normalize_values,
+            activation: spec.activation,
             per_layer_input,
             layers,
             sliding_pattern,
@@ -586,7 +495,12 @@ impl Config {
     /// (`rope_freqs`): every layer that rotates, except Gemma 4's sliding ones (its factors
     /// shape the global layers' "proportional" RoPE).
     pub fn uses_rope_factors(&self, layer: usize) -> bool {
-        !(self.architecture == Architecture::Gemma4 && self.is_sliding(layer))
+        self.spec().local_rope_factors || !self.is_sliding(layer)
+    }
+
+    /// The architecture's row of [`super::arch::ARCHITECTURES`].
+    pub fn spec(&self) -> &'static ArchSpec {
+        self.architecture.spec()
     }
 
     pub fn rope_for_layer(&self, layer: usize) -> Rope {
@@ -765,11 +679,11 @@ mod tests {
 
     #[test]
     fn every_architecture_is_listed_and_named_as_in_its_files() {
-        for architecture in Architecture::ALL {
+        for architecture in Architecture::all() {
             assert_eq!(Architecture::from_name(architecture.name()), Some(architecture));
         }
-        // A new variant stops this match from compiling until it is given a place in ALL.
-        let place = |architecture: Architecture| match architecture {
+        // A new variant stops this match from compiling until it is given a row.
+        let row = |architecture: Architecture| match architecture {
             Architecture::Qwen3 => 0,
             Architecture::Qwen2 => 1,
             Architecture::Llama => 2,
@@ -780,7 +694,7 @@ mod tests {
             Architecture::Qwen35 => 7,
             Architecture::Gemma4 => 8,
         };
-        assert_eq!(Architecture::ALL.map(place), [0, 1, 2, 3, 4, 5, 6, 7, 8]);
+        assert_eq!(Architecture::all().map(row).collect::<Vec<_>>(), [0, 1, 2, 3, 4, 5, 6, 7, 8]);
         let message = ModelError::UnsupportedArchitecture("mamba".into()).to_string();
         assert!(
             message

@@ -87,7 +87,7 @@ impl fmt::Display for ModelError {
         match self {
             Self::Gguf(e) => write!(f, "{e}"),
             Self::UnsupportedArchitecture(arch) => {
-                let supported: Vec<&str> = Architecture::ALL.iter().map(|a| a.name()).collect();
+                let supported: Vec<&str> = Architecture::all().map(Architecture::name).collect();
                 write!(f, "architecture `{arch}` is not supported (supported: {})", supported.join(", "))
             }
             Self::MissingKey(key) => write!(f, "model metadata: missing key `{key}`"),

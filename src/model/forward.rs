@@ -11,9 +11,10 @@ use half::f16;
 use super::bytes::ModelBytes;
 
 use super::Model;
+use super::arch::Activation;
 use super::attention::{HeadView, Scoring, TILED_MIN_QUERIES, attend_head_f16_accumulator, attend_head_f32};
 use super::cache::Cache;
-use super::config::{Architecture, Config};
+use super::config::Config;
 use super::delta_net::{DeltaInputs, causal_conv_silu, delta_rule, gates, l2_normalize_heads, sigmoid, silu};
 use super::error::{ModelError, try_zeroed};
 use super::ops::{
@@ -583,14 +584,9 @@ impl Model {
             &mut s.quantized,
             [(&layer.w_gate, &mut *gate), (&layer.w_up, &mut *up)],
         )?;
-        match c.architecture {
-            Architecture::Gemma3 | Architecture::Gemma2 | Architecture::Gemma4 => geglu(gate, up),
-            Architecture::Qwen3
-            | Architecture::Qwen2
-            | Architecture::Llama
-            | Architecture::Smollm3
-            | Architecture::Phi3
-            | Architecture::Qwen35 => swiglu(gate, up),
+        match c.activation {
+            Activation::GeGlu => geglu(gate, up),
+            Activation::SwiGlu => swiglu(gate, up),
         }
         let out = &mut s.block_out[..n * d];
         project(file, Input::FeedForwardHidden(l), gate, &mut s.quantized, &layer.w_down, out)?;

@@ -4,6 +4,7 @@
 //! A [`Model`] owns the one copy of the file. Matrices are byte ranges into it, so loading
 //! costs validation only; no weight matrix is copied or dequantized up front.
 
+mod arch;
 mod attention;
 mod bytes;
 mod cache;
@@ -15,9 +16,10 @@ mod loader;
 mod ops;
 mod weights;
 
+pub use arch::{ARCHITECTURES, Activation, ArchSpec, Architecture};
 pub use bytes::{ModelBytes, piece_starts};
 pub use cache::{CHECKPOINT_INTERVAL, Cache};
-pub use config::{Architecture, Config, DeltaNet, LayerShape, Rope, RopeStyle};
+pub use config::{Config, DeltaNet, LayerShape, Rope, RopeStyle};
 pub use error::ModelError;
 pub use forward::{LogitsFor, Scratch};
 pub use loader::{FileLoader, LoadError};

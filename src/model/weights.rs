@@ -4,8 +4,9 @@
 
 use std::ops::Range;
 
+use super::arch::QkvBias;
 use super::bytes::ModelBytes;
-use super::config::{Architecture, Config, DeltaNet};
+use super::config::{Config, DeltaNet};
 use super::error::ModelError;
 use crate::gguf::{GgufHeader, TensorInfo};
 use crate::tensor::{REPACK_ROWS, WeightLayout, WeightType, dequantize_row};
@@ -174,17 +175,10 @@ impl Weights {
     ) -> Result<Weights, ModelError> {
         let tensors = Tensors { header, file };
         let d = config.n_embd;
-        let has_qk_norm = matches!(
-            config.architecture,
-            Architecture::Qwen3 | Architecture::Gemma3 | Architecture::Qwen35 | Architecture::Gemma4
-        );
-        let has_post_norms =
-            matches!(config.architecture, Architecture::Gemma2 | Architecture::Gemma3 | Architecture::Gemma4);
-        // llama.cpp requires Qwen2's Q/K/V biases and reads Llama's and SmolLM3's when a file
-        // has them.
-        let bias_required = config.architecture == Architecture::Qwen2;
-        let bias_allowed =
-            bias_required || matches!(config.architecture, Architecture::Llama | Architecture::Smollm3);
+        let spec = config.spec();
+        let (has_qk_norm, has_post_norms) = (spec.qk_norm, spec.post_norms);
+        let bias_required = spec.qkv_bias == QkvBias::Required;
+        let bias_allowed = spec.qkv_bias != QkvBias::Ignored;
 
         // llama.cpp's first use of token_embd is GET_ROWS, so it never enters the repack buffer;
         // an output projection tied to it is multiplied with the plain kernels.
@@ -194,9 +188,7 @@ impl Weights {
         };
         // Gemma 2 always ties them (llama.cpp ignores an `output.weight` there).
         let output = match header.tensor("output.weight") {
-            Some(_) if config.architecture != Architecture::Gemma2 => {
-                tensors.matrix("output.weight", config.vocab_size, d)?
-            }
+            Some(_) if !spec.always_tied_output => tensors.matrix("output.weight", config.vocab_size, d)?,
             _ => token_embd.clone(),
         };
         let mut layers = Vec::with_capacity(config.n_layer);
@@ -251,7 +243,7 @@ impl Weights {
                         None => {
                             // Gemma 4 may leave out `attn_v`: the keys' projection serves as values.
                             let wv = match header.tensor(&name("attn_v")) {
-                                None if config.architecture == Architecture::Gemma4 => None,
+                                None if spec.optional_values => None,
                                 _ => Some(tensors.matrix(&name("attn_v"), kv, d)?),
                             };
                             (
@@ -276,18 +268,13 @@ impl Weights {
                 }
             };
             // Phi-3's `ffn_up` holds gate and up: the first ff rows go through SiLU.
-            let (w_gate, w_up) = if config.architecture == Architecture::Phi3 {
+            let (w_gate, w_up) = if spec.fused_gate_up {
                 let [gate, up] = tensors.matrix(&name("ffn_up"), 2 * ff, d)?.split_rows([ff, ff]);
                 (gate, up)
             } else {
                 (tensors.matrix(&name("ffn_gate"), ff, d)?, tensors.matrix(&name("ffn_up"), ff, d)?)
             };
-            // Qwen3.5 calls its FFN input norm `post_attention_norm` (it has no output norms).
-            let (ffn_norm_name, post_attn_norm) = if config.architecture == Architecture::Qwen35 {
-                ("post_attention_norm", None)
-            } else {
-                ("ffn_norm", optional_vector("post_attention_norm", d, has_post_norms)?)
-            };
+            let post_attn_norm = optional_vector("post_attention_norm", d, has_post_norms)?;
             if header.tensor(&name("ffn_gate_inp")).is_some() {
                 return Err(ModelError::BadTensor {
                     name: name("ffn_gate_inp"),
@@ -303,7 +290,7 @@ impl Weights {
                 None => None,
             };
             let out_scale = match header.tensor(&name("layer_output_scale")) {
-                Some(_) if config.architecture == Architecture::Gemma4 => {
+                Some(_) if spec.layer_output_scale => {
                     let scale = tensors.vector(&name("layer_output_scale"), 1)?;
                     Some(scale.first().copied().unwrap_or(1.0))
                 }
@@ -315,7 +302,7 @@ impl Weights {
                 out_scale,
                 mixer,
                 post_attn_norm,
-                ffn_norm: tensors.vector(&name(ffn_norm_name), d)?,
+                ffn_norm: tensors.vector(&name(spec.ffn_norm), d)?,
                 w_gate,
                 w_up,
                 w_down: tensors.matrix(&name("ffn_down"), d, ff)?,

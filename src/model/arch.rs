@@ -1,0 +1,313 @@
+//! Every way the supported architectures differ, as one table row each ([`ARCHITECTURES`]).
+//! Config and weight loading read the row; nothing else asks which architecture a model is.
+//! (llama.cpp keeps the same facts in `llama-arch.cpp`'s tables and `llama-model.cpp`'s
+//! per-architecture cases.) A new architecture of a known family is a new row.
+
+use serde::Serialize;
+
+use super::config::RopeStyle;
+
+/// The architectures this crate runs (`general.architecture`), in the table's order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Architecture {
+    Qwen3,
+    Qwen2,
+    Llama,
+    Smollm3,
+    Phi3,
+    Gemma2,
+    Gemma3,
+    Qwen35,
+    Gemma4,
+}
+
+/// The feed-forward block's gate: `act(W_gate · h) ⊙ (W_up · h)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Activation {
+    /// SiLU gate (llama.cpp `LLM_FFN_SILU`).
+    SwiGlu,
+    /// GELU gate, tanh approximation (llama.cpp `LLM_FFN_GELU`).
+    GeGlu,
+}
+
+/// Biases on the Q, K and V projections (`blk.N.attn_{q,k,v}.bias`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QkvBias {
+    /// Never read, even where a file has them.
+    Ignored,
+    /// Read where the file has them.
+    Optional,
+    /// A file without them is refused.
+    Required,
+}
+
+/// What queries are scaled by before their dot products with keys.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AttentionScale {
+    /// `1 / sqrt(head size)`.
+    InverseSqrtHeadDim,
+    /// 1: queries and keys are normalized (Gemma 4).
+    One,
+    /// `1 / sqrt(n_embd / n_head)` for the 46-layer Gemma 2 27B, else `1 / sqrt(head size)`
+    /// (llama.cpp, after gemma_pytorch).
+    Gemma2,
+}
+
+/// Which layers attend within a sliding window, and with what RoPE.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Sliding {
+    /// Every layer attends globally.
+    None,
+    /// Of every `period` layers, all but the last are local.
+    Periodic { period: usize, window: Window, local_rope: LocalRope },
+    /// The file lists the local layers (`attention.sliding_window_pattern`); they have their own
+    /// head size and rotated dimensions (`*_swa` keys), and the last `attention.shared_kv_layers`
+    /// layers read an earlier layer's keys and values.
+    Listed { local_rope: LocalRope },
+}
+
+/// The window of local layers (`attention.sliding_window`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Window {
+    /// From the file; without the key no layer is local.
+    Optional,
+    /// From the file, else this many positions.
+    Default(usize),
+    /// A file without it is refused.
+    Required,
+}
+
+/// RoPE of the local layers.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum LocalRope {
+    /// This base, unscaled (Gemma 3: llama.cpp does not read it from the file).
+    Base(f32),
+    /// The global RoPE with `rope.freq_base_swa` as its base where the file gives one.
+    SwaBaseOrGlobal,
+}
+
+/// Output logits squashed by `cap · tanh(logit / cap)` (`final_logit_softcapping`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum FinalSoftcap {
+    None,
+    /// From the file, else this cap.
+    Default(f32),
+    /// Only where the file asks for it.
+    FromFile,
+}
+
+/// One architecture's row: everything the loader and the forward pass do differently for it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ArchSpec {
+    pub architecture: Architecture,
+    /// `general.architecture`, and the prefix of its metadata keys.
+    pub name: &'static str,
+    pub rope_style: RopeStyle,
+    pub activation: Activation,
+    /// Per-head RMSNorm of queries and keys before RoPE (`attn_q_norm`, `attn_k_norm`).
+    pub qk_norm: bool,
+    pub qkv_bias: QkvBias,
+    /// Norms of the attention and FFN outputs before their residual adds
+    /// (`post_attention_norm`, `post_ffw_norm`).
+    pub post_norms: bool,
+    /// The FFN input norm's tensor (Qwen3.5 calls it `post_attention_norm`).
+    pub ffn_norm: &'static str,
+    /// `ffn_up` holds the gate's rows, then the up projection's (Phi-3).
+    pub fused_gate_up: bool,
+    /// The output projection is `token_embd`, whatever the file holds (Gemma 2).
+    pub always_tied_output: bool,
+    /// Without `attn_v`, the keys' projection serves as values (Gemma 4).
+    pub optional_values: bool,
+    /// A learned scale of each layer's output (`layer_output_scale`, Gemma 4).
+    pub layer_output_scale: bool,
+    /// Token embeddings multiplied by `sqrt(n_embd)`.
+    pub scaled_embeddings: bool,
+    /// Queries are multiplied by the attention scale before attention, which then uses scale 1
+    /// (rather than the scores after): the same product, rounded where llama.cpp rounds it.
+    pub scale_queries: bool,
+    pub attention_scale: AttentionScale,
+    pub sliding: Sliding,
+    /// Whether local layers divide their RoPE frequencies by the file's factors too (Gemma 4's
+    /// factors shape only its global layers' "proportional" RoPE).
+    pub local_rope_factors: bool,
+    /// Attention scores squashed by `cap · tanh(score / cap)`, from
+    /// `attn_logit_softcapping`, else this cap.
+    pub attn_softcap: Option<f32>,
+    pub final_softcap: FinalSoftcap,
+    /// The query projection also yields a per-head output gate, `sigmoid(gate) ⊙ attention`.
+    pub gated_attention: bool,
+    /// Values are RMS-normalized (no weight) before they are cached.
+    pub normalize_values: bool,
+    /// Per-layer token embeddings (`embedding_length_per_layer_input`) and the block that adds
+    /// them in each layer.
+    pub per_layer_inputs: bool,
+    /// Gated DeltaNet layers (`ssm.*` keys) between the attention layers.
+    pub delta_net: bool,
+    /// Interleaved M-RoPE sections (`rope.dimension_sections`): the pairs of the stream that
+    /// text leaves at position 0 stay unrotated.
+    pub interleaved_mrope: bool,
+    /// Every this-many-th layer attends without RoPE (llama.cpp fixes 4 for SmolLM3).
+    pub no_rope_every: Option<usize>,
+    /// Files with experts (`expert_count` > 0) are refused by name: only dense sizes run.
+    pub dense_only: bool,
+}
+
+/// The defaults of a row: a Llama-like decoder (Qwen3's neighbours differ in a few fields).
+const LLAMA_LIKE: ArchSpec = ArchSpec {
+    architecture: Architecture::Llama,
+    name: "llama",
+    rope_style: RopeStyle::Neox,
+    activation: Activation::SwiGlu,
+    qk_norm: false,
+    qkv_bias: QkvBias::Ignored,
+    post_norms: false,
+    ffn_norm: "ffn_norm",
+    fused_gate_up: false,
+    always_tied_output: false,
+    optional_values: false,
+    layer_output_scale: false,
+    scaled_embeddings: false,
+    scale_queries: false,
+    attention_scale: AttentionScale::InverseSqrtHeadDim,
+    sliding: Sliding::None,
+    local_rope_factors: true,
+    attn_softcap: None,
+    final_softcap: FinalSoftcap::None,
+    gated_attention: false,
+    normalize_values: false,
+    per_layer_inputs: false,
+    delta_net: false,
+    interleaved_mrope: false,
+    no_rope_every: None,
+    dense_only: false,
+};
+
+/// Gemma's common ground: scaled embeddings, post-norms, GeGLU.
+const GEMMA: ArchSpec = ArchSpec {
+    activation: Activation::GeGlu,
+    post_norms: true,
+    scaled_embeddings: true,
+    scale_queries: true,
+    ..LLAMA_LIKE
+};
+
+/// Every architecture, in the order people meet them in messages (and [`Architecture`]'s).
+pub const ARCHITECTURES: [ArchSpec; 9] = [
+    // Qwen3: per-head Q/K RMSNorm, NeoX RoPE, GQA, SwiGLU.
+    ArchSpec { architecture: Architecture::Qwen3, name: "qwen3", qk_norm: true, ..LLAMA_LIKE },
+    // Qwen2, Qwen2.5 (and DeepSeek-R1-Distill-Qwen): Q/K/V biases.
+    ArchSpec { architecture: Architecture::Qwen2, name: "qwen2", qkv_bias: QkvBias::Required, ..LLAMA_LIKE },
+    // Llama (SmolLM2, Llama 2/3): interleaved ("normal") RoPE.
+    ArchSpec {
+        architecture: Architecture::Llama,
+        name: "llama",
+        rope_style: RopeStyle::Normal,
+        qkv_bias: QkvBias::Optional,
+        ..LLAMA_LIKE
+    },
+    // SmolLM3: Llama whose every fourth layer attends without RoPE ("NoPE").
+    ArchSpec {
+        architecture: Architecture::Smollm3,
+        name: "smollm3",
+        rope_style: RopeStyle::Normal,
+        qkv_bias: QkvBias::Optional,
+        no_rope_every: Some(4),
+        ..LLAMA_LIKE
+    },
+    // Phi-3, Phi-3.5, Phi-4-mini: fused QKV (read wherever a file has it) and gate/up, LongRoPE
+    // factors, queries scaled before attention.
+    ArchSpec {
+        architecture: Architecture::Phi3,
+        name: "phi3",
+        fused_gate_up: true,
+        scale_queries: true,
+        ..LLAMA_LIKE
+    },
+    // Gemma 2: attention and final logits soft-capped, every other layer local.
+    ArchSpec {
+        architecture: Architecture::Gemma2,
+        name: "gemma2",
+        always_tied_output: true,
+        attention_scale: AttentionScale::Gemma2,
+        sliding: Sliding::Periodic {
+            period: 2,
+            window: Window::Default(4096),
+            local_rope: LocalRope::SwaBaseOrGlobal,
+        },
+        attn_softcap: Some(50.0),
+        final_softcap: FinalSoftcap::Default(30.0),
+        ..GEMMA
+    },
+    // Gemma 3: Q/K norm, five local layers for every global one.
+    ArchSpec {
+        architecture: Architecture::Gemma3,
+        name: "gemma3",
+        qk_norm: true,
+        sliding: Sliding::Periodic {
+            period: 6,
+            window: Window::Optional,
+            local_rope: LocalRope::Base(10_000.0),
+        },
+        ..GEMMA
+    },
+    // Qwen3.5: gated DeltaNet layers (a recurrent state instead of a KV cache) with full
+    // attention every few layers (gated queries, Q/K norm, partial interleaved M-RoPE).
+    ArchSpec {
+        architecture: Architecture::Qwen35,
+        name: "qwen35",
+        qk_norm: true,
+        ffn_norm: "post_attention_norm",
+        gated_attention: true,
+        delta_net: true,
+        interleaved_mrope: true,
+        ..LLAMA_LIKE
+    },
+    // Gemma 4 (dense): Gemma 3's layout with listed local layers that have their own head
+    // size, KV heads and RoPE; normalized values; shared keys and values in the last layers;
+    // per-layer token embeddings; a scale per layer; soft-capped logits where the file asks.
+    ArchSpec {
+        architecture: Architecture::Gemma4,
+        name: "gemma4",
+        qk_norm: true,
+        optional_values: true,
+        layer_output_scale: true,
+        scale_queries: false,
+        attention_scale: AttentionScale::One,
+        sliding: Sliding::Listed { local_rope: LocalRope::SwaBaseOrGlobal },
+        local_rope_factors: false,
+        final_softcap: FinalSoftcap::FromFile,
+        normalize_values: true,
+        per_layer_inputs: true,
+        dense_only: true,
+        ..GEMMA
+    },
+];
+
+// Row i describes variant i, so a variant finds its row by index.
+const _: () = {
+    let mut i = 0;
+    while i < ARCHITECTURES.len() {
+        assert!(ARCHITECTURES[i].architecture as usize == i);
+        i += 1;
+    }
+};
+
+impl Architecture {
+    pub fn from_name(name: &str) -> Option<Self> {
+        ARCHITECTURES.iter().find(|spec| spec.name == name).map(|spec| spec.architecture)
+    }
+
+    /// Every architecture this crate runs, in the table's order.
+    pub fn all() -> impl Iterator<Item = Architecture> {
+        ARCHITECTURES.iter().map(|spec| spec.architecture)
+    }
+
+    pub fn spec(self) -> &'static ArchSpec {
+        &ARCHITECTURES[self as usize]
+    }
+
+    pub fn name(self) -> &'static str {
+        self.spec().name
+    }
+}
