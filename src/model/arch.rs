@@ -22,6 +22,16 @@ pub enum Architecture {
     Gemma4,
 }
 
+/// Which layer builder of `forward.rs` runs an architecture's layers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Family {
+    /// Norm, mixer, residual add; norm, feed-forward, residual add (Llama-like, Qwen3.5).
+    PreNorm,
+    /// Each block's output normalized again before its add, plus Gemma 4's per-layer input
+    /// and output scale (Gemma 2, 3, 4).
+    Sandwich,
+}
+
 /// The feed-forward block's gate: `act(W_gate · h) ⊙ (W_up · h)`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Activation {
@@ -103,6 +113,7 @@ pub struct ArchSpec {
     pub architecture: Architecture,
     /// `general.architecture`, and the prefix of its metadata keys.
     pub name: &'static str,
+    pub family: Family,
     pub rope_style: RopeStyle,
     pub activation: Activation,
     /// Per-head RMSNorm of queries and keys before RoPE (`attn_q_norm`, `attn_k_norm`).
@@ -157,6 +168,7 @@ pub struct ArchSpec {
 const LLAMA_LIKE: ArchSpec = ArchSpec {
     architecture: Architecture::Llama,
     name: "llama",
+    family: Family::PreNorm,
     rope_style: RopeStyle::Neox,
     activation: Activation::SwiGlu,
     qk_norm: false,
@@ -185,6 +197,7 @@ const LLAMA_LIKE: ArchSpec = ArchSpec {
 
 /// Gemma's common ground: scaled embeddings, post-norms, GeGLU.
 const GEMMA: ArchSpec = ArchSpec {
+    family: Family::Sandwich,
     activation: Activation::GeGlu,
     post_norms: true,
     scaled_embeddings: true,

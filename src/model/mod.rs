@@ -6,9 +6,11 @@
 
 mod arch;
 mod attention;
+mod backend;
 mod bytes;
 mod cache;
 mod config;
+mod cpu;
 mod delta_net;
 mod error;
 mod forward;
@@ -16,12 +18,13 @@ mod loader;
 mod ops;
 mod weights;
 
-pub use arch::{ARCHITECTURES, Activation, ArchSpec, Architecture};
+pub use arch::{ARCHITECTURES, Activation, ArchSpec, Architecture, Family};
 pub use bytes::{ModelBytes, piece_starts};
 pub use cache::{CHECKPOINT_INTERVAL, Cache};
 pub use config::{Config, DeltaNet, LayerShape, Rope, RopeStyle};
+pub use cpu::Scratch;
 pub use error::ModelError;
-pub use forward::{LogitsFor, Scratch};
+pub use forward::LogitsFor;
 pub use loader::{FileLoader, LoadError};
 pub use weights::{
     AttentionWeights, DeltaNetWeights, LayerWeights, Matrix, Mixer, PerLayerInput, PerLayerWeights, Weights,

@@ -1,0 +1,127 @@
+//! The operations the forward pass is written in ([`Backend`]), over named activations
+//! ([`Buf`]). `forward.rs` composes them into each family's layer; a backend runs them where
+//! its memory is: [`super::cpu::Cpu`] with the crate's kernels on the wasm memory (or native
+//! threads). A backend holds the batch's rows and the layer being run, so an operation names
+//! only what it reads and writes.
+
+use std::ops::Range;
+
+use super::error::ModelError;
+use super::weights::{DeltaNetWeights, LayerWeights, Matrix, PerLayerWeights};
+
+/// The activations a layer names, each `rows ×` its width at the current layer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Buf {
+    /// The residual stream (`n_embd`).
+    X,
+    /// A block's normalized input (`n_embd`).
+    Normed,
+    /// A block's output before its residual add (`n_embd`).
+    BlockOut,
+    /// Queries (`n_head × head_dim`).
+    Q,
+    /// Gated attention's query projection: each head's query, then its gate (twice `Q`).
+    QGate,
+    /// Keys and values of the batch (`n_head_kv × head_dim`).
+    K,
+    V,
+    /// The attention's output, before `Wo` (`n_head × head_dim`).
+    Attn,
+}
+
+impl Buf {
+    pub const COUNT: usize = 8;
+}
+
+/// The vector a projection reads. Projections of the same one (Q, K and V; gate and up) can
+/// share its quantization; a new batch forgets every one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Input {
+    /// The normalized residual stream entering layer `l`'s attention.
+    AttentionIn(usize),
+    /// Layer `l`'s attention output, before `Wo`.
+    AttentionOut(usize),
+    /// The normalized residual stream entering layer `l`'s feed-forward block.
+    FeedForwardIn(usize),
+    /// Layer `l`'s gated hidden state, before `W_down`.
+    FeedForwardHidden(usize),
+    /// The final norm's output, before the output projection.
+    OutputNorm,
+    /// The scaled token embeddings (Gemma 4's per-layer projection reads them).
+    Embeddings,
+    /// Layer `l`'s output before its per-layer input block (Gemma 4).
+    LayerOut(usize),
+    /// Layer `l`'s gated per-layer hidden state, before `W_proj` (Gemma 4).
+    PerLayerHidden(usize),
+}
+
+/// What a forward pass asks of the machine that runs it. Every operation applies to the rows
+/// the backend holds ([`Backend::rows`]) at the layer it was last given ([`Backend::layer`]).
+pub trait Backend {
+    /// Rows of the batch still being computed (fewer once [`Backend::keep_rows`] ran).
+    fn rows(&self) -> usize;
+
+    /// Later operations are layer `l`'s.
+    fn layer(&mut self, l: usize);
+
+    /// `X` ← the tokens' embeddings (scaled where the architecture scales them).
+    fn embed(&mut self, tokens: &[u32]) -> Result<(), ModelError>;
+
+    /// Gemma 4's per-layer inputs of the tokens, kept for [`Backend::per_layer`].
+    fn per_layer_inputs(&mut self, tokens: &[u32]) -> Result<(), ModelError>;
+
+    /// `out` ← RMSNorm of `input` over every `weight.len()` values (a row, or a head), times
+    /// `weight`; `out` may be `input`.
+    fn norm(&mut self, out: Buf, input: Buf, weight: &[f32]);
+
+    /// `buf` ← RMSNorm of each `width` values, with no weight.
+    fn norm_unweighted(&mut self, buf: Buf, width: usize);
+
+    /// `to += from`.
+    fn add(&mut self, to: Buf, from: Buf);
+
+    /// `buf += bias`, in every row.
+    fn add_bias(&mut self, buf: Buf, bias: &[f32]);
+
+    /// `buf *= factor`.
+    fn scale(&mut self, buf: Buf, factor: f32);
+
+    /// `to` ← `from` (same widths).
+    fn copy(&mut self, to: Buf, from: Buf);
+
+    /// For each `(matrix, out)`: `out` ← `input · matrixᵀ`. `input` is named by `which`, so a
+    /// backend may reuse what it made of it for another projection of the same vector.
+    fn project(&mut self, input: Buf, which: Input, outputs: &[(&Matrix, Buf)]) -> Result<(), ModelError>;
+
+    /// Gated attention: `Q` ← the queries of `QGate`.
+    fn split_gate(&mut self);
+
+    /// Gated attention: `Attn *= sigmoid(gate)`, the gates of `QGate`.
+    fn apply_gate(&mut self);
+
+    /// RoPE on `Q`, and on `K` if `keys`, at the batch's positions.
+    fn rope(&mut self, keys: bool);
+
+    /// `Attn` ← causal attention of `Q` over the cached keys and values, each score scaled by
+    /// `score_scale`; with `store`, `K` and `V` are cached first.
+    fn attend(&mut self, store: bool, score_scale: f32);
+
+    /// `BlockOut` ← `W_down · (act(W_gate · Normed) ⊙ (W_up · Normed))`.
+    fn feed_forward(&mut self, weights: &LayerWeights) -> Result<(), ModelError>;
+
+    /// `BlockOut` ← the gated DeltaNet of `Normed`, its states carried in the cache.
+    fn delta_net(&mut self, weights: &DeltaNetWeights) -> Result<(), ModelError>;
+
+    /// Gemma 4's per-layer input block: `X += norm(W_proj · (gelu(W_gate · X) ⊙ input))`.
+    fn per_layer(&mut self, weights: &PerLayerWeights) -> Result<(), ModelError>;
+
+    /// Keeps only the batch's rows `rows` of `X`, moved to the front (the last layer's
+    /// feed-forward block runs only where logits are wanted, as in llama.cpp's graphs).
+    fn keep_rows(&mut self, rows: Range<usize>);
+
+    /// The batch's tokens are in the cache.
+    fn commit(&mut self);
+
+    /// `out` ← the logits of `Normed` (soft-capped where the architecture caps them).
+    fn logits(&mut self, out: &mut [f32]) -> Result<(), ModelError>;
+}

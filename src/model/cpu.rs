@@ -1,0 +1,645 @@
+//! The CPU backend: [`Backend`]'s operations on the crate's kernels (SIMD128 in the browser,
+//! AVX2 natively, split across threads by [`crate::parallel`]), over working memory sized once
+//! ([`Scratch`]). Its results are the ones the parity tests hold to llama.cpp's bits.
+
+use std::ops::Range;
+
+use half::f16;
+
+use super::attention::{HeadView, Scoring, TILED_MIN_QUERIES, attend_head_f16_accumulator, attend_head_f32};
+use super::backend::{Backend, Buf, Input};
+use super::bytes::ModelBytes;
+use super::cache::Cache;
+use super::config::Config;
+use super::delta_net::{DeltaInputs, causal_conv_silu, delta_rule, gates, l2_normalize_heads, sigmoid, silu};
+use super::error::{ModelError, try_zeroed};
+use super::ops::{
+    add_in_place, apply_rope, geglu, gelu, rms_norm, rms_norm_in_place, rms_scale, rope_table, swiglu,
+};
+use super::weights::{DeltaNetWeights, LayerWeights, Matrix, PerLayerWeights, Weights};
+use super::{Activation, Model};
+use crate::parallel;
+use crate::tensor::{
+    ActivationType, MatmulOperand, QuantizedActivations, dequantize_row, kv_rows, matmul_many,
+};
+
+/// Attention heads (times queries) below which a part is not worth a thread.
+const MIN_HEADS_PER_PART: usize = 2;
+
+/// Working memory of forward passes: sized once for the largest batch, reused every call.
+pub struct Scratch {
+    max_batch: usize,
+    /// The named activations ([`Buf`]), each `max_batch ×` its widest width.
+    bufs: Bufs,
+    delta: DeltaScratch,
+    per_layer: PerLayerScratch,
+    gate: Vec<f32>,
+    up: Vec<f32>,
+    /// The layer's cached keys and values widened to f32, `context × kv_dim`.
+    keys: Vec<f32>,
+    values: Vec<f32>,
+    rope: Vec<(f32, f32)>,
+    quantized: QuantizedInput,
+    pub(super) logits: Vec<f32>,
+}
+
+/// The vectors behind [`Buf`], one field each.
+struct Bufs {
+    x: Vec<f32>,
+    normed: Vec<f32>,
+    block_out: Vec<f32>,
+    q: Vec<f32>,
+    q_and_gate: Vec<f32>,
+    k: Vec<f32>,
+    v: Vec<f32>,
+    attn: Vec<f32>,
+}
+
+impl Bufs {
+    /// Every buffer, by [`Buf`]'s index: an operation takes the ones it names, each at most once.
+    fn slots(&mut self) -> [Option<&mut Vec<f32>>; Buf::COUNT] {
+        let Bufs { x, normed, block_out, q, q_and_gate, k, v, attn } = self;
+        [x, normed, block_out, q, q_and_gate, k, v, attn].map(Some)
+    }
+
+    fn get(&mut self, buf: Buf) -> &mut Vec<f32> {
+        match buf {
+            Buf::X => &mut self.x,
+            Buf::Normed => &mut self.normed,
+            Buf::BlockOut => &mut self.block_out,
+            Buf::Q => &mut self.q,
+            Buf::QGate => &mut self.q_and_gate,
+            Buf::K => &mut self.k,
+            Buf::V => &mut self.v,
+            Buf::Attn => &mut self.attn,
+        }
+    }
+
+    fn capacity(&self) -> usize {
+        [&self.x, &self.normed, &self.block_out, &self.q, &self.q_and_gate, &self.k, &self.v, &self.attn]
+            .into_iter()
+            .map(Vec::capacity)
+            .sum()
+    }
+}
+
+/// Working memory of Gemma 4's per-layer inputs (empty for other models).
+#[derive(Default)]
+struct PerLayerScratch {
+    /// The batch's per-layer inputs, `batch × n_layer × width`.
+    inputs: Vec<f32>,
+    /// One token's per-layer embedding row, `n_layer × width`.
+    row: Vec<f32>,
+    /// A layer's gated hidden state, `batch × width`.
+    hidden: Vec<f32>,
+}
+
+/// Working memory of gated DeltaNet layers (empty for other models).
+#[derive(Default)]
+struct DeltaScratch {
+    /// Projected queries, keys and values (`batch × conv_dim`), then convolved.
+    qkv: Vec<f32>,
+    convolved: Vec<f32>,
+    /// Output gate, `batch × value_dim`.
+    z: Vec<f32>,
+    /// Per token and value head: decay input becoming the log-decay, beta.
+    alpha: Vec<f32>,
+    beta: Vec<f32>,
+    /// The delta rule's output, `batch × value_dim`.
+    out: Vec<f32>,
+    /// The convolution's window (state and batch) and the delta rule's per-head output.
+    window: Vec<f32>,
+    by_head: Vec<f32>,
+}
+
+/// Activations quantized for the kernels, and which input they were quantized from.
+struct QuantizedInput {
+    activations: QuantizedActivations,
+    of: Option<Input>,
+}
+
+impl QuantizedInput {
+    /// `values` (`rows × cols`, the vector `input`) in format `wanted`, quantized now unless
+    /// they already are.
+    fn of(
+        &mut self,
+        input: Input,
+        values: &[f32],
+        wanted: ActivationType,
+        rows: usize,
+        cols: usize,
+    ) -> Result<&QuantizedActivations, ModelError> {
+        let a = &self.activations;
+        if self.of != Some(input) || a.activation_type() != wanted || a.rows() != rows {
+            self.of = None; // Until the new quantization has succeeded.
+            self.activations.requantize(wanted, values, rows, cols)?;
+            self.of = Some(input);
+        }
+        Ok(&self.activations)
+    }
+}
+
+impl Scratch {
+    pub fn new(config: &Config, context: usize, max_batch: usize) -> Result<Scratch, ModelError> {
+        let max_batch = max_batch.max(1);
+        let rows = |width: usize| try_zeroed::<f32>("scratch buffers", max_batch.saturating_mul(width));
+        let delta = match config.delta_net {
+            Some(shape) => DeltaScratch {
+                qkv: rows(shape.conv_dim())?,
+                convolved: rows(shape.conv_dim())?,
+                z: rows(shape.value_dim())?,
+                alpha: rows(shape.v_heads)?,
+                beta: rows(shape.v_heads)?,
+                out: rows(shape.value_dim())?,
+                window: Vec::new(),
+                by_head: Vec::new(),
+            },
+            None => DeltaScratch::default(),
+        };
+        let per_layer = match config.per_layer_input {
+            Some(width) => PerLayerScratch {
+                inputs: rows(width.saturating_mul(config.n_layer))?,
+                row: Vec::new(),
+                hidden: rows(width)?,
+            },
+            None => PerLayerScratch::default(),
+        };
+        Ok(Scratch {
+            max_batch,
+            bufs: Bufs {
+                x: rows(config.n_embd)?,
+                normed: rows(config.n_embd)?,
+                block_out: rows(config.n_embd)?,
+                q: rows(config.q_dim())?,
+                q_and_gate: rows(if config.gated_attention { 2 * config.q_dim() } else { 0 })?,
+                k: rows(config.kv_dim())?,
+                v: rows(config.kv_dim())?,
+                attn: rows(config.q_dim())?,
+            },
+            delta,
+            per_layer,
+            gate: rows(config.n_ff)?,
+            up: rows(config.n_ff)?,
+            keys: try_zeroed("attention keys", context.saturating_mul(config.kv_dim()))?,
+            values: try_zeroed("attention values", context.saturating_mul(config.kv_dim()))?,
+            rope: Vec::with_capacity(config.rope_dims / 2),
+            quantized: QuantizedInput {
+                activations: QuantizedActivations::quantize(ActivationType::F32, &[], 0, 0)?,
+                of: None,
+            },
+            logits: Vec::new(),
+        })
+    }
+
+    pub fn max_batch(&self) -> usize {
+        self.max_batch
+    }
+
+    /// The most these buffers hold at once for `config`: the fixed ones as allocated, plus
+    /// what grows on first use (quantized activations of the widest row, at most 4 bytes a
+    /// value, and one row of logits). With the KV cache, this is the memory a session costs.
+    pub fn bytes(&self, config: &Config) -> usize {
+        let d = &self.delta;
+        let f32s = [&self.gate, &self.up, &self.keys, &self.values]
+            .into_iter()
+            .chain([&d.qkv, &d.convolved, &d.z, &d.alpha, &d.beta, &d.out, &d.window, &d.by_head])
+            .chain([&self.per_layer.inputs, &self.per_layer.row, &self.per_layer.hidden])
+            .map(Vec::capacity)
+            .sum::<usize>()
+            + self.bufs.capacity();
+        let widest = config.n_embd.max(config.n_ff).max(config.q_dim());
+        let grown = self.max_batch.saturating_mul(widest).saturating_add(config.vocab_size);
+        f32s.saturating_add(grown).saturating_mul(4).saturating_add(self.rope.capacity() * 8)
+    }
+}
+
+/// One batch of a forward pass on the CPU: `rows` tokens at positions `start..`.
+pub struct Cpu<'a> {
+    config: &'a Config,
+    weights: &'a Weights,
+    file: &'a ModelBytes,
+    cache: &'a mut Cache,
+    s: &'a mut Scratch,
+    /// The batch's first position, and its size.
+    start: usize,
+    n: usize,
+    /// Rows still computed, and the batch position of the first (after [`Backend::keep_rows`]).
+    rows: usize,
+    first: usize,
+    layer: usize,
+}
+
+impl<'a> Cpu<'a> {
+    /// A batch of `n` tokens following what `cache` holds.
+    pub fn new(model: &'a Model, cache: &'a mut Cache, s: &'a mut Scratch, n: usize) -> Cpu<'a> {
+        s.quantized.of = None; // Its inputs are another batch's.
+        let start = cache.len();
+        Cpu {
+            config: &model.config,
+            weights: &model.weights,
+            file: &model.file,
+            cache,
+            s,
+            start,
+            n,
+            rows: n,
+            first: 0,
+            layer: 0,
+        }
+    }
+
+    /// The width of `buf` at the current layer.
+    fn width(&self, buf: Buf) -> usize {
+        let c = self.config;
+        let shape = c.layer(self.layer);
+        match buf {
+            Buf::X | Buf::Normed | Buf::BlockOut => c.n_embd,
+            Buf::Q | Buf::Attn => c.n_head * shape.head_dim,
+            Buf::QGate => 2 * c.n_head * shape.head_dim,
+            Buf::K | Buf::V => shape.kv_dim(),
+        }
+    }
+
+    /// The rows of `buf` in use.
+    fn buf(&mut self, buf: Buf) -> &mut [f32] {
+        let len = self.rows * self.width(buf);
+        &mut self.s.bufs.get(buf)[..len]
+    }
+
+    /// Two different buffers' rows in use, the first to write.
+    fn two(&mut self, out: Buf, input: Buf) -> (&mut [f32], &[f32]) {
+        let (out_len, in_len) = (self.rows * self.width(out), self.rows * self.width(input));
+        let mut slots = self.s.bufs.slots();
+        let out = slots[out as usize].take().expect("a buffer named once");
+        let input = slots[input as usize].take().expect("out and input differ");
+        (&mut out[..out_len], &input[..in_len])
+    }
+}
+
+impl Backend for Cpu<'_> {
+    fn rows(&self) -> usize {
+        self.rows
+    }
+
+    fn layer(&mut self, l: usize) {
+        self.layer = l;
+    }
+
+    /// Token embeddings (rows of `token_embd`), scaled for Gemma.
+    fn embed(&mut self, tokens: &[u32]) -> Result<(), ModelError> {
+        let (table, scale) = (&self.weights.token_embd, self.config.embedding_scale);
+        let x = &mut self.s.bufs.x[..tokens.len() * self.config.n_embd];
+        for (&token, row) in tokens.iter().zip(x.chunks_exact_mut(self.config.n_embd)) {
+            dequantize_row(table.weight_type, table.row_bytes(self.file, token as usize), row)?;
+            if let Some(scale) = scale {
+                row.iter_mut().for_each(|v| *v *= scale);
+            }
+        }
+        Ok(())
+    }
+
+    /// Gemma 4's per-layer inputs of a batch (`n × n_layer × width`): each token's row of the
+    /// per-layer embeddings, scaled by √width, plus the normalized projection of its scaled
+    /// embedding (`x`), the sum scaled by 1/√2.
+    fn per_layer_inputs(&mut self, tokens: &[u32]) -> Result<(), ModelError> {
+        let (c, Some(input)) = (self.config, &self.weights.per_layer_input) else { return Ok(()) };
+        let (d, n) = (c.n_embd, tokens.len());
+        let width = input.proj_norm.len();
+        let all = width * c.n_layer;
+        let ple = &mut self.s.per_layer.inputs[..n * all];
+        let x = &self.s.bufs.x[..n * d];
+        project(self.file, Input::Embeddings, x, &mut self.s.quantized, &input.model_proj, ple)?;
+        let projection_scale = 1.0 / (d as f32).sqrt();
+        ple.iter_mut().for_each(|v| *v *= projection_scale);
+        rms_norm_in_place(ple, &input.proj_norm, c.rms_eps);
+        let (embedding_scale, input_scale) = ((width as f32).sqrt(), 1.0 / 2f32.sqrt());
+        let row = &mut self.s.per_layer.row;
+        row.resize(all, 0.0);
+        for (&token, ple) in tokens.iter().zip(ple.chunks_exact_mut(all)) {
+            dequantize_row(
+                input.token_embd.weight_type,
+                input.token_embd.row_bytes(self.file, token as usize),
+                row,
+            )?;
+            for (p, &e) in ple.iter_mut().zip(row.iter()) {
+                *p = (*p + e * embedding_scale) * input_scale;
+            }
+        }
+        Ok(())
+    }
+
+    fn norm(&mut self, out: Buf, input: Buf, weight: &[f32]) {
+        let eps = self.config.rms_eps;
+        if out == input {
+            rms_norm_in_place(self.buf(out), weight, eps);
+        } else {
+            let (out, input) = self.two(out, input);
+            rms_norm(out, input, weight, eps);
+        }
+    }
+
+    fn norm_unweighted(&mut self, buf: Buf, width: usize) {
+        let eps = self.config.rms_eps;
+        for head in self.buf(buf).chunks_exact_mut(width) {
+            let scale = rms_scale(head, eps);
+            head.iter_mut().for_each(|x| *x *= scale);
+        }
+    }
+
+    fn add(&mut self, to: Buf, from: Buf) {
+        let (to, from) = self.two(to, from);
+        add_in_place(to, from);
+    }
+
+    fn add_bias(&mut self, buf: Buf, bias: &[f32]) {
+        self.buf(buf).chunks_exact_mut(bias.len()).for_each(|row| add_in_place(row, bias));
+    }
+
+    fn scale(&mut self, buf: Buf, factor: f32) {
+        self.buf(buf).iter_mut().for_each(|v| *v *= factor);
+    }
+
+    fn copy(&mut self, to: Buf, from: Buf) {
+        let (to, from) = self.two(to, from);
+        to.copy_from_slice(from);
+    }
+
+    fn project(&mut self, input: Buf, which: Input, outputs: &[(&Matrix, Buf)]) -> Result<(), ModelError> {
+        let rows = self.rows;
+        let widths: Vec<usize> = outputs.iter().map(|&(matrix, _)| matrix.rows).collect();
+        let in_len = rows * self.width(input);
+        let mut slots = self.s.bufs.slots();
+        let input = &slots[input as usize].take().expect("an input named once")[..in_len];
+        let mut named = Vec::with_capacity(outputs.len());
+        for (&(matrix, buf), width) in outputs.iter().zip(widths) {
+            let out = slots[buf as usize].take().expect("outputs named once, none the input");
+            named.push((matrix, &mut out[..rows * width]));
+        }
+        project_many(self.file, which, input, &mut self.s.quantized, named)
+    }
+
+    fn split_gate(&mut self) {
+        let hd = self.config.layer(self.layer).head_dim;
+        let (q, both) = self.two(Buf::Q, Buf::QGate);
+        for (query, both) in q.chunks_exact_mut(hd).zip(both.chunks_exact(2 * hd)) {
+            query.copy_from_slice(&both[..hd]);
+        }
+    }
+
+    fn apply_gate(&mut self) {
+        let hd = self.config.layer(self.layer).head_dim;
+        let (attn, both) = self.two(Buf::Attn, Buf::QGate);
+        for (head, both) in attn.chunks_exact_mut(hd).zip(both.chunks_exact(2 * hd)) {
+            head.iter_mut().zip(&both[hd..]).for_each(|(a, &gate)| *a *= sigmoid(gate));
+        }
+    }
+
+    fn rope(&mut self, keys: bool) {
+        let (c, l, start) = (self.config, self.layer, self.start);
+        let shape = c.layer(l);
+        let (hd, qd, kvd) = (shape.head_dim, c.n_head * shape.head_dim, shape.kv_dim());
+        let rope = c.rope_for_layer(l);
+        let freq_factors = self
+            .weights
+            .rope_factors(self.cache.capacity() > c.rope_original_context)
+            .filter(|_| c.uses_rope_factors(l));
+        let n = self.rows;
+        let Bufs { q, k, .. } = &mut self.s.bufs;
+        let table = &mut self.s.rope;
+        for t in 0..n {
+            rope_table(table, start + t, rope, shape.rope_dims, freq_factors);
+            for &pair in &c.rope_unrotated_pairs {
+                table[pair] = (rope.attn_factor, 0.0);
+            }
+            apply_rope(&mut q[t * qd..(t + 1) * qd], hd, table, c.rope_style);
+            if keys {
+                apply_rope(&mut k[t * kvd..(t + 1) * kvd], hd, table, c.rope_style);
+            }
+        }
+    }
+
+    fn attend(&mut self, store: bool, score_scale: f32) {
+        let (l, start, rows) = (self.layer, self.start, self.rows);
+        let (qd, kvd) = (self.width(Buf::Q), self.width(Buf::K));
+        let Bufs { q, k, v, attn, .. } = &mut self.s.bufs;
+        if store {
+            self.cache.store(l, start, &k[..rows * kvd], &v[..rows * kvd]);
+        }
+        let kv32 = [&mut self.s.keys, &mut self.s.values];
+        attend(self.config, l, self.cache, kv32, &q[..rows * qd], &mut attn[..rows * qd], start, score_scale);
+    }
+
+    /// `BlockOut = W_down · (act(W_gate · h) ⊙ (W_up · h))`, `h` the normalized input.
+    fn feed_forward(&mut self, layer: &LayerWeights) -> Result<(), ModelError> {
+        let c = self.config;
+        let (d, ff, n) = (c.n_embd, c.layer(self.layer).n_ff, self.rows);
+        let (gate, up) = (&mut self.s.gate[..n * ff], &mut self.s.up[..n * ff]);
+        let Bufs { normed, block_out, .. } = &mut self.s.bufs;
+        let quantized = &mut self.s.quantized;
+        let input = Input::FeedForwardIn(self.layer);
+        let h = &normed[..n * d];
+        project_many(
+            self.file,
+            input,
+            h,
+            quantized,
+            vec![(&layer.w_gate, &mut *gate), (&layer.w_up, &mut *up)],
+        )?;
+        match c.activation {
+            Activation::GeGlu => geglu(gate, up),
+            Activation::SwiGlu => swiglu(gate, up),
+        }
+        let out = &mut block_out[..n * d];
+        project(self.file, Input::FeedForwardHidden(self.layer), gate, quantized, &layer.w_down, out)
+    }
+
+    /// Qwen3.5's gated DeltaNet: `BlockOut = W_out · (norm(delta_rule(q, k, v)) ⊙ silu(z))`,
+    /// where q, k, v come from a causal convolution over `W_qkv · h`, and the rule's decay and
+    /// beta from `W_alpha · h` and `W_beta · h`. The convolution's and the rule's state live
+    /// in the cache and carry over from the previous batch.
+    fn delta_net(&mut self, layer: &DeltaNetWeights) -> Result<(), ModelError> {
+        let (c, l, n) = (self.config, self.layer, self.rows);
+        let shape = c.delta_net.expect("recurrent layers have a DeltaNet shape");
+        let (d, hd) = (c.n_embd, shape.head_dim);
+        let b = &mut self.s.delta;
+        let (qkv, z) = (&mut b.qkv[..n * shape.conv_dim()], &mut b.z[..n * shape.value_dim()]);
+        let (alpha, beta) = (&mut b.alpha[..n * shape.v_heads], &mut b.beta[..n * shape.v_heads]);
+        let Bufs { normed, block_out, .. } = &mut self.s.bufs;
+        let quantized = &mut self.s.quantized;
+        project_many(
+            self.file,
+            Input::AttentionIn(l),
+            &normed[..n * d],
+            quantized,
+            vec![
+                (&layer.wqkv, &mut *qkv),
+                (&layer.wz, &mut *z),
+                (&layer.w_beta, &mut *beta),
+                (&layer.w_alpha, &mut *alpha),
+            ],
+        )?;
+        gates(&layer.dt_bias, &layer.a, alpha, beta);
+
+        let (conv_state, ssm_state) = self.cache.recurrent_layer(l);
+        let convolved = &mut b.convolved[..n * shape.conv_dim()];
+        causal_conv_silu(&shape, conv_state, &layer.conv, qkv, convolved, &mut b.window);
+        for row in convolved.chunks_exact_mut(shape.conv_dim()) {
+            l2_normalize_heads(&mut row[..2 * shape.key_dim()], hd, c.rms_eps);
+        }
+        let out = &mut b.out[..n * shape.value_dim()];
+        let inputs = DeltaInputs { qkv: convolved, g: alpha, beta };
+        delta_rule(&shape, &inputs, ssm_state, out, &mut b.by_head);
+
+        // Each head's output normalized, then gated by silu(z).
+        rms_norm_in_place(out, &layer.norm, c.rms_eps);
+        out.iter_mut().zip(z.iter()).for_each(|(o, &z)| *o *= silu(z));
+        let block_out = &mut block_out[..n * d];
+        project(self.file, Input::AttentionOut(l), out, quantized, &layer.w_out, block_out)
+    }
+
+    /// Gemma 4's per-layer input block on the rows held, which are the batch's positions
+    /// `first..first + rows`: `X += norm(W_proj · (gelu(W_gate · X) ⊙ input))`.
+    fn per_layer(&mut self, weights: &PerLayerWeights) -> Result<(), ModelError> {
+        let (c, l, n, first) = (self.config, self.layer, self.rows, self.first);
+        let d = c.n_embd;
+        let width = weights.gate.rows;
+        let all = width * c.n_layer;
+        let hidden = &mut self.s.per_layer.hidden[..n * width];
+        let Bufs { x, block_out, .. } = &mut self.s.bufs;
+        let quantized = &mut self.s.quantized;
+        project(self.file, Input::LayerOut(l), &x[..n * d], quantized, &weights.gate, hidden)?;
+        let inputs = &self.s.per_layer.inputs[first * all..(first + n) * all];
+        for (row, input) in hidden.chunks_exact_mut(width).zip(inputs.chunks_exact(all)) {
+            let input = &input[l * width..(l + 1) * width];
+            row.iter_mut().zip(input).for_each(|(h, &i)| *h = gelu(*h) * i);
+        }
+        let out = &mut block_out[..n * d];
+        project(self.file, Input::PerLayerHidden(l), hidden, quantized, &weights.proj, out)?;
+        rms_norm_in_place(out, &weights.post_norm, c.rms_eps);
+        add_in_place(&mut x[..n * d], out);
+        Ok(())
+    }
+
+    fn keep_rows(&mut self, rows: Range<usize>) {
+        let d = self.config.n_embd;
+        self.s.bufs.x.copy_within(rows.start * d..rows.end * d, 0);
+        self.rows = rows.len();
+        self.first = rows.start;
+    }
+
+    fn commit(&mut self) {
+        self.cache.set_len(self.start + self.n);
+    }
+
+    fn logits(&mut self, out: &mut [f32]) -> Result<(), ModelError> {
+        let normed = &self.s.bufs.normed[..self.rows * self.config.n_embd];
+        project(self.file, Input::OutputNorm, normed, &mut self.s.quantized, &self.weights.output, out)?;
+        // Gemma 2's final soft cap, as llama.cpp's graph spells it: scale, tanh, scale.
+        if let Some(cap) = self.config.final_softcap {
+            let inverse = 1.0 / cap;
+            out.iter_mut().for_each(|v| *v = (*v * inverse).tanh() * cap);
+        }
+        Ok(())
+    }
+}
+
+/// Causal (and for sliding layers, windowed) attention of the queries `q` at positions
+/// `start..` over layer `l`'s cached keys and values, with grouped KV heads.
+#[allow(clippy::too_many_arguments)]
+fn attend(
+    c: &Config,
+    l: usize,
+    cache: &Cache,
+    [keys32, values32]: [&mut Vec<f32>; 2],
+    q: &[f32],
+    out: &mut [f32],
+    start: usize,
+    scale: f32,
+) {
+    let shape = c.layer(l);
+    let (hd, kvd) = (shape.head_dim, shape.kv_dim());
+    let qd = c.n_head * hd;
+    let n = q.len() / qd;
+    let end = start + n;
+    let scoring = Scoring::new(scale, c.attn_softcap);
+    let window = if c.is_sliding(l) { c.sliding_window } else { None };
+    let first_needed = window.map_or(0, |w| (start + 1).saturating_sub(w));
+    let (keys16, values16) = cache.layer(l, end);
+    let group = c.n_head / shape.n_head_kv;
+    let tiled = n >= TILED_MIN_QUERIES;
+    if tiled {
+        // The tiled kernel reads every key and value once per query: widen them to f32 once,
+        // for every head and query. (The one-pass kernel reads the cached halves in place.)
+        widen(&keys16[first_needed * kvd..], &mut keys32[first_needed * kvd..end * kvd]);
+        widen(&values16[first_needed * kvd..], &mut values32[first_needed * kvd..end * kvd]);
+    }
+    let (keys, values) = (&keys32[..], &values32[..]);
+    // One task per run of (query, head) pairs: each writes only its heads' outputs.
+    parallel::for_each_part(out, hd, MIN_HEADS_PER_PART, |first_head, part_out| {
+        let mut scratch = vec![0.0f32; 2 * hd];
+        let (query16, accumulator) = scratch.split_at_mut(hd);
+        for (j, head_out) in part_out.chunks_exact_mut(hd).enumerate() {
+            let (t, h) = ((first_head + j) / c.n_head, (first_head + j) % c.n_head);
+            let pos = start + t;
+            let positions = window.map_or(0, |w| (pos + 1).saturating_sub(w))..pos + 1;
+            let (query, offset) = (&q[t * qd + h * hd..][..hd], (h / group) * hd);
+            if tiled {
+                let kv = HeadView { keys, values, stride: kvd, offset };
+                attend_head_f32(query, &kv, positions, scoring, head_out);
+            } else {
+                let kv = HeadView { keys: keys16, values: values16, stride: kvd, offset };
+                attend_head_f16_accumulator(query, &kv, positions, scoring, query16, accumulator, head_out);
+            }
+        }
+    });
+}
+
+/// `out (rows × matrix.rows) = input (rows × matrix.cols) · matrixᵀ`, with `input` quantized
+/// for the matrix's type unless it already is.
+fn project(
+    file: &ModelBytes,
+    name: Input,
+    input: &[f32],
+    quantized: &mut QuantizedInput,
+    matrix: &Matrix,
+    out: &mut [f32],
+) -> Result<(), ModelError> {
+    project_many(file, name, input, quantized, vec![(matrix, out)])
+}
+
+/// [`project`] for several matrices that read the same input (Q, K, V; gate, up): one parallel
+/// job for all of them when they take the same activation format, one each otherwise.
+fn project_many(
+    file: &ModelBytes,
+    name: Input,
+    input: &[f32],
+    quantized: &mut QuantizedInput,
+    matrices: Vec<(&Matrix, &mut [f32])>,
+) -> Result<(), ModelError> {
+    let Some(wanted) = matrices.first().map(|(m, _)| m.weight_type.activation_type()) else { return Ok(()) };
+    if matrices.iter().any(|(m, _)| m.weight_type.activation_type() != wanted) {
+        for (matrix, out) in matrices {
+            project(file, name, input, quantized, matrix, out)?;
+        }
+        return Ok(());
+    }
+    let cols = matrices[0].0.cols;
+    let activations = quantized.of(name, input, wanted, input.len() / cols, cols)?;
+    let operands = matrices
+        .into_iter()
+        .map(|(matrix, out)| MatmulOperand {
+            weights: matrix.bytes(file),
+            weight_type: matrix.weight_type,
+            layout: matrix.layout,
+            rows_out: matrix.rows,
+            out,
+        })
+        .collect();
+    matmul_many(operands, activations)?;
+    Ok(())
+}
+
+/// Converts cached f16 keys or values to f32, in parallel parts for long contexts.
+fn widen(src: &[f16], dst: &mut [f32]) {
+    parallel::for_each_part(dst, 1, 64 * 1024, |first, dst| kv_rows::widen(&src[first..], dst));
+}
