@@ -91,7 +91,12 @@ pub trait Backend {
 
     /// For each `(matrix, out)`: `out` ← `input · matrixᵀ`. `input` is named by `which`, so a
     /// backend may reuse what it made of it for another projection of the same vector.
-    fn project(&mut self, input: Buf, which: Input, outputs: &[(&Matrix, Buf)]) -> Result<(), ModelError>;
+    fn project<const M: usize>(
+        &mut self,
+        input: Buf,
+        which: Input,
+        outputs: [(&Matrix, Buf); M],
+    ) -> Result<(), ModelError>;
 
     /// Gated attention: `Q` ← the queries of `QGate`.
     fn split_gate(&mut self);

@@ -364,17 +364,20 @@ impl Backend for Cpu<'_> {
         to.copy_from_slice(from);
     }
 
-    fn project(&mut self, input: Buf, which: Input, outputs: &[(&Matrix, Buf)]) -> Result<(), ModelError> {
+    fn project<const M: usize>(
+        &mut self,
+        input: Buf,
+        which: Input,
+        outputs: [(&Matrix, Buf); M],
+    ) -> Result<(), ModelError> {
         let rows = self.rows;
-        let widths: Vec<usize> = outputs.iter().map(|&(matrix, _)| matrix.rows).collect();
         let in_len = rows * self.width(input);
         let mut slots = self.s.bufs.slots();
         let input = &slots[input as usize].take().expect("an input named once")[..in_len];
-        let mut named = Vec::with_capacity(outputs.len());
-        for (&(matrix, buf), width) in outputs.iter().zip(widths) {
+        let named = outputs.map(|(matrix, buf)| {
             let out = slots[buf as usize].take().expect("outputs named once, none the input");
-            named.push((matrix, &mut out[..rows * width]));
-        }
+            (matrix, &mut out[..rows * matrix.rows])
+        });
         project_many(self.file, which, input, &mut self.s.quantized, named)
     }
 
@@ -438,13 +441,7 @@ impl Backend for Cpu<'_> {
         let quantized = &mut self.s.quantized;
         let input = Input::FeedForwardIn(self.layer);
         let h = &normed[..n * d];
-        project_many(
-            self.file,
-            input,
-            h,
-            quantized,
-            vec![(&layer.w_gate, &mut *gate), (&layer.w_up, &mut *up)],
-        )?;
+        project_many(self.file, input, h, quantized, [(&layer.w_gate, &mut *gate), (&layer.w_up, &mut *up)])?;
         match c.activation {
             Activation::GeGlu => geglu(gate, up),
             Activation::SwiGlu => swiglu(gate, up),
@@ -471,7 +468,7 @@ impl Backend for Cpu<'_> {
             Input::AttentionIn(l),
             &normed[..n * d],
             quantized,
-            vec![
+            [
                 (&layer.wqkv, &mut *qkv),
                 (&layer.wz, &mut *z),
                 (&layer.w_beta, &mut *beta),
@@ -604,17 +601,17 @@ fn project(
     matrix: &Matrix,
     out: &mut [f32],
 ) -> Result<(), ModelError> {
-    project_many(file, name, input, quantized, vec![(matrix, out)])
+    project_many(file, name, input, quantized, [(matrix, out)])
 }
 
 /// [`project`] for several matrices that read the same input (Q, K, V; gate, up): one parallel
 /// job for all of them when they take the same activation format, one each otherwise.
-fn project_many(
+fn project_many<const M: usize>(
     file: &ModelBytes,
     name: Input,
     input: &[f32],
     quantized: &mut QuantizedInput,
-    matrices: Vec<(&Matrix, &mut [f32])>,
+    matrices: [(&Matrix, &mut [f32]); M],
 ) -> Result<(), ModelError> {
     let Some(wanted) = matrices.first().map(|(m, _)| m.weight_type.activation_type()) else { return Ok(()) };
     if matrices.iter().any(|(m, _)| m.weight_type.activation_type() != wanted) {

@@ -199,14 +199,14 @@ fn attention_block(
     let q = if c.gated_attention { Buf::QGate } else { Buf::Q };
     let input = Input::AttentionIn(l);
     match (&w.wk, &w.wv) {
-        (Some(wk), Some(wv)) => b.project(Buf::Normed, input, &[(&w.wq, q), (wk, Buf::K), (wv, Buf::V)])?,
+        (Some(wk), Some(wv)) => b.project(Buf::Normed, input, [(&w.wq, q), (wk, Buf::K), (wv, Buf::V)])?,
         // Gemma 4 without `attn_v`: the values are the keys' projection, before its norm.
         (Some(wk), None) => {
-            b.project(Buf::Normed, input, &[(&w.wq, q), (wk, Buf::K)])?;
+            b.project(Buf::Normed, input, [(&w.wq, q), (wk, Buf::K)])?;
             b.copy(Buf::V, Buf::K);
         }
         // A layer that reads another's keys and values projects only its queries.
-        _ => b.project(Buf::Normed, input, &[(&w.wq, q)])?,
+        _ => b.project(Buf::Normed, input, [(&w.wq, q)])?,
     }
     let keeps_kv = w.wk.is_some();
     if c.gated_attention {
@@ -242,5 +242,5 @@ fn attention_block(
     if c.gated_attention {
         b.apply_gate();
     }
-    b.project(Buf::Attn, Input::AttentionOut(l), &[(&w.wo, Buf::BlockOut)])
+    b.project(Buf::Attn, Input::AttentionOut(l), [(&w.wo, Buf::BlockOut)])
 }
