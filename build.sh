@@ -183,6 +183,11 @@ setup_node_packages() {
   fi
 }
 
+# Mesa's software Vulkan (lavapipe): the adapter the native GPU kernel tests run on.
+setup_gpu() {
+  apt_install mesa-vulkan-drivers
+}
+
 setup_python() {
   # llama.cpp's own GGUF reader, used to cross-check the inspector.
   python3 -c 'import gguf' 2>/dev/null ||
@@ -197,6 +202,7 @@ setup() {
   setup_browser
   setup_node_packages
   setup_python
+  setup_gpu
 }
 
 fetch_models() {
@@ -287,7 +293,7 @@ run_tests() {
   TEST_LOG=$(mktemp)
   FAILED_SUITES=()
 
-  run_suite "native (cargo test)" cargo test --release --all-targets
+  run_suite "native (cargo test, GPU kernels on lavapipe)" cargo test --release --all-targets --features gpu
   run_suite "wasm SIMD128 in headless Chromium (wasm-bindgen-test)" wasm_test simd chromium
   run_suite "wasm relaxed SIMD in headless Chromium (wasm-bindgen-test)" wasm_test relaxed chromium
   run_suite "wasm64 (Memory64) in headless Chromium (wasm-bindgen-test)" wasm_test memory64 chromium

@@ -15,6 +15,10 @@ pub mod chat;
 pub mod engine;
 /// Reading untrusted GGUF bytes: header, metadata, tensor index, ggml type table, errors.
 pub mod gguf;
+/// The GPU kernels on wgpu (native for now, behind the `gpu` feature), each checked against its
+/// CPU twin; the forward pass does not use them yet.
+#[cfg(all(feature = "gpu", not(target_family = "wasm")))]
+pub mod gpu;
 /// The facts a person wants about a model file, as one serializable report.
 pub mod inspect;
 /// Transformer models (Qwen3, Llama, Gemma 3 and 4, Qwen3.5): config, weights as views, the cache

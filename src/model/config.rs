@@ -222,7 +222,7 @@ impl Config {
         }
         let rope_dims = keys.optional_count("rope.dimension_count", MAX_DIM)?.unwrap_or(head_dim);
         let check_rope = |rope_dims: usize, head_dim: usize, key: &str| {
-            if rope_dims > head_dim || rope_dims % 2 != 0 {
+            if rope_dims > head_dim || !rope_dims.is_multiple_of(2) {
                 return Err(keys.bad(key, format!("= {rope_dims} must be even and ≤ head size {head_dim}")));
             }
             Ok(())
@@ -479,7 +479,7 @@ impl Config {
     /// Whether layer `layer` rotates its queries and keys (llama.cpp: SmolLM3's layers 3, 7,
     /// 11... do not).
     pub fn uses_rope(&self, layer: usize) -> bool {
-        self.no_rope_layer_step.is_none_or(|step| (layer + 1) % step != 0)
+        self.no_rope_layer_step.is_none_or(|step| !(layer + 1).is_multiple_of(step))
     }
 
     /// Whether layer `layer` attends only within the sliding window (llama.cpp: Gemma 3 layers

@@ -111,7 +111,7 @@ impl Tuner {
 fn median(times: &mut [f64]) -> f64 {
     times.sort_by(f64::total_cmp);
     let middle = times.len() / 2;
-    if times.len() % 2 == 0 { (times[middle - 1] + times[middle]) / 2.0 } else { times[middle] }
+    if times.len().is_multiple_of(2) { (times[middle - 1] + times[middle]) / 2.0 } else { times[middle] }
 }
 
 /// Milliseconds from some fixed start, for timing steps.

@@ -239,7 +239,7 @@ impl QuantizedActivations {
         rows: usize,
         row_len: usize,
     ) -> Result<(), TensorError> {
-        if row_len % A::BLOCK_LEN != 0 {
+        if !row_len.is_multiple_of(A::BLOCK_LEN) {
             return Err(TensorError::RowNotBlockAligned {
                 format: A::TYPE.name(),
                 row_len,

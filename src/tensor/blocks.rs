@@ -363,7 +363,7 @@ const _: () = assert!(align_of::<BlockIq1S>() == 1 && align_of::<BlockIq1M>() ==
 pub fn cast_blocks<B: PlainBytes>(bytes: &[u8]) -> Result<&[B], TensorError> {
     const { assert!(align_of::<B>() == 1 && size_of::<B>() > 0) };
     let block_size = size_of::<B>();
-    if bytes.len() % block_size != 0 {
+    if !bytes.len().is_multiple_of(block_size) {
         return Err(TensorError::LengthMismatch {
             what: "block bytes (not a whole number of blocks)",
             expected: bytes.len() - bytes.len() % block_size,

@@ -207,7 +207,7 @@ impl WeightType {
     /// Bytes in one row of `row_len` elements; the row must be a whole number of blocks.
     pub fn row_bytes(self, row_len: usize) -> Result<usize, TensorError> {
         let block_len = self.block_len();
-        if row_len % block_len != 0 {
+        if !row_len.is_multiple_of(block_len) {
             return Err(TensorError::RowNotBlockAligned { format: self.name(), row_len, block_len });
         }
         (row_len / block_len).checked_mul(self.block_bytes()).ok_or(TensorError::ShapeOverflow)

@@ -34,7 +34,7 @@ impl WeightLayout {
     /// `weight_type` that it first meets in a matmul (every projection except a tied output).
     pub fn for_matmul(weight_type: WeightType, rows: usize) -> Self {
         let repackable = with_weight_format!(weight_type, W => <W as QuantFormat>::REPACKED);
-        if repackable && rows % REPACK_ROWS == 0 { Self::Repacked } else { Self::Plain }
+        if repackable && rows.is_multiple_of(REPACK_ROWS) { Self::Repacked } else { Self::Plain }
     }
 }
 

@@ -1,0 +1,124 @@
+//! Every GPU kernel against its CPU twin: random blocks (finite f16 scales, any quant bits),
+//! the CPU's `dequantize_row` dotted with the input in f64, and the GPU's product within
+//! `1e-5 · Σ|w·x|` of it (f32 sums in another order; the blocks' values are exact in f32).
+//! They need an adapter: natively Mesa's lavapipe, which `./build.sh setup` installs.
+
+use half::{bf16, f16};
+
+use super::{Gpu, GpuError, shaders::MATVEC_TYPES};
+use crate::tensor::{WeightType, dequantize_row};
+
+/// A small deterministic generator (xorshift64*), so a failure reproduces.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    /// Uniform in [-1, 1).
+    fn unit(&mut self) -> f32 {
+        (self.next() >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+    }
+}
+
+/// `rows × cols` weights of `weight_type`: random bytes, with every f16 scale (and min)
+/// replaced by a finite value, and float types drawn as values.
+fn random_matrix(weight_type: WeightType, rows: usize, cols: usize, rng: &mut Rng) -> Vec<u8> {
+    let row_bytes = weight_type.row_bytes(cols).unwrap();
+    let mut bytes: Vec<u8> = (0..rows * row_bytes).map(|_| rng.next() as u8).collect();
+    let halves_per_block = match weight_type {
+        WeightType::F32 => {
+            return (0..rows * cols).flat_map(|_| rng.unit().to_le_bytes()).collect();
+        }
+        WeightType::F16 => {
+            return (0..rows * cols).flat_map(|_| f16::from_f32(rng.unit()).to_le_bytes()).collect();
+        }
+        WeightType::BF16 => {
+            return (0..rows * cols).flat_map(|_| bf16::from_f32(rng.unit()).to_le_bytes()).collect();
+        }
+        WeightType::Q4_0 | WeightType::Q5_0 | WeightType::Q8_0 => 1,
+        WeightType::Q4_1 | WeightType::Q5_1 => 2,
+        other => unreachable!("{other:?} has no GPU kernel"),
+    };
+    let block_bytes = row_bytes / (cols / 32);
+    for block in bytes.chunks_exact_mut(block_bytes) {
+        for half in 0..halves_per_block {
+            let value = f16::from_f32(rng.unit() * 0.05);
+            block[2 * half..2 * half + 2].copy_from_slice(&value.to_le_bytes());
+        }
+    }
+    bytes
+}
+
+/// The CPU twin: each row dequantized, dotted with `x` in f64; and each row's Σ|w·x|.
+fn cpu_matvec(weight_type: WeightType, bytes: &[u8], rows: usize, cols: usize, x: &[f32]) -> Vec<(f64, f64)> {
+    let row_bytes = weight_type.row_bytes(cols).unwrap();
+    let mut row = vec![0.0f32; cols];
+    (0..rows)
+        .map(|r| {
+            dequantize_row(weight_type, &bytes[r * row_bytes..(r + 1) * row_bytes], &mut row).unwrap();
+            row.iter().zip(x).fold((0.0, 0.0), |(dot, magnitude), (&w, &v)| {
+                let product = f64::from(w) * f64::from(v);
+                (dot + product, magnitude + product.abs())
+            })
+        })
+        .collect()
+}
+
+fn gpu() -> Gpu {
+    Gpu::new().unwrap_or_else(|e| {
+        panic!("{e}: the GPU tests need an adapter (natively Mesa's lavapipe: apt-get install mesa-vulkan-drivers)")
+    })
+}
+
+fn check(gpu: &Gpu, weight_type: WeightType, rows: usize, cols: usize, seed: u64) {
+    let mut rng = Rng(seed);
+    let bytes = random_matrix(weight_type, rows, cols, &mut rng);
+    let x: Vec<f32> = (0..cols).map(|_| rng.unit()).collect();
+    let got = gpu.matvec(weight_type, &bytes, rows, cols, &x).unwrap();
+    let want = cpu_matvec(weight_type, &bytes, rows, cols, &x);
+    assert_eq!(got.len(), rows);
+    for (r, (&g, &(dot, magnitude))) in got.iter().zip(&want).enumerate() {
+        let error = (f64::from(g) - dot).abs();
+        assert!(
+            error <= 1e-5 * magnitude + 1e-6,
+            "{weight_type:?} {rows}×{cols} row {r}: GPU {g}, CPU {dot} (error {error:.3e}, Σ|w·x| {magnitude:.3e})"
+        );
+    }
+}
+
+#[test]
+fn every_matvec_kernel_matches_its_cpu_twin() {
+    let gpu = gpu();
+    for (i, &weight_type) in MATVEC_TYPES.iter().enumerate() {
+        // One block per row, a row wider than the workgroup's threads, and a shape of a model.
+        for (j, &(rows, cols)) in [(3, 32), (17, 32 * 70), (96, 576)].iter().enumerate() {
+            check(&gpu, weight_type, rows, cols, 1 + (i * 8 + j) as u64);
+        }
+    }
+}
+
+#[test]
+fn more_rows_than_one_dispatch_dimension_holds() {
+    // 65,535 workgroups per dimension: the rest go to the second (a vocabulary's output rows).
+    check(&gpu(), WeightType::Q4_0, 70_001, 32, 99);
+}
+
+#[test]
+fn shapes_and_types_are_checked_before_anything_runs() {
+    let gpu = gpu();
+    let x = vec![0.0; 32];
+    let error = gpu.matvec(WeightType::Q4_0, &[0; 17], 1, 32, &x).unwrap_err();
+    assert!(matches!(error, GpuError::Shape(_)), "{error}");
+    let error = gpu.matvec(WeightType::Q4_0, &[0; 18], 1, 32, &x[..31]).unwrap_err();
+    assert!(matches!(error, GpuError::Shape(_)), "{error}");
+    let error = gpu.matvec(WeightType::Q4_0, &[0; 18], 1, 33, &x).unwrap_err();
+    assert!(matches!(error, GpuError::Shape(_)), "{error}");
+    let error = gpu.matvec(WeightType::Q6_K, &[0; 210], 1, 256, &[0.0; 256]).unwrap_err();
+    assert_eq!(error, GpuError::Unsupported(WeightType::Q6_K));
+    assert!(!gpu.facts().name.is_empty());
+}
