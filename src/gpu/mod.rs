@@ -1,6 +1,7 @@
 //! The GPU side of the engine, on `wgpu` (WebGPU's API; natively Vulkan, Metal or DX12). So far
-//! it holds a device and the matrix-vector products of a decode step for the 32-element block
-//! formats and the float ones, each checked against its CPU twin (`dequantize_row` and a dot).
+//! it holds a device and the matrix-vector products of a decode step for the float formats, the
+//! 32-element blocks, the K-quants and IQ4_NL/IQ4_XS, each checked against its CPU twin
+//! (`dequantize_row` and a dot).
 //! The forward pass does not run on it yet: that is [`crate::model`]'s `Backend` trait's GPU
 //! implementation, still to come.
 //!

@@ -4,7 +4,7 @@
 use crate::tensor::WeightType;
 
 /// The weight types with a matrix-vector kernel.
-pub const MATVEC_TYPES: [WeightType; 8] = [
+pub const MATVEC_TYPES: [WeightType; 15] = [
     WeightType::F32,
     WeightType::F16,
     WeightType::BF16,
@@ -13,6 +13,13 @@ pub const MATVEC_TYPES: [WeightType; 8] = [
     WeightType::Q5_0,
     WeightType::Q5_1,
     WeightType::Q8_0,
+    WeightType::Q2_K,
+    WeightType::Q3_K,
+    WeightType::Q4_K,
+    WeightType::Q5_K,
+    WeightType::Q6_K,
+    WeightType::IQ4_NL,
+    WeightType::IQ4_XS,
 ];
 
 /// Bindings and readers every kernel shares. Offsets are byte offsets into the weights.
@@ -69,17 +76,35 @@ fn row_dot(base: u32, t: u32) -> f32 {
 }
 "#;
 
-/// A row of 32-element blocks of `BYTES` bytes: thread `t` takes blocks `t`, `t + WG`, ...;
+/// A row of `LEN`-element blocks of `BYTES` bytes: thread `t` takes blocks `t`, `t + WG`, ...;
 /// `BLOCK` adds the block at byte `at` (inputs from `xo`) to `sum`.
 const BLOCK_ROW: &str = r#"
 fn row_dot(base: u32, t: u32) -> f32 {
     var sum = 0.0;
-    for (var b = t; b < p.cols / 32u; b += WG) {
+    for (var b = t; b < p.cols / LEN; b += WG) {
         let at = base + b * BYTES;
-        let xo = b * 32u;
+        let xo = b * LEN;
         BLOCK
     }
     return sum;
+}
+"#;
+
+/// IQ4_NL's 16 levels (ggml's `kvalues_iq4nl`), for IQ4_NL and IQ4_XS.
+const IQ4_LEVELS: &str = r#"
+var<private> levels: array<f32, 16> = array<f32, 16>(
+    -127.0, -104.0, -83.0, -65.0, -49.0, -35.0, -22.0, -10.0, 1.0, 13.0, 25.0, 38.0, 53.0, 69.0, 89.0, 113.0);
+"#;
+
+/// Q4_K's and Q5_K's 6-bit scale and min of group `g` (0..8), from the 12 bytes at `at`.
+const K4_SCALES: &str = r#"
+fn k4_scale_min(at: u32, g: u32) -> vec2<f32> {
+    if (g < 4u) {
+        return vec2<f32>(f32(byte_at(at + g) & 63u), f32(byte_at(at + g + 4u) & 63u));
+    }
+    let scale = (byte_at(at + g + 4u) & 15u) | ((byte_at(at + g - 4u) >> 6u) << 4u);
+    let min = (byte_at(at + g + 4u) >> 4u) | ((byte_at(at + g) >> 6u) << 4u);
+    return vec2<f32>(f32(scale), f32(min));
 }
 "#;
 
@@ -153,11 +178,153 @@ pub fn matvec(weight_type: WeightType, workgroup: u32) -> String {
         }
         sum += d * s;",
         ),
+        WeightType::Q2_K => k_row(
+            84,
+            "",
+            "let d = half_at(at + 80u);
+        let dmin = half_at(at + 82u);
+        for (var g = 0u; g < 16u; g++) {
+            let sc = byte_at(at + g);
+            let first = at + 16u + 32u * (g / 8u) + 16u * (g % 2u);
+            let shift = 2u * ((g / 2u) % 4u);
+            var s = 0.0;
+            var sx = 0.0;
+            for (var k = 0u; k < 16u; k++) {
+                let v = x[xo + 16u * g + k];
+                s += f32((byte_at(first + k) >> shift) & 3u) * v;
+                sx += v;
+            }
+            sum += d * f32(sc & 15u) * s - dmin * f32(sc >> 4u) * sx;
+        }",
+        ),
+        WeightType::Q3_K => k_row(
+            110,
+            "",
+            "let d = half_at(at + 108u);
+        for (var row = 0u; row < 8u; row++) {
+            let first = at + 32u + 32u * (row / 4u);
+            let shift = 2u * (row % 4u);
+            for (var half = 0u; half < 2u; half++) {
+                let j = 2u * row + half;
+                let low = (byte_at(at + 96u + j % 8u) >> (4u * (j / 8u))) & 15u;
+                let high = (byte_at(at + 104u + j % 4u) >> (2u * (j / 4u))) & 3u;
+                let scale = f32(i32(low | (high << 4u)) - 32);
+                var s = 0.0;
+                for (var k = 16u * half; k < 16u * half + 16u; k++) {
+                    let q = i32((byte_at(first + k) >> shift) & 3u)
+                        - select(4, 0, ((byte_at(at + k) >> row) & 1u) != 0u);
+                    s += f32(q) * x[xo + 32u * row + k];
+                }
+                sum += d * scale * s;
+            }
+        }",
+        ),
+        WeightType::Q4_K => k_row(
+            144,
+            K4_SCALES,
+            "let d = half_at(at);
+        let dmin = half_at(at + 2u);
+        for (var g = 0u; g < 8u; g++) {
+            let sm = k4_scale_min(at + 4u, g);
+            let first = at + 16u + 32u * (g / 2u);
+            let shift = 4u * (g % 2u);
+            var s = 0.0;
+            var sx = 0.0;
+            for (var k = 0u; k < 32u; k++) {
+                let v = x[xo + 32u * g + k];
+                s += f32((byte_at(first + k) >> shift) & 15u) * v;
+                sx += v;
+            }
+            sum += d * sm.x * s - dmin * sm.y * sx;
+        }",
+        ),
+        WeightType::Q5_K => k_row(
+            176,
+            K4_SCALES,
+            "let d = half_at(at);
+        let dmin = half_at(at + 2u);
+        for (var g = 0u; g < 8u; g++) {
+            let sm = k4_scale_min(at + 4u, g);
+            let first = at + 48u + 32u * (g / 2u);
+            let shift = 4u * (g % 2u);
+            var s = 0.0;
+            var sx = 0.0;
+            for (var k = 0u; k < 32u; k++) {
+                let v = x[xo + 32u * g + k];
+                let q = ((byte_at(first + k) >> shift) & 15u) | (((byte_at(at + 16u + k) >> g) & 1u) << 4u);
+                s += f32(q) * v;
+                sx += v;
+            }
+            sum += d * sm.x * s - dmin * sm.y * sx;
+        }",
+        ),
+        WeightType::Q6_K => k_row(
+            210,
+            "",
+            "let d = half_at(at + 208u);
+        for (var half = 0u; half < 2u; half++) {
+            for (var row = 0u; row < 4u; row++) {
+                let low = at + 64u * half + 32u * (row % 2u);
+                let high = at + 128u + 32u * half;
+                for (var part = 0u; part < 2u; part++) {
+                    let i = 128u * half + 32u * row + 16u * part;
+                    let scale = i8_at(at + 192u + i / 16u);
+                    var s = 0.0;
+                    for (var k = 16u * part; k < 16u * part + 16u; k++) {
+                        let nibble = (byte_at(low + k) >> (4u * (row / 2u))) & 15u;
+                        let top = (byte_at(high + k) >> (2u * row)) & 3u;
+                        s += f32(i32(nibble | (top << 4u)) - 32) * x[xo + 128u * half + 32u * row + k];
+                    }
+                    sum += d * scale * s;
+                }
+            }
+        }",
+        ),
+        WeightType::IQ4_NL => format!(
+            "{IQ4_LEVELS}{}",
+            block_row(
+                18,
+                "let d = half_at(at);
+        var s = 0.0;
+        for (var j = 0u; j < 16u; j++) {
+            let q = byte_at(at + 2u + j);
+            s += levels[q & 15u] * x[xo + j] + levels[q >> 4u] * x[xo + j + 16u];
+        }
+        sum += d * s;",
+            )
+        ),
+        WeightType::IQ4_XS => format!(
+            "{IQ4_LEVELS}{}",
+            k_row(
+                136,
+                "",
+                "let d = half_at(at);
+        let high_bits = byte_at(at + 2u) | (byte_at(at + 3u) << 8u);
+        for (var g = 0u; g < 8u; g++) {
+            let low = (byte_at(at + 4u + g / 2u) >> (4u * (g % 2u))) & 15u;
+            let high = (high_bits >> (2u * g)) & 3u;
+            let scale = f32(i32(low | (high << 4u)) - 32);
+            var s = 0.0;
+            for (var j = 0u; j < 16u; j++) {
+                let q = byte_at(at + 8u + 16u * g + j);
+                s += levels[q & 15u] * x[xo + 32u * g + j] + levels[q >> 4u] * x[xo + 32u * g + j + 16u];
+            }
+            sum += d * scale * s;
+        }",
+            )
+        ),
         other => unreachable!("no matrix-vector kernel for {other:?}: not in MATVEC_TYPES"),
     };
     format!("{HEADER}{row}{MAIN}").replace("WG", &format!("{workgroup}u"))
 }
 
+/// A row of 32-element blocks.
 fn block_row(bytes: u32, block: &str) -> String {
-    BLOCK_ROW.replace("BYTES", &format!("{bytes}u")).replace("BLOCK", block)
+    BLOCK_ROW.replace("LEN", "32u").replace("BYTES", &format!("{bytes}u")).replace("BLOCK", block)
+}
+
+/// A row of 256-element K-quant (and IQ4_XS) blocks, with `helpers` before it.
+fn k_row(bytes: u32, helpers: &str, block: &str) -> String {
+    let row = BLOCK_ROW.replace("LEN", "256u").replace("BYTES", &format!("{bytes}u")).replace("BLOCK", block);
+    format!("{helpers}{row}")
 }

@@ -30,7 +30,7 @@ impl Rng {
 fn random_matrix(weight_type: WeightType, rows: usize, cols: usize, rng: &mut Rng) -> Vec<u8> {
     let row_bytes = weight_type.row_bytes(cols).unwrap();
     let mut bytes: Vec<u8> = (0..rows * row_bytes).map(|_| rng.next() as u8).collect();
-    let halves_per_block = match weight_type {
+    let half_offsets: &[usize] = match weight_type {
         WeightType::F32 => {
             return (0..rows * cols).flat_map(|_| rng.unit().to_le_bytes()).collect();
         }
@@ -40,15 +40,20 @@ fn random_matrix(weight_type: WeightType, rows: usize, cols: usize, rng: &mut Rn
         WeightType::BF16 => {
             return (0..rows * cols).flat_map(|_| bf16::from_f32(rng.unit()).to_le_bytes()).collect();
         }
-        WeightType::Q4_0 | WeightType::Q5_0 | WeightType::Q8_0 => 1,
-        WeightType::Q4_1 | WeightType::Q5_1 => 2,
+        WeightType::Q4_0 | WeightType::Q5_0 | WeightType::Q8_0 | WeightType::IQ4_NL | WeightType::IQ4_XS => {
+            &[0]
+        }
+        WeightType::Q4_1 | WeightType::Q5_1 | WeightType::Q4_K | WeightType::Q5_K => &[0, 2],
+        WeightType::Q2_K => &[80, 82],
+        WeightType::Q3_K => &[108],
+        WeightType::Q6_K => &[208],
         other => unreachable!("{other:?} has no GPU kernel"),
     };
-    let block_bytes = row_bytes / (cols / 32);
+    let block_bytes = row_bytes / (cols / weight_type.block_len());
     for block in bytes.chunks_exact_mut(block_bytes) {
-        for half in 0..halves_per_block {
+        for &at in half_offsets {
             let value = f16::from_f32(rng.unit() * 0.05);
-            block[2 * half..2 * half + 2].copy_from_slice(&value.to_le_bytes());
+            block[at..at + 2].copy_from_slice(&value.to_le_bytes());
         }
     }
     bytes
@@ -95,8 +100,9 @@ fn check(gpu: &Gpu, weight_type: WeightType, rows: usize, cols: usize, seed: u64
 fn every_matvec_kernel_matches_its_cpu_twin() {
     let gpu = gpu();
     for (i, &weight_type) in MATVEC_TYPES.iter().enumerate() {
-        // One block per row, a row wider than the workgroup's threads, and a shape of a model.
-        for (j, &(rows, cols)) in [(3, 32), (17, 32 * 70), (96, 576)].iter().enumerate() {
+        // One block per row, a row of more blocks than the workgroup has threads, and more rows.
+        let block = weight_type.block_len();
+        for (j, &(rows, cols)) in [(3, block), (17, block * 70), (96, block * 18)].iter().enumerate() {
             check(&gpu, weight_type, rows, cols, 1 + (i * 8 + j) as u64);
         }
     }
@@ -118,7 +124,9 @@ fn shapes_and_types_are_checked_before_anything_runs() {
     assert!(matches!(error, GpuError::Shape(_)), "{error}");
     let error = gpu.matvec(WeightType::Q4_0, &[0; 18], 1, 33, &x).unwrap_err();
     assert!(matches!(error, GpuError::Shape(_)), "{error}");
-    let error = gpu.matvec(WeightType::Q6_K, &[0; 210], 1, 256, &[0.0; 256]).unwrap_err();
-    assert_eq!(error, GpuError::Unsupported(WeightType::Q6_K));
+    let lattice = WeightType::IQ2_XXS;
+    let bytes = vec![0; lattice.row_bytes(256).unwrap()];
+    let error = gpu.matvec(lattice, &bytes, 1, 256, &[0.0; 256]).unwrap_err();
+    assert_eq!(error, GpuError::Unsupported(lattice));
     assert!(!gpu.facts().name.is_empty());
 }
