@@ -20,6 +20,8 @@ use crate::tensor::WeightType;
 /// Threads of a matrix-vector workgroup: one workgroup per output row, each thread a strided
 /// share of the row's blocks, then a tree sum in workgroup memory.
 const WORKGROUP: u32 = 64;
+/// Threads of an element-wise workgroup (one element or RoPE pair each).
+const ELEMENTWISE_WORKGROUP: u32 = 256;
 /// Workgroups per dispatch dimension (WebGPU's minimum limit, which every adapter offers).
 const MAX_GROUPS_PER_DIMENSION: u32 = 65_535;
 
@@ -68,12 +70,31 @@ pub struct AdapterFacts {
     pub shader_f16: bool,
 }
 
-/// A device and its queue, with the matrix-vector pipelines built once.
+/// A device and its queue, with every kernel's pipeline built once.
 pub struct Gpu {
     device: wgpu::Device,
     queue: wgpu::Queue,
     facts: AdapterFacts,
-    pipelines: Vec<(WeightType, wgpu::ComputePipeline)>,
+    matvec: Vec<(WeightType, wgpu::ComputePipeline)>,
+    rms_norm: wgpu::ComputePipeline,
+    add: wgpu::ComputePipeline,
+    swiglu: wgpu::ComputePipeline,
+    geglu: wgpu::ComputePipeline,
+    rope: wgpu::ComputePipeline,
+}
+
+/// How RoPE runs on a batch: the heads of each row, the rotated dimensions and pairing, the
+/// first row's position, and the frequencies (the model's [`crate::model::Rope`]).
+#[derive(Clone, Copy, Debug)]
+pub struct RopeParams {
+    pub heads: usize,
+    pub head_dim: usize,
+    pub rope_dims: usize,
+    pub start: usize,
+    pub neox: bool,
+    pub base: f32,
+    pub freq_scale: f32,
+    pub attn_factor: f32,
 }
 
 impl Gpu {
@@ -103,11 +124,18 @@ impl Gpu {
             wgpu::DeviceDescriptor { label: Some("inferno"), required_limits: limits, ..Default::default() };
         let (device, queue) =
             adapter.request_device(&descriptor).await.map_err(|e| GpuError::Device(e.to_string()))?;
-        let pipelines = shaders::MATVEC_TYPES
+        let matvec = shaders::MATVEC_TYPES
             .iter()
-            .map(|&weight_type| (weight_type, matvec_pipeline(&device, weight_type)))
+            .map(|&weight_type| (weight_type, pipeline(&device, &shaders::matvec(weight_type, WORKGROUP))))
             .collect();
-        Ok(Gpu { device, queue, facts, pipelines })
+        let (rms_norm, add, swiglu, geglu, rope) = (
+            pipeline(&device, &shaders::rms_norm(WORKGROUP)),
+            pipeline(&device, &shaders::elementwise("x[i] = x[i] + y[i];")),
+            pipeline(&device, &shaders::elementwise(shaders::SWIGLU)),
+            pipeline(&device, &shaders::elementwise(shaders::GEGLU)),
+            pipeline(&device, shaders::ROPE),
+        );
+        Ok(Gpu { device, queue, facts, matvec, rms_norm, add, swiglu, geglu, rope })
     }
 
     pub fn facts(&self) -> &AdapterFacts {
@@ -126,7 +154,7 @@ impl Gpu {
         x: &[f32],
     ) -> Result<Vec<f32>, GpuError> {
         let pipeline = self
-            .pipelines
+            .matvec
             .iter()
             .find(|(t, _)| *t == weight_type)
             .map(|(_, p)| p)
@@ -150,60 +178,161 @@ impl Gpu {
         }
         let mut padded = bytes.to_vec();
         padded.resize(words, 0);
-        let storage = |label, contents: &[u8]| {
+        let groups = groups_2d(rows as u32);
+        let params = [rows as u32, cols as u32, row_bytes as u32, groups[0]];
+        self.run(pipeline, &[&padded, &f32_bytes(x)], &vec![0.0; rows], &params, groups)
+    }
+
+    /// `out` ← RMSNorm of each `width` values of `x`, times `weight` (`width` long).
+    pub fn rms_norm(&self, x: &[f32], weight: &[f32], eps: f32) -> Result<Vec<f32>, GpuError> {
+        let width = weight.len();
+        if width == 0 || !x.len().is_multiple_of(width) {
+            return Err(GpuError::Shape(format!("{} values are not rows of {width}", x.len())));
+        }
+        let rows = (x.len() / width) as u32;
+        let groups = groups_2d(rows);
+        let params = [rows, width as u32, eps.to_bits(), groups[0]];
+        let inputs: [&[u8]; 2] = [&f32_bytes(x), &f32_bytes(weight)];
+        self.run(&self.rms_norm, &inputs, &vec![0.0; x.len()], &params, groups)
+    }
+
+    /// `x + y`.
+    pub fn add(&self, x: &[f32], y: &[f32]) -> Result<Vec<f32>, GpuError> {
+        self.elementwise(&self.add, x, y)
+    }
+
+    /// `silu(gate) · up`.
+    pub fn swiglu(&self, gate: &[f32], up: &[f32]) -> Result<Vec<f32>, GpuError> {
+        self.elementwise(&self.swiglu, gate, up)
+    }
+
+    /// `gelu(gate) · up` (tanh approximation).
+    pub fn geglu(&self, gate: &[f32], up: &[f32]) -> Result<Vec<f32>, GpuError> {
+        self.elementwise(&self.geglu, gate, up)
+    }
+
+    /// RoPE on `x`, rows of `heads × head_dim` at positions `start..`, with per-pair frequency
+    /// divisors `factors` where the model has them.
+    pub fn rope(&self, x: &[f32], rope: RopeParams, factors: Option<&[f32]>) -> Result<Vec<f32>, GpuError> {
+        let RopeParams { heads, head_dim, rope_dims, start, .. } = rope;
+        let row = heads * head_dim;
+        if row == 0 || !x.len().is_multiple_of(row) || rope_dims > head_dim || rope_dims % 2 != 0 {
+            return Err(GpuError::Shape(format!(
+                "{} values are not rows of {heads} heads of {head_dim}",
+                x.len()
+            )));
+        }
+        if factors.is_some_and(|f| f.len() < rope_dims / 2) {
+            return Err(GpuError::Shape(format!("fewer frequency factors than {} pairs", rope_dims / 2)));
+        }
+        let rows = x.len() / row;
+        let threads = (rows * heads * (rope_dims / 2)) as u32;
+        let groups = groups_2d(threads.div_ceil(ELEMENTWISE_WORKGROUP));
+        let params = [
+            rows as u32,
+            heads as u32,
+            head_dim as u32,
+            rope_dims as u32,
+            start as u32,
+            u32::from(rope.neox),
+            u32::from(factors.is_some()),
+            groups[0],
+            rope.base.to_bits(),
+            rope.freq_scale.to_bits(),
+            rope.attn_factor.to_bits(),
+            0,
+        ];
+        let factors = f32_bytes(factors.unwrap_or(&[1.0]));
+        self.run(&self.rope, &[&factors], x, &params, groups)
+    }
+
+    /// `f(x, y)` element by element: `x` is updated in place on the device.
+    fn elementwise(
+        &self,
+        pipeline: &wgpu::ComputePipeline,
+        x: &[f32],
+        y: &[f32],
+    ) -> Result<Vec<f32>, GpuError> {
+        if x.len() != y.len() {
+            return Err(GpuError::Shape(format!("{} and {} values", x.len(), y.len())));
+        }
+        let groups = groups_2d((x.len() as u32).div_ceil(ELEMENTWISE_WORKGROUP));
+        let params = [x.len() as u32, groups[0], 0, 0];
+        self.run(pipeline, &[&f32_bytes(y)], x, &params, groups)
+    }
+
+    /// One dispatch of `pipeline` over bindings `inputs...` (read-only), then the output (its
+    /// initial contents `output`), then the uniform `params`; the output read back. The forward
+    /// pass will encode many dispatches per submit over buffers that stay on the device; this
+    /// serves the kernels' checks.
+    fn run(
+        &self,
+        pipeline: &wgpu::ComputePipeline,
+        inputs: &[&[u8]],
+        output: &[f32],
+        params: &[u32],
+        groups: [u32; 2],
+    ) -> Result<Vec<f32>, GpuError> {
+        let storage = |label, contents: &[u8], usage| {
             wgpu::util::DeviceExt::create_buffer_init(
                 &self.device,
-                &wgpu::util::BufferInitDescriptor {
-                    label: Some(label),
-                    contents,
-                    usage: wgpu::BufferUsages::STORAGE,
-                },
+                &wgpu::util::BufferInitDescriptor { label: Some(label), contents, usage },
             )
         };
-        let weights = storage("weights", &padded);
-        let input = storage("x", &f32_bytes(x));
-        let groups_x = (rows as u32).min(MAX_GROUPS_PER_DIMENSION);
-        let groups_y = (rows as u32).div_ceil(groups_x);
-        let params = [rows as u32, cols as u32, row_bytes as u32, groups_x];
-        let uniform = wgpu::util::DeviceExt::create_buffer_init(
-            &self.device,
-            &wgpu::util::BufferInitDescriptor {
-                label: Some("params"),
-                contents: &u32_bytes(&params),
-                usage: wgpu::BufferUsages::UNIFORM,
-            },
-        );
-        let out_size = (4 * rows) as u64;
-        let output = self.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("y"),
-            size: out_size,
-            usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC,
-            mapped_at_creation: false,
-        });
+        let mut buffers: Vec<wgpu::Buffer> = inputs
+            .iter()
+            .map(|bytes| {
+                if bytes.len() as u64 > self.facts.max_binding {
+                    return Err(GpuError::TooLarge {
+                        what: "an input",
+                        bytes: bytes.len() as u64,
+                        limit: self.facts.max_binding,
+                    });
+                }
+                Ok(storage("input", bytes, wgpu::BufferUsages::STORAGE))
+            })
+            .collect::<Result<_, _>>()?;
+        let out_size = (4 * output.len()) as u64;
+        if out_size > self.facts.max_binding {
+            return Err(GpuError::TooLarge {
+                what: "the output",
+                bytes: out_size,
+                limit: self.facts.max_binding,
+            });
+        }
+        let usage = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC;
+        buffers.push(storage("output", &f32_bytes(output), usage));
+        let mut words = params.to_vec();
+        words.resize(params.len().div_ceil(4) * 4, 0); // Uniforms come in 16-byte rows.
+        buffers.push(storage("params", &u32_bytes(&words), wgpu::BufferUsages::UNIFORM));
         let readback = self.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("y readback"),
+            label: Some("readback"),
             size: out_size,
             usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
             mapped_at_creation: false,
         });
+        let entries: Vec<wgpu::BindGroupEntry> = buffers
+            .iter()
+            .enumerate()
+            .map(|(binding, buffer)| wgpu::BindGroupEntry {
+                binding: binding as u32,
+                resource: buffer.as_entire_binding(),
+            })
+            .collect();
         let bind_group = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
-            label: Some("matvec"),
+            label: None,
             layout: &pipeline.get_bind_group_layout(0),
-            entries: &[
-                wgpu::BindGroupEntry { binding: 0, resource: weights.as_entire_binding() },
-                wgpu::BindGroupEntry { binding: 1, resource: input.as_entire_binding() },
-                wgpu::BindGroupEntry { binding: 2, resource: output.as_entire_binding() },
-                wgpu::BindGroupEntry { binding: 3, resource: uniform.as_entire_binding() },
-            ],
+            entries: &entries,
         });
         let mut encoder = self.device.create_command_encoder(&Default::default());
         {
             let mut pass = encoder.begin_compute_pass(&Default::default());
             pass.set_pipeline(pipeline);
             pass.set_bind_group(0, &bind_group, &[]);
-            pass.dispatch_workgroups(groups_x, groups_y, 1);
+            pass.dispatch_workgroups(groups[0], groups[1], 1);
         }
-        encoder.copy_buffer_to_buffer(&output, 0, &readback, 0, out_size);
+        let output = &buffers[inputs.len()];
+        encoder.copy_buffer_to_buffer(output, 0, &readback, 0, out_size);
         self.queue.submit([encoder.finish()]);
         let (sender, receiver) = std::sync::mpsc::channel();
         readback.map_async(wgpu::MapMode::Read, .., move |result| {
@@ -215,19 +344,23 @@ impl Gpu {
             .map_err(|e| GpuError::Failed(e.to_string()))?
             .map_err(|e| GpuError::Failed(e.to_string()))?;
         let view = readback.get_mapped_range(..).map_err(|e| GpuError::Failed(e.to_string()))?;
-        let y = view.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
-        Ok(y)
+        Ok(view.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect())
     }
 }
 
-fn matvec_pipeline(device: &wgpu::Device, weight_type: WeightType) -> wgpu::ComputePipeline {
-    let source = shaders::matvec(weight_type, WORKGROUP);
+/// Workgroup counts for `groups` workgroups: up to 65,535 in x, the rest in y.
+fn groups_2d(groups: u32) -> [u32; 2] {
+    let x = groups.clamp(1, MAX_GROUPS_PER_DIMENSION);
+    [x, groups.div_ceil(x).max(1)]
+}
+
+fn pipeline(device: &wgpu::Device, source: &str) -> wgpu::ComputePipeline {
     let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
-        label: Some("matvec"),
+        label: None,
         source: wgpu::ShaderSource::Wgsl(source.into()),
     });
     device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-        label: Some("matvec"),
+        label: None,
         layout: None,
         module: &module,
         entry_point: Some("main"),

@@ -328,3 +328,111 @@ fn k_row(bytes: u32, helpers: &str, block: &str) -> String {
     let row = BLOCK_ROW.replace("LEN", "256u").replace("BYTES", &format!("{bytes}u")).replace("BLOCK", block);
     format!("{helpers}{row}")
 }
+
+/// RMSNorm: one workgroup per row of `width`, the sum of squares reduced in workgroup memory,
+/// then each value scaled and multiplied by its weight.
+pub fn rms_norm(workgroup: u32) -> String {
+    r#"
+struct Params { rows: u32, width: u32, eps: u32, groups_x: u32 }
+@group(0) @binding(0) var<storage, read> x: array<f32>;
+@group(0) @binding(1) var<storage, read> weight: array<f32>;
+@group(0) @binding(2) var<storage, read_write> y: array<f32>;
+@group(0) @binding(3) var<uniform> p: Params;
+var<workgroup> partial: array<f32, WG>;
+
+@compute @workgroup_size(WG)
+fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+    let row = group.y * p.groups_x + group.x;
+    let base = row * p.width;
+    var sum = 0.0;
+    if (row < p.rows) {
+        for (var i = t; i < p.width; i += WG) {
+            sum += x[base + i] * x[base + i];
+        }
+    }
+    partial[t] = sum;
+    workgroupBarrier();
+    for (var s = WG / 2u; s > 0u; s = s >> 1u) {
+        if (t < s) {
+            partial[t] += partial[t + s];
+        }
+        workgroupBarrier();
+    }
+    if (row < p.rows) {
+        let scale = 1.0 / sqrt(partial[0] / f32(p.width) + bitcast<f32>(p.eps));
+        for (var i = t; i < p.width; i += WG) {
+            y[base + i] = (x[base + i] * scale) * weight[i];
+        }
+    }
+}
+"#
+    .replace("WG", &format!("{workgroup}u"))
+}
+
+/// `x[i] = f(x[i], y[i])` over `n` elements, 256 per workgroup; `body` is the statement.
+pub fn elementwise(body: &str) -> String {
+    r#"
+struct Params { n: u32, groups_x: u32, unused0: u32, unused1: u32 }
+@group(0) @binding(0) var<storage, read> y: array<f32>;
+@group(0) @binding(1) var<storage, read_write> x: array<f32>;
+@group(0) @binding(2) var<uniform> p: Params;
+
+@compute @workgroup_size(256)
+fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+    let i = (group.y * p.groups_x + group.x) * 256u + t;
+    if (i < p.n) {
+        BODY
+    }
+}
+"#
+    .replace("BODY", body)
+}
+
+/// SwiGLU's gate: `silu(g) · u`.
+pub const SWIGLU: &str = "let g = x[i]; x[i] = g / (1.0 + exp(-g)) * y[i];";
+
+/// GeGLU's gate: GELU's tanh approximation (ggml's constants), clamped as ggml's CPU GELU is
+/// past ±10, times `u`.
+pub const GEGLU: &str = "let g = x[i];
+        var gelu = 0.5 * g * (1.0 + tanh(0.7978846 * g * (1.0 + 0.044715 * g * g)));
+        if (g <= -10.0) { gelu = 0.0; }
+        if (g >= 10.0) { gelu = g; }
+        x[i] = gelu * y[i];";
+
+/// RoPE in place: one thread per (row, head, pair); the pair's angle from its position and
+/// the base (divided by the pair's factor where the model has them), `(a, b)` adjacent
+/// (normal) or half a rotated span apart (NeoX).
+pub const ROPE: &str = r#"
+struct Params {
+    rows: u32, heads: u32, head_dim: u32, rope_dims: u32,
+    start: u32, neox: u32, has_factors: u32, groups_x: u32,
+    base: u32, freq_scale: u32, attn_factor: u32, unused: u32,
+}
+@group(0) @binding(0) var<storage, read> factors: array<f32>;
+@group(0) @binding(1) var<storage, read_write> x: array<f32>;
+@group(0) @binding(2) var<uniform> p: Params;
+
+@compute @workgroup_size(256)
+fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+    let half = p.rope_dims / 2u;
+    let index = (group.y * p.groups_x + group.x) * 256u + t;
+    if (index >= p.rows * p.heads * half) {
+        return;
+    }
+    let i = index % half;
+    let head = (index / half) % p.heads;
+    let row = index / (half * p.heads);
+    let theta = f32(p.start + row) * pow(bitcast<f32>(p.base), -2.0 * f32(i) / f32(p.rope_dims));
+    let factor = select(1.0, factors[min(i, arrayLength(&factors) - 1u)], p.has_factors != 0u);
+    let angle = bitcast<f32>(p.freq_scale) * (theta / factor);
+    let c = cos(angle) * bitcast<f32>(p.attn_factor);
+    let s = sin(angle) * bitcast<f32>(p.attn_factor);
+    let at = (row * p.heads + head) * p.head_dim;
+    let a = at + select(2u * i, i, p.neox != 0u);
+    let b = at + select(2u * i + 1u, i + half, p.neox != 0u);
+    let x0 = x[a];
+    let x1 = x[b];
+    x[a] = x0 * c - x1 * s;
+    x[b] = x0 * s + x1 * c;
+}
+"#;

@@ -130,3 +130,83 @@ fn shapes_and_types_are_checked_before_anything_runs() {
     assert_eq!(error, GpuError::Unsupported(lattice));
     assert!(!gpu.facts().name.is_empty());
 }
+
+/// Values within `tolerance` (absolute, and relative to each CPU value) of the CPU's.
+fn assert_close(what: &str, got: &[f32], want: &[f32], tolerance: f32) {
+    assert_eq!(got.len(), want.len(), "{what}: lengths");
+    for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
+        assert!((g - w).abs() <= tolerance * (1.0 + w.abs()), "{what}[{i}]: GPU {g}, CPU {w}");
+    }
+}
+
+fn random(n: usize, scale: f32, rng: &mut Rng) -> Vec<f32> {
+    (0..n).map(|_| rng.unit() * scale).collect()
+}
+
+#[test]
+fn rms_norm_add_and_gated_activations_match_the_cpu() {
+    use crate::model::ops::{add_in_place, geglu, rms_norm, swiglu};
+    let gpu = gpu();
+    let mut rng = Rng(7);
+    // Rows of a model's width, and per-head rows (Q/K norm), each wider or narrower than a workgroup.
+    for (rows, width) in [(5, 576), (48, 64), (3, 1)] {
+        let (x, weight) = (random(rows * width, 4.0, &mut rng), random(width, 2.0, &mut rng));
+        let mut want = vec![0.0; x.len()];
+        rms_norm(&mut want, &x, &weight, 1e-6);
+        assert_close("rms_norm", &gpu.rms_norm(&x, &weight, 1e-6).unwrap(), &want, 1e-5);
+    }
+    // Past one dispatch row of workgroups for the element-wise kernels: 65,535 × 256 < n.
+    for n in [1, 1000, 65_535 * 256 + 1000] {
+        let (x, y) = (random(n, 12.0, &mut rng), random(n, 3.0, &mut rng));
+        let mut want = x.clone();
+        add_in_place(&mut want, &y);
+        assert_close("add", &gpu.add(&x, &y).unwrap(), &want, 1e-6);
+        let mut want = x.clone();
+        swiglu(&mut want, &y);
+        assert_close("swiglu", &gpu.swiglu(&x, &y).unwrap(), &want, 1e-5);
+        // The CPU's GELU rounds its input and output to f16 (ggml's table): 2^-10 relative.
+        let mut want = x.clone();
+        geglu(&mut want, &y);
+        assert_close("geglu", &gpu.geglu(&x, &y).unwrap(), &want, 4e-3);
+    }
+}
+
+#[test]
+fn rope_matches_the_cpu_in_both_pairings_with_and_without_factors() {
+    use super::RopeParams;
+    use crate::model::ops::{apply_rope, rope_table};
+    use crate::model::{Rope, RopeStyle};
+    let gpu = gpu();
+    let mut rng = Rng(11);
+    let (rows, heads, head_dim, start) = (7, 3, 64, 40);
+    for (style, rope_dims, factors) in [
+        (RopeStyle::Normal, 64, None),
+        (
+            RopeStyle::Neox,
+            64,
+            Some(random(32, 1.0, &mut rng).iter().map(|f| 1.0 + f.abs()).collect::<Vec<_>>()),
+        ),
+        (RopeStyle::Neox, 32, None),
+    ] {
+        let rope = Rope { base: 10_000.0, freq_scale: 0.5, attn_factor: 1.25 };
+        let x = random(rows * heads * head_dim, 2.0, &mut rng);
+        let mut want = x.clone();
+        let mut table = Vec::new();
+        for (t, row) in want.chunks_exact_mut(heads * head_dim).enumerate() {
+            rope_table(&mut table, start + t, rope, rope_dims, factors.as_deref());
+            apply_rope(row, head_dim, &table, style);
+        }
+        let params = RopeParams {
+            heads,
+            head_dim,
+            rope_dims,
+            start,
+            neox: style == RopeStyle::Neox,
+            base: rope.base,
+            freq_scale: rope.freq_scale,
+            attn_factor: rope.attn_factor,
+        };
+        let got = gpu.rope(&x, params, factors.as_deref()).unwrap();
+        assert_close(&format!("rope {style:?} {rope_dims}"), &got, &want, 2e-5);
+    }
+}

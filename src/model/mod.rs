@@ -15,7 +15,7 @@ mod delta_net;
 mod error;
 mod forward;
 mod loader;
-mod ops;
+pub(crate) mod ops;
 mod weights;
 
 pub use arch::{ARCHITECTURES, Activation, ArchSpec, Architecture, Family};
