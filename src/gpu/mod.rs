@@ -81,7 +81,25 @@ pub struct Gpu {
     swiglu: wgpu::ComputePipeline,
     geglu: wgpu::ComputePipeline,
     rope: wgpu::ComputePipeline,
+    attention: wgpu::ComputePipeline,
 }
+
+/// The shape of an attention call: queries of `n_head` heads at positions `start..`, over the
+/// keys and values of positions `0..start + queries` with `n_kv` heads (grouped queries), each
+/// `head_dim` wide; a sliding `window` (0: none), the score scale, and a soft cap (0: none).
+#[derive(Clone, Copy, Debug)]
+pub struct AttentionParams {
+    pub n_head: usize,
+    pub n_kv: usize,
+    pub head_dim: usize,
+    pub start: usize,
+    pub window: usize,
+    pub scale: f32,
+    pub softcap: f32,
+}
+
+/// The largest head the attention kernel takes (its accumulator is per thread).
+pub const MAX_ATTENTION_HEAD: usize = 256;
 
 /// How RoPE runs on a batch: the heads of each row, the rotated dimensions and pairing, the
 /// first row's position, and the frequencies (the model's [`crate::model::Rope`]).
@@ -128,6 +146,7 @@ impl Gpu {
             .iter()
             .map(|&weight_type| (weight_type, pipeline(&device, &shaders::matvec(weight_type, WORKGROUP))))
             .collect();
+        let attention = pipeline(&device, shaders::ATTENTION);
         let (rms_norm, add, swiglu, geglu, rope) = (
             pipeline(&device, &shaders::rms_norm(WORKGROUP)),
             pipeline(&device, &shaders::elementwise("x[i] = x[i] + y[i];")),
@@ -135,7 +154,7 @@ impl Gpu {
             pipeline(&device, &shaders::elementwise(shaders::GEGLU)),
             pipeline(&device, shaders::ROPE),
         );
-        Ok(Gpu { device, queue, facts, matvec, rms_norm, add, swiglu, geglu, rope })
+        Ok(Gpu { device, queue, facts, matvec, rms_norm, add, swiglu, geglu, rope, attention })
     }
 
     pub fn facts(&self) -> &AdapterFacts {
@@ -143,7 +162,8 @@ impl Gpu {
     }
 
     /// `y = W · x` for a `rows × cols` matrix of `weight_type` stored as `bytes` (the file's
-    /// blocks, row after row). Uploads, runs and reads back in one go: a check of the kernels
+    /// blocks, row after row), and `x` one or more input rows of `cols` (then `y` holds as
+    /// many rows of `rows`). Uploads, runs and reads back in one go: a check of the kernels
     /// against the CPU's; the forward pass will keep weights and activations on the device.
     pub fn matvec(
         &self,
@@ -160,7 +180,7 @@ impl Gpu {
             .map(|(_, p)| p)
             .ok_or(GpuError::Unsupported(weight_type))?;
         let row_bytes = weight_type.row_bytes(cols).map_err(|e| GpuError::Shape(e.to_string()))?;
-        if x.len() != cols || rows.checked_mul(row_bytes) != Some(bytes.len()) {
+        if x.is_empty() || !x.len().is_multiple_of(cols) || rows.checked_mul(row_bytes) != Some(bytes.len()) {
             return Err(GpuError::Shape(format!(
                 "{rows} × {cols} {weight_type:?} needs {rows} rows of {row_bytes} bytes and {cols} inputs, got {} bytes and {}",
                 bytes.len(),
@@ -171,16 +191,18 @@ impl Gpu {
             return Ok(Vec::new());
         }
         let words = bytes.len().div_ceil(4) * 4;
-        for (what, size) in [("the matrix", words), ("the input", 4 * cols), ("the output", 4 * rows)] {
+        for (what, size) in [("the matrix", words), ("the input", 4 * x.len())] {
             if size as u64 > self.facts.max_binding {
                 return Err(GpuError::TooLarge { what, bytes: size as u64, limit: self.facts.max_binding });
             }
         }
         let mut padded = bytes.to_vec();
         padded.resize(words, 0);
-        let groups = groups_2d(rows as u32);
-        let params = [rows as u32, cols as u32, row_bytes as u32, groups[0]];
-        self.run(pipeline, &[&padded, &f32_bytes(x)], &vec![0.0; rows], &params, groups)
+        let batch = x.len() / cols;
+        let [groups_x, groups_y] = groups_2d(rows as u32);
+        let params = [rows as u32, cols as u32, row_bytes as u32, groups_x];
+        let groups = [groups_x, groups_y, batch as u32];
+        self.run(pipeline, &[&padded, &f32_bytes(x)], &vec![0.0; rows * batch], &params, groups)
     }
 
     /// `out` ← RMSNorm of each `width` values of `x`, times `weight` (`width` long).
@@ -190,8 +212,9 @@ impl Gpu {
             return Err(GpuError::Shape(format!("{} values are not rows of {width}", x.len())));
         }
         let rows = (x.len() / width) as u32;
-        let groups = groups_2d(rows);
-        let params = [rows, width as u32, eps.to_bits(), groups[0]];
+        let [groups_x, groups_y] = groups_2d(rows);
+        let params = [rows, width as u32, eps.to_bits(), groups_x];
+        let groups = [groups_x, groups_y, 1];
         let inputs: [&[u8]; 2] = [&f32_bytes(x), &f32_bytes(weight)];
         self.run(&self.rms_norm, &inputs, &vec![0.0; x.len()], &params, groups)
     }
@@ -227,7 +250,8 @@ impl Gpu {
         }
         let rows = x.len() / row;
         let threads = (rows * heads * (rope_dims / 2)) as u32;
-        let groups = groups_2d(threads.div_ceil(ELEMENTWISE_WORKGROUP));
+        let [groups_x, groups_y] = groups_2d(threads.div_ceil(ELEMENTWISE_WORKGROUP));
+        let groups = [groups_x, groups_y, 1];
         let params = [
             rows as u32,
             heads as u32,
@@ -236,7 +260,7 @@ impl Gpu {
             start as u32,
             u32::from(rope.neox),
             u32::from(factors.is_some()),
-            groups[0],
+            groups_x,
             rope.base.to_bits(),
             rope.freq_scale.to_bits(),
             rope.attn_factor.to_bits(),
@@ -244,6 +268,54 @@ impl Gpu {
         ];
         let factors = f32_bytes(factors.unwrap_or(&[1.0]));
         self.run(&self.rope, &[&factors], x, &params, groups)
+    }
+
+    /// Causal attention of `q` (rows of `n_head × head_dim`, at positions `start..`) over the
+    /// keys `k` and values `v` of positions `0..start + rows` (rows of `n_kv × head_dim`).
+    pub fn attention(
+        &self,
+        q: &[f32],
+        k: &[f32],
+        v: &[f32],
+        a: AttentionParams,
+    ) -> Result<Vec<f32>, GpuError> {
+        let q_row = a.n_head * a.head_dim;
+        let kv_row = a.n_kv * a.head_dim;
+        let fits = q_row > 0
+            && kv_row > 0
+            && a.n_head.is_multiple_of(a.n_kv)
+            && a.head_dim <= MAX_ATTENTION_HEAD
+            && q.len().is_multiple_of(q_row);
+        let queries = if fits { q.len() / q_row } else { 0 };
+        if !fits || queries == 0 || k.len() != (a.start + queries) * kv_row || v.len() != k.len() {
+            return Err(GpuError::Shape(format!(
+                "{} query values, {} keys and {} values for {} heads of {} over {} KV heads from position {}",
+                q.len(),
+                k.len(),
+                v.len(),
+                a.n_head,
+                a.head_dim,
+                a.n_kv,
+                a.start
+            )));
+        }
+        let [groups_x, groups_y] = groups_2d(((queries * a.n_head) as u32).div_ceil(64));
+        let params = [
+            a.n_head as u32,
+            a.n_kv as u32,
+            a.head_dim as u32,
+            a.start as u32,
+            queries as u32,
+            a.window as u32,
+            groups_x,
+            0,
+            a.scale.to_bits(),
+            a.softcap.to_bits(),
+            0,
+            0,
+        ];
+        let inputs: [&[u8]; 3] = [&f32_bytes(q), &f32_bytes(k), &f32_bytes(v)];
+        self.run(&self.attention, &inputs, &vec![0.0; q.len()], &params, [groups_x, groups_y, 1])
     }
 
     /// `f(x, y)` element by element: `x` is updated in place on the device.
@@ -256,8 +328,9 @@ impl Gpu {
         if x.len() != y.len() {
             return Err(GpuError::Shape(format!("{} and {} values", x.len(), y.len())));
         }
-        let groups = groups_2d((x.len() as u32).div_ceil(ELEMENTWISE_WORKGROUP));
-        let params = [x.len() as u32, groups[0], 0, 0];
+        let [groups_x, groups_y] = groups_2d((x.len() as u32).div_ceil(ELEMENTWISE_WORKGROUP));
+        let params = [x.len() as u32, groups_x, 0, 0];
+        let groups = [groups_x, groups_y, 1];
         self.run(pipeline, &[&f32_bytes(y)], x, &params, groups)
     }
 
@@ -271,7 +344,7 @@ impl Gpu {
         inputs: &[&[u8]],
         output: &[f32],
         params: &[u32],
-        groups: [u32; 2],
+        groups: [u32; 3],
     ) -> Result<Vec<f32>, GpuError> {
         let storage = |label, contents: &[u8], usage| {
             wgpu::util::DeviceExt::create_buffer_init(
@@ -329,7 +402,7 @@ impl Gpu {
             let mut pass = encoder.begin_compute_pass(&Default::default());
             pass.set_pipeline(pipeline);
             pass.set_bind_group(0, &bind_group, &[]);
-            pass.dispatch_workgroups(groups[0], groups[1], 1);
+            pass.dispatch_workgroups(groups[0], groups[1], groups[2]);
         }
         let output = &buffers[inputs.len()];
         encoder.copy_buffer_to_buffer(output, 0, &readback, 0, out_size);

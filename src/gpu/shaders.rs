@@ -30,6 +30,9 @@ struct Params { rows: u32, cols: u32, row_bytes: u32, groups_x: u32 }
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;
 @group(0) @binding(3) var<uniform> p: Params;
 
+// Where the current input row starts in `x` (a batch's row, set by `main`).
+var<private> xbase: u32;
+
 fn byte_at(i: u32) -> u32 { return (w[i >> 2u] >> ((i & 3u) << 3u)) & 0xffu; }
 // An f16 at an even offset: both halves of a word are decoded, the right one kept.
 fn half_at(i: u32) -> f32 { let v = unpack2x16float(w[i >> 2u]); return select(v.x, v.y, (i & 2u) != 0u); }
@@ -39,14 +42,16 @@ fn u32_at(i: u32) -> u32 {
 }
 "#;
 
-/// The entry point: one workgroup per row (rows past 65,535 in a second dispatch dimension),
-/// each thread's share of the row summed in workgroup memory.
+/// The entry point: one workgroup per weight row (rows past 65,535 in a second dispatch
+/// dimension) and input row (the third), each thread's share of the row summed in workgroup
+/// memory.
 const MAIN: &str = r#"
 var<workgroup> partial: array<f32, WG>;
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index) t: u32) {
     let row = group.y * p.groups_x + group.x;
+    xbase = group.z * p.cols;
     var sum = 0.0;
     if (row < p.rows) {
         sum = row_dot(row * p.row_bytes, t);
@@ -60,7 +65,7 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
         workgroupBarrier();
     }
     if (t == 0u && row < p.rows) {
-        y[row] = partial[0];
+        y[group.z * p.rows + row] = partial[0];
     }
 }
 "#;
@@ -70,7 +75,7 @@ const FLOAT_ROW: &str = r#"
 fn row_dot(base: u32, t: u32) -> f32 {
     var sum = 0.0;
     for (var e = t; e < p.cols; e += WG) {
-        sum += VALUE * x[e];
+        sum += VALUE * x[xbase + e];
     }
     return sum;
 }
@@ -83,7 +88,7 @@ fn row_dot(base: u32, t: u32) -> f32 {
     var sum = 0.0;
     for (var b = t; b < p.cols / LEN; b += WG) {
         let at = base + b * BYTES;
-        let xo = b * LEN;
+        let xo = xbase + b * LEN;
         BLOCK
     }
     return sum;
@@ -434,5 +439,70 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
     let x1 = x[b];
     x[a] = x0 * c - x1 * s;
     x[b] = x0 * s + x1 * c;
+}
+"#;
+
+/// Causal attention, one thread per (query, head) with an online softmax over the positions
+/// it sees (the window's, or all before it), keys and values of its KV head (grouped heads),
+/// scores scaled and, with a soft cap, squashed by `cap · tanh(score / cap)`. Head size at most
+/// 256. Correct first: a tiled kernel for long prefills is still to come.
+pub const ATTENTION: &str = r#"
+struct Params {
+    n_head: u32, n_kv: u32, head_dim: u32, start: u32,
+    queries: u32, window: u32, groups_x: u32, unused: u32,
+    scale: u32, softcap: u32, unused1: u32, unused2: u32,
+}
+@group(0) @binding(0) var<storage, read> q: array<f32>;
+@group(0) @binding(1) var<storage, read> k: array<f32>;
+@group(0) @binding(2) var<storage, read> v: array<f32>;
+@group(0) @binding(3) var<storage, read_write> out: array<f32>;
+@group(0) @binding(4) var<uniform> p: Params;
+
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+    let index = (group.y * p.groups_x + group.x) * 64u + t;
+    if (index >= p.queries * p.n_head) {
+        return;
+    }
+    let query = index / p.n_head;
+    let head = index % p.n_head;
+    let kv_head = head / (p.n_head / p.n_kv);
+    let position = p.start + query;
+    var first = 0u;
+    if (p.window > 0u && position + 1u > p.window) {
+        first = position + 1u - p.window;
+    }
+    let hd = p.head_dim;
+    let qo = (query * p.n_head + head) * hd;
+    let cap = bitcast<f32>(p.softcap);
+    let scale = select(bitcast<f32>(p.scale), bitcast<f32>(p.scale) / cap, cap > 0.0);
+    var acc: array<f32, 256>;
+    for (var d = 0u; d < hd; d++) {
+        acc[d] = 0.0;
+    }
+    var running_max = -3.0e38;
+    var total = 0.0;
+    for (var j = first; j <= position; j++) {
+        let ko = (j * p.n_kv + kv_head) * hd;
+        var dot = 0.0;
+        for (var d = 0u; d < hd; d++) {
+            dot += q[qo + d] * k[ko + d];
+        }
+        var score = dot * scale;
+        if (cap > 0.0) {
+            score = cap * tanh(score);
+        }
+        let new_max = max(running_max, score);
+        let correction = exp(running_max - new_max);
+        let weight = exp(score - new_max);
+        total = total * correction + weight;
+        for (var d = 0u; d < hd; d++) {
+            acc[d] = acc[d] * correction + weight * v[ko + d];
+        }
+        running_max = new_max;
+    }
+    for (var d = 0u; d < hd; d++) {
+        out[qo + d] = acc[d] / total;
+    }
 }
 "#;

@@ -210,3 +210,74 @@ fn rope_matches_the_cpu_in_both_pairings_with_and_without_factors() {
         assert_close(&format!("rope {style:?} {rope_dims}"), &got, &want, 2e-5);
     }
 }
+
+#[test]
+fn a_batch_of_input_rows_gives_a_row_of_outputs_each() {
+    let gpu = gpu();
+    let mut rng = Rng(5);
+    for weight_type in [WeightType::Q4_K, WeightType::Q8_0, WeightType::F16] {
+        let (rows, cols, batch) = (40, 512, 3);
+        let bytes = random_matrix(weight_type, rows, cols, &mut rng);
+        let x = random(cols * batch, 1.0, &mut rng);
+        let got = gpu.matvec(weight_type, &bytes, rows, cols, &x).unwrap();
+        assert_eq!(got.len(), rows * batch);
+        for (r, input) in x.chunks_exact(cols).enumerate() {
+            let one = gpu.matvec(weight_type, &bytes, rows, cols, input).unwrap();
+            assert_eq!(&got[r * rows..(r + 1) * rows], &one[..], "{weight_type:?} batch row {r}");
+            let want = cpu_matvec(weight_type, &bytes, rows, cols, input);
+            for (&g, &(dot, magnitude)) in one.iter().zip(&want) {
+                assert!(
+                    (f64::from(g) - dot).abs() <= 1e-5 * magnitude + 1e-6,
+                    "{weight_type:?}: {g} vs {dot}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn attention_matches_the_cpu_with_groups_windows_and_soft_caps() {
+    use super::AttentionParams;
+    use crate::model::attention::{HeadView, Scoring, attend_head_f32};
+    let gpu = gpu();
+    let mut rng = Rng(13);
+    // Decode (one query deep in the context) and prefill (queries from position 0), plain,
+    // grouped, windowed (Gemma's local layers) and soft-capped (Gemma 2).
+    for (queries, start, n_head, n_kv, head_dim, window, softcap) in [
+        (1, 37, 4, 4, 64, 0, 0.0),
+        (9, 0, 6, 2, 32, 0, 0.0),
+        (5, 20, 8, 2, 128, 8, 0.0),
+        (3, 12, 2, 1, 256, 0, 50.0),
+    ] {
+        let positions = start + queries;
+        let q = random(queries * n_head * head_dim, 1.0, &mut rng);
+        let k = random(positions * n_kv * head_dim, 1.0, &mut rng);
+        let v = random(positions * n_kv * head_dim, 1.0, &mut rng);
+        let scale = 1.0 / (head_dim as f32).sqrt();
+        let params = AttentionParams { n_head, n_kv, head_dim, start, window, scale, softcap };
+        let got = gpu.attention(&q, &k, &v, params).unwrap();
+        let mut want = vec![0.0; q.len()];
+        let scoring = Scoring::new(scale, (softcap > 0.0).then_some(softcap));
+        for (index, out) in want.chunks_exact_mut(head_dim).enumerate() {
+            let (t, h) = (index / n_head, index % n_head);
+            let position = start + t;
+            let first = if window > 0 { (position + 1).saturating_sub(window) } else { 0 };
+            let view = HeadView {
+                keys: &k[..],
+                values: &v[..],
+                stride: n_kv * head_dim,
+                offset: (h / (n_head / n_kv)) * head_dim,
+            };
+            attend_head_f32(&q[index * head_dim..][..head_dim], &view, first..position + 1, scoring, out);
+        }
+        assert_close(
+            &format!("attention {queries}×{n_head}/{n_kv}×{head_dim} window {window} cap {softcap}"),
+            &got,
+            &want,
+            2e-5,
+        );
+    }
+    let bad =
+        AttentionParams { n_head: 3, n_kv: 2, head_dim: 8, start: 0, window: 0, scale: 1.0, softcap: 0.0 };
+    assert!(matches!(gpu.attention(&[0.0; 24], &[0.0; 16], &[0.0; 16], bad), Err(GpuError::Shape(_))));
+}

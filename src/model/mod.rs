@@ -5,7 +5,7 @@
 //! costs validation only; no weight matrix is copied or dequantized up front.
 
 mod arch;
-mod attention;
+pub(crate) mod attention;
 mod backend;
 mod bytes;
 mod cache;
