@@ -15,8 +15,8 @@ pub mod chat;
 pub mod engine;
 /// Reading untrusted GGUF bytes: header, metadata, tensor index, ggml type table, errors.
 pub mod gguf;
-/// The GPU kernels on wgpu (native for now, behind the `gpu` feature), each checked against its
-/// CPU twin; the forward pass does not use them yet.
+/// The forward pass on the GPU through wgpu (native for now, behind the `gpu` feature): kernels
+/// checked against their CPU twins, and the model's backend on them.
 #[cfg(all(feature = "gpu", not(target_family = "wasm")))]
 pub mod gpu;
 /// The facts a person wants about a model file, as one serializable report.

@@ -1,17 +1,20 @@
-//! The GPU side of the engine, on `wgpu` (WebGPU's API; natively Vulkan, Metal or DX12). So far
-//! it holds a device and the matrix-vector products of a decode step for the float formats, the
-//! 32-element blocks, the K-quants and IQ4_NL/IQ4_XS, each checked against its CPU twin
-//! (`dequantize_row` and a dot).
-//! The forward pass does not run on it yet: that is [`crate::model`]'s `Backend` trait's GPU
-//! implementation, still to come.
+//! The GPU side of the engine, on `wgpu` (WebGPU's API; natively Vulkan, Metal or DX12): a
+//! device, kernels for every step of an attention layer (matrix products for the float
+//! formats, the 32-element blocks, the K-quants and IQ4_NL/IQ4_XS; RMSNorm, add, SwiGLU, GeGLU,
+//! RoPE, attention), each checked against its CPU twin, and [`GpuState`], the model's
+//! `Backend` on them: the same forward pass as the CPU's, one command encoder per batch.
+//! Native only so far; the browser build and the engine's choice of device are still to come.
 //!
 //! Weights are uploaded as the file stores them: a matrix's bytes go up unchanged (padded to
-//! a whole number of `u32`), and each kernel reads its blocks out of `array<u32>` words, with
-//! `unpack2x16float` for the f16 scales, so no `shader-f16` feature is needed (SwiftShader and
-//! some browsers lack it). Every block here starts on an even byte, so a scale never straddles
-//! two words.
+//! a whole number of `u32`, in slices of rows where one binding cannot hold it), and each
+//! kernel reads its blocks out of `array<u32>` words, with `unpack2x16float` for the f16
+//! scales, so no `shader-f16` feature is needed (SwiftShader and some browsers lack it). Every
+//! block here starts on an even byte, so a scale never straddles two words.
 
+mod backend;
 mod shaders;
+
+pub use backend::GpuState;
 
 use std::fmt;
 
@@ -82,6 +85,9 @@ pub struct Gpu {
     geglu: wgpu::ComputePipeline,
     rope: wgpu::ComputePipeline,
     attention: wgpu::ComputePipeline,
+    add_bias: wgpu::ComputePipeline,
+    scale: wgpu::ComputePipeline,
+    softcap: wgpu::ComputePipeline,
 }
 
 /// The shape of an attention call: queries of `n_head` heads at positions `start..`, over the
@@ -154,7 +160,26 @@ impl Gpu {
             pipeline(&device, &shaders::elementwise(shaders::GEGLU)),
             pipeline(&device, shaders::ROPE),
         );
-        Ok(Gpu { device, queue, facts, matvec, rms_norm, add, swiglu, geglu, rope, attention })
+        let (add_bias, scale, softcap) = (
+            pipeline(&device, &shaders::elementwise("x[i] = x[i] + y[i % p.unused0];")),
+            pipeline(&device, &shaders::elementwise("x[i] = x[i] * y[0];")),
+            pipeline(&device, &shaders::elementwise("x[i] = tanh(x[i] * (1.0 / y[0])) * y[0];")),
+        );
+        Ok(Gpu {
+            device,
+            queue,
+            facts,
+            matvec,
+            rms_norm,
+            add,
+            swiglu,
+            geglu,
+            rope,
+            attention,
+            add_bias,
+            scale,
+            softcap,
+        })
     }
 
     pub fn facts(&self) -> &AdapterFacts {
@@ -200,7 +225,7 @@ impl Gpu {
         padded.resize(words, 0);
         let batch = x.len() / cols;
         let [groups_x, groups_y] = groups_2d(rows as u32);
-        let params = [rows as u32, cols as u32, row_bytes as u32, groups_x];
+        let params = [rows as u32, cols as u32, row_bytes as u32, groups_x, rows as u32, 0, 0, 0];
         let groups = [groups_x, groups_y, batch as u32];
         self.run(pipeline, &[&padded, &f32_bytes(x)], &vec![0.0; rows * batch], &params, groups)
     }
@@ -237,7 +262,7 @@ impl Gpu {
     /// RoPE on `x`, rows of `heads × head_dim` at positions `start..`, with per-pair frequency
     /// divisors `factors` where the model has them.
     pub fn rope(&self, x: &[f32], rope: RopeParams, factors: Option<&[f32]>) -> Result<Vec<f32>, GpuError> {
-        let RopeParams { heads, head_dim, rope_dims, start, .. } = rope;
+        let RopeParams { heads, head_dim, rope_dims, .. } = rope;
         let row = heads * head_dim;
         if row == 0 || !x.len().is_multiple_of(row) || rope_dims > head_dim || rope_dims % 2 != 0 {
             return Err(GpuError::Shape(format!(
@@ -252,20 +277,7 @@ impl Gpu {
         let threads = (rows * heads * (rope_dims / 2)) as u32;
         let [groups_x, groups_y] = groups_2d(threads.div_ceil(ELEMENTWISE_WORKGROUP));
         let groups = [groups_x, groups_y, 1];
-        let params = [
-            rows as u32,
-            heads as u32,
-            head_dim as u32,
-            rope_dims as u32,
-            start as u32,
-            u32::from(rope.neox),
-            u32::from(factors.is_some()),
-            groups_x,
-            rope.base.to_bits(),
-            rope.freq_scale.to_bits(),
-            rope.attn_factor.to_bits(),
-            0,
-        ];
+        let params = rope_params(&rope, rows, factors.is_some(), groups_x);
         let factors = f32_bytes(factors.unwrap_or(&[1.0]));
         self.run(&self.rope, &[&factors], x, &params, groups)
     }
@@ -300,20 +312,7 @@ impl Gpu {
             )));
         }
         let [groups_x, groups_y] = groups_2d(((queries * a.n_head) as u32).div_ceil(64));
-        let params = [
-            a.n_head as u32,
-            a.n_kv as u32,
-            a.head_dim as u32,
-            a.start as u32,
-            queries as u32,
-            a.window as u32,
-            groups_x,
-            0,
-            a.scale.to_bits(),
-            a.softcap.to_bits(),
-            0,
-            0,
-        ];
+        let params = attention_params(&a, queries, groups_x);
         let inputs: [&[u8]; 3] = [&f32_bytes(q), &f32_bytes(k), &f32_bytes(v)];
         self.run(&self.attention, &inputs, &vec![0.0; q.len()], &params, [groups_x, groups_y, 1])
     }
@@ -407,18 +406,59 @@ impl Gpu {
         let output = &buffers[inputs.len()];
         encoder.copy_buffer_to_buffer(output, 0, &readback, 0, out_size);
         self.queue.submit([encoder.finish()]);
-        let (sender, receiver) = std::sync::mpsc::channel();
-        readback.map_async(wgpu::MapMode::Read, .., move |result| {
-            let _ = sender.send(result);
-        });
-        self.device.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| GpuError::Failed(e.to_string()))?;
-        receiver
-            .recv()
-            .map_err(|e| GpuError::Failed(e.to_string()))?
-            .map_err(|e| GpuError::Failed(e.to_string()))?;
-        let view = readback.get_mapped_range(..).map_err(|e| GpuError::Failed(e.to_string()))?;
-        Ok(view.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect())
+        read_back(self, &readback)
     }
+}
+
+/// A mapped readback buffer's floats, once the queue has finished with it.
+fn read_back(gpu: &Gpu, readback: &wgpu::Buffer) -> Result<Vec<f32>, GpuError> {
+    let (sender, receiver) = std::sync::mpsc::channel();
+    readback.map_async(wgpu::MapMode::Read, .., move |result| {
+        let _ = sender.send(result);
+    });
+    gpu.device.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| GpuError::Failed(e.to_string()))?;
+    receiver
+        .recv()
+        .map_err(|e| GpuError::Failed(e.to_string()))?
+        .map_err(|e| GpuError::Failed(e.to_string()))?;
+    let view = readback.get_mapped_range(..).map_err(|e| GpuError::Failed(e.to_string()))?;
+    Ok(view.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect())
+}
+
+/// The RoPE kernel's uniform for `rows` rows.
+fn rope_params(rope: &RopeParams, rows: usize, has_factors: bool, groups_x: u32) -> [u32; 12] {
+    [
+        rows as u32,
+        rope.heads as u32,
+        rope.head_dim as u32,
+        rope.rope_dims as u32,
+        rope.start as u32,
+        u32::from(rope.neox),
+        u32::from(has_factors),
+        groups_x,
+        rope.base.to_bits(),
+        rope.freq_scale.to_bits(),
+        rope.attn_factor.to_bits(),
+        0,
+    ]
+}
+
+/// The attention kernel's uniform for `queries` query rows.
+fn attention_params(a: &AttentionParams, queries: usize, groups_x: u32) -> [u32; 12] {
+    [
+        a.n_head as u32,
+        a.n_kv as u32,
+        a.head_dim as u32,
+        a.start as u32,
+        queries as u32,
+        a.window as u32,
+        groups_x,
+        0,
+        a.scale.to_bits(),
+        a.softcap.to_bits(),
+        0,
+        0,
+    ]
 }
 
 /// Workgroup counts for `groups` workgroups: up to 65,535 in x, the rest in y.

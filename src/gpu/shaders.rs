@@ -24,7 +24,9 @@ pub const MATVEC_TYPES: [WeightType; 15] = [
 
 /// Bindings and readers every kernel shares. Offsets are byte offsets into the weights.
 const HEADER: &str = r#"
-struct Params { rows: u32, cols: u32, row_bytes: u32, groups_x: u32 }
+// `rows` of this dispatch's slice of the matrix; its outputs go to `row_offset..` of output
+// rows of `total_rows` (a matrix larger than one binding is split into slices of rows).
+struct Params { rows: u32, cols: u32, row_bytes: u32, groups_x: u32, total_rows: u32, row_offset: u32, unused0: u32, unused1: u32 }
 @group(0) @binding(0) var<storage, read> w: array<u32>;
 @group(0) @binding(1) var<storage, read> x: array<f32>;
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;
@@ -65,7 +67,7 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
         workgroupBarrier();
     }
     if (t == 0u && row < p.rows) {
-        y[group.z * p.rows + row] = partial[0];
+        y[group.z * p.total_rows + p.row_offset + row] = partial[0];
     }
 }
 "#;

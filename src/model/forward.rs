@@ -79,7 +79,7 @@ impl Model {
 
 /// One batch through every layer on backend `b`; the logits of the batch's rows `logit_rows`
 /// are appended to `logits`.
-fn forward_batch(
+pub(crate) fn forward_batch(
     b: &mut impl Backend,
     model: &Model,
     tokens: &[u32],

@@ -6,7 +6,7 @@
 
 mod arch;
 pub(crate) mod attention;
-mod backend;
+pub(crate) mod backend;
 mod bytes;
 mod cache;
 mod config;
@@ -25,6 +25,7 @@ pub use config::{Config, DeltaNet, LayerShape, Rope, RopeStyle};
 pub use cpu::Scratch;
 pub use error::ModelError;
 pub use forward::LogitsFor;
+pub(crate) use forward::forward_batch;
 pub use loader::{FileLoader, LoadError};
 pub use weights::{
     AttentionWeights, DeltaNetWeights, LayerWeights, Matrix, Mixer, PerLayerInput, PerLayerWeights, Weights,

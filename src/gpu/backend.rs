@@ -1,0 +1,564 @@
+//! The model's [`Backend`] on the GPU: the same forward pass (`model::forward_batch`) with
+//! every operation recorded into one command encoder, weights uploaded once as the file stores
+//! them, activations and the KV cache (f32) on the device, and nothing read back but the logits.
+//! Runs the pre-norm and sandwich families' attention layers; the Qwen3.5 DeltaNet, gated
+//! attention and Gemma 4's per-layer inputs and value norms are refused up front
+//! ([`GpuState::new`]), so a model that needs them stays on the CPU.
+
+use std::collections::HashMap;
+use std::ops::Range;
+
+use super::{AttentionParams, Gpu, GpuError, RopeParams, groups_2d};
+use crate::model::backend::{Backend, Buf, Input};
+use crate::model::{
+    Activation, DeltaNetWeights, LayerWeights, Matrix, Model, ModelError, PerLayerWeights, RopeStyle,
+};
+use crate::tensor::dequantize_row;
+
+/// What a model keeps on the device between batches: its weights (by where they lie in the
+/// file, or where their decoded vector lives), the named activations, and the KV cache.
+pub struct GpuState {
+    bufs: Vec<wgpu::Buffer>,
+    gate: wgpu::Buffer,
+    up: wgpu::Buffer,
+    temp: wgpu::Buffer,
+    keys: Vec<wgpu::Buffer>,
+    values: Vec<wgpu::Buffer>,
+    logits: wgpu::Buffer,
+    /// Each matrix as slices of whole rows, each within one binding: (first row, rows, blocks).
+    matrices: HashMap<usize, Vec<(usize, usize, wgpu::Buffer)>>,
+    vectors: HashMap<usize, wgpu::Buffer>,
+    max_batch: usize,
+    capacity: usize,
+    len: usize,
+}
+
+impl GpuState {
+    /// Device memory for `model` with a cache of `capacity` positions and batches of up to
+    /// `max_batch` tokens; refuses a model with layers the GPU cannot run yet.
+    pub fn new(gpu: &Gpu, model: &Model, capacity: usize, max_batch: usize) -> Result<GpuState, GpuError> {
+        let c = model.config();
+        let missing = [
+            (c.delta_net.is_some(), "gated DeltaNet layers"),
+            (c.gated_attention, "gated attention"),
+            (c.normalize_values, "normalized values"),
+            (c.per_layer_input.is_some(), "per-layer inputs"),
+            (!c.rope_unrotated_pairs.is_empty(), "M-RoPE sections"),
+        ];
+        if let Some((_, what)) = missing.iter().find(|(needed, _)| *needed) {
+            return Err(GpuError::Shape(format!("{what} do not run on the GPU yet")));
+        }
+        let max_batch = max_batch.max(1);
+        let buffer = |floats: usize| {
+            gpu.device.create_buffer(&wgpu::BufferDescriptor {
+                label: None,
+                size: (4 * floats.max(1)) as u64,
+                usage: wgpu::BufferUsages::STORAGE
+                    | wgpu::BufferUsages::COPY_SRC
+                    | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            })
+        };
+        let (d, q, kv) = (c.n_embd, c.q_dim(), c.kv_dim());
+        let widths = [d, d, d, q, 2 * q, kv, kv, q]; // In Buf's order.
+        let bufs = widths.iter().map(|&w| buffer(w * max_batch)).collect();
+        let attention_layers = (0..c.n_layer).filter(|&l| c.keeps_kv(l));
+        Ok(GpuState {
+            bufs,
+            gate: buffer(c.n_ff * max_batch),
+            up: buffer(c.n_ff * max_batch),
+            temp: buffer(d.max(2 * q) * max_batch),
+            keys: attention_layers.clone().map(|_| buffer(capacity * kv)).collect(),
+            values: attention_layers.map(|_| buffer(capacity * kv)).collect(),
+            logits: buffer(c.vocab_size * max_batch),
+            matrices: HashMap::new(),
+            vectors: HashMap::new(),
+            max_batch,
+            capacity,
+            len: 0,
+        })
+    }
+
+    /// Positions in the cache.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Runs `tokens` after the cached positions and returns the logits of the last one: the
+    /// same forward pass as the CPU's, on the GPU.
+    pub fn forward(&mut self, gpu: &Gpu, model: &Model, tokens: &[u32]) -> Result<Vec<f32>, GpuError> {
+        let vocab = model.config().vocab_size;
+        if tokens.is_empty() || tokens.len() > self.max_batch || self.len + tokens.len() > self.capacity {
+            return Err(GpuError::Shape(format!(
+                "{} tokens after {} cached, with room for {} in batches of {}",
+                tokens.len(),
+                self.len,
+                self.capacity,
+                self.max_batch
+            )));
+        }
+        if let Some(&token) = tokens.iter().find(|&&t| t as usize >= vocab) {
+            return Err(GpuError::Shape(format!("token {token} is outside the vocabulary of {vocab}")));
+        }
+        let mut logits = Vec::new();
+        let n = tokens.len();
+        let mut backend = GpuBackend {
+            gpu,
+            model,
+            start: self.len,
+            n,
+            rows: n,
+            first: 0,
+            layer: 0,
+            encoder: Some(gpu.device.create_command_encoder(&Default::default())),
+            state: self,
+            error: None,
+        };
+        let result = crate::model::forward_batch(&mut backend, model, tokens, Some(n - 1..n), &mut logits);
+        if let Some(error) = backend.error.take() {
+            return Err(error);
+        }
+        result.map_err(|e| GpuError::Failed(e.to_string()))?;
+        Ok(logits)
+    }
+}
+
+/// One batch on the GPU: the operations record dispatches into `encoder`; `logits` submits.
+struct GpuBackend<'a> {
+    gpu: &'a Gpu,
+    model: &'a Model,
+    state: &'a mut GpuState,
+    encoder: Option<wgpu::CommandEncoder>,
+    start: usize,
+    n: usize,
+    rows: usize,
+    first: usize,
+    layer: usize,
+    /// The first failure of an operation that cannot return one (reported after the batch).
+    error: Option<GpuError>,
+}
+
+impl GpuBackend<'_> {
+    fn buf(&self, buf: Buf) -> &wgpu::Buffer {
+        &self.state.bufs[buf as usize]
+    }
+
+    fn width(&self, buf: Buf) -> usize {
+        let c = self.model.config();
+        let shape = c.layer(self.layer);
+        match buf {
+            Buf::X | Buf::Normed | Buf::BlockOut => c.n_embd,
+            Buf::Q | Buf::Attn => c.n_head * shape.head_dim,
+            Buf::QGate => 2 * c.n_head * shape.head_dim,
+            Buf::K | Buf::V => shape.kv_dim(),
+        }
+    }
+
+    fn encoder(&mut self) -> &mut wgpu::CommandEncoder {
+        self.encoder.get_or_insert_with(|| self.gpu.device.create_command_encoder(&Default::default()))
+    }
+
+    /// Records one dispatch of `pipeline` over `buffers` and a uniform of `params`.
+    fn dispatch(
+        &mut self,
+        pipeline: &wgpu::ComputePipeline,
+        buffers: &[&wgpu::Buffer],
+        params: &[u32],
+        groups: [u32; 3],
+    ) {
+        let mut words = params.to_vec();
+        words.resize(params.len().div_ceil(4).max(1) * 4, 0);
+        let uniform = wgpu::util::DeviceExt::create_buffer_init(
+            &self.gpu.device,
+            &wgpu::util::BufferInitDescriptor {
+                label: None,
+                contents: &super::u32_bytes(&words),
+                usage: wgpu::BufferUsages::UNIFORM,
+            },
+        );
+        let mut entries: Vec<wgpu::BindGroupEntry> = buffers
+            .iter()
+            .enumerate()
+            .map(|(i, b)| wgpu::BindGroupEntry { binding: i as u32, resource: b.as_entire_binding() })
+            .collect();
+        entries.push(wgpu::BindGroupEntry {
+            binding: buffers.len() as u32,
+            resource: uniform.as_entire_binding(),
+        });
+        let bind_group = self.gpu.device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: None,
+            layout: &pipeline.get_bind_group_layout(0),
+            entries: &entries,
+        });
+        let mut pass = self.encoder().begin_compute_pass(&Default::default());
+        pass.set_pipeline(pipeline);
+        pass.set_bind_group(0, &bind_group, &[]);
+        pass.dispatch_workgroups(groups[0], groups[1], groups[2]);
+    }
+
+    /// A vector of the model (a norm weight, a bias) on the device, uploaded on first use.
+    fn vector(&mut self, values: &[f32]) -> wgpu::Buffer {
+        let key = values.as_ptr() as usize;
+        let gpu = self.gpu;
+        self.state.vectors.entry(key).or_insert_with(|| upload(gpu, &super::f32_bytes(values))).clone()
+    }
+
+    /// A matrix's blocks on the device, uploaded on first use: in slices of whole rows where
+    /// it is larger than one binding holds (a large vocabulary's embedding).
+    fn matrix(&mut self, matrix: &Matrix) -> Result<Vec<(usize, usize, wgpu::Buffer)>, GpuError> {
+        if let Some(slices) = self.state.matrices.get(&matrix.range.start) {
+            return Ok(slices.clone());
+        }
+        let bytes = matrix.bytes(self.model.file());
+        let row_bytes = bytes.len() / matrix.rows.max(1);
+        let limit = self.gpu.facts.max_binding as usize;
+        let rows_per_slice = (limit / row_bytes.max(1)).min(matrix.rows);
+        if rows_per_slice == 0 {
+            return Err(GpuError::TooLarge {
+                what: "a weight row",
+                bytes: row_bytes as u64,
+                limit: limit as u64,
+            });
+        }
+        let mut slices = Vec::new();
+        for first in (0..matrix.rows).step_by(rows_per_slice) {
+            let rows = rows_per_slice.min(matrix.rows - first);
+            let mut padded = bytes[first * row_bytes..(first + rows) * row_bytes].to_vec();
+            padded.resize(padded.len().div_ceil(4) * 4, 0);
+            slices.push((first, rows, upload(self.gpu, &padded)));
+        }
+        self.state.matrices.insert(matrix.range.start, slices.clone());
+        Ok(slices)
+    }
+
+    /// `out` ← `input · matrixᵀ` for the rows held, one dispatch per slice of the matrix.
+    fn matmul(&mut self, matrix: &Matrix, input: &wgpu::Buffer, out: &wgpu::Buffer) -> Result<(), GpuError> {
+        let pipeline = self
+            .gpu
+            .matvec
+            .iter()
+            .find(|(t, _)| *t == matrix.weight_type)
+            .map(|(_, p)| p.clone())
+            .ok_or(GpuError::Unsupported(matrix.weight_type))?;
+        let row_bytes = matrix.range.len() / matrix.rows.max(1);
+        for (first, rows, weights) in self.matrix(matrix)? {
+            let [groups_x, groups_y] = groups_2d(rows as u32);
+            let params = [
+                rows as u32,
+                matrix.cols as u32,
+                row_bytes as u32,
+                groups_x,
+                matrix.rows as u32,
+                first as u32,
+                0,
+                0,
+            ];
+            self.dispatch(
+                &pipeline,
+                &[&weights, input, out],
+                &params,
+                [groups_x, groups_y, self.rows as u32],
+            );
+        }
+        Ok(())
+    }
+
+    /// `x ← f(x, y)` over `n` elements with an element-wise pipeline.
+    fn elementwise(
+        &mut self,
+        pipeline: &wgpu::ComputePipeline,
+        y: &wgpu::Buffer,
+        x: &wgpu::Buffer,
+        n: usize,
+        extra: u32,
+    ) {
+        let [groups_x, groups_y] = groups_2d((n as u32).div_ceil(super::ELEMENTWISE_WORKGROUP));
+        self.dispatch(pipeline, &[y, x], &[n as u32, groups_x, extra, 0], [groups_x, groups_y, 1]);
+    }
+
+    fn copy(
+        &mut self,
+        from: &wgpu::Buffer,
+        from_offset: usize,
+        to: &wgpu::Buffer,
+        to_offset: usize,
+        floats: usize,
+    ) {
+        if floats > 0 {
+            let (from, to) = (from.clone(), to.clone());
+            self.encoder().copy_buffer_to_buffer(
+                &from,
+                (4 * from_offset) as u64,
+                &to,
+                (4 * to_offset) as u64,
+                (4 * floats) as u64,
+            );
+        }
+    }
+
+    fn fail(&mut self, error: GpuError) {
+        self.error.get_or_insert(error);
+    }
+}
+
+fn upload(gpu: &Gpu, bytes: &[u8]) -> wgpu::Buffer {
+    wgpu::util::DeviceExt::create_buffer_init(
+        &gpu.device,
+        &wgpu::util::BufferInitDescriptor {
+            label: None,
+            contents: bytes,
+            usage: wgpu::BufferUsages::STORAGE,
+        },
+    )
+}
+
+/// The operations the GPU does not run yet fail the batch (never reached: [`GpuState::new`]
+/// refuses such models).
+fn not_yet(what: &str) -> ModelError {
+    ModelError::BadKey { key: what.into(), reason: "does not run on the GPU yet".into() }
+}
+
+impl Backend for GpuBackend<'_> {
+    fn rows(&self) -> usize {
+        self.rows
+    }
+
+    fn layer(&mut self, l: usize) {
+        self.layer = l;
+    }
+
+    fn embed(&mut self, tokens: &[u32]) -> Result<(), ModelError> {
+        let (c, w) = (self.model.config(), self.model.weights());
+        let mut x = vec![0.0f32; tokens.len() * c.n_embd];
+        for (&token, row) in tokens.iter().zip(x.chunks_exact_mut(c.n_embd)) {
+            let table = &w.token_embd;
+            dequantize_row(table.weight_type, table.row_bytes(self.model.file(), token as usize), row)?;
+            if let Some(scale) = c.embedding_scale {
+                row.iter_mut().for_each(|v| *v *= scale);
+            }
+        }
+        self.gpu.queue.write_buffer(self.buf(Buf::X), 0, &super::f32_bytes(&x));
+        Ok(())
+    }
+
+    fn per_layer_inputs(&mut self, _tokens: &[u32]) -> Result<(), ModelError> {
+        Err(not_yet("per-layer inputs"))
+    }
+
+    fn norm(&mut self, out: Buf, input: Buf, weight: &[f32]) {
+        let width = weight.len();
+        let floats = self.rows * self.width(input);
+        let weight = self.vector(weight);
+        let (mut source, target) = (self.buf(input).clone(), self.buf(out).clone());
+        if out == input {
+            let temp = self.state.temp.clone();
+            self.copy(&source, 0, &temp, 0, floats);
+            source = temp;
+        }
+        let rows = (floats / width) as u32;
+        let [groups_x, groups_y] = groups_2d(rows);
+        let eps = self.model.config().rms_eps;
+        let pipeline = self.gpu.rms_norm.clone();
+        self.dispatch(
+            &pipeline,
+            &[&source, &weight, &target],
+            &[rows, width as u32, eps.to_bits(), groups_x],
+            [groups_x, groups_y, 1],
+        );
+    }
+
+    fn norm_unweighted(&mut self, _buf: Buf, _width: usize) {
+        self.fail(GpuError::Shape("normalized values do not run on the GPU yet".into()));
+    }
+
+    fn add(&mut self, to: Buf, from: Buf) {
+        let n = self.rows * self.width(to);
+        let (y, x, pipeline) = (self.buf(from).clone(), self.buf(to).clone(), self.gpu.add.clone());
+        self.elementwise(&pipeline, &y, &x, n, 0);
+    }
+
+    fn add_bias(&mut self, buf: Buf, bias: &[f32]) {
+        let n = self.rows * self.width(buf);
+        let (y, x, pipeline) = (self.vector(bias), self.buf(buf).clone(), self.gpu.add_bias.clone());
+        self.elementwise(&pipeline, &y, &x, n, bias.len() as u32);
+    }
+
+    fn scale(&mut self, buf: Buf, factor: f32) {
+        let n = self.rows * self.width(buf);
+        let (x, pipeline) = (self.buf(buf).clone(), self.gpu.scale.clone());
+        let factor = upload(self.gpu, &factor.to_le_bytes());
+        self.elementwise(&pipeline, &factor, &x, n, 0);
+    }
+
+    fn copy(&mut self, to: Buf, from: Buf) {
+        let floats = self.rows * self.width(from);
+        let (from, to) = (self.buf(from).clone(), self.buf(to).clone());
+        GpuBackend::copy(self, &from, 0, &to, 0, floats);
+    }
+
+    fn project<const M: usize>(
+        &mut self,
+        input: Buf,
+        _which: Input,
+        outputs: [(&Matrix, Buf); M],
+    ) -> Result<(), ModelError> {
+        let source = self.buf(input).clone();
+        for (matrix, out) in outputs {
+            let target = self.buf(out).clone();
+            if let Err(error) = self.matmul(matrix, &source, &target) {
+                self.fail(error);
+            }
+        }
+        Ok(())
+    }
+
+    fn split_gate(&mut self) {
+        self.fail(GpuError::Shape("gated attention does not run on the GPU yet".into()));
+    }
+
+    fn apply_gate(&mut self) {
+        self.fail(GpuError::Shape("gated attention does not run on the GPU yet".into()));
+    }
+
+    fn rope(&mut self, keys: bool) {
+        let (c, l) = (self.model.config(), self.layer);
+        let shape = c.layer(l);
+        let rope = c.rope_for_layer(l);
+        let factors = self
+            .model
+            .weights()
+            .rope_factors(self.state.capacity > c.rope_original_context)
+            .filter(|_| c.uses_rope_factors(l));
+        let factor_buffer = match factors {
+            Some(f) => self.vector(f),
+            None => upload(self.gpu, &1.0f32.to_le_bytes()),
+        };
+        for (buf, heads) in [(Buf::Q, c.n_head), (Buf::K, shape.n_head_kv)] {
+            if buf == Buf::K && !keys {
+                continue;
+            }
+            let params = RopeParams {
+                heads,
+                head_dim: shape.head_dim,
+                rope_dims: shape.rope_dims,
+                start: self.start,
+                neox: c.rope_style == RopeStyle::Neox,
+                base: rope.base,
+                freq_scale: rope.freq_scale,
+                attn_factor: rope.attn_factor,
+            };
+            let threads = (self.rows * heads * (params.rope_dims / 2)) as u32;
+            let [groups_x, groups_y] = groups_2d(threads.div_ceil(super::ELEMENTWISE_WORKGROUP));
+            let words = super::rope_params(&params, self.rows, factors.is_some(), groups_x);
+            let (x, pipeline) = (self.buf(buf).clone(), self.gpu.rope.clone());
+            self.dispatch(&pipeline, &[&factor_buffer, &x], &words, [groups_x, groups_y, 1]);
+        }
+    }
+
+    fn attend(&mut self, store: bool, score_scale: f32) {
+        let (c, l) = (self.model.config(), self.layer);
+        let shape = c.layer(l);
+        let kvd = shape.kv_dim();
+        let cache_index = (0..shape.kv_from).filter(|&j| c.keeps_kv(j)).count();
+        let (keys, values) = (self.state.keys[cache_index].clone(), self.state.values[cache_index].clone());
+        if store {
+            let (k, v) = (self.buf(Buf::K).clone(), self.buf(Buf::V).clone());
+            GpuBackend::copy(self, &k, 0, &keys, self.start * kvd, self.rows * kvd);
+            GpuBackend::copy(self, &v, 0, &values, self.start * kvd, self.rows * kvd);
+        }
+        let window = if c.is_sliding(l) { c.sliding_window.unwrap_or(0) } else { 0 };
+        let params = AttentionParams {
+            n_head: c.n_head,
+            n_kv: shape.n_head_kv,
+            head_dim: shape.head_dim,
+            start: self.start,
+            window,
+            scale: score_scale,
+            softcap: c.attn_softcap.unwrap_or(0.0),
+        };
+        let [groups_x, groups_y] = groups_2d(((self.rows * c.n_head) as u32).div_ceil(64));
+        let words = super::attention_params(&params, self.rows, groups_x);
+        let (q, out, pipeline) =
+            (self.buf(Buf::Q).clone(), self.buf(Buf::Attn).clone(), self.gpu.attention.clone());
+        self.dispatch(&pipeline, &[&q, &keys, &values, &out], &words, [groups_x, groups_y, 1]);
+    }
+
+    fn feed_forward(&mut self, layer: &LayerWeights) -> Result<(), ModelError> {
+        let (normed, gate, up, out) = (
+            self.buf(Buf::Normed).clone(),
+            self.state.gate.clone(),
+            self.state.up.clone(),
+            self.buf(Buf::BlockOut).clone(),
+        );
+        for (matrix, target) in [(&layer.w_gate, &gate), (&layer.w_up, &up)] {
+            if let Err(error) = self.matmul(matrix, &normed, target) {
+                self.fail(error);
+            }
+        }
+        let n = self.rows * layer.w_gate.rows;
+        let pipeline = match self.model.config().activation {
+            Activation::SwiGlu => self.gpu.swiglu.clone(),
+            Activation::GeGlu => self.gpu.geglu.clone(),
+        };
+        self.elementwise(&pipeline, &up, &gate, n, 0);
+        if let Err(error) = self.matmul(&layer.w_down, &gate, &out) {
+            self.fail(error);
+        }
+        Ok(())
+    }
+
+    fn delta_net(&mut self, _weights: &DeltaNetWeights) -> Result<(), ModelError> {
+        Err(not_yet("gated DeltaNet layers"))
+    }
+
+    fn per_layer(&mut self, _weights: &PerLayerWeights) -> Result<(), ModelError> {
+        Err(not_yet("per-layer inputs"))
+    }
+
+    fn keep_rows(&mut self, rows: Range<usize>) {
+        let d = self.model.config().n_embd;
+        let (x, temp) = (self.buf(Buf::X).clone(), self.state.temp.clone());
+        GpuBackend::copy(self, &x, rows.start * d, &temp, 0, rows.len() * d);
+        GpuBackend::copy(self, &temp, 0, &x, 0, rows.len() * d);
+        self.rows = rows.len();
+        self.first = rows.start;
+    }
+
+    fn commit(&mut self) {
+        self.state.len = self.start + self.n;
+    }
+
+    fn logits(&mut self, out: &mut [f32]) -> Result<(), ModelError> {
+        let (normed, logits) = (self.buf(Buf::Normed).clone(), self.state.logits.clone());
+        if let Err(error) = self.matmul(&self.model.weights().output, &normed, &logits) {
+            self.fail(error);
+        }
+        if let Some(cap) = self.model.config().final_softcap {
+            let pipeline = self.gpu.softcap.clone();
+            let cap = upload(self.gpu, &cap.to_le_bytes());
+            self.elementwise(&pipeline, &cap, &logits, out.len(), 0);
+        }
+        let bytes = (4 * out.len()) as u64;
+        let readback = self.gpu.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("logits readback"),
+            size: bytes,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        let mut encoder = self
+            .encoder
+            .take()
+            .unwrap_or_else(|| self.gpu.device.create_command_encoder(&Default::default()));
+        encoder.copy_buffer_to_buffer(&logits, 0, &readback, 0, bytes);
+        self.gpu.queue.submit([encoder.finish()]);
+        match super::read_back(self.gpu, &readback) {
+            Ok(values) => out.copy_from_slice(&values[..out.len()]),
+            Err(error) => self.fail(error),
+        }
+        Ok(())
+    }
+}

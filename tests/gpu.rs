@@ -1,0 +1,111 @@
+//! The forward pass on the GPU (natively, Mesa's lavapipe here) against the same pass on the
+//! CPU, whose logits match llama.cpp's goldens (tests/parity.rs): a prompt in one batch, then
+//! decode steps one token at a time over the GPU's own KV cache. Needs `--features gpu`.
+//!
+//! The bounds differ by what the CPU does that the GPU does not. With F32 or F16 weights the
+//! CPU keeps activations in f32, and the two agree within 0.01 (the CPU's KV cache is f16, the
+//! GPU's f32). With quantized weights the CPU, as llama.cpp's CPU backend, quantizes each
+//! activation to 8 bits before a product, while the GPU multiplies f32 activations: logits then
+//! differ by up to about 1 on the real models, and a near tie may resolve the other way, so
+//! the GPU's choice must be the CPU's or score within `TIE` of it on the CPU.
+#![cfg(feature = "gpu")]
+
+use std::path::PathBuf;
+
+use inferno::gpu::{Gpu, GpuError, GpuState};
+use inferno::model::{LogitsFor, Model};
+
+/// How far below the CPU's best logit the GPU's pick may score on the CPU.
+const TIE: f32 = 1.0;
+
+fn model(file: &str) -> Model {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let cache = std::env::var("INFERNO_TEST_MODELS").unwrap_or_else(|_| ".cache/models".into());
+    let dirs = [root.join("tests/fixtures/models"), root.join("../shared/models"), root.join(cache)];
+    let path = dirs.iter().map(|dir| dir.join(file)).find(|path| path.exists());
+    let path = path.unwrap_or_else(|| panic!("{file} is in none of {dirs:?} (./build.sh models fetches it)"));
+    Model::load(std::fs::read(&path).unwrap()).unwrap()
+}
+
+fn argmax(logits: &[f32]) -> usize {
+    logits.iter().enumerate().fold(0, |best, (i, &v)| if v > logits[best] { i } else { best })
+}
+
+/// Greedy from `prompt` for `steps` tokens on both backends (each step feeding the CPU's
+/// choice): the GPU's logits within `tolerance` of the CPU's, its choice the CPU's or a near
+/// tie on the CPU.
+fn gpu_follows_cpu(file: &str, prompt: &[u32], steps: usize, tolerance: f32) {
+    let model = model(file);
+    let gpu = Gpu::new().expect("a GPU adapter (natively: apt-get install mesa-vulkan-drivers)");
+    let capacity = prompt.len() + steps;
+    let mut on_gpu = GpuState::new(&gpu, &model, capacity, prompt.len()).unwrap();
+    let (mut cache, mut scratch) = model.new_state(capacity, prompt.len()).unwrap();
+    let mut tokens = prompt.to_vec();
+    for step in 0..steps {
+        let fed = if step == 0 { &tokens[..] } else { &tokens[tokens.len() - 1..] };
+        let cpu = model.forward(&mut cache, &mut scratch, fed, LogitsFor::Last).unwrap().to_vec();
+        let gpu_logits = on_gpu.forward(&gpu, &model, fed).unwrap();
+        assert_eq!(gpu_logits.len(), cpu.len());
+        let delta = cpu.iter().zip(&gpu_logits).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
+        let (best, picked) = (argmax(&cpu), argmax(&gpu_logits));
+        eprintln!("{file} step {step}: max |Δlogit| {delta:.4}, top-1 CPU {best} GPU {picked}");
+        assert!(delta <= tolerance, "{file} step {step}: max |Δlogit| {delta} > {tolerance}");
+        let short = cpu[best] - cpu[picked];
+        assert!(short <= TIE, "{file} step {step}: the GPU picked {picked}, {short} below the CPU's {best}");
+        tokens.push(best as u32);
+    }
+    assert_eq!(on_gpu.len(), capacity - 1);
+}
+
+const PROMPT: [u32; 6] = [1, 5, 9, 14, 3, 7];
+
+#[test]
+fn unquantized_weights_give_the_cpus_logits() {
+    for file in ["qwen3-micro-f32.gguf", "qwen3-micro-f16.gguf"] {
+        gpu_follows_cpu(file, &PROMPT, 4, 0.01);
+    }
+}
+
+#[test]
+fn every_family_the_gpu_runs_follows_the_cpu() {
+    // Qwen3 (Q/K norm), Qwen2 (biases), Phi-3 (fused QKV and gate/up), SmolLM3 (NoPE layers),
+    // Llama 3 (RoPE factors), Gemma 2 (sandwich norms, soft caps, sliding windows).
+    for file in [
+        "qwen3-micro-q8_0.gguf",
+        "qwen2-micro-q8_0.gguf",
+        "phi3-micro-q8_0.gguf",
+        "smollm3-micro-q8_0.gguf",
+        "llama-micro-llama3.gguf",
+        "gemma2-micro-q8_0.gguf",
+    ] {
+        gpu_follows_cpu(file, &PROMPT, 3, 0.15);
+    }
+}
+
+#[test]
+fn smollm2_runs_on_the_gpu_as_on_the_cpu() {
+    // "<|im_start|>user\nWhat is the capital of France?" in SmolLM2's vocabulary.
+    let prompt = [1, 4093, 198, 1780, 314, 260, 3575, 282, 4649, 47];
+    gpu_follows_cpu("SmolLM2-135M-Instruct.Q4_1.gguf", &prompt, 4, 1.5);
+}
+
+#[test]
+fn gemma3_runs_on_the_gpu_as_on_the_cpu() {
+    // Its 262,144-row embedding (178 MB) is larger than lavapipe binds at once: sliced.
+    let prompt = [2, 105, 2364, 107, 3689, 563, 506, 5279, 529, 7001, 236881];
+    gpu_follows_cpu("gemma3-270m-q4_k_m.gguf", &prompt, 3, 1.5);
+}
+
+#[test]
+fn models_the_gpu_cannot_run_yet_are_refused_up_front() {
+    let gpu = Gpu::new().unwrap();
+    for (file, why) in
+        [("qwen35-micro-q8_0.gguf", "DeltaNet"), ("gemma4-micro-q8_0.gguf", "normalized values")]
+    {
+        match GpuState::new(&gpu, &model(file), 8, 4) {
+            Err(GpuError::Shape(message)) => assert!(message.contains(why), "{file}: {message}"),
+            Err(other) => panic!("{file}: {other}"),
+            Ok(_) => panic!("{file} was taken by the GPU"),
+        }
+    }
+}
