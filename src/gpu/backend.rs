@@ -13,7 +13,6 @@ use crate::model::backend::{Backend, Buf, Input};
 use crate::model::{
     Activation, DeltaNetWeights, LayerWeights, Matrix, Model, ModelError, PerLayerWeights, RopeStyle,
 };
-use crate::tensor::dequantize_row;
 
 /// What a model keeps on the device between batches: its weights (by where they lie in the
 /// file, or where their decoded vector lives), the named activations, and the KV cache.
@@ -332,15 +331,9 @@ impl Backend for GpuBackend<'_> {
     }
 
     fn embed(&mut self, tokens: &[u32]) -> Result<(), ModelError> {
-        let (c, w) = (self.model.config(), self.model.weights());
+        let (c, w, file) = (self.model.config(), self.model.weights(), self.model.file());
         let mut x = vec![0.0f32; tokens.len() * c.n_embd];
-        for (&token, row) in tokens.iter().zip(x.chunks_exact_mut(c.n_embd)) {
-            let table = &w.token_embd;
-            dequantize_row(table.weight_type, table.row_bytes(self.model.file(), token as usize), row)?;
-            if let Some(scale) = c.embedding_scale {
-                row.iter_mut().for_each(|v| *v *= scale);
-            }
-        }
+        crate::model::embeddings(c, w, file, tokens, &mut x)?;
         self.gpu.queue.write_buffer(self.buf(Buf::X), 0, &super::f32_bytes(&x));
         Ok(())
     }

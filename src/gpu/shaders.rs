@@ -226,45 +226,9 @@ pub fn matvec(weight_type: WeightType, workgroup: u32) -> String {
             }
         }",
         ),
-        WeightType::Q4_K => k_row(
-            144,
-            K4_SCALES,
-            "let d = half_at(at);
-        let dmin = half_at(at + 2u);
-        for (var g = 0u; g < 8u; g++) {
-            let sm = k4_scale_min(at + 4u, g);
-            let first = at + 16u + 32u * (g / 2u);
-            let shift = 4u * (g % 2u);
-            var s = 0.0;
-            var sx = 0.0;
-            for (var k = 0u; k < 32u; k++) {
-                let v = x[xo + 32u * g + k];
-                s += f32((byte_at(first + k) >> shift) & 15u) * v;
-                sx += v;
-            }
-            sum += d * sm.x * s - dmin * sm.y * sx;
-        }",
-        ),
-        WeightType::Q5_K => k_row(
-            176,
-            K4_SCALES,
-            "let d = half_at(at);
-        let dmin = half_at(at + 2u);
-        for (var g = 0u; g < 8u; g++) {
-            let sm = k4_scale_min(at + 4u, g);
-            let first = at + 48u + 32u * (g / 2u);
-            let shift = 4u * (g % 2u);
-            var s = 0.0;
-            var sx = 0.0;
-            for (var k = 0u; k < 32u; k++) {
-                let v = x[xo + 32u * g + k];
-                let q = ((byte_at(first + k) >> shift) & 15u) | (((byte_at(at + 16u + k) >> g) & 1u) << 4u);
-                s += f32(q) * v;
-                sx += v;
-            }
-            sum += d * sm.x * s - dmin * sm.y * sx;
-        }",
-        ),
+        // Q5_K is Q4_K with a fifth bit per weight in `qh` (32 bytes before the nibbles).
+        WeightType::Q4_K => k4_row(144, 16, ""),
+        WeightType::Q5_K => k4_row(176, 48, " | (((byte_at(at + 16u + k) >> g) & 1u) << 4u)"),
         WeightType::Q6_K => k_row(
             210,
             "",
@@ -323,6 +287,29 @@ pub fn matvec(weight_type: WeightType, workgroup: u32) -> String {
         other => unreachable!("no matrix-vector kernel for {other:?}: not in MATVEC_TYPES"),
     };
     format!("{HEADER}{row}{MAIN}").replace("WG", &format!("{workgroup}u"))
+}
+
+/// Q4_K and Q5_K: eight groups of 32 with 6-bit scales and mins; nibbles from byte `nibbles`
+/// of the block, each widened by `fifth_bit`.
+fn k4_row(bytes: u32, nibbles: u32, fifth_bit: &str) -> String {
+    let block = "let d = half_at(at);
+        let dmin = half_at(at + 2u);
+        for (var g = 0u; g < 8u; g++) {
+            let sm = k4_scale_min(at + 4u, g);
+            let first = at + NIBBLESu + 32u * (g / 2u);
+            let shift = 4u * (g % 2u);
+            var s = 0.0;
+            var sx = 0.0;
+            for (var k = 0u; k < 32u; k++) {
+                let v = x[xo + 32u * g + k];
+                s += f32(((byte_at(first + k) >> shift) & 15u)FIFTH) * v;
+                sx += v;
+            }
+            sum += d * sm.x * s - dmin * sm.y * sx;
+        }"
+    .replace("NIBBLES", &nibbles.to_string())
+    .replace("FIFTH", fifth_bit);
+    k_row(bytes, K4_SCALES, &block)
 }
 
 /// A row of 32-element blocks.

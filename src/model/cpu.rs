@@ -285,17 +285,9 @@ impl Backend for Cpu<'_> {
         self.layer = l;
     }
 
-    /// Token embeddings (rows of `token_embd`), scaled for Gemma.
     fn embed(&mut self, tokens: &[u32]) -> Result<(), ModelError> {
-        let (table, scale) = (&self.weights.token_embd, self.config.embedding_scale);
         let x = &mut self.s.bufs.x[..tokens.len() * self.config.n_embd];
-        for (&token, row) in tokens.iter().zip(x.chunks_exact_mut(self.config.n_embd)) {
-            dequantize_row(table.weight_type, table.row_bytes(self.file, token as usize), row)?;
-            if let Some(scale) = scale {
-                row.iter_mut().for_each(|v| *v *= scale);
-            }
-        }
-        Ok(())
+        embeddings(self.config, self.weights, self.file, tokens, x)
     }
 
     /// Gemma 4's per-layer inputs of a batch (`n × n_layer × width`): each token's row of the
@@ -538,6 +530,25 @@ impl Backend for Cpu<'_> {
         }
         Ok(())
     }
+}
+
+/// The tokens' embeddings (rows of `token_embd`, scaled where the architecture scales them)
+/// into `x`, a row per token: what every backend's [`Backend::embed`] starts from.
+pub(crate) fn embeddings(
+    config: &Config,
+    weights: &Weights,
+    file: &ModelBytes,
+    tokens: &[u32],
+    x: &mut [f32],
+) -> Result<(), ModelError> {
+    let table = &weights.token_embd;
+    for (&token, row) in tokens.iter().zip(x.chunks_exact_mut(config.n_embd)) {
+        dequantize_row(table.weight_type, table.row_bytes(file, token as usize), row)?;
+        if let Some(scale) = config.embedding_scale {
+            row.iter_mut().for_each(|v| *v *= scale);
+        }
+    }
+    Ok(())
 }
 
 /// Causal (and for sliding layers, windowed) attention of the queries `q` at positions

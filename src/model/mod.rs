@@ -23,6 +23,7 @@ pub use bytes::{ModelBytes, piece_starts};
 pub use cache::{CHECKPOINT_INTERVAL, Cache};
 pub use config::{Config, DeltaNet, LayerShape, Rope, RopeStyle};
 pub use cpu::Scratch;
+pub(crate) use cpu::embeddings;
 pub use error::ModelError;
 pub use forward::LogitsFor;
 pub(crate) use forward::forward_batch;
