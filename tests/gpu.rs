@@ -109,3 +109,20 @@ fn models_the_gpu_cannot_run_yet_are_refused_up_front() {
         }
     }
 }
+
+#[test]
+fn a_rolled_back_cache_continues_as_a_fresh_one() {
+    // Branching: after the prompt and two answer tokens, back to the prompt and another token.
+    let model = model("qwen3-micro-q8_0.gguf");
+    let gpu = Gpu::new().unwrap();
+    let mut branched = GpuState::new(&gpu, &model, 12, 6).unwrap();
+    branched.forward(&gpu, &model, &PROMPT).unwrap();
+    branched.forward(&gpu, &model, &[11]).unwrap();
+    branched.forward(&gpu, &model, &[12]).unwrap();
+    branched.truncate(PROMPT.len());
+    assert_eq!(branched.len(), PROMPT.len());
+    let after_branch = branched.forward(&gpu, &model, &[13]).unwrap();
+    let mut fresh = GpuState::new(&gpu, &model, 12, 6).unwrap();
+    fresh.forward(&gpu, &model, &PROMPT).unwrap();
+    assert_eq!(after_branch, fresh.forward(&gpu, &model, &[13]).unwrap());
+}

@@ -87,6 +87,12 @@ impl GpuState {
         self.len == 0
     }
 
+    /// Forgets the positions from `len` on: the rollback behind branching from an earlier
+    /// step. Later tokens overwrite what was cached there.
+    pub fn truncate(&mut self, len: usize) {
+        self.len = self.len.min(len);
+    }
+
     /// Runs `tokens` after the cached positions and returns the logits of the last one: the
     /// same forward pass as the CPU's, on the GPU.
     pub fn forward(&mut self, gpu: &Gpu, model: &Model, tokens: &[u32]) -> Result<Vec<f32>, GpuError> {
