@@ -117,7 +117,6 @@ impl GpuState {
             start: self.len,
             n,
             rows: n,
-            first: 0,
             layer: 0,
             encoder: Some(gpu.device.create_command_encoder(&Default::default())),
             state: self,
@@ -141,7 +140,6 @@ struct GpuBackend<'a> {
     start: usize,
     n: usize,
     rows: usize,
-    first: usize,
     layer: usize,
     /// The first failure of an operation that cannot return one (reported after the batch).
     error: Option<GpuError>,
@@ -524,7 +522,6 @@ impl Backend for GpuBackend<'_> {
         GpuBackend::copy(self, &x, rows.start * d, &temp, 0, rows.len() * d);
         GpuBackend::copy(self, &temp, 0, &x, 0, rows.len() * d);
         self.rows = rows.len();
-        self.first = rows.start;
     }
 
     fn commit(&mut self) {

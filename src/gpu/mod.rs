@@ -215,14 +215,8 @@ impl Gpu {
         if rows == 0 {
             return Ok(Vec::new());
         }
-        let words = bytes.len().div_ceil(4) * 4;
-        for (what, size) in [("the matrix", words), ("the input", 4 * x.len())] {
-            if size as u64 > self.facts.max_binding {
-                return Err(GpuError::TooLarge { what, bytes: size as u64, limit: self.facts.max_binding });
-            }
-        }
         let mut padded = bytes.to_vec();
-        padded.resize(words, 0);
+        padded.resize(bytes.len().div_ceil(4) * 4, 0);
         let batch = x.len() / cols;
         let [groups_x, groups_y] = groups_2d(rows as u32);
         let params = [rows as u32, cols as u32, row_bytes as u32, groups_x, rows as u32, 0, 0, 0];
