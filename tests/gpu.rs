@@ -12,8 +12,12 @@
 
 use std::path::PathBuf;
 
+use std::sync::Arc;
+
+use inferno::engine::Engine;
 use inferno::gpu::{Gpu, GpuError, GpuState};
 use inferno::model::{LogitsFor, Model};
+use inferno::sampler::{Sampler, SamplerSettings};
 
 /// How far below the CPU's best logit the GPU's pick may score on the CPU.
 const TIE: f32 = 1.0;
@@ -103,7 +107,7 @@ fn models_the_gpu_cannot_run_yet_are_refused_up_front() {
         [("qwen35-micro-q8_0.gguf", "DeltaNet"), ("gemma4-micro-q8_0.gguf", "normalized values")]
     {
         match GpuState::new(&gpu, &model(file), 8, 4) {
-            Err(GpuError::Shape(message)) => assert!(message.contains(why), "{file}: {message}"),
+            Err(GpuError::Refused(what)) => assert!(what.contains(why), "{file}: {what}"),
             Err(other) => panic!("{file}: {other}"),
             Ok(_) => panic!("{file} was taken by the GPU"),
         }
@@ -125,4 +129,87 @@ fn a_rolled_back_cache_continues_as_a_fresh_one() {
     let mut fresh = GpuState::new(&gpu, &model, 12, 6).unwrap();
     fresh.forward(&gpu, &model, &PROMPT).unwrap();
     assert_eq!(after_branch, fresh.forward(&gpu, &model, &[13]).unwrap());
+}
+
+fn golden(file: &str, prompt: &str) -> (Vec<u32>, Vec<u32>) {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/golden").join(file);
+    let golden: serde_json::Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    let ids = |key: &str| -> Vec<u32> {
+        let list = golden["prompts"][prompt][key].as_array().unwrap();
+        list.iter().map(|v| v.as_u64().unwrap() as u32).collect()
+    };
+    (ids("prompt_ids"), ids("generated_ids"))
+}
+
+fn engine_on_gpu(file: &str) -> Engine {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let mut engine =
+        Engine::load(std::fs::read(root.join("tests/fixtures/models").join(file)).unwrap()).unwrap();
+    engine.use_gpu(Some(Arc::new(Gpu::new().unwrap()))).unwrap();
+    engine
+}
+
+/// A whole session on the GPU as the page drives one: llama.cpp's greedy continuation (parting
+/// only at a near tie), a second turn that evaluates only its new tokens, and a branch from
+/// an earlier step that continues as a fresh session would.
+#[test]
+fn a_session_on_the_gpu_follows_llama_cpp_reuses_its_cache_and_branches() {
+    let engine = engine_on_gpu("qwen3-micro-q4_0.gguf");
+    let (prompt, expected) = golden("qwen3-micro-q4_0.json", "capital");
+    let mut session = engine.new_session(64).unwrap();
+    assert!(session.gpu().is_some() && session.gpu_bytes() > 0);
+    session.sync(&engine, &prompt).unwrap();
+    let mut sampler = Sampler::new(SamplerSettings::greedy()).unwrap();
+    let mut generated = Vec::new();
+    for (i, &theirs) in expected.iter().enumerate() {
+        let step = session.step(&engine, &mut sampler, None, 5).unwrap();
+        if step.token != theirs {
+            let trace = step.trace.unwrap();
+            let logit =
+                |id| trace.candidates.iter().find(|c| c.id == id).map_or(f32::NEG_INFINITY, |c| c.logit);
+            let margin = logit(step.token) - logit(theirs);
+            assert!(margin < 0.3, "parted from llama.cpp at step {i} by {margin}");
+            assert!(i >= 8, "only {i} steps agree with llama.cpp");
+            break;
+        }
+        generated.push(step.token);
+    }
+    // A second turn: the cache keeps everything but the token after the last step.
+    let mut next_turn = session.tokens();
+    next_turn.extend([1, 2, 3]);
+    let report = session.sync(&engine, &next_turn).unwrap();
+    assert_eq!((report.reused, report.evaluated), (next_turn.len() - 4, 4));
+    // A branch: back to the prompt's end, forcing another first token, equals a fresh session.
+    let forced = generated[0] ^ 1;
+    session.truncate(prompt.len());
+    let branched = session.step(&engine, &mut sampler, Some(forced), 0).unwrap();
+    let after_branch = session.step(&engine, &mut sampler, None, 5).unwrap();
+    let mut fresh = engine.new_session(64).unwrap();
+    fresh.sync(&engine, &prompt).unwrap();
+    fresh.step(&engine, &mut sampler, Some(forced), 0).unwrap();
+    let fresh_next = fresh.step(&engine, &mut sampler, None, 5).unwrap();
+    assert_eq!(branched.token, forced);
+    assert_eq!(after_branch.token, fresh_next.token);
+    let logits = |s: &inferno::engine::Step| {
+        s.trace.as_ref().unwrap().candidates.iter().map(|c| c.logit).collect::<Vec<_>>()
+    };
+    assert_eq!(logits(&after_branch), logits(&fresh_next));
+}
+
+/// A lost device fails the request with `gpu_lost`, and the engine goes on on the CPU.
+#[test]
+fn a_lost_device_fails_the_step_and_the_cpu_takes_over() {
+    let mut engine = engine_on_gpu("qwen3-micro-q8_0.gguf");
+    let (prompt, _) = golden("qwen3-micro-q4_0.json", "capital");
+    let mut session = engine.new_session(32).unwrap();
+    session.sync(&engine, &prompt).unwrap();
+    let mut sampler = Sampler::new(SamplerSettings::greedy()).unwrap();
+    session.step(&engine, &mut sampler, None, 0).unwrap();
+    engine.gpu().unwrap().destroy();
+    let error = session.step(&engine, &mut sampler, None, 0).unwrap_err();
+    assert_eq!(error.kind(), "gpu_lost", "{error}");
+    engine.use_gpu(None).unwrap();
+    let mut on_cpu = engine.new_session(32).unwrap();
+    on_cpu.sync(&engine, &prompt).unwrap();
+    on_cpu.step(&engine, &mut sampler, None, 0).unwrap();
 }

@@ -25,6 +25,9 @@ pub enum EngineError {
     },
     /// A step was asked for before any prompt was evaluated.
     NothingToContinue,
+    /// The GPU could not take the model, failed, or was lost.
+    #[cfg(feature = "gpu")]
+    Gpu(crate::gpu::GpuError),
 }
 
 impl EngineError {
@@ -43,6 +46,8 @@ impl EngineError {
                 "prompt_too_long"
             }
             EngineError::NothingToContinue => "nothing_to_continue",
+            #[cfg(feature = "gpu")]
+            EngineError::Gpu(gpu) => gpu.kind(),
         }
     }
 
@@ -73,6 +78,8 @@ impl std::fmt::Display for EngineError {
                 )
             }
             EngineError::NothingToContinue => write!(f, "no prompt has been evaluated yet"),
+            #[cfg(feature = "gpu")]
+            EngineError::Gpu(e) => e.fmt(f),
         }
     }
 }
@@ -84,6 +91,8 @@ impl std::error::Error for EngineError {
             EngineError::Tokenizer(e) => Some(e),
             EngineError::Chat(e) => Some(e),
             EngineError::Sampler(e) => Some(e),
+            #[cfg(feature = "gpu")]
+            EngineError::Gpu(e) => Some(e),
             _ => None,
         }
     }
@@ -110,5 +119,12 @@ impl From<ChatError> for EngineError {
 impl From<SamplerError> for EngineError {
     fn from(e: SamplerError) -> Self {
         EngineError::Sampler(e)
+    }
+}
+
+#[cfg(feature = "gpu")]
+impl From<crate::gpu::GpuError> for EngineError {
+    fn from(e: crate::gpu::GpuError) -> Self {
+        EngineError::Gpu(e)
     }
 }

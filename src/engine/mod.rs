@@ -8,6 +8,10 @@
 //! turn prefills just the new message, and rolling back to branch is a truncation. Where some
 //! layers keep a recurrent state (Qwen3.5), a rollback goes to the cache's nearest checkpoint
 //! and the tokens from there are replayed; [`Session::replayed`] counts them.
+//!
+//! A session runs on the CPU, or on the GPU when the engine has one ([`Engine::use_gpu`]).
+//! In the browser the GPU answers through the event loop: after a call that ran tokens, the
+//! caller awaits [`Session::pending`] before the next one.
 
 mod error;
 
@@ -25,6 +29,9 @@ pub const PREFILL_BATCH: usize = 64;
 
 pub struct Engine {
     model: Model,
+    /// The device new sessions run on; the CPU when none.
+    #[cfg(feature = "gpu")]
+    gpu: Option<std::sync::Arc<crate::gpu::Gpu>>,
     tokenizer: Tokenizer,
     template: ChatTemplate,
     /// Bytes of the longest vocabulary entry: a prompt of n tokens spells at most n times this.
@@ -42,7 +49,14 @@ impl Engine {
             .max()
             .unwrap_or(1)
             .max(1);
-        Ok(Engine { model, tokenizer, template, longest_token })
+        Ok(Engine {
+            model,
+            tokenizer,
+            template,
+            longest_token,
+            #[cfg(feature = "gpu")]
+            gpu: None,
+        })
     }
 
     /// Whether a file with this header would load, from the header alone (what the inspector
@@ -139,6 +153,23 @@ impl Engine {
     pub fn new_session(&self, context: usize) -> Result<Session, EngineError> {
         Session::new(self, context)
     }
+
+    /// Runs the sessions created from now on on `gpu` (`None`: on the CPU), once it is known
+    /// to run every part of the model; sessions that exist keep their device.
+    #[cfg(feature = "gpu")]
+    pub fn use_gpu(&mut self, gpu: Option<std::sync::Arc<crate::gpu::Gpu>>) -> Result<(), EngineError> {
+        if let Some(gpu) = &gpu {
+            crate::gpu::GpuState::check(gpu, &self.model)?;
+        }
+        self.gpu = gpu;
+        Ok(())
+    }
+
+    /// The GPU new sessions run on, if any.
+    #[cfg(feature = "gpu")]
+    pub fn gpu(&self) -> Option<&std::sync::Arc<crate::gpu::Gpu>> {
+        self.gpu.as_ref()
+    }
 }
 
 /// The tokenizer and chat template `metadata` describes, for a model of `model_vocab` rows.
@@ -199,9 +230,63 @@ pub struct Step {
     pub trace: Option<StepTrace>,
 }
 
+/// Where a session's forward passes run, and the memory they keep there.
+#[allow(clippy::large_enum_variant, reason = "one per session, never moved in a loop")]
+enum Compute {
+    Cpu {
+        cache: Cache,
+        scratch: Scratch,
+    },
+    #[cfg(feature = "gpu")]
+    Gpu {
+        gpu: std::sync::Arc<crate::gpu::Gpu>,
+        state: crate::gpu::GpuState,
+    },
+}
+
+impl Compute {
+    fn capacity(&self) -> usize {
+        match self {
+            Compute::Cpu { cache, .. } => cache.capacity(),
+            #[cfg(feature = "gpu")]
+            Compute::Gpu { state, .. } => state.capacity(),
+        }
+    }
+
+    /// Rolls back to at most `len` positions (the GPU's cache rolls back exactly; a recurrent
+    /// state to a checkpoint): the positions kept.
+    fn truncate(&mut self, len: usize) -> usize {
+        match self {
+            Compute::Cpu { cache, .. } => cache.truncate(len),
+            #[cfg(feature = "gpu")]
+            Compute::Gpu { state, .. } => {
+                state.truncate(len);
+                state.len()
+            }
+        }
+    }
+
+    /// The CPU's cache, where its recurrent-state checkpoints live (the GPU keeps none: it
+    /// runs no recurrent layers).
+    fn cache(&mut self) -> Option<&mut Cache> {
+        match self {
+            Compute::Cpu { cache, .. } => Some(cache),
+            #[cfg(feature = "gpu")]
+            Compute::Gpu { .. } => None,
+        }
+    }
+
+    fn checkpoint(&mut self, logits: &[f32]) -> Result<(), EngineError> {
+        self.cache().map_or(Ok(()), |cache| cache.checkpoint(logits)).map_err(Into::into)
+    }
+
+    fn checkpoint_if_due(&mut self) -> Result<(), EngineError> {
+        self.cache().map_or(Ok(()), Cache::checkpoint_if_due).map_err(Into::into)
+    }
+}
+
 pub struct Session {
-    cache: Cache,
-    scratch: Scratch,
+    compute: Compute,
     /// Tokens whose keys and values (or recurrent state) are in `cache`.
     evaluated: Vec<u32>,
     /// Tokens of the conversation after `evaluated` not yet run through the model: the last
@@ -216,27 +301,86 @@ pub struct Session {
     /// before a rollback went back further than asked.
     replay_end: usize,
     replayed: usize,
+    /// Tokens evaluated before the last forward pass: where a GPU failure rolls back to.
+    submitted_from: usize,
 }
 
 impl Session {
     /// A session whose KV cache holds `context` tokens (the memory is allocated now).
     pub fn new(engine: &Engine, context: usize) -> Result<Session, EngineError> {
         let context = context.max(1);
-        let (cache, scratch) = engine.model.new_state(context, PREFILL_BATCH.min(context))?;
+        let batch = PREFILL_BATCH.min(context);
+        #[cfg(feature = "gpu")]
+        let compute = match &engine.gpu {
+            Some(gpu) => Compute::Gpu {
+                state: crate::gpu::GpuState::new(gpu, &engine.model, context, batch)?,
+                gpu: gpu.clone(),
+            },
+            None => {
+                let (cache, scratch) = engine.model.new_state(context, batch)?;
+                Compute::Cpu { cache, scratch }
+            }
+        };
+        #[cfg(not(feature = "gpu"))]
+        let compute = {
+            let (cache, scratch) = engine.model.new_state(context, batch)?;
+            Compute::Cpu { cache, scratch }
+        };
         Ok(Session {
-            cache,
-            scratch,
+            compute,
             evaluated: Vec::new(),
             pending: Vec::new(),
             logits: Vec::new(),
             text: Utf8Stream::default(),
             replay_end: 0,
             replayed: 0,
+            submitted_from: 0,
         })
     }
 
     pub fn context_len(&self) -> usize {
-        self.cache.capacity()
+        self.compute.capacity()
+    }
+
+    /// The GPU this session runs on (None: the CPU).
+    #[cfg(feature = "gpu")]
+    pub fn gpu(&self) -> Option<&std::sync::Arc<crate::gpu::Gpu>> {
+        match &self.compute {
+            Compute::Gpu { gpu, .. } => Some(gpu),
+            Compute::Cpu { .. } => None,
+        }
+    }
+
+    /// Fires when the GPU has finished what the last call submitted (None: nothing to wait
+    /// for, always so on the CPU). In the browser, await it before the next call.
+    #[cfg(feature = "gpu")]
+    pub fn pending(&self) -> Option<crate::gpu::Signal> {
+        match &self.compute {
+            Compute::Gpu { state, .. } => state.pending(),
+            Compute::Cpu { .. } => None,
+        }
+    }
+
+    /// Takes what the GPU's last submission produced into the session: its logits, or the
+    /// error it ran into (after which the session holds only what was done before it).
+    fn collect(&mut self) -> Result<(), EngineError> {
+        #[cfg(feature = "gpu")]
+        if let Compute::Gpu { gpu, state } = &mut self.compute {
+            match state.collect(gpu) {
+                Ok(Some(logits)) => self.logits = logits,
+                Ok(None) => {}
+                Err(crate::gpu::GpuError::NotReady) => return Err(crate::gpu::GpuError::NotReady.into()),
+                Err(error) => {
+                    // The whole submission is in doubt: back to before it.
+                    let held = self.submitted_from;
+                    state.truncate(held);
+                    self.roll_back(held, held);
+                    self.logits.clear();
+                    return Err(error.into());
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Every token of the conversation so far, including those not yet evaluated.
@@ -252,8 +396,22 @@ impl Session {
         self.len() == 0
     }
 
+    /// Bytes of the KV cache (and recurrent state) on the CPU; 0 for a session on the GPU.
     pub fn kv_cache_bytes(&self) -> usize {
-        self.cache.bytes()
+        match &self.compute {
+            Compute::Cpu { cache, .. } => cache.bytes(),
+            #[cfg(feature = "gpu")]
+            Compute::Gpu { .. } => 0,
+        }
+    }
+
+    /// Bytes this session holds on the GPU: weights, cache and activations.
+    #[cfg(feature = "gpu")]
+    pub fn gpu_bytes(&self) -> u64 {
+        match &self.compute {
+            Compute::Gpu { state, .. } => state.bytes(),
+            Compute::Cpu { .. } => 0,
+        }
     }
 
     /// The memory this conversation costs besides the model: KV cache and recurrent state
@@ -262,20 +420,32 @@ impl Session {
     pub fn state_bytes(&self, engine: &Engine) -> usize {
         let config = engine.model.config();
         let logits = config.vocab_size.saturating_mul(4);
-        let checkpoints = self.cache.checkpoint_bytes().saturating_mul(self.cache.checkpoints().1);
-        let checkpoints = checkpoints.saturating_add(self.cache.checkpoint_logits_bytes());
-        self.cache
-            .bytes()
-            .saturating_add(checkpoints)
-            .saturating_add(self.scratch.bytes(config))
-            .saturating_add(logits)
+        match &self.compute {
+            Compute::Cpu { cache, scratch } => {
+                let checkpoints = cache.checkpoint_bytes().saturating_mul(cache.checkpoints().1);
+                let checkpoints = checkpoints.saturating_add(cache.checkpoint_logits_bytes());
+                cache
+                    .bytes()
+                    .saturating_add(checkpoints)
+                    .saturating_add(scratch.bytes(config))
+                    .saturating_add(logits)
+            }
+            #[cfg(feature = "gpu")]
+            Compute::Gpu { .. } => logits,
+        }
     }
 
     /// Checkpoints of the recurrent state: held now, the most kept, and bytes each (all 0 for
     /// a model without recurrent layers).
     pub fn checkpoints(&self) -> (usize, usize, usize) {
-        let (held, most) = self.cache.checkpoints();
-        (held, most, self.cache.checkpoint_bytes())
+        match &self.compute {
+            Compute::Cpu { cache, .. } => {
+                let (held, most) = cache.checkpoints();
+                (held, most, cache.checkpoint_bytes())
+            }
+            #[cfg(feature = "gpu")]
+            Compute::Gpu { .. } => (0, 0, 0),
+        }
     }
 
     /// Tokens run again so far because a rollback had to go back to a recurrent state's
@@ -307,6 +477,7 @@ impl Session {
         if tokens.len() > self.context_len() {
             return Err(EngineError::PromptTooLong { tokens: tokens.len(), context: self.context_len() });
         }
+        self.collect()?;
         let held = self.tokens();
         let common = held.iter().zip(tokens).take_while(|(a, b)| a == b).count();
         if common == tokens.len() && common == self.evaluated.len() && !self.logits.is_empty() {
@@ -328,9 +499,9 @@ impl Session {
         self.evaluate(engine, &tokens[kept..end], logits_for)?;
         if end == tokens.len() {
             // The end of a prompt: where the next turn, a regeneration or a branch starts.
-            self.cache.checkpoint(&self.logits)?;
+            self.compute.checkpoint(&self.logits)?;
         } else {
-            self.cache.checkpoint_if_due()?;
+            self.compute.checkpoint_if_due()?;
         }
         Ok(SyncProgress {
             reused: kept,
@@ -361,7 +532,9 @@ impl Session {
     /// Goes back to a recurrent state's checkpoint at exactly `len` tokens that kept its logits
     /// (a prompt's end), which needs no forward pass; false if there is none.
     fn restore_with_logits(&mut self, len: usize) -> bool {
-        let Some(logits) = self.cache.restore_with_logits(len) else { return false };
+        let Some(logits) = self.compute.cache().and_then(|cache| cache.restore_with_logits(len)) else {
+            return false;
+        };
         self.logits.clear();
         self.logits.extend_from_slice(logits);
         self.evaluated.truncate(len);
@@ -375,7 +548,7 @@ impl Session {
     /// cache no longer holds go to the front of `pending`, to be run again (the ones before
     /// `cached` are replays).
     fn roll_back(&mut self, cached: usize, kept: usize) {
-        let held = self.cache.truncate(cached);
+        let held = self.compute.truncate(cached);
         if held < self.evaluated.len() {
             let mut dropped = self.evaluated.split_off(held);
             dropped.truncate(kept - held);
@@ -394,23 +567,8 @@ impl Session {
         forced: Option<u32>,
         trace_top: usize,
     ) -> Result<Step, EngineError> {
-        if self.pending.is_empty() && self.logits.is_empty() {
-            // After a rollback only the cache is left: the last token runs again for its
-            // logits (from a checkpoint before it, for a recurrent state).
-            let held = self.evaluated.len();
-            let last = held.checked_sub(1).ok_or(EngineError::NothingToContinue)?;
-            if !self.restore_with_logits(held) {
-                self.roll_back(last, held);
-            }
-        }
-        if !self.pending.is_empty() {
-            let pending = std::mem::take(&mut self.pending);
-            if let Err(error) = self.evaluate(engine, &pending, LogitsFor::Last) {
-                self.pending.extend(pending);
-                return Err(error);
-            }
-            self.cache.checkpoint_if_due()?;
-        }
+        self.advance(engine)?;
+        self.collect()?;
         let sampled = match forced {
             Some(token) => sampler.force(&self.logits, &self.evaluated, token, trace_top)?,
             None => sampler.sample(&self.logits, &self.evaluated, trace_top)?,
@@ -431,6 +589,32 @@ impl Session {
         self.context_len().saturating_sub(self.len())
     }
 
+    /// Runs the tokens not yet evaluated that the next step needs (the last sampled one, a
+    /// rollback's replay), so that on the GPU the page can await their logits
+    /// ([`Session::pending`]) before calling [`Session::step`]. True if anything ran.
+    pub fn advance(&mut self, engine: &Engine) -> Result<bool, EngineError> {
+        self.collect()?;
+        if self.pending.is_empty() && self.logits.is_empty() {
+            // After a rollback only the cache is left: the last token runs again for its
+            // logits (from a checkpoint before it, for a recurrent state).
+            let held = self.evaluated.len();
+            let last = held.checked_sub(1).ok_or(EngineError::NothingToContinue)?;
+            if !self.restore_with_logits(held) {
+                self.roll_back(last, held);
+            }
+        }
+        if self.pending.is_empty() {
+            return Ok(false);
+        }
+        let pending = std::mem::take(&mut self.pending);
+        if let Err(error) = self.evaluate(engine, &pending, LogitsFor::Last) {
+            self.pending.extend(pending);
+            return Err(error);
+        }
+        self.compute.checkpoint_if_due()?;
+        Ok(true)
+    }
+
     fn evaluate(
         &mut self,
         engine: &Engine,
@@ -439,20 +623,40 @@ impl Session {
     ) -> Result<(), EngineError> {
         self.logits.clear();
         let start = self.evaluated.len();
-        let logits = match engine.model.forward(&mut self.cache, &mut self.scratch, tokens, logits_for) {
-            Ok(logits) => logits,
-            Err(error) => {
-                // A batch that failed midway may have appended to the cache, or left a
-                // recurrent state part-way through it.
-                self.cache.discard_partial();
-                let held = self.evaluated.len();
-                self.roll_back(held, held);
-                return Err(error.into());
+        self.submitted_from = start;
+        let result = match &mut self.compute {
+            Compute::Cpu { cache, scratch } => {
+                match engine.model.forward(cache, scratch, tokens, logits_for) {
+                    Ok(logits) => {
+                        self.logits.extend_from_slice(logits);
+                        Ok(())
+                    }
+                    Err(error) => {
+                        // A batch that failed midway may have appended to the cache, or left a
+                        // recurrent state part-way through it.
+                        cache.discard_partial();
+                        Err(error.into())
+                    }
+                }
+            }
+            #[cfg(feature = "gpu")]
+            Compute::Gpu { gpu, state } => {
+                let logits = logits_for != LogitsFor::None;
+                state.submit(gpu, &engine.model, tokens, logits).map_err(|error| {
+                    state.truncate(start);
+                    error.into()
+                })
             }
         };
-        self.logits.extend_from_slice(logits);
+        if let Err(error) = result {
+            self.roll_back(start, start);
+            return Err(error);
+        }
         self.evaluated.extend_from_slice(tokens);
         self.replayed += self.replay_end.min(self.evaluated.len()).saturating_sub(start);
+        // Natively the GPU's answer is waited for here; the browser's comes through `pending`.
+        #[cfg(not(target_family = "wasm"))]
+        self.collect()?;
         Ok(())
     }
 }

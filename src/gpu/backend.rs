@@ -1,17 +1,21 @@
 //! The model's [`Backend`] on the GPU: the same forward pass (`model::forward_batch`) with
-//! every operation recorded into one command encoder, weights uploaded once as the file stores
-//! them, activations and the KV cache (f32) on the device, and nothing read back but the logits.
-//! Runs the pre-norm and sandwich families' attention layers; the Qwen3.5 DeltaNet, gated
-//! attention and Gemma 4's per-layer inputs and value norms are refused up front
-//! ([`GpuState::new`]), so a model that needs them stays on the CPU.
+//! every operation recorded into one command encoder per batch, weights uploaded once as the
+//! file stores them, activations and the KV cache (f32) on the device, and nothing read back
+//! but the logits. Runs the pre-norm and sandwich families' attention layers; the Qwen3.5
+//! DeltaNet, gated attention and Gemma 4's per-layer inputs and value norms are refused up
+//! front ([`GpuState::new`]), so a model that needs them stays on the CPU.
+//!
+//! A forward pass is two calls, so that a page never blocks on the GPU: [`GpuState::submit`]
+//! records and submits, and [`GpuState::collect`] takes the logits once [`GpuState::pending`]
+//! has fired ([`GpuState::forward`] does both, natively).
 
 use std::collections::HashMap;
 use std::ops::Range;
 
-use super::{AttentionParams, Gpu, GpuError, RopeParams, groups_2d};
+use super::{AttentionParams, Gpu, GpuError, RopeParams, Signal, groups_2d};
 use crate::model::backend::{Backend, Buf, Input};
 use crate::model::{
-    Activation, DeltaNetWeights, LayerWeights, Matrix, Model, ModelError, PerLayerWeights, RopeStyle,
+    Activation, DeltaNetWeights, LayerWeights, Matrix, Mixer, Model, ModelError, PerLayerWeights, RopeStyle,
 };
 
 /// What a model keeps on the device between batches: its weights (by where they lie in the
@@ -24,18 +28,68 @@ pub struct GpuState {
     keys: Vec<wgpu::Buffer>,
     values: Vec<wgpu::Buffer>,
     logits: wgpu::Buffer,
+    /// Where the last token's logits are copied to be mapped and read.
+    readback: wgpu::Buffer,
     /// Each matrix as slices of whole rows, each within one binding: (first row, rows, blocks).
     matrices: HashMap<usize, Vec<(usize, usize, wgpu::Buffer)>>,
     vectors: HashMap<usize, wgpu::Buffer>,
+    /// The work submitted last, and whether it ends with logits in `readback`.
+    in_flight: Option<(Signal, bool)>,
     max_batch: usize,
     capacity: usize,
     len: usize,
+    bytes: u64,
 }
 
 impl GpuState {
     /// Device memory for `model` with a cache of `capacity` positions and batches of up to
-    /// `max_batch` tokens; refuses a model with layers the GPU cannot run yet.
+    /// `max_batch` tokens, and every weight the GPU reads uploaded; refuses a model with
+    /// layers the GPU cannot run yet.
     pub fn new(gpu: &Gpu, model: &Model, capacity: usize, max_batch: usize) -> Result<GpuState, GpuError> {
+        Self::check(gpu, model)?;
+        let c = model.config();
+        let max_batch = max_batch.max(1);
+        let mut bytes = 0u64;
+        let mut buffer = |floats: usize, usage: wgpu::BufferUsages| {
+            let size = (4 * floats.max(1)) as u64;
+            bytes += size;
+            gpu.device.create_buffer(&wgpu::BufferDescriptor {
+                label: None,
+                size,
+                usage,
+                mapped_at_creation: false,
+            })
+        };
+        let storage =
+            wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST;
+        let (d, q, kv) = (c.n_embd, c.q_dim(), c.kv_dim());
+        let widths = [d, d, d, q, 2 * q, kv, kv, q]; // In Buf's order.
+        let bufs = widths.iter().map(|&w| buffer(w * max_batch, storage)).collect();
+        let attention_layers = (0..c.n_layer).filter(|&l| c.keeps_kv(l)).count();
+        let mut state = GpuState {
+            bufs,
+            gate: buffer(c.n_ff * max_batch, storage),
+            up: buffer(c.n_ff * max_batch, storage),
+            temp: buffer(d.max(2 * q) * max_batch, storage),
+            keys: (0..attention_layers).map(|_| buffer(capacity * kv, storage)).collect(),
+            values: (0..attention_layers).map(|_| buffer(capacity * kv, storage)).collect(),
+            logits: buffer(c.vocab_size, storage),
+            readback: buffer(c.vocab_size, wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST),
+            matrices: HashMap::new(),
+            vectors: HashMap::new(),
+            in_flight: None,
+            max_batch,
+            capacity,
+            len: 0,
+            bytes,
+        };
+        state.upload_weights(gpu, model)?;
+        Ok(state)
+    }
+
+    /// Whether the GPU runs every part of `model`, from its configuration and weight types
+    /// alone (nothing is uploaded): the reason it does not, if not.
+    pub fn check(gpu: &Gpu, model: &Model) -> Result<(), GpuError> {
         let c = model.config();
         let missing = [
             (c.delta_net.is_some(), "gated DeltaNet layers"),
@@ -43,39 +97,61 @@ impl GpuState {
             (c.normalize_values, "normalized values"),
             (c.per_layer_input.is_some(), "per-layer inputs"),
             (!c.rope_unrotated_pairs.is_empty(), "M-RoPE sections"),
+            ((0..c.n_layer).any(|l| c.layer(l).head_dim > super::MAX_ATTENTION_HEAD), "heads over 256 wide"),
         ];
         if let Some((_, what)) = missing.iter().find(|(needed, _)| *needed) {
-            return Err(GpuError::Shape(format!("{what} do not run on the GPU yet")));
+            return Err(GpuError::Refused(what));
         }
-        let max_batch = max_batch.max(1);
-        let buffer = |floats: usize| {
-            gpu.device.create_buffer(&wgpu::BufferDescriptor {
-                label: None,
-                size: (4 * floats.max(1)) as u64,
-                usage: wgpu::BufferUsages::STORAGE
-                    | wgpu::BufferUsages::COPY_SRC
-                    | wgpu::BufferUsages::COPY_DST,
-                mapped_at_creation: false,
-            })
-        };
-        let (d, q, kv) = (c.n_embd, c.q_dim(), c.kv_dim());
-        let widths = [d, d, d, q, 2 * q, kv, kv, q]; // In Buf's order.
-        let bufs = widths.iter().map(|&w| buffer(w * max_batch)).collect();
-        let attention_layers = (0..c.n_layer).filter(|&l| c.keeps_kv(l));
-        Ok(GpuState {
-            bufs,
-            gate: buffer(c.n_ff * max_batch),
-            up: buffer(c.n_ff * max_batch),
-            temp: buffer(d.max(2 * q) * max_batch),
-            keys: attention_layers.clone().map(|_| buffer(capacity * kv)).collect(),
-            values: attention_layers.map(|_| buffer(capacity * kv)).collect(),
-            logits: buffer(c.vocab_size * max_batch),
-            matrices: HashMap::new(),
-            vectors: HashMap::new(),
-            max_batch,
-            capacity,
-            len: 0,
-        })
+        let w = model.weights();
+        let mut matrices = vec![&w.output];
+        for layer in &w.layers {
+            matrices.extend([&layer.w_gate, &layer.w_up, &layer.w_down]);
+            if let Mixer::Attention(a) = &layer.mixer {
+                matrices
+                    .extend([Some(&a.wq), a.wk.as_ref(), a.wv.as_ref(), Some(&a.wo)].into_iter().flatten());
+            }
+        }
+        match matrices.iter().find(|m| !gpu.matvec.iter().any(|(t, _)| *t == m.weight_type)) {
+            Some(m) => Err(GpuError::Unsupported(m.weight_type)),
+            None => Ok(()),
+        }
+    }
+
+    /// Uploads every matrix and vector the forward pass reads (the token embedding stays on
+    /// the CPU, which looks up one row per token), so that running out of device memory shows
+    /// now and the first prompt's time is the model's own.
+    fn upload_weights(&mut self, gpu: &Gpu, model: &Model) -> Result<(), GpuError> {
+        let w = model.weights();
+        let mut vectors: Vec<&[f32]> = vec![&w.output_norm];
+        vectors.extend(
+            [&w.rope_freqs, &w.rope_factors_long, &w.rope_factors_short]
+                .into_iter()
+                .flatten()
+                .map(Vec::as_slice),
+        );
+        let mut matrices = vec![&w.output];
+        for layer in &w.layers {
+            vectors.push(&layer.attn_norm);
+            vectors.push(&layer.ffn_norm);
+            vectors.extend(
+                [&layer.post_attn_norm, &layer.post_ffn_norm].into_iter().flatten().map(Vec::as_slice),
+            );
+            matrices.extend([&layer.w_gate, &layer.w_up, &layer.w_down]);
+            if let Mixer::Attention(a) = &layer.mixer {
+                matrices
+                    .extend([Some(&a.wq), a.wk.as_ref(), a.wv.as_ref(), Some(&a.wo)].into_iter().flatten());
+                vectors.extend(
+                    [&a.bq, &a.bk, &a.bv, &a.q_norm, &a.k_norm].into_iter().flatten().map(Vec::as_slice),
+                );
+            }
+        }
+        for matrix in matrices {
+            self.matrix(gpu, model, matrix)?;
+        }
+        for vector in vectors {
+            self.vector(gpu, vector);
+        }
+        gpu.fault().map_or(Ok(()), Err)
     }
 
     /// Positions in the cache.
@@ -87,47 +163,170 @@ impl GpuState {
         self.len == 0
     }
 
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Device memory taken: weights, cache and activations.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
     /// Forgets the positions from `len` on: the rollback behind branching from an earlier
     /// step. Later tokens overwrite what was cached there.
     pub fn truncate(&mut self, len: usize) {
         self.len = self.len.min(len);
     }
 
-    /// Runs `tokens` after the cached positions and returns the logits of the last one: the
-    /// same forward pass as the CPU's, on the GPU.
+    /// Runs `tokens` after the cached positions and returns the logits of the last one:
+    /// [`GpuState::submit`] and [`GpuState::collect`], waiting for the GPU in between.
+    #[cfg(not(target_family = "wasm"))]
     pub fn forward(&mut self, gpu: &Gpu, model: &Model, tokens: &[u32]) -> Result<Vec<f32>, GpuError> {
+        self.submit(gpu, model, tokens, true)?;
+        self.collect(gpu)?.ok_or(GpuError::NotReady)
+    }
+
+    /// Records `tokens` after the cached positions (in batches of at most `max_batch`) and
+    /// submits them, with the last token's logits when `logits` is set. The cache counts them
+    /// at once; [`GpuState::pending`] says when the GPU has done them.
+    pub fn submit(&mut self, gpu: &Gpu, model: &Model, tokens: &[u32], logits: bool) -> Result<(), GpuError> {
         let vocab = model.config().vocab_size;
-        if tokens.is_empty() || tokens.len() > self.max_batch || self.len + tokens.len() > self.capacity {
+        if tokens.is_empty() || self.len + tokens.len() > self.capacity {
             return Err(GpuError::Shape(format!(
-                "{} tokens after {} cached, with room for {} in batches of {}",
+                "{} tokens after {} cached, with room for {}",
                 tokens.len(),
                 self.len,
-                self.capacity,
-                self.max_batch
+                self.capacity
             )));
         }
         if let Some(&token) = tokens.iter().find(|&&t| t as usize >= vocab) {
             return Err(GpuError::Shape(format!("token {token} is outside the vocabulary of {vocab}")));
         }
-        let mut logits = Vec::new();
-        let n = tokens.len();
-        let mut backend = GpuBackend {
-            gpu,
-            model,
-            start: self.len,
-            n,
-            rows: n,
-            layer: 0,
-            encoder: Some(gpu.device.create_command_encoder(&Default::default())),
-            state: self,
-            error: None,
-        };
-        let result = crate::model::forward_batch(&mut backend, model, tokens, Some(n - 1..n), &mut logits);
-        if let Some(error) = backend.error.take() {
-            return Err(error);
+        if let Some(fault) = gpu.fault() {
+            return Err(fault);
         }
-        result.map_err(|e| GpuError::Failed(e.to_string()))?;
-        Ok(logits)
+        // What a previous submission left mapped or waiting is dropped: the queue runs in order.
+        self.discard_in_flight();
+        let batches = tokens.len().div_ceil(self.max_batch);
+        for (i, batch) in tokens.chunks(self.max_batch).enumerate() {
+            let last = i + 1 == batches;
+            let n = batch.len();
+            let mut backend = GpuBackend {
+                gpu,
+                model,
+                start: self.len,
+                n,
+                rows: n,
+                layer: 0,
+                encoder: Some(gpu.device.create_command_encoder(&Default::default())),
+                state: self,
+                error: None,
+            };
+            let rows = (last && logits).then_some(n - 1..n);
+            let result = crate::model::forward_batch(&mut backend, model, batch, rows, &mut Vec::new());
+            let encoder = backend.encoder.take();
+            if let Some(error) = backend.error.take() {
+                return Err(error);
+            }
+            result.map_err(|e| GpuError::Failed(e.to_string()))?;
+            if let Some(encoder) = encoder {
+                gpu.queue.submit([encoder.finish()]);
+            }
+        }
+        let signal = if logits {
+            super::map_for_reading(&self.readback)
+        } else {
+            let signal = Signal::default();
+            let done = signal.clone();
+            gpu.queue.on_submitted_work_done(move || done.complete(Ok(())));
+            signal
+        };
+        self.in_flight = Some((signal, logits));
+        Ok(())
+    }
+
+    /// Fires when the last submission is done (None when nothing was submitted since the last
+    /// [`GpuState::collect`]).
+    pub fn pending(&self) -> Option<Signal> {
+        self.in_flight.as_ref().map(|(signal, _)| signal.clone())
+    }
+
+    /// The last submission's logits (None if it asked for none), once it is done: natively
+    /// this waits for the GPU; in the browser it is [`GpuError::NotReady`] until
+    /// [`GpuState::pending`] has fired.
+    pub fn collect(&mut self, gpu: &Gpu) -> Result<Option<Vec<f32>>, GpuError> {
+        let Some((signal, logits)) = self.in_flight.clone() else { return Ok(None) };
+        #[cfg(not(target_family = "wasm"))]
+        gpu.device.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| GpuError::Failed(e.to_string()))?;
+        let result = signal.result().ok_or(GpuError::NotReady)?;
+        self.in_flight = None;
+        if let Some(fault) = gpu.fault() {
+            return Err(fault);
+        }
+        result?;
+        if !logits {
+            return Ok(None);
+        }
+        super::mapped_floats(&self.readback, self.readback.size() as usize / 4).map(Some)
+    }
+
+    /// Forgets a submission nobody collected, unmapping the readback so it can be reused.
+    fn discard_in_flight(&mut self) {
+        if let Some((signal, true)) = self.in_flight.take()
+            && signal.result().is_some_and(|r| r.is_ok())
+        {
+            self.readback.unmap();
+        }
+    }
+
+    /// A vector of the model (a norm weight, a bias) on the device, uploaded on first use.
+    fn vector(&mut self, gpu: &Gpu, values: &[f32]) -> wgpu::Buffer {
+        let key = values.as_ptr() as usize;
+        let bytes = &mut self.bytes;
+        self.vectors
+            .entry(key)
+            .or_insert_with(|| {
+                *bytes += 4 * values.len() as u64;
+                upload(gpu, &super::f32_bytes(values))
+            })
+            .clone()
+    }
+
+    /// A matrix's blocks on the device, uploaded on first use: in slices of whole rows where
+    /// it is larger than one binding holds (a large vocabulary's embedding).
+    fn matrix(
+        &mut self,
+        gpu: &Gpu,
+        model: &Model,
+        matrix: &Matrix,
+    ) -> Result<Vec<(usize, usize, wgpu::Buffer)>, GpuError> {
+        if let Some(slices) = self.matrices.get(&matrix.range.start) {
+            return Ok(slices.clone());
+        }
+        if !gpu.matvec.iter().any(|(t, _)| *t == matrix.weight_type) {
+            return Err(GpuError::Unsupported(matrix.weight_type));
+        }
+        let bytes = matrix.bytes(model.file());
+        let row_bytes = bytes.len() / matrix.rows.max(1);
+        let limit = gpu.facts.max_binding.min(gpu.facts.max_buffer) as usize;
+        let rows_per_slice = (limit / row_bytes.max(1)).min(matrix.rows);
+        if rows_per_slice == 0 {
+            return Err(GpuError::TooLarge {
+                what: "a weight row",
+                bytes: row_bytes as u64,
+                limit: limit as u64,
+            });
+        }
+        let mut slices = Vec::new();
+        for first in (0..matrix.rows).step_by(rows_per_slice) {
+            let rows = rows_per_slice.min(matrix.rows - first);
+            let mut padded = bytes[first * row_bytes..(first + rows) * row_bytes].to_vec();
+            padded.resize(padded.len().div_ceil(4) * 4, 0);
+            self.bytes += padded.len() as u64;
+            slices.push((first, rows, upload(gpu, &padded)));
+        }
+        self.matrices.insert(matrix.range.start, slices.clone());
+        Ok(slices)
     }
 }
 
@@ -175,14 +374,7 @@ impl GpuBackend<'_> {
     ) {
         let mut words = params.to_vec();
         words.resize(params.len().div_ceil(4).max(1) * 4, 0);
-        let uniform = wgpu::util::DeviceExt::create_buffer_init(
-            &self.gpu.device,
-            &wgpu::util::BufferInitDescriptor {
-                label: None,
-                contents: &super::u32_bytes(&words),
-                usage: wgpu::BufferUsages::UNIFORM,
-            },
-        );
+        let uniform = self.gpu.buffer_with(&super::u32_bytes(&words), wgpu::BufferUsages::UNIFORM);
         let mut entries: Vec<wgpu::BindGroupEntry> = buffers
             .iter()
             .enumerate()
@@ -203,39 +395,12 @@ impl GpuBackend<'_> {
         pass.dispatch_workgroups(groups[0], groups[1], groups[2]);
     }
 
-    /// A vector of the model (a norm weight, a bias) on the device, uploaded on first use.
     fn vector(&mut self, values: &[f32]) -> wgpu::Buffer {
-        let key = values.as_ptr() as usize;
-        let gpu = self.gpu;
-        self.state.vectors.entry(key).or_insert_with(|| upload(gpu, &super::f32_bytes(values))).clone()
+        self.state.vector(self.gpu, values)
     }
 
-    /// A matrix's blocks on the device, uploaded on first use: in slices of whole rows where
-    /// it is larger than one binding holds (a large vocabulary's embedding).
     fn matrix(&mut self, matrix: &Matrix) -> Result<Vec<(usize, usize, wgpu::Buffer)>, GpuError> {
-        if let Some(slices) = self.state.matrices.get(&matrix.range.start) {
-            return Ok(slices.clone());
-        }
-        let bytes = matrix.bytes(self.model.file());
-        let row_bytes = bytes.len() / matrix.rows.max(1);
-        let limit = self.gpu.facts.max_binding as usize;
-        let rows_per_slice = (limit / row_bytes.max(1)).min(matrix.rows);
-        if rows_per_slice == 0 {
-            return Err(GpuError::TooLarge {
-                what: "a weight row",
-                bytes: row_bytes as u64,
-                limit: limit as u64,
-            });
-        }
-        let mut slices = Vec::new();
-        for first in (0..matrix.rows).step_by(rows_per_slice) {
-            let rows = rows_per_slice.min(matrix.rows - first);
-            let mut padded = bytes[first * row_bytes..(first + rows) * row_bytes].to_vec();
-            padded.resize(padded.len().div_ceil(4) * 4, 0);
-            slices.push((first, rows, upload(self.gpu, &padded)));
-        }
-        self.state.matrices.insert(matrix.range.start, slices.clone());
-        Ok(slices)
+        self.state.matrix(self.gpu, self.model, matrix)
     }
 
     /// `out` ← `input · matrixᵀ` for the rows held, one dispatch per slice of the matrix.
@@ -309,14 +474,7 @@ impl GpuBackend<'_> {
 }
 
 fn upload(gpu: &Gpu, bytes: &[u8]) -> wgpu::Buffer {
-    wgpu::util::DeviceExt::create_buffer_init(
-        &gpu.device,
-        &wgpu::util::BufferInitDescriptor {
-            label: None,
-            contents: bytes,
-            usage: wgpu::BufferUsages::STORAGE,
-        },
-    )
+    gpu.buffer_with(bytes, wgpu::BufferUsages::STORAGE)
 }
 
 /// The operations the GPU does not run yet fail the batch (never reached: [`GpuState::new`]
@@ -538,23 +696,9 @@ impl Backend for GpuBackend<'_> {
             let cap = upload(self.gpu, &cap.to_le_bytes());
             self.elementwise(&pipeline, &cap, &logits, out.len(), 0);
         }
-        let bytes = (4 * out.len()) as u64;
-        let readback = self.gpu.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("logits readback"),
-            size: bytes,
-            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
-        });
-        let mut encoder = self
-            .encoder
-            .take()
-            .unwrap_or_else(|| self.gpu.device.create_command_encoder(&Default::default()));
-        encoder.copy_buffer_to_buffer(&logits, 0, &readback, 0, bytes);
-        self.gpu.queue.submit([encoder.finish()]);
-        match super::read_back(self.gpu, &readback) {
-            Ok(values) => out.copy_from_slice(&values[..out.len()]),
-            Err(error) => self.fail(error),
-        }
+        // Read by GpuState::collect once the GPU is done: the caller's `out` stays as it is.
+        let (bytes, readback) = ((4 * out.len()) as u64, self.state.readback.clone());
+        self.encoder().copy_buffer_to_buffer(&logits, 0, &readback, 0, bytes);
         Ok(())
     }
 }

@@ -3,7 +3,9 @@
 //! formats, the 32-element blocks, the K-quants and IQ4_NL/IQ4_XS; RMSNorm, add, SwiGLU, GeGLU,
 //! RoPE, attention), each checked against its CPU twin, and [`GpuState`], the model's
 //! `Backend` on them: the same forward pass as the CPU's, one command encoder per batch.
-//! Native only so far; the browser build and the engine's choice of device are still to come.
+//! The same code runs natively (Vulkan, Metal, DX12) and in the browser (WebGPU): everything
+//! the GPU hands back comes through a [`Signal`], which native code settles by polling the
+//! device and the browser by its own event loop, so nothing here ever blocks a page.
 //!
 //! Weights are uploaded as the file stores them: a matrix's bytes go up unchanged (padded to
 //! a whole number of `u32`, in slices of rows where one binding cannot hold it), and each
@@ -13,10 +15,13 @@
 
 mod backend;
 mod shaders;
+mod signal;
 
 pub use backend::GpuState;
+pub use signal::Signal;
 
 use std::fmt;
+use std::sync::{Arc, Mutex};
 
 use crate::tensor::WeightType;
 
@@ -37,12 +42,18 @@ pub enum GpuError {
     Device(String),
     /// A weight type with no kernel yet.
     Unsupported(WeightType),
+    /// A part of the model the GPU does not run yet (DeltaNet layers, gated attention...).
+    Refused(&'static str),
     /// A buffer larger than the adapter binds at once.
     TooLarge { what: &'static str, bytes: u64, limit: u64 },
     /// Shapes that do not fit together.
     Shape(String),
-    /// The device failed a submission or a readback (lost, out of memory).
+    /// The device failed a submission or a readback (out of memory, a validation error).
     Failed(String),
+    /// The device is gone (a driver reset, `device.destroy()`): nothing more runs on it.
+    Lost(String),
+    /// Asked for results the GPU has not finished yet (wait for [`GpuState::pending`] first).
+    NotReady,
 }
 
 impl fmt::Display for GpuError {
@@ -51,16 +62,32 @@ impl fmt::Display for GpuError {
             GpuError::NoAdapter(why) => write!(f, "no GPU adapter: {why}"),
             GpuError::Device(why) => write!(f, "the GPU adapter gave no device: {why}"),
             GpuError::Unsupported(t) => write!(f, "no GPU kernel for {t:?} weights yet"),
+            GpuError::Refused(what) => write!(f, "{what} do not run on the GPU yet"),
             GpuError::TooLarge { what, bytes, limit } => {
                 write!(f, "{what} is {bytes} bytes, over the adapter's {limit} per binding")
             }
             GpuError::Shape(why) => write!(f, "shapes do not fit: {why}"),
             GpuError::Failed(why) => write!(f, "the GPU failed: {why}"),
+            GpuError::Lost(why) => write!(f, "the GPU device was lost: {why}"),
+            GpuError::NotReady => write!(f, "the GPU has not finished the work asked for yet"),
         }
     }
 }
 
 impl std::error::Error for GpuError {}
+
+impl GpuError {
+    /// A stable snake_case name (the page's `kind`): no adapter, a model the GPU cannot run, a
+    /// failure, or a lost device (after which the engine goes on on the CPU).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            GpuError::NoAdapter(_) | GpuError::Device(_) => "no_gpu",
+            GpuError::Unsupported(_) | GpuError::Refused(_) | GpuError::TooLarge { .. } => "gpu_unsupported",
+            GpuError::Shape(_) | GpuError::Failed(_) | GpuError::NotReady => "gpu_failed",
+            GpuError::Lost(_) => "gpu_lost",
+        }
+    }
+}
 
 /// The adapter's facts a caller reports (what the page will show: "GPU · name").
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -78,6 +105,9 @@ pub struct Gpu {
     device: wgpu::Device,
     queue: wgpu::Queue,
     facts: AdapterFacts,
+    /// The first error the device reported on its own (a validation error, running out of
+    /// memory, losing the device): wgpu's default for those is a panic.
+    fault: Arc<Mutex<Option<GpuError>>>,
     matvec: Vec<(WeightType, wgpu::ComputePipeline)>,
     rms_norm: wgpu::ComputePipeline,
     add: wgpu::ComputePipeline,
@@ -122,12 +152,14 @@ pub struct RopeParams {
 }
 
 impl Gpu {
-    /// The first adapter wgpu finds (a discrete GPU first), with the adapter's own limits.
+    /// [`Gpu::request`], waited for: natively only, where nothing else would run its future.
+    #[cfg(not(target_family = "wasm"))]
     pub fn new() -> Result<Gpu, GpuError> {
-        pollster::block_on(Self::start())
+        pollster::block_on(Self::request())
     }
 
-    async fn start() -> Result<Gpu, GpuError> {
+    /// The first adapter wgpu finds (a discrete GPU first), with the adapter's own limits.
+    pub async fn request() -> Result<Gpu, GpuError> {
         let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle());
         let options = wgpu::RequestAdapterOptions {
             power_preference: wgpu::PowerPreference::HighPerformance,
@@ -148,6 +180,19 @@ impl Gpu {
             wgpu::DeviceDescriptor { label: Some("inferno"), required_limits: limits, ..Default::default() };
         let (device, queue) =
             adapter.request_device(&descriptor).await.map_err(|e| GpuError::Device(e.to_string()))?;
+        let fault = Arc::new(Mutex::new(None));
+        let slot = Arc::clone(&fault);
+        device.on_uncaptured_error(Arc::new(move |error: wgpu::Error| {
+            let error = match error {
+                wgpu::Error::OutOfMemory { .. } => GpuError::Failed("out of GPU memory".into()),
+                other => GpuError::Failed(other.to_string()),
+            };
+            record_fault(&slot, error);
+        }));
+        let slot = Arc::clone(&fault);
+        device.set_device_lost_callback(move |_reason, message| {
+            record_fault(&slot, GpuError::Lost(message));
+        });
         let matvec = shaders::MATVEC_TYPES
             .iter()
             .map(|&weight_type| (weight_type, pipeline(&device, &shaders::matvec(weight_type, WORKGROUP))))
@@ -169,6 +214,7 @@ impl Gpu {
             device,
             queue,
             facts,
+            fault,
             matvec,
             rms_norm,
             add,
@@ -186,11 +232,52 @@ impl Gpu {
         &self.facts
     }
 
+    /// What the device reported on its own since it started, if anything: once lost, it
+    /// stays lost.
+    pub fn fault(&self) -> Option<GpuError> {
+        self.fault.lock().ok().and_then(|slot| slot.clone())
+    }
+
+    /// Gives the device up, as a driver reset would (what the tests of a lost device use).
+    pub fn destroy(&self) {
+        self.device.destroy();
+        record_fault(&self.fault, GpuError::Lost("destroyed".into()));
+    }
+
+    /// A buffer holding `bytes` (padded to whole words), written through the queue: unlike a
+    /// buffer mapped at creation, this cannot panic on a lost device, it only reports an error.
+    fn buffer_with(&self, bytes: &[u8], usage: wgpu::BufferUsages) -> wgpu::Buffer {
+        let size = bytes.len().div_ceil(4).max(1) * 4;
+        let buffer = self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: None,
+            size: size as u64,
+            usage: usage | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        if bytes.len() == size {
+            self.queue.write_buffer(&buffer, 0, bytes);
+        } else {
+            let mut padded = bytes.to_vec();
+            padded.resize(size, 0);
+            self.queue.write_buffer(&buffer, 0, &padded);
+        }
+        buffer
+    }
+
+    /// Waits for `signal` (set by a callback of this device's): natively the device is polled
+    /// until its queue is done, which runs the callbacks; in the browser its event loop does.
+    async fn settle(&self, signal: Signal) -> Result<(), GpuError> {
+        #[cfg(not(target_family = "wasm"))]
+        self.device.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| GpuError::Failed(e.to_string()))?;
+        let result = signal.await;
+        self.fault().map_or(result, Err)
+    }
+
     /// `y = W · x` for a `rows × cols` matrix of `weight_type` stored as `bytes` (the file's
     /// blocks, row after row), and `x` one or more input rows of `cols` (then `y` holds as
     /// many rows of `rows`). Uploads, runs and reads back in one go: a check of the kernels
     /// against the CPU's; the forward pass will keep weights and activations on the device.
-    pub fn matvec(
+    pub async fn matvec(
         &self,
         weight_type: WeightType,
         bytes: &[u8],
@@ -221,11 +308,11 @@ impl Gpu {
         let [groups_x, groups_y] = groups_2d(rows as u32);
         let params = [rows as u32, cols as u32, row_bytes as u32, groups_x, rows as u32, 0, 0, 0];
         let groups = [groups_x, groups_y, batch as u32];
-        self.run(pipeline, &[&padded, &f32_bytes(x)], &vec![0.0; rows * batch], &params, groups)
+        self.run(pipeline, &[&padded, &f32_bytes(x)], &vec![0.0; rows * batch], &params, groups).await
     }
 
     /// `out` ← RMSNorm of each `width` values of `x`, times `weight` (`width` long).
-    pub fn rms_norm(&self, x: &[f32], weight: &[f32], eps: f32) -> Result<Vec<f32>, GpuError> {
+    pub async fn rms_norm(&self, x: &[f32], weight: &[f32], eps: f32) -> Result<Vec<f32>, GpuError> {
         let width = weight.len();
         if width == 0 || !x.len().is_multiple_of(width) {
             return Err(GpuError::Shape(format!("{} values are not rows of {width}", x.len())));
@@ -235,27 +322,32 @@ impl Gpu {
         let params = [rows, width as u32, eps.to_bits(), groups_x];
         let groups = [groups_x, groups_y, 1];
         let inputs: [&[u8]; 2] = [&f32_bytes(x), &f32_bytes(weight)];
-        self.run(&self.rms_norm, &inputs, &vec![0.0; x.len()], &params, groups)
+        self.run(&self.rms_norm, &inputs, &vec![0.0; x.len()], &params, groups).await
     }
 
     /// `x + y`.
-    pub fn add(&self, x: &[f32], y: &[f32]) -> Result<Vec<f32>, GpuError> {
-        self.elementwise(&self.add, x, y)
+    pub async fn add(&self, x: &[f32], y: &[f32]) -> Result<Vec<f32>, GpuError> {
+        self.elementwise(&self.add, x, y).await
     }
 
     /// `silu(gate) · up`.
-    pub fn swiglu(&self, gate: &[f32], up: &[f32]) -> Result<Vec<f32>, GpuError> {
-        self.elementwise(&self.swiglu, gate, up)
+    pub async fn swiglu(&self, gate: &[f32], up: &[f32]) -> Result<Vec<f32>, GpuError> {
+        self.elementwise(&self.swiglu, gate, up).await
     }
 
     /// `gelu(gate) · up` (tanh approximation).
-    pub fn geglu(&self, gate: &[f32], up: &[f32]) -> Result<Vec<f32>, GpuError> {
-        self.elementwise(&self.geglu, gate, up)
+    pub async fn geglu(&self, gate: &[f32], up: &[f32]) -> Result<Vec<f32>, GpuError> {
+        self.elementwise(&self.geglu, gate, up).await
     }
 
     /// RoPE on `x`, rows of `heads × head_dim` at positions `start..`, with per-pair frequency
     /// divisors `factors` where the model has them.
-    pub fn rope(&self, x: &[f32], rope: RopeParams, factors: Option<&[f32]>) -> Result<Vec<f32>, GpuError> {
+    pub async fn rope(
+        &self,
+        x: &[f32],
+        rope: RopeParams,
+        factors: Option<&[f32]>,
+    ) -> Result<Vec<f32>, GpuError> {
         let RopeParams { heads, head_dim, rope_dims, .. } = rope;
         let row = heads * head_dim;
         if row == 0 || !x.len().is_multiple_of(row) || rope_dims > head_dim || rope_dims % 2 != 0 {
@@ -273,12 +365,12 @@ impl Gpu {
         let groups = [groups_x, groups_y, 1];
         let params = rope_params(&rope, rows, factors.is_some(), groups_x);
         let factors = f32_bytes(factors.unwrap_or(&[1.0]));
-        self.run(&self.rope, &[&factors], x, &params, groups)
+        self.run(&self.rope, &[&factors], x, &params, groups).await
     }
 
     /// Causal attention of `q` (rows of `n_head × head_dim`, at positions `start..`) over the
     /// keys `k` and values `v` of positions `0..start + rows` (rows of `n_kv × head_dim`).
-    pub fn attention(
+    pub async fn attention(
         &self,
         q: &[f32],
         k: &[f32],
@@ -308,11 +400,11 @@ impl Gpu {
         let [groups_x, groups_y] = groups_2d(((queries * a.n_head) as u32).div_ceil(64));
         let params = attention_params(&a, queries, groups_x);
         let inputs: [&[u8]; 3] = [&f32_bytes(q), &f32_bytes(k), &f32_bytes(v)];
-        self.run(&self.attention, &inputs, &vec![0.0; q.len()], &params, [groups_x, groups_y, 1])
+        self.run(&self.attention, &inputs, &vec![0.0; q.len()], &params, [groups_x, groups_y, 1]).await
     }
 
     /// `f(x, y)` element by element: `x` is updated in place on the device.
-    fn elementwise(
+    async fn elementwise(
         &self,
         pipeline: &wgpu::ComputePipeline,
         x: &[f32],
@@ -324,14 +416,14 @@ impl Gpu {
         let [groups_x, groups_y] = groups_2d((x.len() as u32).div_ceil(ELEMENTWISE_WORKGROUP));
         let params = [x.len() as u32, groups_x, 0, 0];
         let groups = [groups_x, groups_y, 1];
-        self.run(pipeline, &[&f32_bytes(y)], x, &params, groups)
+        self.run(pipeline, &[&f32_bytes(y)], x, &params, groups).await
     }
 
     /// One dispatch of `pipeline` over bindings `inputs...` (read-only), then the output (its
     /// initial contents `output`), then the uniform `params`; the output read back. The forward
     /// pass will encode many dispatches per submit over buffers that stay on the device; this
     /// serves the kernels' checks.
-    fn run(
+    async fn run(
         &self,
         pipeline: &wgpu::ComputePipeline,
         inputs: &[&[u8]],
@@ -339,12 +431,7 @@ impl Gpu {
         params: &[u32],
         groups: [u32; 3],
     ) -> Result<Vec<f32>, GpuError> {
-        let storage = |label, contents: &[u8], usage| {
-            wgpu::util::DeviceExt::create_buffer_init(
-                &self.device,
-                &wgpu::util::BufferInitDescriptor { label: Some(label), contents, usage },
-            )
-        };
+        let storage = |_label: &str, contents: &[u8], usage| self.buffer_with(contents, usage);
         let mut buffers: Vec<wgpu::Buffer> = inputs
             .iter()
             .map(|bytes| {
@@ -400,23 +487,38 @@ impl Gpu {
         let output = &buffers[inputs.len()];
         encoder.copy_buffer_to_buffer(output, 0, &readback, 0, out_size);
         self.queue.submit([encoder.finish()]);
-        read_back(self, &readback)
+        self.settle(map_for_reading(&readback)).await?;
+        mapped_floats(&readback, output.size() as usize / 4)
     }
 }
 
-/// A mapped readback buffer's floats, once the queue has finished with it.
-fn read_back(gpu: &Gpu, readback: &wgpu::Buffer) -> Result<Vec<f32>, GpuError> {
-    let (sender, receiver) = std::sync::mpsc::channel();
-    readback.map_async(wgpu::MapMode::Read, .., move |result| {
-        let _ = sender.send(result);
+/// Asks for `buffer` to be mapped once the queue is done with it; the signal says when.
+fn map_for_reading(buffer: &wgpu::Buffer) -> Signal {
+    let signal = Signal::default();
+    let done = signal.clone();
+    buffer.map_async(wgpu::MapMode::Read, .., move |result| {
+        done.complete(result.map_err(|e| GpuError::Failed(e.to_string())));
     });
-    gpu.device.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| GpuError::Failed(e.to_string()))?;
-    receiver
-        .recv()
-        .map_err(|e| GpuError::Failed(e.to_string()))?
-        .map_err(|e| GpuError::Failed(e.to_string()))?;
-    let view = readback.get_mapped_range(..).map_err(|e| GpuError::Failed(e.to_string()))?;
-    Ok(view.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect())
+    signal
+}
+
+/// The first `floats` values of a mapped buffer, which is then unmapped for reuse.
+fn mapped_floats(buffer: &wgpu::Buffer, floats: usize) -> Result<Vec<f32>, GpuError> {
+    let values = {
+        let view = buffer.get_mapped_range(..).map_err(|e| GpuError::Failed(e.to_string()))?;
+        view.chunks_exact(4).take(floats).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()
+    };
+    buffer.unmap();
+    Ok(values)
+}
+
+fn record_fault(slot: &Mutex<Option<GpuError>>, error: GpuError) {
+    if let Ok(mut slot) = slot.lock() {
+        // A lost device outranks whatever failed before it.
+        if slot.is_none() || matches!(error, GpuError::Lost(_)) {
+            *slot = Some(error);
+        }
+    }
 }
 
 /// The RoPE kernel's uniform for `rows` rows.

@@ -6,6 +6,16 @@
 use half::{bf16, f16};
 
 use super::{Gpu, GpuError, shaders::MATVEC_TYPES};
+
+/// The kernels' checks are async (the browser's GPU answers through its event loop); natively
+/// they are simply waited for.
+trait Wait: std::future::Future + Sized {
+    fn wait(self) -> Self::Output {
+        pollster::block_on(self)
+    }
+}
+
+impl<F: std::future::Future> Wait for F {}
 use crate::tensor::{WeightType, dequantize_row};
 
 /// A small deterministic generator (xorshift64*), so a failure reproduces.
@@ -84,7 +94,7 @@ fn check(gpu: &Gpu, weight_type: WeightType, rows: usize, cols: usize, seed: u64
     let mut rng = Rng(seed);
     let bytes = random_matrix(weight_type, rows, cols, &mut rng);
     let x: Vec<f32> = (0..cols).map(|_| rng.unit()).collect();
-    let got = gpu.matvec(weight_type, &bytes, rows, cols, &x).unwrap();
+    let got = gpu.matvec(weight_type, &bytes, rows, cols, &x).wait().unwrap();
     let want = cpu_matvec(weight_type, &bytes, rows, cols, &x);
     assert_eq!(got.len(), rows);
     for (r, (&g, &(dot, magnitude))) in got.iter().zip(&want).enumerate() {
@@ -118,15 +128,15 @@ fn more_rows_than_one_dispatch_dimension_holds() {
 fn shapes_and_types_are_checked_before_anything_runs() {
     let gpu = gpu();
     let x = vec![0.0; 32];
-    let error = gpu.matvec(WeightType::Q4_0, &[0; 17], 1, 32, &x).unwrap_err();
+    let error = gpu.matvec(WeightType::Q4_0, &[0; 17], 1, 32, &x).wait().unwrap_err();
     assert!(matches!(error, GpuError::Shape(_)), "{error}");
-    let error = gpu.matvec(WeightType::Q4_0, &[0; 18], 1, 32, &x[..31]).unwrap_err();
+    let error = gpu.matvec(WeightType::Q4_0, &[0; 18], 1, 32, &x[..31]).wait().unwrap_err();
     assert!(matches!(error, GpuError::Shape(_)), "{error}");
-    let error = gpu.matvec(WeightType::Q4_0, &[0; 18], 1, 33, &x).unwrap_err();
+    let error = gpu.matvec(WeightType::Q4_0, &[0; 18], 1, 33, &x).wait().unwrap_err();
     assert!(matches!(error, GpuError::Shape(_)), "{error}");
     let lattice = WeightType::IQ2_XXS;
     let bytes = vec![0; lattice.row_bytes(256).unwrap()];
-    let error = gpu.matvec(lattice, &bytes, 1, 256, &[0.0; 256]).unwrap_err();
+    let error = gpu.matvec(lattice, &bytes, 1, 256, &[0.0; 256]).wait().unwrap_err();
     assert_eq!(error, GpuError::Unsupported(lattice));
     assert!(!gpu.facts().name.is_empty());
 }
@@ -153,21 +163,21 @@ fn rms_norm_add_and_gated_activations_match_the_cpu() {
         let (x, weight) = (random(rows * width, 4.0, &mut rng), random(width, 2.0, &mut rng));
         let mut want = vec![0.0; x.len()];
         rms_norm(&mut want, &x, &weight, 1e-6);
-        assert_close("rms_norm", &gpu.rms_norm(&x, &weight, 1e-6).unwrap(), &want, 1e-5);
+        assert_close("rms_norm", &gpu.rms_norm(&x, &weight, 1e-6).wait().unwrap(), &want, 1e-5);
     }
     // Past one dispatch row of workgroups for the element-wise kernels: 65,535 × 256 < n.
     for n in [1, 1000, 65_535 * 256 + 1000] {
         let (x, y) = (random(n, 12.0, &mut rng), random(n, 3.0, &mut rng));
         let mut want = x.clone();
         add_in_place(&mut want, &y);
-        assert_close("add", &gpu.add(&x, &y).unwrap(), &want, 1e-6);
+        assert_close("add", &gpu.add(&x, &y).wait().unwrap(), &want, 1e-6);
         let mut want = x.clone();
         swiglu(&mut want, &y);
-        assert_close("swiglu", &gpu.swiglu(&x, &y).unwrap(), &want, 1e-5);
+        assert_close("swiglu", &gpu.swiglu(&x, &y).wait().unwrap(), &want, 1e-5);
         // The CPU's GELU rounds its input and output to f16 (ggml's table): 2^-10 relative.
         let mut want = x.clone();
         geglu(&mut want, &y);
-        assert_close("geglu", &gpu.geglu(&x, &y).unwrap(), &want, 4e-3);
+        assert_close("geglu", &gpu.geglu(&x, &y).wait().unwrap(), &want, 4e-3);
     }
 }
 
@@ -206,7 +216,7 @@ fn rope_matches_the_cpu_in_both_pairings_with_and_without_factors() {
             freq_scale: rope.freq_scale,
             attn_factor: rope.attn_factor,
         };
-        let got = gpu.rope(&x, params, factors.as_deref()).unwrap();
+        let got = gpu.rope(&x, params, factors.as_deref()).wait().unwrap();
         assert_close(&format!("rope {style:?} {rope_dims}"), &got, &want, 2e-5);
     }
 }
@@ -219,10 +229,10 @@ fn a_batch_of_input_rows_gives_a_row_of_outputs_each() {
         let (rows, cols, batch) = (40, 512, 3);
         let bytes = random_matrix(weight_type, rows, cols, &mut rng);
         let x = random(cols * batch, 1.0, &mut rng);
-        let got = gpu.matvec(weight_type, &bytes, rows, cols, &x).unwrap();
+        let got = gpu.matvec(weight_type, &bytes, rows, cols, &x).wait().unwrap();
         assert_eq!(got.len(), rows * batch);
         for (r, input) in x.chunks_exact(cols).enumerate() {
-            let one = gpu.matvec(weight_type, &bytes, rows, cols, input).unwrap();
+            let one = gpu.matvec(weight_type, &bytes, rows, cols, input).wait().unwrap();
             assert_eq!(&got[r * rows..(r + 1) * rows], &one[..], "{weight_type:?} batch row {r}");
             let want = cpu_matvec(weight_type, &bytes, rows, cols, input);
             for (&g, &(dot, magnitude)) in one.iter().zip(&want) {
@@ -255,7 +265,7 @@ fn attention_matches_the_cpu_with_groups_windows_and_soft_caps() {
         let v = random(positions * n_kv * head_dim, 1.0, &mut rng);
         let scale = 1.0 / (head_dim as f32).sqrt();
         let params = AttentionParams { n_head, n_kv, head_dim, start, window, scale, softcap };
-        let got = gpu.attention(&q, &k, &v, params).unwrap();
+        let got = gpu.attention(&q, &k, &v, params).wait().unwrap();
         let mut want = vec![0.0; q.len()];
         let scoring = Scoring::new(scale, (softcap > 0.0).then_some(softcap));
         for (index, out) in want.chunks_exact_mut(head_dim).enumerate() {
@@ -279,5 +289,5 @@ fn attention_matches_the_cpu_with_groups_windows_and_soft_caps() {
     }
     let bad =
         AttentionParams { n_head: 3, n_kv: 2, head_dim: 8, start: 0, window: 0, scale: 1.0, softcap: 0.0 };
-    assert!(matches!(gpu.attention(&[0.0; 24], &[0.0; 16], &[0.0; 16], bad), Err(GpuError::Shape(_))));
+    assert!(matches!(gpu.attention(&[0.0; 24], &[0.0; 16], &[0.0; 16], bad).wait(), Err(GpuError::Shape(_))));
 }
