@@ -15,9 +15,10 @@ pub mod chat;
 pub mod engine;
 /// Reading untrusted GGUF bytes: header, metadata, tensor index, ggml type table, errors.
 pub mod gguf;
-/// The forward pass on the GPU through wgpu (native for now, behind the `gpu` feature): kernels
-/// checked against their CPU twins, and the model's backend on them.
-#[cfg(all(feature = "gpu", not(target_family = "wasm")))]
+/// The forward pass on the GPU through wgpu (WebGPU in the browser; Vulkan, Metal or DX12
+/// natively, behind the `gpu` feature): kernels checked against their CPU twins, and the
+/// model's backend on them.
+#[cfg(feature = "gpu")]
 pub mod gpu;
 /// The facts a person wants about a model file, as one serializable report.
 pub mod inspect;

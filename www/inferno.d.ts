@@ -73,7 +73,11 @@ export type InfernoErrorKind =
   | 'sampler'
   | 'empty_prompt'
   | 'prompt_too_long'
-  | 'nothing_to_continue';
+  | 'nothing_to_continue'
+  | 'no_gpu'
+  | 'gpu_unsupported'
+  | 'gpu_failed'
+  | 'gpu_lost';
 
 /** Every error the engine and the API report. `kind` is stable and machine-readable. */
 export class InfernoError extends Error {
@@ -94,7 +98,30 @@ export interface Capabilities {
   memory64: boolean;
   /** Whether models can be kept in this browser (Origin Private File System). */
   opfs: boolean;
+  /** Whether the browser has WebGPU (`navigator.gpu`); `Inferno.gpuAdapter()` says more. */
+  webgpu: boolean;
 }
+
+/** The GPU adapter the browser offers (WebGPU). */
+export interface GpuAdapter {
+  vendor: string;
+  architecture: string;
+  description: string;
+  /** A software renderer (SwiftShader, llvmpipe): `device: 'auto'` runs on the CPU instead. */
+  software: boolean;
+  features: string[];
+  limits: {
+    maxStorageBufferBindingSize: number;
+    maxBufferSize: number;
+    maxComputeInvocationsPerWorkgroup: number;
+    maxComputeWorkgroupStorageSize: number;
+  };
+}
+
+/** Where a model runs: the GPU (with the adapter's name) or the CPU (and why not the GPU). */
+export type Device =
+  | { type: 'gpu'; name: string; reason: null }
+  | { type: 'cpu'; threads: number; reason: string | null };
 
 export interface StoredModel {
   name: string;
@@ -128,7 +155,7 @@ export interface EngineOptions {
 }
 
 export interface LoadProgress {
-  phase: 'reading' | 'validating' | 'ready';
+  phase: 'reading' | 'validating' | 'device' | 'ready';
   loaded: number;
   total: number;
 }
@@ -138,6 +165,9 @@ export interface LoadOptions {
   /** Restarts the engine with this many threads if it runs another count. */
   threads?: number | null;
   signal?: AbortSignal;
+  /** 'auto' (default): the GPU where a hardware adapter runs the whole model, else the CPU;
+   *  'gpu': fail (no_gpu, gpu_unsupported) rather than fall back; 'cpu'. */
+  device?: 'auto' | 'gpu' | 'cpu';
 }
 
 /** A File or Blob, a URL (relative to the page), or a model kept in this browser. */
@@ -166,6 +196,8 @@ export interface ModelInfo {
   recommended_sampling: SamplingSettings;
   threads: number;
   memory64: boolean;
+  /** Where it runs; after a lost GPU (kind gpu_lost), the CPU. */
+  device: Device;
   load_ms: number;
 }
 
@@ -398,6 +430,7 @@ export class Inferno {
   /** Starts an engine and loads a model into it. */
   static load(source: ModelSource, options?: EngineOptions & LoadOptions): Promise<Inferno>;
   static capabilities(): Capabilities;
+  static gpuAdapter(): Promise<GpuAdapter | null>;
   static readonly storedModels: StoredModels;
 
   readonly chat: { readonly completions: Completions };

@@ -54,6 +54,33 @@ function capabilities() {
     relaxedSimd: relaxedSimdSupported(),
     memory64: memory64Supported(),
     opfs: storage.opfsAvailable(),
+    webgpu: Boolean(self.navigator?.gpu),
+  };
+}
+
+/**
+ * The GPU adapter this browser offers (WebGPU), or null: {vendor, architecture, description,
+ * software, features, limits}. `software` marks a software renderer (SwiftShader, llvmpipe),
+ * which `device: 'auto'` passes over for the CPU engine.
+ */
+async function gpuAdapter() {
+  const adapter = await self.navigator?.gpu?.requestAdapter({ powerPreference: 'high-performance' });
+  if (!adapter) return null;
+  const info = adapter.info ?? {};
+  const name = [info.vendor, info.architecture, info.description].filter(Boolean).join(' ');
+  const { limits } = adapter;
+  return {
+    vendor: info.vendor ?? '',
+    architecture: info.architecture ?? '',
+    description: info.description ?? '',
+    software: Boolean(info.isFallbackAdapter) || /swiftshader|llvmpipe|lavapipe/i.test(name),
+    features: [...adapter.features].sort(),
+    limits: {
+      maxStorageBufferBindingSize: limits.maxStorageBufferBindingSize,
+      maxBufferSize: limits.maxBufferSize,
+      maxComputeInvocationsPerWorkgroup: limits.maxComputeInvocationsPerWorkgroup,
+      maxComputeWorkgroupStorageSize: limits.maxComputeWorkgroupStorageSize,
+    },
   };
 }
 
@@ -107,6 +134,7 @@ export class Inferno {
   }
 
   static capabilities = capabilities;
+  static gpuAdapter = gpuAdapter;
   static storedModels = storedModels;
 
   /** The loaded model's facts (name, size, architecture, vocab_size, context_length, template,
@@ -123,12 +151,14 @@ export class Inferno {
   /**
    * Loads a model: a File or Blob, a URL (string or URL, streamed with progress), or
    * `{opfs: name}` for a model kept in this browser. `threads` restarts the engine with that
-   * many threads if it runs another count. A new load replaces the model (and cancels a
-   * load still running). Resolves with `model`.
+   * many threads if it runs another count. `device`: 'auto' (the default: the GPU where a
+   * hardware adapter runs the whole model, else the CPU), 'gpu' (fail rather than fall back)
+   * or 'cpu'; `model.device` says which runs and why. A new load replaces the model (and
+   * cancels a load still running). Resolves with `model`.
    */
-  async load(source, { onProgress, threads, signal } = {}) {
+  async load(source, { onProgress, threads, signal, device } = {}) {
     if (signal?.aborted) throw abortError();
-    const fields = await loadFields(source);
+    const fields = { ...(await loadFields(source)), ...(device === undefined ? {} : { device }) };
     if (threads !== undefined && this.#client.useThreads(threads || null)) this.#forgetModel();
     const mine = ++this.#loads; // Only the newest load says which model is loaded.
     const request = this.#client.request('load', fields, (event) => {
@@ -220,6 +250,15 @@ export class Inferno {
 
   // --- completions ------------------------------------------------------------------------
 
+  /** What a failed request says about the model: gone, or moved to the CPU (a lost GPU). */
+  #afterError(error) {
+    if (MODEL_LOST.has(error.kind)) this.#model = null;
+    else if (error.kind === 'gpu_lost' && this.#model) {
+      const threads = this.#model.threads ?? 1;
+      this.#model = { ...this.#model, device: { type: 'cpu', threads, reason: 'the GPU was lost' } };
+    }
+  }
+
   /** Runs `promise`; an abort of `signal` stops the worker's current work, and the promise then
    *  rejects with an AbortError. */
   async #abortable(promise, signal) {
@@ -228,7 +267,7 @@ export class Inferno {
     try {
       return await promise;
     } catch (error) {
-      if (MODEL_LOST.has(error.kind)) this.#model = null;
+      this.#afterError(error);
       throw signal?.aborted && error.kind === 'cancelled' ? abortError() : error;
     } finally {
       signal?.removeEventListener('abort', onAbort);
@@ -357,7 +396,7 @@ export class Inferno {
         run.finish(reply.reason, { prompt, cached }, { ...stats, seed: settings?.seed });
       })
       .catch((error) => {
-        if (MODEL_LOST.has(error.kind)) this.#model = null;
+        this.#afterError(error);
         run.fail(error);
       })
       .finally(() => signal?.removeEventListener('abort', onAbort));

@@ -7,8 +7,8 @@
 //   inspect_loaded                       -> inspected {...} for the loaded model
 //   model                                -> model {model} (null when none is loaded)
 //   info                                 -> info {info}
-//   load {file} | {url}                  -> events progress {phase, bytes, total}
-//                                           -> loaded {model}
+//   load {file} | {url}, device?         -> events progress {phase, bytes, total}
+//                                           -> loaded {model} (model.device says where it runs)
 //   chat {messages, settings, enableThinking, maxTokens, traceTop, context}
 //                                        -> events prefill {evaluated, total} (between parts
 //                                           of a long prompt), prepared {prepared, ms},
@@ -44,6 +44,10 @@
 // kind "busy", while a new load cancels a running load (kind "cancelled") or generation.
 // Stop takes effect between two decode steps or two prefill parts: both loops yield to the
 // message queue after each one.
+// A load's `device` ('auto' by default, 'gpu' or 'cpu') says where the model runs: 'auto'
+// takes the GPU (WebGPU) where there is a hardware adapter that runs every part of the model,
+// and the CPU otherwise, saying why in model.device.reason; 'gpu' fails the load instead. A
+// lost GPU fails the running request with kind gpu_lost, and the model goes on on the CPU.
 
 import { buildFor, memory64Supported, resolveThreads } from './capabilities.js';
 import { startEngine } from './engine-loader.js';
@@ -243,7 +247,7 @@ async function engineInfo() {
 const FILE_CHUNK_BYTES = 16 << 20;
 const PROGRESS_INTERVAL_MS = 100;
 
-let model = null; // {engine: WebEngine, name, size, info, source}
+let model = null; // {engine: WebEngine, name, size, info, source, device}
 
 function requireModel() {
   if (!model) throw new WorkerError('ProtocolError', 'no_model', 'no model is loaded');
@@ -404,7 +408,15 @@ async function loadModel(request, run) {
     throw error;
   }
   const info = toPlain(engine.info());
-  model = { engine, name, size, info, source: request.source ?? (request.url ? 'url' : 'file') };
+  let device;
+  try {
+    report('device', size, true);
+    device = await placeEngine(wasm, engine, deviceAsked(request.device));
+  } catch (error) {
+    engine.free();
+    throw error;
+  }
+  model = { engine, name, size, info, device, source: request.source ?? (request.url ? 'url' : 'file') };
   report('ready', size, true);
   return { type: 'loaded', model: describeModel(), ms: performance.now() - started };
 }
@@ -440,8 +452,94 @@ async function openSource(request, run) {
 
 function describeModel() {
   if (!model) return null;
-  const { name, size, info, source } = model;
-  return { name, size, source, ...info, threads: engineBuild?.threads ?? 1, memory64: config.memory64 };
+  const { name, size, info, source, device } = model;
+  return {
+    name,
+    size,
+    source,
+    ...info,
+    threads: engineBuild?.threads ?? 1,
+    memory64: config.memory64,
+    device,
+  };
+}
+
+// --- The device ----------------------------------------------------------------------------
+
+const DEVICES = ['auto', 'gpu', 'cpu'];
+
+function deviceAsked(value) {
+  if (value === undefined || value === null) return 'auto';
+  if (!DEVICES.includes(value)) {
+    throw new WorkerError('ProtocolError', 'bad_request', `device must be one of ${DEVICES.join(', ')}`);
+  }
+  return value;
+}
+
+let gpuPromise = null; // {gpu: WebGpu, name}: this worker's GPU device, asked for once
+
+/** The browser's adapter: {name, software}, or a no_gpu error. Cheap: no device is made. */
+async function gpuAdapter() {
+  const noGpu = (message) => new WorkerError('GpuError', 'no_gpu', message);
+  if (!self.navigator?.gpu) throw noGpu('this browser has no WebGPU (navigator.gpu)');
+  const adapter = await self.navigator.gpu.requestAdapter({ powerPreference: 'high-performance' });
+  if (!adapter) throw noGpu('the browser offers no GPU adapter');
+  const info = adapter.info ?? {};
+  const name =
+    [info.vendor, info.architecture, info.description].filter(Boolean).join(' ') || 'WebGPU adapter';
+  // A software renderer (Chromium's SwiftShader, Mesa's llvmpipe) is slower than the CPU engine.
+  const software = Boolean(info.isFallbackAdapter) || /swiftshader|llvmpipe|lavapipe/i.test(name);
+  return { name, software };
+}
+
+/** The device with every kernel compiled, made once per worker (again after a loss). */
+function getGpu(wasm, adapter) {
+  if (!gpuPromise) {
+    gpuPromise = wasm.request_gpu().then((gpu) => ({ gpu, name: adapter.name }));
+    gpuPromise.catch(() => {
+      gpuPromise = null; // An adapter may appear later (a driver update, another flag).
+    });
+  }
+  return gpuPromise;
+}
+
+/**
+ * Puts a freshly loaded engine on the device asked for, and makes its cache there (on the GPU
+ * that uploads the weights). Returns {type: 'gpu', name} or {type: 'cpu', threads, reason}.
+ */
+async function placeEngine(wasm, engine, asked) {
+  const cpu = (reason) => ({ type: 'cpu', threads: engineBuild?.threads ?? 1, reason });
+  if (asked === 'cpu') return cpu(null);
+  let gpu;
+  try {
+    const adapter = await gpuAdapter();
+    if (asked === 'auto' && adapter.software) {
+      return cpu(`the GPU adapter (${adapter.name}) is a software renderer, slower than the CPU engine`);
+    }
+    gpu = await getGpu(wasm, adapter);
+    if (gpu.gpu.facts().lost) {
+      gpuPromise = null;
+      gpu = await getGpu(wasm, adapter);
+    }
+    engine.use_gpu(gpu.gpu);
+    engine.open_session();
+  } catch (error) {
+    engine.use_cpu();
+    if (asked === 'gpu') throw error;
+    return cpu(`the GPU cannot run it: ${error.message}`);
+  }
+  return { type: 'gpu', name: gpu.name, reason: null };
+}
+
+/** After a lost GPU the model goes on on the CPU; the error still fails the request. */
+function onGenerationError(error) {
+  if (error?.kind === 'gpu_lost' && model) {
+    model.engine.use_cpu();
+    model.device = { type: 'cpu', threads: engineBuild?.threads ?? 1, reason: 'the GPU was lost' };
+    answer = null;
+    gpuPromise = null;
+  }
+  throw error;
 }
 
 // --- Generating ------------------------------------------------------------------------------
@@ -534,7 +632,11 @@ async function decode(id, run, { first, startIndex, maxTokens, traceTop }) {
     }
     const position = engine.context_used();
     const t0 = performance.now();
-    const out = toPlain(engine.step(traceTop, i === 0 ? first : undefined));
+    const forced = i === 0 ? first : undefined;
+    // The last token runs first (after a branch's rollback, the one before the step); on the
+    // GPU its logits arrive through the event loop.
+    if (engine.advance()) await engine.pending();
+    const out = toPlain(engine.step(traceTop, forced));
     const ms = performance.now() - t0;
     if (out.context_full) {
       reason = 'context_full';
@@ -611,42 +713,44 @@ function doneReply(reason, stats, prefill, { started, replayedBefore, soloBefore
 async function chat(request) {
   const { engine } = requireModel();
   const options = generationOptions(request);
-  return runExclusive(async (run) => {
-    const begun = beginCompletion(engine);
-    const { started } = begun;
-    const prepared = toPlain(
-      engine.prepare_chat({
-        messages: chatMessages(request.messages),
-        enable_thinking: request.enableThinking ?? undefined,
-        settings: request.settings ?? {},
-        context: request.context ?? undefined,
-      }),
-    );
-    const prefilled = await prefillInParts(request.id, run, engine, prepared.prompt_tokens);
-    const prefillMs = performance.now() - started;
-    const prefill = {
-      promptTokens: prepared.prompt_tokens,
-      reused: prefilled.reused,
-      evaluated: prefilled.evaluated,
-      contextSize: prepared.context_size,
-      prefillMs,
-      prefillTokS: prefilled.evaluated > 0 ? (1000 * prefilled.evaluated) / prefillMs : null,
-    };
-    answer = { start: engine.context_used(), steps: [] };
-    if (prefilled.remaining > 0) {
-      return doneReply('stopped', { steps: 0, decodeSteps: 0 }, prefill, begun);
-    }
-    self.postMessage({
-      type: 'prepared',
-      id: request.id,
-      event: true,
-      prepared: { ...prepared, ...prefilled },
-      ms: prefillMs,
-    });
-    await yieldToMessages();
-    const { reason, stats } = await decode(request.id, run, { ...options, first: undefined, startIndex: 0 });
-    return doneReply(reason, stats, { ...prefill, ttftMs: prefillMs + stats.firstStepMs }, begun);
+  return runExclusive((run) => chatOn(engine, request, options, run).catch(onGenerationError));
+}
+
+async function chatOn(engine, request, options, run) {
+  const begun = beginCompletion(engine);
+  const { started } = begun;
+  const prepared = toPlain(
+    engine.prepare_chat({
+      messages: chatMessages(request.messages),
+      enable_thinking: request.enableThinking ?? undefined,
+      settings: request.settings ?? {},
+      context: request.context ?? undefined,
+    }),
+  );
+  const prefilled = await prefillInParts(request.id, run, engine, prepared.prompt_tokens);
+  const prefillMs = performance.now() - started;
+  const prefill = {
+    promptTokens: prepared.prompt_tokens,
+    reused: prefilled.reused,
+    evaluated: prefilled.evaluated,
+    contextSize: prepared.context_size,
+    prefillMs,
+    prefillTokS: prefilled.evaluated > 0 ? (1000 * prefilled.evaluated) / prefillMs : null,
+  };
+  answer = { start: engine.context_used(), steps: [] };
+  if (prefilled.remaining > 0) {
+    return doneReply('stopped', { steps: 0, decodeSteps: 0 }, prefill, begun);
+  }
+  self.postMessage({
+    type: 'prepared',
+    id: request.id,
+    event: true,
+    prepared: { ...prepared, ...prefilled },
+    ms: prefillMs,
   });
+  await yieldToMessages();
+  const { reason, stats } = await decode(request.id, run, { ...options, first: undefined, startIndex: 0 });
+  return doneReply(reason, stats, { ...prefill, ttftMs: prefillMs + stats.firstStepMs }, begun);
 }
 
 /**
@@ -658,6 +762,7 @@ async function prefillInParts(id, run, engine, promptTokens) {
   let evaluated = 0;
   for (;;) {
     const part = toPlain(engine.prefill(PREFILL_PART_TOKENS));
+    await engine.pending(); // On the GPU: the part is done (a stop or progress is then true).
     reused ??= part.reused;
     evaluated += part.evaluated;
     if (part.remaining === 0) return { reused, evaluated, remaining: 0, context_used: part.context_used };
@@ -675,7 +780,7 @@ async function branch(request) {
   if (!answer) throw new WorkerError('ProtocolError', 'no_answer', 'there is no answer to branch from');
   const index = count(request.step, 0, { max: answer.steps.length - 1 });
   const token = count(request.token, 0, { max: model.info.vocab_size - 1 });
-  return runExclusive(async (run) => {
+  const branchOn = async (run) => {
     const begun = beginCompletion(engine);
     // The KV cache is rolled back to the step, not recomputed (a recurrent state goes back
     // to its nearest checkpoint and replays the tokens from there).
@@ -684,7 +789,8 @@ async function branch(request) {
     const { reason, stats } = await decode(request.id, run, { ...options, first: token, startIndex: index });
     const prefill = { ttftMs: stats.firstStepMs };
     return doneReply(reason, stats, prefill, begun);
-  });
+  };
+  return runExclusive((run) => branchOn(run).catch(onGenerationError));
 }
 
 function stop() {

@@ -24,11 +24,11 @@ pub use cache::{CHECKPOINT_INTERVAL, Cache};
 pub use config::{Config, DeltaNet, LayerShape, Rope, RopeStyle};
 pub use cpu::Scratch;
 // The GPU backend (src/gpu) runs the same pass and embeds the same way.
-#[cfg(all(feature = "gpu", not(target_family = "wasm")))]
+#[cfg(feature = "gpu")]
 pub(crate) use cpu::embeddings;
 pub use error::ModelError;
 pub use forward::LogitsFor;
-#[cfg(all(feature = "gpu", not(target_family = "wasm")))]
+#[cfg(feature = "gpu")]
 pub(crate) use forward::forward_batch;
 pub use loader::{FileLoader, LoadError};
 pub use weights::{

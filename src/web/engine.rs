@@ -305,6 +305,53 @@ impl WebEngine {
         to_js(&Checkpoints { held, most, bytes_each })
     }
 
+    /// Runs the conversation on `gpu` from the next request on (the cache starts afresh
+    /// there); refused with kind `gpu_unsupported`, saying why, for a model the GPU cannot run.
+    pub fn use_gpu(&mut self, gpu: &super::WebGpu) -> Result<(), JsValue> {
+        self.engine.use_gpu(Some(gpu.gpu())).map_err(engine_error)?;
+        self.session = None;
+        Ok(())
+    }
+
+    /// Makes the conversation's cache now, of `context` tokens (the model's default when
+    /// absent): on the GPU this uploads the weights, which a load reports as its last phase
+    /// rather than the first prompt's time.
+    pub fn open_session(&mut self, context: Option<u32>) -> Result<(), JsValue> {
+        self.session_for(Some(self.context_for(context.map(|c| c as usize)))).map(drop)
+    }
+
+    /// Runs the conversation on the CPU from the next request on (after a lost device too).
+    pub fn use_cpu(&mut self) {
+        if self.engine.gpu().is_some() {
+            let _ = self.engine.use_gpu(None); // Going to the CPU cannot fail.
+            self.session = None;
+        }
+    }
+
+    /// "gpu" or "cpu": where the conversation runs.
+    pub fn device(&self) -> String {
+        if self.engine.gpu().is_some() { "gpu" } else { "cpu" }.into()
+    }
+
+    /// Bytes the conversation holds on the GPU (weights, cache, activations); 0 on the CPU.
+    pub fn gpu_bytes(&self) -> f64 {
+        self.session.as_ref().map_or(0, Session::gpu_bytes) as f64
+    }
+
+    /// Runs what the next `step` needs (the last sampled token), so that on the GPU the page
+    /// can await `pending()` first; true if anything ran.
+    pub fn advance(&mut self) -> Result<bool, JsValue> {
+        let session = self.session.as_mut().ok_or_else(|| engine_error(EngineError::NothingToContinue))?;
+        session.advance(&self.engine).map_err(engine_error)
+    }
+
+    /// A promise that settles when the GPU has finished what the last call submitted (rejects
+    /// with the GPU's error); undefined when there is nothing to wait for (always on the CPU).
+    /// Await it after `prefill` and `advance`, before the next call.
+    pub fn pending(&self) -> Option<js_sys::Promise> {
+        self.session.as_ref().and_then(Session::pending).map(super::gpu::promise)
+    }
+
     /// Forgets the conversation (keeps the model and the allocated cache).
     pub fn reset(&mut self) {
         if let Some(session) = &mut self.session {

@@ -1,12 +1,15 @@
 //! The JavaScript boundary. Only this module knows about `JsValue`; everything it exposes is a
 //! thin conversion around the native API, so the core is tested natively. One file per
-//! concern: inspecting a file's header, receiving a file, and the engine that chats with it.
+//! concern: inspecting a file's header, receiving a file, the engine that chats with it, and
+//! the GPU it may run on.
 
 mod engine;
+mod gpu;
 mod inspect;
 mod load;
 
 pub use engine::WebEngine;
+pub use gpu::{WebGpu, request_gpu};
 pub use inspect::{inspect_prefix, memory_for_model};
 pub use load::ModelLoader;
 

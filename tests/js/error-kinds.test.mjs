@@ -35,8 +35,15 @@ const RUST_KIND_FUNCTIONS = [
   ['src/model/loader.rs', 'kind'],
   ['src/model/error.rs', 'kind'],
   ['src/engine/error.rs', 'kind'],
+  ['src/gpu/mod.rs', 'kind'],
 ];
-const RUST_BINDINGS = ['src/web/mod.rs', 'src/web/engine.rs', 'src/web/inspect.rs', 'src/web/load.rs'];
+const RUST_BINDINGS = [
+  'src/web/mod.rs',
+  'src/web/engine.rs',
+  'src/web/inspect.rs',
+  'src/web/load.rs',
+  'src/web/gpu.rs',
+];
 
 function raisedKinds() {
   const kinds = new Map(); // kind -> where it was found

@@ -1,0 +1,259 @@
+// The library on the GPU, in a headless Chromium whose WebGPU is SwiftShader (a software
+// renderer: slow, so the model is the micro Qwen3 and answers are a few tokens). What a web
+// developer does with `device`: 'auto' passes over a software adapter for the CPU engine,
+// 'gpu' runs on it and answers as the CPU does (greedy, parting only at a near tie), streams,
+// stops, branches and reuses its cache on a second turn; a GPU lost mid-answer fails that
+// answer with gpu_lost and the next one runs on the CPU. Chromium without WebGPU's flag has
+// no adapter: 'gpu' is refused with no_gpu and 'auto' runs on the CPU.
+
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { chromium } from 'playwright-core';
+import { CHROMIUM_ARGS, chromiumPath } from '../../scripts/chromium.mjs';
+import { MODELS, h, onlyIn, requireModel, watchForProblems } from './harness.mjs';
+
+const WEBGPU_ARGS = [
+  ...CHROMIUM_ARGS.filter((arg) => arg !== '--disable-gpu'),
+  '--enable-unsafe-webgpu',
+  '--use-webgpu-adapter=swiftshader',
+];
+const TIMEOUT_MS = 600_000;
+/** How far below the CPU's best log-probability the GPU's pick may be: a near tie. */
+const TIE = 1.0;
+
+/**
+ * Serves worker.js with a test-only listener in front of its own: a chat whose messages say
+ * `__lose_gpu__` destroys the worker's GPU device after the answer's first token, as a driver
+ * reset would. Nothing of this ships.
+ */
+async function routeLosableGpu(page) {
+  await page.route(
+    (url) => url.pathname.endsWith('/worker.js'),
+    async (route) => {
+      const response = await route.fetch();
+      const injected = `self.addEventListener('message', (event) => {
+  if (!JSON.stringify(event.data?.messages ?? null).includes('__lose_gpu__')) return;
+  const post = self.postMessage.bind(self);
+  self.postMessage = (message, ...rest) => {
+    post(message, ...rest);
+    if (message?.type === 'token') {
+      self.postMessage = post;
+      gpuPromise.then((opened) => opened.gpu.destroy());
+    }
+  };
+});
+`;
+      await route.fulfill({ response, body: injected + (await response.text()) });
+    },
+  );
+}
+
+/** A blank page of the app's origin, the model's bytes in `window.modelBytes`. */
+async function blankPage(browser) {
+  const context = await browser.newContext({ serviceWorkers: 'block' });
+  const page = await context.newPage();
+  watchForProblems(page);
+  await routeLosableGpu(page);
+  await page.route('**/gpu-test.html', (route) =>
+    route.fulfill({ contentType: 'text/html', body: '<!doctype html><title>GPU test</title>' }),
+  );
+  await page.goto(`${h.server.url}gpu-test.html`);
+  const bytes = readFileSync(requireModel(MODELS.qwen3Micro)).toString('base64');
+  await page.evaluate((base64) => {
+    window.modelBytes = Uint8Array.from(atob(base64), (c) => c.charCodeAt(0));
+  }, bytes);
+  return { context, page };
+}
+
+describe('the library on the GPU (SwiftShader WebGPU)', { timeout: TIMEOUT_MS }, () => {
+  let browser;
+  before(async () => {
+    browser = await chromium.launch({ executablePath: chromiumPath, args: WEBGPU_ARGS });
+  });
+  after(async () => {
+    await browser?.close();
+  });
+
+  test(
+    'auto passes over a software GPU; gpu answers as the CPU does, stops, branches and reuses its cache',
+    {
+      skip: onlyIn('chromium', 'Firefox ESR has no WebGPU'),
+    },
+    async () => {
+      const { context, page } = await blankPage(browser);
+      const result = await page.evaluate(async () => {
+        const { Inferno } = await import('/inferno.js');
+        const model = new Blob([window.modelBytes]);
+        const question = {
+          messages: [{ role: 'user', content: 'What is the capital of France?' }],
+          temperature: 0,
+        };
+        const stream = async (engine, params) => {
+          const chunks = [];
+          for await (const chunk of await engine.chat.completions.create({ ...params, stream: true }))
+            chunks.push(chunk);
+          return chunks;
+        };
+        const steps = (chunks) => chunks.map((c) => c.inferno?.step).filter(Boolean);
+        const out = { capabilities: Inferno.capabilities(), adapter: await Inferno.gpuAdapter() };
+
+        const auto = await Inferno.load(model);
+        out.auto = auto.model.device;
+        const askCpu = { ...question, max_tokens: 5, logprobs: true, top_logprobs: 5 };
+        out.cpu = steps(await stream(auto, askCpu)).map((s) => ({
+          token: s.token,
+          trace: s.trace.candidates,
+        }));
+        auto.terminate();
+
+        const engine = await Inferno.load(model, { device: 'gpu' });
+        out.gpuDevice = engine.model.device;
+        out.gpu = steps(await stream(engine, askCpu)).map((s) => s.token);
+
+        // Stopped after the second token.
+        const controller = new AbortController();
+        const stopped = [];
+        const long = { ...question, max_tokens: 40, signal: controller.signal };
+        for await (const chunk of await engine.chat.completions.create({ ...long, stream: true })) {
+          if (chunk.inferno?.step) stopped.push(chunk.inferno.step);
+          if (stopped.length === 2) controller.abort();
+        }
+        out.stopped = stopped.length;
+
+        // A branch from step 1 with its runner-up forced.
+        const runnerUp = stopped[1].trace.candidates[1].id;
+        const branch = await engine.branch({ step: 1, token: runnerUp, max_tokens: 3 });
+        out.branch = {
+          runnerUp,
+          steps: branch.inferno.steps.map((step) => ({ token: step.token, forced: step.forced })),
+        };
+        out.stoppedFirst = stopped[0].token;
+
+        // A second turn: the first turn's prompt and answer come from the cache.
+        const first = await engine.chat.completions.create({ ...question, max_tokens: 3 });
+        const second = await engine.chat.completions.create({
+          messages: [
+            ...question.messages,
+            first.choices[0].message,
+            { role: 'user', content: 'And of Spain?' },
+          ],
+          temperature: 0,
+          max_tokens: 3,
+        });
+        out.secondTurn = second.usage;
+        out.device = engine.model.device;
+        engine.terminate();
+        return out;
+      });
+      assert.equal(result.capabilities.webgpu, true);
+      assert.equal(result.adapter.software, true, JSON.stringify(result.adapter));
+      assert.equal(result.auto.type, 'cpu');
+      assert.match(result.auto.reason, /software renderer/);
+      assert.equal(result.gpuDevice.type, 'gpu');
+      assert.match(result.gpuDevice.name, /swiftshader/i);
+      // Greedy on both: the same tokens until a near tie, which the CPU's candidates show.
+      const same = result.gpu.findIndex((token, i) => token !== result.cpu[i].token);
+      if (same !== -1) {
+        const candidates = result.cpu[same].trace;
+        const picked = candidates.find((c) => c.id === result.gpu[same]);
+        assert.ok(
+          picked,
+          `step ${same}: the GPU's token ${result.gpu[same]} is not among the CPU's candidates`,
+        );
+        const short = Math.log(candidates[0].probability) - Math.log(picked.probability);
+        assert.ok(
+          short <= TIE,
+          `step ${same}: the GPU's pick is ${short} below the CPU's in log-probability`,
+        );
+      }
+      assert.equal(result.gpu.length, result.cpu.length);
+      assert.equal(result.stopped, 2);
+      // The branch keeps step 0, forces the runner-up at step 1 and goes on from there.
+      assert.deepEqual(result.branch.steps.slice(0, 2), [
+        { token: result.stoppedFirst, forced: false },
+        { token: result.branch.runnerUp, forced: true },
+      ]);
+      assert.equal(result.branch.steps.length, 3);
+      assert.ok(result.secondTurn.prompt_tokens_details.cached_tokens > 0, JSON.stringify(result.secondTurn));
+      assert.equal(result.device.type, 'gpu');
+      await context.close();
+    },
+  );
+
+  test(
+    'a GPU lost mid-answer fails it with gpu_lost, and the next answer runs on the CPU',
+    {
+      skip: onlyIn('chromium', 'Firefox ESR has no WebGPU'),
+    },
+    async () => {
+      const { context, page } = await blankPage(browser);
+      const result = await page.evaluate(async () => {
+        const { Inferno } = await import('/inferno.js');
+        const engine = await Inferno.load(new Blob([window.modelBytes]), { device: 'gpu' });
+        const out = { before: engine.model.device.type, tokens: 0 };
+        const ask = (content) => ({
+          messages: [{ role: 'user', content }],
+          temperature: 0,
+          max_tokens: 4,
+          stream: true,
+        });
+        try {
+          for await (const chunk of await engine.chat.completions.create(ask('__lose_gpu__'))) {
+            if (chunk.inferno?.step) out.tokens += 1;
+          }
+          out.lost = 'no error';
+        } catch (error) {
+          out.lost = error.kind;
+        }
+        out.after = engine.model.device;
+        const next = await engine.chat.completions.create({ ...ask('Hello'), stream: false });
+        out.next = next.choices[0].finish_reason;
+        out.worker = (await engine.engineInfo()).version;
+        engine.terminate();
+        return out;
+      });
+      assert.equal(result.before, 'gpu');
+      assert.equal(result.lost, 'gpu_lost');
+      assert.equal(result.tokens, 1);
+      assert.deepEqual(result.after, {
+        type: 'cpu',
+        threads: result.after.threads,
+        reason: 'the GPU was lost',
+      });
+      assert.ok(['stop', 'length'].includes(result.next), result.next);
+      // The device reported its loss on the console; that is the test's doing.
+      h.problems = [];
+      await context.close();
+    },
+  );
+
+  test('without WebGPU, gpu is refused with no_gpu and auto runs on the CPU', async () => {
+    // The harness's browser runs without WebGPU's flag (Firefox ESR has none at all).
+    const context = await h.browser.newContext({ serviceWorkers: 'block' });
+    const page = await context.newPage();
+    watchForProblems(page);
+    await page.route('**/gpu-test.html', (route) =>
+      route.fulfill({ contentType: 'text/html', body: '<!doctype html><title>GPU test</title>' }),
+    );
+    await page.goto(`${h.server.url}gpu-test.html`);
+    const bytes = readFileSync(requireModel(MODELS.qwen3Micro)).toString('base64');
+    const result = await page.evaluate(async (base64) => {
+      const { Inferno } = await import('/inferno.js');
+      const model = new Blob([Uint8Array.from(atob(base64), (c) => c.charCodeAt(0))]);
+      const out = {};
+      out.refused = await Inferno.load(model, { device: 'gpu' }).then(
+        () => 'loaded',
+        (error) => error.kind,
+      );
+      const auto = await Inferno.load(model);
+      out.auto = auto.model.device;
+      auto.terminate();
+      return out;
+    }, bytes);
+    assert.equal(result.refused, 'no_gpu');
+    assert.equal(result.auto.type, 'cpu');
+    assert.match(result.auto.reason, /WebGPU|no GPU adapter/);
+    await context.close();
+  });
+});
