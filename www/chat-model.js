@@ -10,6 +10,7 @@ import { DEMO_MODEL_URL } from './defaults.js';
 const PHASES = {
   reading: 'Reading',
   validating: 'Validating',
+  device: 'Placing on the device',
   ready: 'Ready',
   storing: 'Keeping in this browser',
 };
@@ -18,6 +19,7 @@ const PHASES = {
  * engine: an Inferno engine. ui: the panel's elements. hooks:
  *   beforeLoad()            awaited before a load starts (stops a running answer)
  *   threads()               the thread count to load with (null: the engine's default)
+ *   device()                where to run: 'auto', 'gpu' or 'cpu'
  *   onModel(model)          a model was loaded (or null: none is)
  *   showError(title, error), hideError()
  */
@@ -51,6 +53,7 @@ export function createModelPanel(engine, ui, hooks) {
     try {
       const loaded = await engine.load(source, {
         threads: hooks.threads(),
+        device: hooks.device(),
         onProgress: ({ phase, loaded: bytes, total }) => {
           if (ticket === loadTicket) showProgress(phase, bytes, total);
         },
@@ -88,7 +91,8 @@ export function createModelPanel(engine, ui, hooks) {
     return load({ opfs: name }, { name, keepable: null });
   }
 
-  /** Loads the current model again (the thread count changed), keeping the conversation. */
+  /** Loads the current model again (the thread count or device changed), keeping the
+   *  conversation. */
   async function reload() {
     if (!model) return;
     if (model.source === 'opfs') await openStored(model.name);
@@ -112,15 +116,24 @@ export function createModelPanel(engine, ui, hooks) {
         `${next.vocab_size.toLocaleString('en-US')} tokens`,
         `trained context ${next.context_length.toLocaleString('en-US')}`,
         template,
-        `${next.threads} ${next.threads === 1 ? 'thread' : 'threads'}`,
         next.memory64 ? '64-bit memory' : null,
         ms !== undefined ? `loaded in ${formatDuration(ms)}` : null,
       ]
         .filter(Boolean)
         .join(' · ');
+      showDevice(next.device, next.threads);
       updateKeepButton();
     }
     hooks.onModel(next);
+  }
+
+  /** "GPU · adapter" or "CPU · 2 threads", and why not the GPU where it is not. */
+  function showDevice(device, threads) {
+    const onCpu = `CPU · ${threads} ${threads === 1 ? 'thread' : 'threads'}`;
+    ui.modelDevice.textContent = device?.type === 'gpu' ? `GPU · ${device.name}` : onCpu;
+    ui.modelDevice.dataset.device = device?.type ?? 'cpu';
+    ui.modelDevice.title = device?.reason ? `Not on the GPU: ${device.reason}` : '';
+    if (device?.reason) ui.modelDevice.textContent += ` (not on the GPU: ${device.reason})`;
   }
 
   async function unload() {

@@ -19,6 +19,7 @@ const ui = {
     modelBar: $('model-bar'),
     modelName: $('model-name'),
     modelDetails: $('model-details'),
+    modelDevice: $('model-device'),
     keepModel: $('keep-model'),
     unloadModel: $('unload-model'),
     progress: $('load-progress'),
@@ -56,6 +57,7 @@ const ui = {
     seed: $('set-seed'),
     context: $('set-context'),
     threads: $('set-threads'),
+    device: $('set-device'),
   },
   threadsNote: $('threads-note'),
 };
@@ -104,6 +106,7 @@ export function createChat(engine, { onModelLoaded, pickFile }) {
   const panel = createModelPanel(engine, ui.modelPanel, {
     beforeLoad: () => (state.generating ? stopGenerating() : Promise.resolve()),
     threads: () => settings.threads(),
+    device: () => ui.settings.device.value,
     onModel: (model) => modelChanged(model),
     showError,
     hideError,
@@ -250,6 +253,7 @@ export function createChat(engine, { onModelLoaded, pickFile }) {
     if (stats.contextUsed !== undefined && stats.contextSize)
       parts.push(`context ${stats.contextUsed} / ${stats.contextSize}`);
     if (stats.seed !== undefined) parts.push(`seed ${stats.seed}`);
+    if (stats.device) parts.push(`on the ${stats.device}`);
     if (stats.threads !== undefined)
       parts.push(
         `${stats.threads} ${stats.threads === 1 ? 'thread' : 'threads'}${stats.soloSteps ? ` (${stats.soloSteps} steps on one: faster while another program holds a core)` : ''}`,
@@ -297,7 +301,8 @@ export function createChat(engine, { onModelLoaded, pickFile }) {
    */
   async function streamAnswer(start, assistant, baseStats = {}) {
     const node = lastNode();
-    const live = { ...baseStats, threads: panel.model?.threads };
+    const onGpu = panel.model?.device?.type === 'gpu';
+    const live = { ...baseStats, ...(onGpu ? { device: 'GPU' } : { threads: panel.model?.threads }) };
     const controller = new AbortController();
     let finished;
     state.generating = { assistant, controller, finished: new Promise((resolve) => (finished = resolve)) };
@@ -529,6 +534,7 @@ export function createChat(engine, { onModelLoaded, pickFile }) {
   for (const input of [...settings.inputs, ui.systemPrompt, ui.thinking])
     input.addEventListener('change', save);
   ui.settings.threads.addEventListener('change', () => panel.reload());
+  ui.settings.device.addEventListener('change', () => panel.reload());
   updateButtons();
 
   return {

@@ -120,8 +120,7 @@ export interface GpuAdapter {
 
 /** Where a model runs: the GPU (with the adapter's name) or the CPU (and why not the GPU). */
 export type Device =
-  | { type: 'gpu'; name: string; reason: null }
-  | { type: 'cpu'; threads: number; reason: string | null };
+  { type: 'gpu'; name: string; reason: null } | { type: 'cpu'; threads: number; reason: string | null };
 
 export interface StoredModel {
   name: string;

@@ -11,7 +11,8 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { chromium } from 'playwright-core';
 import { CHROMIUM_ARGS, chromiumPath } from '../../scripts/chromium.mjs';
-import { MODELS, h, onlyIn, requireModel, watchForProblems } from './harness.mjs';
+import { MODELS, browserName, h, onlyIn, requireModel, watchForProblems } from './harness.mjs';
+import { ask, loadModel, setSettings } from './chat-helpers.mjs';
 
 const WEBGPU_ARGS = [
   ...CHROMIUM_ARGS.filter((arg) => arg !== '--disable-gpu'),
@@ -69,7 +70,8 @@ async function blankPage(browser) {
 describe('the library on the GPU (SwiftShader WebGPU)', { timeout: TIMEOUT_MS }, () => {
   let browser;
   before(async () => {
-    browser = await chromium.launch({ executablePath: chromiumPath, args: WEBGPU_ARGS });
+    if (browserName === 'chromium')
+      browser = await chromium.launch({ executablePath: chromiumPath, args: WEBGPU_ARGS });
   });
   after(async () => {
     await browser?.close();
@@ -225,6 +227,46 @@ describe('the library on the GPU (SwiftShader WebGPU)', { timeout: TIMEOUT_MS },
       // The device reported its loss on the console; that is the test's doing.
       h.problems = [];
       await context.close();
+    },
+  );
+
+  test(
+    'the chat page runs on the GPU when its settings say so, and shows it',
+    {
+      skip: onlyIn('chromium', 'Firefox ESR has no WebGPU'),
+    },
+    async () => {
+      const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+      const page = await context.newPage();
+      watchForProblems(page);
+      const harnessPage = h.page;
+      h.page = page;
+      try {
+        await page.goto(h.server.url);
+        await page.waitForSelector('#engine-info.ok');
+        await page.evaluate(() => {
+        document.getElementById('set-device').closest('details').open = true;
+      });
+        await page.selectOption('#set-device', 'auto');
+        await loadModel(requireModel(MODELS.qwen3Micro), page);
+        assert.match(await page.locator('#model-device').innerText(), /^CPU · .*software renderer/);
+        await page.selectOption('#set-device', 'gpu'); // Reloads the model on the GPU.
+        await page.waitForFunction(
+          () => document.getElementById('model-device').dataset.device === 'gpu',
+          null,
+          {
+            timeout: 60_000,
+          },
+        );
+        assert.match(await page.locator('#model-device').innerText(), /^GPU · .*swiftshader/i);
+        await setSettings({ temperature: 0, max_tokens: 3 });
+        const answer = await ask('What is the capital of France?');
+        assert.equal(answer.tokens.length, 3, JSON.stringify(answer));
+        assert.match(answer.meta, /on the GPU/);
+      } finally {
+        h.page = harnessPage;
+        await context.close();
+      }
     },
   );
 
