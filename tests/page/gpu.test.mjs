@@ -50,16 +50,16 @@ async function routeLosableGpu(page) {
   );
 }
 
-/** A blank page of the app's origin, the model's bytes in `window.modelBytes`. */
-async function blankPage(browser) {
+/**
+ * A page of the app's origin that runs nothing itself (a script of the package, shown as text),
+ * the model's bytes in `window.modelBytes`; `losable` routes the test-only worker in.
+ */
+async function blankPage(browser, { losable = true } = {}) {
   const context = await browser.newContext({ serviceWorkers: 'block' });
   const page = await context.newPage();
   watchForProblems(page);
-  await routeLosableGpu(page);
-  await page.route('**/gpu-test.html', (route) =>
-    route.fulfill({ contentType: 'text/html', body: '<!doctype html><title>GPU test</title>' }),
-  );
-  await page.goto(`${h.server.url}gpu-test.html`);
+  if (losable) await routeLosableGpu(page);
+  await page.goto(`${h.server.url}defaults.js`);
   const bytes = readFileSync(requireModel(MODELS.qwen3Micro)).toString('base64');
   await page.evaluate((base64) => {
     window.modelBytes = Uint8Array.from(atob(base64), (c) => c.charCodeAt(0));
@@ -245,8 +245,8 @@ describe('the library on the GPU (SwiftShader WebGPU)', { timeout: TIMEOUT_MS },
         await page.goto(h.server.url);
         await page.waitForSelector('#engine-info.ok');
         await page.evaluate(() => {
-        document.getElementById('set-device').closest('details').open = true;
-      });
+          document.getElementById('set-device').closest('details').open = true;
+        });
         await page.selectOption('#set-device', 'auto');
         await loadModel(requireModel(MODELS.qwen3Micro), page);
         assert.match(await page.locator('#model-device').innerText(), /^CPU · .*software renderer/);
@@ -272,17 +272,10 @@ describe('the library on the GPU (SwiftShader WebGPU)', { timeout: TIMEOUT_MS },
 
   test('without WebGPU, gpu is refused with no_gpu and auto runs on the CPU', async () => {
     // The harness's browser runs without WebGPU's flag (Firefox ESR has none at all).
-    const context = await h.browser.newContext({ serviceWorkers: 'block' });
-    const page = await context.newPage();
-    watchForProblems(page);
-    await page.route('**/gpu-test.html', (route) =>
-      route.fulfill({ contentType: 'text/html', body: '<!doctype html><title>GPU test</title>' }),
-    );
-    await page.goto(`${h.server.url}gpu-test.html`);
-    const bytes = readFileSync(requireModel(MODELS.qwen3Micro)).toString('base64');
-    const result = await page.evaluate(async (base64) => {
+    const { context, page } = await blankPage(h.browser, { losable: false });
+    const result = await page.evaluate(async () => {
       const { Inferno } = await import('/inferno.js');
-      const model = new Blob([Uint8Array.from(atob(base64), (c) => c.charCodeAt(0))]);
+      const model = new Blob([window.modelBytes]);
       const out = {};
       out.refused = await Inferno.load(model, { device: 'gpu' }).then(
         () => 'loaded',
@@ -292,7 +285,7 @@ describe('the library on the GPU (SwiftShader WebGPU)', { timeout: TIMEOUT_MS },
       out.auto = auto.model.device;
       auto.terminate();
       return out;
-    }, bytes);
+    });
     assert.equal(result.refused, 'no_gpu');
     assert.equal(result.auto.type, 'cpu');
     assert.match(result.auto.reason, /WebGPU|no GPU adapter/);
