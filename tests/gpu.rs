@@ -8,7 +8,7 @@
 //! activation to 8 bits before a product, while the GPU multiplies f32 activations: logits then
 //! differ by up to about 1 on the real models, and a near tie may resolve the other way, so
 //! the GPU's choice must be the CPU's or score within `TIE` of it on the CPU.
-#![cfg(feature = "gpu")]
+#![cfg(all(feature = "gpu", not(target_family = "wasm")))]
 
 use std::path::PathBuf;
 

@@ -586,5 +586,7 @@ fn u32_bytes(values: &[u32]) -> Vec<u8> {
     values.iter().flat_map(|v| v.to_le_bytes()).collect()
 }
 
-#[cfg(test)]
+// Native: they wait on the GPU with pollster; the browser's GPU is checked through the page
+// (tests/page/gpu.test.mjs).
+#[cfg(all(test, not(target_family = "wasm")))]
 mod tests;
