@@ -68,7 +68,10 @@ describe('wasm builds', { timeout: 600_000 }, () => {
       const expected = Math.min(cores, 8);
       await loadSmolLM2(page);
       assert.match(await engineInfo(page), new RegExp(`relaxed SIMD · ${expected} threads?$`));
-      assert.match(await page.locator('#model-details').innerText(), new RegExp(`${expected} threads?`));
+      assert.match(
+        await page.locator('#model-device').innerText(),
+        new RegExp(`^CPU · ${expected} threads?`),
+      );
       const many = await greedyAnswer(page);
       assert.match(many.meta, new RegExp(`${expected} threads?`));
       assert.ok(many.text.length > 10, many.text);

@@ -25,8 +25,9 @@ async function chooseAndWait(filePath) {
   });
 }
 
+/** The model's line and where it runs ("CPU · 1 thread"). */
 async function modelDetails() {
-  return text('#model-details');
+  return `${await text('#model-details')} · ${await text('#model-device')}`;
 }
 
 /** Asks with greedy sampling for at most `tokens` tokens; returns the answer's facts. */
