@@ -6,6 +6,16 @@
 //   node scripts/bench.mjs [MODEL.gguf ...] [--runs 3] [--pp 64] [--tg 32] [--threads 1]
 //                          [--ctx N] [--warmup 1] [--timeout 900] [--no-relaxed] [--busy-core]
 //                          [--only inferno|wllama] [--browser chromium|firefox] [--json] [--verbose]
+//                          [--device cpu|gpu] [--swiftshader]
+//
+// --device gpu runs both engines on the browser's GPU (WebGPU; Chromium with
+// --enable-unsafe-webgpu): Inferno on its own kernels, wllama with every layer offered to
+// llama.cpp's WebGPU backend (which needs shader-f16, or it silently stays on the CPU: the table
+// says so). It also prints the adapter, its copy bandwidth (a buffer copied in one submission:
+// bytes read and written per second) and Inferno's decode weight bandwidth (the weights one step
+// reads, times the decode rate), and their ratio: the decode efficiency, comparable across
+// GPUs. --swiftshader picks Chromium's software WebGPU (a correctness check: its figures are no
+// speed claims).
 //
 // --only runs one side (no ratios then). --busy-core runs a busy loop in another process for the whole benchmark, holding one core, to
 // show how each engine's threads cope when the machine is not theirs alone.
@@ -43,7 +53,7 @@ const wllamaDir = path.join(repoRoot, 'node_modules', '@wllama', 'wllama');
 const USAGE = `usage: node scripts/bench.mjs [MODEL.gguf ...] [--runs 3] [--pp 64] [--tg 32] [--threads 1]
                            [--ctx N] [--warmup 1] [--timeout 900] [--no-relaxed]
                            [--busy-core] [--only inferno|wllama] [--browser chromium|firefox]
-                           [--json] [--verbose]`;
+                           [--json] [--verbose] [--device cpu|gpu] [--swiftshader]`;
 
 function parseArgs(argv) {
   const options = {
@@ -58,6 +68,8 @@ function parseArgs(argv) {
     timeout: 900,
     json: false,
     verbose: false,
+    device: 'cpu',
+    swiftshader: false,
   };
   const numbers = {
     '--runs': ['runs', 1],
@@ -88,7 +100,11 @@ function parseArgs(argv) {
       options.browser = inline ?? argv[++i];
       if (!['chromium', 'firefox'].includes(options.browser))
         throw new Error('--browser takes chromium or firefox');
-    } else if (flag === '--verbose' || flag === '-v') options.verbose = true;
+    } else if (flag === '--device') {
+      options.device = inline ?? argv[++i];
+      if (!['cpu', 'gpu'].includes(options.device)) throw new Error('--device takes cpu or gpu');
+    } else if (flag === '--swiftshader') options.swiftshader = true;
+    else if (flag === '--verbose' || flag === '-v') options.verbose = true;
     else if (flag === '--help' || flag === '-h') options.help = true;
     else if (flag.startsWith('-')) throw new Error(`unknown option ${argv[i]}`);
     else options.models.push(path.resolve(argv[i]));
@@ -128,7 +144,7 @@ const ENGINES = [
  * which playwright-core (Chromium) and puppeteer-core (Firefox) spell alike but for the
  * context and the wait's arguments.
  */
-async function launchBrowser(name) {
+async function launchBrowser(name, options) {
   if (name === 'firefox') {
     const browser = await puppeteer.launch(firefoxLaunchOptions());
     const version = await browser.version();
@@ -153,11 +169,16 @@ async function launchBrowser(name) {
       close: () => browser.close(),
     };
   }
-  const browser = await chromium.launch({
-    executablePath: chromiumPath,
-    args: CHROMIUM_ARGS,
-    headless: true,
-  });
+  const gpuArgs = [
+    '--enable-unsafe-webgpu',
+    '--enable-features=Vulkan',
+    ...(options.swiftshader ? ['--use-webgpu-adapter=swiftshader'] : []),
+  ];
+  const args =
+    options.device === 'gpu'
+      ? [...CHROMIUM_ARGS.filter((arg) => arg !== '--disable-gpu'), ...gpuArgs]
+      : CHROMIUM_ARGS;
+  const browser = await chromium.launch({ executablePath: chromiumPath, args, headless: true });
   return {
     version: `Chromium ${browser.version()}`,
     newContext: () => browser.newContext(),
@@ -172,6 +193,7 @@ async function runPage(browser, baseUrl, engine, modelUrl, options) {
     tg: options.tg,
     threads: options.threads,
     warmup: options.warmup,
+    device: options.device,
   });
   if (options.relaxed === false) query.set('relaxed', '0');
   if (options.ctx !== null) query.set('ctx', options.ctx);
@@ -213,6 +235,10 @@ function summarize(sides) {
       finish_ms: median(ok.map((r) => r.finish_ms).filter((v) => v !== undefined)),
       memory_bytes: median(ok.map((r) => r.memory_bytes).filter((v) => v !== undefined)),
       file_bytes: ok.find((r) => r.file_bytes)?.file_bytes ?? null,
+      gpu: ok.find((r) => r.gpu)?.gpu ?? null,
+      copy_gb_s: median(ok.map((r) => r.copy_gb_s).filter((v) => v !== undefined)),
+      decode_weight_gb_s: median(ok.map((r) => r.decode_weight_gb_s).filter((v) => typeof v === 'number')),
+      gpu_offload: ok.find((r) => r.gpu_offload !== undefined)?.gpu_offload ?? null,
       errors: [...new Set(runs.filter((r) => 'error' in r).map((r) => r.error))],
     };
   }
@@ -268,6 +294,27 @@ function printTable(report) {
       `${report.busy_core ? ', with a busy loop holding one core' : ''}${report.relaxed ? '' : ', Inferno without relaxed SIMD'}; ratio = inferno / wllama.\n` +
       `wllama ${report.wllama_version} (llama.cpp ${report.llama_cpp ?? '?'}), ${report.browser}.`,
   );
+  if (report.device === 'gpu') {
+    console.log(
+      `On the GPU${report.swiftshader ? " (Chromium's SwiftShader: a software renderer, not a speed figure)" : ''}.`,
+    );
+    for (const m of report.models) {
+      const i = m.inferno;
+      if (i.gpu) {
+        const efficiency = i.decode_weight_gb_s && i.copy_gb_s ? i.decode_weight_gb_s / i.copy_gb_s : null;
+        console.log(
+          `${path.basename(m.file)}: Inferno on ${i.gpu.name || 'the adapter'} (${i.gpu.backend}): decode reads ` +
+            `${fmt(i.decode_weight_gb_s, 2)} GB/s of weights; the adapter copies ${fmt(i.copy_gb_s, 2)} GB/s; ` +
+            `decode efficiency ${fmt(efficiency, 2)}.`,
+        );
+      }
+      if (m.wllama.gpu_offload === false) {
+        console.log(
+          `${path.basename(m.file)}: wllama ran on the CPU: the adapter has no shader-f16, which llama.cpp's WebGPU backend needs.`,
+        );
+      }
+    }
+  }
   const mb = (bytes) => `${(bytes / 2 ** 20).toFixed(0)} MiB`;
   for (const m of report.models) {
     const i = m.inferno;
@@ -322,7 +369,7 @@ async function main() {
   // The models are symlinked under www/models/bench: the server may follow those links only.
   const allow = [...new Set(models.map((model) => path.dirname(realpathSync(model))))];
   const server = await startServer({ root: www, port: 0, allow });
-  const browser = await launchBrowser(options.browser);
+  const browser = await launchBrowser(options.browser, options);
   const report = {
     pp: options.pp,
     tg: options.tg,
@@ -332,6 +379,8 @@ async function main() {
     runs: options.runs,
     warmup: options.warmup,
     ctx: options.ctx,
+    device: options.device,
+    swiftshader: options.swiftshader,
     browser: browser.version,
     wllama_version: wllamaVersion,
     llama_cpp: null,

@@ -189,6 +189,40 @@ fn bench_reports_positive_speeds() {
     }
 }
 
+/// `--device gpu` (the native suite builds with the GPU backend; lavapipe here): the greedy
+/// answer follows llama.cpp's, and bench prints the adapter and both bandwidths. A device
+/// that does not exist is an error; without the backend, `gpu` says how to build one.
+#[test]
+fn the_gpu_generates_and_benchmarks_from_the_command_line() {
+    let (model, golden) = micro_q4_0();
+    let capital = &golden["prompts"]["capital"];
+    let prompt = capital["prompt"].as_str().unwrap();
+    let args =
+        ["generate", &model, "--prompt", prompt, "-n", "6", "--temp", "0", "--device", "gpu", "--json"];
+    let out = inferno(&args);
+    if cfg!(not(feature = "gpu")) {
+        assert!(!out.status.success());
+        assert!(String::from_utf8_lossy(&out.stderr).contains("--features gpu"));
+        return;
+    }
+    let lines = json_lines(&out);
+    let expected = capital["generated_ids"].as_array().unwrap();
+    let (_, tokens) = lines.split_last().unwrap();
+    let same = tokens.iter().zip(expected).take_while(|(t, e)| &t["token"] == *e).count();
+    assert!(same >= 4, "only {same} of 6 tokens agree with llama.cpp");
+    let bench = ["bench", &model, "--pp", "8", "--tg", "2", "--runs", "1", "--device", "gpu", "--json"];
+    let out = stdout_json(&inferno(&bench));
+    let gpu = &out["gpu"];
+    assert!(!gpu["adapter"].as_str().unwrap().is_empty(), "{out}");
+    for key in ["copy_gb_s", "decode_weight_gb_s"] {
+        assert!(gpu[key].as_f64().unwrap() > 0.0, "{key}: {out}");
+    }
+    assert!(out["decode_tok_s"].as_f64().unwrap() > 0.0, "{out}");
+    let out = inferno(&["bench", &model, "--device", "tpu"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--device takes cpu or gpu"));
+}
+
 /// Threads split matmul rows, attention heads and a batch's rows in the element-wise steps
 /// (norms, SwiGLU, quantization), never a sum: the real SmolLM2 file (whose larger matrices are
 /// split) gives the same logits, to the bit, on 1 and 3 threads.

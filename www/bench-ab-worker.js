@@ -50,7 +50,7 @@ async function run({ model, pp, tg, threads, ctx, warmup, relaxed, a, b, pairs }
     for (const [index, side] of sides.entries()) {
       for (let i = 0; i < warmup; i++) {
         progress(`warm-up run ${i + 1} of ${warmup}, build ${side.name}`);
-        timeRun(side.engine, tokens[index], tg, ctx);
+        await timeRun(side.engine, tokens[index], tg, ctx);
       }
     }
     for (let pair = 0; pair < pairs; pair++) {
@@ -58,7 +58,7 @@ async function run({ model, pp, tg, threads, ctx, warmup, relaxed, a, b, pairs }
       const order = pair % 2 === 0 ? [0, 1] : [1, 0];
       for (const index of order) {
         const side = sides[index];
-        const timed = timeRun(side.engine, tokens[index], tg, ctx);
+        const timed = await timeRun(side.engine, tokens[index], tg, ctx);
         side.prefill_tok_s.push((pp * 1000) / timed.prefill_ms);
         side.decode_tok_s.push((tg * 1000) / timed.decode_ms);
         side.outputs.add(timed.output);

@@ -54,7 +54,9 @@ export function readParams(search = location.search, base = location.href) {
   const ctx = integer('ctx', Math.ceil((pp + tg + 1) / 256) * 256, pp + tg + 1);
   const warmup = integer('warmup', 1, 0);
   const relaxed = query.get('relaxed') !== '0'; // relaxed=0: Inferno's plain SIMD128 build
-  return { model: modelUrl.href, pp, tg, threads, ctx, warmup, relaxed };
+  const device = query.get('device') ?? 'cpu';
+  if (!['cpu', 'gpu'].includes(device)) throw new Error(`device must be cpu or gpu, got "${device}"`);
+  return { model: modelUrl.href, pp, tg, threads, ctx, warmup, relaxed, device };
 }
 
 const PROMPT_WORDS = 'the of and to in is that for it was on with as be at by this from or one'.split(' ');

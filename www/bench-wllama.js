@@ -1,6 +1,9 @@
 // bench-wllama.html: the peer side of the browser benchmark — llama.cpp compiled to wasm, through
-// @wllama/wllama (v3: llama-server's server-context inside its own Web Worker). CPU only
-// (n_gpu_layers: 0), `threads` threads (1: no pthread pool). scripts/bench.mjs copies the
+// @wllama/wllama (v3: llama-server's server-context inside its own Web Worker). On the CPU
+// (n_gpu_layers: 0), `threads` threads (1: no pthread pool); with device=gpu every layer is
+// offered to llama.cpp's WebGPU backend (n_gpu_layers: 999), which needs the adapter's
+// `shader-f16` and otherwise runs everything on the CPU without saying so: the result's
+// `gpu_offload` records whether the adapter had it. scripts/bench.mjs copies the
 // package's esm/index.js, esm/wasm/wllama.wasm and package.json to www/vendor/wllama/
 // (git-ignored).
 //
@@ -36,7 +39,8 @@ import {
 const VENDOR = new URL('./vendor/wllama/', import.meta.url);
 
 async function run(params) {
-  const { model, pp, tg, threads, ctx, warmup } = params;
+  const { model, pp, tg, threads, ctx, warmup, device } = params;
+  const onGpu = device === 'gpu';
   let Wllama;
   try {
     ({ Wllama } = await import(new URL('index.js', VENDOR).href));
@@ -54,7 +58,9 @@ async function run(params) {
   if (!response.ok) throw new Error(`GET ${model}: HTTP ${response.status}`);
   const blob = await response.blob();
   showStatus('loading the model');
-  await wllama.loadModel([blob], { n_ctx: ctx, n_threads: threads, n_gpu_layers: 0, n_parallel: 1 });
+  const nGpuLayers = onGpu ? 999 : 0;
+  await wllama.loadModel([blob], { n_ctx: ctx, n_threads: threads, n_gpu_layers: nGpuLayers, n_parallel: 1 });
+  const adapter = onGpu ? await navigator.gpu?.requestAdapter() : null;
   const load_ms = performance.now() - loadStarted;
 
   try {
@@ -93,6 +99,9 @@ async function run(params) {
       decode_tok_s: ((timed.predicted_n - 1) * 1000) / timed.predicted_ms,
       wall_ms: timed.wall_ms,
       output: timed.content,
+      device: onGpu ? 'gpu' : 'cpu',
+      // llama.cpp's WebGPU backend offloads only where the adapter has shader-f16.
+      gpu_offload: onGpu ? Boolean(wllama.isSupportWebGPU() && adapter?.features.has('shader-f16')) : null,
     };
   } finally {
     await wllama.exit();

@@ -16,15 +16,36 @@
 //             (one single-token forward pass) and samples the next: tg evaluated tokens.
 // This is what llama.cpp's server loop (the wllama side) times as prompt_ms and predicted_ms
 // when asked for tg + 1 tokens.
+//
+// device=gpu runs the model on the browser's GPU (WebGPU) and also measures the adapter's own
+// memory bandwidth: a buffer of up to 256 MiB copied 8 times in one submission, timed around
+// the wait for it (median of 3, after a warm-up); a copy reads and writes every byte, so the
+// traffic is 2 × bytes × 8. Decode's weight bandwidth is the bytes of weights one step reads
+// (every matrix once) times the decode rate; their ratio is the decode efficiency.
 
 import { sizePrompt } from './bench-common.js';
 import { progress, readOnly, serve, streamModel, timeRun } from './bench-run.js';
-import { memory64Supported, resolveThreads } from './capabilities.js';
+import { gpuAdapter, memory64Supported, resolveThreads } from './capabilities.js';
 import { startEngine } from './engine-loader.js';
 
 serve(run);
 
-async function run({ model, pp, tg, threads, ctx, warmup, relaxed }) {
+/** The adapter's memory bandwidth in GB/s (bytes read and written per second). */
+async function copyBandwidth(gpu) {
+  const bytes = Math.min(256 * 2 ** 20, gpu.facts().max_buffer);
+  const repeats = 8;
+  await gpu.copy_test(bytes, 1);
+  const times = [];
+  for (let i = 0; i < 3; i++) {
+    const started = performance.now();
+    await gpu.copy_test(bytes, repeats);
+    times.push(performance.now() - started);
+  }
+  const ms = times.sort((a, b) => a - b)[1];
+  return { copy_bytes: bytes, copy_gb_s: (2 * bytes * repeats) / (ms * 1e6) };
+}
+
+async function run({ model, pp, tg, threads, ctx, warmup, relaxed, device }) {
   const resolved = resolveThreads(threads);
   if (resolved.threads !== threads)
     throw new Error(`Inferno cannot run ${threads} threads here: ${resolved.reason}`);
@@ -56,6 +77,18 @@ async function run({ model, pp, tg, threads, ctx, warmup, relaxed }) {
   const { engine, finish_ms } = await streamModel(wasm, model, progress);
   const load_ms = performance.now() - loadStarted;
   try {
+    let gpuFacts = null;
+    let bandwidth = {};
+    if (device === 'gpu') {
+      progress('asking for the GPU');
+      const gpu = await wasm.request_gpu();
+      // The browser names the adapter; wgpu's web backend does not.
+      gpuFacts = { ...gpu.facts(), name: (await gpuAdapter())?.name ?? '' };
+      engine.use_gpu(gpu);
+      engine.open_session(ctx);
+      progress('measuring the GPU copy bandwidth');
+      bandwidth = await copyBandwidth(gpu);
+    }
     const info = engine.info();
     const prompt = await sizePrompt((text) => engine.tokenize(text).length, pp, 'Inferno');
     const tokens = engine.tokenize(prompt.text);
@@ -66,10 +99,12 @@ async function run({ model, pp, tg, threads, ctx, warmup, relaxed }) {
     }
     for (let i = 0; i < warmup; i++) {
       progress(`warm-up run ${i + 1} of ${warmup}`);
-      timeRun(engine, tokens, tg, ctx);
+      await timeRun(engine, tokens, tg, ctx);
     }
     progress('timed run');
-    const timed = timeRun(engine, tokens, tg, ctx);
+    const timed = await timeRun(engine, tokens, tg, ctx);
+    const decodeTokS = (tg * 1000) / timed.decode_ms;
+    const weightBytes = device === 'gpu' ? engine.decode_weight_bytes() : null;
     return {
       engine: 'inferno',
       version: build.version,
@@ -98,8 +133,13 @@ async function run({ model, pp, tg, threads, ctx, warmup, relaxed }) {
       prefill_ms: timed.prefill_ms,
       prefill_tok_s: (pp * 1000) / timed.prefill_ms,
       decode_ms: timed.decode_ms,
-      decode_tok_s: (tg * 1000) / timed.decode_ms,
+      decode_tok_s: decodeTokS,
       output: timed.output,
+      device: engine.device(),
+      gpu: gpuFacts,
+      ...bandwidth,
+      decode_weight_bytes: weightBytes,
+      decode_weight_gb_s: weightBytes === null ? null : (weightBytes * decodeTokS) / 1e9,
     };
   } finally {
     engine.free();

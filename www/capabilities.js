@@ -1,5 +1,5 @@
 // What this browser offers the engine, found without starting one: cross-origin isolation
-// (threads), relaxed SIMD, Memory64, the cores. The page's side (inferno.js) and the worker's
+// (threads), relaxed SIMD, Memory64, the cores, the GPU adapter. The page's side (inferno.js) and the worker's
 // (engine-loader.js) both decide with these, so they never disagree about which build runs:
 //   pkg/                   SIMD128, one thread: any browser with SIMD128
 //   pkg-relaxed/           + relaxed SIMD, where the browser validates it (not Safari yet)
@@ -98,6 +98,32 @@ export function resolveThreads(requested) {
   const cores = hardwareThreads();
   if (asked > cores) return { threads: cores, reason: `this machine offers ${cores} threads` };
   return { threads: asked, reason: null };
+}
+
+/**
+ * The browser's GPU adapter (WebGPU), described; null where there is none. `software` marks a
+ * software renderer (Chromium's SwiftShader, Mesa's llvmpipe), slower than the CPU engine.
+ */
+export async function gpuAdapter() {
+  const adapter = await self.navigator?.gpu?.requestAdapter({ powerPreference: 'high-performance' });
+  if (!adapter) return null;
+  const info = adapter.info ?? {};
+  const name = [info.vendor, info.architecture, info.description].filter(Boolean).join(' ');
+  const { limits } = adapter;
+  return {
+    name: name || 'WebGPU adapter',
+    vendor: info.vendor ?? '',
+    architecture: info.architecture ?? '',
+    description: info.description ?? '',
+    software: Boolean(info.isFallbackAdapter) || /swiftshader|llvmpipe|lavapipe/i.test(name),
+    features: [...adapter.features].sort(),
+    limits: {
+      maxStorageBufferBindingSize: limits.maxStorageBufferBindingSize,
+      maxBufferSize: limits.maxBufferSize,
+      maxComputeInvocationsPerWorkgroup: limits.maxComputeInvocationsPerWorkgroup,
+      maxComputeWorkgroupStorageSize: limits.maxComputeWorkgroupStorageSize,
+    },
+  };
 }
 
 /** The build for `threads` (already resolved); `relaxed: false` forces plain SIMD128;

@@ -104,6 +104,8 @@ export interface Capabilities {
 
 /** The GPU adapter the browser offers (WebGPU). */
 export interface GpuAdapter {
+  /** vendor, architecture and description joined ("google swiftshader"). */
+  name: string;
   vendor: string;
   architecture: string;
   description: string;

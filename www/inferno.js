@@ -15,6 +15,7 @@ import { EngineClient, InfernoError } from './worker-client.js';
 import { DEFAULT_TRACE_TOP, MAX_TRACE_TOP, SAMPLING_KEYS } from './defaults.js';
 import {
   defaultThreads,
+  gpuAdapter,
   hardwareThreads,
   memory64Supported,
   relaxedSimdSupported,
@@ -55,32 +56,6 @@ function capabilities() {
     memory64: memory64Supported(),
     opfs: storage.opfsAvailable(),
     webgpu: Boolean(self.navigator?.gpu),
-  };
-}
-
-/**
- * The GPU adapter this browser offers (WebGPU), or null: {vendor, architecture, description,
- * software, features, limits}. `software` marks a software renderer (SwiftShader, llvmpipe),
- * which `device: 'auto'` passes over for the CPU engine.
- */
-async function gpuAdapter() {
-  const adapter = await self.navigator?.gpu?.requestAdapter({ powerPreference: 'high-performance' });
-  if (!adapter) return null;
-  const info = adapter.info ?? {};
-  const name = [info.vendor, info.architecture, info.description].filter(Boolean).join(' ');
-  const { limits } = adapter;
-  return {
-    vendor: info.vendor ?? '',
-    architecture: info.architecture ?? '',
-    description: info.description ?? '',
-    software: Boolean(info.isFallbackAdapter) || /swiftshader|llvmpipe|lavapipe/i.test(name),
-    features: [...adapter.features].sort(),
-    limits: {
-      maxStorageBufferBindingSize: limits.maxStorageBufferBindingSize,
-      maxBufferSize: limits.maxBufferSize,
-      maxComputeInvocationsPerWorkgroup: limits.maxComputeInvocationsPerWorkgroup,
-      maxComputeWorkgroupStorageSize: limits.maxComputeWorkgroupStorageSize,
-    },
   };
 }
 

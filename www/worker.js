@@ -49,7 +49,7 @@
 // and the CPU otherwise, saying why in model.device.reason; 'gpu' fails the load instead. A
 // lost GPU fails the running request with kind gpu_lost, and the model goes on on the CPU.
 
-import { buildFor, memory64Supported, resolveThreads } from './capabilities.js';
+import { buildFor, gpuAdapter, memory64Supported, resolveThreads } from './capabilities.js';
 import { startEngine } from './engine-loader.js';
 import { DEFAULT_MAX_TOKENS, DEFAULT_TRACE_TOP, MAX_TOKENS_LIMIT, MAX_TRACE_TOP } from './defaults.js';
 
@@ -478,18 +478,13 @@ function deviceAsked(value) {
 
 let gpuPromise = null; // {gpu: WebGpu, name}: this worker's GPU device, asked for once
 
-/** The browser's adapter: {name, software}, or a no_gpu error. Cheap: no device is made. */
-async function gpuAdapter() {
+/** The browser's adapter (capabilities.js), or a no_gpu error. Cheap: no device is made. */
+async function adapterOrError() {
   const noGpu = (message) => new WorkerError('GpuError', 'no_gpu', message);
   if (!self.navigator?.gpu) throw noGpu('this browser has no WebGPU (navigator.gpu)');
-  const adapter = await self.navigator.gpu.requestAdapter({ powerPreference: 'high-performance' });
+  const adapter = await gpuAdapter();
   if (!adapter) throw noGpu('the browser offers no GPU adapter');
-  const info = adapter.info ?? {};
-  const name =
-    [info.vendor, info.architecture, info.description].filter(Boolean).join(' ') || 'WebGPU adapter';
-  // A software renderer (Chromium's SwiftShader, Mesa's llvmpipe) is slower than the CPU engine.
-  const software = Boolean(info.isFallbackAdapter) || /swiftshader|llvmpipe|lavapipe/i.test(name);
-  return { name, software };
+  return adapter;
 }
 
 /** The device with every kernel compiled, made once per worker (again after a loss). */
@@ -512,7 +507,7 @@ async function placeEngine(wasm, engine, asked) {
   if (asked === 'cpu') return cpu(null);
   let gpu;
   try {
-    const adapter = await gpuAdapter();
+    const adapter = await adapterOrError();
     if (asked === 'auto' && adapter.software) {
       return cpu(`the GPU adapter (${adapter.name}) is a software renderer, slower than the CPU engine`);
     }

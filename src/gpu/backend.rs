@@ -102,16 +102,7 @@ impl GpuState {
         if let Some((_, what)) = missing.iter().find(|(needed, _)| *needed) {
             return Err(GpuError::Refused(what));
         }
-        let w = model.weights();
-        let mut matrices = vec![&w.output];
-        for layer in &w.layers {
-            matrices.extend([&layer.w_gate, &layer.w_up, &layer.w_down]);
-            if let Mixer::Attention(a) = &layer.mixer {
-                matrices
-                    .extend([Some(&a.wq), a.wk.as_ref(), a.wv.as_ref(), Some(&a.wo)].into_iter().flatten());
-            }
-        }
-        match matrices.iter().find(|m| !gpu.matvec.iter().any(|(t, _)| *t == m.weight_type)) {
+        match matrices(model).find(|m| !gpu.matmul.iter().any(|(t, _)| *t == m.weight_type)) {
             Some(m) => Err(GpuError::Unsupported(m.weight_type)),
             None => Ok(()),
         }
@@ -129,23 +120,19 @@ impl GpuState {
                 .flatten()
                 .map(Vec::as_slice),
         );
-        let mut matrices = vec![&w.output];
         for layer in &w.layers {
             vectors.push(&layer.attn_norm);
             vectors.push(&layer.ffn_norm);
             vectors.extend(
                 [&layer.post_attn_norm, &layer.post_ffn_norm].into_iter().flatten().map(Vec::as_slice),
             );
-            matrices.extend([&layer.w_gate, &layer.w_up, &layer.w_down]);
             if let Mixer::Attention(a) = &layer.mixer {
-                matrices
-                    .extend([Some(&a.wq), a.wk.as_ref(), a.wv.as_ref(), Some(&a.wo)].into_iter().flatten());
                 vectors.extend(
                     [&a.bq, &a.bk, &a.bv, &a.q_norm, &a.k_norm].into_iter().flatten().map(Vec::as_slice),
                 );
             }
         }
-        for matrix in matrices {
+        for matrix in matrices(model) {
             self.matrix(gpu, model, matrix)?;
         }
         for vector in vectors {
@@ -303,7 +290,7 @@ impl GpuState {
         if let Some(slices) = self.matrices.get(&matrix.range.start) {
             return Ok(slices.clone());
         }
-        if !gpu.matvec.iter().any(|(t, _)| *t == matrix.weight_type) {
+        if !gpu.matmul.iter().any(|(t, _)| *t == matrix.weight_type) {
             return Err(GpuError::Unsupported(matrix.weight_type));
         }
         let bytes = matrix.bytes(model.file());
@@ -328,6 +315,26 @@ impl GpuState {
         self.matrices.insert(matrix.range.start, slices.clone());
         Ok(slices)
     }
+}
+
+/// Every matrix the GPU's forward pass reads, each once (the token embedding is looked up on
+/// the CPU): what is uploaded, what must have a kernel, and what a decode step streams.
+fn matrices(model: &Model) -> impl Iterator<Item = &Matrix> {
+    let w = model.weights();
+    let layers = w.layers.iter().flat_map(|layer| {
+        let attention = match &layer.mixer {
+            Mixer::Attention(a) => vec![Some(&a.wq), a.wk.as_ref(), a.wv.as_ref(), Some(&a.wo)],
+            Mixer::DeltaNet(_) => Vec::new(),
+        };
+        attention.into_iter().flatten().chain([&layer.w_gate, &layer.w_up, &layer.w_down])
+    });
+    std::iter::once(&w.output).chain(layers)
+}
+
+/// Bytes of weights one decode step reads on the GPU: every matrix once (the benchmark's
+/// weight bandwidth is this times the tokens per second).
+pub fn decode_weight_bytes(model: &Model) -> u64 {
+    matrices(model).map(|m| m.range.len() as u64).sum()
 }
 
 /// One batch on the GPU: the operations record dispatches into `encoder`; `logits` submits.
@@ -405,13 +412,7 @@ impl GpuBackend<'_> {
 
     /// `out` ← `input · matrixᵀ` for the rows held, one dispatch per slice of the matrix.
     fn matmul(&mut self, matrix: &Matrix, input: &wgpu::Buffer, out: &wgpu::Buffer) -> Result<(), GpuError> {
-        let pipeline = self
-            .gpu
-            .matvec
-            .iter()
-            .find(|(t, _)| *t == matrix.weight_type)
-            .map(|(_, p)| p.clone())
-            .ok_or(GpuError::Unsupported(matrix.weight_type))?;
+        let (pipeline, groups_z) = self.gpu.matmul_kernel(matrix.weight_type, self.rows)?;
         let row_bytes = matrix.range.len() / matrix.rows.max(1);
         for (first, rows, weights) in self.matrix(matrix)? {
             let [groups_x, groups_y] = groups_2d(rows as u32);
@@ -422,15 +423,10 @@ impl GpuBackend<'_> {
                 groups_x,
                 matrix.rows as u32,
                 first as u32,
-                0,
+                self.rows as u32,
                 0,
             ];
-            self.dispatch(
-                &pipeline,
-                &[&weights, input, out],
-                &params,
-                [groups_x, groups_y, self.rows as u32],
-            );
+            self.dispatch(&pipeline, &[&weights, input, out], &params, [groups_x, groups_y, groups_z]);
         }
         Ok(())
     }

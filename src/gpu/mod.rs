@@ -17,7 +17,7 @@ mod backend;
 mod shaders;
 mod signal;
 
-pub use backend::GpuState;
+pub use backend::{GpuState, decode_weight_bytes};
 pub use signal::Signal;
 
 use std::fmt;
@@ -108,7 +108,8 @@ pub struct Gpu {
     /// The first error the device reported on its own (a validation error, running out of
     /// memory, losing the device): wgpu's default for those is a panic.
     fault: Arc<Mutex<Option<GpuError>>>,
-    matvec: Vec<(WeightType, wgpu::ComputePipeline)>,
+    /// Per weight type: the kernel for one input row, and the tiled one for a batch.
+    matmul: Vec<(WeightType, [wgpu::ComputePipeline; 2])>,
     rms_norm: wgpu::ComputePipeline,
     add: wgpu::ComputePipeline,
     swiglu: wgpu::ComputePipeline,
@@ -193,9 +194,12 @@ impl Gpu {
         device.set_device_lost_callback(move |_reason, message| {
             record_fault(&slot, GpuError::Lost(message));
         });
-        let matvec = shaders::MATVEC_TYPES
+        let matmul = shaders::MATVEC_TYPES
             .iter()
-            .map(|&weight_type| (weight_type, pipeline(&device, &shaders::matvec(weight_type, WORKGROUP))))
+            .map(|&weight_type| {
+                let kernel = |tiled| pipeline(&device, &shaders::matmul(weight_type, WORKGROUP, tiled));
+                (weight_type, [kernel(false), kernel(true)])
+            })
             .collect();
         let attention = pipeline(&device, shaders::ATTENTION);
         let (rms_norm, add, swiglu, geglu, rope) = (
@@ -215,7 +219,7 @@ impl Gpu {
             queue,
             facts,
             fault,
-            matvec,
+            matmul,
             rms_norm,
             add,
             swiglu,
@@ -242,6 +246,37 @@ impl Gpu {
     pub fn destroy(&self) {
         self.device.destroy();
         record_fault(&self.fault, GpuError::Lost("destroyed".into()));
+    }
+
+    /// Copies a buffer of `bytes` into another `repeats` times in one submission (each copy
+    /// reads and writes `bytes`): timed by the caller, this is the adapter's own memory
+    /// bandwidth, the yardstick for how well decode streams its weights. The signal fires when
+    /// the copies are done.
+    pub fn copy_test(&self, bytes: u64, repeats: u32) -> Result<Signal, GpuError> {
+        let bytes = bytes.min(self.facts.max_buffer) / 4 * 4;
+        if bytes == 0 {
+            return Err(GpuError::Shape("a copy test needs at least 4 bytes".into()));
+        }
+        let buffer = |usage| {
+            self.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("copy test"),
+                size: bytes,
+                usage,
+                mapped_at_creation: false,
+            })
+        };
+        let (from, to) = (buffer(wgpu::BufferUsages::COPY_SRC), buffer(wgpu::BufferUsages::COPY_DST));
+        let mut encoder = self.device.create_command_encoder(&Default::default());
+        for _ in 0..repeats.max(1) {
+            encoder.copy_buffer_to_buffer(&from, 0, &to, 0, bytes);
+        }
+        self.queue.submit([encoder.finish()]);
+        let signal = Signal::default();
+        let done = signal.clone();
+        self.queue.on_submitted_work_done(move || done.complete(Ok(())));
+        #[cfg(not(target_family = "wasm"))]
+        self.device.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| GpuError::Failed(e.to_string()))?;
+        Ok(signal)
     }
 
     /// A buffer holding `bytes` (padded to whole words), written through the queue: unlike a
@@ -285,12 +320,7 @@ impl Gpu {
         cols: usize,
         x: &[f32],
     ) -> Result<Vec<f32>, GpuError> {
-        let pipeline = self
-            .matvec
-            .iter()
-            .find(|(t, _)| *t == weight_type)
-            .map(|(_, p)| p)
-            .ok_or(GpuError::Unsupported(weight_type))?;
+        self.matmul_kernel(weight_type, 1)?;
         let row_bytes = weight_type.row_bytes(cols).map_err(|e| GpuError::Shape(e.to_string()))?;
         if x.is_empty() || !x.len().is_multiple_of(cols) || rows.checked_mul(row_bytes) != Some(bytes.len()) {
             return Err(GpuError::Shape(format!(
@@ -305,10 +335,31 @@ impl Gpu {
         let mut padded = bytes.to_vec();
         padded.resize(bytes.len().div_ceil(4) * 4, 0);
         let batch = x.len() / cols;
+        let (pipeline, groups_z) = self.matmul_kernel(weight_type, batch)?;
         let [groups_x, groups_y] = groups_2d(rows as u32);
-        let params = [rows as u32, cols as u32, row_bytes as u32, groups_x, rows as u32, 0, 0, 0];
-        let groups = [groups_x, groups_y, batch as u32];
-        self.run(pipeline, &[&padded, &f32_bytes(x)], &vec![0.0; rows * batch], &params, groups).await
+        let params = [rows as u32, cols as u32, row_bytes as u32, groups_x, rows as u32, 0, batch as u32, 0];
+        let groups = [groups_x, groups_y, groups_z];
+        self.run(&pipeline, &[&padded, &f32_bytes(x)], &vec![0.0; rows * batch], &params, groups).await
+    }
+
+    /// The matrix product pipeline for `batch` input rows of `weight_type` (one row per
+    /// workgroup for decode, tiles of rows for a batch), and the workgroups of its third
+    /// dispatch dimension.
+    fn matmul_kernel(
+        &self,
+        weight_type: WeightType,
+        batch: usize,
+    ) -> Result<(wgpu::ComputePipeline, u32), GpuError> {
+        let [single, tiled] = self
+            .matmul
+            .iter()
+            .find(|(t, _)| *t == weight_type)
+            .map(|(_, pipelines)| pipelines)
+            .ok_or(GpuError::Unsupported(weight_type))?;
+        Ok(match batch {
+            0 | 1 => (single.clone(), 1),
+            _ => (tiled.clone(), (batch as u32).div_ceil(shaders::TILE_TOKENS)),
+        })
     }
 
     /// `out` ← RMSNorm of each `width` values of `x`, times `weight` (`width` long).

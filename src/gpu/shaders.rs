@@ -26,7 +26,8 @@ pub const MATVEC_TYPES: [WeightType; 15] = [
 const HEADER: &str = r#"
 // `rows` of this dispatch's slice of the matrix; its outputs go to `row_offset..` of output
 // rows of `total_rows` (a matrix larger than one binding is split into slices of rows).
-struct Params { rows: u32, cols: u32, row_bytes: u32, groups_x: u32, total_rows: u32, row_offset: u32, unused0: u32, unused1: u32 }
+// `batch`: input rows in `x` (and output rows in `y`).
+struct Params { rows: u32, cols: u32, row_bytes: u32, groups_x: u32, total_rows: u32, row_offset: u32, batch: u32, unused: u32 }
 @group(0) @binding(0) var<storage, read> w: array<u32>;
 @group(0) @binding(1) var<storage, read> x: array<f32>;
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;
@@ -42,6 +43,15 @@ fn i8_at(i: u32) -> f32 { return f32(bitcast<i32>(byte_at(i) << 24u) >> 24u); }
 fn u32_at(i: u32) -> u32 {
     return byte_at(i) | (byte_at(i + 1u) << 8u) | (byte_at(i + 2u) << 16u) | (byte_at(i + 3u) << 24u);
 }
+// Four bytes from an even offset as one word: one load on a word boundary, two halfway.
+fn word_at(i: u32) -> u32 {
+    let k = i >> 2u;
+    if ((i & 2u) == 0u) { return w[k]; }
+    return (w[k] >> 16u) | (w[k + 1u] << 16u);
+}
+// A word's four bytes, and the four inputs from `o`.
+fn bytes4(v: u32) -> vec4<u32> { return (vec4<u32>(v) >> vec4<u32>(0u, 8u, 16u, 24u)) & vec4<u32>(255u); }
+fn x4(o: u32) -> vec4<f32> { return vec4<f32>(x[o], x[o + 1u], x[o + 2u], x[o + 3u]); }
 "#;
 
 /// The entry point: one workgroup per weight row (rows past 65,535 in a second dispatch
@@ -68,6 +78,48 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
     }
     if (t == 0u && row < p.rows) {
         y[group.z * p.total_rows + p.row_offset + row] = partial[0];
+    }
+}
+"#;
+
+/// Input rows a batched workgroup takes (its third dispatch dimension counts groups of them).
+pub const TILE_TOKENS: u32 = 8;
+
+/// The batched entry point (prefill): one workgroup per weight row and 8 input rows, the row
+/// read from memory once and from cache for the other seven (where one workgroup per input row
+/// streamed the whole matrix again for each), and the eight sums reduced side by side. Each
+/// sum is the same arithmetic in the same order as `MAIN`'s, so a batch gives exactly what its
+/// rows give one by one.
+const TILE_MAIN: &str = r#"
+var<workgroup> partial_lo: array<vec4<f32>, WG>;
+var<workgroup> partial_hi: array<vec4<f32>, WG>;
+
+@compute @workgroup_size(WG)
+fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+    let row = group.y * p.groups_x + group.x;
+    let first = group.z * 8u;
+    var sums: array<f32, 8>;
+    if (row < p.rows) {
+        for (var k = 0u; k < 8u; k++) {
+            if (first + k < p.batch) {
+                xbase = (first + k) * p.cols;
+                sums[k] = row_dot(row * p.row_bytes, t);
+            }
+        }
+    }
+    partial_lo[t] = vec4<f32>(sums[0], sums[1], sums[2], sums[3]);
+    partial_hi[t] = vec4<f32>(sums[4], sums[5], sums[6], sums[7]);
+    workgroupBarrier();
+    for (var s = WG / 2u; s > 0u; s = s >> 1u) {
+        if (t < s) {
+            partial_lo[t] += partial_lo[t + s];
+            partial_hi[t] += partial_hi[t + s];
+        }
+        workgroupBarrier();
+    }
+    if (t < 8u && row < p.rows && first + t < p.batch) {
+        let sums4 = select(partial_hi[0], partial_lo[0], t < 4u);
+        y[(first + t) * p.total_rows + p.row_offset + row] = sums4[t & 3u];
     }
 }
 "#;
@@ -115,8 +167,9 @@ fn k4_scale_min(at: u32, g: u32) -> vec2<f32> {
 }
 "#;
 
-/// The matrix-vector kernel for `weight_type`, `workgroup` threads wide (a power of two).
-pub fn matvec(weight_type: WeightType, workgroup: u32) -> String {
+/// The matrix product kernel for `weight_type`, `workgroup` threads wide (a power of two): one
+/// input row per workgroup (decode), or with `tiled` [`TILE_TOKENS`] of them (prefill).
+pub fn matmul(weight_type: WeightType, workgroup: u32, tiled: bool) -> String {
     let row = match weight_type {
         WeightType::F32 => FLOAT_ROW.replace("VALUE", "bitcast<f32>(w[(base >> 2u) + e])"),
         WeightType::F16 => FLOAT_ROW.replace("VALUE", "half_at(base + 2u * e)"),
@@ -128,9 +181,10 @@ pub fn matvec(weight_type: WeightType, workgroup: u32) -> String {
             18,
             "let d = half_at(at);
         var s = 0.0;
-        for (var j = 0u; j < 16u; j++) {
-            let q = byte_at(at + 2u + j);
-            s += f32(i32(q & 15u) - 8) * x[xo + j] + f32(i32(q >> 4u) - 8) * x[xo + j + 16u];
+        for (var j = 0u; j < 16u; j += 4u) {
+            let q = bytes4(word_at(at + 2u + j));
+            s += dot(vec4<f32>(q & vec4<u32>(15u)) - 8.0, x4(xo + j))
+                + dot(vec4<f32>(q >> vec4<u32>(4u)) - 8.0, x4(xo + j + 16u));
         }
         sum += d * s;",
         ),
@@ -140,10 +194,12 @@ pub fn matvec(weight_type: WeightType, workgroup: u32) -> String {
         let m = half_at(at + 2u);
         var s = 0.0;
         var sx = 0.0;
-        for (var j = 0u; j < 16u; j++) {
-            let q = byte_at(at + 4u + j);
-            s += f32(q & 15u) * x[xo + j] + f32(q >> 4u) * x[xo + j + 16u];
-            sx += x[xo + j] + x[xo + j + 16u];
+        for (var j = 0u; j < 16u; j += 4u) {
+            let q = bytes4(word_at(at + 4u + j));
+            let low = x4(xo + j);
+            let high = x4(xo + j + 16u);
+            s += dot(vec4<f32>(q & vec4<u32>(15u)), low) + dot(vec4<f32>(q >> vec4<u32>(4u)), high);
+            sx += dot(low + high, vec4<f32>(1.0));
         }
         sum += d * s + m * sx;",
         ),
@@ -180,8 +236,9 @@ pub fn matvec(weight_type: WeightType, workgroup: u32) -> String {
             34,
             "let d = half_at(at);
         var s = 0.0;
-        for (var j = 0u; j < 32u; j++) {
-            s += i8_at(at + 2u + j) * x[xo + j];
+        for (var j = 0u; j < 32u; j += 4u) {
+            let v = vec4<u32>(word_at(at + 2u + j)) << vec4<u32>(24u, 16u, 8u, 0u);
+            s += dot(vec4<f32>(bitcast<vec4<i32>>(v) >> vec4<u32>(24u)), x4(xo + j));
         }
         sum += d * s;",
         ),
@@ -228,7 +285,11 @@ pub fn matvec(weight_type: WeightType, workgroup: u32) -> String {
         ),
         // Q5_K is Q4_K with a fifth bit per weight in `qh` (32 bytes before the nibbles).
         WeightType::Q4_K => k4_row(144, 16, ""),
-        WeightType::Q5_K => k4_row(176, 48, " | (((byte_at(at + 16u + k) >> g) & 1u) << 4u)"),
+        WeightType::Q5_K => k4_row(
+            176,
+            48,
+            " | (((bytes4(word_at(at + 16u + k)) >> vec4<u32>(g)) & vec4<u32>(1u)) << vec4<u32>(4u))",
+        ),
         WeightType::Q6_K => k_row(
             210,
             "",
@@ -241,10 +302,11 @@ pub fn matvec(weight_type: WeightType, workgroup: u32) -> String {
                     let i = 128u * half + 32u * row + 16u * part;
                     let scale = i8_at(at + 192u + i / 16u);
                     var s = 0.0;
-                    for (var k = 16u * part; k < 16u * part + 16u; k++) {
-                        let nibble = (byte_at(low + k) >> (4u * (row / 2u))) & 15u;
-                        let top = (byte_at(high + k) >> (2u * row)) & 3u;
-                        s += f32(i32(nibble | (top << 4u)) - 32) * x[xo + 128u * half + 32u * row + k];
+                    for (var k = 16u * part; k < 16u * part + 16u; k += 4u) {
+                        let nibble = (bytes4(word_at(low + k)) >> vec4<u32>(4u * (row / 2u))) & vec4<u32>(15u);
+                        let top = (bytes4(word_at(high + k)) >> vec4<u32>(2u * row)) & vec4<u32>(3u);
+                        let q = vec4<f32>(nibble | (top << vec4<u32>(4u))) - 32.0;
+                        s += dot(q, x4(xo + 128u * half + 32u * row + k));
                     }
                     sum += d * scale * s;
                 }
@@ -286,7 +348,8 @@ pub fn matvec(weight_type: WeightType, workgroup: u32) -> String {
         ),
         other => unreachable!("no matrix-vector kernel for {other:?}: not in MATVEC_TYPES"),
     };
-    format!("{HEADER}{row}{MAIN}").replace("WG", &format!("{workgroup}u"))
+    let main = if tiled { TILE_MAIN } else { MAIN };
+    format!("{HEADER}{row}{main}").replace("WG", &format!("{workgroup}u"))
 }
 
 /// Q4_K and Q5_K: eight groups of 32 with 6-bit scales and mins; nibbles from byte `nibbles`
@@ -300,10 +363,11 @@ fn k4_row(bytes: u32, nibbles: u32, fifth_bit: &str) -> String {
             let shift = 4u * (g % 2u);
             var s = 0.0;
             var sx = 0.0;
-            for (var k = 0u; k < 32u; k++) {
-                let v = x[xo + 32u * g + k];
-                s += f32(((byte_at(first + k) >> shift) & 15u)FIFTH) * v;
-                sx += v;
+            for (var k = 0u; k < 32u; k += 4u) {
+                let v = x4(xo + 32u * g + k);
+                let q = (bytes4(word_at(first + k)) >> vec4<u32>(shift)) & vec4<u32>(15u);
+                s += dot(vec4<f32>(qFIFTH), v);
+                sx += dot(v, vec4<f32>(1.0));
             }
             sum += d * sm.x * s - dmin * sm.y * sx;
         }"

@@ -333,6 +333,12 @@ impl WebEngine {
         if self.engine.gpu().is_some() { "gpu" } else { "cpu" }.into()
     }
 
+    /// Bytes of weights a decode step reads on the GPU (every matrix once): the benchmark's
+    /// weight bandwidth is this times the decode rate.
+    pub fn decode_weight_bytes(&self) -> f64 {
+        crate::gpu::decode_weight_bytes(self.engine.model()) as f64
+    }
+
     /// Bytes the conversation holds on the GPU (weights, cache, activations); 0 on the CPU.
     pub fn gpu_bytes(&self) -> f64 {
         self.session.as_ref().map_or(0, Session::gpu_bytes) as f64

@@ -46,6 +46,14 @@ impl WebGpu {
         })
     }
 
+    /// Copies `bytes` (at most the adapter's largest buffer) into another buffer `repeats`
+    /// times; the promise settles when the GPU is done. Timed by the page, 2 × bytes × repeats
+    /// over the seconds is the adapter's memory bandwidth (the benchmark's yardstick).
+    pub fn copy_test(&self, bytes: f64, repeats: u32) -> Result<js_sys::Promise, JsValue> {
+        let bytes = super::js_size(bytes)?;
+        self.gpu.copy_test(bytes, repeats).map(promise).map_err(gpu_error)
+    }
+
     /// Destroys the device, as a driver reset would: the page test of a lost device.
     pub fn destroy(&self) {
         self.gpu.destroy();

@@ -73,6 +73,32 @@ impl Args {
         Ok(threads)
     }
 
+    /// `--device gpu` opens the GPU (wgpu: Vulkan, Metal or DX12), `--device cpu` or none
+    /// means the CPU; a build without the `gpu` feature says how to get one.
+    #[cfg(feature = "gpu")]
+    pub fn gpu(&self) -> Result<Option<std::sync::Arc<inferno::gpu::Gpu>>, String> {
+        match self.text("--device") {
+            None | Some("cpu") => Ok(None),
+            Some("gpu") => inferno::gpu::Gpu::new()
+                .map(|gpu| Some(std::sync::Arc::new(gpu)))
+                .map_err(|e| format!("{}: {e}", self.command)),
+            Some(other) => Err(format!("{}: --device takes cpu or gpu, not {other:?}", self.command)),
+        }
+    }
+
+    /// Without the `gpu` feature only the CPU exists.
+    #[cfg(not(feature = "gpu"))]
+    pub fn gpu(&self) -> Result<(), String> {
+        match self.text("--device") {
+            None | Some("cpu") => Ok(()),
+            Some("gpu") => Err(format!(
+                "{}: this build has no GPU backend (cargo build --release --features gpu)",
+                self.command
+            )),
+            Some(other) => Err(format!("{}: --device takes cpu or gpu, not {other:?}", self.command)),
+        }
+    }
+
     /// A numeric option, `default` when absent; a value that does not parse is an error.
     pub fn number<T: std::str::FromStr>(&self, name: &str, default: T) -> Result<T, String> {
         match self.text(name) {

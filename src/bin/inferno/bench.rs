@@ -1,6 +1,8 @@
 //! `inferno bench`: prompt-processing and decode speed, like `llama-bench -p PP -n TG`:
 //! a prompt of PP tokens in one batch from an empty cache, then TG single-token decode steps
-//! from an empty cache; one warm-up, then the median of `--runs`, on `--threads` threads.
+//! from an empty cache; one warm-up, then the median of `--runs`, on `--threads` threads, or
+//! with `--device gpu` on the GPU (a build with the `gpu` feature), where it also prints the
+//! adapter's copy bandwidth and the weight bandwidth decode reached, and their ratio.
 
 use std::time::Instant;
 
@@ -11,7 +13,7 @@ use crate::args::Args;
 use crate::generate::load_engine;
 
 pub fn run(args: &[String]) -> Result<(), String> {
-    let args = Args::parse("bench", args, &["--pp", "--tg", "--runs", "--threads"], &["--json"])?;
+    let args = Args::parse("bench", args, &["--pp", "--tg", "--runs", "--threads", "--device"], &["--json"])?;
     let path = args.model()?;
     let pp: usize = args.number("--pp", 64)?;
     let tg: usize = args.number("--tg", 32)?;
@@ -20,6 +22,10 @@ pub fn run(args: &[String]) -> Result<(), String> {
         return Err("bench: --runs must be at least 1".into());
     }
     let threads = args.start_threads()?;
+    #[cfg(feature = "gpu")]
+    let gpu = args.gpu()?;
+    #[cfg(not(feature = "gpu"))]
+    args.gpu()?;
     let load_started = Instant::now();
     let engine = load_engine(path)?;
     let load_ms = load_started.elapsed().as_secs_f64() * 1e3;
@@ -33,8 +39,13 @@ pub fn run(args: &[String]) -> Result<(), String> {
             return Ok(0.0);
         }
         let mut samples = Vec::with_capacity(runs);
+        let tokens = &tokens[..n];
+        #[cfg(feature = "gpu")]
+        if let Some(gpu) = &gpu {
+            return gpu_runs(gpu, model, tokens, batched, runs);
+        }
         for run in 0..=runs {
-            let seconds = time_tokens(model, &tokens[..n], batched)?;
+            let seconds = time_tokens(model, tokens, batched)?;
             if run > 0 {
                 samples.push(n as f64 / seconds);
             }
@@ -42,6 +53,12 @@ pub fn run(args: &[String]) -> Result<(), String> {
         samples.sort_by(f64::total_cmp);
         Ok(samples[samples.len() / 2])
     };
+    let prefill_tok_s = measure(pp, true)?;
+    let decode_tok_s = measure(tg, false)?;
+    #[cfg(feature = "gpu")]
+    let gpu = gpu.as_deref().map(|gpu| GpuFigures::measure(gpu, model, decode_tok_s)).transpose()?;
+    #[cfg(not(feature = "gpu"))]
+    let gpu = None;
     let result = BenchResult {
         model: path.to_owned(),
         load_ms,
@@ -49,16 +66,39 @@ pub fn run(args: &[String]) -> Result<(), String> {
         tg,
         runs,
         threads,
-        prefill_tok_s: measure(pp, true)?,
-        decode_tok_s: measure(tg, false)?,
+        prefill_tok_s,
+        decode_tok_s,
+        gpu,
     };
     if args.switch("--json") {
         println!("{}", serde_json::to_string(&result).map_err(|e| e.to_string())?);
     } else {
         println!("model   {}", result.model);
         println!("load    {:.0} ms", result.load_ms);
-        println!("pp{:<5} {:>8.1} tok/s  (median of {runs}, {threads} threads)", pp, result.prefill_tok_s);
-        println!("tg{:<5} {:>8.1} tok/s  (median of {runs}, {threads} threads)", tg, result.decode_tok_s);
+        match &result.gpu {
+            None => {
+                println!(
+                    "pp{:<5} {:>8.1} tok/s  (median of {runs}, {threads} threads)",
+                    pp, result.prefill_tok_s
+                );
+                println!(
+                    "tg{:<5} {:>8.1} tok/s  (median of {runs}, {threads} threads)",
+                    tg, result.decode_tok_s
+                );
+            }
+            Some(gpu) => {
+                println!("pp{:<5} {:>8.1} tok/s  (median of {runs}, GPU)", pp, result.prefill_tok_s);
+                println!("tg{:<5} {:>8.1} tok/s  (median of {runs}, GPU)", tg, result.decode_tok_s);
+                println!("gpu     {} ({})", gpu.adapter, gpu.backend);
+                println!(
+                    "decode reads {:.2} GB/s of weights ({:.1} MB a step); the adapter copies {:.2} GB/s; efficiency {:.2}",
+                    gpu.decode_weight_gb_s,
+                    gpu.decode_weight_bytes as f64 / 1e6,
+                    gpu.copy_gb_s,
+                    gpu.decode_weight_gb_s / gpu.copy_gb_s
+                );
+            }
+        }
     }
     Ok(())
 }
@@ -73,6 +113,77 @@ struct BenchResult {
     threads: usize,
     prefill_tok_s: f64,
     decode_tok_s: f64,
+    /// With `--device gpu`: the adapter and the bandwidths.
+    gpu: Option<GpuFigures>,
+}
+
+#[derive(Serialize)]
+struct GpuFigures {
+    adapter: String,
+    backend: String,
+    /// A buffer copied in one submission: bytes read and written per second.
+    copy_gb_s: f64,
+    /// Bytes of weights one decode step reads, and that times the decode rate.
+    decode_weight_bytes: u64,
+    decode_weight_gb_s: f64,
+}
+
+#[cfg(feature = "gpu")]
+impl GpuFigures {
+    fn measure(gpu: &inferno::gpu::Gpu, model: &Model, decode_tok_s: f64) -> Result<GpuFigures, String> {
+        let facts = gpu.facts();
+        let bytes = (256u64 << 20).min(facts.max_buffer);
+        let repeats = 8;
+        let mut seconds = Vec::new();
+        for run in 0..4 {
+            let started = Instant::now();
+            gpu.copy_test(bytes, repeats).map_err(|e| format!("bench: {e}"))?;
+            if run > 0 {
+                seconds.push(started.elapsed().as_secs_f64());
+            }
+        }
+        seconds.sort_by(f64::total_cmp);
+        let decode_weight_bytes = inferno::gpu::decode_weight_bytes(model);
+        Ok(GpuFigures {
+            adapter: facts.name.clone(),
+            backend: facts.backend.clone(),
+            copy_gb_s: 2.0 * (bytes * u64::from(repeats)) as f64 / seconds[1] / 1e9,
+            decode_weight_bytes,
+            decode_weight_gb_s: decode_weight_bytes as f64 * decode_tok_s / 1e9,
+        })
+    }
+}
+
+/// The median tokens per second of `runs` runs of `tokens` on the GPU (after a warm-up), the
+/// weights uploaded once and the cache emptied between runs.
+#[cfg(feature = "gpu")]
+fn gpu_runs(
+    gpu: &inferno::gpu::Gpu,
+    model: &Model,
+    tokens: &[u32],
+    batched: bool,
+    runs: usize,
+) -> Result<f64, String> {
+    let batch = if batched { tokens.len() } else { 1 };
+    let error = |e: inferno::gpu::GpuError| format!("bench: {e}");
+    let mut state = inferno::gpu::GpuState::new(gpu, model, tokens.len(), batch).map_err(error)?;
+    let mut samples = Vec::with_capacity(runs);
+    for run in 0..=runs {
+        state.truncate(0);
+        let started = Instant::now();
+        if batched {
+            state.forward(gpu, model, tokens).map_err(error)?;
+        } else {
+            for token in tokens {
+                state.forward(gpu, model, &[*token]).map_err(error)?;
+            }
+        }
+        if run > 0 {
+            samples.push(tokens.len() as f64 / started.elapsed().as_secs_f64());
+        }
+    }
+    samples.sort_by(f64::total_cmp);
+    Ok(samples[samples.len() / 2])
 }
 
 /// Seconds to run `tokens` from an empty cache: as one batch, or one token per call.

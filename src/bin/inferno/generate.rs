@@ -25,6 +25,7 @@ const OPTIONS: &[&str] = &[
     "--trace",
     "--context",
     "--threads",
+    "--device",
 ];
 const SWITCHES: &[&str] = &["--chat", "--no-think", "--think", "--json", "--ignore-eos"];
 
@@ -39,7 +40,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
     let mut sampler = Sampler::new(settings).map_err(|e| format!("generate: {e}"))?;
 
     args.start_threads()?;
-    let engine = load_engine(path)?;
+    let engine = on_device(load_engine(path)?, &args)?;
     let prompt_ids = if args.switch("--chat") {
         let mut messages = Vec::new();
         if let Some(system) = args.text("--system") {
@@ -128,6 +129,16 @@ pub fn run(args: &[String]) -> Result<(), String> {
         );
     }
     Ok(())
+}
+
+/// The engine on the device `--device` asks for (the CPU by default).
+#[cfg_attr(not(feature = "gpu"), allow(unused_mut))]
+fn on_device(mut engine: Engine, args: &Args) -> Result<Engine, String> {
+    #[cfg(feature = "gpu")]
+    engine.use_gpu(args.gpu()?).map_err(|e| format!("generate: {e}"))?;
+    #[cfg(not(feature = "gpu"))]
+    args.gpu()?;
+    Ok(engine)
 }
 
 pub fn load_engine(path: &str) -> Result<Engine, String> {

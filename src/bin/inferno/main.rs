@@ -28,7 +28,10 @@ commands:
                                     prompt and decode tokens per second (median of the runs)
 
 generate, logits and bench take --threads N (default: the machine's cores, at most 8); the
-results do not depend on it.
+results do not depend on it. generate and bench take --device gpu (a build with the gpu
+feature: cargo build --release --features gpu), which runs the model through wgpu (Vulkan,
+Metal or DX12); bench then also prints the adapter's copy bandwidth and the weight bandwidth
+decode reached.
   help                              show this text";
 
 fn main() -> ExitCode {
