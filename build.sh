@@ -87,8 +87,12 @@ wasm_cargo() { # flavour cargo-subcommand args...
   choose_wasm_toolchain
   local flavour=$1 sub=$2
   shift 2
-  # Every flavour carries the GPU backend (WebGPU through wgpu); the page picks CPU or GPU.
-  local features=+simd128 link_args=() cargo_args=(--no-default-features --features gpu) target=wasm32-unknown-unknown
+  # The wasm32 flavours carry the GPU backend (WebGPU through wgpu); the page picks CPU or GPU.
+  # wgpu 30 takes wasm64 for a native target (its WebGPU backend is wasm32-only: it would
+  # compile wgpu-core and naga in and then find no backend), so the 64-bit builds have none.
+  local gpu=(--features gpu)
+  case "$flavour" in memory64*) gpu=() ;; esac
+  local features=+simd128 link_args=() cargo_args=(--no-default-features "${gpu[@]}") target=wasm32-unknown-unknown
   # V8 and SpiderMonkey cap a 32-bit memory at 4 GiB and a 64-bit one at 16 GiB.
   local max_memory=4294967296
   case "$flavour" in
@@ -104,7 +108,7 @@ wasm_cargo() { # flavour cargo-subcommand args...
   case "$flavour" in relaxed*) features+=,+relaxed-simd ;; esac
   case "$flavour" in
     *threads)
-      cargo_args=(--features gpu)
+      cargo_args=("${gpu[@]}")
       features+=,+atomics,+bulk-memory,+mutable-globals
       link_args=(--shared-memory --max-memory=$max_memory --import-memory --export=__wasm_init_tls
         --export=__tls_size --export=__tls_align --export=__tls_base)

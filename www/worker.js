@@ -507,6 +507,13 @@ async function placeEngine(wasm, engine, asked) {
   if (asked === 'cpu') return cpu(null);
   let gpu;
   try {
+    if (typeof wasm.request_gpu !== 'function') {
+      throw new WorkerError(
+        'GpuError',
+        'no_gpu',
+        'the 64-bit-memory build (files over 3.6 GiB) has no GPU backend',
+      );
+    }
     const adapter = await adapterOrError();
     if (asked === 'auto' && adapter.software) {
       return cpu(`the GPU adapter (${adapter.name}) is a software renderer, slower than the CPU engine`);

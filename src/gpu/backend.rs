@@ -1,9 +1,9 @@
 //! The model's [`Backend`] on the GPU: the same forward pass (`model::forward_batch`) with
 //! every operation recorded into one command encoder per batch, weights uploaded once as the
 //! file stores them, activations and the KV cache (f32) on the device, and nothing read back
-//! but the logits. Runs the pre-norm and sandwich families' attention layers; the Qwen3.5
-//! DeltaNet, gated attention and Gemma 4's per-layer inputs and value norms are refused up
-//! front ([`GpuState::new`]), so a model that needs them stays on the CPU.
+//! but the logits. Runs the pre-norm and sandwich families' attention layers, Gemma 4's
+//! per-layer inputs and value norms included; the Qwen3.5 DeltaNet and gated attention are
+//! refused up front ([`GpuState::new`]), so a model that needs them stays on the CPU.
 //!
 //! A forward pass is two calls, so that a page never blocks on the GPU: [`GpuState::submit`]
 //! records and submits, and [`GpuState::collect`] takes the logits once [`GpuState::pending`]
@@ -35,6 +35,10 @@ pub struct GpuState {
     vectors: HashMap<usize, wgpu::Buffer>,
     /// The work submitted last, and whether it ends with logits in `readback`.
     in_flight: Option<(Signal, bool)>,
+    /// Gemma 4's per-layer inputs, where the model has them.
+    per_layer: Option<PerLayerBuffers>,
+    /// A row of ones per width: the weight of a norm that has none (Gemma 4's value norm).
+    ones: HashMap<usize, wgpu::Buffer>,
     max_batch: usize,
     capacity: usize,
     len: usize,
@@ -66,10 +70,20 @@ impl GpuState {
         let widths = [d, d, d, q, 2 * q, kv, kv, q]; // In Buf's order.
         let bufs = widths.iter().map(|&w| buffer(w * max_batch, storage)).collect();
         let attention_layers = (0..c.n_layer).filter(|&l| c.keeps_kv(l)).count();
+        let n_ff = (0..c.n_layer).map(|l| c.layer(l).n_ff).max().unwrap_or(c.n_ff);
+        let per_layer = c.per_layer_input.map(|width| {
+            let all = width * c.n_layer * max_batch;
+            PerLayerBuffers {
+                raw: buffer(all, storage),
+                inputs: buffer(all, storage),
+                embedded: buffer(all, storage),
+                hidden: buffer(width * max_batch, storage),
+            }
+        });
         let mut state = GpuState {
             bufs,
-            gate: buffer(c.n_ff * max_batch, storage),
-            up: buffer(c.n_ff * max_batch, storage),
+            gate: buffer(n_ff * max_batch, storage),
+            up: buffer(n_ff * max_batch, storage),
             temp: buffer(d.max(2 * q) * max_batch, storage),
             keys: (0..attention_layers).map(|_| buffer(capacity * kv, storage)).collect(),
             values: (0..attention_layers).map(|_| buffer(capacity * kv, storage)).collect(),
@@ -78,6 +92,8 @@ impl GpuState {
             matrices: HashMap::new(),
             vectors: HashMap::new(),
             in_flight: None,
+            per_layer,
+            ones: HashMap::new(),
             max_batch,
             capacity,
             len: 0,
@@ -94,8 +110,6 @@ impl GpuState {
         let missing = [
             (c.delta_net.is_some(), "gated DeltaNet layers"),
             (c.gated_attention, "gated attention"),
-            (c.normalize_values, "normalized values"),
-            (c.per_layer_input.is_some(), "per-layer inputs"),
             (!c.rope_unrotated_pairs.is_empty(), "M-RoPE sections"),
             ((0..c.n_layer).any(|l| c.layer(l).head_dim > super::MAX_ATTENTION_HEAD), "heads over 256 wide"),
         ];
@@ -114,6 +128,7 @@ impl GpuState {
     fn upload_weights(&mut self, gpu: &Gpu, model: &Model) -> Result<(), GpuError> {
         let w = model.weights();
         let mut vectors: Vec<&[f32]> = vec![&w.output_norm];
+        vectors.extend(w.per_layer_input.as_ref().map(|input| input.proj_norm.as_slice()));
         vectors.extend(
             [&w.rope_freqs, &w.rope_factors_long, &w.rope_factors_short]
                 .into_iter()
@@ -123,6 +138,7 @@ impl GpuState {
         for layer in &w.layers {
             vectors.push(&layer.attn_norm);
             vectors.push(&layer.ffn_norm);
+            vectors.extend(layer.per_layer.as_ref().map(|p| p.post_norm.as_slice()));
             vectors.extend(
                 [&layer.post_attn_norm, &layer.post_ffn_norm].into_iter().flatten().map(Vec::as_slice),
             );
@@ -204,6 +220,7 @@ impl GpuState {
                 start: self.len,
                 n,
                 rows: n,
+                first: 0,
                 layer: 0,
                 encoder: Some(gpu.device.create_command_encoder(&Default::default())),
                 state: self,
@@ -266,6 +283,18 @@ impl GpuState {
         }
     }
 
+    /// `width` ones: the weight of a norm without one.
+    fn ones(&mut self, gpu: &Gpu, width: usize) -> wgpu::Buffer {
+        let bytes = &mut self.bytes;
+        self.ones
+            .entry(width)
+            .or_insert_with(|| {
+                *bytes += 4 * width as u64;
+                upload(gpu, &super::f32_bytes(&vec![1.0; width]))
+            })
+            .clone()
+    }
+
     /// A vector of the model (a norm weight, a bias) on the device, uploaded on first use.
     fn vector(&mut self, gpu: &Gpu, values: &[f32]) -> wgpu::Buffer {
         let key = values.as_ptr() as usize;
@@ -322,13 +351,27 @@ impl GpuState {
 fn matrices(model: &Model) -> impl Iterator<Item = &Matrix> {
     let w = model.weights();
     let layers = w.layers.iter().flat_map(|layer| {
-        let attention = match &layer.mixer {
+        let mut matrices = match &layer.mixer {
             Mixer::Attention(a) => vec![Some(&a.wq), a.wk.as_ref(), a.wv.as_ref(), Some(&a.wo)],
             Mixer::DeltaNet(_) => Vec::new(),
         };
-        attention.into_iter().flatten().chain([&layer.w_gate, &layer.w_up, &layer.w_down])
+        matrices.extend([&layer.w_gate, &layer.w_up, &layer.w_down].map(Some));
+        let per_layer = layer.per_layer.as_ref();
+        matrices.extend([per_layer.map(|p| &p.gate), per_layer.map(|p| &p.proj)]);
+        matrices.into_iter().flatten()
     });
-    std::iter::once(&w.output).chain(layers)
+    let per_layer_input = w.per_layer_input.as_ref().map(|input| &input.model_proj);
+    std::iter::once(&w.output).chain(per_layer_input).chain(layers)
+}
+
+/// Gemma 4's per-layer inputs on the device, `n_layer × width` per token: the projection
+/// (`raw`), the finished inputs, the token's per-layer embedding (looked up on the CPU), and a
+/// layer's hidden `width` per token.
+struct PerLayerBuffers {
+    raw: wgpu::Buffer,
+    inputs: wgpu::Buffer,
+    embedded: wgpu::Buffer,
+    hidden: wgpu::Buffer,
 }
 
 /// Bytes of weights one decode step reads on the GPU: every matrix once (the benchmark's
@@ -346,6 +389,8 @@ struct GpuBackend<'a> {
     start: usize,
     n: usize,
     rows: usize,
+    /// The batch row the first row held now was (past `keep_rows`).
+    first: usize,
     layer: usize,
     /// The first failure of an operation that cannot return one (reported after the batch).
     error: Option<GpuError>,
@@ -438,10 +483,40 @@ impl GpuBackend<'_> {
         y: &wgpu::Buffer,
         x: &wgpu::Buffer,
         n: usize,
-        extra: u32,
+        [a, b, c]: [u32; 3],
     ) {
         let [groups_x, groups_y] = groups_2d((n as u32).div_ceil(super::ELEMENTWISE_WORKGROUP));
-        self.dispatch(pipeline, &[y, x], &[n as u32, groups_x, extra, 0], [groups_x, groups_y, 1]);
+        let params = [n as u32, groups_x, a, b, c, 0, 0, 0];
+        self.dispatch(pipeline, &[y, x], &params, [groups_x, groups_y, 1]);
+    }
+
+    /// RMSNorm of `floats` values of `source` in rows of `width`, times `weight`, into
+    /// `target` (through `temp`, a model row per token, when they are one buffer: a kernel
+    /// cannot bind a buffer twice).
+    fn rms_norm(
+        &mut self,
+        source: &wgpu::Buffer,
+        target: &wgpu::Buffer,
+        weight: &wgpu::Buffer,
+        width: usize,
+        floats: usize,
+    ) {
+        let mut source = source.clone();
+        if &source == target {
+            let temp = self.state.temp.clone();
+            self.copy(&source, 0, &temp, 0, floats);
+            source = temp;
+        }
+        let rows = (floats / width) as u32;
+        let [groups_x, groups_y] = groups_2d(rows);
+        let eps = self.model.config().rms_eps;
+        let pipeline = self.gpu.rms_norm.clone();
+        self.dispatch(
+            &pipeline,
+            &[&source, weight, target],
+            &[rows, width as u32, eps.to_bits(), groups_x],
+            [groups_x, groups_y, 1],
+        );
     }
 
     fn copy(
@@ -496,53 +571,70 @@ impl Backend for GpuBackend<'_> {
         Ok(())
     }
 
-    fn per_layer_inputs(&mut self, _tokens: &[u32]) -> Result<(), ModelError> {
-        Err(not_yet("per-layer inputs"))
+    /// `(norm(model_proj · x / √d) + embedding · √width) / √2` per token and layer, the token's
+    /// per-layer embedding looked up on the CPU (one row of a large table per token).
+    fn per_layer_inputs(&mut self, tokens: &[u32]) -> Result<(), ModelError> {
+        let (c, w, file) = (self.model.config(), self.model.weights(), self.model.file());
+        let (Some(input), Some(buffers)) = (&w.per_layer_input, &self.state.per_layer) else {
+            return Ok(());
+        };
+        let (raw, inputs, embedded) = (buffers.raw.clone(), buffers.inputs.clone(), buffers.embedded.clone());
+        let width = input.proj_norm.len();
+        let all = width * c.n_layer;
+        let floats = tokens.len() * all;
+        let mut rows = vec![0.0f32; floats];
+        for (&token, row) in tokens.iter().zip(rows.chunks_exact_mut(all)) {
+            let bytes = input.token_embd.row_bytes(file, token as usize);
+            crate::tensor::dequantize_row(input.token_embd.weight_type, bytes, row)?;
+        }
+        self.gpu.queue.write_buffer(&embedded, 0, &super::f32_bytes(&rows));
+        let x = self.buf(Buf::X).clone();
+        if let Err(error) = self.matmul(&input.model_proj, &x, &raw) {
+            self.fail(error);
+        }
+        let scale = upload(self.gpu, &(1.0 / (c.n_embd as f32).sqrt()).to_le_bytes());
+        let pipeline = self.gpu.scale.clone();
+        self.elementwise(&pipeline, &scale, &raw, floats, [0; 3]);
+        let norm = self.vector(&input.proj_norm);
+        self.rms_norm(&raw, &inputs, &norm, width, floats);
+        let (embedding_scale, input_scale) = ((width as f32).sqrt(), 1.0 / 2f32.sqrt());
+        let pipeline = self.gpu.mix_embedding.clone();
+        let scales = [embedding_scale.to_bits(), input_scale.to_bits(), 0];
+        self.elementwise(&pipeline, &embedded, &inputs, floats, scales);
+        Ok(())
     }
 
     fn norm(&mut self, out: Buf, input: Buf, weight: &[f32]) {
-        let width = weight.len();
         let floats = self.rows * self.width(input);
-        let weight = self.vector(weight);
-        let (mut source, target) = (self.buf(input).clone(), self.buf(out).clone());
-        if out == input {
-            let temp = self.state.temp.clone();
-            self.copy(&source, 0, &temp, 0, floats);
-            source = temp;
-        }
-        let rows = (floats / width) as u32;
-        let [groups_x, groups_y] = groups_2d(rows);
-        let eps = self.model.config().rms_eps;
-        let pipeline = self.gpu.rms_norm.clone();
-        self.dispatch(
-            &pipeline,
-            &[&source, &weight, &target],
-            &[rows, width as u32, eps.to_bits(), groups_x],
-            [groups_x, groups_y, 1],
-        );
+        let weight_buffer = self.vector(weight);
+        let (source, target) = (self.buf(input).clone(), self.buf(out).clone());
+        self.rms_norm(&source, &target, &weight_buffer, weight.len(), floats);
     }
 
-    fn norm_unweighted(&mut self, _buf: Buf, _width: usize) {
-        self.fail(GpuError::Shape("normalized values do not run on the GPU yet".into()));
+    fn norm_unweighted(&mut self, buf: Buf, width: usize) {
+        let floats = self.rows * self.width(buf);
+        let ones = self.state.ones(self.gpu, width);
+        let target = self.buf(buf).clone();
+        self.rms_norm(&target, &target, &ones, width, floats);
     }
 
     fn add(&mut self, to: Buf, from: Buf) {
         let n = self.rows * self.width(to);
         let (y, x, pipeline) = (self.buf(from).clone(), self.buf(to).clone(), self.gpu.add.clone());
-        self.elementwise(&pipeline, &y, &x, n, 0);
+        self.elementwise(&pipeline, &y, &x, n, [0; 3]);
     }
 
     fn add_bias(&mut self, buf: Buf, bias: &[f32]) {
         let n = self.rows * self.width(buf);
         let (y, x, pipeline) = (self.vector(bias), self.buf(buf).clone(), self.gpu.add_bias.clone());
-        self.elementwise(&pipeline, &y, &x, n, bias.len() as u32);
+        self.elementwise(&pipeline, &y, &x, n, [bias.len() as u32, 0, 0]);
     }
 
     fn scale(&mut self, buf: Buf, factor: f32) {
         let n = self.rows * self.width(buf);
         let (x, pipeline) = (self.buf(buf).clone(), self.gpu.scale.clone());
         let factor = upload(self.gpu, &factor.to_le_bytes());
-        self.elementwise(&pipeline, &factor, &x, n, 0);
+        self.elementwise(&pipeline, &factor, &x, n, [0; 3]);
     }
 
     fn copy(&mut self, to: Buf, from: Buf) {
@@ -655,7 +747,7 @@ impl Backend for GpuBackend<'_> {
             Activation::SwiGlu => self.gpu.swiglu.clone(),
             Activation::GeGlu => self.gpu.geglu.clone(),
         };
-        self.elementwise(&pipeline, &up, &gate, n, 0);
+        self.elementwise(&pipeline, &up, &gate, n, [0; 3]);
         if let Err(error) = self.matmul(&layer.w_down, &gate, &out) {
             self.fail(error);
         }
@@ -666,8 +758,27 @@ impl Backend for GpuBackend<'_> {
         Err(not_yet("gated DeltaNet layers"))
     }
 
-    fn per_layer(&mut self, _weights: &PerLayerWeights) -> Result<(), ModelError> {
-        Err(not_yet("per-layer inputs"))
+    /// `x += norm(proj · (gelu(gate · x) ⊙ this layer's input))`.
+    fn per_layer(&mut self, weights: &PerLayerWeights) -> Result<(), ModelError> {
+        let c = self.model.config();
+        let Some(buffers) = &self.state.per_layer else { return Err(not_yet("per-layer inputs")) };
+        let (inputs, hidden) = (buffers.inputs.clone(), buffers.hidden.clone());
+        let width = weights.gate.rows;
+        let all = width * c.n_layer;
+        let (x, out) = (self.buf(Buf::X).clone(), self.buf(Buf::BlockOut).clone());
+        if let Err(error) = self.matmul(&weights.gate, &x, &hidden) {
+            self.fail(error);
+        }
+        let offset = self.first * all + self.layer * width;
+        let pipeline = self.gpu.per_layer_gate.clone();
+        let shape = [width as u32, all as u32, offset as u32];
+        self.elementwise(&pipeline, &inputs, &hidden, self.rows * width, shape);
+        if let Err(error) = self.matmul(&weights.proj, &hidden, &out) {
+            self.fail(error);
+        }
+        self.norm(Buf::BlockOut, Buf::BlockOut, &weights.post_norm);
+        self.add(Buf::X, Buf::BlockOut);
+        Ok(())
     }
 
     fn keep_rows(&mut self, rows: Range<usize>) {
@@ -676,6 +787,7 @@ impl Backend for GpuBackend<'_> {
         GpuBackend::copy(self, &x, rows.start * d, &temp, 0, rows.len() * d);
         GpuBackend::copy(self, &temp, 0, &x, 0, rows.len() * d);
         self.rows = rows.len();
+        self.first = rows.start;
     }
 
     fn commit(&mut self) {
@@ -690,7 +802,7 @@ impl Backend for GpuBackend<'_> {
         if let Some(cap) = self.model.config().final_softcap {
             let pipeline = self.gpu.softcap.clone();
             let cap = upload(self.gpu, &cap.to_le_bytes());
-            self.elementwise(&pipeline, &cap, &logits, out.len(), 0);
+            self.elementwise(&pipeline, &cap, &logits, out.len(), [0; 3]);
         }
         // Read by GpuState::collect once the GPU is done: the caller's `out` stays as it is.
         let (bytes, readback) = ((4 * out.len()) as u64, self.state.readback.clone());

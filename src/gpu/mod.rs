@@ -117,6 +117,8 @@ pub struct Gpu {
     rope: wgpu::ComputePipeline,
     attention: wgpu::ComputePipeline,
     add_bias: wgpu::ComputePipeline,
+    per_layer_gate: wgpu::ComputePipeline,
+    mix_embedding: wgpu::ComputePipeline,
     scale: wgpu::ComputePipeline,
     softcap: wgpu::ComputePipeline,
 }
@@ -206,14 +208,16 @@ impl Gpu {
             pipeline(&device, &shaders::rms_norm(WORKGROUP)),
             pipeline(&device, &shaders::elementwise("x[i] = x[i] + y[i];")),
             pipeline(&device, &shaders::elementwise(shaders::SWIGLU)),
-            pipeline(&device, &shaders::elementwise(shaders::GEGLU)),
+            pipeline(&device, &shaders::elementwise(&shaders::geglu())),
             pipeline(&device, shaders::ROPE),
         );
         let (add_bias, scale, softcap) = (
-            pipeline(&device, &shaders::elementwise("x[i] = x[i] + y[i % p.unused0];")),
+            pipeline(&device, &shaders::elementwise("x[i] = x[i] + y[i % p.a];")),
             pipeline(&device, &shaders::elementwise("x[i] = x[i] * y[0];")),
             pipeline(&device, &shaders::elementwise("x[i] = tanh(x[i] * (1.0 / y[0])) * y[0];")),
         );
+        let per_layer_gate = pipeline(&device, &shaders::elementwise(&shaders::per_layer_gate()));
+        let mix_embedding = pipeline(&device, &shaders::elementwise(shaders::MIX_EMBEDDING));
         Ok(Gpu {
             device,
             queue,
@@ -227,6 +231,8 @@ impl Gpu {
             rope,
             attention,
             add_bias,
+            per_layer_gate,
+            mix_embedding,
             scale,
             softcap,
         })
@@ -465,7 +471,7 @@ impl Gpu {
             return Err(GpuError::Shape(format!("{} and {} values", x.len(), y.len())));
         }
         let [groups_x, groups_y] = groups_2d((x.len() as u32).div_ceil(ELEMENTWISE_WORKGROUP));
-        let params = [x.len() as u32, groups_x, 0, 0];
+        let params = [x.len() as u32, groups_x, 0, 0, 0, 0, 0, 0];
         let groups = [groups_x, groups_y, 1];
         self.run(pipeline, &[&f32_bytes(y)], x, &params, groups).await
     }

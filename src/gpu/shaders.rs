@@ -427,10 +427,11 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
     .replace("WG", &format!("{workgroup}u"))
 }
 
-/// `x[i] = f(x[i], y[i])` over `n` elements, 256 per workgroup; `body` is the statement.
+/// `x[i] = f(x[i], y[i])` over `n` elements, 256 per workgroup; `body` is the statement, which
+/// may read the kernel's own parameters `p.a`, `p.b` and `p.c`.
 pub fn elementwise(body: &str) -> String {
     r#"
-struct Params { n: u32, groups_x: u32, unused0: u32, unused1: u32 }
+struct Params { n: u32, groups_x: u32, a: u32, b: u32, c: u32, unused0: u32, unused1: u32, unused2: u32 }
 @group(0) @binding(0) var<storage, read> y: array<f32>;
 @group(0) @binding(1) var<storage, read_write> x: array<f32>;
 @group(0) @binding(2) var<uniform> p: Params;
@@ -451,11 +452,25 @@ pub const SWIGLU: &str = "let g = x[i]; x[i] = g / (1.0 + exp(-g)) * y[i];";
 
 /// GeGLU's gate: GELU's tanh approximation (ggml's constants), clamped as ggml's CPU GELU is
 /// past ±10, times `u`.
-pub const GEGLU: &str = "let g = x[i];
+pub fn geglu() -> String {
+    GELU_TIMES.replace("UP", "y[i]")
+}
+
+/// Gemma 4's per-layer gate: GELU of `x` times this layer's slice of the token's per-layer
+/// input (rows of `p.a` values in `x`; in `y` rows of `p.b`, this layer's from `p.c`).
+pub fn per_layer_gate() -> String {
+    GELU_TIMES.replace("UP", "y[p.c + (i / p.a) * p.b + i % p.a]")
+}
+
+const GELU_TIMES: &str = "let g = x[i];
         var gelu = 0.5 * g * (1.0 + tanh(0.7978846 * g * (1.0 + 0.044715 * g * g)));
         if (g <= -10.0) { gelu = 0.0; }
         if (g >= 10.0) { gelu = g; }
-        x[i] = gelu * y[i];";
+        x[i] = gelu * UP;";
+
+/// Gemma 4's per-layer inputs: the projection plus the token's scaled per-layer embedding
+/// (`y`), scaled: `(x + y · a) · b`, `a` and `b` f32 bits.
+pub const MIX_EMBEDDING: &str = "x[i] = (x[i] + y[i] * bitcast<f32>(p.a)) * bitcast<f32>(p.b);";
 
 /// RoPE in place: one thread per (row, head, pair); the pair's angle from its position and
 /// the base (divided by the pair's factor where the model has them), `(a, b)` adjacent

@@ -307,6 +307,8 @@ impl WebEngine {
 
     /// Runs the conversation on `gpu` from the next request on (the cache starts afresh
     /// there); refused with kind `gpu_unsupported`, saying why, for a model the GPU cannot run.
+    /// (Not in the 64-bit-memory build, which has no GPU backend.)
+    #[cfg(feature = "gpu")]
     pub fn use_gpu(&mut self, gpu: &super::WebGpu) -> Result<(), JsValue> {
         self.engine.use_gpu(Some(gpu.gpu())).map_err(engine_error)?;
         self.session = None;
@@ -322,6 +324,7 @@ impl WebEngine {
 
     /// Runs the conversation on the CPU from the next request on (after a lost device too).
     pub fn use_cpu(&mut self) {
+        #[cfg(feature = "gpu")]
         if self.engine.gpu().is_some() {
             let _ = self.engine.use_gpu(None); // Going to the CPU cannot fail.
             self.session = None;
@@ -330,18 +333,26 @@ impl WebEngine {
 
     /// "gpu" or "cpu": where the conversation runs.
     pub fn device(&self) -> String {
-        if self.engine.gpu().is_some() { "gpu" } else { "cpu" }.into()
+        #[cfg(feature = "gpu")]
+        if self.engine.gpu().is_some() {
+            return "gpu".into();
+        }
+        "cpu".into()
     }
 
     /// Bytes of weights a decode step reads on the GPU (every matrix once): the benchmark's
     /// weight bandwidth is this times the decode rate.
+    #[cfg(feature = "gpu")]
     pub fn decode_weight_bytes(&self) -> f64 {
         crate::gpu::decode_weight_bytes(self.engine.model()) as f64
     }
 
     /// Bytes the conversation holds on the GPU (weights, cache, activations); 0 on the CPU.
     pub fn gpu_bytes(&self) -> f64 {
-        self.session.as_ref().map_or(0, Session::gpu_bytes) as f64
+        #[cfg(feature = "gpu")]
+        return self.session.as_ref().map_or(0, Session::gpu_bytes) as f64;
+        #[cfg(not(feature = "gpu"))]
+        0.0
     }
 
     /// Runs what the next `step` needs (the last sampled token), so that on the GPU the page
@@ -355,7 +366,10 @@ impl WebEngine {
     /// with the GPU's error); undefined when there is nothing to wait for (always on the CPU).
     /// Await it after `prefill` and `advance`, before the next call.
     pub fn pending(&self) -> Option<js_sys::Promise> {
-        self.session.as_ref().and_then(Session::pending).map(super::gpu::promise)
+        #[cfg(feature = "gpu")]
+        return self.session.as_ref().and_then(Session::pending).map(super::gpu::promise);
+        #[cfg(not(feature = "gpu"))]
+        None
     }
 
     /// Forgets the conversation (keeps the model and the allocated cache).

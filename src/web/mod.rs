@@ -4,11 +4,13 @@
 //! the GPU it may run on.
 
 mod engine;
+#[cfg(feature = "gpu")]
 mod gpu;
 mod inspect;
 mod load;
 
 pub use engine::WebEngine;
+#[cfg(feature = "gpu")]
 pub use gpu::{WebGpu, request_gpu};
 pub use inspect::{inspect_prefix, memory_for_model};
 pub use load::ModelLoader;

@@ -75,7 +75,7 @@ impl Args {
 
     /// `--device gpu` opens the GPU (wgpu: Vulkan, Metal or DX12), `--device cpu` or none
     /// means the CPU; a build without the `gpu` feature says how to get one.
-    #[cfg(feature = "gpu")]
+    #[cfg(all(feature = "gpu", not(target_family = "wasm")))]
     pub fn gpu(&self) -> Result<Option<std::sync::Arc<inferno::gpu::Gpu>>, String> {
         match self.text("--device") {
             None | Some("cpu") => Ok(None),
@@ -87,7 +87,7 @@ impl Args {
     }
 
     /// Without the `gpu` feature only the CPU exists.
-    #[cfg(not(feature = "gpu"))]
+    #[cfg(not(all(feature = "gpu", not(target_family = "wasm"))))]
     pub fn gpu(&self) -> Result<(), String> {
         match self.text("--device") {
             None | Some("cpu") => Ok(()),

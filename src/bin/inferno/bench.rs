@@ -22,9 +22,9 @@ pub fn run(args: &[String]) -> Result<(), String> {
         return Err("bench: --runs must be at least 1".into());
     }
     let threads = args.start_threads()?;
-    #[cfg(feature = "gpu")]
+    #[cfg(all(feature = "gpu", not(target_family = "wasm")))]
     let gpu = args.gpu()?;
-    #[cfg(not(feature = "gpu"))]
+    #[cfg(not(all(feature = "gpu", not(target_family = "wasm"))))]
     args.gpu()?;
     let load_started = Instant::now();
     let engine = load_engine(path)?;
@@ -40,7 +40,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
         }
         let mut samples = Vec::with_capacity(runs);
         let tokens = &tokens[..n];
-        #[cfg(feature = "gpu")]
+        #[cfg(all(feature = "gpu", not(target_family = "wasm")))]
         if let Some(gpu) = &gpu {
             return gpu_runs(gpu, model, tokens, batched, runs);
         }
@@ -55,9 +55,9 @@ pub fn run(args: &[String]) -> Result<(), String> {
     };
     let prefill_tok_s = measure(pp, true)?;
     let decode_tok_s = measure(tg, false)?;
-    #[cfg(feature = "gpu")]
+    #[cfg(all(feature = "gpu", not(target_family = "wasm")))]
     let gpu = gpu.as_deref().map(|gpu| GpuFigures::measure(gpu, model, decode_tok_s)).transpose()?;
-    #[cfg(not(feature = "gpu"))]
+    #[cfg(not(all(feature = "gpu", not(target_family = "wasm"))))]
     let gpu = None;
     let result = BenchResult {
         model: path.to_owned(),
@@ -128,7 +128,7 @@ struct GpuFigures {
     decode_weight_gb_s: f64,
 }
 
-#[cfg(feature = "gpu")]
+#[cfg(all(feature = "gpu", not(target_family = "wasm")))]
 impl GpuFigures {
     fn measure(gpu: &inferno::gpu::Gpu, model: &Model, decode_tok_s: f64) -> Result<GpuFigures, String> {
         let facts = gpu.facts();
@@ -156,7 +156,7 @@ impl GpuFigures {
 
 /// The median tokens per second of `runs` runs of `tokens` on the GPU (after a warm-up), the
 /// weights uploaded once and the cache emptied between runs.
-#[cfg(feature = "gpu")]
+#[cfg(all(feature = "gpu", not(target_family = "wasm")))]
 fn gpu_runs(
     gpu: &inferno::gpu::Gpu,
     model: &Model,

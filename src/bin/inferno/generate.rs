@@ -132,11 +132,11 @@ pub fn run(args: &[String]) -> Result<(), String> {
 }
 
 /// The engine on the device `--device` asks for (the CPU by default).
-#[cfg_attr(not(feature = "gpu"), allow(unused_mut))]
+#[cfg_attr(not(all(feature = "gpu", not(target_family = "wasm"))), allow(unused_mut))]
 fn on_device(mut engine: Engine, args: &Args) -> Result<Engine, String> {
-    #[cfg(feature = "gpu")]
+    #[cfg(all(feature = "gpu", not(target_family = "wasm")))]
     engine.use_gpu(args.gpu()?).map_err(|e| format!("generate: {e}"))?;
-    #[cfg(not(feature = "gpu"))]
+    #[cfg(not(all(feature = "gpu", not(target_family = "wasm"))))]
     args.gpu()?;
     Ok(engine)
 }
