@@ -153,6 +153,8 @@ fn row_dot(base: u32, t: u32) -> f32 {
 const IQ4_LEVELS: &str = r#"
 var<private> levels: array<f32, 16> = array<f32, 16>(
     -127.0, -104.0, -83.0, -65.0, -49.0, -35.0, -22.0, -10.0, 1.0, 13.0, 25.0, 38.0, 53.0, 69.0, 89.0, 113.0);
+// The levels of four 4-bit indices.
+fn levels4(q: vec4<u32>) -> vec4<f32> { return vec4<f32>(levels[q.x], levels[q.y], levels[q.z], levels[q.w]); }
 "#;
 
 /// Q4_K's and Q5_K's 6-bit scale and min of group `g` (0..8), from the 12 bytes at `at`.
@@ -208,11 +210,12 @@ pub fn matmul(weight_type: WeightType, workgroup: u32, tiled: bool) -> String {
             "let d = half_at(at);
         let qh = u32_at(at + 2u);
         var s = 0.0;
-        for (var j = 0u; j < 16u; j++) {
-            let q = byte_at(at + 6u + j);
-            let low = (q & 15u) | (((qh >> j) << 4u) & 16u);
-            let high = (q >> 4u) | ((qh >> (j + 12u)) & 16u);
-            s += f32(i32(low) - 16) * x[xo + j] + f32(i32(high) - 16) * x[xo + j + 16u];
+        for (var j = 0u; j < 16u; j += 4u) {
+            let q = bytes4(word_at(at + 6u + j));
+            let at_j = vec4<u32>(j, j + 1u, j + 2u, j + 3u);
+            let low = (q & vec4<u32>(15u)) | (((vec4<u32>(qh) >> at_j) << vec4<u32>(4u)) & vec4<u32>(16u));
+            let high = (q >> vec4<u32>(4u)) | ((vec4<u32>(qh) >> (at_j + vec4<u32>(12u))) & vec4<u32>(16u));
+            s += dot(vec4<f32>(low) - 16.0, x4(xo + j)) + dot(vec4<f32>(high) - 16.0, x4(xo + j + 16u));
         }
         sum += d * s;",
         ),
@@ -223,12 +226,15 @@ pub fn matmul(weight_type: WeightType, workgroup: u32, tiled: bool) -> String {
         let qh = u32_at(at + 4u);
         var s = 0.0;
         var sx = 0.0;
-        for (var j = 0u; j < 16u; j++) {
-            let q = byte_at(at + 8u + j);
-            let low = (q & 15u) | (((qh >> j) << 4u) & 16u);
-            let high = (q >> 4u) | ((qh >> (j + 12u)) & 16u);
-            s += f32(low) * x[xo + j] + f32(high) * x[xo + j + 16u];
-            sx += x[xo + j] + x[xo + j + 16u];
+        for (var j = 0u; j < 16u; j += 4u) {
+            let q = bytes4(word_at(at + 8u + j));
+            let at_j = vec4<u32>(j, j + 1u, j + 2u, j + 3u);
+            let low = (q & vec4<u32>(15u)) | (((vec4<u32>(qh) >> at_j) << vec4<u32>(4u)) & vec4<u32>(16u));
+            let high = (q >> vec4<u32>(4u)) | ((vec4<u32>(qh) >> (at_j + vec4<u32>(12u))) & vec4<u32>(16u));
+            let xl = x4(xo + j);
+            let xh = x4(xo + j + 16u);
+            s += dot(vec4<f32>(low), xl) + dot(vec4<f32>(high), xh);
+            sx += dot(xl + xh, vec4<f32>(1.0));
         }
         sum += d * s + m * sx;",
         ),
@@ -319,9 +325,9 @@ pub fn matmul(weight_type: WeightType, workgroup: u32, tiled: bool) -> String {
                 18,
                 "let d = half_at(at);
         var s = 0.0;
-        for (var j = 0u; j < 16u; j++) {
-            let q = byte_at(at + 2u + j);
-            s += levels[q & 15u] * x[xo + j] + levels[q >> 4u] * x[xo + j + 16u];
+        for (var j = 0u; j < 16u; j += 4u) {
+            let q = bytes4(word_at(at + 2u + j));
+            s += dot(levels4(q & vec4<u32>(15u)), x4(xo + j)) + dot(levels4(q >> vec4<u32>(4u)), x4(xo + j + 16u));
         }
         sum += d * s;",
             )
@@ -338,9 +344,10 @@ pub fn matmul(weight_type: WeightType, workgroup: u32, tiled: bool) -> String {
             let high = (high_bits >> (2u * g)) & 3u;
             let scale = f32(i32(low | (high << 4u)) - 32);
             var s = 0.0;
-            for (var j = 0u; j < 16u; j++) {
-                let q = byte_at(at + 8u + 16u * g + j);
-                s += levels[q & 15u] * x[xo + 32u * g + j] + levels[q >> 4u] * x[xo + 32u * g + j + 16u];
+            for (var j = 0u; j < 16u; j += 4u) {
+                let q = bytes4(word_at(at + 8u + 16u * g + j));
+                s += dot(levels4(q & vec4<u32>(15u)), x4(xo + 32u * g + j))
+                    + dot(levels4(q >> vec4<u32>(4u)), x4(xo + 32u * g + j + 16u));
             }
             sum += d * scale * s;
         }",
