@@ -369,7 +369,7 @@ impl Session {
             match state.collect(gpu) {
                 Ok(Some(logits)) => self.logits = logits,
                 Ok(None) => {}
-                Err(crate::gpu::GpuError::NotReady) => return Err(crate::gpu::GpuError::NotReady.into()),
+                Err(error @ crate::gpu::GpuError::NotReady) => return Err(error.into()),
                 Err(error) => {
                     // The whole submission is in doubt: back to before it.
                     let held = self.submitted_from;

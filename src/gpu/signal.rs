@@ -20,13 +20,6 @@ struct Slot {
 }
 
 impl Signal {
-    /// A signal that has already fired.
-    pub fn ready() -> Signal {
-        let signal = Signal::default();
-        signal.complete(Ok(()));
-        signal
-    }
-
     /// Fires the signal (the first result counts) and wakes everyone awaiting it.
     pub fn complete(&self, result: Result<(), GpuError>) {
         let wakers = match self.0.lock() {
