@@ -69,6 +69,7 @@ async fn every_micro_family_the_gpu_runs_follows_the_cpu_in_the_browser() {
         ("llama 3", include_bytes!("fixtures/models/llama-micro-llama3.gguf"), 0.15),
         ("gemma2 q8_0", include_bytes!("fixtures/models/gemma2-micro-q8_0.gguf"), 0.15),
         ("gemma4 q8_0", include_bytes!("fixtures/models/gemma4-micro-q8_0.gguf"), 0.15),
+        ("qwen35 q8_0", include_bytes!("fixtures/models/qwen35-micro-q8_0.gguf"), 0.15),
     ];
     for (name, bytes, tolerance) in files {
         gpu_follows_cpu(&gpu, name, bytes, 3, tolerance).await;

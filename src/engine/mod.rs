@@ -253,35 +253,43 @@ impl Compute {
         }
     }
 
-    /// Rolls back to at most `len` positions (the GPU's cache rolls back exactly; a recurrent
-    /// state to a checkpoint): the positions kept.
+    /// Rolls back to at most `len` positions (a recurrent state to a checkpoint): the
+    /// positions kept.
     fn truncate(&mut self, len: usize) -> usize {
         match self {
             Compute::Cpu { cache, .. } => cache.truncate(len),
             #[cfg(feature = "gpu")]
-            Compute::Gpu { state, .. } => {
-                state.truncate(len);
-                state.len()
-            }
+            Compute::Gpu { gpu, state } => state.truncate(gpu, len),
         }
     }
 
-    /// The CPU's cache, where its recurrent-state checkpoints live (the GPU keeps none: it
-    /// runs no recurrent layers).
-    fn cache(&mut self) -> Option<&mut Cache> {
-        match self {
-            Compute::Cpu { cache, .. } => Some(cache),
-            #[cfg(feature = "gpu")]
-            Compute::Gpu { .. } => None,
-        }
-    }
-
+    /// Saves a recurrent state's checkpoint at the current length (with `logits`, where they
+    /// are known already).
     fn checkpoint(&mut self, logits: &[f32]) -> Result<(), EngineError> {
-        self.cache().map_or(Ok(()), |cache| cache.checkpoint(logits)).map_err(Into::into)
+        match self {
+            Compute::Cpu { cache, .. } => cache.checkpoint(logits)?,
+            #[cfg(feature = "gpu")]
+            Compute::Gpu { gpu, state } => state.checkpoint(gpu, logits)?,
+        }
+        Ok(())
     }
 
     fn checkpoint_if_due(&mut self) -> Result<(), EngineError> {
-        self.cache().map_or(Ok(()), Cache::checkpoint_if_due).map_err(Into::into)
+        match self {
+            Compute::Cpu { cache, .. } => cache.checkpoint_if_due()?,
+            #[cfg(feature = "gpu")]
+            Compute::Gpu { gpu, state } => state.checkpoint_if_due(gpu)?,
+        }
+        Ok(())
+    }
+
+    /// Goes back to the checkpoint at exactly `len` if it kept logits: those logits.
+    fn restore_with_logits(&mut self, len: usize) -> Option<&[f32]> {
+        match self {
+            Compute::Cpu { cache, .. } => cache.restore_with_logits(len),
+            #[cfg(feature = "gpu")]
+            Compute::Gpu { gpu, state } => state.restore_with_logits(gpu, len),
+        }
     }
 }
 
@@ -367,13 +375,16 @@ impl Session {
         #[cfg(feature = "gpu")]
         if let Compute::Gpu { gpu, state } = &mut self.compute {
             match state.collect(gpu) {
-                Ok(Some(logits)) => self.logits = logits,
+                Ok(Some(logits)) => {
+                    // A checkpoint taken at the end of this submission gets its logits now.
+                    state.attach_logits(self.evaluated.len(), &logits)?;
+                    self.logits = logits;
+                }
                 Ok(None) => {}
                 Err(error @ crate::gpu::GpuError::NotReady) => return Err(error.into()),
                 Err(error) => {
                     // The whole submission is in doubt: back to before it.
                     let held = self.submitted_from;
-                    state.truncate(held);
                     self.roll_back(held, held);
                     self.logits.clear();
                     return Err(error.into());
@@ -431,12 +442,12 @@ impl Session {
                     .saturating_add(logits)
             }
             #[cfg(feature = "gpu")]
-            Compute::Gpu { .. } => logits,
+            Compute::Gpu { state, .. } => logits.saturating_add(state.checkpoint_logits_bytes()),
         }
     }
 
     /// Checkpoints of the recurrent state: held now, the most kept, and bytes each (all 0 for
-    /// a model without recurrent layers).
+    /// a model without recurrent layers). On the GPU they are in device memory.
     pub fn checkpoints(&self) -> (usize, usize, usize) {
         match &self.compute {
             Compute::Cpu { cache, .. } => {
@@ -444,7 +455,7 @@ impl Session {
                 (held, most, cache.checkpoint_bytes())
             }
             #[cfg(feature = "gpu")]
-            Compute::Gpu { .. } => (0, 0, 0),
+            Compute::Gpu { state, .. } => state.checkpoints(),
         }
     }
 
@@ -532,7 +543,7 @@ impl Session {
     /// Goes back to a recurrent state's checkpoint at exactly `len` tokens that kept its logits
     /// (a prompt's end), which needs no forward pass; false if there is none.
     fn restore_with_logits(&mut self, len: usize) -> bool {
-        let Some(logits) = self.compute.cache().and_then(|cache| cache.restore_with_logits(len)) else {
+        let Some(logits) = self.compute.restore_with_logits(len) else {
             return false;
         };
         self.logits.clear();
@@ -643,7 +654,7 @@ impl Session {
             Compute::Gpu { gpu, state } => {
                 let logits = logits_for != LogitsFor::None;
                 state.submit(gpu, &engine.model, tokens, logits).map_err(|error| {
-                    state.truncate(start);
+                    state.truncate(gpu, start);
                     error.into()
                 })
             }

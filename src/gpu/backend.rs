@@ -1,9 +1,9 @@
 //! The model's [`Backend`] on the GPU: the same forward pass (`model::forward_batch`) with
 //! every operation recorded into one command encoder per batch, weights uploaded once as the
 //! file stores them, activations and the KV cache (f32) on the device, and nothing read back
-//! but the logits. Runs the pre-norm and sandwich families' attention layers, Gemma 4's
-//! per-layer inputs and value norms included; the Qwen3.5 DeltaNet and gated attention are
-//! refused up front ([`GpuState::new`]), so a model that needs them stays on the CPU.
+//! but the logits. Runs every family's layers: attention (gated, with value norms, sliding),
+//! Gemma 4's per-layer inputs, and Qwen3.5's gated DeltaNet, whose recurrent state stays on the
+//! device with its checkpoints (the same [`Checkpoints`] policy as the CPU's cache).
 //!
 //! A forward pass is two calls, so that a page never blocks on the GPU: [`GpuState::submit`]
 //! records and submits, and [`GpuState::collect`] takes the logits once [`GpuState::pending`]
@@ -15,7 +15,8 @@ use std::ops::Range;
 use super::{AttentionParams, Gpu, GpuError, RopeParams, Signal, groups_2d};
 use crate::model::backend::{Backend, Buf, Input};
 use crate::model::{
-    Activation, DeltaNetWeights, LayerWeights, Matrix, Mixer, Model, ModelError, PerLayerWeights, RopeStyle,
+    Activation, Checkpoints, DeltaNetWeights, LayerWeights, Matrix, Mixer, Model, ModelError,
+    PerLayerWeights, RopeStyle,
 };
 
 /// What a model keeps on the device between batches: its weights (by where they lie in the
@@ -37,8 +38,16 @@ pub struct GpuState {
     in_flight: Option<(Signal, bool)>,
     /// Gemma 4's per-layer inputs, where the model has them.
     per_layer: Option<PerLayerBuffers>,
-    /// A row of ones per width: the weight of a norm that has none (Gemma 4's value norm).
-    ones: HashMap<usize, wgpu::Buffer>,
+    /// Rows of one value, by width and value's bits: the weight of a norm that has none
+    /// (Gemma 4's value norm; DeltaNet's L2 norm, whose weight is `1/√d`).
+    constant_rows: HashMap<(usize, u32), wgpu::Buffer>,
+    /// RoPE's per-pair frequency factors where some pairs stay unrotated (M-RoPE), by the
+    /// model's factors they start from (0: none).
+    rope_factors: HashMap<usize, wgpu::Buffer>,
+    /// Qwen3.5's DeltaNet activations, and each recurrent layer's state with its checkpoints.
+    delta: Option<DeltaBuffers>,
+    recurrent: Vec<RecurrentLayer>,
+    checkpoints: Checkpoints<Vec<RecurrentLayer>>,
     max_batch: usize,
     capacity: usize,
     len: usize,
@@ -80,6 +89,25 @@ impl GpuState {
                 hidden: buffer(width * max_batch, storage),
             }
         });
+        let delta = c.delta_net.map(|shape| DeltaBuffers {
+            qkv: buffer(shape.conv_dim() * max_batch, storage),
+            convolved: buffer(shape.conv_dim() * max_batch, storage),
+            z: buffer(shape.value_dim() * max_batch, storage),
+            alpha: buffer(shape.v_heads * max_batch, storage),
+            beta: buffer(shape.v_heads * max_batch, storage),
+            out: buffer(shape.value_dim() * max_batch, storage),
+        });
+        let recurrent: Vec<RecurrentLayer> = match c.delta_net {
+            Some(shape) => (0..c.n_layer)
+                .filter(|&l| c.is_recurrent(l))
+                .map(|_| RecurrentLayer {
+                    conv: buffer(shape.conv_state_len(), storage),
+                    ssm: buffer(shape.ssm_state_len(), storage),
+                })
+                .collect(),
+            None => Vec::new(),
+        };
+        let recurrent_bytes: u64 = recurrent.iter().map(RecurrentLayer::bytes).sum();
         let mut state = GpuState {
             bufs,
             gate: buffer(n_ff * max_batch, storage),
@@ -93,7 +121,11 @@ impl GpuState {
             vectors: HashMap::new(),
             in_flight: None,
             per_layer,
-            ones: HashMap::new(),
+            delta,
+            recurrent,
+            checkpoints: Checkpoints::new(recurrent_bytes as usize),
+            constant_rows: HashMap::new(),
+            rope_factors: HashMap::new(),
             max_batch,
             capacity,
             len: 0,
@@ -108,9 +140,10 @@ impl GpuState {
     pub fn check(gpu: &Gpu, model: &Model) -> Result<(), GpuError> {
         let c = model.config();
         let missing = [
-            (c.delta_net.is_some(), "gated DeltaNet layers"),
-            (c.gated_attention, "gated attention"),
-            (!c.rope_unrotated_pairs.is_empty(), "M-RoPE sections"),
+            (
+                c.delta_net.is_some_and(|shape| shape.head_dim > super::shaders::MAX_DELTA_HEAD),
+                "DeltaNet heads over 256 wide",
+            ),
             ((0..c.n_layer).any(|l| c.layer(l).head_dim > super::MAX_ATTENTION_HEAD), "heads over 256 wide"),
         ];
         if let Some((_, what)) = missing.iter().find(|(needed, _)| *needed) {
@@ -142,10 +175,14 @@ impl GpuState {
             vectors.extend(
                 [&layer.post_attn_norm, &layer.post_ffn_norm].into_iter().flatten().map(Vec::as_slice),
             );
-            if let Mixer::Attention(a) = &layer.mixer {
-                vectors.extend(
+            match &layer.mixer {
+                Mixer::Attention(a) => vectors.extend(
                     [&a.bq, &a.bk, &a.bv, &a.q_norm, &a.k_norm].into_iter().flatten().map(Vec::as_slice),
-                );
+                ),
+                Mixer::DeltaNet(delta) => {
+                    vectors.extend([&delta.conv, &delta.norm].map(Vec::as_slice));
+                    self.rates(gpu, delta);
+                }
             }
         }
         for matrix in matrices(model) {
@@ -176,9 +213,87 @@ impl GpuState {
     }
 
     /// Forgets the positions from `len` on: the rollback behind branching from an earlier
-    /// step. Later tokens overwrite what was cached there.
-    pub fn truncate(&mut self, len: usize) {
-        self.len = self.len.min(len);
+    /// step (later tokens overwrite what was cached there). A recurrent state goes back to the
+    /// newest checkpoint at or before `len`, or to zero. Returns the length kept: the caller
+    /// replays the tokens from there to `len`.
+    pub fn truncate(&mut self, gpu: &Gpu, len: usize) -> usize {
+        if len >= self.len {
+            return self.len;
+        }
+        if self.recurrent.is_empty() {
+            self.len = len;
+            return len;
+        }
+        let mut encoder = gpu.device.create_command_encoder(&Default::default());
+        match self.checkpoints.back_to(len) {
+            Some(checkpoint) => {
+                copy_state(&mut encoder, &checkpoint.state, &self.recurrent);
+                self.len = checkpoint.position;
+            }
+            None => {
+                for layer in &self.recurrent {
+                    encoder.clear_buffer(&layer.conv, 0, None);
+                    encoder.clear_buffer(&layer.ssm, 0, None);
+                }
+                self.len = 0;
+            }
+        }
+        gpu.queue.submit([encoder.finish()]);
+        self.len
+    }
+
+    /// Saves the recurrent state at the current length, with `logits` (the last token's, or
+    /// none: [`GpuState::attach_logits`] adds them when they come), unless there is nothing to
+    /// save or it is saved already. The copy runs on the device after the work before it.
+    pub fn checkpoint(&mut self, gpu: &Gpu, logits: &[f32]) -> Result<(), ModelError> {
+        let (current, bytes) = (&self.recurrent, &mut self.bytes);
+        self.checkpoints.save(self.len, logits, |reused| {
+            let saved = reused.unwrap_or_else(|| {
+                let copy: Vec<RecurrentLayer> = current.iter().map(|layer| layer.like(gpu)).collect();
+                *bytes += copy.iter().map(RecurrentLayer::bytes).sum::<u64>();
+                copy
+            });
+            let mut encoder = gpu.device.create_command_encoder(&Default::default());
+            copy_state(&mut encoder, current, &saved);
+            gpu.queue.submit([encoder.finish()]);
+            Ok(saved)
+        })
+    }
+
+    /// A checkpoint (without logits) if [`crate::model::CHECKPOINT_INTERVAL`] positions have
+    /// passed since the last.
+    pub fn checkpoint_if_due(&mut self, gpu: &Gpu) -> Result<(), ModelError> {
+        if self.checkpoints.due(self.len) { self.checkpoint(gpu, &[]) } else { Ok(()) }
+    }
+
+    /// Gives the checkpoint at `len`, taken before its logits were read back, those logits.
+    pub fn attach_logits(&mut self, len: usize, logits: &[f32]) -> Result<(), ModelError> {
+        self.checkpoints.attach_logits(len, logits)
+    }
+
+    /// Goes back to the checkpoint at exactly `len` if it kept logits, and returns them: a
+    /// rollback that needs no replay. `None` (and nothing changed) otherwise.
+    pub fn restore_with_logits(&mut self, gpu: &Gpu, len: usize) -> Option<&[f32]> {
+        if len > self.len {
+            return None;
+        }
+        let checkpoint = self.checkpoints.with_logits_at(len)?;
+        let mut encoder = gpu.device.create_command_encoder(&Default::default());
+        copy_state(&mut encoder, &checkpoint.state, &self.recurrent);
+        gpu.queue.submit([encoder.finish()]);
+        self.len = len;
+        Some(&checkpoint.logits)
+    }
+
+    /// Checkpoints held now, the most kept, and bytes each (all 0 without recurrent layers).
+    pub fn checkpoints(&self) -> (usize, usize, usize) {
+        let (held, most) = self.checkpoints.counts();
+        (held, most, self.recurrent.iter().map(RecurrentLayer::bytes).sum::<u64>() as usize)
+    }
+
+    /// Bytes of logits the checkpoints hold (in CPU memory).
+    pub fn checkpoint_logits_bytes(&self) -> usize {
+        self.checkpoints.logits_bytes()
     }
 
     /// Runs `tokens` after the cached positions and returns the logits of the last one:
@@ -283,14 +398,27 @@ impl GpuState {
         }
     }
 
-    /// `width` ones: the weight of a norm without one.
-    fn ones(&mut self, gpu: &Gpu, width: usize) -> wgpu::Buffer {
+    /// `width` copies of `value`: the weight of a norm without one.
+    fn constant_row(&mut self, gpu: &Gpu, width: usize, value: f32) -> wgpu::Buffer {
         let bytes = &mut self.bytes;
-        self.ones
-            .entry(width)
+        self.constant_rows
+            .entry((width, value.to_bits()))
             .or_insert_with(|| {
                 *bytes += 4 * width as u64;
-                upload(gpu, &super::f32_bytes(&vec![1.0; width]))
+                upload(gpu, &super::f32_bytes(&vec![value; width]))
+            })
+            .clone()
+    }
+
+    /// A DeltaNet layer's gate rates on the device, `dt_bias` then `a` (keyed by `dt_bias`).
+    fn rates(&mut self, gpu: &Gpu, weights: &DeltaNetWeights) -> wgpu::Buffer {
+        let bytes = &mut self.bytes;
+        self.vectors
+            .entry(weights.dt_bias.as_ptr() as usize)
+            .or_insert_with(|| {
+                let rates = [weights.dt_bias.as_slice(), &weights.a].concat();
+                *bytes += 4 * rates.len() as u64;
+                upload(gpu, &super::f32_bytes(&rates))
             })
             .clone()
     }
@@ -353,7 +481,7 @@ fn matrices(model: &Model) -> impl Iterator<Item = &Matrix> {
     let layers = w.layers.iter().flat_map(|layer| {
         let mut matrices = match &layer.mixer {
             Mixer::Attention(a) => vec![Some(&a.wq), a.wk.as_ref(), a.wv.as_ref(), Some(&a.wo)],
-            Mixer::DeltaNet(_) => Vec::new(),
+            Mixer::DeltaNet(d) => [&d.wqkv, &d.wz, &d.w_beta, &d.w_alpha, &d.w_out].map(Some).to_vec(),
         };
         matrices.extend([&layer.w_gate, &layer.w_up, &layer.w_down].map(Some));
         let per_layer = layer.per_layer.as_ref();
@@ -372,6 +500,53 @@ struct PerLayerBuffers {
     inputs: wgpu::Buffer,
     embedded: wgpu::Buffer,
     hidden: wgpu::Buffer,
+}
+
+/// Qwen3.5's DeltaNet activations, `max_batch` rows each: the projected queries, keys and
+/// values (then, normalized, the delta rule's input), their convolution, the output gate, the
+/// decays and betas, and the delta rule's output.
+struct DeltaBuffers {
+    qkv: wgpu::Buffer,
+    convolved: wgpu::Buffer,
+    z: wgpu::Buffer,
+    alpha: wgpu::Buffer,
+    beta: wgpu::Buffer,
+    out: wgpu::Buffer,
+}
+
+/// One recurrent layer's state on the device: the convolution's last inputs (`[tap][channel]`)
+/// and the delta rule's state (per value head `[key dim][value dim]`, the transpose of the
+/// CPU's, so that the kernel's neighbouring threads read neighbouring words).
+struct RecurrentLayer {
+    conv: wgpu::Buffer,
+    ssm: wgpu::Buffer,
+}
+
+impl RecurrentLayer {
+    fn bytes(&self) -> u64 {
+        self.conv.size() + self.ssm.size()
+    }
+
+    /// Another state of the same size (contents unset).
+    fn like(&self, gpu: &Gpu) -> RecurrentLayer {
+        let buffer = |of: &wgpu::Buffer| {
+            gpu.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("recurrent checkpoint"),
+                size: of.size(),
+                usage: wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            })
+        };
+        RecurrentLayer { conv: buffer(&self.conv), ssm: buffer(&self.ssm) }
+    }
+}
+
+/// Records copies of every layer's state from `from` into `to`.
+fn copy_state(encoder: &mut wgpu::CommandEncoder, from: &[RecurrentLayer], to: &[RecurrentLayer]) {
+    for (from, to) in from.iter().zip(to) {
+        encoder.copy_buffer_to_buffer(&from.conv, 0, &to.conv, 0, from.conv.size());
+        encoder.copy_buffer_to_buffer(&from.ssm, 0, &to.ssm, 0, from.ssm.size());
+    }
 }
 
 /// Bytes of weights one decode step reads on the GPU: every matrix once (the benchmark's
@@ -507,16 +682,36 @@ impl GpuBackend<'_> {
             self.copy(&source, 0, &temp, 0, floats);
             source = temp;
         }
-        let rows = (floats / width) as u32;
-        let [groups_x, groups_y] = groups_2d(rows);
         let eps = self.model.config().rms_eps;
+        self.rms_norm_rows(&source, target, weight, [floats / width, width, 1, width], eps);
+    }
+
+    /// RMSNorm of `rows` rows of `width`, `per_item` to each item of `stride` floats.
+    fn rms_norm_rows(
+        &mut self,
+        source: &wgpu::Buffer,
+        target: &wgpu::Buffer,
+        weight: &wgpu::Buffer,
+        [rows, width, per_item, stride]: [usize; 4],
+        eps: f32,
+    ) {
+        let [groups_x, groups_y] = groups_2d(rows as u32);
         let pipeline = self.gpu.rms_norm.clone();
-        self.dispatch(
-            &pipeline,
-            &[&source, weight, target],
-            &[rows, width as u32, eps.to_bits(), groups_x],
-            [groups_x, groups_y, 1],
-        );
+        let params = [rows as u32, width as u32, eps.to_bits(), groups_x, per_item as u32, stride as u32];
+        self.dispatch(&pipeline, &[source, weight, target], &params, [groups_x, groups_y, 1]);
+    }
+
+    /// A dispatch of one of DeltaNet's per-element kernels: `threads` threads in workgroups
+    /// of 256, three words of parameters and then the workgroups in x.
+    fn dispatch_threads(
+        &mut self,
+        pipeline: &wgpu::ComputePipeline,
+        buffers: &[&wgpu::Buffer],
+        [a, b, c]: [u32; 3],
+        threads: usize,
+    ) {
+        let [groups_x, groups_y] = groups_2d((threads as u32).div_ceil(super::ELEMENTWISE_WORKGROUP));
+        self.dispatch(pipeline, buffers, &[a, b, c, groups_x], [groups_x, groups_y, 1]);
     }
 
     fn copy(
@@ -537,6 +732,37 @@ impl GpuBackend<'_> {
                 (4 * floats) as u64,
             );
         }
+    }
+
+    /// Gated attention's gather (`Buf::Q` from each head's query half) or gate (`Buf::Attn`
+    /// times the sigmoid of each head's gate half), both reading `Buf::QGate`.
+    fn gate(&mut self, target: Buf, pipeline: wgpu::ComputePipeline) {
+        let hd = self.model.config().layer(self.layer).head_dim;
+        let n = self.rows * self.width(target);
+        let (both, x) = (self.buf(Buf::QGate).clone(), self.buf(target).clone());
+        self.elementwise(&pipeline, &both, &x, n, [hd as u32, 0, 0]);
+    }
+
+    /// RoPE's per-pair factors (the model's, or ones) with 0 at the pairs interleaved M-RoPE
+    /// leaves unrotated, uploaded once per starting point.
+    fn unrotated_factors(&mut self, factors: Option<&[f32]>, rope_dims: usize) -> wgpu::Buffer {
+        let key = factors.map_or(0, |f| f.as_ptr() as usize);
+        let (gpu, unrotated) = (self.gpu, &self.model.config().rope_unrotated_pairs);
+        let bytes = &mut self.state.bytes;
+        self.state
+            .rope_factors
+            .entry(key)
+            .or_insert_with(|| {
+                let mut table = factors.map_or_else(|| vec![1.0; rope_dims / 2], <[f32]>::to_vec);
+                for &pair in unrotated {
+                    if let Some(factor) = table.get_mut(pair) {
+                        *factor = 0.0;
+                    }
+                }
+                *bytes += 4 * table.len() as u64;
+                upload(gpu, &super::f32_bytes(&table))
+            })
+            .clone()
     }
 
     fn fail(&mut self, error: GpuError) {
@@ -613,7 +839,7 @@ impl Backend for GpuBackend<'_> {
 
     fn norm_unweighted(&mut self, buf: Buf, width: usize) {
         let floats = self.rows * self.width(buf);
-        let ones = self.state.ones(self.gpu, width);
+        let ones = self.state.constant_row(self.gpu, width, 1.0);
         let target = self.buf(buf).clone();
         self.rms_norm(&target, &target, &ones, width, floats);
     }
@@ -660,11 +886,11 @@ impl Backend for GpuBackend<'_> {
     }
 
     fn split_gate(&mut self) {
-        self.fail(GpuError::Shape("gated attention does not run on the GPU yet".into()));
+        self.gate(Buf::Q, self.gpu.split_gate.clone());
     }
 
     fn apply_gate(&mut self) {
-        self.fail(GpuError::Shape("gated attention does not run on the GPU yet".into()));
+        self.gate(Buf::Attn, self.gpu.apply_gate.clone());
     }
 
     fn rope(&mut self, keys: bool) {
@@ -677,9 +903,11 @@ impl Backend for GpuBackend<'_> {
             .rope_factors(self.state.capacity > c.rope_original_context)
             .filter(|_| c.uses_rope_factors(l));
         let factor_buffer = match factors {
+            _ if !c.rope_unrotated_pairs.is_empty() => self.unrotated_factors(factors, shape.rope_dims),
             Some(f) => self.vector(f),
             None => upload(self.gpu, &1.0f32.to_le_bytes()),
         };
+        let factors = factors.or((!c.rope_unrotated_pairs.is_empty()).then_some(&[]));
         for (buf, heads) in [(Buf::Q, c.n_head), (Buf::K, shape.n_head_kv)] {
             if buf == Buf::K && !keys {
                 continue;
@@ -754,8 +982,65 @@ impl Backend for GpuBackend<'_> {
         Ok(())
     }
 
-    fn delta_net(&mut self, _weights: &DeltaNetWeights) -> Result<(), ModelError> {
-        Err(not_yet("gated DeltaNet layers"))
+    /// The steps of `model::cpu`'s DeltaNet block, each a kernel: the projections, the gates,
+    /// the convolution, queries and keys L2-normalized, the delta rule over this layer's state,
+    /// each head's output normalized and gated by `silu(z)`, and the output projection.
+    fn delta_net(&mut self, weights: &DeltaNetWeights) -> Result<(), ModelError> {
+        let (c, l, n) = (self.model.config(), self.layer, self.rows);
+        let (Some(shape), Some(b)) = (c.delta_net, &self.state.delta) else {
+            return Err(not_yet("gated DeltaNet layers"));
+        };
+        let slot = (0..l).filter(|&j| c.is_recurrent(j)).count();
+        let RecurrentLayer { conv: conv_state, ssm } = &self.state.recurrent[slot];
+        let (conv_state, ssm) = (conv_state.clone(), ssm.clone());
+        let [qkv, convolved, z, alpha, beta, out] =
+            [&b.qkv, &b.convolved, &b.z, &b.alpha, &b.beta, &b.out].map(Clone::clone);
+        let normed = self.buf(Buf::Normed).clone();
+        for (matrix, target) in
+            [(&weights.wqkv, &qkv), (&weights.wz, &z), (&weights.w_beta, &beta), (&weights.w_alpha, &alpha)]
+        {
+            if let Err(error) = self.matmul(matrix, &normed, target) {
+                self.fail(error);
+            }
+        }
+        let (heads, channels, d) = (shape.v_heads, shape.conv_dim(), shape.head_dim);
+        let rates = self.state.rates(self.gpu, weights);
+        let pipeline = self.gpu.delta_gates.clone();
+        self.dispatch_threads(
+            &pipeline,
+            &[&rates, &alpha, &beta],
+            [(n * heads) as u32, heads as u32, 0],
+            n * heads,
+        );
+        let (taps, pipeline) = (self.vector(&weights.conv), self.gpu.delta_conv.clone());
+        let params = [n as u32, channels as u32, shape.conv_kernel as u32];
+        self.dispatch_threads(&pipeline, &[&taps, &qkv, &conv_state, &convolved], params, channels);
+        // The convolved values go on as they are; the queries and keys, normalized, over them.
+        GpuBackend::copy(self, &convolved, 0, &qkv, 0, n * channels);
+        let inverse_sqrt = self.state.constant_row(self.gpu, d, 1.0 / (d as f32).sqrt());
+        let qk_heads = 2 * shape.k_heads;
+        let eps = c.rms_eps / d as f32;
+        self.rms_norm_rows(&convolved, &qkv, &inverse_sqrt, [n * qk_heads, d, qk_heads, channels], eps);
+        let pipeline = self.gpu.delta_rule.clone();
+        let params = [n as u32, shape.k_heads as u32, heads as u32, d as u32];
+        self.dispatch(&pipeline, &[&qkv, &alpha, &beta, &ssm, &out], &params, [heads as u32, 1, 1]);
+        // Each head's output normalized (into `convolved`, free again), then `z ← silu(z) · it`.
+        let norm = self.vector(&weights.norm);
+        let floats = n * shape.value_dim();
+        self.rms_norm_rows(
+            &out,
+            &convolved,
+            &norm,
+            [floats / weights.norm.len(), weights.norm.len(), 1, weights.norm.len()],
+            c.rms_eps,
+        );
+        let pipeline = self.gpu.swiglu.clone();
+        self.elementwise(&pipeline, &convolved, &z, floats, [0; 3]);
+        let block_out = self.buf(Buf::BlockOut).clone();
+        if let Err(error) = self.matmul(&weights.w_out, &z, &block_out) {
+            self.fail(error);
+        }
+        Ok(())
     }
 
     /// `x += norm(proj · (gelu(gate · x) ⊙ this layer's input))`.

@@ -23,6 +23,7 @@ pub use signal::Signal;
 use std::fmt;
 use std::sync::{Arc, Mutex};
 
+use crate::model::{DeltaInputs, DeltaNet};
 use crate::tensor::WeightType;
 
 /// Threads of a matrix-vector workgroup: one workgroup per output row, each thread a strided
@@ -121,6 +122,11 @@ pub struct Gpu {
     mix_embedding: wgpu::ComputePipeline,
     scale: wgpu::ComputePipeline,
     softcap: wgpu::ComputePipeline,
+    split_gate: wgpu::ComputePipeline,
+    apply_gate: wgpu::ComputePipeline,
+    delta_gates: wgpu::ComputePipeline,
+    delta_conv: wgpu::ComputePipeline,
+    delta_rule: wgpu::ComputePipeline,
 }
 
 /// The shape of an attention call: queries of `n_head` heads at positions `start..`, over the
@@ -218,6 +224,15 @@ impl Gpu {
         );
         let per_layer_gate = pipeline(&device, &shaders::elementwise(&shaders::per_layer_gate()));
         let mix_embedding = pipeline(&device, &shaders::elementwise(shaders::MIX_EMBEDDING));
+        let (split_gate, apply_gate) = (
+            pipeline(&device, &shaders::elementwise(shaders::SPLIT_GATE)),
+            pipeline(&device, &shaders::elementwise(shaders::APPLY_GATE)),
+        );
+        let (delta_gates, delta_conv, delta_rule) = (
+            pipeline(&device, shaders::DELTA_GATES),
+            pipeline(&device, shaders::DELTA_CONV),
+            pipeline(&device, shaders::DELTA_RULE),
+        );
         Ok(Gpu {
             device,
             queue,
@@ -235,6 +250,11 @@ impl Gpu {
             mix_embedding,
             scale,
             softcap,
+            split_gate,
+            apply_gate,
+            delta_gates,
+            delta_conv,
+            delta_rule,
         })
     }
 
@@ -376,7 +396,7 @@ impl Gpu {
         }
         let rows = (x.len() / width) as u32;
         let [groups_x, groups_y] = groups_2d(rows);
-        let params = [rows, width as u32, eps.to_bits(), groups_x];
+        let params = [rows, width as u32, eps.to_bits(), groups_x, 1, width as u32];
         let groups = [groups_x, groups_y, 1];
         let inputs: [&[u8]; 2] = [&f32_bytes(x), &f32_bytes(weight)];
         self.run(&self.rms_norm, &inputs, &vec![0.0; x.len()], &params, groups).await
@@ -460,6 +480,91 @@ impl Gpu {
         self.run(&self.attention, &inputs, &vec![0.0; q.len()], &params, [groups_x, groups_y, 1]).await
     }
 
+    /// DeltaNet's gates: `alpha` (rows of `a.len()` value heads) to log-decays, `beta` through
+    /// a sigmoid, as `model::delta_net::gates`.
+    pub async fn delta_gates(
+        &self,
+        dt_bias: &[f32],
+        a: &[f32],
+        alpha: &[f32],
+        beta: &[f32],
+    ) -> Result<(Vec<f32>, Vec<f32>), GpuError> {
+        let heads = a.len();
+        if heads == 0
+            || dt_bias.len() != heads
+            || !alpha.len().is_multiple_of(heads)
+            || beta.len() != alpha.len()
+        {
+            return Err(GpuError::Shape(format!("{} gates for {heads} heads", alpha.len())));
+        }
+        let [groups_x, groups_y] = groups_2d((alpha.len() as u32).div_ceil(ELEMENTWISE_WORKGROUP));
+        let params = [alpha.len() as u32, heads as u32, 0, groups_x];
+        let rates = f32_bytes(&[dt_bias, a].concat());
+        let mut out = self
+            .run_many(&self.delta_gates, &[&rates], &[alpha, beta], &params, [groups_x, groups_y, 1])
+            .await?;
+        let beta = out.pop().unwrap_or_default();
+        Ok((out.pop().unwrap_or_default(), beta))
+    }
+
+    /// DeltaNet's convolution of `x` (rows of `shape.conv_dim()`) after `state`, as
+    /// `model::delta_net::causal_conv_silu`: the outputs and the state after them.
+    pub async fn causal_conv(
+        &self,
+        shape: &DeltaNet,
+        state: &[f32],
+        taps: &[f32],
+        x: &[f32],
+    ) -> Result<(Vec<f32>, Vec<f32>), GpuError> {
+        let channels = shape.conv_dim();
+        if channels == 0
+            || shape.conv_kernel == 0
+            || state.len() != shape.conv_state_len()
+            || taps.len() != channels * shape.conv_kernel
+            || !x.len().is_multiple_of(channels)
+        {
+            return Err(GpuError::Shape(format!("{} inputs for a convolution of {shape:?}", x.len())));
+        }
+        let [groups_x, groups_y] = groups_2d((channels as u32).div_ceil(ELEMENTWISE_WORKGROUP));
+        let params = [(x.len() / channels) as u32, channels as u32, shape.conv_kernel as u32, groups_x];
+        let inputs: [&[u8]; 2] = [&f32_bytes(taps), &f32_bytes(x)];
+        let outputs = [state, &vec![0.0; x.len()]];
+        let mut out =
+            self.run_many(&self.delta_conv, &inputs, &outputs, &params, [groups_x, groups_y, 1]).await?;
+        let convolved = out.pop().unwrap_or_default();
+        Ok((convolved, out.pop().unwrap_or_default()))
+    }
+
+    /// The gated delta rule over the tokens of `inputs` from `state` (the CPU's layout: per
+    /// value head, one row per value dimension), as `model::delta_net::delta_rule`: the outputs
+    /// (rows of `shape.value_dim()`) and the state after them, in the same layout.
+    pub async fn delta_rule(
+        &self,
+        shape: &DeltaNet,
+        inputs: &DeltaInputs<'_>,
+        state: &[f32],
+    ) -> Result<(Vec<f32>, Vec<f32>), GpuError> {
+        let (d, heads) = (shape.head_dim, shape.v_heads);
+        let n = inputs.g.len() / heads.max(1);
+        if d == 0
+            || d > shaders::MAX_DELTA_HEAD
+            || shape.k_heads == 0
+            || state.len() != shape.ssm_state_len()
+            || inputs.beta.len() != inputs.g.len()
+            || inputs.qkv.len() != n * shape.conv_dim()
+        {
+            return Err(GpuError::Shape(format!("{n} tokens for a delta rule of {shape:?}")));
+        }
+        let params = [n as u32, shape.k_heads as u32, heads as u32, d as u32];
+        let inputs: [&[u8]; 3] = [&f32_bytes(inputs.qkv), &f32_bytes(inputs.g), &f32_bytes(inputs.beta)];
+        let state = transpose_heads(state, d);
+        let outputs = [&state[..], &vec![0.0; n * shape.value_dim()]];
+        let mut out =
+            self.run_many(&self.delta_rule, &inputs, &outputs, &params, [heads as u32, 1, 1]).await?;
+        let values = out.pop().unwrap_or_default();
+        Ok((values, transpose_heads(&out.pop().unwrap_or_default(), d)))
+    }
+
     /// `f(x, y)` element by element: `x` is updated in place on the device.
     async fn elementwise(
         &self,
@@ -476,10 +581,7 @@ impl Gpu {
         self.run(pipeline, &[&f32_bytes(y)], x, &params, groups).await
     }
 
-    /// One dispatch of `pipeline` over bindings `inputs...` (read-only), then the output (its
-    /// initial contents `output`), then the uniform `params`; the output read back. The forward
-    /// pass will encode many dispatches per submit over buffers that stay on the device; this
-    /// serves the kernels' checks.
+    /// [`Gpu::run_many`] with one output.
     async fn run(
         &self,
         pipeline: &wgpu::ComputePipeline,
@@ -488,6 +590,22 @@ impl Gpu {
         params: &[u32],
         groups: [u32; 3],
     ) -> Result<Vec<f32>, GpuError> {
+        let mut outputs = self.run_many(pipeline, inputs, &[output], params, groups).await?;
+        Ok(outputs.remove(0))
+    }
+
+    /// One dispatch of `pipeline` over bindings `inputs...` (read-only), then the outputs (their
+    /// initial contents `outputs`), then the uniform `params`; the outputs read back. The
+    /// forward pass encodes many dispatches per submit over buffers that stay on the device;
+    /// this serves the kernels' checks.
+    async fn run_many(
+        &self,
+        pipeline: &wgpu::ComputePipeline,
+        inputs: &[&[u8]],
+        outputs: &[&[f32]],
+        params: &[u32],
+        groups: [u32; 3],
+    ) -> Result<Vec<Vec<f32>>, GpuError> {
         let storage = |_label: &str, contents: &[u8], usage| self.buffer_with(contents, usage);
         let mut buffers: Vec<wgpu::Buffer> = inputs
             .iter()
@@ -502,25 +620,17 @@ impl Gpu {
                 Ok(storage("input", bytes, wgpu::BufferUsages::STORAGE))
             })
             .collect::<Result<_, _>>()?;
-        let out_size = (4 * output.len()) as u64;
-        if out_size > self.facts.max_binding {
-            return Err(GpuError::TooLarge {
-                what: "the output",
-                bytes: out_size,
-                limit: self.facts.max_binding,
-            });
+        for output in outputs {
+            let bytes = (4 * output.len()) as u64;
+            if bytes > self.facts.max_binding {
+                return Err(GpuError::TooLarge { what: "an output", bytes, limit: self.facts.max_binding });
+            }
+            let usage = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC;
+            buffers.push(storage("output", &f32_bytes(output), usage));
         }
-        let usage = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC;
-        buffers.push(storage("output", &f32_bytes(output), usage));
         let mut words = params.to_vec();
         words.resize(params.len().div_ceil(4) * 4, 0); // Uniforms come in 16-byte rows.
         buffers.push(storage("params", &u32_bytes(&words), wgpu::BufferUsages::UNIFORM));
-        let readback = self.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("readback"),
-            size: out_size,
-            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
-        });
         let entries: Vec<wgpu::BindGroupEntry> = buffers
             .iter()
             .enumerate()
@@ -541,11 +651,24 @@ impl Gpu {
             pass.set_bind_group(0, &bind_group, &[]);
             pass.dispatch_workgroups(groups[0], groups[1], groups[2]);
         }
-        let output = &buffers[inputs.len()];
-        encoder.copy_buffer_to_buffer(output, 0, &readback, 0, out_size);
+        let mut readbacks = Vec::new();
+        for output in &buffers[inputs.len()..inputs.len() + outputs.len()] {
+            let readback = self.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("readback"),
+                size: output.size(),
+                usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            });
+            encoder.copy_buffer_to_buffer(output, 0, &readback, 0, output.size());
+            readbacks.push(readback);
+        }
         self.queue.submit([encoder.finish()]);
-        self.settle(map_for_reading(&readback)).await?;
-        mapped_floats(&readback, output.size() as usize / 4)
+        let mut values = Vec::new();
+        for (readback, output) in readbacks.iter().zip(outputs) {
+            self.settle(map_for_reading(readback)).await?;
+            values.push(mapped_floats(readback, output.len())?);
+        }
+        Ok(values)
     }
 }
 
@@ -612,6 +735,20 @@ fn attention_params(a: &AttentionParams, queries: usize, groups_x: u32) -> [u32;
         0,
         0,
     ]
+}
+
+/// Each `d × d` head of a DeltaNet state transposed: the CPU keeps one row per value
+/// dimension, the GPU's kernel one per key dimension.
+fn transpose_heads(state: &[f32], d: usize) -> Vec<f32> {
+    let mut out = vec![0.0; state.len()];
+    for (head, transposed) in state.chunks_exact(d * d).zip(out.chunks_exact_mut(d * d)) {
+        for (j, row) in head.chunks_exact(d).enumerate() {
+            for (i, &v) in row.iter().enumerate() {
+                transposed[i * d + j] = v;
+            }
+        }
+    }
+    out
 }
 
 /// Workgroup counts for `groups` workgroups: up to 65,535 in x, the rest in y.

@@ -395,10 +395,12 @@ fn k_row(bytes: u32, helpers: &str, block: &str) -> String {
 }
 
 /// RMSNorm: one workgroup per row of `width`, the sum of squares reduced in workgroup memory,
-/// then each value scaled and multiplied by its weight.
+/// then each value scaled and multiplied by its weight. Rows lie `per_item` to an item of
+/// `stride` floats (the L2-normalized query and key heads at the front of a DeltaNet token's
+/// row); ordinary rows are one per item, `stride = width`.
 pub fn rms_norm(workgroup: u32) -> String {
     r#"
-struct Params { rows: u32, width: u32, eps: u32, groups_x: u32 }
+struct Params { rows: u32, width: u32, eps: u32, groups_x: u32, per_item: u32, stride: u32, unused0: u32, unused1: u32 }
 @group(0) @binding(0) var<storage, read> x: array<f32>;
 @group(0) @binding(1) var<storage, read> weight: array<f32>;
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;
@@ -408,7 +410,7 @@ var<workgroup> partial: array<f32, WG>;
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index) t: u32) {
     let row = group.y * p.groups_x + group.x;
-    let base = row * p.width;
+    let base = (row / p.per_item) * p.stride + (row % p.per_item) * p.width;
     var sum = 0.0;
     if (row < p.rows) {
         for (var i = t; i < p.width; i += WG) {
@@ -480,8 +482,9 @@ const GELU_TIMES: &str = "let g = x[i];
 pub const MIX_EMBEDDING: &str = "x[i] = (x[i] + y[i] * bitcast<f32>(p.a)) * bitcast<f32>(p.b);";
 
 /// RoPE in place: one thread per (row, head, pair); the pair's angle from its position and
-/// the base (divided by the pair's factor where the model has them), `(a, b)` adjacent
-/// (normal) or half a rotated span apart (NeoX).
+/// the base (divided by the pair's factor where the model has them; a factor of 0 leaves the
+/// pair as it is, times the attention factor), `(a, b)` adjacent (normal) or half a rotated
+/// span apart (NeoX).
 pub const ROPE: &str = r#"
 struct Params {
     rows: u32, heads: u32, head_dim: u32, rope_dims: u32,
@@ -504,7 +507,8 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
     let row = index / (half * p.heads);
     let theta = f32(p.start + row) * pow(bitcast<f32>(p.base), -2.0 * f32(i) / f32(p.rope_dims));
     let factor = select(1.0, factors[min(i, arrayLength(&factors) - 1u)], p.has_factors != 0u);
-    let angle = bitcast<f32>(p.freq_scale) * (theta / factor);
+    // A factor of 0 marks a pair that stays unrotated (interleaved M-RoPE's fourth stream).
+    let angle = select(bitcast<f32>(p.freq_scale) * (theta / factor), 0.0, factor == 0.0);
     let c = cos(angle) * bitcast<f32>(p.attn_factor);
     let s = sin(angle) * bitcast<f32>(p.attn_factor);
     let at = (row * p.heads + head) * p.head_dim;
@@ -581,3 +585,133 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
     }
 }
 "#;
+
+/// Gated attention's queries: each head's first half of its (query, gate) pair (`p.a` the head
+/// size), gathered from `y` into `x`.
+pub const SPLIT_GATE: &str = "x[i] = y[(i / p.a) * 2u * p.a + i % p.a];";
+
+/// Gated attention's output times `sigmoid(gate)`, the gate each head's second half in `y`.
+pub const APPLY_GATE: &str = "x[i] = x[i] * (1.0 / (1.0 + exp(-y[(i / p.a) * 2u * p.a + p.a + i % p.a])));";
+
+/// DeltaNet's gates, one thread per token and value head: `alpha` becomes the log-decay
+/// `softplus(alpha + dt_bias) · a`, `beta` becomes `sigmoid(beta)`; `rates` holds `dt_bias`
+/// then `a`.
+pub const DELTA_GATES: &str = r#"
+struct Params { n: u32, heads: u32, unused: u32, groups_x: u32 }
+@group(0) @binding(0) var<storage, read> rates: array<f32>;
+@group(0) @binding(1) var<storage, read_write> alpha: array<f32>;
+@group(0) @binding(2) var<storage, read_write> beta: array<f32>;
+@group(0) @binding(3) var<uniform> p: Params;
+
+@compute @workgroup_size(256)
+fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+    let i = (group.y * p.groups_x + group.x) * 256u + t;
+    if (i >= p.n) {
+        return;
+    }
+    let head = i % p.heads;
+    let x = alpha[i] + rates[head];
+    let softplus = select(log(1.0 + exp(x)), x, x > 20.0);
+    alpha[i] = softplus * rates[p.heads + head];
+    beta[i] = 1.0 / (1.0 + exp(-beta[i]));
+}
+"#;
+
+/// DeltaNet's causal convolution, one thread per channel through the whole batch: the window is
+/// the channel's last `kernel - 1` inputs (`state`, `[tap][channel]`) then the batch's (`x`),
+/// each output `silu` of the taps' sum (in tap order, fused multiply-adds, as the CPU's), and
+/// the state then keeps the window's last `kernel - 1` inputs (moved up in place: each read
+/// lies past the write before it).
+pub const DELTA_CONV: &str = r#"
+struct Params { n: u32, channels: u32, kernel: u32, groups_x: u32 }
+@group(0) @binding(0) var<storage, read> taps: array<f32>;
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read_write> state: array<f32>;
+@group(0) @binding(3) var<storage, read_write> out: array<f32>;
+@group(0) @binding(4) var<uniform> p: Params;
+
+fn window(at: u32, c: u32) -> f32 {
+    let held = p.kernel - 1u;
+    if (at < held) {
+        return state[at * p.channels + c];
+    }
+    return x[(at - held) * p.channels + c];
+}
+
+@compute @workgroup_size(256)
+fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+    let c = (group.y * p.groups_x + group.x) * 256u + t;
+    if (c >= p.channels) {
+        return;
+    }
+    for (var token = 0u; token < p.n; token++) {
+        var sum = 0.0;
+        for (var i = 0u; i < p.kernel; i++) {
+            sum = fma(window(token + i, c), taps[c * p.kernel + i], sum);
+        }
+        out[token * p.channels + c] = sum / (1.0 + exp(-sum));
+    }
+    for (var j = 0u; j + 1u < p.kernel; j++) {
+        state[j * p.channels + c] = window(p.n + j, c);
+    }
+}
+"#;
+
+/// The gated delta rule, token after token: one workgroup per value head, each thread the
+/// state's columns `j` (value dimensions) it owns. Column `j` of a head's state evolves on its
+/// own (`S ← e^g·S; δⱼ = β(vⱼ − S[·,j]·k); S[·,j] += δⱼ·k; oⱼ = S[·,j]·q / √d`), so threads
+/// share only the token's query and key, staged in workgroup memory. The state is stored
+/// `[head][i][j]` (key dimension major), so that neighbouring threads read neighbouring
+/// words. A prompt runs the same recurrence inside one dispatch (not the CPU's chunked form:
+/// the same values up to rounding).
+pub const DELTA_RULE: &str = r#"
+struct Params { n: u32, k_heads: u32, v_heads: u32, head_dim: u32 }
+@group(0) @binding(0) var<storage, read> qkv: array<f32>;
+@group(0) @binding(1) var<storage, read> g: array<f32>;
+@group(0) @binding(2) var<storage, read> beta: array<f32>;
+@group(0) @binding(3) var<storage, read_write> state: array<f32>;
+@group(0) @binding(4) var<storage, read_write> out: array<f32>;
+@group(0) @binding(5) var<uniform> p: Params;
+var<workgroup> q: array<f32, 256>;
+var<workgroup> k: array<f32, 256>;
+
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+    let head = group.x;
+    let d = p.head_dim;
+    let key_dim = p.k_heads * d;
+    let row = 2u * key_dim + p.v_heads * d;
+    let qk_head = (head % p.k_heads) * d;
+    let s0 = head * d * d;
+    let scale = 1.0 / sqrt(f32(d));
+    for (var token = 0u; token < p.n; token++) {
+        let base = token * row;
+        for (var i = t; i < d; i += 64u) {
+            q[i] = qkv[base + qk_head + i];
+            k[i] = qkv[base + key_dim + qk_head + i];
+        }
+        workgroupBarrier();
+        let decay = exp(g[token * p.v_heads + head]);
+        let b = beta[token * p.v_heads + head];
+        for (var j = t; j < d; j += 64u) {
+            var projected = 0.0;
+            for (var i = 0u; i < d; i++) {
+                projected += state[s0 + i * d + j] * decay * k[i];
+            }
+            let delta = (qkv[base + 2u * key_dim + head * d + j] - projected) * b;
+            var o = 0.0;
+            for (var i = 0u; i < d; i++) {
+                let s = state[s0 + i * d + j] * decay + delta * k[i];
+                state[s0 + i * d + j] = s;
+                o += s * q[i];
+            }
+            out[token * p.v_heads * d + head * d + j] = o * scale;
+        }
+        workgroupBarrier();
+    }
+}
+"#;
+
+/// The largest DeltaNet head the delta-rule kernel takes (its query and key in workgroup
+/// memory).
+pub const MAX_DELTA_HEAD: usize = 256;

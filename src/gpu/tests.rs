@@ -292,3 +292,50 @@ fn attention_matches_the_cpu_with_groups_windows_and_soft_caps() {
         AttentionParams { n_head: 3, n_kv: 2, head_dim: 8, start: 0, window: 0, scale: 1.0, softcap: 0.0 };
     assert!(matches!(gpu.attention(&[0.0; 24], &[0.0; 16], &[0.0; 16], bad).wait(), Err(GpuError::Shape(_))));
 }
+
+#[test]
+fn delta_net_kernels_match_the_cpu() {
+    use crate::model::DeltaNet;
+    use crate::model::delta_net::{DeltaInputs, causal_conv_silu, delta_rule, gates, l2_normalize_heads};
+    let gpu = gpu();
+    let mut rng = Rng(35);
+    // Heads narrower and wider than the delta rule's 64 threads, GQA-like key heads, one token
+    // (decode) and a prompt longer than the CPU's chunk (which then runs the chunked rule).
+    for (shape, n) in [
+        (DeltaNet { conv_kernel: 4, k_heads: 2, v_heads: 4, head_dim: 16 }, 1),
+        (DeltaNet { conv_kernel: 4, k_heads: 1, v_heads: 2, head_dim: 96 }, 70),
+        (DeltaNet { conv_kernel: 2, k_heads: 2, v_heads: 2, head_dim: 8 }, 3),
+    ] {
+        let heads = shape.v_heads;
+        let (dt_bias, a) = (random(heads, 1.0, &mut rng), random(heads, 1.0, &mut rng));
+        let a: Vec<f32> = a.iter().map(|a| -a.abs() - 0.1).collect();
+        let (alpha, beta) = (random(n * heads, 25.0, &mut rng), random(n * heads, 4.0, &mut rng));
+        let (mut want_alpha, mut want_beta) = (alpha.clone(), beta.clone());
+        gates(&dt_bias, &a, &mut want_alpha, &mut want_beta);
+        let (got_alpha, got_beta) = gpu.delta_gates(&dt_bias, &a, &alpha, &beta).wait().unwrap();
+        assert_close("delta gates (decay)", &got_alpha, &want_alpha, 1e-5);
+        assert_close("delta gates (beta)", &got_beta, &want_beta, 1e-6);
+
+        let channels = shape.conv_dim();
+        let taps = random(channels * shape.conv_kernel, 1.0, &mut rng);
+        let (state, x) = (random(shape.conv_state_len(), 2.0, &mut rng), random(n * channels, 2.0, &mut rng));
+        let (mut want_state, mut want_out) = (state.clone(), vec![0.0; x.len()]);
+        causal_conv_silu(&shape, &mut want_state, &taps, &x, &mut want_out, &mut Vec::new());
+        let (got_out, got_state) = gpu.causal_conv(&shape, &state, &taps, &x).wait().unwrap();
+        assert_close("causal conv", &got_out, &want_out, 1e-5);
+        assert_eq!(got_state, want_state, "the convolution's state keeps the last inputs");
+
+        // The delta rule on unit-length queries and keys, as the layer gives it.
+        let mut qkv = random(n * channels, 1.0, &mut rng);
+        for row in qkv.chunks_exact_mut(channels) {
+            l2_normalize_heads(&mut row[..2 * shape.key_dim()], shape.head_dim, 1e-6);
+        }
+        let inputs = DeltaInputs { qkv: &qkv, g: &want_alpha, beta: &want_beta };
+        let state = random(shape.ssm_state_len(), 0.5, &mut rng);
+        let (mut want_state, mut want_out) = (state.clone(), vec![0.0; n * shape.value_dim()]);
+        delta_rule(&shape, &inputs, &mut want_state, &mut want_out, &mut Vec::new());
+        let (got_out, got_state) = gpu.delta_rule(&shape, &inputs, &state).wait().unwrap();
+        assert_close("delta rule (outputs)", &got_out, &want_out, 1e-4);
+        assert_close("delta rule (state)", &got_state, &want_state, 1e-4);
+    }
+}

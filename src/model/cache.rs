@@ -35,9 +35,7 @@ pub struct Cache {
     state_slot: Vec<Option<usize>>,
     /// The recurrent state after position `len - 1` (zero when `len` is 0).
     recurrent: RecurrentState,
-    /// Saved states, oldest first, at distinct positions (never 0: that state is all zeros).
-    checkpoints: Vec<Checkpoint>,
-    max_checkpoints: usize,
+    checkpoints: Checkpoints<RecurrentState>,
 }
 
 /// Every recurrent layer's convolution and delta-rule state, one after another.
@@ -87,12 +85,109 @@ struct KvSlot {
     kv_dim: usize,
 }
 
-struct Checkpoint {
-    position: usize,
-    state: RecurrentState,
+/// Saved copies of a recurrent state (`S`: in CPU memory here, on the device for the GPU's),
+/// oldest first, at distinct positions (never 0: that state is all zeros), and which to keep
+/// when they are all taken: one policy for both backends.
+pub struct Checkpoints<S> {
+    list: Vec<Checkpoint<S>>,
+    max: usize,
+}
+
+pub struct Checkpoint<S> {
+    pub position: usize,
+    pub state: S,
     /// The logits after the checkpoint's last token, where the caller kept them (at a
     /// prompt's end: regenerating then needs no forward pass at all).
-    logits: Vec<f32>,
+    pub logits: Vec<f32>,
+}
+
+impl<S> Checkpoints<S> {
+    /// Room for as many states of `bytes_each` as [`CHECKPOINT_BUDGET_BYTES`] allows, within
+    /// [`MIN_CHECKPOINTS`]..=[`MAX_CHECKPOINTS`] (none for a state of 0 bytes).
+    pub fn new(bytes_each: usize) -> Checkpoints<S> {
+        let max = match bytes_each {
+            0 => 0,
+            each => (CHECKPOINT_BUDGET_BYTES / each).clamp(MIN_CHECKPOINTS, MAX_CHECKPOINTS),
+        };
+        Checkpoints { list: Vec::new(), max }
+    }
+
+    /// Held now, and the most kept.
+    pub fn counts(&self) -> (usize, usize) {
+        (self.list.len(), self.max)
+    }
+
+    /// Drops the checkpoints past `len` and gives the newest left, if any: where a rollback
+    /// to `len` restarts.
+    pub fn back_to(&mut self, len: usize) -> Option<&Checkpoint<S>> {
+        self.list.retain(|c| c.position <= len);
+        self.list.last()
+    }
+
+    /// The checkpoint at exactly `len` if it kept logits, with those after it dropped: a
+    /// rollback that needs no replay. Nothing changes when there is none.
+    pub fn with_logits_at(&mut self, len: usize) -> Option<&Checkpoint<S>> {
+        let at = self.list.iter().position(|c| c.position == len && !c.logits.is_empty())?;
+        self.list.truncate(at + 1);
+        self.list.last()
+    }
+
+    /// Whether [`CHECKPOINT_INTERVAL`] positions have passed since the last checkpoint.
+    pub fn due(&self, len: usize) -> bool {
+        len >= self.list.last().map_or(0, |c| c.position) + CHECKPOINT_INTERVAL
+    }
+
+    /// Gives logits to a checkpoint at `position` that has none (the GPU's logits arrive
+    /// after its checkpoint was taken).
+    pub fn attach_logits(&mut self, position: usize, logits: &[f32]) -> Result<(), ModelError> {
+        match self.list.last_mut().filter(|c| c.position == position && c.logits.is_empty()) {
+            Some(last) if !logits.is_empty() => last.logits = copy_of(logits)?,
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Saves the state at `position` with `logits` (the last token's, or none), unless it is
+    /// saved already. `copy` fills a state: the evicted one's, reused, when the checkpoints
+    /// are all taken (the one whose loss costs least goes: the one closest to its predecessor,
+    /// the oldest among equals, never the newest), else a new one. Nothing changes on failure.
+    pub fn save(
+        &mut self,
+        position: usize,
+        logits: &[f32],
+        copy: impl FnOnce(Option<S>) -> Result<S, ModelError>,
+    ) -> Result<(), ModelError> {
+        if self.max == 0 || position == 0 {
+            return Ok(());
+        }
+        if self.list.last().is_some_and(|c| c.position == position) {
+            return self.attach_logits(position, logits);
+        }
+        let logits = copy_of(logits)?;
+        let state = if self.list.len() >= self.max {
+            let evicted = self.cheapest();
+            copy(Some(self.list.remove(evicted).state))?
+        } else {
+            copy(None)?
+        };
+        self.list.push(Checkpoint { position, state, logits });
+        Ok(())
+    }
+
+    fn cheapest(&self) -> usize {
+        let keep_newest = self.list.len() - 1;
+        (0..keep_newest)
+            .min_by_key(|&i| {
+                let before = if i == 0 { 0 } else { self.list[i - 1].position };
+                self.list[i].position - before
+            })
+            .unwrap_or(0)
+    }
+
+    /// Bytes of logits the checkpoints hold.
+    pub fn logits_bytes(&self) -> usize {
+        self.list.iter().map(|c| c.logits.len() * std::mem::size_of::<f32>()).sum()
+    }
 }
 
 impl Cache {
@@ -129,10 +224,7 @@ impl Cache {
             })
             .collect();
         let recurrent = RecurrentState::zeroed(config, recurrent_layers)?;
-        let max_checkpoints = match recurrent.bytes() {
-            0 => 0,
-            each => (CHECKPOINT_BUDGET_BYTES / each).clamp(MIN_CHECKPOINTS, MAX_CHECKPOINTS),
-        };
+        let checkpoints = Checkpoints::new(recurrent.bytes());
         Ok(Cache {
             capacity,
             kv_slot,
@@ -141,8 +233,7 @@ impl Cache {
             len: 0,
             state_slot,
             recurrent,
-            checkpoints: Vec::new(),
-            max_checkpoints,
+            checkpoints,
         })
     }
 
@@ -175,7 +266,7 @@ impl Cache {
 
     /// Checkpoints held now, and the most that are kept.
     pub fn checkpoints(&self) -> (usize, usize) {
-        (self.checkpoints.len(), self.max_checkpoints)
+        self.checkpoints.counts()
     }
 
     /// Forgets positions `len..`. Keys and values just shorten; a recurrent state goes back to
@@ -200,8 +291,7 @@ impl Cache {
     }
 
     fn restore(&mut self, len: usize) -> usize {
-        self.checkpoints.retain(|c| c.position <= len);
-        match self.checkpoints.last() {
+        match self.checkpoints.back_to(len) {
             Some(checkpoint) => {
                 self.recurrent.copy_from(&checkpoint.state);
                 self.len = checkpoint.position;
@@ -216,44 +306,28 @@ impl Cache {
     }
 
     /// Saves the recurrent state at the current length, with `logits` (the last token's, or
-    /// none), unless there is nothing to save or it is saved already. When the checkpoints are
-    /// all taken, the one whose loss costs least goes: the one closest to its predecessor (the
-    /// oldest among equals), never the newest. Fails only when memory for a new one cannot be
-    /// had; the cache is unchanged then.
+    /// none), unless there is nothing to save or it is saved already ([`Checkpoints::save`]).
+    /// Fails only when memory for a new one cannot be had; the cache is unchanged then.
     pub fn checkpoint(&mut self, logits: &[f32]) -> Result<(), ModelError> {
-        if !self.is_recurrent() || self.len == 0 {
-            return Ok(());
-        }
-        if let Some(last) = self.checkpoints.last_mut().filter(|c| c.position == self.len) {
-            if last.logits.is_empty() && !logits.is_empty() {
-                last.logits = copy_of(logits)?;
-            }
-            return Ok(());
-        }
-        let logits = copy_of(logits)?;
-        let state = if self.checkpoints.len() >= self.max_checkpoints {
-            let evicted = self.cheapest_checkpoint();
-            let mut reused = self.checkpoints.remove(evicted).state;
-            reused.copy_from(&self.recurrent);
-            reused
-        } else {
-            let mut state = RecurrentState {
-                conv: try_zeroed("recurrent checkpoint", self.recurrent.conv.len())?,
-                ssm: try_zeroed("recurrent checkpoint", self.recurrent.ssm.len())?,
-                ..self.recurrent
+        let current = &self.recurrent;
+        self.checkpoints.save(self.len, logits, |reused| {
+            let mut state = match reused {
+                Some(state) => state,
+                None => RecurrentState {
+                    conv: try_zeroed("recurrent checkpoint", current.conv.len())?,
+                    ssm: try_zeroed("recurrent checkpoint", current.ssm.len())?,
+                    ..*current
+                },
             };
-            state.copy_from(&self.recurrent);
-            state
-        };
-        self.checkpoints.push(Checkpoint { position: self.len, state, logits });
-        Ok(())
+            state.copy_from(current);
+            Ok(state)
+        })
     }
 
     /// Saves a checkpoint (without logits) if [`CHECKPOINT_INTERVAL`] positions have passed
     /// since the last.
     pub fn checkpoint_if_due(&mut self) -> Result<(), ModelError> {
-        let last = self.checkpoints.last().map_or(0, |c| c.position);
-        if self.len >= last + CHECKPOINT_INTERVAL { self.checkpoint(&[]) } else { Ok(()) }
+        if self.checkpoints.due(self.len) { self.checkpoint(&[]) } else { Ok(()) }
     }
 
     /// Goes back to the checkpoint at exactly `len` if it kept logits, and returns them: a
@@ -262,27 +336,15 @@ impl Cache {
         if len > self.len {
             return None;
         }
-        let at = self.checkpoints.iter().position(|c| c.position == len && !c.logits.is_empty())?;
-        self.checkpoints.truncate(at + 1);
-        let checkpoint = &self.checkpoints[at];
+        let checkpoint = self.checkpoints.with_logits_at(len)?;
         self.recurrent.copy_from(&checkpoint.state);
         self.len = len;
         Some(&checkpoint.logits)
     }
 
-    fn cheapest_checkpoint(&self) -> usize {
-        let keep_newest = self.checkpoints.len() - 1;
-        (0..keep_newest)
-            .min_by_key(|&i| {
-                let before = if i == 0 { 0 } else { self.checkpoints[i - 1].position };
-                self.checkpoints[i].position - before
-            })
-            .unwrap_or(0)
-    }
-
     /// Bytes of logits the checkpoints hold.
     pub fn checkpoint_logits_bytes(&self) -> usize {
-        self.checkpoints.iter().map(|c| c.logits.len() * std::mem::size_of::<f32>()).sum()
+        self.checkpoints.logits_bytes()
     }
 
     /// Checks that `n` more positions fit.

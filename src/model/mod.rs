@@ -11,7 +11,7 @@ mod bytes;
 mod cache;
 mod config;
 mod cpu;
-mod delta_net;
+pub(crate) mod delta_net;
 mod error;
 mod forward;
 mod loader;
@@ -20,9 +20,10 @@ mod weights;
 
 pub use arch::{ARCHITECTURES, Activation, ArchSpec, Architecture, Family};
 pub use bytes::{ModelBytes, piece_starts};
-pub use cache::{CHECKPOINT_INTERVAL, Cache};
+pub use cache::{CHECKPOINT_INTERVAL, Cache, Checkpoint, Checkpoints};
 pub use config::{Config, DeltaNet, LayerShape, Rope, RopeStyle};
 pub use cpu::Scratch;
+pub use delta_net::DeltaInputs;
 // The GPU backend (src/gpu) runs the same pass and embeds the same way.
 #[cfg(feature = "gpu")]
 pub(crate) use cpu::embeddings;

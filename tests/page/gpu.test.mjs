@@ -54,13 +54,13 @@ async function routeLosableGpu(page) {
  * A page of the app's origin that runs nothing itself (a script of the package, shown as text),
  * the model's bytes in `window.modelBytes`; `losable` routes the test-only worker in.
  */
-async function blankPage(browser, { losable = true } = {}) {
+async function blankPage(browser, { losable = true, model = MODELS.qwen3Micro } = {}) {
   const context = await browser.newContext({ serviceWorkers: 'block' });
   const page = await context.newPage();
   watchForProblems(page);
   if (losable) await routeLosableGpu(page);
   await page.goto(`${h.server.url}defaults.js`);
-  const bytes = readFileSync(requireModel(MODELS.qwen3Micro)).toString('base64');
+  const bytes = readFileSync(requireModel(model)).toString('base64');
   await page.evaluate((base64) => {
     window.modelBytes = Uint8Array.from(atob(base64), (c) => c.charCodeAt(0));
   }, bytes);
@@ -179,6 +179,83 @@ describe('the library on the GPU (SwiftShader WebGPU)', { timeout: TIMEOUT_MS },
       assert.equal(result.branch.steps.length, 3);
       assert.ok(result.secondTurn.prompt_tokens_details.cached_tokens > 0, JSON.stringify(result.secondTurn));
       assert.equal(result.device.type, 'gpu');
+      await context.close();
+    },
+  );
+
+  test(
+    'qwen35 on the GPU: its recurrent state and checkpoints live on the device; a branch replays from one, regenerating runs nothing',
+    {
+      skip: onlyIn('chromium', 'Firefox ESR has no WebGPU'),
+    },
+    async () => {
+      const qwen35 = { file: MODELS.qwen3Micro.file.replace('qwen3-micro-q4_0', 'qwen35-micro-q8_0') };
+      const { context, page } = await blankPage(browser, { losable: false, model: qwen35 });
+      const result = await page.evaluate(async () => {
+        const { Inferno } = await import('/inferno.js');
+        const model = new Blob([window.modelBytes]);
+        const question = {
+          messages: [{ role: 'user', content: 'What is the capital of France?' }],
+          temperature: 0,
+          max_tokens: 6,
+          logprobs: true,
+          top_logprobs: 5,
+        };
+        const answer = async (engine, params) => {
+          const steps = [];
+          let last = null;
+          for await (const chunk of await engine.chat.completions.create({ ...params, stream: true })) {
+            if (chunk.inferno?.step) steps.push(chunk.inferno.step);
+            last = chunk;
+          }
+          return { steps, usage: last.usage, stats: last.inferno.stats };
+        };
+        const out = {};
+        const cpu = await Inferno.load(model, { device: 'cpu' });
+        out.cpu = (await answer(cpu, question)).steps.map((s) => ({
+          token: s.token,
+          trace: s.trace.candidates,
+        }));
+        cpu.terminate();
+
+        const engine = await Inferno.load(model, { device: 'gpu' });
+        out.device = engine.model.device.type;
+        const first = await answer(engine, question);
+        out.gpu = first.steps.map((s) => s.token);
+        out.checkpoints = first.stats.checkpoints;
+        // Branch from step 3 with its runner-up: back to the prompt's checkpoint, 3 replayed.
+        const runnerUp = first.steps[3].trace.candidates[1].id;
+        const branch = await engine.branch({ step: 3, token: runnerUp, max_tokens: 2 });
+        out.branch = {
+          runnerUp,
+          tokens: branch.inferno.steps.map((s) => s.token),
+          replayed: branch.inferno.stats.replayed,
+        };
+        // The same question again: the prompt's checkpoint kept its logits (read back after
+        // the checkpoint was taken), so nothing is evaluated.
+        const again = await answer(engine, question);
+        out.again = { tokens: again.steps.map((s) => s.token), stats: again.stats };
+        engine.terminate();
+        return out;
+      });
+      assert.equal(result.device, 'gpu');
+      const parted = result.gpu.findIndex((token, i) => token !== result.cpu[i].token);
+      if (parted !== -1) {
+        const candidates = result.cpu[parted].trace;
+        const picked = candidates.find((c) => c.id === result.gpu[parted]);
+        assert.ok(picked, `step ${parted}: the GPU's token is not among the CPU's candidates`);
+        assert.ok(Math.log(candidates[0].probability) - Math.log(picked.probability) <= TIE);
+      }
+      assert.equal(result.gpu.length, 6);
+      assert.ok(
+        result.checkpoints.held >= 1 && result.checkpoints.bytes_each > 0,
+        JSON.stringify(result.checkpoints),
+      );
+      assert.deepEqual(result.branch.tokens.slice(0, 4), [...result.gpu.slice(0, 3), result.branch.runnerUp]);
+      assert.equal(result.branch.replayed, 3);
+      assert.deepEqual(result.again.tokens, result.gpu);
+      assert.equal(result.again.stats.evaluated, 0, JSON.stringify(result.again.stats));
+      assert.equal(result.again.stats.replayed, 0);
       await context.close();
     },
   );

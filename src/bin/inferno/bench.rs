@@ -169,7 +169,7 @@ fn gpu_runs(
     let mut state = inferno::gpu::GpuState::new(gpu, model, tokens.len(), batch).map_err(error)?;
     let mut samples = Vec::with_capacity(runs);
     for run in 0..=runs {
-        state.truncate(0);
+        state.truncate(gpu, 0);
         let started = Instant::now();
         if batched {
             state.forward(gpu, model, tokens).map_err(error)?;
