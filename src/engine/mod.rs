@@ -550,6 +550,8 @@ impl Session {
         self.logits.extend_from_slice(logits);
         self.evaluated.truncate(len);
         self.pending.clear();
+        // What an earlier rollback left to replay past `len` is gone with it.
+        self.replay_end = self.replay_end.min(len);
         self.text = Utf8Stream::default();
         true
     }

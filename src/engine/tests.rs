@@ -452,7 +452,13 @@ fn a_recurrent_session_rolls_back_through_checkpoints() {
     let mut fresh = engine.new_session(128).unwrap();
     fresh.sync(&engine, &prompt).unwrap();
     assert_eq!(session.logits, fresh.logits);
-    assert_eq!(session.step(&engine, &mut greedy(), None, 0).unwrap().token, tokens[prompt.len()]);
+    let replayed = session.replayed();
+    let mut sampler = greedy();
+    for generated in &tokens[prompt.len()..prompt.len() + 8] {
+        assert_eq!(session.step(&engine, &mut sampler, None, 0).unwrap().token, *generated);
+    }
+    // The new answer's tokens are new work, not replays of the earlier branch's.
+    assert_eq!(session.replayed(), replayed);
 }
 
 /// Gemma 4's mixture-of-experts size is refused by name, not run as if it were dense; so is a
