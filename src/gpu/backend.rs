@@ -774,10 +774,10 @@ fn upload(gpu: &Gpu, bytes: &[u8]) -> wgpu::Buffer {
     gpu.buffer_with(bytes, wgpu::BufferUsages::STORAGE)
 }
 
-/// The operations the GPU does not run yet fail the batch (never reached: [`GpuState::new`]
-/// refuses such models).
-fn not_yet(what: &str) -> ModelError {
-    ModelError::BadKey { key: what.into(), reason: "does not run on the GPU yet".into() }
+/// An operation whose buffers this state lacks fails the batch (never reached:
+/// [`GpuState::new`] makes them for every model that has the part).
+fn no_buffers(what: &str) -> ModelError {
+    ModelError::BadKey { key: what.into(), reason: "has no buffers on this GPU state".into() }
 }
 
 impl Backend for GpuBackend<'_> {
@@ -988,7 +988,7 @@ impl Backend for GpuBackend<'_> {
     fn delta_net(&mut self, weights: &DeltaNetWeights) -> Result<(), ModelError> {
         let (c, l, n) = (self.model.config(), self.layer, self.rows);
         let (Some(shape), Some(b)) = (c.delta_net, &self.state.delta) else {
-            return Err(not_yet("gated DeltaNet layers"));
+            return Err(no_buffers("gated DeltaNet layers"));
         };
         let slot = (0..l).filter(|&j| c.is_recurrent(j)).count();
         let RecurrentLayer { conv: conv_state, ssm } = &self.state.recurrent[slot];
@@ -1046,7 +1046,7 @@ impl Backend for GpuBackend<'_> {
     /// `x += norm(proj · (gelu(gate · x) ⊙ this layer's input))`.
     fn per_layer(&mut self, weights: &PerLayerWeights) -> Result<(), ModelError> {
         let c = self.model.config();
-        let Some(buffers) = &self.state.per_layer else { return Err(not_yet("per-layer inputs")) };
+        let Some(buffers) = &self.state.per_layer else { return Err(no_buffers("per-layer inputs")) };
         let (inputs, hidden) = (buffers.inputs.clone(), buffers.hidden.clone());
         let width = weights.gate.rows;
         let all = width * c.n_layer;

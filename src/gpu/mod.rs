@@ -1,7 +1,8 @@
 //! The GPU side of the engine, on `wgpu` (WebGPU's API; natively Vulkan, Metal or DX12): a
-//! device, kernels for every step of an attention layer (matrix products for the float
-//! formats, the 32-element blocks, the K-quants and IQ4_NL/IQ4_XS; RMSNorm, add, SwiGLU, GeGLU,
-//! RoPE, attention), each checked against its CPU twin, and [`GpuState`], the model's
+//! device, kernels for every step of a layer (matrix products for the float formats, the
+//! 32-element blocks, the K-quants and IQ4_NL/IQ4_XS; RMSNorm, add, SwiGLU, GeGLU, RoPE,
+//! attention and its gate, DeltaNet's gates, convolution and delta rule), each checked against
+//! its CPU twin, and [`GpuState`], the model's
 //! `Backend` on them: the same forward pass as the CPU's, one command encoder per batch.
 //! The same code runs natively (Vulkan, Metal, DX12) and in the browser (WebGPU): everything
 //! the GPU hands back comes through a [`Signal`], which native code settles by polling the
@@ -43,7 +44,7 @@ pub enum GpuError {
     Device(String),
     /// A weight type with no kernel yet.
     Unsupported(WeightType),
-    /// A part of the model the GPU does not run yet (DeltaNet layers, gated attention...).
+    /// A part of the model the GPU does not run yet (heads wider than its kernels take).
     Refused(&'static str),
     /// A buffer larger than the adapter binds at once.
     TooLarge { what: &'static str, bytes: u64, limit: u64 },
