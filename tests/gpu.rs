@@ -89,6 +89,31 @@ fn every_family_the_gpu_runs_follows_the_cpu() {
 }
 
 #[test]
+fn every_weight_type_the_gpu_takes_runs_a_micro_model_as_the_cpu() {
+    // One file per weight type with a GPU kernel (the float types are above), each the same
+    // Qwen3 micro model quantized by llama-quantize, and the IQ4 Llama micro files.
+    for file in [
+        "qwen3-micro-bf16.gguf",
+        "qwen3-micro-q4_0.gguf",
+        "qwen3-micro-q4_1.gguf",
+        "qwen3-micro-q5_0.gguf",
+        "qwen3-micro-q5_1.gguf",
+        "qwen3-micro-q2_k.gguf",
+        "qwen3-micro-q3_k_s.gguf",
+        "qwen3-micro-q4_k_s.gguf",
+        "qwen3-micro-q5_k_s.gguf",
+        "qwen3-micro-q6_k.gguf",
+    ] {
+        gpu_follows_cpu(file, &PROMPT, 3, 0.15);
+    }
+    // The Llama micro model's logits spread wider (its top logit is about 4× Qwen3's), and so
+    // does what the CPU's 8-bit activations change.
+    for file in ["llama-micro-iq4_nl.gguf", "llama-micro-iq4_xs.gguf"] {
+        gpu_follows_cpu(file, &PROMPT, 3, 0.4);
+    }
+}
+
+#[test]
 fn qwen35_hybrid_layers_follow_the_cpu() {
     // Gated DeltaNet layers (convolution, gates, the delta rule over the device's state), gated
     // attention and interleaved M-RoPE; a prompt in one batch, then token after token.
