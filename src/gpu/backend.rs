@@ -1,5 +1,5 @@
 //! The model's [`Backend`] on the GPU: the same forward pass (`model::forward_batch`) with
-//! every operation recorded into one command encoder per batch, weights uploaded once as the
+//! every operation recorded per batch into one command buffer, weights uploaded once as the
 //! file stores them, activations and the KV cache (f32) on the device, and nothing read back
 //! but the logits. Runs every family's layers: attention (gated, with value norms, sliding),
 //! Gemma 4's per-layer inputs, and Qwen3.5's gated DeltaNet, whose recurrent state stays on the
@@ -44,6 +44,13 @@ pub struct GpuState {
     /// RoPE's per-pair frequency factors where some pairs stay unrotated (M-RoPE), by the
     /// model's factors they start from (0: none).
     rope_factors: HashMap<usize, wgpu::Buffer>,
+    /// Every dispatch's parameters, a slot each (room for `param_slots`), and the bind groups
+    /// the last batch used, by slot.
+    params: wgpu::Buffer,
+    param_slots: usize,
+    bind_groups: Vec<CachedBindGroup>,
+    /// Dispatches in the last batch submitted.
+    dispatches: usize,
     /// Qwen3.5's DeltaNet activations, and each recurrent layer's state with its checkpoints.
     delta: Option<DeltaBuffers>,
     recurrent: Vec<RecurrentLayer>,
@@ -126,6 +133,10 @@ impl GpuState {
             checkpoints: Checkpoints::new(recurrent_bytes as usize),
             constant_rows: HashMap::new(),
             rope_factors: HashMap::new(),
+            params: buffer(PARAM_SLOT_WORDS, wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST),
+            param_slots: 1,
+            bind_groups: Vec::new(),
+            dispatches: 0,
             max_batch,
             capacity,
             len: 0,
@@ -205,6 +216,11 @@ impl GpuState {
 
     pub fn capacity(&self) -> usize {
         self.capacity
+    }
+
+    /// Kernel dispatches in the last batch submitted (a decode step's, after one).
+    pub fn dispatches(&self) -> usize {
+        self.dispatches
     }
 
     /// Device memory taken: weights, cache and activations.
@@ -337,20 +353,22 @@ impl GpuState {
                 rows: n,
                 first: 0,
                 layer: 0,
-                encoder: Some(gpu.device.create_command_encoder(&Default::default())),
+                commands: Vec::new(),
+                params: Vec::new(),
                 state: self,
                 error: None,
             };
             let rows = (last && logits).then_some(n - 1..n);
             let result = crate::model::forward_batch(&mut backend, model, batch, rows, &mut Vec::new());
-            let encoder = backend.encoder.take();
+            let (commands, params) =
+                (std::mem::take(&mut backend.commands), std::mem::take(&mut backend.params));
             if let Some(error) = backend.error.take() {
                 return Err(error);
             }
             result.map_err(|e| GpuError::Failed(e.to_string()))?;
-            if let Some(encoder) = encoder {
-                gpu.queue.submit([encoder.finish()]);
-            }
+            self.dispatches = params.len() / PARAM_SLOT_WORDS;
+            let commands = self.encode(gpu, &commands, &params);
+            gpu.queue.submit([commands]);
         }
         let signal = if logits {
             super::map_for_reading(&self.readback)
@@ -362,6 +380,94 @@ impl GpuState {
         };
         self.in_flight = Some((signal, logits));
         Ok(())
+    }
+
+    /// One batch's recorded commands as a command buffer: the dispatches' parameters written
+    /// to the uniform buffer in one go (a slot of [`PARAM_SLOT_WORDS`] each), consecutive
+    /// dispatches in one compute pass, and each dispatch's bind group the one it had last time
+    /// at the same place in the batch where its pipeline and buffers are the same (a decode
+    /// step repeats the last one's exactly, so it creates none).
+    fn encode(&mut self, gpu: &Gpu, commands: &[Command], params: &[u32]) -> wgpu::CommandBuffer {
+        let slots = params.len() / PARAM_SLOT_WORDS;
+        if slots > self.param_slots {
+            self.param_slots = slots.next_power_of_two();
+            self.params = gpu.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("dispatch parameters"),
+                size: (self.param_slots * PARAM_SLOT_WORDS * 4) as u64,
+                usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            });
+            self.bind_groups.clear();
+        }
+        if !params.is_empty() {
+            gpu.queue.write_buffer(&self.params, 0, &super::u32_bytes(params));
+        }
+        let mut encoder = gpu.device.create_command_encoder(&Default::default());
+        let mut slot = 0;
+        let mut commands = commands.iter().peekable();
+        while let Some(command) = commands.next() {
+            match command {
+                Command::Copy { from, from_offset, to, to_offset, bytes } => {
+                    encoder.copy_buffer_to_buffer(from, *from_offset, to, *to_offset, *bytes);
+                }
+                Command::Dispatch { .. } => {
+                    let mut pass = encoder.begin_compute_pass(&Default::default());
+                    let mut next = Some(command);
+                    while let Some(Command::Dispatch { pipeline, buffers, groups }) = next {
+                        let group = self.bind_group(gpu, slot, pipeline, buffers);
+                        pass.set_pipeline(pipeline);
+                        pass.set_bind_group(0, &group, &[]);
+                        pass.dispatch_workgroups(groups[0], groups[1], groups[2]);
+                        slot += 1;
+                        next = commands.next_if(|c| matches!(c, Command::Dispatch { .. }));
+                    }
+                }
+            }
+        }
+        encoder.finish()
+    }
+
+    /// The bind group of the dispatch in parameter slot `slot`: the cached one if it binds the
+    /// same pipeline and buffers, else a new one (cached in its place).
+    fn bind_group(
+        &mut self,
+        gpu: &Gpu,
+        slot: usize,
+        pipeline: &wgpu::ComputePipeline,
+        buffers: &[wgpu::Buffer],
+    ) -> wgpu::BindGroup {
+        if let Some(cached) = self.bind_groups.get(slot)
+            && cached.pipeline == *pipeline
+            && cached.buffers == buffers
+        {
+            return cached.group.clone();
+        }
+        let mut entries: Vec<wgpu::BindGroupEntry> = buffers
+            .iter()
+            .enumerate()
+            .map(|(i, b)| wgpu::BindGroupEntry { binding: i as u32, resource: b.as_entire_binding() })
+            .collect();
+        entries.push(wgpu::BindGroupEntry {
+            binding: buffers.len() as u32,
+            resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                buffer: &self.params,
+                offset: (slot * PARAM_SLOT_WORDS * 4) as u64,
+                size: wgpu::BufferSize::new((PARAM_SLOT_WORDS * 4) as u64),
+            }),
+        });
+        let group = gpu.device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: None,
+            layout: &pipeline.get_bind_group_layout(0),
+            entries: &entries,
+        });
+        let cached =
+            CachedBindGroup { pipeline: pipeline.clone(), buffers: buffers.to_vec(), group: group.clone() };
+        if slot < self.bind_groups.len() {
+            self.bind_groups[slot] = cached;
+        } else {
+            self.bind_groups.push(cached);
+        }
+        group
     }
 
     /// Fires when the last submission is done (None when nothing was submitted since the last
@@ -555,12 +661,32 @@ pub fn decode_weight_bytes(model: &Model) -> u64 {
     matrices(model).map(|m| m.range.len() as u64).sum()
 }
 
-/// One batch on the GPU: the operations record dispatches into `encoder`; `logits` submits.
+/// Words of a dispatch's parameters: a slot of 256 bytes, WebGPU's largest uniform offset
+/// alignment.
+const PARAM_SLOT_WORDS: usize = 64;
+
+/// What a batch records, to be encoded once it is complete ([`GpuState::encode`]).
+enum Command {
+    Dispatch { pipeline: wgpu::ComputePipeline, buffers: Vec<wgpu::Buffer>, groups: [u32; 3] },
+    Copy { from: wgpu::Buffer, from_offset: u64, to: wgpu::Buffer, to_offset: u64, bytes: u64 },
+}
+
+/// The bind group a dispatch had at its place in the last batch, and what it bound.
+struct CachedBindGroup {
+    pipeline: wgpu::ComputePipeline,
+    buffers: Vec<wgpu::Buffer>,
+    group: wgpu::BindGroup,
+}
+
+/// One batch on the GPU: the operations record commands and their parameters, which
+/// [`GpuState::encode`] turns into one command buffer.
 struct GpuBackend<'a> {
     gpu: &'a Gpu,
     model: &'a Model,
     state: &'a mut GpuState,
-    encoder: Option<wgpu::CommandEncoder>,
+    commands: Vec<Command>,
+    /// Each dispatch's parameters, a slot of [`PARAM_SLOT_WORDS`] after the other.
+    params: Vec<u32>,
     start: usize,
     n: usize,
     rows: usize,
@@ -587,10 +713,6 @@ impl GpuBackend<'_> {
         }
     }
 
-    fn encoder(&mut self) -> &mut wgpu::CommandEncoder {
-        self.encoder.get_or_insert_with(|| self.gpu.device.create_command_encoder(&Default::default()))
-    }
-
     /// Records one dispatch of `pipeline` over `buffers` and a uniform of `params`.
     fn dispatch(
         &mut self,
@@ -599,27 +721,25 @@ impl GpuBackend<'_> {
         params: &[u32],
         groups: [u32; 3],
     ) {
-        let mut words = params.to_vec();
-        words.resize(params.len().div_ceil(4).max(1) * 4, 0);
-        let uniform = self.gpu.buffer_with(&super::u32_bytes(&words), wgpu::BufferUsages::UNIFORM);
-        let mut entries: Vec<wgpu::BindGroupEntry> = buffers
-            .iter()
-            .enumerate()
-            .map(|(i, b)| wgpu::BindGroupEntry { binding: i as u32, resource: b.as_entire_binding() })
-            .collect();
-        entries.push(wgpu::BindGroupEntry {
-            binding: buffers.len() as u32,
-            resource: uniform.as_entire_binding(),
-        });
-        let bind_group = self.gpu.device.create_bind_group(&wgpu::BindGroupDescriptor {
-            label: None,
-            layout: &pipeline.get_bind_group_layout(0),
-            entries: &entries,
-        });
-        let mut pass = self.encoder().begin_compute_pass(&Default::default());
-        pass.set_pipeline(pipeline);
-        pass.set_bind_group(0, &bind_group, &[]);
-        pass.dispatch_workgroups(groups[0], groups[1], groups[2]);
+        debug_assert!(params.len() <= PARAM_SLOT_WORDS);
+        let slot = self.params.len();
+        self.params.extend_from_slice(params);
+        self.params.resize(slot + PARAM_SLOT_WORDS, 0);
+        let buffers = buffers.iter().map(|&b| b.clone()).collect();
+        self.commands.push(Command::Dispatch { pipeline: pipeline.clone(), buffers, groups });
+    }
+
+    /// Records a copy of `bytes` between two buffers.
+    fn copy_bytes(
+        &mut self,
+        from: &wgpu::Buffer,
+        from_offset: u64,
+        to: &wgpu::Buffer,
+        to_offset: u64,
+        bytes: u64,
+    ) {
+        let (from, to) = (from.clone(), to.clone());
+        self.commands.push(Command::Copy { from, from_offset, to, to_offset, bytes });
     }
 
     fn vector(&mut self, values: &[f32]) -> wgpu::Buffer {
@@ -723,14 +843,7 @@ impl GpuBackend<'_> {
         floats: usize,
     ) {
         if floats > 0 {
-            let (from, to) = (from.clone(), to.clone());
-            self.encoder().copy_buffer_to_buffer(
-                &from,
-                (4 * from_offset) as u64,
-                &to,
-                (4 * to_offset) as u64,
-                (4 * floats) as u64,
-            );
+            self.copy_bytes(from, (4 * from_offset) as u64, to, (4 * to_offset) as u64, (4 * floats) as u64);
         }
     }
 
@@ -818,7 +931,7 @@ impl Backend for GpuBackend<'_> {
         if let Err(error) = self.matmul(&input.model_proj, &x, &raw) {
             self.fail(error);
         }
-        let scale = upload(self.gpu, &(1.0 / (c.n_embd as f32).sqrt()).to_le_bytes());
+        let scale = self.state.constant_row(self.gpu, 1, 1.0 / (c.n_embd as f32).sqrt());
         let pipeline = self.gpu.scale.clone();
         self.elementwise(&pipeline, &scale, &raw, floats, [0; 3]);
         let norm = self.vector(&input.proj_norm);
@@ -859,7 +972,7 @@ impl Backend for GpuBackend<'_> {
     fn scale(&mut self, buf: Buf, factor: f32) {
         let n = self.rows * self.width(buf);
         let (x, pipeline) = (self.buf(buf).clone(), self.gpu.scale.clone());
-        let factor = upload(self.gpu, &factor.to_le_bytes());
+        let factor = self.state.constant_row(self.gpu, 1, factor);
         self.elementwise(&pipeline, &factor, &x, n, [0; 3]);
     }
 
@@ -905,7 +1018,7 @@ impl Backend for GpuBackend<'_> {
         let factor_buffer = match factors {
             _ if !c.rope_unrotated_pairs.is_empty() => self.unrotated_factors(factors, shape.rope_dims),
             Some(f) => self.vector(f),
-            None => upload(self.gpu, &1.0f32.to_le_bytes()),
+            None => self.state.constant_row(self.gpu, 1, 1.0),
         };
         let factors = factors.or((!c.rope_unrotated_pairs.is_empty()).then_some(&[]));
         for (buf, heads) in [(Buf::Q, c.n_head), (Buf::K, shape.n_head_kv)] {
@@ -1086,12 +1199,12 @@ impl Backend for GpuBackend<'_> {
         }
         if let Some(cap) = self.model.config().final_softcap {
             let pipeline = self.gpu.softcap.clone();
-            let cap = upload(self.gpu, &cap.to_le_bytes());
+            let cap = self.state.constant_row(self.gpu, 1, cap);
             self.elementwise(&pipeline, &cap, &logits, out.len(), [0; 3]);
         }
         // Read by GpuState::collect once the GPU is done: the caller's `out` stays as it is.
         let (bytes, readback) = ((4 * out.len()) as u64, self.state.readback.clone());
-        self.encoder().copy_buffer_to_buffer(&logits, 0, &readback, 0, bytes);
+        self.copy_bytes(&logits, 0, &readback, 0, bytes);
         Ok(())
     }
 }

@@ -34,9 +34,9 @@ pub fn run(args: &[String]) -> Result<(), String> {
     let vocab = model.config().vocab_size as u32;
     let tokens: Vec<u32> = (0..pp.max(tg) as u32).map(|i| 100 + (i * 7919) % (vocab - 100).max(1)).collect();
 
-    let measure = |n: usize, batched: bool| -> Result<f64, String> {
+    let measure = |n: usize, batched: bool| -> Result<(f64, Option<Encoding>), String> {
         if n == 0 {
-            return Ok(0.0);
+            return Ok((0.0, None));
         }
         let mut samples = Vec::with_capacity(runs);
         let tokens = &tokens[..n];
@@ -51,12 +51,15 @@ pub fn run(args: &[String]) -> Result<(), String> {
             }
         }
         samples.sort_by(f64::total_cmp);
-        Ok(samples[samples.len() / 2])
+        Ok((samples[samples.len() / 2], None))
     };
-    let prefill_tok_s = measure(pp, true)?;
-    let decode_tok_s = measure(tg, false)?;
+    let (prefill_tok_s, _) = measure(pp, true)?;
+    let (decode_tok_s, encoding) = measure(tg, false)?;
     #[cfg(all(feature = "gpu", not(target_family = "wasm")))]
-    let gpu = gpu.as_deref().map(|gpu| GpuFigures::measure(gpu, model, decode_tok_s)).transpose()?;
+    let gpu =
+        gpu.as_deref().map(|gpu| GpuFigures::measure(gpu, model, decode_tok_s, encoding)).transpose()?;
+    #[cfg(not(all(feature = "gpu", not(target_family = "wasm"))))]
+    let _ = encoding;
     #[cfg(not(all(feature = "gpu", not(target_family = "wasm"))))]
     let gpu = None;
     let result = BenchResult {
@@ -97,6 +100,10 @@ pub fn run(args: &[String]) -> Result<(), String> {
                     gpu.copy_gb_s,
                     gpu.decode_weight_gb_s / gpu.copy_gb_s
                 );
+                println!(
+                    "a decode step takes {:.2} ms of CPU to record and submit ({} dispatches)",
+                    gpu.encode_ms_per_step, gpu.dispatches_per_step
+                );
             }
         }
     }
@@ -126,11 +133,32 @@ struct GpuFigures {
     /// Bytes of weights one decode step reads, and that times the decode rate.
     decode_weight_bytes: u64,
     decode_weight_gb_s: f64,
+    /// The CPU's share of a decode step: recording and submitting its dispatches (the median
+    /// time of the call that does it, which returns before the GPU is done).
+    encode_ms_per_step: f64,
+    dispatches_per_step: usize,
+}
+
+/// What recording a GPU step costs the CPU: the median time, and the dispatches in a step.
+#[derive(Clone, Copy, Default)]
+#[cfg_attr(
+    not(all(feature = "gpu", not(target_family = "wasm"))),
+    allow(dead_code, reason = "only the GPU's runs fill it")
+)]
+struct Encoding {
+    ms: f64,
+    dispatches: usize,
 }
 
 #[cfg(all(feature = "gpu", not(target_family = "wasm")))]
 impl GpuFigures {
-    fn measure(gpu: &inferno::gpu::Gpu, model: &Model, decode_tok_s: f64) -> Result<GpuFigures, String> {
+    fn measure(
+        gpu: &inferno::gpu::Gpu,
+        model: &Model,
+        decode_tok_s: f64,
+        encoding: Option<Encoding>,
+    ) -> Result<GpuFigures, String> {
+        let encoding = encoding.unwrap_or_default();
         let facts = gpu.facts();
         let bytes = (256u64 << 20).min(facts.max_buffer);
         let repeats = 8;
@@ -150,12 +178,15 @@ impl GpuFigures {
             copy_gb_s: 2.0 * (bytes * u64::from(repeats)) as f64 / seconds[1] / 1e9,
             decode_weight_bytes,
             decode_weight_gb_s: decode_weight_bytes as f64 * decode_tok_s / 1e9,
+            encode_ms_per_step: encoding.ms,
+            dispatches_per_step: encoding.dispatches,
         })
     }
 }
 
 /// The median tokens per second of `runs` runs of `tokens` on the GPU (after a warm-up), the
-/// weights uploaded once and the cache emptied between runs.
+/// weights uploaded once and the cache emptied between runs; and the median time a call took
+/// to record and submit its work, apart from waiting for it.
 #[cfg(all(feature = "gpu", not(target_family = "wasm")))]
 fn gpu_runs(
     gpu: &inferno::gpu::Gpu,
@@ -163,27 +194,32 @@ fn gpu_runs(
     tokens: &[u32],
     batched: bool,
     runs: usize,
-) -> Result<f64, String> {
+) -> Result<(f64, Option<Encoding>), String> {
     let batch = if batched { tokens.len() } else { 1 };
     let error = |e: inferno::gpu::GpuError| format!("bench: {e}");
     let mut state = inferno::gpu::GpuState::new(gpu, model, tokens.len(), batch).map_err(error)?;
     let mut samples = Vec::with_capacity(runs);
+    let mut submits = Vec::new();
+    let calls: Vec<&[u32]> = if batched { vec![tokens] } else { tokens.chunks(1).collect() };
     for run in 0..=runs {
         state.truncate(gpu, 0);
         let started = Instant::now();
-        if batched {
-            state.forward(gpu, model, tokens).map_err(error)?;
-        } else {
-            for token in tokens {
-                state.forward(gpu, model, &[*token]).map_err(error)?;
+        for call in &calls {
+            let submitting = Instant::now();
+            state.submit(gpu, model, call, true).map_err(error)?;
+            if run > 0 {
+                submits.push(submitting.elapsed().as_secs_f64());
             }
+            state.collect(gpu).map_err(error)?;
         }
         if run > 0 {
             samples.push(tokens.len() as f64 / started.elapsed().as_secs_f64());
         }
     }
     samples.sort_by(f64::total_cmp);
-    Ok(samples[samples.len() / 2])
+    submits.sort_by(f64::total_cmp);
+    let encoding = Encoding { ms: submits[submits.len() / 2] * 1e3, dispatches: state.dispatches() };
+    Ok((samples[samples.len() / 2], Some(encoding)))
 }
 
 /// Seconds to run `tokens` from an empty cache: as one batch, or one token per call.
