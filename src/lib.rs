@@ -20,6 +20,9 @@ pub mod gguf;
 /// model's backend on them.
 #[cfg(feature = "gpu")]
 pub mod gpu;
+/// Constrained decoding: answers that follow JSON, a JSON schema or a Lark grammar (llguidance),
+/// as a vocabulary mask the sampler applies first.
+pub mod grammar;
 /// The facts a person wants about a model file, as one serializable report.
 pub mod inspect;
 /// Transformer models (Qwen3, Llama, Gemma 3 and 4, Qwen3.5): config, weights as views, the cache

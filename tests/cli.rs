@@ -297,3 +297,54 @@ fn inspect_never_prints_the_files_control_characters() {
     // Whether it can chat, and why not: this header has no tensors at all.
     assert!(text.contains("chat             no: model tensors: `token_embd.weight` is missing"), "{text}");
 }
+
+/// `--json-schema` constrains the answer: at temperature 1, whatever the seed, the micro model
+/// (random weights, no idea of JSON) answers with an object the schema accepts, and the last
+/// JSON line carries it whole. A schema the engine cannot use is an error before any token.
+#[test]
+fn generate_follows_a_json_schema_whatever_the_seed() {
+    let (model, _) = micro_q4_0();
+    let dir = std::env::temp_dir().join(format!("inferno-cli-schema-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let schema = dir.join("schema.json");
+    std::fs::write(
+        &schema,
+        r#"{"type": "object", "properties": {"ok": {"type": "boolean"}, "n": {"type": "integer"}},
+            "required": ["ok", "n"], "additionalProperties": false}"#,
+    )
+    .unwrap();
+    for seed in ["1", "2", "3"] {
+        let out = inferno(&[
+            "generate",
+            &model,
+            "--prompt",
+            "Answer in JSON:",
+            "-n",
+            "200",
+            "--temp",
+            "1",
+            "--seed",
+            seed,
+            "--json-schema",
+            schema.to_str().unwrap(),
+            "--json",
+        ]);
+        let lines = json_lines(&out);
+        let summary = lines.last().unwrap();
+        assert_eq!(summary["stop"], "end_of_generation", "seed {seed}: {summary}");
+        let content = summary["content"].as_str().unwrap();
+        let value: Json =
+            serde_json::from_str(content).unwrap_or_else(|e| panic!("seed {seed}: {e}: {content}"));
+        assert!(value["ok"].is_boolean() && value["n"].is_i64(), "seed {seed}: {content}");
+        assert_eq!(value.as_object().unwrap().len(), 2, "seed {seed}: {content}");
+    }
+    std::fs::write(&schema, r#"{"type": "object", "required": 7}"#).unwrap();
+    let out = inferno(&["generate", &model, "--prompt", "x", "--json-schema", schema.to_str().unwrap()]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("JSON schema"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -14,8 +14,8 @@ export function pickSampling(settings) {
 }
 
 /**
- * inputs: {temperature, top_k, top_p, min_p, repeat_penalty, max_tokens, seed, context, threads}
- * (form controls); threadsNote: the element explaining the thread choice.
+ * inputs: {temperature, top_k, top_p, min_p, repeat_penalty, max_tokens, seed, context, threads,
+ * device, json_schema} (form controls); threadsNote: the element explaining the thread choice.
  */
 export function createSettings(inputs, threadsNote) {
   setUpThreads();
@@ -74,11 +74,33 @@ export function createSettings(inputs, threadsNote) {
     return value;
   }
 
+  /** The JSON schema box as a response_format (none when empty); throws (kind bad_setting)
+   *  when it is not a JSON object. The engine checks the schema itself (kind bad_schema). */
+  function readResponseFormat() {
+    const input = inputs.json_schema;
+    const text = input.value.trim();
+    if (text === '') return undefined;
+    let schema;
+    try {
+      schema = JSON.parse(text);
+    } catch {
+      schema = null;
+    }
+    if (schema === null || typeof schema !== 'object' || Array.isArray(schema)) {
+      input.setCustomValidity('The JSON schema must be a JSON object');
+      input.reportValidity();
+      throw Object.assign(new Error('The JSON schema must be a JSON object'), { kind: 'bad_setting' });
+    }
+    input.setCustomValidity('');
+    return { type: 'json_schema', json_schema: { name: 'answer', schema } };
+  }
+
   /** The settings as completion parameters; throws (kind bad_setting) on an invalid field.
    *  An empty seed means a fresh random one per answer (the engine picks it). */
   function read(model) {
     const seedText = inputs.seed.value.trim();
     return {
+      response_format: readResponseFormat(),
       temperature: readNumber(inputs.temperature, { min: 0, max: 10, name: 'Temperature' }),
       top_k: readNumber(inputs.top_k, { integer: true, min: 0, max: 1e6, name: 'Top-k' }),
       top_p: readNumber(inputs.top_p, { min: 0.0001, max: 1, name: 'Top-p' }),

@@ -58,6 +58,7 @@ const ui = {
     context: $('set-context'),
     threads: $('set-threads'),
     device: $('set-device'),
+    json_schema: $('set-json-schema'),
   },
   threadsNote: $('threads-note'),
 };

@@ -77,7 +77,11 @@ export type InfernoErrorKind =
   | 'no_gpu'
   | 'gpu_unsupported'
   | 'gpu_failed'
-  | 'gpu_lost';
+  | 'gpu_lost'
+  | 'bad_schema'
+  | 'bad_grammar'
+  | 'grammar_forbids'
+  | 'grammar_failed';
 
 /** Every error the engine and the API report. `kind` is stable and machine-readable. */
 export class InfernoError extends Error {
@@ -257,9 +261,21 @@ export interface ChatCompletionParams extends OutputParams {
   context_size?: number;
   /** Extension: Qwen3's thinking switch, passed to the chat template. */
   enable_thinking?: boolean;
+  /**
+   * The answer follows JSON (any object, or a JSON schema) or, as an extension, a Lark grammar
+   * (llguidance's syntax). It is compiled before the answer starts: a schema or grammar that
+   * cannot be used fails with kind bad_schema or bad_grammar.
+   */
+  response_format?: ResponseFormat;
   /** Extension: progress while a long prompt is read. */
   onPrefillProgress?: (progress: { evaluated: number; total: number }) => void;
 }
+
+export type ResponseFormat =
+  | { type: 'text' }
+  | { type: 'json_object' }
+  | { type: 'json_schema'; json_schema: { name?: string; schema: Record<string, unknown>; strict?: boolean } }
+  | { type: 'grammar'; grammar: string };
 
 export interface BranchParams extends OutputParams {
   /** The step (0-based, in the last answer) to regenerate from. */
@@ -301,6 +317,19 @@ export interface StepTrace {
   entropy_bits: number;
   /** 0 for greedy steps (their probabilities are at temperature 1). */
   temperature: number;
+  /** With a response_format: what the grammar allowed, and the model's best tokens it forbade. */
+  grammar: GrammarTrace | null;
+  /** The pieces of `grammar.forbidden`. */
+  forbidden_pieces: string[];
+}
+
+export interface GrammarTrace {
+  /** Vocabulary entries the grammar allowed at this step. */
+  allowed: number;
+  /** The model's best tokens that the grammar forbade, with the probability the model gave each. */
+  forbidden: Candidate[];
+  /** The share of the model's probability that went to forbidden tokens. */
+  forbidden_mass: number;
 }
 
 /** How one token was chosen. */

@@ -323,6 +323,7 @@ export class Inferno {
         messages: chatMessages(params.messages),
         settings,
         enableThinking: params.enable_thinking,
+        grammar: responseFormat(params.response_format),
         maxTokens,
         traceTop,
         context: integerParam(params.context_size, 'context_size', 16, model.context_length),
@@ -455,6 +456,34 @@ function stopStrings(stop) {
     throw badRequest(`stop must be a non-empty string or up to ${MAX_STOP_STRINGS} of them`);
   }
   return list;
+}
+
+/**
+ * OpenAI's `response_format` as the engine's grammar: `{type: 'text'}` (none),
+ * `{type: 'json_object'}`, `{type: 'json_schema', json_schema: {name, schema, strict}}`, and the
+ * extension `{type: 'grammar', grammar}` (a Lark grammar). The schema goes as JSON text; the
+ * engine compiles it (or refuses it, kind bad_schema) before the answer starts.
+ */
+function responseFormat(format) {
+  if (format === undefined || format === null) return undefined;
+  switch (format.type) {
+    case 'text':
+      return undefined;
+    case 'json_object':
+      return { type: 'json_object' };
+    case 'json_schema': {
+      const schema = format.json_schema?.schema;
+      if (schema === null || typeof schema !== 'object')
+        throw badRequest('response_format.json_schema.schema must be a JSON schema object');
+      return { type: 'json_schema', schema: JSON.stringify(schema) };
+    }
+    case 'grammar':
+      if (typeof format.grammar !== 'string' || format.grammar.length === 0)
+        throw badRequest('response_format.grammar must be a non-empty Lark grammar');
+      return { type: 'lark', grammar: format.grammar };
+    default:
+      throw badRequest("response_format.type must be 'text', 'json_object', 'json_schema' or 'grammar'");
+  }
 }
 
 /** OpenAI messages to the template's: content may also be a list of text parts. */

@@ -65,6 +65,13 @@ export function createVisualizer(ui, { onBranch }) {
       ['Entropy', `${trace.entropy_bits.toFixed(2)} bits`],
       ['Settings', describeSettings(settings)],
     ];
+    if (trace.grammar) {
+      const { allowed, forbidden_mass: mass } = trace.grammar;
+      facts.splice(3, 0, [
+        'Grammar',
+        `allowed ${allowed.toLocaleString('en-US')} token${allowed === 1 ? '' : 's'}; removed ${percent(mass)} of what the model wanted`,
+      ]);
+    }
     replaceChildren(
       ui.facts,
       facts.map(([term, value]) =>
@@ -122,6 +129,28 @@ export function createVisualizer(ui, { onBranch }) {
         ),
       );
     }
+    // The model's best tokens that the answer's grammar removed before sampling: shown apart,
+    // struck through, never clickable (a branch to one would be refused).
+    (trace.grammar?.forbidden ?? []).forEach((candidate, rank) => {
+      const piece = trace.forbidden_pieces?.[rank] ?? String(candidate.id);
+      const title = `id ${candidate.id} · logit ${candidate.logit.toFixed(3)} · the model gave it ${(candidate.probability * 100).toFixed(2)}% · removed by the grammar`;
+      rows.push(
+        el(
+          'li',
+          { className: 'viz-bar forbidden', dataset: { id: String(candidate.id), kind: 'forbidden' }, title },
+          el('span', { className: 'viz-token mono' }, visibleToken(piece)),
+          el(
+            'span',
+            { className: 'viz-track' },
+            el('span', {
+              className: 'viz-fill',
+              style: `width: ${Math.max(0.5, Math.min(100, (100 * candidate.probability) / best))}%`,
+            }),
+          ),
+          el('span', { className: 'viz-prob num' }, percent(candidate.probability)),
+        ),
+      );
+    });
     replaceChildren(ui.bars, rows);
   }
 

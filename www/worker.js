@@ -9,7 +9,7 @@
 //   info                                 -> info {info}
 //   load {file} | {url}, device?         -> events progress {phase, bytes, total}
 //                                           -> loaded {model} (model.device says where it runs)
-//   chat {messages, settings, enableThinking, maxTokens, traceTop, context}
+//   chat {messages, settings, enableThinking, grammar, maxTokens, traceTop, context}
 //                                        -> events prefill {evaluated, total} (between parts
 //                                           of a long prompt), prepared {prepared, ms},
 //                                           token {step}... -> done {reason, stats}
@@ -725,6 +725,7 @@ async function chatOn(engine, request, options, run) {
     engine.prepare_chat({
       messages: chatMessages(request.messages),
       enable_thinking: request.enableThinking ?? undefined,
+      grammar: request.grammar ?? undefined,
       settings: request.settings ?? {},
       context: request.context ?? undefined,
     }),

@@ -1,4 +1,5 @@
 use crate::chat::ChatError;
+use crate::grammar::GrammarError;
 use crate::model::ModelError;
 use crate::sampler::SamplerError;
 use crate::tokenizer::TokenizerError;
@@ -9,6 +10,8 @@ pub enum EngineError {
     Tokenizer(TokenizerError),
     Chat(ChatError),
     Sampler(SamplerError),
+    /// The answer's grammar or JSON schema does not compile, or forbids a forced token.
+    Grammar(GrammarError),
     VocabularyMismatch {
         tokenizer: usize,
         model: usize,
@@ -40,6 +43,7 @@ impl EngineError {
             EngineError::Tokenizer(_) => "tokenizer",
             EngineError::Chat(_) => "chat_template",
             EngineError::Sampler(_) => "sampler",
+            EngineError::Grammar(grammar) => grammar.kind(),
             EngineError::VocabularyMismatch { .. } => "vocabulary_mismatch",
             EngineError::EmptyPrompt => "empty_prompt",
             EngineError::PromptTooLong { .. } | EngineError::RenderedPromptTooLong { .. } => {
@@ -64,6 +68,7 @@ impl std::fmt::Display for EngineError {
             EngineError::Tokenizer(e) => write!(f, "tokenizer: {e}"),
             EngineError::Chat(e) => e.fmt(f),
             EngineError::Sampler(e) => write!(f, "sampler: {e}"),
+            EngineError::Grammar(e) => e.fmt(f),
             EngineError::VocabularyMismatch { tokenizer, model } => {
                 write!(f, "the tokenizer has {tokenizer} tokens but the model's embedding has {model} rows")
             }
@@ -91,6 +96,7 @@ impl std::error::Error for EngineError {
             EngineError::Tokenizer(e) => Some(e),
             EngineError::Chat(e) => Some(e),
             EngineError::Sampler(e) => Some(e),
+            EngineError::Grammar(e) => Some(e),
             #[cfg(feature = "gpu")]
             EngineError::Gpu(e) => Some(e),
             _ => None,
@@ -117,8 +123,18 @@ impl From<ChatError> for EngineError {
 }
 
 impl From<SamplerError> for EngineError {
+    /// A grammar's error keeps its own kind (`bad_schema`, `grammar_forbids`...).
     fn from(e: SamplerError) -> Self {
-        EngineError::Sampler(e)
+        match e {
+            SamplerError::Grammar(grammar) => EngineError::Grammar(grammar),
+            other => EngineError::Sampler(other),
+        }
+    }
+}
+
+impl From<GrammarError> for EngineError {
+    fn from(e: GrammarError) -> Self {
+        EngineError::Grammar(e)
     }
 }
 

@@ -19,6 +19,7 @@ pub use error::EngineError;
 
 use crate::chat::{ChatMessage, ChatTemplate, RenderOptions};
 use crate::gguf::{GgufHeader, Metadata};
+use crate::grammar::{Constraint, GrammarCompiler, GrammarError, GrammarSpec};
 use crate::model::{Cache, LogitsFor, Model, ModelBytes, Scratch};
 use crate::sampler::{Sampler, SamplerSettings, StepTrace};
 use crate::tokenizer::{EncodeOptions, Tokenizer, Utf8Stream, token_count};
@@ -36,6 +37,8 @@ pub struct Engine {
     template: ChatTemplate,
     /// Bytes of the longest vocabulary entry: a prompt of n tokens spells at most n times this.
     longest_token: usize,
+    /// Grammars compile against the vocabulary's trie, built on the first one asked for.
+    grammars: std::sync::OnceLock<Result<GrammarCompiler, GrammarError>>,
 }
 
 impl Engine {
@@ -54,6 +57,7 @@ impl Engine {
             tokenizer,
             template,
             longest_token,
+            grammars: std::sync::OnceLock::new(),
             #[cfg(feature = "gpu")]
             gpu: None,
         })
@@ -112,6 +116,15 @@ impl Engine {
             return Err(EngineError::RenderedPromptTooLong { bytes: text.len(), context });
         }
         Ok(self.encode(&text))
+    }
+
+    /// A fresh constraint for an answer that must follow `spec`, or why there can be none
+    /// (checked here, before any token is generated). The vocabulary's trie is built on the
+    /// first call.
+    pub fn constraint(&self, spec: &GrammarSpec) -> Result<Constraint, EngineError> {
+        let compiler = self.grammars.get_or_init(|| GrammarCompiler::new(&self.tokenizer));
+        let compiler = compiler.as_ref().map_err(|e| EngineError::Grammar(e.clone()))?;
+        Ok(compiler.compile(spec)?)
     }
 
     /// A token's text for display (control tokens as written, broken UTF-8 as "�").

@@ -1,7 +1,7 @@
 //! Choosing the next token from a logit vector, and explaining the choice.
 //!
-//! The chain runs in llama.cpp's order: repetition penalty → top-k → top-p → min-p →
-//! temperature → draw. Top-p sees probabilities at temperature 1 over what top-k kept, and
+//! The chain runs in llama.cpp's order: grammar mask → repetition penalty → top-k → top-p →
+//! min-p → temperature → draw. Top-p sees probabilities at temperature 1 over what top-k kept, and
 //! min-p compares against the best surviving logit, exactly as llama.cpp's samplers do; the
 //! temperature only reshapes the distribution the final draw is made from. A temperature of 0
 //! (or below) is greedy: the highest logit, ties to the lowest id.
@@ -13,7 +13,9 @@ mod rng;
 mod trace;
 
 pub use rng::Rng;
-pub use trace::{Candidate, StepTrace};
+pub use trace::{Candidate, GrammarTrace, StepTrace};
+
+use crate::grammar::{Constraint, GrammarError, TokenMask};
 
 use serde::{Deserialize, Serialize};
 
@@ -91,6 +93,14 @@ pub enum SamplerError {
         token: u32,
         vocab_size: usize,
     },
+    /// The answer's grammar forbids the token asked for, or its engine failed.
+    Grammar(GrammarError),
+}
+
+impl From<GrammarError> for SamplerError {
+    fn from(error: GrammarError) -> Self {
+        SamplerError::Grammar(error)
+    }
 }
 
 impl SamplerError {
@@ -101,6 +111,7 @@ impl SamplerError {
             SamplerError::NoFiniteLogit => "no_finite_logit",
             SamplerError::BadSetting { .. } => "bad_setting",
             SamplerError::TokenOutOfRange { .. } => "token_out_of_range",
+            SamplerError::Grammar(error) => error.kind(),
         }
     }
 }
@@ -116,6 +127,7 @@ impl std::fmt::Display for SamplerError {
             SamplerError::TokenOutOfRange { token, vocab_size } => {
                 write!(f, "token {token} is outside the vocabulary of {vocab_size}")
             }
+            SamplerError::Grammar(error) => error.fmt(f),
         }
     }
 }
@@ -137,6 +149,9 @@ pub struct Sampler {
     /// `(id, logit)`; the first `sorted` entries are the best, in order.
     candidates: Vec<(u32, f32)>,
     sorted: usize,
+    /// The grammar the answer follows, if any, and this step's mask from it.
+    constraint: Option<Constraint>,
+    mask: Option<TokenMask>,
 }
 
 impl Sampler {
@@ -148,7 +163,19 @@ impl Sampler {
             logits: Vec::new(),
             candidates: Vec::new(),
             sorted: 0,
+            constraint: None,
+            mask: None,
         })
+    }
+
+    /// Makes every later token follow `constraint` (None: no grammar).
+    pub fn set_constraint(&mut self, constraint: Option<Constraint>) {
+        self.constraint = constraint;
+    }
+
+    /// The grammar the answer follows (to roll it back with the conversation).
+    pub fn constraint_mut(&mut self) -> Option<&mut Constraint> {
+        self.constraint.as_mut()
     }
 
     pub fn settings(&self) -> &SamplerSettings {
@@ -201,6 +228,12 @@ impl Sampler {
         if raw.is_empty() {
             return Err(SamplerError::EmptyLogits);
         }
+        self.mask = self.constraint.as_mut().map(Constraint::mask).transpose()?;
+        if let (Some(token), Some(mask)) = (forced, &self.mask)
+            && !mask.allows(token)
+        {
+            return Err(GrammarError::Forbidden { token }.into());
+        }
         self.load_penalized(raw, history);
         if !self.logits.iter().any(|l| l.is_finite()) {
             return Err(SamplerError::NoFiniteLogit);
@@ -222,13 +255,16 @@ impl Sampler {
             None => self.draw(kept, temperature),
         };
         let trace = (trace_top > 0).then(|| self.trace(raw, kept, temperature, token, trace_top));
+        if let Some(constraint) = &mut self.constraint {
+            constraint.accept(token)?;
+        }
         Ok(Sampled { token, trace })
     }
 
-    /// Copies `raw` into `self.logits` with the repetition penalty applied once per distinct
-    /// recent token (llama.cpp's rule: positive logits divided, negative multiplied), and
-    /// resets the candidate list. NaN becomes -inf so it can never be chosen, +inf the largest
-    /// finite value so the arithmetic stays finite.
+    /// Copies `raw` into `self.logits`, what the grammar forbids at -inf, with the repetition
+    /// penalty applied once per distinct recent token (llama.cpp's rule: positive logits
+    /// divided, negative multiplied), and resets the candidate list. NaN becomes -inf so it can
+    /// never be chosen, +inf the largest finite value so the arithmetic stays finite.
     fn load_penalized(&mut self, raw: &[f32], history: &[u32]) {
         self.logits.clear();
         self.logits.extend(raw.iter().map(|&l| match l {
@@ -236,6 +272,13 @@ impl Sampler {
             f32::INFINITY => f32::MAX,
             l => l,
         }));
+        if let Some(mask) = &self.mask {
+            for (id, l) in self.logits.iter_mut().enumerate() {
+                if !mask.allows(id as u32) {
+                    *l = f32::NEG_INFINITY;
+                }
+            }
+        }
         let penalty = self.settings.repeat_penalty;
         if penalty != 1.0 && self.settings.repeat_last_n > 0 {
             let mut recent: Vec<u32> =
@@ -348,6 +391,7 @@ impl Sampler {
         let kept_weight: f64 = self.candidates[..kept].iter().map(|&(_, l)| f64::from(probability(l))).sum();
         let candidates = self.candidates[..top.min(self.candidates.len())]
             .iter()
+            .filter(|&&(_, l)| self.mask.is_none() || l > f32::NEG_INFINITY)
             .enumerate()
             .map(|(rank, &(id, l))| Candidate {
                 id,
@@ -373,7 +417,47 @@ impl Sampler {
             excluded: self.logits.len() - kept,
             entropy_bits: (entropy_nats / std::f64::consts::LN_2) as f32,
             temperature: if self.settings.is_greedy() { 0.0 } else { temperature },
+            grammar: self.mask.as_ref().map(|mask| grammar_trace(raw, mask, temperature, top)),
         }
+    }
+}
+
+/// What the grammar took from the model at a step: its `top` best tokens (by raw logit) that
+/// the mask forbade, with the probability the model gave each (over the whole vocabulary at
+/// the step's temperature, before penalty and mask), and their share of it all.
+fn grammar_trace(raw: &[f32], mask: &TokenMask, temperature: f32, top: usize) -> GrammarTrace {
+    let finite = |l: f32| if l.is_finite() { l } else { f32::NEG_INFINITY };
+    let max = raw.iter().copied().map(finite).fold(f32::NEG_INFINITY, f32::max);
+    let weight = |l: f32| f64::from(libm::expf((finite(l) - max) / temperature));
+    let (mut z, mut forbidden_weight) = (0.0f64, 0.0f64);
+    let mut forbidden: Vec<(u32, f32)> = Vec::new();
+    for (id, &l) in raw.iter().enumerate() {
+        let w = weight(l);
+        z += w;
+        if !mask.allows(id as u32) {
+            forbidden_weight += w;
+            forbidden.push((id as u32, finite(l)));
+        }
+    }
+    let want = top.min(forbidden.len());
+    if want > 0 && want < forbidden.len() {
+        forbidden.select_nth_unstable_by(want - 1, better);
+    }
+    forbidden.truncate(want);
+    forbidden.sort_unstable_by(better);
+    GrammarTrace {
+        allowed: mask.allowed(),
+        forbidden_mass: (forbidden_weight / z) as f32,
+        forbidden: forbidden
+            .into_iter()
+            .map(|(id, l)| Candidate {
+                id,
+                logit: l,
+                probability: (weight(l) / z) as f32,
+                sample_probability: 0.0,
+                in_nucleus: false,
+            })
+            .collect(),
     }
 }
 

@@ -36,4 +36,18 @@ pub struct StepTrace {
     pub entropy_bits: f32,
     /// 0 for greedy steps (whose probabilities are shown at temperature 1).
     pub temperature: f32,
+    /// With a grammar: what it allowed and what it took from the model.
+    pub grammar: Option<GrammarTrace>,
+}
+
+/// What the answer's grammar did at a step.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct GrammarTrace {
+    /// Vocabulary entries it allowed.
+    pub allowed: usize,
+    /// The model's best tokens that it forbade (best first), each with the probability the
+    /// model gave it before the mask (`sample_probability` 0, `in_nucleus` false).
+    pub forbidden: Vec<Candidate>,
+    /// The share of the model's probability that went to forbidden tokens.
+    pub forbidden_mass: f32,
 }

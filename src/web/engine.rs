@@ -6,6 +6,7 @@ use wasm_bindgen::prelude::*;
 use super::{engine_error, js_error, to_js};
 use crate::chat::ChatMessage;
 use crate::engine::{Engine, EngineError, Session};
+use crate::grammar::{GrammarError, GrammarSpec};
 use crate::inspect::Report;
 use crate::sampler::{Sampler, SamplerError, SamplerSettings, StepTrace};
 use crate::tokenizer::{DecodeOptions, EncodeOptions};
@@ -22,6 +23,9 @@ pub struct WebEngine {
     /// The prompt `prepare_chat` made, which `prefill` brings the cache up to part by part.
     prompt: Vec<u32>,
     sampler: Sampler,
+    /// Where the current answer began in the conversation: a branch rolls its grammar back to
+    /// the tokens kept after it.
+    answer_start: usize,
 }
 
 #[derive(serde::Deserialize)]
@@ -35,6 +39,31 @@ struct ChatRequest {
     /// when absent.
     #[serde(default)]
     context: Option<usize>,
+    /// What the answer must follow, if anything.
+    #[serde(default)]
+    grammar: Option<GrammarRequest>,
+}
+
+/// `{type: 'json_object'}`, `{type: 'json_schema', schema}` (the schema as JSON text) or
+/// `{type: 'lark', grammar}`.
+#[derive(serde::Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum GrammarRequest {
+    JsonObject,
+    JsonSchema { schema: String },
+    Lark { grammar: String },
+}
+
+impl GrammarRequest {
+    fn spec(self) -> Result<GrammarSpec, GrammarError> {
+        Ok(match self {
+            GrammarRequest::JsonObject => GrammarSpec::JsonObject,
+            GrammarRequest::JsonSchema { schema } => GrammarSpec::JsonSchema(
+                serde_json::from_str(&schema).map_err(|e| GrammarError::Schema(e.to_string()))?,
+            ),
+            GrammarRequest::Lark { grammar } => GrammarSpec::Lark(grammar),
+        })
+    }
 }
 
 impl WebEngine {
@@ -51,7 +80,7 @@ impl WebEngine {
 
     pub(super) fn new(engine: Engine) -> Result<WebEngine, JsValue> {
         let sampler = Sampler::new(SamplerSettings::default()).map_err(engine_error_of)?;
-        Ok(WebEngine { engine, session: None, prompt: Vec::new(), sampler })
+        Ok(WebEngine { engine, session: None, prompt: Vec::new(), sampler, answer_start: 0 })
     }
 }
 
@@ -117,12 +146,19 @@ impl WebEngine {
         // Each answer starts its random stream afresh: the same seed and conversation give the
         // same answer.
         self.sampler = Sampler::new(request.settings).map_err(engine_error_of)?;
+        // A grammar is compiled (and a schema checked) before anything else runs.
+        if let Some(grammar) = request.grammar {
+            let spec = grammar.spec().map_err(|e| engine_error(e.into()))?;
+            let constraint = self.engine.constraint(&spec).map_err(engine_error)?;
+            self.sampler.set_constraint(Some(constraint));
+        }
         let context = self.context_for(request.context);
         self.prompt = self
             .engine
             .chat_prompt(&request.messages, request.enable_thinking, context)
             .map_err(engine_error)?;
         let prompt_tokens = self.prompt.len();
+        self.answer_start = prompt_tokens;
         let context_size = self.session_for(Some(context))?.context_len();
         #[derive(Serialize)]
         struct Prepared {
@@ -221,6 +257,8 @@ impl WebEngine {
             #[serde(flatten)]
             trace: StepTrace,
             pieces: Vec<String>,
+            /// The pieces of the tokens the grammar forbade (`trace.grammar.forbidden`).
+            forbidden_pieces: Vec<String>,
             /// Each candidate's exact bytes (a piece may be part of a character).
             piece_bytes: Vec<&'a [u8]>,
         }
@@ -253,6 +291,12 @@ impl WebEngine {
         let tokenizer = self.engine.tokenizer();
         let trace = step.trace.map(|trace| Traced {
             pieces: trace.candidates.iter().map(|c| self.engine.piece(c.id)).collect(),
+            forbidden_pieces: trace
+                .grammar
+                .iter()
+                .flat_map(|g| &g.forbidden)
+                .map(|c| self.engine.piece(c.id))
+                .collect(),
             piece_bytes: trace.candidates.iter().map(|c| tokenizer.token_bytes(c.id, true)).collect(),
             trace,
         });
@@ -272,11 +316,18 @@ impl WebEngine {
         self.session.as_ref().map_or(0, Session::len) as f64
     }
 
-    /// Rolls the conversation back to its first `len` tokens (branching from a step).
-    pub fn truncate(&mut self, len: u32) {
+    /// Rolls the conversation back to its first `len` tokens (branching from a step), and the
+    /// answer's grammar with it.
+    pub fn truncate(&mut self, len: u32) -> Result<(), JsValue> {
         if let Some(session) = &mut self.session {
             session.truncate(len as usize);
         }
+        if let Some(constraint) = self.sampler.constraint_mut() {
+            let kept = (len as usize).saturating_sub(self.answer_start);
+            let dropped = constraint.consumed().saturating_sub(kept);
+            constraint.rollback(dropped).map_err(|e| engine_error(e.into()))?;
+        }
+        Ok(())
     }
 
     /// Tokens run again so far because a rollback had to restart a recurrent state from a

@@ -36,6 +36,7 @@ const RUST_KIND_FUNCTIONS = [
   ['src/model/error.rs', 'kind'],
   ['src/engine/error.rs', 'kind'],
   ['src/gpu/mod.rs', 'kind'],
+  ['src/grammar/mod.rs', 'kind'],
 ];
 const RUST_BINDINGS = [
   'src/web/mod.rs',

@@ -424,6 +424,41 @@ pageSuite(
       assert.match(branched.meta, /3 replayed from a checkpoint/);
     });
 
+    test('a JSON schema in the settings makes the answer JSON, and the visualiser shows what the grammar removed', async () => {
+      await loadModel(requireModel(MODELS.qwen3Micro));
+      const schema = {
+        type: 'object',
+        properties: {
+          city: { type: 'string', maxLength: 12 },
+          visits: { type: 'integer', minimum: 0, maximum: 99 },
+        },
+        required: ['city', 'visits'],
+        additionalProperties: false,
+      };
+      // Random weights sampled hot: without the grammar this model never writes JSON.
+      await setSettings({ temperature: 1, max_tokens: 150, seed: 3, json_schema: JSON.stringify(schema) });
+      const answer = await ask('Which city?');
+      assert.equal(answer.reason, 'end', `the grammar ended it: ${answer.text}`);
+      const value = JSON.parse(answer.text);
+      assert.deepEqual(Object.keys(value).sort(), ['city', 'visits']);
+      assert.ok(value.city.length <= 12 && Number.isInteger(value.visits), answer.text);
+      assert.ok(
+        (await h.page.locator('#viz-bars .viz-bar.forbidden').count()) > 0,
+        'forbidden tokens are listed',
+      );
+      assert.match(
+        await text('#viz-facts'),
+        /Grammar\s*allowed [\d,]+ tokens?; removed [\d.<]+ ?% of what the model wanted/,
+      );
+      // Not JSON: refused before anything is sent.
+      await setSettings({ json_schema: '{"type": ' });
+      await h.page.fill('#prompt', 'Again?');
+      await h.page.press('#prompt', 'Enter');
+      await h.page.waitForSelector('#error:not([hidden])');
+      assert.match(await text('#error'), /JSON schema must be a JSON object/);
+      await setSettings({ json_schema: '' });
+    });
+
     test('qwen3 offers the thinking toggle', async () => {
       await loadModel(requireModel(MODELS.qwen3Micro));
       await assertModelLoaded('qwen3-micro-q4_0.gguf');

@@ -1,8 +1,9 @@
 // The embeddable library as a web developer gets it: `npm pack` (scripts/pack.mjs), installed
 // into a scratch directory with npm, imported by a plain HTML page that knows nothing of
 // Inferno's own page. The page streams a chat with logprobs, asks the same question without
-// streaming, aborts a long answer, branches from a candidate, round-trips the tokenizer and
-// checks the errors; the test reads back what it saw.
+// streaming, aborts a long answer, branches from a candidate, asks for JSON by schema (and a
+// Lark grammar), round-trips the tokenizer and checks the errors; the test reads back what it
+// saw.
 
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -76,6 +77,49 @@ async function scenario() {
   const runnerUp = step1.trace.candidates[1].id;
   result.branchToken = runnerUp;
   result.branch = await engine.branch({ step: 1, token: runnerUp, max_tokens: 6 });
+
+  // 4b. Structured output: at temperature 1 and five seeds, every answer is JSON the schema
+  // accepts; a branch to a token the grammar forbids is refused; bad schemas and grammars are
+  // refused before any token, each with its kind.
+  const schema = {
+    type: 'object',
+    properties: {
+      name: { type: 'string', maxLength: 20 },
+      legs: { type: 'integer', minimum: 0, maximum: 8 },
+      colour: { enum: ['black', 'white', 'ginger', 'grey'] },
+    },
+    required: ['name', 'legs', 'colour'],
+    additionalProperties: false,
+  };
+  const asJson = {
+    messages: [{ role: 'user', content: 'Describe a cat as JSON.' }],
+    temperature: 1,
+    max_tokens: 120,
+    logprobs: true,
+    response_format: { type: 'json_schema', json_schema: { name: 'cat', schema } },
+  };
+  result.structured = [];
+  for (const seed of [1, 2, 3, 4, 5]) {
+    const reply = await engine.chat.completions.create({ ...asJson, seed });
+    const first = reply.inferno.steps[0].trace;
+    result.structured.push({
+      content: reply.choices[0].message.content,
+      finish: reply.choices[0].finish_reason,
+      firstAllowed: first.grammar.allowed,
+      firstForbidden: first.forbidden_pieces.length,
+    });
+  }
+  const anObject = await engine.chat.completions.create({ ...asJson, seed: 9, response_format: { type: 'json_object' } });
+  result.jsonObject = anObject.choices[0].message.content;
+  // The first step of the JSON-object answer allowed no letter: forcing one is refused.
+  const letter = (await engine.tokenize('Hello', { addSpecial: false }))[0];
+  result.forbiddenBranch = await kindOf(engine.branch({ step: 0, token: letter, max_tokens: 2 }));
+  result.grammarErrors = {
+    schema: await kindOf(engine.chat.completions.create({ ...asJson, response_format: { type: 'json_schema', json_schema: { schema: { type: 'integer', minimum: 5, maximum: 1 } } } })),
+    grammar: await kindOf(engine.chat.completions.create({ ...asJson, response_format: { type: 'grammar', grammar: 'start: (' } })),
+    format: await kindOf(engine.chat.completions.create({ ...asJson, response_format: { type: 'yaml' } })),
+  };
+  result.yesNo = (await engine.chat.completions.create({ ...asJson, response_format: { type: 'grammar', grammar: 'start: "yes" | "no"' } })).choices[0].message.content;
 
   // 5. The tokenizer, both ways.
   const ids = await engine.tokenize('Hello world', { addSpecial: false });
@@ -274,6 +318,31 @@ describe('the npm package in a plain page', { timeout: 300_000 }, () => {
         missingFile: 'fetch_failed',
       });
       assert.equal(result.unloaded, 'no_model');
+
+      // 4b. Structured output.
+      assert.equal(result.structured.length, 5);
+      for (const { content, finish, firstAllowed, firstForbidden } of result.structured) {
+        assert.equal(finish, 'stop', `ended by the grammar: ${content}`);
+        const value = JSON.parse(content);
+        assert.deepEqual(Object.keys(value).sort(), ['colour', 'legs', 'name'], content);
+        assert.ok(typeof value.name === 'string' && value.name.length <= 20, content);
+        assert.ok(Number.isInteger(value.legs) && value.legs >= 0 && value.legs <= 8, content);
+        assert.ok(['black', 'white', 'ginger', 'grey'].includes(value.colour), content);
+        assert.ok(firstAllowed > 0 && firstAllowed < 1000, `the first step allowed ${firstAllowed} tokens`);
+        assert.ok(firstForbidden > 0, 'the trace names what the grammar forbade');
+      }
+      const anObject = JSON.parse(result.jsonObject);
+      assert.ok(
+        anObject !== null && typeof anObject === 'object' && !Array.isArray(anObject),
+        result.jsonObject,
+      );
+      assert.equal(result.forbiddenBranch, 'grammar_forbids');
+      assert.deepEqual(result.grammarErrors, {
+        schema: 'bad_schema',
+        grammar: 'bad_grammar',
+        format: 'bad_request',
+      });
+      assert.ok(['yes', 'no'].includes(result.yesNo), result.yesNo);
 
       // 7 and 8.
       assert.deepEqual(result.kept, {

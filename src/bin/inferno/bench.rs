@@ -2,7 +2,8 @@
 //! a prompt of PP tokens in one batch from an empty cache, then TG single-token decode steps
 //! from an empty cache; one warm-up, then the median of `--runs`, on `--threads` threads, or
 //! with `--device gpu` on the GPU (a build with the `gpu` feature), where it also prints the
-//! adapter's copy bandwidth and the weight bandwidth decode reached, and their ratio.
+//! adapter's copy bandwidth and the weight bandwidth decode reached, and their ratio. With
+//! `--json-schema FILE` it also times the grammar's mask, the sampler's first stage.
 
 use std::time::Instant;
 
@@ -13,7 +14,8 @@ use crate::args::Args;
 use crate::generate::load_engine;
 
 pub fn run(args: &[String]) -> Result<(), String> {
-    let args = Args::parse("bench", args, &["--pp", "--tg", "--runs", "--threads", "--device"], &["--json"])?;
+    let options = ["--pp", "--tg", "--runs", "--threads", "--device", "--json-schema"];
+    let args = Args::parse("bench", args, &options, &["--json"])?;
     let path = args.model()?;
     let pp: usize = args.number("--pp", 64)?;
     let tg: usize = args.number("--tg", 32)?;
@@ -62,6 +64,10 @@ pub fn run(args: &[String]) -> Result<(), String> {
     let _ = encoding;
     #[cfg(not(all(feature = "gpu", not(target_family = "wasm"))))]
     let gpu = None;
+    let grammar = match args.text("--json-schema") {
+        Some(file) => Some(GrammarFigures::measure(&engine, file, decode_tok_s)?),
+        None => None,
+    };
     let result = BenchResult {
         model: path.to_owned(),
         load_ms,
@@ -72,10 +78,21 @@ pub fn run(args: &[String]) -> Result<(), String> {
         prefill_tok_s,
         decode_tok_s,
         gpu,
+        grammar,
     };
     if args.switch("--json") {
         println!("{}", serde_json::to_string(&result).map_err(|e| e.to_string())?);
     } else {
+        if let Some(grammar) = &result.grammar {
+            println!(
+                "grammar mask {:.3} ms a step (median of {}, {} tokens; compiled in {:.0} ms): {:.1} % of a decode step",
+                grammar.mask_ms,
+                grammar.steps,
+                grammar.vocabulary,
+                grammar.compile_ms,
+                100.0 * grammar.of_decode_step
+            );
+        }
         println!("model   {}", result.model);
         println!("load    {:.0} ms", result.load_ms);
         match &result.gpu {
@@ -122,6 +139,64 @@ struct BenchResult {
     decode_tok_s: f64,
     /// With `--device gpu`: the adapter and the bandwidths.
     gpu: Option<GpuFigures>,
+    /// With `--json-schema`: what the grammar's mask costs.
+    grammar: Option<GrammarFigures>,
+}
+
+/// The grammar mask's cost: its median time a step over a random walk through the schema
+/// (each step a uniformly drawn allowed token, a fresh answer whenever one ends), against a
+/// decode step's time.
+#[derive(Serialize)]
+struct GrammarFigures {
+    vocabulary: usize,
+    /// Building the vocabulary's trie and compiling the schema, once per answer.
+    compile_ms: f64,
+    mask_ms: f64,
+    steps: usize,
+    /// The mask's share of a decode step (the mask's time over the step's, at the decode rate).
+    of_decode_step: f64,
+}
+
+impl GrammarFigures {
+    fn measure(
+        engine: &inferno::engine::Engine,
+        file: &str,
+        decode_tok_s: f64,
+    ) -> Result<GrammarFigures, String> {
+        use inferno::grammar::GrammarSpec;
+        let text = std::fs::read_to_string(file).map_err(|e| format!("bench: {file}: {e}"))?;
+        let schema = serde_json::from_str(&text).map_err(|e| format!("bench: {file}: {e}"))?;
+        let spec = GrammarSpec::JsonSchema(schema);
+        let error = |e: inferno::engine::EngineError| format!("bench: {e}");
+        let compiling = Instant::now();
+        let mut constraint = engine.constraint(&spec).map_err(error)?;
+        let compile_ms = compiling.elapsed().as_secs_f64() * 1e3;
+        let tokenizer = engine.tokenizer();
+        let vocabulary = tokenizer.vocab_size();
+        let mut rng = inferno::sampler::Rng::new(7);
+        let mut times = Vec::new();
+        for _ in 0..128 {
+            let started = Instant::now();
+            let mask = constraint.mask().map_err(|e| format!("bench: {e}"))?;
+            times.push(started.elapsed().as_secs_f64() * 1e3);
+            let allowed: Vec<u32> = (0..vocabulary as u32).filter(|&id| mask.allows(id)).collect();
+            let token = allowed[(rng.next_f64() * allowed.len() as f64) as usize % allowed.len().max(1)];
+            constraint.accept(token).map_err(|e| format!("bench: {e}"))?;
+            if tokenizer.is_end_of_generation(token) {
+                constraint = engine.constraint(&spec).map_err(error)?;
+            }
+        }
+        times.sort_by(f64::total_cmp);
+        let mask_ms = times[times.len() / 2];
+        let step_ms = if decode_tok_s > 0.0 { 1e3 / decode_tok_s } else { f64::NAN };
+        Ok(GrammarFigures {
+            vocabulary,
+            compile_ms,
+            mask_ms,
+            steps: times.len(),
+            of_decode_step: mask_ms / step_ms,
+        })
+    }
 }
 
 #[derive(Serialize)]

@@ -6,6 +6,7 @@ use std::time::Instant;
 
 use inferno::chat::ChatMessage;
 use inferno::engine::{Engine, EngineError};
+use inferno::grammar::GrammarSpec;
 use inferno::sampler::{Sampler, SamplerSettings, StepTrace};
 use serde::Serialize;
 
@@ -26,6 +27,8 @@ const OPTIONS: &[&str] = &[
     "--context",
     "--threads",
     "--device",
+    "--json-schema",
+    "--grammar",
 ];
 const SWITCHES: &[&str] = &["--chat", "--no-think", "--think", "--json", "--ignore-eos"];
 
@@ -38,9 +41,14 @@ pub fn run(args: &[String]) -> Result<(), String> {
     let json = args.switch("--json");
     let settings = sampler_settings(&args)?;
     let mut sampler = Sampler::new(settings).map_err(|e| format!("generate: {e}"))?;
+    let grammar = grammar_spec(&args)?;
 
     args.start_threads()?;
     let engine = on_device(load_engine(path)?, &args)?;
+    if let Some(spec) = &grammar {
+        let constraint = engine.constraint(spec).map_err(|e| format!("generate: {e}"))?;
+        sampler.set_constraint(Some(constraint));
+    }
     let prompt_ids = if args.switch("--chat") {
         let mut messages = Vec::new();
         if let Some(system) = args.text("--system") {
@@ -68,6 +76,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
     let mut out = stdout.lock();
     let decode_started = Instant::now();
     let mut generated = 0;
+    let mut content = String::new();
     let mut stop = "max_tokens";
     while generated < n_predict {
         let step = match session.step(&engine, &mut sampler, None, trace_top) {
@@ -79,6 +88,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
             Err(e) => return Err(format!("generate: {e}")),
         };
         generated += 1;
+        content.push_str(&step.text);
         if json {
             let line = TokenLine {
                 step: generated - 1,
@@ -106,6 +116,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
     let summary = Summary {
         done: true,
         stop,
+        content,
         prompt_tokens: prompt_ids.len(),
         generated,
         context,
@@ -129,6 +140,21 @@ pub fn run(args: &[String]) -> Result<(), String> {
         );
     }
     Ok(())
+}
+
+/// What `--json-schema FILE` (a JSON schema) or `--grammar FILE` (a Lark grammar) asks the
+/// answer to follow.
+fn grammar_spec(args: &Args) -> Result<Option<GrammarSpec>, String> {
+    let read = |path: &str| std::fs::read_to_string(path).map_err(|e| format!("generate: {path}: {e}"));
+    match (args.text("--json-schema"), args.text("--grammar")) {
+        (Some(_), Some(_)) => Err("generate: give --json-schema or --grammar, not both".into()),
+        (Some(path), None) => {
+            let schema = serde_json::from_str(&read(path)?).map_err(|e| format!("generate: {path}: {e}"))?;
+            Ok(Some(GrammarSpec::JsonSchema(schema)))
+        }
+        (None, Some(path)) => Ok(Some(GrammarSpec::Lark(read(path)?))),
+        (None, None) => Ok(None),
+    }
 }
 
 /// The engine on the device `--device` asks for (the CPU by default).
@@ -178,6 +204,8 @@ struct TokenLine<'a> {
 struct Summary {
     done: bool,
     stop: &'static str,
+    /// The whole answer's text.
+    content: String,
     prompt_tokens: usize,
     generated: usize,
     context: usize,
