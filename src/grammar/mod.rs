@@ -173,7 +173,7 @@ impl Constraint {
     /// The tokens allowed next. Where the grammar may end, every end-of-generation token is
     /// allowed; once it must end, only they are.
     pub fn mask(&mut self) -> Result<TokenMask, GrammarError> {
-        let mut vob = if self.finished || self.matcher.is_stopped() {
+        let vob = if self.finished || self.matcher.is_stopped() {
             let mut none = toktrie::SimpleVob::alloc(self.vocab_size());
             self.allow_end(&mut none);
             none
@@ -185,7 +185,6 @@ impl Constraint {
             }
             vob
         };
-        vob.resize(self.vocab_size());
         Ok(TokenMask { allowed: vob.num_set(), words: vob.as_slice().to_vec() })
     }
 

@@ -1,6 +1,7 @@
 use super::*;
 use crate::engine::Engine;
 use crate::sampler::{Rng, Sampler, SamplerError, SamplerSettings};
+use crate::tokenizer::Tokenizer;
 
 fn engine() -> Engine {
     let path =
@@ -13,8 +14,12 @@ fn allowed_ids(mask: &TokenMask, vocab: usize) -> Vec<u32> {
 }
 
 /// Walks `constraint` with uniformly random allowed tokens until it ends: the text it spelled.
-fn random_walk(engine: &Engine, mut constraint: Constraint, seed: u64) -> String {
-    let vocab = engine.tokenizer().vocab_size();
+fn random_walk(engine: &Engine, constraint: Constraint, seed: u64) -> String {
+    walk(engine.tokenizer(), constraint, seed)
+}
+
+fn walk(tokenizer: &Tokenizer, mut constraint: Constraint, seed: u64) -> String {
+    let vocab = tokenizer.vocab_size();
     let mut rng = Rng::new(seed);
     let mut tokens = Vec::new();
     for _ in 0..2000 {
@@ -23,12 +28,45 @@ fn random_walk(engine: &Engine, mut constraint: Constraint, seed: u64) -> String
         assert!(!allowed.is_empty(), "the grammar allows nothing after {tokens:?}");
         let token = allowed[(rng.next_f64() * allowed.len() as f64) as usize % allowed.len()];
         constraint.accept(token).unwrap();
-        if engine.tokenizer().is_end_of_generation(token) {
-            return engine.tokenizer().decode(&tokens);
+        if tokenizer.is_end_of_generation(token) {
+            return tokenizer.decode(&tokens);
         }
         tokens.push(token);
     }
-    panic!("no end after 2000 tokens: {}", engine.tokenizer().decode(&tokens));
+    panic!("no end after 2000 tokens: {}", tokenizer.decode(&tokens));
+}
+
+/// Real vocabularies, whose masks llguidance sizes in its own way (SmolLM2's once failed an
+/// assertion in it): Qwen3's 151,669 entries, and SmolLM2's 49,152.
+#[test]
+fn real_vocabularies_compile_and_walk() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let qwen3 = ["../shared/models/qwen3-vocab.gguf", "tests/fixtures/models/qwen3-vocab.gguf"]
+        .map(|p| root.join(p))
+        .into_iter()
+        .find(|p| p.exists())
+        .expect("qwen3-vocab.gguf");
+    let cache = std::env::var("INFERNO_TEST_MODELS").unwrap_or_else(|_| ".cache/models".into());
+    let smollm2 = root.join(cache).join("SmolLM2-135M-Instruct.Q4_1.gguf");
+    let schema = serde_json::json!({
+        "type": "object",
+        "properties": {"ok": {"type": "boolean"}, "n": {"type": "integer", "minimum": 0, "maximum": 9}},
+        "required": ["ok", "n"],
+        "additionalProperties": false
+    });
+    for path in [qwen3, smollm2] {
+        let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let gguf = crate::gguf::Gguf::parse(&bytes).unwrap();
+        let tokenizer = Tokenizer::from_metadata(gguf.metadata()).unwrap();
+        let compiler = GrammarCompiler::new(&tokenizer).unwrap();
+        for seed in 0..3 {
+            let text =
+                walk(&tokenizer, compiler.compile(&GrammarSpec::JsonSchema(schema.clone())).unwrap(), seed);
+            let value: serde_json::Value =
+                serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
+            assert!(value["ok"].is_boolean(), "{}: {text}", path.display());
+        }
+    }
 }
 
 #[test]

@@ -454,8 +454,8 @@ pageSuite(
       await setSettings({ json_schema: '{"type": ' });
       await h.page.fill('#prompt', 'Again?');
       await h.page.press('#prompt', 'Enter');
-      await h.page.waitForSelector('#error:not([hidden])');
-      assert.match(await text('#error'), /JSON schema must be a JSON object/);
+      await h.page.waitForSelector('#chat-error:not([hidden])');
+      assert.match(await text('#chat-error'), /JSON schema must be a JSON object/);
       await setSettings({ json_schema: '' });
     });
 

@@ -29,3 +29,12 @@ impl Instant {
         Instant::now().duration_since(*self)
     }
 }
+
+#[cfg(target_family = "wasm")]
+impl std::ops::Sub for Instant {
+    type Output = Duration;
+
+    fn sub(self, earlier: Instant) -> Duration {
+        self.duration_since(earlier)
+    }
+}
