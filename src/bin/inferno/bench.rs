@@ -85,9 +85,10 @@ pub fn run(args: &[String]) -> Result<(), String> {
     } else {
         if let Some(grammar) = &result.grammar {
             println!(
-                "grammar mask {:.3} ms a step (median of {}, {} tokens; compiled in {:.0} ms): {:.1} % of a decode step",
-                grammar.mask_ms,
+                "grammar adds {:.3} ms to a sampler step (median of {}; 90th percentile {:.3} ms; {} tokens; compiled in {:.0} ms): {:.1} % of a decode step",
+                grammar.step_ms,
                 grammar.steps,
+                grammar.step_p90_ms,
                 grammar.vocabulary,
                 grammar.compile_ms,
                 100.0 * grammar.of_decode_step
@@ -143,17 +144,20 @@ struct BenchResult {
     grammar: Option<GrammarFigures>,
 }
 
-/// The grammar mask's cost: its median time a step over a random walk through the schema
-/// (each step a uniformly drawn allowed token, a fresh answer whenever one ends), against a
-/// decode step's time.
+/// The grammar's cost: a sampler step with the schema's constraint (its mask computed, applied
+/// to the logits, the token accepted) against the same step without, over a random walk
+/// through the schema (each token drawn from random logits, a fresh answer whenever one
+/// ends), set against a decode step's time.
 #[derive(Serialize)]
 struct GrammarFigures {
     vocabulary: usize,
-    /// Building the vocabulary's trie and compiling the schema, once per answer.
+    /// Building the vocabulary's trie and compiling the schema (the trie once per model).
     compile_ms: f64,
-    mask_ms: f64,
+    /// Median and 90th percentile of what the grammar adds to a sampler step.
+    step_ms: f64,
+    step_p90_ms: f64,
     steps: usize,
-    /// The mask's share of a decode step (the mask's time over the step's, at the decode rate).
+    /// The median's share of a decode step (at the decode rate measured).
     of_decode_step: f64,
 }
 
@@ -164,37 +168,44 @@ impl GrammarFigures {
         decode_tok_s: f64,
     ) -> Result<GrammarFigures, String> {
         use inferno::grammar::GrammarSpec;
+        use inferno::sampler::{Rng, Sampler, SamplerSettings};
         let text = std::fs::read_to_string(file).map_err(|e| format!("bench: {file}: {e}"))?;
         let schema = serde_json::from_str(&text).map_err(|e| format!("bench: {file}: {e}"))?;
         let spec = GrammarSpec::JsonSchema(schema);
         let error = |e: inferno::engine::EngineError| format!("bench: {e}");
+        let sampling = |e: inferno::sampler::SamplerError| format!("bench: {e}");
         let compiling = Instant::now();
-        let mut constraint = engine.constraint(&spec).map_err(error)?;
+        let first = engine.constraint(&spec).map_err(error)?;
         let compile_ms = compiling.elapsed().as_secs_f64() * 1e3;
-        let tokenizer = engine.tokenizer();
-        let vocabulary = tokenizer.vocab_size();
-        let mut rng = inferno::sampler::Rng::new(7);
-        let mut times = Vec::new();
-        for _ in 0..128 {
+        let vocabulary = engine.tokenizer().vocab_size();
+        let mut rng = Rng::new(7);
+        let mut logits = vec![0.0f32; vocabulary];
+        let mut constrained = Sampler::new(SamplerSettings::default()).map_err(sampling)?;
+        let mut free = Sampler::new(SamplerSettings::default()).map_err(sampling)?;
+        constrained.set_constraint(Some(first));
+        let mut extra = Vec::new();
+        for _ in 0..256 {
+            logits.iter_mut().for_each(|l| *l = 8.0 * rng.next_f64() as f32);
             let started = Instant::now();
-            let mask = constraint.mask().map_err(|e| format!("bench: {e}"))?;
-            times.push(started.elapsed().as_secs_f64() * 1e3);
-            let allowed: Vec<u32> = (0..vocabulary as u32).filter(|&id| mask.allows(id)).collect();
-            let token = allowed[(rng.next_f64() * allowed.len() as f64) as usize % allowed.len().max(1)];
-            constraint.accept(token).map_err(|e| format!("bench: {e}"))?;
-            if tokenizer.is_end_of_generation(token) {
-                constraint = engine.constraint(&spec).map_err(error)?;
+            free.sample(&logits, &[], 0).map_err(sampling)?;
+            let unconstrained = started.elapsed().as_secs_f64();
+            let started = Instant::now();
+            let token = constrained.sample(&logits, &[], 0).map_err(sampling)?.token;
+            extra.push((started.elapsed().as_secs_f64() - unconstrained) * 1e3);
+            if engine.tokenizer().is_end_of_generation(token) {
+                constrained.set_constraint(Some(engine.constraint(&spec).map_err(error)?));
             }
         }
-        times.sort_by(f64::total_cmp);
-        let mask_ms = times[times.len() / 2];
-        let step_ms = if decode_tok_s > 0.0 { 1e3 / decode_tok_s } else { f64::NAN };
+        extra.sort_by(f64::total_cmp);
+        let step_ms = extra[extra.len() / 2].max(0.0);
+        let decode_step_ms = if decode_tok_s > 0.0 { 1e3 / decode_tok_s } else { f64::NAN };
         Ok(GrammarFigures {
             vocabulary,
             compile_ms,
-            mask_ms,
-            steps: times.len(),
-            of_decode_step: mask_ms / step_ms,
+            step_ms,
+            step_p90_ms: extra[extra.len() * 9 / 10].max(0.0),
+            steps: extra.len(),
+            of_decode_step: step_ms / decode_step_ms,
         })
     }
 }
