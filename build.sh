@@ -12,7 +12,7 @@
 #                                 relaxed or memory64; default simd) in headless chromium
 #                                 (default) or firefox
 #   ./build.sh fuzz [SECONDS] [TARGET]  run the fuzz targets (parse_gguf, render_template,
-#                                 tokenize, generate), each for SECONDS (default 600)
+#                                 tokenize, generate, grammar), each for SECONDS (default 600)
 #   ./build.sh bench [MODEL...]   Inferno vs llama.cpp's wasm build (wllama) in headless Chromium
 #   ./build.sh ab REV [MODEL...]  this tree against revision REV, side by side in one page:
 #                                 median per-pair speed ratios (scripts/ab.mjs for the options)
@@ -331,7 +331,7 @@ run_tests() {
   echo "all suites: $passed passed, $failed failed"
 }
 
-FUZZ_TARGETS=(parse_gguf render_template tokenize generate)
+FUZZ_TARGETS=(parse_gguf render_template tokenize generate grammar)
 run_fuzz() { # seconds [target]: each target (or the one named) for that long
   local seconds=${1:-600} target
   command -v cargo-fuzz >/dev/null || cargo install --quiet cargo-fuzz </dev/null

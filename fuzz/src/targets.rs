@@ -4,6 +4,7 @@
 
 use inferno::chat::{ChatMessage, ChatTemplate, RenderOptions, TemplateSource};
 use inferno::engine::Engine;
+use inferno::grammar::{GrammarCompiler, GrammarSpec};
 use inferno::gguf::{self, Gguf, GgufHeader, HeaderParse};
 use inferno::inspect::Report;
 use inferno::sampler::{Sampler, SamplerSettings};
@@ -16,11 +17,12 @@ use super::counting::allocation_bound;
 pub type Check = fn(&[u8]);
 
 /// The targets by name, as `cargo fuzz` and the folders under `fuzz/` name them.
-pub const TARGETS: [(&str, Check); 4] = [
+pub const TARGETS: [(&str, Check); 5] = [
     ("parse_gguf", parse_gguf),
     ("render_template", render_template),
     ("tokenize", tokenize),
     ("generate", generate),
+    ("grammar", grammar),
 ];
 
 /// Untrusted bytes through the whole inspect path: `Gguf::parse`, the prefix parser the page and
@@ -190,4 +192,45 @@ fn within_allocation_bound(input_len: usize, check: impl FnOnce() -> usize) {
         report.peak
     );
     assert!(report.largest <= bound, "one allocation of {} bytes (bound {bound})", report.largest);
+}
+
+/// Untrusted `response_format` input: the first byte picks a JSON schema (even) or a Lark
+/// grammar (odd), the rest is its text, compiled against the Qwen3 micro model's vocabulary.
+/// Besides "never panics": a grammar that compiles is walked for up to 32 tokens (each the
+/// allowed token picked by the input's bytes), every mask lies within the vocabulary, and a
+/// token the mask allows is always accepted.
+pub fn grammar(data: &[u8]) {
+    static COMPILER: std::sync::OnceLock<(Tokenizer, GrammarCompiler)> = std::sync::OnceLock::new();
+    let (tokenizer, compiler) = COMPILER.get_or_init(|| {
+        let file = include_bytes!("../../tests/fixtures/models/qwen3-micro-q4_0.gguf");
+        let gguf = Gguf::parse(file).expect("the micro model parses");
+        let tokenizer = Tokenizer::from_metadata(gguf.metadata()).expect("its tokenizer builds");
+        let compiler = GrammarCompiler::new(&tokenizer).expect("its vocabulary makes a trie");
+        (tokenizer, compiler)
+    });
+    let Some((&kind, text)) = data.split_first() else { return };
+    let text = String::from_utf8_lossy(text).into_owned();
+    let spec = if kind % 2 == 0 {
+        match serde_json::from_str(&text) {
+            Ok(schema) => GrammarSpec::JsonSchema(schema),
+            Err(_) => return,
+        }
+    } else {
+        GrammarSpec::Lark(text)
+    };
+    let Ok(mut constraint) = compiler.compile(&spec) else { return };
+    let vocab = tokenizer.vocab_size() as u32;
+    for (step, &pick) in data.iter().cycle().take(32).enumerate() {
+        let Ok(mask) = constraint.mask() else { return };
+        assert!((vocab..vocab + 64).all(|id| !mask.allows(id)), "the mask allows ids past the vocabulary");
+        let allowed: Vec<u32> = (0..vocab).filter(|&id| mask.allows(id)).collect();
+        if allowed.is_empty() {
+            return;
+        }
+        let token = allowed[(usize::from(pick) * 7919 + step) % allowed.len()];
+        constraint.accept(token).expect("an allowed token is accepted");
+        if tokenizer.is_end_of_generation(token) {
+            return;
+        }
+    }
 }
