@@ -36,6 +36,22 @@ function describeSettings(settings) {
  * Steps are the worker's token events: {index, token, piece, forced, trace: {candidates,
  * pieces, chosen, chosen_probability, nucleus_size, nucleus_mass, excluded, entropy_bits}}.
  */
+/** A bar's token, its probability as a fill (against the best one's) and as a number. */
+function barParts(piece, probability, best) {
+  return [
+    el('span', { className: 'viz-token mono' }, visibleToken(piece)),
+    el(
+      'span',
+      { className: 'viz-track' },
+      el('span', {
+        className: 'viz-fill',
+        style: `width: ${Math.max(0.5, Math.min(100, (100 * probability) / best))}%`,
+      }),
+    ),
+    el('span', { className: 'viz-prob num' }, percent(probability)),
+  ];
+}
+
 export function createVisualizer(ui, { onBranch }) {
   let steps = [];
   let settings = null;
@@ -103,16 +119,7 @@ export function createVisualizer(ui, { onBranch }) {
             disabled: !branchingEnabled || chosen ? true : undefined,
             onclick: () => onBranch(step.index, candidate.id, piece),
           },
-          el('span', { className: 'viz-token mono' }, visibleToken(piece)),
-          el(
-            'span',
-            { className: 'viz-track' },
-            el('span', {
-              className: 'viz-fill',
-              style: `width: ${Math.max(0.5, (100 * candidate.probability) / best)}%`,
-            }),
-          ),
-          el('span', { className: 'viz-prob num' }, percent(candidate.probability)),
+          ...barParts(piece, candidate.probability, best),
         ),
       );
     });
@@ -138,16 +145,7 @@ export function createVisualizer(ui, { onBranch }) {
         el(
           'li',
           { className: 'viz-bar forbidden', dataset: { id: String(candidate.id), kind: 'forbidden' }, title },
-          el('span', { className: 'viz-token mono' }, visibleToken(piece)),
-          el(
-            'span',
-            { className: 'viz-track' },
-            el('span', {
-              className: 'viz-fill',
-              style: `width: ${Math.max(0.5, Math.min(100, (100 * candidate.probability) / best))}%`,
-            }),
-          ),
-          el('span', { className: 'viz-prob num' }, percent(candidate.probability)),
+          ...barParts(piece, candidate.probability, best),
         ),
       );
     });

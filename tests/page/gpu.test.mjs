@@ -26,6 +26,21 @@ const TIMEOUT_MS = 600_000;
 const TIE = 1.0;
 
 /**
+ * Greedy on both devices: the GPU's steps (`{token}`) are the CPU's (`{token, trace}`) until,
+ * at most, a near tie that the CPU's candidates show (the GPU's pick within TIE of the best in
+ * log-probability).
+ */
+function agreesUntilANearTie(cpuSteps, gpuSteps, label) {
+  const parted = gpuSteps.findIndex((step, i) => step.token !== cpuSteps[i]?.token);
+  if (parted === -1) return;
+  const candidates = cpuSteps[parted].trace;
+  const picked = candidates.find((c) => c.id === gpuSteps[parted].token);
+  assert.ok(picked, `${label} step ${parted}: the GPU's token is not among the CPU's candidates`);
+  const short = Math.log(candidates[0].probability) - Math.log(picked.probability);
+  assert.ok(short <= TIE, `${label} step ${parted}: the GPU's pick is ${short} below the CPU's`);
+}
+
+/**
  * Serves worker.js with a test-only listener in front of its own: a chat whose messages say
  * `__lose_gpu__` destroys the worker's GPU device after the answer's first token, as a driver
  * reset would. Nothing of this ships.
@@ -156,21 +171,11 @@ describe('the library on the GPU (SwiftShader WebGPU)', { timeout: TIMEOUT_MS },
       assert.match(result.auto.reason, /software renderer/);
       assert.equal(result.gpuDevice.type, 'gpu');
       assert.match(result.gpuDevice.name, /swiftshader/i);
-      // Greedy on both: the same tokens until a near tie, which the CPU's candidates show.
-      const same = result.gpu.findIndex((token, i) => token !== result.cpu[i].token);
-      if (same !== -1) {
-        const candidates = result.cpu[same].trace;
-        const picked = candidates.find((c) => c.id === result.gpu[same]);
-        assert.ok(
-          picked,
-          `step ${same}: the GPU's token ${result.gpu[same]} is not among the CPU's candidates`,
-        );
-        const short = Math.log(candidates[0].probability) - Math.log(picked.probability);
-        assert.ok(
-          short <= TIE,
-          `step ${same}: the GPU's pick is ${short} below the CPU's in log-probability`,
-        );
-      }
+      agreesUntilANearTie(
+        result.cpu,
+        result.gpu.map((token) => ({ token })),
+        'qwen3 micro',
+      );
       assert.equal(result.gpu.length, result.cpu.length);
       assert.equal(result.stopped, 2);
       // The branch keeps step 0, forces the runner-up at step 1 and goes on from there.
@@ -241,13 +246,11 @@ describe('the library on the GPU (SwiftShader WebGPU)', { timeout: TIMEOUT_MS },
         return out;
       });
       assert.equal(result.device, 'gpu');
-      const parted = result.gpu.findIndex((token, i) => token !== result.cpu[i].token);
-      if (parted !== -1) {
-        const candidates = result.cpu[parted].trace;
-        const picked = candidates.find((c) => c.id === result.gpu[parted]);
-        assert.ok(picked, `step ${parted}: the GPU's token is not among the CPU's candidates`);
-        assert.ok(Math.log(candidates[0].probability) - Math.log(picked.probability) <= TIE);
-      }
+      agreesUntilANearTie(
+        result.cpu,
+        result.gpu.map((token) => ({ token })),
+        'qwen35',
+      );
       assert.equal(result.gpu.length, 6);
       assert.ok(
         result.checkpoints.held >= 1 && result.checkpoints.bytes_each > 0,
@@ -309,15 +312,7 @@ describe('the library on the GPU (SwiftShader WebGPU)', { timeout: TIMEOUT_MS },
       for (const [name, { cpu, gpu }] of Object.entries(results)) {
         assert.equal(gpu.device, 'gpu', name);
         assert.equal(gpu.steps.length, 4, name);
-        // Greedy on both: the same tokens until a near tie, which the CPU's candidates show.
-        const parted = gpu.steps.findIndex((step, i) => step.token !== cpu.steps[i].token);
-        if (parted !== -1) {
-          const candidates = cpu.steps[parted].trace;
-          const picked = candidates.find((c) => c.id === gpu.steps[parted].token);
-          assert.ok(picked, `${name} step ${parted}: the GPU's token is not among the CPU's candidates`);
-          const short = Math.log(candidates[0].probability) - Math.log(picked.probability);
-          assert.ok(short <= TIE, `${name} step ${parted}: ${short} below the CPU's pick`);
-        }
+        agreesUntilANearTie(cpu.steps, gpu.steps, name);
       }
       await context.close();
       await server.close();
