@@ -4,8 +4,8 @@
 
 use inferno::chat::{ChatMessage, ChatTemplate, RenderOptions, TemplateSource};
 use inferno::engine::Engine;
-use inferno::grammar::{GrammarCompiler, GrammarSpec};
 use inferno::gguf::{self, Gguf, GgufHeader, HeaderParse};
+use inferno::grammar::{GrammarCompiler, GrammarSpec};
 use inferno::inspect::Report;
 use inferno::sampler::{Sampler, SamplerSettings};
 use inferno::tokenizer::{EncodeOptions, Tokenizer};
