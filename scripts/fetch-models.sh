@@ -70,7 +70,7 @@ fi
 VOCAB=.cache/vocab
 LCP_SDIST=llama_cpp_python-0.3.36.tar.gz
 LCP_SDIST_SHA=832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e
-if [ "$(cat "$VOCAB/.sdist.sha256" 2>/dev/null)" != "$LCP_SDIST_SHA" ]; then
+sdist() {
   if [ ! -f "$wheels/$LCP_SDIST" ] || [ "$(sha256sum "$wheels/$LCP_SDIST" | cut -d' ' -f1)" != "$LCP_SDIST_SHA" ]; then
     rm -f "$wheels/$LCP_SDIST"
     download --no-binary llama-cpp-python llama-cpp-python==0.3.36
@@ -80,6 +80,9 @@ if [ "$(cat "$VOCAB/.sdist.sha256" 2>/dev/null)" != "$LCP_SDIST_SHA" ]; then
     echo "fetch-models: $LCP_SDIST has sha256 $got, expected $LCP_SDIST_SHA" >&2
     exit 1
   fi
+}
+if [ "$(cat "$VOCAB/.sdist.sha256" 2>/dev/null)" != "$LCP_SDIST_SHA" ]; then
+  sdist
   rm -rf "$VOCAB.part"
   mkdir -p "$VOCAB.part"
   tar -xzf "$wheels/$LCP_SDIST" -C "$VOCAB.part" --strip-components=4 --wildcards \
@@ -88,4 +91,19 @@ if [ "$(cat "$VOCAB/.sdist.sha256" 2>/dev/null)" != "$LCP_SDIST_SHA" ]; then
   rm -rf "$VOCAB"
   mv "$VOCAB.part" "$VOCAB"
   echo "fetch-models: llama.cpp's tokenizer test vocabularies ready in $VOCAB ($(du -sh "$VOCAB" | cut -f1))"
+fi
+
+# llama.cpp's real chat templates (models/templates/*.jinja, from the same sdist): the oracle of
+# tests/chat_oracle.rs (tool calls and reasoning rendered and parsed as test-chat.cpp expects).
+TEMPLATES=.cache/templates
+if [ "$(cat "$TEMPLATES/.sdist.sha256" 2>/dev/null)" != "$LCP_SDIST_SHA" ]; then
+  sdist
+  rm -rf "$TEMPLATES.part"
+  mkdir -p "$TEMPLATES.part"
+  tar -xzf "$wheels/$LCP_SDIST" -C "$TEMPLATES.part" --strip-components=5 --wildcards \
+    'llama_cpp_python-0.3.36/vendor/llama.cpp/models/templates/*.jinja'
+  echo "$LCP_SDIST_SHA" >"$TEMPLATES.part/.sdist.sha256"
+  rm -rf "$TEMPLATES"
+  mv "$TEMPLATES.part" "$TEMPLATES"
+  echo "fetch-models: llama.cpp's chat templates ready in $TEMPLATES"
 fi

@@ -5,24 +5,54 @@
 //! call). Files without a template get a built-in one chosen by architecture, as llama.cpp
 //! does: Gemma's turn format for `gemma3`, ChatML otherwise. Built-ins are Jinja too, so one
 //! renderer serves both.
+//!
+//! Tools reach the template as its `tools` variable, calls as the assistant messages'
+//! `tool_calls` and results as `tool` messages ([`tools`]); [`reply`] reads an answer back.
+
+mod reply;
+mod tools;
+
+use std::collections::BTreeMap;
 
 use minijinja::syntax::SyntaxConfig;
-use minijinja::{Environment, Error as JinjaError, ErrorKind, Value, context};
+use minijinja::value::Kwargs;
+use minijinja::{Environment, Error as JinjaError, ErrorKind, Value};
 use serde::{Deserialize, Serialize};
+
+pub use reply::{ParsedCall, Reply, ReplyFormat};
+pub use tools::{CallSyntax, FunctionCall, FunctionSpec, MAX_TOOLS, Tool, ToolCall, ToolChoice, ToolUse};
 
 use crate::gguf::Metadata;
 use crate::tokenizer::Tokenizer;
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ChatMessage {
-    /// `system`, `user` or `assistant`.
+    /// `system`, `user`, `assistant` or `tool`.
     pub role: String,
     pub content: String,
+    /// An earlier answer's reasoning, which templates that keep it render.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_content: Option<String>,
+    /// The calls an assistant message made.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_calls: Option<Vec<ToolCall>>,
+    /// Which call a `tool` message answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
 }
 
 impl ChatMessage {
     pub fn new(role: &str, content: &str) -> ChatMessage {
-        ChatMessage { role: role.to_owned(), content: content.to_owned() }
+        ChatMessage {
+            role: role.to_owned(),
+            content: content.to_owned(),
+            reasoning_content: None,
+            tool_calls: None,
+            tool_call_id: None,
+            name: None,
+        }
     }
 }
 
@@ -51,6 +81,8 @@ pub enum ChatError {
     /// Rendering failed (including the template's own `raise_exception`).
     Render(String),
     BadRole(String),
+    /// The tools, the tool choice or a message's calls are not usable.
+    BadTools(String),
 }
 
 impl ChatError {
@@ -60,6 +92,7 @@ impl ChatError {
             ChatError::Syntax(_) => "template_syntax",
             ChatError::Render(_) => "template_render",
             ChatError::BadRole(_) => "bad_role",
+            ChatError::BadTools(_) => "bad_tools",
         }
     }
 }
@@ -70,8 +103,9 @@ impl std::fmt::Display for ChatError {
             ChatError::Syntax(e) => write!(f, "chat template does not parse: {e}"),
             ChatError::Render(e) => write!(f, "chat template failed: {e}"),
             ChatError::BadRole(role) => {
-                write!(f, "unknown chat role {role:?} (expected system, user or assistant)")
+                write!(f, "unknown chat role {role:?} (expected system, user, assistant or tool)")
             }
+            ChatError::BadTools(e) => write!(f, "{e}"),
         }
     }
 }
@@ -114,6 +148,12 @@ pub struct ChatTemplate {
     source: TemplateSource,
     bos_token: String,
     eos_token: String,
+    /// How its family writes a tool call.
+    syntax: CallSyntax,
+    /// It writes reasoning between `<think>` and `</think>`.
+    thinks: bool,
+    /// It renders a system message (Gemma 2's raises an error instead).
+    system_role: bool,
 }
 
 impl ChatTemplate {
@@ -163,8 +203,31 @@ impl ChatTemplate {
         env.add_function("raise_exception", |message: String| -> Result<String, JinjaError> {
             Err(JinjaError::new(ErrorKind::InvalidOperation, message))
         });
+        env.add_filter("tojson", python_tojson);
         env.add_template_owned("chat", text.to_owned()).map_err(|e| ChatError::Syntax(describe(&e)))?;
-        Ok(ChatTemplate { env, source, bos_token, eos_token })
+        let (syntax, thinks) = (CallSyntax::of_template(text), text.contains("<think>"));
+        let mut template =
+            ChatTemplate { env, source, bos_token, eos_token, syntax, thinks, system_role: true };
+        // As llama.cpp learns it: a system message that renders (and shows) is supported.
+        let probe = [ChatMessage::new("system", "<probe>"), ChatMessage::new("user", "Hi")];
+        template.system_role = template.render(&probe, RenderOptions::default()).is_ok_and(|t| t.contains("<probe>"));
+        Ok(template)
+    }
+
+    /// How the model this template is for writes a tool call.
+    pub fn call_syntax(&self) -> CallSyntax {
+        self.syntax
+    }
+
+    /// How to read an answer to `prompt` (rendered by this template): its reasoning apart when
+    /// `split_reasoning`, its calls when `tools` are offered.
+    pub fn reply_format(&self, prompt: &str, tools: Option<ToolUse>, split_reasoning: bool) -> ReplyFormat {
+        let reasoning = split_reasoning && self.thinks;
+        ReplyFormat {
+            reasoning,
+            opens_in_reasoning: reasoning && prompt.trim_end().ends_with("<think>"),
+            calls: tools.map(|tools| (self.syntax, tools)),
+        }
     }
 
     pub fn source(&self) -> &TemplateSource {
@@ -176,24 +239,174 @@ impl ChatTemplate {
     }
 
     pub fn render(&self, messages: &[ChatMessage], options: RenderOptions) -> Result<String, ChatError> {
+        self.render_with_tools(messages, options, None)
+    }
+
+    /// Renders with `tools` offered: through the template's `tools` variable when its family
+    /// has a tool format, otherwise (the generic route) described in the system prompt, with
+    /// earlier calls and results written as the JSON that route answers in.
+    pub fn render_with_tools(
+        &self,
+        messages: &[ChatMessage],
+        options: RenderOptions,
+        tools: Option<&ToolUse>,
+    ) -> Result<String, ChatError> {
         if let Some(bad) =
-            messages.iter().find(|m| !matches!(m.role.as_str(), "system" | "user" | "assistant"))
+            messages.iter().find(|m| !matches!(m.role.as_str(), "system" | "user" | "assistant" | "tool"))
         {
             return Err(ChatError::BadRole(bad.role.clone()));
         }
         let template = self.env.get_template("chat").map_err(|e| ChatError::Syntax(describe(&e)))?;
-        let messages = Value::from(minijinja::value::Serde(messages));
-        let rendered = match options.enable_thinking {
-            Some(thinking) => template.render(context! {
-                messages, add_generation_prompt => options.add_generation_prompt,
-                bos_token => &self.bos_token, eos_token => &self.eos_token, enable_thinking => thinking,
-            }),
-            None => template.render(context! {
-                messages, add_generation_prompt => options.add_generation_prompt,
-                bos_token => &self.bos_token, eos_token => &self.eos_token,
-            }),
+        let generic = self.syntax == CallSyntax::Generic;
+        let mut messages = if generic {
+            generic_messages(messages, tools)
+        } else {
+            native_messages(messages, tools.filter(|_| self.syntax == CallSyntax::Functools))
         };
-        rendered.map_err(|e| ChatError::Render(describe(&e)))
+        if !self.system_role {
+            fold_system_message(&mut messages);
+        }
+        let mut context = BTreeMap::new();
+        context.insert("messages", Value::from(minijinja::value::Serde(&messages)));
+        context.insert("add_generation_prompt", Value::from(options.add_generation_prompt));
+        context.insert("bos_token", Value::from(self.bos_token.as_str()));
+        context.insert("eos_token", Value::from(self.eos_token.as_str()));
+        if let Some(thinking) = options.enable_thinking {
+            context.insert("enable_thinking", Value::from(thinking));
+        }
+        if let Some(tools) = tools.filter(|_| !generic) {
+            context.insert("tools", Value::from(minijinja::value::Serde(tools.template_value())));
+        }
+        template.render(context).map_err(|e| ChatError::Render(describe(&e)))
+    }
+}
+
+/// A leading system message moved into the next message, as llama.cpp does for templates
+/// without a system role.
+fn fold_system_message(messages: &mut Vec<serde_json::Value>) {
+    if messages.first().is_none_or(|m| m["role"] != "system") {
+        return;
+    }
+    let system = messages.remove(0);
+    if let Some(next) = messages.first_mut() {
+        let content = format!("{}\n{}", system["content"].as_str().unwrap_or(""), next["content"].as_str().unwrap_or(""));
+        next["content"] = content.into();
+    }
+}
+
+/// Messages as a template with a tool format reads them: a call's arguments as an object
+/// (templates write them with `tojson`), and for Phi-4-mini the tools as JSON text in the
+/// system message.
+fn native_messages(messages: &[ChatMessage], tools_in_system: Option<&ToolUse>) -> Vec<serde_json::Value> {
+    let mut out: Vec<serde_json::Value> = messages
+        .iter()
+        .map(|message| {
+            let mut value = serde_json::to_value(message).unwrap_or_default();
+            if let Some(calls) = value.get_mut("tool_calls").and_then(|c| c.as_array_mut()) {
+                for call in calls {
+                    let arguments = &mut call["function"]["arguments"];
+                    if let Some(object) = arguments.as_str().and_then(|a| serde_json::from_str(a).ok()) {
+                        *arguments = object;
+                    }
+                }
+            }
+            value
+        })
+        .collect();
+    if let Some(tools) = tools_in_system {
+        if out.first().is_none_or(|m| m["role"] != "system") {
+            out.insert(0, serde_json::json!({"role": "system", "content": ""}));
+        }
+        out[0]["tools"] = serde_json::Value::String(tools.template_value().to_string());
+    }
+    out
+}
+
+/// Messages for a template with no tool format: the instructions for `tools` in the system
+/// prompt, calls as `{"tool_calls": [...]}` answers, results as user turns holding
+/// `{"tool_response": …}` (templates such as Gemma's allow only alternating user and model).
+fn generic_messages(messages: &[ChatMessage], tools: Option<&ToolUse>) -> Vec<serde_json::Value> {
+    use serde_json::json;
+    let mut out: Vec<serde_json::Value> = Vec::new();
+    let mut after_result = false;
+    for message in messages {
+        let is_result = message.role == "tool";
+        let value = match (message.role.as_str(), &message.tool_calls) {
+            ("assistant", Some(calls)) if !calls.is_empty() => {
+                let calls: Vec<_> = calls
+                    .iter()
+                    .map(|call| {
+                        let arguments = serde_json::from_str(&call.function.arguments)
+                            .unwrap_or_else(|_| serde_json::Value::String(call.function.arguments.clone()));
+                        json!({"name": call.function.name, "arguments": arguments})
+                    })
+                    .collect();
+                json!({"role": "assistant", "content": json!({"tool_calls": calls}).to_string()})
+            }
+            ("tool", _) => {
+                let response = json!({"tool_response": {
+                    "tool_call_id": message.tool_call_id, "content": message.content,
+                }})
+                .to_string();
+                // Results of parallel calls share one turn.
+                if let Some(last) = out.last_mut().filter(|_| after_result) {
+                    let joined = format!("{}\n{response}", last["content"].as_str().unwrap_or(""));
+                    last["content"] = joined.into();
+                    continue;
+                }
+                json!({"role": "user", "content": response})
+            }
+            _ => json!({"role": message.role, "content": message.content}),
+        };
+        after_result = is_result;
+        out.push(value);
+    }
+    if let Some(tools) = tools {
+        let instructions = tools.generic_instructions();
+        match out.first_mut().filter(|m| m["role"] == "system") {
+            Some(system) => {
+                let content = format!("{}\n\n{instructions}", system["content"].as_str().unwrap_or(""));
+                system["content"] = content.into();
+            }
+            None => out.insert(0, json!({"role": "system", "content": instructions})),
+        }
+    }
+    out
+}
+
+/// Hugging Face's `tojson` (Python's `json.dumps` with `ensure_ascii=False`): `", "` and
+/// `": "` between items, or `indent` spaces per level; no HTML escaping (minijinja's own
+/// escapes `<` and `>`, which would garble a tool description that shows a tag).
+fn python_tojson(value: Value, kwargs: Kwargs) -> Result<Value, JinjaError> {
+    let indent: Option<usize> = kwargs.get("indent")?;
+    kwargs.assert_all_used()?;
+    let mut out = Vec::new();
+    let written = match indent {
+        Some(n) => {
+            let spaces = vec![b' '; n];
+            let formatter = serde_json::ser::PrettyFormatter::with_indent(&spaces);
+            value.serialize(&mut serde_json::Serializer::with_formatter(&mut out, formatter))
+        }
+        None => value.serialize(&mut serde_json::Serializer::with_formatter(&mut out, PythonSeparators)),
+    };
+    written.map_err(|e| JinjaError::new(ErrorKind::InvalidOperation, e.to_string()))?;
+    Ok(Value::from_safe_string(String::from_utf8(out).unwrap_or_default()))
+}
+
+/// Python's default separators: `", "` and `": "`.
+struct PythonSeparators;
+
+impl serde_json::ser::Formatter for PythonSeparators {
+    fn begin_array_value<W: ?Sized + std::io::Write>(&mut self, writer: &mut W, first: bool) -> std::io::Result<()> {
+        if first { Ok(()) } else { writer.write_all(b", ") }
+    }
+
+    fn begin_object_key<W: ?Sized + std::io::Write>(&mut self, writer: &mut W, first: bool) -> std::io::Result<()> {
+        if first { Ok(()) } else { writer.write_all(b", ") }
+    }
+
+    fn begin_object_value<W: ?Sized + std::io::Write>(&mut self, writer: &mut W) -> std::io::Result<()> {
+        writer.write_all(b": ")
     }
 }
 

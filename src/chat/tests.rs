@@ -101,7 +101,7 @@ fn broken_templates_and_roles_are_errors() {
     }
     let template = ChatTemplate::builtin("chatml", String::new(), String::new()).unwrap();
     assert!(matches!(
-        template.render(&[ChatMessage::new("tool", "x")], GENERATE),
+        template.render(&[ChatMessage::new("function", "x")], GENERATE),
         Err(ChatError::BadRole(_))
     ));
 }

@@ -1,0 +1,420 @@
+//! Reading an answer back into an OpenAI message: the reasoning apart from the content, and the
+//! calls in the family's syntax. While an answer streams it is read as far as it goes, and each
+//! field is then a prefix of what it will finally be (text that may begin a tag is held back),
+//! so a client can send the growth of each as a delta.
+
+use serde::Serialize;
+use serde_json::Value;
+
+use super::tools::{CallSyntax, ToolUse};
+
+const THINK_OPEN: &str = "<think>";
+const THINK_CLOSE: &str = "</think>";
+const TOOL_CALL_OPEN: &str = "<tool_call>";
+const TOOL_CALL_CLOSE: &str = "</tool_call>";
+const FUNCTOOLS_OPEN: &str = "functools[";
+const PYTHON_TAG: &str = "<|python_tag|>";
+
+/// How one answer is to be read.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ReplyFormat {
+    /// The template writes reasoning between `<think>` and `</think>`, and the app wants it
+    /// apart.
+    pub reasoning: bool,
+    /// The prompt already opened the reasoning (it ends in `<think>`).
+    pub opens_in_reasoning: bool,
+    pub calls: Option<(CallSyntax, ToolUse)>,
+}
+
+/// An answer as an OpenAI assistant message.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Reply {
+    pub content: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reasoning_content: Option<String>,
+    pub tool_calls: Vec<ParsedCall>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ParsedCall {
+    pub name: String,
+    /// JSON text of the arguments object (while streaming, a prefix of it).
+    pub arguments: String,
+}
+
+impl ReplyFormat {
+    /// Whether an answer needs reading at all (otherwise its text is its content).
+    pub fn is_structured(&self) -> bool {
+        self.reasoning || self.calls.is_some()
+    }
+
+    /// Reads `text`; `partial` while more may follow.
+    pub fn parse(&self, text: &str, partial: bool) -> Reply {
+        let (reasoning_content, body) = self.split_reasoning(text, partial);
+        let (content, mut tool_calls) = match &self.calls {
+            None => (body.to_owned(), Vec::new()),
+            Some((syntax, tools)) => {
+                let (content, calls) = match syntax {
+                    CallSyntax::Hermes => tagged_calls(body, partial, |block, complete| {
+                        json_call(block.trim(), partial || !complete)
+                    }),
+                    CallSyntax::QwenXml => {
+                        tagged_calls(body, partial, |block, complete| xml_call(block, complete, tools))
+                    }
+                    CallSyntax::LlamaJson => llama_calls(body, partial),
+                    CallSyntax::Functools => functools_calls(body, partial),
+                    CallSyntax::Generic => generic_reply(body, partial),
+                };
+                (content, calls)
+            }
+        };
+        if let Some((_, tools)) = &self.calls
+            && !tools.parallel
+        {
+            tool_calls.truncate(1);
+        }
+        Reply { content: content.trim().to_owned(), reasoning_content, tool_calls }
+    }
+
+    fn split_reasoning<'a>(&self, text: &'a str, partial: bool) -> (Option<String>, &'a str) {
+        if !self.reasoning {
+            return (None, text);
+        }
+        let start = text.trim_start();
+        let inner = if self.opens_in_reasoning {
+            text
+        } else if let Some(rest) = start.strip_prefix(THINK_OPEN) {
+            rest
+        } else {
+            if partial && THINK_OPEN.starts_with(start) {
+                return (None, ""); // It may yet open.
+            }
+            return (None, text);
+        };
+        if let Some(at) = inner.find(THINK_CLOSE) {
+            return (Some(inner[..at].trim().to_owned()), &inner[at + THINK_CLOSE.len()..]);
+        }
+        // A tagged tool call also ends the reasoning (llama.cpp reads Qwen3.5's so).
+        if self.calls.is_some()
+            && let Some(at) = inner.find(TOOL_CALL_OPEN)
+        {
+            return (Some(inner[..at].trim().to_owned()), &inner[at..]);
+        }
+        let reasoning = if partial { held_back(held_back(inner, THINK_CLOSE), TOOL_CALL_OPEN) } else { inner };
+        (Some(reasoning.trim().to_owned()), "")
+    }
+}
+
+/// `text` less an ending that could be the start of `marker`.
+fn held_back<'a>(text: &'a str, marker: &str) -> &'a str {
+    for n in (1..marker.len().min(text.len() + 1)).rev() {
+        if text.ends_with(&marker[..n]) {
+            return &text[..text.len() - n];
+        }
+    }
+    text
+}
+
+/// Calls in `<tool_call>` blocks (Hermes and Qwen's XML), the text around them as content.
+/// `read(block, complete)` reads one block's inside.
+fn tagged_calls(
+    body: &str,
+    partial: bool,
+    read: impl Fn(&str, bool) -> Option<ParsedCall>,
+) -> (String, Vec<ParsedCall>) {
+    let (mut content, mut calls, mut rest) = (String::new(), Vec::new(), body);
+    loop {
+        let Some(at) = rest.find(TOOL_CALL_OPEN) else {
+            content.push_str(if partial { held_back(rest, TOOL_CALL_OPEN) } else { rest });
+            break;
+        };
+        content.push_str(&rest[..at]);
+        let inside = &rest[at + TOOL_CALL_OPEN.len()..];
+        match inside.find(TOOL_CALL_CLOSE) {
+            Some(end) => {
+                match read(&inside[..end], true) {
+                    Some(call) => calls.push(call),
+                    None => content.push_str(&rest[at..at + TOOL_CALL_OPEN.len() + end + TOOL_CALL_CLOSE.len()]),
+                }
+                rest = &inside[end + TOOL_CALL_CLOSE.len()..];
+            }
+            None => {
+                let block = if partial { held_back(inside, TOOL_CALL_CLOSE) } else { inside };
+                match read(block, false) {
+                    Some(call) => calls.push(call),
+                    // Cut off before it could be read: streaming, wait; at the end, it is text.
+                    None if !partial => content.push_str(&rest[at..]),
+                    None => {}
+                }
+                break;
+            }
+        }
+    }
+    (content, calls)
+}
+
+/// `{"name": …, "arguments": {…}}` (or `"parameters"`); `open` when it may be cut off.
+fn json_call(text: &str, open: bool) -> Option<ParsedCall> {
+    let fields = object_fields(text)?;
+    let name = fields.iter().find(|f| f.key == "name" && f.complete)?;
+    let name: String = serde_json::from_str(name.raw).ok()?;
+    let arguments = fields.iter().find(|f| f.key == "arguments" || f.key == "parameters");
+    let arguments = match arguments {
+        Some(field) if field.complete => arguments_text(field.raw)?,
+        Some(field) if open && field.raw.starts_with('{') => field.raw.to_owned(),
+        Some(_) if open => String::new(),
+        None if open => String::new(),
+        _ => return None,
+    };
+    if !open && serde_json::from_str::<Value>(&arguments).map_or(true, |v| !v.is_object()) {
+        return None;
+    }
+    Some(ParsedCall { name, arguments })
+}
+
+/// A complete arguments value as JSON text: an object as written, a string holding JSON as
+/// the JSON it holds.
+fn arguments_text(raw: &str) -> Option<String> {
+    if raw.starts_with('"') {
+        let inner: String = serde_json::from_str(raw).ok()?;
+        return serde_json::from_str::<Value>(&inner).ok().filter(Value::is_object).map(|_| inner);
+    }
+    Some(raw.to_owned())
+}
+
+/// Qwen's `<function=NAME>\n<parameter=KEY>\nVALUE\n</parameter>\n…</function>`, its values
+/// typed by the tool's schema: a string parameter's value is the text, any other's is JSON.
+fn xml_call(block: &str, complete: bool, tools: &ToolUse) -> Option<ParsedCall> {
+    const FUNCTION: &str = "<function=";
+    const PARAMETER: &str = "<parameter=";
+    const PARAMETER_CLOSE: &str = "\n</parameter>";
+    let after = &block[block.find(FUNCTION)? + FUNCTION.len()..];
+    let name_end = after.find('>')?;
+    let name = after[..name_end].trim().to_owned();
+    let schema = tools.tools.iter().find(|t| t.function.name == name).and_then(|t| t.function.parameters.as_ref());
+    let is_string = |key: &str| {
+        schema.is_some_and(|s| s["properties"][key]["type"] == "string")
+            || schema.is_none_or(|s| s["properties"].get(key).is_none())
+    };
+    let mut pairs = Vec::new();
+    let mut rest = &after[name_end + 1..];
+    let mut open_value = None;
+    while let Some(at) = rest.find(PARAMETER) {
+        let tag = &rest[at + PARAMETER.len()..];
+        let Some(key_end) = tag.find('>') else { break };
+        let key = tag[..key_end].trim();
+        let value = tag[key_end + 1..].strip_prefix('\n').unwrap_or(&tag[key_end + 1..]);
+        match value.find(PARAMETER_CLOSE) {
+            Some(end) => {
+                let text = &value[..end];
+                let json = if is_string(key) {
+                    Value::String(text.to_owned())
+                } else {
+                    serde_json::from_str(text.trim()).unwrap_or_else(|_| Value::String(text.to_owned()))
+                };
+                pairs.push(format!("{}: {json}", Value::String(key.to_owned())));
+                rest = &value[end + PARAMETER_CLOSE.len()..];
+            }
+            None => {
+                open_value = Some((key, value));
+                break;
+            }
+        }
+    }
+    let mut arguments = format!("{{{}", pairs.join(", "));
+    let closed = rest.contains("</function>") || complete;
+    match open_value {
+        Some((key, value)) if !complete && is_string(key) => {
+            // A string value as far as it goes: its JSON less the closing quote.
+            let value = Value::String(held_back(value, PARAMETER_CLOSE).to_owned()).to_string();
+            let separator = if pairs.is_empty() { "" } else { ", " };
+            arguments.push_str(&format!("{separator}{}: {}", Value::String(key.to_owned()), &value[..value.len() - 1]));
+        }
+        Some(_) if complete => return None, // An unclosed parameter in a closed call.
+        _ if closed => arguments.push('}'),
+        _ => {}
+    }
+    Some(ParsedCall { name, arguments })
+}
+
+/// Llama 3.x: the whole answer is `{"name": …, "parameters": {…}}` (after `<|python_tag|>`).
+fn llama_calls(body: &str, partial: bool) -> (String, Vec<ParsedCall>) {
+    let json = body.trim_start();
+    let json = json.strip_prefix(PYTHON_TAG).map_or(json, str::trim_start);
+    if json.starts_with('{') {
+        if let Some(call) = json_call(json.trim_end(), partial) {
+            return (String::new(), vec![call]);
+        }
+        if partial {
+            return (String::new(), Vec::new()); // Not yet readable.
+        }
+    } else if partial && (json.is_empty() || PYTHON_TAG.starts_with(json)) {
+        return (String::new(), Vec::new());
+    }
+    (body.to_owned(), Vec::new())
+}
+
+/// Phi-4-mini: `functools[{…}, …]` after any text.
+fn functools_calls(body: &str, partial: bool) -> (String, Vec<ParsedCall>) {
+    let Some(at) = body.find(FUNCTOOLS_OPEN) else {
+        return (if partial { held_back(body, FUNCTOOLS_OPEN) } else { body }.to_owned(), Vec::new());
+    };
+    match array_calls(&body[at + FUNCTOOLS_OPEN.len() - 1..], partial) {
+        Some(calls) => (body[..at].to_owned(), calls),
+        None => (body.to_owned(), Vec::new()),
+    }
+}
+
+/// The generic route: `{"tool_calls": [...]}` or `{"response": "..."}`.
+fn generic_reply(body: &str, partial: bool) -> (String, Vec<ParsedCall>) {
+    let json = body.trim();
+    let Some(fields) = object_fields(json) else {
+        return (if partial { String::new() } else { body.to_owned() }, Vec::new());
+    };
+    for field in &fields {
+        match field.key.as_str() {
+            "tool_calls" => {
+                if let Some(calls) = array_calls(field.raw, partial || !field.complete) {
+                    return (String::new(), calls);
+                }
+            }
+            "response" if field.complete => {
+                return (serde_json::from_str(field.raw).unwrap_or_default(), Vec::new());
+            }
+            "response" => return (string_prefix(field.raw), Vec::new()),
+            _ => {}
+        }
+    }
+    (if partial { String::new() } else { body.to_owned() }, Vec::new())
+}
+
+/// The calls of a JSON array of call objects, the last one as far as it goes when `open`.
+fn array_calls(text: &str, open: bool) -> Option<Vec<ParsedCall>> {
+    let mut rest = text.strip_prefix('[')?.trim_start();
+    let mut calls = Vec::new();
+    while !rest.is_empty() && !rest.starts_with(']') {
+        match value_len(rest) {
+            Some(n) => {
+                calls.push(json_call(&rest[..n], false)?);
+                rest = rest[n..].trim_start();
+                rest = rest.strip_prefix(',').unwrap_or(rest).trim_start();
+            }
+            None if open => {
+                calls.extend(json_call(rest, true));
+                return Some(calls);
+            }
+            None => return None,
+        }
+    }
+    Some(calls)
+}
+
+/// One `"key": value` of an object, its value's text as written (cut off unless `complete`).
+struct Field<'a> {
+    key: String,
+    raw: &'a str,
+    complete: bool,
+}
+
+/// The fields of the JSON object `text` begins, as far as it goes (a field whose key is not
+/// yet complete is left out).
+fn object_fields(text: &str) -> Option<Vec<Field<'_>>> {
+    let mut rest = text.strip_prefix('{')?;
+    let mut fields = Vec::new();
+    loop {
+        rest = rest.trim_start();
+        if rest.is_empty() || rest.starts_with('}') {
+            return Some(fields);
+        }
+        let key_len = match value_len(rest) {
+            Some(n) if rest.starts_with('"') => n,
+            None if rest.starts_with('"') => return Some(fields),
+            _ => return None,
+        };
+        let key: String = serde_json::from_str(&rest[..key_len]).ok()?;
+        rest = rest[key_len..].trim_start();
+        if rest.is_empty() {
+            return Some(fields);
+        }
+        rest = rest.strip_prefix(':')?.trim_start();
+        if rest.is_empty() {
+            return Some(fields);
+        }
+        match value_len(rest) {
+            Some(n) => {
+                fields.push(Field { key, raw: &rest[..n], complete: true });
+                rest = rest[n..].trim_start();
+                rest = rest.strip_prefix(',').unwrap_or(rest);
+            }
+            None => {
+                fields.push(Field { key, raw: rest, complete: false });
+                return Some(fields);
+            }
+        }
+    }
+}
+
+/// The length of the JSON value `text` begins with, or `None` when it is cut off; a number or
+/// word ending the text counts as cut off (more digits may come). Malformed JSON is caught
+/// where the value is decoded.
+fn value_len(text: &str) -> Option<usize> {
+    let bytes = text.as_bytes();
+    match bytes.first()? {
+        b'"' => string_len(bytes),
+        b'{' | b'[' => {
+            let (mut depth, mut i) = (0usize, 0);
+            while i < bytes.len() {
+                match bytes[i] {
+                    b'"' => {
+                        i += string_len(&bytes[i..])?;
+                        continue;
+                    }
+                    b'{' | b'[' => depth += 1,
+                    b'}' | b']' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            return Some(i + 1);
+                        }
+                    }
+                    _ => {}
+                }
+                i += 1;
+            }
+            None
+        }
+        _ => {
+            let scalar = |c: &u8| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'+' | b'.');
+            match bytes.iter().position(|c| !scalar(c)) {
+                Some(0) => Some(1), // Not JSON; its decoding says so.
+                Some(n) => Some(n),
+                None => None,
+            }
+        }
+    }
+}
+
+fn string_len(bytes: &[u8]) -> Option<usize> {
+    let mut i = 1;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'\\' => i += 2,
+            b'"' => return Some(i + 1),
+            _ => i += 1,
+        }
+    }
+    None
+}
+
+/// The text of a JSON string cut off after `"…`, less an escape that is not yet whole.
+fn string_prefix(raw: &str) -> String {
+    let mut end = raw.len();
+    if let Some(at) = raw.rfind('\\') {
+        let escape = &raw[at..];
+        let backslashes = raw[..at].bytes().rev().take_while(|&b| b == b'\\').count();
+        let whole = if escape.starts_with("\\u") { escape.len() >= 6 } else { escape.len() >= 2 };
+        if backslashes % 2 == 0 && !whole {
+            end = at;
+        }
+    }
+    serde_json::from_str(&format!("{}\"", &raw[..end])).unwrap_or_default()
+}

@@ -1,0 +1,353 @@
+//! Tool calls in the OpenAI shape: the tools an app offers, how a model family spells a call
+//! (found in its template, one table), and the grammar that makes a required call parse.
+//!
+//! Families whose template describes tools get them through the template (its `tools`
+//! variable) and answer in their own syntax. Templates with no tool format (SmolLM2, Gemma 3)
+//! get llama.cpp's generic route: the tools are described in the system prompt and the answer
+//! is JSON, `{"tool_calls": [...]}` or `{"response": "..."}`, held to that shape by a grammar.
+
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::{Value, json};
+
+use super::ChatError;
+use crate::grammar::GrammarSpec;
+
+/// The most tools one request may offer.
+pub const MAX_TOOLS: usize = 128;
+
+/// A function the model may call (`{type: 'function', function: {name, description,
+/// parameters}}`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Tool {
+    #[serde(rename = "type", default = "function_kind")]
+    pub kind: String,
+    pub function: FunctionSpec,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FunctionSpec {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// A JSON schema of the arguments object.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parameters: Option<Value>,
+}
+
+/// A call the model made (`{id, type: 'function', function: {name, arguments}}`); `arguments`
+/// is JSON text, as OpenAI sends it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ToolCall {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    #[serde(rename = "type", default = "function_kind")]
+    pub kind: String,
+    pub function: FunctionCall,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FunctionCall {
+    pub name: String,
+    pub arguments: String,
+}
+
+fn function_kind() -> String {
+    "function".to_owned()
+}
+
+/// OpenAI's `tool_choice`: `'auto'`, `'none'`, `'required'` or `{type: 'function', function:
+/// {name}}`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum ToolChoice {
+    #[default]
+    Auto,
+    None,
+    Required,
+    Function(String),
+}
+
+impl<'de> Deserialize<'de> for ToolChoice {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<ToolChoice, D::Error> {
+        #[derive(Deserialize)]
+        struct Named {
+            name: String,
+        }
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Wire {
+            Mode(String),
+            Named { function: Named },
+        }
+        match Wire::deserialize(deserializer)? {
+            Wire::Mode(mode) => match mode.as_str() {
+                "auto" => Ok(ToolChoice::Auto),
+                "none" => Ok(ToolChoice::None),
+                "required" => Ok(ToolChoice::Required),
+                other => Err(serde::de::Error::custom(format!(
+                    "tool_choice {other:?} is not 'auto', 'none', 'required' or a named function"
+                ))),
+            },
+            Wire::Named { function } => Ok(ToolChoice::Function(function.name)),
+        }
+    }
+}
+
+/// How a family writes a call in its answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CallSyntax {
+    /// `<tool_call>\n{"name": …, "arguments": {…}}\n</tool_call>`, one block per call: Hermes 2
+    /// Pro and 3, Qwen 2.5, Qwen3, MiMo-VL.
+    Hermes,
+    /// `<tool_call>\n<function=NAME>\n<parameter=KEY>\nVALUE\n</parameter>\n</function>\n
+    /// </tool_call>`: Qwen3.5, Qwen3-Coder, Nemotron Nano 3.
+    QwenXml,
+    /// `{"name": …, "parameters": {…}}` as the whole answer: Llama 3.1 to 3.3.
+    LlamaJson,
+    /// `functools[{"name": …, "arguments": {…}}, …]`: Phi-4-mini, whose template takes the tools
+    /// as JSON text in the system message's `tools` field.
+    Functools,
+    /// `{"tool_calls": [{"name": …, "arguments": {…}}]}` or `{"response": "…"}`, under a grammar:
+    /// every template without a tool format of its own.
+    Generic,
+}
+
+/// What in a template's text says which syntax its family uses, most specific first (as
+/// llama.cpp's `common_chat_try_specialized_template` tells them apart). A template must also
+/// mention `tools`.
+const NATIVE_SYNTAX: &[(CallSyntax, &[&str])] = &[
+    (CallSyntax::QwenXml, &["<tool_call>", "<function=", "<parameter="]),
+    (CallSyntax::Hermes, &["<tool_call>"]),
+    (CallSyntax::LlamaJson, &["dictionary of argument name and its value"]),
+    (CallSyntax::Functools, &["<|tool|>"]),
+];
+
+impl CallSyntax {
+    /// The syntax of the family whose template this is.
+    pub fn of_template(text: &str) -> CallSyntax {
+        if !text.contains("tools") {
+            return CallSyntax::Generic;
+        }
+        NATIVE_SYNTAX
+            .iter()
+            .find(|(_, markers)| markers.iter().all(|marker| text.contains(marker)))
+            .map_or(CallSyntax::Generic, |(syntax, _)| *syntax)
+    }
+}
+
+/// The tools of one request, checked, with its choice and whether several calls may come.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolUse {
+    /// The tools the model is told of (for a named choice, that one).
+    pub tools: Vec<Tool>,
+    /// A call must come (`required` or a named function).
+    pub required: bool,
+    pub parallel: bool,
+}
+
+impl ToolUse {
+    /// `None` when no tool is offered or the choice is `none`: the answer is then text only.
+    pub fn new(tools: Vec<Tool>, choice: ToolChoice, parallel: bool) -> Result<Option<ToolUse>, ChatError> {
+        if tools.len() > MAX_TOOLS {
+            return Err(bad(format!("{} tools were offered, more than the {MAX_TOOLS} accepted", tools.len())));
+        }
+        for (i, tool) in tools.iter().enumerate() {
+            check_tool(tool).map_err(|why| bad(format!("tools[{i}]: {why}")))?;
+            if tools[..i].iter().any(|t| t.function.name == tool.function.name) {
+                return Err(bad(format!("tools[{i}]: a second tool named {:?}", tool.function.name)));
+            }
+        }
+        let (tools, required) = match choice {
+            ToolChoice::None => return Ok(None),
+            _ if tools.is_empty() => {
+                if choice != ToolChoice::Auto {
+                    return Err(bad("tool_choice asks for a call but no tools were given".into()));
+                }
+                return Ok(None);
+            }
+            ToolChoice::Auto => (tools, false),
+            ToolChoice::Required => (tools, true),
+            ToolChoice::Function(name) => match tools.into_iter().find(|t| t.function.name == name) {
+                Some(tool) => (vec![tool], true),
+                None => return Err(bad(format!("tool_choice names {name:?}, which is not among the tools"))),
+            },
+        };
+        Ok(Some(ToolUse { tools, required, parallel }))
+    }
+
+    /// The tools as the template's `tools` variable sees them.
+    pub fn template_value(&self) -> Value {
+        serde_json::to_value(&self.tools).unwrap_or(Value::Null)
+    }
+
+    /// The schema of one call `{"name": …, <arguments_key>: {…}}`, one branch per tool.
+    fn call_schema(&self, arguments_key: &str) -> Value {
+        let branches: Vec<Value> = self
+            .tools
+            .iter()
+            .map(|tool| {
+                json!({
+                    "type": "object",
+                    "properties": {
+                        "name": {"const": tool.function.name},
+                        arguments_key: parameters_schema(tool),
+                    },
+                    "required": ["name", arguments_key],
+                    "additionalProperties": false,
+                })
+            })
+            .collect();
+        match branches.len() {
+            1 => branches.into_iter().next().unwrap_or(Value::Null),
+            _ => json!({ "anyOf": branches }),
+        }
+    }
+
+    /// The generic route's answer schema: calls, or (unless a call is required) a reply.
+    fn generic_schema(&self) -> Value {
+        let mut calls = json!({"type": "array", "items": self.call_schema("arguments"), "minItems": 1});
+        if !self.parallel {
+            calls["maxItems"] = json!(1);
+        }
+        let calls = json!({
+            "type": "object",
+            "properties": {"tool_calls": calls},
+            "required": ["tool_calls"],
+            "additionalProperties": false,
+        });
+        if self.required {
+            return calls;
+        }
+        let reply = json!({
+            "type": "object",
+            "properties": {"response": {"type": "string"}},
+            "required": ["response"],
+            "additionalProperties": false,
+        });
+        json!({"anyOf": [calls, reply]})
+    }
+
+    /// What the answer must follow: always on the generic route; for a family's own syntax only
+    /// when a call is required (otherwise the model may answer in text, and its calls are
+    /// parsed as they come).
+    pub fn grammar(&self, syntax: CallSyntax) -> Option<GrammarSpec> {
+        if syntax == CallSyntax::Generic {
+            return Some(GrammarSpec::JsonSchema(self.generic_schema()));
+        }
+        if !self.required {
+            return None;
+        }
+        let repeat = if self.parallel { "*" } else { "" };
+        let lark = match syntax {
+            CallSyntax::Hermes => format!(
+                "start: call (\"\\n\" call){repeat}\ncall: \"<tool_call>\\n\" json \"\\n</tool_call>\"\njson: %json {}\n",
+                self.call_schema("arguments")
+            ),
+            CallSyntax::LlamaJson => {
+                return Some(GrammarSpec::JsonSchema(self.call_schema("parameters")));
+            }
+            CallSyntax::Functools => {
+                let mut list = json!({"type": "array", "items": self.call_schema("arguments"), "minItems": 1});
+                if !self.parallel {
+                    list["maxItems"] = json!(1);
+                }
+                format!("start: \"functools\" list\nlist: %json {list}\n")
+            }
+            CallSyntax::QwenXml => self.qwen_xml_grammar(repeat),
+            CallSyntax::Generic => unreachable!("handled above"),
+        };
+        Some(GrammarSpec::Lark(lark))
+    }
+
+    /// Each function as `<function=NAME>` and its parameters in the schema's order, the
+    /// required ones always; a string value is free text up to its closing tag (a lazy rule
+    /// whose suffix is that tag), any other a JSON value of its schema.
+    fn qwen_xml_grammar(&self, repeat: &str) -> String {
+        let mut values = String::new();
+        let mut functions = Vec::new();
+        for (t, tool) in self.tools.iter().enumerate() {
+            let mut body = quoted(&format!("<function={}>\n", tool.function.name));
+            let schema = parameters_schema(tool);
+            let required: Vec<&str> = schema["required"]
+                .as_array()
+                .map(|list| list.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            for (p, (key, property)) in schema["properties"].as_object().into_iter().flatten().enumerate() {
+                let rule = format!("p{t}_{p}");
+                if property["type"] == "string" {
+                    values.push_str(&format!("{rule}[suffix=\"\\n</parameter>\\n\"]: /(?s:.*)/\n"));
+                } else {
+                    values.push_str(&format!(
+                        "{rule}: {rule}_json \"\\n</parameter>\\n\"\n{rule}_json: %json {property}\n"
+                    ));
+                }
+                let part = format!("{} {rule}", quoted(&format!("<parameter={key}>\n")));
+                if required.contains(&key.as_str()) {
+                    body.push_str(&format!(" {part}"));
+                } else {
+                    body.push_str(&format!(" ({part})?"));
+                }
+            }
+            body.push_str(" \"</function>\\n\"");
+            functions.push(body);
+        }
+        format!(
+            "start: call (\"\\n\" call){repeat}\ncall: \"<tool_call>\\n\" function \"</tool_call>\"\n\
+             function: {}\n{values}",
+            functions.join(" | ")
+        )
+    }
+
+    /// The generic route's instructions, added to the system prompt.
+    pub fn generic_instructions(&self) -> String {
+        let tools: Vec<Value> = self
+            .tools
+            .iter()
+            .map(|tool| {
+                json!({
+                    "name": tool.function.name,
+                    "description": tool.function.description.clone().unwrap_or_default(),
+                    "parameters": parameters_schema(tool),
+                })
+            })
+            .collect();
+        let list = serde_json::to_string_pretty(&tools).unwrap_or_default();
+        let reply = if self.required {
+            "You must call a tool: answer with {\"tool_calls\": [{\"name\": ..., \"arguments\": {...}}]}."
+        } else {
+            "To call tools, answer with {\"tool_calls\": [{\"name\": ..., \"arguments\": {...}}]}. \
+             To answer the user instead, answer with {\"response\": \"...\"}."
+        };
+        format!("You can call these tools:\n{list}\n\nAnswer in JSON. {reply}")
+    }
+}
+
+/// `text` as a Lark string literal (JSON's escapes are Lark's).
+fn quoted(text: &str) -> String {
+    serde_json::to_string(text).unwrap_or_default()
+}
+
+/// A tool's parameters schema, an empty object's when it has none.
+fn parameters_schema(tool: &Tool) -> Value {
+    tool.function.parameters.clone().unwrap_or_else(|| json!({"type": "object", "properties": {}}))
+}
+
+/// OpenAI's rule for function names (it also keeps them out of the grammars' syntax).
+fn check_tool(tool: &Tool) -> Result<(), String> {
+    if tool.kind != "function" {
+        return Err(format!("type {:?} is not 'function'", tool.kind));
+    }
+    let name = &tool.function.name;
+    let fine = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.';
+    if name.is_empty() || name.len() > 64 || !name.chars().all(fine) {
+        return Err(format!("the name {name:?} is not 1 to 64 letters, digits, '_', '-' or '.'"));
+    }
+    match &tool.function.parameters {
+        None | Some(Value::Object(_)) => Ok(()),
+        Some(_) => Err("parameters must be a JSON schema object".into()),
+    }
+}
+
+fn bad(message: String) -> ChatError {
+    ChatError::BadTools(message)
+}

@@ -1,0 +1,373 @@
+//! llama.cpp's chat cases (tests/test-chat.cpp at 0c1e570, the llama.cpp of the goldens) run
+//! on its own real templates (.cache/templates, extracted by scripts/fetch-models.sh from
+//! llama-cpp-python 0.3.36's sdist): an answer is parsed into the same content, reasoning and
+//! calls; where the case asks for it, the parsed message rendered back through the template
+//! reproduces the prompt and the answer (its "reconstruction"). Every case is also streamed
+//! one character at a time: each field must only ever grow into its final value.
+
+use inferno::chat::{
+    CallSyntax, ChatMessage, ChatTemplate, FunctionCall, RenderOptions, Reply, ReplyFormat, TemplateSource,
+    Tool, ToolCall, ToolChoice, ToolUse,
+};
+use serde_json::{Value, json};
+
+fn template(name: &str) -> ChatTemplate {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".cache/templates").join(name);
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e} (run scripts/fetch-models.sh)", path.display()));
+    ChatTemplate::new(&text, TemplateSource::File, "<s>".into(), "</s>".into()).unwrap()
+}
+
+fn tool(name: &str, parameters: Value) -> Tool {
+    serde_json::from_value(json!({"type": "function", "function": {"name": name, "description": "", "parameters": parameters}}))
+        .unwrap()
+}
+
+/// test-chat.cpp's special_function_tool (line 425).
+fn special_function() -> Tool {
+    tool(
+        "special_function",
+        json!({"type": "object", "properties": {"arg1": {"type": "integer", "description": "The arg."}}, "required": ["arg1"]}),
+    )
+}
+
+/// special_function_tool_with_optional_param (line 439).
+fn special_function_with_opt() -> Tool {
+    tool(
+        "special_function_with_opt",
+        json!({"type": "object", "properties": {
+            "arg1": {"type": "integer", "description": "The arg."},
+            "arg2": {"type": "integer", "description": "The optional arg."}
+        }, "required": ["arg1"]}),
+    )
+}
+
+/// python_tool (line 481).
+fn python() -> Tool {
+    tool(
+        "python",
+        json!({"type": "object", "properties": {"code": {"type": "string", "description": "Python code to execute."}}, "required": ["code"]}),
+    )
+}
+
+/// edit_tool (line 556).
+fn edit() -> Tool {
+    let string = |d: &str| json!({"type": "string", "description": d});
+    tool(
+        "edit",
+        json!({"type": "object", "properties": {
+            "filename": string("Path of file to edit"),
+            "oldString": string("String to replace"),
+            "newString": string("New (replacement) value")
+        }, "required": ["filename", "oldString", "newString"]}),
+    )
+}
+
+struct Case<'a> {
+    template: &'a str,
+    input: &'a str,
+    tools: Vec<Tool>,
+    thinking: Option<bool>,
+    content: &'a str,
+    reasoning: &'a str,
+    calls: Vec<(&'a str, Value)>,
+    reconstruct: bool,
+}
+
+impl<'a> Case<'a> {
+    fn new(template: &'a str, input: &'a str) -> Case<'a> {
+        Case {
+            template,
+            input,
+            tools: Vec::new(),
+            thinking: None,
+            content: "",
+            reasoning: "",
+            calls: Vec::new(),
+            reconstruct: false,
+        }
+    }
+}
+
+/// Runs a case; returns how many checks it made (parse, stream, reconstruction).
+fn run(case: Case) -> usize {
+    let template = template(case.template);
+    let tools = ToolUse::new(case.tools, ToolChoice::Auto, true).unwrap();
+    let user = [ChatMessage::new("user", "Hey there!")];
+    let options = RenderOptions { add_generation_prompt: true, enable_thinking: case.thinking };
+    let prompt = template.render_with_tools(&user, options, tools.as_ref()).unwrap();
+    let format = template.reply_format(&prompt, tools.clone(), true);
+    let reply = format.parse(case.input, false);
+    let what = format!("{} on {:?}", case.template, case.input);
+    assert_eq!(reply.content, case.content, "content of {what}");
+    assert_eq!(reply.reasoning_content.as_deref().unwrap_or(""), case.reasoning, "reasoning of {what}");
+    let calls: Vec<(&str, Value)> = reply
+        .tool_calls
+        .iter()
+        .map(|c| (c.name.as_str(), serde_json::from_str(&c.arguments).unwrap_or(Value::Null)))
+        .collect();
+    assert_eq!(calls, case.calls, "calls of {what}");
+    let mut checks = 2;
+    assert_streams(&format, case.input, &reply);
+    if case.reconstruct {
+        let mut message = ChatMessage::new("assistant", &reply.content);
+        if !reply.tool_calls.is_empty() {
+            message.tool_calls = Some(
+                reply
+                    .tool_calls
+                    .iter()
+                    .map(|c| ToolCall {
+                        id: None,
+                        kind: "function".into(),
+                        function: FunctionCall { name: c.name.clone(), arguments: c.arguments.clone() },
+                    })
+                    .collect(),
+            );
+        }
+        let whole = [user[0].clone(), message];
+        let options = RenderOptions { add_generation_prompt: false, enable_thinking: case.thinking };
+        let rendered = template.render_with_tools(&whole, options, tools.as_ref()).unwrap();
+        assert!(
+            rendered.starts_with(&format!("{prompt}{}", case.input)),
+            "reconstruction of {what}:\n{rendered}\n---- expected to start with ----\n{prompt}{}",
+            case.input
+        );
+        checks += 1;
+    }
+    checks
+}
+
+/// Read as it streams, every field only grows into its final value.
+fn assert_streams(format: &ReplyFormat, input: &str, last: &Reply) {
+    let is_prefix = |part: &str, whole: &str, field: &str, at: usize| {
+        assert!(whole.starts_with(part), "{field} after {at} bytes of {input:?} is {part:?}, not a prefix of {whole:?}")
+    };
+    for at in (0..=input.len()).filter(|&at| input.is_char_boundary(at)) {
+        let reply = format.parse(&input[..at], true);
+        is_prefix(&reply.content, &last.content, "content", at);
+        let reasoning = reply.reasoning_content.as_deref().unwrap_or("");
+        is_prefix(reasoning, last.reasoning_content.as_deref().unwrap_or(""), "reasoning", at);
+        assert!(reply.tool_calls.len() <= last.tool_calls.len(), "calls after {at} bytes of {input:?}");
+        for (call, last) in reply.tool_calls.iter().zip(&last.tool_calls) {
+            assert_eq!(call.name, last.name, "a call's name after {at} bytes of {input:?}");
+            is_prefix(&call.arguments, &last.arguments, "arguments", at);
+        }
+    }
+}
+
+const HELLO: &str = "Hello, world!\nWhat's up?";
+
+#[test]
+fn qwen35_xml_calls_and_reasoning_as_test_chat_expects() {
+    let t = "Qwen3.5-4B.jinja";
+    let call = "<tool_call>\n<function=special_function>\n<parameter=arg1>\n1\n</parameter>\n</function>\n</tool_call>";
+    let mut checks = 0;
+    // test-chat.cpp line 2150: the prompt opens the thinking; the answer closes it.
+    checks += run(Case {
+        thinking: Some(true),
+        content: HELLO,
+        reasoning: "I'm\nthinking",
+        ..Case::new(t, "I'm\nthinking\n</think>\n\nHello, world!\nWhat's up?")
+    });
+    // Line 2163.
+    checks += run(Case {
+        thinking: Some(false),
+        tools: vec![special_function()],
+        calls: vec![("special_function", json!({"arg1": 1}))],
+        ..Case::new(t, call)
+    });
+    // Line 2175.
+    let thought_call = format!("I'm\nthinking\n</think>\n\n{call}");
+    checks += run(Case {
+        tools: vec![special_function()],
+        reasoning: "I'm\nthinking",
+        calls: vec![("special_function", json!({"arg1": 1}))],
+        ..Case::new(t, &thought_call)
+    });
+    // Line 2186: two calls, an optional parameter given.
+    let two = format!(
+        "{call}\n<tool_call>\n<function=special_function_with_opt>\n<parameter=arg1>\n1\n</parameter>\n\
+         <parameter=arg2>\n2\n</parameter>\n</function>\n</tool_call>"
+    );
+    checks += run(Case {
+        thinking: Some(false),
+        tools: vec![special_function(), special_function_with_opt()],
+        calls: vec![
+            ("special_function", json!({"arg1": 1})),
+            ("special_function_with_opt", json!({"arg1": 1, "arg2": 2})),
+        ],
+        ..Case::new(t, &two)
+    });
+    // Line 2210: a string parameter holding code, kept as written.
+    checks += run(Case {
+        thinking: Some(false),
+        tools: vec![python()],
+        calls: vec![("python", json!({"code": "def hello():\n    print(\"Hello, world!\")\n\nhello()"}))],
+        ..Case::new(
+            t,
+            "<tool_call>\n<function=python>\n<parameter=code>\ndef hello():\n    print(\"Hello, world!\")\n\nhello()\n\
+             </parameter>\n</function>\n</tool_call>",
+        )
+    });
+    // Line 2233 and 2260: three string parameters; a value that itself ends in a newline.
+    for (new_string, expected) in [("#include", "#include"), ("#include\n", "#include\n")] {
+        let input = format!(
+            "<tool_call>\n<function=edit>\n<parameter=filename>\nfoo.c\n</parameter>\n<parameter=oldString>\n\
+             #iclunde\n</parameter>\n<parameter=newString>\n{new_string}\n</parameter>\n</function>\n</tool_call>"
+        );
+        checks += run(Case {
+            thinking: Some(false),
+            tools: vec![edit()],
+            calls: vec![("edit", json!({"filename": "foo.c", "oldString": "#iclunde", "newString": expected}))],
+            ..Case::new(t, &input)
+        });
+    }
+    // Line 2283: code that starts with an indent.
+    checks += run(Case {
+        thinking: Some(false),
+        tools: vec![python()],
+        calls: vec![("python", json!({"code": "    print(\"Hello, world!\")"}))],
+        ..Case::new(
+            t,
+            "<tool_call>\n<function=python>\n<parameter=code>\n    print(\"Hello, world!\")\n</parameter>\n</function>\n</tool_call>",
+        )
+    });
+    // Line 2301: reasoning, then JSON content.
+    checks += run(Case {
+        thinking: Some(true),
+        reasoning: "I need to output the invoice details in JSON",
+        content: r#"{"amount": 123.45, "date": "2025-12-03"}"#,
+        ..Case::new(t, "I need to output the invoice details in JSON\n</think>\n\n{\"amount\": 123.45, \"date\": \"2025-12-03\"}")
+    });
+    // Line 2312: a call ends the prefilled thinking without a closing tag.
+    let terminal = tool(
+        "run_in_terminal",
+        json!({"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}),
+    );
+    checks += run(Case {
+        thinking: Some(true),
+        tools: vec![terminal],
+        calls: vec![("run_in_terminal", json!({"command": "pwd"}))],
+        ..Case::new(t, "<tool_call>\n<function=run_in_terminal>\n<parameter=command>\npwd\n</parameter>\n</function>\n</tool_call>")
+    });
+    assert_eq!(checks, 20);
+}
+
+#[test]
+fn hermes_json_calls_as_test_chat_expects() {
+    let call = "<tool_call>\n{\"name\": \"special_function\", \"arguments\": {\"arg1\": 1}}\n</tool_call>";
+    let mut checks = 0;
+    // Line 3333 and 3341 (Hermes 2 Pro): a call, and content before one.
+    let hermes2 = "NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use.jinja";
+    checks += run(Case {
+        tools: vec![special_function()],
+        calls: vec![("special_function", json!({"arg1": 1}))],
+        ..Case::new(hermes2, "<tool_call>\n{\"name\": \"special_function\", \"arguments\": {\"arg1\": 1}}</tool_call>")
+    });
+    checks += run(Case {
+        tools: vec![special_function()],
+        content: HELLO,
+        calls: vec![("special_function", json!({"arg1": 1}))],
+        ..Case::new(
+            hermes2,
+            "Hello, world!\nWhat's up?<tool_call>\n{\"name\": \"special_function\", \"arguments\": {\"arg1\": 1}}</tool_call>",
+        )
+    });
+    // Line 6103: MiMo-VL, Hermes 3 and Qwen 2.5: content and a call, each reconstructed.
+    for t in
+        ["MiMo-VL.jinja", "NousResearch-Hermes-3-Llama-3.1-8B-tool_use.jinja", "Qwen-Qwen2.5-7B-Instruct.jinja"]
+    {
+        checks += run(Case { content: HELLO, reconstruct: true, ..Case::new(t, HELLO) });
+        checks += run(Case {
+            tools: vec![special_function()],
+            calls: vec![("special_function", json!({"arg1": 1}))],
+            reconstruct: true,
+            ..Case::new(t, call)
+        });
+    }
+    assert_eq!(checks, 4 + 18);
+}
+
+#[test]
+fn qwen3_thinks_then_calls_in_hermes_json() {
+    // Not in test-chat.cpp: Qwen3-0.6B's template writes calls as Hermes does and keeps
+    // reasoning between <think> tags; our reference model.
+    let t = "Qwen-Qwen3-0.6B.jinja";
+    assert_eq!(template(t).call_syntax(), CallSyntax::Hermes);
+    let call = "<tool_call>\n{\"name\": \"special_function\", \"arguments\": {\"arg1\": 1}}\n</tool_call>";
+    let mut checks = run(Case {
+        tools: vec![special_function()],
+        reasoning: "I'm\nthinking",
+        calls: vec![("special_function", json!({"arg1": 1}))],
+        ..Case::new(t, &format!("<think>\nI'm\nthinking\n</think>\n\n{call}"))
+    });
+    checks += run(Case {
+        thinking: Some(false),
+        tools: vec![special_function()],
+        content: HELLO,
+        reconstruct: true,
+        ..Case::new(t, HELLO)
+    });
+    checks += run(Case {
+        thinking: Some(false),
+        tools: vec![special_function()],
+        calls: vec![("special_function", json!({"arg1": 1}))],
+        reconstruct: true,
+        ..Case::new(t, call)
+    });
+    assert_eq!(checks, 8);
+}
+
+#[test]
+fn llama3_json_calls_and_content() {
+    let mut checks = 0;
+    // Lines 6299, 6327, 6351: content stays content though tools are offered.
+    for t in [
+        "meta-llama-Llama-3.1-8B-Instruct.jinja",
+        "meta-llama-Llama-3.2-3B-Instruct.jinja",
+        "meta-llama-Llama-3.3-70B-Instruct.jinja",
+    ] {
+        assert_eq!(template(t).call_syntax(), CallSyntax::LlamaJson);
+        checks += run(Case { tools: vec![python()], content: HELLO, reconstruct: true, ..Case::new(t, HELLO) });
+        // The format the template asks for (not a test-chat.cpp case at this commit).
+        checks += run(Case {
+            tools: vec![special_function()],
+            calls: vec![("special_function", json!({"arg1": 1}))],
+            ..Case::new(t, "{\"name\": \"special_function\", \"parameters\": {\"arg1\": 1}}")
+        });
+    }
+    assert_eq!(checks, 15);
+}
+
+#[test]
+fn templates_without_tools_take_the_generic_route() {
+    // Gemma 2 (line 2975) has no tool format: its tools are described in the system prompt and
+    // its answers read as {"tool_calls": ...} or {"response": ...}.
+    let t = "google-gemma-2-2b-it.jinja";
+    assert_eq!(template(t).call_syntax(), CallSyntax::Generic);
+    let mut checks = run(Case {
+        tools: vec![special_function()],
+        calls: vec![("special_function", json!({"arg1": 1}))],
+        ..Case::new(t, "{\"tool_calls\": [{\"name\": \"special_function\", \"arguments\": {\"arg1\": 1}}]}")
+    });
+    checks += run(Case {
+        tools: vec![special_function()],
+        content: "Hi \"there\"\n\u{e9}",
+        ..Case::new(t, "{\"response\": \"Hi \\\"there\\\"\\n\\u00e9\"}")
+    });
+    checks += run(Case { content: HELLO, reconstruct: true, ..Case::new(t, HELLO) });
+    assert_eq!(checks, 7);
+}
+
+#[test]
+fn phi4_mini_functools_calls() {
+    let tools = ToolUse::new(vec![special_function(), python()], ToolChoice::Auto, true).unwrap();
+    let format = ReplyFormat { calls: Some((CallSyntax::Functools, tools.unwrap())), ..ReplyFormat::default() };
+    let input = "Let me check. functools[{\"name\": \"special_function\", \"arguments\": {\"arg1\": 1}}, \
+                 {\"name\": \"python\", \"arguments\": {\"code\": \"print(1)\"}}]";
+    let reply = format.parse(input, false);
+    assert_eq!(reply.content, "Let me check.");
+    assert_eq!(reply.tool_calls.len(), 2);
+    assert_eq!(reply.tool_calls[1].arguments, "{\"code\": \"print(1)\"}");
+    assert_streams(&format, input, &reply);
+}
