@@ -70,6 +70,7 @@ export type InfernoErrorKind =
   | 'tokenizer'
   | 'vocabulary_mismatch'
   | 'chat_template'
+  | 'bad_tools'
   | 'sampler'
   | 'empty_prompt'
   | 'prompt_too_long'

@@ -10,7 +10,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Value, json};
 
 use super::ChatError;
-use crate::grammar::GrammarSpec;
+use crate::grammar::{GrammarSpec, with_json_layout};
 
 /// The most tools one request may offer.
 pub const MAX_TOOLS: usize = 128;
@@ -241,7 +241,7 @@ impl ToolUse {
         let lark = match syntax {
             CallSyntax::Hermes => format!(
                 "start: call (\"\\n\" call){repeat}\ncall: \"<tool_call>\\n\" json \"\\n</tool_call>\"\njson: %json {}\n",
-                self.call_schema("arguments")
+                with_json_layout(self.call_schema("arguments"))
             ),
             CallSyntax::LlamaJson => {
                 return Some(GrammarSpec::JsonSchema(self.call_schema("parameters")));
@@ -251,7 +251,7 @@ impl ToolUse {
                 if !self.parallel {
                     list["maxItems"] = json!(1);
                 }
-                format!("start: \"functools\" list\nlist: %json {list}\n")
+                format!("start: \"functools\" list\nlist: %json {}\n", with_json_layout(list))
             }
             CallSyntax::QwenXml => self.qwen_xml_grammar(repeat),
             CallSyntax::Generic => unreachable!("handled above"),
@@ -274,11 +274,19 @@ impl ToolUse {
                 .unwrap_or_default();
             for (p, (key, property)) in schema["properties"].as_object().into_iter().flatten().enumerate() {
                 let rule = format!("p{t}_{p}");
-                if property["type"] == "string" {
-                    values.push_str(&format!("{rule}[suffix=\"\\n</parameter>\\n\"]: /(?s:.*)/\n"));
+                let close = quoted("\n</parameter>\n");
+                if let Some(choices) = property["enum"].as_array().filter(|_| property["type"] == "string") {
+                    let choices: Vec<String> = choices.iter().filter_map(Value::as_str).map(quoted).collect();
+                    values.push_str(&format!("{rule}: ({}) {close}\n", choices.join(" | ")));
+                } else if property["type"] == "string" {
+                    match property["maxLength"].as_u64() {
+                        Some(most) => values.push_str(&format!("{rule}: /(?s:.{{0,{most}}})/ {close}\n")),
+                        None => values.push_str(&format!("{rule}[suffix={close}]: /(?s:.*)/\n")),
+                    }
                 } else {
                     values.push_str(&format!(
-                        "{rule}: {rule}_json \"\\n</parameter>\\n\"\n{rule}_json: %json {property}\n"
+                        "{rule}: {rule}_json \"\\n</parameter>\\n\"\n{rule}_json: %json {}\n",
+                        with_json_layout(property.clone())
                     ));
                 }
                 let part = format!("{} {rule}", quoted(&format!("<parameter={key}>\n")));
@@ -327,9 +335,17 @@ fn quoted(text: &str) -> String {
     serde_json::to_string(text).unwrap_or_default()
 }
 
-/// A tool's parameters schema, an empty object's when it has none.
+/// A tool's parameters schema, an empty object's when it has none. Arguments hold only the
+/// parameters described unless the schema says otherwise (OpenAI's strict mode): JSON schema's
+/// default admits any other key, and a model unsure what comes next writes one forever.
 fn parameters_schema(tool: &Tool) -> Value {
-    tool.function.parameters.clone().unwrap_or_else(|| json!({"type": "object", "properties": {}}))
+    let mut schema = tool.function.parameters.clone().unwrap_or_else(|| json!({"type": "object", "properties": {}}));
+    if let Some(object) = schema.as_object_mut()
+        && !object.contains_key("additionalProperties")
+    {
+        object.insert("additionalProperties".into(), Value::Bool(false));
+    }
+    schema
 }
 
 /// OpenAI's rule for function names (it also keeps them out of the grammars' syntax).

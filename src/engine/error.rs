@@ -41,6 +41,7 @@ impl EngineError {
         match self {
             EngineError::Model(model) => model.kind(),
             EngineError::Tokenizer(_) => "tokenizer",
+            EngineError::Chat(ChatError::BadTools(_)) => "bad_tools",
             EngineError::Chat(_) => "chat_template",
             EngineError::Sampler(_) => "sampler",
             EngineError::Grammar(grammar) => grammar.kind(),

@@ -17,7 +17,7 @@ mod error;
 
 pub use error::EngineError;
 
-use crate::chat::{ChatMessage, ChatTemplate, RenderOptions};
+use crate::chat::{ChatError, ChatMessage, ChatTemplate, RenderOptions, ReplyFormat, ToolUse};
 use crate::gguf::{GgufHeader, Metadata};
 use crate::grammar::{Constraint, GrammarCompiler, GrammarError, GrammarSpec};
 use crate::model::{Cache, LogitsFor, Model, ModelBytes, Scratch};
@@ -27,6 +27,27 @@ use crate::tokenizer::{EncodeOptions, Tokenizer, Utf8Stream, token_count};
 /// Tokens per forward call during prefill: large enough that every weight block is reused
 /// across many rows, small enough that the scratch buffers stay a few MB.
 pub const PREFILL_BATCH: usize = 64;
+
+/// What an assistant turn is asked for beyond its messages.
+#[derive(Clone, Debug, Default)]
+pub struct TurnOptions {
+    /// Qwen3's switch for `<think>` reasoning; `None` leaves the template's default.
+    pub enable_thinking: Option<bool>,
+    /// The tools offered (none, or `tool_choice: 'none'`: `None`).
+    pub tools: Option<ToolUse>,
+    /// What the answer must follow, if no tools are offered.
+    pub response_format: Option<GrammarSpec>,
+    /// Read the reasoning apart from the content (`reasoning_content`).
+    pub split_reasoning: bool,
+}
+
+/// An assistant turn, ready to run.
+#[derive(Debug)]
+pub struct ChatTurn {
+    pub tokens: Vec<u32>,
+    pub reply: ReplyFormat,
+    pub grammar: Option<GrammarSpec>,
+}
 
 pub struct Engine {
     model: Model,
@@ -82,6 +103,12 @@ impl Engine {
         &self.template
     }
 
+    /// Renders conversations with `template` instead of the file's (llama.cpp's
+    /// `--chat-template-file`).
+    pub fn set_template(&mut self, template: ChatTemplate) {
+        self.template = template;
+    }
+
     /// Tokenizes prompt text with llama.cpp's defaults (special tokens parsed, BOS when the
     /// model asks for it) but never a second BOS when the text already starts with one, as
     /// rendered chat templates often do.
@@ -100,22 +127,45 @@ impl Engine {
     }
 
     /// The prompt tokens of a conversation, ready for the assistant's next turn, for a context
-    /// of `context` tokens. A rendered text longer than `context` tokens could spell (the
-    /// longest vocabulary entry's bytes per token) is refused before it is tokenized: a
-    /// template can render hundreds of megabytes (`{{ 'a ' * 50000000 }}`), and tokenizing them
-    /// only to learn that they do not fit took seconds and gigabytes.
+    /// of `context` tokens (no tools; see [`Engine::chat_turn`]).
     pub fn chat_prompt(
         &self,
         messages: &[ChatMessage],
         enable_thinking: Option<bool>,
         context: usize,
     ) -> Result<Vec<u32>, EngineError> {
-        let options = RenderOptions { add_generation_prompt: true, enable_thinking };
-        let text = self.template.render(messages, options)?;
+        let options = TurnOptions { enable_thinking, ..TurnOptions::default() };
+        Ok(self.chat_turn(messages, options, context)?.tokens)
+    }
+
+    /// Everything an assistant turn needs: its prompt tokens, how to read its answer, and the
+    /// grammar its tools (or `response_format`) put on it. A rendered text longer than
+    /// `context` tokens could spell (the longest vocabulary entry's bytes per token) is refused
+    /// before it is tokenized: a template can render hundreds of megabytes (`{{ 'a ' *
+    /// 50000000 }}`), and tokenizing them only to learn that they do not fit took seconds and
+    /// gigabytes.
+    pub fn chat_turn(
+        &self,
+        messages: &[ChatMessage],
+        options: TurnOptions,
+        context: usize,
+    ) -> Result<ChatTurn, EngineError> {
+        let tools_grammar = options.tools.as_ref().and_then(|tools| tools.grammar(self.template.call_syntax()));
+        if options.tools.is_some() && options.response_format.is_some() {
+            return Err(ChatError::BadTools("response_format cannot be combined with tools (llama.cpp refuses it too)".into()).into());
+        }
+        // A required call is asked for with the thinking off where the template has the switch:
+        // the grammar starts the answer at the call, where a thinking model would open <think>.
+        let required = options.tools.as_ref().is_some_and(|t| t.required);
+        let enable_thinking = options.enable_thinking.or(required.then_some(false));
+        let render = RenderOptions { add_generation_prompt: true, enable_thinking };
+        let text = self.template.render_with_tools(messages, render, options.tools.as_ref())?;
         if text.len() > context.saturating_mul(self.longest_token) {
             return Err(EngineError::RenderedPromptTooLong { bytes: text.len(), context });
         }
-        Ok(self.encode(&text))
+        let grammar = tools_grammar.or(options.response_format);
+        let reply = self.template.reply_format(&text, options.tools, options.split_reasoning);
+        Ok(ChatTurn { tokens: self.encode(&text), reply, grammar })
     }
 
     /// A fresh constraint for an answer that must follow `spec`, or why there can be none

@@ -150,7 +150,7 @@ impl GrammarCompiler {
 /// between tokens nothing, a space, or one or two newlines and up to 20 spaces or tabs of
 /// indentation. llguidance's default allows any run of whitespace, which a model unsure of
 /// what comes next (a small one, or one sampled hot) fills for hundreds of tokens.
-fn with_json_layout(mut schema: serde_json::Value) -> serde_json::Value {
+pub(crate) fn with_json_layout(mut schema: serde_json::Value) -> serde_json::Value {
     if let Some(object) = schema.as_object_mut()
         && !object.contains_key("x-guidance")
     {
