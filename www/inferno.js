@@ -89,6 +89,10 @@ export class Inferno {
     this.chat = Object.freeze({
       completions: Object.freeze({ create: (params) => this.#complete('chat', params) }),
     });
+    /** OpenAI's legacy text completions: `engine.completions.create({prompt, ...})`, the
+     *  prompt as it is (no chat template), with the same sampling, trace, stop strings and
+     *  response_format. */
+    this.completions = Object.freeze({ create: (params) => this.#complete('text', params) });
   }
 
   /** Starts an engine (its Web Worker) with no model yet. */
@@ -265,8 +269,12 @@ export class Inferno {
     if (params.signal?.aborted) throw abortError();
     if (params.n !== undefined && params.n !== 1) throw badRequest('only n = 1 is supported');
     const stops = stopStrings(params.stop);
-    const logprobs = Boolean(params.logprobs);
-    const topLogprobs = integerParam(params.top_logprobs, 'top_logprobs', 0, MAX_TRACE_TOP) ?? 0;
+    const logprobs = Boolean(params.logprobs) || params.logprobs === 0;
+    // The legacy completions give the number of top candidates as `logprobs` itself.
+    const topLogprobs =
+      kind === 'text' && typeof params.logprobs === 'number'
+        ? integerParam(params.logprobs, 'logprobs', 0, MAX_TRACE_TOP)
+        : (integerParam(params.top_logprobs, 'top_logprobs', 0, MAX_TRACE_TOP) ?? 0);
     if (topLogprobs > 0 && !logprobs) throw badRequest('top_logprobs needs logprobs: true');
     const traceTop = Math.max(
       topLogprobs,
@@ -280,7 +288,7 @@ export class Inferno {
     );
     const model = this.#model;
     const base = {
-      id: `chatcmpl-inferno-${++completionCount}`,
+      id: `${kind === 'text' ? 'cmpl' : 'chatcmpl'}-inferno-${++completionCount}`,
       created: Math.floor(Date.now() / 1000),
       model: model.name,
     };
@@ -320,31 +328,54 @@ export class Inferno {
       settings = samplingSettings(params, model.recommended_sampling);
       type = 'chat';
       fields = {
-        messages: chatMessages(params.messages),
         settings,
-        enableThinking: params.enable_thinking,
         grammar: responseFormat(params.response_format),
         maxTokens,
         traceTop,
         context: integerParam(params.context_size, 'context_size', 16, model.context_length),
       };
+      if (kind === 'text') {
+        type = 'complete';
+        if (typeof params.prompt !== 'string' || params.prompt.length === 0)
+          throw badRequest('prompt must be a non-empty string');
+        fields.prompt = params.prompt;
+      } else {
+        Object.assign(fields, {
+          messages: chatMessages(params.messages),
+          enableThinking: params.enable_thinking,
+          ...toolFields(params),
+          splitReasoning: reasoningFormat(params.reasoning_format),
+        });
+      }
     }
     // It becomes the answer to branch from once the engine starts on it (not if refused as busy).
-    const answer = { promptTokens, settings, steps: [...kept] };
+    const answer = {
+      promptTokens,
+      settings,
+      steps: [...kept],
+      text: kind === 'text' || (kind === 'branch' && this.#lastAnswer.text),
+      structured: kind === 'branch' && this.#lastAnswer.structured,
+    };
 
     const run = new CompletionRun({
       base,
+      text: answer.text,
       stops,
       logprobs,
       topLogprobs,
       settings,
       stop: () => this.#client.request('stop').catch(() => {}),
+      parse: (text) => this.#client.request('parse_reply', { text }).then((reply) => reply.reply),
     });
     const signal = params.signal;
     const onAbort = () => run.abort();
     signal?.addEventListener('abort', onAbort, { once: true });
     if (kind === 'branch')
-      run.begin(kept, { branch: { step: params.branch.step, token: params.branch.token } });
+      run.begin(
+        kept,
+        { branch: { step: params.branch.step, token: params.branch.token } },
+        answer.structured,
+      );
 
     const done = this.#client.request(type, fields, (event) => {
       if (event.type === 'prefill') {
@@ -353,14 +384,17 @@ export class Inferno {
         this.#lastAnswer = answer;
         const { prompt_tokens, reused, evaluated, context_size, context_used } = event.prepared;
         answer.promptTokens = prompt_tokens;
-        run.begin([], {
-          prompt: { prompt_tokens, reused, evaluated, context_size, context_used, prefill_ms: event.ms },
-        });
+        answer.structured = Boolean(event.prepared.structured);
+        run.begin(
+          [],
+          { prompt: { prompt_tokens, reused, evaluated, context_size, context_used, prefill_ms: event.ms } },
+          answer.structured,
+        );
       } else if (event.type === 'token') {
         this.#lastAnswer = answer;
         answer.steps[event.step.index] = event.step;
         answer.steps.length = event.step.index + 1;
-        run.token(event.step);
+        run.token(event.step, event.reply);
       }
     });
     done
@@ -369,7 +403,7 @@ export class Inferno {
         const prompt = answer.promptTokens ?? stats.promptTokens ?? 0;
         // A branch reads no prompt: all of it is the cache's.
         const cached = kind === 'branch' ? prompt : (stats.reused ?? 0);
-        run.finish(reply.reason, { prompt, cached }, { ...stats, seed: settings?.seed });
+        return run.finish(reply.reason, { prompt, cached }, { ...stats, seed: settings?.seed });
       })
       .catch((error) => {
         this.#afterError(error);
@@ -486,21 +520,81 @@ function responseFormat(format) {
   }
 }
 
-/** OpenAI messages to the template's: content may also be a list of text parts. */
+/** OpenAI messages to the template's: content may also be a list of text parts, or null in
+ *  an assistant message that made tool calls; `developer` is `system`. */
 function chatMessages(messages) {
   if (!Array.isArray(messages) || messages.length === 0)
     throw badRequest('messages must be a non-empty array');
   return messages.map((message, i) => {
+    const calls = message?.tool_calls;
     const content = Array.isArray(message?.content)
       ? message.content
           .map((part) => (part?.type === 'text' && typeof part.text === 'string' ? part.text : badPart(i)))
           .join('')
-      : message?.content;
+      : (message?.content ?? (Array.isArray(calls) ? '' : message?.content));
     if (typeof message?.role !== 'string' || typeof content !== 'string') {
       throw badRequest(`messages[${i}] needs a string role and string content`);
     }
-    return { role: message.role, content };
+    const out = { role: message.role === 'developer' ? 'system' : message.role, content };
+    if (calls !== undefined && calls !== null) out.tool_calls = toolCalls(calls, i);
+    for (const key of ['tool_call_id', 'name', 'reasoning_content']) {
+      if (message[key] === undefined || message[key] === null) continue;
+      if (typeof message[key] !== 'string') throw badRequest(`messages[${i}].${key} must be a string`);
+      out[key] = message[key];
+    }
+    return out;
   });
+}
+
+/** An assistant message's `tool_calls`: arguments as JSON text (an object is written as one). */
+function toolCalls(calls, i) {
+  if (!Array.isArray(calls)) throw badRequest(`messages[${i}].tool_calls must be an array`);
+  return calls.map((call, j) => {
+    const name = call?.function?.name;
+    let args = call?.function?.arguments ?? '{}';
+    if (args !== null && typeof args === 'object') args = JSON.stringify(args);
+    if (typeof name !== 'string' || typeof args !== 'string')
+      throw badRequest(`messages[${i}].tool_calls[${j}] needs function.name and function.arguments`);
+    return { id: call.id ?? undefined, type: 'function', function: { name, arguments: args } };
+  });
+}
+
+/** `tools`, `tool_choice` and `parallel_tool_calls` for the engine, which checks the names and
+ *  schemas (kind bad_tools). */
+function toolFields(params) {
+  const fields = {};
+  if (params.tools !== undefined && params.tools !== null) {
+    if (!Array.isArray(params.tools))
+      throw badRequest('tools must be an array of {type: "function", function}');
+    fields.tools = params.tools.map((tool, i) => {
+      if (tool?.type !== 'function' || typeof tool.function?.name !== 'string')
+        throw badRequest(
+          `tools[${i}] must be {type: 'function', function: {name, description?, parameters?}}`,
+        );
+      const { name, description, parameters } = tool.function;
+      return { type: 'function', function: { name, description, parameters } };
+    });
+  }
+  const choice = params.tool_choice;
+  if (choice !== undefined && choice !== null) {
+    const named = typeof choice === 'object' && typeof choice.function?.name === 'string';
+    if (!named && !['auto', 'none', 'required'].includes(choice))
+      throw badRequest(
+        "tool_choice must be 'auto', 'none', 'required' or {type: 'function', function: {name}}",
+      );
+    fields.toolChoice = named ? { type: 'function', function: { name: choice.function.name } } : choice;
+  }
+  if (params.parallel_tool_calls !== undefined && params.parallel_tool_calls !== null)
+    fields.parallelToolCalls = Boolean(params.parallel_tool_calls);
+  return fields;
+}
+
+/** llama.cpp's `reasoning_format`: 'auto' (default) keeps the reasoning apart in
+ *  `reasoning_content`, 'none' leaves it in the content as the model wrote it. */
+function reasoningFormat(format) {
+  if (format === undefined || format === null || format === 'auto') return undefined;
+  if (format === 'none') return false;
+  throw badRequest("reasoning_format must be 'auto' or 'none'");
 }
 
 function badPart(index) {
@@ -524,10 +618,15 @@ function samplingSettings(params, recommended = {}) {
   return settings;
 }
 
-/** One completion as it streams: worker events in, OpenAI-shaped chunks out. */
+/** One completion as it streams: worker events in, OpenAI-shaped chunks out. A chat answer
+ *  that is structured (the model reasons, or tools were offered) arrives read by the engine
+ *  as a message so far; its growth goes out as `content`, `reasoning_content` and
+ *  `tool_calls` deltas. A plain completion (`text`) goes out as legacy `text_completion`
+ *  chunks. */
 class CompletionRun {
-  constructor({ base, stops, logprobs, topLogprobs, settings, stop }) {
-    Object.assign(this, { base, stops, logprobs, topLogprobs, settings, stopWorker: stop });
+  constructor({ base, text, stops, logprobs, topLogprobs, settings, stop, parse }) {
+    Object.assign(this, { base, stops, logprobs, topLogprobs, settings, stopWorker: stop, parse });
+    this.textMode = Boolean(text);
     this.queue = [];
     this.wake = null;
     this.ended = false;
@@ -537,17 +636,20 @@ class CompletionRun {
     this.stoppedBy = null; // the stop string that ended the answer
     this.aborted = false;
     this.started = false;
-    this.collected = { content: '', logprobs: [], steps: [] };
+    this.structured = false;
+    this.sent = { content: '', reasoning: '', calls: [] }; // what a structured answer sent so far
+    this.collected = { logprobs: [], steps: [] };
   }
 
   chunk(delta, finishReason = null, extra = {}) {
-    return {
-      ...this.base,
-      object: 'chat.completion.chunk',
-      choices: [{ index: 0, delta, logprobs: extra.logprobs ?? null, finish_reason: finishReason }],
-      ...(extra.usage ? { usage: extra.usage } : {}),
-      inferno: extra.inferno ?? null,
-    };
+    const rest = { ...(extra.usage ? { usage: extra.usage } : {}), inferno: extra.inferno ?? null };
+    if (this.textMode) {
+      const logprobs = extra.logprobs ? legacyLogprobs(extra.logprobs.content) : null;
+      const choice = { index: 0, text: delta.content ?? '', logprobs, finish_reason: finishReason };
+      return { ...this.base, object: 'text_completion', choices: [choice], ...rest };
+    }
+    const choice = { index: 0, delta, logprobs: extra.logprobs ?? null, finish_reason: finishReason };
+    return { ...this.base, object: 'chat.completion.chunk', choices: [choice], ...rest };
   }
 
   push(chunk) {
@@ -555,34 +657,86 @@ class CompletionRun {
     this.wake?.();
   }
 
-  /** The first chunk: the role, and for a branch the text kept before the branch point. */
-  begin(keptSteps, inferno) {
+  /** The first chunk: the role, and for a branch the text kept before the branch point (a
+   *  structured answer's kept part comes read with the first token instead). */
+  begin(keptSteps, inferno, structured = false) {
     if (this.started) return;
     this.started = true;
+    this.structured = structured && !this.textMode;
     this.text = keptSteps.map((step) => step.text).join('');
-    this.emitted = this.text.length;
     this.collected.steps.push(...keptSteps);
     if (this.logprobs) this.collected.logprobs.push(...keptSteps.map((step) => this.logprobEntry(step)));
-    this.push(this.chunk({ role: 'assistant', content: this.text }, null, { inferno }));
+    if (this.structured) {
+      this.push(this.chunk({ role: 'assistant', content: '' }, null, { inferno }));
+      return;
+    }
+    this.emitted = this.text.length;
+    const delta = this.textMode ? { content: this.text } : { role: 'assistant', content: this.text };
+    this.push(this.chunk(delta, null, { inferno }));
   }
 
-  token(step) {
+  token(step, reply) {
     if (this.stoppedBy !== null || this.aborted) return; // The worker is being stopped.
     this.collected.steps.push(step);
     this.text += step.text;
     const cut = this.stopAt();
-    const end = cut ?? this.text.length - this.heldBack();
-    const content = this.text.slice(this.emitted, Math.max(this.emitted, end));
-    this.emitted = Math.max(this.emitted, end);
+    const held = this.heldBack();
     const logprobs = this.logprobs ? { content: [this.logprobEntry(step)] } : null;
     if (logprobs) this.collected.logprobs.push(logprobs.content[0]);
-    this.push(
-      this.chunk({ content }, null, { logprobs, inferno: { step: { ...step, settings: this.settings } } }),
-    );
+    const extra = { logprobs, inferno: { step: { ...step, settings: this.settings } } };
+    if (this.structured && reply) {
+      // Content that may be the start of a stop string waits, as in a plain answer.
+      const tail = this.text.slice(this.text.length - held);
+      const limit = held > 0 && reply.content.endsWith(tail) ? reply.content.length - held : undefined;
+      this.push(this.chunk(this.replyDelta(reply, limit), null, extra));
+      this.emitted = cut ?? this.text.length - held; // Where the next stop search starts.
+    } else {
+      const end = cut ?? this.text.length - held;
+      const content = this.text.slice(this.emitted, Math.max(this.emitted, end));
+      this.emitted = Math.max(this.emitted, end);
+      this.push(this.chunk({ content }, null, extra));
+    }
     if (cut !== null) {
       this.text = this.text.slice(0, cut);
       this.stopWorker();
     }
+  }
+
+  /** What `reply` adds to what was sent: each field's growth (a field that is not an
+   *  extension of what was sent waits until it is). `contentLimit` holds back content. */
+  replyDelta(reply, contentLimit) {
+    const delta = {};
+    const growth = (sent, now) =>
+      now.length > sent.length && now.startsWith(sent) ? now.slice(sent.length) : '';
+    const content = growth(this.sent.content, reply.content.slice(0, contentLimit));
+    if (content) {
+      delta.content = content;
+      this.sent.content += content;
+    }
+    const reasoning = growth(this.sent.reasoning, reply.reasoning_content ?? '');
+    if (reasoning) {
+      delta.reasoning_content = reasoning;
+      this.sent.reasoning += reasoning;
+    }
+    const calls = [];
+    reply.tool_calls.forEach((call, index) => {
+      let sent = this.sent.calls[index];
+      if (!sent) {
+        sent = { id: `call_${this.base.id.replace(/^\w+-/, '')}_${index}`, name: call.name, arguments: '' };
+        this.sent.calls.push(sent);
+        const piece = growth('', call.arguments);
+        sent.arguments = piece;
+        calls.push({ index, id: sent.id, type: 'function', function: { name: call.name, arguments: piece } });
+        return;
+      }
+      const piece = growth(sent.arguments, call.arguments);
+      if (piece) {
+        sent.arguments += piece;
+        calls.push({ index, function: { arguments: piece } });
+      }
+    });
+    if (calls.length > 0) delta.tool_calls = calls;
+    return delta;
   }
 
   /** Where the first stop string begins, if one has appeared. */
@@ -635,13 +789,27 @@ class CompletionRun {
     this.stopWorker();
   }
 
-  finish(reason, { prompt, cached }, stats) {
+  async finish(reason, { prompt, cached }, stats) {
     if (!this.started) this.begin([], null); // Stopped before the prompt was read.
+    let delta;
+    if (this.structured) {
+      // The whole answer read once more as finished (what streaming held back, a call cut
+      // off, the text a stop string cut).
+      const reply = await this.parse(this.text).catch(() => null);
+      delta = reply ? this.replyDelta(reply) : {};
+    } else {
+      const rest = this.text.slice(this.emitted); // Held back for a stop string that never came.
+      this.emitted = this.text.length;
+      delta = rest ? { content: rest } : {};
+    }
+    const calls = this.sent.calls.length > 0;
     const finishReason = this.aborted
       ? 'abort'
       : this.stoppedBy !== null
         ? 'stop'
-        : (FINISH_REASONS[reason] ?? 'stop');
+        : calls && (reason === 'end' || reason === 'stopped')
+          ? 'tool_calls'
+          : (FINISH_REASONS[reason] ?? 'stop');
     const completion = this.collected.steps.length;
     const usage = {
       prompt_tokens: prompt,
@@ -649,14 +817,12 @@ class CompletionRun {
       total_tokens: prompt + completion,
       prompt_tokens_details: { cached_tokens: cached },
     };
-    const rest = this.text.slice(this.emitted); // What was held back for a stop string that never came.
-    this.emitted = this.text.length;
     const inferno = {
       finish: this.stoppedBy !== null ? 'stop_string' : reason,
       stop_string: this.stoppedBy,
       stats,
     };
-    this.push(this.chunk(rest ? { content: rest } : {}, finishReason, { usage, inferno }));
+    this.push(this.chunk(delta, finishReason, { usage, inferno }));
     this.summary = { finishReason, usage, inferno };
     this.ended = true;
     this.wake?.();
@@ -690,22 +856,81 @@ class CompletionRun {
 
   /** The whole completion (stream: false). */
   async collect() {
-    let content = '';
-    for await (const chunk of this.chunks()) content += chunk.choices[0].delta.content ?? '';
+    let text = '';
+    const message = new MessageBuilder();
+    for await (const chunk of this.chunks()) {
+      if (this.textMode) text += chunk.choices[0].text;
+      else message.add(chunk.choices[0].delta);
+    }
     const { finishReason, usage, inferno } = this.summary;
-    return {
-      ...this.base,
-      object: 'chat.completion',
-      choices: [
-        {
-          index: 0,
-          message: { role: 'assistant', content },
-          logprobs: this.logprobs ? { content: this.collected.logprobs } : null,
-          finish_reason: finishReason,
-        },
-      ],
-      usage,
-      inferno: { ...inferno, steps: this.collected.steps, settings: this.settings },
+    const extra = { ...inferno, steps: this.collected.steps, settings: this.settings };
+    if (this.textMode) {
+      const logprobs = this.logprobs ? legacyLogprobs(this.collected.logprobs) : null;
+      const choice = { index: 0, text, logprobs, finish_reason: finishReason };
+      return { ...this.base, object: 'text_completion', choices: [choice], usage, inferno: extra };
+    }
+    const choice = {
+      index: 0,
+      message: message.message(),
+      logprobs: this.logprobs ? { content: this.collected.logprobs } : null,
+      finish_reason: finishReason,
     };
+    return { ...this.base, object: 'chat.completion', choices: [choice], usage, inferno: extra };
   }
+}
+
+/**
+ * Joins a chat stream's deltas into its message, as an OpenAI client does: content and
+ * reasoning concatenated, each tool call's pieces joined by `index`.
+ */
+export class MessageBuilder {
+  constructor() {
+    this.content = '';
+    this.reasoning = '';
+    this.calls = [];
+  }
+
+  add(delta) {
+    this.content += delta.content ?? '';
+    this.reasoning += delta.reasoning_content ?? '';
+    for (const piece of delta.tool_calls ?? []) {
+      const call = (this.calls[piece.index] ??= {
+        id: piece.id,
+        type: 'function',
+        function: { name: '', arguments: '' },
+      });
+      if (piece.id) call.id = piece.id;
+      call.function.name += piece.function?.name ?? '';
+      call.function.arguments += piece.function?.arguments ?? '';
+    }
+  }
+
+  message() {
+    const message = {
+      role: 'assistant',
+      content: this.calls.length > 0 && !this.content ? null : this.content,
+    };
+    if (this.reasoning) message.reasoning_content = this.reasoning;
+    if (this.calls.length > 0) message.tool_calls = this.calls;
+    return message;
+  }
+}
+
+/** Chat-shaped log probabilities as the legacy completions' `{tokens, token_logprobs,
+ *  top_logprobs, text_offset}`. */
+function legacyLogprobs(entries) {
+  let offset = 0;
+  const text_offset = [];
+  for (const entry of entries) {
+    text_offset.push(offset);
+    offset += entry.token.length;
+  }
+  return {
+    tokens: entries.map((entry) => entry.token),
+    token_logprobs: entries.map((entry) => entry.logprob),
+    top_logprobs: entries.map((entry) =>
+      Object.fromEntries(entry.top_logprobs.map((t) => [t.token, t.logprob])),
+    ),
+    text_offset,
+  };
 }

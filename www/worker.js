@@ -664,7 +664,9 @@ async function decode(id, run, { first, startIndex, maxTokens, traceTop }) {
     };
     answer.steps[step.index] = step;
     answer.steps.length = step.index + 1;
-    self.postMessage({ type: 'token', id, event: true, step });
+    // A structured answer (reasoning, tool calls) is read as it grows: the message so far.
+    const reply = answer.structured ? toPlain(engine.parse_reply(answerText(), true)) : undefined;
+    self.postMessage({ type: 'token', id, event: true, step, reply });
     if (out.end_of_generation) {
       reason = 'end';
       break;
@@ -672,6 +674,21 @@ async function decode(id, run, { first, startIndex, maxTokens, traceTop }) {
     await yieldToMessages();
   }
   return { reason, stats };
+}
+
+/** The current answer's text so far. */
+function answerText() {
+  let text = '';
+  for (const step of answer.steps) text += step.text;
+  return text;
+}
+
+/** The current answer's final `text` (a stop string may have cut it) read as a message. */
+function parseReply(request) {
+  const { engine } = requireModel();
+  if (typeof request.text !== 'string')
+    throw new WorkerError('ProtocolError', 'bad_request', 'parse_reply needs a string "text"');
+  return { type: 'reply', reply: toPlain(engine.parse_reply(request.text, false)) };
 }
 
 function generationOptions(request) {
@@ -712,24 +729,42 @@ function doneReply(reason, stats, prefill, { started, replayedBefore, soloBefore
   };
 }
 
+/** A chat answer, or (`complete`) a legacy text completion. */
 async function chat(request) {
   const { engine } = requireModel();
   const options = generationOptions(request);
-  return runExclusive((run) => chatOn(engine, request, options, run).catch(onGenerationError));
+  return runExclusive((run) => answerOn(engine, request, options, run).catch(onGenerationError));
 }
 
-async function chatOn(engine, request, options, run) {
-  const begun = beginCompletion(engine);
-  const { started } = begun;
-  const prepared = toPlain(
-    engine.prepare_chat({
-      messages: chatMessages(request.messages),
-      enable_thinking: request.enableThinking ?? undefined,
+/** The prompt of a chat (rendered through the template) or a completion (as it is). */
+function prepare(engine, request) {
+  if (request.type === 'complete') {
+    if (typeof request.prompt !== 'string')
+      throw new WorkerError('ProtocolError', 'bad_request', 'complete needs a string "prompt"');
+    return engine.prepare_text({
+      prompt: request.prompt,
       grammar: request.grammar ?? undefined,
       settings: request.settings ?? {},
       context: request.context ?? undefined,
-    }),
-  );
+    });
+  }
+  return engine.prepare_chat({
+    messages: chatMessages(request.messages),
+    enable_thinking: request.enableThinking ?? undefined,
+    grammar: request.grammar ?? undefined,
+    tools: request.tools ?? undefined,
+    tool_choice: request.toolChoice ?? undefined,
+    parallel_tool_calls: request.parallelToolCalls ?? undefined,
+    split_reasoning: request.splitReasoning ?? undefined,
+    settings: request.settings ?? {},
+    context: request.context ?? undefined,
+  });
+}
+
+async function answerOn(engine, request, options, run) {
+  const begun = beginCompletion(engine);
+  const { started } = begun;
+  const prepared = toPlain(prepare(engine, request));
   const prefilled = await prefillInParts(request.id, run, engine, prepared.prompt_tokens);
   const prefillMs = performance.now() - started;
   const prefill = {
@@ -740,7 +775,7 @@ async function chatOn(engine, request, options, run) {
     prefillMs,
     prefillTokS: prefilled.evaluated > 0 ? (1000 * prefilled.evaluated) / prefillMs : null,
   };
-  answer = { start: engine.context_used(), steps: [] };
+  answer = { start: engine.context_used(), steps: [], structured: prepared.structured };
   if (prefilled.remaining > 0) {
     return doneReply('stopped', { steps: 0, decodeSteps: 0 }, prefill, begun);
   }
@@ -839,11 +874,13 @@ const HANDLERS = {
   info: () => engineInfo(),
   load: (request) => runExclusive((run) => loadModel(request, run), { preempt: true }),
   chat,
+  complete: chat,
   branch,
   stop,
   reset,
   tokenize,
   detokenize,
+  parse_reply: parseReply,
   unload,
   configure,
   ping: () => ({ type: 'pong' }),

@@ -4,8 +4,8 @@ use serde::Serialize;
 use wasm_bindgen::prelude::*;
 
 use super::{engine_error, js_error, to_js};
-use crate::chat::ChatMessage;
-use crate::engine::{Engine, EngineError, Session};
+use crate::chat::{ChatMessage, ReplyFormat, Tool, ToolChoice, ToolUse};
+use crate::engine::{Engine, EngineError, Session, TurnOptions};
 use crate::grammar::{GrammarError, GrammarSpec};
 use crate::inspect::Report;
 use crate::sampler::{Sampler, SamplerError, SamplerSettings, StepTrace};
@@ -26,6 +26,8 @@ pub struct WebEngine {
     /// Where the current answer began in the conversation: a branch rolls its grammar back to
     /// the tokens kept after it.
     answer_start: usize,
+    /// How the current answer is read back (`parse_reply`).
+    reply: ReplyFormat,
 }
 
 #[derive(serde::Deserialize)]
@@ -42,6 +44,16 @@ struct ChatRequest {
     /// What the answer must follow, if anything.
     #[serde(default)]
     grammar: Option<GrammarRequest>,
+    /// OpenAI's `tools`, `tool_choice` and `parallel_tool_calls`.
+    #[serde(default)]
+    tools: Option<Vec<Tool>>,
+    #[serde(default)]
+    tool_choice: Option<ToolChoice>,
+    #[serde(default)]
+    parallel_tool_calls: Option<bool>,
+    /// Read the reasoning apart from the content (default true).
+    #[serde(default)]
+    split_reasoning: Option<bool>,
 }
 
 /// `{type: 'json_object'}`, `{type: 'json_schema', schema}` (the schema as JSON text) or
@@ -80,7 +92,14 @@ impl WebEngine {
 
     pub(super) fn new(engine: Engine) -> Result<WebEngine, JsValue> {
         let sampler = Sampler::new(SamplerSettings::default()).map_err(engine_error_of)?;
-        Ok(WebEngine { engine, session: None, prompt: Vec::new(), sampler, answer_start: 0 })
+        Ok(WebEngine {
+            engine,
+            session: None,
+            prompt: Vec::new(),
+            sampler,
+            answer_start: 0,
+            reply: ReplyFormat::default(),
+        })
     }
 }
 
@@ -137,26 +156,80 @@ impl WebEngine {
         to_js(&Report::new(self.engine.model().header()))
     }
 
-    /// Renders `{messages, enable_thinking?, settings?, context?}` through the chat template,
+    /// Renders `{messages, enable_thinking?, settings?, context?, grammar?, tools?,
+    /// tool_choice?, parallel_tool_calls?, split_reasoning?}` through the chat template,
     /// tokenizes it and makes sure a cache of that context exists; `prefill` then evaluates it.
-    /// Returns `{prompt_tokens, context_size}`.
+    /// The tools, and any grammar, are checked and compiled first. Returns `{prompt_tokens,
+    /// context_size, structured, call_syntax}`: when `structured`, the answer's text is read
+    /// with `parse_reply`.
     pub fn prepare_chat(&mut self, request: JsValue) -> Result<JsValue, JsValue> {
         let request: ChatRequest = serde_wasm_bindgen::from_value(request)
             .map_err(|e| js_error("TypeError", "bad_request", &e.to_string()))?;
         // Each answer starts its random stream afresh: the same seed and conversation give the
         // same answer.
         self.sampler = Sampler::new(request.settings).map_err(engine_error_of)?;
-        // A grammar is compiled (and a schema checked) before anything else runs.
-        if let Some(grammar) = request.grammar {
-            let spec = grammar.spec().map_err(|e| engine_error(e.into()))?;
-            let constraint = self.engine.constraint(&spec).map_err(engine_error)?;
+        let response_format = match request.grammar {
+            Some(grammar) => Some(grammar.spec().map_err(|e| engine_error(e.into()))?),
+            None => None,
+        };
+        let (tools, choice) = (request.tools.unwrap_or_default(), request.tool_choice.unwrap_or_default());
+        let tools = ToolUse::new(tools, choice, request.parallel_tool_calls.unwrap_or(true))
+            .map_err(|e| engine_error(e.into()))?;
+        let options = TurnOptions {
+            enable_thinking: request.enable_thinking,
+            tools,
+            response_format,
+            split_reasoning: request.split_reasoning.unwrap_or(true),
+        };
+        let context = self.context_for(request.context);
+        let turn = self.engine.chat_turn(&request.messages, options, context).map_err(engine_error)?;
+        self.begin_answer(turn.tokens, turn.grammar.as_ref(), turn.reply, context)
+    }
+
+    /// Tokenizes `{prompt, settings?, context?, grammar?}` as it is (no template: the legacy
+    /// completions) and makes sure a cache of that context exists; `prefill` then evaluates
+    /// it. Returns what `prepare_chat` does.
+    pub fn prepare_text(&mut self, request: JsValue) -> Result<JsValue, JsValue> {
+        #[derive(serde::Deserialize)]
+        struct TextRequest {
+            prompt: String,
+            #[serde(default)]
+            settings: SamplerSettings,
+            #[serde(default)]
+            context: Option<usize>,
+            #[serde(default)]
+            grammar: Option<GrammarRequest>,
+        }
+        let request: TextRequest = serde_wasm_bindgen::from_value(request)
+            .map_err(|e| js_error("TypeError", "bad_request", &e.to_string()))?;
+        self.sampler = Sampler::new(request.settings).map_err(engine_error_of)?;
+        let grammar = match request.grammar {
+            Some(grammar) => Some(grammar.spec().map_err(|e| engine_error(e.into()))?),
+            None => None,
+        };
+        let context = self.context_for(request.context);
+        let tokens = self.engine.encode(&request.prompt);
+        if tokens.is_empty() {
+            return Err(engine_error(EngineError::EmptyPrompt));
+        }
+        self.begin_answer(tokens, grammar.as_ref(), ReplyFormat::default(), context)
+    }
+
+    /// Sets up an answer to `tokens`: its grammar compiled (a schema checked) before anything
+    /// runs, how it is read, and a cache of `context` tokens.
+    fn begin_answer(
+        &mut self,
+        tokens: Vec<u32>,
+        grammar: Option<&GrammarSpec>,
+        reply: ReplyFormat,
+        context: usize,
+    ) -> Result<JsValue, JsValue> {
+        if let Some(grammar) = grammar {
+            let constraint = self.engine.constraint(grammar).map_err(engine_error)?;
             self.sampler.set_constraint(Some(constraint));
         }
-        let context = self.context_for(request.context);
-        self.prompt = self
-            .engine
-            .chat_prompt(&request.messages, request.enable_thinking, context)
-            .map_err(engine_error)?;
+        self.prompt = tokens;
+        self.reply = reply;
         let prompt_tokens = self.prompt.len();
         self.answer_start = prompt_tokens;
         let context_size = self.session_for(Some(context))?.context_len();
@@ -164,8 +237,22 @@ impl WebEngine {
         struct Prepared {
             prompt_tokens: usize,
             context_size: usize,
+            structured: bool,
+            call_syntax: Option<crate::chat::CallSyntax>,
         }
-        to_js(&Prepared { prompt_tokens, context_size })
+        to_js(&Prepared {
+            prompt_tokens,
+            context_size,
+            structured: self.reply.is_structured(),
+            call_syntax: self.reply.calls.as_ref().map(|(syntax, _)| *syntax),
+        })
+    }
+
+    /// The current answer's text read as an OpenAI message: `{content, reasoning_content?,
+    /// tool_calls: [{name, arguments}]}`. `partial` while it streams: each field is then a
+    /// prefix of its final value.
+    pub fn parse_reply(&self, text: &str, partial: bool) -> Result<JsValue, JsValue> {
+        to_js(&self.reply.parse(text, partial))
     }
 
     /// Evaluates up to `budget` more tokens of the prepared prompt (the cache keeps what it

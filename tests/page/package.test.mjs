@@ -121,6 +121,58 @@ async function scenario() {
   };
   result.yesNo = (await engine.chat.completions.create({ ...asJson, response_format: { type: 'grammar', grammar: 'start: "yes" | "no"' } })).choices[0].message.content;
 
+  // 4c. Tool calls (SmolLM2's template has no tool format: the generic JSON route). A
+  // required call, streamed at temperature 1 with three seeds, arrives as tool_calls deltas
+  // that join into a call with arguments its schema accepts; the call and its result go back
+  // in and the next answer runs; a named function is the one called; mistakes are bad_tools.
+  const weather = {
+    type: 'function',
+    function: {
+      name: 'get_weather',
+      description: 'The weather in a city.',
+      parameters: { type: 'object', properties: { city: { enum: ['Paris', 'Oslo', 'Lima'] }, celsius: { type: 'boolean' } }, required: ['city'] },
+    },
+  };
+  const alarm = { type: 'function', function: { name: 'set_alarm', parameters: { type: 'object', properties: { hour: { type: 'integer', minimum: 0, maximum: 23 } }, required: ['hour'] } } };
+  const ask = { messages: [{ role: 'user', content: 'What is the weather in Paris?' }], tools: [weather, alarm], temperature: 1, max_tokens: 60 };
+  result.tools = [];
+  for (const seed of [1, 2, 3]) {
+    const calls = [];
+    let finish = null;
+    for await (const chunk of await engine.chat.completions.create({ ...ask, tool_choice: 'required', parallel_tool_calls: false, seed, stream: true })) {
+      for (const piece of chunk.choices[0].delta.tool_calls ?? []) {
+        calls[piece.index] ??= { id: piece.id, name: piece.function.name, arguments: '', pieces: 0 };
+        calls[piece.index].arguments += piece.function.arguments ?? '';
+        calls[piece.index].pieces += 1;
+      }
+      finish = chunk.choices[0].finish_reason ?? finish;
+    }
+    const next = await engine.chat.completions.create({
+      ...ask,
+      seed,
+      messages: [
+        ...ask.messages,
+        { role: 'assistant', content: null, tool_calls: calls.map((c) => ({ id: c.id, type: 'function', function: { name: c.name, arguments: c.arguments } })) },
+        ...calls.map((c) => ({ role: 'tool', tool_call_id: c.id, content: '{"temperature": 21, "sky": "clear"}' })),
+      ],
+    });
+    result.tools.push({ calls, finish, next: { message: next.choices[0].message, finish: next.choices[0].finish_reason } });
+  }
+  const named = await engine.chat.completions.create({ ...ask, seed: 4, parallel_tool_calls: false, tool_choice: { type: 'function', function: { name: 'set_alarm' } } });
+  result.namedTool = named.choices[0].message.tool_calls;
+  result.toolErrors = {
+    name: await kindOf(engine.chat.completions.create({ ...ask, tools: [{ type: 'function', function: { name: 'two words' } }] })),
+    unknown: await kindOf(engine.chat.completions.create({ ...ask, tool_choice: { type: 'function', function: { name: 'nope' } } })),
+    withFormat: await kindOf(engine.chat.completions.create({ ...ask, response_format: { type: 'json_object' } })),
+  };
+
+  // 4d. Plain completions: the prompt as it is, streamed and whole (greedy: the same text).
+  const prompt = { prompt: 'The capital of France is', temperature: 0, max_tokens: 6, logprobs: 2 };
+  let streamedText = '';
+  for await (const chunk of await engine.completions.create({ ...prompt, stream: true })) streamedText += chunk.choices[0].text;
+  const whole = await engine.completions.create(prompt);
+  result.completion = { streamedText, whole };
+
   // 5. The tokenizer, both ways.
   const ids = await engine.tokenize('Hello world', { addSpecial: false });
   result.tokens = { ids, text: await engine.detokenize(ids) };
@@ -318,6 +370,52 @@ describe('the npm package in a plain page', { timeout: 300_000 }, () => {
         missingFile: 'fetch_failed',
       });
       assert.equal(result.unloaded, 'no_model');
+
+      // 4c. Tool calls.
+      assert.equal(result.tools.length, 3);
+      for (const { calls, finish, next } of result.tools) {
+        assert.equal(finish, 'tool_calls', JSON.stringify(calls));
+        assert.equal(calls.length, 1, JSON.stringify(calls));
+        for (const call of calls) {
+          assert.match(call.id, /^call_/);
+          const args = JSON.parse(call.arguments);
+          if (call.name === 'get_weather')
+            assert.ok(['Paris', 'Oslo', 'Lima'].includes(args.city), call.arguments);
+          else {
+            assert.equal(call.name, 'set_alarm');
+            assert.ok(Number.isInteger(args.hour) && args.hour >= 0 && args.hour <= 23, call.arguments);
+          }
+        }
+        // The next answer is held to the generic route's JSON: a reply or more calls.
+        assert.ok(['stop', 'tool_calls', 'length'].includes(next.finish), next.finish);
+        if (next.finish === 'tool_calls') assert.ok(next.message.tool_calls.length > 0);
+        if (next.finish === 'stop') assert.equal(typeof next.message.content, 'string');
+      }
+      // Named: that function, once (parallel calls off).
+      assert.equal(result.namedTool.length, 1);
+      for (const call of result.namedTool) {
+        assert.equal(call.function.name, 'set_alarm');
+        assert.ok(Number.isInteger(JSON.parse(call.function.arguments).hour), call.function.arguments);
+      }
+      assert.deepEqual(result.toolErrors, {
+        name: 'bad_tools',
+        unknown: 'bad_tools',
+        withFormat: 'bad_tools',
+      });
+
+      // 4d. Plain completions.
+      const { streamedText, whole: completion } = result.completion;
+      assert.equal(completion.object, 'text_completion');
+      assert.match(completion.id, /^cmpl-/);
+      assert.equal(completion.choices[0].text, streamedText);
+      assert.ok(streamedText.length > 0);
+      assert.equal(completion.usage.completion_tokens, 6);
+      assert.equal(completion.choices[0].finish_reason, 'length');
+      const legacy = completion.choices[0].logprobs;
+      assert.equal(legacy.tokens.length, 6);
+      assert.equal(legacy.tokens.join(''), streamedText);
+      assert.equal(Object.keys(legacy.top_logprobs[0]).length, 2);
+      assert.ok(legacy.token_logprobs.every((lp) => lp <= 0));
 
       // 4b. Structured output.
       assert.equal(result.structured.length, 5);
