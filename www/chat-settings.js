@@ -99,8 +99,14 @@ export function createSettings(inputs, threadsNote) {
    *  An empty seed means a fresh random one per answer (the engine picks it). */
   function read(model) {
     const seedText = inputs.seed.value.trim();
+    const responseFormat = readResponseFormat();
+    if (responseFormat && inputs.tools_demo.value !== 'off') {
+      throw Object.assign(new Error('Answer as JSON or offer the demo tool: not both at once'), {
+        kind: 'bad_setting',
+      });
+    }
     return {
-      response_format: readResponseFormat(),
+      response_format: responseFormat,
       temperature: readNumber(inputs.temperature, { min: 0, max: 10, name: 'Temperature' }),
       top_k: readNumber(inputs.top_k, { integer: true, min: 0, max: 1e6, name: 'Top-k' }),
       top_p: readNumber(inputs.top_p, { min: 0.0001, max: 1, name: 'Top-p' }),
@@ -132,12 +138,19 @@ export function createSettings(inputs, threadsNote) {
 
   /** Every field's text, for saving; restore() puts them back. */
   function values() {
-    return Object.fromEntries(Object.entries(inputs).map(([key, input]) => [key, input.value]));
+    return Object.fromEntries(
+      Object.entries(inputs).map(([key, input]) => [
+        key,
+        input.type === 'checkbox' ? String(input.checked) : input.value,
+      ]),
+    );
   }
 
   function restore(saved) {
     for (const [key, input] of Object.entries(inputs)) {
-      if (typeof saved?.[key] === 'string') input.value = saved[key];
+      if (typeof saved?.[key] !== 'string') continue;
+      if (input.type === 'checkbox') input.checked = saved[key] === 'true';
+      else input.value = saved[key];
     }
   }
 

@@ -9,6 +9,8 @@ import { formatBytes, formatDuration } from './format.js';
 import { createVisualizer } from './visualizer.js';
 import { createModelPanel } from './chat-model.js';
 import { createSettings, pickSampling } from './chat-settings.js';
+import { DEMO_TOOL, demoToolResult, toolCallNode, toolResultNode } from './chat-tools.js';
+import { MessageBuilder } from './inferno.js';
 import { DEFAULT_TRACE_TOP } from './defaults.js';
 import { loadChatState, saveChatState } from './storage.js';
 
@@ -59,9 +61,15 @@ const ui = {
     threads: $('set-threads'),
     device: $('set-device'),
     json_schema: $('set-json-schema'),
+    tools_demo: $('set-tools-demo'),
   },
   threadsNote: $('threads-note'),
 };
+
+/** Rounds of tool calls one question may run before the page stops answering them. */
+const MAX_TOOL_ROUNDS = 3;
+/** What a saved message keeps. */
+const SAVED_FIELDS = ['role', 'content', 'reasoning', 'tool_calls', 'tool_call_id', 'name', 'stats', 'error'];
 
 /** Failures that take the model with them, and how the page names them. */
 const ENGINE_LOST = {
@@ -76,7 +84,9 @@ const ENGINE_LOST = {
  */
 export function createChat(engine, { onModelLoaded, pickFile }) {
   const state = {
-    messages: [], // {role, content, stats?, error?, steps? (last answer only, not saved)}
+    // {role, content, reasoning?, tool_calls?, tool_call_id?, name?, stats?, error?, steps?
+    // (last answer only, not saved)}
+    messages: [],
     generating: null, // {assistant, controller, finished}
     engineSampling: null, // llama.cpp's defaults, from the engine
     defaults: {}, // the sampling defaults for the current model
@@ -140,7 +150,13 @@ export function createChat(engine, { onModelLoaded, pickFile }) {
   function apiMessages() {
     const turns = state.messages
       .filter((m) => !m.error && m.content !== undefined)
-      .map(({ role, content }) => ({ role, content }));
+      .map(({ role, content, reasoning, tool_calls, tool_call_id, name }) => ({
+        role,
+        content,
+        ...(reasoning ? { reasoning_content: reasoning } : {}),
+        ...(tool_calls ? { tool_calls } : {}),
+        ...(tool_call_id ? { tool_call_id, name } : {}),
+      }));
     const system = ui.systemPrompt.value.trim();
     return system ? [{ role: 'system', content: system }, ...turns] : turns;
   }
@@ -152,12 +168,23 @@ export function createChat(engine, { onModelLoaded, pickFile }) {
     return { thinking: match[1].trim(), answer: match[3].replace(/^\s+/, ''), open: match[2] === '' };
   }
 
+  /** The thinking and the answer of a message: kept apart by the engine (`reasoning`), or
+   *  in a conversation saved before it did, split from the content. */
+  function thinkingOf(message) {
+    if (message.role !== 'assistant') return { thinking: null, answer: message.content };
+    if (message.reasoning === undefined) return splitThinking(message.content);
+    const streaming = state.generating?.assistant === message;
+    const open = streaming && !message.content && !message.tool_calls;
+    return { thinking: message.reasoning, answer: message.content, open };
+  }
+
   function renderMessageBody(message, node) {
     const body = node.querySelector('.bubble-body');
-    const { thinking, answer, open } =
-      message.role === 'assistant'
-        ? splitThinking(message.content)
-        : { thinking: null, answer: message.content };
+    if (message.role === 'tool') {
+      replaceChildren(body, toolResultNode(message));
+      return;
+    }
+    const { thinking, answer, open } = thinkingOf(message);
     const parts = [];
     if (thinking !== null) {
       const details =
@@ -169,7 +196,8 @@ export function createChat(engine, { onModelLoaded, pickFile }) {
       details.querySelector('.think-body').textContent = thinking;
       parts.push(details);
     }
-    parts.push(el('div', { className: 'answer-text' }, answer));
+    if (answer || !message.tool_calls) parts.push(el('div', { className: 'answer-text' }, answer));
+    for (const call of message.tool_calls ?? []) parts.push(toolCallNode(call));
     replaceChildren(body, parts);
     const meta = node.querySelector('.bubble-meta');
     meta.textContent = message.error
@@ -209,7 +237,7 @@ export function createChat(engine, { onModelLoaded, pickFile }) {
 
   async function copyAnswer(message, button) {
     try {
-      await navigator.clipboard.writeText(splitThinking(message.content).answer.trim());
+      await navigator.clipboard.writeText(thinkingOf(message).answer.trim());
       button.textContent = 'Copied';
     } catch {
       button.textContent = 'Copy failed'; // No clipboard permission (e.g. an insecure origin).
@@ -309,6 +337,9 @@ export function createChat(engine, { onModelLoaded, pickFile }) {
     state.generating = { assistant, controller, finished: new Promise((resolve) => (finished = resolve)) };
     updateButtons();
     assistant.content = '';
+    delete assistant.reasoning;
+    delete assistant.tool_calls;
+    const message = new MessageBuilder();
     try {
       const stream = await start({
         signal: controller.signal,
@@ -333,7 +364,10 @@ export function createChat(engine, { onModelLoaded, pickFile }) {
           document.body.dataset.lastPrefill = String(prompt.evaluated);
           document.body.dataset.lastReused = String(prompt.reused);
         }
-        assistant.content += delta.content ?? '';
+        message.add(delta);
+        assistant.content = message.content;
+        if (message.reasoning) assistant.reasoning = message.reasoning;
+        if (message.calls.length > 0) assistant.tool_calls = message.calls;
         if (step) {
           assistant.steps[step.index] = step;
           assistant.steps.length = step.index + 1;
@@ -398,7 +432,7 @@ export function createChat(engine, { onModelLoaded, pickFile }) {
    * Appends `userMessage` (if any) and streams a new answer to the conversation. Returns
    * false when the settings are invalid (nothing changes then).
    */
-  async function answer(userMessage) {
+  async function answer(userMessage, toolRound = 0) {
     const params = readSettings();
     if (!params) return false;
     hideError();
@@ -409,6 +443,13 @@ export function createChat(engine, { onModelLoaded, pickFile }) {
     for (const message of state.messages) delete message.steps; // Only the newest answer can branch.
     const messages = apiMessages();
     const assistant = { role: 'assistant', content: '', steps: [] };
+    const demo = ui.settings.tools_demo.value;
+    if (demo !== 'off') {
+      params.tools = [DEMO_TOOL];
+      // "Required": the question must be answered by a call, the result by text.
+      params.tool_choice = demo === 'required' ? (toolRound === 0 ? 'required' : 'none') : 'auto';
+      params.parallel_tool_calls = false; // One call a round keeps each result next to its call.
+    }
     state.messages.push(assistant);
     renderMessages();
     visualizer.reset(params);
@@ -424,6 +465,14 @@ export function createChat(engine, { onModelLoaded, pickFile }) {
         }),
       assistant,
     );
+    // The tools demo: the page answers the calls, then the model answers with their results.
+    if (params.tools && assistant.tool_calls && !assistant.error && toolRound < MAX_TOOL_ROUNDS) {
+      for (const call of assistant.tool_calls) {
+        const result = { role: 'tool', tool_call_id: call.id, name: call.function.name };
+        state.messages.push({ ...result, content: demoToolResult(call) });
+      }
+      return answer(null, toolRound + 1);
+    }
     return true;
   }
 
@@ -484,7 +533,7 @@ export function createChat(engine, { onModelLoaded, pickFile }) {
   function save() {
     const model = panel.model;
     saveChatState({
-      messages: state.messages.map(({ role, content, stats, error }) => ({ role, content, stats, error })),
+      messages: state.messages.map((m) => Object.fromEntries(SAVED_FIELDS.map((key) => [key, m[key]]))),
       system: ui.systemPrompt.value,
       thinking: ui.thinking.checked,
       settings: settings.values(),
@@ -497,8 +546,10 @@ export function createChat(engine, { onModelLoaded, pickFile }) {
     const saved = loadChatState();
     if (saved) {
       state.messages = saved.messages
-        .filter((m) => m && (m.role === 'user' || m.role === 'assistant') && typeof m.content === 'string')
-        .map(({ role, content, stats, error }) => ({ role, content, stats, error }));
+        .filter((m) => m && ['user', 'assistant', 'tool'].includes(m.role) && typeof m.content === 'string')
+        .map((m) =>
+          Object.fromEntries(SAVED_FIELDS.filter((key) => m[key] !== undefined).map((key) => [key, m[key]])),
+        );
       ui.systemPrompt.value = typeof saved.system === 'string' ? saved.system : '';
       ui.thinking.checked = saved.thinking !== false;
       settings.restore(saved.settings);

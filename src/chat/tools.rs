@@ -324,7 +324,9 @@ impl ToolUse {
             "You must call a tool: answer with {\"tool_calls\": [{\"name\": ..., \"arguments\": {...}}]}."
         } else {
             "To call tools, answer with {\"tool_calls\": [{\"name\": ..., \"arguments\": {...}}]}. \
-             To answer the user instead, answer with {\"response\": \"...\"}."
+             To answer the user instead, answer with {\"response\": \"...\"}. A tool's result comes \
+             back as {\"tool_response\": ...}: answer the user with what it says, as a response, \
+             unless another call is needed."
         };
         format!("You can call these tools:\n{list}\n\nAnswer in JSON. {reply}")
     }

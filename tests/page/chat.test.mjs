@@ -244,6 +244,48 @@ pageSuite(
       assert.match(await text('#viz-facts'), /forced by you/);
     });
 
+    test('the tools demo: a call, the result the page gives and the answer that uses it, kept over a reload', async () => {
+      await loadModel(SMOLLM2());
+      await setSettings({ temperature: 0, max_tokens: 80 });
+      await h.page.selectOption('#set-tools-demo', 'required');
+      const before = await answersSoFar();
+      await h.page.fill('#prompt', 'What is the weather in Paris?');
+      await h.page.press('#prompt', 'Enter');
+      // Two answers: the call, then (the page having answered it) the reply.
+      await h.page.waitForFunction(
+        (count) => Number(document.body.dataset.answers ?? 0) >= count + 2,
+        before,
+        {
+          timeout: CHAT_TIMEOUT_MS,
+        },
+      );
+      const call = h.page.locator('.message.assistant .tool-call[data-tool="get_weather"]').first();
+      assert.equal(await call.locator('.tool-label').innerText(), 'Called get_weather');
+      const args = JSON.parse(await call.locator('.tool-code').innerText());
+      assert.equal(args.city, 'Paris');
+      const result = JSON.parse(await text('.message.tool .tool-code'));
+      assert.equal(result.city, 'Paris');
+      assert.ok(Number.isInteger(result.temperature));
+      const reply = await lastAnswer();
+      assert.equal(reply.reason, 'end');
+      assert.ok(reply.text.length > 0, 'the last answer is text');
+      assert.deepEqual(await h.page.$$eval('.message', (nodes) => nodes.map((node) => node.dataset.role)), [
+        'user',
+        'assistant',
+        'tool',
+        'assistant',
+      ]);
+      // The call and its result survive a reload, and the setting with them.
+      await h.page.reload();
+      await h.page.waitForSelector('#engine-info.ok');
+      await h.page.waitForFunction(() => document.querySelectorAll('.message').length === 4);
+      assert.equal(await h.page.locator('.message.tool .tool-code').count(), 1);
+      assert.equal(await h.page.inputValue('#set-tools-demo'), 'required');
+      await loadModel(SMOLLM2());
+      await h.page.selectOption('#set-tools-demo', 'off');
+      await h.page.click('#new-chat');
+    });
+
     test('reload restores the conversation and settings', async () => {
       await loadModel(SMOLLM2());
       await setSettings({ seed: ENDING_SEED, max_tokens: 96 });

@@ -4,8 +4,8 @@
 use std::io::Write;
 use std::time::Instant;
 
-use inferno::chat::ChatMessage;
-use inferno::engine::{Engine, EngineError};
+use inferno::chat::{ChatMessage, ParsedCall, ReplyFormat, Tool, ToolChoice, ToolUse};
+use inferno::engine::{Engine, EngineError, TurnOptions};
 use inferno::grammar::GrammarSpec;
 use inferno::sampler::{Sampler, SamplerSettings, StepTrace};
 use serde::Serialize;
@@ -29,6 +29,8 @@ const OPTIONS: &[&str] = &[
     "--device",
     "--json-schema",
     "--grammar",
+    "--tools",
+    "--tool-choice",
 ];
 const SWITCHES: &[&str] = &["--chat", "--no-think", "--think", "--json", "--ignore-eos"];
 
@@ -42,14 +44,14 @@ pub fn run(args: &[String]) -> Result<(), String> {
     let settings = sampler_settings(&args)?;
     let mut sampler = Sampler::new(settings).map_err(|e| format!("generate: {e}"))?;
     let grammar = grammar_spec(&args)?;
+    let tools = tool_use(&args)?;
+    if !args.switch("--chat") && tools.is_some() {
+        return Err("generate: --tools needs --chat".into());
+    }
 
     args.start_threads()?;
     let engine = on_device(load_engine(path)?, &args)?;
-    if let Some(spec) = &grammar {
-        let constraint = engine.constraint(spec).map_err(|e| format!("generate: {e}"))?;
-        sampler.set_constraint(Some(constraint));
-    }
-    let prompt_ids = if args.switch("--chat") {
+    let (prompt_ids, reply, grammar) = if args.switch("--chat") {
         let mut messages = Vec::new();
         if let Some(system) = args.text("--system") {
             messages.push(ChatMessage::new("system", system));
@@ -61,10 +63,17 @@ pub fn run(args: &[String]) -> Result<(), String> {
             _ => None,
         };
         let most = args.number("--context", engine.model().config().context_length)?;
-        engine.chat_prompt(&messages, thinking, most).map_err(|e| format!("generate: {e}"))?
+        let options =
+            TurnOptions { enable_thinking: thinking, tools, response_format: grammar, split_reasoning: true };
+        let turn = engine.chat_turn(&messages, options, most).map_err(|e| format!("generate: {e}"))?;
+        (turn.tokens, Some(turn.reply), turn.grammar)
     } else {
-        engine.encode(prompt)
+        (engine.encode(prompt), None, grammar)
     };
+    if let Some(spec) = &grammar {
+        let constraint = engine.constraint(spec).map_err(|e| format!("generate: {e}"))?;
+        sampler.set_constraint(Some(constraint));
+    }
     let context: usize = args.number("--context", prompt_ids.len() + n_predict)?;
     let mut session = engine.new_session(context).map_err(|e| format!("generate: {e}"))?;
 
@@ -113,10 +122,18 @@ pub fn run(args: &[String]) -> Result<(), String> {
     }
     let decode = decode_started.elapsed();
     let per_second = |tokens: usize, seconds: f64| if seconds > 0.0 { tokens as f64 / seconds } else { 0.0 };
+    // A chat answer is read as a message: its reasoning apart, its calls.
+    let message = reply.filter(ReplyFormat::is_structured).map(|format| format.parse(&content, false));
+    let (content, reasoning_content, tool_calls) = match message {
+        Some(message) => (message.content, message.reasoning_content, message.tool_calls),
+        None => (content, None, Vec::new()),
+    };
     let summary = Summary {
         done: true,
         stop,
         content,
+        reasoning_content,
+        tool_calls,
         prompt_tokens: prompt_ids.len(),
         generated,
         context,
@@ -155,6 +172,26 @@ fn grammar_spec(args: &Args) -> Result<Option<GrammarSpec>, String> {
         (None, Some(path)) => Ok(Some(GrammarSpec::Lark(read(path)?))),
         (None, None) => Ok(None),
     }
+}
+
+/// `--tools FILE` (an OpenAI `tools` array) with `--tool-choice` (auto, none, required or a
+/// function's name).
+fn tool_use(args: &Args) -> Result<Option<ToolUse>, String> {
+    let Some(path) = args.text("--tools") else {
+        return match args.text("--tool-choice") {
+            Some(_) => Err("generate: --tool-choice needs --tools".into()),
+            None => Ok(None),
+        };
+    };
+    let text = std::fs::read_to_string(path).map_err(|e| format!("generate: {path}: {e}"))?;
+    let tools: Vec<Tool> = serde_json::from_str(&text).map_err(|e| format!("generate: {path}: {e}"))?;
+    let choice = match args.text("--tool-choice").unwrap_or("auto") {
+        "auto" => ToolChoice::Auto,
+        "none" => ToolChoice::None,
+        "required" => ToolChoice::Required,
+        name => ToolChoice::Function(name.to_owned()),
+    };
+    ToolUse::new(tools, choice, true).map_err(|e| format!("generate: {e}"))
 }
 
 /// The engine on the device `--device` asks for (the CPU by default).
@@ -204,8 +241,12 @@ struct TokenLine<'a> {
 struct Summary {
     done: bool,
     stop: &'static str,
-    /// The whole answer's text.
+    /// The whole answer's text (a chat answer's, less its reasoning and calls).
     content: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reasoning_content: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tool_calls: Vec<ParsedCall>,
     prompt_tokens: usize,
     generated: usize,
     context: usize,
