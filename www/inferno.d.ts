@@ -225,8 +225,69 @@ export interface Inspection {
 }
 
 export interface ChatMessage {
-  role: 'system' | 'user' | 'assistant' | (string & {});
-  content: string | Array<{ type: 'text'; text: string }>;
+  /** `developer` is taken as `system`. */
+  role: 'system' | 'developer' | 'user' | 'assistant' | 'tool' | (string & {});
+  /** May be null in an assistant message that made tool calls. */
+  content: string | Array<{ type: 'text'; text: string }> | null;
+  /** An assistant message's calls, as an answer gave them. */
+  tool_calls?: ToolCall[];
+  /** A `tool` message: the call it answers. */
+  tool_call_id?: string;
+  name?: string;
+  /** An earlier answer's reasoning (templates that keep it render it). */
+  reasoning_content?: string;
+}
+
+/** A function the model may call. Its name is 1 to 64 letters, digits, `_`, `-` or `.`;
+ *  `parameters` is a JSON schema of the arguments object (closed to undescribed keys unless it
+ *  sets `additionalProperties`). */
+export interface Tool {
+  type: 'function';
+  function: { name: string; description?: string; parameters?: Record<string, unknown> };
+}
+
+export interface ToolCall {
+  id: string;
+  type: 'function';
+  /** `arguments` is JSON text. */
+  function: { name: string; arguments: string };
+}
+
+/** A piece of a streamed call: the first for a call has its id and name; later ones carry
+ *  more of `arguments` (join them by `index`). */
+export interface ToolCallDelta {
+  index: number;
+  id?: string;
+  type?: 'function';
+  function: { name?: string; arguments?: string };
+}
+
+export type ToolChoice = 'auto' | 'none' | 'required' | { type: 'function'; function: { name: string } };
+
+/** The assistant's message: `content` is null when it only made calls. */
+export interface AssistantMessage {
+  role: 'assistant';
+  content: string | null;
+  /** Present when the model reasons (Qwen3, Qwen3.5, SmolLM3...) and reasoning_format is 'auto'. */
+  reasoning_content?: string;
+  tool_calls?: ToolCall[];
+}
+
+/** The delta of one chunk. */
+export interface ChatDelta {
+  role?: 'assistant';
+  content?: string;
+  reasoning_content?: string;
+  tool_calls?: ToolCallDelta[];
+}
+
+/** Joins a chat stream's deltas into its message, as an OpenAI client does. */
+export class MessageBuilder {
+  content: string;
+  reasoning: string;
+  calls: ToolCall[];
+  add(delta: ChatDelta): void;
+  message(): AssistantMessage;
 }
 
 /** Options of the output, shared by create() and branch(). */
@@ -262,6 +323,23 @@ export interface ChatCompletionParams extends OutputParams {
   context_size?: number;
   /** Extension: Qwen3's thinking switch, passed to the chat template. */
   enable_thinking?: boolean;
+  /** 'auto' (default): the reasoning goes apart, in `reasoning_content`; 'none': it stays in
+   *  the content as the model wrote it. */
+  reasoning_format?: 'auto' | 'none';
+  /**
+   * Functions the model may call, rendered through the file's own chat template (or, for a
+   * template with no tool format, described in the system prompt with the answer held to JSON:
+   * llama.cpp's generic route). Calls are read per family (Hermes/Qwen3 `<tool_call>` JSON,
+   * Qwen3.5 XML, Llama 3.x JSON, Phi-4-mini `functools`, generic) and arrive as `tool_calls`,
+   * with finish_reason 'tool_calls'. Mistakes are kind bad_tools; tools cannot be combined with
+   * response_format.
+   */
+  tools?: Tool[];
+  /** 'required' or a named function holds the answer to a call by a grammar built from the
+   *  tools' schemas, so its arguments always parse (the thinking switch then defaults off). */
+  tool_choice?: ToolChoice;
+  /** Default true. */
+  parallel_tool_calls?: boolean;
   /**
    * The answer follows JSON (any object, or a JSON schema) or, as an extension, a Lark grammar
    * (llguidance's syntax). It is compiled before the answer starts: a schema or grammar that
@@ -394,7 +472,7 @@ export interface CompletionStats {
   seed: number;
 }
 
-export type FinishReason = 'stop' | 'length' | 'abort';
+export type FinishReason = 'stop' | 'length' | 'tool_calls' | 'abort';
 
 export interface Usage {
   prompt_tokens: number;
@@ -418,7 +496,7 @@ export interface ChatCompletionChunk {
   model: string;
   choices: Array<{
     index: 0;
-    delta: { role?: 'assistant'; content?: string };
+    delta: ChatDelta;
     logprobs: { content: TokenLogprob[] } | null;
     finish_reason: FinishReason | null;
   }>;
@@ -438,13 +516,68 @@ export interface ChatCompletion {
   model: string;
   choices: Array<{
     index: 0;
-    message: { role: 'assistant'; content: string };
+    message: AssistantMessage;
     logprobs: { content: TokenLogprob[] } | null;
     finish_reason: FinishReason;
   }>;
   usage: Usage;
   /** Extension: every step, the settings in force and the finish facts. */
   inferno: FinishFacts & { steps: Step[]; settings: SamplingSettings };
+}
+
+/** The legacy completions' request: the prompt as it is, no chat template. `logprobs` is the
+ *  number of alternatives per token (0..100). */
+export interface TextCompletionParams extends Omit<OutputParams, 'logprobs' | 'top_logprobs'> {
+  prompt: string;
+  logprobs?: number;
+  n?: 1;
+  temperature?: number;
+  top_p?: number;
+  top_k?: number;
+  min_p?: number;
+  repeat_penalty?: number;
+  seed?: number;
+  context_size?: number;
+  response_format?: ResponseFormat;
+  onPrefillProgress?: (progress: { evaluated: number; total: number }) => void;
+}
+
+export interface LegacyLogprobs {
+  tokens: string[];
+  token_logprobs: number[];
+  top_logprobs: Array<Record<string, number>>;
+  text_offset: number[];
+}
+
+export interface TextCompletionChunk {
+  id: string;
+  object: 'text_completion';
+  created: number;
+  model: string;
+  choices: Array<{
+    index: 0;
+    text: string;
+    logprobs: LegacyLogprobs | null;
+    finish_reason: FinishReason | null;
+  }>;
+  usage?: Usage;
+  inferno: ChatCompletionChunk['inferno'];
+}
+
+export interface TextCompletion {
+  id: string;
+  object: 'text_completion';
+  created: number;
+  model: string;
+  choices: Array<{ index: 0; text: string; logprobs: LegacyLogprobs | null; finish_reason: FinishReason }>;
+  usage: Usage;
+  inferno: ChatCompletion['inferno'];
+}
+
+export interface TextCompletions {
+  create(params: TextCompletionParams & { stream: true }): Promise<AsyncIterable<TextCompletionChunk>>;
+  create(params: TextCompletionParams & { stream?: false }): Promise<TextCompletion>;
+  create(params: TextCompletionParams): Promise<AsyncIterable<TextCompletionChunk> | TextCompletion>;
 }
 
 export interface Completions {
@@ -465,6 +598,8 @@ export class Inferno {
   static readonly storedModels: StoredModels;
 
   readonly chat: { readonly completions: Completions };
+  /** OpenAI's legacy text completions. */
+  readonly completions: TextCompletions;
   /** The loaded model, or null. */
   readonly model: ModelInfo | null;
 
@@ -476,9 +611,12 @@ export class Inferno {
   inspect(): Promise<Inspection>;
   tokenize(text: string, options?: { addSpecial?: boolean; parseSpecial?: boolean }): Promise<number[]>;
   detokenize(ids: ArrayLike<number>, options?: { renderSpecial?: boolean }): Promise<string>;
-  /** Regenerates the last answer from `step` with `token` forced there. */
-  branch(params: BranchParams & { stream: true }): Promise<AsyncIterable<ChatCompletionChunk>>;
-  branch(params: BranchParams & { stream?: false }): Promise<ChatCompletion>;
+  /** Regenerates the last answer from `step` with `token` forced there (in the shape of that
+   *  answer: a chat completion, or a text completion). */
+  branch(
+    params: BranchParams & { stream: true },
+  ): Promise<AsyncIterable<ChatCompletionChunk> | AsyncIterable<TextCompletionChunk>>;
+  branch(params: BranchParams & { stream?: false }): Promise<ChatCompletion | TextCompletion>;
   /** Forgets the cached conversation. */
   reset(): Promise<void>;
   unload(): Promise<void>;

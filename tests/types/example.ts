@@ -1,6 +1,6 @@
 // The README's embedding example, type-checked against www/inferno.d.ts by `tsc --noEmit`
 // (./build.sh test). Uses every part of the public API once.
-import { Inferno, InfernoError, type ModelInfo } from '../../www/inferno.js';
+import { Inferno, InfernoError, MessageBuilder, type ModelInfo, type Tool } from '../../www/inferno.js';
 
 export async function demo(file: File, output: HTMLElement): Promise<void> {
   const engine = await Inferno.load(file, {
@@ -38,7 +38,50 @@ export async function demo(file: File, output: HTMLElement): Promise<void> {
 
   // Regenerate from the third token with the runner-up candidate forced there.
   const branched = await engine.branch({ step: 2, token: 42, max_tokens: 64 });
-  console.log(branched.choices[0].message.content, branched.inferno.steps.length);
+  if (branched.object === 'chat.completion')
+    console.log(branched.choices[0].message.content, branched.inferno.steps.length);
+
+  // A tool call, streamed, joined, answered and answered on.
+  const weather: Tool = {
+    type: 'function',
+    function: {
+      name: 'get_weather',
+      parameters: { type: 'object', properties: { city: { type: 'string' } } },
+    },
+  };
+  const question = { role: 'user' as const, content: 'Weather in Oslo?' };
+  const message = new MessageBuilder();
+  for await (const chunk of await engine.chat.completions.create({
+    messages: [question],
+    tools: [weather],
+    tool_choice: 'required',
+    stream: true,
+  }))
+    message.add(chunk.choices[0].delta);
+  const call = message.message().tool_calls?.[0];
+  if (call) {
+    const next = await engine.chat.completions.create({
+      messages: [
+        question,
+        { role: 'assistant', content: null, tool_calls: [call] },
+        { role: 'tool', tool_call_id: call.id, content: '{"celsius": 4}' },
+      ],
+      tools: [weather],
+    });
+    console.log(
+      next.choices[0].message.content,
+      next.choices[0].message.reasoning_content,
+      next.choices[0].finish_reason,
+    );
+  }
+
+  // A plain completion: the prompt as it is.
+  const completion = await engine.completions.create({
+    prompt: 'Once upon a time',
+    max_tokens: 16,
+    logprobs: 2,
+  });
+  console.log(completion.choices[0].text, completion.choices[0].logprobs?.token_logprobs);
 
   const ids: number[] = await engine.tokenize('Hello', { addSpecial: false });
   const text: string = await engine.detokenize(ids);
