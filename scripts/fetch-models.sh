@@ -93,17 +93,24 @@ if [ "$(cat "$VOCAB/.sdist.sha256" 2>/dev/null)" != "$LCP_SDIST_SHA" ]; then
   echo "fetch-models: llama.cpp's tokenizer test vocabularies ready in $VOCAB ($(du -sh "$VOCAB" | cut -f1))"
 fi
 
-# llama.cpp's real chat templates (models/templates/*.jinja, from the same sdist): the oracle of
-# tests/chat_oracle.rs (tool calls and reasoning rendered and parsed as test-chat.cpp expects).
+# From the same sdist, llama.cpp's oracles for chat and grammars: its real chat templates
+# (models/templates/*.jinja) for tests/chat_oracle.rs and tests/tools.rs, and the cases of
+# tests/test-grammar-llguidance.cpp (grammars and schemas with the strings each must accept and
+# reject, as JSON by scripts/llguidance_cases.py) for tests/grammar_oracle.rs.
 TEMPLATES=.cache/templates
-if [ "$(cat "$TEMPLATES/.sdist.sha256" 2>/dev/null)" != "$LCP_SDIST_SHA" ]; then
+GRAMMAR_CASES=.cache/llguidance-cases.json
+if [ "$(cat "$TEMPLATES/.sdist.sha256" 2>/dev/null)" != "$LCP_SDIST_SHA" ] || [ ! -f "$GRAMMAR_CASES" ]; then
   sdist
   rm -rf "$TEMPLATES.part"
   mkdir -p "$TEMPLATES.part"
   tar -xzf "$wheels/$LCP_SDIST" -C "$TEMPLATES.part" --strip-components=5 --wildcards \
     'llama_cpp_python-0.3.36/vendor/llama.cpp/models/templates/*.jinja'
+  tar -xzf "$wheels/$LCP_SDIST" -O 'llama_cpp_python-0.3.36/vendor/llama.cpp/tests/test-grammar-llguidance.cpp' \
+    >"$TEMPLATES.part/test-grammar-llguidance.cpp"
+  python3 scripts/llguidance_cases.py "$TEMPLATES.part/test-grammar-llguidance.cpp" "$GRAMMAR_CASES"
+  rm "$TEMPLATES.part/test-grammar-llguidance.cpp"
   echo "$LCP_SDIST_SHA" >"$TEMPLATES.part/.sdist.sha256"
   rm -rf "$TEMPLATES"
   mv "$TEMPLATES.part" "$TEMPLATES"
-  echo "fetch-models: llama.cpp's chat templates ready in $TEMPLATES"
+  echo "fetch-models: llama.cpp's chat templates and grammar cases ready in $TEMPLATES and $GRAMMAR_CASES"
 fi
