@@ -331,7 +331,7 @@ run_tests() {
   echo "all suites: $passed passed, $failed failed"
 }
 
-FUZZ_TARGETS=(parse_gguf render_template tokenize generate grammar)
+FUZZ_TARGETS=(parse_gguf render_template tokenize generate grammar reply)
 run_fuzz() { # seconds [target]: each target (or the one named) for that long
   local seconds=${1:-600} target
   command -v cargo-fuzz >/dev/null || cargo install --quiet cargo-fuzz </dev/null

@@ -19,8 +19,10 @@ fn template(name: &str) -> ChatTemplate {
 }
 
 fn tool(name: &str, parameters: Value) -> Tool {
-    serde_json::from_value(json!({"type": "function", "function": {"name": name, "description": "", "parameters": parameters}}))
-        .unwrap()
+    serde_json::from_value(
+        json!({"type": "function", "function": {"name": name, "description": "", "parameters": parameters}}),
+    )
+    .unwrap()
 }
 
 /// test-chat.cpp's special_function_tool (line 425).
@@ -140,7 +142,10 @@ fn run(case: Case) -> usize {
 /// Read as it streams, every field only grows into its final value.
 fn assert_streams(format: &ReplyFormat, input: &str, last: &Reply) {
     let is_prefix = |part: &str, whole: &str, field: &str, at: usize| {
-        assert!(whole.starts_with(part), "{field} after {at} bytes of {input:?} is {part:?}, not a prefix of {whole:?}")
+        assert!(
+            whole.starts_with(part),
+            "{field} after {at} bytes of {input:?} is {part:?}, not a prefix of {whole:?}"
+        )
     };
     for at in (0..=input.len()).filter(|&at| input.is_char_boundary(at)) {
         let reply = format.parse(&input[..at], true);
@@ -218,7 +223,10 @@ fn qwen35_xml_calls_and_reasoning_as_test_chat_expects() {
         checks += run(Case {
             thinking: Some(false),
             tools: vec![edit()],
-            calls: vec![("edit", json!({"filename": "foo.c", "oldString": "#iclunde", "newString": expected}))],
+            calls: vec![(
+                "edit",
+                json!({"filename": "foo.c", "oldString": "#iclunde", "newString": expected}),
+            )],
             ..Case::new(t, &input)
         });
     }
@@ -237,7 +245,10 @@ fn qwen35_xml_calls_and_reasoning_as_test_chat_expects() {
         thinking: Some(true),
         reasoning: "I need to output the invoice details in JSON",
         content: r#"{"amount": 123.45, "date": "2025-12-03"}"#,
-        ..Case::new(t, "I need to output the invoice details in JSON\n</think>\n\n{\"amount\": 123.45, \"date\": \"2025-12-03\"}")
+        ..Case::new(
+            t,
+            "I need to output the invoice details in JSON\n</think>\n\n{\"amount\": 123.45, \"date\": \"2025-12-03\"}",
+        )
     });
     // Line 2312: a call ends the prefilled thinking without a closing tag.
     let terminal = tool(
@@ -248,7 +259,10 @@ fn qwen35_xml_calls_and_reasoning_as_test_chat_expects() {
         thinking: Some(true),
         tools: vec![terminal],
         calls: vec![("run_in_terminal", json!({"command": "pwd"}))],
-        ..Case::new(t, "<tool_call>\n<function=run_in_terminal>\n<parameter=command>\npwd\n</parameter>\n</function>\n</tool_call>")
+        ..Case::new(
+            t,
+            "<tool_call>\n<function=run_in_terminal>\n<parameter=command>\npwd\n</parameter>\n</function>\n</tool_call>",
+        )
     });
     assert_eq!(checks, 20);
 }
@@ -262,7 +276,10 @@ fn hermes_json_calls_as_test_chat_expects() {
     checks += run(Case {
         tools: vec![special_function()],
         calls: vec![("special_function", json!({"arg1": 1}))],
-        ..Case::new(hermes2, "<tool_call>\n{\"name\": \"special_function\", \"arguments\": {\"arg1\": 1}}</tool_call>")
+        ..Case::new(
+            hermes2,
+            "<tool_call>\n{\"name\": \"special_function\", \"arguments\": {\"arg1\": 1}}</tool_call>",
+        )
     });
     checks += run(Case {
         tools: vec![special_function()],
@@ -274,9 +291,11 @@ fn hermes_json_calls_as_test_chat_expects() {
         )
     });
     // Line 6103: MiMo-VL, Hermes 3 and Qwen 2.5: content and a call, each reconstructed.
-    for t in
-        ["MiMo-VL.jinja", "NousResearch-Hermes-3-Llama-3.1-8B-tool_use.jinja", "Qwen-Qwen2.5-7B-Instruct.jinja"]
-    {
+    for t in [
+        "MiMo-VL.jinja",
+        "NousResearch-Hermes-3-Llama-3.1-8B-tool_use.jinja",
+        "Qwen-Qwen2.5-7B-Instruct.jinja",
+    ] {
         checks += run(Case { content: HELLO, reconstruct: true, ..Case::new(t, HELLO) });
         checks += run(Case {
             tools: vec![special_function()],
@@ -328,7 +347,8 @@ fn llama3_json_calls_and_content() {
         "meta-llama-Llama-3.3-70B-Instruct.jinja",
     ] {
         assert_eq!(template(t).call_syntax(), CallSyntax::LlamaJson);
-        checks += run(Case { tools: vec![python()], content: HELLO, reconstruct: true, ..Case::new(t, HELLO) });
+        checks +=
+            run(Case { tools: vec![python()], content: HELLO, reconstruct: true, ..Case::new(t, HELLO) });
         // The format the template asks for (not a test-chat.cpp case at this commit).
         checks += run(Case {
             tools: vec![special_function()],
@@ -362,7 +382,8 @@ fn templates_without_tools_take_the_generic_route() {
 #[test]
 fn phi4_mini_functools_calls() {
     let tools = ToolUse::new(vec![special_function(), python()], ToolChoice::Auto, true).unwrap();
-    let format = ReplyFormat { calls: Some((CallSyntax::Functools, tools.unwrap())), ..ReplyFormat::default() };
+    let format =
+        ReplyFormat { calls: Some((CallSyntax::Functools, tools.unwrap())), ..ReplyFormat::default() };
     let input = "Let me check. functools[{\"name\": \"special_function\", \"arguments\": {\"arg1\": 1}}, \
                  {\"name\": \"python\", \"arguments\": {\"code\": \"print(1)\"}}]";
     let reply = format.parse(input, false);

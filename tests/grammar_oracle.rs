@@ -48,7 +48,8 @@ fn llama_cpp_llguidance_cases_accept_and_reject_the_same_strings() {
                 checked += 1;
                 if matches(&compiler, &tokenizer, &case.grammar, input) != expected {
                     let verb = if expected { "accept" } else { "reject" };
-                    wrong.push(format!("line {} ({}): did not {verb} {input:?}", case.line, case.description));
+                    wrong
+                        .push(format!("line {} ({}): did not {verb} {input:?}", case.line, case.description));
                 }
             }
         }

@@ -41,7 +41,7 @@ fn measure(file: &[u8]) -> (usize, usize, usize, Result<(), String>) {
     let outcome = (|| {
         // The engine owns its copy of the file, as the page's does (counted in the peak).
         let engine = Engine::load(file.to_vec()).map_err(|e| e.to_string())?;
-        let messages = [ChatMessage { role: "user".into(), content: "Hello there".into() }];
+        let messages = [ChatMessage::new("user", "Hello there")];
         let prompt = engine.chat_prompt(&messages, None, CONTEXT).map_err(|e| e.to_string())?;
         let mut session = engine.new_session(CONTEXT).map_err(|e| e.to_string())?;
         state_bytes = session.state_bytes(&engine);

@@ -125,7 +125,8 @@ fn required_calls_parse_and_round_trip(engine: Engine, file: &str, syntax: CallS
             result.tool_call_id = Some("call_1".into());
             history.push(result);
             let auto = ToolUse::new(tools(), ToolChoice::Auto, false).unwrap();
-            let options = TurnOptions { tools: auto.clone(), split_reasoning: true, ..TurnOptions::default() };
+            let options =
+                TurnOptions { tools: auto.clone(), split_reasoning: true, ..TurnOptions::default() };
             let turn = engine.chat_turn(&history, options, 2048).unwrap();
             let prompt = engine.tokenizer().decode(&turn.tokens);
             assert!(prompt.contains("temperature") && prompt.contains(&call.name), "{what}: {prompt}");
@@ -167,10 +168,19 @@ fn tool_mistakes_are_typed_errors() {
     };
     let weather = json!([{"type": "function", "function": {"name": "get_weather"}}]);
     assert_eq!(kind(weather.clone(), json!("auto")), Ok(()));
-    assert_eq!(kind(weather.clone(), json!({"type": "function", "function": {"name": "nope"}})), Err("bad_tools"));
+    assert_eq!(
+        kind(weather.clone(), json!({"type": "function", "function": {"name": "nope"}})),
+        Err("bad_tools")
+    );
     assert_eq!(kind(json!([]), json!("required")), Err("bad_tools"));
-    assert_eq!(kind(json!([{"type": "function", "function": {"name": "a b"}}]), json!("auto")), Err("bad_tools"));
-    assert_eq!(kind(json!([{"type": "retrieval", "function": {"name": "a"}}]), json!("auto")), Err("bad_tools"));
+    assert_eq!(
+        kind(json!([{"type": "function", "function": {"name": "a b"}}]), json!("auto")),
+        Err("bad_tools")
+    );
+    assert_eq!(
+        kind(json!([{"type": "retrieval", "function": {"name": "a"}}]), json!("auto")),
+        Err("bad_tools")
+    );
     let twice = json!([{"function": {"name": "a"}}, {"function": {"name": "a"}}]);
     assert_eq!(kind(twice, json!("auto")), Err("bad_tools"));
     assert!(serde_json::from_value::<ToolChoice>(json!("sometimes")).is_err());

@@ -2,7 +2,10 @@
 //! replay the committed seeds and every crash input ever found (`fuzz/regressions/`) through
 //! exactly the checks the fuzzer runs. Each function panics when an invariant breaks.
 
-use inferno::chat::{ChatMessage, ChatTemplate, RenderOptions, TemplateSource};
+use inferno::chat::{
+    CallSyntax, ChatMessage, ChatTemplate, RenderOptions, ReplyFormat, TemplateSource, Tool, ToolChoice,
+    ToolUse,
+};
 use inferno::engine::Engine;
 use inferno::gguf::{self, Gguf, GgufHeader, HeaderParse};
 use inferno::grammar::{GrammarCompiler, GrammarSpec};
@@ -17,12 +20,13 @@ use super::counting::allocation_bound;
 pub type Check = fn(&[u8]);
 
 /// The targets by name, as `cargo fuzz` and the folders under `fuzz/` name them.
-pub const TARGETS: [(&str, Check); 5] = [
+pub const TARGETS: [(&str, Check); 6] = [
     ("parse_gguf", parse_gguf),
     ("render_template", render_template),
     ("tokenize", tokenize),
     ("generate", generate),
     ("grammar", grammar),
+    ("reply", reply),
 ];
 
 /// Untrusted bytes through the whole inspect path: `Gguf::parse`, the prefix parser the page and
@@ -160,7 +164,7 @@ const CONTEXT: usize = 64;
 /// Loads and generates; returns the session's state bytes (0 when it never got that far).
 fn run_chat(data: &[u8]) -> usize {
     let Ok(engine) = Engine::load(data.to_vec()) else { return 0 };
-    let messages = [ChatMessage { role: "user".into(), content: "Hi there".into() }];
+    let messages = [ChatMessage::new("user", "Hi there")];
     let Ok(prompt) = engine.chat_prompt(&messages, None, CONTEXT) else { return 0 };
     let Ok(mut session) = engine.new_session(CONTEXT) else { return 0 };
     let state_bytes = session.state_bytes(&engine);
@@ -231,6 +235,59 @@ pub fn grammar(data: &[u8]) {
         constraint.accept(token).expect("an allowed token is accepted");
         if tokenizer.is_end_of_generation(token) {
             return;
+        }
+    }
+}
+
+/// A model's answer read back as a message (reasoning, tool calls) in every family's syntax:
+/// never a panic, and read as it streams (every prefix, at most 512 bytes of answer) each
+/// field only grows into what the whole answer gives, so streamed deltas join into the final
+/// message. The first byte picks the syntax and whether the reasoning is split and opened.
+pub fn reply(data: &[u8]) {
+    const SYNTAXES: [CallSyntax; 5] = [
+        CallSyntax::Hermes,
+        CallSyntax::QwenXml,
+        CallSyntax::LlamaJson,
+        CallSyntax::Functools,
+        CallSyntax::Generic,
+    ];
+    let Some((&pick, text)) = data.split_first() else { return };
+    let text = String::from_utf8_lossy(&text[..text.len().min(512)]).into_owned();
+    let tools: Vec<Tool> = serde_json::from_value(serde_json::json!([
+        {"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {
+            "a": {"type": "integer"}, "s": {"type": "string"}}}}},
+        {"type": "function", "function": {"name": "g"}}
+    ]))
+    .expect("the tools parse");
+    let calls = ToolUse::new(tools, ToolChoice::Auto, pick & 0x40 == 0).expect("the tools are valid");
+    let format = ReplyFormat {
+        reasoning: pick & 0x10 != 0,
+        opens_in_reasoning: pick & 0x20 != 0,
+        calls: (pick & 0x80 == 0)
+            .then(|| (SYNTAXES[usize::from(pick & 0x0f) % SYNTAXES.len()], calls.expect("tools"))),
+    };
+    let whole = format.parse(&text, false);
+    for end in (0..=text.len()).filter(|&end| text.is_char_boundary(end)) {
+        let part = format.parse(&text[..end], true);
+        let grows = |part: &str, whole: &str, what: &str| {
+            assert!(
+                whole.starts_with(part),
+                "{what} after {end} bytes is {part:?}, not a prefix of {whole:?}"
+            )
+        };
+        grows(&part.content, &whole.content, "content");
+        grows(
+            part.reasoning_content.as_deref().unwrap_or(""),
+            whole.reasoning_content.as_deref().unwrap_or(""),
+            "reasoning",
+        );
+        assert!(
+            part.tool_calls.len() <= whole.tool_calls.len(),
+            "more calls after {end} bytes than in the whole"
+        );
+        for (call, last) in part.tool_calls.iter().zip(&whole.tool_calls) {
+            assert_eq!(call.name, last.name, "a call's name after {end} bytes");
+            grows(&call.arguments, &last.arguments, "arguments");
         }
     }
 }

@@ -210,7 +210,8 @@ impl ChatTemplate {
             ChatTemplate { env, source, bos_token, eos_token, syntax, thinks, system_role: true };
         // As llama.cpp learns it: a system message that renders (and shows) is supported.
         let probe = [ChatMessage::new("system", "<probe>"), ChatMessage::new("user", "Hi")];
-        template.system_role = template.render(&probe, RenderOptions::default()).is_ok_and(|t| t.contains("<probe>"));
+        template.system_role =
+            template.render(&probe, RenderOptions::default()).is_ok_and(|t| t.contains("<probe>"));
         Ok(template)
     }
 
@@ -289,7 +290,11 @@ fn fold_system_message(messages: &mut Vec<serde_json::Value>) {
     }
     let system = messages.remove(0);
     if let Some(next) = messages.first_mut() {
-        let content = format!("{}\n{}", system["content"].as_str().unwrap_or(""), next["content"].as_str().unwrap_or(""));
+        let content = format!(
+            "{}\n{}",
+            system["content"].as_str().unwrap_or(""),
+            next["content"].as_str().unwrap_or("")
+        );
         next["content"] = content.into();
     }
 }
@@ -397,11 +402,19 @@ fn python_tojson(value: Value, kwargs: Kwargs) -> Result<Value, JinjaError> {
 struct PythonSeparators;
 
 impl serde_json::ser::Formatter for PythonSeparators {
-    fn begin_array_value<W: ?Sized + std::io::Write>(&mut self, writer: &mut W, first: bool) -> std::io::Result<()> {
+    fn begin_array_value<W: ?Sized + std::io::Write>(
+        &mut self,
+        writer: &mut W,
+        first: bool,
+    ) -> std::io::Result<()> {
         if first { Ok(()) } else { writer.write_all(b", ") }
     }
 
-    fn begin_object_key<W: ?Sized + std::io::Write>(&mut self, writer: &mut W, first: bool) -> std::io::Result<()> {
+    fn begin_object_key<W: ?Sized + std::io::Write>(
+        &mut self,
+        writer: &mut W,
+        first: bool,
+    ) -> std::io::Result<()> {
         if first { Ok(()) } else { writer.write_all(b", ") }
     }
 

@@ -100,7 +100,8 @@ impl ReplyFormat {
         {
             return (Some(inner[..at].trim().to_owned()), &inner[at..]);
         }
-        let reasoning = if partial { held_back(held_back(inner, THINK_CLOSE), TOOL_CALL_OPEN) } else { inner };
+        let reasoning =
+            if partial { held_back(held_back(inner, THINK_CLOSE), TOOL_CALL_OPEN) } else { inner };
         (Some(reasoning.trim().to_owned()), "")
     }
 }
@@ -134,7 +135,9 @@ fn tagged_calls(
             Some(end) => {
                 match read(&inside[..end], true) {
                     Some(call) => calls.push(call),
-                    None => content.push_str(&rest[at..at + TOOL_CALL_OPEN.len() + end + TOOL_CALL_CLOSE.len()]),
+                    None => {
+                        content.push_str(&rest[at..at + TOOL_CALL_OPEN.len() + end + TOOL_CALL_CLOSE.len()])
+                    }
                 }
                 rest = &inside[end + TOOL_CALL_CLOSE.len()..];
             }
@@ -191,7 +194,8 @@ fn xml_call(block: &str, complete: bool, tools: &ToolUse) -> Option<ParsedCall> 
     let after = &block[block.find(FUNCTION)? + FUNCTION.len()..];
     let name_end = after.find('>')?;
     let name = after[..name_end].trim().to_owned();
-    let schema = tools.tools.iter().find(|t| t.function.name == name).and_then(|t| t.function.parameters.as_ref());
+    let schema =
+        tools.tools.iter().find(|t| t.function.name == name).and_then(|t| t.function.parameters.as_ref());
     let is_string = |key: &str| {
         schema.is_some_and(|s| s["properties"][key]["type"] == "string")
             || schema.is_none_or(|s| s["properties"].get(key).is_none())
@@ -228,7 +232,11 @@ fn xml_call(block: &str, complete: bool, tools: &ToolUse) -> Option<ParsedCall> 
             // A string value as far as it goes: its JSON less the closing quote.
             let value = Value::String(held_back(value, PARAMETER_CLOSE).to_owned()).to_string();
             let separator = if pairs.is_empty() { "" } else { ", " };
-            arguments.push_str(&format!("{separator}{}: {}", Value::String(key.to_owned()), &value[..value.len() - 1]));
+            arguments.push_str(&format!(
+                "{separator}{}: {}",
+                Value::String(key.to_owned()),
+                &value[..value.len() - 1]
+            ));
         }
         Some(_) if complete => return None, // An unclosed parameter in a closed call.
         _ if closed => arguments.push('}'),
@@ -385,7 +393,8 @@ fn value_len(text: &str) -> Option<usize> {
         _ => {
             let scalar = |c: &u8| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'+' | b'.');
             match bytes.iter().position(|c| !scalar(c)) {
-                Some(0) => Some(1), // Not JSON; its decoding says so.
+                // Not JSON (its decoding says so): one character.
+                Some(0) => text.chars().next().map(char::len_utf8),
                 Some(n) => Some(n),
                 None => None,
             }

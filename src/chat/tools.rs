@@ -149,7 +149,10 @@ impl ToolUse {
     /// `None` when no tool is offered or the choice is `none`: the answer is then text only.
     pub fn new(tools: Vec<Tool>, choice: ToolChoice, parallel: bool) -> Result<Option<ToolUse>, ChatError> {
         if tools.len() > MAX_TOOLS {
-            return Err(bad(format!("{} tools were offered, more than the {MAX_TOOLS} accepted", tools.len())));
+            return Err(bad(format!(
+                "{} tools were offered, more than the {MAX_TOOLS} accepted",
+                tools.len()
+            )));
         }
         for (i, tool) in tools.iter().enumerate() {
             check_tool(tool).map_err(|why| bad(format!("tools[{i}]: {why}")))?;
@@ -247,7 +250,8 @@ impl ToolUse {
                 return Some(GrammarSpec::JsonSchema(self.call_schema("parameters")));
             }
             CallSyntax::Functools => {
-                let mut list = json!({"type": "array", "items": self.call_schema("arguments"), "minItems": 1});
+                let mut list =
+                    json!({"type": "array", "items": self.call_schema("arguments"), "minItems": 1});
                 if !self.parallel {
                     list["maxItems"] = json!(1);
                 }
@@ -341,7 +345,8 @@ fn quoted(text: &str) -> String {
 /// parameters described unless the schema says otherwise (OpenAI's strict mode): JSON schema's
 /// default admits any other key, and a model unsure what comes next writes one forever.
 fn parameters_schema(tool: &Tool) -> Value {
-    let mut schema = tool.function.parameters.clone().unwrap_or_else(|| json!({"type": "object", "properties": {}}));
+    let mut schema =
+        tool.function.parameters.clone().unwrap_or_else(|| json!({"type": "object", "properties": {}}));
     if let Some(object) = schema.as_object_mut()
         && !object.contains_key("additionalProperties")
     {

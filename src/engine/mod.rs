@@ -150,9 +150,13 @@ impl Engine {
         options: TurnOptions,
         context: usize,
     ) -> Result<ChatTurn, EngineError> {
-        let tools_grammar = options.tools.as_ref().and_then(|tools| tools.grammar(self.template.call_syntax()));
+        let tools_grammar =
+            options.tools.as_ref().and_then(|tools| tools.grammar(self.template.call_syntax()));
         if options.tools.is_some() && options.response_format.is_some() {
-            return Err(ChatError::BadTools("response_format cannot be combined with tools (llama.cpp refuses it too)".into()).into());
+            return Err(ChatError::BadTools(
+                "response_format cannot be combined with tools (llama.cpp refuses it too)".into(),
+            )
+            .into());
         }
         // A required call is asked for with the thinking off where the template has the switch:
         // the grammar starts the answer at the call, where a thinking model would open <think>.
