@@ -392,3 +392,88 @@ fn phi4_mini_functools_calls() {
     assert_eq!(reply.tool_calls[1].arguments, "{\"code\": \"print(1)\"}");
     assert_streams(&format, input, &reply);
 }
+
+#[test]
+fn gemma4_calls_and_channels_as_test_chat_expects() {
+    // test-chat.cpp lines 2990-3150 (Google Gemma 4): reasoning in a thought channel, calls as
+    // `call:NAME{...}` with bare keys and <|"|>-quoted strings. Its four "edge cases" (stray
+    // channel tags after the content) are not read yet.
+    let t = "google-gemma-4-31B-it.jinja";
+    assert_eq!(template(t).call_syntax(), CallSyntax::Gemma4);
+    let object = json!({"type": "object"});
+    let names = [
+        "get_time",
+        "get_weather",
+        "empty_args",
+        "special_function",
+        "amount",
+        "toggle",
+        "set_nullable",
+        "todo_list",
+        "set_config",
+    ];
+    let tools: Vec<Tool> = names.iter().map(|name| tool(name, object.clone())).collect();
+    let mut checks = run(Case { content: "Hello, world!", ..Case::new(t, "Hello, world!") });
+    checks += run(Case {
+        content: HELLO,
+        reasoning: "I'm\nthinking",
+        ..Case::new(t, "<|channel>thought\nI'm\nthinking<channel|>Hello, world!\nWhat's up?")
+    });
+    checks +=
+        run(Case { content: HELLO, ..Case::new(t, "<|channel>thought<channel|>Hello, world!\nWhat's up?") });
+    let calls: [(&str, &str, Value); 16] = [
+        ("", "get_time{city:<|\"|>London<|\"|>}", json!({"city": "London"})),
+        ("", "get_time{city:<|\"|>San Francisco<|\"|>}", json!({"city": "San Francisco"})),
+        ("", "empty_args{}", json!({})),
+        (HELLO, "get_time{city:<|\"|>Paris<|\"|>}", json!({"city": "Paris"})),
+        ("", "special_function{arg1:42}", json!({"arg1": 42})),
+        ("", "special_function{arg1:-7}", json!({"arg1": -7})),
+        ("", "amount{orig:3.14}", json!({"orig": 3.14})),
+        ("", "toggle{enabled:true}", json!({"enabled": true})),
+        ("", "toggle{enabled:false}", json!({"enabled": false})),
+        ("", "set_nullable{value:null}", json!({"value": null})),
+        (
+            "",
+            "todo_list{todos:[<|\"|>buy milk<|\"|>,<|\"|>walk dog<|\"|>]}",
+            json!({"todos": ["buy milk", "walk dog"]}),
+        ),
+        (
+            "",
+            "set_config{config:{theme:<|\"|>dark<|\"|>,count:3}}",
+            json!({"config": {"theme": "dark", "count": 3}}),
+        ),
+        ("", "todo_list{todos:[]}", json!({"todos": []})),
+        ("", "set_config{config:{}}", json!({"config": {}})),
+        ("", "amount{orig:1.5e10}", json!({"orig": 1.5e10})),
+        ("", "get_time{city:<|\"|>Paris<|\"|>}", json!({"city": "Paris"})),
+    ];
+    for (content, call, arguments) in calls {
+        let input = format!("{content}<|tool_call>call:{call}<tool_call|>");
+        let name = &call[..call.find('{').unwrap()];
+        checks += run(Case {
+            tools: tools.clone(),
+            content,
+            calls: vec![(name, arguments)],
+            ..Case::new(t, &input)
+        });
+    }
+    // Reasoning, then a call; two calls back to back.
+    checks += run(Case {
+        tools: tools.clone(),
+        reasoning: "I'm\nthinking",
+        calls: vec![("get_time", json!({"city": "Paris"}))],
+        ..Case::new(
+            t,
+            "<|channel>thought\nI'm\nthinking<channel|><|tool_call>call:get_time{city:<|\"|>Paris<|\"|>}<tool_call|>",
+        )
+    });
+    checks += run(Case {
+        tools,
+        calls: vec![("get_time", json!({"city": "London"})), ("get_weather", json!({"city": "Paris"}))],
+        ..Case::new(
+            t,
+            "<|tool_call>call:get_time{city:<|\"|>London<|\"|>}<tool_call|><|tool_call>call:get_weather{city:<|\"|>Paris<|\"|>}<tool_call|>",
+        )
+    });
+    assert_eq!(checks, 2 * 21);
+}

@@ -194,3 +194,28 @@ fn tool_mistakes_are_typed_errors() {
     let error = engine.chat_turn(&[ChatMessage::new("user", "Hi")], options, 512).unwrap_err();
     assert_eq!(error.kind(), "bad_tools");
 }
+
+#[test]
+fn gemma4_calls() {
+    let file = "gemma4-micro-q8_0.gguf";
+    let engine = engine_with_template(file, llama_cpp_template("google-gemma-4-31B-it.jinja"));
+    required_calls_parse_and_round_trip(engine, file, CallSyntax::Gemma4);
+}
+
+/// The real models' own templates have no tool format: the generic route, end to end.
+fn fetched(file: &str) -> Engine {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".cache/models").join(file);
+    Engine::load(std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))).unwrap()
+}
+
+#[test]
+fn smollm2_calls_by_the_generic_route() {
+    let file = "SmolLM2-135M-Instruct.Q4_1.gguf";
+    required_calls_parse_and_round_trip(fetched(file), file, CallSyntax::Generic);
+}
+
+#[test]
+fn gemma3_calls_by_the_generic_route() {
+    let file = "gemma3-270m-q4_k_m.gguf";
+    required_calls_parse_and_round_trip(fetched(file), file, CallSyntax::Generic);
+}

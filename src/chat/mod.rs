@@ -19,7 +19,7 @@ use minijinja::value::Kwargs;
 use minijinja::{Environment, Error as JinjaError, ErrorKind, Value};
 use serde::{Deserialize, Serialize};
 
-pub use reply::{ParsedCall, Reply, ReplyFormat};
+pub use reply::{ParsedCall, REASONING_TAGS, ReasoningTags, Reply, ReplyFormat};
 pub use tools::{CallSyntax, FunctionCall, FunctionSpec, MAX_TOOLS, Tool, ToolCall, ToolChoice, ToolUse};
 
 use crate::gguf::Metadata;
@@ -150,8 +150,8 @@ pub struct ChatTemplate {
     eos_token: String,
     /// How its family writes a tool call.
     syntax: CallSyntax,
-    /// It writes reasoning between `<think>` and `</think>`.
-    thinks: bool,
+    /// The tags it writes reasoning between, if it reasons.
+    thinks: Option<ReasoningTags>,
     /// It renders a system message (Gemma 2's raises an error instead).
     system_role: bool,
 }
@@ -205,7 +205,8 @@ impl ChatTemplate {
         });
         env.add_filter("tojson", python_tojson);
         env.add_template_owned("chat", text.to_owned()).map_err(|e| ChatError::Syntax(describe(&e)))?;
-        let (syntax, thinks) = (CallSyntax::of_template(text), text.contains("<think>"));
+        let syntax = CallSyntax::of_template(text);
+        let thinks = REASONING_TAGS.iter().find(|(marker, _)| text.contains(marker)).map(|(_, tags)| *tags);
         let mut template =
             ChatTemplate { env, source, bos_token, eos_token, syntax, thinks, system_role: true };
         // As llama.cpp learns it: a system message that renders (and shows) is supported.
@@ -223,10 +224,10 @@ impl ChatTemplate {
     /// How to read an answer to `prompt` (rendered by this template): its reasoning apart when
     /// `split_reasoning`, its calls when `tools` are offered.
     pub fn reply_format(&self, prompt: &str, tools: Option<ToolUse>, split_reasoning: bool) -> ReplyFormat {
-        let reasoning = split_reasoning && self.thinks;
+        let reasoning = self.thinks.filter(|_| split_reasoning);
         ReplyFormat {
             reasoning,
-            opens_in_reasoning: reasoning && prompt.trim_end().ends_with("<think>"),
+            opens_in_reasoning: reasoning.is_some_and(|tags| prompt.trim_end().ends_with(tags.open)),
             calls: tools.map(|tools| (self.syntax, tools)),
         }
     }

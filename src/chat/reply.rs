@@ -8,20 +8,30 @@ use serde_json::Value;
 
 use super::tools::{CallSyntax, ToolUse};
 
-const THINK_OPEN: &str = "<think>";
-const THINK_CLOSE: &str = "</think>";
-const TOOL_CALL_OPEN: &str = "<tool_call>";
-const TOOL_CALL_CLOSE: &str = "</tool_call>";
 const FUNCTOOLS_OPEN: &str = "functools[";
 const PYTHON_TAG: &str = "<|python_tag|>";
+/// Gemma 4's string quotes in its call arguments.
+const GEMMA_QUOTE: &str = "<|\"|>";
+
+/// The tags a family writes its reasoning between.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReasoningTags {
+    pub open: &'static str,
+    pub close: &'static str,
+}
+
+/// What in a template's text says how its family writes reasoning (one table, as for calls).
+pub const REASONING_TAGS: &[(&str, ReasoningTags)] = &[
+    ("<think>", ReasoningTags { open: "<think>", close: "</think>" }),
+    ("<|channel>", ReasoningTags { open: "<|channel>thought", close: "<channel|>" }),
+];
 
 /// How one answer is to be read.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ReplyFormat {
-    /// The template writes reasoning between `<think>` and `</think>`, and the app wants it
-    /// apart.
-    pub reasoning: bool,
-    /// The prompt already opened the reasoning (it ends in `<think>`).
+    /// The tags of the template's reasoning, when the app wants it apart.
+    pub reasoning: Option<ReasoningTags>,
+    /// The prompt already opened the reasoning (it ends in the opening tag).
     pub opens_in_reasoning: bool,
     pub calls: Option<(CallSyntax, ToolUse)>,
 }
@@ -45,7 +55,7 @@ pub struct ParsedCall {
 impl ReplyFormat {
     /// Whether an answer needs reading at all (otherwise its text is its content).
     pub fn is_structured(&self) -> bool {
-        self.reasoning || self.calls.is_some()
+        self.reasoning.is_some() || self.calls.is_some()
     }
 
     /// Reads `text`; `partial` while more may follow.
@@ -54,13 +64,15 @@ impl ReplyFormat {
         let (content, mut tool_calls) = match &self.calls {
             None => (body.to_owned(), Vec::new()),
             Some((syntax, tools)) => {
+                let tags = syntax.call_tags().unwrap_or(("", ""));
                 let (content, calls) = match syntax {
-                    CallSyntax::Hermes => tagged_calls(body, partial, |block, complete| {
+                    CallSyntax::Hermes => tagged_calls(body, partial, tags, |block, complete| {
                         json_call(block.trim(), partial || !complete)
                     }),
                     CallSyntax::QwenXml => {
-                        tagged_calls(body, partial, |block, complete| xml_call(block, complete, tools))
+                        tagged_calls(body, partial, tags, |block, complete| xml_call(block, complete, tools))
                     }
+                    CallSyntax::Gemma4 => tagged_calls(body, partial, tags, gemma_call),
                     CallSyntax::LlamaJson => llama_calls(body, partial),
                     CallSyntax::Functools => functools_calls(body, partial),
                     CallSyntax::Generic => generic_reply(body, partial),
@@ -77,31 +89,37 @@ impl ReplyFormat {
     }
 
     fn split_reasoning<'a>(&self, text: &'a str, partial: bool) -> (Option<String>, &'a str) {
-        if !self.reasoning {
+        let Some(tags) = self.reasoning else {
             return (None, text);
-        }
+        };
         let start = text.trim_start();
         let inner = if self.opens_in_reasoning {
             text
-        } else if let Some(rest) = start.strip_prefix(THINK_OPEN) {
+        } else if let Some(rest) = start.strip_prefix(tags.open) {
             rest
         } else {
-            if partial && THINK_OPEN.starts_with(start) {
+            if partial && tags.open.starts_with(start) {
                 return (None, ""); // It may yet open.
             }
             return (None, text);
         };
-        if let Some(at) = inner.find(THINK_CLOSE) {
-            return (Some(inner[..at].trim().to_owned()), &inner[at + THINK_CLOSE.len()..]);
+        if let Some(at) = inner.find(tags.close) {
+            return (Some(inner[..at].trim().to_owned()), &inner[at + tags.close.len()..]);
         }
         // A tagged tool call also ends the reasoning (llama.cpp reads Qwen3.5's so).
-        if self.calls.is_some()
-            && let Some(at) = inner.find(TOOL_CALL_OPEN)
+        let call_open = self.calls.as_ref().and_then(|(syntax, _)| syntax.call_tags()).map(|(open, _)| open);
+        if let Some(open) = call_open
+            && let Some(at) = inner.find(open)
         {
             return (Some(inner[..at].trim().to_owned()), &inner[at..]);
         }
-        let reasoning =
-            if partial { held_back(held_back(inner, THINK_CLOSE), TOOL_CALL_OPEN) } else { inner };
+        let mut reasoning = inner;
+        if partial {
+            reasoning = held_back(reasoning, tags.close);
+            if let Some(open) = call_open {
+                reasoning = held_back(reasoning, open);
+            }
+        }
         (Some(reasoning.trim().to_owned()), "")
     }
 }
@@ -116,33 +134,33 @@ fn held_back<'a>(text: &'a str, marker: &str) -> &'a str {
     text
 }
 
-/// Calls in `<tool_call>` blocks (Hermes and Qwen's XML), the text around them as content.
-/// `read(block, complete)` reads one block's inside.
+/// Calls in tagged blocks (`<tool_call>…</tool_call>` for Hermes and Qwen's XML, Gemma 4's
+/// `<|tool_call>…<tool_call|>`), the text around them as content. `read(block, complete)`
+/// reads one block's inside.
 fn tagged_calls(
     body: &str,
     partial: bool,
+    (open, close): (&str, &str),
     read: impl Fn(&str, bool) -> Option<ParsedCall>,
 ) -> (String, Vec<ParsedCall>) {
     let (mut content, mut calls, mut rest) = (String::new(), Vec::new(), body);
     loop {
-        let Some(at) = rest.find(TOOL_CALL_OPEN) else {
-            content.push_str(if partial { held_back(rest, TOOL_CALL_OPEN) } else { rest });
+        let Some(at) = rest.find(open) else {
+            content.push_str(if partial { held_back(rest, open) } else { rest });
             break;
         };
         content.push_str(&rest[..at]);
-        let inside = &rest[at + TOOL_CALL_OPEN.len()..];
-        match inside.find(TOOL_CALL_CLOSE) {
+        let inside = &rest[at + open.len()..];
+        match inside.find(close) {
             Some(end) => {
                 match read(&inside[..end], true) {
                     Some(call) => calls.push(call),
-                    None => {
-                        content.push_str(&rest[at..at + TOOL_CALL_OPEN.len() + end + TOOL_CALL_CLOSE.len()])
-                    }
+                    None => content.push_str(&rest[at..at + open.len() + end + close.len()]),
                 }
-                rest = &inside[end + TOOL_CALL_CLOSE.len()..];
+                rest = &inside[end + close.len()..];
             }
             None => {
-                let block = if partial { held_back(inside, TOOL_CALL_CLOSE) } else { inside };
+                let block = if partial { held_back(inside, close) } else { inside };
                 match read(block, false) {
                     Some(call) => calls.push(call),
                     // Cut off before it could be read: streaming, wait; at the end, it is text.
@@ -243,6 +261,70 @@ fn xml_call(block: &str, complete: bool, tools: &ToolUse) -> Option<ParsedCall> 
         _ => {}
     }
     Some(ParsedCall { name, arguments })
+}
+
+/// Gemma 4's `call:NAME{key:value,…}`: keys bare, strings between `<|"|>` quotes, as JSON.
+fn gemma_call(block: &str, complete: bool) -> Option<ParsedCall> {
+    let rest = block.trim_start().strip_prefix("call:")?;
+    let brace = rest.find('{')?;
+    let name = rest[..brace].trim().to_owned();
+    let (arguments, closed) = gemma_json(&rest[brace..]);
+    if complete && !closed {
+        return None;
+    }
+    Some(ParsedCall { name, arguments })
+}
+
+/// Gemma 4's argument syntax as JSON text, as far as `text` goes, and whether its outer object
+/// closed. Each piece is written once whole (a cut-off string as far as it goes, a cut-off word
+/// not at all), so the text only ever grows.
+fn gemma_json(text: &str) -> (String, bool) {
+    let (mut out, mut open, mut rest) = (String::new(), Vec::new(), text);
+    while let Some(c) = rest.chars().next() {
+        let key_next = open.last() == Some(&'{') && (out.ends_with('{') || out.ends_with(", "));
+        match c {
+            '{' | '[' => {
+                out.push(c);
+                open.push(c);
+            }
+            '}' | ']' => {
+                out.push(c);
+                open.pop();
+                if open.is_empty() {
+                    return (out, true);
+                }
+            }
+            ',' => out.push_str(", "),
+            ':' => out.push_str(": "),
+            c if c.is_whitespace() => {}
+            _ if rest.starts_with(GEMMA_QUOTE) => {
+                let inside = &rest[GEMMA_QUOTE.len()..];
+                let Some(end) = inside.find(GEMMA_QUOTE) else {
+                    let so_far = Value::String(held_back(inside, GEMMA_QUOTE).to_owned()).to_string();
+                    out.push_str(&so_far[..so_far.len() - 1]); // Less its closing quote.
+                    return (out, false);
+                };
+                out.push_str(&Value::String(inside[..end].to_owned()).to_string());
+                rest = &inside[end + GEMMA_QUOTE.len()..];
+                continue;
+            }
+            _ => {
+                let end = rest.find(|c: char| "{}[],:<".contains(c) || c.is_whitespace());
+                let Some(end) = end.filter(|&end| end > 0) else {
+                    return (out, false); // A word cut off, or a stray '<': not yet known.
+                };
+                let word = &rest[..end];
+                match serde_json::from_str::<Value>(word) {
+                    Ok(literal) if !key_next => out.push_str(&literal.to_string()),
+                    _ => out.push_str(&Value::String(word.to_owned()).to_string()),
+                }
+                rest = &rest[end..];
+                continue;
+            }
+        }
+        rest = &rest[c.len_utf8()..];
+    }
+    (out, false)
 }
 
 /// Llama 3.x: the whole answer is `{"name": …, "parameters": {…}}` (after `<|python_tag|>`).

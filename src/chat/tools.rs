@@ -107,6 +107,8 @@ pub enum CallSyntax {
     /// `functools[{"name": …, "arguments": {…}}, …]`: Phi-4-mini, whose template takes the tools
     /// as JSON text in the system message's `tools` field.
     Functools,
+    /// `<|tool_call>call:NAME{key:<|"|>text<|"|>,n:1}<tool_call|>`: Gemma 4.
+    Gemma4,
     /// `{"tool_calls": [{"name": …, "arguments": {…}}]}` or `{"response": "…"}`, under a grammar:
     /// every template without a tool format of its own.
     Generic,
@@ -116,6 +118,7 @@ pub enum CallSyntax {
 /// llama.cpp's `common_chat_try_specialized_template` tells them apart). A template must also
 /// mention `tools`.
 const NATIVE_SYNTAX: &[(CallSyntax, &[&str])] = &[
+    (CallSyntax::Gemma4, &["'<|tool_call>call:'"]),
     (CallSyntax::QwenXml, &["<tool_call>", "<function=", "<parameter="]),
     (CallSyntax::Hermes, &["<tool_call>"]),
     (CallSyntax::LlamaJson, &["dictionary of argument name and its value"]),
@@ -123,6 +126,15 @@ const NATIVE_SYNTAX: &[(CallSyntax, &[&str])] = &[
 ];
 
 impl CallSyntax {
+    /// The tags around each call, for the families that write calls in tagged blocks.
+    pub fn call_tags(self) -> Option<(&'static str, &'static str)> {
+        match self {
+            CallSyntax::Hermes | CallSyntax::QwenXml => Some(("<tool_call>", "</tool_call>")),
+            CallSyntax::Gemma4 => Some(("<|tool_call>", "<tool_call|>")),
+            _ => None,
+        }
+    }
+
     /// The syntax of the family whose template this is.
     pub fn of_template(text: &str) -> CallSyntax {
         if !text.contains("tools") {
@@ -258,6 +270,7 @@ impl ToolUse {
                 format!("start: \"functools\" list\nlist: %json {}\n", with_json_layout(list))
             }
             CallSyntax::QwenXml => self.qwen_xml_grammar(repeat),
+            CallSyntax::Gemma4 => self.gemma4_grammar(repeat),
             CallSyntax::Generic => unreachable!("handled above"),
         };
         Some(GrammarSpec::Lark(lark))
@@ -308,6 +321,75 @@ impl ToolUse {
              function: {}\n{values}",
             functions.join(" | ")
         )
+    }
+
+    /// Gemma 4's calls: a function's name, then its arguments in Gemma's syntax (bare keys,
+    /// strings between `<|"|>` quotes): the parameters in the schema's order, the required
+    /// ones always, each value of its type (strings within `maxLength`, enums as their
+    /// values); a parameter of another type takes any value of the syntax.
+    fn gemma4_grammar(&self, repeat: &str) -> String {
+        let quote = quoted("<|\"|>");
+        let more = if repeat.is_empty() { "" } else { " call*" };
+        let mut rules = format!(
+            "start: call{more}\n\
+             call: \"<|tool_call>call:\" function \"<tool_call|>\"\n\
+             dict: \"{{\" (pair (\",\" pair)*)? \"}}\"\n\
+             pair: KEY \":\" value\n\
+             list: \"[\" (value (\",\" value)*)? \"]\"\n\
+             value: {quote} TEXT {quote} | NUMBER | \"true\" | \"false\" | \"null\" | dict | list\n\
+             KEY: /[A-Za-z_][A-Za-z0-9_]{{0,63}}/\n\
+             TEXT: /[^<]{{0,200}}/\n\
+             INTEGER: /-?(0|[1-9][0-9]{{0,15}})/\n\
+             NUMBER: /-?(0|[1-9][0-9]{{0,15}})(\\.[0-9]{{1,15}})?([eE][-+]?[0-9]{{1,3}})?/\n"
+        );
+        let mut functions = Vec::new();
+        for (t, tool) in self.tools.iter().enumerate() {
+            let schema = parameters_schema(tool);
+            let required: Vec<&str> = schema["required"]
+                .as_array()
+                .map(|list| list.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            let properties: Vec<(&String, &Value)> =
+                schema["properties"].as_object().into_iter().flatten().collect();
+            // s{t}_{i}_first: parameters i.. with none written yet; _more: after one (a comma).
+            let n = properties.len();
+            rules.push_str(&format!("s{t}_{n}_first: \"\"\ns{t}_{n}_more: \"\"\n"));
+            for (i, (key, property)) in properties.iter().enumerate().rev() {
+                let value = match (property["type"].as_str(), property["enum"].as_array()) {
+                    (_, Some(choices)) => choices
+                        .iter()
+                        .map(|choice| match choice {
+                            Value::String(text) => format!("{quote} {} {quote}", quoted(text)),
+                            other => quoted(&other.to_string()),
+                        })
+                        .collect::<Vec<_>>()
+                        .join(" | "),
+                    (Some("string"), None) => match property["maxLength"].as_u64() {
+                        Some(most) => format!("{quote} /[^<]{{0,{most}}}/ {quote}"),
+                        None => format!("{quote} TEXT {quote}"),
+                    },
+                    (Some("integer"), None) => "INTEGER".to_owned(),
+                    (Some("number"), None) => "NUMBER".to_owned(),
+                    (Some("boolean"), None) => "\"true\" | \"false\"".to_owned(),
+                    _ => "value".to_owned(),
+                };
+                rules.push_str(&format!("p{t}_{i}: {} \":\" ({value})\n", quoted(key)));
+                let next = i + 1;
+                if required.contains(&key.as_str()) {
+                    rules.push_str(&format!(
+                        "s{t}_{i}_first: p{t}_{i} s{t}_{next}_more\ns{t}_{i}_more: \",\" p{t}_{i} s{t}_{next}_more\n"
+                    ));
+                } else {
+                    rules.push_str(&format!(
+                        "s{t}_{i}_first: p{t}_{i} s{t}_{next}_more | s{t}_{next}_first\n\
+                         s{t}_{i}_more: \",\" p{t}_{i} s{t}_{next}_more | s{t}_{next}_more\n"
+                    ));
+                }
+            }
+            functions.push(format!("{} \"{{\" s{t}_0_first \"}}\"", quoted(&tool.function.name)));
+        }
+        rules.push_str(&format!("function: {}\n", functions.join(" | ")));
+        rules
     }
 
     /// The generic route's instructions, added to the system prompt.
