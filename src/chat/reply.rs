@@ -368,10 +368,9 @@ fn generic_reply(body: &str, partial: bool) -> (String, Vec<ParsedCall>) {
                     return (String::new(), calls);
                 }
             }
-            "response" if field.complete => {
-                return (serde_json::from_str(field.raw).unwrap_or_default(), Vec::new());
-            }
-            "response" => return (string_prefix(field.raw), Vec::new()),
+            "response" if field.raw.starts_with('"') => return (string_text(field.raw), Vec::new()),
+            "response" if field.complete => return (field.raw.to_owned(), Vec::new()),
+            "response" => return (String::new(), Vec::new()),
             _ => {}
         }
     }
@@ -407,7 +406,7 @@ struct Field<'a> {
 }
 
 /// The fields of the JSON object `text` begins, as far as it goes (a field whose key is not
-/// yet complete is left out).
+/// yet complete is left out) or up to what is not JSON.
 fn object_fields(text: &str) -> Option<Vec<Field<'_>>> {
     let mut rest = text.strip_prefix('{')?;
     let mut fields = Vec::new();
@@ -416,17 +415,19 @@ fn object_fields(text: &str) -> Option<Vec<Field<'_>>> {
         if rest.is_empty() || rest.starts_with('}') {
             return Some(fields);
         }
-        let key_len = match value_len(rest) {
-            Some(n) if rest.starts_with('"') => n,
-            None if rest.starts_with('"') => return Some(fields),
-            _ => return None,
-        };
-        let key: String = serde_json::from_str(&rest[..key_len]).ok()?;
-        rest = rest[key_len..].trim_start();
-        if rest.is_empty() {
+        // Anything else than a key here ends the reading: what was read stands, so that text
+        // appended after it never takes back a field read before.
+        let Some(key_len) = value_len(rest).filter(|_| rest.starts_with('"')) else {
             return Some(fields);
-        }
-        rest = rest.strip_prefix(':')?.trim_start();
+        };
+        let Ok(key) = serde_json::from_str::<String>(&rest[..key_len]) else {
+            return Some(fields);
+        };
+        rest = rest[key_len..].trim_start();
+        let Some(after) = rest.strip_prefix(':') else {
+            return Some(fields);
+        };
+        rest = after.trim_start();
         if rest.is_empty() {
             return Some(fields);
         }
@@ -496,16 +497,54 @@ fn string_len(bytes: &[u8]) -> Option<usize> {
     None
 }
 
-/// The text of a JSON string cut off after `"…`, less an escape that is not yet whole.
-fn string_prefix(raw: &str) -> String {
-    let mut end = raw.len();
-    if let Some(at) = raw.rfind('\\') {
-        let escape = &raw[at..];
-        let backslashes = raw[..at].bytes().rev().take_while(|&b| b == b'\\').count();
-        let whole = if escape.starts_with("\\u") { escape.len() >= 6 } else { escape.len() >= 2 };
-        if backslashes % 2 == 0 && !whole {
-            end = at;
+/// The text of the JSON string `raw` begins with (whole or cut off), up to its closing quote
+/// or to the first escape that is not (yet) whole or valid: the text of a longer `raw` only
+/// ever extends it.
+fn string_text(raw: &str) -> String {
+    let hex = |s: &str| {
+        s.get(..4).filter(|h| h.bytes().all(|b| b.is_ascii_hexdigit())).and_then(|h| u32::from_str_radix(h, 16).ok())
+    };
+    let mut out = String::new();
+    let mut rest = raw.strip_prefix('"').unwrap_or(raw);
+    while let Some(c) = rest.chars().next() {
+        rest = &rest[c.len_utf8()..];
+        if c == '"' {
+            break;
         }
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        let simple = match rest.bytes().next() {
+            Some(b'"') => '"',
+            Some(b'\\') => '\\',
+            Some(b'/') => '/',
+            Some(b'b') => '\u{8}',
+            Some(b'f') => '\u{c}',
+            Some(b'n') => '\n',
+            Some(b'r') => '\r',
+            Some(b't') => '\t',
+            Some(b'u') => {
+                let Some(high) = hex(&rest[1..]) else { break };
+                let (code, used) = if (0xD800..0xDC00).contains(&high) {
+                    match rest[5..].strip_prefix("\\u").and_then(hex) {
+                        Some(low) if (0xDC00..0xE000).contains(&low) => {
+                            (0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00), 11)
+                        }
+                        _ => break,
+                    }
+                } else {
+                    (high, 5)
+                };
+                let Some(decoded) = char::from_u32(code) else { break };
+                out.push(decoded);
+                rest = &rest[used..];
+                continue;
+            }
+            _ => break,
+        };
+        out.push(simple);
+        rest = &rest[1..];
     }
-    serde_json::from_str(&format!("{}\"", &raw[..end])).unwrap_or_default()
+    out
 }
