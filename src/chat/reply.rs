@@ -502,7 +502,9 @@ fn string_len(bytes: &[u8]) -> Option<usize> {
 /// ever extends it.
 fn string_text(raw: &str) -> String {
     let hex = |s: &str| {
-        s.get(..4).filter(|h| h.bytes().all(|b| b.is_ascii_hexdigit())).and_then(|h| u32::from_str_radix(h, 16).ok())
+        s.get(..4)
+            .filter(|h| h.bytes().all(|b| b.is_ascii_hexdigit()))
+            .and_then(|h| u32::from_str_radix(h, 16).ok())
     };
     let mut out = String::new();
     let mut rest = raw.strip_prefix('"').unwrap_or(raw);
