@@ -25,7 +25,10 @@ import { gzipSync } from 'node:zlib';
 import path from 'node:path';
 import { pack } from '../../scripts/pack.mjs';
 import { startServer } from '../../scripts/serve.mjs';
+import Ajv from 'ajv';
 import { MODELS, h, requireModel, watchForProblems } from './harness.mjs';
+
+const ROOT = path.resolve(import.meta.dirname, '..', '..');
 
 const PAGE = String.raw`<!doctype html>
 <meta charset="utf-8">
@@ -173,6 +176,26 @@ async function scenario() {
   const whole = await engine.completions.create(prompt);
   result.completion = { streamedText, whole };
 
+  // 4e. The JSON schemas of llama.cpp's llguidance suite (schemas.json, from
+  // .cache/llguidance-cases.json) on a micro model, five seeds each at temperature 1: the test
+  // validates every answer that ended with an independent validator (ajv).
+  const micro = await Inferno.load('micro.gguf');
+  result.suite = [];
+  for (const { name, schema } of await (await fetch('schemas.json')).json()) {
+    for (const seed of [1, 2, 3, 4, 5]) {
+      const reply = await micro.chat.completions.create({
+        messages: [{ role: 'user', content: 'Answer in JSON.' }],
+        enable_thinking: false,
+        temperature: 1,
+        seed,
+        max_tokens: 200,
+        response_format: { type: 'json_schema', json_schema: { name: 'suite', schema } },
+      });
+      result.suite.push({ name, seed, content: reply.choices[0].message.content, finish: reply.choices[0].finish_reason });
+    }
+  }
+  micro.terminate();
+
   // 5. The tokenizer, both ways.
   const ids = await engine.tokenize('Hello world', { addSpecial: false });
   result.tokens = { ids, text: await engine.detokenize(ids) };
@@ -225,7 +248,20 @@ scenario().then(
 </script>
 `;
 
-describe('the npm package in a plain page', { timeout: 300_000 }, () => {
+/** The `test_schema` cases of llama.cpp's test-grammar-llguidance.cpp, as fetched by
+ *  scripts/fetch-models.sh: their grammar is `start: %json SCHEMA`. */
+function suiteSchemas() {
+  const cases = JSON.parse(readFileSync(path.join(ROOT, '.cache', 'llguidance-cases.json'), 'utf8'));
+  const prefix = '%llguidance {}\nstart: %json ';
+  return cases
+    .filter((c) => c.grammar.startsWith(prefix))
+    .map((c) => ({
+      name: `line ${c.line}: ${c.description}`,
+      schema: JSON.parse(c.grammar.slice(prefix.length)),
+    }));
+}
+
+describe('the npm package in a plain page', { timeout: 420_000 }, () => {
   let scratch;
   let server;
   let gzipServer;
@@ -241,6 +277,8 @@ describe('the npm package in a plain page', { timeout: 300_000 }, () => {
       stdio: 'inherit',
     });
     writeFileSync(path.join(app, 'index.html'), PAGE);
+    writeFileSync(path.join(app, 'schemas.json'), JSON.stringify(suiteSchemas()));
+    copyFileSync(requireModel(MODELS.qwen3Micro), path.join(app, 'micro.gguf'));
     const model = requireModel(MODELS.smollm2);
     // The model's first 8 MiB: a whole header, and data that ends early.
     const head = Buffer.alloc(8 << 20);
@@ -281,7 +319,7 @@ describe('the npm package in a plain page', { timeout: 300_000 }, () => {
     watchForProblems(page);
     try {
       await page.goto(`${server.url}index.html?gzip=${gzipServer.address().port}`);
-      await page.waitForFunction(() => window.__result !== undefined, null, { timeout: 240_000 });
+      await page.waitForFunction(() => window.__result !== undefined, null, { timeout: 360_000 });
       const result = await page.evaluate(() => window.__result);
       assert.equal(result.failed, undefined, `the scenario failed: ${JSON.stringify(result.failed)}`);
 
@@ -370,6 +408,20 @@ describe('the npm package in a plain page', { timeout: 300_000 }, () => {
         missingFile: 'fetch_failed',
       });
       assert.equal(result.unloaded, 'no_model');
+
+      // 4e. The suite's schemas: every answer that ended is JSON its schema accepts, and at
+      // least 20 schemas had all five answers end within 200 tokens.
+      const ajv = new Ajv({ strict: false, allErrors: true });
+      const ended = new Map();
+      for (const { name, seed, content, finish } of result.suite) {
+        ended.set(name, (ended.get(name) ?? 0) + (finish === 'stop' ? 1 : 0));
+        if (finish !== 'stop') continue;
+        const { schema } = suiteSchemas().find((s) => s.name === name);
+        const value = JSON.parse(content);
+        assert.ok(ajv.validate(schema, value), `${name}, seed ${seed}: ${content} ${ajv.errorsText()}`);
+      }
+      const wholeSchemas = [...ended.values()].filter((n) => n === 5).length;
+      assert.ok(wholeSchemas >= 20, `only ${wholeSchemas} schemas had five answers end`);
 
       // 4c. Tool calls.
       assert.equal(result.tools.length, 3);
