@@ -348,3 +348,60 @@ fn generate_follows_a_json_schema_whatever_the_seed() {
     );
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// `--tools` with `--chat`: a required call (Qwen3's `<tool_call>` format, held by a grammar)
+/// comes back in the last JSON line's `tool_calls` with arguments the schema accepts, and the
+/// reasoning and content apart; tool mistakes and `--tools` without `--chat` are errors.
+#[test]
+fn generate_calls_a_tool() {
+    let (model, _) = micro_q4_0();
+    let dir = std::env::temp_dir().join(format!("inferno-cli-tools-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let tools = dir.join("tools.json");
+    std::fs::write(
+        &tools,
+        r#"[{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object",
+            "properties": {"city": {"enum": ["Paris", "Oslo"]}}, "required": ["city"]}}}]"#,
+    )
+    .unwrap();
+    let tools = tools.to_str().unwrap();
+    for seed in ["1", "2"] {
+        let out = inferno(&[
+            "generate",
+            &model,
+            "--chat",
+            "--prompt",
+            "Weather in Oslo?",
+            "-n",
+            "200",
+            "--temp",
+            "1",
+            "--seed",
+            seed,
+            "--tools",
+            tools,
+            "--tool-choice",
+            "required",
+            "--one-call",
+            "--json",
+        ]);
+        let summary = json_lines(&out).pop().unwrap();
+        assert_eq!(summary["stop"], "end_of_generation", "seed {seed}: {summary}");
+        let call = &summary["tool_calls"][0];
+        assert_eq!(call["name"], "get_weather", "seed {seed}: {summary}");
+        let arguments: Json = serde_json::from_str(call["arguments"].as_str().unwrap()).unwrap();
+        assert!(["Paris", "Oslo"].contains(&arguments["city"].as_str().unwrap()), "seed {seed}: {summary}");
+    }
+    let refused = |args: &[&str], why: &str| {
+        let out = inferno(args);
+        assert!(!out.status.success());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(why), "{stderr}");
+    };
+    refused(&["generate", &model, "--prompt", "x", "--tools", tools], "--tools needs --chat");
+    refused(
+        &["generate", &model, "--chat", "--prompt", "x", "--tools", tools, "--tool-choice", "nope"],
+        "nope",
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}

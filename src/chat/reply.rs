@@ -67,7 +67,7 @@ impl ReplyFormat {
                 let tags = syntax.call_tags().unwrap_or(("", ""));
                 let (content, calls) = match syntax {
                     CallSyntax::Hermes => tagged_calls(body, partial, tags, |block, complete| {
-                        json_call(block.trim(), partial || !complete)
+                        json_call(block.trim(), partial && !complete)
                     }),
                     CallSyntax::QwenXml => {
                         tagged_calls(body, partial, tags, |block, complete| xml_call(block, complete, tools))

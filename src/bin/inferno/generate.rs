@@ -32,7 +32,7 @@ const OPTIONS: &[&str] = &[
     "--tools",
     "--tool-choice",
 ];
-const SWITCHES: &[&str] = &["--chat", "--no-think", "--think", "--json", "--ignore-eos"];
+const SWITCHES: &[&str] = &["--chat", "--no-think", "--think", "--json", "--ignore-eos", "--one-call"];
 
 pub fn run(args: &[String]) -> Result<(), String> {
     let args = Args::parse("generate", args, OPTIONS, SWITCHES)?;
@@ -175,7 +175,7 @@ fn grammar_spec(args: &Args) -> Result<Option<GrammarSpec>, String> {
 }
 
 /// `--tools FILE` (an OpenAI `tools` array) with `--tool-choice` (auto, none, required or a
-/// function's name).
+/// function's name); `--one-call` turns parallel calls off.
 fn tool_use(args: &Args) -> Result<Option<ToolUse>, String> {
     let Some(path) = args.text("--tools") else {
         return match args.text("--tool-choice") {
@@ -191,7 +191,7 @@ fn tool_use(args: &Args) -> Result<Option<ToolUse>, String> {
         "required" => ToolChoice::Required,
         name => ToolChoice::Function(name.to_owned()),
     };
-    ToolUse::new(tools, choice, true).map_err(|e| format!("generate: {e}"))
+    ToolUse::new(tools, choice, !args.switch("--one-call")).map_err(|e| format!("generate: {e}"))
 }
 
 /// The engine on the device `--device` asks for (the CPU by default).
