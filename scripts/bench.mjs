@@ -53,7 +53,8 @@ const wllamaDir = path.join(repoRoot, 'node_modules', '@wllama', 'wllama');
 const USAGE = `usage: node scripts/bench.mjs [MODEL.gguf ...] [--runs 3] [--pp 64] [--tg 32] [--threads 1]
                            [--ctx N] [--warmup 1] [--timeout 900] [--no-relaxed]
                            [--busy-core] [--only inferno|wllama] [--browser chromium|firefox]
-                           [--json] [--verbose] [--device cpu|gpu] [--swiftshader]`;
+                           [--json] [--verbose] [--device cpu|gpu] [--swiftshader]
+                           [--json-schema FILE]`;
 
 function parseArgs(argv) {
   const options = {
@@ -104,7 +105,11 @@ function parseArgs(argv) {
       options.device = inline ?? argv[++i];
       if (!['cpu', 'gpu'].includes(options.device)) throw new Error('--device takes cpu or gpu');
     } else if (flag === '--swiftshader') options.swiftshader = true;
-    else if (flag === '--verbose' || flag === '-v') options.verbose = true;
+    else if (flag === '--json-schema') {
+      const file = inline ?? argv[++i];
+      options.schemaFile = path.resolve(file);
+      options.schema = JSON.stringify(JSON.parse(readFileSync(file, 'utf8')));
+    } else if (flag === '--verbose' || flag === '-v') options.verbose = true;
     else if (flag === '--help' || flag === '-h') options.help = true;
     else if (flag.startsWith('-')) throw new Error(`unknown option ${argv[i]}`);
     else options.models.push(path.resolve(argv[i]));
@@ -197,6 +202,7 @@ async function runPage(browser, baseUrl, engine, modelUrl, options) {
   });
   if (options.relaxed === false) query.set('relaxed', '0');
   if (options.ctx !== null) query.set('ctx', options.ctx);
+  if (options.schema && engine.name === 'inferno') query.set('schema', options.schema);
   const context = await browser.newContext();
   try {
     const page = await context.newPage();
@@ -231,6 +237,8 @@ function summarize(sides) {
       load_ms: median(ok.map((r) => r.load_ms)),
       prefill_tok_s: median(ok.map((r) => r.prefill_tok_s)),
       decode_tok_s: median(ok.map((r) => r.decode_tok_s)),
+      schema_decode_tok_s: median(ok.map((r) => r.schema_decode_tok_s).filter((v) => v !== undefined)),
+      schema_compile_ms: median(ok.map((r) => r.schema_compile_ms).filter((v) => v !== undefined)),
       read_ms: median(ok.map((r) => r.read_ms).filter((v) => v !== undefined)),
       finish_ms: median(ok.map((r) => r.finish_ms).filter((v) => v !== undefined)),
       memory_bytes: median(ok.map((r) => r.memory_bytes).filter((v) => v !== undefined)),
@@ -315,6 +323,18 @@ function printTable(report) {
       }
     }
   }
+  for (const m of report.models) {
+    const i = m.inferno;
+    if (i.schema_decode_tok_s && i.decode_tok_s) {
+      // Per decode step: the time held to the schema over the time without, in the same runs.
+      const share = i.decode_tok_s / i.schema_decode_tok_s - 1;
+      console.log(
+        `${path.basename(m.file)}: with the JSON schema (${path.basename(report.json_schema)}) Inferno decodes ` +
+          `${fmt(i.schema_decode_tok_s)} tok/s against ${fmt(i.decode_tok_s)} without: the grammar adds ` +
+          `${fmt(100 * share)} % to a decode step (median of the runs; compile ${fmt(i.schema_compile_ms, 0)} ms).`,
+      );
+    }
+  }
   const mb = (bytes) => `${(bytes / 2 ** 20).toFixed(0)} MiB`;
   for (const m of report.models) {
     const i = m.inferno;
@@ -381,6 +401,7 @@ async function main() {
     ctx: options.ctx,
     device: options.device,
     swiftshader: options.swiftshader,
+    json_schema: options.schemaFile ?? null,
     browser: browser.version,
     wllama_version: wllamaVersion,
     llama_cpp: null,

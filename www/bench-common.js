@@ -18,7 +18,8 @@
 /** Upper bounds of the benchmark settings: a page link cannot ask for unbounded work. */
 export const PARAM_LIMITS = { pp: 4096, tg: 4096, threads: 64, ctx: 32768, warmup: 10 };
 
-/** Benchmark settings from the page URL: ?model=URL&pp=64&tg=32&threads=1[&ctx=N][&warmup=1][&relaxed=0].
+/** Benchmark settings from the page URL: ?model=URL&pp=64&tg=32&threads=1[&ctx=N][&warmup=1][&relaxed=0]
+ *  [&schema=JSON].
  *  The model must be on this page's own origin (a link cannot make the page fetch another
  *  site), and every number is bounded by PARAM_LIMITS. */
 export function readParams(search = location.search, base = location.href) {
@@ -56,7 +57,16 @@ export function readParams(search = location.search, base = location.href) {
   const relaxed = query.get('relaxed') !== '0'; // relaxed=0: Inferno's plain SIMD128 build
   const device = query.get('device') ?? 'cpu';
   if (!['cpu', 'gpu'].includes(device)) throw new Error(`device must be cpu or gpu, got "${device}"`);
-  return { model: modelUrl.href, pp, tg, threads, ctx, warmup, relaxed, device };
+  // schema=JSON: Inferno's decode is timed a second time held to this JSON schema.
+  const schema = query.get('schema') || null;
+  if (schema !== null) {
+    try {
+      JSON.parse(schema);
+    } catch {
+      throw new Error('schema must be a JSON schema (JSON text)');
+    }
+  }
+  return { model: modelUrl.href, pp, tg, threads, ctx, warmup, relaxed, device, schema };
 }
 
 const PROMPT_WORDS = 'the of and to in is that for it was on with as be at by this from or one'.split(' ');

@@ -59,8 +59,9 @@ export async function streamModel(wasm, url, progress = () => {}) {
 
 /** One prefill + decode from an empty cache; see the header for what each clock covers. On the
  *  GPU each call's work is awaited before the next (on the CPU there is nothing to await). */
-export async function timeRun(engine, tokens, tg, ctx) {
+export async function timeRun(engine, tokens, tg, ctx, grammar = undefined) {
   engine.set_sampling({ temperature: 0 });
+  if (grammar) engine.set_grammar(grammar);
   engine.reset();
   const started = performance.now();
   const prepared = engine.prepare_tokens(tokens, ctx);

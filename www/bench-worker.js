@@ -45,7 +45,7 @@ async function copyBandwidth(gpu) {
   return { copy_bytes: bytes, copy_gb_s: (2 * bytes * repeats) / (ms * 1e6) };
 }
 
-async function run({ model, pp, tg, threads, ctx, warmup, relaxed, device }) {
+async function run({ model, pp, tg, threads, ctx, warmup, relaxed, device, schema }) {
   const resolved = resolveThreads(threads);
   if (resolved.threads !== threads)
     throw new Error(`Inferno cannot run ${threads} threads here: ${resolved.reason}`);
@@ -104,6 +104,22 @@ async function run({ model, pp, tg, threads, ctx, warmup, relaxed, device }) {
     progress('timed run');
     const timed = await timeRun(engine, tokens, tg, ctx);
     const decodeTokS = (tg * 1000) / timed.decode_ms;
+    // The same decode held to a JSON schema (the grammar's mask computed, applied and advanced
+    // each step), right after; its compile time (the vocabulary's trie the first time) apart.
+    let grammarFacts = {};
+    if (schema !== null) {
+      progress('timed run with the JSON schema');
+      const compileStarted = performance.now();
+      engine.set_grammar({ type: 'json_schema', schema });
+      const compile_ms = performance.now() - compileStarted;
+      const held = await timeRun(engine, tokens, tg, ctx, { type: 'json_schema', schema });
+      grammarFacts = {
+        schema_compile_ms: compile_ms,
+        schema_decode_ms: held.decode_ms,
+        schema_decode_tok_s: (tg * 1000) / held.decode_ms,
+        schema_output: held.output,
+      };
+    }
     const weightBytes = device === 'gpu' ? engine.decode_weight_bytes() : null;
     return {
       engine: 'inferno',
@@ -140,6 +156,7 @@ async function run({ model, pp, tg, threads, ctx, warmup, relaxed, device }) {
       ...bandwidth,
       decode_weight_bytes: weightBytes,
       decode_weight_gb_s: weightBytes === null ? null : (weightBytes * decodeTokS) / 1e9,
+      ...grammarFacts,
     };
   } finally {
     engine.free();

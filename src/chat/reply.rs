@@ -219,7 +219,10 @@ fn xml_call(block: &str, complete: bool, tools: &ToolUse) -> Option<ParsedCall> 
             || schema.is_none_or(|s| s["properties"].get(key).is_none())
     };
     let mut pairs = Vec::new();
-    let mut rest = &after[name_end + 1..];
+    // The parameters end where the function does (or, cut off, where the text does).
+    let body = &after[name_end + 1..];
+    let function_end = body.find("</function>");
+    let mut rest = &body[..function_end.unwrap_or(body.len())];
     let mut open_value = None;
     while let Some(at) = rest.find(PARAMETER) {
         let tag = &rest[at + PARAMETER.len()..];
@@ -244,7 +247,7 @@ fn xml_call(block: &str, complete: bool, tools: &ToolUse) -> Option<ParsedCall> 
         }
     }
     let mut arguments = format!("{{{}", pairs.join(", "));
-    let closed = rest.contains("</function>") || complete;
+    let closed = function_end.is_some() || complete;
     match open_value {
         Some((key, value)) if !complete && is_string(key) => {
             // A string value as far as it goes: its JSON less the closing quote.

@@ -283,6 +283,24 @@ impl WebEngine {
         Ok(())
     }
 
+    /// Holds the next answer (from the next `step` on) to `grammar` (`{type: 'json_object'}`,
+    /// `{type: 'json_schema', schema}` with the schema as JSON text, or `{type: 'lark',
+    /// grammar}`; undefined: none): the benchmark times decode steps with a schema this way.
+    /// Call after `set_sampling`, which starts the sampler afresh.
+    pub fn set_grammar(&mut self, grammar: JsValue) -> Result<(), JsValue> {
+        let grammar: Option<GrammarRequest> = serde_wasm_bindgen::from_value(grammar)
+            .map_err(|e| js_error("TypeError", "bad_request", &e.to_string()))?;
+        let constraint = match grammar {
+            Some(grammar) => {
+                let spec = grammar.spec().map_err(|e| engine_error(e.into()))?;
+                Some(self.engine.constraint(&spec).map_err(engine_error)?)
+            }
+            None => None,
+        };
+        self.sampler.set_constraint(constraint);
+        Ok(())
+    }
+
     /// The KV cache size asked for, or the model's context length capped.
     fn context_for(&self, asked: Option<usize>) -> usize {
         asked.unwrap_or_else(|| self.engine.model().config().context_length.min(DEFAULT_CONTEXT_CAP))
