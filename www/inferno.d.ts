@@ -307,8 +307,8 @@ export interface OutputParams {
   signal?: AbortSignal;
 }
 
-export interface ChatCompletionParams extends OutputParams {
-  messages: ChatMessage[];
+/** What a chat completion and a text completion are both asked with. */
+export interface AnswerParams {
   /** Only 1. */
   n?: 1;
   /** Defaults: the file's recommendation, else llama.cpp's. */
@@ -321,6 +321,18 @@ export interface ChatCompletionParams extends OutputParams {
   seed?: number;
   /** Extension: the KV cache size (default: the model's context length, capped at 4096). */
   context_size?: number;
+  /**
+   * The answer follows JSON (any object, or a JSON schema) or, as an extension, a Lark grammar
+   * (llguidance's syntax). It is compiled before the answer starts: a schema or grammar that
+   * cannot be used fails with kind bad_schema or bad_grammar.
+   */
+  response_format?: ResponseFormat;
+  /** Extension: progress while a long prompt is read. */
+  onPrefillProgress?: (progress: { evaluated: number; total: number }) => void;
+}
+
+export interface ChatCompletionParams extends OutputParams, AnswerParams {
+  messages: ChatMessage[];
   /** Extension: Qwen3's thinking switch, passed to the chat template. */
   enable_thinking?: boolean;
   /** 'auto' (default): the reasoning goes apart, in `reasoning_content`; 'none': it stays in
@@ -330,7 +342,8 @@ export interface ChatCompletionParams extends OutputParams {
    * Functions the model may call, rendered through the file's own chat template (or, for a
    * template with no tool format, described in the system prompt with the answer held to JSON:
    * llama.cpp's generic route). Calls are read per family (Hermes/Qwen3 `<tool_call>` JSON,
-   * Qwen3.5 XML, Llama 3.x JSON, Phi-4-mini `functools`, generic) and arrive as `tool_calls`,
+   * Qwen3.5 XML, Llama 3.x JSON, Phi-4-mini `functools`, Gemma 4 `call:NAME{...}`, generic) and
+   * arrive as `tool_calls`,
    * with finish_reason 'tool_calls'. Mistakes are kind bad_tools; tools cannot be combined with
    * response_format.
    */
@@ -340,14 +353,6 @@ export interface ChatCompletionParams extends OutputParams {
   tool_choice?: ToolChoice;
   /** Default true. */
   parallel_tool_calls?: boolean;
-  /**
-   * The answer follows JSON (any object, or a JSON schema) or, as an extension, a Lark grammar
-   * (llguidance's syntax). It is compiled before the answer starts: a schema or grammar that
-   * cannot be used fails with kind bad_schema or bad_grammar.
-   */
-  response_format?: ResponseFormat;
-  /** Extension: progress while a long prompt is read. */
-  onPrefillProgress?: (progress: { evaluated: number; total: number }) => void;
 }
 
 export type ResponseFormat =
@@ -527,19 +532,9 @@ export interface ChatCompletion {
 
 /** The legacy completions' request: the prompt as it is, no chat template. `logprobs` is the
  *  number of alternatives per token (0..100). */
-export interface TextCompletionParams extends Omit<OutputParams, 'logprobs' | 'top_logprobs'> {
+export interface TextCompletionParams extends Omit<OutputParams, 'logprobs' | 'top_logprobs'>, AnswerParams {
   prompt: string;
   logprobs?: number;
-  n?: 1;
-  temperature?: number;
-  top_p?: number;
-  top_k?: number;
-  min_p?: number;
-  repeat_penalty?: number;
-  seed?: number;
-  context_size?: number;
-  response_format?: ResponseFormat;
-  onPrefillProgress?: (progress: { evaluated: number; total: number }) => void;
 }
 
 export interface LegacyLogprobs {

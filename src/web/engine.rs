@@ -30,11 +30,9 @@ pub struct WebEngine {
     reply: ReplyFormat,
 }
 
+/// What any answer is asked with: the sampling, the cache size, and what it must follow.
 #[derive(serde::Deserialize)]
-struct ChatRequest {
-    messages: Vec<ChatMessage>,
-    #[serde(default)]
-    enable_thinking: Option<bool>,
+struct AnswerRequest {
     #[serde(default)]
     settings: SamplerSettings,
     /// KV cache size in tokens; the model's context length (capped at [`DEFAULT_CONTEXT_CAP`])
@@ -44,6 +42,13 @@ struct ChatRequest {
     /// What the answer must follow, if anything.
     #[serde(default)]
     grammar: Option<GrammarRequest>,
+}
+
+#[derive(serde::Deserialize)]
+struct ChatRequest {
+    messages: Vec<ChatMessage>,
+    #[serde(default)]
+    enable_thinking: Option<bool>,
     /// OpenAI's `tools`, `tool_choice` and `parallel_tool_calls`.
     #[serde(default)]
     tools: Option<Vec<Tool>>,
@@ -54,6 +59,16 @@ struct ChatRequest {
     /// Read the reasoning apart from the content (default true).
     #[serde(default)]
     split_reasoning: Option<bool>,
+    #[serde(flatten)]
+    answer: AnswerRequest,
+}
+
+/// A legacy completion's request: the prompt as it is.
+#[derive(serde::Deserialize)]
+struct TextRequest {
+    prompt: String,
+    #[serde(flatten)]
+    answer: AnswerRequest,
 }
 
 /// `{type: 'json_object'}`, `{type: 'json_schema', schema}` (the schema as JSON text) or
@@ -165,13 +180,7 @@ impl WebEngine {
     pub fn prepare_chat(&mut self, request: JsValue) -> Result<JsValue, JsValue> {
         let request: ChatRequest = serde_wasm_bindgen::from_value(request)
             .map_err(|e| js_error("TypeError", "bad_request", &e.to_string()))?;
-        // Each answer starts its random stream afresh: the same seed and conversation give the
-        // same answer.
-        self.sampler = Sampler::new(request.settings).map_err(engine_error_of)?;
-        let response_format = match request.grammar {
-            Some(grammar) => Some(grammar.spec().map_err(|e| engine_error(e.into()))?),
-            None => None,
-        };
+        let (response_format, context) = self.start_answer(request.answer)?;
         let (tools, choice) = (request.tools.unwrap_or_default(), request.tool_choice.unwrap_or_default());
         let tools = ToolUse::new(tools, choice, request.parallel_tool_calls.unwrap_or(true))
             .map_err(|e| engine_error(e.into()))?;
@@ -181,7 +190,6 @@ impl WebEngine {
             response_format,
             split_reasoning: request.split_reasoning.unwrap_or(true),
         };
-        let context = self.context_for(request.context);
         let turn = self.engine.chat_turn(&request.messages, options, context).map_err(engine_error)?;
         self.begin_answer(turn.tokens, turn.grammar.as_ref(), turn.reply, context)
     }
@@ -190,29 +198,26 @@ impl WebEngine {
     /// completions) and makes sure a cache of that context exists; `prefill` then evaluates
     /// it. Returns what `prepare_chat` does.
     pub fn prepare_text(&mut self, request: JsValue) -> Result<JsValue, JsValue> {
-        #[derive(serde::Deserialize)]
-        struct TextRequest {
-            prompt: String,
-            #[serde(default)]
-            settings: SamplerSettings,
-            #[serde(default)]
-            context: Option<usize>,
-            #[serde(default)]
-            grammar: Option<GrammarRequest>,
-        }
         let request: TextRequest = serde_wasm_bindgen::from_value(request)
             .map_err(|e| js_error("TypeError", "bad_request", &e.to_string()))?;
-        self.sampler = Sampler::new(request.settings).map_err(engine_error_of)?;
-        let grammar = match request.grammar {
-            Some(grammar) => Some(grammar.spec().map_err(|e| engine_error(e.into()))?),
-            None => None,
-        };
-        let context = self.context_for(request.context);
+        let (grammar, context) = self.start_answer(request.answer)?;
         let tokens = self.engine.encode(&request.prompt);
         if tokens.is_empty() {
             return Err(engine_error(EngineError::EmptyPrompt));
         }
         self.begin_answer(tokens, grammar.as_ref(), ReplyFormat::default(), context)
+    }
+
+    /// A fresh sampler with the answer's settings (each answer starts its random stream
+    /// afresh: the same seed and conversation give the same answer); the answer's grammar,
+    /// read, and its cache size.
+    fn start_answer(&mut self, answer: AnswerRequest) -> Result<(Option<GrammarSpec>, usize), JsValue> {
+        self.sampler = Sampler::new(answer.settings).map_err(engine_error_of)?;
+        let grammar = match answer.grammar {
+            Some(grammar) => Some(grammar.spec().map_err(|e| engine_error(e.into()))?),
+            None => None,
+        };
+        Ok((grammar, self.context_for(answer.context)))
     }
 
     /// Sets up an answer to `tokens`: its grammar compiled (a schema checked) before anything
