@@ -103,15 +103,16 @@ impl ReplyFormat {
             }
             return (None, text);
         };
-        if let Some(at) = inner.find(tags.close) {
-            return (Some(inner[..at].trim().to_owned()), &inner[at + tags.close.len()..]);
-        }
-        // A tagged tool call also ends the reasoning (llama.cpp reads Qwen3.5's so).
+        // A tagged tool call also ends the reasoning (llama.cpp reads Qwen3.5's so), whichever
+        // of the two comes first.
         let call_open = self.calls.as_ref().and_then(|(syntax, _)| syntax.call_tags()).map(|(open, _)| open);
-        if let Some(open) = call_open
-            && let Some(at) = inner.find(open)
-        {
-            return (Some(inner[..at].trim().to_owned()), &inner[at..]);
+        let call_at = call_open.and_then(|open| inner.find(open));
+        match (inner.find(tags.close), call_at) {
+            (Some(close), call) if call.is_none_or(|call| close < call) => {
+                return (Some(inner[..close].trim().to_owned()), &inner[close + tags.close.len()..]);
+            }
+            (_, Some(call)) => return (Some(inner[..call].trim().to_owned()), &inner[call..]),
+            _ => {}
         }
         let mut reasoning = inner;
         if partial {

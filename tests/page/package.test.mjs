@@ -430,6 +430,7 @@ describe('the npm package in a plain page', { timeout: 420_000 }, () => {
         assert.equal(calls.length, 1, JSON.stringify(calls));
         for (const call of calls) {
           assert.match(call.id, /^call_/);
+          assert.ok(call.pieces > 1, `the arguments streamed in pieces: ${call.pieces}`);
           const args = JSON.parse(call.arguments);
           if (call.name === 'get_weather')
             assert.ok(['Paris', 'Oslo', 'Lima'].includes(args.city), call.arguments);
