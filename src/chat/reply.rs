@@ -252,7 +252,12 @@ fn xml_call(block: &str, complete: bool, tools: &ToolUse) -> Option<ParsedCall> 
     match open_value {
         Some((key, value)) if !complete && is_string(key) => {
             // A string value as far as it goes: its JSON less the closing quote.
-            let value = held_back(held_back(value, "</function>"), PARAMETER_CLOSE);
+            // Cut off: an ending that may begin a closing tag waits. Cut at the function's end:
+            // the value is what it is.
+            let value = match function_end {
+                Some(_) => value,
+                None => held_back(held_back(value, "</function>"), PARAMETER_CLOSE),
+            };
             let value = Value::String(value.to_owned()).to_string();
             let separator = if pairs.is_empty() { "" } else { ", " };
             arguments.push_str(&format!(
