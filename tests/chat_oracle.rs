@@ -5,6 +5,8 @@
 //! reproduces the prompt and the answer (its "reconstruction"). Every case is also streamed
 //! one character at a time: each field must only ever grow into its final value.
 
+#![cfg(not(target_family = "wasm"))]
+
 use inferno::chat::{
     CallSyntax, ChatMessage, ChatTemplate, FunctionCall, RenderOptions, Reply, ReplyFormat, TemplateSource,
     Tool, ToolCall, ToolChoice, ToolUse,

@@ -4,6 +4,8 @@
 //! every string the C++ test accepts and reject every string it rejects. A string is accepted
 //! as the C++ test decides: its tokens are allowed one by one, then an end of generation is.
 
+#![cfg(not(target_family = "wasm"))]
+
 use inferno::gguf::Gguf;
 use inferno::grammar::{GrammarCompiler, GrammarSpec};
 use inferno::tokenizer::{EncodeOptions, Tokenizer};

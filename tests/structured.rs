@@ -5,6 +5,8 @@
 //! writes tuples as `items: [...]`). The browser side is
 //! tests/page/package.test.mjs.
 
+#![cfg(not(target_family = "wasm"))]
+
 use inferno::chat::ChatMessage;
 use inferno::engine::{Engine, TurnOptions};
 use inferno::grammar::GrammarSpec;

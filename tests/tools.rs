@@ -3,6 +3,8 @@
 //! arguments follow the tool's schema; the call and its result then render into the next turn,
 //! which runs. The parsing itself is checked against llama.cpp in tests/chat_oracle.rs.
 
+#![cfg(not(target_family = "wasm"))]
+
 use inferno::chat::{
     CallSyntax, ChatMessage, ChatTemplate, FunctionCall, Reply, TemplateSource, Tool, ToolCall, ToolChoice,
     ToolUse,

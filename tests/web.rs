@@ -311,7 +311,7 @@ fn worker_api_loads_in_chunks_chats_and_branches() {
     engine.step(0, None).unwrap();
     engine.step(0, None).unwrap();
     let used = engine.context_used();
-    engine.truncate(used as u32 - 2);
+    engine.truncate(used as u32 - 2).unwrap();
     let forced = engine.step(3, Some(42)).unwrap();
     assert_eq!(get(&forced, "token").as_f64().unwrap(), 42.0);
     assert_eq!(engine.context_used(), used - 1.0);
