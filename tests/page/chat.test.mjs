@@ -269,12 +269,10 @@ pageSuite(
       const reply = await lastAnswer();
       assert.equal(reply.reason, 'end');
       assert.ok(reply.text.length > 0, 'the last answer is text');
-      assert.deepEqual(await h.page.$$eval('.message', (nodes) => nodes.map((node) => node.dataset.role)), [
-        'user',
-        'assistant',
-        'tool',
-        'assistant',
-      ]);
+      const roles = await h.page.evaluate(() =>
+        [...document.querySelectorAll('.message')].map((node) => node.dataset.role),
+      );
+      assert.deepEqual(roles, ['user', 'assistant', 'tool', 'assistant']);
       // The call and its result survive a reload, and the setting with them.
       await h.page.reload();
       await h.page.waitForSelector('#engine-info.ok');
