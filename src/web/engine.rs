@@ -229,10 +229,7 @@ impl WebEngine {
         reply: ReplyFormat,
         context: usize,
     ) -> Result<JsValue, JsValue> {
-        if let Some(grammar) = grammar {
-            let constraint = self.engine.constraint(grammar).map_err(engine_error)?;
-            self.sampler.set_constraint(Some(constraint));
-        }
+        self.hold_to(grammar)?;
         self.prompt = tokens;
         self.reply = reply;
         let prompt_tokens = self.prompt.len();
@@ -295,13 +292,15 @@ impl WebEngine {
     pub fn set_grammar(&mut self, grammar: JsValue) -> Result<(), JsValue> {
         let grammar: Option<GrammarRequest> = serde_wasm_bindgen::from_value(grammar)
             .map_err(|e| js_error("TypeError", "bad_request", &e.to_string()))?;
-        let constraint = match grammar {
-            Some(grammar) => {
-                let spec = grammar.spec().map_err(|e| engine_error(e.into()))?;
-                Some(self.engine.constraint(&spec).map_err(engine_error)?)
-            }
-            None => None,
-        };
+        let spec = grammar.map(GrammarRequest::spec).transpose().map_err(|e| engine_error(e.into()))?;
+        self.hold_to(spec.as_ref())
+    }
+
+    /// The sampler's grammar from the next step on, compiled (a schema checked) now; `None`:
+    /// none.
+    fn hold_to(&mut self, grammar: Option<&GrammarSpec>) -> Result<(), JsValue> {
+        let constraint =
+            grammar.map(|spec| self.engine.constraint(spec)).transpose().map_err(engine_error)?;
         self.sampler.set_constraint(constraint);
         Ok(())
     }
