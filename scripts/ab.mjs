@@ -3,7 +3,7 @@
 // and decode speed, with the machine's noise weighing on both builds alike.
 //
 //   node scripts/ab.mjs --a FOLDER --b FOLDER [MODEL.gguf ...] [--pairs 10] [--pp 64] [--tg 32]
-//                       [--threads 1] [--warmup 1] [--no-relaxed] [--timeout 1800] [--json]
+//                       [--depth 0] [--threads 1] [--warmup 1] [--no-relaxed] [--timeout 1800] [--json]
 //   (./build.sh ab REV [...] builds REV's package and this tree's, then runs this with them)
 //
 // Each FOLDER holds builds laid out as www/ does (pkg/, pkg-relaxed/, pkg-relaxed-threads/...);
@@ -25,17 +25,17 @@ import { startServer } from './serve.mjs';
 const www = fileURLToPath(new URL('../www/', import.meta.url));
 
 const USAGE = `usage: node scripts/ab.mjs --a FOLDER --b FOLDER [MODEL.gguf ...] [--pairs 10] [--pp 64]
-                         [--tg 32] [--threads 1] [--warmup 1] [--no-relaxed] [--timeout 1800] [--json]`;
+                         [--tg 32] [--depth 0] [--threads 1] [--warmup 1] [--no-relaxed] [--timeout 1800] [--json]`;
 
 function parseArgs(argv) {
-  const options = { models: [], pairs: 10, pp: 64, tg: 32, threads: 1, warmup: 1, timeout: 1800 };
-  const numbers = ['pairs', 'pp', 'tg', 'threads', 'warmup', 'timeout'];
+  const options = { models: [], pairs: 10, pp: 64, tg: 32, depth: 0, threads: 1, warmup: 1, timeout: 1800 };
+  const numbers = ['pairs', 'pp', 'tg', 'depth', 'threads', 'warmup', 'timeout'];
   for (let i = 0; i < argv.length; i++) {
     const [flag, inline] = argv[i].split(/=(.*)/s, 2);
     const name = flag.replace(/^--/, '');
     if (numbers.includes(name)) {
       const value = Number(inline ?? argv[++i]);
-      if (!Number.isInteger(value) || value < (name === 'warmup' ? 0 : 1))
+      if (!Number.isInteger(value) || value < (['warmup', 'depth'].includes(name) ? 0 : 1))
         throw new Error(`${flag} takes a whole number`);
       options[name] = value;
     } else if (flag === '--a' || flag === '--b') {
@@ -84,7 +84,7 @@ async function runPage(browser, baseUrl, query, timeout) {
 function printModel(file, result, folders) {
   const { summary } = result;
   console.log(
-    `${path.basename(file)}: threads ${result.threads}, ${result.pairs} pairs, pp${result.pp} tg${result.tg}, ` +
+    `${path.basename(file)}: threads ${result.threads}, ${result.pairs} pairs, pp${result.pp} tg${result.tg}${result.depth ? ` at depth ${result.depth}` : ''}, ` +
       `${result.a.build} of a (${folders.a}) and b (${folders.b})`,
   );
   for (const [label, key] of [
@@ -129,6 +129,7 @@ async function main() {
         pairs: options.pairs,
         pp: options.pp,
         tg: options.tg,
+        depth: options.depth,
         threads: options.threads,
         warmup: options.warmup,
       });

@@ -3,7 +3,7 @@
 // (playwright-core) or headless Firefox (--browser firefox: stock Firefox ESR through
 // puppeteer-core over WebDriver BiDi).
 //
-//   node scripts/bench.mjs [MODEL.gguf ...] [--runs 3] [--pp 64] [--tg 32] [--threads 1]
+//   node scripts/bench.mjs [MODEL.gguf ...] [--runs 3] [--pp 64] [--tg 32] [--depth 0] [--threads 1]
 //                          [--ctx N] [--warmup 1] [--timeout 900] [--no-relaxed] [--busy-core]
 //                          [--only inferno|wllama] [--browser chromium|firefox] [--json] [--verbose]
 //                          [--device cpu|gpu] [--swiftshader]
@@ -17,6 +17,10 @@
 // GPUs. --swiftshader picks Chromium's software WebGPU (a correctness check: its figures are no
 // speed claims).
 //
+// --depth D fills the cache with D tokens (untimed) before the timed prefill and decode, as
+// `llama-bench -d D` does: Inferno only (wllama's completion API cannot hold a cache of exactly
+// D tokens before a prompt of exactly pp), so it needs --only inferno; compare with native
+// `llama-bench -d D` run right after.
 // --only runs one side (no ratios then). --busy-core runs a busy loop in another process for the whole benchmark, holding one core, to
 // show how each engine's threads cope when the machine is not theirs alone.
 //   (./build.sh bench [...] builds www/pkg and fetches the models first)
@@ -50,7 +54,7 @@ const repoRoot = fileURLToPath(new URL('../', import.meta.url));
 const www = path.join(repoRoot, 'www');
 const wllamaDir = path.join(repoRoot, 'node_modules', '@wllama', 'wllama');
 
-const USAGE = `usage: node scripts/bench.mjs [MODEL.gguf ...] [--runs 3] [--pp 64] [--tg 32] [--threads 1]
+const USAGE = `usage: node scripts/bench.mjs [MODEL.gguf ...] [--runs 3] [--pp 64] [--tg 32] [--depth 0] [--threads 1]
                            [--ctx N] [--warmup 1] [--timeout 900] [--no-relaxed]
                            [--busy-core] [--only inferno|wllama] [--browser chromium|firefox]
                            [--json] [--verbose] [--device cpu|gpu] [--swiftshader]
@@ -63,6 +67,7 @@ function parseArgs(argv) {
     runs: 3,
     pp: 64,
     tg: 32,
+    depth: 0,
     threads: 1,
     ctx: null,
     warmup: 1,
@@ -76,6 +81,7 @@ function parseArgs(argv) {
     '--runs': ['runs', 1],
     '--pp': ['pp', 1],
     '--tg': ['tg', 1],
+    '--depth': ['depth', 0],
     '--threads': ['threads', 1],
     '--ctx': ['ctx', 1],
     '--warmup': ['warmup', 0],
@@ -114,6 +120,8 @@ function parseArgs(argv) {
     else if (flag.startsWith('-')) throw new Error(`unknown option ${argv[i]}`);
     else options.models.push(path.resolve(argv[i]));
   }
+  if (options.depth > 0 && options.only !== 'inferno')
+    throw new Error('--depth runs Inferno only (compare with native llama-bench -d): add --only inferno');
   return options;
 }
 
@@ -202,6 +210,7 @@ async function runPage(browser, baseUrl, engine, modelUrl, options) {
   });
   if (options.relaxed === false) query.set('relaxed', '0');
   if (options.ctx !== null) query.set('ctx', options.ctx);
+  if (options.depth > 0) query.set('depth', options.depth);
   if (options.schema && engine.name === 'inferno') query.set('schema', options.schema);
   const context = await browser.newContext();
   try {
@@ -299,6 +308,7 @@ function printTable(report) {
   console.log(
     `\ntokens/s, median of ${report.runs} alternating runs each (after ${report.warmup} warm-up run per page), ` +
       `${report.threads} ${report.threads === 1 ? 'thread' : 'threads'} on both sides` +
+      `${report.depth ? `, after ${report.depth} tokens already in the cache (llama-bench -d ${report.depth})` : ''}` +
       `${report.busy_core ? ', with a busy loop holding one core' : ''}${report.relaxed ? '' : ', Inferno without relaxed SIMD'}; ratio = inferno / wllama.\n` +
       `wllama ${report.wllama_version} (llama.cpp ${report.llama_cpp ?? '?'}), ${report.browser}.`,
   );
@@ -393,6 +403,7 @@ async function main() {
   const report = {
     pp: options.pp,
     tg: options.tg,
+    depth: options.depth,
     threads: options.threads,
     busy_core: Boolean(options.busyCore),
     relaxed: options.relaxed !== false,

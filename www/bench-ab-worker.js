@@ -9,13 +9,13 @@
 // {type: 'result', result} or {type: 'error', error}.
 
 import { sizePrompt } from './bench-common.js';
-import { progress, serve, streamModel, timeRun } from './bench-run.js';
+import { depthTokens, progress, serve, streamModel, timeRun } from './bench-run.js';
 import { buildFor, resolveThreads } from './capabilities.js';
 import { startBuild } from './engine-loader.js';
 
 serve(run);
 
-async function run({ model, pp, tg, threads, ctx, warmup, relaxed, a, b, pairs }) {
+async function run({ model, pp, tg, depth, threads, ctx, warmup, relaxed, a, b, pairs }) {
   const resolved = resolveThreads(threads);
   if (resolved.threads !== threads)
     throw new Error(`Inferno cannot run ${threads} threads here: ${resolved.reason}`);
@@ -47,10 +47,11 @@ async function run({ model, pp, tg, threads, ctx, warmup, relaxed, a, b, pairs }
     const tokens = sides.map((side) => side.engine.tokenize(prompt.text));
     if (tokens.some((ids) => ids.length !== pp || ids.some((id, i) => id !== tokens[0][i])))
       throw new Error(`the two builds tokenize the ${prompt.words}-word prompt differently`);
+    const depthIds = sides.map((side) => depthTokens(side.engine, depth));
     for (const [index, side] of sides.entries()) {
       for (let i = 0; i < warmup; i++) {
         progress(`warm-up run ${i + 1} of ${warmup}, build ${side.name}`);
-        await timeRun(side.engine, tokens[index], tg, ctx);
+        await timeRun(side.engine, tokens[index], tg, ctx, undefined, depthIds[index]);
       }
     }
     for (let pair = 0; pair < pairs; pair++) {
@@ -58,7 +59,7 @@ async function run({ model, pp, tg, threads, ctx, warmup, relaxed, a, b, pairs }
       const order = pair % 2 === 0 ? [0, 1] : [1, 0];
       for (const index of order) {
         const side = sides[index];
-        const timed = await timeRun(side.engine, tokens[index], tg, ctx);
+        const timed = await timeRun(side.engine, tokens[index], tg, ctx, undefined, depthIds[index]);
         side.prefill_tok_s.push((pp * 1000) / timed.prefill_ms);
         side.decode_tok_s.push((tg * 1000) / timed.decode_ms);
         side.outputs.add(timed.output);
@@ -68,6 +69,7 @@ async function run({ model, pp, tg, threads, ctx, warmup, relaxed, a, b, pairs }
     return {
       model,
       pp,
+      depth,
       tg,
       threads,
       pairs,

@@ -16,10 +16,10 @@
 // evaluate the same ids. Every result carries `prompt_words`; scripts/bench.mjs fails a model
 // whose two sides used different texts.
 /** Upper bounds of the benchmark settings: a page link cannot ask for unbounded work. */
-export const PARAM_LIMITS = { pp: 4096, tg: 4096, threads: 64, ctx: 32768, warmup: 10 };
+export const PARAM_LIMITS = { pp: 4096, tg: 4096, depth: 16384, threads: 64, ctx: 32768, warmup: 10 };
 
-/** Benchmark settings from the page URL: ?model=URL&pp=64&tg=32&threads=1[&ctx=N][&warmup=1][&relaxed=0]
- *  [&schema=JSON].
+/** Benchmark settings from the page URL: ?model=URL&pp=64&tg=32&threads=1[&depth=0][&ctx=N][&warmup=1]
+ *  [&relaxed=0][&schema=JSON].
  *  The model must be on this page's own origin (a link cannot make the page fetch another
  *  site), and every number is bounded by PARAM_LIMITS. */
 export function readParams(search = location.search, base = location.href) {
@@ -50,9 +50,13 @@ export function readParams(search = location.search, base = location.href) {
   const pp = integer('pp', 64, 1);
   const tg = integer('tg', 32, 1);
   const threads = integer('threads', 1, 1);
-  // The same KV-cache size on both sides: room for pp + tg + the pending token, rounded up to a
-  // multiple of 256 (256 for the default pp=64, tg=32).
-  const ctx = integer('ctx', Math.ceil((pp + tg + 1) / 256) * 256, pp + tg + 1);
+  // depth=D: D tokens already in the cache before the timed prefill and decode, as
+  // `llama-bench -d D` measures (Inferno's page only).
+  const depth = integer('depth', 0, 0);
+  // The same KV-cache size on both sides: room for depth + pp + tg + the pending token, rounded
+  // up to a multiple of 256 (256 for the default pp=64, tg=32).
+  const needed = depth + pp + tg + 1;
+  const ctx = integer('ctx', Math.ceil(needed / 256) * 256, needed);
   const warmup = integer('warmup', 1, 0);
   const relaxed = query.get('relaxed') !== '0'; // relaxed=0: Inferno's plain SIMD128 build
   const device = query.get('device') ?? 'cpu';
@@ -66,7 +70,7 @@ export function readParams(search = location.search, base = location.href) {
       throw new Error('schema must be a JSON schema (JSON text)');
     }
   }
-  return { model: modelUrl.href, pp, tg, threads, ctx, warmup, relaxed, device, schema };
+  return { model: modelUrl.href, pp, tg, depth, threads, ctx, warmup, relaxed, device, schema };
 }
 
 const PROMPT_WORDS = 'the of and to in is that for it was on with as be at by this from or one'.split(' ');
@@ -119,7 +123,7 @@ export function showStatus(text) {
 
 export function showParams(params) {
   $('params').textContent =
-    `model ${params.model}\npp ${params.pp} · tg ${params.tg} · threads ${params.threads} · ctx ${params.ctx} · warm-up runs ${params.warmup}`;
+    `model ${params.model}\npp ${params.pp} · tg ${params.tg}${params.depth ? ` · depth ${params.depth}` : ''} · threads ${params.threads} · ctx ${params.ctx} · warm-up runs ${params.warmup}`;
 }
 
 /** Runs a benchmark worker (the module Web Worker at `url`) on `params`: shows its progress,

@@ -2,7 +2,7 @@
 // streaming a model, and one timed prefill + decode run (what each clock covers: see
 // bench-worker.js's header).
 
-import { errorMessage } from './bench-common.js';
+import { errorMessage, promptText } from './bench-common.js';
 
 /** Posts a progress line to the page. */
 export const progress = (text) => postMessage({ type: 'progress', text });
@@ -57,14 +57,30 @@ export async function streamModel(wasm, url, progress = () => {}) {
   return { engine, finish_ms: performance.now() - finishStarted };
 }
 
-/** One prefill + decode from an empty cache; see the header for what each clock covers. On the
- *  GPU each call's work is awaited before the next (on the CPU there is nothing to await). */
-export async function timeRun(engine, tokens, tg, ctx, grammar = undefined) {
+/** The `depth` ids that fill the cache before a run at that depth: the benchmark's word
+ *  sequence, tokenized by `engine` and cut to length. */
+export function depthTokens(engine, depth) {
+  if (depth === 0) return new Uint32Array(0);
+  const ids = engine.tokenize(promptText(depth + 16)).subarray(0, depth);
+  if (ids.length !== depth) throw new Error(`the depth text made ${ids.length} tokens, expected ${depth}`);
+  return ids;
+}
+
+/** One prefill + decode from an empty cache, or after the untimed `depth` tokens (the cache
+ *  keeps them, and the timed prefill evaluates only `tokens`); see the header for what each
+ *  clock covers. On the GPU each call's work is awaited before the next (on the CPU there is
+ *  nothing to await). */
+export async function timeRun(engine, tokens, tg, ctx, grammar = undefined, depth = new Uint32Array(0)) {
   engine.set_sampling({ temperature: 0 });
   if (grammar) engine.set_grammar(grammar);
   engine.reset();
+  if (depth.length > 0) {
+    engine.prepare_tokens(depth, ctx);
+    await engine.pending?.();
+  }
+  const prompt = depth.length > 0 ? Uint32Array.from([...depth, ...tokens]) : tokens;
   const started = performance.now();
-  const prepared = engine.prepare_tokens(tokens, ctx);
+  const prepared = engine.prepare_tokens(prompt, ctx);
   await engine.pending?.();
   const texts = [await step(engine)];
   const prefilled = performance.now();
@@ -72,7 +88,7 @@ export async function timeRun(engine, tokens, tg, ctx, grammar = undefined) {
   const finished = performance.now();
   if (prepared.evaluated !== tokens.length) {
     throw new Error(
-      `prefill evaluated ${prepared.evaluated} tokens, expected ${tokens.length} (cache not empty?)`,
+      `prefill evaluated ${prepared.evaluated} tokens, expected ${tokens.length} (cache not as left?)`,
     );
   }
   return {

@@ -17,6 +17,10 @@
 // This is what llama.cpp's server loop (the wllama side) times as prompt_ms and predicted_ms
 // when asked for tg + 1 tokens.
 //
+// depth=D first fills the cache with D tokens of the same word sequence (untimed, reset before
+// each run); the timed prefill then evaluates the pp ids after them and decode attends to all,
+// as `llama-bench -d D` measures.
+//
 // device=gpu runs the model on the browser's GPU (WebGPU) and also measures the adapter's own
 // memory bandwidth: a buffer of up to 256 MiB copied 8 times in one submission, timed around
 // the wait for it (median of 3, after a warm-up); a copy reads and writes every byte, so the
@@ -24,7 +28,7 @@
 // (every matrix once) times the decode rate; their ratio is the decode efficiency.
 
 import { sizePrompt } from './bench-common.js';
-import { progress, readOnly, serve, streamModel, timeRun } from './bench-run.js';
+import { depthTokens, progress, readOnly, serve, streamModel, timeRun } from './bench-run.js';
 import { gpuAdapter, memory64Supported, resolveThreads } from './capabilities.js';
 import { startEngine } from './engine-loader.js';
 
@@ -45,7 +49,7 @@ async function copyBandwidth(gpu) {
   return { copy_bytes: bytes, copy_gb_s: (2 * bytes * repeats) / (ms * 1e6) };
 }
 
-async function run({ model, pp, tg, threads, ctx, warmup, relaxed, device, schema }) {
+async function run({ model, pp, tg, depth, threads, ctx, warmup, relaxed, device, schema }) {
   const resolved = resolveThreads(threads);
   if (resolved.threads !== threads)
     throw new Error(`Inferno cannot run ${threads} threads here: ${resolved.reason}`);
@@ -97,12 +101,13 @@ async function run({ model, pp, tg, threads, ctx, warmup, relaxed, device, schem
         `Inferno tokenized the ${prompt.words}-word prompt to ${tokens.length} tokens, expected pp = ${pp}`,
       );
     }
+    const depthIds = depthTokens(engine, depth);
     for (let i = 0; i < warmup; i++) {
       progress(`warm-up run ${i + 1} of ${warmup}`);
-      await timeRun(engine, tokens, tg, ctx);
+      await timeRun(engine, tokens, tg, ctx, undefined, depthIds);
     }
-    progress('timed run');
-    const timed = await timeRun(engine, tokens, tg, ctx);
+    progress(depth > 0 ? `timed run at depth ${depth}` : 'timed run');
+    const timed = await timeRun(engine, tokens, tg, ctx, undefined, depthIds);
     const decodeTokS = (tg * 1000) / timed.decode_ms;
     // The same decode held to a JSON schema (the grammar's mask computed, applied and advanced
     // each step), right after; its compile time (the vocabulary's trie the first time) apart.
@@ -112,7 +117,7 @@ async function run({ model, pp, tg, threads, ctx, warmup, relaxed, device, schem
       const compileStarted = performance.now();
       engine.set_grammar({ type: 'json_schema', schema });
       const compile_ms = performance.now() - compileStarted;
-      const held = await timeRun(engine, tokens, tg, ctx, { type: 'json_schema', schema });
+      const held = await timeRun(engine, tokens, tg, ctx, { type: 'json_schema', schema }, depthIds);
       grammarFacts = {
         schema_compile_ms: compile_ms,
         schema_decode_ms: held.decode_ms,
@@ -130,6 +135,7 @@ async function run({ model, pp, tg, threads, ctx, warmup, relaxed, device, schem
       vocab_size: info.vocab_size,
       pp,
       tg,
+      depth,
       prompt: `${prompt.words} English words = ${pp} tokens`,
       prompt_words: prompt.words,
       prompt_ids_head: Array.from(tokens.subarray(0, 8)),

@@ -30,3 +30,11 @@ test('every number is bounded', () => {
     PARAM_LIMITS.pp,
   );
 });
+
+test('a depth makes room for itself in the cache', () => {
+  const params = readParams('?model=x.gguf&pp=64&tg=32&depth=448', PAGE);
+  assert.deepEqual([params.depth, params.ctx], [448, 768]);
+  assert.equal(readParams('?model=x.gguf', PAGE).depth, 0);
+  assert.throws(() => readParams('?model=x.gguf&depth=448&ctx=256', PAGE), /ctx must be/);
+  assert.throws(() => readParams('?model=x.gguf&depth=-1', PAGE), /depth must be/);
+});
