@@ -21,6 +21,8 @@
 // `llama-bench -d D` does: Inferno only (wllama's completion API cannot hold a cache of exactly
 // D tokens before a prompt of exactly pp), so it needs --only inferno; compare with native
 // `llama-bench -d D` run right after.
+// On the CPU each Inferno run also reads a 256 MiB buffer with SIMD128 loads: the page's read
+// bandwidth, the physical limit of decode, printed beside decode's weight bandwidth.
 // --only runs one side (no ratios then). --busy-core runs a busy loop in another process for the whole benchmark, holding one core, to
 // show how each engine's threads cope when the machine is not theirs alone.
 //   (./build.sh bench [...] builds www/pkg and fetches the models first)
@@ -254,6 +256,7 @@ function summarize(sides) {
       file_bytes: ok.find((r) => r.file_bytes)?.file_bytes ?? null,
       gpu: ok.find((r) => r.gpu)?.gpu ?? null,
       copy_gb_s: median(ok.map((r) => r.copy_gb_s).filter((v) => v !== undefined)),
+      read_gb_s: median(ok.map((r) => r.read_gb_s).filter((v) => v !== undefined)),
       decode_weight_gb_s: median(ok.map((r) => r.decode_weight_gb_s).filter((v) => typeof v === 'number')),
       gpu_offload: ok.find((r) => r.gpu_offload !== undefined)?.gpu_offload ?? null,
       errors: [...new Set(runs.filter((r) => 'error' in r).map((r) => r.error))],
@@ -329,6 +332,17 @@ function printTable(report) {
       if (m.wllama.gpu_offload === false) {
         console.log(
           `${path.basename(m.file)}: wllama ran on the CPU: the adapter has no shader-f16, which llama.cpp's WebGPU backend needs.`,
+        );
+      }
+    }
+  }
+  if (report.device !== 'gpu') {
+    for (const m of report.models) {
+      const i = m.inferno;
+      if (i.read_gb_s && i.decode_weight_gb_s) {
+        console.log(
+          `${path.basename(m.file)}: Inferno's decode reads ${fmt(i.decode_weight_gb_s, 2)} GB/s of weights; ` +
+            `the page reads ${fmt(i.read_gb_s, 2)} GB/s with SIMD128 loads (${fmt((100 * i.decode_weight_gb_s) / i.read_gb_s, 0)} % of that).`,
         );
       }
     }

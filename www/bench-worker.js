@@ -21,6 +21,12 @@
 // each run); the timed prefill then evaluates the pp ids after them and decode attends to all,
 // as `llama-bench -d D` measures.
 //
+// On the CPU it also measures the page's own memory read bandwidth, the physical limit of a
+// decode step: a 256 MiB buffer read whole with the kernels' SIMD128 loads (ReadProbe, one
+// warm-up pass, then the median of 5 timed passes), after the runs. Decode's weight bandwidth
+// (the bytes of weights one step reads, every matrix once, times the decode rate) over it is
+// the share of the limit decode reaches.
+//
 // device=gpu runs the model on the browser's GPU (WebGPU) and also measures the adapter's own
 // memory bandwidth: a buffer of up to 256 MiB copied 8 times in one submission, timed around
 // the wait for it (median of 3, after a warm-up); a copy reads and writes every byte, so the
@@ -33,6 +39,25 @@ import { gpuAdapter, memory64Supported, resolveThreads } from './capabilities.js
 import { startEngine } from './engine-loader.js';
 
 serve(run);
+
+/** This page's memory read bandwidth in GB/s, through the build's SIMD128 loads. */
+function readBandwidth(wasm) {
+  const bytes = 256 * 2 ** 20;
+  const probe = new wasm.ReadProbe(bytes);
+  try {
+    probe.read(1);
+    const times = [];
+    for (let i = 0; i < 5; i++) {
+      const started = performance.now();
+      probe.read(1);
+      times.push(performance.now() - started);
+    }
+    const ms = times.sort((a, b) => a - b)[2];
+    return { read_bytes: bytes, read_gb_s: bytes / (ms * 1e6) };
+  } finally {
+    probe.free();
+  }
+}
 
 /** The adapter's memory bandwidth in GB/s (bytes read and written per second). */
 async function copyBandwidth(gpu) {
@@ -125,7 +150,13 @@ async function run({ model, pp, tg, depth, threads, ctx, warmup, relaxed, device
         schema_output: held.output,
       };
     }
-    const weightBytes = device === 'gpu' ? engine.decode_weight_bytes() : null;
+    const weightBytes = engine.decode_weight_bytes();
+    // Read before the probe grows the memory.
+    const memoryBytes = exports.memory.buffer.byteLength;
+    if (device !== 'gpu') {
+      progress('measuring the memory read bandwidth');
+      bandwidth = readBandwidth(wasm);
+    }
     return {
       engine: 'inferno',
       version: build.version,
@@ -151,7 +182,7 @@ async function run({ model, pp, tg, depth, threads, ctx, warmup, relaxed, device
       load_ms,
       finish_ms,
       file_bytes: fileBytes,
-      memory_bytes: exports.memory.buffer.byteLength,
+      memory_bytes: memoryBytes,
       prefill_ms: timed.prefill_ms,
       prefill_tok_s: (pp * 1000) / timed.prefill_ms,
       decode_ms: timed.decode_ms,
@@ -161,7 +192,7 @@ async function run({ model, pp, tg, depth, threads, ctx, warmup, relaxed, device
       gpu: gpuFacts,
       ...bandwidth,
       decode_weight_bytes: weightBytes,
-      decode_weight_gb_s: weightBytes === null ? null : (weightBytes * decodeTokS) / 1e9,
+      decode_weight_gb_s: (weightBytes * decodeTokS) / 1e9,
       ...grammarFacts,
     };
   } finally {

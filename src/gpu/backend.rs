@@ -160,7 +160,7 @@ impl GpuState {
         if let Some((_, what)) = missing.iter().find(|(needed, _)| *needed) {
             return Err(GpuError::Refused(what));
         }
-        match matrices(model).find(|m| !gpu.matmul.iter().any(|(t, _)| *t == m.weight_type)) {
+        match model.decode_matrices().find(|m| !gpu.matmul.iter().any(|(t, _)| *t == m.weight_type)) {
             Some(m) => Err(GpuError::Unsupported(m.weight_type)),
             None => Ok(()),
         }
@@ -196,7 +196,7 @@ impl GpuState {
                 }
             }
         }
-        for matrix in matrices(model) {
+        for matrix in model.decode_matrices() {
             self.matrix(gpu, model, matrix)?;
         }
         for vector in vectors {
@@ -580,24 +580,6 @@ impl GpuState {
     }
 }
 
-/// Every matrix the GPU's forward pass reads, each once (the token embedding is looked up on
-/// the CPU): what is uploaded, what must have a kernel, and what a decode step streams.
-fn matrices(model: &Model) -> impl Iterator<Item = &Matrix> {
-    let w = model.weights();
-    let layers = w.layers.iter().flat_map(|layer| {
-        let mut matrices = match &layer.mixer {
-            Mixer::Attention(a) => vec![Some(&a.wq), a.wk.as_ref(), a.wv.as_ref(), Some(&a.wo)],
-            Mixer::DeltaNet(d) => [&d.wqkv, &d.wz, &d.w_beta, &d.w_alpha, &d.w_out].map(Some).to_vec(),
-        };
-        matrices.extend([&layer.w_gate, &layer.w_up, &layer.w_down].map(Some));
-        let per_layer = layer.per_layer.as_ref();
-        matrices.extend([per_layer.map(|p| &p.gate), per_layer.map(|p| &p.proj)]);
-        matrices.into_iter().flatten()
-    });
-    let per_layer_input = w.per_layer_input.as_ref().map(|input| &input.model_proj);
-    std::iter::once(&w.output).chain(per_layer_input).chain(layers)
-}
-
 /// Gemma 4's per-layer inputs on the device, `n_layer × width` per token: the projection
 /// (`raw`), the finished inputs, the token's per-layer embedding (looked up on the CPU), and a
 /// layer's hidden `width` per token.
@@ -653,12 +635,6 @@ fn copy_state(encoder: &mut wgpu::CommandEncoder, from: &[RecurrentLayer], to: &
         encoder.copy_buffer_to_buffer(&from.conv, 0, &to.conv, 0, from.conv.size());
         encoder.copy_buffer_to_buffer(&from.ssm, 0, &to.ssm, 0, from.ssm.size());
     }
-}
-
-/// Bytes of weights one decode step reads on the GPU: every matrix once (the benchmark's
-/// weight bandwidth is this times the tokens per second).
-pub fn decode_weight_bytes(model: &Model) -> u64 {
-    matrices(model).map(|m| m.range.len() as u64).sum()
 }
 
 /// Words of a dispatch's parameters: a slot of 256 bytes, WebGPU's largest uniform offset

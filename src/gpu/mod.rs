@@ -18,7 +18,7 @@ mod backend;
 mod shaders;
 mod signal;
 
-pub use backend::{GpuState, decode_weight_bytes};
+pub use backend::GpuState;
 pub use signal::Signal;
 
 use std::fmt;

@@ -89,6 +89,31 @@ impl Model {
         &self.file
     }
 
+    /// Every matrix a forward pass multiplies by, each once (the token embedding is only
+    /// looked up, unless it is also the output): what the GPU uploads and must have kernels
+    /// for, and what a decode step streams on either backend.
+    pub fn decode_matrices(&self) -> impl Iterator<Item = &Matrix> {
+        let w = &self.weights;
+        let layers = w.layers.iter().flat_map(|layer| {
+            let mut matrices = match &layer.mixer {
+                Mixer::Attention(a) => vec![Some(&a.wq), a.wk.as_ref(), a.wv.as_ref(), Some(&a.wo)],
+                Mixer::DeltaNet(d) => [&d.wqkv, &d.wz, &d.w_beta, &d.w_alpha, &d.w_out].map(Some).to_vec(),
+            };
+            matrices.extend([&layer.w_gate, &layer.w_up, &layer.w_down].map(Some));
+            let per_layer = layer.per_layer.as_ref();
+            matrices.extend([per_layer.map(|p| &p.gate), per_layer.map(|p| &p.proj)]);
+            matrices.into_iter().flatten()
+        });
+        let per_layer_input = w.per_layer_input.as_ref().map(|input| &input.model_proj);
+        std::iter::once(&w.output).chain(per_layer_input).chain(layers)
+    }
+
+    /// Bytes of weights one decode step reads ([`Model::decode_matrices`]): a benchmark's
+    /// weight bandwidth is this times the decode rate.
+    pub fn decode_weight_bytes(&self) -> u64 {
+        self.decode_matrices().map(|m| m.range.len() as u64).sum()
+    }
+
     /// A KV cache for `context` positions and scratch space for batches of up to `max_batch`.
     pub fn new_state(&self, context: usize, max_batch: usize) -> Result<(Cache, Scratch), ModelError> {
         Ok((Cache::new(&self.config, context)?, Scratch::new(&self.config, context, max_batch)?))

@@ -42,6 +42,25 @@ pub fn first_non_finite_f16(bytes: &[u8]) -> Option<usize> {
     None
 }
 
+/// The wrapping sum of `bytes` read as little-endian u32 words (a last partial word padded
+/// with zeros). No model needs it: it is the cheapest pass that reads every byte, so timing it
+/// on a buffer larger than the caches measures the read bandwidth a kernel could reach at best
+/// (the benchmark's memory probe).
+pub fn read_checksum(bytes: &[u8]) -> u32 {
+    active::sum_words(bytes)
+}
+
+/// [`read_checksum`], a word at a time.
+pub(super) fn sum_words(bytes: &[u8]) -> u32 {
+    let words = bytes.chunks_exact(4);
+    let tail = words.remainder();
+    let mut last = [0u8; 4];
+    last[..tail.len()].copy_from_slice(tail);
+    words
+        .map(|word| u32::from_le_bytes(word.try_into().expect("4 bytes")))
+        .fold(u32::from_le_bytes(last), u32::wrapping_add)
+}
+
 /// Whether whole halves in `bytes` include an infinity or NaN, four halves per u64: a half's
 /// exponent bits plus 0x0400 carry into its top bit only when they are all ones, and never
 /// into the next half.
@@ -165,6 +184,14 @@ pub(super) fn dot_bf16(src: &[u8], activations: &[BF16Activation]) -> f32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_read_checksum_sums_little_endian_words_and_pads_the_last() {
+        assert_eq!(read_checksum(&[]), 0);
+        assert_eq!(read_checksum(&[1, 0, 0, 0, 2, 1, 0, 0, 3]), 1 + 0x0102 + 3);
+        // Wrapping, past u32::MAX.
+        assert_eq!(read_checksum(&[0xFF, 0xFF, 0xFF, 0xFF, 2, 0, 0, 0]), 1);
+    }
 
     #[test]
     fn the_first_infinity_or_nan_among_halves_is_found_wherever_it_lies() {

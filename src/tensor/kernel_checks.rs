@@ -18,6 +18,7 @@ pub fn check_kernels_match_scalar() -> Result<(), String> {
     check_k4_scale_unpack()?;
     check_kv_rows()?;
     check_f16_scan()?;
+    check_read_checksum()?;
     check_row_groups()?;
     check_offset_formats_as_q8_0()?;
 
@@ -473,6 +474,26 @@ impl SplitMix {
         }
         out
     }
+}
+
+/// The memory probe's word sum, at every length around its 64-byte rounds and from an
+/// unaligned start.
+fn check_read_checksum() -> Result<(), String> {
+    use super::kernels::{active, scalar};
+    let mut rng = SplitMix(0x0DD5);
+    let bytes: Vec<u8> = (0..1031).map(|_| rng.next() as u8).collect();
+    for start in [0, 1, 3] {
+        for len in (0..200).chain([1024, 1027]) {
+            let slice = &bytes[start..start + len];
+            let (expected, got) = (scalar::sum_words(slice), active::sum_words(slice));
+            if expected != got {
+                return Err(format!(
+                    "sum_words of {len} bytes from {start}: {got:#x}, expected {expected:#x}"
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -20,15 +20,18 @@
 //! for bit. The KV-row slots (`*kv_row*`, `scale_rounded_to_f16`) are attention's work on
 //! the F16 cache (`kv_rows.rs`); they must give the scalar bits exactly. Weight-pair slots
 //! (`*_pair`: two weight rows dotted with one activation row, for decode) likewise fall back
-//! to the single-row kernel and must equal it bit for bit. One slot is no dot:
-//! `any_non_finite_f16`, the scan of F16 tensors when a model loads. Tests compare every
+//! to the single-row kernel and must equal it bit for bit. Two slots are no dots:
+//! `any_non_finite_f16`, the scan of F16 tensors when a model loads, and `sum_words`, the
+//! benchmark's memory read probe. Tests compare every
 //! table with [`scalar`] (`kernel_checks.rs`).
 
 /// The scalar reference kernels: the default of every slot. Outside test builds a table that
 /// has its own kernel for a slot leaves that entry unused.
 #[cfg_attr(not(any(test, feature = "kernel-checks")), allow(unused_imports))]
 pub(super) mod scalar {
-    pub(in crate::tensor) use super::super::float::{any_non_finite_f16, dot_bf16, dot_f16, dot_f32};
+    pub(in crate::tensor) use super::super::float::{
+        any_non_finite_f16, dot_bf16, dot_f16, dot_f32, sum_words,
+    };
     pub(in crate::tensor) use super::super::iq_lattice::{
         dot_iq1_m, dot_iq1_s, dot_iq2_s, dot_iq2_xs, dot_iq2_xxs, dot_iq3_s, dot_iq3_xxs,
     };
@@ -119,9 +122,9 @@ macro_rules! single_row_groups {
 /// WebAssembly SIMD128, with or without relaxed SIMD: every slot.
 #[cfg(all(target_family = "wasm", target_feature = "simd128"))]
 pub(super) mod active {
-    pub(in crate::tensor) use super::super::simd128::any_non_finite_f16;
     /// Widened activation scales, and for relaxed SIMD's Q4_0 and Q5_0 dots per-block sums.
     pub(in crate::tensor) use super::super::simd128::{Q8_0Extra, q8_0_extra};
+    pub(in crate::tensor) use super::super::simd128::{any_non_finite_f16, sum_words};
     pub(in crate::tensor) use super::super::simd128::{
         dot_bf16, dot_bf16_group, dot_f16, dot_f16_group, dot_f32, dot_f32_group, dot_iq4_nl,
         dot_iq4_nl_group, dot_iq4_xs, dot_iq4_xs_group, dot_q2_k, dot_q2_k_group, dot_q3_k, dot_q3_k_group,
@@ -150,7 +153,7 @@ pub(super) mod active {
     pub(in crate::tensor) use super::scalar::{Q8_0Extra, q8_0_extra};
     pub(in crate::tensor) use super::scalar::{
         any_non_finite_f16, dot_bf16, dot_f16, dot_f32, dot_iq4_nl, dot_iq4_xs, dot_q2_k, dot_q3_k, dot_q4_k,
-        dot_q5_1, dot_q5_k, dot_q6_k,
+        dot_q5_1, dot_q5_k, dot_q6_k, sum_words,
     };
     pub(in crate::tensor) use super::scalar::{
         dot_iq1_m, dot_iq1_s, dot_iq2_s, dot_iq2_xs, dot_iq2_xxs, dot_iq3_s, dot_iq3_xxs,

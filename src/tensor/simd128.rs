@@ -1516,6 +1516,27 @@ pub(super) fn any_non_finite_f16(bytes: &[u8]) -> bool {
     i16x8_bitmask(found) != 0 || super::float::any_non_finite_f16(vectors.remainder())
 }
 
+/// [`read_checksum`](super::float::read_checksum) in four i32x4 accumulators, 64 bytes per
+/// round: wrapping sums in any order give the same word sum, and four independent chains keep
+/// the loop bound by its loads.
+pub(super) fn sum_words(bytes: &[u8]) -> u32 {
+    let mut acc = [u32x4_splat(0); 4];
+    let mut rounds = bytes.chunks_exact(64);
+    for round in &mut rounds {
+        for (i, lane) in acc.iter_mut().enumerate() {
+            *lane = i32x4_add(*lane, load_u8(&round[16 * i..]));
+        }
+    }
+    let sum = i32x4_add(i32x4_add(acc[0], acc[1]), i32x4_add(acc[2], acc[3]));
+    let lanes = [0, 1, 2, 3].map(|i| match i {
+        0 => u32x4_extract_lane::<0>(sum),
+        1 => u32x4_extract_lane::<1>(sum),
+        2 => u32x4_extract_lane::<2>(sum),
+        _ => u32x4_extract_lane::<3>(sum),
+    });
+    lanes.into_iter().fold(super::float::sum_words(rounds.remainder()), u32::wrapping_add)
+}
+
 /// F16 weights times F16 activations, which are held times 2^112 ([`F16_ACTIVATION_SCALE`]):
 /// the weights are only placed ([`place_f16x8`]), and each product is `w · a`, bit for bit.
 /// The weights must be finite, as a model's are (checked when it loads): an infinity or NaN

@@ -500,11 +500,10 @@ impl WebEngine {
         "cpu".into()
     }
 
-    /// Bytes of weights a decode step reads on the GPU (every matrix once): the benchmark's
-    /// weight bandwidth is this times the decode rate.
-    #[cfg(feature = "gpu")]
+    /// Bytes of weights a decode step reads (every matrix once): the benchmark's weight
+    /// bandwidth is this times the decode rate.
     pub fn decode_weight_bytes(&self) -> f64 {
-        crate::gpu::decode_weight_bytes(self.engine.model()) as f64
+        self.engine.model().decode_weight_bytes() as f64
     }
 
     /// Bytes the conversation holds on the GPU (weights, cache, activations); 0 on the CPU.

@@ -67,6 +67,43 @@ pub fn deliberate_trap() {
     panic!("deliberate trap (the worker's `trap` request)");
 }
 
+/// A buffer the benchmark reads whole to measure this page's memory read bandwidth with the
+/// same SIMD128 loads the kernels use: the physical limit a decode step's weight bandwidth is
+/// held against.
+#[wasm_bindgen]
+pub struct ReadProbe {
+    bytes: Vec<u8>,
+}
+
+/// The largest probe: well past any cache, and small beside a model.
+const MAX_PROBE_BYTES: u64 = 1 << 30;
+
+#[wasm_bindgen]
+impl ReadProbe {
+    /// A buffer of `bytes` bytes (at most 1 GiB), written once so that its pages exist.
+    #[wasm_bindgen(constructor)]
+    pub fn new(bytes: f64) -> Result<ReadProbe, JsValue> {
+        let len = js_size(bytes)?;
+        if len > MAX_PROBE_BYTES {
+            return Err(js_error("RangeError", "invalid", &format!("a probe of {len} bytes is over 1 GiB")));
+        }
+        let len = len as usize;
+        let mut buffer = Vec::new();
+        buffer.try_reserve_exact(len).map_err(|_| {
+            js_error("RangeError", "out_of_memory", &format!("no memory for a probe of {len} bytes"))
+        })?;
+        buffer.extend((0..len).map(|i| (i % 251) as u8));
+        Ok(ReadProbe { bytes: buffer })
+    }
+
+    /// Reads every byte `passes` times; the checksum keeps any pass from being skipped.
+    pub fn read(&self, passes: u32) -> u32 {
+        (0..passes).fold(0u32, |sum, _| {
+            sum.wrapping_add(crate::tensor::read_checksum(std::hint::black_box(&self.bytes)))
+        })
+    }
+}
+
 /// A byte count from JS: a whole number in 0..=2^53.
 fn js_size(value: f64) -> Result<u64, JsValue> {
     if value.is_finite() && value >= 0.0 && value.fract() == 0.0 && value <= 9_007_199_254_740_992.0 {

@@ -257,7 +257,7 @@ impl GpuFigures {
             }
         }
         seconds.sort_by(f64::total_cmp);
-        let decode_weight_bytes = inferno::gpu::decode_weight_bytes(model);
+        let decode_weight_bytes = model.decode_weight_bytes();
         Ok(GpuFigures {
             adapter: facts.name.clone(),
             backend: facts.backend.clone(),
