@@ -101,6 +101,78 @@ pub fn attend_head_f16_accumulator(
     }
 }
 
+/// [`attend_head_f16_accumulator`] for the query heads of one GQA group at once (`queries` and
+/// `out` hold rows of `head_dim`, one per head): each key and value row is read and widened
+/// once for all of them, and every head's operations, so its bits, are the single-head
+/// kernel's. `scratch` holds at least [`group_scratch_len`] floats.
+pub fn attend_group_f16_accumulator(
+    queries: &[f32],
+    head_dim: usize,
+    kv: &HeadView<'_, f16>,
+    positions: std::ops::Range<usize>,
+    scoring: Scoring,
+    scratch: &mut [f32],
+    out: &mut [f32],
+) {
+    let (width, heads) = (queries.len(), queries.len() / head_dim);
+    if heads == 1 {
+        // One head reads its rows in place, without widening them first.
+        let (query16, rest) = scratch.split_at_mut(width);
+        return attend_head_f16_accumulator(
+            queries,
+            kv,
+            positions,
+            scoring,
+            query16,
+            &mut rest[..width],
+            out,
+        );
+    }
+    let (query16, rest) = scratch.split_at_mut(width);
+    let (accumulators, rest) = rest.split_at_mut(width);
+    let (scores, rest) = rest.split_at_mut(heads);
+    let (weights, rest) = rest.split_at_mut(heads);
+    let (max_and_sum, _) = rest.split_at_mut(2 * heads);
+    let out = &mut out[..width];
+    // The kernel converts the query to F16 first.
+    query16.copy_from_slice(queries);
+    kv_rows::scale_rounded(query16, 1.0);
+    accumulators.fill(0.0);
+    let (max, sum) = max_and_sum.split_at_mut(heads);
+    max.fill(f32::NEG_INFINITY);
+    sum.fill(0.0);
+    for j in positions {
+        kv_rows::dot_with_key_heads(query16, kv.key(j, head_dim), scores);
+        for h in 0..heads {
+            let score = scoring.score(scores[h]);
+            let (mut rescale, mut weight) = (1.0f32, 1.0f32);
+            if score > max[h] {
+                rescale = (max[h] - score).exp();
+                max[h] = score;
+                kv_rows::scale_rounded(&mut accumulators[h * head_dim..][..head_dim], rescale);
+            } else {
+                weight = (score - max[h]).exp();
+            }
+            weights[h] = weight;
+            sum[h] = mul_add(sum[h], rescale, weight);
+        }
+        kv_rows::add_weighted_rounded_heads(accumulators, kv.value(j, head_dim), weights);
+    }
+    for h in 0..heads {
+        let inverse = if sum[h] == 0.0 { 0.0 } else { 1.0 / sum[h] };
+        for (o, &a) in
+            out[h * head_dim..][..head_dim].iter_mut().zip(&accumulators[h * head_dim..][..head_dim])
+        {
+            *o = a * inverse;
+        }
+    }
+}
+
+/// Floats of scratch [`attend_group_f16_accumulator`] needs for `heads` heads of `head_dim`.
+pub fn group_scratch_len(heads: usize, head_dim: usize) -> usize {
+    2 * heads * head_dim + 4 * heads
+}
+
 /// KV positions per tile of the F32 kernel (`GGML_FA_TILE_KV`); tiles start at multiples of it.
 const KV_TILE: usize = 64;
 
@@ -214,6 +286,37 @@ mod tests {
         );
         for (o, e) in out.iter().zip(&expected) {
             assert!((f64::from(*o) - e).abs() < 2e-3, "{o} vs {e}");
+        }
+    }
+
+    #[test]
+    fn a_group_of_heads_gets_each_single_heads_bits() {
+        let (head_dim, heads, positions) = (40, 3, 9);
+        let half = |i: usize, m: usize, scale: f32| f16::from_f32(((i * m % 29) as f32 - 14.0) * scale);
+        let keys: Vec<f16> = (0..positions * head_dim).map(|i| half(i, 7, 0.05)).collect();
+        let values: Vec<f16> = (0..positions * head_dim).map(|i| half(i, 11, 0.3)).collect();
+        let queries: Vec<f32> = (0..heads * head_dim).map(|i| (i as f32 * 0.37).sin() * 2.0).collect();
+        let kv = HeadView { keys: &keys[..], values: &values[..], stride: head_dim, offset: 0 };
+        let scoring = Scoring::new(0.2, Some(30.0));
+        let mut scratch = vec![0.0; group_scratch_len(heads, head_dim)];
+        let mut together = vec![0.0; heads * head_dim];
+        attend_group_f16_accumulator(
+            &queries,
+            head_dim,
+            &kv,
+            2..positions,
+            scoring,
+            &mut scratch,
+            &mut together,
+        );
+        for (query, got) in queries.chunks_exact(head_dim).zip(together.chunks_exact(head_dim)) {
+            let (mut q16, mut acc, mut alone) =
+                (vec![0.0; head_dim], vec![0.0; head_dim], vec![0.0; head_dim]);
+            attend_head_f16_accumulator(query, &kv, 2..positions, scoring, &mut q16, &mut acc, &mut alone);
+            assert_eq!(
+                got.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+                alone.iter().map(|x| x.to_bits()).collect::<Vec<_>>()
+            );
         }
     }
 }

@@ -6,7 +6,9 @@ use std::ops::Range;
 
 use half::f16;
 
-use super::attention::{HeadView, Scoring, TILED_MIN_QUERIES, attend_head_f16_accumulator, attend_head_f32};
+use super::attention::{
+    HeadView, Scoring, TILED_MIN_QUERIES, attend_group_f16_accumulator, attend_head_f32, group_scratch_len,
+};
 use super::backend::{Backend, Buf, Input};
 use super::bytes::ModelBytes;
 use super::cache::Cache;
@@ -574,30 +576,51 @@ fn attend(
     let first_needed = window.map_or(0, |w| (start + 1).saturating_sub(w));
     let (keys16, values16) = cache.layer(l, end);
     let group = c.n_head / shape.n_head_kv;
-    let tiled = n >= TILED_MIN_QUERIES;
-    if tiled {
+    let window_of = |pos: usize| window.map_or(0, |w| (pos + 1).saturating_sub(w))..pos + 1;
+    if n >= TILED_MIN_QUERIES {
         // The tiled kernel reads every key and value once per query: widen them to f32 once,
         // for every head and query. (The one-pass kernel reads the cached halves in place.)
         widen(&keys16[first_needed * kvd..], &mut keys32[first_needed * kvd..end * kvd]);
         widen(&values16[first_needed * kvd..], &mut values32[first_needed * kvd..end * kvd]);
-    }
-    let (keys, values) = (&keys32[..], &values32[..]);
-    // One task per run of (query, head) pairs: each writes only its heads' outputs.
-    parallel::for_each_part(out, hd, MIN_HEADS_PER_PART, |first_head, part_out| {
-        let mut scratch = vec![0.0f32; 2 * hd];
-        let (query16, accumulator) = scratch.split_at_mut(hd);
-        for (j, head_out) in part_out.chunks_exact_mut(hd).enumerate() {
-            let (t, h) = ((first_head + j) / c.n_head, (first_head + j) % c.n_head);
-            let pos = start + t;
-            let positions = window.map_or(0, |w| (pos + 1).saturating_sub(w))..pos + 1;
-            let (query, offset) = (&q[t * qd + h * hd..][..hd], (h / group) * hd);
-            if tiled {
-                let kv = HeadView { keys, values, stride: kvd, offset };
-                attend_head_f32(query, &kv, positions, scoring, head_out);
-            } else {
-                let kv = HeadView { keys: keys16, values: values16, stride: kvd, offset };
-                attend_head_f16_accumulator(query, &kv, positions, scoring, query16, accumulator, head_out);
+        let (keys, values) = (&keys32[..], &values32[..]);
+        // One task per run of (query, head) pairs: each writes only its heads' outputs.
+        parallel::for_each_part(out, hd, MIN_HEADS_PER_PART, |first_head, part_out| {
+            for (j, head_out) in part_out.chunks_exact_mut(hd).enumerate() {
+                let (t, h) = ((first_head + j) / c.n_head, (first_head + j) % c.n_head);
+                let query = &q[t * qd + h * hd..][..hd];
+                let kv = HeadView { keys, values, stride: kvd, offset: (h / group) * hd };
+                attend_head_f32(query, &kv, window_of(start + t), scoring, head_out);
             }
+        });
+        return;
+    }
+    // One task per run of units: the query heads of one KV head's group for one query, adjacent
+    // in `q` and `out`, which read each cached row once between them; or, where those units
+    // would leave threads unevenly loaded, equal shares of the group's heads.
+    let groups = n * shape.n_head_kv;
+    let threads = parallel::threads();
+    let even = |units: usize| units.is_multiple_of(threads) || units >= 4 * threads;
+    let shares = (1..=group).find(|&s| group.is_multiple_of(s) && even(groups * s)).unwrap_or(group);
+    let unit_heads = group / shares;
+    let (unit_width, units_per_query) = (unit_heads * hd, c.n_head / unit_heads);
+    let min_units = MIN_HEADS_PER_PART.div_ceil(unit_heads);
+    parallel::for_each_part(out, unit_width, min_units, |first, part_out| {
+        let mut scratch = vec![0.0f32; group_scratch_len(unit_heads, hd)];
+        for (j, unit_out) in part_out.chunks_exact_mut(unit_width).enumerate() {
+            // Units run query by query, then head by head.
+            let (t, first_head) = ((first + j) / units_per_query, (first + j) % units_per_query * unit_heads);
+            let queries = &q[t * qd + first_head * hd..][..unit_width];
+            let kv =
+                HeadView { keys: keys16, values: values16, stride: kvd, offset: (first_head / group) * hd };
+            attend_group_f16_accumulator(
+                queries,
+                hd,
+                &kv,
+                window_of(start + t),
+                scoring,
+                &mut scratch,
+                unit_out,
+            );
         }
     });
 }

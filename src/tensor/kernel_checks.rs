@@ -212,7 +212,7 @@ fn check_kv_rows() -> Result<(), String> {
     };
     let mut rng = SplitMix(0x4B56);
     for round in 0..96 {
-        let len = [64usize, 128, 256, 70, 7, 33][round % 6];
+        let len = [64usize, 128, 256, 70, 7, 33, 520][round % 7];
         let scale = [1.0f32, 3e-3, 2e-6, 2e4][round / 6 % 4];
         let mut values: Vec<f16> = (0..len).map(|_| f16::from_f32(rng.normal() * scale)).collect();
         if round % 5 == 4 {
@@ -239,6 +239,29 @@ fn check_kv_rows() -> Result<(), String> {
         active::mad_kv_row_rounded(&mut got, &values, weight);
         if !same(&expected, &got) {
             return Err(format!("KV rounded multiply-add of {what}, weight {weight}, differs"));
+        }
+        // Three heads sharing the row: each as the scalar single-head kernel gives it.
+        let heads = 3;
+        let queries: Vec<f32> = (0..heads * len).map(|_| f16::from_f32(rng.normal()).to_f32()).collect();
+        let (mut expected_scores, mut scores) = (vec![0.0f32; heads], vec![0.0f32; heads]);
+        scalar::dot_kv_row_heads(&queries, &values, &mut expected_scores);
+        active::dot_kv_row_heads(&queries, &values, &mut scores);
+        let singles: Vec<f32> = queries.chunks_exact(len).map(|q| scalar::dot_kv_row(q, &values)).collect();
+        if !same(&expected_scores, &scores) || !same(&singles, &scores) {
+            return Err(format!("KV dots of {heads} heads with {what}: {scores:?}, expected {singles:?}"));
+        }
+        let weights: Vec<f32> = (0..heads).map(|_| rng.uniform() * [1.0, 300.0][round % 2]).collect();
+        let starts: Vec<f32> =
+            (0..heads * len).map(|_| f16::from_f32(rng.normal() * scale).to_f32()).collect();
+        let (mut expected_accs, mut accs) = (starts.clone(), starts.clone());
+        scalar::mad_kv_row_rounded_heads(&mut expected_accs, &values, &weights);
+        active::mad_kv_row_rounded_heads(&mut accs, &values, &weights);
+        let mut singles = starts;
+        for (acc, &weight) in singles.chunks_exact_mut(len).zip(&weights) {
+            scalar::mad_kv_row_rounded(acc, &values, weight);
+        }
+        if !same(&expected_accs, &accs) || !same(&singles, &accs) {
+            return Err(format!("KV rounded multiply-adds of {heads} heads with {what} differ"));
         }
         let factor = rng.uniform() * [1.0, 1e-4, 5e3][round % 3];
         scalar::scale_rounded_to_f16(&mut expected, factor);

@@ -38,7 +38,8 @@ pub(super) mod scalar {
     pub(in crate::tensor) use super::super::iquants::{dot_iq4_nl, dot_iq4_xs};
     pub(in crate::tensor) use super::super::kquants::{dot_q2_k, dot_q3_k, dot_q4_k, dot_q5_k, dot_q6_k};
     pub(in crate::tensor) use super::super::kv_rows::{
-        dot_kv_row, mad_kv_row_rounded, scale_rounded_to_f16, widen_kv_row,
+        dot_kv_row, dot_kv_row_heads, mad_kv_row_rounded, mad_kv_row_rounded_heads, scale_rounded_to_f16,
+        widen_kv_row,
     };
     #[cfg_attr(target_feature = "simd128", allow(unused_imports))] // SIMD128 has its own
     pub(in crate::tensor) use super::super::legacy::{Q8_0Extra, q8_0_extra};
@@ -142,7 +143,8 @@ pub(super) mod active {
         dot_iq3_xxs_group,
     };
     pub(in crate::tensor) use super::super::simd128::{
-        dot_kv_row, mad_kv_row_rounded, scale_rounded_to_f16, widen_kv_row,
+        dot_kv_row, dot_kv_row_heads, mad_kv_row_rounded, mad_kv_row_rounded_heads, scale_rounded_to_f16,
+        widen_kv_row,
     };
 }
 
@@ -159,7 +161,8 @@ pub(super) mod active {
         dot_iq1_m, dot_iq1_s, dot_iq2_s, dot_iq2_xs, dot_iq2_xxs, dot_iq3_s, dot_iq3_xxs,
     };
     pub(in crate::tensor) use super::scalar::{
-        dot_kv_row, mad_kv_row_rounded, scale_rounded_to_f16, widen_kv_row,
+        dot_kv_row, dot_kv_row_heads, mad_kv_row_rounded, mad_kv_row_rounded_heads, scale_rounded_to_f16,
+        widen_kv_row,
     };
     single_row_groups!();
 }

@@ -21,6 +21,18 @@ pub fn dot_with_key(query: &[f32], key: &[f16]) -> f32 {
     active::dot_kv_row(query, key)
 }
 
+/// [`dot_with_key`] of each query head in `queries` (rows of `key.len()`, one per score) with
+/// one key: the heads of a GQA group, which share their keys; the key is read once for all.
+pub fn dot_with_key_heads(queries: &[f32], key: &[f16], scores: &mut [f32]) {
+    active::dot_kv_row_heads(queries, key, scores)
+}
+
+/// [`add_weighted_rounded`] of one value row into each head's accumulator in `accs` (rows of
+/// `values.len()`, one per weight): the heads of a GQA group; the values are read once for all.
+pub fn add_weighted_rounded_heads(accs: &mut [f32], values: &[f16], weights: &[f32]) {
+    active::mad_kv_row_rounded_heads(accs, values, weights)
+}
+
 /// `acc[i] = round_to_f16(values[i] · weight + acc[i])`, the product and the sum each rounded
 /// in f32 (see [`mul_add`]).
 pub fn add_weighted_rounded(acc: &mut [f32], values: &[f16], weight: f32) {
@@ -110,6 +122,18 @@ pub(super) fn dot_kv_row(query: &[f32], key: &[f16]) -> f32 {
 pub(super) fn mad_kv_row_rounded(acc: &mut [f32], values: &[f16], weight: f32) {
     for (a, v) in acc.iter_mut().zip(values) {
         *a = round_to_f16(mul_add(v.to_f32(), weight, *a));
+    }
+}
+
+pub(super) fn dot_kv_row_heads(queries: &[f32], key: &[f16], scores: &mut [f32]) {
+    for (score, query) in scores.iter_mut().zip(queries.chunks_exact(key.len().max(1))) {
+        *score = dot_kv_row(query, key);
+    }
+}
+
+pub(super) fn mad_kv_row_rounded_heads(accs: &mut [f32], values: &[f16], weights: &[f32]) {
+    for (acc, &weight) in accs.chunks_exact_mut(values.len().max(1)).zip(weights) {
+        mad_kv_row_rounded(acc, values, weight);
     }
 }
 

@@ -1662,30 +1662,98 @@ pub(super) fn widen_kv_row(src: &[f16], dst: &mut [f32]) {
 
 pub(super) fn dot_kv_row(query: &[f32], key: &[f16]) -> f32 {
     let n = query.len().min(key.len());
+    let mut specials = F16Specials::new();
+    let held = Held::new();
+    let sum = dot_in_ggml_lanes(query, n, |i| {
+        let bits = load_f16x8(&key[i..]);
+        specials.see(bits);
+        widen_f16x8(bits, held)
+    });
+    if specials.any() {
+        return super::kv_rows::dot_kv_row(query, key);
+    }
+    finish_dot(sum, query, key, n)
+}
+
+/// The vector part of a KV dot over the first `n` elements (whole 32s) in ggml's 4 × 8 lanes,
+/// reduced in its order; `key8(i)` gives key elements `i..i + 8` as f32.
+#[inline(always)]
+fn dot_in_ggml_lanes(query: &[f32], n: usize, mut key8: impl FnMut(usize) -> [v128; 2]) -> f32 {
     let whole = n & !31;
     // ggml's 4 × 8 lanes: accumulator 2a holds lanes 0..4 of its group a, 2a + 1 lanes 4..8.
     let mut acc = [f32x4_splat(0.0); 8];
-    let mut specials = F16Specials::new();
-    let held = Held::new();
     for i in (0..whole).step_by(32) {
         for a in 0..4 {
-            let bits = load_f16x8(&key[i + 8 * a..]);
-            specials.see(bits);
-            let [low, high] = widen_f16x8(bits, held);
+            let [low, high] = key8(i + 8 * a);
             acc[2 * a] = mul_add4(load_f32(&query[i + 8 * a..]), low, acc[2 * a]);
             acc[2 * a + 1] = mul_add4(load_f32(&query[i + 8 * a + 4..]), high, acc[2 * a + 1]);
         }
     }
-    if specials.any() {
-        return super::kv_rows::dot_kv_row(query, key);
-    }
     let low = f32x4_add(f32x4_add(acc[0], acc[4]), f32x4_add(acc[2], acc[6]));
     let high = f32x4_add(f32x4_add(acc[1], acc[5]), f32x4_add(acc[3], acc[7]));
-    let mut sum = f64::from(sum_f32x4(f32x4_add(low, high)));
-    for i in whole..n {
+    sum_f32x4(f32x4_add(low, high))
+}
+
+/// A KV dot's vector part plus its tail past the whole 32s, summed in f64 as ggml does.
+#[inline(always)]
+fn finish_dot(vector_part: f32, query: &[f32], key: &[f16], n: usize) -> f32 {
+    let mut sum = f64::from(vector_part);
+    for i in (n & !31)..n {
         sum += f64::from(query[i] * key[i].to_f32());
     }
     sum as f32
+}
+
+/// KV rows up to this long are widened once for all the query heads that read them.
+const SHARED_ROW_MAX: usize = 512;
+
+/// A KV row widened once for several heads: vector `k` holds elements `4k..4k + 4` of the
+/// row's whole 8s.
+struct SharedRow {
+    vectors: [std::mem::MaybeUninit<v128>; SHARED_ROW_MAX / 4],
+    /// Elements in whole 8s, all widened.
+    whole: usize,
+}
+
+impl SharedRow {
+    /// `row` widened (at most [`SHARED_ROW_MAX`] halves), or `None` if one of its whole 8s
+    /// holds an infinity or NaN, which the scalar kernels take.
+    #[inline(always)]
+    fn widen(row: &[f16], held: Held) -> Option<SharedRow> {
+        debug_assert!(row.len() <= SHARED_ROW_MAX);
+        let whole = row.len() - row.len() % 8;
+        let mut shared = SharedRow { vectors: [std::mem::MaybeUninit::uninit(); SHARED_ROW_MAX / 4], whole };
+        let mut specials = F16Specials::new();
+        for i in (0..whole).step_by(8) {
+            let bits = load_f16x8(&row[i..]);
+            specials.see(bits);
+            let [low, high] = widen_f16x8(bits, held);
+            shared.vectors[i / 4].write(low);
+            shared.vectors[i / 4 + 1].write(high);
+        }
+        (!specials.any()).then_some(shared)
+    }
+
+    /// Elements `i..i + 8` (`i` a multiple of 8 below `whole`).
+    #[inline(always)]
+    fn eight(&self, i: usize) -> [v128; 2] {
+        assert!(i + 8 <= self.whole);
+        // SAFETY: `widen` wrote vectors 0..whole / 4, and i / 4 + 1 < whole / 4.
+        unsafe { [self.vectors[i / 4].assume_init(), self.vectors[i / 4 + 1].assume_init()] }
+    }
+}
+
+/// [`dot_kv_row`] of every query head in `queries` (rows of `key.len()`) with one key, the key
+/// widened once: each score has the single-head kernel's bits.
+pub(super) fn dot_kv_row_heads(queries: &[f32], key: &[f16], scores: &mut [f32]) {
+    let n = key.len();
+    let shared = if n == 0 || n > SHARED_ROW_MAX { None } else { SharedRow::widen(key, Held::new()) };
+    let Some(shared) = shared else {
+        return super::kv_rows::dot_kv_row_heads(queries, key, scores);
+    };
+    for (score, query) in scores.iter_mut().zip(queries.chunks_exact(n)) {
+        *score = finish_dot(dot_in_ggml_lanes(query, n, |i| shared.eight(i)), query, key, n);
+    }
 }
 
 pub(super) fn mad_kv_row_rounded(acc: &mut [f32], values: &[f16], weight: f32) {
@@ -1699,19 +1767,43 @@ pub(super) fn mad_kv_row_rounded(acc: &mut [f32], values: &[f16], weight: f32) {
             super::kv_rows::mad_kv_row_rounded(&mut acc[i..i + 8], &values[i..i + 8], weight);
             continue;
         }
-        let [low, high] = widen_f16x8(bits, held);
-        let sum_low = mul_add4(low, weights, load_f32(&acc[i..]));
-        let sum_high = mul_add4(high, weights, load_f32(&acc[i + 4..]));
-        let (rounded_low, rounded_high) =
-            if i32x4_all_true(v128_and(in_f16_normal_range(sum_low), in_f16_normal_range(sum_high))) {
-                (round_normal_to_f16x4(sum_low), round_normal_to_f16x4(sum_high))
-            } else {
-                (round_to_f16x4(sum_low), round_to_f16x4(sum_high))
-            };
-        store_f32(&mut acc[i..], rounded_low);
-        store_f32(&mut acc[i + 4..], rounded_high);
+        mad_rounded8(&mut acc[i..], widen_f16x8(bits, held), weights);
     }
     super::kv_rows::mad_kv_row_rounded(&mut acc[whole..len], &values[whole..len], weight);
+}
+
+/// `acc[i] = round_to_f16(value[i] · weight + acc[i])` for 8 values, widened, and `weight` in
+/// four lanes.
+#[inline(always)]
+fn mad_rounded8(acc: &mut [f32], [low, high]: [v128; 2], weights: v128) {
+    let sum_low = mul_add4(low, weights, load_f32(acc));
+    let sum_high = mul_add4(high, weights, load_f32(&acc[4..]));
+    let (rounded_low, rounded_high) =
+        if i32x4_all_true(v128_and(in_f16_normal_range(sum_low), in_f16_normal_range(sum_high))) {
+            (round_normal_to_f16x4(sum_low), round_normal_to_f16x4(sum_high))
+        } else {
+            (round_to_f16x4(sum_low), round_to_f16x4(sum_high))
+        };
+    store_f32(acc, rounded_low);
+    store_f32(&mut acc[4..], rounded_high);
+}
+
+/// [`mad_kv_row_rounded`] of one value row into every head's accumulator in `accs` (rows of
+/// `values.len()`), each with its weight, the values widened once: each head gets the
+/// single-head kernel's bits.
+pub(super) fn mad_kv_row_rounded_heads(accs: &mut [f32], values: &[f16], weights: &[f32]) {
+    let n = values.len();
+    let shared = if n == 0 || n > SHARED_ROW_MAX { None } else { SharedRow::widen(values, Held::new()) };
+    let Some(shared) = shared else {
+        return super::kv_rows::mad_kv_row_rounded_heads(accs, values, weights);
+    };
+    for (acc, &weight) in accs.chunks_exact_mut(n).zip(weights) {
+        let lanes = f32x4_splat(weight);
+        for i in (0..shared.whole).step_by(8) {
+            mad_rounded8(&mut acc[i..], shared.eight(i), lanes);
+        }
+        super::kv_rows::mad_kv_row_rounded(&mut acc[shared.whole..], &values[shared.whole..], weight);
+    }
 }
 
 pub(super) fn scale_rounded_to_f16(row: &mut [f32], factor: f32) {
