@@ -98,6 +98,7 @@ async function main() {
       tg,
       threads: options.threads,
       warmup: options.warmup,
+      probe: 0, // the memory probe would be sampled too
     });
     if (!options.relaxed) query.set('relaxed', '0');
     const page = await browser.newPage();

@@ -19,7 +19,7 @@
 export const PARAM_LIMITS = { pp: 4096, tg: 4096, depth: 16384, threads: 64, ctx: 32768, warmup: 10 };
 
 /** Benchmark settings from the page URL: ?model=URL&pp=64&tg=32&threads=1[&depth=0][&ctx=N][&warmup=1]
- *  [&relaxed=0][&schema=JSON].
+ *  [&relaxed=0][&probe=0][&schema=JSON].
  *  The model must be on this page's own origin (a link cannot make the page fetch another
  *  site), and every number is bounded by PARAM_LIMITS. */
 export function readParams(search = location.search, base = location.href) {
@@ -59,6 +59,7 @@ export function readParams(search = location.search, base = location.href) {
   const ctx = integer('ctx', Math.ceil(needed / 256) * 256, needed);
   const warmup = integer('warmup', 1, 0);
   const relaxed = query.get('relaxed') !== '0'; // relaxed=0: Inferno's plain SIMD128 build
+  const probe = query.get('probe') !== '0'; // probe=0: no memory read probe after the runs
   const device = query.get('device') ?? 'cpu';
   if (!['cpu', 'gpu'].includes(device)) throw new Error(`device must be cpu or gpu, got "${device}"`);
   // schema=JSON: Inferno's decode is timed a second time held to this JSON schema.
@@ -70,7 +71,7 @@ export function readParams(search = location.search, base = location.href) {
       throw new Error('schema must be a JSON schema (JSON text)');
     }
   }
-  return { model: modelUrl.href, pp, tg, depth, threads, ctx, warmup, relaxed, device, schema };
+  return { model: modelUrl.href, pp, tg, depth, threads, ctx, warmup, relaxed, probe, device, schema };
 }
 
 const PROMPT_WORDS = 'the of and to in is that for it was on with as be at by this from or one'.split(' ');

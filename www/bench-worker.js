@@ -74,7 +74,7 @@ async function copyBandwidth(gpu) {
   return { copy_bytes: bytes, copy_gb_s: (2 * bytes * repeats) / (ms * 1e6) };
 }
 
-async function run({ model, pp, tg, depth, threads, ctx, warmup, relaxed, device, schema }) {
+async function run({ model, pp, tg, depth, threads, ctx, warmup, relaxed, probe, device, schema }) {
   const resolved = resolveThreads(threads);
   if (resolved.threads !== threads)
     throw new Error(`Inferno cannot run ${threads} threads here: ${resolved.reason}`);
@@ -153,7 +153,7 @@ async function run({ model, pp, tg, depth, threads, ctx, warmup, relaxed, device
     const weightBytes = engine.decode_weight_bytes();
     // Read before the probe grows the memory.
     const memoryBytes = exports.memory.buffer.byteLength;
-    if (device !== 'gpu') {
+    if (device !== 'gpu' && probe) {
       progress('measuring the memory read bandwidth');
       bandwidth = readBandwidth(wasm);
     }

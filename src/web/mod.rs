@@ -92,7 +92,8 @@ impl ReadProbe {
         buffer.try_reserve_exact(len).map_err(|_| {
             js_error("RangeError", "out_of_memory", &format!("no memory for a probe of {len} bytes"))
         })?;
-        buffer.extend((0..len).map(|i| (i % 251) as u8));
+        // Written, not left as fresh zero pages, which an OS may back with one shared page.
+        buffer.resize(len, 0x5A);
         Ok(ReadProbe { bytes: buffer })
     }
 
