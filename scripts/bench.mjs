@@ -342,7 +342,7 @@ function printTable(report) {
       if (i.read_gb_s && i.decode_weight_gb_s) {
         console.log(
           `${path.basename(m.file)}: Inferno's decode reads ${fmt(i.decode_weight_gb_s, 2)} GB/s of weights; ` +
-            `the page reads ${fmt(i.read_gb_s, 2)} GB/s with SIMD128 loads (${fmt((100 * i.decode_weight_gb_s) / i.read_gb_s, 0)} % of that).`,
+            `one thread of the page reads ${fmt(i.read_gb_s, 2)} GB/s with SIMD128 loads (decode at ${fmt((100 * i.decode_weight_gb_s) / i.read_gb_s, 0)} % of that).`,
         );
       }
     }

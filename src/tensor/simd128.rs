@@ -1716,22 +1716,28 @@ struct SharedRow {
 }
 
 impl SharedRow {
-    /// `row` widened (at most [`SHARED_ROW_MAX`] halves), or `None` if one of its whole 8s
-    /// holds an infinity or NaN, which the scalar kernels take.
+    /// Nothing widened yet (no bytes written: uninitialized vectors cost nothing).
     #[inline(always)]
-    fn widen(row: &[f16], held: Held) -> Option<SharedRow> {
+    fn new() -> SharedRow {
+        SharedRow { vectors: [std::mem::MaybeUninit::uninit(); SHARED_ROW_MAX / 4], whole: 0 }
+    }
+
+    /// `row` widened (at most [`SHARED_ROW_MAX`] halves), in place: the row is 2 KiB, which a
+    /// return by value copies (a `memmove` per KV row, 6 % of a decode step). False if one of
+    /// its whole 8s holds an infinity or NaN, which the scalar kernels take.
+    #[inline(always)]
+    fn widen(&mut self, row: &[f16], held: Held) -> bool {
         debug_assert!(row.len() <= SHARED_ROW_MAX);
-        let whole = row.len() - row.len() % 8;
-        let mut shared = SharedRow { vectors: [std::mem::MaybeUninit::uninit(); SHARED_ROW_MAX / 4], whole };
+        self.whole = row.len() - row.len() % 8;
         let mut specials = F16Specials::new();
-        for i in (0..whole).step_by(8) {
+        for i in (0..self.whole).step_by(8) {
             let bits = load_f16x8(&row[i..]);
             specials.see(bits);
             let [low, high] = widen_f16x8(bits, held);
-            shared.vectors[i / 4].write(low);
-            shared.vectors[i / 4 + 1].write(high);
+            self.vectors[i / 4].write(low);
+            self.vectors[i / 4 + 1].write(high);
         }
-        (!specials.any()).then_some(shared)
+        !specials.any()
     }
 
     /// Elements `i..i + 8` (`i` a multiple of 8 below `whole`).
@@ -1747,10 +1753,10 @@ impl SharedRow {
 /// widened once: each score has the single-head kernel's bits.
 pub(super) fn dot_kv_row_heads(queries: &[f32], key: &[f16], scores: &mut [f32]) {
     let n = key.len();
-    let shared = if n == 0 || n > SHARED_ROW_MAX { None } else { SharedRow::widen(key, Held::new()) };
-    let Some(shared) = shared else {
+    let mut shared = SharedRow::new();
+    if n == 0 || n > SHARED_ROW_MAX || !shared.widen(key, Held::new()) {
         return super::kv_rows::dot_kv_row_heads(queries, key, scores);
-    };
+    }
     for (score, query) in scores.iter_mut().zip(queries.chunks_exact(n)) {
         *score = finish_dot(dot_in_ggml_lanes(query, n, |i| shared.eight(i)), query, key, n);
     }
@@ -1793,10 +1799,10 @@ fn mad_rounded8(acc: &mut [f32], [low, high]: [v128; 2], weights: v128) {
 /// single-head kernel's bits.
 pub(super) fn mad_kv_row_rounded_heads(accs: &mut [f32], values: &[f16], weights: &[f32]) {
     let n = values.len();
-    let shared = if n == 0 || n > SHARED_ROW_MAX { None } else { SharedRow::widen(values, Held::new()) };
-    let Some(shared) = shared else {
+    let mut shared = SharedRow::new();
+    if n == 0 || n > SHARED_ROW_MAX || !shared.widen(values, Held::new()) {
         return super::kv_rows::mad_kv_row_rounded_heads(accs, values, weights);
-    };
+    }
     for (acc, &weight) in accs.chunks_exact_mut(n).zip(weights) {
         let lanes = f32x4_splat(weight);
         for i in (0..shared.whole).step_by(8) {
