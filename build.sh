@@ -82,7 +82,7 @@ rustup_std_source() {
 #   memory64         wasm64 (64-bit memory, Chrome 133+, Firefox 145+) with relaxed SIMD, one
 #                    thread: only for files too large for a 4 GiB wasm32 memory. Rust ships no
 #                    wasm64 std, so it is always built from source.
-#   memory64-threads the same with shared memory and helper threads (not used by the page yet)
+#   memory64-threads the same with shared memory and helper threads
 wasm_cargo() { # flavour cargo-subcommand args...
   choose_wasm_toolchain
   local flavour=$1 sub=$2
@@ -230,10 +230,9 @@ make_big_model() {
 }
 
 # One package per flavour: www/pkg (the baseline), www/pkg-relaxed, www/pkg-threads,
-# www/pkg-relaxed-threads and www/pkg-memory64. The page picks one at run time
-# (www/engine-loader.js). memory64-threads builds (./build.sh build memory64-threads) but is not
-# used yet: its thread pool hung now and then in Chromium 156 (about 1 load in 3).
-WASM_FLAVOURS=(simd relaxed threads relaxed-threads memory64)
+# www/pkg-relaxed-threads, www/pkg-memory64 and www/pkg-memory64-threads. The page picks one at
+# run time (www/engine-loader.js).
+WASM_FLAVOURS=(simd relaxed threads relaxed-threads memory64 memory64-threads)
 build_wasm() { # [flavour...] (default: all)
   local flavours=("${@:-${WASM_FLAVOURS[@]}}")
   log "building the wasm packages (release; ${flavours[*]}; $WASM_MODE toolchain)"

@@ -91,13 +91,7 @@ async function run({ model, pp, tg, depth, threads, ctx, warmup, relaxed, probe,
   // A file too large for wasm32 runs on the 64-bit-memory build, as in the chat page (nothing
   // has been loaded into the first engine yet, so its memory is still small).
   const memory = engineStarted.module.memory_for_model(fileBytes, relaxed !== false && memory64Supported());
-  if (memory === 'memory64') {
-    if (threads !== 1)
-      throw new Error(
-        'a file over 3.6 GiB runs on the 64-bit-memory build, which has one thread: use threads=1',
-      );
-    engineStarted = await startEngine(1, { memory64: true });
-  }
+  if (memory === 'memory64') engineStarted = await startEngine(threads, { memory64: true });
   const { module: wasm, exports, build: buildName } = engineStarted;
   const build = wasm.engine_info();
 

@@ -7,9 +7,8 @@
 //                          a cross-origin isolated page (SharedArrayBuffer), more than one thread
 //   pkg-relaxed-threads/   both
 //   pkg-memory64/          wasm64 (64-bit memory) + relaxed SIMD, one thread: only for a file
-//                          too large for a 4 GiB wasm32 memory, where the browser validates both.
-//                          (build.sh can also build memory64-threads, but its pool hung now and
-//                          then in Chromium 156, so no page uses it yet.)
+//                          too large for a 4 GiB wasm32 memory, where the browser validates both
+//   pkg-memory64-threads/  the same with shared memory and helper threads
 // This module imports nothing, so the page's bundle never carries a wasm build.
 
 /** The most threads used unless asked otherwise: decode is bound by memory bandwidth, which a
@@ -127,9 +126,9 @@ export async function gpuAdapter() {
 }
 
 /** The build for `threads` (already resolved); `relaxed: false` forces plain SIMD128;
- *  `memory64: true` asks for the 64-bit-memory build (one thread, relaxed SIMD). */
+ *  `memory64: true` asks for a 64-bit-memory build (relaxed SIMD). */
 export function buildFor(threads, { relaxed = true, memory64 = false } = {}) {
-  if (memory64) return 'pkg-memory64';
+  if (memory64) return threads > 1 ? 'pkg-memory64-threads' : 'pkg-memory64';
   const useRelaxed = relaxed && relaxedSimdSupported();
   if (threads > 1) return useRelaxed ? 'pkg-relaxed-threads' : 'pkg-threads';
   return useRelaxed ? 'pkg-relaxed' : 'pkg';

@@ -30,7 +30,7 @@
 // `configure` picks the build: `relaxed: false` uses plain SIMD128 even where relaxed SIMD runs,
 // `threads` (default: the machine's cores, capped; 1 where the page is not cross-origin
 // isolated): more than one thread runs the shared-memory build (engine-loader.js), and
-// `memory64: true` the 64-bit-memory build, on one thread, for files too large for a 4 GiB
+// `memory64: true` a 64-bit-memory build (threaded as the others), for files too large for a 4 GiB
 // wasm32 memory. (Settings travel in a message, not the worker's URL: a bundler only follows
 // `new Worker(new URL('./worker.js', import.meta.url))` written out in full.) A load that needs
 // the other memory (a large file in a wasm32 worker, or a small one in a memory64 worker, whose
@@ -67,15 +67,12 @@ function configured({ threads, relaxed, memory64 }) {
     relaxed: useRelaxed,
     memory64Available,
     memory64: useMemory64,
-    threads: threadsFor(threads, useMemory64),
+    threads: threadsFor(threads),
   };
 }
 
 /** The thread count asked for; anything unusable means the default. */
-function threadsFor(value, memory64) {
-  if (memory64) {
-    return { threads: 1, reason: 'files over 3.6 GiB run on the 64-bit-memory build, which has one thread' };
-  }
+function threadsFor(value) {
   try {
     return resolveThreads(Number(value) || null);
   } catch {

@@ -164,7 +164,8 @@ pub fn gelu(x: f32) -> f32 {
 /// [`gelu`] between ±10, for every f16 input: ggml's table too, and for the same reason. In
 /// wasm a `tanh` costs tens of nanoseconds, and Gemma runs 37,000 GELUs per token.
 fn gelu_table() -> &'static [f32; 65536] {
-    static TABLE: std::sync::OnceLock<Box<[f32; 65536]>> = std::sync::OnceLock::new();
+    // Not `OnceLock`: see `once_cell` in Cargo.toml (helper threads race to first use here).
+    static TABLE: once_cell::race::OnceBox<[f32; 65536]> = once_cell::race::OnceBox::new();
     TABLE.get_or_init(|| table_over_f16(gelu_of_f16))
 }
 

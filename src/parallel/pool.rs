@@ -13,8 +13,7 @@
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Mutex, MutexGuard};
-use std::thread::Thread;
+use std::sync::{Condvar, Mutex, MutexGuard};
 
 /// Rounds an idle helper spins before it parks: enough to bridge the gaps between the matmuls
 /// of a forward pass, few enough that an idle engine sleeps within a millisecond or so.
@@ -37,7 +36,6 @@ struct Job {
     task: *const (dyn Fn(usize) + Sync + 'static),
     parts: usize,
     next: usize,
-    caller: Thread,
 }
 
 // SAFETY: `task` points to a `Sync` closure, and the pointer is only used as described above.
@@ -47,13 +45,15 @@ pub struct Pool {
     job: Mutex<Option<Job>>,
     /// Parts of the current job not finished yet.
     unfinished: AtomicUsize,
-    /// Bumped for every job: what idle helpers watch.
+    /// Bumped for every job: what idle helpers watch, and sleep on (`new_job`).
     epoch: AtomicUsize,
+    new_job: Signal,
+    /// What a caller whose parts are still held sleeps on.
+    job_done: Signal,
     /// A caller is running a job; another caller (or a task's own nested call) runs its parts
     /// itself instead of waiting.
     busy: AtomicBool,
     panicked: AtomicBool,
-    helpers: Mutex<Vec<Thread>>,
     helper_count: usize,
     /// See [`LATE_LIMIT`] and [`SOLO_JOBS`]; only the caller holding `busy` touches these.
     lateness: AtomicUsize,
@@ -72,9 +72,10 @@ impl Pool {
             job: Mutex::new(None),
             unfinished: AtomicUsize::new(0),
             epoch: AtomicUsize::new(0),
+            new_job: Signal::new(),
+            job_done: Signal::new(),
             busy: AtomicBool::new(false),
             panicked: AtomicBool::new(false),
-            helpers: Mutex::new(Vec::new()),
             helper_count,
             lateness: AtomicUsize::new(0),
             solo_jobs_left: AtomicUsize::new(0),
@@ -105,21 +106,19 @@ impl Pool {
         }
         // SAFETY: only the lifetime is erased; see `Job`.
         let task: *const (dyn Fn(usize) + Sync + 'static) = unsafe { std::mem::transmute(task) };
-        self.unfinished.store(parts, Ordering::Release);
-        *lock(&self.job) = Some(Job { task, parts, next: 0, caller: std::thread::current() });
-        self.epoch.fetch_add(1, Ordering::Release);
-        for helper in lock(&self.helpers).iter() {
-            helper.unpark();
-        }
+        self.unfinished.store(parts, Ordering::SeqCst);
+        *lock(&self.job) = Some(Job { task, parts, next: 0 });
+        self.epoch.fetch_add(1, Ordering::SeqCst);
+        self.new_job.wake();
         let done_here = self.work();
         let (mut spins, mut parked) = (0, false);
-        while self.unfinished.load(Ordering::Acquire) != 0 {
+        while self.unfinished.load(Ordering::SeqCst) != 0 {
             if spins < CALLER_SPIN_ROUNDS {
                 spins += 1;
                 std::hint::spin_loop();
             } else {
                 parked = true;
-                std::thread::park();
+                self.job_done.sleep_while(|| self.unfinished.load(Ordering::SeqCst) != 0);
             }
         }
         *lock(&self.job) = None;
@@ -149,12 +148,12 @@ impl Pool {
     fn work(&self) -> usize {
         let mut done = 0;
         loop {
-            let (part, task, caller) = {
+            let (part, task) = {
                 let mut job = lock(&self.job);
                 match job.as_mut() {
                     Some(job) if job.next < job.parts => {
                         job.next += 1;
-                        (job.next - 1, job.task, job.caller.clone())
+                        (job.next - 1, job.task)
                     }
                     _ => return done,
                 }
@@ -166,8 +165,8 @@ impl Pool {
             if catch_unwind(AssertUnwindSafe(|| task(part))).is_err() {
                 self.panicked.store(true, Ordering::Relaxed);
             }
-            if self.unfinished.fetch_sub(1, Ordering::AcqRel) == 1 {
-                caller.unpark();
+            if self.unfinished.fetch_sub(1, Ordering::SeqCst) == 1 {
+                self.job_done.wake();
             }
         }
     }
@@ -175,13 +174,12 @@ impl Pool {
     /// A helper's life: take parts of every job, spin a while between jobs, then sleep until
     /// the next one.
     pub fn help(&self) -> ! {
-        lock(&self.helpers).push(std::thread::current());
-        let mut seen = self.epoch.load(Ordering::Acquire);
+        let mut seen = self.epoch.load(Ordering::SeqCst);
         loop {
             self.work();
             let mut spins = 0;
             loop {
-                let epoch = self.epoch.load(Ordering::Acquire);
+                let epoch = self.epoch.load(Ordering::SeqCst);
                 if epoch != seen {
                     seen = epoch;
                     break;
@@ -190,10 +188,46 @@ impl Pool {
                     spins += 1;
                     std::hint::spin_loop();
                 } else {
-                    // An unpark that came before this park makes it return at once.
-                    std::thread::park();
+                    self.new_job.sleep_while(|| self.epoch.load(Ordering::SeqCst) == seen);
                 }
             }
+        }
+    }
+}
+
+/// Where pool threads sleep until what they wait for has happened: std's `Mutex` and `Condvar`,
+/// which are futexes on every target this runs on. Not `thread::park`: on wasm64 with threads
+/// std's parker is a no-op (its cfg names only wasm32), so waits became spins there.
+struct Signal {
+    mutex: Mutex<()>,
+    changed: Condvar,
+    /// Threads inside [`Signal::sleep_while`]: a wake with none skips the lock and the notify.
+    sleepers: AtomicUsize,
+}
+
+impl Signal {
+    const fn new() -> Signal {
+        Signal { mutex: Mutex::new(()), changed: Condvar::new(), sleepers: AtomicUsize::new(0) }
+    }
+
+    /// Sleeps while `waiting()` holds. `waiting` must read with `SeqCst` what the waker changes
+    /// with `SeqCst` before its [`Signal::wake`]: either the waker then sees this sleeper
+    /// counted and notifies under the lock (which this thread holds until it waits), or this
+    /// thread's check comes after the change and does not sleep.
+    fn sleep_while(&self, waiting: impl Fn() -> bool) {
+        let mut guard = lock(&self.mutex);
+        self.sleepers.fetch_add(1, Ordering::SeqCst);
+        while waiting() {
+            guard = self.changed.wait(guard).unwrap_or_else(|poisoned| poisoned.into_inner());
+        }
+        self.sleepers.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    /// Wakes every sleeper, after a `SeqCst` change of what they wait for.
+    fn wake(&self) {
+        if self.sleepers.load(Ordering::SeqCst) > 0 {
+            drop(lock(&self.mutex));
+            self.changed.notify_all();
         }
     }
 }

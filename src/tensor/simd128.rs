@@ -31,7 +31,8 @@ use super::iq_lattice::Lattice;
 /// fallback costs more than a block's integer dot, so block scales go through a 256 KiB table,
 /// as ggml does on CPUs without one.
 fn f16_table() -> &'static [f32; 65536] {
-    static TABLE: std::sync::OnceLock<Box<[f32; 65536]>> = std::sync::OnceLock::new();
+    // Not `OnceLock`: see `once_cell` in Cargo.toml (helper threads race to first use here).
+    static TABLE: once_cell::race::OnceBox<[f32; 65536]> = once_cell::race::OnceBox::new();
     TABLE.get_or_init(|| super::float::table_over_f16(half::f16::to_f32))
 }
 
