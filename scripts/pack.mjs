@@ -27,7 +27,14 @@ export const LIBRARY_FILES = [
   'defaults.js',
   'storage.js',
 ];
-const BUILDS = ['pkg', 'pkg-relaxed', 'pkg-threads', 'pkg-relaxed-threads', 'pkg-memory64', 'pkg-memory64-threads'];
+const BUILDS = [
+  'pkg',
+  'pkg-relaxed',
+  'pkg-threads',
+  'pkg-relaxed-threads',
+  'pkg-memory64',
+  'pkg-memory64-threads',
+];
 
 function crateVersion() {
   const match = /^version\s*=\s*"([^"]+)"/m.exec(readFileSync(path.join(root, 'Cargo.toml'), 'utf8'));

@@ -61,7 +61,8 @@ pageSuite(
       assert.match(details, /64-bit memory/);
       // The threaded 64-bit build where the page is isolated and the machine has the cores.
       const cores = await h.page.evaluate(() => Math.min(navigator.hardwareConcurrency, 8));
-      if (cores > 1) assert.match(details, new RegExp(`\\b${cores} threads\\b`), 'the 64-bit build runs threads');
+      if (cores > 1)
+        assert.match(details, new RegExp(`\\b${cores} threads\\b`), 'the 64-bit build runs threads');
       const answer = await askGreedy('Hi', 4);
       assert.equal(answer.reason, 'max_tokens', answer.meta);
       assert.equal(answer.tokens, 4);
