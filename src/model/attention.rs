@@ -63,9 +63,8 @@ impl Scoring {
 }
 
 /// The one-pass kernel with an F16 accumulator (`flash_attn_ext_f16_one_chunk`), reading the
-/// cached halves directly (a decode step sees each once per query head of the group, cheaper
-/// than widening the whole cache per layer first). `query16` and `accumulator` are scratch of
-/// `head_dim` floats.
+/// cached halves directly (cheaper than widening the whole cache per layer first). `query16`
+/// and `accumulator` are scratch of `head_dim` floats.
 pub fn attend_head_f16_accumulator(
     query: &[f32],
     kv: &HeadView<'_, f16>,
@@ -76,27 +75,44 @@ pub fn attend_head_f16_accumulator(
     out: &mut [f32],
 ) {
     let head_dim = query.len();
-    // The kernel converts the query to F16 first.
-    query16.copy_from_slice(query);
-    kv_rows::scale_rounded(query16, 1.0);
+    round_query(query, query16);
     accumulator.fill(0.0);
     let (mut max, mut sum) = (f32::NEG_INFINITY, 0.0f32);
     for j in positions {
         let score = scoring.score(kv_rows::dot_with_key(query16, kv.key(j, head_dim)));
-        let (mut rescale, mut weight) = (1.0f32, 1.0f32);
-        if score > max {
-            rescale = (max - score).exp();
-            max = score;
-            kv_rows::scale_rounded(accumulator, rescale);
-        } else {
-            weight = (score - max).exp();
-        }
+        let weight = online_softmax_step(score, &mut max, &mut sum, accumulator);
         kv_rows::add_weighted_rounded(accumulator, kv.value(j, head_dim), weight);
-        // `S = S*ms + vs`, which GCC contracts into one FMA in llama.cpp's build.
-        sum = mul_add(sum, rescale, weight);
     }
+    normalize(accumulator, sum, out);
+}
+
+/// The query as the one-pass kernel takes it: converted to F16.
+fn round_query(query: &[f32], query16: &mut [f32]) {
+    query16.copy_from_slice(query);
+    kv_rows::scale_rounded(query16, 1.0);
+}
+
+/// One position of one head's online softmax: the running max and sum updated, the
+/// accumulator rescaled (rounded to F16) when the max grows; returns the position's weight.
+#[inline(always)]
+fn online_softmax_step(score: f32, max: &mut f32, sum: &mut f32, accumulator: &mut [f32]) -> f32 {
+    let (mut rescale, mut weight) = (1.0f32, 1.0f32);
+    if score > *max {
+        rescale = (*max - score).exp();
+        *max = score;
+        kv_rows::scale_rounded(accumulator, rescale);
+    } else {
+        weight = (score - *max).exp();
+    }
+    // `S = S*ms + vs`, which GCC contracts into one FMA in llama.cpp's build.
+    *sum = mul_add(*sum, rescale, weight);
+    weight
+}
+
+/// `out = accumulator / sum` (zero where nothing was attended).
+fn normalize(accumulator: &[f32], sum: f32, out: &mut [f32]) {
     let inverse = if sum == 0.0 { 0.0 } else { 1.0 / sum };
-    for (o, &a) in out.iter_mut().zip(accumulator.iter()) {
+    for (o, &a) in out.iter_mut().zip(accumulator) {
         *o = a * inverse;
     }
 }
@@ -133,38 +149,22 @@ pub fn attend_group_f16_accumulator(
     let (scores, rest) = rest.split_at_mut(heads);
     let (weights, rest) = rest.split_at_mut(heads);
     let (max_and_sum, _) = rest.split_at_mut(2 * heads);
-    let out = &mut out[..width];
-    // The kernel converts the query to F16 first.
-    query16.copy_from_slice(queries);
-    kv_rows::scale_rounded(query16, 1.0);
+    round_query(queries, query16);
     accumulators.fill(0.0);
     let (max, sum) = max_and_sum.split_at_mut(heads);
     max.fill(f32::NEG_INFINITY);
     sum.fill(0.0);
     for j in positions {
         kv_rows::dot_with_key_heads(query16, kv.key(j, head_dim), scores);
-        for h in 0..heads {
-            let score = scoring.score(scores[h]);
-            let (mut rescale, mut weight) = (1.0f32, 1.0f32);
-            if score > max[h] {
-                rescale = (max[h] - score).exp();
-                max[h] = score;
-                kv_rows::scale_rounded(&mut accumulators[h * head_dim..][..head_dim], rescale);
-            } else {
-                weight = (score - max[h]).exp();
-            }
-            weights[h] = weight;
-            sum[h] = mul_add(sum[h], rescale, weight);
+        for (h, accumulator) in accumulators.chunks_exact_mut(head_dim).enumerate() {
+            weights[h] = online_softmax_step(scoring.score(scores[h]), &mut max[h], &mut sum[h], accumulator);
         }
         kv_rows::add_weighted_rounded_heads(accumulators, kv.value(j, head_dim), weights);
     }
-    for h in 0..heads {
-        let inverse = if sum[h] == 0.0 { 0.0 } else { 1.0 / sum[h] };
-        for (o, &a) in
-            out[h * head_dim..][..head_dim].iter_mut().zip(&accumulators[h * head_dim..][..head_dim])
-        {
-            *o = a * inverse;
-        }
+    for ((accumulator, out), &sum) in
+        accumulators.chunks_exact(head_dim).zip(out.chunks_exact_mut(head_dim)).zip(&*sum)
+    {
+        normalize(accumulator, sum, out);
     }
 }
 
