@@ -4,7 +4,7 @@
 
 use inferno::gguf::writer::GgufWriter;
 use inferno::gguf::{GgmlType, Value};
-use inferno::web::{engine_info, inspect_prefix, memory_for_model};
+use inferno::web::{ReadProbe, engine_info, inspect_prefix, memory_for_model};
 use js_sys::Reflect;
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_test::*;
@@ -96,6 +96,21 @@ fn rejects_a_size_that_is_not_a_byte_count() {
     let bytes = small_model();
     let error = inspect_prefix(&bytes, -1.0, false).expect_err("negative size");
     assert_eq!(get(&error, "name"), "RangeError");
+}
+
+/// The benchmark's memory probe reads every byte of its buffer each pass (the checksum of
+/// 1,000 bytes of 0x5A is 250 words of 0x5A5A5A5A), and refuses sizes it should not allocate.
+#[wasm_bindgen_test]
+fn the_read_probe_reads_its_whole_buffer_and_refuses_bad_sizes() {
+    let probe = ReadProbe::new(1000.0).expect("a small probe");
+    let pass = 250u32.wrapping_mul(0x5A5A_5A5A);
+    assert_eq!(probe.read(1), pass);
+    assert_eq!(probe.read(3), pass.wrapping_mul(3));
+    for bad in [-1.0, 0.5, 2f64.powi(31)] {
+        let error = ReadProbe::new(bad).err().expect("refused");
+        assert_eq!(get(&error, "name"), "RangeError", "size {bad}");
+        assert_eq!(get(&error, "kind"), "invalid", "size {bad}");
+    }
 }
 
 #[wasm_bindgen_test]
