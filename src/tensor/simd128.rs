@@ -1529,12 +1529,12 @@ pub(super) fn sum_words(bytes: &[u8]) -> u32 {
         }
     }
     let sum = i32x4_add(i32x4_add(acc[0], acc[1]), i32x4_add(acc[2], acc[3]));
-    let lanes = [0, 1, 2, 3].map(|i| match i {
-        0 => u32x4_extract_lane::<0>(sum),
-        1 => u32x4_extract_lane::<1>(sum),
-        2 => u32x4_extract_lane::<2>(sum),
-        _ => u32x4_extract_lane::<3>(sum),
-    });
+    let lanes = [
+        u32x4_extract_lane::<0>(sum),
+        u32x4_extract_lane::<1>(sum),
+        u32x4_extract_lane::<2>(sum),
+        u32x4_extract_lane::<3>(sum),
+    ];
     lanes.into_iter().fold(super::float::sum_words(rounds.remainder()), u32::wrapping_add)
 }
 
@@ -1723,12 +1723,15 @@ impl SharedRow {
         SharedRow { vectors: [std::mem::MaybeUninit::uninit(); SHARED_ROW_MAX / 4], whole: 0 }
     }
 
-    /// `row` widened (at most [`SHARED_ROW_MAX`] halves), in place: the row is 2 KiB, which a
-    /// return by value copies (a `memmove` per KV row, 6 % of a decode step). False if one of
-    /// its whole 8s holds an infinity or NaN, which the scalar kernels take.
+    /// `row` widened, in place: the row is 2 KiB, which a return by value copies (a `memmove`
+    /// per KV row, 6 % of a decode step). False, for the scalar kernels to take it, if the row
+    /// is empty or over [`SHARED_ROW_MAX`] halves, or one of its whole 8s holds an infinity or
+    /// NaN.
     #[inline(always)]
     fn widen(&mut self, row: &[f16], held: Held) -> bool {
-        debug_assert!(row.len() <= SHARED_ROW_MAX);
+        if row.is_empty() || row.len() > SHARED_ROW_MAX {
+            return false;
+        }
         self.whole = row.len() - row.len() % 8;
         let mut specials = F16Specials::new();
         for i in (0..self.whole).step_by(8) {
@@ -1755,7 +1758,7 @@ impl SharedRow {
 pub(super) fn dot_kv_row_heads(queries: &[f32], key: &[f16], scores: &mut [f32]) {
     let n = key.len();
     let mut shared = SharedRow::new();
-    if n == 0 || n > SHARED_ROW_MAX || !shared.widen(key, Held::new()) {
+    if !shared.widen(key, Held::new()) {
         return super::kv_rows::dot_kv_row_heads(queries, key, scores);
     }
     for (score, query) in scores.iter_mut().zip(queries.chunks_exact(n)) {
@@ -1801,7 +1804,7 @@ fn mad_rounded8(acc: &mut [f32], [low, high]: [v128; 2], weights: v128) {
 pub(super) fn mad_kv_row_rounded_heads(accs: &mut [f32], values: &[f16], weights: &[f32]) {
     let n = values.len();
     let mut shared = SharedRow::new();
-    if n == 0 || n > SHARED_ROW_MAX || !shared.widen(values, Held::new()) {
+    if !shared.widen(values, Held::new()) {
         return super::kv_rows::mad_kv_row_rounded_heads(accs, values, weights);
     }
     for (acc, &weight) in accs.chunks_exact_mut(n).zip(weights) {
