@@ -248,16 +248,10 @@ build_wasm() { # [flavour...] (default: all)
     wasm-bindgen --target web --no-typescript --out-dir "$out" \
       "target/wasm-$flavour/$arch-unknown-unknown/release/inferno.wasm"
     case "$flavour" in *threads) ;; *) continue ;; esac
-    # wasm-bindgen-rayon's helper Worker reaches the glue with import('../../..'), which only
-    # a bundler resolves, and a dynamic import makes Vite 7 refuse to build the worker (its
-    # workers are classic scripts, which cannot split). A static import of the glue file works
-    # in a plain page and in every bundler; the cycle it makes (the glue imports this file) is
-    # harmless, as neither touches the other at the top level.
-    helpers=$(find "$out/snippets" -name workerHelpers.js)
-    [ -n "$helpers" ] || die "wasm-bindgen-rayon's workerHelpers.js is missing from $out"
-    sed -i -e "1i import * as glue from '../../../inferno.js';" \
-      -e "s#const pkg = await import('../../..');#const pkg = glue;#" "$helpers"
-    grep -q "^const pkg = glue;\|  const pkg = glue;" "$helpers" || die "could not patch $helpers"
+    # The pool's helper script (src/web/pool_helpers.js) imports the glue four folders up.
+    helpers=$(find "$out/snippets" -name pool_helpers.js)
+    [ -n "$helpers" ] && [ -f "$(dirname "$helpers")/../../../../inferno.js" ] ||
+      die "the pool helper script is missing from $out, or is not four folders below its glue"
   done
   # The service worker keeps the page and every build for offline use; snippet paths carry
   # hashes, so it reads them from this list. The version (a hash of the builds and the page's own files)

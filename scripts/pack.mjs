@@ -90,7 +90,7 @@ export function pack(dest = path.join(root, 'target', 'npm')) {
     },
     files: [...LIBRARY_FILES, ...BUILDS.map((build) => `${build}/`), 'README.md', 'LICENSE'],
     // The worker's entry and the thread helper run code when loaded; nothing else does.
-    sideEffects: ['./worker.js', './pkg*/snippets/**/workerHelpers.js'],
+    sideEffects: ['./worker.js', './pkg*/snippets/**/pool_helpers.js'],
     license: 'MIT OR Apache-2.0',
     keywords: ['gguf', 'llm', 'webassembly', 'llama.cpp', 'inference', 'browser'],
   };

@@ -112,9 +112,11 @@ function getEngine() {
 
 let engineBuild = null; // {threads, build} of the running engine
 
-// A threaded engine starts in a second or two, its helper workers included; in headless Firefox
-// 153 the helpers now and then never report ready, and the start would wait forever. After this
-// long the worker gives up and ends itself (`fatal`), and the client retries on a new worker.
+// A threaded engine starts in a second or two, its helper workers included. Should a helper never
+// report ready (its script never arrives, or the browser never runs it), the start would wait
+// forever: after this long the worker gives up and ends itself (`fatal`), and the client retries
+// on a new worker. (Nothing in the start blocks this worker's thread, so the timer always fires:
+// src/web/pool_helpers.js.)
 const POOL_START_TIMEOUT_MS = 20_000;
 
 /** `starting`, or a rejection with kind engine_start_timeout if it takes too long. */

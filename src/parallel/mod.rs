@@ -5,9 +5,8 @@
 //!
 //! With the `threads` feature, parts run on [`pool::Pool`]: the calling thread plus helper
 //! threads. Natively the helpers are plain threads (`--threads N` starts N - 1 of them); in the
-//! browser's shared-memory build they run on the Web Workers that `wasm-bindgen-rayon` starts
-//! (`initThreadPool(N - 1)`), one helper on each. Without the feature parts run one after
-//! another.
+//! browser's shared-memory build each runs on a Web Worker of its own that `initThreadPool(N - 1)`
+//! starts (`src/web/pool_helpers.js`). Without the feature parts run one after another.
 //!
 //! Why several parts per thread: a thread that the OS deschedules (another process holding a
 //! core) holds back only one small part, and the others take the rest.
@@ -82,34 +81,27 @@ pub fn default_threads() -> usize {
 /// The most threads used by default, natively and in the page.
 pub const MAX_DEFAULT_THREADS: usize = 8;
 
-#[cfg(all(feature = "threads", not(target_family = "wasm")))]
-static NATIVE_THREADS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+/// The thread count [`start_pool`] set; 0 until then (the default applies).
+#[cfg(feature = "threads")]
+static CONFIGURED_THREADS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 #[cfg(feature = "threads")]
 static POOL: std::sync::OnceLock<pool::Pool> = std::sync::OnceLock::new();
 
-/// The pool, started on first use with the configured number of helpers.
+/// The pool, made on first use with the configured number of helpers. Natively its helpers are
+/// started here; in the browser each is a Web Worker that calls [`help`] (`src/web/pool_helpers.js`).
 #[cfg(feature = "threads")]
 fn pool() -> &'static pool::Pool {
-    POOL.get_or_init(|| {
-        #[cfg(target_family = "wasm")]
-        let helpers = rayon::current_num_threads();
-        #[cfg(not(target_family = "wasm"))]
-        let helpers = match NATIVE_THREADS.load(std::sync::atomic::Ordering::Relaxed) {
+    let pool = POOL.get_or_init(|| {
+        let threads = match CONFIGURED_THREADS.load(std::sync::atomic::Ordering::Relaxed) {
             0 => default_threads(),
             threads => threads,
-        } - 1;
-        pool::Pool::new(helpers)
+        };
+        pool::Pool::new(threads - 1)
     });
-    let pool = POOL.get().expect("initialized above");
+    #[cfg(not(target_family = "wasm"))]
     START_HELPERS.call_once(|| {
         for i in 0..pool.threads() - 1 {
-            #[cfg(target_family = "wasm")]
-            {
-                let _ = i;
-                rayon::spawn(move || pool.help());
-            }
-            #[cfg(not(target_family = "wasm"))]
             std::thread::Builder::new()
                 .name(format!("inferno-helper-{i}"))
                 .spawn(move || pool.help())
@@ -119,8 +111,15 @@ fn pool() -> &'static pool::Pool {
     pool
 }
 
-#[cfg(feature = "threads")]
+#[cfg(all(feature = "threads", not(target_family = "wasm")))]
 static START_HELPERS: std::sync::Once = std::sync::Once::new();
+
+/// Runs the pool's parts on the calling thread forever: what each helper Web Worker of the
+/// browser's shared-memory build does once it has instantiated the module.
+#[cfg(all(feature = "threads", target_family = "wasm"))]
+pub fn help() -> ! {
+    pool().help()
+}
 
 /// How many threads parallel work runs on.
 pub fn threads() -> usize {
@@ -134,14 +133,15 @@ pub fn threads() -> usize {
     }
 }
 
-/// Sets how many threads parallel work runs on (native only: the browser's count comes from
-/// `initThreadPool`). Must run before any parallel work, once per process.
-#[cfg(all(feature = "threads", not(target_family = "wasm")))]
+/// Sets how many threads parallel work runs on. Must run before any parallel work, once per
+/// process. In the browser, helpers that have not arrived yet cost nothing but speed: the
+/// caller runs every part no helper has taken.
+#[cfg(feature = "threads")]
 pub fn start_pool(threads: usize) -> Result<(), String> {
     if threads == 0 {
         return Err("the thread count must be at least 1".into());
     }
-    NATIVE_THREADS.store(threads, std::sync::atomic::Ordering::Relaxed);
+    CONFIGURED_THREADS.store(threads, std::sync::atomic::Ordering::Relaxed);
     let started = pool().threads();
     if started != threads {
         return Err(format!("the pool already runs {started} threads"));
@@ -150,7 +150,7 @@ pub fn start_pool(threads: usize) -> Result<(), String> {
 }
 
 /// [`start_pool`] in a build without threads: one thread is all there is.
-#[cfg(not(all(feature = "threads", not(target_family = "wasm"))))]
+#[cfg(not(feature = "threads"))]
 pub fn start_pool(threads: usize) -> Result<(), String> {
     match threads {
         1 => Ok(()),

@@ -27,10 +27,31 @@ pub fn start() {
     console_error_panic_hook::set_once();
 }
 
-/// Starts the pool of Web Workers that parallel work runs on (threaded build only); JS awaits
-/// it once, before any inference.
 #[cfg(feature = "threads")]
-pub use wasm_bindgen_rayon::init_thread_pool;
+#[wasm_bindgen(module = "/src/web/pool_helpers.js")]
+extern "C" {
+    #[wasm_bindgen(js_name = startHelpers)]
+    fn start_helpers(module: JsValue, memory: JsValue, count: usize) -> js_sys::Promise;
+}
+
+/// Starts `helpers` Web Workers for the thread pool (threaded builds only); JS awaits it once,
+/// before any inference. Nothing here blocks the calling thread, unlike rayon's pool start,
+/// which waited synchronously for every helper: see `pool_helpers.js`.
+#[cfg(feature = "threads")]
+#[wasm_bindgen(js_name = initThreadPool)]
+pub fn init_thread_pool(helpers: usize) -> Result<js_sys::Promise, JsValue> {
+    crate::parallel::start_pool(helpers + 1)
+        .map_err(|message| JsValue::from(js_sys::Error::new(&message)))?;
+    Ok(start_helpers(wasm_bindgen::module(), wasm_bindgen::memory(), helpers))
+}
+
+/// A pool helper's life: called by each helper Web Worker once it has instantiated the module
+/// on the shared memory; it runs the pool's parts and never returns.
+#[cfg(feature = "threads")]
+#[wasm_bindgen(js_name = runPoolHelper)]
+pub fn run_pool_helper() {
+    crate::parallel::help()
+}
 
 /// What this build is: version, whether it was compiled with SIMD128 and relaxed SIMD, and how
 /// many threads its parallel work runs on (1 in the single-threaded build).

@@ -95,6 +95,45 @@ describe('wasm builds', { timeout: 600_000 }, () => {
     assert.deepEqual(h.problems, [], 'the page logged errors');
   });
 
+  test('a pool helper that never takes a part leaves the engine answering on its other threads', async () => {
+    // The helper script is served with its entry into the pool cut out: the helper starts and
+    // reports ready, then never works, as a helper the browser stops running would. rayon's
+    // pool start waited synchronously for every helper to enter its loop: the engine worker
+    // would have frozen for good.
+    h.problems = [];
+    const context = await h.browser.newContext({
+      viewport: { width: 1280, height: 900 },
+      serviceWorkers: 'block',
+    });
+    const page = await context.newPage();
+    watchForProblems(page);
+    let idleHelpers = 0;
+    await page.route(
+      (url) => url.pathname.endsWith('/pool_helpers.js'),
+      async (route) => {
+        const response = await route.fetch();
+        const body = await response.text();
+        assert.ok(body.includes('glue.runPoolHelper();'), 'the helper script enters the pool where expected');
+        idleHelpers += 1;
+        await route.fulfill({ response, body: body.replace('glue.runPoolHelper();', '/* never joins */') });
+      },
+    );
+    try {
+      await page.goto(h.server.url);
+      await page.waitForSelector('#engine-info.ok, #engine-info.failed');
+      const cores = await page.evaluate(() => navigator.hardwareConcurrency);
+      if (Math.min(cores, 8) < 2) return; // One core: the page starts no helpers.
+      await loadSmolLM2(page);
+      // The engine worker's glue imports the script too: one fetch for it and one per helper.
+      assert.ok(idleHelpers >= 2, `helper scripts served: ${idleHelpers}`);
+      const answer = await greedyAnswer(page);
+      assert.ok(answer.text.length > 10, answer.text);
+    } finally {
+      await context.close();
+    }
+    assert.deepEqual(h.problems, [], 'the page logged errors');
+  });
+
   test('a saved thread count starts the engine with it: a dropped file is inspected and loaded at once', async () => {
     h.problems = [];
     const context = await h.browser.newContext({ viewport: { width: 1280, height: 900 } });
