@@ -134,6 +134,7 @@ export function runWorker(url, params, { finish = (result) => result, summarize 
   showParams(params);
   const worker = new Worker(url, { type: 'module' });
   worker.onmessage = ({ data }) => {
+    if (data.type?.startsWith('inferno_pool_helper_')) return; // The engine's own (pool_helpers.js).
     if (data.type === 'progress') {
       showStatus(data.text);
       return;

@@ -14,9 +14,15 @@
 // requests once more.
 //
 // A worker that has said nothing at all NEVER_STARTED_MS after it was created, pings included,
-// never ran its script: headless Firefox 153 now and then creates such a worker (a page test
-// counted 1 to 3 in 40 starts, each silent for good). It is replaced and gets the pending
-// requests again, up to MAX_START_RETRIES times in a row.
+// is taken for one that never ran its script, replaced, and given the pending requests again,
+// up to MAX_START_RETRIES times in a row. (Page tests in headless Firefox 153 once counted 1 to 3
+// such workers in 40 starts; most likely they were the frozen helper start below, met by a
+// worker's first request: 540 starts of this worker from pages, with no helper, all ran.)
+//
+// A threaded engine worker says when it calls `new Worker()` for a pool helper and when that
+// returned (src/web/pool_helpers.js): in headless Firefox 153 about 1 such call in 100 never
+// returns and freezes the worker (docs/repro/firefox-nested-worker). One stuck for SPAWN_STUCK_MS
+// is replaced and gets the pending requests again, up to MAX_START_RETRIES times in a row.
 //
 // A load may be answered `switch_build {memory64}`: the file needs the other memory (64-bit
 // for files over 4 GiB). The client then starts a worker of that kind and sends the same load
@@ -53,6 +59,9 @@ const RESENT_ON_SWITCH = new Set(['load', 'inspect']);
 const PING_AFTER_MS = 5_000;
 const NEVER_STARTED_MS = 8_000;
 const MAX_START_RETRIES = 2;
+const SPAWN_STUCK_MS = 3_000;
+const HELPER_SPAWNING = 'inferno_pool_helper_spawning';
+const HELPER_SPAWNED = 'inferno_pool_helper_spawned';
 const WATCH_EVERY_MS = 1_000;
 
 export class EngineClient {
@@ -81,9 +90,16 @@ export class EngineClient {
     this.lastHeard = performance.now();
     this.startedAt = this.lastHeard;
     this.heardSinceStart = false;
+    this.spawningSince = null;
     worker.addEventListener('message', (event) => {
       if (worker !== this.worker) return;
       this.lastHeard = performance.now();
+      const type = event.data?.type;
+      if (type === HELPER_SPAWNING || type === HELPER_SPAWNED) {
+        this.spawningSince = type === HELPER_SPAWNING ? this.lastHeard : null;
+        if (type === HELPER_SPAWNED) this.spawnRetries = 0;
+        return; // Says nothing about a request, nor that the worker is healthy.
+      }
       this.heardSinceStart = true;
       this.startRetries = 0;
       this.settle(event.data);
@@ -161,8 +177,13 @@ export class EngineClient {
     }
     const silentMs = performance.now() - this.lastHeard;
     const neverStarted = !this.heardSinceStart && performance.now() - this.startedAt >= NEVER_STARTED_MS;
+    const stuckSpawning =
+      this.spawningSince !== null && performance.now() - this.spawningSince >= SPAWN_STUCK_MS;
     if (neverStarted && (this.startRetries ?? 0) < MAX_START_RETRIES) {
       this.startRetries = (this.startRetries ?? 0) + 1;
+      this.restartAndResend(() => true, {});
+    } else if (stuckSpawning && (this.spawnRetries ?? 0) < MAX_START_RETRIES) {
+      this.spawnRetries = (this.spawnRetries ?? 0) + 1;
       this.restartAndResend(() => true, {});
     } else if (silentMs >= this.stallMs) {
       const seconds = Math.round(silentMs / 1000);

@@ -3,11 +3,17 @@
 // `startHelpers`, and each helper runs it as its own script (a worker named HELPER_NAME).
 //
 // Why not wasm-bindgen-rayon: its pool start waits synchronously, on the engine worker's own
-// thread and with no timeout, until every helper has entered rayon's loop; a helper that
-// reported ready and then never ran would freeze the engine worker for good (no reply, not even
-// its start timeout). Here nothing blocks: a helper joins the pool when it is ready, and the
-// pool's caller runs every part no helper has taken (src/parallel/pool.rs), so a helper that
-// never works costs speed, not the engine (tests/page/builds.test.mjs checks that).
+// thread and with no timeout, until every helper has entered rayon's loop. Here nothing of ours
+// blocks: a helper joins the pool when it is ready, and the pool's caller runs every part no
+// helper has taken (src/parallel/pool.rs), so a helper that never works costs speed, not the
+// engine (tests/page/builds.test.mjs).
+//
+// One thing here can block, and it is the browser's: in headless Firefox 153, `new Worker()`
+// called inside a worker now and then never returns (about 1 call in 100, with or without wasm
+// or cross-origin isolation: docs/repro/firefox-nested-worker has the reduction), which freezes the
+// engine worker for good. So each call is announced to whoever started the engine worker
+// (SPAWNING, then SPAWNED once it returned): worker-client.js ends a worker stuck in between and
+// starts a new one with the same requests.
 //
 // The glue is imported statically (not `import('../../../..')`): a plain page needs the file's
 // path, and Vite builds workers as classic scripts, which cannot split. The cycle this makes
@@ -18,6 +24,9 @@ const HELPER_NAME = 'inferno-pool-helper';
 const INIT = 'inferno_pool_helper_init';
 const READY = 'inferno_pool_helper_ready';
 const FAILED = 'inferno_pool_helper_failed';
+/** Posted by the engine worker around each `new Worker()` (see the file comment). */
+export const SPAWNING = 'inferno_pool_helper_spawning';
+export const SPAWNED = 'inferno_pool_helper_spawned';
 
 // Firefox collects workers that share a wasm memory but no live `Worker` object roots
 // (bugzilla 1702191): the helpers are kept here for the life of the engine worker.
@@ -28,10 +37,12 @@ const helpers = [];
 export function startHelpers(module, memory, count) {
   return Promise.all(
     Array.from({ length: count }, () => {
+      self.postMessage({ type: SPAWNING });
       const worker = new Worker(new URL('./pool_helpers.js', import.meta.url), {
         type: 'module',
         name: HELPER_NAME,
       });
+      self.postMessage({ type: SPAWNED });
       helpers.push(worker);
       return new Promise((resolve, reject) => {
         worker.addEventListener('message', ({ data }) => {
