@@ -1,16 +1,17 @@
 #!/usr/bin/env node
 // Where the time of a prefill or a decode goes, by wasm function: the benchmark page
 // (www/bench.html) in headless Chromium with V8 writing a perf map (--perf-basic-prof), sampled
-// by Linux `perf record` (cpu-clock, every thread of the machine) from the end of the model's
-// load to the page's result.
+// by Linux `perf record` (cpu-clock, every thread of the machine) over the timed run's phase
+// alone: from the moment the page says it starts to the page's result.
 //
 //   node scripts/profile.mjs MODEL.gguf [--phase decode|prefill] [--tokens N] [--depth D] [--threads 1]
 //                            [--warmup 1] [--top 25] [--no-relaxed]
 //   (./build.sh profile [...] builds www/pkg* first)
 //
-// --phase decode runs a D-token prompt (default 1) and N decode steps (default 128), so
-// --depth 448 profiles decode steps that attend to about 480 positions; --phase prefill an
-// N-token prompt (default 128) and one decode step. It prints the share of the renderer
+// --phase decode samples N decode steps (default 128) after a one-token prompt, with D tokens
+// (default 0) put in the cache first, unsampled: --depth 2048 profiles decode steps that attend
+// to about 2100 positions; --phase prefill samples an N-token prompt (default 128) after the D
+// cached tokens, and one decode step. It prints the share of the renderer
 // process's samples per symbol (wasm functions by their Rust names, V8 and Chromium code by
 // theirs), and the share of samples that fell in other processes. Needs `perf` (Debian's
 // linux-perf) and the right to sample the whole machine (root, or perf_event_paranoid <= 0).
@@ -31,7 +32,7 @@ const USAGE = `usage: node scripts/profile.mjs MODEL.gguf [--phase decode|prefil
                               [--warmup 1] [--top 25] [--no-relaxed]`;
 
 function parseArgs(argv) {
-  const options = { phase: 'decode', tokens: 128, depth: 1, threads: 1, warmup: 1, top: 25, relaxed: true };
+  const options = { phase: 'decode', tokens: 128, depth: 0, threads: 1, warmup: 1, top: 25, relaxed: true };
   let model = null;
   for (let i = 0; i < argv.length; i++) {
     const [flag, inline] = argv[i].split(/=(.*)/s, 2);
@@ -91,11 +92,14 @@ async function main() {
   const data = path.join(os.tmpdir(), `inferno-profile-${process.pid}.data`);
   let recorder = null;
   try {
-    const [pp, tg] = options.phase === 'decode' ? [options.depth, options.tokens] : [options.tokens, 1];
+    // Decode: N steps after D tokens put in the cache untimed (and unsampled, below) and a
+    // one-token prompt; prefill: an N-token prompt after D cached tokens.
+    const [pp, tg] = options.phase === 'decode' ? [1, options.tokens] : [options.tokens, 1];
     const query = new URLSearchParams({
       model: `/${modelUrl}`,
       pp,
       tg,
+      depth: options.depth,
       threads: options.threads,
       warmup: options.warmup,
       probe: 0, // the memory probe would be sampled too
@@ -104,13 +108,14 @@ async function main() {
     const page = await browser.newPage();
     page.on('pageerror', (error) => console.error(`page error: ${error.message}`));
     await page.goto(`${server.url}bench.html?${query}`);
-    // Sample from the end of the load (the page then reports its first warm-up or timed run).
+    // Sample the timed run's phase alone: the page says when it starts (bench-worker.js), so
+    // neither the load, the warm-up runs nor the cache filled up to the depth are counted.
     await page.waitForFunction(
-      () =>
+      (phase) =>
         window.__result !== undefined ||
-        /warm-up run|timed run/.test(document.getElementById('status')?.textContent ?? ''),
-      null,
-      { timeout: 600_000, polling: 50 },
+        new RegExp(`timed run.*: ${phase}`).test(document.getElementById('status')?.textContent ?? ''),
+      options.phase,
+      { timeout: 1_800_000, polling: 20 },
     );
     recorder = spawn('perf', ['record', '-q', '-a', '-e', 'cpu-clock', '-F', '1999', '-o', data], {
       stdio: 'ignore',

@@ -69,8 +69,16 @@ export function depthTokens(engine, depth) {
 /** One prefill + decode from an empty cache, or after the untimed `depth` tokens (the cache
  *  keeps them, and the timed prefill evaluates only `tokens`); see the header for what each
  *  clock covers. On the GPU each call's work is awaited before the next (on the CPU there is
- *  nothing to await). */
-export async function timeRun(engine, tokens, tg, ctx, grammar = undefined, depth = new Uint32Array(0)) {
+ *  nothing to await). `onPhase('prefill' | 'decode')` is told as each timed phase starts. */
+export async function timeRun(
+  engine,
+  tokens,
+  tg,
+  ctx,
+  grammar = undefined,
+  depth = new Uint32Array(0),
+  onPhase = () => {},
+) {
   engine.set_sampling({ temperature: 0 });
   if (grammar) engine.set_grammar(grammar);
   engine.reset();
@@ -79,11 +87,13 @@ export async function timeRun(engine, tokens, tg, ctx, grammar = undefined, dept
     await engine.pending?.();
   }
   const prompt = depth.length > 0 ? Uint32Array.from([...depth, ...tokens]) : tokens;
+  onPhase('prefill');
   const started = performance.now();
   const prepared = engine.prepare_tokens(prompt, ctx);
   await engine.pending?.();
   const texts = [await step(engine)];
   const prefilled = performance.now();
+  onPhase('decode');
   for (let i = 0; i < tg; i++) texts.push(await step(engine));
   const finished = performance.now();
   if (prepared.evaluated !== tokens.length) {

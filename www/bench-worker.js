@@ -125,8 +125,12 @@ async function run({ model, pp, tg, depth, threads, ctx, warmup, relaxed, probe,
       progress(`warm-up run ${i + 1} of ${warmup}`);
       await timeRun(engine, tokens, tg, ctx, undefined, depthIds);
     }
-    progress(depth > 0 ? `timed run at depth ${depth}` : 'timed run');
-    const timed = await timeRun(engine, tokens, tg, ctx, undefined, depthIds);
+    const run = depth > 0 ? `timed run at depth ${depth}` : 'timed run';
+    progress(run);
+    // The phase lines let a profiler sample one phase alone (scripts/profile.mjs).
+    const timed = await timeRun(engine, tokens, tg, ctx, undefined, depthIds, (phase) =>
+      progress(`${run}: ${phase}`),
+    );
     const decodeTokS = (tg * 1000) / timed.decode_ms;
     // The same decode held to a JSON schema (the grammar's mask computed, applied and advanced
     // each step), right after; its compile time (the vocabulary's trie the first time) apart.
