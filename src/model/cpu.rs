@@ -13,10 +13,11 @@ use super::backend::{Backend, Buf, Input};
 use super::bytes::ModelBytes;
 use super::cache::Cache;
 use super::config::Config;
-use super::delta_net::{DeltaInputs, causal_conv_silu, delta_rule, gates, l2_normalize_heads, sigmoid, silu};
+use super::delta_net::{DeltaInputs, causal_conv_silu, delta_rule, gates, l2_normalize_heads};
 use super::error::{ModelError, try_zeroed};
 use super::ops::{
-    add_in_place, apply_rope, geglu, gelu, rms_norm, rms_norm_in_place, rms_scale, rope_table, swiglu,
+    add_in_place, apply_rope, geglu, gelu, rms_norm, rms_norm_in_place, rms_scale, rope_table, sigmoid, silu,
+    swiglu,
 };
 use super::weights::{DeltaNetWeights, LayerWeights, Matrix, PerLayerWeights, Weights};
 use super::{Activation, Model};

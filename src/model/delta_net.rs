@@ -13,7 +13,7 @@
 //! once per token, and the work becomes dot products and row updates over the chunk.
 
 use super::config::DeltaNet;
-use super::ops::{ggml_expf, rms_scale};
+use super::ops::{rms_scale, sigmoid, silu};
 use crate::parallel;
 
 /// Tokens per chunk of the chunked delta rule (llama.cpp's chunk size for scalar gates).
@@ -48,16 +48,6 @@ pub fn causal_conv_silu(
     }
     let n = x.len() / channels;
     state.copy_from_slice(&window[n * channels..]);
-}
-
-/// `x · sigmoid(x)` with ggml's vectorized exponential (`ggml_v_silu`).
-pub fn silu(x: f32) -> f32 {
-    x / (1.0 + ggml_expf(-x))
-}
-
-/// `1 / (1 + e^-x)`, as ggml's scalar sigmoid.
-pub fn sigmoid(x: f32) -> f32 {
-    1.0 / (1.0 + (-x).exp())
 }
 
 /// The per-token, per-value-head gates: `alpha` becomes the log-decay

@@ -118,7 +118,18 @@ pub fn apply_rope(x: &mut [f32], head_dim: usize, table: &[(f32, f32)], style: R
 /// rounds exactly as llama.cpp's (a correctly rounded `exp` differs in the last bit often
 /// enough to flip activation quantizations downstream).
 pub fn swiglu(gate: &mut [f32], up: &[f32]) {
-    combine_in_parts(gate, up, MIN_GATED_PART_ELEMENTS, |g, u| g / (1.0 + ggml_expf(-g)) * u);
+    combine_in_parts(gate, up, MIN_GATED_PART_ELEMENTS, |g, u| silu(g) * u);
+}
+
+/// `x · sigmoid(x)` with ggml's vectorized exponential (`ggml_v_silu`).
+#[inline]
+pub fn silu(x: f32) -> f32 {
+    x / (1.0 + ggml_expf(-x))
+}
+
+/// `1 / (1 + e^-x)`, as ggml's scalar sigmoid.
+pub fn sigmoid(x: f32) -> f32 {
+    1.0 / (1.0 + (-x).exp())
 }
 
 /// `ggml_v_expf` (ggml's AVX2/NEON exponential), one lane: range reduction by

@@ -7,9 +7,9 @@
 //! keeps ggml's summing order (for the 32-element formats, the lane order of its AVX2 kernels,
 //! which is what llama.cpp runs on x86; for the others, its `*_generic` order), so results agree
 //! with llama.cpp to the last bits; `avx2` runs those same sums with intrinsics in native x86-64
-//! builds and is tested for exact equality. The WebAssembly SIMD128 kernels (`simd128`: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, F32,
-//! F16) reorder only the float sums and agree to within a few ulps; the other types use the scalar
-//! code, which LLVM auto-vectorizes in a simd128 build.
+//! builds and is tested for exact equality. The WebAssembly SIMD128 kernels (`simd128`, a kernel
+//! for every slot: see `kernels.rs`) reorder only the float sums of the dots and agree to within
+//! a few ulps; attention's KV-row kernels give the scalar bits exactly.
 //!
 //! Weights arrive as `&[u8]` views into the model file, at any alignment. Block structs are
 //! `#[repr(C)]` with alignment 1 (f16 fields are stored as bytes), so a byte slice is viewed as

@@ -58,6 +58,37 @@ async function engineInfo(page) {
   return page.evaluate(() => document.getElementById('engine-info').textContent);
 }
 
+/** Runs `run(page)` on a page of a fresh context (service workers blocked, so every request
+ *  reaches the route) that gets the pool's helper script (src/web/pool_helpers.js, one copy per
+ *  threaded build) as `patch(body, url)` makes it; then checks the page logged no errors. */
+async function withHelperScript(patch, run) {
+  h.problems = [];
+  const context = await h.browser.newContext({
+    viewport: { width: 1280, height: 900 },
+    serviceWorkers: 'block',
+  });
+  const page = await context.newPage();
+  watchForProblems(page);
+  await page.route(
+    (url) => url.pathname.endsWith('/pool_helpers.js'),
+    async (route) => {
+      const response = await route.fetch();
+      await route.fulfill({ response, body: patch(await response.text(), route.request().url()) });
+    },
+  );
+  try {
+    await run(page);
+  } finally {
+    await context.close();
+  }
+  assert.deepEqual(h.problems, [], 'the page logged errors');
+}
+
+/** Whether the page runs more than one thread (on one core it starts no pool helpers). */
+async function threaded(page) {
+  return Math.min(await page.evaluate(() => navigator.hardwareConcurrency), 8) >= 2;
+}
+
 describe('wasm builds', { timeout: 600_000 }, () => {
   test('an isolated page runs the threaded relaxed build, and one thread answers the same', async () => {
     h.problems = [];
@@ -100,76 +131,46 @@ describe('wasm builds', { timeout: 600_000 }, () => {
     // reports ready, then never works, as a helper the browser stops running would. rayon's
     // pool start waited synchronously for every helper to enter its loop: the engine worker
     // would have frozen for good.
-    h.problems = [];
-    const context = await h.browser.newContext({
-      viewport: { width: 1280, height: 900 },
-      serviceWorkers: 'block',
-    });
-    const page = await context.newPage();
-    watchForProblems(page);
     let idleHelpers = 0;
-    await page.route(
-      (url) => url.pathname.endsWith('/pool_helpers.js'),
-      async (route) => {
-        const response = await route.fetch();
-        const body = await response.text();
-        assert.ok(body.includes('glue.runPoolHelper();'), 'the helper script enters the pool where expected');
-        idleHelpers += 1;
-        await route.fulfill({ response, body: body.replace('glue.runPoolHelper();', '/* never joins */') });
-      },
-    );
-    try {
+    const patch = (body) => {
+      assert.ok(body.includes('glue.runPoolHelper();'), 'the helper script enters the pool where expected');
+      idleHelpers += 1;
+      return body.replace('glue.runPoolHelper();', '/* never joins */');
+    };
+    await withHelperScript(patch, async (page) => {
       await page.goto(h.server.url);
       await page.waitForSelector('#engine-info.ok, #engine-info.failed');
-      const cores = await page.evaluate(() => navigator.hardwareConcurrency);
-      if (Math.min(cores, 8) < 2) return; // One core: the page starts no helpers.
+      if (!(await threaded(page))) return;
       await loadSmolLM2(page);
       // The engine worker's glue imports the script too: one fetch for it and one per helper.
       assert.ok(idleHelpers >= 2, `helper scripts served: ${idleHelpers}`);
       const answer = await greedyAnswer(page);
       assert.ok(answer.text.length > 10, answer.text);
-    } finally {
-      await context.close();
-    }
-    assert.deepEqual(h.problems, [], 'the page logged errors');
+    });
   });
 
   test('an engine worker stuck starting a pool helper is replaced, and the load goes on in a new one', async () => {
     // Headless Firefox 153 now and then never returns from `new Worker()` inside a worker
     // (docs/repro/firefox-nested-worker). The first engine worker gets a helper script that hangs
     // exactly there; the client must see it stuck and give the load to a new worker.
-    h.problems = [];
-    const context = await h.browser.newContext({
-      viewport: { width: 1280, height: 900 },
-      serviceWorkers: 'block',
-    });
-    const page = await context.newPage();
-    watchForProblems(page);
     const seen = new Set();
     let served = 0;
-    await page.route(
-      (url) => url.pathname.endsWith('/pool_helpers.js'),
-      async (route) => {
-        const response = await route.fetch();
-        const body = await response.text();
-        const spawn = 'const worker = new Worker(';
-        assert.ok(body.includes(spawn), 'the helper script spawns where expected');
-        served += 1;
-        // Each threaded build has its own copy, and the first engine worker imports all three.
-        const first = !seen.has(route.request().url());
-        seen.add(route.request().url());
-        const stuck = first ? body.replace(spawn, `for (;;);\n      ${spawn}`) : body;
-        await route.fulfill({ response, body: stuck });
-      },
-    );
-    try {
+    const patch = (body, url) => {
+      const spawn = 'const worker = new Worker(';
+      assert.ok(body.includes(spawn), 'the helper script spawns where expected');
+      served += 1;
+      // Each threaded build has its own copy, and the first engine worker imports all three.
+      const first = !seen.has(url);
+      seen.add(url);
+      return first ? body.replace(spawn, `for (;;);\n      ${spawn}`) : body;
+    };
+    await withHelperScript(patch, async (page) => {
       const started = Date.now();
       await page.goto(h.server.url);
       // The page starts its engine at once (to show what it runs): that start is the stuck one.
       await page.waitForSelector('#engine-info.ok, #engine-info.failed');
       const seconds = (Date.now() - started) / 1000;
-      const cores = await page.evaluate(() => navigator.hardwareConcurrency);
-      if (Math.min(cores, 8) < 2) return; // One core: the page starts no helpers.
+      if (!(await threaded(page))) return;
       assert.equal(await page.locator('#engine-info.ok').count(), 1, 'the engine started');
       // Replaced after 3 s stuck: before the client's never-started retry (8 s), let alone the
       // start timeout (20 s, which a frozen worker cannot even run) or the stall (60 s).
@@ -181,10 +182,7 @@ describe('wasm builds', { timeout: 600_000 }, () => {
       await loadSmolLM2(page);
       const answer = await greedyAnswer(page);
       assert.ok(answer.text.length > 10, answer.text);
-    } finally {
-      await context.close();
-    }
-    assert.deepEqual(h.problems, [], 'the page logged errors');
+    });
   });
 
   test('a saved thread count starts the engine with it: a dropped file is inspected and loaded at once', async () => {
