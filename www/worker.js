@@ -115,8 +115,8 @@ let engineBuild = null; // {threads, build} of the running engine
 // A threaded engine starts in a second or two, its helper workers included. Should a helper never
 // report ready (its script never arrives, or the browser never runs it), the start would wait
 // forever: after this long the worker gives up and ends itself (`fatal`), and the client retries
-// on a new worker. (Nothing in the start blocks this worker's thread, so the timer always fires:
-// src/web/pool_helpers.js.)
+// on a new worker. (Nothing of ours in the start blocks this worker's thread; a helper's
+// constructor that Firefox leaves stuck does, and worker-client.js replaces such a worker.)
 const POOL_START_TIMEOUT_MS = 20_000;
 
 /** `starting`, or a rejection with kind engine_start_timeout if it takes too long. */

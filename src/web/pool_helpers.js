@@ -24,9 +24,10 @@ const HELPER_NAME = 'inferno-pool-helper';
 const INIT = 'inferno_pool_helper_init';
 const READY = 'inferno_pool_helper_ready';
 const FAILED = 'inferno_pool_helper_failed';
-/** Posted by the engine worker around each `new Worker()` (see the file comment). */
-export const SPAWNING = 'inferno_pool_helper_spawning';
-export const SPAWNED = 'inferno_pool_helper_spawned';
+/** Posted by the engine worker around each `new Worker()` (see the file comment); worker-client.js
+ *  acts on these names, and bench-common.js skips every `inferno_pool_helper_` message. */
+const SPAWNING = 'inferno_pool_helper_spawning';
+const SPAWNED = 'inferno_pool_helper_spawned';
 
 // Firefox collects workers that share a wasm memory but no live `Worker` object roots
 // (bugzilla 1702191): the helpers are kept here for the life of the engine worker.
