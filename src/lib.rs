@@ -11,6 +11,8 @@
 
 /// Conversations to prompt text: the file's Jinja chat template, or a built-in by architecture.
 pub mod chat;
+/// Sentence embeddings: pooling the final hidden states as the file says, unit length.
+pub mod embedding;
 /// A loaded model and step-by-step conversations on it (KV cache reuse, rollback, streaming).
 pub mod engine;
 /// Reading untrusted GGUF bytes: header, metadata, tensor index, ggml type table, errors.

@@ -405,3 +405,43 @@ fn generate_calls_a_tool() {
     );
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// `embed --json` gives OpenAI's shape with llama.cpp's vectors (unit length); a chat model
+/// without `--pooling` is refused with the way out in the message.
+#[test]
+fn embed_json_is_openai_shaped_and_matches_llama_cpp() {
+    let golden: Json = serde_json::from_slice(
+        &std::fs::read(fixture("golden/qwen3-embed-micro-q8_0.embeddings.json")).unwrap(),
+    )
+    .unwrap();
+    let model = fixture("models/qwen3-embed-micro-q8_0.gguf");
+    let texts = &golden["poolings"]["last"].as_array().unwrap()[..2];
+    let mut args = vec!["embed", model.to_str().unwrap(), "--json"];
+    args.extend(texts.iter().map(|t| t["text"].as_str().unwrap()));
+    let out = stdout_json(&inferno(&args));
+    assert_eq!(out["object"], "list");
+    assert_eq!(out["pooling"], "last");
+    let tokens: usize = texts.iter().map(|t| t["tokens"].as_array().unwrap().len()).sum();
+    assert_eq!(out["usage"]["prompt_tokens"], tokens);
+    let data = out["data"].as_array().unwrap();
+    assert_eq!(data.len(), 2);
+    for (i, (item, text)) in data.iter().zip(texts).enumerate() {
+        assert_eq!(item["index"], i);
+        let floats = |v: &Json| v.as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect::<Vec<_>>();
+        let (ours, theirs) = (floats(&item["embedding"]), floats(&text["embedding"]));
+        let dot = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(x, y)| x * y).sum::<f64>();
+        assert!((dot(&ours, &ours) - 1.0).abs() < 1e-5, "unit length");
+        let cosine = dot(&ours, &theirs) / dot(&theirs, &theirs).sqrt();
+        assert!(cosine >= 0.9999, "cosine {cosine}");
+    }
+
+    let chat = fixture("models/qwen3-micro-q8_0.gguf");
+    let out = inferno(&["embed", chat.to_str().unwrap(), "hello"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("declares no pooling"));
+    let out = inferno(&["embed", chat.to_str().unwrap(), "hello", "there", "--pooling", "mean"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.starts_with("mean pooling, 256 values each, unit length"), "{text}");
+    assert!(text.contains("cosine similarities:"), "{text}");
+}

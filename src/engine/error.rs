@@ -28,6 +28,27 @@ pub enum EngineError {
     },
     /// A step was asked for before any prompt was evaluated.
     NothingToContinue,
+    /// An embedding was asked of a model whose file declares no pooling that gives one vector
+    /// per text (a chat model: none; a reranker: rank), and none was asked for.
+    NoPooling {
+        pooling: Option<crate::embedding::Pooling>,
+    },
+    /// Text `index` of an embedding request is empty.
+    EmptyInput {
+        index: usize,
+    },
+    /// Text `index` of an embedding request has more tokens (`None`: bytes beyond what any
+    /// tokenization could fit) than the model's trained context.
+    InputTooLong {
+        index: usize,
+        tokens: Option<usize>,
+        limit: usize,
+    },
+    /// `dimensions` is 0 or more than the model's width.
+    BadDimensions {
+        asked: usize,
+        width: usize,
+    },
     /// The GPU could not take the model, failed, or was lost.
     #[cfg(feature = "gpu")]
     Gpu(crate::gpu::GpuError),
@@ -51,6 +72,10 @@ impl EngineError {
                 "prompt_too_long"
             }
             EngineError::NothingToContinue => "nothing_to_continue",
+            EngineError::NoPooling { .. } => "no_pooling",
+            EngineError::EmptyInput { .. } => "empty_input",
+            EngineError::InputTooLong { .. } => "input_too_long",
+            EngineError::BadDimensions { .. } => "bad_dimensions",
             #[cfg(feature = "gpu")]
             EngineError::Gpu(gpu) => gpu.kind(),
         }
@@ -84,6 +109,26 @@ impl std::fmt::Display for EngineError {
                 )
             }
             EngineError::NothingToContinue => write!(f, "no prompt has been evaluated yet"),
+            EngineError::NoPooling { pooling: Some(crate::embedding::Pooling::Rank) } => write!(
+                f,
+                "this model is a reranker (pooling rank): it scores pairs of texts, it does not embed them"
+            ),
+            EngineError::NoPooling { pooling } => write!(
+                f,
+                "this model's file declares {} pooling, so it is not an embedding model; ask for one \
+                 ('mean', 'last' or 'cls') to embed with it anyway",
+                pooling.map_or("no", crate::embedding::Pooling::name)
+            ),
+            EngineError::EmptyInput { index } => write!(f, "input {index} is empty"),
+            EngineError::InputTooLong { index, tokens: Some(tokens), limit } => {
+                write!(f, "input {index} has {tokens} tokens, more than the model's context of {limit}")
+            }
+            EngineError::InputTooLong { index, tokens: None, limit } => {
+                write!(f, "input {index} has more bytes than the model's context of {limit} tokens can hold")
+            }
+            EngineError::BadDimensions { asked, width } => {
+                write!(f, "dimensions must be 1 to the model's width {width}, not {asked}")
+            }
             #[cfg(feature = "gpu")]
             EngineError::Gpu(e) => e.fmt(f),
         }

@@ -13,8 +13,10 @@
 //! In the browser the GPU answers through the event loop: after a call that ran tokens, the
 //! caller awaits [`Session::pending`] before the next one.
 
+mod embed;
 mod error;
 
+pub use embed::Embeddings;
 pub use error::EngineError;
 
 use crate::chat::{ChatError, ChatMessage, ChatTemplate, RenderOptions, ReplyFormat, ToolUse};

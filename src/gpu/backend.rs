@@ -359,7 +359,7 @@ impl GpuState {
                 error: None,
             };
             let rows = (last && logits).then_some(n - 1..n);
-            let result = crate::model::forward_batch(&mut backend, model, batch, rows, &mut Vec::new());
+            let result = crate::model::forward_batch(&mut backend, model, batch, rows, Some(&mut Vec::new()));
             let (commands, params) =
                 (std::mem::take(&mut backend.commands), std::mem::take(&mut backend.params));
             if let Some(error) = backend.error.take() {

@@ -7,6 +7,7 @@ use super::arch::{
     Activation, ArchSpec, Architecture, AttentionScale, FinalSoftcap, LocalRope, Sliding, Window,
 };
 use super::error::ModelError;
+use crate::embedding::Pooling;
 use crate::gguf::Metadata;
 
 /// How RoPE pairs up the dimensions of a head.
@@ -160,6 +161,9 @@ pub struct Config {
     /// Gated DeltaNet layers' shape (Qwen3.5), and which layers they are.
     pub delta_net: Option<DeltaNet>,
     recurrent_layers: Vec<bool>,
+    /// How the file pools hidden states into a sentence embedding (`pooling_type`), if it
+    /// says; an embedding model says (Qwen3-Embedding: last).
+    pub pooling: Option<Pooling>,
     pub vocab_size: usize,
 }
 
@@ -442,6 +446,7 @@ impl Config {
             rope_unrotated_pairs,
             delta_net,
             recurrent_layers,
+            pooling: keys.pooling()?,
             vocab_size,
         })
     }
@@ -537,6 +542,14 @@ impl Keys<'_> {
             return Err(self.bad(name, format!("= {n} is outside 1..={max}")));
         }
         usize::try_from(n).map(Some).map_err(|_| self.bad(name, format!("= {n} does not fit in memory")))
+    }
+
+    fn pooling(&self) -> Result<Option<Pooling>, ModelError> {
+        let Some(value) = self.metadata.get(&self.key("pooling_type")) else { return Ok(None) };
+        let pooling = value.as_u64().and_then(Pooling::from_id);
+        pooling.map(Some).ok_or_else(|| {
+            self.bad("pooling_type", "should be 0-4 (none, mean, cls, last, rank)".to_string())
+        })
     }
 
     fn required_count(&self, name: &str, max: u64) -> Result<usize, ModelError> {

@@ -58,6 +58,14 @@ struct Bufs {
     attn: Vec<f32>,
 }
 
+impl Scratch {
+    /// The first `len` values of `Normed`: after a pass that stopped at the output norm, the
+    /// final hidden states of the rows asked for.
+    pub(super) fn normed(&self, len: usize) -> &[f32] {
+        &self.bufs.normed[..len]
+    }
+}
+
 impl Bufs {
     /// Every buffer, by [`Buf`]'s index: an operation takes the ones it names, each at most once.
     fn slots(&mut self) -> [Option<&mut Vec<f32>>; Buf::COUNT] {

@@ -30,6 +30,16 @@ pub enum LogitsFor {
     None,
 }
 
+/// What a forward pass gives for the rows it is asked about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Head {
+    /// The output projection's logits.
+    Logits,
+    /// The output norm's rows, before the projection (llama.cpp's `t_embd`: what embeddings
+    /// pool).
+    Hidden,
+}
+
 impl Model {
     /// Runs `tokens` at positions `cache.len()..`, appends their keys and values to `cache`, and
     /// returns logits (`vocab_size` per requested position, row-major).
@@ -39,6 +49,29 @@ impl Model {
         scratch: &'s mut Scratch,
         tokens: &[u32],
         logits_for: LogitsFor,
+    ) -> Result<&'s [f32], ModelError> {
+        self.run(cache, scratch, tokens, logits_for, Head::Logits)
+    }
+
+    /// As [`Model::forward`], but returns the final hidden states (`n_embd` per requested
+    /// position, after the output norm) instead of logits: what an embedding pools.
+    pub fn hidden_states<'s>(
+        &self,
+        cache: &mut Cache,
+        scratch: &'s mut Scratch,
+        tokens: &[u32],
+        rows_for: LogitsFor,
+    ) -> Result<&'s [f32], ModelError> {
+        self.run(cache, scratch, tokens, rows_for, Head::Hidden)
+    }
+
+    fn run<'s>(
+        &self,
+        cache: &mut Cache,
+        scratch: &'s mut Scratch,
+        tokens: &[u32],
+        logits_for: LogitsFor,
+        head: Head,
     ) -> Result<&'s [f32], ModelError> {
         let vocab = self.config.vocab_size;
         if let Some(&token) = tokens.iter().find(|&&t| t as usize >= vocab) {
@@ -50,11 +83,14 @@ impl Model {
             LogitsFor::All => tokens.len(),
             LogitsFor::None => 0,
         };
-        let mut logits = std::mem::take(&mut scratch.logits);
-        logits.clear();
-        logits
-            .try_reserve_exact(rows_wanted * vocab)
-            .map_err(|_| ModelError::OutOfMemory { what: "logits", bytes: rows_wanted * vocab * 4 })?;
+        let width = match head {
+            Head::Logits => vocab,
+            Head::Hidden => self.config.n_embd,
+        };
+        let mut out = std::mem::take(&mut scratch.logits);
+        out.clear();
+        out.try_reserve_exact(rows_wanted * width)
+            .map_err(|_| ModelError::OutOfMemory { what: "logits", bytes: rows_wanted * width * 4 })?;
         let chunks = tokens.len().div_ceil(scratch.max_batch());
         for (i, batch) in tokens.chunks(scratch.max_batch()).enumerate() {
             let wanted = match logits_for {
@@ -63,28 +99,34 @@ impl Model {
                 LogitsFor::All => Some(0..batch.len()),
                 LogitsFor::None => None,
             };
+            let rows = wanted.as_ref().map_or(0, |r| r.len());
             let run = || {
                 let mut cpu = Cpu::new(self, cache, scratch, batch.len());
-                forward_batch(&mut cpu, self, batch, wanted, &mut logits)
+                let logits = (head == Head::Logits).then_some(&mut out);
+                forward_batch(&mut cpu, self, batch, wanted, logits)
             };
             match batch.len() {
                 1 => parallel::decode_step(run)?,
                 _ => run()?,
             }
+            if head == Head::Hidden {
+                out.extend_from_slice(scratch.normed(rows * width));
+            }
         }
-        scratch.logits = logits;
+        scratch.logits = out;
         Ok(&scratch.logits)
     }
 }
 
 /// One batch through every layer on backend `b`; the logits of the batch's rows `logit_rows`
-/// are appended to `logits`.
+/// are appended to `logits`. Without `logits`, the pass stops at the output norm of those
+/// rows (`Normed`), for the caller to read.
 pub(crate) fn forward_batch(
     b: &mut impl Backend,
     model: &Model,
     tokens: &[u32],
     logit_rows: Option<Range<usize>>,
-    logits: &mut Vec<f32>,
+    logits: Option<&mut Vec<f32>>,
 ) -> Result<(), ModelError> {
     let (c, w) = (&model.config, &model.weights);
     b.embed(tokens)?;
@@ -106,9 +148,11 @@ pub(crate) fn forward_batch(
     b.commit();
     if let Some(rows) = logit_rows {
         b.norm(Buf::Normed, Buf::X, &w.output_norm);
-        let at = logits.len();
-        logits.resize(at + rows.len() * c.vocab_size, 0.0);
-        b.logits(&mut logits[at..])?;
+        if let Some(logits) = logits {
+            let at = logits.len();
+            logits.resize(at + rows.len() * c.vocab_size, 0.0);
+            b.logits(&mut logits[at..])?;
+        }
     }
     Ok(())
 }

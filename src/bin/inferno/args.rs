@@ -57,6 +57,14 @@ impl Args {
         }
     }
 
+    /// MODEL and the positional arguments after it (`embed MODEL TEXT...`).
+    pub fn model_and_rest(&self) -> Result<(&str, &[String]), String> {
+        match self.positional.split_first() {
+            Some((model, rest)) => Ok((model, rest)),
+            None => Err(format!("{}: missing MODEL.gguf", self.command)),
+        }
+    }
+
     pub fn switch(&self, name: &str) -> bool {
         self.switches.contains(&name)
     }

@@ -2,6 +2,7 @@
 
 mod args;
 mod bench;
+mod embed;
 mod generate;
 mod inspect;
 mod logits;
@@ -31,10 +32,15 @@ commands:
                                     --one-call without parallel calls
   logits MODEL --tokens 1,2,3 [--top 20] [--json]
                                     the top logits after each position (teacher-forced)
+  embed MODEL TEXT... [--pooling mean|cls|last] [--dimensions N] [--raw] [--json]
+                                    a sentence embedding per TEXT, pooled as the file says
+                                    (or --pooling), unit length unless --raw, cut to the first
+                                    N values with --dimensions; more than one TEXT also prints
+                                    their cosine similarities; --json prints OpenAI's shape
   bench MODEL [--pp 64] [--tg 32] [--runs 5] [--json]
                                     prompt and decode tokens per second (median of the runs)
 
-generate, logits and bench take --threads N (default: the machine's cores, at most 8); the
+generate, logits, embed and bench take --threads N (default: the machine's cores, at most 8); the
 results do not depend on it. generate and bench take --device gpu (a build with the gpu
 feature: cargo build --release --features gpu), which runs the model through wgpu (Vulkan,
 Metal or DX12); bench then also prints the adapter's copy bandwidth and the weight bandwidth
@@ -60,6 +66,7 @@ fn run(args: &[String]) -> Result<(), String> {
         "generate" => generate::run(rest),
         "logits" => logits::run(rest),
         "bench" => bench::run(rest),
+        "embed" => embed::run(rest),
         "help" | "--help" | "-h" => {
             println!("{USAGE}");
             Ok(())

@@ -1,0 +1,129 @@
+//! Embeddings against llama.cpp: the micro Qwen3-Embedding file's vectors for every pooling
+//! (`tests/fixtures/golden/qwen3-embed-micro-q8_0.embeddings.json`, written by
+//! `scripts/make_embedding_goldens.py` from llama-cpp-python's `embed`), with the bound:
+//! cosine ≥ 0.9999 to llama.cpp's vector, and the same token ids. (Natively the vectors are
+//! llama.cpp's to the bit; the bound leaves room for other summing orders, as the browser's.)
+
+use std::path::PathBuf;
+
+use inferno::embedding::{EmbedOptions, Pooling, cosine};
+use inferno::engine::Engine;
+use serde::Deserialize;
+
+#[derive(Deserialize)]
+struct Golden {
+    model: String,
+    poolings: std::collections::BTreeMap<String, Vec<GoldenText>>,
+}
+
+#[derive(Deserialize)]
+struct GoldenText {
+    text: String,
+    tokens: Vec<u32>,
+    embedding: Vec<f32>,
+}
+
+const MIN_COSINE: f64 = 0.9999;
+
+fn fixtures() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
+}
+
+fn golden() -> Golden {
+    let path = fixtures().join("golden/qwen3-embed-micro-q8_0.embeddings.json");
+    serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
+}
+
+fn engine(name: &str) -> Engine {
+    Engine::load(std::fs::read(fixtures().join("models").join(name)).unwrap()).unwrap()
+}
+
+fn raw(pooling: Pooling) -> EmbedOptions {
+    EmbedOptions { pooling: Some(pooling), raw: true, ..EmbedOptions::default() }
+}
+
+#[test]
+fn every_pooling_matches_llama_cpp() {
+    let golden = golden();
+    let engine = engine(&golden.model);
+    assert_eq!(engine.embedding_pooling(None).unwrap(), Pooling::Last, "the file's pooling");
+    assert!(engine.is_embedding_model());
+    assert_eq!(golden.poolings.len(), 3);
+    for (name, texts) in &golden.poolings {
+        let pooling = Pooling::from_name(name).unwrap();
+        let inputs: Vec<&str> = texts.iter().map(|t| t.text.as_str()).collect();
+        let got = engine.embed(&inputs, raw(pooling)).unwrap();
+        assert_eq!(got.pooling, pooling);
+        assert_eq!(got.prompt_tokens, texts.iter().map(|t| t.tokens.len()).sum::<usize>());
+        for (text, vector) in texts.iter().zip(&got.vectors) {
+            let encoded = engine.tokenizer().encode(
+                &text.text,
+                inferno::tokenizer::EncodeOptions { add_special: true, parse_special: false },
+            );
+            assert_eq!(encoded, text.tokens, "{name}: tokens of {:?}", text.text);
+            let similarity = cosine(vector, &text.embedding);
+            assert!(similarity >= MIN_COSINE, "{name}: cosine {similarity} for {:?}", text.text);
+            let scale = vector.iter().map(|v| v.abs()).sum::<f32>()
+                / text.embedding.iter().map(|v| v.abs()).sum::<f32>();
+            assert!((scale - 1.0).abs() < 1e-3, "{name}: raw vectors are unscaled, found ×{scale}");
+        }
+    }
+}
+
+#[test]
+fn vectors_have_unit_length_and_dimensions_cut_before_scaling() {
+    let golden = golden();
+    let engine = engine(&golden.model);
+    let text = &golden.poolings["last"][1];
+    let full = engine.embed(&[&text.text], EmbedOptions::default()).unwrap();
+    let length = full.vectors[0].iter().map(|v| v * v).sum::<f32>().sqrt();
+    assert!((length - 1.0).abs() < 1e-5, "length {length}");
+    assert!(cosine(&full.vectors[0], &text.embedding) >= MIN_COSINE);
+
+    let cut = engine
+        .embed(&[&text.text], EmbedOptions { dimensions: Some(64), ..EmbedOptions::default() })
+        .unwrap();
+    assert_eq!(cut.vectors[0].len(), 64);
+    let length = cut.vectors[0].iter().map(|v| v * v).sum::<f32>().sqrt();
+    assert!((length - 1.0).abs() < 1e-5, "length {length}");
+    assert!(cosine(&cut.vectors[0], &text.embedding[..64]) >= MIN_COSINE);
+}
+
+#[test]
+fn one_request_of_many_texts_equals_one_text_at_a_time() {
+    let golden = golden();
+    let engine = engine(&golden.model);
+    let texts: Vec<&str> = golden.poolings["mean"].iter().map(|t| t.text.as_str()).collect();
+    let together = engine.embed(&texts, raw(Pooling::Mean)).unwrap();
+    for (text, vector) in texts.iter().zip(&together.vectors) {
+        assert_eq!(&engine.embed(&[text], raw(Pooling::Mean)).unwrap().vectors[0], vector);
+    }
+}
+
+#[test]
+fn bad_requests_get_typed_errors() {
+    let engine = engine("qwen3-embed-micro-q8_0.gguf");
+    let kind = |texts: &[&str], options: EmbedOptions| engine.embed(texts, options).unwrap_err().kind();
+    assert_eq!(kind(&["a", ""], EmbedOptions::default()), "empty_input");
+    assert_eq!(kind(&["a"], EmbedOptions { dimensions: Some(0), ..Default::default() }), "bad_dimensions");
+    assert_eq!(kind(&["a"], EmbedOptions { dimensions: Some(257), ..Default::default() }), "bad_dimensions");
+    assert_eq!(
+        kind(&["a"], EmbedOptions { pooling: Some(Pooling::Rank), ..Default::default() }),
+        "no_pooling"
+    );
+    let long = "word ".repeat(5000);
+    let error = engine.embed(&["a", &long], EmbedOptions::default()).unwrap_err();
+    assert_eq!(error.kind(), "input_too_long");
+    assert!(error.to_string().starts_with("input 1 has 5002 tokens"), "{error}");
+    assert!(engine.embed(&[], EmbedOptions::default()).unwrap().vectors.is_empty());
+
+    // A chat model declares no pooling: it embeds only when asked how.
+    let chat = self::engine("qwen3-micro-q8_0.gguf");
+    assert!(!chat.is_embedding_model());
+    let error = chat.embed(&["a"], EmbedOptions::default()).unwrap_err();
+    assert_eq!(error.kind(), "no_pooling");
+    assert!(error.to_string().contains("declares no pooling"), "{error}");
+    let mean =
+        chat.embed(&["a"], EmbedOptions { pooling: Some(Pooling::Mean), ..Default::default() }).unwrap();
+    assert_eq!(mean.vectors[0].len(), 256);
+}
