@@ -17,6 +17,13 @@
 // GPUs. --swiftshader picks Chromium's software WebGPU (a correctness check: its figures are no
 // speed claims).
 //
+// --embed N measures embeddings instead: N short texts (embeddingTexts in bench-common.js:
+// numbered sentences of 6 to 9 words) in one request, mean pooling, unit length, on both sides:
+// Inferno's WebEngine.embed in its worker, wllama's createEmbedding (llama-server's embeddings
+// route, with its default of 4 sequences per batch). It prints texts per second, the ratio,
+// and the cosine between the two engines' vectors of the first text (the same file, so it
+// should be ~1).
+//
 // --depth D fills the cache with D tokens (untimed) before the timed prefill and decode, as
 // `llama-bench -d D` does: Inferno only (wllama's completion API cannot hold a cache of exactly
 // D tokens before a prompt of exactly pp), so it needs --only inferno; compare with native
@@ -60,7 +67,7 @@ const USAGE = `usage: node scripts/bench.mjs [MODEL.gguf ...] [--runs 3] [--pp 6
                            [--ctx N] [--warmup 1] [--timeout 900] [--no-relaxed]
                            [--busy-core] [--only inferno|wllama] [--browser chromium|firefox]
                            [--json] [--verbose] [--device cpu|gpu] [--swiftshader]
-                           [--json-schema FILE]`;
+                           [--json-schema FILE] [--embed N]`;
 
 function parseArgs(argv) {
   const options = {
@@ -88,6 +95,7 @@ function parseArgs(argv) {
     '--ctx': ['ctx', 1],
     '--warmup': ['warmup', 0],
     '--timeout': ['timeout', 1],
+    '--embed': ['embed', 1],
   };
   for (let i = 0; i < argv.length; i++) {
     const [flag, inline] = argv[i].split(/=(.*)/s, 2);
@@ -213,6 +221,7 @@ async function runPage(browser, baseUrl, engine, modelUrl, options) {
   if (options.relaxed === false) query.set('relaxed', '0');
   if (options.ctx !== null) query.set('ctx', options.ctx);
   if (options.depth > 0) query.set('depth', options.depth);
+  if (options.embed) query.set('embed', options.embed);
   if (options.schema && engine.name === 'inferno') query.set('schema', options.schema);
   const context = await browser.newContext();
   try {
@@ -248,6 +257,9 @@ function summarize(sides) {
       load_ms: median(ok.map((r) => r.load_ms)),
       prefill_tok_s: median(ok.map((r) => r.prefill_tok_s)),
       decode_tok_s: median(ok.map((r) => r.decode_tok_s)),
+      embed_per_s: median(ok.map((r) => r.embed_per_s).filter((v) => v !== undefined)),
+      embed_tokens: ok.find((r) => r.embed_tokens)?.embed_tokens ?? null,
+      embed_vector0: ok.find((r) => r.embed_vector0)?.embed_vector0 ?? null,
       schema_decode_tok_s: median(ok.map((r) => r.schema_decode_tok_s).filter((v) => v !== undefined)),
       schema_compile_ms: median(ok.map((r) => r.schema_compile_ms).filter((v) => v !== undefined)),
       read_ms: median(ok.map((r) => r.read_ms).filter((v) => v !== undefined)),
@@ -278,10 +290,57 @@ function summarize(sides) {
   out.prompt_words = samePrompt ? (words.inferno[0] ?? words.wllama[0] ?? null) : null;
   const ratio = (key) =>
     samePrompt && out.inferno[key] && out.wllama[key] ? out.inferno[key] / out.wllama[key] : null;
-  return { ...out, ratio: { prefill: ratio('prefill_tok_s'), decode: ratio('decode_tok_s') } };
+  const [v, w] = [out.inferno.embed_vector0, out.wllama.embed_vector0];
+  out.embed_cosine = v && w && v.length === w.length ? cosine(v, w) : null;
+  return {
+    ...out,
+    ratio: { prefill: ratio('prefill_tok_s'), decode: ratio('decode_tok_s'), embed: ratio('embed_per_s') },
+  };
+}
+
+function cosine(a, b) {
+  let [ab, aa, bb] = [0, 0, 0];
+  for (let i = 0; i < a.length; i++) [ab, aa, bb] = [ab + a[i] * b[i], aa + a[i] * a[i], bb + b[i] * b[i]];
+  return ab / Math.sqrt(aa * bb);
+}
+
+function printEmbeddingTable(report) {
+  const header = [
+    'model',
+    'inferno texts/s',
+    'wllama texts/s',
+    'ratio',
+    'tokens (inferno / wllama)',
+    'cosine',
+  ];
+  const rows = report.models.map((m) => [
+    path.basename(m.file),
+    fmt(m.inferno.embed_per_s),
+    fmt(m.wllama.embed_per_s),
+    fmt(m.ratio.embed, 2),
+    `${m.inferno.embed_tokens ?? '—'} / ${m.wllama.embed_tokens ?? '—'}`,
+    fmt(m.embed_cosine, 5),
+  ]);
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)));
+  const line = (cells) =>
+    cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  ');
+  console.log(line(header));
+  for (const row of rows) console.log(line(row));
+  console.log(
+    `\n${report.embed} short texts in one request, mean pooling, unit length; median of ${report.runs} alternating runs ` +
+      `(after ${report.warmup} warm-up request per page), ${report.threads} ${report.threads === 1 ? 'thread' : 'threads'} on both sides; ` +
+      `ratio = inferno / wllama; cosine between the two engines' vectors of the first text.\n` +
+      `wllama ${report.wllama_version} (llama.cpp ${report.llama_cpp ?? '?'}), ${report.browser}.`,
+  );
+  for (const m of report.models) {
+    for (const side of ['inferno', 'wllama']) {
+      for (const error of m[side].errors) console.log(`${path.basename(m.file)} ${side} failed: ${error}`);
+    }
+  }
 }
 
 function printTable(report) {
+  if (report.embed) return printEmbeddingTable(report);
   const { pp, tg } = report;
   const header = [
     'model',
@@ -418,6 +477,7 @@ async function main() {
     pp: options.pp,
     tg: options.tg,
     depth: options.depth,
+    embed: options.embed ?? 0,
     threads: options.threads,
     busy_core: Boolean(options.busyCore),
     relaxed: options.relaxed !== false,
@@ -446,6 +506,13 @@ async function main() {
             log(`${name} run ${run}/${options.runs} ${engine.name}: failed: ${result.error}`);
           } else {
             if (result.llama_cpp) report.llama_cpp = result.llama_cpp;
+            if (options.embed) {
+              log(
+                `${name} run ${run}/${options.runs} ${engine.name.padEnd(7)}: ${fmt(result.embed_per_s)} texts/s ` +
+                  `(${result.embed_tokens} tokens in ${fmt(result.embed_ms, 0)} ms), load ${fmt(result.load_ms, 0)} ms, threads ${result.threads}`,
+              );
+              continue;
+            }
             log(
               `${name} run ${run}/${options.runs} ${engine.name.padEnd(7)}: prefill ${fmt(result.prefill_tok_s)} tok/s, ` +
                 `decode ${fmt(result.decode_tok_s)} tok/s, load ${fmt(result.load_ms, 0)} ms, prompt ${result.prompt_words} words` +

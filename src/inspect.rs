@@ -70,6 +70,10 @@ pub struct Summary {
     pub file_type: Option<String>,
     pub parameter_count: u64,
     pub quantization_mix: Vec<QuantShare>,
+    /// Chat, embedding, both, or reranker, from the pooling the file declares.
+    pub purpose: crate::embedding::Purpose,
+    /// That pooling (`pooling_type`), where the file declares a valid one.
+    pub pooling: Option<&'static str>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -178,6 +182,8 @@ impl Report {
                 file_type: metadata.get_u64("general.file_type").map(file_type_name),
                 parameter_count: header.parameter_count(),
                 quantization_mix: quantization_mix(&types, tensor_bytes),
+                purpose: crate::embedding::Purpose::of(metadata),
+                pooling: crate::embedding::Pooling::declared(metadata).map(crate::embedding::Pooling::name),
             },
             metadata: metadata
                 .iter()

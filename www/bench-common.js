@@ -16,10 +16,18 @@
 // evaluate the same ids. Every result carries `prompt_words`; scripts/bench.mjs fails a model
 // whose two sides used different texts.
 /** Upper bounds of the benchmark settings: a page link cannot ask for unbounded work. */
-export const PARAM_LIMITS = { pp: 4096, tg: 4096, depth: 16384, threads: 64, ctx: 32768, warmup: 10 };
+export const PARAM_LIMITS = {
+  pp: 4096,
+  tg: 4096,
+  depth: 16384,
+  threads: 64,
+  ctx: 32768,
+  warmup: 10,
+  embed: 256,
+};
 
 /** Benchmark settings from the page URL: ?model=URL&pp=64&tg=32&threads=1[&depth=0][&ctx=N][&warmup=1]
- *  [&relaxed=0][&probe=0][&schema=JSON].
+ *  [&relaxed=0][&probe=0][&schema=JSON][&embed=N].
  *  The model must be on this page's own origin (a link cannot make the page fetch another
  *  site), and every number is bounded by PARAM_LIMITS. */
 export function readParams(search = location.search, base = location.href) {
@@ -55,7 +63,10 @@ export function readParams(search = location.search, base = location.href) {
   const depth = integer('depth', 0, 0);
   // The same KV-cache size on both sides: room for depth + pp + tg + the pending token, rounded
   // up to a multiple of 256 (256 for the default pp=64, tg=32).
-  const needed = depth + pp + tg + 1;
+  // embed=N (below) needs room for several texts at once on wllama's side (its server packs
+  // them into one batch): 2048.
+  const embedding = query.get('embed') !== null && query.get('embed') !== '0';
+  const needed = embedding ? 2048 : depth + pp + tg + 1;
   const ctx = integer('ctx', Math.ceil(needed / 256) * 256, needed);
   const warmup = integer('warmup', 1, 0);
   const relaxed = query.get('relaxed') !== '0'; // relaxed=0: Inferno's plain SIMD128 build
@@ -71,7 +82,32 @@ export function readParams(search = location.search, base = location.href) {
       throw new Error('schema must be a JSON schema (JSON text)');
     }
   }
-  return { model: modelUrl.href, pp, tg, depth, threads, ctx, warmup, relaxed, probe, device, schema };
+  // embed=N: instead of prefill and decode, N short texts embedded in one request (mean
+  // pooling, unit length), as embeddingTexts(N) gives them.
+  const embed = integer('embed', 0, 0);
+  return { model: modelUrl.href, pp, tg, depth, threads, ctx, warmup, relaxed, probe, device, schema, embed };
+}
+
+const EMBEDDING_SENTENCES = [
+  'The cat sat on the warm windowsill all afternoon.',
+  'Interest rates rose again this quarter.',
+  'How do I reset my password?',
+  'A quiet lake reflects the mountains at dawn.',
+  'The recipe needs two cups of flour and an egg.',
+  'Our train was delayed by forty minutes.',
+  'Photosynthesis turns light into chemical energy.',
+  'She plays the violin in a small orchestra.',
+  'Where is the nearest pharmacy?',
+  'The museum opens at nine on weekdays.',
+];
+
+/** The embedding benchmark's texts: `n` short sentences (6 to 9 words), the fixed ten above in
+ *  turn, each numbered so that no two are the same. */
+export function embeddingTexts(n) {
+  return Array.from(
+    { length: n },
+    (_, i) => `${i + 1}. ${EMBEDDING_SENTENCES[i % EMBEDDING_SENTENCES.length]}`,
+  );
 }
 
 const PROMPT_WORDS = 'the of and to in is that for it was on with as be at by this from or one'.split(' ');
@@ -124,7 +160,11 @@ export function showStatus(text) {
 
 export function showParams(params) {
   $('params').textContent =
-    `model ${params.model}\npp ${params.pp} · tg ${params.tg}${params.depth ? ` · depth ${params.depth}` : ''} · threads ${params.threads} · ctx ${params.ctx} · warm-up runs ${params.warmup}`;
+    `model ${params.model}\n` +
+    (params.embed
+      ? `embed ${params.embed} texts`
+      : `pp ${params.pp} · tg ${params.tg}${params.depth ? ` · depth ${params.depth}` : ''}`) +
+    ` · threads ${params.threads} · ctx ${params.ctx} · warm-up runs ${params.warmup}`;
 }
 
 /** Runs a benchmark worker (the module Web Worker at `url`) on `params`: shows its progress,
@@ -153,6 +193,9 @@ export function runWorker(url, params, { finish = (result) => result, summarize 
 
 /** The one-line summary of a benchmark result (bench.html's). */
 function runSummary(result) {
+  if (result.embed_texts) {
+    return `load ${result.load_ms.toFixed(0)} ms · ${result.embed_texts} texts (${result.embed_tokens} tokens) in ${result.embed_ms.toFixed(0)} ms: ${result.embed_per_s.toFixed(1)} texts/s`;
+  }
   return [
     result.read_ms !== undefined ? `read ${result.read_ms.toFixed(0)} ms` : null,
     `load ${result.load_ms.toFixed(0)} ms${result.finish_ms !== undefined ? ` (last ${result.finish_ms.toFixed(0)} ms after the last byte)` : ''}`,

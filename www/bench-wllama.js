@@ -26,6 +26,7 @@
 // is also llama-server's own predicted_per_second).
 
 import {
+  embeddingTexts,
   errorMessage,
   publish,
   readParams,
@@ -39,7 +40,7 @@ import {
 const VENDOR = new URL('./vendor/wllama/', import.meta.url);
 
 async function run(params) {
-  const { model, pp, tg, threads, ctx, warmup, device } = params;
+  const { model, pp, tg, threads, ctx, warmup, device, embed } = params;
   const onGpu = device === 'gpu';
   let Wllama;
   try {
@@ -59,12 +60,26 @@ async function run(params) {
   const blob = await response.blob();
   showStatus('loading the model');
   const nGpuLayers = onGpu ? 999 : 0;
-  await wllama.loadModel([blob], { n_ctx: ctx, n_threads: threads, n_gpu_layers: nGpuLayers, n_parallel: 1 });
+  // embed=N: llama-server's embeddings route, mean pooling as Inferno's side uses; its default
+  // n_parallel (4 sequences per batch) is kept there, as an app gets it.
+  const embedding = embed > 0 ? { embeddings: true, pooling_type: 'mean' } : { n_parallel: 1 };
+  await wllama.loadModel([blob], { n_ctx: ctx, n_threads: threads, n_gpu_layers: nGpuLayers, ...embedding });
   const adapter = onGpu ? await navigator.gpu?.requestAdapter() : null;
   const load_ms = performance.now() - loadStarted;
 
   try {
     const info = wllama.getLoadedContextInfo();
+    if (embed > 0) {
+      return {
+        ...(await embeddingRun(wllama, embed, warmup)),
+        version: await wllamaVersion(),
+        llama_cpp: Wllama.getLibllamaVersion(),
+        model,
+        architecture: info.metadata?.['general.architecture'],
+        threads: wllama.getNumThreads(),
+        load_ms,
+      };
+    }
     showStatus('calibrating the prompt');
     const prompt = await sizePrompt(async (text) => (await complete(wllama, text, 1)).prompt_n, pp, 'wllama');
     for (let i = 0; i < warmup; i++) {
@@ -106,6 +121,33 @@ async function run(params) {
   } finally {
     await wllama.exit();
   }
+}
+
+/** embed=N: the texts of embeddingTexts(N) in one createEmbedding request (timed around it, in
+ *  this page: wllama's worker does the work), after `warmup` untimed ones. */
+async function embeddingRun(wllama, n, warmup) {
+  const texts = embeddingTexts(n);
+  for (let i = 0; i < warmup; i++) {
+    showStatus(`warm-up run ${i + 1} of ${warmup}`);
+    await wllama.createEmbedding({ input: texts });
+  }
+  showStatus('timed run');
+  const started = performance.now();
+  const response = await wllama.createEmbedding({ input: texts });
+  const ms = performance.now() - started;
+  if (response.data?.length !== n)
+    throw new Error(`wllama returned ${response.data?.length} embeddings for ${n} texts`);
+  return {
+    engine: 'wllama',
+    runner: "page + wllama's own Web Worker",
+    warmup,
+    embed_texts: n,
+    embed_tokens: response.usage?.prompt_tokens ?? null,
+    embed_ms: ms,
+    embed_per_s: (n * 1000) / ms,
+    embed_pooling: 'mean',
+    embed_vector0: Array.from(response.data[0].embedding),
+  };
 }
 
 /** Greedy completion of `maxTokens` tokens from an empty cache; returns llama.cpp's timings. */

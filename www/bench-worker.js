@@ -33,7 +33,7 @@
 // traffic is 2 × bytes × 8. Decode's weight bandwidth is the bytes of weights one step reads
 // (every matrix once) times the decode rate; their ratio is the decode efficiency.
 
-import { sizePrompt } from './bench-common.js';
+import { embeddingTexts, sizePrompt } from './bench-common.js';
 import { depthTokens, progress, readOnly, serve, streamModel, timeRun } from './bench-run.js';
 import { gpuAdapter, memory64Supported, resolveThreads } from './capabilities.js';
 import { startEngine } from './engine-loader.js';
@@ -74,7 +74,34 @@ async function copyBandwidth(gpu) {
   return { copy_bytes: bytes, copy_gb_s: (2 * bytes * repeats) / (ms * 1e6) };
 }
 
-async function run({ model, pp, tg, depth, threads, ctx, warmup, relaxed, probe, device, schema }) {
+/** embed=N: the N texts of embeddingTexts(N) in one engine call (mean pooling, unit length),
+ *  after `warmup` untimed calls; the first vector comes back for bench.mjs to compare with
+ *  wllama's. */
+function embeddingRun(engine, n, warmup) {
+  const texts = embeddingTexts(n);
+  const options = { pooling: 'mean' };
+  for (let i = 0; i < warmup; i++) {
+    progress(`warm-up run ${i + 1} of ${warmup}`);
+    engine.embed(texts, options);
+  }
+  progress('timed run');
+  const started = performance.now();
+  const result = engine.embed(texts, options);
+  const ms = performance.now() - started;
+  return {
+    engine: 'inferno',
+    runner: 'module Web Worker',
+    warmup,
+    embed_texts: n,
+    embed_tokens: result.prompt_tokens,
+    embed_ms: ms,
+    embed_per_s: (n * 1000) / ms,
+    embed_pooling: result.pooling,
+    embed_vector0: Array.from(result.vectors[0]),
+  };
+}
+
+async function run({ model, pp, tg, depth, threads, ctx, warmup, relaxed, probe, device, schema, embed }) {
   const resolved = resolveThreads(threads);
   if (resolved.threads !== threads)
     throw new Error(`Inferno cannot run ${threads} threads here: ${resolved.reason}`);
@@ -113,6 +140,15 @@ async function run({ model, pp, tg, depth, threads, ctx, warmup, relaxed, probe,
       bandwidth = await copyBandwidth(gpu);
     }
     const info = engine.info();
+    if (embed > 0)
+      return {
+        ...embeddingRun(engine, embed, warmup),
+        model,
+        architecture: info.architecture,
+        threads: build.threads,
+        build: buildName,
+        load_ms,
+      };
     const prompt = await sizePrompt((text) => engine.tokenize(text).length, pp, 'Inferno');
     const tokens = engine.tokenize(prompt.text);
     if (tokens.length !== pp) {

@@ -74,6 +74,10 @@ export type InfernoErrorKind =
   | 'sampler'
   | 'empty_prompt'
   | 'prompt_too_long'
+  | 'no_pooling'
+  | 'empty_input'
+  | 'input_too_long'
+  | 'bad_dimensions'
   | 'nothing_to_continue'
   | 'no_gpu'
   | 'gpu_unsupported'
@@ -200,6 +204,10 @@ export interface ModelInfo {
   end_of_generation: number[];
   /** The file's `general.sampling.*` keys over llama.cpp's defaults. */
   recommended_sampling: SamplingSettings;
+  /** The pooling the file declares (`pooling_type`), or null. */
+  pooling: 'none' | 'mean' | 'cls' | 'last' | 'rank' | null;
+  /** What the file is for, from that pooling and whether it has a chat template. */
+  purpose: 'chat' | 'embedding' | 'chat_and_embedding' | 'reranker';
   threads: number;
   memory64: boolean;
   /** Where it runs; after a lost GPU (kind gpu_lost), the CPU. */
@@ -581,6 +589,31 @@ export interface Completions {
   create(params: ChatCompletionParams): Promise<AsyncIterable<ChatCompletionChunk> | ChatCompletion>;
 }
 
+export interface EmbeddingParams {
+  /** One text or up to 2048; none may be empty. */
+  input: string | string[];
+  /** Keep only the first `dimensions` values (before scaling to unit length). */
+  dimensions?: number;
+  encoding_format?: 'float' | 'base64';
+  /** Inferno: how to pool instead of the file's way (a chat model's file declares none). */
+  pooling?: 'mean' | 'cls' | 'last';
+  /** Inferno: `false` leaves the vectors as pooled instead of unit length. */
+  normalize?: boolean;
+  signal?: AbortSignal;
+}
+
+export interface EmbeddingResponse {
+  object: 'list';
+  data: { object: 'embedding'; index: number; embedding: number[] | string }[];
+  model: string | null;
+  usage: { prompt_tokens: number; total_tokens: number };
+  inferno: { pooling: 'mean' | 'cls' | 'last'; ms: number };
+}
+
+export interface Embeddings {
+  create(params: EmbeddingParams): Promise<EmbeddingResponse>;
+}
+
 export class Inferno {
   /** Use Inferno.create() or Inferno.load(). */
   constructor(options?: EngineOptions);
@@ -595,6 +628,8 @@ export class Inferno {
   readonly chat: { readonly completions: Completions };
   /** OpenAI's legacy text completions. */
   readonly completions: TextCompletions;
+  /** OpenAI-shaped sentence embeddings. */
+  readonly embeddings: Embeddings;
   /** The loaded model, or null. */
   readonly model: ModelInfo | null;
 

@@ -27,6 +27,8 @@ export { InfernoError };
 
 /** The most stop strings a request may give (OpenAI allows 4). */
 const MAX_STOP_STRINGS = 16;
+/** The most texts one embeddings request may give (OpenAI's limit). */
+const MAX_EMBEDDING_INPUTS = 2048;
 /** OpenAI's floor for a log probability (a probability of 0 has none). */
 const LOGPROB_FLOOR = -9999;
 /** Where Vite's dev server keeps pre-bundled dependencies. */
@@ -93,6 +95,10 @@ export class Inferno {
      *  prompt as it is (no chat template), with the same sampling, trace, stop strings and
      *  response_format. */
     this.completions = Object.freeze({ create: (params) => this.#complete('text', params) });
+    /** OpenAI-shaped sentence embeddings: `engine.embeddings.create({input, dimensions?,
+     *  encoding_format?})`, pooled as the file says (`pooling` to choose: a chat model
+     *  declares none), unit length unless `normalize: false`. */
+    this.embeddings = Object.freeze({ create: (params) => this.#embed(params ?? {}) });
   }
 
   /** Starts an engine (its Web Worker) with no model yet. */
@@ -251,6 +257,47 @@ export class Inferno {
     } finally {
       signal?.removeEventListener('abort', onAbort);
     }
+  }
+
+  async #embed(params) {
+    if (!this.#model)
+      throw new InfernoError({ name: 'ProtocolError', kind: 'no_model', message: 'no model is loaded' });
+    if (params.signal?.aborted) throw abortError();
+    const input = typeof params.input === 'string' ? [params.input] : params.input;
+    if (!Array.isArray(input) || input.length === 0 || input.length > MAX_EMBEDDING_INPUTS) {
+      throw badRequest(`input must be a string or an array of 1..${MAX_EMBEDDING_INPUTS} strings`);
+    }
+    if (!input.every((text) => typeof text === 'string')) throw badRequest('every input must be a string');
+    const format = params.encoding_format ?? 'float';
+    if (format !== 'float' && format !== 'base64')
+      throw badRequest("encoding_format must be 'float' or 'base64'");
+    const pooling = params.pooling ?? undefined;
+    if (pooling !== undefined && !['mean', 'cls', 'last'].includes(pooling)) {
+      throw badRequest("pooling must be 'mean', 'cls' or 'last'");
+    }
+    const fields = {
+      input,
+      pooling,
+      dimensions: integerParam(params.dimensions, 'dimensions', 1, 1 << 20),
+      normalize: params.normalize !== false,
+    };
+    const reply = await this.#abortable(this.#client.request('embed', fields), params.signal).catch(
+      (error) => {
+        throw params.signal?.aborted && error.kind === 'aborted' ? abortError() : error;
+      },
+    );
+    const data = reply.vectors.map((vector, index) => ({
+      object: 'embedding',
+      index,
+      embedding: format === 'base64' ? base64OfFloats(vector) : Array.from(vector),
+    }));
+    return {
+      object: 'list',
+      data,
+      model: this.#model?.name ?? null,
+      usage: { prompt_tokens: reply.promptTokens, total_tokens: reply.promptTokens },
+      inferno: { pooling: reply.pooling, ms: reply.ms },
+    };
   }
 
   #complete(kind, params) {
@@ -481,6 +528,17 @@ function integerParam(value, name, min, max) {
   if (!Number.isInteger(value) || value < min || value > max)
     throw badRequest(`${name} must be a whole number in ${min}..${max}`);
   return value;
+}
+
+/** OpenAI's base64 encoding of a vector: its float32 bytes, little-endian (every browser's
+ *  typed-array order). */
+function base64OfFloats(vector) {
+  const bytes = new Uint8Array(vector.buffer, vector.byteOffset, vector.byteLength);
+  let binary = '';
+  for (let i = 0; i < bytes.length; i += 0x8000) {
+    binary += String.fromCharCode.apply(null, bytes.subarray(i, i + 0x8000));
+  }
+  return btoa(binary);
 }
 
 function stopStrings(stop) {

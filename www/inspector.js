@@ -95,6 +95,22 @@ function runsText(runs) {
   return el('span', { className: 'runs-no' }, `No: ${runs.reason}`);
 }
 
+/** What the file is for, from the pooling it declares (the report's `purpose`). */
+function purposeText({ purpose, pooling }) {
+  switch (purpose) {
+    case 'embedding':
+      return `Embedding model (pooling: ${pooling})`;
+    case 'chat_and_embedding':
+      return `Chat and embedding (pooling: ${pooling}, and a chat template)`;
+    case 'reranker':
+      return 'Reranker (pooling: rank): scores pairs of texts, which Inferno does not';
+    case 'chat':
+      return 'Chat model (declares no pooling; embeds when told how)';
+    default:
+      return missing();
+  }
+}
+
 function renderSummary(section, report, context, colors) {
   const summary = report.summary ?? {};
   const title = summary.name || context.fileName;
@@ -117,6 +133,7 @@ function renderSummary(section, report, context, colors) {
         ['File size', formatBytes(report.file?.size), { title: `${formatInteger(report.file?.size)} bytes` }],
         ['File type', textOrMissing(summary.file_type)],
         ['Chat', runsText(report.runs), { id: 'summary-runs' }],
+        ['Purpose', purposeText(summary), { id: 'summary-purpose' }],
       ]),
     ),
     el('h3', {}, 'Quantization mix'),

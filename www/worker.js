@@ -19,6 +19,10 @@
 //   reset                                -> reset {}
 //   tokenize {text, addSpecial?, parseSpecial?} -> tokens {ids} (no options: as a prompt)
 //   detokenize {ids, renderSpecial?}     -> text {text}
+//   embed {input: string[], pooling?, dimensions?, normalize?}
+//                                        -> embeddings {vectors: Float32Array[], promptTokens,
+//                                           pooling, ms}; one text per wasm call, so stop ends
+//                                           it between two (kind aborted)
 //   unload                               -> unloaded {}
 //   ping                                 -> pong {} (at once unless a wasm call is running:
 //                                           the client's stall watchdog, worker-client.js)
@@ -862,6 +866,35 @@ function detokenize(request) {
   return { type: 'text', text: engine.detokenize(Uint32Array.from(ids), Boolean(request.renderSpecial)) };
 }
 
+/** Sentence embeddings, one text per wasm call: stop (or a newer load) ends the request
+ *  between two texts. Validated in inferno.js; the engine checks every value again. */
+function embed(request) {
+  const { engine } = requireModel();
+  const { input, pooling, dimensions, normalize } = request;
+  if (!Array.isArray(input) || !input.every((text) => typeof text === 'string')) {
+    throw new WorkerError('ProtocolError', 'bad_request', 'embed needs an array of strings in "input"');
+  }
+  const options = { pooling: pooling ?? undefined, dimensions: dimensions ?? undefined, normalize };
+  return runExclusive(async (run) => {
+    const started = performance.now();
+    const vectors = [];
+    let promptTokens = 0;
+    let used = null;
+    // The whole request is checked first: a bad text is named by its place in it.
+    engine.check_embedding(input, options);
+    if (input.length === 0) used = engine.embed([], options).pooling;
+    for (const text of input) {
+      if (run.stopRequested) throw new WorkerError('AbortError', 'aborted', 'the embedding was stopped');
+      const result = engine.embed([text], options);
+      vectors.push(result.vectors[0]);
+      promptTokens += result.prompt_tokens;
+      used = result.pooling;
+      await yieldToMessages();
+    }
+    return { type: 'embeddings', vectors, promptTokens, pooling: used, ms: performance.now() - started };
+  });
+}
+
 function unload() {
   if (busy) busy.stopRequested = true;
   freeModel();
@@ -879,6 +912,7 @@ const HANDLERS = {
   reset,
   tokenize,
   detokenize,
+  embed,
   parse_reply: parseReply,
   unload,
   configure,

@@ -7,6 +7,8 @@
 
 use serde::Serialize;
 
+use crate::gguf::Metadata;
+
 /// How a sequence's per-token hidden states become one vector (llama.cpp's
 /// `LLAMA_POOLING_TYPE_*`, the numbers a GGUF file stores).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -37,6 +39,13 @@ impl Pooling {
         })
     }
 
+    /// The pooling `{arch}.pooling_type` names, if the file has a valid one (loading checks
+    /// it with a typed error; the inspector only reports it).
+    pub fn declared(metadata: &Metadata) -> Option<Pooling> {
+        let arch = metadata.architecture()?;
+        metadata.get_u64(&format!("{arch}.pooling_type")).and_then(Pooling::from_id)
+    }
+
     /// The name the API and the inspector use.
     pub fn name(self) -> &'static str {
         match self {
@@ -57,6 +66,43 @@ impl Pooling {
     /// Whether this pooling gives one vector per text.
     pub fn gives_one_vector(self) -> bool {
         matches!(self, Pooling::Mean | Pooling::Cls | Pooling::Last)
+    }
+}
+
+/// What a model file is for, from its metadata: a declared pooling makes it an embedding
+/// model; one with a chat template as well can do both (it is a decoder with its output head).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Purpose {
+    /// Text generation; it embeds only when told how to pool.
+    Chat,
+    Embedding,
+    ChatAndEmbedding,
+    /// Scores pairs of texts (pooling `rank`): neither chat nor embeddings here.
+    Reranker,
+}
+
+impl Purpose {
+    /// From `{arch}.pooling_type` (an invalid value counts as none: loading reports it) and
+    /// whether the file has `tokenizer.chat_template`.
+    pub fn of(metadata: &Metadata) -> Purpose {
+        let pooling = Pooling::declared(metadata);
+        let chat_template = metadata.get_str("tokenizer.chat_template").is_some();
+        match pooling {
+            Some(Pooling::Rank) => Purpose::Reranker,
+            Some(pooling) if pooling.gives_one_vector() && chat_template => Purpose::ChatAndEmbedding,
+            Some(pooling) if pooling.gives_one_vector() => Purpose::Embedding,
+            _ => Purpose::Chat,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Purpose::Chat => "chat",
+            Purpose::Embedding => "embedding",
+            Purpose::ChatAndEmbedding => "chat_and_embedding",
+            Purpose::Reranker => "reranker",
+        }
     }
 }
 

@@ -3,7 +3,7 @@
 //! model on the CPU, its final hidden states pooled ([`crate::embedding`]).
 
 use super::{Engine, EngineError};
-use crate::embedding::{EmbedOptions, Pooling, normalize, pool};
+use crate::embedding::{EmbedOptions, Pooling, Purpose, normalize, pool};
 use crate::model::LogitsFor;
 use crate::tokenizer::EncodeOptions;
 
@@ -37,8 +37,20 @@ impl Engine {
         self.model.config().pooling.is_some_and(Pooling::gives_one_vector)
     }
 
-    /// One vector per text. Every text is checked (empty, too long) before any is run.
-    pub fn embed(&self, texts: &[&str], options: EmbedOptions) -> Result<Embeddings, EngineError> {
+    /// What the model is for, as the file says ([`Purpose::of`]).
+    pub fn purpose(&self) -> Purpose {
+        Purpose::of(self.model.metadata())
+    }
+
+    /// Every text's tokens, and the pooling, after checking the request: the pooling exists,
+    /// `dimensions` fits, no text is empty or too long. [`Engine::embed`] runs this first; a
+    /// caller that embeds one text at a time (the Web Worker, to stay stoppable) runs it on
+    /// the whole request, so an error names the text by its place in it.
+    pub fn embedding_inputs(
+        &self,
+        texts: &[&str],
+        options: EmbedOptions,
+    ) -> Result<(Pooling, Vec<Vec<u32>>), EngineError> {
         let pooling = self.embedding_pooling(options.pooling)?;
         let width = self.model.config().n_embd;
         let dimensions = options.dimensions.unwrap_or(width);
@@ -63,6 +75,15 @@ impl Engine {
             }
             inputs.push(tokens);
         }
+        Ok((pooling, inputs))
+    }
+
+    /// One vector per text. Every text is checked ([`Engine::embedding_inputs`]) before any
+    /// is run.
+    pub fn embed(&self, texts: &[&str], options: EmbedOptions) -> Result<Embeddings, EngineError> {
+        let (pooling, inputs) = self.embedding_inputs(texts, options)?;
+        let width = self.model.config().n_embd;
+        let dimensions = options.dimensions.unwrap_or(width);
         let longest = inputs.iter().map(Vec::len).max().unwrap_or(0);
         let prompt_tokens = inputs.iter().map(Vec::len).sum();
         if inputs.is_empty() {

@@ -5,6 +5,7 @@ use wasm_bindgen::prelude::*;
 
 use super::{engine_error, js_error, to_js};
 use crate::chat::{ChatMessage, ReplyFormat, Tool, ToolChoice, ToolUse};
+use crate::embedding::{EmbedOptions, Pooling};
 use crate::engine::{Engine, EngineError, Session, TurnOptions};
 use crate::grammar::{GrammarError, GrammarSpec};
 use crate::inspect::Report;
@@ -130,6 +131,10 @@ impl WebEngine {
             template: &'a crate::chat::TemplateSource,
             end_of_generation: &'a [u32],
             recommended_sampling: SamplerSettings,
+            /// The file's pooling (`pooling_type`), where it declares one.
+            pooling: Option<&'static str>,
+            /// What the model is for: `chat`, `embedding`, or `chat_and_embedding`.
+            purpose: &'static str,
         }
         let config = self.engine.model().config();
         to_js(&Info {
@@ -139,7 +144,33 @@ impl WebEngine {
             template: self.engine.template().source(),
             end_of_generation: self.engine.tokenizer().end_of_generation_tokens(),
             recommended_sampling: self.engine.recommended_sampling(),
+            pooling: config.pooling.map(crate::embedding::Pooling::name),
+            purpose: self.engine.purpose().name(),
         })
+    }
+
+    /// Sentence embeddings of `texts` ([`Engine::embed`]), with `{pooling?: 'mean' | 'cls' |
+    /// 'last', dimensions?, normalize?}`: `{vectors: Float32Array[], prompt_tokens, pooling}`.
+    pub fn embed(&self, texts: Vec<String>, options: JsValue) -> Result<JsValue, JsValue> {
+        let options = embed_options(options)?;
+        let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
+        let result = self.engine.embed(&texts, options).map_err(engine_error)?;
+        let vectors: js_sys::Array =
+            result.vectors.iter().map(|v| JsValue::from(js_sys::Float32Array::from(&v[..]))).collect();
+        let out = js_sys::Object::new();
+        let set = |key: &str, value: JsValue| js_sys::Reflect::set(&out, &key.into(), &value).map(drop);
+        set("vectors", vectors.into())?;
+        set("prompt_tokens", (result.prompt_tokens as f64).into())?;
+        set("pooling", result.pooling.name().into())?;
+        Ok(out.into())
+    }
+
+    /// Checks a whole embedding request (as [`WebEngine::embed`] takes it) without running it,
+    /// so that a caller embedding one text at a time hears of a bad text by its place.
+    pub fn check_embedding(&self, texts: Vec<String>, options: JsValue) -> Result<(), JsValue> {
+        let options = embed_options(options)?;
+        let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
+        self.engine.embedding_inputs(&texts, options).map(drop).map_err(engine_error)
     }
 
     /// Token ids of `text`. Without options, as a prompt (llama.cpp's defaults: special tokens
@@ -541,4 +572,34 @@ impl WebEngine {
 
 fn engine_error_of(e: SamplerError) -> JsValue {
     engine_error(EngineError::Sampler(e))
+}
+
+/// `{pooling?: 'mean' | 'cls' | 'last', dimensions?, normalize?}` (undefined: the defaults).
+fn embed_options(options: JsValue) -> Result<EmbedOptions, JsValue> {
+    #[derive(serde::Deserialize, Default)]
+    struct EmbedRequest {
+        #[serde(default)]
+        pooling: Option<String>,
+        #[serde(default)]
+        dimensions: Option<usize>,
+        #[serde(default)]
+        normalize: Option<bool>,
+    }
+    let request: EmbedRequest = if options.is_undefined() || options.is_null() {
+        EmbedRequest::default()
+    } else {
+        serde_wasm_bindgen::from_value(options)
+            .map_err(|e| js_error("TypeError", "bad_request", &format!("embedding options: {e}")))?
+    };
+    let pooling = match request.pooling.as_deref() {
+        None => None,
+        Some(name) => match Pooling::from_name(name).filter(|p| p.gives_one_vector()) {
+            Some(pooling) => Some(pooling),
+            None => {
+                let message = format!("pooling {name:?} is not 'mean', 'cls' or 'last'");
+                return Err(js_error("TypeError", "bad_request", &message));
+            }
+        },
+    };
+    Ok(EmbedOptions { pooling, dimensions: request.dimensions, raw: request.normalize == Some(false) })
 }

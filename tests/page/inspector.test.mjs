@@ -8,7 +8,16 @@ import http from 'node:http';
 import assert from 'node:assert/strict';
 import { readFileSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { MODELS, TEST_TIMEOUT_MS, h, pageSuite, requireModel, text, wwwRoot } from './harness.mjs';
+import {
+  MODELS,
+  TEST_TIMEOUT_MS,
+  fixtureModelsDir,
+  h,
+  pageSuite,
+  requireModel,
+  text,
+  wwwRoot,
+} from './harness.mjs';
 
 // ---------------------------------------------------------------------------------------
 // A minimal GGUF v3 writer, for files whose strings are hostile HTML.
@@ -103,6 +112,7 @@ async function assertReportShows(model) {
   await assertReportVisible();
   assert.equal(await text('#summary-architecture'), model.architecture);
   assert.match(await text('#summary-runs'), model.runs ?? /^Yes: this page can load it and chat$/);
+  assert.match(await text('#summary-purpose'), model.purpose ?? /^Chat model \(declares no pooling/);
   assert.match(await text('#summary'), new RegExp(`\\b${model.architecture}\\b`));
   assert.equal(await text('#tensor-count'), model.tensors.toLocaleString('en-US'));
   assert.equal(await h.page.locator('#tensor-table tr[data-tensor]').count(), model.tensors);
@@ -160,6 +170,20 @@ pageSuite(
       assert.match(await text('#type-chart'), /Q4_0/);
       assert.match(await text('#tokenizer'), /qwen2/); // tokenizer.ggml.pre
       assert.match(await h.page.locator('#chat-template').innerText(), /<\|im_start\|>/);
+    });
+
+    test('an embedding model says so, with its pooling', async () => {
+      const file = path.join(fixtureModelsDir, 'qwen3-embed-micro-q8_0.gguf');
+      await chooseFile(file);
+      await assertReportShows({
+        ...MODELS.qwen3Micro,
+        file,
+        tensorNames: ['token_embd.weight', 'blk.0.attn_q.weight'],
+        metadata: 27,
+        purpose: /^Chat and embedding \(pooling: last, and a chat template\)$/,
+      });
+      const pooling = h.page.locator('#metadata-table tr[data-key="qwen3.pooling_type"]');
+      assert.match(await pooling.innerText(), /3/);
     });
 
     test('qwen2 micro Q8_0 with its Q/K/V bias tensors', async () => {

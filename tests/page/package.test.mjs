@@ -194,6 +194,55 @@ async function scenario() {
       result.suite.push({ name, seed, content: reply.choices[0].message.content, finish: reply.choices[0].finish_reason });
     }
   }
+  // 4f. Embeddings: the micro Qwen3-Embedding file's vectors for each pooling against
+  // llama.cpp's (embeddings.json, from tests/fixtures/golden), in OpenAI's shape; base64, a
+  // cut to fewer dimensions, the errors, and a chat model that embeds only when told how.
+  const golden = await (await fetch('embeddings.json')).json();
+  const embedder = await Inferno.load('embed.gguf');
+  const cosine = (a, b) => {
+    let [ab, aa, bb] = [0, 0, 0];
+    for (let i = 0; i < a.length; i++) [ab, aa, bb] = [ab + a[i] * b[i], aa + a[i] * a[i], bb + b[i] * b[i]];
+    return ab / Math.sqrt(aa * bb);
+  };
+  const length = (v) => Math.sqrt(v.reduce((sum, x) => sum + x * x, 0));
+  result.embeddings = { purpose: embedder.model.purpose, pooling: embedder.model.pooling, poolings: {} };
+  for (const [pooling, texts] of Object.entries(golden.poolings)) {
+    const reply = await embedder.embeddings.create({ input: texts.map((t) => t.text), pooling, normalize: false });
+    result.embeddings.poolings[pooling] = {
+      object: reply.object,
+      used: reply.inferno.pooling,
+      indices: reply.data.map((d) => d.index),
+      promptTokens: reply.usage.prompt_tokens,
+      goldenTokens: texts.reduce((n, t) => n + t.tokens.length, 0),
+      cosines: reply.data.map((d, i) => cosine(d.embedding, texts[i].embedding)),
+    };
+  }
+  const one = golden.poolings.last[1];
+  const unit = (await embedder.embeddings.create({ input: one.text })).data[0].embedding;
+  const encoded = (await embedder.embeddings.create({ input: [one.text], encoding_format: 'base64' })).data[0].embedding;
+  const decoded = new Float32Array(Uint8Array.from(atob(encoded), (c) => c.charCodeAt(0)).buffer);
+  const cut = (await embedder.embeddings.create({ input: one.text, dimensions: 32 })).data[0].embedding;
+  result.embeddings.unit = { length: length(unit), cosine: cosine(unit, one.embedding), base64Same: decoded.every((v, i) => v === unit[i]) };
+  result.embeddings.cut = { values: cut.length, length: length(cut), cosine: cosine(cut, one.embedding.slice(0, 32)) };
+  result.embeddings.errors = {
+    empty: await embedder.embeddings.create({ input: ['fine', ''] }).then(() => 'no error', (e) => e.kind + ': ' + e.message),
+    dimensions: await kindOf(embedder.embeddings.create({ input: 'a', dimensions: 257 })),
+    pooling: await kindOf(embedder.embeddings.create({ input: 'a', pooling: 'max' })),
+    format: await kindOf(embedder.embeddings.create({ input: 'a', encoding_format: 'int8' })),
+    noInput: await kindOf(embedder.embeddings.create({ input: [] })),
+  };
+  // A request of many texts stops between two when its signal aborts.
+  const stopper = new AbortController();
+  const many = embedder.embeddings.create({ input: Array(400).fill(golden.poolings.last[5].text), signal: stopper.signal });
+  setTimeout(() => stopper.abort(), 50);
+  result.embeddings.aborted = await kindOf(many);
+  result.embeddings.afterAbort = (await embedder.embeddings.create({ input: 'x' })).data.length;
+  embedder.terminate();
+  result.embeddings.chatModel = {
+    purpose: micro.model.purpose,
+    refused: await micro.embeddings.create({ input: 'a' }).then(() => 'no error', (e) => e.kind + ': ' + e.message),
+    mean: (await micro.embeddings.create({ input: ['a', 'b'], pooling: 'mean' })).data.map((d) => d.embedding.length),
+  };
   micro.terminate();
 
   // 5. The tokenizer, both ways.
@@ -279,6 +328,14 @@ describe('the npm package in a plain page', { timeout: 420_000 }, () => {
     writeFileSync(path.join(app, 'index.html'), PAGE);
     writeFileSync(path.join(app, 'schemas.json'), JSON.stringify(suiteSchemas()));
     copyFileSync(requireModel(MODELS.qwen3Micro), path.join(app, 'micro.gguf'));
+    copyFileSync(
+      path.join(ROOT, 'tests/fixtures/models/qwen3-embed-micro-q8_0.gguf'),
+      path.join(app, 'embed.gguf'),
+    );
+    copyFileSync(
+      path.join(ROOT, 'tests/fixtures/golden/qwen3-embed-micro-q8_0.embeddings.json'),
+      path.join(app, 'embeddings.json'),
+    );
     const model = requireModel(MODELS.smollm2);
     // The model's first 8 MiB: a whole header, and data that ends early.
     const head = Buffer.alloc(8 << 20);
@@ -400,6 +457,36 @@ describe('the npm package in a plain page', { timeout: 420_000 }, () => {
       assert.equal(branch.choices[0].message.content, steps.map((s) => s.text).join(''));
 
       // 5 and 6.
+      // Embeddings: llama.cpp's vectors within the issue's bound, in every pooling.
+      const embeddings = result.embeddings;
+      assert.equal(embeddings.purpose, 'chat_and_embedding');
+      assert.equal(embeddings.pooling, 'last');
+      assert.deepEqual(Object.keys(embeddings.poolings).sort(), ['cls', 'last', 'mean']);
+      for (const [pooling, got] of Object.entries(embeddings.poolings)) {
+        assert.equal(got.object, 'list');
+        assert.equal(got.used, pooling);
+        assert.deepEqual(got.indices, [0, 1, 2, 3, 4, 5]);
+        assert.equal(got.promptTokens, got.goldenTokens, `${pooling}: the same tokens as llama.cpp`);
+        for (const c of got.cosines) assert.ok(c >= 0.9999, `${pooling}: cosine ${c} to llama.cpp's vector`);
+      }
+      assert.ok(Math.abs(embeddings.unit.length - 1) < 1e-5, `unit length: ${embeddings.unit.length}`);
+      assert.ok(embeddings.unit.cosine >= 0.9999);
+      assert.ok(embeddings.unit.base64Same, 'base64 decodes to the float vector');
+      assert.equal(embeddings.cut.values, 32);
+      assert.ok(Math.abs(embeddings.cut.length - 1) < 1e-5 && embeddings.cut.cosine >= 0.9999);
+      assert.deepEqual(embeddings.errors, {
+        empty: 'empty_input: input 1 is empty',
+        dimensions: 'bad_dimensions',
+        pooling: 'bad_request',
+        format: 'bad_request',
+        noInput: 'bad_request',
+      });
+      assert.equal(embeddings.aborted, 'aborted');
+      assert.equal(embeddings.afterAbort, 1);
+      assert.equal(embeddings.chatModel.purpose, 'chat');
+      assert.match(embeddings.chatModel.refused, /^no_pooling: this model's file declares no pooling/);
+      assert.deepEqual(embeddings.chatModel.mean, [256, 256]);
+
       assert.equal(result.tokens.text, 'Hello world');
       assert.ok(result.tokens.ids.length >= 2);
       assert.deepEqual(result.errors, {

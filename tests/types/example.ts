@@ -83,6 +83,10 @@ export async function demo(file: File, output: HTMLElement): Promise<void> {
   });
   console.log(completion.choices[0].text, completion.choices[0].logprobs?.token_logprobs);
 
+  const embedded = await engine.embeddings.create({ input: ['a cat', 'a dog'], dimensions: 64 });
+  const first: number[] | string = embedded.data[0].embedding;
+  console.log(first, embedded.usage.prompt_tokens, embedded.inferno.pooling, engine.model?.purpose);
+
   const ids: number[] = await engine.tokenize('Hello', { addSpecial: false });
   const text: string = await engine.detokenize(ids);
   const { report } = await engine.inspect();

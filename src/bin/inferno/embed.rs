@@ -17,9 +17,9 @@ pub fn run(args: &[String]) -> Result<(), String> {
     }
     let pooling = match args.text("--pooling") {
         None => None,
-        Some(name) => match Pooling::from_name(name) {
-            Some(pooling) if pooling.gives_one_vector() => Some(pooling),
-            _ => return Err(format!("embed: --pooling {name:?} is not mean, cls or last")),
+        Some(name) => match Pooling::from_name(name).filter(|p| p.gives_one_vector()) {
+            Some(pooling) => Some(pooling),
+            None => return Err(format!("embed: --pooling {name:?} is not mean, cls or last")),
         },
     };
     let dimensions = args.text("--dimensions").map(|_| args.number("--dimensions", 0)).transpose()?;

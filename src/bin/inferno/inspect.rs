@@ -1,5 +1,6 @@
 //! `inferno inspect`: the facts of a GGUF file, read from its header only.
 
+use inferno::embedding::Purpose;
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 
@@ -89,6 +90,14 @@ fn render(report: &Report, bytes_read: u64) -> String {
         Some(reason) => format!("no: {reason}"),
     };
     field(&mut out, "chat", Some(&runs));
+    let pooling = s.pooling.unwrap_or("none");
+    let purpose = match s.purpose {
+        Purpose::Chat => "chat (declares no pooling; embeds when told how)".to_string(),
+        Purpose::Embedding => format!("embedding (pooling {pooling})"),
+        Purpose::ChatAndEmbedding => format!("chat and embedding (pooling {pooling}, and a chat template)"),
+        Purpose::Reranker => "reranker (pooling rank): scores pairs of texts; Inferno does not".to_string(),
+    };
+    field(&mut out, "purpose", Some(&purpose));
 
     if !report.hyperparameters.is_empty() {
         let arch = s.architecture.as_deref().unwrap_or("");
