@@ -19,8 +19,9 @@
 //
 // --embed N measures embeddings instead: N short texts (embeddingTexts in bench-common.js:
 // numbered sentences of 6 to 9 words) in one request, mean pooling, unit length, on both sides:
-// Inferno's WebEngine.embed in its worker, wllama's createEmbedding (llama-server's embeddings
-// route, with its default of 4 sequences per batch). It prints texts per second, the ratio,
+// Inferno's WebEngine.embed in its worker (one call: short texts packed into shared batches),
+// wllama's createEmbedding (llama-server's embeddings route) once per text, since wllama 3.8.1
+// answers an array of texts with one embedding. It prints texts per second, the ratio,
 // and the cosine between the two engines' vectors of the first text (the same file, so it
 // should be ~1).
 //
@@ -327,7 +328,7 @@ function printEmbeddingTable(report) {
   console.log(line(header));
   for (const row of rows) console.log(line(row));
   console.log(
-    `\n${report.embed} short texts in one request, mean pooling, unit length; median of ${report.runs} alternating runs ` +
+    `\n${report.embed} short texts (Inferno: one request; wllama: one request each), mean pooling, unit length; median of ${report.runs} alternating runs ` +
       `(after ${report.warmup} warm-up request per page), ${report.threads} ${report.threads === 1 ? 'thread' : 'threads'} on both sides; ` +
       `ratio = inferno / wllama; cosine between the two engines' vectors of the first text.\n` +
       `wllama ${report.wllama_version} (llama.cpp ${report.llama_cpp ?? '?'}), ${report.browser}.`,

@@ -127,3 +127,27 @@ fn bad_requests_get_typed_errors() {
         chat.embed(&["a"], EmbedOptions { pooling: Some(Pooling::Mean), ..Default::default() }).unwrap();
     assert_eq!(mean.vectors[0].len(), 256);
 }
+
+/// Texts packed into one batch (each its own sequence: positions from 0, its own keys only)
+/// give the vectors they give alone, bit for bit: on a model with sliding-window layers
+/// (Gemma 2 micro: window 8, texts longer than it), and on one with recurrent layers (Qwen3.5
+/// micro, which is never packed).
+#[test]
+fn packed_texts_embed_as_they_do_alone_on_every_layer_kind() {
+    let texts = [
+        "a short one",
+        "The quick brown fox jumps over the lazy dog, twice, and then a third time.",
+        "x",
+        "Sliding windows see only the last few keys of their own sequence.",
+    ];
+    for file in ["gemma2-micro-q8_0.gguf", "qwen35-micro-q8_0.gguf", "smollm3-micro-q8_0.gguf"] {
+        let engine = engine(file);
+        let together = engine.embed(&texts, raw(Pooling::Mean)).unwrap();
+        for (text, vector) in texts.iter().zip(&together.vectors) {
+            let alone = engine.embed(&[text], raw(Pooling::Mean)).unwrap();
+            assert_eq!(&alone.vectors[0], vector, "{file}: {text:?}");
+        }
+        let last = engine.embed(&texts, raw(Pooling::Last)).unwrap();
+        assert_eq!(last.vectors[2], engine.embed(&["x"], raw(Pooling::Last)).unwrap().vectors[0], "{file}");
+    }
+}

@@ -60,8 +60,7 @@ async function run(params) {
   const blob = await response.blob();
   showStatus('loading the model');
   const nGpuLayers = onGpu ? 999 : 0;
-  // embed=N: llama-server's embeddings route, mean pooling as Inferno's side uses; its default
-  // n_parallel (4 sequences per batch) is kept there, as an app gets it.
+  // embed=N: llama-server's embeddings route, mean pooling as Inferno's side uses.
   const embedding = embed > 0 ? { embeddings: true, pooling_type: 'mean' } : { n_parallel: 1 };
   await wllama.loadModel([blob], { n_ctx: ctx, n_threads: threads, n_gpu_layers: nGpuLayers, ...embedding });
   const adapter = onGpu ? await navigator.gpu?.requestAdapter() : null;
@@ -123,30 +122,37 @@ async function run(params) {
   }
 }
 
-/** embed=N: the texts of embeddingTexts(N) in one createEmbedding request (timed around it, in
- *  this page: wllama's worker does the work), after `warmup` untimed ones. */
+/** embed=N: the texts of embeddingTexts(N), one createEmbedding request each, timed around
+ *  them all in this page (wllama's worker does the work), after `warmup` untimed rounds.
+ *  One request per text because wllama 3.8.1 answers an array `input` of two or more texts
+ *  with one embedding (and with 32 texts did not answer in 120 s). */
 async function embeddingRun(wllama, n, warmup) {
   const texts = embeddingTexts(n);
+  const embedAll = async () => {
+    const responses = [];
+    for (const input of texts) responses.push(await wllama.createEmbedding({ input }));
+    return responses;
+  };
   for (let i = 0; i < warmup; i++) {
     showStatus(`warm-up run ${i + 1} of ${warmup}`);
-    await wllama.createEmbedding({ input: texts });
+    await embedAll();
   }
   showStatus('timed run');
   const started = performance.now();
-  const response = await wllama.createEmbedding({ input: texts });
+  const responses = await embedAll();
   const ms = performance.now() - started;
-  if (response.data?.length !== n)
-    throw new Error(`wllama returned ${response.data?.length} embeddings for ${n} texts`);
+  if (!responses.every((r) => r.data?.length === 1))
+    throw new Error('wllama returned no embedding for a text');
   return {
     engine: 'wllama',
     runner: "page + wllama's own Web Worker",
     warmup,
     embed_texts: n,
-    embed_tokens: response.usage?.prompt_tokens ?? null,
+    embed_tokens: responses.reduce((sum, r) => sum + (r.usage?.prompt_tokens ?? 0), 0),
     embed_ms: ms,
     embed_per_s: (n * 1000) / ms,
     embed_pooling: 'mean',
-    embed_vector0: Array.from(response.data[0].embedding),
+    embed_vector0: Array.from(responses[0].data[0].embedding),
   };
 }
 

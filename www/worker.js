@@ -21,8 +21,8 @@
 //   detokenize {ids, renderSpecial?}     -> text {text}
 //   embed {input: string[], pooling?, dimensions?, normalize?}
 //                                        -> embeddings {vectors: Float32Array[], promptTokens,
-//                                           pooling, ms}; one text per wasm call, so stop ends
-//                                           it between two (kind aborted)
+//                                           pooling, ms}; one batch of texts per wasm call, so
+//                                           stop ends it between two (kind aborted)
 //   unload                               -> unloaded {}
 //   ping                                 -> pong {} (at once unless a wasm call is running:
 //                                           the client's stall watchdog, worker-client.js)
@@ -866,8 +866,9 @@ function detokenize(request) {
   return { type: 'text', text: engine.detokenize(Uint32Array.from(ids), Boolean(request.renderSpecial)) };
 }
 
-/** Sentence embeddings, one text per wasm call: stop (or a newer load) ends the request
- *  between two texts. Validated in inferno.js; the engine checks every value again. */
+/** Sentence embeddings, one batch of texts per wasm call (the engine's plan: short texts
+ *  packed together): stop (or a newer load) ends the request between two. Validated in
+ *  inferno.js; the engine checks every value again, over the whole request first. */
 function embed(request) {
   const { engine } = requireModel();
   const { input, pooling, dimensions, normalize } = request;
@@ -877,18 +878,18 @@ function embed(request) {
   const options = { pooling: pooling ?? undefined, dimensions: dimensions ?? undefined, normalize };
   return runExclusive(async (run) => {
     const started = performance.now();
+    const batches = engine.plan_embedding(input, options);
     const vectors = [];
     let promptTokens = 0;
-    let used = null;
-    // The whole request is checked first: a bad text is named by its place in it.
-    engine.check_embedding(input, options);
-    if (input.length === 0) used = engine.embed([], options).pooling;
-    for (const text of input) {
+    let used = input.length === 0 ? engine.embed([], options).pooling : null;
+    let at = 0;
+    for (const size of batches) {
       if (run.stopRequested) throw new WorkerError('AbortError', 'aborted', 'the embedding was stopped');
-      const result = engine.embed([text], options);
-      vectors.push(result.vectors[0]);
+      const result = engine.embed(input.slice(at, at + size), options);
+      vectors.push(...result.vectors);
       promptTokens += result.prompt_tokens;
       used = result.pooling;
+      at += size;
       await yieldToMessages();
     }
     return { type: 'embeddings', vectors, promptTokens, pooling: used, ms: performance.now() - started };

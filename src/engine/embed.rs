@@ -10,6 +10,7 @@ use crate::tokenizer::EncodeOptions;
 /// Tokens per forward call: llama.cpp's default `n_ubatch`, so that a text of up to this many
 /// tokens runs in one batch as there (in 64-token parts, as a chat's prefill, a 65-token text's
 /// last-token vector moved to a cosine of 0.99988 from llama.cpp's; in one, it is the same).
+/// Shorter texts share a batch.
 const EMBED_BATCH: usize = 512;
 
 /// Embeddings of several texts, in their order.
@@ -78,31 +79,69 @@ impl Engine {
         Ok((pooling, inputs))
     }
 
+    /// How [`Engine::embed`] runs texts of these tokens: consecutive texts packed into
+    /// batches of up to [`EMBED_BATCH`] tokens (each its own sequence), so that every weight
+    /// block is read once for all of them. A text longer than a batch runs alone, in parts;
+    /// so does every text of a model with recurrent layers, whose state would run on from one
+    /// text into the next. A caller that embeds part by part (the Web Worker) asks for these
+    /// parts, and gets the same vectors.
+    pub fn embedding_batches(&self, inputs: &[Vec<u32>]) -> Vec<std::ops::Range<usize>> {
+        let config = self.model.config();
+        let packs = !(0..config.n_layer).any(|l| config.is_recurrent(l));
+        let mut batches = Vec::new();
+        let mut next = 0;
+        while next < inputs.len() {
+            let (mut end, mut tokens) = (next, 0);
+            while packs && end < inputs.len() && tokens + inputs[end].len() <= EMBED_BATCH {
+                tokens += inputs[end].len();
+                end += 1;
+            }
+            let end = end.max(next + 1);
+            batches.push(next..end);
+            next = end;
+        }
+        batches
+    }
+
     /// One vector per text. Every text is checked ([`Engine::embedding_inputs`]) before any
     /// is run.
     pub fn embed(&self, texts: &[&str], options: EmbedOptions) -> Result<Embeddings, EngineError> {
         let (pooling, inputs) = self.embedding_inputs(texts, options)?;
         let width = self.model.config().n_embd;
         let dimensions = options.dimensions.unwrap_or(width);
-        let longest = inputs.iter().map(Vec::len).max().unwrap_or(0);
-        let prompt_tokens = inputs.iter().map(Vec::len).sum();
+        let prompt_tokens: usize = inputs.iter().map(Vec::len).sum();
         if inputs.is_empty() {
             return Ok(Embeddings { vectors: Vec::new(), prompt_tokens, pooling });
         }
-        let (mut cache, mut scratch) = self.model.new_state(longest, EMBED_BATCH.min(longest))?;
-        // Last-token pooling needs the last row alone: the final layer's feed-forward block
-        // then runs on that row only (its vector stays llama.cpp's to the bit).
-        let rows = if pooling == Pooling::Last { LogitsFor::Last } else { LogitsFor::All };
-        let mut vectors = Vec::with_capacity(inputs.len());
-        for tokens in &inputs {
-            cache.truncate(0);
-            let hidden = self.model.hidden_states(&mut cache, &mut scratch, tokens, rows)?;
-            let mut vector = pool(pooling, hidden, width);
+        let longest = inputs.iter().map(Vec::len).max().unwrap_or(0);
+        let batch = EMBED_BATCH.min(prompt_tokens);
+        let (mut cache, mut scratch) = self.model.new_state(longest.max(batch), batch)?;
+        let finish = |mut vector: Vec<f32>| {
             vector.truncate(dimensions);
             if !options.raw {
                 normalize(&mut vector);
             }
-            vectors.push(vector);
+            vector
+        };
+        let mut vectors = Vec::with_capacity(inputs.len());
+        for texts in self.embedding_batches(&inputs) {
+            if texts.len() == 1 {
+                // Last-token pooling needs the last row alone: the final layer's
+                // feed-forward block then runs on that row only.
+                let rows = if pooling == Pooling::Last { LogitsFor::Last } else { LogitsFor::All };
+                cache.truncate(0);
+                let hidden =
+                    self.model.hidden_states(&mut cache, &mut scratch, &inputs[texts.start], rows)?;
+                vectors.push(finish(pool(pooling, hidden, width)));
+                continue;
+            }
+            let sequences: Vec<&[u32]> = inputs[texts].iter().map(Vec::as_slice).collect();
+            let mut hidden = self.model.hidden_states_packed(&mut cache, &mut scratch, &sequences)?;
+            for sequence in &sequences {
+                let (rows, rest) = hidden.split_at(sequence.len() * width);
+                vectors.push(finish(pool(pooling, rows, width)));
+                hidden = rest;
+            }
         }
         Ok(Embeddings { vectors, prompt_tokens, pooling })
     }

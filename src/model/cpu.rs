@@ -231,9 +231,13 @@ pub struct Cpu<'a> {
     file: &'a ModelBytes,
     cache: &'a mut Cache,
     s: &'a mut Scratch,
-    /// The batch's first position, and its size.
+    /// The batch's first cache slot, and its size.
     start: usize,
     n: usize,
+    /// Several sequences packed in one batch (embeddings): the cache slot where each row's
+    /// sequence begins. Its positions count from there, and it attends to its own keys only.
+    /// `None`: one sequence, from slot 0.
+    sequence_starts: Option<&'a [usize]>,
     /// Rows still computed, and the batch position of the first (after [`Backend::keep_rows`]).
     rows: usize,
     first: usize,
@@ -253,10 +257,25 @@ impl<'a> Cpu<'a> {
             s,
             start,
             n,
+            sequence_starts: None,
             rows: n,
             first: 0,
             layer: 0,
         }
+    }
+
+    /// A batch of several sequences into an empty `cache`, row `t` belonging to the sequence
+    /// that begins at row `sequence_starts[t]` (see [`Cpu::sequence_starts`]).
+    pub fn packed(
+        model: &'a Model,
+        cache: &'a mut Cache,
+        s: &'a mut Scratch,
+        sequence_starts: &'a [usize],
+    ) -> Cpu<'a> {
+        debug_assert!(cache.is_empty());
+        let mut cpu = Cpu::new(model, cache, s, sequence_starts.len());
+        cpu.sequence_starts = Some(sequence_starts);
+        cpu
     }
 
     /// The width of `buf` at the current layer.
@@ -412,8 +431,10 @@ impl Backend for Cpu<'_> {
         let n = self.rows;
         let Bufs { q, k, .. } = &mut self.s.bufs;
         let table = &mut self.s.rope;
+        let sequence_starts = self.sequence_starts;
         for t in 0..n {
-            rope_table(table, start + t, rope, shape.rope_dims, freq_factors);
+            let position = start + t - sequence_starts.map_or(0, |s| s[t]);
+            rope_table(table, position, rope, shape.rope_dims, freq_factors);
             for &pair in &c.rope_unrotated_pairs {
                 table[pair] = (rope.attn_factor, 0.0);
             }
@@ -431,8 +452,23 @@ impl Backend for Cpu<'_> {
         if store {
             self.cache.store(l, start, &k[..rows * kvd], &v[..rows * kvd]);
         }
-        let kv32 = [&mut self.s.keys, &mut self.s.values];
-        attend(self.config, l, self.cache, kv32, &q[..rows * qd], &mut attn[..rows * qd], start, score_scale);
+        let (keys32, values32) = (&mut self.s.keys, &mut self.s.values);
+        let (q, out) = (&q[..rows * qd], &mut attn[..rows * qd]);
+        let Some(starts) = self.sequence_starts else {
+            attend(self.config, l, self.cache, [keys32, values32], q, out, start, 0, score_scale);
+            return;
+        };
+        // Packed sequences attend one by one, each as it would alone (the kernel a query takes
+        // depends on how many there are: a sequence's bits then do not depend on its company).
+        let mut row = 0;
+        while row < rows {
+            let first = starts[row];
+            let end = (row..rows).find(|&t| starts[t] != first).unwrap_or(rows);
+            let (q, out) = (&q[row * qd..end * qd], &mut out[row * qd..end * qd]);
+            let kv32 = [&mut *keys32, &mut *values32];
+            attend(self.config, l, self.cache, kv32, q, out, start + row, first, score_scale);
+            row = end;
+        }
     }
 
     /// `BlockOut = W_down · (act(W_gate · h) ⊙ (W_up · h))`, `h` the normalized input.
@@ -562,8 +598,9 @@ pub(crate) fn embeddings(
     Ok(())
 }
 
-/// Causal (and for sliding layers, windowed) attention of the queries `q` at positions
-/// `start..` over layer `l`'s cached keys and values, with grouped KV heads.
+/// Causal (and for sliding layers, windowed) attention of the queries `q` at cache slots
+/// `start..` over layer `l`'s cached keys and values from slot `first` on (where sequences are
+/// packed, their own), with grouped KV heads.
 #[allow(clippy::too_many_arguments)]
 fn attend(
     c: &Config,
@@ -573,6 +610,7 @@ fn attend(
     q: &[f32],
     out: &mut [f32],
     start: usize,
+    first: usize,
     scale: f32,
 ) {
     let shape = c.layer(l);
@@ -582,10 +620,14 @@ fn attend(
     let end = start + n;
     let scoring = Scoring::new(scale, c.attn_softcap);
     let window = if c.is_sliding(l) { c.sliding_window } else { None };
-    let first_needed = window.map_or(0, |w| (start + 1).saturating_sub(w));
+    let first_needed = window.map_or(first, |w| (start + 1).saturating_sub(w).max(first));
     let (keys16, values16) = cache.layer(l, end);
     let group = c.n_head / shape.n_head_kv;
-    let window_of = |pos: usize| window.map_or(0, |w| (pos + 1).saturating_sub(w))..pos + 1;
+    // The keys query `t` sees: from `first` (or the window's start, if later) to its own.
+    let keys_of = |t: usize| {
+        let slot = start + t;
+        window.map_or(first, |w| (slot + 1).saturating_sub(w).max(first))..slot + 1
+    };
     if n >= TILED_MIN_QUERIES {
         // The tiled kernel reads every key and value once per query: widen them to f32 once,
         // for every head and query. (The one-pass kernel reads the cached halves in place.)
@@ -598,7 +640,7 @@ fn attend(
                 let (t, h) = ((first_head + j) / c.n_head, (first_head + j) % c.n_head);
                 let query = &q[t * qd + h * hd..][..hd];
                 let kv = HeadView { keys, values, stride: kvd, offset: (h / group) * hd };
-                attend_head_f32(query, &kv, window_of(start + t), scoring, head_out);
+                attend_head_f32(query, &kv, keys_of(t), scoring, head_out);
             }
         });
         return;
@@ -621,15 +663,7 @@ fn attend(
             let queries = &q[t * qd + first_head * hd..][..unit_width];
             let kv =
                 HeadView { keys: keys16, values: values16, stride: kvd, offset: (first_head / group) * hd };
-            attend_group_f16_accumulator(
-                queries,
-                hd,
-                &kv,
-                window_of(start + t),
-                scoring,
-                &mut scratch,
-                unit_out,
-            );
+            attend_group_f16_accumulator(queries, hd, &kv, keys_of(t), scoring, &mut scratch, unit_out);
         }
     });
 }

@@ -65,6 +65,53 @@ impl Model {
         self.run(cache, scratch, tokens, rows_for, Head::Hidden)
     }
 
+    /// The final hidden states (after the output norm) of every row of several independent
+    /// sequences, run as one batch into the empty `cache`: each with its own positions from 0,
+    /// attending to its own tokens only (llama.cpp's sequence ids). What embeddings of short
+    /// texts run as, so that every weight block is read once for all of them. Together they
+    /// must fit one batch of `scratch` and the cache; a model with recurrent layers (whose
+    /// state would run on from one sequence into the next) is not packed by its callers.
+    pub fn hidden_states_packed<'s>(
+        &self,
+        cache: &mut Cache,
+        scratch: &'s mut Scratch,
+        sequences: &[&[u32]],
+    ) -> Result<&'s [f32], ModelError> {
+        let vocab = self.config.vocab_size;
+        let tokens: Vec<u32> = sequences.concat();
+        if let Some(&token) = tokens.iter().find(|&&t| t as usize >= vocab) {
+            return Err(ModelError::TokenOutOfRange { token, vocab_size: vocab });
+        }
+        cache.truncate(0);
+        cache.check_room(tokens.len())?;
+        if tokens.len() > scratch.max_batch() {
+            return Err(ModelError::ContextFull { needed: tokens.len(), capacity: scratch.max_batch() });
+        }
+        let starts: Vec<usize> = sequences
+            .iter()
+            .scan(0, |first, sequence| {
+                let start = *first;
+                *first += sequence.len();
+                Some(std::iter::repeat_n(start, sequence.len()))
+            })
+            .flatten()
+            .collect();
+        let mut out = std::mem::take(&mut scratch.logits);
+        out.clear();
+        let n = tokens.len();
+        let mut run = || {
+            let mut cpu = Cpu::packed(self, cache, scratch, &starts);
+            forward_batch(&mut cpu, self, &tokens, Some(0..n), None)
+        };
+        match n {
+            1 => parallel::decode_step(run)?,
+            _ => run()?,
+        }
+        out.extend_from_slice(scratch.normed(n * self.config.n_embd));
+        scratch.logits = out;
+        Ok(&scratch.logits)
+    }
+
     fn run<'s>(
         &self,
         cache: &mut Cache,

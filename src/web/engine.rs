@@ -166,11 +166,14 @@ impl WebEngine {
     }
 
     /// Checks a whole embedding request (as [`WebEngine::embed`] takes it) without running it,
-    /// so that a caller embedding one text at a time hears of a bad text by its place.
-    pub fn check_embedding(&self, texts: Vec<String>, options: JsValue) -> Result<(), JsValue> {
+    /// and says how it runs ([`Engine::embedding_batches`]): the number of texts in each
+    /// batch, in order. A caller that embeds batch by batch (to stay stoppable) hears of a bad
+    /// text by its place in the whole request, and gets the vectors one call would.
+    pub fn plan_embedding(&self, texts: Vec<String>, options: JsValue) -> Result<Vec<u32>, JsValue> {
         let options = embed_options(options)?;
         let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
-        self.engine.embedding_inputs(&texts, options).map(drop).map_err(engine_error)
+        let (_, inputs) = self.engine.embedding_inputs(&texts, options).map_err(engine_error)?;
+        Ok(self.engine.embedding_batches(&inputs).iter().map(|b| b.len() as u32).collect())
     }
 
     /// Token ids of `text`. Without options, as a prompt (llama.cpp's defaults: special tokens
