@@ -37,7 +37,8 @@ pub mod parallel;
 pub mod sampler;
 /// Weight block formats (ggml layouts), activation quantization, and the dot/matmul kernels.
 pub mod tensor;
-/// Tokenizers built from GGUF metadata: byte-level BPE and SentencePiece, streaming detokenizer.
+/// Tokenizers built from GGUF metadata: byte-level BPE, SentencePiece and BERT's WordPiece;
+/// streaming detokenizer.
 pub mod tokenizer;
 
 /// The JavaScript boundary (wasm only): thin wrappers that convert to and from JS values.

@@ -11,9 +11,8 @@
 //! extracted into `<repo>/.cache/vocab` by `./build.sh models` (`scripts/fetch-models.sh`);
 //! `INFERNO_VOCAB` names another folder. Missing files fail the test: they are never skipped.
 //!
-//! Every vocabulary of the folder with `.inp`/`.out` files is run, except the BERT WordPiece
-//! one (`bert-bge`: tokenizer model `bert`, which Inferno does not implement; no supported
-//! architecture uses it). A vocabulary that cannot be supported yet is listed in
+//! Every vocabulary of the folder with `.inp`/`.out` files is run (15, BERT's WordPiece
+//! `bert-bge` among them). A vocabulary that cannot be supported yet is listed in
 //! [`EXPECTED_FAILURES`] with the reason; it still runs, and the test fails if it starts
 //! passing, so the list stays true.
 
@@ -26,6 +25,7 @@ use inferno::tokenizer::{EncodeOptions, TokenId, Tokenizer};
 /// The vocabularies of llama.cpp's suite that this test must find (a folder missing one of them
 /// is an incomplete fetch, not a smaller suite).
 const SUITE: &[&str] = &[
+    "bert-bge",
     "command-r",
     "deepseek-coder",
     "deepseek-llm",
@@ -43,8 +43,7 @@ const SUITE: &[&str] = &[
 ];
 
 /// Vocabularies with test files that are deliberately not run, and why.
-const NOT_RUN: &[(&str, &str)] =
-    &[("bert-bge", "BERT WordPiece (tokenizer model `bert`): not implemented, no supported model uses it")];
+const NOT_RUN: &[(&str, &str)] = &[];
 
 /// Vocabularies expected to fail, with the reason. Empty when everything passes.
 const EXPECTED_FAILURES: &[(&str, &str)] = &[];

@@ -15,6 +15,8 @@ const MERGES: &str = "tokenizer.ggml.merges";
 const ADD_BOS: &str = "tokenizer.ggml.add_bos_token";
 const ADD_EOS: &str = "tokenizer.ggml.add_eos_token";
 const ADD_SPACE_PREFIX: &str = "tokenizer.ggml.add_space_prefix";
+const LOWERCASE: &str = "tokenizer.ggml.normalizer.lowercase";
+const STRIP_ACCENTS: &str = "tokenizer.ggml.normalizer.strip_accents";
 
 /// Older names of the fill-in-the-middle ids, read after (and so winning over) the new ones,
 /// as llama.cpp does.
@@ -77,6 +79,8 @@ pub(super) fn spec_from_metadata(md: &Metadata) -> Result<TokenizerSpec<'_>, Tok
         add_bos: boolean(md, ADD_BOS)?,
         add_eos: boolean(md, ADD_EOS)?,
         add_space_prefix: boolean(md, ADD_SPACE_PREFIX)?,
+        lowercase: boolean(md, LOWERCASE)?,
+        strip_accents: boolean(md, STRIP_ACCENTS)?,
         special_ids,
         model_name: md.get_str("general.name"),
     })

@@ -35,6 +35,7 @@ mod spm;
 mod unicode;
 mod unicode_table;
 mod vocab;
+mod wordpiece;
 
 #[cfg(test)]
 mod tests;
@@ -50,6 +51,7 @@ use detokenize::{Pieces, Spelling};
 use special::{Fragment, SpecialMatcher};
 use spm::SpmModel;
 use vocab::{Attrs, SpecialTokens, Vocab};
+use wordpiece::WordPieceModel;
 
 /// A token id: an index into the vocabulary.
 pub type TokenId = u32;
@@ -63,6 +65,8 @@ pub enum ModelKind {
     SentencePiece,
     /// `gemma4`: BPE merges over UTF-8 characters, spaces written "▁", byte fallback.
     Gemma4,
+    /// `bert`: WordPiece (BERT's embedding models).
+    WordPiece,
 }
 
 impl ModelKind {
@@ -71,6 +75,7 @@ impl ModelKind {
             "gpt2" => Some(ModelKind::BytePairGpt2),
             "llama" => Some(ModelKind::SentencePiece),
             "gemma4" => Some(ModelKind::Gemma4),
+            "bert" => Some(ModelKind::WordPiece),
             _ => None,
         }
     }
@@ -165,6 +170,10 @@ pub struct TokenizerSpec<'a> {
     pub add_bos: Option<bool>,
     pub add_eos: Option<bool>,
     pub add_space_prefix: Option<bool>,
+    /// WordPiece's normalizer: lowercase (default true) and strip accents (default: as
+    /// lowercase).
+    pub lowercase: Option<bool>,
+    pub strip_accents: Option<bool>,
     /// Special token ids given by the metadata.
     pub special_ids: Vec<(SpecialRole, u64)>,
     /// `general.name`: llama.cpp sets some token attributes by model name (Phi-3).
@@ -192,6 +201,7 @@ impl Default for EncodeOptions {
 enum Model {
     Bpe(BpeModel),
     Spm(SpmModel),
+    WordPiece(WordPieceModel),
 }
 
 /// A model's tokenizer: encodes text to token ids and decodes them back.
@@ -202,6 +212,8 @@ pub struct Tokenizer {
     specials: SpecialTokens,
     add_bos: bool,
     add_eos: bool,
+    /// WordPiece: a separator (`[SEP]`) ends the text when specials are added.
+    add_sep: bool,
     /// SentencePiece: a space is put before text that starts the input or follows a special
     /// token.
     add_space_prefix: bool,
@@ -253,16 +265,32 @@ impl Tokenizer {
                 (None, &[(SpecialRole::Bos, 1), (SpecialRole::Eos, 2), (SpecialRole::Unk, 0)])
             }
             ModelKind::Gemma4 => (Some(PreSettings::GEMMA4), &[]),
+            ModelKind::WordPiece => (
+                None,
+                &[
+                    (SpecialRole::Bos, 101),
+                    (SpecialRole::Unk, 100),
+                    (SpecialRole::Sep, 102),
+                    (SpecialRole::Pad, 0),
+                    (SpecialRole::Mask, 103),
+                ],
+            ),
         };
         let specials = SpecialTokens::resolve(&mut vocab, default_specials, &spec.special_ids)?;
         vocab.apply_name_rules(spec.model_name);
 
+        // WordPiece: llama.cpp adds [CLS] (its BOS) and [SEP] whatever the metadata says.
         let add_bos = match pre {
             Some(pre) if kind == ModelKind::Gemma4 => pre.add_bos,
             Some(pre) => spec.add_bos.unwrap_or(pre.add_bos),
+            None if kind == ModelKind::WordPiece => true,
             None => spec.add_bos.unwrap_or(true),
         };
         let add_eos = spec.add_eos.unwrap_or(false);
+        let add_sep = kind == ModelKind::WordPiece;
+        if add_sep && specials.get(SpecialRole::Sep).is_none() {
+            return Err(TokenizerError::MissingSpecialToken("SEP"));
+        }
         if add_bos && specials.get(SpecialRole::Bos).is_none() {
             return Err(TokenizerError::MissingSpecialToken("BOS"));
         }
@@ -280,6 +308,13 @@ impl Tokenizer {
                     spec.add_space_prefix.unwrap_or(false),
                     pre.clean_spaces,
                 )
+            }
+            None if kind == ModelKind::WordPiece => {
+                let lowercase = spec.lowercase.unwrap_or(true);
+                let strip_accents = spec.strip_accents.unwrap_or(lowercase);
+                let unknown = specials.get(SpecialRole::Unk);
+                let wordpiece = WordPieceModel::new(&vocab, unknown, lowercase, strip_accents);
+                (Model::WordPiece(wordpiece), Spelling::SentencePiece, false, true)
             }
             None => {
                 let spm = SpmModel::new(&vocab, specials.get(SpecialRole::Unk));
@@ -302,6 +337,7 @@ impl Tokenizer {
             specials,
             add_bos,
             add_eos,
+            add_sep,
             add_space_prefix,
             clean_spaces,
             all_specials,
@@ -341,6 +377,14 @@ impl Tokenizer {
                     }
                 }
             }
+            Model::WordPiece(wordpiece) => {
+                for fragment in fragments {
+                    match fragment {
+                        Fragment::Text(text) => wordpiece.encode(&self.vocab, text, &mut out),
+                        Fragment::Token(id) => out.push(id),
+                    }
+                }
+            }
             Model::Spm(spm) => {
                 let mut after_special = true; // the start of the input counts as one
                 let mut escaped = String::new();
@@ -367,6 +411,9 @@ impl Tokenizer {
         }
         if options.add_special && self.add_eos {
             out.extend(self.specials.get(SpecialRole::Eos));
+        }
+        if options.add_special && self.add_sep {
+            out.extend(self.specials.get(SpecialRole::Sep));
         }
         out
     }

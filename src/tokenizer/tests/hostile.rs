@@ -99,8 +99,14 @@ fn malformed_merges() {
 #[test]
 fn unsupported_model_and_pre_tokenizer() {
     let v = SmallVocab::byte_level(&[], &[]);
+    let spec = TokenizerSpec { model: "t5", ..v.spec() };
+    assert_eq!(build(spec).err(), Some(TokenizerError::UnsupportedModel("t5".into())));
+    // Any vocabulary read as WordPiece encodes without panicking (its default special ids
+    // 100-103 exist in this one of 256+ byte tokens).
     let spec = TokenizerSpec { model: "bert", ..v.spec() };
-    assert_eq!(build(spec).err(), Some(TokenizerError::UnsupportedModel("bert".into())));
+    let wordpiece = build(spec).unwrap();
+    let ids = wordpiece.encode("Ünïcode, 你好 \u{0} \u{FFFD}x", crate::tokenizer::EncodeOptions::default());
+    assert_eq!((ids.first(), ids.last()), (Some(&101), Some(&102)));
     // "gpt2" is the model name; llama.cpp's GPT-2 pre-tokenizer is called "gpt-2".
     for pre in ["gpt2", "qwen3", "", "some-new-model"] {
         let spec = TokenizerSpec { pre: Some(pre), ..v.spec() };
