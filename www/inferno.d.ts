@@ -75,6 +75,7 @@ export type InfernoErrorKind =
   | 'empty_prompt'
   | 'prompt_too_long'
   | 'no_pooling'
+  | 'split_file'
   | 'empty_input'
   | 'input_too_long'
   | 'bad_dimensions'

@@ -545,3 +545,37 @@ fn an_f16_tensor_holding_an_infinity_or_nan_is_refused() {
         assert!(error.contains("blk.0.ffn_down.weight") && error.contains("element 37"), "{error}");
     }
 }
+
+/// A shard of a model split with gguf-split is refused with a typed error that says which
+/// shard it is and what to do, before any key or tensor it lacks is named.
+#[test]
+fn a_shard_of_a_split_model_says_so() {
+    use crate::gguf::{Gguf, Value, writer::GgufWriter};
+    let bytes = fixture("models/qwen3-micro-q8_0.gguf");
+    let file = Gguf::parse(&bytes).unwrap();
+    let shard = |no: u16, with_model: bool| {
+        let mut writer = GgufWriter::new()
+            .kv("split.no", Value::U16(no))
+            .kv("split.count", Value::U16(3))
+            .kv("split.tensors.count", Value::I32(25));
+        if with_model {
+            for (key, value) in file.metadata().iter() {
+                writer = writer.kv(key, value.clone());
+            }
+        }
+        for tensor in file.header.tensors.iter().take(5) {
+            writer = writer.tensor(
+                &tensor.name,
+                &tensor.dims,
+                tensor.ggml_type,
+                file.tensor_data(tensor).to_vec(),
+            );
+        }
+        Engine::load(writer.to_bytes()).err().expect("refused")
+    };
+    for (no, with_model) in [(0, true), (2, false)] {
+        let error = shard(no, with_model);
+        assert_eq!(error.kind(), "split_file");
+        assert!(error.to_string().starts_with(&format!("this file is shard {} of 3", no + 1)), "{error}");
+    }
+}

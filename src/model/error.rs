@@ -53,6 +53,11 @@ pub enum ModelError {
         token: u32,
         vocab_size: usize,
     },
+    /// The file is one shard of a model split with `gguf-split` (`split.no` counts from 0).
+    SplitFile {
+        no: u64,
+        count: u64,
+    },
     /// A requested context size of zero or beyond what the file supports.
     BadContextSize {
         requested: usize,
@@ -78,6 +83,7 @@ impl ModelError {
             Self::ContextFull { .. } => "context_full",
             Self::TokenOutOfRange { .. } => "token_out_of_range",
             Self::BadContextSize { .. } => "bad_context_size",
+            Self::SplitFile { .. } => "split_file",
         }
     }
 }
@@ -86,6 +92,13 @@ impl fmt::Display for ModelError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Gguf(e) => write!(f, "{e}"),
+            Self::SplitFile { no, count } => write!(
+                f,
+                "this file is shard {} of {count} of a model split with gguf-split; Inferno loads \
+                 a model in one file for now: merge the shards first (llama-gguf-split --merge \
+                 FIRST-SHARD.gguf OUT.gguf)",
+                no.saturating_add(1)
+            ),
             Self::UnsupportedArchitecture(arch) => {
                 let supported: Vec<&str> = Architecture::all().map(Architecture::name).collect();
                 write!(f, "architecture `{arch}` is not supported (supported: {})", supported.join(", "))

@@ -152,6 +152,12 @@ fn check_f16_tensors_are_finite(header: &GgufHeader, file: &ModelBytes) -> Resul
 
 /// The hyperparameters, with the vocabulary size from `token_embd`'s rows.
 fn config_of(header: &GgufHeader) -> Result<Config, ModelError> {
+    // A shard of a split model first: a later shard has no architecture or tokenizer, and
+    // saying so is clearer than naming the first key it lacks.
+    if let Some(count) = header.metadata.get_u64("split.count").filter(|&count| count > 1) {
+        let no = header.metadata.get_u64("split.no").unwrap_or(0);
+        return Err(ModelError::SplitFile { no, count });
+    }
     let embd = header
         .tensor("token_embd.weight")
         .ok_or_else(|| ModelError::MissingTensor("token_embd.weight".into()))?;
