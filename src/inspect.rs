@@ -60,6 +60,9 @@ pub struct FormatFacts {
     pub data_offset: u64,
     pub tensor_count: usize,
     pub metadata_count: usize,
+    /// Files of a model split with gguf-split (1 for a single file); the offsets then count
+    /// from the start of the files laid end to end.
+    pub shards: usize,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -174,6 +177,7 @@ impl Report {
                 data_offset: header.data_offset,
                 tensor_count: header.tensors.len(),
                 metadata_count: metadata.len(),
+                shards: header.shards,
             },
             summary: Summary {
                 architecture: metadata.architecture().map(str::to_owned),

@@ -445,3 +445,29 @@ fn embed_json_is_openai_shaped_and_matches_llama_cpp() {
     assert!(text.starts_with("mean pooling, 256 values each, unit length"), "{text}");
     assert!(text.contains("cosine similarities:"), "{text}");
 }
+
+/// Any shard of a split model names the whole model: the CLI finds the others beside it by
+/// gguf-split's naming rule, and `inspect` shows one model across them.
+#[test]
+fn a_shard_path_loads_and_inspects_the_whole_split_model() {
+    let whole = fixture("models/qwen3-micro-q8_0.gguf");
+    let shard = fixture("models/split/qwen3-micro-q8_0-llama-split-00002-of-00003.gguf");
+    let args = |model: &PathBuf| {
+        vec![
+            "logits".to_string(),
+            model.to_str().unwrap().into(),
+            "--tokens".into(),
+            "1,2,3,4".into(),
+            "--json".into(),
+        ]
+    };
+    let run = |model: &PathBuf| {
+        let args = args(model);
+        stdout_json(&inferno(&args.iter().map(String::as_str).collect::<Vec<_>>()))
+    };
+    assert_eq!(run(&shard), run(&whole));
+    let report = stdout_json(&inferno(&["inspect", shard.to_str().unwrap(), "--json"]));
+    assert_eq!(report["gguf"]["shards"], 3);
+    assert_eq!(report["gguf"]["tensor_count"], 25);
+    assert_eq!(report["runs"]["ok"], true);
+}

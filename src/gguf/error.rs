@@ -8,6 +8,22 @@ use super::value::ValueType;
 /// Why a GGUF file was rejected.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum GgufError {
+    /// Shard `no` (from 0) of a split model of `count` was not given.
+    MissingShard {
+        no: u64,
+        count: u64,
+    },
+    /// Shard `no` was given twice (as files `first` and `second`, from 0).
+    DuplicateShard {
+        no: u64,
+        first: usize,
+        second: usize,
+    },
+    /// File `file` (from 0, in the order given) does not belong with the others.
+    ShardMismatch {
+        file: usize,
+        reason: String,
+    },
     /// The first four bytes are not `GGUF`.
     BadMagic {
         found: [u8; 4],
@@ -149,6 +165,9 @@ pub enum GgufError {
 /// The variant of a [`GgufError`] without its details: stable names for tests, scripts and JS.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum GgufErrorKind {
+    MissingShard,
+    DuplicateShard,
+    ShardMismatch,
     BadMagic,
     UnsupportedVersion,
     Truncated,
@@ -180,6 +199,9 @@ impl GgufErrorKind {
     pub fn name(self) -> &'static str {
         use GgufErrorKind::*;
         match self {
+            MissingShard => "missing_shard",
+            DuplicateShard => "duplicate_shard",
+            ShardMismatch => "shard_mismatch",
             BadMagic => "bad_magic",
             UnsupportedVersion => "unsupported_version",
             Truncated => "truncated",
@@ -212,6 +234,9 @@ impl GgufError {
     pub fn kind(&self) -> GgufErrorKind {
         use GgufErrorKind as K;
         match self {
+            GgufError::MissingShard { .. } => K::MissingShard,
+            GgufError::DuplicateShard { .. } => K::DuplicateShard,
+            GgufError::ShardMismatch { .. } => K::ShardMismatch,
             GgufError::BadMagic { .. } => K::BadMagic,
             GgufError::UnsupportedVersion { .. } => K::UnsupportedVersion,
             GgufError::Truncated { .. } => K::Truncated,
@@ -244,6 +269,17 @@ impl fmt::Display for GgufError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         use GgufError::*;
         match self {
+            MissingShard { no, count } => {
+                write!(f, "shard {} of {count} of this split model is missing", no.saturating_add(1))
+            }
+            DuplicateShard { no, first, second } => write!(
+                f,
+                "shard {} was given twice (files {} and {})",
+                no.saturating_add(1),
+                first + 1,
+                second + 1
+            ),
+            ShardMismatch { file, reason } => write!(f, "file {} {reason}", file + 1),
             BadMagic { found } => write!(
                 f,
                 "not a GGUF file: the first 4 bytes are {:02x?} ({:?}), expected \"GGUF\"",

@@ -11,6 +11,7 @@
 
 mod error;
 mod ggml_type;
+pub mod split;
 mod value;
 pub mod writer;
 
@@ -65,6 +66,10 @@ pub struct GgufHeader {
     /// Absolute file offset of the tensor data section.
     pub data_offset: u64,
     pub file_size: u64,
+    /// How many gguf-split shards this header describes: 1 for a file, `split.count` for the
+    /// header [`split::merge`] makes of a whole split model (then `data_offset` is 0 and every
+    /// tensor's offset counts from the start of the shards' bytes laid end to end).
+    pub shards: usize,
 }
 
 impl GgufHeader {
@@ -321,7 +326,7 @@ fn read_header(c: &mut Cursor) -> Read<GgufHeader> {
         .ok_or(GgufError::SizeOverflow { tensor: "(data section)".into(), offset: c.pos })?;
     check_tensor_layout(&tensors, alignment, data_offset, c.file_size)?;
 
-    Ok(GgufHeader { version, metadata, tensors, alignment, data_offset, file_size: c.file_size })
+    Ok(GgufHeader { version, metadata, tensors, alignment, data_offset, file_size: c.file_size, shards: 1 })
 }
 
 /// A key or tensor name: non-empty UTF-8 of at most `max_len` bytes.

@@ -7,18 +7,21 @@
 
 use std::ops::Range;
 
-use crate::gguf::{GgufError, GgufHeader, HeaderParse, parse_header};
+use crate::gguf::{GgufError, GgufHeader, HeaderParse, parse_header, split};
 
-/// A model file's bytes: consecutive pieces, the first of which holds the whole header.
+/// A model file's bytes: consecutive pieces, the first of which holds the whole header; or
+/// the files of a model split with gguf-split, laid end to end, each starting a piece.
 pub struct ModelBytes {
     /// `(absolute start, bytes)`, in file order, without gaps.
     pieces: Vec<(usize, Vec<u8>)>,
     len: usize,
+    /// Where each file starts (`[0]` for one file).
+    files: Vec<usize>,
 }
 
 impl From<Vec<u8>> for ModelBytes {
     fn from(bytes: Vec<u8>) -> Self {
-        ModelBytes { len: bytes.len(), pieces: vec![(0, bytes)] }
+        ModelBytes { len: bytes.len(), pieces: vec![(0, bytes)], files: vec![0] }
     }
 }
 
@@ -34,7 +37,25 @@ impl ModelBytes {
                 (at, piece)
             })
             .collect();
-        ModelBytes { pieces, len: start }
+        ModelBytes { pieces, len: start, files: vec![0] }
+    }
+
+    /// The files of a split model (each as loaded, in any order), laid end to end: what
+    /// [`ModelBytes::header`] then reads as one model.
+    pub fn from_files(files: Vec<ModelBytes>) -> Self {
+        let mut joined = ModelBytes { pieces: Vec::new(), len: 0, files: Vec::new() };
+        for file in files {
+            joined.files.push(joined.len);
+            let base = joined.len;
+            joined.pieces.extend(file.pieces.into_iter().map(|(start, bytes)| (base + start, bytes)));
+            joined.len += file.len;
+        }
+        joined
+    }
+
+    /// How many files these bytes are.
+    pub fn file_count(&self) -> usize {
+        self.files.len()
     }
 
     pub fn len(&self) -> usize {
@@ -60,18 +81,39 @@ impl ModelBytes {
         bytes.get_mut(range.start - *start..range.end.checked_sub(*start)?)
     }
 
-    /// Parses the header from the first piece.
+    /// Parses the header from the first piece; for a split model, every file's, merged into
+    /// one ([`split::merge`]).
     pub fn header(&self) -> Result<GgufHeader, GgufError> {
-        let first = self.pieces.first().map_or(&[][..], |(_, bytes)| bytes.as_slice());
-        match parse_header(first, self.len as u64)? {
-            HeaderParse::Complete(header) => Ok(header),
-            HeaderParse::NeedMore { at_least } => Err(GgufError::Truncated {
-                field: "header (it must fit in the first piece of the file)".into(),
-                offset: 0,
-                needed: at_least,
-                file_size: first.len() as u64,
-            }),
+        if self.files.len() <= 1 {
+            let first = self.pieces.first().map_or(&[][..], |(_, bytes)| bytes.as_slice());
+            return parse_one(first, self.len as u64);
         }
+        let mut headers = Vec::with_capacity(self.files.len());
+        for (i, &start) in self.files.iter().enumerate() {
+            let end = self.files.get(i + 1).copied().unwrap_or(self.len);
+            let index = self.pieces.partition_point(|(at, _)| *at < start);
+            let first =
+                self.pieces.get(index).filter(|(at, _)| *at == start).map_or(&[][..], |(_, b)| b.as_slice());
+            let header = parse_one(first, (end - start) as u64).map_err(|e| GgufError::ShardMismatch {
+                file: i,
+                reason: format!("is not a valid GGUF file: {e}"),
+            })?;
+            headers.push((start as u64, header));
+        }
+        split::merge(headers, self.len as u64)
+    }
+}
+
+/// The header of one file from its first piece, which must hold all of it.
+fn parse_one(first: &[u8], file_size: u64) -> Result<GgufHeader, GgufError> {
+    match parse_header(first, file_size)? {
+        HeaderParse::Complete(header) => Ok(header),
+        HeaderParse::NeedMore { at_least } => Err(GgufError::Truncated {
+            field: "header (it must fit in the first piece of the file)".into(),
+            offset: 0,
+            needed: at_least,
+            file_size: first.len() as u64,
+        }),
     }
 }
 

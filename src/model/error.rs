@@ -94,9 +94,8 @@ impl fmt::Display for ModelError {
             Self::Gguf(e) => write!(f, "{e}"),
             Self::SplitFile { no, count } => write!(
                 f,
-                "this file is shard {} of {count} of a model split with gguf-split; Inferno loads \
-                 a model in one file for now: merge the shards first (llama-gguf-split --merge \
-                 FIRST-SHARD.gguf OUT.gguf)",
+                "this file is shard {} of {count} of a model split with gguf-split: give all \
+                 {count} files together",
                 no.saturating_add(1)
             ),
             Self::UnsupportedArchitecture(arch) => {

@@ -154,8 +154,7 @@ fn check_f16_tensors_are_finite(header: &GgufHeader, file: &ModelBytes) -> Resul
 fn config_of(header: &GgufHeader) -> Result<Config, ModelError> {
     // A shard of a split model first: a later shard has no architecture or tokenizer, and
     // saying so is clearer than naming the first key it lacks.
-    if let Some(count) = header.metadata.get_u64("split.count").filter(|&count| count > 1) {
-        let no = header.metadata.get_u64("split.no").unwrap_or(0);
+    if let Some((no, count)) = crate::gguf::split::shard_of(&header.metadata).filter(|_| header.shards == 1) {
         return Err(ModelError::SplitFile { no, count });
     }
     let embd = header

@@ -1,6 +1,7 @@
 //! `inferno generate`: stream a continuation (or a chat answer), optionally explaining every
 //! sampling step.
 
+use inferno::model::ModelBytes;
 use std::io::Write;
 use std::time::Instant;
 
@@ -204,8 +205,18 @@ fn on_device(mut engine: Engine, args: &Args) -> Result<Engine, String> {
     Ok(engine)
 }
 
+/// The model at `path`; a shard of a split model (`NAME-00002-of-00003.gguf`) brings all of
+/// its shards, found by that naming rule beside it.
 pub fn load_engine(path: &str) -> Result<Engine, String> {
-    let bytes = std::fs::read(path).map_err(|e| format!("{path}: {e}"))?;
+    let read = |path: &str| std::fs::read(path).map_err(|e| format!("{path}: {e}"));
+    let bytes = match inferno::gguf::split::shard_names(path) {
+        Some(names) if names.len() > 1 => {
+            let files: Vec<ModelBytes> =
+                names.iter().map(|name| read(name).map(ModelBytes::from)).collect::<Result<_, _>>()?;
+            ModelBytes::from_files(files)
+        }
+        _ => ModelBytes::from(read(path)?),
+    };
     Engine::load(bytes).map_err(|e: EngineError| format!("{path}: {e}"))
 }
 

@@ -13,7 +13,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
     let args = Args::parse("inspect", args, &[], &["--json"])?;
     let path = args.model()?;
     let json = args.switch("--json");
-    let (header, bytes_read) = read_header(path)?;
+    let (header, bytes_read) = read_model_header(path)?;
     let report = Report::new(&header);
     if json {
         let text = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
@@ -26,6 +26,23 @@ pub fn run(args: &[String]) -> Result<(), String> {
 }
 
 /// Reads only as much of the file as the header needs, growing the prefix like the page does.
+/// The header of the model at `path`: for a shard of a split model whose shards lie beside it
+/// (gguf-split's names), all of their headers merged into one model's.
+fn read_model_header(path: &str) -> Result<(GgufHeader, u64), String> {
+    let Some(names) = gguf::split::shard_names(path).filter(|names| names.len() > 1) else {
+        return read_header(path);
+    };
+    let (mut headers, mut start, mut read) = (Vec::new(), 0u64, 0u64);
+    for name in &names {
+        let (header, bytes) = read_header(name)?;
+        let size = header.file_size;
+        headers.push((start, header));
+        (start, read) = (start + size, read + bytes);
+    }
+    let header = gguf::split::merge(headers, start).map_err(|e| format!("{path}: {e}"))?;
+    Ok((header, read))
+}
+
 fn read_header(path: &str) -> Result<(GgufHeader, u64), String> {
     let mut file = File::open(path).map_err(|e| format!("{path}: {e}"))?;
     let file_size = file.metadata().map_err(|e| format!("{path}: {e}"))?.len();
@@ -52,14 +69,14 @@ fn render(report: &Report, bytes_read: u64) -> String {
     let mut out = String::new();
     let g = &report.gguf;
     let s = &report.summary;
+    let where_data = match g.shards {
+        1 => format!("data at offset {}", thousands(g.data_offset)),
+        n => format!("{n} files (gguf-split), offsets across them laid end to end"),
+    };
     let _ = writeln!(
         out,
-        "GGUF v{} · {} tensors · {} metadata keys · alignment {} · data at offset {}",
-        g.version,
-        g.tensor_count,
-        g.metadata_count,
-        g.alignment,
-        thousands(g.data_offset)
+        "GGUF v{} · {} tensors · {} metadata keys · alignment {} · {where_data}",
+        g.version, g.tensor_count, g.metadata_count, g.alignment,
     );
     let _ = writeln!(
         out,
