@@ -6,6 +6,7 @@ import { Inferno } from './inferno.js';
 import { renderReport } from './inspector.js';
 import { createChat } from './chat.js';
 import { errorBanner } from './dom.js';
+import { splitModelName } from './format.js';
 import { loadChatState } from './storage.js';
 
 // ?relaxed=0 in the page's address forces the plain SIMD128 build (what Safari gets).
@@ -70,15 +71,21 @@ function showReport(visible) {
 }
 
 /** Inspects a File (its header only), or the loaded model when no file is given. */
-async function inspectFile(file) {
+async function inspectFile(source) {
   const ticket = ++latestTicket;
+  // A split model's shards are reported as one model, named without the shard number.
+  const shards = Array.isArray(source) ? source : null;
+  const file = shards
+    ? { name: splitModelName(shards[0].name), size: shards.reduce((n, f) => n + f.size, 0) }
+    : source;
   setStatus(`Inspecting ${file.name}…`);
   document.title = `${file.name} · Inferno`;
   try {
-    const reply = file instanceof Blob ? await engine.inspectFile(file) : await engine.inspect();
+    const reply =
+      shards || source instanceof Blob ? await engine.inspectFile(source) : await engine.inspect();
     if (ticket !== latestTicket) return;
     renderReport(reply.report, {
-      fileName: file.name,
+      fileName: shards ? `${file.name} (${shards.length} files)` : file.name,
       fileSize: file.size,
       bytesRead: reply.bytesRead,
       ms: reply.ms,
@@ -121,15 +128,18 @@ function openPicker() {
   ui.fileInput.click();
 }
 
-/** A file the person chose: inspect its header, and load it for chat. */
-function openFile(file) {
-  inspectFile(file);
-  chat.loadFile(file);
+/** The file the person chose, or the files (the shards of a split model): inspect the
+ *  header(s), and load the model for chat. */
+function openFiles(fileList) {
+  const files = [...fileList];
+  if (files.length === 0) return;
+  const source = files.length === 1 ? files[0] : files;
+  inspectFile(source);
+  chat.loadFile(source);
 }
 
 function onFileChosen() {
-  const [file] = ui.fileInput.files;
-  if (file) openFile(file);
+  openFiles(ui.fileInput.files);
   ui.fileInput.value = ''; // Choosing the same file again should open it again.
 }
 
@@ -164,8 +174,7 @@ function wireDragAndDrop() {
     if (!carriesFiles(event)) return;
     event.preventDefault(); // Otherwise the browser navigates to the dropped file.
     hideOverlay();
-    const [file] = event.dataTransfer.files;
-    if (file) openFile(file);
+    openFiles(event.dataTransfer.files);
   });
 }
 

@@ -3,7 +3,7 @@
 // models, the demo model offer and unloading.
 
 import { el, replaceChildren } from './dom.js';
-import { formatBytes, formatDuration } from './format.js';
+import { formatBytes, formatDuration, splitModelName } from './format.js';
 import { Inferno } from './inferno.js';
 import { DEMO_MODEL_URL } from './defaults.js';
 
@@ -78,7 +78,13 @@ export function createModelPanel(engine, ui, hooks) {
     }
   }
 
+  /** A File, or a split model's shards (an array of Files, in any order). */
   function loadFile(file) {
+    if (Array.isArray(file)) {
+      const name = splitModelName(file[0].name);
+      const size = file.reduce((sum, f) => sum + f.size, 0);
+      return load(file.length === 1 ? file[0] : file, { name, keepable: file, size });
+    }
     return load(file, { name: file.name, keepable: file, size: file.size });
   }
 
@@ -148,7 +154,8 @@ export function createModelPanel(engine, ui, hooks) {
   }
 
   async function updateKeepButton() {
-    if (!model || !stored.available()) {
+    // A split model's shards are not kept in the browser (yet): OPFS holds one file per model.
+    if (!model || !stored.available() || Array.isArray(loadSource)) {
       ui.keepModel.hidden = true;
       return;
     }

@@ -81,3 +81,9 @@ export function formatScalar(value, type) {
 export function formatHex(value) {
   return typeof value === 'number' && Number.isFinite(value) ? `0x${value.toString(16)}` : '—';
 }
+
+/** A split model's name from one of its shards' (gguf-split's NAME-00001-of-00003.gguf →
+ *  NAME.gguf); other names as they are. */
+export function splitModelName(fileName) {
+  return fileName.replace(/-\d{5}-of-\d{5}\.gguf$/, '.gguf');
+}

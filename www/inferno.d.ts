@@ -185,7 +185,9 @@ export interface LoadOptions {
 }
 
 /** A File or Blob, a URL (relative to the page), or a model kept in this browser. */
-export type ModelSource = Blob | string | URL | { opfs: string };
+/** A file, a URL (a URL named NAME-00001-of-00003.gguf brings every shard of that split
+ *  model), a model kept in the browser, or a split model's shards in any order. */
+export type ModelSource = Blob | string | URL | { opfs: string } | Blob[] | (string | URL)[];
 
 export interface SamplingSettings {
   temperature: number;
@@ -212,6 +214,8 @@ export interface ModelInfo {
   pooling: 'none' | 'mean' | 'cls' | 'last' | 'rank' | null;
   /** What the file is for, from that pooling and whether it has a chat template. */
   purpose: 'chat' | 'embedding' | 'chat_and_embedding' | 'reranker';
+  /** Files the model came in (gguf-split shards); 1 for one file. */
+  shards: number;
   threads: number;
   memory64: boolean;
   /** Where it runs; after a lost GPU (kind gpu_lost), the CPU. */
@@ -640,7 +644,7 @@ export class Inferno {
   engineInfo(): Promise<EngineInfo>;
   load(source: ModelSource, options?: LoadOptions): Promise<ModelInfo>;
   /** The header of a file, without loading it. */
-  inspectFile(file: Blob): Promise<Inspection>;
+  inspectFile(file: Blob | Blob[]): Promise<Inspection>;
   /** The loaded model's report. */
   inspect(): Promise<Inspection>;
   tokenize(text: string, options?: { addSpecial?: boolean; parseSpecial?: boolean }): Promise<number[]>;

@@ -181,8 +181,15 @@ export class Inferno {
   /** Reads only the header of a GGUF File or Blob (no model is loaded): the inspector's
    *  report, with {report, bytesRead, ms}. */
   async inspectFile(file) {
-    if (!(file instanceof Blob)) throw badRequest('inspectFile needs a File or Blob');
-    const { report, bytesRead, ms } = await this.#client.request('inspect', { file });
+    // An array: a split model's shards, reported as one model.
+    const files = Array.isArray(file) && file.length > 1 ? file : null;
+    const single = Array.isArray(file) ? file[0] : file;
+    if (files ? !files.every((f) => f instanceof Blob) : !(single instanceof Blob))
+      throw badRequest('inspectFile needs a File or Blob, or an array of them (the shards of a split model)');
+    const { report, bytesRead, ms } = await this.#client.request(
+      'inspect',
+      files ? { files } : { file: single },
+    );
     return { report, bytesRead, ms };
   }
 
@@ -503,13 +510,20 @@ function engineWorker(workerUrl) {
   return { createWorker: create, where: url.href };
 }
 
-/** The worker's load fields for a source. */
+/** The worker's load fields for a source. An array is a split model's shards (gguf-split):
+ *  Files or Blobs, or URLs, in any order. */
 async function loadFields(source) {
-  if (source instanceof Blob) return { file: source };
-  if (typeof source === 'string' || source instanceof URL) {
-    // Relative to the page, not to the worker (which may live in node_modules).
-    return { url: new URL(source, globalThis.document?.baseURI ?? self.location.href).href };
+  // Relative to the page, not to the worker (which may live in node_modules).
+  const absolute = (url) => new URL(url, globalThis.document?.baseURI ?? self.location.href).href;
+  const isUrl = (s) => typeof s === 'string' || s instanceof URL;
+  if (Array.isArray(source) && source.length > 0) {
+    if (source.length === 1) return loadFields(source[0]);
+    if (source.every((s) => s instanceof Blob)) return { files: source };
+    if (source.every(isUrl)) return { urls: source.map(absolute) };
+    throw badRequest("a split model's shards must be all Files or Blobs, or all URLs");
   }
+  if (source instanceof Blob) return { file: source };
+  if (isUrl(source)) return { url: absolute(source) };
   if (source && typeof source.opfs === 'string') {
     const file = await storage.openStoredModel(source.opfs).catch((error) => {
       throw new InfernoError({
@@ -520,7 +534,7 @@ async function loadFields(source) {
     });
     return { file: file.name === source.opfs ? file : new File([file], source.opfs), source: 'opfs' };
   }
-  throw badRequest('load needs a File, a Blob, a URL or {opfs: name}');
+  throw badRequest("load needs a File, a Blob, a URL, {opfs: name} or a split model's shards (an array)");
 }
 
 function integerParam(value, name, min, max) {

@@ -3,11 +3,15 @@
 //
 // Protocol: every request is {type, id, ...} and gets exactly one final reply carrying the
 // same id; long requests also post events {type, id, event: true, ...} before it.
-//   inspect {file}                       -> inspected {report, bytesRead, ms}
+//   inspect {file} | {files}             -> inspected {report, bytesRead, ms} (files: the shards
+//                                           of a split model, one report across them)
 //   inspect_loaded                       -> inspected {...} for the loaded model
 //   model                                -> model {model} (null when none is loaded)
 //   info                                 -> info {info}
-//   load {file} | {url}, device?         -> events progress {phase, bytes, total}
+//   load {file} | {url} | {files} | {urls}, device?
+//                                        -> events progress {phase, bytes, total}
+//                                           (files/urls, or a url named NAME-00001-of-00003.gguf:
+//                                           a split model's shards, in any order)
 //                                           -> loaded {model} (model.device says where it runs)
 //   chat {messages, settings, enableThinking, grammar, maxTokens, traceTop, context}
 //                                        -> events prefill {evaluated, total} (between parts
@@ -207,18 +211,45 @@ async function readPrefix(file, length) {
  * until the engine has everything it needs.
  */
 async function inspectFile(file) {
+  const started = performance.now();
+  const { report, length } = await headerOf(file);
+  return { type: 'inspected', report, bytesRead: length, ms: performance.now() - started };
+}
+
+/** The report of the model whose shards (gguf-split) are `files`, from their headers alone:
+ *  one model across them all, or a typed error naming the shard missing, repeated or foreign. */
+async function inspectFiles(files) {
+  if (!Array.isArray(files) || files.length === 0 || !files.every((file) => file instanceof Blob)) {
+    throw new WorkerError('ProtocolError', 'bad_request', 'inspect needs Files or Blobs in "files"');
+  }
+  if (files.length === 1) return inspectFile(files[0]);
+  const engine = await getEngine();
+  const started = performance.now();
+  const headers = [];
+  for (const file of files) headers.push(await headerOf(file, { whole: false }));
+  const report = toPlain(
+    engine.inspect_shards(
+      headers.map((h) => h.prefix),
+      files.map((file) => file.size),
+      config.memory64Available,
+    ),
+  );
+  const bytesRead = headers.reduce((sum, h) => sum + h.length, 0);
+  return { type: 'inspected', report, bytesRead, ms: performance.now() - started };
+}
+
+/** A file's header bytes (`prefix`, of `length` bytes) and, unless `whole` is false (a shard,
+ *  reported with the others), its report. */
+async function headerOf(file, { whole = true } = {}) {
   if (!(file instanceof Blob)) {
     throw new WorkerError('ProtocolError', 'bad_request', 'inspect needs a File or Blob in "file"');
   }
   const engine = await getEngine();
-  const started = performance.now();
   let length = Math.min(file.size, INITIAL_PREFIX_BYTES);
   for (;;) {
     const prefix = await readPrefix(file, length);
     const result = toPlain(engine.inspect_prefix(prefix, file.size, config.memory64Available));
-    if (result?.status === 'complete') {
-      return { type: 'inspected', report: result.report, bytesRead: length, ms: performance.now() - started };
-    }
+    if (result?.status === 'complete') return { report: whole ? result.report : null, prefix, length };
     if (result?.status !== 'need_more') {
       throw new WorkerError(
         'ProtocolError',
@@ -387,7 +418,9 @@ async function loadModel(request, run) {
       source.abandon();
       return { type: 'switch_build', memory64: needs64 };
     }
-    if (request.file instanceof Blob) await inspectFile(request.file); // Throws what is wrong with its header.
+    // Throws what is wrong with a header (for shards: with how they fit together).
+    if (request.file instanceof Blob) await inspectFile(request.file);
+    if (Array.isArray(request.files)) await inspectFiles(request.files);
     throwIfCancelled(run);
   } catch (error) {
     source.abandon();
@@ -396,7 +429,9 @@ async function loadModel(request, run) {
   freeModel(); // Its memory is reused for the new file.
   const report = progressReporter(id, size);
   report('reading', 0, true);
-  const loader = new wasm.ModelLoader(size); // Throws too_large before any big allocation.
+  // Throws too_large before any big allocation; a split model's loader starts with its first
+  // shard (feed starts each next one).
+  const loader = new wasm.ModelLoader(source.firstSize ?? size);
   let engine;
   try {
     await feed(loader, report);
@@ -419,13 +454,62 @@ async function loadModel(request, run) {
     engine.free();
     throw error;
   }
-  model = { engine, name, size, info, device, source: request.source ?? (request.url ? 'url' : 'file') };
+  const from = request.source ?? (request.url || request.urls ? 'url' : 'file');
+  model = { engine, name, size, info, device, source: from, shards: source.shards ?? 1 };
   report('ready', size, true);
   return { type: 'loaded', model: describeModel(), ms: performance.now() - started };
 }
 
-/** A load's source: {name, size, feed(loader, report), abandon()}. */
+/** A load's source: {name, size, feed(loader, report), abandon()}. A split model (gguf-split)
+ *  is several: `files` (Files or Blobs), `urls`, or a `url` named as one of its shards
+ *  (NAME-00001-of-00003.gguf), whose siblings are found by that rule. */
 async function openSource(request, run) {
+  const shards = await shardSources(request, run);
+  if (shards) return joinSources(shards);
+  return openOne(request, run);
+}
+
+async function shardSources(request, run) {
+  if (Array.isArray(request.files) && request.files.length > 1) {
+    return Promise.all(request.files.map((file) => openOne({ file }, run)));
+  }
+  let urls = Array.isArray(request.urls) && request.urls.length > 1 ? request.urls : null;
+  if (!urls && typeof request.url === 'string') {
+    const named = (await getEngine()).shard_names(new URL(request.url, self.location.href).href);
+    if (named) urls = named;
+  }
+  if (!urls) return null;
+  // Every shard's request starts at once; their bodies are read in order.
+  const opened = await Promise.allSettled(urls.map((url) => openOne({ url }, run)));
+  const failed = opened.find((o) => o.status === 'rejected');
+  if (failed) {
+    for (const o of opened) if (o.status === 'fulfilled') o.value.abandon();
+    throw failed.reason;
+  }
+  return opened.map((o) => o.value);
+}
+
+/** The shards as one source: their sizes added, fed one after the other (the loader starts a
+ *  new file between two), progress counted across them all. */
+function joinSources(parts) {
+  return {
+    name: parts[0].name.replace(/-\d{5}-of-\d{5}\.gguf$/, '.gguf'),
+    size: parts.reduce((sum, part) => sum + part.size, 0),
+    firstSize: parts[0].size,
+    shards: parts.length,
+    feed: async (loader, report) => {
+      let base = 0;
+      for (const [i, part] of parts.entries()) {
+        if (i > 0) loader.next_file(part.size);
+        await part.feed(loader, (phase, bytes, force) => report(phase, base + bytes, force));
+        base += part.size;
+      }
+    },
+    abandon: () => parts.forEach((part) => part.abandon()),
+  };
+}
+
+async function openOne(request, run) {
   if (request.file instanceof Blob) {
     const file = request.file;
     return {
@@ -450,16 +534,21 @@ async function openSource(request, run) {
       abandon: () => response.body?.cancel().catch(() => {}),
     };
   }
-  throw new WorkerError('ProtocolError', 'bad_request', 'load needs a File in "file" or a URL in "url"');
+  throw new WorkerError(
+    'ProtocolError',
+    'bad_request',
+    'load needs a File in "file", a URL in "url", or a split model\'s Files in "files" or URLs in "urls"',
+  );
 }
 
 function describeModel() {
   if (!model) return null;
-  const { name, size, info, source, device } = model;
+  const { name, size, info, source, device, shards } = model;
   return {
     name,
     size,
     source,
+    shards,
     ...info,
     threads: engineBuild?.threads ?? 1,
     memory64: config.memory64,
@@ -903,7 +992,7 @@ function unload() {
 }
 
 const HANDLERS = {
-  inspect: (request) => inspectFile(request.file),
+  inspect: (request) => (request.files ? inspectFiles(request.files) : inspectFile(request.file)),
   info: () => engineInfo(),
   load: (request) => runExclusive((run) => loadModel(request, run), { preempt: true }),
   chat,

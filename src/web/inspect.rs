@@ -36,6 +36,46 @@ pub fn inspect_prefix(prefix: &[u8], file_size: f64, memory64: bool) -> Result<J
     to_js(&outcome)
 }
 
+/// One report for the shards of a split model, from each file's complete header prefix (as
+/// [`inspect_prefix`] found it) and size, in the order given: the model across all of them,
+/// or a typed error naming the shard that is missing, repeated or foreign.
+#[wasm_bindgen]
+pub fn inspect_shards(
+    prefixes: Vec<js_sys::Uint8Array>,
+    sizes: Vec<f64>,
+    memory64: bool,
+) -> Result<JsValue, JsValue> {
+    if prefixes.len() != sizes.len() {
+        return Err(js_error("TypeError", "bad_request", "inspect_shards needs one size per prefix"));
+    }
+    let (mut headers, mut start) = (Vec::with_capacity(sizes.len()), 0u64);
+    for (file, (prefix, &size)) in prefixes.iter().zip(&sizes).enumerate() {
+        let size = js_size(size)?;
+        let header = match gguf::parse_header(&prefix.to_vec(), size).map_err(gguf_error)? {
+            HeaderParse::Complete(header) => header,
+            HeaderParse::NeedMore { .. } => {
+                let message = format!("file {} was given without its whole header", file + 1);
+                return Err(js_error("TypeError", "bad_request", &message));
+            }
+        };
+        headers.push((start, header));
+        start = start.saturating_add(size);
+    }
+    let header = gguf::split::merge(headers, start).map_err(gguf_error)?;
+    let mut report = Report::new(&header);
+    if let (true, Err(reason)) = (report.runs.ok, MemoryKind::for_model(start, memory64)) {
+        report.runs = crate::inspect::Runs { ok: false, reason: Some(reason) };
+    }
+    to_js(&report)
+}
+
+/// The URLs (or names) of every shard of the split model `name` is one shard of, by
+/// gguf-split's naming rule (`NAME-00001-of-00003.gguf`); `undefined` for another name.
+#[wasm_bindgen]
+pub fn shard_names(name: &str) -> Option<Vec<String>> {
+    gguf::split::shard_names(name).filter(|names| names.len() > 1)
+}
+
 /// Which build's memory a model file of `size` bytes needs: `"wasm32"` or `"memory64"`, given
 /// whether the page can run the 64-bit-memory build. Throws `too_large` (saying why) when
 /// neither can hold it.

@@ -6,7 +6,7 @@ use wasm_bindgen::prelude::*;
 use super::inspect::MemoryKind;
 use super::{WebEngine, engine_error, js_error, js_size, load_error};
 use crate::engine::Engine;
-use crate::model::FileLoader;
+use crate::model::{FileLoader, ModelBytes};
 
 /// Receives a model file in chunks straight into wasm memory, so JavaScript never holds a
 /// second full copy: `new ModelLoader(size)`, then `push` chunks until done, then `finish()`.
@@ -16,6 +16,9 @@ use crate::model::FileLoader;
 #[wasm_bindgen]
 pub struct ModelLoader {
     loader: FileLoader,
+    /// The shards received before the current one (a split model; empty for one file).
+    shards: Vec<ModelBytes>,
+    max_piece: u64,
 }
 
 #[wasm_bindgen]
@@ -43,9 +46,24 @@ impl ModelLoader {
         self.loader.received() as f64
     }
 
-    /// Validates the file and builds the engine (consumes the loader).
-    pub fn finish(self) -> Result<WebEngine, JsValue> {
-        let file = self.loader.finish().map_err(load_error)?;
+    /// Ends the current file and starts the next shard of a split model, of `size` bytes (the
+    /// shards in any order; `finish` checks they make one model).
+    pub fn next_file(&mut self, size: f64) -> Result<(), JsValue> {
+        let next = FileLoader::new(js_size(size)?, self.max_piece).map_err(load_error)?;
+        let done = std::mem::replace(&mut self.loader, next).finish().map_err(load_error)?;
+        self.shards.push(done);
+        Ok(())
+    }
+
+    /// Validates the file (or the shards) and builds the engine (consumes the loader).
+    pub fn finish(mut self) -> Result<WebEngine, JsValue> {
+        let last = self.loader.finish().map_err(load_error)?;
+        let file = if self.shards.is_empty() {
+            last
+        } else {
+            self.shards.push(last);
+            ModelBytes::from_files(self.shards)
+        };
         WebEngine::new(Engine::load(file).map_err(engine_error)?)
     }
 }
@@ -59,7 +77,11 @@ impl ModelLoader {
         let memory64_here = cfg!(target_pointer_width = "64");
         MemoryKind::for_model(size, memory64_here)
             .map_err(|message| js_error("RangeError", "too_large", &message))?;
-        Ok(ModelLoader { loader: FileLoader::new(size, max_piece).map_err(load_error)? })
+        Ok(ModelLoader {
+            loader: FileLoader::new(size, max_piece).map_err(load_error)?,
+            shards: Vec::new(),
+            max_piece,
+        })
     }
 
     /// [`push`](Self::push) for bytes already in wasm memory (tests).

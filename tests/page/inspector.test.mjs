@@ -186,6 +186,30 @@ pageSuite(
       assert.match(await pooling.innerText(), /3/);
     });
 
+    test("a split model's shards, chosen together in any order, show one model and load", async () => {
+      const shard = (no) =>
+        path.join(fixtureModelsDir, 'split', `qwen3-micro-q8_0-llama-split-0000${no}-of-00003.gguf`);
+      await chooseFile([shard(2), shard(3), shard(1)]);
+      await assertReportShows({
+        ...MODELS.qwen3Micro,
+        file: shard(1),
+        tensorNames: ['token_embd.weight', 'blk.1.ffn_down.weight', 'output_norm.weight'],
+        metadata: 28,
+      });
+      assert.match(await text('#summary'), /qwen3-micro-q8_0-llama-split\.gguf \(3 files\)/);
+      // The chat side loads the same three files as one model.
+      await h.page.waitForFunction(
+        () => document.body.dataset.model === 'qwen3-micro-q8_0-llama-split.gguf',
+        null,
+        {
+          timeout: 60_000,
+        },
+      );
+      // Two of the three: the inspector names the missing shard.
+      await chooseFile([shard(1), shard(3)]);
+      assert.match(await text('#error'), /shard 2 of 3 of this split model is missing/);
+    });
+
     test('qwen2 micro Q8_0 with its Q/K/V bias tensors', async () => {
       await chooseFile(requireModel(MODELS.qwen2Micro));
       await assertReportShows(MODELS.qwen2Micro);

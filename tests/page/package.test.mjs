@@ -243,6 +243,26 @@ async function scenario() {
     refused: await micro.embeddings.create({ input: 'a' }).then(() => 'no error', (e) => e.kind + ': ' + e.message),
     mean: (await micro.embeddings.create({ input: ['a', 'b'], pooling: 'mean' })).data.map((d) => d.embedding.length),
   };
+
+  // 4g. A split model (llama-gguf-split's three shards of the micro file): from the first
+  // shard's URL (the others found by their names), from Files in another order, inspected as
+  // one model; a missing shard is named. Greedy answers equal the whole file's.
+  const greedy = { messages: [{ role: 'user', content: 'Hi' }], temperature: 0, max_tokens: 6 };
+  const answer = async (engine) => (await engine.chat.completions.create(greedy)).choices[0].message.content;
+  const unsplit = await Inferno.load('split/whole.gguf');
+  const wholeMicro = await answer(unsplit);
+  unsplit.terminate();
+  const shardName = (no) => 'split/qwen3-micro-q8_0-llama-split-0000' + no + '-of-00003.gguf';
+  const byUrl = await Inferno.load(shardName(1));
+  const shardFiles = await Promise.all([3, 1, 2].map(async (no) => new File([await (await fetch(shardName(no))).blob()], shardName(no).split('/')[1])));
+  result.split = { byUrl: { model: byUrl.model, answer: await answer(byUrl) }, whole: wholeMicro };
+  await byUrl.load(shardFiles);
+  result.split.byFiles = { model: byUrl.model, answer: await answer(byUrl) };
+  const inspected = await byUrl.inspectFile(shardFiles);
+  result.split.inspected = { tensors: inspected.report.gguf.tensor_count, shards: inspected.report.gguf.shards, runs: inspected.report.runs.ok };
+  result.split.missing = await byUrl.load([shardFiles[0], shardFiles[1]]).then(() => 'no error', (e) => e.kind + ': ' + e.message);
+  result.split.lone = (await byUrl.inspectFile(shardFiles[1])).report.runs;
+  byUrl.terminate();
   micro.terminate();
 
   // 5. The tokenizer, both ways.
@@ -335,6 +355,11 @@ describe('the npm package in a plain page', { timeout: 420_000 }, () => {
     copyFileSync(
       path.join(ROOT, 'tests/fixtures/golden/qwen3-embed-micro-q8_0.embeddings.json'),
       path.join(app, 'embeddings.json'),
+    );
+    execFileSync('cp', ['-r', path.join(ROOT, 'tests/fixtures/models/split'), path.join(app, 'split')]);
+    copyFileSync(
+      path.join(ROOT, 'tests/fixtures/models/qwen3-micro-q8_0.gguf'),
+      path.join(app, 'split/whole.gguf'),
     );
     const model = requireModel(MODELS.smollm2);
     // The model's first 8 MiB: a whole header, and data that ends early.
@@ -486,6 +511,19 @@ describe('the npm package in a plain page', { timeout: 420_000 }, () => {
       assert.equal(embeddings.chatModel.purpose, 'chat');
       assert.match(embeddings.chatModel.refused, /^no_pooling: this model's file declares no pooling/);
       assert.deepEqual(embeddings.chatModel.mean, [256, 256]);
+
+      // The split model: one model whichever way its shards come.
+      const split = result.split;
+      assert.ok(split.whole.length > 0);
+      assert.equal(split.byUrl.model.shards, 3);
+      assert.equal(split.byUrl.model.name, 'qwen3-micro-q8_0-llama-split.gguf');
+      assert.equal(split.byUrl.answer, split.whole);
+      assert.equal(split.byFiles.model.shards, 3);
+      assert.equal(split.byFiles.answer, split.whole);
+      assert.deepEqual(split.inspected, { tensors: 25, shards: 3, runs: true });
+      assert.equal(split.missing, 'missing_shard: shard 2 of 3 of this split model is missing');
+      assert.equal(split.lone.ok, false);
+      assert.match(split.lone.reason, /^this file is shard 1 of 3 of a model split with gguf-split/);
 
       assert.equal(result.tokens.text, 'Hello world');
       assert.ok(result.tokens.ids.length >= 2);
