@@ -305,6 +305,15 @@ function cosine(a, b) {
   return ab / Math.sqrt(aa * bb);
 }
 
+/** A table in aligned columns: the first left-aligned, the others right-aligned. */
+function printColumns(header, rows) {
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)));
+  const line = (cells) =>
+    cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  ');
+  console.log(line(header));
+  for (const row of rows) console.log(line(row));
+}
+
 function printEmbeddingTable(report) {
   const header = [
     'model',
@@ -322,11 +331,7 @@ function printEmbeddingTable(report) {
     `${m.inferno.embed_tokens ?? '—'} / ${m.wllama.embed_tokens ?? '—'}`,
     fmt(m.embed_cosine, 5),
   ]);
-  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)));
-  const line = (cells) =>
-    cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  ');
-  console.log(line(header));
-  for (const row of rows) console.log(line(row));
+  printColumns(header, rows);
   console.log(
     `\n${report.embed} short texts (Inferno: one request; wllama: one request each), mean pooling, unit length; median of ${report.runs} alternating runs ` +
       `(after ${report.warmup} warm-up request per page), ${report.threads} ${report.threads === 1 ? 'thread' : 'threads'} on both sides; ` +
@@ -363,11 +368,7 @@ function printTable(report) {
     fmt(m.ratio.decode, 2),
     `${fmt(m.inferno.load_ms, 0)} / ${fmt(m.wllama.load_ms, 0)}`,
   ]);
-  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)));
-  const line = (cells) =>
-    cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  ');
-  console.log(line(header));
-  for (const row of rows) console.log(line(row));
+  printColumns(header, rows);
   console.log(
     `\ntokens/s, median of ${report.runs} alternating runs each (after ${report.warmup} warm-up run per page), ` +
       `${report.threads} ${report.threads === 1 ? 'thread' : 'threads'} on both sides` +
