@@ -35,7 +35,7 @@ impl Engine {
 
     /// Whether the file is made for embeddings (it declares a pooling that gives one vector).
     pub fn is_embedding_model(&self) -> bool {
-        self.model.config().pooling.is_some_and(Pooling::gives_one_vector)
+        matches!(self.purpose(), Purpose::Embedding | Purpose::ChatAndEmbedding)
     }
 
     /// What the model is for, as the file says ([`Purpose::of`]).
@@ -45,8 +45,8 @@ impl Engine {
 
     /// Every text's tokens, and the pooling, after checking the request: the pooling exists,
     /// `dimensions` fits, no text is empty or too long. [`Engine::embed`] runs this first; a
-    /// caller that embeds one text at a time (the Web Worker, to stay stoppable) runs it on
-    /// the whole request, so an error names the text by its place in it.
+    /// caller that embeds batch by batch (the Web Worker, to stay stoppable) runs it on the
+    /// whole request, so an error names the text by its place in it.
     pub fn embedding_inputs(
         &self,
         texts: &[&str],

@@ -77,11 +77,8 @@ impl Model {
         scratch: &'s mut Scratch,
         sequences: &[&[u32]],
     ) -> Result<&'s [f32], ModelError> {
-        let vocab = self.config.vocab_size;
         let tokens: Vec<u32> = sequences.concat();
-        if let Some(&token) = tokens.iter().find(|&&t| t as usize >= vocab) {
-            return Err(ModelError::TokenOutOfRange { token, vocab_size: vocab });
-        }
+        self.check_tokens(&tokens)?;
         cache.truncate(0);
         cache.check_room(tokens.len())?;
         if tokens.len() > scratch.max_batch() {
@@ -112,6 +109,14 @@ impl Model {
         Ok(&scratch.logits)
     }
 
+    fn check_tokens(&self, tokens: &[u32]) -> Result<(), ModelError> {
+        let vocab_size = self.config.vocab_size;
+        match tokens.iter().find(|&&t| t as usize >= vocab_size) {
+            Some(&token) => Err(ModelError::TokenOutOfRange { token, vocab_size }),
+            None => Ok(()),
+        }
+    }
+
     fn run<'s>(
         &self,
         cache: &mut Cache,
@@ -121,9 +126,7 @@ impl Model {
         head: Head,
     ) -> Result<&'s [f32], ModelError> {
         let vocab = self.config.vocab_size;
-        if let Some(&token) = tokens.iter().find(|&&t| t as usize >= vocab) {
-            return Err(ModelError::TokenOutOfRange { token, vocab_size: vocab });
-        }
+        self.check_tokens(tokens)?;
         cache.check_room(tokens.len())?;
         let rows_wanted = match logits_for {
             LogitsFor::Last => tokens.len().min(1),
