@@ -34,13 +34,21 @@ pub struct Runs {
     pub ok: bool,
     /// Why not, in the engine's words (the first check that fails).
     pub reason: Option<String>,
+    /// It loads, but only to embed text: an encoder (BERT) has no output layer.
+    pub embeds_only: bool,
 }
 
 impl Runs {
     pub fn of(header: &GgufHeader) -> Runs {
         match crate::engine::Engine::check_header(header) {
-            Ok(()) => Runs { ok: true, reason: None },
-            Err(e) => Runs { ok: false, reason: Some(e.to_string()) },
+            Ok(()) => {
+                let architecture =
+                    header.metadata.architecture().and_then(crate::model::Architecture::from_name);
+                let embeds_only =
+                    architecture.is_some_and(|a| a.spec().family == crate::model::Family::Encoder);
+                Runs { ok: true, reason: None, embeds_only }
+            }
+            Err(e) => Runs { ok: false, reason: Some(e.to_string()), embeds_only: false },
         }
     }
 }

@@ -1,5 +1,5 @@
-//! Embeddings against llama.cpp: the micro Qwen3-Embedding file's vectors for every pooling
-//! (`tests/fixtures/golden/qwen3-embed-micro-q8_0.embeddings.json`, written by
+//! Embeddings against llama.cpp: the micro Qwen3-Embedding, BERT and Nomic BERT files' vectors
+//! for every pooling (`tests/fixtures/golden/*.embeddings.json`, written by
 //! `scripts/make_embedding_goldens.py` from llama-cpp-python's `embed`), with the bound:
 //! cosine ≥ 0.9999 to llama.cpp's vector, and the same token ids. (Natively the vectors are
 //! llama.cpp's to the bit; the bound leaves room for other summing orders, as the browser's.)
@@ -29,9 +29,20 @@ fn fixtures() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
 }
 
-fn golden() -> Golden {
-    let path = fixtures().join("golden/qwen3-embed-micro-q8_0.embeddings.json");
+/// The embedding goldens, and the pooling each model's file declares.
+const GOLDENS: [(&str, Pooling); 3] = [
+    ("qwen3-embed-micro-q8_0", Pooling::Last),
+    ("bert-micro-q8_0", Pooling::Mean),
+    ("nomic-bert-micro-q8_0", Pooling::Cls),
+];
+
+fn golden_of(name: &str) -> Golden {
+    let path = fixtures().join(format!("golden/{name}.embeddings.json"));
     serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
+}
+
+fn golden() -> Golden {
+    golden_of(GOLDENS[0].0)
 }
 
 fn engine(name: &str) -> Engine {
@@ -44,28 +55,34 @@ fn raw(pooling: Pooling) -> EmbedOptions {
 
 #[test]
 fn every_pooling_matches_llama_cpp() {
-    let golden = golden();
-    let engine = engine(&golden.model);
-    assert_eq!(engine.embedding_pooling(None).unwrap(), Pooling::Last, "the file's pooling");
-    assert!(engine.is_embedding_model());
-    assert_eq!(golden.poolings.len(), 3);
-    for (name, texts) in &golden.poolings {
-        let pooling = Pooling::from_name(name).unwrap();
-        let inputs: Vec<&str> = texts.iter().map(|t| t.text.as_str()).collect();
-        let got = engine.embed(&inputs, raw(pooling)).unwrap();
-        assert_eq!(got.pooling, pooling);
-        assert_eq!(got.prompt_tokens, texts.iter().map(|t| t.tokens.len()).sum::<usize>());
-        for (text, vector) in texts.iter().zip(&got.vectors) {
-            let encoded = engine.tokenizer().encode(
-                &text.text,
-                inferno::tokenizer::EncodeOptions { add_special: true, parse_special: false },
-            );
-            assert_eq!(encoded, text.tokens, "{name}: tokens of {:?}", text.text);
-            let similarity = cosine(vector, &text.embedding);
-            assert!(similarity >= MIN_COSINE, "{name}: cosine {similarity} for {:?}", text.text);
-            let scale = vector.iter().map(|v| v.abs()).sum::<f32>()
-                / text.embedding.iter().map(|v| v.abs()).sum::<f32>();
-            assert!((scale - 1.0).abs() < 1e-3, "{name}: raw vectors are unscaled, found ×{scale}");
+    for (name, declared) in GOLDENS {
+        let golden = golden_of(name);
+        let engine = engine(&golden.model);
+        assert_eq!(engine.embedding_pooling(None).unwrap(), declared, "{name}: the file's pooling");
+        assert!(engine.is_embedding_model());
+        assert!(golden.poolings.len() >= 2);
+        for (pooling_name, texts) in &golden.poolings {
+            let pooling = Pooling::from_name(pooling_name).unwrap();
+            let inputs: Vec<&str> = texts.iter().map(|t| t.text.as_str()).collect();
+            let got = engine.embed(&inputs, raw(pooling)).unwrap();
+            assert_eq!(got.pooling, pooling);
+            assert_eq!(got.prompt_tokens, texts.iter().map(|t| t.tokens.len()).sum::<usize>());
+            for (text, vector) in texts.iter().zip(&got.vectors) {
+                let encoded = engine.tokenizer().encode(
+                    &text.text,
+                    inferno::tokenizer::EncodeOptions { add_special: true, parse_special: false },
+                );
+                let what = format!("{name}, {pooling_name}: {:?}", text.text);
+                assert_eq!(encoded, text.tokens, "{what}: tokens");
+                let similarity = cosine(vector, &text.embedding);
+                let exact =
+                    vector.iter().zip(&text.embedding).filter(|(a, b)| a.to_bits() == b.to_bits()).count();
+                eprintln!("{what}: cosine {similarity}, {exact} of {} values exact", vector.len());
+                assert!(similarity >= MIN_COSINE, "{what}: cosine {similarity}");
+                let scale = vector.iter().map(|v| v.abs()).sum::<f32>()
+                    / text.embedding.iter().map(|v| v.abs()).sum::<f32>();
+                assert!((scale - 1.0).abs() < 1e-3, "{what}: raw vectors are unscaled, found ×{scale}");
+            }
         }
     }
 }
@@ -130,8 +147,9 @@ fn bad_requests_get_typed_errors() {
 
 /// Texts packed into one batch (each its own sequence: positions from 0, its own keys only)
 /// give the vectors they give alone, bit for bit: on a model with sliding-window layers
-/// (Gemma 2 micro: window 8, texts longer than it), and on one with recurrent layers (Qwen3.5
-/// micro, which is never packed).
+/// (Gemma 2 micro: window 8, texts longer than it), on one with recurrent layers (Qwen3.5
+/// micro, which is never packed), and on the encoders (attention over each whole text, learned
+/// positions or RoPE from each text's start).
 #[test]
 fn packed_texts_embed_as_they_do_alone_on_every_layer_kind() {
     let texts = [
@@ -140,7 +158,14 @@ fn packed_texts_embed_as_they_do_alone_on_every_layer_kind() {
         "x",
         "Sliding windows see only the last few keys of their own sequence.",
     ];
-    for file in ["gemma2-micro-q8_0.gguf", "qwen35-micro-q8_0.gguf", "smollm3-micro-q8_0.gguf"] {
+    let files = [
+        "gemma2-micro-q8_0.gguf",
+        "qwen35-micro-q8_0.gguf",
+        "smollm3-micro-q8_0.gguf",
+        "bert-micro-q8_0.gguf",
+        "nomic-bert-micro-q8_0.gguf",
+    ];
+    for file in files {
         let engine = engine(file);
         let together = engine.embed(&texts, raw(Pooling::Mean)).unwrap();
         for (text, vector) in texts.iter().zip(&together.vectors) {
@@ -149,5 +174,31 @@ fn packed_texts_embed_as_they_do_alone_on_every_layer_kind() {
         }
         let last = engine.embed(&texts, raw(Pooling::Last)).unwrap();
         assert_eq!(last.vectors[2], engine.embed(&["x"], raw(Pooling::Last)).unwrap().vectors[0], "{file}");
+    }
+}
+
+/// An encoder loads to embed and refuses to generate, by kind; a text longer than its context
+/// (BERT's learned positions end there) is refused before it runs.
+#[test]
+fn encoders_embed_only() {
+    for file in ["bert-micro-q8_0.gguf", "nomic-bert-micro-q8_0.gguf"] {
+        let engine = engine(file);
+        let model = engine.model();
+        assert!(model.weights().output.is_none(), "{file}");
+        let (mut cache, mut scratch) = model.new_state(16, 16).unwrap();
+        let error =
+            model.forward(&mut cache, &mut scratch, &[2, 5, 3], inferno::model::LogitsFor::Last).unwrap_err();
+        assert_eq!(error.kind(), "embedding_only", "{file}");
+        assert!(error.to_string().contains("is an encoder"), "{error}");
+        // Attention over the whole text needs it in one batch.
+        let tokens = [2, 5, 6, 7, 3];
+        let mut small = model.new_state(16, 4).unwrap();
+        let error = model.hidden_states(&mut small.0, &mut small.1, &tokens, inferno::model::LogitsFor::All);
+        assert_eq!(error.unwrap_err().kind(), "context_full", "{file}");
+
+        let long = "word ".repeat(200);
+        let error = engine.embed(&[&long], EmbedOptions::default()).unwrap_err();
+        assert_eq!(error.kind(), "input_too_long", "{file}");
+        assert!(error.to_string().contains("128"), "{error}");
     }
 }

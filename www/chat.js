@@ -39,6 +39,7 @@ const ui = {
   dropButton: $('chat-drop'),
   messages: $('messages'),
   composer: $('composer'),
+  embeddingOnly: $('embedding-only'),
   prompt: $('prompt'),
   send: $('send'),
   stop: $('stop'),
@@ -130,7 +131,15 @@ export function createChat(engine, { onModelLoaded, pickFile }) {
   }
 
   function modelChanged(model) {
-    ui.composer.hidden = !model;
+    // An encoder (BERT) has no output layer: the page says so instead of offering a chat.
+    const embedsOnly = Boolean(model) && model.generates === false;
+    ui.composer.hidden = !model || embedsOnly;
+    ui.embeddingOnly.hidden = !embedsOnly;
+    ui.embeddingOnly.textContent = embedsOnly
+      ? `${model.name ?? 'This model'} is an embedding model (${model.architecture}, pooling ${model.pooling}): ` +
+        'it turns text into vectors (engine.embeddings.create) and has no output layer to chat with. ' +
+        'The Inspect tab shows the file.'
+      : '';
     ui.welcome.hidden = Boolean(model);
     if (model) {
       const sameModel = savedModelMatches(model);

@@ -214,6 +214,9 @@ export interface ModelInfo {
   pooling: 'none' | 'mean' | 'cls' | 'last' | 'rank' | null;
   /** What the file is for, from that pooling and whether it has a chat template. */
   purpose: 'chat' | 'embedding' | 'chat_and_embedding' | 'reranker';
+  /** Whether it has an output layer to generate with: an encoder (`bert`, `nomic-bert`) only
+   *  embeds, and a chat request gets kind `embedding_only`. */
+  generates: boolean;
   /** Files the model came in (gguf-split shards); 1 for one file. */
   shards: number;
   threads: number;

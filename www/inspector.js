@@ -91,6 +91,13 @@ function quantizationMix(mix, colors) {
 /** Whether the engine can chat with the file, and if not the first reason it gives. */
 function runsText(runs) {
   if (!runs) return missing();
+  if (runs.ok && runs.embeds_only) {
+    return el(
+      'span',
+      { className: 'runs-yes' },
+      'No, it embeds: this page can load it to embed text; an encoder has no output layer to chat with',
+    );
+  }
   if (runs.ok) return el('span', { className: 'runs-yes' }, 'Yes: this page can load it and chat');
   return el('span', { className: 'runs-no' }, `No: ${runs.reason}`);
 }

@@ -81,7 +81,8 @@ impl Engine {
 
     /// How [`Engine::embed`] runs texts of these tokens: consecutive texts packed into
     /// batches of up to [`EMBED_BATCH`] tokens (each its own sequence), so that every weight
-    /// block is read once for all of them. A text longer than a batch runs alone, in parts;
+    /// block is read once for all of them. A text longer than a batch runs alone, in parts (an
+    /// encoder's in one batch of its own);
     /// so does every text of a model with recurrent layers, whose state would run on from one
     /// text into the next. A caller that embeds part by part (the Web Worker) asks for these
     /// parts, and gets the same vectors.
@@ -114,7 +115,12 @@ impl Engine {
             return Ok(Embeddings { vectors: Vec::new(), prompt_tokens, pooling });
         }
         let longest = inputs.iter().map(Vec::len).max().unwrap_or(0);
-        let batch = EMBED_BATCH.min(prompt_tokens);
+        // An encoder attends over a whole text at once: its longest must fit one batch.
+        let batch = match self.model.config().causal {
+            true => EMBED_BATCH,
+            false => EMBED_BATCH.max(longest),
+        };
+        let batch = batch.min(prompt_tokens);
         let (mut cache, mut scratch) = self.model.new_state(longest.max(batch), batch)?;
         let finish = |mut vector: Vec<f32>| {
             vector.truncate(dimensions);

@@ -15,8 +15,8 @@ use std::ops::Range;
 use super::{AttentionParams, Gpu, GpuError, RopeParams, Signal, groups_2d};
 use crate::model::backend::{Backend, Buf, Input};
 use crate::model::{
-    Activation, Checkpoints, DeltaNetWeights, LayerWeights, Matrix, Mixer, Model, ModelError,
-    PerLayerWeights, RopeStyle,
+    Activation, Checkpoints, DeltaNetWeights, EncoderInput, Family, LayerWeights, Matrix, Mixer, Model,
+    ModelError, Norm, PerLayerWeights, RopeStyle,
 };
 
 /// What a model keeps on the device between batches: its weights (by where they lie in the
@@ -151,6 +151,7 @@ impl GpuState {
     pub fn check(gpu: &Gpu, model: &Model) -> Result<(), GpuError> {
         let c = model.config();
         let missing = [
+            (c.spec().family == Family::Encoder, "encoders (BERT)"),
             (
                 c.delta_net.is_some_and(|shape| shape.head_dim > super::shaders::MAX_DELTA_HEAD),
                 "DeltaNet heads over 256 wide",
@@ -171,7 +172,7 @@ impl GpuState {
     /// now and the first prompt's time is the model's own.
     fn upload_weights(&mut self, gpu: &Gpu, model: &Model) -> Result<(), GpuError> {
         let w = model.weights();
-        let mut vectors: Vec<&[f32]> = vec![&w.output_norm];
+        let mut vectors: Vec<&[f32]> = w.output.iter().map(|head| head.norm.as_slice()).collect();
         vectors.extend(w.per_layer_input.as_ref().map(|input| input.proj_norm.as_slice()));
         vectors.extend(
             [&w.rope_freqs, &w.rope_factors_long, &w.rope_factors_short]
@@ -180,8 +181,8 @@ impl GpuState {
                 .map(Vec::as_slice),
         );
         for layer in &w.layers {
-            vectors.push(&layer.attn_norm);
-            vectors.push(&layer.ffn_norm);
+            vectors.push(&layer.attn_norm.weight);
+            vectors.push(&layer.ffn_norm.weight);
             vectors.extend(layer.per_layer.as_ref().map(|p| p.post_norm.as_slice()));
             vectors.extend(
                 [&layer.post_attn_norm, &layer.post_ffn_norm].into_iter().flatten().map(Vec::as_slice),
@@ -886,6 +887,12 @@ impl Backend for GpuBackend<'_> {
         Ok(())
     }
 
+    /// Encoders are refused by [`GpuBackend::check`]; this keeps an unchecked one from running.
+    fn encoder_input(&mut self, _: &EncoderInput) -> Result<(), ModelError> {
+        self.fail(GpuError::Refused("encoders (BERT)"));
+        Ok(())
+    }
+
     /// `(norm(model_proj · x / √d) + embedding · √width) / √2` per token and layer, the token's
     /// per-layer embedding looked up on the CPU (one row of a large table per token).
     fn per_layer_inputs(&mut self, tokens: &[u32]) -> Result<(), ModelError> {
@@ -924,6 +931,11 @@ impl Backend for GpuBackend<'_> {
         let weight_buffer = self.vector(weight);
         let (source, target) = (self.buf(input).clone(), self.buf(out).clone());
         self.rms_norm(&source, &target, &weight_buffer, weight.len(), floats);
+    }
+
+    /// As [`Backend::encoder_input`]: only encoders use it.
+    fn layer_norm(&mut self, _: Buf, _: &Norm) {
+        self.fail(GpuError::Refused("encoders (BERT)"));
     }
 
     fn norm_unweighted(&mut self, buf: Buf, width: usize) {
@@ -1048,21 +1060,25 @@ impl Backend for GpuBackend<'_> {
     }
 
     fn feed_forward(&mut self, layer: &LayerWeights) -> Result<(), ModelError> {
+        let Some(w_gate) = &layer.w_gate else {
+            self.fail(GpuError::Refused("feed-forward blocks without a gate"));
+            return Ok(());
+        };
         let (normed, gate, up, out) = (
             self.buf(Buf::Normed).clone(),
             self.state.gate.clone(),
             self.state.up.clone(),
             self.buf(Buf::BlockOut).clone(),
         );
-        for (matrix, target) in [(&layer.w_gate, &gate), (&layer.w_up, &up)] {
+        for (matrix, target) in [(w_gate, &gate), (&layer.w_up, &up)] {
             if let Err(error) = self.matmul(matrix, &normed, target) {
                 self.fail(error);
             }
         }
-        let n = self.rows * layer.w_gate.rows;
+        let n = self.rows * w_gate.rows;
         let pipeline = match self.model.config().activation {
-            Activation::SwiGlu => self.gpu.swiglu.clone(),
             Activation::GeGlu => self.gpu.geglu.clone(),
+            Activation::SwiGlu | Activation::Gelu => self.gpu.swiglu.clone(),
         };
         self.elementwise(&pipeline, &up, &gate, n, [0; 3]);
         if let Err(error) = self.matmul(&layer.w_down, &gate, &out) {
@@ -1170,7 +1186,10 @@ impl Backend for GpuBackend<'_> {
 
     fn logits(&mut self, out: &mut [f32]) -> Result<(), ModelError> {
         let (normed, logits) = (self.buf(Buf::Normed).clone(), self.state.logits.clone());
-        if let Err(error) = self.matmul(&self.model.weights().output, &normed, &logits) {
+        let Some(head) = &self.model.weights().output else {
+            return Err(ModelError::EmbeddingOnly(self.model.config().architecture.name().into()));
+        };
+        if let Err(error) = self.matmul(&head.matrix, &normed, &logits) {
             self.fail(error);
         }
         if let Some(cap) = self.model.config().final_softcap {

@@ -20,6 +20,8 @@ pub enum Architecture {
     Gemma3,
     Qwen35,
     Gemma4,
+    Bert,
+    NomicBert,
 }
 
 /// Which layer builder of `forward.rs` runs an architecture's layers.
@@ -30,6 +32,9 @@ pub enum Family {
     /// Each block's output normalized again before its add, plus Gemma 4's per-layer input
     /// and output scale (Gemma 2, 3, 4).
     Sandwich,
+    /// BERT's encoder: LayerNorm (with a bias) after each residual add, attention over the
+    /// whole text, the embeddings normalized too, no output head (it only embeds).
+    Encoder,
 }
 
 /// The feed-forward block's gate: `act(W_gate · h) ⊙ (W_up · h)`.
@@ -39,6 +44,17 @@ pub enum Activation {
     SwiGlu,
     /// GELU gate, tanh approximation (llama.cpp `LLM_FFN_GELU`).
     GeGlu,
+    /// No gate: `W_down · gelu(W_up · h)`, biases added after both (BERT).
+    Gelu,
+}
+
+/// How a token's position enters the model.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Positions {
+    /// Rotary embeddings of queries and keys.
+    Rope,
+    /// A learned row per position added to the token embeddings (`position_embd`, BERT).
+    Learned,
 }
 
 /// Biases on the Q, K and V projections (`blk.N.attn_{q,k,v}.bias`).
@@ -114,6 +130,7 @@ pub struct ArchSpec {
     /// `general.architecture`, and the prefix of its metadata keys.
     pub name: &'static str,
     pub family: Family,
+    pub positions: Positions,
     pub rope_style: RopeStyle,
     pub activation: Activation,
     /// Per-head RMSNorm of queries and keys before RoPE (`attn_q_norm`, `attn_k_norm`).
@@ -169,6 +186,7 @@ const LLAMA_LIKE: ArchSpec = ArchSpec {
     architecture: Architecture::Llama,
     name: "llama",
     family: Family::PreNorm,
+    positions: Positions::Rope,
     rope_style: RopeStyle::Neox,
     activation: Activation::SwiGlu,
     qk_norm: false,
@@ -205,8 +223,17 @@ const GEMMA: ArchSpec = ArchSpec {
     ..LLAMA_LIKE
 };
 
+/// BERT's encoder: learned positions, biases wherever the file has them, plain GELU FFN.
+const ENCODER: ArchSpec = ArchSpec {
+    family: Family::Encoder,
+    positions: Positions::Learned,
+    activation: Activation::Gelu,
+    qkv_bias: QkvBias::Optional,
+    ..LLAMA_LIKE
+};
+
 /// Every architecture, in the order people meet them in messages (and [`Architecture`]'s).
-pub const ARCHITECTURES: [ArchSpec; 9] = [
+pub const ARCHITECTURES: [ArchSpec; 11] = [
     // Qwen3: per-head Q/K RMSNorm, NeoX RoPE, GQA, SwiGLU.
     ArchSpec { architecture: Architecture::Qwen3, name: "qwen3", qk_norm: true, ..LLAMA_LIKE },
     // Qwen2, Qwen2.5 (and DeepSeek-R1-Distill-Qwen): Q/K/V biases.
@@ -294,6 +321,17 @@ pub const ARCHITECTURES: [ArchSpec; 9] = [
         per_layer_inputs: true,
         dense_only: true,
         ..GEMMA
+    },
+    // BERT (bge, all-MiniLM): the encoder as it was published.
+    ArchSpec { architecture: Architecture::Bert, name: "bert", ..ENCODER },
+    // Nomic Embed: BERT's encoder with NeoX RoPE instead of learned positions, fused QKV and
+    // a SwiGLU FFN without biases.
+    ArchSpec {
+        architecture: Architecture::NomicBert,
+        name: "nomic-bert",
+        positions: Positions::Rope,
+        activation: Activation::SwiGlu,
+        ..ENCODER
     },
 ];
 

@@ -7,7 +7,7 @@
 use std::ops::Range;
 
 use super::error::ModelError;
-use super::weights::{DeltaNetWeights, LayerWeights, Matrix, PerLayerWeights};
+use super::weights::{DeltaNetWeights, EncoderInput, LayerWeights, Matrix, Norm, PerLayerWeights};
 
 /// The activations a layer names, each `rows ×` its width at the current layer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -67,12 +67,18 @@ pub trait Backend {
     /// `X` ← the tokens' embeddings (scaled where the architecture scales them).
     fn embed(&mut self, tokens: &[u32]) -> Result<(), ModelError>;
 
+    /// Encoders: `X +=` token type 0's row and the learned rows of the batch's positions.
+    fn encoder_input(&mut self, input: &EncoderInput) -> Result<(), ModelError>;
+
     /// Gemma 4's per-layer inputs of the tokens, kept for [`Backend::per_layer`].
     fn per_layer_inputs(&mut self, tokens: &[u32]) -> Result<(), ModelError>;
 
     /// `out` ← RMSNorm of `input` over every `weight.len()` values (a row, or a head), times
     /// `weight`; `out` may be `input`.
     fn norm(&mut self, out: Buf, input: Buf, weight: &[f32]);
+
+    /// `buf` ← LayerNorm of each row (`n_embd`), times the weight, plus the bias (encoders).
+    fn layer_norm(&mut self, buf: Buf, norm: &Norm);
 
     /// `buf` ← RMSNorm of each `width` values, with no weight.
     fn norm_unweighted(&mut self, buf: Buf, width: usize);
@@ -107,11 +113,13 @@ pub trait Backend {
     /// RoPE on `Q`, and on `K` if `keys`, at the batch's positions.
     fn rope(&mut self, keys: bool);
 
-    /// `Attn` ← causal attention of `Q` over the cached keys and values, each score scaled by
-    /// `score_scale`; with `store`, `K` and `V` are cached first.
+    /// `Attn` ← attention of `Q` over the cached keys and values, causal unless the model is
+    /// an encoder ([`super::Config::causal`]: then over its whole sequence in the batch), each
+    /// score scaled by `score_scale`; with `store`, `K` and `V` are cached first.
     fn attend(&mut self, store: bool, score_scale: f32);
 
-    /// `BlockOut` ← `W_down · (act(W_gate · Normed) ⊙ (W_up · Normed))`.
+    /// `BlockOut` ← `W_down · (act(W_gate · Normed) ⊙ (W_up · Normed))`, or without a gate
+    /// `W_down · gelu(W_up · Normed + b_up) + b_down`.
     fn feed_forward(&mut self, weights: &LayerWeights) -> Result<(), ModelError>;
 
     /// `BlockOut` ← the gated DeltaNet of `Normed`, its states carried in the cache.

@@ -4,7 +4,8 @@
 use serde::Serialize;
 
 use super::arch::{
-    Activation, ArchSpec, Architecture, AttentionScale, FinalSoftcap, LocalRope, Sliding, Window,
+    Activation, ArchSpec, Architecture, AttentionScale, Family, FinalSoftcap, LocalRope, Positions, Sliding,
+    Window,
 };
 use super::error::ModelError;
 use crate::embedding::Pooling;
@@ -110,6 +111,11 @@ pub struct Config {
     q_dim: usize,
     kv_dim: usize,
     pub rms_eps: f32,
+    /// LayerNorm's epsilon (encoders, `attention.layer_norm_epsilon`; unused elsewhere).
+    pub layer_norm_eps: f32,
+    /// Whether a token attends only to itself and earlier tokens; encoders attend to the whole
+    /// text (`attention.causal`, false in their files).
+    pub causal: bool,
     pub rope_style: RopeStyle,
     /// Leading dimensions of each global layer's heads that are rotated (the rest pass
     /// through; each layer's in [`Config::layer`]).
@@ -316,6 +322,18 @@ impl Config {
         let q_dim = widest(&|_| n_head, "attention.head_count")?;
         let kv_dim = widest(&|layer| layer.n_head_kv, "attention.head_count_kv")?;
         let rms_eps = keys.positive_float("attention.layer_norm_rms_epsilon")?.unwrap_or(1e-5);
+        let encoder = spec.family == Family::Encoder;
+        let layer_norm_eps = match keys.positive_float("attention.layer_norm_epsilon")? {
+            Some(eps) => eps,
+            None if encoder => return Err(keys.missing("attention.layer_norm_epsilon")),
+            None => 1e-5,
+        };
+        let causal = match keys.metadata.get(&keys.key("attention.causal")) {
+            None => !encoder,
+            Some(value) => {
+                value.as_bool().ok_or_else(|| keys.bad("attention.causal", "should be a boolean".into()))?
+            }
+        };
         let rope_base = keys.positive_float("rope.freq_base")?.unwrap_or(10_000.0);
         let freq_scale = match keys.metadata.get_str(&keys.key("rope.scaling.type")) {
             None | Some("none") => 1.0,
@@ -421,6 +439,8 @@ impl Config {
             q_dim,
             kv_dim,
             rms_eps,
+            layer_norm_eps,
+            causal,
             rope_style: spec.rope_style,
             rope_dims,
             rope_global,
@@ -484,7 +504,8 @@ impl Config {
     /// Whether layer `layer` rotates its queries and keys (llama.cpp: SmolLM3's layers 3, 7,
     /// 11... do not).
     pub fn uses_rope(&self, layer: usize) -> bool {
-        self.no_rope_layer_step.is_none_or(|step| !(layer + 1).is_multiple_of(step))
+        self.spec().positions == Positions::Rope
+            && self.no_rope_layer_step.is_none_or(|step| !(layer + 1).is_multiple_of(step))
     }
 
     /// Whether layer `layer` attends only within the sliding window (llama.cpp: Gemma 3 layers
@@ -706,12 +727,14 @@ mod tests {
             Architecture::Gemma3 => 6,
             Architecture::Qwen35 => 7,
             Architecture::Gemma4 => 8,
+            Architecture::Bert => 9,
+            Architecture::NomicBert => 10,
         };
-        assert_eq!(Architecture::all().map(row).collect::<Vec<_>>(), [0, 1, 2, 3, 4, 5, 6, 7, 8]);
+        assert_eq!(Architecture::all().map(row).collect::<Vec<_>>(), [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
         let message = ModelError::UnsupportedArchitecture("mamba".into()).to_string();
         assert!(
             message
-                .ends_with("(supported: qwen3, qwen2, llama, smollm3, phi3, gemma2, gemma3, qwen35, gemma4)"),
+                .ends_with("(supported: qwen3, qwen2, llama, smollm3, phi3, gemma2, gemma3, qwen35, gemma4, bert, nomic-bert)"),
             "{message}"
         );
     }

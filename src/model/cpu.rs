@@ -16,10 +16,10 @@ use super::config::Config;
 use super::delta_net::{DeltaInputs, causal_conv_silu, delta_rule, gates, l2_normalize_heads};
 use super::error::{ModelError, try_zeroed};
 use super::ops::{
-    add_in_place, apply_rope, geglu, gelu, rms_norm, rms_norm_in_place, rms_scale, rope_table, sigmoid, silu,
-    swiglu,
+    add_in_place, apply_rope, geglu, gelu, layer_norm_in_place, rms_norm, rms_norm_in_place, rms_scale,
+    rope_table, sigmoid, silu, swiglu,
 };
-use super::weights::{DeltaNetWeights, LayerWeights, Matrix, PerLayerWeights, Weights};
+use super::weights::{DeltaNetWeights, EncoderInput, LayerWeights, Matrix, Norm, PerLayerWeights, Weights};
 use super::{Activation, Model};
 use crate::parallel;
 use crate::tensor::{
@@ -320,6 +320,25 @@ impl Backend for Cpu<'_> {
         embeddings(self.config, self.weights, self.file, tokens, x)
     }
 
+    fn encoder_input(&mut self, input: &EncoderInput) -> Result<(), ModelError> {
+        let d = self.config.n_embd;
+        let x = &mut self.s.bufs.x[..self.n * d];
+        if let Some(row) = &input.token_type {
+            x.chunks_exact_mut(d).for_each(|x| add_in_place(x, row));
+        }
+        let Some(table) = &input.positions else { return Ok(()) };
+        let mut row = vec![0.0; d];
+        for t in 0..self.n {
+            let position = position_in_sequence(self.start, self.sequence_starts, t);
+            if position >= table.rows {
+                return Err(ModelError::ContextFull { needed: position + 1, capacity: table.rows });
+            }
+            dequantize_row(table.weight_type, table.row_bytes(self.file, position), &mut row)?;
+            add_in_place(&mut x[t * d..(t + 1) * d], &row);
+        }
+        Ok(())
+    }
+
     /// Gemma 4's per-layer inputs of a batch (`n × n_layer × width`): each token's row of the
     /// per-layer embeddings, scaled by √width, plus the normalized projection of its scaled
     /// embedding (`x`), the sum scaled by 1/√2.
@@ -358,6 +377,11 @@ impl Backend for Cpu<'_> {
             let (out, input) = self.two(out, input);
             rms_norm(out, input, weight, eps);
         }
+    }
+
+    fn layer_norm(&mut self, buf: Buf, norm: &Norm) {
+        let eps = self.config.layer_norm_eps;
+        layer_norm_in_place(self.buf(buf), &norm.weight, norm.bias.as_deref(), eps);
     }
 
     fn norm_unweighted(&mut self, buf: Buf, width: usize) {
@@ -433,7 +457,7 @@ impl Backend for Cpu<'_> {
         let table = &mut self.s.rope;
         let sequence_starts = self.sequence_starts;
         for t in 0..n {
-            let position = start + t - sequence_starts.map_or(0, |s| s[t]);
+            let position = position_in_sequence(start, sequence_starts, t);
             rope_table(table, position, rope, shape.rope_dims, freq_factors);
             for &pair in &c.rope_unrotated_pairs {
                 table[pair] = (rope.attn_factor, 0.0);
@@ -471,7 +495,8 @@ impl Backend for Cpu<'_> {
         }
     }
 
-    /// `BlockOut = W_down · (act(W_gate · h) ⊙ (W_up · h))`, `h` the normalized input.
+    /// `BlockOut = W_down · (act(W_gate · h) ⊙ (W_up · h))`, `h` the normalized input; without
+    /// a gate, `W_down · gelu(W_up · h + b_up) + b_down`.
     fn feed_forward(&mut self, layer: &LayerWeights) -> Result<(), ModelError> {
         let c = self.config;
         let (d, ff, n) = (c.n_embd, c.layer(self.layer).n_ff, self.rows);
@@ -480,13 +505,36 @@ impl Backend for Cpu<'_> {
         let quantized = &mut self.s.quantized;
         let input = Input::FeedForwardIn(self.layer);
         let h = &normed[..n * d];
-        project_many(self.file, input, h, quantized, [(&layer.w_gate, &mut *gate), (&layer.w_up, &mut *up)])?;
-        match c.activation {
-            Activation::GeGlu => geglu(gate, up),
-            Activation::SwiGlu => swiglu(gate, up),
-        }
+        let hidden = match (&layer.w_gate, c.activation) {
+            (Some(w_gate), Activation::SwiGlu | Activation::GeGlu) => {
+                project_many(
+                    self.file,
+                    input,
+                    h,
+                    quantized,
+                    [(w_gate, &mut *gate), (&layer.w_up, &mut *up)],
+                )?;
+                match c.activation {
+                    Activation::GeGlu => geglu(gate, up),
+                    _ => swiglu(gate, up),
+                }
+                gate
+            }
+            _ => {
+                project(self.file, input, h, quantized, &layer.w_up, up)?;
+                if let Some(bias) = &layer.b_up {
+                    up.chunks_exact_mut(ff).for_each(|row| add_in_place(row, bias));
+                }
+                up.iter_mut().for_each(|v| *v = gelu(*v));
+                up
+            }
+        };
         let out = &mut block_out[..n * d];
-        project(self.file, Input::FeedForwardHidden(self.layer), gate, quantized, &layer.w_down, out)
+        project(self.file, Input::FeedForwardHidden(self.layer), hidden, quantized, &layer.w_down, out)?;
+        if let Some(bias) = &layer.b_down {
+            out.chunks_exact_mut(d).for_each(|row| add_in_place(row, bias));
+        }
+        Ok(())
     }
 
     /// Qwen3.5's gated DeltaNet: `BlockOut = W_out · (norm(delta_rule(q, k, v)) ⊙ silu(z))`,
@@ -569,7 +617,10 @@ impl Backend for Cpu<'_> {
 
     fn logits(&mut self, out: &mut [f32]) -> Result<(), ModelError> {
         let normed = &self.s.bufs.normed[..self.rows * self.config.n_embd];
-        project(self.file, Input::OutputNorm, normed, &mut self.s.quantized, &self.weights.output, out)?;
+        let Some(head) = &self.weights.output else {
+            return Err(ModelError::EmbeddingOnly(self.config.architecture.name().into()));
+        };
+        project(self.file, Input::OutputNorm, normed, &mut self.s.quantized, &head.matrix, out)?;
         // Gemma 2's final soft cap, as llama.cpp's graph spells it: scale, tanh, scale.
         if let Some(cap) = self.config.final_softcap {
             let inverse = 1.0 / cap;
@@ -577,6 +628,12 @@ impl Backend for Cpu<'_> {
         }
         Ok(())
     }
+}
+
+/// The position in its sequence of a batch's row `t`, the batch starting at cache slot `start`
+/// (see [`Cpu::sequence_starts`]).
+fn position_in_sequence(start: usize, sequence_starts: Option<&[usize]>, t: usize) -> usize {
+    start + t - sequence_starts.map_or(0, |s| s[t])
 }
 
 /// The tokens' embeddings (rows of `token_embd`, scaled where the architecture scales them)
@@ -600,7 +657,8 @@ pub(crate) fn embeddings(
 
 /// Causal (and for sliding layers, windowed) attention of the queries `q` at cache slots
 /// `start..` over layer `l`'s cached keys and values from slot `first` on (where sequences are
-/// packed, their own), with grouped KV heads.
+/// packed, their own), with grouped KV heads. An encoder's queries, which attend to their whole
+/// sequence, must be all of it.
 #[allow(clippy::too_many_arguments)]
 fn attend(
     c: &Config,
@@ -623,10 +681,12 @@ fn attend(
     let first_needed = window.map_or(first, |w| (start + 1).saturating_sub(w).max(first));
     let (keys16, values16) = cache.layer(l, end);
     let group = c.n_head / shape.n_head_kv;
-    // The keys query `t` sees: from `first` (or the window's start, if later) to its own.
+    // The keys query `t` sees: from `first` (or the window's start, if later) to its own, or
+    // (encoders) to its sequence's last, which is the last of these queries.
     let keys_of = |t: usize| {
         let slot = start + t;
-        window.map_or(first, |w| (slot + 1).saturating_sub(w).max(first))..slot + 1
+        let last = if c.causal { slot + 1 } else { end };
+        window.map_or(first, |w| (slot + 1).saturating_sub(w).max(first))..last
     };
     if n >= TILED_MIN_QUERIES {
         // The tiled kernel reads every key and value once per query: widen them to f32 once,

@@ -58,6 +58,8 @@ pub enum ModelError {
         no: u64,
         count: u64,
     },
+    /// Logits asked of an encoder (BERT), which has no output layer: it only embeds.
+    EmbeddingOnly(String),
     /// A requested context size of zero or beyond what the file supports.
     BadContextSize {
         requested: usize,
@@ -84,6 +86,7 @@ impl ModelError {
             Self::TokenOutOfRange { .. } => "token_out_of_range",
             Self::BadContextSize { .. } => "bad_context_size",
             Self::SplitFile { .. } => "split_file",
+            Self::EmbeddingOnly(_) => "embedding_only",
         }
     }
 }
@@ -97,6 +100,11 @@ impl fmt::Display for ModelError {
                 "this file is shard {} of {count} of a model split with gguf-split: give all \
                  {count} files together",
                 no.saturating_add(1)
+            ),
+            Self::EmbeddingOnly(arch) => write!(
+                f,
+                "`{arch}` is an encoder: it embeds text (engine.embeddings.create) and has no \
+                 output layer to generate with"
             ),
             Self::UnsupportedArchitecture(arch) => {
                 let supported: Vec<&str> = Architecture::all().map(Architecture::name).collect();

@@ -1,5 +1,6 @@
 //! The forward pass, top to bottom: embed → for each layer (a mixer block: attention or gated
-//! DeltaNet; a feed-forward block) → final norm → logits. It is written once, over the
+//! DeltaNet; a feed-forward block) → final norm → logits (an encoder, BERT, stops at its last
+//! layer's output: it only embeds). It is written once, over the
 //! operations of a [`Backend`], as one layer builder per family of architectures; where
 //! architectures of a family differ (Q/K norm, biases, gates, RoPE, soft caps) the row of
 //! [`super::arch::ARCHITECTURES`] says so through [`Config`].
@@ -128,6 +129,13 @@ impl Model {
         let vocab = self.config.vocab_size;
         self.check_tokens(tokens)?;
         cache.check_room(tokens.len())?;
+        if head == Head::Logits && self.weights.output.is_none() {
+            return Err(ModelError::EmbeddingOnly(self.config.architecture.name().into()));
+        }
+        // Attention over the whole text needs the whole text in one batch.
+        if !self.config.causal && tokens.len() > scratch.max_batch() {
+            return Err(ModelError::ContextFull { needed: tokens.len(), capacity: scratch.max_batch() });
+        }
         let rows_wanted = match logits_for {
             LogitsFor::Last => tokens.len().min(1),
             LogitsFor::All => tokens.len(),
@@ -180,6 +188,10 @@ pub(crate) fn forward_batch(
 ) -> Result<(), ModelError> {
     let (c, w) = (&model.config, &model.weights);
     b.embed(tokens)?;
+    if let Some(input) = &w.encoder_input {
+        b.encoder_input(input)?;
+        b.layer_norm(Buf::X, &input.norm);
+    }
     if w.per_layer_input.is_some() {
         b.per_layer_inputs(tokens)?;
     }
@@ -193,16 +205,23 @@ pub(crate) fn forward_batch(
         match c.spec().family {
             Family::PreNorm => pre_norm_layer(b, c, l, layer, keep)?,
             Family::Sandwich => sandwich_layer(b, c, l, layer, keep)?,
+            Family::Encoder => encoder_layer(b, c, l, layer, keep)?,
         }
     }
     b.commit();
-    if let Some(rows) = logit_rows {
-        b.norm(Buf::Normed, Buf::X, &w.output_norm);
-        if let Some(logits) = logits {
-            let at = logits.len();
-            logits.resize(at + rows.len() * c.vocab_size, 0.0);
-            b.logits(&mut logits[at..])?;
+    let Some(rows) = logit_rows else { return Ok(()) };
+    match &w.output {
+        Some(head) => {
+            b.norm(Buf::Normed, Buf::X, &head.norm);
+            if let Some(logits) = logits {
+                let at = logits.len();
+                logits.resize(at + rows.len() * c.vocab_size, 0.0);
+                b.logits(&mut logits[at..])?;
+            }
         }
+        // An encoder's hidden states are its last layer's output.
+        None if logits.is_none() => b.copy(Buf::Normed, Buf::X),
+        None => return Err(ModelError::EmbeddingOnly(c.architecture.name().into())),
     }
     Ok(())
 }
@@ -217,15 +236,39 @@ fn pre_norm_layer(
     layer: &LayerWeights,
     keep: Option<Range<usize>>,
 ) -> Result<(), ModelError> {
-    b.norm(Buf::Normed, Buf::X, &layer.attn_norm);
+    b.norm(Buf::Normed, Buf::X, &layer.attn_norm.weight);
     mixer(b, c, l, layer)?;
     b.add(Buf::X, Buf::BlockOut);
     if !rows_left(b, keep) {
         return Ok(());
     }
-    b.norm(Buf::Normed, Buf::X, &layer.ffn_norm);
+    b.norm(Buf::Normed, Buf::X, &layer.ffn_norm.weight);
     b.feed_forward(layer)?;
     b.add(Buf::X, Buf::BlockOut);
+    Ok(())
+}
+
+/// BERT-like encoders, normalized after each residual add (LayerNorm with a bias):
+/// `x = norm(x + attention(x))`, then `x = norm(x + ffn(x))`.
+fn encoder_layer(
+    b: &mut impl Backend,
+    c: &Config,
+    l: usize,
+    layer: &LayerWeights,
+    keep: Option<Range<usize>>,
+) -> Result<(), ModelError> {
+    // The blocks read `Normed`, which an encoder's input is without a norm of its own.
+    b.copy(Buf::Normed, Buf::X);
+    mixer(b, c, l, layer)?;
+    b.add(Buf::X, Buf::BlockOut);
+    if !rows_left(b, keep) {
+        return Ok(());
+    }
+    b.layer_norm(Buf::X, &layer.attn_norm);
+    b.copy(Buf::Normed, Buf::X);
+    b.feed_forward(layer)?;
+    b.add(Buf::X, Buf::BlockOut);
+    b.layer_norm(Buf::X, &layer.ffn_norm);
     Ok(())
 }
 
@@ -239,7 +282,7 @@ fn sandwich_layer(
     layer: &LayerWeights,
     keep: Option<Range<usize>>,
 ) -> Result<(), ModelError> {
-    b.norm(Buf::Normed, Buf::X, &layer.attn_norm);
+    b.norm(Buf::Normed, Buf::X, &layer.attn_norm.weight);
     mixer(b, c, l, layer)?;
     if let Some(weight) = &layer.post_attn_norm {
         b.norm(Buf::BlockOut, Buf::BlockOut, weight);
@@ -248,7 +291,7 @@ fn sandwich_layer(
     if !rows_left(b, keep) {
         return Ok(());
     }
-    b.norm(Buf::Normed, Buf::X, &layer.ffn_norm);
+    b.norm(Buf::Normed, Buf::X, &layer.ffn_norm.weight);
     b.feed_forward(layer)?;
     if let Some(weight) = &layer.post_ffn_norm {
         b.norm(Buf::BlockOut, Buf::BlockOut, weight);
@@ -336,5 +379,9 @@ fn attention_block(
     if c.gated_attention {
         b.apply_gate();
     }
-    b.project(Buf::Attn, Input::AttentionOut(l), [(&w.wo, Buf::BlockOut)])
+    b.project(Buf::Attn, Input::AttentionOut(l), [(&w.wo, Buf::BlockOut)])?;
+    if let Some(bias) = &w.bo {
+        b.add_bias(Buf::BlockOut, bias);
+    }
+    Ok(())
 }

@@ -33,7 +33,8 @@ pub use forward::LogitsFor;
 pub(crate) use forward::forward_batch;
 pub use loader::{FileLoader, LoadError};
 pub use weights::{
-    AttentionWeights, DeltaNetWeights, LayerWeights, Matrix, Mixer, PerLayerInput, PerLayerWeights, Weights,
+    AttentionWeights, DeltaNetWeights, EncoderInput, LayerWeights, Matrix, Mixer, Norm, OutputHead,
+    PerLayerInput, PerLayerWeights, Weights,
 };
 
 use crate::gguf::{GgmlType, GgufHeader, Metadata};
@@ -99,13 +100,14 @@ impl Model {
                 Mixer::Attention(a) => vec![Some(&a.wq), a.wk.as_ref(), a.wv.as_ref(), Some(&a.wo)],
                 Mixer::DeltaNet(d) => [&d.wqkv, &d.wz, &d.w_beta, &d.w_alpha, &d.w_out].map(Some).to_vec(),
             };
-            matrices.extend([&layer.w_gate, &layer.w_up, &layer.w_down].map(Some));
+            matrices.extend([layer.w_gate.as_ref(), Some(&layer.w_up), Some(&layer.w_down)]);
             let per_layer = layer.per_layer.as_ref();
             matrices.extend([per_layer.map(|p| &p.gate), per_layer.map(|p| &p.proj)]);
             matrices.into_iter().flatten()
         });
         let per_layer_input = w.per_layer_input.as_ref().map(|input| &input.model_proj);
-        std::iter::once(&w.output).chain(per_layer_input).chain(layers)
+        let output = w.output.as_ref().map(|head| &head.matrix);
+        output.into_iter().chain(per_layer_input).chain(layers)
     }
 
     /// Bytes of weights one decode step reads ([`Model::decode_matrices`]): a benchmark's

@@ -70,6 +70,41 @@ pub fn rms_norm_in_place(x: &mut [f32], weight: &[f32], eps: f32) {
     });
 }
 
+/// LayerNorm (ggml's `norm`, then its `mul` and `add`): each row of `weight.len()` becomes
+/// `(x − mean) / sqrt(variance + eps) · weight (+ bias)`.
+pub fn layer_norm_in_place(x: &mut [f32], weight: &[f32], bias: Option<&[f32]>, eps: f32) {
+    let n = weight.len();
+    in_row_parts(x, n, MIN_PART_ELEMENTS, |_, x| {
+        for row in x.chunks_exact_mut(n) {
+            let sum: f64 = row.iter().map(|&v| f64::from(v)).sum();
+            let mean = sum as f32 / n as f32;
+            row.iter_mut().for_each(|v| *v -= mean);
+            let scale = 1.0 / (centered_variance(row) + eps).sqrt();
+            for (v, &w) in row.iter_mut().zip(weight) {
+                *v = (*v * scale) * w;
+            }
+            if let Some(bias) = bias {
+                row.iter_mut().zip(bias).for_each(|(v, &b)| *v += b);
+            }
+        }
+    });
+}
+
+/// The mean of the squares of centered values, summed as ggml's x86 builds (AVX2) sum them:
+/// eight at a time, each eight added pairwise in f32 (upper half onto lower, then lanes 0+2
+/// and 1+3, then those two), the partial sums in f64.
+fn centered_variance(centered: &[f32]) -> f32 {
+    let mut chunks = centered.chunks_exact(8);
+    let mut sum = 0.0f64;
+    for c in &mut chunks {
+        let s: [f32; 8] = std::array::from_fn(|i| c[i] * c[i]);
+        let half: [f32; 4] = std::array::from_fn(|i| s[i + 4] + s[i]);
+        sum += f64::from((half[0] + half[2]) + (half[1] + half[3]));
+    }
+    sum += chunks.remainder().iter().map(|&v| f64::from(v * v)).sum::<f64>();
+    (sum / centered.len() as f64) as f32
+}
+
 pub(super) fn rms_scale(x: &[f32], eps: f32) -> f32 {
     let sum: f64 = x.iter().map(|&v| f64::from(v * v)).sum();
     let mean = (sum / x.len() as f64) as f32;
@@ -214,6 +249,28 @@ mod tests {
             assert_eq!(gelu(x).to_bits(), gelu_of_f16(f16::from_f32(x)).to_bits(), "gelu({x})");
         }
         assert_eq!((gelu(-10.5), gelu(12.25)), (0.0, 12.25));
+    }
+
+    /// LayerNorm leaves a row of mean 0 and variance 1 before its weight and bias, with the
+    /// variance summed in ggml's order within rounding of a plain sum.
+    #[test]
+    fn layer_norm_centers_and_scales_then_applies_weight_and_bias() {
+        let row: Vec<f32> = (0..21).map(|i| (i as f32 * 0.37).sin() * 3.0 + 1.5).collect();
+        let mut x = row.clone();
+        layer_norm_in_place(&mut x, &[1.0; 21], None, 0.0);
+        let mean = x.iter().sum::<f32>() / 21.0;
+        let variance = x.iter().map(|v| v * v).sum::<f32>() / 21.0;
+        assert!(mean.abs() < 1e-6 && (variance - 1.0).abs() < 1e-5, "{mean} {variance}");
+        let mean = row.iter().sum::<f32>() / 21.0;
+        let centered: Vec<f32> = row.iter().map(|v| v - mean).collect();
+        let plain = centered.iter().map(|v| f64::from(v * v)).sum::<f64>() / 21.0;
+        assert!((f64::from(centered_variance(&centered)) - plain).abs() < 1e-6 * plain);
+        let (weight, bias) = ([2.0; 21], [0.5; 21]);
+        let mut y = row.clone();
+        layer_norm_in_place(&mut y, &weight, Some(&bias), 0.0);
+        for (a, b) in x.iter().zip(&y) {
+            assert_eq!(*b, a * 2.0 + 0.5);
+        }
     }
 
     #[test]

@@ -4,7 +4,7 @@
 
 use std::ops::Range;
 
-use super::arch::QkvBias;
+use super::arch::{Activation, Family, Positions, QkvBias};
 use super::bytes::ModelBytes;
 use super::config::{Config, DeltaNet};
 use super::error::ModelError;
@@ -64,8 +64,16 @@ impl Matrix {
     }
 }
 
+/// A norm's learned parameters: RMSNorm's weight, or LayerNorm's weight and bias (encoders).
+pub struct Norm {
+    pub weight: Vec<f32>,
+    pub bias: Option<Vec<f32>>,
+}
+
 pub struct LayerWeights {
-    pub attn_norm: Vec<f32>,
+    /// The attention block's norm: of its input, or for encoders of the residual sum after
+    /// it (`attn_output_norm`).
+    pub attn_norm: Norm,
     /// Gemma 4's per-layer input block, after the feed-forward block.
     pub per_layer: Option<PerLayerWeights>,
     /// Gemma 4's scale of the layer's output (`layer_output_scale`).
@@ -74,11 +82,16 @@ pub struct LayerWeights {
     pub mixer: Mixer,
     /// Norm of the mixer's output before the residual add (Gemma 3).
     pub post_attn_norm: Option<Vec<f32>>,
-    /// The feed-forward block's input norm (Qwen3.5 names it `post_attention_norm`).
-    pub ffn_norm: Vec<f32>,
-    pub w_gate: Matrix,
+    /// The feed-forward block's input norm (Qwen3.5 names it `post_attention_norm`), or for
+    /// encoders the norm of the residual sum after it (`layer_output_norm`).
+    pub ffn_norm: Norm,
+    /// The gate's projection; none where the FFN has no gate ([`Activation::Gelu`]).
+    pub w_gate: Option<Matrix>,
     pub w_up: Matrix,
     pub w_down: Matrix,
+    /// Biases of the up and down projections (BERT).
+    pub b_up: Option<Vec<f32>>,
+    pub b_down: Option<Vec<f32>>,
     /// Norm of the FFN output before the residual add (Gemma 3).
     pub post_ffn_norm: Option<Vec<f32>>,
 }
@@ -115,10 +128,12 @@ pub struct AttentionWeights {
     pub wk: Option<Matrix>,
     pub wv: Option<Matrix>,
     pub wo: Matrix,
-    /// Biases added to the Q, K and V projections (Qwen2; optional in Llama files).
+    /// Biases added to the Q, K and V projections (Qwen2; optional in Llama files), and to the
+    /// output projection (encoders).
     pub bq: Option<Vec<f32>>,
     pub bk: Option<Vec<f32>>,
     pub bv: Option<Vec<f32>>,
+    pub bo: Option<Vec<f32>>,
     /// Per-head RMSNorm of queries and keys (Qwen3, Gemma 3, Qwen3.5).
     pub q_norm: Option<Vec<f32>>,
     pub k_norm: Option<Vec<f32>>,
@@ -143,12 +158,30 @@ pub struct DeltaNetWeights {
     pub w_out: Matrix,
 }
 
+/// What turns the last layer's output into logits; encoders have none.
+pub struct OutputHead {
+    pub norm: Vec<f32>,
+    /// The output projection; `token_embd` itself when the file ties them.
+    pub matrix: Matrix,
+}
+
+/// What an encoder adds to the token embeddings before its first layer, and their norm (BERT).
+pub struct EncoderInput {
+    /// Learned positions (`position_embd`: a row per position of the context), where the
+    /// architecture learns them.
+    pub positions: Option<Matrix>,
+    /// Token type 0's row of `token_types`: llama.cpp embeds every token as "sentence A".
+    pub token_type: Option<Vec<f32>>,
+    /// `token_embd_norm`.
+    pub norm: Norm,
+}
+
 pub struct Weights {
     pub token_embd: Matrix,
+    /// Encoders' additions to the embeddings.
+    pub encoder_input: Option<EncoderInput>,
     pub layers: Vec<LayerWeights>,
-    pub output_norm: Vec<f32>,
-    /// The output projection; `token_embd` itself when the file ties them.
-    pub output: Matrix,
+    pub output: Option<OutputHead>,
     /// Gemma 4's per-layer token embeddings, where the file has them.
     pub per_layer_input: Option<PerLayerInput>,
     /// Llama 3-style per-dimension RoPE frequency divisors (`rope_freqs.weight`), if present.
@@ -186,10 +219,35 @@ impl Weights {
             layout: WeightLayout::Plain,
             ..tensors.matrix("token_embd.weight", config.vocab_size, d)?
         };
+        let encoder = spec.family == Family::Encoder;
         // Gemma 2 always ties them (llama.cpp ignores an `output.weight` there).
         let output = match header.tensor("output.weight") {
-            Some(_) if !spec.always_tied_output => tensors.matrix("output.weight", config.vocab_size, d)?,
-            _ => token_embd.clone(),
+            _ if encoder => None,
+            Some(_) if !spec.always_tied_output => {
+                Some(tensors.matrix("output.weight", config.vocab_size, d)?)
+            }
+            _ => Some(token_embd.clone()),
+        };
+        let output = match output {
+            Some(matrix) => Some(OutputHead { norm: tensors.vector("output_norm.weight", d)?, matrix }),
+            None => None,
+        };
+        let encoder_input = match encoder {
+            true => Some(EncoderInput {
+                positions: match spec.positions {
+                    Positions::Learned => {
+                        let table = tensors.matrix("position_embd.weight", config.context_length, d)?;
+                        Some(Matrix { layout: WeightLayout::Plain, ..table })
+                    }
+                    Positions::Rope => None,
+                },
+                token_type: match header.tensor("token_types.weight") {
+                    Some(_) => Some(tensors.first_row("token_types.weight", d)?),
+                    None => None,
+                },
+                norm: tensors.layer_norm("token_embd_norm", d)?,
+            }),
+            false => None,
         };
         let mut layers = Vec::with_capacity(config.n_layer);
         for i in 0..config.n_layer {
@@ -212,6 +270,17 @@ impl Weights {
                     _ => Ok(None),
                 }
             };
+            // Encoders' other biases, read wherever the file has them (as llama.cpp's graphs
+            // use them: the output projection's always, the FFN's for BERT's plain GELU).
+            let encoder_bias =
+                |suffix: &str, len: usize, wanted: bool| -> Result<Option<Vec<f32>>, ModelError> {
+                    let name = format!("blk.{i}.{suffix}.bias");
+                    match header.tensor(&name) {
+                        Some(_) if encoder && wanted => tensors.vector(&name, len).map(Some),
+                        _ => Ok(None),
+                    }
+                };
+            let plain_ffn = spec.activation == Activation::Gelu;
             let mixer = match config.delta_net {
                 Some(shape) if config.is_recurrent(i) => Mixer::DeltaNet(tensors.delta_net(i, shape, d)?),
                 _ => {
@@ -262,6 +331,7 @@ impl Weights {
                         bq,
                         bk,
                         bv,
+                        bo: encoder_bias("attn_output", d, true)?,
                         q_norm: optional_vector("attn_q_norm", hd, has_qk_norm)?,
                         k_norm: optional_vector("attn_k_norm", hd, has_qk_norm && keeps_kv)?,
                     })
@@ -270,9 +340,23 @@ impl Weights {
             // Phi-3's `ffn_up` holds gate and up: the first ff rows go through SiLU.
             let (w_gate, w_up) = if spec.fused_gate_up {
                 let [gate, up] = tensors.matrix(&name("ffn_up"), 2 * ff, d)?.split_rows([ff, ff]);
-                (gate, up)
+                (Some(gate), up)
+            } else if plain_ffn {
+                (None, tensors.matrix(&name("ffn_up"), ff, d)?)
             } else {
-                (tensors.matrix(&name("ffn_gate"), ff, d)?, tensors.matrix(&name("ffn_up"), ff, d)?)
+                (Some(tensors.matrix(&name("ffn_gate"), ff, d)?), tensors.matrix(&name("ffn_up"), ff, d)?)
+            };
+            // An encoder's norms follow its residual adds, with biases; a decoder's precede its
+            // blocks.
+            let (attn_norm, ffn_norm) = match encoder {
+                true => (
+                    tensors.layer_norm(&format!("blk.{i}.attn_output_norm"), d)?,
+                    tensors.layer_norm(&format!("blk.{i}.layer_output_norm"), d)?,
+                ),
+                false => (
+                    Norm { weight: tensors.vector(&name("attn_norm"), d)?, bias: None },
+                    Norm { weight: tensors.vector(&name(spec.ffn_norm), d)?, bias: None },
+                ),
             };
             let post_attn_norm = optional_vector("post_attention_norm", d, has_post_norms)?;
             if header.tensor(&name("ffn_gate_inp")).is_some() {
@@ -297,15 +381,17 @@ impl Weights {
                 _ => None,
             };
             layers.push(LayerWeights {
-                attn_norm: tensors.vector(&name("attn_norm"), d)?,
+                attn_norm,
                 per_layer,
                 out_scale,
                 mixer,
                 post_attn_norm,
-                ffn_norm: tensors.vector(&name(spec.ffn_norm), d)?,
+                ffn_norm,
                 w_gate,
                 w_up,
                 w_down: tensors.matrix(&name("ffn_down"), d, ff)?,
+                b_up: encoder_bias("ffn_up", ff, plain_ffn)?,
+                b_down: encoder_bias("ffn_down", d, plain_ffn)?,
                 post_ffn_norm: optional_vector("post_ffw_norm", d, has_post_norms)?,
             });
         }
@@ -330,8 +416,8 @@ impl Weights {
         Ok(Weights {
             per_layer_input,
             token_embd,
+            encoder_input,
             layers,
-            output_norm: tensors.vector("output_norm.weight", d)?,
             output,
             rope_freqs: optional("rope_freqs.weight")?,
             rope_factors_long: optional("rope_factors_long.weight")?,
@@ -406,6 +492,24 @@ impl Tensors<'_> {
             norm: self.vector(&name("ssm_norm.weight"), shape.head_dim)?,
             w_out: self.matrix(&name("ssm_out.weight"), d, value_dim)?,
         })
+    }
+
+    /// LayerNorm `{prefix}.weight` and `{prefix}.bias`, `d` wide.
+    fn layer_norm(&self, prefix: &str, d: usize) -> Result<Norm, ModelError> {
+        Ok(Norm {
+            weight: self.vector(&format!("{prefix}.weight"), d)?,
+            bias: Some(self.vector(&format!("{prefix}.bias"), d)?),
+        })
+    }
+
+    /// Row 0 of a table of rows `cols` wide (any number of them), decoded to f32.
+    fn first_row(&self, name: &str, cols: usize) -> Result<Vec<f32>, ModelError> {
+        let rows = self.header.tensor(name).and_then(|t| t.dims.get(1).copied()).unwrap_or(0);
+        let table = self.matrix(name, usize::try_from(rows).unwrap_or(0).max(1), cols)?;
+        let Some(file) = self.file else { return Ok(Vec::new()) };
+        let mut row = vec![0.0; cols];
+        dequantize_row(table.weight_type, table.row_bytes(file, 0), &mut row)?;
+        Ok(row)
     }
 
     /// A vector of `len` elements, decoded to f32.

@@ -135,6 +135,8 @@ impl WebEngine {
             pooling: Option<&'static str>,
             /// What the model is for: `chat`, `embedding`, or `chat_and_embedding`.
             purpose: &'static str,
+            /// Whether it has an output layer to generate with (an encoder only embeds).
+            generates: bool,
         }
         let config = self.engine.model().config();
         to_js(&Info {
@@ -146,6 +148,7 @@ impl WebEngine {
             recommended_sampling: self.engine.recommended_sampling(),
             pooling: config.pooling.map(crate::embedding::Pooling::name),
             purpose: self.engine.purpose().name(),
+            generates: self.engine.model().weights().output.is_some(),
         })
     }
 

@@ -238,8 +238,27 @@ async function scenario() {
   result.embeddings.aborted = await kindOf(many);
   result.embeddings.afterAbort = (await embedder.embeddings.create({ input: 'x' })).data.length;
   embedder.terminate();
+  // The encoders (micro BERT and Nomic BERT) against llama.cpp's vectors; they refuse to chat.
+  result.embeddings.encoders = {};
+  for (const name of ['bert', 'nomic-bert']) {
+    const encoderGolden = await (await fetch(name + '.embeddings.json')).json();
+    const encoder = await Inferno.load(name + '.gguf');
+    const cosines = {};
+    for (const [pooling, texts] of Object.entries(encoderGolden.poolings)) {
+      const reply = await encoder.embeddings.create({ input: texts.map((t) => t.text), pooling, normalize: false });
+      cosines[pooling] = reply.data.map((d, i) => cosine(d.embedding, texts[i].embedding));
+    }
+    result.embeddings.encoders[name] = {
+      generates: encoder.model.generates,
+      purpose: encoder.model.purpose,
+      cosines,
+      chat: await kindOf(encoder.chat.completions.create({ messages: [{ role: 'user', content: 'Hi' }], max_tokens: 2 })),
+    };
+    encoder.terminate();
+  }
   result.embeddings.chatModel = {
     purpose: micro.model.purpose,
+    generates: micro.model.generates,
     refused: await micro.embeddings.create({ input: 'a' }).then(() => 'no error', (e) => e.kind + ': ' + e.message),
     mean: (await micro.embeddings.create({ input: ['a', 'b'], pooling: 'mean' })).data.map((d) => d.embedding.length),
   };
@@ -356,6 +375,16 @@ describe('the npm package in a plain page', { timeout: 420_000 }, () => {
       path.join(ROOT, 'tests/fixtures/golden/qwen3-embed-micro-q8_0.embeddings.json'),
       path.join(app, 'embeddings.json'),
     );
+    for (const name of ['bert', 'nomic-bert']) {
+      copyFileSync(
+        path.join(ROOT, `tests/fixtures/models/${name}-micro-q8_0.gguf`),
+        path.join(app, `${name}.gguf`),
+      );
+      copyFileSync(
+        path.join(ROOT, `tests/fixtures/golden/${name}-micro-q8_0.embeddings.json`),
+        path.join(app, `${name}.embeddings.json`),
+      );
+    }
     execFileSync('cp', ['-r', path.join(ROOT, 'tests/fixtures/models/split'), path.join(app, 'split')]);
     copyFileSync(
       path.join(ROOT, 'tests/fixtures/models/qwen3-micro-q8_0.gguf'),
@@ -509,6 +538,17 @@ describe('the npm package in a plain page', { timeout: 420_000 }, () => {
       assert.equal(embeddings.aborted, 'aborted');
       assert.equal(embeddings.afterAbort, 1);
       assert.equal(embeddings.chatModel.purpose, 'chat');
+      assert.equal(embeddings.chatModel.generates, true);
+      for (const [name, encoder] of Object.entries(embeddings.encoders)) {
+        assert.equal(encoder.generates, false, name);
+        assert.equal(encoder.purpose, 'embedding', name);
+        assert.equal(encoder.chat, 'embedding_only', name);
+        assert.deepEqual(Object.keys(encoder.cosines).sort(), ['cls', 'mean'], name);
+        for (const [pooling, cosines] of Object.entries(encoder.cosines)) {
+          assert.equal(cosines.length, 6);
+          for (const c of cosines) assert.ok(c >= 0.9999, `${name} ${pooling}: cosine ${c}`);
+        }
+      }
       assert.match(embeddings.chatModel.refused, /^no_pooling: this model's file declares no pooling/);
       assert.deepEqual(embeddings.chatModel.mean, [256, 256]);
 

@@ -103,6 +103,10 @@ fn render(report: &Report, bytes_read: u64) -> String {
         s.quantization_mix.iter().map(|q| format!("{} {:.1}%", q.type_name, q.share * 100.0)).collect();
     field(&mut out, "quantization", Some(&mix.join(", ")));
     let runs = match &report.runs.reason {
+        None if report.runs.embeds_only => {
+            "no, it embeds: Inferno can load this encoder to embed text; it has no output layer to chat with"
+                .to_string()
+        }
         None => "yes: Inferno can load this file and chat with it".to_string(),
         Some(reason) => format!("no: {reason}"),
     };
