@@ -26,6 +26,7 @@ export const LIBRARY_FILES = [
   'capabilities.js',
   'defaults.js',
   'storage.js',
+  'download.js',
 ];
 const BUILDS = [
   'pkg',

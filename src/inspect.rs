@@ -48,8 +48,13 @@ impl Runs {
                     architecture.is_some_and(|a| a.spec().family == crate::model::Family::Encoder);
                 Runs { ok: true, reason: None, embeds_only }
             }
-            Err(e) => Runs { ok: false, reason: Some(e.to_string()), embeds_only: false },
+            Err(e) => Runs::refused(e.to_string()),
         }
+    }
+
+    /// It does not run, for `reason`.
+    pub fn refused(reason: String) -> Runs {
+        Runs { ok: false, reason: Some(reason), embeds_only: false }
     }
 }
 

@@ -8,6 +8,7 @@ import { Inferno } from './inferno.js';
 import { DEMO_MODEL_URL } from './defaults.js';
 
 const PHASES = {
+  downloading: 'Downloading',
   reading: 'Reading',
   validating: 'Validating',
   device: 'Placing on the device',
@@ -29,13 +30,17 @@ export function createModelPanel(engine, ui, hooks) {
   let loadSource = null; // the File or URL the model came from, for "keep in browser"
   let model = null;
 
-  function showProgress(phase, bytes, total) {
+  /** The phase, bytes so far and their rate; a resumed download says from where it went on. */
+  function showProgress(phase, bytes, total, { rate = 0, resumedFrom = 0 } = {}) {
     ui.progress.hidden = false;
     ui.progress.dataset.phase = phase;
     ui.progressPhase.textContent = PHASES[phase] ?? phase;
-    ui.progressBytes.textContent = total
+    const amount = total
       ? `${formatBytes(bytes)} of ${formatBytes(total)} · ${Math.floor((100 * bytes) / total)}%`
       : formatBytes(bytes);
+    const speed = rate > 0 && bytes < total ? ` · ${formatBytes(rate)}/s` : '';
+    const resumed = resumedFrom > 0 ? ` · resumed at ${formatBytes(resumedFrom)}` : '';
+    ui.progressBytes.textContent = amount + speed + resumed;
     ui.progressBar.value = total ? bytes / total : 0;
   }
 
@@ -54,8 +59,8 @@ export function createModelPanel(engine, ui, hooks) {
       const loaded = await engine.load(source, {
         threads: hooks.threads(),
         device: hooks.device(),
-        onProgress: ({ phase, loaded: bytes, total }) => {
-          if (ticket === loadTicket) showProgress(phase, bytes, total);
+        onProgress: ({ phase, loaded: bytes, total, rate, resumedFrom }) => {
+          if (ticket === loadTicket) showProgress(phase, bytes, total, { rate, resumedFrom });
         },
       });
       if (ticket !== loadTicket) return null;

@@ -13,6 +13,7 @@ export type InfernoErrorKind =
   | 'cancelled'
   | 'terminated'
   | 'fetch_failed'
+  | 'file_changed'
   | 'no_length'
   | 'read_failed'
   | 'not_stored'
@@ -75,6 +76,7 @@ export type InfernoErrorKind =
   | 'empty_prompt'
   | 'prompt_too_long'
   | 'no_pooling'
+  | 'embedding_only'
   | 'split_file'
   | 'missing_shard'
   | 'duplicate_shard'
@@ -169,9 +171,15 @@ export interface EngineOptions {
 }
 
 export interface LoadProgress {
-  phase: 'reading' | 'validating' | 'device' | 'ready';
+  /** downloading: a resumable URL load's bytes on their way into OPFS; reading: the bytes
+   *  going into the engine (from the file, the stream, or the finished download). */
+  phase: 'downloading' | 'reading' | 'validating' | 'device' | 'ready';
   loaded: number;
   total: number;
+  /** Bytes per second in this phase so far (of what is fetched now, for a resumed download). */
+  rate: number;
+  /** A resumed download: the bytes an earlier, interrupted one had already written. */
+  resumedFrom?: number;
 }
 
 export interface LoadOptions {
@@ -182,6 +190,10 @@ export interface LoadOptions {
   /** 'auto' (default): the GPU where a hardware adapter runs the whole model, else the CPU;
    *  'gpu': fail (no_gpu, gpu_unsupported) rather than fall back; 'cpu'. */
   device?: 'auto' | 'gpu' | 'cpu';
+  /** A URL load: true downloads it in parallel Range requests into OPFS, resuming after a
+   *  dropped connection or a reload; false streams it once; default: true for files of 256 MiB
+   *  or more. Without OPFS or Range support on the server it streams. */
+  resumable?: boolean;
 }
 
 /** A File or Blob, a URL (relative to the page), or a model kept in this browser. */
@@ -219,6 +231,9 @@ export interface ModelInfo {
   generates: boolean;
   /** Files the model came in (gguf-split shards); 1 for one file. */
   shards: number;
+  /** A resumable download's story: bytes found from an earlier one, connections resumed,
+   *  parallel ranges. */
+  download?: { resumedFrom: number; retries: number; parts: number };
   threads: number;
   memory64: boolean;
   /** Where it runs; after a lost GPU (kind gpu_lost), the CPU. */

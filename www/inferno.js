@@ -134,21 +134,31 @@ export class Inferno {
   }
 
   /**
-   * Loads a model: a File or Blob, a URL (string or URL, streamed with progress), or
+   * Loads a model: a File or Blob, a URL (string or URL: streamed with progress, or for a
+   * file of 256 MiB or more, or with `resumable: true`, downloaded in parallel Range requests
+   * into OPFS so that a dropped connection or a reload continues where it stopped), or
    * `{opfs: name}` for a model kept in this browser. `threads` restarts the engine with that
    * many threads if it runs another count. `device`: 'auto' (the default: the GPU where a
    * hardware adapter runs the whole model, else the CPU), 'gpu' (fail rather than fall back)
    * or 'cpu'; `model.device` says which runs and why. A new load replaces the model (and
    * cancels a load still running). Resolves with `model`.
    */
-  async load(source, { onProgress, threads, signal, device } = {}) {
+  async load(source, { onProgress, threads, signal, device, resumable } = {}) {
     if (signal?.aborted) throw abortError();
-    const fields = { ...(await loadFields(source)), ...(device === undefined ? {} : { device }) };
+    if (resumable !== undefined && typeof resumable !== 'boolean')
+      throw badRequest('resumable must be a boolean');
+    const fields = {
+      ...(await loadFields(source)),
+      ...(device === undefined ? {} : { device }),
+      ...(resumable === undefined ? {} : { resumable }),
+    };
     if (threads !== undefined && this.#client.useThreads(threads || null)) this.#forgetModel();
     const mine = ++this.#loads; // Only the newest load says which model is loaded.
     const request = this.#client.request('load', fields, (event) => {
-      if (event.type === 'progress')
-        onProgress?.({ phase: event.phase, loaded: event.bytes, total: event.total });
+      if (event.type === 'progress') {
+        const { phase, bytes: loaded, total, rate, resumedFrom } = event;
+        onProgress?.({ phase, loaded, total, rate, ...(resumedFrom === undefined ? {} : { resumedFrom }) });
+      }
     });
     let reply;
     try {

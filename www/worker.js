@@ -8,8 +8,12 @@
 //   inspect_loaded                       -> inspected {...} for the loaded model
 //   model                                -> model {model} (null when none is loaded)
 //   info                                 -> info {info}
-//   load {file} | {url} | {files} | {urls}, device?
-//                                        -> events progress {phase, bytes, total}
+//   load {file} | {url} | {files} | {urls}, device?, resumable?
+//                                        -> events progress {phase, bytes, total, rate,
+//                                           resumedFrom?} (phase downloading: a URL fetched in
+//                                           parallel Range requests into OPFS, download.js;
+//                                           resumable: true always, false never, else for
+//                                           files of 256 MiB or more)
 //                                           (files/urls, or a url named NAME-00001-of-00003.gguf:
 //                                           a split model's shards, in any order)
 //                                           -> loaded {model} (model.device says where it runs)
@@ -59,6 +63,7 @@
 
 import { buildFor, gpuAdapter, memory64Supported, resolveThreads } from './capabilities.js';
 import { startEngine } from './engine-loader.js';
+import { RESUMABLE_MIN_BYTES, download, probeRanges, resumableAvailable } from './download.js';
 import { DEFAULT_MAX_TOKENS, DEFAULT_TRACE_TOP, MAX_TOKENS_LIMIT, MAX_TRACE_TOP } from './defaults.js';
 
 const INITIAL_PREFIX_BYTES = 1 << 20; // 1 MiB covers the header of most small models.
@@ -299,14 +304,20 @@ function freeModel() {
   answer = null;
 }
 
-/** Posts progress at most every PROGRESS_INTERVAL_MS, and always the last one. */
+/** Posts progress at most every PROGRESS_INTERVAL_MS, and always the last one, with the
+ *  phase's rate in bytes per second (from the bytes it started at: a resumed download's rate
+ *  is of what it fetches now). `extra` is posted as it is. */
 function progressReporter(id, total) {
   let last = 0;
-  return (phase, bytes, force = false) => {
+  let phaseStart = null;
+  return (phase, bytes, force = false, extra = {}) => {
     const now = performance.now();
+    if (phaseStart?.phase !== phase) phaseStart = { phase, at: now, bytes };
     if (!force && now - last < PROGRESS_INTERVAL_MS) return;
     last = now;
-    self.postMessage({ type: 'progress', id, event: true, phase, bytes, total });
+    const seconds = (now - phaseStart.at) / 1000;
+    const rate = seconds > 0.05 ? Math.round((bytes - phaseStart.bytes) / seconds) : 0;
+    self.postMessage({ type: 'progress', id, event: true, phase, bytes, total, rate, ...extra });
   };
 }
 
@@ -455,7 +466,8 @@ async function loadModel(request, run) {
     throw error;
   }
   const from = request.source ?? (request.url || request.urls ? 'url' : 'file');
-  model = { engine, name, size, info, device, source: from, shards: source.shards ?? 1 };
+  const fetched = source.download ?? null;
+  model = { engine, name, size, info, device, source: from, shards: source.shards ?? 1, download: fetched };
   report('ready', size, true);
   return { type: 'loaded', model: describeModel(), ms: performance.now() - started };
 }
@@ -480,7 +492,9 @@ async function shardSources(request, run) {
   }
   if (!urls) return null;
   // Every shard's request starts at once; their bodies are read in order.
-  const opened = await Promise.allSettled(urls.map((url) => openOne({ url }, run)));
+  const opened = await Promise.allSettled(
+    urls.map((url) => openOne({ url, resumable: request.resumable }, run)),
+  );
   const failed = opened.find((o) => o.status === 'rejected');
   if (failed) {
     for (const o of opened) if (o.status === 'fulfilled') o.value.abandon();
@@ -501,7 +515,7 @@ function joinSources(parts) {
       let base = 0;
       for (const [i, part] of parts.entries()) {
         if (i > 0) loader.next_file(part.size);
-        await part.feed(loader, (phase, bytes, force) => report(phase, base + bytes, force));
+        await part.feed(loader, (phase, bytes, force, extra) => report(phase, base + bytes, force, extra));
         base += part.size;
       }
     },
@@ -526,9 +540,12 @@ async function openOne(request, run) {
     } catch {
       throw new WorkerError('ProtocolError', 'bad_request', `${JSON.stringify(request.url)} is not a URL`);
     }
+    const name = decodeURIComponent(url.pathname.split('/').pop() || 'model.gguf');
+    const resumable = await openResumable(url.href, request.resumable, run);
+    if (resumable) return Object.assign(resumable, { name });
     const { response, size } = await openUrl(url.href);
     return {
-      name: decodeURIComponent(url.pathname.split('/').pop() || 'model.gguf'),
+      name,
       size,
       feed: (loader, report) => pushStream(loader, response, report, run),
       abandon: () => response.body?.cancel().catch(() => {}),
@@ -541,14 +558,47 @@ async function openOne(request, run) {
   );
 }
 
+/**
+ * A URL's source that downloads into OPFS resumably (download.js) before the loader reads it
+ * from disk, or null where that does not apply: `resumable` false, a file under
+ * RESUMABLE_MIN_BYTES unless `resumable` is true, no OPFS, a server without Range requests.
+ * Where the download cannot start after all (storage, another tab) it streams instead.
+ */
+async function openResumable(url, resumable, run) {
+  if (resumable === false || !resumableAvailable()) return null;
+  const probe = await probeRanges(url);
+  if (!probe || (resumable !== true && probe.size < RESUMABLE_MIN_BYTES)) return null;
+  const source = {
+    size: probe.size,
+    feed: async (loader, report) => {
+      const fetched = await download(url, probe, {
+        report: (bytes, resumedFrom) => report('downloading', bytes, false, { resumedFrom }),
+        cancelled: () => run.stopRequested,
+      });
+      if (fetched === null) {
+        const { response } = await openUrl(url);
+        return pushStream(loader, response, report, run);
+      }
+      throwIfCancelled(run);
+      report('downloading', probe.size, true, { resumedFrom: fetched.resumedFrom });
+      await pushFile(loader, fetched.file, report, run);
+      await fetched.remove();
+      source.download = { resumedFrom: fetched.resumedFrom, retries: fetched.retries, parts: fetched.parts };
+    },
+    abandon: () => {},
+  };
+  return source;
+}
+
 function describeModel() {
   if (!model) return null;
-  const { name, size, info, source, device, shards } = model;
+  const { name, size, info, source, device, shards, download } = model;
   return {
     name,
     size,
     source,
     shards,
+    ...(download ? { download } : {}),
     ...info,
     threads: engineBuild?.threads ?? 1,
     memory64: config.memory64,
