@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // Zero-dependency static server for the Inferno page.
 //
-//   node scripts/serve.mjs [--port 8080] [--root www] [--no-isolation]
+//   node scripts/serve.mjs [--port 8080] [--root www] [--no-isolation] [--no-ranges]
+//                          [--drop-once PATH@BYTE] [--stall-once PATH@BYTE]
 //
 // Binds 127.0.0.1 only and answers only requests whose Host is a loopback name (a page on
 // another site whose name was rebound to 127.0.0.1 gets 421). Sends the cross-origin
@@ -11,6 +12,12 @@
 // and are streamed, never read whole), and refuses paths that escape the root, symlinks
 // included (their real path must lie under the root or a directory given in `allow`).
 // A file is sent with exactly the length announced, even if it changes meanwhile.
+//
+// For testing downloads that must survive: --no-ranges answers every request with the whole
+// file (200, no Accept-Ranges); --drop-once cuts the connection of the first Range response
+// that would send byte BYTE of PATH (with its query, if any), right before it; --stall-once
+// sends up to there and then nothing more, holding the connection open (as a network that
+// hangs).
 
 import { createServer } from 'node:http';
 import { createReadStream } from 'node:fs';
@@ -141,23 +148,40 @@ async function findFile(filePath) {
 
 /** Sends bytes start..=end of the file: exactly Content-Length bytes, even if the file grows
  *  meanwhile; if it shrinks, the connection is cut so the client sees a short body. */
-function streamFile(res, filePath, status, headers, { start, end }) {
+/** Sends bytes `start..=end` of the file; a `fault` ({kind: 'drop' | 'stall', at}) sends
+ *  only those before byte `at`, then cuts the connection or leaves it hanging. */
+function streamFile(res, filePath, status, headers, { start, end }, fault = null) {
   res.writeHead(status, headers);
   if (res.req.method === 'HEAD' || end < start) {
     res.end();
     return;
   }
-  const stream = createReadStream(filePath, { start, end });
+  const last = fault ? fault.at - 1 : end;
+  const stream = createReadStream(filePath, { start, end: last });
   let sent = 0;
   stream.on('data', (chunk) => {
     sent += chunk.length;
   });
   stream.on('error', () => res.destroy());
   stream.on('end', () => {
+    if (fault?.kind === 'stall') return; // Nothing more, until the client gives up.
     if (sent !== end - start + 1) res.destroy();
   });
   res.on('close', () => stream.destroy());
-  stream.pipe(res);
+  stream.pipe(res, { end: !fault });
+}
+
+/** The fault a Range response of bytes `start..=end` of `target` (path and query) meets, once
+ *  per target and kind: the first response that would send the byte a fault names. */
+function takeFault(faults, target, start, end) {
+  for (const kind of ['drop', 'stall']) {
+    const at = faults[kind]?.get(target);
+    if (at !== undefined && start < at && at <= end) {
+      faults[kind].delete(target);
+      return { kind, at };
+    }
+  }
+  return null;
 }
 
 async function handleRequest(root, places, req, res) {
@@ -208,7 +232,7 @@ async function handleRequest(root, places, req, res) {
   const headers = {
     ...headersFor(req),
     'Content-Type': mimeTypeFor(filePath),
-    'Accept-Ranges': 'bytes',
+    ...(req.faults.noRanges ? {} : { 'Accept-Ranges': 'bytes' }),
     'Last-Modified': found.stats.mtime.toUTCString(),
     ETag: etag,
   };
@@ -218,15 +242,16 @@ async function handleRequest(root, places, req, res) {
     return;
   }
 
-  const range = parseRange(req.headers.range, size);
+  const range = req.faults.noRanges ? null : parseRange(req.headers.range, size);
   if (range === 'unsatisfiable') {
     sendText(res, 416, 'Range not satisfiable', { 'Content-Range': `bytes */${size}` });
     return;
   }
+  const fault = range ? takeFault(req.faults, url.pathname + url.search, range.start, range.end) : null;
   if (range) {
     headers['Content-Range'] = `bytes ${range.start}-${range.end}/${size}`;
     headers['Content-Length'] = range.end - range.start + 1;
-    streamFile(res, filePath, 206, headers, range);
+    streamFile(res, filePath, 206, headers, range, fault);
   } else {
     headers['Content-Length'] = size;
     streamFile(res, filePath, 200, headers, { start: 0, end: size - 1 });
@@ -236,7 +261,9 @@ async function handleRequest(root, places, req, res) {
 /**
  * Starts the server. Resolves to {server, port, url, close} once listening; port 0 picks
  * a free port (the actual one is in the result). `allow` lists directories outside the root
- * that symlinks under it may point into (the benchmark links models that way).
+ * that symlinks under it may point into (the benchmark links models that way). For tests of
+ * downloads: `ranges: false`, and `dropOnce` / `stallOnce` ({'/url/path': byte}: see the
+ * top of this file).
  */
 export async function startServer({
   root = DEFAULT_ROOT,
@@ -244,11 +271,20 @@ export async function startServer({
   host = HOST,
   isolation = true,
   allow = [],
+  ranges = true,
+  dropOnce = {},
+  stallOnce = {},
 } = {}) {
+  const faults = {
+    noRanges: !ranges,
+    drop: new Map(Object.entries(dropOnce)),
+    stall: new Map(Object.entries(stallOnce)),
+  };
   const absoluteRoot = path.resolve(root);
   const places = await Promise.all([absoluteRoot, ...allow].map((dir) => realpath(path.resolve(dir))));
   const server = createServer((req, res) => {
     req.isolation = isolation;
+    req.faults = faults;
     handleRequest(absoluteRoot, places, req, res).catch((error) => {
       if (!res.headersSent) sendText(res, 500, 'Internal server error');
       else res.destroy();
@@ -283,7 +319,12 @@ function parseArgs(argv) {
     if (flag === '--port' || flag === '-p') options.port = Number(value());
     else if (flag === '--root' || flag === '-r') options.root = path.resolve(value());
     else if (flag === '--no-isolation') options.isolation = false;
-    else if (flag === '--help' || flag === '-h') options.help = true;
+    else if (flag === '--no-ranges') options.ranges = false;
+    else if (flag === '--drop-once' || flag === '--stall-once') {
+      const [where, at] = value().split('@');
+      const key = flag === '--drop-once' ? 'dropOnce' : 'stallOnce';
+      options[key] = { ...options[key], [where]: Number(at) };
+    } else if (flag === '--help' || flag === '-h') options.help = true;
     else throw new Error(`unknown argument: ${argv[i]}`);
   }
   if (!Number.isInteger(options.port) || options.port < 0 || options.port > 65535) {
@@ -301,7 +342,10 @@ async function main() {
     process.exit(2);
   }
   if (options.help) {
-    console.log('usage: node scripts/serve.mjs [--port 8080] [--root www] [--no-isolation]');
+    console.log(
+      'usage: node scripts/serve.mjs [--port 8080] [--root www] [--no-isolation] [--no-ranges] ' +
+        '[--drop-once PATH@BYTE] [--stall-once PATH@BYTE]',
+    );
     return;
   }
   const { url } = await startServer(options);

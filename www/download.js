@@ -24,10 +24,11 @@ const SAVE_INTERVAL_MS = 1000;
 const STALE_MS = 7 * 24 * 3600 * 1000;
 const DIRECTORY = 'downloads';
 
+/** An answer the download cannot use (as the worker's WorkerError: a name and a kind). */
 class DownloadError extends Error {
-  constructor(kind, message) {
+  constructor(name, kind, message) {
     super(message);
-    this.name = 'NetworkError';
+    this.name = name;
     this.kind = kind;
   }
 }
@@ -88,13 +89,8 @@ export async function download(url, { size, validator }, { report, cancelled }) 
     const estimate = await navigator.storage.estimate?.().catch(() => null);
     if (estimate && estimate.quota - estimate.usage < size) return null;
   }
-  let handle;
-  try {
-    const fileHandle = await directory.getFileHandle(`${key}.part`, { create: true });
-    handle = await fileHandle.createSyncAccessHandle();
-  } catch {
-    return null; // Another tab is writing this download, or the browser refuses: stream.
-  }
+  const handle = await openExclusive(directory, `${key}.part`);
+  if (!handle) return null; // Another tab is writing this download, or the browser refuses.
   const state = fresh ? newState(url, size, validator) : saved;
   const resumedFrom = doneBytes(state);
   // Saves run one after another: what the state claims is flushed to disk before it says so.
@@ -137,14 +133,16 @@ export async function download(url, { size, validator }, { report, cancelled }) 
             retries += 1;
             if (failures > MAX_RETRIES) {
               throw new DownloadError(
+                'NetworkError',
                 'fetch_failed',
                 `${url}: the download broke off ${failures} times in a row at byte ${part.start + part.done} ` +
                   `(${error.message ?? error}); load it again to continue from there`,
               );
             }
-            await new Promise((resolve) => setTimeout(resolve, 200 * 2 ** (failures - 1)));
+            await sleep(200 * 2 ** (failures - 1));
           }
         }
+        await save(); // A finished range is on record even if another one never finishes.
       }),
     );
     await save();
@@ -177,6 +175,7 @@ async function fetchPart(url, state, part, handle, cancelled, onChunk) {
   if (response.status !== 206 || !range || Number(range[1]) !== from || Number(range[3]) !== state.size) {
     response.body?.cancel().catch(() => {});
     throw new DownloadError(
+      'NetworkError',
       'fetch_failed',
       `${url} answered ${response.status} to a Range request for bytes ${from}-${part.end - 1}, ` +
         'where it answered 206 before',
@@ -185,6 +184,7 @@ async function fetchPart(url, state, part, handle, cancelled, onChunk) {
   if (state.validator !== null && validatorOf(response) !== state.validator) {
     response.body?.cancel().catch(() => {});
     throw new DownloadError(
+      'NetworkError',
       'file_changed',
       `${url} changed on the server during the download (ETag or Last-Modified differs); load it again`,
     );
@@ -205,6 +205,25 @@ async function fetchPart(url, state, part, handle, cancelled, onChunk) {
     reader.cancel().catch(() => {});
   }
   if (part.done < part.end - part.start) throw new Error('the connection closed early');
+}
+
+/** A synchronous access handle of the file, or null. A worker of a page just reloaded may
+ *  hold it for a moment yet: tried for about two seconds. */
+async function openExclusive(directory, name) {
+  for (let attempt = 0; attempt < 8; attempt++) {
+    try {
+      const fileHandle = await directory.getFileHandle(name, { create: true });
+      return await fileHandle.createSyncAccessHandle();
+    } catch (error) {
+      if (error?.name !== 'NoModificationAllowedError') return null;
+      await sleep(250);
+    }
+  }
+  return null;
+}
+
+function sleep(ms) {
+  return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
 function newState(url, size, validator) {

@@ -304,20 +304,36 @@ function freeModel() {
   answer = null;
 }
 
-/** Posts progress at most every PROGRESS_INTERVAL_MS, and always the last one, with the
- *  phase's rate in bytes per second (from the bytes it started at: a resumed download's rate
- *  is of what it fetches now). `extra` is posted as it is. */
+/** Posts progress at most every PROGRESS_INTERVAL_MS, with the phase's rate in bytes per
+ *  second (from the bytes it started at: a resumed download's rate is of what it fetches now).
+ *  A report held back is posted at the interval's end unless a newer one was, so the last
+ *  bytes before a pause (a hung download) are posted too. `extra` is posted as it is. */
 function progressReporter(id, total) {
   let last = 0;
   let phaseStart = null;
+  let held = null;
+  const post = ({ phase, bytes, extra, at }) => {
+    last = performance.now();
+    const seconds = (at - phaseStart.at) / 1000;
+    const rate = seconds > 0.05 ? Math.round((bytes - phaseStart.bytes) / seconds) : 0;
+    self.postMessage({ type: 'progress', id, event: true, phase, bytes, total, rate, ...extra });
+  };
   return (phase, bytes, force = false, extra = {}) => {
     const now = performance.now();
     if (phaseStart?.phase !== phase) phaseStart = { phase, at: now, bytes };
-    if (!force && now - last < PROGRESS_INTERVAL_MS) return;
-    last = now;
-    const seconds = (now - phaseStart.at) / 1000;
-    const rate = seconds > 0.05 ? Math.round((bytes - phaseStart.bytes) / seconds) : 0;
-    self.postMessage({ type: 'progress', id, event: true, phase, bytes, total, rate, ...extra });
+    const report = { phase, bytes, extra, at: now };
+    if (force || now - last >= PROGRESS_INTERVAL_MS) {
+      held = null;
+      post(report);
+      return;
+    }
+    if (!held) {
+      setTimeout(() => {
+        if (held) post(held);
+        held = null;
+      }, PROGRESS_INTERVAL_MS - (now - last));
+    }
+    held = report;
   };
 }
 
@@ -439,7 +455,7 @@ async function loadModel(request, run) {
   }
   freeModel(); // Its memory is reused for the new file.
   const report = progressReporter(id, size);
-  report('reading', 0, true);
+  report(source.firstPhase ?? 'reading', 0, true);
   // Throws too_large before any big allocation; a split model's loader starts with its first
   // shard (feed starts each next one).
   const loader = new wasm.ModelLoader(source.firstSize ?? size);
@@ -510,6 +526,7 @@ function joinSources(parts) {
     name: parts[0].name.replace(/-\d{5}-of-\d{5}\.gguf$/, '.gguf'),
     size: parts.reduce((sum, part) => sum + part.size, 0),
     firstSize: parts[0].size,
+    firstPhase: parts[0].firstPhase,
     shards: parts.length,
     feed: async (loader, report) => {
       let base = 0;
@@ -570,6 +587,7 @@ async function openResumable(url, resumable, run) {
   if (!probe || (resumable !== true && probe.size < RESUMABLE_MIN_BYTES)) return null;
   const source = {
     size: probe.size,
+    firstPhase: 'downloading',
     feed: async (loader, report) => {
       const fetched = await download(url, probe, {
         report: (bytes, resumedFrom) => report('downloading', bytes, false, { resumedFrom }),

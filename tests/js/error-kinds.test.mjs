@@ -60,7 +60,8 @@ function raisedKinds() {
   for (const file of LIBRARY_FILES.filter((f) => f.endsWith('.js'))) {
     const source = read(`www/${file}`);
     for (const [, kind] of source.matchAll(/\bkind: '([a-z0-9_]+)'/g)) add(kind, file);
-    for (const [, kind] of source.matchAll(/WorkerError\(\s*'[A-Za-z]+',\s*'([a-z0-9_]+)'/g)) add(kind, file);
+    for (const [, kind] of source.matchAll(/(?:Worker|Download)Error\(\s*'[A-Za-z]+',\s*'([a-z0-9_]+)'/g))
+      add(kind, file);
     const errorKind = /function errorKind\([^)]*\) \{[\s\S]*?\n\}/.exec(source)?.[0] ?? '';
     for (const [, kind] of errorKind.matchAll(/return '([a-z0-9_]+)'/g)) add(kind, file);
   }

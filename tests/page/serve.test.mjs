@@ -127,4 +127,66 @@ describe('serve.mjs', () => {
     assert.equal(reply.status, 206);
     assert.equal(reply.body.toString(), 'ell');
   });
+
+  test('test faults: no Range support; a connection cut or hung once at a byte', async () => {
+    writeFileSync(path.join(root, 'data.bin'), Buffer.from([...Array(256).keys()]));
+    const noRanges = await startServer({ root, port: 0, ranges: false });
+    const faulty = await startServer({
+      root,
+      port: 0,
+      dropOnce: { '/data.bin': 100 },
+      stallOnce: { '/data.bin?hang': 50 },
+    });
+    try {
+      const whole = await get(noRanges.port, '/data.bin', { Range: 'bytes=10-19' });
+      assert.equal(whole.status, 200);
+      assert.equal(whole.headers['accept-ranges'], undefined);
+      assert.equal(whole.body.length, 256);
+
+      // A plain GET is never cut; the first Range response over byte 100 is, right before it.
+      assert.equal((await get(faulty.port, '/data.bin')).body.length, 256);
+      assert.equal((await get(faulty.port, '/data.bin', { Range: 'bytes=0-49' })).body.length, 50);
+      const cut = await new Promise((resolve) => {
+        const chunks = [];
+        const req = request(
+          { host: '127.0.0.1', port: faulty.port, path: '/data.bin', headers: { Range: 'bytes=60-199' } },
+          (res) => {
+            res.on('data', (chunk) => chunks.push(chunk));
+            res.on('error', () => resolve(Buffer.concat(chunks)));
+            res.on('aborted', () => resolve(Buffer.concat(chunks)));
+            res.on('end', () => resolve(Buffer.concat(chunks)));
+          },
+        );
+        req.on('error', () => resolve(Buffer.concat(chunks)));
+        req.end();
+      });
+      assert.deepEqual(
+        [...cut],
+        [...Array(40).keys()].map((i) => 60 + i),
+      );
+      const again = await get(faulty.port, '/data.bin', { Range: 'bytes=60-199' });
+      assert.equal(again.body.length, 140, 'once only');
+
+      // The hang sends bytes up to 50, then nothing while the connection stays open.
+      const hung = await new Promise((resolve) => {
+        const req = request(
+          { host: '127.0.0.1', port: faulty.port, path: '/data.bin?hang', headers: { Range: 'bytes=0-255' } },
+          (res) => {
+            let received = 0;
+            res.on('data', (chunk) => (received += chunk.length));
+            setTimeout(() => {
+              resolve({ received, open: !res.complete });
+              req.destroy();
+            }, 300);
+          },
+        );
+        req.on('error', () => {});
+        req.end();
+      });
+      assert.deepEqual(hung, { received: 50, open: true });
+    } finally {
+      await noRanges.close();
+      await faulty.close();
+    }
+  });
 });
