@@ -10,7 +10,7 @@
 #                                 write the 4.6 GiB one the 64-bit-memory test loads)
 #   ./build.sh wasm-test [FLAVOUR] [BROWSER]  only the crate's wasm tests, for one build (simd,
 #                                 relaxed or memory64; default simd) in headless chromium
-#                                 (default) or firefox
+#                                 (default), firefox, or webkit (WebKitGTK under Xvfb)
 #   ./build.sh fuzz [SECONDS] [TARGET]  run the fuzz targets (parse_gguf, render_template,
 #                                 tokenize, generate, grammar), each for SECONDS (default 600)
 #   ./build.sh bench [MODEL...]   Inferno vs llama.cpp's wasm build (wllama) in headless Chromium
@@ -157,7 +157,8 @@ setup_wasm_bindgen() {
 }
 
 setup_browser() {
-  apt_install chromium chromium-driver firefox-esr
+  # WebKitGTK (Safari's engine) has no headless mode: its driver runs under xvfb-run.
+  apt_install chromium chromium-driver firefox-esr webkit2gtk-driver xvfb xauth
   # geckodriver drives Firefox for wasm-bindgen-test; Debian has none, crates.io has it.
   command -v geckodriver >/dev/null || {
     log "installing geckodriver (a few minutes, once)"
@@ -165,19 +166,39 @@ setup_browser() {
   }
 }
 
-# The crate's wasm tests for one flavour in one browser (chromium or firefox), headless; the
-# runner drives whichever browser's driver the environment names.
+# The crate's wasm tests for one flavour in one browser (chromium, firefox or webkit), headless
+# (WebKitGTK under a virtual display); the runner drives whichever browser's driver the
+# environment names.
 wasm_test() { # flavour browser
   (
     export WASM_BINDGEN_TEST_TIMEOUT=300
-    unset CHROMEDRIVER GECKODRIVER
+    unset CHROMEDRIVER GECKODRIVER SAFARIDRIVER
     case "$2" in
       chromium) export CHROMEDRIVER=/usr/bin/chromedriver ;;
       firefox) GECKODRIVER=$(command -v geckodriver) && export GECKODRIVER ;;
+      webkit)
+        export SAFARIDRIVER=/usr/bin/WebKitWebDriver JSC_useSharedArrayBuffer=1
+        virtual_display
+        ;;
       *) die "unknown browser $2" ;;
     esac
     wasm_cargo "$1" test --release --tests --features kernel-checks
   )
+}
+
+# A virtual X display for WebKitGTK, which has no headless mode (without one its driver's
+# `POST /session` hangs): Xvfb, on a display number it picks, for the life of the calling
+# subshell. Does nothing where a display is set.
+virtual_display() {
+  [ -n "${DISPLAY:-}" ] && return 0
+  local fifo
+  fifo=$(mktemp -u) && mkfifo "$fifo"
+  Xvfb -displayfd 3 -screen 0 1280x1024x24 -nolisten tcp 3>"$fifo" >/dev/null 2>&1 &
+  local pid=$! display
+  read -r -t 20 display <"$fifo" || die "Xvfb did not start"
+  rm -f "$fifo"
+  trap "kill $pid 2>/dev/null" EXIT
+  export DISPLAY=":$display"
 }
 
 setup_node_packages() {
@@ -300,6 +321,8 @@ run_tests() {
   run_suite "wasm SIMD128 in headless Firefox (wasm-bindgen-test)" wasm_test simd firefox
   run_suite "wasm relaxed SIMD in headless Firefox (wasm-bindgen-test)" wasm_test relaxed firefox
   run_suite "wasm64 (Memory64) in headless Firefox (wasm-bindgen-test)" wasm_test memory64 firefox
+  # WebKitGTK has neither relaxed SIMD nor Memory64: the SIMD128 build is the one Safari runs.
+  run_suite "wasm SIMD128 in WebKitGTK under Xvfb (wasm-bindgen-test)" wasm_test simd webkit
   run_suite "JS: API types (tsc) and formatting (prettier)" node --test --test-reporter=spec tests/js/
   # One test file at a time: each drives its own browser running real models. The same files
   # run in Firefox through tests/page/firefox-page.mjs (Playwright's API over puppeteer-core).
