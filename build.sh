@@ -186,6 +186,14 @@ wasm_test() { # flavour browser
   )
 }
 
+# The page tests that drive WebKitGTK (tests/webkit/), on a virtual display.
+webkit_pages() {
+  (
+    virtual_display
+    node --test --test-concurrency=1 --test-reporter=spec tests/webkit/
+  )
+}
+
 # A virtual X display for WebKitGTK, which has no headless mode (without one its driver's
 # `POST /session` hangs): Xvfb, on a display number it picks, for the life of the calling
 # subshell. Does nothing where a display is set.
@@ -329,6 +337,9 @@ run_tests() {
   run_suite "page (playwright-core + Chromium)" node --test --test-concurrency=1 --test-reporter=spec tests/page/
   run_suite "page (puppeteer-core + Firefox)" env INFERNO_BROWSER=firefox \
     node --test --test-concurrency=1 --test-reporter=spec tests/page/
+  # WebKit's page tests drive it through a plain WebDriver client (selenium-webdriver), which
+  # the Playwright-shaped suites above do not speak: its own file of the core flows.
+  run_suite "page (selenium-webdriver + WebKitGTK under Xvfb)" webkit_pages
 
   # cargo: "test result: ok. 12 passed; 0 failed"; node: "ℹ pass 3" / "ℹ fail 0" (the first
   # field is matched by position: mawk reads "ℹ" as three bytes).

@@ -114,6 +114,7 @@ async function showEngineInfo() {
     const threads = `${info.threads} ${info.threads === 1 ? 'thread' : 'threads'}`;
     ui.engineInfo.textContent = `engine ${info.version}${info.simd128 ? ' · SIMD128' : ''}${info.relaxed_simd ? ' · relaxed SIMD' : ''} · ${threads}`;
     ui.engineInfo.title = info.threads_note ?? '';
+    showFallbacks();
     ui.engineInfo.classList.remove('failed');
     ui.engineInfo.classList.add('ok');
   } catch (error) {
@@ -122,6 +123,19 @@ async function showEngineInfo() {
     ui.engineInfo.title = error.message;
     showError('The Inferno engine could not start', error);
   }
+}
+
+/** What this browser lacks and what runs instead, in the settings (and the badge's tooltip). */
+function showFallbacks() {
+  const { missing } = Inferno.capabilities();
+  const note = document.getElementById('browser-fallbacks');
+  note.hidden = missing.length === 0;
+  note.textContent = missing.length
+    ? 'This browser lacks ' +
+      missing.map(({ feature, fallback }) => `${feature} (so: ${fallback})`).join('; ') +
+      '.'
+    : '';
+  if (missing.length) ui.engineInfo.title += `${ui.engineInfo.title ? '\n' : ''}${note.textContent}`;
 }
 
 function openPicker() {

@@ -69,14 +69,53 @@ export function memory64Supported() {
   }
 }
 
-/** The cores this machine offers (at least 1). */
+/** The cores this machine offers, as the browser says (at least 1). */
 export function hardwareThreads() {
   return Math.max(1, Number(self.navigator?.hardwareConcurrency) || 1);
 }
 
-/** The default thread count: the machine's cores, capped; 1 where threads cannot run. */
+/** Whether the browser reports cores in buckets rather than counting them: WebKit (Safari,
+ *  and every browser on iOS) says 4 for any machine with fewer than 8 (4 on a 2-core one). */
+export function coresBucketed() {
+  const agent = String(self.navigator?.userAgent ?? '');
+  return /AppleWebKit\//.test(agent) && !/(Chrome|Chromium|Edg)\//.test(agent);
+}
+
+/** Threads used where the browser's 4 may stand for 2 cores: never more than the machine has. */
+const BUCKETED_DEFAULT_THREADS = 2;
+
+/** The default thread count: the machine's cores, capped; 2 where a bucketed 4 may mean 2
+ *  (more threads than cores only contend); 1 where threads cannot run. */
 export function defaultThreads() {
-  return threadsSupported() ? Math.min(hardwareThreads(), MAX_DEFAULT_THREADS) : 1;
+  if (!threadsSupported()) return 1;
+  const cores = hardwareThreads();
+  if (coresBucketed() && cores <= 4) return Math.min(cores, BUCKETED_DEFAULT_THREADS);
+  return Math.min(cores, MAX_DEFAULT_THREADS);
+}
+
+/**
+ * What this browser lacks that the engine would use, each with what the page does instead
+ * (shown on the page, so a slower or smaller result is explained): [{feature, fallback}].
+ */
+export function missingFeatures({ relaxedSimd, memory64, opfs, webgpu, threads }) {
+  const missing = [];
+  if (!relaxedSimd)
+    missing.push({ feature: 'relaxed SIMD', fallback: 'the plain SIMD128 build (slower dot products)' });
+  if (!memory64)
+    missing.push({ feature: 'Memory64', fallback: 'the 32-bit build: models up to about 4 GiB' });
+  if (!threads) missing.push({ feature: 'shared memory (cross-origin isolation)', fallback: 'one thread' });
+  if (coresBucketed() && hardwareThreads() <= 4)
+    missing.push({
+      feature: 'an exact core count (WebKit says 4 for any machine under 8 cores)',
+      fallback: `${BUCKETED_DEFAULT_THREADS} threads unless you choose more`,
+    });
+  if (!opfs)
+    missing.push({
+      feature: 'OPFS',
+      fallback: 'models are not kept between visits and URL downloads do not resume',
+    });
+  if (!webgpu) missing.push({ feature: 'WebGPU', fallback: 'the CPU runs every model' });
+  return missing;
 }
 
 /**

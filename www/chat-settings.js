@@ -23,15 +23,24 @@ export function createSettings(inputs, threadsNote) {
   /** The Threads choices: "auto" (the engine's default) and 1..cores; one thread only where
    *  the page cannot share memory with workers. */
   function setUpThreads() {
-    const { threads: supported, hardwareThreads: cores, defaultThreads } = Inferno.capabilities();
+    const {
+      threads: supported,
+      hardwareThreads: cores,
+      defaultThreads,
+      coresBucketed,
+    } = Inferno.capabilities();
     const options = [el('option', { value: '' }, `Auto (${defaultThreads})`)];
     if (supported)
       for (let n = 1; n <= Math.min(cores, 64); n++)
         options.push(el('option', { value: String(n) }, String(n)));
     replaceChildren(inputs.threads, options);
     inputs.threads.disabled = !supported;
+    const offered =
+      coresBucketed && cores <= 4
+        ? `this browser says ${cores}, which it says for any machine under 8 cores, so Auto uses ${defaultThreads}`
+        : `this machine offers ${cores}`;
     threadsNote.textContent = supported
-      ? `Threads: this machine offers ${cores}. Changing it reloads the model into a new engine; the conversation stays.`
+      ? `Threads: ${offered}. Changing it reloads the model into a new engine; the conversation stays.`
       : 'One thread: this page is not cross-origin isolated, so WebAssembly threads are unavailable (serve it with COOP/COEP headers).';
   }
 

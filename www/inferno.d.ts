@@ -106,7 +106,10 @@ export class InfernoError extends Error {
 export interface Capabilities {
   /** Whether the page is cross-origin isolated and can run the threaded build. */
   threads: boolean;
+  /** `navigator.hardwareConcurrency`, which WebKit reports in buckets (`coresBucketed`: 4 for
+   *  any machine under 8 cores), so that `defaultThreads` is then 2. */
   hardwareThreads: number;
+  coresBucketed: boolean;
   defaultThreads: number;
   relaxedSimd: boolean;
   /** Whether files over 3.6 GiB can run (64-bit memory). */
@@ -115,6 +118,8 @@ export interface Capabilities {
   opfs: boolean;
   /** Whether the browser has WebGPU (`navigator.gpu`); `Inferno.gpuAdapter()` says more. */
   webgpu: boolean;
+  /** What this browser lacks, each with what the engine does instead (the page shows them). */
+  missing: { feature: string; fallback: string }[];
 }
 
 /** The GPU adapter the browser offers (WebGPU). */

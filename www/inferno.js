@@ -14,10 +14,12 @@
 import { EngineClient, InfernoError } from './worker-client.js';
 import { DEFAULT_TRACE_TOP, MAX_TRACE_TOP, SAMPLING_KEYS } from './defaults.js';
 import {
+  coresBucketed,
   defaultThreads,
   gpuAdapter,
   hardwareThreads,
   memory64Supported,
+  missingFeatures,
   relaxedSimdSupported,
   threadsSupported,
 } from './capabilities.js';
@@ -48,17 +50,20 @@ function badRequest(message) {
   return new InfernoError({ name: 'TypeError', kind: 'bad_request', message });
 }
 
-/** What this browser offers the engine, without starting one. */
+/** What this browser offers the engine, without starting one, and what the engine falls back
+ *  to where it lacks something (`missing`). */
 function capabilities() {
-  return {
+  const offered = {
     threads: threadsSupported(),
     hardwareThreads: hardwareThreads(),
+    coresBucketed: coresBucketed(),
     defaultThreads: defaultThreads(),
     relaxedSimd: relaxedSimdSupported(),
     memory64: memory64Supported(),
     opfs: storage.opfsAvailable(),
     webgpu: Boolean(self.navigator?.gpu),
   };
+  return { ...offered, missing: missingFeatures(offered) };
 }
 
 /** Models kept in this browser's Origin Private File System; load one with `{opfs: name}`. */

@@ -328,10 +328,13 @@ function progressReporter(id, total) {
       return;
     }
     if (!held) {
-      setTimeout(() => {
-        if (held) post(held);
-        held = null;
-      }, PROGRESS_INTERVAL_MS - (now - last));
+      setTimeout(
+        () => {
+          if (held) post(held);
+          held = null;
+        },
+        PROGRESS_INTERVAL_MS - (now - last),
+      );
     }
     held = report;
   };
