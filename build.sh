@@ -186,17 +186,10 @@ wasm_test() { # flavour browser
   )
 }
 
-# The page tests that drive WebKitGTK (tests/webkit/), on a virtual display.
-webkit_pages() {
-  (
-    virtual_display
-    node --test --test-concurrency=1 --test-reporter=spec tests/webkit/
-  )
-}
-
 # A virtual X display for WebKitGTK, which has no headless mode (without one its driver's
 # `POST /session` hangs): Xvfb, on a display number it picks, for the life of the calling
-# subshell. Does nothing where a display is set.
+# subshell. Does nothing where a display is set. (The page tests and the bench start their
+# own, in scripts/webkit.mjs; wasm-bindgen's runner starts the driver itself.)
 virtual_display() {
   [ -n "${DISPLAY:-}" ] && return 0
   local fifo
@@ -339,7 +332,8 @@ run_tests() {
     node --test --test-concurrency=1 --test-reporter=spec tests/page/
   # WebKit's page tests drive it through a plain WebDriver client (selenium-webdriver), which
   # the Playwright-shaped suites above do not speak: its own file of the core flows.
-  run_suite "page (selenium-webdriver + WebKitGTK under Xvfb)" webkit_pages
+  run_suite "page (selenium-webdriver + WebKitGTK under Xvfb)" \
+    node --test --test-concurrency=1 --test-reporter=spec tests/webkit/
 
   # cargo: "test result: ok. 12 passed; 0 failed"; node: "ℹ pass 3" / "ℹ fail 0" (the first
   # field is matched by position: mawk reads "ℹ" as three bytes).

@@ -1,11 +1,12 @@
 #!/usr/bin/env node
 // Inferno against llama.cpp's wasm build (@wllama/wllama), side by side in headless Chromium
-// (playwright-core) or headless Firefox (--browser firefox: stock Firefox ESR through
-// puppeteer-core over WebDriver BiDi).
+// (playwright-core), headless Firefox (--browser firefox: stock Firefox ESR through
+// puppeteer-core over WebDriver BiDi) or WebKitGTK (--browser webkit: selenium-webdriver, on a
+// virtual display; scripts/webkit.mjs).
 //
 //   node scripts/bench.mjs [MODEL.gguf ...] [--runs 3] [--pp 64] [--tg 32] [--depth 0] [--threads 1]
 //                          [--ctx N] [--warmup 1] [--timeout 900] [--no-relaxed] [--busy-core]
-//                          [--only inferno|wllama] [--browser chromium|firefox] [--json] [--verbose]
+//                          [--only inferno|wllama] [--browser chromium|firefox|webkit] [--json] [--verbose]
 //                          [--device cpu|gpu] [--swiftshader]
 //
 // --device gpu runs both engines on the browser's GPU (WebGPU; Chromium with
@@ -59,6 +60,7 @@ import { defaultModels, linkModels } from './bench-models.mjs';
 import { startServer } from './serve.mjs';
 import { CHROMIUM_ARGS, chromiumPath } from './chromium.mjs';
 import { firefoxLaunchOptions } from './firefox.mjs';
+import { launchWebKit } from './webkit.mjs';
 
 const repoRoot = fileURLToPath(new URL('../', import.meta.url));
 const www = path.join(repoRoot, 'www');
@@ -66,7 +68,7 @@ const wllamaDir = path.join(repoRoot, 'node_modules', '@wllama', 'wllama');
 
 const USAGE = `usage: node scripts/bench.mjs [MODEL.gguf ...] [--runs 3] [--pp 64] [--tg 32] [--depth 0] [--threads 1]
                            [--ctx N] [--warmup 1] [--timeout 900] [--no-relaxed]
-                           [--busy-core] [--only inferno|wllama] [--browser chromium|firefox]
+                           [--busy-core] [--only inferno|wllama] [--browser chromium|firefox|webkit]
                            [--json] [--verbose] [--device cpu|gpu] [--swiftshader]
                            [--json-schema FILE] [--embed N]`;
 
@@ -116,8 +118,8 @@ function parseArgs(argv) {
         throw new Error(`--only takes ${ENGINES.map((e) => e.name).join(' or ')}`);
     } else if (flag === '--browser') {
       options.browser = inline ?? argv[++i];
-      if (!['chromium', 'firefox'].includes(options.browser))
-        throw new Error('--browser takes chromium or firefox');
+      if (!['chromium', 'firefox', 'webkit'].includes(options.browser))
+        throw new Error('--browser takes chromium, firefox or webkit');
     } else if (flag === '--device') {
       options.device = inline ?? argv[++i];
       if (!['cpu', 'gpu'].includes(options.device)) throw new Error('--device takes cpu or gpu');
@@ -166,9 +168,39 @@ const ENGINES = [
  * The browser the pages run in, as {version, newContext(), close()}: a context has newPage()
  * and close(); a page has on('console' | 'pageerror'), goto, waitForFunction and evaluate,
  * which playwright-core (Chromium) and puppeteer-core (Firefox) spell alike but for the
- * context and the wait's arguments.
+ * context and the wait's arguments. WebKitGTK (selenium-webdriver: scripts/webkit.mjs) opens a
+ * WebDriver session per context and has no console events.
  */
 async function launchBrowser(name, options) {
+  if (name === 'webkit') {
+    const webkit = await launchWebKit();
+    const probe = await webkit.newSession();
+    const version = `WebKitGTK ${(await probe.getCapabilities()).get('browserVersion')}`;
+    await probe.quit();
+    return {
+      version,
+      newContext: async () => {
+        const driver = await webkit.newSession();
+        await driver.manage().setTimeouts({ script: options.timeout * 1000 });
+        return {
+          close: () => driver.quit(),
+          newPage: async () => ({
+            on: () => {},
+            goto: (url) => driver.get(url),
+            evaluate: (fn) => driver.executeScript(`return (${fn})()`),
+            waitForFunction: async (fn, arg, { timeout, polling }) => {
+              const end = Date.now() + timeout;
+              while (!(await driver.executeScript(`return (${fn})(arguments[0])`, arg))) {
+                if (Date.now() > end) throw new Error(`timed out after ${timeout} ms`);
+                await new Promise((resolve) => setTimeout(resolve, polling));
+              }
+            },
+          }),
+        };
+      },
+      close: () => webkit.stop(),
+    };
+  }
   if (name === 'firefox') {
     const browser = await puppeteer.launch(firefoxLaunchOptions());
     const version = await browser.version();

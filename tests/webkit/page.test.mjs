@@ -4,20 +4,20 @@
 // Chromium, stops, branches and inspects; and the page says what WebKit lacks and what runs
 // instead.
 //
-//   xvfb-run -a node --test tests/webkit/   (./build.sh test runs it under its own Xvfb;
-//   WebKitGTK has no headless mode, and without a display its driver's new session hangs)
+//   node --test tests/webkit/   (scripts/webkit.mjs starts the driver, and Xvfb where no
+//   display is set: WebKitGTK has no headless mode)
 
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
-import { Builder, By } from 'selenium-webdriver';
+import { By } from 'selenium-webdriver';
 import { CHROMIUM_ARGS, chromiumPath } from '../../scripts/chromium.mjs';
 import { startServer } from '../../scripts/serve.mjs';
+import { launchWebKit } from '../../scripts/webkit.mjs';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const MODEL = path.resolve(
@@ -26,7 +26,6 @@ const MODEL = path.resolve(
   'SmolLM2-135M-Instruct.Q4_1.gguf',
 );
 const MODEL_NAME = 'SmolLM2-135M-Instruct.Q4_1.gguf';
-const DRIVER = process.env.WEBKIT_WEBDRIVER ?? '/usr/bin/WebKitWebDriver';
 const TIMEOUT_MS = 120_000;
 const QUESTION = 'Name three colours.';
 
@@ -63,13 +62,12 @@ async function chromiumAnswer(serverUrl, tokens) {
 
 describe('the page in WebKitGTK', { timeout: 600_000 }, () => {
   let server;
-  let driverProcess;
+  let webkit;
   let driver;
   let site;
 
   before(async () => {
     assert.ok(existsSync(MODEL), `${MODEL} is missing: ./build.sh models fetches it`);
-    assert.ok(process.env.DISPLAY, 'WebKitGTK needs a display: run under xvfb-run -a (./build.sh test does)');
     // The page's files, and the test fixtures beside them (micro models and their goldens).
     const www = path.join(ROOT, 'www');
     const fixtures = path.join(ROOT, 'tests/fixtures');
@@ -77,20 +75,14 @@ describe('the page in WebKitGTK', { timeout: 600_000 }, () => {
     for (const entry of readdirSync(www)) symlinkSync(path.join(www, entry), path.join(site, entry));
     symlinkSync(fixtures, path.join(site, 'fixtures'));
     server = await startServer({ root: site, port: 0, allow: [www, fixtures] });
-    const port = 20_000 + Math.floor(Math.random() * 20_000);
-    // JSC_useSharedArrayBuffer: WebKitGTK keeps SharedArrayBuffer off unless told.
-    driverProcess = spawn(DRIVER, [`--port=${port}`], {
-      env: { ...process.env, JSC_useSharedArrayBuffer: '1' },
-      stdio: 'ignore',
-    });
-    await new Promise((resolve) => setTimeout(resolve, 500));
-    driver = await new Builder().forBrowser('MiniBrowser').usingServer(`http://127.0.0.1:${port}`).build();
+    webkit = await launchWebKit();
+    driver = await webkit.newSession();
     await driver.manage().setTimeouts({ script: TIMEOUT_MS });
   });
 
   after(async () => {
     await driver?.quit().catch(() => {});
-    driverProcess?.kill();
+    webkit?.stop();
     await server?.close();
     if (site) rmSync(site, { recursive: true, force: true });
   });
