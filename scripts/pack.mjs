@@ -43,14 +43,12 @@ function crateVersion() {
   return match[1];
 }
 
-/** README.md's embedding section, headings raised one level. */
+/** The API's documentation (docs/api.md) as the package's README. */
 function embeddingReadme() {
-  const readme = readFileSync(path.join(root, 'README.md'), 'utf8');
-  const start = readme.indexOf('\n## Embedding Inferno in a page');
-  if (start < 0) throw new Error('README.md has no "## Embedding Inferno in a page" section');
-  const end = readme.indexOf('\n## ', start + 1);
-  const section = readme.slice(start + 1, end < 0 ? undefined : end).replace(/^#(#+) /gm, '$1 ');
-  return `${section.trim()}\n\n## License\n\nMIT OR Apache-2.0 (LICENSE holds both).\n`;
+  const api = readFileSync(path.join(root, 'docs', 'api.md'), 'utf8');
+  if (!api.startsWith('# Embedding Inferno in a page'))
+    throw new Error('docs/api.md does not start with its title');
+  return `${api.trim()}\n\n## License\n\nMIT OR Apache-2.0 (LICENSE holds both).\n`;
 }
 
 /** Both licences the package may be used under, the MIT one first. */

@@ -1,4 +1,4 @@
-// Every error kind the engine and the API can raise is documented, in README.md's table and in
+// Every error kind the engine and the API can raise is documented, in docs/api.md's table and in
 // inferno.d.ts's InfernoErrorKind, and neither documents a kind that nothing raises. The kinds
 // are read from the sources: the Rust error types' kind()/name() arms and the web bindings'
 // js_error calls, and the JS library's `kind: '...'` fields and WorkerError constructions.
@@ -68,11 +68,11 @@ function raisedKinds() {
   return kinds;
 }
 
-/** The kinds in README.md's "Error kinds" table (first column, in backticks). */
+/** The kinds in docs/api.md's "Error kinds" table (first column, in backticks). */
 function readmeKinds() {
-  const readme = read('README.md');
-  const start = readme.indexOf('\n### Error kinds');
-  assert.ok(start >= 0, 'README.md has a "### Error kinds" section');
+  const readme = read('docs/api.md');
+  const start = readme.indexOf('\n## Error kinds');
+  assert.ok(start >= 0, 'docs/api.md has a "## Error kinds" section');
   const end = readme.indexOf('\n#', start + 1);
   const section = readme.slice(start, end < 0 ? undefined : end);
   return new Set([...section.matchAll(/^\| `([a-z0-9_]+)` \|/gm)].map((m) => m[1]));
@@ -102,7 +102,7 @@ test('the sources raise a plausible set of error kinds (the scan itself works)',
 });
 
 for (const [name, documented] of [
-  ['README.md', readmeKinds()],
+  ['docs/api.md', readmeKinds()],
   ['inferno.d.ts', typedKinds()],
 ]) {
   test(`${name} lists every error kind the code raises, and no other`, () => {
