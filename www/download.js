@@ -93,19 +93,25 @@ export async function download(url, { size, validator }, { report, cancelled }) 
   if (!handle) return null; // Another tab is writing this download, or the browser refuses.
   const state = fresh ? newState(url, size, validator) : saved;
   const resumedFrom = doneBytes(state);
-  // Saves run one after another: what the state claims is flushed to disk before it says so.
+  // Saves run one after another (a failed one does not stop the next): what the state claims
+  // is flushed to disk before it says so.
   let saving = Promise.resolve();
   const save = () => {
-    saving = saving.then(async () => {
-      handle.flush();
-      state.updated = Date.now();
-      await writeState(directory, key, state);
-    });
+    saving = saving
+      .catch(() => {})
+      .then(async () => {
+        handle.flush();
+        state.updated = Date.now();
+        await writeState(directory, key, state);
+      });
     return saving;
   };
   let retries = 0;
   let lastSave = performance.now();
   const progress = () => report(doneBytes(state), resumedFrom);
+  // Once one range fails for good, the others stop too (the handle is about to close).
+  let failed = false;
+  const halted = () => failed || cancelled();
   try {
     if (fresh) {
       handle.truncate(size);
@@ -116,10 +122,10 @@ export async function download(url, { size, validator }, { report, cancelled }) 
       state.parts.map(async (part) => {
         let failures = 0;
         while (part.done < part.end - part.start) {
-          if (cancelled()) return;
+          if (halted()) return;
           const before = part.done;
           try {
-            await fetchPart(url, state, part, handle, cancelled, async () => {
+            await fetchPart(url, state, part, handle, halted, async () => {
               progress();
               if (performance.now() - lastSave >= SAVE_INTERVAL_MS) {
                 lastSave = performance.now();
@@ -127,11 +133,16 @@ export async function download(url, { size, validator }, { report, cancelled }) 
               }
             });
           } catch (error) {
-            if (error instanceof DownloadError) throw error;
+            if (halted()) return;
+            if (error instanceof DownloadError) {
+              failed = true;
+              throw error;
+            }
             // A dropped connection: try again from the range's last byte written.
             failures = part.done > before ? 1 : failures + 1;
             retries += 1;
             if (failures > MAX_RETRIES) {
+              failed = true;
               throw new DownloadError(
                 'NetworkError',
                 'fetch_failed',
@@ -239,21 +250,29 @@ function doneBytes(state) {
   return state.parts.reduce((sum, part) => sum + part.done, 0);
 }
 
-/** A download's saved state, or null where none (or an unreadable one) is saved. */
+/** A download's saved state, or null where none (or an unreadable one) is saved. Its ranges
+ *  must tile the file, in order, each with whole bytes done within it. */
 async function readState(directory, key) {
   try {
     const file = await (await directory.getFileHandle(`${key}.json`)).getFile();
     const state = JSON.parse(await file.text());
-    const valid =
-      Array.isArray(state.parts) &&
-      state.parts.every(
-        (p) =>
+    const { parts, size } = state;
+    const tiles =
+      Number.isSafeInteger(size) &&
+      Array.isArray(parts) &&
+      parts.length > 0 &&
+      parts.every(
+        (p, i) =>
           Number.isSafeInteger(p.start) &&
           Number.isSafeInteger(p.end) &&
+          Number.isSafeInteger(p.done) &&
+          p.start === (i === 0 ? 0 : parts[i - 1].end) &&
+          p.start < p.end &&
           p.done >= 0 &&
           p.done <= p.end - p.start,
-      );
-    return valid ? state : null;
+      ) &&
+      parts.at(-1).end === size;
+    return tiles ? state : null;
   } catch {
     return null;
   }
