@@ -60,7 +60,7 @@ export async function probeRanges(url) {
 }
 
 /** The server's name for this version of the file: its strong or weak ETag, else its date. */
-function validatorOf(response) {
+export function validatorOf(response) {
   return response.headers.get('ETag') ?? response.headers.get('Last-Modified') ?? null;
 }
 

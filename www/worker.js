@@ -63,7 +63,7 @@
 
 import { buildFor, gpuAdapter, memory64Supported, resolveThreads } from './capabilities.js';
 import { startEngine } from './engine-loader.js';
-import { RESUMABLE_MIN_BYTES, download, probeRanges, resumableAvailable } from './download.js';
+import { RESUMABLE_MIN_BYTES, download, probeRanges, resumableAvailable, validatorOf } from './download.js';
 import { DEFAULT_MAX_TOKENS, DEFAULT_TRACE_TOP, MAX_TOKENS_LIMIT, MAX_TRACE_TOP } from './defaults.js';
 
 const INITIAL_PREFIX_BYTES = 1 << 20; // 1 MiB covers the header of most small models.
@@ -561,15 +561,7 @@ async function openOne(request, run) {
       throw new WorkerError('ProtocolError', 'bad_request', `${JSON.stringify(request.url)} is not a URL`);
     }
     const name = decodeURIComponent(url.pathname.split('/').pop() || 'model.gguf');
-    const resumable = await openResumable(url.href, request.resumable, run);
-    if (resumable) return Object.assign(resumable, { name });
-    const { response, size } = await openUrl(url.href);
-    return {
-      name,
-      size,
-      feed: (loader, report) => pushStream(loader, response, report, run),
-      abandon: () => response.body?.cancel().catch(() => {}),
-    };
+    return Object.assign(await openUrlSource(url.href, request.resumable, run), { name });
   }
   throw new WorkerError(
     'ProtocolError',
@@ -579,20 +571,44 @@ async function openOne(request, run) {
 }
 
 /**
- * A URL's source that downloads into OPFS resumably (download.js) before the loader reads it
- * from disk, or null where that does not apply: `resumable` false, a file under
- * RESUMABLE_MIN_BYTES unless `resumable` is true, no OPFS, a server without Range requests.
- * Where the download cannot start after all (storage, another tab) it streams instead.
+ * A URL's source. With `resumable: true`, or for a file of RESUMABLE_MIN_BYTES or more whose
+ * server answers Range requests, it downloads into OPFS resumably (download.js) before the
+ * loader reads it from disk; otherwise (`resumable: false`, no OPFS, no Range support, or a
+ * download that cannot start after all) it streams once. A smaller file costs no request
+ * beyond its own: only `resumable: true`, or a large file whose answer does not say
+ * `Accept-Ranges: bytes`, sends a one-byte Range probe.
  */
-async function openResumable(url, resumable, run) {
-  if (resumable === false || !resumableAvailable()) return null;
-  const probe = await probeRanges(url);
-  if (!probe || (resumable !== true && probe.size < RESUMABLE_MIN_BYTES)) return null;
+async function openUrlSource(url, resumable, run) {
+  const resumes = resumable !== false && resumableAvailable();
+  if (resumes && resumable === true) {
+    const probe = await probeRanges(url);
+    if (probe) return resumableSource(url, probe, run);
+  }
+  const { response, size } = await openUrl(url);
+  if (resumes && size >= RESUMABLE_MIN_BYTES) {
+    const ranges =
+      response.headers.get('Accept-Ranges') === 'bytes'
+        ? { size, validator: validatorOf(response) }
+        : await probeRanges(url);
+    if (ranges?.size === size) {
+      response.body?.cancel().catch(() => {});
+      return resumableSource(url, ranges, run);
+    }
+  }
+  return {
+    size,
+    feed: (loader, report) => pushStream(loader, response, report, run),
+    abandon: () => response.body?.cancel().catch(() => {}),
+  };
+}
+
+/** The source of a resumable download of `url` ({size, validator} from the server). */
+function resumableSource(url, ranges, run) {
   const source = {
-    size: probe.size,
+    size: ranges.size,
     firstPhase: 'downloading',
     feed: async (loader, report) => {
-      const fetched = await download(url, probe, {
+      const fetched = await download(url, ranges, {
         report: (bytes, resumedFrom) => report('downloading', bytes, false, { resumedFrom }),
         cancelled: () => run.stopRequested,
       });
@@ -601,7 +617,7 @@ async function openResumable(url, resumable, run) {
         return pushStream(loader, response, report, run);
       }
       throwIfCancelled(run);
-      report('downloading', probe.size, true, { resumedFrom: fetched.resumedFrom });
+      report('downloading', ranges.size, true, { resumedFrom: fetched.resumedFrom });
       await pushFile(loader, fetched.file, report, run);
       await fetched.remove();
       source.download = { resumedFrom: fetched.resumedFrom, retries: fetched.retries, parts: fetched.parts };
