@@ -4,7 +4,7 @@
 #   ./build.sh serve [--port N]   set up, build the wasm package, fetch the demo model, serve www/
 #   ./build.sh test               set up and run every test (native, wasm in Chromium, page)
 #   ./build.sh setup              only install the toolchain pieces
-#   ./build.sh build [FLAVOUR...] only build the wasm packages (www/pkg, www/pkg-*; default all
+#   ./build.sh build [FLAVOUR...] only build the wasm packages (www/lib/pkg, www/lib/pkg-*; default all
 #                                 five: simd relaxed threads relaxed-threads memory64)
 #   ./build.sh models             only fetch the real test models into .cache/models (and
 #                                 write the 4.6 GiB one the 64-bit-memory test loads)
@@ -251,9 +251,9 @@ make_big_model() {
   echo "$stamp" >"$BIG_MODEL.stamp"
 }
 
-# One package per flavour: www/pkg (the baseline), www/pkg-relaxed, www/pkg-threads,
-# www/pkg-relaxed-threads, www/pkg-memory64 and www/pkg-memory64-threads. The page picks one at
-# run time (www/engine-loader.js).
+# One package per flavour: www/lib/pkg (the baseline), www/lib/pkg-relaxed, www/lib/pkg-threads,
+# www/lib/pkg-relaxed-threads, www/lib/pkg-memory64 and www/lib/pkg-memory64-threads. The page
+# picks one at run time (www/lib/engine-loader.js).
 WASM_FLAVOURS=(simd relaxed threads relaxed-threads memory64 memory64-threads)
 build_wasm() { # [flavour...] (default: all)
   local flavours=("${@:-${WASM_FLAVOURS[@]}}")
@@ -261,8 +261,8 @@ build_wasm() { # [flavour...] (default: all)
   local flavour out helpers arch
   for flavour in "${flavours[@]}"; do
     wasm_cargo "$flavour" build --release --lib
-    out=www/pkg-$flavour
-    [ "$flavour" = simd ] && out=www/pkg
+    out=www/lib/pkg-$flavour
+    [ "$flavour" = simd ] && out=www/lib/pkg
     rm -rf "$out"
     arch=wasm32
     case "$flavour" in memory64*) arch=wasm64 ;; esac
@@ -275,20 +275,9 @@ build_wasm() { # [flavour...] (default: all)
     [ -n "$helpers" ] && [ -f "$(dirname "$helpers")/../../../../inferno.js" ] ||
       die "the pool helper script is missing from $out, or is not four folders below its glue"
   done
-  # The service worker keeps the page and every build for offline use; snippet paths carry
-  # hashes, so it reads them from this list. The version (a hash of the builds and the page's own files)
-  # names the cache it fills, so an offline page never mixes files of two builds.
-  (cd www && find pkg* -type f | sort | node -e '
-    const fs = require("fs");
-    const crypto = require("crypto");
-    const files = fs.readFileSync(0, "utf8").split("\n").filter(Boolean).map((f) => "./" + f);
-    const page = fs.readdirSync(".").filter((f) => /\.(html|js|css)$/.test(f)).sort();
-    const hash = crypto.createHash("sha256");
-    for (const file of [...page, ...files]) hash.update(file).update(fs.readFileSync(file));
-    const version = hash.digest("hex").slice(0, 16);
-    // What the app needs offline: every page file but the benchmark pages and sw.js itself.
-    const shell = ["./", ...page.filter((f) => !/^(bench|sw\.js$)/.test(f)).map((f) => "./" + f)];
-    process.stdout.write(JSON.stringify({ version, shell, files }, null, 1) + "\n");' >builds.json)
+  # The service worker's list of files to keep offline (www/builds.json). An older revision
+  # built by `ab` has no such script, and its list is not used.
+  [ ! -f scripts/sw-manifest.mjs ] || node scripts/sw-manifest.mjs www
 }
 
 # The demo model is served from www/models (git-ignored), hard-linked from the cache.
@@ -413,7 +402,7 @@ ab_revision_build() { # rev flavour
     ) >&2
     mkdir -p "$folder"
     rm -rf "${folder:?}/$pkg"
-    cp -r "$scratch/www/$pkg" "$folder/"
+    cp -r "$scratch/www/lib/$pkg" "$folder/"
     git worktree remove --force "$scratch"
   fi
   AB_BASE=$folder
@@ -465,7 +454,7 @@ case "$command" in
     flavour=$(ab_flavour "$@")
     ab_revision_build "$revision" "$flavour"
     build_wasm "$flavour"
-    exec node scripts/ab.mjs --a "$AB_BASE" --b www "$@"
+    exec node scripts/ab.mjs --a "$AB_BASE" --b www/lib "$@"
     ;;
   profile)
     setup

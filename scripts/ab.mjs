@@ -6,9 +6,9 @@
 //                       [--depth 0] [--threads 1] [--warmup 1] [--no-relaxed] [--timeout 1800] [--json]
 //   (./build.sh ab REV [...] builds REV's package and this tree's, then runs this with them)
 //
-// Each FOLDER holds builds laid out as www/ does (pkg/, pkg-relaxed/, pkg-relaxed-threads/...);
+// Each FOLDER holds builds laid out as www/lib/ does (pkg/, pkg-relaxed/, pkg-relaxed-threads/...);
 // the page picks the one for --threads and --no-relaxed in each, as the app would. One Web
-// Worker loads the model into both (www/bench-ab-worker.js), then times `--pairs` rounds of one
+// Worker loads the model into both (www/bench/bench-ab-worker.js), then times `--pairs` rounds of one
 // run each, alternating which goes first. Printed per model: each build's median tokens/s and
 // the median of the per-pair ratios b/a with their range, which is the figure to quote (two
 // medians of separately noisy runs say less). Whether both builds' greedy outputs agree is
@@ -59,7 +59,7 @@ function linkBuilds(folders) {
   mkdirSync(dir, { recursive: true });
   return Object.entries(folders).map(([side, folder]) => {
     symlinkSync(folder, path.join(dir, side));
-    return `ab/${side}/`;
+    return `/ab/${side}/`;
   });
 }
 
@@ -70,7 +70,7 @@ async function runPage(browser, baseUrl, query, timeout) {
   try {
     const page = await context.newPage();
     page.on('pageerror', (error) => process.stderr.write(`page error: ${error.message}\n`));
-    await page.goto(`${baseUrl}bench-ab.html?${query}`);
+    await page.goto(`${baseUrl}bench/bench-ab.html?${query}`);
     await page.waitForFunction(() => window.__result !== undefined, null, {
       timeout: timeout * 1000,
       polling: 1000,
@@ -123,7 +123,7 @@ async function main() {
   try {
     for (const [index, model] of models.entries()) {
       const query = new URLSearchParams({
-        model: modelUrls[index],
+        model: `/${modelUrls[index]}`,
         a,
         b,
         pairs: options.pairs,

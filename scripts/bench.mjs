@@ -18,7 +18,7 @@
 // GPUs. --swiftshader picks Chromium's software WebGPU (a correctness check: its figures are no
 // speed claims).
 //
-// --embed N measures embeddings instead: N short texts (embeddingTexts in bench-common.js:
+// --embed N measures embeddings instead: N short texts (embeddingTexts in www/bench/bench-common.js:
 // numbered sentences of 6 to 9 words) in one request, mean pooling, unit length, on both sides:
 // Inferno's WebEngine.embed in its worker (one call: short texts packed into shared batches),
 // wllama's createEmbedding (llama-server's embeddings route) once per text, since wllama 3.8.1
@@ -34,14 +34,14 @@
 // bandwidth, the physical limit of decode, printed beside decode's weight bandwidth.
 // --only runs one side (no ratios then). --busy-core runs a busy loop in another process for the whole benchmark, holding one core, to
 // show how each engine's threads cope when the machine is not theirs alone.
-//   (./build.sh bench [...] builds www/pkg and fetches the models first)
+//   (./build.sh bench [...] builds www/lib/pkg* and fetches the models first)
 //
-// For every model it loads www/bench.html (Inferno, in a module Web Worker) and
-// www/bench-wllama.html (wllama, CPU only, one thread) alternately, `--runs` times each, each
+// For every model it loads www/bench/bench.html (Inferno, in a module Web Worker) and
+// www/bench/bench-wllama.html (wllama, CPU only, one thread) alternately, `--runs` times each, each
 // load in a fresh browser context; every page loads the model, does `--warmup` untimed runs and
 // one timed run of a pp-token prefill and tg greedy decode steps (the same prompt text, tokenized
 // by each engine to exactly pp tokens; same context size, same thread count on both sides: see
-// www/bench-common.js). It prints the medians and the ratio Inferno/wllama for prefill and
+// www/bench/bench-common.js). It prints the medians and the ratio Inferno/wllama for prefill and
 // decode tokens/s; --json prints everything as JSON. A model whose two sides were given
 // different prompt texts (different word counts: the tokenizers disagree) fails, with no ratio;
 // whether the two greedy outputs agree is reported too (informational: near-ties may differ).
@@ -160,8 +160,8 @@ const median = (values) => {
 };
 
 const ENGINES = [
-  { name: 'inferno', page: 'bench.html' },
-  { name: 'wllama', page: 'bench-wllama.html' },
+  { name: 'inferno', page: 'bench/bench.html' },
+  { name: 'wllama', page: 'bench/bench-wllama.html' },
 ];
 
 /**
@@ -486,8 +486,8 @@ async function main() {
     return;
   }
   for (const file of ['inferno.js', 'inferno_bg.wasm']) {
-    if (!existsSync(path.join(www, 'pkg', file)))
-      throw new Error(`www/pkg/${file} is missing: run ./build.sh build`);
+    if (!existsSync(path.join(www, 'lib', 'pkg', file)))
+      throw new Error(`www/lib/pkg/${file} is missing: run ./build.sh build`);
   }
   for (const model of options.models) {
     if (!existsSync(model)) throw new Error(`no such model file: ${model}`);

@@ -1,6 +1,6 @@
-// Packs the embeddable library as an npm package: the public API (inferno.js and its types),
-// the engine worker and what it imports, and every wasm build, with a README made of
-// README.md's "Embedding Inferno in a page" section and a LICENSE holding both licences.
+// Packs the embeddable library as an npm package: everything in www/lib/ (the public API,
+// inferno.js and its types, the engine worker and what it imports, and every wasm build), with
+// docs/api.md as its README and a LICENSE holding both licences.
 // Needs the wasm builds (./build.sh build).
 //
 //   node scripts/pack.mjs [DEST]   -> DEST/inferno-web-<version>.tgz (default target/npm)
@@ -9,33 +9,20 @@
 // 'inferno-web' through a bundler or an import map (tests/page/bundlers.test.mjs).
 
 import { execFileSync } from 'node:child_process';
-import { cpSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const www = path.join(root, 'www');
 
-/** The page files the library needs: the API, the worker and its imports. */
-export const LIBRARY_FILES = [
-  'inferno.js',
-  'inferno.d.ts',
-  'worker-client.js',
-  'worker.js',
-  'engine-loader.js',
-  'capabilities.js',
-  'defaults.js',
-  'storage.js',
-  'download.js',
-];
-const BUILDS = [
-  'pkg',
-  'pkg-relaxed',
-  'pkg-threads',
-  'pkg-relaxed-threads',
-  'pkg-memory64',
-  'pkg-memory64-threads',
-];
+const lib = path.join(root, 'www', 'lib');
+
+/** The wasm builds engine-loader.js imports: each must be there before packing. */
+function builds() {
+  const source = readFileSync(path.join(lib, 'engine-loader.js'), 'utf8');
+  return [...source.matchAll(/from '\.\/(pkg[^/']*)\/inferno\.js'/g)].map((match) => match[1]);
+}
 
 function crateVersion() {
   const match = /^version\s*=\s*"([^"]+)"/m.exec(readFileSync(path.join(root, 'Cargo.toml'), 'utf8'));
@@ -65,13 +52,12 @@ export function pack(dest = path.join(root, 'target', 'npm')) {
   const stage = path.join(dest, 'package');
   rmSync(stage, { recursive: true, force: true });
   mkdirSync(stage, { recursive: true });
-  for (const file of LIBRARY_FILES) cpSync(path.join(www, file), path.join(stage, file));
-  for (const build of BUILDS) {
-    const from = path.join(www, build);
+  for (const build of builds()) {
+    const from = path.join(lib, build);
     if (!existsSync(path.join(from, 'inferno_bg.wasm')))
       throw new Error(`${from} is missing: run ./build.sh build first`);
-    cpSync(from, path.join(stage, build), { recursive: true });
   }
+  cpSync(lib, stage, { recursive: true });
   const version = crateVersion();
   const manifest = {
     name: 'inferno-web',
@@ -87,7 +73,7 @@ export function pack(dest = path.join(root, 'target', 'npm')) {
       '.': { types: './inferno.d.ts', default: './inferno.js' },
       './package.json': './package.json',
     },
-    files: [...LIBRARY_FILES, ...BUILDS.map((build) => `${build}/`), 'README.md', 'LICENSE'],
+    files: [...readdirSync(lib), 'README.md', 'LICENSE'],
     // The worker's entry and the thread helper run code when loaded; nothing else does.
     sideEffects: ['./worker.js', './pkg*/snippets/**/pool_helpers.js'],
     license: 'MIT OR Apache-2.0',

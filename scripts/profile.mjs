@@ -1,12 +1,12 @@
 #!/usr/bin/env node
 // Where the time of a prefill or a decode goes, by wasm function: the benchmark page
-// (www/bench.html) in headless Chromium with V8 writing a perf map (--perf-basic-prof), sampled
+// (www/bench/bench.html) in headless Chromium with V8 writing a perf map (--perf-basic-prof), sampled
 // by Linux `perf record` (cpu-clock, every thread of the machine) over the timed run's phase
 // alone: from the moment the page says it starts to the page's result.
 //
 //   node scripts/profile.mjs MODEL.gguf [--phase decode|prefill] [--tokens N] [--depth D] [--threads 1]
 //                            [--warmup 1] [--top 25] [--no-relaxed]
-//   (./build.sh profile [...] builds www/pkg* first)
+//   (./build.sh profile [...] builds www/lib/pkg* first)
 //
 // --phase decode samples N decode steps (default 128) after a one-token prompt, with D tokens
 // (default 0) put in the cache first, unsampled: --depth 2048 profiles decode steps that attend
@@ -107,8 +107,8 @@ async function main() {
     if (!options.relaxed) query.set('relaxed', '0');
     const page = await browser.newPage();
     page.on('pageerror', (error) => console.error(`page error: ${error.message}`));
-    await page.goto(`${server.url}bench.html?${query}`);
-    // Sample the timed run's phase alone: the page says when it starts (bench-worker.js), so
+    await page.goto(`${server.url}bench/bench.html?${query}`);
+    // Sample the timed run's phase alone: the page says when it starts (www/bench/bench-worker.js), so
     // neither the load, the warm-up runs nor the cache filled up to the depth are counted.
     await page.waitForFunction(
       (phase) =>

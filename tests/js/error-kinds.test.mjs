@@ -5,9 +5,8 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { readFileSync, readdirSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { LIBRARY_FILES } from '../../scripts/pack.mjs';
 
 const root = fileURLToPath(new URL('../../', import.meta.url));
 const read = (file) => readFileSync(`${root}${file}`, 'utf8');
@@ -27,6 +26,14 @@ function rustFunctionBodies(source, name) {
     }
   }
   return bodies;
+}
+
+/** The library's own JS files (www/lib/, the wasm builds' glue aside), relative to the root. */
+function libraryFiles() {
+  return readdirSync(`${root}www/lib`, { recursive: true })
+    .map((file) => file.split('\\').join('/'))
+    .filter((file) => file.endsWith('.js') && !file.startsWith('pkg'))
+    .map((file) => `www/lib/${file}`);
 }
 
 /** The Rust error types whose kinds reach JavaScript (web/mod.rs maps each to a js_error). */
@@ -57,8 +64,8 @@ function raisedKinds() {
     for (const [, kind] of read(file).matchAll(/js_error\(\s*"[A-Za-z]+",\s*"([a-z0-9_]+)"/g))
       add(kind, file);
   }
-  for (const file of LIBRARY_FILES.filter((f) => f.endsWith('.js'))) {
-    const source = read(`www/${file}`);
+  for (const file of libraryFiles()) {
+    const source = read(file);
     for (const [, kind] of source.matchAll(/\bkind: '([a-z0-9_]+)'/g)) add(kind, file);
     for (const [, kind] of source.matchAll(/(?:Worker|Download)Error\(\s*'[A-Za-z]+',\s*'([a-z0-9_]+)'/g))
       add(kind, file);
@@ -80,7 +87,7 @@ function readmeKinds() {
 
 /** The members of inferno.d.ts's InfernoErrorKind union. */
 function typedKinds() {
-  const union = /export type InfernoErrorKind =([^;]+);/.exec(read('www/inferno.d.ts'));
+  const union = /export type InfernoErrorKind =([^;]+);/.exec(read('www/lib/inferno.d.ts'));
   assert.ok(union, 'inferno.d.ts declares InfernoErrorKind');
   return new Set([...union[1].matchAll(/'([a-z0-9_]+)'/g)].map((m) => m[1]));
 }

@@ -5,9 +5,9 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { PARAM_LIMITS, readParams } from '../../www/bench-common.js';
+import { PARAM_LIMITS, readParams } from '../../www/bench/bench-common.js';
 
-const PAGE = 'http://127.0.0.1:8080/bench.html';
+const PAGE = 'http://127.0.0.1:8080/bench/bench.html';
 
 test('the model comes from the page origin only', () => {
   const params = readParams('?model=models/x.gguf&pp=8&tg=4', PAGE);

@@ -188,7 +188,7 @@ describe('wasm builds', { timeout: 600_000 }, () => {
   test('a saved thread count starts the engine with it: a dropped file is inspected and loaded at once', async () => {
     h.problems = [];
     const context = await h.browser.newContext({ viewport: { width: 1280, height: 900 } });
-    const key = 'inferno.chat.v1'; // CHAT_KEY in www/storage.js
+    const key = 'inferno.chat.v1'; // CHAT_KEY in www/lib/storage.js
     await context.addInitScript(
       ([storageKey]) => {
         if (!localStorage.getItem(storageKey)) {

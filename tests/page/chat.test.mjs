@@ -572,7 +572,7 @@ describe('offline', { timeout: TEST_TIMEOUT_MS }, () => {
       // One complete cache, named after the build being served, and nothing cached at run
       // time: not even the URL a restarted worker is loaded from.
       const caches = await page.evaluate(async () => {
-        await fetch('./worker.js?instance=7');
+        await fetch('./lib/worker.js?instance=7');
         const { version } = await (await fetch('./builds.json')).json();
         const names = await caches.keys();
         const keys = await Promise.all(

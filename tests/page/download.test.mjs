@@ -1,4 +1,4 @@
-// Downloads that survive (www/download.js), as a page meets them through the library: a model
+// Downloads that survive (www/lib/download.js), as a page meets them through the library: a model
 // URL loaded with `resumable: true` from scripts/serve.mjs while the server cuts one of its
 // connections mid-file, then while it hangs one and the page reloads, then from a server that
 // answers no Range request. Each time the loaded model's greedy answer equals the one it gives
@@ -20,7 +20,7 @@ const SIZE = 98_362_432;
 async function loadAndAnswer(page, url, options) {
   return page.evaluate(
     async ({ url, options }) => {
-      const { Inferno } = await import('./inferno.js');
+      const { Inferno } = await import('./lib/inferno.js');
       const seen = { phases: [], rate: 0, resumedFrom: null };
       window.__progress = seen;
       const engine = await Inferno.load(url, {
@@ -116,7 +116,7 @@ describe('resumable downloads', { timeout: 240_000 }, () => {
     // waits, and the next load continues from what the first wrote.
     const hung = `${url}?hang`;
     page.evaluate((u) => {
-      import('./inferno.js').then(({ Inferno }) =>
+      import('./lib/inferno.js').then(({ Inferno }) =>
         Inferno.load(u, {
           resumable: true,
           onProgress: (p) => {

@@ -76,7 +76,7 @@ async function blankPage(browser, { losable = true, model = MODELS.qwen3Micro } 
   const page = await context.newPage();
   watchForProblems(page);
   if (losable) await routeLosableGpu(page);
-  await page.goto(`${h.server.url}defaults.js`);
+  await page.goto(`${h.server.url}lib/defaults.js`);
   const bytes = readFileSync(requireModel(model)).toString('base64');
   await page.evaluate((base64) => {
     window.modelBytes = Uint8Array.from(atob(base64), (c) => c.charCodeAt(0));
@@ -102,7 +102,7 @@ describe('the library on the GPU (SwiftShader WebGPU)', { timeout: TIMEOUT_MS },
     async () => {
       const { context, page } = await blankPage(browser);
       const result = await page.evaluate(async () => {
-        const { Inferno } = await import('/inferno.js');
+        const { Inferno } = await import('/lib/inferno.js');
         const model = new Blob([window.modelBytes]);
         const question = {
           messages: [{ role: 'user', content: 'What is the capital of France?' }],
@@ -199,7 +199,7 @@ describe('the library on the GPU (SwiftShader WebGPU)', { timeout: TIMEOUT_MS },
       const qwen35 = { file: MODELS.qwen3Micro.file.replace('qwen3-micro-q4_0', 'qwen35-micro-q8_0') };
       const { context, page } = await blankPage(browser, { losable: false, model: qwen35 });
       const result = await page.evaluate(async () => {
-        const { Inferno } = await import('/inferno.js');
+        const { Inferno } = await import('/lib/inferno.js');
         const model = new Blob([window.modelBytes]);
         const question = {
           messages: [{ role: 'user', content: 'What is the capital of France?' }],
@@ -284,9 +284,9 @@ describe('the library on the GPU (SwiftShader WebGPU)', { timeout: TIMEOUT_MS },
       const context = await browser.newContext({ serviceWorkers: 'block' });
       const page = await context.newPage();
       watchForProblems(page);
-      await page.goto(`${server.url}defaults.js`);
+      await page.goto(`${server.url}lib/defaults.js`);
       const results = await page.evaluate(async (names) => {
-        const { Inferno } = await import('/inferno.js');
+        const { Inferno } = await import('/lib/inferno.js');
         const question = {
           messages: [{ role: 'user', content: 'What is the capital of France?' }],
           temperature: 0,
@@ -328,7 +328,7 @@ describe('the library on the GPU (SwiftShader WebGPU)', { timeout: TIMEOUT_MS },
     async () => {
       const { context, page } = await blankPage(browser);
       const result = await page.evaluate(async () => {
-        const { Inferno } = await import('/inferno.js');
+        const { Inferno } = await import('/lib/inferno.js');
         const engine = await Inferno.load(new Blob([window.modelBytes]), { device: 'gpu' });
         const out = { before: engine.model.device.type, tokens: 0 };
         const ask = (content) => ({
@@ -411,7 +411,7 @@ describe('the library on the GPU (SwiftShader WebGPU)', { timeout: TIMEOUT_MS },
     // The harness's browser runs without WebGPU's flag (Firefox ESR has none at all).
     const { context, page } = await blankPage(h.browser, { losable: false });
     const result = await page.evaluate(async () => {
-      const { Inferno } = await import('/inferno.js');
+      const { Inferno } = await import('/lib/inferno.js');
       const model = new Blob([window.modelBytes]);
       const out = {};
       out.refused = await Inferno.load(model, { device: 'gpu' }).then(

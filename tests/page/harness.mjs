@@ -125,8 +125,8 @@ before(async () => {
     );
   }
   assert.ok(
-    existsSync(path.join(wwwRoot, 'pkg', 'inferno.js')),
-    `${path.join(wwwRoot, 'pkg', 'inferno.js')} is missing: build the wasm package first (./build.sh)`,
+    existsSync(path.join(wwwRoot, 'lib', 'pkg', 'inferno.js')),
+    `${path.join(wwwRoot, 'lib', 'pkg', 'inferno.js')} is missing: build the wasm package first (./build.sh)`,
   );
   mkdirSync(screenshotDir, { recursive: true });
   h.scratchDir = mkdtempSync(path.join(os.tmpdir(), 'inferno-page-'));

@@ -1,4 +1,4 @@
-// Page tests for the Inferno inspector: the real page, the real wasm engine (www/pkg, built
+// Page tests for the Inferno inspector: the real page, the real wasm engine (www/lib/pkg, built
 // by build.sh) and real GGUF files, driven in headless Chromium by playwright-core.
 //
 //   npm run test:page        (node --test tests/page/; environment: see harness.mjs)
@@ -425,7 +425,7 @@ pageSuite(
       });
       await h.page.setInputFiles('#probe-input', requireModel(MODELS.qwen3Micro));
       const replies = await h.page.evaluate(async () => {
-        const worker = new Worker('./worker.js', { type: 'module' });
+        const worker = new Worker('./lib/worker.js', { type: 'module' });
         const received = [];
         worker.addEventListener('message', (event) => received.push(event.data));
         const waitFor = (id) =>
@@ -532,9 +532,9 @@ describe('static server', { timeout: TEST_TIMEOUT_MS }, () => {
   test('sends isolation headers and the right MIME types', async () => {
     for (const [file, type] of [
       ['/', 'text/html'],
-      ['/app.js', 'text/javascript'],
-      ['/style.css', 'text/css'],
-      ['/pkg/inferno_bg.wasm', 'application/wasm'],
+      ['/app/app.js', 'text/javascript'],
+      ['/app/style.css', 'text/css'],
+      ['/lib/pkg/inferno_bg.wasm', 'application/wasm'],
     ]) {
       const response = await rawRequest(file);
       assert.equal(response.status, 200, file);
@@ -575,7 +575,7 @@ describe('static server', { timeout: TEST_TIMEOUT_MS }, () => {
       '/../package.json',
       '/..%2fpackage.json',
       '/%2e%2e/%2e%2e/etc/passwd',
-      '/pkg/..%2f..%2fpackage.json',
+      '/lib/pkg/..%2f..%2f..%2fpackage.json',
       '/%00index.html',
     ]) {
       const response = await rawRequest(attempt);

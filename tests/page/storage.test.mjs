@@ -10,7 +10,7 @@ import { h, pageSuite } from './harness.mjs';
 pageSuite('storage', () => {
   test('a failed copy keeps the stored model of the same name', async () => {
     const outcome = await h.page.evaluate(async () => {
-      const storage = await import('./storage.js');
+      const storage = await import('./lib/storage.js');
       const read = async (name) => new Uint8Array(await (await storage.openStoredModel(name)).arrayBuffer());
       await storage.storeModel('kept.gguf', new Blob([new Uint8Array(1000).fill(7)]));
       // A download that breaks after 300 of its announced 1000 bytes.

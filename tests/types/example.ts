@@ -1,6 +1,6 @@
-// The README's embedding example, type-checked against www/inferno.d.ts by `tsc --noEmit`
+// The README's embedding example, type-checked against www/lib/inferno.d.ts by `tsc --noEmit`
 // (./build.sh test). Uses every part of the public API once.
-import { Inferno, InfernoError, MessageBuilder, type ModelInfo, type Tool } from '../../www/inferno.js';
+import { Inferno, InfernoError, MessageBuilder, type ModelInfo, type Tool } from '../../www/lib/inferno.js';
 
 export async function demo(file: File, output: HTMLElement): Promise<void> {
   const engine = await Inferno.load(file, {

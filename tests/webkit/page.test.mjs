@@ -43,7 +43,7 @@ async function chromiumAnswer(serverUrl, tokens) {
     await page.goto(`${serverUrl}blank.html`);
     return await page.evaluate(
       async ({ url, question, tokens }) => {
-        const { Inferno } = await import('./inferno.js');
+        const { Inferno } = await import('./lib/inferno.js');
         const engine = await Inferno.load(url, { relaxed: false, threads: 1 });
         const reply = await engine.chat.completions.create({
           messages: [{ role: 'user', content: question }],
@@ -147,7 +147,7 @@ describe('the page in WebKitGTK', { timeout: 600_000 }, () => {
 
     // What WebKit lacks, and what runs instead, as the page says it.
     const capabilities = await evaluate(() =>
-      import('./inferno.js').then(({ Inferno }) => Inferno.capabilities()),
+      import('./lib/inferno.js').then(({ Inferno }) => Inferno.capabilities()),
     );
     assert.equal(capabilities.relaxedSimd, false);
     assert.equal(capabilities.memory64, false);
@@ -235,7 +235,7 @@ describe('the page in WebKitGTK', { timeout: 600_000 }, () => {
 
   test("embeddings: the micro Qwen3-Embedding, BERT and Nomic BERT files match llama.cpp's vectors", async () => {
     const cosines = await evaluate(async () => {
-      const { Inferno } = await import('./inferno.js');
+      const { Inferno } = await import('./lib/inferno.js');
       const cosine = (a, b) => {
         let [ab, aa, bb] = [0, 0, 0];
         for (let i = 0; i < a.length; i++)

@@ -37,7 +37,7 @@ import {
   wasmUsesSimd,
 } from './bench-common.js';
 
-const VENDOR = new URL('./vendor/wllama/', import.meta.url);
+const VENDOR = new URL('../vendor/wllama/', import.meta.url);
 
 async function run(params) {
   const { model, pp, tg, threads, ctx, warmup, device, embed } = params;

@@ -2,12 +2,12 @@
 // engine worker, and the inspector's status / error / report states. A chosen file is both
 // inspected (header only, in a moment) and loaded for chat (the whole file, with progress).
 
-import { Inferno } from './inferno.js';
+import { Inferno } from '../lib/inferno.js';
 import { renderReport } from './inspector.js';
 import { createChat } from './chat.js';
 import { errorBanner } from './dom.js';
 import { splitModelName } from './format.js';
-import { loadChatState } from './storage.js';
+import { loadChatState } from '../lib/storage.js';
 
 // ?relaxed=0 in the page's address forces the plain SIMD128 build (what Safari gets).
 const pageParams = new URLSearchParams(location.search);

@@ -10,9 +10,9 @@ import { createVisualizer } from './visualizer.js';
 import { createModelPanel } from './chat-model.js';
 import { createSettings, pickSampling } from './chat-settings.js';
 import { DEMO_TOOL, demoToolResult, toolCallNode, toolResultNode } from './chat-tools.js';
-import { MessageBuilder } from './inferno.js';
-import { DEFAULT_TRACE_TOP } from './defaults.js';
-import { loadChatState, saveChatState } from './storage.js';
+import { MessageBuilder } from '../lib/inferno.js';
+import { DEFAULT_TRACE_TOP } from '../lib/defaults.js';
+import { loadChatState, saveChatState } from '../lib/storage.js';
 
 const $ = (id) => document.getElementById(id);
 

@@ -10,8 +10,8 @@
 
 import { sizePrompt } from './bench-common.js';
 import { depthTokens, progress, serve, streamModel, timeRun } from './bench-run.js';
-import { buildFor, resolveThreads } from './capabilities.js';
-import { startBuild } from './engine-loader.js';
+import { buildFor, resolveThreads } from '../lib/capabilities.js';
+import { startBuild } from '../lib/engine-loader.js';
 
 serve(run);
 

@@ -35,8 +35,8 @@
 
 import { embeddingTexts, sizePrompt } from './bench-common.js';
 import { depthTokens, progress, readOnly, serve, streamModel, timeRun } from './bench-run.js';
-import { gpuAdapter, memory64Supported, resolveThreads } from './capabilities.js';
-import { startEngine } from './engine-loader.js';
+import { gpuAdapter, memory64Supported, resolveThreads } from '../lib/capabilities.js';
+import { startEngine } from '../lib/engine-loader.js';
 
 serve(run);
 

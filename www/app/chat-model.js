@@ -4,8 +4,8 @@
 
 import { el, replaceChildren } from './dom.js';
 import { formatBytes, formatDuration, splitModelName } from './format.js';
-import { Inferno } from './inferno.js';
-import { DEMO_MODEL_URL } from './defaults.js';
+import { Inferno } from '../lib/inferno.js';
+import { DEMO_MODEL_URL } from '../lib/defaults.js';
 
 const PHASES = {
   downloading: 'Downloading',

@@ -3,8 +3,8 @@
 // recommendation and defaults.js, never from copies here.
 
 import { el, replaceChildren } from './dom.js';
-import { Inferno } from './inferno.js';
-import { DEFAULT_CONTEXT, DEFAULT_MAX_TOKENS, MAX_TOKENS_LIMIT, SAMPLING_KEYS } from './defaults.js';
+import { Inferno } from '../lib/inferno.js';
+import { DEFAULT_CONTEXT, DEFAULT_MAX_TOKENS, MAX_TOKENS_LIMIT, SAMPLING_KEYS } from '../lib/defaults.js';
 
 /** The sampling part of engine defaults or a file's recommendation. */
 export function pickSampling(settings) {
