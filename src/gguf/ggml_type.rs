@@ -105,37 +105,46 @@ impl GgmlType {
         TABLE.iter().map(|row| row.0)
     }
 
-    pub fn from_id(id: u32) -> Result<GgmlType, TypeIdError> {
-        if let Some(row) = TABLE.iter().find(|row| row.1 == id) {
-            return Ok(row.0);
+    pub const fn from_id(id: u32) -> Result<GgmlType, TypeIdError> {
+        // Loops, not iterators: const fns cannot call them.
+        let mut i = 0;
+        while i < TABLE.len() {
+            if TABLE[i].1 == id {
+                return Ok(TABLE[i].0);
+            }
+            i += 1;
         }
-        match REMOVED.iter().find(|(removed, _)| *removed == id) {
-            Some((_, name)) => Err(TypeIdError::Removed(name)),
-            None => Err(TypeIdError::Unknown),
+        let mut i = 0;
+        while i < REMOVED.len() {
+            if REMOVED[i].0 == id {
+                return Err(TypeIdError::Removed(REMOVED[i].1));
+            }
+            i += 1;
         }
+        Err(TypeIdError::Unknown)
     }
 
-    fn row(self) -> &'static (GgmlType, u32, &'static str, u64, u64) {
+    const fn row(self) -> &'static (GgmlType, u32, &'static str, u64, u64) {
         // The table is indexed by declaration order of the enum.
         &TABLE[self as usize]
     }
 
-    pub fn id(self) -> u32 {
+    pub const fn id(self) -> u32 {
         self.row().1
     }
 
     /// ggml's name, e.g. `"Q4_K"`.
-    pub fn name(self) -> &'static str {
+    pub const fn name(self) -> &'static str {
         self.row().2
     }
 
     /// Elements per block (1 for plain scalar types).
-    pub fn block_size(self) -> u64 {
+    pub const fn block_size(self) -> u64 {
         self.row().3
     }
 
     /// Bytes per block.
-    pub fn block_bytes(self) -> u64 {
+    pub const fn block_bytes(self) -> u64 {
         self.row().4
     }
 
@@ -149,7 +158,7 @@ impl GgmlType {
     }
 
     /// Whether values are stored in quantized blocks (as opposed to plain numbers).
-    pub fn is_quantized(self) -> bool {
+    pub const fn is_quantized(self) -> bool {
         self.block_size() > 1
     }
 }

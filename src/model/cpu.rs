@@ -86,11 +86,11 @@ impl Bufs {
         }
     }
 
-    fn capacity(&self) -> usize {
-        [&self.x, &self.normed, &self.block_out, &self.q, &self.q_and_gate, &self.k, &self.v, &self.attn]
-            .into_iter()
-            .map(Vec::capacity)
-            .sum()
+    /// Every buffer. (Destructured without `..`, as in [`slots`](Self::slots), so a new buffer
+    /// cannot be left out of [`Scratch::bytes`].)
+    fn all(&self) -> [&Vec<f32>; Buf::COUNT] {
+        let Bufs { x, normed, block_out, q, q_and_gate, k, v, attn } = self;
+        [x, normed, block_out, q, q_and_gate, k, v, attn]
     }
 }
 
@@ -103,6 +103,13 @@ struct PerLayerScratch {
     row: Vec<f32>,
     /// A layer's gated hidden state, `batch × width`.
     hidden: Vec<f32>,
+}
+
+impl PerLayerScratch {
+    fn all(&self) -> [&Vec<f32>; 3] {
+        let PerLayerScratch { inputs, row, hidden } = self;
+        [inputs, row, hidden]
+    }
 }
 
 /// Working memory of gated DeltaNet layers (empty for other models).
@@ -121,6 +128,13 @@ struct DeltaScratch {
     /// The convolution's window (state and batch) and the delta rule's per-head output.
     window: Vec<f32>,
     by_head: Vec<f32>,
+}
+
+impl DeltaScratch {
+    fn all(&self) -> [&Vec<f32>; 8] {
+        let DeltaScratch { qkv, convolved, z, alpha, beta, out, window, by_head } = self;
+        [qkv, convolved, z, alpha, beta, out, window, by_head]
+    }
 }
 
 /// Activations quantized for the kernels, and which input they were quantized from.
@@ -210,17 +224,31 @@ impl Scratch {
     /// what grows on first use (quantized activations of the widest row, at most 4 bytes a
     /// value, and one row of logits). With the KV cache, this is the memory a session costs.
     pub fn bytes(&self, config: &Config) -> usize {
-        let d = &self.delta;
-        let f32s = [&self.gate, &self.up, &self.keys, &self.values]
+        // Every field named, no `..`: a buffer added to the struct must be counted here.
+        let Scratch {
+            max_batch,
+            bufs,
+            delta,
+            per_layer,
+            gate,
+            up,
+            keys,
+            values,
+            rope,
+            quantized: _,
+            logits: _,
+        } = self;
+        let f32s: usize = [gate, up, keys, values]
             .into_iter()
-            .chain([&d.qkv, &d.convolved, &d.z, &d.alpha, &d.beta, &d.out, &d.window, &d.by_head])
-            .chain([&self.per_layer.inputs, &self.per_layer.row, &self.per_layer.hidden])
+            .chain(bufs.all())
+            .chain(delta.all())
+            .chain(per_layer.all())
             .map(Vec::capacity)
-            .sum::<usize>()
-            + self.bufs.capacity();
+            .sum();
+        // What grows on first use: the quantized activations and the logits.
         let widest = config.n_embd.max(config.n_ff).max(config.q_dim());
-        let grown = self.max_batch.saturating_mul(widest).saturating_add(config.vocab_size);
-        f32s.saturating_add(grown).saturating_mul(4).saturating_add(self.rope.capacity() * 8)
+        let grown = max_batch.saturating_mul(widest).saturating_add(config.vocab_size);
+        f32s.saturating_add(grown).saturating_mul(4).saturating_add(rope.capacity() * size_of::<(f32, f32)>())
     }
 }
 

@@ -9,7 +9,7 @@ use super::bytes::ModelBytes;
 use super::config::{Config, DeltaNet};
 use super::error::ModelError;
 use crate::gguf::{GgufHeader, TensorInfo};
-use crate::tensor::{REPACK_ROWS, WeightLayout, WeightType, dequantize_row};
+use crate::tensor::{WeightLayout, WeightType, dequantize_row};
 
 /// A matrix of `rows` rows of `cols` elements, stored in the model bytes at `range`.
 #[derive(Clone, Debug)]
@@ -36,10 +36,7 @@ impl Matrix {
         parts.map(|rows| {
             let range = start..start + rows * row_bytes;
             start = range.end;
-            let layout = match self.layout {
-                WeightLayout::Repacked if rows % REPACK_ROWS != 0 => WeightLayout::Plain,
-                layout => layout,
-            };
+            let layout = self.layout.of_part(rows);
             Matrix {
                 name: self.name.clone(),
                 range,

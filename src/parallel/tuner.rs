@@ -2,8 +2,8 @@
 //!
 //! A decode step of a small model is a few hundred jobs of tens of microseconds, and two
 //! threads beat one only while both have a core. When another process holds one of them, the
-//! threads take turns on the other and every meeting waits for a descheduled one: natively,
-//! SmolLM2 decoded at 76 tok/s on two threads against 120 on one. No per-job sign shows it
+//! threads take turns on the other and every meeting waits for a descheduled one, and two
+//! threads decode much slower than one (docs/benchmarks.md, "Kernel choices"). No per-job sign shows it
 //! reliably (the helpers keep taking parts, just slowly), but the steps' own times do: decode
 //! steps of one session do the same work, so a few timed each way say which way is faster.
 //!

@@ -11,6 +11,7 @@ use super::blocks::{BlockQ8_1, BlockQ8K, F16Le, QK, QK_K};
 use super::error::{TensorError, check_len};
 use super::format::WeightType;
 use super::kernels::active::{Q8_0Extra, q8_0_extra};
+use crate::gguf::GgmlType;
 use crate::parallel;
 
 /// The formats activations are quantized to, named as in ggml.
@@ -26,25 +27,30 @@ pub enum ActivationType {
 }
 
 impl ActivationType {
-    pub const fn name(self) -> &'static str {
+    /// ggml's type of the same name, whose table holds the geometry.
+    pub const fn ggml_type(self) -> GgmlType {
         match self {
-            Self::F32 => "F32",
-            Self::F16 => "F16",
-            Self::BF16 => "BF16",
-            Self::Q8_0 => "Q8_0",
-            Self::Q8_1 => "Q8_1",
-            Self::Q8_K => "Q8_K",
+            Self::F32 => GgmlType::F32,
+            Self::F16 => GgmlType::F16,
+            Self::BF16 => GgmlType::BF16,
+            Self::Q8_0 => GgmlType::Q8_0,
+            Self::Q8_1 => GgmlType::Q8_1,
+            Self::Q8_K => GgmlType::Q8_K,
         }
     }
 
+    pub const fn name(self) -> &'static str {
+        self.ggml_type().name()
+    }
+
     pub const fn block_len(self) -> usize {
-        match self {
-            Self::F32 | Self::F16 | Self::BF16 => 1,
-            Self::Q8_0 | Self::Q8_1 => QK,
-            Self::Q8_K => QK_K,
-        }
+        self.ggml_type().block_size() as usize
     }
 }
+
+// The activation blocks built in memory are ggml's size (Q8_0's is the weight block's).
+const _: () = assert!(std::mem::size_of::<BlockQ8_1>() == GgmlType::Q8_1.block_bytes() as usize);
+const _: () = assert!(std::mem::size_of::<BlockQ8K>() == GgmlType::Q8_K.block_bytes() as usize);
 
 /// An activation rounded to f16 and kept widened to f32: the value ggml's f16 dot sees, without
 /// converting it again for every weight row. Held times [`F16_ACTIVATION_SCALE`].

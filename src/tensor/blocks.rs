@@ -295,27 +295,8 @@ pub struct BlockIq3S {
     pub scales: [u8; QK_K / 64],
 }
 
-const _: () = assert!(size_of::<BlockIq4Nl>() == 18);
-const _: () = assert!(size_of::<BlockIq4Xs>() == 136);
-const _: () = assert!(size_of::<BlockIq2Xxs>() == 66);
-const _: () = assert!(size_of::<BlockIq3Xxs>() == 98);
-const _: () = assert!(size_of::<BlockIq3S>() == 110);
-const _: () = assert!(size_of::<BlockIq2Xs>() == 74);
-const _: () = assert!(size_of::<BlockIq2S>() == 82);
-const _: () = assert!(size_of::<BlockIq1S>() == 50);
-const _: () = assert!(size_of::<BlockIq1M>() == 56);
-const _: () = assert!(size_of::<BlockQ4_0>() == 18);
-const _: () = assert!(size_of::<BlockQ4_1>() == 20);
-const _: () = assert!(size_of::<BlockQ5_0>() == 22);
-const _: () = assert!(size_of::<BlockQ5_1>() == 24);
-const _: () = assert!(size_of::<BlockQ8_0>() == 34);
-const _: () = assert!(size_of::<BlockQ8_1>() == 36);
-const _: () = assert!(size_of::<BlockQ2K>() == 84);
-const _: () = assert!(size_of::<BlockQ3K>() == 110);
-const _: () = assert!(size_of::<BlockQ4K>() == 144);
-const _: () = assert!(size_of::<BlockQ5K>() == 176);
-const _: () = assert!(size_of::<BlockQ6K>() == 210);
-const _: () = assert!(size_of::<BlockQ8K>() == 292);
+// Each weight block's size is checked against ggml's table where the weight types are
+// listed (`format.rs`), and the activation blocks' where theirs are (`activations.rs`).
 
 /// Types that are nothing but bytes: a byte slice of the right length is a valid value.
 ///
@@ -324,8 +305,11 @@ const _: () = assert!(size_of::<BlockQ8K>() == 292);
 /// arrays of them or other `PlainBytes` types: alignment 1, no padding, every bit pattern valid.
 pub unsafe trait PlainBytes: Copy {}
 
-// SAFETY: each is repr(C) of u8/i8 arrays and F16Le ([u8; 2]); the size asserts above confirm
-// there is no padding, and the asserts below confirm alignment 1.
+// SAFETY: a byte: alignment 1, every bit pattern valid (the float formats' kernels view their
+// weights as bytes, read unaligned).
+unsafe impl PlainBytes for u8 {}
+// SAFETY: each is repr(C) of u8/i8 arrays and F16Le ([u8; 2]); the size asserts against ggml's
+// table confirm there is no padding, and the asserts below confirm alignment 1.
 unsafe impl PlainBytes for F16Le {}
 unsafe impl PlainBytes for BlockQ4_0 {}
 unsafe impl PlainBytes for BlockIq4Nl {}

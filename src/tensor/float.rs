@@ -4,7 +4,7 @@
 use half::{bf16, f16};
 
 use super::activations::{BF16Activation, F16Activation};
-use super::format::{QuantFormat, ROW_GROUP, WeightType};
+use super::format::{QuantFormat, WeightType};
 
 use super::kernels::active;
 
@@ -91,26 +91,13 @@ fn u16s(src: &[u8]) -> impl Iterator<Item = u16> + '_ {
 
 impl QuantFormat for f32 {
     const TYPE: WeightType = WeightType::F32;
-    const BLOCK_LEN: usize = 1;
-    const BLOCK_BYTES: usize = 4;
+    type Block = u8;
     type Activation = f32;
 
     fn dequantize_row(src: &[u8], dst: &mut [f32]) {
         for (out, value) in dst.iter_mut().zip(f32s(src)) {
             *out = value;
         }
-    }
-
-    fn vec_dot(src: &[u8], activations: &[f32]) -> f32 {
-        active::dot_f32(src, activations)
-    }
-
-    fn vec_dot_group(src: &[u8], rows: [&[f32]; ROW_GROUP]) -> [f32; ROW_GROUP] {
-        active::dot_f32_group(src, rows)
-    }
-
-    fn vec_dot_pair(src: [&[u8]; 2], activations: &[f32]) -> [f32; 2] {
-        active::dot_f32_pair(src, activations)
     }
 }
 
@@ -122,26 +109,13 @@ pub(super) fn dot_f32(src: &[u8], activations: &[f32]) -> f32 {
 /// number ([`first_non_finite_f16`] finds one; a model's tensors are checked when it loads).
 impl QuantFormat for f16 {
     const TYPE: WeightType = WeightType::F16;
-    const BLOCK_LEN: usize = 1;
-    const BLOCK_BYTES: usize = 2;
+    type Block = u8;
     type Activation = F16Activation;
 
     fn dequantize_row(src: &[u8], dst: &mut [f32]) {
         for (out, bits) in dst.iter_mut().zip(u16s(src)) {
             *out = f16::from_bits(bits).to_f32();
         }
-    }
-
-    fn vec_dot(src: &[u8], activations: &[F16Activation]) -> f32 {
-        active::dot_f16(src, activations)
-    }
-
-    fn vec_dot_group(src: &[u8], rows: [&[F16Activation]; ROW_GROUP]) -> [f32; ROW_GROUP] {
-        active::dot_f16_group(src, rows)
-    }
-
-    fn vec_dot_pair(src: [&[u8]; 2], activations: &[F16Activation]) -> [f32; 2] {
-        active::dot_f16_pair(src, activations)
     }
 }
 
@@ -153,26 +127,13 @@ pub(super) fn dot_f16(src: &[u8], activations: &[F16Activation]) -> f32 {
 
 impl QuantFormat for bf16 {
     const TYPE: WeightType = WeightType::BF16;
-    const BLOCK_LEN: usize = 1;
-    const BLOCK_BYTES: usize = 2;
+    type Block = u8;
     type Activation = BF16Activation;
 
     fn dequantize_row(src: &[u8], dst: &mut [f32]) {
         for (out, bits) in dst.iter_mut().zip(u16s(src)) {
             *out = bf16::from_bits(bits).to_f32();
         }
-    }
-
-    fn vec_dot(src: &[u8], activations: &[BF16Activation]) -> f32 {
-        active::dot_bf16(src, activations)
-    }
-
-    fn vec_dot_group(src: &[u8], rows: [&[BF16Activation]; ROW_GROUP]) -> [f32; ROW_GROUP] {
-        active::dot_bf16_group(src, rows)
-    }
-
-    fn vec_dot_pair(src: [&[u8]; 2], activations: &[BF16Activation]) -> [f32; 2] {
-        active::dot_bf16_pair(src, activations)
     }
 }
 

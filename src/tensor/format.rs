@@ -2,206 +2,122 @@
 //! runtime [`WeightType`].
 
 use super::activations::{ActivationFormat, ActivationType, QuantizedActivations};
-use super::blocks::{QK, QK_K};
+use super::blocks::{PlainBytes, whole_blocks};
 use super::error::{TensorError, check_len};
+use super::kernels::{Active, Tile};
+use crate::gguf::GgmlType;
 
-/// The weight encodings the kernels handle, named as in ggml.
-#[allow(non_camel_case_types)] // keep ggml's spelling (Q4_K, not Q4K) so names match the file format
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum WeightType {
-    F32,
-    F16,
-    BF16,
-    Q4_0,
-    Q4_1,
-    Q5_0,
-    Q5_1,
-    Q8_0,
-    Q2_K,
-    Q3_K,
-    Q4_K,
-    Q5_K,
-    Q6_K,
-    IQ4_NL,
-    IQ4_XS,
-    IQ2_XXS,
-    IQ3_XXS,
-    IQ3_S,
-    IQ2_XS,
-    IQ2_S,
-    IQ1_S,
-    IQ1_M,
+/// The weight types the kernels handle: one row each, the ggml type and the Rust type whose
+/// [`QuantFormat`] holds its kernels (a block struct, or a float format's scalar type).
+/// Everything else is read from elsewhere, one source per fact: the id, name and block
+/// geometry from ggml's table ([`GgmlType`]), the activation format from the kernel trait.
+/// The macro makes [`WeightType`], its conversions, a compile-time check that each struct is
+/// as large as ggml's block, and [`with_weight_format!`], which dispatches on a runtime type.
+macro_rules! weight_types {
+    ($d:tt $($name:ident => $format:ty,)*) => {
+        /// The weight encodings the kernels handle, named as in ggml.
+        #[allow(non_camel_case_types)] // keep ggml's spelling (Q4_K, not Q4K) so names match the file format
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum WeightType {
+            $($name,)*
+        }
+
+        impl WeightType {
+            pub const ALL: [WeightType; [$(stringify!($name)),*].len()] = [$(Self::$name,)*];
+
+            /// ggml's type of the same name.
+            pub const fn ggml_type(self) -> GgmlType {
+                match self {
+                    $(Self::$name => GgmlType::$name,)*
+                }
+            }
+
+            /// The weight type of a ggml type, if the kernels support it.
+            pub const fn from_ggml_type(ggml_type: GgmlType) -> Option<Self> {
+                match ggml_type {
+                    $(GgmlType::$name => Some(Self::$name),)*
+                    _ => None,
+                }
+            }
+        }
+
+        $(const _: () = assert!(
+            std::mem::size_of::<$format>() == WeightType::$name.block_bytes(),
+            concat!("the block struct of ", stringify!($name), " is not ggml's size")
+        );)*
+
+        /// Runs `$body` with `$W` bound to the [`QuantFormat`] type of the runtime weight type.
+        macro_rules! with_weight_format {
+            ($d weight_type:expr, $d W:ident => $d body:expr) => {{
+                match $d weight_type {
+                    $($crate::tensor::WeightType::$name => {
+                        type $d W = $format;
+                        $d body
+                    })*
+                }
+            }};
+        }
+    };
 }
 
-impl WeightType {
-    pub const ALL: [WeightType; 22] = [
-        Self::F32,
-        Self::F16,
-        Self::BF16,
-        Self::Q4_0,
-        Self::Q4_1,
-        Self::Q5_0,
-        Self::Q5_1,
-        Self::Q8_0,
-        Self::Q2_K,
-        Self::Q3_K,
-        Self::Q4_K,
-        Self::Q5_K,
-        Self::Q6_K,
-        Self::IQ4_NL,
-        Self::IQ4_XS,
-        Self::IQ2_XXS,
-        Self::IQ3_XXS,
-        Self::IQ3_S,
-        Self::IQ2_XS,
-        Self::IQ2_S,
-        Self::IQ1_S,
-        Self::IQ1_M,
-    ];
+weight_types! {$
+    F32 => f32,
+    F16 => half::f16,
+    BF16 => half::bf16,
+    Q4_0 => crate::tensor::BlockQ4_0,
+    Q4_1 => crate::tensor::BlockQ4_1,
+    Q5_0 => crate::tensor::BlockQ5_0,
+    Q5_1 => crate::tensor::BlockQ5_1,
+    Q8_0 => crate::tensor::BlockQ8_0,
+    Q2_K => crate::tensor::BlockQ2K,
+    Q3_K => crate::tensor::BlockQ3K,
+    Q4_K => crate::tensor::BlockQ4K,
+    Q5_K => crate::tensor::BlockQ5K,
+    Q6_K => crate::tensor::BlockQ6K,
+    IQ4_NL => crate::tensor::BlockIq4Nl,
+    IQ4_XS => crate::tensor::BlockIq4Xs,
+    IQ2_XXS => crate::tensor::BlockIq2Xxs,
+    IQ3_XXS => crate::tensor::BlockIq3Xxs,
+    IQ3_S => crate::tensor::BlockIq3S,
+    IQ2_XS => crate::tensor::BlockIq2Xs,
+    IQ2_S => crate::tensor::BlockIq2S,
+    IQ1_S => crate::tensor::BlockIq1S,
+    IQ1_M => crate::tensor::BlockIq1M,
+}
+pub(crate) use with_weight_format;
 
+impl WeightType {
     /// The `ggml_type` number used in GGUF tensor infos.
     pub const fn ggml_type_id(self) -> u32 {
-        match self {
-            Self::F32 => 0,
-            Self::F16 => 1,
-            Self::Q4_0 => 2,
-            Self::Q4_1 => 3,
-            Self::Q5_0 => 6,
-            Self::Q5_1 => 7,
-            Self::Q8_0 => 8,
-            Self::Q2_K => 10,
-            Self::Q3_K => 11,
-            Self::Q4_K => 12,
-            Self::Q5_K => 13,
-            Self::Q6_K => 14,
-            Self::IQ4_NL => 20,
-            Self::IQ4_XS => 23,
-            Self::IQ2_XXS => 16,
-            Self::IQ3_XXS => 18,
-            Self::IQ3_S => 21,
-            Self::IQ2_XS => 17,
-            Self::IQ2_S => 22,
-            Self::IQ1_S => 19,
-            Self::IQ1_M => 29,
-            Self::BF16 => 30,
-        }
+        self.ggml_type().id()
     }
 
     /// The weight type for a GGUF `ggml_type` number, if the kernels support it.
     pub const fn from_ggml_type_id(id: u32) -> Option<Self> {
-        Some(match id {
-            0 => Self::F32,
-            1 => Self::F16,
-            2 => Self::Q4_0,
-            3 => Self::Q4_1,
-            6 => Self::Q5_0,
-            7 => Self::Q5_1,
-            8 => Self::Q8_0,
-            10 => Self::Q2_K,
-            11 => Self::Q3_K,
-            12 => Self::Q4_K,
-            13 => Self::Q5_K,
-            14 => Self::Q6_K,
-            16 => Self::IQ2_XXS,
-            17 => Self::IQ2_XS,
-            18 => Self::IQ3_XXS,
-            19 => Self::IQ1_S,
-            20 => Self::IQ4_NL,
-            21 => Self::IQ3_S,
-            22 => Self::IQ2_S,
-            23 => Self::IQ4_XS,
-            29 => Self::IQ1_M,
-            30 => Self::BF16,
-            _ => return None,
-        })
+        match GgmlType::from_id(id) {
+            Ok(ggml_type) => Self::from_ggml_type(ggml_type),
+            Err(_) => None,
+        }
     }
 
     pub const fn name(self) -> &'static str {
-        match self {
-            Self::F32 => "F32",
-            Self::F16 => "F16",
-            Self::BF16 => "BF16",
-            Self::Q4_0 => "Q4_0",
-            Self::Q4_1 => "Q4_1",
-            Self::Q5_0 => "Q5_0",
-            Self::Q5_1 => "Q5_1",
-            Self::Q8_0 => "Q8_0",
-            Self::Q2_K => "Q2_K",
-            Self::Q3_K => "Q3_K",
-            Self::Q4_K => "Q4_K",
-            Self::Q5_K => "Q5_K",
-            Self::Q6_K => "Q6_K",
-            Self::IQ4_NL => "IQ4_NL",
-            Self::IQ4_XS => "IQ4_XS",
-            Self::IQ2_XXS => "IQ2_XXS",
-            Self::IQ3_XXS => "IQ3_XXS",
-            Self::IQ3_S => "IQ3_S",
-            Self::IQ2_XS => "IQ2_XS",
-            Self::IQ2_S => "IQ2_S",
-            Self::IQ1_S => "IQ1_S",
-            Self::IQ1_M => "IQ1_M",
-        }
+        self.ggml_type().name()
     }
 
     /// Elements per block.
     pub const fn block_len(self) -> usize {
-        match self {
-            Self::F32 | Self::F16 | Self::BF16 => 1,
-            Self::Q4_0 | Self::Q4_1 | Self::Q5_0 | Self::Q5_1 | Self::Q8_0 | Self::IQ4_NL => QK,
-            Self::Q2_K
-            | Self::Q3_K
-            | Self::Q4_K
-            | Self::Q5_K
-            | Self::Q6_K
-            | Self::IQ4_XS
-            | Self::IQ2_XXS
-            | Self::IQ3_XXS
-            | Self::IQ3_S
-            | Self::IQ2_XS
-            | Self::IQ2_S
-            | Self::IQ1_S
-            | Self::IQ1_M => QK_K,
-        }
+        self.ggml_type().block_size() as usize
     }
 
     /// Bytes per block.
     pub const fn block_bytes(self) -> usize {
-        match self {
-            Self::F32 => 4,
-            Self::F16 | Self::BF16 => 2,
-            Self::Q4_0 | Self::IQ4_NL => 18,
-            Self::Q4_1 => 20,
-            Self::Q5_0 => 22,
-            Self::Q5_1 => 24,
-            Self::Q8_0 => 34,
-            Self::Q2_K => 84,
-            Self::Q3_K => 110,
-            Self::Q4_K => 144,
-            Self::Q5_K => 176,
-            Self::Q6_K => 210,
-            Self::IQ4_XS => 136,
-            Self::IQ2_XXS => 66,
-            Self::IQ3_XXS => 98,
-            Self::IQ3_S => 110,
-            Self::IQ2_XS => 74,
-            Self::IQ2_S => 82,
-            Self::IQ1_S => 50,
-            Self::IQ1_M => 56,
-        }
+        self.ggml_type().block_bytes() as usize
     }
 
     /// The format ggml quantizes activations to before dotting them with this weight type
     /// (its `vec_dot_type`).
     pub const fn activation_type(self) -> ActivationType {
-        match self {
-            Self::F32 => ActivationType::F32,
-            Self::F16 => ActivationType::F16,
-            Self::BF16 => ActivationType::BF16,
-            Self::Q4_0 | Self::Q5_0 | Self::Q8_0 | Self::IQ4_NL => ActivationType::Q8_0,
-            Self::Q4_1 | Self::Q5_1 => ActivationType::Q8_1,
-            // The rest are the super-block formats (K- and i-quants, QK_K elements), all dotted with Q8_K.
-            _ => ActivationType::Q8_K,
-        }
+        with_weight_format!(self, W => <<W as QuantFormat>::Activation as ActivationFormat>::TYPE)
     }
 
     /// Bytes in one row of `row_len` elements; the row must be a whole number of blocks.
@@ -214,178 +130,67 @@ impl WeightType {
     }
 }
 
-/// One weight encoding: its block geometry, its activation format and its kernels.
-///
-/// The kernels are infallible and panic-free: they work on as many whole blocks as both inputs
-/// hold. Lengths are checked by the public functions ([`dequantize_row`], [`vec_dot`],
-/// [`matmul`](super::matmul)) before they get here.
-pub trait QuantFormat {
+/// One weight encoding: its block type, its activation format and its decoding. Its geometry
+/// is ggml's ([`WeightType`]); its dot products are the active instruction set's tile
+/// entries, reached through [`Dot`].
+pub trait QuantFormat: Sized {
     const TYPE: WeightType;
     /// Elements per block.
-    const BLOCK_LEN: usize;
+    const BLOCK_LEN: usize = Self::TYPE.block_len();
     /// Bytes per block in the file.
-    const BLOCK_BYTES: usize;
+    const BLOCK_BYTES: usize = Self::TYPE.block_bytes();
+    /// What the kernels view the bytes as: the block struct (`Self`), or bytes for the float
+    /// formats, whose values are read unaligned.
+    type Block: PlainBytes;
     /// What activations are quantized to before the dot product (ggml's `vec_dot_type`).
     type Activation: ActivationFormat;
 
     /// Decodes the blocks of `src` into `dst` (`BLOCK_LEN` values per `BLOCK_BYTES` bytes).
+    /// Infallible and panic-free: it decodes as many whole blocks as both hold (lengths are
+    /// checked by [`dequantize_row`]).
     fn dequantize_row(src: &[u8], dst: &mut [f32]);
+}
 
+/// A weight format's dot products on the instruction set this build targets ([`Active`]'s
+/// tile entry). Infallible and panic-free: they work on as many whole blocks as both inputs
+/// hold; lengths are checked by [`vec_dot`] and [`matmul`](super::matmul) before they get here.
+pub trait Dot: QuantFormat {
     /// Dot product of one weight row with one activation row of the same length.
     fn vec_dot(src: &[u8], activations: &[Self::Activation]) -> f32;
 
-    /// The dot product as llama.cpp computes it inside a matmul of [`BATCHED_FROM_ROWS`] or
-    /// more activation rows, where its CPU backend switches some formats to a tiled kernel
-    /// with a different summation order. The same as [`vec_dot`](Self::vec_dot) elsewhere.
-    fn vec_dot_batched(src: &[u8], activations: &[Self::Activation]) -> f32 {
-        Self::vec_dot(src, activations)
-    }
-
-    /// Whether llama.cpp's x86 CPU backend repacks a matrix of this format into interleaved
-    /// blocks of [`REPACK_ROWS`] weight rows when its row count is a multiple of that
-    /// (`ggml-cpu/repack.cpp`) and it sits in the repack buffer (see
-    /// [`WeightLayout`](super::WeightLayout)). Such a matrix is multiplied only by the repacked
-    /// kernels, for any number of activation rows: [`vec_dot_gemm`](Self::vec_dot_gemm) for the
-    /// activation rows in whole groups of [`REPACK_GEMM_ROWS`], [`vec_dot_gemv`](Self::vec_dot_gemv)
-    /// for the rest.
-    const REPACKED: bool = false;
-
-    /// The dot product as llama.cpp's repacked GEMM computes it (see [`REPACKED`](Self::REPACKED)).
-    fn vec_dot_gemm(src: &[u8], activations: &[Self::Activation]) -> f32 {
-        Self::vec_dot(src, activations)
-    }
-
-    /// The dot product as llama.cpp's repacked GEMV computes it (see [`REPACKED`](Self::REPACKED)).
-    fn vec_dot_gemv(src: &[u8], activations: &[Self::Activation]) -> f32 {
-        Self::vec_dot(src, activations)
-    }
-
     /// [`vec_dot`](Self::vec_dot) of two weight rows with one activation row (decode), so a
-    /// kernel can load each activation block once for both. Must equal the single-row results
-    /// bit for bit.
-    fn vec_dot_pair(src: [&[u8]; 2], activations: &[Self::Activation]) -> [f32; 2] {
-        src.map(|src| Self::vec_dot(src, activations))
-    }
+    /// kernel can load each activation block once for both. Equals the single-row results bit
+    /// for bit.
+    fn vec_dot_pair(src: [&[u8]; 2], activations: &[Self::Activation]) -> [f32; 2];
 
     /// [`vec_dot`](Self::vec_dot) of one weight row with [`ROW_GROUP`] activation rows, so a
-    /// kernel can decode each weight block once for all of them (prefill). Must equal the
+    /// kernel can decode each weight block once for all of them (prefill). Equals the
     /// single-row results bit for bit: batching never changes a logit.
-    fn vec_dot_group(src: &[u8], rows: [&[Self::Activation]; ROW_GROUP]) -> [f32; ROW_GROUP] {
-        rows.map(|activations| Self::vec_dot(src, activations))
+    fn vec_dot_group(src: &[u8], rows: [&[Self::Activation]; ROW_GROUP]) -> [f32; ROW_GROUP];
+}
+
+impl<W: QuantFormat> Dot for W
+where
+    Active: Tile<W>,
+{
+    #[inline(always)]
+    fn vec_dot(src: &[u8], activations: &[W::Activation]) -> f32 {
+        <Active as Tile<W>>::dot(whole_blocks(src), activations)
+    }
+
+    #[inline(always)]
+    fn vec_dot_pair(src: [&[u8]; 2], activations: &[W::Activation]) -> [f32; 2] {
+        <Active as Tile<W>>::pair(src.map(whole_blocks), activations)
+    }
+
+    #[inline(always)]
+    fn vec_dot_group(src: &[u8], rows: [&[W::Activation]; ROW_GROUP]) -> [f32; ROW_GROUP] {
+        <Active as Tile<W>>::group(whole_blocks(src), rows)
     }
 }
 
 /// Activation rows a weight row is dotted with at once by [`QuantFormat::vec_dot_group`].
 pub const ROW_GROUP: usize = 8;
-
-/// Weight rows interleaved by llama.cpp's repacked formats ([`QuantFormat::REPACKED`]); a
-/// matrix whose row count is not a multiple of this is left as it is.
-pub const REPACK_ROWS: usize = 8;
-
-/// Activation rows per call of llama.cpp's repacked GEMM; the `n % 4` rows left over go
-/// through its GEMV.
-pub const REPACK_GEMM_ROWS: usize = 4;
-
-/// Activation rows from which llama.cpp's CPU matmul takes its tiled K-quant kernel.
-pub const BATCHED_FROM_ROWS: usize = 8;
-
-/// Runs `$body` with `$W` bound to the [`QuantFormat`] type of the runtime weight type.
-macro_rules! with_weight_format {
-    ($weight_type:expr, $W:ident => $body:expr) => {{
-        use $crate::tensor::WeightType as Wt;
-        match $weight_type {
-            Wt::F32 => {
-                type $W = f32;
-                $body
-            }
-            Wt::F16 => {
-                type $W = half::f16;
-                $body
-            }
-            Wt::BF16 => {
-                type $W = half::bf16;
-                $body
-            }
-            Wt::Q4_0 => {
-                type $W = $crate::tensor::BlockQ4_0;
-                $body
-            }
-            Wt::Q4_1 => {
-                type $W = $crate::tensor::BlockQ4_1;
-                $body
-            }
-            Wt::Q5_0 => {
-                type $W = $crate::tensor::BlockQ5_0;
-                $body
-            }
-            Wt::Q5_1 => {
-                type $W = $crate::tensor::BlockQ5_1;
-                $body
-            }
-            Wt::Q8_0 => {
-                type $W = $crate::tensor::BlockQ8_0;
-                $body
-            }
-            Wt::Q2_K => {
-                type $W = $crate::tensor::BlockQ2K;
-                $body
-            }
-            Wt::Q3_K => {
-                type $W = $crate::tensor::BlockQ3K;
-                $body
-            }
-            Wt::Q4_K => {
-                type $W = $crate::tensor::BlockQ4K;
-                $body
-            }
-            Wt::Q5_K => {
-                type $W = $crate::tensor::BlockQ5K;
-                $body
-            }
-            Wt::Q6_K => {
-                type $W = $crate::tensor::BlockQ6K;
-                $body
-            }
-            Wt::IQ4_NL => {
-                type $W = $crate::tensor::BlockIq4Nl;
-                $body
-            }
-            Wt::IQ4_XS => {
-                type $W = $crate::tensor::BlockIq4Xs;
-                $body
-            }
-            Wt::IQ2_XXS => {
-                type $W = $crate::tensor::BlockIq2Xxs;
-                $body
-            }
-            Wt::IQ3_XXS => {
-                type $W = $crate::tensor::BlockIq3Xxs;
-                $body
-            }
-            Wt::IQ3_S => {
-                type $W = $crate::tensor::BlockIq3S;
-                $body
-            }
-            Wt::IQ2_XS => {
-                type $W = $crate::tensor::BlockIq2Xs;
-                $body
-            }
-            Wt::IQ2_S => {
-                type $W = $crate::tensor::BlockIq2S;
-                $body
-            }
-            Wt::IQ1_S => {
-                type $W = $crate::tensor::BlockIq1S;
-                $body
-            }
-            Wt::IQ1_M => {
-                type $W = $crate::tensor::BlockIq1M;
-                $body
-            }
-        }
-    }};
-}
-pub(crate) use with_weight_format;
 
 /// Decodes one row of `dst.len()` elements stored as `weight_type` in `src`.
 pub fn dequantize_row(weight_type: WeightType, src: &[u8], dst: &mut [f32]) -> Result<(), TensorError> {

@@ -19,16 +19,13 @@
 //! scaling them); their AVX2 kernels sum the grid and the shifts apart ([`dot_iq1_s`],
 //! [`dot_iq1_m`]).
 
-use std::mem::size_of;
-
 use super::blocks::{
     BlockIq1M, BlockIq1S, BlockIq2S, BlockIq2Xs, BlockIq2Xxs, BlockIq3S, BlockIq3Xxs, BlockQ8K, F16Le, QK_K,
     whole_blocks,
 };
 use super::float::fma;
-use super::format::{QuantFormat, ROW_GROUP, WeightType};
+use super::format::{QuantFormat, WeightType};
 use super::iq_grids::{IQ1S_GRID, IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID, IQ3S_GRID, IQ3XXS_GRID, KSIGNS_IQ2XS};
-use super::kernels::active;
 use super::legacy::hsum8;
 
 /// A block's weights as integers: `levels[e]` (grid level with its sign) and the odd scale of
@@ -382,7 +379,7 @@ fn dot_avx2_order<B: Lattice>(x: &[B], y: &[BlockQ8K]) -> f32 {
 
 /// ggml's tiled order (see the module notes).
 #[inline(always)]
-fn dot_tiled_order<B: Lattice>(x: &[B], y: &[BlockQ8K]) -> f32 {
+pub(super) fn dot_tiled_order<B: Lattice>(x: &[B], y: &[BlockQ8K]) -> f32 {
     let mut sum = 0.0f32;
     for (xb, yb) in x.iter().zip(y) {
         let exact = exact_sum(&xb.unpack(), &yb.qs);
@@ -466,44 +463,30 @@ pub(super) fn dot_iq3_s(x: &[BlockIq3S], y: &[BlockQ8K]) -> f32 {
     dot_avx2_order(x, y)
 }
 
-/// One `QuantFormat` impl per lattice type: dequantization, the table's single-row and row-group
-/// kernels, and the tiled order for batches (llama.cpp's CPU backend takes its tiled kernel for
-/// all of these from 8 activation rows).
+/// One `QuantFormat` impl per lattice type (its dots are tile entries in `kernels.rs`; the tiled
+/// order llama.cpp takes for batches of 8 rows or more is in `llama_order.rs`).
 macro_rules! lattice_format {
-    ($($block:ty: $type:ident, $dot:ident, $group:ident;)*) => {$(
+    ($($block:ty: $type:ident;)*) => {$(
         impl QuantFormat for $block {
             const TYPE: WeightType = WeightType::$type;
-            const BLOCK_LEN: usize = QK_K;
-            const BLOCK_BYTES: usize = size_of::<Self>();
+            type Block = Self;
             type Activation = BlockQ8K;
 
             fn dequantize_row(src: &[u8], dst: &mut [f32]) {
                 dequantize_lattice::<Self>(src, dst)
-            }
-
-            fn vec_dot(src: &[u8], activations: &[BlockQ8K]) -> f32 {
-                active::$dot(whole_blocks(src), activations)
-            }
-
-            fn vec_dot_group(src: &[u8], rows: [&[BlockQ8K]; ROW_GROUP]) -> [f32; ROW_GROUP] {
-                active::$group(whole_blocks(src), rows)
-            }
-
-            fn vec_dot_batched(src: &[u8], activations: &[BlockQ8K]) -> f32 {
-                dot_tiled_order::<Self>(whole_blocks(src), activations)
             }
         }
     )*};
 }
 
 lattice_format! {
-    BlockIq2Xxs: IQ2_XXS, dot_iq2_xxs, dot_iq2_xxs_group;
-    BlockIq3Xxs: IQ3_XXS, dot_iq3_xxs, dot_iq3_xxs_group;
-    BlockIq3S: IQ3_S, dot_iq3_s, dot_iq3_s_group;
-    BlockIq2Xs: IQ2_XS, dot_iq2_xs, dot_iq2_xs_group;
-    BlockIq2S: IQ2_S, dot_iq2_s, dot_iq2_s_group;
-    BlockIq1S: IQ1_S, dot_iq1_s, dot_iq1_s_group;
-    BlockIq1M: IQ1_M, dot_iq1_m, dot_iq1_m_group;
+    BlockIq2Xxs: IQ2_XXS;
+    BlockIq3Xxs: IQ3_XXS;
+    BlockIq3S: IQ3_S;
+    BlockIq2Xs: IQ2_XS;
+    BlockIq2S: IQ2_S;
+    BlockIq1S: IQ1_S;
+    BlockIq1M: IQ1_M;
 }
 
 #[cfg(test)]

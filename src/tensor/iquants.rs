@@ -2,13 +2,10 @@
 //! (the same levels, 256 weights per block with a 6-bit scale per 32), with their
 //! dequantization and scalar dots in the order of ggml's AVX2 kernels.
 
-use std::mem::size_of;
-
 use super::activations::Q8_0Activation;
 use super::blocks::{BlockIq4Nl, BlockIq4Xs, BlockQ8K, KVALUES_IQ4NL, QK, QK_K, whole_blocks};
 use super::float::fma;
-use super::format::{QuantFormat, ROW_GROUP, WeightType};
-use super::kernels::active;
+use super::format::{QuantFormat, WeightType};
 use super::legacy::{Lanes, hsum8};
 
 const HALF: usize = QK / 2;
@@ -33,8 +30,7 @@ fn exact_dot(levels: &[i8; QK], activations: &[i8]) -> i32 {
 
 impl QuantFormat for BlockIq4Nl {
     const TYPE: WeightType = WeightType::IQ4_NL;
-    const BLOCK_LEN: usize = QK;
-    const BLOCK_BYTES: usize = size_of::<Self>();
+    type Block = Self;
     type Activation = Q8_0Activation;
 
     fn dequantize_row(src: &[u8], dst: &mut [f32]) {
@@ -44,30 +40,6 @@ impl QuantFormat for BlockIq4Nl {
                 *out = f32::from(level) * d;
             }
         }
-    }
-
-    fn vec_dot(src: &[u8], activations: &[Q8_0Activation]) -> f32 {
-        active::dot_iq4_nl(whole_blocks(src), activations)
-    }
-
-    fn vec_dot_group(src: &[u8], rows: [&[Q8_0Activation]; ROW_GROUP]) -> [f32; ROW_GROUP] {
-        active::dot_iq4_nl_group(whole_blocks(src), rows)
-    }
-
-    fn vec_dot_pair(src: [&[u8]; 2], activations: &[Q8_0Activation]) -> [f32; 2] {
-        active::dot_iq4_nl_pair(src.map(whole_blocks), activations)
-    }
-
-    // llama.cpp repacks IQ4_NL matrices to `block_iq4_nlx8` on AVX2 machines
-    // (`iq4_nl_8x8_q8_0`), through the same kernels as Q4_0 with the levels as their table.
-    const REPACKED: bool = true;
-
-    fn vec_dot_gemm(src: &[u8], activations: &[Q8_0Activation]) -> f32 {
-        dot_iq4_nl_repacked(whole_blocks(src), activations)
-    }
-
-    fn vec_dot_gemv(src: &[u8], activations: &[Q8_0Activation]) -> f32 {
-        dot_iq4_nl_repacked(whole_blocks(src), activations)
     }
 }
 
@@ -105,8 +77,7 @@ pub(super) fn dot_iq4_nl_repacked(x: &[BlockIq4Nl], y: &[Q8_0Activation]) -> f32
 
 impl QuantFormat for BlockIq4Xs {
     const TYPE: WeightType = WeightType::IQ4_XS;
-    const BLOCK_LEN: usize = QK_K;
-    const BLOCK_BYTES: usize = size_of::<Self>();
+    type Block = Self;
     type Activation = BlockQ8K;
 
     fn dequantize_row(src: &[u8], dst: &mut [f32]) {
@@ -119,19 +90,6 @@ impl QuantFormat for BlockIq4Xs {
                 }
             }
         }
-    }
-
-    fn vec_dot(src: &[u8], activations: &[BlockQ8K]) -> f32 {
-        active::dot_iq4_xs(whole_blocks(src), activations)
-    }
-
-    fn vec_dot_group(src: &[u8], rows: [&[BlockQ8K]; ROW_GROUP]) -> [f32; ROW_GROUP] {
-        active::dot_iq4_xs_group(whole_blocks(src), rows)
-    }
-
-    // llama.cpp multiplies IQ4_XS by its tiled kernel from 8 activation rows, as Q2_K/Q5_K/Q6_K.
-    fn vec_dot_batched(src: &[u8], activations: &[BlockQ8K]) -> f32 {
-        dot_iq4_xs_tiled(whole_blocks(src), activations)
     }
 }
 

@@ -7,8 +7,8 @@
 /// unaligned weight buffer); the difference must stay within
 /// `64 · f32::EPSILON · Σ|wᵢ·aᵢ|`. Returns a description of the first mismatch.
 pub fn check_kernels_match_scalar() -> Result<(), String> {
-    use super::kernels::{active, scalar};
-    use super::{BF16Activation, F16Activation, QuantizedActivations, WeightType};
+    use super::format::with_weight_format;
+    use super::{QuantizedActivations, WeightType};
 
     #[cfg(all(target_family = "wasm", target_feature = "simd128"))]
     check_f16_conversion()?;
@@ -23,41 +23,7 @@ pub fn check_kernels_match_scalar() -> Result<(), String> {
     check_offset_formats_as_q8_0()?;
 
     let mut rng = SplitMix(0x5EED);
-    type ScalarAndSimd = fn(&[u8], &QuantizedActivations) -> (f32, f32);
-    let checks: [(WeightType, ScalarAndSimd); 22] = [
-        (WeightType::Q8_0, |w, q| pair(w, q, scalar::dot_q8_0, active::dot_q8_0)),
-        (WeightType::Q4_0, |w, q| pair(w, q, scalar::dot_q4_0, active::dot_q4_0)),
-        (WeightType::Q4_1, |w, q| pair(w, q, scalar::dot_q4_1, active::dot_q4_1)),
-        (WeightType::Q5_0, |w, q| pair(w, q, scalar::dot_q5_0, active::dot_q5_0)),
-        (WeightType::Q5_1, |w, q| pair(w, q, scalar::dot_q5_1, active::dot_q5_1)),
-        (WeightType::IQ4_NL, |w, q| pair(w, q, scalar::dot_iq4_nl, active::dot_iq4_nl)),
-        (WeightType::IQ4_XS, |w, q| pair(w, q, scalar::dot_iq4_xs, active::dot_iq4_xs)),
-        (WeightType::IQ2_XXS, |w, q| pair(w, q, scalar::dot_iq2_xxs, active::dot_iq2_xxs)),
-        (WeightType::IQ3_XXS, |w, q| pair(w, q, scalar::dot_iq3_xxs, active::dot_iq3_xxs)),
-        (WeightType::IQ3_S, |w, q| pair(w, q, scalar::dot_iq3_s, active::dot_iq3_s)),
-        (WeightType::IQ2_XS, |w, q| pair(w, q, scalar::dot_iq2_xs, active::dot_iq2_xs)),
-        (WeightType::IQ2_S, |w, q| pair(w, q, scalar::dot_iq2_s, active::dot_iq2_s)),
-        (WeightType::IQ1_S, |w, q| pair(w, q, scalar::dot_iq1_s, active::dot_iq1_s)),
-        (WeightType::IQ1_M, |w, q| pair(w, q, scalar::dot_iq1_m, active::dot_iq1_m)),
-        (WeightType::Q2_K, |w, q| pair(w, q, scalar::dot_q2_k, active::dot_q2_k)),
-        (WeightType::Q3_K, |w, q| pair(w, q, scalar::dot_q3_k, active::dot_q3_k)),
-        (WeightType::Q4_K, |w, q| pair(w, q, scalar::dot_q4_k, active::dot_q4_k)),
-        (WeightType::Q5_K, |w, q| pair(w, q, scalar::dot_q5_k, active::dot_q5_k)),
-        (WeightType::Q6_K, |w, q| pair(w, q, scalar::dot_q6_k, active::dot_q6_k)),
-        (WeightType::F32, |w, q| {
-            let a = q.row::<f32>(0).unwrap_or(&[]);
-            (scalar::dot_f32(w, a), active::dot_f32(w, a))
-        }),
-        (WeightType::F16, |w, q| {
-            let a = q.row::<F16Activation>(0).unwrap_or(&[]);
-            (scalar::dot_f16(w, a), active::dot_f16(w, a))
-        }),
-        (WeightType::BF16, |w, q| {
-            let a = q.row::<BF16Activation>(0).unwrap_or(&[]);
-            (scalar::dot_bf16(w, a), active::dot_bf16(w, a))
-        }),
-    ];
-    for (weight_type, run) in checks {
+    for weight_type in WeightType::ALL {
         for blocks in [1usize, 3, 8] {
             let k = blocks * weight_type.block_len().max(256);
             let row_bytes = weight_type.row_bytes(k).map_err(|e| e.to_string())?;
@@ -72,7 +38,7 @@ pub fn check_kernels_match_scalar() -> Result<(), String> {
             let weights = &buffer[1..];
             let x: Vec<f32> = (0..k).map(|_| rng.normal()).collect();
             let q = QuantizedActivations::for_weights(weight_type, &x, 1, k).map_err(|e| e.to_string())?;
-            let (scalar, simd) = run(weights, &q);
+            let (scalar, simd) = with_weight_format!(weight_type, W => scalar_and_active::<W>(weights, &q));
 
             let mut w = vec![0.0f32; k];
             super::dequantize_row(weight_type, weights, &mut w).map_err(|e| e.to_string())?;
@@ -291,38 +257,11 @@ fn check_row_groups() -> Result<(), String> {
     use super::{QuantizedActivations, WeightType, matmul_quantized, vec_dot};
     let mut rng = SplitMix(0x6A0);
     let (rows_out, k) = (3usize, 256usize);
-    let weight_types = [
-        WeightType::Q8_0,
-        WeightType::Q4_0,
-        WeightType::Q4_1,
-        WeightType::Q5_0,
-        WeightType::Q5_1,
-        WeightType::IQ4_NL,
-        WeightType::IQ4_XS,
-        WeightType::IQ2_XXS,
-        WeightType::IQ3_XXS,
-        WeightType::IQ3_S,
-        WeightType::IQ2_XS,
-        WeightType::IQ2_S,
-        WeightType::IQ1_S,
-        WeightType::IQ1_M,
-        WeightType::Q2_K,
-        WeightType::Q3_K,
-        WeightType::Q4_K,
-        WeightType::Q5_K,
-        WeightType::Q6_K,
-        WeightType::F32,
-        WeightType::F16,
-        WeightType::BF16,
-    ];
-    use super::format::{BATCHED_FROM_ROWS, ROW_GROUP};
-    let group_and_one = if cfg!(all(target_family = "wasm", target_feature = "simd128")) {
-        ROW_GROUP + 1
-    } else {
-        BATCHED_FROM_ROWS - 1
-    };
+    use super::format::ROW_GROUP;
+    // Natively, from 8 rows on, matmuls take llama.cpp's tiled order (`llama_order.rs`).
+    let group_and_one = if cfg!(target_family = "wasm") { ROW_GROUP + 1 } else { 7 };
     for n in [group_and_one, 1] {
-        for weight_type in weight_types {
+        for weight_type in WeightType::ALL {
             let row_bytes = weight_type.row_bytes(k).map_err(|e| e.to_string())?;
             let buffer = rng.weights(weight_type, rows_out * row_bytes + 1);
             let weights = &buffer[1..];
@@ -353,7 +292,7 @@ fn check_row_groups() -> Result<(), String> {
 /// per-block activation sums in relaxed SIMD) may change no integer sum and no lane.
 fn check_offset_formats_as_q8_0() -> Result<(), String> {
     use super::format::ROW_GROUP;
-    use super::kernels::active;
+    use super::kernels::{Active, Tile};
     use super::{
         BlockQ4_0, BlockQ5_0, BlockQ8_0, Q8_0Activation, QuantizedActivations, WeightType, cast_blocks,
     };
@@ -390,15 +329,15 @@ fn check_offset_formats_as_q8_0() -> Result<(), String> {
         let cases = [
             (
                 "Q4_0",
-                rows.map(|row| active::dot_q4_0(q4_0, row)),
-                active::dot_q4_0_group(q4_0, rows),
-                active::dot_q8_0_group(&q4_0_as_q8_0, rows),
+                rows.map(|row| <Active as Tile<BlockQ4_0>>::dot(q4_0, row)),
+                <Active as Tile<BlockQ4_0>>::group(q4_0, rows),
+                <Active as Tile<BlockQ8_0>>::group(&q4_0_as_q8_0, rows),
             ),
             (
                 "Q5_0",
-                rows.map(|row| active::dot_q5_0(q5_0, row)),
-                active::dot_q5_0_group(q5_0, rows),
-                active::dot_q8_0_group(&q5_0_as_q8_0, rows),
+                rows.map(|row| <Active as Tile<BlockQ5_0>>::dot(q5_0, row)),
+                <Active as Tile<BlockQ5_0>>::group(q5_0, rows),
+                <Active as Tile<BlockQ8_0>>::group(&q5_0_as_q8_0, rows),
             ),
         ];
         for (name, single, grouped, expected) in cases {
@@ -414,16 +353,20 @@ fn check_offset_formats_as_q8_0() -> Result<(), String> {
     Ok(())
 }
 
-/// Runs a scalar and a table kernel on the same typed blocks.
-fn pair<W: super::PlainBytes, A: super::ActivationFormat>(
+/// One row of `W` through the scalar reference and through this build's table, on the same
+/// typed blocks.
+fn scalar_and_active<W: super::QuantFormat>(
     weights: &[u8],
     activations: &super::QuantizedActivations,
-    scalar: fn(&[W], &[A]) -> f32,
-    simd: fn(&[W], &[A]) -> f32,
-) -> (f32, f32) {
-    let blocks = super::cast_blocks::<W>(weights).unwrap_or(&[]);
-    let a = activations.row::<A>(0).unwrap_or(&[]);
-    (scalar(blocks, a), simd(blocks, a))
+) -> (f32, f32)
+where
+    super::kernels::Scalar: super::kernels::Tile<W>,
+    super::kernels::Active: super::kernels::Tile<W>,
+{
+    use super::kernels::{Active, Scalar, Tile};
+    let blocks = super::cast_blocks::<W::Block>(weights).unwrap_or(&[]);
+    let a = activations.row::<W::Activation>(0).unwrap_or(&[]);
+    (<Scalar as Tile<W>>::dot(blocks, a), <Active as Tile<W>>::dot(blocks, a))
 }
 
 /// splitmix64, so the check needs no test-only helpers.

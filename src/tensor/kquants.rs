@@ -11,14 +11,10 @@
 //! tiled kernel (`*_tiled`); see `matmul.rs` for when each applies.
 
 use super::float::fma;
-use std::mem::size_of;
 
 use super::blocks::{BlockQ2K, BlockQ3K, BlockQ4K, BlockQ5K, BlockQ6K, BlockQ8K, QK_K, whole_blocks};
-use super::format::ROW_GROUP;
 use super::format::{QuantFormat, WeightType};
 use super::legacy::hsum8;
-
-use super::kernels::active;
 
 /// Unpacks the twelve bytes of Q4_K/Q5_K scales into eight 6-bit scales and eight 6-bit mins
 /// (ggml's `get_scale_min_k4`): groups 0-3 sit in the low six bits of bytes 0-3 (scales) and
@@ -94,8 +90,7 @@ fn tiled_block(sum: f32, d: f32, exact: i32, dmin: f32, min_exact: i32, activati
 
 impl QuantFormat for BlockQ2K {
     const TYPE: WeightType = WeightType::Q2_K;
-    const BLOCK_LEN: usize = QK_K;
-    const BLOCK_BYTES: usize = size_of::<Self>();
+    type Block = Self;
     type Activation = BlockQ8K;
 
     fn dequantize_row(src: &[u8], dst: &mut [f32]) {
@@ -113,18 +108,6 @@ impl QuantFormat for BlockQ2K {
                 }
             }
         }
-    }
-
-    fn vec_dot(src: &[u8], activations: &[BlockQ8K]) -> f32 {
-        active::dot_q2_k(whole_blocks(src), activations)
-    }
-
-    fn vec_dot_group(src: &[u8], rows: [&[BlockQ8K]; ROW_GROUP]) -> [f32; ROW_GROUP] {
-        active::dot_q2_k_group(whole_blocks(src), rows)
-    }
-
-    fn vec_dot_batched(src: &[u8], activations: &[BlockQ8K]) -> f32 {
-        dot_q2_k_tiled(whole_blocks(src), activations)
     }
 }
 
@@ -183,8 +166,7 @@ fn unpack_q3_k(block: &BlockQ3K) -> [i8; QK_K] {
 
 impl QuantFormat for BlockQ3K {
     const TYPE: WeightType = WeightType::Q3_K;
-    const BLOCK_LEN: usize = QK_K;
-    const BLOCK_BYTES: usize = size_of::<Self>();
+    type Block = Self;
     type Activation = BlockQ8K;
 
     fn dequantize_row(src: &[u8], dst: &mut [f32]) {
@@ -199,14 +181,6 @@ impl QuantFormat for BlockQ3K {
                 }
             }
         }
-    }
-
-    fn vec_dot(src: &[u8], activations: &[BlockQ8K]) -> f32 {
-        active::dot_q3_k(whole_blocks(src), activations)
-    }
-
-    fn vec_dot_group(src: &[u8], rows: [&[BlockQ8K]; ROW_GROUP]) -> [f32; ROW_GROUP] {
-        active::dot_q3_k_group(whole_blocks(src), rows)
     }
 }
 
@@ -241,8 +215,7 @@ fn unpack_q4_k(qs: &[u8; QK_K / 2]) -> [i8; QK_K] {
 
 impl QuantFormat for BlockQ4K {
     const TYPE: WeightType = WeightType::Q4_K;
-    const BLOCK_LEN: usize = QK_K;
-    const BLOCK_BYTES: usize = size_of::<Self>();
+    type Block = Self;
     type Activation = BlockQ8K;
 
     fn dequantize_row(src: &[u8], dst: &mut [f32]) {
@@ -259,25 +232,6 @@ impl QuantFormat for BlockQ4K {
                 }
             }
         }
-    }
-
-    fn vec_dot(src: &[u8], activations: &[BlockQ8K]) -> f32 {
-        active::dot_q4_k(whole_blocks(src), activations)
-    }
-
-    fn vec_dot_group(src: &[u8], rows: [&[BlockQ8K]; ROW_GROUP]) -> [f32; ROW_GROUP] {
-        active::dot_q4_k_group(whole_blocks(src), rows)
-    }
-
-    // llama.cpp repacks Q4_K matrices to `block_q4_Kx8` on AVX2 machines.
-    const REPACKED: bool = true;
-
-    fn vec_dot_gemm(src: &[u8], activations: &[BlockQ8K]) -> f32 {
-        dot_q4_k_gemm(whole_blocks(src), activations)
-    }
-
-    fn vec_dot_gemv(src: &[u8], activations: &[BlockQ8K]) -> f32 {
-        dot_q4_k_gemv(whole_blocks(src), activations)
     }
 }
 
@@ -378,8 +332,7 @@ fn unpack_q5_k(block: &BlockQ5K) -> [i8; QK_K] {
 
 impl QuantFormat for BlockQ5K {
     const TYPE: WeightType = WeightType::Q5_K;
-    const BLOCK_LEN: usize = QK_K;
-    const BLOCK_BYTES: usize = size_of::<Self>();
+    type Block = Self;
     type Activation = BlockQ8K;
 
     fn dequantize_row(src: &[u8], dst: &mut [f32]) {
@@ -396,18 +349,6 @@ impl QuantFormat for BlockQ5K {
                 }
             }
         }
-    }
-
-    fn vec_dot(src: &[u8], activations: &[BlockQ8K]) -> f32 {
-        active::dot_q5_k(whole_blocks(src), activations)
-    }
-
-    fn vec_dot_group(src: &[u8], rows: [&[BlockQ8K]; ROW_GROUP]) -> [f32; ROW_GROUP] {
-        active::dot_q5_k_group(whole_blocks(src), rows)
-    }
-
-    fn vec_dot_batched(src: &[u8], activations: &[BlockQ8K]) -> f32 {
-        dot_q5_k_tiled(whole_blocks(src), activations)
     }
 }
 
@@ -467,8 +408,7 @@ pub(super) fn unpack_q6_k(block: &BlockQ6K) -> [i8; QK_K] {
 
 impl QuantFormat for BlockQ6K {
     const TYPE: WeightType = WeightType::Q6_K;
-    const BLOCK_LEN: usize = QK_K;
-    const BLOCK_BYTES: usize = size_of::<Self>();
+    type Block = Self;
     type Activation = BlockQ8K;
 
     fn dequantize_row(src: &[u8], dst: &mut [f32]) {
@@ -483,18 +423,6 @@ impl QuantFormat for BlockQ6K {
                 }
             }
         }
-    }
-
-    fn vec_dot(src: &[u8], activations: &[BlockQ8K]) -> f32 {
-        active::dot_q6_k(whole_blocks(src), activations)
-    }
-
-    fn vec_dot_group(src: &[u8], rows: [&[BlockQ8K]; ROW_GROUP]) -> [f32; ROW_GROUP] {
-        active::dot_q6_k_group(whole_blocks(src), rows)
-    }
-
-    fn vec_dot_batched(src: &[u8], activations: &[BlockQ8K]) -> f32 {
-        dot_q6_k_tiled(whole_blocks(src), activations)
     }
 }
 

@@ -16,10 +16,7 @@ use super::activations::Q8_0Activation;
 use super::blocks::{
     BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, BlockQ8_1, F16Le, QK, whole_blocks,
 };
-use super::format::ROW_GROUP;
 use super::format::{QuantFormat, WeightType};
-
-use super::kernels::active;
 
 const HALF: usize = QK / 2;
 
@@ -125,8 +122,7 @@ fn q5_pair(qs: u8, qh: u32, j: usize) -> (i32, i32) {
 
 impl QuantFormat for BlockQ4_0 {
     const TYPE: WeightType = WeightType::Q4_0;
-    const BLOCK_LEN: usize = QK;
-    const BLOCK_BYTES: usize = size_of::<Self>();
+    type Block = Self;
     type Activation = Q8_0Activation;
 
     fn dequantize_row(src: &[u8], dst: &mut [f32]) {
@@ -138,29 +134,6 @@ impl QuantFormat for BlockQ4_0 {
                 *high = (i32::from(q >> 4) - 8) as f32 * d;
             }
         }
-    }
-
-    fn vec_dot(src: &[u8], activations: &[Q8_0Activation]) -> f32 {
-        active::dot_q4_0(whole_blocks(src), activations)
-    }
-
-    fn vec_dot_group(src: &[u8], rows: [&[Q8_0Activation]; ROW_GROUP]) -> [f32; ROW_GROUP] {
-        active::dot_q4_0_group(whole_blocks(src), rows)
-    }
-
-    fn vec_dot_pair(src: [&[u8]; 2], activations: &[Q8_0Activation]) -> [f32; 2] {
-        active::dot_q4_0_pair(src.map(whole_blocks), activations)
-    }
-
-    // llama.cpp repacks Q4_0 matrices to `block_q4_0x8` on AVX2 machines (`q4_0_8x8_q8_0`).
-    const REPACKED: bool = true;
-
-    fn vec_dot_gemm(src: &[u8], activations: &[Q8_0Activation]) -> f32 {
-        dot_q4_0_repacked(whole_blocks(src), activations)
-    }
-
-    fn vec_dot_gemv(src: &[u8], activations: &[Q8_0Activation]) -> f32 {
-        dot_q4_0_repacked(whole_blocks(src), activations)
     }
 }
 
@@ -192,8 +165,7 @@ pub(super) fn dot_q4_0(x: &[BlockQ4_0], y: &[Q8_0Activation]) -> f32 {
 
 impl QuantFormat for BlockQ4_1 {
     const TYPE: WeightType = WeightType::Q4_1;
-    const BLOCK_LEN: usize = QK;
-    const BLOCK_BYTES: usize = size_of::<Self>();
+    type Block = Self;
     type Activation = BlockQ8_1;
 
     fn dequantize_row(src: &[u8], dst: &mut [f32]) {
@@ -205,18 +177,6 @@ impl QuantFormat for BlockQ4_1 {
                 *high = f32::from(q >> 4) * d + m;
             }
         }
-    }
-
-    fn vec_dot(src: &[u8], activations: &[BlockQ8_1]) -> f32 {
-        active::dot_q4_1(whole_blocks(src), activations)
-    }
-
-    fn vec_dot_group(src: &[u8], rows: [&[BlockQ8_1]; ROW_GROUP]) -> [f32; ROW_GROUP] {
-        active::dot_q4_1_group(whole_blocks(src), rows)
-    }
-
-    fn vec_dot_pair(src: [&[u8]; 2], activations: &[BlockQ8_1]) -> [f32; 2] {
-        active::dot_q4_1_pair(src.map(whole_blocks), activations)
     }
 }
 
@@ -233,8 +193,7 @@ pub(super) fn dot_q4_1(x: &[BlockQ4_1], y: &[BlockQ8_1]) -> f32 {
 
 impl QuantFormat for BlockQ5_0 {
     const TYPE: WeightType = WeightType::Q5_0;
-    const BLOCK_LEN: usize = QK;
-    const BLOCK_BYTES: usize = size_of::<Self>();
+    type Block = Self;
     type Activation = Q8_0Activation;
 
     fn dequantize_row(src: &[u8], dst: &mut [f32]) {
@@ -249,18 +208,6 @@ impl QuantFormat for BlockQ5_0 {
             }
         }
     }
-
-    fn vec_dot(src: &[u8], activations: &[Q8_0Activation]) -> f32 {
-        active::dot_q5_0(whole_blocks(src), activations)
-    }
-
-    fn vec_dot_group(src: &[u8], rows: [&[Q8_0Activation]; ROW_GROUP]) -> [f32; ROW_GROUP] {
-        active::dot_q5_0_group(whole_blocks(src), rows)
-    }
-
-    fn vec_dot_pair(src: [&[u8]; 2], activations: &[Q8_0Activation]) -> [f32; 2] {
-        active::dot_q5_0_pair(src.map(whole_blocks), activations)
-    }
 }
 
 #[cfg_attr(all(target_arch = "x86_64", target_feature = "avx2", not(test)), allow(dead_code))] // the AVX2 twin runs instead
@@ -274,8 +221,7 @@ pub(super) fn dot_q5_0(x: &[BlockQ5_0], y: &[Q8_0Activation]) -> f32 {
 
 impl QuantFormat for BlockQ5_1 {
     const TYPE: WeightType = WeightType::Q5_1;
-    const BLOCK_LEN: usize = QK;
-    const BLOCK_BYTES: usize = size_of::<Self>();
+    type Block = Self;
     type Activation = BlockQ8_1;
 
     fn dequantize_row(src: &[u8], dst: &mut [f32]) {
@@ -290,18 +236,6 @@ impl QuantFormat for BlockQ5_1 {
             }
         }
     }
-
-    fn vec_dot(src: &[u8], activations: &[BlockQ8_1]) -> f32 {
-        active::dot_q5_1(whole_blocks(src), activations)
-    }
-
-    fn vec_dot_group(src: &[u8], rows: [&[BlockQ8_1]; ROW_GROUP]) -> [f32; ROW_GROUP] {
-        active::dot_q5_1_group(whole_blocks(src), rows)
-    }
-
-    fn vec_dot_pair(src: [&[u8]; 2], activations: &[BlockQ8_1]) -> [f32; 2] {
-        active::dot_q5_1_pair(src.map(whole_blocks), activations)
-    }
 }
 
 pub(super) fn dot_q5_1(x: &[BlockQ5_1], y: &[BlockQ8_1]) -> f32 {
@@ -315,8 +249,7 @@ pub(super) fn dot_q5_1(x: &[BlockQ5_1], y: &[BlockQ8_1]) -> f32 {
 
 impl QuantFormat for BlockQ8_0 {
     const TYPE: WeightType = WeightType::Q8_0;
-    const BLOCK_LEN: usize = QK;
-    const BLOCK_BYTES: usize = size_of::<Self>();
+    type Block = Self;
     type Activation = Q8_0Activation;
 
     fn dequantize_row(src: &[u8], dst: &mut [f32]) {
@@ -326,18 +259,6 @@ impl QuantFormat for BlockQ8_0 {
                 *out = f32::from(q) * d;
             }
         }
-    }
-
-    fn vec_dot(src: &[u8], activations: &[Q8_0Activation]) -> f32 {
-        active::dot_q8_0(whole_blocks(src), activations)
-    }
-
-    fn vec_dot_group(src: &[u8], rows: [&[Q8_0Activation]; ROW_GROUP]) -> [f32; ROW_GROUP] {
-        active::dot_q8_0_group(whole_blocks(src), rows)
-    }
-
-    fn vec_dot_pair(src: [&[u8]; 2], activations: &[Q8_0Activation]) -> [f32; 2] {
-        active::dot_q8_0_pair(src.map(whole_blocks), activations)
     }
 }
 
@@ -382,21 +303,24 @@ mod tests {
         sum
     }
 
+    #[cfg(not(target_family = "wasm"))]
     #[test]
     fn repacked_q4_0_kernels_follow_llama_cpp_order() {
+        use crate::tensor::Dot;
+        use crate::tensor::llama_order::LlamaOrder;
         let mut rng = Rng::new(43);
         let mut differs = 0;
         for blocks in [1, 2, 3, 8, 17] {
             for _ in 0..200 {
                 let (src, y) = q4_0_case(blocks, &mut rng);
                 let x = cast_blocks::<BlockQ4_0>(&src).unwrap();
-                let gemv = <BlockQ4_0 as QuantFormat>::vec_dot_gemv(&src, &y);
-                let gemm = <BlockQ4_0 as QuantFormat>::vec_dot_gemm(&src, &y);
+                let gemv = <BlockQ4_0 as LlamaOrder>::vec_dot_gemv(&src, &y);
+                let gemm = <BlockQ4_0 as LlamaOrder>::vec_dot_gemm(&src, &y);
                 let expected = repacked_reference(x, &y);
                 assert_eq!(gemv.to_bits(), expected.to_bits(), "GEMV, {blocks} blocks");
                 assert_eq!(gemm.to_bits(), expected.to_bits(), "GEMM, {blocks} blocks");
                 // The same value up to rounding as the plain (8-lane) order.
-                let plain = <BlockQ4_0 as QuantFormat>::vec_dot(&src, &y);
+                let plain = <BlockQ4_0 as Dot>::vec_dot(&src, &y);
                 assert!((gemv - plain).abs() / plain.abs().max(1e-2) < 1e-4, "{gemv} vs {plain}");
                 differs += usize::from(gemv.to_bits() != plain.to_bits());
             }

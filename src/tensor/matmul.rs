@@ -7,34 +7,71 @@
 
 use super::activations::{ActivationFormat, QuantizedActivations};
 use super::error::{TensorError, check_len};
-use super::format::{
-    BATCHED_FROM_ROWS, QuantFormat, REPACK_GEMM_ROWS, REPACK_ROWS, ROW_GROUP, WeightType, with_weight_format,
-};
+use super::format::{Dot, QuantFormat, ROW_GROUP, WeightType, with_weight_format};
+#[cfg(not(target_family = "wasm"))]
+use super::llama_order::{BATCHED_FROM_ROWS, LlamaOrder, REPACK_GEMM_ROWS, REPACK_ROWS};
 use crate::parallel;
 
+/// Parts of a matmul start at multiples of this many weight rows: llama.cpp's repacked block
+/// height natively (a repacked block must not be cut), and decode's weight pairs like it too.
+const PART_ROWS: usize = 8;
+#[cfg(not(target_family = "wasm"))]
+const _: () = assert!(PART_ROWS.is_multiple_of(REPACK_ROWS));
+
+/// What a matmul needs of a format: its dots, and natively llama.cpp's orders too.
+#[cfg(not(target_family = "wasm"))]
+trait MatmulFormat: LlamaOrder {}
+#[cfg(not(target_family = "wasm"))]
+impl<W: LlamaOrder> MatmulFormat for W {}
+#[cfg(target_family = "wasm")]
+trait MatmulFormat: Dot {}
+#[cfg(target_family = "wasm")]
+impl<W: Dot> MatmulFormat for W {}
+
 /// How llama.cpp's CPU backend holds a weight matrix, which decides the order its matmuls sum
-/// in. A property of the matrix, decided when the model is loaded: llama.cpp repacks only the
+/// in (`llama_order.rs`; native builds only: in wasm every matrix is [`Plain`](Self::Plain) and
+/// the kernels are our own). A property of the matrix, decided when the model is loaded:
+/// llama.cpp repacks only the
 /// tensors it places in its repack buffer, which are those first used by a matmul, and leaves
 /// the others (`token_embd`, first used by GET_ROWS, and so also an output projection tied to
 /// it) in the plain CPU buffer, where matmuls take the plain kernels.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WeightLayout {
-    /// As stored in the file, multiplied by the plain kernels ([`QuantFormat::vec_dot`], or
-    /// `vec_dot_batched` from [`BATCHED_FROM_ROWS`] activation rows).
+    /// As stored in the file, multiplied by the plain kernels ([`Dot::vec_dot`], or natively
+    /// llama.cpp's tiled order from 8 activation rows).
     Plain,
-    /// Repacked into interleaved blocks of [`REPACK_ROWS`] rows and multiplied only by the
-    /// repacked GEMM/GEMV ([`QuantFormat::REPACKED`]). A matrix that cannot be repacked (its
-    /// format has no repacked kernels or its row count is not a multiple of [`REPACK_ROWS`]) is
-    /// multiplied as [`Plain`](Self::Plain) whatever its layout says.
+    /// Repacked into interleaved blocks of 8 rows and multiplied only by llama.cpp's repacked
+    /// GEMM/GEMV (native builds). A matrix that cannot be repacked (its format has no repacked
+    /// kernels or its row count is not a multiple of 8) is multiplied as [`Plain`](Self::Plain)
+    /// whatever its layout says.
     Repacked,
 }
 
 impl WeightLayout {
     /// The layout llama.cpp's x86 AVX2 CPU backend gives a matrix of `rows` rows of
     /// `weight_type` that it first meets in a matmul (every projection except a tied output).
+    /// In wasm, always [`Plain`](Self::Plain).
     pub fn for_matmul(weight_type: WeightType, rows: usize) -> Self {
-        let repackable = with_weight_format!(weight_type, W => <W as QuantFormat>::REPACKED);
-        if repackable && rows.is_multiple_of(REPACK_ROWS) { Self::Repacked } else { Self::Plain }
+        #[cfg(not(target_family = "wasm"))]
+        if with_weight_format!(weight_type, W => <W as LlamaOrder>::REPACKED)
+            && rows.is_multiple_of(REPACK_ROWS)
+        {
+            return Self::Repacked;
+        }
+        let _ = (weight_type, rows);
+        Self::Plain
+    }
+
+    /// The layout of `rows` consecutive rows cut from a matrix of this layout (a fused
+    /// tensor's part): llama.cpp repacks the fused tensor whole, so a part stays repacked
+    /// where its rows are whole repacked blocks.
+    pub fn of_part(self, rows: usize) -> Self {
+        #[cfg(not(target_family = "wasm"))]
+        if self == Self::Repacked && !rows.is_multiple_of(REPACK_ROWS) {
+            return Self::Plain;
+        }
+        let _ = rows;
+        self
     }
 }
 
@@ -128,11 +165,14 @@ fn plan_parts<'a>(
         out.fill(0.0);
         return Ok(());
     }
-    let min_rows = (MIN_PART_BYTES / row_bytes.saturating_mul(n).max(1)).max(REPACK_ROWS);
-    let bounds = parallel::split_bounds(rows_out, parallel::part_count(rows_out, min_rows), REPACK_ROWS);
+    let min_rows = (MIN_PART_BYTES / row_bytes.saturating_mul(n).max(1)).max(PART_ROWS);
+    let bounds = parallel::split_bounds(rows_out, parallel::part_count(rows_out, min_rows), PART_ROWS);
     with_weight_format!(weight_type, W => {
         let rows = activations.all_rows::<<W as QuantFormat>::Activation>()?;
+        #[cfg(not(target_family = "wasm"))]
         let repacked = layout == WeightLayout::Repacked && W::REPACKED && rows_out % REPACK_ROWS == 0;
+        #[cfg(target_family = "wasm")]
+        let repacked = { let _ = layout; false };
         for (first_row, mut out_columns) in split_columns(out, rows_out, &bounds) {
             parts.push(Box::new(move || {
                 let part_rows = out_columns[0].len();
@@ -167,8 +207,9 @@ fn split_columns<'a>(
 }
 
 /// The kernel loop over the weight rows of one part: `out[i][r]` is the dot of weight row `r`
-/// with activation row `i`. All lengths are checked and non-zero.
-fn dot_all_rows<W: QuantFormat>(
+/// with activation row `i`. All lengths are checked and non-zero. `repacked` (native only):
+/// the matrix is held as llama.cpp repacks it.
+fn dot_all_rows<W: MatmulFormat>(
     weights: &[u8],
     row_bytes: usize,
     activations: &[W::Activation],
@@ -178,37 +219,19 @@ fn dot_all_rows<W: QuantFormat>(
 ) {
     let blocks_per_activation_row = k / <W::Activation as ActivationFormat>::BLOCK_LEN;
     let n = activations.len() / blocks_per_activation_row;
-    // llama.cpp's batched and repacked orders are worth reproducing where our kernels are
-    // ggml's (native); in wasm the SIMD128 kernels win on speed and reorder the sums anyway.
-    let llama_cpp_order = !cfg!(all(target_family = "wasm", target_feature = "simd128"));
-    let llama_cpp_batched = n >= BATCHED_FROM_ROWS && llama_cpp_order;
-    let repacked = repacked && llama_cpp_order;
     let activation_row =
         |i: usize| &activations[i * blocks_per_activation_row..][..blocks_per_activation_row];
-    if n == 1 && !repacked {
+    #[cfg(not(target_family = "wasm"))]
+    if repacked || n >= BATCHED_FROM_ROWS {
+        llama_order_rows::<W>(weights, row_bytes, n, repacked, activation_row, out);
+        return;
+    }
+    let _ = repacked;
+    if n == 1 {
         dot_one_activation_row::<W>(weights, row_bytes, activation_row(0), out[0]);
         return;
     }
     for (r, weight_row) in weights.chunks_exact(row_bytes).enumerate() {
-        if repacked {
-            // ggml's repacked matmul: GEMM for whole groups of 4 activation rows, GEMV for the rest.
-            let gemm_rows = n - n % REPACK_GEMM_ROWS;
-            for (i, out_row) in out.iter_mut().enumerate() {
-                let y = activation_row(i);
-                out_row[r] = if i < gemm_rows {
-                    W::vec_dot_gemm(weight_row, y)
-                } else {
-                    W::vec_dot_gemv(weight_row, y)
-                };
-            }
-            continue;
-        }
-        if llama_cpp_batched {
-            for (i, out_row) in out.iter_mut().enumerate() {
-                out_row[r] = W::vec_dot_batched(weight_row, activation_row(i));
-            }
-            continue;
-        }
         let grouped = n - n % ROW_GROUP;
         for first in (0..grouped).step_by(ROW_GROUP) {
             let dots = W::vec_dot_group(weight_row, std::array::from_fn(|j| activation_row(first + j)));
@@ -222,12 +245,39 @@ fn dot_all_rows<W: QuantFormat>(
     }
 }
 
+/// The rows of a part in llama.cpp's orders: a repacked matrix through its GEMM for whole
+/// groups of 4 activation rows and its GEMV for the rest; a plain one, from 8 activation rows,
+/// through its tiled order.
+#[cfg(not(target_family = "wasm"))]
+fn llama_order_rows<'a, W: LlamaOrder>(
+    weights: &[u8],
+    row_bytes: usize,
+    n: usize,
+    repacked: bool,
+    activation_row: impl Fn(usize) -> &'a [W::Activation],
+    out: &mut [&mut [f32]],
+) {
+    let gemm_rows = n - n % REPACK_GEMM_ROWS;
+    for (r, weight_row) in weights.chunks_exact(row_bytes).enumerate() {
+        for (i, out_row) in out.iter_mut().enumerate() {
+            let y = activation_row(i);
+            out_row[r] = if !repacked {
+                W::vec_dot_batched(weight_row, y)
+            } else if i < gemm_rows {
+                W::vec_dot_gemm(weight_row, y)
+            } else {
+                W::vec_dot_gemv(weight_row, y)
+            };
+        }
+    }
+}
+
 /// Decode: every weight row dotted with the one activation row, two weight rows per kernel call
-/// so that each activation block is loaded once for both ([`QuantFormat::vec_dot_pair`]). The
+/// so that each activation block is loaded once for both ([`Dot::vec_dot_pair`]). The
 /// pairs are row `r` of the first half with row `r` of the second: two long sequential streams,
 /// which the hardware prefetchers follow; neighbouring rows would make a short stream of one
-/// row each (measured twice as slow in Chromium).
-fn dot_one_activation_row<W: QuantFormat>(
+/// row each, and are much slower (docs/benchmarks.md, "Kernel choices").
+fn dot_one_activation_row<W: Dot>(
     weights: &[u8],
     row_bytes: usize,
     activations: &[W::Activation],
@@ -283,6 +333,23 @@ mod tests {
         }
     }
 
+    /// What a matmul of a plain matrix gives for weight row `w` and activation row `i`: the
+    /// single-row dot, or natively from 8 activation rows llama.cpp's tiled order.
+    fn plain_matmul_dot(
+        weight_type: WeightType,
+        w: &[u8],
+        quantized: &QuantizedActivations,
+        i: usize,
+    ) -> f32 {
+        #[cfg(not(target_family = "wasm"))]
+        if quantized.rows() >= BATCHED_FROM_ROWS {
+            return with_weight_format!(weight_type, W => {
+                W::vec_dot_batched(w, quantized.row::<<W as QuantFormat>::Activation>(i).unwrap())
+            });
+        }
+        vec_dot(weight_type, w, quantized, i).unwrap()
+    }
+
     #[test]
     fn matmul_equals_row_by_row_vec_dot_for_every_type() {
         let mut rng = Rng::new(3);
@@ -324,7 +391,7 @@ mod tests {
                 matmul(&weights, weight_type, rows_out, k, &acts, n, &mut out).unwrap();
                 let quantized = QuantizedActivations::for_weights(weight_type, &acts, n, k).unwrap();
                 let row_bytes = weight_type.row_bytes(k).unwrap();
-                let min_rows = (MIN_PART_BYTES / (row_bytes * n)).max(REPACK_ROWS);
+                let min_rows = (MIN_PART_BYTES / (row_bytes * n)).max(PART_ROWS);
                 assert!(
                     rows_out / min_rows > 1 || crate::parallel::threads() == 1,
                     "the test matrix must split"
@@ -332,13 +399,7 @@ mod tests {
                 for i in 0..n {
                     for r in [0, 7, 8, 123, 500, 1003] {
                         let w = &weights[r * row_bytes..][..row_bytes];
-                        let expected = if n >= BATCHED_FROM_ROWS && !cfg!(target_family = "wasm") {
-                            with_weight_format!(weight_type, W => {
-                                W::vec_dot_batched(w, quantized.row::<<W as QuantFormat>::Activation>(i).unwrap())
-                            })
-                        } else {
-                            vec_dot(weight_type, w, &quantized, i).unwrap()
-                        };
+                        let expected = plain_matmul_dot(weight_type, w, &quantized, i);
                         assert_eq!(
                             out[i * rows_out + r].to_bits(),
                             expected.to_bits(),
@@ -355,7 +416,7 @@ mod tests {
     #[test]
     fn batched_order_agrees_with_single_rows() {
         let mut rng = Rng::new(5);
-        let (rows_out, k, n) = (4, 512, BATCHED_FROM_ROWS);
+        let (rows_out, k, n) = (4, 512, 8);
         for weight_type in WeightType::ALL {
             let weights = random_weights(weight_type, rows_out, k, &mut rng);
             let acts: Vec<f32> = (0..n * k).map(|_| rng.normal()).collect();
@@ -381,7 +442,7 @@ mod tests {
     /// A Q4_0 or Q4_K matrix of a multiple of 8 rows goes through llama.cpp's repacked kernels:
     /// GEMM for the activation rows in whole groups of 4, GEMV for the rest; other row counts
     /// keep the plain dot.
-    #[cfg(not(all(target_family = "wasm", target_feature = "simd128")))]
+    #[cfg(not(target_family = "wasm"))]
     #[test]
     fn repacked_matrices_take_gemm_for_groups_of_four_and_gemv_for_the_rest() {
         let mut rng = Rng::new(9);

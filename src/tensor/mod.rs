@@ -7,9 +7,12 @@
 //! keeps ggml's summing order (for the 32-element formats, the lane order of its AVX2 kernels,
 //! which is what llama.cpp runs on x86; for the others, its `*_generic` order), so results agree
 //! with llama.cpp to the last bits; `avx2` runs those same sums with intrinsics in native x86-64
-//! builds and is tested for exact equality. The WebAssembly SIMD128 kernels (`simd128`, a kernel
-//! for every slot: see `kernels.rs`) reorder only the float sums of the dots and agree to within
-//! a few ulps; attention's KV-row kernels give the scalar bits exactly.
+//! builds and is tested for exact equality. The WebAssembly SIMD128 kernels (`simd128`)
+//! reorder only the float sums of the dots and agree to within a few ulps; attention's KV-row
+//! kernels give the scalar bits exactly. Which kernel serves each format on each instruction
+//! set, and what falls back to what, is one table: `kernels.rs`. Natively, where llama.cpp's
+//! x86 backend sums some matrices in other orders (repacked, tiled), `llama_order.rs` holds
+//! those orders; wasm builds leave them out.
 //!
 //! Weights arrive as `&[u8]` views into the model file, at any alignment. Block structs are
 //! `#[repr(C)]` with alignment 1 (f16 fields are stored as bytes), so a byte slice is viewed as
@@ -57,6 +60,8 @@ mod kquants;
     allow(dead_code)
 )]
 mod legacy;
+#[cfg(not(target_family = "wasm"))]
+mod llama_order;
 mod matmul;
 
 #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
@@ -89,7 +94,7 @@ pub use blocks::{
 };
 pub use error::TensorError;
 pub use float::{first_non_finite_f16, fma, read_checksum, table_over_f16};
-pub use format::{QuantFormat, REPACK_ROWS, WeightType, dequantize_row, vec_dot};
+pub use format::{Dot, QuantFormat, WeightType, dequantize_row, vec_dot};
 pub use legacy::clamp_q8_0_quants;
 pub use matmul::{
     MatmulOperand, WeightLayout, matmul, matmul_many, matmul_quantized, matmul_quantized_with_layout,

@@ -629,8 +629,7 @@ const HALF_GROUP: usize = ROW_GROUP / 2;
 /// A row group taken as two tiles of [`HALF_GROUP`] rows. Decoding a weight block once for
 /// all [`ROW_GROUP`] rows pays where decoding is dear (Q5_0, the K-quants: 6-18 % fewer
 /// instructions per block and row); where it is cheap, the tile's accumulators spill instead
-/// (measured in Chromium at 8 rows: F16 prefill 21 % slower, Q4_1 5 %, Q4_0 2.5 %, Q8_0 the
-/// same). A row's operations do not depend on its tile, so neither do its bits.
+/// (docs/benchmarks.md, "Kernel choices"). A row's operations do not depend on its tile, so neither do its bits.
 #[inline(always)]
 fn in_halves<A>(
     rows: [&[A]; ROW_GROUP],
@@ -992,7 +991,7 @@ fn mins_per_bsum(mins: v128) -> [v128; 2] {
 // One loop per K-quant format serves a single row and a row group alike (`R` activation rows
 // per weight block decoded), so a row's operations, and its bits, never depend on the group.
 // No weight pairs for decode, unlike the 32-element formats: two rows' codes and sums spill
-// registers here (measured in Chromium: Q4_K_M decode 12 % slower, Q5_K_M 23 %).
+// registers here (slower decode: docs/benchmarks.md, "Kernel choices").
 
 /// Q4_K and Q5_K: codes 0..=31 per 32-element sub-block with 6-bit scales and mins; `decode`
 /// gives a block's codes for sub-blocks `2·pair` and `2·pair + 1`, 16 per vector.
