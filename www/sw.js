@@ -1,3 +1,4 @@
+// @ts-check
 // Service worker: keeps the app shell (HTML, JS, CSS, wasm) so the page opens with the
 // network off after one visit. Network first, so a rebuilt engine or page shows up at once
 // when the server is reachable; the cache answers only when it is not. Model files are
@@ -9,6 +10,9 @@
 // older ones dropped. Offline, requests are answered from one complete cache only, so glue
 // code and wasm of two different builds never meet. Nothing is cached at run time (a URL
 // with a query string is answered by its path's entry).
+
+/** This script's global scope, a service worker's (the type check reads `self` as any worker's). */
+const worker = /** @type {ServiceWorkerGlobalScope} */ (/** @type {unknown} */ (self));
 
 const PREFIX = 'inferno-shell-';
 const COMPLETE = './__complete__';
@@ -54,21 +58,21 @@ async function matchComplete(request) {
   return undefined;
 }
 
-self.addEventListener('install', (event) => {
-  event.waitUntil(refreshShell().then(() => self.skipWaiting()));
+worker.addEventListener('install', (event) => {
+  event.waitUntil(refreshShell().then(() => worker.skipWaiting()));
 });
 
 // Claiming is not waited for: in headless Firefox 153 claim() sometimes never settles (about
 // one first visit in five; the page is claimed, so the likely holdouts are the engine's
 // thread-pool workers, blocked in Atomics.wait), and an activation waiting on it never ends:
 // every fetch through this worker then hangs ~60 s and fails. The page is claimed either way.
-self.addEventListener('activate', () => {
-  self.clients.claim().catch(() => {});
+worker.addEventListener('activate', () => {
+  worker.clients.claim().catch(() => {});
 });
 
 function isShell(url) {
   return (
-    url.origin === self.location.origin &&
+    url.origin === worker.location.origin &&
     !url.pathname.endsWith('.gguf') &&
     !url.pathname.includes('/models/')
   );
@@ -83,10 +87,10 @@ async function probeOffline(request) {
   }
 }
 
-self.addEventListener('fetch', (event) => {
+worker.addEventListener('fetch', (event) => {
   const request = event.request;
   const url = new URL(request.url);
-  if (request.method === 'HEAD' && url.origin === self.location.origin) {
+  if (request.method === 'HEAD' && url.origin === worker.location.origin) {
     event.respondWith(probeOffline(request));
     return;
   }

@@ -50,14 +50,16 @@ async function routeLosableGpu(page) {
     (url) => url.pathname.endsWith('/worker.js'),
     async (route) => {
       const response = await route.fetch();
-      const injected = `self.addEventListener('message', (event) => {
+      const injected = `let currentGpu = null;
+import('./worker-load.js').then((loading) => (currentGpu = loading.currentGpu));
+self.addEventListener('message', (event) => {
   if (!JSON.stringify(event.data?.messages ?? null).includes('__lose_gpu__')) return;
   const post = self.postMessage.bind(self);
   self.postMessage = (message, ...rest) => {
     post(message, ...rest);
     if (message?.type === 'token') {
       self.postMessage = post;
-      gpuPromise.then((opened) => opened.gpu.destroy());
+      currentGpu().then((opened) => opened.gpu.destroy());
     }
   };
 });

@@ -1,3 +1,4 @@
+// @ts-check
 // Page controller: the Chat / Inspect tabs, file picker, full-page drag and drop, the
 // engine worker, and the inspector's status / error / report states. A chosen file is both
 // inspected (header only, in a moment) and loaded for chat (the whole file, with progress).
@@ -20,7 +21,7 @@ const engine = Inferno.create({
 });
 
 const ui = {
-  fileInput: document.getElementById('file-input'),
+  fileInput: /** @type {HTMLInputElement} */ (document.getElementById('file-input')),
   openButton: document.getElementById('open-file'),
   welcomeButton: document.getElementById('welcome-drop'),
   dropZone: document.getElementById('drop-zone'),

@@ -1,3 +1,4 @@
+// @ts-check
 // The chat's model panel: loading a model (file, URL, or one kept in this browser) with a
 // progress bar, the model's details, keeping it in the browser (OPFS), the list of kept
 // models, the demo model offer and unloading.

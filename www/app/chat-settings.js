@@ -1,3 +1,4 @@
+// @ts-check
 // The chat's settings panel: sampling, answer length, context size and threads, checked when
 // read. Defaults come from the engine (llama.cpp's sampling), the loaded file's
 // recommendation and defaults.js, never from copies here.
@@ -44,7 +45,9 @@ export function createSettings(inputs, threadsNote) {
       : 'One thread: this page is not cross-origin isolated, so WebAssembly threads are unavailable (serve it with COOP/COEP headers).';
   }
 
-  /** Shows `sampling` (any of its keys) and, when given, the answer length and context. */
+  /** Shows `sampling` (any of its keys) and, when given, the answer length and context.
+   *  @param {Record<string, number> | undefined} sampling
+   *  @param {{maxTokens?: number, context?: number}} [limits] */
   function apply(sampling, { maxTokens, context } = {}) {
     for (const key of SAMPLING_KEYS) {
       const value = sampling?.[key];

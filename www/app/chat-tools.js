@@ -1,3 +1,4 @@
+// @ts-check
 // The chat page's tools demo: one made-up function the model may call, whose result the page
 // makes up as well, so a conversation shows a call, its result and the answer that uses it.
 // The same city always gets the same weather; nothing leaves the page.

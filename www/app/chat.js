@@ -1,3 +1,4 @@
+// @ts-check
 // The chat view: the conversation with streamed answers, stop / new chat / regenerate /
 // system prompt, per-answer speed, and the visualizer of how each token was chosen, on top of
 // the model panel (chat-model.js) and the settings (chat-settings.js). Everything goes
@@ -14,7 +15,14 @@ import { MessageBuilder } from '../lib/inferno.js';
 import { DEFAULT_TRACE_TOP } from '../lib/defaults.js';
 import { loadChatState, saveChatState } from '../lib/storage.js';
 
+/** @param {string} id */
 const $ = (id) => document.getElementById(id);
+/** The form control `id`, of the element type the page has there. @template {HTMLElement} T @param {string} id @param {new () => T} type @returns {T} */
+const control = (id, type) => {
+  const element = $(id);
+  if (!(element instanceof type)) throw new Error(`#${id} is not a ${type.name}`);
+  return element;
+};
 
 const ui = {
   modelPanel: {
@@ -40,15 +48,15 @@ const ui = {
   messages: $('messages'),
   composer: $('composer'),
   embeddingOnly: $('embedding-only'),
-  prompt: $('prompt'),
-  send: $('send'),
+  prompt: control('prompt', HTMLTextAreaElement),
+  send: control('send', HTMLButtonElement),
   stop: $('stop'),
-  newChat: $('new-chat'),
+  newChat: control('new-chat', HTMLButtonElement),
   regenerate: $('regenerate'),
   thinkingLabel: $('thinking-toggle-label'),
-  thinking: $('thinking-toggle'),
+  thinking: control('thinking-toggle', HTMLInputElement),
   stats: $('chat-stats'),
-  systemPrompt: $('system-prompt'),
+  systemPrompt: control('system-prompt', HTMLTextAreaElement),
   settingsDefaults: $('settings-defaults'),
   settings: {
     temperature: $('set-temperature'),
@@ -60,9 +68,9 @@ const ui = {
     seed: $('set-seed'),
     context: $('set-context'),
     threads: $('set-threads'),
-    device: $('set-device'),
+    device: control('set-device', HTMLSelectElement),
     json_schema: $('set-json-schema'),
-    tools_demo: $('set-tools-demo'),
+    tools_demo: control('set-tools-demo', HTMLSelectElement),
   },
   threadsNote: $('threads-note'),
 };
@@ -334,14 +342,22 @@ export function createChat(engine, { onModelLoaded, pickFile }) {
   }
 
   /**
+   * @typedef {{device?: string, threads?: number, prefilling?: {evaluated: number, total: number},
+   *   generated?: number, contextUsed?: number, contextSize?: number, branchedAt?: number}} LiveStats
+   */
+
+  /**
    * Streams one completion into the last (assistant) message and settles its stats.
    * `start({signal, onPrefillProgress})` makes the request (a chat or a branch).
+   * @param {LiveStats} [baseStats]
    */
   async function streamAnswer(start, assistant, baseStats = {}) {
     const node = lastNode();
     const onGpu = panel.model?.device?.type === 'gpu';
+    /** @type {LiveStats} */
     const live = { ...baseStats, ...(onGpu ? { device: 'GPU' } : { threads: panel.model?.threads }) };
     const controller = new AbortController();
+    /** @type {(value?: unknown) => void} */
     let finished;
     state.generating = { assistant, controller, finished: new Promise((resolve) => (finished = resolve)) };
     updateButtons();

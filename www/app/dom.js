@@ -1,3 +1,4 @@
+// @ts-check
 // Tiny DOM builder. Everything that comes from a model file is untrusted, so text only
 // ever enters the page as Text nodes: there is deliberately no innerHTML path here.
 

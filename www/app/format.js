@@ -1,3 +1,4 @@
+// @ts-check
 // Number and size formatting for the inspector. Sizes use decimal units (1 MB = 10^6
 // bytes), the convention model cards and download pages use.
 

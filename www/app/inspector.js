@@ -1,3 +1,4 @@
+// @ts-check
 // Renders an inspect Report (the JSON of `inferno inspect --json`) into the page.
 // All file-derived text goes through el()/Text nodes: a GGUF file is untrusted input.
 

@@ -1,3 +1,4 @@
+// @ts-check
 // The metadata table: one row per key, searchable by key and value. Arrays arrive as
 // previews ({element_type, length, preview}), so even a 262,144-token vocabulary is a
 // handful of DOM nodes; they are collapsed behind a <details> summary.

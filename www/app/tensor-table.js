@@ -1,3 +1,4 @@
+// @ts-check
 // The tensor table: sortable by every column, filterable by name and type, and grouped
 // per transformer layer ("blk.N") with collapsible groups. Rows are built PAGE_ROWS (500) at
 // a time, with a "show more" row, so each change rebuilds a bounded body in one

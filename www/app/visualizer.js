@@ -1,3 +1,4 @@
+// @ts-check
 // The sampling visualizer: for one decode step, the top candidates as bars (green inside
 // the top-p nucleus, grey for the tail, gold for the drawn token) with the step's nucleus,
 // exclusions, entropy and settings; below, the strip of every token of the last answer,

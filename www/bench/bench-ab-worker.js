@@ -1,3 +1,4 @@
+// @ts-check
 // Module Web Worker for bench-ab.html: two builds of Inferno (two revisions, say) side by side
 // in one worker, on the same file and the same prompt, so that what the machine is doing at
 // the time weighs on both alike. Each build gets its own engine (its own wasm memory, and with

@@ -1,3 +1,4 @@
+// @ts-check
 // bench-ab.html: two builds of Inferno side by side (bench-ab-worker.js does the work; this page
 // passes the URL parameters and publishes the result for scripts/ab.mjs).
 

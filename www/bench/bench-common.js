@@ -1,3 +1,4 @@
+// @ts-check
 // What the two benchmark pages (bench.html for Inferno, bench-wllama.html for llama.cpp's wasm
 // build through @wllama/wllama) share: the URL parameters, the prompt text, and how a result or
 // an error is published (window.__result, for scripts/bench.mjs) and shown.
@@ -167,9 +168,15 @@ export function showParams(params) {
     ` · threads ${params.threads} · ctx ${params.ctx} · warm-up runs ${params.warmup}`;
 }
 
+/** A benchmark's result: the JSON its worker posts, read field by field by the summaries and by
+ *  scripts/bench.mjs. @typedef {Record<string, any>} BenchResult */
+
 /** Runs a benchmark worker (the module Web Worker at `url`) on `params`: shows its progress,
  *  then publishes its result, made final by `finish`, with the line `summarize` makes of it,
- *  or its error. */
+ *  or its error.
+ *  @param {URL} url
+ *  @param {ReturnType<typeof readParams>} params
+ *  @param {{finish?: (result: BenchResult) => BenchResult, summarize?: (result: BenchResult) => string}} [options] */
 export function runWorker(url, params, { finish = (result) => result, summarize } = {}) {
   showParams(params);
   const worker = new Worker(url, { type: 'module' });

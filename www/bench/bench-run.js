@@ -1,3 +1,4 @@
+// @ts-check
 // What the benchmark workers share (bench-worker.js, bench-ab-worker.js): reading and
 // streaming a model, and one timed prefill + decode run (what each clock covers: see
 // bench-worker.js's header).
@@ -34,6 +35,7 @@ export async function readOnly(url) {
 
 /** fetch + response.body reader, each chunk pushed straight into wasm memory; also returns how
  *  long the last step (validating the file and building the engine) took. */
+/** @param {(text: string) => void} [progress] */
 export async function streamModel(wasm, url, progress = () => {}) {
   const response = await fetch(url);
   if (!response.ok) throw new Error(`GET ${url}: HTTP ${response.status}`);
@@ -69,7 +71,8 @@ export function depthTokens(engine, depth) {
 /** One prefill + decode from an empty cache, or after the untimed `depth` tokens (the cache
  *  keeps them, and the timed prefill evaluates only `tokens`); see the header for what each
  *  clock covers. On the GPU each call's work is awaited before the next (on the CPU there is
- *  nothing to await). `onPhase('prefill' | 'decode')` is told as each timed phase starts. */
+ *  nothing to await). `onPhase('prefill' | 'decode')` is told as each timed phase starts.
+ *  @param {(phase: 'prefill' | 'decode') => void} [onPhase] */
 export async function timeRun(
   engine,
   tokens,

@@ -1,3 +1,4 @@
+// @ts-check
 // bench-wllama.html: the peer side of the browser benchmark — llama.cpp compiled to wasm, through
 // @wllama/wllama (v3: llama-server's server-context inside its own Web Worker). On the CPU
 // (n_gpu_layers: 0), `threads` threads (1: no pthread pool); with device=gpu every layer is

@@ -1,3 +1,4 @@
+// @ts-check
 // Module Web Worker for bench.html: loads Inferno's wasm engine, streams the model into it and
 // times one prefill + decode run (after `warmup` untimed runs of the same work).
 //

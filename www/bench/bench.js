@@ -1,3 +1,4 @@
+// @ts-check
 // bench.html: Inferno's side of the browser benchmark. The work runs in bench-worker.js (a module
 // Web Worker, as in the app); this page passes the URL parameters and publishes the result.
 

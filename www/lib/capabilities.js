@@ -1,3 +1,4 @@
+// @ts-check
 // What this browser offers the engine, found without starting one: cross-origin isolation
 // (threads), relaxed SIMD, Memory64, the cores, the GPU adapter. The page's side (inferno.js) and the worker's
 // (engine-loader.js) both decide with these, so they never disagree about which build runs:
@@ -145,7 +146,7 @@ export function resolveThreads(requested) {
 export async function gpuAdapter() {
   const adapter = await self.navigator?.gpu?.requestAdapter({ powerPreference: 'high-performance' });
   if (!adapter) return null;
-  const info = adapter.info ?? {};
+  const info = adapter.info ?? /** @type {WebGpuAdapterInfo} */ ({});
   const name = [info.vendor, info.architecture, info.description].filter(Boolean).join(' ');
   const { limits } = adapter;
   return {

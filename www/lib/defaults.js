@@ -1,3 +1,4 @@
+// @ts-check
 // The front end's defaults, in one place: the worker, the public API (inferno.js) and the chat
 // page read them from here. Sampling defaults are not here: they come from the engine
 // (`engineInfo().defaults.sampling`, llama.cpp's) and the loaded file (`model.recommended_sampling`).

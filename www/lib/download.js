@@ -1,3 +1,4 @@
+// @ts-check
 // Downloads that survive: a model URL fetched in a few parallel HTTP Range requests, written
 // into the Origin Private File System as the bytes arrive, with the progress of each range
 // saved beside it. A dropped connection resumes its range where it stopped; a reload (or a

@@ -1,3 +1,4 @@
+// @ts-check
 // Starts one of the six wasm builds (capabilities.js says which), in a Web Worker, never the
 // page: the threaded builds' caller blocks while its helpers work.
 //

@@ -157,7 +157,7 @@ export interface StoredModels {
     name: string,
     source: Blob | string,
     onProgress?: (bytes: number, total: number) => void,
-  ): Promise<void>;
+  ): Promise<{ name: string; size: number }>;
   has(name: string, size: number): Promise<boolean>;
   remove(name: string): Promise<void>;
   estimate(): Promise<StorageEstimate | null>;

@@ -1,3 +1,4 @@
+// @ts-check
 // Inferno's public API: GGUF language models in a Web Worker, from any page, no bundler.
 //
 //   import { Inferno } from './inferno.js';
@@ -37,6 +38,8 @@ const LOGPROB_FLOOR = -9999;
 const VITE_DEPS = /^.*\/node_modules\/\.vite\/deps\//;
 /** Worker errors after which the model is gone (a new worker is already starting). */
 const MODEL_LOST = new Set(['wasm_trap', 'stalled', 'worker_failed', 'cancelled']);
+/** Where a load may run the model. */
+const DEVICES = ['auto', 'gpu', 'cpu'];
 /** The worker's reasons for ending an answer, as OpenAI's finish reasons. */
 const FINISH_REASONS = { end: 'stop', max_tokens: 'length', context_full: 'length', stopped: 'stop' };
 
@@ -80,10 +83,15 @@ const storedModels = Object.freeze({
 export class Inferno {
   #client;
   #model = null;
-  #lastAnswer = null; // {promptTokens, steps}: what branch() regenerates from
+  /**
+   * The last answer, what branch() regenerates from: the one place that holds it (the worker
+   * holds only the engine's cache, which the answer's steps give positions in; protocol.js).
+   * @type {{promptTokens: number | undefined, settings: Record<string, number>, steps: import('./protocol.js').Step[], text: boolean, structured: boolean} | null}
+   */
+  #lastAnswer = null;
   #loads = 0;
 
-  /** Use Inferno.create() or Inferno.load(). */
+  /** Use Inferno.create() or Inferno.load(). @param {import('./inferno.js').EngineOptions} [options] */
   constructor({ threads = null, relaxed = true, stallMs, workerUrl } = {}) {
     const { createWorker, where } = engineWorker(workerUrl);
     this.#client = new EngineClient(createWorker, {
@@ -147,14 +155,18 @@ export class Inferno {
    * hardware adapter runs the whole model, else the CPU), 'gpu' (fail rather than fall back)
    * or 'cpu'; `model.device` says which runs and why. A new load replaces the model (and
    * cancels a load still running). Resolves with `model`.
+   * @param {import('./inferno.js').ModelSource} source
+   * @param {import('./inferno.js').LoadOptions} [options]
    */
   async load(source, { onProgress, threads, signal, device, resumable } = {}) {
     if (signal?.aborted) throw abortError();
     if (resumable !== undefined && typeof resumable !== 'boolean')
       throw badRequest('resumable must be a boolean');
+    if (device !== undefined && device !== null && !DEVICES.includes(device))
+      throw badRequest(`device must be one of ${DEVICES.join(', ')}`);
     const fields = {
       ...(await loadFields(source)),
-      ...(device === undefined ? {} : { device }),
+      ...(device === undefined || device === null ? {} : { device }),
       ...(resumable === undefined ? {} : { resumable }),
     };
     if (threads !== undefined && this.#client.useThreads(threads || null)) this.#forgetModel();
@@ -216,13 +228,18 @@ export class Inferno {
 
   /** Token ids of `text`; without options as a prompt (BOS where the model wants one,
    *  control tokens such as `<|im_start|>` recognised). */
+  /** @param {string} text @param {{addSpecial?: boolean, parseSpecial?: boolean}} [options] */
   async tokenize(text, { addSpecial, parseSpecial } = {}) {
+    if (typeof text !== 'string') throw badRequest('tokenize needs a string "text"');
     return (await this.#client.request('tokenize', { text, addSpecial, parseSpecial })).ids;
   }
 
   /** The text of token ids; control tokens are left out unless `renderSpecial`. */
   async detokenize(ids, { renderSpecial = false } = {}) {
-    return (await this.#client.request('detokenize', { ids: Array.from(ids ?? []), renderSpecial })).text;
+    const list = Array.from(ids ?? []);
+    if (!list.every((id) => Number.isInteger(id) && id >= 0 && id <= 0xffff_ffff))
+      throw badRequest('detokenize needs an array of token ids in "ids"');
+    return (await this.#client.request('detokenize', { ids: list, renderSpecial })).text;
   }
 
   /** Forgets the conversation the engine caches (the next chat reads its prompt afresh). */
@@ -251,7 +268,7 @@ export class Inferno {
    * top_logprobs, stop, signal); sampling stays as the answer had it. The result is the
    * whole answer: its text starts with the steps kept before `step`.
    */
-  branch({ step, token, ...params } = {}) {
+  branch({ step, token, ...params } = /** @type {import('./inferno.js').BranchParams} */ ({})) {
     return this.#complete('branch', { ...params, branch: { step, token } });
   }
 
@@ -261,6 +278,7 @@ export class Inferno {
   #afterError(error) {
     if (MODEL_LOST.has(error.kind)) this.#model = null;
     else if (error.kind === 'gpu_lost' && this.#model) {
+      this.#lastAnswer = null; // The model goes on on the CPU, whose cache does not hold it.
       const threads = this.#model.threads ?? 1;
       this.#model = { ...this.#model, device: { type: 'cpu', threads, reason: 'the GPU was lost' } };
     }
@@ -281,6 +299,8 @@ export class Inferno {
     }
   }
 
+  /** @param {import('./inferno.js').EmbeddingParams} params
+   *  @returns {Promise<import('./inferno.js').EmbeddingResponse>} */
   async #embed(params) {
     if (!this.#model)
       throw new InfernoError({ name: 'ProtocolError', kind: 'no_model', message: 'no model is loaded' });
@@ -362,9 +382,13 @@ export class Inferno {
       model: model.name,
     };
 
+    /** @type {'chat' | 'complete' | 'branch'} */
     let type;
+    /** @type {import('./protocol.js').RequestFields<'chat' | 'complete' | 'branch'>} */
     let fields;
+    /** @type {import('./protocol.js').Step[]} */
     let kept = [];
+    /** @type {Record<string, number>} */
     let settings;
     let promptTokens;
     if (kind === 'branch') {
@@ -390,13 +414,15 @@ export class Inferno {
       fields = {
         step,
         token,
+        position: answer.steps[step].position,
+        keptText: kept.map((s) => s.text).join(''),
+        structured: answer.structured,
         maxTokens: maxTokens === undefined ? undefined : Math.max(1, maxTokens - step),
         traceTop,
       };
     } else {
       settings = samplingSettings(params, model.recommended_sampling);
-      type = 'chat';
-      fields = {
+      const answerFields = {
         settings,
         grammar: responseFormat(params.response_format),
         maxTokens,
@@ -407,14 +433,16 @@ export class Inferno {
         type = 'complete';
         if (typeof params.prompt !== 'string' || params.prompt.length === 0)
           throw badRequest('prompt must be a non-empty string');
-        fields.prompt = params.prompt;
+        fields = { ...answerFields, prompt: params.prompt };
       } else {
-        Object.assign(fields, {
+        type = 'chat';
+        fields = {
+          ...answerFields,
           messages: chatMessages(params.messages),
           enableThinking: params.enable_thinking,
           ...toolFields(params),
           splitReasoning: reasoningFormat(params.reasoning_format),
-        });
+        };
       }
     }
     // It becomes the answer to branch from once the engine starts on it (not if refused as busy).
@@ -468,6 +496,7 @@ export class Inferno {
     });
     done
       .then((reply) => {
+        this.#lastAnswer = answer; // The engine ran on it, if only to stop at once.
         const stats = reply.stats;
         const prompt = answer.promptTokens ?? stats.promptTokens ?? 0;
         // A branch reads no prompt: all of it is the cache's.
@@ -527,6 +556,8 @@ function engineWorker(workerUrl) {
 
 /** The worker's load fields for a source. An array is a split model's shards (gguf-split):
  *  Files or Blobs, or URLs, in any order. */
+/** @param {import('./inferno.js').ModelSource} source
+ *  @returns {Promise<import('./protocol.js').RequestFields<'load'>>} */
 async function loadFields(source) {
   // Relative to the page, not to the worker (which may live in node_modules).
   const absolute = (url) => new URL(url, globalThis.document?.baseURI ?? self.location.href).href;
@@ -539,7 +570,7 @@ async function loadFields(source) {
   }
   if (source instanceof Blob) return { file: source };
   if (isUrl(source)) return { url: absolute(source) };
-  if (source && typeof source.opfs === 'string') {
+  if (source && typeof source === 'object' && 'opfs' in source && typeof source.opfs === 'string') {
     const file = await storage.openStoredModel(source.opfs).catch((error) => {
       throw new InfernoError({
         name: 'StorageError',
@@ -585,6 +616,7 @@ function stopStrings(stop) {
  * extension `{type: 'grammar', grammar}` (a Lark grammar). The schema goes as JSON text; the
  * engine compiles it (or refuses it, kind bad_schema) before the answer starts.
  */
+/** @returns {import('./protocol.js').ResponseGrammar | undefined} */
 function responseFormat(format) {
   if (format === undefined || format === null) return undefined;
   switch (format.type) {
@@ -690,7 +722,10 @@ function badPart(index) {
 
 /** The sampling settings in force: the request's, else the file's recommendation (which is
  *  llama.cpp's defaults where the file says nothing); a fresh random seed unless one is given. */
+/** @param {import('./inferno.js').AnswerParams} params @param {Record<string, number>} [recommended]
+ *  @returns {Record<string, number>} */
 function samplingSettings(params, recommended = {}) {
+  /** @type {Record<string, number>} */
   const settings = { ...recommended };
   for (const key of SAMPLING_KEYS) {
     const value = params[key];
@@ -712,7 +747,13 @@ function samplingSettings(params, recommended = {}) {
  *  chunks. */
 class CompletionRun {
   constructor({ base, text, stops, logprobs, topLogprobs, settings, stop, parse }) {
-    Object.assign(this, { base, stops, logprobs, topLogprobs, settings, stopWorker: stop, parse });
+    this.base = base;
+    this.stops = stops;
+    this.logprobs = logprobs;
+    this.topLogprobs = topLogprobs;
+    this.settings = settings;
+    this.stopWorker = stop;
+    this.parse = parse;
     this.textMode = Boolean(text);
     this.queue = [];
     this.wake = null;
@@ -992,7 +1033,9 @@ export class MessageBuilder {
     }
   }
 
+  /** @returns {import('./inferno.js').AssistantMessage} */
   message() {
+    /** @type {import('./inferno.js').AssistantMessage} */
     const message = {
       role: 'assistant',
       content: this.calls.length > 0 && !this.content ? null : this.content,
@@ -1021,3 +1064,8 @@ function legacyLogprobs(entries) {
     text_offset,
   };
 }
+
+// The declarations (inferno.d.ts) describe this file: `tsc -p www` checks each export against
+// its declared type here (inside this file, './inferno.js' names the declarations).
+/** @satisfies {[typeof import('./inferno.js').Inferno, typeof import('./inferno.js').MessageBuilder, typeof import('./inferno.js').InfernoError]} */
+([Inferno, MessageBuilder, InfernoError]);

@@ -1,3 +1,4 @@
+// @ts-check
 // What the page keeps between visits: model files in the Origin Private File System (so a
 // model reopens without being dropped again, and is read from disk in chunks, never held
 // twice in memory), and the conversation and settings in localStorage.
@@ -33,7 +34,7 @@ export async function listStoredModels() {
   const models = [];
   for await (const [name, handle] of dir.entries()) {
     if (handle.kind !== 'file' || name.startsWith(PARTIAL_PREFIX)) continue;
-    const file = await handle.getFile();
+    const file = await /** @type {FileSystemFileHandle} */ (handle).getFile();
     models.push({ name, size: file.size, modified: file.lastModified });
   }
   return models.sort((a, b) => b.modified - a.modified);
@@ -51,6 +52,9 @@ export async function openStoredModel(name) {
  * memory). The copy is written under a temporary name and takes the model's name only when
  * complete, so a copy that fails halfway leaves any model already stored under that name as
  * it was (the half-written file is removed).
+ * @param {string} name
+ * @param {Blob | string | URL} source
+ * @param {(bytes: number, total: number | null) => void} [onProgress]
  */
 export async function storeModel(name, source, onProgress = () => {}) {
   if (!opfsAvailable()) throw new Error('this browser has no Origin Private File System');

@@ -1,3 +1,4 @@
+// @ts-check
 // Promise-based client for worker.js: request(type, fields, onEvent) posts
 // {type, id, ...fields} and resolves with the final reply carrying the same id, or rejects
 // with its error. Events the worker posts before that reply (progress, tokens) go to onEvent.
@@ -151,7 +152,15 @@ export class EngineClient {
     return true;
   }
 
-  request(type, fields = {}, onEvent = null) {
+  /**
+   * Posts a request (lib/protocol.js types each) and resolves with its final reply.
+   * @template {import('./protocol.js').RequestType} T
+   * @param {T} type
+   * @param {import('./protocol.js').RequestFields<T>} [fields]
+   * @param {((event: import('./protocol.js').WorkerEvent) => void) | null} [onEvent]
+   * @returns {Promise<import('./protocol.js').ReplyOf<T> & {id: number}>}
+   */
+  request(type, fields = /** @type {import('./protocol.js').RequestFields<T>} */ ({}), onEvent = null) {
     const id = this.nextId++;
     return new Promise((resolve, reject) => {
       if (this.terminated) {

@@ -1,0 +1,579 @@
+// @ts-check
+// The engine worker's model loading: a file's header (inspect), the model's bytes from Files,
+// URLs (streamed, or downloaded resumably into OPFS by download.js) or a split model's shards,
+// and the device it runs on (the GPU through WebGPU, or the CPU).
+
+import { gpuAdapter } from './capabilities.js';
+import { RESUMABLE_MIN_BYTES, download, probeRanges, resumableAvailable, validatorOf } from './download.js';
+import {
+  WorkerError,
+  describe,
+  describeModel,
+  freeModel,
+  getEngine,
+  post,
+  requireModel,
+  state,
+  throwIfCancelled,
+  toPlain,
+} from './worker-engine.js';
+
+/** @typedef {import('./worker-engine.js').Engine} Engine */
+/** @typedef {import('./worker-engine.js').WebEngine} WebEngine */
+/** @typedef {import('./worker-engine.js').Run} Run */
+/** @typedef {import('./pkg/inferno.js').ModelLoader} ModelLoader */
+/** @typedef {import('./protocol.js').ProgressEvent['phase']} Phase */
+/** @typedef {(phase: Phase, bytes: number, force?: boolean, extra?: {resumedFrom?: number}) => void} Report */
+
+/**
+ * A load's source: its bytes fed to the loader, or given up before.
+ * @typedef {object} Source
+ * @property {string} [name]
+ * @property {number} size
+ * @property {number} [firstSize] a split model's first shard
+ * @property {Phase} [firstPhase]
+ * @property {number} [shards]
+ * @property {{resumedFrom: number, retries: number, parts: number}} [download] set once fed
+ * @property {(loader: ModelLoader, report: Report) => Promise<void>} feed
+ * @property {() => void} abandon
+ */
+
+// --- Inspecting a header ------------------------------------------------------------------------
+
+const INITIAL_PREFIX_BYTES = 1 << 20; // 1 MiB covers the header of most small models.
+
+/** @param {Blob} file @param {number} length */
+async function readPrefix(file, length) {
+  return new Uint8Array(await file.slice(0, length).arrayBuffer());
+}
+
+/** @param {import('./protocol.js').InspectRequest} request */
+export function inspect(request) {
+  return request.files ? inspectFiles(request.files) : inspectFile(request.file);
+}
+
+/**
+ * Parses the GGUF header by reading only a prefix of the file: start with 1 MiB and
+ * grow (at least doubling, so the total read stays within twice the final prefix)
+ * until the engine has everything it needs.
+ * @param {Blob | undefined} file
+ * @returns {Promise<import('./protocol.js').InspectedReply>}
+ */
+async function inspectFile(file) {
+  const started = performance.now();
+  const { report, length } = await headerOf(file);
+  return { type: 'inspected', report, bytesRead: length, ms: performance.now() - started };
+}
+
+/** The report of the model whose shards (gguf-split) are `files`, from their headers alone:
+ *  one model across them all, or a typed error naming the shard missing, repeated or foreign.
+ *  @param {Blob[]} files
+ *  @returns {Promise<import('./protocol.js').InspectedReply>} */
+async function inspectFiles(files) {
+  if (!Array.isArray(files) || files.length === 0) {
+    throw new WorkerError('ProtocolError', 'bad_request', 'inspect needs Files or Blobs in "files"');
+  }
+  if (files.length === 1) return inspectFile(files[0]);
+  const engine = await getEngine();
+  const started = performance.now();
+  const headers = [];
+  for (const file of files) headers.push(await headerOf(file, { whole: false }));
+  const report = toPlain(
+    engine.inspect_shards(
+      headers.map((h) => h.prefix),
+      files.map((file) => file.size),
+      state.config.memory64Available,
+    ),
+  );
+  const bytesRead = headers.reduce((sum, h) => sum + h.length, 0);
+  return { type: 'inspected', report, bytesRead, ms: performance.now() - started };
+}
+
+/** A file's header bytes (`prefix`, of `length` bytes) and, unless `whole` is false (a shard,
+ *  reported with the others), its report. The one check of the request's shape the worker
+ *  keeps: a message without a file gets bad_request, not a TypeError.
+ *  @param {Blob | undefined} file */
+async function headerOf(file, { whole = true } = {}) {
+  if (!(file instanceof Blob)) {
+    throw new WorkerError('ProtocolError', 'bad_request', 'inspect needs a File or Blob in "file"');
+  }
+  const engine = await getEngine();
+  let length = Math.min(file.size, INITIAL_PREFIX_BYTES);
+  for (;;) {
+    const prefix = await readPrefix(file, length);
+    const result = toPlain(engine.inspect_prefix(prefix, file.size, state.config.memory64Available));
+    if (result?.status === 'complete') return { report: whole ? result.report : null, prefix, length };
+    if (result?.status !== 'need_more') {
+      // The engine's answer is not what types/engine.d.ts says: a mismatched build.
+      const status = /** @type {{status?: unknown} | null} */ (result)?.status;
+      throw new WorkerError(
+        'ProtocolError',
+        'bad_engine_reply',
+        `unexpected inspect status ${JSON.stringify(status)}`,
+      );
+    }
+    const next = Math.min(file.size, Math.max(2 * length, Number(result.at_least)));
+    if (!(next > length)) {
+      // The engine should report truncation itself; never loop on a file that cannot grow.
+      throw new WorkerError(
+        'GgufError',
+        'truncated',
+        `the header needs at least ${result.at_least} bytes but the file has only ${file.size}`,
+      );
+    }
+    length = next;
+  }
+}
+
+/** @returns {import('./protocol.js').InspectedReply} */
+export function inspectLoaded() {
+  const { engine, size } = requireModel();
+  const started = performance.now();
+  return {
+    type: 'inspected',
+    report: toPlain(engine.inspect()),
+    bytesRead: size,
+    ms: performance.now() - started,
+  };
+}
+
+// --- Loading a model ----------------------------------------------------------------------
+
+const FILE_CHUNK_BYTES = 16 << 20;
+const PROGRESS_INTERVAL_MS = 100;
+
+/** Posts progress at most every PROGRESS_INTERVAL_MS, with the phase's rate in bytes per
+ *  second (from the bytes it started at: a resumed download's rate is of what it fetches now).
+ *  A report held back is posted at the interval's end unless a newer one was, so the last
+ *  bytes before a pause (a hung download) are posted too. `extra` is posted as it is.
+ *  @param {number} id @param {number} total @returns {Report} */
+function progressReporter(id, total) {
+  let last = 0;
+  /** @type {{phase: Phase, at: number, bytes: number} | null} */
+  let phaseStart = null;
+  /** @typedef {{phase: Phase, bytes: number, extra: {resumedFrom?: number}, at: number}} Held */
+  /** @type {Held | null} */
+  let held = null;
+  /** @param {Held} report */
+  const send = ({ phase, bytes, extra, at }) => {
+    last = performance.now();
+    const seconds = (at - phaseStart.at) / 1000;
+    const rate = seconds > 0.05 ? Math.round((bytes - phaseStart.bytes) / seconds) : 0;
+    post({ type: 'progress', id, event: true, phase, bytes, total, rate, ...extra });
+  };
+  return (phase, bytes, force = false, extra = {}) => {
+    const now = performance.now();
+    if (phaseStart?.phase !== phase) phaseStart = { phase, at: now, bytes };
+    const report = { phase, bytes, extra, at: now };
+    if (force || now - last >= PROGRESS_INTERVAL_MS) {
+      held = null;
+      send(report);
+      return;
+    }
+    if (!held) {
+      setTimeout(
+        () => {
+          if (held) send(held);
+          held = null;
+        },
+        PROGRESS_INTERVAL_MS - (now - last),
+      );
+    }
+    held = report;
+  };
+}
+
+/** Feeds a File or Blob to the loader slice by slice: JS never holds more than one chunk.
+ *  @param {ModelLoader} loader @param {Blob} file @param {Report} report @param {Run} run */
+async function pushFile(loader, file, report, run) {
+  for (let offset = 0; offset < file.size; offset += FILE_CHUNK_BYTES) {
+    throwIfCancelled(run);
+    const chunk = new Uint8Array(await file.slice(offset, offset + FILE_CHUNK_BYTES).arrayBuffer());
+    loader.push(chunk);
+    report('reading', offset + chunk.length);
+  }
+}
+
+/** Opens a URL for streaming into the loader, which needs the file's size before its first
+ *  byte: a plain Content-Length, or else (a compressed answer, whose length is the compressed
+ *  one) the total of a one-byte Range request's Content-Range. @param {string} url */
+async function openUrl(url) {
+  const response = await fetchUrl(url);
+  const size = plainLength(response) ?? (await lengthFromRange(url));
+  if (size === null) {
+    response.body?.cancel().catch(() => {});
+    const how = response.headers.get('Content-Encoding')
+      ? `was sent compressed (Content-Encoding: ${response.headers.get('Content-Encoding')})`
+      : 'came without a Content-Length';
+    throw new WorkerError(
+      'NetworkError',
+      'no_length',
+      `${url} ${how} and its server does not answer Range requests, so its size is unknown before ` +
+        'it is read. Serve model files uncompressed with a Content-Length (leave .gguf out of the ' +
+        "server's compression), or answer Range requests",
+    );
+  }
+  return { response, size };
+}
+
+/** @param {string} url */
+async function fetchUrl(url) {
+  let response;
+  try {
+    response = await fetch(url);
+  } catch (error) {
+    throw new WorkerError('NetworkError', 'fetch_failed', `could not fetch ${url}: ${describe(error)}`);
+  }
+  if (!response.ok) {
+    response.body?.cancel().catch(() => {});
+    throw new WorkerError(
+      'NetworkError',
+      'fetch_failed',
+      `${url} answered ${response.status} ${response.statusText}`,
+    );
+  }
+  return response;
+}
+
+/** The body's length where the response states it for the bytes the body will give.
+ *  @param {Response} response */
+function plainLength(response) {
+  const encoding = response.headers.get('Content-Encoding');
+  const length = response.headers.get('Content-Length');
+  if ((encoding && encoding !== 'identity') || length === null) return null;
+  const size = Number(length);
+  return Number.isSafeInteger(size) && size > 0 ? size : null;
+}
+
+/** The whole file's size from `Content-Range: bytes 0-0/SIZE`, or null. @param {string} url */
+async function lengthFromRange(url) {
+  try {
+    const probe = await fetch(url, { headers: { Range: 'bytes=0-0' } });
+    probe.body?.cancel().catch(() => {});
+    const total = /^bytes\s+\d+-\d+\/(\d+)\s*$/i.exec(probe.headers.get('Content-Range') ?? '')?.[1];
+    const size = Number(total);
+    return probe.status === 206 && Number.isSafeInteger(size) && size > 0 ? size : null;
+  } catch {
+    return null;
+  }
+}
+
+/** @param {ModelLoader} loader @param {Response} response @param {Report} report @param {Run} run */
+async function pushStream(loader, response, report, run) {
+  const reader = response.body.getReader();
+  let received = 0;
+  for (;;) {
+    if (run.stopRequested) {
+      await reader.cancel().catch(() => {});
+      throwIfCancelled(run);
+    }
+    const { done, value } = await reader.read();
+    if (done) break;
+    loader.push(value);
+    received += value.length;
+    report('reading', received);
+  }
+}
+
+/**
+ * Loads a model. Everything that can fail before the new file's bytes go in (the source, its
+ * size, the memory it needs, and for a File its header) fails with the loaded model kept; after
+ * that the old model is freed first, since its memory is reused for the new one, and a failure
+ * leaves no model.
+ * @param {import('./protocol.js').LoadRequest} request
+ * @param {Run} run
+ * @returns {Promise<import('./protocol.js').LoadedReply | import('./protocol.js').SwitchBuildReply>}
+ */
+export async function loadModel(request, run) {
+  const { id } = request;
+  const started = performance.now();
+  const source = await openSource(request, run);
+  const { name, size, feed } = source;
+  let wasm;
+  try {
+    wasm = await getEngine();
+    // Throws too_large (saying why) for a file no build here can hold.
+    const needs64 = wasm.memory_for_model(size, state.config.memory64Available) === 'memory64';
+    if (needs64 !== state.config.memory64) {
+      source.abandon();
+      return { type: 'switch_build', memory64: needs64 };
+    }
+    // Throws what is wrong with a header (for shards: with how they fit together).
+    if (request.file instanceof Blob) await inspectFile(request.file);
+    if (Array.isArray(request.files)) await inspectFiles(request.files);
+    throwIfCancelled(run);
+  } catch (error) {
+    source.abandon();
+    throw error;
+  }
+  freeModel(); // Its memory is reused for the new file.
+  const report = progressReporter(id, size);
+  report(source.firstPhase ?? 'reading', 0, true);
+  // Throws too_large before any big allocation; a split model's loader starts with its first
+  // shard (feed starts each next one).
+  const loader = new wasm.ModelLoader(source.firstSize ?? size);
+  let engine;
+  try {
+    await feed(loader, report);
+    report('validating', size, true);
+    engine = loader.finish(); // Consumes the loader, even when it throws.
+  } catch (error) {
+    try {
+      loader.free();
+    } catch {
+      // Already consumed by finish().
+    }
+    throw error;
+  }
+  const info = toPlain(engine.info());
+  let device;
+  try {
+    report('device', size, true);
+    device = await placeEngine(wasm, engine, request.device ?? 'auto');
+  } catch (error) {
+    engine.free();
+    throw error;
+  }
+  const from = request.source ?? (request.url || request.urls ? 'url' : 'file');
+  const fetched = source.download ?? null;
+  state.model = {
+    engine,
+    name,
+    size,
+    info,
+    device,
+    source: from,
+    shards: source.shards ?? 1,
+    download: fetched,
+  };
+  report('ready', size, true);
+  return { type: 'loaded', model: describeModel(), ms: performance.now() - started };
+}
+
+/** A load's source. A split model (gguf-split) is several: `files` (Files or Blobs), `urls`, or
+ *  a `url` named as one of its shards (NAME-00001-of-00003.gguf), whose siblings are found by
+ *  that rule. @param {import('./protocol.js').LoadRequest} request @param {Run} run
+ *  @returns {Promise<Source>} */
+async function openSource(request, run) {
+  const shards = await shardSources(request, run);
+  if (shards) return joinSources(shards);
+  return openOne(request, run);
+}
+
+/** @param {import('./protocol.js').LoadRequest} request @param {Run} run */
+async function shardSources(request, run) {
+  if (Array.isArray(request.files) && request.files.length > 1) {
+    return Promise.all(request.files.map((file) => openOne({ file }, run)));
+  }
+  let urls = Array.isArray(request.urls) && request.urls.length > 1 ? request.urls : null;
+  if (!urls && typeof request.url === 'string') {
+    const named = (await getEngine()).shard_names(new URL(request.url, self.location.href).href);
+    if (named) urls = named;
+  }
+  if (!urls) return null;
+  // Every shard's request starts at once; their bodies are read in order.
+  const opened = await Promise.allSettled(
+    urls.map((url) => openOne({ url, resumable: request.resumable }, run)),
+  );
+  /** @type {Source[]} */
+  const sources = [];
+  for (const o of opened) if (o.status === 'fulfilled') sources.push(o.value);
+  const failed = opened.find((o) => o.status === 'rejected');
+  if (failed) {
+    for (const source of sources) source.abandon();
+    throw failed.reason;
+  }
+  return sources;
+}
+
+/** The shards as one source: their sizes added, fed one after the other (the loader starts a
+ *  new file between two), progress counted across them all. @param {Source[]} parts
+ *  @returns {Source} */
+function joinSources(parts) {
+  return {
+    name: parts[0].name.replace(/-\d{5}-of-\d{5}\.gguf$/, '.gguf'),
+    size: parts.reduce((sum, part) => sum + part.size, 0),
+    firstSize: parts[0].size,
+    firstPhase: parts[0].firstPhase,
+    shards: parts.length,
+    feed: async (loader, report) => {
+      let base = 0;
+      for (const [i, part] of parts.entries()) {
+        if (i > 0) loader.next_file(part.size);
+        await part.feed(loader, (phase, bytes, force, extra) => report(phase, base + bytes, force, extra));
+        base += part.size;
+      }
+    },
+    abandon: () => parts.forEach((part) => part.abandon()),
+  };
+}
+
+/** @param {{file?: Blob, url?: string, resumable?: boolean}} request @param {Run} run
+ *  @returns {Promise<Source>} */
+async function openOne(request, run) {
+  if (request.file instanceof Blob) {
+    const file = request.file;
+    return {
+      name: (file instanceof File && file.name) || 'model.gguf',
+      size: file.size,
+      feed: (loader, report) => pushFile(loader, file, report, run),
+      abandon: () => {},
+    };
+  }
+  if (typeof request.url === 'string') {
+    // inferno.js sends absolute URLs; a relative one is the worker's.
+    const url = new URL(request.url, self.location.href);
+    const name = decodeURIComponent(url.pathname.split('/').pop() || 'model.gguf');
+    return Object.assign(await openUrlSource(url.href, request.resumable, run), { name });
+  }
+  throw new WorkerError(
+    'ProtocolError',
+    'bad_request',
+    'load needs a File in "file", a URL in "url", or a split model\'s Files in "files" or URLs in "urls"',
+  );
+}
+
+/**
+ * A URL's source. With `resumable: true`, or for a file of RESUMABLE_MIN_BYTES or more whose
+ * server answers Range requests, it downloads into OPFS resumably (download.js) before the
+ * loader reads it from disk; otherwise (`resumable: false`, no OPFS, no Range support, or a
+ * download that cannot start after all) it streams once. A smaller file costs no request
+ * beyond its own: only `resumable: true`, or a large file whose answer does not say
+ * `Accept-Ranges: bytes`, sends a one-byte Range probe.
+ * @param {string} url @param {boolean | undefined} resumable @param {Run} run
+ * @returns {Promise<Source>}
+ */
+async function openUrlSource(url, resumable, run) {
+  const resumes = resumable !== false && resumableAvailable();
+  if (resumes && resumable === true) {
+    const probe = await probeRanges(url);
+    if (probe) return resumableSource(url, probe, run);
+  }
+  const { response, size } = await openUrl(url);
+  if (resumes && size >= RESUMABLE_MIN_BYTES) {
+    const ranges =
+      response.headers.get('Accept-Ranges') === 'bytes'
+        ? { size, validator: validatorOf(response) }
+        : await probeRanges(url);
+    if (ranges?.size === size) {
+      response.body?.cancel().catch(() => {});
+      return resumableSource(url, ranges, run);
+    }
+  }
+  return {
+    size,
+    feed: (loader, report) => pushStream(loader, response, report, run),
+    abandon: () => response.body?.cancel().catch(() => {}),
+  };
+}
+
+/** The source of a resumable download of `url` ({size, validator} from the server).
+ *  @param {string} url @param {{size: number, validator: string | null}} ranges @param {Run} run
+ *  @returns {Source} */
+function resumableSource(url, ranges, run) {
+  /** @type {Source} */
+  const source = {
+    size: ranges.size,
+    firstPhase: 'downloading',
+    feed: async (loader, report) => {
+      const fetched = await download(url, ranges, {
+        report: (bytes, resumedFrom) => report('downloading', bytes, false, { resumedFrom }),
+        cancelled: () => run.stopRequested,
+      });
+      if (fetched === null) {
+        const { response } = await openUrl(url);
+        return pushStream(loader, response, report, run);
+      }
+      throwIfCancelled(run);
+      report('downloading', ranges.size, true, { resumedFrom: fetched.resumedFrom });
+      await pushFile(loader, fetched.file, report, run);
+      await fetched.remove();
+      source.download = { resumedFrom: fetched.resumedFrom, retries: fetched.retries, parts: fetched.parts };
+    },
+    abandon: () => {},
+  };
+  return source;
+}
+
+// --- The device ----------------------------------------------------------------------------
+
+/** This worker's GPU device with every kernel compiled, asked for once (again after a loss).
+ *  @type {Promise<{gpu: import('./pkg/inferno.js').WebGpu, name: string}> | null} */
+let gpuPromise = null;
+
+/** The GPU device, if one was asked for (page tests destroy it to act out a lost device). */
+export function currentGpu() {
+  return gpuPromise;
+}
+
+/** The browser's adapter (capabilities.js), or a no_gpu error. Cheap: no device is made. */
+async function adapterOrError() {
+  /** @param {string} message */
+  const noGpu = (message) => new WorkerError('GpuError', 'no_gpu', message);
+  if (!self.navigator?.gpu) throw noGpu('this browser has no WebGPU (navigator.gpu)');
+  const adapter = await gpuAdapter();
+  if (!adapter) throw noGpu('the browser offers no GPU adapter');
+  return adapter;
+}
+
+/** @param {Engine} wasm @param {{name: string}} adapter */
+function getGpu(wasm, adapter) {
+  if (!gpuPromise) {
+    const opening = wasm.request_gpu().then((gpu) => ({ gpu, name: adapter.name }));
+    gpuPromise = opening;
+    opening.catch(() => {
+      gpuPromise = null; // An adapter may appear later (a driver update, another flag).
+    });
+  }
+  return gpuPromise;
+}
+
+/**
+ * Puts a freshly loaded engine on the device asked for, and makes its cache there (on the GPU
+ * that uploads the weights). Returns {type: 'gpu', name} or {type: 'cpu', threads, reason}.
+ * @param {Engine} wasm @param {WebEngine} engine @param {'auto' | 'gpu' | 'cpu'} asked
+ * @returns {Promise<import('./protocol.js').Device>}
+ */
+async function placeEngine(wasm, engine, asked) {
+  /** @param {string | null} reason @returns {import('./protocol.js').Device} */
+  const cpu = (reason) => ({ type: 'cpu', threads: state.engineBuild?.threads ?? 1, reason });
+  if (asked === 'cpu') return cpu(null);
+  let gpu;
+  try {
+    if (typeof wasm.request_gpu !== 'function') {
+      throw new WorkerError(
+        'GpuError',
+        'no_gpu',
+        'the 64-bit-memory build (files over 3.6 GiB) has no GPU backend',
+      );
+    }
+    const adapter = await adapterOrError();
+    if (asked === 'auto' && adapter.software) {
+      return cpu(`the GPU adapter (${adapter.name}) is a software renderer, slower than the CPU engine`);
+    }
+    gpu = await getGpu(wasm, adapter);
+    if (gpu.gpu.facts().lost) {
+      gpuPromise = null;
+      gpu = await getGpu(wasm, adapter);
+    }
+    engine.use_gpu(gpu.gpu);
+    engine.open_session();
+  } catch (error) {
+    engine.use_cpu();
+    if (asked === 'gpu') throw error;
+    return cpu(`the GPU cannot run it: ${error.message}`);
+  }
+  return { type: 'gpu', name: gpu.name, reason: null };
+}
+
+/** After a lost GPU the model goes on on the CPU (its cache there is empty); the error still
+ *  fails the request. @param {unknown} error @returns {never} */
+export function onGenerationError(error) {
+  const model = state.model;
+  if (/** @type {{kind?: string}} */ (error)?.kind === 'gpu_lost' && model) {
+    model.engine.use_cpu();
+    model.device = { type: 'cpu', threads: state.engineBuild?.threads ?? 1, reason: 'the GPU was lost' };
+    gpuPromise = null;
+  }
+  throw error;
+}

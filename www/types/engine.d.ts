@@ -1,0 +1,121 @@
+// The engine's side of the wasm boundary (src/web/): what a wasm-bindgen glue file,
+// lib/pkg*/inferno.js, exports, as the worker and the bench pages use it. The glue is a build
+// output (and has no types of its own: build.sh runs wasm-bindgen --no-typescript), so the type
+// check reads this instead of it (www/tsconfig.json: noResolve). Values the engine hands back
+// through serde are described as the worker reads them after toPlain().
+
+declare module '*/inferno.js' {
+  /** Fetches and instantiates the wasm; its instance's exports (`memory` among them). */
+  export default function init(): Promise<{ memory: WebAssembly.Memory }>;
+  /** Threaded builds only: starts `helpers` pool workers sharing the memory. */
+  export function initThreadPool(helpers: number): Promise<void>;
+  export function engine_info(): EngineFacts;
+  export function inspect_prefix(prefix: Uint8Array, fileSize: number, memory64: boolean): InspectStatus;
+  export function inspect_shards(
+    prefixes: Uint8Array[],
+    sizes: number[],
+    memory64: boolean,
+  ): Record<string, unknown>;
+  /** A split model's shard URLs when `url` names one of them (NAME-00001-of-00003.gguf). */
+  export function shard_names(url: string): string[] | undefined;
+  /** 'memory32' or 'memory64'; throws too_large for a file no build can hold. */
+  export function memory_for_model(size: number, memory64: boolean): string;
+  /** Not in the 64-bit-memory builds (no GPU backend there). */
+  export const request_gpu: (() => Promise<WebGpu>) | undefined;
+  /** Test builds only (the crate's `test-hooks` feature): traps on purpose. */
+  export const deliberate_trap: (() => void) | undefined;
+  /** Reads `bytes` of memory with SIMD128 loads (the bench pages' memory bandwidth). */
+  export class ReadProbe {
+    constructor(bytes: number);
+    read(passes: number): number;
+    free(): void;
+  }
+
+  export interface EngineFacts {
+    version: string;
+    simd128: boolean;
+    relaxed_simd: boolean;
+    threads: number;
+    defaults: { sampling: import('../lib/inferno.js').SamplingSettings; context_cap: number };
+  }
+
+  export type InspectStatus =
+    { status: 'complete'; report: Record<string, unknown> } | { status: 'need_more'; at_least: number };
+
+  export class ModelLoader {
+    constructor(size: number);
+    push(chunk: Uint8Array): void;
+    next_file(size: number): void;
+    /** Consumes the loader, even when it throws. */
+    finish(): WebEngine;
+    free(): void;
+  }
+
+  export class WebGpu {
+    facts(): { lost: boolean } & Record<string, unknown>;
+    destroy(): void;
+  }
+
+  export interface StepOutput {
+    token: number;
+    text: string;
+    piece: string;
+    piece_bytes: number[];
+    end_of_generation: boolean;
+    context_full: boolean;
+    trace: import('../lib/inferno.js').StepTrace | null;
+  }
+
+  export interface Prepared {
+    prompt_tokens: number;
+    context_size: number;
+    structured: boolean;
+  }
+
+  export interface PrefillPart {
+    reused: number;
+    evaluated: number;
+    remaining: number;
+    context_used: number;
+  }
+
+  export interface EmbedOptions {
+    pooling?: string;
+    dimensions?: number;
+    normalize?: boolean;
+  }
+
+  export class WebEngine {
+    info(): Omit<
+      import('../lib/inferno.js').ModelInfo,
+      'name' | 'size' | 'source' | 'shards' | 'download' | 'threads' | 'memory64' | 'device'
+    >;
+    inspect(): Record<string, unknown>;
+    embed(
+      texts: string[],
+      options: EmbedOptions,
+    ): { vectors: Float32Array[]; prompt_tokens: number; pooling: string };
+    plan_embedding(texts: string[], options: EmbedOptions): Uint32Array;
+    tokenize(text: string, addSpecial?: boolean, parseSpecial?: boolean): Uint32Array;
+    detokenize(ids: Uint32Array, renderSpecial?: boolean): string;
+    prepare_chat(request: object): Prepared;
+    prepare_text(request: object): Prepared;
+    parse_reply(text: string, partial: boolean): import('../lib/protocol.js').ParsedReply;
+    prefill(budget: number): PrefillPart;
+    step(traceTop: number, forced?: number): StepOutput;
+    context_used(): number;
+    truncate(length: number): void;
+    replayed(): number;
+    solo_steps(): number;
+    checkpoints(): { held: number; most: number; bytes_each: number };
+    use_gpu(gpu: WebGpu): void;
+    open_session(context?: number): void;
+    use_cpu(): void;
+    /** Runs the pending token; true when its logits arrive later (the GPU: await pending()). */
+    advance(): boolean;
+    pending(): Promise<void> | undefined;
+    reset(): void;
+    decode_weight_bytes(): number;
+    free(): void;
+  }
+}
