@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Inferno's one entry point: installs what is missing, builds, serves and tests.
+# Inferno's one entry point: installs what is missing (scripts/setup.sh), builds
+# (scripts/build-wasm.mjs, which holds the wasm build matrix), serves and tests.
 #
 #   ./build.sh serve [--port N]   set up, build the wasm package, fetch the demo model, serve www/
 #   ./build.sh test               set up and run every test (native, wasm in Chromium, page)
-#   ./build.sh setup              only install the toolchain pieces
-#   ./build.sh build [FLAVOUR...] only build the wasm packages (www/lib/pkg, www/lib/pkg-*; default all
-#                                 five: simd relaxed threads relaxed-threads memory64)
+#   ./build.sh setup              only install what the builds and tests need (scripts/setup.sh)
+#   ./build.sh build [FLAVOUR...] only build the wasm packages (www/lib/pkg, www/lib/pkg-*; default
+#                                 all six: node scripts/build-wasm.mjs list); installs no browser
 #   ./build.sh models             only fetch the real test models into .cache/models (and
 #                                 write the 4.6 GiB one the 64-bit-memory test loads)
 #   ./build.sh wasm-test [FLAVOUR] [BROWSER]  only the crate's wasm tests, for one build (simd,
@@ -30,140 +31,15 @@ die() {
   exit 1
 }
 
-as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
-
-APT_UPDATED=
-apt_install() { # package...
-  local missing=() p
-  for p in "$@"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
-  [ ${#missing[@]} -eq 0 ] && return 0
-  log "installing Debian packages: ${missing[*]}"
-  if [ -z "$APT_UPDATED" ]; then
-    as_root apt-get update -qq
-    APT_UPDATED=1
-  fi
-  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" </dev/null
+# Installing is scripts/setup.sh's job (build: the toolchain; test: also browsers and drivers);
+# building is scripts/build-wasm.mjs's, whose table holds the wasm flavours.
+setup() { # build|test|perf|fuzz
+  scripts/setup.sh "$1"
+  export PATH="$HOME/.cargo/bin:$PATH"
 }
 
-# --- Rust for wasm32 -------------------------------------------------------------------------
-# rustup's wasm32 std when it can be had; otherwise Debian's rustc-web, with std built from
-# source (-Zbuild-std). See ../shared/TOOLCHAIN.md.
-# INFERNO_WASM_TOOLCHAIN=buildstd forces the Debian route (to test it where rustup works).
-WASM_MODE=${INFERNO_WASM_TOOLCHAIN:-}
-choose_wasm_toolchain() {
-  [ -n "$WASM_MODE" ] && return 0
-  if command -v rustup >/dev/null && rustup target list --installed 2>/dev/null | grep -qx wasm32-unknown-unknown; then
-    WASM_MODE=rustup
-  elif dpkg -s rustc-web rust-web-src lld-19 >/dev/null 2>&1; then
-    WASM_MODE=buildstd
-  elif command -v rustup >/dev/null && timeout 60 rustup target add wasm32-unknown-unknown </dev/null; then
-    WASM_MODE=rustup
-  else
-    log "rustup cannot provide the wasm32 std here: using Debian's rustc-web with -Zbuild-std"
-    apt_install rustc-web cargo-web rust-web-src lld-19
-    WASM_MODE=buildstd
-  fi
-}
-
-# The threaded flavours rebuild std with atomics, from rustup's rust-src where it can be had.
-rustup_std_source() {
-  rustup component list --installed 2>/dev/null | grep -qx rust-src ||
-    timeout 60 rustup component add rust-src </dev/null >/dev/null 2>&1
-}
-
-# cargo for a wasm target in one of six flavours, each with a target dir of its own (its
-# host build scripts may come from a different rustc than native builds, and the std builds
-# differ):
-#   simd             SIMD128, one thread: runs in every browser we support
-#   relaxed          + relaxed SIMD (Chrome 114+, Firefox 145+; not Safari yet)
-#   threads          SIMD128 + shared memory and atomics, helper threads in Web Workers: used
-#                    where the page is cross-origin isolated. std is rebuilt with atomics.
-#   relaxed-threads  both
-#   memory64         wasm64 (64-bit memory, Chrome 133+, Firefox 145+) with relaxed SIMD, one
-#                    thread: only for files too large for a 4 GiB wasm32 memory. Rust ships no
-#                    wasm64 std, so it is always built from source.
-#   memory64-threads the same with shared memory and helper threads
-wasm_cargo() { # flavour cargo-subcommand args...
-  choose_wasm_toolchain
-  local flavour=$1 sub=$2
-  shift 2
-  # The wasm32 flavours carry the GPU backend (WebGPU through wgpu); the page picks CPU or GPU.
-  # wgpu 30 takes wasm64 for a native target (its WebGPU backend is wasm32-only: it would
-  # compile wgpu-core and naga in and then find no backend), so the 64-bit builds have none.
-  local gpu=(--features gpu)
-  case "$flavour" in memory64*) gpu=() ;; esac
-  local features=+simd128 link_args=() cargo_args=(--no-default-features "${gpu[@]}") target=wasm32-unknown-unknown
-  # V8 and SpiderMonkey cap a 32-bit memory at 4 GiB and a 64-bit one at 16 GiB.
-  local max_memory=4294967296
-  case "$flavour" in
-    simd | relaxed | threads | relaxed-threads) ;;
-    memory64 | memory64-threads)
-      target=wasm64-unknown-unknown
-      features+=,+relaxed-simd
-      max_memory=17179869184
-      link_args+=(--max-memory=$max_memory)
-      ;;
-    *) die "unknown wasm flavour $flavour" ;;
-  esac
-  case "$flavour" in relaxed*) features+=,+relaxed-simd ;; esac
-  case "$flavour" in
-    *threads)
-      cargo_args=("${gpu[@]}")
-      features+=,+atomics,+bulk-memory,+mutable-globals
-      link_args=(--shared-memory --max-memory=$max_memory --import-memory --export=__wasm_init_tls
-        --export=__tls_size --export=__tls_align --export=__tls_base)
-      ;;
-  esac
-  local arg
-  for arg in "${link_args[@]}"; do features+=" -C link-arg=$arg"; done
-  local target_env
-  target_env=$(echo "$target" | tr 'a-z-' 'A-Z_')
-  # local -x: exported to cargo only, so a later native cargo keeps its own target dir.
-  local -x CARGO_TARGET_DIR="$ROOT/target/wasm-$flavour"
-  local -x "CARGO_TARGET_${target_env}_RUSTFLAGS=-C target-feature=$features"
-  local -x "CARGO_TARGET_${target_env}_RUNNER=$ROOT/scripts/wasm-test-runner.sh"
-  local needs_std_build=
-  case "$flavour" in *threads | memory64*) needs_std_build=1 ;; esac
-  if [ "$WASM_MODE" = rustup ] && [ -z "$needs_std_build" ]; then
-    cargo "$sub" --target "$target" "${cargo_args[@]}" "$@"
-  elif [ "$WASM_MODE" = rustup ] && rustup_std_source; then
-    RUSTC_BOOTSTRAP=1 cargo "$sub" --target "$target" -Zbuild-std=std,panic_abort "${cargo_args[@]}" "$@"
-  else
-    # Debian's toolchain: its std source is a package, so this route always has one.
-    apt_install rustc-web cargo-web rust-web-src lld-19
-    local -x "CARGO_TARGET_${target_env}_LINKER=/usr/lib/llvm-19/bin/wasm-ld"
-    RUSTC=/usr/bin/rustc RUSTDOC=/usr/bin/rustdoc RUSTC_BOOTSTRAP=1 \
-      /usr/bin/cargo "$sub" --target "$target" -Zbuild-std=std,panic_abort "${cargo_args[@]}" "$@"
-  fi
-}
-
-# --- wasm-bindgen-cli at exactly the version in Cargo.lock ---------------------------------
-wasm_bindgen_version() {
-  awk '/^name = "wasm-bindgen"$/ { getline; gsub(/version = |"/, ""); print; exit }' Cargo.lock
-}
-
-setup_wasm_bindgen() {
-  [ -f Cargo.lock ] || cargo generate-lockfile
-  local want have
-  want=$(wasm_bindgen_version)
-  [ -n "$want" ] || die "no wasm-bindgen in Cargo.lock"
-  have=$(wasm-bindgen --version 2>/dev/null | awk '{print $2}') || true
-  if [ "$have" != "$want" ]; then
-    log "installing wasm-bindgen-cli $want (a few minutes, once)"
-    # --locked first; its lock file can name a since-yanked crate, so fall back to a fresh resolve.
-    cargo install --quiet wasm-bindgen-cli --version "$want" --locked </dev/null ||
-      cargo install --quiet --force wasm-bindgen-cli --version "$want" </dev/null
-  fi
-}
-
-setup_browser() {
-  # WebKitGTK (Safari's engine) has no headless mode: its driver runs under xvfb-run.
-  apt_install chromium chromium-driver firefox-esr webkit2gtk-driver xvfb xauth
-  # geckodriver drives Firefox for wasm-bindgen-test; Debian has none, crates.io has it.
-  command -v geckodriver >/dev/null || {
-    log "installing geckodriver (a few minutes, once)"
-    cargo install --quiet --locked geckodriver </dev/null || cargo install --quiet geckodriver </dev/null
-  }
+build_wasm() { # [flavour...] (default: all)
+  node scripts/build-wasm.mjs build "$@"
 }
 
 # The crate's wasm tests for one flavour in one browser (chromium, firefox or webkit), headless
@@ -182,7 +58,7 @@ wasm_test() { # flavour browser
         ;;
       *) die "unknown browser $2" ;;
     esac
-    wasm_cargo "$1" test --release --tests --features kernel-checks
+    node scripts/build-wasm.mjs cargo "$1" test --release --tests --features kernel-checks
   )
 }
 
@@ -202,36 +78,6 @@ virtual_display() {
   export DISPLAY=":$display"
 }
 
-setup_node_packages() {
-  command -v npm >/dev/null || apt_install nodejs npm
-  if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
-    log "installing npm packages"
-    npm ci --no-audit --no-fund --loglevel=error </dev/null
-  fi
-}
-
-# Mesa's software Vulkan (lavapipe): the adapter the native GPU kernel tests run on.
-setup_gpu() {
-  apt_install mesa-vulkan-drivers
-}
-
-setup_python() {
-  # llama.cpp's own GGUF reader, used to cross-check the inspector.
-  python3 -c 'import gguf' 2>/dev/null ||
-    pip install --quiet --disable-pip-version-check 'gguf==0.19.0' </dev/null
-}
-
-setup() {
-  export PATH="$HOME/.cargo/bin:$PATH"
-  command -v cargo >/dev/null || die "cargo not found: install Rust (https://rustup.rs) first"
-  choose_wasm_toolchain
-  setup_wasm_bindgen
-  setup_browser
-  setup_node_packages
-  setup_python
-  setup_gpu
-}
-
 fetch_models() {
   scripts/fetch-models.sh
   make_big_model
@@ -249,35 +95,6 @@ make_big_model() {
   python3 scripts/make_big_model.py "$BIG_MODEL.part"
   mv "$BIG_MODEL.part" "$BIG_MODEL"
   echo "$stamp" >"$BIG_MODEL.stamp"
-}
-
-# One package per flavour: www/lib/pkg (the baseline), www/lib/pkg-relaxed, www/lib/pkg-threads,
-# www/lib/pkg-relaxed-threads, www/lib/pkg-memory64 and www/lib/pkg-memory64-threads. The page
-# picks one at run time (www/lib/engine-loader.js).
-WASM_FLAVOURS=(simd relaxed threads relaxed-threads memory64 memory64-threads)
-build_wasm() { # [flavour...] (default: all)
-  local flavours=("${@:-${WASM_FLAVOURS[@]}}")
-  log "building the wasm packages (release; ${flavours[*]}; $WASM_MODE toolchain)"
-  local flavour out helpers arch
-  for flavour in "${flavours[@]}"; do
-    wasm_cargo "$flavour" build --release --lib
-    out=www/lib/pkg-$flavour
-    [ "$flavour" = simd ] && out=www/lib/pkg
-    rm -rf "$out"
-    arch=wasm32
-    case "$flavour" in memory64*) arch=wasm64 ;; esac
-    scripts/fold-load-offsets.sh "target/wasm-$flavour/$arch-unknown-unknown/release/inferno.wasm"
-    wasm-bindgen --target web --no-typescript --out-dir "$out" \
-      "target/wasm-$flavour/$arch-unknown-unknown/release/inferno.wasm"
-    case "$flavour" in *threads) ;; *) continue ;; esac
-    # The pool's helper script (src/web/pool_helpers.js) imports the glue four folders up.
-    helpers=$(find "$out/snippets" -name pool_helpers.js)
-    [ -n "$helpers" ] && [ -f "$(dirname "$helpers")/../../../../inferno.js" ] ||
-      die "the pool helper script is missing from $out, or is not four folders below its glue"
-  done
-  # The service worker's list of files to keep offline (www/builds.json). An older revision
-  # built by `ab` has no such script, and its list is not used.
-  [ ! -f scripts/sw-manifest.mjs ] || node scripts/sw-manifest.mjs www
 }
 
 # The demo model is served from www/models (git-ignored), hard-linked from the cache.
@@ -344,7 +161,6 @@ run_tests() {
 FUZZ_TARGETS=(parse_gguf render_template tokenize generate grammar reply)
 run_fuzz() { # seconds [target]: each target (or the one named) for that long
   local seconds=${1:-600} target
-  command -v cargo-fuzz >/dev/null || cargo install --quiet cargo-fuzz </dev/null
   (cd fuzz && cargo run --quiet --example seed_corpus)
   for target in "${2:-${FUZZ_TARGETS[@]}}"; do
     log "fuzzing $target for $seconds s"
@@ -392,17 +208,10 @@ ab_revision_build() { # rev flavour
     git worktree remove --force "$scratch" 2>/dev/null || rm -rf "$scratch"
     git worktree prune
     git worktree add --detach --quiet "$scratch" "$sha" >&2
-    mkdir -p "$ROOT/.cache/ab/target"
+    mkdir -p "$ROOT/.cache/ab/target" "$folder"
     ln -s "$ROOT/.cache/ab/target" "$scratch/target"
-    ln -s "$ROOT/node_modules" "$scratch/node_modules" # binaryen, for fold-load-offsets.sh
-    (
-      cd "$scratch"
-      ROOT=$scratch
-      build_wasm "$2"
-    ) >&2
-    mkdir -p "$folder"
-    rm -rf "${folder:?}/$pkg"
-    cp -r "$scratch/www/lib/$pkg" "$folder/"
+    # This tree's build script and flags, on the revision's sources.
+    node scripts/build-wasm.mjs build "$2" --root "$scratch" --out "$folder" >&2
     git worktree remove --force "$scratch"
   fi
   AB_BASE=$folder
@@ -411,43 +220,43 @@ ab_revision_build() { # rev flavour
 command=${1:-help}
 shift || true
 case "$command" in
-  setup) setup ;;
+  setup) setup test ;;
   build)
-    setup
+    setup build
     build_wasm "$@"
     ;;
   models) fetch_models ;;
   serve)
-    setup
+    setup build
     build_wasm
     fetch_models
     place_demo_model
     exec node scripts/serve.mjs --root www "$@"
     ;;
   test)
-    setup
+    setup test
     fetch_models
     build_wasm
     place_demo_model # The page tests load it the way a newcomer does.
     run_tests
     ;;
   wasm-test)
-    setup
+    setup test
     wasm_test "${1:-simd}" "${2:-chromium}"
     ;;
   fuzz)
-    setup
+    setup fuzz
     run_fuzz "$@"
     ;;
   bench)
-    setup
+    setup test
     build_wasm
     fetch_models
     exec node scripts/bench.mjs "$@"
     ;;
   ab)
     [ $# -ge 1 ] || die "usage: ./build.sh ab REV [MODEL...] [--threads N] [--pairs N] [...]"
-    setup
+    setup test
     fetch_models
     revision=$1
     shift
@@ -457,11 +266,11 @@ case "$command" in
     exec node scripts/ab.mjs --a "$AB_BASE" --b www/lib "$@"
     ;;
   profile)
-    setup
-    apt_install linux-perf
+    setup test
+    setup perf
     build_wasm
     exec node scripts/profile.mjs "$@"
     ;;
-  help | -h | --help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//' ;;
+  help | -h | --help) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//' ;;
   *) die "unknown command '$command' (try ./build.sh help)" ;;
 esac

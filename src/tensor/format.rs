@@ -189,7 +189,7 @@ where
     }
 }
 
-/// Activation rows a weight row is dotted with at once by [`QuantFormat::vec_dot_group`].
+/// Activation rows a weight row is dotted with at once by [`Dot::vec_dot_group`].
 pub const ROW_GROUP: usize = 8;
 
 /// Decodes one row of `dst.len()` elements stored as `weight_type` in `src`.

@@ -1,4 +1,4 @@
-//! Every kernel of this build's table ([`super::kernels::active`]) against its scalar reference
+//! Every kernel of this build's tables (`kernels.rs`: each format's tile entry, and the kernels that are no format's dot) against its scalar reference
 //! on random blocks, and row groups against single rows. Test code only: compiled for unit
 //! tests and, with the `kernel-checks` feature, for `tests/web.rs`, which runs it in headless
 //! Chromium on the SIMD128 and relaxed-SIMD builds (`./build.sh test`).

@@ -1,0 +1,221 @@
+// The wasm build matrix, in one table, and the one way to run cargo for a wasm flavour.
+//
+//   node scripts/build-wasm.mjs build [FLAVOUR...] [--root DIR] [--out DIR]
+//       builds the packages (default: every flavour) into www/lib/pkg* (or DIR/pkg*), then
+//       writes the service worker's manifest (scripts/sw-manifest.mjs)
+//   node scripts/build-wasm.mjs cargo FLAVOUR SUBCOMMAND [ARGS...]
+//       runs `cargo SUBCOMMAND` for that flavour's target and flags (the wasm tests:
+//       `cargo FLAVOUR test --release --tests --features kernel-checks`)
+//   node scripts/build-wasm.mjs list
+//       prints the flavours
+//
+// Installs nothing: the toolchain is scripts/setup.sh's job (./build.sh setup). A Node script
+// rather than bash or a `cargo xtask`: the table is data that the build, the wasm tests, the
+// A/B builds and the page's own loader logic are checked against, Node is already required
+// (npm, the page tests), and an xtask would be one more crate to compile before every build.
+
+import { spawnSync } from 'node:child_process';
+import { existsSync, readdirSync, rmSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const HERE = path.dirname(fileURLToPath(import.meta.url));
+const GIB = 1024 ** 3;
+
+/**
+ * Every build the page can pick (www/lib/engine-loader.js chooses at run time).
+ * - `memory`: wasm32, or wasm64 (Memory64) for files too large for a 4 GiB memory. Rust ships no
+ *   wasm64 std, so those always rebuild std. V8 and SpiderMonkey cap a 32-bit memory at 4 GiB
+ *   and a 64-bit one at 16 GiB.
+ * - `relaxed`: relaxed SIMD (Chrome 114+, Firefox 145+; not Safari yet) on top of SIMD128.
+ * - `threads`: shared memory and atomics, helper threads in Web Workers, used where the page is
+ *   cross-origin isolated; std is rebuilt with atomics.
+ * - `gpu`: the WebGPU backend (wgpu). wgpu 30 takes wasm64 for a native target (its WebGPU
+ *   backend is wasm32-only), so the 64-bit builds have none.
+ */
+export const FLAVOURS = [
+  { name: 'simd', memory: 32, relaxed: false, threads: false, gpu: true, out: 'pkg' },
+  { name: 'relaxed', memory: 32, relaxed: true, threads: false, gpu: true, out: 'pkg-relaxed' },
+  { name: 'threads', memory: 32, relaxed: false, threads: true, gpu: true, out: 'pkg-threads' },
+  {
+    name: 'relaxed-threads',
+    memory: 32,
+    relaxed: true,
+    threads: true,
+    gpu: true,
+    out: 'pkg-relaxed-threads',
+  },
+  { name: 'memory64', memory: 64, relaxed: true, threads: false, gpu: false, out: 'pkg-memory64' },
+  {
+    name: 'memory64-threads',
+    memory: 64,
+    relaxed: true,
+    threads: true,
+    gpu: false,
+    out: 'pkg-memory64-threads',
+  },
+];
+
+export function flavour(name) {
+  const found = FLAVOURS.find((f) => f.name === name);
+  if (!found) throw new Error(`unknown wasm flavour ${name} (${FLAVOURS.map((f) => f.name).join(', ')})`);
+  return found;
+}
+
+/** The target triple, rustc flags and cargo arguments of a flavour. */
+export function cargoPlan(f) {
+  const target = f.memory === 64 ? 'wasm64-unknown-unknown' : 'wasm32-unknown-unknown';
+  const maxMemory = f.memory === 64 ? 16 * GIB : 4 * GIB;
+  const features = ['+simd128'];
+  if (f.relaxed) features.push('+relaxed-simd');
+  let linkArgs = f.memory === 64 ? [`--max-memory=${maxMemory}`] : [];
+  if (f.threads) {
+    features.push('+atomics', '+bulk-memory', '+mutable-globals');
+    linkArgs = [
+      '--shared-memory',
+      `--max-memory=${maxMemory}`,
+      '--import-memory',
+      ...['__wasm_init_tls', '__tls_size', '__tls_align', '__tls_base'].map((name) => `--export=${name}`),
+    ];
+  }
+  const rustflags = [`-C target-feature=${features.join(',')}`, ...linkArgs.map((a) => `-C link-arg=${a}`)];
+  // The threaded builds keep the default features (the thread pool); the others leave it out.
+  const cargoArgs = [
+    ...(f.threads ? [] : ['--no-default-features']),
+    ...(f.gpu ? ['--features', 'gpu'] : []),
+  ];
+  // Threads need std with atomics, and wasm64 has no prebuilt std at all.
+  const buildsStd = f.threads || f.memory === 64;
+  return { target, rustflags: rustflags.join(' '), cargoArgs, buildsStd };
+}
+
+function succeeds(command, args) {
+  const result = spawnSync(command, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] });
+  return result.status === 0 ? result.stdout : null;
+}
+
+/**
+ * Which toolchain builds for wasm here (scripts/setup.sh installs one): rustup's wasm32 std, or
+ * Debian's rustc-web with std built from source (../shared/TOOLCHAIN.md).
+ * INFERNO_WASM_TOOLCHAIN=buildstd forces the Debian route.
+ */
+function toolchain() {
+  const forced = process.env.INFERNO_WASM_TOOLCHAIN;
+  const rustupSrc = () =>
+    (succeeds('rustup', ['component', 'list', '--installed']) ?? '').includes('rust-src');
+  if (forced === 'buildstd') return { mode: 'buildstd' };
+  const targets = succeeds('rustup', ['target', 'list', '--installed']) ?? '';
+  if (forced === 'rustup' || targets.split('\n').includes('wasm32-unknown-unknown'))
+    return { mode: 'rustup', stdSource: rustupSrc() };
+  if (succeeds('dpkg', ['-s', 'rustc-web', 'rust-web-src', 'lld-19']) !== null) return { mode: 'buildstd' };
+  throw new Error('no Rust toolchain for wasm32 here: run ./build.sh setup first');
+}
+
+/** Runs cargo SUBCOMMAND ARGS for flavour `f`, in `root`, with its own target folder. */
+export function runCargo(f, subcommand, args, { root = path.join(HERE, '..') } = {}) {
+  const plan = cargoPlan(f);
+  const chain = toolchain();
+  const envName = plan.target.toUpperCase().replaceAll('-', '_');
+  const env = {
+    ...process.env,
+    // Its own folder per flavour: host build scripts may come from a different rustc than
+    // native builds, and the std builds differ.
+    CARGO_TARGET_DIR: path.join(root, 'target', `wasm-${f.name}`),
+    [`CARGO_TARGET_${envName}_RUSTFLAGS`]: plan.rustflags,
+    [`CARGO_TARGET_${envName}_RUNNER`]: path.join(HERE, 'wasm-test-runner.sh'),
+  };
+  let cargo = 'cargo';
+  const cargoArgs = [subcommand, '--target', plan.target];
+  if (chain.mode === 'rustup' && (!plan.buildsStd || chain.stdSource)) {
+    if (plan.buildsStd) {
+      env.RUSTC_BOOTSTRAP = '1';
+      cargoArgs.push('-Zbuild-std=std,panic_abort');
+    }
+  } else {
+    // Debian's toolchain: its std source is a package, so this route always has one.
+    if (succeeds('dpkg', ['-s', 'rustc-web', 'rust-web-src', 'lld-19']) === null)
+      throw new Error(`the ${f.name} build needs std's source: run ./build.sh setup first`);
+    cargo = '/usr/bin/cargo';
+    Object.assign(env, {
+      RUSTC: '/usr/bin/rustc',
+      RUSTDOC: '/usr/bin/rustdoc',
+      RUSTC_BOOTSTRAP: '1',
+      [`CARGO_TARGET_${envName}_LINKER`]: '/usr/lib/llvm-19/bin/wasm-ld',
+    });
+    cargoArgs.push('-Zbuild-std=std,panic_abort');
+  }
+  cargoArgs.push(...plan.cargoArgs, ...args);
+  const result = spawnSync(cargo, cargoArgs, { cwd: root, env, stdio: 'inherit' });
+  return result.status ?? 1;
+}
+
+function run(command, args, options = {}) {
+  const result = spawnSync(command, args, { stdio: 'inherit', ...options });
+  if (result.status !== 0) throw new Error(`${command} ${args.join(' ')} failed`);
+}
+
+/** Files named `name` anywhere under `dir`. */
+function findAll(dir, name) {
+  if (!existsSync(dir)) return [];
+  return readdirSync(dir, { withFileTypes: true, recursive: true })
+    .filter((entry) => entry.isFile() && entry.name === name)
+    .map((entry) => path.join(entry.parentPath ?? entry.path, entry.name));
+}
+
+/** Builds flavour `f` of the crate in `root` into `outDir`/`f.out`. */
+export function buildFlavour(f, { root, outDir }) {
+  console.error(`\x1b[1;34m==>\x1b[0m building the ${f.name} wasm package (release)`);
+  if (runCargo(f, 'build', ['--release', '--lib'], { root }) !== 0)
+    throw new Error(`cargo build of ${f.name} failed`);
+  const plan = cargoPlan(f);
+  const wasm = path.join(root, 'target', `wasm-${f.name}`, plan.target, 'release', 'inferno.wasm');
+  run(path.join(HERE, 'fold-load-offsets.sh'), [wasm]);
+  const out = path.join(outDir, f.out);
+  rmSync(out, { recursive: true, force: true });
+  run('wasm-bindgen', ['--target', 'web', '--no-typescript', '--out-dir', out, wasm]);
+  if (f.threads) {
+    // The pool's helper script (src/web/pool_helpers.js) imports the glue four folders up.
+    const helpers = findAll(path.join(out, 'snippets'), 'pool_helpers.js');
+    if (helpers.length !== 1 || !existsSync(path.join(path.dirname(helpers[0]), '../../../../inferno.js')))
+      throw new Error(`the pool helper script is missing from ${out}, or is not four folders below its glue`);
+  }
+}
+
+function main(argv) {
+  const [command, ...rest] = argv;
+  if (command === 'list') {
+    for (const f of FLAVOURS) console.log(f.name);
+    return 0;
+  }
+  if (command === 'cargo') {
+    const [name, subcommand, ...args] = rest;
+    if (!name || !subcommand) throw new Error('usage: build-wasm.mjs cargo FLAVOUR SUBCOMMAND [ARGS...]');
+    return runCargo(flavour(name), subcommand, args);
+  }
+  if (command === 'build') {
+    let root = path.join(HERE, '..');
+    let outDir = null;
+    const names = [];
+    for (let i = 0; i < rest.length; i++) {
+      if (rest[i] === '--root') root = path.resolve(rest[++i]);
+      else if (rest[i] === '--out') outDir = path.resolve(rest[++i]);
+      else names.push(rest[i]);
+    }
+    const flavours = names.length ? names.map(flavour) : FLAVOURS;
+    const www = path.join(root, 'www');
+    for (const f of flavours) buildFlavour(f, { root, outDir: outDir ?? path.join(www, 'lib') });
+    // The service worker's list of what to keep offline, for the page in this tree.
+    if (!outDir) run('node', [path.join(HERE, 'sw-manifest.mjs'), www]);
+    return 0;
+  }
+  throw new Error('usage: build-wasm.mjs build [FLAVOUR...] | cargo FLAVOUR SUBCOMMAND [ARGS...] | list');
+}
+
+if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  try {
+    process.exitCode = main(process.argv.slice(2));
+  } catch (error) {
+    console.error(`build-wasm: ${error.message}`);
+    process.exitCode = 1;
+  }
+}
