@@ -10,7 +10,7 @@ import { PARAM_LIMITS, readParams } from '../../www/bench/bench-common.js';
 const PAGE = 'http://127.0.0.1:8080/bench/bench.html';
 
 test('the model comes from the page origin only', () => {
-  const params = readParams('?model=models/x.gguf&pp=8&tg=4', PAGE);
+  const params = readParams('?model=/models/x.gguf&pp=8&tg=4', PAGE);
   assert.equal(params.model, 'http://127.0.0.1:8080/models/x.gguf');
   assert.deepEqual([params.pp, params.tg, params.ctx], [8, 4, 256]);
   assert.throws(() => readParams('?model=https://evil.example/x.gguf', PAGE), /origin/);
