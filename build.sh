@@ -237,6 +237,8 @@ case "$command" in
     setup test
     fetch_models
     build_wasm
+    # The page tests' crash test runs these (the engine plus a deliberate trap), never www/lib's.
+    build_wasm --test-hooks simd relaxed threads relaxed-threads
     place_demo_model # The page tests load it the way a newcomer does.
     run_tests
     ;;

@@ -1,8 +1,10 @@
 // The wasm build matrix, in one table, and the one way to run cargo for a wasm flavour.
 //
-//   node scripts/build-wasm.mjs build [FLAVOUR...] [--root DIR] [--out DIR]
+//   node scripts/build-wasm.mjs build [FLAVOUR...] [--root DIR] [--out DIR] [--test-hooks]
 //       builds the packages (default: every flavour) into www/lib/pkg* (or DIR/pkg*), then
-//       writes the service worker's manifest (scripts/sw-manifest.mjs)
+//       writes the service worker's manifest (scripts/sw-manifest.mjs); --test-hooks adds the
+//       crate's `test-hooks` feature (the page tests' deliberate trap) and writes into
+//       target/test-hooks/pkg* unless --out says otherwise: never into www/lib
 //   node scripts/build-wasm.mjs cargo FLAVOUR SUBCOMMAND [ARGS...]
 //       runs `cargo SUBCOMMAND` for that flavour's target and flags (the wasm tests:
 //       `cargo FLAVOUR test --release --tests --features kernel-checks`)
@@ -163,10 +165,12 @@ function findAll(dir, name) {
 }
 
 /** Builds flavour `f` of the crate in `root` into `outDir`/`f.out`. */
-export function buildFlavour(f, { root, outDir }) {
-  console.error(`\x1b[1;34m==>\x1b[0m building the ${f.name} wasm package (release)`);
-  if (runCargo(f, 'build', ['--release', '--lib'], { root }) !== 0)
-    throw new Error(`cargo build of ${f.name} failed`);
+export function buildFlavour(f, { root, outDir, testHooks = false }) {
+  const what = testHooks ? 'wasm package with test hooks' : 'wasm package';
+  console.error(`\x1b[1;34m==>\x1b[0m building the ${f.name} ${what} (release)`);
+  // The same target folder either way: switching recompiles only this crate.
+  const args = ['--release', '--lib', ...(testHooks ? ['--features', 'test-hooks'] : [])];
+  if (runCargo(f, 'build', args, { root }) !== 0) throw new Error(`cargo build of ${f.name} failed`);
   const plan = cargoPlan(f);
   const wasm = path.join(root, 'target', `wasm-${f.name}`, plan.target, 'release', 'inferno.wasm');
   run(path.join(HERE, 'fold-load-offsets.sh'), [wasm]);
@@ -195,15 +199,18 @@ function main(argv) {
   if (command === 'build') {
     let root = path.join(HERE, '..');
     let outDir = null;
+    let testHooks = false;
     const names = [];
     for (let i = 0; i < rest.length; i++) {
       if (rest[i] === '--root') root = path.resolve(rest[++i]);
       else if (rest[i] === '--out') outDir = path.resolve(rest[++i]);
+      else if (rest[i] === '--test-hooks') testHooks = true;
       else names.push(rest[i]);
     }
     const flavours = names.length ? names.map(flavour) : FLAVOURS;
     const www = path.join(root, 'www');
-    for (const f of flavours) buildFlavour(f, { root, outDir: outDir ?? path.join(www, 'lib') });
+    if (testHooks) outDir ??= path.join(root, 'target', 'test-hooks');
+    for (const f of flavours) buildFlavour(f, { root, outDir: outDir ?? path.join(www, 'lib'), testHooks });
     // The service worker's list of what to keep offline, for the page in this tree.
     if (!outDir) run('node', [path.join(HERE, 'sw-manifest.mjs'), www]);
     return 0;

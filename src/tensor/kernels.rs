@@ -114,8 +114,10 @@ macro_rules! falls_back {
 }
 
 /// The scalar reference: ggml's summing order, every format. Outside test builds, a table
-/// with its own kernel for a format leaves that entry unused.
-pub struct Scalar;
+/// with its own kernel for a format leaves that entry unused; in wasm, where SIMD128 has them
+/// all, only the kernel checks use it.
+#[cfg_attr(all(target_family = "wasm", not(any(test, feature = "kernel-checks"))), allow(dead_code))]
+pub enum Scalar {}
 
 tiles! { Scalar:
     f32 => super::float::dot_f32;
@@ -144,7 +146,7 @@ tiles! { Scalar:
 
 /// WebAssembly SIMD128, with or without relaxed SIMD: a kernel for every format.
 #[cfg(all(target_family = "wasm", target_feature = "simd128"))]
-pub struct Simd128;
+pub enum Simd128 {}
 
 #[cfg(all(target_family = "wasm", target_feature = "simd128"))]
 tiles! { Simd128:
@@ -176,7 +178,7 @@ use super::simd128 as simd;
 
 /// Native x86-64 with AVX2 and FMA: ggml's own AVX2 sums for four 32-element formats.
 #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
-pub struct Avx2;
+pub enum Avx2 {}
 
 #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
 tiles! { Avx2:

@@ -82,7 +82,9 @@ pub fn engine_info() -> Result<JsValue, JsValue> {
 }
 
 /// Crashes the engine on purpose, the way a bug would (a panic, which traps), so the page test
-/// can check that a crash is reported clearly and a fresh engine takes over.
+/// can check that a crash is reported clearly and a fresh engine takes over. Only in builds
+/// made for the tests (the `test-hooks` feature).
+#[cfg(feature = "test-hooks")]
 #[wasm_bindgen]
 pub fn deliberate_trap() {
     panic!("deliberate trap (the worker's `trap` request)");

@@ -4,7 +4,7 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { FLAVOURS, cargoPlan, flavour } from '../../scripts/build-wasm.mjs';
 
 const loader = readFileSync(new URL('../../www/lib/engine-loader.js', import.meta.url), 'utf8');
@@ -45,4 +45,11 @@ test('each flavour compiles with its target, features and memory limits', () => 
 
 test('an unknown flavour is refused by name', () => {
   assert.throws(() => flavour('simd256'), /unknown wasm flavour simd256/);
+});
+
+test('the builds in www/lib have no test hooks (they are built into target/test-hooks)', (t) => {
+  const glue = FLAVOURS.map((f) => new URL(`../../www/lib/${f.out}/inferno.js`, import.meta.url));
+  const built = glue.filter((file) => existsSync(file));
+  if (built.length === 0) return t.skip('no wasm builds yet (./build.sh build)');
+  for (const file of built) assert.doesNotMatch(readFileSync(file, 'utf8'), /deliberate_trap/, file.pathname);
 });

@@ -7,7 +7,9 @@
 
 import { afterEach, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { MODELS, browserName, closePage, h, openPage, requireModel } from './harness.mjs';
+import { existsSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import { MODELS, browserName, closePage, h, openPage, repoRoot, requireModel } from './harness.mjs';
 import {
   CHAT_TIMEOUT_MS,
   answersSoFar,
@@ -22,12 +24,37 @@ const SMOLLM2_NAME = 'SmolLM2-135M-Instruct.Q4_1.gguf';
 const SOAK_TURNS = Number(process.env.INFERNO_SOAK_TURNS ?? 200);
 
 /**
+ * The wasm builds made for tests (`node scripts/build-wasm.mjs build --test-hooks`, which
+ * ./build.sh test runs): the same engine plus `deliberate_trap`, which the shipped builds in
+ * www/lib/ do not have.
+ */
+const TEST_HOOKS = path.join(repoRoot, 'target', 'test-hooks');
+
+/**
  * Serves worker.js with a test-only listener in front of its own: a chat whose messages say
  * `__trap__` becomes the worker's `trap` request (a real trap inside the real engine), and one
- * that says `__hang__` spins forever, as a worker stuck in a wasm call would. Service workers
- * are blocked in these contexts so every request reaches the route.
+ * that says `__hang__` spins forever, as a worker stuck in a wasm call would. The wasm builds
+ * are served from TEST_HOOKS, so the engine has the trap. Service workers are blocked in these
+ * contexts so every request reaches the routes.
  */
 async function routeFaultyWorker(page) {
+  assert.ok(
+    existsSync(path.join(TEST_HOOKS, 'pkg', 'inferno_bg.wasm')),
+    `${TEST_HOOKS} has no builds: node scripts/build-wasm.mjs build --test-hooks simd relaxed threads relaxed-threads`,
+  );
+  await page.route(
+    (url) => /\/lib\/pkg[^/]*\//.test(url.pathname),
+    async (route) => {
+      const response = await route.fetch();
+      const relative = new URL(route.request().url()).pathname.replace(/^.*\/lib\//, '');
+      const file = path.join(TEST_HOOKS, ...relative.split('/'));
+      // The 64-bit builds (imported, never started here) have no test-hooks twin.
+      if (!existsSync(file)) return route.fulfill({ response });
+      // The test build's own snippet paths may not exist in www/lib: its status and type, not theirs.
+      const contentType = file.endsWith('.wasm') ? 'application/wasm' : 'text/javascript';
+      await route.fulfill({ response, status: 200, contentType, body: readFileSync(file) });
+    },
+  );
   await page.route(
     (url) => url.pathname.endsWith('/worker.js'),
     async (route) => {
