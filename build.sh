@@ -141,21 +141,17 @@ run_tests() {
   run_suite "page (selenium-webdriver + WebKitGTK under Xvfb)" \
     node --test --test-concurrency=1 --test-reporter=spec tests/webkit/
 
-  # cargo: "test result: ok. 12 passed; 0 failed"; node: "ℹ pass 3" / "ℹ fail 0" (the first
-  # field is matched by position: mawk reads "ℹ" as three bytes).
-  local passed failed
-  passed=$(awk '/^test result:/ { for (i = 1; i <= NF; i++) if ($(i) ~ /^passed;?$/) s += $(i - 1) }
-                NF == 3 && $2 == "pass" && $3 ~ /^[0-9]+$/ { s += $3 } END { print s + 0 }' "$TEST_LOG")
-  failed=$(awk '/^test result:/ { for (i = 1; i <= NF; i++) if ($(i) ~ /^failed;?$/) s += $(i - 1) }
-                NF == 3 && $2 == "fail" && $3 ~ /^[0-9]+$/ { s += $3 } END { print s + 0 }' "$TEST_LOG")
+  local summary
+  summary=$(node scripts/test-totals.mjs "$TEST_LOG")
   rm -f "$TEST_LOG"
   echo
   if [ ${#FAILED_SUITES[@]} -gt 0 ]; then
+    # A suite can fail without a failed test (a build or a crash): its name says which.
     echo "failed suites: ${FAILED_SUITES[*]}"
-    echo "all suites: $passed passed, $((failed > 0 ? failed : 1)) failed"
+    echo "all suites: $summary"
     exit 1
   fi
-  echo "all suites: $passed passed, $failed failed"
+  echo "all suites: $summary"
 }
 
 FUZZ_TARGETS=(parse_gguf render_template tokenize generate grammar reply)

@@ -432,7 +432,8 @@ fn dot32_q8_0(weights: Weights32, activations: &Q8_0Activation, held: Held) -> v
         Weights32::Signed(low, high) => {
             // The activation's quants stop at −127 (our quantizer's), so every magnitude is a
             // 7-bit operand. Made here, not once per matmul: stored, they made activation
-            // blocks 64 bytes longer, and the prefill loops 9 % slower on the cache misses.
+            // blocks 64 bytes longer, and the prefill loops slower on the cache misses
+            // (docs/benchmarks.md, "Kernel choices").
             // The sign moves by a lane select on a whole-lane mask (exact, one `pblendvb`):
             // LLVM turns `(w ^ m) − m` with a compare's `m` into a plain select, which V8
             // expands to three operations.
@@ -1032,7 +1033,7 @@ fn k4_rows<B: KQuant4, const R: usize>(
         };
         if R == 1 {
             // Unrolled by hand for decode: LLVM kept this a loop, whose variable shifts and
-            // addresses made Q5_K decode 18 % slower in Chromium.
+            // addresses made Q5_K decode slower (docs/benchmarks.md, "Kernel choices").
             sub_block_pair(0);
             sub_block_pair(1);
             sub_block_pair(2);
