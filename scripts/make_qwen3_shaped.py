@@ -5,14 +5,13 @@ measurements (speed depends on shapes and types, not on the values of the weight
   pip install gguf numpy
   python3 scripts/make_qwen3_shaped.py OUT.gguf [--shape 0.6b|1.7b] [--type q8_0|q4_0|f16|bf16|f32]
 
-Tokenizer, chat template and the remaining hyperparameters come from ../shared/models/
-qwen3-vocab.gguf (or $INFERNO_SHARED/models/); the weights are seeded random normals (std 0.02,
+Tokenizer, chat template and the remaining hyperparameters come from the committed
+tests/fixtures/models/qwen3-vocab.gguf; the weights are seeded random normals (std 0.02,
 norms near 1), so a file is the same on every run with the same numpy and gguf versions. Tied
 embeddings, as the real models. Norm vectors stay F32; every matrix is of --type.
 Adapted from ../shared/models/make_qwen3_0_6b.py (which writes the 0.6b Q8_0 and F16 files).
 """
 import argparse
-import os
 from pathlib import Path
 
 import gguf
@@ -71,8 +70,8 @@ def main():
     args = parser.parse_args()
     layers, embd, heads, kv_heads, head_dim, ffn = SHAPES[args.shape]
 
-    shared = Path(os.environ.get("INFERNO_SHARED", Path(__file__).resolve().parent.parent.parent / "shared"))
-    reader = GGUFReader(str(shared / "models" / "qwen3-vocab.gguf"))
+    vocab = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "models" / "qwen3-vocab.gguf"
+    reader = GGUFReader(str(vocab))
     n_vocab = len(reader.fields["tokenizer.ggml.tokens"].data)
     rng = np.random.default_rng(600)
     writer = gguf.GGUFWriter(args.out, arch="qwen3")

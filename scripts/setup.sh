@@ -7,6 +7,7 @@
 #   scripts/setup.sh test    the above, and the browsers and drivers (Chromium, Firefox with
 #                            geckodriver, WebKitGTK's driver under Xvfb), Mesa's software Vulkan
 #                            for the native GPU tests, and llama.cpp's gguf Python package
+#   scripts/setup.sh models  llama.cpp's gguf Python package, which makes some test models
 #   scripts/setup.sh perf    Linux perf, for ./build.sh profile
 #   scripts/setup.sh fuzz    cargo-fuzz, for ./build.sh fuzz
 #
@@ -66,19 +67,33 @@ setup_std_source() {
     apt_install "${DEBIAN_WASM[@]}"
 }
 
-# wasm-bindgen-cli at exactly the version in Cargo.lock.
+# wasm-bindgen-cli at exactly the version in Cargo.lock, built --locked from its source with
+# scripts/wasm-bindgen-cli-VERSION.lock: the crate's own lock file but for the one crate the
+# registry no longer serves (webpki-roots 1.0.11, moved to 1.0.10), so every machine builds the
+# same dependencies and none needs a fresh resolve.
 setup_wasm_bindgen() {
   [ -f Cargo.lock ] || cargo generate-lockfile
   local want have
   want=$(sed -n '/^name = "wasm-bindgen"$/{n;s/^version = "\(.*\)"$/\1/p;q}' Cargo.lock)
   [ -n "$want" ] || die "no wasm-bindgen in Cargo.lock"
   have=$(wasm-bindgen --version 2>/dev/null | cut -d' ' -f2) || true
-  if [ "$have" != "$want" ]; then
-    log "installing wasm-bindgen-cli $want (a few minutes, once)"
-    # --locked first; its lock file can name a since-yanked crate, so fall back to a fresh resolve.
-    cargo install --quiet wasm-bindgen-cli --version "$want" --locked </dev/null ||
-      cargo install --quiet --force wasm-bindgen-cli --version "$want" </dev/null
-  fi
+  [ "$have" = "$want" ] && return 0
+  local lock=$PWD/scripts/wasm-bindgen-cli-$want.lock scratch source
+  [ -f "$lock" ] || die "no $lock: copy wasm-bindgen-cli $want's Cargo.lock there (cargo update -p CRATE for any the registry lacks)"
+  log "installing wasm-bindgen-cli $want (a few minutes, once)"
+  scratch=$(mktemp -d)
+  # The crate's source: fetched as the one dependency of a scratch package.
+  mkdir -p "$scratch/fetch/src"
+  touch "$scratch/fetch/src/lib.rs"
+  printf '[package]\nname = "fetch"\nversion = "0.0.0"\nedition = "2021"\n\n[dependencies]\nwasm-bindgen-cli = "=%s"\n' \
+    "$want" >"$scratch/fetch/Cargo.toml"
+  (cd "$scratch/fetch" && cargo fetch --quiet </dev/null 2>/dev/null)
+  source=$(find "${CARGO_HOME:-$HOME/.cargo}/registry/src" -mindepth 2 -maxdepth 2 -type d -name "wasm-bindgen-cli-$want" | head -n 1)
+  [ -n "$source" ] || die "cargo fetch did not bring wasm-bindgen-cli $want's source"
+  cp -r "$source" "$scratch/cli"
+  cp "$lock" "$scratch/cli/Cargo.lock"
+  cargo install --quiet --locked --force --path "$scratch/cli" </dev/null
+  rm -rf "$scratch"
 }
 
 setup_node_packages() {
@@ -99,6 +114,11 @@ setup_browsers() {
   }
 }
 
+setup_gguf_py() {
+  python3 -c 'import gguf' 2>/dev/null ||
+    pip install --quiet --disable-pip-version-check 'gguf==0.19.0' </dev/null
+}
+
 setup_build() {
   command -v cargo >/dev/null || die "cargo not found: install Rust (https://rustup.rs) first"
   setup_wasm_toolchain
@@ -113,11 +133,11 @@ case "${1:-test}" in
     setup_browsers
     # Mesa's software Vulkan (lavapipe): the adapter the native GPU kernel tests run on.
     apt_install mesa-vulkan-drivers
-    # llama.cpp's own GGUF reader, used to cross-check the inspector.
-    python3 -c 'import gguf' 2>/dev/null ||
-      pip install --quiet --disable-pip-version-check 'gguf==0.19.0' </dev/null
+    # llama.cpp's own GGUF reader: it cross-checks the inspector and makes test models.
+    setup_gguf_py
     ;;
   perf) apt_install linux-perf ;;
+  models) setup_gguf_py ;;
   fuzz) command -v cargo-fuzz >/dev/null || cargo install --quiet cargo-fuzz </dev/null ;;
-  *) die "usage: scripts/setup.sh [build|test|perf|fuzz]" ;;
+  *) die "usage: scripts/setup.sh [build|test|models|perf|fuzz]" ;;
 esac

@@ -44,3 +44,8 @@ pub mod tokenizer;
 /// The JavaScript boundary (wasm only): thin wrappers that convert to and from JS values.
 #[cfg(target_family = "wasm")]
 pub mod web;
+
+/// Where the unit tests' files are (shared with the integration tests).
+#[cfg(test)]
+#[path = "../tests/common/mod.rs"]
+mod test_files;

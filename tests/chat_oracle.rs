@@ -7,6 +7,8 @@
 
 #![cfg(not(target_family = "wasm"))]
 
+mod common;
+
 use inferno::chat::{
     CallSyntax, ChatMessage, ChatTemplate, FunctionCall, RenderOptions, Reply, ReplyFormat, TemplateSource,
     Tool, ToolCall, ToolChoice, ToolUse,
@@ -14,7 +16,7 @@ use inferno::chat::{
 use serde_json::{Value, json};
 
 fn template(name: &str) -> ChatTemplate {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".cache/templates").join(name);
+    let path = common::made(&format!("templates/{name}"));
     let text = std::fs::read_to_string(&path)
         .unwrap_or_else(|e| panic!("{}: {e} (run scripts/fetch-models.sh)", path.display()));
     ChatTemplate::new(&text, TemplateSource::File, "<s>".into(), "</s>".into()).unwrap()

@@ -1,17 +1,11 @@
 //! The native CLI as a user runs it: exit codes, JSON on stdout, errors on stderr.
 
-use std::path::{Path, PathBuf};
+mod common;
+
 use std::process::{Command, Output};
 
+use common::{fixture, repo};
 use serde_json::Value as Json;
-
-fn repo() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn fixture(relative: &str) -> PathBuf {
-    repo().join("tests/fixtures").join(relative)
-}
 
 fn inferno(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_inferno")).args(args).output().expect("run inferno")
@@ -228,12 +222,7 @@ fn the_gpu_generates_and_benchmarks_from_the_command_line() {
 /// split) gives the same logits, to the bit, on 1 and 3 threads.
 #[test]
 fn thread_count_does_not_change_the_logits() {
-    let model = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join(".cache/models/SmolLM2-135M-Instruct.Q4_1.gguf");
-    if !model.exists() {
-        eprintln!("{}: not at hand (./build.sh models fetches it), skipped", model.display());
-        return;
-    }
+    let model = common::model("SmolLM2-135M-Instruct.Q4_1.gguf");
     let model = model.to_str().unwrap();
     // 70 tokens: the prefill crosses the 64-query attention kernel switch.
     let tokens: Vec<String> = (0..70).map(|i| (100 + i * 37).to_string()).collect();

@@ -4,6 +4,8 @@
 //! cosine ≥ 0.9999 to llama.cpp's vector, and the same token ids. (Natively the vectors are
 //! llama.cpp's to the bit; the bound leaves room for other summing orders, as the browser's.)
 
+mod common;
+
 use std::path::PathBuf;
 
 use inferno::embedding::{EmbedOptions, Pooling, cosine};
@@ -26,7 +28,7 @@ struct GoldenText {
 const MIN_COSINE: f64 = 0.9999;
 
 fn fixtures() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
+    common::fixture("")
 }
 
 /// The embedding goldens, and the pooling each model's file declares.

@@ -10,6 +10,8 @@
 //! the GPU's choice must be the CPU's or score within `TIE` of it on the CPU.
 #![cfg(all(feature = "gpu", not(target_family = "wasm")))]
 
+mod common;
+
 use std::path::PathBuf;
 
 use std::sync::Arc;
@@ -23,12 +25,7 @@ use inferno::sampler::{Sampler, SamplerSettings};
 const TIE: f32 = 1.0;
 
 fn model(file: &str) -> Model {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let cache = std::env::var("INFERNO_TEST_MODELS").unwrap_or_else(|_| ".cache/models".into());
-    let dirs = [root.join("tests/fixtures/models"), root.join("../shared/models"), root.join(cache)];
-    let path = dirs.iter().map(|dir| dir.join(file)).find(|path| path.exists());
-    let path = path.unwrap_or_else(|| panic!("{file} is in none of {dirs:?} (./build.sh models fetches it)"));
-    Model::load(std::fs::read(&path).unwrap()).unwrap()
+    Model::load(std::fs::read(common::model(file)).unwrap()).unwrap()
 }
 
 fn argmax(logits: &[f32]) -> usize {
@@ -165,7 +162,7 @@ fn a_rolled_back_cache_continues_as_a_fresh_one() {
 }
 
 fn golden(file: &str, prompt: &str) -> (Vec<u32>, Vec<u32>) {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/golden").join(file);
+    let path = common::fixture("golden").join(file);
     let golden: serde_json::Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
     let ids = |key: &str| -> Vec<u32> {
         let list = golden["prompts"][prompt][key].as_array().unwrap();
@@ -175,9 +172,7 @@ fn golden(file: &str, prompt: &str) -> (Vec<u32>, Vec<u32>) {
 }
 
 fn engine_on_gpu(file: &str) -> Engine {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let mut engine =
-        Engine::load(std::fs::read(root.join("tests/fixtures/models").join(file)).unwrap()).unwrap();
+    let mut engine = Engine::load(std::fs::read(common::model(file)).unwrap()).unwrap();
     engine.use_gpu(Some(Arc::new(Gpu::new().unwrap()))).unwrap();
     engine
 }
@@ -254,13 +249,7 @@ fn a_lost_device_fails_the_step_and_the_cpu_takes_over() {
 #[test]
 fn a_recurrent_session_on_the_gpu_follows_llama_cpp_and_rolls_back_through_checkpoints() {
     let engine = engine_on_gpu("qwen35-micro-q8_0.gguf");
-    let cpu = Engine::load(
-        std::fs::read(
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/models/qwen35-micro-q8_0.gguf"),
-        )
-        .unwrap(),
-    )
-    .unwrap();
+    let cpu = Engine::load(std::fs::read(common::model("qwen35-micro-q8_0.gguf")).unwrap()).unwrap();
     let (prompt, expected) = golden("qwen35-micro-q8_0.json", "capital");
     let mut session = engine.new_session(128).unwrap();
     session.sync(&engine, &prompt).unwrap();

@@ -6,6 +6,8 @@
 
 #![cfg(not(target_family = "wasm"))]
 
+mod common;
+
 use inferno::gguf::Gguf;
 use inferno::grammar::{GrammarCompiler, GrammarSpec};
 use inferno::tokenizer::{EncodeOptions, Tokenizer};
@@ -35,9 +37,7 @@ fn matches(compiler: &GrammarCompiler, tokenizer: &Tokenizer, grammar: &str, inp
 
 #[test]
 fn llama_cpp_llguidance_cases_accept_and_reject_the_same_strings() {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    let cases = std::fs::read(root.join(".cache/llguidance-cases.json"))
-        .unwrap_or_else(|e| panic!(".cache/llguidance-cases.json: {e} (run scripts/fetch-models.sh)"));
+    let cases = std::fs::read(common::made("llguidance-cases.json")).unwrap();
     let cases: Vec<Case> = serde_json::from_slice(&cases).unwrap();
     let vocab = std::fs::read(root.join("tests/fixtures/models/qwen3-vocab.gguf")).unwrap();
     let tokenizer = Tokenizer::from_metadata(Gguf::parse(&vocab).unwrap().metadata()).unwrap();

@@ -17,6 +17,8 @@
 #[path = "../fuzz/src/lib.rs"]
 mod fuzzing;
 
+mod common;
+
 use std::path::Path;
 use std::sync::Mutex;
 
@@ -136,7 +138,7 @@ fn loading_and_chatting_stay_within_the_stated_allocation_bound() {
 #[test]
 fn every_fuzz_seed_and_past_crash_passes_its_targets_checks() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let fuzz_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz");
+    let fuzz_dir = common::repo().join("fuzz");
     for (target, check) in TARGETS {
         let mut inputs = 0;
         for folder in ["seeds", "regressions"] {

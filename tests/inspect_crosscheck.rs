@@ -3,8 +3,8 @@
 //! Both must see the same metadata (keys in order, types, values) and the same tensors (name,
 //! type, dims in ggml order, absolute data offset, size).
 //!
-//! Environment: INFERNO_SHARED (default `<repo>/../shared`), INFERNO_MODELS (default
-//! `<repo>/.cache/models`, filled by `./build.sh models`).
+//! The files: the committed fixtures, the micro Qwen3 quantizations and real models that
+//! `./build.sh models` makes into `.cache/models`.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -14,25 +14,25 @@ use serde_json::Value as Json;
 const SMOLLM2: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
 const GEMMA3: &str = "gemma3-270m-q4_k_m.gguf";
 
-fn repo() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
+mod common;
 
-fn env_dir(var: &str, default: PathBuf) -> PathBuf {
-    std::env::var_os(var).map_or(default, PathBuf::from)
-}
+use common::repo;
 
-/// The committed synthetic Qwen3 files, plus every other one in the shared folder when it is
-/// at hand (`$INFERNO_SHARED/models`, default `../shared/models`).
-fn shared_models() -> Vec<PathBuf> {
-    let mut files = gguf_files(&repo().join("tests/fixtures/models"));
+/// The committed fixtures, and the micro Qwen3 quantizations made from the committed F32 file
+/// (all thirteen types between the two folders).
+fn synthetic_models() -> Vec<PathBuf> {
+    let mut files = gguf_files(&common::fixture("models"));
     assert!(!files.is_empty(), "no committed .gguf fixtures");
-    let shared = env_dir("INFERNO_SHARED", repo().join("../shared")).join("models");
-    if shared.is_dir() {
-        files.extend(gguf_files(&shared));
-    } else {
-        eprintln!("{} not found: checking the committed fixtures only", shared.display());
-    }
+    let made = gguf_files(&common::made("models"));
+    files.extend(
+        made.into_iter().filter(|p| p.file_name().unwrap().to_str().unwrap().starts_with("qwen3-micro-")),
+    );
+    let micro = files.iter().filter(|p| p.file_name().unwrap().to_str().unwrap().starts_with("qwen3-micro-"));
+    assert_eq!(
+        micro.count(),
+        13,
+        "the micro Qwen3 file in each of 13 types (./build.sh models makes 5 of them)"
+    );
     files
 }
 
@@ -47,9 +47,7 @@ fn gguf_files(dir: &Path) -> Vec<PathBuf> {
 }
 
 fn real_model(name: &str) -> PathBuf {
-    let path = env_dir("INFERNO_MODELS", repo().join(".cache/models")).join(name);
-    assert!(path.is_file(), "{} is missing: run `./build.sh models` (or set INFERNO_MODELS)", path.display());
-    path
+    common::model(name)
 }
 
 /// Whether python3 with the `gguf` package is here; says so when not.
@@ -156,11 +154,11 @@ fn crosscheck(model: &Path) -> (Json, Json) {
 }
 
 #[test]
-fn shared_models_agree_with_gguf_py() {
+fn synthetic_models_agree_with_gguf_py() {
     if !gguf_py_available() {
         return;
     }
-    for model in shared_models() {
+    for model in synthetic_models() {
         let (_, report) = crosscheck(&model);
         let name = model.file_name().unwrap().to_string_lossy();
         // The micro files of other architectures (scripts/make_micro_models.py,

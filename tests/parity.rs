@@ -19,6 +19,8 @@
 //!
 //! `INFERNO_PARITY_STEPS=1` prints every step's max |Δ|.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -59,7 +61,7 @@ struct GoldenLogit {
 }
 
 fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    common::repo()
 }
 
 fn golden(name: &str) -> Golden {
@@ -68,15 +70,10 @@ fn golden(name: &str) -> Golden {
     serde_json::from_str(&text).unwrap()
 }
 
-/// Where a model file is: the committed fixtures, `../shared/models`, or `.cache/models`
-/// (real models fetched by `./build.sh models`).
-fn find_model(file: &str) -> Option<PathBuf> {
-    let shared =
-        std::env::var_os("INFERNO_SHARED").map(PathBuf::from).unwrap_or_else(|| repo().join("../shared"));
-    [repo().join("tests/fixtures/models"), shared.join("models"), repo().join(".cache/models")]
-        .into_iter()
-        .map(|dir| dir.join(file))
-        .find(|p| p.is_file())
+/// Where a model file is: the committed fixtures, or `.cache/models` (what `./build.sh models`
+/// makes); a missing file fails the test with that command.
+fn find_model(file: &str) -> PathBuf {
+    common::model(file)
 }
 
 struct Parity {
@@ -188,34 +185,25 @@ const MICRO: [(&str, f32); 13] = [
 
 #[test]
 fn synthetic_qwen3_logits_match_llama_cpp_for_every_weight_type() {
-    let mut checked = Vec::new();
     let mut failures = Vec::new();
     for (quant, tolerance) in MICRO {
         let golden = golden(&format!("qwen3-micro-{quant}.json"));
-        let Some(path) = find_model(&golden.file) else {
-            eprintln!("{}: not at hand (only in ../shared/models), skipped", golden.file);
-            continue;
-        };
+        let path = find_model(&golden.file);
         let parity = teacher_forced(&load(&path), &golden, tolerance);
         parity.report(&golden.file, tolerance);
         failures.extend(parity.top1_failures.iter().map(|f| format!("{}: {f}", golden.file)));
         if parity.max_delta > tolerance {
             failures.push(format!("{}: max |Δlogit| {} > {tolerance}", golden.file, parity.max_delta));
         }
-        checked.push(quant);
     }
     assert!(failures.is_empty(), "{failures:#?}");
-    // The committed fixtures guarantee these run everywhere.
-    for quant in ["q4_0", "q8_0", "q4_k_s", "q6_k"] {
-        assert!(checked.contains(&quant), "qwen3-micro-{quant} was not checked");
-    }
 }
 
 /// `file`: the name `./build.sh models` gives the model in `.cache/models`. The greedy text
 /// must equal llama.cpp's for every generated token.
 fn real_model(golden_name: &str, file: &str, tolerance: f32) {
     let golden = golden(golden_name);
-    let path = find_model(file).unwrap_or_else(|| panic!("{file} not found: run ./build.sh models first"));
+    let path = find_model(file);
     let model = load(&path);
     let parity = teacher_forced(&model, &golden, tolerance);
     parity.report(&golden.file, tolerance);
@@ -275,7 +263,7 @@ fn micro_models_of_other_architectures_match_llama_cpp() {
     ];
     for (name, tolerance) in goldens.map(|name| (name, 1e-4)) {
         let golden = golden(&format!("{name}.json"));
-        let path = find_model(&golden.file).unwrap_or_else(|| panic!("{} is missing", golden.file));
+        let path = find_model(&golden.file);
         let engine = inferno::engine::Engine::load(std::fs::read(&path).unwrap()).unwrap();
         for (prompt_name, prompt) in &golden.prompts {
             assert_eq!(engine.encode(&prompt.prompt), prompt.prompt_ids, "{name} {prompt_name}: prompt ids");
@@ -297,7 +285,7 @@ fn micro_models_of_other_architectures_match_llama_cpp() {
 #[test]
 fn qwen35_micro_matches_llama_cpp() {
     let mut golden = golden("qwen35-micro-q8_0.json");
-    let path = find_model(&golden.file).unwrap_or_else(|| panic!("{} is missing", golden.file));
+    let path = find_model(&golden.file);
     let engine = inferno::engine::Engine::load(std::fs::read(&path).unwrap()).unwrap();
     for (prompt_name, prompt) in &golden.prompts {
         assert_eq!(engine.encode(&prompt.prompt), prompt.prompt_ids, "qwen35 {prompt_name}: prompt ids");

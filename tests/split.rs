@@ -4,13 +4,15 @@
 //! run the model exactly as the whole file does; a missing, repeated or foreign shard gets a
 //! typed error that names it.
 
+mod common;
+
 use std::path::PathBuf;
 
 use inferno::engine::{Engine, EngineError};
 use inferno::model::{LogitsFor, ModelBytes};
 
 fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/models").join(name)
+    common::fixture("models").join(name)
 }
 
 fn shard(set: &str, no: usize) -> ModelBytes {

@@ -7,6 +7,8 @@
 
 #![cfg(not(target_family = "wasm"))]
 
+mod common;
+
 use inferno::chat::ChatMessage;
 use inferno::engine::{Engine, TurnOptions};
 use inferno::grammar::GrammarSpec;
@@ -17,9 +19,7 @@ const SEEDS: [u64; 5] = [1, 2, 3, 4, 5];
 
 /// The schemas of the suite's `test_schema` cases (their grammar is `start: %json SCHEMA`).
 fn suite_schemas() -> Vec<(String, Value)> {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    let cases = std::fs::read(root.join(".cache/llguidance-cases.json"))
-        .unwrap_or_else(|e| panic!(".cache/llguidance-cases.json: {e} (run scripts/fetch-models.sh)"));
+    let cases = std::fs::read(common::made("llguidance-cases.json")).unwrap();
     let cases: Vec<Value> = serde_json::from_slice(&cases).unwrap();
     cases
         .iter()
@@ -104,15 +104,14 @@ fn schemas_hold(file: &std::path::Path, most: usize) -> usize {
 
 #[test]
 fn suite_schemas_hold_on_a_micro_model() {
-    let file =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/models/qwen3-micro-q8_0.gguf");
+    let file = common::model("qwen3-micro-q8_0.gguf");
     let whole = schemas_hold(&file, 200);
     assert!(whole >= 20, "only {whole} schemas had all five answers end within the budget");
 }
 
 /// A model fetched by scripts/fetch-models.sh.
 fn fetched(file: &str) -> std::path::PathBuf {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".cache/models").join(file)
+    common::model(file)
 }
 
 // The real models, sampled hot, run on in unbounded strings and objects ("string", "empty

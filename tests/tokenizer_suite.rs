@@ -16,6 +16,8 @@
 //! [`EXPECTED_FAILURES`] with the reason; it still runs, and the test fails if it starts
 //! passing, so the list stays true.
 
+mod common;
+
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -51,9 +53,7 @@ const EXPECTED_FAILURES: &[(&str, &str)] = &[];
 const SEPARATOR: &str = "\n__ggml_vocab_test__\n";
 
 fn vocab_dir() -> PathBuf {
-    std::env::var_os("INFERNO_VOCAB")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(".cache/vocab"))
+    std::env::var_os("INFERNO_VOCAB").map(PathBuf::from).unwrap_or_else(|| common::made("vocab"))
 }
 
 fn fetch_hint(dir: &Path) -> String {

@@ -5,6 +5,8 @@
 
 #![cfg(not(target_family = "wasm"))]
 
+mod common;
+
 use inferno::chat::{
     CallSyntax, ChatMessage, ChatTemplate, FunctionCall, Reply, TemplateSource, Tool, ToolCall, ToolChoice,
     ToolUse,
@@ -14,7 +16,7 @@ use inferno::sampler::{Sampler, SamplerSettings};
 use serde_json::{Value, json};
 
 fn engine(file: &str) -> Engine {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/models").join(file);
+    let path = common::model(file);
     Engine::load(std::fs::read(&path).unwrap()).unwrap()
 }
 
@@ -27,7 +29,7 @@ fn engine_with_template(file: &str, template: ChatTemplate) -> Engine {
 
 /// One of llama.cpp's real templates (.cache/templates, from scripts/fetch-models.sh).
 fn llama_cpp_template(name: &str) -> ChatTemplate {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".cache/templates").join(name);
+    let path = common::made(&format!("templates/{name}"));
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     ChatTemplate::new(&text, TemplateSource::File, String::new(), String::new()).unwrap()
 }
@@ -206,7 +208,7 @@ fn gemma4_calls() {
 
 /// The real models' own templates have no tool format: the generic route, end to end.
 fn fetched(file: &str) -> Engine {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".cache/models").join(file);
+    let path = common::model(file);
     Engine::load(std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))).unwrap()
 }
 

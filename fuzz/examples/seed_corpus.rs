@@ -21,7 +21,7 @@ const MINI_ARRAY_LEN: usize = 32;
 fn main() {
     let fuzz_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
     let models =
-        std::env::args().nth(1).map(PathBuf::from).unwrap_or_else(|| fuzz_dir.join("../../shared/models"));
+        std::env::args().nth(1).map(PathBuf::from).unwrap_or_else(|| fuzz_dir.join("../tests/fixtures/models"));
     let out = fuzz_dir.join("seeds/parse_gguf");
     fs::create_dir_all(&out).expect("create corpus dir");
 

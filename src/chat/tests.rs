@@ -17,7 +17,7 @@ fn conversation() -> Vec<ChatMessage> {
 const GENERATE: RenderOptions = RenderOptions { add_generation_prompt: true, enable_thinking: None };
 
 fn fixture(path: &str) -> Vec<u8> {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(path);
+    let path = crate::test_files::fixture(path);
     std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 

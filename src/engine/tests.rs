@@ -2,7 +2,7 @@ use super::*;
 use crate::sampler::SamplerSettings;
 
 fn fixture(path: &str) -> Vec<u8> {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(path);
+    let path = crate::test_files::fixture(path);
     std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 

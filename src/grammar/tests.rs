@@ -4,8 +4,7 @@ use crate::sampler::{Rng, Sampler, SamplerError, SamplerSettings};
 use crate::tokenizer::Tokenizer;
 
 fn engine() -> Engine {
-    let path =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/models/qwen3-micro-q4_0.gguf");
+    let path = crate::test_files::model("qwen3-micro-q4_0.gguf");
     Engine::load(std::fs::read(path).unwrap()).unwrap()
 }
 
@@ -40,14 +39,8 @@ fn walk(tokenizer: &Tokenizer, mut constraint: Constraint, seed: u64) -> String 
 /// assertion in it): Qwen3's 151,669 entries, and SmolLM2's 49,152.
 #[test]
 fn real_vocabularies_compile_and_walk() {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    let qwen3 = ["../shared/models/qwen3-vocab.gguf", "tests/fixtures/models/qwen3-vocab.gguf"]
-        .map(|p| root.join(p))
-        .into_iter()
-        .find(|p| p.exists())
-        .expect("qwen3-vocab.gguf");
-    let cache = std::env::var("INFERNO_TEST_MODELS").unwrap_or_else(|_| ".cache/models".into());
-    let smollm2 = root.join(cache).join("SmolLM2-135M-Instruct.Q4_1.gguf");
+    let qwen3 = crate::test_files::model("qwen3-vocab.gguf");
+    let smollm2 = crate::test_files::model("SmolLM2-135M-Instruct.Q4_1.gguf");
     let schema = serde_json::json!({
         "type": "object",
         "properties": {"ok": {"type": "boolean"}, "n": {"type": "integer", "minimum": 0, "maximum": 9}},

@@ -100,7 +100,7 @@ export function requireModel(model) {
   if (!existsSync(model.file)) {
     assert.fail(
       `test model missing: ${model.file}\n` +
-        'Run ./build.sh (it fetches the test models), or point INFERNO_TEST_MODELS / INFERNO_SHARED at them.',
+        'Run ./build.sh models (it makes the test models), or point INFERNO_TEST_MODELS at them.',
     );
   }
   return model.file;

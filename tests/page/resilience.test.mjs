@@ -24,11 +24,13 @@ const SMOLLM2_NAME = 'SmolLM2-135M-Instruct.Q4_1.gguf';
 const SOAK_TURNS = Number(process.env.INFERNO_SOAK_TURNS ?? 200);
 
 /**
- * The wasm builds made for tests (`node scripts/build-wasm.mjs build --test-hooks`, which
- * ./build.sh test runs): the same engine plus `deliberate_trap`, which the shipped builds in
- * www/lib/ do not have.
+ * The wasm build made for tests (`node scripts/build-wasm.mjs build --test-hooks simd`, which
+ * ./build.sh test runs): the plain SIMD128 engine plus `deliberate_trap`, which the shipped
+ * builds in www/lib/ do not have. One build serves: the faulty pages run on one thread
+ * (a saved setting) with relaxed SIMD off (`?relaxed=0`), so the page starts that build.
  */
 const TEST_HOOKS = path.join(repoRoot, 'target', 'test-hooks');
+const ONE_THREAD_PLAIN_SIMD = '?relaxed=0';
 
 /**
  * Serves worker.js with a test-only listener in front of its own: a chat whose messages say
@@ -40,15 +42,20 @@ const TEST_HOOKS = path.join(repoRoot, 'target', 'test-hooks');
 async function routeFaultyWorker(page) {
   assert.ok(
     existsSync(path.join(TEST_HOOKS, 'pkg', 'inferno_bg.wasm')),
-    `${TEST_HOOKS} has no builds: node scripts/build-wasm.mjs build --test-hooks simd relaxed threads relaxed-threads`,
+    `${TEST_HOOKS} has no build: node scripts/build-wasm.mjs build --test-hooks simd`,
   );
+  // One thread, as a saved setting (CHAT_KEY in www/lib/storage.js).
+  await h.context.addInitScript(() => {
+    const key = 'inferno.chat.v1';
+    if (!localStorage.getItem(key))
+      localStorage.setItem(key, JSON.stringify({ messages: [], settings: { threads: '1' } }));
+  });
   await page.route(
-    (url) => /\/lib\/pkg[^/]*\//.test(url.pathname),
+    (url) => /\/lib\/pkg\//.test(url.pathname),
     async (route) => {
       const response = await route.fetch();
       const relative = new URL(route.request().url()).pathname.replace(/^.*\/lib\//, '');
       const file = path.join(TEST_HOOKS, ...relative.split('/'));
-      // The 64-bit builds (imported, never started here) have no test-hooks twin.
       if (!existsSync(file)) return route.fulfill({ response });
       // The test build's own snippet paths may not exist in www/lib: its status and type, not theirs.
       const contentType = file.endsWith('.wasm') ? 'application/wasm' : 'text/javascript';
@@ -75,6 +82,13 @@ async function routeFaultyWorker(page) {
 }
 
 const FAULTY = { contextOptions: { serviceWorkers: 'block' }, beforeOpen: routeFaultyWorker };
+
+/** The faulty page, on the one build that has the hooks. */
+async function openFaultyPage(options = FAULTY) {
+  await openPage(ONE_THREAD_PLAIN_SIMD, options);
+  const engine = await h.page.locator('#engine-info').innerText();
+  assert.match(engine, /· SIMD128 · 1 thread$/, 'the page runs the plain SIMD128 build on one thread');
+}
 
 /** Sends a message and waits until the page has finished with it, answered or failed. */
 async function sendAndSettle(message) {
@@ -126,7 +140,7 @@ describe('a crashed or stalled engine', { timeout: 300_000 }, () => {
   });
 
   test('a trap in the engine shows a clear error, and the next load works without reloading the page', async () => {
-    await openPage('', FAULTY);
+    await openFaultyPage();
     await loadModel(SMOLLM2());
     await assertModelLoaded(SMOLLM2_NAME);
     await setSettings({ max_tokens: 8 });
@@ -139,7 +153,7 @@ describe('a crashed or stalled engine', { timeout: 300_000 }, () => {
   });
 
   test('a worker that stops answering is ended and replaced', async () => {
-    await openPage('', {
+    await openFaultyPage({
       ...FAULTY,
       beforeOpen: async (page) => {
         await routeFaultyWorker(page);

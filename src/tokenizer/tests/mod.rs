@@ -5,8 +5,8 @@
 //! Test data is found without relying on the crate's location (these files are also compiled
 //! into a development crate elsewhere):
 //! - goldens: `tests/fixtures/golden` (committed);
-//! - small synthetic Qwen3 models: `$INFERNO_SHARED/models` or a `shared/models` beside an
-//!   ancestor of the working directory or of this source file, else `tests/fixtures/models`;
+//! - small synthetic Qwen3 models: `tests/fixtures/models`, or `.cache/models` for the
+//!   quantizations `./build.sh models` makes;
 //! - real model files: `$INFERNO_MODELS`, else the first `.cache/models` in those ancestors.
 
 mod behaviour;
@@ -47,24 +47,10 @@ pub(super) fn golden_path(name: &str) -> PathBuf {
     repo_dir("tests/fixtures/golden").join(name)
 }
 
-/// A small synthetic Qwen3 file: from `$INFERNO_SHARED/models` (or a `shared/models` beside an
-/// ancestor) when present, else the committed copies in `tests/fixtures/models`. All
-/// `qwen3-micro-*` files carry the same tokenizer and differ only in weights, so where a
-/// quantization is not at hand the committed Q4_0 file stands in for it.
+/// A small synthetic Qwen3 file: committed in `tests/fixtures/models`, or made into
+/// `.cache/models` by `./build.sh models` (a missing one fails the test with that command).
 pub(super) fn shared_model(file: &str) -> PathBuf {
-    let shared = match std::env::var_os("INFERNO_SHARED") {
-        Some(dir) => Some(PathBuf::from(dir).join("models")),
-        None => search_roots().into_iter().map(|root| root.join("shared/models")).find(|p| p.is_dir()),
-    };
-    if let Some(path) = shared.map(|dir| dir.join(file)).filter(|p| p.is_file()) {
-        return path;
-    }
-    let fixtures = repo_dir("tests/fixtures/models");
-    let committed = fixtures.join(file);
-    if committed.is_file() || !file.starts_with("qwen3-micro-") {
-        return committed;
-    }
-    fixtures.join("qwen3-micro-q4_0.gguf")
+    crate::test_files::model(file)
 }
 
 /// A directory of the repository, found above the working directory or this file.
