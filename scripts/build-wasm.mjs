@@ -26,7 +26,8 @@ const HERE = path.dirname(fileURLToPath(import.meta.url));
 const REPO = path.join(HERE, '..');
 /** The per-user build cache every clone shares (build.sh sets INFERNO_CACHE to the same). */
 export const CACHE =
-  process.env.INFERNO_CACHE ?? path.join(process.env.XDG_CACHE_HOME ?? path.join(os.homedir(), '.cache'), 'inferno');
+  process.env.INFERNO_CACHE ??
+  path.join(process.env.XDG_CACHE_HOME ?? path.join(os.homedir(), '.cache'), 'inferno');
 const GIB = 1024 ** 3;
 
 /**

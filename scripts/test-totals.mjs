@@ -21,7 +21,10 @@ export function totals(log) {
       sum.skipped += Number(cargo[3]);
     }
     const node = /^ℹ (pass|fail|skipped|todo) (\d+)$/.exec(line.trimEnd());
-    if (node) sum[{ pass: 'passed', fail: 'failed', skipped: 'skipped', todo: 'skipped' }[node[1]]] += Number(node[2]);
+    if (node)
+      sum[{ pass: 'passed', fail: 'failed', skipped: 'skipped', todo: 'skipped' }[node[1]]] += Number(
+        node[2],
+      );
   }
   return sum;
 }

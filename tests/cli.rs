@@ -2,9 +2,10 @@
 
 mod common;
 
+use std::path::PathBuf;
 use std::process::{Command, Output};
 
-use common::{fixture, repo};
+use common::fixture;
 use serde_json::Value as Json;
 
 fn inferno(args: &[&str]) -> Output {

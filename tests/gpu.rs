@@ -12,8 +12,6 @@
 
 mod common;
 
-use std::path::PathBuf;
-
 use std::sync::Arc;
 
 use inferno::engine::Engine;

@@ -39,7 +39,7 @@ fn matches(compiler: &GrammarCompiler, tokenizer: &Tokenizer, grammar: &str, inp
 fn llama_cpp_llguidance_cases_accept_and_reject_the_same_strings() {
     let cases = std::fs::read(common::made("llguidance-cases.json")).unwrap();
     let cases: Vec<Case> = serde_json::from_slice(&cases).unwrap();
-    let vocab = std::fs::read(root.join("tests/fixtures/models/qwen3-vocab.gguf")).unwrap();
+    let vocab = std::fs::read(common::model("qwen3-vocab.gguf")).unwrap();
     let tokenizer = Tokenizer::from_metadata(Gguf::parse(&vocab).unwrap().metadata()).unwrap();
     let compiler = GrammarCompiler::new(&tokenizer).unwrap();
     let mut checked = 0;

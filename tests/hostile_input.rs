@@ -19,7 +19,6 @@ mod fuzzing;
 
 mod common;
 
-use std::path::Path;
 use std::sync::Mutex;
 
 use fuzzing::ALLOCATOR;
