@@ -80,8 +80,7 @@ wasm_test() { # flavour browser
         ;;
       *) die "unknown browser $2" ;;
     esac
-    # Only the suites that run in a browser: the others are native-only.
-    node scripts/build-wasm.mjs cargo "$1" test --release --test web --test web_gpu --features kernel-checks
+    node scripts/build-wasm.mjs test "$1"
   )
 }
 
@@ -141,6 +140,19 @@ run_suite() { # name command...
   [ "$status" = 0 ] || FAILED_SUITES+=("$name")
 }
 
+# The page test files that run in Chromium alone: the bundlers (their subject is what Vite
+# and webpack make of the package, built in Node; the browser runs it as it runs the plain
+# page that package.test.mjs loads in both), the soak (its JS-heap check needs Chromium's
+# DevTools Protocol; the rest it measures is the same code in either engine), and the tests
+# that run no browser at all. A new file runs in both unless it is named here.
+CHROMIUM_ONLY_PAGE_TESTS=(bundlers soak serve bench-params)
+firefox_page_tests() {
+  local file
+  for file in tests/page/*.test.mjs; do
+    [[ " ${CHROMIUM_ONLY_PAGE_TESTS[*]} " == *" $(basename "$file" .test.mjs) "* ]] || echo "$file"
+  done
+}
+
 run_tests() {
   SUITES_DIR=$(mktemp -d)
   FAILED_SUITES=()
@@ -156,11 +168,13 @@ run_tests() {
   run_suite "wasm relaxed SIMD in headless Chromium (wasm-bindgen-test)" wasm_test relaxed chromium
   run_suite "wasm64 (Memory64) in headless Firefox (wasm-bindgen-test)" wasm_test memory64 firefox
   run_suite "JS: API types (tsc) and formatting (prettier)" node --test --test-reporter=spec tests/js/
-  # One test file at a time: each drives its own browser running real models. The same files
-  # run in Firefox through tests/page/firefox-page.mjs (Playwright's API over puppeteer-core).
+  # One test file at a time: each drives its own browser running real models. Firefox runs
+  # them through tests/page/firefox-page.mjs (Playwright's API over puppeteer-core), all but
+  # those whose subject is not the browser engine (CHROMIUM_ONLY_PAGE_TESTS).
   run_suite "page (playwright-core + Chromium)" node --test --test-concurrency=1 --test-reporter=spec tests/page/
+  # shellcheck disable=SC2046 # one argument per file name, and the names have no spaces
   run_suite "page (puppeteer-core + Firefox)" env INFERNO_BROWSER=firefox \
-    node --test --test-concurrency=1 --test-reporter=spec tests/page/
+    node --test --test-concurrency=1 --test-reporter=spec $(firefox_page_tests)
   # WebKit's page tests drive it through a plain WebDriver client (selenium-webdriver), which
   # the Playwright-shaped suites above do not speak: its own file of the core flows.
   run_suite "page (selenium-webdriver + WebKitGTK under Xvfb)" \

@@ -2,12 +2,14 @@
 //
 //   node scripts/build-wasm.mjs build [FLAVOUR...] [--root DIR] [--out DIR] [--test-hooks]
 //       builds the packages (default: every flavour) into www/lib/pkg* (or DIR/pkg*), then
-//       writes the service worker's manifest (scripts/sw-manifest.mjs); --test-hooks adds the
-//       crate's `test-hooks` feature (the page tests' deliberate trap) and writes into
+//       writes the service worker's manifest (scripts/sw-manifest.mjs); --test-hooks makes the
+//       build for tests (TEST_FEATURES: the page tests' deliberate trap) and writes into
 //       target/test-hooks/pkg* unless --out says otherwise: never into www/lib
+//   node scripts/build-wasm.mjs test FLAVOUR
+//       the crate's wasm tests (tests/web.rs, tests/web_gpu.rs) for that flavour, built with
+//       TEST_FEATURES, in the browser its environment names (build.sh wasm-test)
 //   node scripts/build-wasm.mjs cargo FLAVOUR SUBCOMMAND [ARGS...]
-//       runs `cargo SUBCOMMAND` for that flavour's target and flags (the wasm tests:
-//       `cargo FLAVOUR test --release --test web --test web_gpu --features kernel-checks`)
+//       runs `cargo SUBCOMMAND` for that flavour's target and flags
 //   node scripts/build-wasm.mjs list
 //       prints the flavours
 //
@@ -29,6 +31,15 @@ export const CACHE =
   process.env.INFERNO_CACHE ??
   path.join(process.env.XDG_CACHE_HOME ?? path.join(os.homedir(), '.cache'), 'inferno');
 const GIB = 1024 ** 3;
+
+/**
+ * The crate's features for the builds made for tests: the SIMD-vs-scalar kernel checks that
+ * tests/web.rs runs, and the deliberate trap of the resilience page test. Both go in every
+ * test build, which has a target folder of its own (`wasm-FLAVOUR-tests`): the library of a
+ * cdylib crate has no hash in its file name, so switching features in one folder recompiled
+ * the crate at every switch, seven times a test run.
+ */
+export const TEST_FEATURES = 'kernel-checks,test-hooks';
 
 /**
  * Every build the page can pick (www/lib/engine-loader.js chooses at run time).
@@ -124,20 +135,25 @@ function targetRoot(root) {
   return path.resolve(root) === path.resolve(REPO) ? path.join(CACHE, 'target') : path.join(root, 'target');
 }
 
+/** The target folder of flavour `f` in `root`, or of its build for tests. */
+function targetDir(f, root, forTests) {
+  return path.join(targetRoot(root), `wasm-${f.name}${forTests ? '-tests' : ''}`);
+}
+
 /**
  * Runs cargo SUBCOMMAND ARGS for flavour `f`, in `root`, with its own target folder: in the
  * shared cache for this checkout (another root, as the A/B builds' scratch tree, keeps its own).
+ * `forTests` builds with TEST_FEATURES, in the flavour's folder for tests.
  */
-export function runCargo(f, subcommand, args, { root = REPO } = {}) {
+export function runCargo(f, subcommand, args, { root = REPO, forTests = false } = {}) {
   const plan = cargoPlan(f);
   const chain = toolchain();
   const envName = plan.target.toUpperCase().replaceAll('-', '_');
-  const targets = targetRoot(root);
   const env = {
     ...process.env,
     // Its own folder per flavour: host build scripts may come from a different rustc than
     // native builds, and the std builds differ.
-    CARGO_TARGET_DIR: path.join(targets, `wasm-${f.name}`),
+    CARGO_TARGET_DIR: targetDir(f, root, forTests),
     // A fresh clone's sources are newer than any build: freshness by checksum, not by time
     // (unstable, hence RUSTC_BOOTSTRAP), so clones sharing the cache rebuild only what differs.
     RUSTC_BOOTSTRAP: '1',
@@ -162,7 +178,7 @@ export function runCargo(f, subcommand, args, { root = REPO } = {}) {
     });
     cargoArgs.push('-Zbuild-std=std,panic_abort');
   }
-  cargoArgs.push(...plan.cargoArgs, ...args);
+  cargoArgs.push(...plan.cargoArgs, ...(forTests ? ['--features', TEST_FEATURES] : []), ...args);
   const result = spawnSync(cargo, cargoArgs, { cwd: root, env, stdio: 'inherit' });
   return result.status ?? 1;
 }
@@ -184,12 +200,9 @@ function findAll(dir, name) {
 export function buildFlavour(f, { root, outDir, testHooks = false }) {
   const what = testHooks ? 'wasm package with test hooks' : 'wasm package';
   console.error(`\x1b[1;34m==>\x1b[0m building the ${f.name} ${what} (release)`);
-  // The same target folder either way: switching recompiles only this crate.
-  const args = ['--release', '--lib', ...(testHooks ? ['--features', 'test-hooks'] : [])];
-  if (runCargo(f, 'build', args, { root }) !== 0) throw new Error(`cargo build of ${f.name} failed`);
-  const plan = cargoPlan(f);
-  const targets = targetRoot(root);
-  const wasm = path.join(targets, `wasm-${f.name}`, plan.target, 'release', 'inferno.wasm');
+  const built = runCargo(f, 'build', ['--release', '--lib'], { root, forTests: testHooks });
+  if (built !== 0) throw new Error(`cargo build of ${f.name} failed`);
+  const wasm = path.join(targetDir(f, root, testHooks), cargoPlan(f).target, 'release', 'inferno.wasm');
   run(path.join(HERE, 'fold-load-offsets.sh'), [wasm]);
   const out = path.join(outDir, f.out);
   rmSync(out, { recursive: true, force: true });
@@ -213,6 +226,13 @@ function main(argv) {
     if (!name || !subcommand) throw new Error('usage: build-wasm.mjs cargo FLAVOUR SUBCOMMAND [ARGS...]');
     return runCargo(flavour(name), subcommand, args);
   }
+  if (command === 'test') {
+    const [name, ...extra] = rest;
+    if (!name || extra.length) throw new Error('usage: build-wasm.mjs test FLAVOUR');
+    // Only the suites that run in a browser: the others are native-only.
+    const args = ['--release', '--test', 'web', '--test', 'web_gpu'];
+    return runCargo(flavour(name), 'test', args, { forTests: true });
+  }
   if (command === 'build') {
     let root = path.join(HERE, '..');
     let outDir = null;
@@ -232,7 +252,9 @@ function main(argv) {
     if (!outDir) run('node', [path.join(HERE, 'sw-manifest.mjs'), www]);
     return 0;
   }
-  throw new Error('usage: build-wasm.mjs build [FLAVOUR...] | cargo FLAVOUR SUBCOMMAND [ARGS...] | list');
+  throw new Error(
+    'usage: build-wasm.mjs build [FLAVOUR...] | test FLAVOUR | cargo FLAVOUR SUBCOMMAND [ARGS...] | list',
+  );
 }
 
 if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {

@@ -1,9 +1,13 @@
 //! Structured output on real and micro models: schemas from llama.cpp's llguidance suite
 //! (.cache/llguidance-cases.json, see tests/grammar_oracle.rs), each answered as a chat at
-//! temperature 1 with five seeds; every answer must end by the grammar, parse, and validate
-//! against its schema by an independent validator (the jsonschema crate, draft 7: the suite
-//! writes tuples as `items: [...]`). The browser side is
-//! tests/page/package.test.mjs.
+//! temperature 1 (five seeds on the micro model, one on each real model); every answer must
+//! end by the grammar, parse, and validate against its schema by an independent validator
+//! (the jsonschema crate, draft 7: the suite writes tuples as `items: [...]`). The browser
+//! side is tests/page/package.test.mjs.
+//!
+//! The real models answer once per schema: five seeds there took ten minutes of the native
+//! suite on two cores, and what more seeds would add (more walks of the real vocabularies'
+//! masks) `grammar::tests::real_vocabularies_compile_and_walk` does without a forward pass.
 
 #![cfg(not(target_family = "wasm"))]
 
@@ -15,6 +19,7 @@ use inferno::grammar::GrammarSpec;
 use inferno::sampler::{Sampler, SamplerSettings};
 use serde_json::Value;
 
+/// The micro model's seeds; the real models answer with the first.
 const SEEDS: [u64; 5] = [1, 2, 3, 4, 5];
 
 /// The schemas of the suite's `test_schema` cases (their grammar is `start: %json SCHEMA`).
@@ -56,10 +61,10 @@ fn answer(engine: &Engine, schema: &Value, seed: u64, most: usize) -> (String, b
     (text, false)
 }
 
-/// Runs every suite schema with five seeds on `file`; every answer the grammar ended must
-/// validate. Returns how many schemas had all five answers end within `most` tokens (a model
+/// Runs every suite schema with each of `seeds` on `file`; every answer the grammar ended must
+/// validate. Returns how many schemas had all their answers end within `most` tokens (a model
 /// sampled hot may write an unbounded string or object on and on).
-fn schemas_hold(file: &std::path::Path, most: usize) -> usize {
+fn schemas_hold(file: &std::path::Path, seeds: &[u64], most: usize) -> usize {
     let engine =
         Engine::load(std::fs::read(file).unwrap_or_else(|e| panic!("{}: {e}", file.display()))).unwrap();
     let (mut whole, mut validated, mut cut) = (0, 0, 0);
@@ -67,7 +72,7 @@ fn schemas_hold(file: &std::path::Path, most: usize) -> usize {
     for (name, schema) in &schemas {
         let validator = jsonschema::draft7::new(schema).unwrap_or_else(|e| panic!("{name}: {e}"));
         let mut ended = 0;
-        for seed in SEEDS {
+        for &seed in seeds {
             let (text, done) = answer(&engine, schema, seed, most);
             if !done {
                 cut += 1; // Cut by the token budget: a prefix, checked by the grammar only.
@@ -89,7 +94,7 @@ fn schemas_hold(file: &std::path::Path, most: usize) -> usize {
             );
             validated += 1;
         }
-        if ended == SEEDS.len() {
+        if ended == seeds.len() {
             whole += 1;
         }
     }
@@ -97,7 +102,7 @@ fn schemas_hold(file: &std::path::Path, most: usize) -> usize {
         "{}: {} schemas x {} seeds: {validated} answers validated, {cut} cut at {most} tokens; {whole} schemas whole",
         file.display(),
         schemas.len(),
-        SEEDS.len()
+        seeds.len()
     );
     whole
 }
@@ -105,28 +110,24 @@ fn schemas_hold(file: &std::path::Path, most: usize) -> usize {
 #[test]
 fn suite_schemas_hold_on_a_micro_model() {
     let file = common::model("qwen3-micro-q8_0.gguf");
-    let whole = schemas_hold(&file, 200);
+    let whole = schemas_hold(&file, &SEEDS, 200);
     assert!(whole >= 20, "only {whole} schemas had all five answers end within the budget");
 }
 
-/// A model fetched by scripts/fetch-models.sh.
-fn fetched(file: &str) -> std::path::PathBuf {
-    common::model(file)
-}
-
 // The real models, sampled hot, run on in unbounded strings and objects ("string", "empty
-// schema (object)"...): measured 12 (SmolLM2) and 16 (Gemma 3) of the 32 schemas had all five
-// answers end within 200 tokens; every answer that ended validated. The floors leave room for
-// machines whose arithmetic parts a sample differently.
+// schema (object)"...): with seed 1, 19 of the 32 schemas' answers ended within 200 tokens on
+// each (2026-11-29; with five seeds, 12 and 16 schemas had all five end), and every answer
+// that ended validated. The floors leave room for machines whose arithmetic parts a sample
+// differently.
 
 #[test]
 fn suite_schemas_hold_on_smollm2() {
-    let whole = schemas_hold(&fetched("SmolLM2-135M-Instruct.Q4_1.gguf"), 200);
-    assert!(whole >= 9, "only {whole} schemas had all five answers end within the budget");
+    let whole = schemas_hold(&common::model("SmolLM2-135M-Instruct.Q4_1.gguf"), &SEEDS[..1], 200);
+    assert!(whole >= 15, "only {whole} schemas' answers ended within the budget");
 }
 
 #[test]
 fn suite_schemas_hold_on_gemma3() {
-    let whole = schemas_hold(&fetched("gemma3-270m-q4_k_m.gguf"), 200);
-    assert!(whole >= 12, "only {whole} schemas had all five answers end within the budget");
+    let whole = schemas_hold(&common::model("gemma3-270m-q4_k_m.gguf"), &SEEDS[..1], 200);
+    assert!(whole >= 15, "only {whole} schemas' answers ended within the budget");
 }

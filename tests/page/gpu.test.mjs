@@ -13,7 +13,18 @@ import path from 'node:path';
 import { chromium } from 'playwright-core';
 import { CHROMIUM_ARGS, chromiumPath } from '../../scripts/chromium.mjs';
 import { startServer } from '../../scripts/serve.mjs';
-import { MODELS, browserName, h, onlyIn, requireModel, watchForProblems, wwwRoot } from './harness.mjs';
+import {
+  MODELS,
+  browserName,
+  fixtureModelsDir,
+  h,
+  modelsDir,
+  onlyIn,
+  requireFile,
+  requireModel,
+  watchForProblems,
+  wwwRoot,
+} from './harness.mjs';
 import { ask, loadModel, setSettings } from './chat-helpers.mjs';
 
 const WEBGPU_ARGS = [
@@ -268,14 +279,26 @@ describe('the library on the GPU (SwiftShader WebGPU)', { timeout: TIMEOUT_MS },
   );
 
   test(
-    'both real models (SmolLM2 Q4_1, Gemma 3 Q4_K_M) answer on the GPU as on the CPU',
+    "the real models' weight types (Q4_1, Q4_K, Q6_K) and the Gemma family answer on the GPU as on the CPU",
     {
       skip: onlyIn('chromium', 'Firefox ESR has no WebGPU'),
     },
     async () => {
+      // The shaders that SmolLM2 Q4_1 and Gemma 3 Q4_K_M (Q4_K and Q6_K) run, compiled by the
+      // browser's WGSL compiler, on micro files of the same weight types, and Gemma 3's layers
+      // (Gemma 4's micro file: Gemma 3's layout, Q/K norms and local layers, and more). The real
+      // models themselves run on the GPU natively (tests/gpu.rs, on lavapipe, the same WGSL):
+      // here, on SwiftShader, their four tokens each took five and a half minutes of a
+      // two-core machine. Llama's layers are Qwen3's without the Q/K norms (the test above).
+      const files = {
+        'qwen3-q4_1': path.join(modelsDir, 'qwen3-micro-q4_1.gguf'),
+        'qwen3-q4_k_s': path.join(fixtureModelsDir, 'qwen3-micro-q4_k_s.gguf'),
+        'qwen3-q6_k': path.join(fixtureModelsDir, 'qwen3-micro-q6_k.gguf'),
+        gemma4: path.join(fixtureModelsDir, 'gemma4-micro-q8_0.gguf'),
+      };
+      for (const file of Object.values(files)) requireFile(file);
       // Served by a server of the app's own, which may follow links to the models (as the
-      // benchmark's does): a 250 MB route through the browser's protocol would not get there.
-      const files = { smollm2: requireModel(MODELS.smollm2), gemma3: requireModel(MODELS.gemma3) };
+      // benchmark's does).
       const linkDir = path.join(wwwRoot, 'models', 'gpu-test');
       rmSync(linkDir, { recursive: true, force: true });
       mkdirSync(linkDir, { recursive: true });

@@ -97,13 +97,18 @@ export const MODELS = {
 
 /** Fails (never skips) when a model is missing: build.sh fetches them before page tests. */
 export function requireModel(model) {
-  if (!existsSync(model.file)) {
+  return requireFile(model.file);
+}
+
+/** `file`, a test model; a missing one fails the test with the command that makes it. */
+export function requireFile(file) {
+  if (!existsSync(file)) {
     assert.fail(
-      `test model missing: ${model.file}\n` +
+      `test model missing: ${file}\n` +
         'Run ./build.sh models (it makes the test models), or point INFERNO_TEST_MODELS at them.',
     );
   }
-  return model.file;
+  return file;
 }
 
 // ---------------------------------------------------------------------------------------
