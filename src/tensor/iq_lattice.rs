@@ -352,6 +352,7 @@ pub(super) fn avx2_lanes(unpacked: &Unpacked, activations: &[i8; QK_K]) -> [i32;
 
 /// The exact integer `Σ scale·level·a` of one block.
 #[inline(always)]
+#[cfg_attr(target_family = "wasm", allow(dead_code))] // llama.cpp's CPU order: native checks only
 fn exact_sum(unpacked: &Unpacked, activations: &[i8; QK_K]) -> i32 {
     let mut sum = 0i32;
     for ((levels, acts), &scale) in
@@ -379,6 +380,7 @@ fn dot_avx2_order<B: Lattice>(x: &[B], y: &[BlockQ8K]) -> f32 {
 
 /// ggml's tiled order (see the module notes).
 #[inline(always)]
+#[cfg_attr(target_family = "wasm", allow(dead_code))] // llama.cpp's CPU order: native checks only
 pub(super) fn dot_tiled_order<B: Lattice>(x: &[B], y: &[BlockQ8K]) -> f32 {
     let mut sum = 0.0f32;
     for (xb, yb) in x.iter().zip(y) {

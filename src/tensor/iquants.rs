@@ -66,6 +66,7 @@ pub(super) fn dot_iq4_nl(x: &[BlockIq4Nl], y: &[Q8_0Activation]) -> f32 {
 /// llama.cpp's repacked IQ4_NL kernels, in the order of the Q4_0 ones
 /// ([`dot_q4_0_repacked`](super::legacy::dot_q4_0_repacked)): per block, the exact integer
 /// `Σ level·a` fused into one f32 accumulator with `d·d_y`.
+#[cfg_attr(target_family = "wasm", allow(dead_code))] // llama.cpp's CPU order: native checks only
 pub(super) fn dot_iq4_nl_repacked(x: &[BlockIq4Nl], y: &[Q8_0Activation]) -> f32 {
     let mut sum = 0.0f32;
     for (xb, yb) in x.iter().zip(y) {
@@ -96,6 +97,7 @@ impl QuantFormat for BlockIq4Xs {
 /// ggml's tiled kernel (`ggml-cpu/tiled`, batches of 8+ rows) for IQ4_XS: per block, the exact
 /// integer `Σ_g ls_g · Σ level·a`, times `d`, fused into the running sum with the activation
 /// scale.
+#[cfg_attr(target_family = "wasm", allow(dead_code))] // llama.cpp's CPU order: native checks only
 pub(super) fn dot_iq4_xs_tiled(x: &[BlockIq4Xs], y: &[BlockQ8K]) -> f32 {
     let mut sum = 0.0f32;
     for (xb, yb) in x.iter().zip(y) {

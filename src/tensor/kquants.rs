@@ -80,6 +80,7 @@ fn min_correction(bsums: &[i16; 16], mins: &[u8; 8]) -> i32 {
 /// integer dots scaled by the block's `d` (minus `dmin` times the min term, fused), then fused
 /// into the running sum with the activation scale.
 #[inline(always)]
+#[cfg_attr(target_family = "wasm", allow(dead_code))] // llama.cpp's CPU order: native checks only
 fn tiled_block(sum: f32, d: f32, exact: i32, dmin: f32, min_exact: i32, activation_d: f32) -> f32 {
     let block = fma(-dmin, min_exact as f32, d * exact as f32);
     fma(block, activation_d, sum)
@@ -122,6 +123,7 @@ pub(super) fn dot_q2_k(x: &[BlockQ2K], y: &[BlockQ8K]) -> f32 {
     sum
 }
 
+#[cfg_attr(target_family = "wasm", allow(dead_code))] // llama.cpp's CPU order: native checks only
 pub(super) fn dot_q2_k_tiled(x: &[BlockQ2K], y: &[BlockQ8K]) -> f32 {
     x.iter().zip(y).fold(0.0, |sum, (xb, yb)| {
         let (int_sum, min_sum) = q2_k_sums(xb, yb);
@@ -238,6 +240,7 @@ impl QuantFormat for BlockQ4K {
 /// The exact integer dots `Σ q·a` of the eight 32-element sub-blocks of a Q4_K block with the
 /// Q8_K quants (sub-block `2j` is the low nibbles of `qs[32j..32j + 32]`, `2j + 1` the high ones).
 #[inline(always)]
+#[cfg_attr(target_family = "wasm", allow(dead_code))] // llama.cpp's CPU order: native checks only
 fn q4_k_sub_block_dots(xb: &BlockQ4K, yb: &BlockQ8K) -> [i32; 8] {
     let mut dots = [0i32; 8];
     for (pair, (bytes, a64)) in xb.qs.chunks_exact(32).zip(yb.qs.chunks_exact(64)).enumerate() {
@@ -255,6 +258,7 @@ fn q4_k_sub_block_dots(xb: &BlockQ4K, yb: &BlockQ8K) -> [i32; 8] {
 
 /// The Q8_K sums of the eight 32-element sub-blocks (pairs of `bsums`).
 #[inline(always)]
+#[cfg_attr(target_family = "wasm", allow(dead_code))] // llama.cpp's CPU order: native checks only
 fn q8_k_sub_block_sums(yb: &BlockQ8K) -> [i32; 8] {
     std::array::from_fn(|j| i32::from(yb.bsums[2 * j]) + i32::from(yb.bsums[2 * j + 1]))
 }
@@ -264,6 +268,7 @@ fn q8_k_sub_block_sums(yb: &BlockQ8K) -> [i32; 8] {
 /// `Σ scale·q·a` over all eight sub-blocks and the exact `Σ min·bsum`; each, converted to f32, is
 /// fused-multiply-added into its own accumulator with `d·d_y` (resp. `dmin·d_y`), an f32 product.
 /// The result is the first accumulator minus the second.
+#[cfg_attr(target_family = "wasm", allow(dead_code))] // llama.cpp's CPU order: native checks only
 pub(super) fn dot_q4_k_gemv(x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
     let (mut sum, mut min_sum) = (0.0f32, 0.0f32);
     for (xb, yb) in x.iter().zip(y) {
@@ -282,6 +287,7 @@ pub(super) fn dot_q4_k_gemv(x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
 /// activation rows of a matmul in whole groups of 4. As [`dot_q4_k_gemv`], except that the float
 /// accumulation runs per pair of sub-blocks (64 elements): four fused multiply-adds per
 /// super-block into each accumulator, of `scale·Σq·a` (resp. `min·bsum`) summed over the pair.
+#[cfg_attr(target_family = "wasm", allow(dead_code))] // llama.cpp's CPU order: native checks only
 pub(super) fn dot_q4_k_gemm(x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
     let (mut sum, mut min_sum) = (0.0f32, 0.0f32);
     for (xb, yb) in x.iter().zip(y) {
@@ -352,6 +358,7 @@ impl QuantFormat for BlockQ5K {
     }
 }
 
+#[cfg_attr(target_family = "wasm", allow(dead_code))] // llama.cpp's CPU order: native checks only
 pub(super) fn dot_q5_k_tiled(x: &[BlockQ5K], y: &[BlockQ8K]) -> f32 {
     x.iter().zip(y).fold(0.0, |sum, (xb, yb)| {
         let q = unpack_q5_k(xb);
@@ -429,6 +436,7 @@ impl QuantFormat for BlockQ6K {
 /// ggml's tiled K-quant kernel (`ggml-cpu/tiled`, batches of 8+ rows): per block the exact
 /// integer dot `Σ scale·q·a`, times the block scale, then fused into the sum with the
 /// activation scale.
+#[cfg_attr(target_family = "wasm", allow(dead_code))] // llama.cpp's CPU order: native checks only
 pub(super) fn dot_q6_k_tiled(x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
     let mut sum = 0.0f32;
     for (xb, yb) in x.iter().zip(y) {

@@ -141,6 +141,7 @@ impl QuantFormat for BlockQ4_0 {
 /// x86 AVX2), which agree on the order: per 32-element block, the exact integer `Σ (q - 8)·a`
 /// over the whole block, converted to f32 and fused-multiply-added into one f32 accumulator
 /// with `d·d_y` (an f32 product of the two f16 scales). No lanes, no final reduction.
+#[cfg_attr(target_family = "wasm", allow(dead_code))] // llama.cpp's CPU order: native checks only
 pub(super) fn dot_q4_0_repacked(x: &[BlockQ4_0], y: &[Q8_0Activation]) -> f32 {
     let mut sum = 0.0f32;
     for (xb, yb) in x.iter().zip(y) {
