@@ -5,9 +5,10 @@
 //       writes the service worker's manifest (scripts/sw-manifest.mjs); --test-hooks makes the
 //       build for tests (TEST_FEATURES: the page tests' deliberate trap) and writes into
 //       target/test-hooks/pkg* unless --out says otherwise: never into www/lib
-//   node scripts/build-wasm.mjs test FLAVOUR
+//   node scripts/build-wasm.mjs test FLAVOUR [CARGO-ARGS...]
 //       the crate's wasm tests (tests/web.rs, tests/web_gpu.rs) for that flavour, built with
-//       TEST_FEATURES, in the browser its environment names (build.sh wasm-test)
+//       TEST_FEATURES, in the browser its environment names (build.sh wasm-test; `--no-run`
+//       only builds them)
 //   node scripts/build-wasm.mjs cargo FLAVOUR SUBCOMMAND [ARGS...]
 //       runs `cargo SUBCOMMAND` for that flavour's target and flags
 //   node scripts/build-wasm.mjs list
@@ -228,9 +229,9 @@ function main(argv) {
   }
   if (command === 'test') {
     const [name, ...extra] = rest;
-    if (!name || extra.length) throw new Error('usage: build-wasm.mjs test FLAVOUR');
+    if (!name) throw new Error('usage: build-wasm.mjs test FLAVOUR [CARGO-ARGS...]');
     // Only the suites that run in a browser: the others are native-only.
-    const args = ['--release', '--test', 'web', '--test', 'web_gpu'];
+    const args = ['--release', '--test', 'web', '--test', 'web_gpu', ...extra];
     return runCargo(flavour(name), 'test', args, { forTests: true });
   }
   if (command === 'build') {

@@ -389,22 +389,17 @@ pageSuite(
       assert.ok((await h.page.locator('#viz-bars .viz-bar').count()) >= 20);
     });
 
-    // The micro files of scripts/make_micro_models.py: every architecture and weight type beyond
-    // the real models loads in the page and streams an answer.
+    // The micro files of scripts/make_micro_models.py: every architecture beyond the real models
+    // loads in the page and streams an answer with the template from its file, and so does an
+    // i-quant file. Each weight type's kernels follow llama.cpp's logits in tests/web.rs, in
+    // every build and engine; here the nine i-quant files (one architecture, one template) ran
+    // the same page flow nine times.
     for (const file of [
       'qwen2-micro-q8_0.gguf',
       'smollm3-micro-q8_0.gguf',
       'phi3-micro-q8_0.gguf',
       'gemma2-micro-q8_0.gguf',
-      'llama-micro-iq4_nl.gguf',
-      'llama-micro-iq4_xs.gguf',
       'llama-micro-iq2_xxs.gguf',
-      'llama-micro-iq3_xxs.gguf',
-      'llama-micro-iq3_s.gguf',
-      'llama-micro-iq2_xs.gguf',
-      'llama-micro-iq2_s.gguf',
-      'llama-micro-iq1_s.gguf',
-      'llama-micro-iq1_m.gguf',
       'llama-micro-llama3.gguf',
       'gemma4-micro-q8_0.gguf',
     ]) {
