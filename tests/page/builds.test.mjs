@@ -38,7 +38,10 @@ async function loadSmolLM2(page) {
 
 /** A greedy answer of 24 tokens to a fixed question, in a new chat. */
 async function greedyAnswer(page) {
-  if (await page.locator('#new-chat').isEnabled()) await page.click('#new-chat');
+  // Always a new, empty chat first (the click waits for the button): a question asked into
+  // the previous chat would answer differently.
+  await page.click('#new-chat');
+  await page.waitForFunction(() => document.querySelectorAll('.message').length === 0);
   await page.fill('#set-temperature', '0');
   await page.fill('#set-max-tokens', '24');
   const before = await page.evaluate(() => Number(document.body.dataset.answers ?? 0));
