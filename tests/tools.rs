@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 
 fn engine(file: &str) -> Engine {
     let path = common::model(file);
-    Engine::load(std::fs::read(&path).unwrap()).unwrap()
+    Engine::load(std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))).unwrap()
 }
 
 /// A micro model speaking with another family's template (the micro files carry Qwen3's).
@@ -222,20 +222,16 @@ fn gemma4_calls() {
     required_calls_parse_and_round_trip(engine, file, CallSyntax::Gemma4, MICRO_SEEDS);
 }
 
-/// The real models' own templates have no tool format: the generic route, end to end.
-fn fetched(file: &str) -> Engine {
-    let path = common::model(file);
-    Engine::load(std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))).unwrap()
-}
+// The real models' own templates have no tool format: the generic route, end to end.
 
 #[test]
 fn smollm2_calls_by_the_generic_route() {
     let file = "SmolLM2-135M-Instruct.Q4_1.gguf";
-    required_calls_parse_and_round_trip(fetched(file), file, CallSyntax::Generic, REAL_SEEDS);
+    required_calls_parse_and_round_trip(engine(file), file, CallSyntax::Generic, REAL_SEEDS);
 }
 
 #[test]
 fn gemma3_calls_by_the_generic_route() {
     let file = "gemma3-270m-q4_k_m.gguf";
-    required_calls_parse_and_round_trip(fetched(file), file, CallSyntax::Generic, REAL_SEEDS);
+    required_calls_parse_and_round_trip(engine(file), file, CallSyntax::Generic, REAL_SEEDS);
 }
