@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Makes the micro Qwen3 test models that are not committed, from the committed F32 one.
 
-    python3 scripts/make_micro_quants.py OUT_DIR
+    python3 scripts/make_micro_quants.py OUT_DIR [TYPE...]
 
 tests/fixtures/models/qwen3-micro-f32.gguf (random weights, llama.cpp's goldens in
 tests/fixtures/golden) is committed, and so are the K-quants (the `gguf` package only dequantizes
@@ -11,7 +11,9 @@ with `general.quantization_version` and `general.file_type` moved last, tensors 
 llama.cpp sorts them (those outside the blocks first, then block by block, each by name),
 every matrix quantized by the `gguf` package's reference quantizers (which match ggml's), norms
 kept in F32, data aligned to 32 bytes. Each file is checked against the sha256 its golden
-records, and a file already there with that sha256 is left alone.
+records, and a file already there with that sha256 is left alone. Q8_0 and Q4_0 come out byte
+for byte as the committed ones too: name them (scripts/gpu-check.sh does, to carry one file
+fewer to a GPU machine).
 """
 
 import hashlib
@@ -31,7 +33,17 @@ SOURCE = REPO / "tests/fixtures/models/qwen3-micro-f32.gguf"
 GOLDENS = REPO / "tests/fixtures/golden"
 ALIGNMENT = 32
 # name: (ggml type of every matrix, llama_ftype written as general.file_type)
-TYPES = {"f16": (T.F16, 1), "bf16": (T.BF16, 32), "q4_1": (T.Q4_1, 3), "q5_0": (T.Q5_0, 8), "q5_1": (T.Q5_1, 9)}
+TYPES = {
+    "f16": (T.F16, 1),
+    "bf16": (T.BF16, 32),
+    "q4_1": (T.Q4_1, 3),
+    "q5_0": (T.Q5_0, 8),
+    "q5_1": (T.Q5_1, 9),
+    "q8_0": (T.Q8_0, 7),
+    "q4_0": (T.Q4_0, 2),
+}
+# What is not committed.
+MADE_BY_DEFAULT = ["f16", "bf16", "q4_1", "q5_0", "q5_1"]
 
 
 def gguf_string(text):
@@ -74,10 +86,13 @@ def quantized(source, matrix_type, file_type):
     return head + b"".join(blobs)
 
 
-def main(out_dir):
+def main(out_dir, names):
     out_dir.mkdir(parents=True, exist_ok=True)
     source = None
-    for name, (matrix_type, file_type) in TYPES.items():
+    for name in names:
+        if name not in TYPES:
+            sys.exit(f"make_micro_quants: no type {name!r} ({', '.join(TYPES)})")
+        matrix_type, file_type = TYPES[name]
         golden = json.loads((GOLDENS / f"qwen3-micro-{name}.json").read_text())
         target = out_dir / golden["file"]
         if target.is_file() and hashlib.sha256(target.read_bytes()).hexdigest() == golden["sha256"]:
@@ -94,6 +109,6 @@ def main(out_dir):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
+    if len(sys.argv) < 2:
         sys.exit(__doc__)
-    main(Path(sys.argv[1]))
+    main(Path(sys.argv[1]), sys.argv[2:] or MADE_BY_DEFAULT)

@@ -3,13 +3,19 @@
 measurements (speed depends on shapes and types, not on the values of the weights).
 
   pip install gguf numpy
-  python3 scripts/make_qwen3_shaped.py OUT.gguf [--shape 0.6b|1.7b] [--type q8_0|q4_0|f16|bf16|f32]
+  python3 scripts/make_qwen3_shaped.py OUT.gguf [--shape 0.6b|1.7b]
+      [--type q8_0|q4_0|q4_1|q4_k_m|q6_k|f16|bf16|f32]
 
 Tokenizer, chat template and the remaining hyperparameters come from the committed
 tests/fixtures/models/qwen3-vocab.gguf; the weights are seeded random normals (std 0.02,
 norms near 1), so a file is the same on every run with the same numpy and gguf versions. Tied
-embeddings, as the real models. Norm vectors stay F32; every matrix is of --type.
-Adapted from ../shared/models/make_qwen3_0_6b.py (which writes the 0.6b Q8_0 and F16 files).
+embeddings, as the real models. Norm vectors stay F32; every matrix is of --type, except in
+q4_k_m, which mixes types as llama-quantize's Q4_K_M does (Q6_K for the tied embedding and for
+attn_v and ffn_down in the layers llama.cpp gives more bits, Q4_K elsewhere). The K-quant
+matrices are random blocks (every quant, sub-block scale and minimum random, the f16 block
+scales fixed so weights land near std 0.02): the `gguf` package cannot quantize K-quants, and
+writing blocks takes seconds where quantizing 600M weights in numpy takes minutes.
+scripts/gpu-check.sh writes its speed files with it, on the GPU machine.
 """
 import argparse
 from pathlib import Path
@@ -28,6 +34,9 @@ SHAPES = {
 FILE_TYPES = {
     "q8_0": gguf.LlamaFileType.MOSTLY_Q8_0,
     "q4_0": gguf.LlamaFileType.MOSTLY_Q4_0,
+    "q4_1": gguf.LlamaFileType.MOSTLY_Q4_1,
+    "q4_k_m": gguf.LlamaFileType.MOSTLY_Q4_K_M,
+    "q6_k": gguf.LlamaFileType.MOSTLY_Q6_K,
     "f16": gguf.LlamaFileType.MOSTLY_F16,
     "bf16": gguf.LlamaFileType.MOSTLY_BF16,
     "f32": gguf.LlamaFileType.ALL_F32,
@@ -42,6 +51,28 @@ SHAPE_KEYS = {
     "qwen3.attention.key_length",
     "qwen3.attention.value_length",
 }
+
+
+# Bytes per 256-weight block, and where its f16 scales sit: Q4_K is d, dmin, 12 bytes of 6-bit
+# scales and minimums, 128 of 4-bit quants; Q6_K is 128 + 64 bytes of 6-bit quants, 16 int8
+# scales, then d. Weights are d * scale * q (- dmin * min): these give std near 0.02, mean near 0.
+K_BLOCKS = {
+    Q.Q4_K: (144, {0: 8.0e-5, 2: 6.0e-4}),
+    Q.Q6_K: (210, {208: 1.5e-5}),
+}
+
+
+def random_k_blocks(rng, rows, cols, kind):
+    block_bytes, scales = K_BLOCKS[kind]
+    blocks = rng.integers(0, 256, size=(rows, cols // 256, block_bytes), dtype=np.uint8)
+    for offset, d in scales.items():
+        blocks[:, :, offset : offset + 2] = np.frombuffer(np.float16(d).tobytes(), dtype=np.uint8)
+    return blocks.reshape(rows, -1)
+
+
+def more_bits(layer, layers):
+    """llama-quantize's use_more_bits: the layers whose attn_v and ffn_down Q4_K_M keeps in Q6_K."""
+    return layer < layers // 8 or layer >= 7 * layers // 8 or (layer - layers // 8) % 3 == 2
 
 
 def copy_metadata(writer, reader):
@@ -86,10 +117,14 @@ def main():
     writer.add_key_length(head_dim)
     writer.add_value_length(head_dim)
 
-    def matrix(name, rows, cols):
+    def matrix(name, rows, cols, more_bits=False):
+        if args.type in ("q4_k_m", "q6_k"):
+            kind = Q.Q6_K if args.type == "q6_k" or more_bits else Q.Q4_K
+            writer.add_tensor(name, random_k_blocks(rng, rows, cols, kind), raw_dtype=kind)
+            return
         x = rng.standard_normal((rows, cols), dtype=np.float32) * np.float32(0.02)
-        if args.type in ("q8_0", "q4_0"):
-            kind = Q.Q8_0 if args.type == "q8_0" else Q.Q4_0
+        if args.type in ("q8_0", "q4_0", "q4_1"):
+            kind = {"q8_0": Q.Q8_0, "q4_0": Q.Q4_0, "q4_1": Q.Q4_1}[args.type]
             writer.add_tensor(name, quantize(x, kind), raw_dtype=kind)
         elif args.type == "bf16":
             writer.add_tensor(name, quantize(x, Q.BF16), raw_dtype=Q.BF16)
@@ -101,20 +136,21 @@ def main():
     def norm(name, n):
         writer.add_tensor(name, (1.0 + 0.1 * rng.standard_normal(n, dtype=np.float32)).astype(np.float32))
 
-    matrix("token_embd.weight", n_vocab, embd)
+    matrix("token_embd.weight", n_vocab, embd, more_bits=True)
     for layer in range(layers):
+        bits = more_bits(layer, layers)
         p = f"blk.{layer}."
         norm(p + "attn_norm.weight", embd)
         matrix(p + "attn_q.weight", heads * head_dim, embd)
         matrix(p + "attn_k.weight", kv_heads * head_dim, embd)
-        matrix(p + "attn_v.weight", kv_heads * head_dim, embd)
+        matrix(p + "attn_v.weight", kv_heads * head_dim, embd, more_bits=bits)
         matrix(p + "attn_output.weight", embd, heads * head_dim)
         norm(p + "attn_q_norm.weight", head_dim)
         norm(p + "attn_k_norm.weight", head_dim)
         norm(p + "ffn_norm.weight", embd)
         matrix(p + "ffn_gate.weight", ffn, embd)
         matrix(p + "ffn_up.weight", ffn, embd)
-        matrix(p + "ffn_down.weight", embd, ffn)
+        matrix(p + "ffn_down.weight", embd, ffn, more_bits=bits)
     norm("output_norm.weight", embd)
     writer.write_header_to_file()
     writer.write_kv_data_to_file()

@@ -171,6 +171,38 @@ fn logits_after_the_prompt_match_llama_cpp() {
     }
 }
 
+/// `logits --golden` follows llama.cpp's golden run of a file (every prompt, every step) and
+/// says how close it came; it fails when another file's golden is far from what it computes.
+#[test]
+fn logits_follow_a_golden_file_and_fail_outside_its_tolerance() {
+    let model = fixture("models/qwen3-micro-q8_0.gguf").to_str().unwrap().to_owned();
+    let golden = fixture("golden/qwen3-micro-q8_0.json").to_str().unwrap().to_owned();
+    let report =
+        stdout_json(&inferno(&["logits", &model, "--golden", &golden, "--tolerance", "0.02", "--json"]));
+    let all = &report["all"];
+    // Three prompts, eight golden steps each (after the prompt, then after generated tokens).
+    assert_eq!(all["steps"], 24, "{report}");
+    assert_eq!(all["top1_agree"], 24, "{report}");
+    assert!(all["max_delta"].as_f64().unwrap() <= 0.02, "{report}");
+    assert_eq!(report["within"], true);
+    assert_eq!(report["device"], "CPU");
+
+    // The Q4_0 file's golden against the Q8_0 file: its logits differ by more than 0.02.
+    let other = fixture("golden/qwen3-micro-q4_0.json").to_str().unwrap().to_owned();
+    let out = inferno(&["logits", &model, "--golden", &other, "--tolerance", "0.02", "--json"]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.starts_with("inferno: ") && stderr.contains("outside the tolerance 0.02"), "{stderr}");
+    let report: Json = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["within"], false);
+    assert!(report["all"]["max_delta"].as_f64().unwrap() > 0.02);
+
+    // A file that is no golden is an error that names it, not a panic.
+    let out = inferno(&["logits", &model, "--golden", &model]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("qwen3-micro-q8_0.gguf"));
+}
+
 #[test]
 fn bench_reports_positive_speeds() {
     let (model, _) = micro_q4_0();

@@ -12,6 +12,7 @@
 
 mod common;
 
+use std::process::Command;
 use std::sync::Arc;
 
 use inferno::engine::Engine;
@@ -290,4 +291,34 @@ fn a_recurrent_session_on_the_gpu_follows_llama_cpp_and_rolls_back_through_check
     let report = session.sync(&engine, &prompt).unwrap();
     assert_eq!((report.reused, report.evaluated, report.replayed), (prompt.len(), 0, 0));
     assert_eq!(session.step(&engine, &mut sampler, None, 0).unwrap().token, tokens[prompt.len()]);
+}
+
+/// The GPU against llama.cpp itself rather than the CPU: `inferno logits --golden --device gpu`
+/// follows each golden run (the prompt in one batch, then token by token) within the GPU's
+/// bounds (0.1 for Q8_0 files, 0.5 for the others: five times the CPU's, since the GPU
+/// multiplies f32 activations where llama.cpp's CPU quantizes them to 8 bits) and picks
+/// llama.cpp's token wherever its top two are further apart than that. One file per family
+/// and per kind of kernel; scripts/gpu-check.sh runs every golden.
+#[test]
+fn the_gpu_follows_llama_cpps_goldens_within_its_bounds() {
+    for (name, bound) in [
+        ("qwen3-micro-q8_0", "0.1"),
+        ("qwen3-micro-q4_k_s", "0.5"),
+        ("qwen3-micro-q6_k", "0.5"),
+        ("gemma4-micro-q8_0", "0.1"),
+        ("qwen35-micro-q8_0", "0.1"),
+        ("llama-micro-iq4_xs", "0.5"),
+    ] {
+        let golden = common::fixture("golden").join(format!("{name}.json"));
+        let file = common::model(&format!("{name}.gguf"));
+        let out = Command::new(env!("CARGO_BIN_EXE_inferno"))
+            .args(["logits".as_ref(), file.as_os_str(), "--golden".as_ref(), golden.as_os_str()])
+            .args(["--device", "gpu", "--tolerance", bound])
+            .output()
+            .unwrap();
+        let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        eprintln!("{stdout}");
+        assert!(out.status.success(), "{name}: {stderr}");
+        assert!(stdout.contains("on the GPU ("), "{name}: {stdout}");
+    }
 }

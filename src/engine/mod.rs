@@ -385,8 +385,15 @@ pub struct Session {
 impl Session {
     /// A session whose KV cache holds `context` tokens (the memory is allocated now).
     pub fn new(engine: &Engine, context: usize) -> Result<Session, EngineError> {
+        Session::with_prefill_batch(engine, context, PREFILL_BATCH)
+    }
+
+    /// A session that runs a prompt in batches of at most `batch` tokens (its scratch memory
+    /// grows with it): `inferno logits --golden` runs each prompt in one batch, as llama.cpp's
+    /// golden runs did, since the batching picks the attention kernel and so the last bits.
+    pub fn with_prefill_batch(engine: &Engine, context: usize, batch: usize) -> Result<Session, EngineError> {
         let context = context.max(1);
-        let batch = PREFILL_BATCH.min(context);
+        let batch = batch.clamp(1, context);
         #[cfg(feature = "gpu")]
         let compute = match &engine.gpu {
             Some(gpu) => Compute::Gpu {
@@ -461,6 +468,13 @@ impl Session {
             }
         }
         Ok(())
+    }
+
+    /// The logits after the last evaluated token, once a [`Session::sync`] or
+    /// [`Session::advance`] has them (natively the GPU's are waited for there): what
+    /// `inferno logits` compares with llama.cpp on either device.
+    pub fn logits(&self) -> Option<&[f32]> {
+        (!self.logits.is_empty()).then_some(&self.logits[..])
     }
 
     /// Every token of the conversation so far, including those not yet evaluated.

@@ -729,21 +729,21 @@ impl GpuBackend<'_> {
 
     /// `out` ← `input · matrixᵀ` for the rows held, one dispatch per slice of the matrix.
     fn matmul(&mut self, matrix: &Matrix, input: &wgpu::Buffer, out: &wgpu::Buffer) -> Result<(), GpuError> {
-        let (pipeline, groups_z) = self.gpu.matmul_kernel(matrix.weight_type, self.rows)?;
+        let kernel = self.gpu.matmul_kernel(matrix.weight_type, self.rows)?;
         let row_bytes = matrix.range.len() / matrix.rows.max(1);
         for (first, rows, weights) in self.matrix(matrix)? {
-            let [groups_x, groups_y] = groups_2d(rows as u32);
+            let groups = kernel.groups(rows);
             let params = [
                 rows as u32,
                 matrix.cols as u32,
                 row_bytes as u32,
-                groups_x,
+                groups[0],
                 matrix.rows as u32,
                 first as u32,
                 self.rows as u32,
                 0,
             ];
-            self.dispatch(&pipeline, &[&weights, input, out], &params, [groups_x, groups_y, groups_z]);
+            self.dispatch(&kernel.pipeline, &[&weights, input, out], &params, groups);
         }
         Ok(())
     }

@@ -27,8 +27,9 @@ use std::sync::{Arc, Mutex};
 use crate::model::{DeltaInputs, DeltaNet};
 use crate::tensor::WeightType;
 
-/// Threads of a matrix-vector workgroup: one workgroup per output row, each thread a strided
-/// share of the row's blocks, then a tree sum in workgroup memory.
+/// Threads of a matrix-vector workgroup: [`shaders::ROWS_PER_GROUP`] output rows per
+/// workgroup, each thread a strided share of a row's 32-weight units, then a tree sum in
+/// workgroup memory.
 const WORKGROUP: u32 = 64;
 /// Threads of an element-wise workgroup (one element or RoPE pair each).
 const ELEMENTWISE_WORKGROUP: u32 = 256;
@@ -96,6 +97,11 @@ impl GpuError {
 pub struct AdapterFacts {
     pub name: String,
     pub backend: String,
+    /// wgpu's kind of device: `DiscreteGpu`, `IntegratedGpu`, `VirtualGpu` or `Cpu` (a
+    /// software rasterizer such as lavapipe or SwiftShader, whose speed says nothing of a GPU's).
+    pub device_type: String,
+    /// The driver's name and version, as the adapter reports them (may be empty).
+    pub driver: String,
     /// Largest storage binding, and largest buffer, in bytes.
     pub max_binding: u64,
     pub max_buffer: u64,
@@ -128,6 +134,29 @@ pub struct Gpu {
     delta_gates: wgpu::ComputePipeline,
     delta_conv: wgpu::ComputePipeline,
     delta_rule: wgpu::ComputePipeline,
+}
+
+// A row's threads reduce by halving (a power of two), and in a batch each of its first eight
+// writes one input row's sum.
+const _: () = assert!(
+    WORKGROUP.is_multiple_of(shaders::ROWS_PER_GROUP)
+        && (WORKGROUP / shaders::ROWS_PER_GROUP).is_power_of_two()
+        && WORKGROUP / shaders::ROWS_PER_GROUP >= shaders::TILE_TOKENS
+);
+
+/// A matrix product's pipeline and how its workgroups cover a matrix.
+struct MatmulKernel {
+    pipeline: wgpu::ComputePipeline,
+    /// Workgroups along the input rows (tiles of them in a batch).
+    groups_z: u32,
+}
+
+impl MatmulKernel {
+    /// The workgroups for `rows` weight rows: up to 65,535 in x, the rest in y.
+    fn groups(&self, rows: usize) -> [u32; 3] {
+        let [x, y] = groups_2d((rows as u32).div_ceil(shaders::ROWS_PER_GROUP));
+        [x, y, self.groups_z]
+    }
 }
 
 /// The shape of an attention call: queries of `n_head` heads at positions `start..`, over the
@@ -182,6 +211,8 @@ impl Gpu {
         let facts = AdapterFacts {
             name: info.name.clone(),
             backend: format!("{:?}", info.backend),
+            device_type: format!("{:?}", info.device_type),
+            driver: format!("{} {}", info.driver, info.driver_info).trim().to_owned(),
             max_binding: limits.max_storage_buffer_binding_size,
             max_buffer: limits.max_buffer_size,
             shader_f16: adapter.features().contains(wgpu::Features::SHADER_F16),
@@ -362,21 +393,15 @@ impl Gpu {
         let mut padded = bytes.to_vec();
         padded.resize(bytes.len().div_ceil(4) * 4, 0);
         let batch = x.len() / cols;
-        let (pipeline, groups_z) = self.matmul_kernel(weight_type, batch)?;
-        let [groups_x, groups_y] = groups_2d(rows as u32);
-        let params = [rows as u32, cols as u32, row_bytes as u32, groups_x, rows as u32, 0, batch as u32, 0];
-        let groups = [groups_x, groups_y, groups_z];
-        self.run(&pipeline, &[&padded, &f32_bytes(x)], &vec![0.0; rows * batch], &params, groups).await
+        let kernel = self.matmul_kernel(weight_type, batch)?;
+        let groups = kernel.groups(rows);
+        let params = [rows as u32, cols as u32, row_bytes as u32, groups[0], rows as u32, 0, batch as u32, 0];
+        self.run(&kernel.pipeline, &[&padded, &f32_bytes(x)], &vec![0.0; rows * batch], &params, groups).await
     }
 
-    /// The matrix product pipeline for `batch` input rows of `weight_type` (one row per
-    /// workgroup for decode, tiles of rows for a batch), and the workgroups of its third
-    /// dispatch dimension.
-    fn matmul_kernel(
-        &self,
-        weight_type: WeightType,
-        batch: usize,
-    ) -> Result<(wgpu::ComputePipeline, u32), GpuError> {
+    /// The matrix product kernel for `batch` input rows of `weight_type`: one input row per
+    /// workgroup for decode, a tile of them for a batch.
+    fn matmul_kernel(&self, weight_type: WeightType, batch: usize) -> Result<MatmulKernel, GpuError> {
         let [single, tiled] = self
             .matmul
             .iter()
@@ -384,8 +409,11 @@ impl Gpu {
             .map(|(_, pipelines)| pipelines)
             .ok_or(GpuError::Unsupported(weight_type))?;
         Ok(match batch {
-            0 | 1 => (single.clone(), 1),
-            _ => (tiled.clone(), (batch as u32).div_ceil(shaders::TILE_TOKENS)),
+            0 | 1 => MatmulKernel { pipeline: single.clone(), groups_z: 1 },
+            _ => MatmulKernel {
+                pipeline: tiled.clone(),
+                groups_z: (batch as u32).div_ceil(shaders::TILE_TOKENS),
+            },
         })
     }
 

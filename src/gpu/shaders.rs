@@ -1,5 +1,6 @@
 //! WGSL of the GPU kernels, assembled per weight type from one skeleton: the bindings, the
-//! byte readers over `array<u32>`, the type's row dot product, and the workgroup's tree sum.
+//! byte readers over `array<u32>`, the type's dot product over one 32-weight unit, the row
+//! loop that spreads a row's units over a group of threads, and the tree sum.
 
 use crate::tensor::WeightType;
 
@@ -54,30 +55,39 @@ fn bytes4(v: u32) -> vec4<u32> { return (vec4<u32>(v) >> vec4<u32>(0u, 8u, 16u, 
 fn x4(o: u32) -> vec4<f32> { return vec4<f32>(x[o], x[o + 1u], x[o + 2u], x[o + 3u]); }
 "#;
 
-/// The entry point: one workgroup per weight row (rows past 65,535 in a second dispatch
-/// dimension) and input row (the third), each thread's share of the row summed in workgroup
-/// memory.
+/// Weight rows a matrix-product workgroup takes, each with `WG / ROWS_PER_GROUP` threads (16 of
+/// 64, at least the 8 a batch tile writes with): a row of
+/// Qwen3-0.6B's 1,024 columns has 32 units of 32 weights, so 16 threads take two each, where
+/// one 64-thread workgroup per row left most threads idle (a K-quant row of 1,024 columns is
+/// four blocks: 60 of 64 threads had nothing to do).
+pub const ROWS_PER_GROUP: u32 = 4;
+
+/// The decode entry point: `ROWS_PER_GROUP` weight rows per workgroup (groups past 65,535 in a
+/// second dispatch dimension) and one input row (the third), each row's share summed by its
+/// threads in workgroup memory.
 const MAIN: &str = r#"
 var<workgroup> partial: array<f32, WG>;
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index) t: u32) {
-    let row = group.y * p.groups_x + group.x;
+    let lanes = WG / ROWSu;
+    let lane = t % lanes;
+    let row = (group.y * p.groups_x + group.x) * ROWSu + t / lanes;
     xbase = group.z * p.cols;
     var sum = 0.0;
     if (row < p.rows) {
-        sum = row_dot(row * p.row_bytes, t);
+        sum = row_dot(row * p.row_bytes, lane, lanes);
     }
     partial[t] = sum;
     workgroupBarrier();
-    for (var s = WG / 2u; s > 0u; s = s >> 1u) {
-        if (t < s) {
+    for (var s = lanes / 2u; s > 0u; s = s >> 1u) {
+        if (lane < s) {
             partial[t] += partial[t + s];
         }
         workgroupBarrier();
     }
-    if (t == 0u && row < p.rows) {
-        y[group.z * p.total_rows + p.row_offset + row] = partial[0];
+    if (lane == 0u && row < p.rows) {
+        y[group.z * p.total_rows + p.row_offset + row] = partial[t];
     }
 }
 "#;
@@ -85,65 +95,71 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
 /// Input rows a batched workgroup takes (its third dispatch dimension counts groups of them).
 pub const TILE_TOKENS: u32 = 8;
 
-/// The batched entry point (prefill): one workgroup per weight row and 8 input rows, the row
-/// read from memory once and from cache for the other seven (where one workgroup per input row
-/// streamed the whole matrix again for each), and the eight sums reduced side by side. Each
-/// sum is the same arithmetic in the same order as `MAIN`'s, so a batch gives exactly what its
-/// rows give one by one.
+/// The batched entry point (prefill): the decode kernel's rows and threads, with 8 input rows,
+/// each weight row read from memory once and from cache for the other seven (where one
+/// workgroup per input row streamed the whole matrix again for each), and the eight sums
+/// reduced side by side. Each sum is the same arithmetic in the same order as `MAIN`'s, so a
+/// batch gives exactly what its rows give one by one.
 const TILE_MAIN: &str = r#"
 var<workgroup> partial_lo: array<vec4<f32>, WG>;
 var<workgroup> partial_hi: array<vec4<f32>, WG>;
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index) t: u32) {
-    let row = group.y * p.groups_x + group.x;
+    let lanes = WG / ROWSu;
+    let lane = t % lanes;
+    let row = (group.y * p.groups_x + group.x) * ROWSu + t / lanes;
     let first = group.z * 8u;
     var sums: array<f32, 8>;
     if (row < p.rows) {
         for (var k = 0u; k < 8u; k++) {
             if (first + k < p.batch) {
                 xbase = (first + k) * p.cols;
-                sums[k] = row_dot(row * p.row_bytes, t);
+                sums[k] = row_dot(row * p.row_bytes, lane, lanes);
             }
         }
     }
     partial_lo[t] = vec4<f32>(sums[0], sums[1], sums[2], sums[3]);
     partial_hi[t] = vec4<f32>(sums[4], sums[5], sums[6], sums[7]);
     workgroupBarrier();
-    for (var s = WG / 2u; s > 0u; s = s >> 1u) {
-        if (t < s) {
+    for (var s = lanes / 2u; s > 0u; s = s >> 1u) {
+        if (lane < s) {
             partial_lo[t] += partial_lo[t + s];
             partial_hi[t] += partial_hi[t + s];
         }
         workgroupBarrier();
     }
-    if (t < 8u && row < p.rows && first + t < p.batch) {
-        let sums4 = select(partial_hi[0], partial_lo[0], t < 4u);
-        y[(first + t) * p.total_rows + p.row_offset + row] = sums4[t & 3u];
+    // Lane k of a row writes the row's sum for input row `first + k` (lanes ≥ 8).
+    if (lane < 8u && row < p.rows && first + lane < p.batch) {
+        let sums4 = select(partial_hi[t - lane], partial_lo[t - lane], lane < 4u);
+        y[(first + lane) * p.total_rows + p.row_offset + row] = sums4[lane & 3u];
     }
 }
 "#;
 
-/// A float row: thread `t` takes elements `t`, `t + WG`, ...; `VALUE` reads element `e`.
+/// A float row: thread `t` of `stride` takes elements `t`, `t + stride`, ...; `VALUE` reads
+/// element `e`.
 const FLOAT_ROW: &str = r#"
-fn row_dot(base: u32, t: u32) -> f32 {
+fn row_dot(base: u32, t: u32, stride: u32) -> f32 {
     var sum = 0.0;
-    for (var e = t; e < p.cols; e += WG) {
+    for (var e = t; e < p.cols; e += stride) {
         sum += VALUE * x[xbase + e];
     }
     return sum;
 }
 "#;
 
-/// A row of `LEN`-element blocks of `BYTES` bytes: thread `t` takes blocks `t`, `t + WG`, ...;
-/// `BLOCK` adds the block at byte `at` (inputs from `xo`) to `sum`.
-const BLOCK_ROW: &str = r#"
-fn row_dot(base: u32, t: u32) -> f32 {
+/// A row of blocks of `BYTES` bytes, `UNITS` units of 32 weights each: thread `t` of `stride`
+/// takes units `t`, `t + stride`, ...; `UNIT` adds unit `g` of the block at byte `at` (its
+/// inputs from `xo`) to `sum`.
+const UNIT_ROW: &str = r#"
+fn row_dot(base: u32, t: u32, stride: u32) -> f32 {
     var sum = 0.0;
-    for (var b = t; b < p.cols / LEN; b += WG) {
-        let at = base + b * BYTES;
-        let xo = xbase + b * LEN;
-        BLOCK
+    for (var u = t; u < p.cols / 32u; u += stride) {
+        let at = base + (u / UNITS) * BYTES;
+        let g = u % UNITS;
+        let xo = xbase + 32u * u;
+        UNIT
     }
     return sum;
 }
@@ -253,14 +269,15 @@ pub fn matmul(weight_type: WeightType, workgroup: u32, tiled: bool) -> String {
             "",
             "let d = half_at(at + 80u);
         let dmin = half_at(at + 82u);
-        for (var g = 0u; g < 16u; g++) {
-            let sc = byte_at(at + g);
-            let first = at + 16u + 32u * (g / 8u) + 16u * (g % 2u);
-            let shift = 2u * ((g / 2u) % 4u);
+        for (var h = 0u; h < 2u; h++) {
+            let group = 2u * g + h;
+            let sc = byte_at(at + group);
+            let first = at + 16u + 32u * (group / 8u) + 16u * h;
+            let shift = 2u * ((group / 2u) % 4u);
             var s = 0.0;
             var sx = 0.0;
             for (var k = 0u; k < 16u; k++) {
-                let v = x[xo + 16u * g + k];
+                let v = x[xo + 16u * h + k];
                 s += f32((byte_at(first + k) >> shift) & 3u) * v;
                 sx += v;
             }
@@ -271,22 +288,20 @@ pub fn matmul(weight_type: WeightType, workgroup: u32, tiled: bool) -> String {
             110,
             "",
             "let d = half_at(at + 108u);
-        for (var row = 0u; row < 8u; row++) {
-            let first = at + 32u + 32u * (row / 4u);
-            let shift = 2u * (row % 4u);
-            for (var half = 0u; half < 2u; half++) {
-                let j = 2u * row + half;
-                let low = (byte_at(at + 96u + j % 8u) >> (4u * (j / 8u))) & 15u;
-                let high = (byte_at(at + 104u + j % 4u) >> (2u * (j / 4u))) & 3u;
-                let scale = f32(i32(low | (high << 4u)) - 32);
-                var s = 0.0;
-                for (var k = 16u * half; k < 16u * half + 16u; k++) {
-                    let q = i32((byte_at(first + k) >> shift) & 3u)
-                        - select(4, 0, ((byte_at(at + k) >> row) & 1u) != 0u);
-                    s += f32(q) * x[xo + 32u * row + k];
-                }
-                sum += d * scale * s;
+        let first = at + 32u + 32u * (g / 4u);
+        let shift = 2u * (g % 4u);
+        for (var half = 0u; half < 2u; half++) {
+            let j = 2u * g + half;
+            let low = (byte_at(at + 96u + j % 8u) >> (4u * (j / 8u))) & 15u;
+            let high = (byte_at(at + 104u + j % 4u) >> (2u * (j / 4u))) & 3u;
+            let scale = f32(i32(low | (high << 4u)) - 32);
+            var s = 0.0;
+            for (var k = 16u * half; k < 16u * half + 16u; k++) {
+                let q = i32((byte_at(first + k) >> shift) & 3u)
+                    - select(4, 0, ((byte_at(at + k) >> g) & 1u) != 0u);
+                s += f32(q) * x[xo + k];
             }
+            sum += d * scale * s;
         }",
         ),
         // Q5_K is Q4_K with a fifth bit per weight in `qh` (32 bytes before the nibbles).
@@ -300,23 +315,20 @@ pub fn matmul(weight_type: WeightType, workgroup: u32, tiled: bool) -> String {
             210,
             "",
             "let d = half_at(at + 208u);
-        for (var half = 0u; half < 2u; half++) {
-            for (var row = 0u; row < 4u; row++) {
-                let low = at + 64u * half + 32u * (row % 2u);
-                let high = at + 128u + 32u * half;
-                for (var part = 0u; part < 2u; part++) {
-                    let i = 128u * half + 32u * row + 16u * part;
-                    let scale = i8_at(at + 192u + i / 16u);
-                    var s = 0.0;
-                    for (var k = 16u * part; k < 16u * part + 16u; k += 4u) {
-                        let nibble = (bytes4(word_at(low + k)) >> vec4<u32>(4u * (row / 2u))) & vec4<u32>(15u);
-                        let top = (bytes4(word_at(high + k)) >> vec4<u32>(2u * row)) & vec4<u32>(3u);
-                        let q = vec4<f32>(nibble | (top << vec4<u32>(4u))) - 32.0;
-                        s += dot(q, x4(xo + 128u * half + 32u * row + k));
-                    }
-                    sum += d * scale * s;
-                }
+        let half = g / 4u;
+        let row = g % 4u;
+        let low = at + 64u * half + 32u * (row % 2u);
+        let high = at + 128u + 32u * half;
+        for (var part = 0u; part < 2u; part++) {
+            let scale = i8_at(at + 192u + 2u * g + part);
+            var s = 0.0;
+            for (var k = 16u * part; k < 16u * part + 16u; k += 4u) {
+                let nibble = (bytes4(word_at(low + k)) >> vec4<u32>(4u * (row / 2u))) & vec4<u32>(15u);
+                let top = (bytes4(word_at(high + k)) >> vec4<u32>(2u * row)) & vec4<u32>(3u);
+                let q = vec4<f32>(nibble | (top << vec4<u32>(4u))) - 32.0;
+                s += dot(q, x4(xo + k));
             }
+            sum += d * scale * s;
         }",
         ),
         WeightType::IQ4_NL => format!(
@@ -339,24 +351,23 @@ pub fn matmul(weight_type: WeightType, workgroup: u32, tiled: bool) -> String {
                 "",
                 "let d = half_at(at);
         let high_bits = byte_at(at + 2u) | (byte_at(at + 3u) << 8u);
-        for (var g = 0u; g < 8u; g++) {
-            let low = (byte_at(at + 4u + g / 2u) >> (4u * (g % 2u))) & 15u;
-            let high = (high_bits >> (2u * g)) & 3u;
-            let scale = f32(i32(low | (high << 4u)) - 32);
-            var s = 0.0;
-            for (var j = 0u; j < 16u; j += 4u) {
-                let q = bytes4(word_at(at + 8u + 16u * g + j));
-                s += dot(levels4(q & vec4<u32>(15u)), x4(xo + 32u * g + j))
-                    + dot(levels4(q >> vec4<u32>(4u)), x4(xo + 32u * g + j + 16u));
-            }
-            sum += d * scale * s;
-        }",
+        let low = (byte_at(at + 4u + g / 2u) >> (4u * (g % 2u))) & 15u;
+        let high = (high_bits >> (2u * g)) & 3u;
+        let scale = f32(i32(low | (high << 4u)) - 32);
+        var s = 0.0;
+        for (var j = 0u; j < 16u; j += 4u) {
+            let q = bytes4(word_at(at + 8u + 16u * g + j));
+            s += dot(levels4(q & vec4<u32>(15u)), x4(xo + j)) + dot(levels4(q >> vec4<u32>(4u)), x4(xo + j + 16u));
+        }
+        sum += d * scale * s;",
             )
         ),
         other => unreachable!("no matrix-vector kernel for {other:?}: not in MATVEC_TYPES"),
     };
     let main = if tiled { TILE_MAIN } else { MAIN };
-    format!("{HEADER}{row}{main}").replace("WG", &format!("{workgroup}u"))
+    format!("{HEADER}{row}{main}")
+        .replace("WG", &format!("{workgroup}u"))
+        .replace("ROWS", &ROWS_PER_GROUP.to_string())
 }
 
 /// Q4_K and Q5_K: eight groups of 32 with 6-bit scales and mins; nibbles from byte `nibbles`
@@ -364,33 +375,31 @@ pub fn matmul(weight_type: WeightType, workgroup: u32, tiled: bool) -> String {
 fn k4_row(bytes: u32, nibbles: u32, fifth_bit: &str) -> String {
     let block = "let d = half_at(at);
         let dmin = half_at(at + 2u);
-        for (var g = 0u; g < 8u; g++) {
-            let sm = k4_scale_min(at + 4u, g);
-            let first = at + NIBBLESu + 32u * (g / 2u);
-            let shift = 4u * (g % 2u);
-            var s = 0.0;
-            var sx = 0.0;
-            for (var k = 0u; k < 32u; k += 4u) {
-                let v = x4(xo + 32u * g + k);
-                let q = (bytes4(word_at(first + k)) >> vec4<u32>(shift)) & vec4<u32>(15u);
-                s += dot(vec4<f32>(qFIFTH), v);
-                sx += dot(v, vec4<f32>(1.0));
-            }
-            sum += d * sm.x * s - dmin * sm.y * sx;
-        }"
-    .replace("NIBBLES", &nibbles.to_string())
-    .replace("FIFTH", fifth_bit);
+        let sm = k4_scale_min(at + 4u, g);
+        let first = at + NIBBLESu + 32u * (g / 2u);
+        let shift = 4u * (g % 2u);
+        var s = 0.0;
+        var sx = 0.0;
+        for (var k = 0u; k < 32u; k += 4u) {
+            let v = x4(xo + k);
+            let q = (bytes4(word_at(first + k)) >> vec4<u32>(shift)) & vec4<u32>(15u);
+            s += dot(vec4<f32>(qFIFTH), v);
+            sx += dot(v, vec4<f32>(1.0));
+        }
+        sum += d * sm.x * s - dmin * sm.y * sx;"
+        .replace("NIBBLES", &nibbles.to_string())
+        .replace("FIFTH", fifth_bit);
     k_row(bytes, K4_SCALES, &block)
 }
 
-/// A row of 32-element blocks.
-fn block_row(bytes: u32, block: &str) -> String {
-    BLOCK_ROW.replace("LEN", "32u").replace("BYTES", &format!("{bytes}u")).replace("BLOCK", block)
+/// A row of 32-weight blocks: each block one unit.
+fn block_row(bytes: u32, unit: &str) -> String {
+    UNIT_ROW.replace("UNITS", "1u").replace("BYTES", &format!("{bytes}u")).replace("UNIT", unit)
 }
 
-/// A row of 256-element K-quant (and IQ4_XS) blocks, with `helpers` before it.
-fn k_row(bytes: u32, helpers: &str, block: &str) -> String {
-    let row = BLOCK_ROW.replace("LEN", "256u").replace("BYTES", &format!("{bytes}u")).replace("BLOCK", block);
+/// A row of 256-weight K-quant (and IQ4_XS) blocks, eight units each, with `helpers` before it.
+fn k_row(bytes: u32, helpers: &str, unit: &str) -> String {
+    let row = UNIT_ROW.replace("UNITS", "8u").replace("BYTES", &format!("{bytes}u")).replace("UNIT", unit);
     format!("{helpers}{row}")
 }
 

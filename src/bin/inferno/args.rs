@@ -107,6 +107,16 @@ impl Args {
         }
     }
 
+    /// `engine` with its sessions on the device `--device` asks for (the CPU by default).
+    #[cfg_attr(not(all(feature = "gpu", not(target_family = "wasm"))), allow(unused_mut))]
+    pub fn on_device(&self, mut engine: inferno::engine::Engine) -> Result<inferno::engine::Engine, String> {
+        #[cfg(all(feature = "gpu", not(target_family = "wasm")))]
+        engine.use_gpu(self.gpu()?).map_err(|e| format!("{}: {e}", self.command))?;
+        #[cfg(not(all(feature = "gpu", not(target_family = "wasm"))))]
+        self.gpu()?;
+        Ok(engine)
+    }
+
     /// A numeric option, `default` when absent; a value that does not parse is an error.
     pub fn number<T: std::str::FromStr>(&self, name: &str, default: T) -> Result<T, String> {
         match self.text(name) {

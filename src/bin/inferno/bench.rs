@@ -110,7 +110,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
             Some(gpu) => {
                 println!("pp{:<5} {:>8.1} tok/s  (median of {runs}, GPU)", pp, result.prefill_tok_s);
                 println!("tg{:<5} {:>8.1} tok/s  (median of {runs}, GPU)", tg, result.decode_tok_s);
-                println!("gpu     {} ({})", gpu.adapter, gpu.backend);
+                println!("gpu     {} ({}, {}; {})", gpu.adapter, gpu.backend, gpu.device_type, gpu.driver);
                 println!(
                     "decode reads {:.2} GB/s of weights ({:.1} MB a step); the adapter copies {:.2} GB/s; efficiency {:.2}",
                     gpu.decode_weight_gb_s,
@@ -214,6 +214,9 @@ impl GrammarFigures {
 struct GpuFigures {
     adapter: String,
     backend: String,
+    /// `Cpu` for a software adapter, whose figures are no speed claim for a GPU.
+    device_type: String,
+    driver: String,
     /// A buffer copied in one submission: bytes read and written per second.
     copy_gb_s: f64,
     /// Bytes of weights one decode step reads, and that times the decode rate.
@@ -261,6 +264,8 @@ impl GpuFigures {
         Ok(GpuFigures {
             adapter: facts.name.clone(),
             backend: facts.backend.clone(),
+            device_type: facts.device_type.clone(),
+            driver: facts.driver.clone(),
             copy_gb_s: 2.0 * (bytes * u64::from(repeats)) as f64 / seconds[1] / 1e9,
             decode_weight_bytes,
             decode_weight_gb_s: decode_weight_bytes as f64 * decode_tok_s / 1e9,

@@ -51,7 +51,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
     }
 
     args.start_threads()?;
-    let engine = on_device(load_engine(path)?, &args)?;
+    let engine = args.on_device(load_engine(path)?)?;
     let (prompt_ids, reply, grammar) = if args.switch("--chat") {
         let mut messages = Vec::new();
         if let Some(system) = args.text("--system") {
@@ -193,16 +193,6 @@ fn tool_use(args: &Args) -> Result<Option<ToolUse>, String> {
         name => ToolChoice::Function(name.to_owned()),
     };
     ToolUse::new(tools, choice, !args.switch("--one-call")).map_err(|e| format!("generate: {e}"))
-}
-
-/// The engine on the device `--device` asks for (the CPU by default).
-#[cfg_attr(not(all(feature = "gpu", not(target_family = "wasm"))), allow(unused_mut))]
-fn on_device(mut engine: Engine, args: &Args) -> Result<Engine, String> {
-    #[cfg(all(feature = "gpu", not(target_family = "wasm")))]
-    engine.use_gpu(args.gpu()?).map_err(|e| format!("generate: {e}"))?;
-    #[cfg(not(all(feature = "gpu", not(target_family = "wasm"))))]
-    args.gpu()?;
-    Ok(engine)
 }
 
 /// The model at `path`; a shard of a split model (`NAME-00002-of-00003.gguf`) brings all of

@@ -32,6 +32,11 @@ commands:
                                     --one-call without parallel calls
   logits MODEL --tokens 1,2,3 [--top 20] [--json]
                                     the top logits after each position (teacher-forced)
+  logits MODEL --golden FILE [--tolerance 0.1] [--json]
+                                    follows a llama.cpp golden file (tests/fixtures/golden):
+                                    each prompt in one batch, then its continuation token by
+                                    token; prints max |Δlogit| and top-1 agreement, and fails
+                                    beyond the tolerance or on a top-1 miss that is no near tie
   embed MODEL TEXT... [--pooling mean|cls|last] [--dimensions N] [--raw] [--json]
                                     a sentence embedding per TEXT, pooled as the file says
                                     (or --pooling), unit length unless --raw, cut to the first
@@ -41,7 +46,7 @@ commands:
                                     prompt and decode tokens per second (median of the runs)
 
 generate, logits, embed and bench take --threads N (default: the machine's cores, at most 8); the
-results do not depend on it. generate and bench take --device gpu (a build with the gpu
+results do not depend on it. generate, logits and bench take --device gpu (a build with the gpu
 feature: cargo build --release --features gpu), which runs the model through wgpu (Vulkan,
 Metal or DX12); bench then also prints the adapter's copy bandwidth and the weight bandwidth
 decode reached.
