@@ -159,7 +159,7 @@ run_tests() {
 
   # Mesa's Vulkan loader complains on every device without a runtime directory (none in CI).
   run_suite "native (cargo test, GPU kernels on lavapipe)" \
-    env XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-$(mktemp -d)}" cargo test --release --all-targets --features gpu
+    env XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-$(mktemp -d)}" cargo test --profile native-tests --all-targets --features gpu
   # The crate's wasm tests: each build once, each engine at least once. WebKitGTK has neither
   # relaxed SIMD nor Memory64, and the SIMD128 build is the one Safari runs; Chromium gets the
   # relaxed build most of its users run, Firefox the 64-bit one. The page suites below run

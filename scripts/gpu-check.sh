@@ -56,7 +56,7 @@ prepare() {
     -exec cp {} "$dir/tests/fixtures/golden/" \;
   # Vulkan's loader, for a machine that has the GPU's driver but not the loader.
   local loader
-  loader=$(ldconfig -p | awk '/libvulkan\.so\.1 .*x86-64/ {print $NF; exit}')
+  loader=$(libraries | awk '/libvulkan\.so\.1 .*x86-64/ {print $NF; exit}')
   [ -n "$loader" ] || die "no libvulkan.so.1 here (scripts/setup.sh test installs it)"
   cp -L "$loader" "$dir/lib/libvulkan.so.1"
   # The gguf package (and PyYAML, which it imports), pure Python, the versions the test files
@@ -85,6 +85,17 @@ EOF
   [ "$size" -le "$LIMIT_MIB" ] || die "$dir is ${size} MiB, over $LIMIT_MIB"
 }
 
+# The dynamic linker's list of libraries (ldconfig is in sbin, often off a plain PATH).
+libraries() {
+  local ldconfig
+  for ldconfig in ldconfig /sbin/ldconfig /usr/sbin/ldconfig; do
+    if command -v "$ldconfig" >/dev/null; then
+      "$ldconfig" -p 2>/dev/null || true
+      return
+    fi
+  done
+}
+
 # There: the Vulkan loader and the GPU's driver, found or supplied, then the runner.
 run_here() {
   local dir=$HERE
@@ -92,7 +103,7 @@ run_here() {
   command -v python3 >/dev/null || die "python3 is missing (the check makes its test files with it)"
   python3 -c 'import numpy' 2>/dev/null || die "python3 has no numpy (the check makes its test files with it)"
   export PYTHONPATH=$dir/py${PYTHONPATH:+:$PYTHONPATH}
-  if ! ldconfig -p 2>/dev/null | grep -q 'libvulkan\.so\.1 '; then
+  if ! libraries | grep -q 'libvulkan\.so\.1 '; then
     log "no Vulkan loader on this machine: using the folder's"
     export LD_LIBRARY_PATH=$dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
   fi
@@ -103,7 +114,7 @@ run_here() {
   log "Vulkan ICD files: ${icds:-none}"
   nvidia_icd=$(grep -l -i nvidia $icds /dev/null 2>/dev/null || true)
   if [ -z "$nvidia_icd" ]; then
-    glx=$(ldconfig -p 2>/dev/null | awk '/libGLX_nvidia\.so\.0 / {print $NF; exit}')
+    glx=$(libraries | awk '/libGLX_nvidia\.so\.0 / {print $NF; exit}')
     [ -n "$glx" ] || glx=$(find /usr/lib /usr/lib64 /usr/local/nvidia /usr/lib/x86_64-linux-gnu -name 'libGLX_nvidia.so.0' 2>/dev/null | head -1 || true)
     if [ -n "$glx" ]; then
       mkdir -p "${TMPDIR:-/tmp}/inferno-gpu-check"
