@@ -2,13 +2,12 @@
 //
 //   node scripts/build-wasm.mjs build [FLAVOUR...] [--root DIR] [--out DIR] [--test-hooks]
 //       builds the packages (default: every flavour) into www/lib/pkg* (or DIR/pkg*), then
-//       writes the service worker's manifest (scripts/sw-manifest.mjs); --test-hooks makes the
-//       build for tests (TEST_FEATURES: the page tests' deliberate trap) and writes into
-//       target/test-hooks/pkg* unless --out says otherwise: never into www/lib
+//       writes the service worker's manifest (scripts/sw-manifest.mjs); --test-hooks builds the
+//       page tests' module instead (examples/test_hooks.rs: the engine plus a deliberate trap)
+//       into target/test-hooks/pkg* unless --out says otherwise: never into www/lib
 //   node scripts/build-wasm.mjs test FLAVOUR [CARGO-ARGS...]
-//       the crate's wasm tests (tests/web.rs, tests/web_gpu.rs) for that flavour, built with
-//       TEST_FEATURES, in the browser its environment names (build.sh wasm-test; `--no-run`
-//       only builds them)
+//       the crate's wasm tests (tests/web/) for that flavour, in the
+//       browser its environment names (build.sh wasm-test; `--no-run` only builds them)
 //   node scripts/build-wasm.mjs cargo FLAVOUR SUBCOMMAND [ARGS...]
 //       runs `cargo SUBCOMMAND` for that flavour's target and flags
 //   node scripts/build-wasm.mjs list
@@ -34,13 +33,13 @@ export const CACHE =
 const GIB = 1024 ** 3;
 
 /**
- * The crate's features for the builds made for tests: the SIMD-vs-scalar kernel checks that
- * tests/web.rs runs, and the deliberate trap of the resilience page test. Both go in every
- * test build, which has a target folder of its own (`wasm-FLAVOUR-tests`): the library of a
- * cdylib crate has no hash in its file name, so switching features in one folder recompiled
- * the crate at every switch, seven times a test run.
+ * What is built for tests changes no feature of the library: the wasm tests and the page tests'
+ * module (examples/test_hooks.rs) link the release library as built, in the flavour's own target
+ * folder. A feature would make a second library unit that shares its cdylib's fingerprint with
+ * the first (the cdylib's file name has no hash), so cargo would rebuild the engine at every
+ * switch; and a folder of its own per test build compiled std and every dependency again.
  */
-export const TEST_FEATURES = 'kernel-checks,test-hooks';
+const TEST_HOOKS_EXAMPLE = 'test_hooks';
 
 /**
  * Every build the page can pick (www/lib/engine-loader.js chooses at run time).
@@ -136,17 +135,29 @@ function targetRoot(root) {
   return path.resolve(root) === path.resolve(REPO) ? path.join(CACHE, 'target') : path.join(root, 'target');
 }
 
-/** The target folder of flavour `f` in `root`, or of its build for tests. */
-function targetDir(f, root, forTests) {
-  return path.join(targetRoot(root), `wasm-${f.name}${forTests ? '-tests' : ''}`);
+/** The target folder of flavour `f` in `root`. */
+function targetDir(f, root) {
+  return path.join(targetRoot(root), `wasm-${f.name}`);
+}
+
+/**
+ * Removes the wasm target folders in `root`'s target root that no flavour owns (those of builds
+ * since retired, as the per-flavour folders for tests were: about 0.5 GB each).
+ */
+function pruneRetiredFolders(root) {
+  const dir = targetRoot(root);
+  if (!existsSync(dir)) return;
+  const owned = new Set(FLAVOURS.map((f) => path.basename(targetDir(f, root))));
+  for (const entry of readdirSync(dir, { withFileTypes: true }))
+    if (entry.isDirectory() && entry.name.startsWith('wasm-') && !owned.has(entry.name))
+      rmSync(path.join(dir, entry.name), { recursive: true, force: true });
 }
 
 /**
  * Runs cargo SUBCOMMAND ARGS for flavour `f`, in `root`, with its own target folder: in the
  * shared cache for this checkout (another root, as the A/B builds' scratch tree, keeps its own).
- * `forTests` builds with TEST_FEATURES, in the flavour's folder for tests.
  */
-export function runCargo(f, subcommand, args, { root = REPO, forTests = false } = {}) {
+export function runCargo(f, subcommand, args, { root = REPO } = {}) {
   const plan = cargoPlan(f);
   const chain = toolchain();
   const envName = plan.target.toUpperCase().replaceAll('-', '_');
@@ -154,7 +165,7 @@ export function runCargo(f, subcommand, args, { root = REPO, forTests = false } 
     ...process.env,
     // Its own folder per flavour: host build scripts may come from a different rustc than
     // native builds, and the std builds differ.
-    CARGO_TARGET_DIR: targetDir(f, root, forTests),
+    CARGO_TARGET_DIR: targetDir(f, root),
     // A fresh clone's sources are newer than any build: freshness by checksum, not by time
     // (unstable, hence RUSTC_BOOTSTRAP), so clones sharing the cache rebuild only what differs.
     RUSTC_BOOTSTRAP: '1',
@@ -179,7 +190,7 @@ export function runCargo(f, subcommand, args, { root = REPO, forTests = false } 
     });
     cargoArgs.push('-Zbuild-std=std,panic_abort');
   }
-  cargoArgs.push(...plan.cargoArgs, ...(forTests ? ['--features', TEST_FEATURES] : []), ...args);
+  cargoArgs.push(...plan.cargoArgs, ...args);
   const result = spawnSync(cargo, cargoArgs, { cwd: root, env, stdio: 'inherit' });
   return result.status ?? 1;
 }
@@ -201,13 +212,27 @@ function findAll(dir, name) {
 export function buildFlavour(f, { root, outDir, testHooks = false }) {
   const what = testHooks ? 'wasm package with test hooks' : 'wasm package';
   console.error(`\x1b[1;34m==>\x1b[0m building the ${f.name} ${what} (release)`);
-  const built = runCargo(f, 'build', ['--release', '--lib'], { root, forTests: testHooks });
+  const target = testHooks ? ['--example', TEST_HOOKS_EXAMPLE] : ['--lib'];
+  const built = runCargo(f, 'build', ['--release', ...target], { root });
   if (built !== 0) throw new Error(`cargo build of ${f.name} failed`);
-  const wasm = path.join(targetDir(f, root, testHooks), cargoPlan(f).target, 'release', 'inferno.wasm');
+  const release = path.join(targetDir(f, root), cargoPlan(f).target, 'release');
+  const wasm = testHooks
+    ? path.join(release, 'examples', `${TEST_HOOKS_EXAMPLE}.wasm`)
+    : path.join(release, 'inferno.wasm');
   run(path.join(HERE, 'fold-load-offsets.sh'), [wasm]);
   const out = path.join(outDir, f.out);
   rmSync(out, { recursive: true, force: true });
-  run('wasm-bindgen', ['--target', 'web', '--no-typescript', '--out-dir', out, wasm]);
+  // --out-name: the example's module answers to the engine's name (inferno.js, inferno_bg.wasm).
+  run('wasm-bindgen', [
+    '--target',
+    'web',
+    '--no-typescript',
+    '--out-name',
+    'inferno',
+    '--out-dir',
+    out,
+    wasm,
+  ]);
   if (f.threads) {
     // The pool's helper script (src/web/pool_helpers.js) imports the glue four folders up.
     const helpers = findAll(path.join(out, 'snippets'), 'pool_helpers.js');
@@ -231,8 +256,8 @@ function main(argv) {
     const [name, ...extra] = rest;
     if (!name) throw new Error('usage: build-wasm.mjs test FLAVOUR [CARGO-ARGS...]');
     // Only the suites that run in a browser: the others are native-only.
-    const args = ['--release', '--test', 'web', '--test', 'web_gpu', ...extra];
-    return runCargo(flavour(name), 'test', args, { forTests: true });
+    const args = ['--release', '--test', 'web', ...extra];
+    return runCargo(flavour(name), 'test', args);
   }
   if (command === 'build') {
     let root = path.join(HERE, '..');
@@ -246,6 +271,7 @@ function main(argv) {
       else names.push(rest[i]);
     }
     const flavours = names.length ? names.map(flavour) : FLAVOURS;
+    pruneRetiredFolders(root);
     const www = path.join(root, 'www');
     if (testHooks) outDir ??= path.join(root, 'target', 'test-hooks');
     for (const f of flavours) buildFlavour(f, { root, outDir: outDir ?? path.join(www, 'lib'), testHooks });

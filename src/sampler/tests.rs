@@ -206,7 +206,7 @@ fn hostile_logits_and_settings_are_errors_not_panics() {
     }
 }
 
-/// The first draws for seed 9 over a fixed logit vector. `tests/web.rs` asserts the same
+/// The first draws for seed 9 over a fixed logit vector. `tests/web/` asserts the same
 /// sequence inside the browser: the same seed gives the same tokens natively and in wasm.
 fn pinned_logits() -> Vec<f32> {
     (0..1000).map(|i| ((i * 7919) % 1000) as f32 / 200.0).collect()

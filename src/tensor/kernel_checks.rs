@@ -1,7 +1,10 @@
-//! Every kernel of this build's tables (`kernels.rs`: each format's tile entry, and the kernels that are no format's dot) against its scalar reference
-//! on random blocks, and row groups against single rows. Test code only: compiled for unit
-//! tests and, with the `kernel-checks` feature, for `tests/web.rs`, which runs it in headless
-//! Chromium on the SIMD128 and relaxed-SIMD builds (`./build.sh test`).
+//! Every kernel of this build's tables (`kernels.rs`: each format's tile entry, and the kernels
+//! that are no format's dot) against its scalar reference on random blocks, and row groups
+//! against single rows. Test code only, called by the unit tests and by `tests/web/`, which
+//! runs it in the browsers on the SIMD128, relaxed-SIMD and Memory64 builds (`./build.sh test`).
+//! It is in every build so that those tests link the release library as it is, with no feature
+//! of their own; nothing else calls it, so link-time optimization leaves it out of the shipped
+//! module.
 
 /// Compares every kernel of this build's table with its scalar reference on random blocks (several lengths, an
 /// unaligned weight buffer); the difference must stay within

@@ -113,10 +113,9 @@ macro_rules! falls_back {
     )*};
 }
 
-/// The scalar reference: ggml's summing order, every format. Outside test builds, a table
-/// with its own kernel for a format leaves that entry unused; in wasm, where SIMD128 has them
-/// all, only the kernel checks use it.
-#[cfg_attr(all(target_family = "wasm", not(any(test, feature = "kernel-checks"))), allow(dead_code))]
+/// The scalar reference: ggml's summing order, every format. A table with its own kernel for a
+/// format leaves that entry to the kernel checks; in wasm, where SIMD128 has them all, only the
+/// kernel checks use it.
 pub enum Scalar {}
 
 tiles! { Scalar:
@@ -204,9 +203,8 @@ pub type Active = Avx2;
 )))]
 pub type Active = Scalar;
 
-/// The scalar reference of the kernels that are no format's dot. Outside test builds, a table
-/// that has its own leaves these unused.
-#[cfg_attr(not(any(test, feature = "kernel-checks")), allow(unused_imports))]
+/// The scalar reference of the kernels that are no format's dot. A table that has its own
+/// leaves these to the kernel checks.
 pub(super) mod scalar {
     pub(in crate::tensor) use super::super::float::{any_non_finite_f16, sum_words};
     pub(in crate::tensor) use super::super::kv_rows::{

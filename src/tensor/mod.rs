@@ -33,32 +33,12 @@ mod format;
 mod kernels;
 pub mod kv_rows;
 // The scalar kernels are the reference: in a SIMD128 build, where the table has its own kernel
-// for every slot, only the kernel checks (test builds) call them.
-#[cfg_attr(
-    all(target_family = "wasm", target_feature = "simd128", not(feature = "kernel-checks")),
-    allow(dead_code)
-)]
+// for every slot, only the kernel checks call them.
 mod float;
 mod iq_grids;
-#[cfg_attr(
-    all(target_family = "wasm", target_feature = "simd128", not(feature = "kernel-checks")),
-    allow(dead_code)
-)]
 mod iq_lattice;
-#[cfg_attr(
-    all(target_family = "wasm", target_feature = "simd128", not(feature = "kernel-checks")),
-    allow(dead_code)
-)]
 mod iquants;
-#[cfg_attr(
-    all(target_family = "wasm", target_feature = "simd128", not(feature = "kernel-checks")),
-    allow(dead_code)
-)]
 mod kquants;
-#[cfg_attr(
-    all(target_family = "wasm", target_feature = "simd128", not(feature = "kernel-checks")),
-    allow(dead_code)
-)]
 mod legacy;
 #[cfg(not(target_family = "wasm"))]
 mod llama_order;
@@ -75,7 +55,8 @@ use core::arch::wasm32 as wasm_simd;
 #[cfg(all(target_arch = "wasm64", target_feature = "simd128"))]
 use core::arch::wasm64 as wasm_simd;
 
-#[cfg(any(test, feature = "kernel-checks"))]
+/// Every kernel against its scalar reference, for the tests (native, and tests/web/ in the browsers).
+#[doc(hidden)]
 pub mod kernel_checks;
 
 #[cfg(test)]

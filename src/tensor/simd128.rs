@@ -1551,7 +1551,6 @@ fn f16_tile<const W: usize, const R: usize>(src: [&[u8]; W], rows: [&[F16Activat
 
 /// The F16 dot's vector part summed with [`exact_mul_add4`] and with [`mul_add4`], for the
 /// check that fusing never changes a bit (`kernel_checks.rs`); finite weights only.
-#[cfg(any(test, feature = "kernel-checks"))]
 pub(super) fn f16_dot_fused_and_unfused(src: &[u8], activations: &[F16Activation]) -> (f32, f32) {
     let rows = [F16Activation::scaled_values(activations)];
     let held = Held::new();

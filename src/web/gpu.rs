@@ -65,6 +65,9 @@ impl WebGpu {
 #[wasm_bindgen]
 pub async fn request_gpu() -> Result<WebGpu, JsValue> {
     let gpu = Gpu::request().await.map_err(gpu_error)?;
+    // The engine takes the device as an `Arc` because natively its threads share it; in the
+    // browser wgpu's WebGPU handles are bound to one thread, and the engine uses them on that one.
+    #[allow(clippy::arc_with_non_send_sync)]
     Ok(WebGpu { gpu: Arc::new(gpu) })
 }
 

@@ -81,15 +81,6 @@ pub fn engine_info() -> Result<JsValue, JsValue> {
     })
 }
 
-/// Crashes the engine on purpose, the way a bug would (a panic, which traps), so the page test
-/// can check that a crash is reported clearly and a fresh engine takes over. Only in builds
-/// made for the tests (the `test-hooks` feature).
-#[cfg(feature = "test-hooks")]
-#[wasm_bindgen]
-pub fn deliberate_trap() {
-    panic!("deliberate trap (the worker's `trap` request)");
-}
-
 /// A buffer the benchmark reads whole to measure this page's memory read bandwidth with the
 /// same SIMD128 loads the kernels use: the physical limit a decode step's weight bandwidth is
 /// held against.

@@ -60,7 +60,7 @@ async function barKindsOverSteps(maxSteps = 40) {
 const SMOLLM2 = () => requireModel(MODELS.smollm2);
 const SMOLLM2_NAME = 'SmolLM2-135M-Instruct.Q4_1.gguf';
 // With llama.cpp's default sampling, seed 4 answers "The capital of France is Paris." in 8
-// tokens natively; the wasm build draws the same way (tests/web.rs pins seeded draws).
+// tokens natively; the wasm build draws the same way (tests/web/ pins seeded draws).
 const ENDING_SEED = 4;
 
 pageSuite(
@@ -391,7 +391,7 @@ pageSuite(
 
     // The micro files of scripts/make_micro_models.py: every architecture beyond the real models
     // loads in the page and streams an answer with the template from its file, and so does an
-    // i-quant file. Each weight type's kernels follow llama.cpp's logits in tests/web.rs, in
+    // i-quant file. Each weight type's kernels follow llama.cpp's logits in tests/web/, in
     // every build and engine; here the nine i-quant files (one architecture, one template) ran
     // the same page flow nine times.
     for (const file of [

@@ -278,14 +278,14 @@ describe('the library on the GPU (SwiftShader WebGPU)', { timeout: TIMEOUT_MS },
   );
 
   test(
-    "the real models' weight type that tests/web_gpu.rs lacks, Q4_1, loaded by URL, answers on the GPU as on the CPU",
+    "the real models' weight type that tests/web/gpu.rs lacks, Q4_1, loaded by URL, answers on the GPU as on the CPU",
     {
       skip: onlyIn('chromium', 'Firefox ESR has no WebGPU'),
     },
     async () => {
       // SmolLM2 Q4_1 and Gemma 3 Q4_K_M themselves run on the GPU natively (tests/gpu.rs, on
       // lavapipe, the same WGSL); here, on SwiftShader, their four tokens each took five and a
-      // half minutes of a two-core machine. In this browser's WGSL compiler, tests/web_gpu.rs
+      // half minutes of a two-core machine. In this browser's WGSL compiler, tests/web/gpu.rs
       // runs Q4_K, Q6_K and the Llama and Gemma layers on micro files; this runs the one weight
       // type it has no file for (the micro Q4_1 file is made, not committed).
       const files = { 'qwen3-q4_1': path.join(modelsDir, 'qwen3-micro-q4_1.gguf') };

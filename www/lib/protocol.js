@@ -144,7 +144,7 @@
  */
 /**
  * Test only: crashes the engine on purpose (its `deliberate_trap`), so page tests can check the
- * recovery. Only builds made with the crate's `test-hooks` feature export it; elsewhere this is
+ * recovery. Only the page tests' module (examples/test_hooks.rs) exports it; elsewhere this is
  * an unknown request.
  * @typedef {{type: 'trap', id: number}} TrapRequest
  */

@@ -1,6 +1,11 @@
-//! The wasm API, exercised in headless Chromium (`./build.sh test` runs these through
-//! wasm-bindgen-test-runner).
+//! The wasm API, exercised in the browsers (`./build.sh test` runs these through
+//! wasm-bindgen-test-runner: the SIMD128 build in WebKitGTK, relaxed SIMD in Chromium, Memory64
+//! in Firefox). One test binary with the GPU's tests as a module, so that each build links the
+//! engine into a test module once.
 #![cfg(target_family = "wasm")]
+
+#[cfg(feature = "gpu")]
+mod gpu;
 
 use inferno::gguf::writer::GgufWriter;
 use inferno::gguf::{GgmlType, Value};
@@ -121,17 +126,9 @@ fn reports_simd128_build() {
 
 /// Every kernel of the build's table (SIMD128, or relaxed SIMD) against its scalar reference on
 /// seeded random rows, in the browser.
-#[cfg(feature = "kernel-checks")]
 #[wasm_bindgen_test]
 fn simd_kernels_match_the_scalar_reference() {
     inferno::tensor::kernel_checks::check_kernels_match_scalar().unwrap();
-}
-
-/// The kernel checks must be compiled in (`--features kernel-checks`), or the test above
-/// silently vanishes.
-#[wasm_bindgen_test]
-fn the_test_build_has_the_kernel_checks() {
-    const { assert!(cfg!(feature = "kernel-checks"), "run the wasm tests with --features kernel-checks") };
 }
 
 /// The test build must really be a SIMD128 build, or the kernel test above silently vanishes.
@@ -190,8 +187,8 @@ fn assert_follows_golden(file: &[u8], golden: &str, tolerance: f32) -> usize {
 #[wasm_bindgen_test]
 fn engine_logits_match_llama_cpp_with_simd128() {
     let steps = assert_follows_golden(
-        include_bytes!("fixtures/models/qwen3-micro-q4_0.gguf"),
-        include_str!("fixtures/golden/qwen3-micro-q4_0.json"),
+        include_bytes!("../fixtures/models/qwen3-micro-q4_0.gguf"),
+        include_str!("../fixtures/golden/qwen3-micro-q4_0.json"),
         0.1,
     );
     assert_eq!(steps, 24);
@@ -214,8 +211,8 @@ fn micro_files_of_other_architectures_and_types_match_llama_cpp_in_the_browser()
         ($name:literal, $tolerance:expr, $steps:expr) => {
             (
                 $name,
-                include_bytes!(concat!("fixtures/models/", $name, ".gguf")).as_slice(),
-                include_str!(concat!("fixtures/golden/", $name, ".json")),
+                include_bytes!(concat!("../fixtures/models/", $name, ".gguf")).as_slice(),
+                include_str!(concat!("../fixtures/golden/", $name, ".json")),
                 $tolerance,
                 $steps,
             )
@@ -260,7 +257,7 @@ fn seeded_sampling_draws_the_native_sequence() {
 #[wasm_bindgen_test]
 fn worker_api_loads_in_chunks_chats_and_branches() {
     use inferno::web::ModelLoader;
-    let bytes = include_bytes!("fixtures/models/qwen3-micro-q4_0.gguf");
+    let bytes = include_bytes!("../fixtures/models/qwen3-micro-q4_0.gguf");
     let mut loader = ModelLoader::new(bytes.len() as f64).unwrap();
     for chunk in bytes.chunks(1 << 16) {
         loader.push_bytes(chunk).unwrap();
@@ -425,7 +422,7 @@ fn files_over_4_gib_go_to_the_64_bit_build_where_the_browser_has_one() {
 
     // The inspector's "can it chat" line says the same (the header of a model that runs, as if
     // its file were 5 GB long).
-    let bytes = include_bytes!("fixtures/models/qwen3-micro-q4_0.gguf");
+    let bytes = include_bytes!("../fixtures/models/qwen3-micro-q4_0.gguf");
     let runs = |size: f64, memory64: bool| {
         let outcome = inspect_prefix(bytes, size, memory64).expect("the header parses");
         let runs = get(&get(&outcome, "report"), "runs");

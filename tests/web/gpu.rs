@@ -4,13 +4,10 @@
 //! (the tiled kernel) and decode steps over the GPU's own cache, within the bounds of
 //! tests/gpu.rs (the same comparison natively, on lavapipe). In a browser without WebGPU
 //! (Firefox ESR) the request for a device must fail as `no_gpu`, not panic.
-#![cfg(all(target_family = "wasm", feature = "gpu"))]
 
 use inferno::gpu::{Gpu, GpuError, GpuState};
 use inferno::model::{LogitsFor, Model};
 use wasm_bindgen_test::*;
-
-wasm_bindgen_test_configure!(run_in_browser);
 
 /// How far below the CPU's best logit the GPU's pick may score on the CPU (tests/gpu.rs).
 const TIE: f32 = 1.0;
@@ -60,16 +57,16 @@ async fn every_micro_family_the_gpu_runs_follows_the_cpu_in_the_browser() {
     }
     let gpu = Gpu::request().await.expect("a WebGPU adapter (Chromium: --enable-unsafe-webgpu)");
     let files: [(&str, &[u8], f32); 10] = [
-        ("smollm3 q8_0", include_bytes!("fixtures/models/smollm3-micro-q8_0.gguf"), 0.15),
-        ("qwen3 q4_0", include_bytes!("fixtures/models/qwen3-micro-q4_0.gguf"), 0.15),
-        ("qwen3 q4_k_s", include_bytes!("fixtures/models/qwen3-micro-q4_k_s.gguf"), 0.15),
-        ("qwen3 q6_k", include_bytes!("fixtures/models/qwen3-micro-q6_k.gguf"), 0.15),
-        ("qwen2 q8_0", include_bytes!("fixtures/models/qwen2-micro-q8_0.gguf"), 0.15),
-        ("phi3 q8_0", include_bytes!("fixtures/models/phi3-micro-q8_0.gguf"), 0.15),
-        ("llama 3", include_bytes!("fixtures/models/llama-micro-llama3.gguf"), 0.15),
-        ("gemma2 q8_0", include_bytes!("fixtures/models/gemma2-micro-q8_0.gguf"), 0.15),
-        ("gemma4 q8_0", include_bytes!("fixtures/models/gemma4-micro-q8_0.gguf"), 0.15),
-        ("qwen35 q8_0", include_bytes!("fixtures/models/qwen35-micro-q8_0.gguf"), 0.15),
+        ("smollm3 q8_0", include_bytes!("../fixtures/models/smollm3-micro-q8_0.gguf"), 0.15),
+        ("qwen3 q4_0", include_bytes!("../fixtures/models/qwen3-micro-q4_0.gguf"), 0.15),
+        ("qwen3 q4_k_s", include_bytes!("../fixtures/models/qwen3-micro-q4_k_s.gguf"), 0.15),
+        ("qwen3 q6_k", include_bytes!("../fixtures/models/qwen3-micro-q6_k.gguf"), 0.15),
+        ("qwen2 q8_0", include_bytes!("../fixtures/models/qwen2-micro-q8_0.gguf"), 0.15),
+        ("phi3 q8_0", include_bytes!("../fixtures/models/phi3-micro-q8_0.gguf"), 0.15),
+        ("llama 3", include_bytes!("../fixtures/models/llama-micro-llama3.gguf"), 0.15),
+        ("gemma2 q8_0", include_bytes!("../fixtures/models/gemma2-micro-q8_0.gguf"), 0.15),
+        ("gemma4 q8_0", include_bytes!("../fixtures/models/gemma4-micro-q8_0.gguf"), 0.15),
+        ("qwen35 q8_0", include_bytes!("../fixtures/models/qwen35-micro-q8_0.gguf"), 0.15),
     ];
     for (name, bytes, tolerance) in files {
         gpu_follows_cpu(&gpu, name, bytes, 3, tolerance).await;
