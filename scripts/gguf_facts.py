@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Print the facts llama.cpp's own Python reader (the `gguf` package) finds in a GGUF file, as JSON.
 
-    python3 scripts/gguf_facts.py MODEL.gguf
+    python3 scripts/gguf_facts.py MODEL.gguf          (its facts)
+    python3 scripts/gguf_facts.py A.gguf B.gguf ...   ({path: facts})
 
 tests/inspect_crosscheck.rs compares these with `inferno inspect --json`. Names follow inferno's
 conventions so the two can be compared field by field:
@@ -97,9 +98,13 @@ def facts(path):
 
 
 def main():
-    if len(sys.argv) != 2:
-        sys.exit("usage: gguf_facts.py MODEL.gguf")
-    json.dump(facts(sys.argv[1]), sys.stdout, indent=1, allow_nan=False)
+    paths = sys.argv[1:]
+    if not paths:
+        sys.exit("usage: gguf_facts.py MODEL.gguf [MORE.gguf ...]")
+    # Several files: one object keyed by path, read in one process (numpy's import is most of
+    # a file's time).
+    found = facts(paths[0]) if len(paths) == 1 else {path: facts(path) for path in paths}
+    json.dump(found, sys.stdout, indent=1, allow_nan=False)
     sys.stdout.write("\n")
 
 

@@ -69,6 +69,11 @@ fn gguf_py_facts(model: &Path) -> Json {
     run_json(Command::new("python3").arg(repo().join("scripts/gguf_facts.py")).arg(model))
 }
 
+/// The facts of several files from one Python process: `{path: facts}`.
+fn gguf_py_facts_of(models: &[PathBuf]) -> Json {
+    run_json(Command::new("python3").arg(repo().join("scripts/gguf_facts.py")).args(models))
+}
+
 fn inferno_report(model: &Path) -> Json {
     run_json(Command::new(env!("CARGO_BIN_EXE_inferno")).arg("inspect").arg(model).arg("--json"))
 }
@@ -102,7 +107,11 @@ impl Diff {
 
 /// Compares everything the two sides report about one file; returns (facts, report).
 fn crosscheck(model: &Path) -> (Json, Json) {
-    let py = gguf_py_facts(model);
+    crosscheck_with(model, gguf_py_facts(model))
+}
+
+/// `crosscheck` with the Python side's facts already read.
+fn crosscheck_with(model: &Path, py: Json) -> (Json, Json) {
     let ours = inferno_report(model);
     let mut d = Diff(Vec::new());
 
@@ -158,8 +167,12 @@ fn synthetic_models_agree_with_gguf_py() {
     if !gguf_py_available() {
         return;
     }
-    for model in synthetic_models() {
-        let (_, report) = crosscheck(&model);
+    let models = synthetic_models();
+    let mut facts = gguf_py_facts_of(&models);
+    for model in models {
+        let py = facts[model.to_str().expect("a UTF-8 path")].take();
+        assert!(!py.is_null(), "{}: no facts from gguf_facts.py", model.display());
+        let (_, report) = crosscheck_with(&model, py);
         let name = model.file_name().unwrap().to_string_lossy();
         // The micro files of other architectures (scripts/make_micro_models.py,
         // make_embedding_goldens.py) are named after theirs; every file here can run but the

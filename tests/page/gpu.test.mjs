@@ -80,14 +80,50 @@ self.addEventListener('message', (event) => {
 }
 
 /**
+ * Serves worker.js with SwiftShader posing as a hardware adapter (so that `auto` measures it
+ * rather than passing over it) and one device slowed by `SLOW_MS` a decode step (a busy wait in
+ * the glue's `WebEngine.step` while the engine runs there), so the probe has a clear winner.
+ * Nothing of this ships.
+ * @param {'gpu' | 'cpu'} slowDevice
+ */
+async function routePosingHardware(page, slowDevice) {
+  await page.route(
+    (url) => url.pathname.endsWith('/worker.js'),
+    async (route) => {
+      const response = await route.fetch();
+      const injected = `Object.defineProperty(GPUAdapter.prototype, 'info', {
+  get: () => ({ vendor: 'stand-in', architecture: 'hardware', description: 'a software adapter posing as hardware', isFallbackAdapter: false }),
+});
+for (const build of ['pkg', 'pkg-relaxed', 'pkg-threads', 'pkg-relaxed-threads'])
+  import('./' + build + '/inferno.js').then(({ WebEngine }) => {
+    const step = WebEngine.prototype.step;
+    WebEngine.prototype.step = function (...args) {
+      if (this.device() === ${JSON.stringify(slowDevice)}) {
+        const until = performance.now() + ${SLOW_MS};
+        while (performance.now() < until);
+      }
+      return step.apply(this, args);
+    };
+  });
+`;
+      await route.fulfill({ response, body: injected + (await response.text()) });
+    },
+  );
+}
+/** What the slowed device loses a decode step: far more than the micro model's step on either
+ *  (on two cores: about 3 ms on the CPU, about 215 ms on SwiftShader). */
+const SLOW_MS = 1000;
+
+/**
  * A page of the app's origin that runs nothing itself (a script of the package, shown as text),
  * the model's bytes in `window.modelBytes`; `losable` routes the test-only worker in.
  */
-async function blankPage(browser, { losable = true, model = MODELS.qwen3Micro } = {}) {
+async function blankPage(browser, { losable = true, model = MODELS.qwen3Micro, slowDevice = null } = {}) {
   const context = await browser.newContext({ serviceWorkers: 'block' });
   const page = await context.newPage();
   watchForProblems(page);
   if (losable) await routeLosableGpu(page);
+  if (slowDevice) await routePosingHardware(page, slowDevice);
   await page.goto(`${h.server.url}lib/defaults.js`);
   const bytes = readFileSync(requireModel(model)).toString('base64');
   await page.evaluate((base64) => {
@@ -199,6 +235,63 @@ describe('the library on the GPU (SwiftShader WebGPU)', { timeout: TIMEOUT_MS },
       assert.ok(result.secondTurn.prompt_tokens_details.cached_tokens > 0, JSON.stringify(result.secondTurn));
       assert.equal(result.device.type, 'gpu');
       await context.close();
+    },
+  );
+
+  test(
+    'auto on a hardware adapter times both devices, keeps the faster, says why and remembers it; the probe leaves no tokens behind',
+    {
+      skip: onlyIn('chromium', 'Firefox ESR has no WebGPU'),
+    },
+    async () => {
+      for (const slowDevice of /** @type {const} */ (['cpu', 'gpu'])) {
+        const { context, page } = await blankPage(browser, { losable: false, slowDevice });
+        const result = await page.evaluate(async () => {
+          const { Inferno } = await import('/lib/inferno.js');
+          const model = new Blob([window.modelBytes]);
+          const question = {
+            messages: [{ role: 'user', content: 'What is the capital of France?' }],
+            temperature: 0,
+            max_tokens: 4,
+            logprobs: true,
+            top_logprobs: 5,
+          };
+          const steps = (reply) =>
+            reply.inferno.steps.map((s) => ({ token: s.token, trace: s.trace?.candidates }));
+          const out = {};
+          const first = await Inferno.load(model);
+          out.first = first.model.device;
+          out.firstSteps = steps(await first.chat.completions.create(question));
+          first.terminate();
+          const again = await Inferno.load(model);
+          out.again = again.model.device;
+          again.terminate();
+          const cpu = await Inferno.load(model, { device: 'cpu' });
+          out.cpuSteps = steps(await cpu.chat.completions.create(question));
+          cpu.terminate();
+          return out;
+        });
+        const label = `${slowDevice} slowed`;
+        const fast = slowDevice === 'cpu' ? 'gpu' : 'cpu';
+        const { first, again } = result;
+        assert.equal(first.type, fast, `${label}: ${JSON.stringify(first)}`);
+        assert.match(
+          first.reason,
+          new RegExp(`^the ${fast.toUpperCase()} is faster here: [0-9.]+ ms a token`),
+        );
+        const slowMs = slowDevice === 'cpu' ? first.measured.cpu_ms : first.measured.gpu_ms;
+        const fastMs = slowDevice === 'cpu' ? first.measured.gpu_ms : first.measured.cpu_ms;
+        assert.ok(slowMs >= SLOW_MS && fastMs < slowMs, `${label}: ${JSON.stringify(first.measured)}`);
+        assert.equal(first.measured.remembered, false);
+        // The next load of the same file skips the probe and says when it was measured.
+        assert.equal(again.type, fast);
+        assert.deepEqual(again.measured, { ...first.measured, remembered: true });
+        assert.match(again.reason, /\(measured \d{4}-\d{2}-\d{2}\)$/);
+        // The probe's tokens are gone: the first answer is the CPU's, greedy (up to a near tie).
+        agreesUntilANearTie(result.cpuSteps, result.firstSteps, label);
+        assert.equal(result.firstSteps.length, result.cpuSteps.length);
+        await context.close();
+      }
     },
   );
 

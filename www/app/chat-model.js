@@ -144,8 +144,11 @@ export function createModelPanel(engine, ui, hooks) {
     const onCpu = `CPU · ${threads} ${threads === 1 ? 'thread' : 'threads'}`;
     ui.modelDevice.textContent = device?.type === 'gpu' ? `GPU · ${device.name}` : onCpu;
     ui.modelDevice.dataset.device = device?.type ?? 'cpu';
-    ui.modelDevice.title = device?.reason ? `Not on the GPU: ${device.reason}` : '';
-    if (device?.reason) ui.modelDevice.textContent += ` (not on the GPU: ${device.reason})`;
+    const onGpu = device?.type === 'gpu';
+    ui.modelDevice.title = device?.reason
+      ? `${onGpu ? 'On the GPU' : 'Not on the GPU'}: ${device.reason}`
+      : '';
+    if (device?.reason && !onGpu) ui.modelDevice.textContent += ` (not on the GPU: ${device.reason})`;
   }
 
   async function unload() {

@@ -140,9 +140,19 @@ export interface GpuAdapter {
   };
 }
 
-/** Where a model runs: the GPU (with the adapter's name) or the CPU (and why not the GPU). */
+/** What `device: 'auto'` measured: milliseconds per decode step on each device, and whether
+ *  the figures were kept from an earlier load of the same file (same adapter, build, threads). */
+export interface DeviceMeasurement {
+  gpu_ms: number;
+  cpu_ms: number;
+  remembered: boolean;
+}
+
+/** Where a model runs: the GPU (with the adapter's name) or the CPU. `reason` says why, where
+ *  there was a choice ('auto': the measurement, a software adapter, what the GPU cannot run). */
 export type Device =
-  { type: 'gpu'; name: string; reason: null } | { type: 'cpu'; threads: number; reason: string | null };
+  | { type: 'gpu'; name: string; reason: string | null; measured: DeviceMeasurement | null }
+  | { type: 'cpu'; threads: number; reason: string | null; measured: DeviceMeasurement | null };
 
 export interface StoredModel {
   name: string;
@@ -192,8 +202,10 @@ export interface LoadOptions {
   /** Restarts the engine with this many threads if it runs another count. */
   threads?: number | null;
   signal?: AbortSignal;
-  /** 'auto' (default): the GPU where a hardware adapter runs the whole model, else the CPU;
-   *  'gpu': fail (no_gpu, gpu_unsupported) rather than fall back; 'cpu'. */
+  /** 'auto' (default): a hardware GPU that runs the whole model, if it decodes faster than the
+   *  CPU engine (a few steps timed on each at the first load, then remembered per file,
+   *  adapter, build and thread count: `model.device.measured`), else the CPU; 'gpu': fail
+   *  (no_gpu, gpu_unsupported) rather than fall back; 'cpu'. */
   device?: 'auto' | 'gpu' | 'cpu';
   /** A URL load: true downloads it in parallel Range requests into OPFS, resuming after a
    *  dropped connection or a reload; false streams it once; default: true for files of 256 MiB

@@ -151,9 +151,9 @@ export class Inferno {
    * file of 256 MiB or more, or with `resumable: true`, downloaded in parallel Range requests
    * into OPFS so that a dropped connection or a reload continues where it stopped), or
    * `{opfs: name}` for a model kept in this browser. `threads` restarts the engine with that
-   * many threads if it runs another count. `device`: 'auto' (the default: the GPU where a
-   * hardware adapter runs the whole model, else the CPU), 'gpu' (fail rather than fall back)
-   * or 'cpu'; `model.device` says which runs and why. A new load replaces the model (and
+   * many threads if it runs another count. `device`: 'auto' (the default: a hardware GPU
+   * that runs the whole model and decodes faster than the CPU, measured at the first load and
+   * remembered, else the CPU), 'gpu' (fail rather than fall back) or 'cpu'; `model.device` says which runs and why. A new load replaces the model (and
    * cancels a load still running). Resolves with `model`.
    * @param {import('./inferno.js').ModelSource} source
    * @param {import('./inferno.js').LoadOptions} [options]

@@ -68,7 +68,8 @@
  * @property {string[]} [urls]
  * @property {'file' | 'url' | 'opfs'} [source] what ModelInfo.source says (default: file or url)
  * @property {Device['type'] | 'auto'} [device] 'auto' takes a hardware GPU that runs every part
- *   of the model, else the CPU (saying why); 'gpu' fails instead
+ *   of the model if it decodes faster than the CPU (measured, then remembered), else the CPU
+ *   (saying why); 'gpu' fails instead
  * @property {boolean} [resumable] a URL downloaded into OPFS in parallel Range requests
  *   (download.js) and resumed after a drop or a reload: true always, false never, else for
  *   files of 256 MiB or more

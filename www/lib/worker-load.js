@@ -4,6 +4,7 @@
 // and the device it runs on (the GPU through WebGPU, or the CPU).
 
 import { gpuAdapter } from './capabilities.js';
+import { recalledChoice, rememberChoice } from './device-choice.js';
 import { RESUMABLE_MIN_BYTES, download, probeRanges, resumableAvailable, validatorOf } from './download.js';
 import {
   WorkerError,
@@ -329,7 +330,11 @@ export async function loadModel(request, run) {
   let device;
   try {
     report('device', size, true);
-    device = await placeEngine(wasm, engine, request.device ?? 'auto');
+    device = await placeEngine(wasm, engine, request.device ?? 'auto', {
+      name,
+      size,
+      generates: info.generates,
+    });
   } catch (error) {
     engine.free();
     throw error;
@@ -530,13 +535,18 @@ function getGpu(wasm, adapter) {
 
 /**
  * Puts a freshly loaded engine on the device asked for, and makes its cache there (on the GPU
- * that uploads the weights). Returns {type: 'gpu', name} or {type: 'cpu', threads, reason}.
+ * that uploads the weights). 'auto' takes a hardware GPU only if it decodes faster than the CPU
+ * engine: measured once per model, adapter, build and thread count (`decodeMs` on each), and
+ * remembered (device-choice.js). Returns {type: 'gpu', name, reason} or {type: 'cpu', threads,
+ * reason}, the reason saying why when there was a choice.
  * @param {Engine} wasm @param {WebEngine} engine @param {'auto' | 'gpu' | 'cpu'} asked
+ * @param {{name: string, size: number, generates: boolean}} model
  * @returns {Promise<import('./protocol.js').Device>}
  */
-async function placeEngine(wasm, engine, asked) {
-  /** @param {string | null} reason @returns {import('./protocol.js').Device} */
-  const cpu = (reason) => ({ type: 'cpu', threads: state.engineBuild?.threads ?? 1, reason });
+async function placeEngine(wasm, engine, asked, model) {
+  const threads = state.engineBuild?.threads ?? 1;
+  /** @param {string | null} reason @param {Measured | null} [measured] @returns {import('./protocol.js').Device} */
+  const cpu = (reason, measured = null) => ({ type: 'cpu', threads, reason, measured });
   if (asked === 'cpu') return cpu(null);
   let gpu;
   try {
@@ -556,14 +566,99 @@ async function placeEngine(wasm, engine, asked) {
       gpuPromise = null;
       gpu = await getGpu(wasm, adapter);
     }
-    engine.use_gpu(gpu.gpu);
-    engine.open_session();
+    engine.use_gpu(gpu.gpu); // Refuses a model the GPU cannot run; uploads nothing yet.
   } catch (error) {
     engine.use_cpu();
     if (asked === 'gpu') throw error;
     return cpu(`the GPU cannot run it: ${error.message}`);
   }
-  return { type: 'gpu', name: gpu.name, reason: null };
+  const onGpu = { type: /** @type {const} */ ('gpu'), name: gpu.name };
+  if (asked === 'gpu' || !model.generates) {
+    engine.open_session();
+    return { ...onGpu, reason: null, measured: null };
+  }
+  const key = JSON.stringify([
+    PROBE_VERSION,
+    gpu.name,
+    model.name,
+    model.size,
+    state.engineBuild?.build,
+    threads,
+  ]);
+  const recalled = await recalledChoice(key);
+  /** @type {import('./device-choice.js').DeviceChoice} */
+  let choice;
+  if (recalled) choice = recalled;
+  else {
+    try {
+      choice = await probeDevices(engine, gpu.gpu);
+    } catch (error) {
+      engine.use_cpu();
+      return cpu(`the GPU failed while measured: ${/** @type {Error} */ (error).message}`);
+    }
+    await rememberChoice(key, choice);
+  }
+  const measured = { gpu_ms: choice.gpuMs, cpu_ms: choice.cpuMs, remembered: recalled !== null };
+  const figures = (first, firstMs, second, secondMs) =>
+    `${firstMs.toFixed(1)} ms a token on the ${first}, against ${secondMs.toFixed(1)} on the ${second}` +
+    (recalled ? ` (measured ${new Date(choice.measuredAt).toISOString().slice(0, 10)})` : '');
+  if (choice.device === 'cpu') {
+    engine.use_cpu();
+    return cpu(`the CPU is faster here: ${figures('CPU', choice.cpuMs, 'GPU', choice.gpuMs)}`, measured);
+  }
+  if (recalled) engine.open_session(); // probeDevices opened it otherwise.
+  return {
+    ...onGpu,
+    reason: `the GPU is faster here: ${figures('GPU', choice.gpuMs, 'CPU', choice.cpuMs)}`,
+    measured,
+  };
+}
+
+/** @typedef {{gpu_ms: number, cpu_ms: number, remembered: boolean}} Measured */
+
+/** Bumped when the engine's speed on either device changes enough to measure again. */
+const PROBE_VERSION = 1;
+/** Decode steps a probe runs on each device. Step 0 samples the prompt's logits and step 1 is
+ *  the first forward pass (the GPU's first dispatches, the thread tuner's first trial): the
+ *  steps after those are timed. */
+const PROBE_STEPS = 5;
+
+/**
+ * Times decode on the CPU, then on the GPU (which uploads the weights), and leaves the engine
+ * on the GPU with an empty conversation; `auto` then keeps the faster, the GPU on a tie.
+ * @param {WebEngine} engine @param {import('./pkg/inferno.js').WebGpu} gpu
+ * @returns {Promise<import('./device-choice.js').DeviceChoice>}
+ */
+async function probeDevices(engine, gpu) {
+  const token = engine.tokenize('Hello', false, false)[0] ?? 0;
+  engine.use_cpu();
+  engine.open_session();
+  const cpuMs = await decodeMs(engine, token);
+  engine.use_gpu(gpu);
+  engine.open_session();
+  const gpuMs = await decodeMs(engine, token);
+  return { device: gpuMs <= cpuMs ? 'gpu' : 'cpu', gpuMs, cpuMs, measuredAt: Date.now() };
+}
+
+/**
+ * Milliseconds per decode step on the device the engine runs on now: the median of the timed
+ * steps after a one-token prompt, each step forced to `token` (no sampling). Leaves the
+ * conversation empty.
+ * @param {WebEngine} engine @param {number} token
+ */
+async function decodeMs(engine, token) {
+  engine.prepare_tokens(new Uint32Array([token]), undefined);
+  await engine.pending();
+  const times = [];
+  for (let i = 0; i < PROBE_STEPS; i++) {
+    const started = performance.now();
+    if (engine.advance()) await engine.pending();
+    engine.step(0, token);
+    times.push(performance.now() - started);
+  }
+  engine.reset();
+  const timed = times.slice(2).sort((a, b) => a - b);
+  return timed[timed.length >> 1];
 }
 
 /** After a lost GPU the model goes on on the CPU (its cache there is empty); the error still
@@ -572,7 +667,12 @@ export function onGenerationError(error) {
   const model = state.model;
   if (/** @type {{kind?: string}} */ (error)?.kind === 'gpu_lost' && model) {
     model.engine.use_cpu();
-    model.device = { type: 'cpu', threads: state.engineBuild?.threads ?? 1, reason: 'the GPU was lost' };
+    model.device = {
+      type: 'cpu',
+      threads: state.engineBuild?.threads ?? 1,
+      reason: 'the GPU was lost',
+      measured: null,
+    };
     gpuPromise = null;
   }
   throw error;

@@ -102,6 +102,11 @@ declare module '*/inferno.js' {
     prepare_text(request: object): Prepared;
     parse_reply(text: string, partial: boolean): import('../lib/protocol.js').ParsedReply;
     prefill(budget: number): PrefillPart;
+    /** The cache brought to exactly `tokens` (no template): the benchmark's and the device probe's prompt. */
+    prepare_tokens(
+      tokens: Uint32Array,
+      context?: number,
+    ): PrefillPart & { prompt_tokens: number; context_size: number };
     step(traceTop: number, forced?: number): StepOutput;
     context_used(): number;
     truncate(length: number): void;
