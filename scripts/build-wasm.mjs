@@ -41,6 +41,13 @@ const GIB = 1024 ** 3;
  */
 const TEST_HOOKS_EXAMPLE = 'test_hooks';
 
+// The std crates built from source. `test` is listed even for builds that are not tests: cargo
+// adds it to a test's std on its own, which resolves std's units anew, and the engine built
+// against them then counts as changed (each `cargo test` after a `cargo build` of the same
+// flavour rebuilt the engine, and the next build again: about 2:30 a run of the Memory64 tests).
+// Listing it always gives both one std; it is a library nothing links unless a test harness does.
+const BUILD_STD = '-Zbuild-std=std,panic_abort,test';
+
 /**
  * Every build the page can pick (www/lib/engine-loader.js chooses at run time).
  * - `memory`: wasm32, or wasm64 (Memory64) for files too large for a 4 GiB memory. Rust ships no
@@ -176,7 +183,7 @@ export function runCargo(f, subcommand, args, { root = REPO } = {}) {
   let cargo = 'cargo';
   const cargoArgs = [subcommand, '--target', plan.target];
   if (chain.mode === 'rustup' && (!plan.buildsStd || chain.stdSource)) {
-    if (plan.buildsStd) cargoArgs.push('-Zbuild-std=std,panic_abort');
+    if (plan.buildsStd) cargoArgs.push(BUILD_STD);
   } else {
     // Debian's toolchain: its std source is a package, so this route always has one.
     if (succeeds('dpkg', ['-s', 'rustc-web', 'rust-web-src', 'lld-19']) === null)
@@ -188,7 +195,7 @@ export function runCargo(f, subcommand, args, { root = REPO } = {}) {
       RUSTC_BOOTSTRAP: '1',
       [`CARGO_TARGET_${envName}_LINKER`]: '/usr/lib/llvm-19/bin/wasm-ld',
     });
-    cargoArgs.push('-Zbuild-std=std,panic_abort');
+    cargoArgs.push(BUILD_STD);
   }
   cargoArgs.push(...plan.cargoArgs, ...args);
   const result = spawnSync(cargo, cargoArgs, { cwd: root, env, stdio: 'inherit' });
