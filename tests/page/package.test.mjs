@@ -30,6 +30,9 @@ import { MODELS, h, requireModel, watchForProblems } from './harness.mjs';
 
 const ROOT = path.resolve(import.meta.dirname, '..', '..');
 
+/** The seeds of the llguidance suite's schemas in the page (4e). */
+const SUITE_SEEDS = [1, 2];
+
 const PAGE = String.raw`<!doctype html>
 <meta charset="utf-8">
 <title>Embedding Inferno</title>
@@ -41,6 +44,8 @@ import { Inferno, InfernoError } from 'inferno-web';
 
 const out = document.getElementById('out');
 const question = { messages: [{ role: 'user', content: 'What is the capital of France?' }], temperature: 0, max_tokens: 12 };
+
+const SUITE_SEEDS = ${JSON.stringify(SUITE_SEEDS)};
 
 const kindOf = async (promise) => promise.then(() => 'no error', (e) => (e instanceof InfernoError ? e.kind : 'not an InfernoError: ' + e));
 
@@ -112,7 +117,7 @@ async function scenario() {
       firstForbidden: first.forbidden_pieces.length,
     });
   }
-  const anObject = await engine.chat.completions.create({ ...asJson, seed: 9, max_tokens: 400, response_format: { type: 'json_object' } });
+  const anObject = await engine.chat.completions.create({ ...asJson, seed: 9, max_tokens: 200, response_format: { type: 'json_object' } });
   result.jsonObject = { content: anObject.choices[0].message.content, finish: anObject.choices[0].finish_reason };
   // The first step of the JSON-object answer allowed no letter: forcing one is refused.
   const letter = (await engine.tokenize('Hello', { addSpecial: false }))[0];
@@ -177,12 +182,13 @@ async function scenario() {
   result.completion = { streamedText, whole };
 
   // 4e. The JSON schemas of llama.cpp's llguidance suite (schemas.json, from
-  // .cache/llguidance-cases.json) on a micro model, five seeds each at temperature 1: the test
-  // validates every answer that ended with an independent validator (ajv).
+  // .cache/llguidance-cases.json) on a micro model, two seeds each at temperature 1: the test
+  // validates every answer that ended with an independent validator (ajv). The five-seed sweep
+  // of the same schemas on the same model is tests/structured.rs's, natively.
   const micro = await Inferno.load('micro.gguf');
   result.suite = [];
   for (const { name, schema } of await (await fetch('schemas.json')).json()) {
-    for (const seed of [1, 2, 3, 4, 5]) {
+    for (const seed of SUITE_SEEDS) {
       const reply = await micro.chat.completions.create({
         messages: [{ role: 'user', content: 'Answer in JSON.' }],
         enable_thinking: false,
@@ -575,7 +581,7 @@ describe('the npm package in a plain page', { timeout: 420_000 }, () => {
       assert.equal(result.unloaded, 'no_model');
 
       // 4e. The suite's schemas: every answer that ended is JSON its schema accepts, and at
-      // least 20 schemas had all five answers end within 200 tokens.
+      // least 20 schemas had both answers end within 200 tokens.
       const ajv = new Ajv({ strict: false, allErrors: true });
       const ended = new Map();
       for (const { name, seed, content, finish } of result.suite) {
@@ -585,8 +591,8 @@ describe('the npm package in a plain page', { timeout: 420_000 }, () => {
         const value = JSON.parse(content);
         assert.ok(ajv.validate(schema, value), `${name}, seed ${seed}: ${content} ${ajv.errorsText()}`);
       }
-      const wholeSchemas = [...ended.values()].filter((n) => n === 5).length;
-      assert.ok(wholeSchemas >= 20, `only ${wholeSchemas} schemas had five answers end`);
+      const wholeSchemas = [...ended.values()].filter((n) => n === SUITE_SEEDS.length).length;
+      assert.ok(wholeSchemas >= 20, `only ${wholeSchemas} schemas had all their answers end`);
 
       // 4c. Tool calls.
       assert.equal(result.tools.length, 3);
