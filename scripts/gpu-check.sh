@@ -4,7 +4,8 @@
 #
 #   scripts/gpu-check.sh prepare [DIR]   here: writes the folder (default target/gpu-check):
 #                                        a portable `--features gpu` build of the CLI
-#                                        (x86-64-v3, not target-cpu=native), the micro test
+#                                        (x86-64-v3, not target-cpu=native), llama.cpp's
+#                                        Vulkan llama-bench (setup.sh gpu-bench), the micro test
 #                                        files that cannot be made there, llama.cpp's goldens,
 #                                        the scripts that make the rest with numpy, the `gguf`
 #                                        package, and a Vulkan loader for a machine without one
@@ -49,6 +50,10 @@ prepare() {
   mkdir -p "$dir"/{bin,lib,py,scripts,tests/fixtures/models,tests/fixtures/golden}
   cp "$target/release/inferno" "$dir/bin/inferno"
   strip "$dir/bin/inferno"
+  # llama.cpp's Vulkan llama-bench (built once into the cache by setup.sh gpu-bench): its
+  # figures print beside ours on the same adapter.
+  "$repo/scripts/setup.sh" gpu-bench
+  cp "$("$repo/scripts/build-llama-vulkan.sh")" "$dir/bin/llama-bench"
   cp "$HERE/gpu-check.sh" "$dir/gpu-check.sh"
   for script in "${CARRIED_SCRIPTS[@]}"; do cp "$HERE/$script" "$dir/scripts/"; done
   for model in "${CARRIED_MODELS[@]}"; do cp "$repo/tests/fixtures/models/$model.gguf" "$dir/tests/fixtures/models/"; done

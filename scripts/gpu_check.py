@@ -4,7 +4,8 @@ finds, Inferno's logits against llama.cpp's goldens, and its speed against its o
 llama.cpp's Vulkan build where the folder has one), printed as two tables and written as JSON.
 
   python3 scripts/gpu_check.py [--bin bin/inferno] [--work DIR] [--models DIR...]
-                               [--types q8_0,q4_0,q4_k_m] [--pp 256] [--tg 64] [--runs 3]
+                               [--types q8_0,q4_0,q4_k_m] [--bench-file MODEL...] [--pp 256]
+                               [--tg 64] [--runs 3]
                                [--json FILE] [--skip-bench] [--skip-parity]
 
 Everything it reads is beside it, in the layout of the repository (so it runs from a checkout
@@ -255,6 +256,7 @@ def main():
     parser.add_argument("--work", type=Path, default=Path(os.environ.get("TMPDIR", "/tmp")) / "inferno-gpu-check")
     parser.add_argument("--models", type=Path, action="append", default=[], help="more folders with golden files' models")
     parser.add_argument("--types", default="q8_0,q4_0,q4_k_m")
+    parser.add_argument("--bench-file", type=Path, action="append", default=[], help="a model to bench besides the Qwen3-shaped files")
     parser.add_argument("--pp", type=int, default=256)
     parser.add_argument("--tg", type=int, default=64)
     parser.add_argument("--runs", type=int, default=3)
@@ -283,7 +285,7 @@ def main():
         made = make_test_files(args.work)
         results["parity"] = parity(args.bin, [FIXTURES, made, *args.models], args.device)
     if not args.skip_bench and probe is not None:
-        files = shaped_files(args.work, [t for t in args.types.split(",") if t])
+        files = [*args.bench_file, *shaped_files(args.work, [t for t in args.types.split(",") if t])]
         results["bench"] = bench(args.bin, files, args)
     results["seconds"] = round(time.monotonic() - started, 1)
     print_tables(results)

@@ -9,6 +9,9 @@
 #                            for the native GPU tests, and llama.cpp's gguf Python package
 #   scripts/setup.sh models  llama.cpp's gguf Python package, which makes some test models
 #   scripts/setup.sh perf    Linux perf, for ./build.sh profile
+#   scripts/setup.sh gpu-bench  cmake, glslc and Vulkan's headers, and llama.cpp's Vulkan
+#                            llama-bench built with them into the build cache (once, about 20 min
+#                            on 2 cores: scripts/build-llama-vulkan.sh), for scripts/gpu-check.sh
 #   scripts/setup.sh fuzz    cargo-fuzz, for ./build.sh fuzz
 #
 # Every step checks first, so a second run with everything present takes seconds. Runs
@@ -137,7 +140,11 @@ case "${1:-test}" in
     setup_gguf_py
     ;;
   perf) apt_install linux-perf ;;
+  gpu-bench)
+    apt_install cmake g++ glslc libvulkan-dev spirv-headers mesa-vulkan-drivers
+    scripts/build-llama-vulkan.sh >/dev/null
+    ;;
   models) setup_gguf_py ;;
   fuzz) command -v cargo-fuzz >/dev/null || cargo install --quiet cargo-fuzz </dev/null ;;
-  *) die "usage: scripts/setup.sh [build|test|models|perf|fuzz]" ;;
+  *) die "usage: scripts/setup.sh [build|test|models|perf|gpu-bench|fuzz]" ;;
 esac
