@@ -13,7 +13,7 @@
 #                                        finds the Vulkan driver, makes the test files, and
 #                                        prints two tables (logits against llama.cpp's goldens
 #                                        on the GPU; speed on the GPU and the CPU, with llama.cpp's
-#                                        Vulkan llama-bench where the folder has bin/llama-bench),
+#                                        Vulkan llama-bench from bin/llama-bench.xz),
 #                                        written as JSON to $OUT/gpu-check.json (or DIR's)
 #   scripts/gpu-check.sh [ARGS]          here: prepare, then run from the folder (lavapipe;
 #                                        --quick for a small speed run)
@@ -51,9 +51,10 @@ prepare() {
   cp "$target/release/inferno" "$dir/bin/inferno"
   strip "$dir/bin/inferno"
   # llama.cpp's Vulkan llama-bench (built once into the cache by setup.sh gpu-bench): its
-  # figures print beside ours on the same adapter.
+  # figures print beside ours on the same adapter. Compressed (38 MB of mostly SPIR-V to 6),
+  # and unpacked there with Python's lzma.
   "$repo/scripts/setup.sh" gpu-bench
-  cp "$("$repo/scripts/build-llama-vulkan.sh")" "$dir/bin/llama-bench"
+  xz -9 -T2 -c "$("$repo/scripts/build-llama-vulkan.sh")" >"$dir/bin/llama-bench.xz"
   cp "$HERE/gpu-check.sh" "$dir/gpu-check.sh"
   for script in "${CARRIED_SCRIPTS[@]}"; do cp "$HERE/$script" "$dir/scripts/"; done
   for model in "${CARRIED_MODELS[@]}"; do cp "$repo/tests/fixtures/models/$model.gguf" "$dir/tests/fixtures/models/"; done
@@ -134,8 +135,16 @@ run_here() {
   if command -v nvidia-smi >/dev/null; then
     nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader >&2 || true
   fi
-  local out=${OUT:-$dir}
-  python3 "$dir/scripts/gpu_check.py" --bin "$dir/bin/inferno" --json "$out/gpu-check.json" "$@"
+  local out=${OUT:-$dir} llama=()
+  if [ -f "$dir/bin/llama-bench.xz" ]; then
+    local unpacked=${TMPDIR:-/tmp}/inferno-gpu-check/llama-bench
+    mkdir -p "$(dirname "$unpacked")"
+    python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' \
+      "$dir/bin/llama-bench.xz" "$unpacked"
+    chmod +x "$unpacked"
+    llama=(--llama-bench "$unpacked")
+  fi
+  python3 "$dir/scripts/gpu_check.py" --bin "$dir/bin/inferno" "${llama[@]}" --json "$out/gpu-check.json" "$@"
 }
 
 # In the prepared folder this script sits beside bin/; in the repository, in scripts/.

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """The GPU check's runner (scripts/gpu-check.sh calls it; see there): on whatever adapter wgpu
 finds, Inferno's logits against llama.cpp's goldens, and its speed against its own CPU (and
-llama.cpp's Vulkan build where the folder has one), printed as two tables and written as JSON.
+llama.cpp's Vulkan llama-bench, --llama-bench), printed as two tables and written as JSON.
 
-  python3 scripts/gpu_check.py [--bin bin/inferno] [--work DIR] [--models DIR...]
+  python3 scripts/gpu_check.py [--bin bin/inferno] [--llama-bench FILE] [--work DIR] [--models DIR...]
                                [--types q8_0,q4_0,q4_k_m] [--bench-file MODEL...] [--pp 256]
                                [--tg 64] [--runs 3]
                                [--json FILE] [--skip-bench] [--skip-parity]
@@ -40,11 +40,11 @@ def log(message):
     print(f"gpu-check: {message}", file=sys.stderr, flush=True)
 
 
-def run(command, timeout=600):
+def run(command, timeout=600, env=None):
     """(exit status, stdout, stderr) of a command; never raises for a failing one."""
     started = time.monotonic()
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env)
         status, out, err = done.returncode, done.stdout, done.stderr
     except subprocess.TimeoutExpired as e:
         status, out, err = 124, e.stdout or "", f"timed out after {timeout} s"
@@ -157,7 +157,7 @@ def parity(binary, folders, device):
     return rows
 
 
-def bench(binary, files, args):
+def bench(binary, files, args, software_adapter):
     command = [binary, "bench", None, "--pp", str(args.pp), "--tg", str(args.tg), "--runs", str(args.runs), "--json"]
     rows = []
     for path in files:
@@ -170,11 +170,14 @@ def bench(binary, files, args):
                 row[device] = {"error": err.strip().splitlines()[-1] if err.strip() else f"exit {status}"}
             else:
                 row[device] = result
-        llama_bench = ROOT / "bin/llama-bench"
-        if llama_bench.exists():
+        llama_bench = args.llama_bench
+        if llama_bench and llama_bench.exists():
+            # llama.cpp passes over devices of type CPU (lavapipe) unless they are named.
+            env = {**os.environ, "GGML_VK_VISIBLE_DEVICES": "0"} if software_adapter else None
             status, out, err = run(
                 [llama_bench, "-m", path, "-p", str(args.pp), "-n", str(args.tg), "-r", str(args.runs), "-o", "jsonl"],
                 timeout=900,
+                env=env,
             )
             tests = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
             row["llama_vulkan"] = {
@@ -246,13 +249,19 @@ def print_tables(results):
             for device in ("gpu", "cpu"):
                 if "error" in row.get(device, {}):
                     print(f"  {row['model']} on the {device}: {row[device]['error']}")
-        if not any("llama_vulkan" in row for row in results["bench"]):
-            print("  (no bin/llama-bench in this folder: llama.cpp's Vulkan build is not beside these figures)")
+        if any("llama_vulkan" in row for row in results["bench"]):
+            print(
+                "  llama.cpp Vulkan: llama-cpp-python 0.3.36's llama.cpp, built on Debian 12 (scripts/build-llama-vulkan.sh),"
+                " whose glslc lacks the integer-dot and cooperative-matrix extensions: those shaders are not in it"
+            )
+        else:
+            print("  (no llama-bench: llama.cpp's Vulkan build is not beside these figures)")
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--bin", type=Path, default=ROOT / "bin/inferno")
+    parser.add_argument("--llama-bench", type=Path, help="llama.cpp's Vulkan llama-bench, run beside ours")
     parser.add_argument("--work", type=Path, default=Path(os.environ.get("TMPDIR", "/tmp")) / "inferno-gpu-check")
     parser.add_argument("--models", type=Path, action="append", default=[], help="more folders with golden files' models")
     parser.add_argument("--types", default="q8_0,q4_0,q4_k_m")
@@ -286,7 +295,7 @@ def main():
         results["parity"] = parity(args.bin, [FIXTURES, made, *args.models], args.device)
     if not args.skip_bench and probe is not None:
         files = [*args.bench_file, *shaped_files(args.work, [t for t in args.types.split(",") if t])]
-        results["bench"] = bench(args.bin, files, args)
+        results["bench"] = bench(args.bin, files, args, results["adapter"].get("device_type") == "Cpu")
     results["seconds"] = round(time.monotonic() - started, 1)
     print_tables(results)
     print(f"\n{results['seconds']} s in all")
