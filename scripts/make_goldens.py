@@ -5,7 +5,12 @@ the 20 highest raw logits at steps 0-7, the prompt in one batch and then one tok
 
   CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON \\
       -DGGML_AVX512=OFF" pip install llama-cpp-python==0.3.36
-  python3 scripts/make_goldens.py MODEL.gguf OUT.json [N_CTX]
+  python3 scripts/make_goldens.py MODEL.gguf OUT.json [N_CTX] [--vulkan]
+
+With --vulkan every layer runs on llama.cpp's Vulkan backend (GGML_VK_VISIBLE_DEVICES=0 lets
+it take lavapipe): the GPU oracle, for a llama-cpp-python built with -DGGML_VULKAN=ON from
+the same sdist (Debian 12 needs the patch scripts/build-llama-vulkan.sh applies). Not a
+golden the tests read: where a GPU engine lands, beside ours on the same adapter.
 
 The oracle is the llama.cpp vendored in llama-cpp-python 0.3.36 (commit 0c1e570, the same one
 the shared goldens come from), built for AVX2 without AVX-512 (the lane orders our kernels
@@ -47,10 +52,12 @@ def top(row, k):
 
 
 def main():
-    model_path, out_path = Path(sys.argv[1]), Path(sys.argv[2])
+    vulkan = "--vulkan" in sys.argv
+    args = [a for a in sys.argv[1:] if a != "--vulkan"]
+    model_path, out_path = Path(args[0]), Path(args[1])
     # The context changes results only where the model depends on it (LongRoPE's long
     # factors past the original context).
-    n_ctx = int(sys.argv[3]) if len(sys.argv) > 3 else 512
+    n_ctx = int(args[2]) if len(args) > 2 else 512
     reader = GGUFReader(str(model_path))
     add_bos = bool(metadata_value(reader, "tokenizer.ggml.add_bos_token") or False)
     llm = Llama(
@@ -61,6 +68,7 @@ def main():
         n_threads=1,
         n_threads_batch=1,
         flash_attn=True,
+        n_gpu_layers=-1 if vulkan else 0,
         verbose=False,
     )
     prompts = json.loads(PROMPTS_FROM.read_text())["prompts"]
@@ -109,7 +117,8 @@ def main():
             "sampling": "greedy argmax over raw logits (ties -> lowest id); does not stop at end-of-generation tokens",
             "prompt_processing": "whole prompt in one batch; logits of the last position",
             "n_ctx": n_ctx,
-            "oracle": "llama-cpp-python 0.3.36 (llama.cpp 0c1e570), AVX2 without AVX-512, 1 thread, flash attention on",
+            "oracle": "llama-cpp-python 0.3.36 (llama.cpp 0c1e570), "
+            + ("every layer on its Vulkan backend, flash attention on" if vulkan else "AVX2 without AVX-512, 1 thread, flash attention on"),
         },
         "n_vocab": llm.n_vocab(),
         "add_bos": add_bos,
