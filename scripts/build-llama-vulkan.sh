@@ -68,7 +68,7 @@ PY
   touch "$ROOT/src/.complete"
 fi
 
-log "building llama.cpp's llama-bench with the Vulkan backend (about 20 min on 2 cores, once)"
+log "building llama.cpp's llama-bench with the Vulkan backend (about 9 min on 2 cores, once)"
 cmake -S "$ROOT/src" -B "$ROOT/build" -DCMAKE_BUILD_TYPE=Release -DGGML_VULKAN=ON \
   -DBUILD_SHARED_LIBS=OFF -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON \
   -DGGML_BMI2=ON -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \

@@ -171,7 +171,7 @@ def bench(binary, files, args, software_adapter):
             else:
                 row[device] = result
         llama_bench = args.llama_bench
-        if llama_bench and llama_bench.exists():
+        if llama_bench:
             # llama.cpp passes over devices of type CPU (lavapipe) unless they are named.
             env = {**os.environ, "GGML_VK_VISIBLE_DEVICES": "0"} if software_adapter else None
             status, out, err = run(
@@ -276,6 +276,8 @@ def main():
     args = parser.parse_args()
     if not args.bin.exists():
         sys.exit(f"gpu-check: no {args.bin} (scripts/gpu-check.sh prepare builds it)")
+    if args.llama_bench and not args.llama_bench.exists():
+        sys.exit(f"gpu-check: no {args.llama_bench} (scripts/build-llama-vulkan.sh builds it)")
     args.work.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     results = {

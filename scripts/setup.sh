@@ -10,7 +10,7 @@
 #   scripts/setup.sh models  llama.cpp's gguf Python package, which makes some test models
 #   scripts/setup.sh perf    Linux perf, for ./build.sh profile
 #   scripts/setup.sh gpu-bench  cmake, glslc and Vulkan's headers, and llama.cpp's Vulkan
-#                            llama-bench built with them into the build cache (once, about 20 min
+#                            llama-bench built with them into the build cache (once, about 9 min
 #                            on 2 cores: scripts/build-llama-vulkan.sh), for scripts/gpu-check.sh
 #   scripts/setup.sh fuzz    cargo-fuzz, for ./build.sh fuzz
 #
