@@ -439,6 +439,11 @@ pageSuite(
           });
         const good = document.getElementById('probe-input').files[0];
         const bad = new File([new TextEncoder().encode('NOTGGUF!'.repeat(16))], 'bad.gguf');
+        // One thread, as the client would configure it: a raw worker has none of the client's
+        // watch over helper spawns, and headless Firefox now and then never returns from a
+        // helper's `new Worker()` (docs/repro/firefox-nested-worker), which froze this test's
+        // worker for its whole 90 s once (a cold cache's first Firefox run, 2026-11-29).
+        worker.postMessage({ type: 'configure', id: null, threads: 1 });
         const requests = [
           { type: 'info', id: 1 },
           { type: 'frobnicate', id: 2 },
