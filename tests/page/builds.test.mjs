@@ -122,7 +122,10 @@ describe('wasm builds', { timeout: 600_000 }, () => {
       );
       const one = await greedyAnswer(page);
       assert.match(one.meta, /1 thread/);
-      assert.equal(one.text, many.text, 'threads split rows and heads, never a sum');
+      // Each answer's meta line (threads, settings, seed) goes with a mismatch: this assertion
+      // failed once more on 2026-11-29 (a 1-thread answer unlike the first), cause not found yet.
+      const why = `threads split rows and heads, never a sum (meta: ${many.meta} | ${one.meta})`;
+      assert.equal(one.text, many.text, why);
     } finally {
       await page.context().close();
     }
