@@ -122,8 +122,8 @@ describe('wasm builds', { timeout: 600_000 }, () => {
       );
       const one = await greedyAnswer(page);
       assert.match(one.meta, /1 thread/);
-      // Each answer's meta line (threads, settings, seed) goes with a mismatch: this assertion
-      // failed once more on 2026-11-29 (a 1-thread answer unlike the first), cause not found yet.
+      // Each answer's meta line (threads, seed, speeds) goes with a mismatch: this assertion
+      // failed again on 2026-11-29, the 2-thread answer each time unlike greedy; cause not found.
       const why = `threads split rows and heads, never a sum (meta: ${many.meta} | ${one.meta})`;
       assert.equal(one.text, many.text, why);
     } finally {

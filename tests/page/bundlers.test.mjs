@@ -3,9 +3,10 @@
 // each importing the bare `inferno-web` with no bundler configuration at all. Each app's
 // production build (built once) and its dev server are served with the cross-origin isolation
 // headers (the engine must run on 2 threads) and without them (1 thread), and each must load a
-// model by URL and chat, in the browser of the run (INFERNO_BROWSER). Vite's preview server compresses the
-// model on the fly, so its runs also load a gzipped .gguf. The model is the 4 MB Qwen2 micro
-// file: the subject is the bundle, and with SmolLM2 (98 MB) gzip took most of the minute.
+// model by URL and chat, in the browser of the run (INFERNO_BROWSER). Vite's preview server
+// compresses the model on the fly, so its runs also load a gzipped .gguf. The model is the 4 MB
+// Qwen2 micro file: the subject is the bundle, and with SmolLM2 (98 MB) gzip took most of the
+// minute.
 //
 // The bundlers come from the repository's own devDependencies (vite, vite7, webpack,
 // webpack-dev-server), driven through their JavaScript APIs with the app as their root, so
