@@ -116,8 +116,8 @@ pub struct Gpu {
     /// The first error the device reported on its own (a validation error, running out of
     /// memory, losing the device): wgpu's default for those is a panic.
     fault: Arc<Mutex<Option<GpuError>>>,
-    /// Per weight type: the kernel for one input row, and the tiled one for a batch.
-    matmul: Vec<(WeightType, [wgpu::ComputePipeline; 2])>,
+    /// Per weight type: the kernels for one input row, a short batch, and a long one.
+    matmul: Vec<(WeightType, [wgpu::ComputePipeline; 3])>,
     rms_norm: wgpu::ComputePipeline,
     add: wgpu::ComputePipeline,
     swiglu: wgpu::ComputePipeline,
@@ -144,9 +144,15 @@ const _: () = assert!(
         && WORKGROUP / shaders::ROWS_PER_GROUP >= shaders::TILE_TOKENS
 );
 
+/// Batches of at least this many input rows take the GEMM: below it, the 32 input rows of its
+/// tile are mostly empty, and the matrix-vector kernel's eight-row tile does less work.
+const GEMM_MIN_BATCH: usize = 8;
+
 /// A matrix product's pipeline and how its workgroups cover a matrix.
 struct MatmulKernel {
     pipeline: wgpu::ComputePipeline,
+    /// Weight rows per workgroup.
+    rows_per_group: u32,
     /// Workgroups along the input rows (tiles of them in a batch).
     groups_z: u32,
 }
@@ -154,7 +160,7 @@ struct MatmulKernel {
 impl MatmulKernel {
     /// The workgroups for `rows` weight rows: up to 65,535 in x, the rest in y.
     fn groups(&self, rows: usize) -> [u32; 3] {
-        let [x, y] = groups_2d((rows as u32).div_ceil(shaders::ROWS_PER_GROUP));
+        let [x, y] = groups_2d((rows as u32).div_ceil(self.rows_per_group));
         [x, y, self.groups_z]
     }
 }
@@ -238,7 +244,8 @@ impl Gpu {
             .iter()
             .map(|&weight_type| {
                 let kernel = |tiled| pipeline(&device, &shaders::matmul(weight_type, WORKGROUP, tiled));
-                (weight_type, [kernel(false), kernel(true)])
+                let gemm = pipeline(&device, &shaders::gemm(weight_type));
+                (weight_type, [kernel(false), kernel(true), gemm])
             })
             .collect();
         let attention = pipeline(&device, shaders::ATTENTION);
@@ -400,20 +407,24 @@ impl Gpu {
     }
 
     /// The matrix product kernel for `batch` input rows of `weight_type`: one input row per
-    /// workgroup for decode, a tile of them for a batch.
+    /// workgroup for decode, a tile of them for a short batch, the GEMM for a long one (whose
+    /// sums are the same products added in another order).
     fn matmul_kernel(&self, weight_type: WeightType, batch: usize) -> Result<MatmulKernel, GpuError> {
-        let [single, tiled] = self
+        let [single, tiled, gemm] = self
             .matmul
             .iter()
             .find(|(t, _)| *t == weight_type)
             .map(|(_, pipelines)| pipelines)
             .ok_or(GpuError::Unsupported(weight_type))?;
+        let kernel = |pipeline: &wgpu::ComputePipeline, rows_per_group, tokens_per_group: u32| MatmulKernel {
+            pipeline: pipeline.clone(),
+            rows_per_group,
+            groups_z: (batch.max(1) as u32).div_ceil(tokens_per_group),
+        };
         Ok(match batch {
-            0 | 1 => MatmulKernel { pipeline: single.clone(), groups_z: 1 },
-            _ => MatmulKernel {
-                pipeline: tiled.clone(),
-                groups_z: (batch as u32).div_ceil(shaders::TILE_TOKENS),
-            },
+            0 | 1 => kernel(single, shaders::ROWS_PER_GROUP, 1),
+            _ if batch < GEMM_MIN_BATCH => kernel(tiled, shaders::ROWS_PER_GROUP, shaders::TILE_TOKENS),
+            _ => kernel(gemm, shaders::GEMM_ROWS, shaders::GEMM_TOKENS),
         })
     }
 

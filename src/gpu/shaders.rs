@@ -53,6 +53,10 @@ fn word_at(i: u32) -> u32 {
 // A word's four bytes, and the four inputs from `o`.
 fn bytes4(v: u32) -> vec4<u32> { return (vec4<u32>(v) >> vec4<u32>(0u, 8u, 16u, 24u)) & vec4<u32>(255u); }
 fn x4(o: u32) -> vec4<f32> { return vec4<f32>(x[o], x[o + 1u], x[o + 2u], x[o + 3u]); }
+// A word's four bytes as signed values.
+fn i8x4(v: u32) -> vec4<f32> {
+    return vec4<f32>(bitcast<vec4<i32>>(vec4<u32>(v) << vec4<u32>(24u, 16u, 8u, 0u)) >> vec4<u32>(24u));
+}
 "#;
 
 /// Weight rows a matrix-product workgroup takes, each with `WG / ROWS_PER_GROUP` threads (16 of
@@ -95,10 +99,10 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
 /// Input rows a batched workgroup takes (its third dispatch dimension counts groups of them).
 pub const TILE_TOKENS: u32 = 8;
 
-/// The batched entry point (prefill): the decode kernel's rows and threads, with 8 input rows,
-/// each weight row read from memory once and from cache for the other seven (where one
-/// workgroup per input row streamed the whole matrix again for each), and the eight sums
-/// reduced side by side. Each sum is the same arithmetic in the same order as `MAIN`'s, so a
+/// The short-batch entry point (longer batches take the GEMM): the decode kernel's rows and
+/// threads, with 8 input rows, each weight row read from memory once and from cache for the
+/// other seven (where one workgroup per input row streamed the whole matrix again for each),
+/// and the eight sums reduced side by side. Each sum is the same arithmetic in the same order as `MAIN`'s, so a
 /// batch gives exactly what its rows give one by one.
 const TILE_MAIN: &str = r#"
 var<workgroup> partial_lo: array<vec4<f32>, WG>;
@@ -185,18 +189,41 @@ fn k4_scale_min(at: u32, g: u32) -> vec2<f32> {
 }
 "#;
 
-/// The matrix product kernel for `weight_type`, `workgroup` threads wide (a power of two): one
-/// input row per workgroup (decode), or with `tiled` [`TILE_TOKENS`] of them (prefill).
-pub fn matmul(weight_type: WeightType, workgroup: u32, tiled: bool) -> String {
-    let row = match weight_type {
-        WeightType::F32 => FLOAT_ROW.replace("VALUE", "bitcast<f32>(w[(base >> 2u) + e])"),
-        WeightType::F16 => FLOAT_ROW.replace("VALUE", "half_at(base + 2u * e)"),
-        WeightType::BF16 => FLOAT_ROW.replace(
-            "VALUE",
-            "bitcast<f32>(((w[(base + 2u * e) >> 2u] >> (((base + 2u * e) & 2u) << 3u)) & 0xffffu) << 16u)",
-        ),
-        WeightType::Q4_0 => block_row(
+/// How a row of `weight_type` is read: float elements one by one, or blocks of `bytes` bytes
+/// holding `units` runs of 32 weights each. A block type's unit is written twice, once per
+/// kernel shape: `dot` adds its products with the inputs (from `xo`) to `sum`, in the order
+/// that pins the matrix-vector kernels' results; `dequant` writes its 32 weights to workgroup
+/// memory from `dst` (`put4`), for the tiled GEMM. Both read block `at`, unit `g`.
+enum Layout {
+    /// The expression of element `e` of the row at byte `base`.
+    Float(&'static str),
+    Blocks {
+        bytes: u32,
+        units: u32,
+        helpers: &'static [&'static str],
+        dot: String,
+        dequant: String,
+    },
+}
+
+fn layout(weight_type: WeightType) -> Layout {
+    let blocks = |bytes, units, helpers: &'static [&'static str], dot: &str, dequant: &str| Layout::Blocks {
+        bytes,
+        units,
+        helpers,
+        dot: dot.to_string(),
+        dequant: dequant.to_string(),
+    };
+    match weight_type {
+        WeightType::F32 => Layout::Float("bitcast<f32>(w[(base >> 2u) + e])"),
+        WeightType::F16 => Layout::Float("half_at(base + 2u * e)"),
+        WeightType::BF16 => {
+            Layout::Float("bitcast<f32>(((w[(base + 2u * e) >> 2u] >> (((base + 2u * e) & 2u) << 3u)) & 0xffffu) << 16u)")
+        }
+        WeightType::Q4_0 => blocks(
             18,
+            1,
+            &[],
             "let d = half_at(at);
         var s = 0.0;
         for (var j = 0u; j < 16u; j += 4u) {
@@ -205,9 +232,17 @@ pub fn matmul(weight_type: WeightType, workgroup: u32, tiled: bool) -> String {
                 + dot(vec4<f32>(q >> vec4<u32>(4u)) - 8.0, x4(xo + j + 16u));
         }
         sum += d * s;",
+            "let d = half_at(at);
+    for (var j = 0u; j < 16u; j += 4u) {
+        let q = bytes4(word_at(at + 2u + j));
+        put4(dst + j, d * (vec4<f32>(q & vec4<u32>(15u)) - 8.0));
+        put4(dst + j + 16u, d * (vec4<f32>(q >> vec4<u32>(4u)) - 8.0));
+    }",
         ),
-        WeightType::Q4_1 => block_row(
+        WeightType::Q4_1 => blocks(
             20,
+            1,
+            &[],
             "let d = half_at(at);
         let m = half_at(at + 2u);
         var s = 0.0;
@@ -220,53 +255,79 @@ pub fn matmul(weight_type: WeightType, workgroup: u32, tiled: bool) -> String {
             sx += dot(low + high, vec4<f32>(1.0));
         }
         sum += d * s + m * sx;",
+            "let d = half_at(at);
+    let m = half_at(at + 2u);
+    for (var j = 0u; j < 16u; j += 4u) {
+        let q = bytes4(word_at(at + 4u + j));
+        put4(dst + j, d * vec4<f32>(q & vec4<u32>(15u)) + m);
+        put4(dst + j + 16u, d * vec4<f32>(q >> vec4<u32>(4u)) + m);
+    }",
         ),
-        WeightType::Q5_0 => block_row(
+        WeightType::Q5_0 => blocks(
             22,
+            1,
+            &[Q5_BITS],
             "let d = half_at(at);
         let qh = u32_at(at + 2u);
         var s = 0.0;
         for (var j = 0u; j < 16u; j += 4u) {
-            let q = bytes4(word_at(at + 6u + j));
-            let at_j = vec4<u32>(j, j + 1u, j + 2u, j + 3u);
-            let low = (q & vec4<u32>(15u)) | (((vec4<u32>(qh) >> at_j) << vec4<u32>(4u)) & vec4<u32>(16u));
-            let high = (q >> vec4<u32>(4u)) | ((vec4<u32>(qh) >> (at_j + vec4<u32>(12u))) & vec4<u32>(16u));
-            s += dot(vec4<f32>(low) - 16.0, x4(xo + j)) + dot(vec4<f32>(high) - 16.0, x4(xo + j + 16u));
+            let q = q5_pair(word_at(at + 6u + j), qh, j);
+            s += dot(vec4<f32>(q[0]) - 16.0, x4(xo + j)) + dot(vec4<f32>(q[1]) - 16.0, x4(xo + j + 16u));
         }
         sum += d * s;",
+            "let d = half_at(at);
+    let qh = u32_at(at + 2u);
+    for (var j = 0u; j < 16u; j += 4u) {
+        let q = q5_pair(word_at(at + 6u + j), qh, j);
+        put4(dst + j, d * (vec4<f32>(q[0]) - 16.0));
+        put4(dst + j + 16u, d * (vec4<f32>(q[1]) - 16.0));
+    }",
         ),
-        WeightType::Q5_1 => block_row(
+        WeightType::Q5_1 => blocks(
             24,
+            1,
+            &[Q5_BITS],
             "let d = half_at(at);
         let m = half_at(at + 2u);
         let qh = u32_at(at + 4u);
         var s = 0.0;
         var sx = 0.0;
         for (var j = 0u; j < 16u; j += 4u) {
-            let q = bytes4(word_at(at + 8u + j));
-            let at_j = vec4<u32>(j, j + 1u, j + 2u, j + 3u);
-            let low = (q & vec4<u32>(15u)) | (((vec4<u32>(qh) >> at_j) << vec4<u32>(4u)) & vec4<u32>(16u));
-            let high = (q >> vec4<u32>(4u)) | ((vec4<u32>(qh) >> (at_j + vec4<u32>(12u))) & vec4<u32>(16u));
+            let q = q5_pair(word_at(at + 8u + j), qh, j);
             let xl = x4(xo + j);
             let xh = x4(xo + j + 16u);
-            s += dot(vec4<f32>(low), xl) + dot(vec4<f32>(high), xh);
+            s += dot(vec4<f32>(q[0]), xl) + dot(vec4<f32>(q[1]), xh);
             sx += dot(xl + xh, vec4<f32>(1.0));
         }
         sum += d * s + m * sx;",
+            "let d = half_at(at);
+    let m = half_at(at + 2u);
+    let qh = u32_at(at + 4u);
+    for (var j = 0u; j < 16u; j += 4u) {
+        let q = q5_pair(word_at(at + 8u + j), qh, j);
+        put4(dst + j, d * vec4<f32>(q[0]) + m);
+        put4(dst + j + 16u, d * vec4<f32>(q[1]) + m);
+    }",
         ),
-        WeightType::Q8_0 => block_row(
+        WeightType::Q8_0 => blocks(
             34,
+            1,
+            &[],
             "let d = half_at(at);
         var s = 0.0;
         for (var j = 0u; j < 32u; j += 4u) {
-            let v = vec4<u32>(word_at(at + 2u + j)) << vec4<u32>(24u, 16u, 8u, 0u);
-            s += dot(vec4<f32>(bitcast<vec4<i32>>(v) >> vec4<u32>(24u)), x4(xo + j));
+            s += dot(i8x4(word_at(at + 2u + j)), x4(xo + j));
         }
         sum += d * s;",
+            "let d = half_at(at);
+    for (var j = 0u; j < 32u; j += 4u) {
+        put4(dst + j, d * i8x4(word_at(at + 2u + j)));
+    }",
         ),
-        WeightType::Q2_K => k_row(
+        WeightType::Q2_K => blocks(
             84,
-            "",
+            8,
+            &[],
             "let d = half_at(at + 80u);
         let dmin = half_at(at + 82u);
         for (var h = 0u; h < 2u; h++) {
@@ -283,18 +344,30 @@ pub fn matmul(weight_type: WeightType, workgroup: u32, tiled: bool) -> String {
             }
             sum += d * f32(sc & 15u) * s - dmin * f32(sc >> 4u) * sx;
         }",
+            "let d = half_at(at + 80u);
+    let dmin = half_at(at + 82u);
+    for (var h = 0u; h < 2u; h++) {
+        let group = 2u * g + h;
+        let sc = byte_at(at + group);
+        let first = at + 16u + 32u * (group / 8u) + 16u * h;
+        let shift = 2u * ((group / 2u) % 4u);
+        let scale = d * f32(sc & 15u);
+        let offset = dmin * f32(sc >> 4u);
+        for (var k = 0u; k < 16u; k += 4u) {
+            let q = (bytes4(word_at(first + k)) >> vec4<u32>(shift)) & vec4<u32>(3u);
+            put4(dst + 16u * h + k, scale * vec4<f32>(q) - offset);
+        }
+    }",
         ),
-        WeightType::Q3_K => k_row(
+        WeightType::Q3_K => blocks(
             110,
-            "",
+            8,
+            &[Q3_SCALE],
             "let d = half_at(at + 108u);
         let first = at + 32u + 32u * (g / 4u);
         let shift = 2u * (g % 4u);
         for (var half = 0u; half < 2u; half++) {
-            let j = 2u * g + half;
-            let low = (byte_at(at + 96u + j % 8u) >> (4u * (j / 8u))) & 15u;
-            let high = (byte_at(at + 104u + j % 4u) >> (2u * (j / 4u))) & 3u;
-            let scale = f32(i32(low | (high << 4u)) - 32);
+            let scale = q3_scale(at, 2u * g + half);
             var s = 0.0;
             for (var k = 16u * half; k < 16u * half + 16u; k++) {
                 let q = i32((byte_at(first + k) >> shift) & 3u)
@@ -303,77 +376,91 @@ pub fn matmul(weight_type: WeightType, workgroup: u32, tiled: bool) -> String {
             }
             sum += d * scale * s;
         }",
+            "let d = half_at(at + 108u);
+    let first = at + 32u + 32u * (g / 4u);
+    let shift = 2u * (g % 4u);
+    for (var half = 0u; half < 2u; half++) {
+        let scale = d * q3_scale(at, 2u * g + half);
+        for (var k = 16u * half; k < 16u * half + 16u; k += 4u) {
+            let q = (bytes4(word_at(first + k)) >> vec4<u32>(shift)) & vec4<u32>(3u);
+            let kept = ((bytes4(word_at(at + k)) >> vec4<u32>(g)) & vec4<u32>(1u)) != vec4<u32>(0u);
+            put4(dst + k, scale * (vec4<f32>(q) - select(vec4<f32>(4.0), vec4<f32>(0.0), kept)));
+        }
+    }",
         ),
         // Q5_K is Q4_K with a fifth bit per weight in `qh` (32 bytes before the nibbles).
-        WeightType::Q4_K => k4_row(144, 16, ""),
-        WeightType::Q5_K => k4_row(
+        WeightType::Q4_K => k4_layout(144, 16, ""),
+        WeightType::Q5_K => k4_layout(
             176,
             48,
             " | (((bytes4(word_at(at + 16u + k)) >> vec4<u32>(g)) & vec4<u32>(1u)) << vec4<u32>(4u))",
         ),
-        WeightType::Q6_K => k_row(
+        WeightType::Q6_K => blocks(
             210,
-            "",
+            8,
+            &[Q6_BITS],
             "let d = half_at(at + 208u);
-        let half = g / 4u;
-        let row = g % 4u;
-        let low = at + 64u * half + 32u * (row % 2u);
-        let high = at + 128u + 32u * half;
         for (var part = 0u; part < 2u; part++) {
             let scale = i8_at(at + 192u + 2u * g + part);
             var s = 0.0;
             for (var k = 16u * part; k < 16u * part + 16u; k += 4u) {
-                let nibble = (bytes4(word_at(low + k)) >> vec4<u32>(4u * (row / 2u))) & vec4<u32>(15u);
-                let top = (bytes4(word_at(high + k)) >> vec4<u32>(2u * row)) & vec4<u32>(3u);
-                let q = vec4<f32>(nibble | (top << vec4<u32>(4u))) - 32.0;
-                s += dot(q, x4(xo + k));
+                s += dot(q6x4(at, g, k), x4(xo + k));
             }
             sum += d * scale * s;
         }",
+            "let d = half_at(at + 208u);
+    for (var part = 0u; part < 2u; part++) {
+        let scale = d * i8_at(at + 192u + 2u * g + part);
+        for (var k = 16u * part; k < 16u * part + 16u; k += 4u) {
+            put4(dst + k, scale * q6x4(at, g, k));
+        }
+    }",
         ),
-        WeightType::IQ4_NL => format!(
-            "{IQ4_LEVELS}{}",
-            block_row(
-                18,
-                "let d = half_at(at);
+        WeightType::IQ4_NL => blocks(
+            18,
+            1,
+            &[IQ4_LEVELS],
+            "let d = half_at(at);
         var s = 0.0;
         for (var j = 0u; j < 16u; j += 4u) {
             let q = bytes4(word_at(at + 2u + j));
             s += dot(levels4(q & vec4<u32>(15u)), x4(xo + j)) + dot(levels4(q >> vec4<u32>(4u)), x4(xo + j + 16u));
         }
         sum += d * s;",
-            )
+            "let d = half_at(at);
+    for (var j = 0u; j < 16u; j += 4u) {
+        let q = bytes4(word_at(at + 2u + j));
+        put4(dst + j, d * levels4(q & vec4<u32>(15u)));
+        put4(dst + j + 16u, d * levels4(q >> vec4<u32>(4u)));
+    }",
         ),
-        WeightType::IQ4_XS => format!(
-            "{IQ4_LEVELS}{}",
-            k_row(
-                136,
-                "",
-                "let d = half_at(at);
-        let high_bits = byte_at(at + 2u) | (byte_at(at + 3u) << 8u);
-        let low = (byte_at(at + 4u + g / 2u) >> (4u * (g % 2u))) & 15u;
-        let high = (high_bits >> (2u * g)) & 3u;
-        let scale = f32(i32(low | (high << 4u)) - 32);
+        WeightType::IQ4_XS => blocks(
+            136,
+            8,
+            &[IQ4_LEVELS, IQ4_XS_SCALE],
+            "let d = half_at(at);
+        let scale = iq4_xs_scale(at, g);
         var s = 0.0;
         for (var j = 0u; j < 16u; j += 4u) {
             let q = bytes4(word_at(at + 8u + 16u * g + j));
             s += dot(levels4(q & vec4<u32>(15u)), x4(xo + j)) + dot(levels4(q >> vec4<u32>(4u)), x4(xo + j + 16u));
         }
         sum += d * scale * s;",
-            )
+            "let scale = half_at(at) * iq4_xs_scale(at, g);
+    for (var j = 0u; j < 16u; j += 4u) {
+        let q = bytes4(word_at(at + 8u + 16u * g + j));
+        put4(dst + j, scale * levels4(q & vec4<u32>(15u)));
+        put4(dst + j + 16u, scale * levels4(q >> vec4<u32>(4u)));
+    }",
         ),
-        other => unreachable!("no matrix-vector kernel for {other:?}: not in MATVEC_TYPES"),
-    };
-    let main = if tiled { TILE_MAIN } else { MAIN };
-    format!("{HEADER}{row}{main}")
-        .replace("WG", &format!("{workgroup}u"))
-        .replace("ROWS", &ROWS_PER_GROUP.to_string())
+        other => unreachable!("no matrix kernel for {other:?}: not in MATVEC_TYPES"),
+    }
 }
 
 /// Q4_K and Q5_K: eight groups of 32 with 6-bit scales and mins; nibbles from byte `nibbles`
 /// of the block, each widened by `fifth_bit`.
-fn k4_row(bytes: u32, nibbles: u32, fifth_bit: &str) -> String {
-    let block = "let d = half_at(at);
+fn k4_layout(bytes: u32, nibbles: u32, fifth_bit: &str) -> Layout {
+    let dot = "let d = half_at(at);
         let dmin = half_at(at + 2u);
         let sm = k4_scale_min(at + 4u, g);
         let first = at + NIBBLESu + 32u * (g / 2u);
@@ -386,22 +473,197 @@ fn k4_row(bytes: u32, nibbles: u32, fifth_bit: &str) -> String {
             s += dot(vec4<f32>(qFIFTH), v);
             sx += dot(v, vec4<f32>(1.0));
         }
-        sum += d * sm.x * s - dmin * sm.y * sx;"
-        .replace("NIBBLES", &nibbles.to_string())
-        .replace("FIFTH", fifth_bit);
-    k_row(bytes, K4_SCALES, &block)
+        sum += d * sm.x * s - dmin * sm.y * sx;";
+    let dequant = "let sm = k4_scale_min(at + 4u, g);
+    let scale = half_at(at) * sm.x;
+    let offset = half_at(at + 2u) * sm.y;
+    let first = at + NIBBLESu + 32u * (g / 2u);
+    let shift = 4u * (g % 2u);
+    for (var k = 0u; k < 32u; k += 4u) {
+        let q = (bytes4(word_at(first + k)) >> vec4<u32>(shift)) & vec4<u32>(15u);
+        put4(dst + k, scale * vec4<f32>(qFIFTH) - offset);
+    }";
+    let fill = |code: &str| code.replace("NIBBLES", &nibbles.to_string()).replace("FIFTH", fifth_bit);
+    Layout::Blocks { bytes, units: 8, helpers: &[K4_SCALES], dot: fill(dot), dequant: fill(dequant) }
 }
 
-/// A row of 32-weight blocks: each block one unit.
-fn block_row(bytes: u32, unit: &str) -> String {
-    UNIT_ROW.replace("UNITS", "1u").replace("BYTES", &format!("{bytes}u")).replace("UNIT", unit)
+/// The matrix product kernel for `weight_type`, `workgroup` threads wide (a power of two): one
+/// input row per workgroup (decode), or with `tiled` [`TILE_TOKENS`] of them (short batches).
+pub fn matmul(weight_type: WeightType, workgroup: u32, tiled: bool) -> String {
+    let row = match layout(weight_type) {
+        Layout::Float(value) => FLOAT_ROW.replace("VALUE", value),
+        Layout::Blocks { bytes, units, helpers, dot, .. } => format!(
+            "{}{}",
+            helpers.concat(),
+            UNIT_ROW
+                .replace("UNITS", &format!("{units}u"))
+                .replace("BYTES", &format!("{bytes}u"))
+                .replace("UNIT", &dot)
+        ),
+    };
+    let main = if tiled { TILE_MAIN } else { MAIN };
+    format!("{HEADER}{row}{main}")
+        .replace("WG", &format!("{workgroup}u"))
+        .replace("ROWS", &ROWS_PER_GROUP.to_string())
 }
 
-/// A row of 256-weight K-quant (and IQ4_XS) blocks, eight units each, with `helpers` before it.
-fn k_row(bytes: u32, helpers: &str, unit: &str) -> String {
-    let row = UNIT_ROW.replace("UNITS", "8u").replace("BYTES", &format!("{bytes}u")).replace("UNIT", unit);
-    format!("{helpers}{row}")
+/// The tiled GEMM for `weight_type` (long batches: prefill): 64 threads, a tile of
+/// [`GEMM_ROWS`] weight rows by [`GEMM_TOKENS`] input rows per workgroup.
+pub fn gemm(weight_type: WeightType) -> String {
+    let load = match layout(weight_type) {
+        Layout::Float(value) => FLOAT_UNIT.replace("VALUE", value),
+        Layout::Blocks { bytes, units, helpers, dequant, .. } => format!(
+            "{}{}",
+            helpers.concat(),
+            BLOCK_UNIT
+                .replace("UNITS", &format!("{units}u"))
+                .replace("BYTES", &format!("{bytes}u"))
+                .replace("DEQUANT", &dequant)
+        ),
+    };
+    format!("{HEADER}{GEMM_TILES}{load}{GEMM_MAIN}")
+        .replace("GEMM_ROWS", &format!("{GEMM_ROWS}u"))
+        .replace("GEMM_TOKENS", &format!("{GEMM_TOKENS}u"))
 }
+
+/// Q5_0's and Q5_1's weights 4j.. of both halves: the nibbles of `word` with their fifth bits
+/// from `qh` (bit i for weight i, bit i + 16 for weight i + 16).
+const Q5_BITS: &str = r#"
+fn q5_pair(word: u32, qh: u32, j: u32) -> array<vec4<u32>, 2> {
+    let q = bytes4(word);
+    let at_j = vec4<u32>(j, j + 1u, j + 2u, j + 3u);
+    let low = (q & vec4<u32>(15u)) | (((vec4<u32>(qh) >> at_j) << vec4<u32>(4u)) & vec4<u32>(16u));
+    let high = (q >> vec4<u32>(4u)) | ((vec4<u32>(qh) >> (at_j + vec4<u32>(12u))) & vec4<u32>(16u));
+    return array<vec4<u32>, 2>(low, high);
+}
+"#;
+
+/// Q3_K's signed 6-bit scale of sixteen-weight group `j` (0..16) of the block at `at`.
+const Q3_SCALE: &str = r#"
+fn q3_scale(at: u32, j: u32) -> f32 {
+    let low = (byte_at(at + 96u + j % 8u) >> (4u * (j / 8u))) & 15u;
+    let high = (byte_at(at + 104u + j % 4u) >> (2u * (j / 4u))) & 3u;
+    return f32(i32(low | (high << 4u)) - 32);
+}
+"#;
+
+/// Q6_K's weights k..k+4 of unit `g` (0..8) of the block at `at`, less 32: the low nibbles
+/// from the first 128 bytes, the top two bits from the next 64.
+const Q6_BITS: &str = r#"
+fn q6x4(at: u32, g: u32, k: u32) -> vec4<f32> {
+    let half = g / 4u;
+    let quarter = g % 4u;
+    let low = at + 64u * half + 32u * (quarter % 2u);
+    let high = at + 128u + 32u * half;
+    let nibble = (bytes4(word_at(low + k)) >> vec4<u32>(4u * (quarter / 2u))) & vec4<u32>(15u);
+    let top = (bytes4(word_at(high + k)) >> vec4<u32>(2u * quarter)) & vec4<u32>(3u);
+    return vec4<f32>(nibble | (top << vec4<u32>(4u))) - 32.0;
+}
+"#;
+
+/// IQ4_XS's signed 6-bit scale of unit `g` of the block at `at`.
+const IQ4_XS_SCALE: &str = r#"
+fn iq4_xs_scale(at: u32, g: u32) -> f32 {
+    let high_bits = byte_at(at + 2u) | (byte_at(at + 3u) << 8u);
+    let low = (byte_at(at + 4u + g / 2u) >> (4u * (g % 2u))) & 15u;
+    let high = (high_bits >> (2u * g)) & 3u;
+    return f32(i32(low | (high << 4u)) - 32);
+}
+"#;
+
+/// Weight rows and input rows a GEMM workgroup takes. Its 64 threads each own a register tile
+/// of 4 rows × 8 inputs, rows `r + 16i` and inputs `c + 4j`, so that the 16 threads of a `c`
+/// read 16 neighbouring rows of the weight tile (the kernel is written for these sizes).
+pub const GEMM_ROWS: u32 = 64;
+pub const GEMM_TOKENS: u32 = 32;
+
+/// The GEMM's tiles in workgroup memory: one unit (32 weights) of each of its 64 rows, and the
+/// same 32 columns of each of its 32 input rows. Rows lie 33 words apart, so that neighbouring
+/// threads reading one column hit different memory banks.
+const GEMM_TILES: &str = r#"
+const STRIDE = 33u;
+var<workgroup> wt: array<f32, 2112>;
+var<workgroup> xt: array<f32, 1056>;
+fn put4(i: u32, v: vec4<f32>) { wt[i] = v.x; wt[i + 1u] = v.y; wt[i + 2u] = v.z; wt[i + 3u] = v.w; }
+"#;
+
+/// A float row's unit `u` into the weight tile at `dst` (zeros past the row's end).
+const FLOAT_UNIT: &str = r#"
+fn load_unit(base: u32, u: u32, dst: u32) {
+    for (var k = 0u; k < 32u; k++) {
+        let e = 32u * u + k;
+        var value = 0.0;
+        if (e < p.cols) {
+            value = VALUE;
+        }
+        wt[dst + k] = value;
+    }
+}
+"#;
+
+/// A block row's unit `u` into the weight tile at `dst`.
+const BLOCK_UNIT: &str = r#"
+fn load_unit(base: u32, u: u32, dst: u32) {
+    let at = base + (u / UNITS) * BYTES;
+    let g = u % UNITS;
+    DEQUANT
+}
+"#;
+
+/// The GEMM: for each unit of 32 columns, every thread dequantizes one weight row's unit into
+/// the tile (each weight once per 32 input rows) and copies its share of the inputs; then
+/// each thread adds its 4 × 8 products over the 32 columns to a per-unit sum, and that to its
+/// total (the sum of a row grows unit by unit, as the matrix-vector kernel's parts do).
+const GEMM_MAIN: &str = r#"
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+    let first_row = (group.y * p.groups_x + group.x) * GEMM_ROWS;
+    let first = group.z * GEMM_TOKENS;
+    let r = t % 16u;
+    let c = t / 16u;
+    let own_row = first_row + t;
+    var total: array<vec4<f32>, 8>;
+    for (var u = 0u; u < (p.cols + 31u) / 32u; u++) {
+        if (own_row < p.rows) {
+            load_unit(own_row * p.row_bytes, u, t * STRIDE);
+        } else {
+            for (var k = 0u; k < 32u; k++) {
+                wt[t * STRIDE + k] = 0.0;
+            }
+        }
+        for (var i = t; i < 1024u; i += 64u) {
+            let token = first + i / 32u;
+            let e = 32u * u + i % 32u;
+            var value = 0.0;
+            if (token < p.batch && e < p.cols) {
+                value = x[token * p.cols + e];
+            }
+            xt[(i / 32u) * STRIDE + i % 32u] = value;
+        }
+        workgroupBarrier();
+        var part: array<vec4<f32>, 8>;
+        for (var k = 0u; k < 32u; k++) {
+            let w4 = vec4<f32>(wt[r * STRIDE + k], wt[(r + 16u) * STRIDE + k], wt[(r + 32u) * STRIDE + k], wt[(r + 48u) * STRIDE + k]);
+            for (var j = 0u; j < 8u; j++) {
+                part[j] = fma(w4, vec4<f32>(xt[(c + 4u * j) * STRIDE + k]), part[j]);
+            }
+        }
+        for (var j = 0u; j < 8u; j++) {
+            total[j] += part[j];
+        }
+        workgroupBarrier();
+    }
+    for (var j = 0u; j < 8u; j++) {
+        let token = first + c + 4u * j;
+        for (var i = 0u; i < 4u; i++) {
+            let row = first_row + r + 16u * i;
+            if (row < p.rows && token < p.batch) {
+                y[token * p.total_rows + p.row_offset + row] = total[j][i];
+            }
+        }
+    }
+}
+"#;
 
 /// RMSNorm: one workgroup per row of `width`, the sum of squares reduced in workgroup memory,
 /// then each value scaled and multiplied by its weight. Rows lie `per_item` to an item of

@@ -5,7 +5,7 @@
 
 use half::{bf16, f16};
 
-use super::{Gpu, GpuError, shaders::MATVEC_TYPES};
+use super::{GEMM_MIN_BATCH, Gpu, GpuError, shaders::MATVEC_TYPES};
 
 /// The kernels' checks are async (the browser's GPU answers through its event loop); natively
 /// they are simply waited for.
@@ -225,22 +225,31 @@ fn rope_matches_the_cpu_in_both_pairings_with_and_without_factors() {
 fn a_batch_of_input_rows_gives_a_row_of_outputs_each() {
     let gpu = gpu();
     let mut rng = Rng(5);
-    // Within one tile of input rows, and over two and a bit (the tiled kernel takes eight).
-    for (weight_type, batch) in [(WeightType::Q4_K, 3), (WeightType::Q8_0, 19), (WeightType::F16, 9)] {
-        let (rows, cols) = (40, 512);
-        let bytes = random_matrix(weight_type, rows, cols, &mut rng);
-        let x = random(cols * batch, 1.0, &mut rng);
-        let got = gpu.matvec(weight_type, &bytes, rows, cols, &x).wait().unwrap();
-        assert_eq!(got.len(), rows * batch);
-        for (r, input) in x.chunks_exact(cols).enumerate() {
-            let one = gpu.matvec(weight_type, &bytes, rows, cols, input).wait().unwrap();
-            assert_eq!(&got[r * rows..(r + 1) * rows], &one[..], "{weight_type:?} batch row {r}");
-            let want = cpu_matvec(weight_type, &bytes, rows, cols, input);
-            for (&g, &(dot, magnitude)) in one.iter().zip(&want) {
-                assert!(
-                    (f64::from(g) - dot).abs() <= 1e-5 * magnitude + 1e-6,
-                    "{weight_type:?}: {g} vs {dot}"
-                );
+    // Every type through both batch kernels: the short batch's (eight input rows a tile) gives
+    // exactly what each row gives alone; the GEMM's (64 weight rows by 32 input rows a tile)
+    // adds the same products in another order. Both within the CPU twin's bounds, over one
+    // tile each way and a bit, and a float row that ends inside a 32-column unit.
+    for &weight_type in &MATVEC_TYPES {
+        let cols = if weight_type.block_len() == 1 { 40 } else { 512 };
+        for batch in [3, GEMM_MIN_BATCH, 37] {
+            let rows = 70;
+            let bytes = random_matrix(weight_type, rows, cols, &mut rng);
+            let x = random(cols * batch, 1.0, &mut rng);
+            let got = gpu.matvec(weight_type, &bytes, rows, cols, &x).wait().unwrap();
+            assert_eq!(got.len(), rows * batch);
+            for (r, input) in x.chunks_exact(cols).enumerate() {
+                let got = &got[r * rows..(r + 1) * rows];
+                if batch < GEMM_MIN_BATCH {
+                    let one = gpu.matvec(weight_type, &bytes, rows, cols, input).wait().unwrap();
+                    assert_eq!(got, &one[..], "{weight_type:?} batch of {batch}, row {r}");
+                }
+                let want = cpu_matvec(weight_type, &bytes, rows, cols, input);
+                for (&g, &(dot, magnitude)) in got.iter().zip(&want) {
+                    assert!(
+                        (f64::from(g) - dot).abs() <= 1e-5 * magnitude + 1e-6,
+                        "{weight_type:?} batch of {batch}, row {r}: GPU {g}, CPU {dot}"
+                    );
+                }
             }
         }
     }
