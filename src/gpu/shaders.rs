@@ -59,12 +59,13 @@ fn i8x4(v: u32) -> vec4<f32> {
 }
 "#;
 
-/// Weight rows a matrix-product workgroup takes, each with `WG / ROWS_PER_GROUP` threads (16 of
-/// 64, at least the 8 a batch tile writes with): a row of
-/// Qwen3-0.6B's 1,024 columns has 32 units of 32 weights, so 16 threads take two each, where
-/// one 64-thread workgroup per row left most threads idle (a K-quant row of 1,024 columns is
-/// four blocks: 60 of 64 threads had nothing to do).
-pub const ROWS_PER_GROUP: u32 = 4;
+/// Weight rows a matrix-product workgroup takes, each with `WG / ROWS_PER_GROUP` threads (8 of
+/// 64, the 8 a batch tile writes with): a row of Qwen3-0.6B's 1,024 columns has 32 units of 32
+/// weights, 4 per thread; Gemma 3's 640 (its 262,144-row output matrix) has 20, 2 or 3 per
+/// thread. With 16 threads a row, most of Gemma 3's took one unit and the sum took four halving
+/// steps: on lavapipe its decode went from 2.1 to 2.8-3.0 tok/s with 8 (Qwen3 Q4_K_M 1.1 to 1.3).
+/// One 64-thread workgroup per row, the first version, left most threads idle.
+pub const ROWS_PER_GROUP: u32 = 8;
 
 /// The decode entry point: `ROWS_PER_GROUP` weight rows per workgroup (groups past 65,535 in a
 /// second dispatch dimension) and one input row (the third), each row's share summed by its
