@@ -627,6 +627,7 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
     let c = t / 16u;
     let own_row = first_row + t;
     var total: array<vec4<f32>, 8>;
+    var part: array<vec4<f32>, 8>;
     for (var u = 0u; u < (p.cols + 31u) / 32u; u++) {
         if (own_row < p.rows) {
             load_unit(own_row * p.row_bytes, u, t * STRIDE);
@@ -645,7 +646,12 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
             xt[(i / 32u) * STRIDE + i % 32u] = value;
         }
         workgroupBarrier();
-        var part: array<vec4<f32>, 8>;
+        // Zeroed by hand: Chromium's WebGPU on SwiftShader gave a `var` declared in the loop its
+        // zeros on the first pass only (WGSL gives them on every pass), and each unit's sum
+        // then carried all the units' before it.
+        for (var j = 0u; j < 8u; j++) {
+            part[j] = vec4<f32>(0.0);
+        }
         for (var k = 0u; k < 32u; k++) {
             let w4 = vec4<f32>(wt[r * STRIDE + k], wt[(r + 16u) * STRIDE + k], wt[(r + 32u) * STRIDE + k], wt[(r + 48u) * STRIDE + k]);
             for (var j = 0u; j < 8u; j++) {
