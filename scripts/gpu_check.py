@@ -207,7 +207,8 @@ def number(value, digits=1):
 def print_tables(results):
     adapter = results.get("adapter") or {}
     print()
-    print(f"adapter: {adapter.get('adapter', '?')} ({adapter.get('backend', '?')}, {adapter.get('device_type', '?')}; driver {adapter.get('driver', '?')})")
+    sums = {True: "; rows summed in subgroups", False: "; rows summed in workgroup memory"}.get(adapter.get("subgroups"), "")
+    print(f"adapter: {adapter.get('adapter', '?')} ({adapter.get('backend', '?')}, {adapter.get('device_type', '?')}; driver {adapter.get('driver', '?')}{sums})")
     if adapter.get("device_type") == "Cpu":
         print("  a software adapter: these figures are no speed claim for any GPU")
     print(f"host: {results['host']}")

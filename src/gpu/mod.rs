@@ -106,6 +106,9 @@ pub struct AdapterFacts {
     pub max_binding: u64,
     pub max_buffer: u64,
     pub shader_f16: bool,
+    /// Whether the matrix kernels sum a row through subgroup shuffles: the adapter has
+    /// subgroups, none narrower than a row's lanes.
+    pub subgroups: bool,
 }
 
 /// A device and its queue, with every kernel's pipeline built once.
@@ -205,6 +208,12 @@ impl Gpu {
 
     /// The first adapter wgpu finds (a discrete GPU first), with the adapter's own limits.
     pub async fn request() -> Result<Gpu, GpuError> {
+        Self::request_with(true).await
+    }
+
+    /// [`Gpu::request`], with subgroups used only where `subgroups` allows them (the tests hold
+    /// both ways of summing a row against each other on one adapter).
+    pub async fn request_with(subgroups: bool) -> Result<Gpu, GpuError> {
         let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle());
         let options = wgpu::RequestAdapterOptions {
             power_preference: wgpu::PowerPreference::HighPerformance,
@@ -222,9 +231,20 @@ impl Gpu {
             max_binding: limits.max_storage_buffer_binding_size,
             max_buffer: limits.max_buffer_size,
             shader_f16: adapter.features().contains(wgpu::Features::SHADER_F16),
+            subgroups: subgroups
+                && adapter.features().contains(wgpu::Features::SUBGROUP)
+                && info.subgroup_min_size >= WORKGROUP / shaders::ROWS_PER_GROUP,
         };
-        let descriptor =
-            wgpu::DeviceDescriptor { label: Some("inferno"), required_limits: limits, ..Default::default() };
+        let descriptor = wgpu::DeviceDescriptor {
+            label: Some("inferno"),
+            required_limits: limits,
+            required_features: if facts.subgroups {
+                wgpu::Features::SUBGROUP
+            } else {
+                wgpu::Features::empty()
+            },
+            ..Default::default()
+        };
         let (device, queue) =
             adapter.request_device(&descriptor).await.map_err(|e| GpuError::Device(e.to_string()))?;
         let fault = Arc::new(Mutex::new(None));
@@ -243,7 +263,9 @@ impl Gpu {
         let matmul = shaders::MATVEC_TYPES
             .iter()
             .map(|&weight_type| {
-                let kernel = |tiled| pipeline(&device, &shaders::matmul(weight_type, WORKGROUP, tiled));
+                let kernel = |tiled| {
+                    pipeline(&device, &shaders::matmul(weight_type, WORKGROUP, tiled, facts.subgroups))
+                };
                 let gemm = pipeline(&device, &shaders::gemm(weight_type));
                 (weight_type, [kernel(false), kernel(true), gemm])
             })

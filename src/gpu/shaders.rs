@@ -100,6 +100,30 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
 }
 "#;
 
+/// The decode entry point where the adapter has subgroups of at least a row's lanes: each row's
+/// lanes sum their shares through register shuffles, with no workgroup memory and no barrier
+/// (on lavapipe a barrier splits the whole workgroup's loop in two). The exchanges pair lanes
+/// `s` apart, as the tree sum does: the same additions in the same order, the same bits.
+const SUBGROUP_MAIN: &str = r#"
+@compute @workgroup_size(WG)
+fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+    let lanes = WG / ROWSu;
+    let lane = t % lanes;
+    let row = (group.y * p.groups_x + group.x) * ROWSu + t / lanes;
+    xbase = group.z * p.cols;
+    var sum = 0.0;
+    if (row < p.rows) {
+        sum = row_dot(row * p.row_bytes, lane, lanes);
+    }
+    for (var s = lanes / 2u; s > 0u; s = s >> 1u) {
+        sum += subgroupShuffleXor(sum, s);
+    }
+    if (lane == 0u && row < p.rows) {
+        y[group.z * p.total_rows + p.row_offset + row] = sum;
+    }
+}
+"#;
+
 /// Input rows a batched workgroup takes (its third dispatch dimension counts groups of them).
 pub const TILE_TOKENS: u32 = 8;
 
@@ -140,6 +164,38 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
     // Lane k of a row writes the row's sum for input row `first + k` (lanes ≥ 8).
     if (lane < 8u && row < p.rows && first + lane < p.batch) {
         let sums4 = select(partial_hi[t - lane], partial_lo[t - lane], lane < 4u);
+        y[(first + lane) * p.total_rows + p.row_offset + row] = sums4[lane & 3u];
+    }
+}
+"#;
+
+/// `TILE_MAIN` with subgroups (see `SUBGROUP_MAIN`): the eight sums exchanged in registers.
+const SUBGROUP_TILE_MAIN: &str = r#"
+@compute @workgroup_size(WG)
+fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+    let lanes = WG / ROWSu;
+    let lane = t % lanes;
+    let row = (group.y * p.groups_x + group.x) * ROWSu + t / lanes;
+    let first = group.z * 8u;
+    var sums: array<f32, 8>;
+    if (row < p.rows) {
+        for (var k = 0u; k < 8u; k++) {
+            if (first + k < p.batch) {
+                xbase = (first + k) * p.cols;
+                sums[k] = row_dot(row * p.row_bytes, lane, lanes);
+            }
+        }
+    }
+    var lo = vec4<f32>(sums[0], sums[1], sums[2], sums[3]);
+    var hi = vec4<f32>(sums[4], sums[5], sums[6], sums[7]);
+    for (var s = lanes / 2u; s > 0u; s = s >> 1u) {
+        lo += subgroupShuffleXor(lo, s);
+        hi += subgroupShuffleXor(hi, s);
+    }
+    // Lane k of a row writes the row's sum for input row `first + k` (lanes ≥ 8): every lane
+    // holds them all.
+    if (lane < 8u && row < p.rows && first + lane < p.batch) {
+        let sums4 = select(hi, lo, lane < 4u);
         y[(first + lane) * p.total_rows + p.row_offset + row] = sums4[lane & 3u];
     }
 }
@@ -492,8 +548,10 @@ fn k4_layout(bytes: u32, nibbles: u32, fifth_bit: &str) -> Layout {
 }
 
 /// The matrix product kernel for `weight_type`, `workgroup` threads wide (a power of two): one
-/// input row per workgroup (decode), or with `tiled` [`TILE_TOKENS`] of them (short batches).
-pub fn matmul(weight_type: WeightType, workgroup: u32, tiled: bool) -> String {
+/// input row per workgroup (decode), or with `tiled` [`TILE_TOKENS`] of them (short batches);
+/// rows summed through `subgroups` (whose size must be at least a row's lanes) or workgroup
+/// memory.
+pub fn matmul(weight_type: WeightType, workgroup: u32, tiled: bool, subgroups: bool) -> String {
     let row = match layout(weight_type) {
         Layout::Float(value) => FLOAT_ROW.replace("VALUE", value),
         Layout::Blocks { bytes, units, helpers, dot, .. } => format!(
@@ -505,7 +563,14 @@ pub fn matmul(weight_type: WeightType, workgroup: u32, tiled: bool) -> String {
                 .replace("UNIT", &dot)
         ),
     };
-    let main = if tiled { TILE_MAIN } else { MAIN };
+    // No `enable subgroups;`: naga takes subgroup calls without it (and refuses it), and in a
+    // browser wgpu 30 never offers subgroups (its WebGPU backend does not map the feature).
+    let main = match (subgroups, tiled) {
+        (false, false) => MAIN,
+        (false, true) => TILE_MAIN,
+        (true, false) => SUBGROUP_MAIN,
+        (true, true) => SUBGROUP_TILE_MAIN,
+    };
     format!("{HEADER}{row}{main}")
         .replace("WG", &format!("{workgroup}u"))
         .replace("ROWS", &ROWS_PER_GROUP.to_string())

@@ -222,6 +222,32 @@ fn rope_matches_the_cpu_in_both_pairings_with_and_without_factors() {
 }
 
 #[test]
+fn subgroup_sums_give_the_workgroup_sums_bits() {
+    let with = gpu();
+    assert!(
+        with.facts().subgroups,
+        "this adapter ({}) has no subgroups of 8 or more: the kernels that use them went untested",
+        with.facts().name
+    );
+    let without = Wait::wait(Gpu::request_with(false)).unwrap();
+    assert!(!without.facts().subgroups);
+    let mut rng = Rng(11);
+    // Decode (one input row) and a short batch, over a row of many units and rows past a
+    // workgroup's eight.
+    for &weight_type in &MATVEC_TYPES {
+        let cols = if weight_type.block_len() == 1 { 200 } else { 1024 };
+        for batch in [1, 5] {
+            let rows = 21;
+            let bytes = random_matrix(weight_type, rows, cols, &mut rng);
+            let x = random(cols * batch, 1.0, &mut rng);
+            let a = with.matvec(weight_type, &bytes, rows, cols, &x).wait().unwrap();
+            let b = without.matvec(weight_type, &bytes, rows, cols, &x).wait().unwrap();
+            assert_eq!(a, b, "{weight_type:?} batch of {batch}");
+        }
+    }
+}
+
+#[test]
 fn a_batch_of_input_rows_gives_a_row_of_outputs_each() {
     let gpu = gpu();
     let mut rng = Rng(5);

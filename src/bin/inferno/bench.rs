@@ -110,7 +110,15 @@ pub fn run(args: &[String]) -> Result<(), String> {
             Some(gpu) => {
                 println!("pp{:<5} {:>8.1} tok/s  (median of {runs}, GPU)", pp, result.prefill_tok_s);
                 println!("tg{:<5} {:>8.1} tok/s  (median of {runs}, GPU)", tg, result.decode_tok_s);
-                println!("gpu     {} ({}, {}; {})", gpu.adapter, gpu.backend, gpu.device_type, gpu.driver);
+                let sums = if gpu.subgroups {
+                    "rows summed in subgroups"
+                } else {
+                    "rows summed in workgroup memory"
+                };
+                println!(
+                    "gpu     {} ({}, {}; {}; {sums})",
+                    gpu.adapter, gpu.backend, gpu.device_type, gpu.driver
+                );
                 println!(
                     "decode reads {:.2} GB/s of weights ({:.1} MB a step); the adapter copies {:.2} GB/s; efficiency {:.2}",
                     gpu.decode_weight_gb_s,
@@ -217,6 +225,8 @@ struct GpuFigures {
     /// `Cpu` for a software adapter, whose figures are no speed claim for a GPU.
     device_type: String,
     driver: String,
+    /// Whether the matrix kernels sum rows through subgroup shuffles.
+    subgroups: bool,
     /// A buffer copied in one submission: bytes read and written per second.
     copy_gb_s: f64,
     /// Bytes of weights one decode step reads, and that times the decode rate.
@@ -266,6 +276,7 @@ impl GpuFigures {
             backend: facts.backend.clone(),
             device_type: facts.device_type.clone(),
             driver: facts.driver.clone(),
+            subgroups: facts.subgroups,
             copy_gb_s: 2.0 * (bytes * u64::from(repeats)) as f64 / seconds[1] / 1e9,
             decode_weight_bytes,
             decode_weight_gb_s: decode_weight_bytes as f64 * decode_tok_s / 1e9,
