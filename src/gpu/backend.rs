@@ -554,9 +554,8 @@ impl GpuState {
         if let Some(slices) = self.matrices.get(&matrix.range.start) {
             return Ok(slices.clone());
         }
-        if !gpu.matmul.iter().any(|(t, _)| *t == matrix.weight_type) {
-            return Err(GpuError::Unsupported(matrix.weight_type));
-        }
+        // Builds the type's kernels with its first matrix: a type without one fails the load.
+        gpu.matmul_pipelines(matrix.weight_type)?;
         let bytes = matrix.bytes(model.file());
         let row_bytes = bytes.len() / matrix.rows.max(1);
         let limit = gpu.facts.max_binding.min(gpu.facts.max_buffer) as usize;

@@ -22,7 +22,7 @@ pub use backend::GpuState;
 pub use signal::Signal;
 
 use std::fmt;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::model::{DeltaInputs, DeltaNet};
 use crate::tensor::WeightType;
@@ -120,7 +120,10 @@ pub struct Gpu {
     /// memory, losing the device): wgpu's default for those is a panic.
     fault: Arc<Mutex<Option<GpuError>>>,
     /// Per weight type: the kernels for one input row, a short batch, and a long one.
-    matmul: Vec<(WeightType, [wgpu::ComputePipeline; 3])>,
+    /// Each matrix type's decode, short-batch and GEMM pipelines, built at the first use of the
+    /// type: a model has two to four of the fifteen, and building all of them took most of the
+    /// device's start (0.7 s on lavapipe).
+    matmul: Vec<(WeightType, OnceLock<[wgpu::ComputePipeline; 3]>)>,
     rms_norm: wgpu::ComputePipeline,
     add: wgpu::ComputePipeline,
     swiglu: wgpu::ComputePipeline,
@@ -260,16 +263,8 @@ impl Gpu {
         device.set_device_lost_callback(move |_reason, message| {
             record_fault(&slot, GpuError::Lost(message));
         });
-        let matmul = shaders::MATVEC_TYPES
-            .iter()
-            .map(|&weight_type| {
-                let kernel = |tiled| {
-                    pipeline(&device, &shaders::matmul(weight_type, WORKGROUP, tiled, facts.subgroups))
-                };
-                let gemm = pipeline(&device, &shaders::gemm(weight_type));
-                (weight_type, [kernel(false), kernel(true), gemm])
-            })
-            .collect();
+        let matmul =
+            shaders::MATVEC_TYPES.iter().map(|&weight_type| (weight_type, OnceLock::new())).collect();
         let attention = pipeline(&device, shaders::ATTENTION);
         let (rms_norm, add, swiglu, geglu, rope) = (
             pipeline(&device, &shaders::rms_norm(WORKGROUP)),
@@ -432,12 +427,7 @@ impl Gpu {
     /// workgroup for decode, a tile of them for a short batch, the GEMM for a long one (whose
     /// sums are the same products added in another order).
     fn matmul_kernel(&self, weight_type: WeightType, batch: usize) -> Result<MatmulKernel, GpuError> {
-        let [single, tiled, gemm] = self
-            .matmul
-            .iter()
-            .find(|(t, _)| *t == weight_type)
-            .map(|(_, pipelines)| pipelines)
-            .ok_or(GpuError::Unsupported(weight_type))?;
+        let [single, tiled, gemm] = self.matmul_pipelines(weight_type)?;
         let kernel = |pipeline: &wgpu::ComputePipeline, rows_per_group, tokens_per_group: u32| MatmulKernel {
             pipeline: pipeline.clone(),
             rows_per_group,
@@ -448,6 +438,19 @@ impl Gpu {
             _ if batch < GEMM_MIN_BATCH => kernel(tiled, shaders::ROWS_PER_GROUP, shaders::TILE_TOKENS),
             _ => kernel(gemm, shaders::GEMM_ROWS, shaders::GEMM_TOKENS),
         })
+    }
+
+    /// The three matrix pipelines of `weight_type`, built on first use; an error for a type
+    /// without a kernel.
+    fn matmul_pipelines(&self, weight_type: WeightType) -> Result<&[wgpu::ComputePipeline; 3], GpuError> {
+        let (_, pipelines) =
+            self.matmul.iter().find(|(t, _)| *t == weight_type).ok_or(GpuError::Unsupported(weight_type))?;
+        Ok(pipelines.get_or_init(|| {
+            let kernel = |tiled| {
+                pipeline(&self.device, &shaders::matmul(weight_type, WORKGROUP, tiled, self.facts.subgroups))
+            };
+            [kernel(false), kernel(true), pipeline(&self.device, &shaders::gemm(weight_type))]
+        }))
     }
 
     /// `out` ← RMSNorm of each `width` values of `x`, times `weight` (`width` long).
