@@ -1051,11 +1051,10 @@ impl Backend for GpuBackend<'_> {
             scale: score_scale,
             softcap: c.attn_softcap.unwrap_or(0.0),
         };
-        let [groups_x, groups_y] = groups_2d(((self.rows * c.n_head) as u32).div_ceil(64));
-        let words = super::attention_params(&params, self.rows, groups_x);
-        let (q, out, pipeline) =
-            (self.buf(Buf::Q).clone(), self.buf(Buf::Attn).clone(), self.gpu.attention.clone());
-        self.dispatch(&pipeline, &[&q, &keys, &values, &out], &words, [groups_x, groups_y, 1]);
+        let (pipeline, groups) = self.gpu.attention_kernel(self.rows, c.n_head);
+        let words = super::attention_params(&params, self.rows, groups[0]);
+        let (q, out, pipeline) = (self.buf(Buf::Q).clone(), self.buf(Buf::Attn).clone(), pipeline.clone());
+        self.dispatch(&pipeline, &[&q, &keys, &values, &out], &words, groups);
     }
 
     fn feed_forward(&mut self, layer: &LayerWeights) -> Result<(), ModelError> {

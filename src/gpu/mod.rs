@@ -129,7 +129,9 @@ pub struct Gpu {
     swiglu: wgpu::ComputePipeline,
     geglu: wgpu::ComputePipeline,
     rope: wgpu::ComputePipeline,
-    attention: wgpu::ComputePipeline,
+    /// Attention with a workgroup per query and head (decode, short batches), and with a
+    /// thread each (prefill); see [`Gpu::attention_kernel`].
+    attention: [wgpu::ComputePipeline; 2],
     add_bias: wgpu::ComputePipeline,
     per_layer_gate: wgpu::ComputePipeline,
     mix_embedding: wgpu::ComputePipeline,
@@ -265,7 +267,8 @@ impl Gpu {
         });
         let matmul =
             shaders::MATVEC_TYPES.iter().map(|&weight_type| (weight_type, OnceLock::new())).collect();
-        let attention = pipeline(&device, shaders::ATTENTION);
+        let attention =
+            [false, true].map(|one_thread_each| pipeline(&device, &shaders::attention(one_thread_each)));
         let (rms_norm, add, swiglu, geglu, rope) = (
             pipeline(&device, &shaders::rms_norm(WORKGROUP)),
             pipeline(&device, &shaders::elementwise("x[i] = x[i] + y[i];")),
@@ -539,10 +542,25 @@ impl Gpu {
                 a.start
             )));
         }
-        let [groups_x, groups_y] = groups_2d(((queries * a.n_head) as u32).div_ceil(64));
-        let params = attention_params(&a, queries, groups_x);
+        let (pipeline, groups) = self.attention_kernel(queries, a.n_head);
+        let params = attention_params(&a, queries, groups[0]);
         let inputs: [&[u8]; 3] = [&f32_bytes(q), &f32_bytes(k), &f32_bytes(v)];
-        self.run(&self.attention, &inputs, &vec![0.0; q.len()], &params, [groups_x, groups_y, 1]).await
+        self.run(pipeline, &inputs, &vec![0.0; q.len()], &params, groups).await
+    }
+
+    /// The attention kernel for `queries` rows of `n_head` heads, and its workgroups: as the
+    /// matrix products split, a workgroup per query and head below [`GEMM_MIN_BATCH`] queries
+    /// (decode: all 64 threads on one head's cache), a thread per query and head from there
+    /// (prefill, which has heads enough to fill the device).
+    fn attention_kernel(&self, queries: usize, n_head: usize) -> (&wgpu::ComputePipeline, [u32; 3]) {
+        let pairs = (queries * n_head) as u32;
+        let (pipeline, groups) = if queries < GEMM_MIN_BATCH {
+            (&self.attention[0], pairs)
+        } else {
+            (&self.attention[1], pairs.div_ceil(64))
+        };
+        let [x, y] = groups_2d(groups);
+        (pipeline, [x, y, 1])
     }
 
     /// DeltaNet's gates: `alpha` (rows of `a.len()` value heads) to log-decays, `beta` through

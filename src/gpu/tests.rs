@@ -287,13 +287,22 @@ fn attention_matches_the_cpu_with_groups_windows_and_soft_caps() {
     use crate::model::attention::{HeadView, Scoring, attend_head_f32};
     let gpu = gpu();
     let mut rng = Rng(13);
-    // Decode (one query deep in the context) and prefill (queries from position 0), plain,
-    // grouped, windowed (Gemma's local layers) and soft-capped (Gemma 2).
+    // Both kernels (a workgroup per head below 8 queries, a thread per head from 8): decode
+    // (one query deep in the context) and prefill (queries from position 0), plain,
+    // grouped, windowed (Gemma's local layers) and soft-capped (Gemma 2); contexts of several
+    // of the kernel's 64-position blocks, ending on and past a block's edge, a window that
+    // starts inside one, and a head that is no multiple of the 64 threads.
     for (queries, start, n_head, n_kv, head_dim, window, softcap) in [
         (1, 37, 4, 4, 64, 0, 0.0),
         (9, 0, 6, 2, 32, 0, 0.0),
         (5, 20, 8, 2, 128, 8, 0.0),
         (3, 12, 2, 1, 256, 0, 50.0),
+        (1, 63, 2, 2, 64, 0, 0.0),
+        (2, 150, 4, 2, 64, 0, 0.0),
+        (4, 200, 2, 1, 128, 70, 0.0),
+        (1, 100, 2, 2, 80, 0, 30.0),
+        (12, 140, 4, 2, 64, 0, 0.0),
+        (10, 90, 2, 1, 128, 70, 20.0),
     ] {
         let positions = start + queries;
         let q = random(queries * n_head * head_dim, 1.0, &mut rng);
