@@ -257,6 +257,22 @@ def print_tables(results):
             )
         else:
             print("  (no llama-bench: llama.cpp's Vulkan build is not beside these figures)")
+        print_kernels(results["bench"])
+
+
+def print_kernels(rows):
+    """Where each file's GPU time goes, by kernel (bench's profiled run, every dispatch timed)."""
+    for row in rows:
+        figures = (row.get("gpu") or {}).get("gpu") or {}
+        for call, key in (("prefill", "prefill_kernels"), ("decode step", "decode_kernels")):
+            kernels = figures.get(key) or []
+            total = sum(k["ms"] for k in kernels)
+            if not kernels or total <= 0:
+                continue
+            print()
+            print(f"{row['model']}, device time of a {call}: {total:.2f} ms")
+            for k in kernels[:8]:
+                print(f"  {100 * k['ms'] / total:5.1f} %  {k['ms']:9.3f} ms  {k['kernel']} ({k['dispatches']:g} a call)")
 
 
 def main():

@@ -133,6 +133,36 @@ fn gemma3_runs_on_the_gpu_as_on_the_cpu() {
 }
 
 #[test]
+fn a_profiled_step_times_every_dispatch_by_kernel_and_changes_nothing() {
+    let model = model("qwen3-micro-q8_0.gguf");
+    let gpu = Gpu::new().unwrap();
+    assert!(gpu.facts().timestamps, "lavapipe has timestamp queries: the profile went untested");
+    let mut plain = GpuState::new(&gpu, &model, 8, 6).unwrap();
+    let mut profiled = GpuState::new(&gpu, &model, 8, 6).unwrap();
+    profiled.profile_kernels(&gpu, true).unwrap();
+    assert_eq!(
+        plain.forward(&gpu, &model, &PROMPT).unwrap(),
+        profiled.forward(&gpu, &model, &PROMPT).unwrap()
+    );
+    let prompt_dispatches: usize = profiled.kernel_times().iter().map(|k| k.dispatches).sum();
+    assert_eq!(prompt_dispatches, profiled.dispatches());
+    let want = plain.forward(&gpu, &model, &[11]).unwrap();
+    assert_eq!(profiled.forward(&gpu, &model, &[11]).unwrap(), want);
+    let times = profiled.kernel_times();
+    // Every dispatch of both calls, each counted under its kernel, the longest first.
+    assert_eq!(times.iter().map(|k| k.dispatches).sum::<usize>(), prompt_dispatches + profiled.dispatches());
+    let names: Vec<&str> = times.iter().map(|k| k.kernel.as_str()).collect();
+    for kernel in ["matvec Q8_0", "matvec batch Q8_0", "rms_norm", "rope", "attention (a workgroup per head)"]
+    {
+        assert!(names.contains(&kernel), "{kernel} missing from {names:?}");
+    }
+    assert!(!names.contains(&"other"), "{names:?}");
+    assert!(times.iter().all(|k| k.ms >= 0.0) && times.iter().map(|k| k.ms).sum::<f64>() > 0.0);
+    assert!(times.windows(2).all(|pair| pair[0].ms >= pair[1].ms));
+    assert!(plain.kernel_times().is_empty());
+}
+
+#[test]
 fn models_the_gpu_cannot_run_yet_are_refused_up_front() {
     let gpu = Gpu::new().unwrap();
     // IQ2_XXS has no GPU kernel: the engine keeps such a file on the CPU and says why.

@@ -9,7 +9,7 @@
 //! records and submits, and [`GpuState::collect`] takes the logits once [`GpuState::pending`]
 //! has fired ([`GpuState::forward`] does both, natively).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::ops::Range;
 
 use super::{AttentionParams, Gpu, GpuError, RopeParams, Signal, groups_2d};
@@ -51,6 +51,8 @@ pub struct GpuState {
     bind_groups: Vec<CachedBindGroup>,
     /// Dispatches in the last batch submitted.
     dispatches: usize,
+    /// Each dispatch timed on the device, where [`GpuState::profile_kernels`] asked for it.
+    profile: Option<KernelProfile>,
     /// Qwen3.5's DeltaNet activations, and each recurrent layer's state with its checkpoints.
     delta: Option<DeltaBuffers>,
     recurrent: Vec<RecurrentLayer>,
@@ -137,6 +139,7 @@ impl GpuState {
             param_slots: 1,
             bind_groups: Vec::new(),
             dispatches: 0,
+            profile: None,
             max_batch,
             capacity,
             len: 0,
@@ -222,6 +225,87 @@ impl GpuState {
     /// Kernel dispatches in the last batch submitted (a decode step's, after one).
     pub fn dispatches(&self) -> usize {
         self.dispatches
+    }
+
+    /// Times every dispatch from now on, each in a compute pass of its own with a timestamp at
+    /// its start and end, and waits for the times after each batch (natively only): for a
+    /// bench's separate run, never for the timed ones. Off again with `on` false.
+    #[cfg(not(target_family = "wasm"))]
+    pub fn profile_kernels(&mut self, gpu: &Gpu, on: bool) -> Result<(), GpuError> {
+        if !on {
+            self.profile = None;
+            return Ok(());
+        }
+        if !gpu.facts.timestamps {
+            return Err(GpuError::Failed(format!(
+                "{} cannot time dispatches (no timestamp queries)",
+                gpu.facts.name
+            )));
+        }
+        let bytes = (2 * PROFILED_DISPATCHES * 8) as u64;
+        let buffer = |usage| {
+            gpu.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("kernel timestamps"),
+                size: bytes,
+                usage,
+                mapped_at_creation: false,
+            })
+        };
+        self.profile = Some(KernelProfile {
+            queries: gpu.device.create_query_set(&wgpu::QuerySetDescriptor {
+                label: Some("kernel timestamps"),
+                ty: wgpu::QueryType::Timestamp,
+                count: 2 * PROFILED_DISPATCHES as u32,
+            }),
+            resolved: buffer(wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC),
+            readback: buffer(wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST),
+            names: Vec::new(),
+            totals: BTreeMap::new(),
+        });
+        Ok(())
+    }
+
+    /// Each kernel's dispatches and device time since profiling began, the longest first.
+    pub fn kernel_times(&self) -> Vec<KernelTime> {
+        let mut times: Vec<KernelTime> = self
+            .profile
+            .iter()
+            .flat_map(|p| &p.totals)
+            .map(|(kernel, &(dispatches, ns))| KernelTime {
+                kernel: kernel.clone(),
+                dispatches,
+                ms: ns / 1e6,
+            })
+            .collect();
+        times.sort_by(|a, b| b.ms.total_cmp(&a.ms));
+        times
+    }
+
+    /// Adds the batch just submitted's dispatch times to the profile's totals (waiting for them).
+    #[cfg(not(target_family = "wasm"))]
+    fn read_kernel_times(&mut self, gpu: &Gpu) -> Result<(), GpuError> {
+        let Some(profile) = self.profile.as_mut() else { return Ok(()) };
+        if profile.names.is_empty() {
+            return Ok(());
+        }
+        let signal = super::map_for_reading(&profile.readback);
+        gpu.device.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| GpuError::Failed(e.to_string()))?;
+        signal.result().ok_or(GpuError::NotReady)??;
+        let stamps: Vec<u64> = {
+            let view = profile.readback.get_mapped_range(..).map_err(|e| GpuError::Failed(e.to_string()))?;
+            view.chunks_exact(8)
+                .take(2 * profile.names.len())
+                .map(|b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])))
+                .collect()
+        };
+        profile.readback.unmap();
+        let period = f64::from(gpu.queue.get_timestamp_period());
+        for (name, pair) in profile.names.drain(..).zip(stamps.chunks_exact(2)) {
+            let total = profile.totals.entry(name).or_insert((0, 0.0));
+            total.0 += 1;
+            total.1 += pair[1].saturating_sub(pair[0]) as f64 * period;
+        }
+        Ok(())
     }
 
     /// Device memory taken: weights, cache and activations.
@@ -370,6 +454,8 @@ impl GpuState {
             self.dispatches = params.len() / PARAM_SLOT_WORDS;
             let commands = self.encode(gpu, &commands, &params);
             gpu.queue.submit([commands]);
+            #[cfg(not(target_family = "wasm"))]
+            self.read_kernel_times(gpu)?;
         }
         let signal = if logits {
             super::map_for_reading(&self.readback)
@@ -406,10 +492,32 @@ impl GpuState {
         let mut encoder = gpu.device.create_command_encoder(&Default::default());
         let mut slot = 0;
         let mut commands = commands.iter().peekable();
+        let mut profile = self.profile.take();
         while let Some(command) = commands.next() {
             match command {
                 Command::Copy { from, from_offset, to, to_offset, bytes } => {
                     encoder.copy_buffer_to_buffer(from, *from_offset, to, *to_offset, *bytes);
+                }
+                // Profiling: a pass per dispatch, timed at its start and end.
+                Command::Dispatch { pipeline, buffers, groups } if profile.is_some() => {
+                    let profile = profile.as_mut().expect("profiling");
+                    let index = profile.names.len();
+                    let timed = index < PROFILED_DISPATCHES;
+                    if timed {
+                        profile.names.push(gpu.kernel_name(pipeline));
+                    }
+                    let timestamp_writes = timed.then(|| wgpu::ComputePassTimestampWrites {
+                        query_set: &profile.queries,
+                        beginning_of_pass_write_index: Some(2 * index as u32),
+                        end_of_pass_write_index: Some(2 * index as u32 + 1),
+                    });
+                    let group = self.bind_group(gpu, slot, pipeline, buffers);
+                    let mut pass = encoder
+                        .begin_compute_pass(&wgpu::ComputePassDescriptor { label: None, timestamp_writes });
+                    pass.set_pipeline(pipeline);
+                    pass.set_bind_group(0, &group, &[]);
+                    pass.dispatch_workgroups(groups[0], groups[1], groups[2]);
+                    slot += 1;
                 }
                 Command::Dispatch { .. } => {
                     let mut pass = encoder.begin_compute_pass(&Default::default());
@@ -425,6 +533,14 @@ impl GpuState {
                 }
             }
         }
+        if let Some(profile) = &profile
+            && !profile.names.is_empty()
+        {
+            let stamps = 2 * profile.names.len() as u32;
+            encoder.resolve_query_set(&profile.queries, 0..stamps, &profile.resolved, 0);
+            encoder.copy_buffer_to_buffer(&profile.resolved, 0, &profile.readback, 0, u64::from(stamps) * 8);
+        }
+        self.profile = profile;
         encoder.finish()
     }
 
@@ -642,6 +758,30 @@ fn copy_state(encoder: &mut wgpu::CommandEncoder, from: &[RecurrentLayer], to: &
 const PARAM_SLOT_WORDS: usize = 64;
 
 /// What a batch records, to be encoded once it is complete ([`GpuState::encode`]).
+/// Dispatches a profile times per batch: 4,096 timestamps, the most a WebGPU query set holds (a
+/// decode step has a few hundred dispatches).
+const PROFILED_DISPATCHES: usize = 2048;
+
+/// Where a profile's timestamps go, and what they add up to so far.
+#[cfg_attr(target_family = "wasm", allow(dead_code, reason = "profiles are taken natively only"))]
+struct KernelProfile {
+    queries: wgpu::QuerySet,
+    resolved: wgpu::Buffer,
+    readback: wgpu::Buffer,
+    /// The kernel of each timed dispatch of the batch being encoded.
+    names: Vec<String>,
+    /// Per kernel: dispatches and nanoseconds on the device.
+    totals: BTreeMap<String, (usize, f64)>,
+}
+
+/// One kernel's share of a profile: how often it ran and its device time in all.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct KernelTime {
+    pub kernel: String,
+    pub dispatches: usize,
+    pub ms: f64,
+}
+
 enum Command {
     Dispatch { pipeline: wgpu::ComputePipeline, buffers: Vec<wgpu::Buffer>, groups: [u32; 3] },
     Copy { from: wgpu::Buffer, from_offset: u64, to: wgpu::Buffer, to_offset: u64, bytes: u64 },

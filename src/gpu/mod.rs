@@ -18,7 +18,7 @@ mod backend;
 mod shaders;
 mod signal;
 
-pub use backend::GpuState;
+pub use backend::{GpuState, KernelTime};
 pub use signal::Signal;
 
 use std::fmt;
@@ -109,6 +109,9 @@ pub struct AdapterFacts {
     /// Whether the matrix kernels sum a row through subgroup shuffles: the adapter has
     /// subgroups, none narrower than a row's lanes.
     pub subgroups: bool,
+    /// Whether dispatches can be timed on the device (timestamp queries; natively only):
+    /// what [`GpuState::profile_kernels`] needs.
+    pub timestamps: bool,
 }
 
 /// A device and its queue, with every kernel's pipeline built once.
@@ -239,15 +242,19 @@ impl Gpu {
             subgroups: subgroups
                 && adapter.features().contains(wgpu::Features::SUBGROUP)
                 && info.subgroup_min_size >= WORKGROUP / shaders::ROWS_PER_GROUP,
+            timestamps: cfg!(not(target_family = "wasm"))
+                && adapter.features().contains(wgpu::Features::TIMESTAMP_QUERY),
         };
         let descriptor = wgpu::DeviceDescriptor {
             label: Some("inferno"),
             required_limits: limits,
-            required_features: if facts.subgroups {
-                wgpu::Features::SUBGROUP
-            } else {
-                wgpu::Features::empty()
-            },
+            required_features: [
+                (facts.subgroups, wgpu::Features::SUBGROUP),
+                (facts.timestamps, wgpu::Features::TIMESTAMP_QUERY),
+            ]
+            .into_iter()
+            .filter(|&(wanted, _)| wanted)
+            .fold(wgpu::Features::empty(), |all, (_, feature)| all | feature),
             ..Default::default()
         };
         let (device, queue) =
@@ -441,6 +448,39 @@ impl Gpu {
             _ if batch < GEMM_MIN_BATCH => kernel(tiled, shaders::ROWS_PER_GROUP, shaders::TILE_TOKENS),
             _ => kernel(gemm, shaders::GEMM_ROWS, shaders::GEMM_TOKENS),
         })
+    }
+
+    /// What a profile calls `pipeline`'s kernel: a matrix product's shape and weight type, or
+    /// the operation.
+    fn kernel_name(&self, pipeline: &wgpu::ComputePipeline) -> String {
+        for (weight_type, pipelines) in &self.matmul {
+            let kinds = ["matvec", "matvec batch", "gemm"];
+            if let Some(kind) =
+                pipelines.get().and_then(|p| kinds.iter().zip(p).find(|(_, q)| *q == pipeline))
+            {
+                return format!("{} {weight_type:?}", kind.0);
+            }
+        }
+        let named = [
+            (&self.attention[0], "attention (a workgroup per head)"),
+            (&self.attention[1], "attention (a thread per head)"),
+            (&self.rms_norm, "rms_norm"),
+            (&self.add, "add"),
+            (&self.swiglu, "swiglu"),
+            (&self.geglu, "geglu"),
+            (&self.rope, "rope"),
+            (&self.add_bias, "add_bias"),
+            (&self.per_layer_gate, "per_layer_gate"),
+            (&self.mix_embedding, "mix_embedding"),
+            (&self.scale, "scale"),
+            (&self.softcap, "softcap"),
+            (&self.split_gate, "split_gate"),
+            (&self.apply_gate, "apply_gate"),
+            (&self.delta_gates, "delta_gates"),
+            (&self.delta_conv, "delta_conv"),
+            (&self.delta_rule, "delta_rule"),
+        ];
+        named.iter().find(|(p, _)| *p == pipeline).map_or("other", |(_, name)| name).to_owned()
     }
 
     /// The three matrix pipelines of `weight_type`, built on first use; an error for a type

@@ -55,13 +55,15 @@ pub fn run(args: &[String]) -> Result<(), String> {
         samples.sort_by(f64::total_cmp);
         Ok((samples[samples.len() / 2], None))
     };
-    let (prefill_tok_s, _) = measure(pp, true)?;
+    let (prefill_tok_s, prefill_encoding) = measure(pp, true)?;
     let (decode_tok_s, encoding) = measure(tg, false)?;
     #[cfg(all(feature = "gpu", not(target_family = "wasm")))]
-    let gpu =
-        gpu.as_deref().map(|gpu| GpuFigures::measure(gpu, model, decode_tok_s, encoding)).transpose()?;
+    let gpu = gpu
+        .as_deref()
+        .map(|gpu| GpuFigures::measure(gpu, model, decode_tok_s, encoding, prefill_encoding))
+        .transpose()?;
     #[cfg(not(all(feature = "gpu", not(target_family = "wasm"))))]
-    let _ = encoding;
+    let _ = (encoding, prefill_encoding);
     #[cfg(not(all(feature = "gpu", not(target_family = "wasm"))))]
     let gpu = None;
     let grammar = match args.text("--json-schema") {
@@ -130,6 +132,8 @@ pub fn run(args: &[String]) -> Result<(), String> {
                     "a decode step takes {:.2} ms of CPU to record and submit ({} dispatches)",
                     gpu.encode_ms_per_step, gpu.dispatches_per_step
                 );
+                print_kernels(&format!("prefill of {pp}"), &gpu.prefill_kernels);
+                print_kernels("decode step", &gpu.decode_kernels);
             }
         }
     }
@@ -236,10 +240,49 @@ struct GpuFigures {
     /// time of the call that does it, which returns before the GPU is done).
     encode_ms_per_step: f64,
     dispatches_per_step: usize,
+    /// Device time by kernel, per call (the prefill's one batch, a decode step), from a run
+    /// of its own with every dispatch timed (empty where the adapter cannot time them).
+    prefill_kernels: Vec<KernelShare>,
+    decode_kernels: Vec<KernelShare>,
 }
 
-/// What recording a GPU step costs the CPU: the median time, and the dispatches in a step.
-#[derive(Clone, Copy, Default)]
+/// One kernel's part of a call's device time.
+#[derive(Clone, Serialize)]
+#[cfg_attr(
+    not(all(feature = "gpu", not(target_family = "wasm"))),
+    allow(dead_code, reason = "only the GPU's runs fill it")
+)]
+struct KernelShare {
+    kernel: String,
+    dispatches: f64,
+    ms: f64,
+}
+
+/// Prints where a call's device time goes, the longest kernels first.
+fn print_kernels(call: &str, kernels: &[KernelShare]) {
+    let total: f64 = kernels.iter().map(|k| k.ms).sum();
+    if kernels.is_empty() || total <= 0.0 {
+        return;
+    }
+    println!("device time of a {call}: {total:.2} ms (every dispatch timed in a pass of its own)");
+    for kernel in kernels.iter().take(8) {
+        println!(
+            "  {:5.1} %  {:8.3} ms  {} ({} a call)",
+            100.0 * kernel.ms / total,
+            kernel.ms,
+            kernel.kernel,
+            kernel.dispatches
+        );
+    }
+    let rest: f64 = kernels.iter().skip(8).map(|k| k.ms).sum();
+    if kernels.len() > 8 {
+        println!("  {:5.1} %  {rest:8.3} ms  {} other kernels", 100.0 * rest / total, kernels.len() - 8);
+    }
+}
+
+/// What recording a GPU step costs the CPU: the median time, and the dispatches in a step;
+/// and the device time by kernel of a profiled run, per call.
+#[derive(Clone, Default)]
 #[cfg_attr(
     not(all(feature = "gpu", not(target_family = "wasm"))),
     allow(dead_code, reason = "only the GPU's runs fill it")
@@ -247,6 +290,7 @@ struct GpuFigures {
 struct Encoding {
     ms: f64,
     dispatches: usize,
+    kernels: Vec<KernelShare>,
 }
 
 #[cfg(all(feature = "gpu", not(target_family = "wasm")))]
@@ -256,6 +300,7 @@ impl GpuFigures {
         model: &Model,
         decode_tok_s: f64,
         encoding: Option<Encoding>,
+        prefill: Option<Encoding>,
     ) -> Result<GpuFigures, String> {
         let encoding = encoding.unwrap_or_default();
         let facts = gpu.facts();
@@ -282,6 +327,8 @@ impl GpuFigures {
             decode_weight_gb_s: decode_weight_bytes as f64 * decode_tok_s / 1e9,
             encode_ms_per_step: encoding.ms,
             dispatches_per_step: encoding.dispatches,
+            prefill_kernels: prefill.map(|p| p.kernels).unwrap_or_default(),
+            decode_kernels: encoding.kernels,
         })
     }
 }
@@ -320,7 +367,28 @@ fn gpu_runs(
     }
     samples.sort_by(f64::total_cmp);
     submits.sort_by(f64::total_cmp);
-    let encoding = Encoding { ms: submits[submits.len() / 2] * 1e3, dispatches: state.dispatches() };
+    let dispatches = state.dispatches();
+    // One more run, every dispatch timed: where the device's time goes, per call.
+    let mut kernels = Vec::new();
+    if gpu.facts().timestamps {
+        state.profile_kernels(gpu, true).map_err(error)?;
+        state.truncate(gpu, 0);
+        for call in &calls {
+            state.submit(gpu, model, call, true).map_err(error)?;
+            state.collect(gpu).map_err(error)?;
+        }
+        let per_call = calls.len() as f64;
+        kernels = state
+            .kernel_times()
+            .into_iter()
+            .map(|k| KernelShare {
+                kernel: k.kernel,
+                dispatches: k.dispatches as f64 / per_call,
+                ms: k.ms / per_call,
+            })
+            .collect();
+    }
+    let encoding = Encoding { ms: submits[submits.len() / 2] * 1e3, dispatches, kernels };
     Ok((samples[samples.len() / 2], Some(encoding)))
 }
 
