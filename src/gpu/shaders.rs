@@ -44,6 +44,17 @@ fn i8_at(i: u32) -> f32 { return f32(bitcast<i32>(byte_at(i) << 24u) >> 24u); }
 fn u32_at(i: u32) -> u32 {
     return byte_at(i) | (byte_at(i + 1u) << 8u) | (byte_at(i + 2u) << 16u) | (byte_at(i + 3u) << 24u);
 }
+// A word's four bytes, and the four inputs from `o`.
+fn bytes4(v: u32) -> vec4<u32> { return (vec4<u32>(v) >> vec4<u32>(0u, 8u, 16u, 24u)) & vec4<u32>(255u); }
+fn x4(o: u32) -> vec4<f32> { return vec4<f32>(x[o], x[o + 1u], x[o + 2u], x[o + 3u]); }
+// A word's four bytes as signed values.
+fn i8x4(v: u32) -> vec4<f32> {
+    return vec4<f32>(bitcast<vec4<i32>>(vec4<u32>(v) << vec4<u32>(24u, 16u, 8u, 0u)) >> vec4<u32>(24u));
+}
+"#;
+
+/// `word_at` for any block size: four bytes from an even offset.
+const WORD_AT: &str = r#"
 // Four bytes from an even offset as one word, without a branch: blocks of 22, 34, 110 or 210
 // bytes lie alternately on and halfway past a word boundary, so neighbouring threads would
 // split on one. Halfway, the high half of w[k] and the low half of w[k + 1]; on a boundary
@@ -53,14 +64,19 @@ fn word_at(i: u32) -> u32 {
     let s = (i & 2u) << 3u;
     return (w[k] >> s) | ((w[k + 1u] << 1u) << (31u - s));
 }
-// A word's four bytes, and the four inputs from `o`.
-fn bytes4(v: u32) -> vec4<u32> { return (vec4<u32>(v) >> vec4<u32>(0u, 8u, 16u, 24u)) & vec4<u32>(255u); }
-fn x4(o: u32) -> vec4<f32> { return vec4<f32>(x[o], x[o + 1u], x[o + 2u], x[o + 3u]); }
-// A word's four bytes as signed values.
-fn i8x4(v: u32) -> vec4<f32> {
-    return vec4<f32>(bitcast<vec4<i32>>(vec4<u32>(v) << vec4<u32>(24u, 16u, 8u, 0u)) >> vec4<u32>(24u));
-}
 "#;
+
+/// `word_at` where a block is a whole number of words (Q4_1, Q2_K, Q4_K, Q5_K, IQ4_XS) and so
+/// every word a kernel reads starts on a boundary: one load instead of two (the same word).
+const ALIGNED_WORD_AT: &str = r#"
+fn word_at(i: u32) -> u32 { return w[i >> 2u]; }
+"#;
+
+/// The shared bindings and readers for a weight layout.
+fn header(layout: &Layout) -> String {
+    let aligned = matches!(layout, Layout::Blocks { bytes, .. } if bytes % 4 == 0);
+    format!("{HEADER}{}", if aligned { ALIGNED_WORD_AT } else { WORD_AT })
+}
 
 /// Weight rows a matrix-product workgroup takes, each with `WG / ROWS_PER_GROUP` threads (8 of
 /// 64, the 8 a batch tile writes with): a row of Qwen3-0.6B's 1,024 columns has 32 units of 32
@@ -552,7 +568,9 @@ fn k4_layout(bytes: u32, nibbles: u32, fifth_bit: &str) -> Layout {
 /// rows summed through `subgroups` (whose size must be at least a row's lanes) or workgroup
 /// memory.
 pub fn matmul(weight_type: WeightType, workgroup: u32, tiled: bool, subgroups: bool) -> String {
-    let row = match layout(weight_type) {
+    let layout = layout(weight_type);
+    let header = header(&layout);
+    let row = match layout {
         Layout::Float(value) => FLOAT_ROW.replace("VALUE", value),
         Layout::Blocks { bytes, units, helpers, dot, .. } => format!(
             "{}{}",
@@ -571,7 +589,7 @@ pub fn matmul(weight_type: WeightType, workgroup: u32, tiled: bool, subgroups: b
         (true, false) => SUBGROUP_MAIN,
         (true, true) => SUBGROUP_TILE_MAIN,
     };
-    format!("{HEADER}{row}{main}")
+    format!("{header}{row}{main}")
         .replace("WG", &format!("{workgroup}u"))
         .replace("ROWS", &ROWS_PER_GROUP.to_string())
 }
@@ -579,7 +597,9 @@ pub fn matmul(weight_type: WeightType, workgroup: u32, tiled: bool, subgroups: b
 /// The tiled GEMM for `weight_type` (long batches: prefill): 64 threads, a tile of
 /// [`GEMM_ROWS`] weight rows by [`GEMM_TOKENS`] input rows per workgroup.
 pub fn gemm(weight_type: WeightType) -> String {
-    let load = match layout(weight_type) {
+    let layout = layout(weight_type);
+    let header = header(&layout);
+    let load = match layout {
         Layout::Float(value) => FLOAT_UNIT.replace("VALUE", value),
         Layout::Blocks { bytes, units, helpers, dequant, .. } => format!(
             "{}{}",
@@ -590,7 +610,7 @@ pub fn gemm(weight_type: WeightType) -> String {
                 .replace("DEQUANT", &dequant)
         ),
     };
-    format!("{HEADER}{GEMM_TILES}{load}{GEMM_MAIN}")
+    format!("{header}{GEMM_TILES}{load}{GEMM_MAIN}")
         .replace("GEMM_ROWS", &format!("{GEMM_ROWS}u"))
         .replace("GEMM_TOKENS", &format!("{GEMM_TOKENS}u"))
 }
