@@ -30,7 +30,6 @@ const HEADER: &str = r#"
 // `batch`: input rows in `x` (and output rows in `y`).
 struct Params { rows: u32, cols: u32, row_bytes: u32, groups_x: u32, total_rows: u32, row_offset: u32, batch: u32, unused: u32 }
 @group(0) @binding(0) var<storage, read> w: array<u32>;
-@group(0) @binding(1) var<storage, read> x: array<f32>;
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;
 @group(0) @binding(3) var<uniform> p: Params;
 
@@ -44,9 +43,8 @@ fn i8_at(i: u32) -> f32 { return f32(bitcast<i32>(byte_at(i) << 24u) >> 24u); }
 fn u32_at(i: u32) -> u32 {
     return byte_at(i) | (byte_at(i + 1u) << 8u) | (byte_at(i + 2u) << 16u) | (byte_at(i + 3u) << 24u);
 }
-// A word's four bytes, and the four inputs from `o`.
+// A word's four bytes.
 fn bytes4(v: u32) -> vec4<u32> { return (vec4<u32>(v) >> vec4<u32>(0u, 8u, 16u, 24u)) & vec4<u32>(255u); }
-fn x4(o: u32) -> vec4<f32> { return vec4<f32>(x[o], x[o + 1u], x[o + 2u], x[o + 3u]); }
 // A word's four bytes as signed values.
 fn i8x4(v: u32) -> vec4<f32> {
     return vec4<f32>(bitcast<vec4<i32>>(vec4<u32>(v) << vec4<u32>(24u, 16u, 8u, 0u)) >> vec4<u32>(24u));
@@ -72,10 +70,29 @@ const ALIGNED_WORD_AT: &str = r#"
 fn word_at(i: u32) -> u32 { return w[i >> 2u]; }
 "#;
 
-/// The shared bindings and readers for a weight layout.
-fn header(layout: &Layout) -> String {
+/// The inputs `x` as floats, with `x_at(i)` for input `i` and `x4(o)` for the four from `o`:
+/// for float rows (any element) and the GEMM (which copies its tile element by element).
+const X_FLOATS: &str = r#"
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+fn x_at(i: u32) -> f32 { return x[i]; }
+fn x4(o: u32) -> vec4<f32> { return vec4<f32>(x[o], x[o + 1u], x[o + 2u], x[o + 3u]); }
+"#;
+
+/// The same readers over `x` as vectors of four, for the matrix-vector kernels of block rows
+/// (a row of whole 32-weight units, so every `x4` starts on a vector): a unit's 32 inputs in 8
+/// loads, where they took 32.
+const X_VECTORS: &str = r#"
+@group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;
+fn x_at(i: u32) -> f32 { return x[i >> 2u][i & 3u]; }
+fn x4(o: u32) -> vec4<f32> { return x[o >> 2u]; }
+"#;
+
+/// The shared bindings and readers for a weight layout, with the inputs read as vectors where
+/// `vectors` is asked and the rows are blocks.
+fn header(layout: &Layout, vectors: bool) -> String {
     let aligned = matches!(layout, Layout::Blocks { bytes, .. } if bytes % 4 == 0);
-    format!("{HEADER}{}", if aligned { ALIGNED_WORD_AT } else { WORD_AT })
+    let inputs = if vectors && matches!(layout, Layout::Blocks { .. }) { X_VECTORS } else { X_FLOATS };
+    format!("{HEADER}{inputs}{}", if aligned { ALIGNED_WORD_AT } else { WORD_AT })
 }
 
 /// Weight rows a matrix-product workgroup takes, each with `WG / ROWS_PER_GROUP` threads (8 of
@@ -414,7 +431,7 @@ fn layout(weight_type: WeightType) -> Layout {
             var s = 0.0;
             var sx = 0.0;
             for (var k = 0u; k < 16u; k++) {
-                let v = x[xo + 16u * h + k];
+                let v = x_at(xo + 16u * h + k);
                 s += f32((byte_at(first + k) >> shift) & 3u) * v;
                 sx += v;
             }
@@ -448,7 +465,7 @@ fn layout(weight_type: WeightType) -> Layout {
             for (var k = 16u * half; k < 16u * half + 16u; k++) {
                 let q = i32((byte_at(first + k) >> shift) & 3u)
                     - select(4, 0, ((byte_at(at + k) >> g) & 1u) != 0u);
-                s += f32(q) * x[xo + k];
+                s += f32(q) * x_at(xo + k);
             }
             sum += d * scale * s;
         }",
@@ -569,7 +586,7 @@ fn k4_layout(bytes: u32, nibbles: u32, fifth_bit: &str) -> Layout {
 /// memory.
 pub fn matmul(weight_type: WeightType, workgroup: u32, tiled: bool, subgroups: bool) -> String {
     let layout = layout(weight_type);
-    let header = header(&layout);
+    let header = header(&layout, true);
     let row = match layout {
         Layout::Float(value) => FLOAT_ROW.replace("VALUE", value),
         Layout::Blocks { bytes, units, helpers, dot, .. } => format!(
@@ -598,7 +615,7 @@ pub fn matmul(weight_type: WeightType, workgroup: u32, tiled: bool, subgroups: b
 /// [`GEMM_ROWS`] weight rows by [`GEMM_TOKENS`] input rows per workgroup.
 pub fn gemm(weight_type: WeightType) -> String {
     let layout = layout(weight_type);
-    let header = header(&layout);
+    let header = header(&layout, false);
     let load = match layout {
         Layout::Float(value) => FLOAT_UNIT.replace("VALUE", value),
         Layout::Blocks { bytes, units, helpers, dequant, .. } => format!(
