@@ -406,10 +406,17 @@ fn layout(weight_type: WeightType) -> Layout {
             34,
             1,
             &[],
+            // The 32 quants as 8 words from 9 loads (every other block starts halfway into a
+            // word): each word shares a load with the next, as `word_at` reads them.
             "let d = half_at(at);
+        let shift = ((at + 2u) & 2u) << 3u;
+        let first = (at + 2u) >> 2u;
+        var low = w[first];
         var s = 0.0;
-        for (var j = 0u; j < 32u; j += 4u) {
-            s += dot(i8x4(word_at(at + 2u + j)), x4(xo + j));
+        for (var j = 0u; j < 8u; j++) {
+            let high = w[first + j + 1u];
+            s += dot(i8x4((low >> shift) | ((high << 1u) << (31u - shift))), x4(xo + 4u * j));
+            low = high;
         }
         sum += d * s;",
             "let d = half_at(at);
