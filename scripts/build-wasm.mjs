@@ -177,6 +177,8 @@ export function runCargo(f, subcommand, args, { root = REPO } = {}) {
     // (unstable, hence RUSTC_BOOTSTRAP), so clones sharing the cache rebuild only what differs.
     RUSTC_BOOTSTRAP: '1',
     CARGO_UNSTABLE_CHECKSUM_FRESHNESS: 'true',
+    // An input of the build (src/web/mod.rs says why): a build from another checkout is redone.
+    INFERNO_CHECKOUT: root,
     [`CARGO_TARGET_${envName}_RUSTFLAGS`]: plan.rustflags,
     [`CARGO_TARGET_${envName}_RUNNER`]: path.join(HERE, 'wasm-test-runner.sh'),
   };

@@ -18,6 +18,13 @@ pub use load::ModelLoader;
 use serde::Serialize;
 use wasm_bindgen::prelude::*;
 
+/// The checkout this wasm was built from (set by scripts/build-wasm.mjs). wasm-bindgen's macros
+/// record the checkout's package.json by its absolute path inside the wasm, and wasm-bindgen
+/// reads that file when it writes the glue. Checkouts share one build cache, so a build reused
+/// from another checkout pointed at that one's file, and failed once it was deleted. Read here,
+/// the path is an input of the build: a new checkout recompiles this crate alone.
+const _CHECKOUT: Option<&str> = option_env!("INFERNO_CHECKOUT");
+
 use crate::engine::EngineError;
 use crate::gguf::GgufError;
 use crate::model::LoadError;
