@@ -924,6 +924,20 @@ struct Params {
 @group(0) @binding(2) var<storage, read> v: array<f32>;
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;
 @group(0) @binding(4) var<uniform> p: Params;
+
+// Query and head pair `index` of the call: its KV head, its position, the first position it
+// sees (its window's), and where its query row starts in `q` and `out`.
+struct QueryHead { kv_head: u32, position: u32, first: u32, qo: u32 }
+fn query_head(index: u32) -> QueryHead {
+    let query = index / p.n_head;
+    let head = index % p.n_head;
+    let position = p.start + query;
+    var first = 0u;
+    if (p.window > 0u && position + 1u > p.window) {
+        first = position + 1u - p.window;
+    }
+    return QueryHead(head / (p.n_head / p.n_kv), position, first, (query * p.n_head + head) * p.head_dim);
+}
 "#;
 
 /// Causal attention, one 64-thread workgroup per (query, head), over the positions the query
@@ -946,16 +960,12 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
     if (index >= p.queries * p.n_head) {
         return;
     }
-    let query = index / p.n_head;
-    let head = index % p.n_head;
-    let kv_head = head / (p.n_head / p.n_kv);
-    let position = p.start + query;
-    var first = 0u;
-    if (p.window > 0u && position + 1u > p.window) {
-        first = position + 1u - p.window;
-    }
+    let pair = query_head(index);
+    let kv_head = pair.kv_head;
+    let position = pair.position;
+    let first = pair.first;
+    let qo = pair.qo;
     let hd = p.head_dim;
-    let qo = (query * p.n_head + head) * hd;
     let row = p.n_kv * hd;
     let cap = bitcast<f32>(p.softcap);
     let scale = select(bitcast<f32>(p.scale), bitcast<f32>(p.scale) / cap, cap > 0.0);
@@ -1036,16 +1046,12 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
     if (index >= p.queries * p.n_head) {
         return;
     }
-    let query = index / p.n_head;
-    let head = index % p.n_head;
-    let kv_head = head / (p.n_head / p.n_kv);
-    let position = p.start + query;
-    var first = 0u;
-    if (p.window > 0u && position + 1u > p.window) {
-        first = position + 1u - p.window;
-    }
+    let pair = query_head(index);
+    let kv_head = pair.kv_head;
+    let position = pair.position;
+    let first = pair.first;
+    let qo = pair.qo;
     let hd = p.head_dim;
-    let qo = (query * p.n_head + head) * hd;
     let cap = bitcast<f32>(p.softcap);
     let scale = select(bitcast<f32>(p.scale), bitcast<f32>(p.scale) / cap, cap > 0.0);
     var acc: array<f32, 256>;
