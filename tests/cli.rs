@@ -147,11 +147,51 @@ fn sampled_generate_is_reproducible_for_a_seed_and_stops_at_end_of_generation() 
     assert_eq!(run("11").0, first);
     assert_ne!(run("12").0, first);
     // The random model rarely ends on its own; when it does, the last token says so.
-    if summary["stop"] == "end_of_generation" {
+    if summary["stop"] == "end" {
         assert!(first.len() <= 16);
     } else {
         assert_eq!(summary["stop"], "max_tokens");
     }
+}
+
+#[test]
+fn generate_ends_at_the_token_that_completes_a_stop_string_and_prints_the_text_before_it() {
+    let (model, _) = micro_q4_0();
+    let args = [
+        "generate",
+        &model,
+        "--prompt",
+        "The capital of France is",
+        "-n",
+        "24",
+        "--temp",
+        "0",
+        "--ignore-eos",
+    ];
+    let lines = json_lines(&inferno(&[&args[..], &["--json"]].concat()));
+    let texts: Vec<&str> = lines[..lines.len() - 1].iter().map(|l| l["text"].as_str().unwrap()).collect();
+    // Two characters across the middle steps' texts; it may appear earlier too.
+    let k = (texts.len() / 2..texts.len() - 1)
+        .find(|&k| !texts[k].is_empty() && !texts[k + 1].is_empty())
+        .unwrap();
+    let stop = format!("{}{}", texts[k].chars().last().unwrap(), texts[k + 1].chars().next().unwrap());
+    let whole = texts.concat();
+    let at = whole.find(&stop).unwrap();
+    let mut end = 0;
+    let completing = texts.iter().position(|t| {
+        end += t.len();
+        end >= at + stop.len()
+    });
+    let stopped =
+        json_lines(&inferno(&[&args[..], &["--json", "--stop", "never seen", "--stop", &stop]].concat()));
+    let summary = stopped.last().unwrap();
+    assert_eq!(summary["stop"], "stop_string");
+    assert_eq!(summary["stop_string"], stop.as_str());
+    assert_eq!(summary["generated"], completing.unwrap() + 1, "decoding ended at the completing token");
+    assert_eq!(summary["content"], &whole[..at]);
+    // Text mode prints the answer up to the stop string.
+    let out = inferno(&[&args[..], &["--stop", &stop]].concat());
+    assert_eq!(String::from_utf8_lossy(&out.stdout), format!("{}\n", &whole[..at]));
 }
 
 #[test]
@@ -353,7 +393,7 @@ fn generate_follows_a_json_schema_whatever_the_seed() {
         ]);
         let lines = json_lines(&out);
         let summary = lines.last().unwrap();
-        assert_eq!(summary["stop"], "end_of_generation", "seed {seed}: {summary}");
+        assert_eq!(summary["stop"], "end", "seed {seed}: {summary}");
         let content = summary["content"].as_str().unwrap();
         let value: Json =
             serde_json::from_str(content).unwrap_or_else(|e| panic!("seed {seed}: {e}: {content}"));
@@ -408,7 +448,7 @@ fn generate_calls_a_tool() {
             "--json",
         ]);
         let summary = json_lines(&out).pop().unwrap();
-        assert_eq!(summary["stop"], "end_of_generation", "seed {seed}: {summary}");
+        assert_eq!(summary["stop"], "end", "seed {seed}: {summary}");
         let call = &summary["tool_calls"][0];
         assert_eq!(call["name"], "get_weather", "seed {seed}: {summary}");
         let arguments: Json = serde_json::from_str(call["arguments"].as_str().unwrap()).unwrap();

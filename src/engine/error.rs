@@ -28,6 +28,10 @@ pub enum EngineError {
     },
     /// A step was asked for before any prompt was evaluated.
     NothingToContinue,
+    /// A branch was asked for with no answer to branch from.
+    NoAnswer,
+    /// A branch names a step the answer does not have, or a token outside the vocabulary.
+    BadBranch(String),
     /// An embedding was asked of a model whose file declares no pooling that gives one vector
     /// per text (a chat model: none; a reranker: rank), and none was asked for.
     NoPooling {
@@ -72,6 +76,8 @@ impl EngineError {
                 "prompt_too_long"
             }
             EngineError::NothingToContinue => "nothing_to_continue",
+            EngineError::NoAnswer => "no_answer",
+            EngineError::BadBranch(_) => "bad_request",
             EngineError::NoPooling { .. } => "no_pooling",
             EngineError::EmptyInput { .. } => "empty_input",
             EngineError::InputTooLong { .. } => "input_too_long",
@@ -109,6 +115,8 @@ impl std::fmt::Display for EngineError {
                 )
             }
             EngineError::NothingToContinue => write!(f, "no prompt has been evaluated yet"),
+            EngineError::NoAnswer => write!(f, "there is no answer to branch from"),
+            EngineError::BadBranch(why) => f.write_str(why),
             EngineError::NoPooling { pooling: Some(crate::embedding::Pooling::Rank) } => write!(
                 f,
                 "this model is a reranker (pooling rank): it scores pairs of texts, it does not embed them"

@@ -13,11 +13,19 @@
 //! In the browser the GPU answers through the event loop: after a call that ran tokens, the
 //! caller awaits [`Session::pending`] before the next one.
 
+mod answer;
 mod embed;
 mod error;
+mod generation;
 
+pub use answer::{AnswerText, CallDelta, Delta};
 pub use embed::Embeddings;
 pub use error::EngineError;
+#[cfg(not(target_family = "wasm"))]
+pub use generation::native_clock;
+pub use generation::{
+    AnswerLimits, Checkpoints, Event, Finish, Generation, PromptFacts, Stats, StepRecord, TracedStep, Usage,
+};
 
 use crate::chat::{ChatError, ChatMessage, ChatTemplate, RenderOptions, ReplyFormat, ToolUse};
 use crate::gguf::{GgufHeader, Metadata};
@@ -468,6 +476,16 @@ impl Session {
             }
         }
         Ok(())
+    }
+
+    /// Whether the last call left work on the GPU whose result must be awaited
+    /// ([`Session::pending`]) before the next call: only in the browser, where the GPU answers
+    /// through the event loop.
+    pub fn is_waiting(&self) -> bool {
+        #[cfg(feature = "gpu")]
+        return self.pending().is_some();
+        #[cfg(not(feature = "gpu"))]
+        false
     }
 
     /// The logits after the last evaluated token, once a [`Session::sync`] or

@@ -1,4 +1,5 @@
 use super::*;
+use crate::chat::ReplyFormat;
 use crate::sampler::SamplerSettings;
 
 fn fixture(path: &str) -> Vec<u8> {
@@ -578,4 +579,151 @@ fn a_shard_of_a_split_model_says_so() {
         assert_eq!(error.kind(), "split_file");
         assert!(error.to_string().starts_with(&format!("this file is shard {} of 3", no + 1)), "{error}");
     }
+}
+
+/// Runs `answer` to its end: every event, in order.
+fn run_to_end(answer: &mut Generation, engine: &Engine, session: &mut Session) -> Vec<Event> {
+    let mut events = Vec::new();
+    while !answer.is_done() {
+        events.extend(answer.next(engine, session).unwrap());
+    }
+    events
+}
+
+fn greedy_answer(session: &Session, prompt: &[u32], limits: AnswerLimits) -> Generation {
+    Generation::new(prompt.to_vec(), ReplyFormat::default(), greedy(), limits, session, native_clock).unwrap()
+}
+
+/// The content the deltas of `events` add up to.
+fn joined_content(events: &[Event]) -> String {
+    events
+        .iter()
+        .filter_map(|event| match event {
+            Event::Branched { delta, .. } | Event::Token { delta, .. } | Event::Done { delta, .. } => {
+                Some(delta.content.as_str())
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_generation_prefills_in_parts_then_streams_llama_cpps_greedy_continuation() {
+    let engine = engine();
+    let (prompt, expected) = golden_capital();
+    let mut session = engine.new_session(64).unwrap();
+    let limits =
+        AnswerLimits { max_tokens: expected.len(), trace_top: 3, prefill_part: 2, ..AnswerLimits::default() };
+    let mut answer = greedy_answer(&session, &prompt, limits);
+    let events = run_to_end(&mut answer, &engine, &mut session);
+    let parts = prompt.len().div_ceil(2);
+    for (i, event) in events[..parts - 1].iter().enumerate() {
+        assert!(
+            matches!(event, Event::Prefill { evaluated, total } if *evaluated == 2 * (i + 1) && *total == prompt.len())
+        );
+    }
+    let Event::Prepared { prompt: facts, structured: false, .. } = &events[parts - 1] else {
+        panic!("{:?}", events[parts - 1])
+    };
+    assert_eq!((facts.prompt_tokens, facts.reused, facts.evaluated), (prompt.len(), 0, prompt.len()));
+    let steps: Vec<(u32, Vec<(u32, f32)>)> = answer
+        .steps()
+        .iter()
+        .map(|s| {
+            (s.token, s.trace.as_ref().unwrap().trace.candidates.iter().map(|c| (c.id, c.logit)).collect())
+        })
+        .collect();
+    assert_follows_golden(&steps, &expected);
+    let Some(Event::Done { finish: Finish::MaxTokens, finish_reason: "length", usage, stats, .. }) =
+        events.last()
+    else {
+        panic!("{:?}", events.last())
+    };
+    assert_eq!(
+        (usage.prompt_tokens, usage.completion_tokens, usage.cached_tokens),
+        (prompt.len(), expected.len(), 0)
+    );
+    assert_eq!(stats.generated, expected.len());
+    assert_eq!(joined_content(&events), answer.text());
+    let texts: String = answer.steps().iter().map(|s| s.text.as_str()).collect();
+    assert_eq!(answer.text(), texts);
+}
+
+#[test]
+fn a_stop_string_ends_decoding_at_the_token_that_completes_it() {
+    let engine = engine();
+    let (prompt, _) = golden_capital();
+    let mut session = engine.new_session(64).unwrap();
+    let mut free =
+        greedy_answer(&session, &prompt, AnswerLimits { max_tokens: 24, ..AnswerLimits::default() });
+    run_to_end(&mut free, &engine, &mut session);
+    // A stop string across two steps' texts, from the middle of the answer.
+    let texts: Vec<&str> = free.steps().iter().map(|s| s.text.as_str()).collect();
+    let k = (texts.len() / 2..texts.len() - 1)
+        .find(|&k| !texts[k].is_empty() && !texts[k + 1].is_empty())
+        .unwrap();
+    let stop = format!("{}{}", texts[k].chars().last().unwrap(), texts[k + 1].chars().next().unwrap());
+    let whole: String = texts.concat();
+    let at = whole.find(&stop).unwrap();
+    // The step whose text completes the stop string's first appearance.
+    let mut end = 0;
+    let completing = texts.iter().position(|t| {
+        end += t.len();
+        end >= at + stop.len()
+    });
+    let completing = completing.unwrap();
+
+    let mut session = engine.new_session(64).unwrap();
+    let limits = AnswerLimits { max_tokens: 24, stops: vec![stop.clone()], ..AnswerLimits::default() };
+    let mut answer = greedy_answer(&session, &prompt, limits);
+    let events = run_to_end(&mut answer, &engine, &mut session);
+    assert_eq!(answer.steps().len(), completing + 1, "steps up to the one that completes {stop:?}");
+    // The step that completed it was sampled, never run through the model.
+    assert_eq!(session.evaluated.len(), prompt.len() + completing);
+    assert_eq!(answer.text(), &whole[..at]);
+    assert_eq!(joined_content(&events), &whole[..at]);
+    let Some(Event::Done { finish: Finish::StopString, finish_reason: "stop", stop_string: Some(s), .. }) =
+        events.last()
+    else {
+        panic!("{:?}", events.last())
+    };
+    assert_eq!(s, &stop);
+}
+
+#[test]
+fn a_branch_keeps_the_steps_before_it_forces_its_token_and_samples_on() {
+    let engine = engine();
+    let (prompt, expected) = golden_capital();
+    let mut session = engine.new_session(64).unwrap();
+    let mut answer =
+        greedy_answer(&session, &prompt, AnswerLimits { max_tokens: 6, ..AnswerLimits::default() });
+    run_to_end(&mut answer, &engine, &mut session);
+    let forced = (expected[2] + 1) % 8000;
+    let limits = AnswerLimits { max_tokens: 5, trace_top: 4, ..AnswerLimits::default() };
+    let error = answer.branch(6, forced, limits.clone(), &engine, &mut session).unwrap_err();
+    assert_eq!(error.kind(), "bad_request", "step 6 of 6 steps is refused");
+    let kept: Vec<StepRecord> = answer.steps()[..2].to_vec();
+    let mut branch = answer;
+    branch.branch(2, forced, limits, &engine, &mut session).unwrap();
+    let events = run_to_end(&mut branch, &engine, &mut session);
+    let Event::Branched { step: 2, kept: kept_now, delta, .. } = &events[0] else {
+        panic!("{:?}", events[0])
+    };
+    assert_eq!(
+        kept_now.iter().map(|s| s.token).collect::<Vec<_>>(),
+        kept.iter().map(|s| s.token).collect::<Vec<_>>()
+    );
+    assert_eq!(delta.content, kept.iter().map(|s| s.text.as_str()).collect::<String>());
+    let Event::Token { step, .. } = &events[1] else { panic!("{:?}", events[1]) };
+    assert!(step.forced && step.token == forced && step.index == 2 && step.position == prompt.len() + 2);
+    assert_eq!(
+        step.trace.as_ref().unwrap().trace.candidates[0].id,
+        expected[2],
+        "the trace shows greedy's choice"
+    );
+    assert_eq!(branch.steps().len(), 5, "max_tokens counts the kept steps");
+    let Some(Event::Done { usage, stats, .. }) = events.last() else { panic!() };
+    assert_eq!((usage.completion_tokens, usage.cached_tokens, stats.generated), (5, prompt.len(), 3));
+    let tokens: Vec<u32> = branch.steps().iter().map(|s| s.token).collect();
+    assert_eq!(session.tokens(), [prompt, tokens].concat());
 }

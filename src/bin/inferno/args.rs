@@ -5,7 +5,7 @@ use std::collections::HashMap;
 pub struct Args {
     command: &'static str,
     positional: Vec<String>,
-    values: HashMap<&'static str, String>,
+    values: HashMap<&'static str, Vec<String>>,
     switches: Vec<&'static str>,
 }
 
@@ -40,7 +40,7 @@ impl Args {
                     Some(value) => value,
                     None => rest.next().ok_or_else(|| format!("{command}: {name} needs a value"))?.clone(),
                 };
-                parsed.values.insert(option, value);
+                parsed.values.entry(option).or_default().push(value);
             } else {
                 return Err(format!("{command}: unknown option {name}"));
             }
@@ -69,8 +69,14 @@ impl Args {
         self.switches.contains(&name)
     }
 
+    /// An option's value (the last one, if it was given more than once).
     pub fn text(&self, name: &str) -> Option<&str> {
-        self.values.get(name).map(String::as_str)
+        self.values.get(name).and_then(|values| values.last()).map(String::as_str)
+    }
+
+    /// Every value of an option that may be given more than once (`--stop A --stop B`).
+    pub fn texts(&self, name: &str) -> impl Iterator<Item = &str> {
+        self.values.get(name).into_iter().flatten().map(String::as_str)
     }
 
     /// `--threads N` (default: the machine's cores, capped): starts the pool that matmuls and

@@ -3,10 +3,9 @@
 
 use inferno::model::ModelBytes;
 use std::io::Write;
-use std::time::Instant;
 
-use inferno::chat::{ChatMessage, ParsedCall, ReplyFormat, Tool, ToolChoice, ToolUse};
-use inferno::engine::{Engine, EngineError, TurnOptions};
+use inferno::chat::{ChatMessage, ParsedCall, Tool, ToolChoice, ToolUse};
+use inferno::engine::{AnswerLimits, Engine, EngineError, Event, Generation, TurnOptions, native_clock};
 use inferno::grammar::GrammarSpec;
 use inferno::sampler::{Sampler, SamplerSettings, StepTrace};
 use serde::Serialize;
@@ -32,6 +31,7 @@ const OPTIONS: &[&str] = &[
     "--grammar",
     "--tools",
     "--tool-choice",
+    "--stop",
 ];
 const SWITCHES: &[&str] = &["--chat", "--no-think", "--think", "--json", "--ignore-eos", "--one-call"];
 
@@ -77,72 +77,78 @@ pub fn run(args: &[String]) -> Result<(), String> {
     }
     let context: usize = args.number("--context", prompt_ids.len() + n_predict)?;
     let mut session = engine.new_session(context).map_err(|e| format!("generate: {e}"))?;
-
-    let started = Instant::now();
-    session.sync(&engine, &prompt_ids).map_err(|e| format!("generate: {e}"))?;
-    let prefill = started.elapsed();
+    let limits = AnswerLimits {
+        max_tokens: n_predict,
+        stops: args.texts("--stop").map(str::to_owned).collect(),
+        trace_top,
+        ignore_eos: args.switch("--ignore-eos"),
+        ..AnswerLimits::default()
+    };
+    let prompt_tokens = prompt_ids.len();
+    let format = reply.unwrap_or_default();
+    let mut answer = Generation::new(prompt_ids, format, sampler, limits, &session, native_clock)
+        .map_err(|e| format!("generate: {e}"))?;
 
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
-    let decode_started = Instant::now();
-    let mut generated = 0;
-    let mut content = String::new();
-    let mut stop = "max_tokens";
-    while generated < n_predict {
-        let step = match session.step(&engine, &mut sampler, None, trace_top) {
-            Ok(step) => step,
-            Err(e) if e.is_context_full() => {
-                stop = "context_full";
-                break;
+    let mut shown = 0; // Bytes of the answer printed (text mode).
+    let mut finished = None;
+    while !answer.is_done() {
+        let events = answer.next(&engine, &mut session).map_err(|e| format!("generate: {e}"))?;
+        for event in events {
+            match event {
+                Event::Token { step, .. } if json => {
+                    let line = TokenLine {
+                        step: step.index,
+                        token: step.token,
+                        piece: step.piece,
+                        text: &step.text,
+                        end_of_generation: step.end_of_generation,
+                        trace: step.trace.map(|t| TracedStep { trace: t.trace, pieces: t.pieces }),
+                    };
+                    writeln!(out, "{}", serde_json::to_string(&line).map_err(|e| e.to_string())?)
+                        .map_err(io)?;
+                }
+                Event::Token { step, .. } => {
+                    if let Some(trace) = &step.trace {
+                        eprintln!("{}", describe_step(&engine, step.index, &trace.trace));
+                    }
+                }
+                Event::Done { finish, stats, .. } => finished = Some((finish, stats)),
+                _ => {}
             }
-            Err(e) => return Err(format!("generate: {e}")),
-        };
-        generated += 1;
-        content.push_str(&step.text);
-        if json {
-            let line = TokenLine {
-                step: generated - 1,
-                token: step.token,
-                piece: engine.piece(step.token),
-                text: &step.text,
-                end_of_generation: step.end_of_generation,
-                trace: step.trace.as_ref().map(|t| traced(&engine, t)),
-            };
-            writeln!(out, "{}", serde_json::to_string(&line).map_err(|e| e.to_string())?).map_err(io)?;
-        } else {
-            write!(out, "{}", step.text).map_err(io)?;
-            if let Some(trace) = &step.trace {
-                eprintln!("{}", describe_step(&engine, generated - 1, trace));
-            }
+        }
+        if !json {
+            // What no stop string can still claim.
+            let released = answer.released_text();
+            write!(out, "{}", &released[shown..]).map_err(io)?;
+            shown = released.len();
         }
         out.flush().map_err(io)?;
-        if step.end_of_generation && !args.switch("--ignore-eos") {
-            stop = "end_of_generation";
-            break;
-        }
     }
-    let decode = decode_started.elapsed();
-    let per_second = |tokens: usize, seconds: f64| if seconds > 0.0 { tokens as f64 / seconds } else { 0.0 };
+    let (finish, stats) = finished.ok_or("generate: the answer ended without its summary")?;
     // A chat answer is read as a message: its reasoning apart, its calls.
-    let message = reply.filter(ReplyFormat::is_structured).map(|format| format.parse(&content, false));
-    let (content, reasoning_content, tool_calls) = match message {
-        Some(message) => (message.content, message.reasoning_content, message.tool_calls),
-        None => (content, None, Vec::new()),
+    let (content, reasoning_content, tool_calls) = if answer.is_structured() {
+        let message = answer.format().parse(answer.text(), false);
+        (message.content, message.reasoning_content, message.tool_calls)
+    } else {
+        (answer.text().to_owned(), None, Vec::new())
     };
     let summary = Summary {
         done: true,
-        stop,
+        stop: finish.name(),
+        stop_string: answer.stop_string().map(str::to_owned),
         content,
         reasoning_content,
         tool_calls,
-        prompt_tokens: prompt_ids.len(),
-        generated,
+        prompt_tokens,
+        generated: stats.generated,
         context,
-        prefill_ms: prefill.as_secs_f64() * 1e3,
-        decode_ms: decode.as_secs_f64() * 1e3,
-        prefill_tok_s: per_second(prompt_ids.len(), prefill.as_secs_f64()),
+        prefill_ms: stats.prefill_ms.unwrap_or(0.0),
+        decode_ms: answer.steps().iter().map(|s| s.ms).sum(),
+        prefill_tok_s: stats.prefill_tok_s.flatten().unwrap_or(0.0),
         // The first step samples from the prefill's logits; every later one runs a forward pass.
-        decode_tok_s: per_second(generated.saturating_sub(1), decode.as_secs_f64()),
+        decode_tok_s: stats.decode_tok_s.unwrap_or(0.0),
     };
     if json {
         writeln!(out, "{}", serde_json::to_string(&summary).map_err(|e| e.to_string())?).map_err(io)?;
@@ -242,6 +248,9 @@ struct TokenLine<'a> {
 struct Summary {
     done: bool,
     stop: &'static str,
+    /// The stop string (`--stop`) that ended the answer.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stop_string: Option<String>,
     /// The whole answer's text (a chat answer's, less its reasoning and calls).
     content: String,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -263,10 +272,6 @@ struct TracedStep {
     #[serde(flatten)]
     trace: StepTrace,
     pieces: Vec<String>,
-}
-
-fn traced(engine: &Engine, trace: &StepTrace) -> TracedStep {
-    TracedStep { pieces: trace.candidates.iter().map(|c| engine.piece(c.id)).collect(), trace: trace.clone() }
 }
 
 fn describe_step(engine: &Engine, step: usize, trace: &StepTrace) -> String {
