@@ -11,15 +11,7 @@ use serde::Serialize;
 use super::answer::{AnswerText, Delta};
 use super::{Engine, EngineError, PREFILL_BATCH, Session};
 use crate::chat::{CallSyntax, ReplyFormat};
-use crate::sampler::{Sampler, StepTrace};
-
-/// Milliseconds since the first call, on the machine's monotonic clock: natively what a
-/// [`Generation`] is timed with (the browser passes `performance.now`).
-#[cfg(not(target_family = "wasm"))]
-pub fn native_clock() -> f64 {
-    static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
-    START.get_or_init(std::time::Instant::now).elapsed().as_secs_f64() * 1e3
-}
+use crate::sampler::{Sampler, SamplerSettings, StepTrace};
 
 /// What an answer is asked for besides its prompt and sampling.
 #[derive(Clone, Debug)]
@@ -97,7 +89,7 @@ pub struct TracedStep {
 }
 
 impl TracedStep {
-    fn new(engine: &Engine, trace: StepTrace) -> TracedStep {
+    pub fn new(engine: &Engine, trace: StepTrace) -> TracedStep {
         let tokenizer = engine.tokenizer();
         let forbidden = trace.grammar.iter().flat_map(|g| &g.forbidden);
         TracedStep {
@@ -207,7 +199,15 @@ pub enum Event {
     Prepared { prompt: PromptFacts, structured: bool, call_syntax: Option<CallSyntax> },
     /// A branch starts: the steps kept from the answer it branches from, and what the kept
     /// text adds to an empty message.
-    Branched { step: usize, token: u32, structured: bool, kept: Vec<StepRecord>, delta: Delta },
+    Branched {
+        step: usize,
+        token: u32,
+        structured: bool,
+        kept: Vec<StepRecord>,
+        delta: Delta,
+        /// The sampling the branch goes on with (the answer's).
+        settings: SamplerSettings,
+    },
     /// One token, and what it adds to the message.
     Token { step: StepRecord, delta: Delta },
     /// The end: why, what the end adds to the message, the usage and statistics.
@@ -357,7 +357,9 @@ impl Generation {
             delta.extend(self.text.push(&kept.text));
         }
         let structured = self.text.is_structured();
-        self.branched = Some(Event::Branched { step, token, structured, kept: self.steps.clone(), delta });
+        let settings = self.sampler.settings().clone();
+        self.branched =
+            Some(Event::Branched { step, token, structured, kept: self.steps.clone(), delta, settings });
         self.kept = step;
         self.limits = limits;
         self.forced = Some(token);

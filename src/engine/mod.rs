@@ -21,8 +21,6 @@ mod generation;
 pub use answer::{AnswerText, CallDelta, Delta};
 pub use embed::Embeddings;
 pub use error::EngineError;
-#[cfg(not(target_family = "wasm"))]
-pub use generation::native_clock;
 pub use generation::{
     AnswerLimits, Checkpoints, Event, Finish, Generation, PromptFacts, Stats, StepRecord, TracedStep, Usage,
 };

@@ -581,6 +581,12 @@ fn a_shard_of_a_split_model_says_so() {
     }
 }
 
+/// Milliseconds on the test machine's monotonic clock.
+fn native_clock() -> f64 {
+    static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    START.get_or_init(std::time::Instant::now).elapsed().as_secs_f64() * 1e3
+}
+
 /// Runs `answer` to its end: every event, in order.
 fn run_to_end(answer: &mut Generation, engine: &Engine, session: &mut Session) -> Vec<Event> {
     let mut events = Vec::new();

@@ -6,10 +6,10 @@ use wasm_bindgen::prelude::*;
 use super::{engine_error, js_error, to_js};
 use crate::chat::{ChatMessage, ReplyFormat, Tool, ToolChoice, ToolUse};
 use crate::embedding::{EmbedOptions, Pooling};
-use crate::engine::{Engine, EngineError, Session, TurnOptions};
+use crate::engine::{AnswerLimits, Engine, EngineError, Generation, Session, TracedStep, TurnOptions};
 use crate::grammar::{GrammarError, GrammarSpec};
 use crate::inspect::Report;
-use crate::sampler::{Sampler, SamplerError, SamplerSettings, StepTrace};
+use crate::sampler::{Sampler, SamplerError, SamplerSettings};
 use crate::tokenizer::{DecodeOptions, EncodeOptions};
 
 /// The KV cache a chat gets when it asks for none, in tokens (a cache grows with the context;
@@ -21,14 +21,38 @@ pub const DEFAULT_CONTEXT_CAP: usize = 4096;
 pub struct WebEngine {
     engine: Engine,
     session: Option<Session>,
-    /// The prompt `prepare_chat` made, which `prefill` brings the cache up to part by part.
-    prompt: Vec<u32>,
+    /// The answer being generated, or the last one (what a branch starts from).
+    answer: Option<Generation>,
+    /// The sampler of the low-level `step` (benchmarks, the device probe); an answer has its own.
     sampler: Sampler,
-    /// Where the current answer began in the conversation: a branch rolls its grammar back to
-    /// the tokens kept after it.
-    answer_start: usize,
-    /// How the current answer is read back (`parse_reply`).
-    reply: ReplyFormat,
+}
+
+/// The answers' tokens a request may ask for when it names no limit.
+pub const DEFAULT_MAX_TOKENS: usize = 512;
+
+/// How long an answer may run and what it reports: `{max_tokens?, trace_top?, stop?}`.
+#[derive(serde::Deserialize, Default)]
+struct LimitsRequest {
+    #[serde(default)]
+    max_tokens: Option<usize>,
+    /// Candidates explained per step.
+    #[serde(default)]
+    trace_top: usize,
+    /// Stop strings (the answer ends before the first to appear).
+    #[serde(default)]
+    stop: Vec<String>,
+}
+
+impl LimitsRequest {
+    /// The limits of an answer whose first `kept` steps are a branch's: `max_tokens` counts
+    /// them, and an answer without a limit gets [`DEFAULT_MAX_TOKENS`] new steps.
+    fn limits(self, kept: usize) -> AnswerLimits {
+        let max_tokens = match self.max_tokens {
+            Some(most) => most.max(kept + 1),
+            None => kept + DEFAULT_MAX_TOKENS,
+        };
+        AnswerLimits { max_tokens, stops: self.stop, trace_top: self.trace_top, ..AnswerLimits::default() }
+    }
 }
 
 /// What any answer is asked with: the sampling, the cache size, and what it must follow.
@@ -43,6 +67,17 @@ struct AnswerRequest {
     /// What the answer must follow, if anything.
     #[serde(default)]
     grammar: Option<GrammarRequest>,
+    #[serde(flatten)]
+    limits: LimitsRequest,
+}
+
+/// A branch of the last answer: `{step, token, max_tokens?, trace_top?, stop?}`.
+#[derive(serde::Deserialize)]
+struct BranchRequest {
+    step: usize,
+    token: u32,
+    #[serde(flatten)]
+    limits: LimitsRequest,
 }
 
 #[derive(serde::Deserialize)]
@@ -74,7 +109,7 @@ struct TextRequest {
 
 /// `{type: 'json_object'}`, `{type: 'json_schema', schema}` (the schema as JSON text) or
 /// `{type: 'lark', grammar}`.
-#[derive(serde::Deserialize)]
+#[derive(serde::Deserialize, Clone)]
 #[serde(tag = "type", rename_all = "snake_case")]
 enum GrammarRequest {
     JsonObject,
@@ -108,14 +143,7 @@ impl WebEngine {
 
     pub(super) fn new(engine: Engine) -> Result<WebEngine, JsValue> {
         let sampler = Sampler::new(SamplerSettings::default()).map_err(engine_error_of)?;
-        Ok(WebEngine {
-            engine,
-            session: None,
-            prompt: Vec::new(),
-            sampler,
-            answer_start: 0,
-            reply: ReplyFormat::default(),
-        })
+        Ok(WebEngine { engine, session: None, answer: None, sampler })
     }
 }
 
@@ -208,16 +236,15 @@ impl WebEngine {
         to_js(&Report::new(self.engine.model().header()))
     }
 
-    /// Renders `{messages, enable_thinking?, settings?, context?, grammar?, tools?,
-    /// tool_choice?, parallel_tool_calls?, split_reasoning?}` through the chat template,
-    /// tokenizes it and makes sure a cache of that context exists; `prefill` then evaluates it.
-    /// The tools, and any grammar, are checked and compiled first. Returns `{prompt_tokens,
-    /// context_size, structured, call_syntax}`: when `structured`, the answer's text is read
-    /// with `parse_reply`.
-    pub fn prepare_chat(&mut self, request: JsValue) -> Result<JsValue, JsValue> {
+    /// Starts a chat answer: `{messages, enable_thinking?, tools?, tool_choice?,
+    /// parallel_tool_calls?, split_reasoning?}` with any answer's `{settings?, context?,
+    /// grammar?, max_tokens?, trace_top?, stop?}`. The conversation is rendered through the
+    /// chat template and tokenized, the tools and grammar checked and compiled, and a cache of
+    /// that context made, before anything runs; `next_events` then runs the answer.
+    pub fn start_chat(&mut self, request: JsValue) -> Result<(), JsValue> {
         let request: ChatRequest = serde_wasm_bindgen::from_value(request)
             .map_err(|e| js_error("TypeError", "bad_request", &e.to_string()))?;
-        let (response_format, context) = self.start_answer(request.answer)?;
+        let (sampler, response_format, context) = self.answer_sampling(&request.answer)?;
         let (tools, choice) = (request.tools.unwrap_or_default(), request.tool_choice.unwrap_or_default());
         let tools = ToolUse::new(tools, choice, request.parallel_tool_calls.unwrap_or(true))
             .map_err(|e| engine_error(e.into()))?;
@@ -228,81 +255,95 @@ impl WebEngine {
             split_reasoning: request.split_reasoning.unwrap_or(true),
         };
         let turn = self.engine.chat_turn(&request.messages, options, context).map_err(engine_error)?;
-        self.begin_answer(turn.tokens, turn.grammar.as_ref(), turn.reply, context)
+        self.start(turn.tokens, turn.grammar.as_ref(), turn.reply, sampler, context, request.answer.limits)
     }
 
-    /// Tokenizes `{prompt, settings?, context?, grammar?}` as it is (no template: the legacy
-    /// completions) and makes sure a cache of that context exists; `prefill` then evaluates
-    /// it. Returns what `prepare_chat` does.
-    pub fn prepare_text(&mut self, request: JsValue) -> Result<JsValue, JsValue> {
+    /// Starts a legacy completion of `{prompt}` as it is (no template), with any answer's
+    /// fields (see `start_chat`).
+    pub fn start_text(&mut self, request: JsValue) -> Result<(), JsValue> {
         let request: TextRequest = serde_wasm_bindgen::from_value(request)
             .map_err(|e| js_error("TypeError", "bad_request", &e.to_string()))?;
-        let (grammar, context) = self.start_answer(request.answer)?;
+        let (sampler, grammar, context) = self.answer_sampling(&request.answer)?;
         let tokens = self.engine.encode(&request.prompt);
-        if tokens.is_empty() {
-            return Err(engine_error(EngineError::EmptyPrompt));
+        self.start(tokens, grammar.as_ref(), ReplyFormat::default(), sampler, context, request.answer.limits)
+    }
+
+    /// Starts a branch of the last answer, `{step, token, max_tokens?, trace_top?, stop?}`:
+    /// its first `step` steps are kept, `token` is taken at that step, and sampling goes on as
+    /// the answer had it. `max_tokens` counts the kept steps. Refused (kind `no_answer`,
+    /// `bad_request`) before anything changes.
+    pub fn start_branch(&mut self, request: JsValue) -> Result<(), JsValue> {
+        let request: BranchRequest = serde_wasm_bindgen::from_value(request)
+            .map_err(|e| js_error("TypeError", "bad_request", &e.to_string()))?;
+        let (Some(answer), Some(session)) = (self.answer.as_mut(), self.session.as_mut()) else {
+            let error = EngineError::NoAnswer;
+            return Err(js_error("ProtocolError", error.kind(), &error.to_string()));
+        };
+        let limits = request.limits.limits(request.step);
+        answer.branch(request.step, request.token, limits, &self.engine, session).map_err(|e| match e {
+            // What the API checks of a request is a TypeError, as its own checks are.
+            EngineError::BadBranch(why) => js_error("TypeError", "bad_request", &why),
+            e => engine_error(e),
+        })
+    }
+
+    /// Runs the next part of the answer (a prefill part, or one decode step) and returns what
+    /// happened: an array of events, `{type: 'prefill' | 'prepared' | 'branched' | 'token' |
+    /// 'done', ...}` (src/engine/generation.rs's `Event`). On the GPU, await `pending()`
+    /// before the next call. After `done` (or an error) the answer is over.
+    pub fn next_events(&mut self) -> Result<JsValue, JsValue> {
+        let (Some(answer), Some(session)) = (self.answer.as_mut(), self.session.as_mut()) else {
+            return Err(engine_error(EngineError::NothingToContinue));
+        };
+        let events = answer.next(&self.engine, session).map_err(engine_error)?;
+        to_js(&events)
+    }
+
+    /// Ends the answer at the next `next_events` call, which returns its `done`.
+    pub fn stop_answer(&mut self) {
+        if let Some(answer) = &mut self.answer {
+            answer.stop();
         }
-        self.begin_answer(tokens, grammar.as_ref(), ReplyFormat::default(), context)
     }
 
     /// A fresh sampler with the answer's settings (each answer starts its random stream
     /// afresh: the same seed and conversation give the same answer); the answer's grammar,
     /// read, and its cache size.
-    fn start_answer(&mut self, answer: AnswerRequest) -> Result<(Option<GrammarSpec>, usize), JsValue> {
-        self.sampler = Sampler::new(answer.settings).map_err(engine_error_of)?;
-        let grammar = match answer.grammar {
+    fn answer_sampling(
+        &self,
+        answer: &AnswerRequest,
+    ) -> Result<(Sampler, Option<GrammarSpec>, usize), JsValue> {
+        let sampler = Sampler::new(answer.settings.clone()).map_err(engine_error_of)?;
+        let grammar = match answer.grammar.clone() {
             Some(grammar) => Some(grammar.spec().map_err(|e| engine_error(e.into()))?),
             None => None,
         };
-        Ok((grammar, self.context_for(answer.context)))
+        Ok((sampler, grammar, self.context_for(answer.context)))
     }
 
     /// Sets up an answer to `tokens`: its grammar compiled (a schema checked) before anything
-    /// runs, how it is read, and a cache of `context` tokens.
-    fn begin_answer(
+    /// runs, how it is read, and a cache of `context` tokens. The last answer is forgotten.
+    fn start(
         &mut self,
         tokens: Vec<u32>,
         grammar: Option<&GrammarSpec>,
         reply: ReplyFormat,
+        mut sampler: Sampler,
         context: usize,
-    ) -> Result<JsValue, JsValue> {
-        self.hold_to(grammar)?;
-        self.prompt = tokens;
-        self.reply = reply;
-        let prompt_tokens = self.prompt.len();
-        self.answer_start = prompt_tokens;
-        let context_size = self.session_for(Some(context))?.context_len();
-        #[derive(Serialize)]
-        struct Prepared {
-            prompt_tokens: usize,
-            context_size: usize,
-            structured: bool,
-            call_syntax: Option<crate::chat::CallSyntax>,
+        limits: LimitsRequest,
+    ) -> Result<(), JsValue> {
+        let constraint =
+            grammar.map(|spec| self.engine.constraint(spec)).transpose().map_err(engine_error)?;
+        sampler.set_constraint(constraint);
+        if tokens.is_empty() {
+            return Err(engine_error(EngineError::EmptyPrompt));
         }
-        to_js(&Prepared {
-            prompt_tokens,
-            context_size,
-            structured: self.reply.is_structured(),
-            call_syntax: self.reply.calls.as_ref().map(|(syntax, _)| *syntax),
-        })
-    }
-
-    /// The current answer's text read as an OpenAI message: `{content, reasoning_content?,
-    /// tool_calls: [{name, arguments}]}`. `partial` while it streams: each field is then a
-    /// prefix of its final value.
-    pub fn parse_reply(&self, text: &str, partial: bool) -> Result<JsValue, JsValue> {
-        to_js(&self.reply.parse(text, partial))
-    }
-
-    /// Evaluates up to `budget` more tokens of the prepared prompt (the cache keeps what it
-    /// already holds of it), so the worker can report progress and honour a stop between parts.
-    /// Returns `{reused, evaluated, replayed, remaining, context_used}`; call until
-    /// `remaining` is 0.
-    pub fn prefill(&mut self, budget: u32) -> Result<JsValue, JsValue> {
-        let prompt = std::mem::take(&mut self.prompt);
-        let result = self.sync_prompt(&prompt, None, budget as usize);
-        self.prompt = prompt;
-        result
+        self.answer = None;
+        let session = self.session_for(Some(context))?;
+        let answer = Generation::new(tokens, reply, sampler, limits.limits(0), session, performance_now)
+            .map_err(engine_error)?;
+        self.answer = Some(answer);
+        Ok(())
     }
 
     /// Brings the KV cache up to `tokens` exactly (no template), with greedy-or-given sampling
@@ -393,22 +434,13 @@ impl WebEngine {
         })
     }
 
-    /// One generated token: `{token, text, piece, end_of_generation, context_full, trace?}`.
-    /// `forced` takes that token instead of sampling (branching); `trace_top` > 0 adds the trace
-    /// with each candidate's piece.
+    /// One generated token, outside any answer (the benchmark and the device probe time steps
+    /// this way): `{token, text, piece, end_of_generation, context_full, trace?}`. `forced`
+    /// takes that token instead of sampling; `trace_top` > 0 adds the trace with each
+    /// candidate's piece.
     pub fn step(&mut self, trace_top: u32, forced: Option<u32>) -> Result<JsValue, JsValue> {
         let session = self.session.as_mut().ok_or_else(|| engine_error(EngineError::NothingToContinue))?;
-        #[derive(Serialize)]
-        struct Traced<'a> {
-            #[serde(flatten)]
-            trace: StepTrace,
-            pieces: Vec<String>,
-            /// The pieces of the tokens the grammar forbade (`trace.grammar.forbidden`).
-            forbidden_pieces: Vec<String>,
-            /// Each candidate's exact bytes (a piece may be part of a character).
-            piece_bytes: Vec<&'a [u8]>,
-        }
-        #[derive(Serialize)]
+        #[derive(Serialize, Default)]
         struct StepOut<'a> {
             token: Option<u32>,
             text: String,
@@ -416,64 +448,29 @@ impl WebEngine {
             piece_bytes: &'a [u8],
             end_of_generation: bool,
             context_full: bool,
-            trace: Option<Traced<'a>>,
+            trace: Option<TracedStep>,
         }
         let step = match session.step(&self.engine, &mut self.sampler, forced, trace_top as usize) {
             Ok(step) => step,
             Err(e) if e.is_context_full() => {
-                let out = StepOut {
-                    token: None,
-                    text: String::new(),
-                    piece: String::new(),
-                    piece_bytes: &[],
-                    end_of_generation: false,
-                    context_full: true,
-                    trace: None,
-                };
-                return to_js(&out);
+                return to_js(&StepOut { context_full: true, ..StepOut::default() });
             }
             Err(e) => return Err(engine_error(e)),
         };
-        let tokenizer = self.engine.tokenizer();
-        let trace = step.trace.map(|trace| Traced {
-            pieces: trace.candidates.iter().map(|c| self.engine.piece(c.id)).collect(),
-            forbidden_pieces: trace
-                .grammar
-                .iter()
-                .flat_map(|g| &g.forbidden)
-                .map(|c| self.engine.piece(c.id))
-                .collect(),
-            piece_bytes: trace.candidates.iter().map(|c| tokenizer.token_bytes(c.id, true)).collect(),
-            trace,
-        });
         to_js(&StepOut {
             token: Some(step.token),
             piece: self.engine.piece(step.token),
-            piece_bytes: tokenizer.token_bytes(step.token, true),
+            piece_bytes: self.engine.tokenizer().token_bytes(step.token, true),
             text: step.text,
             end_of_generation: step.end_of_generation,
             context_full: false,
-            trace,
+            trace: step.trace.map(|trace| TracedStep::new(&self.engine, trace)),
         })
     }
 
     /// Tokens held by the conversation (for branching: the position of a step).
     pub fn context_used(&self) -> f64 {
         self.session.as_ref().map_or(0, Session::len) as f64
-    }
-
-    /// Rolls the conversation back to its first `len` tokens (branching from a step), and the
-    /// answer's grammar with it.
-    pub fn truncate(&mut self, len: u32) -> Result<(), JsValue> {
-        if let Some(session) = &mut self.session {
-            session.truncate(len as usize);
-        }
-        if let Some(constraint) = self.sampler.constraint_mut() {
-            let kept = (len as usize).saturating_sub(self.answer_start);
-            let dropped = constraint.consumed().saturating_sub(kept);
-            constraint.rollback(dropped).map_err(|e| engine_error(e.into()))?;
-        }
-        Ok(())
     }
 
     /// Tokens run again so far because a rollback had to restart a recurrent state from a
@@ -509,6 +506,7 @@ impl WebEngine {
     pub fn use_gpu(&mut self, gpu: &super::WebGpu) -> Result<(), JsValue> {
         self.engine.use_gpu(Some(gpu.gpu())).map_err(engine_error)?;
         self.session = None;
+        self.answer = None; // Its steps are in the cache that is gone.
         Ok(())
     }
 
@@ -525,6 +523,7 @@ impl WebEngine {
         if self.engine.gpu().is_some() {
             let _ = self.engine.use_gpu(None); // Going to the CPU cannot fail.
             self.session = None;
+            self.answer = None;
         }
     }
 
@@ -570,6 +569,7 @@ impl WebEngine {
 
     /// Forgets the conversation (keeps the model and the allocated cache).
     pub fn reset(&mut self) {
+        self.answer = None;
         if let Some(session) = &mut self.session {
             session.truncate(0);
         }
@@ -608,4 +608,17 @@ fn embed_options(options: JsValue) -> Result<EmbedOptions, JsValue> {
         },
     };
     Ok(EmbedOptions { pooling, dimensions: request.dimensions, raw: request.normalize == Some(false) })
+}
+
+/// `performance.now()` in a window or a worker (the page's clock for step times), or the
+/// date's milliseconds where there is none.
+fn performance_now() -> f64 {
+    let global = js_sys::global();
+    let performance = js_sys::Reflect::get(&global, &"performance".into()).ok();
+    let now = performance.as_ref().and_then(|p| js_sys::Reflect::get(p, &"now".into()).ok());
+    match (performance, now.and_then(|f| f.dyn_into::<js_sys::Function>().ok())) {
+        (Some(performance), Some(now)) => now.call0(&performance).ok().and_then(|t| t.as_f64()),
+        _ => None,
+    }
+    .unwrap_or_else(js_sys::Date::now)
 }

@@ -181,6 +181,18 @@ async function scenario() {
   const whole = await engine.completions.create(prompt);
   result.completion = { streamedText, whole };
 
+  // 4f. A stop string across two tokens, from the middle of a greedy answer: asked again
+  // with it (and one that never comes), the answer ends at the token that completes it.
+  const free = await engine.completions.create({ prompt: 'The capital of France is', temperature: 0, max_tokens: 16 });
+  const texts = free.inferno.steps.map((s) => s.text);
+  let k = texts.length >> 1;
+  while (k < texts.length - 2 && !(texts[k] && texts[k + 1])) k++;
+  const stop = Array.from(texts[k]).at(-1) + Array.from(texts[k + 1])[0];
+  const stopped = await engine.completions.create({ prompt: 'The capital of France is', temperature: 0, max_tokens: 16, stop: ['never seen', stop] });
+  let stoppedStream = '';
+  for await (const chunk of await engine.completions.create({ prompt: 'The capital of France is', temperature: 0, max_tokens: 16, stop, stream: true })) stoppedStream += chunk.choices[0].text;
+  result.stopString = { texts, stop, stopped, stoppedStream };
+
   // 4e. The JSON schemas of llama.cpp's llguidance suite (schemas.json, from
   // .cache/llguidance-cases.json) on a micro model, two seeds each at temperature 1: the test
   // validates every answer that ended with an independent validator (ajv). The five-seed sweep
@@ -515,6 +527,23 @@ describe('the npm package in a plain page', { timeout: 420_000 }, () => {
         'the kept text comes first',
       );
       assert.equal(branch.choices[0].message.content, steps.map((s) => s.text).join(''));
+
+      // 4f. The stop string ended decoding at the token that completed it.
+      {
+        const { texts, stop, stopped, stoppedStream } = result.stopString;
+        const whole = texts.join('');
+        const at = whole.indexOf(stop);
+        let end = 0;
+        const completing = texts.findIndex((t) => (end += t.length) >= at + stop.length);
+        assert.ok(at >= 0 && completing >= 0, `${JSON.stringify(stop)} in ${JSON.stringify(whole)}`);
+        assert.equal(stopped.inferno.steps.length, completing + 1, 'decode steps up to the completing token');
+        assert.equal(stopped.usage.completion_tokens, completing + 1);
+        assert.equal(stopped.choices[0].finish_reason, 'stop');
+        assert.equal(stopped.inferno.finish, 'stop_string');
+        assert.equal(stopped.inferno.stop_string, stop);
+        assert.equal(stopped.choices[0].text, whole.slice(0, at));
+        assert.equal(stoppedStream, whole.slice(0, at), 'streamed, nothing of the stop string went out');
+      }
 
       // 5 and 6.
       // Embeddings: llama.cpp's vectors within the issue's bound, in every pooling.

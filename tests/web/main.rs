@@ -280,52 +280,67 @@ fn worker_api_loads_in_chunks_chats_and_branches() {
     assert_eq!(get(&get(&report, "summary"), "architecture").as_string().unwrap(), "qwen3");
 
     let request = |json: &str| js_sys::JSON::parse(json).unwrap();
-    let first =
-        r#"{"messages":[{"role":"user","content":"Hello"}],"settings":{"temperature":0},"context":128}"#;
-    let prepared = engine.prepare_chat(request(first)).unwrap();
-    let prompt_tokens = get(&prepared, "prompt_tokens").as_f64().unwrap();
-    assert_eq!(get(&prepared, "context_size").as_f64().unwrap(), 128.0);
-    // The prefill goes in parts of at most the budget, each reporting what is left.
-    let part = engine.prefill(3).unwrap();
-    assert_eq!(get(&part, "reused").as_f64().unwrap(), 0.0);
-    assert_eq!(get(&part, "evaluated").as_f64().unwrap(), 3.0);
-    assert_eq!(get(&part, "remaining").as_f64().unwrap(), prompt_tokens - 3.0);
-    let rest = engine.prefill(1000).unwrap();
-    assert_eq!(get(&rest, "reused").as_f64().unwrap(), 3.0, "the first part is kept");
-    assert_eq!(get(&rest, "evaluated").as_f64().unwrap(), prompt_tokens - 3.0);
-    assert_eq!(get(&rest, "remaining").as_f64().unwrap(), 0.0);
-    assert_eq!(engine.context_used(), prompt_tokens);
-    let mut answer = Vec::new();
-    for _ in 0..6 {
-        let step = engine.step(5, None).unwrap();
-        let token = get(&step, "token").as_f64().unwrap();
+    // An answer runs one `next_events` call at a time; its events, in order, to its `done`.
+    let run = |engine: &mut inferno::web::WebEngine| -> Vec<JsValue> {
+        let mut events = Vec::new();
+        while events.last().is_none_or(|e| get(e, "type").as_string().unwrap() != "done") {
+            events.extend(js_sys::Array::from(&engine.next_events().unwrap()).iter());
+        }
+        events
+    };
+    let of_type = |events: &[JsValue], kind: &str| -> Vec<JsValue> {
+        events.iter().filter(|e| get(e, "type").as_string().unwrap() == kind).cloned().collect()
+    };
+    let first = r#"{"messages":[{"role":"user","content":"Hello"}],"settings":{"temperature":0},"context":128,"max_tokens":6,"trace_top":5}"#;
+    engine.start_chat(request(first)).unwrap();
+    let events = run(&mut engine);
+    let prompt = get(&of_type(&events, "prepared")[0], "prompt");
+    let prompt_tokens = get(&prompt, "prompt_tokens").as_f64().unwrap();
+    assert_eq!(get(&prompt, "context_size").as_f64().unwrap(), 128.0);
+    assert_eq!(get(&prompt, "reused").as_f64().unwrap(), 0.0);
+    assert_eq!(get(&prompt, "evaluated").as_f64().unwrap(), prompt_tokens);
+    let tokens = of_type(&events, "token");
+    assert_eq!(tokens.len(), 6);
+    let mut answer = String::new();
+    for event in &tokens {
+        let step = get(event, "step");
         let trace = get(&step, "trace");
-        assert_eq!(get(&trace, "chosen").as_f64().unwrap(), token);
+        assert_eq!(get(&trace, "chosen").as_f64().unwrap(), get(&step, "token").as_f64().unwrap());
         assert_eq!(js_sys::Array::from(&get(&trace, "pieces")).length(), 5);
         assert_eq!(get(&trace, "nucleus_size").as_f64().unwrap(), 1.0, "greedy");
-        answer.push(get(&step, "piece").as_string().unwrap());
+        answer += &get(&step, "text").as_string().unwrap();
     }
+    let done = events.last().unwrap();
+    assert_eq!(get(done, "finish").as_string().unwrap(), "max_tokens");
+    assert_eq!(get(done, "finish_reason").as_string().unwrap(), "length");
+    assert_eq!(get(&get(done, "usage"), "completion_tokens").as_f64().unwrap(), 6.0);
+    assert_eq!(engine.context_used(), prompt_tokens + 6.0);
 
     // The next turn re-renders the whole conversation; only its new tokens are evaluated.
     let follow_up = format!(
-        r#"{{"messages":[{{"role":"user","content":"Hello"}},{{"role":"assistant","content":{}}},{{"role":"user","content":"More"}}],"settings":{{"temperature":0}},"context":128}}"#,
-        serde_json::to_string(&answer.concat()).unwrap()
+        r#"{{"messages":[{{"role":"user","content":"Hello"}},{{"role":"assistant","content":{}}},{{"role":"user","content":"More"}}],"settings":{{"temperature":0}},"context":128,"max_tokens":4}}"#,
+        serde_json::to_string(&answer).unwrap()
     );
-    engine.prepare_chat(request(&follow_up)).unwrap();
-    let prefilled = engine.prefill(1000).unwrap();
-    let reused = get(&prefilled, "reused").as_f64().unwrap();
+    engine.start_chat(request(&follow_up)).unwrap();
+    let events = run(&mut engine);
+    let prompt = get(&of_type(&events, "prepared")[0], "prompt");
+    let reused = get(&prompt, "reused").as_f64().unwrap();
     assert!(reused >= prompt_tokens - 1.0, "reused {reused} of a {prompt_tokens}-token first prompt");
-    assert!(
-        get(&prefilled, "evaluated").as_f64().unwrap() < get(&prefilled, "prompt_tokens").as_f64().unwrap()
-    );
+    assert!(get(&prompt, "evaluated").as_f64().unwrap() < get(&prompt, "prompt_tokens").as_f64().unwrap());
 
-    // Branching: roll back two tokens of the new answer and force a candidate.
-    engine.step(0, None).unwrap();
-    engine.step(0, None).unwrap();
+    // Branching: the engine keeps the answer; a step it does not have is refused, and a branch
+    // keeps the steps before its step, forces its token and goes on.
+    let kind = |e: JsValue| get(&e, "kind").as_string().unwrap();
     let used = engine.context_used();
-    engine.truncate(used as u32 - 2).unwrap();
-    let forced = engine.step(3, Some(42)).unwrap();
+    assert_eq!(kind(engine.start_branch(request(r#"{"step":4,"token":42}"#)).unwrap_err()), "bad_request");
+    engine.start_branch(request(r#"{"step":2,"token":42,"max_tokens":3,"trace_top":3}"#)).unwrap();
+    let events = run(&mut engine);
+    let branched = &of_type(&events, "branched")[0];
+    assert_eq!(js_sys::Array::from(&get(branched, "kept")).length(), 2);
+    let forced = get(&of_type(&events, "token")[0], "step");
     assert_eq!(get(&forced, "token").as_f64().unwrap(), 42.0);
+    assert!(get(&forced, "forced").as_bool().unwrap());
+    assert_eq!(of_type(&events, "token").len(), 1, "max_tokens counts the kept steps");
     assert_eq!(engine.context_used(), used - 1.0);
 
     // A file held in pieces (as files over 2 GiB are) generates the same tokens.
@@ -346,7 +361,6 @@ fn worker_api_loads_in_chunks_chats_and_branches() {
     assert_eq!(greedy_tokens(&mut pieced), greedy_tokens(&mut engine));
 
     // Errors are typed JS errors.
-    let kind = |e: JsValue| get(&e, "kind").as_string().unwrap();
     assert_eq!(kind(ModelLoader::new(1e15).err().unwrap()), "too_large");
     #[cfg(target_pointer_width = "32")]
     {
@@ -362,10 +376,10 @@ fn worker_api_loads_in_chunks_chats_and_branches() {
     bad.push_bytes(b"GGUFxxxx").unwrap();
     assert!(bad.finish().is_err());
     let bad_request =
-        engine.prepare_chat(request(r#"{"messages":[{"role":"robot","content":"x"}]}"#)).err().unwrap();
+        engine.start_chat(request(r#"{"messages":[{"role":"robot","content":"x"}]}"#)).err().unwrap();
     assert_eq!(kind(bad_request), "chat_template");
     let bad_settings = r#"{"messages":[{"role":"user","content":"x"}],"settings":{"top_p":0}}"#;
-    assert_eq!(kind(engine.prepare_chat(request(bad_settings)).err().unwrap()), "sampler");
+    assert_eq!(kind(engine.start_chat(request(bad_settings)).err().unwrap()), "sampler");
 
     // A fixed token prefill (the benchmark page's path), and token ids checked against the vocabulary.
     engine.reset();

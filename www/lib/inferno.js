@@ -40,8 +40,6 @@ const VITE_DEPS = /^.*\/node_modules\/\.vite\/deps\//;
 const MODEL_LOST = new Set(['wasm_trap', 'stalled', 'worker_failed', 'cancelled']);
 /** Where a load may run the model. */
 const DEVICES = ['auto', 'gpu', 'cpu'];
-/** The worker's reasons for ending an answer, as OpenAI's finish reasons. */
-const FINISH_REASONS = { end: 'stop', max_tokens: 'length', context_full: 'length', stopped: 'stop' };
 
 let completionCount = 0;
 
@@ -83,12 +81,6 @@ const storedModels = Object.freeze({
 export class Inferno {
   #client;
   #model = null;
-  /**
-   * The last answer, what branch() regenerates from: the one place that holds it (the worker
-   * holds only the engine's cache, which the answer's steps give positions in; protocol.js).
-   * @type {{promptTokens: number | undefined, settings: Record<string, number>, steps: import('./protocol.js').Step[], text: boolean, structured: boolean} | null}
-   */
-  #lastAnswer = null;
   #loads = 0;
 
   /** Use Inferno.create() or Inferno.load(). @param {import('./inferno.js').EngineOptions} [options] */
@@ -194,7 +186,6 @@ export class Inferno {
       throw error;
     }
     if (mine === this.#loads) {
-      this.#lastAnswer = null;
       this.#model = { ...reply.model, load_ms: reply.ms };
     }
     return { ...reply.model, load_ms: reply.ms };
@@ -202,7 +193,6 @@ export class Inferno {
 
   #forgetModel() {
     this.#model = null;
-    this.#lastAnswer = null;
   }
 
   /** Reads only the header of a GGUF File or Blob (no model is loaded): the inspector's
@@ -245,14 +235,12 @@ export class Inferno {
   /** Forgets the conversation the engine caches (the next chat reads its prompt afresh). */
   async reset() {
     await this.#client.request('reset');
-    this.#lastAnswer = null;
   }
 
   /** Frees the model (the engine stays, ready for another load). */
   async unload() {
     await this.#client.request('unload');
     this.#model = null;
-    this.#lastAnswer = null;
   }
 
   /** Ends the engine's worker; the object is unusable afterwards. */
@@ -278,7 +266,6 @@ export class Inferno {
   #afterError(error) {
     if (MODEL_LOST.has(error.kind)) this.#model = null;
     else if (error.kind === 'gpu_lost' && this.#model) {
-      this.#lastAnswer = null; // The model goes on on the CPU, whose cache does not hold it.
       const threads = this.#model.threads ?? 1;
       this.#model = { ...this.#model, device: { type: 'cpu', threads, reason: 'the GPU was lost' } };
     }
@@ -386,40 +373,12 @@ export class Inferno {
     let type;
     /** @type {import('./protocol.js').RequestFields<'chat' | 'complete' | 'branch'>} */
     let fields;
-    /** @type {import('./protocol.js').Step[]} */
-    let kept = [];
-    /** @type {Record<string, number>} */
-    let settings;
-    let promptTokens;
+    /** @type {Record<string, number> | null} The sampling in force (a branch's: the answer's). */
+    let settings = null;
     if (kind === 'branch') {
-      const { step, token } = params.branch;
-      const answer = this.#lastAnswer;
-      if (!answer)
-        throw new InfernoError({
-          name: 'ProtocolError',
-          kind: 'no_answer',
-          message: 'there is no answer to branch from',
-        });
-      if (!Number.isInteger(step) || step < 0 || step >= answer.steps.length) {
-        throw badRequest(`step must be a whole number in 0..${answer.steps.length - 1}`);
-      }
-      if (!Number.isInteger(token) || token < 0 || token >= model.vocab_size) {
-        throw badRequest(`token must be a token id in 0..${model.vocab_size - 1}`);
-      }
-      kept = answer.steps.slice(0, step);
-      settings = answer.settings;
-      promptTokens = answer.promptTokens;
+      // The engine holds the answer, and refuses a step or token it does not have.
       type = 'branch';
-      // max_tokens counts the whole answer, the kept steps included.
-      fields = {
-        step,
-        token,
-        position: answer.steps[step].position,
-        keptText: kept.map((s) => s.text).join(''),
-        structured: answer.structured,
-        maxTokens: maxTokens === undefined ? undefined : Math.max(1, maxTokens - step),
-        traceTop,
-      };
+      fields = { ...params.branch, maxTokens, traceTop, stop: stops };
     } else {
       settings = samplingSettings(params, model.recommended_sampling);
       const answerFields = {
@@ -427,6 +386,7 @@ export class Inferno {
         grammar: responseFormat(params.response_format),
         maxTokens,
         traceTop,
+        stop: stops,
         context: integerParam(params.context_size, 'context_size', 16, model.context_length),
       };
       if (kind === 'text') {
@@ -445,64 +405,32 @@ export class Inferno {
         };
       }
     }
-    // It becomes the answer to branch from once the engine starts on it (not if refused as busy).
-    const answer = {
-      promptTokens,
-      settings,
-      steps: [...kept],
-      text: kind === 'text' || (kind === 'branch' && this.#lastAnswer.text),
-      structured: kind === 'branch' && this.#lastAnswer.structured,
-    };
 
     const run = new CompletionRun({
       base,
-      text: answer.text,
-      stops,
+      textMode: kind === 'text',
       logprobs,
       topLogprobs,
       settings,
       stop: () => this.#client.request('stop').catch(() => {}),
-      parse: (text) => this.#client.request('parse_reply', { text }).then((reply) => reply.reply),
     });
     const signal = params.signal;
     const onAbort = () => run.abort();
     signal?.addEventListener('abort', onAbort, { once: true });
-    if (kind === 'branch')
-      run.begin(
-        kept,
-        { branch: { step: params.branch.step, token: params.branch.token } },
-        answer.structured,
-      );
 
     const done = this.#client.request(type, fields, (event) => {
       if (event.type === 'prefill') {
         params.onPrefillProgress?.({ evaluated: event.evaluated, total: event.total });
       } else if (event.type === 'prepared') {
-        this.#lastAnswer = answer;
-        const { prompt_tokens, reused, evaluated, context_size, context_used } = event.prepared;
-        answer.promptTokens = prompt_tokens;
-        answer.structured = Boolean(event.prepared.structured);
-        run.begin(
-          [],
-          { prompt: { prompt_tokens, reused, evaluated, context_size, context_used, prefill_ms: event.ms } },
-          answer.structured,
-        );
+        run.begin({ prompt: event.prompt }, event.structured);
+      } else if (event.type === 'branched') {
+        run.branched(event);
       } else if (event.type === 'token') {
-        this.#lastAnswer = answer;
-        answer.steps[event.step.index] = event.step;
-        answer.steps.length = event.step.index + 1;
-        run.token(event.step, event.reply);
+        run.token(event.step, event.delta);
       }
     });
     done
-      .then((reply) => {
-        this.#lastAnswer = answer; // The engine ran on it, if only to stop at once.
-        const stats = reply.stats;
-        const prompt = answer.promptTokens ?? stats.promptTokens ?? 0;
-        // A branch reads no prompt: all of it is the cache's.
-        const cached = kind === 'branch' ? prompt : (stats.reused ?? 0);
-        return run.finish(reply.reason, { prompt, cached }, { ...stats, seed: settings?.seed });
-      })
+      .then((reply) => run.finish(reply))
       .catch((error) => {
         this.#afterError(error);
         run.fail(error);
@@ -740,32 +668,27 @@ function samplingSettings(params, recommended = {}) {
   return settings;
 }
 
-/** One completion as it streams: worker events in, OpenAI-shaped chunks out. A chat answer
- *  that is structured (the model reasons, or tools were offered) arrives read by the engine
- *  as a message so far; its growth goes out as `content`, `reasoning_content` and
- *  `tool_calls` deltas. A plain completion (`text`) goes out as legacy `text_completion`
- *  chunks. */
+/** One completion as it streams: the engine's events in, OpenAI-shaped chunks out. The engine
+ *  reads the answer (src/engine/answer.rs): each token arrives with what it adds to the
+ *  message (`content`, `reasoning_content`, tool calls), stop strings already applied. A chat
+ *  answer goes out as `chat.completion.chunk`s, a plain completion (`textMode`) as legacy
+ *  `text_completion` chunks. */
 class CompletionRun {
-  constructor({ base, text, stops, logprobs, topLogprobs, settings, stop, parse }) {
+  constructor({ base, textMode, logprobs, topLogprobs, settings, stop }) {
     this.base = base;
-    this.stops = stops;
     this.logprobs = logprobs;
     this.topLogprobs = topLogprobs;
     this.settings = settings;
     this.stopWorker = stop;
-    this.parse = parse;
-    this.textMode = Boolean(text);
+    this.textMode = textMode;
     this.queue = [];
     this.wake = null;
     this.ended = false;
     this.error = null;
-    this.text = ''; // the answer so far, held-back text included
-    this.emitted = 0; // how much of `text` went out in chunks
-    this.stoppedBy = null; // the stop string that ended the answer
     this.aborted = false;
     this.started = false;
     this.structured = false;
-    this.sent = { content: '', reasoning: '', calls: [] }; // what a structured answer sent so far
+    this.callIds = []; // each tool call's id, by index
     this.collected = { logprobs: [], steps: [] };
   }
 
@@ -785,115 +708,55 @@ class CompletionRun {
     this.wake?.();
   }
 
-  /** The first chunk: the role, and for a branch the text kept before the branch point (a
-   *  structured answer's kept part comes read with the first token instead). */
-  begin(keptSteps, inferno, structured = false) {
+  /** The engine's delta as OpenAI's: a plain answer's content (even empty), a structured
+   *  one's fields that grew, each tool call with its id and name the first time.
+   *  @param {import('./protocol.js').Delta} delta */
+  openAiDelta(delta) {
+    if (!this.structured) return { content: delta.content ?? '' };
+    /** @type {Record<string, unknown>} */
+    const out = {};
+    if (delta.content) out.content = delta.content;
+    if (delta.reasoning_content) out.reasoning_content = delta.reasoning_content;
+    if (delta.tool_calls?.length) {
+      out.tool_calls = delta.tool_calls.map(({ index, name, arguments: args }) => {
+        if (name === undefined) return { index, function: { arguments: args } };
+        const id = `call_${this.base.id.replace(/^\w+-/, '')}_${index}`;
+        this.callIds[index] = id;
+        return { index, id, type: 'function', function: { name, arguments: args } };
+      });
+    }
+    return out;
+  }
+
+  /** The first chunk: the role, and the prompt's facts (or the branch's). */
+  begin(inferno, structured = false, delta = {}) {
     if (this.started) return;
     this.started = true;
     this.structured = structured && !this.textMode;
-    this.text = keptSteps.map((step) => step.text).join('');
-    this.collected.steps.push(...keptSteps);
-    if (this.logprobs) this.collected.logprobs.push(...keptSteps.map((step) => this.logprobEntry(step)));
-    if (this.structured) {
-      this.push(this.chunk({ role: 'assistant', content: '' }, null, { inferno }));
-      return;
-    }
-    this.emitted = this.text.length;
-    const delta = this.textMode ? { content: this.text } : { role: 'assistant', content: this.text };
-    this.push(this.chunk(delta, null, { inferno }));
+    const first = this.openAiDelta(delta);
+    this.push(
+      this.chunk(this.textMode ? first : { role: 'assistant', content: '', ...first }, null, { inferno }),
+    );
   }
 
-  token(step, reply) {
-    if (this.stoppedBy !== null || this.aborted) return; // The worker is being stopped.
-    this.collected.steps.push(step);
-    this.text += step.text;
-    const cut = this.stopAt();
-    const held = this.heldBack();
+  /** A branch's first chunk: the steps it keeps, and their text.
+   *  @param {import('./protocol.js').BranchedEvent} event */
+  branched(event) {
+    this.settings ??= /** @type {Record<string, number>} */ (event.settings);
+    const kept = event.kept.map((step) => ({ ...step, settings: this.settings }));
+    this.collected.steps.push(...kept);
+    if (this.logprobs) this.collected.logprobs.push(...kept.map((step) => this.logprobEntry(step)));
+    this.begin({ branch: { step: event.step, token: event.token } }, event.structured, event.delta);
+  }
+
+  /** @param {import('./protocol.js').Step} step @param {import('./protocol.js').Delta} delta */
+  token(step, delta) {
+    if (this.aborted) return; // The worker is being stopped.
+    const shown = { ...step, settings: this.settings };
+    this.collected.steps.push(shown);
     const logprobs = this.logprobs ? { content: [this.logprobEntry(step)] } : null;
     if (logprobs) this.collected.logprobs.push(logprobs.content[0]);
-    const extra = { logprobs, inferno: { step: { ...step, settings: this.settings } } };
-    if (this.structured && reply) {
-      // Content that may be the start of a stop string waits, as in a plain answer.
-      const tail = this.text.slice(this.text.length - held);
-      const limit = held > 0 && reply.content.endsWith(tail) ? reply.content.length - held : undefined;
-      this.push(this.chunk(this.replyDelta(reply, limit), null, extra));
-      this.emitted = cut ?? this.text.length - held; // Where the next stop search starts.
-    } else {
-      const end = cut ?? this.text.length - held;
-      const content = this.text.slice(this.emitted, Math.max(this.emitted, end));
-      this.emitted = Math.max(this.emitted, end);
-      this.push(this.chunk({ content }, null, extra));
-    }
-    if (cut !== null) {
-      this.text = this.text.slice(0, cut);
-      this.stopWorker();
-    }
-  }
-
-  /** What `reply` adds to what was sent: each field's growth (a field that is not an
-   *  extension of what was sent waits until it is). `contentLimit` holds back content. */
-  replyDelta(reply, contentLimit) {
-    const delta = {};
-    const growth = (sent, now) =>
-      now.length > sent.length && now.startsWith(sent) ? now.slice(sent.length) : '';
-    const content = growth(this.sent.content, reply.content.slice(0, contentLimit));
-    if (content) {
-      delta.content = content;
-      this.sent.content += content;
-    }
-    const reasoning = growth(this.sent.reasoning, reply.reasoning_content ?? '');
-    if (reasoning) {
-      delta.reasoning_content = reasoning;
-      this.sent.reasoning += reasoning;
-    }
-    const calls = [];
-    reply.tool_calls.forEach((call, index) => {
-      let sent = this.sent.calls[index];
-      if (!sent) {
-        sent = { id: `call_${this.base.id.replace(/^\w+-/, '')}_${index}`, name: call.name, arguments: '' };
-        this.sent.calls.push(sent);
-        const piece = growth('', call.arguments);
-        sent.arguments = piece;
-        calls.push({ index, id: sent.id, type: 'function', function: { name: call.name, arguments: piece } });
-        return;
-      }
-      const piece = growth(sent.arguments, call.arguments);
-      if (piece) {
-        sent.arguments += piece;
-        calls.push({ index, function: { arguments: piece } });
-      }
-    });
-    if (calls.length > 0) delta.tool_calls = calls;
-    return delta;
-  }
-
-  /** Where the first stop string begins, if one has appeared. */
-  stopAt() {
-    let best = null;
-    const longest = Math.max(0, ...this.stops.map((s) => s.length));
-    const from = Math.max(0, this.emitted - longest);
-    for (const stop of this.stops) {
-      const at = this.text.indexOf(stop, from);
-      if (at >= 0 && (best === null || at < best)) {
-        best = at;
-        this.stoppedBy = stop;
-      }
-    }
-    return best;
-  }
-
-  /** Characters at the end that could begin a stop string: not sent until that is decided. */
-  heldBack() {
-    let held = 0;
-    for (const stop of this.stops) {
-      for (let n = Math.min(stop.length - 1, this.text.length); n > held; n--) {
-        if (this.text.endsWith(stop.slice(0, n))) {
-          held = n;
-          break;
-        }
-      }
-    }
-    return held;
+    this.push(this.chunk(this.openAiDelta(delta), null, { logprobs, inferno: { step: shown } }));
   }
 
   logprobEntry(step) {
@@ -917,40 +780,21 @@ class CompletionRun {
     this.stopWorker();
   }
 
-  async finish(reason, { prompt, cached }, stats) {
-    if (!this.started) this.begin([], null); // Stopped before the prompt was read.
-    let delta;
-    if (this.structured) {
-      // The whole answer read once more as finished (what streaming held back, a call cut
-      // off, the text a stop string cut).
-      const reply = await this.parse(this.text).catch(() => null);
-      delta = reply ? this.replyDelta(reply) : {};
-    } else {
-      const rest = this.text.slice(this.emitted); // Held back for a stop string that never came.
-      this.emitted = this.text.length;
-      delta = rest ? { content: rest } : {};
-    }
-    const calls = this.sent.calls.length > 0;
-    const finishReason = this.aborted
-      ? 'abort'
-      : this.stoppedBy !== null
-        ? 'stop'
-        : calls && (reason === 'end' || reason === 'stopped')
-          ? 'tool_calls'
-          : (FINISH_REASONS[reason] ?? 'stop');
-    const completion = this.collected.steps.length;
+  /** The last chunk: what the end adds (text held back for a stop string that never came, the
+   *  answer read as finished), why it ended, the usage and the statistics.
+   *  @param {import('./protocol.js').DoneReply} done */
+  finish(done) {
+    if (!this.started) this.begin(null); // Stopped before the prompt was read.
+    const finishReason = this.aborted ? 'abort' : done.finish_reason;
+    const { prompt_tokens, completion_tokens, cached_tokens } = done.usage;
     const usage = {
-      prompt_tokens: prompt,
-      completion_tokens: completion,
-      total_tokens: prompt + completion,
-      prompt_tokens_details: { cached_tokens: cached },
+      prompt_tokens,
+      completion_tokens,
+      total_tokens: prompt_tokens + completion_tokens,
+      prompt_tokens_details: { cached_tokens },
     };
-    const inferno = {
-      finish: this.stoppedBy !== null ? 'stop_string' : reason,
-      stop_string: this.stoppedBy,
-      stats,
-    };
-    this.push(this.chunk(delta, finishReason, { usage, inferno }));
+    const inferno = { finish: done.finish, stop_string: done.stop_string, stats: done.stats };
+    this.push(this.chunk(this.openAiDelta(done.delta), finishReason, { usage, inferno }));
     this.summary = { finishReason, usage, inferno };
     this.ended = true;
     this.wake?.();

@@ -12,10 +12,10 @@
 // the client for the shape of a request and checks only what it alone knows (its state: a model
 // loaded, an answer to branch from, a run going on).
 //
-// Branch state lives in the client: the last answer's steps (inferno.js `#lastAnswer`, which a
-// branch's result is built from anyway). A branch sends what the worker needs from it (where
-// the step sits in the cache, the text kept before it); the worker holds only the engine and
-// the answer being generated now.
+// An answer is the engine's (src/engine/generation.rs): it prefills, decodes, applies stop
+// strings, reads the answer into deltas and keeps its steps, so a branch names only a step and
+// a token. The worker is a pump that posts the engine's events; the client turns them into
+// OpenAI chunks.
 //
 // One load, chat, complete, branch or embed runs at a time; another generation meanwhile is
 // refused with kind `busy`, while a new load cancels a running load (kind `cancelled`) or
@@ -83,6 +83,7 @@
  * @property {ResponseGrammar} [grammar] what the answer must match (from response_format)
  * @property {number} [maxTokens] default DEFAULT_MAX_TOKENS (defaults.js)
  * @property {number} traceTop candidates recorded per step
+ * @property {string[]} [stop] stop strings: the answer ends before the first to appear
  * @property {number} [context] the KV cache's length
  */
 
@@ -107,19 +108,16 @@
 /** A legacy text completion: the prompt as it is. @typedef {GenerationFields & {type: 'complete', prompt: string}} CompleteRequest */
 
 /**
- * Regenerates the last answer from step `step` on, with `token` forced there. The client holds
- * the answer (see the top of this file) and sends what the worker needs of it.
+ * Regenerates the last answer from step `step` on, with `token` forced there. The engine holds
+ * the last answer (its steps, sampler and grammar); it refuses a step or token out of range.
  * @typedef {object} BranchRequest
  * @property {'branch'} type
  * @property {number} id
- * @property {number} step the answer's step to regenerate from (the first step posted)
+ * @property {number} step the answer's step to regenerate from
  * @property {number} token forced at that step
- * @property {number} position the cache's length to roll back to: that step's `position`
- * @property {string} keptText the answer's text before the step (a structured answer is read
- *   as it grows, from the start)
- * @property {boolean} structured whether the answer is read as a message (reasoning, tool calls)
- * @property {number} [maxTokens]
+ * @property {number} [maxTokens] counts the kept steps
  * @property {number} traceTop
+ * @property {string[]} [stop]
  */
 
 /** Ends the running load, generation or embedding at its next step. @typedef {{type: 'stop', id: number | null}} StopRequest */
@@ -136,7 +134,6 @@
  * @property {number} [dimensions]
  * @property {boolean} [normalize]
  */
-/** The answer's final text (a stop string may have cut it) read as a message. @typedef {{type: 'parse_reply', id: number, text: string}} ParseReplyRequest */
 /** @typedef {{type: 'unload', id: number}} UnloadRequest */
 /**
  * Answered at once unless a wasm call is running: the client's stall watchdog
@@ -164,17 +161,29 @@
  * @typedef {{type: 'switch_build', memory64: boolean}} SwitchBuildReply
  */
 /**
- * The end of a chat, complete or branch.
- * @typedef {{type: 'done', reason: 'end' | 'max_tokens' | 'context_full' | 'stopped', stats: GenerationStats}} DoneReply
+ * The end of a chat, complete or branch, as the engine's Generation says it (src/engine/
+ * generation.rs, `Event::Done`): why (`finish`, and OpenAI's `finish_reason`, which the client
+ * turns to 'abort' when the caller aborted), the stop string that ended it, what the end adds
+ * to the message, the usage and the statistics (the worker adds `memoryBytes`).
+ * @typedef {object} DoneReply
+ * @property {'done'} type
+ * @property {import('./inferno.js').FinishFacts['finish']} finish
+ * @property {'stop' | 'length' | 'tool_calls'} finish_reason
+ * @property {string | null} stop_string
+ * @property {Delta} delta
+ * @property {{prompt_tokens: number, completion_tokens: number, cached_tokens: number}} usage
+ * @property {Omit<import('./inferno.js').CompletionStats, 'memoryBytes'> & {memoryBytes?: number | null}} stats
  */
-/** The client adds the seed. @typedef {Omit<import('./inferno.js').CompletionStats, 'seed'>} GenerationStats */
+/**
+ * What a token (or the end) adds to the message sent so far: a plain answer's new content; a
+ * structured one's growth of each field, a tool call's name the first time it appears.
+ * @typedef {{content?: string, reasoning_content?: string, tool_calls?: Array<{index: number, name?: string, arguments: string}>}} Delta
+ */
 /** @typedef {{type: 'stopped', wasGenerating: boolean}} StoppedReply */
 /** @typedef {{type: 'reset'}} ResetReply */
 /** @typedef {{type: 'tokens', ids: number[]}} TokensReply */
 /** @typedef {{type: 'text', text: string}} TextReply */
 /** @typedef {{type: 'embeddings', vectors: Float32Array[], promptTokens: number, pooling: string, ms: number}} EmbeddingsReply */
-/** @typedef {{type: 'reply', reply: ParsedReply}} ParseReplyReply */
-/** An answer read as a message. @typedef {{content: string | null, reasoning_content?: string, tool_calls?: import('./inferno.js').ToolCall[]}} ParsedReply */
 /** @typedef {{type: 'unloaded'}} UnloadedReply */
 /** @typedef {{type: 'pong'}} PongReply */
 
@@ -205,25 +214,20 @@
  */
 /** Between two parts of a long prompt. @typedef {{type: 'prefill', id: number, event: true, evaluated: number, total: number}} PrefillEvent */
 /**
- * The prompt is in the cache; the answer starts.
- * @typedef {{type: 'prepared', id: number, event: true, prepared: PreparedPrompt, ms: number}} PreparedEvent
+ * The prompt is in the cache; the answer starts. `structured`: it is read as a message
+ * (reasoning, tool calls).
+ * @typedef {{type: 'prepared', id: number, event: true, prompt: import('./inferno.js').PromptFacts, structured: boolean, call_syntax: string | null}} PreparedEvent
  */
 /**
- * @typedef {object} PreparedPrompt
- * @property {number} prompt_tokens
- * @property {number} context_size
- * @property {boolean} structured
- * @property {number} reused tokens the cache already held
- * @property {number} evaluated
- * @property {number} remaining
- * @property {number} context_used
+ * A branch starts: the steps it keeps, and what their text adds to an empty message.
+ * @typedef {{type: 'branched', id: number, event: true, step: number, token: number, structured: boolean, kept: Step[], delta: Delta, settings: Record<string, number>}} BranchedEvent
  */
-/**
- * One step of the answer; `reply`: a structured answer read as a message so far.
- * @typedef {{type: 'token', id: number, event: true, step: Step, reply?: ParsedReply}} TokenEvent
- */
+/** One step of the answer, and what it adds to the message. @typedef {{type: 'token', id: number, event: true, step: Step, delta: Delta}} TokenEvent */
 
-/** @typedef {ProgressEvent | PrefillEvent | PreparedEvent | TokenEvent} WorkerEvent */
+/** What the engine's `next_events` returns, before the worker adds `id` and `event`.
+ *  @typedef {Omit<PrefillEvent, 'id' | 'event'> | Omit<PreparedEvent, 'id' | 'event'> | Omit<BranchedEvent, 'id' | 'event'> | Omit<TokenEvent, 'id' | 'event'> | DoneReply} AnswerEvent */
+
+/** @typedef {ProgressEvent | PrefillEvent | PreparedEvent | BranchedEvent | TokenEvent} WorkerEvent */
 
 // --- The protocol as one map ---------------------------------------------------------------------
 
@@ -245,7 +249,6 @@
  *   tokenize: [TokenizeRequest, TokensReply],
  *   detokenize: [DetokenizeRequest, TextReply],
  *   embed: [EmbedRequest, EmbeddingsReply],
- *   parse_reply: [ParseReplyRequest, ParseReplyReply],
  *   unload: [UnloadRequest, UnloadedReply],
  *   ping: [PingRequest, PongReply],
  *   trap: [TrapRequest, never],

@@ -17,7 +17,7 @@ import {
   state,
 } from './worker-engine.js';
 import { inspect, inspectLoaded, loadModel } from './worker-load.js';
-import { branch, chat, parseReply, reset, stop } from './worker-generate.js';
+import { branch, chat, reset, stop } from './worker-generate.js';
 import { detokenize, embed, tokenize } from './worker-text.js';
 
 /** @typedef {import('./protocol.js').Protocol} Protocol */
@@ -41,7 +41,6 @@ const HANDLERS = {
   tokenize,
   detokenize,
   embed,
-  parse_reply: parseReply,
   unload: () => {
     if (state.busy) state.busy.stopRequested = true;
     freeModel();

@@ -98,10 +98,13 @@ declare module '*/inferno.js' {
     plan_embedding(texts: string[], options: EmbedOptions): Uint32Array;
     tokenize(text: string, addSpecial?: boolean, parseSpecial?: boolean): Uint32Array;
     detokenize(ids: Uint32Array, renderSpecial?: boolean): string;
-    prepare_chat(request: object): Prepared;
-    prepare_text(request: object): Prepared;
-    parse_reply(text: string, partial: boolean): import('../lib/protocol.js').ParsedReply;
-    prefill(budget: number): PrefillPart;
+    /** An answer to a chat or a plain prompt, or a branch of the last answer; `next_events`
+     *  runs it one part at a time (src/engine/generation.rs). */
+    start_chat(request: object): void;
+    start_text(request: object): void;
+    start_branch(request: object): void;
+    next_events(): import('../lib/protocol.js').AnswerEvent[];
+    stop_answer(): void;
     /** The cache brought to exactly `tokens` (no template): the benchmark's and the device probe's prompt. */
     prepare_tokens(
       tokens: Uint32Array,
@@ -109,7 +112,6 @@ declare module '*/inferno.js' {
     ): PrefillPart & { prompt_tokens: number; context_size: number };
     step(traceTop: number, forced?: number): StepOutput;
     context_used(): number;
-    truncate(length: number): void;
     replayed(): number;
     solo_steps(): number;
     checkpoints(): { held: number; most: number; bytes_each: number };

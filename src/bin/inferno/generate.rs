@@ -5,7 +5,7 @@ use inferno::model::ModelBytes;
 use std::io::Write;
 
 use inferno::chat::{ChatMessage, ParsedCall, Tool, ToolChoice, ToolUse};
-use inferno::engine::{AnswerLimits, Engine, EngineError, Event, Generation, TurnOptions, native_clock};
+use inferno::engine::{AnswerLimits, Engine, EngineError, Event, Generation, TurnOptions};
 use inferno::grammar::GrammarSpec;
 use inferno::sampler::{Sampler, SamplerSettings, StepTrace};
 use serde::Serialize;
@@ -227,6 +227,13 @@ fn sampler_settings(args: &Args) -> Result<SamplerSettings, String> {
         repeat_last_n: args.number("--repeat-last-n", d.repeat_last_n)?,
         seed: args.number("--seed", d.seed)?,
     })
+}
+
+/// Milliseconds since the first call, on the machine's monotonic clock: what answers are
+/// timed with.
+fn native_clock() -> f64 {
+    static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    START.get_or_init(std::time::Instant::now).elapsed().as_secs_f64() * 1e3
 }
 
 fn io(e: std::io::Error) -> String {
