@@ -296,7 +296,11 @@ impl WebEngine {
             return Err(engine_error(EngineError::NothingToContinue));
         };
         let events = answer.next(&self.engine, session).map_err(engine_error)?;
-        to_js(&events)
+        // As JSON text, parsed on the JS side: one crossing of the boundary, where building
+        // the objects field by field (a step's trace has some 200) took one per field.
+        let json =
+            serde_json::to_string(&events).map_err(|e| js_error("Error", "serialize", &e.to_string()))?;
+        js_sys::JSON::parse(&json)
     }
 
     /// Ends the answer at the next `next_events` call, which returns its `done`.

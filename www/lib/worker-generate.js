@@ -5,15 +5,7 @@
 // posts each event, and between calls awaits the GPU and lets a stop message in.
 
 import { onGenerationError } from './worker-load.js';
-import {
-  WorkerError,
-  post,
-  requireModel,
-  runExclusive,
-  state,
-  toPlain,
-  yieldToMessages,
-} from './worker-engine.js';
+import { WorkerError, post, requireModel, runExclusive, state, yieldToMessages } from './worker-engine.js';
 
 /** @typedef {import('./worker-engine.js').WebEngine} WebEngine */
 /** @typedef {import('./worker-engine.js').Run} Run */
@@ -82,7 +74,7 @@ async function pump(id, run, engine, start) {
   start();
   for (;;) {
     if (run.stopRequested) engine.stop_answer();
-    const events = /** @type {import('./protocol.js').AnswerEvent[]} */ (toPlain(engine.next_events()));
+    const events = /** @type {import('./protocol.js').AnswerEvent[]} */ (engine.next_events());
     for (const event of events) {
       if (event.type === 'done') {
         // Model, cache and scratch all live in the wasm memory, which never shrinks: this is
