@@ -13,7 +13,8 @@
 pub mod chat;
 /// Sentence embeddings: pooling the final hidden states as the file says, unit length.
 pub mod embedding;
-/// A loaded model and step-by-step conversations on it (KV cache reuse, rollback, streaming).
+/// A loaded model, conversations on it (KV cache reuse, rollback, streaming) and the answer's
+/// one owner (`Generation`: prefill, decoding, stop strings, the reply's deltas, branching).
 pub mod engine;
 /// Reading untrusted GGUF bytes: header, metadata, tensor index, ggml type table, errors.
 pub mod gguf;
@@ -27,8 +28,9 @@ pub mod gpu;
 pub mod grammar;
 /// The facts a person wants about a model file, as one serializable report.
 pub mod inspect;
-/// Transformer models (Qwen3, Llama, Gemma 3 and 4, Qwen3.5): config, weights as views, the cache
-/// (keys, values, recurrent state), forward pass.
+/// Transformer models, one row per architecture in `arch.rs` (decoders from Qwen3 to Gemma 4 and
+/// Qwen3.5's hybrid, BERT encoders): config, weights as views, the cache (keys, values,
+/// recurrent state), forward pass.
 pub mod model;
 /// Splitting work across threads (matmul rows, attention heads) above single-threaded kernels,
 /// and whether decode steps split at all (timed both ways now and then).

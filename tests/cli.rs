@@ -400,6 +400,18 @@ fn generate_follows_a_json_schema_whatever_the_seed() {
         assert!(value["ok"].is_boolean() && value["n"].is_i64(), "seed {seed}: {content}");
         assert_eq!(value.as_object().unwrap().len(), 2, "seed {seed}: {content}");
     }
+    // A keyword the engine cannot enforce: left out with a warning, or with --strict refused.
+    std::fs::write(&schema, r#"{"type": "array", "items": {"type": "integer"}, "uniqueItems": true}"#)
+        .unwrap();
+    let args = ["generate", &model, "--prompt", "x", "-n", "40", "--json-schema", schema.to_str().unwrap()];
+    let out = inferno(&[&args[..], &["--json"]].concat());
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(stderr.contains("not fully enforced") && stderr.contains("uniqueItems"), "{stderr}");
+    let summary = json_lines(&out).pop().unwrap();
+    assert!(summary["warnings"][0].as_str().unwrap().contains("uniqueItems"), "{summary}");
+    let out = inferno(&[&args[..], &["--strict"]].concat());
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("uniqueItems"));
     std::fs::write(&schema, r#"{"type": "object", "required": 7}"#).unwrap();
     let out = inferno(&["generate", &model, "--prompt", "x", "--json-schema", schema.to_str().unwrap()]);
     assert!(!out.status.success());

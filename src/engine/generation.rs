@@ -210,7 +210,8 @@ pub enum Event {
     },
     /// One token, and what it adds to the message.
     Token { step: StepRecord, delta: Delta },
-    /// The end: why, what the end adds to the message, the usage and statistics.
+    /// The end: why, what the end adds to the message, the usage and statistics, and what
+    /// of the answer's grammar was not enforced (a lenient schema's keywords).
     Done {
         finish: Finish,
         finish_reason: &'static str,
@@ -218,6 +219,7 @@ pub enum Event {
         delta: Delta,
         usage: Usage,
         stats: Stats,
+        warnings: Vec<String>,
     },
 }
 
@@ -605,6 +607,7 @@ impl Generation {
             delta,
             usage,
             stats,
+            warnings: self.sampler.constraint().map(|c| c.warnings().to_vec()).unwrap_or_default(),
         });
     }
 }

@@ -18,8 +18,13 @@ use crate::tokenizer::Tokenizer;
 pub enum GrammarSpec {
     /// Any JSON object (OpenAI's `response_format: {type: 'json_object'}`).
     JsonObject,
-    /// A value valid against this JSON schema (`{type: 'json_schema', json_schema: {schema}}`).
+    /// A value valid against this JSON schema, every keyword of it enforced or the schema
+    /// refused (`{type: 'json_schema', json_schema: {schema, strict: true}}`).
     JsonSchema(serde_json::Value),
+    /// The same, where keywords the grammar engine cannot enforce (`uniqueItems`, an unknown
+    /// `format`...) are left out and named in the constraint's warnings, as OpenAI's API
+    /// treats a schema that is not `strict`.
+    LenientJsonSchema(serde_json::Value),
     /// A grammar in llguidance's Lark syntax, for answers that are not JSON.
     Lark(String),
 }
@@ -129,6 +134,10 @@ impl GrammarCompiler {
             GrammarSpec::JsonSchema(schema) => {
                 (TopLevelGrammar::from_json_schema(with_json_layout(schema.clone())), GrammarError::Schema)
             }
+            GrammarSpec::LenientJsonSchema(schema) => {
+                let schema = lenient(with_json_layout(schema.clone()));
+                (TopLevelGrammar::from_json_schema(schema), GrammarError::Schema)
+            }
             GrammarSpec::Lark(text) => (
                 TopLevelGrammar {
                     grammars: vec![GrammarWithLexer::from_lark(text.clone())],
@@ -138,11 +147,18 @@ impl GrammarCompiler {
             ),
         };
         let parser = self.factory.create_parser(grammar).map_err(|e| bad(e.to_string()))?;
-        let matcher = Matcher::new(Ok(parser));
+        let mut matcher = Matcher::new(Ok(parser));
         if let Some(error) = matcher.get_error() {
             return Err(bad(error));
         }
-        Ok(Constraint { matcher, end_tokens: self.end_tokens.clone(), consumed: 0, finished: false })
+        let warnings = matcher.grammar_warnings();
+        Ok(Constraint {
+            matcher,
+            end_tokens: self.end_tokens.clone(),
+            consumed: 0,
+            finished: false,
+            warnings,
+        })
     }
 }
 
@@ -160,6 +176,14 @@ pub(crate) fn with_json_layout(mut schema: serde_json::Value) -> serde_json::Val
     schema
 }
 
+/// `schema` compiled leniently: llguidance's `lenient` layout option, beside the layout.
+fn lenient(mut schema: serde_json::Value) -> serde_json::Value {
+    if let Some(layout) = schema.get_mut("x-guidance").and_then(serde_json::Value::as_object_mut) {
+        layout.entry("lenient").or_insert(serde_json::Value::Bool(true));
+    }
+    schema
+}
+
 /// One answer's progress through a grammar.
 pub struct Constraint {
     matcher: Matcher,
@@ -167,9 +191,17 @@ pub struct Constraint {
     /// Tokens accepted so far (an end-of-generation token included).
     consumed: usize,
     finished: bool,
+    /// What the grammar does not enforce of what it was asked (a lenient schema's keywords).
+    warnings: Vec<String>,
 }
 
 impl Constraint {
+    /// What of the grammar asked for is not enforced (empty unless a lenient schema left
+    /// something out), in llguidance's words (`Unimplemented keys: ["uniqueItems"]`).
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
+    }
+
     /// The tokens allowed next. Where the grammar may end, every end-of-generation token is
     /// allowed; once it must end, only they are.
     pub fn mask(&mut self) -> Result<TokenMask, GrammarError> {

@@ -182,3 +182,24 @@ fn the_sampler_applies_the_mask_first_and_traces_what_it_forbade() {
     let refused = sampler.force(&logits, &[], no[0], 0).unwrap_err();
     assert_eq!(refused, SamplerError::Grammar(GrammarError::Forbidden { token: no[0] }));
 }
+
+#[test]
+fn a_schema_keyword_the_engine_cannot_enforce_is_refused_when_strict_and_named_when_lenient() {
+    let engine = engine();
+    let schema = serde_json::json!({"type": "array", "items": {"type": "integer"}, "uniqueItems": true});
+    let strict = engine.constraint(&GrammarSpec::JsonSchema(schema.clone())).err().unwrap();
+    assert_eq!(strict.kind(), "bad_schema");
+    assert!(strict.to_string().contains("uniqueItems"), "{strict}");
+    let lenient = engine.constraint(&GrammarSpec::LenientJsonSchema(schema.clone())).unwrap();
+    assert!(lenient.warnings().iter().any(|w| w.contains("uniqueItems")), "{:?}", lenient.warnings());
+    // What it can enforce, it still does: an array of integers.
+    for seed in 0..3 {
+        let constraint = engine.constraint(&GrammarSpec::LenientJsonSchema(schema.clone())).unwrap();
+        let text = random_walk(&engine, constraint, seed);
+        let value: serde_json::Value =
+            serde_json::from_str(&text).unwrap_or_else(|e| panic!("{text:?}: {e}"));
+        assert!(value.as_array().unwrap().iter().all(serde_json::Value::is_i64), "{text}");
+    }
+    let fully = serde_json::json!({"type": "array", "items": {"type": "integer"}});
+    assert!(engine.constraint(&GrammarSpec::LenientJsonSchema(fully)).unwrap().warnings().is_empty());
+}

@@ -173,6 +173,11 @@ impl Sampler {
         self.constraint = constraint;
     }
 
+    /// The grammar the answer follows, if any.
+    pub fn constraint(&self) -> Option<&Constraint> {
+        self.constraint.as_ref()
+    }
+
     /// The grammar the answer follows (to roll it back with the conversation).
     pub fn constraint_mut(&mut self) -> Option<&mut Constraint> {
         self.constraint.as_mut()

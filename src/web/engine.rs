@@ -107,23 +107,33 @@ struct TextRequest {
     answer: AnswerRequest,
 }
 
-/// `{type: 'json_object'}`, `{type: 'json_schema', schema}` (the schema as JSON text) or
+/// `{type: 'json_object'}`, `{type: 'json_schema', schema, strict?}` (the schema as JSON text) or
 /// `{type: 'lark', grammar}`.
 #[derive(serde::Deserialize, Clone)]
 #[serde(tag = "type", rename_all = "snake_case")]
 enum GrammarRequest {
     JsonObject,
-    JsonSchema { schema: String },
-    Lark { grammar: String },
+    /// `strict`: every keyword enforced or the schema refused; else the ones the grammar
+    /// engine lacks are left out, and the answer's `done` names them.
+    JsonSchema {
+        schema: String,
+        #[serde(default)]
+        strict: bool,
+    },
+    Lark {
+        grammar: String,
+    },
 }
 
 impl GrammarRequest {
     fn spec(self) -> Result<GrammarSpec, GrammarError> {
         Ok(match self {
             GrammarRequest::JsonObject => GrammarSpec::JsonObject,
-            GrammarRequest::JsonSchema { schema } => GrammarSpec::JsonSchema(
-                serde_json::from_str(&schema).map_err(|e| GrammarError::Schema(e.to_string()))?,
-            ),
+            GrammarRequest::JsonSchema { schema, strict } => {
+                let schema =
+                    serde_json::from_str(&schema).map_err(|e| GrammarError::Schema(e.to_string()))?;
+                if strict { GrammarSpec::JsonSchema(schema) } else { GrammarSpec::LenientJsonSchema(schema) }
+            }
             GrammarRequest::Lark { grammar } => GrammarSpec::Lark(grammar),
         })
     }

@@ -127,6 +127,13 @@ async function scenario() {
     grammar: await kindOf(engine.chat.completions.create({ ...asJson, response_format: { type: 'grammar', grammar: 'start: (' } })),
     format: await kindOf(engine.chat.completions.create({ ...asJson, response_format: { type: 'yaml' } })),
   };
+  // A keyword the grammar engine lacks: a strict schema is refused naming it; otherwise the
+  // answer runs without it and says so.
+  const unique = { type: 'array', items: { type: 'integer' }, uniqueItems: true };
+  result.lenient = await engine.chat.completions.create({ ...asJson, seed: 3, response_format: { type: 'json_schema', json_schema: { name: 'u', schema: unique } } });
+  result.strictError = await engine.chat.completions
+    .create({ ...asJson, response_format: { type: 'json_schema', json_schema: { name: 'u', schema: unique, strict: true } } })
+    .then(() => null, (e) => ({ kind: e.kind, message: e.message }));
   result.yesNo = (await engine.chat.completions.create({ ...asJson, response_format: { type: 'grammar', grammar: 'start: "yes" | "no"' } })).choices[0].message.content;
 
   // 4c. Tool calls (SmolLM2's template has no tool format: the generic JSON route). A
@@ -527,6 +534,19 @@ describe('the npm package in a plain page', { timeout: 420_000 }, () => {
         'the kept text comes first',
       );
       assert.equal(branch.choices[0].message.content, steps.map((s) => s.text).join(''));
+
+      // 4g. uniqueItems: refused when strict, left out (and named) otherwise.
+      assert.equal(result.strictError?.kind, 'bad_schema');
+      assert.match(result.strictError.message, /uniqueItems/);
+      const lenient = result.lenient;
+      assert.ok(
+        lenient.inferno.warnings.some((w) => w.includes('uniqueItems')),
+        JSON.stringify(lenient.inferno.warnings),
+      );
+      if (lenient.choices[0].finish_reason === 'stop') {
+        const value = JSON.parse(lenient.choices[0].message.content);
+        assert.ok(Array.isArray(value) && value.every(Number.isInteger), lenient.choices[0].message.content);
+      }
 
       // 4f. The stop string ended decoding at the token that completed it.
       {

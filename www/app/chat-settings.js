@@ -15,7 +15,7 @@ export function pickSampling(settings) {
 }
 
 /**
- * inputs: {temperature, top_k, top_p, min_p, repeat_penalty, max_tokens, seed, context, threads,
+ * inputs: {temperature, top_k, top_p, min_p, repeat_penalty, repeat_last_n, max_tokens, seed, context, threads,
  * device, json_schema} (form controls); threadsNote: the element explaining the thread choice.
  */
 export function createSettings(inputs, threadsNote) {
@@ -124,6 +124,12 @@ export function createSettings(inputs, threadsNote) {
       top_p: readNumber(inputs.top_p, { min: 0.0001, max: 1, name: 'Top-p' }),
       min_p: readNumber(inputs.min_p, { min: 0, max: 1, name: 'Min-p' }),
       repeat_penalty: readNumber(inputs.repeat_penalty, { min: 0.01, max: 10, name: 'Repeat penalty' }),
+      repeat_last_n: readNumber(inputs.repeat_last_n, {
+        integer: true,
+        min: 0,
+        max: 1e6,
+        name: 'Penalty window',
+      }),
       seed:
         seedText === ''
           ? undefined

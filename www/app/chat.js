@@ -64,6 +64,7 @@ const ui = {
     top_p: $('set-top-p'),
     min_p: $('set-min-p'),
     repeat_penalty: $('set-repeat-penalty'),
+    repeat_last_n: $('set-repeat-last-n'),
     max_tokens: $('set-max-tokens'),
     seed: $('set-seed'),
     context: $('set-context'),
@@ -305,6 +306,8 @@ export function createChat(engine, { onModelLoaded, pickFile }) {
         `${stats.threads} ${stats.threads === 1 ? 'thread' : 'threads'}${stats.soloSteps ? ` (${stats.soloSteps} steps on one: faster while another program holds a core)` : ''}`,
       );
     if (stats.branchedAt !== undefined) parts.push(`regenerated from token ${stats.branchedAt + 1}`);
+    // Keywords of the settings' JSON schema that the grammar engine could not enforce.
+    if (stats.warnings?.length) parts.push(`schema not fully enforced (${stats.warnings.join('; ')})`);
     const reasons = { stopped: 'stopped', max_tokens: 'hit max tokens', context_full: 'context full' };
     if (reasons[stats.reason]) parts.push(reasons[stats.reason]);
     return parts.join(' · ');
@@ -404,8 +407,8 @@ export function createChat(engine, { onModelLoaded, pickFile }) {
         }
         renderMessageBody(assistant, node);
         if (finishReason) {
-          const { stats, finish } = chunk.inferno;
-          assistant.stats = { ...live, ...stats, reason: finish };
+          const { stats, finish, warnings } = chunk.inferno;
+          assistant.stats = { ...live, ...stats, reason: finish, ...(warnings?.length ? { warnings } : {}) };
           document.body.dataset.lastReason = finish;
         }
       }

@@ -16,4 +16,4 @@ export const DEFAULT_CONTEXT = 4096;
 /** The demo model `./build.sh serve` places beside the page. */
 export const DEMO_MODEL_URL = 'models/SmolLM2-135M-Instruct.Q4_1.gguf';
 /** The sampling settings a chat request and the settings panel name (llama.cpp's names). */
-export const SAMPLING_KEYS = ['temperature', 'top_k', 'top_p', 'min_p', 'repeat_penalty'];
+export const SAMPLING_KEYS = ['temperature', 'top_k', 'top_p', 'min_p', 'repeat_penalty', 'repeat_last_n'];

@@ -368,6 +368,9 @@ export interface AnswerParams {
   top_k?: number;
   min_p?: number;
   repeat_penalty?: number;
+  /** How many of the latest tokens the repeat penalty looks at (llama.cpp's `repeat_last_n`;
+   *  0: none). A whole number. */
+  repeat_last_n?: number;
   /** Default: a fresh random seed, reported in `inferno.stats.seed`. */
   seed?: number;
   /** Extension: the KV cache size (default: the model's context length, capped at 4096). */
@@ -542,6 +545,9 @@ export interface FinishFacts {
    *  stopped (aborted) or stop_string. */
   finish: 'end' | 'max_tokens' | 'context_full' | 'stopped' | 'stop_string';
   stop_string: string | null;
+  /** What of the answer's JSON schema was not enforced: keywords the grammar engine lacks
+   *  (`uniqueItems`, an unknown `format`...), left out of a schema that is not `strict`. */
+  warnings: string[];
   stats: CompletionStats;
 }
 

@@ -542,7 +542,9 @@ function stopStrings(stop) {
  * OpenAI's `response_format` as the engine's grammar: `{type: 'text'}` (none),
  * `{type: 'json_object'}`, `{type: 'json_schema', json_schema: {name, schema, strict}}`, and the
  * extension `{type: 'grammar', grammar}` (a Lark grammar). The schema goes as JSON text; the
- * engine compiles it (or refuses it, kind bad_schema) before the answer starts.
+ * engine compiles it before the answer starts. A `strict` schema is refused (kind bad_schema)
+ * unless every keyword can be enforced; otherwise those that cannot are left out, and the
+ * answer names them (`inferno.warnings`), as OpenAI's API treats a schema that is not strict.
  */
 /** @returns {import('./protocol.js').ResponseGrammar | undefined} */
 function responseFormat(format) {
@@ -556,7 +558,11 @@ function responseFormat(format) {
       const schema = format.json_schema?.schema;
       if (schema === null || typeof schema !== 'object')
         throw badRequest('response_format.json_schema.schema must be a JSON schema object');
-      return { type: 'json_schema', schema: JSON.stringify(schema) };
+      return {
+        type: 'json_schema',
+        schema: JSON.stringify(schema),
+        strict: format.json_schema.strict === true,
+      };
     }
     case 'grammar':
       if (typeof format.grammar !== 'string' || format.grammar.length === 0)
@@ -793,7 +799,12 @@ class CompletionRun {
       total_tokens: prompt_tokens + completion_tokens,
       prompt_tokens_details: { cached_tokens },
     };
-    const inferno = { finish: done.finish, stop_string: done.stop_string, stats: done.stats };
+    const inferno = {
+      finish: done.finish,
+      stop_string: done.stop_string,
+      warnings: done.warnings,
+      stats: done.stats,
+    };
     this.push(this.chunk(this.openAiDelta(done.delta), finishReason, { usage, inferno }));
     this.summary = { finishReason, usage, inferno };
     this.ended = true;

@@ -90,7 +90,7 @@
 /**
  * The constraint a response_format asks for; the engine compiles it (or refuses it, kind
  * bad_schema or bad_grammar) before the answer starts.
- * @typedef {{type: 'json_object'} | {type: 'json_schema', schema: string} | {type: 'lark', grammar: string}} ResponseGrammar
+ * @typedef {{type: 'json_object'} | {type: 'json_schema', schema: string, strict: boolean} | {type: 'lark', grammar: string}} ResponseGrammar
  */
 
 /**
@@ -173,6 +173,7 @@
  * @property {Delta} delta
  * @property {{prompt_tokens: number, completion_tokens: number, cached_tokens: number}} usage
  * @property {Omit<import('./inferno.js').CompletionStats, 'memoryBytes'> & {memoryBytes?: number | null}} stats
+ * @property {string[]} warnings what of the answer's grammar was not enforced
  */
 /**
  * What a token (or the end) adds to the message sent so far: a plain answer's new content; a

@@ -33,7 +33,8 @@ const OPTIONS: &[&str] = &[
     "--tool-choice",
     "--stop",
 ];
-const SWITCHES: &[&str] = &["--chat", "--no-think", "--think", "--json", "--ignore-eos", "--one-call"];
+const SWITCHES: &[&str] =
+    &["--chat", "--no-think", "--think", "--json", "--ignore-eos", "--one-call", "--strict"];
 
 pub fn run(args: &[String]) -> Result<(), String> {
     let args = Args::parse("generate", args, OPTIONS, SWITCHES)?;
@@ -114,7 +115,12 @@ pub fn run(args: &[String]) -> Result<(), String> {
                         eprintln!("{}", describe_step(&engine, step.index, &trace.trace));
                     }
                 }
-                Event::Done { finish, stats, .. } => finished = Some((finish, stats)),
+                Event::Done { finish, stats, warnings, .. } => {
+                    for warning in &warnings {
+                        eprintln!("generate: warning: the JSON schema is not fully enforced: {warning}");
+                    }
+                    finished = Some((finish, stats, warnings));
+                }
                 _ => {}
             }
         }
@@ -126,7 +132,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
         }
         out.flush().map_err(io)?;
     }
-    let (finish, stats) = finished.ok_or("generate: the answer ended without its summary")?;
+    let (finish, stats, warnings) = finished.ok_or("generate: the answer ended without its summary")?;
     // A chat answer is read as a message: its reasoning apart, its calls.
     let (content, reasoning_content, tool_calls) = if answer.is_structured() {
         let message = answer.format().parse(answer.text(), false);
@@ -138,6 +144,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
         done: true,
         stop: finish.name(),
         stop_string: answer.stop_string().map(str::to_owned),
+        warnings,
         content,
         reasoning_content,
         tool_calls,
@@ -166,15 +173,19 @@ pub fn run(args: &[String]) -> Result<(), String> {
     Ok(())
 }
 
-/// What `--json-schema FILE` (a JSON schema) or `--grammar FILE` (a Lark grammar) asks the
-/// answer to follow.
+/// What `--json-schema FILE` (a JSON schema; with `--strict`, refused unless every keyword is
+/// enforced) or `--grammar FILE` (a Lark grammar) asks the answer to follow.
 fn grammar_spec(args: &Args) -> Result<Option<GrammarSpec>, String> {
     let read = |path: &str| std::fs::read_to_string(path).map_err(|e| format!("generate: {path}: {e}"));
     match (args.text("--json-schema"), args.text("--grammar")) {
         (Some(_), Some(_)) => Err("generate: give --json-schema or --grammar, not both".into()),
         (Some(path), None) => {
             let schema = serde_json::from_str(&read(path)?).map_err(|e| format!("generate: {path}: {e}"))?;
-            Ok(Some(GrammarSpec::JsonSchema(schema)))
+            Ok(Some(if args.switch("--strict") {
+                GrammarSpec::JsonSchema(schema)
+            } else {
+                GrammarSpec::LenientJsonSchema(schema)
+            }))
         }
         (None, Some(path)) => Ok(Some(GrammarSpec::Lark(read(path)?))),
         (None, None) => Ok(None),
@@ -258,6 +269,9 @@ struct Summary {
     /// The stop string (`--stop`) that ended the answer.
     #[serde(skip_serializing_if = "Option::is_none")]
     stop_string: Option<String>,
+    /// What of the JSON schema was not enforced (`--json-schema` without `--strict`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    warnings: Vec<String>,
     /// The whole answer's text (a chat answer's, less its reasoning and calls).
     content: String,
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -21,15 +21,19 @@ commands:
   generate MODEL --prompt TEXT [--chat [--system TEXT] [--think|--no-think]] [-n 24]
            [--temp 0.8 --top-k 40 --top-p 0.95 --min-p 0.05 --repeat-penalty 1.0
             --repeat-last-n 64 --seed N] [--trace N] [--context N] [--ignore-eos] [--json]
-           [--json-schema FILE | --grammar FILE] [--tools FILE [--tool-choice auto] [--one-call]]
+           [--stop TEXT]... [--json-schema FILE [--strict] | --grammar FILE]
+           [--tools FILE [--tool-choice auto] [--one-call]]
                                     stream a continuation; --trace N explains each step with
                                     its N best candidates; --json prints one object per token
                                     and a last one with the whole answer (for --chat: its
-                                    content, reasoning_content and tool_calls); --json-schema
-                                    (a JSON schema) or --grammar (a Lark grammar) constrains
-                                    it; --tools (an OpenAI tools array, with --chat) offers
-                                    functions, --tool-choice auto|none|required|NAME,
-                                    --one-call without parallel calls
+                                    content, reasoning_content and tool_calls); --stop ends it
+                                    before the first stop string to appear (repeatable);
+                                    --json-schema (a JSON schema: keywords it cannot enforce
+                                    are left out with a warning, or with --strict refused) or
+                                    --grammar (a Lark grammar) constrains it; --tools (an
+                                    OpenAI tools array, with --chat) offers functions,
+                                    --tool-choice auto|none|required|NAME, --one-call without
+                                    parallel calls
   logits MODEL --tokens 1,2,3 [--top 20] [--json]
                                     the top logits after each position (teacher-forced)
   logits MODEL --golden FILE [--tolerance 0.1] [--json]

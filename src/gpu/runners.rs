@@ -1,0 +1,347 @@
+//! One kernel at a time, for checking: inputs uploaded, the kernel run, its output read back.
+//! The tests (here, `tests/gpu.rs` and the browser's `tests/web/gpu.rs`) hold each kernel to
+//! its CPU twin this way; the forward pass (`backend.rs`) records the same kernels into one
+//! command buffer per batch and keeps everything on the device.
+
+use super::*;
+
+impl Gpu {
+    /// Waits for `signal` (set by a callback of this device's): natively the device is polled
+    /// until its queue is done, which runs the callbacks; in the browser its event loop does.
+    async fn settle(&self, signal: Signal) -> Result<(), GpuError> {
+        #[cfg(not(target_family = "wasm"))]
+        self.device.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| GpuError::Failed(e.to_string()))?;
+        let result = signal.await;
+        self.fault().map_or(result, Err)
+    }
+
+    /// `y = W · x` for a `rows × cols` matrix of `weight_type` stored as `bytes` (the file's
+    /// blocks, row after row), and `x` one or more input rows of `cols` (then `y` holds as
+    /// many rows of `rows`). Uploads, runs and reads back in one go: a check of the kernels
+    /// against the CPU's; the forward pass will keep weights and activations on the device.
+    pub async fn matvec(
+        &self,
+        weight_type: WeightType,
+        bytes: &[u8],
+        rows: usize,
+        cols: usize,
+        x: &[f32],
+    ) -> Result<Vec<f32>, GpuError> {
+        self.matmul_kernel(weight_type, 1)?;
+        let row_bytes = weight_type.row_bytes(cols).map_err(|e| GpuError::Shape(e.to_string()))?;
+        if x.is_empty() || !x.len().is_multiple_of(cols) || rows.checked_mul(row_bytes) != Some(bytes.len()) {
+            return Err(GpuError::Shape(format!(
+                "{rows} × {cols} {weight_type:?} needs {rows} rows of {row_bytes} bytes and {cols} inputs, got {} bytes and {}",
+                bytes.len(),
+                x.len()
+            )));
+        }
+        if rows == 0 {
+            return Ok(Vec::new());
+        }
+        let mut padded = bytes.to_vec();
+        padded.resize(bytes.len().div_ceil(4) * 4, 0);
+        let batch = x.len() / cols;
+        let kernel = self.matmul_kernel(weight_type, batch)?;
+        let groups = kernel.groups(rows);
+        let params = [rows as u32, cols as u32, row_bytes as u32, groups[0], rows as u32, 0, batch as u32, 0];
+        self.run(&kernel.pipeline, &[&padded, &f32_bytes(x)], &vec![0.0; rows * batch], &params, groups).await
+    }
+
+    /// `out` ← RMSNorm of each `width` values of `x`, times `weight` (`width` long).
+    pub async fn rms_norm(&self, x: &[f32], weight: &[f32], eps: f32) -> Result<Vec<f32>, GpuError> {
+        let width = weight.len();
+        if width == 0 || !x.len().is_multiple_of(width) {
+            return Err(GpuError::Shape(format!("{} values are not rows of {width}", x.len())));
+        }
+        let rows = (x.len() / width) as u32;
+        let [groups_x, groups_y] = groups_2d(rows);
+        let params = [rows, width as u32, eps.to_bits(), groups_x, 1, width as u32];
+        let groups = [groups_x, groups_y, 1];
+        let inputs: [&[u8]; 2] = [&f32_bytes(x), &f32_bytes(weight)];
+        self.run(&self.rms_norm, &inputs, &vec![0.0; x.len()], &params, groups).await
+    }
+
+    /// `x + y`.
+    pub async fn add(&self, x: &[f32], y: &[f32]) -> Result<Vec<f32>, GpuError> {
+        self.elementwise(&self.add, x, y).await
+    }
+
+    /// `silu(gate) · up`.
+    pub async fn swiglu(&self, gate: &[f32], up: &[f32]) -> Result<Vec<f32>, GpuError> {
+        self.elementwise(&self.swiglu, gate, up).await
+    }
+
+    /// `gelu(gate) · up` (tanh approximation).
+    pub async fn geglu(&self, gate: &[f32], up: &[f32]) -> Result<Vec<f32>, GpuError> {
+        self.elementwise(&self.geglu, gate, up).await
+    }
+
+    /// RoPE on `x`, rows of `heads × head_dim` at positions `start..`, with per-pair frequency
+    /// divisors `factors` where the model has them.
+    pub async fn rope(
+        &self,
+        x: &[f32],
+        rope: RopeParams,
+        factors: Option<&[f32]>,
+    ) -> Result<Vec<f32>, GpuError> {
+        let RopeParams { heads, head_dim, rope_dims, .. } = rope;
+        let row = heads * head_dim;
+        if row == 0 || !x.len().is_multiple_of(row) || rope_dims > head_dim || rope_dims % 2 != 0 {
+            return Err(GpuError::Shape(format!(
+                "{} values are not rows of {heads} heads of {head_dim}",
+                x.len()
+            )));
+        }
+        if factors.is_some_and(|f| f.len() < rope_dims / 2) {
+            return Err(GpuError::Shape(format!("fewer frequency factors than {} pairs", rope_dims / 2)));
+        }
+        let rows = x.len() / row;
+        let threads = (rows * heads * (rope_dims / 2)) as u32;
+        let [groups_x, groups_y] = groups_2d(threads.div_ceil(ELEMENTWISE_WORKGROUP));
+        let groups = [groups_x, groups_y, 1];
+        let params = rope_params(&rope, rows, factors.is_some(), groups_x);
+        let factors = f32_bytes(factors.unwrap_or(&[1.0]));
+        self.run(&self.rope, &[&factors], x, &params, groups).await
+    }
+
+    /// Causal attention of `q` (rows of `n_head × head_dim`, at positions `start..`) over the
+    /// keys `k` and values `v` of positions `0..start + rows` (rows of `n_kv × head_dim`).
+    pub async fn attention(
+        &self,
+        q: &[f32],
+        k: &[f32],
+        v: &[f32],
+        a: AttentionParams,
+    ) -> Result<Vec<f32>, GpuError> {
+        let q_row = a.n_head * a.head_dim;
+        let kv_row = a.n_kv * a.head_dim;
+        let fits = q_row > 0
+            && kv_row > 0
+            && a.n_head.is_multiple_of(a.n_kv)
+            && a.head_dim <= MAX_ATTENTION_HEAD
+            && q.len().is_multiple_of(q_row);
+        let queries = if fits { q.len() / q_row } else { 0 };
+        if !fits || queries == 0 || k.len() != (a.start + queries) * kv_row || v.len() != k.len() {
+            return Err(GpuError::Shape(format!(
+                "{} query values, {} keys and {} values for {} heads of {} over {} KV heads from position {}",
+                q.len(),
+                k.len(),
+                v.len(),
+                a.n_head,
+                a.head_dim,
+                a.n_kv,
+                a.start
+            )));
+        }
+        let (pipeline, groups) = self.attention_kernel(queries, a.n_head);
+        let params = attention_params(&a, queries, groups[0]);
+        let inputs: [&[u8]; 3] = [&f32_bytes(q), &f32_bytes(k), &f32_bytes(v)];
+        self.run(pipeline, &inputs, &vec![0.0; q.len()], &params, groups).await
+    }
+
+    /// DeltaNet's gates: `alpha` (rows of `a.len()` value heads) to log-decays, `beta` through
+    /// a sigmoid, as `model::delta_net::gates`.
+    pub async fn delta_gates(
+        &self,
+        dt_bias: &[f32],
+        a: &[f32],
+        alpha: &[f32],
+        beta: &[f32],
+    ) -> Result<(Vec<f32>, Vec<f32>), GpuError> {
+        let heads = a.len();
+        if heads == 0
+            || dt_bias.len() != heads
+            || !alpha.len().is_multiple_of(heads)
+            || beta.len() != alpha.len()
+        {
+            return Err(GpuError::Shape(format!("{} gates for {heads} heads", alpha.len())));
+        }
+        let [groups_x, groups_y] = groups_2d((alpha.len() as u32).div_ceil(ELEMENTWISE_WORKGROUP));
+        let params = [alpha.len() as u32, heads as u32, 0, groups_x];
+        let rates = f32_bytes(&[dt_bias, a].concat());
+        let mut out = self
+            .run_many(&self.delta_gates, &[&rates], &[alpha, beta], &params, [groups_x, groups_y, 1])
+            .await?;
+        let beta = out.pop().unwrap_or_default();
+        Ok((out.pop().unwrap_or_default(), beta))
+    }
+
+    /// DeltaNet's convolution of `x` (rows of `shape.conv_dim()`) after `state`, as
+    /// `model::delta_net::causal_conv_silu`: the outputs and the state after them.
+    pub async fn causal_conv(
+        &self,
+        shape: &DeltaNet,
+        state: &[f32],
+        taps: &[f32],
+        x: &[f32],
+    ) -> Result<(Vec<f32>, Vec<f32>), GpuError> {
+        let channels = shape.conv_dim();
+        if channels == 0
+            || shape.conv_kernel == 0
+            || state.len() != shape.conv_state_len()
+            || taps.len() != channels * shape.conv_kernel
+            || !x.len().is_multiple_of(channels)
+        {
+            return Err(GpuError::Shape(format!("{} inputs for a convolution of {shape:?}", x.len())));
+        }
+        let [groups_x, groups_y] = groups_2d((channels as u32).div_ceil(ELEMENTWISE_WORKGROUP));
+        let params = [(x.len() / channels) as u32, channels as u32, shape.conv_kernel as u32, groups_x];
+        let inputs: [&[u8]; 2] = [&f32_bytes(taps), &f32_bytes(x)];
+        let outputs = [state, &vec![0.0; x.len()]];
+        let mut out =
+            self.run_many(&self.delta_conv, &inputs, &outputs, &params, [groups_x, groups_y, 1]).await?;
+        let convolved = out.pop().unwrap_or_default();
+        Ok((convolved, out.pop().unwrap_or_default()))
+    }
+
+    /// The gated delta rule over the tokens of `inputs` from `state` (the CPU's layout: per
+    /// value head, one row per value dimension), as `model::delta_net::delta_rule`: the outputs
+    /// (rows of `shape.value_dim()`) and the state after them, in the same layout.
+    pub async fn delta_rule(
+        &self,
+        shape: &DeltaNet,
+        inputs: &DeltaInputs<'_>,
+        state: &[f32],
+    ) -> Result<(Vec<f32>, Vec<f32>), GpuError> {
+        let (d, heads) = (shape.head_dim, shape.v_heads);
+        let n = inputs.g.len() / heads.max(1);
+        if d == 0
+            || d > shaders::MAX_DELTA_HEAD
+            || shape.k_heads == 0
+            || state.len() != shape.ssm_state_len()
+            || inputs.beta.len() != inputs.g.len()
+            || inputs.qkv.len() != n * shape.conv_dim()
+        {
+            return Err(GpuError::Shape(format!("{n} tokens for a delta rule of {shape:?}")));
+        }
+        let params = [n as u32, shape.k_heads as u32, heads as u32, d as u32];
+        let inputs: [&[u8]; 3] = [&f32_bytes(inputs.qkv), &f32_bytes(inputs.g), &f32_bytes(inputs.beta)];
+        let state = transpose_heads(state, d);
+        let outputs = [&state[..], &vec![0.0; n * shape.value_dim()]];
+        let mut out =
+            self.run_many(&self.delta_rule, &inputs, &outputs, &params, [heads as u32, 1, 1]).await?;
+        let values = out.pop().unwrap_or_default();
+        Ok((values, transpose_heads(&out.pop().unwrap_or_default(), d)))
+    }
+
+    /// `f(x, y)` element by element: `x` is updated in place on the device.
+    async fn elementwise(
+        &self,
+        pipeline: &wgpu::ComputePipeline,
+        x: &[f32],
+        y: &[f32],
+    ) -> Result<Vec<f32>, GpuError> {
+        if x.len() != y.len() {
+            return Err(GpuError::Shape(format!("{} and {} values", x.len(), y.len())));
+        }
+        let [groups_x, groups_y] = groups_2d((x.len() as u32).div_ceil(ELEMENTWISE_WORKGROUP));
+        let params = [x.len() as u32, groups_x, 0, 0, 0, 0, 0, 0];
+        let groups = [groups_x, groups_y, 1];
+        self.run(pipeline, &[&f32_bytes(y)], x, &params, groups).await
+    }
+
+    /// [`Gpu::run_many`] with one output.
+    async fn run(
+        &self,
+        pipeline: &wgpu::ComputePipeline,
+        inputs: &[&[u8]],
+        output: &[f32],
+        params: &[u32],
+        groups: [u32; 3],
+    ) -> Result<Vec<f32>, GpuError> {
+        let mut outputs = self.run_many(pipeline, inputs, &[output], params, groups).await?;
+        Ok(outputs.remove(0))
+    }
+
+    /// One dispatch of `pipeline` over bindings `inputs...` (read-only), then the outputs (their
+    /// initial contents `outputs`), then the uniform `params`; the outputs read back. The
+    /// forward pass encodes many dispatches per submit over buffers that stay on the device;
+    /// this serves the kernels' checks.
+    async fn run_many(
+        &self,
+        pipeline: &wgpu::ComputePipeline,
+        inputs: &[&[u8]],
+        outputs: &[&[f32]],
+        params: &[u32],
+        groups: [u32; 3],
+    ) -> Result<Vec<Vec<f32>>, GpuError> {
+        let storage = |_label: &str, contents: &[u8], usage| self.buffer_with(contents, usage);
+        let mut buffers: Vec<wgpu::Buffer> = inputs
+            .iter()
+            .map(|bytes| {
+                if bytes.len() as u64 > self.facts.max_binding {
+                    return Err(GpuError::TooLarge {
+                        what: "an input",
+                        bytes: bytes.len() as u64,
+                        limit: self.facts.max_binding,
+                    });
+                }
+                Ok(storage("input", bytes, wgpu::BufferUsages::STORAGE))
+            })
+            .collect::<Result<_, _>>()?;
+        for output in outputs {
+            let bytes = (4 * output.len()) as u64;
+            if bytes > self.facts.max_binding {
+                return Err(GpuError::TooLarge { what: "an output", bytes, limit: self.facts.max_binding });
+            }
+            let usage = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC;
+            buffers.push(storage("output", &f32_bytes(output), usage));
+        }
+        let mut words = params.to_vec();
+        words.resize(params.len().div_ceil(4) * 4, 0); // Uniforms come in 16-byte rows.
+        buffers.push(storage("params", &u32_bytes(&words), wgpu::BufferUsages::UNIFORM));
+        let entries: Vec<wgpu::BindGroupEntry> = buffers
+            .iter()
+            .enumerate()
+            .map(|(binding, buffer)| wgpu::BindGroupEntry {
+                binding: binding as u32,
+                resource: buffer.as_entire_binding(),
+            })
+            .collect();
+        let bind_group = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: None,
+            layout: &pipeline.get_bind_group_layout(0),
+            entries: &entries,
+        });
+        let mut encoder = self.device.create_command_encoder(&Default::default());
+        {
+            let mut pass = encoder.begin_compute_pass(&Default::default());
+            pass.set_pipeline(pipeline);
+            pass.set_bind_group(0, &bind_group, &[]);
+            pass.dispatch_workgroups(groups[0], groups[1], groups[2]);
+        }
+        let mut readbacks = Vec::new();
+        for output in &buffers[inputs.len()..inputs.len() + outputs.len()] {
+            let readback = self.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("readback"),
+                size: output.size(),
+                usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            });
+            encoder.copy_buffer_to_buffer(output, 0, &readback, 0, output.size());
+            readbacks.push(readback);
+        }
+        self.queue.submit([encoder.finish()]);
+        let mut values = Vec::new();
+        for (readback, output) in readbacks.iter().zip(outputs) {
+            self.settle(map_for_reading(readback)).await?;
+            values.push(mapped_floats(readback, output.len())?);
+        }
+        Ok(values)
+    }
+}
+
+/// Each `d × d` head of a DeltaNet state transposed: the CPU keeps one row per value
+/// dimension, the GPU's kernel one per key dimension.
+fn transpose_heads(state: &[f32], d: usize) -> Vec<f32> {
+    let mut out = vec![0.0; state.len()];
+    for (head, transposed) in state.chunks_exact(d * d).zip(out.chunks_exact_mut(d * d)) {
+        for (j, row) in head.chunks_exact(d).enumerate() {
+            for (i, &v) in row.iter().enumerate() {
+                transposed[i * d + j] = v;
+            }
+        }
+    }
+    out
+}
