@@ -87,6 +87,15 @@ impl EngineError {
         }
     }
 
+    /// The GPU's answer to the last submission has not come yet (in the browser, before
+    /// `pending` fired): the call can be made again, nothing is lost.
+    pub fn is_not_ready(&self) -> bool {
+        #[cfg(feature = "gpu")]
+        return matches!(self, EngineError::Gpu(crate::gpu::GpuError::NotReady));
+        #[cfg(not(feature = "gpu"))]
+        false
+    }
+
     /// The KV cache cannot take another token: a reason to stop, not a failure.
     pub fn is_context_full(&self) -> bool {
         matches!(self, EngineError::Model(ModelError::ContextFull { .. }))

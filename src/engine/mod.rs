@@ -14,6 +14,7 @@
 //! caller awaits [`Session::pending`] before the next one.
 
 mod answer;
+mod device;
 mod embed;
 mod error;
 mod generation;
@@ -28,9 +29,10 @@ pub use generation::{
 use crate::chat::{ChatError, ChatMessage, ChatTemplate, RenderOptions, ReplyFormat, ToolUse};
 use crate::gguf::{GgufHeader, Metadata};
 use crate::grammar::{Constraint, GrammarCompiler, GrammarError, GrammarSpec};
-use crate::model::{Cache, LogitsFor, Model, ModelBytes, Scratch};
+use crate::model::{LogitsFor, Model, ModelBytes};
 use crate::sampler::{Sampler, SamplerSettings, StepTrace};
 use crate::tokenizer::{EncodeOptions, Tokenizer, Utf8Stream, token_count};
+use device::Device;
 
 /// Tokens per forward call during prefill: large enough that every weight block is reused
 /// across many rows, small enough that the scratch buffers stay a few MB.
@@ -305,71 +307,9 @@ pub struct Step {
     pub trace: Option<StepTrace>,
 }
 
-/// Where a session's forward passes run, and the memory they keep there.
-#[allow(clippy::large_enum_variant, reason = "one per session, never moved in a loop")]
-enum Compute {
-    Cpu {
-        cache: Cache,
-        scratch: Scratch,
-    },
-    #[cfg(feature = "gpu")]
-    Gpu {
-        gpu: std::sync::Arc<crate::gpu::Gpu>,
-        state: crate::gpu::GpuState,
-    },
-}
-
-impl Compute {
-    fn capacity(&self) -> usize {
-        match self {
-            Compute::Cpu { cache, .. } => cache.capacity(),
-            #[cfg(feature = "gpu")]
-            Compute::Gpu { state, .. } => state.capacity(),
-        }
-    }
-
-    /// Rolls back to at most `len` positions (a recurrent state to a checkpoint): the
-    /// positions kept.
-    fn truncate(&mut self, len: usize) -> usize {
-        match self {
-            Compute::Cpu { cache, .. } => cache.truncate(len),
-            #[cfg(feature = "gpu")]
-            Compute::Gpu { gpu, state } => state.truncate(gpu, len),
-        }
-    }
-
-    /// Saves a recurrent state's checkpoint at the current length (with `logits`, where they
-    /// are known already).
-    fn checkpoint(&mut self, logits: &[f32]) -> Result<(), EngineError> {
-        match self {
-            Compute::Cpu { cache, .. } => cache.checkpoint(logits)?,
-            #[cfg(feature = "gpu")]
-            Compute::Gpu { gpu, state } => state.checkpoint(gpu, logits)?,
-        }
-        Ok(())
-    }
-
-    fn checkpoint_if_due(&mut self) -> Result<(), EngineError> {
-        match self {
-            Compute::Cpu { cache, .. } => cache.checkpoint_if_due()?,
-            #[cfg(feature = "gpu")]
-            Compute::Gpu { gpu, state } => state.checkpoint_if_due(gpu)?,
-        }
-        Ok(())
-    }
-
-    /// Goes back to the checkpoint at exactly `len` if it kept logits: those logits.
-    fn restore_with_logits(&mut self, len: usize) -> Option<&[f32]> {
-        match self {
-            Compute::Cpu { cache, .. } => cache.restore_with_logits(len),
-            #[cfg(feature = "gpu")]
-            Compute::Gpu { gpu, state } => state.restore_with_logits(gpu, len),
-        }
-    }
-}
-
 pub struct Session {
-    compute: Compute,
+    /// Where its forward passes run, and the memory they keep there.
+    device: Box<dyn Device>,
     /// Tokens whose keys and values (or recurrent state) are in `cache`.
     evaluated: Vec<u32>,
     /// Tokens of the conversation after `evaluated` not yet run through the model: the last
@@ -400,24 +340,9 @@ impl Session {
     pub fn with_prefill_batch(engine: &Engine, context: usize, batch: usize) -> Result<Session, EngineError> {
         let context = context.max(1);
         let batch = batch.clamp(1, context);
-        #[cfg(feature = "gpu")]
-        let compute = match &engine.gpu {
-            Some(gpu) => Compute::Gpu {
-                state: crate::gpu::GpuState::new(gpu, &engine.model, context, batch)?,
-                gpu: gpu.clone(),
-            },
-            None => {
-                let (cache, scratch) = engine.model.new_state(context, batch)?;
-                Compute::Cpu { cache, scratch }
-            }
-        };
-        #[cfg(not(feature = "gpu"))]
-        let compute = {
-            let (cache, scratch) = engine.model.new_state(context, batch)?;
-            Compute::Cpu { cache, scratch }
-        };
+        let device = device::for_engine(engine, context, batch)?;
         Ok(Session {
-            compute,
+            device,
             evaluated: Vec::new(),
             pending: Vec::new(),
             logits: Vec::new(),
@@ -429,48 +354,35 @@ impl Session {
     }
 
     pub fn context_len(&self) -> usize {
-        self.compute.capacity()
+        self.device.capacity()
     }
 
     /// The GPU this session runs on (None: the CPU).
     #[cfg(feature = "gpu")]
     pub fn gpu(&self) -> Option<&std::sync::Arc<crate::gpu::Gpu>> {
-        match &self.compute {
-            Compute::Gpu { gpu, .. } => Some(gpu),
-            Compute::Cpu { .. } => None,
-        }
+        self.device.gpu()
     }
 
     /// Fires when the GPU has finished what the last call submitted (None: nothing to wait
     /// for, always so on the CPU). In the browser, await it before the next call.
     #[cfg(feature = "gpu")]
     pub fn pending(&self) -> Option<crate::gpu::Signal> {
-        match &self.compute {
-            Compute::Gpu { state, .. } => state.pending(),
-            Compute::Cpu { .. } => None,
-        }
+        self.device.pending()
     }
 
     /// Takes what the GPU's last submission produced into the session: its logits, or the
     /// error it ran into (after which the session holds only what was done before it).
     fn collect(&mut self) -> Result<(), EngineError> {
-        #[cfg(feature = "gpu")]
-        if let Compute::Gpu { gpu, state } = &mut self.compute {
-            match state.collect(gpu) {
-                Ok(Some(logits)) => {
-                    // A checkpoint taken at the end of this submission gets its logits now.
-                    state.attach_logits(self.evaluated.len(), &logits)?;
-                    self.logits = logits;
-                }
-                Ok(None) => {}
-                Err(error @ crate::gpu::GpuError::NotReady) => return Err(error.into()),
-                Err(error) => {
-                    // The whole submission is in doubt: back to before it.
-                    let held = self.submitted_from;
-                    self.roll_back(held, held);
-                    self.logits.clear();
-                    return Err(error.into());
-                }
+        match self.device.collect(self.evaluated.len()) {
+            Ok(Some(logits)) => self.logits = logits,
+            Ok(None) => {}
+            Err(error) if error.is_not_ready() => return Err(error),
+            Err(error) => {
+                // The whole submission is in doubt: back to before it.
+                let held = self.submitted_from;
+                self.roll_back(held, held);
+                self.logits.clear();
+                return Err(error);
             }
         }
         Ok(())
@@ -506,56 +418,24 @@ impl Session {
         self.len() == 0
     }
 
-    /// Bytes of the KV cache (and recurrent state) on the CPU; 0 for a session on the GPU.
-    pub fn kv_cache_bytes(&self) -> usize {
-        match &self.compute {
-            Compute::Cpu { cache, .. } => cache.bytes(),
-            #[cfg(feature = "gpu")]
-            Compute::Gpu { .. } => 0,
-        }
-    }
-
     /// Bytes this session holds on the GPU: weights, cache and activations.
     #[cfg(feature = "gpu")]
     pub fn gpu_bytes(&self) -> u64 {
-        match &self.compute {
-            Compute::Gpu { state, .. } => state.bytes(),
-            Compute::Cpu { .. } => 0,
-        }
+        self.device.gpu_bytes()
     }
 
     /// The memory this conversation costs besides the model: KV cache and recurrent state
     /// (with as many checkpoints as it may keep), scratch buffers and logits, all proportional
     /// to the context (and prefill batch) it was created with.
     pub fn state_bytes(&self, engine: &Engine) -> usize {
-        let config = engine.model.config();
-        let logits = config.vocab_size.saturating_mul(4);
-        match &self.compute {
-            Compute::Cpu { cache, scratch } => {
-                let checkpoints = cache.checkpoint_bytes().saturating_mul(cache.checkpoints().1);
-                let checkpoints = checkpoints.saturating_add(cache.checkpoint_logits_bytes());
-                cache
-                    .bytes()
-                    .saturating_add(checkpoints)
-                    .saturating_add(scratch.bytes(config))
-                    .saturating_add(logits)
-            }
-            #[cfg(feature = "gpu")]
-            Compute::Gpu { state, .. } => logits.saturating_add(state.checkpoint_logits_bytes()),
-        }
+        let logits = engine.model.config().vocab_size.saturating_mul(4);
+        self.device.state_bytes(&engine.model).saturating_add(logits)
     }
 
     /// Checkpoints of the recurrent state: held now, the most kept, and bytes each (all 0 for
     /// a model without recurrent layers). On the GPU they are in device memory.
     pub fn checkpoints(&self) -> (usize, usize, usize) {
-        match &self.compute {
-            Compute::Cpu { cache, .. } => {
-                let (held, most) = cache.checkpoints();
-                (held, most, cache.checkpoint_bytes())
-            }
-            #[cfg(feature = "gpu")]
-            Compute::Gpu { state, .. } => state.checkpoints(),
-        }
+        self.device.checkpoints()
     }
 
     /// Tokens run again so far because a rollback had to go back to a recurrent state's
@@ -609,9 +489,9 @@ impl Session {
         self.evaluate(engine, &tokens[kept..end], logits_for)?;
         if end == tokens.len() {
             // The end of a prompt: where the next turn, a regeneration or a branch starts.
-            self.compute.checkpoint(&self.logits)?;
+            self.device.checkpoint(&self.logits)?;
         } else {
-            self.compute.checkpoint_if_due()?;
+            self.device.checkpoint_if_due()?;
         }
         Ok(SyncProgress {
             reused: kept,
@@ -642,7 +522,7 @@ impl Session {
     /// Goes back to a recurrent state's checkpoint at exactly `len` tokens that kept its logits
     /// (a prompt's end), which needs no forward pass; false if there is none.
     fn restore_with_logits(&mut self, len: usize) -> bool {
-        let Some(logits) = self.compute.restore_with_logits(len) else {
+        let Some(logits) = self.device.restore_with_logits(len) else {
             return false;
         };
         self.logits.clear();
@@ -660,7 +540,7 @@ impl Session {
     /// cache no longer holds go to the front of `pending`, to be run again (the ones before
     /// `cached` are replays).
     fn roll_back(&mut self, cached: usize, kept: usize) {
-        let held = self.compute.truncate(cached);
+        let held = self.device.truncate(cached);
         if held < self.evaluated.len() {
             let mut dropped = self.evaluated.split_off(held);
             dropped.truncate(kept - held);
@@ -723,7 +603,7 @@ impl Session {
             self.pending.extend(pending);
             return Err(error);
         }
-        self.compute.checkpoint_if_due()?;
+        self.device.checkpoint_if_due()?;
         Ok(true)
     }
 
@@ -736,30 +616,7 @@ impl Session {
         self.logits.clear();
         let start = self.evaluated.len();
         self.submitted_from = start;
-        let result = match &mut self.compute {
-            Compute::Cpu { cache, scratch } => {
-                match engine.model.forward(cache, scratch, tokens, logits_for) {
-                    Ok(logits) => {
-                        self.logits.extend_from_slice(logits);
-                        Ok(())
-                    }
-                    Err(error) => {
-                        // A batch that failed midway may have appended to the cache, or left a
-                        // recurrent state part-way through it.
-                        cache.discard_partial();
-                        Err(error.into())
-                    }
-                }
-            }
-            #[cfg(feature = "gpu")]
-            Compute::Gpu { gpu, state } => {
-                let logits = logits_for != LogitsFor::None;
-                state.submit(gpu, &engine.model, tokens, logits).map_err(|error| {
-                    state.truncate(gpu, start);
-                    error.into()
-                })
-            }
-        };
+        let result = self.device.evaluate(&engine.model, tokens, logits_for, &mut self.logits);
         if let Err(error) = result {
             self.roll_back(start, start);
             return Err(error);

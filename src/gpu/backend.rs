@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::ops::Range;
 
 use super::{AttentionParams, Gpu, GpuError, RopeParams, Signal, groups_2d};
-use crate::model::backend::{Backend, Buf, Input};
+use crate::model::backend::{Backend, Buf, Input, LayerAttention, LayerRope};
 use crate::model::{
     Activation, Checkpoints, DeltaNetWeights, EncoderInput, Family, LayerWeights, Matrix, Mixer, Model,
     ModelError, Norm, PerLayerWeights, RopeStyle,
@@ -1014,6 +1014,10 @@ impl Backend for GpuBackend<'_> {
         self.rows
     }
 
+    fn capacity(&self) -> usize {
+        self.state.capacity
+    }
+
     fn layer(&mut self, l: usize) {
         self.layer = l;
     }
@@ -1133,21 +1137,15 @@ impl Backend for GpuBackend<'_> {
         self.gate(Buf::Attn, self.gpu.apply_gate.clone());
     }
 
-    fn rope(&mut self, keys: bool) {
-        let (c, l) = (self.model.config(), self.layer);
-        let shape = c.layer(l);
-        let rope = c.rope_for_layer(l);
-        let factors = self
-            .model
-            .weights()
-            .rope_factors(self.state.capacity > c.rope_original_context)
-            .filter(|_| c.uses_rope_factors(l));
-        let factor_buffer = match factors {
-            _ if !c.rope_unrotated_pairs.is_empty() => self.unrotated_factors(factors, shape.rope_dims),
+    fn rope(&mut self, keys: bool, rope: &LayerRope) {
+        let c = self.model.config();
+        let shape = c.layer(self.layer);
+        let factor_buffer = match rope.factors {
+            _ if !rope.unrotated_pairs.is_empty() => self.unrotated_factors(rope.factors, rope.dims),
             Some(f) => self.vector(f),
             None => self.state.constant_row(self.gpu, 1, 1.0),
         };
-        let factors = factors.or((!c.rope_unrotated_pairs.is_empty()).then_some(&[]));
+        let factors = rope.factors.or((!rope.unrotated_pairs.is_empty()).then_some(&[]));
         for (buf, heads) in [(Buf::Q, c.n_head), (Buf::K, shape.n_head_kv)] {
             if buf == Buf::K && !keys {
                 continue;
@@ -1155,12 +1153,12 @@ impl Backend for GpuBackend<'_> {
             let params = RopeParams {
                 heads,
                 head_dim: shape.head_dim,
-                rope_dims: shape.rope_dims,
+                rope_dims: rope.dims,
                 start: self.start,
-                neox: c.rope_style == RopeStyle::Neox,
-                base: rope.base,
-                freq_scale: rope.freq_scale,
-                attn_factor: rope.attn_factor,
+                neox: rope.style == RopeStyle::Neox,
+                base: rope.rope.base,
+                freq_scale: rope.rope.freq_scale,
+                attn_factor: rope.rope.attn_factor,
             };
             let threads = (self.rows * heads * (params.rope_dims / 2)) as u32;
             let [groups_x, groups_y] = groups_2d(threads.div_ceil(super::ELEMENTWISE_WORKGROUP));
@@ -1170,26 +1168,26 @@ impl Backend for GpuBackend<'_> {
         }
     }
 
-    fn attend(&mut self, store: bool, score_scale: f32) {
+    fn attend(&mut self, store: bool, attention: &LayerAttention) {
         let (c, l) = (self.model.config(), self.layer);
         let shape = c.layer(l);
         let kvd = shape.kv_dim();
-        let cache_index = (0..shape.kv_from).filter(|&j| c.keeps_kv(j)).count();
+        // The device keeps a buffer per layer that keeps keys and values, in layer order.
+        let cache_index = (0..attention.kv_layer).filter(|&j| c.keeps_kv(j)).count();
         let (keys, values) = (self.state.keys[cache_index].clone(), self.state.values[cache_index].clone());
         if store {
             let (k, v) = (self.buf(Buf::K).clone(), self.buf(Buf::V).clone());
             GpuBackend::copy(self, &k, 0, &keys, self.start * kvd, self.rows * kvd);
             GpuBackend::copy(self, &v, 0, &values, self.start * kvd, self.rows * kvd);
         }
-        let window = if c.is_sliding(l) { c.sliding_window.unwrap_or(0) } else { 0 };
         let params = AttentionParams {
             n_head: c.n_head,
             n_kv: shape.n_head_kv,
             head_dim: shape.head_dim,
             start: self.start,
-            window,
-            scale: score_scale,
-            softcap: c.attn_softcap.unwrap_or(0.0),
+            window: attention.window.unwrap_or(0),
+            scale: attention.score_scale,
+            softcap: attention.softcap.unwrap_or(0.0),
         };
         let (pipeline, groups) = self.gpu.attention_kernel(self.rows, c.n_head);
         let words = super::attention_params(&params, self.rows, groups[0]);
@@ -1322,7 +1320,7 @@ impl Backend for GpuBackend<'_> {
         self.state.len = self.start + self.n;
     }
 
-    fn logits(&mut self, out: &mut [f32]) -> Result<(), ModelError> {
+    fn logits(&mut self, out: &mut [f32], softcap: Option<f32>) -> Result<(), ModelError> {
         let (normed, logits) = (self.buf(Buf::Normed).clone(), self.state.logits.clone());
         let Some(head) = &self.model.weights().output else {
             return Err(ModelError::EmbeddingOnly(self.model.config().architecture.name().into()));
@@ -1330,7 +1328,7 @@ impl Backend for GpuBackend<'_> {
         if let Err(error) = self.matmul(&head.matrix, &normed, &logits) {
             self.fail(error);
         }
-        if let Some(cap) = self.model.config().final_softcap {
+        if let Some(cap) = softcap {
             let pipeline = self.gpu.softcap.clone();
             let cap = self.state.constant_row(self.gpu, 1, cap);
             self.elementwise(&pipeline, &cap, &logits, out.len(), [0; 3]);

@@ -6,8 +6,40 @@
 
 use std::ops::Range;
 
+use super::config::{Rope, RopeStyle};
 use super::error::ModelError;
 use super::weights::{DeltaNetWeights, EncoderInput, LayerWeights, Matrix, Norm, PerLayerWeights};
+
+/// A layer's rotary embedding, as `forward.rs` resolves it from the architecture, the layer
+/// and the cache's size: a backend only applies it.
+#[derive(Clone, Copy, Debug)]
+pub struct LayerRope<'a> {
+    /// Base, position scale and attention factor (the local or the global layers').
+    pub rope: Rope,
+    /// Dimensions of each head that rotate.
+    pub dims: usize,
+    /// Frequency divisors (`rope_freqs`, or LongRoPE's long or short ones for this cache),
+    /// where the layer uses them.
+    pub factors: Option<&'a [f32]>,
+    /// Pairs that do not rotate (Qwen3.5's interleaved M-RoPE): cosine the attention factor,
+    /// sine 0.
+    pub unrotated_pairs: &'a [usize],
+    pub style: RopeStyle,
+}
+
+/// A layer's attention, resolved likewise.
+#[derive(Clone, Copy, Debug)]
+pub struct LayerAttention {
+    /// Each score is multiplied by this (1 where the queries were scaled instead).
+    pub score_scale: f32,
+    /// Scores soft-capped (`cap · tanh(score / cap)`), Gemma 2's.
+    pub softcap: Option<f32>,
+    /// Only the last this many positions are attended to, in a sliding layer.
+    pub window: Option<usize>,
+    /// The layer whose cached keys and values it reads: itself, or the earlier layer it
+    /// shares them with (Gemma 4's last layers).
+    pub kv_layer: usize,
+}
 
 /// The activations a layer names, each `rows ×` its width at the current layer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -61,6 +93,9 @@ pub trait Backend {
     /// Rows of the batch still being computed (fewer once [`Backend::keep_rows`] ran).
     fn rows(&self) -> usize;
 
+    /// Positions the cache holds at most (LongRoPE picks its factors by it).
+    fn capacity(&self) -> usize;
+
     /// Later operations are layer `l`'s.
     fn layer(&mut self, l: usize);
 
@@ -111,12 +146,12 @@ pub trait Backend {
     fn apply_gate(&mut self);
 
     /// RoPE on `Q`, and on `K` if `keys`, at the batch's positions.
-    fn rope(&mut self, keys: bool);
+    fn rope(&mut self, keys: bool, rope: &LayerRope);
 
     /// `Attn` ← attention of `Q` over the cached keys and values, causal unless the model is
-    /// an encoder ([`super::Config::causal`]: then over its whole sequence in the batch), each
-    /// score scaled by `score_scale`; with `store`, `K` and `V` are cached first.
-    fn attend(&mut self, store: bool, score_scale: f32);
+    /// an encoder ([`super::Config::causal`]: then over its whole sequence in the batch), as
+    /// `attention` says; with `store`, `K` and `V` are cached first.
+    fn attend(&mut self, store: bool, attention: &LayerAttention);
 
     /// `BlockOut` ← `W_down · (act(W_gate · Normed) ⊙ (W_up · Normed))`, or without a gate
     /// `W_down · gelu(W_up · Normed + b_up) + b_down`.
@@ -135,6 +170,7 @@ pub trait Backend {
     /// The batch's tokens are in the cache.
     fn commit(&mut self);
 
-    /// `out` ← the logits of `Normed` (soft-capped where the architecture caps them).
-    fn logits(&mut self, out: &mut [f32]) -> Result<(), ModelError>;
+    /// `out` ← the logits of `Normed`, soft-capped by `softcap` where given
+    /// (`cap · tanh(logit / cap)`).
+    fn logits(&mut self, out: &mut [f32], softcap: Option<f32>) -> Result<(), ModelError>;
 }

@@ -9,7 +9,7 @@ use half::f16;
 use super::attention::{
     HeadView, Scoring, TILED_MIN_QUERIES, attend_group_f16_accumulator, attend_head_f32, group_scratch_len,
 };
-use super::backend::{Backend, Buf, Input};
+use super::backend::{Backend, Buf, Input, LayerAttention, LayerRope};
 use super::bytes::ModelBytes;
 use super::cache::Cache;
 use super::config::Config;
@@ -339,6 +339,10 @@ impl Backend for Cpu<'_> {
         self.rows
     }
 
+    fn capacity(&self) -> usize {
+        self.cache.capacity()
+    }
+
     fn layer(&mut self, l: usize) {
         self.layer = l;
     }
@@ -471,33 +475,28 @@ impl Backend for Cpu<'_> {
         }
     }
 
-    fn rope(&mut self, keys: bool) {
-        let (c, l, start) = (self.config, self.layer, self.start);
-        let shape = c.layer(l);
+    fn rope(&mut self, keys: bool, rope: &LayerRope) {
+        let (c, start) = (self.config, self.start);
+        let shape = c.layer(self.layer);
         let (hd, qd, kvd) = (shape.head_dim, c.n_head * shape.head_dim, shape.kv_dim());
-        let rope = c.rope_for_layer(l);
-        let freq_factors = self
-            .weights
-            .rope_factors(self.cache.capacity() > c.rope_original_context)
-            .filter(|_| c.uses_rope_factors(l));
         let n = self.rows;
         let Bufs { q, k, .. } = &mut self.s.bufs;
         let table = &mut self.s.rope;
         let sequence_starts = self.sequence_starts;
         for t in 0..n {
             let position = position_in_sequence(start, sequence_starts, t);
-            rope_table(table, position, rope, shape.rope_dims, freq_factors);
-            for &pair in &c.rope_unrotated_pairs {
-                table[pair] = (rope.attn_factor, 0.0);
+            rope_table(table, position, rope.rope, rope.dims, rope.factors);
+            for &pair in rope.unrotated_pairs {
+                table[pair] = (rope.rope.attn_factor, 0.0);
             }
-            apply_rope(&mut q[t * qd..(t + 1) * qd], hd, table, c.rope_style);
+            apply_rope(&mut q[t * qd..(t + 1) * qd], hd, table, rope.style);
             if keys {
-                apply_rope(&mut k[t * kvd..(t + 1) * kvd], hd, table, c.rope_style);
+                apply_rope(&mut k[t * kvd..(t + 1) * kvd], hd, table, rope.style);
             }
         }
     }
 
-    fn attend(&mut self, store: bool, score_scale: f32) {
+    fn attend(&mut self, store: bool, attention: &LayerAttention) {
         let (l, start, rows) = (self.layer, self.start, self.rows);
         let (qd, kvd) = (self.width(Buf::Q), self.width(Buf::K));
         let Bufs { q, k, v, attn, .. } = &mut self.s.bufs;
@@ -507,7 +506,7 @@ impl Backend for Cpu<'_> {
         let (keys32, values32) = (&mut self.s.keys, &mut self.s.values);
         let (q, out) = (&q[..rows * qd], &mut attn[..rows * qd]);
         let Some(starts) = self.sequence_starts else {
-            attend(self.config, l, self.cache, [keys32, values32], q, out, start, 0, score_scale);
+            attend(self.config, l, attention, self.cache, [keys32, values32], q, out, start, 0);
             return;
         };
         // Packed sequences attend one by one, each as it would alone (the kernel a query takes
@@ -518,7 +517,7 @@ impl Backend for Cpu<'_> {
             let end = (row..rows).find(|&t| starts[t] != first).unwrap_or(rows);
             let (q, out) = (&q[row * qd..end * qd], &mut out[row * qd..end * qd]);
             let kv32 = [&mut *keys32, &mut *values32];
-            attend(self.config, l, self.cache, kv32, q, out, start + row, first, score_scale);
+            attend(self.config, l, attention, self.cache, kv32, q, out, start + row, first);
             row = end;
         }
     }
@@ -643,14 +642,14 @@ impl Backend for Cpu<'_> {
         self.cache.set_len(self.start + self.n);
     }
 
-    fn logits(&mut self, out: &mut [f32]) -> Result<(), ModelError> {
+    fn logits(&mut self, out: &mut [f32], softcap: Option<f32>) -> Result<(), ModelError> {
         let normed = &self.s.bufs.normed[..self.rows * self.config.n_embd];
         let Some(head) = &self.weights.output else {
             return Err(ModelError::EmbeddingOnly(self.config.architecture.name().into()));
         };
         project(self.file, Input::OutputNorm, normed, &mut self.s.quantized, &head.matrix, out)?;
         // Gemma 2's final soft cap, as llama.cpp's graph spells it: scale, tanh, scale.
-        if let Some(cap) = self.config.final_softcap {
+        if let Some(cap) = softcap {
             let inverse = 1.0 / cap;
             out.iter_mut().for_each(|v| *v = (*v * inverse).tanh() * cap);
         }
@@ -683,31 +682,31 @@ pub(crate) fn embeddings(
     Ok(())
 }
 
-/// Causal (and for sliding layers, windowed) attention of the queries `q` at cache slots
-/// `start..` over layer `l`'s cached keys and values from slot `first` on (where sequences are
-/// packed, their own), with grouped KV heads. An encoder's queries, which attend to their whole
-/// sequence, must be all of it.
+/// Causal (and for sliding layers, windowed) attention of layer `l`'s queries `q` at cache
+/// slots `start..` over the cached keys and values it reads from slot `first` on (where
+/// sequences are packed, their own), with grouped KV heads. An encoder's queries, which attend
+/// to their whole sequence, must be all of it.
 #[allow(clippy::too_many_arguments)]
 fn attend(
     c: &Config,
     l: usize,
+    attention: &LayerAttention,
     cache: &Cache,
     [keys32, values32]: [&mut Vec<f32>; 2],
     q: &[f32],
     out: &mut [f32],
     start: usize,
     first: usize,
-    scale: f32,
 ) {
     let shape = c.layer(l);
     let (hd, kvd) = (shape.head_dim, shape.kv_dim());
     let qd = c.n_head * hd;
     let n = q.len() / qd;
     let end = start + n;
-    let scoring = Scoring::new(scale, c.attn_softcap);
-    let window = if c.is_sliding(l) { c.sliding_window } else { None };
+    let scoring = Scoring::new(attention.score_scale, attention.softcap);
+    let window = attention.window;
     let first_needed = window.map_or(first, |w| (start + 1).saturating_sub(w).max(first));
-    let (keys16, values16) = cache.layer(l, end);
+    let (keys16, values16) = cache.layer(attention.kv_layer, end);
     let group = c.n_head / shape.n_head_kv;
     // The keys query `t` sees: from `first` (or the window's start, if later) to its own, or
     // (encoders) to its sequence's last, which is the last of these queries.

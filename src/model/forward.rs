@@ -12,12 +12,12 @@ use std::ops::Range;
 
 use super::Model;
 use super::arch::Family;
-use super::backend::{Backend, Buf, Input};
+use super::backend::{Backend, Buf, Input, LayerAttention, LayerRope};
 use super::cache::Cache;
 use super::config::Config;
 use super::cpu::{Cpu, Scratch};
 use super::error::ModelError;
-use super::weights::{AttentionWeights, LayerWeights, Mixer};
+use super::weights::{AttentionWeights, LayerWeights, Mixer, Weights};
 use crate::parallel;
 
 /// Which positions of a batch need logits.
@@ -202,10 +202,11 @@ pub(crate) fn forward_batch(
         // on the rows whose logits are wanted. The kernels a matmul takes depend on its row
         // count, so this is also what keeps their bits.
         let keep = (l == last).then(|| logit_rows.clone().unwrap_or(0..0));
+        let at = Layer::new(c, w, l, b.capacity());
         match c.spec().family {
-            Family::PreNorm => pre_norm_layer(b, c, l, layer, keep)?,
-            Family::Sandwich => sandwich_layer(b, c, l, layer, keep)?,
-            Family::Encoder => encoder_layer(b, c, l, layer, keep)?,
+            Family::PreNorm => pre_norm_layer(b, &at, layer, keep)?,
+            Family::Sandwich => sandwich_layer(b, &at, layer, keep)?,
+            Family::Encoder => encoder_layer(b, &at, layer, keep)?,
         }
     }
     b.commit();
@@ -216,7 +217,7 @@ pub(crate) fn forward_batch(
             if let Some(logits) = logits {
                 let at = logits.len();
                 logits.resize(at + rows.len() * c.vocab_size, 0.0);
-                b.logits(&mut logits[at..])?;
+                b.logits(&mut logits[at..], c.final_softcap)?;
             }
         }
         // An encoder's hidden states are its last layer's output.
@@ -226,18 +227,49 @@ pub(crate) fn forward_batch(
     Ok(())
 }
 
+/// What a layer of this pass is, resolved once from the architecture, the layer's index and the
+/// cache's size: the backends only apply it.
+struct Layer<'a> {
+    c: &'a Config,
+    l: usize,
+    rope: Option<LayerRope<'a>>,
+    /// The attention's facts but its score scale (which the block decides).
+    attention: LayerAttention,
+}
+
+impl<'a> Layer<'a> {
+    fn new(c: &'a Config, w: &'a Weights, l: usize, capacity: usize) -> Layer<'a> {
+        let shape = c.layer(l);
+        let rope = c.uses_rope(l).then(|| LayerRope {
+            rope: c.rope_for_layer(l),
+            dims: shape.rope_dims,
+            // llama.cpp's `get_rope_factors`: LongRoPE's long factors once the cache passes the
+            // original context.
+            factors: w.rope_factors(capacity > c.rope_original_context).filter(|_| c.uses_rope_factors(l)),
+            unrotated_pairs: &c.rope_unrotated_pairs,
+            style: c.rope_style,
+        });
+        let attention = LayerAttention {
+            score_scale: c.attention_scale,
+            softcap: c.attn_softcap,
+            window: if c.is_sliding(l) { c.sliding_window } else { None },
+            kv_layer: shape.kv_from,
+        };
+        Layer { c, l, rope, attention }
+    }
+}
+
 /// Llama-like layers (Qwen3, Qwen2, Llama, SmolLM3, Phi-3) and the Qwen3.5 hybrid, whose
 /// mixer is attention in some layers and a gated DeltaNet in the others:
 /// `x += mixer(norm(x))`, then `x += ffn(norm(x))`.
 fn pre_norm_layer(
     b: &mut impl Backend,
-    c: &Config,
-    l: usize,
+    at: &Layer,
     layer: &LayerWeights,
     keep: Option<Range<usize>>,
 ) -> Result<(), ModelError> {
     b.norm(Buf::Normed, Buf::X, &layer.attn_norm.weight);
-    mixer(b, c, l, layer)?;
+    mixer(b, at, layer)?;
     b.add(Buf::X, Buf::BlockOut);
     if !rows_left(b, keep) {
         return Ok(());
@@ -252,14 +284,13 @@ fn pre_norm_layer(
 /// `x = norm(x + attention(x))`, then `x = norm(x + ffn(x))`.
 fn encoder_layer(
     b: &mut impl Backend,
-    c: &Config,
-    l: usize,
+    at: &Layer,
     layer: &LayerWeights,
     keep: Option<Range<usize>>,
 ) -> Result<(), ModelError> {
     // The blocks read `Normed`, which an encoder's input is without a norm of its own.
     b.copy(Buf::Normed, Buf::X);
-    mixer(b, c, l, layer)?;
+    mixer(b, at, layer)?;
     b.add(Buf::X, Buf::BlockOut);
     if !rows_left(b, keep) {
         return Ok(());
@@ -277,13 +308,12 @@ fn encoder_layer(
 /// `x += norm(attention(norm(x)))`, `x += norm(ffn(norm(x)))`, `x += per_layer(x)`, `x *= s`.
 fn sandwich_layer(
     b: &mut impl Backend,
-    c: &Config,
-    l: usize,
+    at: &Layer,
     layer: &LayerWeights,
     keep: Option<Range<usize>>,
 ) -> Result<(), ModelError> {
     b.norm(Buf::Normed, Buf::X, &layer.attn_norm.weight);
-    mixer(b, c, l, layer)?;
+    mixer(b, at, layer)?;
     if let Some(weight) = &layer.post_attn_norm {
         b.norm(Buf::BlockOut, Buf::BlockOut, weight);
     }
@@ -307,9 +337,9 @@ fn sandwich_layer(
 }
 
 /// `BlockOut` ← the layer's mixer of `Normed`: attention, or a gated DeltaNet.
-fn mixer(b: &mut impl Backend, c: &Config, l: usize, layer: &LayerWeights) -> Result<(), ModelError> {
+fn mixer(b: &mut impl Backend, at: &Layer, layer: &LayerWeights) -> Result<(), ModelError> {
     match &layer.mixer {
-        Mixer::Attention(attention) => attention_block(b, c, l, attention),
+        Mixer::Attention(attention) => attention_block(b, at, attention),
         Mixer::DeltaNet(delta_net) => b.delta_net(delta_net),
     }
 }
@@ -325,12 +355,8 @@ fn rows_left(b: &mut impl Backend, keep: Option<Range<usize>>) -> bool {
 
 /// `BlockOut = Wo · attention(rope(norm(Wq·h)), rope(norm(Wk·h)), Wv·h)` for the normalized
 /// input `h` (times `sigmoid(gate)` where queries come with a gate).
-fn attention_block(
-    b: &mut impl Backend,
-    c: &Config,
-    l: usize,
-    w: &AttentionWeights,
-) -> Result<(), ModelError> {
+fn attention_block(b: &mut impl Backend, at: &Layer, w: &AttentionWeights) -> Result<(), ModelError> {
+    let (c, l) = (at.c, at.l);
     // Gated attention projects each head's query and gate together; the queries are then
     // gathered out of that.
     let q = if c.gated_attention { Buf::QGate } else { Buf::Q };
@@ -366,8 +392,8 @@ fn attention_block(
     if c.normalize_values && keeps_kv {
         b.norm_unweighted(Buf::V, c.layer(l).head_dim);
     }
-    if c.uses_rope(l) {
-        b.rope(keeps_kv);
+    if let Some(rope) = &at.rope {
+        b.rope(keeps_kv, rope);
     }
     let score_scale = if c.scale_queries {
         b.scale(Buf::Q, c.attention_scale);
@@ -375,7 +401,7 @@ fn attention_block(
     } else {
         c.attention_scale
     };
-    b.attend(keeps_kv, score_scale);
+    b.attend(keeps_kv, &LayerAttention { score_scale, ..at.attention });
     if c.gated_attention {
         b.apply_gate();
     }

@@ -13,7 +13,7 @@
 // Types: inferno.d.ts.
 
 import { EngineClient, InfernoError } from './worker-client.js';
-import { DEFAULT_TRACE_TOP, MAX_TRACE_TOP, SAMPLING_KEYS } from './defaults.js';
+import { DEFAULT_TRACE_TOP, MAX_TRACE_TOP } from './defaults.js';
 import {
   coresBucketed,
   defaultThreads,
@@ -25,15 +25,22 @@ import {
   threadsSupported,
 } from './capabilities.js';
 import * as storage from './storage.js';
+import { CompletionRun, MessageBuilder, abortError } from './completion.js';
+import {
+  badRequest,
+  chatMessages,
+  integerParam,
+  reasoningFormat,
+  responseFormat,
+  samplingSettings,
+  stopStrings,
+  toolFields,
+} from './request.js';
 
-export { InfernoError };
+export { InfernoError, MessageBuilder };
 
-/** The most stop strings a request may give (OpenAI allows 4). */
-const MAX_STOP_STRINGS = 16;
 /** The most texts one embeddings request may give (OpenAI's limit). */
 const MAX_EMBEDDING_INPUTS = 2048;
-/** OpenAI's floor for a log probability (a probability of 0 has none). */
-const LOGPROB_FLOOR = -9999;
 /** Where Vite's dev server keeps pre-bundled dependencies. */
 const VITE_DEPS = /^.*\/node_modules\/\.vite\/deps\//;
 /** Worker errors after which the model is gone (a new worker is already starting). */
@@ -42,14 +49,6 @@ const MODEL_LOST = new Set(['wasm_trap', 'stalled', 'worker_failed', 'cancelled'
 const DEVICES = ['auto', 'gpu', 'cpu'];
 
 let completionCount = 0;
-
-function abortError() {
-  return new InfernoError({ name: 'AbortError', kind: 'aborted', message: 'the request was aborted' });
-}
-
-function badRequest(message) {
-  return new InfernoError({ name: 'TypeError', kind: 'bad_request', message });
-}
 
 /** What this browser offers the engine, without starting one, and what the engine falls back
  *  to where it lacks something (`missing`). */
@@ -511,13 +510,6 @@ async function loadFields(source) {
   throw badRequest("load needs a File, a Blob, a URL, {opfs: name} or a split model's shards (an array)");
 }
 
-function integerParam(value, name, min, max) {
-  if (value === undefined || value === null) return undefined;
-  if (!Number.isInteger(value) || value < min || value > max)
-    throw badRequest(`${name} must be a whole number in ${min}..${max}`);
-  return value;
-}
-
 /** OpenAI's base64 encoding of a vector: its float32 bytes, little-endian (every browser's
  *  typed-array order). */
 function base64OfFloats(vector) {
@@ -527,397 +519,6 @@ function base64OfFloats(vector) {
     binary += String.fromCharCode.apply(null, bytes.subarray(i, i + 0x8000));
   }
   return btoa(binary);
-}
-
-function stopStrings(stop) {
-  if (stop === undefined || stop === null) return [];
-  const list = Array.isArray(stop) ? stop : [stop];
-  if (list.length > MAX_STOP_STRINGS || !list.every((s) => typeof s === 'string' && s.length > 0)) {
-    throw badRequest(`stop must be a non-empty string or up to ${MAX_STOP_STRINGS} of them`);
-  }
-  return list;
-}
-
-/**
- * OpenAI's `response_format` as the engine's grammar: `{type: 'text'}` (none),
- * `{type: 'json_object'}`, `{type: 'json_schema', json_schema: {name, schema, strict}}`, and the
- * extension `{type: 'grammar', grammar}` (a Lark grammar). The schema goes as JSON text; the
- * engine compiles it before the answer starts. A `strict` schema is refused (kind bad_schema)
- * unless every keyword can be enforced; otherwise those that cannot are left out, and the
- * answer names them (`inferno.warnings`), as OpenAI's API treats a schema that is not strict.
- */
-/** @returns {import('./protocol.js').ResponseGrammar | undefined} */
-function responseFormat(format) {
-  if (format === undefined || format === null) return undefined;
-  switch (format.type) {
-    case 'text':
-      return undefined;
-    case 'json_object':
-      return { type: 'json_object' };
-    case 'json_schema': {
-      const schema = format.json_schema?.schema;
-      if (schema === null || typeof schema !== 'object')
-        throw badRequest('response_format.json_schema.schema must be a JSON schema object');
-      return {
-        type: 'json_schema',
-        schema: JSON.stringify(schema),
-        strict: format.json_schema.strict === true,
-      };
-    }
-    case 'grammar':
-      if (typeof format.grammar !== 'string' || format.grammar.length === 0)
-        throw badRequest('response_format.grammar must be a non-empty Lark grammar');
-      return { type: 'lark', grammar: format.grammar };
-    default:
-      throw badRequest("response_format.type must be 'text', 'json_object', 'json_schema' or 'grammar'");
-  }
-}
-
-/** OpenAI messages to the template's: content may also be a list of text parts, or null in
- *  an assistant message that made tool calls; `developer` is `system`. */
-function chatMessages(messages) {
-  if (!Array.isArray(messages) || messages.length === 0)
-    throw badRequest('messages must be a non-empty array');
-  return messages.map((message, i) => {
-    const calls = message?.tool_calls;
-    const content = Array.isArray(message?.content)
-      ? message.content
-          .map((part) => (part?.type === 'text' && typeof part.text === 'string' ? part.text : badPart(i)))
-          .join('')
-      : (message?.content ?? (Array.isArray(calls) ? '' : message?.content));
-    if (typeof message?.role !== 'string' || typeof content !== 'string') {
-      throw badRequest(`messages[${i}] needs a string role and string content`);
-    }
-    const out = { role: message.role === 'developer' ? 'system' : message.role, content };
-    if (calls !== undefined && calls !== null) out.tool_calls = toolCalls(calls, i);
-    for (const key of ['tool_call_id', 'name', 'reasoning_content']) {
-      if (message[key] === undefined || message[key] === null) continue;
-      if (typeof message[key] !== 'string') throw badRequest(`messages[${i}].${key} must be a string`);
-      out[key] = message[key];
-    }
-    return out;
-  });
-}
-
-/** An assistant message's `tool_calls`: arguments as JSON text (an object is written as one). */
-function toolCalls(calls, i) {
-  if (!Array.isArray(calls)) throw badRequest(`messages[${i}].tool_calls must be an array`);
-  return calls.map((call, j) => {
-    const name = call?.function?.name;
-    let args = call?.function?.arguments ?? '{}';
-    if (args !== null && typeof args === 'object') args = JSON.stringify(args);
-    if (typeof name !== 'string' || typeof args !== 'string')
-      throw badRequest(`messages[${i}].tool_calls[${j}] needs function.name and function.arguments`);
-    return { id: call.id ?? undefined, type: 'function', function: { name, arguments: args } };
-  });
-}
-
-/** `tools`, `tool_choice` and `parallel_tool_calls` for the engine, which checks the names and
- *  schemas (kind bad_tools). */
-function toolFields(params) {
-  const fields = {};
-  if (params.tools !== undefined && params.tools !== null) {
-    if (!Array.isArray(params.tools))
-      throw badRequest('tools must be an array of {type: "function", function}');
-    fields.tools = params.tools.map((tool, i) => {
-      if (tool?.type !== 'function' || typeof tool.function?.name !== 'string')
-        throw badRequest(
-          `tools[${i}] must be {type: 'function', function: {name, description?, parameters?}}`,
-        );
-      const { name, description, parameters } = tool.function;
-      return { type: 'function', function: { name, description, parameters } };
-    });
-  }
-  const choice = params.tool_choice;
-  if (choice !== undefined && choice !== null) {
-    const named = typeof choice === 'object' && typeof choice.function?.name === 'string';
-    if (!named && !['auto', 'none', 'required'].includes(choice))
-      throw badRequest(
-        "tool_choice must be 'auto', 'none', 'required' or {type: 'function', function: {name}}",
-      );
-    fields.toolChoice = named ? { type: 'function', function: { name: choice.function.name } } : choice;
-  }
-  if (params.parallel_tool_calls !== undefined && params.parallel_tool_calls !== null)
-    fields.parallelToolCalls = Boolean(params.parallel_tool_calls);
-  return fields;
-}
-
-/** llama.cpp's `reasoning_format`: 'auto' (default) keeps the reasoning apart in
- *  `reasoning_content`, 'none' leaves it in the content as the model wrote it. */
-function reasoningFormat(format) {
-  if (format === undefined || format === null || format === 'auto') return undefined;
-  if (format === 'none') return false;
-  throw badRequest("reasoning_format must be 'auto' or 'none'");
-}
-
-function badPart(index) {
-  throw badRequest(`messages[${index}]: only text content parts are supported`);
-}
-
-/** The sampling settings in force: the request's, else the file's recommendation (which is
- *  llama.cpp's defaults where the file says nothing); a fresh random seed unless one is given. */
-/** @param {import('./inferno.js').AnswerParams} params @param {Record<string, number>} [recommended]
- *  @returns {Record<string, number>} */
-function samplingSettings(params, recommended = {}) {
-  /** @type {Record<string, number>} */
-  const settings = { ...recommended };
-  for (const key of SAMPLING_KEYS) {
-    const value = params[key];
-    if (value === undefined || value === null) continue;
-    if (typeof value !== 'number' || !Number.isFinite(value))
-      throw badRequest(`${key} must be a finite number`);
-    settings[key] = value;
-  }
-  const seed = params.seed ?? crypto.getRandomValues(new Uint32Array(1))[0];
-  if (!Number.isSafeInteger(seed) || seed < 0) throw badRequest('seed must be a whole number >= 0');
-  settings.seed = seed;
-  return settings;
-}
-
-/** One completion as it streams: the engine's events in, OpenAI-shaped chunks out. The engine
- *  reads the answer (src/engine/answer.rs): each token arrives with what it adds to the
- *  message (`content`, `reasoning_content`, tool calls), stop strings already applied. A chat
- *  answer goes out as `chat.completion.chunk`s, a plain completion (`textMode`) as legacy
- *  `text_completion` chunks. */
-class CompletionRun {
-  constructor({ base, textMode, logprobs, topLogprobs, settings, stop }) {
-    this.base = base;
-    this.logprobs = logprobs;
-    this.topLogprobs = topLogprobs;
-    this.settings = settings;
-    this.stopWorker = stop;
-    this.textMode = textMode;
-    this.queue = [];
-    this.wake = null;
-    this.ended = false;
-    this.error = null;
-    this.aborted = false;
-    this.started = false;
-    this.structured = false;
-    this.callIds = []; // each tool call's id, by index
-    this.collected = { logprobs: [], steps: [] };
-  }
-
-  chunk(delta, finishReason = null, extra = {}) {
-    const rest = { ...(extra.usage ? { usage: extra.usage } : {}), inferno: extra.inferno ?? null };
-    if (this.textMode) {
-      const logprobs = extra.logprobs ? legacyLogprobs(extra.logprobs.content) : null;
-      const choice = { index: 0, text: delta.content ?? '', logprobs, finish_reason: finishReason };
-      return { ...this.base, object: 'text_completion', choices: [choice], ...rest };
-    }
-    const choice = { index: 0, delta, logprobs: extra.logprobs ?? null, finish_reason: finishReason };
-    return { ...this.base, object: 'chat.completion.chunk', choices: [choice], ...rest };
-  }
-
-  push(chunk) {
-    this.queue.push(chunk);
-    this.wake?.();
-  }
-
-  /** The engine's delta as OpenAI's: a plain answer's content (even empty), a structured
-   *  one's fields that grew, each tool call with its id and name the first time.
-   *  @param {import('./protocol.js').Delta} delta */
-  openAiDelta(delta) {
-    if (!this.structured) return { content: delta.content ?? '' };
-    /** @type {Record<string, unknown>} */
-    const out = {};
-    if (delta.content) out.content = delta.content;
-    if (delta.reasoning_content) out.reasoning_content = delta.reasoning_content;
-    if (delta.tool_calls?.length) {
-      out.tool_calls = delta.tool_calls.map(({ index, name, arguments: args }) => {
-        if (name === undefined) return { index, function: { arguments: args } };
-        const id = `call_${this.base.id.replace(/^\w+-/, '')}_${index}`;
-        this.callIds[index] = id;
-        return { index, id, type: 'function', function: { name, arguments: args } };
-      });
-    }
-    return out;
-  }
-
-  /** The first chunk: the role, and the prompt's facts (or the branch's). */
-  begin(inferno, structured = false, delta = {}) {
-    if (this.started) return;
-    this.started = true;
-    this.structured = structured && !this.textMode;
-    const first = this.openAiDelta(delta);
-    this.push(
-      this.chunk(this.textMode ? first : { role: 'assistant', content: '', ...first }, null, { inferno }),
-    );
-  }
-
-  /** A branch's first chunk: the steps it keeps, and their text.
-   *  @param {import('./protocol.js').BranchedEvent} event */
-  branched(event) {
-    this.settings ??= /** @type {Record<string, number>} */ (event.settings);
-    const kept = event.kept.map((step) => ({ ...step, settings: this.settings }));
-    this.collected.steps.push(...kept);
-    if (this.logprobs) this.collected.logprobs.push(...kept.map((step) => this.logprobEntry(step)));
-    this.begin({ branch: { step: event.step, token: event.token } }, event.structured, event.delta);
-  }
-
-  /** @param {import('./protocol.js').Step} step @param {import('./protocol.js').Delta} delta */
-  token(step, delta) {
-    if (this.aborted) return; // The worker is being stopped.
-    const shown = { ...step, settings: this.settings };
-    this.collected.steps.push(shown);
-    const logprobs = this.logprobs ? { content: [this.logprobEntry(step)] } : null;
-    if (logprobs) this.collected.logprobs.push(logprobs.content[0]);
-    this.push(this.chunk(this.openAiDelta(delta), null, { logprobs, inferno: { step: shown } }));
-  }
-
-  logprobEntry(step) {
-    const trace = step.trace;
-    const logprob = (p) => (p > 0 ? Math.max(LOGPROB_FLOOR, Math.log(p)) : LOGPROB_FLOOR);
-    return {
-      token: step.piece,
-      logprob: logprob(trace?.chosen_probability ?? 0),
-      bytes: Array.from(step.piece_bytes ?? []),
-      top_logprobs: (trace?.candidates ?? []).slice(0, this.topLogprobs).map((candidate, rank) => ({
-        token: trace.pieces[rank],
-        logprob: logprob(candidate.probability),
-        bytes: Array.from(trace.piece_bytes?.[rank] ?? []),
-      })),
-    };
-  }
-
-  abort() {
-    if (this.ended) return;
-    this.aborted = true;
-    this.stopWorker();
-  }
-
-  /** The last chunk: what the end adds (text held back for a stop string that never came, the
-   *  answer read as finished), why it ended, the usage and the statistics.
-   *  @param {import('./protocol.js').DoneReply} done */
-  finish(done) {
-    if (!this.started) this.begin(null); // Stopped before the prompt was read.
-    const finishReason = this.aborted ? 'abort' : done.finish_reason;
-    const { prompt_tokens, completion_tokens, cached_tokens } = done.usage;
-    const usage = {
-      prompt_tokens,
-      completion_tokens,
-      total_tokens: prompt_tokens + completion_tokens,
-      prompt_tokens_details: { cached_tokens },
-    };
-    const inferno = {
-      finish: done.finish,
-      stop_string: done.stop_string,
-      warnings: done.warnings,
-      stats: done.stats,
-    };
-    this.push(this.chunk(this.openAiDelta(done.delta), finishReason, { usage, inferno }));
-    this.summary = { finishReason, usage, inferno };
-    this.ended = true;
-    this.wake?.();
-  }
-
-  fail(error) {
-    this.error = this.aborted && error.kind === 'cancelled' ? abortError() : error;
-    this.ended = true;
-    this.wake?.();
-  }
-
-  async *chunks() {
-    try {
-      for (;;) {
-        if (this.queue.length > 0) {
-          yield this.queue.shift();
-        } else if (this.error) {
-          throw this.error;
-        } else if (this.ended) {
-          return;
-        } else {
-          await new Promise((resolve) => (this.wake = resolve));
-          this.wake = null;
-        }
-      }
-    } finally {
-      // The caller stopped reading early (break): stop the engine too.
-      if (!this.ended) this.abort();
-    }
-  }
-
-  /** The whole completion (stream: false). */
-  async collect() {
-    let text = '';
-    const message = new MessageBuilder();
-    for await (const chunk of this.chunks()) {
-      if (this.textMode) text += chunk.choices[0].text;
-      else message.add(chunk.choices[0].delta);
-    }
-    const { finishReason, usage, inferno } = this.summary;
-    const extra = { ...inferno, steps: this.collected.steps, settings: this.settings };
-    if (this.textMode) {
-      const logprobs = this.logprobs ? legacyLogprobs(this.collected.logprobs) : null;
-      const choice = { index: 0, text, logprobs, finish_reason: finishReason };
-      return { ...this.base, object: 'text_completion', choices: [choice], usage, inferno: extra };
-    }
-    const choice = {
-      index: 0,
-      message: message.message(),
-      logprobs: this.logprobs ? { content: this.collected.logprobs } : null,
-      finish_reason: finishReason,
-    };
-    return { ...this.base, object: 'chat.completion', choices: [choice], usage, inferno: extra };
-  }
-}
-
-/**
- * Joins a chat stream's deltas into its message, as an OpenAI client does: content and
- * reasoning concatenated, each tool call's pieces joined by `index`.
- */
-export class MessageBuilder {
-  constructor() {
-    this.content = '';
-    this.reasoning = '';
-    this.calls = [];
-  }
-
-  add(delta) {
-    this.content += delta.content ?? '';
-    this.reasoning += delta.reasoning_content ?? '';
-    for (const piece of delta.tool_calls ?? []) {
-      const call = (this.calls[piece.index] ??= {
-        id: piece.id,
-        type: 'function',
-        function: { name: '', arguments: '' },
-      });
-      if (piece.id) call.id = piece.id;
-      call.function.name += piece.function?.name ?? '';
-      call.function.arguments += piece.function?.arguments ?? '';
-    }
-  }
-
-  /** @returns {import('./inferno.js').AssistantMessage} */
-  message() {
-    /** @type {import('./inferno.js').AssistantMessage} */
-    const message = {
-      role: 'assistant',
-      content: this.calls.length > 0 && !this.content ? null : this.content,
-    };
-    if (this.reasoning) message.reasoning_content = this.reasoning;
-    if (this.calls.length > 0) message.tool_calls = this.calls;
-    return message;
-  }
-}
-
-/** Chat-shaped log probabilities as the legacy completions' `{tokens, token_logprobs,
- *  top_logprobs, text_offset}`. */
-function legacyLogprobs(entries) {
-  let offset = 0;
-  const text_offset = [];
-  for (const entry of entries) {
-    text_offset.push(offset);
-    offset += entry.token.length;
-  }
-  return {
-    tokens: entries.map((entry) => entry.token),
-    token_logprobs: entries.map((entry) => entry.logprob),
-    top_logprobs: entries.map((entry) =>
-      Object.fromEntries(entry.top_logprobs.map((t) => [t.token, t.logprob])),
-    ),
-    text_offset,
-  };
 }
 
 // The declarations (inferno.d.ts) describe this file: `tsc -p www` checks each export against
