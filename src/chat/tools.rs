@@ -93,6 +93,7 @@ impl<'de> Deserialize<'de> for ToolChoice {
 }
 
 /// How a family writes a call in its answer.
+#[cfg_attr(test, derive(ts_rs::TS))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CallSyntax {

@@ -10,13 +10,17 @@ use serde::Serialize;
 use crate::chat::{Reply, ReplyFormat};
 
 /// What one token (or the end) adds to the message a client has been sent.
+#[cfg_attr(test, derive(ts_rs::TS))]
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Delta {
     #[serde(skip_serializing_if = "String::is_empty")]
+    #[cfg_attr(test, ts(optional, as = "Option<String>"))]
     pub content: String,
     #[serde(skip_serializing_if = "String::is_empty")]
+    #[cfg_attr(test, ts(optional, as = "Option<String>"))]
     pub reasoning_content: String,
     #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[cfg_attr(test, ts(optional, as = "Option<Vec<CallDelta>>"))]
     pub tool_calls: Vec<CallDelta>,
 }
 
@@ -35,10 +39,12 @@ impl Delta {
 
 /// The growth of one tool call: its name the first time it appears, then more of its
 /// arguments' JSON text.
+#[cfg_attr(test, derive(ts_rs::TS))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct CallDelta {
     pub index: usize,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(test, ts(optional))]
     pub name: Option<String>,
     pub arguments: String,
 }

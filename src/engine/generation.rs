@@ -41,6 +41,7 @@ impl Default for AnswerLimits {
 }
 
 /// Why an answer ended.
+#[cfg_attr(test, derive(ts_rs::TS))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Finish {
@@ -77,6 +78,7 @@ impl Finish {
 }
 
 /// A step's trace with each candidate's text beside its id.
+#[cfg_attr(test, derive(ts_rs::TS))]
 #[derive(Clone, Debug, Serialize)]
 pub struct TracedStep {
     #[serde(flatten)]
@@ -106,6 +108,7 @@ impl TracedStep {
 }
 
 /// One token of an answer, as the visualizer and `inferno.steps` show it.
+#[cfg_attr(test, derive(ts_rs::TS))]
 #[derive(Clone, Debug, Serialize)]
 pub struct StepRecord {
     /// 0-based step in the answer (what a branch names).
@@ -128,6 +131,7 @@ pub struct StepRecord {
 }
 
 /// The prompt as the cache took it.
+#[cfg_attr(test, derive(ts_rs::TS))]
 #[derive(Clone, Debug, Serialize)]
 pub struct PromptFacts {
     pub prompt_tokens: usize,
@@ -140,6 +144,7 @@ pub struct PromptFacts {
 }
 
 /// OpenAI's usage figures.
+#[cfg_attr(test, derive(ts_rs::TS))]
 #[derive(Clone, Debug, Serialize)]
 pub struct Usage {
     pub prompt_tokens: usize,
@@ -150,23 +155,31 @@ pub struct Usage {
 }
 
 /// How an answer went, in the names the page and the API report.
+#[cfg_attr(test, derive(ts_rs::TS))]
 #[derive(Clone, Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Stats {
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(test, ts(optional))]
     pub prompt_tokens: Option<usize>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(test, ts(optional))]
     pub reused: Option<usize>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(test, ts(optional))]
     pub evaluated: Option<usize>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(test, ts(optional))]
     pub context_size: Option<usize>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(test, ts(optional))]
     pub prefill_ms: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(test, ts(optional))]
     pub prefill_tok_s: Option<Option<f64>>,
     /// From the request to the first token.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(test, ts(optional))]
     pub ttft_ms: Option<f64>,
     /// Steps run by this request (a branch's kept steps are not).
     pub generated: usize,
@@ -182,6 +195,7 @@ pub struct Stats {
     pub seed: u64,
 }
 
+#[cfg_attr(test, derive(ts_rs::TS))]
 #[derive(Clone, Debug, Serialize)]
 pub struct Checkpoints {
     pub held: usize,
@@ -190,6 +204,7 @@ pub struct Checkpoints {
 }
 
 /// What a [`Generation::next`] call did.
+#[cfg_attr(test, derive(ts_rs::TS))]
 #[derive(Clone, Debug, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Event {
@@ -214,6 +229,7 @@ pub enum Event {
     /// of the answer's grammar was not enforced (a lenient schema's keywords).
     Done {
         finish: Finish,
+        #[cfg_attr(test, ts(type = r#""stop" | "length" | "tool_calls""#))]
         finish_reason: &'static str,
         stop_string: Option<String>,
         delta: Delta,

@@ -14,6 +14,8 @@
 //! caller awaits [`Session::pending`] before the next one.
 
 mod answer;
+#[cfg(test)]
+mod contract;
 mod device;
 mod embed;
 mod error;

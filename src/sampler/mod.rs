@@ -20,6 +20,7 @@ use crate::grammar::{Constraint, GrammarError, TokenMask};
 use serde::{Deserialize, Serialize};
 
 /// The knobs of the chain. Defaults are llama.cpp's.
+#[cfg_attr(test, derive(ts_rs::TS))]
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct SamplerSettings {

@@ -3,6 +3,7 @@
 use serde::Serialize;
 
 /// One of the highest-ranked tokens of a step.
+#[cfg_attr(test, derive(ts_rs::TS))]
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Candidate {
     pub id: u32,
@@ -17,6 +18,7 @@ pub struct Candidate {
     pub in_nucleus: bool,
 }
 
+#[cfg_attr(test, derive(ts_rs::TS))]
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct StepTrace {
     /// Best first (penalized logit, ties to the lower id).
@@ -41,6 +43,7 @@ pub struct StepTrace {
 }
 
 /// What the answer's grammar did at a step.
+#[cfg_attr(test, derive(ts_rs::TS))]
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct GrammarTrace {
     /// Vocabulary entries it allowed.

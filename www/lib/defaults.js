@@ -15,5 +15,24 @@ export const MAX_TRACE_TOP = 100;
 export const DEFAULT_CONTEXT = 4096;
 /** The demo model `./build.sh serve` places beside the page. */
 export const DEMO_MODEL_URL = 'models/SmolLM2-135M-Instruct.Q4_1.gguf';
-/** The sampling settings a chat request and the settings panel name (llama.cpp's names). */
-export const SAMPLING_KEYS = ['temperature', 'top_k', 'top_p', 'min_p', 'repeat_penalty', 'repeat_last_n'];
+/**
+ * The sampling settings a chat request and the settings panel name (llama.cpp's names): every
+ * one of the engine's (`SamplerSettings`, src/sampler/mod.rs, declared in engine-types.d.ts)
+ * but the seed, which a request gives apart. `tsc -p www` checks it both ways: a name the
+ * engine lacks fails here, and so does an engine setting missing from this list or from the
+ * API's parameters (inferno.d.ts's AnswerParams).
+ * @satisfies {ReadonlyArray<Exclude<keyof import('./engine-types.js').SamplerSettings, 'seed'>>}
+ */
+export const SAMPLING_KEYS = /** @type {const} */ ([
+  'temperature',
+  'top_k',
+  'top_p',
+  'min_p',
+  'repeat_penalty',
+  'repeat_last_n',
+]);
+
+/** @template {never} T @typedef {T} Nothing A type that must be empty. */
+/** @typedef {Exclude<keyof import('./engine-types.js').SamplerSettings, 'seed'>} EngineSetting */
+/** @typedef {Nothing<Exclude<EngineSetting, (typeof SAMPLING_KEYS)[number]>>} EverySettingListed */
+/** @typedef {Nothing<Exclude<EngineSetting, keyof import('./inferno.js').AnswerParams>>} EverySettingAParameter */

@@ -218,15 +218,9 @@ export interface LoadOptions {
  *  model), a model kept in the browser, or a split model's shards in any order. */
 export type ModelSource = Blob | string | URL | { opfs: string } | Blob[] | (string | URL)[];
 
-export interface SamplingSettings {
-  temperature: number;
-  top_k: number;
-  top_p: number;
-  min_p: number;
-  repeat_penalty: number;
-  repeat_last_n: number;
-  seed: number;
-}
+/** The sampling settings in force: the engine's own type (src/sampler/mod.rs's
+ *  `SamplerSettings`, declared in engine-types.d.ts from it). */
+export type SamplingSettings = import('./engine-types.js').SamplerSettings;
 
 export interface ModelInfo {
   name: string;
@@ -432,104 +426,33 @@ export interface TokenLogprob extends TopLogprob {
   top_logprobs: TopLogprob[];
 }
 
-export interface Candidate {
-  id: number;
-  logit: number;
-  /** Over the whole vocabulary at the step's temperature, after the repetition penalty. */
-  probability: number;
-  /** The chance of being drawn: renormalized over the nucleus, 0 outside it. */
-  sample_probability: number;
-  in_nucleus: boolean;
-}
+/** One of a step's best tokens: its logit, its probability over the whole vocabulary (at the
+ *  step's temperature, after the repetition penalty), its chance of being drawn (renormalized
+ *  over the nucleus, 0 outside it) and whether it made the nucleus. */
+export type Candidate = import('./engine-types.js').Candidate;
 
-export interface StepTrace {
-  candidates: Candidate[];
-  pieces: string[];
-  piece_bytes: number[][];
-  chosen: number;
-  chosen_rank: number | null;
-  chosen_probability: number;
-  nucleus_size: number;
-  nucleus_mass: number;
-  excluded: number;
-  entropy_bits: number;
-  /** 0 for greedy steps (their probabilities are at temperature 1). */
-  temperature: number;
-  /** With a response_format: what the grammar allowed, and the model's best tokens it forbade. */
-  grammar: GrammarTrace | null;
-  /** The pieces of `grammar.forbidden`. */
-  forbidden_pieces: string[];
-}
+/** How a step was chosen: the best candidates with their pieces and bytes, the nucleus, the
+ *  entropy, and with a response_format what the grammar allowed and removed
+ *  (`grammar`, `forbidden_pieces`). */
+export type StepTrace = import('./engine-types.js').TracedStep;
 
-export interface GrammarTrace {
-  /** Vocabulary entries the grammar allowed at this step. */
-  allowed: number;
-  /** The model's best tokens that the grammar forbade, with the probability the model gave each. */
-  forbidden: Candidate[];
-  /** The share of the model's probability that went to forbidden tokens. */
-  forbidden_mass: number;
-}
+/** With a response_format: what the grammar allowed, and the model's best tokens it forbade. */
+export type GrammarTrace = import('./engine-types.js').GrammarTrace;
 
-/** How one token was chosen. */
-export interface Step {
-  /** 0-based step in the answer (what branch() takes). */
-  index: number;
-  /** The token's position in the context. */
-  position: number;
-  token: number;
-  /** The text this step adds to the answer (may be empty while a character is incomplete). */
-  text: string;
-  /** The token as display text. */
-  piece: string;
-  piece_bytes: number[];
-  endOfGeneration: boolean;
-  /** Forced by branch(), not drawn. */
-  forced: boolean;
-  trace: StepTrace | null;
-  ms: number;
+/** How one token was chosen (the engine's `StepRecord`), with the sampling settings in force. */
+export type Step = import('./engine-types.js').StepRecord & {
   /** The sampling settings in force. */
   settings: SamplingSettings;
-}
+};
 
-export interface PromptFacts {
-  prompt_tokens: number;
-  /** Tokens the cache already held from the previous turn. */
-  reused: number;
-  evaluated: number;
-  context_size: number;
-  context_used: number;
-  prefill_ms: number;
-}
+/** The prompt as the cache took it: its tokens, those the cache already held (`reused`), those
+ *  evaluated, the context, and the prefill's time. */
+export type PromptFacts = import('./engine-types.js').PromptFacts;
 
-export interface CompletionStats {
-  promptTokens?: number;
-  reused?: number;
-  evaluated?: number;
-  contextSize?: number;
-  prefillMs?: number;
-  prefillTokS?: number | null;
-  ttftMs?: number;
-  generated: number;
-  decodeTokS: number | null;
-  contextUsed: number;
-  totalMs: number;
-  /** The engine's WebAssembly memory: model, cache and scratch. */
-  memoryBytes: number | null;
-  /**
-   * Tokens run again during this completion because a recurrent state (Qwen3.5) cannot be
-   * rolled back: it restarted from the nearest checkpoint before the point it went back to.
-   */
-  replayed: number;
-  /** The recurrent state's checkpoints, for models that have one (else null). */
-  checkpoints: { held: number; most: number; bytes_each: number } | null;
-  /**
-   * Decode steps of this completion that ran on one thread although the engine has more:
-   * the engine times steps both ways now and then and takes the faster, and one thread wins
-   * when another program holds a core. Always 0 on one thread.
-   */
-  soloSteps: number;
-  seed: number;
-}
+/** How an answer went (the engine's `Stats`): prefill and decode speed, time to the first
+ *  token, the context used, tokens replayed from a recurrent state's checkpoint, steps run on one
+ *  thread, the seed; and the engine's WebAssembly memory (model, cache and scratch). */
+export type CompletionStats = import('./engine-types.js').Stats & { memoryBytes: number | null };
 
 export type FinishReason = 'stop' | 'length' | 'tool_calls' | 'abort';
 
@@ -543,7 +466,7 @@ export interface Usage {
 export interface FinishFacts {
   /** The engine's reason: end (an end-of-generation token), max_tokens, context_full,
    *  stopped (aborted) or stop_string. */
-  finish: 'end' | 'max_tokens' | 'context_full' | 'stopped' | 'stop_string';
+  finish: import('./engine-types.js').Finish;
   stop_string: string | null;
   /** What of the answer's JSON schema was not enforced: keywords the grammar engine lacks
    *  (`uniqueItems`, an unknown `format`...), left out of a schema that is not `strict`. */

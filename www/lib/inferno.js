@@ -377,14 +377,14 @@ export class Inferno {
     if (kind === 'branch') {
       // The engine holds the answer, and refuses a step or token it does not have.
       type = 'branch';
-      fields = { ...params.branch, maxTokens, traceTop, stop: stops };
+      fields = { ...params.branch, max_tokens: maxTokens, trace_top: traceTop, stop: stops };
     } else {
       settings = samplingSettings(params, model.recommended_sampling);
       const answerFields = {
         settings,
         grammar: responseFormat(params.response_format),
-        maxTokens,
-        traceTop,
+        max_tokens: maxTokens,
+        trace_top: traceTop,
         stop: stops,
         context: integerParam(params.context_size, 'context_size', 16, model.context_length),
       };
@@ -398,9 +398,9 @@ export class Inferno {
         fields = {
           ...answerFields,
           messages: chatMessages(params.messages),
-          enableThinking: params.enable_thinking,
+          enable_thinking: params.enable_thinking,
           ...toolFields(params),
-          splitReasoning: reasoningFormat(params.reasoning_format),
+          split_reasoning: reasoningFormat(params.reasoning_format),
         };
       }
     }

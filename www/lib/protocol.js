@@ -24,7 +24,7 @@
 
 /** @typedef {import('./inferno.js').ModelInfo} ModelInfo */
 /** @typedef {import('./inferno.js').EngineInfo} EngineInfo */
-/** A step as the worker posts it: the client adds the sampling settings. @typedef {Omit<import('./inferno.js').Step, 'settings'>} Step */
+/** A step as the engine gives it: the client adds the sampling settings. @typedef {import('./engine-types.js').StepRecord} Step */
 /** @typedef {import('./inferno.js').Device} Device */
 /** @typedef {import('./inferno.js').ChatMessage} ChatMessage */
 /** @typedef {import('./inferno.js').Tool} Tool */
@@ -76,13 +76,15 @@
  */
 
 /**
- * What chat and complete share. `settings` are the sampling settings, resolved by inferno.js.
+ * What chat and complete share, in the engine's names (src/web/engine.rs's request types take
+ * them as they are: the worker forwards them unchanged). `settings` are the sampling settings,
+ * resolved by inferno.js.
  * @typedef {object} GenerationFields
  * @property {number} id
- * @property {Record<string, number>} settings
+ * @property {Partial<import('./engine-types.js').SamplerSettings>} settings
  * @property {ResponseGrammar} [grammar] what the answer must match (from response_format)
- * @property {number} [maxTokens] default DEFAULT_MAX_TOKENS (defaults.js)
- * @property {number} traceTop candidates recorded per step
+ * @property {number} [max_tokens] default 512 (the engine's DEFAULT_MAX_TOKENS)
+ * @property {number} trace_top candidates recorded per step
  * @property {string[]} [stop] stop strings: the answer ends before the first to appear
  * @property {number} [context] the KV cache's length
  */
@@ -98,11 +100,11 @@
  * @typedef {GenerationFields & {
  *   type: 'chat',
  *   messages: ChatMessage[],
- *   enableThinking?: boolean,
+ *   enable_thinking?: boolean,
  *   tools?: Tool[],
- *   toolChoice?: ToolChoice,
- *   parallelToolCalls?: boolean,
- *   splitReasoning?: boolean,
+ *   tool_choice?: ToolChoice,
+ *   parallel_tool_calls?: boolean,
+ *   split_reasoning?: boolean,
  * }} ChatRequest
  */
 /** A legacy text completion: the prompt as it is. @typedef {GenerationFields & {type: 'complete', prompt: string}} CompleteRequest */
@@ -115,8 +117,8 @@
  * @property {number} id
  * @property {number} step the answer's step to regenerate from
  * @property {number} token forced at that step
- * @property {number} [maxTokens] counts the kept steps
- * @property {number} traceTop
+ * @property {number} [max_tokens] counts the kept steps
+ * @property {number} trace_top
  * @property {string[]} [stop]
  */
 
@@ -162,23 +164,16 @@
  */
 /**
  * The end of a chat, complete or branch, as the engine's Generation says it (src/engine/
- * generation.rs, `Event::Done`): why (`finish`, and OpenAI's `finish_reason`, which the client
- * turns to 'abort' when the caller aborted), the stop string that ended it, what the end adds
- * to the message, the usage and the statistics (the worker adds `memoryBytes`).
- * @typedef {object} DoneReply
- * @property {'done'} type
- * @property {import('./inferno.js').FinishFacts['finish']} finish
- * @property {'stop' | 'length' | 'tool_calls'} finish_reason
- * @property {string | null} stop_string
- * @property {Delta} delta
- * @property {{prompt_tokens: number, completion_tokens: number, cached_tokens: number}} usage
- * @property {Omit<import('./inferno.js').CompletionStats, 'memoryBytes'> & {memoryBytes?: number | null}} stats
- * @property {string[]} warnings what of the answer's grammar was not enforced
+ * generation.rs, `Event::Done`, typed from it in engine-types.d.ts): why (`finish`, and OpenAI's
+ * `finish_reason`, which the client turns to 'abort' when the caller aborted), the stop string
+ * that ended it, what the end adds to the message, the usage, the statistics (the worker adds
+ * `memoryBytes`) and what of the grammar was not enforced.
+ * @typedef {Omit<Extract<import('./engine-types.js').Event, {type: 'done'}>, 'stats'> & {stats: import('./inferno.js').CompletionStats}} DoneReply
  */
 /**
  * What a token (or the end) adds to the message sent so far: a plain answer's new content; a
  * structured one's growth of each field, a tool call's name the first time it appears.
- * @typedef {{content?: string, reasoning_content?: string, tool_calls?: Array<{index: number, name?: string, arguments: string}>}} Delta
+ * @typedef {import('./engine-types.js').Delta} Delta
  */
 /** @typedef {{type: 'stopped', wasGenerating: boolean}} StoppedReply */
 /** @typedef {{type: 'reset'}} ResetReply */
@@ -215,18 +210,16 @@
  */
 /** Between two parts of a long prompt. @typedef {{type: 'prefill', id: number, event: true, evaluated: number, total: number}} PrefillEvent */
 /**
- * The prompt is in the cache; the answer starts. `structured`: it is read as a message
- * (reasoning, tool calls).
- * @typedef {{type: 'prepared', id: number, event: true, prompt: import('./inferno.js').PromptFacts, structured: boolean, call_syntax: string | null}} PreparedEvent
+ * The engine's events (`next_events`), as the worker posts them: with the request's id, and
+ * `event: true`.
+ * @template {import('./engine-types.js').Event['type']} T
+ * @typedef {Extract<import('./engine-types.js').Event, {type: T}> & {id: number, event: true}} Posted
  */
-/**
- * A branch starts: the steps it keeps, and what their text adds to an empty message.
- * @typedef {{type: 'branched', id: number, event: true, step: number, token: number, structured: boolean, kept: Step[], delta: Delta, settings: Record<string, number>}} BranchedEvent
- */
-/** One step of the answer, and what it adds to the message. @typedef {{type: 'token', id: number, event: true, step: Step, delta: Delta}} TokenEvent */
+/** The prompt is in the cache; the answer starts. @typedef {Posted<'prepared'>} PreparedEvent */
+/** A branch starts: the steps it keeps, and what their text adds to an empty message. @typedef {Posted<'branched'>} BranchedEvent */
+/** One step of the answer, and what it adds to the message. @typedef {Posted<'token'>} TokenEvent */
 
-/** What the engine's `next_events` returns, before the worker adds `id` and `event`.
- *  @typedef {Omit<PrefillEvent, 'id' | 'event'> | Omit<PreparedEvent, 'id' | 'event'> | Omit<BranchedEvent, 'id' | 'event'> | Omit<TokenEvent, 'id' | 'event'> | DoneReply} AnswerEvent */
+/** What the engine's `next_events` returns. @typedef {import('./engine-types.js').Event} AnswerEvent */
 
 /** @typedef {ProgressEvent | PrefillEvent | PreparedEvent | BranchedEvent | TokenEvent} WorkerEvent */
 

@@ -127,10 +127,10 @@ export function toolFields(params) {
       throw badRequest(
         "tool_choice must be 'auto', 'none', 'required' or {type: 'function', function: {name}}",
       );
-    fields.toolChoice = named ? { type: 'function', function: { name: choice.function.name } } : choice;
+    fields.tool_choice = named ? { type: 'function', function: { name: choice.function.name } } : choice;
   }
   if (params.parallel_tool_calls !== undefined && params.parallel_tool_calls !== null)
-    fields.parallelToolCalls = Boolean(params.parallel_tool_calls);
+    fields.parallel_tool_calls = Boolean(params.parallel_tool_calls);
   return fields;
 }
 

@@ -11,45 +11,21 @@ import { WorkerError, post, requireModel, runExclusive, state, yieldToMessages }
 /** @typedef {import('./worker-engine.js').Run} Run */
 /** @typedef {import('./protocol.js').DoneReply} DoneReply */
 
-/** What any answer's request gives the engine, in the engine's names.
- *  @param {import('./protocol.js').GenerationFields} request */
-function answerFields(request) {
-  return {
-    settings: request.settings ?? {},
-    grammar: request.grammar ?? undefined,
-    context: request.context ?? undefined,
-    ...limitFields(request),
-  };
-}
-
-/** @param {{maxTokens?: number, traceTop: number, stop?: string[]}} request */
-function limitFields(request) {
-  return {
-    max_tokens: request.maxTokens ?? undefined,
-    trace_top: request.traceTop,
-    stop: request.stop ?? [],
-  };
+/** A request's fields as the engine takes them: all but its type and id (protocol.js writes
+ *  them in the engine's names, so nothing is renamed here).
+ *  @template {{type: string, id: number}} R @param {R} request */
+function engineFields({ type, id, ...fields }) {
+  return fields;
 }
 
 /** A chat answer, or (`complete`) a legacy text completion.
  *  @param {import('./protocol.js').ChatRequest | import('./protocol.js').CompleteRequest} request */
 export function chat(request) {
   const { engine } = requireModel();
-  const start = () => {
-    if (request.type === 'complete') {
-      engine.start_text({ prompt: request.prompt, ...answerFields(request) });
-      return;
-    }
-    engine.start_chat({
-      messages: request.messages,
-      enable_thinking: request.enableThinking ?? undefined,
-      tools: request.tools ?? undefined,
-      tool_choice: request.toolChoice ?? undefined,
-      parallel_tool_calls: request.parallelToolCalls ?? undefined,
-      split_reasoning: request.splitReasoning ?? undefined,
-      ...answerFields(request),
-    });
-  };
+  const start = () =>
+    request.type === 'complete'
+      ? engine.start_text(engineFields(request))
+      : engine.start_chat(engineFields(request));
   return runExclusive((run) => pump(request.id, run, engine, start).catch(onGenerationError));
 }
 
@@ -59,8 +35,7 @@ export function chat(request) {
  *  @param {import('./protocol.js').BranchRequest} request */
 export function branch(request) {
   const { engine } = requireModel();
-  const start = () =>
-    engine.start_branch({ step: request.step, token: request.token, ...limitFields(request) });
+  const start = () => engine.start_branch(engineFields(request));
   return runExclusive((run) => pump(request.id, run, engine, start).catch(onGenerationError));
 }
 

@@ -1,0 +1,266 @@
+// Generated from the engine's Rust types by ts-rs (src/engine/contract.rs): do not edit.
+// `INFERNO_BLESS=1 cargo test --lib contract` rewrites it after a change there.
+
+/**
+ * What a [`Generation::next`] call did.
+ */
+export type Event = { "type": "prefill", evaluated: number, total: number, } | { "type": "prepared", prompt: PromptFacts, structured: boolean, call_syntax: CallSyntax | null, } | { "type": "branched", step: number, token: number, structured: boolean, kept: Array<StepRecord>, delta: Delta, 
+/**
+ * The sampling the branch goes on with (the answer's).
+ */
+settings: SamplerSettings, } | { "type": "token", step: StepRecord, delta: Delta, } | { "type": "done", finish: Finish, finish_reason: "stop" | "length" | "tool_calls", stop_string: string | null, delta: Delta, usage: Usage, stats: Stats, warnings: Array<string>, };
+
+/**
+ * Why an answer ended.
+ */
+export type Finish = "end" | "max_tokens" | "context_full" | "stopped" | "stop_string";
+
+/**
+ * The prompt as the cache took it.
+ */
+export type PromptFacts = { prompt_tokens: number, 
+/**
+ * Tokens the cache already held (an earlier turn's).
+ */
+reused: number, evaluated: number, context_size: number, context_used: number, prefill_ms: number, };
+
+/**
+ * One token of an answer, as the visualizer and `inferno.steps` show it.
+ */
+export type StepRecord = { 
+/**
+ * 0-based step in the answer (what a branch names).
+ */
+index: number, 
+/**
+ * The token's position in the conversation.
+ */
+position: number, token: number, 
+/**
+ * The text this step adds (empty while a character is incomplete).
+ */
+text: string, 
+/**
+ * The token as display text.
+ */
+piece: string, piece_bytes: Array<number>, endOfGeneration: boolean, 
+/**
+ * Taken by a branch, not drawn.
+ */
+forced: boolean, trace: TracedStep | null, 
+/**
+ * From the start of the step (running the token before it) to its choice.
+ */
+ms: number, };
+
+/**
+ * A step's trace with each candidate's text beside its id.
+ */
+export type TracedStep = { pieces: Array<string>, 
+/**
+ * The pieces of the tokens the grammar forbade (`trace.grammar.forbidden`).
+ */
+forbidden_pieces: Array<string>, 
+/**
+ * Each candidate's exact bytes (a piece may be part of a character).
+ */
+piece_bytes: Array<Array<number>>, 
+/**
+ * Best first (penalized logit, ties to the lower id).
+ */
+candidates: Array<Candidate>, chosen: number, 
+/**
+ * Rank of the chosen token when it is among the ranked candidates.
+ */
+chosen_rank: number | null, 
+/**
+ * Its probability over the whole vocabulary at the step's temperature.
+ */
+chosen_probability: number, 
+/**
+ * Tokens that survived the truncation samplers.
+ */
+nucleus_size: number, 
+/**
+ * Their share of the whole-vocabulary probability at the step's temperature.
+ */
+nucleus_mass: number, 
+/**
+ * Vocabulary entries the truncation removed.
+ */
+excluded: number, 
+/**
+ * Entropy of the whole-vocabulary distribution at the step's temperature, in bits.
+ */
+entropy_bits: number, 
+/**
+ * 0 for greedy steps (whose probabilities are shown at temperature 1).
+ */
+temperature: number, 
+/**
+ * With a grammar: what it allowed and what it took from the model.
+ */
+grammar: GrammarTrace | null, };
+
+export type StepTrace = { 
+/**
+ * Best first (penalized logit, ties to the lower id).
+ */
+candidates: Array<Candidate>, chosen: number, 
+/**
+ * Rank of the chosen token when it is among the ranked candidates.
+ */
+chosen_rank: number | null, 
+/**
+ * Its probability over the whole vocabulary at the step's temperature.
+ */
+chosen_probability: number, 
+/**
+ * Tokens that survived the truncation samplers.
+ */
+nucleus_size: number, 
+/**
+ * Their share of the whole-vocabulary probability at the step's temperature.
+ */
+nucleus_mass: number, 
+/**
+ * Vocabulary entries the truncation removed.
+ */
+excluded: number, 
+/**
+ * Entropy of the whole-vocabulary distribution at the step's temperature, in bits.
+ */
+entropy_bits: number, 
+/**
+ * 0 for greedy steps (whose probabilities are shown at temperature 1).
+ */
+temperature: number, 
+/**
+ * With a grammar: what it allowed and what it took from the model.
+ */
+grammar: GrammarTrace | null, };
+
+/**
+ * One of the highest-ranked tokens of a step.
+ */
+export type Candidate = { id: number, 
+/**
+ * The model's raw logit (before the repetition penalty).
+ */
+logit: number, 
+/**
+ * Probability over the whole vocabulary at the step's temperature (after the penalty),
+ * before any truncation: what the model "believes".
+ */
+probability: number, 
+/**
+ * Probability of being drawn: renormalized over the nucleus, 0 outside it.
+ */
+sample_probability: number, 
+/**
+ * Survived top-k, top-p and min-p.
+ */
+in_nucleus: boolean, };
+
+/**
+ * What the answer's grammar did at a step.
+ */
+export type GrammarTrace = { 
+/**
+ * Vocabulary entries it allowed.
+ */
+allowed: number, 
+/**
+ * The model's best tokens that it forbade (best first), each with the probability the
+ * model gave it before the mask (`sample_probability` 0, `in_nucleus` false).
+ */
+forbidden: Array<Candidate>, 
+/**
+ * The share of the model's probability that went to forbidden tokens.
+ */
+forbidden_mass: number, };
+
+/**
+ * What one token (or the end) adds to the message a client has been sent.
+ */
+export type Delta = { content?: string, reasoning_content?: string, tool_calls?: Array<CallDelta>, };
+
+/**
+ * The growth of one tool call: its name the first time it appears, then more of its
+ * arguments' JSON text.
+ */
+export type CallDelta = { index: number, name?: string, arguments: string, };
+
+/**
+ * OpenAI's usage figures.
+ */
+export type Usage = { prompt_tokens: number, 
+/**
+ * The answer's tokens, a branch's kept ones included.
+ */
+completion_tokens: number, 
+/**
+ * Prompt tokens the cache already held (for a branch, all of them).
+ */
+cached_tokens: number, };
+
+/**
+ * How an answer went, in the names the page and the API report.
+ */
+export type Stats = { promptTokens?: number, reused?: number, evaluated?: number, contextSize?: number, prefillMs?: number, prefillTokS?: number | null, 
+/**
+ * From the request to the first token.
+ */
+ttftMs?: number, 
+/**
+ * Steps run by this request (a branch's kept steps are not).
+ */
+generated: number, 
+/**
+ * Decode steps per second, the first step (sampled from the prefill's logits) aside.
+ */
+decodeTokS: number | null, contextUsed: number, totalMs: number, 
+/**
+ * Tokens run again because a recurrent state (Qwen3.5) went back to a checkpoint.
+ */
+replayed: number, checkpoints: Checkpoints | null, 
+/**
+ * Decode steps that ran on one thread because that was found faster.
+ */
+soloSteps: number, seed: number, };
+
+export type Checkpoints = { held: number, most: number, bytes_each: number, };
+
+/**
+ * How a family writes a call in its answer.
+ */
+export type CallSyntax = "hermes" | "qwen_xml" | "llama_json" | "functools" | "gemma4" | "generic";
+
+/**
+ * The knobs of the chain. Defaults are llama.cpp's.
+ */
+export type SamplerSettings = { 
+/**
+ * ≤ 0 means greedy.
+ */
+temperature: number, 
+/**
+ * 0 disables.
+ */
+top_k: number, 
+/**
+ * ≥ 1 disables.
+ */
+top_p: number, 
+/**
+ * ≤ 0 disables.
+ */
+min_p: number, 
+/**
+ * 1 disables. Logits of recently seen tokens are divided by it (multiplied when negative).
+ */
+repeat_penalty: number, 
+/**
+ * How many of the most recent tokens the penalty looks at.
+ */
+repeat_last_n: number, seed: number, };
