@@ -25,6 +25,7 @@ pub use tools::{CallSyntax, FunctionCall, FunctionSpec, MAX_TOOLS, Tool, ToolCal
 use crate::gguf::Metadata;
 use crate::tokenizer::Tokenizer;
 
+#[cfg_attr(test, derive(ts_rs::TS))]
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ChatMessage {
     /// `system`, `user`, `assistant` or `tool`.
@@ -32,14 +33,18 @@ pub struct ChatMessage {
     pub content: String,
     /// An earlier answer's reasoning, which templates that keep it render.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(test, ts(optional))]
     pub reasoning_content: Option<String>,
     /// The calls an assistant message made.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(test, ts(optional))]
     pub tool_calls: Option<Vec<ToolCall>>,
     /// Which call a `tool` message answers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(test, ts(optional))]
     pub tool_call_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(test, ts(optional))]
     pub name: Option<String>,
 }
 

@@ -17,34 +17,43 @@ pub const MAX_TOOLS: usize = 128;
 
 /// A function the model may call (`{type: 'function', function: {name, description,
 /// parameters}}`).
+#[cfg_attr(test, derive(ts_rs::TS))]
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Tool {
     #[serde(rename = "type", default = "function_kind")]
+    #[cfg_attr(test, ts(optional, type = r#""function""#))]
     pub kind: String,
     pub function: FunctionSpec,
 }
 
+#[cfg_attr(test, derive(ts_rs::TS))]
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct FunctionSpec {
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(test, ts(optional))]
     pub description: Option<String>,
     /// A JSON schema of the arguments object.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(test, ts(optional, type = "Record<string, unknown>"))]
     pub parameters: Option<Value>,
 }
 
 /// A call the model made (`{id, type: 'function', function: {name, arguments}}`); `arguments`
 /// is JSON text, as OpenAI sends it.
+#[cfg_attr(test, derive(ts_rs::TS))]
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ToolCall {
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(test, ts(optional))]
     pub id: Option<String>,
     #[serde(rename = "type", default = "function_kind")]
+    #[cfg_attr(test, ts(optional, type = r#""function""#))]
     pub kind: String,
     pub function: FunctionCall,
 }
 
+#[cfg_attr(test, derive(ts_rs::TS))]
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct FunctionCall {
     pub name: String,

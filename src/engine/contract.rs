@@ -1,6 +1,6 @@
 //! The engine's side of the JS contract as TypeScript: `www/lib/engine-types.d.ts` holds the
-//! declarations ts-rs makes from the Rust types the engine sends (an answer's events, its
-//! steps and traces) and takes (the sampling settings). This test checks the committed file is
+//! declarations ts-rs makes from the Rust types the engine takes (the answer requests, the
+//! sampling settings) and sends (an answer's events, its steps and traces). This test checks the committed file is
 //! what the types say; `INFERNO_BLESS=1 cargo test --lib contract` rewrites it. The JS side
 //! (`protocol.js`, `inferno.d.ts`, `defaults.js`) is typed from that file, so `tsc -p www`
 //! fails when a field changes here and is not followed there.
@@ -9,7 +9,8 @@ use ts_rs::{Config, TS};
 
 use super::answer::{CallDelta, Delta};
 use super::generation::{Checkpoints, Event, Finish, PromptFacts, Stats, StepRecord, TracedStep, Usage};
-use crate::chat::CallSyntax;
+use super::request::{AnswerRequest, BranchRequest, ChatRequest, GrammarRequest, LimitsRequest, TextRequest};
+use crate::chat::{CallSyntax, ChatMessage, FunctionCall, FunctionSpec, Tool, ToolCall};
 use crate::sampler::{Candidate, GrammarTrace, SamplerSettings, StepTrace};
 
 const HEADER: &str = "\
@@ -27,6 +28,17 @@ fn declarations() -> String {
     // serde_json writes 64-bit integers as numbers (seeds stay below 2^53).
     let cfg = Config::new().with_large_int("number");
     let all = [
+        declaration::<ChatRequest>(&cfg),
+        declaration::<TextRequest>(&cfg),
+        declaration::<BranchRequest>(&cfg),
+        declaration::<AnswerRequest>(&cfg),
+        declaration::<LimitsRequest>(&cfg),
+        declaration::<GrammarRequest>(&cfg),
+        declaration::<ChatMessage>(&cfg),
+        declaration::<Tool>(&cfg),
+        declaration::<FunctionSpec>(&cfg),
+        declaration::<ToolCall>(&cfg),
+        declaration::<FunctionCall>(&cfg),
         declaration::<Event>(&cfg),
         declaration::<Finish>(&cfg),
         declaration::<PromptFacts>(&cfg),

@@ -20,12 +20,17 @@ mod device;
 mod embed;
 mod error;
 mod generation;
+mod request;
 
 pub use answer::{AnswerText, CallDelta, Delta};
 pub use embed::Embeddings;
 pub use error::EngineError;
 pub use generation::{
     AnswerLimits, Checkpoints, Event, Finish, Generation, PromptFacts, Stats, StepRecord, TracedStep, Usage,
+};
+pub use request::{
+    AnswerRequest, BranchRequest, ChatRequest, DEFAULT_CONTEXT_CAP, DEFAULT_MAX_TOKENS, GrammarRequest,
+    LimitsRequest, TextRequest,
 };
 
 use crate::chat::{ChatError, ChatMessage, ChatTemplate, RenderOptions, ReplyFormat, ToolUse};

@@ -4,17 +4,18 @@ use serde::Serialize;
 use wasm_bindgen::prelude::*;
 
 use super::{engine_error, js_error, to_js};
-use crate::chat::{ChatMessage, ReplyFormat, Tool, ToolChoice, ToolUse};
+use crate::chat::{ReplyFormat, ToolUse};
 use crate::embedding::{EmbedOptions, Pooling};
-use crate::engine::{AnswerLimits, Engine, EngineError, Generation, Session, TracedStep, TurnOptions};
-use crate::grammar::{GrammarError, GrammarSpec};
+use crate::engine::{
+    AnswerRequest, BranchRequest, ChatRequest, Engine, EngineError, Generation, GrammarRequest,
+    LimitsRequest, Session, TextRequest, TracedStep, TurnOptions,
+};
+use crate::grammar::GrammarSpec;
 use crate::inspect::Report;
 use crate::sampler::{Sampler, SamplerError, SamplerSettings};
 use crate::tokenizer::{DecodeOptions, EncodeOptions};
 
-/// The KV cache a chat gets when it asks for none, in tokens (a cache grows with the context;
-/// most chats in a page stay far below a model's trained length).
-pub const DEFAULT_CONTEXT_CAP: usize = 4096;
+pub use crate::engine::DEFAULT_CONTEXT_CAP;
 
 /// A loaded model and its one conversation.
 #[wasm_bindgen]
@@ -25,118 +26,6 @@ pub struct WebEngine {
     answer: Option<Generation>,
     /// The sampler of the low-level `step` (benchmarks, the device probe); an answer has its own.
     sampler: Sampler,
-}
-
-/// The answers' tokens a request may ask for when it names no limit.
-pub const DEFAULT_MAX_TOKENS: usize = 512;
-
-/// How long an answer may run and what it reports: `{max_tokens?, trace_top?, stop?}`.
-#[derive(serde::Deserialize, Default)]
-struct LimitsRequest {
-    #[serde(default)]
-    max_tokens: Option<usize>,
-    /// Candidates explained per step.
-    #[serde(default)]
-    trace_top: usize,
-    /// Stop strings (the answer ends before the first to appear).
-    #[serde(default)]
-    stop: Vec<String>,
-}
-
-impl LimitsRequest {
-    /// The limits of an answer whose first `kept` steps are a branch's: `max_tokens` counts
-    /// them, and an answer without a limit gets [`DEFAULT_MAX_TOKENS`] new steps.
-    fn limits(self, kept: usize) -> AnswerLimits {
-        let max_tokens = match self.max_tokens {
-            Some(most) => most.max(kept + 1),
-            None => kept + DEFAULT_MAX_TOKENS,
-        };
-        AnswerLimits { max_tokens, stops: self.stop, trace_top: self.trace_top, ..AnswerLimits::default() }
-    }
-}
-
-/// What any answer is asked with: the sampling, the cache size, and what it must follow.
-#[derive(serde::Deserialize)]
-struct AnswerRequest {
-    #[serde(default)]
-    settings: SamplerSettings,
-    /// KV cache size in tokens; the model's context length (capped at [`DEFAULT_CONTEXT_CAP`])
-    /// when absent.
-    #[serde(default)]
-    context: Option<usize>,
-    /// What the answer must follow, if anything.
-    #[serde(default)]
-    grammar: Option<GrammarRequest>,
-    #[serde(flatten)]
-    limits: LimitsRequest,
-}
-
-/// A branch of the last answer: `{step, token, max_tokens?, trace_top?, stop?}`.
-#[derive(serde::Deserialize)]
-struct BranchRequest {
-    step: usize,
-    token: u32,
-    #[serde(flatten)]
-    limits: LimitsRequest,
-}
-
-#[derive(serde::Deserialize)]
-struct ChatRequest {
-    messages: Vec<ChatMessage>,
-    #[serde(default)]
-    enable_thinking: Option<bool>,
-    /// OpenAI's `tools`, `tool_choice` and `parallel_tool_calls`.
-    #[serde(default)]
-    tools: Option<Vec<Tool>>,
-    #[serde(default)]
-    tool_choice: Option<ToolChoice>,
-    #[serde(default)]
-    parallel_tool_calls: Option<bool>,
-    /// Read the reasoning apart from the content (default true).
-    #[serde(default)]
-    split_reasoning: Option<bool>,
-    #[serde(flatten)]
-    answer: AnswerRequest,
-}
-
-/// A legacy completion's request: the prompt as it is.
-#[derive(serde::Deserialize)]
-struct TextRequest {
-    prompt: String,
-    #[serde(flatten)]
-    answer: AnswerRequest,
-}
-
-/// `{type: 'json_object'}`, `{type: 'json_schema', schema, strict?}` (the schema as JSON text) or
-/// `{type: 'lark', grammar}`.
-#[derive(serde::Deserialize, Clone)]
-#[serde(tag = "type", rename_all = "snake_case")]
-enum GrammarRequest {
-    JsonObject,
-    /// `strict`: every keyword enforced or the schema refused; else the ones the grammar
-    /// engine lacks are left out, and the answer's `done` names them.
-    JsonSchema {
-        schema: String,
-        #[serde(default)]
-        strict: bool,
-    },
-    Lark {
-        grammar: String,
-    },
-}
-
-impl GrammarRequest {
-    fn spec(self) -> Result<GrammarSpec, GrammarError> {
-        Ok(match self {
-            GrammarRequest::JsonObject => GrammarSpec::JsonObject,
-            GrammarRequest::JsonSchema { schema, strict } => {
-                let schema =
-                    serde_json::from_str(&schema).map_err(|e| GrammarError::Schema(e.to_string()))?;
-                if strict { GrammarSpec::JsonSchema(schema) } else { GrammarSpec::LenientJsonSchema(schema) }
-            }
-            GrammarRequest::Lark { grammar } => GrammarSpec::Lark(grammar),
-        })
-    }
 }
 
 impl WebEngine {

@@ -1,6 +1,159 @@
 // Generated from the engine's Rust types by ts-rs (src/engine/contract.rs): do not edit.
 // `INFERNO_BLESS=1 cargo test --lib contract` rewrites it after a change there.
 
+export type ChatRequest = { messages: Array<ChatMessage>, enable_thinking?: boolean, 
+/**
+ * OpenAI's `tools`, `tool_choice` and `parallel_tool_calls`.
+ */
+tools?: Array<Tool>, tool_choice?: "auto" | "none" | "required" | { type: "function", function: { name: string } }, parallel_tool_calls?: boolean, 
+/**
+ * Read the reasoning apart from the content (default true).
+ */
+split_reasoning?: boolean, 
+/**
+ * The sampling; what it leaves out takes llama.cpp's defaults.
+ */
+settings?: Partial<SamplerSettings>, 
+/**
+ * KV cache size in tokens; the model's context length (capped at [`DEFAULT_CONTEXT_CAP`])
+ * when absent.
+ */
+context?: number, 
+/**
+ * What the answer must follow, if anything.
+ */
+grammar?: GrammarRequest, max_tokens?: number, 
+/**
+ * Candidates explained per step.
+ */
+trace_top?: number, 
+/**
+ * Stop strings (the answer ends before the first to appear).
+ */
+stop?: Array<string>, };
+
+/**
+ * A legacy completion's request: the prompt as it is.
+ */
+export type TextRequest = { prompt: string, 
+/**
+ * The sampling; what it leaves out takes llama.cpp's defaults.
+ */
+settings?: Partial<SamplerSettings>, 
+/**
+ * KV cache size in tokens; the model's context length (capped at [`DEFAULT_CONTEXT_CAP`])
+ * when absent.
+ */
+context?: number, 
+/**
+ * What the answer must follow, if anything.
+ */
+grammar?: GrammarRequest, max_tokens?: number, 
+/**
+ * Candidates explained per step.
+ */
+trace_top?: number, 
+/**
+ * Stop strings (the answer ends before the first to appear).
+ */
+stop?: Array<string>, };
+
+/**
+ * A branch of the last answer: `{step, token, max_tokens?, trace_top?, stop?}`.
+ */
+export type BranchRequest = { step: number, token: number, max_tokens?: number, 
+/**
+ * Candidates explained per step.
+ */
+trace_top?: number, 
+/**
+ * Stop strings (the answer ends before the first to appear).
+ */
+stop?: Array<string>, };
+
+/**
+ * What any answer is asked with: the sampling, the cache size, and what it must follow.
+ */
+export type AnswerRequest = { 
+/**
+ * The sampling; what it leaves out takes llama.cpp's defaults.
+ */
+settings?: Partial<SamplerSettings>, 
+/**
+ * KV cache size in tokens; the model's context length (capped at [`DEFAULT_CONTEXT_CAP`])
+ * when absent.
+ */
+context?: number, 
+/**
+ * What the answer must follow, if anything.
+ */
+grammar?: GrammarRequest, max_tokens?: number, 
+/**
+ * Candidates explained per step.
+ */
+trace_top?: number, 
+/**
+ * Stop strings (the answer ends before the first to appear).
+ */
+stop?: Array<string>, };
+
+/**
+ * How long an answer may run and what it reports: `{max_tokens?, trace_top?, stop?}`.
+ */
+export type LimitsRequest = { max_tokens?: number, 
+/**
+ * Candidates explained per step.
+ */
+trace_top?: number, 
+/**
+ * Stop strings (the answer ends before the first to appear).
+ */
+stop?: Array<string>, };
+
+/**
+ * `{type: 'json_object'}`, `{type: 'json_schema', schema, strict?}` (the schema as JSON text) or
+ * `{type: 'lark', grammar}`.
+ */
+export type GrammarRequest = { "type": "json_object" } | { "type": "json_schema", schema: string, strict?: boolean, } | { "type": "lark", grammar: string, };
+
+export type ChatMessage = { 
+/**
+ * `system`, `user`, `assistant` or `tool`.
+ */
+role: string, content: string, 
+/**
+ * An earlier answer's reasoning, which templates that keep it render.
+ */
+reasoning_content?: string, 
+/**
+ * The calls an assistant message made.
+ */
+tool_calls?: Array<ToolCall>, 
+/**
+ * Which call a `tool` message answers.
+ */
+tool_call_id?: string, name?: string, };
+
+/**
+ * A function the model may call (`{type: 'function', function: {name, description,
+ * parameters}}`).
+ */
+export type Tool = { type?: "function", function: FunctionSpec, };
+
+export type FunctionSpec = { name: string, description?: string, 
+/**
+ * A JSON schema of the arguments object.
+ */
+parameters?: Record<string, unknown>, };
+
+/**
+ * A call the model made (`{id, type: 'function', function: {name, arguments}}`); `arguments`
+ * is JSON text, as OpenAI sends it.
+ */
+export type ToolCall = { id?: string, type?: "function", function: FunctionCall, };
+
+export type FunctionCall = { name: string, arguments: string, };
+
 /**
  * What a [`Generation::next`] call did.
  */

@@ -377,9 +377,18 @@ export class Inferno {
     if (kind === 'branch') {
       // The engine holds the answer, and refuses a step or token it does not have.
       type = 'branch';
-      fields = { ...params.branch, max_tokens: maxTokens, trace_top: traceTop, stop: stops };
+      /** @type {import('./engine-types.js').BranchRequest} */
+      const branch = {
+        step: params.branch.step,
+        token: params.branch.token,
+        max_tokens: maxTokens,
+        trace_top: traceTop,
+        stop: stops,
+      };
+      fields = branch;
     } else {
       settings = samplingSettings(params, model.recommended_sampling);
+      /** @type {import('./engine-types.js').AnswerRequest} Written in the engine's names. */
       const answerFields = {
         settings,
         grammar: responseFormat(params.response_format),

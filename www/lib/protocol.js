@@ -76,50 +76,18 @@
  */
 
 /**
- * What chat and complete share, in the engine's names (src/web/engine.rs's request types take
- * them as they are: the worker forwards them unchanged). `settings` are the sampling settings,
+ * The answer requests are the engine's own types (src/engine/request.rs, declared in
+ * engine-types.d.ts from them), with the message's type and id: the worker hands the rest to
+ * `start_chat`, `start_text` or `start_branch` as it is. `settings` are the sampling settings,
  * resolved by inferno.js.
- * @typedef {object} GenerationFields
- * @property {number} id
- * @property {Partial<import('./engine-types.js').SamplerSettings>} settings
- * @property {ResponseGrammar} [grammar] what the answer must match (from response_format)
- * @property {number} [max_tokens] default 512 (the engine's DEFAULT_MAX_TOKENS)
- * @property {number} trace_top candidates recorded per step
- * @property {string[]} [stop] stop strings: the answer ends before the first to appear
- * @property {number} [context] the KV cache's length
+ * @typedef {import('./engine-types.js').ChatRequest & {type: 'chat', id: number}} ChatRequest
+ * @typedef {import('./engine-types.js').TextRequest & {type: 'complete', id: number}} CompleteRequest
+ * @typedef {import('./engine-types.js').BranchRequest & {type: 'branch', id: number}} BranchRequest
  */
-
 /**
  * The constraint a response_format asks for; the engine compiles it (or refuses it, kind
  * bad_schema or bad_grammar) before the answer starts.
- * @typedef {{type: 'json_object'} | {type: 'json_schema', schema: string, strict: boolean} | {type: 'lark', grammar: string}} ResponseGrammar
- */
-
-/**
- * A chat answer: the messages rendered through the model's template.
- * @typedef {GenerationFields & {
- *   type: 'chat',
- *   messages: ChatMessage[],
- *   enable_thinking?: boolean,
- *   tools?: Tool[],
- *   tool_choice?: ToolChoice,
- *   parallel_tool_calls?: boolean,
- *   split_reasoning?: boolean,
- * }} ChatRequest
- */
-/** A legacy text completion: the prompt as it is. @typedef {GenerationFields & {type: 'complete', prompt: string}} CompleteRequest */
-
-/**
- * Regenerates the last answer from step `step` on, with `token` forced there. The engine holds
- * the last answer (its steps, sampler and grammar); it refuses a step or token out of range.
- * @typedef {object} BranchRequest
- * @property {'branch'} type
- * @property {number} id
- * @property {number} step the answer's step to regenerate from
- * @property {number} token forced at that step
- * @property {number} [max_tokens] counts the kept steps
- * @property {number} trace_top
- * @property {string[]} [stop]
+ * @typedef {import('./engine-types.js').GrammarRequest} ResponseGrammar
  */
 
 /** Ends the running load, generation or embedding at its next step. @typedef {{type: 'stop', id: number | null}} StopRequest */
