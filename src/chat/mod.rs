@@ -19,6 +19,7 @@ use minijinja::value::Kwargs;
 use minijinja::{Environment, Error as JinjaError, ErrorKind, Value};
 use serde::{Deserialize, Serialize};
 
+pub(crate) use reply::held_back;
 pub use reply::{ParsedCall, REASONING_TAGS, ReasoningTags, Reply, ReplyFormat};
 pub use tools::{CallSyntax, FunctionCall, FunctionSpec, MAX_TOOLS, Tool, ToolCall, ToolChoice, ToolUse};
 

@@ -126,7 +126,7 @@ impl ReplyFormat {
 }
 
 /// `text` less an ending that could be the start of `marker`.
-fn held_back<'a>(text: &'a str, marker: &str) -> &'a str {
+pub(crate) fn held_back<'a>(text: &'a str, marker: &str) -> &'a str {
     for n in (1..marker.len().min(text.len() + 1)).rev() {
         if text.ends_with(&marker[..n]) {
             return &text[..text.len() - n];

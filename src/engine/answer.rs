@@ -2,12 +2,15 @@
 //! because it may yet begin one, the answer read as a message (reasoning, content, calls), and
 //! what each token adds to what a client has been sent (OpenAI's streaming deltas).
 //!
-//! The text is read once per token, in Rust: a client is sent only the growth, never the whole
-//! answer again.
+//! The text is read in Rust and a client is sent only the growth, never the whole answer again.
+//! Where a structured answer is in a part whose reading is known (inside its reasoning, or in
+//! content after it with no calls to look for), a token's delta is read from the new text
+//! alone ([`Reading`]); elsewhere the answer is read whole, which the fast reading equals (a
+//! test holds them to the same deltas).
 
 use serde::Serialize;
 
-use crate::chat::{Reply, ReplyFormat};
+use crate::chat::{Reply, ReplyFormat, held_back};
 
 /// What one token (or the end) adds to the message a client has been sent.
 #[cfg_attr(test, derive(ts_rs::TS))]
@@ -58,6 +61,20 @@ struct Sent {
     calls: Vec<(String, String)>,
 }
 
+/// Where a structured answer's reading stands, for reading a token from the new text alone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Reading {
+    /// Not known yet: read the answer whole.
+    Unknown,
+    /// Inside the reasoning, which begins at byte `from` of the text, with neither its closing
+    /// tag nor a call's opening tag in the text up to `scanned`.
+    Reasoning { from: usize, scanned: usize },
+    /// In the content after the reasoning, from byte `from`, where no call can come.
+    Content { from: usize },
+    /// Read whole to the end (calls may come, or the answer did not open with reasoning).
+    Whole,
+}
+
 /// An answer's text, its stop strings and what has been sent of it.
 pub struct AnswerText {
     format: ReplyFormat,
@@ -71,6 +88,7 @@ pub struct AnswerText {
     /// may be shown (the rest may yet be the start of one).
     released: usize,
     sent: Sent,
+    reading: Reading,
 }
 
 impl AnswerText {
@@ -87,6 +105,7 @@ impl AnswerText {
             stopped_by: None,
             released: 0,
             sent: Sent::default(),
+            reading: Reading::Unknown,
         }
     }
 
@@ -136,7 +155,7 @@ impl AnswerText {
             self.text.truncate(at);
             self.released = at;
         } else {
-            self.released = self.text.len() - self.held_back();
+            self.released = self.text.len() - self.stop_prefix_len();
         }
         self.delta(true)
     }
@@ -149,7 +168,7 @@ impl AnswerText {
     }
 
     /// Bytes at the end that could begin a stop string.
-    fn held_back(&self) -> usize {
+    fn stop_prefix_len(&self) -> usize {
         let text = self.text.as_bytes();
         self.stops
             .iter()
@@ -169,6 +188,9 @@ impl AnswerText {
             let content = self.text[self.sent.content.len()..released].to_owned();
             self.sent.content.push_str(&content);
             return Delta { content, ..Delta::default() };
+        }
+        if partial && let Some(delta) = self.read_new_text(released) {
+            return delta;
         }
         let Reply { content, reasoning_content, tool_calls } =
             self.format.parse(&self.text[..released], partial);
@@ -194,6 +216,78 @@ impl AnswerText {
             }
         }
         delta
+    }
+}
+
+impl AnswerText {
+    /// A streaming token's delta read from the new text alone, where the answer's part allows
+    /// it; `None`: read the answer whole. It gives what [`ReplyFormat::parse`] would: inside the
+    /// reasoning the message is the reasoning so far (trimmed, less an ending that may begin its
+    /// closing tag or a call's opening tag) and no content; after it, with no calls possible,
+    /// the content is the text after the closing tag, trimmed.
+    fn read_new_text(&mut self, released: usize) -> Option<Delta> {
+        let tags = self.format.reasoning?;
+        // Only tagged calls (or none) end the reasoning by a tag: the other syntaxes are read whole.
+        let call_open = match &self.format.calls {
+            None => None,
+            Some((syntax, _)) => Some(syntax.call_tags()?.0),
+        };
+        let text = &self.text[..released];
+        loop {
+            match self.reading {
+                Reading::Unknown => {
+                    let from = if self.format.opens_in_reasoning {
+                        0
+                    } else {
+                        let start = text.trim_start();
+                        if !start.starts_with(tags.open) {
+                            if !tags.open.starts_with(start) {
+                                self.reading = Reading::Whole; // It did not open with reasoning.
+                            }
+                            return None;
+                        }
+                        text.len() - start.len() + tags.open.len()
+                    };
+                    self.reading = Reading::Reasoning { from, scanned: from };
+                }
+                Reading::Reasoning { from, scanned } => {
+                    // A tag ending in the new text began at most its length less one before it.
+                    let longest = tags.close.len().max(call_open.map_or(0, str::len));
+                    let search = char_floor(text, scanned.saturating_sub(longest - 1).max(from));
+                    let close = text[search..].find(tags.close).map(|at| search + at);
+                    let call = call_open.and_then(|open| text[search..].find(open)).map(|at| search + at);
+                    match (close, call) {
+                        (None, None) => {
+                            self.reading = Reading::Reasoning { from, scanned: released };
+                            let mut inner = &text[from..];
+                            inner = held_back(inner, tags.close);
+                            if let Some(open) = call_open {
+                                inner = held_back(inner, open);
+                            }
+                            let reasoning = inner.trim();
+                            let more = reasoning.get(self.sent.reasoning.len()..)?;
+                            self.sent.reasoning.push_str(more);
+                            return Some(Delta { reasoning_content: more.to_owned(), ..Delta::default() });
+                        }
+                        (Some(close), None) if call_open.is_none() => {
+                            self.reading = Reading::Content { from: close + tags.close.len() };
+                            return None; // The token that closes it is read whole.
+                        }
+                        _ => {
+                            self.reading = Reading::Whole;
+                            return None;
+                        }
+                    }
+                }
+                Reading::Content { from } => {
+                    let content = text[from..].trim();
+                    let more = content.get(self.sent.content.len()..)?;
+                    self.sent.content.push_str(more);
+                    return Some(Delta { content: more.to_owned(), ..Delta::default() });
+                }
+                Reading::Whole => return None,
+            }
+        }
     }
 }
 
@@ -295,6 +389,14 @@ mod tests {
             let delta = answer.push(piece);
             content += &delta.content;
             reasoning += &delta.reasoning_content;
+            // Past the opening tag each token is read from its own text.
+            match piece {
+                " see." => {
+                    assert!(matches!(answer.reading, Reading::Reasoning { .. }), "{:?}", answer.reading)
+                }
+                " 4." => assert!(matches!(answer.reading, Reading::Content { .. }), "{:?}", answer.reading),
+                _ => {}
+            }
         }
         let last = answer.finish();
         content += &last.content;
@@ -303,5 +405,81 @@ mod tests {
         assert_eq!(content, whole.content);
         assert_eq!(reasoning, whole.reasoning_content.unwrap());
         assert_eq!(answer.stopped_by(), Some("STOP"));
+    }
+
+    /// Random streams of text around reasoning and call tags (split at random places, with
+    /// stop strings), read by the fast path and read whole: the same deltas at every token.
+    #[test]
+    fn reading_the_new_text_alone_gives_the_deltas_of_reading_the_whole_answer() {
+        use crate::chat::{CallSyntax, FunctionSpec, Tool, ToolChoice, ToolUse};
+        let tool = Tool {
+            kind: "function".into(),
+            function: FunctionSpec { name: "f".into(), description: None, parameters: None },
+        };
+        let tools = || ToolUse::new(vec![tool.clone()], ToolChoice::Auto, true).unwrap().unwrap();
+        let tags = Some(REASONING_TAGS[0].1);
+        let formats = [
+            ReplyFormat { reasoning: tags, ..ReplyFormat::default() },
+            ReplyFormat { reasoning: tags, opens_in_reasoning: true, ..ReplyFormat::default() },
+            ReplyFormat {
+                reasoning: tags,
+                calls: Some((CallSyntax::Hermes, tools())),
+                ..ReplyFormat::default()
+            },
+            ReplyFormat { reasoning: Some(REASONING_TAGS[1].1), ..ReplyFormat::default() },
+        ];
+        let fragments = [
+            "<think>",
+            "</think>",
+            "<|channel>thought",
+            "<channel|>",
+            "<tool_call>",
+            "</tool_call>",
+            "{\"name\": \"f\", \"arguments\": {\"a\": 1}}",
+            "<",
+            "</",
+            "thi",
+            "nk>",
+            " ",
+            "\n",
+            "  ",
+            "a",
+            "bc",
+            "é",
+            "日本",
+            "STOP",
+            "ST",
+            "OP",
+            ".",
+        ];
+        let mut rng = crate::sampler::Rng::new(7);
+        let mut pick = |n: usize| (rng.next_u64() % n as u64) as usize;
+        let mut read_alone = 0;
+        for round in 0..2000 {
+            let format = formats[round % formats.len()].clone();
+            let stops: Vec<String> = if round % 3 == 0 { vec!["STOP".into()] } else { Vec::new() };
+            // Half the answers open with their reasoning tag, as a thinking model's do.
+            let open = format.reasoning.map_or("", |tags| tags.open);
+            let opening = if round % 2 == 0 { open } else { "" };
+            let text: String = std::iter::once(opening)
+                .chain((0..pick(40) + 1).map(|_| fragments[pick(fragments.len())]))
+                .collect();
+            // Cut into pieces at random character boundaries.
+            let bounds: Vec<usize> = text.char_indices().map(|(i, _)| i).collect();
+            let mut cuts: Vec<usize> = (0..pick(12) + 1).map(|_| bounds[pick(bounds.len())]).collect();
+            cuts.extend([0, text.len()]);
+            cuts.sort_unstable();
+            cuts.dedup();
+            let mut fast = AnswerText::new(format.clone(), stops.clone());
+            let mut whole = AnswerText::new(format, stops);
+            whole.reading = Reading::Whole;
+            for piece in cuts.windows(2).map(|w| &text[w[0]..w[1]]) {
+                assert_eq!(fast.push(piece), whole.push(piece), "round {round}: {text:?} at {piece:?}");
+                read_alone +=
+                    usize::from(matches!(fast.reading, Reading::Reasoning { .. } | Reading::Content { .. }));
+            }
+            assert_eq!(fast.finish(), whole.finish(), "round {round}: {text:?} at the end");
+        }
+        assert!(read_alone > 1000, "only {read_alone} tokens were read from their own text");
     }
 }
