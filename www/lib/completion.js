@@ -17,7 +17,7 @@ export function abortError() {
  *  answer goes out as `chat.completion.chunk`s, a plain completion (`textMode`) as legacy
  *  `text_completion` chunks. */
 export class CompletionRun {
-  constructor({ base, textMode, logprobs, topLogprobs, settings, stop }) {
+  constructor({ base, textMode, logprobs, topLogprobs, settings, stop, whole }) {
     this.base = base;
     this.logprobs = logprobs;
     this.topLogprobs = topLogprobs;
@@ -32,6 +32,9 @@ export class CompletionRun {
     this.started = false;
     this.structured = false;
     this.callIds = []; // each tool call's id, by index
+    // A whole completion (stream: false) returns every step and log probability; a stream has
+    // sent each with its chunk, and keeps none (a long answer's steps would only pile up).
+    this.whole = whole;
     this.collected = { logprobs: [], steps: [] };
   }
 
@@ -87,8 +90,10 @@ export class CompletionRun {
   branched(event) {
     this.settings ??= /** @type {Record<string, number>} */ (event.settings);
     const kept = event.kept.map((step) => ({ ...step, settings: this.settings }));
-    this.collected.steps.push(...kept);
-    if (this.logprobs) this.collected.logprobs.push(...kept.map((step) => this.logprobEntry(step)));
+    if (this.whole) {
+      this.collected.steps.push(...kept);
+      if (this.logprobs) this.collected.logprobs.push(...kept.map((step) => this.logprobEntry(step)));
+    }
     this.begin({ branch: { step: event.step, token: event.token } }, event.structured, event.delta);
   }
 
@@ -96,9 +101,11 @@ export class CompletionRun {
   token(step, delta) {
     if (this.aborted) return; // The worker is being stopped.
     const shown = { ...step, settings: this.settings };
-    this.collected.steps.push(shown);
     const logprobs = this.logprobs ? { content: [this.logprobEntry(step)] } : null;
-    if (logprobs) this.collected.logprobs.push(logprobs.content[0]);
+    if (this.whole) {
+      this.collected.steps.push(shown);
+      if (logprobs) this.collected.logprobs.push(logprobs.content[0]);
+    }
     this.push(this.chunk(this.openAiDelta(delta), null, { logprobs, inferno: { step: shown } }));
   }
 

@@ -421,6 +421,7 @@ export class Inferno {
       topLogprobs,
       settings,
       stop: () => this.#client.request('stop').catch(() => {}),
+      whole: !params.stream,
     });
     const signal = params.signal;
     const onAbort = () => run.abort();
