@@ -67,9 +67,13 @@ export async function askAndStop(message, chips) {
     chips,
     { timeout: CHAT_TIMEOUT_MS },
   );
+  // The tokens the page had received when Stop was clicked: the live stats count each as it
+  // arrives, while the visualizer draws its chips a frame later (Firefox lags several steps).
   const atStop = await h.page.evaluate(() => {
     document.getElementById('stop').click();
-    return document.querySelectorAll('#viz-strip .viz-chip').length;
+    const chips = document.querySelectorAll('#viz-strip .viz-chip').length;
+    const counted = /(\d+) tokens/.exec(document.getElementById('chat-stats').textContent);
+    return Math.max(chips, counted ? Number(counted[1]) : 0);
   });
   await h.page.waitForFunction((count) => Number(document.body.dataset.answers ?? 0) > count, before, {
     timeout: CHAT_TIMEOUT_MS,
