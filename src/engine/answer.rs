@@ -78,8 +78,6 @@ enum Reading {
 /// An answer's text, its stop strings and what has been sent of it.
 pub struct AnswerText {
     format: ReplyFormat,
-    /// Read as a message (reasoning, calls) rather than taken as content.
-    structured: bool,
     stops: Vec<String>,
     /// Everything generated (cut where a stop string began, once one has).
     text: String,
@@ -95,11 +93,9 @@ impl AnswerText {
     /// An answer read with `format` (a plain completion: the default, read as content), ended
     /// by the first of `stops` to appear (empty strings are ignored).
     pub fn new(format: ReplyFormat, stops: Vec<String>) -> AnswerText {
-        let structured = format.is_structured();
         let stops = stops.into_iter().filter(|s| !s.is_empty()).collect();
         AnswerText {
             format,
-            structured,
             stops,
             text: String::new(),
             stopped_by: None,
@@ -111,7 +107,12 @@ impl AnswerText {
 
     /// Whether the answer is read as a message rather than taken as content.
     pub fn is_structured(&self) -> bool {
-        self.structured
+        self.format.is_structured()
+    }
+
+    /// How the answer is read.
+    pub fn format(&self) -> &ReplyFormat {
+        &self.format
     }
 
     /// The answer so far (cut at a stop string).
@@ -184,7 +185,7 @@ impl AnswerText {
     /// sent waits until it is).
     fn delta(&mut self, partial: bool) -> Delta {
         let released = char_floor(&self.text, self.released);
-        if !self.structured {
+        if !self.is_structured() {
             let content = self.text[self.sent.content.len()..released].to_owned();
             self.sent.content.push_str(&content);
             return Delta { content, ..Delta::default() };

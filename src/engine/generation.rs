@@ -31,7 +31,7 @@ pub struct AnswerLimits {
 impl Default for AnswerLimits {
     fn default() -> Self {
         AnswerLimits {
-            max_tokens: 512,
+            max_tokens: super::DEFAULT_MAX_TOKENS,
             stops: Vec::new(),
             trace_top: 0,
             ignore_eos: false,
@@ -254,8 +254,6 @@ pub struct Generation {
     prompt_tokens: usize,
     /// Where the answer's first token sits in the conversation.
     answer_start: usize,
-    /// How the answer is read.
-    format: ReplyFormat,
     sampler: Sampler,
     text: AnswerText,
     steps: Vec<StepRecord>,
@@ -308,12 +306,11 @@ impl Generation {
         if prompt.is_empty() {
             return Err(EngineError::EmptyPrompt);
         }
-        let text = AnswerText::new(format.clone(), limits.stops.clone());
+        let text = AnswerText::new(format, limits.stops.clone());
         Ok(Generation {
             prompt_tokens: prompt.len(),
             answer_start: prompt.len(),
             prompt,
-            format,
             sampler,
             text,
             steps: Vec::new(),
@@ -369,7 +366,7 @@ impl Generation {
         }
         self.steps.truncate(step);
         // What the kept text adds to an empty message, read as the answer is.
-        self.text = AnswerText::new(self.format.clone(), limits.stops.clone());
+        self.text = AnswerText::new(self.text.format().clone(), limits.stops.clone());
         let mut delta = Delta::default();
         for kept in &self.steps {
             delta.extend(self.text.push(&kept.text));
@@ -420,7 +417,7 @@ impl Generation {
 
     /// How the answer is read (to read it whole).
     pub fn format(&self) -> &ReplyFormat {
-        &self.format
+        self.text.format()
     }
 
     pub fn prompt_tokens(&self) -> usize {
@@ -500,7 +497,7 @@ impl Generation {
         };
         self.prefill = Some(facts.clone());
         self.phase = Phase::Decode;
-        let call_syntax = self.format.calls.as_ref().map(|(syntax, _)| *syntax);
+        let call_syntax = self.text.format().calls.as_ref().map(|(syntax, _)| *syntax);
         events.push(Event::Prepared { prompt: facts, structured: self.is_structured(), call_syntax });
     }
 
