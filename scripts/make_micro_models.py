@@ -53,6 +53,16 @@ Architectures:
            0.25: with norm weights near 1, attention at scale 1 over random heads is so sharp that
            a one-ulp change of the embeddings moved logits by 0.1 (the browser's summing order
            then missed llama.cpp by 0.03); near 0.25 the same change moves none.
+  qwen3moe Qwen3-MoE: Qwen3's attention (per-head Q/K norm, NeoX RoPE) with 8 experts of
+           width 128 (`expert_feed_forward_length`), 2 used, softmax routing renormalized.
+  olmoe    OLMoE: Q/K norm across all heads at once (so 4 KV heads, as its files have), 8
+           experts of width 128 (`feed_forward_length`), 3 used, softmax weights not
+           renormalized; a separate output matrix.
+  granitemoe  Granite 3.x MoE: interleaved RoPE, Granite's multipliers (embeddings 12,
+           residual 0.22, attention 1/64, logits divided by 6, as granite-3.1-1b-a400m), 6
+           experts of width 128, 2 used, renormalized, and a shared expert of width 192.
+  The experts' routers are F32 (llama.cpp's converter leaves `ffn_gate_inp` unquantized) with
+  weights of std 0.1, so that router scores are seldom near a tie; the experts are Q8_0 stacks.
 """
 import argparse
 from pathlib import Path
@@ -350,6 +360,75 @@ def write_gemma4(path, rng, reader):
     finish(writer, vector)
 
 
+# Mixture-of-experts micro files: arch -> (experts, used, KV heads, expert width key, shared
+# expert width, Granite multipliers).
+MOE = {
+    "qwen3moe": dict(experts=8, used=2, kv_heads=KV_HEADS, expert_key=True, shared=0, granite=False),
+    "olmoe": dict(experts=8, used=3, kv_heads=HEADS, expert_key=False, shared=0, granite=False),
+    "granitemoe": dict(experts=6, used=2, kv_heads=KV_HEADS, expert_key=False, shared=192, granite=True),
+}
+EXPERT_FFN = 128
+
+
+def write_moe(path, rng, reader, arch):
+    spec = MOE[arch]
+    n_vocab = len(reader.fields["tokenizer.ggml.tokens"].data)
+    layers, n_expert, kv_heads = 2, spec["experts"], spec["kv_heads"]
+    writer = q8_writer(path, arch, layers)
+    # Qwen3-MoE reads the experts' width from its own key; the others from feed_forward_length.
+    writer.add_feed_forward_length(FFN if spec["expert_key"] else EXPERT_FFN)
+    if spec["expert_key"]:
+        writer.add_expert_feed_forward_length(EXPERT_FFN)
+    writer.add_expert_count(n_expert)
+    writer.add_expert_used_count(spec["used"])
+    if spec["shared"]:
+        writer.add_expert_shared_feed_forward_length(spec["shared"])
+    writer.add_head_count(HEADS)
+    writer.add_head_count_kv(kv_heads)
+    writer.add_rope_freq_base(1_000_000.0)
+    writer.add_layer_norm_rms_eps(1e-6)
+    if spec["granite"]:
+        writer.add_embedding_scale(12.0)
+        writer.add_residual_scale(0.22)
+        writer.add_attention_scale(1.0 / 64)
+        writer.add_logit_scale(6.0)
+    copy_tokenizer(writer, reader)
+    matrix, vector = random_tensors(writer, rng)
+
+    def stack(name, rows, cols):
+        x = rng.standard_normal((n_expert, rows, cols), dtype=np.float32) * np.float32(0.02)
+        writer.add_tensor(name, quantize(x, Q.Q8_0), raw_dtype=Q.Q8_0)
+
+    matrix("token_embd.weight", n_vocab, EMBD)
+    if arch == "olmoe":
+        matrix("output.weight", n_vocab, EMBD)
+    q_width, kv_width = HEADS * HEAD_DIM, kv_heads * HEAD_DIM
+    for layer in range(layers):
+        p = f"blk.{layer}."
+        vector(p + "attn_norm.weight", EMBD, 1.0, 0.1)
+        matrix(p + "attn_q.weight", q_width, EMBD)
+        matrix(p + "attn_k.weight", kv_width, EMBD)
+        matrix(p + "attn_v.weight", kv_width, EMBD)
+        if arch == "qwen3moe":
+            vector(p + "attn_q_norm.weight", HEAD_DIM, 1.0, 0.1)
+            vector(p + "attn_k_norm.weight", HEAD_DIM, 1.0, 0.1)
+        elif arch == "olmoe":
+            vector(p + "attn_q_norm.weight", q_width, 1.0, 0.1)
+            vector(p + "attn_k_norm.weight", kv_width, 1.0, 0.1)
+        matrix(p + "attn_output.weight", EMBD, q_width)
+        vector(p + "ffn_norm.weight", EMBD, 1.0, 0.1)
+        router = rng.standard_normal((n_expert, EMBD), dtype=np.float32) * np.float32(0.1)
+        writer.add_tensor(p + "ffn_gate_inp.weight", router)
+        stack(p + "ffn_gate_exps.weight", EXPERT_FFN, EMBD)
+        stack(p + "ffn_up_exps.weight", EXPERT_FFN, EMBD)
+        stack(p + "ffn_down_exps.weight", EMBD, EXPERT_FFN)
+        if spec["shared"]:
+            matrix(p + "ffn_gate_shexp.weight", spec["shared"], EMBD)
+            matrix(p + "ffn_up_shexp.weight", spec["shared"], EMBD)
+            matrix(p + "ffn_down_shexp.weight", EMBD, spec["shared"])
+    finish(writer, vector)
+
+
 # arch: (layers, RoPE base, Q/K/V biases, fused QKV and gate/up with LongRoPE)
 MODELS = {
     "qwen2": (2, 1_000_000.0, True, False),
@@ -369,7 +448,11 @@ MODELS = {
 }
 
 # Architectures with writers of their own.
-WRITERS = {"qwen35": write_qwen35, "gemma4": write_gemma4}
+WRITERS = {
+    "qwen35": write_qwen35,
+    "gemma4": write_gemma4,
+    **{arch: (lambda path, rng, reader, arch=arch: write_moe(path, rng, reader, arch)) for arch in MOE},
+}
 
 
 def main():

@@ -318,6 +318,32 @@ fn thread_count_does_not_change_the_logits() {
     assert!(one.to_string().len() > 1000, "{one}");
 }
 
+/// The same for a mixture of experts: threads split each expert's rows, and the experts' outputs
+/// are added in one order whatever the thread count.
+#[test]
+fn thread_count_does_not_change_the_logits_of_experts() {
+    let model = common::model("olmoe-micro-q8_0.gguf");
+    let model = model.to_str().unwrap();
+    let tokens: Vec<String> = (0..40).map(|i| (100 + i * 97).to_string()).collect();
+    let tokens = tokens.join(",");
+    let logits = |threads: &str| {
+        stdout_json(&inferno(&[
+            "logits",
+            model,
+            "--tokens",
+            &tokens,
+            "--top",
+            "8",
+            "--threads",
+            threads,
+            "--json",
+        ]))
+    };
+    let one = logits("1");
+    assert_eq!(one, logits("2"));
+    assert!(one.to_string().len() > 500, "{one}");
+}
+
 #[test]
 fn generation_options_are_checked() {
     let (model, _) = micro_q4_0();

@@ -260,6 +260,9 @@ fn micro_models_of_other_architectures_match_llama_cpp() {
         "llama-micro-iq1_m",
         "llama-micro-llama3",
         "gemma4-micro-q8_0",
+        "qwen3moe-micro-q8_0",
+        "olmoe-micro-q8_0",
+        "granitemoe-micro-q8_0",
     ];
     for (name, tolerance) in goldens.map(|name| (name, 1e-4)) {
         let golden = golden(&format!("{name}.json"));

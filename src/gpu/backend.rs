@@ -15,8 +15,8 @@ use std::ops::Range;
 use super::{AttentionParams, Gpu, GpuError, RopeParams, Signal, groups_2d};
 use crate::model::backend::{Backend, Buf, Input, LayerAttention, LayerRope};
 use crate::model::{
-    Activation, Checkpoints, DeltaNetWeights, EncoderInput, Family, LayerWeights, Matrix, Mixer, Model,
-    ModelError, Norm, PerLayerWeights, RopeStyle,
+    Activation, Checkpoints, DeltaNetWeights, EncoderInput, ExpertWeights, Family, FeedForward, Matrix,
+    Mixer, Model, ModelError, Norm, PerLayerWeights, RopeStyle,
 };
 
 /// What a model keeps on the device between batches: its weights (by where they lie in the
@@ -160,6 +160,7 @@ impl GpuState {
                 "DeltaNet heads over 256 wide",
             ),
             ((0..c.n_layer).any(|l| c.layer(l).head_dim > super::MAX_ATTENTION_HEAD), "heads over 256 wide"),
+            (c.experts.is_some(), "mixture-of-experts layers"),
         ];
         if let Some((_, what)) = missing.iter().find(|(needed, _)| *needed) {
             return Err(GpuError::Refused(what));
@@ -1195,7 +1196,12 @@ impl Backend for GpuBackend<'_> {
         self.dispatch(&pipeline, &[&q, &keys, &values, &out], &words, groups);
     }
 
-    fn feed_forward(&mut self, layer: &LayerWeights) -> Result<(), ModelError> {
+    fn experts(&mut self, _: &ExpertWeights) -> Result<(), ModelError> {
+        self.fail(GpuError::Refused("mixture-of-experts layers"));
+        Ok(())
+    }
+
+    fn feed_forward(&mut self, layer: &FeedForward) -> Result<(), ModelError> {
         let Some(w_gate) = &layer.w_gate else {
             self.fail(GpuError::Refused("feed-forward blocks without a gate"));
             return Ok(());

@@ -22,6 +22,9 @@ pub enum Architecture {
     Gemma4,
     Bert,
     NomicBert,
+    Qwen3Moe,
+    Olmoe,
+    GraniteMoe,
 }
 
 /// Which layer builder of `forward.rs` runs an architecture's layers.
@@ -55,6 +58,48 @@ pub enum Positions {
     Rope,
     /// A learned row per position added to the token embeddings (`position_embd`, BERT).
     Learned,
+}
+
+/// Per-head RMSNorm of queries and keys before RoPE (`attn_q_norm`, `attn_k_norm`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QkNorm {
+    None,
+    /// Each head normalized on its own, one weight of a head's size (Qwen3, Gemma 3).
+    PerHead,
+    /// All of a token's queries (and all its keys) normalized together, one weight as wide as
+    /// the projection (OLMoE).
+    WholeRow,
+}
+
+/// How a router's scores become the probabilities experts are chosen by and weighted with
+/// (llama.cpp's `llama_expert_gating_func_type`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Gating {
+    Softmax,
+    Sigmoid,
+}
+
+/// Where an expert's FFN width comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExpertWidth {
+    /// `expert_feed_forward_length`, else `feed_forward_length / expert_used_count` (Qwen3-MoE).
+    ExpertKeyOrShare,
+    /// `feed_forward_length` (OLMoE, Granite MoE).
+    FeedForwardLength,
+}
+
+/// A mixture-of-experts feed-forward block, as the family's graph calls llama.cpp's
+/// `build_moe_ffn`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ExpertSpec {
+    pub gating: Gating,
+    /// The chosen experts' weights divided by their sum.
+    pub normalize: bool,
+    pub width: ExpertWidth,
+    /// A shared expert (`ffn_*_shexp`, always run) where the file gives its width
+    /// (`expert_shared_feed_forward_length`).
+    pub shared: bool,
 }
 
 /// Biases on the Q, K and V projections (`blk.N.attn_{q,k,v}.bias`).
@@ -133,8 +178,7 @@ pub struct ArchSpec {
     pub positions: Positions,
     pub rope_style: RopeStyle,
     pub activation: Activation,
-    /// Per-head RMSNorm of queries and keys before RoPE (`attn_q_norm`, `attn_k_norm`).
-    pub qk_norm: bool,
+    pub qk_norm: QkNorm,
     pub qkv_bias: QkvBias,
     /// Norms of the attention and FFN outputs before their residual adds
     /// (`post_attention_norm`, `post_ffw_norm`).
@@ -179,6 +223,12 @@ pub struct ArchSpec {
     pub no_rope_every: Option<usize>,
     /// Files with experts (`expert_count` > 0) are refused by name: only dense sizes run.
     pub dense_only: bool,
+    /// Every layer's feed-forward block is a mixture of experts.
+    pub experts: Option<ExpertSpec>,
+    /// Granite's multipliers from the file: of the embeddings (`embedding_scale`), of each
+    /// block's output before its residual add (`residual_scale`), of the attention scores
+    /// (`attention.scale`), and the logits divided by `logit_scale`.
+    pub granite_scales: bool,
 }
 
 /// The defaults of a row: a Llama-like decoder (Qwen3's neighbours differ in a few fields).
@@ -189,7 +239,7 @@ const LLAMA_LIKE: ArchSpec = ArchSpec {
     positions: Positions::Rope,
     rope_style: RopeStyle::Neox,
     activation: Activation::SwiGlu,
-    qk_norm: false,
+    qk_norm: QkNorm::None,
     qkv_bias: QkvBias::Ignored,
     post_norms: false,
     ffn_norm: "ffn_norm",
@@ -211,6 +261,8 @@ const LLAMA_LIKE: ArchSpec = ArchSpec {
     interleaved_mrope: false,
     no_rope_every: None,
     dense_only: false,
+    experts: None,
+    granite_scales: false,
 };
 
 /// Gemma's common ground: scaled embeddings, post-norms, GeGLU.
@@ -233,9 +285,9 @@ const ENCODER: ArchSpec = ArchSpec {
 };
 
 /// Every architecture, in the order people meet them in messages (and [`Architecture`]'s).
-pub const ARCHITECTURES: [ArchSpec; 11] = [
+pub const ARCHITECTURES: [ArchSpec; 14] = [
     // Qwen3: per-head Q/K RMSNorm, NeoX RoPE, GQA, SwiGLU.
-    ArchSpec { architecture: Architecture::Qwen3, name: "qwen3", qk_norm: true, ..LLAMA_LIKE },
+    ArchSpec { architecture: Architecture::Qwen3, name: "qwen3", qk_norm: QkNorm::PerHead, ..LLAMA_LIKE },
     // Qwen2, Qwen2.5 (and DeepSeek-R1-Distill-Qwen): Q/K/V biases.
     ArchSpec { architecture: Architecture::Qwen2, name: "qwen2", qkv_bias: QkvBias::Required, ..LLAMA_LIKE },
     // Llama (SmolLM2, Llama 2/3): interleaved ("normal") RoPE.
@@ -283,7 +335,7 @@ pub const ARCHITECTURES: [ArchSpec; 11] = [
     ArchSpec {
         architecture: Architecture::Gemma3,
         name: "gemma3",
-        qk_norm: true,
+        qk_norm: QkNorm::PerHead,
         sliding: Sliding::Periodic {
             period: 6,
             window: Window::Optional,
@@ -296,7 +348,7 @@ pub const ARCHITECTURES: [ArchSpec; 11] = [
     ArchSpec {
         architecture: Architecture::Qwen35,
         name: "qwen35",
-        qk_norm: true,
+        qk_norm: QkNorm::PerHead,
         ffn_norm: "post_attention_norm",
         gated_attention: true,
         delta_net: true,
@@ -309,7 +361,7 @@ pub const ARCHITECTURES: [ArchSpec; 11] = [
     ArchSpec {
         architecture: Architecture::Gemma4,
         name: "gemma4",
-        qk_norm: true,
+        qk_norm: QkNorm::PerHead,
         optional_values: true,
         layer_output_scale: true,
         scale_queries: false,
@@ -332,6 +384,49 @@ pub const ARCHITECTURES: [ArchSpec; 11] = [
         positions: Positions::Rope,
         activation: Activation::SwiGlu,
         ..ENCODER
+    },
+    // Qwen3-MoE (Qwen3-30B-A3B): Qwen3's attention, a softmax router whose chosen weights are
+    // renormalized.
+    ArchSpec {
+        architecture: Architecture::Qwen3Moe,
+        name: "qwen3moe",
+        qk_norm: QkNorm::PerHead,
+        experts: Some(ExpertSpec {
+            gating: Gating::Softmax,
+            normalize: true,
+            width: ExpertWidth::ExpertKeyOrShare,
+            shared: false,
+        }),
+        ..LLAMA_LIKE
+    },
+    // OLMoE: queries and keys normalized across all heads at once, chosen weights kept as the
+    // softmax gave them.
+    ArchSpec {
+        architecture: Architecture::Olmoe,
+        name: "olmoe",
+        qk_norm: QkNorm::WholeRow,
+        experts: Some(ExpertSpec {
+            gating: Gating::Softmax,
+            normalize: false,
+            width: ExpertWidth::FeedForwardLength,
+            shared: false,
+        }),
+        ..LLAMA_LIKE
+    },
+    // Granite 3.x MoE: Llama's interleaved RoPE, Granite's four multipliers, renormalized
+    // softmax routing, and a shared expert where the file has one.
+    ArchSpec {
+        architecture: Architecture::GraniteMoe,
+        name: "granitemoe",
+        rope_style: RopeStyle::Normal,
+        experts: Some(ExpertSpec {
+            gating: Gating::Softmax,
+            normalize: true,
+            width: ExpertWidth::FeedForwardLength,
+            shared: true,
+        }),
+        granite_scales: true,
+        ..LLAMA_LIKE
     },
 ];
 

@@ -8,7 +8,9 @@ use std::ops::Range;
 
 use super::config::{Rope, RopeStyle};
 use super::error::ModelError;
-use super::weights::{DeltaNetWeights, EncoderInput, LayerWeights, Matrix, Norm, PerLayerWeights};
+use super::weights::{
+    DeltaNetWeights, EncoderInput, ExpertWeights, FeedForward, Matrix, Norm, PerLayerWeights,
+};
 
 /// A layer's rotary embedding, as `forward.rs` resolves it from the architecture, the layer
 /// and the cache's size: a backend only applies it.
@@ -77,6 +79,9 @@ pub enum Input {
     FeedForwardIn(usize),
     /// Layer `l`'s gated hidden state, before `W_down`.
     FeedForwardHidden(usize),
+    /// The rows of layer `l`'s FFN input routed to expert `e`, and their gated hidden states.
+    ExpertIn(usize, usize),
+    ExpertHidden(usize, usize),
     /// The final norm's output, before the output projection.
     OutputNorm,
     /// The scaled token embeddings (Gemma 4's per-layer projection reads them).
@@ -155,7 +160,13 @@ pub trait Backend {
 
     /// `BlockOut` ← `W_down · (act(W_gate · Normed) ⊙ (W_up · Normed))`, or without a gate
     /// `W_down · gelu(W_up · Normed + b_up) + b_down`.
-    fn feed_forward(&mut self, weights: &LayerWeights) -> Result<(), ModelError>;
+    fn feed_forward(&mut self, ffn: &FeedForward) -> Result<(), ModelError>;
+
+    /// `BlockOut` ← the mixture of experts of `Normed`: each row's chosen experts' FFNs
+    /// ([`super::experts::route`]), weighted and summed best first, plus the shared expert's
+    /// FFN where there is one. Each expert's rows are multiplied together, and a row is
+    /// computed the same whichever rows share its batch.
+    fn experts(&mut self, experts: &ExpertWeights) -> Result<(), ModelError>;
 
     /// `BlockOut` ← the gated DeltaNet of `Normed`, its states carried in the cache.
     fn delta_net(&mut self, weights: &DeltaNetWeights) -> Result<(), ModelError>;

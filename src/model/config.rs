@@ -4,8 +4,8 @@
 use serde::Serialize;
 
 use super::arch::{
-    Activation, ArchSpec, Architecture, AttentionScale, Family, FinalSoftcap, LocalRope, Positions, Sliding,
-    Window,
+    Activation, ArchSpec, Architecture, AttentionScale, ExpertSpec, ExpertWidth, Family, FinalSoftcap,
+    Gating, LocalRope, Positions, Sliding, Window,
 };
 use super::error::ModelError;
 use crate::embedding::Pooling;
@@ -71,6 +71,22 @@ impl DeltaNet {
     pub fn ssm_state_len(&self) -> usize {
         self.v_heads * self.head_dim * self.head_dim
     }
+}
+
+/// A mixture-of-experts block's shape and routing (`expert_*` keys and the family's rules).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Experts {
+    /// Experts per layer (`expert_count`).
+    pub count: usize,
+    /// Experts each token is routed to (`expert_used_count`).
+    pub used: usize,
+    /// Each expert's FFN width.
+    pub width: usize,
+    /// The shared expert's FFN width, where the layer has one.
+    pub shared_width: Option<usize>,
+    pub gating: Gating,
+    /// The chosen experts' weights divided by their sum.
+    pub normalize: bool,
 }
 
 /// What can differ from layer to layer (Gemma 4: sliding-window layers have their own head
@@ -145,8 +161,14 @@ pub struct Config {
     pub attn_softcap: Option<f32>,
     /// Output logits squashed the same way (Gemma 2: 30).
     pub final_softcap: Option<f32>,
-    /// Multiplier applied to token embeddings (Gemma: sqrt(n_embd)).
+    /// Multiplier applied to token embeddings (Gemma: sqrt(n_embd); Granite: from the file).
     pub embedding_scale: Option<f32>,
+    /// Each block's output multiplied by this before its residual add (Granite).
+    pub residual_scale: Option<f32>,
+    /// Logits divided by this (Granite).
+    pub logit_scale: Option<f32>,
+    /// Every layer's feed-forward block is a mixture of experts of this shape.
+    pub experts: Option<Experts>,
     /// The attention layers' query projection also yields a per-head output gate,
     /// `sigmoid(gate) ⊙ attention` (Qwen3.5).
     pub gated_attention: bool,
@@ -180,6 +202,8 @@ const MAX_CONTEXT: u64 = 1 << 24;
 /// Bound on a DeltaNet head: its state is `head_dim²` floats per head and layer.
 const MAX_DELTA_NET_HEAD: u64 = 1 << 10;
 const MAX_CONV_KERNEL: u64 = 64;
+/// llama.cpp's `LLAMA_MAX_EXPERTS`.
+const MAX_EXPERTS: u64 = 512;
 
 impl Config {
     /// Reads the hyperparameters of `architecture`; `vocab_size` comes from the embedding tensor.
@@ -377,6 +401,28 @@ impl Config {
             AttentionScale::One => 1.0,
             AttentionScale::InverseSqrtHeadDim | AttentionScale::Gemma2 => 1.0 / (head_dim as f32).sqrt(),
         };
+        // Granite's multipliers (llama.cpp reads a 0 as "not given").
+        let granite = |name: &str| -> Result<Option<f32>, ModelError> {
+            if !spec.granite_scales {
+                return Ok(None);
+            }
+            match keys.metadata.get(&keys.key(name)).and_then(|v| v.as_f64()) {
+                None => Ok(None),
+                Some(0.0) => Ok(None),
+                Some(v) if v.is_finite() && v > 0.0 => Ok(Some(v as f32)),
+                Some(_) => Err(keys.bad(name, "must be a positive number".into())),
+            }
+        };
+        let attention_scale = granite("attention.scale")?.unwrap_or(attention_scale);
+        let residual_scale = granite("residual_scale")?;
+        let logit_scale = granite("logit_scale")?;
+        if spec.granite_scales && logit_scale.is_none() {
+            return Err(keys.missing("logit_scale"));
+        }
+        let experts = match spec.experts {
+            Some(expert_spec) => Some(keys.experts(expert_spec, n_ff)?),
+            None => None,
+        };
         let attn_softcap = match spec.attn_softcap {
             Some(cap) => Some(keys.positive_float("attn_logit_softcapping")?.unwrap_or(cap)),
             None => None,
@@ -413,7 +459,10 @@ impl Config {
         } else {
             None
         };
-        let embedding_scale = spec.scaled_embeddings.then(|| (n_embd as f32).sqrt());
+        let embedding_scale = match spec.scaled_embeddings {
+            true => Some((n_embd as f32).sqrt()),
+            false => granite("embedding_scale")?,
+        };
         let (delta_net, recurrent_layers) = if spec.delta_net {
             let (delta_net, recurrent) = keys.delta_net(n_layer)?;
             (Some(delta_net), recurrent)
@@ -457,6 +506,9 @@ impl Config {
             attn_softcap,
             final_softcap,
             embedding_scale,
+            residual_scale,
+            logit_scale,
+            experts,
             gated_attention: spec.gated_attention,
             normalize_values: spec.normalize_values,
             activation: spec.activation,
@@ -563,6 +615,41 @@ impl Keys<'_> {
             return Err(self.bad(name, format!("= {n} is outside 1..={max}")));
         }
         usize::try_from(n).map(Some).map_err(|_| self.bad(name, format!("= {n} does not fit in memory")))
+    }
+
+    /// A mixture-of-experts block's shape, from the `expert_*` keys; `n_ff` is the file's
+    /// `feed_forward_length`.
+    fn experts(&self, spec: ExpertSpec, n_ff: usize) -> Result<Experts, ModelError> {
+        let count = self.required_count("expert_count", MAX_EXPERTS)?;
+        let used = self.required_count("expert_used_count", MAX_EXPERTS)?;
+        if count == 0 {
+            return Err(self.bad("expert_count", "is 0: a mixture of experts needs experts".into()));
+        }
+        if used == 0 || used > count {
+            return Err(
+                self.bad("expert_used_count", format!("= {used} must be between 1 and expert_count {count}"))
+            );
+        }
+        let width = match spec.width {
+            ExpertWidth::ExpertKeyOrShare => {
+                self.optional_count("expert_feed_forward_length", MAX_DIM)?.unwrap_or(n_ff / used)
+            }
+            ExpertWidth::FeedForwardLength => n_ff,
+        };
+        if width == 0 {
+            return Err(self.bad("expert_feed_forward_length", "gives experts no width".into()));
+        }
+        let shared_width = match spec.shared {
+            // Granite MoE files without a shared expert may say so with a 0.
+            true => {
+                match self.metadata.get(&self.key("expert_shared_feed_forward_length")).map(|v| v.as_u64()) {
+                    None | Some(Some(0)) => None,
+                    Some(_) => self.optional_count("expert_shared_feed_forward_length", MAX_DIM)?,
+                }
+            }
+            false => None,
+        };
+        Ok(Experts { count, used, width, shared_width, gating: spec.gating, normalize: spec.normalize })
     }
 
     fn pooling(&self) -> Result<Option<Pooling>, ModelError> {
@@ -729,12 +816,15 @@ mod tests {
             Architecture::Gemma4 => 8,
             Architecture::Bert => 9,
             Architecture::NomicBert => 10,
+            Architecture::Qwen3Moe => 11,
+            Architecture::Olmoe => 12,
+            Architecture::GraniteMoe => 13,
         };
-        assert_eq!(Architecture::all().map(row).collect::<Vec<_>>(), [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
+        assert_eq!(Architecture::all().map(row).collect::<Vec<_>>(), (0..14).collect::<Vec<_>>());
         let message = ModelError::UnsupportedArchitecture("mamba".into()).to_string();
         assert!(
             message
-                .ends_with("(supported: qwen3, qwen2, llama, smollm3, phi3, gemma2, gemma3, qwen35, gemma4, bert, nomic-bert)"),
+                .ends_with("(supported: qwen3, qwen2, llama, smollm3, phi3, gemma2, gemma3, qwen35, gemma4, bert, nomic-bert, qwen3moe, olmoe, granitemoe)"),
             "{message}"
         );
     }
@@ -772,6 +862,52 @@ mod tests {
         );
         let error = Config::from_metadata(&qwen3(1 << 10, 1 << 10, 1 << 12), 100).unwrap_err();
         assert!(error.to_string().contains("exceed"), "{error}");
+    }
+
+    /// A Qwen3-MoE header with these expert keys (absent where `None`).
+    fn qwen3moe(count: Option<u32>, used: Option<u32>, width: Option<u32>) -> Metadata {
+        let mut pairs = vec![
+            ("general.architecture", Value::String("qwen3moe".into())),
+            ("qwen3moe.block_count", Value::U32(2)),
+            ("qwen3moe.embedding_length", Value::U32(256)),
+            ("qwen3moe.feed_forward_length", Value::U32(768)),
+            ("qwen3moe.attention.head_count", Value::U32(4)),
+        ];
+        let keys =
+            ["qwen3moe.expert_count", "qwen3moe.expert_used_count", "qwen3moe.expert_feed_forward_length"];
+        for (key, value) in keys.into_iter().zip([count, used, width]) {
+            if let Some(value) = value {
+                pairs.push((key, Value::U32(value)));
+            }
+        }
+        metadata(&pairs)
+    }
+
+    #[test]
+    fn expert_counts_are_checked_before_anything_is_sized_by_them() {
+        let config = Config::from_metadata(&qwen3moe(Some(8), Some(2), Some(128)), 100).unwrap();
+        let experts = config.experts.unwrap();
+        assert_eq!((experts.count, experts.used, experts.width, experts.shared_width), (8, 2, 128, None));
+        // Without its own key, an expert's width is the FFN's share per used expert.
+        assert_eq!(
+            Config::from_metadata(&qwen3moe(Some(8), Some(2), None), 100).unwrap().experts.unwrap().width,
+            384
+        );
+        // k equal to the expert count is allowed: every expert runs.
+        assert!(Config::from_metadata(&qwen3moe(Some(4), Some(4), Some(128)), 100).is_ok());
+        let bad = |count, used, key: &str| {
+            let error = Config::from_metadata(&qwen3moe(count, used, Some(128)), 100).unwrap_err();
+            let named = match &error {
+                ModelError::BadKey { key, .. } | ModelError::MissingKey(key) => key.clone(),
+                other => panic!("{other}"),
+            };
+            assert_eq!(named, format!("qwen3moe.{key}"), "{error}");
+        };
+        bad(None, Some(2), "expert_count");
+        bad(Some(8), None, "expert_used_count");
+        bad(Some(0), Some(2), "expert_count");
+        bad(Some(8), Some(9), "expert_used_count");
+        bad(Some(100_000), Some(2), "expert_count");
     }
 }
 

@@ -15,11 +15,15 @@ use super::cache::Cache;
 use super::config::Config;
 use super::delta_net::{DeltaInputs, causal_conv_silu, delta_rule, gates, l2_normalize_heads};
 use super::error::{ModelError, try_zeroed};
+use super::experts::{Choice, route};
 use super::ops::{
     add_in_place, apply_rope, geglu, gelu, layer_norm_in_place, rms_norm, rms_norm_in_place, rms_scale,
     rope_table, sigmoid, silu, swiglu,
 };
-use super::weights::{DeltaNetWeights, EncoderInput, LayerWeights, Matrix, Norm, PerLayerWeights, Weights};
+use super::weights::{
+    DeltaNetWeights, EncoderInput, ExpertWeights, FeedForward, FfnParts, Matrix, Norm, PerLayerWeights,
+    Weights,
+};
 use super::{Activation, Model};
 use crate::parallel;
 use crate::tensor::{
@@ -36,6 +40,7 @@ pub struct Scratch {
     bufs: Bufs,
     delta: DeltaScratch,
     per_layer: PerLayerScratch,
+    experts: ExpertScratch,
     gate: Vec<f32>,
     up: Vec<f32>,
     /// The layer's cached keys and values widened to f32, `context × kv_dim`.
@@ -137,6 +142,34 @@ impl DeltaScratch {
     }
 }
 
+/// Working memory of mixture-of-experts layers (empty for other models).
+#[derive(Default)]
+struct ExpertScratch {
+    /// The router's scores, then probabilities, `batch × count`.
+    scores: Vec<f32>,
+    /// Each row's chosen experts and weights, `batch × used`.
+    chosen: Vec<Choice>,
+    /// The experts in the order rows first chose them, and whether each is in it yet.
+    order: Vec<u32>,
+    seen: Vec<bool>,
+    /// The rows routed to the expert being run, with their weights.
+    rows: Vec<(usize, f32)>,
+    /// Those rows' inputs, and the expert's (or the shared expert's) outputs, `batch × n_embd`.
+    input: Vec<f32>,
+    output: Vec<f32>,
+}
+
+impl ExpertScratch {
+    /// Bytes held (every field named, as in [`Scratch::bytes`]).
+    fn bytes(&self) -> usize {
+        let ExpertScratch { scores, chosen, order, seen, rows, input, output } = self;
+        4 * (scores.capacity() + input.capacity() + output.capacity() + order.capacity())
+            + chosen.capacity() * size_of::<Choice>()
+            + seen.capacity()
+            + rows.capacity() * size_of::<(usize, f32)>()
+    }
+}
+
 /// Activations quantized for the kernels, and which input they were quantized from.
 struct QuantizedInput {
     activations: QuantizedActivations,
@@ -189,6 +222,20 @@ impl Scratch {
             },
             None => PerLayerScratch::default(),
         };
+        let experts = match config.experts {
+            Some(shape) => ExpertScratch {
+                scores: rows(shape.count)?,
+                chosen: vec![(0, 0.0); max_batch.saturating_mul(shape.used)],
+                order: Vec::with_capacity(shape.count),
+                seen: vec![false; shape.count],
+                rows: Vec::with_capacity(max_batch),
+                input: rows(config.n_embd)?,
+                output: rows(config.n_embd)?,
+            },
+            None => ExpertScratch::default(),
+        };
+        // The widest feed-forward network: a dense layer's, an expert's or the shared one's.
+        let n_ff = config.experts.map_or(config.n_ff, |e| e.width.max(e.shared_width.unwrap_or(0)));
         Ok(Scratch {
             max_batch,
             bufs: Bufs {
@@ -203,8 +250,9 @@ impl Scratch {
             },
             delta,
             per_layer,
-            gate: rows(config.n_ff)?,
-            up: rows(config.n_ff)?,
+            experts,
+            gate: rows(n_ff)?,
+            up: rows(n_ff)?,
             keys: try_zeroed("attention keys", context.saturating_mul(config.kv_dim()))?,
             values: try_zeroed("attention values", context.saturating_mul(config.kv_dim()))?,
             rope: Vec::with_capacity(config.rope_dims / 2),
@@ -230,6 +278,7 @@ impl Scratch {
             bufs,
             delta,
             per_layer,
+            experts,
             gate,
             up,
             keys,
@@ -248,7 +297,10 @@ impl Scratch {
         // What grows on first use: the quantized activations and the logits.
         let widest = config.n_embd.max(config.n_ff).max(config.q_dim());
         let grown = max_batch.saturating_mul(widest).saturating_add(config.vocab_size);
-        f32s.saturating_add(grown).saturating_mul(4).saturating_add(rope.capacity() * size_of::<(f32, f32)>())
+        f32s.saturating_add(grown)
+            .saturating_mul(4)
+            .saturating_add(rope.capacity() * size_of::<(f32, f32)>())
+            .saturating_add(experts.bytes())
     }
 }
 
@@ -524,42 +576,70 @@ impl Backend for Cpu<'_> {
 
     /// `BlockOut = W_down · (act(W_gate · h) ⊙ (W_up · h))`, `h` the normalized input; without
     /// a gate, `W_down · gelu(W_up · h + b_up) + b_down`.
-    fn feed_forward(&mut self, layer: &LayerWeights) -> Result<(), ModelError> {
-        let c = self.config;
-        let (d, ff, n) = (c.n_embd, c.layer(self.layer).n_ff, self.rows);
-        let (gate, up) = (&mut self.s.gate[..n * ff], &mut self.s.up[..n * ff]);
+    fn feed_forward(&mut self, ffn: &FeedForward) -> Result<(), ModelError> {
+        let (d, n, l) = (self.config.n_embd, self.rows, self.layer);
         let Bufs { normed, block_out, .. } = &mut self.s.bufs;
+        let hidden = Hidden { gate: &mut self.s.gate, up: &mut self.s.up };
+        let names = (Input::FeedForwardIn(l), Input::FeedForwardHidden(l));
+        let (h, out) = (&normed[..n * d], &mut block_out[..n * d]);
+        ffn_rows(self.file, self.config.activation, ffn.parts(), h, names, hidden, &mut self.s.quantized, out)
+    }
+
+    /// The rows are routed one by one; then each chosen expert multiplies the rows routed to it
+    /// at once (its weights read once for the batch), and its outputs are added, weighted, into
+    /// their rows. Experts run in the order rows first chose them, so a single row (decode) sums
+    /// its experts best first, as llama.cpp does.
+    fn experts(&mut self, weights: &ExpertWeights) -> Result<(), ModelError> {
+        let (c, l, n) = (self.config, self.layer, self.rows);
+        let shape = c.experts.expect("expert layers have an experts shape");
+        let (d, count, used) = (c.n_embd, shape.count, shape.used);
+        let Bufs { normed, block_out, .. } = &mut self.s.bufs;
+        let (h, out) = (&normed[..n * d], &mut block_out[..n * d]);
+        let x = &mut self.s.experts;
         let quantized = &mut self.s.quantized;
-        let input = Input::FeedForwardIn(self.layer);
-        let h = &normed[..n * d];
-        let hidden = match (&layer.w_gate, c.activation) {
-            (Some(w_gate), Activation::SwiGlu | Activation::GeGlu) => {
-                project_many(
-                    self.file,
-                    input,
-                    h,
-                    quantized,
-                    [(w_gate, &mut *gate), (&layer.w_up, &mut *up)],
-                )?;
-                match c.activation {
-                    Activation::GeGlu => geglu(gate, up),
-                    _ => swiglu(gate, up),
-                }
-                gate
+        let scores = &mut x.scores[..n * count];
+        project(self.file, Input::FeedForwardIn(l), h, quantized, &weights.router, scores)?;
+        let chosen = &mut x.chosen[..n * used];
+        for (scores, chosen) in scores.chunks_exact_mut(count).zip(chosen.chunks_exact_mut(used)) {
+            route(&shape, scores, None, chosen);
+        }
+        x.order.clear();
+        x.seen.iter_mut().for_each(|seen| *seen = false);
+        for &(expert, _) in chosen.iter() {
+            if !std::mem::replace(&mut x.seen[expert as usize], true) {
+                x.order.push(expert);
             }
-            _ => {
-                project(self.file, input, h, quantized, &layer.w_up, up)?;
-                if let Some(bias) = &layer.b_up {
-                    up.chunks_exact_mut(ff).for_each(|row| add_in_place(row, bias));
+        }
+        out.fill(0.0);
+        for &expert in &x.order {
+            let e = expert as usize;
+            x.rows.clear();
+            for (t, choice) in chosen.chunks_exact(used).enumerate() {
+                if let Some(&(_, weight)) = choice.iter().find(|&&(chosen, _)| chosen == expert) {
+                    x.rows.push((t, weight));
                 }
-                up.iter_mut().for_each(|v| *v = gelu(*v));
-                up
             }
-        };
-        let out = &mut block_out[..n * d];
-        project(self.file, Input::FeedForwardHidden(self.layer), hidden, quantized, &layer.w_down, out)?;
-        if let Some(bias) = &layer.b_down {
-            out.chunks_exact_mut(d).for_each(|row| add_in_place(row, bias));
+            let m = x.rows.len();
+            let input = &mut x.input[..m * d];
+            for (row, &(t, _)) in input.chunks_exact_mut(d).zip(&x.rows) {
+                row.copy_from_slice(&h[t * d..(t + 1) * d]);
+            }
+            let parts = weights.expert(e);
+            let names = (Input::ExpertIn(l, e), Input::ExpertHidden(l, e));
+            let hidden = Hidden { gate: &mut self.s.gate, up: &mut self.s.up };
+            let output = &mut x.output[..m * d];
+            ffn_rows(self.file, c.activation, parts, input, names, hidden, quantized, output)?;
+            for (y, &(t, weight)) in output.chunks_exact(d).zip(&x.rows) {
+                let out = &mut out[t * d..(t + 1) * d];
+                out.iter_mut().zip(y).for_each(|(o, &y)| *o += y * weight);
+            }
+        }
+        if let Some(shared) = &weights.shared {
+            let names = (Input::FeedForwardIn(l), Input::FeedForwardHidden(l));
+            let hidden = Hidden { gate: &mut self.s.gate, up: &mut self.s.up };
+            let output = &mut x.output[..n * d];
+            ffn_rows(self.file, c.activation, shared.parts(), h, names, hidden, quantized, output)?;
+            add_in_place(out, output);
         }
         Ok(())
     }
@@ -797,6 +877,53 @@ fn project_many<const M: usize>(
         })
         .collect();
     matmul_many(operands, activations)?;
+    Ok(())
+}
+
+/// The gate and up projections' outputs of a feed-forward network, each at least
+/// `rows × width` long.
+struct Hidden<'a> {
+    gate: &'a mut [f32],
+    up: &'a mut [f32],
+}
+
+/// `out (rows × d) = ffn(h)` for the rows of `h`; `names` are what `h` and the hidden state are
+/// (the quantization of one serves every projection of it).
+#[allow(clippy::too_many_arguments)]
+fn ffn_rows(
+    file: &ModelBytes,
+    activation: Activation,
+    ffn: FfnParts,
+    h: &[f32],
+    (input, hidden_name): (Input, Input),
+    hidden: Hidden,
+    quantized: &mut QuantizedInput,
+    out: &mut [f32],
+) -> Result<(), ModelError> {
+    let (ff, n) = (ffn.up.rows, h.len() / ffn.up.cols);
+    let (gate, up) = (&mut hidden.gate[..n * ff], &mut hidden.up[..n * ff]);
+    let hidden = match (ffn.gate, activation) {
+        (Some(w_gate), Activation::SwiGlu | Activation::GeGlu) => {
+            project_many(file, input, h, quantized, [(w_gate, &mut *gate), (ffn.up, &mut *up)])?;
+            match activation {
+                Activation::GeGlu => geglu(gate, up),
+                _ => swiglu(gate, up),
+            }
+            gate
+        }
+        _ => {
+            project(file, input, h, quantized, ffn.up, up)?;
+            if let Some(bias) = ffn.b_up {
+                up.chunks_exact_mut(ff).for_each(|row| add_in_place(row, bias));
+            }
+            up.iter_mut().for_each(|v| *v = gelu(*v));
+            up
+        }
+    };
+    project(file, hidden_name, hidden, quantized, ffn.down, out)?;
+    if let Some(bias) = ffn.b_down {
+        out.chunks_exact_mut(ffn.down.rows).for_each(|row| add_in_place(row, bias));
+    }
     Ok(())
 }
 

@@ -17,7 +17,7 @@ use super::cache::Cache;
 use super::config::Config;
 use super::cpu::{Cpu, Scratch};
 use super::error::ModelError;
-use super::weights::{AttentionWeights, LayerWeights, Mixer, Weights};
+use super::weights::{AttentionWeights, Ffn, LayerWeights, Mixer, Weights};
 use crate::parallel;
 
 /// Which positions of a batch need logits.
@@ -218,6 +218,11 @@ pub(crate) fn forward_batch(
                 let at = logits.len();
                 logits.resize(at + rows.len() * c.vocab_size, 0.0);
                 b.logits(&mut logits[at..], c.final_softcap)?;
+                // Granite divides its logits (llama.cpp: a scale by the reciprocal).
+                if let Some(scale) = c.logit_scale {
+                    let factor = 1.0 / scale;
+                    logits[at..].iter_mut().for_each(|v| *v *= factor);
+                }
             }
         }
         // An encoder's hidden states are its last layer's output.
@@ -270,14 +275,30 @@ fn pre_norm_layer(
 ) -> Result<(), ModelError> {
     b.norm(Buf::Normed, Buf::X, &layer.attn_norm.weight);
     mixer(b, at, layer)?;
-    b.add(Buf::X, Buf::BlockOut);
+    residual_add(b, at.c);
     if !rows_left(b, keep) {
         return Ok(());
     }
     b.norm(Buf::Normed, Buf::X, &layer.ffn_norm.weight);
-    b.feed_forward(layer)?;
-    b.add(Buf::X, Buf::BlockOut);
+    ffn_block(b, &layer.ffn)?;
+    residual_add(b, at.c);
     Ok(())
+}
+
+/// `X += BlockOut`, scaled first where the architecture scales blocks' outputs (Granite).
+fn residual_add(b: &mut impl Backend, c: &Config) {
+    if let Some(scale) = c.residual_scale {
+        b.scale(Buf::BlockOut, scale);
+    }
+    b.add(Buf::X, Buf::BlockOut);
+}
+
+/// `BlockOut` ← the layer's feed-forward block of `Normed`: one FFN, or a mixture of experts.
+fn ffn_block(b: &mut impl Backend, ffn: &Ffn) -> Result<(), ModelError> {
+    match ffn {
+        Ffn::Dense(ffn) => b.feed_forward(ffn),
+        Ffn::Experts(experts) => b.experts(experts),
+    }
 }
 
 /// BERT-like encoders, normalized after each residual add (LayerNorm with a bias):
@@ -297,7 +318,7 @@ fn encoder_layer(
     }
     b.layer_norm(Buf::X, &layer.attn_norm);
     b.copy(Buf::Normed, Buf::X);
-    b.feed_forward(layer)?;
+    ffn_block(b, &layer.ffn)?;
     b.add(Buf::X, Buf::BlockOut);
     b.layer_norm(Buf::X, &layer.ffn_norm);
     Ok(())
@@ -322,7 +343,7 @@ fn sandwich_layer(
         return Ok(());
     }
     b.norm(Buf::Normed, Buf::X, &layer.ffn_norm.weight);
-    b.feed_forward(layer)?;
+    ffn_block(b, &layer.ffn)?;
     if let Some(weight) = &layer.post_ffn_norm {
         b.norm(Buf::BlockOut, Buf::BlockOut, weight);
     }

@@ -13,6 +13,7 @@ mod config;
 mod cpu;
 pub(crate) mod delta_net;
 mod error;
+pub(crate) mod experts;
 mod forward;
 mod loader;
 pub(crate) mod ops;
@@ -21,7 +22,7 @@ mod weights;
 pub use arch::{ARCHITECTURES, Activation, ArchSpec, Architecture, Family};
 pub use bytes::{ModelBytes, piece_starts};
 pub use cache::{CHECKPOINT_INTERVAL, Cache, Checkpoint, Checkpoints};
-pub use config::{Config, DeltaNet, LayerShape, Rope, RopeStyle};
+pub use config::{Config, DeltaNet, Experts, LayerShape, Rope, RopeStyle};
 pub use cpu::Scratch;
 pub use delta_net::DeltaInputs;
 // The GPU backend (src/gpu) runs the same pass and embeds the same way.
@@ -33,8 +34,8 @@ pub use forward::LogitsFor;
 pub(crate) use forward::forward_batch;
 pub use loader::{FileLoader, LoadError};
 pub use weights::{
-    AttentionWeights, DeltaNetWeights, EncoderInput, LayerWeights, Matrix, Mixer, Norm, OutputHead,
-    PerLayerInput, PerLayerWeights, Weights,
+    AttentionWeights, DeltaNetWeights, EncoderInput, ExpertWeights, FeedForward, Ffn, LayerWeights, Matrix,
+    Mixer, Norm, OutputHead, PerLayerInput, PerLayerWeights, Weights,
 };
 
 use crate::gguf::{GgmlType, GgufHeader, Metadata};
@@ -100,7 +101,10 @@ impl Model {
                 Mixer::Attention(a) => vec![Some(&a.wq), a.wk.as_ref(), a.wv.as_ref(), Some(&a.wo)],
                 Mixer::DeltaNet(d) => [&d.wqkv, &d.wz, &d.w_beta, &d.w_alpha, &d.w_out].map(Some).to_vec(),
             };
-            matrices.extend([layer.w_gate.as_ref(), Some(&layer.w_up), Some(&layer.w_down)]);
+            match &layer.ffn {
+                Ffn::Dense(ffn) => matrices.extend(ffn.matrices().map(Some)),
+                Ffn::Experts(experts) => matrices.extend(experts.matrices().map(Some)),
+            }
             let per_layer = layer.per_layer.as_ref();
             matrices.extend([per_layer.map(|p| &p.gate), per_layer.map(|p| &p.proj)]);
             matrices.into_iter().flatten()
@@ -113,7 +117,26 @@ impl Model {
     /// Bytes of weights one decode step reads ([`Model::decode_matrices`]): a benchmark's
     /// weight bandwidth is this times the decode rate.
     pub fn decode_weight_bytes(&self) -> u64 {
-        self.decode_matrices().map(|m| m.range.len() as u64).sum()
+        let all: u64 = self.decode_matrices().map(|m| m.range.len() as u64).sum();
+        // A token reads only its chosen experts: the others' bytes are not streamed.
+        let unused: u64 = match self.config.experts {
+            Some(shape) => {
+                let idle = |e: &ExpertWeights| -> u64 {
+                    let one: u64 = [&e.gate, &e.up, &e.down].iter().map(|s| s[0].range.len() as u64).sum();
+                    one * (shape.count - shape.used) as u64
+                };
+                self.weights
+                    .layers
+                    .iter()
+                    .filter_map(|l| match &l.ffn {
+                        Ffn::Experts(e) => Some(idle(e)),
+                        Ffn::Dense(_) => None,
+                    })
+                    .sum()
+            }
+            None => 0,
+        };
+        all - unused
     }
 
     /// A KV cache for `context` positions and scratch space for batches of up to `max_batch`.

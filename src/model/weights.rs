@@ -4,9 +4,9 @@
 
 use std::ops::Range;
 
-use super::arch::{Activation, Family, Positions, QkvBias};
+use super::arch::{Activation, Family, Positions, QkNorm, QkvBias};
 use super::bytes::ModelBytes;
-use super::config::{Config, DeltaNet};
+use super::config::{Config, DeltaNet, Experts};
 use super::error::ModelError;
 use crate::gguf::{GgufHeader, TensorInfo};
 use crate::tensor::{WeightLayout, WeightType, dequantize_row};
@@ -82,6 +82,20 @@ pub struct LayerWeights {
     /// The feed-forward block's input norm (Qwen3.5 names it `post_attention_norm`), or for
     /// encoders the norm of the residual sum after it (`layer_output_norm`).
     pub ffn_norm: Norm,
+    pub ffn: Ffn,
+    /// Norm of the FFN output before the residual add (Gemma 3).
+    pub post_ffn_norm: Option<Vec<f32>>,
+}
+
+/// A layer's feed-forward block: one FFN, or a mixture of experts.
+pub enum Ffn {
+    Dense(FeedForward),
+    Experts(ExpertWeights),
+}
+
+/// A feed-forward network: `W_down · (act(W_gate · h) ⊙ (W_up · h))`, or without a gate
+/// `W_down · gelu(W_up · h + b_up) + b_down`.
+pub struct FeedForward {
     /// The gate's projection; none where the FFN has no gate ([`Activation::Gelu`]).
     pub w_gate: Option<Matrix>,
     pub w_up: Matrix,
@@ -89,8 +103,60 @@ pub struct LayerWeights {
     /// Biases of the up and down projections (BERT).
     pub b_up: Option<Vec<f32>>,
     pub b_down: Option<Vec<f32>>,
-    /// Norm of the FFN output before the residual add (Gemma 3).
-    pub post_ffn_norm: Option<Vec<f32>>,
+}
+
+impl FeedForward {
+    pub fn matrices(&self) -> impl Iterator<Item = &Matrix> {
+        self.w_gate.iter().chain([&self.w_up, &self.w_down])
+    }
+
+    pub fn parts(&self) -> FfnParts<'_> {
+        FfnParts {
+            gate: self.w_gate.as_ref(),
+            up: &self.w_up,
+            down: &self.w_down,
+            b_up: self.b_up.as_deref(),
+            b_down: self.b_down.as_deref(),
+        }
+    }
+}
+
+/// A feed-forward network's parts, borrowed: a layer's own, or one expert's views.
+#[derive(Clone, Copy)]
+pub struct FfnParts<'a> {
+    pub gate: Option<&'a Matrix>,
+    pub up: &'a Matrix,
+    pub down: &'a Matrix,
+    pub b_up: Option<&'a [f32]>,
+    pub b_down: Option<&'a [f32]>,
+}
+
+impl ExpertWeights {
+    /// Expert `e`'s feed-forward network.
+    pub fn expert(&self, e: usize) -> FfnParts<'_> {
+        FfnParts { gate: Some(&self.gate[e]), up: &self.up[e], down: &self.down[e], b_up: None, b_down: None }
+    }
+}
+
+/// A mixture-of-experts block (llama.cpp's names in brackets): a router, and each expert's
+/// gated FFN as views into the three stacked tensors, which stay where they are in the file.
+pub struct ExpertWeights {
+    /// `count × n_embd` (`ffn_gate_inp`).
+    pub router: Matrix,
+    /// Expert `e`'s projections (`ffn_gate_exps`, `ffn_up_exps`, `ffn_down_exps`).
+    pub gate: Vec<Matrix>,
+    pub up: Vec<Matrix>,
+    pub down: Vec<Matrix>,
+    /// The shared expert, run for every token and added to the chosen ones' sum (`*_shexp`).
+    pub shared: Option<FeedForward>,
+}
+
+impl ExpertWeights {
+    /// Every matrix, the experts' views included.
+    pub fn matrices(&self) -> impl Iterator<Item = &Matrix> {
+        let experts = self.gate.iter().chain(&self.up).chain(&self.down);
+        std::iter::once(&self.router).chain(experts).chain(self.shared.iter().flat_map(FeedForward::matrices))
+    }
 }
 
 /// Gemma 4's per-layer input: `x += norm(W_proj · (gelu(W_gate · x) ⊙ input_l))`.
@@ -206,7 +272,7 @@ impl Weights {
         let tensors = Tensors { header, file };
         let d = config.n_embd;
         let spec = config.spec();
-        let (has_qk_norm, has_post_norms) = (spec.qk_norm, spec.post_norms);
+        let has_post_norms = spec.post_norms;
         let bias_required = spec.qkv_bias == QkvBias::Required;
         let bias_allowed = spec.qkv_bias != QkvBias::Ignored;
 
@@ -278,6 +344,12 @@ impl Weights {
                     }
                 };
             let plain_ffn = spec.activation == Activation::Gelu;
+            let has_qk_norm = spec.qk_norm != QkNorm::None;
+            // A per-head norm's weight is a head wide; OLMoE's spans the whole projection.
+            let qk_norm_width = |head: usize, whole: usize| match spec.qk_norm {
+                QkNorm::WholeRow => whole,
+                _ => head,
+            };
             let mixer = match config.delta_net {
                 Some(shape) if config.is_recurrent(i) => Mixer::DeltaNet(tensors.delta_net(i, shape, d)?),
                 _ => {
@@ -329,19 +401,47 @@ impl Weights {
                         bk,
                         bv,
                         bo: encoder_bias("attn_output", d, true)?,
-                        q_norm: optional_vector("attn_q_norm", hd, has_qk_norm)?,
-                        k_norm: optional_vector("attn_k_norm", hd, has_qk_norm && keeps_kv)?,
+                        q_norm: optional_vector("attn_q_norm", qk_norm_width(hd, q), has_qk_norm)?,
+                        k_norm: optional_vector(
+                            "attn_k_norm",
+                            qk_norm_width(hd, kv),
+                            has_qk_norm && keeps_kv,
+                        )?,
                     })
                 }
             };
-            // Phi-3's `ffn_up` holds gate and up: the first ff rows go through SiLU.
-            let (w_gate, w_up) = if spec.fused_gate_up {
-                let [gate, up] = tensors.matrix(&name("ffn_up"), 2 * ff, d)?.split_rows([ff, ff]);
-                (Some(gate), up)
-            } else if plain_ffn {
-                (None, tensors.matrix(&name("ffn_up"), ff, d)?)
-            } else {
-                (Some(tensors.matrix(&name("ffn_gate"), ff, d)?), tensors.matrix(&name("ffn_up"), ff, d)?)
+            let ffn = match config.experts {
+                Some(experts) => Ffn::Experts(tensors.experts(experts, d, &name)?),
+                None => {
+                    // Phi-3's `ffn_up` holds gate and up: the first ff rows go through SiLU.
+                    let (w_gate, w_up) = if spec.fused_gate_up {
+                        let [gate, up] = tensors.matrix(&name("ffn_up"), 2 * ff, d)?.split_rows([ff, ff]);
+                        (Some(gate), up)
+                    } else if plain_ffn {
+                        (None, tensors.matrix(&name("ffn_up"), ff, d)?)
+                    } else {
+                        (
+                            Some(tensors.matrix(&name("ffn_gate"), ff, d)?),
+                            tensors.matrix(&name("ffn_up"), ff, d)?,
+                        )
+                    };
+                    if header.tensor(&name("ffn_gate_inp")).is_some() {
+                        return Err(ModelError::BadTensor {
+                            name: name("ffn_gate_inp"),
+                            reason: format!(
+                                "is a mixture-of-experts router, which {} files do not have here",
+                                spec.name
+                            ),
+                        });
+                    }
+                    Ffn::Dense(FeedForward {
+                        w_gate,
+                        w_up,
+                        w_down: tensors.matrix(&name("ffn_down"), d, ff)?,
+                        b_up: encoder_bias("ffn_up", ff, plain_ffn)?,
+                        b_down: encoder_bias("ffn_down", d, plain_ffn)?,
+                    })
+                }
             };
             // An encoder's norms follow its residual adds, with biases; a decoder's precede its
             // blocks.
@@ -356,12 +456,6 @@ impl Weights {
                 ),
             };
             let post_attn_norm = optional_vector("post_attention_norm", d, has_post_norms)?;
-            if header.tensor(&name("ffn_gate_inp")).is_some() {
-                return Err(ModelError::BadTensor {
-                    name: name("ffn_gate_inp"),
-                    reason: "is a mixture-of-experts router, which this engine does not run".into(),
-                });
-            }
             let per_layer = match config.per_layer_input {
                 Some(width) => Some(PerLayerWeights {
                     gate: tensors.matrix(&name("inp_gate"), width, d)?,
@@ -384,11 +478,7 @@ impl Weights {
                 mixer,
                 post_attn_norm,
                 ffn_norm,
-                w_gate,
-                w_up,
-                w_down: tensors.matrix(&name("ffn_down"), d, ff)?,
-                b_up: encoder_bias("ffn_up", ff, plain_ffn)?,
-                b_down: encoder_bias("ffn_down", d, plain_ffn)?,
+                ffn,
                 post_ffn_norm: optional_vector("post_ffw_norm", d, has_post_norms)?,
             });
         }
@@ -472,6 +562,63 @@ impl Tensors<'_> {
         }
         let layout = WeightLayout::for_matmul(weight_type, rows);
         Ok(Matrix { name: name.into(), range, weight_type, rows, cols, layout })
+    }
+
+    /// A layer's mixture of experts (`name` gives a tensor's full name from its suffix).
+    fn experts(
+        &self,
+        shape: Experts,
+        d: usize,
+        name: &dyn Fn(&str) -> String,
+    ) -> Result<ExpertWeights, ModelError> {
+        let router = self.matrix(&name("ffn_gate_inp"), shape.count, d)?;
+        let (count, width) = (shape.count, shape.width);
+        let gate = self.expert_stack(&name("ffn_gate_exps"), count, width, d)?;
+        let up = self.expert_stack(&name("ffn_up_exps"), count, width, d)?;
+        let down = self.expert_stack(&name("ffn_down_exps"), count, d, width)?;
+        let shared = match shape.shared_width {
+            Some(ff) => Some(FeedForward {
+                w_gate: Some(self.matrix(&name("ffn_gate_shexp"), ff, d)?),
+                w_up: self.matrix(&name("ffn_up_shexp"), ff, d)?,
+                w_down: self.matrix(&name("ffn_down_shexp"), d, ff)?,
+                b_up: None,
+                b_down: None,
+            }),
+            None => None,
+        };
+        Ok(ExpertWeights { router, gate, up, down, shared })
+    }
+
+    /// A stack of `count` matrices of `rows × cols` (ggml dims `[cols, rows, count]`), as a
+    /// view per expert: each a row range of the stack read as its own matrix, laid out as
+    /// llama.cpp's matmul of one expert would hold it.
+    fn expert_stack(
+        &self,
+        name: &str,
+        count: usize,
+        rows: usize,
+        cols: usize,
+    ) -> Result<Vec<Matrix>, ModelError> {
+        let (info, weight_type) = self.find(name, &[cols, rows, count])?;
+        let row_bytes = weight_type.row_bytes(cols)?;
+        let range = self.range(info)?;
+        let stack_rows = (rows as u64).checked_mul(count as u64);
+        if stack_rows.and_then(|r| r.checked_mul(row_bytes as u64)) != Some(info.n_bytes) {
+            return Err(ModelError::BadTensor {
+                name: name.into(),
+                reason: "byte size does not match its shape".into(),
+            });
+        }
+        let expert_bytes = rows * row_bytes;
+        let layout = WeightLayout::for_matmul(weight_type, rows);
+        Ok((0..count)
+            .map(|e| {
+                // A header-only check has an empty range: every view is empty too.
+                let start = if range.is_empty() { range.start } else { range.start + e * expert_bytes };
+                let end = if range.is_empty() { start } else { start + expert_bytes };
+                Matrix { name: format!("{name}[{e}]"), range: start..end, weight_type, rows, cols, layout }
+            })
+            .collect())
     }
 
     /// Layer `layer`'s gated DeltaNet tensors, for a model `d` wide.

@@ -402,6 +402,8 @@ pageSuite(
       'llama-micro-iq2_xxs.gguf',
       'llama-micro-llama3.gguf',
       'gemma4-micro-q8_0.gguf',
+      'qwen3moe-micro-q8_0.gguf',
+      'granitemoe-micro-q8_0.gguf',
     ]) {
       test(`${file} chats with the template from its file`, async () => {
         await loadModel(requireModel({ file: path.join(fixtureModelsDir, file) }));
