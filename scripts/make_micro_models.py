@@ -61,6 +61,14 @@ Architectures:
   granitemoe  Granite 3.x MoE: interleaved RoPE, Granite's multipliers (embeddings 12,
            residual 0.22, attention 1/64, logits divided by 6, as granite-3.1-1b-a400m), 6
            experts of width 128, 2 used, renormalized, and a shared expert of width 192.
+  lfm2     LFM2: 5 layers [conv, conv, attention, conv, attention]: short convolutions of 3
+           taps (shortconv.l_cache; in_proj to b, c, x; F32 taps of std 0.5 so earlier tokens
+           matter) between attention layers with per-head Q/K norm (4 query, 2 KV heads; 0 KV
+           heads mark the conv layers); the final norm named token_embd_norm; tied embeddings.
+  lfm2moe  LFM2-MoE: lfm2's layers; layer 0 dense (leading_dense_block_count 1), the others 8
+           experts of width 128 (expert_feed_forward_length), 2 used, sigmoid gating
+           (expert_gating_func 2), an exp_probs_b selection bias of std 0.5 (large enough to
+           move choices), renormalized.
   The experts' routers are F32 (llama.cpp's converter leaves `ffn_gate_inp` unquantized) with
   weights of std 0.1, so that router scores are seldom near a tie; the experts are Q8_0 stacks.
 """
@@ -429,6 +437,66 @@ def write_moe(path, rng, reader, arch):
     finish(writer, vector)
 
 
+LFM2_LAYERS = ["conv", "conv", "attention", "conv", "attention"]
+
+
+def write_lfm2(path, rng, reader, moe=False):
+    arch = "lfm2moe" if moe else "lfm2"
+    n_vocab = len(reader.fields["tokenizer.ggml.tokens"].data)
+    layers, kernel, n_expert = len(LFM2_LAYERS), 3, 8
+    writer = q8_writer(path, arch, layers)
+    writer.add_feed_forward_length(FFN)
+    writer.add_head_count(HEADS)
+    writer.add_head_count_kv([KV_HEADS if kind == "attention" else 0 for kind in LFM2_LAYERS])
+    writer.add_rope_freq_base(1_000_000.0)
+    writer.add_layer_norm_rms_eps(1e-5)
+    writer.add_shortconv_l_cache(kernel)
+    if moe:
+        writer.add_leading_dense_block_count(1)
+        writer.add_expert_count(n_expert)
+        writer.add_expert_used_count(2)
+        writer.add_expert_feed_forward_length(EXPERT_FFN)
+        writer.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID)
+    copy_tokenizer(writer, reader)
+    matrix, vector = random_tensors(writer, rng)
+
+    def stack(name, rows, cols):
+        x = rng.standard_normal((n_expert, rows, cols), dtype=np.float32) * np.float32(0.02)
+        writer.add_tensor(name, quantize(x, Q.Q8_0), raw_dtype=Q.Q8_0)
+
+    matrix("token_embd.weight", n_vocab, EMBD)
+    for layer, kind in enumerate(LFM2_LAYERS):
+        p = f"blk.{layer}."
+        vector(p + "attn_norm.weight", EMBD, 1.0, 0.1)
+        if kind == "attention":
+            matrix(p + "attn_q.weight", HEADS * HEAD_DIM, EMBD)
+            matrix(p + "attn_k.weight", KV_HEADS * HEAD_DIM, EMBD)
+            matrix(p + "attn_v.weight", KV_HEADS * HEAD_DIM, EMBD)
+            vector(p + "attn_q_norm.weight", HEAD_DIM, 1.0, 0.1)
+            vector(p + "attn_k_norm.weight", HEAD_DIM, 1.0, 0.1)
+            matrix(p + "attn_output.weight", EMBD, HEADS * HEAD_DIM)
+        else:
+            matrix(p + "shortconv.in_proj.weight", 3 * EMBD, EMBD)
+            writer.add_tensor(p + "shortconv.conv.weight", (0.5 * rng.standard_normal((EMBD, kernel))).astype(np.float32))
+            matrix(p + "shortconv.out_proj.weight", EMBD, EMBD)
+        vector(p + "ffn_norm.weight", EMBD, 1.0, 0.1)
+        if moe and layer >= 1:
+            writer.add_tensor(p + "ffn_gate_inp.weight", rng.standard_normal((n_expert, EMBD), dtype=np.float32) * np.float32(0.1))
+            stack(p + "ffn_gate_exps.weight", EXPERT_FFN, EMBD)
+            stack(p + "ffn_up_exps.weight", EXPERT_FFN, EMBD)
+            stack(p + "ffn_down_exps.weight", EMBD, EXPERT_FFN)
+            writer.add_tensor(p + "exp_probs_b.bias", (0.5 * rng.standard_normal(n_expert)).astype(np.float32))
+        else:
+            gated_feed_forward(matrix, p, FFN)
+    # LFM2's final norm is stored under the embedding norm's name (llama.cpp's "fix for wrong
+    # tensor name"); finish() would write output_norm.
+    vector("token_embd_norm.weight", EMBD, 1.0, 0.1)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+
+
 # arch: (layers, RoPE base, Q/K/V biases, fused QKV and gate/up with LongRoPE)
 MODELS = {
     "qwen2": (2, 1_000_000.0, True, False),
@@ -451,6 +519,8 @@ MODELS = {
 WRITERS = {
     "qwen35": write_qwen35,
     "gemma4": write_gemma4,
+    "lfm2": write_lfm2,
+    "lfm2moe": lambda path, rng, reader: write_lfm2(path, rng, reader, moe=True),
     **{arch: (lambda path, rng, reader, arch=arch: write_moe(path, rng, reader, arch)) for arch in MOE},
 }
 

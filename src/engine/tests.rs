@@ -397,7 +397,17 @@ fn errors_name_their_kind_and_keep_their_cause() {
 /// token-by-token decoding), and the replays are counted.
 #[test]
 fn a_recurrent_session_rolls_back_through_checkpoints() {
-    let engine = Engine::load(fixture("models/qwen35-micro-q8_0.gguf")).unwrap();
+    rolls_back_through_checkpoints("models/qwen35-micro-q8_0.gguf");
+}
+
+/// LFM2's short convolutions keep their last inputs as a recurrent state: the same rollbacks.
+#[test]
+fn a_short_convolution_session_rolls_back_through_checkpoints() {
+    rolls_back_through_checkpoints("models/lfm2-micro-q8_0.gguf");
+}
+
+fn rolls_back_through_checkpoints(file: &str) {
+    let engine = Engine::load(fixture(file)).unwrap();
     let prompt = engine.encode("The capital of France is");
     let mut session = engine.new_session(128).unwrap();
     session.sync(&engine, &prompt).unwrap();

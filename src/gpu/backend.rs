@@ -16,7 +16,7 @@ use super::{AttentionParams, Gpu, GpuError, RopeParams, Signal, groups_2d};
 use crate::model::backend::{Backend, Buf, Input, LayerAttention, LayerRope};
 use crate::model::{
     Activation, Checkpoints, DeltaNetWeights, EncoderInput, ExpertWeights, Family, FeedForward, Matrix,
-    Mixer, Model, ModelError, Norm, PerLayerWeights, RopeStyle,
+    Mixer, Model, ModelError, Norm, PerLayerWeights, RopeStyle, ShortConvWeights,
 };
 
 /// What a model keeps on the device between batches: its weights (by where they lie in the
@@ -161,6 +161,7 @@ impl GpuState {
             ),
             ((0..c.n_layer).any(|l| c.layer(l).head_dim > super::MAX_ATTENTION_HEAD), "heads over 256 wide"),
             (c.experts.is_some(), "mixture-of-experts layers"),
+            (c.short_conv.is_some(), "short convolution layers (LFM2)"),
         ];
         if let Some((_, what)) = missing.iter().find(|(needed, _)| *needed) {
             return Err(GpuError::Refused(what));
@@ -199,6 +200,8 @@ impl GpuState {
                     vectors.extend([&delta.conv, &delta.norm].map(Vec::as_slice));
                     self.rates(gpu, delta);
                 }
+                // Refused by `check` before anything is uploaded.
+                Mixer::ShortConv(_) => return Err(GpuError::Refused("short convolution layers (LFM2)")),
             }
         }
         for matrix in model.decode_matrices() {
@@ -1194,6 +1197,11 @@ impl Backend for GpuBackend<'_> {
         let words = super::attention_params(&params, self.rows, groups[0]);
         let (q, out, pipeline) = (self.buf(Buf::Q).clone(), self.buf(Buf::Attn).clone(), pipeline.clone());
         self.dispatch(&pipeline, &[&q, &keys, &values, &out], &words, groups);
+    }
+
+    fn short_conv(&mut self, _: &ShortConvWeights) -> Result<(), ModelError> {
+        self.fail(GpuError::Refused("short convolution layers (LFM2)"));
+        Ok(())
     }
 
     fn experts(&mut self, _: &ExpertWeights) -> Result<(), ModelError> {

@@ -25,6 +25,8 @@ pub enum Architecture {
     Qwen3Moe,
     Olmoe,
     GraniteMoe,
+    Lfm2,
+    Lfm2Moe,
 }
 
 /// Which layer builder of `forward.rs` runs an architecture's layers.
@@ -93,14 +95,30 @@ pub enum ExpertWidth {
 /// `build_moe_ffn`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ExpertSpec {
-    pub gating: Gating,
+    /// The family's gating, or `None`: the file's `expert_gating_func` (required).
+    pub gating: Option<Gating>,
     /// The chosen experts' weights divided by their sum.
     pub normalize: bool,
     pub width: ExpertWidth,
     /// A shared expert (`ffn_*_shexp`, always run) where the file gives its width
     /// (`expert_shared_feed_forward_length`).
     pub shared: bool,
+    /// A per-expert bias added to the probabilities to choose, not to weigh
+    /// (`exp_probs_b.bias`, LFM2-MoE).
+    pub selection_bias: bool,
+    /// The first `leading_dense_block_count` layers have a dense FFN instead (LFM2-MoE).
+    pub leading_dense: bool,
 }
+
+/// The defaults of an expert row: a renormalized softmax router, nothing more.
+const SOFTMAX_EXPERTS: ExpertSpec = ExpertSpec {
+    gating: Some(Gating::Softmax),
+    normalize: true,
+    width: ExpertWidth::FeedForwardLength,
+    shared: false,
+    selection_bias: false,
+    leading_dense: false,
+};
 
 /// Biases on the Q, K and V projections (`blk.N.attn_{q,k,v}.bias`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -132,6 +150,9 @@ pub enum Sliding {
     None,
     /// Of every `period` layers, all but the last are local.
     Periodic { period: usize, window: Window, local_rope: LocalRope },
+    /// Every attention layer is local where the file gives a window (LFM2), with the global
+    /// RoPE.
+    Every,
     /// The file lists the local layers (`attention.sliding_window_pattern`); they have their own
     /// head size and rotated dimensions (`*_swa` keys), and the last `attention.shared_kv_layers`
     /// layers read an earlier layer's keys and values.
@@ -216,6 +237,10 @@ pub struct ArchSpec {
     pub per_layer_inputs: bool,
     /// Gated DeltaNet layers (`ssm.*` keys) between the attention layers.
     pub delta_net: bool,
+    /// LFM2's short convolution layers (`shortconv.l_cache`) wherever a layer has no KV heads.
+    pub short_conv: bool,
+    /// The final norm's tensor (LFM2's files call it `token_embd_norm`).
+    pub output_norm: &'static str,
     /// Interleaved M-RoPE sections (`rope.dimension_sections`): the pairs of the stream that
     /// text leaves at position 0 stay unrotated.
     pub interleaved_mrope: bool,
@@ -258,6 +283,8 @@ const LLAMA_LIKE: ArchSpec = ArchSpec {
     normalize_values: false,
     per_layer_inputs: false,
     delta_net: false,
+    short_conv: false,
+    output_norm: "output_norm",
     interleaved_mrope: false,
     no_rope_every: None,
     dense_only: false,
@@ -285,7 +312,7 @@ const ENCODER: ArchSpec = ArchSpec {
 };
 
 /// Every architecture, in the order people meet them in messages (and [`Architecture`]'s).
-pub const ARCHITECTURES: [ArchSpec; 14] = [
+pub const ARCHITECTURES: [ArchSpec; 16] = [
     // Qwen3: per-head Q/K RMSNorm, NeoX RoPE, GQA, SwiGLU.
     ArchSpec { architecture: Architecture::Qwen3, name: "qwen3", qk_norm: QkNorm::PerHead, ..LLAMA_LIKE },
     // Qwen2, Qwen2.5 (and DeepSeek-R1-Distill-Qwen): Q/K/V biases.
@@ -391,12 +418,7 @@ pub const ARCHITECTURES: [ArchSpec; 14] = [
         architecture: Architecture::Qwen3Moe,
         name: "qwen3moe",
         qk_norm: QkNorm::PerHead,
-        experts: Some(ExpertSpec {
-            gating: Gating::Softmax,
-            normalize: true,
-            width: ExpertWidth::ExpertKeyOrShare,
-            shared: false,
-        }),
+        experts: Some(ExpertSpec { width: ExpertWidth::ExpertKeyOrShare, ..SOFTMAX_EXPERTS }),
         ..LLAMA_LIKE
     },
     // OLMoE: queries and keys normalized across all heads at once, chosen weights kept as the
@@ -405,12 +427,7 @@ pub const ARCHITECTURES: [ArchSpec; 14] = [
         architecture: Architecture::Olmoe,
         name: "olmoe",
         qk_norm: QkNorm::WholeRow,
-        experts: Some(ExpertSpec {
-            gating: Gating::Softmax,
-            normalize: false,
-            width: ExpertWidth::FeedForwardLength,
-            shared: false,
-        }),
+        experts: Some(ExpertSpec { normalize: false, ..SOFTMAX_EXPERTS }),
         ..LLAMA_LIKE
     },
     // Granite 3.x MoE: Llama's interleaved RoPE, Granite's four multipliers, renormalized
@@ -419,13 +436,39 @@ pub const ARCHITECTURES: [ArchSpec; 14] = [
         architecture: Architecture::GraniteMoe,
         name: "granitemoe",
         rope_style: RopeStyle::Normal,
-        experts: Some(ExpertSpec {
-            gating: Gating::Softmax,
-            normalize: true,
-            width: ExpertWidth::FeedForwardLength,
-            shared: true,
-        }),
+        experts: Some(ExpertSpec { shared: true, ..SOFTMAX_EXPERTS }),
         granite_scales: true,
+        ..LLAMA_LIKE
+    },
+    // LFM2, LFM2.5: short convolution layers (a gated causal convolution over 3 positions,
+    // its last inputs kept as state) between attention layers with per-head Q/K norm; every
+    // attention layer local where the file gives a window; the final norm named
+    // `token_embd_norm`.
+    ArchSpec {
+        architecture: Architecture::Lfm2,
+        name: "lfm2",
+        qk_norm: QkNorm::PerHead,
+        short_conv: true,
+        output_norm: "token_embd_norm",
+        sliding: Sliding::Every,
+        ..LLAMA_LIKE
+    },
+    // LFM2-MoE (LFM2-8B-A1B): LFM2's layers, dense FFNs in the first layers, then experts
+    // chosen by the file's gating (sigmoid) plus a selection bias, renormalized.
+    ArchSpec {
+        architecture: Architecture::Lfm2Moe,
+        name: "lfm2moe",
+        qk_norm: QkNorm::PerHead,
+        short_conv: true,
+        output_norm: "token_embd_norm",
+        sliding: Sliding::Every,
+        experts: Some(ExpertSpec {
+            gating: None,
+            width: ExpertWidth::ExpertKeyOrShare,
+            selection_bias: true,
+            leading_dense: true,
+            ..SOFTMAX_EXPERTS
+        }),
         ..LLAMA_LIKE
     },
 ];

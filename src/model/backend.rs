@@ -10,6 +10,7 @@ use super::config::{Rope, RopeStyle};
 use super::error::ModelError;
 use super::weights::{
     DeltaNetWeights, EncoderInput, ExpertWeights, FeedForward, Matrix, Norm, PerLayerWeights,
+    ShortConvWeights,
 };
 
 /// A layer's rotary embedding, as `forward.rs` resolves it from the architecture, the layer
@@ -170,6 +171,9 @@ pub trait Backend {
 
     /// `BlockOut` ← the gated DeltaNet of `Normed`, its states carried in the cache.
     fn delta_net(&mut self, weights: &DeltaNetWeights) -> Result<(), ModelError>;
+
+    /// `BlockOut` ← LFM2's short convolution of `Normed`, its last inputs carried in the cache.
+    fn short_conv(&mut self, weights: &ShortConvWeights) -> Result<(), ModelError>;
 
     /// Gemma 4's per-layer input block: `X += norm(W_proj · (gelu(W_gate · X) ⊙ input))`.
     fn per_layer(&mut self, weights: &PerLayerWeights) -> Result<(), ModelError>;

@@ -1,6 +1,7 @@
 //! What a session remembers of the tokens it has run: the keys and values of attention layers
 //! (F16, like llama.cpp's CPU default, sized to the context a session asks for rather than the
-//! model's maximum) and, for recurrent layers (Qwen3.5's gated DeltaNet), their state.
+//! model's maximum) and, for recurrent layers (Qwen3.5's gated DeltaNet, LFM2's short
+//! convolutions), their state.
 //!
 //! Keys and values roll back for free: forgetting positions is a length change. A recurrent
 //! state cannot be rolled back; it is overwritten by every token. So the cache also keeps
@@ -51,8 +52,7 @@ struct RecurrentState {
 
 impl RecurrentState {
     fn zeroed(config: &Config, layers: usize) -> Result<RecurrentState, ModelError> {
-        let (conv_len, ssm_len) =
-            config.delta_net.map_or((0, 0), |s| (s.conv_state_len(), s.ssm_state_len()));
+        let (conv_len, ssm_len) = config.recurrent_state_lens();
         Ok(RecurrentState {
             conv: try_zeroed("recurrent state", layers.saturating_mul(conv_len))?,
             ssm: try_zeroed("recurrent state", layers.saturating_mul(ssm_len))?,

@@ -73,6 +73,13 @@ impl DeltaNet {
     }
 }
 
+/// LFM2's short convolution layers: `W_out · (c ⊙ conv(b ⊙ x))` for `[b, c, x] = W_in · h`, the
+/// convolution causal and per channel over the last `kernel` positions (`shortconv.l_cache`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct ShortConv {
+    pub kernel: usize,
+}
+
 /// A mixture-of-experts block's shape and routing (`expert_*` keys and the family's rules).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct Experts {
@@ -87,6 +94,10 @@ pub struct Experts {
     pub gating: Gating,
     /// The chosen experts' weights divided by their sum.
     pub normalize: bool,
+    /// Layers before this one have a dense FFN (`leading_dense_block_count`, LFM2-MoE).
+    pub dense_lead: usize,
+    /// A per-expert bias moves the choice (`exp_probs_b`).
+    pub selection_bias: bool,
 }
 
 /// What can differ from layer to layer (Gemma 4: sliding-window layers have their own head
@@ -188,6 +199,8 @@ pub struct Config {
     pub rope_unrotated_pairs: Vec<usize>,
     /// Gated DeltaNet layers' shape (Qwen3.5), and which layers they are.
     pub delta_net: Option<DeltaNet>,
+    /// Short convolution layers' shape (LFM2: the layers without KV heads).
+    pub short_conv: Option<ShortConv>,
     recurrent_layers: Vec<bool>,
     /// How the file pools hidden states into a sentence embedding (`pooling_type`), if it
     /// says; an embedding model says (Qwen3-Embedding: last).
@@ -235,15 +248,17 @@ impl Config {
         let n_ff_layers = n_ff_layers.ok_or_else(|| keys.missing("feed_forward_length"))?;
         let n_ff = n_ff_layers.iter().copied().max().unwrap_or(0);
         let n_head = keys.required_count("attention.head_count", MAX_DIM)?;
+        // LFM2's layers without KV heads are its short convolutions.
+        let min_kv_heads = if spec.short_conv { 0 } else { 1 };
         let n_head_kv_layers = keys
-            .counts_per_layer("attention.head_count_kv", n_layer, MAX_DIM)?
+            .counts_per_layer_from("attention.head_count_kv", n_layer, min_kv_heads, MAX_DIM)?
             .unwrap_or_else(|| vec![n_head; n_layer]);
-        if let Some(&bad) = n_head_kv_layers.iter().find(|&&kv| n_head % kv != 0) {
+        if let Some(&bad) = n_head_kv_layers.iter().find(|&&kv| kv != 0 && n_head % kv != 0) {
             return Err(
                 keys.bad("attention.head_count_kv", format!("= {bad} does not divide head_count {n_head}"))
             );
         }
-        let n_head_kv = n_head_kv_layers.first().copied().unwrap_or(n_head);
+        let n_head_kv = n_head_kv_layers.iter().copied().find(|&kv| kv > 0).unwrap_or(n_head);
         let default_head_dim = if n_embd % n_head == 0 { Some(n_embd / n_head) } else { None };
         let head_dim_k = keys.optional_count("attention.key_length", MAX_DIM)?.or(default_head_dim);
         let head_dim_v = keys.optional_count("attention.value_length", MAX_DIM)?.or(head_dim_k);
@@ -395,6 +410,12 @@ impl Config {
                 (window(size)?, period, local_rope(local)?)
             }
             Sliding::Listed { local_rope: local } => (window(Window::Required)?, 1, local_rope(local)?),
+            Sliding::Every => (window(Window::Optional)?, 1, rope_global),
+        };
+        // Every attention layer local: the pattern says so for each.
+        let sliding_pattern = match spec.sliding {
+            Sliding::Every if sliding_window.is_some() => Some(vec![true; n_layer]),
+            _ => sliding_pattern,
         };
         let attention_scale = match spec.attention_scale {
             AttentionScale::Gemma2 if n_layer == 46 => 1.0 / ((n_embd / n_head) as f32).sqrt(),
@@ -420,7 +441,7 @@ impl Config {
             return Err(keys.missing("logit_scale"));
         }
         let experts = match spec.experts {
-            Some(expert_spec) => Some(keys.experts(expert_spec, n_ff)?),
+            Some(expert_spec) => Some(keys.experts(expert_spec, n_ff, n_layer)?),
             None => None,
         };
         let attn_softcap = match spec.attn_softcap {
@@ -467,7 +488,19 @@ impl Config {
             let (delta_net, recurrent) = keys.delta_net(n_layer)?;
             (Some(delta_net), recurrent)
         } else {
-            (None, vec![false; n_layer])
+            (None, n_head_kv_layers.iter().map(|&kv| kv == 0).collect())
+        };
+        let short_conv = match spec.short_conv {
+            true => {
+                let kernel = keys.required_count("shortconv.l_cache", MAX_CONV_KERNEL)?;
+                if kernel < 2 {
+                    return Err(
+                        keys.bad("shortconv.l_cache", format!("= {kernel}: the convolution needs 2 taps"))
+                    );
+                }
+                Some(ShortConv { kernel })
+            }
+            false => None,
         };
         let rope_unrotated_pairs =
             if spec.interleaved_mrope { keys.imrope_unrotated_pairs(rope_dims)? } else { Vec::new() };
@@ -517,6 +550,7 @@ impl Config {
             sliding_pattern,
             rope_unrotated_pairs,
             delta_net,
+            short_conv,
             recurrent_layers,
             pooling: keys.pooling()?,
             vocab_size,
@@ -524,6 +558,21 @@ impl Config {
     }
 
     /// Whether layer `layer` is a gated DeltaNet layer (a recurrent state, no KV cache).
+    /// Whether layer `layer` runs a mixture of experts (rather than a dense FFN).
+    pub fn has_experts(&self, layer: usize) -> bool {
+        self.experts.is_some_and(|e| layer >= e.dense_lead)
+    }
+
+    /// Floats of one recurrent layer's state: its convolution's last inputs, and its delta
+    /// rule's matrices (none for LFM2's short convolutions).
+    pub fn recurrent_state_lens(&self) -> (usize, usize) {
+        match (self.delta_net, self.short_conv) {
+            (Some(shape), _) => (shape.conv_state_len(), shape.ssm_state_len()),
+            (None, Some(conv)) => ((conv.kernel - 1) * self.n_embd, 0),
+            (None, None) => (0, 0),
+        }
+    }
+
     pub fn is_recurrent(&self, layer: usize) -> bool {
         self.recurrent_layers.get(layer).copied().unwrap_or(false)
     }
@@ -619,7 +668,7 @@ impl Keys<'_> {
 
     /// A mixture-of-experts block's shape, from the `expert_*` keys; `n_ff` is the file's
     /// `feed_forward_length`.
-    fn experts(&self, spec: ExpertSpec, n_ff: usize) -> Result<Experts, ModelError> {
+    fn experts(&self, spec: ExpertSpec, n_ff: usize, n_layer: usize) -> Result<Experts, ModelError> {
         let count = self.required_count("expert_count", MAX_EXPERTS)?;
         let used = self.required_count("expert_used_count", MAX_EXPERTS)?;
         if count == 0 {
@@ -649,7 +698,43 @@ impl Keys<'_> {
             }
             false => None,
         };
-        Ok(Experts { count, used, width, shared_width, gating: spec.gating, normalize: spec.normalize })
+        let gating = match spec.gating {
+            Some(gating) => gating,
+            // llama.cpp's llama_expert_gating_func_type.
+            None => match self.metadata.get(&self.key("expert_gating_func")).map(|v| v.as_u64()) {
+                None => return Err(self.missing("expert_gating_func")),
+                Some(Some(1)) => Gating::Softmax,
+                Some(Some(2)) => Gating::Sigmoid,
+                Some(other) => {
+                    let found = other.map_or("not a number".into(), |n| n.to_string());
+                    return Err(self.bad(
+                        "expert_gating_func",
+                        format!("= {found}: only 1 (softmax) and 2 (sigmoid) run"),
+                    ));
+                }
+            },
+        };
+        let dense_lead = match spec.leading_dense {
+            true => match self.metadata.get(&self.key("leading_dense_block_count")).map(|v| v.as_u64()) {
+                None => 0,
+                Some(Some(n)) if n <= n_layer as u64 => n as usize,
+                Some(_) => {
+                    return Err(self
+                        .bad("leading_dense_block_count", format!("must be at most block_count {n_layer}")));
+                }
+            },
+            false => 0,
+        };
+        Ok(Experts {
+            count,
+            used,
+            width,
+            shared_width,
+            gating,
+            normalize: spec.normalize,
+            dense_lead,
+            selection_bias: spec.selection_bias,
+        })
     }
 
     fn pooling(&self) -> Result<Option<Pooling>, ModelError> {
@@ -752,8 +837,22 @@ impl Keys<'_> {
         n_layer: usize,
         max: u64,
     ) -> Result<Option<Vec<usize>>, ModelError> {
+        self.counts_per_layer_from(name, n_layer, 1, max)
+    }
+
+    /// [`Keys::counts_per_layer`] with counts from `min` (0 or 1).
+    fn counts_per_layer_from(
+        &self,
+        name: &str,
+        n_layer: usize,
+        min: u64,
+        max: u64,
+    ) -> Result<Option<Vec<usize>>, ModelError> {
         let Some(value) = self.metadata.get(&self.key(name)) else { return Ok(None) };
         let Some(array) = value.as_array() else {
+            if min == 0 && value.as_u64() == Some(0) {
+                return Ok(Some(vec![0; n_layer]));
+            }
             return Ok(self.optional_count(name, max)?.map(|n| vec![n; n_layer]));
         };
         let values: Vec<u64> = match array {
@@ -768,8 +867,8 @@ impl Keys<'_> {
         values[..n_layer]
             .iter()
             .map(|&n| match n {
-                1.. if n <= max => Ok(n as usize),
-                _ => Err(self.bad(name, format!("holds {n}, outside 1..={max}"))),
+                _ if n >= min && n <= max => Ok(n as usize),
+                _ => Err(self.bad(name, format!("holds {n}, outside {min}..={max}"))),
             })
             .collect::<Result<Vec<_>, _>>()
             .map(Some)
@@ -819,12 +918,14 @@ mod tests {
             Architecture::Qwen3Moe => 11,
             Architecture::Olmoe => 12,
             Architecture::GraniteMoe => 13,
+            Architecture::Lfm2 => 14,
+            Architecture::Lfm2Moe => 15,
         };
-        assert_eq!(Architecture::all().map(row).collect::<Vec<_>>(), (0..14).collect::<Vec<_>>());
+        assert_eq!(Architecture::all().map(row).collect::<Vec<_>>(), (0..16).collect::<Vec<_>>());
         let message = ModelError::UnsupportedArchitecture("mamba".into()).to_string();
         assert!(
             message
-                .ends_with("(supported: qwen3, qwen2, llama, smollm3, phi3, gemma2, gemma3, qwen35, gemma4, bert, nomic-bert, qwen3moe, olmoe, granitemoe)"),
+                .ends_with("(supported: qwen3, qwen2, llama, smollm3, phi3, gemma2, gemma3, qwen35, gemma4, bert, nomic-bert, qwen3moe, olmoe, granitemoe, lfm2, lfm2moe)"),
             "{message}"
         );
     }

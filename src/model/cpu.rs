@@ -13,7 +13,7 @@ use super::backend::{Backend, Buf, Input, LayerAttention, LayerRope};
 use super::bytes::ModelBytes;
 use super::cache::Cache;
 use super::config::Config;
-use super::delta_net::{DeltaInputs, causal_conv_silu, delta_rule, gates, l2_normalize_heads};
+use super::delta_net::{DeltaInputs, causal_conv, causal_conv_silu, delta_rule, gates, l2_normalize_heads};
 use super::error::{ModelError, try_zeroed};
 use super::experts::{Choice, route};
 use super::ops::{
@@ -22,7 +22,7 @@ use super::ops::{
 };
 use super::weights::{
     DeltaNetWeights, EncoderInput, ExpertWeights, FeedForward, FfnParts, Matrix, Norm, PerLayerWeights,
-    Weights,
+    ShortConvWeights, Weights,
 };
 use super::{Activation, Model};
 use crate::parallel;
@@ -39,6 +39,7 @@ pub struct Scratch {
     /// The named activations ([`Buf`]), each `max_batch ×` its widest width.
     bufs: Bufs,
     delta: DeltaScratch,
+    short_conv: ShortConvScratch,
     per_layer: PerLayerScratch,
     experts: ExpertScratch,
     gate: Vec<f32>,
@@ -142,6 +143,25 @@ impl DeltaScratch {
     }
 }
 
+/// Working memory of LFM2's short convolutions (empty for other models).
+#[derive(Default)]
+struct ShortConvScratch {
+    /// The input projection's `[b, c, x]` rows, `batch × 3 n_embd`.
+    bcx: Vec<f32>,
+    /// `b ⊙ x`, then `c ⊙ conv(b ⊙ x)`; and the convolution's output, `batch × n_embd`.
+    gated: Vec<f32>,
+    convolved: Vec<f32>,
+    /// The convolution's window (state and batch).
+    window: Vec<f32>,
+}
+
+impl ShortConvScratch {
+    fn all(&self) -> [&Vec<f32>; 4] {
+        let ShortConvScratch { bcx, gated, convolved, window } = self;
+        [bcx, gated, convolved, window]
+    }
+}
+
 /// Working memory of mixture-of-experts layers (empty for other models).
 #[derive(Default)]
 struct ExpertScratch {
@@ -222,6 +242,15 @@ impl Scratch {
             },
             None => PerLayerScratch::default(),
         };
+        let short_conv = match config.short_conv {
+            Some(_) => ShortConvScratch {
+                bcx: rows(3 * config.n_embd)?,
+                gated: rows(config.n_embd)?,
+                convolved: rows(config.n_embd)?,
+                window: Vec::new(),
+            },
+            None => ShortConvScratch::default(),
+        };
         let experts = match config.experts {
             Some(shape) => ExpertScratch {
                 scores: rows(shape.count)?,
@@ -235,7 +264,10 @@ impl Scratch {
             None => ExpertScratch::default(),
         };
         // The widest feed-forward network: a dense layer's, an expert's or the shared one's.
-        let n_ff = config.experts.map_or(config.n_ff, |e| e.width.max(e.shared_width.unwrap_or(0)));
+        let n_ff = config.experts.map_or(config.n_ff, |e| {
+            let dense = if e.dense_lead > 0 { config.n_ff } else { 0 };
+            e.width.max(e.shared_width.unwrap_or(0)).max(dense)
+        });
         Ok(Scratch {
             max_batch,
             bufs: Bufs {
@@ -249,6 +281,7 @@ impl Scratch {
                 attn: rows(config.q_dim())?,
             },
             delta,
+            short_conv,
             per_layer,
             experts,
             gate: rows(n_ff)?,
@@ -277,6 +310,7 @@ impl Scratch {
             max_batch,
             bufs,
             delta,
+            short_conv,
             per_layer,
             experts,
             gate,
@@ -291,6 +325,7 @@ impl Scratch {
             .into_iter()
             .chain(bufs.all())
             .chain(delta.all())
+            .chain(short_conv.all())
             .chain(per_layer.all())
             .map(Vec::capacity)
             .sum();
@@ -600,8 +635,9 @@ impl Backend for Cpu<'_> {
         let scores = &mut x.scores[..n * count];
         project(self.file, Input::FeedForwardIn(l), h, quantized, &weights.router, scores)?;
         let chosen = &mut x.chosen[..n * used];
+        let bias = weights.selection_bias.as_deref();
         for (scores, chosen) in scores.chunks_exact_mut(count).zip(chosen.chunks_exact_mut(used)) {
-            route(&shape, scores, None, chosen);
+            route(&shape, scores, bias, chosen);
         }
         x.order.clear();
         x.seen.iter_mut().for_each(|seen| *seen = false);
@@ -686,6 +722,33 @@ impl Backend for Cpu<'_> {
         out.iter_mut().zip(z.iter()).for_each(|(o, &z)| *o *= silu(z));
         let block_out = &mut block_out[..n * d];
         project(self.file, Input::AttentionOut(l), out, quantized, &layer.w_out, block_out)
+    }
+
+    /// LFM2's short convolution: `[b, c, x] = W_in · h`, then `BlockOut = W_out · (c ⊙
+    /// conv(b ⊙ x))`, the convolution's last inputs carried in the cache from batch to batch.
+    fn short_conv(&mut self, layer: &ShortConvWeights) -> Result<(), ModelError> {
+        let (c, l, n) = (self.config, self.layer, self.rows);
+        let shape = c.short_conv.expect("short convolution layers have a shape");
+        let d = c.n_embd;
+        let sc = &mut self.s.short_conv;
+        let (bcx, gated, convolved) =
+            (&mut sc.bcx[..n * 3 * d], &mut sc.gated[..n * d], &mut sc.convolved[..n * d]);
+        let Bufs { normed, block_out, .. } = &mut self.s.bufs;
+        let quantized = &mut self.s.quantized;
+        project(self.file, Input::AttentionIn(l), &normed[..n * d], quantized, &layer.w_in, bcx)?;
+        for (row, out) in bcx.chunks_exact(3 * d).zip(gated.chunks_exact_mut(d)) {
+            let (b, x) = (&row[..d], &row[2 * d..]);
+            out.iter_mut().zip(b.iter().zip(x)).for_each(|(o, (&b, &x))| *o = b * x);
+        }
+        let (conv_state, _) = self.cache.recurrent_layer(l);
+        causal_conv(d, shape.kernel, conv_state, &layer.conv, gated, convolved, &mut sc.window, |v| v);
+        for ((row, conv), out) in
+            bcx.chunks_exact(3 * d).zip(convolved.chunks_exact(d)).zip(gated.chunks_exact_mut(d))
+        {
+            let c = &row[d..2 * d];
+            out.iter_mut().zip(c.iter().zip(conv)).for_each(|(o, (&c, &v))| *o = c * v);
+        }
+        project(self.file, Input::AttentionOut(l), gated, quantized, &layer.w_out, &mut block_out[..n * d])
     }
 
     /// Gemma 4's per-layer input block on the rows held, which are the batch's positions

@@ -19,10 +19,8 @@ use crate::parallel;
 /// Tokens per chunk of the chunked delta rule (llama.cpp's chunk size for scalar gates).
 pub const CHUNK: usize = 64;
 
-/// `out[t] = silu(Σᵢ window[t + i] · taps[·, i])` per channel, where `window` is the last
-/// `conv_kernel - 1` inputs (`state`) followed by `x` (`n` rows of `conv_dim`); `state` then
-/// takes the window's last rows. The sum runs over the taps in order with fused
-/// multiply-adds, as ggml's `ssm_conv` compiles.
+/// The causal convolution of the DeltaNet's projected queries, keys and values, each output
+/// through SiLU: [`causal_conv`] of the layer's `conv_dim` channels.
 pub fn causal_conv_silu(
     shape: &DeltaNet,
     state: &mut [f32],
@@ -31,7 +29,25 @@ pub fn causal_conv_silu(
     out: &mut [f32],
     window: &mut Vec<f32>,
 ) {
-    let (channels, kernel) = (shape.conv_dim(), shape.conv_kernel);
+    causal_conv(shape.conv_dim(), shape.conv_kernel, state, taps, x, out, window, silu);
+}
+
+/// A causal convolution of each of `channels` channels over its last `kernel` inputs (ggml's
+/// `ssm_conv`), then `activation`: the window is the previous batch's last `kernel - 1`
+/// inputs (`state`) followed by `x` (`n` rows of `channels`); `state` then takes the window's
+/// last rows. The sum runs over the taps in order with fused multiply-adds, as ggml's
+/// `ssm_conv` compiles. `taps` holds each channel's `kernel` taps together.
+#[allow(clippy::too_many_arguments)]
+pub fn causal_conv(
+    channels: usize,
+    kernel: usize,
+    state: &mut [f32],
+    taps: &[f32],
+    x: &[f32],
+    out: &mut [f32],
+    window: &mut Vec<f32>,
+    activation: impl Fn(f32) -> f32,
+) {
     window.clear();
     window.extend_from_slice(state);
     window.extend_from_slice(x);
@@ -43,7 +59,7 @@ pub fn causal_conv_silu(
                 .iter()
                 .enumerate()
                 .fold(0.0, |sum, (i, &w)| crate::tensor::fma(rows[i * channels + c], w, sum));
-            *o = silu(sum);
+            *o = activation(sum);
         }
     }
     let n = x.len() / channels;

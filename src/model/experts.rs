@@ -72,7 +72,16 @@ mod tests {
     use super::*;
 
     fn experts(count: usize, used: usize, gating: Gating, normalize: bool) -> Experts {
-        Experts { count, used, width: 1, shared_width: None, gating, normalize }
+        Experts {
+            count,
+            used,
+            width: 1,
+            shared_width: None,
+            gating,
+            normalize,
+            dense_lead: 0,
+            selection_bias: false,
+        }
     }
 
     fn routed(e: &Experts, scores: &[f32], bias: Option<&[f32]>) -> Vec<Choice> {

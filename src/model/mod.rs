@@ -22,7 +22,7 @@ mod weights;
 pub use arch::{ARCHITECTURES, Activation, ArchSpec, Architecture, Family};
 pub use bytes::{ModelBytes, piece_starts};
 pub use cache::{CHECKPOINT_INTERVAL, Cache, Checkpoint, Checkpoints};
-pub use config::{Config, DeltaNet, Experts, LayerShape, Rope, RopeStyle};
+pub use config::{Config, DeltaNet, Experts, LayerShape, Rope, RopeStyle, ShortConv};
 pub use cpu::Scratch;
 pub use delta_net::DeltaInputs;
 // The GPU backend (src/gpu) runs the same pass and embeds the same way.
@@ -35,7 +35,7 @@ pub(crate) use forward::forward_batch;
 pub use loader::{FileLoader, LoadError};
 pub use weights::{
     AttentionWeights, DeltaNetWeights, EncoderInput, ExpertWeights, FeedForward, Ffn, LayerWeights, Matrix,
-    Mixer, Norm, OutputHead, PerLayerInput, PerLayerWeights, Weights,
+    Mixer, Norm, OutputHead, PerLayerInput, PerLayerWeights, ShortConvWeights, Weights,
 };
 
 use crate::gguf::{GgmlType, GgufHeader, Metadata};
@@ -100,6 +100,7 @@ impl Model {
             let mut matrices = match &layer.mixer {
                 Mixer::Attention(a) => vec![Some(&a.wq), a.wk.as_ref(), a.wv.as_ref(), Some(&a.wo)],
                 Mixer::DeltaNet(d) => [&d.wqkv, &d.wz, &d.w_beta, &d.w_alpha, &d.w_out].map(Some).to_vec(),
+                Mixer::ShortConv(s) => vec![Some(&s.w_in), Some(&s.w_out)],
             };
             match &layer.ffn {
                 Ffn::Dense(ffn) => matrices.extend(ffn.matrices().map(Some)),

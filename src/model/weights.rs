@@ -149,6 +149,8 @@ pub struct ExpertWeights {
     pub down: Vec<Matrix>,
     /// The shared expert, run for every token and added to the chosen ones' sum (`*_shexp`).
     pub shared: Option<FeedForward>,
+    /// Added to the probabilities to choose experts, not to weigh them (`exp_probs_b`).
+    pub selection_bias: Option<Vec<f32>>,
 }
 
 impl ExpertWeights {
@@ -181,6 +183,16 @@ pub struct PerLayerInput {
 pub enum Mixer {
     Attention(AttentionWeights),
     DeltaNet(DeltaNetWeights),
+    ShortConv(ShortConvWeights),
+}
+
+/// An LFM2 short convolution layer's tensors (llama.cpp's names in brackets).
+pub struct ShortConvWeights {
+    /// `[b, c, x]`, each `n_embd` rows (`shortconv.in_proj`).
+    pub w_in: Matrix,
+    /// Taps, `n_embd × kernel` (`shortconv.conv`).
+    pub conv: Vec<f32>,
+    pub w_out: Matrix,
 }
 
 pub struct AttentionWeights {
@@ -292,7 +304,9 @@ impl Weights {
             _ => Some(token_embd.clone()),
         };
         let output = match output {
-            Some(matrix) => Some(OutputHead { norm: tensors.vector("output_norm.weight", d)?, matrix }),
+            Some(matrix) => {
+                Some(OutputHead { norm: tensors.vector(&format!("{}.weight", spec.output_norm), d)?, matrix })
+            }
             None => None,
         };
         let encoder_input = match encoder {
@@ -350,8 +364,15 @@ impl Weights {
                 QkNorm::WholeRow => whole,
                 _ => head,
             };
-            let mixer = match config.delta_net {
-                Some(shape) if config.is_recurrent(i) => Mixer::DeltaNet(tensors.delta_net(i, shape, d)?),
+            let mixer = match (config.delta_net, config.short_conv) {
+                (Some(shape), _) if config.is_recurrent(i) => {
+                    Mixer::DeltaNet(tensors.delta_net(i, shape, d)?)
+                }
+                (_, Some(shape)) if config.is_recurrent(i) => Mixer::ShortConv(ShortConvWeights {
+                    w_in: tensors.matrix(&name("shortconv.in_proj"), 3 * d, d)?,
+                    conv: tensors.decoded(&name("shortconv.conv"), &[shape.kernel, d])?,
+                    w_out: tensors.matrix(&name("shortconv.out_proj"), d, d)?,
+                }),
                 _ => {
                     let (wq, wk, wv, (bq, bk, bv)) = match header.tensor(&name("attn_qkv")) {
                         // Fused QKV (Phi-3, and any file converted that way): one matrix whose
@@ -411,8 +432,8 @@ impl Weights {
                 }
             };
             let ffn = match config.experts {
-                Some(experts) => Ffn::Experts(tensors.experts(experts, d, &name)?),
-                None => {
+                Some(experts) if config.has_experts(i) => Ffn::Experts(tensors.experts(experts, d, &name)?),
+                _ => {
                     // Phi-3's `ffn_up` holds gate and up: the first ff rows go through SiLU.
                     let (w_gate, w_up) = if spec.fused_gate_up {
                         let [gate, up] = tensors.matrix(&name("ffn_up"), 2 * ff, d)?.split_rows([ff, ff]);
@@ -576,6 +597,10 @@ impl Tensors<'_> {
         let gate = self.expert_stack(&name("ffn_gate_exps"), count, width, d)?;
         let up = self.expert_stack(&name("ffn_up_exps"), count, width, d)?;
         let down = self.expert_stack(&name("ffn_down_exps"), count, d, width)?;
+        let selection_bias = match shape.selection_bias {
+            true => Some(self.vector(&name("exp_probs_b").replace(".weight", ".bias"), count)?),
+            false => None,
+        };
         let shared = match shape.shared_width {
             Some(ff) => Some(FeedForward {
                 w_gate: Some(self.matrix(&name("ffn_gate_shexp"), ff, d)?),
@@ -586,7 +611,7 @@ impl Tensors<'_> {
             }),
             None => None,
         };
-        Ok(ExpertWeights { router, gate, up, down, shared })
+        Ok(ExpertWeights { router, gate, up, down, shared, selection_bias })
     }
 
     /// A stack of `count` matrices of `rows × cols` (ggml dims `[cols, rows, count]`), as a

@@ -404,6 +404,7 @@ pageSuite(
       'gemma4-micro-q8_0.gguf',
       'qwen3moe-micro-q8_0.gguf',
       'granitemoe-micro-q8_0.gguf',
+      'lfm2moe-micro-q8_0.gguf',
     ]) {
       test(`${file} chats with the template from its file`, async () => {
         await loadModel(requireModel({ file: path.join(fixtureModelsDir, file) }));
@@ -415,51 +416,60 @@ pageSuite(
       });
     }
 
-    // Qwen3.5's DeltaNet layers keep a recurrent state that cannot be truncated: rollbacks go
-    // through the state checkpoints (at each prompt's end and every 32 positions).
-    test('qwen35 (recurrent layers) streams, stops, reuses its cache and branches', async () => {
-      const file = 'qwen35-micro-q8_0.gguf';
-      await loadModel(requireModel({ file: path.join(fixtureModelsDir, file) }));
-      await assertModelLoaded(file);
-      assert.match(await text('#model-details'), /^qwen35 · /);
+    // Qwen3.5's DeltaNet layers and LFM2's short convolutions keep a recurrent state that
+    // cannot be truncated: rollbacks go through the state checkpoints (at each prompt's end
+    // and every 32 positions).
+    for (const [file, arch] of [
+      ['qwen35-micro-q8_0.gguf', 'qwen35'],
+      ['lfm2-micro-q8_0.gguf', 'lfm2'],
+    ]) {
+      test(`${arch} (recurrent layers) streams, stops, reuses its cache and branches`, async () => {
+        await loadModel(requireModel({ file: path.join(fixtureModelsDir, file) }));
+        await assertModelLoaded(file);
+        assert.match(await text('#model-details'), new RegExp(`^${arch} · `));
 
-      // Stream, then stop: greedy decoding of random weights runs to max tokens otherwise.
-      await setSettings({ temperature: 0, max_tokens: 2000 });
-      const stopped = await askAndStop('Hello', 40);
-      const { atStop } = stopped;
-      assert.equal(stopped.reason, 'stopped');
-      // This file decodes in about a millisecond a token: steps already queued still arrive.
-      assert.ok(stopped.tokens.length < atStop + 100, `${stopped.tokens.length} tokens after ${atStop}`);
-      // The prompt's end and a stretch of the answer are checkpointed.
-      assert.match(await text('#chat-stats'), /[2-8] of [2-8] state checkpoints × [\d.]+ [kM]B/);
+        // Stream, then stop: greedy decoding of random weights runs to max tokens otherwise.
+        await setSettings({ temperature: 0, max_tokens: 2000 });
+        const stopped = await askAndStop('Hello', 40);
+        const { atStop } = stopped;
+        assert.equal(stopped.reason, 'stopped');
+        // This file decodes in about a millisecond a token: steps already queued still arrive.
+        assert.ok(stopped.tokens.length < atStop + 100, `${stopped.tokens.length} tokens after ${atStop}`);
+        // The prompt's end and a stretch of the answer are checkpointed.
+        assert.match(await text('#chat-stats'), /[2-8] of [2-8] state checkpoints × [\d.]+ [kM]B/);
 
-      // A second turn keeps at least the first turn's prompt and reads the new message.
-      await setSettings({ temperature: 0, max_tokens: 12 });
-      const second = await ask('And again?');
-      assert.ok(second.reused >= 9, `reused ${second.reused}`);
-      assert.ok(second.prefilled > 0, `prefilled ${second.prefilled}`);
-      assert.equal(second.tokens.length, 12);
+        // A second turn keeps at least the first turn's prompt and reads the new message.
+        await setSettings({ temperature: 0, max_tokens: 12 });
+        const second = await ask('And again?');
+        assert.ok(second.reused >= 9, `reused ${second.reused}`);
+        assert.ok(second.prefilled > 0, `prefilled ${second.prefilled}`);
+        assert.equal(second.tokens.length, 12);
 
-      // Branch from step 3's runner-up: the recurrent state goes back to the prompt's
-      // checkpoint and replays the 3 kept steps.
-      const step = 3;
-      await h.page.locator('#viz-strip .viz-chip').nth(step).click();
-      const candidate = h.page.locator('#viz-bars .viz-bar:not(.chosen) button:not([disabled])').first();
-      const forcedPiece = await candidate.locator('.viz-token').innerText();
-      const beforeBranch = await answersSoFar();
-      await candidate.click();
-      await h.page.waitForFunction(
-        (count) => Number(document.body.dataset.answers ?? 0) > count,
-        beforeBranch,
-        {
-          timeout: CHAT_TIMEOUT_MS,
-        },
-      );
-      const branched = await lastAnswer();
-      assert.deepEqual(branched.tokens.slice(0, step), second.tokens.slice(0, step), 'steps before are kept');
-      assert.equal(branched.tokens[step], forcedPiece, 'the candidate was forced at that step');
-      assert.match(branched.meta, /3 replayed from a checkpoint/);
-    });
+        // Branch from step 3's runner-up: the recurrent state goes back to the prompt's
+        // checkpoint and replays the 3 kept steps.
+        const step = 3;
+        await h.page.locator('#viz-strip .viz-chip').nth(step).click();
+        const candidate = h.page.locator('#viz-bars .viz-bar:not(.chosen) button:not([disabled])').first();
+        const forcedPiece = await candidate.locator('.viz-token').innerText();
+        const beforeBranch = await answersSoFar();
+        await candidate.click();
+        await h.page.waitForFunction(
+          (count) => Number(document.body.dataset.answers ?? 0) > count,
+          beforeBranch,
+          {
+            timeout: CHAT_TIMEOUT_MS,
+          },
+        );
+        const branched = await lastAnswer();
+        assert.deepEqual(
+          branched.tokens.slice(0, step),
+          second.tokens.slice(0, step),
+          'steps before are kept',
+        );
+        assert.equal(branched.tokens[step], forcedPiece, 'the candidate was forced at that step');
+        assert.match(branched.meta, /3 replayed from a checkpoint/);
+      });
+    }
 
     test('a JSON schema in the settings makes the answer JSON, and the visualiser shows what the grammar removed', async () => {
       await loadModel(requireModel(MODELS.qwen3Micro));

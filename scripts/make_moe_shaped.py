@@ -1,0 +1,149 @@
+#!/usr/bin/env python3
+"""Write a GGUF with the shapes of a real mixture-of-experts model and random weights, for speed
+measurements (speed depends on shapes and types, not on the values of the weights).
+
+  pip install gguf numpy
+  python3 scripts/make_moe_shaped.py OUT.gguf --shape granite-1b-a400m|olmoe-1b-7b [--type q4_k_m|q8_0]
+
+Shapes (from the models' config.json):
+  granite-1b-a400m  granite-3.1-1b-a400m: 24 layers, 1024 wide, 16 query and 8 KV heads of 64,
+                    32 experts of width 512, 8 used; Granite's multipliers; tied embeddings;
+                    49,155 tokens.
+  olmoe-1b-7b       OLMoE-1B-7B-0924: 16 layers, 2048 wide, 16 query and KV heads of 128, 64
+                    experts of width 1024, 8 used; Q/K norm across heads; a separate output
+                    matrix; 50,304 tokens.
+
+The tokenizer is the micro files' (tests/fixtures/models/qwen3-micro-q4_0.gguf, 8,026 tokens)
+padded with unused tokens to the model's vocabulary size, so the embedding and output matrices
+have the real shapes. q4_k_m mixes types as llama-quantize's Q4_K_M does: Q6_K for the token
+embedding (and output), for attn_v and for ffn_down_exps in the layers it gives more bits, Q4_K
+elsewhere; routers stay F32. K-quant matrices are random blocks (make_qwen3_shaped.py's), so a
+7B file is written in seconds.
+"""
+import argparse
+from pathlib import Path
+
+import gguf
+import numpy as np
+from gguf import GGMLQuantizationType as Q
+from gguf import GGUFReader, GGUFValueType
+from gguf.quants import quantize
+
+from make_qwen3_shaped import more_bits, random_k_blocks
+
+SHAPES = {
+    # layers, embd, heads, kv heads, head dim, experts, used, expert width, vocab
+    "granite-1b-a400m": dict(arch="granitemoe", layers=24, embd=1024, heads=16, kv=8, head=64, experts=32, used=8, ffn=512, vocab=49155),
+    "olmoe-1b-7b": dict(arch="olmoe", layers=16, embd=2048, heads=16, kv=16, head=128, experts=64, used=8, ffn=1024, vocab=50304),
+}
+REPO = Path(__file__).resolve().parent.parent
+TOKENIZER_SOURCE = REPO / "tests" / "fixtures" / "models" / "qwen3-micro-q4_0.gguf"
+
+
+def copy_tokenizer(writer, reader, n_vocab):
+    """The micro tokenizer's keys, its token arrays padded to `n_vocab` with unused tokens."""
+    for name, field in reader.fields.items():
+        if not name.startswith("tokenizer."):
+            continue
+        kind = field.types[0]
+        if kind == GGUFValueType.ARRAY:
+            if field.types[1] == GGUFValueType.STRING:
+                values = [bytes(field.parts[i]).decode("utf-8") for i in field.data]
+            else:
+                values = [field.parts[i][0].item() for i in field.data]
+            if name == "tokenizer.ggml.tokens":
+                values += [f"<|unused_{i}|>" for i in range(len(values), n_vocab)]
+            elif name == "tokenizer.ggml.token_type":
+                values += [int(gguf.TokenType.UNUSED)] * (n_vocab - len(values))
+            elif name == "tokenizer.ggml.scores":
+                values += [0.0] * (n_vocab - len(values))
+            writer.add_array(name, values)
+        elif kind == GGUFValueType.STRING:
+            writer.add_string(name, bytes(field.parts[field.data[0]]).decode("utf-8"))
+        else:
+            writer.add_key_value(name, field.parts[field.data[0]][0].item(), kind)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("out")
+    parser.add_argument("--shape", choices=sorted(SHAPES), required=True)
+    parser.add_argument("--type", choices=["q4_k_m", "q8_0"], default="q4_k_m")
+    args = parser.parse_args()
+    s = SHAPES[args.shape]
+    arch, layers, embd, n_vocab = s["arch"], s["layers"], s["embd"], s["vocab"]
+    q_width, kv_width = s["heads"] * s["head"], s["kv"] * s["head"]
+    rng = np.random.default_rng(700)
+
+    writer = gguf.GGUFWriter(args.out, arch=arch)
+    writer.add_name(f"{args.shape}-shaped-synthetic")
+    k_quants = args.type == "q4_k_m"
+    writer.add_file_type(gguf.LlamaFileType.MOSTLY_Q4_K_M if k_quants else gguf.LlamaFileType.MOSTLY_Q8_0)
+    writer.add_block_count(layers)
+    writer.add_context_length(4096)
+    writer.add_embedding_length(embd)
+    writer.add_feed_forward_length(s["ffn"])
+    writer.add_head_count(s["heads"])
+    writer.add_head_count_kv(s["kv"])
+    writer.add_rope_freq_base(10_000.0)
+    writer.add_layer_norm_rms_eps(1e-6)
+    writer.add_expert_count(s["experts"])
+    writer.add_expert_used_count(s["used"])
+    if arch == "granitemoe":
+        writer.add_embedding_scale(12.0)
+        writer.add_residual_scale(0.22)
+        writer.add_attention_scale(0.015625)
+        writer.add_logit_scale(6.0)
+    copy_tokenizer(writer, GGUFReader(str(TOKENIZER_SOURCE)), n_vocab)
+
+    def blocks(shape, more):
+        """Random blocks of `shape` (… × rows × cols) in the file's type for this tensor."""
+        *lead, rows, cols = shape
+        count = int(np.prod(lead)) if lead else 1
+        if k_quants:
+            kind = Q.Q6_K if more else Q.Q4_K
+            data = random_k_blocks(rng, count * rows, cols, kind)
+        else:
+            kind = Q.Q8_0
+            x = rng.standard_normal((count * rows, cols), dtype=np.float32) * np.float32(0.02)
+            data = quantize(x, kind)
+        return data.reshape(*lead, rows, -1), kind
+
+    def matrix(name, shape, more=False):
+        data, kind = blocks(shape, more)
+        writer.add_tensor(name, data, raw_dtype=kind)
+
+    def norm(name, n):
+        writer.add_tensor(name, (1.0 + 0.1 * rng.standard_normal(n, dtype=np.float32)).astype(np.float32))
+
+    matrix("token_embd.weight", (n_vocab, embd), more=True)
+    if arch == "olmoe":
+        matrix("output.weight", (n_vocab, embd), more=True)
+    experts, ffn = s["experts"], s["ffn"]
+    for layer in range(layers):
+        bits = more_bits(layer, layers)
+        p = f"blk.{layer}."
+        norm(p + "attn_norm.weight", embd)
+        matrix(p + "attn_q.weight", (q_width, embd))
+        matrix(p + "attn_k.weight", (kv_width, embd))
+        matrix(p + "attn_v.weight", (kv_width, embd), more=bits)
+        matrix(p + "attn_output.weight", (embd, q_width))
+        if arch == "olmoe":
+            norm(p + "attn_q_norm.weight", q_width)
+            norm(p + "attn_k_norm.weight", kv_width)
+        norm(p + "ffn_norm.weight", embd)
+        router = rng.standard_normal((experts, embd), dtype=np.float32) * np.float32(0.1)
+        writer.add_tensor(p + "ffn_gate_inp.weight", router)
+        matrix(p + "ffn_gate_exps.weight", (experts, ffn, embd))
+        matrix(p + "ffn_up_exps.weight", (experts, ffn, embd))
+        matrix(p + "ffn_down_exps.weight", (experts, embd, ffn), more=bits)
+    norm("output_norm.weight", embd)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    print("wrote", args.out)
+
+
+if __name__ == "__main__":
+    main()
