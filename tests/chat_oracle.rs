@@ -482,3 +482,157 @@ fn gemma4_calls_and_channels_as_test_chat_expects() {
     });
     assert_eq!(checks, 2 * 21);
 }
+
+#[test]
+fn lfm2_python_calls_as_test_chat_expects() {
+    let string = json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]});
+    let get_time = || tool("get_time", string.clone());
+    let any = |name: &str, key: &str| tool(name, json!({"type": "object", "properties": {key: {}}}));
+    let calendar = tool(
+        "Calendar.create_event",
+        json!({"type": "object", "properties": {"title": {"type": "string"}, "participants": {"type": "array"}, "metadata": {"type": "object"}}}),
+    );
+    let mut checks = 0;
+    // test_lfm2_parser (test-chat.cpp line 2015), for each of its LFM2 templates.
+    for t in ["LFM2-8B-A1B.jinja", "LFM2.5-Instruct.jinja", "LFM2.5-8B-A1B.jinja"] {
+        let call = |input: &'static str, tools: Vec<Tool>, name: &'static str, arguments: Value| Case {
+            tools,
+            calls: vec![(name, arguments)],
+            ..Case::new(t, input)
+        };
+        checks += run(Case { content: HELLO, ..Case::new(t, HELLO) });
+        checks += run(call(
+            "<|tool_call_start|>[special_function(arg1=1)]<|tool_call_end|>",
+            vec![special_function()],
+            "special_function",
+            json!({"arg1": 1}),
+        ));
+        checks += run(call(
+            "<|tool_call_start|>[get_time(city=\"XYZCITY\")]<|tool_call_end|>",
+            vec![get_time()],
+            "get_time",
+            json!({"city": "XYZCITY"}),
+        ));
+        // Python's literals become JSON's.
+        checks += run(call(
+            "<|tool_call_start|>[toggle(enabled=True)]<|tool_call_end|>",
+            vec![any("toggle", "enabled")],
+            "toggle",
+            json!({"enabled": true}),
+        ));
+        checks += run(call(
+            "<|tool_call_start|>[set_nullable(value=None)]<|tool_call_end|>",
+            vec![any("set_nullable", "value")],
+            "set_nullable",
+            json!({"value": null}),
+        ));
+        checks += run(call(
+            "<|tool_call_start|>[set_config(config={\"enabled\": True, \"count\": 3})]<|tool_call_end|>",
+            vec![any("set_config", "config")],
+            "set_config",
+            json!({"config": {"enabled": true, "count": 3}}),
+        ));
+        // JSON's literals too.
+        checks += run(call(
+            "<|tool_call_start|>[set_config(config={\"enabled\": true, \"note\": null})]<|tool_call_end|>",
+            vec![any("set_config", "config")],
+            "set_config",
+            json!({"config": {"enabled": true, "note": null}}),
+        ));
+        // A dotted name, a list and a dict.
+        checks += run(call(
+            "<|tool_call_start|>[Calendar.create_event(title=\"demo\", participants=[\"Alice\", \"Bob\"], \
+             metadata={\"priority\": \"high\", \"reminder\": true})]<|tool_call_end|>",
+            vec![calendar.clone()],
+            "Calendar.create_event",
+            json!({"title": "demo", "participants": ["Alice", "Bob"], "metadata": {"priority": "high", "reminder": true}}),
+        ));
+        // Markdown links stay content.
+        let links = "Use this format: [link text](url). Example: [Wikipedia](https://www.wikipedia.org).";
+        checks += run(Case { tools: vec![get_time()], content: links, ..Case::new(t, links) });
+        // Escapes decode: a newline, a tab, escaped quotes; single quotes inside.
+        checks += run(call(
+            "<|tool_call_start|>[python(code=\"def hello():\\n    print('hey')\")]<|tool_call_end|>",
+            vec![python()],
+            "python",
+            json!({"code": "def hello():\n    print('hey')"}),
+        ));
+        checks += run(call(
+            "<|tool_call_start|>[python(code=\"First line\\nSecond line\\tindented\")]<|tool_call_end|>",
+            vec![python()],
+            "python",
+            json!({"code": "First line\nSecond line\tindented"}),
+        ));
+        checks += run(call(
+            "<|tool_call_start|>[python(code=\"print(\\\"hi\\\")\")]<|tool_call_end|>",
+            vec![python()],
+            "python",
+            json!({"code": "print(\"hi\")"}),
+        ));
+        // Content before a call.
+        checks += run(Case {
+            content: "Let me check the time.",
+            ..call(
+                "Let me check the time.<|tool_call_start|>[get_time(city=\"Paris\")]<|tool_call_end|>",
+                vec![get_time()],
+                "get_time",
+                json!({"city": "Paris"}),
+            )
+        });
+        // Two calls in one block.
+        checks += run(Case {
+            tools: vec![special_function(), special_function_with_opt()],
+            calls: vec![
+                ("special_function", json!({"arg1": 1})),
+                ("special_function_with_opt", json!({"arg1": 1, "arg2": 2})),
+            ],
+            ..Case::new(
+                t,
+                "<|tool_call_start|>[special_function(arg1=1), special_function_with_opt(arg1=1, arg2=2)]<|tool_call_end|>",
+            )
+        });
+        checks += run(call(
+            "<|tool_call_start|>[empty_args()]<|tool_call_end|>",
+            vec![tool("empty_args", json!({"type": "object", "properties": {}}))],
+            "empty_args",
+            json!({}),
+        ));
+    }
+    // LFM2.5-8B-A1B's thinking (line 5235): reasoning, then a call; a call's tags inside the
+    // reasoning are reasoning.
+    let t = "LFM2.5-8B-A1B.jinja";
+    checks += run(Case {
+        tools: vec![special_function()],
+        reasoning: "I'm\nthinking",
+        calls: vec![("special_function", json!({"arg1": 1}))],
+        ..Case::new(
+            t,
+            "<think>I'm\nthinking</think><|tool_call_start|>[special_function(arg1=1)]<|tool_call_end|>",
+        )
+    });
+    checks += run(Case {
+        tools: vec![special_function()],
+        reasoning: "Let me think about <|tool_call_start|>[special_function(arg1=1)]<|tool_call_end|> hmm",
+        calls: vec![("special_function", json!({"arg1": 1}))],
+        ..Case::new(
+            t,
+            "<think>Let me think about <|tool_call_start|>[special_function(arg1=1)]<|tool_call_end|> hmm</think>\
+             <|tool_call_start|>[special_function(arg1=1)]<|tool_call_end|>",
+        )
+    });
+    // The partial call (line 2113): the arguments as far as they go.
+    let template = template("LFM2-8B-A1B.jinja");
+    let tools = ToolUse::new(vec![special_function()], ToolChoice::Auto, true).unwrap();
+    let user = [ChatMessage::new("user", "Hey there!")];
+    let options = RenderOptions { add_generation_prompt: true, enable_thinking: None };
+    let prompt = template.render_with_tools(&user, options, tools.as_ref()).unwrap();
+    let format = template.reply_format(&prompt, tools, true);
+    assert_eq!(format.calls.as_ref().map(|(syntax, _)| *syntax), Some(CallSyntax::Lfm2));
+    let reply = format.parse("<|tool_call_start|>[special_function(arg1=", true);
+    assert_eq!((reply.content.as_str(), reply.tool_calls.len()), ("", 1));
+    assert_eq!(
+        (reply.tool_calls[0].name.as_str(), reply.tool_calls[0].arguments.as_str()),
+        ("special_function", "{\"arg1\": ")
+    );
+    assert_eq!(checks, 3 * 15 * 2 + 2 * 2);
+}

@@ -222,6 +222,13 @@ fn gemma4_calls() {
     required_calls_parse_and_round_trip(engine, file, CallSyntax::Gemma4, MICRO_SEEDS);
 }
 
+#[test]
+fn lfm2_python_calls() {
+    let file = "lfm2-micro-q8_0.gguf";
+    let engine = engine_with_template(file, llama_cpp_template("LFM2-8B-A1B.jinja"));
+    required_calls_parse_and_round_trip(engine, file, CallSyntax::Lfm2, MICRO_SEEDS);
+}
+
 // The real models' own templates have no tool format: the generic route, end to end.
 
 #[test]

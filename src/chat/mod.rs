@@ -210,7 +210,8 @@ impl ChatTemplate {
             Err(JinjaError::new(ErrorKind::InvalidOperation, message))
         });
         env.add_filter("tojson", python_tojson);
-        env.add_template_owned("chat", text.to_owned()).map_err(|e| ChatError::Syntax(describe(&e)))?;
+        env.add_template_owned("chat", without_generation_tags(text))
+            .map_err(|e| ChatError::Syntax(describe(&e)))?;
         let syntax = CallSyntax::of_template(text);
         let thinks = REASONING_TAGS.iter().find(|(marker, _)| text.contains(marker)).map(|(_, tags)| *tags);
         let mut template =
@@ -428,6 +429,29 @@ impl serde_json::ser::Formatter for PythonSeparators {
     fn begin_object_value<W: ?Sized + std::io::Write>(&mut self, writer: &mut W) -> std::io::Result<()> {
         writer.write_all(b": ")
     }
+}
+
+/// Hugging Face's `{% generation %}`…`{% endgeneration %}` marks the assistant's part for
+/// training masks and writes nothing (LFM2.5's templates use it; llama.cpp's engine skips it):
+/// each tag becomes an empty comment with the same whitespace control.
+fn without_generation_tags(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(open) = rest.find("{%") {
+        let Some(len) = rest[open..].find("%}") else { break };
+        let inner = &rest[open + 2..open + len];
+        let name = inner.trim_matches(|c: char| c == '-' || c == '+' || c.is_whitespace());
+        out.push_str(&rest[..open]);
+        if name == "generation" || name == "endgeneration" {
+            out.push_str(if inner.starts_with('-') { "{#-" } else { "{#" });
+            out.push_str(if inner.ends_with('-') { " -#}" } else { " #}" });
+        } else {
+            out.push_str(&rest[open..open + len + 2]);
+        }
+        rest = &rest[open + len + 2..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// Refuses a template larger than [`MAX_TEMPLATE_BYTES`] or with a tag holding more than

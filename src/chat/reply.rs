@@ -67,12 +67,15 @@ impl ReplyFormat {
                 let tags = syntax.call_tags().unwrap_or(("", ""));
                 let (content, calls) = match syntax {
                     CallSyntax::Hermes => tagged_calls(body, partial, tags, |block, complete| {
-                        json_call(block.trim(), partial && !complete)
+                        json_call(block.trim(), partial && !complete).map(|call| vec![call])
                     }),
-                    CallSyntax::QwenXml => {
-                        tagged_calls(body, partial, tags, |block, complete| xml_call(block, complete, tools))
-                    }
-                    CallSyntax::Gemma4 => tagged_calls(body, partial, tags, gemma_call),
+                    CallSyntax::QwenXml => tagged_calls(body, partial, tags, |block, complete| {
+                        xml_call(block, complete, tools).map(|call| vec![call])
+                    }),
+                    CallSyntax::Gemma4 => tagged_calls(body, partial, tags, |block, complete| {
+                        gemma_call(block, complete).map(|call| vec![call])
+                    }),
+                    CallSyntax::Lfm2 => tagged_calls(body, partial, tags, python_calls),
                     CallSyntax::LlamaJson => llama_calls(body, partial),
                     CallSyntax::Functools => functools_calls(body, partial),
                     CallSyntax::Generic => generic_reply(body, partial),
@@ -104,8 +107,13 @@ impl ReplyFormat {
             return (None, text);
         };
         // A tagged tool call also ends the reasoning (llama.cpp reads Qwen3.5's so), whichever
-        // of the two comes first.
-        let call_open = self.calls.as_ref().and_then(|(syntax, _)| syntax.call_tags()).map(|(open, _)| open);
+        // of the two comes first; LFM2's reasoning runs to its closing tag.
+        let call_open = self
+            .calls
+            .as_ref()
+            .filter(|(syntax, _)| syntax.call_ends_reasoning())
+            .and_then(|(syntax, _)| syntax.call_tags())
+            .map(|(open, _)| open);
         let call_at = call_open.and_then(|open| inner.find(open));
         match (inner.find(tags.close), call_at) {
             (Some(close), call) if call.is_none_or(|call| close < call) => {
@@ -142,7 +150,7 @@ fn tagged_calls(
     body: &str,
     partial: bool,
     (open, close): (&str, &str),
-    read: impl Fn(&str, bool) -> Option<ParsedCall>,
+    read: impl Fn(&str, bool) -> Option<Vec<ParsedCall>>,
 ) -> (String, Vec<ParsedCall>) {
     let (mut content, mut calls, mut rest) = (String::new(), Vec::new(), body);
     loop {
@@ -155,7 +163,7 @@ fn tagged_calls(
         match inside.find(close) {
             Some(end) => {
                 match read(&inside[..end], true) {
-                    Some(call) => calls.push(call),
+                    Some(read) => calls.extend(read),
                     None => content.push_str(&rest[at..at + open.len() + end + close.len()]),
                 }
                 rest = &inside[end + close.len()..];
@@ -163,7 +171,7 @@ fn tagged_calls(
             None => {
                 let block = if partial { held_back(inside, close) } else { inside };
                 match read(block, false) {
-                    Some(call) => calls.push(call),
+                    Some(read) => calls.extend(read),
                     // Cut off before it could be read: streaming, wait; at the end, it is text.
                     None if !partial => content.push_str(&rest[at..]),
                     None => {}
@@ -335,6 +343,148 @@ fn gemma_json(text: &str) -> (String, bool) {
         rest = &rest[c.len_utf8()..];
     }
     (out, false)
+}
+
+/// LFM2's `[NAME(key=value, …), …]`: Python's call syntax and literals (and JSON's), the
+/// arguments as a JSON object. While `complete` is false the last call is read as far as it
+/// goes; a complete block that is not a list of calls is not read at all.
+fn python_calls(block: &str, complete: bool) -> Option<Vec<ParsedCall>> {
+    let mut rest = block.trim_start().strip_prefix('[')?;
+    let mut calls = Vec::new();
+    loop {
+        rest = rest.trim_start();
+        if rest.is_empty() {
+            return (!complete).then_some(calls);
+        }
+        if let Some(after) = rest.strip_prefix(']') {
+            return after.trim().is_empty().then_some(calls);
+        }
+        if !calls.is_empty() {
+            rest = rest.strip_prefix(',')?.trim_start();
+        }
+        let name_len = rest.find(|c: char| !(c.is_alphanumeric() || "_.-".contains(c))).unwrap_or(rest.len());
+        let (name, after) = rest.split_at(name_len);
+        let Some(arguments) = after.trim_start().strip_prefix('(') else {
+            // A name still being written.
+            return (!complete && !name.is_empty() && after.trim().is_empty()).then_some(calls);
+        };
+        if name.is_empty() {
+            return None;
+        }
+        let (json, used, closed) = python_arguments(arguments);
+        calls.push(ParsedCall { name: name.to_owned(), arguments: json });
+        if !closed {
+            return (!complete).then_some(calls);
+        }
+        rest = &arguments[used..];
+    }
+}
+
+/// Keyword arguments up to their closing `)` as a JSON object's text, how much of `text` they
+/// took, and whether the `)` came. Each value is written once whole where it can be (a cut-off
+/// string as far as it goes), so the text only ever grows while it streams.
+fn python_arguments(text: &str) -> (String, usize, bool) {
+    let mut out = String::from("{");
+    let mut rest = text;
+    loop {
+        let trimmed = rest.trim_start();
+        if let Some(after) = trimmed.strip_prefix(')') {
+            out.push('}');
+            return (out, text.len() - after.len(), true);
+        }
+        let trimmed = match trimmed.strip_prefix(',') {
+            Some(after) if out.len() > 1 => after.trim_start(),
+            _ => trimmed,
+        };
+        let Some(eq) = trimmed.find('=') else { return (out, text.len(), false) };
+        let key = trimmed[..eq].trim();
+        if key.is_empty() || !key.chars().all(|c| c.is_alphanumeric() || c == '_') {
+            return (out, text.len(), false);
+        }
+        if out.len() > 1 {
+            out.push_str(", ");
+        }
+        out.push_str(&Value::String(key.to_owned()).to_string());
+        out.push_str(": ");
+        match python_value(trimmed[eq + 1..].trim_start(), &mut out) {
+            Some(after) => rest = after,
+            None => return (out, text.len(), false),
+        }
+    }
+}
+
+/// One Python (or JSON) literal from the start of `text` as JSON into `out`; what follows it,
+/// or `None` where it is cut off (`out` then holds as much as can be known).
+fn python_value<'a>(text: &'a str, out: &mut String) -> Option<&'a str> {
+    let first = text.chars().next()?;
+    match first {
+        '"' | '\'' => {
+            let mut value = String::new();
+            let mut chars = text[1..].char_indices();
+            while let Some((i, c)) = chars.next() {
+                match c {
+                    '\\' => match chars.next() {
+                        Some((_, escaped)) => value.push(match escaped {
+                            'n' => '\n',
+                            't' => '\t',
+                            'r' => '\r',
+                            '0' => '\0',
+                            other => other,
+                        }),
+                        None => break,
+                    },
+                    c if c == first => {
+                        out.push_str(&Value::String(value).to_string());
+                        return Some(&text[1 + i + 1..]);
+                    }
+                    c => value.push(c),
+                }
+            }
+            let so_far = Value::String(value).to_string();
+            out.push_str(&so_far[..so_far.len() - 1]); // Less its closing quote.
+            None
+        }
+        '[' | '{' => {
+            let close = if first == '[' { ']' } else { '}' };
+            out.push(first);
+            let mut rest = &text[1..];
+            let mut items = 0;
+            loop {
+                rest = rest.trim_start();
+                if let Some(after) = rest.strip_prefix(close) {
+                    out.push(close);
+                    return Some(after);
+                }
+                if items > 0 {
+                    rest = rest.strip_prefix(',')?.trim_start();
+                    out.push_str(", ");
+                    if let Some(after) = rest.strip_prefix(close) {
+                        out.push(close); // A trailing comma, as Python allows.
+                        return Some(after);
+                    }
+                }
+                if first == '{' {
+                    rest = python_value(rest, out)?.trim_start();
+                    rest = rest.strip_prefix(':')?.trim_start();
+                    out.push_str(": ");
+                }
+                rest = python_value(rest, out)?;
+                items += 1;
+            }
+        }
+        _ => {
+            let end = text.find(|c: char| ",)]}:".contains(c) || c.is_whitespace())?;
+            let word = &text[..end];
+            let literal = match word {
+                "True" | "true" => "true".to_owned(),
+                "False" | "false" => "false".to_owned(),
+                "None" | "null" => "null".to_owned(),
+                number => serde_json::from_str::<serde_json::Number>(number).ok()?.to_string(),
+            };
+            out.push_str(&literal);
+            Some(&text[end..])
+        }
+    }
 }
 
 /// Llama 3.x: the whole answer is `{"name": …, "parameters": {…}}` (after `<|python_tag|>`).

@@ -119,6 +119,9 @@ pub enum CallSyntax {
     Functools,
     /// `<|tool_call>call:NAME{key:<|"|>text<|"|>,n:1}<tool_call|>`: Gemma 4.
     Gemma4,
+    /// `<|tool_call_start|>[NAME(key="text", n=1), …]<|tool_call_end|>`, Python's call syntax
+    /// and literals (JSON's `true`, `false`, `null` too): LFM2, LFM2.5.
+    Lfm2,
     /// `{"tool_calls": [{"name": …, "arguments": {…}}]}` or `{"response": "…"}`, under a grammar:
     /// every template without a tool format of its own.
     Generic,
@@ -129,6 +132,8 @@ pub enum CallSyntax {
 /// mention `tools`.
 const NATIVE_SYNTAX: &[(CallSyntax, &[&str])] = &[
     (CallSyntax::Gemma4, &["'<|tool_call>call:'"]),
+    (CallSyntax::Lfm2, &["<|tool_list_start|>", "<|tool_list_end|>"]),
+    (CallSyntax::Lfm2, &["List of tools: ["]),
     (CallSyntax::QwenXml, &["<tool_call>", "<function=", "<parameter="]),
     (CallSyntax::Hermes, &["<tool_call>"]),
     (CallSyntax::LlamaJson, &["dictionary of argument name and its value"]),
@@ -141,8 +146,15 @@ impl CallSyntax {
         match self {
             CallSyntax::Hermes | CallSyntax::QwenXml => Some(("<tool_call>", "</tool_call>")),
             CallSyntax::Gemma4 => Some(("<|tool_call>", "<tool_call|>")),
+            CallSyntax::Lfm2 => Some(("<|tool_call_start|>", "<|tool_call_end|>")),
             _ => None,
         }
+    }
+
+    /// Whether a call's opening tag ends the reasoning before it (llama.cpp's Qwen3.5 parser);
+    /// LFM2's parser reads reasoning up to its closing tag, calls' tags included.
+    pub fn call_ends_reasoning(self) -> bool {
+        self != CallSyntax::Lfm2
     }
 
     /// The syntax of the family whose template this is.
@@ -281,6 +293,7 @@ impl ToolUse {
             }
             CallSyntax::QwenXml => self.qwen_xml_grammar(repeat),
             CallSyntax::Gemma4 => self.gemma4_grammar(repeat),
+            CallSyntax::Lfm2 => self.lfm2_grammar(),
             CallSyntax::Generic => unreachable!("handled above"),
         };
         Some(GrammarSpec::Lark(lark))
@@ -352,6 +365,65 @@ impl ToolUse {
              INTEGER: /-?(0|[1-9][0-9]{{0,15}})/\n\
              NUMBER: /-?(0|[1-9][0-9]{{0,15}})(\\.[0-9]{{1,15}})?([eE][-+]?[0-9]{{1,3}})?/\n"
         );
+        let value = |_: usize, _: usize, property: &Value| match (
+            property["type"].as_str(),
+            property["enum"].as_array(),
+        ) {
+            (_, Some(choices)) => choices
+                .iter()
+                .map(|choice| match choice {
+                    Value::String(text) => format!("{quote} {} {quote}", quoted(text)),
+                    other => quoted(&other.to_string()),
+                })
+                .collect::<Vec<_>>()
+                .join(" | "),
+            (Some("string"), None) => match property["maxLength"].as_u64() {
+                Some(most) => format!("{quote} /[^<]{{0,{most}}}/ {quote}"),
+                None => format!("{quote} TEXT {quote}"),
+            },
+            (Some("integer"), None) => "INTEGER".to_owned(),
+            (Some("number"), None) => "NUMBER".to_owned(),
+            (Some("boolean"), None) => "\"true\" | \"false\"".to_owned(),
+            _ => "value".to_owned(),
+        };
+        let functions = self.keyword_arguments(&mut rules, (":", ","), ("{", "}"), value);
+        rules.push_str(&format!("function: {}\n", functions.join(" | ")));
+        rules
+    }
+
+    /// LFM2's `<|tool_call_start|>[NAME(key=value, …), …]<|tool_call_end|>`, each value a JSON
+    /// value of its parameter's schema (JSON's strings and literals are what llama.cpp's LFM2
+    /// parser reads too).
+    fn lfm2_grammar(&self) -> String {
+        let mut rules = String::new();
+        let value = |t: usize, i: usize, _: &Value| format!("v{t}_{i}");
+        // The value rules are written after the parameter rules that name them.
+        let mut values = String::new();
+        for (t, tool) in self.tools.iter().enumerate() {
+            let schema = parameters_schema(tool);
+            for (i, (_, property)) in schema["properties"].as_object().into_iter().flatten().enumerate() {
+                values.push_str(&format!("v{t}_{i}: %json {}\n", with_json_layout(property.clone())));
+            }
+        }
+        let functions = self.keyword_arguments(&mut rules, ("=", ", "), ("(", ")"), value);
+        let calls = if self.parallel { "function (\", \" function)*" } else { "function" };
+        format!(
+            "start: \"<|tool_call_start|>[\" {calls} \"]<|tool_call_end|>\"\n{rules}{values}function: {}\n",
+            functions.join(" | ")
+        )
+    }
+
+    /// Each function as `NAME` then its arguments between `open` and `close`: `key`, `assign`,
+    /// then its value's rule (`value(tool, parameter, schema)`), `separator` between them, the
+    /// required parameters always, in the schema's order. The rules go into `rules`; the
+    /// functions' alternatives come back.
+    fn keyword_arguments(
+        &self,
+        rules: &mut String,
+        (assign, separator): (&str, &str),
+        (open, close): (&str, &str),
+        value: impl Fn(usize, usize, &Value) -> String,
+    ) -> Vec<String> {
         let mut functions = Vec::new();
         for (t, tool) in self.tools.iter().enumerate() {
             let schema = parameters_schema(tool);
@@ -365,41 +437,29 @@ impl ToolUse {
             let n = properties.len();
             rules.push_str(&format!("s{t}_{n}_first: \"\"\ns{t}_{n}_more: \"\"\n"));
             for (i, (key, property)) in properties.iter().enumerate().rev() {
-                let value = match (property["type"].as_str(), property["enum"].as_array()) {
-                    (_, Some(choices)) => choices
-                        .iter()
-                        .map(|choice| match choice {
-                            Value::String(text) => format!("{quote} {} {quote}", quoted(text)),
-                            other => quoted(&other.to_string()),
-                        })
-                        .collect::<Vec<_>>()
-                        .join(" | "),
-                    (Some("string"), None) => match property["maxLength"].as_u64() {
-                        Some(most) => format!("{quote} /[^<]{{0,{most}}}/ {quote}"),
-                        None => format!("{quote} TEXT {quote}"),
-                    },
-                    (Some("integer"), None) => "INTEGER".to_owned(),
-                    (Some("number"), None) => "NUMBER".to_owned(),
-                    (Some("boolean"), None) => "\"true\" | \"false\"".to_owned(),
-                    _ => "value".to_owned(),
-                };
-                rules.push_str(&format!("p{t}_{i}: {} \":\" ({value})\n", quoted(key)));
+                let value = value(t, i, property);
+                rules.push_str(&format!("p{t}_{i}: {} {} ({value})\n", quoted(key), quoted(assign)));
                 let next = i + 1;
+                let comma = quoted(separator);
                 if required.contains(&key.as_str()) {
                     rules.push_str(&format!(
-                        "s{t}_{i}_first: p{t}_{i} s{t}_{next}_more\ns{t}_{i}_more: \",\" p{t}_{i} s{t}_{next}_more\n"
+                        "s{t}_{i}_first: p{t}_{i} s{t}_{next}_more\ns{t}_{i}_more: {comma} p{t}_{i} s{t}_{next}_more\n"
                     ));
                 } else {
                     rules.push_str(&format!(
                         "s{t}_{i}_first: p{t}_{i} s{t}_{next}_more | s{t}_{next}_first\n\
-                         s{t}_{i}_more: \",\" p{t}_{i} s{t}_{next}_more | s{t}_{next}_more\n"
+                         s{t}_{i}_more: {comma} p{t}_{i} s{t}_{next}_more | s{t}_{next}_more\n"
                     ));
                 }
             }
-            functions.push(format!("{} \"{{\" s{t}_0_first \"}}\"", quoted(&tool.function.name)));
+            functions.push(format!(
+                "{} {} s{t}_0_first {}",
+                quoted(&tool.function.name),
+                quoted(open),
+                quoted(close)
+            ));
         }
-        rules.push_str(&format!("function: {}\n", functions.join(" | ")));
-        rules
+        functions
     }
 
     /// The generic route's instructions, added to the system prompt.

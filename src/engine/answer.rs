@@ -228,10 +228,14 @@ impl AnswerText {
     /// the content is the text after the closing tag, trimmed.
     fn read_new_text(&mut self, released: usize) -> Option<Delta> {
         let tags = self.format.reasoning?;
-        // Only tagged calls (or none) end the reasoning by a tag: the other syntaxes are read whole.
-        let call_open = match &self.format.calls {
-            None => None,
-            Some((syntax, _)) => Some(syntax.call_tags()?.0),
+        // Only tagged calls (or none) are read here: the other syntaxes are read whole. A call's
+        // opening tag ends the reasoning where the syntax says so.
+        let (calls, call_open) = match &self.format.calls {
+            None => (false, None),
+            Some((syntax, _)) => {
+                let open = syntax.call_tags()?.0;
+                (true, syntax.call_ends_reasoning().then_some(open))
+            }
         };
         let text = &self.text[..released];
         loop {
@@ -270,7 +274,7 @@ impl AnswerText {
                             self.sent.reasoning.push_str(more);
                             return Some(Delta { reasoning_content: more.to_owned(), ..Delta::default() });
                         }
-                        (Some(close), None) if call_open.is_none() => {
+                        (Some(close), None) if !calls => {
                             self.reading = Reading::Content { from: close + tags.close.len() };
                             return None; // The token that closes it is read whole.
                         }
@@ -428,6 +432,11 @@ mod tests {
                 ..ReplyFormat::default()
             },
             ReplyFormat { reasoning: Some(REASONING_TAGS[1].1), ..ReplyFormat::default() },
+            ReplyFormat {
+                reasoning: tags,
+                calls: Some((CallSyntax::Lfm2, tools())),
+                ..ReplyFormat::default()
+            },
         ];
         let fragments = [
             "<think>",
@@ -437,6 +446,9 @@ mod tests {
             "<tool_call>",
             "</tool_call>",
             "{\"name\": \"f\", \"arguments\": {\"a\": 1}}",
+            "<|tool_call_start|>",
+            "<|tool_call_end|>",
+            "[f(a=1, b='x')]",
             "<",
             "</",
             "thi",

@@ -387,7 +387,7 @@ export type Checkpoints = { held: number, most: number, bytes_each: number, };
 /**
  * How a family writes a call in its answer.
  */
-export type CallSyntax = "hermes" | "qwen_xml" | "llama_json" | "functools" | "gemma4" | "generic";
+export type CallSyntax = "hermes" | "qwen_xml" | "llama_json" | "functools" | "gemma4" | "lfm2" | "generic";
 
 /**
  * The knobs of the chain. Defaults are llama.cpp's.

@@ -390,7 +390,8 @@ export interface ChatCompletionParams extends OutputParams, AnswerParams {
    * Functions the model may call, rendered through the file's own chat template (or, for a
    * template with no tool format, described in the system prompt with the answer held to JSON:
    * llama.cpp's generic route). Calls are read per family (Hermes/Qwen3 `<tool_call>` JSON,
-   * Qwen3.5 XML, Llama 3.x JSON, Phi-4-mini `functools`, Gemma 4 `call:NAME{...}`, generic) and
+   * Qwen3.5 XML, Llama 3.x JSON, Phi-4-mini `functools`, Gemma 4 `call:NAME{...}`, LFM2
+   * `[NAME(key=value)]`, generic) and
    * arrive as `tool_calls`,
    * with finish_reason 'tool_calls'. Mistakes are kind bad_tools; tools cannot be combined with
    * response_format.
