@@ -80,9 +80,6 @@ pub enum Input {
     FeedForwardIn(usize),
     /// Layer `l`'s gated hidden state, before `W_down`.
     FeedForwardHidden(usize),
-    /// The rows of layer `l`'s FFN input routed to expert `e`, and their gated hidden states.
-    ExpertIn(usize, usize),
-    ExpertHidden(usize, usize),
     /// The final norm's output, before the output projection.
     OutputNorm,
     /// The scaled token embeddings (Gemma 4's per-layer projection reads them).

@@ -27,7 +27,7 @@ use super::weights::{
 use super::{Activation, Model};
 use crate::parallel;
 use crate::tensor::{
-    ActivationType, MatmulOperand, QuantizedActivations, dequantize_row, kv_rows, matmul_many,
+    ActivationType, MatmulOperand, QuantizedActivations, dequantize_row, kv_rows, matmul_groups, matmul_many,
 };
 
 /// Attention heads (times queries) below which a part is not worth a thread.
@@ -172,8 +172,12 @@ struct ExpertScratch {
     /// The experts in the order rows first chose them, and whether each is in it yet.
     order: Vec<u32>,
     seen: Vec<bool>,
-    /// The rows routed to the expert being run, with their weights.
+    /// The rows routed to each expert, with their weights, one expert after another, and each
+    /// expert's range of them.
     rows: Vec<(usize, f32)>,
+    spans: Vec<(usize, Range<usize>)>,
+    /// Each expert's rows of a group quantized: its inputs, then its hidden states.
+    activations: Vec<ExpertActivations>,
     /// Those rows' inputs, and the expert's (or the shared expert's) outputs, `batch × n_embd`.
     input: Vec<f32>,
     output: Vec<f32>,
@@ -182,11 +186,13 @@ struct ExpertScratch {
 impl ExpertScratch {
     /// Bytes held (every field named, as in [`Scratch::bytes`]).
     fn bytes(&self) -> usize {
-        let ExpertScratch { scores, chosen, order, seen, rows, input, output } = self;
+        let ExpertScratch { scores, chosen, order, seen, rows, spans, activations, input, output } = self;
         4 * (scores.capacity() + input.capacity() + output.capacity() + order.capacity())
             + chosen.capacity() * size_of::<Choice>()
             + seen.capacity()
             + rows.capacity() * size_of::<(usize, f32)>()
+            + spans.capacity() * size_of::<(usize, Range<usize>)>()
+            + activations.iter().map(ExpertActivations::bytes).sum::<usize>()
     }
 }
 
@@ -220,7 +226,8 @@ impl QuantizedInput {
 impl Scratch {
     pub fn new(config: &Config, context: usize, max_batch: usize) -> Result<Scratch, ModelError> {
         let max_batch = max_batch.max(1);
-        let rows = |width: usize| try_zeroed::<f32>("scratch buffers", max_batch.saturating_mul(width));
+        let rows_of = |n: usize, width: usize| try_zeroed::<f32>("scratch buffers", n.saturating_mul(width));
+        let rows = |width: usize| rows_of(max_batch, width);
         let delta = match config.delta_net {
             Some(shape) => DeltaScratch {
                 qkv: rows(shape.conv_dim())?,
@@ -257,13 +264,18 @@ impl Scratch {
                 chosen: vec![(0, 0.0); max_batch.saturating_mul(shape.used)],
                 order: Vec::with_capacity(shape.count),
                 seen: vec![false; shape.count],
-                rows: Vec::with_capacity(max_batch),
-                input: rows(config.n_embd)?,
-                output: rows(config.n_embd)?,
+                rows: Vec::with_capacity(max_batch.saturating_mul(shape.used)),
+                spans: Vec::with_capacity(shape.count),
+                activations: Vec::new(),
+                input: rows_of(max_batch.max(shape.used), config.n_embd)?,
+                output: rows_of(max_batch.max(shape.used), config.n_embd)?,
             },
             None => ExpertScratch::default(),
         };
         // The widest feed-forward network: a dense layer's, an expert's or the shared one's.
+        // The widest feed-forward network: a dense layer's, the shared expert's, or a group of
+        // experts' rows (at least every expert one row chooses).
+        let ff_rows = config.experts.map_or(max_batch, |e| max_batch.max(e.used));
         let n_ff = config.experts.map_or(config.n_ff, |e| {
             let dense = if e.dense_lead > 0 { config.n_ff } else { 0 };
             e.width.max(e.shared_width.unwrap_or(0)).max(dense)
@@ -284,8 +296,8 @@ impl Scratch {
             short_conv,
             per_layer,
             experts,
-            gate: rows(n_ff)?,
-            up: rows(n_ff)?,
+            gate: rows_of(ff_rows, n_ff)?,
+            up: rows_of(ff_rows, n_ff)?,
             keys: try_zeroed("attention keys", context.saturating_mul(config.kv_dim()))?,
             values: try_zeroed("attention values", context.saturating_mul(config.kv_dim()))?,
             rope: Vec::with_capacity(config.rope_dims / 2),
@@ -627,7 +639,8 @@ impl Backend for Cpu<'_> {
     fn experts(&mut self, weights: &ExpertWeights) -> Result<(), ModelError> {
         let (c, l, n) = (self.config, self.layer, self.rows);
         let shape = c.experts.expect("expert layers have an experts shape");
-        let (d, count, used) = (c.n_embd, shape.count, shape.used);
+        let (d, count, used, ff) = (c.n_embd, shape.count, shape.used, shape.width);
+        let max_rows = self.s.max_batch.max(used);
         let Bufs { normed, block_out, .. } = &mut self.s.bufs;
         let (h, out) = (&normed[..n * d], &mut block_out[..n * d]);
         let x = &mut self.s.experts;
@@ -646,29 +659,53 @@ impl Backend for Cpu<'_> {
                 x.order.push(expert);
             }
         }
-        out.fill(0.0);
+        // Each expert's rows, in the order rows first chose the experts.
+        x.rows.clear();
+        x.spans.clear();
         for &expert in &x.order {
-            let e = expert as usize;
-            x.rows.clear();
+            let start = x.rows.len();
             for (t, choice) in chosen.chunks_exact(used).enumerate() {
                 if let Some(&(_, weight)) = choice.iter().find(|&&(chosen, _)| chosen == expert) {
                     x.rows.push((t, weight));
                 }
             }
-            let m = x.rows.len();
-            let input = &mut x.input[..m * d];
-            for (row, &(t, _)) in input.chunks_exact_mut(d).zip(&x.rows) {
+            x.spans.push((expert as usize, start..x.rows.len()));
+        }
+        out.fill(0.0);
+        // As many experts at once as the buffers hold rows for (every chosen expert of a decode
+        // step): their gate and up projections one parallel job, their down projections another.
+        let mut first = 0;
+        while first < x.spans.len() {
+            let base = x.spans[first].1.start;
+            let mut last = first + 1;
+            while last < x.spans.len() && x.spans[last].1.end - base <= max_rows {
+                last += 1;
+            }
+            let group = &x.spans[first..last];
+            let total = group[group.len() - 1].1.end - base;
+            let rows = &x.rows[base..base + total];
+            for (row, &(t, _)) in x.input.chunks_exact_mut(d).zip(rows) {
                 row.copy_from_slice(&h[t * d..(t + 1) * d]);
             }
-            let parts = weights.expert(e);
-            let names = (Input::ExpertIn(l, e), Input::ExpertHidden(l, e));
-            let hidden = Hidden { gate: &mut self.s.gate, up: &mut self.s.up };
-            let output = &mut x.output[..m * d];
-            ffn_rows(self.file, c.activation, parts, input, names, hidden, quantized, output)?;
-            for (y, &(t, weight)) in output.chunks_exact(d).zip(&x.rows) {
+            let (gate, up) = (&mut self.s.gate[..total * ff], &mut self.s.up[..total * ff]);
+            let output = &mut x.output[..total * d];
+            let input = &x.input[..total * d];
+            run_experts(
+                self.file,
+                weights,
+                group,
+                base,
+                input,
+                (gate, up),
+                c.activation,
+                &mut x.activations,
+                output,
+            )?;
+            for (y, &(t, weight)) in output.chunks_exact(d).zip(rows) {
                 let out = &mut out[t * d..(t + 1) * d];
                 out.iter_mut().zip(y).for_each(|(o, &y)| *o += y * weight);
             }
+            first = last;
         }
         if let Some(shared) = &weights.shared {
             let names = (Input::FeedForwardIn(l), Input::FeedForwardHidden(l));
@@ -940,6 +977,108 @@ fn project_many<const M: usize>(
         })
         .collect();
     matmul_many(operands, activations)?;
+    Ok(())
+}
+
+/// One expert's rows of a group, quantized for its projections.
+struct ExpertActivations {
+    input: QuantizedActivations,
+    /// The input again where `up` takes another format than `gate` (none in real files).
+    input_for_up: QuantizedActivations,
+    hidden: QuantizedActivations,
+}
+
+impl ExpertActivations {
+    fn new() -> Result<ExpertActivations, ModelError> {
+        let empty = || QuantizedActivations::quantize(ActivationType::F32, &[], 0, 0);
+        Ok(ExpertActivations { input: empty()?, input_for_up: empty()?, hidden: empty()? })
+    }
+
+    /// At most 4 bytes a value, as [`Scratch::bytes`] counts quantized activations.
+    fn bytes(&self) -> usize {
+        [&self.input, &self.input_for_up, &self.hidden].iter().map(|a| 4 * a.rows() * a.row_len()).sum()
+    }
+}
+
+/// A group of experts over their rows: `group` names each expert and its rows' range (from
+/// `base`) in `input` (`rows × n_embd`, the rows of one expert after another); `output`
+/// receives each row's expert output. The gate and up projections of every expert are one
+/// parallel job, the down projections another.
+#[allow(clippy::too_many_arguments)]
+fn run_experts(
+    file: &ModelBytes,
+    weights: &ExpertWeights,
+    group: &[(usize, Range<usize>)],
+    base: usize,
+    input: &[f32],
+    (gate, up): (&mut [f32], &mut [f32]),
+    activation: Activation,
+    activations: &mut Vec<ExpertActivations>,
+    output: &mut [f32],
+) -> Result<(), ModelError> {
+    let (d, ff) = (weights.down[0].rows, weights.up[0].rows);
+    while activations.len() < group.len() {
+        activations.push(ExpertActivations::new()?);
+    }
+    let span = |range: &Range<usize>| (range.start - base)..(range.end - base);
+    let (gate_type, up_type) =
+        (weights.gate[0].weight_type.activation_type(), weights.up[0].weight_type.activation_type());
+    for ((_, range), a) in group.iter().zip(activations.iter_mut()) {
+        let rows = span(range);
+        let values = &input[rows.start * d..rows.end * d];
+        a.input.requantize(gate_type, values, rows.len(), d)?;
+        if up_type != gate_type {
+            a.input_for_up.requantize(up_type, values, rows.len(), d)?;
+        }
+    }
+    let mut jobs = Vec::with_capacity(2 * group.len());
+    let (mut gate_rest, mut up_rest) = (&mut *gate, &mut *up);
+    for ((e, range), a) in group.iter().zip(activations.iter()) {
+        let m = range.len();
+        let (g, rest) = std::mem::take(&mut gate_rest).split_at_mut(m * ff);
+        gate_rest = rest;
+        let (u, rest) = std::mem::take(&mut up_rest).split_at_mut(m * ff);
+        up_rest = rest;
+        let operand = |matrix: &'_ Matrix, out| MatmulOperand {
+            weights: matrix.bytes(file),
+            weight_type: matrix.weight_type,
+            layout: matrix.layout,
+            rows_out: matrix.rows,
+            out,
+        };
+        if up_type == gate_type {
+            jobs.push((vec![operand(&weights.gate[*e], g), operand(&weights.up[*e], u)], &a.input));
+        } else {
+            jobs.push((vec![operand(&weights.gate[*e], g)], &a.input));
+            jobs.push((vec![operand(&weights.up[*e], u)], &a.input_for_up));
+        }
+    }
+    matmul_groups(jobs)?;
+    match activation {
+        Activation::GeGlu => geglu(gate, up),
+        _ => swiglu(gate, up),
+    }
+    let down_type = weights.down[0].weight_type.activation_type();
+    for ((_, range), a) in group.iter().zip(activations.iter_mut()) {
+        let rows = span(range);
+        a.hidden.requantize(down_type, &gate[rows.start * ff..rows.end * ff], rows.len(), ff)?;
+    }
+    let mut jobs = Vec::with_capacity(group.len());
+    let mut out_rest = output;
+    for ((e, range), a) in group.iter().zip(activations.iter()) {
+        let (o, rest) = std::mem::take(&mut out_rest).split_at_mut(range.len() * d);
+        out_rest = rest;
+        let down = &weights.down[*e];
+        let operand = MatmulOperand {
+            weights: down.bytes(file),
+            weight_type: down.weight_type,
+            layout: down.layout,
+            rows_out: down.rows,
+            out: o,
+        };
+        jobs.push((vec![operand], &a.hidden));
+    }
+    matmul_groups(jobs)?;
     Ok(())
 }
 

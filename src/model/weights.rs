@@ -121,7 +121,7 @@ impl FeedForward {
     }
 }
 
-/// A feed-forward network's parts, borrowed: a layer's own, or one expert's views.
+/// A feed-forward network's parts, borrowed.
 #[derive(Clone, Copy)]
 pub struct FfnParts<'a> {
     pub gate: Option<&'a Matrix>,
@@ -129,13 +129,6 @@ pub struct FfnParts<'a> {
     pub down: &'a Matrix,
     pub b_up: Option<&'a [f32]>,
     pub b_down: Option<&'a [f32]>,
-}
-
-impl ExpertWeights {
-    /// Expert `e`'s feed-forward network.
-    pub fn expert(&self, e: usize) -> FfnParts<'_> {
-        FfnParts { gate: Some(&self.gate[e]), up: &self.up[e], down: &self.down[e], b_up: None, b_down: None }
-    }
 }
 
 /// A mixture-of-experts block (llama.cpp's names in brackets): a router, and each expert's

@@ -134,9 +134,19 @@ pub fn matmul_many(
     operands: Vec<MatmulOperand<'_>>,
     activations: &QuantizedActivations,
 ) -> Result<(), TensorError> {
-    let mut parts: Vec<Box<dyn FnOnce() + Send + '_>> = Vec::new();
-    for operand in operands {
-        plan_parts(operand, activations, &mut parts)?;
+    matmul_groups(vec![(operands, activations)])
+}
+
+/// Groups of matrices, each group multiplied by its own activations (the experts of a mixture,
+/// each by the rows routed to it), as one parallel job.
+pub fn matmul_groups<'a>(
+    groups: Vec<(Vec<MatmulOperand<'a>>, &'a QuantizedActivations)>,
+) -> Result<(), TensorError> {
+    let mut parts: Vec<Box<dyn FnOnce() + Send + 'a>> = Vec::new();
+    for (operands, activations) in groups {
+        for operand in operands {
+            plan_parts(operand, activations, &mut parts)?;
+        }
     }
     parallel::for_each(parts, |part| part());
     Ok(())

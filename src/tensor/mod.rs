@@ -78,5 +78,6 @@ pub use float::{first_non_finite_f16, fma, read_checksum, table_over_f16};
 pub use format::{Dot, QuantFormat, WeightType, dequantize_row, vec_dot};
 pub use legacy::clamp_q8_0_quants;
 pub use matmul::{
-    MatmulOperand, WeightLayout, matmul, matmul_many, matmul_quantized, matmul_quantized_with_layout,
+    MatmulOperand, WeightLayout, matmul, matmul_groups, matmul_many, matmul_quantized,
+    matmul_quantized_with_layout,
 };
