@@ -119,6 +119,15 @@ fn qwen35_hybrid_layers_follow_the_cpu() {
 }
 
 #[test]
+fn lfm2_short_convolutions_follow_the_cpu() {
+    // Short convolutions (the gates around a convolution over the device's state) between
+    // attention layers; a prompt in one batch, then token after token.
+    gpu_follows_cpu("lfm2-micro-q8_0.gguf", &PROMPT, 6, 0.15);
+    let long: Vec<u32> = (0..70).map(|i| (i * 37 + 11) % 4000).collect();
+    gpu_follows_cpu("lfm2-micro-q8_0.gguf", &long, 3, 0.15);
+}
+
+#[test]
 fn smollm2_runs_on_the_gpu_as_on_the_cpu() {
     // "<|im_start|>user\nWhat is the capital of France?" in SmolLM2's vocabulary.
     let prompt = [1, 4093, 198, 1780, 314, 260, 3575, 282, 4649, 47];
@@ -170,6 +179,14 @@ fn models_the_gpu_cannot_run_yet_are_refused_up_front() {
         Err(GpuError::Unsupported(weight_type)) => assert_eq!(format!("{weight_type:?}"), "IQ2_XXS"),
         Err(other) => panic!("{other}"),
         Ok(_) => panic!("an IQ2_XXS file was taken by the GPU"),
+    }
+    // Experts have no GPU kernel yet: every mixture-of-experts family stays on the CPU.
+    for file in ["qwen3moe-micro-q8_0.gguf", "lfm2moe-micro-q8_0.gguf"] {
+        match GpuState::new(&gpu, &model(file), 8, 4) {
+            Err(GpuError::Refused(what)) => assert_eq!(what, "mixture-of-experts layers"),
+            Err(other) => panic!("{file}: {other}"),
+            Ok(_) => panic!("{file} was taken by the GPU"),
+        }
     }
 }
 
@@ -337,6 +354,7 @@ fn the_gpu_follows_llama_cpps_goldens_within_its_bounds() {
         ("qwen3-micro-q6_k", "0.5"),
         ("gemma4-micro-q8_0", "0.1"),
         ("qwen35-micro-q8_0", "0.1"),
+        ("lfm2-micro-q8_0", "0.1"),
         ("llama-micro-iq4_xs", "0.5"),
     ] {
         let golden = common::fixture("golden").join(format!("{name}.json"));

@@ -55,6 +55,7 @@ pub struct GpuState {
     profile: Option<KernelProfile>,
     /// Qwen3.5's DeltaNet activations, and each recurrent layer's state with its checkpoints.
     delta: Option<DeltaBuffers>,
+    short_conv: Option<ShortConvBuffers>,
     recurrent: Vec<RecurrentLayer>,
     checkpoints: Checkpoints<Vec<RecurrentLayer>>,
     max_batch: usize,
@@ -106,16 +107,15 @@ impl GpuState {
             beta: buffer(shape.v_heads * max_batch, storage),
             out: buffer(shape.value_dim() * max_batch, storage),
         });
-        let recurrent: Vec<RecurrentLayer> = match c.delta_net {
-            Some(shape) => (0..c.n_layer)
-                .filter(|&l| c.is_recurrent(l))
-                .map(|_| RecurrentLayer {
-                    conv: buffer(shape.conv_state_len(), storage),
-                    ssm: buffer(shape.ssm_state_len(), storage),
-                })
-                .collect(),
-            None => Vec::new(),
-        };
+        let short_conv = c.short_conv.map(|_| ShortConvBuffers {
+            bcx: buffer(3 * d * max_batch, storage),
+            gated: buffer(d * max_batch, storage),
+        });
+        let (conv_len, ssm_len) = c.recurrent_state_lens();
+        let recurrent: Vec<RecurrentLayer> = (0..c.n_layer)
+            .filter(|&l| c.is_recurrent(l))
+            .map(|_| RecurrentLayer { conv: buffer(conv_len, storage), ssm: buffer(ssm_len, storage) })
+            .collect();
         let recurrent_bytes: u64 = recurrent.iter().map(RecurrentLayer::bytes).sum();
         let mut state = GpuState {
             bufs,
@@ -131,6 +131,7 @@ impl GpuState {
             in_flight: None,
             per_layer,
             delta,
+            short_conv,
             recurrent,
             checkpoints: Checkpoints::new(recurrent_bytes as usize),
             constant_rows: HashMap::new(),
@@ -161,7 +162,6 @@ impl GpuState {
             ),
             ((0..c.n_layer).any(|l| c.layer(l).head_dim > super::MAX_ATTENTION_HEAD), "heads over 256 wide"),
             (c.experts.is_some(), "mixture-of-experts layers"),
-            (c.short_conv.is_some(), "short convolution layers (LFM2)"),
         ];
         if let Some((_, what)) = missing.iter().find(|(needed, _)| *needed) {
             return Err(GpuError::Refused(what));
@@ -200,8 +200,7 @@ impl GpuState {
                     vectors.extend([&delta.conv, &delta.norm].map(Vec::as_slice));
                     self.rates(gpu, delta);
                 }
-                // Refused by `check` before anything is uploaded.
-                Mixer::ShortConv(_) => return Err(GpuError::Refused("short convolution layers (LFM2)")),
+                Mixer::ShortConv(short) => vectors.push(&short.conv),
             }
         }
         for matrix in model.decode_matrices() {
@@ -722,6 +721,13 @@ struct DeltaBuffers {
     out: wgpu::Buffer,
 }
 
+/// LFM2's short convolution activations, `max_batch` rows each: the input projection's
+/// `[b, c, x]`, and `b ⊙ x`, then `c ⊙ conv(b ⊙ x)`.
+struct ShortConvBuffers {
+    bcx: wgpu::Buffer,
+    gated: wgpu::Buffer,
+}
+
 /// One recurrent layer's state on the device: the convolution's last inputs (`[tap][channel]`)
 /// and the delta rule's state (per value head `[key dim][value dim]`, the transpose of the
 /// CPU's, so that the kernel's neighbouring threads read neighbouring words).
@@ -1199,8 +1205,31 @@ impl Backend for GpuBackend<'_> {
         self.dispatch(&pipeline, &[&q, &keys, &values, &out], &words, groups);
     }
 
-    fn short_conv(&mut self, _: &ShortConvWeights) -> Result<(), ModelError> {
-        self.fail(GpuError::Refused("short convolution layers (LFM2)"));
+    /// `model::cpu`'s short convolution, each step a kernel: the input projection, `b ⊙ x`, the
+    /// convolution over this layer's state, `c ⊙` it, the output projection.
+    fn short_conv(&mut self, weights: &ShortConvWeights) -> Result<(), ModelError> {
+        let (c, l, n) = (self.model.config(), self.layer, self.rows);
+        let (Some(shape), Some(b)) = (c.short_conv, &self.state.short_conv) else {
+            return Err(no_buffers("short convolution layers"));
+        };
+        let (bcx, gated) = (b.bcx.clone(), b.gated.clone());
+        let slot = (0..l).filter(|&j| c.is_recurrent(j)).count();
+        let conv_state = self.state.recurrent[slot].conv.clone();
+        let d = c.n_embd;
+        let (normed, out) = (self.buf(Buf::Normed).clone(), self.buf(Buf::BlockOut).clone());
+        if let Err(error) = self.matmul(&weights.w_in, &normed, &bcx) {
+            self.fail(error);
+        }
+        let (gate_in, gate_out) = (self.gpu.short_conv_in.clone(), self.gpu.short_conv_out.clone());
+        self.elementwise(&gate_in, &bcx, &gated, n * d, [d as u32, 0, 0]);
+        let (taps, pipeline) = (self.vector(&weights.conv), self.gpu.short_conv.clone());
+        let temp = self.state.temp.clone();
+        let params = [n as u32, d as u32, shape.kernel as u32];
+        self.dispatch_threads(&pipeline, &[&taps, &gated, &conv_state, &temp], params, d);
+        self.elementwise(&gate_out, &bcx, &temp, n * d, [d as u32, 0, 0]);
+        if let Err(error) = self.matmul(&weights.w_out, &temp, &out) {
+            self.fail(error);
+        }
         Ok(())
     }
 

@@ -146,6 +146,9 @@ pub struct Gpu {
     delta_gates: wgpu::ComputePipeline,
     delta_conv: wgpu::ComputePipeline,
     delta_rule: wgpu::ComputePipeline,
+    short_conv: wgpu::ComputePipeline,
+    short_conv_in: wgpu::ComputePipeline,
+    short_conv_out: wgpu::ComputePipeline,
 }
 
 // A row's threads reduce by halving (a power of two), and in a batch each of its first eight
@@ -300,6 +303,11 @@ impl Gpu {
             pipeline(&device, shaders::DELTA_CONV),
             pipeline(&device, shaders::DELTA_RULE),
         );
+        let (short_conv, short_conv_in, short_conv_out) = (
+            pipeline(&device, &shaders::short_conv()),
+            pipeline(&device, &shaders::elementwise(shaders::SHORT_CONV_IN)),
+            pipeline(&device, &shaders::elementwise(shaders::SHORT_CONV_OUT)),
+        );
         Ok(Gpu {
             device,
             queue,
@@ -322,6 +330,9 @@ impl Gpu {
             delta_gates,
             delta_conv,
             delta_rule,
+            short_conv,
+            short_conv_in,
+            short_conv_out,
         })
     }
 
@@ -438,6 +449,9 @@ impl Gpu {
             (&self.delta_gates, "delta_gates"),
             (&self.delta_conv, "delta_conv"),
             (&self.delta_rule, "delta_rule"),
+            (&self.short_conv, "short_conv"),
+            (&self.short_conv_in, "short_conv_in"),
+            (&self.short_conv_out, "short_conv_out"),
         ];
         named.iter().find(|(p, _)| *p == pipeline).map_or("other", |(_, name)| name).to_owned()
     }

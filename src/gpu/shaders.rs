@@ -1163,6 +1163,20 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
 }
 "#;
 
+/// LFM2's short convolution: [`DELTA_CONV`] without the SiLU.
+pub fn short_conv() -> String {
+    let conv = DELTA_CONV.replace("sum / (1.0 + exp(-sum))", "sum");
+    debug_assert_ne!(conv, DELTA_CONV);
+    conv
+}
+
+/// LFM2's gates around its convolution, over rows of `p.a` (`n_embd`) of `x`, `y` holding each
+/// row's input projection `[b, c, x]` (three times as wide): before it `x ← b ⊙ x` (the
+/// projection's third part), after it `x ← c ⊙ x`.
+pub const SHORT_CONV_IN: &str = "let row = i / p.a; let col = i % p.a; x[i] = y[row * 3u * p.a + col] * y[row * 3u * p.a + 2u * p.a + col];";
+pub const SHORT_CONV_OUT: &str =
+    "let row = i / p.a; let col = i % p.a; x[i] = y[row * 3u * p.a + p.a + col] * x[i];";
+
 /// The gated delta rule, token after token: one workgroup per value head, each thread the
 /// state's columns `j` (value dimensions) it owns. Column `j` of a head's state evolves on its
 /// own (`S ← e^g·S; δⱼ = β(vⱼ − S[·,j]·k); S[·,j] += δⱼ·k; oⱼ = S[·,j]·q / √d`), so threads

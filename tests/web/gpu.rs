@@ -56,7 +56,7 @@ async fn every_micro_family_the_gpu_runs_follows_the_cpu_in_the_browser() {
         return; // The next test checks what happens then.
     }
     let gpu = Gpu::request().await.expect("a WebGPU adapter (Chromium: --enable-unsafe-webgpu)");
-    let files: [(&str, &[u8], f32); 10] = [
+    let files: [(&str, &[u8], f32); 11] = [
         ("smollm3 q8_0", include_bytes!("../fixtures/models/smollm3-micro-q8_0.gguf"), 0.15),
         ("qwen3 q4_0", include_bytes!("../fixtures/models/qwen3-micro-q4_0.gguf"), 0.15),
         ("qwen3 q4_k_s", include_bytes!("../fixtures/models/qwen3-micro-q4_k_s.gguf"), 0.15),
@@ -67,6 +67,7 @@ async fn every_micro_family_the_gpu_runs_follows_the_cpu_in_the_browser() {
         ("gemma2 q8_0", include_bytes!("../fixtures/models/gemma2-micro-q8_0.gguf"), 0.15),
         ("gemma4 q8_0", include_bytes!("../fixtures/models/gemma4-micro-q8_0.gguf"), 0.15),
         ("qwen35 q8_0", include_bytes!("../fixtures/models/qwen35-micro-q8_0.gguf"), 0.15),
+        ("lfm2 q8_0", include_bytes!("../fixtures/models/lfm2-micro-q8_0.gguf"), 0.15),
     ];
     for (name, bytes, tolerance) in files {
         gpu_follows_cpu(&gpu, name, bytes, 3, tolerance).await;
