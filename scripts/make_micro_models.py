@@ -32,6 +32,8 @@ Architectures:
            i-quants: random bytes (every grid index, sign and sub-block scale) with an f16 d
            chosen so the weights' std is near 0.02 (gguf.quants cannot quantize these types;
            IQ1_M keeps its d in the top nibbles of its scale words).
+  llama-mxfp4  Llama with every matrix in MXFP4 (gpt-oss's expert format: FP4 levels with a
+           power-of-two scale per 32), quantized by gguf.quants from the usual random normals.
   llama-llama3  Llama 3.x's layout: the llama-bpe pre-tokenizer on this vocabulary, RoPE base
            500000 with a `rope_freqs` tensor of per-dimension divisors (as llama.cpp's converter
            writes for Llama 3.1+); file llama-micro-llama3.gguf.
@@ -168,7 +170,9 @@ def write_model(path, rng, reader, arch, layers, rope_base, biases, fused=False,
     n_vocab = len(reader.fields["tokenizer.ggml.tokens"].data)
     writer = gguf.GGUFWriter(str(path), arch=arch)
     writer.add_name(f"{arch}-micro-synthetic")
-    file_type = getattr(gguf.LlamaFileType, f"MOSTLY_{qtype.name}", gguf.LlamaFileType.MOSTLY_Q8_0)
+    # llama-quantize names an MXFP4 file MXFP4_MOE (its experts are what it quantizes so).
+    name = "MXFP4_MOE" if qtype == Q.MXFP4 else qtype.name
+    file_type = getattr(gguf.LlamaFileType, f"MOSTLY_{name}", gguf.LlamaFileType.MOSTLY_Q8_0)
     writer.add_file_type(file_type)
     writer.add_block_count(layers)
     writer.add_context_length(131072 if fused else 4096)
@@ -207,6 +211,10 @@ def write_model(path, rng, reader, arch, layers, rope_base, biases, fused=False,
             rest = rng.integers(0, 256, size=(blocks, 132), dtype=np.uint8)
             data = np.concatenate([d, scales_h, rest], axis=1).reshape(rows, cols // 256 * 136)
             writer.add_tensor(name, data, raw_dtype=Q.IQ4_XS)
+            return
+        if qtype == Q.MXFP4:  # gguf.quants quantizes it (ggml's quantize_row_mxfp4_ref)
+            x = rng.standard_normal((rows, cols), dtype=np.float32) * np.float32(0.02)
+            writer.add_tensor(name, quantize(x, Q.MXFP4), raw_dtype=Q.MXFP4)
             return
         if qtype in LATTICE:
             rest, d_center = LATTICE[qtype]
@@ -513,6 +521,7 @@ MODELS = {
     "llama-iq1_s": (2, 10_000.0, False, False, Q.IQ1_S),
     "llama-iq1_m": (2, 10_000.0, False, False, Q.IQ1_M),
     "llama-llama3": (2, 500_000.0, False, False, Q.Q8_0, True),
+    "llama-mxfp4": (2, 10_000.0, False, False, Q.MXFP4),
 }
 
 # Architectures with writers of their own.

@@ -64,6 +64,8 @@ FORMATS = {
     "iq2_s": (T.IQ2_S, None),
     "iq1_s": (T.IQ1_S, None),
     "iq1_m": (T.IQ1_M, None),
+    # gguf.quants quantizes MXFP4 (ggml's quantize_row_mxfp4_ref): random floats, quantized.
+    "mxfp4": (T.MXFP4, None),
 }
 
 # The lattice i-quants: block bytes after the leading f16 d, and each type's own seed (so the
@@ -148,6 +150,10 @@ def random_fixture(name: str, qtype: T, rng: np.random.Generator, out: Path):
         if qtype == T.IQ1_M:
             data = iq1_m_with_d(data[:, 2:], data[:, :2])
         row_len = n_blocks * QK_K
+    elif qtype == T.MXFP4:  # e, qs[16]: quantized floats, from its own stream as the i-quants'
+        rng = np.random.default_rng(13)
+        row_len = 256
+        data = quantize((rng.standard_normal(row_len) * 0.05).astype(np.float32).reshape(1, -1), qtype)
     elif qtype in (T.Q2_K, T.Q3_K, T.Q4_K, T.Q5_K, T.Q6_K):
         n_blocks = 4
         data = random_k_blocks(qtype, rng, n_blocks)

@@ -104,7 +104,7 @@ fn every_weight_type_the_gpu_takes_runs_a_micro_model_as_the_cpu() {
     }
     // The Llama micro model's logits spread wider (its top logit is about 4× Qwen3's), and so
     // does what the CPU's 8-bit activations change.
-    for file in ["llama-micro-iq4_nl.gguf", "llama-micro-iq4_xs.gguf"] {
+    for file in ["llama-micro-iq4_nl.gguf", "llama-micro-iq4_xs.gguf", "llama-micro-mxfp4.gguf"] {
         gpu_follows_cpu(file, &PROMPT, 3, 0.4);
     }
 }
@@ -356,6 +356,7 @@ fn the_gpu_follows_llama_cpps_goldens_within_its_bounds() {
         ("qwen35-micro-q8_0", "0.1"),
         ("lfm2-micro-q8_0", "0.1"),
         ("llama-micro-iq4_xs", "0.5"),
+        ("llama-micro-mxfp4", "0.5"),
     ] {
         let golden = common::fixture("golden").join(format!("{name}.json"));
         let file = common::model(&format!("{name}.gguf"));

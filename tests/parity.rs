@@ -259,6 +259,7 @@ fn micro_models_of_other_architectures_match_llama_cpp() {
         "llama-micro-iq1_s",
         "llama-micro-iq1_m",
         "llama-micro-llama3",
+        "llama-micro-mxfp4",
         "gemma4-micro-q8_0",
         "qwen3moe-micro-q8_0",
         "olmoe-micro-q8_0",

@@ -5,7 +5,7 @@
 use crate::tensor::WeightType;
 
 /// The weight types with a matrix-vector kernel.
-pub const MATVEC_TYPES: [WeightType; 15] = [
+pub const MATVEC_TYPES: [WeightType; 16] = [
     WeightType::F32,
     WeightType::F16,
     WeightType::BF16,
@@ -21,6 +21,7 @@ pub const MATVEC_TYPES: [WeightType; 15] = [
     WeightType::Q6_K,
     WeightType::IQ4_NL,
     WeightType::IQ4_XS,
+    WeightType::MXFP4,
 ];
 
 /// Bindings and readers every kernel shares. Offsets are byte offsets into the weights.
@@ -268,6 +269,25 @@ var<private> levels: array<f32, 16> = array<f32, 16>(
     -127.0, -104.0, -83.0, -65.0, -49.0, -35.0, -22.0, -10.0, 1.0, 13.0, 25.0, 38.0, 53.0, 69.0, 89.0, 113.0);
 // The levels of four 4-bit indices.
 fn levels4(q: vec4<u32>) -> vec4<f32> { return vec4<f32>(levels[q.x], levels[q.y], levels[q.z], levels[q.w]); }
+"#;
+
+/// MXFP4's levels (FP4's values doubled, ggml's `kvalues_mxfp4`), its scale, and words at any
+/// byte offset (its blocks are 17 bytes).
+const MXFP4_HELPERS: &str = r#"
+var<private> levels: array<f32, 16> = array<f32, 16>(
+    0.0, 1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 0.0, -1.0, -2.0, -3.0, -4.0, -6.0, -8.0, -12.0);
+fn levels4(q: vec4<u32>) -> vec4<f32> { return vec4<f32>(levels[q.x], levels[q.y], levels[q.z], levels[q.w]); }
+// Half the E8M0 scale 2^(e - 127) (ggml's ggml_e8m0_to_fp32_half), to match the doubled levels.
+fn e8m0_half(e: u32) -> f32 {
+    if (e < 2u) { return bitcast<f32>(0x00200000u << e); }
+    return bitcast<f32>((e - 1u) << 23u);
+}
+fn word_any(i: u32) -> u32 {
+    let k = i >> 2u;
+    let s = (i & 3u) << 3u;
+    if (s == 0u) { return w[k]; }
+    return (w[k] >> s) | (w[k + 1u] << (32u - s));
+}
 "#;
 
 /// Q4_K's and Q5_K's 6-bit scale and min of group `g` (0..8), from the 12 bytes at `at`.
@@ -530,6 +550,24 @@ fn layout(weight_type: WeightType) -> Layout {
             "let d = half_at(at);
     for (var j = 0u; j < 16u; j += 4u) {
         let q = bytes4(word_at(at + 2u + j));
+        put4(dst + j, d * levels4(q & vec4<u32>(15u)));
+        put4(dst + j + 16u, d * levels4(q >> vec4<u32>(4u)));
+    }",
+        ),
+        WeightType::MXFP4 => blocks(
+            17,
+            1,
+            &[MXFP4_HELPERS],
+            "let d = e8m0_half(byte_at(at));
+        var s = 0.0;
+        for (var j = 0u; j < 16u; j += 4u) {
+            let q = bytes4(word_any(at + 1u + j));
+            s += dot(levels4(q & vec4<u32>(15u)), x4(xo + j)) + dot(levels4(q >> vec4<u32>(4u)), x4(xo + j + 16u));
+        }
+        sum += d * s;",
+            "let d = e8m0_half(byte_at(at));
+    for (var j = 0u; j < 16u; j += 4u) {
+        let q = bytes4(word_any(at + 1u + j));
         put4(dst + j, d * levels4(q & vec4<u32>(15u)));
         put4(dst + j + 16u, d * levels4(q >> vec4<u32>(4u)));
     }",

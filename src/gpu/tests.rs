@@ -57,6 +57,12 @@ fn random_matrix(weight_type: WeightType, rows: usize, cols: usize, rng: &mut Rn
         WeightType::Q2_K => &[80, 82],
         WeightType::Q3_K => &[108],
         WeightType::Q6_K => &[208],
+        WeightType::MXFP4 => {
+            // Its E8M0 scale, 2^(e - 127), near the others' f16 scales.
+            let block_bytes = weight_type.block_bytes();
+            bytes.chunks_exact_mut(block_bytes).for_each(|block| block[0] = 117 + (rng.next() % 6) as u8);
+            return bytes;
+        }
         other => unreachable!("{other:?} has no GPU kernel"),
     };
     let block_bytes = row_bytes / (cols / weight_type.block_len());

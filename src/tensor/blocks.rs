@@ -172,6 +172,28 @@ pub struct BlockIq4Nl {
 pub const KVALUES_IQ4NL: [i8; 16] =
     [-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113];
 
+/// MXFP4 (the OCP microscaling 4-bit float, gpt-oss's experts): 32 weights
+/// `e8m0_half(e) * KVALUES_MXFP4[q]`, 4-bit `q` laid out as in IQ4_NL, one power-of-two
+/// scale (E8M0) for the block.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct BlockMxfp4 {
+    pub e: u8,
+    pub qs: [u8; QK / 2],
+}
+
+/// FP4 (E2M1)'s 16 values doubled, so that they are integers (ggml's `kvalues_mxfp4`); the
+/// block's scale is halved to match ([`e8m0_half`]).
+pub const KVALUES_MXFP4: [i8; 16] = [0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12];
+
+/// Half the E8M0 scale `2^(e - 127)`, exactly (ggml's `ggml_e8m0_to_fp32_half`: denormal for
+/// `e` below 2).
+#[inline(always)]
+pub fn e8m0_half(e: u8) -> f32 {
+    let bits = if e < 2 { 0x0020_0000u32 << e } else { u32::from(e - 1) << 23 };
+    f32::from_bits(bits)
+}
+
 /// IQ4_XS: 256 weights in eight groups of 32, group `g` scaled by `d * (ls_g - 32)` with a
 /// 6-bit `ls_g` (low 4 bits in `scales_l`, high 2 in `scales_h`), on IQ4_NL's levels; codes
 /// laid out per group as in IQ4_NL.
@@ -313,6 +335,7 @@ unsafe impl PlainBytes for u8 {}
 unsafe impl PlainBytes for F16Le {}
 unsafe impl PlainBytes for BlockQ4_0 {}
 unsafe impl PlainBytes for BlockIq4Nl {}
+unsafe impl PlainBytes for BlockMxfp4 {}
 unsafe impl PlainBytes for BlockIq4Xs {}
 unsafe impl PlainBytes for BlockIq2Xxs {}
 unsafe impl PlainBytes for BlockIq3Xxs {}
@@ -342,6 +365,7 @@ const _: () =
     assert!(align_of::<BlockIq2Xxs>() == 1 && align_of::<BlockIq3Xxs>() == 1 && align_of::<BlockIq3S>() == 1);
 const _: () = assert!(align_of::<BlockIq2Xs>() == 1 && align_of::<BlockIq2S>() == 1);
 const _: () = assert!(align_of::<BlockIq1S>() == 1 && align_of::<BlockIq1M>() == 1);
+const _: () = assert!(align_of::<BlockMxfp4>() == 1 && size_of::<BlockMxfp4>() == 17);
 
 /// Views `bytes` as whole blocks without copying; the length must be a multiple of the block size.
 pub fn cast_blocks<B: PlainBytes>(bytes: &[u8]) -> Result<&[B], TensorError> {

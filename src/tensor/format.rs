@@ -83,6 +83,7 @@ weight_types! {$
     IQ2_S => crate::tensor::BlockIq2S,
     IQ1_S => crate::tensor::BlockIq1S,
     IQ1_M => crate::tensor::BlockIq1M,
+    MXFP4 => crate::tensor::BlockMxfp4,
 }
 pub(crate) use with_weight_format;
 

@@ -53,6 +53,7 @@ const FIXTURES: &[(&str, &[u8])] = &[
     fixture!("q6_k_random"),
     fixture!("q6_k_real"),
     fixture!("iq4_nl_random"),
+    fixture!("mxfp4_random"),
     fixture!("iq4_xs_random"),
     fixture!("iq2_xxs_random"),
     fixture!("iq3_xxs_random"),
@@ -96,6 +97,7 @@ fn every_weight_type_has_random_and_real_fixtures() {
                 | WeightType::IQ2_S
                 | WeightType::IQ1_S
                 | WeightType::IQ1_M
+                | WeightType::MXFP4
         ) {
             1
         } else {

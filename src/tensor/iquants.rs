@@ -1,23 +1,33 @@
 //! The i-quants: IQ4_NL (32 weights per block on a non-linear table of 16 levels) and IQ4_XS
-//! (the same levels, 256 weights per block with a 6-bit scale per 32), with their
-//! dequantization and scalar dots in the order of ggml's AVX2 kernels.
+//! (the same levels, 256 weights per block with a 6-bit scale per 32), and MXFP4 (IQ4_NL's
+//! layout on FP4's levels, with a power-of-two scale), with their dequantization and scalar
+//! dots in the order of ggml's AVX2 kernels (which treat IQ4_NL and MXFP4 alike).
 
 use super::activations::Q8_0Activation;
-use super::blocks::{BlockIq4Nl, BlockIq4Xs, BlockQ8K, KVALUES_IQ4NL, QK, QK_K, whole_blocks};
+use super::blocks::{
+    BlockIq4Nl, BlockIq4Xs, BlockMxfp4, BlockQ8K, KVALUES_IQ4NL, KVALUES_MXFP4, QK, QK_K, e8m0_half,
+    whole_blocks,
+};
 use super::float::fma;
 use super::format::{QuantFormat, WeightType};
 use super::legacy::{Lanes, hsum8};
 
 const HALF: usize = QK / 2;
 
-/// The 32 levels of a block in element order (low nibbles, then high).
+/// The 32 levels of a block in element order (low nibbles, then high) on IQ4_NL's table.
 #[inline(always)]
 fn levels(qs: &[u8; HALF]) -> [i8; QK] {
+    levels_of(&KVALUES_IQ4NL, qs)
+}
+
+/// The 32 levels of a block on `table`.
+#[inline(always)]
+fn levels_of(table: &[i8; 16], qs: &[u8; HALF]) -> [i8; QK] {
     let mut x = [0i8; QK];
     let (low, high) = x.split_at_mut(HALF);
     for ((&q, l), h) in qs.iter().zip(low).zip(high) {
-        *l = KVALUES_IQ4NL[usize::from(q & 0x0F)];
-        *h = KVALUES_IQ4NL[usize::from(q >> 4)];
+        *l = table[usize::from(q & 0x0F)];
+        *h = table[usize::from(q >> 4)];
     }
     x
 }
@@ -28,50 +38,93 @@ fn exact_dot(levels: &[i8; QK], activations: &[i8]) -> i32 {
     levels.iter().zip(activations).map(|(&w, &a)| i32::from(w) * i32::from(a)).sum()
 }
 
+/// A block of 32 weights as 16 bytes of 4-bit indices into a table of levels, with a scale:
+/// IQ4_NL and MXFP4, which ggml's kernels treat alike.
+pub(super) trait TableBlock: Copy {
+    const LEVELS: [i8; 16];
+    fn scale(&self) -> f32;
+    fn quants(&self) -> &[u8; HALF];
+}
+
+impl TableBlock for BlockIq4Nl {
+    const LEVELS: [i8; 16] = KVALUES_IQ4NL;
+    fn scale(&self) -> f32 {
+        self.d.to_f32()
+    }
+    fn quants(&self) -> &[u8; HALF] {
+        &self.qs
+    }
+}
+
+impl TableBlock for BlockMxfp4 {
+    const LEVELS: [i8; 16] = KVALUES_MXFP4;
+    fn scale(&self) -> f32 {
+        e8m0_half(self.e)
+    }
+    fn quants(&self) -> &[u8; HALF] {
+        &self.qs
+    }
+}
+
+fn dequantize_table_row<B: TableBlock + super::blocks::PlainBytes>(src: &[u8], dst: &mut [f32]) {
+    for (block, y) in whole_blocks::<B>(src).iter().zip(dst.chunks_exact_mut(QK)) {
+        let d = block.scale();
+        for (out, level) in y.iter_mut().zip(levels_of(&B::LEVELS, block.quants())) {
+            *out = f32::from(level) * d;
+        }
+    }
+}
+
 impl QuantFormat for BlockIq4Nl {
     const TYPE: WeightType = WeightType::IQ4_NL;
     type Block = Self;
     type Activation = Q8_0Activation;
 
     fn dequantize_row(src: &[u8], dst: &mut [f32]) {
-        for (block, y) in whole_blocks::<Self>(src).iter().zip(dst.chunks_exact_mut(QK)) {
-            let d = block.d.to_f32();
-            for (out, level) in y.iter_mut().zip(levels(&block.qs)) {
-                *out = f32::from(level) * d;
-            }
-        }
+        dequantize_table_row::<Self>(src, dst);
     }
 }
 
-/// ggml's `ggml_vec_dot_iq4_nl_q8_0` (AVX2): blocks in pairs, the even ones into one set of eight
-/// lanes and the odd ones into another (each lane a fused `d·d_y × Σ` of four products), the
-/// two added lane by lane and reduced; a last unpaired block is added as `d·d_y × Σ` in scalar.
-pub(super) fn dot_iq4_nl(x: &[BlockIq4Nl], y: &[Q8_0Activation]) -> f32 {
+impl QuantFormat for BlockMxfp4 {
+    const TYPE: WeightType = WeightType::MXFP4;
+    type Block = Self;
+    type Activation = Q8_0Activation;
+
+    fn dequantize_row(src: &[u8], dst: &mut [f32]) {
+        dequantize_table_row::<Self>(src, dst);
+    }
+}
+
+/// ggml's `ggml_vec_dot_iq4_nl_q8_0` and `ggml_vec_dot_mxfp4_q8_0` (AVX2): blocks in pairs, the
+/// even ones into one set of eight lanes and the odd ones into another (each lane a fused
+/// `d_y·d × Σ` of four products), the two added lane by lane and reduced; a last unpaired block
+/// is added as `d_y·d × Σ` in scalar.
+pub(super) fn dot_table<B: TableBlock>(x: &[B], y: &[Q8_0Activation]) -> f32 {
     let blocks = x.len().min(y.len());
     let (mut even, mut odd) = (Lanes::default(), Lanes::default());
     for pair in 0..blocks / 2 {
         for (lanes, b) in [(&mut even, 2 * pair), (&mut odd, 2 * pair + 1)] {
-            lanes.add_block(y[b].d.to_f32() * x[b].d.to_f32(), &levels(&x[b].qs), &y[b].qs);
+            lanes.add_block(y[b].d.to_f32() * x[b].scale(), &levels_of(&B::LEVELS, x[b].quants()), &y[b].qs);
         }
     }
     let mut sum = even.plus(&odd).sum();
     if blocks % 2 == 1 {
         let b = blocks - 1;
-        let exact = exact_dot(&levels(&x[b].qs), &y[b].qs);
-        sum += y[b].d.to_f32() * x[b].d.to_f32() * exact as f32;
+        let exact = exact_dot(&levels_of(&B::LEVELS, x[b].quants()), &y[b].qs);
+        sum += y[b].d.to_f32() * x[b].scale() * exact as f32;
     }
     sum
 }
 
-/// llama.cpp's repacked IQ4_NL kernels, in the order of the Q4_0 ones
+/// llama.cpp's repacked IQ4_NL and MXFP4 kernels (one template), in the order of the Q4_0 ones
 /// ([`dot_q4_0_repacked`](super::legacy::dot_q4_0_repacked)): per block, the exact integer
 /// `Σ level·a` fused into one f32 accumulator with `d·d_y`.
 #[cfg_attr(target_family = "wasm", allow(dead_code))] // llama.cpp's CPU order: native checks only
-pub(super) fn dot_iq4_nl_repacked(x: &[BlockIq4Nl], y: &[Q8_0Activation]) -> f32 {
+pub(super) fn dot_table_repacked<B: TableBlock>(x: &[B], y: &[Q8_0Activation]) -> f32 {
     let mut sum = 0.0f32;
     for (xb, yb) in x.iter().zip(y) {
-        let exact = exact_dot(&levels(&xb.qs), &yb.qs);
-        sum = fma(exact as f32, xb.d.to_f32() * yb.d.to_f32(), sum);
+        let exact = exact_dot(&levels_of(&B::LEVELS, xb.quants()), &yb.qs);
+        sum = fma(exact as f32, xb.scale() * yb.d.to_f32(), sum);
     }
     sum
 }

@@ -419,6 +419,12 @@ impl SplitMix {
                 chunk.copy_from_slice(&half::bf16::from_f32(self.normal()).to_le_bytes());
             }
         }
+        if weight_type == W::MXFP4 {
+            // Its E8M0 scale, 2^(e - 127): near the f16 scales of the other formats.
+            for block in out[1..].chunks_exact_mut(weight_type.block_bytes()) {
+                block[0] = 112 + (self.next() % 10) as u8;
+            }
+        }
         if weight_type == W::IQ1_M {
             // Its f16 scale is the top nibble of each of the four u16 at bytes 48..56.
             for block in out[1..].chunks_exact_mut(weight_type.block_bytes()) {

@@ -32,7 +32,8 @@
 
 use super::blocks::{
     BlockIq1M, BlockIq1S, BlockIq2S, BlockIq2Xs, BlockIq2Xxs, BlockIq3S, BlockIq3Xxs, BlockIq4Nl, BlockIq4Xs,
-    BlockQ2K, BlockQ3K, BlockQ4_0, BlockQ4_1, BlockQ4K, BlockQ5_0, BlockQ5_1, BlockQ5K, BlockQ6K, BlockQ8_0,
+    BlockMxfp4, BlockQ2K, BlockQ3K, BlockQ4_0, BlockQ4_1, BlockQ4K, BlockQ5_0, BlockQ5_1, BlockQ5K, BlockQ6K,
+    BlockQ8_0,
 };
 use super::format::{QuantFormat, ROW_GROUP};
 use half::{bf16, f16};
@@ -132,7 +133,8 @@ tiles! { Scalar:
     BlockQ4K => super::kquants::dot_q4_k;
     BlockQ5K => super::kquants::dot_q5_k;
     BlockQ6K => super::kquants::dot_q6_k;
-    BlockIq4Nl => super::iquants::dot_iq4_nl;
+    BlockIq4Nl => super::iquants::dot_table::<BlockIq4Nl>;
+    BlockMxfp4 => super::iquants::dot_table::<BlockMxfp4>;
     BlockIq4Xs => super::iquants::dot_iq4_xs;
     BlockIq2Xxs => super::iq_lattice::dot_iq2_xxs;
     BlockIq3Xxs => super::iq_lattice::dot_iq3_xxs;
@@ -163,6 +165,7 @@ tiles! { Simd128:
     BlockQ5K => simd::dot_q5_k, group simd::dot_q5_k_group;
     BlockQ6K => simd::dot_q6_k, group simd::dot_q6_k_group;
     BlockIq4Nl => simd::dot_iq4_nl, group simd::dot_iq4_nl_group, pair simd::dot_iq4_nl_pair;
+    BlockMxfp4 => simd::dot_mxfp4, group simd::dot_mxfp4_group, pair simd::dot_mxfp4_pair;
     BlockIq4Xs => simd::dot_iq4_xs, group simd::dot_iq4_xs_group;
     BlockIq2Xxs => simd::dot_iq2_xxs, group simd::dot_iq2_xxs_group;
     BlockIq3Xxs => simd::dot_iq3_xxs, group simd::dot_iq3_xxs_group;
@@ -189,7 +192,7 @@ tiles! { Avx2:
 #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
 falls_back! { Avx2 => Scalar:
     f32, f16, bf16, BlockQ5_1, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ5K, BlockQ6K, BlockIq4Nl, BlockIq4Xs,
-    BlockIq2Xxs, BlockIq3Xxs, BlockIq3S, BlockIq2Xs, BlockIq2S, BlockIq1S, BlockIq1M,
+    BlockIq2Xxs, BlockIq3Xxs, BlockIq3S, BlockIq2Xs, BlockIq2S, BlockIq1S, BlockIq1M, BlockMxfp4,
 }
 
 /// The instruction set this build's kernels run on.

@@ -16,8 +16,8 @@
 use super::activations::Q8_0Activation;
 use super::blocks::{
     BlockIq1M, BlockIq1S, BlockIq2S, BlockIq2Xs, BlockIq2Xxs, BlockIq3S, BlockIq3Xxs, BlockIq4Nl, BlockIq4Xs,
-    BlockQ2K, BlockQ3K, BlockQ4_0, BlockQ4_1, BlockQ4K, BlockQ5_0, BlockQ5_1, BlockQ5K, BlockQ6K, BlockQ8_0,
-    BlockQ8K, whole_blocks,
+    BlockMxfp4, BlockQ2K, BlockQ3K, BlockQ4_0, BlockQ4_1, BlockQ4K, BlockQ5_0, BlockQ5_1, BlockQ5K, BlockQ6K,
+    BlockQ8_0, BlockQ8K, whole_blocks,
 };
 use super::format::Dot;
 use super::{iq_lattice, iquants, kquants, legacy};
@@ -107,5 +107,7 @@ repacked! {
     // `block_q4_Kx8`.
     BlockQ4K: BlockQ8K => kquants::dot_q4_k_gemm, kquants::dot_q4_k_gemv;
     // `block_iq4_nlx8`, `iq4_nl_8x8_q8_0`: Q4_0's kernels with the levels as their table.
-    BlockIq4Nl: Q8_0Activation => iquants::dot_iq4_nl_repacked, iquants::dot_iq4_nl_repacked;
+    BlockIq4Nl: Q8_0Activation => iquants::dot_table_repacked::<BlockIq4Nl>, iquants::dot_table_repacked::<BlockIq4Nl>;
+    // `block_mxfp4x8`, `mxfp4_8x8_q8_0`: IQ4_NL's template with E8M0 scales.
+    BlockMxfp4: Q8_0Activation => iquants::dot_table_repacked::<BlockMxfp4>, iquants::dot_table_repacked::<BlockMxfp4>;
 }

@@ -328,6 +328,15 @@ mod tests {
             WeightType::BF16 => {
                 floats(rng, rows * k).iter().flat_map(|&v| half::bf16::from_f32(v).to_le_bytes()).collect()
             }
+            WeightType::MXFP4 => {
+                // Random codes, and E8M0 scales 2^(e - 127) of a sane size.
+                let blocks = rows * row_bytes / weight_type.block_bytes();
+                let mut bytes = rng.blocks(blocks, weight_type.block_bytes(), &[]);
+                for block in bytes.chunks_exact_mut(weight_type.block_bytes()) {
+                    block[0] = 120 + (rng.next_u64() % 6) as u8;
+                }
+                bytes
+            }
             _ => {
                 let offsets: &[usize] = match weight_type {
                     WeightType::Q4_1 | WeightType::Q5_1 => &[0, 2],

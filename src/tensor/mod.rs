@@ -70,8 +70,8 @@ pub use activations::{
 };
 pub use blocks::{
     BlockIq1M, BlockIq1S, BlockIq2S, BlockIq2Xs, BlockIq2Xxs, BlockIq3S, BlockIq3Xxs, BlockIq4Nl, BlockIq4Xs,
-    BlockQ2K, BlockQ3K, BlockQ4_0, BlockQ4_1, BlockQ4K, BlockQ5_0, BlockQ5_1, BlockQ5K, BlockQ6K, BlockQ8_0,
-    BlockQ8_1, BlockQ8K, F16Le, PlainBytes, QK_K, cast_blocks,
+    BlockMxfp4, BlockQ2K, BlockQ3K, BlockQ4_0, BlockQ4_1, BlockQ4K, BlockQ5_0, BlockQ5_1, BlockQ5K, BlockQ6K,
+    BlockQ8_0, BlockQ8_1, BlockQ8K, F16Le, PlainBytes, QK_K, cast_blocks,
 };
 pub use error::TensorError;
 pub use float::{first_non_finite_f16, fma, read_checksum, table_over_f16};

@@ -17,8 +17,9 @@ use super::wasm_simd::*;
 use super::activations::{BF16Activation, F16_ACTIVATION_SCALE, F16Activation, Q8_0Activation};
 use super::blocks::{BlockIq1M, BlockIq1S, BlockIq2S, BlockIq2Xs, BlockIq2Xxs, BlockIq3S, BlockIq3Xxs};
 use super::blocks::{
-    BlockIq4Nl, BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ4_0, BlockQ4_1, BlockQ4K, BlockQ5_0, BlockQ5_1,
-    BlockQ5K, BlockQ6K, BlockQ8_0, BlockQ8_1, BlockQ8K, F16Le, KVALUES_IQ4NL,
+    BlockIq4Nl, BlockIq4Xs, BlockMxfp4, BlockQ2K, BlockQ3K, BlockQ4_0, BlockQ4_1, BlockQ4K, BlockQ5_0,
+    BlockQ5_1, BlockQ5K, BlockQ6K, BlockQ8_0, BlockQ8_1, BlockQ8K, F16Le, KVALUES_IQ4NL, KVALUES_MXFP4,
+    e8m0_half,
 };
 use super::format::ROW_GROUP;
 use super::iq_grids::{IQ1S_GRID, IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID, IQ3S_GRID, IQ3XXS_GRID, KSIGNS_IQ2XS};
@@ -624,6 +625,18 @@ fn iq4_nl_tile<const W: usize, const R: usize>(
     })
 }
 
+#[inline(always)]
+fn mxfp4_tile<const W: usize, const R: usize>(
+    x: [&[BlockMxfp4]; W],
+    rows: [&[Q8_0Activation]; R],
+) -> [[f32; R]; W] {
+    let levels = load_i8(&KVALUES_MXFP4);
+    q8_0_activation_tile(x, rows, |xb, held| {
+        let (low, high) = nibbles(load_u8(&xb.qs), held.low_nibble);
+        (Weights32::Signed(lookup16(levels, low), lookup16(levels, high)), e8m0_half(xb.e))
+    })
+}
+
 /// Half a row group.
 const HALF_GROUP: usize = ROW_GROUP / 2;
 
@@ -706,6 +719,7 @@ single_group_and_pair! {
     q4_1_tile(halves): dot_q4_1, dot_q4_1_group, dot_q4_1_pair(BlockQ4_1, BlockQ8_1);
     q5_1_tile(halves): dot_q5_1, dot_q5_1_group, dot_q5_1_pair(BlockQ5_1, BlockQ8_1);
     iq4_nl_tile(halves): dot_iq4_nl, dot_iq4_nl_group, dot_iq4_nl_pair(BlockIq4Nl, Q8_0Activation);
+    mxfp4_tile(halves): dot_mxfp4, dot_mxfp4_group, dot_mxfp4_pair(BlockMxfp4, Q8_0Activation);
 }
 
 /// IQ4_XS: per super-block, each group's levels (as IQ4_NL's) dotted with its 32 activations,

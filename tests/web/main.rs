@@ -198,7 +198,7 @@ fn engine_logits_match_llama_cpp_with_simd128() {
 /// (Q/K/V biases), SmolLM3 (no RoPE in layer 3), Phi-3 (fused QKV and gate/up, LongRoPE's short
 /// factors, whitespace stripped after special tokens), Gemma 2 (soft caps, alternate
 /// sliding-window layers), Qwen3.5 (gated DeltaNet and gated attention; chunked prefill), Gemma 4
-/// (per-layer head sizes, shared KV, per-layer inputs) within the 8-bit tolerance of 0.02; IQ4_NL and IQ4_XS (SIMD128 table
+/// (per-layer head sizes, shared KV, per-layer inputs) within the 8-bit tolerance of 0.02; IQ4_NL, IQ4_XS and MXFP4 (SIMD128 table
 /// lookups), the lattice i-quants IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M, and
 /// Q2_K and Q3_K (the Qwen3 Q2_K and Q3_K_S micro files) within the 4-bit tolerance of 0.1.
 /// Four golden prompts of 8 steps each (three for the Qwen3 micro files).
@@ -232,6 +232,7 @@ fn micro_files_of_other_architectures_and_types_match_llama_cpp_in_the_browser()
         micro!("lfm2moe-micro-q8_0", 0.02),
         micro!("llama-micro-iq4_nl", 0.1),
         micro!("llama-micro-iq4_xs", 0.1),
+        micro!("llama-micro-mxfp4", 0.1),
         micro!("llama-micro-iq2_xxs", 0.1),
         micro!("llama-micro-iq3_xxs", 0.1),
         micro!("llama-micro-iq3_s", 0.1),
