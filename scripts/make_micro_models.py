@@ -60,6 +60,8 @@ Architectures:
   olmoe    OLMoE: Q/K norm across all heads at once (so 4 KV heads, as its files have), 8
            experts of width 128 (`feed_forward_length`), 3 used, softmax weights not
            renormalized; a separate output matrix.
+  granite  Granite 3.x/4.0 dense: granitemoe's multipliers and layout with a dense FFN and an
+           attention output bias (llama.cpp reads one where the file has it).
   granitemoe  Granite 3.x MoE: interleaved RoPE, Granite's multipliers (embeddings 12,
            residual 0.22, attention 1/64, logits divided by 6, as granite-3.1-1b-a400m), 6
            experts of width 128, 2 used, renormalized, and a shared expert of width 192.
@@ -379,6 +381,7 @@ def write_gemma4(path, rng, reader):
 # Mixture-of-experts micro files: arch -> (experts, used, KV heads, expert width key, shared
 # expert width, Granite multipliers).
 MOE = {
+    "granite": dict(experts=0, used=0, kv_heads=KV_HEADS, expert_key=False, shared=0, granite=True),
     "qwen3moe": dict(experts=8, used=2, kv_heads=KV_HEADS, expert_key=True, shared=0, granite=False),
     "olmoe": dict(experts=8, used=3, kv_heads=HEADS, expert_key=False, shared=0, granite=False),
     "granitemoe": dict(experts=6, used=2, kv_heads=KV_HEADS, expert_key=False, shared=192, granite=True),
@@ -392,11 +395,13 @@ def write_moe(path, rng, reader, arch):
     layers, n_expert, kv_heads = 2, spec["experts"], spec["kv_heads"]
     writer = q8_writer(path, arch, layers)
     # Qwen3-MoE reads the experts' width from its own key; the others from feed_forward_length.
-    writer.add_feed_forward_length(FFN if spec["expert_key"] else EXPERT_FFN)
+    dense = n_expert == 0
+    writer.add_feed_forward_length(FFN if spec["expert_key"] or dense else EXPERT_FFN)
     if spec["expert_key"]:
         writer.add_expert_feed_forward_length(EXPERT_FFN)
-    writer.add_expert_count(n_expert)
-    writer.add_expert_used_count(spec["used"])
+    if not dense:
+        writer.add_expert_count(n_expert)
+        writer.add_expert_used_count(spec["used"])
     if spec["shared"]:
         writer.add_expert_shared_feed_forward_length(spec["shared"])
     writer.add_head_count(HEADS)
@@ -433,6 +438,10 @@ def write_moe(path, rng, reader, arch):
             vector(p + "attn_k_norm.weight", kv_width, 1.0, 0.1)
         matrix(p + "attn_output.weight", EMBD, q_width)
         vector(p + "ffn_norm.weight", EMBD, 1.0, 0.1)
+        if dense:
+            vector(p + "attn_output.bias", EMBD, 0.0, 0.1)
+            gated_feed_forward(matrix, p, FFN)
+            continue
         router = rng.standard_normal((n_expert, EMBD), dtype=np.float32) * np.float32(0.1)
         writer.add_tensor(p + "ffn_gate_inp.weight", router)
         stack(p + "ffn_gate_exps.weight", EXPERT_FFN, EMBD)

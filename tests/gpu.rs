@@ -79,6 +79,7 @@ fn every_family_the_gpu_runs_follows_the_cpu() {
         "llama-micro-llama3.gguf",
         "gemma2-micro-q8_0.gguf",
         "gemma4-micro-q8_0.gguf",
+        "granite-micro-q8_0.gguf",
     ] {
         gpu_follows_cpu(file, &PROMPT, 3, 0.15);
     }
@@ -355,6 +356,7 @@ fn the_gpu_follows_llama_cpps_goldens_within_its_bounds() {
         ("gemma4-micro-q8_0", "0.1"),
         ("qwen35-micro-q8_0", "0.1"),
         ("lfm2-micro-q8_0", "0.1"),
+        ("granite-micro-q8_0", "0.1"),
         ("llama-micro-iq4_xs", "0.5"),
         ("llama-micro-mxfp4", "0.5"),
     ] {

@@ -264,6 +264,7 @@ fn micro_models_of_other_architectures_match_llama_cpp() {
         "qwen3moe-micro-q8_0",
         "olmoe-micro-q8_0",
         "granitemoe-micro-q8_0",
+        "granite-micro-q8_0",
         "lfm2-micro-q8_0",
         "lfm2moe-micro-q8_0",
     ];

@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::ops::Range;
 
 use super::{AttentionParams, Gpu, GpuError, RopeParams, Signal, groups_2d};
-use crate::model::backend::{Backend, Buf, Input, LayerAttention, LayerRope};
+use crate::model::backend::{Backend, Buf, Input, LayerAttention, LayerRope, LogitsHead};
 use crate::model::{
     Activation, Checkpoints, DeltaNetWeights, EncoderInput, ExpertWeights, Family, FeedForward, Matrix,
     Mixer, Model, ModelError, Norm, PerLayerWeights, RopeStyle, ShortConvWeights,
@@ -1363,15 +1363,20 @@ impl Backend for GpuBackend<'_> {
         self.state.len = self.start + self.n;
     }
 
-    fn logits(&mut self, out: &mut [f32], softcap: Option<f32>) -> Result<(), ModelError> {
+    fn logits(&mut self, out: &mut [f32], head: &LogitsHead) -> Result<(), ModelError> {
         let (normed, logits) = (self.buf(Buf::Normed).clone(), self.state.logits.clone());
-        let Some(head) = &self.model.weights().output else {
+        let Some(output) = &self.model.weights().output else {
             return Err(ModelError::EmbeddingOnly(self.model.config().architecture.name().into()));
         };
-        if let Err(error) = self.matmul(&head.matrix, &normed, &logits) {
+        if let Err(error) = self.matmul(&output.matrix, &normed, &logits) {
             self.fail(error);
         }
-        if let Some(cap) = softcap {
+        if let Some(divisor) = head.divisor {
+            let pipeline = self.gpu.scale.clone();
+            let factor = self.state.constant_row(self.gpu, 1, 1.0 / divisor);
+            self.elementwise(&pipeline, &factor, &logits, out.len(), [0; 3]);
+        }
+        if let Some(cap) = head.softcap {
             let pipeline = self.gpu.softcap.clone();
             let cap = self.state.constant_row(self.gpu, 1, cap);
             self.elementwise(&pipeline, &cap, &logits, out.len(), [0; 3]);

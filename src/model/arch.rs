@@ -27,6 +27,7 @@ pub enum Architecture {
     GraniteMoe,
     Lfm2,
     Lfm2Moe,
+    Granite,
 }
 
 /// Which layer builder of `forward.rs` runs an architecture's layers.
@@ -312,7 +313,7 @@ const ENCODER: ArchSpec = ArchSpec {
 };
 
 /// Every architecture, in the order people meet them in messages (and [`Architecture`]'s).
-pub const ARCHITECTURES: [ArchSpec; 16] = [
+pub const ARCHITECTURES: [ArchSpec; 17] = [
     // Qwen3: per-head Q/K RMSNorm, NeoX RoPE, GQA, SwiGLU.
     ArchSpec { architecture: Architecture::Qwen3, name: "qwen3", qk_norm: QkNorm::PerHead, ..LLAMA_LIKE },
     // Qwen2, Qwen2.5 (and DeepSeek-R1-Distill-Qwen): Q/K/V biases.
@@ -469,6 +470,16 @@ pub const ARCHITECTURES: [ArchSpec; 16] = [
             leading_dense: true,
             ..SOFTMAX_EXPERTS
         }),
+        ..LLAMA_LIKE
+    },
+    // Granite 3.x and 4.0 dense: Llama with Granite's four multipliers, and RoPE switched off
+    // where `rope.scaling.finetuned` says false.
+    ArchSpec {
+        architecture: Architecture::Granite,
+        name: "granite",
+        rope_style: RopeStyle::Normal,
+        qkv_bias: QkvBias::Optional,
+        granite_scales: true,
         ..LLAMA_LIKE
     },
 ];

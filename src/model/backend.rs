@@ -44,6 +44,15 @@ pub struct LayerAttention {
     pub kv_layer: usize,
 }
 
+/// What becomes of the output projection's values, in this order.
+#[derive(Clone, Copy, Debug)]
+pub struct LogitsHead {
+    /// Divided by this (Granite's `logit_scale`; llama.cpp scales by its reciprocal).
+    pub divisor: Option<f32>,
+    /// Soft-capped, `cap · tanh(logit / cap)` (Gemma 2's final cap).
+    pub softcap: Option<f32>,
+}
+
 /// The activations a layer names, each `rows ×` its width at the current layer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Buf {
@@ -182,7 +191,6 @@ pub trait Backend {
     /// The batch's tokens are in the cache.
     fn commit(&mut self);
 
-    /// `out` ← the logits of `Normed`, soft-capped by `softcap` where given
-    /// (`cap · tanh(logit / cap)`).
-    fn logits(&mut self, out: &mut [f32], softcap: Option<f32>) -> Result<(), ModelError>;
+    /// `out` ← the logits of `Normed`, divided and soft-capped as `head` says.
+    fn logits(&mut self, out: &mut [f32], head: &LogitsHead) -> Result<(), ModelError>;
 }

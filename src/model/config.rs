@@ -162,6 +162,8 @@ pub struct Config {
     pub rope_original_context: usize,
     /// Every `no_rope_layer_step`-th layer skips RoPE (SmolLM3: 4, fixed by llama.cpp).
     pub no_rope_layer_step: Option<usize>,
+    /// No layer rotates (Granite files whose `rope.scaling.finetuned` is false).
+    pub rope_off: bool,
     /// Multiplier applied to Q before the dot products with K.
     pub attention_scale: f32,
     /// Whether Q is multiplied by `attention_scale` before attention, which then uses scale 1
@@ -534,6 +536,10 @@ impl Config {
                 .optional_count("rope.scaling.original_context_length", MAX_CONTEXT)?
                 .unwrap_or(context_length),
             no_rope_layer_step: spec.no_rope_every,
+            // llama.cpp's Granite reads `rope.scaling.finetuned` as the switch for RoPE.
+            rope_off: spec.granite_scales
+                && keys.metadata.get(&keys.key("rope.scaling.finetuned")).and_then(|v| v.as_bool())
+                    == Some(false),
             attention_scale,
             scale_queries: spec.scale_queries,
             attn_softcap,
@@ -606,6 +612,7 @@ impl Config {
     /// 11... do not).
     pub fn uses_rope(&self, layer: usize) -> bool {
         self.spec().positions == Positions::Rope
+            && !self.rope_off
             && self.no_rope_layer_step.is_none_or(|step| !(layer + 1).is_multiple_of(step))
     }
 
@@ -920,12 +927,13 @@ mod tests {
             Architecture::GraniteMoe => 13,
             Architecture::Lfm2 => 14,
             Architecture::Lfm2Moe => 15,
+            Architecture::Granite => 16,
         };
-        assert_eq!(Architecture::all().map(row).collect::<Vec<_>>(), (0..16).collect::<Vec<_>>());
+        assert_eq!(Architecture::all().map(row).collect::<Vec<_>>(), (0..17).collect::<Vec<_>>());
         let message = ModelError::UnsupportedArchitecture("mamba".into()).to_string();
         assert!(
             message
-                .ends_with("(supported: qwen3, qwen2, llama, smollm3, phi3, gemma2, gemma3, qwen35, gemma4, bert, nomic-bert, qwen3moe, olmoe, granitemoe, lfm2, lfm2moe)"),
+                .ends_with("(supported: qwen3, qwen2, llama, smollm3, phi3, gemma2, gemma3, qwen35, gemma4, bert, nomic-bert, qwen3moe, olmoe, granitemoe, lfm2, lfm2moe, granite)"),
             "{message}"
         );
     }

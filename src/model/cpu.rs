@@ -9,7 +9,7 @@ use half::f16;
 use super::attention::{
     HeadView, Scoring, TILED_MIN_QUERIES, attend_group_f16_accumulator, attend_head_f32, group_scratch_len,
 };
-use super::backend::{Backend, Buf, Input, LayerAttention, LayerRope};
+use super::backend::{Backend, Buf, Input, LayerAttention, LayerRope, LogitsHead};
 use super::bytes::ModelBytes;
 use super::cache::Cache;
 use super::config::Config;
@@ -822,14 +822,19 @@ impl Backend for Cpu<'_> {
         self.cache.set_len(self.start + self.n);
     }
 
-    fn logits(&mut self, out: &mut [f32], softcap: Option<f32>) -> Result<(), ModelError> {
+    fn logits(&mut self, out: &mut [f32], head: &LogitsHead) -> Result<(), ModelError> {
         let normed = &self.s.bufs.normed[..self.rows * self.config.n_embd];
-        let Some(head) = &self.weights.output else {
+        let Some(output) = &self.weights.output else {
             return Err(ModelError::EmbeddingOnly(self.config.architecture.name().into()));
         };
-        project(self.file, Input::OutputNorm, normed, &mut self.s.quantized, &head.matrix, out)?;
+        project(self.file, Input::OutputNorm, normed, &mut self.s.quantized, &output.matrix, out)?;
+        // Granite divides its logits (llama.cpp: a scale by the reciprocal).
+        if let Some(divisor) = head.divisor {
+            let factor = 1.0 / divisor;
+            out.iter_mut().for_each(|v| *v *= factor);
+        }
         // Gemma 2's final soft cap, as llama.cpp's graph spells it: scale, tanh, scale.
-        if let Some(cap) = softcap {
+        if let Some(cap) = head.softcap {
             let inverse = 1.0 / cap;
             out.iter_mut().for_each(|v| *v = (*v * inverse).tanh() * cap);
         }

@@ -12,7 +12,7 @@ use std::ops::Range;
 
 use super::Model;
 use super::arch::Family;
-use super::backend::{Backend, Buf, Input, LayerAttention, LayerRope};
+use super::backend::{Backend, Buf, Input, LayerAttention, LayerRope, LogitsHead};
 use super::cache::Cache;
 use super::config::Config;
 use super::cpu::{Cpu, Scratch};
@@ -217,12 +217,8 @@ pub(crate) fn forward_batch(
             if let Some(logits) = logits {
                 let at = logits.len();
                 logits.resize(at + rows.len() * c.vocab_size, 0.0);
-                b.logits(&mut logits[at..], c.final_softcap)?;
-                // Granite divides its logits (llama.cpp: a scale by the reciprocal).
-                if let Some(scale) = c.logit_scale {
-                    let factor = 1.0 / scale;
-                    logits[at..].iter_mut().for_each(|v| *v *= factor);
-                }
+                let head = LogitsHead { divisor: c.logit_scale, softcap: c.final_softcap };
+                b.logits(&mut logits[at..], &head)?;
             }
         }
         // An encoder's hidden states are its last layer's output.

@@ -414,7 +414,13 @@ impl Weights {
                         bq,
                         bk,
                         bv,
-                        bo: encoder_bias("attn_output", d, true)?,
+                        // Encoders' output bias, and Granite's where its file has one.
+                        bo: match header.tensor(&format!("blk.{i}.attn_output.bias")) {
+                            Some(_) if spec.granite_scales => {
+                                tensors.vector(&format!("blk.{i}.attn_output.bias"), d).map(Some)?
+                            }
+                            _ => encoder_bias("attn_output", d, true)?,
+                        },
                         q_norm: optional_vector("attn_q_norm", qk_norm_width(hd, q), has_qk_norm)?,
                         k_norm: optional_vector(
                             "attn_k_norm",
@@ -439,6 +445,18 @@ impl Weights {
                             tensors.matrix(&name("ffn_up"), ff, d)?,
                         )
                     };
+                    // Granite's optional FFN biases (llama.cpp reads them) are not applied here:
+                    // refused by name rather than left out.
+                    if let Some(bias) = ["ffn_gate", "ffn_up", "ffn_down"]
+                        .map(|part| format!("blk.{i}.{part}.bias"))
+                        .into_iter()
+                        .find(|bias| spec.granite_scales && header.tensor(bias).is_some())
+                    {
+                        return Err(ModelError::BadTensor {
+                            name: bias,
+                            reason: "is a feed-forward bias, which this engine does not apply yet".into(),
+                        });
+                    }
                     if header.tensor(&name("ffn_gate_inp")).is_some() {
                         return Err(ModelError::BadTensor {
                             name: name("ffn_gate_inp"),

@@ -404,6 +404,7 @@ pageSuite(
       'gemma4-micro-q8_0.gguf',
       'qwen3moe-micro-q8_0.gguf',
       'granitemoe-micro-q8_0.gguf',
+      'granite-micro-q8_0.gguf',
       'lfm2moe-micro-q8_0.gguf',
     ]) {
       test(`${file} chats with the template from its file`, async () => {

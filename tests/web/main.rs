@@ -228,6 +228,7 @@ fn micro_files_of_other_architectures_and_types_match_llama_cpp_in_the_browser()
         micro!("qwen3moe-micro-q8_0", 0.02),
         micro!("olmoe-micro-q8_0", 0.02),
         micro!("granitemoe-micro-q8_0", 0.02),
+        micro!("granite-micro-q8_0", 0.02),
         micro!("lfm2-micro-q8_0", 0.02),
         micro!("lfm2moe-micro-q8_0", 0.02),
         micro!("llama-micro-iq4_nl", 0.1),
