@@ -431,7 +431,7 @@ impl Weights {
                 }
             };
             let ffn = match config.experts {
-                Some(experts) if config.has_experts(i) => Ffn::Experts(tensors.experts(experts, d, &name)?),
+                Some(experts) if config.has_experts(i) => Ffn::Experts(tensors.experts(i, experts, d)?),
                 _ => {
                     // Phi-3's `ffn_up` holds gate and up: the first ff rows go through SiLU.
                     let (w_gate, w_up) = if spec.fused_gate_up {
@@ -596,20 +596,16 @@ impl Tensors<'_> {
         Ok(Matrix { name: name.into(), range, weight_type, rows, cols, layout })
     }
 
-    /// A layer's mixture of experts (`name` gives a tensor's full name from its suffix).
-    fn experts(
-        &self,
-        shape: Experts,
-        d: usize,
-        name: &dyn Fn(&str) -> String,
-    ) -> Result<ExpertWeights, ModelError> {
+    /// Layer `layer`'s mixture of experts.
+    fn experts(&self, layer: usize, shape: Experts, d: usize) -> Result<ExpertWeights, ModelError> {
+        let name = |suffix: &str| format!("blk.{layer}.{suffix}.weight");
         let router = self.matrix(&name("ffn_gate_inp"), shape.count, d)?;
         let (count, width) = (shape.count, shape.width);
         let gate = self.expert_stack(&name("ffn_gate_exps"), count, width, d)?;
         let up = self.expert_stack(&name("ffn_up_exps"), count, width, d)?;
         let down = self.expert_stack(&name("ffn_down_exps"), count, d, width)?;
         let selection_bias = match shape.selection_bias {
-            true => Some(self.vector(&name("exp_probs_b").replace(".weight", ".bias"), count)?),
+            true => Some(self.vector(&format!("blk.{layer}.exp_probs_b.bias"), count)?),
             false => None,
         };
         let shared = match shape.shared_width {
