@@ -107,7 +107,9 @@ TOKENIZER_SOURCE = REPO / "tests" / "fixtures" / "models" / "qwen3-micro-q4_0.gg
 PHI3_TOKENS = {8003: "<unk>", 8004: "<s>", 8005: "</s>", 8006: "<|user|>", 8007: "<|assistant|>", 8008: "<|end|>"}
 
 
-def copy_tokenizer(writer, reader, renamed=None, pre=None):
+def copy_tokenizer(writer, reader, renamed=None, pre=None, pad_to=None):
+    """The source's tokenizer keys; `renamed` tokens by id, another pre-tokenizer name, and the
+    token arrays padded with unused tokens to `pad_to` entries (make_moe_shaped.py)."""
     for name, field in reader.fields.items():
         if not name.startswith("tokenizer."):
             continue
@@ -119,6 +121,13 @@ def copy_tokenizer(writer, reader, renamed=None, pre=None):
                     values = [(renamed or {}).get(i, v) for i, v in enumerate(values)]
             else:
                 values = [field.parts[i][0].item() for i in field.data]
+            padding = max(0, (pad_to or 0) - len(values))
+            if name == "tokenizer.ggml.tokens":
+                values += [f"<|unused_{i}|>" for i in range(len(values), len(values) + padding)]
+            elif name == "tokenizer.ggml.token_type":
+                values += [int(gguf.TokenType.UNUSED)] * padding
+            elif name == "tokenizer.ggml.scores":
+                values += [0.0] * padding
             writer.add_array(name, values)
         elif kind == GGUFValueType.STRING:
             value = bytes(field.parts[field.data[0]]).decode("utf-8")
@@ -389,6 +398,15 @@ MOE = {
 EXPERT_FFN = 128
 
 
+def write_experts(writer, rng, prefix, n_expert):
+    """A layer's router (F32, std 0.1) and its experts' gate, up and down stacks (Q8_0)."""
+    router = rng.standard_normal((n_expert, EMBD), dtype=np.float32) * np.float32(0.1)
+    writer.add_tensor(prefix + "ffn_gate_inp.weight", router)
+    for part, rows, cols in (("gate", EXPERT_FFN, EMBD), ("up", EXPERT_FFN, EMBD), ("down", EMBD, EXPERT_FFN)):
+        x = rng.standard_normal((n_expert, rows, cols), dtype=np.float32) * np.float32(0.02)
+        writer.add_tensor(prefix + f"ffn_{part}_exps.weight", quantize(x, Q.Q8_0), raw_dtype=Q.Q8_0)
+
+
 def write_moe(path, rng, reader, arch):
     spec = MOE[arch]
     n_vocab = len(reader.fields["tokenizer.ggml.tokens"].data)
@@ -416,10 +434,6 @@ def write_moe(path, rng, reader, arch):
     copy_tokenizer(writer, reader)
     matrix, vector = random_tensors(writer, rng)
 
-    def stack(name, rows, cols):
-        x = rng.standard_normal((n_expert, rows, cols), dtype=np.float32) * np.float32(0.02)
-        writer.add_tensor(name, quantize(x, Q.Q8_0), raw_dtype=Q.Q8_0)
-
     matrix("token_embd.weight", n_vocab, EMBD)
     if arch == "olmoe":
         matrix("output.weight", n_vocab, EMBD)
@@ -442,11 +456,7 @@ def write_moe(path, rng, reader, arch):
             vector(p + "attn_output.bias", EMBD, 0.0, 0.1)
             gated_feed_forward(matrix, p, FFN)
             continue
-        router = rng.standard_normal((n_expert, EMBD), dtype=np.float32) * np.float32(0.1)
-        writer.add_tensor(p + "ffn_gate_inp.weight", router)
-        stack(p + "ffn_gate_exps.weight", EXPERT_FFN, EMBD)
-        stack(p + "ffn_up_exps.weight", EXPERT_FFN, EMBD)
-        stack(p + "ffn_down_exps.weight", EMBD, EXPERT_FFN)
+        write_experts(writer, rng, p, n_expert)
         if spec["shared"]:
             matrix(p + "ffn_gate_shexp.weight", spec["shared"], EMBD)
             matrix(p + "ffn_up_shexp.weight", spec["shared"], EMBD)
@@ -477,10 +487,6 @@ def write_lfm2(path, rng, reader, moe=False):
     copy_tokenizer(writer, reader)
     matrix, vector = random_tensors(writer, rng)
 
-    def stack(name, rows, cols):
-        x = rng.standard_normal((n_expert, rows, cols), dtype=np.float32) * np.float32(0.02)
-        writer.add_tensor(name, quantize(x, Q.Q8_0), raw_dtype=Q.Q8_0)
-
     matrix("token_embd.weight", n_vocab, EMBD)
     for layer, kind in enumerate(LFM2_LAYERS):
         p = f"blk.{layer}."
@@ -498,10 +504,7 @@ def write_lfm2(path, rng, reader, moe=False):
             matrix(p + "shortconv.out_proj.weight", EMBD, EMBD)
         vector(p + "ffn_norm.weight", EMBD, 1.0, 0.1)
         if moe and layer >= 1:
-            writer.add_tensor(p + "ffn_gate_inp.weight", rng.standard_normal((n_expert, EMBD), dtype=np.float32) * np.float32(0.1))
-            stack(p + "ffn_gate_exps.weight", EXPERT_FFN, EMBD)
-            stack(p + "ffn_up_exps.weight", EXPERT_FFN, EMBD)
-            stack(p + "ffn_down_exps.weight", EMBD, EXPERT_FFN)
+            write_experts(writer, rng, p, n_expert)
             writer.add_tensor(p + "exp_probs_b.bias", (0.5 * rng.standard_normal(n_expert)).astype(np.float32))
         else:
             gated_feed_forward(matrix, p, FFN)

@@ -26,9 +26,10 @@ from pathlib import Path
 import gguf
 import numpy as np
 from gguf import GGMLQuantizationType as Q
-from gguf import GGUFReader, GGUFValueType
+from gguf import GGUFReader
 from gguf.quants import quantize
 
+from make_micro_models import copy_tokenizer
 from make_qwen3_shaped import more_bits, random_k_blocks
 
 SHAPES = {
@@ -38,30 +39,6 @@ SHAPES = {
 }
 REPO = Path(__file__).resolve().parent.parent
 TOKENIZER_SOURCE = REPO / "tests" / "fixtures" / "models" / "qwen3-micro-q4_0.gguf"
-
-
-def copy_tokenizer(writer, reader, n_vocab):
-    """The micro tokenizer's keys, its token arrays padded to `n_vocab` with unused tokens."""
-    for name, field in reader.fields.items():
-        if not name.startswith("tokenizer."):
-            continue
-        kind = field.types[0]
-        if kind == GGUFValueType.ARRAY:
-            if field.types[1] == GGUFValueType.STRING:
-                values = [bytes(field.parts[i]).decode("utf-8") for i in field.data]
-            else:
-                values = [field.parts[i][0].item() for i in field.data]
-            if name == "tokenizer.ggml.tokens":
-                values += [f"<|unused_{i}|>" for i in range(len(values), n_vocab)]
-            elif name == "tokenizer.ggml.token_type":
-                values += [int(gguf.TokenType.UNUSED)] * (n_vocab - len(values))
-            elif name == "tokenizer.ggml.scores":
-                values += [0.0] * (n_vocab - len(values))
-            writer.add_array(name, values)
-        elif kind == GGUFValueType.STRING:
-            writer.add_string(name, bytes(field.parts[field.data[0]]).decode("utf-8"))
-        else:
-            writer.add_key_value(name, field.parts[field.data[0]][0].item(), kind)
 
 
 def main():
@@ -94,7 +71,7 @@ def main():
         writer.add_residual_scale(0.22)
         writer.add_attention_scale(0.015625)
         writer.add_logit_scale(6.0)
-    copy_tokenizer(writer, GGUFReader(str(TOKENIZER_SOURCE)), n_vocab)
+    copy_tokenizer(writer, GGUFReader(str(TOKENIZER_SOURCE)), pad_to=n_vocab)
 
     def blocks(shape, more):
         """Random blocks of `shape` (… × rows × cols) in the file's type for this tensor."""

@@ -295,26 +295,10 @@ fn the_gpu_generates_and_benchmarks_from_the_command_line() {
 /// split) gives the same logits, to the bit, on 1 and 3 threads.
 #[test]
 fn thread_count_does_not_change_the_logits() {
-    let model = common::model("SmolLM2-135M-Instruct.Q4_1.gguf");
-    let model = model.to_str().unwrap();
     // 70 tokens: the prefill crosses the 64-query attention kernel switch.
-    let tokens: Vec<String> = (0..70).map(|i| (100 + i * 37).to_string()).collect();
-    let tokens = tokens.join(",");
-    let logits = |threads: &str| {
-        stdout_json(&inferno(&[
-            "logits",
-            model,
-            "--tokens",
-            &tokens,
-            "--top",
-            "8",
-            "--threads",
-            threads,
-            "--json",
-        ]))
-    };
-    let one = logits("1");
-    assert_eq!(one, logits("3"));
+    let tokens: Vec<u32> = (0..70).map(|i| 100 + i * 37).collect();
+    let [one, three] = logits_on_threads("SmolLM2-135M-Instruct.Q4_1.gguf", &tokens, ["1", "3"]);
+    assert_eq!(one, three);
     assert!(one.to_string().len() > 1000, "{one}");
 }
 
@@ -322,11 +306,19 @@ fn thread_count_does_not_change_the_logits() {
 /// are added in one order whatever the thread count.
 #[test]
 fn thread_count_does_not_change_the_logits_of_experts() {
-    let model = common::model("olmoe-micro-q8_0.gguf");
+    let tokens: Vec<u32> = (0..40).map(|i| 100 + i * 97).collect();
+    let [one, two] = logits_on_threads("olmoe-micro-q8_0.gguf", &tokens, ["1", "2"]);
+    assert_eq!(one, two);
+    assert!(one.to_string().len() > 500, "{one}");
+}
+
+/// `inferno logits --json` of `tokens` on `file`, once per thread count.
+fn logits_on_threads<const N: usize>(file: &str, tokens: &[u32], threads: [&str; N]) -> [Json; N] {
+    let model = common::model(file);
     let model = model.to_str().unwrap();
-    let tokens: Vec<String> = (0..40).map(|i| (100 + i * 97).to_string()).collect();
+    let tokens: Vec<String> = tokens.iter().map(u32::to_string).collect();
     let tokens = tokens.join(",");
-    let logits = |threads: &str| {
+    threads.map(|threads| {
         stdout_json(&inferno(&[
             "logits",
             model,
@@ -338,10 +330,7 @@ fn thread_count_does_not_change_the_logits_of_experts() {
             threads,
             "--json",
         ]))
-    };
-    let one = logits("1");
-    assert_eq!(one, logits("2"));
-    assert!(one.to_string().len() > 500, "{one}");
+    })
 }
 
 #[test]

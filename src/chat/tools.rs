@@ -395,16 +395,11 @@ impl ToolUse {
     /// value of its parameter's schema (JSON's strings and literals are what llama.cpp's LFM2
     /// parser reads too).
     fn lfm2_grammar(&self) -> String {
-        let mut rules = String::new();
-        let value = |t: usize, i: usize, _: &Value| format!("v{t}_{i}");
-        // The value rules are written after the parameter rules that name them.
-        let mut values = String::new();
-        for (t, tool) in self.tools.iter().enumerate() {
-            let schema = parameters_schema(tool);
-            for (i, (_, property)) in schema["properties"].as_object().into_iter().flatten().enumerate() {
-                values.push_str(&format!("v{t}_{i}: %json {}\n", with_json_layout(property.clone())));
-            }
-        }
+        let (mut rules, mut values) = (String::new(), String::new());
+        let value = |t: usize, i: usize, property: &Value| {
+            values.push_str(&format!("v{t}_{i}: %json {}\n", with_json_layout(property.clone())));
+            format!("v{t}_{i}")
+        };
         let functions = self.keyword_arguments(&mut rules, ("=", ", "), ("(", ")"), value);
         let calls = if self.parallel { "function (\", \" function)*" } else { "function" };
         format!(
@@ -422,7 +417,7 @@ impl ToolUse {
         rules: &mut String,
         (assign, separator): (&str, &str),
         (open, close): (&str, &str),
-        value: impl Fn(usize, usize, &Value) -> String,
+        mut value: impl FnMut(usize, usize, &Value) -> String,
     ) -> Vec<String> {
         let mut functions = Vec::new();
         for (t, tool) in self.tools.iter().enumerate() {
