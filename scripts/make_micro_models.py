@@ -73,6 +73,12 @@ Architectures:
            experts of width 128 (expert_feed_forward_length), 2 used, sigmoid gating
            (expert_gating_func 2), an exp_probs_b selection bias of std 0.5 (large enough to
            move choices), renormalized.
+  gpt-oss  gpt-oss: 4 layers, the even ones local with a window of 8; Q/K/V and output biases,
+           a sink logit per query head (std 1, so sinks take a real share of the weight);
+           post_attention_norm as the FFN's norm; RoPE base 150000 scaled by YaRN (factor 32,
+           original context 4096, so pairs 8 to 18 of 32 lie on its ramp); 8 experts of width
+           128 in MXFP4 with F32 biases (std 0.1) on the router and every projection, 4 used,
+           chosen by raw scores and weighed by their softmax; the gpt-4o pre-tokenizer.
   The experts' routers are F32 (llama.cpp's converter leaves `ffn_gate_inp` unquantized) with
   weights of std 0.1, so that router scores are seldom near a tie; the experts are Q8_0 stacks.
 """
@@ -136,13 +142,13 @@ def copy_tokenizer(writer, reader, renamed=None, pre=None, pad_to=None):
             writer.add_key_value(name, field.parts[field.data[0]][0].item(), kind)
 
 
-def q8_writer(path, arch, layers):
+def q8_writer(path, arch, layers, context=4096):
     """A writer for a Q8_0 micro file of `arch`, with the keys every one of them has."""
     writer = gguf.GGUFWriter(str(path), arch=arch)
     writer.add_name(f"{arch}-micro-synthetic")
     writer.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0)
     writer.add_block_count(layers)
-    writer.add_context_length(4096)
+    writer.add_context_length(context)
     writer.add_embedding_length(EMBD)
     return writer
 
@@ -398,13 +404,61 @@ MOE = {
 EXPERT_FFN = 128
 
 
-def write_experts(writer, rng, prefix, n_expert):
-    """A layer's router (F32, std 0.1) and its experts' gate, up and down stacks (Q8_0)."""
+def write_experts(writer, rng, prefix, n_expert, qtype=Q.Q8_0, biases=False):
+    """A layer's router (F32, std 0.1) and its experts' gate, up and down stacks (Q8_0, or
+    `qtype`); with `biases`, the router's and every expert projection's (F32, std 0.1)."""
     router = rng.standard_normal((n_expert, EMBD), dtype=np.float32) * np.float32(0.1)
     writer.add_tensor(prefix + "ffn_gate_inp.weight", router)
+    if biases:
+        writer.add_tensor(prefix + "ffn_gate_inp.bias", rng.standard_normal(n_expert, dtype=np.float32) * np.float32(0.1))
     for part, rows, cols in (("gate", EXPERT_FFN, EMBD), ("up", EXPERT_FFN, EMBD), ("down", EMBD, EXPERT_FFN)):
         x = rng.standard_normal((n_expert, rows, cols), dtype=np.float32) * np.float32(0.02)
-        writer.add_tensor(prefix + f"ffn_{part}_exps.weight", quantize(x, Q.Q8_0), raw_dtype=Q.Q8_0)
+        writer.add_tensor(prefix + f"ffn_{part}_exps.weight", quantize(x, qtype), raw_dtype=qtype)
+        if biases:
+            bias = rng.standard_normal((n_expert, rows), dtype=np.float32) * np.float32(0.1)
+            writer.add_tensor(prefix + f"ffn_{part}_exps.bias", bias)
+
+
+GPT_OSS_LAYERS = 4
+
+
+def write_gpt_oss(path, rng, reader):
+    n_vocab = len(reader.fields["tokenizer.ggml.tokens"].data)
+    n_expert = 8
+    # gpt-oss-20b's context and RoPE (base 150000, YaRN by 32 over an original 4096).
+    writer = q8_writer(path, "gpt-oss", GPT_OSS_LAYERS, context=131072)
+    writer.add_feed_forward_length(EXPERT_FFN)
+    writer.add_expert_feed_forward_length(EXPERT_FFN)
+    writer.add_expert_count(n_expert)
+    writer.add_expert_used_count(4)
+    writer.add_head_count(HEADS)
+    writer.add_head_count_kv(KV_HEADS)
+    writer.add_key_length(HEAD_DIM)
+    writer.add_value_length(HEAD_DIM)
+    writer.add_rope_freq_base(150_000.0)
+    writer.add_rope_scaling_type(gguf.RopeScalingType.YARN)
+    writer.add_rope_scaling_factor(32.0)
+    writer.add_rope_scaling_orig_ctx_len(4096)
+    writer.add_layer_norm_rms_eps(1e-5)
+    writer.add_sliding_window(8)
+    copy_tokenizer(writer, reader, pre="gpt-4o")
+    matrix, vector = random_tensors(writer, rng)
+
+    matrix("token_embd.weight", n_vocab, EMBD)
+    matrix("output.weight", n_vocab, EMBD)
+    q_width, kv_width = HEADS * HEAD_DIM, KV_HEADS * HEAD_DIM
+    for layer in range(GPT_OSS_LAYERS):
+        p = f"blk.{layer}."
+        vector(p + "attn_norm.weight", EMBD, 1.0, 0.1)
+        for part, width in (("q", q_width), ("k", kv_width), ("v", kv_width)):
+            matrix(p + f"attn_{part}.weight", width, EMBD)
+            vector(p + f"attn_{part}.bias", width, 0.0, 0.1)
+        matrix(p + "attn_output.weight", EMBD, q_width)
+        vector(p + "attn_output.bias", EMBD, 0.0, 0.1)
+        vector(p + "attn_sinks.weight", HEADS, 0.0, 1.0)
+        vector(p + "post_attention_norm.weight", EMBD, 1.0, 0.1)
+        write_experts(writer, rng, p, n_expert, Q.MXFP4, biases=True)
+    finish(writer, vector)
 
 
 def write_moe(path, rng, reader, arch):
@@ -538,6 +592,7 @@ MODELS = {
 
 # Architectures with writers of their own.
 WRITERS = {
+    "gpt-oss": write_gpt_oss,
     "qwen35": write_qwen35,
     "gemma4": write_gemma4,
     "lfm2": write_lfm2,

@@ -1169,6 +1169,7 @@ impl Backend for GpuBackend<'_> {
                 base: rope.rope.base,
                 freq_scale: rope.rope.freq_scale,
                 attn_factor: rope.rope.attn_factor,
+                yarn_ramp: rope.rope.yarn.map(|yarn| yarn.ramp(rope.dims, rope.rope.base)),
             };
             let threads = (self.rows * heads * (params.rope_dims / 2)) as u32;
             let [groups_x, groups_y] = groups_2d(threads.div_ceil(super::ELEMENTWISE_WORKGROUP));
@@ -1179,6 +1180,9 @@ impl Backend for GpuBackend<'_> {
     }
 
     fn attend(&mut self, store: bool, attention: &LayerAttention) {
+        if attention.sinks.is_some() {
+            return self.fail(GpuError::Refused("attention sinks"));
+        }
         let (c, l) = (self.model.config(), self.layer);
         let shape = c.layer(l);
         let kvd = shape.kv_dim();
@@ -1258,6 +1262,11 @@ impl Backend for GpuBackend<'_> {
         let pipeline = match self.model.config().activation {
             Activation::GeGlu => self.gpu.geglu.clone(),
             Activation::SwiGlu | Activation::Gelu => self.gpu.swiglu.clone(),
+            // Only gpt-oss's experts use it, which the device refuses before.
+            Activation::SwiGluOai => {
+                self.fail(GpuError::Refused("gpt-oss's clamped SwiGLU"));
+                return Ok(());
+            }
         };
         self.elementwise(&pipeline, &up, &gate, n, [0; 3]);
         if let Err(error) = self.matmul(&layer.w_down, &gate, &out) {

@@ -209,6 +209,8 @@ pub struct RopeParams {
     pub base: f32,
     pub freq_scale: f32,
     pub attn_factor: f32,
+    /// YaRN's ramp ([`crate::model::Yarn::ramp`]), where the model scales by YaRN.
+    pub yarn_ramp: Option<[f32; 2]>,
 }
 
 impl Gpu {
@@ -515,7 +517,8 @@ fn record_fault(slot: &Mutex<Option<GpuError>>, error: GpuError) {
 }
 
 /// The RoPE kernel's uniform for `rows` rows.
-fn rope_params(rope: &RopeParams, rows: usize, has_factors: bool, groups_x: u32) -> [u32; 12] {
+fn rope_params(rope: &RopeParams, rows: usize, has_factors: bool, groups_x: u32) -> [u32; 16] {
+    let [ramp_start, ramp_end] = rope.yarn_ramp.unwrap_or([0.0; 2]);
     [
         rows as u32,
         rope.heads as u32,
@@ -528,6 +531,10 @@ fn rope_params(rope: &RopeParams, rows: usize, has_factors: bool, groups_x: u32)
         rope.base.to_bits(),
         rope.freq_scale.to_bits(),
         rope.attn_factor.to_bits(),
+        u32::from(rope.yarn_ramp.is_some()),
+        ramp_start.to_bits(),
+        ramp_end.to_bits(),
+        0,
         0,
     ]
 }

@@ -917,7 +917,8 @@ pub const ROPE: &str = r#"
 struct Params {
     rows: u32, heads: u32, head_dim: u32, rope_dims: u32,
     start: u32, neox: u32, has_factors: u32, groups_x: u32,
-    base: u32, freq_scale: u32, attn_factor: u32, unused: u32,
+    base: u32, freq_scale: u32, attn_factor: u32, yarn: u32,
+    ramp_start: u32, ramp_end: u32, unused0: u32, unused1: u32,
 }
 @group(0) @binding(0) var<storage, read> factors: array<f32>;
 @group(0) @binding(1) var<storage, read_write> x: array<f32>;
@@ -935,8 +936,16 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
     let row = index / (half * p.heads);
     let theta = f32(p.start + row) * pow(bitcast<f32>(p.base), -2.0 * f32(i) / f32(p.rope_dims));
     let factor = select(1.0, factors[min(i, arrayLength(&factors) - 1u)], p.has_factors != 0u);
+    var angle = bitcast<f32>(p.freq_scale) * (theta / factor);
+    if (p.yarn != 0u) {
+        // YaRN: the unscaled angle below the ramp, the scaled one past it, blended between.
+        let start = bitcast<f32>(p.ramp_start);
+        let y = (f32(i) - start) / max(0.001, bitcast<f32>(p.ramp_end) - start);
+        let unscaled = 1.0 - clamp(y, 0.0, 1.0);
+        angle = angle * (1.0 - unscaled) + (theta / factor) * unscaled;
+    }
     // A factor of 0 marks a pair that stays unrotated (interleaved M-RoPE's fourth stream).
-    let angle = select(bitcast<f32>(p.freq_scale) * (theta / factor), 0.0, factor == 0.0);
+    angle = select(angle, 0.0, factor == 0.0);
     let c = cos(angle) * bitcast<f32>(p.attn_factor);
     let s = sin(angle) * bitcast<f32>(p.attn_factor);
     let at = (row * p.heads + head) * p.head_dim;

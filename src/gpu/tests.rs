@@ -191,20 +191,25 @@ fn rms_norm_add_and_gated_activations_match_the_cpu() {
 fn rope_matches_the_cpu_in_both_pairings_with_and_without_factors() {
     use super::RopeParams;
     use crate::model::ops::{apply_rope, rope_table};
-    use crate::model::{Rope, RopeStyle};
+    use crate::model::{Rope, RopeStyle, Yarn};
     let gpu = gpu();
     let mut rng = Rng(11);
     let (rows, heads, head_dim, start) = (7, 3, 64, 40);
-    for (style, rope_dims, factors) in [
-        (RopeStyle::Normal, 64, None),
+    // gpt-oss's YaRN: its ramp runs from pair 8 to 18 of 32 at this base.
+    let yarn = Some(Yarn { original_context: 4096 });
+    for (style, rope_dims, factors, yarn) in [
+        (RopeStyle::Normal, 64, None, None),
         (
             RopeStyle::Neox,
             64,
             Some(random(32, 1.0, &mut rng).iter().map(|f| 1.0 + f.abs()).collect::<Vec<_>>()),
+            None,
         ),
-        (RopeStyle::Neox, 32, None),
+        (RopeStyle::Neox, 32, None, None),
+        (RopeStyle::Neox, 64, None, yarn),
     ] {
-        let rope = Rope { base: 10_000.0, freq_scale: 0.5, attn_factor: 1.25 };
+        let base = if yarn.is_some() { 150_000.0 } else { 10_000.0 };
+        let rope = Rope { base, freq_scale: 0.5, attn_factor: 1.25, yarn };
         let x = random(rows * heads * head_dim, 2.0, &mut rng);
         let mut want = x.clone();
         let mut table = Vec::new();
@@ -221,9 +226,10 @@ fn rope_matches_the_cpu_in_both_pairings_with_and_without_factors() {
             base: rope.base,
             freq_scale: rope.freq_scale,
             attn_factor: rope.attn_factor,
+            yarn_ramp: yarn.map(|yarn| yarn.ramp(rope_dims, base)),
         };
         let got = gpu.rope(&x, params, factors.as_deref()).wait().unwrap();
-        assert_close(&format!("rope {style:?} {rope_dims}"), &got, &want, 2e-5);
+        assert_close(&format!("rope {style:?} {rope_dims} yarn {}", yarn.is_some()), &got, &want, 2e-5);
     }
 }
 
@@ -328,8 +334,16 @@ fn attention_matches_the_cpu_with_groups_windows_and_soft_caps() {
                 values: &v[..],
                 stride: n_kv * head_dim,
                 offset: (h / (n_head / n_kv)) * head_dim,
+                head_dim,
             };
-            attend_head_f32(&q[index * head_dim..][..head_dim], &view, first..position + 1, scoring, out);
+            attend_head_f32(
+                &q[index * head_dim..][..head_dim],
+                &view,
+                first..position + 1,
+                scoring,
+                None,
+                out,
+            );
         }
         assert_close(
             &format!("attention {queries}×{n_head}/{n_kv}×{head_dim} window {window} cap {softcap}"),

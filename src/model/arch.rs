@@ -28,6 +28,7 @@ pub enum Architecture {
     Lfm2,
     Lfm2Moe,
     Granite,
+    GptOss,
 }
 
 /// Which layer builder of `forward.rs` runs an architecture's layers.
@@ -52,6 +53,9 @@ pub enum Activation {
     GeGlu,
     /// No gate: `W_down · gelu(W_up · h)`, biases added after both (BERT).
     Gelu,
+    /// gpt-oss's clamped SwiGLU (llama.cpp `LLM_FFN_SWIGLU_OAI_MOE`): the gate capped at 7,
+    /// the up projection clamped to ±7, `gate · sigmoid(1.702 · gate) · (up + 1)`.
+    SwiGluOai,
 }
 
 /// How a token's position enters the model.
@@ -81,6 +85,9 @@ pub enum QkNorm {
 pub enum Gating {
     Softmax,
     Sigmoid,
+    /// The raw scores choose; the chosen ones' softmax weighs them (gpt-oss).
+    #[serde(rename = "softmax_weight")]
+    SoftmaxWeight,
 }
 
 /// Where an expert's FFN width comes from.
@@ -109,6 +116,9 @@ pub struct ExpertSpec {
     pub selection_bias: bool,
     /// The first `leading_dense_block_count` layers have a dense FFN instead (LFM2-MoE).
     pub leading_dense: bool,
+    /// Biases on the router's scores and on every expert's three projections (gpt-oss:
+    /// `ffn_gate_inp.bias`, `ffn_{gate,up,down}_exps.bias`).
+    pub biases: bool,
 }
 
 /// The defaults of an expert row: a renormalized softmax router, nothing more.
@@ -119,11 +129,12 @@ const SOFTMAX_EXPERTS: ExpertSpec = ExpertSpec {
     shared: false,
     selection_bias: false,
     leading_dense: false,
+    biases: false,
 };
 
-/// Biases on the Q, K and V projections (`blk.N.attn_{q,k,v}.bias`).
+/// Whether a projection's bias is read (`blk.N.attn_{q,k,v}.bias`, `blk.N.attn_output.bias`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum QkvBias {
+pub enum Bias {
     /// Never read, even where a file has them.
     Ignored,
     /// Read where the file has them.
@@ -201,7 +212,9 @@ pub struct ArchSpec {
     pub rope_style: RopeStyle,
     pub activation: Activation,
     pub qk_norm: QkNorm,
-    pub qkv_bias: QkvBias,
+    pub qkv_bias: Bias,
+    /// The attention output projection's bias (encoders read theirs wherever a file has one).
+    pub output_bias: Bias,
     /// Norms of the attention and FFN outputs before their residual adds
     /// (`post_attention_norm`, `post_ffw_norm`).
     pub post_norms: bool,
@@ -255,6 +268,9 @@ pub struct ArchSpec {
     /// block's output before its residual add (`residual_scale`), of the attention scores
     /// (`attention.scale`), and the logits divided by `logit_scale`.
     pub granite_scales: bool,
+    /// A learned logit per query head that joins every softmax of its attention scores and
+    /// takes its share of the weight (`attn_sinks`, gpt-oss).
+    pub attention_sinks: bool,
 }
 
 /// The defaults of a row: a Llama-like decoder (Qwen3's neighbours differ in a few fields).
@@ -266,7 +282,8 @@ const LLAMA_LIKE: ArchSpec = ArchSpec {
     rope_style: RopeStyle::Neox,
     activation: Activation::SwiGlu,
     qk_norm: QkNorm::None,
-    qkv_bias: QkvBias::Ignored,
+    qkv_bias: Bias::Ignored,
+    output_bias: Bias::Ignored,
     post_norms: false,
     ffn_norm: "ffn_norm",
     fused_gate_up: false,
@@ -291,6 +308,7 @@ const LLAMA_LIKE: ArchSpec = ArchSpec {
     dense_only: false,
     experts: None,
     granite_scales: false,
+    attention_sinks: false,
 };
 
 /// Gemma's common ground: scaled embeddings, post-norms, GeGLU.
@@ -308,22 +326,22 @@ const ENCODER: ArchSpec = ArchSpec {
     family: Family::Encoder,
     positions: Positions::Learned,
     activation: Activation::Gelu,
-    qkv_bias: QkvBias::Optional,
+    qkv_bias: Bias::Optional,
     ..LLAMA_LIKE
 };
 
 /// Every architecture, in the order people meet them in messages (and [`Architecture`]'s).
-pub const ARCHITECTURES: [ArchSpec; 17] = [
+pub const ARCHITECTURES: [ArchSpec; 18] = [
     // Qwen3: per-head Q/K RMSNorm, NeoX RoPE, GQA, SwiGLU.
     ArchSpec { architecture: Architecture::Qwen3, name: "qwen3", qk_norm: QkNorm::PerHead, ..LLAMA_LIKE },
     // Qwen2, Qwen2.5 (and DeepSeek-R1-Distill-Qwen): Q/K/V biases.
-    ArchSpec { architecture: Architecture::Qwen2, name: "qwen2", qkv_bias: QkvBias::Required, ..LLAMA_LIKE },
+    ArchSpec { architecture: Architecture::Qwen2, name: "qwen2", qkv_bias: Bias::Required, ..LLAMA_LIKE },
     // Llama (SmolLM2, Llama 2/3): interleaved ("normal") RoPE.
     ArchSpec {
         architecture: Architecture::Llama,
         name: "llama",
         rope_style: RopeStyle::Normal,
-        qkv_bias: QkvBias::Optional,
+        qkv_bias: Bias::Optional,
         ..LLAMA_LIKE
     },
     // SmolLM3: Llama whose every fourth layer attends without RoPE ("NoPE").
@@ -331,7 +349,7 @@ pub const ARCHITECTURES: [ArchSpec; 17] = [
         architecture: Architecture::Smollm3,
         name: "smollm3",
         rope_style: RopeStyle::Normal,
-        qkv_bias: QkvBias::Optional,
+        qkv_bias: Bias::Optional,
         no_rope_every: Some(4),
         ..LLAMA_LIKE
     },
@@ -437,6 +455,7 @@ pub const ARCHITECTURES: [ArchSpec; 17] = [
         architecture: Architecture::GraniteMoe,
         name: "granitemoe",
         rope_style: RopeStyle::Normal,
+        output_bias: Bias::Optional,
         experts: Some(ExpertSpec { shared: true, ..SOFTMAX_EXPERTS }),
         granite_scales: true,
         ..LLAMA_LIKE
@@ -478,8 +497,34 @@ pub const ARCHITECTURES: [ArchSpec; 17] = [
         architecture: Architecture::Granite,
         name: "granite",
         rope_style: RopeStyle::Normal,
-        qkv_bias: QkvBias::Optional,
+        qkv_bias: Bias::Optional,
+        output_bias: Bias::Optional,
         granite_scales: true,
+        ..LLAMA_LIKE
+    },
+    // gpt-oss: every layer's FFN a mixture of experts (raw router scores with a bias choose,
+    // their softmax weighs; biased experts through the clamped SwiGLU), biases on every
+    // attention projection, a sink logit per head, every other layer local, YaRN RoPE.
+    ArchSpec {
+        architecture: Architecture::GptOss,
+        name: "gpt-oss",
+        activation: Activation::SwiGluOai,
+        qkv_bias: Bias::Required,
+        output_bias: Bias::Required,
+        ffn_norm: "post_attention_norm",
+        sliding: Sliding::Periodic {
+            period: 2,
+            window: Window::Required,
+            local_rope: LocalRope::SwaBaseOrGlobal,
+        },
+        experts: Some(ExpertSpec {
+            gating: Some(Gating::SoftmaxWeight),
+            normalize: false,
+            width: ExpertWidth::ExpertKeyOrShare,
+            biases: true,
+            ..SOFTMAX_EXPERTS
+        }),
+        attention_sinks: true,
         ..LLAMA_LIKE
     },
 ];

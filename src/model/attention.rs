@@ -12,7 +12,7 @@
 
 use half::f16;
 
-use super::ops::ggml_expf;
+use super::ops::exp_and_sum;
 use crate::tensor::kv_rows::{self, dot_in_ggml_order, mul_add};
 
 /// Query count from which llama.cpp switches to its tiled F32 kernel (`GGML_FA_TILE_Q`).
@@ -26,15 +26,16 @@ pub struct HeadView<'a, T> {
     pub values: &'a [T],
     pub stride: usize,
     pub offset: usize,
+    pub head_dim: usize,
 }
 
 impl<T> HeadView<'_, T> {
-    fn key(&self, position: usize, head_dim: usize) -> &[T] {
-        &self.keys[position * self.stride + self.offset..][..head_dim]
+    fn key(&self, position: usize) -> &[T] {
+        &self.keys[position * self.stride + self.offset..][..self.head_dim]
     }
 
-    fn value(&self, position: usize, head_dim: usize) -> &[T] {
-        &self.values[position * self.stride + self.offset..][..head_dim]
+    fn value(&self, position: usize) -> &[T] {
+        &self.values[position * self.stride + self.offset..][..self.head_dim]
     }
 }
 
@@ -63,27 +64,45 @@ impl Scoring {
 }
 
 /// The one-pass kernel with an F16 accumulator (`flash_attn_ext_f16_one_chunk`), reading the
-/// cached halves directly (cheaper than widening the whole cache per layer first). `query16`
-/// and `accumulator` are scratch of `head_dim` floats.
+/// cached halves directly (cheaper than widening the whole cache per layer first). `scratch`
+/// holds at least twice `head_dim` floats.
 pub fn attend_head_f16_accumulator(
     query: &[f32],
     kv: &HeadView<'_, f16>,
     positions: std::ops::Range<usize>,
     scoring: Scoring,
-    query16: &mut [f32],
-    accumulator: &mut [f32],
+    sink: Option<f32>,
+    scratch: &mut [f32],
     out: &mut [f32],
 ) {
-    let head_dim = query.len();
+    let (query16, rest) = scratch.split_at_mut(query.len());
+    let accumulator = &mut rest[..query.len()];
     round_query(query, query16);
     accumulator.fill(0.0);
     let (mut max, mut sum) = (f32::NEG_INFINITY, 0.0f32);
     for j in positions {
-        let score = scoring.score(kv_rows::dot_with_key(query16, kv.key(j, head_dim)));
+        let score = scoring.score(kv_rows::dot_with_key(query16, kv.key(j)));
         let weight = online_softmax_step(score, &mut max, &mut sum, accumulator);
-        kv_rows::add_weighted_rounded(accumulator, kv.value(j, head_dim), weight);
+        kv_rows::add_weighted_rounded(accumulator, kv.value(j), weight);
+    }
+    if let Some(sink) = sink {
+        add_sink(sink, max, &mut sum, accumulator);
     }
     normalize(accumulator, sum, out);
+}
+
+/// A head's sink logit joins its softmax once every position is in, as one more score whose
+/// value row is zero (ggml adds it after the last position, the accumulator already in f32).
+#[inline]
+fn add_sink(sink: f32, max: f32, sum: &mut f32, accumulator: &mut [f32]) {
+    let (mut rescale, mut weight) = (1.0f32, 1.0f32);
+    if sink > max {
+        rescale = (max - sink).exp();
+        accumulator.iter_mut().for_each(|a| *a *= rescale);
+    } else {
+        weight = (sink - max).exp();
+    }
+    *sum = mul_add(*sum, rescale, weight);
 }
 
 /// The query as the one-pass kernel takes it: converted to F16.
@@ -118,31 +137,25 @@ fn normalize(accumulator: &[f32], sum: f32, out: &mut [f32]) {
 }
 
 /// [`attend_head_f16_accumulator`] for the query heads of one GQA group at once (`queries` and
-/// `out` hold rows of `head_dim`, one per head): each key and value row is read and widened
-/// once for all of them, and every head's operations, so its bits, are the single-head
-/// kernel's. `scratch` holds at least [`group_scratch_len`] floats.
+/// `out` hold rows of the view's `head_dim`, one per head; `sinks`, where the model has them,
+/// one per head): each key and value row is read and widened once for all of them, and every
+/// head's operations, so its bits, are the single-head kernel's. `scratch` holds at least
+/// [`group_scratch_len`] floats.
 pub fn attend_group_f16_accumulator(
     queries: &[f32],
-    head_dim: usize,
     kv: &HeadView<'_, f16>,
     positions: std::ops::Range<usize>,
     scoring: Scoring,
+    sinks: Option<&[f32]>,
     scratch: &mut [f32],
     out: &mut [f32],
 ) {
+    let head_dim = kv.head_dim;
     let (width, heads) = (queries.len(), queries.len() / head_dim);
     if heads == 1 {
         // One head reads its rows in place, without widening them first.
-        let (query16, rest) = scratch.split_at_mut(width);
-        return attend_head_f16_accumulator(
-            queries,
-            kv,
-            positions,
-            scoring,
-            query16,
-            &mut rest[..width],
-            out,
-        );
+        let sink = sinks.map(|s| s[0]);
+        return attend_head_f16_accumulator(queries, kv, positions, scoring, sink, scratch, out);
     }
     let (query16, rest) = scratch.split_at_mut(width);
     let (accumulators, rest) = rest.split_at_mut(width);
@@ -155,16 +168,19 @@ pub fn attend_group_f16_accumulator(
     max.fill(f32::NEG_INFINITY);
     sum.fill(0.0);
     for j in positions {
-        kv_rows::dot_with_key_heads(query16, kv.key(j, head_dim), scores);
+        kv_rows::dot_with_key_heads(query16, kv.key(j), scores);
         for (h, accumulator) in accumulators.chunks_exact_mut(head_dim).enumerate() {
             weights[h] = online_softmax_step(scoring.score(scores[h]), &mut max[h], &mut sum[h], accumulator);
         }
-        kv_rows::add_weighted_rounded_heads(accumulators, kv.value(j, head_dim), weights);
+        kv_rows::add_weighted_rounded_heads(accumulators, kv.value(j), weights);
     }
-    for ((accumulator, out), &sum) in
-        accumulators.chunks_exact(head_dim).zip(out.chunks_exact_mut(head_dim)).zip(&*sum)
+    for (h, (accumulator, out)) in
+        accumulators.chunks_exact_mut(head_dim).zip(out.chunks_exact_mut(head_dim)).enumerate()
     {
-        normalize(accumulator, sum, out);
+        if let Some(sinks) = sinks {
+            add_sink(sinks[h], max[h], &mut sum[h], accumulator);
+        }
+        normalize(accumulator, sum[h], out);
     }
 }
 
@@ -183,9 +199,9 @@ pub fn attend_head_f32(
     kv: &HeadView<'_, f32>,
     positions: std::ops::Range<usize>,
     scoring: Scoring,
+    sink: Option<f32>,
     out: &mut [f32],
 ) {
-    let head_dim = query.len();
     out.fill(0.0);
     let (mut max, mut sum) = (f32::NEG_INFINITY, 0.0f32);
     let mut weights = [0.0f32; KV_TILE];
@@ -196,7 +212,7 @@ pub fn attend_head_f32(
         for (i, w) in weights.iter_mut().enumerate() {
             let j = tile_start + i;
             *w = if positions.contains(&j) {
-                let key = kv.key(j, head_dim);
+                let key = kv.key(j);
                 let dot = if cfg!(target_family = "wasm") {
                     // A serial chain of 64 adds is latency-bound; the lanes vectorize.
                     dot_in_ggml_order(query, key, |k| k)
@@ -215,24 +231,19 @@ pub fn attend_head_f32(
             sum *= rescale;
             max = tile_max;
         }
-        // ggml_vec_soft_max_f32: ggml's exp, summed in groups of eight, groups summed in f64.
-        let mut tile_sum = 0.0f64;
-        for group in weights.chunks_exact_mut(8) {
-            for w in group.iter_mut() {
-                *w = ggml_expf(*w - max);
-            }
-            let r = [group[0] + group[4], group[1] + group[5], group[2] + group[6], group[3] + group[7]];
-            tile_sum += f64::from((r[0] + r[2]) + (r[1] + r[3]));
-        }
-        sum = (f64::from(sum) + tile_sum) as f32;
+        // ggml_vec_soft_max_f32 over the tile.
+        sum = (f64::from(sum) + exp_and_sum(&mut weights, max)) as f32;
         for (i, &w) in weights.iter().enumerate() {
             if w != 0.0 {
-                for (o, &v) in out.iter_mut().zip(kv.value(tile_start + i, head_dim)) {
+                for (o, &v) in out.iter_mut().zip(kv.value(tile_start + i)) {
                     *o = mul_add(w, v, *o);
                 }
             }
         }
         tile_start += KV_TILE;
+    }
+    if let Some(sink) = sink {
+        add_sink(sink, max, &mut sum, out);
     }
     let inverse = if sum == 0.0 { 0.0 } else { 1.0 / sum };
     out.iter_mut().for_each(|o| *o *= inverse);
@@ -250,7 +261,7 @@ mod tests {
         let values: Vec<f32> =
             (0..5 * head_dim).map(|i| round_to_f16(((i % 5) as f32 - 2.0) * 0.5)).collect();
         let query: Vec<f32> = (0..head_dim).map(|i| (i as f32 * 0.1).sin()).collect();
-        let kv = HeadView { keys: &keys, values: &values, stride: head_dim, offset: 0 };
+        let kv = HeadView { keys: &keys, values: &values, stride: head_dim, offset: 0, head_dim };
         // Reference in f64.
         let scores: Vec<f64> = (0..5)
             .map(|j| {
@@ -265,7 +276,7 @@ mod tests {
             .map(|d| (0..5).map(|j| weights[j] * f64::from(values[j * head_dim + d])).sum::<f64>() / total)
             .collect();
         let mut out = vec![0.0; head_dim];
-        attend_head_f32(&query, &kv, 0..5, Scoring::new(0.3, None), &mut out);
+        attend_head_f32(&query, &kv, 0..5, Scoring::new(0.3, None), None, &mut out);
         for (o, e) in out.iter().zip(&expected) {
             assert!((f64::from(*o) - e).abs() < 1e-5, "{o} vs {e}");
         }
@@ -273,19 +284,72 @@ mod tests {
             keys.iter().map(|&k| f16::from_f32(k)).collect(),
             values.iter().map(|&v| f16::from_f32(v)).collect(),
         );
-        let kv16 = HeadView { keys: &keys16[..], values: &values16[..], stride: head_dim, offset: 0 };
-        let (mut q16, mut acc) = (vec![0.0; head_dim], vec![0.0; head_dim]);
+        let kv16 =
+            HeadView { keys: &keys16[..], values: &values16[..], stride: head_dim, offset: 0, head_dim };
+        let mut scratch = vec![0.0; 2 * head_dim];
         attend_head_f16_accumulator(
             &query,
             &kv16,
             0..5,
             Scoring::new(0.3, None),
-            &mut q16,
-            &mut acc,
+            None,
+            &mut scratch,
             &mut out,
         );
         for (o, e) in out.iter().zip(&expected) {
             assert!((f64::from(*o) - e).abs() < 2e-3, "{o} vs {e}");
+        }
+    }
+
+    #[test]
+    fn a_sink_takes_its_share_of_the_softmax_in_both_kernels() {
+        let (head_dim, positions) = (16, 6);
+        let keys: Vec<f32> =
+            (0..positions * head_dim).map(|i| round_to_f16(((i % 9) as f32 - 4.0) * 0.2)).collect();
+        let values: Vec<f32> =
+            (0..positions * head_dim).map(|i| round_to_f16(((i % 7) as f32 - 3.0) * 0.5)).collect();
+        let query: Vec<f32> = (0..head_dim).map(|i| round_to_f16((i as f32 * 0.7).cos())).collect();
+        let scores: Vec<f64> = (0..positions)
+            .map(|j| {
+                (0..head_dim).map(|d| f64::from(query[d]) * f64::from(keys[j * head_dim + d])).sum::<f64>()
+                    * 0.5
+            })
+            .collect();
+        // A sink below every score, and one above them all (it rescales what was summed).
+        for sink in [-2.0f32, 9.0] {
+            let total: f64 = scores.iter().map(|s| s.exp()).sum::<f64>() + f64::from(sink).exp();
+            let expected: Vec<f64> = (0..head_dim)
+                .map(|d| {
+                    (0..positions).map(|j| scores[j].exp() * f64::from(values[j * head_dim + d])).sum::<f64>()
+                        / total
+                })
+                .collect();
+            let kv = HeadView { keys: &keys, values: &values, stride: head_dim, offset: 0, head_dim };
+            let mut out = vec![0.0; head_dim];
+            attend_head_f32(&query, &kv, 0..positions, Scoring::new(0.5, None), Some(sink), &mut out);
+            for (o, e) in out.iter().zip(&expected) {
+                assert!((f64::from(*o) - e).abs() < 1e-5, "f32 kernel, sink {sink}: {o} vs {e}");
+            }
+            let (keys16, values16): (Vec<f16>, Vec<f16>) = (
+                keys.iter().map(|&k| f16::from_f32(k)).collect(),
+                values.iter().map(|&v| f16::from_f32(v)).collect(),
+            );
+            let kv16 =
+                HeadView { keys: &keys16[..], values: &values16[..], stride: head_dim, offset: 0, head_dim };
+            let mut scratch = vec![0.0; 2 * head_dim];
+            let scoring = Scoring::new(0.5, None);
+            attend_head_f16_accumulator(
+                &query,
+                &kv16,
+                0..positions,
+                scoring,
+                Some(sink),
+                &mut scratch,
+                &mut out,
+            );
+            for (o, e) in out.iter().zip(&expected) {
+                assert!((f64::from(*o) - e).abs() < 2e-3, "f16 kernel, sink {sink}: {o} vs {e}");
+            }
         }
     }
 
@@ -296,23 +360,35 @@ mod tests {
         let keys: Vec<f16> = (0..positions * head_dim).map(|i| half(i, 7, 0.05)).collect();
         let values: Vec<f16> = (0..positions * head_dim).map(|i| half(i, 11, 0.3)).collect();
         let queries: Vec<f32> = (0..heads * head_dim).map(|i| (i as f32 * 0.37).sin() * 2.0).collect();
-        let kv = HeadView { keys: &keys[..], values: &values[..], stride: head_dim, offset: 0 };
+        let kv = HeadView { keys: &keys[..], values: &values[..], stride: head_dim, offset: 0, head_dim };
         let scoring = Scoring::new(0.2, Some(30.0));
+        // One sink above every score (it rescales what was summed), the others below.
+        let sinks = [40.0, -3.0, 0.5];
         let mut scratch = vec![0.0; group_scratch_len(heads, head_dim)];
         let mut together = vec![0.0; heads * head_dim];
         attend_group_f16_accumulator(
             &queries,
-            head_dim,
             &kv,
             2..positions,
             scoring,
+            Some(&sinks),
             &mut scratch,
             &mut together,
         );
-        for (query, got) in queries.chunks_exact(head_dim).zip(together.chunks_exact(head_dim)) {
-            let (mut q16, mut acc, mut alone) =
-                (vec![0.0; head_dim], vec![0.0; head_dim], vec![0.0; head_dim]);
-            attend_head_f16_accumulator(query, &kv, 2..positions, scoring, &mut q16, &mut acc, &mut alone);
+        for (h, (query, got)) in
+            queries.chunks_exact(head_dim).zip(together.chunks_exact(head_dim)).enumerate()
+        {
+            let (mut single_scratch, mut alone) = (vec![0.0; 2 * head_dim], vec![0.0; head_dim]);
+            let sink = Some(sinks[h]);
+            attend_head_f16_accumulator(
+                query,
+                &kv,
+                2..positions,
+                scoring,
+                sink,
+                &mut single_scratch,
+                &mut alone,
+            );
             assert_eq!(
                 got.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
                 alone.iter().map(|x| x.to_bits()).collect::<Vec<_>>()

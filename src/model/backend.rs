@@ -32,7 +32,7 @@ pub struct LayerRope<'a> {
 
 /// A layer's attention, resolved likewise.
 #[derive(Clone, Copy, Debug)]
-pub struct LayerAttention {
+pub struct LayerAttention<'a> {
     /// Each score is multiplied by this (1 where the queries were scaled instead).
     pub score_scale: f32,
     /// Scores soft-capped (`cap · tanh(score / cap)`), Gemma 2's.
@@ -42,6 +42,8 @@ pub struct LayerAttention {
     /// The layer whose cached keys and values it reads: itself, or the earlier layer it
     /// shares them with (Gemma 4's last layers).
     pub kv_layer: usize,
+    /// Each query head's sink logit, a softmax term with no value (gpt-oss).
+    pub sinks: Option<&'a [f32]>,
 }
 
 /// What becomes of the output projection's values, in this order.

@@ -28,8 +28,43 @@ pub struct Rope {
     /// Positions are multiplied by this (1 / linear scaling factor).
     pub freq_scale: f32,
     /// Cosines and sines are multiplied by this (`rope.scaling.attn_factor`, LongRoPE's
-    /// attention factor; ggml's `mscale`).
+    /// attention factor; ggml's `mscale`, YaRN's magnitude correction included).
     pub attn_factor: f32,
+    /// YaRN's blend of scaled and unscaled frequencies, where the file scales by YaRN.
+    pub yarn: Option<Yarn>,
+}
+
+/// YaRN (`rope.scaling.type = yarn`), as ggml's `rope_yarn` with llama.cpp's defaults
+/// (extrapolation factor 1, β_fast 32, β_slow 1, which llama.cpp does not read from files):
+/// pairs that turn many times over the original context keep their unscaled angle, pairs that
+/// turn less than once take the scaled one, and a linear ramp blends those between.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Yarn {
+    /// The context the model was trained for before scaling
+    /// (`rope.scaling.original_context_length`).
+    pub original_context: usize,
+}
+
+impl Yarn {
+    const BETA_FAST: f32 = 32.0;
+    const BETA_SLOW: f32 = 1.0;
+
+    /// The pair indices where the ramp starts and ends (`ggml_rope_yarn_corr_dims`), for
+    /// `dims` rotated dimensions at `base`.
+    pub fn ramp(self, dims: usize, base: f32) -> [f32; 2] {
+        // The dimension whose pair turns `turns` times over the original context.
+        let dim = |turns: f32| {
+            dims as f32 * (self.original_context as f32 / (turns * 2.0 * std::f32::consts::PI)).ln()
+                / (2.0 * base.ln())
+        };
+        [dim(Self::BETA_FAST).floor().max(0.0), dim(Self::BETA_SLOW).ceil().min(dims as f32 - 1.0)]
+    }
+
+    /// How much of pair `pair`'s angle stays unscaled (1 below the ramp, 0 past it).
+    pub fn extrapolation(ramp: [f32; 2], pair: usize) -> f32 {
+        let y = (pair as f32 - ramp[0]) / (ramp[1] - ramp[0]).max(0.001);
+        1.0 - y.clamp(0.0, 1.0)
+    }
 }
 
 /// The shape of a gated DeltaNet layer (Qwen3.5's `ssm.*` keys): a causal convolution over
@@ -98,6 +133,8 @@ pub struct Experts {
     pub dense_lead: usize,
     /// A per-expert bias moves the choice (`exp_probs_b`).
     pub selection_bias: bool,
+    /// The router and every expert projection have biases (gpt-oss).
+    pub biases: bool,
 }
 
 /// What can differ from layer to layer (Gemma 4: sliding-window layers have their own head
@@ -218,7 +255,7 @@ const MAX_CONTEXT: u64 = 1 << 24;
 const MAX_DELTA_NET_HEAD: u64 = 1 << 10;
 const MAX_CONV_KERNEL: u64 = 64;
 /// llama.cpp's `LLAMA_MAX_EXPERTS`.
-const MAX_EXPERTS: u64 = 512;
+pub(super) const MAX_EXPERTS: u64 = 512;
 
 impl Config {
     /// Reads the hyperparameters of `architecture`; `vocab_size` comes from the embedding tensor.
@@ -376,22 +413,36 @@ impl Config {
             }
         };
         let rope_base = keys.positive_float("rope.freq_base")?.unwrap_or(10_000.0);
-        let freq_scale = match keys.metadata.get_str(&keys.key("rope.scaling.type")) {
-            None | Some("none") => 1.0,
-            Some("linear") => 1.0 / keys.positive_float("rope.scaling.factor")?.unwrap_or(1.0),
+        let context_length = keys.optional_count("context_length", MAX_CONTEXT)?.unwrap_or(4096);
+        let rope_original_context = keys
+            .optional_count("rope.scaling.original_context_length", MAX_CONTEXT)?
+            .unwrap_or(context_length);
+        let scaling_factor = || keys.positive_float("rope.scaling.factor").map(|f| f.unwrap_or(1.0));
+        let (freq_scale, yarn) = match keys.metadata.get_str(&keys.key("rope.scaling.type")) {
+            None | Some("none") => (1.0, None),
+            Some("linear") => (1.0 / scaling_factor()?, None),
+            Some("yarn") => (1.0 / scaling_factor()?, Some(Yarn { original_context: rope_original_context })),
             Some(other) => {
-                return Err(
-                    keys.bad("rope.scaling.type", format!("= `{other}` is not supported (only linear)"))
-                );
+                return Err(keys.bad(
+                    "rope.scaling.type",
+                    format!("= `{other}` is not supported (only linear and yarn)"),
+                ));
             }
         };
-        let context_length = keys.optional_count("context_length", MAX_CONTEXT)?.unwrap_or(4096);
-
-        let attn_factor = keys.positive_float("rope.scaling.attn_factor")?.unwrap_or(1.0);
-        let rope_global = Rope { base: rope_base, freq_scale, attn_factor };
+        let mut attn_factor = keys.positive_float("rope.scaling.attn_factor")?.unwrap_or(1.0);
+        if yarn.is_some() {
+            // llama.cpp's context sets ggml's mscale to `m(s) / (1 + 0.1 ln s)` times the file's
+            // factor, m(s) = 1 + 0.1 ln s for s > 1, and ggml's rope multiplies by
+            // `1 + 0.1 ln s` again (an FMA there): the same roundings, in the same order.
+            let factor = 1.0 / freq_scale;
+            let magnitude = if factor <= 1.0 { 1.0 } else { 0.1 * factor.ln() + 1.0 };
+            let context_factor = magnitude * (1.0 / (1.0 + 0.1 * factor.ln()));
+            attn_factor = context_factor * attn_factor * 0.1f32.mul_add((1.0 / freq_scale).ln(), 1.0);
+        }
+        let rope_global = Rope { base: rope_base, freq_scale, attn_factor, yarn };
         let local_rope = |local: LocalRope| -> Result<Rope, ModelError> {
             Ok(match local {
-                LocalRope::Base(base) => Rope { base, freq_scale: 1.0, attn_factor: 1.0 },
+                LocalRope::Base(base) => Rope { base, freq_scale: 1.0, attn_factor: 1.0, yarn: None },
                 LocalRope::SwaBaseOrGlobal => Rope {
                     base: keys.positive_float("rope.freq_base_swa")?.unwrap_or(rope_base),
                     ..rope_global
@@ -532,9 +583,7 @@ impl Config {
             context_length,
             sliding_window,
             global_layer_period,
-            rope_original_context: keys
-                .optional_count("rope.scaling.original_context_length", MAX_CONTEXT)?
-                .unwrap_or(context_length),
+            rope_original_context,
             no_rope_layer_step: spec.no_rope_every,
             // llama.cpp's Granite reads `rope.scaling.finetuned` as the switch for RoPE.
             rope_off: spec.granite_scales
@@ -712,11 +761,12 @@ impl Keys<'_> {
                 None => return Err(self.missing("expert_gating_func")),
                 Some(Some(1)) => Gating::Softmax,
                 Some(Some(2)) => Gating::Sigmoid,
+                Some(Some(3)) => Gating::SoftmaxWeight,
                 Some(other) => {
                     let found = other.map_or("not a number".into(), |n| n.to_string());
                     return Err(self.bad(
                         "expert_gating_func",
-                        format!("= {found}: only 1 (softmax) and 2 (sigmoid) run"),
+                        format!("= {found}: only 1 (softmax), 2 (sigmoid) and 3 (softmax of the chosen) run"),
                     ));
                 }
             },
@@ -741,6 +791,7 @@ impl Keys<'_> {
             normalize: spec.normalize,
             dense_lead,
             selection_bias: spec.selection_bias,
+            biases: spec.biases,
         })
     }
 
@@ -928,12 +979,13 @@ mod tests {
             Architecture::Lfm2 => 14,
             Architecture::Lfm2Moe => 15,
             Architecture::Granite => 16,
+            Architecture::GptOss => 17,
         };
-        assert_eq!(Architecture::all().map(row).collect::<Vec<_>>(), (0..17).collect::<Vec<_>>());
+        assert_eq!(Architecture::all().map(row).collect::<Vec<_>>(), (0..18).collect::<Vec<_>>());
         let message = ModelError::UnsupportedArchitecture("mamba".into()).to_string();
         assert!(
             message
-                .ends_with("(supported: qwen3, qwen2, llama, smollm3, phi3, gemma2, gemma3, qwen35, gemma4, bert, nomic-bert, qwen3moe, olmoe, granitemoe, lfm2, lfm2moe, granite)"),
+                .ends_with("(supported: qwen3, qwen2, llama, smollm3, phi3, gemma2, gemma3, qwen35, gemma4, bert, nomic-bert, qwen3moe, olmoe, granitemoe, lfm2, lfm2moe, granite, gpt-oss)"),
             "{message}"
         );
     }

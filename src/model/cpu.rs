@@ -15,10 +15,10 @@ use super::cache::Cache;
 use super::config::Config;
 use super::delta_net::{DeltaInputs, causal_conv, causal_conv_silu, delta_rule, gates, l2_normalize_heads};
 use super::error::{ModelError, try_zeroed};
-use super::experts::{Choice, route};
+use super::experts::{Choice, RouterBiases, route};
 use super::ops::{
-    add_in_place, apply_rope, geglu, gelu, layer_norm_in_place, rms_norm, rms_norm_in_place, rms_scale,
-    rope_table, sigmoid, silu, swiglu,
+    add_in_place, apply_rope, gated, gelu, layer_norm_in_place, rms_norm, rms_norm_in_place, rms_scale,
+    rope_table, sigmoid, silu,
 };
 use super::weights::{
     DeltaNetWeights, EncoderInput, ExpertWeights, FeedForward, FfnParts, Matrix, Norm, PerLayerWeights,
@@ -529,7 +529,7 @@ impl Backend for Cpu<'_> {
     }
 
     fn add_bias(&mut self, buf: Buf, bias: &[f32]) {
-        self.buf(buf).chunks_exact_mut(bias.len()).for_each(|row| add_in_place(row, bias));
+        add_rows_bias(self.buf(buf), bias);
     }
 
     fn scale(&mut self, buf: Buf, factor: f32) {
@@ -648,9 +648,12 @@ impl Backend for Cpu<'_> {
         let scores = &mut x.scores[..n * count];
         project(self.file, Input::FeedForwardIn(l), h, quantized, &weights.router, scores)?;
         let chosen = &mut x.chosen[..n * used];
-        let bias = weights.selection_bias.as_deref();
+        let biases = RouterBiases {
+            scores: weights.router_bias.as_deref(),
+            selection: weights.selection_bias.as_deref(),
+        };
         for (scores, chosen) in scores.chunks_exact_mut(count).zip(chosen.chunks_exact_mut(used)) {
-            route(&shape, scores, bias, chosen);
+            route(&shape, scores, biases, chosen);
         }
         x.order.clear();
         x.seen.iter_mut().for_each(|seen| *seen = false);
@@ -911,8 +914,9 @@ fn attend(
             for (j, head_out) in part_out.chunks_exact_mut(hd).enumerate() {
                 let (t, h) = ((first_head + j) / c.n_head, (first_head + j) % c.n_head);
                 let query = &q[t * qd + h * hd..][..hd];
-                let kv = HeadView { keys, values, stride: kvd, offset: (h / group) * hd };
-                attend_head_f32(query, &kv, keys_of(t), scoring, head_out);
+                let kv = HeadView { keys, values, stride: kvd, offset: (h / group) * hd, head_dim: hd };
+                let sink = attention.sinks.map(|sinks| sinks[h]);
+                attend_head_f32(query, &kv, keys_of(t), scoring, sink, head_out);
             }
         });
         return;
@@ -933,9 +937,15 @@ fn attend(
             // Units run query by query, then head by head.
             let (t, first_head) = ((first + j) / units_per_query, (first + j) % units_per_query * unit_heads);
             let queries = &q[t * qd + first_head * hd..][..unit_width];
-            let kv =
-                HeadView { keys: keys16, values: values16, stride: kvd, offset: (first_head / group) * hd };
-            attend_group_f16_accumulator(queries, hd, &kv, keys_of(t), scoring, &mut scratch, unit_out);
+            let kv = HeadView {
+                keys: keys16,
+                values: values16,
+                stride: kvd,
+                offset: (first_head / group) * hd,
+                head_dim: hd,
+            };
+            let sinks = attention.sinks.map(|sinks| &sinks[first_head..first_head + unit_heads]);
+            attend_group_f16_accumulator(queries, &kv, keys_of(t), scoring, sinks, &mut scratch, unit_out);
         }
     });
 }
@@ -1059,17 +1069,21 @@ fn run_experts(
         }
     }
     matmul_groups(jobs)?;
-    match activation {
-        Activation::GeGlu => geglu(gate, up),
-        _ => swiglu(gate, up),
+    if let Some(biases) = &weights.biases {
+        for (e, range) in group {
+            let rows = span(range);
+            add_rows_bias(&mut gate[rows.start * ff..rows.end * ff], &biases.gate[e * ff..(e + 1) * ff]);
+            add_rows_bias(&mut up[rows.start * ff..rows.end * ff], &biases.up[e * ff..(e + 1) * ff]);
+        }
     }
+    gated(activation, gate, up);
     let down_type = weights.down[0].weight_type.activation_type();
     for ((_, range), a) in group.iter().zip(activations.iter_mut()) {
         let rows = span(range);
         a.hidden.requantize(down_type, &gate[rows.start * ff..rows.end * ff], rows.len(), ff)?;
     }
     let mut jobs = Vec::with_capacity(group.len());
-    let mut out_rest = output;
+    let mut out_rest = &mut *output;
     for ((e, range), a) in group.iter().zip(activations.iter()) {
         let (o, rest) = std::mem::take(&mut out_rest).split_at_mut(range.len() * d);
         out_rest = rest;
@@ -1084,7 +1098,20 @@ fn run_experts(
         jobs.push((vec![operand], &a.hidden));
     }
     matmul_groups(jobs)?;
+    if let Some(biases) = &weights.biases {
+        let mut at = 0;
+        for (e, range) in group {
+            let rows = range.len() * d;
+            add_rows_bias(&mut output[at..at + rows], &biases.down[e * d..(e + 1) * d]);
+            at += rows;
+        }
+    }
     Ok(())
+}
+
+/// `rows += bias`, in every row of `bias.len()`.
+fn add_rows_bias(rows: &mut [f32], bias: &[f32]) {
+    rows.chunks_exact_mut(bias.len()).for_each(|row| add_in_place(row, bias));
 }
 
 /// The gate and up projections' outputs of a feed-forward network, each at least
@@ -1112,16 +1139,13 @@ fn ffn_rows(
     let hidden = match (ffn.gate, activation) {
         (Some(w_gate), Activation::SwiGlu | Activation::GeGlu) => {
             project_many(file, input, h, quantized, [(w_gate, &mut *gate), (ffn.up, &mut *up)])?;
-            match activation {
-                Activation::GeGlu => geglu(gate, up),
-                _ => swiglu(gate, up),
-            }
+            gated(activation, gate, up);
             gate
         }
         _ => {
             project(file, input, h, quantized, ffn.up, up)?;
             if let Some(bias) = ffn.b_up {
-                up.chunks_exact_mut(ff).for_each(|row| add_in_place(row, bias));
+                add_rows_bias(up, bias);
             }
             up.iter_mut().for_each(|v| *v = gelu(*v));
             up
@@ -1129,7 +1153,7 @@ fn ffn_rows(
     };
     project(file, hidden_name, hidden, quantized, ffn.down, out)?;
     if let Some(bias) = ffn.b_down {
-        out.chunks_exact_mut(ffn.down.rows).for_each(|row| add_in_place(row, bias));
+        add_rows_bias(out, bias);
     }
     Ok(())
 }

@@ -235,7 +235,7 @@ struct Layer<'a> {
     l: usize,
     rope: Option<LayerRope<'a>>,
     /// The attention's facts but its score scale (which the block decides).
-    attention: LayerAttention,
+    attention: LayerAttention<'a>,
 }
 
 impl<'a> Layer<'a> {
@@ -255,6 +255,10 @@ impl<'a> Layer<'a> {
             softcap: c.attn_softcap,
             window: if c.is_sliding(l) { c.sliding_window } else { None },
             kv_layer: shape.kv_from,
+            sinks: match &w.layers[l].mixer {
+                Mixer::Attention(attention) => attention.sinks.as_deref(),
+                _ => None,
+            },
         };
         Layer { c, l, rope, attention }
     }

@@ -3,10 +3,11 @@
 //! parallel parts of whole rows (or elements): each value is computed as on one thread.
 
 use crate::parallel;
-use crate::tensor::{fma, table_over_f16};
+use crate::tensor::{fma, sum_lanes, table_over_f16};
 use half::f16;
 
-use super::config::{Rope, RopeStyle};
+use super::arch::Activation;
+use super::config::{Rope, RopeStyle, Yarn};
 
 /// Elements below which a part of an element-wise step is not worth another thread: in a
 /// prefill batch these steps took 10 % of a single-threaded step (SmolLM2, pp64), enough to
@@ -122,10 +123,17 @@ pub fn rope_table(
 ) {
     table.clear();
     let theta_scale = rope.base.powf(-2.0 / rope_dims as f32);
+    let ramp = rope.yarn.map(|yarn| yarn.ramp(rope_dims, rope.base));
     let mut theta = position as f32;
     for i in 0..rope_dims / 2 {
         let factor = freq_factors.map_or(1.0, |f| f[i]);
-        let angle = rope.freq_scale * (theta / factor);
+        let unscaled = theta / factor;
+        let mut angle = rope.freq_scale * unscaled;
+        if let Some(ramp) = ramp {
+            // `scaled·(1 - e) + unscaled·e`, the first product fused as GCC contracts it.
+            let extrapolated = Yarn::extrapolation(ramp, i);
+            angle = fma(angle, 1.0 - extrapolated, unscaled * extrapolated);
+        }
         table.push((angle.cos() * rope.attn_factor, angle.sin() * rope.attn_factor));
         theta *= theta_scale;
     }
@@ -147,6 +155,51 @@ pub fn apply_rope(x: &mut [f32], head_dim: usize, table: &[(f32, f32)], style: R
             head[b] = fma(x0, sin, x1 * cos);
         }
     }
+}
+
+/// `gate = act(gate) * up` with the architecture's gated activation.
+pub fn gated(activation: Activation, gate: &mut [f32], up: &[f32]) {
+    match activation {
+        Activation::GeGlu => geglu(gate, up),
+        Activation::SwiGluOai => swiglu_oai(gate, up),
+        Activation::SwiGlu | Activation::Gelu => swiglu(gate, up),
+    }
+}
+
+/// gpt-oss's clamped SwiGLU (ggml's `swiglu_oai`, α 1.702, limit 7): the gate capped at 7,
+/// the up projection clamped to ±7, `gate · sigmoid(α · gate) · (up + 1)`. A NaN gate stays NaN
+/// as with C++'s `std::min` (Rust's `min` would drop it).
+pub fn swiglu_oai(gate: &mut [f32], up: &[f32]) {
+    const ALPHA: f32 = 1.702;
+    const LIMIT: f32 = 7.0;
+    combine_in_parts(gate, up, MIN_GATED_PART_ELEMENTS, |g, u| {
+        let x = if LIMIT < g { LIMIT } else { g };
+        x / (1.0 + (ALPHA * -x).exp()) * (u.clamp(-LIMIT, LIMIT) + 1.0)
+    });
+}
+
+/// `x[i] = exp(x[i] - max)`, returning their sum, as ggml's `ggml_vec_soft_max_f32` on an AVX2
+/// host computes both: groups of eight through its vectorized exponential, each group summed
+/// in f32 as a 256-bit register reduces and the groups in f64; the rest through libm's.
+pub fn exp_and_sum(x: &mut [f32], max: f32) -> f64 {
+    let mut groups = x.chunks_exact_mut(8);
+    let mut sum = 0.0f64;
+    for group in &mut groups {
+        group.iter_mut().for_each(|v| *v = ggml_expf(*v - max));
+        sum += f64::from(sum_lanes(std::array::from_fn(|i| group[i])));
+    }
+    for v in groups.into_remainder() {
+        *v = (*v - max).exp();
+        sum += f64::from(*v);
+    }
+    sum
+}
+
+/// ggml's `soft_max` of one row, in place.
+pub fn softmax(x: &mut [f32]) {
+    let max = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let scale = (1.0 / exp_and_sum(x, max)) as f32;
+    x.iter_mut().for_each(|v| *v *= scale);
 }
 
 /// `gate = silu(gate) * up` (SwiGLU), with ggml's vectorized `expf` so that the product
@@ -284,7 +337,7 @@ mod tests {
 
     #[test]
     fn rope_at_position_zero_is_identity_and_preserves_norm_elsewhere() {
-        let rope = Rope { base: 10_000.0, freq_scale: 1.0, attn_factor: 1.0 };
+        let rope = Rope { base: 10_000.0, freq_scale: 1.0, attn_factor: 1.0, yarn: None };
         let mut table = Vec::new();
         let original: Vec<f32> = (0..8).map(|i| i as f32 - 3.5).collect();
         for style in [RopeStyle::Normal, RopeStyle::Neox] {
@@ -302,7 +355,7 @@ mod tests {
 
     #[test]
     fn neox_and_normal_pair_different_dimensions() {
-        let rope = Rope { base: 10_000.0, freq_scale: 1.0, attn_factor: 1.0 };
+        let rope = Rope { base: 10_000.0, freq_scale: 1.0, attn_factor: 1.0, yarn: None };
         let mut table = Vec::new();
         rope_table(&mut table, 1, rope, 4, None);
         // Only dimension 0 is non-zero: NORM mixes it into dimension 1, NEOX into dimension 2.

@@ -4,7 +4,7 @@
 
 use std::ops::Range;
 
-use super::arch::{Activation, Family, Positions, QkNorm, QkvBias};
+use super::arch::{Activation, Bias, Family, Positions, QkNorm};
 use super::bytes::ModelBytes;
 use super::config::{Config, DeltaNet, Experts};
 use super::error::ModelError;
@@ -144,6 +144,19 @@ pub struct ExpertWeights {
     pub shared: Option<FeedForward>,
     /// Added to the probabilities to choose experts, not to weigh them (`exp_probs_b`).
     pub selection_bias: Option<Vec<f32>>,
+    /// Added to the router's scores before anything else (`ffn_gate_inp.bias`, gpt-oss).
+    pub router_bias: Option<Vec<f32>>,
+    /// Each expert's projection biases (gpt-oss).
+    pub biases: Option<Box<ExpertBiases>>,
+}
+
+/// The biases of every expert's projections, one row per expert (`ffn_{gate,up,down}_exps.bias`).
+pub struct ExpertBiases {
+    /// `count × width` each.
+    pub gate: Vec<f32>,
+    pub up: Vec<f32>,
+    /// `count × n_embd`.
+    pub down: Vec<f32>,
 }
 
 impl ExpertWeights {
@@ -205,6 +218,8 @@ pub struct AttentionWeights {
     /// Per-head RMSNorm of queries and keys (Qwen3, Gemma 3, Qwen3.5).
     pub q_norm: Option<Vec<f32>>,
     pub k_norm: Option<Vec<f32>>,
+    /// Each query head's sink logit (`attn_sinks`, gpt-oss).
+    pub sinks: Option<Vec<f32>>,
 }
 
 /// A gated DeltaNet layer's tensors (llama.cpp's names in brackets).
@@ -278,8 +293,8 @@ impl Weights {
         let d = config.n_embd;
         let spec = config.spec();
         let has_post_norms = spec.post_norms;
-        let bias_required = spec.qkv_bias == QkvBias::Required;
-        let bias_allowed = spec.qkv_bias != QkvBias::Ignored;
+        let bias_required = spec.qkv_bias == Bias::Required;
+        let bias_allowed = spec.qkv_bias != Bias::Ignored;
 
         // llama.cpp's first use of token_embd is GET_ROWS, so it never enters the repack buffer;
         // an output projection tied to it is multiplied with the plain kernels.
@@ -414,9 +429,9 @@ impl Weights {
                         bq,
                         bk,
                         bv,
-                        // Encoders' output bias, and Granite's where its file has one.
-                        bo: match header.tensor(&format!("blk.{i}.attn_output.bias")) {
-                            Some(_) if spec.granite_scales => {
+                        // The family's output bias, or an encoder's wherever its file has one.
+                        bo: match (spec.output_bias, header.tensor(&format!("blk.{i}.attn_output.bias"))) {
+                            (Bias::Required, _) | (Bias::Optional, Some(_)) => {
                                 tensors.vector(&format!("blk.{i}.attn_output.bias"), d).map(Some)?
                             }
                             _ => encoder_bias("attn_output", d, true)?,
@@ -427,6 +442,10 @@ impl Weights {
                             qk_norm_width(hd, kv),
                             has_qk_norm && keeps_kv,
                         )?,
+                        sinks: match spec.attention_sinks {
+                            true => Some(tensors.vector(&name("attn_sinks"), config.n_head)?),
+                            false => None,
+                        },
                     })
                 }
             };
@@ -618,12 +637,25 @@ impl Tensors<'_> {
             }),
             None => None,
         };
-        Ok(ExpertWeights { router, gate, up, down, shared, selection_bias })
+        let bias =
+            |suffix: &str, width: usize| self.decoded(&format!("blk.{layer}.{suffix}.bias"), &[width, count]);
+        let (router_bias, biases) = match shape.biases {
+            true => (
+                Some(self.vector(&format!("blk.{layer}.ffn_gate_inp.bias"), count)?),
+                Some(Box::new(ExpertBiases {
+                    gate: bias("ffn_gate_exps", width)?,
+                    up: bias("ffn_up_exps", width)?,
+                    down: bias("ffn_down_exps", d)?,
+                })),
+            ),
+            false => (None, None),
+        };
+        Ok(ExpertWeights { router, gate, up, down, shared, selection_bias, router_bias, biases })
     }
 
     /// A stack of `count` matrices of `rows × cols` (ggml dims `[cols, rows, count]`), as a
-    /// view per expert: each a row range of the stack read as its own matrix, laid out as
-    /// llama.cpp's matmul of one expert would hold it.
+    /// view per expert: each a row range of the stack read as its own matrix, laid out and
+    /// multiplied as llama.cpp's `MUL_MAT_ID` holds and multiplies the stack.
     fn expert_stack(
         &self,
         name: &str,
@@ -642,7 +674,7 @@ impl Tensors<'_> {
             });
         }
         let expert_bytes = rows * row_bytes;
-        let layout = WeightLayout::for_matmul(weight_type, rows);
+        let layout = WeightLayout::for_expert(weight_type, rows);
         Ok((0..count)
             .map(|e| {
                 // A header-only check has an empty range: every view is empty too.

@@ -105,6 +105,52 @@ pub(super) fn dot_f32(src: &[u8], activations: &[f32]) -> f32 {
     f32s(src).zip(activations).fold(0.0f64, |sum, (w, &a)| sum + f64::from(w * a)) as f32
 }
 
+/// The eight lanes of a 256-bit register summed as ggml and llamafile reduce one: the halves
+/// added (`lane i + lane i+4`), then `(0 + 2) + (1 + 3)`.
+#[inline(always)]
+pub fn sum_lanes(lanes: [f32; 8]) -> f32 {
+    let r: [f32; 4] = std::array::from_fn(|i| lanes[i] + lanes[i + 4]);
+    (r[0] + r[2]) + (r[1] + r[3])
+}
+
+/// ggml's `ggml_vec_dot_f32` on an AVX2 host (one activation row): four accumulators of
+/// eight lanes take each 32 elements by FMA, are added 0+2, 1+3, then together, and the
+/// lanes reduced as `GGML_F32x8_REDUCE` does (`(0+4 + 1+5) + (2+6 + 3+7)`); the elements past
+/// the last 32 are added one by one.
+#[cfg(not(target_family = "wasm"))]
+pub(super) fn dot_f32_ggml_order(src: &[u8], activations: &[f32]) -> f32 {
+    let n = activations.len() / 32 * 32;
+    let mut sums = [[0.0f32; 8]; 4];
+    for (i, (w, &a)) in f32s(src).zip(&activations[..n]).enumerate() {
+        let lane = &mut sums[i / 8 % 4][i % 8];
+        *lane = fma(w, a, *lane);
+    }
+    let pair: [[f32; 8]; 2] = std::array::from_fn(|j| std::array::from_fn(|i| sums[j][i] + sums[j + 2][i]));
+    let all: [f32; 8] = std::array::from_fn(|i| pair[0][i] + pair[1][i]);
+    let half: [f32; 4] = std::array::from_fn(|i| all[i] + all[i + 4]);
+    let mut sum = (half[0] + half[1]) + (half[2] + half[3]);
+    for (w, &a) in f32s(&src[4 * n..]).zip(&activations[n..]) {
+        sum = fma(w, a, sum);
+    }
+    sum
+}
+
+/// llamafile's `tinyBLAS` F32 GEMM on an AVX2 host, which llama.cpp runs for F32 matrices
+/// from two activation rows on: one accumulator of eight lanes takes the row by FMA and is
+/// reduced by [`sum_lanes`]. (A row whose length is not a multiple of 8 makes llama.cpp fall
+/// back to [`dot_f32_ggml_order`].)
+#[cfg(not(target_family = "wasm"))]
+pub(super) fn dot_f32_sgemm_order(src: &[u8], activations: &[f32]) -> f32 {
+    if !activations.len().is_multiple_of(8) {
+        return dot_f32_ggml_order(src, activations);
+    }
+    let mut lanes = [0.0f32; 8];
+    for (i, (w, &a)) in f32s(src).zip(activations).enumerate() {
+        lanes[i % 8] = fma(w, a, lanes[i % 8]);
+    }
+    sum_lanes(lanes)
+}
+
 /// F16 weights must be finite: the SIMD128 kernels would count an infinity or NaN as a finite
 /// number ([`first_non_finite_f16`] finds one; a model's tensors are checked when it loads).
 impl QuantFormat for f16 {

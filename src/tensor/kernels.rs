@@ -178,12 +178,13 @@ tiles! { Simd128:
 #[cfg(all(target_family = "wasm", target_feature = "simd128"))]
 use super::simd128 as simd;
 
-/// Native x86-64 with AVX2 and FMA: ggml's own AVX2 sums for four 32-element formats.
+/// Native x86-64 with AVX2 and FMA: ggml's own AVX2 sums for F32 and four 32-element formats.
 #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
 pub enum Avx2 {}
 
 #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
 tiles! { Avx2:
+    f32 => super::float::dot_f32_ggml_order;
     BlockQ4_0 => super::avx2::dot_q4_0;
     BlockQ4_1 => super::avx2::dot_q4_1;
     BlockQ5_0 => super::avx2::dot_q5_0;
@@ -191,7 +192,7 @@ tiles! { Avx2:
 }
 #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
 falls_back! { Avx2 => Scalar:
-    f32, f16, bf16, BlockQ5_1, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ5K, BlockQ6K, BlockIq4Nl, BlockIq4Xs,
+    f16, bf16, BlockQ5_1, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ5K, BlockQ6K, BlockIq4Nl, BlockIq4Xs,
     BlockIq2Xxs, BlockIq3Xxs, BlockIq3S, BlockIq2Xs, BlockIq2S, BlockIq1S, BlockIq1M, BlockMxfp4,
 }
 

@@ -9,7 +9,8 @@
 //!   and multiplies it only with its repacked GEMM (whole groups of [`REPACK_GEMM_ROWS`]
 //!   activation rows) and GEMV (the rest), whatever the batch.
 //! - **Tiling.** From [`BATCHED_FROM_ROWS`] activation rows, a plain matrix of Q2_K, Q5_K,
-//!   Q6_K, IQ4_XS or a lattice i-quant is multiplied by its tiled kernel (`ggml-cpu/tiled`).
+//!   Q6_K, IQ4_XS or a lattice i-quant is multiplied by its tiled kernel (`ggml-cpu/tiled`),
+//!   and from two an F32 matrix by llamafile's GEMM.
 //!
 //! [`WeightLayout`]: super::WeightLayout
 
@@ -39,7 +40,11 @@ pub trait LlamaOrder: Dot {
     /// Whether llama.cpp's AVX2 backend repacks matrices of this format.
     const REPACKED: bool = false;
 
-    /// The dot inside a matmul of [`BATCHED_FROM_ROWS`] or more activation rows.
+    /// Activation rows from which a plain matrix of this format takes
+    /// [`vec_dot_batched`](Self::vec_dot_batched).
+    const BATCHED_FROM: usize = BATCHED_FROM_ROWS;
+
+    /// The dot inside a matmul of [`BATCHED_FROM`](Self::BATCHED_FROM) or more activation rows.
     fn vec_dot_batched(src: &[u8], activations: &[Self::Activation]) -> f32 {
         Self::vec_dot(src, activations)
     }
@@ -59,7 +64,17 @@ pub trait LlamaOrder: Dot {
 macro_rules! vec_dot_only {
     ($($format:ty),* $(,)?) => {$( impl LlamaOrder for $format {} )*};
 }
-vec_dot_only!(f32, f16, bf16, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, BlockQ3K);
+vec_dot_only!(f16, bf16, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, BlockQ3K);
+
+/// F32 matrices go through llamafile's GEMM from two activation rows (MoE routers, which
+/// llama.cpp's converter leaves in F32).
+impl LlamaOrder for f32 {
+    const BATCHED_FROM: usize = 2;
+
+    fn vec_dot_batched(src: &[u8], activations: &[f32]) -> f32 {
+        super::float::dot_f32_sgemm_order(src, activations)
+    }
+}
 
 /// Formats llama.cpp multiplies with its tiled kernel from [`BATCHED_FROM_ROWS`] rows.
 macro_rules! tiled {

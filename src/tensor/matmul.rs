@@ -9,7 +9,7 @@ use super::activations::{ActivationFormat, QuantizedActivations};
 use super::error::{TensorError, check_len};
 use super::format::{Dot, QuantFormat, ROW_GROUP, WeightType, with_weight_format};
 #[cfg(not(target_family = "wasm"))]
-use super::llama_order::{BATCHED_FROM_ROWS, LlamaOrder, REPACK_GEMM_ROWS, REPACK_ROWS};
+use super::llama_order::{LlamaOrder, REPACK_GEMM_ROWS, REPACK_ROWS};
 use crate::parallel;
 
 /// Parts of a matmul start at multiples of this many weight rows: llama.cpp's repacked block
@@ -45,6 +45,9 @@ pub enum WeightLayout {
     /// kernels or its row count is not a multiple of 8) is multiplied as [`Plain`](Self::Plain)
     /// whatever its layout says.
     Repacked,
+    /// Repacked, and multiplied one activation row at a time through its GEMV: llama.cpp's
+    /// repacked `MUL_MAT_ID` (an expert's rows), which never takes the GEMM.
+    RepackedRowByRow,
 }
 
 impl WeightLayout {
@@ -62,12 +65,21 @@ impl WeightLayout {
         Self::Plain
     }
 
+    /// The layout llama.cpp gives one expert's `rows` rows of `weight_type` in a stack of
+    /// experts (which it repacks as it would a matrix).
+    pub fn for_expert(weight_type: WeightType, rows: usize) -> Self {
+        match Self::for_matmul(weight_type, rows) {
+            Self::Repacked => Self::RepackedRowByRow,
+            plain => plain,
+        }
+    }
+
     /// The layout of `rows` consecutive rows cut from a matrix of this layout (a fused
     /// tensor's part): llama.cpp repacks the fused tensor whole, so a part stays repacked
     /// where its rows are whole repacked blocks.
     pub fn of_part(self, rows: usize) -> Self {
         #[cfg(not(target_family = "wasm"))]
-        if self == Self::Repacked && !rows.is_multiple_of(REPACK_ROWS) {
+        if self != Self::Plain && !rows.is_multiple_of(REPACK_ROWS) {
             return Self::Plain;
         }
         let _ = rows;
@@ -180,9 +192,14 @@ fn plan_parts<'a>(
     with_weight_format!(weight_type, W => {
         let rows = activations.all_rows::<<W as QuantFormat>::Activation>()?;
         #[cfg(not(target_family = "wasm"))]
-        let repacked = layout == WeightLayout::Repacked && W::REPACKED && rows_out % REPACK_ROWS == 0;
+        let repacked = match layout {
+            _ if !W::REPACKED || rows_out % REPACK_ROWS != 0 => Repacked::No,
+            WeightLayout::Plain => Repacked::No,
+            WeightLayout::Repacked => Repacked::Gemm,
+            WeightLayout::RepackedRowByRow => Repacked::GemvOnly,
+        };
         #[cfg(target_family = "wasm")]
-        let repacked = { let _ = layout; false };
+        let repacked = { let _ = layout; Repacked::No };
         for (first_row, mut out_columns) in split_columns(out, rows_out, &bounds) {
             parts.push(Box::new(move || {
                 let part_rows = out_columns[0].len();
@@ -216,15 +233,25 @@ fn split_columns<'a>(
     parts
 }
 
+/// Whether a matrix is held as llama.cpp repacks it (native only), and which of its repacked
+/// kernels llama.cpp multiplies it with.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Repacked {
+    No,
+    /// The GEMM for whole groups of 4 activation rows, the GEMV for the rest.
+    Gemm,
+    /// The GEMV for every activation row.
+    GemvOnly,
+}
+
 /// The kernel loop over the weight rows of one part: `out[i][r]` is the dot of weight row `r`
-/// with activation row `i`. All lengths are checked and non-zero. `repacked` (native only):
-/// the matrix is held as llama.cpp repacks it.
+/// with activation row `i`. All lengths are checked and non-zero.
 fn dot_all_rows<W: MatmulFormat>(
     weights: &[u8],
     row_bytes: usize,
     activations: &[W::Activation],
     k: usize,
-    repacked: bool,
+    repacked: Repacked,
     out: &mut [&mut [f32]],
 ) {
     let blocks_per_activation_row = k / <W::Activation as ActivationFormat>::BLOCK_LEN;
@@ -232,7 +259,7 @@ fn dot_all_rows<W: MatmulFormat>(
     let activation_row =
         |i: usize| &activations[i * blocks_per_activation_row..][..blocks_per_activation_row];
     #[cfg(not(target_family = "wasm"))]
-    if repacked || n >= BATCHED_FROM_ROWS {
+    if repacked != Repacked::No || n >= W::BATCHED_FROM {
         llama_order_rows::<W>(weights, row_bytes, n, repacked, activation_row, out);
         return;
     }
@@ -263,15 +290,15 @@ fn llama_order_rows<'a, W: LlamaOrder>(
     weights: &[u8],
     row_bytes: usize,
     n: usize,
-    repacked: bool,
+    repacked: Repacked,
     activation_row: impl Fn(usize) -> &'a [W::Activation],
     out: &mut [&mut [f32]],
 ) {
-    let gemm_rows = n - n % REPACK_GEMM_ROWS;
+    let gemm_rows = if repacked == Repacked::Gemm { n - n % REPACK_GEMM_ROWS } else { 0 };
     for (r, weight_row) in weights.chunks_exact(row_bytes).enumerate() {
         for (i, out_row) in out.iter_mut().enumerate() {
             let y = activation_row(i);
-            out_row[r] = if !repacked {
+            out_row[r] = if repacked == Repacked::No {
                 W::vec_dot_batched(weight_row, y)
             } else if i < gemm_rows {
                 W::vec_dot_gemm(weight_row, y)
@@ -353,7 +380,7 @@ mod tests {
     }
 
     /// What a matmul of a plain matrix gives for weight row `w` and activation row `i`: the
-    /// single-row dot, or natively from 8 activation rows llama.cpp's tiled order.
+    /// single-row dot, or natively from the format's batch size llama.cpp's batched order.
     fn plain_matmul_dot(
         weight_type: WeightType,
         w: &[u8],
@@ -361,10 +388,11 @@ mod tests {
         i: usize,
     ) -> f32 {
         #[cfg(not(target_family = "wasm"))]
-        if quantized.rows() >= BATCHED_FROM_ROWS {
-            return with_weight_format!(weight_type, W => {
-                W::vec_dot_batched(w, quantized.row::<<W as QuantFormat>::Activation>(i).unwrap())
-            });
+        if let Some(dot) = with_weight_format!(weight_type, W => {
+            (quantized.rows() >= W::BATCHED_FROM)
+                .then(|| W::vec_dot_batched(w, quantized.row::<<W as QuantFormat>::Activation>(i).unwrap()))
+        }) {
+            return dot;
         }
         vec_dot(weight_type, w, quantized, i).unwrap()
     }
@@ -384,7 +412,7 @@ mod tests {
             for i in 0..n {
                 for r in 0..rows_out {
                     let weight_row = &weights[r * row_bytes..(r + 1) * row_bytes];
-                    let expected = vec_dot(weight_type, weight_row, &quantized, i).unwrap();
+                    let expected = plain_matmul_dot(weight_type, weight_row, &quantized, i);
                     assert_eq!(
                         out[i * rows_out + r].to_bits(),
                         expected.to_bits(),

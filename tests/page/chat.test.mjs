@@ -406,11 +406,12 @@ pageSuite(
       'granitemoe-micro-q8_0.gguf',
       'granite-micro-q8_0.gguf',
       'lfm2moe-micro-q8_0.gguf',
+      'gpt-oss-micro-q8_0.gguf',
     ]) {
       test(`${file} chats with the template from its file`, async () => {
         await loadModel(requireModel({ file: path.join(fixtureModelsDir, file) }));
         await assertModelLoaded(file);
-        assert.match(await text('#model-details'), new RegExp(`^${file.split('-')[0]} · `));
+        assert.match(await text('#model-details'), new RegExp(`^${file.replace(/-micro-.*$/, '')} · `));
         await setSettings({ temperature: 0, max_tokens: 4 });
         const answer = await ask('Hello');
         assert.equal(answer.tokens.length, 4);
