@@ -100,7 +100,7 @@ fn run(case: Case) -> usize {
     let template = template(case.template);
     let tools = ToolUse::new(case.tools, ToolChoice::Auto, true).unwrap();
     let user = [ChatMessage::new("user", "Hey there!")];
-    let options = RenderOptions { add_generation_prompt: true, enable_thinking: case.thinking };
+    let options = RenderOptions { add_generation_prompt: true, enable_thinking: case.thinking, ..RenderOptions::default() };
     let prompt = template.render_with_tools(&user, options, tools.as_ref()).unwrap();
     let format = template.reply_format(&prompt, tools.clone(), true);
     let reply = format.parse(case.input, false);
@@ -131,7 +131,7 @@ fn run(case: Case) -> usize {
             );
         }
         let whole = [user[0].clone(), message];
-        let options = RenderOptions { add_generation_prompt: false, enable_thinking: case.thinking };
+        let options = RenderOptions { add_generation_prompt: false, enable_thinking: case.thinking, ..RenderOptions::default() };
         let rendered = template.render_with_tools(&whole, options, tools.as_ref()).unwrap();
         assert!(
             rendered.starts_with(&format!("{prompt}{}", case.input)),
@@ -624,7 +624,7 @@ fn lfm2_python_calls_as_test_chat_expects() {
     let template = template("LFM2-8B-A1B.jinja");
     let tools = ToolUse::new(vec![special_function()], ToolChoice::Auto, true).unwrap();
     let user = [ChatMessage::new("user", "Hey there!")];
-    let options = RenderOptions { add_generation_prompt: true, enable_thinking: None };
+    let options = RenderOptions { add_generation_prompt: true, ..RenderOptions::default() };
     let prompt = template.render_with_tools(&user, options, tools.as_ref()).unwrap();
     let format = template.reply_format(&prompt, tools, true);
     assert_eq!(format.calls.as_ref().map(|(syntax, _)| *syntax), Some(CallSyntax::Lfm2));

@@ -106,7 +106,9 @@ pub fn render_template(data: &[u8]) {
         1 => Some(false),
         _ => Some(true),
     };
-    let options = RenderOptions { add_generation_prompt: switches & 0x20 != 0, enable_thinking };
+    let reasoning_effort = [None, Some(ReasoningEffort::Low), Some(ReasoningEffort::High)]
+        [usize::from(switches >> 6) % 3];
+    let options = RenderOptions { add_generation_prompt: switches & 0x20 != 0, enable_thinking, reasoning_effort };
     if let Ok(text) = chat.render(&messages, options) {
         // 5 M instructions of fuel bound the output too: nothing renders without limit.
         assert!(text.len() < 1 << 30, "rendered {} bytes", text.len());

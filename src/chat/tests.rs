@@ -14,7 +14,8 @@ fn conversation() -> Vec<ChatMessage> {
     ]
 }
 
-const GENERATE: RenderOptions = RenderOptions { add_generation_prompt: true, enable_thinking: None };
+const GENERATE: RenderOptions =
+    RenderOptions { add_generation_prompt: true, enable_thinking: None, reasoning_effort: None };
 
 fn fixture(path: &str) -> Vec<u8> {
     let path = crate::test_files::fixture(path);

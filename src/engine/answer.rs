@@ -274,7 +274,8 @@ impl AnswerText {
                             self.sent.reasoning.push_str(more);
                             return Some(Delta { reasoning_content: more.to_owned(), ..Delta::default() });
                         }
-                        (Some(close), None) if !calls => {
+                        // A harmony answer's content is its later messages' texts, read whole.
+                        (Some(close), None) if !calls && !self.format.harmony => {
                             self.reading = Reading::Content { from: close + tags.close.len() };
                             return None; // The token that closes it is read whole.
                         }
