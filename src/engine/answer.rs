@@ -320,7 +320,7 @@ fn char_floor(text: &str, at: usize) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::chat::{REASONING_TAGS, ReplyFormat};
+    use crate::chat::{HARMONY_ANALYSIS, REASONING_TAGS, ReplyFormat};
 
     fn plain(stops: &[&str]) -> AnswerText {
         AnswerText::new(ReplyFormat::default(), stops.iter().map(|s| s.to_string()).collect())
@@ -438,6 +438,13 @@ mod tests {
                 calls: Some((CallSyntax::Lfm2, tools())),
                 ..ReplyFormat::default()
             },
+            ReplyFormat { reasoning: Some(HARMONY_ANALYSIS), harmony: true, ..ReplyFormat::default() },
+            ReplyFormat {
+                reasoning: Some(HARMONY_ANALYSIS),
+                calls: Some((CallSyntax::Harmony, tools())),
+                harmony: true,
+                ..ReplyFormat::default()
+            },
         ];
         let fragments = [
             "<think>",
@@ -450,6 +457,11 @@ mod tests {
             "<|tool_call_start|>",
             "<|tool_call_end|>",
             "[f(a=1, b='x')]",
+            "<|channel|>analysis<|message|>",
+            "<|channel|>final<|message|>",
+            " to=functions.f<|channel|>commentary json<|message|>",
+            "<|end|>",
+            "<|start|>assistant",
             "<",
             "</",
             "thi",
