@@ -73,6 +73,9 @@ pub struct RenderOptions {
     pub reasoning_effort: Option<ReasoningEffort>,
 }
 
+/// The template variables a reasoning effort is given as.
+const REASONING_EFFORT_NAMES: [&str; 2] = ["reasoning_effort", "reasoning_strength"];
+
 /// OpenAI's `reasoning_effort`: `'low'`, `'medium'` or `'high'`.
 #[cfg_attr(test, derive(ts_rs::TS))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -203,6 +206,8 @@ pub struct ChatTemplate {
     thinks: Option<ReasoningTags>,
     /// It renders a system message (Gemma 2's raises an error instead).
     system_role: bool,
+    /// It names the reasoning effort.
+    reads_reasoning_effort: bool,
 }
 
 impl ChatTemplate {
@@ -258,8 +263,17 @@ impl ChatTemplate {
         env.add_function("strftime_now", strftime_now);
         let syntax = CallSyntax::of_template(text);
         let thinks = REASONING_TAGS.iter().find(|(marker, _)| text.contains(marker)).map(|(_, tags)| *tags);
-        let mut template =
-            ChatTemplate { env, source, bos_token, eos_token, syntax, thinks, system_role: true };
+        let reads_reasoning_effort = REASONING_EFFORT_NAMES.iter().any(|name| text.contains(name));
+        let mut template = ChatTemplate {
+            env,
+            source,
+            bos_token,
+            eos_token,
+            syntax,
+            thinks,
+            system_role: true,
+            reads_reasoning_effort,
+        };
         // As llama.cpp learns it: a system message that renders (and shows) is supported.
         let probe = [ChatMessage::new("system", "<probe>"), ChatMessage::new("user", "Hi")];
         template.system_role =
@@ -284,12 +298,12 @@ impl ChatTemplate {
         }
     }
 
-    /// Whether the template reads `reasoning_effort` (llama.cpp's `supports_reasoning_effort`:
-    /// whether a render uses the variable; here, whether the template reads it at all).
+    /// Whether the template reads `reasoning_effort` (or its other name): llama.cpp's
+    /// `supports_reasoning_effort`, which asks whether a render used it; here, whether the
+    /// template's text names it (minijinja's list of the variables a template reads leaves out
+    /// one it also sets, as Solar Open's `set reasoning_effort = reasoning_effort if …`).
     pub fn reads_reasoning_effort(&self) -> bool {
-        self.env
-            .get_template("chat")
-            .is_ok_and(|template| template.undeclared_variables(true).contains("reasoning_effort"))
+        self.reads_reasoning_effort
     }
 
     pub fn source(&self) -> &TemplateSource {
@@ -338,7 +352,10 @@ impl ChatTemplate {
             context.insert("enable_thinking", Value::from(thinking));
         }
         if let Some(effort) = options.reasoning_effort {
-            context.insert("reasoning_effort", Value::from(effort.as_str()));
+            // Some templates call it the reasoning strength (muse-glimmer's); llama.cpp sets both.
+            for name in REASONING_EFFORT_NAMES {
+                context.insert(name, Value::from(effort.as_str()));
+            }
         }
         if let Some(tools) = tools.filter(|_| !generic) {
             context.insert("tools", Value::from(minijinja::value::Serde(tools.template_value())));
