@@ -358,7 +358,17 @@ impl ChatTemplate {
             }
         }
         if let Some(tools) = tools.filter(|_| !generic) {
-            context.insert("tools", Value::from(minijinja::value::Serde(tools.template_value())));
+            let mut tools = tools.template_value();
+            if self.syntax == CallSyntax::Harmony {
+                // gpt-oss's template adds each tool's description to a string; llama.cpp's engine
+                // takes a missing one as empty there, minijinja refuses the sum.
+                for function in tools.as_array_mut().into_iter().flatten().map(|tool| &mut tool["function"]) {
+                    if function.get("description").is_none() {
+                        function["description"] = "".into();
+                    }
+                }
+            }
+            context.insert("tools", Value::from(minijinja::value::Serde(tools)));
         }
         template.render(context).map_err(|e| ChatError::Render(describe(&e)))
     }
