@@ -100,7 +100,11 @@ fn run(case: Case) -> usize {
     let template = template(case.template);
     let tools = ToolUse::new(case.tools, ToolChoice::Auto, true).unwrap();
     let user = [ChatMessage::new("user", "Hey there!")];
-    let options = RenderOptions { add_generation_prompt: true, enable_thinking: case.thinking, ..RenderOptions::default() };
+    let options = RenderOptions {
+        add_generation_prompt: true,
+        enable_thinking: case.thinking,
+        ..RenderOptions::default()
+    };
     let prompt = template.render_with_tools(&user, options, tools.as_ref()).unwrap();
     let format = template.reply_format(&prompt, tools.clone(), true);
     let reply = format.parse(case.input, false);
@@ -131,7 +135,11 @@ fn run(case: Case) -> usize {
             );
         }
         let whole = [user[0].clone(), message];
-        let options = RenderOptions { add_generation_prompt: false, enable_thinking: case.thinking, ..RenderOptions::default() };
+        let options = RenderOptions {
+            add_generation_prompt: false,
+            enable_thinking: case.thinking,
+            ..RenderOptions::default()
+        };
         let rendered = template.render_with_tools(&whole, options, tools.as_ref()).unwrap();
         assert!(
             rendered.starts_with(&format!("{prompt}{}", case.input)),
@@ -646,7 +654,8 @@ fn gpt_oss_harmony_channels_and_calls_as_test_chat_expects() {
     // continuation cases are not ported: requests here never continue an assistant message.
     let t = "openai-gpt-oss-120b.jinja";
     assert_eq!(template(t).call_syntax(), CallSyntax::Harmony);
-    let thought_then = |text: &str| format!("<|channel|>analysis<|message|>I'm\nthinking<|end|><|start|>assistant{text}");
+    let thought_then =
+        |text: &str| format!("<|channel|>analysis<|message|>I'm\nthinking<|end|><|start|>assistant{text}");
     let call = ("special_function", json!({"arg1": 1}));
     let mut checks = 0;
     checks += run(Case {
@@ -654,20 +663,28 @@ fn gpt_oss_harmony_channels_and_calls_as_test_chat_expects() {
         reconstruct: true,
         ..Case::new(t, "<|channel|>final<|message|>Hello, world!\nWhat's up?")
     });
-    checks += run(Case { content: HELLO, ..Case::new(t, "<|channel|>commentary<|message|>Hello, world!\nWhat's up?") });
+    checks += run(Case {
+        content: HELLO,
+        ..Case::new(t, "<|channel|>commentary<|message|>Hello, world!\nWhat's up?")
+    });
     let thoughts = thought_then("<|channel|>final<|message|>Hello, world!\nWhat's up?");
     checks += run(Case { content: HELLO, reasoning: "I'm\nthinking", ..Case::new(t, &thoughts) });
     // Cut off inside the analysis (a partial case there): reasoning so far.
-    checks += run(Case { reasoning: "I'm\nthinking", ..Case::new(t, "<|channel|>analysis<|message|>I'm\nthinking") });
+    checks += run(Case {
+        reasoning: "I'm\nthinking",
+        ..Case::new(t, "<|channel|>analysis<|message|>I'm\nthinking")
+    });
     for input in [
         " to=functions.special_function<|channel|>analysis<|message|>{\"arg1\": 1}",
         "<|channel|>analysis to=functions.special_function<|message|>{\"arg1\": 1}",
         " to=functions.special_function<|channel|>analysis <|constrain|>json<|message|>{\"arg1\": 1}",
         "<|channel|>commentary to=functions.special_function<|message|>{\"arg1\": 1}",
     ] {
-        checks += run(Case { tools: vec![special_function()], calls: vec![call.clone()], ..Case::new(t, input) });
+        checks +=
+            run(Case { tools: vec![special_function()], calls: vec![call.clone()], ..Case::new(t, input) });
     }
-    let thought_call = thought_then(" to=functions.special_function<|channel|>analysis<|message|>{\"arg1\": 1}");
+    let thought_call =
+        thought_then(" to=functions.special_function<|channel|>analysis<|message|>{\"arg1\": 1}");
     checks += run(Case {
         tools: vec![special_function()],
         reasoning: "I'm\nthinking",
@@ -712,7 +729,9 @@ fn gpt_oss_harmony_channels_and_calls_as_test_chat_expects() {
         " to=container.exec<|channel|>commentary<|message|>python3 -c 'print(\"hello\")'",
         "<|channel|>commentary to=python <|constrain|>code<|message|>print(\"hello\")",
     ] {
-        let input = format!("<|channel|>analysis<|message|>I will execute python to say hello<|end|><|start|>assistant{builtin}");
+        let input = format!(
+            "<|channel|>analysis<|message|>I will execute python to say hello<|end|><|start|>assistant{builtin}"
+        );
         checks += run(Case { reasoning: "I will execute python to say hello", ..Case::new(t, &input) });
     }
     // A stray `<|channel|>commentary to=assistant` before the analysis, and before the final.
@@ -758,7 +777,8 @@ fn gpt_oss_harmony_channels_and_calls_as_test_chat_expects() {
 fn gpt_oss_generation_prompt_opens_an_assistant_message() {
     // test-chat.cpp line 7009: the generation prompt is `<|start|>assistant`.
     let template = template("openai-gpt-oss-120b.jinja");
-    let messages = [ChatMessage::new("system", "You are a helpful assistant."), ChatMessage::new("user", "Hey there!")];
+    let messages =
+        [ChatMessage::new("system", "You are a helpful assistant."), ChatMessage::new("user", "Hey there!")];
     let with = RenderOptions { add_generation_prompt: true, ..RenderOptions::default() };
     let prompt = template.render(&messages, with).unwrap();
     let without = template.render(&messages, RenderOptions::default()).unwrap();

@@ -176,7 +176,9 @@ impl HarmonyMessage<'_> {
     /// `<|channel|>commentary to=assistant` before the real channel: the last channel counts,
     /// and a message to the assistant is no call.
     fn of_header(header: &str) -> HarmonyMessage<'_> {
-        let word = |text: &str| -> usize { text.find(|c: char| c.is_whitespace() || c == '<').unwrap_or(text.len()) };
+        let word = |text: &str| -> usize {
+            text.find(|c: char| c.is_whitespace() || c == '<').unwrap_or(text.len())
+        };
         let recipient = header
             .match_indices(" to=")
             .map(|(at, marker)| {
@@ -246,9 +248,10 @@ impl ReplyFormat {
                 }
                 HarmonyMessage::Text => content.push_str(body),
                 HarmonyMessage::Call(name) => {
-                    let offered = self.calls.as_ref().is_some_and(|(_, tools)| {
-                        tools.tools.iter().any(|tool| tool.function.name == name)
-                    });
+                    let offered = self
+                        .calls
+                        .as_ref()
+                        .is_some_and(|(_, tools)| tools.tools.iter().any(|tool| tool.function.name == name));
                     let arguments = body.trim();
                     let readable = (partial && !closed)
                         || serde_json::from_str::<Value>(arguments).is_ok_and(|value| value.is_object());

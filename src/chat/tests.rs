@@ -233,7 +233,11 @@ fn gpt_oss_template_reads_a_calls_reasoning_as_its_analysis() {
                 {\"city\": \"Paris\"}<|call|>\
                 <|start|>functions.get_weather to=assistant<|channel|>commentary<|message|>\"21 C\"<|end|>";
     let rendered = template.render_with_tools(&messages, GENERATE, Some(&tools)).unwrap();
-    assert!(rendered.ends_with(&format!("<|start|>user<|message|>Weather in Paris?<|end|>{turn}<|start|>assistant")), "{rendered}");
+    assert!(
+        rendered
+            .ends_with(&format!("<|start|>user<|message|>Weather in Paris?<|end|>{turn}<|start|>assistant")),
+        "{rendered}"
+    );
     // Without reasoning, the content is the call's analysis.
     messages[1].reasoning_content = None;
     let rendered = template.render_with_tools(&messages, GENERATE, Some(&tools)).unwrap();
@@ -287,7 +291,10 @@ fn harmony_answers_are_read_message_by_message() {
     // While streaming: nothing of a header until it is whole, and no part of `<|end|>`.
     assert_eq!(format.parse("<|channel|>fin", true), Reply::default());
     assert_eq!(format.parse("<|channel|>final<|message|>Hi<|en", true).content, "Hi");
-    assert_eq!(format.parse("<|channel|>analysis<|message|>Hm<|e", true).reasoning_content.as_deref(), Some("Hm"));
+    assert_eq!(
+        format.parse("<|channel|>analysis<|message|>Hm<|e", true).reasoning_content.as_deref(),
+        Some("Hm")
+    );
     // Text that is no message, at the end, is content; while streaming it may still be a header.
     assert_eq!(format.parse("Plain text", false).content, "Plain text");
     assert_eq!(format.parse("Plain text", true).content, "");
@@ -302,8 +309,12 @@ fn harmony_answers_are_read_message_by_message() {
     // A prompt that opened the analysis (an answer continued inside it).
     let continued = gpt_oss().reply_format("<|start|>assistant<|channel|>analysis<|message|>", None, true);
     assert!(continued.opens_in_reasoning);
-    let reply = continued.parse("still thinking<|end|><|start|>assistant<|channel|>final<|message|>Yes.", false);
-    assert_eq!((reply.reasoning_content.as_deref(), reply.content.as_str()), (Some("still thinking"), "Yes."));
+    let reply =
+        continued.parse("still thinking<|end|><|start|>assistant<|channel|>final<|message|>Yes.", false);
+    assert_eq!(
+        (reply.reasoning_content.as_deref(), reply.content.as_str()),
+        (Some("still thinking"), "Yes.")
+    );
 }
 
 #[test]
@@ -311,7 +322,10 @@ fn harmony_calls_go_to_offered_functions_only() {
     let format = harmony(Some(weather_tools(true)), true);
     let call = " to=functions.get_weather<|channel|>commentary json<|message|>{\"city\": \"Oslo\"}";
     let reply = format.parse(call, false);
-    assert_eq!(reply.tool_calls, vec![ParsedCall { name: "get_weather".into(), arguments: "{\"city\": \"Oslo\"}".into() }]);
+    assert_eq!(
+        reply.tool_calls,
+        vec![ParsedCall { name: "get_weather".into(), arguments: "{\"city\": \"Oslo\"}".into() }]
+    );
     assert_eq!(reply.content, "");
     // While streaming, the arguments as far as they go; cut off at the end, they are text.
     let cut = &call[..call.len() - 8];
