@@ -100,7 +100,11 @@ fn run(case: Case) -> usize {
     let template = template(case.template);
     let tools = ToolUse::new(case.tools, ToolChoice::Auto, true).unwrap();
     let user = [ChatMessage::new("user", "Hey there!")];
-    let options = RenderOptions { add_generation_prompt: true, enable_thinking: case.thinking };
+    let options = RenderOptions {
+        add_generation_prompt: true,
+        enable_thinking: case.thinking,
+        ..RenderOptions::default()
+    };
     let prompt = template.render_with_tools(&user, options, tools.as_ref()).unwrap();
     let format = template.reply_format(&prompt, tools.clone(), true);
     let reply = format.parse(case.input, false);
@@ -131,7 +135,11 @@ fn run(case: Case) -> usize {
             );
         }
         let whole = [user[0].clone(), message];
-        let options = RenderOptions { add_generation_prompt: false, enable_thinking: case.thinking };
+        let options = RenderOptions {
+            add_generation_prompt: false,
+            enable_thinking: case.thinking,
+            ..RenderOptions::default()
+        };
         let rendered = template.render_with_tools(&whole, options, tools.as_ref()).unwrap();
         assert!(
             rendered.starts_with(&format!("{prompt}{}", case.input)),
@@ -624,7 +632,7 @@ fn lfm2_python_calls_as_test_chat_expects() {
     let template = template("LFM2-8B-A1B.jinja");
     let tools = ToolUse::new(vec![special_function()], ToolChoice::Auto, true).unwrap();
     let user = [ChatMessage::new("user", "Hey there!")];
-    let options = RenderOptions { add_generation_prompt: true, enable_thinking: None };
+    let options = RenderOptions { add_generation_prompt: true, ..RenderOptions::default() };
     let prompt = template.render_with_tools(&user, options, tools.as_ref()).unwrap();
     let format = template.reply_format(&prompt, tools, true);
     assert_eq!(format.calls.as_ref().map(|(syntax, _)| *syntax), Some(CallSyntax::Lfm2));
@@ -635,4 +643,162 @@ fn lfm2_python_calls_as_test_chat_expects() {
         ("special_function", "{\"arg1\": ")
     );
     assert_eq!(checks, 3 * 15 * 2 + 2 * 2);
+}
+
+#[test]
+fn gpt_oss_harmony_channels_and_calls_as_test_chat_expects() {
+    // test-chat.cpp lines 6425-6565 (openai-gpt-oss-120b): the answer follows the prompt's
+    // `<|start|>assistant`, as a series of messages: `analysis` is reasoning, `final` and a
+    // `commentary` preamble content, a message to `functions.NAME` a call (the recipient in the
+    // role's header or the channel's), a message to a built-in tool nothing. Its two
+    // continuation cases are not ported: requests here never continue an assistant message.
+    let t = "openai-gpt-oss-120b.jinja";
+    assert_eq!(template(t).call_syntax(), CallSyntax::Harmony);
+    let thought_then =
+        |text: &str| format!("<|channel|>analysis<|message|>I'm\nthinking<|end|><|start|>assistant{text}");
+    let call = ("special_function", json!({"arg1": 1}));
+    let mut checks = 0;
+    checks += run(Case {
+        content: HELLO,
+        reconstruct: true,
+        ..Case::new(t, "<|channel|>final<|message|>Hello, world!\nWhat's up?")
+    });
+    checks += run(Case {
+        content: HELLO,
+        ..Case::new(t, "<|channel|>commentary<|message|>Hello, world!\nWhat's up?")
+    });
+    let thoughts = thought_then("<|channel|>final<|message|>Hello, world!\nWhat's up?");
+    checks += run(Case { content: HELLO, reasoning: "I'm\nthinking", ..Case::new(t, &thoughts) });
+    // Cut off inside the analysis (a partial case there): reasoning so far.
+    checks += run(Case {
+        reasoning: "I'm\nthinking",
+        ..Case::new(t, "<|channel|>analysis<|message|>I'm\nthinking")
+    });
+    for input in [
+        " to=functions.special_function<|channel|>analysis<|message|>{\"arg1\": 1}",
+        "<|channel|>analysis to=functions.special_function<|message|>{\"arg1\": 1}",
+        " to=functions.special_function<|channel|>analysis <|constrain|>json<|message|>{\"arg1\": 1}",
+        "<|channel|>commentary to=functions.special_function<|message|>{\"arg1\": 1}",
+    ] {
+        checks +=
+            run(Case { tools: vec![special_function()], calls: vec![call.clone()], ..Case::new(t, input) });
+    }
+    let thought_call =
+        thought_then(" to=functions.special_function<|channel|>analysis<|message|>{\"arg1\": 1}");
+    checks += run(Case {
+        tools: vec![special_function()],
+        reasoning: "I'm\nthinking",
+        calls: vec![call.clone()],
+        ..Case::new(t, &thought_call)
+    });
+    // "Complex tool calling": the recipient in the channel's header, then a constraint.
+    let edit = tool(
+        "edit",
+        json!({"type": "object", "properties": {
+            "oldString": {"type": "string", "description": "Old string to replace."},
+            "newString": {"type": "string", "description": "New replacement string."},
+            "replaceAll": {"type": "boolean", "description": "Whether to replace all occurrences."}
+        }, "required": ["oldString", "newString"]}),
+    );
+    checks += run(Case {
+        tools: vec![edit],
+        reasoning: "Thinking about edit...",
+        calls: vec![(
+            "edit",
+            json!({"oldString": "if (part < railCount - 1) {", "newString": "if (part < 4) {", "replaceAll": false}),
+        )],
+        ..Case::new(
+            t,
+            "<|channel|>analysis<|message|>Thinking about edit...<|end|><|start|>assistant<|channel|>commentary \
+             to=functions.edit <|constrain|>json<|message|>{\"oldString\": \"if (part < railCount - 1) {\", \
+             \"newString\": \"if (part < 4) {\", \"replaceAll\": false}",
+        )
+    });
+    // "Structured output": a constrained final message is content.
+    checks += run(Case {
+        reasoning: "I need to output the invoice details in JSON",
+        content: r#"{"amount": 123.45, "date": "2025-12-03"}"#,
+        ..Case::new(
+            t,
+            "<|channel|>analysis<|message|>I need to output the invoice details in JSON<|end|><|start|>assistant\
+             <|channel|>final <|constrain|>json<|message|>{\"amount\": 123.45, \"date\": \"2025-12-03\"}",
+        )
+    });
+    // Unsolicited calls to built-in tools: no content.
+    for builtin in [
+        " to=container.exec<|channel|>commentary<|message|>python3 -c 'print(\"hello\")'",
+        "<|channel|>commentary to=python <|constrain|>code<|message|>print(\"hello\")",
+    ] {
+        let input = format!(
+            "<|channel|>analysis<|message|>I will execute python to say hello<|end|><|start|>assistant{builtin}"
+        );
+        checks += run(Case { reasoning: "I will execute python to say hello", ..Case::new(t, &input) });
+    }
+    // A stray `<|channel|>commentary to=assistant` before the analysis, and before the final.
+    let stray = "<|channel|>commentary to=assistant";
+    checks += run(Case {
+        content: HELLO,
+        reasoning: "I'm\nthinking",
+        ..Case::new(t, &format!("{stray}{thoughts}"))
+    });
+    checks += run(Case {
+        content: HELLO,
+        reasoning: "I'm\nthinking",
+        ..Case::new(t, &thought_then(&format!("{stray}<|channel|>final<|message|>Hello, world!\nWhat's up?")))
+    });
+    // Not in test-chat.cpp: a call as the template writes one (and our grammar makes), which
+    // renders back into the prompt and the answer.
+    checks += run(Case {
+        tools: vec![special_function()],
+        calls: vec![call],
+        reconstruct: true,
+        ..Case::new(t, " to=functions.special_function<|channel|>commentary json<|message|>{\"arg1\": 1}")
+    });
+    assert_eq!(checks, 2 * 16 + 2);
+
+    // With reasoning_format none (our split_reasoning false), the analysis is content, tags
+    // and all, less the next message's `<|start|>assistant`.
+    let template = template(t);
+    let user = [ChatMessage::new("user", "Hey there!")];
+    let options = RenderOptions { add_generation_prompt: true, ..RenderOptions::default() };
+    let prompt = template.render(&user, options).unwrap();
+    let format = template.reply_format(&prompt, None, false);
+    let reply = format.parse(&thoughts, false);
+    assert_eq!(reply.content, "<|channel|>analysis<|message|>I'm\nthinking<|end|>Hello, world!\nWhat's up?");
+    assert_eq!(reply.reasoning_content, None);
+    assert_streams(&format, &thoughts, &reply);
+    // The analysis cut off while streaming: its reasoning so far (the case is a partial one).
+    let format = template.reply_format(&prompt, None, true);
+    let reply = format.parse("<|channel|>analysis<|message|>I'm\nthinking", true);
+    assert_eq!(reply.reasoning_content.as_deref(), Some("I'm\nthinking"));
+}
+
+#[test]
+fn gpt_oss_generation_prompt_opens_an_assistant_message() {
+    // test-chat.cpp line 7009: the generation prompt is `<|start|>assistant`.
+    let template = template("openai-gpt-oss-120b.jinja");
+    let messages =
+        [ChatMessage::new("system", "You are a helpful assistant."), ChatMessage::new("user", "Hey there!")];
+    let with = RenderOptions { add_generation_prompt: true, ..RenderOptions::default() };
+    let prompt = template.render(&messages, with).unwrap();
+    let without = template.render(&messages, RenderOptions::default()).unwrap();
+    assert!(prompt.contains("You are a helpful assistant.") && prompt.contains("Hey there!"), "{prompt}");
+    assert_eq!(prompt, format!("{without}<|start|>assistant"));
+}
+
+#[test]
+fn templates_that_read_reasoning_effort() {
+    // test-chat.cpp line 7500 (test_reasoning_effort_caps): llama.cpp's supports_reasoning_effort.
+    for (name, reads) in [
+        ("deepseek-ai-DeepSeek-V4.jinja", true),
+        ("muse-glimmer.jinja", true),
+        ("tencent-Hy3.jinja", true),
+        ("openai-gpt-oss-120b.jinja", true),
+        ("upstage-Solar-Open-100B.jinja", true),
+        ("Cohere2MoE.jinja", true),
+        ("meta-llama-Llama-3.1-8B-Instruct.jinja", false),
+        ("Qwen-Qwen3-0.6B.jinja", false),
+    ] {
+        assert_eq!(template(name).reads_reasoning_effort(), reads, "{name}");
+    }
 }

@@ -242,3 +242,10 @@ fn gemma3_calls_by_the_generic_route() {
     let file = "gemma3-270m-q4_k_m.gguf";
     required_calls_parse_and_round_trip(engine(file), file, CallSyntax::Generic, REAL_SEEDS);
 }
+
+#[test]
+fn gpt_oss_harmony_calls() {
+    let file = "qwen3-micro-q8_0.gguf";
+    let engine = engine_with_template(file, llama_cpp_template("openai-gpt-oss-120b.jinja"));
+    required_calls_parse_and_round_trip(engine, file, CallSyntax::Harmony, MICRO_SEEDS);
+}

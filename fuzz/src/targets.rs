@@ -3,8 +3,8 @@
 //! exactly the checks the fuzzer runs. Each function panics when an invariant breaks.
 
 use inferno::chat::{
-    CallSyntax, ChatMessage, ChatTemplate, REASONING_TAGS, RenderOptions, ReplyFormat, TemplateSource, Tool,
-    ToolChoice, ToolUse,
+    CallSyntax, ChatMessage, ChatTemplate, REASONING_TAGS, ReasoningEffort, RenderOptions, ReplyFormat,
+    TemplateSource, Tool, ToolChoice, ToolUse,
 };
 use inferno::engine::Engine;
 use inferno::gguf::{self, Gguf, GgufHeader, HeaderParse};
@@ -106,7 +106,10 @@ pub fn render_template(data: &[u8]) {
         1 => Some(false),
         _ => Some(true),
     };
-    let options = RenderOptions { add_generation_prompt: switches & 0x20 != 0, enable_thinking };
+    let reasoning_effort =
+        [None, Some(ReasoningEffort::Low), Some(ReasoningEffort::High)][usize::from(switches >> 6) % 3];
+    let options =
+        RenderOptions { add_generation_prompt: switches & 0x20 != 0, enable_thinking, reasoning_effort };
     if let Ok(text) = chat.render(&messages, options) {
         // 5 M instructions of fuel bound the output too: nothing renders without limit.
         assert!(text.len() < 1 << 30, "rendered {} bytes", text.len());
@@ -267,6 +270,7 @@ pub fn reply(data: &[u8]) {
         opens_in_reasoning: pick & 0x20 != 0,
         calls: (pick & 0x80 == 0)
             .then(|| (SYNTAXES[usize::from(pick & 0x0f) % SYNTAXES.len()], calls.expect("tools"))),
+        harmony: false,
     };
     let whole = format.parse(&text, false);
     // Where the whole answer gave a call's text back as content (malformed: no grammar held

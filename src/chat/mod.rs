@@ -20,7 +20,7 @@ use minijinja::{Environment, Error as JinjaError, ErrorKind, Value};
 use serde::{Deserialize, Serialize};
 
 pub(crate) use reply::held_back;
-pub use reply::{ParsedCall, REASONING_TAGS, ReasoningTags, Reply, ReplyFormat};
+pub use reply::{HARMONY_ANALYSIS, ParsedCall, REASONING_TAGS, ReasoningTags, Reply, ReplyFormat};
 pub use tools::{CallSyntax, FunctionCall, FunctionSpec, MAX_TOOLS, Tool, ToolCall, ToolChoice, ToolUse};
 
 use crate::gguf::Metadata;
@@ -68,6 +68,52 @@ pub struct RenderOptions {
     pub add_generation_prompt: bool,
     /// Qwen3's switch for `<think>` reasoning; `None` leaves the template's default.
     pub enable_thinking: Option<bool>,
+    /// How hard to reason, for templates that read `reasoning_effort` (gpt-oss's writes
+    /// "Reasoning: low" into its system message); `None` leaves the template's default.
+    pub reasoning_effort: Option<ReasoningEffort>,
+}
+
+/// The template variables a reasoning effort is given as.
+const REASONING_EFFORT_NAMES: [&str; 2] = ["reasoning_effort", "reasoning_strength"];
+
+/// OpenAI's `reasoning_effort`: `'low'`, `'medium'` or `'high'`.
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ReasoningEffort {
+    Low,
+    Medium,
+    High,
+}
+
+impl ReasoningEffort {
+    /// The name the request and the template use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReasoningEffort::Low => "low",
+            ReasoningEffort::Medium => "medium",
+            ReasoningEffort::High => "high",
+        }
+    }
+}
+
+impl std::str::FromStr for ReasoningEffort {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<ReasoningEffort, String> {
+        match text {
+            "low" => Ok(ReasoningEffort::Low),
+            "medium" => Ok(ReasoningEffort::Medium),
+            "high" => Ok(ReasoningEffort::High),
+            other => Err(format!("reasoning_effort {other:?} is not 'low', 'medium' or 'high'")),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for ReasoningEffort {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<ReasoningEffort, D::Error> {
+        String::deserialize(deserializer)?.parse().map_err(serde::de::Error::custom)
+    }
 }
 
 /// Where a template came from.
@@ -160,6 +206,8 @@ pub struct ChatTemplate {
     thinks: Option<ReasoningTags>,
     /// It renders a system message (Gemma 2's raises an error instead).
     system_role: bool,
+    /// It names the reasoning effort.
+    reads_reasoning_effort: bool,
 }
 
 impl ChatTemplate {
@@ -212,10 +260,20 @@ impl ChatTemplate {
         env.add_filter("tojson", python_tojson);
         env.add_template_owned("chat", without_generation_tags(text))
             .map_err(|e| ChatError::Syntax(describe(&e)))?;
+        env.add_function("strftime_now", strftime_now);
         let syntax = CallSyntax::of_template(text);
         let thinks = REASONING_TAGS.iter().find(|(marker, _)| text.contains(marker)).map(|(_, tags)| *tags);
-        let mut template =
-            ChatTemplate { env, source, bos_token, eos_token, syntax, thinks, system_role: true };
+        let reads_reasoning_effort = REASONING_EFFORT_NAMES.iter().any(|name| text.contains(name));
+        let mut template = ChatTemplate {
+            env,
+            source,
+            bos_token,
+            eos_token,
+            syntax,
+            thinks,
+            system_role: true,
+            reads_reasoning_effort,
+        };
         // As llama.cpp learns it: a system message that renders (and shows) is supported.
         let probe = [ChatMessage::new("system", "<probe>"), ChatMessage::new("user", "Hi")];
         template.system_role =
@@ -236,7 +294,16 @@ impl ChatTemplate {
             reasoning,
             opens_in_reasoning: reasoning.is_some_and(|tags| prompt.trim_end().ends_with(tags.open)),
             calls: tools.map(|tools| (self.syntax, tools)),
+            harmony: self.syntax == CallSyntax::Harmony,
         }
+    }
+
+    /// Whether the template reads `reasoning_effort` (or its other name): llama.cpp's
+    /// `supports_reasoning_effort`, which asks whether a render used it; here, whether the
+    /// template's text names it (minijinja's list of the variables a template reads leaves out
+    /// one it also sets, as Solar Open's `set reasoning_effort = reasoning_effort if …`).
+    pub fn reads_reasoning_effort(&self) -> bool {
+        self.reads_reasoning_effort
     }
 
     pub fn source(&self) -> &TemplateSource {
@@ -270,7 +337,8 @@ impl ChatTemplate {
         let mut messages = if generic {
             generic_messages(messages, tools)
         } else {
-            native_messages(messages, tools.filter(|_| self.syntax == CallSyntax::Functools))
+            let tools_in_system = tools.filter(|_| self.syntax == CallSyntax::Functools);
+            native_messages(messages, tools_in_system, self.syntax == CallSyntax::Harmony)
         };
         if !self.system_role {
             fold_system_message(&mut messages);
@@ -283,8 +351,24 @@ impl ChatTemplate {
         if let Some(thinking) = options.enable_thinking {
             context.insert("enable_thinking", Value::from(thinking));
         }
+        if let Some(effort) = options.reasoning_effort {
+            // Some templates call it the reasoning strength (muse-glimmer's); llama.cpp sets both.
+            for name in REASONING_EFFORT_NAMES {
+                context.insert(name, Value::from(effort.as_str()));
+            }
+        }
         if let Some(tools) = tools.filter(|_| !generic) {
-            context.insert("tools", Value::from(minijinja::value::Serde(tools.template_value())));
+            let mut tools = tools.template_value();
+            if self.syntax == CallSyntax::Harmony {
+                // gpt-oss's template adds each tool's description to a string; llama.cpp's engine
+                // takes a missing one as empty there, minijinja refuses the sum.
+                for function in tools.as_array_mut().into_iter().flatten().map(|tool| &mut tool["function"]) {
+                    if function.get("description").is_none() {
+                        function["description"] = "".into();
+                    }
+                }
+            }
+            context.insert("tools", Value::from(minijinja::value::Serde(tools)));
         }
         template.render(context).map_err(|e| ChatError::Render(describe(&e)))
     }
@@ -308,13 +392,27 @@ fn fold_system_message(messages: &mut Vec<serde_json::Value>) {
 }
 
 /// Messages as a template with a tool format reads them: a call's arguments as an object
-/// (templates write them with `tojson`), and for Phi-4-mini the tools as JSON text in the
-/// system message.
-fn native_messages(messages: &[ChatMessage], tools_in_system: Option<&ToolUse>) -> Vec<serde_json::Value> {
+/// (templates write them with `tojson`), for Phi-4-mini the tools as JSON text in the
+/// system message, and for gpt-oss (`harmony`) the reasoning as `thinking`, which its template
+/// reads, without the content of a message that calls (the template takes one or the other
+/// as the call's analysis, as llama.cpp passes them).
+fn native_messages(
+    messages: &[ChatMessage],
+    tools_in_system: Option<&ToolUse>,
+    harmony: bool,
+) -> Vec<serde_json::Value> {
     let mut out: Vec<serde_json::Value> = messages
         .iter()
         .map(|message| {
             let mut value = serde_json::to_value(message).unwrap_or_default();
+            if harmony && let Some(reasoning) = &message.reasoning_content {
+                value["thinking"] = reasoning.as_str().into();
+                if message.tool_calls.as_ref().is_some_and(|calls| !calls.is_empty())
+                    && let Some(fields) = value.as_object_mut()
+                {
+                    fields.remove("content");
+                }
+            }
             if let Some(calls) = value.get_mut("tool_calls").and_then(|c| c.as_array_mut()) {
                 for call in calls {
                     let arguments = &mut call["function"]["arguments"];
@@ -382,6 +480,131 @@ fn generic_messages(messages: &[ChatMessage], tools: Option<&ToolUse>) -> Vec<se
                 system["content"] = content.into();
             }
             None => out.insert(0, json!({"role": "system", "content": instructions})),
+        }
+    }
+    out
+}
+
+/// Python's `strftime` of the current date and time (templates write today's date into the
+/// system prompt: gpt-oss's always, Llama 3.2's when it is defined), as llama.cpp's
+/// `strftime_now`: in the browser the local time, natively UTC.
+fn strftime_now(format: String) -> String {
+    strftime(&format, &DateTime::now())
+}
+
+/// A calendar date and time of day.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct DateTime {
+    year: i64,
+    /// 1 to 12.
+    month: u32,
+    /// 1 to 31.
+    day: u32,
+    hour: u32,
+    minute: u32,
+    second: u32,
+    /// 0 for Sunday to 6 for Saturday.
+    weekday: u32,
+}
+
+impl DateTime {
+    #[cfg(target_family = "wasm")]
+    fn now() -> DateTime {
+        let date = js_sys::Date::new_0();
+        DateTime {
+            year: date.get_full_year() as i64,
+            month: date.get_month() + 1,
+            day: date.get_date(),
+            hour: date.get_hours(),
+            minute: date.get_minutes(),
+            second: date.get_seconds(),
+            weekday: date.get_day(),
+        }
+    }
+
+    #[cfg(not(target_family = "wasm"))]
+    fn now() -> DateTime {
+        let seconds = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |since| since.as_secs() as i64);
+        DateTime::from_unix(seconds)
+    }
+
+    /// The UTC date and time `seconds` after 1970-01-01 (Howard Hinnant's `civil_from_days`).
+    #[cfg_attr(target_family = "wasm", allow(dead_code))]
+    fn from_unix(seconds: i64) -> DateTime {
+        let (days, in_day) = (seconds.div_euclid(86_400), seconds.rem_euclid(86_400));
+        let shifted = days + 719_468; // Days since 0000-03-01.
+        let era = shifted.div_euclid(146_097);
+        let day_of_era = shifted.rem_euclid(146_097);
+        let year_of_era = (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+        let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+        let march_month = (5 * day_of_year + 2) / 153;
+        let month = if march_month < 10 { march_month + 3 } else { march_month - 9 };
+        DateTime {
+            year: year_of_era + era * 400 + i64::from(month <= 2),
+            month: month as u32,
+            day: (day_of_year - (153 * march_month + 2) / 5 + 1) as u32,
+            hour: (in_day / 3600) as u32,
+            minute: (in_day / 60 % 60) as u32,
+            second: (in_day % 60) as u32,
+            weekday: (days + 4).rem_euclid(7) as u32, // 1970-01-01 was a Thursday.
+        }
+    }
+}
+
+/// `format` with C's `strftime` conversions for the date and time (in the C locale); others
+/// are kept as written.
+fn strftime(format: &str, time: &DateTime) -> String {
+    const MONTHS: [&str; 12] = [
+        "January",
+        "February",
+        "March",
+        "April",
+        "May",
+        "June",
+        "July",
+        "August",
+        "September",
+        "October",
+        "November",
+        "December",
+    ];
+    const DAYS: [&str; 7] = ["Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday"];
+    let month = MONTHS[(time.month as usize + 11) % 12];
+    let weekday = DAYS[time.weekday as usize % 7];
+    let mut out = String::with_capacity(format.len() + 16);
+    let mut chars = format.chars();
+    while let Some(c) = chars.next() {
+        if c != '%' {
+            out.push(c);
+            continue;
+        }
+        let Some(conversion) = chars.next() else {
+            out.push('%');
+            break;
+        };
+        match conversion {
+            'Y' => out.push_str(&time.year.to_string()),
+            'y' => out.push_str(&format!("{:02}", time.year.rem_euclid(100))),
+            'm' => out.push_str(&format!("{:02}", time.month)),
+            'd' => out.push_str(&format!("{:02}", time.day)),
+            'e' => out.push_str(&format!("{:2}", time.day)),
+            'H' => out.push_str(&format!("{:02}", time.hour)),
+            'I' => out.push_str(&format!("{:02}", (time.hour + 11) % 12 + 1)),
+            'M' => out.push_str(&format!("{:02}", time.minute)),
+            'S' => out.push_str(&format!("{:02}", time.second)),
+            'p' => out.push_str(if time.hour < 12 { "AM" } else { "PM" }),
+            'B' => out.push_str(month),
+            'b' | 'h' => out.push_str(&month[..3]),
+            'A' => out.push_str(weekday),
+            'a' => out.push_str(&weekday[..3]),
+            'F' => out.push_str(&format!("{}-{:02}-{:02}", time.year, time.month, time.day)),
+            '%' => out.push('%'),
+            other => {
+                out.push('%');
+                out.push(other);
+            }
         }
     }
     out

@@ -20,11 +20,26 @@ pub struct ReasoningTags {
     pub close: &'static str,
 }
 
+/// gpt-oss's reasoning: its `analysis` channel's messages (see [`CallSyntax::Harmony`]).
+pub const HARMONY_ANALYSIS: ReasoningTags =
+    ReasoningTags { open: "<|channel|>analysis<|message|>", close: HARMONY_END };
+
 /// What in a template's text says how its family writes reasoning (one table, as for calls).
 pub const REASONING_TAGS: &[(&str, ReasoningTags)] = &[
     ("<think>", ReasoningTags { open: "<think>", close: "</think>" }),
     ("<|channel>", ReasoningTags { open: "<|channel>thought", close: "<channel|>" }),
+    ("<|channel|>analysis<|message|>", HARMONY_ANALYSIS),
 ];
+
+/// Harmony's markers: a header ends at `<|message|>`, a message at `<|end|>` (its last one at
+/// `<|return|>` or `<|call|>`, which end the generation and are not in its text), and the next
+/// message begins with `<|start|>` and its role.
+const HARMONY_MESSAGE: &str = "<|message|>";
+const HARMONY_END: &str = "<|end|>";
+const HARMONY_START: &str = "<|start|>";
+const HARMONY_CHANNEL: &str = "<|channel|>";
+/// The role of every message an answer holds (the prompt wrote the first one's).
+const HARMONY_ROLE: &str = "assistant";
 
 /// How one answer is to be read.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -34,6 +49,9 @@ pub struct ReplyFormat {
     /// The prompt already opened the reasoning (it ends in the opening tag).
     pub opens_in_reasoning: bool,
     pub calls: Option<(CallSyntax, ToolUse)>,
+    /// The answer is a series of harmony messages (gpt-oss), read as such even when neither
+    /// reasoning nor calls are wanted apart: their headers are never content.
+    pub harmony: bool,
 }
 
 /// An answer as an OpenAI assistant message.
@@ -55,11 +73,14 @@ pub struct ParsedCall {
 impl ReplyFormat {
     /// Whether an answer needs reading at all (otherwise its text is its content).
     pub fn is_structured(&self) -> bool {
-        self.reasoning.is_some() || self.calls.is_some()
+        self.reasoning.is_some() || self.calls.is_some() || self.harmony
     }
 
     /// Reads `text`; `partial` while more may follow.
     pub fn parse(&self, text: &str, partial: bool) -> Reply {
+        if self.harmony {
+            return self.harmony_reply(text, partial);
+        }
         let (reasoning_content, body) = self.split_reasoning(text, partial);
         let (content, mut tool_calls) = match &self.calls {
             None => (body.to_owned(), Vec::new()),
@@ -79,6 +100,7 @@ impl ReplyFormat {
                     CallSyntax::LlamaJson => llama_calls(body, partial),
                     CallSyntax::Functools => functools_calls(body, partial),
                     CallSyntax::Generic => generic_reply(body, partial),
+                    CallSyntax::Harmony => unreachable!("harmony answers are read message by message"),
                 };
                 (content, calls)
             }
@@ -130,6 +152,137 @@ impl ReplyFormat {
             }
         }
         (Some(reasoning.trim().to_owned()), "")
+    }
+}
+
+/// What a harmony message is, by its header.
+#[derive(Debug, PartialEq)]
+enum HarmonyMessage<'a> {
+    /// The `analysis` channel: reasoning.
+    Analysis,
+    /// For the user: the `final` channel, or a `commentary` preamble before a call.
+    Text,
+    /// To `functions.NAME`: a call.
+    Call(&'a str),
+    /// To anything else (a built-in tool such as `python` or `container.exec`): nothing
+    /// llama.cpp shows, and neither do we.
+    Elsewhere,
+}
+
+impl HarmonyMessage<'_> {
+    /// Reads a header, such as `<|channel|>final`, ` to=functions.f<|channel|>commentary json`
+    /// (the recipient in the role's part) or `<|channel|>commentary to=functions.f
+    /// <|constrain|>json` (in the channel's). gpt-oss sometimes writes a stray
+    /// `<|channel|>commentary to=assistant` before the real channel: the last channel counts,
+    /// and a message to the assistant is no call.
+    fn of_header(header: &str) -> HarmonyMessage<'_> {
+        let word = |text: &str| -> usize {
+            text.find(|c: char| c.is_whitespace() || c == '<').unwrap_or(text.len())
+        };
+        let recipient = header
+            .match_indices(" to=")
+            .map(|(at, marker)| {
+                let name = &header[at + marker.len()..];
+                &name[..word(name)]
+            })
+            .filter(|name| *name != HARMONY_ROLE)
+            .last();
+        if let Some(recipient) = recipient {
+            return match recipient.strip_prefix("functions.") {
+                Some(name) => HarmonyMessage::Call(name),
+                None => HarmonyMessage::Elsewhere,
+            };
+        }
+        let channel = header.rfind(HARMONY_CHANNEL).map(|at| &header[at + HARMONY_CHANNEL.len()..]);
+        match channel.map(|channel| &channel[..word(channel)]) {
+            Some("analysis") => HarmonyMessage::Analysis,
+            _ => HarmonyMessage::Text,
+        }
+    }
+}
+
+impl ReplyFormat {
+    /// A harmony answer, message by message. The prompt ends in `<|start|>assistant`, so the
+    /// answer begins with the first message's header (or, when the prompt opened the analysis,
+    /// inside it); a message is read once its header is whole. Reasoning and content are each
+    /// the messages' texts joined, as llama.cpp joins them; reasoning not wanted apart is content
+    /// with its header and tags, as llama.cpp writes it. While streaming, an ending that may
+    /// begin `<|end|>` is held back.
+    fn harmony_reply(&self, text: &str, partial: bool) -> Reply {
+        let (mut content, mut reasoning, mut calls) = (String::new(), String::new(), Vec::new());
+        let mut opened = self.opens_in_reasoning.then_some(HARMONY_CHANNEL.to_owned() + "analysis");
+        let mut rest = text;
+        loop {
+            let header = match opened.take() {
+                Some(header) => header,
+                None => {
+                    let Some(at) = rest.find(HARMONY_MESSAGE) else {
+                        // A header still being written; at the end, text that is no message.
+                        if !partial {
+                            content.push_str(rest);
+                        }
+                        break;
+                    };
+                    let header = rest[..at].to_owned();
+                    rest = &rest[at + HARMONY_MESSAGE.len()..];
+                    header
+                }
+            };
+            let (body, closed) = match rest.find(HARMONY_END) {
+                Some(end) => {
+                    let body = &rest[..end];
+                    rest = &rest[end + HARMONY_END.len()..];
+                    (body, true)
+                }
+                None => (if partial { held_back(rest, HARMONY_END) } else { rest }, false),
+            };
+            match HarmonyMessage::of_header(&header) {
+                HarmonyMessage::Analysis if self.reasoning.is_some() => reasoning.push_str(body),
+                HarmonyMessage::Analysis => {
+                    content.push_str(&header);
+                    content.push_str(HARMONY_MESSAGE);
+                    content.push_str(body);
+                    if closed {
+                        content.push_str(HARMONY_END);
+                    }
+                }
+                HarmonyMessage::Text => content.push_str(body),
+                HarmonyMessage::Call(name) => {
+                    let offered = self
+                        .calls
+                        .as_ref()
+                        .is_some_and(|(_, tools)| tools.tools.iter().any(|tool| tool.function.name == name));
+                    let arguments = body.trim();
+                    let readable = (partial && !closed)
+                        || serde_json::from_str::<Value>(arguments).is_ok_and(|value| value.is_object());
+                    match (offered, readable) {
+                        (true, true) => {
+                            calls.push(ParsedCall { name: name.to_owned(), arguments: arguments.to_owned() })
+                        }
+                        // Arguments that are no object (cut off, at the end): text, as elsewhere.
+                        (true, false) => content.push_str(body),
+                        (false, _) => {}
+                    }
+                }
+                HarmonyMessage::Elsewhere => {}
+            }
+            if !closed {
+                break;
+            }
+            let next = rest.strip_prefix(HARMONY_START).unwrap_or(rest);
+            rest = next.strip_prefix(HARMONY_ROLE).unwrap_or(next);
+        }
+        if let Some((_, tools)) = &self.calls
+            && !tools.parallel
+        {
+            calls.truncate(1);
+        }
+        let reasoning = reasoning.trim();
+        Reply {
+            content: content.trim().to_owned(),
+            reasoning_content: (!reasoning.is_empty()).then(|| reasoning.to_owned()),
+            tool_calls: calls,
+        }
     }
 }
 

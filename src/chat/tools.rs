@@ -122,6 +122,11 @@ pub enum CallSyntax {
     /// `<|tool_call_start|>[NAME(key="text", n=1), …]<|tool_call_end|>`, Python's call syntax
     /// and literals (JSON's `true`, `false`, `null` too): LFM2, LFM2.5.
     Lfm2,
+    /// gpt-oss's harmony format: an answer is a series of messages, each a header, then
+    /// `<|message|>` and its text; reasoning is in the `analysis` channel, a call is a message
+    /// to `functions.NAME` holding the arguments' JSON, one call per answer:
+    /// `<|start|>assistant to=functions.NAME<|channel|>commentary json<|message|>{…}`.
+    Harmony,
     /// `{"tool_calls": [{"name": …, "arguments": {…}}]}` or `{"response": "…"}`, under a grammar:
     /// every template without a tool format of its own.
     Generic,
@@ -131,6 +136,7 @@ pub enum CallSyntax {
 /// llama.cpp's `common_chat_try_specialized_template` tells them apart). A template must also
 /// mention `tools`.
 const NATIVE_SYNTAX: &[(CallSyntax, &[&str])] = &[
+    (CallSyntax::Harmony, &["<|channel|>", "<|start|>assistant to="]),
     (CallSyntax::Gemma4, &["'<|tool_call>call:'"]),
     (CallSyntax::Lfm2, &["<|tool_list_start|>", "<|tool_list_end|>"]),
     (CallSyntax::Lfm2, &["List of tools: ["]),
@@ -294,6 +300,7 @@ impl ToolUse {
             CallSyntax::QwenXml => self.qwen_xml_grammar(repeat),
             CallSyntax::Gemma4 => self.gemma4_grammar(repeat),
             CallSyntax::Lfm2 => self.lfm2_grammar(),
+            CallSyntax::Harmony => self.harmony_grammar(),
             CallSyntax::Generic => unreachable!("handled above"),
         };
         Some(GrammarSpec::Lark(lark))
@@ -455,6 +462,20 @@ impl ToolUse {
             ));
         }
         functions
+    }
+
+    /// gpt-oss's call as its template writes one, after the prompt's `<|start|>assistant`: the
+    /// recipient in the role's part of the header, then the arguments' JSON by the function's
+    /// schema. The answer starts at the call, without an analysis message first: as for the
+    /// other families, whose required calls are asked for with their thinking off.
+    fn harmony_grammar(&self) -> String {
+        let (mut functions, mut arguments) = (Vec::new(), String::new());
+        for (t, tool) in self.tools.iter().enumerate() {
+            let header = format!("{}<|channel|>commentary json<|message|>", tool.function.name);
+            functions.push(format!("{} a{t}", quoted(&header)));
+            arguments.push_str(&format!("a{t}: %json {}\n", with_json_layout(parameters_schema(tool))));
+        }
+        format!("start: \" to=functions.\" function\nfunction: {}\n{arguments}", functions.join(" | "))
     }
 
     /// The generic route's instructions, added to the system prompt.

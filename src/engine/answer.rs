@@ -274,7 +274,8 @@ impl AnswerText {
                             self.sent.reasoning.push_str(more);
                             return Some(Delta { reasoning_content: more.to_owned(), ..Delta::default() });
                         }
-                        (Some(close), None) if !calls => {
+                        // A harmony answer's content is its later messages' texts, read whole.
+                        (Some(close), None) if !calls && !self.format.harmony => {
                             self.reading = Reading::Content { from: close + tags.close.len() };
                             return None; // The token that closes it is read whole.
                         }
@@ -319,7 +320,7 @@ fn char_floor(text: &str, at: usize) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::chat::{REASONING_TAGS, ReplyFormat};
+    use crate::chat::{HARMONY_ANALYSIS, REASONING_TAGS, ReplyFormat};
 
     fn plain(stops: &[&str]) -> AnswerText {
         AnswerText::new(ReplyFormat::default(), stops.iter().map(|s| s.to_string()).collect())
@@ -437,6 +438,13 @@ mod tests {
                 calls: Some((CallSyntax::Lfm2, tools())),
                 ..ReplyFormat::default()
             },
+            ReplyFormat { reasoning: Some(HARMONY_ANALYSIS), harmony: true, ..ReplyFormat::default() },
+            ReplyFormat {
+                reasoning: Some(HARMONY_ANALYSIS),
+                calls: Some((CallSyntax::Harmony, tools())),
+                harmony: true,
+                ..ReplyFormat::default()
+            },
         ];
         let fragments = [
             "<think>",
@@ -449,6 +457,11 @@ mod tests {
             "<|tool_call_start|>",
             "<|tool_call_end|>",
             "[f(a=1, b='x')]",
+            "<|channel|>analysis<|message|>",
+            "<|channel|>final<|message|>",
+            " to=functions.f<|channel|>commentary json<|message|>",
+            "<|end|>",
+            "<|start|>assistant",
             "<",
             "</",
             "thi",

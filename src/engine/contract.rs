@@ -10,7 +10,7 @@ use ts_rs::{Config, TS};
 use super::answer::{CallDelta, Delta};
 use super::generation::{Checkpoints, Event, Finish, PromptFacts, Stats, StepRecord, TracedStep, Usage};
 use super::request::{AnswerRequest, BranchRequest, ChatRequest, GrammarRequest, LimitsRequest, TextRequest};
-use crate::chat::{CallSyntax, ChatMessage, FunctionCall, FunctionSpec, Tool, ToolCall};
+use crate::chat::{CallSyntax, ChatMessage, FunctionCall, FunctionSpec, ReasoningEffort, Tool, ToolCall};
 use crate::sampler::{Candidate, GrammarTrace, SamplerSettings, StepTrace};
 
 const HEADER: &str = "\
@@ -34,6 +34,7 @@ fn declarations() -> String {
         declaration::<AnswerRequest>(&cfg),
         declaration::<LimitsRequest>(&cfg),
         declaration::<GrammarRequest>(&cfg),
+        declaration::<ReasoningEffort>(&cfg),
         declaration::<ChatMessage>(&cfg),
         declaration::<Tool>(&cfg),
         declaration::<FunctionSpec>(&cfg),

@@ -33,7 +33,9 @@ pub use request::{
     LimitsRequest, TextRequest,
 };
 
-use crate::chat::{ChatError, ChatMessage, ChatTemplate, RenderOptions, ReplyFormat, ToolUse};
+use crate::chat::{
+    ChatError, ChatMessage, ChatTemplate, ReasoningEffort, RenderOptions, ReplyFormat, ToolUse,
+};
 use crate::gguf::{GgufHeader, Metadata};
 use crate::grammar::{Constraint, GrammarCompiler, GrammarError, GrammarSpec};
 use crate::model::{LogitsFor, Model, ModelBytes};
@@ -50,6 +52,8 @@ pub const PREFILL_BATCH: usize = 64;
 pub struct TurnOptions {
     /// Qwen3's switch for `<think>` reasoning; `None` leaves the template's default.
     pub enable_thinking: Option<bool>,
+    /// How hard to reason, where the template reads it (gpt-oss); `None`: its default.
+    pub reasoning_effort: Option<ReasoningEffort>,
     /// The tools offered (none, or `tool_choice: 'none'`: `None`).
     pub tools: Option<ToolUse>,
     /// What the answer must follow, if no tools are offered.
@@ -179,7 +183,11 @@ impl Engine {
         // the grammar starts the answer at the call, where a thinking model would open <think>.
         let required = options.tools.as_ref().is_some_and(|t| t.required);
         let enable_thinking = options.enable_thinking.or(required.then_some(false));
-        let render = RenderOptions { add_generation_prompt: true, enable_thinking };
+        let render = RenderOptions {
+            add_generation_prompt: true,
+            enable_thinking,
+            reasoning_effort: options.reasoning_effort,
+        };
         let text = self.template.render_with_tools(messages, render, options.tools.as_ref())?;
         if text.len() > context.saturating_mul(self.longest_token) {
             return Err(EngineError::RenderedPromptTooLong { bytes: text.len(), context });

@@ -7,7 +7,7 @@
 use serde::Deserialize;
 
 use super::AnswerLimits;
-use crate::chat::{ChatMessage, Tool, ToolChoice};
+use crate::chat::{ChatMessage, ReasoningEffort, Tool, ToolChoice};
 use crate::grammar::{GrammarError, GrammarSpec};
 use crate::sampler::SamplerSettings;
 
@@ -85,6 +85,11 @@ pub struct ChatRequest {
     #[serde(default)]
     #[cfg_attr(test, ts(optional))]
     pub enable_thinking: Option<bool>,
+    /// OpenAI's `reasoning_effort`, for templates that read it (gpt-oss); any other value than
+    /// `'low'`, `'medium'` or `'high'` is refused (kind `bad_request`).
+    #[serde(default)]
+    #[cfg_attr(test, ts(optional))]
+    pub reasoning_effort: Option<ReasoningEffort>,
     /// OpenAI's `tools`, `tool_choice` and `parallel_tool_calls`.
     #[serde(default)]
     #[cfg_attr(test, ts(optional))]

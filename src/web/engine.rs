@@ -135,7 +135,7 @@ impl WebEngine {
         to_js(&Report::new(self.engine.model().header()))
     }
 
-    /// Starts a chat answer: `{messages, enable_thinking?, tools?, tool_choice?,
+    /// Starts a chat answer: `{messages, enable_thinking?, reasoning_effort?, tools?, tool_choice?,
     /// parallel_tool_calls?, split_reasoning?}` with any answer's `{settings?, context?,
     /// grammar?, max_tokens?, trace_top?, stop?}`. The conversation is rendered through the
     /// chat template and tokenized, the tools and grammar checked and compiled, and a cache of
@@ -149,6 +149,7 @@ impl WebEngine {
             .map_err(|e| engine_error(e.into()))?;
         let options = TurnOptions {
             enable_thinking: request.enable_thinking,
+            reasoning_effort: request.reasoning_effort,
             tools,
             response_format,
             split_reasoning: request.split_reasoning.unwrap_or(true),

@@ -413,7 +413,7 @@ fn the_longest_template_chains_allowed_fit_the_browsers_stack() {
         format!("{{{{ x{} }}}}", ".a".repeat(links)),
         format!("{{{{ x{} }}}}", "[0]".repeat(links)),
     ];
-    let options = RenderOptions { add_generation_prompt: true, enable_thinking: None };
+    let options = RenderOptions { add_generation_prompt: true, ..RenderOptions::default() };
     for text in &chains {
         let template = ChatTemplate::new(text, TemplateSource::File, String::new(), String::new()).unwrap();
         let _ = template.render(&[], options); // undefined `x` may fail to render; it must not trap

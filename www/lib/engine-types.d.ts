@@ -3,6 +3,11 @@
 
 export type ChatRequest = { messages: Array<ChatMessage>, enable_thinking?: boolean, 
 /**
+ * OpenAI's `reasoning_effort`, for templates that read it (gpt-oss); any other value than
+ * `'low'`, `'medium'` or `'high'` is refused (kind `bad_request`).
+ */
+reasoning_effort?: ReasoningEffort, 
+/**
  * OpenAI's `tools`, `tool_choice` and `parallel_tool_calls`.
  */
 tools?: Array<Tool>, tool_choice?: "auto" | "none" | "required" | { type: "function", function: { name: string } }, parallel_tool_calls?: boolean, 
@@ -115,6 +120,11 @@ stop?: Array<string>, };
  * `{type: 'lark', grammar}`.
  */
 export type GrammarRequest = { "type": "json_object" } | { "type": "json_schema", schema: string, strict?: boolean, } | { "type": "lark", grammar: string, };
+
+/**
+ * OpenAI's `reasoning_effort`: `'low'`, `'medium'` or `'high'`.
+ */
+export type ReasoningEffort = "low" | "medium" | "high";
 
 export type ChatMessage = { 
 /**
@@ -387,7 +397,7 @@ export type Checkpoints = { held: number, most: number, bytes_each: number, };
 /**
  * How a family writes a call in its answer.
  */
-export type CallSyntax = "hermes" | "qwen_xml" | "llama_json" | "functools" | "gemma4" | "lfm2" | "generic";
+export type CallSyntax = "hermes" | "qwen_xml" | "llama_json" | "functools" | "gemma4" | "lfm2" | "harmony" | "generic";
 
 /**
  * The knobs of the chain. Defaults are llama.cpp's.

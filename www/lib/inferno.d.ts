@@ -383,6 +383,8 @@ export interface ChatCompletionParams extends OutputParams, AnswerParams {
   messages: ChatMessage[];
   /** Extension: Qwen3's thinking switch, passed to the chat template. */
   enable_thinking?: boolean;
+  /** How hard to reason, passed to templates that read it (gpt-oss's). */
+  reasoning_effort?: import('./engine-types.js').ReasoningEffort;
   /** 'auto' (default): the reasoning goes apart, in `reasoning_content`; 'none': it stays in
    *  the content as the model wrote it. */
   reasoning_format?: 'auto' | 'none';

@@ -408,6 +408,7 @@ export class Inferno {
           ...answerFields,
           messages: chatMessages(params.messages),
           enable_thinking: params.enable_thinking,
+          reasoning_effort: params.reasoning_effort,
           ...toolFields(params),
           split_reasoning: reasoningFormat(params.reasoning_format),
         };

@@ -4,7 +4,7 @@
 use inferno::model::ModelBytes;
 use std::io::Write;
 
-use inferno::chat::{ChatMessage, ParsedCall, Tool, ToolChoice, ToolUse};
+use inferno::chat::{ChatMessage, ParsedCall, ReasoningEffort, Tool, ToolChoice, ToolUse};
 use inferno::engine::{AnswerLimits, Engine, EngineError, Event, Generation, TurnOptions};
 use inferno::grammar::GrammarSpec;
 use inferno::sampler::{Sampler, SamplerSettings, StepTrace};
@@ -32,6 +32,7 @@ const OPTIONS: &[&str] = &[
     "--tools",
     "--tool-choice",
     "--stop",
+    "--reasoning-effort",
 ];
 const SWITCHES: &[&str] =
     &["--chat", "--no-think", "--think", "--json", "--ignore-eos", "--one-call", "--strict"];
@@ -50,6 +51,13 @@ pub fn run(args: &[String]) -> Result<(), String> {
     if !args.switch("--chat") && tools.is_some() {
         return Err("generate: --tools needs --chat".into());
     }
+    let reasoning_effort = args
+        .text("--reasoning-effort")
+        .map(|effort| effort.parse::<ReasoningEffort>().map_err(|e| format!("generate: {e}")))
+        .transpose()?;
+    if !args.switch("--chat") && reasoning_effort.is_some() {
+        return Err("generate: --reasoning-effort needs --chat".into());
+    }
 
     args.start_threads()?;
     let engine = args.on_device(load_engine(path)?)?;
@@ -65,8 +73,16 @@ pub fn run(args: &[String]) -> Result<(), String> {
             _ => None,
         };
         let most = args.number("--context", engine.model().config().context_length)?;
-        let options =
-            TurnOptions { enable_thinking: thinking, tools, response_format: grammar, split_reasoning: true };
+        if reasoning_effort.is_some() && !engine.template().reads_reasoning_effort() {
+            eprintln!("generate: warning: the chat template does not read reasoning_effort");
+        }
+        let options = TurnOptions {
+            enable_thinking: thinking,
+            reasoning_effort,
+            tools,
+            response_format: grammar,
+            split_reasoning: true,
+        };
         let turn = engine.chat_turn(&messages, options, most).map_err(|e| format!("generate: {e}"))?;
         (turn.tokens, Some(turn.reply), turn.grammar)
     } else {

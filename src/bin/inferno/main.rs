@@ -18,7 +18,8 @@ commands:
                                     chat template (reads only the header)
   tokenize MODEL --text TEXT [--json] [--no-special] [--no-parse-special]
                                     token ids and pieces, as llama.cpp would produce them
-  generate MODEL --prompt TEXT [--chat [--system TEXT] [--think|--no-think]] [-n 24]
+  generate MODEL --prompt TEXT [--chat [--system TEXT] [--think|--no-think]
+           [--reasoning-effort low|medium|high]] [-n 24]
            [--temp 0.8 --top-k 40 --top-p 0.95 --min-p 0.05 --repeat-penalty 1.0
             --repeat-last-n 64 --seed N] [--trace N] [--context N] [--ignore-eos] [--json]
            [--stop TEXT]... [--json-schema FILE [--strict] | --grammar FILE]
@@ -33,7 +34,8 @@ commands:
                                     --grammar (a Lark grammar) constrains it; --tools (an
                                     OpenAI tools array, with --chat) offers functions,
                                     --tool-choice auto|none|required|NAME, --one-call without
-                                    parallel calls
+                                    parallel calls; --reasoning-effort sets the template's
+                                    reasoning_effort (gpt-oss)
   logits MODEL --tokens 1,2,3 [--top 20] [--json]
                                     the top logits after each position (teacher-forced)
   logits MODEL --golden FILE [--tolerance 0.1] [--json]
