@@ -78,7 +78,8 @@ Architectures:
            post_attention_norm as the FFN's norm; RoPE base 150000 scaled by YaRN (factor 32,
            original context 4096, so pairs 8 to 18 of 32 lie on its ramp); 8 experts of width
            128 in MXFP4 with F32 biases (std 0.1) on the router and every projection, 4 used,
-           chosen by raw scores and weighed by their softmax; the gpt-4o pre-tokenizer.
+           chosen by raw scores and weighed by their softmax; the gpt-4o pre-tokenizer and
+           gpt-oss's harmony chat template (.cache/templates, scripts/fetch-models.sh).
   The experts' routers are F32 (llama.cpp's converter leaves `ffn_gate_inp` unquantized) with
   weights of std 0.1, so that router scores are seldom near a tie; the experts are Q8_0 stacks.
 """
@@ -113,9 +114,10 @@ TOKENIZER_SOURCE = REPO / "tests" / "fixtures" / "models" / "qwen3-micro-q4_0.gg
 PHI3_TOKENS = {8003: "<unk>", 8004: "<s>", 8005: "</s>", 8006: "<|user|>", 8007: "<|assistant|>", 8008: "<|end|>"}
 
 
-def copy_tokenizer(writer, reader, renamed=None, pre=None, pad_to=None):
-    """The source's tokenizer keys; `renamed` tokens by id, another pre-tokenizer name, and the
-    token arrays padded with unused tokens to `pad_to` entries (make_moe_shaped.py)."""
+def copy_tokenizer(writer, reader, renamed=None, pre=None, pad_to=None, template=None):
+    """The source's tokenizer keys; `renamed` tokens by id, another pre-tokenizer name, the
+    token arrays padded with unused tokens to `pad_to` entries (make_moe_shaped.py), and another
+    chat template."""
     for name, field in reader.fields.items():
         if not name.startswith("tokenizer."):
             continue
@@ -137,7 +139,11 @@ def copy_tokenizer(writer, reader, renamed=None, pre=None, pad_to=None):
             writer.add_array(name, values)
         elif kind == GGUFValueType.STRING:
             value = bytes(field.parts[field.data[0]]).decode("utf-8")
-            writer.add_string(name, pre if pre and name == "tokenizer.ggml.pre" else value)
+            if pre and name == "tokenizer.ggml.pre":
+                value = pre
+            elif template and name == "tokenizer.chat_template":
+                value = template
+            writer.add_string(name, value)
         else:
             writer.add_key_value(name, field.parts[field.data[0]][0].item(), kind)
 
@@ -441,7 +447,11 @@ def write_gpt_oss(path, rng, reader):
     writer.add_rope_scaling_orig_ctx_len(4096)
     writer.add_layer_norm_rms_eps(1e-5)
     writer.add_sliding_window(8)
-    copy_tokenizer(writer, reader, pre="gpt-4o")
+    # gpt-oss's own template (harmony), from llama.cpp's models/templates as fetch-models.sh
+    # extracts them: its markers are text in this vocabulary, but the page and the CLI render,
+    # parse and offer reasoning_effort as for the real model.
+    template = (REPO / ".cache" / "templates" / "openai-gpt-oss-120b.jinja").read_text()
+    copy_tokenizer(writer, reader, pre="gpt-4o", template=template)
     matrix, vector = random_tensors(writer, rng)
 
     matrix("token_embd.weight", n_vocab, EMBD)

@@ -64,6 +64,8 @@ impl WebEngine {
             purpose: &'static str,
             /// Whether it has an output layer to generate with (an encoder only embeds).
             generates: bool,
+            /// Whether its chat template reads `reasoning_effort` (gpt-oss).
+            reads_reasoning_effort: bool,
         }
         let config = self.engine.model().config();
         to_js(&Info {
@@ -76,6 +78,7 @@ impl WebEngine {
             pooling: config.pooling.map(crate::embedding::Pooling::name),
             purpose: self.engine.purpose().name(),
             generates: self.engine.model().weights().output.is_some(),
+            reads_reasoning_effort: self.engine.template().reads_reasoning_effort(),
         })
     }
 

@@ -508,10 +508,32 @@ pageSuite(
       await setSettings({ json_schema: '' });
     });
 
+    test('gpt-oss offers a reasoning effort, and the prompt carries it', async () => {
+      const file = 'gpt-oss-micro-q8_0.gguf';
+      await loadModel(requireModel({ file: path.join(fixtureModelsDir, file) }));
+      await assertModelLoaded(file);
+      assert.equal(await h.page.locator('#reasoning-effort').isVisible(), true);
+      assert.equal(await h.page.locator('#thinking-toggle').isVisible(), false);
+      await setSettings({ temperature: 0, max_tokens: 2 });
+      // The same question twice at one effort reuses the whole prompt but its last token; at
+      // another, the prompt differs from the system message's "Reasoning:" line on.
+      const askAfresh = async (effort) => {
+        await h.page.click('#new-chat');
+        await h.page.selectOption('#reasoning-effort', effort);
+        return ask('Hello');
+      };
+      await askAfresh('low');
+      const again = await askAfresh('low');
+      const high = await askAfresh('high');
+      assert.equal(again.prefilled, 1, JSON.stringify(again));
+      assert.ok(high.prefilled > 10, JSON.stringify(high));
+    });
+
     test('qwen3 offers the thinking toggle', async () => {
       await loadModel(requireModel(MODELS.qwen3Micro));
       await assertModelLoaded('qwen3-micro-q4_0.gguf');
       assert.equal(await h.page.locator('#thinking-toggle').isVisible(), true);
+      assert.equal(await h.page.locator('#reasoning-effort').isVisible(), false);
       await setSettings({ temperature: 0, max_tokens: 4 });
       const answer = await ask('Hello');
       assert.equal(answer.tokens.length, 4);

@@ -55,6 +55,8 @@ const ui = {
   regenerate: $('regenerate'),
   thinkingLabel: $('thinking-toggle-label'),
   thinking: control('thinking-toggle', HTMLInputElement),
+  reasoningEffortLabel: $('reasoning-effort-label'),
+  reasoningEffort: control('reasoning-effort', HTMLSelectElement),
   stats: $('chat-stats'),
   systemPrompt: control('system-prompt', HTMLTextAreaElement),
   settingsDefaults: $('settings-defaults'),
@@ -154,6 +156,7 @@ export function createChat(engine, { onModelLoaded, pickFile }) {
       const sameModel = savedModelMatches(model);
       state.defaults = pickSampling(model.recommended_sampling);
       ui.thinkingLabel.hidden = model.architecture !== 'qwen3';
+      ui.reasoningEffortLabel.hidden = !model.reads_reasoning_effort;
       if (!sameModel) settings.applyDefaults(state.defaults, model);
       save();
       onModelLoaded?.(model);
@@ -490,6 +493,7 @@ export function createChat(engine, { onModelLoaded, pickFile }) {
           stream: true,
           trace_top: DEFAULT_TRACE_TOP,
           enable_thinking: ui.thinkingLabel.hidden ? undefined : ui.thinking.checked,
+          reasoning_effort: ui.reasoningEffortLabel.hidden ? undefined : ui.reasoningEffort.value,
         }),
       assistant,
     );

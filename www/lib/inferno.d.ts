@@ -240,6 +240,9 @@ export interface ModelInfo {
   /** Whether it has an output layer to generate with: an encoder (`bert`, `nomic-bert`) only
    *  embeds, and a chat request gets kind `embedding_only`. */
   generates: boolean;
+  /** Whether its chat template reads `reasoning_effort` (gpt-oss), so a chat request's
+   *  `reasoning_effort` changes the prompt. */
+  reads_reasoning_effort: boolean;
   /** Files the model came in (gguf-split shards); 1 for one file. */
   shards: number;
   /** A resumable download's story: bytes found from an earlier one, connections resumed,
