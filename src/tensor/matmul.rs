@@ -236,6 +236,7 @@ fn split_columns<'a>(
 /// Whether a matrix is held as llama.cpp repacks it (native only), and which of its repacked
 /// kernels llama.cpp multiplies it with.
 #[derive(Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(target_family = "wasm", allow(dead_code))] // In wasm every matrix is `No`.
 enum Repacked {
     No,
     /// The GEMM for whole groups of 4 activation rows, the GEMV for the rest.

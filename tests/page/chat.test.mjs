@@ -515,18 +515,18 @@ pageSuite(
       assert.equal(await h.page.locator('#reasoning-effort').isVisible(), true);
       assert.equal(await h.page.locator('#thinking-toggle').isVisible(), false);
       await setSettings({ temperature: 0, max_tokens: 2 });
-      // The same question twice at one effort reuses the whole prompt but its last token; at
-      // another, the prompt differs from the system message's "Reasoning:" line on.
-      const askAfresh = async (effort) => {
-        await h.page.click('#new-chat');
+      // A second turn at the same effort reuses the whole first prompt from the cache; a third
+      // at another effort differs from the system message's "Reasoning:" line on, well before
+      // the end of the first prompt (its rules for channels, the user's turn follow).
+      const askAt = async (effort, message) => {
         await h.page.selectOption('#reasoning-effort', effort);
-        return ask('Hello');
+        return ask(message);
       };
-      await askAfresh('low');
-      const again = await askAfresh('low');
-      const high = await askAfresh('high');
-      assert.equal(again.prefilled, 1, JSON.stringify(again));
-      assert.ok(high.prefilled > 10, JSON.stringify(high));
+      const first = await askAt('low', 'Hello');
+      const second = await askAt('low', 'Again');
+      const third = await askAt('high', 'More');
+      assert.ok(second.reused >= first.prefilled, JSON.stringify({ first, second }));
+      assert.ok(third.reused < first.prefilled - 20, JSON.stringify({ first, third }));
     });
 
     test('qwen3 offers the thinking toggle', async () => {
