@@ -80,6 +80,11 @@ Architectures:
            128 in MXFP4 with F32 biases (std 0.1) on the router and every projection, 4 used,
            chosen by raw scores and weighed by their softmax; the gpt-4o pre-tokenizer and
            gpt-oss's harmony chat template (.cache/templates, scripts/fetch-models.sh).
+  granitehybrid  Granite 4.0-H: 4 layers [mamba2, mamba2, attention, mamba2]; Mamba-2 layers
+           (wherever head_count_kv is 0) with an inner size of 512 in 8 heads of 64, 2 groups of
+           B and C with states of 64, a convolution of 4 taps (F32, std 0.5) with a bias, dt
+           biases, A and D initialized as Mamba-2 does them, a norm per group; Granite's
+           multipliers; every FFN 8 experts of width 128, 2 used, with a shared expert of 192.
   The experts' routers are F32 (llama.cpp's converter leaves `ffn_gate_inp` unquantized) with
   weights of std 0.1, so that router scores are seldom near a tie; the experts are Q8_0 stacks.
 """
@@ -581,6 +586,65 @@ def write_lfm2(path, rng, reader, moe=False):
     writer.close()
 
 
+GRANITE_HYBRID_LAYERS = ["mamba2", "mamba2", "attention", "mamba2"]
+# Mamba-2's shape: state size, heads (64 values each of the 512 inner), groups, kernel.
+SSM_STATE, SSM_HEADS, SSM_GROUPS, SSM_CONV = 64, 8, 2, 4
+
+
+def write_granite_hybrid(path, rng, reader):
+    n_vocab = len(reader.fields["tokenizer.ggml.tokens"].data)
+    n_expert, inner = 8, 2 * EMBD
+    conv_dim = inner + 2 * SSM_GROUPS * SSM_STATE
+    writer = q8_writer(path, "granitehybrid", len(GRANITE_HYBRID_LAYERS))
+    writer.add_feed_forward_length(EXPERT_FFN)
+    writer.add_expert_count(n_expert)
+    writer.add_expert_used_count(2)
+    writer.add_expert_shared_feed_forward_length(192)
+    writer.add_head_count(HEADS)
+    writer.add_head_count_kv([KV_HEADS if kind == "attention" else 0 for kind in GRANITE_HYBRID_LAYERS])
+    writer.add_rope_freq_base(10_000.0)
+    writer.add_layer_norm_rms_eps(1e-5)
+    writer.add_ssm_conv_kernel(SSM_CONV)
+    writer.add_ssm_inner_size(inner)
+    writer.add_ssm_state_size(SSM_STATE)
+    writer.add_ssm_time_step_rank(SSM_HEADS)
+    writer.add_ssm_group_count(SSM_GROUPS)
+    writer.add_embedding_scale(12.0)
+    writer.add_residual_scale(0.22)
+    writer.add_attention_scale(1.0 / 64)
+    writer.add_logit_scale(6.0)
+    copy_tokenizer(writer, reader)
+    matrix, vector = random_tensors(writer, rng)
+
+    matrix("token_embd.weight", n_vocab, EMBD)
+    for layer, kind in enumerate(GRANITE_HYBRID_LAYERS):
+        p = f"blk.{layer}."
+        vector(p + "attn_norm.weight", EMBD, 1.0, 0.1)
+        if kind == "attention":
+            matrix(p + "attn_q.weight", HEADS * HEAD_DIM, EMBD)
+            matrix(p + "attn_k.weight", KV_HEADS * HEAD_DIM, EMBD)
+            matrix(p + "attn_v.weight", KV_HEADS * HEAD_DIM, EMBD)
+            matrix(p + "attn_output.weight", EMBD, HEADS * HEAD_DIM)
+        else:
+            matrix(p + "ssm_in.weight", inner + conv_dim + SSM_HEADS, EMBD)
+            writer.add_tensor(p + "ssm_conv1d.weight", (0.5 * rng.standard_normal((conv_dim, SSM_CONV))).astype(np.float32))
+            vector(p + "ssm_conv1d.bias", conv_dim, 0.0, 0.1)
+            # Time-step biases softplus⁻¹ of 0.001-0.1, A = -exp(A_log) for A_log = ln 1-16, D
+            # near 1, as Mamba-2 initializes them.
+            dt = rng.uniform(0.001, 0.1, SSM_HEADS)
+            writer.add_tensor(p + "ssm_dt.bias", np.log(np.expm1(dt)).astype(np.float32))
+            writer.add_tensor(p + "ssm_a", -rng.uniform(1.0, 16.0, (SSM_HEADS, 1)).astype(np.float32))
+            writer.add_tensor(p + "ssm_d", (1.0 + 0.1 * rng.standard_normal((SSM_HEADS, 1))).astype(np.float32))
+            writer.add_tensor(p + "ssm_norm.weight", (1.0 + 0.1 * rng.standard_normal((SSM_GROUPS, inner // SSM_GROUPS))).astype(np.float32))
+            matrix(p + "ssm_out.weight", EMBD, inner)
+        vector(p + "ffn_norm.weight", EMBD, 1.0, 0.1)
+        write_experts(writer, rng, p, n_expert)
+        matrix(p + "ffn_gate_shexp.weight", 192, EMBD)
+        matrix(p + "ffn_up_shexp.weight", 192, EMBD)
+        matrix(p + "ffn_down_shexp.weight", EMBD, 192)
+    finish(writer, vector)
+
+
 # arch: (layers, RoPE base, Q/K/V biases, fused QKV and gate/up with LongRoPE)
 MODELS = {
     "qwen2": (2, 1_000_000.0, True, False),
@@ -603,6 +667,7 @@ MODELS = {
 # Architectures with writers of their own.
 WRITERS = {
     "gpt-oss": write_gpt_oss,
+    "granitehybrid": write_granite_hybrid,
     "qwen35": write_qwen35,
     "gemma4": write_gemma4,
     "lfm2": write_lfm2,

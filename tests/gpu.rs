@@ -182,7 +182,12 @@ fn models_the_gpu_cannot_run_yet_are_refused_up_front() {
         Ok(_) => panic!("an IQ2_XXS file was taken by the GPU"),
     }
     // Experts have no GPU kernel yet: every mixture-of-experts family stays on the CPU.
-    for file in ["qwen3moe-micro-q8_0.gguf", "lfm2moe-micro-q8_0.gguf", "gpt-oss-micro-q8_0.gguf"] {
+    for file in [
+        "qwen3moe-micro-q8_0.gguf",
+        "lfm2moe-micro-q8_0.gguf",
+        "gpt-oss-micro-q8_0.gguf",
+        "granitehybrid-micro-q8_0.gguf",
+    ] {
         match GpuState::new(&gpu, &model(file), 8, 4) {
             Err(GpuError::Refused(what)) => assert_eq!(what, "mixture-of-experts layers"),
             Err(other) => panic!("{file}: {other}"),

@@ -268,6 +268,7 @@ fn micro_models_of_other_architectures_match_llama_cpp() {
         "lfm2-micro-q8_0",
         "lfm2moe-micro-q8_0",
         "gpt-oss-micro-q8_0",
+        "granitehybrid-micro-q8_0",
     ];
     for (name, tolerance) in goldens.map(|name| (name, 1e-4)) {
         let golden = golden(&format!("{name}.json"));

@@ -406,6 +406,12 @@ fn a_short_convolution_session_rolls_back_through_checkpoints() {
     rolls_back_through_checkpoints("models/lfm2-micro-q8_0.gguf");
 }
 
+/// Granite 4.0-H's Mamba-2 layers keep their convolution's inputs and their scan's state.
+#[test]
+fn a_mamba2_session_rolls_back_through_checkpoints() {
+    rolls_back_through_checkpoints("models/granitehybrid-micro-q8_0.gguf");
+}
+
 fn rolls_back_through_checkpoints(file: &str) {
     let engine = Engine::load(fixture(file)).unwrap();
     let prompt = engine.encode("The capital of France is");

@@ -15,8 +15,8 @@ use std::ops::Range;
 use super::{AttentionParams, Gpu, GpuError, RopeParams, Signal, groups_2d};
 use crate::model::backend::{Backend, Buf, Input, LayerAttention, LayerRope, LogitsHead};
 use crate::model::{
-    Activation, Checkpoints, DeltaNetWeights, EncoderInput, ExpertWeights, Family, FeedForward, Matrix,
-    Mixer, Model, ModelError, Norm, PerLayerWeights, RopeStyle, ShortConvWeights,
+    Activation, Checkpoints, DeltaNetWeights, EncoderInput, ExpertWeights, Family, FeedForward,
+    Mamba2Weights, Matrix, Mixer, Model, ModelError, Norm, PerLayerWeights, RopeStyle, ShortConvWeights,
 };
 
 /// What a model keeps on the device between batches: its weights (by where they lie in the
@@ -162,6 +162,8 @@ impl GpuState {
             ),
             ((0..c.n_layer).any(|l| c.layer(l).head_dim > super::MAX_ATTENTION_HEAD), "heads over 256 wide"),
             (c.experts.is_some(), "mixture-of-experts layers"),
+            (c.spec().attention_sinks, "attention sinks"),
+            (c.mamba2.is_some(), "Mamba-2 layers"),
         ];
         if let Some((_, what)) = missing.iter().find(|(needed, _)| *needed) {
             return Err(GpuError::Refused(what));
@@ -201,6 +203,7 @@ impl GpuState {
                     self.rates(gpu, delta);
                 }
                 Mixer::ShortConv(short) => vectors.push(&short.conv),
+                Mixer::Mamba2(_) => {}
             }
         }
         for matrix in model.decode_matrices() {
@@ -1239,6 +1242,11 @@ impl Backend for GpuBackend<'_> {
 
     fn experts(&mut self, _: &ExpertWeights) -> Result<(), ModelError> {
         self.fail(GpuError::Refused("mixture-of-experts layers"));
+        Ok(())
+    }
+
+    fn mamba2(&mut self, _: &Mamba2Weights) -> Result<(), ModelError> {
+        self.fail(GpuError::Refused("Mamba-2 layers"));
         Ok(())
     }
 

@@ -29,6 +29,7 @@ pub enum Architecture {
     Lfm2Moe,
     Granite,
     GptOss,
+    GraniteHybrid,
 }
 
 /// Which layer builder of `forward.rs` runs an architecture's layers.
@@ -116,6 +117,9 @@ pub struct ExpertSpec {
     pub selection_bias: bool,
     /// The first `leading_dense_block_count` layers have a dense FFN instead (LFM2-MoE).
     pub leading_dense: bool,
+    /// A file without experts (`expert_count` absent or 0) has dense FFNs instead (Granite
+    /// 4.0-H's dense sizes).
+    pub optional: bool,
     /// Biases on the router's scores and on every expert's three projections (gpt-oss:
     /// `ffn_gate_inp.bias`, `ffn_{gate,up,down}_exps.bias`).
     pub biases: bool,
@@ -130,6 +134,7 @@ const SOFTMAX_EXPERTS: ExpertSpec = ExpertSpec {
     selection_bias: false,
     leading_dense: false,
     biases: false,
+    optional: false,
 };
 
 /// Whether a projection's bias is read (`blk.N.attn_{q,k,v}.bias`, `blk.N.attn_output.bias`).
@@ -253,6 +258,8 @@ pub struct ArchSpec {
     pub delta_net: bool,
     /// LFM2's short convolution layers (`shortconv.l_cache`) wherever a layer has no KV heads.
     pub short_conv: bool,
+    /// Mamba-2 layers (`ssm.*` keys) wherever a layer has no KV heads (Granite 4.0-H).
+    pub mamba2: bool,
     /// The final norm's tensor (LFM2's files call it `token_embd_norm`).
     pub output_norm: &'static str,
     /// Interleaved M-RoPE sections (`rope.dimension_sections`): the pairs of the stream that
@@ -302,6 +309,7 @@ const LLAMA_LIKE: ArchSpec = ArchSpec {
     per_layer_inputs: false,
     delta_net: false,
     short_conv: false,
+    mamba2: false,
     output_norm: "output_norm",
     interleaved_mrope: false,
     no_rope_every: None,
@@ -331,7 +339,7 @@ const ENCODER: ArchSpec = ArchSpec {
 };
 
 /// Every architecture, in the order people meet them in messages (and [`Architecture`]'s).
-pub const ARCHITECTURES: [ArchSpec; 18] = [
+pub const ARCHITECTURES: [ArchSpec; 19] = [
     // Qwen3: per-head Q/K RMSNorm, NeoX RoPE, GQA, SwiGLU.
     ArchSpec { architecture: Architecture::Qwen3, name: "qwen3", qk_norm: QkNorm::PerHead, ..LLAMA_LIKE },
     // Qwen2, Qwen2.5 (and DeepSeek-R1-Distill-Qwen): Q/K/V biases.
@@ -525,6 +533,20 @@ pub const ARCHITECTURES: [ArchSpec; 18] = [
             ..SOFTMAX_EXPERTS
         }),
         attention_sinks: true,
+        ..LLAMA_LIKE
+    },
+    // Granite 4.0-H: Mamba-2 layers (wherever a layer has no KV heads) between attention layers
+    // that may skip RoPE (`rope.scaling.finetuned`), Granite's multipliers, and a mixture of
+    // experts with a shared expert where the file has experts (dense FFNs otherwise).
+    ArchSpec {
+        architecture: Architecture::GraniteHybrid,
+        name: "granitehybrid",
+        rope_style: RopeStyle::Normal,
+        qkv_bias: Bias::Optional,
+        output_bias: Bias::Optional,
+        mamba2: true,
+        experts: Some(ExpertSpec { shared: true, optional: true, ..SOFTMAX_EXPERTS }),
+        granite_scales: true,
         ..LLAMA_LIKE
     },
 ];

@@ -9,7 +9,7 @@ use std::ops::Range;
 use super::config::{Rope, RopeStyle};
 use super::error::ModelError;
 use super::weights::{
-    DeltaNetWeights, EncoderInput, ExpertWeights, FeedForward, Matrix, Norm, PerLayerWeights,
+    DeltaNetWeights, EncoderInput, ExpertWeights, FeedForward, Mamba2Weights, Matrix, Norm, PerLayerWeights,
     ShortConvWeights,
 };
 
@@ -182,6 +182,10 @@ pub trait Backend {
 
     /// `BlockOut` ← LFM2's short convolution of `Normed`, its last inputs carried in the cache.
     fn short_conv(&mut self, weights: &ShortConvWeights) -> Result<(), ModelError>;
+
+    /// `BlockOut` ← Granite 4.0-H's Mamba-2 layer of `Normed`, its convolution's last inputs and
+    /// its scan's state carried in the cache.
+    fn mamba2(&mut self, weights: &Mamba2Weights) -> Result<(), ModelError>;
 
     /// Gemma 4's per-layer input block: `X += norm(W_proj · (gelu(W_gate · X) ⊙ input))`.
     fn per_layer(&mut self, weights: &PerLayerWeights) -> Result<(), ModelError>;

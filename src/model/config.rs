@@ -115,6 +115,50 @@ pub struct ShortConv {
     pub kernel: usize,
 }
 
+/// A Mamba-2 layer's shape (Granite 4.0-H's `ssm.*` keys): `W_in` makes the gate `z`, the
+/// convolution's input `xBC` (values `x`, then the groups' `B` and `C`) and a time step per
+/// head; after the causal convolution, each head's state of `head_dim × state` decays by a
+/// scalar per step and takes `B ⊗ x`, and `C` reads it out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Mamba2 {
+    /// Taps of the causal convolution (`ssm.conv_kernel`).
+    pub conv_kernel: usize,
+    /// Width of the values and the gate (`ssm.inner_size`).
+    pub inner: usize,
+    /// Size of each state row and of `B` and `C` (`ssm.state_size`).
+    pub state: usize,
+    /// Heads (`ssm.time_step_rank`), each `inner / heads` values wide.
+    pub heads: usize,
+    /// Groups of heads that share `B`, `C` and a norm (`ssm.group_count`).
+    pub groups: usize,
+}
+
+impl Mamba2 {
+    pub fn head_dim(&self) -> usize {
+        self.inner / self.heads
+    }
+
+    /// Channels of the convolution: `x`, `B` and `C`.
+    pub fn conv_dim(&self) -> usize {
+        self.inner + 2 * self.groups * self.state
+    }
+
+    /// Rows of the input projection: `z`, `xBC`, and a time step per head.
+    pub fn in_dim(&self) -> usize {
+        self.inner + self.conv_dim() + self.heads
+    }
+
+    /// Floats of the convolution's state: the last `conv_kernel - 1` inputs.
+    pub fn conv_state_len(&self) -> usize {
+        (self.conv_kernel - 1) * self.conv_dim()
+    }
+
+    /// Floats of the scan's state: `head_dim × state` per head.
+    pub fn ssm_state_len(&self) -> usize {
+        self.inner * self.state
+    }
+}
+
 /// A mixture-of-experts block's shape and routing (`expert_*` keys and the family's rules).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct Experts {
@@ -240,6 +284,8 @@ pub struct Config {
     pub delta_net: Option<DeltaNet>,
     /// Short convolution layers' shape (LFM2: the layers without KV heads).
     pub short_conv: Option<ShortConv>,
+    /// Granite 4.0-H's Mamba-2 layers' shape (the layers without KV heads).
+    pub mamba2: Option<Mamba2>,
     recurrent_layers: Vec<bool>,
     /// How the file pools hidden states into a sentence embedding (`pooling_type`), if it
     /// says; an embedding model says (Qwen3-Embedding: last).
@@ -287,8 +333,8 @@ impl Config {
         let n_ff_layers = n_ff_layers.ok_or_else(|| keys.missing("feed_forward_length"))?;
         let n_ff = n_ff_layers.iter().copied().max().unwrap_or(0);
         let n_head = keys.required_count("attention.head_count", MAX_DIM)?;
-        // LFM2's layers without KV heads are its short convolutions.
-        let min_kv_heads = if spec.short_conv { 0 } else { 1 };
+        // LFM2's and Granite 4.0-H's layers without KV heads are their recurrent ones.
+        let min_kv_heads = if spec.short_conv || spec.mamba2 { 0 } else { 1 };
         let n_head_kv_layers = keys
             .counts_per_layer_from("attention.head_count_kv", n_layer, min_kv_heads, MAX_DIM)?
             .unwrap_or_else(|| vec![n_head; n_layer]);
@@ -493,9 +539,13 @@ impl Config {
         if spec.granite_scales && logit_scale.is_none() {
             return Err(keys.missing("logit_scale"));
         }
+        let has_experts =
+            keys.metadata.get(&keys.key("expert_count")).and_then(|v| v.as_u64()).is_some_and(|n| n > 0);
         let experts = match spec.experts {
-            Some(expert_spec) => Some(keys.experts(expert_spec, n_ff, n_layer)?),
-            None => None,
+            Some(expert_spec) if has_experts || !expert_spec.optional => {
+                Some(keys.experts(expert_spec, n_ff, n_layer)?)
+            }
+            _ => None,
         };
         let attn_softcap = match spec.attn_softcap {
             Some(cap) => Some(keys.positive_float("attn_logit_softcapping")?.unwrap_or(cap)),
@@ -508,9 +558,7 @@ impl Config {
             }
             FinalSoftcap::FromFile => keys.positive_float("final_logit_softcapping")?,
         };
-        if spec.dense_only
-            && keys.metadata.get(&keys.key("expert_count")).and_then(|v| v.as_u64()).is_some_and(|n| n > 0)
-        {
+        if spec.dense_only && has_experts {
             return Err(keys.bad(
                 "expert_count",
                 format!("names a mixture-of-experts {arch_name}: only the dense sizes run"),
@@ -555,6 +603,7 @@ impl Config {
             }
             false => None,
         };
+        let mamba2 = if spec.mamba2 { Some(keys.mamba2(n_embd)?) } else { None };
         let rope_unrotated_pairs =
             if spec.interleaved_mrope { keys.imrope_unrotated_pairs(rope_dims)? } else { Vec::new() };
         if vocab_size == 0 {
@@ -606,6 +655,7 @@ impl Config {
             rope_unrotated_pairs,
             delta_net,
             short_conv,
+            mamba2,
             recurrent_layers,
             pooling: keys.pooling()?,
             vocab_size,
@@ -621,10 +671,11 @@ impl Config {
     /// Floats of one recurrent layer's state: its convolution's last inputs, and its delta
     /// rule's matrices (none for LFM2's short convolutions).
     pub fn recurrent_state_lens(&self) -> (usize, usize) {
-        match (self.delta_net, self.short_conv) {
-            (Some(shape), _) => (shape.conv_state_len(), shape.ssm_state_len()),
-            (None, Some(conv)) => ((conv.kernel - 1) * self.n_embd, 0),
-            (None, None) => (0, 0),
+        match (self.delta_net, self.short_conv, self.mamba2) {
+            (Some(shape), ..) => (shape.conv_state_len(), shape.ssm_state_len()),
+            (None, Some(conv), _) => ((conv.kernel - 1) * self.n_embd, 0),
+            (None, None, Some(shape)) => (shape.conv_state_len(), shape.ssm_state_len()),
+            (None, None, None) => (0, 0),
         }
     }
 
@@ -811,6 +862,33 @@ impl Keys<'_> {
     /// values, value heads a multiple of key heads), and which layers are recurrent:
     /// `attention.recurrent_layers` if given, else all but every `full_attention_interval`-th
     /// (default 4).
+    /// Granite 4.0-H's `ssm.*` keys, checked as llama.cpp assumes them (an inner size of twice
+    /// the embedding, heads and groups that divide it, groups that divide the heads).
+    fn mamba2(&self, n_embd: usize) -> Result<Mamba2, ModelError> {
+        let conv_kernel = self.required_count("ssm.conv_kernel", MAX_CONV_KERNEL)?;
+        let inner = self.required_count("ssm.inner_size", MAX_DIM)?;
+        let state = self.required_count("ssm.state_size", MAX_DELTA_NET_HEAD)?;
+        let heads = self.required_count("ssm.time_step_rank", MAX_DIM)?;
+        let groups = self.required_count("ssm.group_count", MAX_DIM)?;
+        if conv_kernel < 2 {
+            return Err(self.bad("ssm.conv_kernel", format!("= {conv_kernel}: the convolution needs 2 taps")));
+        }
+        if inner != 2 * n_embd {
+            return Err(
+                self.bad("ssm.inner_size", format!("= {inner}: llama.cpp runs only twice embedding_length"))
+            );
+        }
+        if heads == 0 || inner % heads != 0 || groups == 0 || heads % groups != 0 {
+            return Err(self.bad(
+                "ssm.time_step_rank",
+                format!(
+                    "= {heads} heads must divide inner_size {inner} and be a multiple of group_count {groups}"
+                ),
+            ));
+        }
+        Ok(Mamba2 { conv_kernel, inner, state, heads, groups })
+    }
+
     fn delta_net(&self, n_layer: usize) -> Result<(DeltaNet, Vec<bool>), ModelError> {
         let conv_kernel = self.required_count("ssm.conv_kernel", MAX_CONV_KERNEL)?;
         let head_dim = self.required_count("ssm.state_size", MAX_DELTA_NET_HEAD)?;
@@ -980,12 +1058,13 @@ mod tests {
             Architecture::Lfm2Moe => 15,
             Architecture::Granite => 16,
             Architecture::GptOss => 17,
+            Architecture::GraniteHybrid => 18,
         };
-        assert_eq!(Architecture::all().map(row).collect::<Vec<_>>(), (0..18).collect::<Vec<_>>());
+        assert_eq!(Architecture::all().map(row).collect::<Vec<_>>(), (0..19).collect::<Vec<_>>());
         let message = ModelError::UnsupportedArchitecture("mamba".into()).to_string();
         assert!(
             message
-                .ends_with("(supported: qwen3, qwen2, llama, smollm3, phi3, gemma2, gemma3, qwen35, gemma4, bert, nomic-bert, qwen3moe, olmoe, granitemoe, lfm2, lfm2moe, granite, gpt-oss)"),
+                .ends_with("(supported: qwen3, qwen2, llama, smollm3, phi3, gemma2, gemma3, qwen35, gemma4, bert, nomic-bert, qwen3moe, olmoe, granitemoe, lfm2, lfm2moe, granite, gpt-oss, granitehybrid)"),
             "{message}"
         );
     }

@@ -16,13 +16,14 @@ use super::config::Config;
 use super::delta_net::{DeltaInputs, causal_conv, causal_conv_silu, delta_rule, gates, l2_normalize_heads};
 use super::error::{ModelError, try_zeroed};
 use super::experts::{Choice, RouterBiases, route};
+use super::mamba2::{ScanInputs, ScanWeights, scan_step};
 use super::ops::{
     add_in_place, apply_rope, gated, gelu, layer_norm_in_place, rms_norm, rms_norm_in_place, rms_scale,
     rope_table, sigmoid, silu,
 };
 use super::weights::{
-    DeltaNetWeights, EncoderInput, ExpertWeights, FeedForward, FfnParts, Matrix, Norm, PerLayerWeights,
-    ShortConvWeights, Weights,
+    DeltaNetWeights, EncoderInput, ExpertWeights, FeedForward, FfnParts, Mamba2Weights, Matrix, Norm,
+    PerLayerWeights, ShortConvWeights, Weights,
 };
 use super::{Activation, Model};
 use crate::parallel;
@@ -40,6 +41,7 @@ pub struct Scratch {
     bufs: Bufs,
     delta: DeltaScratch,
     short_conv: ShortConvScratch,
+    mamba2: Mamba2Scratch,
     per_layer: PerLayerScratch,
     experts: ExpertScratch,
     gate: Vec<f32>,
@@ -162,6 +164,27 @@ impl ShortConvScratch {
     }
 }
 
+/// Working memory of Mamba-2 layers (empty for other models).
+#[derive(Default)]
+struct Mamba2Scratch {
+    /// The input projection's `[z, xBC, dt]` rows, `batch × in_dim`.
+    zxbcdt: Vec<f32>,
+    /// `xBC` gathered, then convolved, `batch × conv_dim`.
+    xbc: Vec<f32>,
+    convolved: Vec<f32>,
+    /// The scan's output, then gated and normalized, `batch × inner`.
+    y: Vec<f32>,
+    /// The convolution's window (state and batch).
+    window: Vec<f32>,
+}
+
+impl Mamba2Scratch {
+    fn all(&self) -> [&Vec<f32>; 5] {
+        let Mamba2Scratch { zxbcdt, xbc, convolved, y, window } = self;
+        [zxbcdt, xbc, convolved, y, window]
+    }
+}
+
 /// Working memory of mixture-of-experts layers (empty for other models).
 #[derive(Default)]
 struct ExpertScratch {
@@ -258,6 +281,16 @@ impl Scratch {
             },
             None => ShortConvScratch::default(),
         };
+        let mamba2 = match config.mamba2 {
+            Some(shape) => Mamba2Scratch {
+                zxbcdt: rows(shape.in_dim())?,
+                xbc: rows(shape.conv_dim())?,
+                convolved: rows(shape.conv_dim())?,
+                y: rows(shape.inner)?,
+                window: Vec::new(),
+            },
+            None => Mamba2Scratch::default(),
+        };
         let experts = match config.experts {
             Some(shape) => ExpertScratch {
                 scores: rows(shape.count)?,
@@ -294,6 +327,7 @@ impl Scratch {
             },
             delta,
             short_conv,
+            mamba2,
             per_layer,
             experts,
             gate: rows_of(ff_rows, n_ff)?,
@@ -323,6 +357,7 @@ impl Scratch {
             bufs,
             delta,
             short_conv,
+            mamba2,
             per_layer,
             experts,
             gate,
@@ -338,6 +373,7 @@ impl Scratch {
             .chain(bufs.all())
             .chain(delta.all())
             .chain(short_conv.all())
+            .chain(mamba2.all())
             .chain(per_layer.all())
             .map(Vec::capacity)
             .sum();
@@ -789,6 +825,59 @@ impl Backend for Cpu<'_> {
             out.iter_mut().zip(c.iter().zip(conv)).for_each(|(o, (&c, &v))| *o = c * v);
         }
         project(self.file, Input::AttentionOut(l), gated, quantized, &layer.w_out, &mut block_out[..n * d])
+    }
+
+    /// Granite 4.0-H's Mamba-2 layer, as llama.cpp's `build_mamba2_layer`: `[z, xBC, dt] = W_in ·
+    /// h`; `xBC` through the causal convolution, its bias and SiLU; the scan of each token in
+    /// turn over the state carried in the cache; `y ⊙ silu(z)` normalized group by group;
+    /// `BlockOut = W_out · y`.
+    fn mamba2(&mut self, layer: &Mamba2Weights) -> Result<(), ModelError> {
+        let (c, l, n) = (self.config, self.layer, self.rows);
+        let shape = c.mamba2.expect("Mamba-2 layers have a shape");
+        let (d, inner, conv_dim, in_dim) = (c.n_embd, shape.inner, shape.conv_dim(), shape.in_dim());
+        let m = &mut self.s.mamba2;
+        let zxbcdt = &mut m.zxbcdt[..n * in_dim];
+        let (xbc, convolved, y) =
+            (&mut m.xbc[..n * conv_dim], &mut m.convolved[..n * conv_dim], &mut m.y[..n * inner]);
+        let Bufs { normed, block_out, .. } = &mut self.s.bufs;
+        let quantized = &mut self.s.quantized;
+        project(self.file, Input::AttentionIn(l), &normed[..n * d], quantized, &layer.w_in, zxbcdt)?;
+        for (row, out) in zxbcdt.chunks_exact(in_dim).zip(xbc.chunks_exact_mut(conv_dim)) {
+            out.copy_from_slice(&row[inner..inner + conv_dim]);
+        }
+        let (conv_state, ssm_state) = self.cache.recurrent_layer(l);
+        causal_conv(
+            conv_dim,
+            shape.conv_kernel,
+            conv_state,
+            &layer.conv,
+            xbc,
+            convolved,
+            &mut m.window,
+            |v| v,
+        );
+        for row in convolved.chunks_exact_mut(conv_dim) {
+            if let Some(bias) = &layer.conv_bias {
+                add_in_place(row, bias);
+            }
+            row.iter_mut().for_each(|v| *v = silu(*v));
+        }
+        let weights = ScanWeights { dt_bias: &layer.dt_bias, a: &layer.a, d: &layer.d };
+        let bc = shape.groups * shape.state;
+        for ((row, xbc), y) in
+            zxbcdt.chunks_exact(in_dim).zip(convolved.chunks_exact(conv_dim)).zip(y.chunks_exact_mut(inner))
+        {
+            let (x, rest) = xbc.split_at(inner);
+            let inputs = ScanInputs { x, b: &rest[..bc], c: &rest[bc..], dt: &row[inner + conv_dim..] };
+            scan_step(&shape, &weights, &inputs, ssm_state, y);
+            // `silu(z) ⊙ y` (ggml's swiglu), then RMSNorm over each group of heads.
+            y.iter_mut().zip(&row[..inner]).for_each(|(y, &z)| *y *= silu(z));
+            let width = inner / shape.groups;
+            for (group, norm) in y.chunks_exact_mut(width).zip(layer.norm.chunks_exact(width)) {
+                rms_norm_in_place(group, norm, c.rms_eps);
+            }
+        }
+        project(self.file, Input::AttentionOut(l), y, quantized, &layer.w_out, &mut block_out[..n * d])
     }
 
     /// Gemma 4's per-layer input block on the rows held, which are the batch's positions

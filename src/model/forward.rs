@@ -357,13 +357,14 @@ fn sandwich_layer(
     Ok(())
 }
 
-/// `BlockOut` ← the layer's mixer of `Normed`: attention, a gated DeltaNet, or a short
-/// convolution.
+/// `BlockOut` ← the layer's mixer of `Normed`: attention, a gated DeltaNet, a short
+/// convolution or Mamba-2.
 fn mixer(b: &mut impl Backend, at: &Layer, layer: &LayerWeights) -> Result<(), ModelError> {
     match &layer.mixer {
         Mixer::Attention(attention) => attention_block(b, at, attention),
         Mixer::DeltaNet(delta_net) => b.delta_net(delta_net),
         Mixer::ShortConv(short_conv) => b.short_conv(short_conv),
+        Mixer::Mamba2(mamba2) => b.mamba2(mamba2),
     }
 }
 

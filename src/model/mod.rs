@@ -16,13 +16,14 @@ mod error;
 pub(crate) mod experts;
 mod forward;
 mod loader;
+mod mamba2;
 pub(crate) mod ops;
 mod weights;
 
 pub use arch::{ARCHITECTURES, Activation, ArchSpec, Architecture, Family};
 pub use bytes::{ModelBytes, piece_starts};
 pub use cache::{CHECKPOINT_INTERVAL, Cache, Checkpoint, Checkpoints};
-pub use config::{Config, DeltaNet, Experts, LayerShape, Rope, RopeStyle, ShortConv, Yarn};
+pub use config::{Config, DeltaNet, Experts, LayerShape, Mamba2, Rope, RopeStyle, ShortConv, Yarn};
 pub use cpu::Scratch;
 pub use delta_net::DeltaInputs;
 // The GPU backend (src/gpu) runs the same pass and embeds the same way.
@@ -34,8 +35,9 @@ pub use forward::LogitsFor;
 pub(crate) use forward::forward_batch;
 pub use loader::{FileLoader, LoadError};
 pub use weights::{
-    AttentionWeights, DeltaNetWeights, EncoderInput, ExpertWeights, FeedForward, Ffn, LayerWeights, Matrix,
-    Mixer, Norm, OutputHead, PerLayerInput, PerLayerWeights, ShortConvWeights, Weights,
+    AttentionWeights, DeltaNetWeights, EncoderInput, ExpertWeights, FeedForward, Ffn, LayerWeights,
+    Mamba2Weights, Matrix, Mixer, Norm, OutputHead, PerLayerInput, PerLayerWeights, ShortConvWeights,
+    Weights,
 };
 
 use crate::gguf::{GgmlType, GgufHeader, Metadata};
@@ -101,6 +103,7 @@ impl Model {
                 Mixer::Attention(a) => vec![Some(&a.wq), a.wk.as_ref(), a.wv.as_ref(), Some(&a.wo)],
                 Mixer::DeltaNet(d) => [&d.wqkv, &d.wz, &d.w_beta, &d.w_alpha, &d.w_out].map(Some).to_vec(),
                 Mixer::ShortConv(s) => vec![Some(&s.w_in), Some(&s.w_out)],
+                Mixer::Mamba2(m) => vec![Some(&m.w_in), Some(&m.w_out)],
             };
             match &layer.ffn {
                 Ffn::Dense(ffn) => matrices.extend(ffn.matrices().map(Some)),

@@ -6,7 +6,7 @@ use std::ops::Range;
 
 use super::arch::{Activation, Bias, Family, Positions, QkNorm};
 use super::bytes::ModelBytes;
-use super::config::{Config, DeltaNet, Experts};
+use super::config::{Config, DeltaNet, Experts, Mamba2};
 use super::error::ModelError;
 use crate::gguf::{GgufHeader, TensorInfo};
 use crate::tensor::{WeightLayout, WeightType, dequantize_row};
@@ -190,6 +190,24 @@ pub enum Mixer {
     Attention(AttentionWeights),
     DeltaNet(DeltaNetWeights),
     ShortConv(ShortConvWeights),
+    Mamba2(Mamba2Weights),
+}
+
+/// A Mamba-2 layer's tensors (llama.cpp's names in brackets).
+pub struct Mamba2Weights {
+    /// `[z, xBC, dt]` (`ssm_in`).
+    pub w_in: Matrix,
+    /// Taps, `conv_dim × kernel` (`ssm_conv1d`), and their bias where the file has one.
+    pub conv: Vec<f32>,
+    pub conv_bias: Option<Vec<f32>>,
+    /// Per head: the time step's bias (`ssm_dt.bias`), the decay rate `A = -exp(A_log)`
+    /// (`ssm_a`) and the skip weight `D` (`ssm_d`).
+    pub dt_bias: Vec<f32>,
+    pub a: Vec<f32>,
+    pub d: Vec<f32>,
+    /// The gated output's norm, `inner / groups` per group (`ssm_norm`).
+    pub norm: Vec<f32>,
+    pub w_out: Matrix,
 }
 
 /// An LFM2 short convolution layer's tensors (llama.cpp's names in brackets).
@@ -372,11 +390,12 @@ impl Weights {
                 QkNorm::WholeRow => whole,
                 _ => head,
             };
-            let mixer = match (config.delta_net, config.short_conv) {
-                (Some(shape), _) if config.is_recurrent(i) => {
+            let mixer = match (config.delta_net, config.short_conv, config.mamba2) {
+                (Some(shape), ..) if config.is_recurrent(i) => {
                     Mixer::DeltaNet(tensors.delta_net(i, shape, d)?)
                 }
-                (_, Some(shape)) if config.is_recurrent(i) => Mixer::ShortConv(ShortConvWeights {
+                (_, _, Some(shape)) if config.is_recurrent(i) => Mixer::Mamba2(tensors.mamba2(i, shape, d)?),
+                (_, Some(shape), _) if config.is_recurrent(i) => Mixer::ShortConv(ShortConvWeights {
                     w_in: tensors.matrix(&name("shortconv.in_proj"), 3 * d, d)?,
                     conv: tensors.decoded(&name("shortconv.conv"), &[shape.kernel, d])?,
                     w_out: tensors.matrix(&name("shortconv.out_proj"), d, d)?,
@@ -699,6 +718,25 @@ impl Tensors<'_> {
             a: self.vector(&name("ssm_a"), heads)?,
             norm: self.vector(&name("ssm_norm.weight"), shape.head_dim)?,
             w_out: self.matrix(&name("ssm_out.weight"), d, value_dim)?,
+        })
+    }
+
+    /// Layer `layer`'s Mamba-2 tensors, for a model `d` wide.
+    fn mamba2(&self, layer: usize, shape: Mamba2, d: usize) -> Result<Mamba2Weights, ModelError> {
+        let name = |suffix: &str| format!("blk.{layer}.{suffix}");
+        let (heads, conv_dim) = (shape.heads, shape.conv_dim());
+        Ok(Mamba2Weights {
+            w_in: self.matrix(&name("ssm_in.weight"), shape.in_dim(), d)?,
+            conv: self.decoded(&name("ssm_conv1d.weight"), &[shape.conv_kernel, conv_dim])?,
+            conv_bias: match self.header.tensor(&name("ssm_conv1d.bias")) {
+                Some(_) => Some(self.vector(&name("ssm_conv1d.bias"), conv_dim)?),
+                None => None,
+            },
+            dt_bias: self.vector(&name("ssm_dt.bias"), heads)?,
+            a: self.decoded(&name("ssm_a"), &[1, heads])?,
+            d: self.decoded(&name("ssm_d"), &[1, heads])?,
+            norm: self.decoded(&name("ssm_norm.weight"), &[shape.inner / shape.groups, shape.groups])?,
+            w_out: self.matrix(&name("ssm_out.weight"), d, shape.inner)?,
         })
     }
 

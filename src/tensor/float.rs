@@ -113,10 +113,19 @@ pub fn sum_lanes(lanes: [f32; 8]) -> f32 {
     (r[0] + r[2]) + (r[1] + r[3])
 }
 
+/// ggml's four AVX2 accumulators of eight lanes (`GGML_F32_ARR`), reduced as
+/// `GGML_F32_VEC_REDUCE` does: added 0+2, 1+3, then together, and the lanes summed
+/// `(0+4 + 1+5) + (2+6 + 3+7)`.
+pub fn reduce_accumulators(sums: [[f32; 8]; 4]) -> f32 {
+    let pair: [[f32; 8]; 2] = std::array::from_fn(|j| std::array::from_fn(|i| sums[j][i] + sums[j + 2][i]));
+    let all: [f32; 8] = std::array::from_fn(|i| pair[0][i] + pair[1][i]);
+    let half: [f32; 4] = std::array::from_fn(|i| all[i] + all[i + 4]);
+    (half[0] + half[1]) + (half[2] + half[3])
+}
+
 /// ggml's `ggml_vec_dot_f32` on an AVX2 host (one activation row): four accumulators of
-/// eight lanes take each 32 elements by FMA, are added 0+2, 1+3, then together, and the
-/// lanes reduced as `GGML_F32x8_REDUCE` does (`(0+4 + 1+5) + (2+6 + 3+7)`); the elements past
-/// the last 32 are added one by one.
+/// eight lanes take each 32 elements by FMA ([`reduce_accumulators`]); the elements past the
+/// last 32 are added one by one.
 #[cfg(not(target_family = "wasm"))]
 pub(super) fn dot_f32_ggml_order(src: &[u8], activations: &[f32]) -> f32 {
     let n = activations.len() / 32 * 32;
@@ -125,10 +134,7 @@ pub(super) fn dot_f32_ggml_order(src: &[u8], activations: &[f32]) -> f32 {
         let lane = &mut sums[i / 8 % 4][i % 8];
         *lane = fma(w, a, *lane);
     }
-    let pair: [[f32; 8]; 2] = std::array::from_fn(|j| std::array::from_fn(|i| sums[j][i] + sums[j + 2][i]));
-    let all: [f32; 8] = std::array::from_fn(|i| pair[0][i] + pair[1][i]);
-    let half: [f32; 4] = std::array::from_fn(|i| all[i] + all[i + 4]);
-    let mut sum = (half[0] + half[1]) + (half[2] + half[3]);
+    let mut sum = reduce_accumulators(sums);
     for (w, &a) in f32s(&src[4 * n..]).zip(&activations[n..]) {
         sum = fma(w, a, sum);
     }

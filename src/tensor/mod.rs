@@ -74,7 +74,7 @@ pub use blocks::{
     BlockQ8_0, BlockQ8_1, BlockQ8K, F16Le, PlainBytes, QK_K, cast_blocks,
 };
 pub use error::TensorError;
-pub use float::{first_non_finite_f16, fma, read_checksum, sum_lanes, table_over_f16};
+pub use float::{first_non_finite_f16, fma, read_checksum, reduce_accumulators, sum_lanes, table_over_f16};
 pub use format::{Dot, QuantFormat, WeightType, dequantize_row, vec_dot};
 pub use legacy::clamp_q8_0_quants;
 pub use matmul::{

@@ -418,12 +418,14 @@ pageSuite(
       });
     }
 
-    // Qwen3.5's DeltaNet layers and LFM2's short convolutions keep a recurrent state that
+    // Qwen3.5's DeltaNet layers, LFM2's short convolutions and Granite 4.0-H's Mamba-2 layers
+    // keep a recurrent state that
     // cannot be truncated: rollbacks go through the state checkpoints (at each prompt's end
     // and every 32 positions).
     for (const [file, arch] of [
       ['qwen35-micro-q8_0.gguf', 'qwen35'],
       ['lfm2-micro-q8_0.gguf', 'lfm2'],
+      ['granitehybrid-micro-q8_0.gguf', 'granitehybrid'],
     ]) {
       test(`${arch} (recurrent layers) streams, stops, reuses its cache and branches`, async () => {
         await loadModel(requireModel({ file: path.join(fixtureModelsDir, file) }));
