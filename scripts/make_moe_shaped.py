@@ -3,7 +3,8 @@
 measurements (speed depends on shapes and types, not on the values of the weights).
 
   pip install gguf numpy
-  python3 scripts/make_moe_shaped.py OUT.gguf --shape granite-1b-a400m|olmoe-1b-7b [--type q4_k_m|q8_0]
+  python3 scripts/make_moe_shaped.py OUT.gguf --shape granite-1b-a400m|olmoe-1b-7b|granite-4.0-h-tiny
+      [--type q4_k_m|q8_0]
 
 Shapes (from the models' config.json):
   granite-1b-a400m  granite-3.1-1b-a400m: 24 layers, 1024 wide, 16 query and 8 KV heads of 64,
@@ -12,6 +13,13 @@ Shapes (from the models' config.json):
   olmoe-1b-7b       OLMoE-1B-7B-0924: 16 layers, 2048 wide, 16 query and KV heads of 128, 64
                     experts of width 1024, 8 used; Q/K norm across heads; a separate output
                     matrix; 50,304 tokens.
+  granite-4.0-h-tiny  Granite 4.0-H Tiny (its config.json as recalled here; the hub cannot be
+                    reached): 40 layers, 1536 wide, attention in layers 5, 15, 25 and 35 (12
+                    query and 4 KV heads of 128), Mamba-2 in the others (inner 3072 in 48 heads
+                    of 64, 1 group, states of 128, 4 taps); 64 experts of width 512, 6 used,
+                    and a shared expert of 1024; Granite's multipliers; tied embeddings;
+                    100,352 tokens. Mamba-2's small tensors stay F32, as llama.cpp's converter
+                    leaves them.
 
 The tokenizer is the micro files' (tests/fixtures/models/qwen3-micro-q4_0.gguf, 8,026 tokens)
 padded with unused tokens to the model's vocabulary size, so the embedding and output matrices
@@ -36,7 +44,10 @@ SHAPES = {
     # layers, embd, heads, kv heads, head dim, experts, used, expert width, vocab
     "granite-1b-a400m": dict(arch="granitemoe", layers=24, embd=1024, heads=16, kv=8, head=64, experts=32, used=8, ffn=512, vocab=49155),
     "olmoe-1b-7b": dict(arch="olmoe", layers=16, embd=2048, heads=16, kv=16, head=128, experts=64, used=8, ffn=1024, vocab=50304),
+    "granite-4.0-h-tiny": dict(arch="granitehybrid", layers=40, embd=1536, heads=12, kv=4, head=128, experts=64, used=6, ffn=512, vocab=100352),
 }
+# Granite 4.0-H: its attention layers, Mamba-2's shape, the shared expert's width.
+HYBRID = dict(attention=(5, 15, 25, 35), state=128, heads=48, groups=1, conv=4, shared=1024)
 REPO = Path(__file__).resolve().parent.parent
 TOKENIZER_SOURCE = REPO / "tests" / "fixtures" / "models" / "qwen3-micro-q4_0.gguf"
 
@@ -60,13 +71,24 @@ def main():
     writer.add_context_length(4096)
     writer.add_embedding_length(embd)
     writer.add_feed_forward_length(s["ffn"])
+    hybrid = arch == "granitehybrid"
+    is_attention = [not hybrid or layer in HYBRID["attention"] for layer in range(layers)]
     writer.add_head_count(s["heads"])
-    writer.add_head_count_kv(s["kv"])
+    writer.add_head_count_kv([s["kv"] if attention else 0 for attention in is_attention] if hybrid else s["kv"])
     writer.add_rope_freq_base(10_000.0)
     writer.add_layer_norm_rms_eps(1e-6)
     writer.add_expert_count(s["experts"])
     writer.add_expert_used_count(s["used"])
-    if arch == "granitemoe":
+    inner = 2 * embd
+    conv_dim = inner + 2 * HYBRID["groups"] * HYBRID["state"]
+    if hybrid:
+        writer.add_ssm_conv_kernel(HYBRID["conv"])
+        writer.add_ssm_inner_size(inner)
+        writer.add_ssm_state_size(HYBRID["state"])
+        writer.add_ssm_time_step_rank(HYBRID["heads"])
+        writer.add_ssm_group_count(HYBRID["groups"])
+        writer.add_expert_shared_feed_forward_length(HYBRID["shared"])
+    if arch in ("granitemoe", "granitehybrid"):
         writer.add_embedding_scale(12.0)
         writer.add_residual_scale(0.22)
         writer.add_attention_scale(0.015625)
@@ -101,10 +123,23 @@ def main():
         bits = more_bits(layer, layers)
         p = f"blk.{layer}."
         norm(p + "attn_norm.weight", embd)
-        matrix(p + "attn_q.weight", (q_width, embd))
-        matrix(p + "attn_k.weight", (kv_width, embd))
-        matrix(p + "attn_v.weight", (kv_width, embd), more=bits)
-        matrix(p + "attn_output.weight", (embd, q_width))
+        if not is_attention[layer]:
+            heads = HYBRID["heads"]
+            matrix(p + "ssm_in.weight", (inner + conv_dim + heads, embd))
+            writer.add_tensor(p + "ssm_conv1d.weight", (0.5 * rng.standard_normal((conv_dim, HYBRID["conv"]))).astype(np.float32))
+            writer.add_tensor(p + "ssm_conv1d.bias", (0.1 * rng.standard_normal(conv_dim)).astype(np.float32))
+            writer.add_tensor(p + "ssm_dt.bias", np.log(np.expm1(rng.uniform(0.001, 0.1, heads))).astype(np.float32))
+            writer.add_tensor(p + "ssm_a", -rng.uniform(1.0, 16.0, (heads, 1)).astype(np.float32))
+            writer.add_tensor(p + "ssm_d", np.ones((heads, 1), dtype=np.float32))
+            groups = HYBRID["groups"]
+            ssm_norm = 1.0 + 0.1 * rng.standard_normal((groups, inner // groups), dtype=np.float32)
+            writer.add_tensor(p + "ssm_norm.weight", ssm_norm.astype(np.float32))
+            matrix(p + "ssm_out.weight", (embd, inner))
+        else:
+            matrix(p + "attn_q.weight", (q_width, embd))
+            matrix(p + "attn_k.weight", (kv_width, embd))
+            matrix(p + "attn_v.weight", (kv_width, embd), more=bits)
+            matrix(p + "attn_output.weight", (embd, q_width))
         if arch == "olmoe":
             norm(p + "attn_q_norm.weight", q_width)
             norm(p + "attn_k_norm.weight", kv_width)
@@ -114,6 +149,11 @@ def main():
         matrix(p + "ffn_gate_exps.weight", (experts, ffn, embd))
         matrix(p + "ffn_up_exps.weight", (experts, ffn, embd))
         matrix(p + "ffn_down_exps.weight", (experts, embd, ffn), more=bits)
+        if hybrid:
+            shared = HYBRID["shared"]
+            matrix(p + "ffn_gate_shexp.weight", (shared, embd))
+            matrix(p + "ffn_up_shexp.weight", (shared, embd))
+            matrix(p + "ffn_down_shexp.weight", (embd, shared), more=bits)
     norm("output_norm.weight", embd)
     writer.write_header_to_file()
     writer.write_kv_data_to_file()

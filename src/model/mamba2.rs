@@ -1,11 +1,15 @@
 //! Mamba-2's selective scan (Granite 4.0-H's recurrent layers), as ggml's CPU `ssm_scan` runs it
 //! for a scalar decay per head: for each token and head, the step `Δ = softplus(dt + bias)`
 //! decays the head's state by `exp(Δ·A)` and adds `B ⊗ (Δ·x)`; `C` reads each state row out.
-//! The convolution before it is `delta_net::causal_conv`'s, and the gate and norm after it are
-//! the CPU backend's.
+//! The convolution before it is `delta_net::causal_conv`'s, the gate and norm after it are the
+//! CPU backend's, and a state row's step is a kernel of `tensor` ([`scan_row`]).
 
 use super::config::Mamba2;
-use crate::tensor::{fma, reduce_accumulators};
+use crate::parallel;
+use crate::tensor::scan_row;
+
+/// State values below which a part of the heads is not worth a thread.
+const MIN_STATE_PER_PART: usize = 32 * 1024;
 
 /// One token's inputs to the scan: the convolved `x` (`inner`), `B` and `C` (`groups × state`
 /// each), and the time step per head (before its bias).
@@ -24,7 +28,8 @@ pub struct ScanWeights<'a> {
 }
 
 /// One token's step: `state` (`inner × state`, head by head, row by row) moves on, and `y`
-/// (`inner`) receives each row's read-out plus `D·x`.
+/// (`inner`) receives each row's read-out plus `D·x`. Heads are independent: threads take
+/// parts of them, and the bits do not depend on how many.
 pub fn scan_step(
     shape: &Mamba2,
     weights: &ScanWeights,
@@ -34,38 +39,26 @@ pub fn scan_step(
 ) {
     let (n, head_dim) = (shape.state, shape.head_dim());
     let heads_per_group = shape.heads / shape.groups;
-    for h in 0..shape.heads {
-        let step = softplus(inputs.dt[h] + weights.dt_bias[h]);
-        let decay = (step * weights.a[h]).exp();
-        let g = h / heads_per_group;
-        let (b, c) = (&inputs.b[g * n..(g + 1) * n], &inputs.c[g * n..(g + 1) * n]);
-        for i in 0..head_dim {
-            let row = h * head_dim + i;
-            let x = inputs.x[row];
-            let read = scan_row(&mut state[row * n..(row + 1) * n], b, c, decay, x * step);
-            // `y + x·D`, two rounded operations as ggml's graph has them.
-            y[row] = read + x * weights.d[h];
+    let parts = parallel::part_count(shape.heads, MIN_STATE_PER_PART.div_ceil(head_dim * n));
+    let bounds = parallel::split_bounds(shape.heads, parts, 1);
+    let states = parallel::split_mut(state, &bounds, head_dim * n);
+    let outputs = parallel::split_mut(y, &bounds, head_dim);
+    let parts: Vec<_> = states.into_iter().zip(outputs).collect();
+    parallel::for_each(parts, |((first, state), (_, y))| {
+        for (j, (state, y)) in
+            state.chunks_exact_mut(head_dim * n).zip(y.chunks_exact_mut(head_dim)).enumerate()
+        {
+            let h = first + j;
+            let step = softplus(inputs.dt[h] + weights.dt_bias[h]);
+            let decay = (step * weights.a[h]).exp();
+            let g = h / heads_per_group;
+            let (b, c) = (&inputs.b[g * n..(g + 1) * n], &inputs.c[g * n..(g + 1) * n]);
+            for ((state, y), &x) in state.chunks_exact_mut(n).zip(y).zip(&inputs.x[h * head_dim..]) {
+                // `y + x·D`, two rounded operations as ggml's graph has them.
+                *y = scan_row(state, b, c, decay, x * step) + x * weights.d[h];
+            }
         }
-    }
-}
-
-/// `s = s·decay + b·x_dt` for each of the row's state values, returning `Σ s·c` summed as
-/// ggml's AVX2 loop does: four accumulators of eight lanes over each 32 values, reduced as
-/// `GGML_F32_VEC_REDUCE`, then the values past the last 32 one by one.
-fn scan_row(s: &mut [f32], b: &[f32], c: &[f32], decay: f32, x_dt: f32) -> f32 {
-    let whole = s.len() / 32 * 32;
-    let mut sums = [[0.0f32; 8]; 4];
-    for (i, ((s, &b), &c)) in s[..whole].iter_mut().zip(b).zip(c).enumerate() {
-        *s = *s * decay + b * x_dt;
-        let lane = &mut sums[i / 8 % 4][i % 8];
-        *lane = fma(*s, c, *lane);
-    }
-    let mut sum = reduce_accumulators(sums);
-    for ((s, &b), &c) in s[whole..].iter_mut().zip(&b[whole..]).zip(&c[whole..]) {
-        *s = fma(*s, decay, b * x_dt);
-        sum = fma(*s, c, sum);
-    }
-    sum
+    });
 }
 
 /// ggml's `softplus`: `ln(1 + e^x)`, or `x` past 20.

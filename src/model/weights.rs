@@ -593,7 +593,10 @@ impl Tensors<'_> {
     fn find(&self, name: &str, expected: &[usize]) -> Result<(&TensorInfo, WeightType), ModelError> {
         let info = self.header.tensor(name).ok_or_else(|| ModelError::MissingTensor(name.to_string()))?;
         let expected: Vec<u64> = expected.iter().map(|&n| n as u64).collect();
-        if info.dims != expected {
+        // ggml pads every shape with 1s: `[n]` and `[n, 1]` are one shape (a writer may drop a
+        // trailing 1, as for a Mamba-2 norm of one group).
+        let trimmed = |dims: &[u64]| dims.len() - dims.iter().rev().take_while(|&&d| d == 1).count();
+        if info.dims[..trimmed(&info.dims)] != expected[..trimmed(&expected)] {
             return Err(ModelError::TensorShape { name: name.into(), expected, found: info.dims.clone() });
         }
         let weight_type = WeightType::from_ggml_type_id(info.ggml_type.id()).ok_or_else(|| {

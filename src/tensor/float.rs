@@ -123,6 +123,33 @@ pub fn reduce_accumulators(sums: [[f32; 8]; 4]) -> f32 {
     (half[0] + half[1]) + (half[2] + half[3])
 }
 
+/// Mamba-2's scan of one state row (the scalar reference of [`super::scan_row`]):
+/// `s = s·decay + b·x_dt` for each value, returning `Σ s·c` summed as ggml's AVX2 `ssm_scan`
+/// does: four accumulators of eight lanes over each 32 values ([`reduce_accumulators`]), then
+/// the values past the last 32 one by one. Fused multiply-adds natively, where they give
+/// ggml's bits; plain ones in wasm, which has no FMA instruction.
+pub(super) fn scan_state_row(s: &mut [f32], b: &[f32], c: &[f32], decay: f32, x_dt: f32) -> f32 {
+    use super::kv_rows::mul_add;
+    let whole = s.len() / 32 * 32;
+    let (s32, rest) = s.split_at_mut(whole);
+    let mut sums = [[0.0f32; 8]; 4];
+    for ((s, b), c) in s32.chunks_exact_mut(32).zip(b.chunks_exact(32)).zip(c.chunks_exact(32)) {
+        for (a, lanes) in sums.iter_mut().enumerate() {
+            for (l, lane) in lanes.iter_mut().enumerate() {
+                let k = 8 * a + l;
+                s[k] = s[k] * decay + b[k] * x_dt;
+                *lane = mul_add(s[k], c[k], *lane);
+            }
+        }
+    }
+    let mut sum = reduce_accumulators(sums);
+    for ((s, &b), &c) in rest.iter_mut().zip(&b[whole..]).zip(&c[whole..]) {
+        *s = mul_add(*s, decay, b * x_dt);
+        sum = mul_add(*s, c, sum);
+    }
+    sum
+}
+
 /// ggml's `ggml_vec_dot_f32` on an AVX2 host (one activation row): four accumulators of
 /// eight lanes take each 32 elements by FMA ([`reduce_accumulators`]); the elements past the
 /// last 32 are added one by one.

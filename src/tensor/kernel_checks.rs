@@ -20,6 +20,7 @@ pub fn check_kernels_match_scalar() -> Result<(), String> {
     #[cfg(all(target_family = "wasm", target_feature = "simd128"))]
     check_k4_scale_unpack()?;
     check_kv_rows()?;
+    check_scan_rows()?;
     check_f16_scan()?;
     check_read_checksum()?;
     check_row_groups()?;
@@ -164,6 +165,26 @@ fn check_f16_scan() -> Result<(), String> {
         let (expected, got) = (scalar::any_non_finite_f16(&bytes), active::any_non_finite_f16(&bytes));
         if expected != got {
             return Err(format!("f16 scan of {} bytes: scalar {expected}, simd {got}", bytes.len()));
+        }
+    }
+    Ok(())
+}
+
+/// Mamba-2's state-row scan must give the scalar reference's bits: the new state and the
+/// read-out, for rows of whole 32s and with a tail.
+fn check_scan_rows() -> Result<(), String> {
+    use super::kernels::{active, scalar};
+    let mut rng = SplitMix(0x55A2);
+    for len in [32usize, 128, 64 + 7, 5] {
+        let mut random = |n: usize| -> Vec<f32> { (0..n).map(|_| rng.normal()).collect() };
+        let (start, b, c) = (random(len), random(len), random(len));
+        let (decay, x_dt) = (0.83, -0.41);
+        let (mut expected, mut got) = (start.clone(), start);
+        let expected_read = scalar::scan_state_row(&mut expected, &b, &c, decay, x_dt);
+        let read = active::scan_state_row(&mut got, &b, &c, decay, x_dt);
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        if expected_read.to_bits() != read.to_bits() || bits(&expected) != bits(&got) {
+            return Err(format!("scan of a state row of {len}: read {read:e}, scalar {expected_read:e}"));
         }
     }
     Ok(())

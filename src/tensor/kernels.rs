@@ -210,7 +210,7 @@ pub type Active = Scalar;
 /// The scalar reference of the kernels that are no format's dot. A table that has its own
 /// leaves these to the kernel checks.
 pub(super) mod scalar {
-    pub(in crate::tensor) use super::super::float::{any_non_finite_f16, sum_words};
+    pub(in crate::tensor) use super::super::float::{any_non_finite_f16, scan_state_row, sum_words};
     pub(in crate::tensor) use super::super::kv_rows::{
         dot_kv_row, dot_kv_row_heads, mad_kv_row_rounded, mad_kv_row_rounded_heads, scale_rounded_to_f16,
         widen_kv_row,
@@ -224,7 +224,7 @@ pub(super) mod scalar {
 pub(super) mod active {
     pub(in crate::tensor) use super::super::simd128::{
         Q8_0Extra, any_non_finite_f16, dot_kv_row, dot_kv_row_heads, mad_kv_row_rounded,
-        mad_kv_row_rounded_heads, q8_0_extra, scale_rounded_to_f16, sum_words, widen_kv_row,
+        mad_kv_row_rounded_heads, q8_0_extra, scale_rounded_to_f16, scan_state_row, sum_words, widen_kv_row,
     };
 }
 

@@ -67,12 +67,7 @@ pub fn dot_in_ggml_order<T: Copy>(x: &[f32], y: &[T], to_f32: impl Fn(T) -> f32)
             }
         }
     }
-    let mut r = [0.0f32; 8];
-    for (l, lane) in r.iter_mut().enumerate() {
-        *lane = (acc[0][l] + acc[2][l]) + (acc[1][l] + acc[3][l]);
-    }
-    let halves = [r[0] + r[4], r[1] + r[5], r[2] + r[6], r[3] + r[7]];
-    let mut sum = f64::from((halves[0] + halves[1]) + (halves[2] + halves[3]));
+    let mut sum = f64::from(super::float::reduce_accumulators(acc));
     for i in whole..n {
         sum += f64::from(x[i] * to_f32(y[i]));
     }

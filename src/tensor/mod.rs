@@ -81,3 +81,10 @@ pub use matmul::{
     MatmulOperand, WeightLayout, matmul, matmul_groups, matmul_many, matmul_quantized,
     matmul_quantized_with_layout,
 };
+
+/// Mamba-2's scan of one state row of `s.len()` values: `s = s·decay + b·x_dt` each, returning
+/// `Σ s·c` in ggml's AVX2 summing order (`float.rs`'s scalar reference; SIMD128 in the browser,
+/// with the same bits).
+pub fn scan_row(s: &mut [f32], b: &[f32], c: &[f32], decay: f32, x_dt: f32) -> f32 {
+    kernels::active::scan_state_row(s, b, c, decay, x_dt)
+}

@@ -1657,6 +1657,46 @@ fn round_to_f16x4(x: v128) -> v128 {
     v128_bitselect(x, rounded, f32x4_ne(x, x))
 }
 
+/// [`super::float::scan_state_row`] four lanes at a time: each accumulator of eight lanes is two
+/// vectors, and every lane's operations (a multiply and an add, unfused as in the scalar wasm
+/// build) are the scalar kernel's, so the bits are too.
+pub(super) fn scan_state_row(s: &mut [f32], b: &[f32], c: &[f32], decay: f32, x_dt: f32) -> f32 {
+    let whole = s.len() / 32 * 32;
+    let (decay_v, x_dt_v) = (f32x4_splat(decay), f32x4_splat(x_dt));
+    let mut sums = [f32x4_splat(0.0); 8];
+    for i in (0..whole).step_by(32) {
+        for (q, sum) in sums.iter_mut().enumerate() {
+            let k = i + 4 * q;
+            let state =
+                f32x4_add(f32x4_mul(load_f32(&s[k..]), decay_v), f32x4_mul(load_f32(&b[k..]), x_dt_v));
+            store_f32(&mut s[k..], state);
+            *sum = f32x4_add(f32x4_mul(state, load_f32(&c[k..])), *sum);
+        }
+    }
+    let lane = |q: usize, l: usize| f32x4_extract_lane_dyn(sums[q], l);
+    let accumulators: [[f32; 8]; 4] =
+        std::array::from_fn(|a| std::array::from_fn(|l| lane(2 * a + l / 4, l % 4)));
+    let head = super::float::reduce_accumulators(accumulators);
+    let (s_rest, b_rest, c_rest) = (&mut s[whole..], &b[whole..], &c[whole..]);
+    // The values past the last 32: the scalar kernel's loop, continued from `head`.
+    let mut sum = head;
+    for ((s, &b), &c) in s_rest.iter_mut().zip(b_rest).zip(c_rest) {
+        *s = *s * decay + b * x_dt;
+        sum = *s * c + sum;
+    }
+    sum
+}
+
+/// Lane `l` (0..4) of a vector of four f32.
+fn f32x4_extract_lane_dyn(v: v128, l: usize) -> f32 {
+    match l {
+        0 => f32x4_extract_lane::<0>(v),
+        1 => f32x4_extract_lane::<1>(v),
+        2 => f32x4_extract_lane::<2>(v),
+        _ => f32x4_extract_lane::<3>(v),
+    }
+}
+
 pub(super) fn widen_kv_row(src: &[f16], dst: &mut [f32]) {
     let len = src.len().min(dst.len());
     let whole = len - len % 8;
