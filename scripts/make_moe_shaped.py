@@ -3,8 +3,8 @@
 measurements (speed depends on shapes and types, not on the values of the weights).
 
   pip install gguf numpy
-  python3 scripts/make_moe_shaped.py OUT.gguf --shape granite-1b-a400m|olmoe-1b-7b|granite-4.0-h-tiny
-      [--type q4_k_m|q8_0]
+  python3 scripts/make_moe_shaped.py OUT.gguf --shape granite-1b-a400m|olmoe-1b-7b|granite-4.0-h-tiny|gpt-oss-20b
+      [--type q4_k_m|q8_0] [--layers N]
 
 Shapes (from the models' config.json):
   granite-1b-a400m  granite-3.1-1b-a400m: 24 layers, 1024 wide, 16 query and 8 KV heads of 64,
@@ -20,6 +20,13 @@ Shapes (from the models' config.json):
                     and a shared expert of 1024; Granite's multipliers; tied embeddings;
                     100,352 tokens. Mamba-2's small tensors stay F32, as llama.cpp's converter
                     leaves them.
+  gpt-oss-20b       gpt-oss-20b: 24 layers, 2880 wide, 64 query and 8 KV heads of 64 with biases
+                    and sinks, every other layer local (window 128), YaRN RoPE; 32 experts of
+                    width 2880 in MXFP4 (random FP4 codes, scales near 2^-7) with biases, 4
+                    used; a separate output matrix; 201,088 tokens. Its 12 GiB do not fit this
+                    machine's page beside the browser: `--layers 6` keeps the first 6 layers.
+
+`--layers N` keeps the first N layers of the shape (a smaller file with the same per-layer cost).
 
 The tokenizer is the micro files' (tests/fixtures/models/qwen3-micro-q4_0.gguf, 8,026 tokens)
 padded with unused tokens to the model's vocabulary size, so the embedding and output matrices
@@ -45,6 +52,7 @@ SHAPES = {
     "granite-1b-a400m": dict(arch="granitemoe", layers=24, embd=1024, heads=16, kv=8, head=64, experts=32, used=8, ffn=512, vocab=49155),
     "olmoe-1b-7b": dict(arch="olmoe", layers=16, embd=2048, heads=16, kv=16, head=128, experts=64, used=8, ffn=1024, vocab=50304),
     "granite-4.0-h-tiny": dict(arch="granitehybrid", layers=40, embd=1536, heads=12, kv=4, head=128, experts=64, used=6, ffn=512, vocab=100352),
+    "gpt-oss-20b": dict(arch="gpt-oss", layers=24, embd=2880, heads=64, kv=8, head=64, experts=32, used=4, ffn=2880, vocab=201088),
 }
 # Granite 4.0-H: its attention layers, Mamba-2's shape, the shared expert's width.
 HYBRID = dict(attention=(5, 15, 25, 35), state=128, heads=48, groups=1, conv=4, shared=1024)
@@ -57,9 +65,11 @@ def main():
     parser.add_argument("out")
     parser.add_argument("--shape", choices=sorted(SHAPES), required=True)
     parser.add_argument("--type", choices=["q4_k_m", "q8_0"], default="q4_k_m")
+    parser.add_argument("--layers", type=int)
     args = parser.parse_args()
     s = SHAPES[args.shape]
-    arch, layers, embd, n_vocab = s["arch"], s["layers"], s["embd"], s["vocab"]
+    arch, layers, embd, n_vocab = s["arch"], args.layers or s["layers"], s["embd"], s["vocab"]
+    gpt_oss = arch == "gpt-oss"
     q_width, kv_width = s["heads"] * s["head"], s["kv"] * s["head"]
     rng = np.random.default_rng(700)
 
@@ -75,7 +85,15 @@ def main():
     is_attention = [not hybrid or layer in HYBRID["attention"] for layer in range(layers)]
     writer.add_head_count(s["heads"])
     writer.add_head_count_kv([s["kv"] if attention else 0 for attention in is_attention] if hybrid else s["kv"])
-    writer.add_rope_freq_base(10_000.0)
+    if gpt_oss:
+        writer.add_key_length(s["head"])
+        writer.add_value_length(s["head"])
+        writer.add_expert_feed_forward_length(s["ffn"])
+        writer.add_sliding_window(128)
+        writer.add_rope_scaling_type(gguf.RopeScalingType.YARN)
+        writer.add_rope_scaling_factor(32.0)
+        writer.add_rope_scaling_orig_ctx_len(4096)
+    writer.add_rope_freq_base(150_000.0 if gpt_oss else 10_000.0)
     writer.add_layer_norm_rms_eps(1e-6)
     writer.add_expert_count(s["experts"])
     writer.add_expert_used_count(s["used"])
@@ -115,8 +133,17 @@ def main():
     def norm(name, n):
         writer.add_tensor(name, (1.0 + 0.1 * rng.standard_normal(n, dtype=np.float32)).astype(np.float32))
 
+    def bias(name, *shape):
+        writer.add_tensor(name, (0.1 * rng.standard_normal(shape, dtype=np.float32)).astype(np.float32))
+
+    def mxfp4_stack(name, count, rows, cols):
+        """Random MXFP4 blocks: an E8M0 scale of 2^-7 or 2^-8, then 16 bytes of FP4 codes."""
+        blocks = rng.integers(0, 256, size=(count, rows, cols // 32, 17), dtype=np.uint8)
+        blocks[..., 0] = rng.integers(119, 121, size=(count, rows, cols // 32), dtype=np.uint8)
+        writer.add_tensor(name, blocks.reshape(count, rows, -1), raw_dtype=Q.MXFP4)
+
     matrix("token_embd.weight", (n_vocab, embd), more=True)
-    if arch == "olmoe":
+    if arch in ("olmoe", "gpt-oss"):
         matrix("output.weight", (n_vocab, embd), more=True)
     experts, ffn = s["experts"], s["ffn"]
     for layer in range(layers):
@@ -143,9 +170,19 @@ def main():
         if arch == "olmoe":
             norm(p + "attn_q_norm.weight", q_width)
             norm(p + "attn_k_norm.weight", kv_width)
-        norm(p + "ffn_norm.weight", embd)
+        if gpt_oss:
+            for part, width in (("q", q_width), ("k", kv_width), ("v", kv_width), ("output", embd)):
+                bias(p + f"attn_{part}.bias", width)
+            bias(p + "attn_sinks.weight", s["heads"])
+        norm(p + ("post_attention_norm.weight" if gpt_oss else "ffn_norm.weight"), embd)
         router = rng.standard_normal((experts, embd), dtype=np.float32) * np.float32(0.1)
         writer.add_tensor(p + "ffn_gate_inp.weight", router)
+        if gpt_oss:
+            bias(p + "ffn_gate_inp.bias", experts)
+            for part, rows, cols in (("gate", ffn, embd), ("up", ffn, embd), ("down", embd, ffn)):
+                mxfp4_stack(p + f"ffn_{part}_exps.weight", experts, rows, cols)
+                bias(p + f"ffn_{part}_exps.bias", experts, rows)
+            continue
         matrix(p + "ffn_gate_exps.weight", (experts, ffn, embd))
         matrix(p + "ffn_up_exps.weight", (experts, ffn, embd))
         matrix(p + "ffn_down_exps.weight", (experts, embd, ffn), more=bits)
