@@ -1149,6 +1149,75 @@ mod tests {
         bad(Some(8), Some(9), "expert_used_count");
         bad(Some(100_000), Some(2), "expert_count");
     }
+
+    #[test]
+    fn yarn_scaling_is_read_as_llama_cpp_sets_it_up() {
+        let yarn = |factor: Value| {
+            let mut m = qwen3(4, 2, 64);
+            m.insert("qwen3.rope.scaling.type".into(), Value::String("yarn".into())).unwrap();
+            m.insert("qwen3.rope.scaling.factor".into(), factor).unwrap();
+            m.insert("qwen3.rope.scaling.original_context_length".into(), Value::U32(4096)).unwrap();
+            Config::from_metadata(&m, 100)
+        };
+        let rope = yarn(Value::F32(32.0)).unwrap().rope_global;
+        assert_eq!(rope.freq_scale, 1.0 / 32.0);
+        assert_eq!(rope.yarn, Some(Yarn { original_context: 4096 }));
+        // llama.cpp's factor cancels its own inverse, then ggml multiplies by 1 + 0.1 ln 32.
+        assert!((rope.attn_factor - (1.0 + 0.1 * 32f32.ln())).abs() < 1e-6, "{}", rope.attn_factor);
+        // gpt-oss's ramp: pairs 8 to 18 of 32 at base 150000.
+        assert_eq!(Yarn { original_context: 4096 }.ramp(64, 150_000.0), [8.0, 18.0]);
+        assert_eq!(Yarn::extrapolation([8.0, 18.0], 3), 1.0);
+        assert_eq!(Yarn::extrapolation([8.0, 18.0], 13), 0.5);
+        assert_eq!(Yarn::extrapolation([8.0, 18.0], 30), 0.0);
+        for factor in [Value::F32(0.0), Value::F32(f32::NAN), Value::String("x".into())] {
+            let error = yarn(factor).unwrap_err();
+            assert!(
+                matches!(&error, ModelError::BadKey { key, .. } if key == "qwen3.rope.scaling.factor"),
+                "{error}"
+            );
+        }
+    }
+
+    /// A Granite 4.0-H header: attention in layer 1 only, Mamba-2 keys as given.
+    fn granite_hybrid(inner: u32, heads: u32, groups: u32) -> Metadata {
+        metadata(&[
+            ("general.architecture", Value::String("granitehybrid".into())),
+            ("granitehybrid.block_count", Value::U32(2)),
+            ("granitehybrid.embedding_length", Value::U32(256)),
+            ("granitehybrid.feed_forward_length", Value::U32(512)),
+            ("granitehybrid.attention.head_count", Value::U32(4)),
+            ("granitehybrid.attention.head_count_kv", Value::Array(crate::gguf::Array::U32(vec![0, 2]))),
+            ("granitehybrid.logit_scale", Value::F32(6.0)),
+            ("granitehybrid.ssm.conv_kernel", Value::U32(4)),
+            ("granitehybrid.ssm.inner_size", Value::U32(inner)),
+            ("granitehybrid.ssm.state_size", Value::U32(64)),
+            ("granitehybrid.ssm.time_step_rank", Value::U32(heads)),
+            ("granitehybrid.ssm.group_count", Value::U32(groups)),
+        ])
+    }
+
+    #[test]
+    fn mamba2_keys_are_checked_and_a_file_without_experts_is_dense() {
+        let config = Config::from_metadata(&granite_hybrid(512, 8, 2), 100).unwrap();
+        let shape = config.mamba2.unwrap();
+        assert_eq!((shape.head_dim(), shape.conv_dim(), shape.in_dim()), (64, 768, 1288));
+        assert_eq!(config.recurrent_state_lens(), (3 * 768, 512 * 64));
+        assert!(config.is_recurrent(0) && !config.is_recurrent(1));
+        assert_eq!(config.experts, None);
+        for (metadata, key) in [
+            (granite_hybrid(384, 8, 2), "ssm.inner_size"), // not twice the embedding
+            (granite_hybrid(512, 7, 1), "ssm.time_step_rank"), // heads do not divide 512
+            (granite_hybrid(512, 8, 3), "ssm.time_step_rank"), // groups do not divide the heads
+            (granite_hybrid(512, 8, 0), "ssm.group_count"),
+        ] {
+            let error = Config::from_metadata(&metadata, 100).unwrap_err();
+            let named = match &error {
+                ModelError::BadKey { key, .. } => key.clone(),
+                other => panic!("{other}"),
+            };
+            assert_eq!(named, format!("granitehybrid.{key}"), "{error}");
+        }
+    }
 }
 
 #[cfg(test)]
