@@ -1682,7 +1682,7 @@ pub(super) fn scan_state_row(s: &mut [f32], b: &[f32], c: &[f32], decay: f32, x_
     let mut sum = head;
     for ((s, &b), &c) in s_rest.iter_mut().zip(b_rest).zip(c_rest) {
         *s = *s * decay + b * x_dt;
-        sum = *s * c + sum;
+        sum += *s * c;
     }
     sum
 }
