@@ -350,12 +350,26 @@ fn harmony_calls_go_to_offered_functions_only() {
 fn harmony_required_calls_follow_the_templates_header() {
     let mut tools = weather_tools(false);
     tools.required = true;
-    let Some(crate::grammar::GrammarSpec::Lark(grammar)) = tools.grammar(CallSyntax::Harmony) else {
+    // A vocabulary without harmony's control tokens: the markers are text.
+    let Some(crate::grammar::GrammarSpec::Lark(grammar)) = tools.grammar(CallSyntax::Harmony, |_| false)
+    else {
         panic!("a required call has a grammar");
     };
     assert!(grammar.starts_with("start: \" to=functions.\" function\n"), "{grammar}");
-    assert!(grammar.contains("\"get_weather<|channel|>commentary json<|message|>\" a0"), "{grammar}");
-    assert!(grammar.contains("\"get_time<|channel|>commentary json<|message|>\" a1"), "{grammar}");
+    assert!(
+        grammar.contains("\"get_weather\" \"<|channel|>\" \"commentary json\" \"<|message|>\" a0"),
+        "{grammar}"
+    );
+    assert!(
+        grammar.contains("\"get_time\" \"<|channel|>\" \"commentary json\" \"<|message|>\" a1"),
+        "{grammar}"
+    );
+    // gpt-oss's own vocabulary, where they are control tokens: named as tokens.
+    let Some(crate::grammar::GrammarSpec::Lark(grammar)) = tools.grammar(CallSyntax::Harmony, |_| true)
+    else {
+        panic!("a required call has a grammar");
+    };
+    assert!(grammar.contains("\"get_weather\" <|channel|> \"commentary json\" <|message|> a0"), "{grammar}");
     tools.required = false;
-    assert_eq!(tools.grammar(CallSyntax::Harmony), None);
+    assert_eq!(tools.grammar(CallSyntax::Harmony, |_| true), None);
 }

@@ -272,8 +272,10 @@ impl ToolUse {
 
     /// What the answer must follow: always on the generic route; for a family's own syntax only
     /// when a call is required (otherwise the model may answer in text, and its calls are
-    /// parsed as they come).
-    pub fn grammar(&self, syntax: CallSyntax) -> Option<GrammarSpec> {
+    /// parsed as they come). `is_control` says which marker texts are control tokens of the
+    /// model's vocabulary: the grammar names those as tokens (llguidance's `<|…|>`), since a
+    /// quoted string matches only text tokens, which would make the model spell the marker out.
+    pub fn grammar(&self, syntax: CallSyntax, is_control: impl Fn(&str) -> bool) -> Option<GrammarSpec> {
         if syntax == CallSyntax::Generic {
             return Some(GrammarSpec::JsonSchema(self.generic_schema()));
         }
@@ -300,7 +302,7 @@ impl ToolUse {
             CallSyntax::QwenXml => self.qwen_xml_grammar(repeat),
             CallSyntax::Gemma4 => self.gemma4_grammar(repeat),
             CallSyntax::Lfm2 => self.lfm2_grammar(),
-            CallSyntax::Harmony => self.harmony_grammar(),
+            CallSyntax::Harmony => self.harmony_grammar(is_control),
             CallSyntax::Generic => unreachable!("handled above"),
         };
         Some(GrammarSpec::Lark(lark))
@@ -468,11 +470,13 @@ impl ToolUse {
     /// recipient in the role's part of the header, then the arguments' JSON by the function's
     /// schema. The answer starts at the call, without an analysis message first: as for the
     /// other families, whose required calls are asked for with their thinking off.
-    fn harmony_grammar(&self) -> String {
+    fn harmony_grammar(&self, is_control: impl Fn(&str) -> bool) -> String {
+        let marker = |text: &str| if is_control(text) { text.to_owned() } else { quoted(text) };
+        let (channel, message) = (marker("<|channel|>"), marker("<|message|>"));
         let (mut functions, mut arguments) = (Vec::new(), String::new());
         for (t, tool) in self.tools.iter().enumerate() {
-            let header = format!("{}<|channel|>commentary json<|message|>", tool.function.name);
-            functions.push(format!("{} a{t}", quoted(&header)));
+            let name = quoted(&tool.function.name);
+            functions.push(format!("{name} {channel} \"commentary json\" {message} a{t}"));
             arguments.push_str(&format!("a{t}: %json {}\n", with_json_layout(parameters_schema(tool))));
         }
         format!("start: \" to=functions.\" function\nfunction: {}\n{arguments}", functions.join(" | "))

@@ -40,7 +40,7 @@ use crate::gguf::{GgufHeader, Metadata};
 use crate::grammar::{Constraint, GrammarCompiler, GrammarError, GrammarSpec};
 use crate::model::{LogitsFor, Model, ModelBytes};
 use crate::sampler::{Sampler, SamplerSettings, StepTrace};
-use crate::tokenizer::{EncodeOptions, Tokenizer, Utf8Stream, token_count};
+use crate::tokenizer::{EncodeOptions, TokenKind, Tokenizer, Utf8Stream, token_count};
 use device::Device;
 
 /// Tokens per forward call during prefill: large enough that every weight block is reused
@@ -171,8 +171,12 @@ impl Engine {
         options: TurnOptions,
         context: usize,
     ) -> Result<ChatTurn, EngineError> {
+        let is_control = |text: &str| {
+            let id = self.tokenizer.token_id(text);
+            id.and_then(|id| self.tokenizer.token_kind(id)) == Some(TokenKind::Control)
+        };
         let tools_grammar =
-            options.tools.as_ref().and_then(|tools| tools.grammar(self.template.call_syntax()));
+            options.tools.as_ref().and_then(|tools| tools.grammar(self.template.call_syntax(), is_control));
         if options.tools.is_some() && options.response_format.is_some() {
             return Err(ChatError::BadTools(
                 "response_format cannot be combined with tools (llama.cpp refuses it too)".into(),

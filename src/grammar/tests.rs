@@ -115,6 +115,21 @@ fn json_object_starts_with_a_brace_and_a_lark_grammar_spells_only_its_words() {
     }
 }
 
+/// A control token named in a grammar (llguidance's `<|…|>`) is that token and only it, while
+/// the same text quoted can be spelled only with text tokens: harmony's call grammar names its
+/// markers so where the vocabulary has them as control tokens (gpt-oss's).
+#[test]
+fn a_control_token_named_in_a_grammar_is_the_token_and_quoted_is_text() {
+    let engine = engine();
+    let tokenizer = engine.tokenizer();
+    let im_start = tokenizer.token_id("<|im_start|>").unwrap();
+    let mut named = engine.constraint(&GrammarSpec::Lark(r#"start: <|im_start|> "x""#.into())).unwrap();
+    assert_eq!(allowed_ids(&named.mask().unwrap(), tokenizer.vocab_size()), [im_start]);
+    let mut quoted = engine.constraint(&GrammarSpec::Lark(r#"start: "<|im_start|>" "x""#.into())).unwrap();
+    let allowed = allowed_ids(&quoted.mask().unwrap(), tokenizer.vocab_size());
+    assert!(!allowed.is_empty() && !allowed.contains(&im_start), "{allowed:?}");
+}
+
 #[test]
 fn schemas_and_grammars_that_cannot_be_used_are_typed_errors() {
     let engine = engine();
