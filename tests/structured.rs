@@ -132,3 +132,55 @@ fn suite_schemas_hold_on_gemma3() {
     let whole = schemas_hold(&common::model("gemma3-270m-q4_k_m.gguf"), &SEEDS[..1], 100);
     assert!(whole >= 15, "only {whole} schemas' answers ended within the budget");
 }
+
+/// gpt-oss (harmony) writes a structured answer as its final message: the grammar starts the
+/// answer at that message's header, so the JSON is read as the reply's content, growing while
+/// it streams, and validates.
+#[test]
+fn gpt_oss_answers_json_as_its_final_message() {
+    let engine = Engine::load(std::fs::read(common::model("gpt-oss-micro-q8_0.gguf")).unwrap()).unwrap();
+    let schema = serde_json::json!({
+        "type": "object",
+        "properties": {"city": {"type": "string", "maxLength": 8}, "n": {"type": "integer"}},
+        "required": ["city", "n"],
+        "additionalProperties": false
+    });
+    let messages = [ChatMessage::new("user", "Answer in JSON.")];
+    let mut ended = 0;
+    for seed in SEEDS {
+        let options = TurnOptions {
+            response_format: Some(GrammarSpec::JsonSchema(schema.clone())),
+            split_reasoning: true,
+            ..TurnOptions::default()
+        };
+        let turn = engine.chat_turn(&messages, options, 4096).unwrap();
+        let Some(GrammarSpec::Lark(grammar)) = &turn.grammar else { panic!("{:?}", turn.grammar) };
+        assert!(grammar.starts_with(r#"start: "<|channel|>" "final" "<|message|>" answer"#), "{grammar}");
+        let settings = SamplerSettings { temperature: 1.0, seed, ..SamplerSettings::default() };
+        let mut sampler = Sampler::new(settings).unwrap();
+        sampler.set_constraint(Some(engine.constraint(turn.grammar.as_ref().unwrap()).unwrap()));
+        let mut session = engine.new_session(turn.tokens.len() + 201).unwrap();
+        session.sync(&engine, &turn.tokens).unwrap();
+        let (mut text, mut done) = (String::new(), false);
+        for _ in 0..200 {
+            let step = session.step(&engine, &mut sampler, None, 0).unwrap();
+            if step.end_of_generation {
+                done = true;
+                break;
+            }
+            text.push_str(&step.text);
+            let partial = turn.reply.parse(&text, true);
+            assert!(partial.reasoning_content.is_none() && partial.tool_calls.is_empty(), "{text:?}");
+        }
+        let reply = turn.reply.parse(&text, false);
+        assert!(text.starts_with("<|channel|>final<|message|>"), "{text:?}");
+        assert_eq!(reply.content, text["<|channel|>final<|message|>".len()..].trim(), "{text:?}");
+        if done {
+            ended += 1;
+            let value: Value =
+                serde_json::from_str(&reply.content).unwrap_or_else(|e| panic!("{e}: {text:?}"));
+            assert!(jsonschema::validator_for(&schema).unwrap().is_valid(&value), "{value}");
+        }
+    }
+    assert!(ended >= 3, "only {ended} of {} answers ended within 200 tokens", SEEDS.len());
+}

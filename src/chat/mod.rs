@@ -21,7 +21,10 @@ use serde::{Deserialize, Serialize};
 
 pub(crate) use reply::held_back;
 pub use reply::{HARMONY_ANALYSIS, ParsedCall, REASONING_TAGS, ReasoningTags, Reply, ReplyFormat};
-pub use tools::{CallSyntax, FunctionCall, FunctionSpec, MAX_TOOLS, Tool, ToolCall, ToolChoice, ToolUse};
+pub use tools::{
+    CallSyntax, FunctionCall, FunctionSpec, MAX_TOOLS, Tool, ToolCall, ToolChoice, ToolUse,
+    harmony_final_header,
+};
 
 use crate::gguf::Metadata;
 use crate::tokenizer::Tokenizer;

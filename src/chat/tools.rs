@@ -132,6 +132,21 @@ pub enum CallSyntax {
     Generic,
 }
 
+/// A harmony marker in a Lark grammar: the control token where the vocabulary has it as one
+/// (llguidance's `<|…|>`), else its text quoted.
+fn harmony_marker(text: &str, is_control: impl Fn(&str) -> bool) -> String {
+    if is_control(text) { text.to_owned() } else { quoted(text) }
+}
+
+/// A harmony answer's final message header, as a Lark sequence: what a structured answer
+/// (`response_format`) writes before its JSON, so that it is read as the content while it
+/// streams (llama.cpp's gpt-oss parser allows `<|constrain|>json` there too; the template never
+/// writes it, and neither do we).
+pub fn harmony_final_header(is_control: impl Fn(&str) -> bool) -> String {
+    let [channel, message] = ["<|channel|>", "<|message|>"].map(|text| harmony_marker(text, &is_control));
+    format!("{channel} \"final\" {message}")
+}
+
 /// What in a template's text says which syntax its family uses, most specific first (as
 /// llama.cpp's `common_chat_try_specialized_template` tells them apart). A template must also
 /// mention `tools`.
@@ -471,8 +486,7 @@ impl ToolUse {
     /// schema. The answer starts at the call, without an analysis message first: as for the
     /// other families, whose required calls are asked for with their thinking off.
     fn harmony_grammar(&self, is_control: impl Fn(&str) -> bool) -> String {
-        let marker = |text: &str| if is_control(text) { text.to_owned() } else { quoted(text) };
-        let (channel, message) = (marker("<|channel|>"), marker("<|message|>"));
+        let [channel, message] = ["<|channel|>", "<|message|>"].map(|text| harmony_marker(text, &is_control));
         let (mut functions, mut arguments) = (Vec::new(), String::new());
         for (t, tool) in self.tools.iter().enumerate() {
             let name = quoted(&tool.function.name);

@@ -34,7 +34,8 @@ pub use request::{
 };
 
 use crate::chat::{
-    ChatError, ChatMessage, ChatTemplate, ReasoningEffort, RenderOptions, ReplyFormat, ToolUse,
+    CallSyntax, ChatError, ChatMessage, ChatTemplate, ReasoningEffort, RenderOptions, ReplyFormat, ToolUse,
+    harmony_final_header,
 };
 use crate::gguf::{GgufHeader, Metadata};
 use crate::grammar::{Constraint, GrammarCompiler, GrammarError, GrammarSpec};
@@ -196,7 +197,14 @@ impl Engine {
         if text.len() > context.saturating_mul(self.longest_token) {
             return Err(EngineError::RenderedPromptTooLong { bytes: text.len(), context });
         }
-        let grammar = tools_grammar.or(options.response_format);
+        // gpt-oss writes a structured answer as its final message, after that message's header.
+        let response_format = match self.template.call_syntax() {
+            CallSyntax::Harmony => {
+                options.response_format.map(|f| f.after(&harmony_final_header(is_control)))
+            }
+            _ => options.response_format,
+        };
+        let grammar = tools_grammar.or(response_format);
         let reply = self.template.reply_format(&text, options.tools, options.split_reasoning);
         Ok(ChatTurn { tokens: self.encode(&text), reply, grammar })
     }

@@ -162,6 +162,21 @@ impl GrammarCompiler {
     }
 }
 
+impl GrammarSpec {
+    /// The same answer after `prefix` (a Lark sequence): a JSON answer becomes a Lark grammar
+    /// that writes `prefix` and then the JSON, schema, layout and leniency unchanged. A Lark
+    /// grammar is the caller's own and is left as it is.
+    pub fn after(self, prefix: &str) -> GrammarSpec {
+        let schema = match self {
+            GrammarSpec::JsonObject => with_json_layout(serde_json::json!({"type": "object"})),
+            GrammarSpec::JsonSchema(schema) => with_json_layout(schema),
+            GrammarSpec::LenientJsonSchema(schema) => lenient(with_json_layout(schema)),
+            lark @ GrammarSpec::Lark(_) => return lark,
+        };
+        GrammarSpec::Lark(format!("start: {prefix} answer\nanswer: %json {schema}\n"))
+    }
+}
+
 /// `schema` with llama.cpp's JSON layout, unless it sets llguidance's own (`x-guidance`):
 /// between tokens nothing, a space, or one or two newlines and up to 20 spaces or tabs of
 /// indentation. llguidance's default allows any run of whitespace, which a model unsure of
