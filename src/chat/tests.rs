@@ -373,3 +373,30 @@ fn harmony_required_calls_follow_the_templates_header() {
     tools.required = false;
     assert_eq!(tools.grammar(CallSyntax::Harmony, |_| true), None);
 }
+
+#[test]
+fn call_tags_that_are_control_tokens_are_named_as_tokens_in_required_call_grammars() {
+    let mut tools = weather_tools(false);
+    tools.required = true;
+    let grammar = |syntax: CallSyntax, control: bool| match tools.grammar(syntax, |_| control) {
+        Some(crate::grammar::GrammarSpec::Lark(grammar)) => grammar,
+        other => panic!("{other:?}"),
+    };
+    // Text or user-defined tags (Qwen's `<tool_call>`): quoted, so text tokens spell them.
+    assert!(
+        grammar(CallSyntax::Hermes, false)
+            .contains("call: \"<tool_call>\" \"\\n\" json \"\\n\" \"</tool_call>\"")
+    );
+    // Control tokens (LFM2's and Gemma 4's, where their vocabularies mark them so): the tokens.
+    assert!(
+        grammar(CallSyntax::Hermes, true).contains("call: <tool_call> \"\\n\" json \"\\n\" </tool_call>")
+    );
+    assert!(grammar(CallSyntax::QwenXml, true).contains("call: <tool_call> \"\\n\" function </tool_call>"));
+    assert!(
+        grammar(CallSyntax::Lfm2, true)
+            .starts_with("start: <|tool_call_start|> \"[\" function \"]\" <|tool_call_end|>\n")
+    );
+    assert!(
+        grammar(CallSyntax::Gemma4, true).contains("call: <|tool_call> \"call:\" function <tool_call|>\n")
+    );
+}

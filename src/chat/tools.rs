@@ -132,9 +132,9 @@ pub enum CallSyntax {
     Generic,
 }
 
-/// A harmony marker in a Lark grammar: the control token where the vocabulary has it as one
-/// (llguidance's `<|…|>`), else its text quoted.
-fn harmony_marker(text: &str, is_control: impl Fn(&str) -> bool) -> String {
+/// A marker (a call tag, harmony's channel and message markers) in a Lark grammar: the control
+/// token where the vocabulary has it as one (llguidance's `<…>`), else its text quoted.
+fn lark_marker(text: &str, is_control: impl Fn(&str) -> bool) -> String {
     if is_control(text) { text.to_owned() } else { quoted(text) }
 }
 
@@ -143,7 +143,7 @@ fn harmony_marker(text: &str, is_control: impl Fn(&str) -> bool) -> String {
 /// streams (llama.cpp's gpt-oss parser allows `<|constrain|>json` there too; the template never
 /// writes it, and neither do we).
 pub fn harmony_final_header(is_control: impl Fn(&str) -> bool) -> String {
-    let [channel, message] = ["<|channel|>", "<|message|>"].map(|text| harmony_marker(text, &is_control));
+    let [channel, message] = ["<|channel|>", "<|message|>"].map(|text| lark_marker(text, &is_control));
     format!("{channel} \"final\" {message}")
 }
 
@@ -298,9 +298,13 @@ impl ToolUse {
             return None;
         }
         let repeat = if self.parallel { "*" } else { "" };
+        // The family's call tags, as tokens where they are control tokens.
+        let [open, close] = syntax.call_tags().map_or([String::new(), String::new()], |(open, close)| {
+            [open, close].map(|tag| lark_marker(tag, &is_control))
+        });
         let lark = match syntax {
             CallSyntax::Hermes => format!(
-                "start: call (\"\\n\" call){repeat}\ncall: \"<tool_call>\\n\" json \"\\n</tool_call>\"\njson: %json {}\n",
+                "start: call (\"\\n\" call){repeat}\ncall: {open} \"\\n\" json \"\\n\" {close}\njson: %json {}\n",
                 with_json_layout(self.call_schema("arguments"))
             ),
             CallSyntax::LlamaJson => {
@@ -314,9 +318,9 @@ impl ToolUse {
                 }
                 format!("start: \"functools\" list\nlist: %json {}\n", with_json_layout(list))
             }
-            CallSyntax::QwenXml => self.qwen_xml_grammar(repeat),
-            CallSyntax::Gemma4 => self.gemma4_grammar(repeat),
-            CallSyntax::Lfm2 => self.lfm2_grammar(),
+            CallSyntax::QwenXml => self.qwen_xml_grammar(repeat, [&open, &close]),
+            CallSyntax::Gemma4 => self.gemma4_grammar(repeat, [&open, &close]),
+            CallSyntax::Lfm2 => self.lfm2_grammar([&open, &close]),
             CallSyntax::Harmony => self.harmony_grammar(is_control),
             CallSyntax::Generic => unreachable!("handled above"),
         };
@@ -326,7 +330,7 @@ impl ToolUse {
     /// Each function as `<function=NAME>` and its parameters in the schema's order, the
     /// required ones always; a string value is free text up to its closing tag (a lazy rule
     /// whose suffix is that tag), any other a JSON value of its schema.
-    fn qwen_xml_grammar(&self, repeat: &str) -> String {
+    fn qwen_xml_grammar(&self, repeat: &str, [open, close]: [&str; 2]) -> String {
         let mut values = String::new();
         let mut functions = Vec::new();
         for (t, tool) in self.tools.iter().enumerate() {
@@ -364,7 +368,7 @@ impl ToolUse {
             functions.push(body);
         }
         format!(
-            "start: call (\"\\n\" call){repeat}\ncall: \"<tool_call>\\n\" function \"</tool_call>\"\n\
+            "start: call (\"\\n\" call){repeat}\ncall: {open} \"\\n\" function {close}\n\
              function: {}\n{values}",
             functions.join(" | ")
         )
@@ -374,12 +378,12 @@ impl ToolUse {
     /// strings between `<|"|>` quotes): the parameters in the schema's order, the required
     /// ones always, each value of its type (strings within `maxLength`, enums as their
     /// values); a parameter of another type takes any value of the syntax.
-    fn gemma4_grammar(&self, repeat: &str) -> String {
+    fn gemma4_grammar(&self, repeat: &str, [open, close]: [&str; 2]) -> String {
         let quote = quoted("<|\"|>");
         let more = if repeat.is_empty() { "" } else { " call*" };
         let mut rules = format!(
             "start: call{more}\n\
-             call: \"<|tool_call>call:\" function \"<tool_call|>\"\n\
+             call: {open} \"call:\" function {close}\n\
              dict: \"{{\" (pair (\",\" pair)*)? \"}}\"\n\
              pair: KEY \":\" value\n\
              list: \"[\" (value (\",\" value)*)? \"]\"\n\
@@ -418,7 +422,7 @@ impl ToolUse {
     /// LFM2's `<|tool_call_start|>[NAME(key=value, …), …]<|tool_call_end|>`, each value a JSON
     /// value of its parameter's schema (JSON's strings and literals are what llama.cpp's LFM2
     /// parser reads too).
-    fn lfm2_grammar(&self) -> String {
+    fn lfm2_grammar(&self, [open, close]: [&str; 2]) -> String {
         let (mut rules, mut values) = (String::new(), String::new());
         let value = |t: usize, i: usize, property: &Value| {
             values.push_str(&format!("v{t}_{i}: %json {}\n", with_json_layout(property.clone())));
@@ -427,7 +431,7 @@ impl ToolUse {
         let functions = self.keyword_arguments(&mut rules, ("=", ", "), ("(", ")"), value);
         let calls = if self.parallel { "function (\", \" function)*" } else { "function" };
         format!(
-            "start: \"<|tool_call_start|>[\" {calls} \"]<|tool_call_end|>\"\n{rules}{values}function: {}\n",
+            "start: {open} \"[\" {calls} \"]\" {close}\n{rules}{values}function: {}\n",
             functions.join(" | ")
         )
     }
@@ -486,7 +490,7 @@ impl ToolUse {
     /// schema. The answer starts at the call, without an analysis message first: as for the
     /// other families, whose required calls are asked for with their thinking off.
     fn harmony_grammar(&self, is_control: impl Fn(&str) -> bool) -> String {
-        let [channel, message] = ["<|channel|>", "<|message|>"].map(|text| harmony_marker(text, &is_control));
+        let [channel, message] = ["<|channel|>", "<|message|>"].map(|text| lark_marker(text, &is_control));
         let (mut functions, mut arguments) = (Vec::new(), String::new());
         for (t, tool) in self.tools.iter().enumerate() {
             let name = quoted(&tool.function.name);
