@@ -184,6 +184,17 @@ def gated_feed_forward(matrix, prefix, n_ff):
     matrix(prefix + "ffn_down.weight", EMBD, n_ff)
 
 
+def attention(matrix, vector, p, qk_norm=False):
+    """A layer's Q, K, V (4 query and 2 KV heads of 64), per-head Q/K norms if asked, output."""
+    matrix(p + "attn_q.weight", HEADS * HEAD_DIM, EMBD)
+    matrix(p + "attn_k.weight", KV_HEADS * HEAD_DIM, EMBD)
+    matrix(p + "attn_v.weight", KV_HEADS * HEAD_DIM, EMBD)
+    if qk_norm:
+        vector(p + "attn_q_norm.weight", HEAD_DIM, 1.0, 0.1)
+        vector(p + "attn_k_norm.weight", HEAD_DIM, 1.0, 0.1)
+    matrix(p + "attn_output.weight", EMBD, HEADS * HEAD_DIM)
+
+
 def finish(writer, vector):
     """The output norm, then the file."""
     vector("output_norm.weight", EMBD, 1.0, 0.1)
@@ -561,12 +572,7 @@ def write_lfm2(path, rng, reader, moe=False):
         p = f"blk.{layer}."
         vector(p + "attn_norm.weight", EMBD, 1.0, 0.1)
         if kind == "attention":
-            matrix(p + "attn_q.weight", HEADS * HEAD_DIM, EMBD)
-            matrix(p + "attn_k.weight", KV_HEADS * HEAD_DIM, EMBD)
-            matrix(p + "attn_v.weight", KV_HEADS * HEAD_DIM, EMBD)
-            vector(p + "attn_q_norm.weight", HEAD_DIM, 1.0, 0.1)
-            vector(p + "attn_k_norm.weight", HEAD_DIM, 1.0, 0.1)
-            matrix(p + "attn_output.weight", EMBD, HEADS * HEAD_DIM)
+            attention(matrix, vector, p, qk_norm=True)
         else:
             matrix(p + "shortconv.in_proj.weight", 3 * EMBD, EMBD)
             writer.add_tensor(p + "shortconv.conv.weight", (0.5 * rng.standard_normal((EMBD, kernel))).astype(np.float32))
@@ -621,10 +627,7 @@ def write_granite_hybrid(path, rng, reader):
         p = f"blk.{layer}."
         vector(p + "attn_norm.weight", EMBD, 1.0, 0.1)
         if kind == "attention":
-            matrix(p + "attn_q.weight", HEADS * HEAD_DIM, EMBD)
-            matrix(p + "attn_k.weight", KV_HEADS * HEAD_DIM, EMBD)
-            matrix(p + "attn_v.weight", KV_HEADS * HEAD_DIM, EMBD)
-            matrix(p + "attn_output.weight", EMBD, HEADS * HEAD_DIM)
+            attention(matrix, vector, p)
         else:
             matrix(p + "ssm_in.weight", inner + conv_dim + SSM_HEADS, EMBD)
             writer.add_tensor(p + "ssm_conv1d.weight", (0.5 * rng.standard_normal((conv_dim, SSM_CONV))).astype(np.float32))

@@ -254,31 +254,33 @@ mod tests {
     use super::*;
     use crate::tensor::kv_rows::round_to_f16;
 
-    #[test]
-    fn both_kernels_compute_softmax_weighted_values() {
-        let head_dim = 32;
-        let keys: Vec<f32> = (0..5 * head_dim).map(|i| round_to_f16(((i % 7) as f32 - 3.0) * 0.25)).collect();
-        let values: Vec<f32> =
-            (0..5 * head_dim).map(|i| round_to_f16(((i % 5) as f32 - 2.0) * 0.5)).collect();
-        let query: Vec<f32> = (0..head_dim).map(|i| (i as f32 * 0.1).sin()).collect();
-        let kv = HeadView { keys: &keys, values: &values, stride: head_dim, offset: 0, head_dim };
-        // Reference in f64.
-        let scores: Vec<f64> = (0..5)
+    /// Both kernels against an f64 softmax over `keys` (rows of the query's width, already F16
+    /// values), the sink an extra term without a value: the F32 kernel within 1e-5, the F16
+    /// accumulator's within 2e-3.
+    fn both_kernels_match_f64(keys: &[f32], values: &[f32], query: &[f32], scale: f32, sink: Option<f32>) {
+        let head_dim = query.len();
+        let positions = keys.len() / head_dim;
+        let scores: Vec<f64> = (0..positions)
             .map(|j| {
-                (0..head_dim).map(|d| f64::from(query[d]) * f64::from(keys[j * head_dim + d])).sum::<f64>()
-                    * 0.3
+                let dot: f64 =
+                    (0..head_dim).map(|d| f64::from(query[d]) * f64::from(keys[j * head_dim + d])).sum();
+                dot * f64::from(scale)
             })
             .collect();
         let max = scores.iter().cloned().fold(f64::MIN, f64::max);
         let weights: Vec<f64> = scores.iter().map(|s| (s - max).exp()).collect();
-        let total: f64 = weights.iter().sum();
+        let total = weights.iter().sum::<f64>() + sink.map_or(0.0, |s| (f64::from(s) - max).exp());
         let expected: Vec<f64> = (0..head_dim)
-            .map(|d| (0..5).map(|j| weights[j] * f64::from(values[j * head_dim + d])).sum::<f64>() / total)
+            .map(|d| {
+                (0..positions).map(|j| weights[j] * f64::from(values[j * head_dim + d])).sum::<f64>() / total
+            })
             .collect();
+        let scoring = Scoring::new(scale, None);
+        let kv = HeadView { keys, values, stride: head_dim, offset: 0, head_dim };
         let mut out = vec![0.0; head_dim];
-        attend_head_f32(&query, &kv, 0..5, Scoring::new(0.3, None), None, &mut out);
+        attend_head_f32(query, &kv, 0..positions, scoring, sink, &mut out);
         for (o, e) in out.iter().zip(&expected) {
-            assert!((f64::from(*o) - e).abs() < 1e-5, "{o} vs {e}");
+            assert!((f64::from(*o) - e).abs() < 1e-5, "f32 kernel, sink {sink:?}: {o} vs {e}");
         }
         let (keys16, values16): (Vec<f16>, Vec<f16>) = (
             keys.iter().map(|&k| f16::from_f32(k)).collect(),
@@ -287,18 +289,20 @@ mod tests {
         let kv16 =
             HeadView { keys: &keys16[..], values: &values16[..], stride: head_dim, offset: 0, head_dim };
         let mut scratch = vec![0.0; 2 * head_dim];
-        attend_head_f16_accumulator(
-            &query,
-            &kv16,
-            0..5,
-            Scoring::new(0.3, None),
-            None,
-            &mut scratch,
-            &mut out,
-        );
+        attend_head_f16_accumulator(query, &kv16, 0..positions, scoring, sink, &mut scratch, &mut out);
         for (o, e) in out.iter().zip(&expected) {
-            assert!((f64::from(*o) - e).abs() < 2e-3, "{o} vs {e}");
+            assert!((f64::from(*o) - e).abs() < 2e-3, "f16 kernel, sink {sink:?}: {o} vs {e}");
         }
+    }
+
+    #[test]
+    fn both_kernels_compute_softmax_weighted_values() {
+        let head_dim = 32;
+        let keys: Vec<f32> = (0..5 * head_dim).map(|i| round_to_f16(((i % 7) as f32 - 3.0) * 0.25)).collect();
+        let values: Vec<f32> =
+            (0..5 * head_dim).map(|i| round_to_f16(((i % 5) as f32 - 2.0) * 0.5)).collect();
+        let query: Vec<f32> = (0..head_dim).map(|i| (i as f32 * 0.1).sin()).collect();
+        both_kernels_match_f64(&keys, &values, &query, 0.3, None);
     }
 
     #[test]
@@ -309,47 +313,9 @@ mod tests {
         let values: Vec<f32> =
             (0..positions * head_dim).map(|i| round_to_f16(((i % 7) as f32 - 3.0) * 0.5)).collect();
         let query: Vec<f32> = (0..head_dim).map(|i| round_to_f16((i as f32 * 0.7).cos())).collect();
-        let scores: Vec<f64> = (0..positions)
-            .map(|j| {
-                (0..head_dim).map(|d| f64::from(query[d]) * f64::from(keys[j * head_dim + d])).sum::<f64>()
-                    * 0.5
-            })
-            .collect();
         // A sink below every score, and one above them all (it rescales what was summed).
         for sink in [-2.0f32, 9.0] {
-            let total: f64 = scores.iter().map(|s| s.exp()).sum::<f64>() + f64::from(sink).exp();
-            let expected: Vec<f64> = (0..head_dim)
-                .map(|d| {
-                    (0..positions).map(|j| scores[j].exp() * f64::from(values[j * head_dim + d])).sum::<f64>()
-                        / total
-                })
-                .collect();
-            let kv = HeadView { keys: &keys, values: &values, stride: head_dim, offset: 0, head_dim };
-            let mut out = vec![0.0; head_dim];
-            attend_head_f32(&query, &kv, 0..positions, Scoring::new(0.5, None), Some(sink), &mut out);
-            for (o, e) in out.iter().zip(&expected) {
-                assert!((f64::from(*o) - e).abs() < 1e-5, "f32 kernel, sink {sink}: {o} vs {e}");
-            }
-            let (keys16, values16): (Vec<f16>, Vec<f16>) = (
-                keys.iter().map(|&k| f16::from_f32(k)).collect(),
-                values.iter().map(|&v| f16::from_f32(v)).collect(),
-            );
-            let kv16 =
-                HeadView { keys: &keys16[..], values: &values16[..], stride: head_dim, offset: 0, head_dim };
-            let mut scratch = vec![0.0; 2 * head_dim];
-            let scoring = Scoring::new(0.5, None);
-            attend_head_f16_accumulator(
-                &query,
-                &kv16,
-                0..positions,
-                scoring,
-                Some(sink),
-                &mut scratch,
-                &mut out,
-            );
-            for (o, e) in out.iter().zip(&expected) {
-                assert!((f64::from(*o) - e).abs() < 2e-3, "f16 kernel, sink {sink}: {o} vs {e}");
-            }
+            both_kernels_match_f64(&keys, &values, &query, 0.5, Some(sink));
         }
     }
 

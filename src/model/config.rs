@@ -878,7 +878,7 @@ impl Keys<'_> {
                 self.bad("ssm.inner_size", format!("= {inner}: llama.cpp runs only twice embedding_length"))
             );
         }
-        if heads == 0 || inner % heads != 0 || groups == 0 || heads % groups != 0 {
+        if inner % heads != 0 || heads % groups != 0 {
             return Err(self.bad(
                 "ssm.time_step_rank",
                 format!(
