@@ -15,7 +15,7 @@ use std::ops::Range;
 use super::{AttentionParams, Gpu, GpuError, RopeParams, Signal, groups_2d};
 use crate::model::backend::{Backend, Buf, Input, LayerAttention, LayerRope, LogitsHead};
 use crate::model::{
-    Activation, Checkpoints, DeltaNetWeights, EncoderInput, ExpertWeights, Family, FeedForward,
+    Activation, Checkpoints, DeltaNetWeights, EncoderInput, ExpertWeights, Family, FeedForward, Ffn,
     Mamba2Weights, Matrix, Mixer, Model, ModelError, Norm, PerLayerWeights, RopeStyle, ShortConvWeights,
 };
 
@@ -33,6 +33,9 @@ pub struct GpuState {
     readback: wgpu::Buffer,
     /// Each matrix as slices of whole rows, each within one binding: (first row, rows, blocks).
     matrices: HashMap<usize, Vec<(usize, usize, wgpu::Buffer)>>,
+    /// Each stack of experts' matrices (by its first expert's place in the file) as slices of
+    /// whole experts, each within one binding: (first expert, experts, blocks).
+    stacks: HashMap<usize, Vec<(usize, usize, wgpu::Buffer)>>,
     vectors: HashMap<usize, wgpu::Buffer>,
     /// The work submitted last, and whether it ends with logits in `readback`.
     in_flight: Option<(Signal, bool)>,
@@ -56,6 +59,7 @@ pub struct GpuState {
     /// Qwen3.5's DeltaNet activations, and each recurrent layer's state with its checkpoints.
     delta: Option<DeltaBuffers>,
     short_conv: Option<ShortConvBuffers>,
+    experts: Option<ExpertBuffers>,
     recurrent: Vec<RecurrentLayer>,
     checkpoints: Checkpoints<Vec<RecurrentLayer>>,
     max_batch: usize,
@@ -111,6 +115,20 @@ impl GpuState {
             bcx: buffer(3 * d * max_batch, storage),
             gated: buffer(d * max_batch, storage),
         });
+        let experts = c.experts.map(|shape| {
+            let pairs = shape.used * max_batch;
+            // The shared expert's hidden rows go where the chosen ones' went.
+            let hidden = (shape.used * shape.width).max(shape.shared_width.unwrap_or(0)) * max_batch;
+            ExpertBuffers {
+                scores: buffer(shape.count * max_batch, storage),
+                ids: buffer(pairs, storage),
+                weights: buffer(pairs, storage),
+                gate: buffer(hidden, storage),
+                up: buffer(hidden, storage),
+                out: buffer(pairs * d, storage),
+                shared: buffer(d * max_batch, storage),
+            }
+        });
         let (conv_len, ssm_len) = c.recurrent_state_lens();
         let recurrent: Vec<RecurrentLayer> = (0..c.n_layer)
             .filter(|&l| c.is_recurrent(l))
@@ -127,11 +145,13 @@ impl GpuState {
             logits: buffer(c.vocab_size, storage),
             readback: buffer(c.vocab_size, wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST),
             matrices: HashMap::new(),
+            stacks: HashMap::new(),
             vectors: HashMap::new(),
             in_flight: None,
             per_layer,
             delta,
             short_conv,
+            experts,
             recurrent,
             checkpoints: Checkpoints::new(recurrent_bytes as usize),
             constant_rows: HashMap::new(),
@@ -161,8 +181,6 @@ impl GpuState {
                 "DeltaNet heads over 256 wide",
             ),
             ((0..c.n_layer).any(|l| c.layer(l).head_dim > super::MAX_ATTENTION_HEAD), "heads over 256 wide"),
-            (c.experts.is_some(), "mixture-of-experts layers"),
-            (c.spec().attention_sinks, "attention sinks"),
             (c.mamba2.is_some(), "Mamba-2 layers"),
         ];
         if let Some((_, what)) = missing.iter().find(|(needed, _)| *needed) {
@@ -196,7 +214,10 @@ impl GpuState {
             );
             match &layer.mixer {
                 Mixer::Attention(a) => vectors.extend(
-                    [&a.bq, &a.bk, &a.bv, &a.q_norm, &a.k_norm].into_iter().flatten().map(Vec::as_slice),
+                    [&a.bq, &a.bk, &a.bv, &a.bo, &a.q_norm, &a.k_norm, &a.sinks]
+                        .into_iter()
+                        .flatten()
+                        .map(Vec::as_slice),
                 ),
                 Mixer::DeltaNet(delta) => {
                     vectors.extend([&delta.conv, &delta.norm].map(Vec::as_slice));
@@ -206,7 +227,22 @@ impl GpuState {
                 Mixer::Mamba2(_) => {}
             }
         }
-        for matrix in model.decode_matrices() {
+        // Expert stacks go up whole (in slices of whole experts), not expert by expert.
+        let mut stacked = std::collections::HashSet::new();
+        for layer in &w.layers {
+            let Ffn::Experts(experts) = &layer.ffn else { continue };
+            for views in [&experts.gate, &experts.up, &experts.down] {
+                self.stack(gpu, model, views)?;
+                stacked.extend(views.iter().map(|view| view.range.start));
+            }
+            vectors.extend(
+                [&experts.router_bias, &experts.selection_bias].into_iter().flatten().map(Vec::as_slice),
+            );
+            if let Some(biases) = &experts.biases {
+                vectors.extend([&biases.gate, &biases.up, &biases.down].map(Vec::as_slice));
+            }
+        }
+        for matrix in model.decode_matrices().filter(|m| !stacked.contains(&m.range.start)) {
             self.matrix(gpu, model, matrix)?;
         }
         for vector in vectors {
@@ -700,6 +736,53 @@ impl GpuState {
         self.matrices.insert(matrix.range.start, slices.clone());
         Ok(slices)
     }
+
+    /// A stack of experts' matrices (`views`, one per expert, consecutive in the file) on the
+    /// device, uploaded on first use: in slices of whole experts where it is larger than one
+    /// binding holds (gpt-oss-20b's are 200 to 400 MiB).
+    fn stack(
+        &mut self,
+        gpu: &Gpu,
+        model: &Model,
+        views: &[Matrix],
+    ) -> Result<Vec<(usize, usize, wgpu::Buffer)>, GpuError> {
+        let Some(first) = views.first() else { return Ok(Vec::new()) };
+        if let Some(slices) = self.stacks.get(&first.range.start) {
+            return Ok(slices.clone());
+        }
+        gpu.expert_matmul_pipeline(first.weight_type)?;
+        let expert_bytes = first.range.len();
+        let consecutive = views.iter().enumerate().all(|(e, view)| {
+            view.range.start == first.range.start + e * expert_bytes && view.range.len() == expert_bytes
+        });
+        let stack = model.file().get(first.range.start..first.range.start + views.len() * expert_bytes);
+        let (true, Some(stack)) = (consecutive, stack) else {
+            return Err(GpuError::Shape(format!(
+                "{}: the experts are not one stack in the file",
+                first.name
+            )));
+        };
+        // Byte offsets in the kernel are 32-bit.
+        let limit = gpu.facts.max_binding.min(gpu.facts.max_buffer).min(u64::from(u32::MAX)) as usize;
+        let per_slice = (limit / expert_bytes.max(1)).min(views.len());
+        if per_slice == 0 {
+            return Err(GpuError::TooLarge {
+                what: "one expert's matrix",
+                bytes: expert_bytes as u64,
+                limit: limit as u64,
+            });
+        }
+        let mut slices = Vec::new();
+        for start in (0..views.len()).step_by(per_slice) {
+            let experts = per_slice.min(views.len() - start);
+            let mut padded = stack[start * expert_bytes..(start + experts) * expert_bytes].to_vec();
+            padded.resize(padded.len().div_ceil(4) * 4, 0);
+            self.bytes += padded.len() as u64;
+            slices.push((start, experts, upload(gpu, &padded)));
+        }
+        self.stacks.insert(first.range.start, slices.clone());
+        Ok(slices)
+    }
 }
 
 /// Gemma 4's per-layer inputs on the device, `n_layer × width` per token: the projection
@@ -729,6 +812,20 @@ struct DeltaBuffers {
 struct ShortConvBuffers {
     bcx: wgpu::Buffer,
     gated: wgpu::Buffer,
+}
+
+/// A mixture of experts' activations: the router's scores (`count` per token), each (token,
+/// slot) pair's expert and weight (`used` per token), the pairs' gate and up projections
+/// (`used × width` per token; the shared expert's after them), their outputs (`used × n_embd`
+/// per token), and the shared expert's output.
+struct ExpertBuffers {
+    scores: wgpu::Buffer,
+    ids: wgpu::Buffer,
+    weights: wgpu::Buffer,
+    gate: wgpu::Buffer,
+    up: wgpu::Buffer,
+    out: wgpu::Buffer,
+    shared: wgpu::Buffer,
 }
 
 /// One recurrent layer's state on the device: the convolution's last inputs (`[tap][channel]`)
@@ -898,6 +995,94 @@ impl GpuBackend<'_> {
             self.dispatch(&kernel.pipeline, &[&weights, input, out], &params, groups);
         }
         Ok(())
+    }
+
+    /// `out` ← each (token, slot) pair's row times its expert's matrix (`views`, the stack's
+    /// experts), for the pairs of the rows held (`ids` names each pair's expert): the input row
+    /// is the token's where `per_token` (the gate and up projections), else the pair's own (the
+    /// down projection). One dispatch per slice of the stack and 65,535 pairs.
+    fn expert_matmul(
+        &mut self,
+        views: &[Matrix],
+        input: &wgpu::Buffer,
+        out: &wgpu::Buffer,
+        per_token: bool,
+    ) -> Result<(), GpuError> {
+        let Some(first) = views.first() else { return Ok(()) };
+        let used = self.model.config().experts.map_or(1, |shape| shape.used);
+        let pipeline = self.gpu.expert_matmul_pipeline(first.weight_type)?.clone();
+        let ids = self.state.experts.as_ref().map(|b| b.ids.clone()).ok_or(GpuError::Refused("experts"))?;
+        let row_bytes = first.range.len() / first.rows.max(1);
+        let pairs = self.rows * used;
+        let [groups_x, groups_y] = groups_2d((first.rows as u32).div_ceil(super::shaders::ROWS_PER_GROUP));
+        for (expert_first, experts, weights) in self.state.stack(self.gpu, self.model, views)? {
+            for pair_first in (0..pairs).step_by(super::MAX_GROUPS_PER_DIMENSION as usize) {
+                let z = (pairs - pair_first).min(super::MAX_GROUPS_PER_DIMENSION as usize);
+                let params = [
+                    first.rows as u32,
+                    first.cols as u32,
+                    row_bytes as u32,
+                    groups_x,
+                    first.rows as u32,
+                    0,
+                    pairs as u32,
+                    pair_first as u32,
+                    first.range.len() as u32,
+                    if per_token { used as u32 } else { 1 },
+                    expert_first as u32,
+                    (expert_first + experts) as u32,
+                ];
+                self.dispatch(
+                    &pipeline,
+                    &[&weights, input, out, &ids],
+                    &params,
+                    [groups_x, groups_y, z as u32],
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// `out ← W_down · (act(W_gate · input) ⊙ (W_up · input))` for the rows held, the hidden
+    /// rows in `gate` and `up`.
+    fn gated_ffn(
+        &mut self,
+        ffn: &FeedForward,
+        input: &wgpu::Buffer,
+        (gate, up): (&wgpu::Buffer, &wgpu::Buffer),
+        out: &wgpu::Buffer,
+    ) {
+        let Some(w_gate) = &ffn.w_gate else {
+            return self.fail(GpuError::Refused("feed-forward blocks without a gate"));
+        };
+        for (matrix, target) in [(w_gate, gate), (&ffn.w_up, up)] {
+            if let Err(error) = self.matmul(matrix, input, target) {
+                self.fail(error);
+            }
+        }
+        let pipeline = self.activation();
+        self.elementwise(&pipeline, up, gate, self.rows * w_gate.rows, [0; 3]);
+        if let Err(error) = self.matmul(&ffn.w_down, gate, out) {
+            self.fail(error);
+        }
+    }
+
+    /// The gated activation's pipeline: `x ← act(x) ⊙ y`.
+    fn activation(&self) -> wgpu::ComputePipeline {
+        match self.model.config().activation {
+            Activation::GeGlu => self.gpu.geglu.clone(),
+            Activation::SwiGlu | Activation::Gelu => self.gpu.swiglu.clone(),
+            Activation::SwiGluOai => self.gpu.swiglu_oai.clone(),
+        }
+    }
+
+    /// Each (token, slot) pair's row of `width` in `x` plus its expert's row of `bias`.
+    fn expert_bias(&mut self, bias: &[f32], x: &wgpu::Buffer, width: usize) {
+        let Some(ids) = self.state.experts.as_ref().map(|b| b.ids.clone()) else { return };
+        let used = self.model.config().experts.map_or(1, |shape| shape.used);
+        let (bias, pipeline) = (self.vector(bias), self.gpu.expert_bias.clone());
+        let n = self.rows * used * width;
+        self.dispatch_threads(&pipeline, &[&ids, &bias, x], [n as u32, width as u32, 0], n);
     }
 
     /// `x ← f(x, y)` over `n` elements with an element-wise pipeline.
@@ -1183,9 +1368,6 @@ impl Backend for GpuBackend<'_> {
     }
 
     fn attend(&mut self, store: bool, attention: &LayerAttention) {
-        if attention.sinks.is_some() {
-            return self.fail(GpuError::Refused("attention sinks"));
-        }
         let (c, l) = (self.model.config(), self.layer);
         let shape = c.layer(l);
         let kvd = shape.kv_dim();
@@ -1207,9 +1389,13 @@ impl Backend for GpuBackend<'_> {
             softcap: attention.softcap.unwrap_or(0.0),
         };
         let (pipeline, groups) = self.gpu.attention_kernel(self.rows, c.n_head);
-        let words = super::attention_params(&params, self.rows, groups[0]);
+        let words = super::attention_params(&params, self.rows, groups[0], attention.sinks.is_some());
+        let sinks = match attention.sinks {
+            Some(sinks) => self.vector(sinks),
+            None => self.state.constant_row(self.gpu, 1, 0.0),
+        };
         let (q, out, pipeline) = (self.buf(Buf::Q).clone(), self.buf(Buf::Attn).clone(), pipeline.clone());
-        self.dispatch(&pipeline, &[&q, &keys, &values, &out], &words, groups);
+        self.dispatch(&pipeline, &[&q, &keys, &values, &sinks, &out], &words, groups);
     }
 
     /// `model::cpu`'s short convolution, each step a kernel: the input projection, `b ⊙ x`, the
@@ -1240,8 +1426,74 @@ impl Backend for GpuBackend<'_> {
         Ok(())
     }
 
-    fn experts(&mut self, _: &ExpertWeights) -> Result<(), ModelError> {
-        self.fail(GpuError::Refused("mixture-of-experts layers"));
+    /// `model::cpu`'s mixture of experts, each step a kernel: the router's scores, the routing
+    /// (each token's experts and weights, on the device), each (token, slot) pair's gate and up
+    /// projections through its expert's rows, the activation, the down projections, the
+    /// weighted sum per token, and the shared expert added.
+    fn experts(&mut self, weights: &ExpertWeights) -> Result<(), ModelError> {
+        let (c, n) = (self.model.config(), self.rows);
+        let (Some(shape), Some(b)) = (c.experts, &self.state.experts) else {
+            return Err(no_buffers("mixture-of-experts layers"));
+        };
+        let [scores, ids, expert_weights, gate, up, expert_out, shared] =
+            [&b.scores, &b.ids, &b.weights, &b.gate, &b.up, &b.out, &b.shared].map(Clone::clone);
+        let (d, used, ff) = (c.n_embd, shape.used, shape.width);
+        let (normed, out) = (self.buf(Buf::Normed).clone(), self.buf(Buf::BlockOut).clone());
+        if let Err(error) = self.matmul(&weights.router, &normed, &scores) {
+            self.fail(error);
+        }
+        let none = self.state.constant_row(self.gpu, 1, 0.0);
+        let bias = weights.router_bias.as_deref().map_or_else(|| none.clone(), |b| self.vector(b));
+        let selection = weights.selection_bias.as_deref().map_or_else(|| none.clone(), |b| self.vector(b));
+        let [groups_x, groups_y] = groups_2d((n as u32).div_ceil(64));
+        let params = [
+            n as u32,
+            shape.count as u32,
+            used as u32,
+            groups_x,
+            super::gating_code(shape.gating),
+            u32::from(shape.normalize),
+            u32::from(weights.router_bias.is_some()),
+            u32::from(weights.selection_bias.is_some()),
+        ];
+        let pipeline = self.gpu.route.clone();
+        self.dispatch(
+            &pipeline,
+            &[&bias, &selection, &scores, &ids, &expert_weights],
+            &params,
+            [groups_x, groups_y, 1],
+        );
+        for (views, target) in [(&weights.gate, &gate), (&weights.up, &up)] {
+            if let Err(error) = self.expert_matmul(views, &normed, target, true) {
+                self.fail(error);
+            }
+        }
+        let biases = weights.biases.as_deref();
+        if let Some(biases) = biases {
+            for (bias, target) in [(&biases.gate, &gate), (&biases.up, &up)] {
+                self.expert_bias(bias, target, ff);
+            }
+        }
+        let pipeline = self.activation();
+        self.elementwise(&pipeline, &up, &gate, n * used * ff, [0; 3]);
+        if let Err(error) = self.expert_matmul(&weights.down, &gate, &expert_out, false) {
+            self.fail(error);
+        }
+        if let Some(biases) = biases {
+            self.expert_bias(&biases.down, &expert_out, d);
+        }
+        let pipeline = self.gpu.expert_sum.clone();
+        self.dispatch_threads(
+            &pipeline,
+            &[&expert_weights, &expert_out, &out],
+            [(n * d) as u32, d as u32, used as u32],
+            n * d,
+        );
+        if let Some(ffn) = &weights.shared {
+            self.gated_ffn(ffn, &normed, (&gate, &up), &shared);
+            let pipeline = self.gpu.add.clone();
+            self.elementwise(&pipeline, &shared, &out, n * d, [0; 3]);
+        }
         Ok(())
     }
 
@@ -1251,35 +1503,13 @@ impl Backend for GpuBackend<'_> {
     }
 
     fn feed_forward(&mut self, layer: &FeedForward) -> Result<(), ModelError> {
-        let Some(w_gate) = &layer.w_gate else {
-            self.fail(GpuError::Refused("feed-forward blocks without a gate"));
-            return Ok(());
-        };
         let (normed, gate, up, out) = (
             self.buf(Buf::Normed).clone(),
             self.state.gate.clone(),
             self.state.up.clone(),
             self.buf(Buf::BlockOut).clone(),
         );
-        for (matrix, target) in [(w_gate, &gate), (&layer.w_up, &up)] {
-            if let Err(error) = self.matmul(matrix, &normed, target) {
-                self.fail(error);
-            }
-        }
-        let n = self.rows * w_gate.rows;
-        let pipeline = match self.model.config().activation {
-            Activation::GeGlu => self.gpu.geglu.clone(),
-            Activation::SwiGlu | Activation::Gelu => self.gpu.swiglu.clone(),
-            // Only gpt-oss's experts use it, which the device refuses before.
-            Activation::SwiGluOai => {
-                self.fail(GpuError::Refused("gpt-oss's clamped SwiGLU"));
-                return Ok(());
-            }
-        };
-        self.elementwise(&pipeline, &up, &gate, n, [0; 3]);
-        if let Err(error) = self.matmul(&layer.w_down, &gate, &out) {
-            self.fail(error);
-        }
+        self.gated_ffn(layer, &normed, (&gate, &up), &out);
         Ok(())
     }
 

@@ -128,10 +128,16 @@ pub struct Gpu {
     /// type: a model has two to four of the fifteen, and building all of them took most of the
     /// device's start (0.7 s on lavapipe).
     matmul: Vec<(WeightType, OnceLock<[wgpu::ComputePipeline; 3]>)>,
+    /// Each type's experts' matrix-vector pipeline, built at the first expert stack of the type.
+    expert_matmul: Vec<(WeightType, OnceLock<wgpu::ComputePipeline>)>,
     rms_norm: wgpu::ComputePipeline,
     add: wgpu::ComputePipeline,
     swiglu: wgpu::ComputePipeline,
+    swiglu_oai: wgpu::ComputePipeline,
     geglu: wgpu::ComputePipeline,
+    route: wgpu::ComputePipeline,
+    expert_bias: wgpu::ComputePipeline,
+    expert_sum: wgpu::ComputePipeline,
     rope: wgpu::ComputePipeline,
     /// Attention with a workgroup per query and head (decode, short batches), and with a
     /// thread each (prefill); see [`Gpu::attention_kernel`].
@@ -280,6 +286,14 @@ impl Gpu {
         });
         let matmul =
             shaders::MATVEC_TYPES.iter().map(|&weight_type| (weight_type, OnceLock::new())).collect();
+        let expert_matmul =
+            shaders::MATVEC_TYPES.iter().map(|&weight_type| (weight_type, OnceLock::new())).collect();
+        let (swiglu_oai, route, expert_bias, expert_sum) = (
+            pipeline(&device, &shaders::elementwise(shaders::SWIGLU_OAI)),
+            pipeline(&device, shaders::ROUTE),
+            pipeline(&device, shaders::EXPERT_BIAS),
+            pipeline(&device, shaders::EXPERT_SUM),
+        );
         let attention =
             [false, true].map(|one_thread_each| pipeline(&device, &shaders::attention(one_thread_each)));
         let (rms_norm, add, swiglu, geglu, rope) = (
@@ -316,10 +330,15 @@ impl Gpu {
             facts,
             fault,
             matmul,
+            expert_matmul,
             rms_norm,
             add,
             swiglu,
+            swiglu_oai,
             geglu,
+            route,
+            expert_bias,
+            expert_sum,
             rope,
             attention,
             add_bias,
@@ -340,6 +359,14 @@ impl Gpu {
 
     pub fn facts(&self) -> &AdapterFacts {
         &self.facts
+    }
+
+    /// Binds at most `bytes` at once from now on (never more than the adapter allows): how the
+    /// tests run the slicing of large matrices and expert stacks with files far too small to
+    /// reach an adapter's own limit.
+    #[doc(hidden)]
+    pub fn limit_bindings(&mut self, bytes: u64) {
+        self.facts.max_binding = self.facts.max_binding.min(bytes);
     }
 
     /// What the device reported on its own since it started, if anything: once lost, it
@@ -433,13 +460,22 @@ impl Gpu {
                 return format!("{} {weight_type:?}", kind.0);
             }
         }
+        for (weight_type, pipeline_of_type) in &self.expert_matmul {
+            if pipeline_of_type.get() == Some(pipeline) {
+                return format!("experts matvec {weight_type:?}");
+            }
+        }
         let named = [
             (&self.attention[0], "attention (a workgroup per head)"),
             (&self.attention[1], "attention (a thread per head)"),
             (&self.rms_norm, "rms_norm"),
             (&self.add, "add"),
             (&self.swiglu, "swiglu"),
+            (&self.swiglu_oai, "swiglu_oai"),
             (&self.geglu, "geglu"),
+            (&self.route, "route"),
+            (&self.expert_bias, "expert_bias"),
+            (&self.expert_sum, "expert_sum"),
             (&self.rope, "rope"),
             (&self.add_bias, "add_bias"),
             (&self.per_layer_gate, "per_layer_gate"),
@@ -469,6 +505,17 @@ impl Gpu {
             };
             [kernel(false), kernel(true), pipeline(&self.device, &shaders::gemm(weight_type))]
         }))
+    }
+
+    /// The experts' matrix-vector pipeline of `weight_type`, built on first use.
+    fn expert_matmul_pipeline(&self, weight_type: WeightType) -> Result<&wgpu::ComputePipeline, GpuError> {
+        let (_, pipeline_of_type) = self
+            .expert_matmul
+            .iter()
+            .find(|(t, _)| *t == weight_type)
+            .ok_or(GpuError::Unsupported(weight_type))?;
+        Ok(pipeline_of_type
+            .get_or_init(|| pipeline(&self.device, &shaders::expert_matmul(weight_type, WORKGROUP))))
     }
 
     /// The attention kernel for `queries` rows of `n_head` heads, and its workgroups: as the
@@ -539,8 +586,8 @@ fn rope_params(rope: &RopeParams, rows: usize, has_factors: bool, groups_x: u32)
     ]
 }
 
-/// The attention kernel's uniform for `queries` query rows.
-fn attention_params(a: &AttentionParams, queries: usize, groups_x: u32) -> [u32; 12] {
+/// The attention kernel's uniform for `queries` query rows, with a sink per head or none.
+fn attention_params(a: &AttentionParams, queries: usize, groups_x: u32, has_sinks: bool) -> [u32; 12] {
     [
         a.n_head as u32,
         a.n_kv as u32,
@@ -552,9 +599,18 @@ fn attention_params(a: &AttentionParams, queries: usize, groups_x: u32) -> [u32;
         0,
         a.scale.to_bits(),
         a.softcap.to_bits(),
-        0,
+        u32::from(has_sinks),
         0,
     ]
+}
+
+/// The routing kernel's number for a way of gating (`shaders::ROUTE`).
+fn gating_code(gating: crate::model::Gating) -> u32 {
+    match gating {
+        crate::model::Gating::Softmax => 0,
+        crate::model::Gating::Sigmoid => 1,
+        crate::model::Gating::SoftmaxWeight => 2,
+    }
 }
 
 /// Workgroup counts for `groups` workgroups: up to 65,535 in x, the rest in y.

@@ -44,8 +44,59 @@ impl Gpu {
         let batch = x.len() / cols;
         let kernel = self.matmul_kernel(weight_type, batch)?;
         let groups = kernel.groups(rows);
-        let params = [rows as u32, cols as u32, row_bytes as u32, groups[0], rows as u32, 0, batch as u32, 0];
+        let mut params = [0; 12];
+        params[..7].copy_from_slice(&[
+            rows as u32,
+            cols as u32,
+            row_bytes as u32,
+            groups[0],
+            rows as u32,
+            0,
+            batch as u32,
+        ]);
         self.run(&kernel.pipeline, &[&padded, &f32_bytes(x)], &vec![0.0; rows * batch], &params, groups).await
+    }
+
+    /// Each token's experts and weights from the router's `scores` (rows of `shape.count`),
+    /// as `model::experts::route`: `shape.used` (expert, weight) pairs per token, best first.
+    pub async fn route(
+        &self,
+        shape: &crate::model::Experts,
+        scores: &[f32],
+        biases: crate::model::experts::RouterBiases<'_>,
+    ) -> Result<Vec<(u32, f32)>, GpuError> {
+        let (count, used) = (shape.count, shape.used);
+        let fits = |bias: Option<&[f32]>| bias.is_none_or(|b| b.len() == count);
+        if count == 0
+            || used == 0
+            || used > count
+            || !scores.len().is_multiple_of(count)
+            || !fits(biases.scores)
+            || !fits(biases.selection)
+        {
+            return Err(GpuError::Shape(format!(
+                "{} scores to route {used} of {count} experts",
+                scores.len()
+            )));
+        }
+        let n = scores.len() / count;
+        let [groups_x, groups_y] = groups_2d((n as u32).div_ceil(64));
+        let params = [
+            n as u32,
+            count as u32,
+            used as u32,
+            groups_x,
+            gating_code(shape.gating),
+            u32::from(shape.normalize),
+            u32::from(biases.scores.is_some()),
+            u32::from(biases.selection.is_some()),
+        ];
+        let inputs: [&[u8]; 2] =
+            [&f32_bytes(biases.scores.unwrap_or(&[0.0])), &f32_bytes(biases.selection.unwrap_or(&[0.0]))];
+        let zeros = vec![0.0; n * used];
+        let outputs: [&[f32]; 3] = [scores, &zeros, &zeros];
+        let out = self.run_many(&self.route, &inputs, &outputs, &params, [groups_x, groups_y, 1]).await?;
+        Ok(out[1].iter().map(|id| id.to_bits()).zip(out[2].iter().copied()).collect())
     }
 
     /// `out` ← RMSNorm of each `width` values of `x`, times `weight` (`width` long).
@@ -106,12 +157,14 @@ impl Gpu {
     }
 
     /// Causal attention of `q` (rows of `n_head × head_dim`, at positions `start..`) over the
-    /// keys `k` and values `v` of positions `0..start + rows` (rows of `n_kv × head_dim`).
+    /// keys `k` and values `v` of positions `0..start + rows` (rows of `n_kv × head_dim`), with
+    /// a sink per head where `sinks` are given.
     pub async fn attention(
         &self,
         q: &[f32],
         k: &[f32],
         v: &[f32],
+        sinks: Option<&[f32]>,
         a: AttentionParams,
     ) -> Result<Vec<f32>, GpuError> {
         let q_row = a.n_head * a.head_dim;
@@ -122,7 +175,12 @@ impl Gpu {
             && a.head_dim <= MAX_ATTENTION_HEAD
             && q.len().is_multiple_of(q_row);
         let queries = if fits { q.len() / q_row } else { 0 };
-        if !fits || queries == 0 || k.len() != (a.start + queries) * kv_row || v.len() != k.len() {
+        if !fits
+            || queries == 0
+            || k.len() != (a.start + queries) * kv_row
+            || v.len() != k.len()
+            || sinks.is_some_and(|sinks| sinks.len() != a.n_head)
+        {
             return Err(GpuError::Shape(format!(
                 "{} query values, {} keys and {} values for {} heads of {} over {} KV heads from position {}",
                 q.len(),
@@ -135,8 +193,9 @@ impl Gpu {
             )));
         }
         let (pipeline, groups) = self.attention_kernel(queries, a.n_head);
-        let params = attention_params(&a, queries, groups[0]);
-        let inputs: [&[u8]; 3] = [&f32_bytes(q), &f32_bytes(k), &f32_bytes(v)];
+        let params = attention_params(&a, queries, groups[0], sinks.is_some());
+        let inputs: [&[u8]; 4] =
+            [&f32_bytes(q), &f32_bytes(k), &f32_bytes(v), &f32_bytes(sinks.unwrap_or(&[0.0]))];
         self.run(pipeline, &inputs, &vec![0.0; q.len()], &params, groups).await
     }
 

@@ -28,8 +28,12 @@ pub const MATVEC_TYPES: [WeightType; 16] = [
 const HEADER: &str = r#"
 // `rows` of this dispatch's slice of the matrix; its outputs go to `row_offset..` of output
 // rows of `total_rows` (a matrix larger than one binding is split into slices of rows).
-// `batch`: input rows in `x` (and output rows in `y`).
-struct Params { rows: u32, cols: u32, row_bytes: u32, groups_x: u32, total_rows: u32, row_offset: u32, batch: u32, unused: u32 }
+// `batch`: input rows in `x` (and output rows in `y`). The expert kernel's words after it: see
+// `EXPERT_MAIN`.
+struct Params {
+    rows: u32, cols: u32, row_bytes: u32, groups_x: u32, total_rows: u32, row_offset: u32, batch: u32,
+    pair_first: u32, expert_bytes: u32, pairs_per_input: u32, expert_first: u32, expert_end: u32,
+}
 @group(0) @binding(0) var<storage, read> w: array<u32>;
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;
 @group(0) @binding(3) var<uniform> p: Params;
@@ -231,6 +235,44 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
     if (lane < 8u && row < p.rows && first + lane < p.batch) {
         let sums4 = select(hi, lo, lane < 4u);
         y[(first + lane) * p.total_rows + p.row_offset + row] = sums4[lane & 3u];
+    }
+}
+"#;
+
+/// The experts' matrix-vector entry point (llama.cpp's `MUL_MAT_ID`): a workgroup takes
+/// `ROWS_PER_GROUP` rows of the expert that `ids` names for (token, slot) pair
+/// `pair_first + z`, from the input row `pair / pairs_per_input` (a token's row for the gate and
+/// up projections, the pair's own hidden row for the down projection), into output row `pair`.
+/// The binding holds experts `expert_first..expert_end`, `expert_bytes` each (a stack larger
+/// than a binding is bound a slice of whole experts at a time): a pair routed elsewhere is
+/// left to another slice's dispatch.
+const EXPERT_MAIN: &str = r#"
+@group(0) @binding(3) var<storage, read> ids: array<u32>;
+var<workgroup> partial: array<f32, WG>;
+
+@compute @workgroup_size(WG)
+fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+    let lanes = WG / ROWSu;
+    let lane = t % lanes;
+    let row = (group.y * p.groups_x + group.x) * ROWSu + t / lanes;
+    let pair = p.pair_first + group.z;
+    let expert = ids[pair];
+    let here = expert >= p.expert_first && expert < p.expert_end;
+    xbase = (pair / p.pairs_per_input) * p.cols;
+    var sum = 0.0;
+    if (row < p.rows && here) {
+        sum = row_dot((expert - p.expert_first) * p.expert_bytes + row * p.row_bytes, lane, lanes);
+    }
+    partial[t] = sum;
+    workgroupBarrier();
+    for (var s = lanes / 2u; s > 0u; s = s >> 1u) {
+        if (lane < s) {
+            partial[t] += partial[t + s];
+        }
+        workgroupBarrier();
+    }
+    if (lane == 0u && row < p.rows && here) {
+        y[pair * p.rows + row] = partial[t];
     }
 }
 "#;
@@ -625,14 +667,9 @@ fn k4_layout(bytes: u32, nibbles: u32, fifth_bit: &str) -> Layout {
     Layout::Blocks { bytes, units: 8, helpers: &[K4_SCALES], dot: fill(dot), dequant: fill(dequant) }
 }
 
-/// The matrix product kernel for `weight_type`, `workgroup` threads wide (a power of two): one
-/// input row per workgroup (decode), or with `tiled` [`TILE_TOKENS`] of them (short batches);
-/// rows summed through `subgroups` (whose size must be at least a row's lanes) or workgroup
-/// memory.
-pub fn matmul(weight_type: WeightType, workgroup: u32, tiled: bool, subgroups: bool) -> String {
-    let layout = layout(weight_type);
-    let header = header(&layout, true);
-    let row = match layout {
+/// A row's dot product with the input row at `xbase` (`row_dot`) for a weight layout.
+fn row_dot(layout: Layout) -> String {
+    match layout {
         Layout::Float(value) => FLOAT_ROW.replace("VALUE", value),
         Layout::Blocks { bytes, units, helpers, dot, .. } => format!(
             "{}{}",
@@ -642,7 +679,17 @@ pub fn matmul(weight_type: WeightType, workgroup: u32, tiled: bool, subgroups: b
                 .replace("BYTES", &format!("{bytes}u"))
                 .replace("UNIT", &dot)
         ),
-    };
+    }
+}
+
+/// The matrix product kernel for `weight_type`, `workgroup` threads wide (a power of two): one
+/// input row per workgroup (decode), or with `tiled` [`TILE_TOKENS`] of them (short batches);
+/// rows summed through `subgroups` (whose size must be at least a row's lanes) or workgroup
+/// memory.
+pub fn matmul(weight_type: WeightType, workgroup: u32, tiled: bool, subgroups: bool) -> String {
+    let layout = layout(weight_type);
+    let header = header(&layout, true);
+    let row = row_dot(layout);
     // No `enable subgroups;`: naga takes subgroup calls without it (and refuses it), and in a
     // browser wgpu 30 never offers subgroups (its WebGPU backend does not map the feature).
     let main = match (subgroups, tiled) {
@@ -652,6 +699,15 @@ pub fn matmul(weight_type: WeightType, workgroup: u32, tiled: bool, subgroups: b
         (true, true) => SUBGROUP_TILE_MAIN,
     };
     format!("{header}{row}{main}")
+        .replace("WG", &format!("{workgroup}u"))
+        .replace("ROWS", &ROWS_PER_GROUP.to_string())
+}
+
+/// The experts' matrix-vector kernel for `weight_type` ([`EXPERT_MAIN`]), `workgroup` threads wide.
+pub fn expert_matmul(weight_type: WeightType, workgroup: u32) -> String {
+    let layout = layout(weight_type);
+    let header = header(&layout, true).replace("@binding(3) var<uniform>", "@binding(4) var<uniform>");
+    format!("{header}{}{EXPERT_MAIN}", row_dot(layout))
         .replace("WG", &format!("{workgroup}u"))
         .replace("ROWS", &ROWS_PER_GROUP.to_string())
 }
@@ -887,6 +943,164 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
 /// SwiGLU's gate: `silu(g) · u`.
 pub const SWIGLU: &str = "let g = x[i]; x[i] = g / (1.0 + exp(-g)) * y[i];";
 
+/// gpt-oss's clamped SwiGLU (α 1.702, limit 7): `g · sigmoid(α·g) · (clamp(u, ±7) + 1)`, `g`
+/// capped at 7.
+pub const SWIGLU_OAI: &str =
+    "let g = min(x[i], 7.0); x[i] = g / (1.0 + exp(-1.702 * g)) * (clamp(y[i], -7.0, 7.0) + 1.0);";
+
+/// Mixture-of-experts routing (`model::experts::route`), one thread per token: the router's
+/// `count` scores (plus `bias` where `has_bias`) become probabilities in place (gating 0
+/// softmax, 1 sigmoid, 2 none: gpt-oss), the `used` best by probability plus `selection`
+/// (where `has_selection`) are chosen, best first, ties to the lower index and a NaN never
+/// chosen over a number, and their probabilities become the weights: a softmax of them for
+/// gating 2, then renormalized to sum to 1 where `normalize` (the sum at least 2^-14, as
+/// llama.cpp clamps it).
+pub const ROUTE: &str = r#"
+struct Params {
+    n: u32, count: u32, used: u32, groups_x: u32,
+    gating: u32, normalize: u32, has_bias: u32, has_selection: u32,
+}
+@group(0) @binding(0) var<storage, read> bias: array<f32>;
+@group(0) @binding(1) var<storage, read> selection: array<f32>;
+@group(0) @binding(2) var<storage, read_write> scores: array<f32>;
+@group(0) @binding(3) var<storage, read_write> ids: array<u32>;
+@group(0) @binding(4) var<storage, read_write> weights: array<f32>;
+@group(0) @binding(5) var<uniform> p: Params;
+
+fn key(s0: u32, e: u32) -> f32 {
+    var k = scores[s0 + e];
+    if (p.has_selection != 0u) {
+        k += selection[e];
+    }
+    // A NaN never wins (compared as bits: a compiler may fold `k != k` away).
+    if ((bitcast<u32>(k) & 0x7fffffffu) > 0x7f800000u) {
+        k = -3.4e38;
+    }
+    return k;
+}
+
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+    let token = (group.y * p.groups_x + group.x) * 64u + t;
+    if (token >= p.n) {
+        return;
+    }
+    let s0 = token * p.count;
+    if (p.has_bias != 0u) {
+        for (var e = 0u; e < p.count; e++) {
+            scores[s0 + e] += bias[e];
+        }
+    }
+    if (p.gating == 0u) {
+        var top = -3.4e38;
+        for (var e = 0u; e < p.count; e++) {
+            top = max(top, scores[s0 + e]);
+        }
+        var sum = 0.0;
+        for (var e = 0u; e < p.count; e++) {
+            let v = exp(scores[s0 + e] - top);
+            scores[s0 + e] = v;
+            sum += v;
+        }
+        let scale = 1.0 / sum;
+        for (var e = 0u; e < p.count; e++) {
+            scores[s0 + e] *= scale;
+        }
+    } else if (p.gating == 1u) {
+        for (var e = 0u; e < p.count; e++) {
+            scores[s0 + e] = 1.0 / (1.0 + exp(-scores[s0 + e]));
+        }
+    }
+    let w0 = token * p.used;
+    var filled = 0u;
+    for (var e = 0u; e < p.count; e++) {
+        let k = key(s0, e);
+        if (filled == p.used && k <= key(s0, ids[w0 + filled - 1u])) {
+            continue;
+        }
+        var at = min(filled, p.used - 1u);
+        while (at > 0u && k > key(s0, ids[w0 + at - 1u])) {
+            ids[w0 + at] = ids[w0 + at - 1u];
+            at -= 1u;
+        }
+        ids[w0 + at] = e;
+        filled = min(filled + 1u, p.used);
+    }
+    for (var s = 0u; s < p.used; s++) {
+        weights[w0 + s] = scores[s0 + ids[w0 + s]];
+    }
+    if (p.gating == 2u) {
+        var top = -3.4e38;
+        for (var s = 0u; s < p.used; s++) {
+            top = max(top, weights[w0 + s]);
+        }
+        var sum = 0.0;
+        for (var s = 0u; s < p.used; s++) {
+            let v = exp(weights[w0 + s] - top);
+            weights[w0 + s] = v;
+            sum += v;
+        }
+        for (var s = 0u; s < p.used; s++) {
+            weights[w0 + s] *= 1.0 / sum;
+        }
+    }
+    if (p.normalize != 0u) {
+        var sum = 0.0;
+        for (var s = 0u; s < p.used; s++) {
+            sum += weights[w0 + s];
+        }
+        sum = max(sum, 6.1035156e-5);
+        for (var s = 0u; s < p.used; s++) {
+            weights[w0 + s] /= sum;
+        }
+    }
+}
+"#;
+
+/// Each (token, slot) pair's row of `width` plus its expert's row of `bias` (gpt-oss's expert
+/// biases), one thread per value.
+pub const EXPERT_BIAS: &str = r#"
+struct Params { n: u32, width: u32, unused: u32, groups_x: u32 }
+@group(0) @binding(0) var<storage, read> ids: array<u32>;
+@group(0) @binding(1) var<storage, read> bias: array<f32>;
+@group(0) @binding(2) var<storage, read_write> x: array<f32>;
+@group(0) @binding(3) var<uniform> p: Params;
+
+@compute @workgroup_size(256)
+fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+    let i = (group.y * p.groups_x + group.x) * 256u + t;
+    if (i < p.n) {
+        x[i] += bias[ids[i / p.width] * p.width + i % p.width];
+    }
+}
+"#;
+
+/// A token's output: its `used` experts' output rows (`y`, a row per pair), weighted, added in
+/// slot order (best first, as the CPU adds a decode step's), one thread per value.
+pub const EXPERT_SUM: &str = r#"
+struct Params { n: u32, width: u32, used: u32, groups_x: u32 }
+@group(0) @binding(0) var<storage, read> weights: array<f32>;
+@group(0) @binding(1) var<storage, read> y: array<f32>;
+@group(0) @binding(2) var<storage, read_write> out: array<f32>;
+@group(0) @binding(3) var<uniform> p: Params;
+
+@compute @workgroup_size(256)
+fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+    let i = (group.y * p.groups_x + group.x) * 256u + t;
+    if (i >= p.n) {
+        return;
+    }
+    let token = i / p.width;
+    let col = i % p.width;
+    var sum = 0.0;
+    for (var s = 0u; s < p.used; s++) {
+        let pair = token * p.used + s;
+        sum += y[pair * p.width + col] * weights[pair];
+    }
+    out[i] = sum;
+}
+"#;
+
 /// GeGLU's gate: GELU's tanh approximation (ggml's constants), clamped as ggml's CPU GELU is
 /// past ±10, times `u`.
 pub fn geglu() -> String {
@@ -964,17 +1178,32 @@ const ATTENTION_HEADER: &str = r#"
 struct Params {
     n_head: u32, n_kv: u32, head_dim: u32, start: u32,
     queries: u32, window: u32, groups_x: u32, unused: u32,
-    scale: u32, softcap: u32, unused1: u32, unused2: u32,
+    scale: u32, softcap: u32, has_sinks: u32, unused2: u32,
 }
 @group(0) @binding(0) var<storage, read> q: array<f32>;
 @group(0) @binding(1) var<storage, read> k: array<f32>;
 @group(0) @binding(2) var<storage, read> v: array<f32>;
-@group(0) @binding(3) var<storage, read_write> out: array<f32>;
-@group(0) @binding(4) var<uniform> p: Params;
+// A sink per head where `has_sinks` (gpt-oss): a score with no value, joined after the last
+// position, which takes its share of the softmax.
+@group(0) @binding(3) var<storage, read> sinks: array<f32>;
+@group(0) @binding(4) var<storage, read_write> out: array<f32>;
+@group(0) @binding(5) var<uniform> p: Params;
+
+// The softmax's running maximum and total once a sink's score joins, and the factor that
+// brings the weighted values' sums to that maximum.
+fn with_sink(head: u32, running_max: f32, total: f32) -> vec3<f32> {
+    if (p.has_sinks == 0u) {
+        return vec3<f32>(running_max, total, 1.0);
+    }
+    let sink = sinks[head];
+    let new_max = max(running_max, sink);
+    let correction = exp(running_max - new_max);
+    return vec3<f32>(new_max, total * correction + exp(sink - new_max), correction);
+}
 
 // Query and head pair `index` of the call: its KV head, its position, the first position it
 // sees (its window's), and where its query row starts in `q` and `out`.
-struct QueryHead { kv_head: u32, position: u32, first: u32, qo: u32 }
+struct QueryHead { head: u32, kv_head: u32, position: u32, first: u32, qo: u32 }
 fn query_head(index: u32) -> QueryHead {
     let query = index / p.n_head;
     let head = index % p.n_head;
@@ -983,7 +1212,7 @@ fn query_head(index: u32) -> QueryHead {
     if (p.window > 0u && position + 1u > p.window) {
         first = position + 1u - p.window;
     }
-    return QueryHead(head / (p.n_head / p.n_kv), position, first, (query * p.n_head + head) * p.head_dim);
+    return QueryHead(head, head / (p.n_head / p.n_kv), position, first, (query * p.n_head + head) * p.head_dim);
 }
 "#;
 
@@ -1070,10 +1299,11 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
         // Every thread has read the block's maximum and weights before the next block's.
         workgroupBarrier();
     }
+    let sunk = with_sink(pair.head, running_max, total);
     for (var c = 0u; c < 4u; c++) {
         let d = t + 64u * c;
         if (d < hd) {
-            out[qo + d] = acc[c] / total;
+            out[qo + d] = acc[c] * sunk.z / sunk.y;
         }
     }
 }
@@ -1126,8 +1356,9 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
         }
         running_max = new_max;
     }
+    let sunk = with_sink(pair.head, running_max, total);
     for (var d = 0u; d < hd; d++) {
-        out[qo + d] = acc[d] / total;
+        out[qo + d] = acc[d] * sunk.z / sunk.y;
     }
 }
 "#;

@@ -188,6 +188,65 @@ fn rms_norm_add_and_gated_activations_match_the_cpu() {
 }
 
 #[test]
+fn routing_chooses_the_cpus_experts_with_its_weights() {
+    use crate::model::Gating;
+    use crate::model::experts::{RouterBiases, route};
+    let gpu = gpu();
+    let mut rng = Rng(29);
+    let shape = |count, used, gating, normalize| crate::model::Experts {
+        count,
+        used,
+        width: 1,
+        shared_width: None,
+        gating,
+        normalize,
+        dense_lead: 0,
+        selection_bias: false,
+        biases: false,
+    };
+    let random_rows = random(7 * 64, 3.0, &mut rng);
+    let bias = random(64, 1.0, &mut rng);
+    let cases: Vec<(crate::model::Experts, Vec<f32>, RouterBiases)> = vec![
+        // Random scores under every gating, with and without biases (more tokens than a workgroup
+        // takes would need 65 rows; seven cover the kernel's per-token loop).
+        (shape(64, 8, Gating::Softmax, true), random_rows.clone(), RouterBiases::default()),
+        (shape(64, 8, Gating::Softmax, false), random_rows.clone(), RouterBiases::default()),
+        (
+            shape(64, 4, Gating::Sigmoid, true),
+            random_rows.clone(),
+            RouterBiases { scores: None, selection: Some(&bias) },
+        ),
+        (
+            shape(64, 4, Gating::SoftmaxWeight, false),
+            random_rows.clone(),
+            RouterBiases { scores: Some(&bias), selection: None },
+        ),
+        // Ties: every expert scored alike (the first `used`), and a tie below the best.
+        (shape(8, 3, Gating::Softmax, true), vec![-5.0; 8], RouterBiases::default()),
+        (shape(4, 2, Gating::Softmax, false), vec![0.0, 1.0, 3.0, 1.0], RouterBiases::default()),
+        // `used` equal to the count: every expert, best first.
+        (shape(4, 4, Gating::Softmax, true), vec![0.5, -0.5, 2.0, 1.0], RouterBiases::default()),
+        // Sigmoid probabilities that all underflow: the clamped sum keeps the weights 0.
+        (shape(3, 2, Gating::Sigmoid, true), vec![-1e4; 3], RouterBiases::default()),
+        // NaN scores never win over numbers.
+        (shape(4, 2, Gating::Sigmoid, false), vec![f32::NAN, -3.0, f32::NAN, -4.0], RouterBiases::default()),
+    ];
+    for (shape, scores, biases) in cases {
+        let got = gpu.route(&shape, &scores, biases).wait().unwrap();
+        let mut want = vec![(0u32, 0.0f32); got.len()];
+        for (row, chosen) in scores.chunks_exact(shape.count).zip(want.chunks_exact_mut(shape.used)) {
+            route(&shape, &mut row.to_vec(), biases, chosen);
+        }
+        let ids = |pairs: &[(u32, f32)]| pairs.iter().map(|&(e, _)| e).collect::<Vec<_>>();
+        assert_eq!(ids(&got), ids(&want), "{shape:?} {scores:?}");
+        let weights = |pairs: &[(u32, f32)]| pairs.iter().map(|&(_, w)| w).collect::<Vec<_>>();
+        assert_close(&format!("routing weights {shape:?}"), &weights(&got), &weights(&want), 1e-6);
+    }
+    let bad = shape(4, 5, Gating::Softmax, true);
+    assert!(matches!(gpu.route(&bad, &[0.0; 4], RouterBiases::default()).wait(), Err(GpuError::Shape(_))));
+}
+
+#[test]
 fn rope_matches_the_cpu_in_both_pairings_with_and_without_factors() {
     use super::RopeParams;
     use crate::model::ops::{apply_rope, rope_table};
@@ -294,7 +353,7 @@ fn a_batch_of_input_rows_gives_a_row_of_outputs_each() {
 }
 
 #[test]
-fn attention_matches_the_cpu_with_groups_windows_and_soft_caps() {
+fn attention_matches_the_cpu_with_groups_windows_soft_caps_and_sinks() {
     use super::AttentionParams;
     use crate::model::attention::{HeadView, Scoring, attend_head_f32};
     let gpu = gpu();
@@ -303,18 +362,22 @@ fn attention_matches_the_cpu_with_groups_windows_and_soft_caps() {
     // (one query deep in the context) and prefill (queries from position 0), plain,
     // grouped, windowed (Gemma's local layers) and soft-capped (Gemma 2); contexts of several
     // of the kernel's 64-position blocks, ending on and past a block's edge, a window that
-    // starts inside one, and a head that is no multiple of the 64 threads.
-    for (queries, start, n_head, n_kv, head_dim, window, softcap) in [
-        (1, 37, 4, 4, 64, 0, 0.0),
-        (9, 0, 6, 2, 32, 0, 0.0),
-        (5, 20, 8, 2, 128, 8, 0.0),
-        (3, 12, 2, 1, 256, 0, 50.0),
-        (1, 63, 2, 2, 64, 0, 0.0),
-        (2, 150, 4, 2, 64, 0, 0.0),
-        (4, 200, 2, 1, 128, 70, 0.0),
-        (1, 100, 2, 2, 80, 0, 30.0),
-        (12, 140, 4, 2, 64, 0, 0.0),
-        (10, 90, 2, 1, 128, 70, 20.0),
+    // starts inside one, and a head that is no multiple of the 64 threads; with sinks per head
+    // (gpt-oss), some below every score and some above.
+    for (queries, start, n_head, n_kv, head_dim, window, softcap, sinks) in [
+        (1, 37, 4, 4, 64, 0, 0.0, false),
+        (9, 0, 6, 2, 32, 0, 0.0, false),
+        (5, 20, 8, 2, 128, 8, 0.0, false),
+        (3, 12, 2, 1, 256, 0, 50.0, false),
+        (1, 63, 2, 2, 64, 0, 0.0, false),
+        (2, 150, 4, 2, 64, 0, 0.0, false),
+        (4, 200, 2, 1, 128, 70, 0.0, false),
+        (1, 100, 2, 2, 80, 0, 30.0, false),
+        (12, 140, 4, 2, 64, 0, 0.0, false),
+        (10, 90, 2, 1, 128, 70, 20.0, false),
+        (1, 70, 4, 2, 64, 0, 0.0, true),
+        (3, 9, 4, 4, 64, 8, 0.0, true),
+        (11, 80, 4, 1, 64, 0, 0.0, true),
     ] {
         let positions = start + queries;
         let q = random(queries * n_head * head_dim, 1.0, &mut rng);
@@ -322,7 +385,10 @@ fn attention_matches_the_cpu_with_groups_windows_and_soft_caps() {
         let v = random(positions * n_kv * head_dim, 1.0, &mut rng);
         let scale = 1.0 / (head_dim as f32).sqrt();
         let params = AttentionParams { n_head, n_kv, head_dim, start, window, scale, softcap };
-        let got = gpu.attention(&q, &k, &v, params).wait().unwrap();
+        // Alternately far below and above the scores.
+        let sink_values: Vec<f32> = (0..n_head).map(|h| if h % 2 == 0 { -4.0 } else { 6.0 }).collect();
+        let sinks = sinks.then_some(sink_values.as_slice());
+        let got = gpu.attention(&q, &k, &v, sinks, params).wait().unwrap();
         let mut want = vec![0.0; q.len()];
         let scoring = Scoring::new(scale, (softcap > 0.0).then_some(softcap));
         for (index, out) in want.chunks_exact_mut(head_dim).enumerate() {
@@ -341,12 +407,15 @@ fn attention_matches_the_cpu_with_groups_windows_and_soft_caps() {
                 &view,
                 first..position + 1,
                 scoring,
-                None,
+                sinks.map(|s| s[h]),
                 out,
             );
         }
         assert_close(
-            &format!("attention {queries}×{n_head}/{n_kv}×{head_dim} window {window} cap {softcap}"),
+            &format!(
+                "attention {queries}×{n_head}/{n_kv}×{head_dim} window {window} cap {softcap} sinks {}",
+                sinks.is_some()
+            ),
             &got,
             &want,
             2e-5,
@@ -354,7 +423,10 @@ fn attention_matches_the_cpu_with_groups_windows_and_soft_caps() {
     }
     let bad =
         AttentionParams { n_head: 3, n_kv: 2, head_dim: 8, start: 0, window: 0, scale: 1.0, softcap: 0.0 };
-    assert!(matches!(gpu.attention(&[0.0; 24], &[0.0; 16], &[0.0; 16], bad).wait(), Err(GpuError::Shape(_))));
+    assert!(matches!(
+        gpu.attention(&[0.0; 24], &[0.0; 16], &[0.0; 16], None, bad).wait(),
+        Err(GpuError::Shape(_))
+    ));
 }
 
 #[test]

@@ -20,7 +20,7 @@ mod mamba2;
 pub(crate) mod ops;
 mod weights;
 
-pub use arch::{ARCHITECTURES, Activation, ArchSpec, Architecture, Family};
+pub use arch::{ARCHITECTURES, Activation, ArchSpec, Architecture, Family, Gating};
 pub use bytes::{ModelBytes, piece_starts};
 pub use cache::{CHECKPOINT_INTERVAL, Cache, Checkpoint, Checkpoints};
 pub use config::{Config, DeltaNet, Experts, LayerShape, Mamba2, Rope, RopeStyle, ShortConv, Yarn};
