@@ -60,6 +60,7 @@ pub struct GpuState {
     delta: Option<DeltaBuffers>,
     short_conv: Option<ShortConvBuffers>,
     experts: Option<ExpertBuffers>,
+    mamba2: Option<Mamba2Buffers>,
     recurrent: Vec<RecurrentLayer>,
     checkpoints: Checkpoints<Vec<RecurrentLayer>>,
     max_batch: usize,
@@ -115,6 +116,13 @@ impl GpuState {
             bcx: buffer(3 * d * max_batch, storage),
             gated: buffer(d * max_batch, storage),
         });
+        let mamba2 = c.mamba2.map(|shape| Mamba2Buffers {
+            zxbcdt: buffer(shape.in_dim() * max_batch, storage),
+            xbc: buffer(shape.conv_dim() * max_batch, storage),
+            convolved: buffer(shape.conv_dim() * max_batch, storage),
+            y: buffer(shape.inner * max_batch, storage),
+            normed: buffer(shape.inner * max_batch, storage),
+        });
         let experts = c.experts.map(|shape| {
             let pairs = shape.used * max_batch;
             // The shared expert's hidden rows go where the chosen ones' went.
@@ -152,6 +160,7 @@ impl GpuState {
             delta,
             short_conv,
             experts,
+            mamba2,
             recurrent,
             checkpoints: Checkpoints::new(recurrent_bytes as usize),
             constant_rows: HashMap::new(),
@@ -181,7 +190,6 @@ impl GpuState {
                 "DeltaNet heads over 256 wide",
             ),
             ((0..c.n_layer).any(|l| c.layer(l).head_dim > super::MAX_ATTENTION_HEAD), "heads over 256 wide"),
-            (c.mamba2.is_some(), "Mamba-2 layers"),
         ];
         if let Some((_, what)) = missing.iter().find(|(needed, _)| *needed) {
             return Err(GpuError::Refused(what));
@@ -224,7 +232,11 @@ impl GpuState {
                     self.rates(gpu, delta);
                 }
                 Mixer::ShortConv(short) => vectors.push(&short.conv),
-                Mixer::Mamba2(_) => {}
+                Mixer::Mamba2(m) => {
+                    vectors.extend([&m.conv, &m.norm].map(Vec::as_slice));
+                    vectors.extend(m.conv_bias.as_deref());
+                    self.ssm_heads(gpu, m);
+                }
             }
         }
         // Expert stacks go up whole (in slices of whole experts), not expert by expert.
@@ -688,6 +700,20 @@ impl GpuState {
             .clone()
     }
 
+    /// A Mamba-2 layer's per-head parameters on the device, `dt_bias`, `A` then `D` (keyed by
+    /// `dt_bias`).
+    fn ssm_heads(&mut self, gpu: &Gpu, weights: &Mamba2Weights) -> wgpu::Buffer {
+        let bytes = &mut self.bytes;
+        self.vectors
+            .entry(weights.dt_bias.as_ptr() as usize)
+            .or_insert_with(|| {
+                let heads = [weights.dt_bias.as_slice(), &weights.a, &weights.d].concat();
+                *bytes += 4 * heads.len() as u64;
+                upload(gpu, &super::f32_bytes(&heads))
+            })
+            .clone()
+    }
+
     /// A vector of the model (a norm weight, a bias) on the device, uploaded on first use.
     fn vector(&mut self, gpu: &Gpu, values: &[f32]) -> wgpu::Buffer {
         let key = values.as_ptr() as usize;
@@ -812,6 +838,16 @@ struct DeltaBuffers {
 struct ShortConvBuffers {
     bcx: wgpu::Buffer,
     gated: wgpu::Buffer,
+}
+
+/// Mamba-2's activations, `max_batch` rows each: the input projection's `[z, xBC, dt]`, `xBC`
+/// gathered, convolved, the scan's output `y`, and `y` gated and normalized.
+struct Mamba2Buffers {
+    zxbcdt: wgpu::Buffer,
+    xbc: wgpu::Buffer,
+    convolved: wgpu::Buffer,
+    y: wgpu::Buffer,
+    normed: wgpu::Buffer,
 }
 
 /// A mixture of experts' activations: the router's scores (`count` per token), each (token,
@@ -1117,21 +1153,30 @@ impl GpuBackend<'_> {
             source = temp;
         }
         let eps = self.model.config().rms_eps;
-        self.rms_norm_rows(&source, target, weight, [floats / width, width, 1, width], eps);
+        self.rms_norm_rows(&source, target, weight, [floats / width, width, 1, width, 0], eps);
     }
 
-    /// RMSNorm of `rows` rows of `width`, `per_item` to each item of `stride` floats.
+    /// RMSNorm of `rows` rows of `width`, `per_item` to each item of `stride` floats, the
+    /// weights of an item's `k`th row from `k · weight_stride`.
     fn rms_norm_rows(
         &mut self,
         source: &wgpu::Buffer,
         target: &wgpu::Buffer,
         weight: &wgpu::Buffer,
-        [rows, width, per_item, stride]: [usize; 4],
+        [rows, width, per_item, stride, weight_stride]: [usize; 5],
         eps: f32,
     ) {
         let [groups_x, groups_y] = groups_2d(rows as u32);
         let pipeline = self.gpu.rms_norm.clone();
-        let params = [rows as u32, width as u32, eps.to_bits(), groups_x, per_item as u32, stride as u32];
+        let params = [
+            rows as u32,
+            width as u32,
+            eps.to_bits(),
+            groups_x,
+            per_item as u32,
+            stride as u32,
+            weight_stride as u32,
+        ];
         self.dispatch(&pipeline, &[source, weight, target], &params, [groups_x, groups_y, 1]);
     }
 
@@ -1497,8 +1542,64 @@ impl Backend for GpuBackend<'_> {
         Ok(())
     }
 
-    fn mamba2(&mut self, _: &Mamba2Weights) -> Result<(), ModelError> {
-        self.fail(GpuError::Refused("Mamba-2 layers"));
+    /// `model::cpu`'s Mamba-2 layer, each step a kernel: the input projection, `xBC` gathered
+    /// from it, the convolution over this layer's state with its bias and SiLU, the selective
+    /// scan over this layer's state, `y · silu(z)`, each group's RMSNorm, the output projection.
+    fn mamba2(&mut self, weights: &Mamba2Weights) -> Result<(), ModelError> {
+        let (c, l, n) = (self.model.config(), self.layer, self.rows);
+        let (Some(shape), Some(b)) = (c.mamba2, &self.state.mamba2) else {
+            return Err(no_buffers("Mamba-2 layers"));
+        };
+        let [zxbcdt, xbc, convolved, y, normed_y] =
+            [&b.zxbcdt, &b.xbc, &b.convolved, &b.y, &b.normed].map(Clone::clone);
+        let slot = (0..l).filter(|&j| c.is_recurrent(j)).count();
+        let RecurrentLayer { conv: conv_state, ssm } = &self.state.recurrent[slot];
+        let (conv_state, ssm) = (conv_state.clone(), ssm.clone());
+        let (inner, conv_dim, in_dim) = (shape.inner, shape.conv_dim(), shape.in_dim());
+        let (normed, out) = (self.buf(Buf::Normed).clone(), self.buf(Buf::BlockOut).clone());
+        if let Err(error) = self.matmul(&weights.w_in, &normed, &zxbcdt) {
+            self.fail(error);
+        }
+        let pipeline = self.gpu.gather_columns.clone();
+        self.elementwise(
+            &pipeline,
+            &zxbcdt,
+            &xbc,
+            n * conv_dim,
+            [conv_dim as u32, in_dim as u32, inner as u32],
+        );
+        let (taps, pipeline) = (self.vector(&weights.conv), self.gpu.short_conv.clone());
+        let params = [n as u32, conv_dim as u32, shape.conv_kernel as u32];
+        self.dispatch_threads(&pipeline, &[&taps, &xbc, &conv_state, &convolved], params, conv_dim);
+        let bias = match &weights.conv_bias {
+            Some(bias) => self.vector(bias),
+            None => self.state.constant_row(self.gpu, conv_dim, 0.0),
+        };
+        let pipeline = self.gpu.bias_silu.clone();
+        self.elementwise(&pipeline, &bias, &convolved, n * conv_dim, [conv_dim as u32, 0, 0]);
+        let heads = self.state.ssm_heads(self.gpu, weights);
+        let [groups_x, groups_y] = groups_2d((inner as u32).div_ceil(64));
+        let params = [
+            n as u32,
+            inner as u32,
+            shape.state as u32,
+            shape.heads as u32,
+            shape.groups as u32,
+            in_dim as u32,
+            conv_dim as u32,
+            groups_x,
+        ];
+        let pipeline = self.gpu.ssm_scan.clone();
+        self.dispatch(&pipeline, &[&convolved, &zxbcdt, &heads, &ssm, &y], &params, [groups_x, groups_y, 1]);
+        let pipeline = self.gpu.gate_by_silu.clone();
+        self.elementwise(&pipeline, &zxbcdt, &y, n * inner, [inner as u32, in_dim as u32, 0]);
+        let width = inner / shape.groups;
+        let norm = self.vector(&weights.norm);
+        let rows = [n * shape.groups, width, shape.groups, inner, width];
+        self.rms_norm_rows(&y, &normed_y, &norm, rows, c.rms_eps);
+        if let Err(error) = self.matmul(&weights.w_out, &normed_y, &out) {
+            self.fail(error);
+        }
         Ok(())
     }
 
@@ -1551,7 +1652,7 @@ impl Backend for GpuBackend<'_> {
         let inverse_sqrt = self.state.constant_row(self.gpu, d, 1.0 / (d as f32).sqrt());
         let qk_heads = 2 * shape.k_heads;
         let eps = c.rms_eps / d as f32;
-        self.rms_norm_rows(&convolved, &qkv, &inverse_sqrt, [n * qk_heads, d, qk_heads, channels], eps);
+        self.rms_norm_rows(&convolved, &qkv, &inverse_sqrt, [n * qk_heads, d, qk_heads, channels, 0], eps);
         let pipeline = self.gpu.delta_rule.clone();
         let params = [n as u32, shape.k_heads as u32, heads as u32, d as u32];
         self.dispatch(&pipeline, &[&qkv, &alpha, &beta, &ssm, &out], &params, [heads as u32, 1, 1]);
@@ -1562,7 +1663,7 @@ impl Backend for GpuBackend<'_> {
             &out,
             &convolved,
             &norm,
-            [floats / weights.norm.len(), weights.norm.len(), 1, weights.norm.len()],
+            [floats / weights.norm.len(), weights.norm.len(), 1, weights.norm.len(), 0],
             c.rms_eps,
         );
         let pipeline = self.gpu.swiglu.clone();

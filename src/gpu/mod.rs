@@ -155,6 +155,10 @@ pub struct Gpu {
     short_conv: wgpu::ComputePipeline,
     short_conv_in: wgpu::ComputePipeline,
     short_conv_out: wgpu::ComputePipeline,
+    ssm_scan: wgpu::ComputePipeline,
+    gather_columns: wgpu::ComputePipeline,
+    bias_silu: wgpu::ComputePipeline,
+    gate_by_silu: wgpu::ComputePipeline,
 }
 
 // A row's threads reduce by halving (a power of two), and in a batch each of its first eight
@@ -324,6 +328,12 @@ impl Gpu {
             pipeline(&device, &shaders::elementwise(shaders::SHORT_CONV_IN)),
             pipeline(&device, &shaders::elementwise(shaders::SHORT_CONV_OUT)),
         );
+        let (ssm_scan, gather_columns, bias_silu, gate_by_silu) = (
+            pipeline(&device, shaders::SSM_SCAN),
+            pipeline(&device, &shaders::elementwise(shaders::GATHER_COLUMNS)),
+            pipeline(&device, &shaders::elementwise(shaders::BIAS_SILU)),
+            pipeline(&device, &shaders::elementwise(shaders::GATE_BY_SILU)),
+        );
         Ok(Gpu {
             device,
             queue,
@@ -354,6 +364,10 @@ impl Gpu {
             short_conv,
             short_conv_in,
             short_conv_out,
+            ssm_scan,
+            gather_columns,
+            bias_silu,
+            gate_by_silu,
         })
     }
 
@@ -490,6 +504,10 @@ impl Gpu {
             (&self.short_conv, "short_conv"),
             (&self.short_conv_in, "short_conv_in"),
             (&self.short_conv_out, "short_conv_out"),
+            (&self.ssm_scan, "ssm_scan"),
+            (&self.gather_columns, "gather_columns"),
+            (&self.bias_silu, "bias_silu"),
+            (&self.gate_by_silu, "gate_by_silu"),
         ];
         named.iter().find(|(p, _)| *p == pipeline).map_or("other", |(_, name)| name).to_owned()
     }

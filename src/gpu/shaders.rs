@@ -881,10 +881,11 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
 /// RMSNorm: one workgroup per row of `width`, the sum of squares reduced in workgroup memory,
 /// then each value scaled and multiplied by its weight. Rows lie `per_item` to an item of
 /// `stride` floats (the L2-normalized query and key heads at the front of a DeltaNet token's
-/// row); ordinary rows are one per item, `stride = width`.
+/// row, or Mamba-2's groups); ordinary rows are one per item, `stride = width`. The weights of
+/// the `k`th row of an item start at `k · weight_stride` (0: one weight row for all).
 pub fn rms_norm(workgroup: u32) -> String {
     r#"
-struct Params { rows: u32, width: u32, eps: u32, groups_x: u32, per_item: u32, stride: u32, unused0: u32, unused1: u32 }
+struct Params { rows: u32, width: u32, eps: u32, groups_x: u32, per_item: u32, stride: u32, weight_stride: u32, unused1: u32 }
 @group(0) @binding(0) var<storage, read> x: array<f32>;
 @group(0) @binding(1) var<storage, read> weight: array<f32>;
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;
@@ -912,7 +913,7 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
     if (row < p.rows) {
         let scale = 1.0 / sqrt(partial[0] / f32(p.width) + bitcast<f32>(p.eps));
         for (var i = t; i < p.width; i += WG) {
-            y[base + i] = (x[base + i] * scale) * weight[i];
+            y[base + i] = (x[base + i] * scale) * weight[(row % p.per_item) * p.weight_stride + i];
         }
     }
 }
@@ -1440,6 +1441,59 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
     }
 }
 "#;
+
+/// Mamba-2's selective scan, token after token: one thread per row of the state (a head's
+/// dimension: `state` values), as `model::mamba2::scan_step`. Each token's step
+/// `Δ = softplus(dt + dt_bias)` decays the row by `exp(Δ·A)` and adds `B·(Δ·x)`; `C` reads it
+/// out, plus `D·x`. `xbc` holds the convolved `[x, B, C]` rows, `zxbcdt` the input
+/// projection's rows (the time steps after `z` and `xBC`), `heads` the per-head `dt_bias`, `A`
+/// and `D` one after the other.
+pub const SSM_SCAN: &str = r#"
+struct Params { n: u32, inner: u32, state: u32, heads: u32, groups: u32, in_dim: u32, conv_dim: u32, groups_x: u32 }
+@group(0) @binding(0) var<storage, read> xbc: array<f32>;
+@group(0) @binding(1) var<storage, read> zxbcdt: array<f32>;
+@group(0) @binding(2) var<storage, read> heads: array<f32>;
+@group(0) @binding(3) var<storage, read_write> state: array<f32>;
+@group(0) @binding(4) var<storage, read_write> y: array<f32>;
+@group(0) @binding(5) var<uniform> p: Params;
+
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+    let row = (group.y * p.groups_x + group.x) * 64u + t;
+    if (row >= p.inner) {
+        return;
+    }
+    let h = row / (p.inner / p.heads);
+    let g = h / (p.heads / p.groups);
+    let s0 = row * p.state;
+    for (var token = 0u; token < p.n; token++) {
+        let dt = zxbcdt[token * p.in_dim + p.inner + p.conv_dim + h] + heads[h];
+        let step = select(log(1.0 + exp(dt)), dt, dt > 20.0);
+        let decay = exp(step * heads[p.heads + h]);
+        let x = xbc[token * p.conv_dim + row];
+        let x_step = x * step;
+        let b0 = token * p.conv_dim + p.inner + g * p.state;
+        let c0 = b0 + p.groups * p.state;
+        var sum = 0.0;
+        for (var s = 0u; s < p.state; s++) {
+            let v = state[s0 + s] * decay + xbc[b0 + s] * x_step;
+            state[s0 + s] = v;
+            sum += v * xbc[c0 + s];
+        }
+        y[token * p.inner + row] = sum + x * heads[2u * p.heads + h];
+    }
+}
+"#;
+
+/// Columns `c..c + a` of rows of `b` values in `y`, gathered into rows of `a` in `x` (Mamba-2's
+/// `xBC` from its input projection).
+pub const GATHER_COLUMNS: &str = "x[i] = y[(i / p.a) * p.b + p.c + i % p.a];";
+
+/// `x ← silu(x + bias)`, the bias a row of `p.a` (Mamba-2's convolution's).
+pub const BIAS_SILU: &str = "let v = x[i] + y[i % p.a]; x[i] = v / (1.0 + exp(-v));";
+
+/// `x ← x · silu(z)`, `z` the first `p.a` of each row of `p.b` in `y` (Mamba-2's gate).
+pub const GATE_BY_SILU: &str = "let z = y[(i / p.a) * p.b + i % p.a]; x[i] = x[i] * (z / (1.0 + exp(-z)));";
 
 /// LFM2's short convolution: [`DELTA_CONV`] without the SiLU.
 pub fn short_conv() -> String {

@@ -56,7 +56,7 @@ async fn every_micro_family_the_gpu_runs_follows_the_cpu_in_the_browser() {
         return; // The next test checks what happens then.
     }
     let gpu = Gpu::request().await.expect("a WebGPU adapter (Chromium: --enable-unsafe-webgpu)");
-    let files: [(&str, &[u8], f32); 13] = [
+    let files: [(&str, &[u8], f32); 14] = [
         ("smollm3 q8_0", include_bytes!("../fixtures/models/smollm3-micro-q8_0.gguf"), 0.15),
         ("qwen3 q4_0", include_bytes!("../fixtures/models/qwen3-micro-q4_0.gguf"), 0.15),
         ("qwen3 q4_k_s", include_bytes!("../fixtures/models/qwen3-micro-q4_k_s.gguf"), 0.15),
@@ -71,6 +71,8 @@ async fn every_micro_family_the_gpu_runs_follows_the_cpu_in_the_browser() {
         ("qwen3moe q8_0", include_bytes!("../fixtures/models/qwen3moe-micro-q8_0.gguf"), 0.15),
         // Sinks, YaRN, biased experts in MXFP4 and the clamped SwiGLU.
         ("gpt-oss q8_0", include_bytes!("../fixtures/models/gpt-oss-micro-q8_0.gguf"), 0.15),
+        // Mamba-2 layers between attention layers, experts with a shared one.
+        ("granitehybrid q8_0", include_bytes!("../fixtures/models/granitehybrid-micro-q8_0.gguf"), 0.02),
     ];
     for (name, bytes, tolerance) in files {
         gpu_follows_cpu(&gpu, name, bytes, 3, tolerance).await;
