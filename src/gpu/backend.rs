@@ -130,6 +130,8 @@ impl GpuState {
             ExpertBuffers {
                 scores: buffer(shape.count * max_batch, storage),
                 ids: buffer(pairs, storage),
+                order: buffer(pairs, storage),
+                offsets: buffer(shape.count + 1, storage),
                 weights: buffer(pairs, storage),
                 gate: buffer(hidden, storage),
                 up: buffer(hidden, storage),
@@ -776,7 +778,7 @@ impl GpuState {
         if let Some(slices) = self.stacks.get(&first.range.start) {
             return Ok(slices.clone());
         }
-        gpu.expert_matmul_pipeline(first.weight_type)?;
+        gpu.expert_matmul_pipelines(first.weight_type)?;
         let expert_bytes = first.range.len();
         let consecutive = views.iter().enumerate().all(|(e, view)| {
             view.range.start == first.range.start + e * expert_bytes && view.range.len() == expert_bytes
@@ -857,6 +859,9 @@ struct Mamba2Buffers {
 struct ExpertBuffers {
     scores: wgpu::Buffer,
     ids: wgpu::Buffer,
+    /// In a batch, the pairs listed expert by expert, and where each expert's run starts.
+    order: wgpu::Buffer,
+    offsets: wgpu::Buffer,
     weights: wgpu::Buffer,
     gate: wgpu::Buffer,
     up: wgpu::Buffer,
@@ -1036,7 +1041,9 @@ impl GpuBackend<'_> {
     /// `out` ← each (token, slot) pair's row times its expert's matrix (`views`, the stack's
     /// experts), for the pairs of the rows held (`ids` names each pair's expert): the input row
     /// is the token's where `per_token` (the gate and up projections), else the pair's own (the
-    /// down projection). One dispatch per slice of the stack and 65,535 pairs.
+    /// down projection). A decode step's pairs take a workgroup each (a dispatch per slice of
+    /// the stack and 65,535 pairs); a batch's, a workgroup per expert and rows, which reads each
+    /// expert's rows once for all its pairs (a dispatch per slice).
     fn expert_matmul(
         &mut self,
         views: &[Matrix],
@@ -1046,15 +1053,15 @@ impl GpuBackend<'_> {
     ) -> Result<(), GpuError> {
         let Some(first) = views.first() else { return Ok(()) };
         let used = self.model.config().experts.map_or(1, |shape| shape.used);
-        let pipeline = self.gpu.expert_matmul_pipeline(first.weight_type)?.clone();
-        let ids = self.state.experts.as_ref().map(|b| b.ids.clone()).ok_or(GpuError::Refused("experts"))?;
+        let [one_pair, grouped] = self.gpu.expert_matmul_pipelines(first.weight_type)?.clone();
+        let Some(b) = &self.state.experts else { return Err(GpuError::Refused("experts")) };
+        let (ids, order, offsets) = (b.ids.clone(), b.order.clone(), b.offsets.clone());
         let row_bytes = first.range.len() / first.rows.max(1);
         let pairs = self.rows * used;
         let [groups_x, groups_y] = groups_2d((first.rows as u32).div_ceil(super::shaders::ROWS_PER_GROUP));
         for (expert_first, experts, weights) in self.state.stack(self.gpu, self.model, views)? {
-            for pair_first in (0..pairs).step_by(super::MAX_GROUPS_PER_DIMENSION as usize) {
-                let z = (pairs - pair_first).min(super::MAX_GROUPS_PER_DIMENSION as usize);
-                let params = [
+            let params = |pair_first: usize| {
+                [
                     first.rows as u32,
                     first.cols as u32,
                     row_bytes as u32,
@@ -1067,13 +1074,17 @@ impl GpuBackend<'_> {
                     if per_token { used as u32 } else { 1 },
                     expert_first as u32,
                     (expert_first + experts) as u32,
-                ];
-                self.dispatch(
-                    &pipeline,
-                    &[&weights, input, out, &ids],
-                    &params,
-                    [groups_x, groups_y, z as u32],
-                );
+                ]
+            };
+            if self.rows > 1 {
+                let buffers = [&weights, input, out, &order, &offsets];
+                self.dispatch(&grouped, &buffers, &params(0), [groups_x, groups_y, experts as u32]);
+                continue;
+            }
+            for pair_first in (0..pairs).step_by(super::MAX_GROUPS_PER_DIMENSION as usize) {
+                let z = (pairs - pair_first).min(super::MAX_GROUPS_PER_DIMENSION as usize);
+                let buffers = [&weights, input, out, &ids];
+                self.dispatch(&one_pair, &buffers, &params(pair_first), [groups_x, groups_y, z as u32]);
             }
         }
         Ok(())
@@ -1480,8 +1491,9 @@ impl Backend for GpuBackend<'_> {
         let (Some(shape), Some(b)) = (c.experts, &self.state.experts) else {
             return Err(no_buffers("mixture-of-experts layers"));
         };
-        let [scores, ids, expert_weights, gate, up, expert_out, shared] =
-            [&b.scores, &b.ids, &b.weights, &b.gate, &b.up, &b.out, &b.shared].map(Clone::clone);
+        let [scores, ids, order, offsets, expert_weights, gate, up, expert_out, shared] =
+            [&b.scores, &b.ids, &b.order, &b.offsets, &b.weights, &b.gate, &b.up, &b.out, &b.shared]
+                .map(Clone::clone);
         let (d, used, ff) = (c.n_embd, shape.used, shape.width);
         let (normed, out) = (self.buf(Buf::Normed).clone(), self.buf(Buf::BlockOut).clone());
         if let Err(error) = self.matmul(&weights.router, &normed, &scores) {
@@ -1508,6 +1520,11 @@ impl Backend for GpuBackend<'_> {
             &params,
             [groups_x, groups_y, 1],
         );
+        if n > 1 {
+            let pipeline = self.gpu.group_by_expert.clone();
+            let params = [(n * used) as u32, shape.count as u32];
+            self.dispatch(&pipeline, &[&ids, &order, &offsets], &params, [1, 1, 1]);
+        }
         for (views, target) in [(&weights.gate, &gate), (&weights.up, &up)] {
             if let Err(error) = self.expert_matmul(views, &normed, target, true) {
                 self.fail(error);

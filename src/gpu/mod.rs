@@ -128,8 +128,10 @@ pub struct Gpu {
     /// type: a model has two to four of the fifteen, and building all of them took most of the
     /// device's start (0.7 s on lavapipe).
     matmul: Vec<(WeightType, OnceLock<[wgpu::ComputePipeline; 3]>)>,
-    /// Each type's experts' matrix-vector pipeline, built at the first expert stack of the type.
-    expert_matmul: Vec<(WeightType, OnceLock<wgpu::ComputePipeline>)>,
+    /// Each type's experts' matrix-vector pipelines, a pair per workgroup (decode) and an
+    /// expert's pairs per workgroup (batches), built at the first expert stack of the type.
+    expert_matmul: Vec<(WeightType, OnceLock<[wgpu::ComputePipeline; 2]>)>,
+    group_by_expert: wgpu::ComputePipeline,
     rms_norm: wgpu::ComputePipeline,
     add: wgpu::ComputePipeline,
     swiglu: wgpu::ComputePipeline,
@@ -292,6 +294,10 @@ impl Gpu {
             shaders::MATVEC_TYPES.iter().map(|&weight_type| (weight_type, OnceLock::new())).collect();
         let expert_matmul =
             shaders::MATVEC_TYPES.iter().map(|&weight_type| (weight_type, OnceLock::new())).collect();
+        let group_by_expert = pipeline(
+            &device,
+            &shaders::GROUP_BY_EXPERT.replace("MAX_EXPERTS", &crate::model::MAX_EXPERTS.to_string()),
+        );
         let (swiglu_oai, route, expert_bias, expert_sum) = (
             pipeline(&device, &shaders::elementwise(shaders::SWIGLU_OAI)),
             pipeline(&device, shaders::ROUTE),
@@ -341,6 +347,7 @@ impl Gpu {
             fault,
             matmul,
             expert_matmul,
+            group_by_expert,
             rms_norm,
             add,
             swiglu,
@@ -474,9 +481,12 @@ impl Gpu {
                 return format!("{} {weight_type:?}", kind.0);
             }
         }
-        for (weight_type, pipeline_of_type) in &self.expert_matmul {
-            if pipeline_of_type.get() == Some(pipeline) {
-                return format!("experts matvec {weight_type:?}");
+        for (weight_type, pipelines) in &self.expert_matmul {
+            let kinds = ["experts matvec", "experts matvec grouped"];
+            if let Some(kind) =
+                pipelines.get().and_then(|p| kinds.iter().zip(p).find(|(_, q)| *q == pipeline))
+            {
+                return format!("{} {weight_type:?}", kind.0);
             }
         }
         let named = [
@@ -488,6 +498,7 @@ impl Gpu {
             (&self.swiglu_oai, "swiglu_oai"),
             (&self.geglu, "geglu"),
             (&self.route, "route"),
+            (&self.group_by_expert, "group_by_expert"),
             (&self.expert_bias, "expert_bias"),
             (&self.expert_sum, "expert_sum"),
             (&self.rope, "rope"),
@@ -525,15 +536,22 @@ impl Gpu {
         }))
     }
 
-    /// The experts' matrix-vector pipeline of `weight_type`, built on first use.
-    fn expert_matmul_pipeline(&self, weight_type: WeightType) -> Result<&wgpu::ComputePipeline, GpuError> {
-        let (_, pipeline_of_type) = self
+    /// The experts' matrix-vector pipelines of `weight_type` (a pair per workgroup, an
+    /// expert's pairs per workgroup), built on first use.
+    fn expert_matmul_pipelines(
+        &self,
+        weight_type: WeightType,
+    ) -> Result<&[wgpu::ComputePipeline; 2], GpuError> {
+        let (_, pipelines) = self
             .expert_matmul
             .iter()
             .find(|(t, _)| *t == weight_type)
             .ok_or(GpuError::Unsupported(weight_type))?;
-        Ok(pipeline_of_type
-            .get_or_init(|| pipeline(&self.device, &shaders::expert_matmul(weight_type, WORKGROUP))))
+        Ok(pipelines.get_or_init(|| {
+            [false, true].map(|grouped| {
+                pipeline(&self.device, &shaders::expert_matmul(weight_type, WORKGROUP, grouped))
+            })
+        }))
     }
 
     /// The attention kernel for `queries` rows of `n_head` heads, and its workgroups: as the

@@ -277,6 +277,103 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
 }
 "#;
 
+/// The experts' entry point for batches: a workgroup takes `ROWS_PER_GROUP` rows of expert
+/// `expert_first + z` (of the binding's slice) for every pair routed to it, eight at a time as
+/// `TILE_MAIN` takes input rows (each weight row read from memory once per expert and batch,
+/// and the same sums as `EXPERT_MAIN`'s). `order` lists the pairs expert by expert, `offsets`
+/// where each expert's run starts (`GROUP_BY_EXPERT`).
+const EXPERT_TILE_MAIN: &str = r#"
+@group(0) @binding(3) var<storage, read> order: array<u32>;
+@group(0) @binding(4) var<storage, read> offsets: array<u32>;
+var<workgroup> partial_lo: array<vec4<f32>, WG>;
+var<workgroup> partial_hi: array<vec4<f32>, WG>;
+var<workgroup> span: vec2<u32>;
+
+@compute @workgroup_size(WG)
+fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+    let lanes = WG / ROWSu;
+    let lane = t % lanes;
+    let row = (group.y * p.groups_x + group.x) * ROWSu + t / lanes;
+    let expert = p.expert_first + group.z;
+    if (t == 0u) {
+        span = vec2<u32>(offsets[expert], offsets[expert + 1u]);
+    }
+    let pairs = workgroupUniformLoad(&span);
+    let base = group.z * p.expert_bytes + row * p.row_bytes;
+    for (var first = pairs.x; first < pairs.y; first += 8u) {
+        var sums = array<f32, 8>(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0);
+        if (row < p.rows) {
+            for (var k = 0u; k < 8u; k++) {
+                if (first + k < pairs.y) {
+                    xbase = (order[first + k] / p.pairs_per_input) * p.cols;
+                    sums[k] = row_dot(base, lane, lanes);
+                }
+            }
+        }
+        partial_lo[t] = vec4<f32>(sums[0], sums[1], sums[2], sums[3]);
+        partial_hi[t] = vec4<f32>(sums[4], sums[5], sums[6], sums[7]);
+        workgroupBarrier();
+        for (var s = lanes / 2u; s > 0u; s = s >> 1u) {
+            if (lane < s) {
+                partial_lo[t] += partial_lo[t + s];
+                partial_hi[t] += partial_hi[t + s];
+            }
+            workgroupBarrier();
+        }
+        if (lane < 8u && row < p.rows && first + lane < pairs.y) {
+            let sums4 = select(partial_hi[t - lane], partial_lo[t - lane], lane < 4u);
+            y[order[first + lane] * p.rows + row] = sums4[lane & 3u];
+        }
+        // Every lane has read its sums before the next eight pairs' overwrite them.
+        workgroupBarrier();
+    }
+}
+"#;
+
+/// The (token, slot) pairs of a batch listed expert by expert (`order`, each expert's pairs in
+/// pair order) and where each expert's run starts (`offsets`, `count + 1` of them): one
+/// workgroup, each thread counting and then listing the pairs of its experts.
+pub const GROUP_BY_EXPERT: &str = r#"
+struct Params { pairs: u32, count: u32, unused0: u32, unused1: u32 }
+@group(0) @binding(0) var<storage, read> ids: array<u32>;
+@group(0) @binding(1) var<storage, read_write> order: array<u32>;
+@group(0) @binding(2) var<storage, read_write> offsets: array<u32>;
+@group(0) @binding(3) var<uniform> p: Params;
+var<workgroup> starts: array<u32, MAX_EXPERTS>;
+
+@compute @workgroup_size(256)
+fn main(@builtin(local_invocation_index) t: u32) {
+    for (var e = t; e < p.count; e += 256u) {
+        var n = 0u;
+        for (var i = 0u; i < p.pairs; i++) {
+            n += select(0u, 1u, ids[i] == e);
+        }
+        starts[e] = n;
+    }
+    workgroupBarrier();
+    if (t == 0u) {
+        var total = 0u;
+        for (var e = 0u; e < p.count; e++) {
+            let n = starts[e];
+            starts[e] = total;
+            offsets[e] = total;
+            total += n;
+        }
+        offsets[p.count] = total;
+    }
+    workgroupBarrier();
+    for (var e = t; e < p.count; e += 256u) {
+        var at = starts[e];
+        for (var i = 0u; i < p.pairs; i++) {
+            if (ids[i] == e) {
+                order[at] = i;
+                at += 1u;
+            }
+        }
+    }
+}
+"#;
+
 /// A float row: thread `t` of `stride` takes elements `t`, `t + stride`, ...; `VALUE` reads
 /// element `e`.
 const FLOAT_ROW: &str = r#"
@@ -703,11 +800,14 @@ pub fn matmul(weight_type: WeightType, workgroup: u32, tiled: bool, subgroups: b
         .replace("ROWS", &ROWS_PER_GROUP.to_string())
 }
 
-/// The experts' matrix-vector kernel for `weight_type` ([`EXPERT_MAIN`]), `workgroup` threads wide.
-pub fn expert_matmul(weight_type: WeightType, workgroup: u32) -> String {
+/// The experts' matrix-vector kernel for `weight_type`, `workgroup` threads wide: a pair per
+/// workgroup ([`EXPERT_MAIN`], decode) or an expert's pairs (`grouped`, batches).
+pub fn expert_matmul(weight_type: WeightType, workgroup: u32, grouped: bool) -> String {
     let layout = layout(weight_type);
-    let header = header(&layout, true).replace("@binding(3) var<uniform>", "@binding(4) var<uniform>");
-    format!("{header}{}{EXPERT_MAIN}", row_dot(layout))
+    let (uniform, main) = if grouped { (5, EXPERT_TILE_MAIN) } else { (4, EXPERT_MAIN) };
+    let header = header(&layout, true)
+        .replace("@binding(3) var<uniform>", &format!("@binding({uniform}) var<uniform>"));
+    format!("{header}{}{main}", row_dot(layout))
         .replace("WG", &format!("{workgroup}u"))
         .replace("ROWS", &ROWS_PER_GROUP.to_string())
 }

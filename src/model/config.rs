@@ -301,7 +301,7 @@ const MAX_CONTEXT: u64 = 1 << 24;
 const MAX_DELTA_NET_HEAD: u64 = 1 << 10;
 const MAX_CONV_KERNEL: u64 = 64;
 /// llama.cpp's `LLAMA_MAX_EXPERTS`.
-pub(super) const MAX_EXPERTS: u64 = 512;
+pub const MAX_EXPERTS: u64 = 512;
 
 impl Config {
     /// Reads the hyperparameters of `architecture`; `vocab_size` comes from the embedding tensor.

@@ -23,7 +23,9 @@ mod weights;
 pub use arch::{ARCHITECTURES, Activation, ArchSpec, Architecture, Family, Gating};
 pub use bytes::{ModelBytes, piece_starts};
 pub use cache::{CHECKPOINT_INTERVAL, Cache, Checkpoint, Checkpoints};
-pub use config::{Config, DeltaNet, Experts, LayerShape, Mamba2, Rope, RopeStyle, ShortConv, Yarn};
+pub use config::{
+    Config, DeltaNet, Experts, LayerShape, MAX_EXPERTS, Mamba2, Rope, RopeStyle, ShortConv, Yarn,
+};
 pub use cpu::Scratch;
 pub use delta_net::DeltaInputs;
 // The GPU backend (src/gpu) runs the same pass and embeds the same way.
