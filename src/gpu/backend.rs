@@ -1053,7 +1053,7 @@ impl GpuBackend<'_> {
     ) -> Result<(), GpuError> {
         let Some(first) = views.first() else { return Ok(()) };
         let used = self.model.config().experts.map_or(1, |shape| shape.used);
-        let [one_pair, grouped] = self.gpu.expert_matmul_pipelines(first.weight_type)?.clone();
+        let [one_pair, grouped, gemm] = self.gpu.expert_matmul_pipelines(first.weight_type)?.clone();
         let Some(b) = &self.state.experts else { return Err(GpuError::Refused("experts")) };
         let (ids, order, offsets) = (b.ids.clone(), b.order.clone(), b.offsets.clone());
         let row_bytes = first.range.len() / first.rows.max(1);
@@ -1077,8 +1077,19 @@ impl GpuBackend<'_> {
                 ]
             };
             if self.rows > 1 {
+                // An expert has at most a pair per token: enough workgroups for every token's.
+                let (pipeline, rows_per_group, pairs_per_group) = if self.rows < super::GEMM_MIN_BATCH {
+                    (&grouped, super::shaders::ROWS_PER_GROUP, super::shaders::TILE_TOKENS)
+                } else {
+                    (&gemm, super::shaders::GEMM_ROWS, super::shaders::GEMM_TOKENS)
+                };
+                let per_expert = self.rows.div_ceil(pairs_per_group as usize);
+                let [x, y] = groups_2d((first.rows as u32).div_ceil(rows_per_group));
+                let mut words = params(0);
+                words[3] = x;
+                words[6] = per_expert as u32;
                 let buffers = [&weights, input, out, &order, &offsets];
-                self.dispatch(&grouped, &buffers, &params(0), [groups_x, groups_y, experts as u32]);
+                self.dispatch(pipeline, &buffers, &words, [x, y, (experts * per_expert) as u32]);
                 continue;
             }
             for pair_first in (0..pairs).step_by(super::MAX_GROUPS_PER_DIMENSION as usize) {
@@ -1523,7 +1534,8 @@ impl Backend for GpuBackend<'_> {
         if n > 1 {
             let pipeline = self.gpu.group_by_expert.clone();
             let params = [(n * used) as u32, shape.count as u32];
-            self.dispatch(&pipeline, &[&ids, &order, &offsets], &params, [1, 1, 1]);
+            let groups = [(shape.count as u32).div_ceil(64), 1, 1];
+            self.dispatch(&pipeline, &[&ids, &order, &offsets], &params, groups);
         }
         for (views, target) in [(&weights.gate, &gate), (&weights.up, &up)] {
             if let Err(error) = self.expert_matmul(views, &normed, target, true) {

@@ -128,9 +128,10 @@ pub struct Gpu {
     /// type: a model has two to four of the fifteen, and building all of them took most of the
     /// device's start (0.7 s on lavapipe).
     matmul: Vec<(WeightType, OnceLock<[wgpu::ComputePipeline; 3]>)>,
-    /// Each type's experts' matrix-vector pipelines, a pair per workgroup (decode) and an
-    /// expert's pairs per workgroup (batches), built at the first expert stack of the type.
-    expert_matmul: Vec<(WeightType, OnceLock<[wgpu::ComputePipeline; 2]>)>,
+    /// Each type's experts' pipelines: a pair per workgroup (decode), eight of an expert's
+    /// pairs (short batches), the GEMM over an expert's pairs (long ones); built at the first
+    /// expert stack of the type.
+    expert_matmul: Vec<(WeightType, OnceLock<[wgpu::ComputePipeline; 3]>)>,
     group_by_expert: wgpu::ComputePipeline,
     rms_norm: wgpu::ComputePipeline,
     add: wgpu::ComputePipeline,
@@ -294,10 +295,7 @@ impl Gpu {
             shaders::MATVEC_TYPES.iter().map(|&weight_type| (weight_type, OnceLock::new())).collect();
         let expert_matmul =
             shaders::MATVEC_TYPES.iter().map(|&weight_type| (weight_type, OnceLock::new())).collect();
-        let group_by_expert = pipeline(
-            &device,
-            &shaders::GROUP_BY_EXPERT.replace("MAX_EXPERTS", &crate::model::MAX_EXPERTS.to_string()),
-        );
+        let group_by_expert = pipeline(&device, shaders::GROUP_BY_EXPERT);
         let (swiglu_oai, route, expert_bias, expert_sum) = (
             pipeline(&device, &shaders::elementwise(shaders::SWIGLU_OAI)),
             pipeline(&device, shaders::ROUTE),
@@ -482,7 +480,7 @@ impl Gpu {
             }
         }
         for (weight_type, pipelines) in &self.expert_matmul {
-            let kinds = ["experts matvec", "experts matvec grouped"];
+            let kinds = ["experts matvec", "experts matvec grouped", "experts gemm"];
             if let Some(kind) =
                 pipelines.get().and_then(|p| kinds.iter().zip(p).find(|(_, q)| *q == pipeline))
             {
@@ -536,21 +534,21 @@ impl Gpu {
         }))
     }
 
-    /// The experts' matrix-vector pipelines of `weight_type` (a pair per workgroup, an
-    /// expert's pairs per workgroup), built on first use.
+    /// The experts' pipelines of `weight_type` (a pair per workgroup, eight of an expert's
+    /// pairs, the GEMM), built on first use.
     fn expert_matmul_pipelines(
         &self,
         weight_type: WeightType,
-    ) -> Result<&[wgpu::ComputePipeline; 2], GpuError> {
+    ) -> Result<&[wgpu::ComputePipeline; 3], GpuError> {
         let (_, pipelines) = self
             .expert_matmul
             .iter()
             .find(|(t, _)| *t == weight_type)
             .ok_or(GpuError::Unsupported(weight_type))?;
         Ok(pipelines.get_or_init(|| {
-            [false, true].map(|grouped| {
-                pipeline(&self.device, &shaders::expert_matmul(weight_type, WORKGROUP, grouped))
-            })
+            let kernel = |grouped| shaders::expert_matmul(weight_type, WORKGROUP, grouped);
+            [kernel(false), kernel(true), shaders::expert_gemm(weight_type)]
+                .map(|source| pipeline(&self.device, &source))
         }))
     }
 

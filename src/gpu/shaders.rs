@@ -277,11 +277,13 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
 }
 "#;
 
-/// The experts' entry point for batches: a workgroup takes `ROWS_PER_GROUP` rows of expert
-/// `expert_first + z` (of the binding's slice) for every pair routed to it, eight at a time as
-/// `TILE_MAIN` takes input rows (each weight row read from memory once per expert and batch,
-/// and the same sums as `EXPERT_MAIN`'s). `order` lists the pairs expert by expert, `offsets`
-/// where each expert's run starts (`GROUP_BY_EXPERT`).
+/// The experts' entry point for batches: a workgroup takes `ROWS_PER_GROUP` rows of one expert
+/// of the binding's slice for eight of the pairs routed to it, as `TILE_MAIN` takes eight input
+/// rows: each weight row is read from memory once per eight pairs (not once per pair), and the
+/// sums are `EXPERT_MAIN`'s. Along z, `batch` workgroups per expert (eight pairs each, enough
+/// for a batch routing every token to it); those past an expert's pairs return at once. `order`
+/// lists the pairs expert by expert, `offsets` where each expert's run starts
+/// (`GROUP_BY_EXPERT`).
 const EXPERT_TILE_MAIN: &str = r#"
 @group(0) @binding(3) var<storage, read> order: array<u32>;
 @group(0) @binding(4) var<storage, read> offsets: array<u32>;
@@ -294,81 +296,72 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
     let lanes = WG / ROWSu;
     let lane = t % lanes;
     let row = (group.y * p.groups_x + group.x) * ROWSu + t / lanes;
-    let expert = p.expert_first + group.z;
+    let local = group.z / p.batch;
+    let expert = p.expert_first + local;
     if (t == 0u) {
-        span = vec2<u32>(offsets[expert], offsets[expert + 1u]);
+        span = vec2<u32>(offsets[expert] + 8u * (group.z % p.batch), offsets[expert + 1u]);
     }
     let pairs = workgroupUniformLoad(&span);
-    let base = group.z * p.expert_bytes + row * p.row_bytes;
-    for (var first = pairs.x; first < pairs.y; first += 8u) {
-        var sums = array<f32, 8>(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0);
-        if (row < p.rows) {
-            for (var k = 0u; k < 8u; k++) {
-                if (first + k < pairs.y) {
-                    xbase = (order[first + k] / p.pairs_per_input) * p.cols;
-                    sums[k] = row_dot(base, lane, lanes);
-                }
+    if (pairs.x >= pairs.y) {
+        return;
+    }
+    let first = pairs.x;
+    let base = local * p.expert_bytes + row * p.row_bytes;
+    var sums = array<f32, 8>(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0);
+    if (row < p.rows) {
+        for (var k = 0u; k < 8u; k++) {
+            if (first + k < pairs.y) {
+                xbase = (order[first + k] / p.pairs_per_input) * p.cols;
+                sums[k] = row_dot(base, lane, lanes);
             }
         }
-        partial_lo[t] = vec4<f32>(sums[0], sums[1], sums[2], sums[3]);
-        partial_hi[t] = vec4<f32>(sums[4], sums[5], sums[6], sums[7]);
-        workgroupBarrier();
-        for (var s = lanes / 2u; s > 0u; s = s >> 1u) {
-            if (lane < s) {
-                partial_lo[t] += partial_lo[t + s];
-                partial_hi[t] += partial_hi[t + s];
-            }
-            workgroupBarrier();
+    }
+    partial_lo[t] = vec4<f32>(sums[0], sums[1], sums[2], sums[3]);
+    partial_hi[t] = vec4<f32>(sums[4], sums[5], sums[6], sums[7]);
+    workgroupBarrier();
+    for (var s = lanes / 2u; s > 0u; s = s >> 1u) {
+        if (lane < s) {
+            partial_lo[t] += partial_lo[t + s];
+            partial_hi[t] += partial_hi[t + s];
         }
-        if (lane < 8u && row < p.rows && first + lane < pairs.y) {
-            let sums4 = select(partial_hi[t - lane], partial_lo[t - lane], lane < 4u);
-            y[order[first + lane] * p.rows + row] = sums4[lane & 3u];
-        }
-        // Every lane has read its sums before the next eight pairs' overwrite them.
         workgroupBarrier();
+    }
+    if (lane < 8u && row < p.rows && first + lane < pairs.y) {
+        let sums4 = select(partial_hi[t - lane], partial_lo[t - lane], lane < 4u);
+        y[order[first + lane] * p.rows + row] = sums4[lane & 3u];
     }
 }
 "#;
 
 /// The (token, slot) pairs of a batch listed expert by expert (`order`, each expert's pairs in
-/// pair order) and where each expert's run starts (`offsets`, `count + 1` of them): one
-/// workgroup, each thread counting and then listing the pairs of its experts.
+/// pair order) and where each expert's run starts (`offsets`, `count + 1` of them): a thread per
+/// expert, which finds its run's start by counting the pairs of the experts before it (no
+/// barrier: on lavapipe one workgroup summing counts in workgroup memory took 15 ms a layer).
 pub const GROUP_BY_EXPERT: &str = r#"
 struct Params { pairs: u32, count: u32, unused0: u32, unused1: u32 }
 @group(0) @binding(0) var<storage, read> ids: array<u32>;
 @group(0) @binding(1) var<storage, read_write> order: array<u32>;
 @group(0) @binding(2) var<storage, read_write> offsets: array<u32>;
 @group(0) @binding(3) var<uniform> p: Params;
-var<workgroup> starts: array<u32, MAX_EXPERTS>;
 
-@compute @workgroup_size(256)
-fn main(@builtin(local_invocation_index) t: u32) {
-    for (var e = t; e < p.count; e += 256u) {
-        var n = 0u;
-        for (var i = 0u; i < p.pairs; i++) {
-            n += select(0u, 1u, ids[i] == e);
-        }
-        starts[e] = n;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) id: vec3<u32>) {
+    let e = id.x;
+    if (e >= p.count) {
+        return;
     }
-    workgroupBarrier();
-    if (t == 0u) {
-        var total = 0u;
-        for (var e = 0u; e < p.count; e++) {
-            let n = starts[e];
-            starts[e] = total;
-            offsets[e] = total;
-            total += n;
-        }
-        offsets[p.count] = total;
+    var at = 0u;
+    for (var i = 0u; i < p.pairs; i++) {
+        at += select(0u, 1u, ids[i] < e);
     }
-    workgroupBarrier();
-    for (var e = t; e < p.count; e += 256u) {
-        var at = starts[e];
-        for (var i = 0u; i < p.pairs; i++) {
-            if (ids[i] == e) {
-                order[at] = i;
-                at += 1u;
-            }
+    offsets[e] = at;
+    if (e + 1u == p.count) {
+        offsets[p.count] = p.pairs;
+    }
+    for (var i = 0u; i < p.pairs; i++) {
+        if (ids[i] == e) {
+            order[at] = i;
+            at += 1u;
         }
     }
 }
@@ -831,6 +824,58 @@ pub fn gemm(weight_type: WeightType) -> String {
     format!("{header}{GEMM_TILES}{load}{GEMM_MAIN}")
         .replace("GEMM_ROWS", &format!("{GEMM_ROWS}u"))
         .replace("GEMM_TOKENS", &format!("{GEMM_TOKENS}u"))
+}
+
+/// The experts' GEMM for `weight_type` (long batches): [`GEMM_MAIN`]'s tiles over each expert's
+/// pairs, `GEMM_TOKENS` of them per workgroup (`batch` workgroups per expert along z, those past
+/// its pairs returning at once), each pair's input row its token's (gate and up) or its own
+/// (down), and its output row its own; the pairs listed expert by expert in `order`, each
+/// expert's run from `offsets` (`GROUP_BY_EXPERT`).
+pub fn expert_gemm(weight_type: WeightType) -> String {
+    let dense = gemm(weight_type);
+    let mut source = dense.replace("@binding(3) var<uniform>", "@binding(5) var<uniform>");
+    for (from, to) in [
+        (
+            "@compute @workgroup_size(64)",
+            "@group(0) @binding(3) var<storage, read> order: array<u32>;
+@group(0) @binding(4) var<storage, read> offsets: array<u32>;
+var<workgroup> span: vec2<u32>;
+
+@compute @workgroup_size(64)",
+        ),
+        (
+            &format!("let first = group.z * {GEMM_TOKENS}u;"),
+            &format!(
+                "let local = group.z / p.batch;
+    if (t == 0u) {{
+        let expert = p.expert_first + local;
+        span = vec2<u32>(offsets[expert] + {GEMM_TOKENS}u * (group.z % p.batch), offsets[expert + 1u]);
+    }}
+    let pairs = workgroupUniformLoad(&span);
+    if (pairs.x >= pairs.y) {{
+        return;
+    }}
+    let first = pairs.x;"
+            ),
+        ),
+        ("load_unit(own_row * p.row_bytes,", "load_unit(local * p.expert_bytes + own_row * p.row_bytes,"),
+        (
+            "if (token < p.batch && e < p.cols) {
+                value = x[token * p.cols + e];",
+            "if (token < pairs.y && e < p.cols) {
+                value = x[(order[token] / p.pairs_per_input) * p.cols + e];",
+        ),
+        (
+            "if (row < p.rows && token < p.batch) {
+                y[token * p.total_rows + p.row_offset + row] = total[j][i];",
+            "if (row < p.rows && token < pairs.y) {
+                y[order[token] * p.rows + row] = total[j][i];",
+        ),
+    ] {
+        debug_assert_eq!(source.matches(from).count(), 1, "{from}");
+        source = source.replace(from, to);
+    }
+    source
 }
 
 /// Q5_0's and Q5_1's weights 4j.. of both halves: the nibbles of `word` with their fifth bits
