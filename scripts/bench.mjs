@@ -7,7 +7,7 @@
 //   node scripts/bench.mjs [MODEL.gguf ...] [--runs 3] [--pp 64] [--tg 32] [--depth 0] [--threads 1]
 //                          [--ctx N] [--warmup 1] [--timeout 900] [--no-relaxed] [--busy-core]
 //                          [--only inferno|wllama] [--browser chromium|firefox|webkit] [--json] [--verbose]
-//                          [--device cpu|gpu] [--swiftshader]
+//                          [--device cpu|gpu] [--swiftshader] [--precision fast|exact]
 //
 // --device gpu runs both engines on the browser's GPU (WebGPU; Chromium with
 // --enable-unsafe-webgpu): Inferno on its own kernels, wllama with every layer offered to
@@ -26,6 +26,8 @@
 // and the cosine between the two engines' vectors of the first text (the same file, so it
 // should be ~1).
 //
+// --precision exact runs Inferno's attention as llama.cpp's CPU does (F16 sums, its bits);
+// the default, fast, keeps them in f32.
 // --depth D fills the cache with D tokens (untimed) before the timed prefill and decode, as
 // `llama-bench -d D` does: Inferno only (wllama's completion API cannot hold a cache of exactly
 // D tokens before a prompt of exactly pp), so it needs --only inferno; compare with native
@@ -69,7 +71,7 @@ const wllamaDir = path.join(repoRoot, 'node_modules', '@wllama', 'wllama');
 const USAGE = `usage: node scripts/bench.mjs [MODEL.gguf ...] [--runs 3] [--pp 64] [--tg 32] [--depth 0] [--threads 1]
                            [--ctx N] [--warmup 1] [--timeout 900] [--no-relaxed]
                            [--busy-core] [--only inferno|wllama] [--browser chromium|firefox|webkit]
-                           [--json] [--verbose] [--device cpu|gpu] [--swiftshader]
+                           [--json] [--verbose] [--device cpu|gpu] [--swiftshader] [--precision fast|exact]
                            [--json-schema FILE] [--embed N]`;
 
 function parseArgs(argv) {
@@ -87,6 +89,7 @@ function parseArgs(argv) {
     json: false,
     verbose: false,
     device: 'cpu',
+    precision: 'fast',
     swiftshader: false,
   };
   const numbers = {
@@ -123,6 +126,9 @@ function parseArgs(argv) {
     } else if (flag === '--device') {
       options.device = inline ?? argv[++i];
       if (!['cpu', 'gpu'].includes(options.device)) throw new Error('--device takes cpu or gpu');
+    } else if (flag === '--precision') {
+      options.precision = inline ?? argv[++i];
+      if (!['fast', 'exact'].includes(options.precision)) throw new Error('--precision takes fast or exact');
     } else if (flag === '--swiftshader') options.swiftshader = true;
     else if (flag === '--json-schema') {
       const file = inline ?? argv[++i];
@@ -254,6 +260,7 @@ async function runPage(browser, baseUrl, engine, modelUrl, options) {
   if (options.relaxed === false) query.set('relaxed', '0');
   if (options.ctx !== null) query.set('ctx', options.ctx);
   if (options.depth > 0) query.set('depth', options.depth);
+  if (options.precision !== 'fast' && engine.name === 'inferno') query.set('precision', options.precision);
   if (options.embed) query.set('embed', options.embed);
   if (options.schema && engine.name === 'inferno') query.set('schema', options.schema);
   const context = await browser.newContext();
@@ -405,7 +412,8 @@ function printTable(report) {
     `\ntokens/s, median of ${report.runs} alternating runs each (after ${report.warmup} warm-up run per page), ` +
       `${report.threads} ${report.threads === 1 ? 'thread' : 'threads'} on both sides` +
       `${report.depth ? `, after ${report.depth} tokens already in the cache (llama-bench -d ${report.depth})` : ''}` +
-      `${report.busy_core ? ', with a busy loop holding one core' : ''}${report.relaxed ? '' : ', Inferno without relaxed SIMD'}; ratio = inferno / wllama.\n` +
+      `${report.busy_core ? ', with a busy loop holding one core' : ''}${report.relaxed ? '' : ', Inferno without relaxed SIMD'}` +
+      `, Inferno's attention ${report.precision}; ratio = inferno / wllama.\n` +
       `wllama ${report.wllama_version} (llama.cpp ${report.llama_cpp ?? '?'}), ${report.browser}.`,
   );
   if (report.device === 'gpu') {
@@ -519,6 +527,7 @@ async function main() {
     warmup: options.warmup,
     ctx: options.ctx,
     device: options.device,
+    precision: options.precision,
     swiftshader: options.swiftshader,
     json_schema: options.schemaFile ?? null,
     browser: browser.version,

@@ -5,12 +5,15 @@ the 20 highest raw logits at steps 0-7, the prompt in one batch and then one tok
 
   CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON \\
       -DGGML_AVX512=OFF" pip install llama-cpp-python==0.3.36
-  python3 scripts/make_goldens.py MODEL.gguf OUT.json [N_CTX] [--vulkan]
+  python3 scripts/make_goldens.py MODEL.gguf OUT.json [N_CTX] [--vulkan] [--no-flash-attn]
 
 With --vulkan every layer runs on llama.cpp's Vulkan backend (GGML_VK_VISIBLE_DEVICES=0 lets
 it take lavapipe): the GPU oracle, for a llama-cpp-python built with -DGGML_VULKAN=ON from
 the same sdist (Debian 12 needs the patch scripts/build-llama-vulkan.sh applies). Not a
 golden the tests read: where a GPU engine lands, beside ours on the same adapter.
+
+With --no-flash-attn llama.cpp runs its other attention (the softmax in f32, then the values
+times it with f32 sums): a second reference for `precision: 'fast'`, whose sums are f32 too.
 
 The oracle is the llama.cpp vendored in llama-cpp-python 0.3.36 (commit 0c1e570, the same one
 the shared goldens come from), built for AVX2 without AVX-512 (the lane orders our kernels
@@ -53,7 +56,10 @@ def top(row, k):
 
 def main():
     vulkan = "--vulkan" in sys.argv
-    args = [a for a in sys.argv[1:] if a != "--vulkan"]
+    # llama.cpp's other CPU attention (no flash attention: softmax in f32, then V times it with
+    # f32 sums), a second reference for Inferno's `precision: 'fast'`.
+    flash = "--no-flash-attn" not in sys.argv
+    args = [a for a in sys.argv[1:] if a not in ("--vulkan", "--no-flash-attn")]
     model_path, out_path = Path(args[0]), Path(args[1])
     # The context changes results only where the model depends on it (LongRoPE's long
     # factors past the original context).
@@ -67,7 +73,7 @@ def main():
         n_ubatch=512,
         n_threads=1,
         n_threads_batch=1,
-        flash_attn=True,
+        flash_attn=flash,
         n_gpu_layers=-1 if vulkan else 0,
         verbose=False,
     )
@@ -118,7 +124,8 @@ def main():
             "prompt_processing": "whole prompt in one batch; logits of the last position",
             "n_ctx": n_ctx,
             "oracle": "llama-cpp-python 0.3.36 (llama.cpp 0c1e570), "
-            + ("every layer on its Vulkan backend, flash attention on" if vulkan else "AVX2 without AVX-512, 1 thread, flash attention on"),
+            + ("every layer on its Vulkan backend" if vulkan else "AVX2 without AVX-512, 1 thread")
+            + (", flash attention on" if flash else ", flash attention off"),
         },
         "n_vocab": llm.n_vocab(),
         "add_bos": add_bos,

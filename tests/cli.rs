@@ -244,6 +244,35 @@ fn logits_follow_a_golden_file_and_fail_outside_its_tolerance() {
 }
 
 #[test]
+fn attention_precision_is_exact_for_logits_and_fast_when_asked_within_llama_cpps_own_spread() {
+    // `logits` is exact unless told: llama.cpp's flash attention bit for bit. `fast` keeps the
+    // one-pass kernel's sums in f32, as far from llama.cpp's flash attention as llama.cpp's own
+    // other CPU attention is (no flash attention: 0.059 on qwen3-micro-q8_0, 0.082 on
+    // llama-micro-iq4_xs, 0.67 on SmolLM2; scripts/make_goldens.py --no-flash-attn), so the
+    // bound is 0.1, with near ties allowed to go either way.
+    for name in ["qwen3-micro-q8_0", "gemma2-micro-q8_0", "gpt-oss-micro-q8_0", "llama-micro-iq4_xs"] {
+        let model = fixture(&format!("models/{name}.gguf")).to_str().unwrap().to_owned();
+        let golden = fixture(&format!("golden/{name}.json")).to_str().unwrap().to_owned();
+        let run = |extra: &[&str]| {
+            let args =
+                [&["logits", model.as_str(), "--golden", &golden, "--tolerance", "0.1", "--json"], extra]
+                    .concat();
+            let out = inferno(&args);
+            assert!(out.status.success(), "{name} {extra:?}: {}", String::from_utf8_lossy(&out.stderr));
+            stdout_json(&out)
+        };
+        assert_eq!(run(&[])["all"]["max_delta"], 0.0, "{name}: logits are exact by default");
+        assert_eq!(run(&["--precision", "exact"])["all"]["max_delta"], 0.0);
+        let fast = run(&["--precision", "fast"]);
+        let delta = fast["all"]["max_delta"].as_f64().unwrap();
+        assert!(delta > 0.0 && delta <= 0.1, "{name}: fast is {delta} from llama.cpp");
+        assert_eq!(fast["all"]["misses"].as_array().unwrap().len(), 0, "{fast}");
+    }
+    let out = inferno(&["logits", "x.gguf", "--tokens", "1", "--precision", "half"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--precision takes exact or fast"));
+}
+
+#[test]
 fn bench_reports_positive_speeds() {
     let (model, _) = micro_q4_0();
     for threads in ["1", "2"] {

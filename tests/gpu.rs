@@ -371,7 +371,8 @@ fn a_recurrent_session_on_the_gpu_follows_llama_cpp_and_rolls_back_through_check
 fn recurrent_session_rolls_back(name: &str) {
     let file = format!("{name}.gguf");
     let engine = engine_on_gpu(&file);
-    let cpu = Engine::load(std::fs::read(common::model(&file)).unwrap()).unwrap();
+    let mut cpu = Engine::load(std::fs::read(common::model(&file)).unwrap()).unwrap();
+    cpu.set_attention_precision(inferno::model::AttentionPrecision::Exact);
     let (prompt, expected) = golden(&format!("{name}.json"), "capital");
     let mut session = engine.new_session(128).unwrap();
     session.sync(&engine, &prompt).unwrap();

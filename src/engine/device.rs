@@ -4,7 +4,7 @@
 //! only does it where its memory is.
 
 use super::{Engine, EngineError};
-use crate::model::{Cache, LogitsFor, Model, Scratch};
+use crate::model::{AttentionPrecision, Cache, LogitsFor, Model, Scratch};
 
 /// A new session's device, with a cache of `context` positions and batches of up to `batch`
 /// tokens: the engine's GPU where it has one, else the CPU.
@@ -45,11 +45,13 @@ pub(super) trait Device {
     /// Runs `tokens` after the positions held. The CPU appends the logits asked for to
     /// `logits` at once; the GPU submits, and its logits come from [`Device::collect`]. After
     /// a failure the device holds what it held before.
+    /// `precision` is how the CPU keeps attention's query and `Σ p·V` (the GPU's are f32).
     fn evaluate(
         &mut self,
         model: &Model,
         tokens: &[u32],
         logits_for: LogitsFor,
+        precision: AttentionPrecision,
         logits: &mut Vec<f32>,
     ) -> Result<(), EngineError>;
 
@@ -118,8 +120,10 @@ impl Device for CpuDevice {
         model: &Model,
         tokens: &[u32],
         logits_for: LogitsFor,
+        precision: AttentionPrecision,
         logits: &mut Vec<f32>,
     ) -> Result<(), EngineError> {
+        self.scratch.set_attention_precision(precision);
         match model.forward(&mut self.cache, &mut self.scratch, tokens, logits_for) {
             Ok(out) => {
                 logits.extend_from_slice(out);
@@ -215,6 +219,7 @@ impl Device for GpuDevice {
         model: &Model,
         tokens: &[u32],
         logits_for: LogitsFor,
+        _: AttentionPrecision,
         _: &mut Vec<f32>,
     ) -> Result<(), EngineError> {
         let start = self.state.len();

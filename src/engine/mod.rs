@@ -39,7 +39,7 @@ use crate::chat::{
 };
 use crate::gguf::{GgufHeader, Metadata};
 use crate::grammar::{Constraint, GrammarCompiler, GrammarError, GrammarSpec};
-use crate::model::{LogitsFor, Model, ModelBytes};
+use crate::model::{AttentionPrecision, LogitsFor, Model, ModelBytes};
 use crate::sampler::{Sampler, SamplerSettings, StepTrace};
 use crate::tokenizer::{EncodeOptions, TokenKind, Tokenizer, Utf8Stream, token_count};
 use device::Device;
@@ -82,6 +82,8 @@ pub struct Engine {
     longest_token: usize,
     /// Grammars compile against the vocabulary's trie, built on the first one asked for.
     grammars: std::sync::OnceLock<Result<GrammarCompiler, GrammarError>>,
+    /// How sessions on the CPU keep attention's query and `Σ p·V` (`'fast'` unless set).
+    attention_precision: AttentionPrecision,
 }
 
 impl Engine {
@@ -101,6 +103,7 @@ impl Engine {
             template,
             longest_token,
             grammars: std::sync::OnceLock::new(),
+            attention_precision: AttentionPrecision::Fast,
             #[cfg(feature = "gpu")]
             gpu: None,
         })
@@ -123,6 +126,16 @@ impl Engine {
 
     pub fn template(&self) -> &ChatTemplate {
         &self.template
+    }
+
+    /// How every session's passes on the CPU keep attention's query and `Σ p·V` from now on:
+    /// `Exact` gives llama.cpp's CPU bits (its F16 accumulator); `Fast`, the default, f32.
+    pub fn set_attention_precision(&mut self, precision: AttentionPrecision) {
+        self.attention_precision = precision;
+    }
+
+    pub fn attention_precision(&self) -> AttentionPrecision {
+        self.attention_precision
     }
 
     /// Renders conversations with `template` instead of the file's (llama.cpp's
@@ -643,7 +656,8 @@ impl Session {
         self.logits.clear();
         let start = self.evaluated.len();
         self.submitted_from = start;
-        let result = self.device.evaluate(&engine.model, tokens, logits_for, &mut self.logits);
+        let precision = engine.attention_precision;
+        let result = self.device.evaluate(&engine.model, tokens, logits_for, precision, &mut self.logits);
         if let Err(error) = result {
             self.roll_back(start, start);
             return Err(error);

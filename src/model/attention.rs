@@ -9,11 +9,43 @@
 //! their logits by up to 1.0 depending on whether that rounding happens (measured against
 //! llama.cpp built with and without flash attention), so we reproduce both kernels rather
 //! than compute attention "more exactly" than the reference.
+//!
+//! That reproduction costs: wasm has no half-precision conversion, and rounding every partial
+//! sum to F16 takes about 26 operations per 8 values and head. [`AttentionPrecision::Fast`]
+//! keeps the one-pass kernel's order but its query and accumulator in f32: closer to exact
+//! arithmetic than llama.cpp's own, and what the engine runs unless told otherwise. The parity
+//! tests and `inferno logits` ask for [`AttentionPrecision::Exact`].
 
 use half::f16;
 
 use super::ops::exp_and_sum;
 use crate::tensor::kv_rows::{self, dot_in_ggml_order, mul_add};
+
+/// How the one-pass kernel (decode and short batches) keeps its query and `Σ p·V`: as llama.cpp's
+/// CPU does, in F16 (the same bits as its logits), or in f32 (faster in wasm, and nearer exact
+/// arithmetic). The tiled kernel of long batches is f32 either way.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AttentionPrecision {
+    #[default]
+    Exact,
+    Fast,
+}
+
+impl AttentionPrecision {
+    /// Its name in the API, the CLI and the page: `exact` or `fast`.
+    pub fn name(self) -> &'static str {
+        match self {
+            AttentionPrecision::Exact => "exact",
+            AttentionPrecision::Fast => "fast",
+        }
+    }
+
+    /// The precision called `name`, if any.
+    pub fn from_name(name: &str) -> Option<AttentionPrecision> {
+        [AttentionPrecision::Exact, AttentionPrecision::Fast].into_iter().find(|p| p.name() == name)
+    }
+}
 
 /// Query count from which llama.cpp switches to its tiled F32 kernel (`GGML_FA_TILE_Q`).
 pub const TILED_MIN_QUERIES: usize = 64;
@@ -63,27 +95,32 @@ impl Scoring {
     }
 }
 
-/// The one-pass kernel with an F16 accumulator (`flash_attn_ext_f16_one_chunk`), reading the
-/// cached halves directly (cheaper than widening the whole cache per layer first). `scratch`
-/// holds at least twice `head_dim` floats.
-pub fn attend_head_f16_accumulator(
+/// The one-pass kernel (`flash_attn_ext_f16_one_chunk`), reading the cached halves directly
+/// (cheaper than widening the whole cache per layer first): its query and accumulator in F16
+/// as llama.cpp's, or in f32 (`precision`). `scratch` holds at least twice `head_dim` floats.
+#[allow(clippy::too_many_arguments)]
+pub fn attend_head_one_pass(
     query: &[f32],
     kv: &HeadView<'_, f16>,
     positions: std::ops::Range<usize>,
     scoring: Scoring,
     sink: Option<f32>,
+    precision: AttentionPrecision,
     scratch: &mut [f32],
     out: &mut [f32],
 ) {
     let (query16, rest) = scratch.split_at_mut(query.len());
     let accumulator = &mut rest[..query.len()];
-    round_query(query, query16);
+    take_query(query, query16, precision);
     accumulator.fill(0.0);
     let (mut max, mut sum) = (f32::NEG_INFINITY, 0.0f32);
     for j in positions {
         let score = scoring.score(kv_rows::dot_with_key(query16, kv.key(j)));
-        let weight = online_softmax_step(score, &mut max, &mut sum, accumulator);
-        kv_rows::add_weighted_rounded(accumulator, kv.value(j), weight);
+        let weight = online_softmax_step(score, &mut max, &mut sum, accumulator, precision);
+        match precision {
+            AttentionPrecision::Exact => kv_rows::add_weighted_rounded(accumulator, kv.value(j), weight),
+            AttentionPrecision::Fast => kv_rows::add_weighted_heads(accumulator, kv.value(j), &[weight]),
+        }
     }
     if let Some(sink) = sink {
         add_sink(sink, max, &mut sum, accumulator);
@@ -105,21 +142,33 @@ fn add_sink(sink: f32, max: f32, sum: &mut f32, accumulator: &mut [f32]) {
     *sum = mul_add(*sum, rescale, weight);
 }
 
-/// The query as the one-pass kernel takes it: converted to F16.
-fn round_query(query: &[f32], query16: &mut [f32]) {
+/// The query as the one-pass kernel takes it: converted to F16 where it is exact.
+fn take_query(query: &[f32], query16: &mut [f32], precision: AttentionPrecision) {
     query16.copy_from_slice(query);
-    kv_rows::scale_rounded(query16, 1.0);
+    if precision == AttentionPrecision::Exact {
+        kv_rows::scale_rounded(query16, 1.0);
+    }
 }
 
 /// One position of one head's online softmax: the running max and sum updated, the
-/// accumulator rescaled (rounded to F16) when the max grows; returns the position's weight.
+/// accumulator rescaled (rounded to F16 where exact) when the max grows; returns the
+/// position's weight.
 #[inline(always)]
-fn online_softmax_step(score: f32, max: &mut f32, sum: &mut f32, accumulator: &mut [f32]) -> f32 {
+fn online_softmax_step(
+    score: f32,
+    max: &mut f32,
+    sum: &mut f32,
+    accumulator: &mut [f32],
+    precision: AttentionPrecision,
+) -> f32 {
     let (mut rescale, mut weight) = (1.0f32, 1.0f32);
     if score > *max {
         rescale = (*max - score).exp();
         *max = score;
-        kv_rows::scale_rounded(accumulator, rescale);
+        match precision {
+            AttentionPrecision::Exact => kv_rows::scale_rounded(accumulator, rescale),
+            AttentionPrecision::Fast => accumulator.iter_mut().for_each(|a| *a *= rescale),
+        }
     } else {
         weight = (score - *max).exp();
     }
@@ -136,17 +185,19 @@ fn normalize(accumulator: &[f32], sum: f32, out: &mut [f32]) {
     }
 }
 
-/// [`attend_head_f16_accumulator`] for the query heads of one GQA group at once (`queries` and
-/// `out` hold rows of the view's `head_dim`, one per head; `sinks`, where the model has them,
-/// one per head): each key and value row is read and widened once for all of them, and every
-/// head's operations, so its bits, are the single-head kernel's. `scratch` holds at least
+/// [`attend_head_one_pass`] for the query heads of one GQA group at once (`queries` and `out`
+/// hold rows of the view's `head_dim`, one per head; `sinks`, where the model has them, one per
+/// head): each key and value row is read and widened once for all of them, and every head's
+/// operations, so its bits, are the single-head kernel's. `scratch` holds at least
 /// [`group_scratch_len`] floats.
-pub fn attend_group_f16_accumulator(
+#[allow(clippy::too_many_arguments)]
+pub fn attend_group_one_pass(
     queries: &[f32],
     kv: &HeadView<'_, f16>,
     positions: std::ops::Range<usize>,
     scoring: Scoring,
     sinks: Option<&[f32]>,
+    precision: AttentionPrecision,
     scratch: &mut [f32],
     out: &mut [f32],
 ) {
@@ -155,14 +206,14 @@ pub fn attend_group_f16_accumulator(
     if heads == 1 {
         // One head reads its rows in place, without widening them first.
         let sink = sinks.map(|s| s[0]);
-        return attend_head_f16_accumulator(queries, kv, positions, scoring, sink, scratch, out);
+        return attend_head_one_pass(queries, kv, positions, scoring, sink, precision, scratch, out);
     }
     let (query16, rest) = scratch.split_at_mut(width);
     let (accumulators, rest) = rest.split_at_mut(width);
     let (scores, rest) = rest.split_at_mut(heads);
     let (weights, rest) = rest.split_at_mut(heads);
     let (max_and_sum, _) = rest.split_at_mut(2 * heads);
-    round_query(queries, query16);
+    take_query(queries, query16, precision);
     accumulators.fill(0.0);
     let (max, sum) = max_and_sum.split_at_mut(heads);
     max.fill(f32::NEG_INFINITY);
@@ -170,9 +221,15 @@ pub fn attend_group_f16_accumulator(
     for j in positions {
         kv_rows::dot_with_key_heads(query16, kv.key(j), scores);
         for (h, accumulator) in accumulators.chunks_exact_mut(head_dim).enumerate() {
-            weights[h] = online_softmax_step(scoring.score(scores[h]), &mut max[h], &mut sum[h], accumulator);
+            let score = scoring.score(scores[h]);
+            weights[h] = online_softmax_step(score, &mut max[h], &mut sum[h], accumulator, precision);
         }
-        kv_rows::add_weighted_rounded_heads(accumulators, kv.value(j), weights);
+        match precision {
+            AttentionPrecision::Exact => {
+                kv_rows::add_weighted_rounded_heads(accumulators, kv.value(j), weights)
+            }
+            AttentionPrecision::Fast => kv_rows::add_weighted_heads(accumulators, kv.value(j), weights),
+        }
     }
     for (h, (accumulator, out)) in
         accumulators.chunks_exact_mut(head_dim).zip(out.chunks_exact_mut(head_dim)).enumerate()
@@ -184,7 +241,7 @@ pub fn attend_group_f16_accumulator(
     }
 }
 
-/// Floats of scratch [`attend_group_f16_accumulator`] needs for `heads` heads of `head_dim`.
+/// Floats of scratch [`attend_group_one_pass`] needs for `heads` heads of `head_dim`.
 pub fn group_scratch_len(heads: usize, head_dim: usize) -> usize {
     2 * heads * head_dim + 4 * heads
 }
@@ -289,9 +346,16 @@ mod tests {
         let kv16 =
             HeadView { keys: &keys16[..], values: &values16[..], stride: head_dim, offset: 0, head_dim };
         let mut scratch = vec![0.0; 2 * head_dim];
-        attend_head_f16_accumulator(query, &kv16, 0..positions, scoring, sink, &mut scratch, &mut out);
-        for (o, e) in out.iter().zip(&expected) {
-            assert!((f64::from(*o) - e).abs() < 2e-3, "f16 kernel, sink {sink:?}: {o} vs {e}");
+        // The one-pass kernel: F16 as llama.cpp's (within 2e-3), or f32 (as close as the tiled
+        // kernel: nearer the exact result than llama.cpp's own).
+        for (precision, bound) in [(AttentionPrecision::Exact, 2e-3), (AttentionPrecision::Fast, 1e-5)] {
+            let one_pass = |out: &mut [f32], scratch: &mut [f32]| {
+                attend_head_one_pass(query, &kv16, 0..positions, scoring, sink, precision, scratch, out)
+            };
+            one_pass(&mut out, &mut scratch);
+            for (o, e) in out.iter().zip(&expected) {
+                assert!((f64::from(*o) - e).abs() < bound, "{precision:?} kernel, sink {sink:?}: {o} vs {e}");
+            }
         }
     }
 
@@ -330,35 +394,43 @@ mod tests {
         let scoring = Scoring::new(0.2, Some(30.0));
         // One sink above every score (it rescales what was summed), the others below.
         let sinks = [40.0, -3.0, 0.5];
-        let mut scratch = vec![0.0; group_scratch_len(heads, head_dim)];
-        let mut together = vec![0.0; heads * head_dim];
-        attend_group_f16_accumulator(
-            &queries,
-            &kv,
-            2..positions,
-            scoring,
-            Some(&sinks),
-            &mut scratch,
-            &mut together,
-        );
-        for (h, (query, got)) in
-            queries.chunks_exact(head_dim).zip(together.chunks_exact(head_dim)).enumerate()
-        {
-            let (mut single_scratch, mut alone) = (vec![0.0; 2 * head_dim], vec![0.0; head_dim]);
-            let sink = Some(sinks[h]);
-            attend_head_f16_accumulator(
-                query,
+        for precision in [AttentionPrecision::Exact, AttentionPrecision::Fast] {
+            let mut scratch = vec![0.0; group_scratch_len(heads, head_dim)];
+            let mut together = vec![0.0; heads * head_dim];
+            let sinks = Some(&sinks[..]);
+            let range = 2..positions;
+            attend_group_one_pass(
+                &queries,
                 &kv,
-                2..positions,
+                range,
                 scoring,
-                sink,
-                &mut single_scratch,
-                &mut alone,
+                sinks,
+                precision,
+                &mut scratch,
+                &mut together,
             );
-            assert_eq!(
-                got.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
-                alone.iter().map(|x| x.to_bits()).collect::<Vec<_>>()
-            );
+            for (h, (query, got)) in
+                queries.chunks_exact(head_dim).zip(together.chunks_exact(head_dim)).enumerate()
+            {
+                let (mut single_scratch, mut alone) = (vec![0.0; 2 * head_dim], vec![0.0; head_dim]);
+                let sink = sinks.map(|s| s[h]);
+                let range = 2..positions;
+                attend_head_one_pass(
+                    query,
+                    &kv,
+                    range,
+                    scoring,
+                    sink,
+                    precision,
+                    &mut single_scratch,
+                    &mut alone,
+                );
+                assert_eq!(
+                    got.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+                    alone.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+                    "{precision:?} head {h}"
+                );
+            }
         }
     }
 }

@@ -7,7 +7,8 @@ use std::ops::Range;
 use half::f16;
 
 use super::attention::{
-    HeadView, Scoring, TILED_MIN_QUERIES, attend_group_f16_accumulator, attend_head_f32, group_scratch_len,
+    AttentionPrecision, HeadView, Scoring, TILED_MIN_QUERIES, attend_group_one_pass, attend_head_f32,
+    group_scratch_len,
 };
 use super::backend::{Backend, Buf, Input, LayerAttention, LayerRope, LogitsHead};
 use super::bytes::ModelBytes;
@@ -52,6 +53,8 @@ pub struct Scratch {
     rope: Vec<(f32, f32)>,
     quantized: QuantizedInput,
     pub(super) logits: Vec<f32>,
+    /// How decode and short batches keep attention's query and `Σ p·V` (exact by default).
+    attention_precision: AttentionPrecision,
 }
 
 /// The vectors behind [`Buf`], one field each.
@@ -67,6 +70,15 @@ struct Bufs {
 }
 
 impl Scratch {
+    /// Sets how the passes from now on keep attention's query and `Σ p·V` (one-pass kernel).
+    pub fn set_attention_precision(&mut self, precision: AttentionPrecision) {
+        self.attention_precision = precision;
+    }
+
+    pub fn attention_precision(&self) -> AttentionPrecision {
+        self.attention_precision
+    }
+
     /// The first `len` values of `Normed`: after a pass that stopped at the output norm, the
     /// final hidden states of the rows asked for.
     pub(super) fn normed(&self, len: usize) -> &[f32] {
@@ -305,7 +317,6 @@ impl Scratch {
             },
             None => ExpertScratch::default(),
         };
-        // The widest feed-forward network: a dense layer's, an expert's or the shared one's.
         // The widest feed-forward network: a dense layer's, the shared expert's, or a group of
         // experts' rows (at least every expert one row chooses).
         let ff_rows = config.experts.map_or(max_batch, |e| max_batch.max(e.used));
@@ -340,6 +351,7 @@ impl Scratch {
                 of: None,
             },
             logits: Vec::new(),
+            attention_precision: AttentionPrecision::Exact,
         })
     }
 
@@ -367,6 +379,7 @@ impl Scratch {
             rope,
             quantized: _,
             logits: _,
+            attention_precision: _,
         } = self;
         let f32s: usize = [gate, up, keys, values]
             .into_iter()
@@ -640,6 +653,7 @@ impl Backend for Cpu<'_> {
         }
         let (keys32, values32) = (&mut self.s.keys, &mut self.s.values);
         let (q, out) = (&q[..rows * qd], &mut attn[..rows * qd]);
+        let attention = (attention, self.s.attention_precision);
         let Some(starts) = self.sequence_starts else {
             attend(self.config, l, attention, self.cache, [keys32, values32], q, out, start, 0);
             return;
@@ -967,7 +981,7 @@ pub(crate) fn embeddings(
 fn attend(
     c: &Config,
     l: usize,
-    attention: &LayerAttention,
+    (attention, precision): (&LayerAttention, AttentionPrecision),
     cache: &Cache,
     [keys32, values32]: [&mut Vec<f32>; 2],
     q: &[f32],
@@ -1034,7 +1048,8 @@ fn attend(
                 head_dim: hd,
             };
             let sinks = attention.sinks.map(|sinks| &sinks[first_head..first_head + unit_heads]);
-            attend_group_f16_accumulator(queries, &kv, keys_of(t), scoring, sinks, &mut scratch, unit_out);
+            let positions = keys_of(t);
+            attend_group_one_pass(queries, &kv, positions, scoring, sinks, precision, &mut scratch, unit_out);
         }
     });
 }

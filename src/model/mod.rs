@@ -6,6 +6,7 @@
 
 mod arch;
 pub(crate) mod attention;
+pub use attention::AttentionPrecision;
 pub(crate) mod backend;
 mod bytes;
 mod cache;

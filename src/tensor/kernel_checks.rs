@@ -253,6 +253,12 @@ fn check_kv_rows() -> Result<(), String> {
         if !same(&expected_accs, &accs) || !same(&singles, &accs) {
             return Err(format!("KV rounded multiply-adds of {heads} heads with {what} differ"));
         }
+        let (mut expected_accs, mut accs) = (expected_accs.clone(), expected_accs);
+        scalar::mad_kv_row_heads(&mut expected_accs, &values, &weights);
+        active::mad_kv_row_heads(&mut accs, &values, &weights);
+        if !same(&expected_accs, &accs) {
+            return Err(format!("KV f32 multiply-adds of {heads} heads with {what} differ"));
+        }
         let factor = rng.uniform() * [1.0, 1e-4, 5e3][round % 3];
         scalar::scale_rounded_to_f16(&mut expected, factor);
         active::scale_rounded_to_f16(&mut got, factor);

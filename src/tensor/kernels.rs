@@ -212,8 +212,8 @@ pub type Active = Scalar;
 pub(super) mod scalar {
     pub(in crate::tensor) use super::super::float::{any_non_finite_f16, scan_state_row, sum_words};
     pub(in crate::tensor) use super::super::kv_rows::{
-        dot_kv_row, dot_kv_row_heads, mad_kv_row_rounded, mad_kv_row_rounded_heads, scale_rounded_to_f16,
-        widen_kv_row,
+        dot_kv_row, dot_kv_row_heads, mad_kv_row_heads, mad_kv_row_rounded, mad_kv_row_rounded_heads,
+        scale_rounded_to_f16, widen_kv_row,
     };
     #[cfg_attr(target_feature = "simd128", allow(unused_imports))] // SIMD128 has its own
     pub(in crate::tensor) use super::super::legacy::{Q8_0Extra, q8_0_extra};
@@ -223,7 +223,7 @@ pub(super) mod scalar {
 #[cfg(all(target_family = "wasm", target_feature = "simd128"))]
 pub(super) mod active {
     pub(in crate::tensor) use super::super::simd128::{
-        Q8_0Extra, any_non_finite_f16, dot_kv_row, dot_kv_row_heads, mad_kv_row_rounded,
+        Q8_0Extra, any_non_finite_f16, dot_kv_row, dot_kv_row_heads, mad_kv_row_heads, mad_kv_row_rounded,
         mad_kv_row_rounded_heads, q8_0_extra, scale_rounded_to_f16, scan_state_row, sum_words, widen_kv_row,
     };
 }

@@ -1,6 +1,7 @@
 //! The f16 rows of the KV cache, as attention reads them: widened to f32, dotted with a query,
 //! and added into a buffer that is rounded to F16 after every operation, as llama.cpp's
-//! one-pass flash-attention kernel keeps its `Σ p·V` in F16 (see `model/attention.rs`).
+//! one-pass flash-attention kernel keeps its `Σ p·V` in F16 (see `model/attention.rs`), or
+//! kept in f32 (attention's `'fast'` precision).
 //!
 //! The functions here are the entry points; each calls this build's kernel from the table
 //! (`kernels.rs`). The scalar references below are the default; the SIMD128 kernels give the
@@ -31,6 +32,12 @@ pub fn dot_with_key_heads(queries: &[f32], key: &[f16], scores: &mut [f32]) {
 /// `values.len()`, one per weight): the heads of a GQA group; the values are read once for all.
 pub fn add_weighted_rounded_heads(accs: &mut [f32], values: &[f16], weights: &[f32]) {
     active::mad_kv_row_rounded_heads(accs, values, weights)
+}
+
+/// [`add_weighted`] of one value row into each head's accumulator in `accs`, kept in f32
+/// (attention's `'fast'` precision): the heads of a GQA group; the values are read once for all.
+pub fn add_weighted_heads(accs: &mut [f32], values: &[f16], weights: &[f32]) {
+    active::mad_kv_row_heads(accs, values, weights)
 }
 
 /// `acc[i] = round_to_f16(values[i] · weight + acc[i])`, the product and the sum each rounded
@@ -123,6 +130,14 @@ pub(super) fn mad_kv_row_rounded(acc: &mut [f32], values: &[f16], weight: f32) {
 pub(super) fn dot_kv_row_heads(queries: &[f32], key: &[f16], scores: &mut [f32]) {
     for (score, query) in scores.iter_mut().zip(queries.chunks_exact(key.len().max(1))) {
         *score = dot_kv_row(query, key);
+    }
+}
+
+pub(super) fn mad_kv_row_heads(accs: &mut [f32], values: &[f16], weights: &[f32]) {
+    for (acc, &weight) in accs.chunks_exact_mut(values.len().max(1)).zip(weights) {
+        for (a, v) in acc.iter_mut().zip(values) {
+            *a = mul_add(v.to_f32(), weight, *a);
+        }
     }
 }
 

@@ -1869,6 +1869,28 @@ pub(super) fn mad_kv_row_rounded_heads(accs: &mut [f32], values: &[f16], weights
     }
 }
 
+/// The f32 accumulation of [`mad_kv_row_rounded_heads`] (attention's `'fast'` precision): the
+/// values widened once, each head's `acc + value · weight` in four lanes, nothing rounded.
+pub(super) fn mad_kv_row_heads(accs: &mut [f32], values: &[f16], weights: &[f32]) {
+    let n = values.len();
+    let mut shared = SharedRow::new();
+    if !shared.widen(values, Held::new()) {
+        return super::kv_rows::mad_kv_row_heads(accs, values, weights);
+    }
+    for (acc, &weight) in accs.chunks_exact_mut(n).zip(weights) {
+        let lanes = f32x4_splat(weight);
+        for i in (0..shared.whole).step_by(8) {
+            let [low, high] = shared.eight(i);
+            let sums =
+                [mul_add4(low, lanes, load_f32(&acc[i..])), mul_add4(high, lanes, load_f32(&acc[i + 4..]))];
+            store_f32(&mut acc[i..], sums[0]);
+            store_f32(&mut acc[i + 4..], sums[1]);
+        }
+        let rest = shared.whole..n;
+        super::kv_rows::mad_kv_row_heads(&mut acc[rest.clone()], &values[rest], &[weight]);
+    }
+}
+
 pub(super) fn scale_rounded_to_f16(row: &mut [f32], factor: f32) {
     let whole = row.len() - row.len() % 4;
     let factors = f32x4_splat(factor);

@@ -12,6 +12,7 @@ use crate::engine::{
 };
 use crate::grammar::GrammarSpec;
 use crate::inspect::Report;
+use crate::model::AttentionPrecision;
 use crate::sampler::{Sampler, SamplerError, SamplerSettings};
 use crate::tokenizer::{DecodeOptions, EncodeOptions};
 
@@ -432,6 +433,22 @@ impl WebEngine {
             self.session = None;
             self.answer = None;
         }
+    }
+
+    /// How attention on the CPU keeps its query and `Σ p·V` from the next pass on: `"fast"`
+    /// (f32, the default) or `"exact"` (llama.cpp's F16, its bits); anything else is a
+    /// `bad_request`.
+    pub fn set_attention_precision(&mut self, name: &str) -> Result<(), JsValue> {
+        let precision = AttentionPrecision::from_name(name).ok_or_else(|| {
+            js_error("TypeError", "bad_request", &format!("precision must be fast or exact, not {name:?}"))
+        })?;
+        self.engine.set_attention_precision(precision);
+        Ok(())
+    }
+
+    /// `"fast"` or `"exact"`: see [`WebEngine::set_attention_precision`].
+    pub fn attention_precision(&self) -> String {
+        self.engine.attention_precision().name().into()
     }
 
     /// "gpu" or "cpu": where the conversation runs.

@@ -31,6 +31,12 @@ test('every number is bounded', () => {
   );
 });
 
+test("attention's precision is fast unless exact is asked for, and nothing else", () => {
+  assert.equal(readParams('?model=x.gguf', PAGE).precision, 'fast');
+  assert.equal(readParams('?model=x.gguf&precision=exact', PAGE).precision, 'exact');
+  assert.throws(() => readParams('?model=x.gguf&precision=half', PAGE), /precision must be/);
+});
+
 test('a depth makes room for itself in the cache', () => {
   const params = readParams('?model=x.gguf&pp=64&tg=32&depth=448', PAGE);
   assert.deepEqual([params.depth, params.ctx], [448, 768]);

@@ -531,6 +531,39 @@ pageSuite(
       assert.ok(third.reused < first.prefilled - 20, JSON.stringify({ first, third }));
     });
 
+    test("attention's precision: Exact reloads the model and says so, Fast is the default", async () => {
+      await loadModel(requireModel(MODELS.qwen3Micro));
+      await assertModelLoaded('qwen3-micro-q4_0.gguf');
+      const device = h.page.locator('#model-device');
+      assert.equal(await device.getAttribute('data-precision'), 'fast');
+      assert.doesNotMatch(await device.innerText(), /exact attention/);
+      await h.page.evaluate(() => {
+        document.getElementById('set-precision').closest('details').open = true;
+      });
+      const loads = await h.page.evaluate(() => Number(document.body.dataset.loads ?? 0));
+      await h.page.selectOption('#set-precision', 'exact');
+      await h.page.waitForFunction((count) => Number(document.body.dataset.loads ?? 0) > count, loads, {
+        timeout: CHAT_TIMEOUT_MS,
+      });
+      await h.page.waitForFunction(
+        () => document.getElementById('model-device').dataset.precision === 'exact',
+      );
+      assert.match(await device.innerText(), /^CPU · \d+ threads? · exact attention/);
+      await setSettings({ temperature: 0, max_tokens: 4 });
+      const answer = await ask('Hello');
+      assert.equal(answer.tokens.length, 4);
+      // The API refuses any other precision before loading anything.
+      const refused = await h.page.evaluate(async () => {
+        const { Inferno } = await import('/lib/inferno.js');
+        return Inferno.load(new Blob([new Uint8Array(8)]), { precision: 'half' }).then(
+          () => 'loaded',
+          (error) => `${error.kind}: ${error.message}`,
+        );
+      });
+      assert.match(refused, /^bad_request: precision must be one of fast, exact/);
+      await h.page.selectOption('#set-precision', 'fast');
+    });
+
     test('qwen3 offers the thinking toggle', async () => {
       await loadModel(requireModel(MODELS.qwen3Micro));
       await assertModelLoaded('qwen3-micro-q4_0.gguf');

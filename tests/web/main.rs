@@ -369,6 +369,13 @@ fn worker_api_loads_in_chunks_chats_and_branches() {
     };
     assert_eq!(greedy_tokens(&mut pieced), greedy_tokens(&mut engine));
 
+    // Attention's precision: fast unless set, exact on request, nothing else.
+    assert_eq!(engine.attention_precision(), "fast");
+    engine.set_attention_precision("exact").unwrap();
+    assert_eq!(engine.attention_precision(), "exact");
+    assert_eq!(kind(engine.set_attention_precision("half").err().unwrap()), "bad_request");
+    assert_eq!(engine.attention_precision(), "exact");
+
     // Errors are typed JS errors.
     assert_eq!(kind(ModelLoader::new(1e15).err().unwrap()), "too_large");
     #[cfg(target_pointer_width = "32")]

@@ -22,6 +22,7 @@ const PHASES = {
  *   beforeLoad()            awaited before a load starts (stops a running answer)
  *   threads()               the thread count to load with (null: the engine's default)
  *   device()                where to run: 'auto', 'gpu' or 'cpu'
+ *   precision()             attention's precision: 'fast' or 'exact'
  *   onModel(model)          a model was loaded (or null: none is)
  *   showError(title, error), hideError()
  */
@@ -60,6 +61,7 @@ export function createModelPanel(engine, ui, hooks) {
       const loaded = await engine.load(source, {
         threads: hooks.threads(),
         device: hooks.device(),
+        precision: hooks.precision(),
         onProgress: ({ phase, loaded: bytes, total, rate, resumedFrom }) => {
           if (ticket === loadTicket) showProgress(phase, bytes, total, { rate, resumedFrom });
         },
@@ -133,15 +135,18 @@ export function createModelPanel(engine, ui, hooks) {
       ]
         .filter(Boolean)
         .join(' · ');
-      showDevice(next.device, next.threads);
+      showDevice(next.device, next.threads, next.precision);
       updateKeepButton();
     }
     hooks.onModel(next);
   }
 
-  /** "GPU · adapter" or "CPU · 2 threads", and why not the GPU where it is not. */
-  function showDevice(device, threads) {
-    const onCpu = `CPU · ${threads} ${threads === 1 ? 'thread' : 'threads'}`;
+  /** "GPU · adapter" or "CPU · 2 threads" (with "exact attention" where it is asked for), and
+   *  why not the GPU where it is not. */
+  function showDevice(device, threads, precision) {
+    const exact = precision === 'exact' ? ' · exact attention' : '';
+    const onCpu = `CPU · ${threads} ${threads === 1 ? 'thread' : 'threads'}${exact}`;
+    ui.modelDevice.dataset.precision = precision ?? 'fast';
     ui.modelDevice.textContent = device?.type === 'gpu' ? `GPU · ${device.name}` : onCpu;
     ui.modelDevice.dataset.device = device?.type ?? 'cpu';
     const onGpu = device?.type === 'gpu';

@@ -72,6 +72,7 @@ const ui = {
     context: $('set-context'),
     threads: $('set-threads'),
     device: control('set-device', HTMLSelectElement),
+    precision: control('set-precision', HTMLSelectElement),
     json_schema: $('set-json-schema'),
     tools_demo: control('set-tools-demo', HTMLSelectElement),
   },
@@ -130,6 +131,7 @@ export function createChat(engine, { onModelLoaded, pickFile }) {
     beforeLoad: () => (state.generating ? stopGenerating() : Promise.resolve()),
     threads: () => settings.threads(),
     device: () => ui.settings.device.value,
+    precision: () => ui.settings.precision.value,
     onModel: (model) => modelChanged(model),
     showError,
     hideError,
@@ -619,6 +621,7 @@ export function createChat(engine, { onModelLoaded, pickFile }) {
     input.addEventListener('change', save);
   ui.settings.threads.addEventListener('change', () => panel.reload());
   ui.settings.device.addEventListener('change', () => panel.reload());
+  ui.settings.precision.addEventListener('change', () => panel.reload());
   updateButtons();
 
   return {

@@ -74,6 +74,10 @@ export function readParams(search = location.search, base = location.href) {
   const probe = query.get('probe') !== '0'; // probe=0: no memory read probe after the runs
   const device = query.get('device') ?? 'cpu';
   if (!['cpu', 'gpu'].includes(device)) throw new Error(`device must be cpu or gpu, got "${device}"`);
+  // precision=exact: attention's sums in F16 as llama.cpp's CPU (Inferno's page only).
+  const precision = query.get('precision') ?? 'fast';
+  if (!['fast', 'exact'].includes(precision))
+    throw new Error(`precision must be fast or exact, got "${precision}"`);
   // schema=JSON: Inferno's decode is timed a second time held to this JSON schema.
   const schema = query.get('schema') || null;
   if (schema !== null) {
@@ -86,7 +90,21 @@ export function readParams(search = location.search, base = location.href) {
   // embed=N: instead of prefill and decode, N short texts embedded in one request (mean
   // pooling, unit length), as embeddingTexts(N) gives them.
   const embed = integer('embed', 0, 0);
-  return { model: modelUrl.href, pp, tg, depth, threads, ctx, warmup, relaxed, probe, device, schema, embed };
+  return {
+    model: modelUrl.href,
+    pp,
+    tg,
+    depth,
+    threads,
+    ctx,
+    warmup,
+    relaxed,
+    probe,
+    device,
+    precision,
+    schema,
+    embed,
+  };
 }
 
 const EMBEDDING_SENTENCES = [

@@ -102,7 +102,21 @@ function embeddingRun(engine, n, warmup) {
   };
 }
 
-async function run({ model, pp, tg, depth, threads, ctx, warmup, relaxed, probe, device, schema, embed }) {
+async function run({
+  model,
+  pp,
+  tg,
+  depth,
+  threads,
+  ctx,
+  warmup,
+  relaxed,
+  probe,
+  device,
+  precision,
+  schema,
+  embed,
+}) {
   const resolved = resolveThreads(threads);
   if (resolved.threads !== threads)
     throw new Error(`Inferno cannot run ${threads} threads here: ${resolved.reason}`);
@@ -128,6 +142,7 @@ async function run({ model, pp, tg, depth, threads, ctx, warmup, relaxed, probe,
   const { engine, finish_ms } = await streamModel(wasm, model, progress);
   const load_ms = performance.now() - loadStarted;
   try {
+    engine.set_attention_precision(precision);
     let gpuFacts = null;
     let bandwidth = {};
     if (device === 'gpu') {

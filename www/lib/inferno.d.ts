@@ -207,6 +207,11 @@ export interface LoadOptions {
    *  adapter, build and thread count: `model.device.measured`), else the CPU; 'gpu': fail
    *  (no_gpu, gpu_unsupported) rather than fall back; 'cpu'. */
   device?: 'auto' | 'gpu' | 'cpu';
+  /** How attention on the CPU keeps its query and its sums of weighted values: 'fast' (the
+   *  default) in f32; 'exact' in F16 as llama.cpp's CPU flash attention does, which gives its
+   *  logits bit for bit (wasm has no half-precision instructions, so this costs decode speed on
+   *  long contexts). The GPU's attention is f32 either way. */
+  precision?: 'fast' | 'exact';
   /** A URL load: true downloads it in parallel Range requests into OPFS, resuming after a
    *  dropped connection or a reload; false streams it once; default: true for files of 256 MiB
    *  or more. Without OPFS or Range support on the server it streams. */
@@ -252,6 +257,8 @@ export interface ModelInfo {
   memory64: boolean;
   /** Where it runs; after a lost GPU (kind gpu_lost), the CPU. */
   device: Device;
+  /** Attention's precision on the CPU (LoadOptions.precision). */
+  precision: 'fast' | 'exact';
   load_ms: number;
 }
 

@@ -47,6 +47,7 @@ const VITE_DEPS = /^.*\/node_modules\/\.vite\/deps\//;
 const MODEL_LOST = new Set(['wasm_trap', 'stalled', 'worker_failed', 'cancelled']);
 /** Where a load may run the model. */
 const DEVICES = ['auto', 'gpu', 'cpu'];
+const PRECISIONS = ['fast', 'exact'];
 
 let completionCount = 0;
 
@@ -144,20 +145,23 @@ export class Inferno {
    * `{opfs: name}` for a model kept in this browser. `threads` restarts the engine with that
    * many threads if it runs another count. `device`: 'auto' (the default: a hardware GPU
    * that runs the whole model and decodes faster than the CPU, measured at the first load and
-   * remembered, else the CPU), 'gpu' (fail rather than fall back) or 'cpu'; `model.device` says which runs and why. A new load replaces the model (and
+   * remembered, else the CPU), 'gpu' (fail rather than fall back) or 'cpu'; `model.device` says which runs and why. `precision`: 'fast' (the default: attention's sums in f32) or 'exact' (in F16, as llama.cpp's CPU: its logits bit for bit). A new load replaces the model (and
    * cancels a load still running). Resolves with `model`.
    * @param {import('./inferno.js').ModelSource} source
    * @param {import('./inferno.js').LoadOptions} [options]
    */
-  async load(source, { onProgress, threads, signal, device, resumable } = {}) {
+  async load(source, { onProgress, threads, signal, device, precision, resumable } = {}) {
     if (signal?.aborted) throw abortError();
     if (resumable !== undefined && typeof resumable !== 'boolean')
       throw badRequest('resumable must be a boolean');
     if (device !== undefined && device !== null && !DEVICES.includes(device))
       throw badRequest(`device must be one of ${DEVICES.join(', ')}`);
+    if (precision !== undefined && precision !== null && !PRECISIONS.includes(precision))
+      throw badRequest(`precision must be one of ${PRECISIONS.join(', ')}`);
     const fields = {
       ...(await loadFields(source)),
       ...(device === undefined || device === null ? {} : { device }),
+      ...(precision === undefined || precision === null ? {} : { precision }),
       ...(resumable === undefined ? {} : { resumable }),
     };
     if (threads !== undefined && this.#client.useThreads(threads || null)) this.#forgetModel();

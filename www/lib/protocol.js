@@ -70,6 +70,8 @@
  * @property {Device['type'] | 'auto'} [device] 'auto' takes a hardware GPU that runs every part
  *   of the model if it decodes faster than the CPU (measured, then remembered), else the CPU
  *   (saying why); 'gpu' fails instead
+ * @property {'fast' | 'exact'} [precision] how attention on the CPU keeps its query and sums:
+ *   'fast' (the default) in f32, 'exact' in F16 as llama.cpp's CPU does (its bits)
  * @property {boolean} [resumable] a URL downloaded into OPFS in parallel Range requests
  *   (download.js) and resumed after a drop or a reload: true always, false never, else for
  *   files of 256 MiB or more

@@ -222,6 +222,7 @@ export function describeModel() {
     threads: state.engineBuild?.threads ?? 1,
     memory64: state.config.memory64,
     device,
+    precision: state.model.engine.attention_precision(),
   };
 }
 

@@ -329,6 +329,8 @@ export async function loadModel(request, run) {
   const info = toPlain(engine.info());
   let device;
   try {
+    // Before the device is chosen: 'auto' times the CPU at this precision.
+    engine.set_attention_precision(request.precision ?? 'fast');
     report('device', size, true);
     device = await placeEngine(wasm, engine, request.device ?? 'auto', {
       name,

@@ -88,7 +88,7 @@ declare module '*/inferno.js' {
   export class WebEngine {
     info(): Omit<
       import('../lib/inferno.js').ModelInfo,
-      'name' | 'size' | 'source' | 'shards' | 'download' | 'threads' | 'memory64' | 'device'
+      'name' | 'size' | 'source' | 'shards' | 'download' | 'threads' | 'memory64' | 'device' | 'precision'
     >;
     inspect(): Record<string, unknown>;
     embed(
@@ -123,6 +123,10 @@ declare module '*/inferno.js' {
     pending(): Promise<void> | undefined;
     reset(): void;
     decode_weight_bytes(): number;
+    /** Attention's precision on the CPU from the next pass on: 'fast' (f32, the default) or
+     *  'exact' (F16, llama.cpp's bits); anything else throws bad_request. */
+    set_attention_precision(name: 'fast' | 'exact'): void;
+    attention_precision(): 'fast' | 'exact';
     free(): void;
   }
 }

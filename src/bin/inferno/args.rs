@@ -123,6 +123,19 @@ impl Args {
         Ok(engine)
     }
 
+    /// `--precision exact|fast`: how attention on the CPU keeps its query and `Σ p·V` (llama.cpp's
+    /// F16, or f32), `default` when absent.
+    pub fn precision(
+        &self,
+        default: inferno::model::AttentionPrecision,
+    ) -> Result<inferno::model::AttentionPrecision, String> {
+        match self.text("--precision") {
+            None => Ok(default),
+            Some(name) => inferno::model::AttentionPrecision::from_name(name)
+                .ok_or_else(|| format!("{}: --precision takes exact or fast, not {name:?}", self.command)),
+        }
+    }
+
     /// A numeric option, `default` when absent; a value that does not parse is an error.
     pub fn number<T: std::str::FromStr>(&self, name: &str, default: T) -> Result<T, String> {
         match self.text(name) {

@@ -7,14 +7,14 @@
 
 use std::time::Instant;
 
-use inferno::model::{LogitsFor, Model};
+use inferno::model::{AttentionPrecision, LogitsFor, Model};
 use serde::Serialize;
 
 use crate::args::Args;
 use crate::generate::load_engine;
 
 pub fn run(args: &[String]) -> Result<(), String> {
-    let options = ["--pp", "--tg", "--runs", "--threads", "--device", "--json-schema"];
+    let options = ["--pp", "--tg", "--runs", "--threads", "--device", "--json-schema", "--precision"];
     let args = Args::parse("bench", args, &options, &["--json"])?;
     let path = args.model()?;
     let pp: usize = args.number("--pp", 64)?;
@@ -24,6 +24,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
         return Err("bench: --runs must be at least 1".into());
     }
     let threads = args.start_threads()?;
+    let precision = args.precision(AttentionPrecision::Fast)?;
     #[cfg(all(feature = "gpu", not(target_family = "wasm")))]
     let gpu = args.gpu()?;
     #[cfg(not(all(feature = "gpu", not(target_family = "wasm"))))]
@@ -47,7 +48,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
             return gpu_runs(gpu, model, tokens, batched, runs);
         }
         for run in 0..=runs {
-            let seconds = time_tokens(model, tokens, batched)?;
+            let seconds = time_tokens(model, tokens, batched, precision)?;
             if run > 0 {
                 samples.push(n as f64 / seconds);
             }
@@ -392,10 +393,17 @@ fn gpu_runs(
     Ok((samples[samples.len() / 2], Some(encoding)))
 }
 
-/// Seconds to run `tokens` from an empty cache: as one batch, or one token per call.
-fn time_tokens(model: &Model, tokens: &[u32], batched: bool) -> Result<f64, String> {
+/// Seconds to run `tokens` from an empty cache: as one batch, or one token per call, attention
+/// at `precision`.
+fn time_tokens(
+    model: &Model,
+    tokens: &[u32],
+    batched: bool,
+    precision: AttentionPrecision,
+) -> Result<f64, String> {
     let batch = if batched { tokens.len() } else { 1 };
     let (mut cache, mut scratch) = model.new_state(tokens.len(), batch).map_err(|e| format!("bench: {e}"))?;
+    scratch.set_attention_precision(precision);
     let started = Instant::now();
     if batched {
         model

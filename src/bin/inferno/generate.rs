@@ -1,7 +1,7 @@
 //! `inferno generate`: stream a continuation (or a chat answer), optionally explaining every
 //! sampling step.
 
-use inferno::model::ModelBytes;
+use inferno::model::{AttentionPrecision, ModelBytes};
 use std::io::Write;
 
 use inferno::chat::{ChatMessage, ParsedCall, ReasoningEffort, Tool, ToolChoice, ToolUse};
@@ -33,6 +33,7 @@ const OPTIONS: &[&str] = &[
     "--tool-choice",
     "--stop",
     "--reasoning-effort",
+    "--precision",
 ];
 const SWITCHES: &[&str] =
     &["--chat", "--no-think", "--think", "--json", "--ignore-eos", "--one-call", "--strict"];
@@ -59,8 +60,10 @@ pub fn run(args: &[String]) -> Result<(), String> {
         return Err("generate: --reasoning-effort needs --chat".into());
     }
 
+    let precision = args.precision(AttentionPrecision::Fast)?;
     args.start_threads()?;
-    let engine = args.on_device(load_engine(path)?)?;
+    let mut engine = args.on_device(load_engine(path)?)?;
+    engine.set_attention_precision(precision);
     let (prompt_ids, reply, grammar) = if args.switch("--chat") {
         let mut messages = Vec::new();
         if let Some(system) = args.text("--system") {

@@ -5,14 +5,14 @@
 use std::collections::BTreeMap;
 
 use inferno::engine::{Engine, Session};
-use inferno::model::LogitsFor;
+use inferno::model::{AttentionPrecision, LogitsFor};
 use serde::{Deserialize, Serialize};
 
 use crate::args::Args;
 use crate::generate::load_engine;
 
 pub fn run(args: &[String]) -> Result<(), String> {
-    let options = ["--tokens", "--top", "--threads", "--device", "--golden", "--tolerance"];
+    let options = ["--tokens", "--top", "--threads", "--device", "--golden", "--tolerance", "--precision"];
     let args = Args::parse("logits", args, &options, &["--json"])?;
     let path = args.model()?;
     args.start_threads()?;
@@ -54,13 +54,14 @@ fn top_logits(args: &Args, path: &str, list: &str) -> Result<(), String> {
         return Err("logits: --tokens is empty".into());
     }
     let top: usize = args.number("--top", 20)?;
-    let engine = args.on_device(load_engine(path)?)?;
+    let engine = engine_for_logits(args, path)?;
     let vocab = engine.model().config().vocab_size;
     let error = |e: &dyn std::fmt::Display| format!("logits: {e}");
     let rows: Vec<f32> = if !on_gpu(&engine) {
         // Every position's logits from one batch.
         let model = engine.model();
         let (mut cache, mut scratch) = model.new_state(tokens.len(), tokens.len()).map_err(|e| error(&e))?;
+        scratch.set_attention_precision(engine.attention_precision());
         model.forward(&mut cache, &mut scratch, &tokens, LogitsFor::All).map_err(|e| error(&e))?.to_vec()
     } else {
         // The GPU returns the last position's logits of a batch: one decode step a position.
@@ -115,6 +116,15 @@ fn highest(row: &[f32], n: usize) -> Vec<(u32, f32)> {
     ranked.truncate(n);
     ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
     ranked
+}
+
+/// The engine on `--device`, its attention `--precision` exact unless asked otherwise: these
+/// logits are for comparing with llama.cpp's.
+fn engine_for_logits(args: &Args, path: &str) -> Result<Engine, String> {
+    let precision = args.precision(AttentionPrecision::Exact)?;
+    let mut engine = args.on_device(load_engine(path)?)?;
+    engine.set_attention_precision(precision);
+    Ok(engine)
 }
 
 /// The session's logits after exactly `tokens` (it evaluates only what it does not hold).
@@ -200,7 +210,7 @@ fn follow_golden(args: &Args, path: &str, golden_path: &str) -> Result<(), Strin
     let text = std::fs::read_to_string(golden_path).map_err(|e| format!("logits: {golden_path}: {e}"))?;
     let golden: Golden = serde_json::from_str(&text).map_err(|e| format!("logits: {golden_path}: {e}"))?;
     let tolerance: f32 = args.number("--tolerance", 0.1)?;
-    let engine = args.on_device(load_engine(path)?)?;
+    let engine = engine_for_logits(args, path)?;
     let vocab = engine.model().config().vocab_size;
     let mut prompts = BTreeMap::new();
     let mut all = Closeness::default();
