@@ -34,6 +34,11 @@ FIXTURES = ROOT / "tests/fixtures/models"
 # llama_ftype values of the files held to the tight bound: F32, F16, Q8_0, BF16.
 TIGHT_FILE_TYPES = (0, 1, 7, 32)
 TIGHT, LOOSE = 0.1, 0.5
+# Goldens with a wider bound, and why (tests/gpu.rs holds the same): lfm2moe's random router
+# and selection bias make near ties between a token's last chosen expert and the next, which
+# the CPU's 8-bit activations and the GPU's f32 ones break apart (one step 0.13 off on lavapipe,
+# the steps around it 0.03).
+WIDER = {"lfm2moe-micro-q8_0.json": 0.2}
 
 
 def log(message):
@@ -135,7 +140,7 @@ def parity(binary, folders, device):
             row["status"] = "no file with the golden's sha256"
             rows.append(row)
             continue
-        tolerance = row["tolerance"] = tolerance_for(model)
+        tolerance = row["tolerance"] = WIDER.get(path.name, tolerance_for(model))
         command = [binary, "logits", model, "--golden", path, "--tolerance", str(tolerance), "--json"]
         if device == "gpu":
             command += ["--device", "gpu"]
