@@ -744,24 +744,35 @@ impl GpuState {
         gpu.matmul_pipelines(matrix.weight_type)?;
         let bytes = matrix.bytes(model.file());
         let row_bytes = bytes.len() / matrix.rows.max(1);
-        let limit = gpu.facts.max_binding.min(gpu.facts.max_buffer) as usize;
-        let rows_per_slice = (limit / row_bytes.max(1)).min(matrix.rows);
-        if rows_per_slice == 0 {
-            return Err(GpuError::TooLarge {
-                what: "a weight row",
-                bytes: row_bytes as u64,
-                limit: limit as u64,
-            });
+        let slices = self.upload_in_slices(gpu, bytes, row_bytes, "a weight row")?;
+        self.matrices.insert(matrix.range.start, slices.clone());
+        Ok(slices)
+    }
+
+    /// `bytes` on the device, in slices of whole units of `unit_bytes` (a matrix's rows, a
+    /// stack's experts), each within one binding and 32-bit byte offsets: `(first unit,
+    /// units, buffer)` each. A unit larger than a binding is `TooLarge`, named `what`.
+    fn upload_in_slices(
+        &mut self,
+        gpu: &Gpu,
+        bytes: &[u8],
+        unit_bytes: usize,
+        what: &'static str,
+    ) -> Result<Vec<(usize, usize, wgpu::Buffer)>, GpuError> {
+        let units = bytes.len() / unit_bytes.max(1);
+        let limit = gpu.facts.max_binding.min(gpu.facts.max_buffer).min(u64::from(u32::MAX)) as usize;
+        let per_slice = (limit / unit_bytes.max(1)).min(units);
+        if per_slice == 0 {
+            return Err(GpuError::TooLarge { what, bytes: unit_bytes as u64, limit: limit as u64 });
         }
         let mut slices = Vec::new();
-        for first in (0..matrix.rows).step_by(rows_per_slice) {
-            let rows = rows_per_slice.min(matrix.rows - first);
-            let mut padded = bytes[first * row_bytes..(first + rows) * row_bytes].to_vec();
+        for first in (0..units).step_by(per_slice) {
+            let count = per_slice.min(units - first);
+            let mut padded = bytes[first * unit_bytes..(first + count) * unit_bytes].to_vec();
             padded.resize(padded.len().div_ceil(4) * 4, 0);
             self.bytes += padded.len() as u64;
-            slices.push((first, rows, upload(gpu, &padded)));
+            slices.push((first, count, upload(gpu, &padded)));
         }
-        self.matrices.insert(matrix.range.start, slices.clone());
         Ok(slices)
     }
 
@@ -790,24 +801,7 @@ impl GpuState {
                 first.name
             )));
         };
-        // Byte offsets in the kernel are 32-bit.
-        let limit = gpu.facts.max_binding.min(gpu.facts.max_buffer).min(u64::from(u32::MAX)) as usize;
-        let per_slice = (limit / expert_bytes.max(1)).min(views.len());
-        if per_slice == 0 {
-            return Err(GpuError::TooLarge {
-                what: "one expert's matrix",
-                bytes: expert_bytes as u64,
-                limit: limit as u64,
-            });
-        }
-        let mut slices = Vec::new();
-        for start in (0..views.len()).step_by(per_slice) {
-            let experts = per_slice.min(views.len() - start);
-            let mut padded = stack[start * expert_bytes..(start + experts) * expert_bytes].to_vec();
-            padded.resize(padded.len().div_ceil(4) * 4, 0);
-            self.bytes += padded.len() as u64;
-            slices.push((start, experts, upload(gpu, &padded)));
-        }
+        let slices = self.upload_in_slices(gpu, stack, expert_bytes, "one expert's matrix")?;
         self.stacks.insert(first.range.start, slices.clone());
         Ok(slices)
     }

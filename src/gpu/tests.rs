@@ -193,17 +193,7 @@ fn routing_chooses_the_cpus_experts_with_its_weights() {
     use crate::model::experts::{RouterBiases, route};
     let gpu = gpu();
     let mut rng = Rng(29);
-    let shape = |count, used, gating, normalize| crate::model::Experts {
-        count,
-        used,
-        width: 1,
-        shared_width: None,
-        gating,
-        normalize,
-        dense_lead: 0,
-        selection_bias: false,
-        biases: false,
-    };
+    let shape = crate::model::Experts::routing;
     let random_rows = random(7 * 64, 3.0, &mut rng);
     let bias = random(64, 1.0, &mut rng);
     let cases: Vec<(crate::model::Experts, Vec<f32>, RouterBiases)> = vec![

@@ -181,6 +181,25 @@ pub struct Experts {
     pub biases: bool,
 }
 
+#[cfg(test)]
+impl Experts {
+    /// A shape with only routing's parts set (experts of width 1, no shared expert, no
+    /// biases): what the routing tests, the CPU's and the GPU kernel's, route with.
+    pub(crate) fn routing(count: usize, used: usize, gating: Gating, normalize: bool) -> Experts {
+        Experts {
+            count,
+            used,
+            width: 1,
+            shared_width: None,
+            gating,
+            normalize,
+            dense_lead: 0,
+            selection_bias: false,
+            biases: false,
+        }
+    }
+}
+
 /// What can differ from layer to layer (Gemma 4: sliding-window layers have their own head
 /// size, KV heads and rotated dimensions; the last layers reuse earlier layers' keys and
 /// values and have a wider FFN). Every other architecture repeats one shape.

@@ -75,10 +75,6 @@ impl Scratch {
         self.attention_precision = precision;
     }
 
-    pub fn attention_precision(&self) -> AttentionPrecision {
-        self.attention_precision
-    }
-
     /// The first `len` values of `Normed`: after a pass that stopped at the output norm, the
     /// final hidden states of the rows asked for.
     pub(super) fn normed(&self, len: usize) -> &[f32] {

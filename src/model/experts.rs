@@ -86,17 +86,7 @@ mod tests {
     use super::*;
 
     fn experts(count: usize, used: usize, gating: Gating, normalize: bool) -> Experts {
-        Experts {
-            count,
-            used,
-            width: 1,
-            shared_width: None,
-            gating,
-            normalize,
-            dense_lead: 0,
-            selection_bias: false,
-            biases: false,
-        }
+        Experts::routing(count, used, gating, normalize)
     }
 
     fn routed(e: &Experts, scores: &[f32], bias: Option<&[f32]>) -> Vec<Choice> {
