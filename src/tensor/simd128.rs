@@ -300,6 +300,24 @@ fn add_scaled(acc: v128, int_sums: v128, scale: f32) -> v128 {
     mul_add4(f32x4_convert_i32x4(int_sums), f32x4_splat(scale), acc)
 }
 
+/// `f(0)`, …, `f(N - 1)` written out rather than looped, for the tiles' loops over their weight
+/// and activation rows (N ≤ [`ROW_GROUP`]). LLVM unrolls such loops only below a size it
+/// guesses, and where it kept one rolled (the plain SIMD128 build's decode pairs, whose
+/// widening makes the body longer) the accumulators lived in memory: those pairs ran at a
+/// third of the relaxed build's speed.
+#[inline(always)]
+fn unrolled<const N: usize>(mut f: impl FnMut(usize)) {
+    const { assert!(N <= ROW_GROUP) };
+    macro_rules! calls {
+        ($($i:literal)*) => {$(
+            if $i < N {
+                f($i);
+            }
+        )*};
+    }
+    calls!(0 1 2 3 4 5 6 7);
+}
+
 // ---------------------------------------------------------------------------------------------
 // 32-element formats
 //
@@ -476,17 +494,17 @@ fn q8_0_activation_tile<B, const W: usize, const R: usize>(
     let mut acc = [[f32x4_splat(0.0); R]; W];
     // With two weight rows, LLVM loads each activation block and scale once for both.
     for b in 0..len {
-        for (acc, x) in acc.iter_mut().zip(x) {
-            let (weights, xd) = decode(&x[b], held);
+        unrolled::<W>(|w| {
+            let (weights, xd) = decode(&x[w][b], held);
             let weights = weights.for_rows(R);
             let xd = f32x4_splat(xd);
-            for (lane, row) in acc.iter_mut().zip(rows) {
-                let yb = &row[b];
+            unrolled::<R>(|r| {
+                let yb = &rows[r][b];
                 // xd · yd in each lane: the product `add_scaled` would splat, bit for bit.
                 let scale = f32x4_mul(xd, yb.extra.scale());
-                *lane = mul_add4(f32x4_convert_i32x4(dot32_q8_0(weights, yb, held)), scale, *lane);
-            }
-        }
+                acc[w][r] = mul_add4(f32x4_convert_i32x4(dot32_q8_0(weights, yb, held)), scale, acc[w][r]);
+            });
+        });
     }
     acc.map(|acc| acc.map(sum_f32x4))
 }
@@ -506,14 +524,14 @@ fn q8_1_activation_tile<B, const W: usize, const R: usize>(
     let mut acc = [[f32x4_splat(0.0); R]; W];
     let mut offsets = [[0.0f32; R]; W];
     for b in 0..len {
-        for ((acc, offsets), x) in acc.iter_mut().zip(&mut offsets).zip(x) {
-            let (weights, xd, xm) = decode(&x[b], held);
-            for ((lane, offset), row) in acc.iter_mut().zip(offsets.iter_mut()).zip(rows) {
-                let yb = &row[b];
-                *lane = add_scaled(*lane, dot32(weights, &yb.qs, held), xd * f32_of(table, yb.d));
-                *offset += xm * f32_of(table, yb.s);
-            }
-        }
+        unrolled::<W>(|w| {
+            let (weights, xd, xm) = decode(&x[w][b], held);
+            unrolled::<R>(|r| {
+                let yb = &rows[r][b];
+                acc[w][r] = add_scaled(acc[w][r], dot32(weights, &yb.qs, held), xd * f32_of(table, yb.d));
+                offsets[w][r] += xm * f32_of(table, yb.s);
+            });
+        });
     }
     std::array::from_fn(|w| std::array::from_fn(|r| sum_f32x4(acc[w][r]) + offsets[w][r]))
 }
@@ -737,11 +755,11 @@ fn iq4_xs_rows<const R: usize>(x: &[BlockIq4Xs], rows: [&[BlockQ8K]; R]) -> [f32
             let (low, high) = nibbles(load_u8(codes), held.low_nibble);
             let weights = [signed_quants(lookup16(levels, low)), signed_quants(lookup16(levels, high))];
             let scale = i32x4_splat(xb.group_scale(g));
-            for (int, row) in ints.iter_mut().zip(rows) {
+            unrolled::<R>(|r| {
                 let activations: &[i8; 32] =
-                    row[b].qs[32 * g..32 * g + 32].try_into().expect("32 activations");
-                *int = i32x4_add(*int, i32x4_mul(dot32(weights, activations, held), scale));
-            }
+                    rows[r][b].qs[32 * g..32 * g + 32].try_into().expect("32 activations");
+                ints[r] = i32x4_add(ints[r], i32x4_mul(dot32(weights, activations, held), scale));
+            });
         }
         let xd = f32_of(table, xb.d);
         for ((lane, int), row) in acc.iter_mut().zip(ints).zip(rows) {
@@ -821,18 +839,18 @@ fn lattice_rows<B: Lattice, const R: usize>(
         let mut ints = [i32x4_splat(0); R];
         for g in 0..8 {
             let ([low, high], [low_scale, high_scale]) = decode(xb, g);
-            for (int, row) in ints.iter_mut().zip(rows) {
-                let activations = &row[b].qs[32 * g..][..32];
+            unrolled::<R>(|r| {
+                let activations = &rows[r][b].qs[32 * g..][..32];
                 let (a_low, a_high) = (load_i8(activations), load_i8(&activations[16..]));
-                *int = if low_scale == high_scale {
+                ints[r] = if low_scale == high_scale {
                     let sums = dot16_add(high, a_high, dot16(low, a_low, held), held);
-                    i32x4_add(*int, i32x4_mul(sums, i32x4_splat(low_scale)))
+                    i32x4_add(ints[r], i32x4_mul(sums, i32x4_splat(low_scale)))
                 } else {
                     let low_sums = i32x4_mul(dot16(low, a_low, held), i32x4_splat(low_scale));
                     let high_sums = i32x4_mul(dot16(high, a_high, held), i32x4_splat(high_scale));
-                    i32x4_add(*int, i32x4_add(low_sums, high_sums))
+                    i32x4_add(ints[r], i32x4_add(low_sums, high_sums))
                 };
-            }
+            });
         }
         let xd = f32_of(table, xb.d());
         for ((lane, int), row) in acc.iter_mut().zip(ints).zip(rows) {
@@ -1038,12 +1056,13 @@ fn k4_rows<B: KQuant4, const R: usize>(
         let mut sub_block_pair = |pair: usize| {
             let [low, high] = decode(xb, pair, held);
             let (low_scale, high_scale) = (scales[2 * pair], scales[2 * pair + 1]);
-            for (sums, row) in sums.iter_mut().zip(rows) {
-                let a = &row[b].qs[64 * pair..][..64];
-                *sums = add_scaled_dots(*sums, low, [load_i8(a), load_i8(&a[16..])], low_scale, held);
-                *sums =
-                    add_scaled_dots(*sums, high, [load_i8(&a[32..]), load_i8(&a[48..])], high_scale, held);
-            }
+            unrolled::<R>(|r| {
+                let a = &rows[r][b].qs[64 * pair..][..64];
+                let low_sums =
+                    add_scaled_dots(sums[r], low, [load_i8(a), load_i8(&a[16..])], low_scale, held);
+                sums[r] =
+                    add_scaled_dots(low_sums, high, [load_i8(&a[32..]), load_i8(&a[48..])], high_scale, held);
+            });
         };
         if R == 1 {
             // Unrolled by hand for decode: LLVM kept this a loop, whose variable shifts and
@@ -1218,9 +1237,9 @@ fn q6_k_rows<const R: usize>(x: &[BlockQ6K], rows: [&[BlockQ8K]; R]) -> [f32; R]
         let mut sums = [i32x4_splat(0); R];
         let scales = q6_k_scales(xb);
         q6_k_codes(xb, scales, R == 1, held, |codes, first, scale| {
-            for (sums, row) in sums.iter_mut().zip(rows) {
-                *sums = add_scaled_dots(*sums, [codes], [load_i8(&row[b].qs[first..])], scale, held);
-            }
+            unrolled::<R>(|r| {
+                sums[r] = add_scaled_dots(sums[r], [codes], [load_i8(&rows[r][b].qs[first..])], scale, held);
+            });
         });
         let xd = f32_of(table, xb.d);
         for r in 0..R {
@@ -1277,9 +1296,10 @@ fn q2_k_rows<const R: usize>(x: &[BlockQ2K], rows: [&[BlockQ8K]; R]) -> [f32; R]
         let mut sums = [i32x4_splat(0); R];
         two_bit_codes(&xb.qs, R == 1, |codes, group| {
             let scale = sub_block_scale(i32::from(xb.scales[group] & 0x0F));
-            for (sums, row) in sums.iter_mut().zip(rows) {
-                *sums = add_scaled_dots(*sums, [codes], [load_i8(&row[b].qs[16 * group..])], scale, held);
-            }
+            unrolled::<R>(|r| {
+                sums[r] =
+                    add_scaled_dots(sums[r], [codes], [load_i8(&rows[r][b].qs[16 * group..])], scale, held);
+            });
         });
         // SAFETY: 16 bytes are readable; no alignment requirement.
         let packed = unsafe { v128_load(xb.scales.as_ptr().cast()) };
@@ -1348,9 +1368,10 @@ fn q3_k_rows<const R: usize>(x: &[BlockQ3K], rows: [&[BlockQ8K]; R]) -> [f32; R]
             let high = i16x8_shl(v128_and(u16x8_shr(high_bits[piece], row as u32), one), 2);
             let codes = v128_or(low, high);
             let scale = sub_block_scale(i32::from(scales[group]));
-            for (sums, row) in sums.iter_mut().zip(rows) {
-                *sums = add_scaled_dots(*sums, [codes], [load_i8(&row[b].qs[16 * group..])], scale, held);
-            }
+            unrolled::<R>(|r| {
+                sums[r] =
+                    add_scaled_dots(sums[r], [codes], [load_i8(&rows[r][b].qs[16 * group..])], scale, held);
+            });
         });
         // SAFETY: 16 i8 are 16 readable bytes; no alignment requirement.
         let wide = unsafe { v128_load(scales.as_ptr().cast()) };
