@@ -10,7 +10,7 @@ use half::{bf16, f16};
 use super::blocks::{BlockQ8_1, BlockQ8K, F16Le, QK, QK_K};
 use super::error::{TensorError, check_len};
 use super::format::WeightType;
-use super::kernels::active::{Q8_0Extra, q8_0_extra};
+use super::kernels::active::{Q8_0Extra, Q8KWide, q8_0_extra, q8_k_wide};
 use crate::gguf::GgmlType;
 use crate::parallel;
 
@@ -50,7 +50,10 @@ impl ActivationType {
 
 // The activation blocks built in memory are ggml's size (Q8_0's is the weight block's).
 const _: () = assert!(std::mem::size_of::<BlockQ8_1>() == GgmlType::Q8_1.block_bytes() as usize);
-const _: () = assert!(std::mem::size_of::<BlockQ8K>() == GgmlType::Q8_K.block_bytes() as usize);
+// (Q8_K's plus what its kernels carry: nothing except in the plain SIMD128 build.)
+const _: () = assert!(
+    std::mem::size_of::<BlockQ8K>() == GgmlType::Q8_K.block_bytes() as usize + std::mem::size_of::<Q8KWide>()
+);
 
 /// An activation rounded to f16 and kept widened to f32: the value ggml's f16 dot sees, without
 /// converting it again for every weight row. Held times [`F16_ACTIVATION_SCALE`].
@@ -516,6 +519,7 @@ impl ActivationFormat for BlockQ8K {
                 *sum = group.iter().map(|&q| i16::from(q)).sum();
             }
             block.d = 1.0 / iscale;
+            block.wide = q8_k_wide(&block.qs);
         }
     }
 

@@ -9,6 +9,7 @@ use std::mem::{align_of, size_of};
 use half::f16;
 
 use super::TensorError;
+use super::kernels::active::Q8KWide;
 
 /// Elements in a K-quant super-block.
 pub const QK_K: usize = 256;
@@ -144,18 +145,22 @@ pub struct BlockQ6K {
 }
 
 /// Q8_K: the activation format of every K-quant. `d` is a full f32 (not f16), and `bsums` holds
-/// the sums of each 16 quants so that K-quant mins cost one multiply per group.
+/// the sums of each 16 quants so that K-quant mins cost one multiply per group. Built in
+/// memory, never read from a file: besides ggml's fields it carries what the instruction set's
+/// kernels want of it once per matmul (`Q8KWide` in `kernels.rs`: nothing, except for plain
+/// SIMD128), made when it is quantized.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct BlockQ8K {
     pub d: f32,
     pub qs: [i8; QK_K],
     pub bsums: [i16; QK_K / 16],
+    pub(super) wide: Q8KWide,
 }
 
 impl Default for BlockQ8K {
     fn default() -> Self {
-        Self { d: 0.0, qs: [0; QK_K], bsums: [0; QK_K / 16] }
+        Self { d: 0.0, qs: [0; QK_K], bsums: [0; QK_K / 16], wide: Default::default() }
     }
 }
 

@@ -16,6 +16,16 @@ use super::blocks::{BlockQ2K, BlockQ3K, BlockQ4K, BlockQ5K, BlockQ6K, BlockQ8K, 
 use super::format::{QuantFormat, WeightType};
 use super::legacy::hsum8;
 
+/// What a Q8_K activation block carries for these kernels besides ggml's fields: nothing. (The
+/// plain SIMD128 kernels have theirs.)
+#[cfg_attr(target_feature = "simd128", allow(dead_code))]
+pub(super) type Q8KWide = ();
+
+/// The [`Q8KWide`] of a block's quants.
+#[cfg_attr(target_feature = "simd128", allow(dead_code))]
+#[inline(always)]
+pub(super) fn q8_k_wide(_qs: &[i8; QK_K]) -> Q8KWide {}
+
 /// Unpacks the twelve bytes of Q4_K/Q5_K scales into eight 6-bit scales and eight 6-bit mins
 /// (ggml's `get_scale_min_k4`): groups 0-3 sit in the low six bits of bytes 0-3 (scales) and
 /// 4-7 (mins); groups 4-7 take a nibble from bytes 8-11 and their top two bits from the spare
@@ -573,7 +583,7 @@ mod tests {
         x.dmin = crate::tensor::F16Le::from_f32(0.5);
         x.scales = [1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0];
         x.qs = [0x11; QK_K / 2];
-        let y = BlockQ8K { d: 2f32.powi(-24), qs: [1; QK_K], bsums: [16; QK_K / 16] };
+        let y = BlockQ8K { d: 2f32.powi(-24), qs: [1; QK_K], bsums: [16; QK_K / 16], ..Default::default() };
         assert_eq!(dot_q4_k_gemv(&[x], &[y]), 2f32.powi(-18));
         assert_eq!(dot_q4_k_gemm(&[x], &[y]), 2f32.powi(-18));
     }

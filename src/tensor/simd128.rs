@@ -18,7 +18,7 @@ use super::activations::{BF16Activation, F16_ACTIVATION_SCALE, F16Activation, Q8
 use super::blocks::{BlockIq1M, BlockIq1S, BlockIq2S, BlockIq2Xs, BlockIq2Xxs, BlockIq3S, BlockIq3Xxs};
 use super::blocks::{
     BlockIq4Nl, BlockIq4Xs, BlockMxfp4, BlockQ2K, BlockQ3K, BlockQ4_0, BlockQ4_1, BlockQ4K, BlockQ5_0,
-    BlockQ5_1, BlockQ5K, BlockQ6K, BlockQ8_0, BlockQ8_1, BlockQ8K, F16Le, KVALUES_IQ4NL, KVALUES_MXFP4,
+    BlockQ5_1, BlockQ5K, BlockQ6K, BlockQ8_0, BlockQ8_1, BlockQ8K, F16Le, KVALUES_IQ4NL, KVALUES_MXFP4, QK_K,
     e8m0_half,
 };
 use super::format::ROW_GROUP;
@@ -49,6 +49,15 @@ fn load_u8(bytes: &[u8]) -> v128 {
     let bytes = &bytes[..16];
     // SAFETY: `bytes` has 16 readable bytes; wasm's v128.load has no alignment requirement.
     unsafe { v128_load(bytes.as_ptr().cast()) }
+}
+
+/// Loads the first 8 values of `values`.
+#[cfg(not(target_feature = "relaxed-simd"))]
+#[inline(always)]
+fn load_i16(values: &[i16]) -> v128 {
+    let values = &values[..8];
+    // SAFETY: as in `load_u8`: 16 readable bytes, no alignment requirement.
+    unsafe { v128_load(values.as_ptr().cast()) }
 }
 
 /// Loads the first 16 values of `values`.
@@ -137,6 +146,10 @@ pub(super) struct Held {
     fifth_bit: v128,
     /// 0x30 in every byte: bits 4-5, the top two bits of a 6-bit code.
     bits_45: v128,
+    /// The same three masks in 16-bit lanes (0x000F, 0x0010, 0x0030): plain SIMD128's K-quant
+    /// codes go straight into i16 lanes ([`KCodes16`]).
+    #[cfg_attr(target_feature = "relaxed-simd", allow(dead_code))]
+    wide_masks: [v128; 3],
     /// What [`k4_scales_and_mins`] keeps of each gathered byte: six bits, then a nibble.
     k4_low_bits: v128,
     /// 0x8FFF in every i16 lane: what [`widen_f16x8`] keeps of a half shifted right by 3.
@@ -161,6 +174,7 @@ impl Held {
             bit_of_lane: u8x16(1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128),
             fifth_bit: u8x16_splat(0x10),
             bits_45: u8x16_splat(0x30),
+            wide_masks: [u16x8_splat(0x000F), u16x8_splat(0x0010), u16x8_splat(0x0030)],
             k4_low_bits: u8x16(63, 63, 63, 63, 15, 15, 15, 15, 63, 63, 63, 63, 15, 15, 15, 15),
             f16_upper_bits: u16x8_splat(0x8FFF),
             f16_rebias: f32x4_splat(f32::from_bits(0x7780_0000)), // 2^112
@@ -176,7 +190,8 @@ fn dot16_add(quants: Quants16, activations: v128, acc: v128, held: Held) -> v128
 }
 
 /// Σ quants × activations over 16 lanes, as four i32 partial sums: lane `i` sums elements
-/// `4i..4i + 4`, in both instruction sets.
+/// `4i..4i + 4` under relaxed SIMD, and `2i, 2i + 1, 8 + 2i, 9 + 2i` in plain SIMD128 (whose
+/// Q4_K, Q5_K and Q6_K dots, [`add_scaled_k_codes`], sum relaxed SIMD's lanes, and so its bits).
 #[inline(always)]
 fn dot16(quants: Quants16, activations: v128, held: Held) -> v128 {
     #[cfg(not(target_feature = "relaxed-simd"))]
@@ -978,6 +993,143 @@ single_and_group! {
 // ---------------------------------------------------------------------------------------------
 // K-quants
 
+// Codes meet activations in each instruction set's own way. Relaxed SIMD multiplies bytes
+// (`i16x8.relaxed_dot_i8x16_i7x16_s`): codes stay 16 bytes per vector and the activations are
+// Q8_K's quants as they are. Plain SIMD128 multiplies i16 (`i32x4.dot_i16x8_s`): rather than
+// widen both sides per weight row, the activations are widened once per matmul ([`Q8KWide`]) in
+// the order that packed codes fall into 16-bit lanes, and the codes are shifted and masked
+// straight into i16 lanes. Q4_K, Q5_K and Q6_K take this route; Q2_K and Q3_K keep widening
+// both sides (`add_scaled_dots`).
+
+/// What a Q8_K activation block carries for plain SIMD128's kernels: its quants widened to i16,
+/// each 16 as their 8 even-indexed then their 8 odd-indexed elements. A 16-bit lane of packed
+/// codes holds two neighbouring elements' bytes; a mask gives the even one's code and a shift
+/// the odd one's, each in the lane where [`add_scaled_k_codes`] finds its activation.
+#[cfg(not(target_feature = "relaxed-simd"))]
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) struct Q8KWide([i16; QK_K]);
+
+#[cfg(not(target_feature = "relaxed-simd"))]
+impl Default for Q8KWide {
+    fn default() -> Self {
+        Q8KWide([0; QK_K])
+    }
+}
+
+/// Relaxed SIMD's byte dots take Q8_K's quants as they are: nothing more to carry.
+#[cfg(target_feature = "relaxed-simd")]
+pub(super) type Q8KWide = ();
+
+/// The [`Q8KWide`] of a block's quants.
+#[cfg(not(target_feature = "relaxed-simd"))]
+pub(super) fn q8_k_wide(qs: &[i8; QK_K]) -> Q8KWide {
+    let mut wide = Q8KWide::default();
+    for (quants, out) in qs.chunks_exact(16).zip(wide.0.chunks_exact_mut(16)) {
+        let q = load_i8(quants);
+        let split = i8x16_shuffle::<0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15>(q, q);
+        // SAFETY: `out` holds 16 i16, 32 writable bytes; no alignment requirement.
+        unsafe {
+            v128_store(out.as_mut_ptr().cast(), i16x8_extend_low_i8x16(split));
+            v128_store(out.as_mut_ptr().add(8).cast(), i16x8_extend_high_i8x16(split));
+        }
+    }
+    wide
+}
+
+/// The [`Q8KWide`] of a block's quants: nothing.
+#[cfg(target_feature = "relaxed-simd")]
+pub(super) fn q8_k_wide(_qs: &[i8; QK_K]) -> Q8KWide {}
+
+/// 16 K-quant codes (0..=63, before any offset or min) as the instruction set's dots take them:
+/// relaxed SIMD, one byte each; plain SIMD128, two i16 vectors, the even-indexed codes and the
+/// odd-indexed ones (the order of [`Q8KWide`]).
+#[cfg(target_feature = "relaxed-simd")]
+type KCodes16 = v128;
+#[cfg(not(target_feature = "relaxed-simd"))]
+type KCodes16 = [v128; 2];
+
+/// The low and high nibbles of 16 packed bytes as [`KCodes16`]: 16 elements of two groups.
+#[inline(always)]
+fn nibble_codes(packed: v128, held: Held) -> (KCodes16, KCodes16) {
+    #[cfg(target_feature = "relaxed-simd")]
+    {
+        nibbles(packed, held.low_nibble)
+    }
+    #[cfg(not(target_feature = "relaxed-simd"))]
+    {
+        let [low_nibble, ..] = held.wide_masks;
+        let low = [v128_and(packed, low_nibble), v128_and(u16x8_shr(packed, 8), low_nibble)];
+        let high = [v128_and(u16x8_shr(packed, 4), low_nibble), u16x8_shr(packed, 12)];
+        (low, high)
+    }
+}
+
+/// Bits `from..from + width` of 16 bytes (one per element) moved to bits `4..4 + width`, the
+/// rest cleared, as [`KCodes16`] to OR into codes: `width` 1 for Q5_K's fifth bit, 2 for Q6_K's
+/// top two bits.
+#[inline(always)]
+fn moved_bits(bits: v128, from: u32, width: usize, held: Held) -> KCodes16 {
+    // 16-bit shifts: once masked, the same bytes as byte shifts, without V8's byte-shift masks.
+    let moved = |v: v128| if from <= 4 { i16x8_shl(v, 4 - from) } else { u16x8_shr(v, from - 4) };
+    #[cfg(target_feature = "relaxed-simd")]
+    {
+        v128_and(moved(bits), if width == 1 { held.fifth_bit } else { held.bits_45 })
+    }
+    #[cfg(not(target_feature = "relaxed-simd"))]
+    {
+        // An even element's bits are the low byte of its lane, an odd one's the high byte.
+        let mask = held.wide_masks[width];
+        [v128_and(moved(bits), mask), v128_and(u16x8_shr(bits, from + 4), mask)]
+    }
+}
+
+/// Codes with more bits ORed in.
+#[inline(always)]
+fn or_codes(codes: KCodes16, bits: KCodes16) -> KCodes16 {
+    #[cfg(target_feature = "relaxed-simd")]
+    {
+        v128_or(codes, bits)
+    }
+    #[cfg(not(target_feature = "relaxed-simd"))]
+    {
+        [v128_or(codes[0], bits[0]), v128_or(codes[1], bits[1])]
+    }
+}
+
+/// `acc + scale × Σ codes × activations` over the N × 16 elements of `yb` from `first`, as
+/// four i32 partial sums; `scale` from [`sub_block_scale`] or [`scale_lane`].
+#[inline(always)]
+fn add_scaled_k_codes<const N: usize>(
+    acc: v128,
+    codes: [KCodes16; N],
+    yb: &BlockQ8K,
+    first: usize,
+    scale: v128,
+    held: Held,
+) -> v128 {
+    #[cfg(target_feature = "relaxed-simd")]
+    {
+        let activations = std::array::from_fn(|i| load_i8(&yb.qs[first + 16 * i..]));
+        add_scaled_dots(acc, codes, activations, scale, held)
+    }
+    #[cfg(not(target_feature = "relaxed-simd"))]
+    {
+        // At most 32 · 63 · 128 per lane: exact in i32, and so is its product with the scale.
+        let _ = held;
+        let wide = &yb.wide.0[first..][..16 * N];
+        let mut sums = i32x4_splat(0);
+        for (i, [even, odd]) in codes.into_iter().enumerate() {
+            let pair = i32x4_add(
+                i32x4_dot_i16x8(even, load_i16(&wide[16 * i..])),
+                i32x4_dot_i16x8(odd, load_i16(&wide[16 * i + 8..])),
+            );
+            sums = if i == 0 { pair } else { i32x4_add(sums, pair) };
+        }
+        i32x4_add(acc, i32x4_mul(sums, scale))
+    }
+}
+
 /// `Σ bsums[j] × weights[j]` over a Q8_K block's 16 group sums, as four i32 partial sums;
 /// `weights` holds 16 i16 in two vectors (K-quant mins, or Q6_K scales).
 #[inline(always)]
@@ -1032,7 +1184,7 @@ fn mins_per_bsum(mins: v128) -> [v128; 2] {
 fn k4_rows<B: KQuant4, const R: usize>(
     x: &[B],
     rows: [&[BlockQ8K]; R],
-    decode: impl Fn(&B, usize, Held) -> [[v128; 2]; 2],
+    decode: impl Fn(&B, usize, Held) -> [[KCodes16; 2]; 2],
 ) -> [f32; R] {
     let (x, rows) = common_length(x, rows);
     let held = Held::new();
@@ -1057,11 +1209,9 @@ fn k4_rows<B: KQuant4, const R: usize>(
             let [low, high] = decode(xb, pair, held);
             let (low_scale, high_scale) = (scales[2 * pair], scales[2 * pair + 1]);
             unrolled::<R>(|r| {
-                let a = &rows[r][b].qs[64 * pair..][..64];
-                let low_sums =
-                    add_scaled_dots(sums[r], low, [load_i8(a), load_i8(&a[16..])], low_scale, held);
-                sums[r] =
-                    add_scaled_dots(low_sums, high, [load_i8(&a[32..]), load_i8(&a[48..])], high_scale, held);
+                let yb = &rows[r][b];
+                let low_sums = add_scaled_k_codes(sums[r], low, yb, 64 * pair, low_scale, held);
+                sums[r] = add_scaled_k_codes(low_sums, high, yb, 64 * pair + 32, high_scale, held);
             });
         };
         if R == 1 {
@@ -1117,8 +1267,8 @@ fn q4_k_rows<const R: usize>(x: &[BlockQ4K], rows: [&[BlockQ8K]; R]) -> [f32; R]
     // Each 32 bytes of qs hold 64 quants: low nibbles for one 32-group, high for the next.
     k4_rows(x, rows, |xb, pair, held| {
         let packed = &xb.qs[32 * pair..][..32];
-        let (low0, high0) = nibbles(load_u8(packed), held.low_nibble);
-        let (low1, high1) = nibbles(load_u8(&packed[16..]), held.low_nibble);
+        let (low0, high0) = nibble_codes(load_u8(packed), held);
+        let (low1, high1) = nibble_codes(load_u8(&packed[16..]), held);
         [[low0, low1], [high0, high1]]
     })
 }
@@ -1128,23 +1278,14 @@ fn q5_k_rows<const R: usize>(x: &[BlockQ5K], rows: [&[BlockQ8K]; R]) -> [f32; R]
     k4_rows(x, rows, |xb, pair, held| {
         let packed = &xb.qs[32 * pair..][..32];
         let high_bits = [load_u8(&xb.qh), load_u8(&xb.qh[16..])];
-        // Fifth bit of element l of 32-element row r: bit r of qh[l], moved to 0x10 by one
-        // shift and the held mask. 16-bit shifts: the same bytes once masked, without V8's
-        // byte-shift masks.
-        let fifth = |row: u32, piece: usize| {
-            let moved = if row <= 4 {
-                i16x8_shl(high_bits[piece], 4 - row)
-            } else {
-                u16x8_shr(high_bits[piece], row - 4)
-            };
-            v128_and(moved, held.fifth_bit)
-        };
+        // Fifth bit of element l of 32-element row r: bit r of qh[l], moved to bit 4.
+        let fifth = |row: u32, piece: usize| moved_bits(high_bits[piece], row, 1, held);
         let (low_row, high_row) = (2 * pair as u32, 2 * pair as u32 + 1);
-        let (low0, high0) = nibbles(load_u8(packed), held.low_nibble);
-        let (low1, high1) = nibbles(load_u8(&packed[16..]), held.low_nibble);
+        let (low0, high0) = nibble_codes(load_u8(packed), held);
+        let (low1, high1) = nibble_codes(load_u8(&packed[16..]), held);
         [
-            [v128_or(low0, fifth(low_row, 0)), v128_or(low1, fifth(low_row, 1))],
-            [v128_or(high0, fifth(high_row, 0)), v128_or(high1, fifth(high_row, 1))],
+            [or_codes(low0, fifth(low_row, 0)), or_codes(low1, fifth(low_row, 1))],
+            [or_codes(high0, fifth(high_row, 0)), or_codes(high1, fifth(high_row, 1))],
         ]
     })
 }
@@ -1162,7 +1303,7 @@ fn q6_k_codes(
     scales: [v128; 2],
     unrolled: bool,
     held: Held,
-    mut f: impl FnMut(v128, usize, v128),
+    mut f: impl FnMut(KCodes16, usize, v128),
 ) {
     if unrolled {
         // Scale 8·half + 2r + piece is lane 2r + piece of scales[half].
@@ -1194,18 +1335,16 @@ fn q6_k_quarter(
     piece: usize,
     group_scales: [v128; 4],
     held: Held,
-    f: &mut impl FnMut(v128, usize, v128),
+    f: &mut impl FnMut(KCodes16, usize, v128),
 ) {
     let l = 16 * piece;
     let (ql, qh) = (&xb.ql[64 * half..][..64], &xb.qh[32 * half..][..32]);
     let high_bits = load_u8(&qh[l..]);
-    let (n0, n2) = nibbles(load_u8(&ql[l..]), held.low_nibble);
-    let (n1, n3) = nibbles(load_u8(&ql[l + 32..]), held.low_nibble);
-    // Bits 2r, 2r + 1 of qh moved to bits 4, 5: one shift and the held mask (16-bit shifts
-    // give the same bytes once masked, without V8's byte-shift masks).
-    let tops = [i16x8_shl(high_bits, 4), i16x8_shl(high_bits, 2), high_bits, u16x8_shr(high_bits, 2)];
-    for (row, (nibble, top)) in [n0, n1, n2, n3].into_iter().zip(tops).enumerate() {
-        let codes = v128_or(nibble, v128_and(top, held.bits_45));
+    let (n0, n2) = nibble_codes(load_u8(&ql[l..]), held);
+    let (n1, n3) = nibble_codes(load_u8(&ql[l + 32..]), held);
+    for (row, nibble) in [n0, n1, n2, n3].into_iter().enumerate() {
+        // Bits 2r, 2r + 1 of qh moved to bits 4, 5.
+        let codes = or_codes(nibble, moved_bits(high_bits, 2 * row as u32, 2, held));
         f(codes, 128 * half + 32 * row + l, group_scales[row]);
     }
 }
@@ -1238,7 +1377,7 @@ fn q6_k_rows<const R: usize>(x: &[BlockQ6K], rows: [&[BlockQ8K]; R]) -> [f32; R]
         let scales = q6_k_scales(xb);
         q6_k_codes(xb, scales, R == 1, held, |codes, first, scale| {
             unrolled::<R>(|r| {
-                sums[r] = add_scaled_dots(sums[r], [codes], [load_i8(&rows[r][b].qs[first..])], scale, held);
+                sums[r] = add_scaled_k_codes(sums[r], [codes], &rows[r][b], first, scale, held);
             });
         });
         let xd = f32_of(table, xb.d);
