@@ -6,6 +6,7 @@ the 20 highest raw logits at steps 0-7, the prompt in one batch and then one tok
   CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON \\
       -DGGML_AVX512=OFF" pip install llama-cpp-python==0.3.36
   python3 scripts/make_goldens.py MODEL.gguf OUT.json [N_CTX] [--vulkan] [--no-flash-attn]
+      [--cache-type-k f16|q8_0|f32] [--cache-type-v f16|q8_0|f32]
 
 With --vulkan every layer runs on llama.cpp's Vulkan backend (GGML_VK_VISIBLE_DEVICES=0 lets
 it take lavapipe): the GPU oracle, for a llama-cpp-python built with -DGGML_VULKAN=ON from
@@ -14,6 +15,9 @@ golden the tests read: where a GPU engine lands, beside ours on the same adapter
 
 With --no-flash-attn llama.cpp runs its other attention (the softmax in f32, then the values
 times it with f32 sums): a second reference for `precision: 'fast'`, whose sums are f32 too.
+
+--cache-type-k and --cache-type-v keep llama.cpp's KV cache as that type (its -ctk/-ctv; F16
+by default): the reference for Inferno's `cache_type_k`/`cache_type_v`.
 
 The oracle is the llama.cpp vendored in llama-cpp-python 0.3.36 (commit 0c1e570, the same one
 the shared goldens come from), built for AVX2 without AVX-512 (the lane orders our kernels
@@ -33,6 +37,8 @@ from llama_cpp import Llama
 REPO = Path(__file__).resolve().parent.parent
 PROMPTS_FROM = REPO / "tests" / "fixtures" / "golden" / "qwen3-micro-q8_0.json"
 N_PREDICT, TOP_STEPS, TOP_K = 24, 8, 20
+# ggml's ids of the KV cache types (ggml.h's enum ggml_type).
+GGML_TYPES = {"f32": 0, "f16": 1, "q8_0": 8}
 EXTRA_PROMPTS = {
     "chat_specials": "<|im_start|>user\n Hi <tool_call>  x</tool_call>\n<|im_end|> \n<|user|>\n ok</s>  <|end|>\n<|im_start|>assistant\n",
 }
@@ -59,7 +65,14 @@ def main():
     # llama.cpp's other CPU attention (no flash attention: softmax in f32, then V times it with
     # f32 sums), a second reference for Inferno's `precision: 'fast'`.
     flash = "--no-flash-attn" not in sys.argv
-    args = [a for a in sys.argv[1:] if a not in ("--vulkan", "--no-flash-attn")]
+    argv = sys.argv[1:]
+    cache_types = {"keys": "f16", "values": "f16"}
+    for option, part in (("--cache-type-k", "keys"), ("--cache-type-v", "values")):
+        if option in argv:
+            at = argv.index(option)
+            cache_types[part] = argv[at + 1]
+            del argv[at : at + 2]
+    args = [a for a in argv if a not in ("--vulkan", "--no-flash-attn")]
     model_path, out_path = Path(args[0]), Path(args[1])
     # The context changes results only where the model depends on it (LongRoPE's long
     # factors past the original context).
@@ -74,6 +87,8 @@ def main():
         n_threads=1,
         n_threads_batch=1,
         flash_attn=flash,
+        type_k=GGML_TYPES[cache_types["keys"]],
+        type_v=GGML_TYPES[cache_types["values"]],
         n_gpu_layers=-1 if vulkan else 0,
         verbose=False,
     )
@@ -125,7 +140,10 @@ def main():
             "n_ctx": n_ctx,
             "oracle": "llama-cpp-python 0.3.36 (llama.cpp 0c1e570), "
             + ("every layer on its Vulkan backend" if vulkan else "AVX2 without AVX-512, 1 thread")
-            + (", flash attention on" if flash else ", flash attention off"),
+            + (", flash attention on" if flash else ", flash attention off")
+            + ("" if cache_types == {"keys": "f16", "values": "f16"} else
+               f", KV cache keys {cache_types['keys']}, values {cache_types['values']}"),
+            "cache_types": cache_types,
         },
         "n_vocab": llm.n_vocab(),
         "add_bos": add_bos,

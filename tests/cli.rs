@@ -273,6 +273,25 @@ fn attention_precision_is_exact_for_logits_and_fast_when_asked_within_llama_cpps
 }
 
 #[test]
+fn cache_types_follow_llama_cpps_own_ctk_and_ctv() {
+    // llama.cpp with `-ctk q8_0 -ctv q8_0`, bit for bit; the same file's F16 golden is not.
+    let model = fixture("models/qwen3-micro-q8_0.gguf").to_str().unwrap().to_owned();
+    let golden = fixture("golden/kv-cache/qwen3-micro-q8_0.q8_0.json").to_str().unwrap().to_owned();
+    let run = |types: &[&str]| {
+        let args = [&["logits", model.as_str(), "--golden", &golden, "--json"], types].concat();
+        let out = inferno(&args);
+        assert!(out.status.success(), "{types:?}: {}", String::from_utf8_lossy(&out.stderr));
+        stdout_json(&out)["all"]["max_delta"].as_f64().unwrap()
+    };
+    assert_eq!(run(&["--cache-type-k", "q8_0", "--cache-type-v", "q8_0"]), 0.0);
+    assert!(run(&[]) > 0.01, "an F16 cache differs from llama.cpp's Q8_0 one");
+    let out = inferno(&["logits", "x.gguf", "--tokens", "1", "--cache-type-v", "q4_0"]);
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--cache-type-v takes f16, q8_0 or f32, not \"q4_0\"")
+    );
+}
+
+#[test]
 fn bench_reports_positive_speeds() {
     let (model, _) = micro_q4_0();
     for threads in ["1", "2"] {

@@ -187,14 +187,14 @@ fn encoders_embed_only() {
         let engine = engine(file);
         let model = engine.model();
         assert!(model.weights().output.is_none(), "{file}");
-        let (mut cache, mut scratch) = model.new_state(16, 16).unwrap();
+        let (mut cache, mut scratch) = model.new_state(16, 16, Default::default()).unwrap();
         let error =
             model.forward(&mut cache, &mut scratch, &[2, 5, 3], inferno::model::LogitsFor::Last).unwrap_err();
         assert_eq!(error.kind(), "embedding_only", "{file}");
         assert!(error.to_string().contains("is an encoder"), "{error}");
         // Attention over the whole text needs it in one batch.
         let tokens = [2, 5, 6, 7, 3];
-        let mut small = model.new_state(16, 4).unwrap();
+        let mut small = model.new_state(16, 4, Default::default()).unwrap();
         let error = model.hidden_states(&mut small.0, &mut small.1, &tokens, inferno::model::LogitsFor::All);
         assert_eq!(error.unwrap_err().kind(), "context_full", "{file}");
 

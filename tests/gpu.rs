@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use inferno::engine::Engine;
 use inferno::gpu::{Gpu, GpuError, GpuState};
-use inferno::model::{Ffn, LogitsFor, Model};
+use inferno::model::{Ffn, KvType, KvTypes, LogitsFor, Model};
 use inferno::sampler::{Sampler, SamplerSettings};
 
 /// How far below the CPU's best logit the GPU's pick may score on the CPU.
@@ -39,7 +39,7 @@ fn gpu_follows_cpu(file: &str, prompt: &[u32], steps: usize, tolerance: f32) {
     let gpu = Gpu::new().expect("a GPU adapter (natively: apt-get install mesa-vulkan-drivers)");
     let capacity = prompt.len() + steps;
     let mut on_gpu = GpuState::new(&gpu, &model, capacity, prompt.len()).unwrap();
-    let (mut cache, mut scratch) = model.new_state(capacity, prompt.len()).unwrap();
+    let (mut cache, mut scratch) = model.new_state(capacity, prompt.len(), Default::default()).unwrap();
     let mut tokens = prompt.to_vec();
     for step in 0..steps {
         let fed = if step == 0 { &tokens[..] } else { &tokens[tokens.len() - 1..] };
@@ -256,6 +256,15 @@ fn models_the_gpu_cannot_run_yet_are_refused_up_front() {
         Err(other) => panic!("{other}"),
         Ok(_) => panic!("an IQ2_XXS file was taken by the GPU"),
     }
+    // The GPU keeps F16 keys and values only: other cache types are refused either way round.
+    let q8_0 = KvTypes { keys: KvType::Q8_0, values: KvType::Q8_0 };
+    let mut engine = Engine::load(std::fs::read(common::model("qwen3-micro-q8_0.gguf")).unwrap()).unwrap();
+    engine.set_cache_types(q8_0).unwrap();
+    let refused = engine.use_gpu(Some(Arc::new(gpu))).unwrap_err().to_string();
+    assert!(refused.contains("KV caches other than f16 do not run on the GPU"), "{refused}");
+    let mut engine = engine_on_gpu("qwen3-micro-q8_0.gguf");
+    assert!(engine.set_cache_types(q8_0).is_err());
+    assert_eq!(engine.cache_types(), KvTypes::default());
 }
 
 #[test]

@@ -26,7 +26,7 @@ fn load(files: Vec<ModelBytes>) -> Result<Engine, EngineError> {
 }
 
 fn logits(engine: &Engine) -> Vec<f32> {
-    let (mut cache, mut scratch) = engine.model().new_state(64, 64).unwrap();
+    let (mut cache, mut scratch) = engine.model().new_state(64, 64, Default::default()).unwrap();
     let tokens = engine.encode("<|im_start|>user\nThe capital of France is");
     engine.model().forward(&mut cache, &mut scratch, &tokens, LogitsFor::All).unwrap().to_vec()
 }

@@ -4,7 +4,7 @@
 //! only does it where its memory is.
 
 use super::{Engine, EngineError};
-use crate::model::{AttentionPrecision, Cache, LogitsFor, Model, Scratch};
+use crate::model::{AttentionPrecision, Cache, KvTypes, LogitsFor, Model, Scratch};
 
 /// A new session's device, with a cache of `context` positions and batches of up to `batch`
 /// tokens: the engine's GPU where it has one, else the CPU.
@@ -17,7 +17,7 @@ pub(super) fn for_engine(
     if let Some(gpu) = &engine.gpu {
         return Ok(Box::new(GpuDevice::new(gpu, &engine.model, context, batch)?));
     }
-    Ok(Box::new(CpuDevice::new(&engine.model, context, batch)?))
+    Ok(Box::new(CpuDevice::new(&engine.model, context, batch, engine.cache_types)?))
 }
 
 /// What a session asks of the machine its conversation runs on.
@@ -63,6 +63,10 @@ pub(super) trait Device {
     /// Memory besides the model's weights and the logits: cache, checkpoints, scratch.
     fn state_bytes(&self, model: &Model) -> usize;
 
+    /// Bytes of the KV cache and the current recurrent state in CPU memory (0 on the GPU, which
+    /// counts its own in `gpu_bytes`).
+    fn cache_bytes(&self) -> usize;
+
     /// The GPU this device is, if any.
     #[cfg(feature = "gpu")]
     fn gpu(&self) -> Option<&std::sync::Arc<crate::gpu::Gpu>>;
@@ -83,8 +87,13 @@ pub(super) struct CpuDevice {
 }
 
 impl CpuDevice {
-    pub(super) fn new(model: &Model, context: usize, batch: usize) -> Result<CpuDevice, EngineError> {
-        let (cache, scratch) = model.new_state(context, batch)?;
+    pub(super) fn new(
+        model: &Model,
+        context: usize,
+        batch: usize,
+        types: KvTypes,
+    ) -> Result<CpuDevice, EngineError> {
+        let (cache, scratch) = model.new_state(context, batch, types)?;
         Ok(CpuDevice { cache, scratch })
     }
 }
@@ -150,6 +159,10 @@ impl Device for CpuDevice {
             .saturating_add(checkpoints)
             .saturating_add(cache.checkpoint_logits_bytes())
             .saturating_add(self.scratch.bytes(model.config()))
+    }
+
+    fn cache_bytes(&self) -> usize {
+        self.cache.bytes()
     }
 
     #[cfg(feature = "gpu")]
@@ -239,6 +252,10 @@ impl Device for GpuDevice {
 
     fn state_bytes(&self, _: &Model) -> usize {
         self.state.checkpoint_logits_bytes()
+    }
+
+    fn cache_bytes(&self) -> usize {
+        0
     }
 
     fn gpu(&self) -> Option<&std::sync::Arc<crate::gpu::Gpu>> {

@@ -121,7 +121,9 @@ impl Engine {
             false => EMBED_BATCH.max(longest),
         };
         let batch = batch.min(prompt_tokens);
-        let (mut cache, mut scratch) = self.model.new_state(longest.max(batch), batch)?;
+        // llama.cpp keeps no cache for an encoder: its keys and values reach attention as F16.
+        let types = if self.model.config().causal { self.cache_types } else { Default::default() };
+        let (mut cache, mut scratch) = self.model.new_state(longest.max(batch), batch, types)?;
         let finish = |mut vector: Vec<f32>| {
             vector.truncate(dimensions);
             if !options.raw {

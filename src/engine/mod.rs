@@ -39,7 +39,7 @@ use crate::chat::{
 };
 use crate::gguf::{GgufHeader, Metadata};
 use crate::grammar::{Constraint, GrammarCompiler, GrammarError, GrammarSpec};
-use crate::model::{AttentionPrecision, LogitsFor, Model, ModelBytes};
+use crate::model::{AttentionPrecision, KvTypes, LogitsFor, Model, ModelBytes};
 use crate::sampler::{Sampler, SamplerSettings, StepTrace};
 use crate::tokenizer::{EncodeOptions, TokenKind, Tokenizer, Utf8Stream, token_count};
 use device::Device;
@@ -84,6 +84,8 @@ pub struct Engine {
     grammars: std::sync::OnceLock<Result<GrammarCompiler, GrammarError>>,
     /// How sessions on the CPU keep attention's query and `Σ p·V` (`'fast'` unless set).
     attention_precision: AttentionPrecision,
+    /// What new sessions keep their cached keys and values as (F16 unless set).
+    cache_types: KvTypes,
 }
 
 impl Engine {
@@ -104,6 +106,7 @@ impl Engine {
             longest_token,
             grammars: std::sync::OnceLock::new(),
             attention_precision: AttentionPrecision::Fast,
+            cache_types: KvTypes::default(),
             #[cfg(feature = "gpu")]
             gpu: None,
         })
@@ -136,6 +139,23 @@ impl Engine {
 
     pub fn attention_precision(&self) -> AttentionPrecision {
         self.attention_precision
+    }
+
+    /// What sessions created from now on keep their cached keys and values as (llama.cpp's
+    /// `-ctk`/`-ctv`). Types other than F16 run on the CPU only: refused while the engine is on
+    /// a GPU (and a GPU is refused while they are set).
+    pub fn set_cache_types(&mut self, types: KvTypes) -> Result<(), EngineError> {
+        #[cfg(feature = "gpu")]
+        if self.gpu.is_some() {
+            gpu_takes(types)?;
+        }
+        self.model.check_cache_types(types)?;
+        self.cache_types = types;
+        Ok(())
+    }
+
+    pub fn cache_types(&self) -> KvTypes {
+        self.cache_types
     }
 
     /// Renders conversations with `template` instead of the file's (llama.cpp's
@@ -276,6 +296,7 @@ impl Engine {
     #[cfg(feature = "gpu")]
     pub fn use_gpu(&mut self, gpu: Option<std::sync::Arc<crate::gpu::Gpu>>) -> Result<(), EngineError> {
         if let Some(gpu) = &gpu {
+            gpu_takes(self.cache_types)?;
             crate::gpu::GpuState::check(gpu, &self.model)?;
         }
         self.gpu = gpu;
@@ -286,6 +307,15 @@ impl Engine {
     #[cfg(feature = "gpu")]
     pub fn gpu(&self) -> Option<&std::sync::Arc<crate::gpu::Gpu>> {
         self.gpu.as_ref()
+    }
+}
+
+/// Refuses cache types the GPU backend does not keep (it has F16 keys and values only).
+#[cfg(feature = "gpu")]
+fn gpu_takes(types: KvTypes) -> Result<(), EngineError> {
+    match types.is_default() {
+        true => Ok(()),
+        false => Err(crate::gpu::GpuError::Refused("KV caches other than f16").into()),
     }
 }
 
@@ -470,6 +500,12 @@ impl Session {
     pub fn state_bytes(&self, engine: &Engine) -> usize {
         let logits = engine.model.config().vocab_size.saturating_mul(4);
         self.device.state_bytes(&engine.model).saturating_add(logits)
+    }
+
+    /// Bytes of the KV cache (and recurrent state) in CPU memory: what the cache types decide
+    /// (0 on the GPU, whose cache is in device memory).
+    pub fn cache_bytes(&self) -> usize {
+        self.device.cache_bytes()
     }
 
     /// Checkpoints of the recurrent state: held now, the most kept, and bytes each (all 0 for

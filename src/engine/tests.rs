@@ -190,6 +190,51 @@ fn a_full_context_is_a_clear_error() {
     assert!(matches!(session.sync(&engine, &[9_999_999]), Err(EngineError::Model(_))));
 }
 
+/// Each cache type holds what its blocks take (Q8_0: 34 bytes per 32 values) and continues the
+/// golden prompt as llama.cpp does with the same cache (`scripts/make_goldens.py
+/// --cache-type-k/-v`; F32 against its attention without flash attention, which reads F32 rows
+/// as they are); a type the heads do not fit is refused with its kind.
+#[test]
+fn sessions_keep_their_cache_in_the_types_asked_for() {
+    use crate::model::{KvType, KvTypes};
+    let mut engine = Engine::load(fixture("models/qwen3-micro-q8_0.gguf")).unwrap();
+    // llama.cpp's bits: its F16 values' sums rounded to F16.
+    engine.set_attention_precision(AttentionPrecision::Exact);
+    let f16_bytes = engine.new_session(64).unwrap().cache_bytes();
+    // Keys and values of E values each: F16 4E bytes in all; Q8_0 E / 32 blocks of 34 bytes each.
+    let q8_0_bytes = f16_bytes / 4 / 32 * 34;
+    for (keys, values, bytes, golden) in [
+        (KvType::Q8_0, KvType::Q8_0, 2 * q8_0_bytes, "q8_0"),
+        (KvType::F32, KvType::F32, 2 * f16_bytes, "f32"),
+        (KvType::Q8_0, KvType::F16, q8_0_bytes + f16_bytes / 2, "q8_0-f16"),
+    ] {
+        let golden: serde_json::Value =
+            serde_json::from_slice(&fixture(&format!("golden/kv-cache/qwen3-micro-q8_0.{golden}.json")))
+                .unwrap();
+        let ids = |key: &str| -> Vec<u32> {
+            let list = golden["prompts"]["capital"][key].as_array().unwrap();
+            list.iter().map(|v| v.as_u64().unwrap() as u32).collect()
+        };
+        engine.set_cache_types(KvTypes { keys, values }).unwrap();
+        let mut session = engine.new_session(64).unwrap();
+        assert_eq!(session.cache_bytes(), bytes, "{keys:?} keys, {values:?} values");
+        session.sync(&engine, &ids("prompt_ids")).unwrap();
+        let mut sampler = greedy();
+        let expected = ids("generated_ids");
+        let generated: Vec<u32> =
+            expected.iter().map(|_| session.step(&engine, &mut sampler, None, 0).unwrap().token).collect();
+        assert_eq!(generated, expected, "{keys:?} keys, {values:?} values");
+    }
+    assert_eq!(engine.cache_types(), KvTypes { keys: KvType::Q8_0, values: KvType::F16 });
+
+    // The BERT micro file has heads of 16: not whole Q8_0 blocks.
+    let mut bert = Engine::load(fixture("models/bert-micro-q8_0.gguf")).unwrap();
+    let error = bert.set_cache_types(KvTypes { keys: KvType::F16, values: KvType::Q8_0 }).unwrap_err();
+    assert_eq!(error.kind(), "unfit_cache_type", "{error}");
+    assert_eq!(bert.cache_types(), KvTypes::default(), "a refused type leaves the last one");
+    bert.set_cache_types(KvTypes { keys: KvType::F32, values: KvType::F32 }).unwrap();
+}
+
 #[test]
 fn streamed_text_joins_into_the_decoded_text() {
     let engine = engine();

@@ -20,6 +20,7 @@ use half::f16;
 
 use super::ops::exp_and_sum;
 use crate::tensor::kv_rows::{self, dot_in_ggml_order, mul_add};
+use crate::tensor::{ActivationFormat, BlockQ8_0, Q8_0Activation, QK};
 
 /// How the one-pass kernel (decode and short batches) keeps its query and `Σ p·V`: as llama.cpp's
 /// CPU does, in F16 (the same bits as its logits), or in f32 (faster in wasm, and nearer exact
@@ -50,24 +51,154 @@ impl AttentionPrecision {
 /// Query count from which llama.cpp switches to its tiled F32 kernel (`GGML_FA_TILE_Q`).
 pub const TILED_MIN_QUERIES: usize = 64;
 
-/// Where the keys and values of one KV head live: rows of `stride` elements (halves straight
-/// from the cache, or f32 widened from it), this head's `head_dim` values starting at `offset`
-/// in each row.
-pub struct HeadView<'a, T> {
-    pub keys: &'a [T],
-    pub values: &'a [T],
+/// A type the cache keeps keys or values in, by how many values one stored unit holds.
+pub trait KvUnit: Copy + Sync {
+    const VALUES: usize;
+}
+
+impl KvUnit for f16 {
+    const VALUES: usize = 1;
+}
+
+impl KvUnit for f32 {
+    const VALUES: usize = 1;
+}
+
+impl KvUnit for BlockQ8_0 {
+    const VALUES: usize = QK;
+}
+
+/// Where the keys and values of one KV head live: rows of `stride` values (straight from the
+/// cache, or f32 widened from it), this head's `head_dim` values starting at `offset` in each
+/// row; all three are whole units of both types.
+pub struct HeadView<'a, K, V = K> {
+    pub keys: &'a [K],
+    pub values: &'a [V],
     pub stride: usize,
     pub offset: usize,
     pub head_dim: usize,
 }
 
-impl<T> HeadView<'_, T> {
-    fn key(&self, position: usize) -> &[T] {
-        &self.keys[position * self.stride + self.offset..][..self.head_dim]
+impl<K: KvUnit, V: KvUnit> HeadView<'_, K, V> {
+    fn key(&self, position: usize) -> &[K] {
+        &self.keys[(position * self.stride + self.offset) / K::VALUES..][..self.head_dim / K::VALUES]
     }
 
-    fn value(&self, position: usize) -> &[T] {
-        &self.values[position * self.stride + self.offset..][..self.head_dim]
+    fn value(&self, position: usize) -> &[V] {
+        &self.values[(position * self.stride + self.offset) / V::VALUES..][..self.head_dim / V::VALUES]
+    }
+}
+
+/// The queries of a group of heads as a key type's dot product takes them.
+#[derive(Default)]
+pub struct PreparedQueries {
+    floats: Vec<f32>,
+    blocks: Vec<Q8_0Activation>,
+}
+
+/// A type cached keys are kept in: how a query meets them. llama.cpp converts the query to the
+/// key type's `vec_dot_type` and dots it with that type's kernel: F16 for F16 keys, f32 for
+/// F32 keys, Q8_0 blocks for Q8_0 keys.
+pub trait CachedKey: KvUnit {
+    /// The group's queries (rows of the head size), converted; `exact`: as llama.cpp's bits
+    /// need (an F16 key's query rounded to F16).
+    fn prepare(queries: &[f32], exact: bool, prepared: &mut PreparedQueries);
+
+    /// Each head's prepared query · `key`, one score per head.
+    fn scores(prepared: &PreparedQueries, key: &[Self], scores: &mut [f32]);
+}
+
+impl CachedKey for f16 {
+    fn prepare(queries: &[f32], exact: bool, prepared: &mut PreparedQueries) {
+        prepared.floats.clear();
+        prepared.floats.extend_from_slice(queries);
+        if exact {
+            kv_rows::scale_rounded(&mut prepared.floats, 1.0);
+        }
+    }
+
+    #[inline(always)]
+    fn scores(prepared: &PreparedQueries, key: &[f16], scores: &mut [f32]) {
+        match scores {
+            // One head reads its row in place, without widening it first.
+            [score] => *score = kv_rows::dot_with_key(&prepared.floats, key),
+            _ => kv_rows::dot_with_key_heads(&prepared.floats, key, scores),
+        }
+    }
+}
+
+impl CachedKey for f32 {
+    fn prepare(queries: &[f32], _exact: bool, prepared: &mut PreparedQueries) {
+        prepared.floats.clear();
+        prepared.floats.extend_from_slice(queries);
+    }
+
+    #[inline(always)]
+    fn scores(prepared: &PreparedQueries, key: &[f32], scores: &mut [f32]) {
+        kv_rows::dot_f32_key_heads(&prepared.floats, key, scores)
+    }
+}
+
+impl CachedKey for BlockQ8_0 {
+    fn prepare(queries: &[f32], _exact: bool, prepared: &mut PreparedQueries) {
+        // Heads are whole blocks (the cache checks it), so the group quantizes as one row.
+        prepared.blocks.resize(queries.len() / QK, Q8_0Activation::default());
+        Q8_0Activation::quantize_row(queries, &mut prepared.blocks);
+    }
+
+    #[inline(always)]
+    fn scores(prepared: &PreparedQueries, key: &[BlockQ8_0], scores: &mut [f32]) {
+        kv_rows::dot_q8_0_key_heads(&prepared.blocks, key, scores)
+    }
+}
+
+/// A type cached values are kept in: how a weighted row joins each head's `Σ p·V`.
+pub trait CachedValue: KvUnit {
+    /// Whether llama.cpp keeps `Σ p·V` in F16 over rows of this type (only F16 rows: it sums
+    /// every other type's rows, decoded, in f32), so that the exact precision rounds it.
+    const F16_SUMS: bool;
+
+    /// `accs[h] += weights[h] · value` for each head, rounded to F16 after every operation
+    /// where `rounded`; `widened` holds at least one decoded row.
+    fn add_weighted(accs: &mut [f32], value: &[Self], weights: &[f32], rounded: bool, widened: &mut [f32]);
+}
+
+impl CachedValue for f16 {
+    const F16_SUMS: bool = true;
+
+    #[inline(always)]
+    fn add_weighted(accs: &mut [f32], value: &[f16], weights: &[f32], rounded: bool, _widened: &mut [f32]) {
+        match (rounded, weights) {
+            (true, [weight]) => kv_rows::add_weighted_rounded(accs, value, *weight),
+            (true, _) => kv_rows::add_weighted_rounded_heads(accs, value, weights),
+            (false, _) => kv_rows::add_weighted_heads(accs, value, weights),
+        }
+    }
+}
+
+impl CachedValue for f32 {
+    const F16_SUMS: bool = false;
+
+    #[inline(always)]
+    fn add_weighted(accs: &mut [f32], value: &[f32], weights: &[f32], _rounded: bool, _widened: &mut [f32]) {
+        kv_rows::add_weighted_f32_heads(accs, value, weights)
+    }
+}
+
+impl CachedValue for BlockQ8_0 {
+    const F16_SUMS: bool = false;
+
+    #[inline(always)]
+    fn add_weighted(
+        accs: &mut [f32],
+        value: &[BlockQ8_0],
+        weights: &[f32],
+        _rounded: bool,
+        widened: &mut [f32],
+    ) {
+        let row = &mut widened[..value.len() * QK];
+        kv_rows::widen_q8_0(value, row);
+        kv_rows::add_weighted_f32_heads(accs, row, weights)
     }
 }
 
@@ -95,39 +226,6 @@ impl Scoring {
     }
 }
 
-/// The one-pass kernel (`flash_attn_ext_f16_one_chunk`), reading the cached halves directly
-/// (cheaper than widening the whole cache per layer first): its query and accumulator in F16
-/// as llama.cpp's, or in f32 (`precision`). `scratch` holds at least twice `head_dim` floats.
-#[allow(clippy::too_many_arguments)]
-pub fn attend_head_one_pass(
-    query: &[f32],
-    kv: &HeadView<'_, f16>,
-    positions: std::ops::Range<usize>,
-    scoring: Scoring,
-    sink: Option<f32>,
-    precision: AttentionPrecision,
-    scratch: &mut [f32],
-    out: &mut [f32],
-) {
-    let (query16, rest) = scratch.split_at_mut(query.len());
-    let accumulator = &mut rest[..query.len()];
-    take_query(query, query16, precision);
-    accumulator.fill(0.0);
-    let (mut max, mut sum) = (f32::NEG_INFINITY, 0.0f32);
-    for j in positions {
-        let score = scoring.score(kv_rows::dot_with_key(query16, kv.key(j)));
-        let weight = online_softmax_step(score, &mut max, &mut sum, accumulator, precision);
-        match precision {
-            AttentionPrecision::Exact => kv_rows::add_weighted_rounded(accumulator, kv.value(j), weight),
-            AttentionPrecision::Fast => kv_rows::add_weighted_heads(accumulator, kv.value(j), &[weight]),
-        }
-    }
-    if let Some(sink) = sink {
-        add_sink(sink, max, &mut sum, accumulator);
-    }
-    normalize(accumulator, sum, out);
-}
-
 /// A head's sink logit joins its softmax once every position is in, as one more score whose
 /// value row is zero (ggml adds it after the last position, the accumulator already in f32).
 #[inline]
@@ -142,16 +240,8 @@ fn add_sink(sink: f32, max: f32, sum: &mut f32, accumulator: &mut [f32]) {
     *sum = mul_add(*sum, rescale, weight);
 }
 
-/// The query as the one-pass kernel takes it: converted to F16 where it is exact.
-fn take_query(query: &[f32], query16: &mut [f32], precision: AttentionPrecision) {
-    query16.copy_from_slice(query);
-    if precision == AttentionPrecision::Exact {
-        kv_rows::scale_rounded(query16, 1.0);
-    }
-}
-
 /// One position of one head's online softmax: the running max and sum updated, the
-/// accumulator rescaled (rounded to F16 where exact) when the max grows; returns the
+/// accumulator rescaled (rounded to F16 where `rounded`) when the max grows; returns the
 /// position's weight.
 #[inline(always)]
 fn online_softmax_step(
@@ -159,15 +249,16 @@ fn online_softmax_step(
     max: &mut f32,
     sum: &mut f32,
     accumulator: &mut [f32],
-    precision: AttentionPrecision,
+    rounded: bool,
 ) -> f32 {
     let (mut rescale, mut weight) = (1.0f32, 1.0f32);
     if score > *max {
         rescale = (*max - score).exp();
         *max = score;
-        match precision {
-            AttentionPrecision::Exact => kv_rows::scale_rounded(accumulator, rescale),
-            AttentionPrecision::Fast => accumulator.iter_mut().for_each(|a| *a *= rescale),
+        if rounded {
+            kv_rows::scale_rounded(accumulator, rescale);
+        } else {
+            accumulator.iter_mut().for_each(|a| *a *= rescale);
         }
     } else {
         weight = (score - *max).exp();
@@ -185,51 +276,45 @@ fn normalize(accumulator: &[f32], sum: f32, out: &mut [f32]) {
     }
 }
 
-/// [`attend_head_one_pass`] for the query heads of one GQA group at once (`queries` and `out`
-/// hold rows of the view's `head_dim`, one per head; `sinks`, where the model has them, one per
-/// head): each key and value row is read and widened once for all of them, and every head's
-/// operations, so its bits, are the single-head kernel's. `scratch` holds at least
-/// [`group_scratch_len`] floats.
+/// llama.cpp's one-pass kernel (`flash_attn_ext_f16_one_chunk`) for the query heads of one
+/// GQA group at once (`queries` and `out` hold rows of the view's `head_dim`, one per head;
+/// `sinks`, where the model has them, one per head): each key and value row is read (and
+/// decoded) once for all of them, and every head's operations, so its bits, are those of the
+/// kernel run for that head alone. The query and `Σ p·V` are kept as llama.cpp keeps them for
+/// these key and value types where `precision` is exact (F16 for F16 rows), else in f32.
 #[allow(clippy::too_many_arguments)]
-pub fn attend_group_one_pass(
+pub fn attend_group_one_pass<K: CachedKey, V: CachedValue>(
     queries: &[f32],
-    kv: &HeadView<'_, f16>,
+    kv: &HeadView<'_, K, V>,
     positions: std::ops::Range<usize>,
     scoring: Scoring,
     sinks: Option<&[f32]>,
     precision: AttentionPrecision,
-    scratch: &mut [f32],
+    scratch: &mut GroupScratch,
     out: &mut [f32],
 ) {
     let head_dim = kv.head_dim;
-    let (width, heads) = (queries.len(), queries.len() / head_dim);
-    if heads == 1 {
-        // One head reads its rows in place, without widening them first.
-        let sink = sinks.map(|s| s[0]);
-        return attend_head_one_pass(queries, kv, positions, scoring, sink, precision, scratch, out);
-    }
-    let (query16, rest) = scratch.split_at_mut(width);
-    let (accumulators, rest) = rest.split_at_mut(width);
-    let (scores, rest) = rest.split_at_mut(heads);
+    let heads = queries.len() / head_dim;
+    let exact = precision == AttentionPrecision::Exact;
+    let rounded = exact && V::F16_SUMS;
+    let GroupScratch { prepared, accumulators, widened, per_head } = scratch;
+    K::prepare(queries, exact, prepared);
+    accumulators.clear();
+    accumulators.resize(queries.len(), 0.0);
+    widened.resize(head_dim, 0.0);
+    per_head.clear();
+    per_head.resize(4 * heads, 0.0);
+    let (scores, rest) = per_head.split_at_mut(heads);
     let (weights, rest) = rest.split_at_mut(heads);
-    let (max_and_sum, _) = rest.split_at_mut(2 * heads);
-    take_query(queries, query16, precision);
-    accumulators.fill(0.0);
-    let (max, sum) = max_and_sum.split_at_mut(heads);
+    let (max, sum) = rest.split_at_mut(heads);
     max.fill(f32::NEG_INFINITY);
-    sum.fill(0.0);
     for j in positions {
-        kv_rows::dot_with_key_heads(query16, kv.key(j), scores);
+        K::scores(prepared, kv.key(j), scores);
         for (h, accumulator) in accumulators.chunks_exact_mut(head_dim).enumerate() {
             let score = scoring.score(scores[h]);
-            weights[h] = online_softmax_step(score, &mut max[h], &mut sum[h], accumulator, precision);
+            weights[h] = online_softmax_step(score, &mut max[h], &mut sum[h], accumulator, rounded);
         }
-        match precision {
-            AttentionPrecision::Exact => {
-                kv_rows::add_weighted_rounded_heads(accumulators, kv.value(j), weights)
-            }
-            AttentionPrecision::Fast => kv_rows::add_weighted_heads(accumulators, kv.value(j), weights),
-        }
+        V::add_weighted(accumulators, kv.value(j), weights, rounded, widened);
     }
     for (h, (accumulator, out)) in
         accumulators.chunks_exact_mut(head_dim).zip(out.chunks_exact_mut(head_dim)).enumerate()
@@ -241,9 +326,15 @@ pub fn attend_group_one_pass(
     }
 }
 
-/// Floats of scratch [`attend_group_one_pass`] needs for `heads` heads of `head_dim`.
-pub fn group_scratch_len(heads: usize, head_dim: usize) -> usize {
-    2 * heads * head_dim + 4 * heads
+/// Working memory of [`attend_group_one_pass`], grown to the group it is given and kept for the
+/// next: the prepared queries, each head's `Σ p·V`, one decoded value row, and each head's
+/// score, weight, running max and sum.
+#[derive(Default)]
+pub struct GroupScratch {
+    prepared: PreparedQueries,
+    accumulators: Vec<f32>,
+    widened: Vec<f32>,
+    per_head: Vec<f32>,
 }
 
 /// KV positions per tile of the F32 kernel (`GGML_FA_TILE_KV`); tiles start at multiples of it.
@@ -312,8 +403,8 @@ mod tests {
     use crate::tensor::kv_rows::round_to_f16;
 
     /// Both kernels against an f64 softmax over `keys` (rows of the query's width, already F16
-    /// values), the sink an extra term without a value: the F32 kernel within 1e-5, the F16
-    /// accumulator's within 2e-3.
+    /// values), the sink an extra term without a value: the tiled F32 kernel within 1e-5, the
+    /// one-pass kernel as below for each cache type.
     fn both_kernels_match_f64(keys: &[f32], values: &[f32], query: &[f32], scale: f32, sink: Option<f32>) {
         let head_dim = query.len();
         let positions = keys.len() / head_dim;
@@ -339,23 +430,74 @@ mod tests {
         for (o, e) in out.iter().zip(&expected) {
             assert!((f64::from(*o) - e).abs() < 1e-5, "f32 kernel, sink {sink:?}: {o} vs {e}");
         }
-        let (keys16, values16): (Vec<f16>, Vec<f16>) = (
-            keys.iter().map(|&k| f16::from_f32(k)).collect(),
-            values.iter().map(|&v| f16::from_f32(v)).collect(),
-        );
-        let kv16 =
-            HeadView { keys: &keys16[..], values: &values16[..], stride: head_dim, offset: 0, head_dim };
-        let mut scratch = vec![0.0; 2 * head_dim];
-        // The one-pass kernel: F16 as llama.cpp's (within 2e-3), or f32 (as close as the tiled
-        // kernel: nearer the exact result than llama.cpp's own).
-        for (precision, bound) in [(AttentionPrecision::Exact, 2e-3), (AttentionPrecision::Fast, 1e-5)] {
-            let one_pass = |out: &mut [f32], scratch: &mut [f32]| {
-                attend_head_one_pass(query, &kv16, 0..positions, scoring, sink, precision, scratch, out)
-            };
-            one_pass(&mut out, &mut scratch);
-            for (o, e) in out.iter().zip(&expected) {
-                assert!((f64::from(*o) - e).abs() < bound, "{precision:?} kernel, sink {sink:?}: {o} vs {e}");
+        // The one-pass kernel over each cache type. F16 rows summed in F16 as llama.cpp's are
+        // within 2e-3; summed in f32, or F32 rows, as close as the tiled kernel (nearer the exact
+        // result than llama.cpp's own); a Q8_0 row's quantization error (at most half a step of
+        // 1/127 of its largest value) stays within 1e-2 here.
+        let (keys16, values16) = (to_f16(keys), to_f16(values));
+        let (keys8, values8) = (to_q8_0(keys), to_q8_0(values));
+        let exact = AttentionPrecision::Exact;
+        let check = |name: &str, got: Vec<f32>, bound: f64| {
+            for (o, e) in got.iter().zip(&expected) {
+                assert!((f64::from(*o) - e).abs() < bound, "{name}, sink {sink:?}: {o} vs {e}");
             }
+        };
+        let one_pass = |precision| OnePass { query, positions, scoring, sink, precision };
+        for precision in [AttentionPrecision::Exact, AttentionPrecision::Fast] {
+            // What rounding to F16 (a query for F16 keys, or the sums over F16 values) costs.
+            let (run, f16_sums) = (one_pass(precision), if precision == exact { 2e-3 } else { 1e-5 });
+            let check = |types: &str, got, bound| check(&format!("{precision:?}, {types}"), got, bound);
+            check("f16", run.run(&keys16, &values16), f16_sums);
+            check("f32", run.run(keys, values), 1e-5);
+            check("f32 keys, f16 values", run.run(keys, &values16), f16_sums);
+            check("f16 keys, f32 values", run.run(&keys16, values), f16_sums);
+            if head_dim.is_multiple_of(QK) {
+                check("q8_0", run.run(&keys8, &values8), 1e-2);
+                check("q8_0 keys, f16 values", run.run(&keys8, &values16), 1e-2);
+                check("f32 keys, q8_0 values", run.run(keys, &values8), 1e-2);
+            }
+        }
+    }
+
+    fn to_f16(values: &[f32]) -> Vec<f16> {
+        values.iter().map(|&v| f16::from_f32(v)).collect()
+    }
+
+    fn to_q8_0(values: &[f32]) -> Vec<BlockQ8_0> {
+        let mut blocks = vec![BlockQ8_0::default(); values.len() / QK];
+        crate::tensor::quantize_q8_0(values, &mut blocks);
+        blocks
+    }
+
+    /// One head's one-pass attention over rows of any cache types.
+    #[derive(Clone, Copy)]
+    struct OnePass<'a> {
+        query: &'a [f32],
+        positions: usize,
+        scoring: Scoring,
+        sink: Option<f32>,
+        precision: AttentionPrecision,
+    }
+
+    impl OnePass<'_> {
+        fn run<K: CachedKey, V: CachedValue>(self, keys: &[K], values: &[V]) -> Vec<f32> {
+            let head_dim = self.query.len();
+            let kv = HeadView { keys, values, stride: head_dim, offset: 0, head_dim };
+            let mut out = vec![0.0; head_dim];
+            let sinks = self.sink.as_ref().map(std::slice::from_ref);
+            let mut scratch = GroupScratch::default();
+            let (query, positions) = (self.query, 0..self.positions);
+            attend_group_one_pass(
+                query,
+                &kv,
+                positions,
+                self.scoring,
+                sinks,
+                self.precision,
+                &mut scratch,
+                &mut out,
+            );
+            out
         }
     }
 
@@ -385,22 +527,32 @@ mod tests {
 
     #[test]
     fn a_group_of_heads_gets_each_single_heads_bits() {
-        let (head_dim, heads, positions) = (40, 3, 9);
-        let half = |i: usize, m: usize, scale: f32| f16::from_f32(((i * m % 29) as f32 - 14.0) * scale);
-        let keys: Vec<f16> = (0..positions * head_dim).map(|i| half(i, 7, 0.05)).collect();
-        let values: Vec<f16> = (0..positions * head_dim).map(|i| half(i, 11, 0.3)).collect();
+        let (head_dim, heads, positions) = (64, 3, 9);
+        let value = |i: usize, m: usize, scale: f32| ((i * m % 29) as f32 - 14.0) * scale;
+        let keys: Vec<f32> = (0..positions * head_dim).map(|i| value(i, 7, 0.05)).collect();
+        let values: Vec<f32> = (0..positions * head_dim).map(|i| value(i, 11, 0.3)).collect();
         let queries: Vec<f32> = (0..heads * head_dim).map(|i| (i as f32 * 0.37).sin() * 2.0).collect();
-        let kv = HeadView { keys: &keys[..], values: &values[..], stride: head_dim, offset: 0, head_dim };
+        group_equals_heads(&queries, &to_f16(&keys), &to_f16(&values));
+        group_equals_heads(&queries, &keys, &values);
+        group_equals_heads(&queries, &to_q8_0(&keys), &to_q8_0(&values));
+        group_equals_heads(&queries, &to_q8_0(&keys), &to_f16(&values));
+    }
+
+    fn group_equals_heads<K: CachedKey, V: CachedValue>(queries: &[f32], keys: &[K], values: &[V]) {
+        let head_dim = 64;
+        let heads = queries.len() / head_dim;
+        let positions = keys.len() * K::VALUES / head_dim;
+        let kv = HeadView { keys, values, stride: head_dim, offset: 0, head_dim };
         let scoring = Scoring::new(0.2, Some(30.0));
         // One sink above every score (it rescales what was summed), the others below.
         let sinks = [40.0, -3.0, 0.5];
         for precision in [AttentionPrecision::Exact, AttentionPrecision::Fast] {
-            let mut scratch = vec![0.0; group_scratch_len(heads, head_dim)];
+            let mut scratch = GroupScratch::default();
             let mut together = vec![0.0; heads * head_dim];
-            let sinks = Some(&sinks[..]);
             let range = 2..positions;
+            let sinks = Some(&sinks[..]);
             attend_group_one_pass(
-                &queries,
+                queries,
                 &kv,
                 range,
                 scoring,
@@ -412,23 +564,16 @@ mod tests {
             for (h, (query, got)) in
                 queries.chunks_exact(head_dim).zip(together.chunks_exact(head_dim)).enumerate()
             {
-                let (mut single_scratch, mut alone) = (vec![0.0; 2 * head_dim], vec![0.0; head_dim]);
-                let sink = sinks.map(|s| s[h]);
+                let mut alone = vec![0.0; head_dim];
+                let sink = sinks.map(|s| &s[h..h + 1]);
                 let range = 2..positions;
-                attend_head_one_pass(
-                    query,
-                    &kv,
-                    range,
-                    scoring,
-                    sink,
-                    precision,
-                    &mut single_scratch,
-                    &mut alone,
-                );
+                attend_group_one_pass(query, &kv, range, scoring, sink, precision, &mut scratch, &mut alone);
                 assert_eq!(
                     got.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
                     alone.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
-                    "{precision:?} head {h}"
+                    "{} keys, {} values, {precision:?} head {h}",
+                    std::any::type_name::<K>(),
+                    std::any::type_name::<V>()
                 );
             }
         }

@@ -1,7 +1,7 @@
 //! What a session remembers of the tokens it has run: the keys and values of attention layers
-//! (F16, like llama.cpp's CPU default, sized to the context a session asks for rather than the
-//! model's maximum) and, for recurrent layers (Qwen3.5's gated DeltaNet, LFM2's short
-//! convolutions), their state.
+//! (F16 unless asked otherwise, like llama.cpp's default; Q8_0 or F32 as its `-ctk`/`-ctv`;
+//! sized to the context a session asks for rather than the model's maximum) and, for recurrent
+//! layers (Qwen3.5's gated DeltaNet, LFM2's short convolutions), their state.
 //!
 //! Keys and values roll back for free: forgetting positions is a length change. A recurrent
 //! state cannot be rolled back; it is overwritten by every token. So the cache also keeps
@@ -12,6 +12,133 @@ use half::f16;
 
 use super::config::Config;
 use super::error::{ModelError, try_zeroed};
+use crate::tensor::{BlockQ8_0, quantize_q8_0};
+
+/// How the cache keeps keys or values: llama.cpp's `-ctk`/`-ctv` types that its CPU attention
+/// reads. F16 is the default; Q8_0 takes 34 bytes per 32 values (53 % of F16), F32 twice F16.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum KvType {
+    #[default]
+    F16,
+    Q8_0,
+    F32,
+}
+
+impl KvType {
+    pub const ALL: [KvType; 3] = [KvType::F16, KvType::Q8_0, KvType::F32];
+
+    /// Its name in the API, the CLI and the page, as llama.cpp spells it: `f16`, `q8_0`, `f32`.
+    pub fn name(self) -> &'static str {
+        match self {
+            KvType::F16 => "f16",
+            KvType::Q8_0 => "q8_0",
+            KvType::F32 => "f32",
+        }
+    }
+
+    /// The type called `name`, if any.
+    pub fn from_name(name: &str) -> Option<KvType> {
+        KvType::ALL.into_iter().find(|t| t.name() == name)
+    }
+
+    /// Values per stored unit (a Q8_0 block holds 32); rows must be whole units.
+    pub fn unit_len(self) -> usize {
+        match self {
+            KvType::Q8_0 => crate::tensor::QK,
+            KvType::F16 | KvType::F32 => 1,
+        }
+    }
+
+    /// Whether values are kept in blocks with a shared scale (llama.cpp turns them first).
+    pub fn is_quantized(self) -> bool {
+        self == KvType::Q8_0
+    }
+
+    /// Bytes of `values` values (a whole number of units).
+    pub fn bytes(self, values: usize) -> usize {
+        match self {
+            KvType::F16 => values.saturating_mul(2),
+            KvType::F32 => values.saturating_mul(4),
+            KvType::Q8_0 => (values / self.unit_len()).saturating_mul(std::mem::size_of::<BlockQ8_0>()),
+        }
+    }
+}
+
+/// The types of the cached keys and of the cached values.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KvTypes {
+    pub keys: KvType,
+    pub values: KvType,
+}
+
+impl KvTypes {
+    /// Whether both are the default F16 (what the GPU backend keeps).
+    pub fn is_default(self) -> bool {
+        self == KvTypes::default()
+    }
+}
+
+/// Cached keys or values of every attention layer, in one of the [`KvType`]s.
+enum KvStore {
+    F16(Vec<f16>),
+    F32(Vec<f32>),
+    Q8_0(Vec<BlockQ8_0>),
+}
+
+/// Rows of cached keys or values as attention reads them: a run of positions of one layer.
+#[derive(Clone, Copy)]
+pub enum KvRows<'a> {
+    F16(&'a [f16]),
+    F32(&'a [f32]),
+    Q8_0(&'a [BlockQ8_0]),
+}
+
+impl KvStore {
+    fn zeroed(kind: KvType, values: usize, what: &'static str) -> Result<KvStore, ModelError> {
+        Ok(match kind {
+            KvType::F16 => KvStore::F16(try_zeroed(what, values)?),
+            KvType::F32 => KvStore::F32(try_zeroed(what, values)?),
+            KvType::Q8_0 => KvStore::Q8_0(try_zeroed(what, values / kind.unit_len())?),
+        })
+    }
+
+    fn bytes(&self) -> usize {
+        match self {
+            KvStore::F16(v) => std::mem::size_of_val(&v[..]),
+            KvStore::F32(v) => std::mem::size_of_val(&v[..]),
+            KvStore::Q8_0(v) => std::mem::size_of_val(&v[..]),
+        }
+    }
+
+    /// Stores `rows` from value `begin` on (a whole number of units, as is `begin`), converted
+    /// as llama.cpp's copy into its cache converts them.
+    fn store(&mut self, begin: usize, rows: &[f32]) {
+        match self {
+            KvStore::F16(v) => {
+                for (dst, &src) in v[begin..begin + rows.len()].iter_mut().zip(rows) {
+                    *dst = f16::from_f32(src);
+                }
+            }
+            KvStore::F32(v) => v[begin..begin + rows.len()].copy_from_slice(rows),
+            KvStore::Q8_0(v) => {
+                let unit = KvType::Q8_0.unit_len();
+                quantize_q8_0(rows, &mut v[begin / unit..(begin + rows.len()) / unit]);
+            }
+        }
+    }
+
+    /// Values `begin..end` (whole units).
+    fn rows(&self, begin: usize, end: usize) -> KvRows<'_> {
+        match self {
+            KvStore::F16(v) => KvRows::F16(&v[begin..end]),
+            KvStore::F32(v) => KvRows::F32(&v[begin..end]),
+            KvStore::Q8_0(v) => {
+                let unit = KvType::Q8_0.unit_len();
+                KvRows::Q8_0(&v[begin / unit..end / unit])
+            }
+        }
+    }
+}
 
 /// Generated positions between two checkpoints. Replaying up to this many tokens is one short
 /// batched forward pass.
@@ -28,8 +155,9 @@ pub struct Cache {
     /// position (attention layers only; a layer that shares another's points at that one's).
     kv_slot: Vec<Option<KvSlot>>,
     /// Per attention layer that keeps its own, `[position][kv_dim]`.
-    keys: Vec<f16>,
-    values: Vec<f16>,
+    keys: KvStore,
+    values: KvStore,
+    types: KvTypes,
     /// Positions `0..len` have been run.
     len: usize,
     /// Each recurrent layer's place in `recurrent` (`None` for attention layers).
@@ -37,6 +165,23 @@ pub struct Cache {
     /// The recurrent state after position `len - 1` (zero when `len` is 0).
     recurrent: RecurrentState,
     checkpoints: Checkpoints<RecurrentState>,
+}
+
+/// Refuses cache types the model's heads cannot be kept in: a Q8_0 block must not straddle two
+/// heads, so each attention layer's head size must be a multiple of 32 (llama.cpp asks the same
+/// of its quantized caches).
+pub(super) fn check_types(config: &Config, types: KvTypes) -> Result<(), ModelError> {
+    for kind in [types.keys, types.values] {
+        let unit = kind.unit_len();
+        let unfit = (0..config.n_layer)
+            .filter(|&l| !config.is_recurrent(l))
+            .map(|l| config.layer(l).head_dim)
+            .find(|head_dim| !head_dim.is_multiple_of(unit));
+        if let Some(head_dim) = unfit {
+            return Err(ModelError::UnfitCacheType { cache_type: kind.name(), head_dim, unit });
+        }
+    }
+    Ok(())
 }
 
 /// Every recurrent layer's convolution and delta-rule state, one after another.
@@ -83,6 +228,37 @@ impl RecurrentState {
 struct KvSlot {
     start: usize,
     kv_dim: usize,
+    rotations: Rotations,
+}
+
+/// The Walsh-Hadamard turns llama.cpp gives a layer's queries and keys, and its values (undone
+/// on the output), when its cache keeps them quantized: runs of this many values (0: none).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Rotations {
+    pub keys: usize,
+    pub values: usize,
+}
+
+impl Rotations {
+    /// llama.cpp's rule (`llama_kv_cache`'s `attn_rot_k`/`attn_rot_v`): a quantized type, and
+    /// heads of one size throughout the cache (sliding-window layers keep a cache of their own)
+    /// that is a multiple of 64; keys turn in runs of the largest power of two that divides
+    /// it, values in runs of 64.
+    fn of_layer(config: &Config, types: KvTypes, layer: usize) -> Rotations {
+        let sliding = config.is_sliding(layer);
+        let mut head_dims = (0..config.n_layer)
+            .filter(|&l| !config.is_recurrent(l) && config.keeps_kv(l) && config.is_sliding(l) == sliding)
+            .map(|l| config.layer(l).head_dim);
+        let first = head_dims.next().unwrap_or(0);
+        let head_dim = if head_dims.all(|d| d == first) { first } else { 0 };
+        if head_dim == 0 || !head_dim.is_multiple_of(64) {
+            return Rotations::default();
+        }
+        Rotations {
+            keys: if types.keys.is_quantized() { 1 << head_dim.trailing_zeros() } else { 0 },
+            values: if types.values.is_quantized() { 64 } else { 0 },
+        }
+    }
 }
 
 /// Saved copies of a recurrent state (`S`: in CPU memory here, on the device for the GPU's),
@@ -191,10 +367,11 @@ impl<S> Checkpoints<S> {
 }
 
 impl Cache {
-    pub fn new(config: &Config, capacity: usize) -> Result<Cache, ModelError> {
+    pub fn new(config: &Config, capacity: usize, types: KvTypes) -> Result<Cache, ModelError> {
         if capacity == 0 || capacity > config.context_length {
             return Err(ModelError::BadContextSize { requested: capacity, maximum: config.context_length });
         }
+        check_types(config, types)?;
         let too_big = ModelError::OutOfMemory { what: "KV cache", bytes: usize::MAX };
         let mut kv_slot: Vec<Option<KvSlot>> = Vec::with_capacity(config.n_layer);
         let mut elements = 0usize;
@@ -203,7 +380,8 @@ impl Cache {
                 None
             } else if config.keeps_kv(l) {
                 let kv_dim = config.layer(l).kv_dim();
-                let slot = KvSlot { start: elements, kv_dim };
+                let slot =
+                    KvSlot { start: elements, kv_dim, rotations: Rotations::of_layer(config, types, l) };
                 elements = capacity
                     .checked_mul(kv_dim)
                     .and_then(|n| n.checked_add(elements))
@@ -228,8 +406,9 @@ impl Cache {
         Ok(Cache {
             capacity,
             kv_slot,
-            keys: try_zeroed("KV cache (keys)", elements)?,
-            values: try_zeroed("KV cache (values)", elements)?,
+            keys: KvStore::zeroed(types.keys, elements, "KV cache (keys)")?,
+            values: KvStore::zeroed(types.values, elements, "KV cache (values)")?,
+            types,
             len: 0,
             state_slot,
             recurrent,
@@ -251,7 +430,12 @@ impl Cache {
 
     /// Bytes held by keys, values and the current recurrent state (checkpoints apart).
     pub fn bytes(&self) -> usize {
-        (self.keys.len() + self.values.len()) * std::mem::size_of::<f16>() + self.recurrent.bytes()
+        self.keys.bytes() + self.values.bytes() + self.recurrent.bytes()
+    }
+
+    /// How keys and values are kept.
+    pub fn types(&self) -> KvTypes {
+        self.types
     }
 
     /// Whether some layers keep a recurrent state (rolling back then costs a replay).
@@ -369,22 +553,22 @@ impl Cache {
     pub(crate) fn store(&mut self, layer: usize, start: usize, keys: &[f32], values: &[f32]) {
         let slot = self.kv_slot(layer);
         let begin = slot.start + start * slot.kv_dim;
-        let end = begin + keys.len();
-        for (dst, &src) in self.keys[begin..end].iter_mut().zip(keys) {
-            *dst = f16::from_f32(src);
-        }
-        for (dst, &src) in self.values[begin..end].iter_mut().zip(values) {
-            *dst = f16::from_f32(src);
-        }
+        self.keys.store(begin, keys);
+        self.values.store(begin, values);
+    }
+
+    /// The turns `layer`'s queries, keys and values take around its cache ([`Rotations`]).
+    pub(crate) fn rotations(&self, layer: usize) -> Rotations {
+        self.kv_slot(layer).rotations
     }
 
     /// Keys and values of `layer` (the layer it shares them with, if so) for positions
-    /// `0..len` (`len * kv_dim` each).
-    pub(crate) fn layer(&self, layer: usize, len: usize) -> (&[f16], &[f16]) {
+    /// `0..len` (`len * kv_dim` values each).
+    pub(crate) fn layer(&self, layer: usize, len: usize) -> (KvRows<'_>, KvRows<'_>) {
         let slot = self.kv_slot(layer);
         let begin = slot.start;
         let end = begin + len * slot.kv_dim;
-        (&self.keys[begin..end], &self.values[begin..end])
+        (self.keys.rows(begin, end), self.values.rows(begin, end))
     }
 
     /// Recurrent layer `layer`'s convolution and delta-rule state.

@@ -7,12 +7,12 @@ use std::ops::Range;
 use half::f16;
 
 use super::attention::{
-    AttentionPrecision, HeadView, Scoring, TILED_MIN_QUERIES, attend_group_one_pass, attend_head_f32,
-    group_scratch_len,
+    AttentionPrecision, CachedKey, CachedValue, GroupScratch, HeadView, Scoring, TILED_MIN_QUERIES,
+    attend_group_one_pass, attend_head_f32,
 };
 use super::backend::{Backend, Buf, Input, LayerAttention, LayerRope, LogitsHead};
 use super::bytes::ModelBytes;
-use super::cache::Cache;
+use super::cache::{Cache, KvRows, KvType, KvTypes};
 use super::config::Config;
 use super::delta_net::{DeltaInputs, causal_conv, causal_conv_silu, delta_rule, gates, l2_normalize_heads};
 use super::error::{ModelError, try_zeroed};
@@ -20,7 +20,7 @@ use super::experts::{Choice, RouterBiases, route};
 use super::mamba2::{ScanInputs, ScanWeights, scan_step};
 use super::ops::{
     add_in_place, apply_rope, gated, gelu, layer_norm_in_place, rms_norm, rms_norm_in_place, rms_scale,
-    rope_table, sigmoid, silu,
+    rope_table, sigmoid, silu, walsh_hadamard,
 };
 use super::weights::{
     DeltaNetWeights, EncoderInput, ExpertWeights, FeedForward, FfnParts, Mamba2Weights, Matrix, Norm,
@@ -255,8 +255,17 @@ impl QuantizedInput {
 }
 
 impl Scratch {
-    pub fn new(config: &Config, context: usize, max_batch: usize) -> Result<Scratch, ModelError> {
+    /// Buffers for batches of up to `max_batch` tokens over a cache of `context` positions
+    /// kept as `types` (whose keys and values the tiled kernel widens to f32 when they are F16).
+    pub fn new(
+        config: &Config,
+        context: usize,
+        max_batch: usize,
+        types: KvTypes,
+    ) -> Result<Scratch, ModelError> {
         let max_batch = max_batch.max(1);
+        let widened =
+            if widens_cache(types, max_batch) { context.saturating_mul(config.kv_dim()) } else { 0 };
         let rows_of = |n: usize, width: usize| try_zeroed::<f32>("scratch buffers", n.saturating_mul(width));
         let rows = |width: usize| rows_of(max_batch, width);
         let delta = match config.delta_net {
@@ -339,8 +348,8 @@ impl Scratch {
             experts,
             gate: rows_of(ff_rows, n_ff)?,
             up: rows_of(ff_rows, n_ff)?,
-            keys: try_zeroed("attention keys", context.saturating_mul(config.kv_dim()))?,
-            values: try_zeroed("attention values", context.saturating_mul(config.kv_dim()))?,
+            keys: try_zeroed("attention keys", widened)?,
+            values: try_zeroed("attention values", widened)?,
             rope: Vec::with_capacity(config.rope_dims / 2),
             quantized: QuantizedInput {
                 activations: QuantizedActivations::quantize(ActivationType::F32, &[], 0, 0)?,
@@ -643,28 +652,39 @@ impl Backend for Cpu<'_> {
     fn attend(&mut self, store: bool, attention: &LayerAttention) {
         let (l, start, rows) = (self.layer, self.start, self.rows);
         let (qd, kvd) = (self.width(Buf::Q), self.width(Buf::K));
+        let rotations = self.cache.rotations(l);
         let Bufs { q, k, v, attn, .. } = &mut self.s.bufs;
+        let (q, out) = (&mut q[..rows * qd], &mut attn[..rows * qd]);
+        // Queries and keys turned alike leave their dot products as they were; the values'
+        // turn is undone on the output.
+        walsh_hadamard(q, rotations.keys);
         if store {
-            self.cache.store(l, start, &k[..rows * kvd], &v[..rows * kvd]);
+            let (k, v) = (&mut k[..rows * kvd], &mut v[..rows * kvd]);
+            walsh_hadamard(k, rotations.keys);
+            walsh_hadamard(v, rotations.values);
+            self.cache.store(l, start, k, v);
         }
         let (keys32, values32) = (&mut self.s.keys, &mut self.s.values);
-        let (q, out) = (&q[..rows * qd], &mut attn[..rows * qd]);
+        let q = &*q;
         let attention = (attention, self.s.attention_precision);
-        let Some(starts) = self.sequence_starts else {
-            attend(self.config, l, attention, self.cache, [keys32, values32], q, out, start, 0);
-            return;
-        };
-        // Packed sequences attend one by one, each as it would alone (the kernel a query takes
-        // depends on how many there are: a sequence's bits then do not depend on its company).
-        let mut row = 0;
-        while row < rows {
-            let first = starts[row];
-            let end = (row..rows).find(|&t| starts[t] != first).unwrap_or(rows);
-            let (q, out) = (&q[row * qd..end * qd], &mut out[row * qd..end * qd]);
-            let kv32 = [&mut *keys32, &mut *values32];
-            attend(self.config, l, attention, self.cache, kv32, q, out, start + row, first);
-            row = end;
+        match self.sequence_starts {
+            None => attend(self.config, l, attention, self.cache, [keys32, values32], q, out, start, 0),
+            Some(starts) => {
+                // Packed sequences attend one by one, each as it would alone (the kernel a query
+                // takes depends on how many there are: a sequence's bits then do not depend on
+                // its company).
+                let mut row = 0;
+                while row < rows {
+                    let first = starts[row];
+                    let end = (row..rows).find(|&t| starts[t] != first).unwrap_or(rows);
+                    let (q, out) = (&q[row * qd..end * qd], &mut out[row * qd..end * qd]);
+                    let kv32 = [&mut *keys32, &mut *values32];
+                    attend(self.config, l, attention, self.cache, kv32, q, out, start + row, first);
+                    row = end;
+                }
+            }
         }
+        walsh_hadamard(out, rotations.values);
     }
 
     /// `BlockOut = W_down · (act(W_gate · h) ⊙ (W_up · h))`, `h` the normalized input; without
@@ -993,7 +1013,7 @@ fn attend(
     let scoring = Scoring::new(attention.score_scale, attention.softcap);
     let window = attention.window;
     let first_needed = window.map_or(first, |w| (start + 1).saturating_sub(w).max(first));
-    let (keys16, values16) = cache.layer(attention.kv_layer, end);
+    let (keys, values) = cache.layer(attention.kv_layer, end);
     let group = c.n_head / shape.n_head_kv;
     // The keys query `t` sees: from `first` (or the window's start, if later) to its own, or
     // (encoders) to its sequence's last, which is the last of these queries.
@@ -1002,12 +1022,21 @@ fn attend(
         let last = if c.causal { slot + 1 } else { end };
         window.map_or(first, |w| (slot + 1).saturating_sub(w).max(first))..last
     };
-    if n >= TILED_MIN_QUERIES {
-        // The tiled kernel reads every key and value once per query: widen them to f32 once,
-        // for every head and query. (The one-pass kernel reads the cached halves in place.)
-        widen(&keys16[first_needed * kvd..], &mut keys32[first_needed * kvd..end * kvd]);
-        widen(&values16[first_needed * kvd..], &mut values32[first_needed * kvd..end * kvd]);
-        let (keys, values) = (&keys32[..], &values32[..]);
+    // llama.cpp's tiled kernel takes F16 or F32 caches whose keys and values are of one type;
+    // every other batch goes through the one-pass kernel.
+    let tiled = match (keys, values) {
+        _ if n < TILED_MIN_QUERIES => None,
+        (KvRows::F16(keys16), KvRows::F16(values16)) => {
+            // The tiled kernel reads every key and value once per query: widen them to f32 once,
+            // for every head and query. (The one-pass kernel reads the cached halves in place.)
+            widen(&keys16[first_needed * kvd..], &mut keys32[first_needed * kvd..end * kvd]);
+            widen(&values16[first_needed * kvd..], &mut values32[first_needed * kvd..end * kvd]);
+            Some((&keys32[..], &values32[..]))
+        }
+        (KvRows::F32(keys), KvRows::F32(values)) => Some((keys, values)),
+        _ => None,
+    };
+    if let Some((keys, values)) = tiled {
         // One task per run of (query, head) pairs: each writes only its heads' outputs.
         parallel::for_each_part(out, hd, MIN_HEADS_PER_PART, |first_head, part_out| {
             for (j, head_out) in part_out.chunks_exact_mut(hd).enumerate() {
@@ -1020,34 +1049,80 @@ fn attend(
         });
         return;
     }
-    // One task per run of units: the query heads of one KV head's group for one query, adjacent
-    // in `q` and `out`, which read each cached row once between them; or, where those units
-    // would leave threads unevenly loaded, equal shares of the group's heads.
-    let groups = n * shape.n_head_kv;
-    let threads = parallel::threads();
-    let even = |units: usize| units.is_multiple_of(threads) || units >= 4 * threads;
-    let shares = (1..=group).find(|&s| group.is_multiple_of(s) && even(groups * s)).unwrap_or(group);
-    let unit_heads = group / shares;
-    let (unit_width, units_per_query) = (unit_heads * hd, c.n_head / unit_heads);
-    let min_units = MIN_HEADS_PER_PART.div_ceil(unit_heads);
-    parallel::for_each_part(out, unit_width, min_units, |first, part_out| {
-        let mut scratch = vec![0.0f32; group_scratch_len(unit_heads, hd)];
-        for (j, unit_out) in part_out.chunks_exact_mut(unit_width).enumerate() {
-            // Units run query by query, then head by head.
-            let (t, first_head) = ((first + j) / units_per_query, (first + j) % units_per_query * unit_heads);
-            let queries = &q[t * qd + first_head * hd..][..unit_width];
-            let kv = HeadView {
-                keys: keys16,
-                values: values16,
-                stride: kvd,
-                offset: (first_head / group) * hd,
-                head_dim: hd,
-            };
-            let sinks = attention.sinks.map(|sinks| &sinks[first_head..first_head + unit_heads]);
-            let positions = keys_of(t);
-            attend_group_one_pass(queries, &kv, positions, scoring, sinks, precision, &mut scratch, unit_out);
-        }
-    });
+    let one_pass = OnePass {
+        c,
+        n_head_kv: shape.n_head_kv,
+        hd,
+        kvd,
+        q,
+        keys_of,
+        scoring,
+        sinks: attention.sinks,
+        precision,
+    };
+    macro_rules! typed {
+        ($rows:expr, $typed:ident => $body:expr) => {
+            match $rows {
+                KvRows::F16($typed) => $body,
+                KvRows::F32($typed) => $body,
+                KvRows::Q8_0($typed) => $body,
+            }
+        };
+    }
+    typed!(keys, keys => typed!(values, values => one_pass.run(keys, values, out)));
+}
+
+/// What [`attend`] hands the one-pass kernel, whatever types the cache keeps.
+struct OnePass<'a, F> {
+    c: &'a Config,
+    n_head_kv: usize,
+    hd: usize,
+    kvd: usize,
+    q: &'a [f32],
+    keys_of: F,
+    scoring: Scoring,
+    sinks: Option<&'a [f32]>,
+    precision: AttentionPrecision,
+}
+
+impl<F: Fn(usize) -> Range<usize> + Sync> OnePass<'_, F> {
+    fn run<K: CachedKey, V: CachedValue>(&self, keys: &[K], values: &[V], out: &mut [f32]) {
+        let OnePass { c, n_head_kv, hd, kvd, q, scoring, sinks, precision, .. } = *self;
+        let (n, qd, group) = (q.len() / (c.n_head * hd), c.n_head * hd, c.n_head / n_head_kv);
+        // One task per run of units: the query heads of one KV head's group for one query,
+        // adjacent in `q` and `out`, which read each cached row once between them; or, where
+        // those units would leave threads unevenly loaded, equal shares of the group's heads.
+        let groups = n * n_head_kv;
+        let threads = parallel::threads();
+        let even = |units: usize| units.is_multiple_of(threads) || units >= 4 * threads;
+        let shares = (1..=group).find(|&s| group.is_multiple_of(s) && even(groups * s)).unwrap_or(group);
+        let unit_heads = group / shares;
+        let (unit_width, units_per_query) = (unit_heads * hd, c.n_head / unit_heads);
+        let min_units = MIN_HEADS_PER_PART.div_ceil(unit_heads);
+        parallel::for_each_part(out, unit_width, min_units, |first, part_out| {
+            let mut scratch = GroupScratch::default();
+            for (j, unit_out) in part_out.chunks_exact_mut(unit_width).enumerate() {
+                // Units run query by query, then head by head.
+                let (t, first_head) =
+                    ((first + j) / units_per_query, (first + j) % units_per_query * unit_heads);
+                let queries = &q[t * qd + first_head * hd..][..unit_width];
+                let offset = (first_head / group) * hd;
+                let kv = HeadView { keys, values, stride: kvd, offset, head_dim: hd };
+                let sinks = sinks.map(|sinks| &sinks[first_head..first_head + unit_heads]);
+                let positions = (self.keys_of)(t);
+                attend_group_one_pass(
+                    queries,
+                    &kv,
+                    positions,
+                    scoring,
+                    sinks,
+                    precision,
+                    &mut scratch,
+                    unit_out,
+                );
+            }
+        });
+    }
 }
 
 /// `out (rows × matrix.rows) = input (rows × matrix.cols) · matrixᵀ`, with `input` quantized
@@ -1256,6 +1331,12 @@ fn ffn_rows(
         add_rows_bias(out, bias);
     }
     Ok(())
+}
+
+/// Whether batches of up to `max_batch` tokens widen a cache kept as `types` to f32 for the
+/// tiled kernel (F16 keys and values only: F32 ones it reads in place, others never reach it).
+fn widens_cache(types: KvTypes, max_batch: usize) -> bool {
+    types.keys == KvType::F16 && types.values == KvType::F16 && max_batch >= TILED_MIN_QUERIES
 }
 
 /// Converts cached f16 keys or values to f32, in parallel parts for long contexts.

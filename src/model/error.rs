@@ -65,6 +65,12 @@ pub enum ModelError {
         requested: usize,
         maximum: usize,
     },
+    /// A KV cache type whose blocks (`unit` values) do not divide the model's head size.
+    UnfitCacheType {
+        cache_type: &'static str,
+        head_dim: usize,
+        unit: usize,
+    },
 }
 
 impl ModelError {
@@ -85,6 +91,7 @@ impl ModelError {
             Self::ContextFull { .. } => "context_full",
             Self::TokenOutOfRange { .. } => "token_out_of_range",
             Self::BadContextSize { .. } => "bad_context_size",
+            Self::UnfitCacheType { .. } => "unfit_cache_type",
             Self::SplitFile { .. } => "split_file",
             Self::EmbeddingOnly(_) => "embedding_only",
         }
@@ -133,6 +140,11 @@ impl fmt::Display for ModelError {
             Self::BadContextSize { requested, maximum } => {
                 write!(f, "context size {requested} is not in 1..={maximum}")
             }
+            Self::UnfitCacheType { cache_type, head_dim, unit } => write!(
+                f,
+                "a {cache_type} KV cache keeps blocks of {unit} values, which do not divide this \
+                 model's head size of {head_dim}: use f16 or f32"
+            ),
         }
     }
 }

@@ -23,7 +23,7 @@ mod weights;
 
 pub use arch::{ARCHITECTURES, Activation, ArchSpec, Architecture, Family, Gating};
 pub use bytes::{ModelBytes, piece_starts};
-pub use cache::{CHECKPOINT_INTERVAL, Cache, Checkpoint, Checkpoints};
+pub use cache::{CHECKPOINT_INTERVAL, Cache, Checkpoint, Checkpoints, KvRows, KvType, KvTypes};
 pub use config::{
     Config, DeltaNet, Experts, LayerShape, MAX_EXPERTS, Mamba2, Rope, RopeStyle, ShortConv, Yarn,
 };
@@ -146,9 +146,21 @@ impl Model {
         all - unused
     }
 
-    /// A KV cache for `context` positions and scratch space for batches of up to `max_batch`.
-    pub fn new_state(&self, context: usize, max_batch: usize) -> Result<(Cache, Scratch), ModelError> {
-        Ok((Cache::new(&self.config, context)?, Scratch::new(&self.config, context, max_batch)?))
+    /// Whether this model's caches can be kept as `types` ([`Cache::new`] asks the same).
+    pub fn check_cache_types(&self, types: KvTypes) -> Result<(), ModelError> {
+        cache::check_types(&self.config, types)
+    }
+
+    /// A KV cache for `context` positions, its keys and values kept as `types`, and scratch
+    /// space for batches of up to `max_batch`.
+    pub fn new_state(
+        &self,
+        context: usize,
+        max_batch: usize,
+        types: KvTypes,
+    ) -> Result<(Cache, Scratch), ModelError> {
+        let cache = Cache::new(&self.config, context, types)?;
+        Ok((cache, Scratch::new(&self.config, context, max_batch, types)?))
     }
 }
 

@@ -178,6 +178,32 @@ pub fn swiglu_oai(gate: &mut [f32], up: &[f32]) {
     });
 }
 
+/// Each run of `n` values of `rows` (`n` a power of two; 0: none) turned by the orthonormal
+/// Walsh-Hadamard matrix as ggml's `fwht` turns it: scaled by 1/√n first, then log2(n)
+/// butterfly passes of sums and differences (the matrix is its own inverse). llama.cpp turns
+/// queries, keys and values this way around a quantized KV cache, whose blocks then quantize
+/// values with their outliers spread out.
+pub fn walsh_hadamard(rows: &mut [f32], n: usize) {
+    if n == 0 {
+        return;
+    }
+    debug_assert!(n.is_power_of_two() && rows.len().is_multiple_of(n));
+    let scale = 1.0 / (n as f32).sqrt();
+    for row in rows.chunks_exact_mut(n) {
+        row.iter_mut().for_each(|x| *x *= scale);
+        let mut len = 1;
+        while len < n {
+            for pair in row.chunks_exact_mut(2 * len) {
+                let (low, high) = pair.split_at_mut(len);
+                for (u, v) in low.iter_mut().zip(high) {
+                    (*u, *v) = (*u + *v, *u - *v);
+                }
+            }
+            len *= 2;
+        }
+    }
+}
+
 /// `x[i] = exp(x[i] - max)`, returning their sum, as ggml's `ggml_vec_soft_max_f32` on an AVX2
 /// host computes both: groups of eight through its vectorized exponential, each group summed
 /// in f32 as a 256-bit register reduces and the groups in f64; the rest through libm's.
@@ -287,6 +313,32 @@ pub fn add_in_place(x: &mut [f32], y: &[f32]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The butterflies give the Sylvester matrix (entry `(-1)^popcount(i & j) / √n`) times each
+    /// run, and turning twice gives the runs back.
+    #[test]
+    fn the_walsh_hadamard_turn_is_the_orthonormal_matrix_and_its_own_inverse() {
+        let n = 64;
+        let rows: Vec<f32> = (0..2 * n).map(|i| ((i * 37 % 29) as f32 - 14.0) * 0.37).collect();
+        let mut turned = rows.clone();
+        walsh_hadamard(&mut turned, n);
+        for (run, out) in rows.chunks_exact(n).zip(turned.chunks_exact(n)) {
+            for (i, &got) in out.iter().enumerate() {
+                let expected: f64 = (0..n)
+                    .map(|j| if (i & j).count_ones() % 2 == 0 { 1.0 } else { -1.0 } * f64::from(run[j]))
+                    .sum::<f64>()
+                    / (n as f64).sqrt();
+                assert!((f64::from(got) - expected).abs() < 1e-4, "{i}: {got} vs {expected}");
+            }
+        }
+        walsh_hadamard(&mut turned, n);
+        for (back, original) in turned.iter().zip(&rows) {
+            assert!((back - original).abs() < 1e-5, "{back} vs {original}");
+        }
+        let mut untouched = rows.clone();
+        walsh_hadamard(&mut untouched, 0);
+        assert_eq!(untouched, rows);
+    }
 
     /// The table holds, for every f16 input, what the formula gives.
     #[test]

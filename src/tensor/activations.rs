@@ -7,7 +7,7 @@
 
 use half::{bf16, f16};
 
-use super::blocks::{BlockQ8_1, BlockQ8K, F16Le, QK, QK_K};
+use super::blocks::{BlockQ8_0, BlockQ8_1, BlockQ8K, F16Le, QK, QK_K};
 use super::error::{TensorError, check_len};
 use super::format::WeightType;
 use super::kernels::active::{Q8_0Extra, Q8KWide, q8_0_extra, q8_k_wide};
@@ -434,18 +434,33 @@ fn q8_scale(block: &[f32]) -> (f32, f32) {
     (d, inverse)
 }
 
+/// One block of 32 values quantized to Q8_0 as ggml's CPU quantizes activations, and rows
+/// stored into a Q8_0 KV cache (`quantize_row_q8_0`: [`q8_scale`]).
+#[inline(always)]
+fn q8_0_block(x: &[f32]) -> BlockQ8_0 {
+    let (d, inverse) = q8_scale(x);
+    let mut qs = [0i8; QK];
+    for (q, &v) in qs.iter_mut().zip(x) {
+        *q = nearest_int(v * inverse) as i8;
+    }
+    BlockQ8_0 { d: F16Le::from_f32(d), qs }
+}
+
+/// Whole blocks of `src` quantized into `dst` as plain Q8_0 blocks (a Q8_0 KV cache's rows).
+pub fn quantize_q8_0(src: &[f32], dst: &mut [BlockQ8_0]) {
+    for (block, x) in dst.iter_mut().zip(src.chunks_exact(QK)) {
+        *block = q8_0_block(x);
+    }
+}
+
 impl ActivationFormat for Q8_0Activation {
     const TYPE: ActivationType = ActivationType::Q8_0;
     const BLOCK_LEN: usize = QK;
 
     fn quantize_row(src: &[f32], dst: &mut [Self]) {
         for (block, x) in dst.iter_mut().zip(src.chunks_exact(QK)) {
-            let (d, inverse) = q8_scale(x);
-            block.d = F16Le::from_f32(d);
-            for (q, &v) in block.qs.iter_mut().zip(x) {
-                *q = nearest_int(v * inverse) as i8;
-            }
-            block.extra = q8_0_extra(block.d, &block.qs);
+            let BlockQ8_0 { d, qs } = q8_0_block(x);
+            *block = Q8_0Activation::new(d, qs);
         }
     }
 

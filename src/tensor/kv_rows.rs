@@ -10,7 +10,9 @@
 
 use half::f16;
 
-use super::kernels::active;
+use super::activations::Q8_0Activation;
+use super::blocks::BlockQ8_0;
+use super::kernels::{Active, Tile, active};
 
 /// `dst[i] = src[i]` as f32.
 pub fn widen(src: &[f16], dst: &mut [f32]) {
@@ -38,6 +40,43 @@ pub fn add_weighted_rounded_heads(accs: &mut [f32], values: &[f16], weights: &[f
 /// (attention's `'fast'` precision): the heads of a GQA group; the values are read once for all.
 pub fn add_weighted_heads(accs: &mut [f32], values: &[f16], weights: &[f32]) {
     active::mad_kv_row_heads(accs, values, weights)
+}
+
+/// Each query head's Q8_0 blocks in `queries` (rows of `key.len()` blocks, one per score) ·
+/// one Q8_0 key row: llama.cpp's `vec_dot_q8_0_q8_0`, which its attention runs on a Q8_0
+/// cache (`-ctk q8_0`), here the same tile kernel as a Q8_0 weight row's.
+pub fn dot_q8_0_key_heads(queries: &[Q8_0Activation], key: &[BlockQ8_0], scores: &mut [f32]) {
+    for (score, query) in scores.iter_mut().zip(queries.chunks_exact(key.len().max(1))) {
+        *score = <Active as Tile<BlockQ8_0>>::dot(key, query);
+    }
+}
+
+/// Each query head in `queries` (rows of `key.len()`) · one f32 key row: `ggml_vec_dot_f32`,
+/// what llama.cpp's attention runs on an F32 cache, here the F32 weight rows' tile kernel.
+pub fn dot_f32_key_heads(queries: &[f32], key: &[f32], scores: &mut [f32]) {
+    // SAFETY: any f32 is four plain bytes; u8 has alignment 1.
+    let key_bytes =
+        unsafe { std::slice::from_raw_parts(key.as_ptr().cast::<u8>(), std::mem::size_of_val(key)) };
+    for (score, query) in scores.iter_mut().zip(queries.chunks_exact(key.len().max(1))) {
+        *score = <Active as Tile<f32>>::dot(key_bytes, query);
+    }
+}
+
+/// `accs[h][i] += values[i] · weights[h]` for each head's accumulator in `accs` (rows of
+/// `values.len()`), one multiply-add each: `ggml_vec_mad_f32`, how llama.cpp adds value rows
+/// that are not F16 (an F32 cache's, or a Q8_0 one's decoded) into its f32 sums. The loop is
+/// left to the compiler's vectorizer: no lane order to keep.
+pub fn add_weighted_f32_heads(accs: &mut [f32], values: &[f32], weights: &[f32]) {
+    for (acc, &weight) in accs.chunks_exact_mut(values.len().max(1)).zip(weights) {
+        for (a, &v) in acc.iter_mut().zip(values) {
+            *a = mul_add(v, weight, *a);
+        }
+    }
+}
+
+/// A Q8_0 row decoded to f32, `q · d` (`dequantize_row_q8_0`).
+pub fn widen_q8_0(blocks: &[BlockQ8_0], dst: &mut [f32]) {
+    super::legacy::decode_q8_0(blocks, dst)
 }
 
 /// `acc[i] = round_to_f16(values[i] · weight + acc[i])`, the product and the sum each rounded

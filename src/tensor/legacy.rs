@@ -254,16 +254,22 @@ impl QuantFormat for BlockQ8_0 {
     type Activation = Q8_0Activation;
 
     fn dequantize_row(src: &[u8], dst: &mut [f32]) {
-        for (block, y) in whole_blocks::<Self>(src).iter().zip(dst.chunks_exact_mut(QK)) {
-            let d = block.d.to_f32();
-            for (out, &q) in y.iter_mut().zip(&block.qs) {
-                *out = f32::from(q) * d;
-            }
-        }
+        decode_q8_0(whole_blocks(src), dst)
     }
 }
 
 #[cfg_attr(all(target_arch = "x86_64", target_feature = "avx2", not(test)), allow(dead_code))] // the AVX2 twin runs instead
+/// Q8_0 blocks decoded, `q · d` (ggml's `dequantize_row_q8_0`): a weight row's, or a row of a
+/// Q8_0 KV cache.
+pub(super) fn decode_q8_0(blocks: &[BlockQ8_0], dst: &mut [f32]) {
+    for (block, y) in blocks.iter().zip(dst.chunks_exact_mut(QK)) {
+        let d = block.d.to_f32();
+        for (out, &q) in y.iter_mut().zip(&block.qs) {
+            *out = f32::from(q) * d;
+        }
+    }
+}
+
 pub(super) fn dot_q8_0(x: &[BlockQ8_0], y: &[Q8_0Activation]) -> f32 {
     let mut lanes = Lanes::default();
     for (xb, yb) in x.iter().zip(y) {

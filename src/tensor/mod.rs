@@ -66,12 +66,12 @@ mod test_support;
 
 pub use activations::{
     ActivationData, ActivationFormat, ActivationType, BF16Activation, F16Activation, Q8_0Activation,
-    QuantizedActivations,
+    QuantizedActivations, quantize_q8_0,
 };
 pub use blocks::{
     BlockIq1M, BlockIq1S, BlockIq2S, BlockIq2Xs, BlockIq2Xxs, BlockIq3S, BlockIq3Xxs, BlockIq4Nl, BlockIq4Xs,
     BlockMxfp4, BlockQ2K, BlockQ3K, BlockQ4_0, BlockQ4_1, BlockQ4K, BlockQ5_0, BlockQ5_1, BlockQ5K, BlockQ6K,
-    BlockQ8_0, BlockQ8_1, BlockQ8K, F16Le, PlainBytes, QK_K, cast_blocks,
+    BlockQ8_0, BlockQ8_1, BlockQ8K, F16Le, PlainBytes, QK, QK_K, cast_blocks,
 };
 pub use error::TensorError;
 pub use float::{first_non_finite_f16, fma, read_checksum, reduce_accumulators, sum_lanes, table_over_f16};

@@ -12,7 +12,7 @@ use crate::engine::{
 };
 use crate::grammar::GrammarSpec;
 use crate::inspect::Report;
-use crate::model::AttentionPrecision;
+use crate::model::{AttentionPrecision, KvType, KvTypes};
 use crate::sampler::{Sampler, SamplerError, SamplerSettings};
 use crate::tokenizer::{DecodeOptions, EncodeOptions};
 
@@ -444,6 +444,32 @@ impl WebEngine {
         })?;
         self.engine.set_attention_precision(precision);
         Ok(())
+    }
+
+    /// What sessions created from now on keep their cached keys and values as: `"f16"` (the
+    /// default), `"q8_0"` or `"f32"` each (llama.cpp's `-ctk`/`-ctv`). Anything else is a
+    /// `bad_request`; types other than F16 on the GPU, or Q8_0 for heads that are not whole
+    /// blocks of 32, are refused with the engine's error. The session is made anew.
+    pub fn set_cache_types(&mut self, keys: &str, values: &str) -> Result<(), JsValue> {
+        let kind = |part: &str, name: &str| {
+            KvType::from_name(name).ok_or_else(|| {
+                let message = format!("cache_type_{part} must be f16, q8_0 or f32, not {name:?}");
+                js_error("TypeError", "bad_request", &message)
+            })
+        };
+        let types = KvTypes { keys: kind("k", keys)?, values: kind("v", values)? };
+        if types != self.engine.cache_types() {
+            self.engine.set_cache_types(types).map_err(engine_error)?;
+            self.session = None;
+            self.answer = None;
+        }
+        Ok(())
+    }
+
+    /// `[keys, values]`, each `"f16"`, `"q8_0"` or `"f32"`: see [`WebEngine::set_cache_types`].
+    pub fn cache_types(&self) -> Vec<String> {
+        let types = self.engine.cache_types();
+        vec![types.keys.name().into(), types.values.name().into()]
     }
 
     /// `"fast"` or `"exact"`: see [`WebEngine::set_attention_precision`].

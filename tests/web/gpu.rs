@@ -33,7 +33,7 @@ async fn gpu_follows_cpu(gpu: &Gpu, name: &str, bytes: &[u8], steps: usize, tole
     let model = Model::load(bytes.to_vec()).unwrap();
     let capacity = PROMPT.len() + steps;
     let mut on_gpu = GpuState::new(gpu, &model, capacity, PROMPT.len()).unwrap();
-    let (mut cache, mut scratch) = model.new_state(capacity, PROMPT.len()).unwrap();
+    let (mut cache, mut scratch) = model.new_state(capacity, PROMPT.len(), Default::default()).unwrap();
     let mut tokens = PROMPT.to_vec();
     for step in 0..steps {
         let fed = if step == 0 { &tokens[..] } else { &tokens[tokens.len() - 1..] };

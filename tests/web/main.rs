@@ -155,7 +155,8 @@ fn assert_follows_golden(file: &[u8], golden: &str, tolerance: f32) -> usize {
     for (name, prompt) in golden["prompts"].as_object().unwrap() {
         let (prompt_ids, generated) = (ids(&prompt["prompt_ids"]), ids(&prompt["generated_ids"]));
         assert_eq!(engine.encode(prompt["prompt"].as_str().unwrap()), prompt_ids, "{file_name} {name}");
-        let (mut cache, mut scratch) = model.new_state(prompt_ids.len() + 8, prompt_ids.len()).unwrap();
+        let (mut cache, mut scratch) =
+            model.new_state(prompt_ids.len() + 8, prompt_ids.len(), Default::default()).unwrap();
         let mut row = model.forward(&mut cache, &mut scratch, &prompt_ids, LogitsFor::Last).unwrap().to_vec();
         for step in prompt["steps"].as_array().unwrap() {
             let k = step["step"].as_u64().unwrap() as usize;

@@ -2,6 +2,8 @@
 
 use std::collections::HashMap;
 
+use inferno::model::{AttentionPrecision, KvType, KvTypes};
+
 pub struct Args {
     command: &'static str,
     positional: Vec<String>,
@@ -113,27 +115,46 @@ impl Args {
         }
     }
 
-    /// `engine` with its sessions on the device `--device` asks for (the CPU by default).
-    #[cfg_attr(not(all(feature = "gpu", not(target_family = "wasm"))), allow(unused_mut))]
-    pub fn on_device(&self, mut engine: inferno::engine::Engine) -> Result<inferno::engine::Engine, String> {
+    /// The engine `load` gives, with attention at `--precision` (`default` when absent), its
+    /// caches kept as `--cache-type-k`/`--cache-type-v` ask, and its sessions on the device
+    /// `--device` asks for (the CPU by default). The options are checked before it loads.
+    pub fn configure(
+        &self,
+        default: AttentionPrecision,
+        load: impl FnOnce() -> Result<inferno::engine::Engine, String>,
+    ) -> Result<inferno::engine::Engine, String> {
+        let (precision, cache_types) = (self.precision(default)?, self.cache_types()?);
         #[cfg(all(feature = "gpu", not(target_family = "wasm")))]
-        engine.use_gpu(self.gpu()?).map_err(|e| format!("{}: {e}", self.command))?;
+        let gpu = self.gpu()?;
         #[cfg(not(all(feature = "gpu", not(target_family = "wasm"))))]
         self.gpu()?;
+        let mut engine = load()?;
+        engine.set_attention_precision(precision);
+        engine.set_cache_types(cache_types).map_err(|e| format!("{}: {e}", self.command))?;
+        #[cfg(all(feature = "gpu", not(target_family = "wasm")))]
+        engine.use_gpu(gpu).map_err(|e| format!("{}: {e}", self.command))?;
         Ok(engine)
     }
 
     /// `--precision exact|fast`: how attention on the CPU keeps its query and `Σ p·V` (llama.cpp's
     /// F16, or f32), `default` when absent.
-    pub fn precision(
-        &self,
-        default: inferno::model::AttentionPrecision,
-    ) -> Result<inferno::model::AttentionPrecision, String> {
+    pub fn precision(&self, default: AttentionPrecision) -> Result<AttentionPrecision, String> {
         match self.text("--precision") {
             None => Ok(default),
-            Some(name) => inferno::model::AttentionPrecision::from_name(name)
+            Some(name) => AttentionPrecision::from_name(name)
                 .ok_or_else(|| format!("{}: --precision takes exact or fast, not {name:?}", self.command)),
         }
+    }
+
+    /// `--cache-type-k` and `--cache-type-v` (llama.cpp's `-ctk`/`-ctv`): `f16` (the default),
+    /// `q8_0` or `f32`.
+    pub fn cache_types(&self) -> Result<KvTypes, String> {
+        let kind = |option: &str| match self.text(option) {
+            None => Ok(KvType::F16),
+            Some(name) => KvType::from_name(name)
+                .ok_or_else(|| format!("{}: {option} takes f16, q8_0 or f32, not {name:?}", self.command)),
+        };
+        Ok(KvTypes { keys: kind("--cache-type-k")?, values: kind("--cache-type-v")? })
     }
 
     /// A numeric option, `default` when absent; a value that does not parse is an error.

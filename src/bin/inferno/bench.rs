@@ -7,14 +7,24 @@
 
 use std::time::Instant;
 
-use inferno::model::{AttentionPrecision, LogitsFor, Model};
+use inferno::model::{AttentionPrecision, KvTypes, LogitsFor, Model};
 use serde::Serialize;
 
 use crate::args::Args;
 use crate::generate::load_engine;
 
 pub fn run(args: &[String]) -> Result<(), String> {
-    let options = ["--pp", "--tg", "--runs", "--threads", "--device", "--json-schema", "--precision"];
+    let options = [
+        "--pp",
+        "--tg",
+        "--runs",
+        "--threads",
+        "--device",
+        "--json-schema",
+        "--precision",
+        "--cache-type-k",
+        "--cache-type-v",
+    ];
     let args = Args::parse("bench", args, &options, &["--json"])?;
     let path = args.model()?;
     let pp: usize = args.number("--pp", 64)?;
@@ -25,8 +35,13 @@ pub fn run(args: &[String]) -> Result<(), String> {
     }
     let threads = args.start_threads()?;
     let precision = args.precision(AttentionPrecision::Fast)?;
+    let cache_types = args.cache_types()?;
     #[cfg(all(feature = "gpu", not(target_family = "wasm")))]
     let gpu = args.gpu()?;
+    #[cfg(all(feature = "gpu", not(target_family = "wasm")))]
+    if gpu.is_some() && !cache_types.is_default() {
+        return Err("bench: the GPU keeps its KV cache in f16 only".into());
+    }
     #[cfg(not(all(feature = "gpu", not(target_family = "wasm"))))]
     args.gpu()?;
     let load_started = Instant::now();
@@ -48,7 +63,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
             return gpu_runs(gpu, model, tokens, batched, runs);
         }
         for run in 0..=runs {
-            let seconds = time_tokens(model, tokens, batched, precision)?;
+            let seconds = time_tokens(model, tokens, batched, (precision, cache_types))?;
             if run > 0 {
                 samples.push(n as f64 / seconds);
             }
@@ -394,15 +409,16 @@ fn gpu_runs(
 }
 
 /// Seconds to run `tokens` from an empty cache: as one batch, or one token per call, attention
-/// at `precision`.
+/// at `precision` over a cache kept as `types`.
 fn time_tokens(
     model: &Model,
     tokens: &[u32],
     batched: bool,
-    precision: AttentionPrecision,
+    (precision, types): (AttentionPrecision, KvTypes),
 ) -> Result<f64, String> {
     let batch = if batched { tokens.len() } else { 1 };
-    let (mut cache, mut scratch) = model.new_state(tokens.len(), batch).map_err(|e| format!("bench: {e}"))?;
+    let (mut cache, mut scratch) =
+        model.new_state(tokens.len(), batch, types).map_err(|e| format!("bench: {e}"))?;
     scratch.set_attention_precision(precision);
     let started = Instant::now();
     if batched {

@@ -34,6 +34,8 @@ const OPTIONS: &[&str] = &[
     "--stop",
     "--reasoning-effort",
     "--precision",
+    "--cache-type-k",
+    "--cache-type-v",
 ];
 const SWITCHES: &[&str] =
     &["--chat", "--no-think", "--think", "--json", "--ignore-eos", "--one-call", "--strict"];
@@ -60,10 +62,8 @@ pub fn run(args: &[String]) -> Result<(), String> {
         return Err("generate: --reasoning-effort needs --chat".into());
     }
 
-    let precision = args.precision(AttentionPrecision::Fast)?;
     args.start_threads()?;
-    let mut engine = args.on_device(load_engine(path)?)?;
-    engine.set_attention_precision(precision);
+    let engine = args.configure(AttentionPrecision::Fast, || load_engine(path))?;
     let (prompt_ids, reply, grammar) = if args.switch("--chat") {
         let mut messages = Vec::new();
         if let Some(system) = args.text("--system") {

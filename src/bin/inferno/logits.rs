@@ -12,7 +12,17 @@ use crate::args::Args;
 use crate::generate::load_engine;
 
 pub fn run(args: &[String]) -> Result<(), String> {
-    let options = ["--tokens", "--top", "--threads", "--device", "--golden", "--tolerance", "--precision"];
+    let options = [
+        "--tokens",
+        "--top",
+        "--threads",
+        "--device",
+        "--golden",
+        "--tolerance",
+        "--precision",
+        "--cache-type-k",
+        "--cache-type-v",
+    ];
     let args = Args::parse("logits", args, &options, &["--json"])?;
     let path = args.model()?;
     args.start_threads()?;
@@ -60,7 +70,8 @@ fn top_logits(args: &Args, path: &str, list: &str) -> Result<(), String> {
     let rows: Vec<f32> = if !on_gpu(&engine) {
         // Every position's logits from one batch.
         let model = engine.model();
-        let (mut cache, mut scratch) = model.new_state(tokens.len(), tokens.len()).map_err(|e| error(&e))?;
+        let (mut cache, mut scratch) =
+            model.new_state(tokens.len(), tokens.len(), engine.cache_types()).map_err(|e| error(&e))?;
         scratch.set_attention_precision(engine.attention_precision());
         model.forward(&mut cache, &mut scratch, &tokens, LogitsFor::All).map_err(|e| error(&e))?.to_vec()
     } else {
@@ -121,10 +132,7 @@ fn highest(row: &[f32], n: usize) -> Vec<(u32, f32)> {
 /// The engine on `--device`, its attention `--precision` exact unless asked otherwise: these
 /// logits are for comparing with llama.cpp's.
 fn engine_for_logits(args: &Args, path: &str) -> Result<Engine, String> {
-    let precision = args.precision(AttentionPrecision::Exact)?;
-    let mut engine = args.on_device(load_engine(path)?)?;
-    engine.set_attention_precision(precision);
-    Ok(engine)
+    args.configure(AttentionPrecision::Exact, || load_engine(path))
 }
 
 /// The session's logits after exactly `tokens` (it evaluates only what it does not hold).
