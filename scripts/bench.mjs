@@ -8,6 +8,7 @@
 //                          [--ctx N] [--warmup 1] [--timeout 900] [--no-relaxed] [--busy-core]
 //                          [--only inferno|wllama] [--browser chromium|firefox|webkit] [--json] [--verbose]
 //                          [--device cpu|gpu] [--swiftshader] [--precision fast|exact]
+//                          [--cache-type-k f16|q8_0|f32] [--cache-type-v f16|q8_0|f32]
 //
 // --device gpu runs both engines on the browser's GPU (WebGPU; Chromium with
 // --enable-unsafe-webgpu): Inferno on its own kernels, wllama with every layer offered to
@@ -28,6 +29,9 @@
 //
 // --precision exact runs Inferno's attention as llama.cpp's CPU does (F16 sums, its bits);
 // the default, fast, keeps them in f32.
+// --cache-type-k and --cache-type-v keep Inferno's KV cache as that type (llama.cpp's -ctk/-ctv;
+// Inferno's page only: compare with native `llama-bench -ctk T -ctv T`); its report gives the
+// cache's bytes (cache_bytes).
 // --depth D fills the cache with D tokens (untimed) before the timed prefill and decode, as
 // `llama-bench -d D` does: Inferno only (wllama's completion API cannot hold a cache of exactly
 // D tokens before a prompt of exactly pp), so it needs --only inferno; compare with native
@@ -72,6 +76,7 @@ const USAGE = `usage: node scripts/bench.mjs [MODEL.gguf ...] [--runs 3] [--pp 6
                            [--ctx N] [--warmup 1] [--timeout 900] [--no-relaxed]
                            [--busy-core] [--only inferno|wllama] [--browser chromium|firefox|webkit]
                            [--json] [--verbose] [--device cpu|gpu] [--swiftshader] [--precision fast|exact]
+                           [--cache-type-k f16|q8_0|f32] [--cache-type-v f16|q8_0|f32]
                            [--json-schema FILE] [--embed N]`;
 
 function parseArgs(argv) {
@@ -90,6 +95,8 @@ function parseArgs(argv) {
     verbose: false,
     device: 'cpu',
     precision: 'fast',
+    cacheTypeK: 'f16',
+    cacheTypeV: 'f16',
     swiftshader: false,
   };
   const numbers = {
@@ -129,6 +136,10 @@ function parseArgs(argv) {
     } else if (flag === '--precision') {
       options.precision = inline ?? argv[++i];
       if (!['fast', 'exact'].includes(options.precision)) throw new Error('--precision takes fast or exact');
+    } else if (flag === '--cache-type-k' || flag === '--cache-type-v') {
+      const value = inline ?? argv[++i];
+      if (!['f16', 'q8_0', 'f32'].includes(value)) throw new Error(`${flag} takes f16, q8_0 or f32`);
+      options[flag === '--cache-type-k' ? 'cacheTypeK' : 'cacheTypeV'] = value;
     } else if (flag === '--swiftshader') options.swiftshader = true;
     else if (flag === '--json-schema') {
       const file = inline ?? argv[++i];
@@ -261,6 +272,10 @@ async function runPage(browser, baseUrl, engine, modelUrl, options) {
   if (options.ctx !== null) query.set('ctx', options.ctx);
   if (options.depth > 0) query.set('depth', options.depth);
   if (options.precision !== 'fast' && engine.name === 'inferno') query.set('precision', options.precision);
+  if (engine.name === 'inferno') {
+    if (options.cacheTypeK !== 'f16') query.set('cache_type_k', options.cacheTypeK);
+    if (options.cacheTypeV !== 'f16') query.set('cache_type_v', options.cacheTypeV);
+  }
   if (options.embed) query.set('embed', options.embed);
   if (options.schema && engine.name === 'inferno') query.set('schema', options.schema);
   const context = await browser.newContext();
@@ -305,6 +320,7 @@ function summarize(sides) {
       read_ms: median(ok.map((r) => r.read_ms).filter((v) => v !== undefined)),
       finish_ms: median(ok.map((r) => r.finish_ms).filter((v) => v !== undefined)),
       memory_bytes: median(ok.map((r) => r.memory_bytes).filter((v) => v !== undefined)),
+      cache_bytes: ok.find((r) => r.cache_bytes)?.cache_bytes ?? null,
       file_bytes: ok.find((r) => r.file_bytes)?.file_bytes ?? null,
       gpu: ok.find((r) => r.gpu)?.gpu ?? null,
       copy_gb_s: median(ok.map((r) => r.copy_gb_s).filter((v) => v !== undefined)),
@@ -413,7 +429,9 @@ function printTable(report) {
       `${report.threads} ${report.threads === 1 ? 'thread' : 'threads'} on both sides` +
       `${report.depth ? `, after ${report.depth} tokens already in the cache (llama-bench -d ${report.depth})` : ''}` +
       `${report.busy_core ? ', with a busy loop holding one core' : ''}${report.relaxed ? '' : ', Inferno without relaxed SIMD'}` +
-      `, Inferno's attention ${report.precision}; ratio = inferno / wllama.\n` +
+      `, Inferno's attention ${report.precision}` +
+      `${report.cache_type_k === 'f16' && report.cache_type_v === 'f16' ? '' : `, its KV cache keys ${report.cache_type_k}, values ${report.cache_type_v}`}` +
+      `; ratio = inferno / wllama.\n` +
       `wllama ${report.wllama_version} (llama.cpp ${report.llama_cpp ?? '?'}), ${report.browser}.`,
   );
   if (report.device === 'gpu') {
@@ -467,7 +485,8 @@ function printTable(report) {
       console.log(
         `${path.basename(m.file)}: Inferno loads in ${fmt(i.load_ms, 0)} ms what the page reads in ${fmt(i.read_ms, 0)} ms ` +
           `(${fmt(i.load_ms / i.read_ms, 2)}x; of that, ${fmt(i.finish_ms, 0)} ms validating and building after the last byte); wasm memory after the runs ${mb(i.memory_bytes)} for a ${mb(i.file_bytes)} file ` +
-          `(+${mb(i.memory_bytes - i.file_bytes)}).`,
+          `(+${mb(i.memory_bytes - i.file_bytes)})` +
+          `${i.cache_bytes ? `, of which its KV cache of ${i.runs[0]?.ctx ?? '?'} positions ${mb(i.cache_bytes)}` : ''}.`,
       );
     }
   }
@@ -528,6 +547,8 @@ async function main() {
     ctx: options.ctx,
     device: options.device,
     precision: options.precision,
+    cache_type_k: options.cacheTypeK,
+    cache_type_v: options.cacheTypeV,
     swiftshader: options.swiftshader,
     json_schema: options.schemaFile ?? null,
     browser: browser.version,

@@ -492,6 +492,12 @@ impl WebEngine {
         self.engine.model().decode_weight_bytes() as f64
     }
 
+    /// Bytes of the conversation's KV cache (and recurrent state) in the wasm memory: what the
+    /// cache types decide; 0 without a session, or on the GPU.
+    pub fn cache_bytes(&self) -> f64 {
+        self.session.as_ref().map_or(0, Session::cache_bytes) as f64
+    }
+
     /// Bytes the conversation holds on the GPU (weights, cache, activations); 0 on the CPU.
     pub fn gpu_bytes(&self) -> f64 {
         #[cfg(feature = "gpu")]

@@ -37,6 +37,14 @@ test("attention's precision is fast unless exact is asked for, and nothing else"
   assert.throws(() => readParams('?model=x.gguf&precision=half', PAGE), /precision must be/);
 });
 
+test('the KV cache types are f16 unless f16, q8_0 or f32 is asked for, and nothing else', () => {
+  const params = readParams('?model=x.gguf', PAGE);
+  assert.deepEqual([params.cacheTypeK, params.cacheTypeV], ['f16', 'f16']);
+  const asked = readParams('?model=x.gguf&cache_type_k=q8_0&cache_type_v=f32', PAGE);
+  assert.deepEqual([asked.cacheTypeK, asked.cacheTypeV], ['q8_0', 'f32']);
+  assert.throws(() => readParams('?model=x.gguf&cache_type_k=q4_0', PAGE), /cache_type_k must be/);
+});
+
 test('a depth makes room for itself in the cache', () => {
   const params = readParams('?model=x.gguf&pp=64&tg=32&depth=448', PAGE);
   assert.deepEqual([params.depth, params.ctx], [448, 768]);

@@ -531,7 +531,7 @@ pageSuite(
       assert.ok(third.reused < first.prefilled - 20, JSON.stringify({ first, third }));
     });
 
-    test("attention's precision: Exact reloads the model and says so, Fast is the default", async () => {
+    test("attention's precision and the KV cache's types: each reloads the model and says so; Fast and F16 are the defaults", async () => {
       await loadModel(requireModel(MODELS.qwen3Micro));
       await assertModelLoaded('qwen3-micro-q4_0.gguf');
       const device = h.page.locator('#model-device');
@@ -552,16 +552,42 @@ pageSuite(
       await setSettings({ temperature: 0, max_tokens: 4 });
       const answer = await ask('Hello');
       assert.equal(answer.tokens.length, 4);
-      // The API refuses any other precision before loading anything.
-      const refused = await h.page.evaluate(async () => {
-        const { Inferno } = await import('/lib/inferno.js');
-        return Inferno.load(new Blob([new Uint8Array(8)]), { precision: 'half' }).then(
-          () => 'loaded',
-          (error) => `${error.kind}: ${error.message}`,
-        );
-      });
-      assert.match(refused, /^bad_request: precision must be one of fast, exact/);
+      // The API refuses other values before loading anything.
+      const refused = (options) =>
+        h.page.evaluate(async (options) => {
+          const { Inferno } = await import('/lib/inferno.js');
+          return Inferno.load(new Blob([new Uint8Array(8)]), options).then(
+            () => 'loaded',
+            (error) => `${error.kind}: ${error.message}`,
+          );
+        }, options);
+      assert.match(
+        await refused({ precision: 'half' }),
+        /^bad_request: precision must be one of fast, exact/,
+      );
       await h.page.selectOption('#set-precision', 'fast');
+      // The cache as llama.cpp's -ctk q8_0 -ctv q8_0.
+      const cacheTypesShown = (types) =>
+        h.page.waitForFunction(
+          (types) => document.getElementById('model-device').dataset.cacheTypes === types,
+          types,
+          { timeout: CHAT_TIMEOUT_MS },
+        );
+      assert.equal(await device.getAttribute('data-cache-types'), 'f16/f16');
+      assert.doesNotMatch(await device.innerText(), /KV cache/);
+      await h.page.selectOption('#set-cache-k', 'q8_0');
+      await h.page.selectOption('#set-cache-v', 'q8_0');
+      await cacheTypesShown('q8_0/q8_0');
+      assert.match(await device.innerText(), /^CPU · \d+ threads? · KV cache q8_0\/q8_0/);
+      const quantized = await ask('Hello');
+      assert.equal(quantized.tokens.length, 4);
+      assert.match(
+        await refused({ cache_type_v: 'q4_0' }),
+        /^bad_request: cache_type_v must be one of f16, q8_0, f32/,
+      );
+      await h.page.selectOption('#set-cache-k', 'f16');
+      await h.page.selectOption('#set-cache-v', 'f16');
+      await cacheTypesShown('f16/f16');
     });
 
     test('qwen3 offers the thinking toggle', async () => {

@@ -151,12 +151,17 @@ fn assert_follows_golden(file: &[u8], golden: &str, tolerance: f32) -> usize {
         v.as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32).collect()
     };
     let model = engine.model();
+    // The KV cache as llama.cpp kept it, where not F16 (the kv-cache goldens).
+    let cache_types = golden["settings"]["cache_types"].as_object().map_or_else(Default::default, |t| {
+        let kind = |part: &str| inferno::model::KvType::from_name(t[part].as_str().unwrap()).unwrap();
+        inferno::model::KvTypes { keys: kind("keys"), values: kind("values") }
+    });
     let mut steps = 0;
     for (name, prompt) in golden["prompts"].as_object().unwrap() {
         let (prompt_ids, generated) = (ids(&prompt["prompt_ids"]), ids(&prompt["generated_ids"]));
         assert_eq!(engine.encode(prompt["prompt"].as_str().unwrap()), prompt_ids, "{file_name} {name}");
         let (mut cache, mut scratch) =
-            model.new_state(prompt_ids.len() + 8, prompt_ids.len(), Default::default()).unwrap();
+            model.new_state(prompt_ids.len() + 8, prompt_ids.len(), cache_types).unwrap();
         let mut row = model.forward(&mut cache, &mut scratch, &prompt_ids, LogitsFor::Last).unwrap().to_vec();
         for step in prompt["steps"].as_array().unwrap() {
             let k = step["step"].as_u64().unwrap() as usize;
@@ -249,6 +254,25 @@ fn micro_files_of_other_architectures_and_types_match_llama_cpp_in_the_browser()
     ];
     for (name, file, golden, tolerance, steps) in files {
         assert_eq!(assert_follows_golden(file, golden, tolerance), steps, "{name}");
+    }
+}
+
+/// KV caches kept as llama.cpp's `-ctk`/`-ctv` types in the browser: Q8_0 keys and values (turned
+/// by the Walsh-Hadamard matrix), Q8_0 keys beside F16 values, and F32 (against llama.cpp without
+/// flash attention, which reads an F32 cache as it is). Natively the first two are bit for bit;
+/// wasm's sums add without FMA, and a key or query a last bit off can then quantize to another
+/// Q8_0 step, which this random micro model magnifies: one step lands 0.021 away in the relaxed
+/// build and 0.037 in the plain SIMD128 one, so the bound is 0.05 (a cache without llama.cpp's
+/// Walsh-Hadamard turns is 0.083 away natively, an F16 cache 0.44).
+#[wasm_bindgen_test]
+fn kv_cache_types_match_llama_cpp_in_the_browser() {
+    let file = include_bytes!("../fixtures/models/qwen3-micro-q8_0.gguf");
+    for golden in [
+        include_str!("../fixtures/golden/kv-cache/qwen3-micro-q8_0.q8_0.json"),
+        include_str!("../fixtures/golden/kv-cache/qwen3-micro-q8_0.q8_0-f16.json"),
+        include_str!("../fixtures/golden/kv-cache/qwen3-micro-q8_0.f32.json"),
+    ] {
+        assert_eq!(assert_follows_golden(file, golden, 0.05), 32);
     }
 }
 
@@ -376,6 +400,20 @@ fn worker_api_loads_in_chunks_chats_and_branches() {
     assert_eq!(engine.attention_precision(), "exact");
     assert_eq!(kind(engine.set_attention_precision("half").err().unwrap()), "bad_request");
     assert_eq!(engine.attention_precision(), "exact");
+
+    // KV cache types: F16 unless set; a Q8_0 cache takes 34 bytes per 32 values of F16's 64 and
+    // still generates; anything else is a bad_request that changes nothing.
+    assert_eq!(engine.cache_types(), ["f16", "f16"]);
+    engine.open_session(Some(64)).unwrap();
+    let f16_bytes = engine.cache_bytes();
+    engine.set_cache_types("q8_0", "q8_0").unwrap();
+    assert_eq!(engine.cache_types(), ["q8_0", "q8_0"]);
+    engine.open_session(Some(64)).unwrap();
+    assert_eq!(engine.cache_bytes(), f16_bytes / 64.0 * 34.0);
+    assert_eq!(greedy_tokens(&mut engine).len(), 6);
+    assert_eq!(kind(engine.set_cache_types("q4_0", "f16").err().unwrap()), "bad_request");
+    assert_eq!(engine.cache_types(), ["q8_0", "q8_0"]);
+    engine.set_cache_types("f16", "f16").unwrap();
 
     // Errors are typed JS errors.
     assert_eq!(kind(ModelLoader::new(1e15).err().unwrap()), "too_large");

@@ -23,6 +23,7 @@ const PHASES = {
  *   threads()               the thread count to load with (null: the engine's default)
  *   device()                where to run: 'auto', 'gpu' or 'cpu'
  *   precision()             attention's precision: 'fast' or 'exact'
+ *   cacheTypes()            the KV cache's key and value types: ['f16' | 'q8_0' | 'f32', ...]
  *   onModel(model)          a model was loaded (or null: none is)
  *   showError(title, error), hideError()
  */
@@ -30,6 +31,9 @@ export function createModelPanel(engine, ui, hooks) {
   const stored = Inferno.storedModels;
   let loadTicket = 0;
   let loadSource = null; // the File or URL the model came from, for "keep in browser"
+  /** Redo the load running now, and the one that gave the model loaded (reload() runs them). */
+  let loading = null;
+  let loadedBy = null;
   let model = null;
 
   /** The phase, bytes so far and their rate; a resumed download says from where it went on. */
@@ -53,6 +57,8 @@ export function createModelPanel(engine, ui, hooks) {
   /** Loads `source` (a File, a URL, or {opfs: name}); `keepable` is what "keep" copies from. */
   async function load(source, { name, keepable, size = 0 }) {
     const ticket = ++loadTicket;
+    const again = () => load(source, { name, keepable, size });
+    loading = again;
     await hooks.beforeLoad();
     hooks.hideError();
     setModel(null);
@@ -62,12 +68,15 @@ export function createModelPanel(engine, ui, hooks) {
         threads: hooks.threads(),
         device: hooks.device(),
         precision: hooks.precision(),
+        cache_type_k: hooks.cacheTypes()[0],
+        cache_type_v: hooks.cacheTypes()[1],
         onProgress: ({ phase, loaded: bytes, total, rate, resumedFrom }) => {
           if (ticket === loadTicket) showProgress(phase, bytes, total, { rate, resumedFrom });
         },
       });
       if (ticket !== loadTicket) return null;
       loadSource = keepable;
+      loadedBy = again;
       setModel(loaded, loaded.load_ms);
       return loaded;
     } catch (error) {
@@ -80,6 +89,7 @@ export function createModelPanel(engine, ui, hooks) {
       return null;
     } finally {
       if (ticket === loadTicket) {
+        loading = null;
         hideProgress();
         document.body.dataset.loads = String(Number(document.body.dataset.loads ?? 0) + 1);
       }
@@ -108,10 +118,10 @@ export function createModelPanel(engine, ui, hooks) {
   /** Loads the current model again (the thread count or device changed), keeping the
    *  conversation. */
   async function reload() {
-    if (!model) return;
-    if (model.source === 'opfs') await openStored(model.name);
-    else if (typeof loadSource === 'string') await loadUrl(loadSource);
-    else if (loadSource) await loadFile(loadSource);
+    // A setting changed while a load runs: that load again, with the new setting (it
+    // supersedes the running one); else the model loaded.
+    const again = loading ?? (model ? loadedBy : null);
+    if (again) await again();
   }
 
   function setModel(next, ms) {
@@ -135,18 +145,20 @@ export function createModelPanel(engine, ui, hooks) {
       ]
         .filter(Boolean)
         .join(' · ');
-      showDevice(next.device, next.threads, next.precision);
+      showDevice(next.device, next.threads, next.precision, [next.cache_type_k, next.cache_type_v]);
       updateKeepButton();
     }
     hooks.onModel(next);
   }
 
-  /** "GPU · adapter" or "CPU · 2 threads" (with "exact attention" where it is asked for), and
-   *  why not the GPU where it is not. */
-  function showDevice(device, threads, precision) {
+  /** "GPU · adapter" or "CPU · 2 threads" (with "exact attention" and the cache's types where
+   *  they are not the defaults), and why not the GPU where it is not. */
+  function showDevice(device, threads, precision, [keys = 'f16', values = 'f16'] = []) {
     const exact = precision === 'exact' ? ' · exact attention' : '';
-    const onCpu = `CPU · ${threads} ${threads === 1 ? 'thread' : 'threads'}${exact}`;
+    const cache = keys === 'f16' && values === 'f16' ? '' : ` · KV cache ${keys}/${values}`;
+    const onCpu = `CPU · ${threads} ${threads === 1 ? 'thread' : 'threads'}${exact}${cache}`;
     ui.modelDevice.dataset.precision = precision ?? 'fast';
+    ui.modelDevice.dataset.cacheTypes = `${keys}/${values}`;
     ui.modelDevice.textContent = device?.type === 'gpu' ? `GPU · ${device.name}` : onCpu;
     ui.modelDevice.dataset.device = device?.type ?? 'cpu';
     const onGpu = device?.type === 'gpu';

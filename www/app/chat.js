@@ -73,6 +73,8 @@ const ui = {
     threads: $('set-threads'),
     device: control('set-device', HTMLSelectElement),
     precision: control('set-precision', HTMLSelectElement),
+    cache_k: control('set-cache-k', HTMLSelectElement),
+    cache_v: control('set-cache-v', HTMLSelectElement),
     json_schema: $('set-json-schema'),
     tools_demo: control('set-tools-demo', HTMLSelectElement),
   },
@@ -132,6 +134,7 @@ export function createChat(engine, { onModelLoaded, pickFile }) {
     threads: () => settings.threads(),
     device: () => ui.settings.device.value,
     precision: () => ui.settings.precision.value,
+    cacheTypes: () => [ui.settings.cache_k.value, ui.settings.cache_v.value],
     onModel: (model) => modelChanged(model),
     showError,
     hideError,
@@ -621,7 +624,8 @@ export function createChat(engine, { onModelLoaded, pickFile }) {
     input.addEventListener('change', save);
   ui.settings.threads.addEventListener('change', () => panel.reload());
   ui.settings.device.addEventListener('change', () => panel.reload());
-  ui.settings.precision.addEventListener('change', () => panel.reload());
+  for (const select of [ui.settings.precision, ui.settings.cache_k, ui.settings.cache_v])
+    select.addEventListener('change', () => panel.reload());
   updateButtons();
 
   return {

@@ -78,6 +78,14 @@ export function readParams(search = location.search, base = location.href) {
   const precision = query.get('precision') ?? 'fast';
   if (!['fast', 'exact'].includes(precision))
     throw new Error(`precision must be fast or exact, got "${precision}"`);
+  // cache_type_k, cache_type_v = f16 | q8_0 | f32: what Inferno's KV cache keeps keys and values
+  // as (llama.cpp's -ctk/-ctv; Inferno's page only: compare with native llama-bench -ctk -ctv).
+  const [cacheTypeK, cacheTypeV] = ['cache_type_k', 'cache_type_v'].map((name) => {
+    const value = query.get(name) ?? 'f16';
+    if (!['f16', 'q8_0', 'f32'].includes(value))
+      throw new Error(`${name} must be f16, q8_0 or f32, got "${value}"`);
+    return value;
+  });
   // schema=JSON: Inferno's decode is timed a second time held to this JSON schema.
   const schema = query.get('schema') || null;
   if (schema !== null) {
@@ -102,6 +110,8 @@ export function readParams(search = location.search, base = location.href) {
     probe,
     device,
     precision,
+    cacheTypeK,
+    cacheTypeV,
     schema,
     embed,
   };

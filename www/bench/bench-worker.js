@@ -114,6 +114,8 @@ async function run({
   probe,
   device,
   precision,
+  cacheTypeK,
+  cacheTypeV,
   schema,
   embed,
 }) {
@@ -143,6 +145,7 @@ async function run({
   const load_ms = performance.now() - loadStarted;
   try {
     engine.set_attention_precision(precision);
+    engine.set_cache_types(cacheTypeK, cacheTypeV);
     let gpuFacts = null;
     let bandwidth = {};
     if (device === 'gpu') {
@@ -233,6 +236,9 @@ async function run({
       finish_ms,
       file_bytes: fileBytes,
       memory_bytes: memoryBytes,
+      cache_type_k: cacheTypeK,
+      cache_type_v: cacheTypeV,
+      cache_bytes: engine.cache_bytes(),
       prefill_ms: timed.prefill_ms,
       prefill_tok_s: (pp * 1000) / timed.prefill_ms,
       decode_ms: timed.decode_ms,

@@ -66,6 +66,7 @@ export type InfernoErrorKind =
   | 'tensor'
   | 'out_of_memory'
   | 'bad_context_size'
+  | 'unfit_cache_type'
   | 'context_full'
   | 'token_out_of_range'
   | 'tokenizer'
@@ -212,11 +213,22 @@ export interface LoadOptions {
    *  logits bit for bit (wasm has no half-precision instructions, so this costs decode speed on
    *  long contexts). The GPU's attention is f32 either way. */
   precision?: 'fast' | 'exact';
+  /** What the KV cache keeps keys and values as, as llama.cpp's `-ctk`/`-ctv`: 'f16' (the
+   *  default); 'q8_0' (34 bytes per 32 values, 53 % of F16's memory: llama.cpp's blocks, with
+   *  queries, keys and values turned by a Walsh-Hadamard matrix around them as llama.cpp turns
+   *  them); 'f32' (twice F16's memory, attention over the exact values). Types other than F16
+   *  run on the CPU only ('auto' stays there and says why; 'gpu' fails with gpu_unsupported).
+   *  Q8_0 needs heads that are whole blocks of 32 values (else unfit_cache_type). */
+  cache_type_k?: CacheType;
+  cache_type_v?: CacheType;
   /** A URL load: true downloads it in parallel Range requests into OPFS, resuming after a
    *  dropped connection or a reload; false streams it once; default: true for files of 256 MiB
    *  or more. Without OPFS or Range support on the server it streams. */
   resumable?: boolean;
 }
+
+/** A KV cache type, as llama.cpp names it. */
+export type CacheType = 'f16' | 'q8_0' | 'f32';
 
 /** A File or Blob, a URL (relative to the page), or a model kept in this browser. */
 /** A file, a URL (a URL named NAME-00001-of-00003.gguf brings every shard of that split
@@ -259,6 +271,9 @@ export interface ModelInfo {
   device: Device;
   /** Attention's precision on the CPU (LoadOptions.precision). */
   precision: 'fast' | 'exact';
+  /** What the KV cache keeps keys and values as (LoadOptions.cache_type_k/_v). */
+  cache_type_k: CacheType;
+  cache_type_v: CacheType;
   load_ms: number;
 }
 

@@ -48,6 +48,8 @@ const MODEL_LOST = new Set(['wasm_trap', 'stalled', 'worker_failed', 'cancelled'
 /** Where a load may run the model. */
 const DEVICES = ['auto', 'gpu', 'cpu'];
 const PRECISIONS = ['fast', 'exact'];
+/** What the KV cache keeps keys and values as (llama.cpp's -ctk/-ctv). */
+const CACHE_TYPES = ['f16', 'q8_0', 'f32'];
 
 let completionCount = 0;
 
@@ -145,12 +147,15 @@ export class Inferno {
    * `{opfs: name}` for a model kept in this browser. `threads` restarts the engine with that
    * many threads if it runs another count. `device`: 'auto' (the default: a hardware GPU
    * that runs the whole model and decodes faster than the CPU, measured at the first load and
-   * remembered, else the CPU), 'gpu' (fail rather than fall back) or 'cpu'; `model.device` says which runs and why. `precision`: 'fast' (the default: attention's sums in f32) or 'exact' (in F16, as llama.cpp's CPU: its logits bit for bit). A new load replaces the model (and
+   * remembered, else the CPU), 'gpu' (fail rather than fall back) or 'cpu'; `model.device` says which runs and why. `precision`: 'fast' (the default: attention's sums in f32) or 'exact' (in F16, as llama.cpp's CPU: its logits bit for bit). `cache_type_k`, `cache_type_v`: 'f16' (the default), 'q8_0' (53 % of the memory) or 'f32' (twice), as llama.cpp's -ctk/-ctv; other than F16 runs on the CPU. A new load replaces the model (and
    * cancels a load still running). Resolves with `model`.
    * @param {import('./inferno.js').ModelSource} source
    * @param {import('./inferno.js').LoadOptions} [options]
    */
-  async load(source, { onProgress, threads, signal, device, precision, resumable } = {}) {
+  async load(
+    source,
+    { onProgress, threads, signal, device, precision, cache_type_k, cache_type_v, resumable } = {},
+  ) {
     if (signal?.aborted) throw abortError();
     if (resumable !== undefined && typeof resumable !== 'boolean')
       throw badRequest('resumable must be a boolean');
@@ -158,10 +163,16 @@ export class Inferno {
       throw badRequest(`device must be one of ${DEVICES.join(', ')}`);
     if (precision !== undefined && precision !== null && !PRECISIONS.includes(precision))
       throw badRequest(`precision must be one of ${PRECISIONS.join(', ')}`);
+    for (const [name, value] of Object.entries({ cache_type_k, cache_type_v })) {
+      if (value !== undefined && value !== null && !CACHE_TYPES.includes(value))
+        throw badRequest(`${name} must be one of ${CACHE_TYPES.join(', ')}`);
+    }
     const fields = {
       ...(await loadFields(source)),
       ...(device === undefined || device === null ? {} : { device }),
       ...(precision === undefined || precision === null ? {} : { precision }),
+      ...(cache_type_k === undefined || cache_type_k === null ? {} : { cache_type_k }),
+      ...(cache_type_v === undefined || cache_type_v === null ? {} : { cache_type_v }),
       ...(resumable === undefined ? {} : { resumable }),
     };
     if (threads !== undefined && this.#client.useThreads(threads || null)) this.#forgetModel();

@@ -72,6 +72,9 @@
  *   (saying why); 'gpu' fails instead
  * @property {'fast' | 'exact'} [precision] how attention on the CPU keeps its query and sums:
  *   'fast' (the default) in f32, 'exact' in F16 as llama.cpp's CPU does (its bits)
+ * @property {'f16' | 'q8_0' | 'f32'} [cache_type_k] what the KV cache keeps keys as (default
+ *   f16; others run on the CPU only)
+ * @property {'f16' | 'q8_0' | 'f32'} [cache_type_v] the same for values
  * @property {boolean} [resumable] a URL downloaded into OPFS in parallel Range requests
  *   (download.js) and resumed after a drop or a reload: true always, false never, else for
  *   files of 256 MiB or more

@@ -223,7 +223,16 @@ export function describeModel() {
     memory64: state.config.memory64,
     device,
     precision: state.model.engine.attention_precision(),
+    ...cacheTypes(state.model.engine),
   };
+}
+
+/** The engine's KV cache types, as the load options name them.
+ *  @param {WebEngine} engine
+ *  @returns {{cache_type_k: import('./inferno.js').CacheType, cache_type_v: import('./inferno.js').CacheType}} */
+function cacheTypes(engine) {
+  const [keys, values] = engine.cache_types();
+  return { cache_type_k: keys, cache_type_v: values };
 }
 
 /** A trap (a Rust panic, or running out of memory) leaves the instance unusable; the model lived

@@ -329,8 +329,10 @@ export async function loadModel(request, run) {
   const info = toPlain(engine.info());
   let device;
   try {
-    // Before the device is chosen: 'auto' times the CPU at this precision.
+    // Before the device is chosen: 'auto' times the CPU at this precision, and the GPU refuses
+    // cache types other than F16 ('auto' then stays on the CPU and says why).
     engine.set_attention_precision(request.precision ?? 'fast');
+    engine.set_cache_types(request.cache_type_k ?? 'f16', request.cache_type_v ?? 'f16');
     report('device', size, true);
     device = await placeEngine(wasm, engine, request.device ?? 'auto', {
       name,

@@ -88,7 +88,17 @@ declare module '*/inferno.js' {
   export class WebEngine {
     info(): Omit<
       import('../lib/inferno.js').ModelInfo,
-      'name' | 'size' | 'source' | 'shards' | 'download' | 'threads' | 'memory64' | 'device' | 'precision'
+      | 'name'
+      | 'size'
+      | 'source'
+      | 'shards'
+      | 'download'
+      | 'threads'
+      | 'memory64'
+      | 'device'
+      | 'precision'
+      | 'cache_type_k'
+      | 'cache_type_v'
     >;
     inspect(): Record<string, unknown>;
     embed(
@@ -127,6 +137,17 @@ declare module '*/inferno.js' {
      *  'exact' (F16, llama.cpp's bits); anything else throws bad_request. */
     set_attention_precision(name: 'fast' | 'exact'): void;
     attention_precision(): 'fast' | 'exact';
+    /** What sessions made from now on keep their cached keys and values as (llama.cpp's
+     *  -ctk/-ctv); the session is made anew. Anything else throws bad_request; other than F16 on
+     *  the GPU, gpu_unsupported; Q8_0 for heads that are not whole blocks, unfit_cache_type. */
+    set_cache_types(
+      keys: import('../lib/inferno.js').CacheType,
+      values: import('../lib/inferno.js').CacheType,
+    ): void;
+    /** [keys, values]. */
+    cache_types(): [import('../lib/inferno.js').CacheType, import('../lib/inferno.js').CacheType];
+    /** Bytes of the session's KV cache (and recurrent state) in the wasm memory; 0 on the GPU. */
+    cache_bytes(): number;
     free(): void;
   }
 }
