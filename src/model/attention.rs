@@ -15,6 +15,11 @@
 //! keeps the one-pass kernel's order but its query and accumulator in f32: closer to exact
 //! arithmetic than llama.cpp's own, and what the engine runs unless told otherwise. The parity
 //! tests and `inferno logits` ask for [`AttentionPrecision::Exact`].
+//!
+//! The one-pass kernel reads whatever types the cache keeps (llama.cpp's `-ctk`/`-ctv`:
+//! [`CachedKey`], [`CachedValue`]), as llama.cpp reads them: the query converted to the keys'
+//! dot type, F16 values summed in F16 where exact, every other type's values decoded and summed
+//! in f32. llama.cpp runs its tiled kernel only over F16 or F32 keys and values of one type.
 
 use half::f16;
 

@@ -53,15 +53,6 @@ impl KvType {
     pub fn is_quantized(self) -> bool {
         self == KvType::Q8_0
     }
-
-    /// Bytes of `values` values (a whole number of units).
-    pub fn bytes(self, values: usize) -> usize {
-        match self {
-            KvType::F16 => values.saturating_mul(2),
-            KvType::F32 => values.saturating_mul(4),
-            KvType::Q8_0 => (values / self.unit_len()).saturating_mul(std::mem::size_of::<BlockQ8_0>()),
-        }
-    }
 }
 
 /// The types of the cached keys and of the cached values.
