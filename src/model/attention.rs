@@ -24,7 +24,7 @@
 use half::f16;
 
 use super::ops::exp_and_sum;
-use crate::tensor::kv_rows::{self, dot_in_ggml_order, mul_add};
+use crate::tensor::kv_rows::{self, mul_add};
 use crate::tensor::{ActivationFormat, BlockQ8_0, Q8_0Activation, QK};
 
 /// How the one-pass kernel (decode and short batches) keeps its query and `Σ p·V`: as llama.cpp's
@@ -342,6 +342,44 @@ pub struct GroupScratch {
     per_head: Vec<f32>,
 }
 
+/// The scores of the tile of positions from `tile_start` (a multiple of 4), those outside
+/// `positions` masked (-inf, weight exactly 0). Natively each is a serial FMA chain, as
+/// llama.cpp's GEMM sums it; in wasm, where such a chain is latency-bound, four keys at a time
+/// in 4 lanes each (`kv_rows::dot_with_keys4`), a key at the span's edges alone in the same lanes.
+fn tile_scores(
+    query: &[f32],
+    kv: &HeadView<'_, f32>,
+    tile_start: usize,
+    positions: &std::ops::Range<usize>,
+    scoring: Scoring,
+    weights: &mut [f32; KV_TILE],
+) {
+    let score = |j: usize| -> f32 {
+        if !positions.contains(&j) {
+            return f32::NEG_INFINITY;
+        }
+        let key = kv.key(j);
+        scoring.score(if cfg!(target_family = "wasm") {
+            kv_rows::dot_in_4_lanes(query, key)
+        } else {
+            query.iter().zip(key).fold(0.0f32, |acc, (&q, &k)| mul_add(q, k, acc))
+        })
+    };
+    for (quad, w) in weights.chunks_exact_mut(4).enumerate() {
+        let first = tile_start + 4 * quad;
+        if cfg!(target_family = "wasm") && positions.contains(&first) && positions.contains(&(first + 3)) {
+            let dots = kv_rows::dot_with_keys4(query, std::array::from_fn(|k| kv.key(first + k)));
+            for (w, dot) in w.iter_mut().zip(dots) {
+                *w = scoring.score(dot);
+            }
+        } else {
+            for (k, w) in w.iter_mut().enumerate() {
+                *w = score(first + k);
+            }
+        }
+    }
+}
+
 /// KV positions per tile of the F32 kernel (`GGML_FA_TILE_KV`); tiles start at multiples of it.
 const KV_TILE: usize = 64;
 
@@ -360,24 +398,8 @@ pub fn attend_head_f32(
     let mut weights = [0.0f32; KV_TILE];
     let mut tile_start = positions.start / KV_TILE * KV_TILE;
     while tile_start < positions.end {
-        // Scores; positions outside the span are masked (-inf, weight exactly 0).
-        let mut tile_max = f32::NEG_INFINITY;
-        for (i, w) in weights.iter_mut().enumerate() {
-            let j = tile_start + i;
-            *w = if positions.contains(&j) {
-                let key = kv.key(j);
-                let dot = if cfg!(target_family = "wasm") {
-                    // A serial chain of 64 adds is latency-bound; the lanes vectorize.
-                    dot_in_ggml_order(query, key, |k| k)
-                } else {
-                    query.iter().zip(key).fold(0.0f32, |acc, (&q, &k)| mul_add(q, k, acc))
-                };
-                scoring.score(dot)
-            } else {
-                f32::NEG_INFINITY
-            };
-            tile_max = tile_max.max(*w);
-        }
+        tile_scores(query, kv, tile_start, &positions, scoring, &mut weights);
+        let tile_max = weights.iter().fold(f32::NEG_INFINITY, |max, &w| max.max(w));
         if tile_max > max {
             let rescale = (max - tile_max).exp();
             out.iter_mut().for_each(|o| *o *= rescale);

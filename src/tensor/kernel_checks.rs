@@ -212,6 +212,14 @@ fn check_kv_rows() -> Result<(), String> {
         let query: Vec<f32> = (0..len).map(|_| f16::from_f32(rng.normal()).to_f32()).collect();
         let what = format!("{len} halves at scale {scale} (round {round})");
 
+        // Four f32 keys at once (an F32 cache's, or F16 ones widened), each as alone.
+        let keys: Vec<Vec<f32>> = (0..4).map(|_| (0..len).map(|_| rng.normal() * scale).collect()).collect();
+        let keys4: [&[f32]; 4] = std::array::from_fn(|k| &keys[k][..]);
+        let (expected, got) = (scalar::dot_f32_keys4(&query, keys4), active::dot_f32_keys4(&query, keys4));
+        let alone = keys4.map(|key| super::kv_rows::dot_in_4_lanes(&query, key));
+        if !same(&expected, &got) || !same(&alone, &got) {
+            return Err(format!("four f32 key dots of {what}: scalar {expected:?}, simd {got:?}"));
+        }
         let (expected, got) = (scalar::dot_kv_row(&query, &values), active::dot_kv_row(&query, &values));
         if !same(&[expected], &[got]) {
             return Err(format!("KV dot of {what}: scalar {expected:e}, simd {got:e}"));

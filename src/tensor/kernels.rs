@@ -27,7 +27,7 @@
 //! and Q5_0 dots, which take their weights' offset out with per-block activation sums); what a
 //! Q8_K block carries (`Q8KWide`, by `q8_k_wide`: nothing, except for plain SIMD128, whose
 //! Q4_K, Q5_K and Q6_K dots take its quants widened to i16 once per matmul);
-//! attention's work on the F16 KV cache (`*kv_row*`, `scale_rounded_to_f16`, `kv_rows.rs`:
+//! attention's work on the F16 KV cache (`*kv_row*`, `scale_rounded_to_f16`, `dot_f32_keys4`, `kv_rows.rs`:
 //! they must give the scalar bits exactly); `any_non_finite_f16`, the scan of F16 tensors
 //! when a model loads; and `sum_words`, the benchmark's memory read probe. Tests compare every
 //! table with [`Scalar`] (`kernel_checks.rs`).
@@ -216,8 +216,8 @@ pub(super) mod scalar {
     #[cfg_attr(target_feature = "simd128", allow(unused_imports))] // SIMD128 has its own
     pub(in crate::tensor) use super::super::kquants::{Q8KWide, q8_k_wide};
     pub(in crate::tensor) use super::super::kv_rows::{
-        dot_kv_row, dot_kv_row_heads, mad_kv_row_heads, mad_kv_row_rounded, mad_kv_row_rounded_heads,
-        scale_rounded_to_f16, widen_kv_row,
+        dot_f32_keys4, dot_kv_row, dot_kv_row_heads, mad_kv_row_heads, mad_kv_row_rounded,
+        mad_kv_row_rounded_heads, scale_rounded_to_f16, widen_kv_row,
     };
     #[cfg_attr(target_feature = "simd128", allow(unused_imports))] // SIMD128 has its own
     pub(in crate::tensor) use super::super::legacy::{Q8_0Extra, q8_0_extra};
@@ -227,9 +227,9 @@ pub(super) mod scalar {
 #[cfg(all(target_family = "wasm", target_feature = "simd128"))]
 pub(super) mod active {
     pub(in crate::tensor) use super::super::simd128::{
-        Q8_0Extra, Q8KWide, any_non_finite_f16, dot_kv_row, dot_kv_row_heads, mad_kv_row_heads,
-        mad_kv_row_rounded, mad_kv_row_rounded_heads, q8_0_extra, q8_k_wide, scale_rounded_to_f16,
-        scan_state_row, sum_words, widen_kv_row,
+        Q8_0Extra, Q8KWide, any_non_finite_f16, dot_f32_keys4, dot_kv_row, dot_kv_row_heads,
+        mad_kv_row_heads, mad_kv_row_rounded, mad_kv_row_rounded_heads, q8_0_extra, q8_k_wide,
+        scale_rounded_to_f16, scan_state_row, sum_words, widen_kv_row,
     };
 }
 

@@ -62,6 +62,31 @@ pub fn dot_f32_key_heads(queries: &[f32], key: &[f32], scores: &mut [f32]) {
     }
 }
 
+/// `query · keys[k]` for four f32 keys of the query's length ([`dot_in_4_lanes`] each): the
+/// tiled kernel's scores in wasm, where one key's sum in ggml's lanes spends as much on its
+/// reduction as on its products, and four keys side by side reduce together.
+pub fn dot_with_keys4(query: &[f32], keys: [&[f32]; 4]) -> [f32; 4] {
+    active::dot_f32_keys4(query, keys)
+}
+
+/// `query · key` in 4 lanes (lane `l` sums the elements `l mod 4` in order, by [`mul_add`]),
+/// reduced `(0 + 2) + (1 + 3)`, the elements past the whole 4s added after.
+pub fn dot_in_4_lanes(query: &[f32], key: &[f32]) -> f32 {
+    let n = query.len().min(key.len());
+    let whole = n & !3;
+    let mut lanes = [0.0f32; 4];
+    for (q, k) in query[..whole].chunks_exact(4).zip(key[..whole].chunks_exact(4)) {
+        for l in 0..4 {
+            lanes[l] = mul_add(q[l], k[l], lanes[l]);
+        }
+    }
+    let mut sum = (lanes[0] + lanes[2]) + (lanes[1] + lanes[3]);
+    for i in whole..n {
+        sum = mul_add(query[i], key[i], sum);
+    }
+    sum
+}
+
 /// `accs[h][i] += values[i] · weights[h]` for each head's accumulator in `accs` (rows of
 /// `values.len()`), one multiply-add each: `ggml_vec_mad_f32`, how llama.cpp adds value rows
 /// that are not F16 (an F32 cache's, or a Q8_0 one's decoded) into its f32 sums. The loop is
@@ -158,6 +183,10 @@ pub(super) fn widen_kv_row(src: &[f16], dst: &mut [f32]) {
 
 pub(super) fn dot_kv_row(query: &[f32], key: &[f16]) -> f32 {
     dot_in_ggml_order(query, key, f16::to_f32)
+}
+
+pub(super) fn dot_f32_keys4(query: &[f32], keys: [&[f32]; 4]) -> [f32; 4] {
+    keys.map(|key| dot_in_4_lanes(query, key))
 }
 
 pub(super) fn mad_kv_row_rounded(acc: &mut [f32], values: &[f16], weight: f32) {

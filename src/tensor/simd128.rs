@@ -1889,6 +1889,42 @@ pub(super) fn dot_kv_row(query: &[f32], key: &[f16]) -> f32 {
     finish_dot(sum, query, key, n)
 }
 
+/// [`dot_in_4_lanes`](super::kv_rows::dot_in_4_lanes) of four f32 keys: each key's lanes in a
+/// vector, the four reduced together by two interleaves (the same additions as the scalar
+/// reduction), the tails added after as there.
+pub(super) fn dot_f32_keys4(query: &[f32], keys: [&[f32]; 4]) -> [f32; 4] {
+    let n = keys.iter().fold(query.len(), |n, key| n.min(key.len()));
+    if keys.iter().any(|key| key.len() != n) || query.len() != n {
+        return super::kv_rows::dot_f32_keys4(query, keys);
+    }
+    let whole = n & !3;
+    let mut acc = [f32x4_splat(0.0); 4];
+    for i in (0..whole).step_by(4) {
+        let q = load_f32(&query[i..]);
+        for (a, key) in acc.iter_mut().zip(keys) {
+            *a = mul_add4(q, load_f32(&key[i..]), *a);
+        }
+    }
+    // [k0 l0+l2, k1 l0+l2, k0 l1+l3, k1 l1+l3] and the same for keys 2 and 3.
+    let pair =
+        |a: v128, b: v128| f32x4_add(i32x4_shuffle::<0, 4, 1, 5>(a, b), i32x4_shuffle::<2, 6, 3, 7>(a, b));
+    let (first, second) = (pair(acc[0], acc[1]), pair(acc[2], acc[3]));
+    let sums =
+        f32x4_add(i32x4_shuffle::<0, 1, 4, 5>(first, second), i32x4_shuffle::<2, 3, 6, 7>(first, second));
+    let mut out = [
+        f32x4_extract_lane::<0>(sums),
+        f32x4_extract_lane::<1>(sums),
+        f32x4_extract_lane::<2>(sums),
+        f32x4_extract_lane::<3>(sums),
+    ];
+    for (sum, key) in out.iter_mut().zip(keys) {
+        for i in whole..n {
+            *sum = super::kv_rows::mul_add(query[i], key[i], *sum);
+        }
+    }
+    out
+}
+
 /// The vector part of a KV dot over the first `n` elements (whole 32s) in ggml's 4 × 8 lanes,
 /// reduced in its order; `key8(i)` gives key elements `i..i + 8` as f32.
 #[inline(always)]
