@@ -27,8 +27,9 @@
 //! and Q5_0 dots, which take their weights' offset out with per-block activation sums); what a
 //! Q8_K block carries (`Q8KWide`, by `q8_k_wide`: nothing, except for plain SIMD128, whose
 //! Q4_K, Q5_K and Q6_K dots take its quants widened to i16 once per matmul);
-//! attention's work on the F16 KV cache (`*kv_row*`, `scale_rounded_to_f16`, `dot_f32_keys4`, `kv_rows.rs`:
-//! they must give the scalar bits exactly); `any_non_finite_f16`, the scan of F16 tensors
+//! attention's work on the KV cache's rows (`*kv_row*` and `scale_rounded_to_f16` on F16 rows;
+//! `dot_f32_keys4`, the tiled kernel's scores over f32 rows; `kv_rows.rs`: they must give the
+//! scalar bits exactly); `any_non_finite_f16`, the scan of F16 tensors
 //! when a model loads; and `sum_words`, the benchmark's memory read probe. Tests compare every
 //! table with [`Scalar`] (`kernel_checks.rs`).
 
