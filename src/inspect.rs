@@ -24,6 +24,8 @@ pub struct Report {
     pub hyperparameters: Vec<Hyperparameter>,
     pub tokenizer: Option<TokenizerFacts>,
     pub chat_template: Option<String>,
+    /// A vision projector file's (mmproj's) own facts; `None` for every other file.
+    pub vision: Option<crate::vision::ProjectorFacts>,
     /// Whether Inferno can load this file and chat with it, and if not, why.
     pub runs: Runs,
 }
@@ -233,6 +235,7 @@ impl Report {
             hyperparameters: hyperparameters(metadata),
             tokenizer: tokenizer_facts(metadata),
             chat_template: metadata.get_str("tokenizer.chat_template").map(str::to_owned),
+            vision: crate::vision::ProjectorFacts::of(header),
             runs: Runs::of(header),
         }
     }

@@ -42,6 +42,9 @@ pub mod tensor;
 /// Tokenizers built from GGUF metadata: byte-level BPE, SentencePiece and BERT's WordPiece;
 /// streaming detokenizer.
 pub mod tokenizer;
+/// Vision projector files (mmproj, llama.cpp's `clip` GGUF): what one says about itself, for
+/// the inspector and for the engine's refusal to load one as a model. Images are not encoded yet.
+pub mod vision;
 
 /// The JavaScript boundary (wasm only): thin wrappers that convert to and from JS values.
 #[cfg(target_family = "wasm")]

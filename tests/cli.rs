@@ -608,3 +608,40 @@ fn a_shard_path_loads_and_inspects_the_whole_split_model() {
     assert_eq!(report["gguf"]["tensor_count"], 25);
     assert_eq!(report["runs"]["ok"], true);
 }
+
+/// A vision projector (mmproj) is inspected as one: its own card in text, `vision` in JSON,
+/// and a refusal that says what it is, where loading it as a model would name a missing tensor.
+#[test]
+fn a_vision_projector_is_inspected_and_refused_as_one() {
+    let mmproj = fixture("models/gemma3-micro-mmproj.gguf");
+    let mmproj = mmproj.to_str().unwrap();
+    let out = inferno(&["inspect", mmproj]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    for line in [
+        "Vision projector",
+        "fits             Gemma 3 (4B and up)",
+        "image            224 x 224 px, patches of 14 px (16 x 16)",
+        "output width     64",
+        "mean (RGB)       0.5, 0.5, 0.5",
+        "purpose          vision projector",
+    ] {
+        assert!(text.contains(line), "missing {line:?} in:\n{text}");
+    }
+    let report = stdout_json(&inferno(&["inspect", mmproj, "--json"]));
+    assert_eq!(report["vision"]["projector"], "gemma3");
+    assert_eq!(report["vision"]["image_mean"], serde_json::json!([0.5, 0.5, 0.5]));
+    assert_eq!(report["runs"]["ok"], false);
+
+    let out = inferno(&["generate", mmproj, "--prompt", "hi"]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("vision projector (mmproj) for Gemma 3"), "{stderr}");
+    // Every other file has no vision card.
+    let report = stdout_json(&inferno(&[
+        "inspect",
+        fixture("models/qwen3-micro-q8_0.gguf").to_str().unwrap(),
+        "--json",
+    ]));
+    assert_eq!(report["vision"], Json::Null);
+}

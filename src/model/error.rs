@@ -58,6 +58,9 @@ pub enum ModelError {
         no: u64,
         count: u64,
     },
+    /// The file is a vision projector (mmproj), not a language model: the text says for
+    /// which family, and why it does not load.
+    ProjectorFile(String),
     /// Logits asked of an encoder (BERT), which has no output layer: it only embeds.
     EmbeddingOnly(String),
     /// A requested context size of zero or beyond what the file supports.
@@ -93,6 +96,7 @@ impl ModelError {
             Self::BadContextSize { .. } => "bad_context_size",
             Self::UnfitCacheType { .. } => "unfit_cache_type",
             Self::SplitFile { .. } => "split_file",
+            Self::ProjectorFile(_) => "projector_file",
             Self::EmbeddingOnly(_) => "embedding_only",
         }
     }
@@ -108,6 +112,7 @@ impl fmt::Display for ModelError {
                  {count} files together",
                 no.saturating_add(1)
             ),
+            Self::ProjectorFile(refusal) => write!(f, "this file is {refusal}"),
             Self::EmbeddingOnly(arch) => write!(
                 f,
                 "`{arch}` is an encoder: it embeds text (engine.embeddings.create) and has no \

@@ -201,6 +201,11 @@ fn config_of(header: &GgufHeader) -> Result<Config, ModelError> {
     if let Some((no, count)) = crate::gguf::split::shard_of(&header.metadata).filter(|_| header.shards == 1) {
         return Err(ModelError::SplitFile { no, count });
     }
+    // A projector file next: it has no token embeddings either, and naming what it is beats
+    // naming the tensor it lacks.
+    if let Some(projector) = crate::vision::ProjectorFacts::of(header) {
+        return Err(ModelError::ProjectorFile(projector.refusal()));
+    }
     let embd = header
         .tensor("token_embd.weight")
         .ok_or_else(|| ModelError::MissingTensor("token_embd.weight".into()))?;

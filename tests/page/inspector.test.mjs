@@ -186,6 +186,28 @@ pageSuite(
       assert.match(await pooling.innerText(), /3/);
     });
 
+    test('a vision projector (mmproj) shows its own card and says why it does not chat', async () => {
+      const file = path.join(fixtureModelsDir, 'gemma3-micro-mmproj.gguf');
+      await chooseFile(file);
+      await assertReportShows({
+        architecture: 'clip',
+        tensors: 39,
+        tensorNames: ['v.patch_embd.weight', 'v.blk.1.ffn_down.weight', 'mm.input_projection.weight'],
+        metadata: 16,
+        runs: /^No: this file is a vision projector \(mmproj\) for Gemma 3 \(4B and up\).*cannot encode images yet/,
+        purpose: /^Vision projector \(mmproj\)/,
+      });
+      assert.equal(await h.page.locator('#vision-section').isVisible(), true);
+      assert.equal(await text('#vision-projector'), 'gemma3');
+      assert.equal(await text('#vision-family'), 'Gemma 3 (4B and up)');
+      assert.equal(await text('#vision-image'), '224 × 224 px, patches of 14 px (16 × 16)');
+      assert.equal(await text('#vision-output-width'), '64');
+      assert.equal(await h.page.locator('#vision-problems').count(), 0);
+      // A language model next hides the card again.
+      await chooseFile(requireModel(MODELS.qwen3Micro));
+      assert.equal(await h.page.locator('#vision-section').isHidden(), true);
+    });
+
     test("a split model's shards, chosen together in any order, show one model and load", async () => {
       const shard = (no) =>
         path.join(fixtureModelsDir, 'split', `qwen3-micro-q8_0-llama-split-0000${no}-of-00003.gguf`);

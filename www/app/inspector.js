@@ -104,7 +104,8 @@ function runsText(runs) {
 }
 
 /** What the file is for, from the pooling it declares (the report's `purpose`). */
-function purposeText({ purpose, pooling }) {
+function purposeText({ purpose, pooling }, vision) {
+  if (vision) return "Vision projector (mmproj): turns images into a language model's embeddings";
   switch (purpose) {
     case 'embedding':
       return `Embedding model (pooling: ${pooling})`;
@@ -141,7 +142,7 @@ function renderSummary(section, report, context, colors) {
         ['File size', formatBytes(report.file?.size), { title: `${formatInteger(report.file?.size)} bytes` }],
         ['File type', textOrMissing(summary.file_type)],
         ['Chat', runsText(report.runs), { id: 'summary-runs' }],
-        ['Purpose', purposeText(summary), { id: 'summary-purpose' }],
+        ['Purpose', purposeText(summary, report.vision), { id: 'summary-purpose' }],
       ]),
     ),
     el('h3', {}, 'Quantization mix'),
@@ -230,6 +231,64 @@ function renderHyperparameters(report) {
       { className: 'facts mono-values' },
       facts(params.map((p) => [el('code', {}, p.key), scalarText(p.value, typeOf(p.key))])),
     ),
+  );
+}
+
+/** Three channel values as the file stores them (f32), R, G, B. */
+function channelsText(values) {
+  return values ? values.map((v) => String(Math.fround(v))).join(', ') : missing();
+}
+
+/** A vision projector's card (report.vision): what image it takes, what it gives, what it fits. */
+function renderVision(report) {
+  const section = document.getElementById('vision-section');
+  const vision = report.vision;
+  section.hidden = !vision;
+  if (!vision) return;
+  const count = (n) => (n == null ? missing() : formatInteger(n));
+  const encoders =
+    [vision.has_vision ? 'image' : null, vision.has_audio ? 'audio' : null].filter(Boolean).join(' and ') ||
+    'none';
+  const image =
+    vision.image_size == null
+      ? missing()
+      : `${formatInteger(vision.image_size)} × ${formatInteger(vision.image_size)} px` +
+        (vision.patch_size == null ? '' : `, patches of ${formatInteger(vision.patch_size)} px`) +
+        (vision.patches_per_side == null
+          ? ''
+          : ` (${formatInteger(vision.patches_per_side)} × ${formatInteger(vision.patches_per_side)})`);
+  replaceChildren(
+    document.getElementById('vision-body'),
+    el(
+      'p',
+      { className: 'muted small' },
+      'Goes beside the language model it was made for. Inferno reads it, and cannot encode images yet.',
+    ),
+    el(
+      'dl',
+      { className: 'facts', id: 'vision-facts' },
+      facts([
+        ['Projector', textOrMissing(vision.projector || null), { id: 'vision-projector' }],
+        ['Fits', textOrMissing(vision.family ?? null), { id: 'vision-family' }],
+        ['Model architecture', textOrMissing(vision.model_architectures?.join(', ') || null)],
+        ['Encoders', encoders],
+        ['Image', image, { id: 'vision-image' }],
+        ['Mean (R, G, B)', channelsText(vision.image_mean)],
+        ['Std (R, G, B)', channelsText(vision.image_std)],
+        ['Encoder width', count(vision.encoder_width)],
+        ['Encoder layers', count(vision.encoder_layers)],
+        ['Attention heads', count(vision.encoder_heads)],
+        ['Feed-forward width', count(vision.encoder_feed_forward)],
+        ['Output width', count(vision.output_width), { id: 'vision-output-width' }],
+      ]),
+    ),
+    vision.problems?.length
+      ? el(
+          'ul',
+          { className: 'runs-no', id: 'vision-problems' },
+          vision.problems.map((problem) => el('li', {}, problem)),
+        )
+      : null,
   );
 }
 
@@ -326,6 +385,7 @@ export function renderReport(report, context) {
   renderSummary(document.getElementById('summary'), report, context, colors);
   renderHeaderFacts(report, context);
   renderTypeChart(report, colors);
+  renderVision(report);
   renderHyperparameters(report);
   renderTokenizer(report);
   renderChatTemplate(report);

@@ -79,6 +79,7 @@ export type InfernoErrorKind =
   | 'no_pooling'
   | 'embedding_only'
   | 'split_file'
+  | 'projector_file'
   | 'missing_shard'
   | 'duplicate_shard'
   | 'shard_mismatch'

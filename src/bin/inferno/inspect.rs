@@ -118,7 +118,14 @@ fn render(report: &Report, bytes_read: u64) -> String {
         Purpose::ChatAndEmbedding => format!("chat and embedding (pooling {pooling}, and a chat template)"),
         Purpose::Reranker => "reranker (pooling rank): scores pairs of texts; Inferno does not".to_string(),
     };
+    let purpose = match &report.vision {
+        Some(_) => "vision projector: turns images into a language model's embeddings".to_string(),
+        None => purpose,
+    };
     field(&mut out, "purpose", Some(&purpose));
+    if let Some(vision) = &report.vision {
+        render_vision(&mut out, vision);
+    }
 
     if !report.hyperparameters.is_empty() {
         let arch = s.architecture.as_deref().unwrap_or("");
@@ -193,6 +200,64 @@ fn render(report: &Report, bytes_read: u64) -> String {
         let _ = writeln!(out, "\nChat template\n{template}");
     }
     out
+}
+
+/// Three channel values as the file stores them (f32: printed at f32's precision).
+fn rgb(values: [f64; 3]) -> String {
+    values.map(|v| (v as f32).to_string()).join(", ")
+}
+
+/// The projector card: what image it takes, what it gives, and what it fits.
+fn render_vision(out: &mut String, v: &inferno::vision::ProjectorFacts) {
+    use std::fmt::Write;
+    let _ = writeln!(out, "\nVision projector");
+    let known = |n: Option<u64>| n.map_or("-".to_string(), thousands);
+    let rows = [
+        ("projector", if v.projector.is_empty() { "-".to_string() } else { v.projector.clone() }),
+        ("fits", v.family.unwrap_or("a family this table does not know").to_string()),
+        (
+            "model arch",
+            if v.model_architectures.is_empty() { "-".into() } else { v.model_architectures.join(", ") },
+        ),
+        (
+            "encoders",
+            match (v.has_vision, v.has_audio) {
+                (true, true) => "image and audio",
+                (true, false) => "image",
+                (false, true) => "audio only",
+                (false, false) => "none",
+            }
+            .to_string(),
+        ),
+        (
+            "image",
+            match (v.image_size, v.patch_size, v.patches_per_side) {
+                (Some(size), Some(patch), Some(side)) => {
+                    format!("{size} x {size} px, patches of {patch} px ({side} x {side})")
+                }
+                (size, patch, _) => format!("{} px, patches of {} px", known(size), known(patch)),
+            },
+        ),
+        ("mean (RGB)", v.image_mean.map_or("-".into(), rgb)),
+        ("std (RGB)", v.image_std.map_or("-".into(), rgb)),
+        (
+            "encoder",
+            format!(
+                "width {}, {} layers, {} heads, feed-forward {}",
+                known(v.encoder_width),
+                known(v.encoder_layers),
+                known(v.encoder_heads),
+                known(v.encoder_feed_forward)
+            ),
+        ),
+        ("output width", known(v.output_width)),
+    ];
+    for (name, value) in rows {
+        let _ = writeln!(out, "  {name:<16} {value}");
+    }
+    for problem in &v.problems {
+        let _ = writeln!(out, "  problem          {problem}");
+    }
 }
 
 fn compact_json(value: &serde_json::Value) -> String {

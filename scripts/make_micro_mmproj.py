@@ -1,0 +1,89 @@
+#!/usr/bin/env python3
+"""Write a small random-weight vision projector (mmproj) GGUF, with the keys and tensor names
+llama.cpp's tools/mtmd/clip.cpp reads, for the inspector's tests and, later, the encoders'.
+
+  pip install gguf numpy
+  python3 scripts/make_micro_mmproj.py OUT.gguf [--projector gemma3]
+
+gemma3: a SigLIP ViT (224 x 224 images in 14-pixel patches, so 16 x 16 patches; 2 layers, 32
+wide, 4 heads, feed-forward 64, GELU, layer norms with biases) and Gemma 3's projector (4 x 4
+average pooling, an RMS norm, then mm.input_projection to 64 wide, the embedding length the
+language model must have). Weights are seeded random normals (std 0.02; norm weights near 1),
+F16 for matrices and F32 for vectors, as llama.cpp's converter writes them.
+"""
+import argparse
+
+import gguf
+import numpy as np
+
+IMAGE, PATCH, WIDTH, LAYERS, HEADS, FFN, OUTPUT = 224, 14, 32, 2, 4, 64, 64
+
+
+def write_gemma3(path):
+    rng = np.random.default_rng(7)
+    w = gguf.GGUFWriter(path, "clip")
+    w.add_string("general.name", "micro Gemma 3 mmproj (random weights)")
+    w.add_string("clip.projector_type", "gemma3")
+    w.add_bool("clip.has_vision_encoder", True)
+    w.add_bool("clip.has_audio_encoder", False)
+    w.add_bool("clip.use_gelu", True)
+    w.add_uint32("clip.vision.image_size", IMAGE)
+    w.add_uint32("clip.vision.patch_size", PATCH)
+    w.add_uint32("clip.vision.embedding_length", WIDTH)
+    w.add_uint32("clip.vision.feed_forward_length", FFN)
+    w.add_uint32("clip.vision.block_count", LAYERS)
+    w.add_uint32("clip.vision.projection_dim", OUTPUT)
+    w.add_uint32("clip.vision.attention.head_count", HEADS)
+    w.add_float32("clip.vision.attention.layer_norm_epsilon", 1e-6)
+    w.add_array("clip.vision.image_mean", [0.5, 0.5, 0.5])
+    w.add_array("clip.vision.image_std", [0.5, 0.5, 0.5])
+
+    def matrix(name, rows, cols):
+        # numpy shape (rows, cols) is ggml's ne = [cols, rows].
+        w.add_tensor(name, (rng.standard_normal((rows, cols)) * 0.02).astype(np.float16))
+
+    def vector(name, n, around=0.0):
+        w.add_tensor(name, (around + rng.standard_normal(n) * 0.02).astype(np.float32))
+
+    patches = (IMAGE // PATCH) ** 2
+    w.add_tensor(
+        "v.patch_embd.weight",
+        (rng.standard_normal((WIDTH, 3, PATCH, PATCH)) * 0.02).astype(np.float16),
+    )
+    vector("v.patch_embd.bias", WIDTH)
+    matrix("v.position_embd.weight", patches, WIDTH)
+    for layer in range(LAYERS):
+        p = f"v.blk.{layer}"
+        for norm in ("ln1", "ln2"):
+            vector(f"{p}.{norm}.weight", WIDTH, 1.0)
+            vector(f"{p}.{norm}.bias", WIDTH)
+        for proj in ("attn_q", "attn_k", "attn_v", "attn_out"):
+            matrix(f"{p}.{proj}.weight", WIDTH, WIDTH)
+            vector(f"{p}.{proj}.bias", WIDTH)
+        matrix(f"{p}.ffn_up.weight", FFN, WIDTH)
+        vector(f"{p}.ffn_up.bias", FFN)
+        matrix(f"{p}.ffn_down.weight", WIDTH, FFN)
+        vector(f"{p}.ffn_down.bias", WIDTH)
+    vector("v.post_ln.weight", WIDTH, 1.0)
+    vector("v.post_ln.bias", WIDTH)
+    vector("mm.soft_emb_norm.weight", WIDTH, 1.0)
+    # ne = [OUTPUT, WIDTH]: clip.cpp transposes it, and its ne[0] is the output width.
+    matrix("mm.input_projection.weight", WIDTH, OUTPUT)
+
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("out")
+    parser.add_argument("--projector", choices=["gemma3"], default="gemma3")
+    args = parser.parse_args()
+    write_gemma3(args.out)
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,318 @@
+//! Vision projector files ("mmproj"): llama.cpp's `clip` GGUF, which holds an image encoder (a
+//! ViT) and the projector that maps its output into a language model's token embeddings. Such
+//! a file goes beside the language model it was made for; on its own it cannot chat.
+//!
+//! This module reads what the file says about itself, as llama.cpp's `tools/mtmd/clip.cpp`
+//! reads it: the projector type, the encoder's shape, the image it expects (size, patch,
+//! normalization), the width of the embeddings it produces, and which model family it fits.
+//! Encoding images is not built yet; the inspector and the engine say so.
+
+use serde::Serialize;
+
+use crate::gguf::{GgufHeader, Metadata, Value};
+
+/// `general.architecture` of a projector file.
+pub const ARCHITECTURE: &str = "clip";
+
+/// What a projector file says about itself (the inspector's "Vision projector" card).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ProjectorFacts {
+    /// `clip.vision.projector_type`, else `clip.projector_type` (llama.cpp's name).
+    pub projector: String,
+    /// The model family it was made for, where the projector type names one.
+    pub family: Option<&'static str>,
+    /// The language model architectures (`general.architecture`) that family's files carry.
+    pub model_architectures: &'static [&'static str],
+    /// Whether the file has an image encoder, and an audio one.
+    pub has_vision: bool,
+    pub has_audio: bool,
+    /// The square image the encoder takes, in pixels, and its patch side.
+    pub image_size: Option<u64>,
+    pub patch_size: Option<u64>,
+    /// Patches per image side (`image_size / patch_size`), before any merging.
+    pub patches_per_side: Option<u64>,
+    /// Per-channel (R, G, B) normalization of pixels in 0..=1: `(x - mean) / std`.
+    pub image_mean: Option<[f64; 3]>,
+    pub image_std: Option<[f64; 3]>,
+    /// The encoder: width, layers, heads and feed-forward width.
+    pub encoder_width: Option<u64>,
+    pub encoder_layers: Option<u64>,
+    pub encoder_heads: Option<u64>,
+    pub encoder_feed_forward: Option<u64>,
+    /// The width of the embeddings it puts into the language model, from its last projection
+    /// tensor as llama.cpp's `clip_n_mmproj_embd` takes it: the language model's embedding
+    /// length must equal it.
+    pub output_width: Option<u64>,
+    /// What the file gets wrong, in words (a value of the wrong type or out of range); the
+    /// facts above leave such a value out.
+    pub problems: Vec<String>,
+}
+
+/// Whether a header is a projector file's.
+pub fn is_projector(header: &GgufHeader) -> bool {
+    header.metadata.architecture() == Some(ARCHITECTURE)
+}
+
+/// One row of the table of known projector types: llama.cpp's name, the family it serves,
+/// the language model architectures of that family, and the tensor (with the dimension) whose
+/// length is the projector's output width (`clip_n_mmproj_embd`).
+struct KnownProjector {
+    name: &'static str,
+    family: &'static str,
+    model_architectures: &'static [&'static str],
+    output: Option<(&'static str, usize)>,
+}
+
+/// The projector types of the small vision models a browser can run, and of the families
+/// people most often meet; llama.cpp knows more, which the report names without a family.
+const KNOWN_PROJECTORS: &[KnownProjector] = &[
+    KnownProjector {
+        name: "gemma3",
+        family: "Gemma 3 (4B and up)",
+        model_architectures: &["gemma3"],
+        output: Some(("mm.input_projection.weight", 0)),
+    },
+    KnownProjector {
+        name: "gemma4v",
+        family: "Gemma 4",
+        model_architectures: &["gemma4"],
+        output: Some(("mm.input_projection.weight", 1)),
+    },
+    KnownProjector {
+        name: "gemma3nv",
+        family: "Gemma 3n",
+        model_architectures: &["gemma3n"],
+        output: Some(("mm.input_projection.weight", 0)),
+    },
+    KnownProjector {
+        name: "idefics3",
+        family: "SmolVLM / Idefics3",
+        model_architectures: &["llama"],
+        output: Some(("mm.model.fc.weight", 1)),
+    },
+    KnownProjector {
+        name: "lfm2",
+        family: "LFM2-VL",
+        model_architectures: &["lfm2"],
+        output: Some(("mm.2.weight", 1)),
+    },
+    KnownProjector {
+        name: "qwen2vl_merger",
+        family: "Qwen2-VL",
+        model_architectures: &["qwen2vl"],
+        output: Some(("mm.2.bias", 0)),
+    },
+    KnownProjector {
+        name: "qwen2.5vl_merger",
+        family: "Qwen2.5-VL",
+        model_architectures: &["qwen2vl"],
+        output: Some(("mm.2.bias", 0)),
+    },
+    KnownProjector {
+        name: "qwen3vl_merger",
+        family: "Qwen3-VL / Qwen3.5",
+        model_architectures: &["qwen3vl", "qwen3vlmoe", "qwen35", "qwen35moe"],
+        // Times (1 + deepstack layers): see `output_width`.
+        output: Some(("mm.2.bias", 0)),
+    },
+    KnownProjector {
+        name: "pixtral",
+        family: "Pixtral / Mistral Small 3.1",
+        model_architectures: &["llama"],
+        output: Some(("mm.2.weight", 1)),
+    },
+    KnownProjector {
+        name: "internvl",
+        family: "InternVL",
+        model_architectures: &["qwen2", "qwen3", "llama"],
+        output: Some(("mm.model.mlp.3.weight", 1)),
+    },
+    KnownProjector {
+        name: "llama4",
+        family: "Llama 4",
+        model_architectures: &["llama4"],
+        output: Some(("mm.model.fc.weight", 1)),
+    },
+    KnownProjector {
+        name: "mlp",
+        family: "LLaVA 1.5 / 1.6",
+        model_architectures: &["llama"],
+        output: Some(("mm.2.weight", 1)),
+    },
+    KnownProjector {
+        name: "resampler",
+        family: "MiniCPM-V",
+        model_architectures: &["qwen2", "qwen3", "llama"],
+        output: None,
+    },
+    KnownProjector {
+        name: "kimivl",
+        family: "Kimi-VL",
+        model_architectures: &["deepseek2"],
+        output: Some(("mm.2.weight", 1)),
+    },
+];
+
+/// The Qwen3-VL merger's extra outputs: one per encoder layer with deepstack tensors.
+const DEEPSTACK_NORM_PREFIX: &str = "v.deepstack.";
+
+impl ProjectorFacts {
+    /// The facts of a projector file's header; `None` for any other file. Never fails: a bad
+    /// or missing value is left out, and a bad one is named in [`problems`](Self::problems).
+    pub fn of(header: &GgufHeader) -> Option<ProjectorFacts> {
+        if !is_projector(header) {
+            return None;
+        }
+        let metadata = &header.metadata;
+        let mut problems = Vec::new();
+        let projector = text(metadata, "clip.vision.projector_type", &mut problems)
+            .or_else(|| text(metadata, "clip.projector_type", &mut problems))
+            .unwrap_or_default();
+        if projector.is_empty() {
+            problems.push("names no projector type (clip.projector_type)".into());
+        }
+        let known = KNOWN_PROJECTORS.iter().find(|known| known.name == projector);
+        let has_vision = flag(metadata, "clip.has_vision_encoder", &mut problems).unwrap_or(false);
+        let has_audio = flag(metadata, "clip.has_audio_encoder", &mut problems).unwrap_or(false);
+        let size = |key: &str, problems: &mut Vec<String>| count(metadata, key, problems);
+        let image_size = size("clip.vision.image_size", &mut problems);
+        let patch_size = size("clip.vision.patch_size", &mut problems);
+        let patches_per_side = match (image_size, patch_size) {
+            (Some(image), Some(patch)) if image % patch == 0 => Some(image / patch),
+            (Some(image), Some(patch)) => {
+                problems.push(format!("image size {image} is not a whole number of {patch}-pixel patches"));
+                None
+            }
+            _ => None,
+        };
+        if !has_vision {
+            problems.push(if has_audio {
+                "has an audio encoder and no image encoder".into()
+            } else {
+                "has no image encoder (clip.has_vision_encoder)".into()
+            });
+        }
+        Some(ProjectorFacts {
+            family: known.map(|known| known.family),
+            model_architectures: known.map_or(&[], |known| known.model_architectures),
+            has_vision,
+            has_audio,
+            image_size,
+            patch_size,
+            patches_per_side,
+            image_mean: channels(metadata, "clip.vision.image_mean", false, &mut problems),
+            image_std: channels(metadata, "clip.vision.image_std", true, &mut problems),
+            encoder_width: size("clip.vision.embedding_length", &mut problems),
+            encoder_layers: size("clip.vision.block_count", &mut problems),
+            encoder_heads: size("clip.vision.attention.head_count", &mut problems),
+            encoder_feed_forward: size("clip.vision.feed_forward_length", &mut problems),
+            output_width: known.and_then(|known| output_width(header, known, &mut problems)),
+            projector,
+            problems,
+        })
+    }
+
+    /// Why the engine does not load this file, in a person's words.
+    pub fn refusal(&self) -> String {
+        let fits = match self.family {
+            Some(family) => format!("a vision projector (mmproj) for {family}"),
+            None if self.projector.is_empty() => "a vision projector (mmproj)".to_string(),
+            None => format!("a vision projector (mmproj, type {})", self.projector),
+        };
+        format!(
+            "{fits}: it goes beside its language model, which is a file of its own. Inferno \
+             cannot encode images yet, so it does not load projector files"
+        )
+    }
+}
+
+/// A string value, or a problem if the key holds something else.
+fn text(metadata: &Metadata, key: &str, problems: &mut Vec<String>) -> Option<String> {
+    let value = metadata.get(key)?;
+    match value.as_str() {
+        Some(text) => Some(text.to_string()),
+        None => {
+            problems.push(format!("{key} is a {}, not a string", value.value_type().name()));
+            None
+        }
+    }
+}
+
+fn flag(metadata: &Metadata, key: &str, problems: &mut Vec<String>) -> Option<bool> {
+    let value = metadata.get(key)?;
+    let flag = value.as_bool();
+    if flag.is_none() {
+        problems.push(format!("{key} is a {}, not a bool", value.value_type().name()));
+    }
+    flag
+}
+
+/// Sizes and counts above this are no real encoder's; a file that claims one is refused it.
+const LARGEST_SIZE: u64 = 1 << 20;
+
+/// A positive integer of a sane size.
+fn count(metadata: &Metadata, key: &str, problems: &mut Vec<String>) -> Option<u64> {
+    let value = metadata.get(key)?;
+    match value.as_u64() {
+        Some(n) if (1..=LARGEST_SIZE).contains(&n) => Some(n),
+        Some(n) => {
+            problems.push(format!("{key} is {n}, outside 1..={LARGEST_SIZE}"));
+            None
+        }
+        None => {
+            problems.push(format!("{key} is a {}, not a whole number", value.value_type().name()));
+            None
+        }
+    }
+}
+
+/// Three finite numbers, one per colour channel (positive where `positive`: a divisor).
+fn channels(metadata: &Metadata, key: &str, positive: bool, problems: &mut Vec<String>) -> Option<[f64; 3]> {
+    let array = match metadata.get(key)? {
+        Value::Array(array) => array,
+        other => {
+            problems.push(format!("{key} is a {}, not an array of 3 numbers", other.value_type().name()));
+            return None;
+        }
+    };
+    if array.len() != 3 {
+        problems.push(format!("{key} has {} values, not 3 (R, G, B)", array.len()));
+        return None;
+    }
+    let mut values = [0.0; 3];
+    for (i, slot) in values.iter_mut().enumerate() {
+        match array.get(i).as_ref().and_then(Value::as_f64) {
+            Some(v) if v.is_finite() && (!positive || v > 0.0) => *slot = v,
+            _ => {
+                let want = if positive { "positive finite numbers" } else { "finite numbers" };
+                problems.push(format!("{key} must hold {want}"));
+                return None;
+            }
+        }
+    }
+    Some(values)
+}
+
+/// The projector's output width: a dimension of its last projection tensor, as llama.cpp's
+/// `clip_n_mmproj_embd` takes it.
+fn output_width(header: &GgufHeader, known: &KnownProjector, problems: &mut Vec<String>) -> Option<u64> {
+    let (name, dim) = known.output?;
+    let Some(tensor) = header.tensor(name) else {
+        problems.push(format!("lacks {name}, the projection whose width the language model must have"));
+        return None;
+    };
+    let width = *tensor.dims.get(dim)?;
+    if known.name != "qwen3vl_merger" {
+        return Some(width);
+    }
+    // Qwen3-VL stacks the outputs of its deepstack layers beside the main one.
+    let deepstack_layers = header
+        .tensors
+        .iter()
+        .filter(|t| t.name.starts_with(DEEPSTACK_NORM_PREFIX) && t.name.ends_with(".fc2.weight"))
+        .count() as u64;
+    width.checked_mul(1 + deepstack_layers)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,132 @@
+use super::*;
+use crate::gguf::{Array, Gguf, GgufHeader, Value, writer::GgufWriter};
+
+/// The micro Gemma 3 projector (scripts/make_micro_mmproj.py).
+fn micro_bytes() -> Vec<u8> {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/models/gemma3-micro-mmproj.gguf");
+    std::fs::read(path).unwrap()
+}
+
+/// The micro projector with its metadata changed by `edit` (`None` drops the key) and the
+/// tensor `dropped` left out.
+fn edited(edit: impl Fn(&str, &Value) -> Option<Value>, dropped: Option<&str>) -> GgufHeader {
+    let bytes = micro_bytes();
+    let file = Gguf::parse(&bytes).unwrap();
+    let mut writer = GgufWriter::new();
+    for (key, value) in file.metadata().iter() {
+        if let Some(value) = edit(key, value) {
+            writer = writer.kv(key, value);
+        }
+    }
+    for tensor in file.header.tensors.iter().filter(|t| Some(t.name.as_str()) != dropped) {
+        writer =
+            writer.tensor(&tensor.name, &tensor.dims, tensor.ggml_type, file.tensor_data(tensor).to_vec());
+    }
+    Gguf::parse(&writer.to_bytes()).unwrap().header
+}
+
+fn with(key: &'static str, replacement: Option<Value>) -> impl Fn(&str, &Value) -> Option<Value> {
+    move |k, v| if k == key { replacement.clone() } else { Some(v.clone()) }
+}
+
+fn facts(header: &GgufHeader) -> ProjectorFacts {
+    ProjectorFacts::of(header).expect("a projector file")
+}
+
+#[test]
+fn the_micro_gemma3_projector_reads_as_llama_cpp_reads_it() {
+    let bytes = micro_bytes();
+    let header = Gguf::parse(&bytes).unwrap().header;
+    let facts = facts(&header);
+    assert_eq!(facts.projector, "gemma3");
+    assert_eq!(facts.family, Some("Gemma 3 (4B and up)"));
+    assert_eq!(facts.model_architectures, ["gemma3"]);
+    assert!(facts.has_vision && !facts.has_audio);
+    assert_eq!((facts.image_size, facts.patch_size, facts.patches_per_side), (Some(224), Some(14), Some(16)));
+    assert_eq!(facts.image_mean, Some([0.5; 3]));
+    assert_eq!(facts.image_std, Some([0.5; 3]));
+    assert_eq!(
+        (facts.encoder_width, facts.encoder_layers, facts.encoder_heads, facts.encoder_feed_forward),
+        (Some(32), Some(2), Some(4), Some(64))
+    );
+    // mm.input_projection.weight is [64, 32]: clip.cpp's output width is its ne[0].
+    assert_eq!(facts.output_width, Some(64));
+    assert!(facts.problems.is_empty(), "{:?}", facts.problems);
+}
+
+#[test]
+fn a_language_model_is_no_projector() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/models/qwen3-micro-q8_0.gguf");
+    let bytes = std::fs::read(path).unwrap();
+    assert_eq!(ProjectorFacts::of(&Gguf::parse(&bytes).unwrap().header), None);
+}
+
+#[test]
+fn the_engine_refuses_a_projector_saying_what_it_is() {
+    let bytes = micro_bytes();
+    let header = Gguf::parse(&bytes).unwrap().header;
+    let error = crate::engine::Engine::check_header(&header).unwrap_err();
+    assert_eq!(error.kind(), "projector_file");
+    let message = error.to_string();
+    assert!(message.contains("vision projector (mmproj) for Gemma 3"), "{message}");
+    assert!(message.contains("cannot encode images yet"), "{message}");
+}
+
+#[test]
+fn bad_values_are_named_and_left_out() {
+    let header = edited(with("clip.vision.image_mean", Some(Value::Array(Array::F32(vec![0.5, 0.5])))), None);
+    let f = facts(&header);
+    assert_eq!(f.image_mean, None);
+    assert!(f.problems.iter().any(|p| p.contains("image_mean has 2 values, not 3")), "{:?}", f.problems);
+
+    let header =
+        edited(with("clip.vision.image_std", Some(Value::Array(Array::F32(vec![0.5, 0.0, 0.5])))), None);
+    let f = facts(&header);
+    assert_eq!(f.image_std, None);
+    assert!(f.problems.iter().any(|p| p.contains("positive finite")), "{:?}", f.problems);
+
+    let header = edited(
+        with("clip.vision.image_mean", Some(Value::Array(Array::F32(vec![0.5, f32::NAN, 0.5])))),
+        None,
+    );
+    assert_eq!(facts(&header).image_mean, None);
+
+    let header = edited(with("clip.vision.image_size", Some(Value::U32(230))), None);
+    let f = facts(&header);
+    assert_eq!((f.image_size, f.patches_per_side), (Some(230), None));
+    assert!(
+        f.problems.iter().any(|p| p.contains("not a whole number of 14-pixel patches")),
+        "{:?}",
+        f.problems
+    );
+
+    for absurd in [Value::U32(0), Value::U64(u64::MAX), Value::String("224".into())] {
+        let f = facts(&edited(with("clip.vision.patch_size", Some(absurd.clone())), None));
+        assert_eq!(f.patch_size, None, "{absurd:?}");
+        assert_eq!(f.problems.len(), 1, "{absurd:?}: {:?}", f.problems);
+    }
+}
+
+#[test]
+fn missing_pieces_are_named() {
+    let f = facts(&edited(with("clip.projector_type", None), None));
+    assert_eq!((f.projector.as_str(), f.family), ("", None));
+    assert!(f.problems.iter().any(|p| p.contains("names no projector type")));
+    assert!(f.refusal().starts_with("a vision projector (mmproj):"), "{}", f.refusal());
+
+    let f = facts(&edited(|_, v| Some(v.clone()), Some("mm.input_projection.weight")));
+    assert_eq!(f.output_width, None);
+    assert!(f.problems.iter().any(|p| p.contains("lacks mm.input_projection.weight")), "{:?}", f.problems);
+
+    let f = facts(&edited(with("clip.has_vision_encoder", None), None));
+    assert!(!f.has_vision);
+    assert!(f.problems.iter().any(|p| p.contains("has no image encoder")));
+}
+
+#[test]
+fn an_unknown_projector_type_is_named_without_a_family() {
+    let f = facts(&edited(with("clip.projector_type", Some(Value::String("cogvlm".into()))), None));
+    assert_eq!((f.projector.as_str(), f.family, f.output_width), ("cogvlm", None, None));
+    assert!(f.problems.is_empty(), "{:?}", f.problems);
+    assert!(f.refusal().contains("mmproj, type cogvlm"), "{}", f.refusal());
+}
