@@ -5,6 +5,9 @@ llama.cpp's tools/mtmd/clip.cpp reads, for the inspector's tests and, later, the
   pip install gguf numpy
   python3 scripts/make_micro_mmproj.py OUT.gguf [--projector gemma3]
 
+tests/fixtures/models/clip-gemma3-micro.gguf is its gemma3 output (named, as every micro file,
+after its general.architecture).
+
 gemma3: a SigLIP ViT (224 x 224 images in 14-pixel patches, so 16 x 16 patches; 2 layers, 32
 wide, 4 heads, feed-forward 64, GELU, layer norms with biases) and Gemma 3's projector (4 x 4
 average pooling, an RMS norm, then mm.input_projection to 64 wide, the embedding length the

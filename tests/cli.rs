@@ -613,7 +613,7 @@ fn a_shard_path_loads_and_inspects_the_whole_split_model() {
 /// and a refusal that says what it is, where loading it as a model would name a missing tensor.
 #[test]
 fn a_vision_projector_is_inspected_and_refused_as_one() {
-    let mmproj = fixture("models/gemma3-micro-mmproj.gguf");
+    let mmproj = fixture("models/clip-gemma3-micro.gguf");
     let mmproj = mmproj.to_str().unwrap();
     let out = inferno(&["inspect", mmproj]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));

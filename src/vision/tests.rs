@@ -3,7 +3,7 @@ use crate::gguf::{Array, Gguf, GgufHeader, Value, writer::GgufWriter};
 
 /// The micro Gemma 3 projector (scripts/make_micro_mmproj.py).
 fn micro_bytes() -> Vec<u8> {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/models/gemma3-micro-mmproj.gguf");
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/models/clip-gemma3-micro.gguf");
     std::fs::read(path).unwrap()
 }
 

@@ -187,7 +187,7 @@ pageSuite(
     });
 
     test('a vision projector (mmproj) shows its own card and says why it does not chat', async () => {
-      const file = path.join(fixtureModelsDir, 'gemma3-micro-mmproj.gguf');
+      const file = path.join(fixtureModelsDir, 'clip-gemma3-micro.gguf');
       await chooseFile(file);
       await assertReportShows({
         architecture: 'clip',
