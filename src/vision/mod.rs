@@ -154,7 +154,7 @@ const KNOWN_PROJECTORS: &[KnownProjector] = &[
 ];
 
 /// The Qwen3-VL merger's extra outputs: one per encoder layer with deepstack tensors.
-const DEEPSTACK_NORM_PREFIX: &str = "v.deepstack.";
+const DEEPSTACK_PREFIX: &str = "v.deepstack.";
 
 impl ProjectorFacts {
     /// The facts of a projector file's header; `None` for any other file. Never fails: a bad
@@ -174,9 +174,8 @@ impl ProjectorFacts {
         let known = KNOWN_PROJECTORS.iter().find(|known| known.name == projector);
         let has_vision = flag(metadata, "clip.has_vision_encoder", &mut problems).unwrap_or(false);
         let has_audio = flag(metadata, "clip.has_audio_encoder", &mut problems).unwrap_or(false);
-        let size = |key: &str, problems: &mut Vec<String>| count(metadata, key, problems);
-        let image_size = size("clip.vision.image_size", &mut problems);
-        let patch_size = size("clip.vision.patch_size", &mut problems);
+        let image_size = count(metadata, "clip.vision.image_size", &mut problems);
+        let patch_size = count(metadata, "clip.vision.patch_size", &mut problems);
         let patches_per_side = match (image_size, patch_size) {
             (Some(image), Some(patch)) if image % patch == 0 => Some(image / patch),
             (Some(image), Some(patch)) => {
@@ -202,10 +201,10 @@ impl ProjectorFacts {
             patches_per_side,
             image_mean: channels(metadata, "clip.vision.image_mean", false, &mut problems),
             image_std: channels(metadata, "clip.vision.image_std", true, &mut problems),
-            encoder_width: size("clip.vision.embedding_length", &mut problems),
-            encoder_layers: size("clip.vision.block_count", &mut problems),
-            encoder_heads: size("clip.vision.attention.head_count", &mut problems),
-            encoder_feed_forward: size("clip.vision.feed_forward_length", &mut problems),
+            encoder_width: count(metadata, "clip.vision.embedding_length", &mut problems),
+            encoder_layers: count(metadata, "clip.vision.block_count", &mut problems),
+            encoder_heads: count(metadata, "clip.vision.attention.head_count", &mut problems),
+            encoder_feed_forward: count(metadata, "clip.vision.feed_forward_length", &mut problems),
             output_width: known.and_then(|known| output_width(header, known, &mut problems)),
             projector,
             problems,
@@ -226,25 +225,29 @@ impl ProjectorFacts {
     }
 }
 
-/// A string value, or a problem if the key holds something else.
-fn text(metadata: &Metadata, key: &str, problems: &mut Vec<String>) -> Option<String> {
+/// The value at `key` as `read` takes it, or a problem naming `wanted` if it holds something
+/// else; `None` without a problem when the key is absent.
+fn typed<T>(
+    metadata: &Metadata,
+    key: &str,
+    wanted: &str,
+    read: impl Fn(&Value) -> Option<T>,
+    problems: &mut Vec<String>,
+) -> Option<T> {
     let value = metadata.get(key)?;
-    match value.as_str() {
-        Some(text) => Some(text.to_string()),
-        None => {
-            problems.push(format!("{key} is a {}, not a string", value.value_type().name()));
-            None
-        }
+    let read = read(value);
+    if read.is_none() {
+        problems.push(format!("{key} is a {}, not {wanted}", value.value_type().name()));
     }
+    read
+}
+
+fn text(metadata: &Metadata, key: &str, problems: &mut Vec<String>) -> Option<String> {
+    typed(metadata, key, "a string", |v| v.as_str().map(str::to_string), problems)
 }
 
 fn flag(metadata: &Metadata, key: &str, problems: &mut Vec<String>) -> Option<bool> {
-    let value = metadata.get(key)?;
-    let flag = value.as_bool();
-    if flag.is_none() {
-        problems.push(format!("{key} is a {}, not a bool", value.value_type().name()));
-    }
-    flag
+    typed(metadata, key, "a bool", Value::as_bool, problems)
 }
 
 /// Sizes and counts above this are no real encoder's; a file that claims one is refused it.
@@ -252,18 +255,12 @@ const LARGEST_SIZE: u64 = 1 << 20;
 
 /// A positive integer of a sane size.
 fn count(metadata: &Metadata, key: &str, problems: &mut Vec<String>) -> Option<u64> {
-    let value = metadata.get(key)?;
-    match value.as_u64() {
-        Some(n) if (1..=LARGEST_SIZE).contains(&n) => Some(n),
-        Some(n) => {
-            problems.push(format!("{key} is {n}, outside 1..={LARGEST_SIZE}"));
-            None
-        }
-        None => {
-            problems.push(format!("{key} is a {}, not a whole number", value.value_type().name()));
-            None
-        }
+    let n = typed(metadata, key, "a whole number", Value::as_u64, problems)?;
+    if !(1..=LARGEST_SIZE).contains(&n) {
+        problems.push(format!("{key} is {n}, outside 1..={LARGEST_SIZE}"));
+        return None;
     }
+    Some(n)
 }
 
 /// Three finite numbers, one per colour channel (positive where `positive`: a divisor).
@@ -309,7 +306,7 @@ fn output_width(header: &GgufHeader, known: &KnownProjector, problems: &mut Vec<
     let deepstack_layers = header
         .tensors
         .iter()
-        .filter(|t| t.name.starts_with(DEEPSTACK_NORM_PREFIX) && t.name.ends_with(".fc2.weight"))
+        .filter(|t| t.name.starts_with(DEEPSTACK_PREFIX) && t.name.ends_with(".fc2.weight"))
         .count() as u64;
     width.checked_mul(1 + deepstack_layers)
 }
