@@ -10,16 +10,18 @@ after its general.architecture).
 
 gemma3: a SigLIP ViT (224 x 224 images in 14-pixel patches, so 16 x 16 patches; 2 layers, 32
 wide, 4 heads, feed-forward 64, GELU, layer norms with biases) and Gemma 3's projector (4 x 4
-average pooling, an RMS norm, then mm.input_projection to 64 wide, the embedding length the
-language model must have). Weights are seeded random normals (std 0.02; norm weights near 1),
-F16 for matrices and F32 for vectors, as llama.cpp's converter writes them.
+average pooling, an RMS norm, then mm.input_projection to 640 wide: the embedding length of
+Gemma 3 270M, the real model the image goldens pair it with). Weights are seeded random normals,
+F16 for matrices and F32 for vectors, as llama.cpp's converter writes them; their spreads (0.1 for
+matrices, 0.5 for the learned positions, norm weights near 1) keep attention far from uniform
+and make every patch's place matter, so a wrong order or a transposed pool cannot pass.
 """
 import argparse
 
 import gguf
 import numpy as np
 
-IMAGE, PATCH, WIDTH, LAYERS, HEADS, FFN, OUTPUT = 224, 14, 32, 2, 4, 64, 64
+IMAGE, PATCH, WIDTH, LAYERS, HEADS, FFN, OUTPUT = 224, 14, 32, 2, 4, 64, 640
 
 
 def write_gemma3(path):
@@ -38,23 +40,25 @@ def write_gemma3(path):
     w.add_uint32("clip.vision.projection_dim", OUTPUT)
     w.add_uint32("clip.vision.attention.head_count", HEADS)
     w.add_float32("clip.vision.attention.layer_norm_epsilon", 1e-6)
-    w.add_array("clip.vision.image_mean", [0.5, 0.5, 0.5])
-    w.add_array("clip.vision.image_std", [0.5, 0.5, 0.5])
+    # Gemma 3's are 0.5 for every channel; CLIP's differ by channel, which catches a swap.
+    w.add_array("clip.vision.image_mean", [0.48145466, 0.4578275, 0.40821073])
+    w.add_array("clip.vision.image_std", [0.26862954, 0.26130258, 0.27577711])
 
-    def matrix(name, rows, cols):
+    def matrix(name, rows, cols, std=0.1):
         # numpy shape (rows, cols) is ggml's ne = [cols, rows].
-        w.add_tensor(name, (rng.standard_normal((rows, cols)) * 0.02).astype(np.float16))
+        w.add_tensor(name, (rng.standard_normal((rows, cols)) * std).astype(np.float16))
 
-    def vector(name, n, around=0.0):
-        w.add_tensor(name, (around + rng.standard_normal(n) * 0.02).astype(np.float32))
+    def vector(name, n, around=0.0, std=0.05):
+        w.add_tensor(name, (around + rng.standard_normal(n) * std).astype(np.float32))
 
     patches = (IMAGE // PATCH) ** 2
     w.add_tensor(
         "v.patch_embd.weight",
-        (rng.standard_normal((WIDTH, 3, PATCH, PATCH)) * 0.02).astype(np.float16),
+        (rng.standard_normal((WIDTH, 3, PATCH, PATCH)) * 0.05).astype(np.float16),
     )
     vector("v.patch_embd.bias", WIDTH)
-    matrix("v.position_embd.weight", patches, WIDTH)
+    # F32, as llama.cpp's converter keeps it: ggml's CPU add takes no F16 operand here.
+    w.add_tensor("v.position_embd.weight", (rng.standard_normal((patches, WIDTH)) * 0.5).astype(np.float32))
     for layer in range(LAYERS):
         p = f"v.blk.{layer}"
         for norm in ("ln1", "ln2"):

@@ -622,15 +622,19 @@ fn a_vision_projector_is_inspected_and_refused_as_one() {
         "Vision projector",
         "fits             Gemma 3 (4B and up)",
         "image            224 x 224 px, patches of 14 px (16 x 16)",
-        "output width     64",
-        "mean (RGB)       0.5, 0.5, 0.5",
+        "output width     640",
+        "mean (RGB)       0.48145467, 0.4578275, 0.40821072",
         "purpose          vision projector",
     ] {
         assert!(text.contains(line), "missing {line:?} in:\n{text}");
     }
     let report = stdout_json(&inferno(&["inspect", mmproj, "--json"]));
     assert_eq!(report["vision"]["projector"], "gemma3");
-    assert_eq!(report["vision"]["image_mean"], serde_json::json!([0.5, 0.5, 0.5]));
+    let mean = report["vision"]["image_mean"].as_array().unwrap();
+    assert_eq!(
+        mean.iter().map(|v| v.as_f64().unwrap() as f32).collect::<Vec<_>>(),
+        [0.481_454_66, 0.457_827_5, 0.408_210_73]
+    );
     assert_eq!(report["runs"]["ok"], false);
 
     let out = inferno(&["generate", mmproj, "--prompt", "hi"]);

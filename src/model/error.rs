@@ -61,6 +61,19 @@ pub enum ModelError {
     /// The file is a vision projector (mmproj), not a language model: the text says for
     /// which family, and why it does not load.
     ProjectorFile(String),
+    /// A vision projector of a type whose encoder Inferno does not have (the text names it).
+    UnsupportedProjector(String),
+    /// A vision projector whose metadata cannot be used (the text says what is wrong).
+    BadProjector(String),
+    /// A picture that cannot be read (the text says why).
+    BadImage(String),
+    /// A picture with more pixels than [`crate::vision::MAX_PIXELS`], refused before any
+    /// buffer is sized by it.
+    ImageTooLarge {
+        width: usize,
+        height: usize,
+        max_pixels: usize,
+    },
     /// Logits asked of an encoder (BERT), which has no output layer: it only embeds.
     EmbeddingOnly(String),
     /// A requested context size of zero or beyond what the file supports.
@@ -98,6 +111,10 @@ impl ModelError {
             Self::SplitFile { .. } => "split_file",
             Self::ProjectorFile(_) => "projector_file",
             Self::EmbeddingOnly(_) => "embedding_only",
+            Self::UnsupportedProjector(_) => "unsupported_projector",
+            Self::BadProjector(_) => "bad_projector",
+            Self::BadImage(_) => "bad_image",
+            Self::ImageTooLarge { .. } => "image_too_large",
         }
     }
 }
@@ -113,6 +130,15 @@ impl fmt::Display for ModelError {
                 no.saturating_add(1)
             ),
             Self::ProjectorFile(refusal) => write!(f, "this file is {refusal}"),
+            Self::UnsupportedProjector(what) => write!(f, "vision projector: {what}"),
+            Self::BadProjector(what) => write!(f, "vision projector: {what}"),
+            Self::BadImage(why) => write!(f, "the picture cannot be read: {why}"),
+            Self::ImageTooLarge { width, height, max_pixels } => write!(
+                f,
+                "the picture is {width} × {height} pixels, more than the {} megapixels Inferno \
+                 takes: scale it down first",
+                max_pixels >> 20
+            ),
             Self::EmbeddingOnly(arch) => write!(
                 f,
                 "`{arch}` is an encoder: it embeds text (engine.embeddings.create) and has no \

@@ -37,6 +37,7 @@ pub use forward::LogitsFor;
 #[cfg(feature = "gpu")]
 pub(crate) use forward::forward_batch;
 pub use loader::{FileLoader, LoadError};
+pub(crate) use weights::Tensors;
 pub use weights::{
     AttentionWeights, DeltaNetWeights, EncoderInput, ExpertWeights, FeedForward, Ffn, LayerWeights,
     Mamba2Weights, Matrix, Mixer, Norm, OutputHead, PerLayerInput, PerLayerWeights, ShortConvWeights,

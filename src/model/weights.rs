@@ -583,13 +583,19 @@ impl Weights {
     }
 }
 
-struct Tensors<'a> {
+/// A file's tensors, found and checked by name, shape and size (a model's, or a vision
+/// projector's).
+pub(crate) struct Tensors<'a> {
     header: &'a GgufHeader,
     /// `None`: checking a header alone.
     file: Option<&'a ModelBytes>,
 }
 
-impl Tensors<'_> {
+impl<'a> Tensors<'a> {
+    pub(crate) fn new(header: &'a GgufHeader, file: Option<&'a ModelBytes>) -> Tensors<'a> {
+        Tensors { header, file }
+    }
+
     fn find(&self, name: &str, expected: &[usize]) -> Result<(&TensorInfo, WeightType), ModelError> {
         let info = self.header.tensor(name).ok_or_else(|| ModelError::MissingTensor(name.to_string()))?;
         let expected: Vec<u64> = expected.iter().map(|&n| n as u64).collect();
@@ -623,8 +629,16 @@ impl Tensors<'_> {
     }
 
     /// A `rows × cols` matrix (ggml dims `[cols, rows]`).
-    fn matrix(&self, name: &str, rows: usize, cols: usize) -> Result<Matrix, ModelError> {
-        let (info, weight_type) = self.find(name, &[cols, rows])?;
+    pub(crate) fn matrix(&self, name: &str, rows: usize, cols: usize) -> Result<Matrix, ModelError> {
+        self.flattened_matrix(name, &[cols, rows])
+    }
+
+    /// A tensor of ggml dims `dims` read as a matrix of rows `dims[..len - 1]` wide, one per
+    /// index of the last dimension (a convolution's kernels, one row per output channel).
+    pub(crate) fn flattened_matrix(&self, name: &str, dims: &[usize]) -> Result<Matrix, ModelError> {
+        let (&rows, inner) = dims.split_last().unwrap_or((&0, &[]));
+        let cols = inner.iter().product();
+        let (info, weight_type) = self.find(name, dims)?;
         let row_bytes = weight_type.row_bytes(cols)?;
         let range = self.range(info)?;
         if (rows as u64).checked_mul(row_bytes as u64) != Some(info.n_bytes) {
@@ -744,7 +758,7 @@ impl Tensors<'_> {
     }
 
     /// LayerNorm `{prefix}.weight` and `{prefix}.bias`, `d` wide.
-    fn layer_norm(&self, prefix: &str, d: usize) -> Result<Norm, ModelError> {
+    pub(crate) fn layer_norm(&self, prefix: &str, d: usize) -> Result<Norm, ModelError> {
         Ok(Norm {
             weight: self.vector(&format!("{prefix}.weight"), d)?,
             bias: Some(self.vector(&format!("{prefix}.bias"), d)?),
@@ -762,13 +776,13 @@ impl Tensors<'_> {
     }
 
     /// A vector of `len` elements, decoded to f32.
-    fn vector(&self, name: &str, len: usize) -> Result<Vec<f32>, ModelError> {
+    pub(crate) fn vector(&self, name: &str, len: usize) -> Result<Vec<f32>, ModelError> {
         self.decoded(name, &[len])
     }
 
     /// A small tensor of ggml dimensions `dims` (a vector, or a table such as convolution
     /// taps), decoded to f32 in its storage order.
-    fn decoded(&self, name: &str, dims: &[usize]) -> Result<Vec<f32>, ModelError> {
+    pub(crate) fn decoded(&self, name: &str, dims: &[usize]) -> Result<Vec<f32>, ModelError> {
         let len = dims.iter().product();
         let (info, weight_type) = self.find(name, dims)?;
         let range = self.range(info)?;

@@ -5,9 +5,21 @@
 //! This module reads what the file says about itself, as llama.cpp's `tools/mtmd/clip.cpp`
 //! reads it: the projector type, the encoder's shape, the image it expects (size, patch,
 //! normalization), the width of the embeddings it produces, and which model family it fits.
-//! Encoding images is not built yet; the inspector and the engine say so.
+//! [`image`] holds pictures and resizes them as mtmd does; [`siglip`] encodes them (SigLIP with
+//! Gemma 3's projector, the one type encoded so far).
 
 use serde::Serialize;
+
+#[cfg(not(target_family = "wasm"))]
+mod decode;
+pub mod image;
+pub mod siglip;
+
+#[cfg(not(target_family = "wasm"))]
+pub use decode::decode;
+
+pub use image::{Filter, MAX_PIXELS, RgbImage};
+pub use siglip::{EncoderShape, ImageEmbeddings, VisionEncoder};
 
 use crate::gguf::{GgufHeader, Metadata, Value};
 

@@ -43,14 +43,18 @@ fn the_micro_gemma3_projector_reads_as_llama_cpp_reads_it() {
     assert_eq!(facts.model_architectures, ["gemma3"]);
     assert!(facts.has_vision && !facts.has_audio);
     assert_eq!((facts.image_size, facts.patch_size, facts.patches_per_side), (Some(224), Some(14), Some(16)));
-    assert_eq!(facts.image_mean, Some([0.5; 3]));
-    assert_eq!(facts.image_std, Some([0.5; 3]));
+    // CLIP's per-channel values (f32 in the file, read back as f64).
+    assert_eq!(
+        facts.image_mean.map(|m| m.map(|v| v as f32)),
+        Some([0.481_454_66, 0.457_827_5, 0.408_210_73])
+    );
+    assert_eq!(facts.image_std.map(|m| m.map(|v| v as f32)), Some([0.268_629_54, 0.261_302_6, 0.275_777_1]));
     assert_eq!(
         (facts.encoder_width, facts.encoder_layers, facts.encoder_heads, facts.encoder_feed_forward),
         (Some(32), Some(2), Some(4), Some(64))
     );
-    // mm.input_projection.weight is [64, 32]: clip.cpp's output width is its ne[0].
-    assert_eq!(facts.output_width, Some(64));
+    // mm.input_projection.weight is [640, 32]: clip.cpp's output width is its ne[0].
+    assert_eq!(facts.output_width, Some(640));
     assert!(facts.problems.is_empty(), "{:?}", facts.problems);
 }
 

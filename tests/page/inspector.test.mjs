@@ -201,7 +201,7 @@ pageSuite(
       assert.equal(await text('#vision-projector'), 'gemma3');
       assert.equal(await text('#vision-family'), 'Gemma 3 (4B and up)');
       assert.equal(await text('#vision-image'), '224 × 224 px, patches of 14 px (16 × 16)');
-      assert.equal(await text('#vision-output-width'), '64');
+      assert.equal(await text('#vision-output-width'), '640');
       assert.equal(await h.page.locator('#vision-problems').count(), 0);
       // A language model next hides the card again.
       await chooseFile(requireModel(MODELS.qwen3Micro));

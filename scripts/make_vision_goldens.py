@@ -1,0 +1,242 @@
+#!/usr/bin/env python3
+"""Write the test pictures and llama.cpp mtmd's reference outputs for them: the goldens the
+image encoder and image prompts are held to.
+
+  CMAKE_ARGS="... -DLLAVA_BUILD=ON" pip install llama_cpp_python-0.3.36.tar.gz  (as make_goldens.py,
+      plus LLAVA_BUILD for libmtmd and its bindings, llama_cpp/mtmd_cpp.py)
+  pip install pillow gguf numpy
+  python3 scripts/make_vision_goldens.py [GEMMA3_270M.gguf]
+
+Pictures (tests/fixtures/images/, PNG so that every decoder reads the same pixels): one at the
+projector's own size, one wider and one taller than it, and a small one that is scaled up, so
+that resizing, the black bars and both scale directions are all exercised.
+
+Goldens (tests/fixtures/golden/clip-gemma3-micro.images.json and its .f32 files), for the
+micro projector tests/fixtures/models/clip-gemma3-micro.gguf:
+- `preprocessed_sha256`: Pillow's bilinear resize to fit 224 x 224, centred on black, as
+  mtmd's fixed-size preprocessor does it (mtmd's resizer is a port of Pillow's; it does not
+  hand its pixels out, so Pillow stands in, and the embeddings check mtmd's own);
+- `embeddings`: mtmd's image embeddings (`mtmd_encode_chunk`, then `mtmd_get_output_embd`),
+  tokens x 640 little-endian f32, with the encoder's attention as llama.cpp runs it by default
+  on the CPU (flash attention: K and V in f16) and, in `embeddings_f32_attention`, without it;
+- `chat` (when Gemma 3 270M is given, as `./build.sh models` fetches it): a user turn with the
+  picture and a question through mtmd's own tokenizer and `mtmd_helper_eval_chunks` (the image
+  block attended non-causally, as mtmd does for Gemma 3), then 16 greedy steps with the 20
+  highest logits at steps 0-3. 270M has Gemma 3's vocabulary and a 640-wide embedding, so the
+  micro projector fits it; it was never trained on images, so only the numbers mean anything.
+
+One thread, AVX2 build of the llama.cpp vendored in llama-cpp-python 0.3.36, as the text goldens.
+"""
+import ctypes
+import hashlib
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+import llama_cpp
+from llama_cpp import Llama
+from llama_cpp import mtmd_cpp as mtmd
+
+REPO = Path(__file__).resolve().parent.parent
+FIXTURES = REPO / "tests" / "fixtures"
+MMPROJ = FIXTURES / "models" / "clip-gemma3-micro.gguf"
+GOLDEN = FIXTURES / "golden"
+IMAGE_SIZE = 224
+CHAT_PICTURE = "stripes-300x200"
+CHAT_PROMPT = "<start_of_turn>user\n<__media__>What is in this picture?<end_of_turn>\n<start_of_turn>model\n"
+N_PREDICT, TOP_STEPS, TOP_K = 16, 4, 20
+
+
+def pictures():
+    """Deterministic test pictures: smooth gradients, hard edges and noise, none symmetric."""
+    rng = np.random.default_rng(11)
+    out = {}
+    y, x = np.mgrid[0:224, 0:224].astype(np.float64)
+    out["gradient-224x224"] = np.stack(
+        [x / 223 * 255, y / 223 * 255, 128 + 100 * np.sin(x / 17) * np.cos(y / 29)], axis=-1
+    )
+    y, x = np.mgrid[0:200, 0:300].astype(np.float64)
+    stripes = np.stack([((x // 12) % 2) * 230, ((y // 20) % 3) * 110, (x + 2 * y) % 256], axis=-1)
+    stripes[60:140, 200:260] = [250, 40, 20]  # a red block off the centre
+    out["stripes-300x200"] = stripes
+    y, x = np.mgrid[0:250, 0:90].astype(np.float64)
+    out["tower-90x250"] = np.stack([255 - y, np.full_like(x, 90) + 60 * (x > 45), x * 2.5], axis=-1)
+    out["noise-61x47"] = rng.integers(0, 256, size=(47, 61, 3))
+    return {name: np.clip(np.rint(a), 0, 255).astype(np.uint8) for name, a in out.items()}
+
+
+def fit_on_black(rgb):
+    """mtmd's fixed-size preprocessing of Gemma 3: scale to fit (sides rounded up, PAD_CEIL),
+    Pillow's bilinear filter, centred on black."""
+    h, w, _ = rgb.shape
+    if (w, h) == (IMAGE_SIZE, IMAGE_SIZE):
+        return rgb
+    # mtmd computes the scale and the new sides in f32.
+    scale = min(np.float32(IMAGE_SIZE) / np.float32(w), np.float32(IMAGE_SIZE) / np.float32(h))
+    nw = min(int(np.ceil(np.float32(w) * scale)), IMAGE_SIZE)
+    nh = min(int(np.ceil(np.float32(h) * scale)), IMAGE_SIZE)
+    resized = np.asarray(Image.fromarray(rgb).resize((nw, nh), Image.BILINEAR))
+    canvas = np.zeros((IMAGE_SIZE, IMAGE_SIZE, 3), dtype=np.uint8)
+    ox, oy = (IMAGE_SIZE - nw) // 2, (IMAGE_SIZE - nh) // 2
+    canvas[oy : oy + nh, ox : ox + nw] = resized
+    return canvas
+
+
+def sha256(data):
+    return hashlib.sha256(data).hexdigest()
+
+
+def mtmd_context(text_model, flash):
+    params = mtmd.mtmd_context_params_default()
+    params.use_gpu = False
+    params.n_threads = 1
+    params.warmup = False
+    params.print_timings = False
+    # llama.h's enum llama_flash_attn_type: -1 auto (on, for the CPU), 0 disabled, 1 enabled.
+    params.flash_attn_type = 1 if flash else 0
+    ctx = mtmd.mtmd_init_from_file(str(MMPROJ).encode(), text_model, params)
+    if not ctx:
+        sys.exit("mtmd_init_from_file failed")
+    return ctx
+
+
+def tokenize(ctx, text, rgb):
+    h, w, _ = rgb.shape
+    data = np.ascontiguousarray(rgb).tobytes()
+    bitmap = mtmd.mtmd_bitmap_init(w, h, (ctypes.c_ubyte * len(data)).from_buffer_copy(data))
+    chunks = mtmd.mtmd_input_chunks_init()
+    encoded = text.encode()
+    text_input = mtmd.mtmd_input_text(encoded, len(encoded), True, True)
+    bitmaps = (mtmd.mtmd_bitmap_p_ctypes * 1)(bitmap)
+    if mtmd.mtmd_tokenize(ctx, chunks, ctypes.byref(text_input), bitmaps, 1) != 0:
+        sys.exit("mtmd_tokenize failed")
+    mtmd.mtmd_bitmap_free(bitmap)
+    return chunks
+
+
+def chunk_list(chunks):
+    out = []
+    for i in range(mtmd.mtmd_input_chunks_size(chunks)):
+        chunk = mtmd.mtmd_input_chunks_get(chunks, i)
+        if mtmd.mtmd_input_chunk_get_type(chunk) == mtmd.MTMD_INPUT_CHUNK_TYPE_TEXT:
+            n = ctypes.c_size_t()
+            ids = mtmd.mtmd_input_chunk_get_tokens_text(chunk, ctypes.byref(n))
+            out.append((chunk, {"text_ids": [int(ids[k]) for k in range(n.value)]}))
+        else:
+            out.append((chunk, {"image_tokens": int(mtmd.mtmd_input_chunk_get_n_tokens(chunk))}))
+    return out
+
+
+def embeddings(ctx, rgb, width):
+    chunks = tokenize(ctx, "<__media__>", rgb)
+    [(chunk, facts)] = [c for c in chunk_list(chunks) if "image_tokens" in c[1]]
+    if mtmd.mtmd_encode_chunk(ctx, chunk) != 0:
+        sys.exit("mtmd_encode_chunk failed")
+    n = facts["image_tokens"]
+    out = np.ctypeslib.as_array(mtmd.mtmd_get_output_embd(ctx), shape=(n * width,)).copy()
+    mtmd.mtmd_input_chunks_free(chunks)
+    return out.astype("<f4").reshape(n, width)
+
+
+def top(row, k):
+    ids = np.argsort(-row, kind="stable")[:k]
+    logsumexp = float(np.log(np.sum(np.exp(row.astype(np.float64) - row.max()))) + row.max())
+    return [{"id": int(i), "logit": float(row[i]), "prob": float(np.exp(float(row[i]) - logsumexp))} for i in ids]
+
+
+def chat_golden(model_path, rgb):
+    llm = Llama(
+        model_path=str(model_path),
+        n_ctx=512,
+        n_batch=512,
+        n_ubatch=512,
+        n_threads=1,
+        n_threads_batch=1,
+        flash_attn=True,
+        verbose=False,
+    )
+    ctx = mtmd_context(llm._model.model, flash=True)
+    chunks = tokenize(ctx, CHAT_PROMPT, rgb)
+    layout = [facts for _, facts in chunk_list(chunks)]
+    n_past = llama_cpp.llama_pos(0)
+    if mtmd.mtmd_helper_eval_chunks(ctx, llm._ctx.ctx, chunks, 0, 0, 512, True, ctypes.byref(n_past)) != 0:
+        sys.exit("mtmd_helper_eval_chunks failed")
+    n_vocab = llm.n_vocab()
+    logits = lambda: np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(llm._ctx.ctx, -1), shape=(n_vocab,)).copy()
+    llm.n_tokens = n_past.value
+    steps, generated = [], []
+    for step in range(N_PREDICT):
+        row = logits()
+        if step < TOP_STEPS:
+            steps.append({"top": top(row, TOP_K)})
+        token = int(np.argmax(row))
+        generated.append(token)
+        llm.eval([token])
+    mtmd.mtmd_input_chunks_free(chunks)
+    mtmd.mtmd_free(ctx)
+    return {
+        "model": model_path.name,
+        "model_sha256": sha256(model_path.read_bytes()),
+        "picture": f"images/{CHAT_PICTURE}.png",
+        "prompt": CHAT_PROMPT,
+        "chunks": layout,
+        "n_past": n_past.value,
+        "generated_ids": generated,
+        "steps": steps,
+    }
+
+
+def main():
+    images = FIXTURES / "images"
+    images.mkdir(exist_ok=True)
+    width = 640
+    model_path = Path(sys.argv[1]) if len(sys.argv) > 1 else None
+    # mtmd wants a text model to check the projector's output width against; Gemma 3 270M's is
+    # 640. Without one given, the micro projector is still encoded (mtmd skips the check).
+    text_model = None
+    if model_path:
+        params = llama_cpp.llama_model_default_params()
+        text_model = llama_cpp.llama_model_load_from_file(str(model_path).encode(), params)
+    contexts = {flash: mtmd_context(text_model, flash) for flash in (True, False)}
+    golden = {
+        "mmproj": "models/clip-gemma3-micro.gguf",
+        "mmproj_sha256": sha256(MMPROJ.read_bytes()),
+        "oracle": "llama.cpp mtmd (llama-cpp-python 0.3.36, commit 0c1e570), CPU, AVX2, one thread",
+        "pictures": [],
+    }
+    for name, rgb in pictures().items():
+        path = images / f"{name}.png"
+        Image.fromarray(rgb).save(path, optimize=True)
+        # The committed PNG is what the tests decode: check it round-trips.
+        assert np.array_equal(np.asarray(Image.open(path).convert("RGB")), rgb)
+        entry = {
+            "file": f"images/{name}.png",
+            "width": rgb.shape[1],
+            "height": rgb.shape[0],
+            "preprocessed_sha256": sha256(fit_on_black(rgb).tobytes()),
+        }
+        for flash, key in ((True, "embeddings"), (False, "embeddings_f32_attention")):
+            embd = embeddings(contexts[flash], rgb, width)
+            file = f"clip-gemma3-micro.{name}{'' if flash else '.f32-attention'}.f32"
+            (GOLDEN / file).write_bytes(embd.tobytes())
+            entry[key] = file
+            entry["tokens"] = embd.shape[0]
+        a = np.fromfile(GOLDEN / entry["embeddings"], dtype="<f4")
+        b = np.fromfile(GOLDEN / entry["embeddings_f32_attention"], dtype="<f4")
+        entry["flash_vs_f32_attention_max_relative"] = float(np.max(np.abs(a - b)) / np.max(np.abs(b)))
+        golden["pictures"].append(entry)
+        print(name, entry["tokens"], "tokens; flash vs f32 attention:", entry["flash_vs_f32_attention_max_relative"])
+    for ctx in contexts.values():
+        mtmd.mtmd_free(ctx)
+    if model_path:
+        llama_cpp.llama_model_free(text_model)
+        golden["chat"] = chat_golden(model_path, pictures()[CHAT_PICTURE])
+        print("chat:", golden["chat"]["chunks"], golden["chat"]["generated_ids"])
+    (GOLDEN / "clip-gemma3-micro.images.json").write_text(json.dumps(golden, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,467 @@
+//! The SigLIP vision transformer and Gemma 3's projector, read top to bottom as llama.cpp's
+//! mtmd builds them (`clip.cpp`'s `build_vit`, `models/siglip.cpp`), so an image's embeddings
+//! agree with mtmd's to the tolerance the goldens state.
+//!
+//! picture → fit on a black square → patches (the convolution as a matmul over each patch's
+//! pixels) + learned positions → layers of [LayerNorm → attention over every patch → residual →
+//! LayerNorm → GELU feed-forward → residual] → LayerNorm → average pool of n × n patches →
+//! RMS norm → projection to the language model's width.
+//!
+//! Where llama.cpp rounds, so do we: its matmuls over F16 weights take f16 activations (the
+//! patches' pixels too, through `im2col`), and its default CPU attention (flash attention)
+//! keeps keys and values in f16 and runs the tiled kernel with an f32 query.
+
+use half::f16;
+
+use super::ProjectorFacts;
+use super::image::{Filter, RgbImage};
+use crate::model::attention::{HeadView, Scoring, attend_head_f32};
+use crate::model::ops::{add_in_place, gelu, layer_norm_in_place, rms_norm};
+use crate::model::{Matrix, ModelBytes, ModelError, Norm, Tensors};
+use crate::parallel;
+use crate::tensor::{QuantizedActivations, WeightLayout, WeightType, matmul_quantized_with_layout};
+
+/// A matrix and its bias.
+struct Linear {
+    matrix: Matrix,
+    bias: Option<Vec<f32>>,
+}
+
+struct Layer {
+    norm1: Norm,
+    q: Linear,
+    k: Linear,
+    v: Linear,
+    out: Linear,
+    norm2: Norm,
+    up: Linear,
+    down: Linear,
+}
+
+/// How the encoder's patch outputs become the language model's embeddings.
+enum Projector {
+    /// Gemma 3: average pools of `merge × merge` patches, an RMS norm, then a projection.
+    Gemma3 {
+        merge: usize,
+        norm: Vec<f32>,
+        /// `mm.input_projection.weight` transposed (clip.cpp multiplies by its transpose): one
+        /// row per output element, in the file's element type.
+        projection: Vec<u8>,
+        projection_type: WeightType,
+    },
+}
+
+/// The encoder's shape and its picture's preparation.
+#[derive(Clone, Debug)]
+pub struct EncoderShape {
+    pub image_size: usize,
+    pub patch_size: usize,
+    pub width: usize,
+    pub heads: usize,
+    pub eps: f32,
+    pub mean: [f32; 3],
+    pub std: [f32; 3],
+    /// Embeddings per picture, and their width (the language model's).
+    pub tokens: usize,
+    pub output_width: usize,
+}
+
+impl EncoderShape {
+    fn patches_per_side(&self) -> usize {
+        self.image_size / self.patch_size
+    }
+
+    fn patch_values(&self) -> usize {
+        3 * self.patch_size * self.patch_size
+    }
+}
+
+/// A vision projector file loaded for encoding: its bytes, and views of its tensors.
+pub struct VisionEncoder {
+    bytes: ModelBytes,
+    facts: ProjectorFacts,
+    shape: EncoderShape,
+    patch_embd: Matrix,
+    patch_bias: Option<Vec<f32>>,
+    /// Learned position embeddings, one row per patch.
+    positions: Vec<f32>,
+    layers: Vec<Layer>,
+    post_norm: Option<Norm>,
+    projector: Projector,
+}
+
+/// A picture's embeddings: `tokens` rows of the language model's width.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ImageEmbeddings {
+    pub tokens: usize,
+    pub width: usize,
+    pub values: Vec<f32>,
+}
+
+fn required(value: Option<u64>, what: &str) -> Result<usize, ModelError> {
+    value
+        .and_then(|v| usize::try_from(v).ok())
+        .ok_or_else(|| ModelError::BadProjector(format!("the file does not say its {what}")))
+}
+
+impl VisionEncoder {
+    /// Loads a projector file (its whole bytes). Refused with a typed error unless it is a
+    /// projector of a type Inferno encodes, every fact it needs is present and sane, and every
+    /// tensor has the name, shape, type and size the encoder needs.
+    pub fn load(bytes: ModelBytes) -> Result<VisionEncoder, ModelError> {
+        let header = bytes.header()?;
+        let facts = ProjectorFacts::of(&header).ok_or_else(|| {
+            ModelError::BadProjector(
+                "the file is not a vision projector (general.architecture is not clip)".into(),
+            )
+        })?;
+        if !facts.problems.is_empty() {
+            return Err(ModelError::BadProjector(facts.problems.join("; ")));
+        }
+        if facts.projector != "gemma3" {
+            let family = facts.family.map(|f| format!(" ({f})")).unwrap_or_default();
+            return Err(ModelError::UnsupportedProjector(format!(
+                "type `{}`{family} is not encoded yet; Inferno encodes Gemma 3's (gemma3)",
+                facts.projector
+            )));
+        }
+        let metadata = &header.metadata;
+        // clip.cpp: `use_gelu` picks GELU; otherwise SiLU or quick GELU, which SigLIP never uses.
+        if metadata.get("clip.use_gelu").and_then(|v| v.as_bool()) != Some(true) {
+            return Err(ModelError::UnsupportedProjector(
+                "its feed-forward is not GELU (clip.use_gelu), which is all Inferno's SigLIP runs".into(),
+            ));
+        }
+        let width = required(facts.encoder_width, "encoder width")?;
+        let heads = required(facts.encoder_heads, "head count")?;
+        let ffn = required(facts.encoder_feed_forward, "feed-forward width")?;
+        let n_layers = required(facts.encoder_layers, "layer count")?;
+        let image_size = required(facts.image_size, "image size")?;
+        let patch_size = required(facts.patch_size, "patch size")?;
+        let output_width = required(facts.output_width, "output width")?;
+        let per_side = required(facts.patches_per_side, "patches per side")?;
+        if !width.is_multiple_of(heads) {
+            return Err(ModelError::BadProjector(format!(
+                "width {width} is not a whole number of {heads} heads"
+            )));
+        }
+        // clip.cpp's default for Gemma 3, which a file may override.
+        let merge = match metadata.get("clip.vision.projector.scale_factor") {
+            None => 4,
+            Some(v) => {
+                v.as_u64().and_then(|m| usize::try_from(m).ok()).filter(|&m| m > 0).ok_or_else(|| {
+                    ModelError::BadProjector(
+                        "clip.vision.projector.scale_factor is not a positive number".into(),
+                    )
+                })?
+            }
+        };
+        if !per_side.is_multiple_of(merge) {
+            return Err(ModelError::BadProjector(format!(
+                "{per_side} patches per side do not pool in squares of {merge}"
+            )));
+        }
+        let eps =
+            match metadata.get("clip.vision.attention.layer_norm_epsilon") {
+                None => 1e-6,
+                Some(v) => v.as_f64().filter(|e| e.is_finite() && *e >= 0.0).ok_or_else(|| {
+                    ModelError::BadProjector("its layer norm epsilon is not a number".into())
+                })? as f32,
+            };
+        let channels = |values: Option<[f64; 3]>, what| {
+            values
+                .map(|v| v.map(|x| x as f32))
+                .ok_or_else(|| ModelError::BadProjector(format!("the file lacks its {what}")))
+        };
+        let shape = EncoderShape {
+            image_size,
+            patch_size,
+            width,
+            heads,
+            eps,
+            mean: channels(facts.image_mean, "image mean")?,
+            std: channels(facts.image_std, "image std")?,
+            tokens: (per_side / merge) * (per_side / merge),
+            output_width,
+        };
+
+        let tensors = Tensors::new(&header, Some(&bytes));
+        let linear = |name: &str, rows: usize, cols: usize| -> Result<Linear, ModelError> {
+            let matrix = tensors.matrix(&format!("{name}.weight"), rows, cols)?;
+            let bias_name = format!("{name}.bias");
+            let bias = match header.tensor(&bias_name) {
+                Some(_) => Some(tensors.vector(&bias_name, rows)?),
+                None => None,
+            };
+            // clip.cpp does not repack its weights: llama.cpp's plain kernels multiply them.
+            Ok(Linear { matrix: Matrix { layout: WeightLayout::Plain, ..matrix }, bias })
+        };
+        let patches = per_side * per_side;
+        let patch_embd =
+            tensors.flattened_matrix("v.patch_embd.weight", &[patch_size, patch_size, 3, width])?;
+        if !matches!(patch_embd.weight_type, WeightType::F16 | WeightType::F32) {
+            return Err(ModelError::BadProjector(
+                "v.patch_embd.weight must be F16 or F32 (llama.cpp's convolution takes no other type)".into(),
+            ));
+        }
+        let patch_embd = Matrix { layout: WeightLayout::Plain, ..patch_embd };
+        let patch_bias = match header.tensor("v.patch_embd.bias") {
+            Some(_) => Some(tensors.vector("v.patch_embd.bias", width)?),
+            None => None,
+        };
+        let positions = tensors.decoded("v.position_embd.weight", &[width, patches])?;
+        let mut layers = Vec::with_capacity(n_layers);
+        for i in 0..n_layers {
+            let p = format!("v.blk.{i}");
+            // Old Gemma 3 conversions named the feed-forward's two matrices the other way
+            // round; clip.cpp swaps them back where `ffn_down` maps from the encoder's width.
+            let swapped = header
+                .tensor(&format!("{p}.ffn_down.weight"))
+                .is_some_and(|t| t.dims.first() == Some(&(width as u64)));
+            let (up_name, down_name) = if swapped { ("ffn_down", "ffn_up") } else { ("ffn_up", "ffn_down") };
+            let up = linear(&format!("{p}.{up_name}"), ffn, width);
+            let down = linear(&format!("{p}.{down_name}"), width, ffn);
+            layers.push(Layer {
+                norm1: tensors.layer_norm(&format!("{p}.ln1"), width)?,
+                q: linear(&format!("{p}.attn_q"), width, width)?,
+                k: linear(&format!("{p}.attn_k"), width, width)?,
+                v: linear(&format!("{p}.attn_v"), width, width)?,
+                out: linear(&format!("{p}.attn_out"), width, width)?,
+                norm2: tensors.layer_norm(&format!("{p}.ln2"), width)?,
+                up: up?,
+                down: down?,
+            });
+        }
+        let post_norm = match header.tensor("v.post_ln.weight") {
+            Some(_) => Some(tensors.layer_norm("v.post_ln", width)?),
+            None => None,
+        };
+        let norm = tensors.vector("mm.soft_emb_norm.weight", width)?;
+        // ggml dims [output, width]: `width` rows of `output`, which clip.cpp transposes.
+        let stored = tensors.matrix("mm.input_projection.weight", width, output_width)?;
+        let (projection, projection_type) = transposed(&stored, &bytes)?;
+        let projector = Projector::Gemma3 { merge, norm, projection, projection_type };
+        Ok(VisionEncoder {
+            bytes,
+            facts,
+            shape,
+            patch_embd,
+            patch_bias,
+            positions,
+            layers,
+            post_norm,
+            projector,
+        })
+    }
+
+    /// What the file says about itself.
+    pub fn facts(&self) -> &ProjectorFacts {
+        &self.facts
+    }
+
+    pub fn shape(&self) -> &EncoderShape {
+        &self.shape
+    }
+
+    /// The picture as the encoder sees it: fitted to its square, as mtmd prepares it.
+    pub fn prepare(&self, image: &RgbImage) -> RgbImage {
+        image.fit_on_black(self.shape.image_size, Filter::Bilinear)
+    }
+
+    /// A picture's embeddings, to go into the language model in place of its image tokens.
+    pub fn encode(&self, image: &RgbImage) -> Result<ImageEmbeddings, ModelError> {
+        let shape = &self.shape;
+        let (d, per_side) = (shape.width, shape.patches_per_side());
+        let n = per_side * per_side;
+        let pixels = self.patches(&self.prepare(image));
+
+        // The patch embedding: each patch's pixels times each output channel's kernel.
+        let mut x = self.linear_of(&self.patch_embd, self.patch_bias.as_deref(), &pixels, n)?;
+        add_in_place(&mut x, &self.positions);
+
+        for layer in &self.layers {
+            let mut h = x.clone();
+            layer_norm_in_place(&mut h, &layer.norm1.weight, layer.norm1.bias.as_deref(), shape.eps);
+            let [q, k, v] = self.linears([&layer.q, &layer.k, &layer.v], &h, n)?;
+            let attended = self.attention(&q, &k, &v, n);
+            let projected = self.linear(&layer.out, &attended, n)?;
+            add_in_place(&mut x, &projected);
+
+            let mut h = x.clone();
+            layer_norm_in_place(&mut h, &layer.norm2.weight, layer.norm2.bias.as_deref(), shape.eps);
+            let mut up = self.linear(&layer.up, &h, n)?;
+            up.iter_mut().for_each(|u| *u = gelu(*u));
+            let down = self.linear(&layer.down, &up, n)?;
+            add_in_place(&mut x, &down);
+        }
+        if let Some(norm) = &self.post_norm {
+            layer_norm_in_place(&mut x, &norm.weight, norm.bias.as_deref(), shape.eps);
+        }
+
+        let Projector::Gemma3 { merge, norm, projection, projection_type } = &self.projector;
+        let pooled = average_pool(&x, per_side, d, *merge);
+        let tokens = pooled.len() / d;
+        let mut normed = vec![0.0; pooled.len()];
+        for (out, row) in normed.chunks_exact_mut(d).zip(pooled.chunks_exact(d)) {
+            rms_norm(out, row, norm, shape.eps);
+        }
+        let mut values = vec![0.0; tokens * shape.output_width];
+        let activations = QuantizedActivations::for_weights(*projection_type, &normed, tokens, d)?;
+        matmul_quantized_with_layout(
+            projection,
+            *projection_type,
+            WeightLayout::Plain,
+            shape.output_width,
+            &activations,
+            &mut values,
+        )?;
+        Ok(ImageEmbeddings { tokens, width: shape.output_width, values })
+    }
+
+    /// The prepared picture as rows of patch values, patches row by row, each patch's values
+    /// channel by channel, then row by row: the order of the kernel's elements (ggml's
+    /// `im2col`), normalized as mtmd normalizes (`x / 255`, then `(x − mean) / std`, in f32).
+    fn patches(&self, image: &RgbImage) -> Vec<f32> {
+        let shape = &self.shape;
+        let (p, per_side) = (shape.patch_size, shape.patches_per_side());
+        let mut out = Vec::with_capacity(per_side * per_side * shape.patch_values());
+        for py in 0..per_side {
+            for px in 0..per_side {
+                for c in 0..3 {
+                    for ky in 0..p {
+                        for kx in 0..p {
+                            let value = f32::from(image.at(px * p + kx, py * p + ky, c)) / 255.0;
+                            out.push((value - shape.mean[c]) / shape.std[c]);
+                        }
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// `x · Wᵀ + b` for `n` rows of `x`.
+    fn linear(&self, linear: &Linear, x: &[f32], n: usize) -> Result<Vec<f32>, ModelError> {
+        self.linear_of(&linear.matrix, linear.bias.as_deref(), x, n)
+    }
+
+    fn linear_of(
+        &self,
+        matrix: &Matrix,
+        bias: Option<&[f32]>,
+        x: &[f32],
+        n: usize,
+    ) -> Result<Vec<f32>, ModelError> {
+        let [out] = self.matmuls([(matrix, bias)], x, n)?;
+        Ok(out)
+    }
+
+    /// Several linears of the same input (Q, K and V), its activations quantized once.
+    fn linears<const N: usize>(
+        &self,
+        linears: [&Linear; N],
+        x: &[f32],
+        n: usize,
+    ) -> Result<[Vec<f32>; N], ModelError> {
+        self.matmuls(linears.map(|l| (&l.matrix, l.bias.as_deref())), x, n)
+    }
+
+    fn matmuls<const N: usize>(
+        &self,
+        matrices: [(&Matrix, Option<&[f32]>); N],
+        x: &[f32],
+        n: usize,
+    ) -> Result<[Vec<f32>; N], ModelError> {
+        let mut outs: [Vec<f32>; N] = std::array::from_fn(|i| vec![0.0; n * matrices[i].0.rows]);
+        let mut quantized: Option<(WeightType, QuantizedActivations)> = None;
+        for ((matrix, bias), out) in matrices.iter().zip(outs.iter_mut()) {
+            if quantized.as_ref().is_none_or(|(t, _)| *t != matrix.weight_type) {
+                let activations = QuantizedActivations::for_weights(matrix.weight_type, x, n, matrix.cols)?;
+                quantized = Some((matrix.weight_type, activations));
+            }
+            let Some((_, activations)) = &quantized else { unreachable!() };
+            matmul_quantized_with_layout(
+                matrix.bytes(&self.bytes),
+                matrix.weight_type,
+                matrix.layout,
+                matrix.rows,
+                activations,
+                out,
+            )?;
+            if let Some(bias) = bias {
+                out.chunks_exact_mut(matrix.rows).for_each(|row| add_in_place(row, bias));
+            }
+        }
+        Ok(outs)
+    }
+
+    /// Every patch attends to every patch, head by head: llama.cpp's flash attention on the
+    /// CPU, keys and values rounded to f16 (`ggml_cast`), its tiled kernel (64 queries or more).
+    fn attention(&self, q: &[f32], k: &[f32], v: &[f32], n: usize) -> Vec<f32> {
+        let (d, heads) = (self.shape.width, self.shape.heads);
+        let head_dim = d / heads;
+        let round = |x: &[f32]| -> Vec<f32> { x.iter().map(|&x| f16::from_f32(x).to_f32()).collect() };
+        let (keys, values) = (round(k), round(v));
+        let scoring = Scoring::new(1.0 / (head_dim as f32).sqrt(), None);
+        let mut out = vec![0.0; n * d];
+        parallel::for_each_part(&mut out, d, 8, |first, rows| {
+            for (i, row) in rows.chunks_exact_mut(d).enumerate() {
+                let query = &q[(first + i) * d..][..d];
+                for h in 0..heads {
+                    let kv =
+                        HeadView { keys: &keys, values: &values, stride: d, offset: h * head_dim, head_dim };
+                    let span = h * head_dim..(h + 1) * head_dim;
+                    attend_head_f32(&query[span.clone()], &kv, 0..n, scoring, None, &mut row[span]);
+                }
+            }
+        });
+        out
+    }
+}
+
+/// `x` (a `side × side` grid of rows `d` wide, row-major) averaged over squares of
+/// `merge × merge`, as ggml's `pool_2d` does it (an f32 sum in reading order, then divided).
+fn average_pool(x: &[f32], side: usize, d: usize, merge: usize) -> Vec<f32> {
+    let out_side = side / merge;
+    let count = (merge * merge) as f32;
+    let mut out = vec![0.0; out_side * out_side * d];
+    for (cell, row) in out.chunks_exact_mut(d).enumerate() {
+        let (oy, ox) = (cell / out_side, cell % out_side);
+        for (c, value) in row.iter_mut().enumerate() {
+            let mut sum = 0.0f32;
+            for ky in 0..merge {
+                for kx in 0..merge {
+                    sum += x[((oy * merge + ky) * side + ox * merge + kx) * d + c];
+                }
+            }
+            *value = sum / count;
+        }
+    }
+    out
+}
+
+/// The bytes of `matrix` transposed: its columns as rows, in its own element type (F16 or
+/// F32, whose elements can be moved one by one; a block-quantized projection cannot).
+fn transposed(matrix: &Matrix, file: &ModelBytes) -> Result<(Vec<u8>, WeightType), ModelError> {
+    let size = match matrix.weight_type {
+        WeightType::F16 => 2,
+        WeightType::F32 => 4,
+        other => {
+            return Err(ModelError::BadProjector(format!(
+                "{} is {}; Inferno takes it as F16 or F32 (llama.cpp transposes it, which a \
+                 block-quantized type cannot be)",
+                matrix.name,
+                other.name()
+            )));
+        }
+    };
+    let bytes = matrix.bytes(file);
+    let (rows, cols) = (matrix.rows, matrix.cols);
+    let mut out = vec![0u8; bytes.len()];
+    for r in 0..rows {
+        for c in 0..cols {
+            out[(c * rows + r) * size..][..size].copy_from_slice(&bytes[(r * cols + c) * size..][..size]);
+        }
+    }
+    Ok((out, matrix.weight_type))
+}
