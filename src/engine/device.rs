@@ -4,7 +4,7 @@
 //! only does it where its memory is.
 
 use super::{Engine, EngineError};
-use crate::model::{AttentionPrecision, Cache, KvTypes, LogitsFor, Model, Scratch};
+use crate::model::{AttentionPrecision, BatchInput, Cache, KvTypes, LogitsFor, Model, Scratch};
 
 /// A new session's device, with a cache of `context` positions and batches of up to `batch`
 /// tokens: the engine's GPU where it has one, else the CPU.
@@ -49,7 +49,7 @@ pub(super) trait Device {
     fn evaluate(
         &mut self,
         model: &Model,
-        tokens: &[u32],
+        input: BatchInput,
         logits_for: LogitsFor,
         precision: AttentionPrecision,
         logits: &mut Vec<f32>,
@@ -127,13 +127,18 @@ impl Device for CpuDevice {
     fn evaluate(
         &mut self,
         model: &Model,
-        tokens: &[u32],
+        input: BatchInput,
         logits_for: LogitsFor,
         precision: AttentionPrecision,
         logits: &mut Vec<f32>,
     ) -> Result<(), EngineError> {
         self.scratch.set_attention_precision(precision);
-        match model.forward(&mut self.cache, &mut self.scratch, tokens, logits_for) {
+        let (cache, scratch) = (&mut self.cache, &mut self.scratch);
+        let result = match input {
+            BatchInput::Tokens(tokens) => model.forward(cache, scratch, tokens, logits_for),
+            BatchInput::Rows { rows, causal } => model.forward_rows(cache, scratch, rows, causal, logits_for),
+        };
+        match result {
             Ok(out) => {
                 logits.extend_from_slice(out);
                 Ok(())
@@ -230,11 +235,14 @@ impl Device for GpuDevice {
     fn evaluate(
         &mut self,
         model: &Model,
-        tokens: &[u32],
+        input: BatchInput,
         logits_for: LogitsFor,
         _: AttentionPrecision,
         _: &mut Vec<f32>,
     ) -> Result<(), EngineError> {
+        let BatchInput::Tokens(tokens) = input else {
+            return Err(crate::gpu::GpuError::Refused("images").into());
+        };
         let start = self.state.len();
         let logits = logits_for != LogitsFor::None;
         self.state.submit(&self.gpu, model, tokens, logits).map_err(|error| {

@@ -53,6 +53,18 @@ pub enum EngineError {
         asked: usize,
         width: usize,
     },
+    /// A picture was sent to a model loaded without a vision projector (mmproj).
+    NoMmproj,
+    /// The projector's embeddings are not as wide as the model's.
+    MmprojMismatch {
+        projector: usize,
+        model: usize,
+    },
+    /// A prompt's image markers and its pictures do not pair up.
+    ImageCount {
+        markers: usize,
+        images: usize,
+    },
     /// The GPU could not take the model, failed, or was lost.
     #[cfg(feature = "gpu")]
     Gpu(crate::gpu::GpuError),
@@ -82,6 +94,9 @@ impl EngineError {
             EngineError::EmptyInput { .. } => "empty_input",
             EngineError::InputTooLong { .. } => "input_too_long",
             EngineError::BadDimensions { .. } => "bad_dimensions",
+            EngineError::NoMmproj => "no_mmproj",
+            EngineError::MmprojMismatch { .. } => "mmproj_mismatch",
+            EngineError::ImageCount { .. } => "bad_request",
             #[cfg(feature = "gpu")]
             EngineError::Gpu(gpu) => gpu.kind(),
         }
@@ -146,6 +161,21 @@ impl std::fmt::Display for EngineError {
             EngineError::BadDimensions { asked, width } => {
                 write!(f, "dimensions must be 1 to the model's width {width}, not {asked}")
             }
+            EngineError::NoMmproj => write!(
+                f,
+                "this model was loaded without a vision projector (mmproj), so it cannot see pictures: \
+                 load its mmproj file beside it"
+            ),
+            EngineError::MmprojMismatch { projector, model } => write!(
+                f,
+                "the vision projector makes embeddings {projector} wide, but this model's are {model}: \
+                 it was made for another model"
+            ),
+            EngineError::ImageCount { markers, images } => write!(
+                f,
+                "the prompt marks {markers} place(s) for pictures ({}) but {images} picture(s) came with it",
+                crate::engine::MEDIA_MARKER
+            ),
             #[cfg(feature = "gpu")]
             EngineError::Gpu(e) => e.fmt(f),
         }

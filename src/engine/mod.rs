@@ -20,6 +20,7 @@ mod device;
 mod embed;
 mod error;
 mod generation;
+mod images;
 mod request;
 
 pub use answer::{AnswerText, CallDelta, Delta};
@@ -28,6 +29,7 @@ pub use error::EngineError;
 pub use generation::{
     AnswerLimits, Checkpoints, Event, Finish, Generation, PromptFacts, Stats, StepRecord, TracedStep, Usage,
 };
+pub use images::{IMAGE_IDS, is_image_id};
 pub use request::{
     AnswerRequest, BranchRequest, ChatRequest, DEFAULT_CONTEXT_CAP, DEFAULT_MAX_TOKENS, GrammarRequest,
     LimitsRequest, TextRequest,
@@ -39,14 +41,18 @@ use crate::chat::{
 };
 use crate::gguf::{GgufHeader, Metadata};
 use crate::grammar::{Constraint, GrammarCompiler, GrammarError, GrammarSpec};
-use crate::model::{AttentionPrecision, KvTypes, LogitsFor, Model, ModelBytes};
+use crate::model::{AttentionPrecision, BatchInput, KvTypes, LogitsFor, Model, ModelBytes};
 use crate::sampler::{Sampler, SamplerSettings, StepTrace};
 use crate::tokenizer::{EncodeOptions, TokenKind, Tokenizer, Utf8Stream, token_count};
+use crate::vision::{RgbImage, VisionEncoder};
 use device::Device;
 
 /// Tokens per forward call during prefill: large enough that every weight block is reused
 /// across many rows, small enough that the scratch buffers stay a few MB.
 pub const PREFILL_BATCH: usize = 64;
+
+/// Where a picture goes in prompt text: llama.cpp's media marker (`mtmd_default_marker`).
+pub const MEDIA_MARKER: &str = "<__media__>";
 
 /// What an assistant turn is asked for beyond its messages.
 #[derive(Clone, Debug, Default)]
@@ -86,6 +92,11 @@ pub struct Engine {
     attention_precision: AttentionPrecision,
     /// What new sessions keep their cached keys and values as (F16 unless set).
     cache_types: KvTypes,
+    /// The vision projector loaded beside the model, which encodes pictures; none without one.
+    vision: Option<VisionEncoder>,
+    /// Pictures encoded so far, by content hash, and how many times the encoder ran.
+    images: images::ImageTable,
+    images_encoded: std::sync::atomic::AtomicUsize,
 }
 
 impl Engine {
@@ -107,9 +118,102 @@ impl Engine {
             grammars: std::sync::OnceLock::new(),
             attention_precision: AttentionPrecision::Fast,
             cache_types: KvTypes::default(),
+            vision: None,
+            images: images::ImageTable::default(),
+            images_encoded: Default::default(),
             #[cfg(feature = "gpu")]
             gpu: None,
         })
+    }
+
+    /// Loads a vision projector (mmproj) beside the model, so that prompts can hold pictures.
+    /// Refused unless its embeddings are as wide as the model's (llama.cpp's check).
+    pub fn attach_projector(&mut self, file: impl Into<ModelBytes>) -> Result<(), EngineError> {
+        let encoder = VisionEncoder::load(file.into())?;
+        let (projector, model) = (encoder.shape().output_width, self.model.config().n_embd);
+        if projector != model {
+            return Err(EngineError::MmprojMismatch { projector, model });
+        }
+        self.vision = Some(encoder);
+        Ok(())
+    }
+
+    /// The vision projector, if one is attached.
+    pub fn projector(&self) -> Option<&VisionEncoder> {
+        self.vision.as_ref()
+    }
+
+    /// How many pictures the encoder has run on: a picture sent again (a follow-up question, a
+    /// regenerated answer) is found by its content hash and not encoded twice.
+    pub fn images_encoded(&self) -> usize {
+        self.images_encoded.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The ids that stand for a picture in a prompt (see [`IMAGE_IDS`]): encoded now, or
+    /// found among those encoded before.
+    pub fn image_ids(&self, image: &RgbImage) -> Result<Vec<u32>, EngineError> {
+        let encoder = self.vision.as_ref().ok_or(EngineError::NoMmproj)?;
+        let hash = image.content_hash();
+        if let Some(ids) = self.images.ids_of(&hash) {
+            return Ok(ids);
+        }
+        let embeddings = encoder.encode(image)?;
+        self.images_encoded.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.images.hold(hash, embeddings).ok_or_else(|| {
+            EngineError::Model(crate::model::ModelError::BadImage("too many pictures in one engine".into()))
+        })
+    }
+
+    /// The embeddings of the picture whose rows `ids` are, which rows, and whether they attend
+    /// to each other causally.
+    fn image_rows(
+        &self,
+        ids: &[u32],
+    ) -> Result<(std::sync::Arc<crate::vision::ImageEmbeddings>, std::ops::Range<usize>, bool), EngineError>
+    {
+        let encoder = self.vision.as_ref().ok_or(EngineError::NoMmproj)?;
+        let (embeddings, rows) = self.images.rows_of(ids).ok_or_else(|| {
+            EngineError::Model(crate::model::ModelError::BadImage(
+                "the prompt names a picture this engine does not hold".into(),
+            ))
+        })?;
+        Ok((embeddings, rows, !encoder.attends_both_ways()))
+    }
+
+    /// Prompt text with a [`MEDIA_MARKER`] where each picture goes, tokenized as llama.cpp's
+    /// mtmd does it: each stretch of text on its own (special tokens parsed), each picture as
+    /// its projector's opening marker, its rows, its closing marker; BOS first where the model
+    /// adds one (and the text does not already start with it).
+    pub fn encode_with_images(&self, text: &str, images: &[RgbImage]) -> Result<Vec<u32>, EngineError> {
+        let markers = text.matches(MEDIA_MARKER).count();
+        if markers != images.len() {
+            return Err(EngineError::ImageCount { markers, images: images.len() });
+        }
+        if images.is_empty() {
+            return Ok(self.encode(text));
+        }
+        let encoder = self.vision.as_ref().ok_or(EngineError::NoMmproj)?;
+        let (open, close) = encoder.markers();
+        let piece = |text: &str| {
+            self.tokenizer.encode(text, EncodeOptions { add_special: false, ..EncodeOptions::default() })
+        };
+        let tokenizer = &self.tokenizer;
+        let mut ids = Vec::new();
+        if tokenizer.adds_bos() && !self.starts_with_bos(text) {
+            ids.extend(tokenizer.bos());
+        }
+        for (i, stretch) in text.split(MEDIA_MARKER).enumerate() {
+            if i > 0 {
+                ids.extend(piece(open));
+                ids.extend(self.image_ids(&images[i - 1])?);
+                ids.extend(piece(close));
+            }
+            ids.extend(piece(stretch));
+        }
+        if tokenizer.adds_eos() {
+            ids.extend(tokenizer.eos());
+        }
+        Ok(ids)
     }
 
     /// Whether a file with this header would load, from the header alone (what the inspector
@@ -168,17 +272,19 @@ impl Engine {
     /// model asks for it) but never a second BOS when the text already starts with one, as
     /// rendered chat templates often do.
     pub fn encode(&self, text: &str) -> Vec<u32> {
-        let bos_written = self
-            .tokenizer
-            .bos()
-            .and_then(|id| self.tokenizer.token_str(id))
-            .is_some_and(|bos| !bos.is_empty() && text.starts_with(bos));
+        let bos_written = self.starts_with_bos(text);
         let options = EncodeOptions { add_special: !bos_written, ..EncodeOptions::default() };
         let mut ids = self.tokenizer.encode(text, options);
         if bos_written && self.tokenizer.adds_eos() {
             ids.extend(self.tokenizer.eos());
         }
         ids
+    }
+
+    /// Whether `text` begins with the BOS token's text (a rendered chat template's own).
+    fn starts_with_bos(&self, text: &str) -> bool {
+        let bos = self.tokenizer.bos().and_then(|id| self.tokenizer.token_str(id));
+        bos.is_some_and(|bos| !bos.is_empty() && text.starts_with(bos))
     }
 
     /// The prompt tokens of a conversation, ready for the assistant's next turn, for a context
@@ -409,7 +515,9 @@ impl Session {
     /// golden runs did, since the batching picks the attention kernel and so the last bits.
     pub fn with_prefill_batch(engine: &Engine, context: usize, batch: usize) -> Result<Session, EngineError> {
         let context = context.max(1);
-        let batch = batch.clamp(1, context);
+        // A picture's rows, which may attend both ways, go in one batch.
+        let image_rows = engine.projector().map_or(0, |p| p.shape().tokens);
+        let batch = batch.max(image_rows).clamp(1, context);
         let device = device::for_engine(engine, context, batch)?;
         Ok(Session {
             device,
@@ -554,13 +662,20 @@ impl Session {
         }
         // Logits exist only for the last evaluated token: when the prompt is all cached, the
         // last token is evaluated again to get them.
-        let keep = common.min(self.evaluated.len()).min(tokens.len() - 1);
+        let mut keep = common.min(self.evaluated.len()).min(tokens.len() - 1);
+        // A picture's rows are evaluated together, never from the middle.
+        if let Some(image_start) = images::start_of_image_at(tokens, keep) {
+            keep = image_start;
+        }
         self.truncate(keep);
         self.pending.clear(); // What the rollback left to replay is `tokens[kept..keep]`.
         self.text = Utf8Stream::default();
         let kept = self.evaluated.len();
         let replayed_before = self.replayed;
-        let end = kept.saturating_add(budget.max(1)).min(tokens.len());
+        let mut end = kept.saturating_add(budget.max(1)).min(tokens.len());
+        if let Some(image_end) = images::end_of_image_at(tokens, end) {
+            end = image_end;
+        }
         let logits_for = if end == tokens.len() { LogitsFor::Last } else { LogitsFor::None };
         self.evaluate(engine, &tokens[kept..end], logits_for)?;
         if end == tokens.len() {
@@ -693,12 +808,36 @@ impl Session {
         let start = self.evaluated.len();
         self.submitted_from = start;
         let precision = engine.attention_precision;
-        let result = self.device.evaluate(&engine.model, tokens, logits_for, precision, &mut self.logits);
-        if let Err(error) = result {
-            self.roll_back(start, start);
-            return Err(error);
+        // Text and each picture's rows go in batches of their own, as llama.cpp's mtmd runs
+        // them (the batch decides the attention kernel, and a picture may attend both ways).
+        let runs = images::runs(tokens);
+        let last = runs.len().saturating_sub(1);
+        for (i, run) in runs.into_iter().enumerate() {
+            let wanted = if i == last || logits_for == LogitsFor::All { logits_for } else { LogitsFor::None };
+            let run = &tokens[run];
+            let result = match run.first() {
+                Some(&id) if is_image_id(id) => {
+                    engine.image_rows(run).and_then(|(embeddings, rows, causal)| {
+                        let rows =
+                            &embeddings.values[rows.start * embeddings.width..rows.end * embeddings.width];
+                        let input = BatchInput::Rows { rows, causal };
+                        self.device.evaluate(&engine.model, input, wanted, precision, &mut self.logits)
+                    })
+                }
+                _ => self.device.evaluate(
+                    &engine.model,
+                    BatchInput::Tokens(run),
+                    wanted,
+                    precision,
+                    &mut self.logits,
+                ),
+            };
+            if let Err(error) = result {
+                self.roll_back(start, start);
+                return Err(error);
+            }
+            self.evaluated.extend_from_slice(run);
         }
-        self.evaluated.extend_from_slice(tokens);
         self.replayed += self.replay_end.min(self.evaluated.len()).saturating_sub(start);
         // Natively the GPU's answer is waited for here; the browser's comes through `pending`.
         #[cfg(not(target_family = "wasm"))]

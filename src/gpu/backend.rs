@@ -500,7 +500,8 @@ impl GpuState {
                 error: None,
             };
             let rows = (last && logits).then_some(n - 1..n);
-            let result = crate::model::forward_batch(&mut backend, model, batch, rows, Some(&mut Vec::new()));
+            let input = crate::model::BatchInput::Tokens(batch);
+            let result = crate::model::forward_batch(&mut backend, model, input, rows, Some(&mut Vec::new()));
             let (commands, params) =
                 (std::mem::take(&mut backend.commands), std::mem::take(&mut backend.params));
             if let Some(error) = backend.error.take() {
@@ -1289,6 +1290,11 @@ impl Backend for GpuBackend<'_> {
         Ok(())
     }
 
+    fn embed_rows(&mut self, rows: &[f32]) -> Result<(), ModelError> {
+        self.gpu.queue.write_buffer(self.buf(Buf::X), 0, &super::f32_bytes(rows));
+        Ok(())
+    }
+
     /// Encoders are refused by [`GpuBackend::check`]; this keeps an unchecked one from running.
     fn encoder_input(&mut self, _: &EncoderInput) -> Result<(), ModelError> {
         self.fail(GpuError::Refused("encoders (BERT)"));
@@ -1429,6 +1435,10 @@ impl Backend for GpuBackend<'_> {
     }
 
     fn attend(&mut self, store: bool, attention: &LayerAttention) {
+        if !attention.causal {
+            self.fail(GpuError::Refused("images (rows attended both ways)"));
+            return;
+        }
         let (c, l) = (self.model.config(), self.layer);
         let shape = c.layer(l);
         let kvd = shape.kv_dim();

@@ -44,6 +44,10 @@ pub struct LayerAttention<'a> {
     pub kv_layer: usize,
     /// Each query head's sink logit, a softmax term with no value (gpt-oss).
     pub sinks: Option<&'a [f32]>,
+    /// Whether a query sees only the positions up to its own: the model's rule
+    /// ([`super::Config::causal`]), but for a block of rows given whole that attends both ways
+    /// (an image's, for Gemma 3: llama.cpp's `llama_set_causal_attn(false)` around it).
+    pub causal: bool,
 }
 
 /// What becomes of the output projection's values, in this order.
@@ -115,6 +119,10 @@ pub trait Backend {
 
     /// `X` ← the tokens' embeddings (scaled where the architecture scales them).
     fn embed(&mut self, tokens: &[u32]) -> Result<(), ModelError>;
+
+    /// `X` ← rows given whole (`n_embd` each, as many as the batch has): an image's
+    /// embeddings, in place of tokens'.
+    fn embed_rows(&mut self, rows: &[f32]) -> Result<(), ModelError>;
 
     /// Encoders: `X +=` token type 0's row and the learned rows of the batch's positions.
     fn encoder_input(&mut self, input: &EncoderInput) -> Result<(), ModelError>;

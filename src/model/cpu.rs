@@ -505,6 +505,11 @@ impl Backend for Cpu<'_> {
         embeddings(self.config, self.weights, self.file, tokens, x)
     }
 
+    fn embed_rows(&mut self, rows: &[f32]) -> Result<(), ModelError> {
+        self.s.bufs.x[..rows.len()].copy_from_slice(rows);
+        Ok(())
+    }
+
     fn encoder_input(&mut self, input: &EncoderInput) -> Result<(), ModelError> {
         let d = self.config.n_embd;
         let x = &mut self.s.bufs.x[..self.n * d];
@@ -1019,7 +1024,7 @@ fn attend(
     // (encoders) to its sequence's last, which is the last of these queries.
     let keys_of = |t: usize| {
         let slot = start + t;
-        let last = if c.causal { slot + 1 } else { end };
+        let last = if attention.causal { slot + 1 } else { end };
         window.map_or(first, |w| (slot + 1).saturating_sub(w).max(first))..last
     };
     // llama.cpp's tiled kernel takes F16 or F32 caches whose keys and values are of one type;

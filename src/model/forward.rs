@@ -31,6 +31,25 @@ pub enum LogitsFor {
     None,
 }
 
+/// What a batch's rows are made of.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum BatchInput<'a> {
+    /// Tokens, looked up in the embedding table (and scaled where the model scales them).
+    Tokens(&'a [u32]),
+    /// Rows given whole, `n_embd` each (an image's embeddings), taken as they are; where
+    /// `causal` is false they attend to each other both ways.
+    Rows { rows: &'a [f32], causal: bool },
+}
+
+impl BatchInput<'_> {
+    fn len(&self, n_embd: usize) -> usize {
+        match self {
+            BatchInput::Tokens(tokens) => tokens.len(),
+            BatchInput::Rows { rows, .. } => rows.len() / n_embd.max(1),
+        }
+    }
+}
+
 /// What a forward pass gives for the rows it is asked about.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Head {
@@ -51,7 +70,35 @@ impl Model {
         tokens: &[u32],
         logits_for: LogitsFor,
     ) -> Result<&'s [f32], ModelError> {
-        self.run(cache, scratch, tokens, logits_for, Head::Logits)
+        self.run(cache, scratch, BatchInput::Tokens(tokens), logits_for, Head::Logits)
+    }
+
+    /// As [`Model::forward`] for rows given whole instead of tokens (`n_embd` each: an image's
+    /// embeddings, which a language model takes unscaled), in one batch; `causal: false` lets
+    /// them attend to each other both ways, as Gemma 3's image tokens do.
+    pub fn forward_rows<'s>(
+        &self,
+        cache: &mut Cache,
+        scratch: &'s mut Scratch,
+        rows: &[f32],
+        causal: bool,
+        logits_for: LogitsFor,
+    ) -> Result<&'s [f32], ModelError> {
+        let d = self.config.n_embd;
+        if rows.is_empty() || !rows.len().is_multiple_of(d) {
+            return Err(ModelError::BadImage(format!(
+                "{} values are not rows of the model's width {d}",
+                rows.len()
+            )));
+        }
+        if self.weights.per_layer_input.is_some() {
+            return Err(ModelError::UnsupportedProjector(
+                "this model's per-layer inputs (Gemma 3n, Gemma 4) are looked up by token, and rows \
+                 given whole have none yet"
+                    .into(),
+            ));
+        }
+        self.run(cache, scratch, BatchInput::Rows { rows, causal }, logits_for, Head::Logits)
     }
 
     /// As [`Model::forward`], but returns the final hidden states (`n_embd` per requested
@@ -63,7 +110,7 @@ impl Model {
         tokens: &[u32],
         rows_for: LogitsFor,
     ) -> Result<&'s [f32], ModelError> {
-        self.run(cache, scratch, tokens, rows_for, Head::Hidden)
+        self.run(cache, scratch, BatchInput::Tokens(tokens), rows_for, Head::Hidden)
     }
 
     /// The final hidden states (after the output norm) of every row of several independent
@@ -99,7 +146,7 @@ impl Model {
         let n = tokens.len();
         let mut run = || {
             let mut cpu = Cpu::packed(self, cache, scratch, &starts);
-            forward_batch(&mut cpu, self, &tokens, Some(0..n), None)
+            forward_batch(&mut cpu, self, BatchInput::Tokens(&tokens), Some(0..n), None)
         };
         match n {
             1 => parallel::decode_step(run)?,
@@ -122,48 +169,61 @@ impl Model {
         &self,
         cache: &mut Cache,
         scratch: &'s mut Scratch,
-        tokens: &[u32],
+        input: BatchInput,
         logits_for: LogitsFor,
         head: Head,
     ) -> Result<&'s [f32], ModelError> {
-        let vocab = self.config.vocab_size;
-        self.check_tokens(tokens)?;
-        cache.check_room(tokens.len())?;
+        let (vocab, d) = (self.config.vocab_size, self.config.n_embd);
+        if let BatchInput::Tokens(tokens) = input {
+            self.check_tokens(tokens)?;
+        }
+        let n = input.len(d);
+        cache.check_room(n)?;
         if head == Head::Logits && self.weights.output.is_none() {
             return Err(ModelError::EmbeddingOnly(self.config.architecture.name().into()));
         }
-        // Attention over the whole text needs the whole text in one batch.
-        if !self.config.causal && tokens.len() > scratch.max_batch() {
-            return Err(ModelError::ContextFull { needed: tokens.len(), capacity: scratch.max_batch() });
+        // Attention over the whole text (or a block of rows attended both ways) needs all of
+        // it in one batch.
+        let both_ways = !self.config.causal || matches!(input, BatchInput::Rows { causal: false, .. });
+        if both_ways && n > scratch.max_batch() {
+            return Err(ModelError::ContextFull { needed: n, capacity: scratch.max_batch() });
         }
         let rows_wanted = match logits_for {
-            LogitsFor::Last => tokens.len().min(1),
-            LogitsFor::All => tokens.len(),
+            LogitsFor::Last => n.min(1),
+            LogitsFor::All => n,
             LogitsFor::None => 0,
         };
         let width = match head {
             Head::Logits => vocab,
-            Head::Hidden => self.config.n_embd,
+            Head::Hidden => d,
         };
         let mut out = std::mem::take(&mut scratch.logits);
         out.clear();
         out.try_reserve_exact(rows_wanted * width)
             .map_err(|_| ModelError::OutOfMemory { what: "logits", bytes: rows_wanted * width * 4 })?;
-        let chunks = tokens.len().div_ceil(scratch.max_batch());
-        for (i, batch) in tokens.chunks(scratch.max_batch()).enumerate() {
+        let max_batch = scratch.max_batch();
+        let batches: Vec<BatchInput> = match input {
+            BatchInput::Tokens(tokens) => tokens.chunks(max_batch).map(BatchInput::Tokens).collect(),
+            BatchInput::Rows { rows, causal } => {
+                rows.chunks(max_batch * d).map(|rows| BatchInput::Rows { rows, causal }).collect()
+            }
+        };
+        let chunks = batches.len();
+        for (i, batch) in batches.into_iter().enumerate() {
+            let len = batch.len(d);
             let wanted = match logits_for {
                 LogitsFor::Last if i + 1 < chunks => None,
-                LogitsFor::Last => Some(batch.len() - 1..batch.len()),
-                LogitsFor::All => Some(0..batch.len()),
+                LogitsFor::Last => Some(len - 1..len),
+                LogitsFor::All => Some(0..len),
                 LogitsFor::None => None,
             };
             let rows = wanted.as_ref().map_or(0, |r| r.len());
             let run = || {
-                let mut cpu = Cpu::new(self, cache, scratch, batch.len());
+                let mut cpu = Cpu::new(self, cache, scratch, len);
                 let logits = (head == Head::Logits).then_some(&mut out);
                 forward_batch(&mut cpu, self, batch, wanted, logits)
             };
-            match batch.len() {
+            match len {
                 1 => parallel::decode_step(run)?,
                 _ => run()?,
             }
@@ -182,18 +242,27 @@ impl Model {
 pub(crate) fn forward_batch(
     b: &mut impl Backend,
     model: &Model,
-    tokens: &[u32],
+    input: BatchInput,
     logit_rows: Option<Range<usize>>,
     logits: Option<&mut Vec<f32>>,
 ) -> Result<(), ModelError> {
     let (c, w) = (&model.config, &model.weights);
-    b.embed(tokens)?;
+    let causal = match input {
+        BatchInput::Tokens(tokens) => {
+            b.embed(tokens)?;
+            if w.per_layer_input.is_some() {
+                b.per_layer_inputs(tokens)?;
+            }
+            c.causal
+        }
+        BatchInput::Rows { rows, causal } => {
+            b.embed_rows(rows)?;
+            causal && c.causal
+        }
+    };
     if let Some(input) = &w.encoder_input {
         b.encoder_input(input)?;
         b.layer_norm(Buf::X, &input.norm);
-    }
-    if w.per_layer_input.is_some() {
-        b.per_layer_inputs(tokens)?;
     }
     let last = w.layers.len().saturating_sub(1);
     for (l, layer) in w.layers.iter().enumerate() {
@@ -202,7 +271,7 @@ pub(crate) fn forward_batch(
         // on the rows whose logits are wanted. The kernels a matmul takes depend on its row
         // count, so this is also what keeps their bits.
         let keep = (l == last).then(|| logit_rows.clone().unwrap_or(0..0));
-        let at = Layer::new(c, w, l, b.capacity());
+        let at = Layer::new(c, w, l, b.capacity(), causal);
         match c.spec().family {
             Family::PreNorm => pre_norm_layer(b, &at, layer, keep)?,
             Family::Sandwich => sandwich_layer(b, &at, layer, keep)?,
@@ -239,7 +308,7 @@ struct Layer<'a> {
 }
 
 impl<'a> Layer<'a> {
-    fn new(c: &'a Config, w: &'a Weights, l: usize, capacity: usize) -> Layer<'a> {
+    fn new(c: &'a Config, w: &'a Weights, l: usize, capacity: usize, causal: bool) -> Layer<'a> {
         let shape = c.layer(l);
         let rope = c.uses_rope(l).then(|| LayerRope {
             rope: c.rope_for_layer(l),
@@ -259,6 +328,7 @@ impl<'a> Layer<'a> {
                 Mixer::Attention(attention) => attention.sinks.as_deref(),
                 _ => None,
             },
+            causal,
         };
         Layer { c, l, rope, attention }
     }

@@ -33,6 +33,7 @@ pub use delta_net::DeltaInputs;
 #[cfg(feature = "gpu")]
 pub(crate) use cpu::embeddings;
 pub use error::ModelError;
+pub(crate) use forward::BatchInput;
 pub use forward::LogitsFor;
 #[cfg(feature = "gpu")]
 pub(crate) use forward::forward_batch;

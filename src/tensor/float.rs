@@ -198,10 +198,34 @@ impl QuantFormat for f16 {
     }
 }
 
+/// `ggml_vec_dot_f16` on an AVX2 host: four accumulators of eight lanes over each 32 values
+/// ([`reduce_accumulators`]), the rest added one by one in double. (Two halves' product is exact
+/// in f32, so only the order decides the bits.)
 pub(super) fn dot_f16(src: &[u8], activations: &[F16Activation]) -> f32 {
-    u16s(src)
-        .zip(activations)
-        .fold(0.0f64, |sum, (w, a)| sum + f64::from(f16::from_bits(w).to_f32() * a.value())) as f32
+    let n = activations.len() / 32 * 32;
+    let mut sums = [[0.0f32; 8]; 4];
+    for (i, (w, a)) in u16s(src).zip(&activations[..n]).enumerate() {
+        sums[i / 8 % 4][i % 8] += f16::from_bits(w).to_f32() * a.value();
+    }
+    let head = f64::from(reduce_accumulators(sums));
+    let tail = u16s(&src[2 * n..]).zip(&activations[n..]);
+    tail.fold(head, |sum, (w, a)| sum + f64::from(f16::from_bits(w).to_f32() * a.value())) as f32
+}
+
+/// llamafile's `tinyBLAS` F16 GEMM on an AVX2 host with F16C, which llama.cpp runs for F16
+/// matrices from two activation rows on (the activations converted to F16 first): as
+/// [`dot_f32_sgemm_order`], one accumulator of eight lanes reduced by [`sum_lanes`]; a row
+/// whose length is not a multiple of 8 falls back to [`dot_f16`], as llama.cpp's does.
+#[cfg(not(target_family = "wasm"))]
+pub(super) fn dot_f16_sgemm_order(src: &[u8], activations: &[F16Activation]) -> f32 {
+    if !activations.len().is_multiple_of(8) {
+        return dot_f16(src, activations);
+    }
+    let mut lanes = [0.0f32; 8];
+    for (i, (w, a)) in u16s(src).zip(activations).enumerate() {
+        lanes[i % 8] += f16::from_bits(w).to_f32() * a.value();
+    }
+    sum_lanes(lanes)
 }
 
 impl QuantFormat for bf16 {

@@ -288,7 +288,7 @@ fn check_kv_rows() -> Result<(), String> {
 
 /// A matmul must give every row the same bits as a single-row dot, batched or not: batching may
 /// never change a logit. In wasm, `ROW_GROUP + 1` activation rows take a row group and a single row
-/// (natively, from `BATCHED_FROM_ROWS` rows on, and for F32 from 2, matmuls take llama.cpp's
+/// (natively, from `BATCHED_FROM_ROWS` rows on, and for F32 and F16 from 2, matmuls take llama.cpp's
 /// batched order, which may differ, so there the check stays below it); 1 activation row
 /// (decode) takes weight pairs, and with 3 weight rows one row alone.
 fn check_row_groups() -> Result<(), String> {
@@ -300,8 +300,9 @@ fn check_row_groups() -> Result<(), String> {
     let group_and_one = if cfg!(target_family = "wasm") { ROW_GROUP + 1 } else { 7 };
     for n in [group_and_one, 1] {
         for weight_type in WeightType::ALL {
-            // llama.cpp's GEMM for F32 from 2 rows (`llama_order.rs`).
-            if n > 1 && weight_type == WeightType::F32 && cfg!(not(target_family = "wasm")) {
+            // llama.cpp's GEMM for F32 and F16 from 2 rows (`llama_order.rs`).
+            let gemm = matches!(weight_type, WeightType::F32 | WeightType::F16);
+            if n > 1 && gemm && cfg!(not(target_family = "wasm")) {
                 continue;
             }
             let row_bytes = weight_type.row_bytes(k).map_err(|e| e.to_string())?;

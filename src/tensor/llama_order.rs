@@ -64,7 +64,17 @@ pub trait LlamaOrder: Dot {
 macro_rules! vec_dot_only {
     ($($format:ty),* $(,)?) => {$( impl LlamaOrder for $format {} )*};
 }
-vec_dot_only!(f16, bf16, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, BlockQ3K);
+vec_dot_only!(bf16, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, BlockQ3K);
+
+/// F16 matrices go through llamafile's GEMM from two activation rows, where the row length is a
+/// multiple of 8 (a vision encoder's; llama.cpp's converter writes text models' matrices F16 only
+/// when asked).
+impl LlamaOrder for f16 {
+    const BATCHED_FROM: usize = 2;
+    fn vec_dot_batched(src: &[u8], activations: &[super::activations::F16Activation]) -> f32 {
+        super::float::dot_f16_sgemm_order(src, activations)
+    }
+}
 
 /// F32 matrices go through llamafile's GEMM from two activation rows (MoE routers, which
 /// llama.cpp's converter leaves in F32).

@@ -263,6 +263,21 @@ impl VisionEncoder {
         &self.shape
     }
 
+    /// The text a picture's rows go between in a prompt (mtmd's `img_beg` and `img_end`).
+    pub fn markers(&self) -> (&'static str, &'static str) {
+        match self.projector {
+            Projector::Gemma3 { .. } => ("<start_of_image>", "<end_of_image>"),
+        }
+    }
+
+    /// Whether a picture's rows attend to each other both ways in the language model
+    /// (mtmd's `mtmd_decode_use_non_causal`): Gemma 3's do.
+    pub fn attends_both_ways(&self) -> bool {
+        match self.projector {
+            Projector::Gemma3 { .. } => true,
+        }
+    }
+
     /// The picture as the encoder sees it: fitted to its square, as mtmd prepares it.
     pub fn prepare(&self, image: &RgbImage) -> RgbImage {
         image.fit_on_black(self.shape.image_size, Filter::Bilinear)
