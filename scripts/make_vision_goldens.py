@@ -9,7 +9,8 @@ image encoder and image prompts are held to.
 
 Pictures (tests/fixtures/images/, PNG so that every decoder reads the same pixels): one at the
 projector's own size, one wider and one taller than it, and a small one that is scaled up, so
-that resizing, the black bars and both scale directions are all exercised.
+that resizing, the black bars and both scale directions are all exercised. The small one is also
+written as raw RGB (`.rgb`) for the browser's test, which decodes no PNG.
 
 Goldens (tests/fixtures/golden/clip-gemma3-micro.images.json and its .f32 files), for the
 micro projector tests/fixtures/models/clip-gemma3-micro.gguf:
@@ -46,6 +47,7 @@ MMPROJ = FIXTURES / "models" / "clip-gemma3-micro.gguf"
 GOLDEN = FIXTURES / "golden"
 IMAGE_SIZE = 224
 CHAT_PICTURE = "stripes-300x200"
+RAW_PICTURE = "noise-61x47"
 CHAT_PROMPT = "<start_of_turn>user\n<__media__>What is in this picture?<end_of_turn>\n<start_of_turn>model\n"
 N_PREDICT, TOP_STEPS, TOP_K = 16, 4, 20
 
@@ -212,6 +214,9 @@ def main():
         Image.fromarray(rgb).save(path, optimize=True)
         # The committed PNG is what the tests decode: check it round-trips.
         assert np.array_equal(np.asarray(Image.open(path).convert("RGB")), rgb)
+        if name == RAW_PICTURE:
+            # Its pixels as they are, for the browser's test, which has no PNG decoder.
+            (images / f"{name}.rgb").write_bytes(rgb.tobytes())
         entry = {
             "file": f"images/{name}.png",
             "width": rgb.shape[1],

@@ -649,3 +649,51 @@ fn a_vision_projector_is_inspected_and_refused_as_one() {
     ]));
     assert_eq!(report["vision"], Json::Null);
 }
+
+/// `generate --mmproj --image` as llama-mtmd-cli runs it: the picture where the prompt has
+/// `<__media__>` (or first, without one), its greedy tokens llama.cpp's (the golden of
+/// scripts/make_vision_goldens.py on Gemma 3 270M with the micro projector); a picture that is
+/// not one, or one with no projector, is refused with the reason.
+#[test]
+fn generate_with_a_picture_follows_llama_cpp_mtmd() {
+    let golden: Json =
+        serde_json::from_slice(&std::fs::read(fixture("golden/clip-gemma3-micro.images.json")).unwrap())
+            .unwrap();
+    let chat = &golden["chat"];
+    let model = common::model("gemma3-270m-q4_k_m.gguf");
+    let (model, mmproj) = (model.to_str().unwrap(), fixture("models/clip-gemma3-micro.gguf"));
+    let picture = fixture(chat["picture"].as_str().unwrap());
+    let (mmproj, picture) = (mmproj.to_str().unwrap(), picture.to_str().unwrap());
+    let prompt = chat["prompt"].as_str().unwrap();
+    let run = |prompt: &str| {
+        let args = ["generate", model, "--mmproj", mmproj, "--image", picture, "--prompt", prompt];
+        let out = inferno(
+            &[&args[..], &["-n", "8", "--temp", "0", "--ignore-eos", "--json", "--precision", "exact"]]
+                .concat(),
+        );
+        let lines = json_lines(&out);
+        lines[..lines.len() - 1].iter().map(|t| t["token"].as_u64().unwrap()).collect::<Vec<_>>()
+    };
+    let expected: Vec<u64> =
+        chat["generated_ids"].as_array().unwrap()[..8].iter().map(|t| t.as_u64().unwrap()).collect();
+    assert_eq!(run(prompt), expected);
+    // Without a marker the picture goes first: a different prompt, still a run.
+    assert_eq!(run("Describe it.").len(), 8);
+
+    let png = fixture("golden/clip-gemma3-micro.images.json"); // not a picture
+    let out =
+        inferno(&["generate", model, "--mmproj", mmproj, "--image", png.to_str().unwrap(), "--prompt", "x"]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("the picture cannot be read"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = inferno(&["generate", model, "--image", picture, "--prompt", "x"]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("without a vision projector"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -67,6 +67,9 @@ pub struct TurnOptions {
     pub response_format: Option<GrammarSpec>,
     /// Read the reasoning apart from the content (`reasoning_content`).
     pub split_reasoning: bool,
+    /// The pictures of the conversation, in order: each goes where the rendered prompt has a
+    /// [`MEDIA_MARKER`] (the messages' picture parts render as one).
+    pub images: Vec<RgbImage>,
 }
 
 /// An assistant turn, ready to run.
@@ -345,7 +348,8 @@ impl Engine {
         };
         let grammar = tools_grammar.or(response_format);
         let reply = self.template.reply_format(&text, options.tools, options.split_reasoning);
-        Ok(ChatTurn { tokens: self.encode(&text), reply, grammar })
+        let tokens = self.encode_with_images(&text, &options.images)?;
+        Ok(ChatTurn { tokens, reply, grammar })
     }
 
     /// A fresh constraint for an answer that must follow `spec`, or why there can be none

@@ -18,6 +18,15 @@ pub mod siglip;
 #[cfg(not(target_family = "wasm"))]
 pub use decode::decode;
 
+/// In the browser the page decodes pictures (`createImageBitmap`) and hands over their pixels;
+/// the crate built for it carries no decoder.
+#[cfg(target_family = "wasm")]
+pub fn decode(_: &[u8]) -> Result<RgbImage, crate::model::ModelError> {
+    Err(crate::model::ModelError::BadImage(
+        "this build decodes no picture files: the page decodes them and passes their pixels".into(),
+    ))
+}
+
 pub use image::{Filter, MAX_PIXELS, RgbImage};
 pub use siglip::{EncoderShape, ImageEmbeddings, VisionEncoder};
 

@@ -157,6 +157,7 @@ impl WebEngine {
             tools,
             response_format,
             split_reasoning: request.split_reasoning.unwrap_or(true),
+            images: Vec::new(),
         };
         let turn = self.engine.chat_turn(&request.messages, options, context).map_err(engine_error)?;
         self.start(turn.tokens, turn.grammar.as_ref(), turn.reply, sampler, context, request.answer.limits)

@@ -5,7 +5,7 @@ use inferno::model::{AttentionPrecision, ModelBytes};
 use std::io::Write;
 
 use inferno::chat::{ChatMessage, ParsedCall, ReasoningEffort, Tool, ToolChoice, ToolUse};
-use inferno::engine::{AnswerLimits, Engine, EngineError, Event, Generation, TurnOptions};
+use inferno::engine::{AnswerLimits, Engine, EngineError, Event, Generation, MEDIA_MARKER, TurnOptions};
 use inferno::grammar::GrammarSpec;
 use inferno::sampler::{Sampler, SamplerSettings, StepTrace};
 use serde::Serialize;
@@ -36,6 +36,8 @@ const OPTIONS: &[&str] = &[
     "--precision",
     "--cache-type-k",
     "--cache-type-v",
+    "--mmproj",
+    "--image",
 ];
 const SWITCHES: &[&str] =
     &["--chat", "--no-think", "--think", "--json", "--ignore-eos", "--one-call", "--strict"];
@@ -63,7 +65,19 @@ pub fn run(args: &[String]) -> Result<(), String> {
     }
 
     args.start_threads()?;
-    let engine = args.configure(AttentionPrecision::Fast, || load_engine(path))?;
+    let mut engine = args.configure(AttentionPrecision::Fast, || load_engine(path))?;
+    let images = pictures(&args)?;
+    if let Some(mmproj) = args.text("--mmproj") {
+        let bytes = std::fs::read(mmproj).map_err(|e| format!("generate: {mmproj}: {e}"))?;
+        engine.attach_projector(bytes).map_err(|e| format!("generate: {mmproj}: {e}"))?;
+    }
+    // As llama-mtmd-cli: the pictures go where the prompt has llama.cpp's marker, or first.
+    let marked = if images.is_empty() || prompt.contains(MEDIA_MARKER) {
+        prompt.to_string()
+    } else {
+        format!("{}{prompt}", MEDIA_MARKER.repeat(images.len()))
+    };
+    let prompt = marked.as_str();
     let (prompt_ids, reply, grammar) = if args.switch("--chat") {
         let mut messages = Vec::new();
         if let Some(system) = args.text("--system") {
@@ -85,11 +99,13 @@ pub fn run(args: &[String]) -> Result<(), String> {
             tools,
             response_format: grammar,
             split_reasoning: true,
+            images,
         };
         let turn = engine.chat_turn(&messages, options, most).map_err(|e| format!("generate: {e}"))?;
         (turn.tokens, Some(turn.reply), turn.grammar)
     } else {
-        (engine.encode(prompt), None, grammar)
+        let ids = engine.encode_with_images(prompt, &images).map_err(|e| format!("generate: {e}"))?;
+        (ids, None, grammar)
     };
     if let Some(spec) = &grammar {
         let constraint = engine.constraint(spec).map_err(|e| format!("generate: {e}"))?;
@@ -190,6 +206,17 @@ pub fn run(args: &[String]) -> Result<(), String> {
         );
     }
     Ok(())
+}
+
+/// The pictures of `--image FILE` (repeatable), decoded; refused with the reason
+/// (`bad_image`, `image_too_large`) before the model runs.
+fn pictures(args: &Args) -> Result<Vec<inferno::vision::RgbImage>, String> {
+    args.texts("--image")
+        .map(|file| {
+            let bytes = std::fs::read(file).map_err(|e| format!("generate: {file}: {e}"))?;
+            inferno::vision::decode(&bytes).map_err(|e| format!("generate: {file}: {e}"))
+        })
+        .collect()
 }
 
 /// What `--json-schema FILE` (a JSON schema; with `--strict`, refused unless every keyword is

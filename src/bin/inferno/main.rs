@@ -24,6 +24,7 @@ commands:
             --repeat-last-n 64 --seed N] [--trace N] [--context N] [--ignore-eos] [--json]
            [--stop TEXT]... [--json-schema FILE [--strict] | --grammar FILE]
            [--tools FILE [--tool-choice auto] [--one-call]]
+           [--mmproj FILE --image PICTURE...]
                                     stream a continuation; --trace N explains each step with
                                     its N best candidates; --json prints one object per token
                                     and a last one with the whole answer (for --chat: its
@@ -35,7 +36,10 @@ commands:
                                     OpenAI tools array, with --chat) offers functions,
                                     --tool-choice auto|none|required|NAME, --one-call without
                                     parallel calls; --reasoning-effort sets the template's
-                                    reasoning_effort (gpt-oss)
+                                    reasoning_effort (gpt-oss); --mmproj loads the model's
+                                    vision projector and --image (PNG, JPEG, WebP, GIF;
+                                    repeatable) puts a picture where the prompt has
+                                    <__media__>, or before it, in the user's turn with --chat
   logits MODEL --tokens 1,2,3 [--top 20] [--json]
                                     the top logits after each position (teacher-forced)
   logits MODEL --golden FILE [--tolerance 0.1] [--json]
