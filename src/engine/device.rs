@@ -240,12 +240,9 @@ impl Device for GpuDevice {
         _: AttentionPrecision,
         _: &mut Vec<f32>,
     ) -> Result<(), EngineError> {
-        let BatchInput::Tokens(tokens) = input else {
-            return Err(crate::gpu::GpuError::Refused("images").into());
-        };
         let start = self.state.len();
         let logits = logits_for != LogitsFor::None;
-        self.state.submit(&self.gpu, model, tokens, logits).map_err(|error| {
+        self.state.submit_input(&self.gpu, model, input, logits).map_err(|error| {
             self.state.truncate(&self.gpu, start);
             error.into()
         })

@@ -15,8 +15,8 @@ use std::ops::Range;
 use super::{AttentionParams, Gpu, GpuError, RopeParams, Signal, groups_2d};
 use crate::model::backend::{Backend, Buf, Input, LayerAttention, LayerRope, LogitsHead};
 use crate::model::{
-    Activation, Checkpoints, DeltaNetWeights, EncoderInput, ExpertWeights, Family, FeedForward, Ffn,
-    Mamba2Weights, Matrix, Mixer, Model, ModelError, Norm, PerLayerWeights, RopeStyle, ShortConvWeights,
+    Activation, BatchInput, Checkpoints, DeltaNetWeights, EncoderInput, ExpertWeights, Family, FeedForward,
+    Ffn, Mamba2Weights, Matrix, Mixer, Model, ModelError, Norm, PerLayerWeights, RopeStyle, ShortConvWeights,
 };
 
 /// What a model keeps on the device between batches: its weights (by where they lie in the
@@ -465,27 +465,60 @@ impl GpuState {
     /// submits them, with the last token's logits when `logits` is set. The cache counts them
     /// at once; [`GpuState::pending`] says when the GPU has done them.
     pub fn submit(&mut self, gpu: &Gpu, model: &Model, tokens: &[u32], logits: bool) -> Result<(), GpuError> {
-        let vocab = model.config().vocab_size;
-        if tokens.is_empty() || self.len + tokens.len() > self.capacity {
+        self.submit_input(gpu, model, BatchInput::Tokens(tokens), logits)
+    }
+
+    /// [`GpuState::submit`] for tokens or rows given whole (a picture's, in one batch when they
+    /// attend both ways).
+    pub(crate) fn submit_input(
+        &mut self,
+        gpu: &Gpu,
+        model: &Model,
+        input: BatchInput,
+        logits: bool,
+    ) -> Result<(), GpuError> {
+        let (vocab, d) = (model.config().vocab_size, model.config().n_embd);
+        let n = match input {
+            BatchInput::Tokens(tokens) => tokens.len(),
+            BatchInput::Rows { rows, .. } => rows.len() / d,
+        };
+        if n == 0 || self.len + n > self.capacity {
             return Err(GpuError::Shape(format!(
-                "{} tokens after {} cached, with room for {}",
-                tokens.len(),
-                self.len,
-                self.capacity
+                "{n} rows after {} cached, with room for {}",
+                self.len, self.capacity
             )));
         }
-        if let Some(&token) = tokens.iter().find(|&&t| t as usize >= vocab) {
-            return Err(GpuError::Shape(format!("token {token} is outside the vocabulary of {vocab}")));
-        }
+        let batches: Vec<BatchInput> = match input {
+            BatchInput::Tokens(tokens) => {
+                if let Some(&token) = tokens.iter().find(|&&t| t as usize >= vocab) {
+                    return Err(GpuError::Shape(format!(
+                        "token {token} is outside the vocabulary of {vocab}"
+                    )));
+                }
+                tokens.chunks(self.max_batch).map(BatchInput::Tokens).collect()
+            }
+            BatchInput::Rows { causal: false, .. } if n > self.max_batch => {
+                return Err(GpuError::Shape(format!(
+                    "{n} rows attended both ways, more than a batch of {}",
+                    self.max_batch
+                )));
+            }
+            BatchInput::Rows { rows, causal } => {
+                rows.chunks(self.max_batch * d).map(|rows| BatchInput::Rows { rows, causal }).collect()
+            }
+        };
         if let Some(fault) = gpu.fault() {
             return Err(fault);
         }
         // What a previous submission left mapped or waiting is dropped: the queue runs in order.
         self.discard_in_flight();
-        let batches = tokens.len().div_ceil(self.max_batch);
-        for (i, batch) in tokens.chunks(self.max_batch).enumerate() {
-            let last = i + 1 == batches;
-            let n = batch.len();
+        let count = batches.len();
+        for (i, batch) in batches.into_iter().enumerate() {
+            let last = i + 1 == count;
+            let n = match batch {
+                BatchInput::Tokens(tokens) => tokens.len(),
+                BatchInput::Rows { rows, .. } => rows.len() / d,
+            };
             let mut backend = GpuBackend {
                 gpu,
                 model,
@@ -500,8 +533,7 @@ impl GpuState {
                 error: None,
             };
             let rows = (last && logits).then_some(n - 1..n);
-            let input = crate::model::BatchInput::Tokens(batch);
-            let result = crate::model::forward_batch(&mut backend, model, input, rows, Some(&mut Vec::new()));
+            let result = crate::model::forward_batch(&mut backend, model, batch, rows, Some(&mut Vec::new()));
             let (commands, params) =
                 (std::mem::take(&mut backend.commands), std::mem::take(&mut backend.params));
             if let Some(error) = backend.error.take() {
@@ -1435,10 +1467,6 @@ impl Backend for GpuBackend<'_> {
     }
 
     fn attend(&mut self, store: bool, attention: &LayerAttention) {
-        if !attention.causal {
-            self.fail(GpuError::Refused("images (rows attended both ways)"));
-            return;
-        }
         let (c, l) = (self.model.config(), self.layer);
         let shape = c.layer(l);
         let kvd = shape.kv_dim();
@@ -1458,6 +1486,7 @@ impl Backend for GpuBackend<'_> {
             window: attention.window.unwrap_or(0),
             scale: attention.score_scale,
             softcap: attention.softcap.unwrap_or(0.0),
+            causal: attention.causal,
         };
         let (pipeline, groups) = self.gpu.attention_kernel(self.rows, c.n_head);
         let words = super::attention_params(&params, self.rows, groups[0], attention.sinks.is_some());

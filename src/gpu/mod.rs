@@ -205,6 +205,9 @@ pub struct AttentionParams {
     pub window: usize,
     pub scale: f32,
     pub softcap: f32,
+    /// Whether a query sees only positions up to its own; otherwise it sees the whole batch
+    /// (a picture's rows, attended both ways).
+    pub causal: bool,
 }
 
 /// The largest head the attention kernel takes (its accumulator is per thread).
@@ -630,7 +633,7 @@ fn attention_params(a: &AttentionParams, queries: usize, groups_x: u32, has_sink
         queries as u32,
         a.window as u32,
         groups_x,
-        0,
+        u32::from(!a.causal),
         a.scale.to_bits(),
         a.softcap.to_bits(),
         u32::from(has_sinks),

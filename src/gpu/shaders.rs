@@ -1323,7 +1323,7 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
 const ATTENTION_HEADER: &str = r#"
 struct Params {
     n_head: u32, n_kv: u32, head_dim: u32, start: u32,
-    queries: u32, window: u32, groups_x: u32, unused: u32,
+    queries: u32, window: u32, groups_x: u32, both_ways: u32,
     scale: u32, softcap: u32, has_sinks: u32, unused2: u32,
 }
 @group(0) @binding(0) var<storage, read> q: array<f32>;
@@ -1347,9 +1347,10 @@ fn with_sink(head: u32, running_max: f32, total: f32) -> vec3<f32> {
     return vec3<f32>(new_max, total * correction + exp(sink - new_max), correction);
 }
 
-// Query and head pair `index` of the call: its KV head, its position, the first position it
-// sees (its window's), and where its query row starts in `q` and `out`.
-struct QueryHead { head: u32, kv_head: u32, position: u32, first: u32, qo: u32 }
+// Query and head pair `index` of the call: its KV head, the first and last positions it sees
+// (from its window's start; to its own, or where the batch attends both ways, to the batch's
+// last), and where its query row starts in `q` and `out`.
+struct QueryHead { head: u32, kv_head: u32, last: u32, first: u32, qo: u32 }
 fn query_head(index: u32) -> QueryHead {
     let query = index / p.n_head;
     let head = index % p.n_head;
@@ -1358,12 +1359,13 @@ fn query_head(index: u32) -> QueryHead {
     if (p.window > 0u && position + 1u > p.window) {
         first = position + 1u - p.window;
     }
-    return QueryHead(head, head / (p.n_head / p.n_kv), position, first, (query * p.n_head + head) * p.head_dim);
+    let last = select(position, p.start + p.queries - 1u, p.both_ways != 0u);
+    return QueryHead(head, head / (p.n_head / p.n_kv), last, first, (query * p.n_head + head) * p.head_dim);
 }
 "#;
 
 /// Causal attention, one 64-thread workgroup per (query, head), over the positions the query
-/// sees (the window's, or all before it) with the keys and values of its KV head (grouped
+/// sees (the window's, or all before it; the whole batch where it attends both ways) with the keys and values of its KV head (grouped
 /// heads). Block by block of 64 positions: each thread scores one position (scaled and, with
 /// a soft cap, squashed by `cap · tanh(score / cap)`), the block's maximum is found in
 /// workgroup memory, and each thread adds the block's weighted values to its own dimensions
@@ -1384,7 +1386,7 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
     }
     let pair = query_head(index);
     let kv_head = pair.kv_head;
-    let position = pair.position;
+    let last = pair.last;
     let first = pair.first;
     let qo = pair.qo;
     let hd = p.head_dim;
@@ -1398,10 +1400,10 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
     var acc = array<f32, 4>(0.0, 0.0, 0.0, 0.0);
     var running_max = -3.0e38;
     var total = 0.0;
-    for (var j0 = first; j0 <= position; j0 += 64u) {
+    for (var j0 = first; j0 <= last; j0 += 64u) {
         let j = j0 + t;
         var score = -3.0e38;
-        if (j <= position) {
+        if (j <= last) {
             let ko = j * row + kv_head * hd;
             var dot = 0.0;
             for (var d = 0u; d < hd; d++) {
@@ -1421,10 +1423,10 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
             workgroupBarrier();
         }
         let new_max = max(running_max, block_max[0]);
-        weights[t] = select(0.0, exp(score - new_max), j <= position);
+        weights[t] = select(0.0, exp(score - new_max), j <= last);
         workgroupBarrier();
         let correction = exp(running_max - new_max);
-        let count = min(64u, position + 1u - j0);
+        let count = min(64u, last + 1u - j0);
         var block_total = 0.0;
         for (var i = 0u; i < count; i++) {
             block_total += weights[i];
@@ -1456,7 +1458,7 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
 "#;
 
 /// Causal attention, one thread per (query, head) with an online softmax over the positions
-/// it sees (the window's, or all before it), keys and values of its KV head (grouped heads),
+/// it sees (the window's, or all before it; the whole batch where it attends both ways), keys and values of its KV head (grouped heads),
 /// scores scaled and, with a soft cap, squashed by `cap · tanh(score / cap)`. Head size at most
 /// 256. For prefill: on lavapipe the workgroup kernel's barriers per block of 64 positions
 /// halved a 1,024-token prefill of SmolLM2 (19.9 tok/s to 10.6). A tiled kernel for long
@@ -1471,7 +1473,7 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
     }
     let pair = query_head(index);
     let kv_head = pair.kv_head;
-    let position = pair.position;
+    let last = pair.last;
     let first = pair.first;
     let qo = pair.qo;
     let hd = p.head_dim;
@@ -1483,7 +1485,7 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
     }
     var running_max = -3.0e38;
     var total = 0.0;
-    for (var j = first; j <= position; j++) {
+    for (var j = first; j <= last; j++) {
         let ko = (j * p.n_kv + kv_head) * hd;
         var dot = 0.0;
         for (var d = 0u; d < hd; d++) {

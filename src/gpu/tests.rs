@@ -354,27 +354,31 @@ fn attention_matches_the_cpu_with_groups_windows_soft_caps_and_sinks() {
     // of the kernel's 64-position blocks, ending on and past a block's edge, a window that
     // starts inside one, and a head that is no multiple of the 64 threads; with sinks per head
     // (gpt-oss), some below every score and some above.
-    for (queries, start, n_head, n_kv, head_dim, window, softcap, sinks) in [
-        (1, 37, 4, 4, 64, 0, 0.0, false),
-        (9, 0, 6, 2, 32, 0, 0.0, false),
-        (5, 20, 8, 2, 128, 8, 0.0, false),
-        (3, 12, 2, 1, 256, 0, 50.0, false),
-        (1, 63, 2, 2, 64, 0, 0.0, false),
-        (2, 150, 4, 2, 64, 0, 0.0, false),
-        (4, 200, 2, 1, 128, 70, 0.0, false),
-        (1, 100, 2, 2, 80, 0, 30.0, false),
-        (12, 140, 4, 2, 64, 0, 0.0, false),
-        (10, 90, 2, 1, 128, 70, 20.0, false),
-        (1, 70, 4, 2, 64, 0, 0.0, true),
-        (3, 9, 4, 4, 64, 8, 0.0, true),
-        (11, 80, 4, 1, 64, 0, 0.0, true),
+    // Rows attended both ways (a picture's): every query sees the whole batch, with a window too.
+    for (queries, start, n_head, n_kv, head_dim, window, softcap, sinks, causal) in [
+        (1, 37, 4, 4, 64, 0, 0.0, false, true),
+        (9, 0, 6, 2, 32, 0, 0.0, false, true),
+        (5, 20, 8, 2, 128, 8, 0.0, false, true),
+        (3, 12, 2, 1, 256, 0, 50.0, false, true),
+        (1, 63, 2, 2, 64, 0, 0.0, false, true),
+        (2, 150, 4, 2, 64, 0, 0.0, false, true),
+        (4, 200, 2, 1, 128, 70, 0.0, false, true),
+        (1, 100, 2, 2, 80, 0, 30.0, false, true),
+        (12, 140, 4, 2, 64, 0, 0.0, false, true),
+        (10, 90, 2, 1, 128, 70, 20.0, false, true),
+        (1, 70, 4, 2, 64, 0, 0.0, true, true),
+        (3, 9, 4, 4, 64, 8, 0.0, true, true),
+        (11, 80, 4, 1, 64, 0, 0.0, true, true),
+        (16, 5, 4, 2, 64, 0, 0.0, false, false),
+        (70, 30, 2, 1, 64, 0, 0.0, false, false),
+        (9, 40, 4, 4, 32, 12, 0.0, false, false),
     ] {
         let positions = start + queries;
         let q = random(queries * n_head * head_dim, 1.0, &mut rng);
         let k = random(positions * n_kv * head_dim, 1.0, &mut rng);
         let v = random(positions * n_kv * head_dim, 1.0, &mut rng);
         let scale = 1.0 / (head_dim as f32).sqrt();
-        let params = AttentionParams { n_head, n_kv, head_dim, start, window, scale, softcap };
+        let params = AttentionParams { n_head, n_kv, head_dim, start, window, scale, softcap, causal };
         // Alternately far below and above the scores.
         let sink_values: Vec<f32> = (0..n_head).map(|h| if h % 2 == 0 { -4.0 } else { 6.0 }).collect();
         let sinks = sinks.then_some(sink_values.as_slice());
@@ -385,6 +389,7 @@ fn attention_matches_the_cpu_with_groups_windows_soft_caps_and_sinks() {
             let (t, h) = (index / n_head, index % n_head);
             let position = start + t;
             let first = if window > 0 { (position + 1).saturating_sub(window) } else { 0 };
+            let last = if causal { position } else { start + queries - 1 };
             let view = HeadView {
                 keys: &k[..],
                 values: &v[..],
@@ -395,7 +400,7 @@ fn attention_matches_the_cpu_with_groups_windows_soft_caps_and_sinks() {
             attend_head_f32(
                 &q[index * head_dim..][..head_dim],
                 &view,
-                first..position + 1,
+                first..last + 1,
                 scoring,
                 sinks.map(|s| s[h]),
                 out,
@@ -403,7 +408,7 @@ fn attention_matches_the_cpu_with_groups_windows_soft_caps_and_sinks() {
         }
         assert_close(
             &format!(
-                "attention {queries}×{n_head}/{n_kv}×{head_dim} window {window} cap {softcap} sinks {}",
+                "attention {queries}×{n_head}/{n_kv}×{head_dim} window {window} cap {softcap} sinks {} causal {causal}",
                 sinks.is_some()
             ),
             &got,
@@ -411,8 +416,16 @@ fn attention_matches_the_cpu_with_groups_windows_soft_caps_and_sinks() {
             2e-5,
         );
     }
-    let bad =
-        AttentionParams { n_head: 3, n_kv: 2, head_dim: 8, start: 0, window: 0, scale: 1.0, softcap: 0.0 };
+    let bad = AttentionParams {
+        n_head: 3,
+        n_kv: 2,
+        head_dim: 8,
+        start: 0,
+        window: 0,
+        scale: 1.0,
+        softcap: 0.0,
+        causal: true,
+    };
     assert!(matches!(
         gpu.attention(&[0.0; 24], &[0.0; 16], &[0.0; 16], None, bad).wait(),
         Err(GpuError::Shape(_))

@@ -6,7 +6,7 @@
 //! reads it: the projector type, the encoder's shape, the image it expects (size, patch,
 //! normalization), the width of the embeddings it produces, and which model family it fits.
 //! [`image`] holds pictures and resizes them as mtmd does; [`siglip`] encodes them (SigLIP with
-//! Gemma 3's projector, the one type encoded so far).
+//! Gemma 3's projector, the one type encoded so far: [`ENCODED_PROJECTORS`]).
 
 use serde::Serialize;
 
@@ -31,6 +31,9 @@ pub use image::{Filter, MAX_PIXELS, RgbImage};
 pub use siglip::{EncoderShape, ImageEmbeddings, VisionEncoder};
 
 use crate::gguf::{GgufHeader, Metadata, Value};
+
+/// The projector types [`VisionEncoder`] encodes.
+pub const ENCODED_PROJECTORS: &[&str] = &["gemma3"];
 
 /// `general.architecture` of a projector file.
 pub const ARCHITECTURE: &str = "clip";
@@ -239,10 +242,13 @@ impl ProjectorFacts {
             None if self.projector.is_empty() => "a vision projector (mmproj)".to_string(),
             None => format!("a vision projector (mmproj, type {})", self.projector),
         };
-        format!(
-            "{fits}: it goes beside its language model, which is a file of its own. Inferno \
-             cannot encode images yet, so it does not load projector files"
-        )
+        let how = if ENCODED_PROJECTORS.contains(&self.projector.as_str()) {
+            "Load it with that model (inferno generate MODEL --mmproj FILE; the page does not \
+             take one yet)"
+        } else {
+            "Inferno does not encode this type yet (it encodes Gemma 3's)"
+        };
+        format!("{fits}: not a model on its own but the picture encoder beside its language model. {how}")
     }
 }
 

@@ -118,7 +118,7 @@ impl VisionEncoder {
         if !facts.problems.is_empty() {
             return Err(ModelError::BadProjector(facts.problems.join("; ")));
         }
-        if facts.projector != "gemma3" {
+        if !super::ENCODED_PROJECTORS.contains(&facts.projector.as_str()) {
             let family = facts.family.map(|f| format!(" ({f})")).unwrap_or_default();
             return Err(ModelError::UnsupportedProjector(format!(
                 "type `{}`{family} is not encoded yet; Inferno encodes Gemma 3's (gemma3)",

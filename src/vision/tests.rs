@@ -73,7 +73,7 @@ fn the_engine_refuses_a_projector_saying_what_it_is() {
     assert_eq!(error.kind(), "projector_file");
     let message = error.to_string();
     assert!(message.contains("vision projector (mmproj) for Gemma 3"), "{message}");
-    assert!(message.contains("cannot encode images yet"), "{message}");
+    assert!(message.contains("inferno generate MODEL --mmproj FILE"), "{message}");
 }
 
 #[test]
