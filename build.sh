@@ -15,7 +15,7 @@
 #                                 relaxed or memory64; default simd) in headless chromium
 #                                 (default), firefox, or webkit (WebKitGTK under Xvfb)
 #   ./build.sh fuzz [SECONDS] [TARGET]  run the fuzz targets (parse_gguf, render_template,
-#                                 tokenize, generate, grammar, reply), each for SECONDS (default 600)
+#                                 tokenize, generate, grammar, reply, vision), each for SECONDS (default 600)
 #   ./build.sh bench [MODEL...]   Inferno vs llama.cpp's wasm build (wllama) in headless Chromium
 #   ./build.sh ab REV [MODEL...]  this tree against revision REV, side by side in one page:
 #                                 median per-pair speed ratios (scripts/ab.mjs for the options)
@@ -192,7 +192,7 @@ run_tests() {
   fi
 }
 
-FUZZ_TARGETS=(parse_gguf render_template tokenize generate grammar reply)
+FUZZ_TARGETS=(parse_gguf render_template tokenize generate grammar reply vision)
 run_fuzz() { # seconds [target]: each target (or the one named) for that long
   local seconds=${1:-600} target
   (cd fuzz && cargo run --quiet --example seed_corpus)

@@ -6,6 +6,8 @@
 //! and a miniature of that model (its real keys and tensor names, arrays cut to 32 elements,
 //! tensors shrunk to one block) that fits in the fuzzer's `-max_len`.
 //!
+//! `vision` (`fuzz/seeds/vision/`) gets the micro projector and the test pictures.
+//!
 //!     cargo run --example seed_corpus [-- SHARED_MODELS_DIR]   (from fuzz/)
 
 use std::fs;
@@ -20,8 +22,10 @@ const MINI_ARRAY_LEN: usize = 32;
 
 fn main() {
     let fuzz_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let models =
-        std::env::args().nth(1).map(PathBuf::from).unwrap_or_else(|| fuzz_dir.join("../tests/fixtures/models"));
+    let models = std::env::args()
+        .nth(1)
+        .map(PathBuf::from)
+        .unwrap_or_else(|| fuzz_dir.join("../tests/fixtures/models"));
     let out = fuzz_dir.join("seeds/parse_gguf");
     fs::create_dir_all(&out).expect("create corpus dir");
 
@@ -38,6 +42,7 @@ fn main() {
     template_seeds(&models, &fuzz_dir.join("seeds/render_template"));
     tokenizer_seeds(&fuzz_dir.join("seeds/tokenize"));
     generate_seeds(&models, &fuzz_dir.join("seeds/generate"));
+    vision_seeds(&models, &fuzz_dir.join("seeds/vision"));
     for (name, bytes) in &seeds {
         gguf::Gguf::parse(bytes).map(drop).unwrap_or_else(|e| {
             // The truncated real header is expected to fail; every other seed must be valid.
@@ -438,4 +443,25 @@ fn random_blocks(ty: GgmlType, values: u64, rng: &mut u64) -> Vec<u8> {
         }
     }
     data
+}
+
+/// `vision` (`fuzz/seeds/vision/`): the micro Gemma 3 projector (mode byte 0) and the PNG test
+/// pictures (mode byte 1) from the fixtures, and a file that is no picture.
+fn vision_seeds(models: &Path, out: &Path) {
+    fs::create_dir_all(out).expect("create corpus dir");
+    let seed = |name: &str, mode: u8, bytes: &[u8]| {
+        fs::write(out.join(name), [&[mode][..], bytes].concat()).expect("write seed");
+    };
+    match fs::read(models.join("clip-gemma3-micro.gguf")) {
+        Ok(bytes) => seed("projector-gemma3-micro", 0, &bytes),
+        Err(e) => eprintln!("note: no projector seed: {e}"),
+    }
+    let pictures = models.join("../images");
+    for name in ["noise-61x47", "stripes-300x200", "tower-90x250"] {
+        match fs::read(pictures.join(format!("{name}.png"))) {
+            Ok(bytes) => seed(&format!("picture-{name}-png"), 1, &bytes),
+            Err(e) => eprintln!("note: no {name} seed: {e}"),
+        }
+    }
+    seed("picture-not-one", 1, b"GIF89a not really");
 }

@@ -10,8 +10,10 @@ use inferno::engine::Engine;
 use inferno::gguf::{self, Gguf, GgufHeader, HeaderParse};
 use inferno::grammar::{GrammarCompiler, GrammarSpec};
 use inferno::inspect::Report;
+use inferno::model::ModelBytes;
 use inferno::sampler::{Sampler, SamplerSettings};
 use inferno::tokenizer::{EncodeOptions, Tokenizer};
+use inferno::vision::{RgbImage, VisionEncoder};
 
 use super::ALLOCATOR;
 use super::counting::allocation_bound;
@@ -20,13 +22,14 @@ use super::counting::allocation_bound;
 pub type Check = fn(&[u8]);
 
 /// The targets by name, as `cargo fuzz` and the folders under `fuzz/` name them.
-pub const TARGETS: [(&str, Check); 6] = [
+pub const TARGETS: [(&str, Check); 7] = [
     ("parse_gguf", parse_gguf),
     ("render_template", render_template),
     ("tokenize", tokenize),
     ("generate", generate),
     ("grammar", grammar),
     ("reply", reply),
+    ("vision", vision),
 ];
 
 /// Untrusted bytes through the whole inspect path: `Gguf::parse`, the prefix parser the page and
@@ -311,5 +314,48 @@ pub fn reply(data: &[u8]) {
             assert_eq!(call.name, last.name, "a call's name after {end} bytes");
             grows(&call.arguments, &last.arguments, "arguments");
         }
+    }
+}
+
+/// Untrusted vision projectors and pictures; the first byte picks which. Even: the rest is a
+/// projector file (mmproj), loaded and, where it loads, made to encode a small picture. Odd: the
+/// rest is a picture file (PNG, JPEG, WebP, GIF), decoded, and where it decodes encoded by the
+/// micro Gemma 3 projector. Besides "never panics": an encoding has its shape's tokens × width
+/// values, and nothing allocates beyond the bound for the input plus what the picture and the
+/// encoder's shape warrant (its pixels, `EncoderShape::work_bytes`).
+pub fn vision(data: &[u8]) {
+    let Some((&mode, rest)) = data.split_first() else { return };
+    within_allocation_bound(rest.len(), || {
+        if mode % 2 == 0 { check_projector(rest) } else { check_picture(rest) }
+    });
+}
+
+/// Loads `file` as a projector and encodes a 13 × 9 picture with it; the work it was allowed.
+fn check_projector(file: &[u8]) -> usize {
+    let Ok(encoder) = VisionEncoder::load(ModelBytes::from(file.to_vec())) else { return 0 };
+    let pixels: Vec<u8> = (0..13 * 9 * 3).map(|i| (i * 37 % 256) as u8).collect();
+    let picture = RgbImage::new(13, 9, pixels).expect("a valid picture");
+    check_encoding(&encoder, &picture);
+    encoder.shape().work_bytes()
+}
+
+/// Decodes `file` as a picture and encodes it with the micro projector; the work it was allowed.
+fn check_picture(file: &[u8]) -> usize {
+    static MICRO: std::sync::OnceLock<VisionEncoder> = std::sync::OnceLock::new();
+    let encoder = MICRO.get_or_init(|| {
+        let file = include_bytes!("../../tests/fixtures/models/clip-gemma3-micro.gguf");
+        VisionEncoder::load(ModelBytes::from(file.to_vec())).expect("the micro projector loads")
+    });
+    let Ok(picture) = inferno::vision::decode(file) else { return 0 };
+    check_encoding(encoder, &picture);
+    // The decoder's own buffers (up to 16-bit RGBA) beside the RGB copy, and the encoding's.
+    picture.width() * picture.height() * 11 + encoder.shape().work_bytes()
+}
+
+fn check_encoding(encoder: &VisionEncoder, picture: &RgbImage) {
+    let shape = encoder.shape();
+    if let Ok(embeddings) = encoder.encode(picture) {
+        assert_eq!((embeddings.tokens, embeddings.width), (shape.tokens, shape.output_width));
+        assert_eq!(embeddings.values.len(), shape.tokens * shape.output_width);
     }
 }

@@ -135,9 +135,10 @@ impl fmt::Display for ModelError {
             Self::BadImage(why) => write!(f, "the picture cannot be read: {why}"),
             Self::ImageTooLarge { width, height, max_pixels } => write!(
                 f,
-                "the picture is {width} × {height} pixels, more than the {} megapixels Inferno \
-                 takes: scale it down first",
-                max_pixels >> 20
+                "the picture is {width} × {height} pixels; Inferno takes at most {} megapixels \
+                 and {} pixels a side: scale it down first",
+                max_pixels >> 20,
+                crate::vision::image::MAX_SIDE
             ),
             Self::EmbeddingOnly(arch) => write!(
                 f,

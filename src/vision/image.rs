@@ -9,6 +9,10 @@ use crate::model::ModelError;
 /// allocation sized by the picture; everything after works on the resized copy.
 pub const MAX_PIXELS: usize = 1 << 25;
 
+/// The longest side a picture may have, as mtmd's resizer takes it: beyond it a resize's
+/// weights (a few per source pixel of the side) would outgrow the picture.
+pub const MAX_SIDE: usize = 1 << 16;
+
 /// An RGB picture, 8 bits per channel, rows top to bottom, pixels left to right.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RgbImage {
@@ -54,7 +58,7 @@ impl Filter {
 
 impl RgbImage {
     /// A picture from its RGB bytes; refused (`bad_image`, `image_too_large`) unless they are
-    /// `width × height × 3` bytes of a non-empty picture within [`MAX_PIXELS`].
+    /// `width × height × 3` bytes of a non-empty picture within [`MAX_PIXELS`] and [`MAX_SIDE`].
     pub fn new(width: usize, height: usize, pixels: Vec<u8>) -> Result<RgbImage, ModelError> {
         Self::check_size(width, height)?;
         if pixels.len() != width * height * 3 {
@@ -89,7 +93,7 @@ impl RgbImage {
             return Err(ModelError::BadImage(format!("a {width} × {height} picture has no pixels")));
         }
         match width.checked_mul(height) {
-            Some(pixels) if pixels <= MAX_PIXELS => Ok(()),
+            Some(pixels) if pixels <= MAX_PIXELS && width.max(height) <= MAX_SIDE => Ok(()),
             _ => Err(ModelError::ImageTooLarge { width, height, max_pixels: MAX_PIXELS }),
         }
     }

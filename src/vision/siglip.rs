@@ -64,9 +64,24 @@ pub struct EncoderShape {
     /// Embeddings per picture, and their width (the language model's).
     pub tokens: usize,
     pub output_width: usize,
+    pub feed_forward: usize,
 }
 
 impl EncoderShape {
+    /// The most bytes an encoding holds at once besides the weights, from the shape alone (the
+    /// fitted picture, its patches, the residual stream and a layer's buffers): what a caller
+    /// sets aside before encoding, and the bound the fuzz target holds an encoding to.
+    pub fn work_bytes(&self) -> usize {
+        let feed_forward = self.feed_forward;
+        let n = self.patches_per_side() * self.patches_per_side();
+        let picture = self.image_size * self.image_size * 3;
+        let patches = n * self.patch_values() * 4;
+        // x, h, q, k, v, the rounded keys and values, the attention's output and its projection,
+        // the feed-forward's two, and the activations quantized for a matmul (at most f32's).
+        let rows = n * (9 * self.width + 2 * feed_forward) * 4 + n * self.width.max(feed_forward) * 4;
+        picture + patches + rows + self.tokens * (self.width + self.output_width) * 8
+    }
+
     fn patches_per_side(&self) -> usize {
         self.image_size / self.patch_size
     }
@@ -97,6 +112,11 @@ pub struct ImageEmbeddings {
     pub width: usize,
     pub values: Vec<f32>,
 }
+
+/// The largest square an encoder may take, and the most patches it may cut it into (real ones:
+/// 896 px in 4,096 patches for Gemma 3, 1,024 for SmolVLM's 512 px).
+const MAX_IMAGE_SIZE: usize = 4096;
+const MAX_PATCHES: usize = 1 << 16;
 
 fn required(value: Option<u64>, what: &str) -> Result<usize, ModelError> {
     value
@@ -140,6 +160,13 @@ impl VisionEncoder {
         let patch_size = required(facts.patch_size, "patch size")?;
         let output_width = required(facts.output_width, "output width")?;
         let per_side = required(facts.patches_per_side, "patches per side")?;
+        // Every buffer of an encoding is sized by these: a file may not claim more.
+        if image_size > MAX_IMAGE_SIZE || per_side * per_side > MAX_PATCHES {
+            return Err(ModelError::BadProjector(format!(
+                "an image of {image_size} px in {per_side} × {per_side} patches is beyond what Inferno \
+                 encodes ({MAX_IMAGE_SIZE} px, {MAX_PATCHES} patches)"
+            )));
+        }
         if !width.is_multiple_of(heads) {
             return Err(ModelError::BadProjector(format!(
                 "width {width} is not a whole number of {heads} heads"
@@ -183,6 +210,7 @@ impl VisionEncoder {
             std: channels(facts.image_std, "image std")?,
             tokens: (per_side / merge) * (per_side / merge),
             output_width,
+            feed_forward: ffn,
         };
 
         let tensors = Tensors::new(&header, Some(&bytes));
