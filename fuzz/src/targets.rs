@@ -13,7 +13,7 @@ use inferno::inspect::Report;
 use inferno::model::ModelBytes;
 use inferno::sampler::{Sampler, SamplerSettings};
 use inferno::tokenizer::{EncodeOptions, Tokenizer};
-use inferno::vision::{RgbImage, VisionEncoder};
+use inferno::vision::{MAX_PIXELS, RgbImage, VisionEncoder};
 
 use super::ALLOCATOR;
 use super::counting::allocation_bound;
@@ -346,9 +346,12 @@ fn check_picture(file: &[u8]) -> usize {
         let file = include_bytes!("../../tests/fixtures/models/clip-gemma3-micro.gguf");
         VisionEncoder::load(ModelBytes::from(file.to_vec())).expect("the micro projector loads")
     });
-    let Ok(picture) = inferno::vision::decode(file) else { return 0 };
+    // A decoder sizes its buffers by the size the header claims (within the caps, checked
+    // first), whether or not the data then decodes: up to 16-bit RGBA, beside the RGB copy.
+    let claimed =
+        inferno::vision::dimensions(file).map_or(0, |(w, h)| w.saturating_mul(h).saturating_mul(11));
+    let Ok(picture) = inferno::vision::decode(file) else { return claimed.min(MAX_PIXELS * 11) };
     check_encoding(encoder, &picture);
-    // The decoder's own buffers (up to 16-bit RGBA) beside the RGB copy, and the encoding's.
     picture.width() * picture.height() * 11 + encoder.shape().work_bytes()
 }
 

@@ -8,6 +8,15 @@ use image::{ImageDecoder, ImageReader, Limits};
 use super::image::{MAX_PIXELS, RgbImage};
 use crate::model::ModelError;
 
+/// The width and height a picture file's header claims (what [`decode`] checks against the caps
+/// before it decodes), if the file is a picture at all.
+pub fn dimensions(bytes: &[u8]) -> Option<(usize, usize)> {
+    let reader = ImageReader::new(Cursor::new(bytes)).with_guessed_format().ok()?;
+    reader.format()?;
+    let (width, height) = reader.into_dimensions().ok()?;
+    Some((width as usize, height as usize))
+}
+
 /// A picture file's bytes decoded to RGB (alpha dropped, as llama.cpp's loader drops it). Its
 /// size is checked against [`MAX_PIXELS`] from the header, before anything is decoded.
 pub fn decode(bytes: &[u8]) -> Result<RgbImage, ModelError> {

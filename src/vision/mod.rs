@@ -16,7 +16,7 @@ pub mod image;
 pub mod siglip;
 
 #[cfg(not(target_family = "wasm"))]
-pub use decode::decode;
+pub use decode::{decode, dimensions};
 
 /// In the browser the page decodes pictures (`createImageBitmap`) and hands over their pixels;
 /// the crate built for it carries no decoder.
