@@ -15,6 +15,7 @@ use crate::inspect::Report;
 use crate::model::{AttentionPrecision, KvType, KvTypes};
 use crate::sampler::{Sampler, SamplerError, SamplerSettings};
 use crate::tokenizer::{DecodeOptions, EncodeOptions};
+use crate::vision::RgbImage;
 
 pub use crate::engine::DEFAULT_CONTEXT_CAP;
 
@@ -27,6 +28,8 @@ pub struct WebEngine {
     answer: Option<Generation>,
     /// The sampler of the low-level `step` (benchmarks, the device probe); an answer has its own.
     sampler: Sampler,
+    /// Pictures for the next `start_chat` (`add_image`), in the order of its markers.
+    pending_images: Vec<RgbImage>,
 }
 
 impl WebEngine {
@@ -43,7 +46,7 @@ impl WebEngine {
 
     pub(super) fn new(engine: Engine) -> Result<WebEngine, JsValue> {
         let sampler = Sampler::new(SamplerSettings::default()).map_err(engine_error_of)?;
-        Ok(WebEngine { engine, session: None, answer: None, sampler })
+        Ok(WebEngine { engine, session: None, answer: None, sampler, pending_images: Vec::new() })
     }
 }
 
@@ -143,7 +146,9 @@ impl WebEngine {
     /// parallel_tool_calls?, split_reasoning?}` with any answer's `{settings?, context?,
     /// grammar?, max_tokens?, trace_top?, stop?}`. The conversation is rendered through the
     /// chat template and tokenized, the tools and grammar checked and compiled, and a cache of
-    /// that context made, before anything runs; `next_events` then runs the answer.
+    /// that context made, before anything runs; `next_events` then runs the answer. The
+    /// pictures added since the last answer (`add_image`) go where the messages hold
+    /// `<__media__>`.
     pub fn start_chat(&mut self, request: JsValue) -> Result<(), JsValue> {
         let request: ChatRequest = serde_wasm_bindgen::from_value(request)
             .map_err(|e| js_error("TypeError", "bad_request", &e.to_string()))?;
@@ -157,19 +162,49 @@ impl WebEngine {
             tools,
             response_format,
             split_reasoning: request.split_reasoning.unwrap_or(true),
-            images: Vec::new(),
+            images: std::mem::take(&mut self.pending_images),
         };
         let turn = self.engine.chat_turn(&request.messages, options, context).map_err(engine_error)?;
         self.start(turn.tokens, turn.grammar.as_ref(), turn.reply, sampler, context, request.answer.limits)
     }
 
+    /// Loads a vision projector (mmproj) beside the model, so that chats can hold pictures
+    /// (`add_image`). Refused with a typed error (`mmproj_mismatch` for another model's width,
+    /// `bad_projector`, `unsupported_projector`...), the engine as it was. Returns what the
+    /// projector says about itself (the inspector's `vision`).
+    pub fn attach_projector(&mut self, bytes: Vec<u8>) -> Result<JsValue, JsValue> {
+        self.engine.attach_projector(bytes).map_err(engine_error)?;
+        // The cached session's prefill batch was sized without the picture's rows.
+        self.answer = None;
+        self.session = None;
+        to_js(&self.engine.projector().map(|p| p.facts()))
+    }
+
+    /// A picture for the next `start_chat`, as a canvas gives its pixels (RGBA, alpha dropped
+    /// as llama.cpp's loader drops it); that request's messages hold a `<__media__>` marker
+    /// where each picture goes, in the order they were added. Refused (`bad_image`,
+    /// `image_too_large`) unless the bytes are `width × height × 4` within the caps.
+    pub fn add_image(&mut self, width: u32, height: u32, rgba: &[u8]) -> Result<(), JsValue> {
+        let image = RgbImage::from_rgba(width as usize, height as usize, rgba)
+            .map_err(|e| engine_error(EngineError::Model(e)))?;
+        self.pending_images.push(image);
+        Ok(())
+    }
+
+    /// How many pictures the projector has encoded: a picture sent again (a follow-up
+    /// question, a regenerated answer) is found by its content hash and not encoded twice.
+    pub fn images_encoded(&self) -> u32 {
+        self.engine.images_encoded() as u32
+    }
+
     /// Starts a legacy completion of `{prompt}` as it is (no template), with any answer's
-    /// fields (see `start_chat`).
+    /// fields (see `start_chat`); pictures added go where the prompt has `<__media__>`.
     pub fn start_text(&mut self, request: JsValue) -> Result<(), JsValue> {
         let request: TextRequest = serde_wasm_bindgen::from_value(request)
             .map_err(|e| js_error("TypeError", "bad_request", &e.to_string()))?;
         let (sampler, grammar, context) = self.answer_sampling(&request.answer)?;
-        let tokens = self.engine.encode(&request.prompt);
+        let images = std::mem::take(&mut self.pending_images);
+        let tokens = self.engine.encode_with_images(&request.prompt, &images).map_err(engine_error)?;
         self.start(tokens, grammar.as_ref(), ReplyFormat::default(), sampler, context, request.answer.limits)
     }
 

@@ -286,6 +286,15 @@ fn seeded_sampling_draws_the_native_sequence() {
     assert_eq!(tokens, [321, 889, 605, 667, 235, 988, 25, 99, 926, 457, 988, 198]);
 }
 
+/// An answer runs one `next_events` call at a time; its events, in order, to its `done`.
+fn run_answer(engine: &mut inferno::web::WebEngine) -> Vec<JsValue> {
+    let mut events = Vec::new();
+    while events.last().is_none_or(|e| get(e, "type").as_string().unwrap() != "done") {
+        events.extend(js_sys::Array::from(&engine.next_events().unwrap()).iter());
+    }
+    events
+}
+
 /// The worker-facing API end to end: a file streamed in chunks, a chat turn streamed step by
 /// step with traces, a follow-up turn that reuses the cache, branching, and clear errors.
 #[wasm_bindgen_test]
@@ -314,14 +323,7 @@ fn worker_api_loads_in_chunks_chats_and_branches() {
     assert_eq!(get(&get(&report, "summary"), "architecture").as_string().unwrap(), "qwen3");
 
     let request = |json: &str| js_sys::JSON::parse(json).unwrap();
-    // An answer runs one `next_events` call at a time; its events, in order, to its `done`.
-    let run = |engine: &mut inferno::web::WebEngine| -> Vec<JsValue> {
-        let mut events = Vec::new();
-        while events.last().is_none_or(|e| get(e, "type").as_string().unwrap() != "done") {
-            events.extend(js_sys::Array::from(&engine.next_events().unwrap()).iter());
-        }
-        events
-    };
+    let run = run_answer;
     let of_type = |events: &[JsValue], kind: &str| -> Vec<JsValue> {
         events.iter().filter(|e| get(e, "type").as_string().unwrap() == kind).cloned().collect()
     };
@@ -524,4 +526,93 @@ fn the_image_encoder_matches_llama_cpp_mtmd_in_the_browser() {
     let worst = embeddings.values.iter().zip(&golden).fold(0.0f32, |m, (a, b)| m.max((a - b).abs())) / scale;
     web_sys::console::log_1(&format!("image embeddings in the browser: {worst:.2e} from mtmd's").into());
     assert!(worst < 1e-3, "{worst}");
+}
+
+/// The micro Gemma 3 projector re-made to project to `width` (its `mm.input_projection.weight`
+/// replaced by a `[width, 32]` F16 one), for a micro model of that width.
+fn micro_projector_of_width(width: usize) -> Vec<u8> {
+    let bytes = include_bytes!("../fixtures/models/clip-gemma3-micro.gguf");
+    let file = inferno::gguf::Gguf::parse(bytes).unwrap();
+    let mut writer = GgufWriter::new();
+    for (key, value) in file.metadata().iter() {
+        writer = writer.kv(key, value.clone());
+    }
+    for tensor in &file.header.tensors {
+        writer = if tensor.name == "mm.input_projection.weight" {
+            let cols = tensor.dims[1] as usize;
+            let data: Vec<u8> = (0..width * cols)
+                .flat_map(|i| {
+                    half::f16::from_f32(((i * 7919 % 997) as f32 / 997.0 - 0.5) * 0.2).to_le_bytes()
+                })
+                .collect();
+            writer.tensor(&tensor.name, &[width as u64, cols as u64], GgmlType::F16, data)
+        } else {
+            writer.tensor(&tensor.name, &tensor.dims, tensor.ggml_type, file.tensor_data(tensor).to_vec())
+        };
+    }
+    writer.to_bytes()
+}
+
+/// Pictures through the worker's engine API: a projector attached beside the model (refused for
+/// another model's width, the engine going on), a picture added as a canvas gives its pixels
+/// (RGBA), a chat whose message holds `<__media__>` where it goes, its 16 rows counted in the
+/// prompt; a follow-up question with the same picture does not encode it again and evaluates
+/// only its new tokens.
+#[wasm_bindgen_test]
+fn worker_api_attaches_a_projector_and_chats_about_a_picture() {
+    use inferno::web::ModelLoader;
+    let bytes = include_bytes!("../fixtures/models/qwen3-micro-q4_0.gguf");
+    let mut loader = ModelLoader::new(bytes.len() as f64).unwrap();
+    loader.push_bytes(bytes).unwrap();
+    let mut engine = loader.finish().unwrap();
+    let kind = |e: JsValue| get(&e, "kind").as_string().unwrap();
+    let request = |json: &str| js_sys::JSON::parse(json).unwrap();
+    let run = run_answer;
+    let mmproj = include_bytes!("../fixtures/models/clip-gemma3-micro.gguf").to_vec();
+    assert_eq!(kind(engine.attach_projector(mmproj).unwrap_err()), "mmproj_mismatch");
+    let rgb = include_bytes!("../fixtures/images/noise-61x47.rgb");
+    let rgba: Vec<u8> = rgb.chunks_exact(3).flat_map(|p| [p[0], p[1], p[2], 255]).collect();
+    let ask = r#"{"messages":[{"role":"user","content":"<__media__>What is this?"}],"settings":{"temperature":0},"context":128,"max_tokens":3}"#;
+    engine.add_image(61, 47, &rgba).unwrap();
+    assert_eq!(kind(engine.start_chat(request(ask)).unwrap_err()), "no_mmproj");
+
+    let facts = engine.attach_projector(micro_projector_of_width(256)).unwrap();
+    assert_eq!(get(&facts, "output_width").as_f64().unwrap(), 256.0);
+    assert_eq!(kind(engine.add_image(61, 47, &rgba[4..]).unwrap_err()), "bad_image");
+    assert_eq!(
+        kind(engine.start_chat(request(ask)).unwrap_err()),
+        "bad_request",
+        "a marker without a picture"
+    );
+    engine.add_image(61, 47, &rgba).unwrap();
+    engine.start_chat(request(ask)).unwrap();
+    let events = run(&mut engine);
+    let done = events.last().unwrap();
+    let first_prompt = get(&get(done, "usage"), "prompt_tokens").as_f64().unwrap();
+    let text_only =
+        engine.tokenize("<|im_start|>user\nWhat is this?<|im_end|>\n<|im_start|>assistant\n", None, None);
+    assert!(
+        first_prompt >= text_only.len() as f64 + 16.0,
+        "{first_prompt} tokens: the picture's 16 rows and the text"
+    );
+    assert_eq!(engine.images_encoded(), 1);
+
+    let answer: String = events
+        .iter()
+        .filter(|e| get(e, "type").as_string().unwrap() == "token")
+        .map(|e| get(&get(e, "step"), "text").as_string().unwrap())
+        .collect();
+    let follow_up = format!(
+        r#"{{"messages":[{{"role":"user","content":"<__media__>What is this?"}},{{"role":"assistant","content":{}}},{{"role":"user","content":"And?"}}],"settings":{{"temperature":0}},"context":128,"max_tokens":2}}"#,
+        serde_json::to_string(&answer).unwrap()
+    );
+    engine.add_image(61, 47, &rgba).unwrap();
+    engine.start_chat(request(&follow_up)).unwrap();
+    let events = run(&mut engine);
+    let prompt = get(
+        &events.iter().find(|e| get(e, "type").as_string().unwrap() == "prepared").unwrap().clone(),
+        "prompt",
+    );
+    assert!(get(&prompt, "reused").as_f64().unwrap() >= first_prompt - 1.0);
+    assert_eq!(engine.images_encoded(), 1, "the same picture is not encoded again");
 }
