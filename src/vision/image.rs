@@ -60,30 +60,34 @@ impl RgbImage {
     /// A picture from its RGB bytes; refused (`bad_image`, `image_too_large`) unless they are
     /// `width × height × 3` bytes of a non-empty picture within [`MAX_PIXELS`] and [`MAX_SIDE`].
     pub fn new(width: usize, height: usize, pixels: Vec<u8>) -> Result<RgbImage, ModelError> {
-        Self::check_size(width, height)?;
-        if pixels.len() != width * height * 3 {
-            return Err(ModelError::BadImage(format!(
-                "{} bytes are not a {width} × {height} RGB picture ({} bytes)",
-                pixels.len(),
-                width * height * 3
-            )));
-        }
+        Self::check_bytes(width, height, pixels.len(), 3, "RGB")?;
         Ok(RgbImage { width, height, pixels })
     }
 
     /// A picture from RGBA bytes (a canvas's `getImageData`), alpha dropped as llama.cpp's
     /// decoder drops it when it asks for three channels.
     pub fn from_rgba(width: usize, height: usize, rgba: &[u8]) -> Result<RgbImage, ModelError> {
-        Self::check_size(width, height)?;
-        if rgba.len() != width * height * 4 {
-            return Err(ModelError::BadImage(format!(
-                "{} bytes are not a {width} × {height} RGBA picture ({} bytes)",
-                rgba.len(),
-                width * height * 4
-            )));
-        }
+        Self::check_bytes(width, height, rgba.len(), 4, "RGBA")?;
         let pixels = rgba.chunks_exact(4).flat_map(|p| [p[0], p[1], p[2]]).collect();
         Ok(RgbImage { width, height, pixels })
+    }
+
+    /// The size within the caps, and `len` bytes exactly `width × height × channels`.
+    fn check_bytes(
+        width: usize,
+        height: usize,
+        len: usize,
+        channels: usize,
+        what: &str,
+    ) -> Result<(), ModelError> {
+        Self::check_size(width, height)?;
+        let expected = width * height * channels;
+        if len != expected {
+            return Err(ModelError::BadImage(format!(
+                "{len} bytes are not a {width} × {height} {what} picture ({expected} bytes)"
+            )));
+        }
+        Ok(())
     }
 
     /// Refuses a size before anything is allocated for it: what a decoder calls with the
