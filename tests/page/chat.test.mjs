@@ -361,11 +361,15 @@ pageSuite(
       };
       await h.page.evaluate((state) => localStorage.setItem('inferno.chat.v1', JSON.stringify(state)), saved);
       await h.page.reload();
+      // The stored-model list and the demo offer render after the messages and move them: a
+      // click before they settle can land beside the summary (seen in Firefox).
+      await h.page.waitForFunction(() => document.body.dataset.restored === 'true');
       await h.page.waitForSelector('details.think');
       assert.equal(await h.page.locator('details.think').getAttribute('open'), null, 'collapsed');
       assert.equal(await text('.message.assistant .answer-text'), 'Because.');
       assert.match(await text('details.think summary'), /Thought for 3 words/);
       await h.page.click('details.think summary');
+      await h.page.waitForSelector('details.think[open]');
       assert.equal(await h.page.locator('.think-body').innerText(), 'First, the premise.');
     });
   },

@@ -598,6 +598,8 @@ export function createChat(engine, { onModelLoaded, pickFile }) {
     panel.offerDemoModel();
     const last = saved?.model;
     if (last && (await panel.isStored(last.name, last.size))) await panel.openStored(last.name);
+    // The page's layout has settled (stored models listed, the demo offered): tests wait for it.
+    document.body.dataset.restored = 'true';
   }
 
   // --- wiring ---------------------------------------------------------------------------------
