@@ -350,7 +350,12 @@ fn check_picture(file: &[u8]) -> usize {
     // first), whether or not the data then decodes: up to 16-bit RGBA, beside the RGB copy.
     let claimed =
         inferno::vision::dimensions(file).map_or(0, |(w, h)| w.saturating_mul(h).saturating_mul(11));
+    let header = inferno::vision::picture_header(file);
     let Ok(picture) = inferno::vision::decode(file) else { return claimed.min(MAX_PIXELS * 11) };
+    // What the browser's worker checks before decoding is the size the decoder gives.
+    if let Some(header) = header {
+        assert_eq!((header.width, header.height), (picture.width(), picture.height()), "{}", header.format);
+    }
     check_encoding(encoder, &picture);
     picture.width() * picture.height() * 11 + encoder.shape().work_bytes()
 }

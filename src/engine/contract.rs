@@ -12,6 +12,7 @@ use super::generation::{Checkpoints, Event, Finish, PromptFacts, Stats, StepReco
 use super::request::{AnswerRequest, BranchRequest, ChatRequest, GrammarRequest, LimitsRequest, TextRequest};
 use crate::chat::{CallSyntax, ChatMessage, FunctionCall, FunctionSpec, ReasoningEffort, Tool, ToolCall};
 use crate::sampler::{Candidate, GrammarTrace, SamplerSettings, StepTrace};
+use crate::vision::ProjectorFacts;
 
 const HEADER: &str = "\
 // Generated from the engine's Rust types by ts-rs (src/engine/contract.rs): do not edit.
@@ -55,6 +56,7 @@ fn declarations() -> String {
         declaration::<Checkpoints>(&cfg),
         declaration::<CallSyntax>(&cfg),
         declaration::<SamplerSettings>(&cfg),
+        declaration::<ProjectorFacts>(&cfg),
     ];
     format!("{HEADER}\n{}", all.join("\n"))
 }

@@ -152,6 +152,8 @@ pub struct Usage {
     pub completion_tokens: usize,
     /// Prompt tokens the cache already held (for a branch, all of them).
     pub cached_tokens: usize,
+    /// Of the prompt's tokens, those that stand for pictures' rows (a projector's output).
+    pub image_tokens: usize,
 }
 
 /// How an answer went, in the names the page and the API report.
@@ -612,6 +614,10 @@ impl Generation {
             prompt_tokens: self.prompt_tokens,
             completion_tokens: self.steps.len(),
             cached_tokens: if branched { self.prompt_tokens } else { self.reused.unwrap_or(0) },
+            image_tokens: self.prompt[..self.prompt_tokens.min(self.prompt.len())]
+                .iter()
+                .filter(|&&id| super::images::is_image_id(id))
+                .count(),
         };
         events.push(Event::Done {
             finish,

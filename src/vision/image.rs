@@ -67,8 +67,29 @@ impl RgbImage {
     /// A picture from RGBA bytes (a canvas's `getImageData`), alpha dropped as llama.cpp's
     /// decoder drops it when it asks for three channels.
     pub fn from_rgba(width: usize, height: usize, rgba: &[u8]) -> Result<RgbImage, ModelError> {
-        Self::check_bytes(width, height, rgba.len(), 4, "RGBA")?;
-        let pixels = rgba.chunks_exact(4).flat_map(|p| [p[0], p[1], p[2]]).collect();
+        Self::from_rgba_read(width, height, rgba.len(), |at, piece| {
+            piece.copy_from_slice(&rgba[at..at + piece.len()])
+        })
+    }
+
+    /// [`from_rgba`](Self::from_rgba) from `len` RGBA bytes that `read(at, piece)` copies in a
+    /// piece at a time (from byte `at`), so that no whole RGBA copy is held beside the RGB
+    /// one: the browser's canvas pixels are read out of JS this way.
+    pub fn from_rgba_read(
+        width: usize,
+        height: usize,
+        len: usize,
+        mut read: impl FnMut(usize, &mut [u8]),
+    ) -> Result<RgbImage, ModelError> {
+        const PIECE: usize = 1 << 20; // A whole number of pixels.
+        Self::check_bytes(width, height, len, 4, "RGBA")?;
+        let mut pixels = Vec::with_capacity(width * height * 3);
+        let mut piece = vec![0; len.min(PIECE)];
+        for at in (0..len).step_by(PIECE) {
+            let piece = &mut piece[..(len - at).min(PIECE)];
+            read(at, piece);
+            pixels.extend(piece.chunks_exact(4).flat_map(|p| [p[0], p[1], p[2]]));
+        }
         Ok(RgbImage { width, height, pixels })
     }
 

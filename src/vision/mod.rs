@@ -12,6 +12,7 @@ use serde::Serialize;
 
 #[cfg(not(target_family = "wasm"))]
 mod decode;
+mod header;
 pub mod image;
 pub mod siglip;
 
@@ -27,6 +28,7 @@ pub fn decode(_: &[u8]) -> Result<RgbImage, crate::model::ModelError> {
     ))
 }
 
+pub use header::{PICTURE_FORMATS, PictureHeader, picture_header};
 pub use image::{Filter, MAX_PIXELS, RgbImage};
 pub use siglip::{EncoderShape, ImageEmbeddings, VisionEncoder};
 
@@ -38,7 +40,9 @@ pub const ENCODED_PROJECTORS: &[&str] = &["gemma3"];
 /// `general.architecture` of a projector file.
 pub const ARCHITECTURE: &str = "clip";
 
-/// What a projector file says about itself (the inspector's "Vision projector" card).
+/// What a projector file says about itself (the inspector's "Vision projector" card, and a
+/// loaded model's `vision` in the JS API).
+#[cfg_attr(test, derive(ts_rs::TS))]
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ProjectorFacts {
     /// `clip.vision.projector_type`, else `clip.projector_type` (llama.cpp's name).
@@ -243,8 +247,8 @@ impl ProjectorFacts {
             None => format!("a vision projector (mmproj, type {})", self.projector),
         };
         let how = if ENCODED_PROJECTORS.contains(&self.projector.as_str()) {
-            "Load it with that model (inferno generate MODEL --mmproj FILE; the page does not \
-             take one yet)"
+            "Load it with that model: drop both files on the page together (or this one onto \
+             the loaded model), or inferno generate MODEL --mmproj FILE"
         } else {
             "Inferno does not encode this type yet (it encodes Gemma 3's)"
         };

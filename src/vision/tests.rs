@@ -134,3 +134,84 @@ fn an_unknown_projector_type_is_named_without_a_family() {
     assert!(f.problems.is_empty(), "{:?}", f.problems);
     assert!(f.refusal().contains("mmproj, type cogvlm"), "{}", f.refusal());
 }
+
+/// The sizes the header reader finds are the `image` crate's (the decoder native builds use),
+/// for each format it writes, at sizes whose bytes differ by field; and a cut header is none.
+#[test]
+fn picture_headers_read_as_the_image_crate_reads_them() {
+    use ::image::{ExtendedColorType, ImageEncoder, codecs};
+    type Encode = fn(&mut Vec<u8>, &[u8], u32, u32);
+    let encoders: [(&str, Encode); 4] = [
+        ("png", |out, pixels, w, h| {
+            codecs::png::PngEncoder::new(out).write_image(pixels, w, h, ExtendedColorType::Rgb8).unwrap()
+        }),
+        ("jpeg", |out, pixels, w, h| {
+            codecs::jpeg::JpegEncoder::new(out).write_image(pixels, w, h, ExtendedColorType::Rgb8).unwrap()
+        }),
+        ("gif", |out, pixels, w, h| {
+            codecs::gif::GifEncoder::new(out).encode(pixels, w, h, ExtendedColorType::Rgb8).unwrap()
+        }),
+        ("webp", |out, pixels, w, h| {
+            codecs::webp::WebPEncoder::new_lossless(out)
+                .write_image(pixels, w, h, ExtendedColorType::Rgb8)
+                .unwrap()
+        }),
+    ];
+    for (format, encode) in encoders {
+        for (width, height) in [(1, 1), (300, 200), (257, 1031), (4099, 3)] {
+            let pixels = vec![128u8; (width * height * 3) as usize];
+            let mut file = Vec::new();
+            encode(&mut file, &pixels, width, height);
+            let header = picture_header(&file).unwrap_or_else(|| panic!("{format} {width}x{height}"));
+            assert_eq!(
+                (header.format, header.width, header.height),
+                (format, width as usize, height as usize)
+            );
+            assert_eq!(dimensions(&file), Some((width as usize, height as usize)), "{format}");
+            // A header cut short is no header (the JPEG's frame comes after its tables).
+            let cut = if format == "jpeg" {
+                file.windows(2).position(|w| w == [0xFF, 0xC0]).unwrap() + 6
+            } else if format == "gif" {
+                9
+            } else {
+                20
+            };
+            assert_eq!(picture_header(&file[..cut]), None, "{format} cut");
+        }
+    }
+    for name in ["gradient-224x224", "stripes-300x200", "tower-90x250", "noise-61x47"] {
+        let file = std::fs::read(format!("tests/fixtures/images/{name}.png")).unwrap();
+        let header = picture_header(&file).unwrap();
+        assert_eq!(Some((header.width, header.height)), dimensions(&file), "{name}");
+    }
+}
+
+/// BMP (both info headers, top-down too) and AVIF (the largest `ispe`), written by hand, and a
+/// file of no known format.
+#[test]
+fn bmp_and_avif_headers_and_unknown_files() {
+    let mut bmp = b"BM".to_vec();
+    bmp.extend([0; 12]);
+    bmp.extend(40u32.to_le_bytes());
+    bmp.extend(640i32.to_le_bytes());
+    bmp.extend((-480i32).to_le_bytes());
+    assert_eq!(picture_header(&bmp), Some(PictureHeader { format: "bmp", width: 640, height: 480 }));
+    let mut core = b"BM".to_vec();
+    core.extend([0; 12]);
+    core.extend(12u32.to_le_bytes());
+    core.extend(33u16.to_le_bytes());
+    core.extend(7u16.to_le_bytes());
+    assert_eq!(picture_header(&core), Some(PictureHeader { format: "bmp", width: 33, height: 7 }));
+
+    let ispe = |w: u32, h: u32| {
+        [&20u32.to_be_bytes()[..], b"ispe", &[0; 4], &w.to_be_bytes(), &h.to_be_bytes()].concat()
+    };
+    let avif =
+        [&24u32.to_be_bytes()[..], b"ftypavif", &[0; 12], b"meta", &ispe(20_000, 300), &ispe(64, 20_000)]
+            .concat();
+    assert_eq!(picture_header(&avif), Some(PictureHeader { format: "avif", width: 20_000, height: 20_000 }));
+
+    assert_eq!(picture_header(b"<svg xmlns='http://www.w3.org/2000/svg'/>"), None);
+    assert_eq!(picture_header(b""), None);
+    assert_eq!(picture_header(&[0xFF, 0xD8, 0xFF, 0xDA, 0, 2]), None, "a JPEG's data before any frame");
+}

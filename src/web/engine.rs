@@ -182,13 +182,25 @@ impl WebEngine {
 
     /// A picture for the next `start_chat`, as a canvas gives its pixels (RGBA, alpha dropped
     /// as llama.cpp's loader drops it); that request's messages hold a `<__media__>` marker
-    /// where each picture goes, in the order they were added. Refused (`bad_image`,
-    /// `image_too_large`) unless the bytes are `width × height × 4` within the caps.
-    pub fn add_image(&mut self, width: u32, height: u32, rgba: &[u8]) -> Result<(), JsValue> {
-        let image = RgbImage::from_rgba(width as usize, height as usize, rgba)
+    /// where each picture goes, in the order they were added. The projector encodes it now
+    /// (unless it did before: found by its content hash), one call per picture, so the worker
+    /// can report each and take a stop between them; returns its rows in the prompt. Refused
+    /// (`no_mmproj`, `bad_image`, `image_too_large`) unless a projector is attached and the
+    /// bytes are `width × height × 4` within the caps.
+    pub fn add_image(&mut self, width: u32, height: u32, rgba: &js_sys::Uint8Array) -> Result<u32, JsValue> {
+        let image =
+            RgbImage::from_rgba_read(width as usize, height as usize, rgba.length() as usize, |at, piece| {
+                rgba.subarray(at as u32, (at + piece.len()) as u32).copy_to(piece)
+            })
             .map_err(|e| engine_error(EngineError::Model(e)))?;
+        let rows = self.engine.image_ids(&image).map_err(engine_error)?.len();
         self.pending_images.push(image);
-        Ok(())
+        Ok(rows as u32)
+    }
+
+    /// Forgets the pictures added for the next answer (a request that failed before it started).
+    pub fn clear_images(&mut self) {
+        self.pending_images.clear();
     }
 
     /// How many pictures the projector has encoded: a picture sent again (a follow-up

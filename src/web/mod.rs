@@ -88,6 +88,21 @@ pub fn engine_info() -> Result<JsValue, JsValue> {
     })
 }
 
+/// The size and format a picture file's header claims (`{format, width, height}`), checked
+/// against the caps before the worker decodes it: refused with kind `bad_image` (not a
+/// picture this reads) or `image_too_large`.
+#[wasm_bindgen]
+pub fn picture_header(bytes: &[u8]) -> Result<JsValue, JsValue> {
+    use crate::model::ModelError;
+    let header = crate::vision::picture_header(bytes).ok_or_else(|| {
+        let why = format!("not a {} picture, or its header is cut short", crate::vision::PICTURE_FORMATS);
+        engine_error(EngineError::Model(ModelError::BadImage(why)))
+    })?;
+    crate::vision::RgbImage::check_size(header.width, header.height)
+        .map_err(|e| engine_error(EngineError::Model(e)))?;
+    to_js(&header)
+}
+
 /// A buffer the benchmark reads whole to measure this page's memory read bandwidth with the
 /// same SIMD128 loads the kernels use: the physical limit a decode step's weight bandwidth is
 /// held against.

@@ -5,7 +5,7 @@
 
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { startServer } from '../../scripts/serve.mjs';
 import {
@@ -14,6 +14,7 @@ import {
   fixtureModelsDir,
   h,
   pageSuite,
+  repoRoot,
   requireModel,
   text,
   watchForProblems,
@@ -58,6 +59,23 @@ async function barKindsOverSteps(maxSteps = 40) {
 }
 
 const SMOLLM2 = () => requireModel(MODELS.smollm2);
+
+/** Drops files on the page as a person drags them from the desktop: {file: path, type}. */
+async function dropFiles(files) {
+  const payload = files.map(({ file, type }) => ({
+    name: path.basename(file),
+    type,
+    base64: readFileSync(file).toString('base64'),
+  }));
+  await h.page.evaluate((files) => {
+    const transfer = new DataTransfer();
+    for (const { name, type, base64 } of files) {
+      const bytes = Uint8Array.from(atob(base64), (c) => c.charCodeAt(0));
+      transfer.items.add(new File([bytes], name, { type }));
+    }
+    window.dispatchEvent(new DragEvent('drop', { dataTransfer: transfer, bubbles: true, cancelable: true }));
+  }, payload);
+}
 const SMOLLM2_NAME = 'SmolLM2-135M-Instruct.Q4_1.gguf';
 // With llama.cpp's default sampling, seed 4 answers "The capital of France is Paris." in 8
 // tokens natively; the wasm build draws the same way (tests/web/ pins seeded draws).
@@ -391,6 +409,92 @@ pageSuite(
       assert.ok(['end', 'max_tokens'].includes(answer.reason));
       assert.ok(answer.tokens.length >= 1 && answer.tokens.length <= 8);
       assert.ok((await h.page.locator('#viz-bars .viz-bar').count()) >= 20);
+    });
+
+    test('a picture: Gemma 3 with its projector dropped beside it answers as llama.cpp (mtmd) does; a follow-up does not encode it again', async () => {
+      const golden = JSON.parse(
+        readFileSync(path.join(repoRoot, 'tests/fixtures/golden/clip-gemma3-micro.images.json'), 'utf8'),
+      ).chat;
+      const picture = path.join(repoRoot, 'tests/fixtures', golden.picture);
+      const mmproj = path.join(fixtureModelsDir, 'clip-gemma3-micro.gguf');
+      const gemma = requireModel(MODELS.gemma3);
+      await loadModel(gemma);
+      await assertModelLoaded(path.basename(gemma));
+      assert.equal(
+        await h.page.locator('#attach-picture').isHidden(),
+        true,
+        'no projector, no picture button',
+      );
+      const projectors = () => h.page.evaluate(() => Number(document.body.dataset.projectors ?? 0));
+
+      // A picture dropped on a model without a projector: refused, saying how to give it one.
+      await dropFiles([{ file: picture, type: 'image/png' }]);
+      await h.page.waitForSelector('#chat-error:not([hidden])');
+      assert.equal(await text('#chat-error-kind'), 'no_mmproj');
+      assert.match(await text('#chat-error-message'), /drop its mmproj \.gguf file/);
+
+      // Its projector dropped beside it (told apart from a model by its header).
+      const attached = await projectors();
+      await dropFiles([{ file: mmproj, type: '' }]);
+      await h.page.waitForFunction(
+        (count) => Number(document.body.dataset.projectors ?? 0) > count,
+        attached,
+        {
+          timeout: CHAT_TIMEOUT_MS,
+        },
+      );
+      assert.match(await text('#model-details'), /sees pictures \(gemma3 projector\)/);
+      assert.equal(await h.page.locator('#attach-picture').isVisible(), true);
+      // Exact attention, as the golden's llama.cpp: the reload keeps the projector.
+      await h.page.evaluate(() => {
+        document.getElementById('set-precision').closest('details').open = true;
+      });
+      const reattached = await projectors();
+      await h.page.selectOption('#set-precision', 'exact');
+      await h.page.waitForFunction(
+        (count) => Number(document.body.dataset.projectors ?? 0) > count,
+        reattached,
+        {
+          timeout: CHAT_TIMEOUT_MS,
+        },
+      );
+      assert.match(await text('#model-details'), /sees pictures/);
+
+      await setSettings({ temperature: 0, max_tokens: 8 });
+      await h.page.setInputFiles('#picture-input', picture);
+      assert.equal(await h.page.locator('#picture-tray img').count(), 1);
+      await ask(golden.prompt.match(/<__media__>(.*)<end_of_turn>/)[1]);
+      const ids = await h.page.evaluate(() =>
+        [...document.querySelectorAll('#viz-strip .viz-chip')].map((chip) => Number(chip.dataset.token)),
+      );
+      assert.deepEqual(ids, golden.generated_ids.slice(0, 8), "llama.cpp's greedy tokens");
+      const first = await lastAnswer();
+      assert.equal(
+        first.prefilled,
+        golden.n_past,
+        'the turn, the 16 rows between their markers, the question',
+      );
+      assert.equal(await h.page.evaluate(() => document.body.dataset.imagesEncoded), '1');
+      assert.equal(await h.page.locator('.message.user img.bubble-picture').count(), 1, 'its thumbnail');
+      assert.equal(await h.page.locator('#picture-tray').isHidden(), true, 'the tray is emptied');
+
+      const next = await ask('And the colours?');
+      assert.equal(
+        await h.page.evaluate(() => document.body.dataset.imagesEncoded),
+        '1',
+        'not encoded again',
+      );
+      assert.ok(next.reused >= golden.n_past, `the picture's rows are reused: ${next.reused}`);
+
+      // The picture is kept over a reload (IndexedDB), shown and sent again.
+      await h.page.reload();
+      await h.page.waitForFunction(() => document.body.dataset.restored === 'true');
+      assert.equal(await h.page.locator('.message.user img.bubble-picture').count(), 1);
+      assert.match(await h.page.locator('.message.user img.bubble-picture').getAttribute('src'), /^blob:/);
+      // The next models have no projector: a fresh start, with the default settings.
+      await h.page.evaluate(() => localStorage.removeItem('inferno.chat.v1'));
+      await h.page.reload();
+      await h.page.waitForFunction(() => document.body.dataset.restored === 'true');
     });
 
     // The micro files of scripts/make_micro_models.py: every architecture beyond the real models

@@ -194,7 +194,7 @@ pageSuite(
         tensors: 39,
         tensorNames: ['v.patch_embd.weight', 'v.blk.1.ffn_down.weight', 'mm.input_projection.weight'],
         metadata: 16,
-        runs: /^No: this file is a vision projector \(mmproj\) for Gemma 3 \(4B and up\).*--mmproj FILE; the page does not take one yet/,
+        runs: /^No: this file is a vision projector \(mmproj\) for Gemma 3 \(4B and up\).*drop both files on the page together/,
         purpose: /^Vision projector \(mmproj\)/,
       });
       assert.equal(await h.page.locator('#vision-section').isVisible(), true);

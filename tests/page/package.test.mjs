@@ -288,6 +288,50 @@ async function scenario() {
     mean: (await micro.embeddings.create({ input: ['a', 'b'], pooling: 'mean' })).data.map((d) => d.embedding.length),
   };
 
+  // 4h. Pictures: Gemma 3 270M with the micro projector made for its width, the golden's
+  // picture as a data: URL in OpenAI's content parts, and llama.cpp's mtmd tokens as the
+  // answer; a follow-up with the picture again (as a blob: URL) encodes nothing; the errors.
+  const vision = await (await fetch('vision.json')).json();
+  const visionPhases = new Set();
+  const seer = await Inferno.load('gemma3.gguf', { mmproj: 'mmproj.gguf', precision: 'exact', onProgress: (p) => visionPhases.add(p.phase) });
+  const picture = await (await fetch('picture.png')).blob();
+  const dataUrl = 'data:image/png;base64,' + btoa(String.fromCharCode(...new Uint8Array(await picture.arrayBuffer())));
+  const progress = [];
+  const askAbout = (url, text, extra = {}) => seer.chat.completions.create({
+    messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url } }, { type: 'text', text }] }, ...(extra.more ?? [])],
+    temperature: 0, max_tokens: 8, onPrefillProgress: (p) => progress.push(p.phase),
+  });
+  const seen = await askAbout(dataUrl, 'What is in this picture?');
+  const blobUrl = URL.createObjectURL(picture);
+  const followUp = await askAbout(blobUrl, 'What is in this picture?', {
+    more: [{ role: 'assistant', content: seen.choices[0].message.content }, { role: 'user', content: 'And the colours?' }],
+  });
+  const forged = new Uint8Array(await picture.slice(0, 64).arrayBuffer());
+  forged.set([0, 0, 0x4e, 0x20, 0, 0, 0x4e, 0x20], 16); // IHDR: 20,000 x 20,000
+  const forgedUrl = URL.createObjectURL(new Blob([forged, new Uint8Array(1024)]));
+  const withPicture = (url) => ({ messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url } }, { type: 'text', text: 'Hi' }] }], max_tokens: 2 });
+  result.vision = {
+    model: seer.model.vision,
+    phases: [...visionPhases],
+    ids: seen.inferno.steps.map((step) => step.token),
+    golden: vision.generated_ids.slice(0, 8),
+    usage: seen.usage,
+    followUp: { usage: followUp.usage, encoded: followUp.inferno.stats.imagesEncoded },
+    encoded: seen.inferno.stats.imagesEncoded,
+    progress: [...new Set(progress)],
+    errors: {
+      notPicture: await kindOf(seer.chat.completions.create(withPicture('data:text/plain,hello'))),
+      tooLarge: await kindOf(seer.chat.completions.create(withPicture(forgedUrl))),
+      missing: await kindOf(seer.chat.completions.create(withPicture('no-such-picture.png'))),
+      badPart: await kindOf(seer.chat.completions.create({ messages: [{ role: 'user', content: [{ type: 'input_audio' }] }] })),
+      noProjector: await kindOf(micro.chat.completions.create(withPicture(dataUrl))),
+      mismatch: await kindOf(micro.attachProjector('mmproj.gguf')),
+      microVision: micro.model.vision,
+    },
+    afterErrors: (await askAbout(dataUrl, 'What is in this picture?')).inferno.steps.map((step) => step.token),
+  };
+  seer.terminate();
+
   // 4g. A split model (llama-gguf-split's three shards of the micro file): from the first
   // shard's URL (the others found by their names), from Files in another order, inspected as
   // one model; a missing shard is named. Greedy answers equal the whole file's.
@@ -411,6 +455,21 @@ describe('the npm package in a plain page', { timeout: 420_000 }, () => {
       );
     }
     execFileSync('cp', ['-r', path.join(ROOT, 'tests/fixtures/models/split'), path.join(app, 'split')]);
+    // 4h: Gemma 3 270M, the micro projector made for its width, the golden's picture.
+    const golden = JSON.parse(
+      readFileSync(path.join(ROOT, 'tests/fixtures/golden/clip-gemma3-micro.images.json')),
+    );
+    writeFileSync(path.join(app, 'vision.json'), JSON.stringify(golden.chat));
+    copyFileSync(
+      path.join(ROOT, 'tests/fixtures/models/clip-gemma3-micro.gguf'),
+      path.join(app, 'mmproj.gguf'),
+    );
+    copyFileSync(path.join(ROOT, 'tests/fixtures', golden.chat.picture), path.join(app, 'picture.png'));
+    try {
+      linkSync(requireModel(MODELS.gemma3), path.join(app, 'gemma3.gguf'));
+    } catch {
+      copyFileSync(requireModel(MODELS.gemma3), path.join(app, 'gemma3.gguf'));
+    }
     copyFileSync(
       path.join(ROOT, 'tests/fixtures/models/qwen3-micro-q8_0.gguf'),
       path.join(app, 'split/whole.gguf'),
@@ -620,6 +679,34 @@ describe('the npm package in a plain page', { timeout: 420_000 }, () => {
       assert.equal(split.lone.ok, false);
       assert.match(split.lone.reason, /^this file is shard 1 of 3 of a model split with gguf-split/);
 
+      // 4h. Pictures, as llama.cpp's mtmd reads them (the golden's 8 greedy ids).
+      const vision = result.vision;
+      assert.equal(vision.model.projector, 'gemma3');
+      assert.equal(vision.model.output_width, 640);
+      assert.ok(vision.phases.includes('projector'), vision.phases.join());
+      assert.deepEqual(vision.ids, vision.golden);
+      assert.equal(
+        vision.usage.prompt_tokens,
+        33,
+        'BOS, the turn, 16 rows between their markers, the question',
+      );
+      assert.equal(vision.usage.prompt_tokens_details.image_tokens, 16);
+      assert.deepEqual(vision.progress, ['image']);
+      assert.equal(vision.encoded, 1);
+      assert.equal(vision.followUp.encoded, 1, 'the same picture, by another URL, is not encoded again');
+      assert.ok(vision.followUp.usage.prompt_tokens_details.cached_tokens >= 33);
+      assert.equal(vision.followUp.usage.prompt_tokens_details.image_tokens, 16);
+      assert.deepEqual(vision.errors, {
+        notPicture: 'bad_image',
+        tooLarge: 'image_too_large',
+        missing: 'fetch_failed',
+        badPart: 'bad_request',
+        noProjector: 'no_mmproj',
+        mismatch: 'mmproj_mismatch',
+        microVision: null,
+      });
+      assert.deepEqual(vision.afterErrors, vision.golden, 'the engine goes on after each refusal');
+
       assert.equal(result.tokens.text, 'Hello world');
       assert.ok(result.tokens.ids.length >= 2);
       assert.deepEqual(result.errors, {
@@ -740,11 +827,13 @@ describe('the npm package in a plain page', { timeout: 420_000 }, () => {
     } finally {
       await context.close();
     }
-    // The deliberately missing model and worker are what the browser may log (Firefox as a page
-    // error, the library as a console error naming the worker).
+    // The deliberately missing model, picture and worker are what the browser may log (Firefox
+    // as a page error, the library as a console error naming the worker).
     const problems = h.problems.filter(
       (problem) =>
-        !/worker console error: .*status of 404/.test(problem) && !/missing\/worker\.js/.test(problem),
+        !/(worker|page) console error: .*status of 404/.test(problem) &&
+        !/missing\/worker\.js/.test(problem) &&
+        !/no-such-picture\.png/.test(problem),
     );
     assert.deepEqual(problems, [], 'the page logged errors');
   });

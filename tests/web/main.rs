@@ -528,6 +528,23 @@ fn the_image_encoder_matches_llama_cpp_mtmd_in_the_browser() {
     assert!(worst < 1e-3, "{worst}");
 }
 
+/// The worker checks a picture file's claimed size before the browser decodes it: a PNG's
+/// size read, a 1 KB file that claims 20,000 × 20,000 pixels refused as too large, and a file
+/// of no picture format refused as a bad picture.
+#[wasm_bindgen_test]
+fn picture_headers_are_checked_before_decoding() {
+    let png = include_bytes!("../fixtures/images/tower-90x250.png");
+    let header = inferno::web::picture_header(png).unwrap();
+    assert_eq!(get(&header, "format").as_string().unwrap(), "png");
+    assert_eq!((get(&header, "width").as_f64(), get(&header, "height").as_f64()), (Some(90.0), Some(250.0)));
+    let mut huge = png[..33].to_vec();
+    huge[16..24].copy_from_slice(&[0, 0, 0x4E, 0x20, 0, 0, 0x4E, 0x20]);
+    huge.resize(1024, 0);
+    let kind = |e: JsValue| get(&e, "kind").as_string().unwrap();
+    assert_eq!(kind(inferno::web::picture_header(&huge).unwrap_err()), "image_too_large");
+    assert_eq!(kind(inferno::web::picture_header(b"GIF8").unwrap_err()), "bad_image");
+}
+
 /// The micro Gemma 3 projector re-made to project to `width` (its `mm.input_projection.weight`
 /// replaced by a `[width, 32]` F16 one), for a micro model of that width.
 fn micro_projector_of_width(width: usize) -> Vec<u8> {
@@ -572,19 +589,25 @@ fn worker_api_attaches_a_projector_and_chats_about_a_picture() {
     assert_eq!(kind(engine.attach_projector(mmproj).unwrap_err()), "mmproj_mismatch");
     let rgb = include_bytes!("../fixtures/images/noise-61x47.rgb");
     let rgba: Vec<u8> = rgb.chunks_exact(3).flat_map(|p| [p[0], p[1], p[2], 255]).collect();
+    let rgba = js_sys::Uint8Array::from(&rgba[..]);
     let ask = r#"{"messages":[{"role":"user","content":"<__media__>What is this?"}],"settings":{"temperature":0},"context":128,"max_tokens":3}"#;
-    engine.add_image(61, 47, &rgba).unwrap();
-    assert_eq!(kind(engine.start_chat(request(ask)).unwrap_err()), "no_mmproj");
+    assert_eq!(kind(engine.add_image(61, 47, &rgba).unwrap_err()), "no_mmproj");
 
     let facts = engine.attach_projector(micro_projector_of_width(256)).unwrap();
     assert_eq!(get(&facts, "output_width").as_f64().unwrap(), 256.0);
-    assert_eq!(kind(engine.add_image(61, 47, &rgba[4..]).unwrap_err()), "bad_image");
+    assert_eq!(kind(engine.add_image(61, 47, &rgba.subarray(4, rgba.length())).unwrap_err()), "bad_image");
     assert_eq!(
         kind(engine.start_chat(request(ask)).unwrap_err()),
         "bad_request",
         "a marker without a picture"
     );
+    assert_eq!(engine.add_image(61, 47, &rgba).unwrap(), 16, "the picture's rows, encoded now");
+    assert_eq!(engine.images_encoded(), 1);
+    // A picture added for a request that then failed is not carried into the next one.
     engine.add_image(61, 47, &rgba).unwrap();
+    engine.clear_images();
+    engine.add_image(61, 47, &rgba).unwrap();
+    assert_eq!(engine.images_encoded(), 1, "found again by its hash");
     engine.start_chat(request(ask)).unwrap();
     let events = run(&mut engine);
     let done = events.last().unwrap();

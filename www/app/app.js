@@ -9,6 +9,7 @@ import { createChat } from './chat.js';
 import { errorBanner } from './dom.js';
 import { splitModelName } from './format.js';
 import { loadChatState } from '../lib/storage.js';
+import { isPicture } from './chat-pictures.js';
 
 // ?relaxed=0 in the page's address forces the plain SIMD128 build (what Safari gets).
 const pageParams = new URLSearchParams(location.search);
@@ -143,14 +144,39 @@ function openPicker() {
   ui.fileInput.click();
 }
 
-/** The file the person chose, or the files (the shards of a split model): inspect the
- *  header(s), and load the model for chat. */
-function openFiles(fileList) {
+/** Whether a GGUF file is a vision projector (mmproj), from its header. @param {File} file */
+async function isProjector(file) {
+  try {
+    return Boolean((await engine.inspectFile(file)).report.vision);
+  } catch {
+    return false; // Not readable as a projector: the model's load says what is wrong with it.
+  }
+}
+
+/**
+ * What the person chose or dropped: pictures go to the chat's composer; a vision projector
+ * (mmproj) goes beside the model loaded with it, or beside the model already loaded; the rest
+ * is a model (or the shards of a split one), inspected and loaded for chat.
+ */
+async function openFiles(fileList) {
   const files = [...fileList];
-  if (files.length === 0) return;
-  const source = files.length === 1 ? files[0] : files;
+  const pictures = files.filter(isPicture);
+  const ggufs = files.filter((file) => !isPicture(file));
+  if (pictures.length > 0) chat.addPictures(pictures);
+  if (ggufs.length === 0) return;
+  // A projector is told apart by its header; a lone file with a model loaded may be one.
+  const mayHoldProjector = ggufs.length === 2 || (ggufs.length === 1 && chat.model);
+  const projectors = mayHoldProjector ? await Promise.all(ggufs.map(isProjector)) : ggufs.map(() => false);
+  const projector = ggufs.find((_, i) => projectors[i]) ?? null;
+  const models = ggufs.filter((_, i) => !projectors[i]);
+  if (projector && models.length === 0) {
+    inspectFile(projector);
+    chat.attachProjector(projector);
+    return;
+  }
+  const source = models.length === 1 ? models[0] : models;
   inspectFile(source);
-  chat.loadFile(source);
+  chat.loadFile(source, projector);
 }
 
 function onFileChosen() {

@@ -10,6 +10,7 @@ import { DEMO_MODEL_URL } from '../lib/defaults.js';
 
 const PHASES = {
   downloading: 'Downloading',
+  projector: 'Reading the vision projector',
   reading: 'Reading',
   validating: 'Validating',
   device: 'Placing on the device',
@@ -31,6 +32,7 @@ export function createModelPanel(engine, ui, hooks) {
   const stored = Inferno.storedModels;
   let loadTicket = 0;
   let loadSource = null; // the File or URL the model came from, for "keep in browser"
+  let projectorSource = null; // the File of the vision projector attached, for the same
   /** Redo the load running now, and the one that gave the model loaded (reload() runs them). */
   let loading = null;
   let loadedBy = null;
@@ -54,10 +56,11 @@ export function createModelPanel(engine, ui, hooks) {
     ui.progress.hidden = true;
   }
 
-  /** Loads `source` (a File, a URL, or {opfs: name}); `keepable` is what "keep" copies from. */
-  async function load(source, { name, keepable, size = 0 }) {
+  /** Loads `source` (a File, a URL, or {opfs: name}) with the vision projector `mmproj` if
+   *  one is given; `keepable` is what "keep" copies from. */
+  async function load(source, { name, keepable, size = 0, mmproj = null }) {
     const ticket = ++loadTicket;
-    const again = () => load(source, { name, keepable, size });
+    const again = () => load(source, { name, keepable, size, mmproj });
     loading = again;
     await hooks.beforeLoad();
     hooks.hideError();
@@ -70,12 +73,14 @@ export function createModelPanel(engine, ui, hooks) {
         precision: hooks.precision(),
         cache_type_k: hooks.cacheTypes()[0],
         cache_type_v: hooks.cacheTypes()[1],
+        ...(mmproj ? { mmproj } : {}),
         onProgress: ({ phase, loaded: bytes, total, rate, resumedFrom }) => {
           if (ticket === loadTicket) showProgress(phase, bytes, total, { rate, resumedFrom });
         },
       });
       if (ticket !== loadTicket) return null;
       loadSource = keepable;
+      projectorSource = mmproj instanceof Blob ? mmproj : null;
       loadedBy = again;
       setModel(loaded, loaded.load_ms);
       return loaded;
@@ -96,14 +101,45 @@ export function createModelPanel(engine, ui, hooks) {
     }
   }
 
-  /** A File, or a split model's shards (an array of Files, in any order). */
-  function loadFile(file) {
+  /** A File, or a split model's shards (an array of Files, in any order), with the File of
+   *  its vision projector if one is given. */
+  function loadFile(file, mmproj = null) {
     if (Array.isArray(file)) {
       const name = splitModelName(file[0].name);
       const size = file.reduce((sum, f) => sum + f.size, 0);
-      return load(file.length === 1 ? file[0] : file, { name, keepable: file, size });
+      return load(file.length === 1 ? file[0] : file, { name, keepable: file, size, mmproj });
     }
-    return load(file, { name: file.name, keepable: file, size: file.size });
+    return load(file, { name: file.name, keepable: file, size: file.size, mmproj });
+  }
+
+  /** A vision projector beside the loaded model; a reload (settings) loads it again with it. */
+  async function attachProjector(file) {
+    if (!model) return null;
+    await hooks.beforeLoad();
+    hooks.hideError();
+    showProgress('projector', 0, file.size);
+    try {
+      await engine.attachProjector(file);
+      projectorSource = file;
+      const reload = loadedBy;
+      // The model's own load, now with the projector: what a settings change runs again.
+      if (reload) loadedBy = () => reloadWith(reload, file);
+      setModel(engine.model);
+      updateKeepButton();
+      return engine.model;
+    } catch (error) {
+      hooks.showError(`Could not attach ${file.name} to ${model.name}`, error);
+      return null;
+    } finally {
+      hideProgress();
+      document.body.dataset.projectors = String(Number(document.body.dataset.projectors ?? 0) + 1);
+    }
+  }
+
+  /** Runs `reload` (a load()) and then attaches `file` to what it loaded. */
+  async function reloadWith(reload, file) {
+    const loaded = await reload();
+    if (loaded) await attachProjector(file);
   }
 
   function loadUrl(url) {
@@ -111,8 +147,9 @@ export function createModelPanel(engine, ui, hooks) {
   }
 
   /** Opens a model kept in this browser: the engine reads it from disk in slices. */
-  function openStored(name) {
-    return load({ opfs: name }, { name, keepable: null });
+  async function openStored(name) {
+    const mmproj = await stored.projector(name).catch(() => null);
+    return load({ opfs: name }, { name, keepable: null, mmproj });
   }
 
   /** Loads the current model again (the thread count or device changed), keeping the
@@ -140,6 +177,7 @@ export function createModelPanel(engine, ui, hooks) {
         `${next.vocab_size.toLocaleString('en-US')} tokens`,
         `trained context ${next.context_length.toLocaleString('en-US')}`,
         template,
+        next.vision ? `sees pictures (${next.vision.projector} projector)` : null,
         next.memory64 ? '64-bit memory' : null,
         ms !== undefined ? `loaded in ${formatDuration(ms)}` : null,
       ]
@@ -186,18 +224,28 @@ export function createModelPanel(engine, ui, hooks) {
       return;
     }
     ui.keepModel.hidden = false;
-    const kept = model.source === 'opfs' || (await stored.has(model.name, model.size));
+    const modelKept = model.source === 'opfs' || (await stored.has(model.name, model.size));
+    const projectorKept =
+      !projectorSource ||
+      (await stored.projector(model.name).catch(() => null))?.size === projectorSource.size;
+    const kept = modelKept && projectorKept;
     ui.keepModel.textContent = kept ? 'Kept in browser ✓' : 'Keep in browser';
     ui.keepModel.disabled = kept;
     ui.keepModel.dataset.stored = String(kept);
   }
 
   async function keep() {
-    if (!model || !loadSource) return;
+    if (!model || (!loadSource && !projectorSource)) return;
     const { name } = model;
     ui.keepModel.disabled = true;
     try {
-      await stored.keep(name, loadSource, (bytes, total) => showProgress('storing', bytes, total));
+      if (loadSource && !(model.source === 'opfs' || (await stored.has(name, model.size))))
+        await stored.keep(name, loadSource, (bytes, total) => showProgress('storing', bytes, total));
+      // The projector goes beside it, and opens with it.
+      if (projectorSource)
+        await stored.keepProjector(name, projectorSource, (bytes, total) =>
+          showProgress('storing', bytes, total),
+        );
     } catch (error) {
       hooks.showError(`Could not keep ${name} in this browser`, {
         kind: 'storage',
@@ -225,7 +273,12 @@ export function createModelPanel(engine, ui, hooks) {
           'li',
           { dataset: { name: kept.name } },
           el('span', { className: 'stored-name' }, kept.name),
-          el('span', { className: 'muted small' }, formatBytes(kept.size)),
+          el(
+            'span',
+            { className: 'muted small' },
+            formatBytes(kept.size) +
+              (kept.projector ? ` + vision projector ${formatBytes(kept.projector)}` : ''),
+          ),
           el(
             'button',
             { type: 'button', className: 'button subtle', onclick: () => openStored(kept.name) },
@@ -274,6 +327,7 @@ export function createModelPanel(engine, ui, hooks) {
   return {
     loadFile,
     loadUrl,
+    attachProjector,
     openStored,
     reload,
     forget,

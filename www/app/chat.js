@@ -11,6 +11,7 @@ import { createVisualizer } from './visualizer.js';
 import { createModelPanel } from './chat-model.js';
 import { createSettings, pickSampling } from './chat-settings.js';
 import { DEMO_TOOL, demoToolResult, toolCallNode, toolResultNode } from './chat-tools.js';
+import { createPictureTray } from './chat-pictures.js';
 import { MessageBuilder } from '../lib/inferno.js';
 import { DEFAULT_TRACE_TOP } from '../lib/defaults.js';
 import { loadChatState, saveChatState } from '../lib/storage.js';
@@ -49,6 +50,9 @@ const ui = {
   composer: $('composer'),
   embeddingOnly: $('embedding-only'),
   prompt: control('prompt', HTMLTextAreaElement),
+  pictureTray: $('picture-tray'),
+  attachPicture: $('attach-picture'),
+  pictureInput: control('picture-input', HTMLInputElement),
   send: control('send', HTMLButtonElement),
   stop: $('stop'),
   newChat: control('new-chat', HTMLButtonElement),
@@ -84,7 +88,17 @@ const ui = {
 /** Rounds of tool calls one question may run before the page stops answering them. */
 const MAX_TOOL_ROUNDS = 3;
 /** What a saved message keeps. */
-const SAVED_FIELDS = ['role', 'content', 'reasoning', 'tool_calls', 'tool_call_id', 'name', 'stats', 'error'];
+const SAVED_FIELDS = [
+  'role',
+  'content',
+  'pictures',
+  'reasoning',
+  'tool_calls',
+  'tool_call_id',
+  'name',
+  'stats',
+  'error',
+];
 
 /** Failures that take the model with them, and how the page names them. */
 const ENGINE_LOST = {
@@ -128,6 +142,21 @@ export function createChat(engine, { onModelLoaded, pickFile }) {
     if (!error?.kind) console.error(error); // Not a file problem: a bug worth seeing.
   }
 
+  const pictures = createPictureTray(
+    { tray: ui.pictureTray, button: ui.attachPicture, input: ui.pictureInput, prompt: ui.prompt },
+    {
+      canAttach: () => {
+        const model = panel.model;
+        if (!model) return 'Load a model first: pictures go to a model with a vision projector.';
+        if (!model.vision)
+          return `${model.name} has no vision projector: drop its mmproj .gguf file onto the page (or load both files together) to give it one.`;
+        return null;
+      },
+      showError,
+      changed: () => updateButtons(),
+    },
+  );
+
   const settings = createSettings(ui.settings, ui.threadsNote);
   const panel = createModelPanel(engine, ui.modelPanel, {
     beforeLoad: () => (state.generating ? stopGenerating() : Promise.resolve()),
@@ -161,6 +190,10 @@ export function createChat(engine, { onModelLoaded, pickFile }) {
       const sameModel = savedModelMatches(model);
       state.defaults = pickSampling(model.recommended_sampling);
       ui.thinkingLabel.hidden = model.architecture !== 'qwen3';
+      ui.attachPicture.hidden = !model.vision;
+      ui.attachPicture.title = model.vision
+        ? `Add a picture (or paste or drop one): ${model.vision.projector} projector, ${model.vision.image_size} px`
+        : '';
       ui.reasoningEffortLabel.hidden = !model.reads_reasoning_effort;
       if (!sameModel) settings.applyDefaults(state.defaults, model);
       save();
@@ -176,9 +209,9 @@ export function createChat(engine, { onModelLoaded, pickFile }) {
   function apiMessages() {
     const turns = state.messages
       .filter((m) => !m.error && m.content !== undefined)
-      .map(({ role, content, reasoning, tool_calls, tool_call_id, name }) => ({
+      .map(({ role, content, pictures: attached, reasoning, tool_calls, tool_call_id, name }) => ({
         role,
-        content,
+        content: attached?.length ? pictures.contentParts(attached, content) : content,
         ...(reasoning ? { reasoning_content: reasoning } : {}),
         ...(tool_calls ? { tool_calls } : {}),
         ...(tool_call_id ? { tool_call_id, name } : {}),
@@ -212,6 +245,7 @@ export function createChat(engine, { onModelLoaded, pickFile }) {
     }
     const { thinking, answer, open } = thinkingOf(message);
     const parts = [];
+    if (message.pictures?.length) parts.push(pictures.thumbnails(message.pictures));
     if (thinking !== null) {
       const details =
         node.querySelector('details.think') ??
@@ -222,7 +256,8 @@ export function createChat(engine, { onModelLoaded, pickFile }) {
       details.querySelector('.think-body').textContent = thinking;
       parts.push(details);
     }
-    if (answer || !message.tool_calls) parts.push(el('div', { className: 'answer-text' }, answer));
+    if (answer || !(message.tool_calls || message.pictures?.length))
+      parts.push(el('div', { className: 'answer-text' }, answer));
     for (const call of message.tool_calls ?? []) parts.push(toolCallNode(call));
     replaceChildren(body, parts);
     const meta = node.querySelector('.bubble-meta');
@@ -289,9 +324,11 @@ export function createChat(engine, { onModelLoaded, pickFile }) {
     if (!stats) return '';
     const parts = [];
     if (stats.prefilling) {
-      const { evaluated, total } = stats.prefilling;
+      const { phase, evaluated, total } = stats.prefilling;
       parts.push(
-        `reading the prompt: ${evaluated.toLocaleString('en')} of ${total.toLocaleString('en')} tokens`,
+        phase === 'image'
+          ? `reading the pictures: ${evaluated} of ${total} encoded`
+          : `reading the prompt: ${evaluated.toLocaleString('en')} of ${total.toLocaleString('en')} tokens`,
       );
     }
     if (stats.evaluated !== undefined) {
@@ -353,7 +390,7 @@ export function createChat(engine, { onModelLoaded, pickFile }) {
   }
 
   /**
-   * @typedef {{device?: string, threads?: number, prefilling?: {evaluated: number, total: number},
+   * @typedef {{device?: string, threads?: number, prefilling?: {phase?: string, evaluated: number, total: number},
    *   generated?: number, contextUsed?: number, contextSize?: number, branchedAt?: number}} LiveStats
    */
 
@@ -379,8 +416,8 @@ export function createChat(engine, { onModelLoaded, pickFile }) {
     try {
       const stream = await start({
         signal: controller.signal,
-        onPrefillProgress: ({ evaluated, total }) => {
-          live.prefilling = { evaluated, total };
+        onPrefillProgress: ({ phase, evaluated, total }) => {
+          live.prefilling = { phase, evaluated, total };
           showLiveStats(live);
         },
       });
@@ -418,6 +455,7 @@ export function createChat(engine, { onModelLoaded, pickFile }) {
           const { stats, finish, warnings } = chunk.inferno;
           assistant.stats = { ...live, ...stats, reason: finish, ...(warnings?.length ? { warnings } : {}) };
           document.body.dataset.lastReason = finish;
+          document.body.dataset.imagesEncoded = String(stats.imagesEncoded ?? 0);
         }
       }
     } catch (error) {
@@ -443,8 +481,9 @@ export function createChat(engine, { onModelLoaded, pickFile }) {
 
   async function send() {
     const text = ui.prompt.value.trim();
-    if (!text || !panel.model || state.generating) return;
-    await answer({ role: 'user', content: text });
+    if ((!text && pictures.pending.length === 0) || !panel.model || state.generating) return;
+    const attached = pictures.take();
+    await answer({ role: 'user', content: text, ...(attached.length ? { pictures: attached } : {}) });
   }
 
   /** Answers the conversation again: the last answer is replaced (a new random seed unless one is set). */
@@ -551,6 +590,7 @@ export function createChat(engine, { onModelLoaded, pickFile }) {
   async function newChat() {
     if (state.generating) await stopGenerating();
     state.messages = [];
+    pictures.prune([]);
     renderMessages();
     visualizer.reset();
     ui.stats.textContent = '';
@@ -587,6 +627,15 @@ export function createChat(engine, { onModelLoaded, pickFile }) {
         .map((m) =>
           Object.fromEntries(SAVED_FIELDS.filter((key) => m[key] !== undefined).map((key) => [key, m[key]])),
         );
+      for (const m of state.messages) {
+        // Only well-formed references survive a hand-edited or older save.
+        if (m.pictures !== undefined && !Array.isArray(m.pictures)) delete m.pictures;
+        if (m.pictures)
+          m.pictures = m.pictures.filter((p) => typeof p?.id === 'string' && typeof p?.name === 'string');
+      }
+      const held = state.messages.flatMap((m) => m.pictures ?? []);
+      await pictures.restore(held);
+      pictures.prune(held);
       ui.systemPrompt.value = typeof saved.system === 'string' ? saved.system : '';
       ui.thinking.checked = saved.thinking !== false;
       settings.restore(saved.settings);
@@ -633,6 +682,8 @@ export function createChat(engine, { onModelLoaded, pickFile }) {
   return {
     loadFile: panel.loadFile,
     loadUrl: panel.loadUrl,
+    attachProjector: panel.attachProjector,
+    addPictures: pictures.add,
     restore,
     get model() {
       return panel.model;

@@ -262,7 +262,7 @@ function renderVision(report) {
     el(
       'p',
       { className: 'muted small' },
-      'Goes beside the language model it was made for. Inferno encodes pictures with Gemma 3 projectors natively (inferno generate --mmproj); the page does not take one yet.',
+      'Goes beside the language model it was made for: drop both files together (or this one onto the loaded model) to ask the model about pictures. Inferno encodes Gemma 3 projectors.',
     ),
     el(
       'dl',

@@ -166,7 +166,7 @@ export function createVisualizer(ui, { onBranch }) {
         className: `viz-chip${step.forced ? ' forced' : ''}`,
         role: 'option',
         'aria-selected': 'false',
-        dataset: { index: String(step.index) },
+        dataset: { index: String(step.index), token: String(step.token) },
         style: tint(step.trace?.chosen_probability ?? 1),
         title: `step ${step.index + 1}: ${percent(step.trace?.chosen_probability ?? 1)}`,
       },

@@ -136,12 +136,12 @@ export class CompletionRun {
   finish(done) {
     if (!this.started) this.begin(null); // Stopped before the prompt was read.
     const finishReason = this.aborted ? 'abort' : done.finish_reason;
-    const { prompt_tokens, completion_tokens, cached_tokens } = done.usage;
+    const { prompt_tokens, completion_tokens, cached_tokens, image_tokens } = done.usage;
     const usage = {
       prompt_tokens,
       completion_tokens,
       total_tokens: prompt_tokens + completion_tokens,
-      prompt_tokens_details: { cached_tokens },
+      prompt_tokens_details: { cached_tokens, image_tokens },
     };
     const inferno = {
       finish: done.finish,

@@ -365,7 +365,11 @@ completion_tokens: number,
 /**
  * Prompt tokens the cache already held (for a branch, all of them).
  */
-cached_tokens: number, };
+cached_tokens: number, 
+/**
+ * Of the prompt's tokens, those that stand for pictures' rows (a projector's output).
+ */
+image_tokens: number, };
 
 /**
  * How an answer went, in the names the page and the API report.
@@ -427,3 +431,52 @@ repeat_penalty: number,
  * How many of the most recent tokens the penalty looks at.
  */
 repeat_last_n: number, seed: number, };
+
+/**
+ * What a projector file says about itself (the inspector's "Vision projector" card, and a
+ * loaded model's `vision` in the JS API).
+ */
+export type ProjectorFacts = { 
+/**
+ * `clip.vision.projector_type`, else `clip.projector_type` (llama.cpp's name).
+ */
+projector: string, 
+/**
+ * The model family it was made for, where the projector type names one.
+ */
+family: string | null, 
+/**
+ * The language model architectures (`general.architecture`) that family's files carry.
+ */
+model_architectures: Array<string>, 
+/**
+ * Whether the file has an image encoder, and an audio one.
+ */
+has_vision: boolean, has_audio: boolean, 
+/**
+ * The square image the encoder takes, in pixels, and its patch side.
+ */
+image_size: number | null, patch_size: number | null, 
+/**
+ * Patches per image side (`image_size / patch_size`), before any merging.
+ */
+patches_per_side: number | null, 
+/**
+ * Per-channel (R, G, B) normalization of pixels in 0..=1: `(x - mean) / std`.
+ */
+image_mean: [number, number, number] | null, image_std: [number, number, number] | null, 
+/**
+ * The encoder: width, layers, heads and feed-forward width.
+ */
+encoder_width: number | null, encoder_layers: number | null, encoder_heads: number | null, encoder_feed_forward: number | null, 
+/**
+ * The width of the embeddings it puts into the language model, from its last projection
+ * tensor as llama.cpp's `clip_n_mmproj_embd` takes it: the language model's embedding
+ * length must equal it.
+ */
+output_width: number | null, 
+/**
+ * What the file gets wrong, in words (a value of the wrong type or out of range); the
+ * facts above leave such a value out.
+ */
+problems: Array<string>, };

@@ -166,6 +166,8 @@ export interface StoredModel {
   name: string;
   size: number;
   modified: number;
+  /** The size of the vision projector kept beside it, or null. */
+  projector: number | null;
 }
 
 export interface StoredModels {
@@ -176,7 +178,16 @@ export interface StoredModels {
     source: Blob | string,
     onProgress?: (bytes: number, total: number) => void,
   ): Promise<{ name: string; size: number }>;
+  /** Keeps a vision projector beside the model `name`; load it with `{mmproj: {opfs: name}}`. */
+  keepProjector(
+    name: string,
+    source: Blob | string,
+    onProgress?: (bytes: number, total: number) => void,
+  ): Promise<{ name: string; size: number }>;
+  /** The projector kept beside the model `name`, or null. */
+  projector(name: string): Promise<File | null>;
   has(name: string, size: number): Promise<boolean>;
+  /** Deletes a kept model and the projector kept beside it. */
   remove(name: string): Promise<void>;
   estimate(): Promise<StorageEstimate | null>;
 }
@@ -194,9 +205,10 @@ export interface EngineOptions {
 }
 
 export interface LoadProgress {
-  /** downloading: a resumable URL load's bytes on their way into OPFS; reading: the bytes
+  /** downloading: a resumable URL load's bytes on their way into OPFS; projector: a vision
+   *  projector's bytes (LoadOptions.mmproj), read before the model's; reading: the bytes
    *  going into the engine (from the file, the stream, or the finished download). */
-  phase: 'downloading' | 'reading' | 'validating' | 'device' | 'ready';
+  phase: 'downloading' | 'projector' | 'reading' | 'validating' | 'device' | 'ready';
   loaded: number;
   total: number;
   /** Bytes per second in this phase so far (of what is fetched now, for a resumed download). */
@@ -232,7 +244,20 @@ export interface LoadOptions {
    *  dropped connection or a reload; false streams it once; default: true for files of 256 MiB
    *  or more. Without OPFS or Range support on the server it streams. */
   resumable?: boolean;
+  /** A vision projector (mmproj) to load beside the model, so that chat messages can hold
+   *  pictures (`image_url` parts). It is read before the old model is freed; a projector made
+   *  for another model (kind mmproj_mismatch) or one the engine cannot encode
+   *  (unsupported_projector, bad_projector) fails the load. Its bytes report the phase
+   *  'projector'. */
+  mmproj?: ProjectorSource;
 }
+
+/** A vision projector (mmproj) file: a File or Blob, a URL (relative to the page), or the one
+ *  kept in this browser beside the model of that name (StoredModels.keepProjector). */
+export type ProjectorSource = Blob | string | URL | { opfs: string };
+
+/** What a vision projector file says about itself: the engine's own type. */
+export type ProjectorFacts = import('./engine-types.js').ProjectorFacts;
 
 /** A KV cache type, as llama.cpp names it. */
 export type CacheType = 'f16' | 'q8_0' | 'f32';
@@ -281,6 +306,9 @@ export interface ModelInfo {
   /** What the KV cache keeps keys and values as (LoadOptions.cache_type_k/_v). */
   cache_type_k: CacheType;
   cache_type_v: CacheType;
+  /** The vision projector attached beside the model (LoadOptions.mmproj, attachProjector()),
+   *  or null: without one, a picture in a message is refused (kind no_mmproj). */
+  vision: ProjectorFacts | null;
   load_ms: number;
 }
 
@@ -304,8 +332,9 @@ export interface Inspection {
 export interface ChatMessage {
   /** `developer` is taken as `system`. */
   role: 'system' | 'developer' | 'user' | 'assistant' | 'tool' | (string & {});
-  /** May be null in an assistant message that made tool calls. */
-  content: string | Array<{ type: 'text'; text: string }> | null;
+  /** May be null in an assistant message that made tool calls. Parts are joined as
+   *  llama.cpp's server joins them: a newline between two texts, none beside a picture. */
+  content: string | ContentPart[] | null;
   /** An assistant message's calls, as an answer gave them. */
   tool_calls?: ToolCall[];
   /** A `tool` message: the call it answers. */
@@ -314,6 +343,15 @@ export interface ChatMessage {
   /** An earlier answer's reasoning (templates that keep it render it). */
   reasoning_content?: string;
 }
+
+/** A part of a message's content: text, or a picture (a `data:`, `blob:` or `http(s):` URL,
+ *  fetched by the page; PNG, JPEG, GIF, WebP, BMP or AVIF, decoded by the browser with its EXIF
+ *  orientation applied). A picture needs a vision projector (kind no_mmproj without one);
+ *  one that cannot be read is kind bad_image, one over 32 megapixels or 65,536 pixels a side
+ *  image_too_large. */
+export type ContentPart =
+  | { type: 'text'; text: string }
+  | { type: 'image_url'; image_url: { url: string; detail?: 'auto' | 'low' | 'high' } };
 
 /** A function the model may call. Its name is 1 to 64 letters, digits, `_`, `-` or `.`;
  *  `parameters` is a JSON schema of the arguments object (closed to undescribed keys unless it
@@ -407,8 +445,9 @@ export interface AnswerParams {
    * cannot be used fails with kind bad_schema or bad_grammar.
    */
   response_format?: ResponseFormat;
-  /** Extension: progress while a long prompt is read. */
-  onPrefillProgress?: (progress: { evaluated: number; total: number }) => void;
+  /** Extension: progress while a long prompt is read: its pictures encoded ('image', counted
+   *  in pictures), then its text's parts ('text', counted in tokens). */
+  onPrefillProgress?: (progress: PrefillProgress) => void;
 }
 
 export interface ChatCompletionParams extends OutputParams, AnswerParams {
@@ -487,7 +526,19 @@ export type PromptFacts = import('./engine-types.js').PromptFacts;
 /** How an answer went (the engine's `Stats`): prefill and decode speed, time to the first
  *  token, the context used, tokens replayed from a recurrent state's checkpoint, steps run on one
  *  thread, the seed; and the engine's WebAssembly memory (model, cache and scratch). */
-export type CompletionStats = import('./engine-types.js').Stats & { memoryBytes: number | null };
+/** What a prompt's prefill has done so far. */
+export interface PrefillProgress {
+  phase: 'image' | 'text';
+  evaluated: number;
+  total: number;
+}
+
+/** The engine's statistics, with the wasm memory it holds and how many pictures its projector
+ *  has encoded since it was attached (a picture seen before is found by its content hash). */
+export type CompletionStats = import('./engine-types.js').Stats & {
+  memoryBytes: number | null;
+  imagesEncoded: number;
+};
 
 export type FinishReason = 'stop' | 'length' | 'tool_calls' | 'abort';
 
@@ -495,7 +546,8 @@ export interface Usage {
   prompt_tokens: number;
   completion_tokens: number;
   total_tokens: number;
-  prompt_tokens_details: { cached_tokens: number };
+  /** `image_tokens`: the prompt's tokens that stand for pictures (a projector's rows). */
+  prompt_tokens_details: { cached_tokens: number; image_tokens: number };
 }
 
 export interface FinishFacts {
@@ -642,6 +694,9 @@ export class Inferno {
 
   engineInfo(): Promise<EngineInfo>;
   load(source: ModelSource, options?: LoadOptions): Promise<ModelInfo>;
+  /** Attaches a vision projector (mmproj) beside the loaded model; `model.vision` then holds
+   *  its facts. Refused with kind mmproj_mismatch when it was made for another model. */
+  attachProjector(source: ProjectorSource): Promise<ProjectorFacts>;
   /** The header of a file, without loading it. */
   inspectFile(file: Blob | Blob[]): Promise<Inspection>;
   /** The loaded model's report. */

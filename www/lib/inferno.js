@@ -75,6 +75,11 @@ const storedModels = Object.freeze({
   list: storage.listStoredModels,
   /** keep(name, fileOrUrl, onProgress(bytes, total)): copies a model in, streaming. */
   keep: storage.storeModel,
+  /** keepProjector(modelName, fileOrUrl, onProgress): a vision projector kept beside a model;
+   *  load it with `{mmproj: {opfs: modelName}}`. */
+  keepProjector: storage.storeProjector,
+  /** The projector kept beside a model (a File), or null. */
+  projector: storage.openStoredProjector,
   has: storage.isStored,
   remove: storage.deleteStoredModel,
   estimate: storage.storageEstimate,
@@ -154,7 +159,7 @@ export class Inferno {
    */
   async load(
     source,
-    { onProgress, threads, signal, device, precision, cache_type_k, cache_type_v, resumable } = {},
+    { onProgress, threads, signal, device, precision, cache_type_k, cache_type_v, resumable, mmproj } = {},
   ) {
     if (signal?.aborted) throw abortError();
     if (resumable !== undefined && typeof resumable !== 'boolean')
@@ -174,6 +179,7 @@ export class Inferno {
       ...(cache_type_k === undefined || cache_type_k === null ? {} : { cache_type_k }),
       ...(cache_type_v === undefined || cache_type_v === null ? {} : { cache_type_v }),
       ...(resumable === undefined ? {} : { resumable }),
+      ...(mmproj === undefined || mmproj === null ? {} : { mmproj: await projectorSource(mmproj) }),
     };
     if (threads !== undefined && this.#client.useThreads(threads || null)) this.#forgetModel();
     const mine = ++this.#loads; // Only the newest load says which model is loaded.
@@ -207,6 +213,26 @@ export class Inferno {
 
   #forgetModel() {
     this.#model = null;
+  }
+
+  /**
+   * Attaches a vision projector (mmproj) beside the loaded model, so that chat messages can
+   * hold pictures: a File or Blob, a URL, or `{opfs: name}`. Refused (kind mmproj_mismatch)
+   * when it was made for another model, or while an answer runs (busy). Resolves with what
+   * the projector says about itself, which `model.vision` holds from then on.
+   * @param {import('./inferno.js').ProjectorSource} source
+   * @returns {Promise<import('./inferno.js').ProjectorFacts>}
+   */
+  async attachProjector(source) {
+    if (!this.#model)
+      throw new InfernoError({ name: 'ProtocolError', kind: 'no_model', message: 'no model is loaded' });
+    const from = await projectorSource(source);
+    const reply = await this.#client.request(
+      'attach_projector',
+      from instanceof Blob ? { file: from } : { url: from },
+    );
+    if (this.#model) this.#model = { ...this.#model, vision: reply.vision };
+    return reply.vision;
   }
 
   /** Reads only the header of a GGUF File or Blob (no model is loaded): the inspector's
@@ -389,6 +415,8 @@ export class Inferno {
     let fields;
     /** @type {Record<string, number> | null} The sampling in force (a branch's: the answer's). */
     let settings = null;
+    /** @type {string[]} The URLs of a chat's pictures, in the order of its markers. */
+    let pictures = [];
     if (kind === 'branch') {
       // The engine holds the answer, and refuses a step or token it does not have.
       type = 'branch';
@@ -419,9 +447,11 @@ export class Inferno {
         fields = { ...answerFields, prompt: params.prompt };
       } else {
         type = 'chat';
+        const chat = chatMessages(params.messages);
+        pictures = chat.pictures;
         fields = {
           ...answerFields,
-          messages: chatMessages(params.messages),
+          messages: chat.messages,
           enable_thinking: params.enable_thinking,
           reasoning_effort: params.reasoning_effort,
           ...toolFields(params),
@@ -443,9 +473,11 @@ export class Inferno {
     const onAbort = () => run.abort();
     signal?.addEventListener('abort', onAbort, { once: true });
 
-    const done = this.#client.request(type, fields, (event) => {
+    const onEvent = (event) => {
       if (event.type === 'prefill') {
-        params.onPrefillProgress?.({ evaluated: event.evaluated, total: event.total });
+        params.onPrefillProgress?.({ phase: 'text', evaluated: event.evaluated, total: event.total });
+      } else if (event.type === 'image') {
+        params.onPrefillProgress?.({ phase: 'image', evaluated: event.index, total: event.count });
       } else if (event.type === 'prepared') {
         run.begin({ prompt: event.prompt }, event.structured);
       } else if (event.type === 'branched') {
@@ -453,7 +485,16 @@ export class Inferno {
       } else if (event.type === 'token') {
         run.token(event.step, event.delta);
       }
-    });
+    };
+    // A chat's pictures are fetched here (a blob: URL is this page's), and go to the worker as
+    // Blobs, which it decodes.
+    const done =
+      pictures.length === 0
+        ? this.#client.request(type, fields, onEvent)
+        : fetchPictures(pictures).then((images) => {
+            if (signal?.aborted) throw abortError();
+            return this.#client.request(type, { ...fields, images }, onEvent);
+          });
     done
       .then((reply) => run.finish(reply))
       .catch((error) => {
@@ -534,6 +575,51 @@ async function loadFields(source) {
     return { file: file.name === source.opfs ? file : new File([file], source.opfs), source: 'opfs' };
   }
   throw badRequest("load needs a File, a Blob, a URL, {opfs: name} or a split model's shards (an array)");
+}
+
+/** A projector's source as the worker takes it: a Blob, or an absolute URL.
+ *  @param {import('./inferno.js').ProjectorSource} source @returns {Promise<Blob | string>} */
+async function projectorSource(source) {
+  if (source instanceof Blob) return source;
+  if (typeof source === 'string' || source instanceof URL)
+    return new URL(source, globalThis.document?.baseURI ?? self.location.href).href;
+  if (source && typeof source === 'object' && 'opfs' in source && typeof source.opfs === 'string') {
+    const file = await storage.openStoredProjector(source.opfs).catch(() => null);
+    if (file) return file;
+    throw new InfernoError({
+      name: 'StorageError',
+      kind: 'not_stored',
+      message: `no vision projector is kept beside ${source.opfs} in this browser`,
+    });
+  }
+  throw badRequest('mmproj needs a File, a Blob, a URL or {opfs: model name}');
+}
+
+/** The files of a chat's picture URLs (data:, blob:, http(s):), fetched from this page.
+ *  @param {string[]} urls @returns {Promise<Blob[]>} */
+function fetchPictures(urls) {
+  return Promise.all(
+    urls.map(async (url, i) => {
+      const where = url.startsWith('data:') ? `picture ${i + 1} (a data: URL)` : url;
+      let response;
+      try {
+        response = await fetch(new URL(url, globalThis.document?.baseURI ?? self.location.href));
+      } catch (error) {
+        throw new InfernoError({
+          name: 'NetworkError',
+          kind: 'fetch_failed',
+          message: `could not fetch ${where}: ${error.message}`,
+        });
+      }
+      if (!response.ok)
+        throw new InfernoError({
+          name: 'NetworkError',
+          kind: 'fetch_failed',
+          message: `${where} answered ${response.status} ${response.statusText}`,
+        });
+      return response.blob();
+    }),
+  );
 }
 
 /** OpenAI's base64 encoding of a vector: its float32 bytes, little-endian (every browser's

@@ -78,6 +78,15 @@
  * @property {boolean} [resumable] a URL downloaded into OPFS in parallel Range requests
  *   (download.js) and resumed after a drop or a reload: true always, false never, else for
  *   files of 256 MiB or more
+ * @property {Blob | string} [mmproj] a vision projector to attach beside the model (a File or
+ *   a URL): read before the old model is freed, attached before the device is chosen; a
+ *   refusal fails the load
+ */
+
+/**
+ * A vision projector (mmproj) beside the loaded model, from a File or a URL; refused while an
+ * answer runs (busy), or by the engine (mmproj_mismatch, bad_projector...).
+ * @typedef {{type: 'attach_projector', id: number, file?: Blob, url?: string}} AttachProjectorRequest
  */
 
 /**
@@ -85,7 +94,9 @@
  * engine-types.d.ts from them), with the message's type and id: the worker hands the rest to
  * `start_chat`, `start_text` or `start_branch` as it is. `settings` are the sampling settings,
  * resolved by inferno.js.
- * @typedef {import('./engine-types.js').ChatRequest & {type: 'chat', id: number}} ChatRequest
+ * A chat's `images` are its pictures' files, in the order of the `<__media__>` markers its
+ * messages hold (the client put them there); the worker decodes them and adds them first.
+ * @typedef {import('./engine-types.js').ChatRequest & {type: 'chat', id: number, images?: Blob[]}} ChatRequest
  * @typedef {import('./engine-types.js').TextRequest & {type: 'complete', id: number}} CompleteRequest
  * @typedef {import('./engine-types.js').BranchRequest & {type: 'branch', id: number}} BranchRequest
  */
@@ -129,6 +140,7 @@
 /** @typedef {{type: 'model', model: ModelInfo | null}} ModelReply */
 /** The build that runs besides the engine's facts. @typedef {{type: 'info', info: EngineInfo}} InfoReply */
 /** @typedef {{type: 'loaded', model: ModelInfo, ms: number}} LoadedReply */
+/** @typedef {{type: 'projector', vision: import('./inferno.js').ProjectorFacts}} ProjectorReply */
 /**
  * The file needs the other memory (a large file in a wasm32 worker, or a small one in a
  * memory64 worker, whose memory never shrinks): the client starts a worker of that kind and
@@ -175,13 +187,19 @@
  * @property {'progress'} type
  * @property {number} id
  * @property {true} event
- * @property {'downloading' | 'reading' | 'validating' | 'device' | 'ready'} phase
+ * @property {'downloading' | 'projector' | 'reading' | 'validating' | 'device' | 'ready'} phase
+ *   ('projector': a vision projector's bytes, read before the model's)
  * @property {number} bytes
  * @property {number} total
  * @property {number} rate bytes per second in this phase, from where it started
  * @property {number} [resumedFrom] a resumed download's bytes already on disk
  */
 /** Between two parts of a long prompt. @typedef {{type: 'prefill', id: number, event: true, evaluated: number, total: number}} PrefillEvent */
+/**
+ * A chat's picture `index` of `count` is encoded (or was found encoded before): `rows` of
+ * the prompt stand for it.
+ * @typedef {{type: 'image', id: number, event: true, index: number, count: number, rows: number}} ImageEvent
+ */
 /**
  * The engine's events (`next_events`), as the worker posts them: with the request's id, and
  * `event: true`.
@@ -194,7 +212,7 @@
 
 /** What the engine's `next_events` returns. @typedef {import('./engine-types.js').Event} AnswerEvent */
 
-/** @typedef {ProgressEvent | PrefillEvent | PreparedEvent | BranchedEvent | TokenEvent} WorkerEvent */
+/** @typedef {ProgressEvent | PrefillEvent | ImageEvent | PreparedEvent | BranchedEvent | TokenEvent} WorkerEvent */
 
 // --- The protocol as one map ---------------------------------------------------------------------
 
@@ -208,6 +226,7 @@
  *   model: [ModelRequest, ModelReply],
  *   info: [InfoRequest, InfoReply],
  *   load: [LoadRequest, LoadedReply | SwitchBuildReply],
+ *   attach_projector: [AttachProjectorRequest, ProjectorReply],
  *   chat: [ChatRequest, DoneReply],
  *   complete: [CompleteRequest, DoneReply],
  *   branch: [BranchRequest, DoneReply],

@@ -65,17 +65,26 @@ export function responseFormat(format) {
   }
 }
 
-/** OpenAI messages to the template's: content may also be a list of text parts, or null in
- *  an assistant message that made tool calls; `developer` is `system`. */
+/** Where a picture goes in a message's text: llama.cpp's mtmd marker, which the engine takes. */
+export const MEDIA_MARKER = '<__media__>';
+
+/**
+ * OpenAI messages to the template's, and the URLs of their pictures in order. Content may be a
+ * string, or a list of parts: `{type: 'text', text}` and `{type: 'image_url', image_url: {url}}`
+ * (a `data:`, `blob:` or `http(s):` URL); parts are joined as llama.cpp's server joins them (a
+ * newline between two texts, none beside a picture, which becomes a `<__media__>` marker).
+ * Content may be null in an assistant message that made tool calls; `developer` is `system`.
+ * @returns {{messages: import('./engine-types.js').ChatMessage[], pictures: string[]}}
+ */
 export function chatMessages(messages) {
   if (!Array.isArray(messages) || messages.length === 0)
     throw badRequest('messages must be a non-empty array');
-  return messages.map((message, i) => {
+  /** @type {string[]} */
+  const pictures = [];
+  const out = messages.map((message, i) => {
     const calls = message?.tool_calls;
     const content = Array.isArray(message?.content)
-      ? message.content
-          .map((part) => (part?.type === 'text' && typeof part.text === 'string' ? part.text : badPart(i)))
-          .join('')
+      ? joinParts(message.content, i, pictures)
       : (message?.content ?? (Array.isArray(calls) ? '' : message?.content));
     if (typeof message?.role !== 'string' || typeof content !== 'string') {
       throw badRequest(`messages[${i}] needs a string role and string content`);
@@ -89,6 +98,32 @@ export function chatMessages(messages) {
     }
     return out;
   });
+  return { messages: out, pictures };
+}
+
+/** A message's content parts as one text, each picture's URL pushed onto `pictures`. */
+function joinParts(parts, i, pictures) {
+  let text = '';
+  let afterPicture = false;
+  for (const [j, part] of parts.entries()) {
+    if (part?.type === 'text' && typeof part.text === 'string') {
+      if (text !== '' && !afterPicture) text += '\n';
+      text += part.text;
+      afterPicture = false;
+    } else if (part?.type === 'image_url') {
+      const url = part.image_url?.url;
+      if (typeof url !== 'string' && !(url instanceof URL))
+        throw badRequest(`messages[${i}].content[${j}].image_url.url must be a data:, blob: or http(s): URL`);
+      pictures.push(String(url));
+      text += MEDIA_MARKER;
+      afterPicture = true;
+    } else {
+      throw badRequest(
+        `messages[${i}].content[${j}]: parts are {type: 'text', text} or {type: 'image_url', image_url: {url}}`,
+      );
+    }
+  }
+  return text;
 }
 
 /** An assistant message's `tool_calls`: arguments as JSON text (an object is written as one). */
@@ -140,10 +175,6 @@ export function reasoningFormat(format) {
   if (format === undefined || format === null || format === 'auto') return undefined;
   if (format === 'none') return false;
   throw badRequest("reasoning_format must be 'auto' or 'none'");
-}
-
-function badPart(index) {
-  throw badRequest(`messages[${index}]: only text content parts are supported`);
 }
 
 /** The sampling settings in force: the request's, else the file's recommendation (which is

@@ -1,18 +1,22 @@
 // @ts-check
 // What the page keeps between visits: model files in the Origin Private File System (so a
 // model reopens without being dropped again, and is read from disk in chunks, never held
-// twice in memory), and the conversation and settings in localStorage.
+// twice in memory), each model's vision projector beside it (a directory of their own, under
+// the model's name), the conversation and settings in localStorage, and the conversation's
+// pictures in IndexedDB (Blobs, which localStorage cannot hold).
 
 const MODELS_DIR = 'models';
+const PROJECTORS_DIR = 'projectors';
 const CHAT_KEY = 'inferno.chat.v1';
+const PICTURES_DB = 'inferno-pictures';
 
 export function opfsAvailable() {
   return typeof navigator.storage?.getDirectory === 'function';
 }
 
-async function modelsDir() {
+async function modelsDir(name = MODELS_DIR) {
   const root = await navigator.storage.getDirectory();
-  return root.getDirectoryHandle(MODELS_DIR, { create: true });
+  return root.getDirectoryHandle(name, { create: true });
 }
 
 /** OPFS names are the file's own name, minus anything a directory entry cannot hold. */
@@ -26,16 +30,24 @@ function storedName(name) {
 /** Copies in progress are written under this prefix and renamed when complete. */
 const PARTIAL_PREFIX = '.partial-';
 
-/** [{name, size, modified}] of the models kept in this browser, newest first. */
+/** [{name, size, modified, projector}] of the models kept in this browser, newest first;
+ *  `projector` is the size of the vision projector kept beside one, else null. */
 export async function listStoredModels() {
   if (!opfsAvailable()) return [];
   const dir = await modelsDir();
   await removeUnfinishedCopies(dir);
+  const projectors = await modelsDir(PROJECTORS_DIR);
+  await removeUnfinishedCopies(projectors);
   const models = [];
   for await (const [name, handle] of dir.entries()) {
     if (handle.kind !== 'file' || name.startsWith(PARTIAL_PREFIX)) continue;
     const file = await /** @type {FileSystemFileHandle} */ (handle).getFile();
-    models.push({ name, size: file.size, modified: file.lastModified });
+    const projector = await projectors
+      .getFileHandle(name)
+      .then((beside) => beside.getFile())
+      .then((beside) => beside.size)
+      .catch(() => null);
+    models.push({ name, size: file.size, modified: file.lastModified, projector });
   }
   return models.sort((a, b) => b.modified - a.modified);
 }
@@ -47,6 +59,22 @@ export async function openStoredModel(name) {
   return handle.getFile();
 }
 
+/** The vision projector kept beside model `name` (a disk-backed File), or null. */
+export async function openStoredProjector(name) {
+  const dir = await modelsDir(PROJECTORS_DIR);
+  return dir
+    .getFileHandle(storedName(name))
+    .then((handle) => handle.getFile())
+    .catch(() => null);
+}
+
+/** Keeps a vision projector beside model `name` (as storeModel copies, streaming).
+ *  @param {string} name @param {Blob | string | URL} source
+ *  @param {(bytes: number, total: number | null) => void} [onProgress] */
+export function storeProjector(name, source, onProgress) {
+  return storeFile(PROJECTORS_DIR, name, source, onProgress);
+}
+
 /**
  * Copies a model into OPFS from a File/Blob or a URL, streaming (never a whole copy in
  * memory). The copy is written under a temporary name and takes the model's name only when
@@ -56,9 +84,16 @@ export async function openStoredModel(name) {
  * @param {Blob | string | URL} source
  * @param {(bytes: number, total: number | null) => void} [onProgress]
  */
-export async function storeModel(name, source, onProgress = () => {}) {
+export function storeModel(name, source, onProgress) {
+  return storeFile(MODELS_DIR, name, source, onProgress);
+}
+
+/** storeModel's copy into the OPFS directory `dirName`.
+ *  @param {string} dirName @param {string} name @param {Blob | string | URL} source
+ *  @param {(bytes: number, total: number | null) => void} [onProgress] */
+async function storeFile(dirName, name, source, onProgress = () => {}) {
   if (!opfsAvailable()) throw new Error('this browser has no Origin Private File System');
-  const dir = await modelsDir();
+  const dir = await modelsDir(dirName);
   const fileName = storedName(name);
   let stream;
   let total;
@@ -118,9 +153,12 @@ async function removeUnfinishedCopies(dir) {
   await Promise.all(stale.map((name) => dir.removeEntry(name).catch(() => {})));
 }
 
+/** Deletes a kept model, and the projector kept beside it. */
 export async function deleteStoredModel(name) {
   const dir = await modelsDir();
   await dir.removeEntry(storedName(name));
+  const projectors = await modelsDir(PROJECTORS_DIR);
+  await projectors.removeEntry(storedName(name)).catch(() => {});
 }
 
 export async function isStored(name, size) {
@@ -154,4 +192,62 @@ export function saveChatState(state) {
   } catch {
     return false; // Quota exceeded or storage disabled: the chat still works, unsaved.
   }
+}
+
+// --- the conversation's pictures (IndexedDB) ---------------------------------------------------
+
+/** @returns {Promise<IDBDatabase | null>} null where IndexedDB is unavailable (private modes). */
+function picturesDb() {
+  return new Promise((resolve) => {
+    try {
+      const request = indexedDB.open(PICTURES_DB, 1);
+      request.onupgradeneeded = () => request.result.createObjectStore('pictures');
+      request.onsuccess = () => resolve(request.result);
+      request.onerror = () => resolve(null);
+    } catch {
+      resolve(null);
+    }
+  });
+}
+
+/** Runs one request against the pictures store; its result, or null where it failed.
+ *  @template T @param {'readonly' | 'readwrite'} mode
+ *  @param {(store: IDBObjectStore) => IDBRequest<T>} make @returns {Promise<T | null>} */
+async function withPictures(mode, make) {
+  const db = await picturesDb();
+  if (!db) return null;
+  return new Promise((resolve) => {
+    const transaction = db.transaction('pictures', mode);
+    const request = make(transaction.objectStore('pictures'));
+    transaction.oncomplete = () => {
+      db.close();
+      resolve(request.result ?? null);
+    };
+    transaction.onerror = transaction.onabort = () => {
+      db.close();
+      resolve(null);
+    };
+  });
+}
+
+/** Keeps a picture of the conversation under `id`; false where it could not (no IndexedDB,
+ *  quota), and the chat goes on with the picture unsaved.
+ *  @param {string} id @param {Blob} blob */
+export async function keepPicture(id, blob) {
+  return (await withPictures('readwrite', (store) => store.put(blob, id))) !== null;
+}
+
+/** A kept picture, or null. @param {string} id @returns {Promise<Blob | null>} */
+export async function storedPicture(id) {
+  const blob = await withPictures('readonly', (store) => store.get(id));
+  return blob instanceof Blob ? blob : null;
+}
+
+/** Deletes every kept picture but those of `ids` (the pictures of the saved conversation).
+ *  @param {string[]} ids */
+export async function forgetPicturesExcept(ids) {
+  const keep = new Set(ids);
+  const all = await withPictures('readonly', (store) => store.getAllKeys());
+  const stale = (all ?? []).map(String).filter((id) => !keep.has(id));
+  for (const id of stale) await withPictures('readwrite', (store) => store.delete(id));
 }

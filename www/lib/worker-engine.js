@@ -22,6 +22,7 @@ import { startEngine } from './engine-loader.js';
  * @property {ModelInfo['source']} source
  * @property {number} shards
  * @property {ModelInfo['download'] | null} download
+ * @property {ModelInfo['vision']} vision the vision projector attached beside it, or null
  */
 
 /** A running load or generation: asked to stop by `stop`, a newer load, or unload. @typedef {{stopRequested: boolean, done: Promise<unknown> | null}} Run */
@@ -211,7 +212,7 @@ export function freeModel() {
 /** The loaded model as ModelInfo says (without load_ms, which the client adds), or null. */
 export function describeModel() {
   if (!state.model) return null;
-  const { name, size, info, source, device, shards, download } = state.model;
+  const { name, size, info, source, device, shards, download, vision } = state.model;
   return {
     name,
     size,
@@ -222,6 +223,7 @@ export function describeModel() {
     threads: state.engineBuild?.threads ?? 1,
     memory64: state.config.memory64,
     device,
+    vision,
     precision: state.model.engine.attention_precision(),
     ...cacheTypes(state.model.engine),
   };
@@ -317,4 +319,24 @@ export async function engineInfo() {
     type: 'info',
     info: { ...info, build: state.engineBuild?.build, threads_note: state.config.threads.reason },
   };
+}
+
+/** A URL's response, or a typed error (kind fetch_failed) saying why there is none.
+ *  @param {string} url */
+export async function fetchUrl(url) {
+  let response;
+  try {
+    response = await fetch(url);
+  } catch (error) {
+    throw new WorkerError('NetworkError', 'fetch_failed', `could not fetch ${url}: ${describe(error)}`);
+  }
+  if (!response.ok) {
+    response.body?.cancel().catch(() => {});
+    throw new WorkerError(
+      'NetworkError',
+      'fetch_failed',
+      `${url} answered ${response.status} ${response.statusText}`,
+    );
+  }
+  return response;
 }

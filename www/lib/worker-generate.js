@@ -5,6 +5,7 @@
 // posts each event, and between calls awaits the GPU and lets a stop message in.
 
 import { onGenerationError } from './worker-load.js';
+import { addPictures } from './worker-images.js';
 import { WorkerError, post, requireModel, runExclusive, state, yieldToMessages } from './worker-engine.js';
 
 /** @typedef {import('./worker-engine.js').WebEngine} WebEngine */
@@ -18,15 +19,30 @@ function engineFields({ type, id, ...fields }) {
   return fields;
 }
 
-/** A chat answer, or (`complete`) a legacy text completion.
+/** A chat answer, or (`complete`) a legacy text completion. A chat's pictures are decoded and
+ *  encoded first, in the order of the `<__media__>` markers in its messages.
  *  @param {import('./protocol.js').ChatRequest | import('./protocol.js').CompleteRequest} request */
 export function chat(request) {
   const { engine } = requireModel();
-  const start = () =>
-    request.type === 'complete'
-      ? engine.start_text(engineFields(request))
-      : engine.start_chat(engineFields(request));
-  return runExclusive((run) => pump(request.id, run, engine, start).catch(onGenerationError));
+  const start = () => {
+    if (request.type === 'complete') return engine.start_text(engineFields(request));
+    const { images, ...fields } = engineFields(request);
+    return engine.start_chat(fields);
+  };
+  return runExclusive(async (run) => {
+    const pictures = request.type === 'chat' ? (request.images ?? []) : [];
+    try {
+      await addPictures(request.id, run, engine, pictures);
+      return await pump(request.id, run, engine, start);
+    } catch (error) {
+      try {
+        engine.clear_images(); // A request that failed before it started leaves none behind.
+      } catch {
+        // After a trap the engine is gone, and its error is the one to report.
+      }
+      return onGenerationError(error);
+    }
+  });
 }
 
 /** Regenerates the last answer from step `step` on, with `token` forced at that step. The KV
@@ -55,7 +71,8 @@ async function pump(id, run, engine, start) {
         // Model, cache and scratch all live in the wasm memory, which never shrinks: this is
         // what the engine holds of the machine's memory.
         const memoryBytes = state.engineBuild?.memory?.buffer.byteLength ?? null;
-        return { ...event, stats: { ...event.stats, memoryBytes } };
+        const imagesEncoded = engine.images_encoded();
+        return { ...event, stats: { ...event.stats, memoryBytes, imagesEncoded } };
       }
       post({ ...event, id, event: true });
     }

@@ -5,10 +5,11 @@
 
 import { gpuAdapter } from './capabilities.js';
 import { recalledChoice, rememberChoice } from './device-choice.js';
+import { attachBytes, readProjector } from './worker-images.js';
 import { RESUMABLE_MIN_BYTES, download, probeRanges, resumableAvailable, validatorOf } from './download.js';
 import {
   WorkerError,
-  describe,
+  fetchUrl,
   describeModel,
   freeModel,
   getEngine,
@@ -217,25 +218,6 @@ async function openUrl(url) {
   return { response, size };
 }
 
-/** @param {string} url */
-async function fetchUrl(url) {
-  let response;
-  try {
-    response = await fetch(url);
-  } catch (error) {
-    throw new WorkerError('NetworkError', 'fetch_failed', `could not fetch ${url}: ${describe(error)}`);
-  }
-  if (!response.ok) {
-    response.body?.cancel().catch(() => {});
-    throw new WorkerError(
-      'NetworkError',
-      'fetch_failed',
-      `${url} answered ${response.status} ${response.statusText}`,
-    );
-  }
-  return response;
-}
-
 /** The body's length where the response states it for the bytes the body will give.
  *  @param {Response} response */
 function plainLength(response) {
@@ -291,6 +273,8 @@ export async function loadModel(request, run) {
   const source = await openSource(request, run);
   const { name, size, feed } = source;
   let wasm;
+  /** @type {Uint8Array | null} */
+  let projector = null;
   try {
     wasm = await getEngine();
     // Throws too_large (saying why) for a file no build here can hold.
@@ -303,6 +287,8 @@ export async function loadModel(request, run) {
     if (request.file instanceof Blob) await inspectFile(request.file);
     if (Array.isArray(request.files)) await inspectFiles(request.files);
     throwIfCancelled(run);
+    // A projector that cannot be read fails the load with the loaded model kept.
+    if (request.mmproj) projector = await readProjectorWithProgress(id, request.mmproj, run);
   } catch (error) {
     source.abandon();
     throw error;
@@ -328,7 +314,11 @@ export async function loadModel(request, run) {
   }
   const info = toPlain(engine.info());
   let device;
+  let vision = null;
   try {
+    // Before the device is chosen: the session it opens is sized for a picture's rows.
+    if (projector) vision = attachBytes(engine, projector);
+    projector = null;
     // Before the device is chosen: 'auto' times the CPU at this precision, and the GPU refuses
     // cache types other than F16 ('auto' then stays on the CPU and says why).
     engine.set_attention_precision(request.precision ?? 'fast');
@@ -354,9 +344,25 @@ export async function loadModel(request, run) {
     source: from,
     shards: source.shards ?? 1,
     download: fetched,
+    vision,
   };
   report('ready', size, true);
   return { type: 'loaded', model: describeModel(), ms: performance.now() - started };
+}
+
+/** A projector's bytes for a load, its progress posted as the phase `projector`.
+ *  @param {number} id @param {Blob | string} source @param {Run} run */
+async function readProjectorWithProgress(id, source, run) {
+  /** @type {Report | null} */
+  let report = null;
+  return readProjector(
+    source,
+    (bytes, total) => {
+      report ??= progressReporter(id, total);
+      report('projector', bytes, bytes === total);
+    },
+    run,
+  );
 }
 
 /** A load's source. A split model (gguf-split) is several: `files` (Files or Blobs), `urls`, or

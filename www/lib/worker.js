@@ -19,6 +19,7 @@ import {
 import { inspect, inspectLoaded, loadModel } from './worker-load.js';
 import { branch, chat, reset, stop } from './worker-generate.js';
 import { detokenize, embed, tokenize } from './worker-text.js';
+import { attachProjector } from './worker-images.js';
 
 /** @typedef {import('./protocol.js').Protocol} Protocol */
 
@@ -33,6 +34,7 @@ const HANDLERS = {
   model: () => ({ type: 'model', model: describeModel() }),
   info: engineInfo,
   load: (request) => runExclusive((run) => loadModel(request, run), { preempt: true }),
+  attach_projector: attachProjector,
   chat,
   complete: chat,
   branch,

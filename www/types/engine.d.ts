@@ -18,6 +18,9 @@ declare module '*/inferno.js' {
   ): Record<string, unknown>;
   /** A split model's shard URLs when `url` names one of them (NAME-00001-of-00003.gguf). */
   export function shard_names(url: string): string[] | undefined;
+  /** The size and format a picture file's header claims, within the caps (else it throws
+   *  bad_image or image_too_large): checked before the browser decodes it. */
+  export function picture_header(bytes: Uint8Array): { format: string; width: number; height: number };
   /** 'memory32' or 'memory64'; throws too_large for a file no build can hold. */
   export function memory_for_model(size: number, memory64: boolean): string;
   /** Not in the 64-bit-memory builds (no GPU backend there). */
@@ -111,6 +114,13 @@ declare module '*/inferno.js' {
     /** An answer to a chat or a plain prompt, or a branch of the last answer; `next_events`
      *  runs it one part at a time (src/engine/generation.rs). */
     start_chat(request: object): void;
+    /** A vision projector beside the model: its facts, or a typed refusal (mmproj_mismatch...). */
+    attach_projector(bytes: Uint8Array): import('../lib/inferno.js').ProjectorFacts;
+    /** A picture for the next start_chat (RGBA), encoded now: its rows in the prompt. */
+    add_image(width: number, height: number, rgba: Uint8Array): number;
+    clear_images(): void;
+    /** The projector's encoder runs so far (a picture seen before is not encoded again). */
+    images_encoded(): number;
     start_text(request: object): void;
     start_branch(request: object): void;
     next_events(): import('../lib/protocol.js').AnswerEvent[];
