@@ -3,7 +3,8 @@
 llama.cpp's tools/mtmd/clip.cpp reads, for the inspector's tests and, later, the encoders'.
 
   pip install gguf numpy
-  python3 scripts/make_micro_mmproj.py OUT.gguf [--projector gemma3]
+  python3 scripts/make_micro_mmproj.py OUT.gguf [--projector gemma3] [--shape micro|base]
+                                                [--type f16|q8_0]
 
 tests/fixtures/models/clip-gemma3-micro.gguf is its gemma3 output (named, as every micro file,
 after its general.architecture).
@@ -15,19 +16,31 @@ Gemma 3 270M, the real model the image goldens pair it with). Weights are seeded
 F16 for matrices and F32 for vectors, as llama.cpp's converter writes them; their spreads (0.1 for
 matrices, 0.5 for the learned positions, norm weights near 1) keep attention far from uniform
 and make every patch's place matter, so a wrong order or a transposed pool cannot pass.
+
+--shape base writes the encoder benchmark's file instead (scripts/bench_vision.py): SigLIP-base
+at 512 px (16-pixel patches, so 32 x 32; 12 layers, 768 wide, 12 heads, feed-forward 3072: 93M
+parameters), with the same projector to 640, matrices spread as 1/sqrt(fan-in) so activations
+stay finite through the layers; --type q8_0 writes its matrices as Q8_0, as llama.cpp's
+quantizer does (the patch convolution stays F16).
 """
 import argparse
 
 import gguf
 import numpy as np
 
-IMAGE, PATCH, WIDTH, LAYERS, HEADS, FFN, OUTPUT = 224, 14, 32, 2, 4, 64, 640
+SHAPES = {
+    # image, patch, width, layers, heads, feed-forward, output
+    "micro": (224, 14, 32, 2, 4, 64, 640),
+    "base": (512, 16, 768, 12, 12, 3072, 640),
+}
 
 
-def write_gemma3(path):
+def write_gemma3(path, shape="micro", weight_type="f16"):
+    IMAGE, PATCH, WIDTH, LAYERS, HEADS, FFN, OUTPUT = SHAPES[shape]
     rng = np.random.default_rng(7)
     w = gguf.GGUFWriter(path, "clip")
-    w.add_string("general.name", "micro Gemma 3 mmproj (random weights)")
+    name = "micro" if shape == "micro" else f"SigLIP-base-shaped {weight_type.upper()}"
+    w.add_string("general.name", f"{name} Gemma 3 mmproj (random weights)")
     w.add_string("clip.projector_type", "gemma3")
     w.add_bool("clip.has_vision_encoder", True)
     w.add_bool("clip.has_audio_encoder", False)
@@ -44,9 +57,15 @@ def write_gemma3(path):
     w.add_array("clip.vision.image_mean", [0.48145466, 0.4578275, 0.40821073])
     w.add_array("clip.vision.image_std", [0.26862954, 0.26130258, 0.27577711])
 
-    def matrix(name, rows, cols, std=0.1):
+    def matrix(name, rows, cols, quantize=True):
         # numpy shape (rows, cols) is ggml's ne = [cols, rows].
-        w.add_tensor(name, (rng.standard_normal((rows, cols)) * std).astype(np.float16))
+        std = 0.1 if shape == "micro" else cols**-0.5
+        values = rng.standard_normal((rows, cols)) * std
+        if weight_type == "q8_0" and quantize:
+            quantized = gguf.quants.quantize(values.astype(np.float32), gguf.GGMLQuantizationType.Q8_0)
+            w.add_tensor(name, quantized, raw_dtype=gguf.GGMLQuantizationType.Q8_0)
+        else:
+            w.add_tensor(name, values.astype(np.float16))
 
     def vector(name, n, around=0.0, std=0.05):
         w.add_tensor(name, (around + rng.standard_normal(n) * std).astype(np.float32))
@@ -75,7 +94,8 @@ def write_gemma3(path):
     vector("v.post_ln.bias", WIDTH)
     vector("mm.soft_emb_norm.weight", WIDTH, 1.0)
     # ne = [OUTPUT, WIDTH]: clip.cpp transposes it, and its ne[0] is the output width.
-    matrix("mm.input_projection.weight", WIDTH, OUTPUT)
+    # Never quantized: clip.cpp transposes it, which a block-quantized type cannot be.
+    matrix("mm.input_projection.weight", WIDTH, OUTPUT, quantize=False)
 
     w.write_header_to_file()
     w.write_kv_data_to_file()
@@ -87,8 +107,10 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("out")
     parser.add_argument("--projector", choices=["gemma3"], default="gemma3")
+    parser.add_argument("--shape", choices=sorted(SHAPES), default="micro")
+    parser.add_argument("--type", choices=["f16", "q8_0"], default="f16")
     args = parser.parse_args()
-    write_gemma3(args.out)
+    write_gemma3(args.out, args.shape, args.type)
     print(f"wrote {args.out}")
 
 

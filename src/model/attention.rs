@@ -380,6 +380,9 @@ fn tile_scores(
     }
 }
 
+/// Outputs of the F32 kernel's `Σ w·v` kept in registers at a time.
+const VALUE_CHUNK: usize = 64;
+
 /// KV positions per tile of the F32 kernel (`GGML_FA_TILE_KV`); tiles start at multiples of it.
 const KV_TILE: usize = 64;
 
@@ -393,12 +396,72 @@ pub fn attend_head_f32(
     sink: Option<f32>,
     out: &mut [f32],
 ) {
+    attend_tiles(kv, positions.clone(), sink, out, |tile_start, weights| {
+        tile_scores(query, kv, tile_start, &positions, scoring, weights)
+    });
+}
+
+/// One head's keys (rows `stride` apart, from `offset`, `head_dim` wide; `len` of them) laid out
+/// for [`attend_head_f32_tiled_keys`]: tile by tile of 64 positions, each tile dimension by
+/// dimension (`[tile][d][64]`, the last tile padded with zeros).
+pub fn keys_in_tiles(keys: &[f32], stride: usize, offset: usize, head_dim: usize, len: usize) -> Vec<f32> {
+    let tiles = len.div_ceil(KV_TILE);
+    let mut out = vec![0.0; tiles * head_dim * KV_TILE];
+    for j in 0..len {
+        let key = &keys[j * stride + offset..][..head_dim];
+        let tile = &mut out[j / KV_TILE * head_dim * KV_TILE..][..head_dim * KV_TILE];
+        for (d, &value) in key.iter().enumerate() {
+            tile[d * KV_TILE + j % KV_TILE] = value;
+        }
+    }
+    out
+}
+
+/// [`attend_head_f32`] with keys laid out once for many queries ([`keys_in_tiles`]), so that a
+/// tile's 64 dots run side by side in registers, each the same FMA chain over the dimensions as
+/// one at a time: the same bits, without a dot's latency for every key. A vision encoder's every
+/// patch attends to every patch, and one dot at a time its attention took as long as all its
+/// matmuls. Positions before `positions.start` are skipped as there; `kv` gives the values.
+pub fn attend_head_f32_tiled_keys(
+    query: &[f32],
+    tiled_keys: &[f32],
+    kv: &HeadView<'_, f32>,
+    positions: std::ops::Range<usize>,
+    scoring: Scoring,
+    sink: Option<f32>,
+    out: &mut [f32],
+) {
+    let head_dim = query.len();
+    attend_tiles(kv, positions.clone(), sink, out, |tile_start, weights| {
+        let tile = &tiled_keys[tile_start / KV_TILE * head_dim * KV_TILE..][..head_dim * KV_TILE];
+        let mut dots = [0.0f32; KV_TILE];
+        for (&q, keys) in query.iter().zip(tile.chunks_exact(KV_TILE)) {
+            for (dot, &k) in dots.iter_mut().zip(keys) {
+                *dot = mul_add(q, k, *dot);
+            }
+        }
+        for (j, (w, dot)) in weights.iter_mut().zip(dots).enumerate() {
+            let position = tile_start + j;
+            *w = if positions.contains(&position) { scoring.score(dot) } else { f32::NEG_INFINITY };
+        }
+    });
+}
+
+/// The F32 kernel's tiles over `positions`: `fill(tile_start, weights)` scores a tile's 64 cache
+/// positions (−∞ for those outside), then the online softmax takes the tile and its values.
+fn attend_tiles(
+    kv: &HeadView<'_, f32>,
+    positions: std::ops::Range<usize>,
+    sink: Option<f32>,
+    out: &mut [f32],
+    mut fill: impl FnMut(usize, &mut [f32; KV_TILE]),
+) {
     out.fill(0.0);
     let (mut max, mut sum) = (f32::NEG_INFINITY, 0.0f32);
     let mut weights = [0.0f32; KV_TILE];
     let mut tile_start = positions.start / KV_TILE * KV_TILE;
     while tile_start < positions.end {
-        tile_scores(query, kv, tile_start, &positions, scoring, &mut weights);
+        fill(tile_start, &mut weights);
         let tile_max = weights.iter().fold(f32::NEG_INFINITY, |max, &w| max.max(w));
         if tile_max > max {
             let rescale = (max - tile_max).exp();
@@ -408,12 +471,20 @@ pub fn attend_head_f32(
         }
         // ggml_vec_soft_max_f32 over the tile.
         sum = (f64::from(sum) + exp_and_sum(&mut weights, max)) as f32;
-        for (i, &w) in weights.iter().enumerate() {
-            if w != 0.0 {
-                for (o, &v) in out.iter_mut().zip(kv.value(tile_start + i)) {
-                    *o = mul_add(w, v, *o);
+        // Σ w·v, each output an FMA chain over the tile's positions in order; 64 outputs at a
+        // time held in registers rather than loaded and stored for every position.
+        for (c, chunk) in out.chunks_mut(VALUE_CHUNK).enumerate() {
+            let mut sums = [0.0f32; VALUE_CHUNK];
+            sums[..chunk.len()].copy_from_slice(chunk);
+            for (i, &w) in weights.iter().enumerate() {
+                if w != 0.0 {
+                    let values = &kv.value(tile_start + i)[c * VALUE_CHUNK..];
+                    for (o, &v) in sums.iter_mut().zip(values) {
+                        *o = mul_add(w, v, *o);
+                    }
                 }
             }
+            chunk.copy_from_slice(&sums[..chunk.len()]);
         }
         tile_start += KV_TILE;
     }

@@ -113,6 +113,34 @@ pub fn dot_q5_0(x: &[BlockQ5_0], y: &[Q8_0Activation]) -> f32 {
     }
 }
 
+/// Four rows of `a` times the rows `w0` and `w1` (all at least `k` long, `k` a multiple of 8):
+/// each of the eight dots' eight lanes, accumulated in order with a multiply and then an add
+/// (llamafile's F16 GEMM, whose fused multiply-adds round the same way here: the products of
+/// two halves are exact in f32). [`super::float::lanes_4x2`] is its scalar reference.
+pub(super) fn lanes_4x2(w0: &[f32], w1: &[f32], a: [&[f32]; 4], k: usize) -> [[[f32; 8]; 2]; 4] {
+    assert!(k.is_multiple_of(8) && w0.len() >= k && w1.len() >= k && a.iter().all(|row| row.len() >= k));
+    let mut out = [[[0.0f32; 8]; 2]; 4];
+    // SAFETY: every load reads 8 floats at `c < k` from a slice at least `k` long (asserted),
+    // and the build has AVX (this module is compiled only with AVX2).
+    unsafe {
+        let mut acc = [[_mm256_setzero_ps(); 2]; 4];
+        for c in (0..k).step_by(8) {
+            let x0 = _mm256_loadu_ps(w0.as_ptr().add(c));
+            let x1 = _mm256_loadu_ps(w1.as_ptr().add(c));
+            for (sums, row) in acc.iter_mut().zip(&a) {
+                let y = _mm256_loadu_ps(row.as_ptr().add(c));
+                sums[0] = _mm256_add_ps(sums[0], _mm256_mul_ps(x0, y));
+                sums[1] = _mm256_add_ps(sums[1], _mm256_mul_ps(x1, y));
+            }
+        }
+        for (lanes, sums) in out.iter_mut().zip(acc) {
+            _mm256_storeu_ps(lanes[0].as_mut_ptr(), sums[0]);
+            _mm256_storeu_ps(lanes[1].as_mut_ptr(), sums[1]);
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -228,6 +228,128 @@ pub(super) fn dot_f16_sgemm_order(src: &[u8], activations: &[F16Activation]) -> 
     sum_lanes(lanes)
 }
 
+/// An F16 matrix times `n` activation rows in llamafile's GEMM order ([`dot_f16_sgemm_order`]
+/// for each output; [`dot_f16`]'s for a row length that is not a multiple of 8), `out[i][r]`
+/// the dot of weight row `r` with activation row `i`. The same sums as calling those dots one
+/// by one, computed as a GEMM: weights widened to f32 once, a tile of weight rows against a
+/// tile of activation rows that both stay in cache, four activation rows and two weight rows
+/// per pass over a row's values. A vision encoder's matmuls are a thousand rows deep: one dot
+/// at a time, widening every weight for every row and streaming every activation row from
+/// memory for every weight row, made them 20 times slower than llama.cpp's.
+#[cfg(not(target_family = "wasm"))]
+pub(super) fn matmul_f16_sgemm_order<'a>(
+    weights: &[u8],
+    row_bytes: usize,
+    n: usize,
+    activation_row: impl Fn(usize) -> &'a [F16Activation],
+    out: &mut [&mut [f32]],
+) {
+    let k = row_bytes / 2;
+    let values = |i: usize| &F16Activation::scaled_values(activation_row(i))[..k];
+    if !k.is_multiple_of(8) {
+        for (r, row) in weights.chunks_exact(row_bytes).enumerate() {
+            let widened: Vec<f32> = u16s(row).map(|w| f16::from_bits(w).to_f32()).collect();
+            for (i, out_row) in out.iter_mut().enumerate() {
+                out_row[r] = dot_f32_in_f16_order(&widened, values(i));
+            }
+        }
+        return;
+    }
+    // Tiles of about 128 KiB of f32 each: two of them fit the L2 of every x86 core in use.
+    let tile_rows = ((128 << 10) / (4 * k)).max(4) / 2 * 2;
+    let rows = weights.len() / row_bytes;
+    let mut widened = vec![0.0f32; tile_rows.min(rows) * k];
+    for first_row in (0..rows).step_by(tile_rows) {
+        let tile = tile_rows.min(rows - first_row);
+        let tile_weights = &weights[first_row * row_bytes..][..tile * row_bytes];
+        for (w, bits) in widened.iter_mut().zip(u16s(tile_weights)) {
+            *w = f16::from_bits(bits).to_f32();
+        }
+        let widened = &widened[..tile * k];
+        for first in (0..n).step_by(tile_rows) {
+            let count = tile_rows.min(n - first);
+            let grouped = count - count % 4;
+            for (pair, w) in widened.chunks(2 * k).enumerate() {
+                let r = first_row + 2 * pair;
+                for i in (first..first + grouped).step_by(4) {
+                    let a: [&[f32]; 4] = std::array::from_fn(|j| values(i + j));
+                    let dots = lanes_4x2_of(w, k, a);
+                    for (j, dots) in dots.into_iter().enumerate() {
+                        out[i + j][r] = sum_lanes(dots[0]);
+                        if w.len() == 2 * k {
+                            out[i + j][r + 1] = sum_lanes(dots[1]);
+                        }
+                    }
+                }
+                for (i, out_row) in out.iter_mut().enumerate().take(first + count).skip(first + grouped) {
+                    for (half, w) in w.chunks_exact(k).enumerate() {
+                        out_row[r + half] = sum_lanes(lanes_1x1(w, values(i)));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Four activation rows times one or two widened weight rows (`w` holds one or two rows of
+/// `k`): each output's eight lanes, accumulated in order; AVX2 where the build has it.
+#[cfg(not(target_family = "wasm"))]
+#[inline(always)]
+fn lanes_4x2_of(w: &[f32], k: usize, a: [&[f32]; 4]) -> [[[f32; 8]; 2]; 4] {
+    let (w0, w1) = if w.len() == 2 * k { w.split_at(k) } else { (w, w) };
+    #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+    return super::avx2::lanes_4x2(w0, w1, a, k);
+    #[cfg(not(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma")))]
+    lanes_4x2(w0, w1, a, k)
+}
+
+/// The scalar reference of [`lanes_4x2_of`]'s kernel: rows `w0` and `w1` times four rows of `a`.
+/// (Where the AVX2 kernel runs, only the tests call it.)
+#[cfg(not(target_family = "wasm"))]
+#[cfg_attr(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"), allow(dead_code))]
+pub(super) fn lanes_4x2(w0: &[f32], w1: &[f32], a: [&[f32]; 4], k: usize) -> [[[f32; 8]; 2]; 4] {
+    let mut l = [[[0.0f32; 8]; 2]; 4];
+    for c in (0..k).step_by(8) {
+        for (lanes, row) in l.iter_mut().zip(&a) {
+            for j in 0..8 {
+                lanes[0][j] += w0[c + j] * row[c + j];
+                lanes[1][j] += w1[c + j] * row[c + j];
+            }
+        }
+    }
+    l
+}
+
+/// One activation row times one widened weight row: its eight lanes, accumulated in order.
+#[cfg(not(target_family = "wasm"))]
+fn lanes_1x1(w: &[f32], a: &[f32]) -> [f32; 8] {
+    let mut lane = [0.0f32; 8];
+    for (w, a) in w.chunks_exact(8).zip(a.chunks_exact(8)) {
+        for j in 0..8 {
+            lane[j] += w[j] * a[j];
+        }
+    }
+    lane
+}
+
+/// [`dot_f16`]'s order over a weight row already widened: four accumulators of eight lanes over
+/// each 32 values, reduced as ggml reduces them, then the tail one by one in f64.
+#[cfg(not(target_family = "wasm"))]
+fn dot_f32_in_f16_order(weights: &[f32], activations: &[f32]) -> f32 {
+    let n = activations.len() / 32 * 32;
+    let mut sums = [[0.0f32; 8]; 4];
+    for (w, a) in weights[..n].chunks_exact(32).zip(activations[..n].chunks_exact(32)) {
+        for (s, sum) in sums.iter_mut().enumerate() {
+            for j in 0..8 {
+                sum[j] += w[8 * s + j] * a[8 * s + j];
+            }
+        }
+    }
+    let head = f64::from(reduce_accumulators(sums));
+    let tail = weights[n..].iter().zip(&activations[n..]);
+    tail.fold(head, |sum, (w, a)| sum + f64::from(w * a)) as f32
+}
+
 impl QuantFormat for bf16 {
     const TYPE: WeightType = WeightType::BF16;
     type Block = u8;
@@ -248,6 +370,44 @@ pub(super) fn dot_bf16(src: &[u8], activations: &[BF16Activation]) -> f32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The F16 GEMM's tiles give the bits of one dot at a time in llama.cpp's orders: for
+    /// row lengths that are and are not a multiple of 8, batches of 2 to 11 rows (whole and
+    /// partial groups of 4), odd and even weight row counts and more rows than one tile.
+    #[test]
+    fn the_f16_gemm_sums_each_dot_as_the_single_dots_do() {
+        let half = |i: usize| f16::from_f32(((i * 7919 % 1999) as f32 / 1999.0 - 0.5) * 3.0);
+        for (k, rows, n) in [(64, 3, 2), (64, 70, 11), (40, 5, 7), (44, 4, 5), (3072, 23, 6)] {
+            let weights: Vec<u8> = (0..rows * k).flat_map(|i| half(i).to_le_bytes()).collect();
+            let activations: Vec<Vec<F16Activation>> = (0..n)
+                .map(|row| (0..k).map(|i| F16Activation::new(half(31 * row + 7 * i + 1).to_f32())).collect())
+                .collect();
+            let mut out = vec![vec![f32::NAN; rows]; n];
+            let mut views: Vec<&mut [f32]> = out.iter_mut().map(|row| &mut row[..]).collect();
+            matmul_f16_sgemm_order(&weights, 2 * k, n, |i| &activations[i], &mut views);
+            for (i, out_row) in out.iter().enumerate() {
+                for (r, &got) in out_row.iter().enumerate() {
+                    let want = dot_f16_sgemm_order(&weights[r * 2 * k..][..2 * k], &activations[i]);
+                    assert_eq!(got.to_bits(), want.to_bits(), "k {k}, weight row {r}, activation row {i}");
+                }
+            }
+        }
+    }
+
+    /// The AVX2 tile kernel against its scalar reference, bit for bit.
+    #[cfg(all(target_arch = "x86_64", target_feature = "avx2", target_feature = "fma"))]
+    #[test]
+    fn the_avx2_tile_kernel_is_its_scalar_reference() {
+        let k = 96;
+        let value = |i: usize| ((i * 2654435761) % 1000) as f32 / 37.0 - 13.0;
+        let w0: Vec<f32> = (0..k).map(value).collect();
+        let w1: Vec<f32> = (0..k).map(|i| value(i + 500)).collect();
+        let rows: Vec<Vec<f32>> = (0..4).map(|r| (0..k).map(|i| value(i * 3 + r * 101)).collect()).collect();
+        let a: [&[f32]; 4] = std::array::from_fn(|r| &rows[r][..]);
+        let scalar = lanes_4x2(&w0, &w1, a, k);
+        let simd = super::super::avx2::lanes_4x2(&w0, &w1, a, k);
+        assert_eq!(format!("{scalar:?}"), format!("{simd:?}"));
+    }
 
     #[test]
     fn the_read_checksum_sums_little_endian_words_and_pads_the_last() {

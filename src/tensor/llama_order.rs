@@ -49,6 +49,25 @@ pub trait LlamaOrder: Dot {
         Self::vec_dot(src, activations)
     }
 
+    /// A plain matrix (`row_bytes` a row) times `n` activation rows, from
+    /// [`BATCHED_FROM`](Self::BATCHED_FROM) rows: `out[i][r]` is
+    /// [`vec_dot_batched`](Self::vec_dot_batched) of weight row `r` with activation row `i`. A
+    /// format may compute the same sums as a tiled GEMM.
+    fn matmul_batched<'a>(
+        weights: &[u8],
+        row_bytes: usize,
+        activation_row: impl Fn(usize) -> &'a [Self::Activation],
+        out: &mut [&mut [f32]],
+    ) where
+        Self::Activation: 'a,
+    {
+        for (r, weight_row) in weights.chunks_exact(row_bytes).enumerate() {
+            for (i, out_row) in out.iter_mut().enumerate() {
+                out_row[r] = Self::vec_dot_batched(weight_row, activation_row(i));
+            }
+        }
+    }
+
     /// The dot as the repacked GEMM computes it.
     fn vec_dot_gemm(src: &[u8], activations: &[Self::Activation]) -> f32 {
         Self::vec_dot(src, activations)
@@ -73,6 +92,15 @@ impl LlamaOrder for f16 {
     const BATCHED_FROM: usize = 2;
     fn vec_dot_batched(src: &[u8], activations: &[super::activations::F16Activation]) -> f32 {
         super::float::dot_f16_sgemm_order(src, activations)
+    }
+
+    fn matmul_batched<'a>(
+        weights: &[u8],
+        row_bytes: usize,
+        activation_row: impl Fn(usize) -> &'a [super::activations::F16Activation],
+        out: &mut [&mut [f32]],
+    ) {
+        super::float::matmul_f16_sgemm_order(weights, row_bytes, out.len(), activation_row, out)
     }
 }
 

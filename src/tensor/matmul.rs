@@ -295,17 +295,16 @@ fn llama_order_rows<'a, W: LlamaOrder>(
     activation_row: impl Fn(usize) -> &'a [W::Activation],
     out: &mut [&mut [f32]],
 ) {
+    if repacked == Repacked::No {
+        W::matmul_batched(weights, row_bytes, activation_row, out);
+        return;
+    }
     let gemm_rows = if repacked == Repacked::Gemm { n - n % REPACK_GEMM_ROWS } else { 0 };
     for (r, weight_row) in weights.chunks_exact(row_bytes).enumerate() {
         for (i, out_row) in out.iter_mut().enumerate() {
             let y = activation_row(i);
-            out_row[r] = if repacked == Repacked::No {
-                W::vec_dot_batched(weight_row, y)
-            } else if i < gemm_rows {
-                W::vec_dot_gemm(weight_row, y)
-            } else {
-                W::vec_dot_gemv(weight_row, y)
-            };
+            out_row[r] =
+                if i < gemm_rows { W::vec_dot_gemm(weight_row, y) } else { W::vec_dot_gemv(weight_row, y) };
         }
     }
 }

@@ -15,7 +15,7 @@ use half::f16;
 
 use super::ProjectorFacts;
 use super::image::{Filter, RgbImage};
-use crate::model::attention::{HeadView, Scoring, attend_head_f32};
+use crate::model::attention::{HeadView, Scoring, attend_head_f32_tiled_keys, keys_in_tiles};
 use crate::model::ops::{add_in_place, gelu, layer_norm_in_place, rms_norm};
 use crate::model::{Matrix, ModelBytes, ModelError, Norm, Tensors};
 use crate::parallel;
@@ -82,7 +82,7 @@ impl EncoderShape {
         picture + patches + rows + self.tokens * (self.width + self.output_width) * 8
     }
 
-    fn patches_per_side(&self) -> usize {
+    pub fn patches_per_side(&self) -> usize {
         self.image_size / self.patch_size
     }
 
@@ -446,15 +446,33 @@ impl VisionEncoder {
         let round = |x: &[f32]| -> Vec<f32> { x.iter().map(|&x| f16::from_f32(x).to_f32()).collect() };
         let (keys, values) = (round(k), round(v));
         let scoring = Scoring::new(1.0 / (head_dim as f32).sqrt(), None);
+        // Each head's keys in the kernel's layout and its values side by side, once for all
+        // the queries; a part of the queries then takes head after head, so that one head's
+        // keys and values stay in cache for all of them.
+        let tiled: Vec<Vec<f32>> =
+            (0..heads).map(|h| keys_in_tiles(&keys, d, h * head_dim, head_dim, n)).collect();
+        let head_values: Vec<Vec<f32>> = (0..heads)
+            .map(|h| {
+                values.chunks_exact(d).flat_map(|row| &row[h * head_dim..][..head_dim]).copied().collect()
+            })
+            .collect();
         let mut out = vec![0.0; n * d];
         parallel::for_each_part(&mut out, d, 8, |first, rows| {
-            for (i, row) in rows.chunks_exact_mut(d).enumerate() {
-                let query = &q[(first + i) * d..][..d];
-                for h in 0..heads {
-                    let kv =
-                        HeadView { keys: &keys, values: &values, stride: d, offset: h * head_dim, head_dim };
-                    let span = h * head_dim..(h + 1) * head_dim;
-                    attend_head_f32(&query[span.clone()], &kv, 0..n, scoring, None, &mut row[span]);
+            for h in 0..heads {
+                let values = &head_values[h];
+                let kv = HeadView { keys: values, values, stride: head_dim, offset: 0, head_dim };
+                let span = h * head_dim..(h + 1) * head_dim;
+                for (i, row) in rows.chunks_exact_mut(d).enumerate() {
+                    let query = &q[(first + i) * d..][span.clone()];
+                    attend_head_f32_tiled_keys(
+                        query,
+                        &tiled[h],
+                        &kv,
+                        0..n,
+                        scoring,
+                        None,
+                        &mut row[span.clone()],
+                    );
                 }
             }
         });

@@ -4,6 +4,10 @@
 //! with `--device gpu` on the GPU (a build with the `gpu` feature), where it also prints the
 //! adapter's copy bandwidth and the weight bandwidth decode reached, and their ratio. With
 //! `--json-schema FILE` it also times the grammar's mask, the sampler's first stage.
+//!
+//! `inferno bench MMPROJ --image PICTURE` times a vision projector's encoder instead: the
+//! picture fitted, the ViT and the projector, as mtmd's `mtmd_encode_chunk` runs them
+//! (scripts/bench_vision.py puts it beside mtmd's own).
 
 use std::time::Instant;
 
@@ -24,6 +28,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
         "--precision",
         "--cache-type-k",
         "--cache-type-v",
+        "--image",
     ];
     let args = Args::parse("bench", args, &options, &["--json"])?;
     let path = args.model()?;
@@ -34,6 +39,9 @@ pub fn run(args: &[String]) -> Result<(), String> {
         return Err("bench: --runs must be at least 1".into());
     }
     let threads = args.start_threads()?;
+    if let Some(picture) = args.text("--image") {
+        return bench_encoder(&args, path, picture, runs, threads);
+    }
     let precision = args.precision(AttentionPrecision::Fast)?;
     let cache_types = args.cache_types()?;
     #[cfg(all(feature = "gpu", not(target_family = "wasm")))]
@@ -433,4 +441,84 @@ fn time_tokens(
         }
     }
     Ok(started.elapsed().as_secs_f64())
+}
+
+/// What `inferno bench MMPROJ --image PICTURE` measures.
+#[derive(Serialize)]
+struct EncoderResult {
+    projector: String,
+    /// The file's matrices' type (the ViT's first attention projection's).
+    weight_type: &'static str,
+    image_size: usize,
+    patches: usize,
+    width: usize,
+    layers: usize,
+    tokens: usize,
+    threads: usize,
+    runs: usize,
+    load_ms: f64,
+    /// The median time from the decoded picture to its embeddings.
+    encode_ms: f64,
+    /// The working memory an encoding holds besides the weights (`EncoderShape::work_bytes`).
+    work_bytes: usize,
+}
+
+/// Times `encode` of the picture `picture` with the projector at `path`: one warm-up, then the
+/// median of `runs`.
+fn bench_encoder(args: &Args, path: &str, picture: &str, runs: usize, threads: usize) -> Result<(), String> {
+    use inferno::gguf::Gguf;
+    use inferno::model::ModelBytes;
+    use inferno::vision::VisionEncoder;
+
+    let bytes = std::fs::read(path).map_err(|e| format!("bench: {path}: {e}"))?;
+    let header = Gguf::parse(&bytes).map_err(|e| format!("bench: {path}: {e}"))?.header;
+    let weight_type =
+        header.tensor("v.blk.0.attn_q.weight").map_or("unknown", |tensor| tensor.ggml_type.name());
+    let layers = header.tensors.iter().filter(|t| t.name.ends_with(".attn_q.weight")).count();
+    let started = Instant::now();
+    let encoder = VisionEncoder::load(ModelBytes::from(bytes)).map_err(|e| format!("bench: {path}: {e}"))?;
+    let load_ms = started.elapsed().as_secs_f64() * 1e3;
+    let file = std::fs::read(picture).map_err(|e| format!("bench: {picture}: {e}"))?;
+    let picture = inferno::vision::decode(&file).map_err(|e| format!("bench: {e}"))?;
+    let mut samples = Vec::with_capacity(runs);
+    for run in 0..=runs {
+        let started = Instant::now();
+        let embeddings = encoder.encode(&picture).map_err(|e| format!("bench: {e}"))?;
+        std::hint::black_box(&embeddings);
+        if run > 0 {
+            samples.push(started.elapsed().as_secs_f64() * 1e3);
+        }
+    }
+    samples.sort_by(f64::total_cmp);
+    let shape = encoder.shape();
+    let result = EncoderResult {
+        projector: encoder.facts().projector.clone(),
+        weight_type,
+        image_size: shape.image_size,
+        patches: shape.patches_per_side() * shape.patches_per_side(),
+        width: shape.width,
+        layers,
+        tokens: shape.tokens,
+        threads,
+        runs,
+        load_ms,
+        encode_ms: samples[samples.len() / 2],
+        work_bytes: shape.work_bytes(),
+    };
+    if args.switch("--json") {
+        println!("{}", serde_json::to_string(&result).map_err(|e| e.to_string())?);
+    } else {
+        println!("encoder {path} ({} projector, {} matrices)", result.projector, result.weight_type);
+        println!(
+            "shape   {} px, {} patches, {} layers {} wide, {} tokens out",
+            result.image_size, result.patches, result.layers, result.width, result.tokens
+        );
+        println!("load    {:.0} ms", result.load_ms);
+        println!(
+            "encode  {:.1} ms  (median of {runs}, {threads} threads; {:.0} MiB working memory)",
+            result.encode_ms,
+            result.work_bytes as f64 / (1 << 20) as f64
+        );
+    }
+    Ok(())
 }
