@@ -697,3 +697,23 @@ fn generate_with_a_picture_follows_llama_cpp_mtmd() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// `bench MMPROJ --image PICTURE` times the encoder alone and says what it timed: the micro
+/// projector's shape, its 16 embeddings, a time; a picture that is no picture is refused.
+#[test]
+fn bench_times_a_vision_encoder() {
+    let mmproj = fixture("models/clip-gemma3-micro.gguf");
+    let picture = fixture("images/tower-90x250.png");
+    let (mmproj, picture) = (mmproj.to_str().unwrap(), picture.to_str().unwrap());
+    let out = inferno(&["bench", mmproj, "--image", picture, "--runs", "2", "--threads", "1", "--json"]);
+    let result = stdout_json(&out);
+    assert_eq!(result["projector"], "gemma3");
+    assert_eq!(result["weight_type"], "F16");
+    assert_eq!((result["image_size"].as_u64(), result["patches"].as_u64()), (Some(224), Some(256)));
+    assert_eq!((result["layers"].as_u64(), result["tokens"].as_u64()), (Some(2), Some(16)));
+    assert!(result["encode_ms"].as_f64().unwrap() > 0.0);
+    let not_a_picture = fixture("golden/clip-gemma3-micro.images.json");
+    let out = inferno(&["bench", mmproj, "--image", not_a_picture.to_str().unwrap()]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("the picture cannot be read"));
+}

@@ -54,6 +54,8 @@ commands:
                                     their cosine similarities; --json prints OpenAI's shape
   bench MODEL [--pp 64] [--tg 32] [--runs 5] [--json]
                                     prompt and decode tokens per second (median of the runs)
+  bench MMPROJ --image PICTURE [--runs 5] [--json]
+                                    a vision projector's time from a picture to its embeddings
 
 generate, logits, embed and bench take --threads N (default: the machine's cores, at most 8); the
 results do not depend on it. generate, logits and bench take --device gpu (a build with the gpu
