@@ -228,7 +228,7 @@ pub(super) fn dot_f16_sgemm_order(src: &[u8], activations: &[F16Activation]) -> 
     sum_lanes(lanes)
 }
 
-/// An F16 matrix times `n` activation rows in llamafile's GEMM order ([`dot_f16_sgemm_order`]
+/// An F16 matrix times `out.len()` activation rows in llamafile's GEMM order ([`dot_f16_sgemm_order`]
 /// for each output; [`dot_f16`]'s for a row length that is not a multiple of 8), `out[i][r]`
 /// the dot of weight row `r` with activation row `i`. The same sums as calling those dots one
 /// by one, computed as a GEMM: weights widened to f32 once, a tile of weight rows against a
@@ -240,11 +240,10 @@ pub(super) fn dot_f16_sgemm_order(src: &[u8], activations: &[F16Activation]) -> 
 pub(super) fn matmul_f16_sgemm_order<'a>(
     weights: &[u8],
     row_bytes: usize,
-    n: usize,
     activation_row: impl Fn(usize) -> &'a [F16Activation],
     out: &mut [&mut [f32]],
 ) {
-    let k = row_bytes / 2;
+    let (k, n) = (row_bytes / 2, out.len());
     let values = |i: usize| &F16Activation::scaled_values(activation_row(i))[..k];
     if !k.is_multiple_of(8) {
         for (r, row) in weights.chunks_exact(row_bytes).enumerate() {
@@ -384,7 +383,7 @@ mod tests {
                 .collect();
             let mut out = vec![vec![f32::NAN; rows]; n];
             let mut views: Vec<&mut [f32]> = out.iter_mut().map(|row| &mut row[..]).collect();
-            matmul_f16_sgemm_order(&weights, 2 * k, n, |i| &activations[i], &mut views);
+            matmul_f16_sgemm_order(&weights, 2 * k, |i| &activations[i], &mut views);
             for (i, out_row) in out.iter().enumerate() {
                 for (r, &got) in out_row.iter().enumerate() {
                     let want = dot_f16_sgemm_order(&weights[r * 2 * k..][..2 * k], &activations[i]);

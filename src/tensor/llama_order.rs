@@ -100,7 +100,7 @@ impl LlamaOrder for f16 {
         activation_row: impl Fn(usize) -> &'a [super::activations::F16Activation],
         out: &mut [&mut [f32]],
     ) {
-        super::float::matmul_f16_sgemm_order(weights, row_bytes, out.len(), activation_row, out)
+        super::float::matmul_f16_sgemm_order(weights, row_bytes, activation_row, out)
     }
 }
 
