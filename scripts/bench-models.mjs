@@ -51,9 +51,19 @@ function qwen3Model() {
   return target;
 }
 
-/** Makes each model reachable under /models/bench/ (git-ignored) with a symlink; returns URL paths. */
-export function linkModels(models) {
-  const dir = path.join(www, 'models', 'bench');
+/** The language model of a vision benchmark: Gemma 3 270M, as wide (640) as the micro projectors
+ *  of scripts/make_micro_mmproj.py. */
+export function visionModel() {
+  const full = path.join(cacheModels, 'gemma3-270m-q4_k_m.gguf');
+  if (!existsSync(full))
+    throw new Error('gemma3-270m-q4_k_m.gguf is not in .cache/models (./build.sh models fetches it)');
+  return full;
+}
+
+/** Makes each file reachable under /models/bench/ (or /models/<folder>/; git-ignored) with a
+ *  symlink; returns URL paths. */
+export function linkModels(models, folder = 'bench') {
+  const dir = path.join(www, 'models', folder);
   mkdirSync(dir, { recursive: true });
   const used = new Set();
   return models.map((model, index) => {
@@ -63,7 +73,7 @@ export function linkModels(models) {
     const link = path.join(dir, name);
     if (existsSync(link) || isLink(link)) rmSync(link);
     symlinkSync(model, link);
-    return `models/bench/${encodeURIComponent(name)}`;
+    return `models/${folder}/${encodeURIComponent(name)}`;
   });
 }
 

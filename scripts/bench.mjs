@@ -27,6 +27,14 @@
 // and the cosine between the two engines' vectors of the first text (the same file, so it
 // should be ~1).
 //
+// --mmproj FILE --image PICTURE times a vision encoder instead: each engine loads the model
+// with that projector, decodes the picture, and reports the time to the picture's embeddings
+// (Inferno: its add_image call, which resizes, normalizes and encodes; wllama: mtmd's own
+// "image slice encoded in N ms" log line, which leaves resizing out), after --warmup untimed
+// encodings, and how much wasm memory the projector and the encodings took (Inferno). The ratio
+// is wllama's time over Inferno's (above 1, Inferno is faster). Default model: Gemma 3 270M,
+// whose width (640) the micro projectors of scripts/make_micro_mmproj.py share.
+//
 // --precision exact runs Inferno's attention as llama.cpp's CPU does (F16 sums, its bits);
 // the default, fast, keeps them in f32.
 // --cache-type-k and --cache-type-v keep Inferno's KV cache as that type (llama.cpp's -ctk/-ctv;
@@ -62,7 +70,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
 import puppeteer from 'puppeteer-core';
-import { defaultModels, linkModels } from './bench-models.mjs';
+import { defaultModels, linkModels, visionModel } from './bench-models.mjs';
 import { startServer } from './serve.mjs';
 import { CHROMIUM_ARGS, chromiumPath } from './chromium.mjs';
 import { firefoxLaunchOptions } from './firefox.mjs';
@@ -77,7 +85,7 @@ const USAGE = `usage: node scripts/bench.mjs [MODEL.gguf ...] [--runs 3] [--pp 6
                            [--busy-core] [--only inferno|wllama] [--browser chromium|firefox|webkit]
                            [--json] [--verbose] [--device cpu|gpu] [--swiftshader] [--precision fast|exact]
                            [--cache-type-k f16|q8_0|f32] [--cache-type-v f16|q8_0|f32]
-                           [--json-schema FILE] [--embed N]`;
+                           [--json-schema FILE] [--embed N] [--mmproj FILE --image PICTURE]`;
 
 function parseArgs(argv) {
   const options = {
@@ -145,11 +153,16 @@ function parseArgs(argv) {
       const file = inline ?? argv[++i];
       options.schemaFile = path.resolve(file);
       options.schema = JSON.stringify(JSON.parse(readFileSync(file, 'utf8')));
+    } else if (flag === '--mmproj' || flag === '--image') {
+      const file = path.resolve(inline ?? argv[++i]);
+      if (!existsSync(file)) throw new Error(`no such file: ${file}`);
+      options[flag.slice(2)] = file;
     } else if (flag === '--verbose' || flag === '-v') options.verbose = true;
     else if (flag === '--help' || flag === '-h') options.help = true;
     else if (flag.startsWith('-')) throw new Error(`unknown option ${argv[i]}`);
     else options.models.push(path.resolve(argv[i]));
   }
+  if (Boolean(options.mmproj) !== Boolean(options.image)) throw new Error('--mmproj and --image go together');
   if (options.depth > 0 && options.only !== 'inferno')
     throw new Error('--depth runs Inferno only (compare with native llama-bench -d): add --only inferno');
   return options;
@@ -259,7 +272,7 @@ async function launchBrowser(name, options) {
   };
 }
 
-async function runPage(browser, baseUrl, engine, modelUrl, options) {
+async function runPage(browser, baseUrl, engine, modelUrl, options, visionUrls) {
   const query = new URLSearchParams({
     model: `/${modelUrl}`,
     pp: options.pp,
@@ -277,6 +290,10 @@ async function runPage(browser, baseUrl, engine, modelUrl, options) {
     if (options.cacheTypeV !== 'f16') query.set('cache_type_v', options.cacheTypeV);
   }
   if (options.embed) query.set('embed', options.embed);
+  if (visionUrls) {
+    query.set('mmproj', `/${visionUrls[0]}`);
+    query.set('image', `/${visionUrls[1]}`);
+  }
   if (options.schema && engine.name === 'inferno') query.set('schema', options.schema);
   const context = await browser.newContext();
   try {
@@ -313,6 +330,10 @@ function summarize(sides) {
       prefill_tok_s: median(ok.map((r) => r.prefill_tok_s)),
       decode_tok_s: median(ok.map((r) => r.decode_tok_s)),
       embed_per_s: median(ok.map((r) => r.embed_per_s).filter((v) => v !== undefined)),
+      image_ms: median(ok.map((r) => r.image_ms).filter((v) => v !== undefined)),
+      image_tokens: ok.find((r) => r.image_tokens)?.image_tokens ?? null,
+      memory_growth_bytes: median(ok.map((r) => r.memory_growth_bytes).filter((v) => v !== undefined)),
+      projector_bytes: ok.find((r) => r.projector_bytes)?.projector_bytes ?? null,
       embed_tokens: ok.find((r) => r.embed_tokens)?.embed_tokens ?? null,
       embed_vector0: ok.find((r) => r.embed_vector0)?.embed_vector0 ?? null,
       schema_decode_tok_s: median(ok.map((r) => r.schema_decode_tok_s).filter((v) => v !== undefined)),
@@ -350,7 +371,13 @@ function summarize(sides) {
   out.embed_cosine = v && w && v.length === w.length ? cosine(v, w) : null;
   return {
     ...out,
-    ratio: { prefill: ratio('prefill_tok_s'), decode: ratio('decode_tok_s'), embed: ratio('embed_per_s') },
+    ratio: {
+      prefill: ratio('prefill_tok_s'),
+      decode: ratio('decode_tok_s'),
+      embed: ratio('embed_per_s'),
+      // A time: llama.cpp's over Inferno's, so that above 1 Inferno is faster, as for the rates.
+      image: out.inferno.image_ms && out.wllama.image_ms ? out.wllama.image_ms / out.inferno.image_ms : null,
+    },
   };
 }
 
@@ -400,7 +427,35 @@ function printEmbeddingTable(report) {
   }
 }
 
+function printVisionTable(report) {
+  const header = ['model', 'projector', 'inferno ms', 'wllama ms', 'ratio', 'image tokens', 'inferno memory'];
+  const mb = (bytes) => (bytes ? `${(bytes / 2 ** 20).toFixed(0)} MiB` : '—');
+  const rows = report.models.map((m) => [
+    path.basename(m.file),
+    path.basename(report.mmproj),
+    fmt(m.inferno.image_ms, 0),
+    fmt(m.wllama.image_ms, 0),
+    fmt(m.ratio.image, 2),
+    String(m.inferno.image_tokens ?? '—'),
+    `+${mb(m.inferno.memory_growth_bytes)} for ${mb(m.inferno.projector_bytes)} of weights`,
+  ]);
+  printColumns(header, rows);
+  console.log(
+    `\nthe picture's embeddings (${path.basename(report.image)}), median of ${report.runs} alternating runs ` +
+      `(after ${report.warmup} warm-up encoding per page), ${report.threads} ${report.threads === 1 ? 'thread' : 'threads'} on both sides; ` +
+      `Inferno: its add_image call (resize, normalize, encode); wllama: mtmd's logged encode time (resizing not included); ` +
+      `ratio = wllama / inferno (above 1, Inferno is faster). Inferno's memory: how much the wasm memory grew for the projector and the encodings.\n` +
+      `wllama ${report.wllama_version} (llama.cpp ${report.llama_cpp ?? '?'}), ${report.browser}.`,
+  );
+  for (const m of report.models) {
+    for (const side of ['inferno', 'wllama']) {
+      for (const error of m[side].errors) console.log(`${path.basename(m.file)} ${side} failed: ${error}`);
+    }
+  }
+}
+
 function printTable(report) {
+  if (report.mmproj) return printVisionTable(report);
   if (report.embed) return printEmbeddingTable(report);
   const { pp, tg } = report;
   const header = [
@@ -519,10 +574,12 @@ async function main() {
   for (const model of options.models) {
     if (!existsSync(model)) throw new Error(`no such model file: ${model}`);
   }
-  const models = options.models.length > 0 ? options.models : defaultModels();
+  const models =
+    options.models.length > 0 ? options.models : options.mmproj ? [visionModel()] : defaultModels();
   if (models.length === 0) throw new Error('no models to run');
   const wllamaVersion = vendorWllama();
   const modelUrls = linkModels(models);
+  const visionUrls = options.mmproj ? linkModels([options.mmproj, options.image], 'vision') : null;
 
   // A separate process spinning on one core for as long as the benchmark runs.
   const busyLoop = options.busyCore
@@ -531,7 +588,8 @@ async function main() {
   busyLoop?.unref(); // It must not keep this script alive...
   process.on('exit', () => busyLoop?.kill()); // ...nor outlive it.
   // The models are symlinked under www/models/bench: the server may follow those links only.
-  const allow = [...new Set(models.map((model) => path.dirname(realpathSync(model))))];
+  const served = [...models, ...(options.mmproj ? [options.mmproj, options.image] : [])];
+  const allow = [...new Set(served.map((file) => path.dirname(realpathSync(file))))];
   const server = await startServer({ root: www, port: 0, allow });
   const browser = await launchBrowser(options.browser, options);
   const report = {
@@ -539,6 +597,8 @@ async function main() {
     tg: options.tg,
     depth: options.depth,
     embed: options.embed ?? 0,
+    mmproj: options.mmproj ?? null,
+    image: options.image ?? null,
     threads: options.threads,
     busy_core: Boolean(options.busyCore),
     relaxed: options.relaxed !== false,
@@ -563,13 +623,20 @@ async function main() {
       const sides = { inferno: [], wllama: [] };
       for (let run = 1; run <= options.runs; run++) {
         for (const engine of ENGINES.filter((e) => !options.only || e.name === options.only)) {
-          const result = await runPage(browser, server.url, engine, modelUrls[index], options);
+          const result = await runPage(browser, server.url, engine, modelUrls[index], options, visionUrls);
           sides[engine.name].push(result);
           if ('error' in result) {
             failures++;
             log(`${name} run ${run}/${options.runs} ${engine.name}: failed: ${result.error}`);
           } else {
             if (result.llama_cpp) report.llama_cpp = result.llama_cpp;
+            if (options.mmproj) {
+              log(
+                `${name} run ${run}/${options.runs} ${engine.name.padEnd(7)}: the picture's embeddings in ${fmt(result.image_ms, 0)} ms` +
+                  `, load ${fmt(result.load_ms, 0)} ms, threads ${result.threads}`,
+              );
+              continue;
+            }
             if (options.embed) {
               log(
                 `${name} run ${run}/${options.runs} ${engine.name.padEnd(7)}: ${fmt(result.embed_per_s)} texts/s ` +

@@ -6,12 +6,14 @@
 //
 //   node scripts/profile.mjs MODEL.gguf [--phase decode|prefill] [--tokens N] [--depth D] [--threads 1]
 //                            [--warmup 1] [--top 25] [--no-relaxed]
+//   node scripts/profile.mjs MODEL.gguf --phase image --mmproj FILE --image PICTURE [...]
 //   (./build.sh profile [...] builds www/lib/pkg* first)
 //
 // --phase decode samples N decode steps (default 128) after a one-token prompt, with D tokens
 // (default 0) put in the cache first, unsampled: --depth 2048 profiles decode steps that attend
 // to about 2100 positions; --phase prefill samples an N-token prompt (default 128) after the D
-// cached tokens, and one decode step. It prints the share of the renderer
+// cached tokens, and one decode step; --phase image samples one encoding of the picture by the
+// projector (bench.mjs's vision mode). It prints the share of the renderer
 // process's samples per symbol (wasm functions by their Rust names, V8 and Chromium code by
 // theirs), and the share of samples that fell in other processes. Needs `perf` (Debian's
 // linux-perf) and the right to sample the whole machine (root, or perf_event_paranoid <= 0).
@@ -29,7 +31,8 @@ import { CHROMIUM_ARGS, chromiumPath } from './chromium.mjs';
 const repoRoot = fileURLToPath(new URL('../', import.meta.url));
 const www = path.join(repoRoot, 'www');
 const USAGE = `usage: node scripts/profile.mjs MODEL.gguf [--phase decode|prefill] [--tokens N] [--depth D] [--threads 1]
-                              [--warmup 1] [--top 25] [--no-relaxed]`;
+                              [--warmup 1] [--top 25] [--no-relaxed]
+       node scripts/profile.mjs MODEL.gguf --phase image --mmproj FILE --image PICTURE [--threads 1] [...]`;
 
 function parseArgs(argv) {
   const options = { phase: 'decode', tokens: 128, depth: 0, threads: 1, warmup: 1, top: 25, relaxed: true };
@@ -39,7 +42,12 @@ function parseArgs(argv) {
     const value = () => inline ?? argv[++i];
     if (flag === '--phase') {
       options.phase = value();
-      if (!['decode', 'prefill'].includes(options.phase)) throw new Error('--phase takes decode or prefill');
+      if (!['decode', 'prefill', 'image'].includes(options.phase))
+        throw new Error('--phase takes decode, prefill or image');
+    } else if (flag === '--mmproj' || flag === '--image') {
+      const file = path.resolve(value());
+      if (!existsSync(file)) throw new Error(`no such file: ${file}`);
+      options[flag.slice(2)] = file;
     } else if (['--tokens', '--depth', '--threads', '--warmup', '--top'].includes(flag)) {
       const raw = value();
       const number = Number(raw);
@@ -53,6 +61,8 @@ function parseArgs(argv) {
   }
   if (model === null) throw new Error('which model?');
   if (!existsSync(model)) throw new Error(`no such model file: ${model}`);
+  if ((options.phase === 'image') !== Boolean(options.mmproj && options.image))
+    throw new Error('--phase image goes with --mmproj FILE and --image PICTURE');
   return { ...options, model };
 }
 
@@ -76,10 +86,12 @@ async function main() {
   if (spawnSync('perf', ['--version']).status !== 0)
     throw new Error('perf is missing (apt install linux-perf)');
   const [modelUrl] = linkModels([options.model]);
+  const vision = options.phase === 'image' ? [options.mmproj, options.image] : [];
+  const visionUrls = linkModels(vision, 'vision');
   const server = await startServer({
     root: www,
     port: 0,
-    allow: [path.dirname(realpathSync(options.model))],
+    allow: [...new Set([options.model, ...vision].map((file) => path.dirname(realpathSync(file))))],
   });
   const started = Date.now();
   const browser = await chromium.launch({
@@ -105,6 +117,10 @@ async function main() {
       probe: 0, // the memory probe would be sampled too
     });
     if (!options.relaxed) query.set('relaxed', '0');
+    if (visionUrls.length > 0) {
+      query.set('mmproj', `/${visionUrls[0]}`);
+      query.set('image', `/${visionUrls[1]}`);
+    }
     const page = await browser.newPage();
     page.on('pageerror', (error) => console.error(`page error: ${error.message}`));
     await page.goto(`${server.url}bench/bench.html?${query}`);
@@ -133,8 +149,11 @@ async function main() {
     if (!map) throw new Error('V8 wrote no perf map (is /tmp writable by Chromium?)');
     const renderer = path.basename(map).match(/\d+/)[0];
     console.log(
-      `${path.basename(options.model)}, ${options.phase} (pp ${pp}, tg ${tg}), ${options.threads} thread(s), ` +
-        `build ${result.build ?? '?'}: prefill ${result.prefill_tok_s?.toFixed(1)} tok/s, decode ${result.decode_tok_s?.toFixed(1)} tok/s`,
+      options.phase === 'image'
+        ? `${path.basename(options.mmproj)} on ${path.basename(options.image)}, ${options.threads} thread(s), ` +
+            `build ${result.build ?? '?'}: the picture's ${result.image_tokens} embeddings in ${result.image_ms?.toFixed(0)} ms`
+        : `${path.basename(options.model)}, ${options.phase} (pp ${pp}, tg ${tg}), ${options.threads} thread(s), ` +
+            `build ${result.build ?? '?'}: prefill ${result.prefill_tok_s?.toFixed(1)} tok/s, decode ${result.decode_tok_s?.toFixed(1)} tok/s`,
     );
     report(data, renderer, options.top);
   } finally {

@@ -380,11 +380,8 @@ fn tile_scores(
     }
 }
 
-/// Outputs of the F32 kernel's `Σ w·v` kept in registers at a time.
-const VALUE_CHUNK: usize = 64;
-
 /// KV positions per tile of the F32 kernel (`GGML_FA_TILE_KV`); tiles start at multiples of it.
-const KV_TILE: usize = 64;
+const KV_TILE: usize = kv_rows::KEY_TILE;
 
 /// The F32 kernel of large batches (`flash_attn_ext_tiled`): full-precision query, an online
 /// softmax updated once per tile of 64 cache positions, every sum an FMA chain in ggml's order.
@@ -434,12 +431,7 @@ pub fn attend_head_f32_tiled_keys(
     let head_dim = query.len();
     attend_tiles(kv, positions.clone(), sink, out, |tile_start, weights| {
         let tile = &tiled_keys[tile_start / KV_TILE * head_dim * KV_TILE..][..head_dim * KV_TILE];
-        let mut dots = [0.0f32; KV_TILE];
-        for (&q, keys) in query.iter().zip(tile.chunks_exact(KV_TILE)) {
-            for (dot, &k) in dots.iter_mut().zip(keys) {
-                *dot = mul_add(q, k, *dot);
-            }
-        }
+        let dots = kv_rows::dot_with_tiled_keys(query, tile);
         for (j, (w, dot)) in weights.iter_mut().zip(dots).enumerate() {
             let position = tile_start + j;
             *w = if positions.contains(&position) { scoring.score(dot) } else { f32::NEG_INFINITY };
@@ -462,7 +454,8 @@ fn attend_tiles(
     let mut tile_start = positions.start / KV_TILE * KV_TILE;
     while tile_start < positions.end {
         fill(tile_start, &mut weights);
-        let tile_max = weights.iter().fold(f32::NEG_INFINITY, |max, &w| max.max(w));
+        // Not f32::max, which wasm has only as a call to libm's fmaxf (NaNs are skipped alike).
+        let tile_max = weights.iter().fold(f32::NEG_INFINITY, |max, &w| if w > max { w } else { max });
         if tile_max > max {
             let rescale = (max - tile_max).exp();
             out.iter_mut().for_each(|o| *o *= rescale);
@@ -471,21 +464,8 @@ fn attend_tiles(
         }
         // ggml_vec_soft_max_f32 over the tile.
         sum = (f64::from(sum) + exp_and_sum(&mut weights, max)) as f32;
-        // Σ w·v, each output an FMA chain over the tile's positions in order; 64 outputs at a
-        // time held in registers rather than loaded and stored for every position.
-        for (c, chunk) in out.chunks_mut(VALUE_CHUNK).enumerate() {
-            let mut sums = [0.0f32; VALUE_CHUNK];
-            sums[..chunk.len()].copy_from_slice(chunk);
-            for (i, &w) in weights.iter().enumerate() {
-                if w != 0.0 {
-                    let values = &kv.value(tile_start + i)[c * VALUE_CHUNK..];
-                    for (o, &v) in sums.iter_mut().zip(values) {
-                        *o = mul_add(w, v, *o);
-                    }
-                }
-            }
-            chunk.copy_from_slice(&sums[..chunk.len()]);
-        }
+        // Σ w·v, each output an FMA chain over the tile's positions in order.
+        kv_rows::add_weighted_rows(out, &weights, |i| kv.value(tile_start + i));
         tile_start += KV_TILE;
     }
     if let Some(sink) = sink {

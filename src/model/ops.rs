@@ -3,7 +3,7 @@
 //! parallel parts of whole rows (or elements): each value is computed as on one thread.
 
 use crate::parallel;
-use crate::tensor::{fma, sum_lanes, table_over_f16};
+use crate::tensor::{fma, ggml_expf, sum_lanes, table_over_f16};
 use half::f16;
 
 use super::arch::Activation;
@@ -208,13 +208,14 @@ pub fn walsh_hadamard(rows: &mut [f32], n: usize) {
 /// host computes both: groups of eight through its vectorized exponential, each group summed
 /// in f32 as a 256-bit register reduces and the groups in f64; the rest through libm's.
 pub fn exp_and_sum(x: &mut [f32], max: f32) -> f64 {
-    let mut groups = x.chunks_exact_mut(8);
+    let whole = x.len() / 8 * 8;
+    let (groups, rest) = x.split_at_mut(whole);
+    crate::tensor::exp_shifted(groups, max);
     let mut sum = 0.0f64;
-    for group in &mut groups {
-        group.iter_mut().for_each(|v| *v = ggml_expf(*v - max));
+    for group in groups.chunks_exact(8) {
         sum += f64::from(sum_lanes(std::array::from_fn(|i| group[i])));
     }
-    for v in groups.into_remainder() {
+    for v in rest {
         *v = (*v - max).exp();
         sum += f64::from(*v);
     }
@@ -244,29 +245,6 @@ pub fn silu(x: f32) -> f32 {
 /// `1 / (1 + e^-x)`, as ggml's scalar sigmoid.
 pub fn sigmoid(x: f32) -> f32 {
     1.0 / (1.0 + (-x).exp())
-}
-
-/// `ggml_v_expf` (ggml's AVX2/NEON exponential), one lane: range reduction by
-/// `n = round(x / ln 2)`, a degree-5 polynomial, and scaling by `2^n` with care at the ends.
-/// Accurate to ~1.5 ulp; what matters here is that it is the same function.
-pub fn ggml_expf(x: f32) -> f32 {
-    const SHIFTER: f32 = 12_582_912.0; // 0x1.8p23
-    let z = fma(x, f32::from_bits(0x3fb8_aa3b), SHIFTER); // 0x1.715476p+0 = 1/ln 2
-    let n = z - SHIFTER;
-    let b = fma(-n, f32::from_bits(0x35bf_be8e), fma(-n, f32::from_bits(0x3f31_7200), x)); // ln 2 hi/lo
-    let e = z.to_bits() << 23;
-    let k = f32::from_bits(e.wrapping_add(1.0f32.to_bits()));
-    let u = b * b;
-    let j = fma(f32::from_bits(0x3c07_2010), b, f32::from_bits(0x3d2b_9f17));
-    let j = fma(j, u, fma(f32::from_bits(0x3e2a_af33), b, f32::from_bits(0x3eff_fedb)));
-    let j = fma(j, u, f32::from_bits(0x3f7f_fff6) * b);
-    if n.abs() <= 126.0 {
-        return fma(j, k, k);
-    }
-    let g: u32 = if n <= 0.0 { 0x8200_0000 } else { 0 };
-    let s1 = f32::from_bits(g.wrapping_add(0x7f00_0000));
-    let s2 = f32::from_bits(e.wrapping_sub(g));
-    if n.abs() > 192.0 { s1 * s1 } else { fma(s2, j, s2) * s1 }
 }
 
 /// `gate = gelu(gate) * up` (GeGLU), with ggml's CPU GELU: the tanh approximation evaluated on

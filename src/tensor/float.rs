@@ -21,6 +21,51 @@ pub fn fma(a: f32, b: f32, c: f32) -> f32 {
     }
 }
 
+/// `ggml_v_expf` (ggml's AVX2/NEON exponential), one lane: range reduction by
+/// `n = round(x / ln 2)`, a degree-5 polynomial, and scaling by `2^n` with care at the ends.
+/// Accurate to ~1.5 ulp; what matters here is that it is the same function.
+pub fn ggml_expf(x: f32) -> f32 {
+    let z = fma(x, EXP_LOG2_E, EXP_SHIFTER);
+    let n = z - EXP_SHIFTER;
+    let b = fma(-n, EXP_LN2_LOW, fma(-n, EXP_LN2_HIGH, x));
+    let e = z.to_bits() << 23;
+    let k = f32::from_bits(e.wrapping_add(1.0f32.to_bits()));
+    let u = b * b;
+    let [c1, c2, c3, c4, c5] = EXP_POLYNOMIAL;
+    let j = fma(c1, b, c2);
+    let j = fma(j, u, fma(c3, b, c4));
+    let j = fma(j, u, c5 * b);
+    if n.abs() <= 126.0 {
+        return fma(j, k, k);
+    }
+    let g: u32 = if n <= 0.0 { 0x8200_0000 } else { 0 };
+    let s1 = f32::from_bits(g.wrapping_add(0x7f00_0000));
+    let s2 = f32::from_bits(e.wrapping_sub(g));
+    if n.abs() > 192.0 { s1 * s1 } else { fma(s2, j, s2) * s1 }
+}
+
+/// [`ggml_expf`]'s constants: 0x1.8p23, which rounds to an integer when added; 1/ln 2; ln 2 in
+/// two parts; the polynomial's coefficients (ggml's hex constants, as bits).
+pub(super) const EXP_SHIFTER: f32 = 12_582_912.0;
+pub(super) const EXP_LOG2_E: f32 = f32::from_bits(0x3fb8_aa3b);
+pub(super) const EXP_LN2_HIGH: f32 = f32::from_bits(0x3f31_7200);
+pub(super) const EXP_LN2_LOW: f32 = f32::from_bits(0x35bf_be8e);
+pub(super) const EXP_POLYNOMIAL: [f32; 5] = [
+    f32::from_bits(0x3c07_2010),
+    f32::from_bits(0x3d2b_9f17),
+    f32::from_bits(0x3e2a_af33),
+    f32::from_bits(0x3eff_fedb),
+    f32::from_bits(0x3f7f_fff6),
+];
+
+/// `x[i] = ggml_expf(x[i] - max)`: softmax's exponentials (attention's, a trace's), whose
+/// SIMD128 kernel gives the same bits four at a time; this is its scalar reference.
+pub fn exp_shifted(x: &mut [f32], max: f32) {
+    for v in x {
+        *v = ggml_expf(*v - max);
+    }
+}
+
 /// `f` of every f16 value, indexed by its bits: for functions cheaper to look up than to
 /// compute where the input is (or is rounded to) a half, as ggml's CPU tables are.
 pub fn table_over_f16(f: impl Fn(f16) -> f32) -> Box<[f32; 65536]> {

@@ -168,6 +168,17 @@ pub trait Dot: QuantFormat {
     /// kernel can decode each weight block once for all of them (prefill). Equals the
     /// single-row results bit for bit: batching never changes a logit.
     fn vec_dot_group(src: &[u8], rows: [&[Self::Activation]; ROW_GROUP]) -> [f32; ROW_GROUP];
+
+    /// A matrix (`row_bytes` a row) times `out.len()` activation rows: `out[i][r]` is
+    /// [`vec_dot`](Self::vec_dot) of weight row `r` with activation row `i`, bit for bit, by
+    /// [`vec_dot_group`](Self::vec_dot_group) or by a kernel's GEMM (prefill, an encoder).
+    fn matmul_rows<'a>(
+        weights: &[u8],
+        row_bytes: usize,
+        activation_row: impl Fn(usize) -> &'a [Self::Activation],
+        out: &mut [&mut [f32]],
+    ) where
+        Self::Activation: 'a;
 }
 
 impl<W: QuantFormat> Dot for W
@@ -187,6 +198,17 @@ where
     #[inline(always)]
     fn vec_dot_group(src: &[u8], rows: [&[W::Activation]; ROW_GROUP]) -> [f32; ROW_GROUP] {
         <Active as Tile<W>>::group(whole_blocks(src), rows)
+    }
+
+    fn matmul_rows<'a>(
+        weights: &[u8],
+        row_bytes: usize,
+        activation_row: impl Fn(usize) -> &'a [W::Activation],
+        out: &mut [&mut [f32]],
+    ) where
+        W::Activation: 'a,
+    {
+        <Active as Tile<W>>::matmul(weights, row_bytes, activation_row, out)
     }
 }
 

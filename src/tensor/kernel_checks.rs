@@ -20,6 +20,7 @@ pub fn check_kernels_match_scalar() -> Result<(), String> {
     #[cfg(all(target_family = "wasm", target_feature = "simd128"))]
     check_k4_scale_unpack()?;
     check_kv_rows()?;
+    check_attention_tiles()?;
     check_scan_rows()?;
     check_f16_scan()?;
     check_read_checksum()?;
@@ -172,6 +173,53 @@ fn check_f16_scan() -> Result<(), String> {
 
 /// Mamba-2's state-row scan must give the scalar reference's bits: the new state and the
 /// read-out, for rows of whole 32s and with a tail.
+/// Attention's tile kernels and softmax's exponentials against their scalar references, bit for
+/// bit: a tile of keys laid out by dimension, weighted value rows (zero weights skipped), and
+/// `ggml_expf` of shifted scores over its whole range (both ends, infinities and NaN included).
+fn check_attention_tiles() -> Result<(), String> {
+    use super::kernels::{active, scalar};
+    use super::kv_rows::KEY_TILE;
+    let same = |a: &[f32], b: &[f32]| {
+        a.len() == b.len()
+            && a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan()))
+    };
+    let mut rng = SplitMix(0xA77E);
+    for (round, &len) in [64usize, 72, 7, 128, 3, 37, 1].iter().enumerate() {
+        let scale = [1.0f32, 3e-3, 40.0][round % 3];
+        let query: Vec<f32> = (0..len).map(|_| rng.normal() * scale).collect();
+        let tile: Vec<f32> = (0..len * KEY_TILE).map(|_| rng.normal()).collect();
+        let (expected, got) = (scalar::dot_tiled_keys(&query, &tile), active::dot_tiled_keys(&query, &tile));
+        if !same(&expected, &got) {
+            return Err(format!("tiled key dots of {len} dimensions: scalar {expected:?}, simd {got:?}"));
+        }
+        let weights: Vec<f32> =
+            (0..KEY_TILE).map(|i| if i % 7 == 3 { 0.0 } else { rng.uniform() * scale }).collect();
+        let rows: Vec<Vec<f32>> = (0..KEY_TILE)
+            .map(
+                |i| if weights[i] == 0.0 { Vec::new() } else { (0..len + 5).map(|_| rng.normal()).collect() },
+            )
+            .collect();
+        let start: Vec<f32> = (0..len).map(|_| rng.normal()).collect();
+        let (mut expected, mut got) = (start.clone(), start);
+        scalar::add_weighted_rows(&mut expected, &weights, |i| &rows[i]);
+        active::add_weighted_rows(&mut got, &weights, |i| &rows[i]);
+        if !same(&expected, &got) {
+            return Err(format!("weighted value rows of {len}: scalar {expected:?}, simd {got:?}"));
+        }
+    }
+    let mut scores: Vec<f32> = (0..997).map(|_| (rng.uniform() - 0.9) * 250.0).collect();
+    scores.extend([0.0, -0.0, 88.0, 89.0, -87.0, -104.0, -150.0, f32::NEG_INFINITY, f32::INFINITY, f32::NAN]);
+    for max in [0.0f32, 12.5, -3.0] {
+        let (mut expected, mut got) = (scores.clone(), scores.clone());
+        scalar::exp_shifted(&mut expected, max);
+        active::exp_shifted(&mut got, max);
+        if let Some(i) = (0..scores.len()).find(|&i| !same(&expected[i..=i], &got[i..=i])) {
+            return Err(format!("exp({} - {max}): scalar {:e}, simd {:e}", scores[i], expected[i], got[i]));
+        }
+    }
+    Ok(())
+}
+
 fn check_scan_rows() -> Result<(), String> {
     use super::kernels::{active, scalar};
     let mut rng = SplitMix(0x55A2);
@@ -322,6 +370,31 @@ fn check_row_groups() -> Result<(), String> {
                             out[i * rows_out + r]
                         ));
                     }
+                }
+            }
+        }
+    }
+    // SIMD128's F16 GEMM (`simd128::matmul_f16`): weight tiles and activation blocks of every
+    // kind of edge (an odd last row or pair, rows past a tile, a row length with a tail).
+    #[cfg(all(target_family = "wasm", target_feature = "simd128"))]
+    for (k, rows_out, n) in [(76usize, 300usize, 500usize), (8, 5, 3), (3, 2, 2), (1024, 3, 70)] {
+        let weight_type = WeightType::F16;
+        let row_bytes = 2 * k;
+        let buffer = rng.weights(weight_type, rows_out * row_bytes + 1);
+        let weights = &buffer[1..];
+        let x: Vec<f32> = (0..n * k).map(|_| rng.normal()).collect();
+        let q = QuantizedActivations::for_weights(weight_type, &x, n, k).map_err(|e| e.to_string())?;
+        let mut out = vec![0.0f32; n * rows_out];
+        matmul_quantized(weights, weight_type, rows_out, &q, &mut out).map_err(|e| e.to_string())?;
+        for i in 0..n {
+            for r in 0..rows_out {
+                let single = vec_dot(weight_type, &weights[r * row_bytes..][..row_bytes], &q, i)
+                    .map_err(|e| e.to_string())?;
+                if single.to_bits() != out[i * rows_out + r].to_bits() {
+                    return Err(format!(
+                        "F16 GEMM of {n} rows of {k}, row {i}, weight row {r}: {} vs single {single}",
+                        out[i * rows_out + r]
+                    ));
                 }
             }
         }

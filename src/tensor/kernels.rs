@@ -58,11 +58,38 @@ pub trait Tile<W: QuantFormat> {
     fn pair(x: [&[W::Block]; 2], y: &[W::Activation]) -> [f32; 2] {
         x.map(|x| Self::dot(x, y))
     }
+
+    /// A matrix (`row_bytes` a row) times `out.len()` activation rows: `out[i][r]` is
+    /// [`dot`](Self::dot) of weight row `r` with activation row `i`, by [`group`](Self::group)
+    /// and then one by one; a kernel may compute the same sums as a GEMM.
+    fn matmul<'a>(
+        weights: &[u8],
+        row_bytes: usize,
+        activation_row: impl Fn(usize) -> &'a [W::Activation],
+        out: &mut [&mut [f32]],
+    ) where
+        W::Activation: 'a,
+    {
+        let n = out.len();
+        let grouped = n - n % ROW_GROUP;
+        for (r, weight_row) in weights.chunks_exact(row_bytes).enumerate() {
+            let blocks = super::blocks::whole_blocks(weight_row);
+            for first in (0..grouped).step_by(ROW_GROUP) {
+                let dots = Self::group(blocks, std::array::from_fn(|j| activation_row(first + j)));
+                for (j, dot) in dots.into_iter().enumerate() {
+                    out[first + j][r] = dot;
+                }
+            }
+            for (i, out_row) in out.iter_mut().enumerate().skip(grouped) {
+                out_row[r] = Self::dot(blocks, activation_row(i));
+            }
+        }
+    }
 }
 
 /// Tile entries: `format => dot[, group kernel][, pair kernel];` for one instruction set.
 macro_rules! tiles {
-    ($isa:ty: $($format:ty => $dot:path $(, group $group:path)? $(, pair $pair:path)?;)*) => {$(
+    ($isa:ty: $($format:ty => $dot:path $(, group $group:path)? $(, pair $pair:path)? $(, matmul $matmul:path)?;)*) => {$(
         impl Tile<$format> for $isa {
             #[inline(always)]
             fn dot(x: &[<$format as QuantFormat>::Block], y: &[<$format as QuantFormat>::Activation]) -> f32 {
@@ -84,6 +111,18 @@ macro_rules! tiles {
                     y: &[<$format as QuantFormat>::Activation],
                 ) -> [f32; 2] {
                     $pair(x, y)
+                }
+            )?
+            $(
+                fn matmul<'a>(
+                    weights: &[u8],
+                    row_bytes: usize,
+                    activation_row: impl Fn(usize) -> &'a [<$format as QuantFormat>::Activation],
+                    out: &mut [&mut [f32]],
+                ) where
+                    <$format as QuantFormat>::Activation: 'a,
+                {
+                    $matmul(weights, row_bytes, activation_row, out)
                 }
             )?
         }
@@ -155,7 +194,7 @@ pub enum Simd128 {}
 #[cfg(all(target_family = "wasm", target_feature = "simd128"))]
 tiles! { Simd128:
     f32 => simd::dot_f32, group simd::dot_f32_group, pair simd::dot_f32_pair;
-    f16 => simd::dot_f16, group simd::dot_f16_group, pair simd::dot_f16_pair;
+    f16 => simd::dot_f16, group simd::dot_f16_group, pair simd::dot_f16_pair, matmul simd::matmul_f16;
     bf16 => simd::dot_bf16, group simd::dot_bf16_group, pair simd::dot_bf16_pair;
     BlockQ4_0 => simd::dot_q4_0, group simd::dot_q4_0_group, pair simd::dot_q4_0_pair;
     BlockQ4_1 => simd::dot_q4_1, group simd::dot_q4_1_group, pair simd::dot_q4_1_pair;
@@ -213,12 +252,14 @@ pub type Active = Scalar;
 /// The scalar reference of the kernels that are no format's dot. A table that has its own
 /// leaves these to the kernel checks.
 pub(super) mod scalar {
+    pub(in crate::tensor) use super::super::float::exp_shifted;
     pub(in crate::tensor) use super::super::float::{any_non_finite_f16, scan_state_row, sum_words};
     #[cfg_attr(target_feature = "simd128", allow(unused_imports))] // SIMD128 has its own
     pub(in crate::tensor) use super::super::kquants::{Q8KWide, q8_k_wide};
     pub(in crate::tensor) use super::super::kv_rows::{
-        dot_f32_keys4, dot_kv_row, dot_kv_row_heads, mad_kv_row_heads, mad_kv_row_rounded,
-        mad_kv_row_rounded_heads, scale_rounded_to_f16, widen_kv_row,
+        add_weighted_rows_scalar as add_weighted_rows, dot_f32_keys4, dot_kv_row, dot_kv_row_heads,
+        dot_tiled_keys, mad_kv_row_heads, mad_kv_row_rounded, mad_kv_row_rounded_heads, scale_rounded_to_f16,
+        widen_kv_row,
     };
     #[cfg_attr(target_feature = "simd128", allow(unused_imports))] // SIMD128 has its own
     pub(in crate::tensor) use super::super::legacy::{Q8_0Extra, q8_0_extra};
@@ -228,9 +269,10 @@ pub(super) mod scalar {
 #[cfg(all(target_family = "wasm", target_feature = "simd128"))]
 pub(super) mod active {
     pub(in crate::tensor) use super::super::simd128::{
-        Q8_0Extra, Q8KWide, any_non_finite_f16, dot_f32_keys4, dot_kv_row, dot_kv_row_heads,
-        mad_kv_row_heads, mad_kv_row_rounded, mad_kv_row_rounded_heads, q8_0_extra, q8_k_wide,
-        scale_rounded_to_f16, scan_state_row, sum_words, widen_kv_row,
+        Q8_0Extra, Q8KWide, add_weighted_rows, any_non_finite_f16, dot_f32_keys4, dot_kv_row,
+        dot_kv_row_heads, dot_tiled_keys, exp_shifted, mad_kv_row_heads, mad_kv_row_rounded,
+        mad_kv_row_rounded_heads, q8_0_extra, q8_k_wide, scale_rounded_to_f16, scan_state_row, sum_words,
+        widen_kv_row,
     };
 }
 

@@ -69,6 +69,58 @@ pub fn dot_with_keys4(query: &[f32], keys: [&[f32]; 4]) -> [f32; 4] {
     active::dot_f32_keys4(query, keys)
 }
 
+/// Positions per tile of keys laid out dimension by dimension (`[d][KEY_TILE]`: attention's
+/// `keys_in_tiles`).
+pub const KEY_TILE: usize = 64;
+
+/// The dots of `query` with a tile of [`KEY_TILE`] keys laid out dimension by dimension
+/// (`tile[d * KEY_TILE + j]` is key `j`'s element `d`): each a chain of [`mul_add`] over the
+/// dimensions in order, as one key at a time, side by side.
+pub fn dot_with_tiled_keys(query: &[f32], tile: &[f32]) -> [f32; KEY_TILE] {
+    active::dot_tiled_keys(query, tile)
+}
+
+/// The scalar reference of [`dot_with_tiled_keys`] (natively the kernel: 64 sums are eight
+/// AVX2 registers).
+pub(super) fn dot_tiled_keys(query: &[f32], tile: &[f32]) -> [f32; KEY_TILE] {
+    let mut dots = [0.0f32; KEY_TILE];
+    for (&q, keys) in query.iter().zip(tile.chunks_exact(KEY_TILE)) {
+        for (dot, &k) in dots.iter_mut().zip(keys) {
+            *dot = mul_add(q, k, *dot);
+        }
+    }
+    dots
+}
+
+/// `out[j] = Σ weights[i] · value(i)[j] + out[j]`, a chain of [`mul_add`] over the rows in
+/// order for each output; a row whose weight is 0 is skipped, never read (attention's masked
+/// positions, which may lie past the cache's end).
+pub fn add_weighted_rows<'a>(out: &mut [f32], weights: &[f32], value: impl Fn(usize) -> &'a [f32]) {
+    active::add_weighted_rows(out, weights, value)
+}
+
+/// The scalar reference of [`add_weighted_rows`] (natively the kernel): 64 outputs at a time
+/// held in registers rather than loaded and stored for every row.
+pub(super) fn add_weighted_rows_scalar<'a>(
+    out: &mut [f32],
+    weights: &[f32],
+    value: impl Fn(usize) -> &'a [f32],
+) {
+    const CHUNK: usize = 64;
+    for (c, chunk) in out.chunks_mut(CHUNK).enumerate() {
+        let mut sums = [0.0f32; CHUNK];
+        sums[..chunk.len()].copy_from_slice(chunk);
+        for (i, &w) in weights.iter().enumerate() {
+            if w != 0.0 {
+                for (o, &v) in sums.iter_mut().zip(&value(i)[c * CHUNK..]) {
+                    *o = mul_add(w, v, *o);
+                }
+            }
+        }
+        chunk.copy_from_slice(&sums[..chunk.len()]);
+    }
+}
+
 /// `query · key` in 4 lanes (lane `l` sums the elements `l mod 4` in order, by [`mul_add`]),
 /// reduced `(0 + 2) + (1 + 3)`, the elements past the whole 4s added after.
 pub fn dot_in_4_lanes(query: &[f32], key: &[f32]) -> f32 {

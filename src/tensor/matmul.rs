@@ -7,7 +7,7 @@
 
 use super::activations::{ActivationFormat, QuantizedActivations};
 use super::error::{TensorError, check_len};
-use super::format::{Dot, QuantFormat, ROW_GROUP, WeightType, with_weight_format};
+use super::format::{Dot, QuantFormat, WeightType, with_weight_format};
 #[cfg(not(target_family = "wasm"))]
 use super::llama_order::{LlamaOrder, REPACK_GEMM_ROWS, REPACK_ROWS};
 use crate::parallel;
@@ -269,18 +269,7 @@ fn dot_all_rows<W: MatmulFormat>(
         dot_one_activation_row::<W>(weights, row_bytes, activation_row(0), out[0]);
         return;
     }
-    for (r, weight_row) in weights.chunks_exact(row_bytes).enumerate() {
-        let grouped = n - n % ROW_GROUP;
-        for first in (0..grouped).step_by(ROW_GROUP) {
-            let dots = W::vec_dot_group(weight_row, std::array::from_fn(|j| activation_row(first + j)));
-            for (j, dot) in dots.into_iter().enumerate() {
-                out[first + j][r] = dot;
-            }
-        }
-        for (i, out_row) in out.iter_mut().enumerate().skip(grouped) {
-            out_row[r] = W::vec_dot(weight_row, activation_row(i));
-        }
-    }
+    W::matmul_rows(weights, row_bytes, activation_row, out);
 }
 
 /// The rows of a part in llama.cpp's orders: a repacked matrix through its GEMM for whole

@@ -74,7 +74,14 @@ pub use blocks::{
     BlockQ8_0, BlockQ8_1, BlockQ8K, F16Le, PlainBytes, QK, QK_K, cast_blocks,
 };
 pub use error::TensorError;
-pub use float::{first_non_finite_f16, fma, read_checksum, reduce_accumulators, sum_lanes, table_over_f16};
+pub use float::{
+    first_non_finite_f16, fma, ggml_expf, read_checksum, reduce_accumulators, sum_lanes, table_over_f16,
+};
+
+/// `x[i] = ggml_expf(x[i] - max)`, four at a time where the build has SIMD128 (the same bits).
+pub fn exp_shifted(x: &mut [f32], max: f32) {
+    kernels::active::exp_shifted(x, max)
+}
 pub use format::{Dot, QuantFormat, WeightType, dequantize_row, vec_dot};
 pub use legacy::clamp_q8_0_quants;
 pub use matmul::{

@@ -1723,6 +1723,92 @@ fn f16_tile<const W: usize, const R: usize>(src: [&[u8]; W], rows: [&[F16Activat
     float_tile::<W, R, 2, true>(src, rows.map(F16Activation::scaled_values), place, f16_weight_placed)
 }
 
+/// F16 weight rows times many activation rows as a GEMM, each output with [`dot_f16`]'s bits:
+/// a tile of weight rows placed in f32 lanes once ([`place_f16x8`], which every row group
+/// repeated for each of its halves), then two weight rows by two activation rows per pass of
+/// [`float_tile`] (8 accumulators: the same lanes, operations and tail as one row's), over a
+/// block of activation rows that stays in cache while the tile's weight rows pass over it.
+pub(super) fn matmul_f16<'a>(
+    weights: &[u8],
+    row_bytes: usize,
+    activation_row: impl Fn(usize) -> &'a [F16Activation],
+    out: &mut [&mut [f32]],
+) {
+    /// Bytes of placed weights, and of activation rows, handled at a time.
+    const WEIGHT_TILE_BYTES: usize = 64 << 10;
+    const ACTIVATION_BLOCK_BYTES: usize = 128 << 10;
+    let k = row_bytes / 2;
+    if k == 0 {
+        return;
+    }
+    let (rows, n) = (weights.len() / row_bytes, out.len());
+    let tile_rows = (WEIGHT_TILE_BYTES / (4 * k)).max(2) / 2 * 2;
+    let block_rows = (ACTIVATION_BLOCK_BYTES / (4 * k)).max(2);
+    let whole = k - k % 8;
+    let held = Held::new();
+    let mut placed = vec![0.0f32; tile_rows.min(rows) * k];
+    for first_row in (0..rows).step_by(tile_rows) {
+        let tile = tile_rows.min(rows - first_row);
+        let tile_weights = &weights[first_row * row_bytes..][..tile * row_bytes];
+        for (row, src) in placed.chunks_exact_mut(k).zip(tile_weights.chunks_exact(row_bytes)) {
+            for i in (0..whole).step_by(8) {
+                let [low, high] = place_f16x8(load_u8(&src[2 * i..]), held);
+                store_f32(&mut row[i..], low);
+                store_f32(&mut row[i + 4..], high);
+            }
+            for (i, value) in row.iter_mut().enumerate().skip(whole) {
+                *value = f16_weight_placed(src, i);
+            }
+        }
+        let placed_bytes = f32_bytes(&placed[..tile * k]);
+        for block in (0..n).step_by(block_rows) {
+            let block_end = n.min(block + block_rows);
+            for (pair, w) in placed_bytes.chunks(8 * k).enumerate() {
+                let r = first_row + 2 * pair;
+                let two_rows = w.len() == 8 * k;
+                let mut i = block;
+                while i < block_end {
+                    let a0 = F16Activation::scaled_values(activation_row(i));
+                    if i + 1 < block_end {
+                        let a1 = F16Activation::scaled_values(activation_row(i + 1));
+                        if two_rows {
+                            let [first, second] = placed_tile::<2, 2>([&w[..4 * k], &w[4 * k..]], [a0, a1]);
+                            [out[i][r], out[i + 1][r]] = first;
+                            [out[i][r + 1], out[i + 1][r + 1]] = second;
+                        } else {
+                            [[out[i][r], out[i + 1][r]]] = placed_tile::<1, 2>([w], [a0, a1]);
+                        }
+                        i += 2;
+                    } else {
+                        if two_rows {
+                            [[out[i][r]], [out[i][r + 1]]] =
+                                placed_tile::<2, 1>([&w[..4 * k], &w[4 * k..]], [a0]);
+                        } else {
+                            [[out[i][r]]] = placed_tile::<1, 1>([w], [a0]);
+                        }
+                        i += 1;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// [`f16_tile`] over weight rows already placed in f32 lanes (as bytes): the same sums.
+#[inline(always)]
+fn placed_tile<const W: usize, const R: usize>(src: [&[u8]; W], rows: [&[f32]; R]) -> [[f32; R]; W] {
+    let weight = |src: &[u8], i: usize| {
+        f32::from_le_bytes([src[4 * i], src[4 * i + 1], src[4 * i + 2], src[4 * i + 3]])
+    };
+    float_tile::<W, R, 4, true>(src, rows, |_, bytes| [load_u8(bytes), load_u8(&bytes[16..])], weight)
+}
+
+/// The bytes of f32 values, for the kernels that read weights as bytes.
+fn f32_bytes(values: &[f32]) -> &[u8] {
+    // SAFETY: any f32 is four plain bytes, and u8 has alignment 1.
+    unsafe { std::slice::from_raw_parts(values.as_ptr().cast::<u8>(), std::mem::size_of_val(values)) }
+}
+
 /// The F16 dot's vector part summed with [`exact_mul_add4`] and with [`mul_add4`], for the
 /// check that fusing never changes a bit (`kernel_checks.rs`); finite weights only.
 pub(super) fn f16_dot_fused_and_unfused(src: &[u8], activations: &[F16Activation]) -> (f32, f32) {
@@ -2095,4 +2181,105 @@ pub(super) fn scale_rounded_to_f16(row: &mut [f32], factor: f32) {
         store_f32(&mut row[i..], scaled);
     }
     super::kv_rows::scale_rounded_to_f16(&mut row[whole..], factor);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Attention's tiles of keys and values, and softmax's exponentials
+//
+// The same bits as the scalar references (`kv_rows.rs`, `float.rs`): each output is the same
+// chain of operations, several chains side by side. Thirty-two sums at a time (8 registers):
+// x86 has 16 vector registers, and 64 sums as 16 of them made V8 spill them at every step.
+
+/// [`super::kv_rows::dot_tiled_keys`] 32 keys at a time.
+pub(super) fn dot_tiled_keys(query: &[f32], tile: &[f32]) -> [f32; super::kv_rows::KEY_TILE] {
+    const TILE: usize = super::kv_rows::KEY_TILE;
+    let mut out = [0.0f32; TILE];
+    if tile.len() < query.len() * TILE {
+        return super::kv_rows::dot_tiled_keys(query, tile);
+    }
+    for half in 0..2 {
+        let mut acc = [f32x4_splat(0.0); 8];
+        for (d, &q) in query.iter().enumerate() {
+            let q = f32x4_splat(q);
+            let keys = &tile[d * TILE + half * 32..][..32];
+            for (j, a) in acc.iter_mut().enumerate() {
+                *a = mul_add4(q, load_f32(&keys[4 * j..]), *a);
+            }
+        }
+        for (j, a) in acc.into_iter().enumerate() {
+            store_f32(&mut out[half * 32 + 4 * j..], a);
+        }
+    }
+    out
+}
+
+/// [`super::kv_rows::add_weighted_rows`] 32 outputs at a time, then 4, then one by one.
+pub(super) fn add_weighted_rows<'a>(out: &mut [f32], weights: &[f32], value: impl Fn(usize) -> &'a [f32]) {
+    let n = out.len();
+    let mut start = 0;
+    while start + 32 <= n {
+        let mut acc: [v128; 8] = std::array::from_fn(|j| load_f32(&out[start + 4 * j..]));
+        for (i, &w) in weights.iter().enumerate() {
+            if w != 0.0 {
+                let (w, row) = (f32x4_splat(w), &value(i)[start..start + 32]);
+                for (j, a) in acc.iter_mut().enumerate() {
+                    *a = mul_add4(w, load_f32(&row[4 * j..]), *a);
+                }
+            }
+        }
+        for (j, a) in acc.into_iter().enumerate() {
+            store_f32(&mut out[start + 4 * j..], a);
+        }
+        start += 32;
+    }
+    while start + 4 <= n {
+        let mut acc = load_f32(&out[start..]);
+        for (i, &w) in weights.iter().enumerate() {
+            if w != 0.0 {
+                acc = mul_add4(f32x4_splat(w), load_f32(&value(i)[start..]), acc);
+            }
+        }
+        store_f32(&mut out[start..], acc);
+        start += 4;
+    }
+    super::kv_rows::add_weighted_rows_scalar(&mut out[start..], weights, |i| &value(i)[start..]);
+}
+
+/// [`super::float::fma`] in 4 lanes: wasm's route, each product exact in f64 and the sum
+/// rounded there, then to f32.
+#[inline(always)]
+fn fma4(a: v128, b: v128, c: v128) -> v128 {
+    let wide =
+        |v: v128| [f64x2_promote_low_f32x4(v), f64x2_promote_low_f32x4(i32x4_shuffle::<2, 3, 2, 3>(v, v))];
+    let (a, b, c) = (wide(a), wide(b), wide(c));
+    let low = f32x4_demote_f64x2_zero(f64x2_add(f64x2_mul(a[0], b[0]), c[0]));
+    let high = f32x4_demote_f64x2_zero(f64x2_add(f64x2_mul(a[1], b[1]), c[1]));
+    i32x4_shuffle::<0, 1, 4, 5>(low, high)
+}
+
+/// [`super::float::exp_shifted`] four at a time: [`super::float::ggml_expf`]'s steps in 4 lanes
+/// where every lane takes its common path (`|n| <= 126`), the scalar function otherwise.
+pub(super) fn exp_shifted(x: &mut [f32], max: f32) {
+    use super::float::{EXP_LN2_HIGH, EXP_LN2_LOW, EXP_LOG2_E, EXP_POLYNOMIAL, EXP_SHIFTER};
+    let whole = x.len() - x.len() % 4;
+    let (shifter, maxes) = (f32x4_splat(EXP_SHIFTER), f32x4_splat(max));
+    let [c1, c2, c3, c4, c5] = EXP_POLYNOMIAL.map(|c| f32x4_splat(c));
+    for i in (0..whole).step_by(4) {
+        let v = f32x4_sub(load_f32(&x[i..]), maxes);
+        let z = fma4(v, f32x4_splat(EXP_LOG2_E), shifter);
+        let n = f32x4_sub(z, shifter);
+        let minus_n = f32x4_neg(n);
+        let b = fma4(minus_n, f32x4_splat(EXP_LN2_LOW), fma4(minus_n, f32x4_splat(EXP_LN2_HIGH), v));
+        let k = i32x4_add(i32x4_shl(z, 23), i32x4_splat(1.0f32.to_bits() as i32));
+        let u = f32x4_mul(b, b);
+        let j = fma4(c1, b, c2);
+        let j = fma4(j, u, fma4(c3, b, c4));
+        let j = fma4(j, u, f32x4_mul(c5, b));
+        if i32x4_all_true(f32x4_le(f32x4_abs(n), f32x4_splat(126.0))) {
+            store_f32(&mut x[i..], fma4(j, k, k));
+        } else {
+            super::float::exp_shifted(&mut x[i..i + 4], max);
+        }
+    }
+    super::float::exp_shifted(&mut x[whole..], max);
 }

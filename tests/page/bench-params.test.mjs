@@ -52,3 +52,23 @@ test('a depth makes room for itself in the cache', () => {
   assert.throws(() => readParams('?model=x.gguf&depth=448&ctx=256', PAGE), /ctx must be/);
   assert.throws(() => readParams('?model=x.gguf&depth=-1', PAGE), /depth must be/);
 });
+
+test('a projector and a picture come together, from the page origin only', () => {
+  const params = readParams('?model=x.gguf&mmproj=p.gguf&image=/models/a.png', PAGE);
+  assert.equal(params.mmproj, 'http://127.0.0.1:8080/bench/p.gguf');
+  assert.equal(params.image, 'http://127.0.0.1:8080/models/a.png');
+  assert.deepEqual(
+    [readParams('?model=x.gguf', PAGE).mmproj, readParams('?model=x.gguf', PAGE).image],
+    [null, null],
+  );
+  assert.throws(() => readParams('?model=x.gguf&mmproj=p.gguf', PAGE), /go together/);
+  assert.throws(() => readParams('?model=x.gguf&image=a.png', PAGE), /go together/);
+  assert.throws(
+    () => readParams('?model=x.gguf&mmproj=p.gguf&image=https://evil.example/a.png', PAGE),
+    /image must be served/,
+  );
+  assert.throws(
+    () => readParams('?model=x.gguf&mmproj=//evil.example/p&image=a.png', PAGE),
+    /mmproj must be served/,
+  );
+});

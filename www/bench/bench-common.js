@@ -33,19 +33,30 @@ export const PARAM_LIMITS = {
  *  site), and every number is bounded by PARAM_LIMITS. */
 export function readParams(search = location.search, base = location.href) {
   const query = new URLSearchParams(search);
-  const model = query.get('model');
+  /** A file parameter as a URL on this page's own origin, or null where it is absent. */
+  const sameOrigin = (name) => {
+    const raw = query.get(name);
+    if (!raw) return null;
+    let url;
+    try {
+      url = new URL(raw, base);
+    } catch {
+      throw new Error(`${name} "${raw}" is not a URL`);
+    }
+    if (url.origin !== new URL(base).origin) {
+      throw new Error(
+        `${name} must be served by this page's origin (${new URL(base).origin}), not ${url.origin}`,
+      );
+    }
+    return url.href;
+  };
+  const model = sameOrigin('model');
   if (!model) throw new Error('missing ?model=URL (a .gguf file served with Content-Length)');
-  let modelUrl;
-  try {
-    modelUrl = new URL(model, base);
-  } catch {
-    throw new Error(`model "${model}" is not a URL`);
-  }
-  if (modelUrl.origin !== new URL(base).origin) {
-    throw new Error(
-      `model must be served by this page's origin (${new URL(base).origin}), not ${modelUrl.origin}`,
-    );
-  }
+  // mmproj=URL&image=URL: instead of prefill and decode, the picture's embeddings (the
+  // projector's encoder) are timed.
+  const mmproj = sameOrigin('mmproj');
+  const image = sameOrigin('image');
+  if (Boolean(mmproj) !== Boolean(image)) throw new Error('mmproj and image go together');
   const integer = (name, fallback, min) => {
     const raw = query.get(name);
     const max = PARAM_LIMITS[name];
@@ -99,7 +110,9 @@ export function readParams(search = location.search, base = location.href) {
   // pooling, unit length), as embeddingTexts(N) gives them.
   const embed = integer('embed', 0, 0);
   return {
-    model: modelUrl.href,
+    model,
+    mmproj,
+    image,
     pp,
     tg,
     depth,
@@ -190,9 +203,11 @@ export function showStatus(text) {
 export function showParams(params) {
   $('params').textContent =
     `model ${params.model}\n` +
-    (params.embed
-      ? `embed ${params.embed} texts`
-      : `pp ${params.pp} · tg ${params.tg}${params.depth ? ` · depth ${params.depth}` : ''}`) +
+    (params.mmproj
+      ? `projector ${params.mmproj}\npicture ${params.image}`
+      : params.embed
+        ? `embed ${params.embed} texts`
+        : `pp ${params.pp} · tg ${params.tg}${params.depth ? ` · depth ${params.depth}` : ''}`) +
     ` · threads ${params.threads} · ctx ${params.ctx} · warm-up runs ${params.warmup}`;
 }
 
@@ -228,6 +243,9 @@ export function runWorker(url, params, { finish = (result) => result, summarize 
 
 /** The one-line summary of a benchmark result (bench.html's). */
 function runSummary(result) {
+  if (result.image_ms !== undefined) {
+    return `load ${result.load_ms.toFixed(0)} ms · the picture's ${result.image_tokens} embeddings in ${result.image_ms.toFixed(0)} ms`;
+  }
   if (result.embed_texts) {
     return `load ${result.load_ms.toFixed(0)} ms · ${result.embed_texts} texts (${result.embed_tokens} tokens) in ${result.embed_ms.toFixed(0)} ms: ${result.embed_per_s.toFixed(1)} texts/s`;
   }

@@ -52,6 +52,7 @@ async function run(params) {
     );
   }
   const wasmUrl = new URL('wllama.wasm', VENDOR).href;
+  if (params.mmproj) return visionRun(Wllama, wasmUrl, params);
   const wllama = new Wllama({ default: wasmUrl }, { suppressNativeLog: true });
 
   showStatus('downloading the model');
@@ -117,6 +118,99 @@ async function run(params) {
       device: onGpu ? 'gpu' : 'cpu',
       // llama.cpp's WebGPU backend offloads only where the adapter has shader-f16.
       gpu_offload: onGpu ? Boolean(wllama.isSupportWebGPU() && adapter?.features.has('shader-f16')) : null,
+    };
+  } finally {
+    await wllama.exit();
+  }
+}
+
+/** The text both chat requests of a vision run ask, the picture before it in the second. */
+const VISION_QUESTION = 'What is in this picture?';
+
+/** mmproj=URL&image=URL: the model loaded with its projector (mtmd), then the time llama.cpp
+ *  takes to turn the picture's file into its embeddings, from a chat request with the picture
+ *  after `warmup` untimed ones. llama-server encodes a picture (mtmd_batch_encode) without
+ *  logging the time, so it is what the picture adds to the prompt's time (llama-server's
+ *  prompt_ms: the same question asked with and without it), less the language model's
+ *  evaluation of the picture's rows, which mtmd does log ("image decoded (batch i/n) in N ms").
+ *  What is left is decoding the file (stb_image), resizing, normalizing and encoding. */
+async function visionRun(Wllama, wasmUrl, { model, mmproj, image, threads, ctx, warmup }) {
+  /** The times mtmd logged for the language model's evaluation of picture rows. */
+  const evaluated = [];
+  const note = (...args) => {
+    const line = args.map((a) => (typeof a === 'object' ? JSON.stringify(a) : String(a))).join(' ');
+    const match = /image decoded \(batch \d+\/\d+\) in (\d+) ms/.exec(line);
+    if (match) evaluated.push(Number(match[1]));
+  };
+  const logger = { debug: note, log: note, info: note, warn: note, error: (...a) => console.error(...a) };
+  const wllama = new Wllama({ default: wasmUrl }, { suppressNativeLog: false, logger });
+  const fetchBlob = async (url) => {
+    const response = await fetch(url);
+    if (!response.ok) throw new Error(`GET ${url}: HTTP ${response.status}`);
+    return response.blob();
+  };
+  showStatus('downloading the model and its projector');
+  const loadStarted = performance.now();
+  const [modelBlob, projector, picture] = await Promise.all([model, mmproj, image].map(fetchBlob));
+  showStatus('loading the model and its projector');
+  await wllama.loadModel([modelBlob, projector], {
+    n_ctx: ctx,
+    n_threads: threads,
+    n_gpu_layers: 0,
+    n_parallel: 1,
+  });
+  const load_ms = performance.now() - loadStarted;
+  try {
+    if (!wllama.supportInputModality('image')) throw new Error('wllama loaded no vision projector');
+    const data = await picture.arrayBuffer();
+    const ask = async (withPicture) => {
+      const content = withPicture
+        ? [
+            { type: 'image', data },
+            { type: 'text', text: VISION_QUESTION },
+          ]
+        : VISION_QUESTION;
+      const response = await wllama.createChatCompletion({
+        messages: [{ role: 'user', content }],
+        max_tokens: 1,
+        temperature: 0,
+        cache_prompt: false,
+        stream: false,
+      });
+      if (!response.timings) throw new Error('wllama returned no timings');
+      return response;
+    };
+    for (let i = 0; i < warmup; i++) {
+      showStatus(`warm-up run ${i + 1} of ${warmup}`);
+      await ask(true);
+    }
+    showStatus('timed run');
+    evaluated.length = 0;
+    const withPicture = await ask(true);
+    if (evaluated.length === 0)
+      throw new Error('mtmd logged no evaluation of the picture rows (is its log line still there?)');
+    const picture_rows_ms = evaluated.reduce((sum, ms) => sum + ms, 0);
+    const textOnly = await ask(false);
+    const picture_prompt_ms = withPicture.timings.prompt_ms - textOnly.timings.prompt_ms;
+    const info = wllama.getLoadedContextInfo();
+    return {
+      engine: 'wllama',
+      version: await wllamaVersion(),
+      llama_cpp: Wllama.getLibllamaVersion(),
+      runner: "page + wllama's own Web Worker",
+      model,
+      architecture: info.metadata?.['general.architecture'],
+      threads: wllama.getNumThreads(),
+      simd: wasmUsesSimd(new Uint8Array(await (await fetch(wasmUrl)).arrayBuffer())),
+      warmup,
+      load_ms,
+      projector_bytes: projector.size,
+      prompt_tokens_with_picture: withPicture.timings.prompt_n,
+      prompt_tokens_without_picture: textOnly.timings.prompt_n,
+      image_ms: picture_prompt_ms - picture_rows_ms,
+      picture_rows_ms,
+      prompt_with_picture_ms: withPicture.timings.prompt_ms,
+      prompt_without_picture_ms: textOnly.timings.prompt_ms,
     };
   } finally {
     await wllama.exit();

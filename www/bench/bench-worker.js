@@ -38,6 +38,7 @@ import { embeddingTexts, sizePrompt } from './bench-common.js';
 import { depthTokens, progress, readOnly, serve, streamModel, timeRun } from './bench-run.js';
 import { gpuAdapter, memory64Supported, resolveThreads } from '../lib/capabilities.js';
 import { startEngine } from '../lib/engine-loader.js';
+import { attachBytes, decodePicture } from '../lib/worker-images.js';
 
 serve(run);
 
@@ -102,8 +103,60 @@ function embeddingRun(engine, n, warmup) {
   };
 }
 
+/** mmproj=URL&image=URL: the projector attached to the model, the picture decoded by the browser
+ *  (as the chat's worker decodes it), then the time of the call that gives its embeddings
+ *  (add_image: the engine's resize and normalization, the ViT, the projector), after `warmup`
+ *  untimed calls; and how much the wasm memory grew for the projector and the encodings. Each call's picture differs from the others in one pixel, so that none is
+ *  found among those already encoded (the engine keys them by content). */
+async function visionRun(wasm, memory, engine, mmprojUrl, imageUrl, warmup) {
+  progress('reading the projector');
+  const response = await fetch(mmprojUrl);
+  if (!response.ok) throw new Error(`GET ${mmprojUrl}: HTTP ${response.status}`);
+  const projector = new Uint8Array(await response.arrayBuffer());
+  const memoryBefore = memory.buffer.byteLength;
+  const vision = attachBytes(engine, projector);
+  const pictureResponse = await fetch(imageUrl);
+  if (!pictureResponse.ok) throw new Error(`GET ${imageUrl}: HTTP ${pictureResponse.status}`);
+  const picture = await pictureResponse.blob();
+  const decodeStarted = performance.now();
+  const { width, height, rgba } = await decodePicture(wasm, picture);
+  const picture_decode_ms = performance.now() - decodeStarted;
+  const encode = (run) => {
+    rgba[0] = (rgba[0] + 1) & 0xff;
+    engine.clear_images();
+    const started = performance.now();
+    const rows = engine.add_image(width, height, rgba);
+    return { rows, ms: performance.now() - started, run };
+  };
+  for (let i = 0; i < warmup; i++) {
+    progress(`warm-up run ${i + 1} of ${warmup}`);
+    encode(i);
+  }
+  // The phase line lets a profiler sample the timed encoding alone (scripts/profile.mjs).
+  progress('timed run: image');
+  const timed = encode(warmup);
+  engine.clear_images();
+  return {
+    engine: 'inferno',
+    runner: 'module Web Worker',
+    warmup,
+    projector: vision.projector,
+    projector_bytes: projector.length,
+    picture: `${width} x ${height}`,
+    picture_decode_ms,
+    image_tokens: timed.rows,
+    image_ms: timed.ms,
+    images_encoded: engine.images_encoded(),
+    // wasm memory never shrinks: what the projector's weights and one encoding took at most.
+    memory_growth_bytes: memory.buffer.byteLength - memoryBefore,
+    memory_bytes: memory.buffer.byteLength,
+  };
+}
+
 async function run({
   model,
+  mmproj,
+  image,
   pp,
   tg,
   depth,
@@ -159,6 +212,15 @@ async function run({
       bandwidth = await copyBandwidth(gpu);
     }
     const info = engine.info();
+    if (mmproj)
+      return {
+        ...(await visionRun(wasm, exports.memory, engine, mmproj, image, warmup)),
+        model,
+        architecture: info.architecture,
+        threads: build.threads,
+        build: buildName,
+        load_ms,
+      };
     if (embed > 0)
       return {
         ...embeddingRun(engine, embed, warmup),

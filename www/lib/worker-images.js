@@ -98,12 +98,22 @@ export async function addPictures(id, run, engine, pictures) {
   for (const [index, picture] of pictures.entries()) {
     if (run.stopRequested)
       throw new WorkerError('AbortError', 'aborted', 'the answer was stopped while its pictures were read');
-    const header = wasm.picture_header(new Uint8Array(await picture.slice(0, HEADER_BYTES).arrayBuffer()));
-    const { width, height, rgba } = await pixelsOf(picture, header);
+    const { width, height, rgba } = await decodePicture(wasm, picture);
     const rows = engine.add_image(width, height, rgba);
     post({ type: 'image', id, event: true, index: index + 1, count: pictures.length, rows });
     await yieldToMessages();
   }
+}
+
+/**
+ * A picture file's RGBA pixels, once the size its header claims is within the engine's caps
+ * (`picture_header` refuses it with a typed error before the browser allocates anything).
+ * @param {{picture_header: (bytes: Uint8Array) => {format: string, width: number, height: number}}} wasm
+ * @param {Blob} picture
+ */
+export async function decodePicture(wasm, picture) {
+  const header = wasm.picture_header(new Uint8Array(await picture.slice(0, HEADER_BYTES).arrayBuffer()));
+  return pixelsOf(picture, header);
 }
 
 /**
