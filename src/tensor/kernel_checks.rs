@@ -340,7 +340,7 @@ fn check_kv_rows() -> Result<(), String> {
 /// batched order, which may differ, so there the check stays below it); 1 activation row
 /// (decode) takes weight pairs, and with 3 weight rows one row alone.
 fn check_row_groups() -> Result<(), String> {
-    use super::{QuantizedActivations, WeightType, matmul_quantized, vec_dot};
+    use super::WeightType;
     let mut rng = SplitMix(0x6A0);
     let (rows_out, k) = (3usize, 256usize);
     use super::format::ROW_GROUP;
@@ -353,49 +353,44 @@ fn check_row_groups() -> Result<(), String> {
             if n > 1 && gemm && cfg!(not(target_family = "wasm")) {
                 continue;
             }
-            let row_bytes = weight_type.row_bytes(k).map_err(|e| e.to_string())?;
-            let buffer = rng.weights(weight_type, rows_out * row_bytes + 1);
-            let weights = &buffer[1..];
-            let x: Vec<f32> = (0..n * k).map(|_| rng.normal()).collect();
-            let q = QuantizedActivations::for_weights(weight_type, &x, n, k).map_err(|e| e.to_string())?;
-            let mut out = vec![0.0f32; n * rows_out];
-            matmul_quantized(weights, weight_type, rows_out, &q, &mut out).map_err(|e| e.to_string())?;
-            for i in 0..n {
-                for r in 0..rows_out {
-                    let single = vec_dot(weight_type, &weights[r * row_bytes..][..row_bytes], &q, i)
-                        .map_err(|e| e.to_string())?;
-                    if single.to_bits() != out[i * rows_out + r].to_bits() {
-                        return Err(format!(
-                            "{weight_type:?} of {n} rows, row {i}, weight row {r}: matmul {} vs single {single}",
-                            out[i * rows_out + r]
-                        ));
-                    }
-                }
-            }
+            matmul_equals_single_dots(&mut rng, weight_type, rows_out, k, n)?;
         }
     }
     // SIMD128's F16 GEMM (`simd128::matmul_f16`): weight tiles and activation blocks of every
     // kind of edge (an odd last row or pair, rows past a tile, a row length with a tail).
     #[cfg(all(target_family = "wasm", target_feature = "simd128"))]
     for (k, rows_out, n) in [(76usize, 300usize, 500usize), (8, 5, 3), (3, 2, 2), (1024, 3, 70)] {
-        let weight_type = WeightType::F16;
-        let row_bytes = 2 * k;
-        let buffer = rng.weights(weight_type, rows_out * row_bytes + 1);
-        let weights = &buffer[1..];
-        let x: Vec<f32> = (0..n * k).map(|_| rng.normal()).collect();
-        let q = QuantizedActivations::for_weights(weight_type, &x, n, k).map_err(|e| e.to_string())?;
-        let mut out = vec![0.0f32; n * rows_out];
-        matmul_quantized(weights, weight_type, rows_out, &q, &mut out).map_err(|e| e.to_string())?;
-        for i in 0..n {
-            for r in 0..rows_out {
-                let single = vec_dot(weight_type, &weights[r * row_bytes..][..row_bytes], &q, i)
-                    .map_err(|e| e.to_string())?;
-                if single.to_bits() != out[i * rows_out + r].to_bits() {
-                    return Err(format!(
-                        "F16 GEMM of {n} rows of {k}, row {i}, weight row {r}: {} vs single {single}",
-                        out[i * rows_out + r]
-                    ));
-                }
+        matmul_equals_single_dots(&mut rng, WeightType::F16, rows_out, k, n)?;
+    }
+    Ok(())
+}
+
+/// A matmul of `rows_out` random weight rows of `k` (starting at an odd address) with `n`
+/// activation rows against each output's single `vec_dot`, bit for bit.
+fn matmul_equals_single_dots(
+    rng: &mut SplitMix,
+    weight_type: super::WeightType,
+    rows_out: usize,
+    k: usize,
+    n: usize,
+) -> Result<(), String> {
+    use super::{QuantizedActivations, matmul_quantized, vec_dot};
+    let row_bytes = weight_type.row_bytes(k).map_err(|e| e.to_string())?;
+    let buffer = rng.weights(weight_type, rows_out * row_bytes + 1);
+    let weights = &buffer[1..];
+    let x: Vec<f32> = (0..n * k).map(|_| rng.normal()).collect();
+    let q = QuantizedActivations::for_weights(weight_type, &x, n, k).map_err(|e| e.to_string())?;
+    let mut out = vec![0.0f32; n * rows_out];
+    matmul_quantized(weights, weight_type, rows_out, &q, &mut out).map_err(|e| e.to_string())?;
+    for i in 0..n {
+        for r in 0..rows_out {
+            let single = vec_dot(weight_type, &weights[r * row_bytes..][..row_bytes], &q, i)
+                .map_err(|e| e.to_string())?;
+            if single.to_bits() != out[i * rows_out + r].to_bits() {
+                return Err(format!(
+                    "{weight_type:?} of {n} rows of {k}, row {i}, weight row {r}: matmul {} vs single {single}",
+                    out[i * rows_out + r]
+                ));
             }
         }
     }

@@ -72,12 +72,8 @@ async function run(params) {
     const info = wllama.getLoadedContextInfo();
     if (embed > 0) {
       return {
+        ...(await runFacts(Wllama, wllama, model)),
         ...(await embeddingRun(wllama, embed, warmup)),
-        version: await wllamaVersion(),
-        llama_cpp: Wllama.getLibllamaVersion(),
-        model,
-        architecture: info.metadata?.['general.architecture'],
-        threads: wllama.getNumThreads(),
         load_ms,
       };
     }
@@ -89,14 +85,8 @@ async function run(params) {
     }
     showStatus('timed run');
     const timed = await timeRun(wllama, prompt.text, pp, tg);
-    const simd = wasmUsesSimd(new Uint8Array(await (await fetch(wasmUrl)).arrayBuffer()));
     return {
-      engine: 'wllama',
-      version: await wllamaVersion(),
-      llama_cpp: Wllama.getLibllamaVersion(),
-      runner: "page + wllama's own Web Worker",
-      model,
-      architecture: info.metadata?.['general.architecture'],
+      ...(await runFacts(Wllama, wllama, model)),
       vocab_size: info.n_vocab,
       pp,
       tg,
@@ -104,9 +94,8 @@ async function run(params) {
       prompt_words: prompt.words,
       ctx: info.n_ctx,
       warmup,
-      threads: wllama.getNumThreads(),
       multithread: wllama.isMultithread(),
-      simd,
+      simd: await wasmSimd(wasmUrl),
       cross_origin_isolated: self.crossOriginIsolated,
       load_ms,
       prefill_ms: timed.prompt_ms,
@@ -192,16 +181,9 @@ async function visionRun(Wllama, wasmUrl, { model, mmproj, image, threads, ctx, 
     const picture_rows_ms = evaluated.reduce((sum, ms) => sum + ms, 0);
     const textOnly = await ask(false);
     const picture_prompt_ms = withPicture.timings.prompt_ms - textOnly.timings.prompt_ms;
-    const info = wllama.getLoadedContextInfo();
     return {
-      engine: 'wllama',
-      version: await wllamaVersion(),
-      llama_cpp: Wllama.getLibllamaVersion(),
-      runner: "page + wllama's own Web Worker",
-      model,
-      architecture: info.metadata?.['general.architecture'],
-      threads: wllama.getNumThreads(),
-      simd: wasmUsesSimd(new Uint8Array(await (await fetch(wasmUrl)).arrayBuffer())),
+      ...(await runFacts(Wllama, wllama, model)),
+      simd: await wasmSimd(wasmUrl),
       warmup,
       load_ms,
       projector_bytes: projector.size,
@@ -239,8 +221,6 @@ async function embeddingRun(wllama, n, warmup) {
   if (!responses.every((r) => r.data?.length === 1))
     throw new Error('wllama returned no embedding for a text');
   return {
-    engine: 'wllama',
-    runner: "page + wllama's own Web Worker",
     warmup,
     embed_texts: n,
     embed_tokens: responses.reduce((sum, r) => sum + (r.usage?.prompt_tokens ?? 0), 0),
@@ -277,6 +257,24 @@ async function timeRun(wllama, prompt, pp, tg) {
   if (t.predicted_n !== tg + 1)
     throw new Error(`wllama predicted ${t.predicted_n} tokens, expected ${tg + 1}`);
   return t;
+}
+
+/** What every result says of the engine that produced it. */
+async function runFacts(Wllama, wllama, model) {
+  return {
+    engine: 'wllama',
+    version: await wllamaVersion(),
+    llama_cpp: Wllama.getLibllamaVersion(),
+    runner: "page + wllama's own Web Worker",
+    model,
+    architecture: wllama.getLoadedContextInfo().metadata?.['general.architecture'],
+    threads: wllama.getNumThreads(),
+  };
+}
+
+/** Whether wllama's wasm binary uses SIMD128. */
+async function wasmSimd(wasmUrl) {
+  return wasmUsesSimd(new Uint8Array(await (await fetch(wasmUrl)).arrayBuffer()));
 }
 
 /** The package version, from its package.json (copied next to the vendored files). */
