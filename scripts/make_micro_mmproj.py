@@ -3,11 +3,11 @@
 llama.cpp's tools/mtmd/clip.cpp reads, for the inspector's tests and, later, the encoders'.
 
   pip install gguf numpy
-  python3 scripts/make_micro_mmproj.py OUT.gguf [--projector gemma3] [--shape micro|base]
+  python3 scripts/make_micro_mmproj.py OUT.gguf [--projector gemma3|idefics3] [--shape micro|base]
                                                 [--type f16|q8_0]
 
-tests/fixtures/models/clip-gemma3-micro.gguf is its gemma3 output (named, as every micro file,
-after its general.architecture).
+tests/fixtures/models/clip-gemma3-micro.gguf and clip-idefics3-micro.gguf are its micro outputs
+(named, as every micro file, after their general.architecture, then the projector).
 
 gemma3: a SigLIP ViT (224 x 224 images in 14-pixel patches, so 16 x 16 patches; 2 layers, 32
 wide, 4 heads, feed-forward 64, GELU, layer norms with biases) and Gemma 3's projector (4 x 4
@@ -16,6 +16,13 @@ Gemma 3 270M, the real model the image goldens pair it with). Weights are seeded
 F16 for matrices and F32 for vectors, as llama.cpp's converter writes them; their spreads (0.1 for
 matrices, 0.5 for the learned positions, norm weights near 1) keep attention far from uniform
 and make every patch's place matter, so a wrong order or a transposed pool cannot pass.
+
+idefics3 (SmolVLM): the same kind of SigLIP at 64 x 64 in 8-pixel patches (8 x 8 patches; 2 layers,
+32 wide, 4 heads, feed-forward 64), its patch and position embeddings F32 as llama.cpp's SmolVLM
+converter forces them, then SmolVLM's projector: a pixel shuffle of 2 x 2 patches into one row of
+128 (clip.vision.projector.scale_factor) and mm.model.fc.weight to 256 wide, the micro SmolVLM
+language model's width (make_micro_models.py --arch llama-smolvlm). clip.vision.preproc_image_size
+128 makes mtmd cut a picture into at most 2 x 2 tiles of 64 px plus the whole picture at 64 px.
 
 --shape base writes the encoder benchmark's file instead (scripts/bench_vision.py): SigLIP-base
 at 512 px (16-pixel patches, so 32 x 32; 12 layers, 768 wide, 12 heads, feed-forward 3072: 93M
@@ -33,15 +40,20 @@ SHAPES = {
     "micro": (224, 14, 32, 2, 4, 64, 640),
     "base": (512, 16, 768, 12, 12, 3072, 640),
 }
+IDEFICS3_MICRO = (64, 8, 32, 2, 4, 64, 256)
+# SmolVLM's pixel shuffle and the longest side mtmd resizes a picture to before cutting tiles.
+IDEFICS3_SCALE, IDEFICS3_LONGEST_EDGE = 2, 128
 
 
-def write_gemma3(path, shape="micro", weight_type="f16"):
-    IMAGE, PATCH, WIDTH, LAYERS, HEADS, FFN, OUTPUT = SHAPES[shape]
+def write_projector(path, projector="gemma3", shape="micro", weight_type="f16"):
+    idefics3 = projector == "idefics3"
+    IMAGE, PATCH, WIDTH, LAYERS, HEADS, FFN, OUTPUT = IDEFICS3_MICRO if idefics3 else SHAPES[shape]
     rng = np.random.default_rng(7)
     w = gguf.GGUFWriter(path, "clip")
     name = "micro" if shape == "micro" else f"SigLIP-base-shaped {weight_type.upper()}"
-    w.add_string("general.name", f"{name} Gemma 3 mmproj (random weights)")
-    w.add_string("clip.projector_type", "gemma3")
+    family = "SmolVLM" if idefics3 else "Gemma 3"
+    w.add_string("general.name", f"{name} {family} mmproj (random weights)")
+    w.add_string("clip.projector_type", projector)
     w.add_bool("clip.has_vision_encoder", True)
     w.add_bool("clip.has_audio_encoder", False)
     w.add_bool("clip.use_gelu", True)
@@ -52,7 +64,11 @@ def write_gemma3(path, shape="micro", weight_type="f16"):
     w.add_uint32("clip.vision.block_count", LAYERS)
     w.add_uint32("clip.vision.projection_dim", OUTPUT)
     w.add_uint32("clip.vision.attention.head_count", HEADS)
-    w.add_float32("clip.vision.attention.layer_norm_epsilon", 1e-6)
+    # SmolVLM's converter writes its layer_norm_eps (1e-5 by default); Gemma 3's files say 1e-6.
+    w.add_float32("clip.vision.attention.layer_norm_epsilon", 1e-5 if idefics3 else 1e-6)
+    if idefics3:
+        w.add_uint32("clip.vision.projector.scale_factor", IDEFICS3_SCALE)
+        w.add_uint32("clip.vision.preproc_image_size", IDEFICS3_LONGEST_EDGE)
     # Gemma 3's are 0.5 for every channel; CLIP's differ by channel, which catches a swap.
     w.add_array("clip.vision.image_mean", [0.48145466, 0.4578275, 0.40821073])
     w.add_array("clip.vision.image_std", [0.26862954, 0.26130258, 0.27577711])
@@ -73,7 +89,7 @@ def write_gemma3(path, shape="micro", weight_type="f16"):
     patches = (IMAGE // PATCH) ** 2
     w.add_tensor(
         "v.patch_embd.weight",
-        (rng.standard_normal((WIDTH, 3, PATCH, PATCH)) * 0.05).astype(np.float16),
+        (rng.standard_normal((WIDTH, 3, PATCH, PATCH)) * 0.05).astype(np.float32 if idefics3 else np.float16),
     )
     vector("v.patch_embd.bias", WIDTH)
     # F32, as llama.cpp's converter keeps it: ggml's CPU add takes no F16 operand here.
@@ -92,10 +108,14 @@ def write_gemma3(path, shape="micro", weight_type="f16"):
         vector(f"{p}.ffn_down.bias", WIDTH)
     vector("v.post_ln.weight", WIDTH, 1.0)
     vector("v.post_ln.bias", WIDTH)
-    vector("mm.soft_emb_norm.weight", WIDTH, 1.0)
-    # ne = [OUTPUT, WIDTH]: clip.cpp transposes it, and its ne[0] is the output width.
-    # Never quantized: clip.cpp transposes it, which a block-quantized type cannot be.
-    matrix("mm.input_projection.weight", WIDTH, OUTPUT, quantize=False)
+    if idefics3:
+        # ne = [WIDTH * scale², OUTPUT]: a plain linear from the shuffled rows.
+        matrix("mm.model.fc.weight", OUTPUT, WIDTH * IDEFICS3_SCALE**2)
+    else:
+        vector("mm.soft_emb_norm.weight", WIDTH, 1.0)
+        # ne = [OUTPUT, WIDTH]: clip.cpp transposes it, and its ne[0] is the output width.
+        # Never quantized: clip.cpp transposes it, which a block-quantized type cannot be.
+        matrix("mm.input_projection.weight", WIDTH, OUTPUT, quantize=False)
 
     w.write_header_to_file()
     w.write_kv_data_to_file()
@@ -106,11 +126,13 @@ def write_gemma3(path, shape="micro", weight_type="f16"):
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("out")
-    parser.add_argument("--projector", choices=["gemma3"], default="gemma3")
+    parser.add_argument("--projector", choices=["gemma3", "idefics3"], default="gemma3")
     parser.add_argument("--shape", choices=sorted(SHAPES), default="micro")
     parser.add_argument("--type", choices=["f16", "q8_0"], default="f16")
     args = parser.parse_args()
-    write_gemma3(args.out, args.shape, args.type)
+    if args.projector == "idefics3" and args.shape != "micro":
+        parser.error("idefics3 has the micro shape only")
+    write_projector(args.out, args.projector, args.shape, args.type)
     print(f"wrote {args.out}")
 
 

@@ -32,6 +32,10 @@ Architectures:
            i-quants: random bytes (every grid index, sign and sub-block scale) with an f16 d
            chosen so the weights' std is near 0.02 (gguf.quants cannot quantize these types;
            IQ1_M keeps its d in the top nibbles of its scale words).
+  llama-smolvlm  SmolVLM's language model: Llama with six unused Qwen control tokens renamed to
+           SmolVLM's picture markers (<fake_token_around_image>, <global-img>, <row_1_col_1> to
+           <row_2_col_2>), for the micro idefics3 projector's image prompts (make_vision_goldens.py);
+           its width, 256, is the projector's output.
   llama-mxfp4  Llama with every matrix in MXFP4 (gpt-oss's expert format: FP4 levels with a
            power-of-two scale per 32), quantized by gguf.quants from the usual random normals.
   llama-llama3  Llama 3.x's layout: the llama-bpe pre-tokenizer on this vocabulary, RoPE base
@@ -117,6 +121,16 @@ TOKENIZER_SOURCE = REPO / "tests" / "fixtures" / "models" / "qwen3-micro-q4_0.gg
 # Phi-3 files get llama.cpp's by-name token rules (whitespace after special tokens is
 # stripped), which need these tokens: they replace some of Qwen's unused control tokens.
 PHI3_TOKENS = {8003: "<unk>", 8004: "<s>", 8005: "</s>", 8006: "<|user|>", 8007: "<|assistant|>", 8008: "<|end|>"}
+# SmolVLM's picture markers (mtmd's idefics3 layout), for the micro projector's grid of at most
+# 2 x 2 tiles.
+SMOLVLM_TOKENS = {
+    8003: "<fake_token_around_image>",
+    8004: "<global-img>",
+    8005: "<row_1_col_1>",
+    8006: "<row_1_col_2>",
+    8007: "<row_2_col_1>",
+    8008: "<row_2_col_2>",
+}
 
 
 def copy_tokenizer(writer, reader, renamed=None, pre=None, pad_to=None, template=None):
@@ -204,7 +218,9 @@ def finish(writer, vector):
     writer.close()
 
 
-def write_model(path, rng, reader, arch, layers, rope_base, biases, fused=False, qtype=Q.Q8_0, llama3=False):
+def write_model(
+    path, rng, reader, arch, layers, rope_base, biases, fused=False, qtype=Q.Q8_0, llama3=False, renamed=None
+):
     gemma = arch == "gemma2"
     n_vocab = len(reader.fields["tokenizer.ggml.tokens"].data)
     writer = gguf.GGUFWriter(str(path), arch=arch)
@@ -229,7 +245,7 @@ def write_model(path, rng, reader, arch, layers, rope_base, biases, fused=False,
         writer.add_rope_dimension_count(HEAD_DIM)
         writer.add_rope_scaling_attn_factors(1.19)
         writer.add_rope_scaling_orig_ctx_len(4096)
-    copy_tokenizer(writer, reader, PHI3_TOKENS if fused else None, pre="llama-bpe" if llama3 else None)
+    copy_tokenizer(writer, reader, PHI3_TOKENS if fused else renamed, pre="llama-bpe" if llama3 else None)
     q8_matrix, vector = random_tensors(writer, rng)
 
     def matrix(name, rows, cols):
@@ -665,6 +681,7 @@ MODELS = {
     "llama-iq1_m": (2, 10_000.0, False, False, Q.IQ1_M),
     "llama-llama3": (2, 500_000.0, False, False, Q.Q8_0, True),
     "llama-mxfp4": (2, 10_000.0, False, False, Q.MXFP4),
+    "llama-smolvlm": (2, 10_000.0, False, False, Q.Q8_0, False, SMOLVLM_TOKENS),
 }
 
 # Architectures with writers of their own.

@@ -26,6 +26,18 @@ micro projector tests/fixtures/models/clip-gemma3-micro.gguf:
   highest logits at steps 0-3. 270M has Gemma 3's vocabulary and a 640-wide embedding, so the
   micro projector fits it; it was never trained on images, so only the numbers mean anything.
 
+For the micro SmolVLM projector tests/fixtures/models/clip-idefics3-micro.gguf, with the micro
+SmolVLM language model tests/fixtures/models/llama-micro-smolvlm.gguf (whose picture markers mtmd
+looks up), tests/fixtures/golden/clip-idefics3-micro.images.json holds per picture:
+- `grid` and `tiles`: mtmd's idefics3 preprocessing, in Pillow's Lanczos (as above, mtmd's is a
+  port of it): the longest side to clip.vision.preproc_image_size (128; the other side in
+  proportion, made even), then both sides up to whole tiles of 64, cut into tiles row by row, and
+  the whole picture squeezed to one tile; a sha256 per tile, in prompt order (the tiles, then the
+  whole picture, as mtmd places them for idefics3);
+- `chunks`: mtmd's tokens for the picture alone (`<__media__>`), text and image chunks in order;
+- `embeddings`: every image chunk's embeddings in that order (flash attention, as above);
+- `chat`: as above, with the micro SmolVLM model and a ChatML prompt, the picture's rows causal.
+
 One thread, AVX2 build of the llama.cpp vendored in llama-cpp-python 0.3.36, as the text goldens.
 """
 import ctypes
@@ -49,6 +61,10 @@ IMAGE_SIZE = 224
 CHAT_PICTURE = "stripes-300x200"
 RAW_PICTURE = "noise-61x47"
 CHAT_PROMPT = "<start_of_turn>user\n<__media__>What is in this picture?<end_of_turn>\n<start_of_turn>model\n"
+SMOLVLM_MMPROJ = FIXTURES / "models" / "clip-idefics3-micro.gguf"
+SMOLVLM_MODEL = FIXTURES / "models" / "llama-micro-smolvlm.gguf"
+SMOLVLM_TILE, SMOLVLM_LONGEST_EDGE, SMOLVLM_WIDTH = 64, 128, 256
+SMOLVLM_PROMPT = "<|im_start|>user\n<__media__>What is in this picture?<|im_end|>\n<|im_start|>assistant\n"
 N_PREDICT, TOP_STEPS, TOP_K = 16, 4, 20
 
 
@@ -87,11 +103,37 @@ def fit_on_black(rgb):
     return canvas
 
 
+def idefics3_tiles(rgb):
+    """mtmd's idefics3 preprocessing (mtmd_image_preprocessor_idefics3): the tiles row by row,
+    then the whole picture, and the grid (columns, rows)."""
+    h, w, _ = rgb.shape
+
+    def resize(image, size):
+        return image if image.size == size else image.resize(size, Image.LANCZOS)
+
+    aspect = w / h
+    if w >= h:
+        size = (SMOLVLM_LONGEST_EDGE, int(SMOLVLM_LONGEST_EDGE / aspect))
+        size = (size[0], size[1] + size[1] % 2)
+    else:
+        size = (int(SMOLVLM_LONGEST_EDGE * aspect), SMOLVLM_LONGEST_EDGE)
+        size = (size[0] + size[0] % 2, size[1])
+    cols, rows = (-(-size[0] // SMOLVLM_TILE), -(-size[1] // SMOLVLM_TILE))
+    refined = resize(resize(Image.fromarray(rgb), size), (cols * SMOLVLM_TILE, rows * SMOLVLM_TILE))
+    tiles = [
+        refined.crop((x * SMOLVLM_TILE, y * SMOLVLM_TILE, (x + 1) * SMOLVLM_TILE, (y + 1) * SMOLVLM_TILE))
+        for y in range(rows)
+        for x in range(cols)
+    ]
+    tiles.append(resize(refined, (SMOLVLM_TILE, SMOLVLM_TILE)))
+    return [np.asarray(t) for t in tiles], (cols, rows)
+
+
 def sha256(data):
     return hashlib.sha256(data).hexdigest()
 
 
-def mtmd_context(text_model, flash):
+def mtmd_context(text_model, flash, mmproj=MMPROJ):
     params = mtmd.mtmd_context_params_default()
     params.use_gpu = False
     params.n_threads = 1
@@ -99,7 +141,7 @@ def mtmd_context(text_model, flash):
     params.print_timings = False
     # llama.h's enum llama_flash_attn_type: -1 auto (on, for the CPU), 0 disabled, 1 enabled.
     params.flash_attn_type = 1 if flash else 0
-    ctx = mtmd.mtmd_init_from_file(str(MMPROJ).encode(), text_model, params)
+    ctx = mtmd.mtmd_init_from_file(str(mmproj).encode(), text_model, params)
     if not ctx:
         sys.exit("mtmd_init_from_file failed")
     return ctx
@@ -143,13 +185,28 @@ def embeddings(ctx, rgb, width):
     return out.astype("<f4").reshape(n, width)
 
 
+def all_embeddings(ctx, rgb, width):
+    """Every image chunk of the picture alone, encoded in prompt order, and the chunks' layout."""
+    chunks = tokenize(ctx, "<__media__>", rgb)
+    layout, rows = [], []
+    for chunk, facts in chunk_list(chunks):
+        layout.append(facts)
+        if "image_tokens" in facts:
+            if mtmd.mtmd_encode_chunk(ctx, chunk) != 0:
+                sys.exit("mtmd_encode_chunk failed")
+            n = facts["image_tokens"]
+            rows.append(np.ctypeslib.as_array(mtmd.mtmd_get_output_embd(ctx), shape=(n * width,)).copy())
+    mtmd.mtmd_input_chunks_free(chunks)
+    return layout, np.concatenate(rows).astype("<f4").reshape(-1, width)
+
+
 def top(row, k):
     ids = np.argsort(-row, kind="stable")[:k]
     logsumexp = float(np.log(np.sum(np.exp(row.astype(np.float64) - row.max()))) + row.max())
     return [{"id": int(i), "logit": float(row[i]), "prob": float(np.exp(float(row[i]) - logsumexp))} for i in ids]
 
 
-def chat_golden(model_path, rgb):
+def chat_golden(model_path, rgb, mmproj=MMPROJ, prompt=CHAT_PROMPT):
     llm = Llama(
         model_path=str(model_path),
         n_ctx=512,
@@ -160,8 +217,8 @@ def chat_golden(model_path, rgb):
         flash_attn=True,
         verbose=False,
     )
-    ctx = mtmd_context(llm._model.model, flash=True)
-    chunks = tokenize(ctx, CHAT_PROMPT, rgb)
+    ctx = mtmd_context(llm._model.model, flash=True, mmproj=mmproj)
+    chunks = tokenize(ctx, prompt, rgb)
     layout = [facts for _, facts in chunk_list(chunks)]
     n_past = llama_cpp.llama_pos(0)
     if mtmd.mtmd_helper_eval_chunks(ctx, llm._ctx.ctx, chunks, 0, 0, 512, True, ctypes.byref(n_past)) != 0:
@@ -183,7 +240,7 @@ def chat_golden(model_path, rgb):
         "model": model_path.name,
         "model_sha256": sha256(model_path.read_bytes()),
         "picture": f"images/{CHAT_PICTURE}.png",
-        "prompt": CHAT_PROMPT,
+        "prompt": prompt,
         "chunks": layout,
         "n_past": n_past.value,
         "generated_ids": generated,
@@ -191,7 +248,44 @@ def chat_golden(model_path, rgb):
     }
 
 
+def smolvlm_goldens():
+    """The micro SmolVLM projector's goldens (see the module's docstring)."""
+    params = llama_cpp.llama_model_default_params()
+    text_model = llama_cpp.llama_model_load_from_file(str(SMOLVLM_MODEL).encode(), params)
+    ctx = mtmd_context(text_model, True, SMOLVLM_MMPROJ)
+    golden = {
+        "mmproj": "models/clip-idefics3-micro.gguf",
+        "mmproj_sha256": sha256(SMOLVLM_MMPROJ.read_bytes()),
+        "model": "models/llama-micro-smolvlm.gguf",
+        "oracle": "llama.cpp mtmd (llama-cpp-python 0.3.36, commit 0c1e570), CPU, AVX2, one thread",
+        "pictures": [],
+    }
+    for name, rgb in pictures().items():
+        tiles, grid = idefics3_tiles(rgb)
+        layout, embd = all_embeddings(ctx, rgb, SMOLVLM_WIDTH)
+        file = f"clip-idefics3-micro.{name}.f32"
+        (GOLDEN / file).write_bytes(embd.tobytes())
+        golden["pictures"].append(
+            {
+                "file": f"images/{name}.png",
+                "grid": list(grid),
+                "tiles": [sha256(t.tobytes()) for t in tiles],
+                "chunks": layout,
+                "tokens": embd.shape[0],
+                "embeddings": file,
+            }
+        )
+        print("idefics3", name, grid, embd.shape[0], "rows")
+    mtmd.mtmd_free(ctx)
+    llama_cpp.llama_model_free(text_model)
+    golden["chat"] = chat_golden(SMOLVLM_MODEL, pictures()[CHAT_PICTURE], SMOLVLM_MMPROJ, SMOLVLM_PROMPT)
+    golden["chat"]["model"] = "models/llama-micro-smolvlm.gguf"
+    print("idefics3 chat:", golden["chat"]["generated_ids"])
+    (GOLDEN / "clip-idefics3-micro.images.json").write_text(json.dumps(golden, indent=1) + "\n")
+
+
 def main():
+    smolvlm_goldens()
     images = FIXTURES / "images"
     images.mkdir(exist_ok=True)
     width = 640

@@ -363,7 +363,11 @@ fn check_picture(file: &[u8]) -> usize {
 fn check_encoding(encoder: &VisionEncoder, picture: &RgbImage) {
     let shape = encoder.shape();
     if let Ok(embeddings) = encoder.encode(picture) {
-        assert_eq!((embeddings.tokens, embeddings.width), (shape.tokens, shape.output_width));
-        assert_eq!(embeddings.values.len(), shape.tokens * shape.output_width);
+        // Each square of the picture (one, or SmolVLM's tiles and whole picture) its rows.
+        let squares = embeddings.tokens / shape.tokens;
+        assert_eq!(embeddings.tokens, squares * shape.tokens);
+        assert!((1..=shape.max_squares).contains(&squares), "{squares} squares");
+        assert_eq!(embeddings.width, shape.output_width);
+        assert_eq!(embeddings.values.len(), embeddings.tokens * shape.output_width);
     }
 }

@@ -1,7 +1,8 @@
 //! Pictures in a conversation. A picture is encoded once and kept by its content hash; in a
-//! prompt its embeddings stand as a run of ids no token has (one per row, from [`IMAGE_IDS`] up),
-//! so the session's prefix reuse, rollback and branching work on prompts with pictures as on
-//! text: the same picture gives the same ids, and a follow-up question reuses its cache.
+//! prompt its embeddings stand as runs of ids no token has (one per row, from [`IMAGE_IDS`] up;
+//! a picture cut in tiles has a run per tile, with its projector's marker tokens between), so
+//! the session's prefix reuse, rollback and branching work on prompts with pictures as on text:
+//! the same picture gives the same ids, and a follow-up question reuses its cache.
 
 use std::ops::Range;
 use std::sync::{Arc, Mutex};
@@ -11,7 +12,7 @@ use crate::vision::ImageEmbeddings;
 /// Ids from here up stand for rows of a picture's embeddings, never for tokens (no vocabulary
 /// comes near 2^31 entries): `IMAGE_IDS + slot × ROWS_PER_SLOT + row`.
 pub const IMAGE_IDS: u32 = 1 << 31;
-/// Rows one picture may have (Gemma 3's have 256).
+/// Rows one picture may have (Gemma 3's have 256; SmolVLM's at most 17 squares of 64).
 const ROWS_PER_SLOT: u32 = 1 << 16;
 /// Pictures one engine keeps (each a few MB at most): 32,768 slots fit above [`IMAGE_IDS`].
 const SLOTS: usize = ((u32::MAX - IMAGE_IDS) / ROWS_PER_SLOT) as usize;
@@ -25,6 +26,8 @@ pub(super) struct ImageTable {
 struct HeldImage {
     hash: String,
     embeddings: Arc<ImageEmbeddings>,
+    /// The picture's place in a prompt: its rows' ids and the marker tokens between them.
+    prompt_ids: Vec<u32>,
 }
 
 /// Whether `id` stands for a picture's row.
@@ -45,32 +48,40 @@ impl ImageTable {
         self.held.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// The ids of the picture with this hash, if it was encoded before.
+    /// The prompt ids of the picture with this hash, if it was encoded before.
     pub fn ids_of(&self, hash: &str) -> Option<Vec<u32>> {
         let held = self.lock();
-        let slot = held.iter().position(|h| h.hash == hash)?;
-        Some(ids(slot, held[slot].embeddings.tokens))
+        held.iter().find(|h| h.hash == hash).map(|h| h.prompt_ids.clone())
     }
 
-    /// Keeps a picture's embeddings; its ids. `None` when the table is full or the picture has
-    /// more rows than a slot.
-    pub fn hold(&self, hash: String, embeddings: ImageEmbeddings) -> Option<Vec<u32>> {
+    /// Keeps a picture's embeddings; its prompt ids, which `place` makes from its rows' ids (in
+    /// order) by putting its marker tokens among them. `None` when the table is full or the
+    /// picture has more rows than a slot.
+    pub fn hold(
+        &self,
+        hash: String,
+        embeddings: ImageEmbeddings,
+        place: impl FnOnce(&[u32]) -> Vec<u32>,
+    ) -> Option<Vec<u32>> {
         let mut held = self.lock();
-        if let Some(slot) = held.iter().position(|h| h.hash == hash) {
-            return Some(ids(slot, held[slot].embeddings.tokens));
+        if let Some(known) = held.iter().find(|h| h.hash == hash) {
+            return Some(known.prompt_ids.clone());
         }
         if held.len() >= SLOTS || embeddings.tokens > ROWS_PER_SLOT as usize {
             return None;
         }
-        let tokens = embeddings.tokens;
-        held.push(HeldImage { hash, embeddings: Arc::new(embeddings) });
-        Some(ids(held.len() - 1, tokens))
+        let prompt_ids = place(&ids(held.len(), embeddings.tokens));
+        held.push(HeldImage { hash, embeddings: Arc::new(embeddings), prompt_ids: prompt_ids.clone() });
+        Some(prompt_ids)
     }
 
     /// The embeddings of the picture whose rows `ids` are (all of them, in order), or `None`
     /// if they are not one held picture's rows.
     pub fn rows_of(&self, ids: &[u32]) -> Option<(Arc<ImageEmbeddings>, Range<usize>)> {
         let &first = ids.first()?;
+        if !ids.iter().all(|&id| is_image_id(id)) {
+            return None;
+        }
         let held = self.lock();
         let embeddings = &held.get(slot_of(first))?.embeddings;
         let rows = row_of(first)..row_of(first) + ids.len();
@@ -105,19 +116,56 @@ pub fn runs(tokens: &[u32]) -> Vec<Range<usize>> {
     runs
 }
 
-/// Where a picture's rows begin, if position `at` of `tokens` falls inside them (after their
-/// first): a picture whose rows attend both ways must be evaluated whole, so a cut there moves
-/// back to its start.
+/// Where a run of a picture's rows begins, if position `at` of `tokens` falls inside it (after
+/// its first): rows that attend both ways must be evaluated whole, so a cut there moves back to
+/// the run's start.
 pub fn start_of_image_at(tokens: &[u32], at: usize) -> Option<usize> {
     if at == 0 || at >= tokens.len() || !is_image_id(tokens[at]) {
         return None;
     }
-    let row = row_of(tokens[at]);
-    (row > 0).then(|| at.saturating_sub(row))
+    let follows = |i: usize| {
+        is_image_id(tokens[i - 1])
+            && slot_of(tokens[i - 1]) == slot_of(tokens[i])
+            && row_of(tokens[i - 1]) + 1 == row_of(tokens[i])
+    };
+    let start = (1..=at).rev().find(|&i| !follows(i)).unwrap_or(0);
+    (start < at).then_some(start)
 }
 
 /// Where the picture whose rows include position `at - 1` ends, if `at` falls inside it.
 pub fn end_of_image_at(tokens: &[u32], at: usize) -> Option<usize> {
     let start = start_of_image_at(tokens, at)?;
     runs(&tokens[start..]).first().map(|run| start + run.end)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A picture in two runs of rows (a tile, then the whole picture) with marker tokens around
+    /// and between them, as SmolVLM's are placed.
+    #[test]
+    fn runs_and_cuts_follow_each_run_of_rows() {
+        let table = ImageTable::default();
+        let embeddings = ImageEmbeddings { tokens: 5, width: 1, values: vec![0.0; 5] };
+        let place = |rows: &[u32]| [&[7][..], &rows[..3], &[8, 9], &rows[3..], &[7]].concat();
+        let ids = table.hold("picture".into(), embeddings.clone(), place).unwrap();
+        let tokens = [&[1][..], &ids, &[2]].concat();
+        // [1, 7, r0, r1, r2, 8, 9, r3, r4, 7, 2]
+        assert_eq!(runs(&tokens), [0..2, 2..5, 5..7, 7..9, 9..11]);
+        assert_eq!(start_of_image_at(&tokens, 3), Some(2));
+        assert_eq!(start_of_image_at(&tokens, 4), Some(2));
+        assert_eq!(start_of_image_at(&tokens, 8), Some(7));
+        for at in [0, 1, 2, 5, 6, 7, 9, 10, 11] {
+            assert_eq!(start_of_image_at(&tokens, at), None, "at {at}");
+        }
+        assert_eq!(end_of_image_at(&tokens, 3), Some(5));
+        assert_eq!(end_of_image_at(&tokens, 8), Some(9));
+        // The same picture again is found with the same ids, and its rows read back by run.
+        assert_eq!(table.ids_of("picture"), Some(ids.clone()));
+        assert_eq!(table.hold("picture".into(), embeddings, |_| unreachable!()), Some(ids));
+        let (held, rows) = table.rows_of(&tokens[7..9]).unwrap();
+        assert_eq!((held.tokens, rows), (5, 3..5));
+        assert!(table.rows_of(&tokens[4..8]).is_none(), "rows and text are not one run");
+    }
 }

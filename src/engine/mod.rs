@@ -44,7 +44,7 @@ use crate::grammar::{Constraint, GrammarCompiler, GrammarError, GrammarSpec};
 use crate::model::{AttentionPrecision, BatchInput, KvTypes, LogitsFor, Model, ModelBytes};
 use crate::sampler::{Sampler, SamplerSettings, StepTrace};
 use crate::tokenizer::{EncodeOptions, TokenKind, Tokenizer, Utf8Stream, token_count};
-use crate::vision::{RgbImage, VisionEncoder};
+use crate::vision::{EncodedPicture, PromptPart, RgbImage, VisionEncoder};
 use device::Device;
 
 /// Tokens per forward call during prefill: large enough that every weight block is reused
@@ -152,19 +152,36 @@ impl Engine {
         self.images_encoded.load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    /// The ids that stand for a picture in a prompt (see [`IMAGE_IDS`]): encoded now, or
-    /// found among those encoded before.
+    /// The ids that stand for a picture in a prompt: its rows (see [`IMAGE_IDS`]) and its
+    /// projector's marker tokens around and between them, as mtmd tokenizes them. Encoded now,
+    /// or found among those encoded before.
     pub fn image_ids(&self, image: &RgbImage) -> Result<Vec<u32>, EngineError> {
         let encoder = self.vision.as_ref().ok_or(EngineError::NoMmproj)?;
         let hash = image.content_hash();
         if let Some(ids) = self.images.ids_of(&hash) {
             return Ok(ids);
         }
-        let embeddings = encoder.encode(image)?;
+        let EncodedPicture { parts, embeddings } = encoder.encode_for_prompt(image)?;
         self.images_encoded.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        self.images.hold(hash, embeddings).ok_or_else(|| {
+        let place = |rows: &[u32]| {
+            let mut rows = rows.iter().copied();
+            let mut ids = Vec::with_capacity(rows.len());
+            for part in &parts {
+                match part {
+                    PromptPart::Text(text) => ids.extend(self.encode_piece(text)),
+                    PromptPart::Rows(n) => ids.extend(rows.by_ref().take(*n)),
+                }
+            }
+            ids
+        };
+        self.images.hold(hash, embeddings, place).ok_or_else(|| {
             EngineError::Model(crate::model::ModelError::BadImage("too many pictures in one engine".into()))
         })
+    }
+
+    /// A stretch of prompt text alone: special tokens parsed, no BOS or EOS added.
+    fn encode_piece(&self, text: &str) -> Vec<u32> {
+        self.tokenizer.encode(text, EncodeOptions { add_special: false, ..EncodeOptions::default() })
     }
 
     /// The embeddings of the picture whose rows `ids` are, which rows, and whether they attend
@@ -185,8 +202,8 @@ impl Engine {
 
     /// Prompt text with a [`MEDIA_MARKER`] where each picture goes, tokenized as llama.cpp's
     /// mtmd does it: each stretch of text on its own (special tokens parsed), each picture as
-    /// its projector's opening marker, its rows, its closing marker; BOS first where the model
-    /// adds one (and the text does not already start with it).
+    /// [`Engine::image_ids`] places it; BOS first where the model adds one (and the text does
+    /// not already start with it).
     pub fn encode_with_images(&self, text: &str, images: &[RgbImage]) -> Result<Vec<u32>, EngineError> {
         let markers = text.matches(MEDIA_MARKER).count();
         if markers != images.len() {
@@ -195,11 +212,9 @@ impl Engine {
         if images.is_empty() {
             return Ok(self.encode(text));
         }
-        let encoder = self.vision.as_ref().ok_or(EngineError::NoMmproj)?;
-        let (open, close) = encoder.markers();
-        let piece = |text: &str| {
-            self.tokenizer.encode(text, EncodeOptions { add_special: false, ..EncodeOptions::default() })
-        };
+        if self.vision.is_none() {
+            return Err(EngineError::NoMmproj);
+        }
         let tokenizer = &self.tokenizer;
         let mut ids = Vec::new();
         if tokenizer.adds_bos() && !self.starts_with_bos(text) {
@@ -207,11 +222,9 @@ impl Engine {
         }
         for (i, stretch) in text.split(MEDIA_MARKER).enumerate() {
             if i > 0 {
-                ids.extend(piece(open));
                 ids.extend(self.image_ids(&images[i - 1])?);
-                ids.extend(piece(close));
             }
-            ids.extend(piece(stretch));
+            ids.extend(self.encode_piece(stretch));
         }
         if tokenizer.adds_eos() {
             ids.extend(tokenizer.eos());

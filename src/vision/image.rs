@@ -24,10 +24,12 @@ pub struct RgbImage {
 /// How a resize weighs the source pixels around each target pixel (Pillow's filters).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Filter {
-    /// Triangle of radius 1 (Gemma 3, SmolVLM's global image).
+    /// Triangle of radius 1 (Gemma 3, LFM2-VL).
     Bilinear,
     /// Keys' cubic with a = -0.5, radius 2 (Pillow's; Gemma 4, Qwen-VL).
     Bicubic,
+    /// Lanczos of radius 3, `sinc(x) · sinc(x / 3)` (SmolVLM's tiles and whole picture).
+    Lanczos,
 }
 
 impl Filter {
@@ -35,15 +37,16 @@ impl Filter {
         match self {
             Filter::Bilinear => 1.0,
             Filter::Bicubic => 2.0,
+            Filter::Lanczos => 3.0,
         }
     }
 
     fn weight(self, x: f64) -> f64 {
-        let x = x.abs();
         match self {
-            Filter::Bilinear => (1.0 - x).max(0.0),
+            Filter::Bilinear => (1.0 - x.abs()).max(0.0),
             Filter::Bicubic => {
                 const A: f64 = -0.5;
+                let x = x.abs();
                 if x < 1.0 {
                     ((A + 2.0) * x - (A + 3.0)) * x * x + 1.0
                 } else if x < 2.0 {
@@ -52,8 +55,19 @@ impl Filter {
                     0.0
                 }
             }
+            // On the signed distance: mtmd's (Pillow's) window is [-3, 3).
+            Filter::Lanczos if (-3.0..3.0).contains(&x) => sinc(x) * sinc(x / 3.0),
+            Filter::Lanczos => 0.0,
         }
     }
+}
+
+fn sinc(x: f64) -> f64 {
+    if x == 0.0 {
+        return 1.0;
+    }
+    let pi_x = x * std::f64::consts::PI;
+    pi_x.sin() / pi_x
 }
 
 impl RgbImage {
@@ -171,6 +185,17 @@ impl RgbImage {
             canvas.pixels[((top + y) * size + left) * 3..][..new_width * 3].copy_from_slice(row);
         }
         canvas
+    }
+
+    /// The `width × height` part whose top left pixel is at column `x`, row `y` (which must lie
+    /// within the picture).
+    pub fn crop(&self, x: usize, y: usize, width: usize, height: usize) -> RgbImage {
+        assert!(x + width <= self.width && y + height <= self.height, "a crop outside the picture");
+        let mut pixels = Vec::with_capacity(width * height * 3);
+        for row in y..y + height {
+            pixels.extend_from_slice(&self.pixels[(row * self.width + x) * 3..][..width * 3]);
+        }
+        RgbImage { width, height, pixels }
     }
 
     /// Resampled to `width × height` (both at least 1) with `filter`, as Pillow does it: a

@@ -6,7 +6,7 @@
 //! reads it: the projector type, the encoder's shape, the image it expects (size, patch,
 //! normalization), the width of the embeddings it produces, and which model family it fits.
 //! [`image`] holds pictures and resizes them as mtmd does; [`siglip`] encodes them (SigLIP with
-//! Gemma 3's projector, the one type encoded so far: [`ENCODED_PROJECTORS`]).
+//! Gemma 3's or SmolVLM's projector, the types encoded so far: [`ENCODED_PROJECTORS`]).
 
 use serde::Serialize;
 
@@ -30,12 +30,12 @@ pub fn decode(_: &[u8]) -> Result<RgbImage, crate::model::ModelError> {
 
 pub use header::{PICTURE_FORMATS, PictureHeader, picture_header};
 pub use image::{Filter, MAX_PIXELS, RgbImage};
-pub use siglip::{EncoderShape, ImageEmbeddings, VisionEncoder};
+pub use siglip::{EncodedPicture, EncoderShape, ImageEmbeddings, PicturePart, PromptPart, VisionEncoder};
 
 use crate::gguf::{GgufHeader, Metadata, Value};
 
 /// The projector types [`VisionEncoder`] encodes.
-pub const ENCODED_PROJECTORS: &[&str] = &["gemma3"];
+pub const ENCODED_PROJECTORS: &[&str] = &["gemma3", "idefics3"];
 
 /// `general.architecture` of a projector file.
 pub const ARCHITECTURE: &str = "clip";
@@ -250,7 +250,7 @@ impl ProjectorFacts {
             "Load it with that model: drop both files on the page together (or this one onto \
              the loaded model), or inferno generate MODEL --mmproj FILE"
         } else {
-            "Inferno does not encode this type yet (it encodes Gemma 3's)"
+            "Inferno does not encode this type yet (it encodes Gemma 3's and SmolVLM's)"
         };
         format!("{fits}: not a model on its own but the picture encoder beside its language model. {how}")
     }

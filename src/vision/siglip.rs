@@ -1,11 +1,15 @@
-//! The SigLIP vision transformer and Gemma 3's projector, read top to bottom as llama.cpp's
-//! mtmd builds them (`clip.cpp`'s `build_vit`, `models/siglip.cpp`), so an image's embeddings
-//! agree with mtmd's to the tolerance the goldens state.
+//! The SigLIP vision transformer and the projectors behind it, Gemma 3's and SmolVLM's
+//! (`idefics3`), read top to bottom as llama.cpp's mtmd builds them (`clip.cpp`'s `build_vit`,
+//! `models/siglip.cpp`), so an image's embeddings agree with mtmd's to the tolerance the goldens
+//! state.
 //!
-//! picture → fit on a black square → patches (the convolution as a matmul over each patch's
-//! pixels) + learned positions → layers of [LayerNorm → attention over every patch → residual →
-//! LayerNorm → GELU feed-forward → residual] → LayerNorm → average pool of n × n patches →
-//! RMS norm → projection to the language model's width.
+//! picture → the encoder's squares (Gemma 3: one, the picture fitted on black; SmolVLM: tiles
+//! of the picture enlarged to its longest side, then the whole picture squeezed) → for each:
+//! patches (the convolution as a matmul over each patch's pixels) + learned positions → layers
+//! of [LayerNorm → attention over every patch → residual → LayerNorm → GELU feed-forward →
+//! residual] → LayerNorm → the projector (Gemma 3: average pool of n × n patches → RMS norm →
+//! projection; SmolVLM: n × n patches side by side in one row → projection) to the language
+//! model's width.
 //!
 //! Where llama.cpp rounds, so do we: its matmuls over F16 weights take f16 activations (the
 //! patches' pixels too, through `im2col`), and its default CPU attention (flash attention)
@@ -40,6 +44,14 @@ struct Layer {
 
 /// How the encoder's patch outputs become the language model's embeddings.
 enum Projector {
+    /// SmolVLM (idefics3): each `scale × scale` square of patches side by side in one row (a
+    /// pixel shuffle), then a linear map; pictures in tiles (see [`VisionEncoder::layout`]).
+    Idefics3 {
+        scale: usize,
+        fc: Linear,
+        /// The side a picture's longer side is resized to before it is cut into tiles.
+        longest_edge: usize,
+    },
     /// Gemma 3: average pools of `merge × merge` patches, an RMS norm, then a projection.
     Gemma3 {
         merge: usize,
@@ -61,10 +73,14 @@ pub struct EncoderShape {
     pub eps: f32,
     pub mean: [f32; 3],
     pub std: [f32; 3],
-    /// Embeddings per picture, and their width (the language model's).
+    /// Embeddings per square the encoder takes, and their width (the language model's).
     pub tokens: usize,
     pub output_width: usize,
     pub feed_forward: usize,
+    /// The most squares one picture becomes (SmolVLM's tiles and its whole picture; 1 for
+    /// Gemma 3), and the most pixels its preparation holds at once besides the picture.
+    pub max_squares: usize,
+    pub preparation_pixels: usize,
 }
 
 impl EncoderShape {
@@ -74,12 +90,16 @@ impl EncoderShape {
     pub fn work_bytes(&self) -> usize {
         let feed_forward = self.feed_forward;
         let n = self.patches_per_side() * self.patches_per_side();
-        let picture = self.image_size * self.image_size * 3;
+        let squares = self.max_squares * self.image_size * self.image_size * 3;
         let patches = n * self.patch_values() * 4;
         // x, h, q, k, v, the rounded keys and values, the attention's output and its projection,
         // the feed-forward's two, and the activations quantized for a matmul (at most f32's).
         let rows = n * (9 * self.width + 2 * feed_forward) * 4 + n * self.width.max(feed_forward) * 4;
-        picture + patches + rows + self.tokens * (self.width + self.output_width) * 8
+        // A square's rows through the projector (its input, twice for a pixel shuffle), and the
+        // embeddings of every square of the picture.
+        let projector = n * self.width * 4 * 2 + self.tokens * (self.width + self.output_width) * 8;
+        let embeddings = self.max_squares * self.tokens * self.output_width * 4;
+        self.preparation_pixels * 3 + squares + patches + rows + projector + embeddings
     }
 
     pub fn patches_per_side(&self) -> usize {
@@ -96,7 +116,10 @@ pub struct VisionEncoder {
     bytes: ModelBytes,
     facts: ProjectorFacts,
     shape: EncoderShape,
-    patch_embd: Matrix,
+    /// The patch convolution's kernel in F16, one row per output channel: llama.cpp's
+    /// `ggml_conv_2d` multiplies in F16 whatever the file holds (its `im2col` is F16, which
+    /// makes ggml round an F32 kernel to F16 too).
+    patch_embd: Vec<u8>,
     patch_bias: Option<Vec<f32>>,
     /// Learned position embeddings, one row per patch.
     positions: Vec<f32>,
@@ -113,10 +136,37 @@ pub struct ImageEmbeddings {
     pub values: Vec<f32>,
 }
 
+/// A picture as it goes into a prompt, in order: the projector's marker text and the squares
+/// the encoder takes (as mtmd lays them out).
+#[derive(Clone, Debug, PartialEq)]
+pub enum PicturePart {
+    /// Text, tokenized with special tokens parsed (`<start_of_image>`, `<row_1_col_2>`, `\n`).
+    Text(String),
+    /// A square the encoder takes: [`EncoderShape::tokens`] rows of embeddings in the prompt.
+    Square(RgbImage),
+}
+
+/// A picture encoded for a prompt: its layout, each square's rows in order in the embeddings.
+pub struct EncodedPicture {
+    pub parts: Vec<PromptPart>,
+    pub embeddings: ImageEmbeddings,
+}
+
+/// One part of an encoded picture's place in a prompt.
+#[derive(Clone, Debug, PartialEq)]
+pub enum PromptPart {
+    Text(String),
+    /// The next `n` rows of the picture's embeddings.
+    Rows(usize),
+}
+
 /// The largest square an encoder may take, and the most patches it may cut it into (real ones:
 /// 896 px in 4,096 patches for Gemma 3, 1,024 for SmolVLM's 512 px).
 const MAX_IMAGE_SIZE: usize = 4096;
 const MAX_PATCHES: usize = 1 << 16;
+/// The most tiles a picture may be cut into (SmolVLM's 2048 px in tiles of 512: 16;
+/// Idefics3-8B's 1820 in 364: 25).
+const MAX_TILES: usize = 64;
 
 fn required(value: Option<u64>, what: &str) -> Result<usize, ModelError> {
     value
@@ -141,10 +191,12 @@ impl VisionEncoder {
         if !super::ENCODED_PROJECTORS.contains(&facts.projector.as_str()) {
             let family = facts.family.map(|f| format!(" ({f})")).unwrap_or_default();
             return Err(ModelError::UnsupportedProjector(format!(
-                "type `{}`{family} is not encoded yet; Inferno encodes Gemma 3's (gemma3)",
+                "type `{}`{family} is not encoded yet; Inferno encodes Gemma 3's (gemma3) and \
+                 SmolVLM's (idefics3)",
                 facts.projector
             )));
         }
+        let idefics3 = facts.projector == "idefics3";
         let metadata = &header.metadata;
         // clip.cpp: `use_gelu` picks GELU; otherwise SiLU or quick GELU, which SigLIP never uses.
         if metadata.get("clip.use_gelu").and_then(|v| v.as_bool()) != Some(true) {
@@ -172,22 +224,55 @@ impl VisionEncoder {
                 "width {width} is not a whole number of {heads} heads"
             )));
         }
-        // clip.cpp's default for Gemma 3, which a file may override.
-        let merge = match metadata.get("clip.vision.projector.scale_factor") {
-            None => 4,
-            Some(v) => {
-                v.as_u64().and_then(|m| usize::try_from(m).ok()).filter(|&m| m > 0).ok_or_else(|| {
-                    ModelError::BadProjector(
-                        "clip.vision.projector.scale_factor is not a positive number".into(),
-                    )
-                })?
+        let positive = |key: &str| -> Result<Option<usize>, ModelError> {
+            metadata
+                .get(key)
+                .map(|v| {
+                    v.as_u64()
+                        .and_then(|m| usize::try_from(m).ok())
+                        .filter(|&m| m > 0)
+                        .ok_or_else(|| ModelError::BadProjector(format!("{key} is not a positive number")))
+                })
+                .transpose()
+        };
+        // clip.cpp's default for Gemma 3, which a file may override; SmolVLM's files say theirs
+        // (clip.cpp has no default for them).
+        let merge = match positive("clip.vision.projector.scale_factor")? {
+            Some(merge) => merge,
+            None if !idefics3 => 4,
+            None => {
+                return Err(ModelError::BadProjector(
+                    "the file lacks clip.vision.projector.scale_factor, which SmolVLM's pixel shuffle needs"
+                        .into(),
+                ));
             }
         };
-        if !per_side.is_multiple_of(merge) {
+        if !per_side.is_multiple_of(merge) || (idefics3 && merge < 2) {
             return Err(ModelError::BadProjector(format!(
-                "{per_side} patches per side do not pool in squares of {merge}"
+                "{per_side} patches per side do not merge in squares of {merge}"
             )));
         }
+        // SmolVLM: the longest side a picture is resized to before it is cut into tiles. Older
+        // conversions lack it, and mtmd then slices otherwise (llava-uhd's way), which Inferno
+        // does not.
+        let longest_edge = if idefics3 {
+            let edge = positive("clip.vision.preproc_image_size")?.ok_or_else(|| {
+                ModelError::UnsupportedProjector(
+                    "this SmolVLM projector lacks clip.vision.preproc_image_size (an older \
+                     conversion, which mtmd slices another way); convert it again with a current \
+                     llama.cpp"
+                        .into(),
+                )
+            })?;
+            if edge.div_ceil(image_size).pow(2) > MAX_TILES {
+                return Err(ModelError::BadProjector(format!(
+                    "pictures resized to {edge} px make more than {MAX_TILES} tiles of {image_size} px"
+                )));
+            }
+            edge
+        } else {
+            image_size
+        };
         let eps =
             match metadata.get("clip.vision.attention.layer_norm_epsilon") {
                 None => 1e-6,
@@ -211,6 +296,13 @@ impl VisionEncoder {
             tokens: (per_side / merge) * (per_side / merge),
             output_width,
             feed_forward: ffn,
+            max_squares: if idefics3 { longest_edge.div_ceil(image_size).pow(2) + 1 } else { 1 },
+            // SmolVLM's picture at its longest side, then in whole tiles; Gemma 3's resized one.
+            preparation_pixels: if idefics3 {
+                2 * (longest_edge.div_ceil(image_size) * image_size).pow(2)
+            } else {
+                image_size * image_size
+            },
         };
 
         let tensors = Tensors::new(&header, Some(&bytes));
@@ -227,12 +319,20 @@ impl VisionEncoder {
         let patches = per_side * per_side;
         let patch_embd =
             tensors.flattened_matrix("v.patch_embd.weight", &[patch_size, patch_size, 3, width])?;
-        if !matches!(patch_embd.weight_type, WeightType::F16 | WeightType::F32) {
-            return Err(ModelError::BadProjector(
-                "v.patch_embd.weight must be F16 or F32 (llama.cpp's convolution takes no other type)".into(),
-            ));
-        }
-        let patch_embd = Matrix { layout: WeightLayout::Plain, ..patch_embd };
+        let patch_embd = match patch_embd.weight_type {
+            WeightType::F16 => patch_embd.bytes(&bytes).to_vec(),
+            WeightType::F32 => patch_embd
+                .bytes(&bytes)
+                .chunks_exact(4)
+                .flat_map(|b| f16::from_f32(f32::from_le_bytes([b[0], b[1], b[2], b[3]])).to_le_bytes())
+                .collect(),
+            _ => {
+                return Err(ModelError::BadProjector(
+                    "v.patch_embd.weight must be F16 or F32 (llama.cpp's convolution takes no other type)"
+                        .into(),
+                ));
+            }
+        };
         let patch_bias = match header.tensor("v.patch_embd.bias") {
             Some(_) => Some(tensors.vector("v.patch_embd.bias", width)?),
             None => None,
@@ -264,11 +364,16 @@ impl VisionEncoder {
             Some(_) => Some(tensors.layer_norm("v.post_ln", width)?),
             None => None,
         };
-        let norm = tensors.vector("mm.soft_emb_norm.weight", width)?;
-        // ggml dims [output, width]: `width` rows of `output`, which clip.cpp transposes.
-        let stored = tensors.matrix("mm.input_projection.weight", width, output_width)?;
-        let (projection, projection_type) = transposed(&stored, &bytes)?;
-        let projector = Projector::Gemma3 { merge, norm, projection, projection_type };
+        let projector = if idefics3 {
+            let fc = linear("mm.model.fc", output_width, width * merge * merge)?;
+            Projector::Idefics3 { scale: merge, fc, longest_edge }
+        } else {
+            let norm = tensors.vector("mm.soft_emb_norm.weight", width)?;
+            // ggml dims [output, width]: `width` rows of `output`, which clip.cpp transposes.
+            let stored = tensors.matrix("mm.input_projection.weight", width, output_width)?;
+            let (projection, projection_type) = transposed(&stored, &bytes)?;
+            Projector::Gemma3 { merge, norm, projection, projection_type }
+        };
         Ok(VisionEncoder {
             bytes,
             facts,
@@ -291,35 +396,133 @@ impl VisionEncoder {
         &self.shape
     }
 
-    /// The text a picture's rows go between in a prompt (mtmd's `img_beg` and `img_end`).
-    pub fn markers(&self) -> (&'static str, &'static str) {
-        match self.projector {
-            Projector::Gemma3 { .. } => ("<start_of_image>", "<end_of_image>"),
-        }
-    }
-
     /// Whether a picture's rows attend to each other both ways in the language model
-    /// (mtmd's `mtmd_decode_use_non_causal`): Gemma 3's do.
+    /// (mtmd's `mtmd_decode_use_non_causal`): Gemma 3's do, SmolVLM's do not.
     pub fn attends_both_ways(&self) -> bool {
         match self.projector {
             Projector::Gemma3 { .. } => true,
+            Projector::Idefics3 { .. } => false,
         }
     }
 
-    /// The picture as the encoder sees it: fitted to its square, as mtmd prepares it.
-    pub fn prepare(&self, image: &RgbImage) -> RgbImage {
-        image.fit_on_black(self.shape.image_size, Filter::Bilinear)
+    /// A picture as mtmd puts it into a prompt: marker text and the squares the encoder takes.
+    /// - Gemma 3: `<start_of_image>`, the picture fitted on a black square, `<end_of_image>`.
+    /// - SmolVLM: the picture's longer side resized to the projector's longest side (the other
+    ///   in proportion, made even), both sides then stretched to whole tiles, and the tiles row
+    ///   by row, each after `<fake_token_around_image><row_R_col_C>`, rows apart by a newline;
+    ///   then the whole picture squeezed to one tile, between `\n\n<fake_token_around_image>
+    ///   <global-img>` and `<fake_token_around_image>`. Every resize is Lanczos.
+    ///
+    /// Refused (`bad_image`) where a side would shrink to nothing.
+    pub fn layout(&self, image: &RgbImage) -> Result<Vec<PicturePart>, ModelError> {
+        let size = self.shape.image_size;
+        let longest_edge = match &self.projector {
+            Projector::Gemma3 { .. } => {
+                return Ok(vec![
+                    PicturePart::Text("<start_of_image>".into()),
+                    PicturePart::Square(image.fit_on_black(size, Filter::Bilinear)),
+                    PicturePart::Text("<end_of_image>".into()),
+                ]);
+            }
+            Projector::Idefics3 { longest_edge, .. } => *longest_edge,
+        };
+        let (width, height) = (image.width(), image.height());
+        // mtmd's arithmetic: the ratio in f64, the shorter side truncated, then made even.
+        let aspect = width as f64 / height as f64;
+        let even = |side: usize| side + side % 2;
+        let (new_width, new_height) = if width >= height {
+            (longest_edge, even((longest_edge as f64 / aspect) as usize))
+        } else {
+            (even((longest_edge as f64 * aspect) as usize), longest_edge)
+        };
+        if new_width == 0 || new_height == 0 {
+            return Err(ModelError::BadImage(format!(
+                "a {width} × {height} picture is too narrow for this projector: resized to \
+                 {longest_edge} px on its longer side, its shorter side would be 0"
+            )));
+        }
+        let (cols, rows) = (new_width.div_ceil(size), new_height.div_ceil(size));
+        let refined = image.resized(new_width, new_height, Filter::Lanczos).resized(
+            cols * size,
+            rows * size,
+            Filter::Lanczos,
+        );
+        let mut parts = Vec::with_capacity(2 * cols * rows + 3);
+        for row in 0..rows {
+            for col in 0..cols {
+                parts.push(PicturePart::Text(format!(
+                    "<fake_token_around_image><row_{}_col_{}>",
+                    row + 1,
+                    col + 1
+                )));
+                parts.push(PicturePart::Square(refined.crop(col * size, row * size, size, size)));
+            }
+            if row + 1 < rows {
+                parts.push(PicturePart::Text("\n".into()));
+            }
+        }
+        parts.push(PicturePart::Text("\n\n<fake_token_around_image><global-img>".into()));
+        parts.push(PicturePart::Square(refined.resized(size, size, Filter::Lanczos)));
+        parts.push(PicturePart::Text("<fake_token_around_image>".into()));
+        Ok(parts)
     }
 
-    /// A picture's embeddings, to go into the language model in place of its image tokens.
+    /// A picture encoded for a prompt: every square of its [`layout`](Self::layout) encoded,
+    /// their rows in order.
+    pub fn encode_for_prompt(&self, image: &RgbImage) -> Result<EncodedPicture, ModelError> {
+        let mut parts = Vec::new();
+        let mut values = Vec::new();
+        for part in self.layout(image)? {
+            match part {
+                PicturePart::Text(text) => parts.push(PromptPart::Text(text)),
+                PicturePart::Square(square) => {
+                    let rows = self.encode_square(&square)?;
+                    parts.push(PromptPart::Rows(rows.tokens));
+                    values.extend_from_slice(&rows.values);
+                }
+            }
+        }
+        let width = self.shape.output_width;
+        let embeddings = ImageEmbeddings { tokens: values.len() / width, width, values };
+        Ok(EncodedPicture { parts, embeddings })
+    }
+
+    /// A picture's embeddings, to go into the language model in place of its image tokens:
+    /// every square's rows, in the prompt's order.
     pub fn encode(&self, image: &RgbImage) -> Result<ImageEmbeddings, ModelError> {
+        self.encode_for_prompt(image).map(|encoded| encoded.embeddings)
+    }
+
+    /// The embeddings of one square of a picture's [`layout`](Self::layout).
+    pub fn encode_square(&self, square: &RgbImage) -> Result<ImageEmbeddings, ModelError> {
         let shape = &self.shape;
         let (d, per_side) = (shape.width, shape.patches_per_side());
         let n = per_side * per_side;
-        let pixels = self.patches(&self.prepare(image));
+        if (square.width(), square.height()) != (shape.image_size, shape.image_size) {
+            return Err(ModelError::BadImage(format!(
+                "the encoder takes {0} × {0} squares, not {1} × {2}",
+                shape.image_size,
+                square.width(),
+                square.height()
+            )));
+        }
+        let pixels = self.patches(square);
 
         // The patch embedding: each patch's pixels times each output channel's kernel.
-        let mut x = self.linear_of(&self.patch_embd, self.patch_bias.as_deref(), &pixels, n)?;
+        let mut x = vec![0.0; n * d];
+        let activations =
+            QuantizedActivations::for_weights(WeightType::F16, &pixels, n, shape.patch_values())?;
+        matmul_quantized_with_layout(
+            &self.patch_embd,
+            WeightType::F16,
+            WeightLayout::Plain,
+            d,
+            &activations,
+            &mut x,
+        )?;
+        if let Some(bias) = &self.patch_bias {
+            x.chunks_exact_mut(d).for_each(|row| add_in_place(row, bias));
+        }
         add_in_place(&mut x, &self.positions);
 
         for layer in &self.layers {
@@ -341,8 +544,18 @@ impl VisionEncoder {
             layer_norm_in_place(&mut x, &norm.weight, norm.bias.as_deref(), shape.eps);
         }
 
-        let Projector::Gemma3 { merge, norm, projection, projection_type } = &self.projector;
-        let pooled = average_pool(&x, per_side, d, *merge);
+        let (merge, norm, projection, projection_type) = match &self.projector {
+            Projector::Gemma3 { merge, norm, projection, projection_type } => {
+                (*merge, norm, projection, projection_type)
+            }
+            Projector::Idefics3 { scale, fc, .. } => {
+                let shuffled = pixel_shuffle(&x, per_side, d, *scale);
+                let tokens = n / (scale * scale);
+                let values = self.linear(fc, &shuffled, tokens)?;
+                return Ok(ImageEmbeddings { tokens, width: shape.output_width, values });
+            }
+        };
+        let pooled = average_pool(&x, per_side, d, merge);
         let tokens = pooled.len() / d;
         let mut normed = vec![0.0; pooled.len()];
         for (out, row) in normed.chunks_exact_mut(d).zip(pooled.chunks_exact(d)) {
@@ -496,6 +709,23 @@ fn average_pool(x: &[f32], side: usize, d: usize, merge: usize) -> Vec<f32> {
                 }
             }
             *value = sum / count;
+        }
+    }
+    out
+}
+
+/// SmolVLM's pixel shuffle (clip.cpp's `build_patch_merge_permute`): each `scale × scale`
+/// square of a `side × side` grid of rows `d` wide becomes one row of its patches side by side,
+/// row by row; the squares in reading order.
+fn pixel_shuffle(x: &[f32], side: usize, d: usize, scale: usize) -> Vec<f32> {
+    let out_side = side / scale;
+    let mut out = Vec::with_capacity(x.len());
+    for oy in 0..out_side {
+        for ox in 0..out_side {
+            for dy in 0..scale {
+                let first = (oy * scale + dy) * side + ox * scale;
+                out.extend_from_slice(&x[first * d..(first + scale) * d]);
+            }
         }
     }
     out

@@ -3,15 +3,29 @@ use crate::gguf::{Array, Gguf, GgufHeader, Value, writer::GgufWriter};
 
 /// The micro Gemma 3 projector (scripts/make_micro_mmproj.py).
 fn micro_bytes() -> Vec<u8> {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/models/clip-gemma3-micro.gguf");
+    micro_bytes_of("gemma3")
+}
+
+/// A micro projector of scripts/make_micro_mmproj.py: `gemma3` or `idefics3`.
+fn micro_bytes_of(projector: &str) -> Vec<u8> {
+    let path = format!("{}/tests/fixtures/models/clip-{projector}-micro.gguf", env!("CARGO_MANIFEST_DIR"));
     std::fs::read(path).unwrap()
 }
 
-/// The micro projector with its metadata changed by `edit` (`None` drops the key) and the
-/// tensor `dropped` left out.
+/// The micro Gemma 3 projector with its metadata changed by `edit` (`None` drops the key) and
+/// the tensor `dropped` left out.
 fn edited(edit: impl Fn(&str, &Value) -> Option<Value>, dropped: Option<&str>) -> GgufHeader {
-    let bytes = micro_bytes();
-    let file = Gguf::parse(&bytes).unwrap();
+    Gguf::parse(&edited_bytes(&micro_bytes(), edit, dropped)).unwrap().header
+}
+
+/// `bytes` (a projector file) with its metadata changed by `edit` and the tensor `dropped` left
+/// out, as a whole file.
+fn edited_bytes(
+    bytes: &[u8],
+    edit: impl Fn(&str, &Value) -> Option<Value>,
+    dropped: Option<&str>,
+) -> Vec<u8> {
+    let file = Gguf::parse(bytes).unwrap();
     let mut writer = GgufWriter::new();
     for (key, value) in file.metadata().iter() {
         if let Some(value) = edit(key, value) {
@@ -22,7 +36,7 @@ fn edited(edit: impl Fn(&str, &Value) -> Option<Value>, dropped: Option<&str>) -
         writer =
             writer.tensor(&tensor.name, &tensor.dims, tensor.ggml_type, file.tensor_data(tensor).to_vec());
     }
-    Gguf::parse(&writer.to_bytes()).unwrap().header
+    writer.to_bytes()
 }
 
 fn with(key: &'static str, replacement: Option<Value>) -> impl Fn(&str, &Value) -> Option<Value> {
@@ -56,6 +70,43 @@ fn the_micro_gemma3_projector_reads_as_llama_cpp_reads_it() {
     // mm.input_projection.weight is [640, 32]: clip.cpp's output width is its ne[0].
     assert_eq!(facts.output_width, Some(640));
     assert!(facts.problems.is_empty(), "{:?}", facts.problems);
+}
+
+#[test]
+fn the_micro_smolvlm_projector_reads_and_loads_as_llama_cpp_reads_it() {
+    let bytes = micro_bytes_of("idefics3");
+    let f = facts(&Gguf::parse(&bytes).unwrap().header);
+    assert_eq!((f.projector.as_str(), f.family), ("idefics3", Some("SmolVLM / Idefics3")));
+    assert_eq!((f.image_size, f.patch_size, f.patches_per_side), (Some(64), Some(8), Some(8)));
+    // mm.model.fc.weight is [128, 256]: its ne[1] is the output width.
+    assert_eq!(f.output_width, Some(256));
+    let encoder = VisionEncoder::load(crate::model::ModelBytes::from(bytes)).unwrap();
+    let shape = encoder.shape();
+    // 8 × 8 patches shuffled 2 × 2: 16 rows per square; 128 px makes at most 2 × 2 tiles.
+    assert_eq!((shape.tokens, shape.output_width, shape.max_squares), (16, 256, 5));
+    assert!(!encoder.attends_both_ways());
+}
+
+/// SmolVLM's two keys are needed (clip.cpp has no default for the scale factor, and without
+/// the longest side mtmd slices another way), and a longest side of too many tiles is refused.
+#[test]
+fn a_smolvlm_projector_without_its_keys_or_with_too_many_tiles_is_refused() {
+    let bytes = micro_bytes_of("idefics3");
+    let load = |edit: &dyn Fn(&str, &Value) -> Option<Value>| {
+        let file = edited_bytes(&bytes, edit, None);
+        VisionEncoder::load(crate::model::ModelBytes::from(file)).err().expect("refused")
+    };
+    let err = load(&with("clip.vision.projector.scale_factor", None));
+    assert_eq!(err.kind(), "bad_projector", "{err}");
+    assert!(err.to_string().contains("scale_factor"), "{err}");
+    let err = load(&with("clip.vision.projector.scale_factor", Some(Value::U32(3))));
+    assert!(err.to_string().contains("do not merge in squares of 3"), "{err}");
+    let err = load(&with("clip.vision.preproc_image_size", None));
+    assert_eq!(err.kind(), "unsupported_projector", "{err}");
+    let err = load(&with("clip.vision.preproc_image_size", Some(Value::U32(64 * 9))));
+    assert!(err.to_string().contains("more than 64 tiles"), "{err}");
+    let err = load(&with("clip.vision.preproc_image_size", Some(Value::String("128".into()))));
+    assert_eq!(err.kind(), "bad_projector", "{err}");
 }
 
 #[test]

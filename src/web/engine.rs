@@ -8,7 +8,7 @@ use crate::chat::{ReplyFormat, ToolUse};
 use crate::embedding::{EmbedOptions, Pooling};
 use crate::engine::{
     AnswerRequest, BranchRequest, ChatRequest, Engine, EngineError, Generation, GrammarRequest,
-    LimitsRequest, Session, TextRequest, TracedStep, TurnOptions,
+    LimitsRequest, Session, TextRequest, TracedStep, TurnOptions, is_image_id,
 };
 use crate::grammar::GrammarSpec;
 use crate::inspect::Report;
@@ -184,7 +184,8 @@ impl WebEngine {
     /// as llama.cpp's loader drops it); that request's messages hold a `<__media__>` marker
     /// where each picture goes, in the order they were added. The projector encodes it now
     /// (unless it did before: found by its content hash), one call per picture, so the worker
-    /// can report each and take a stop between them; returns its rows in the prompt. Refused
+    /// can report each and take a stop between them; returns its rows of embeddings in the
+    /// prompt (its marker tokens not counted). Refused
     /// (`no_mmproj`, `bad_image`, `image_too_large`) unless a projector is attached and the
     /// bytes are `width × height × 4` within the caps.
     pub fn add_image(&mut self, width: u32, height: u32, rgba: &js_sys::Uint8Array) -> Result<u32, JsValue> {
@@ -193,7 +194,8 @@ impl WebEngine {
                 rgba.subarray(at as u32, (at + piece.len()) as u32).copy_to(piece)
             })
             .map_err(|e| engine_error(EngineError::Model(e)))?;
-        let rows = self.engine.image_ids(&image).map_err(engine_error)?.len();
+        let ids = self.engine.image_ids(&image).map_err(engine_error)?;
+        let rows = ids.iter().filter(|&&id| is_image_id(id)).count();
         self.pending_images.push(image);
         Ok(rows as u32)
     }

@@ -511,21 +511,43 @@ fn files_over_4_gib_go_to_the_64_bit_build_where_the_browser_has_one() {
 /// are equal: tests/vision.rs).
 #[wasm_bindgen_test]
 fn the_image_encoder_matches_llama_cpp_mtmd_in_the_browser() {
+    let worst = image_embeddings_error(
+        include_bytes!("../fixtures/models/clip-gemma3-micro.gguf"),
+        include_bytes!("../fixtures/golden/clip-gemma3-micro.noise-61x47.f32"),
+    );
+    web_sys::console::log_1(
+        &format!("Gemma 3 image embeddings in the browser: {worst:.2e} from mtmd's").into(),
+    );
+    assert!(worst < 1e-3, "{worst}");
+}
+
+/// The micro SmolVLM projector too: the picture cut into four tiles and squeezed whole (Lanczos,
+/// its sines from Rust's libm here), five squares encoded, within the same bound.
+#[wasm_bindgen_test]
+fn smolvlm_tiles_match_llama_cpp_mtmd_in_the_browser() {
+    let worst = image_embeddings_error(
+        include_bytes!("../fixtures/models/clip-idefics3-micro.gguf"),
+        include_bytes!("../fixtures/golden/clip-idefics3-micro.noise-61x47.f32"),
+    );
+    web_sys::console::log_1(
+        &format!("SmolVLM image embeddings in the browser: {worst:.2e} from mtmd's").into(),
+    );
+    assert!(worst < 1e-3, "{worst}");
+}
+
+/// The 61 × 47 noise picture's embeddings by `mmproj`, against mtmd's (`golden`): the largest
+/// difference relative to the largest magnitude.
+fn image_embeddings_error(mmproj: &[u8], golden: &[u8]) -> f32 {
     use inferno::model::ModelBytes;
     use inferno::vision::{RgbImage, VisionEncoder};
-    let mmproj = include_bytes!("../fixtures/models/clip-gemma3-micro.gguf").to_vec();
-    let encoder = VisionEncoder::load(ModelBytes::from(mmproj)).unwrap();
+    let encoder = VisionEncoder::load(ModelBytes::from(mmproj.to_vec())).unwrap();
     let pixels = include_bytes!("../fixtures/images/noise-61x47.rgb").to_vec();
     let embeddings = encoder.encode(&RgbImage::new(61, 47, pixels).unwrap()).unwrap();
-    let golden: Vec<f32> = include_bytes!("../fixtures/golden/clip-gemma3-micro.noise-61x47.f32")
-        .chunks_exact(4)
-        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-        .collect();
+    let golden: Vec<f32> =
+        golden.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
     assert_eq!(embeddings.values.len(), golden.len());
     let scale = golden.iter().fold(0.0f32, |m, v| m.max(v.abs()));
-    let worst = embeddings.values.iter().zip(&golden).fold(0.0f32, |m, (a, b)| m.max((a - b).abs())) / scale;
-    web_sys::console::log_1(&format!("image embeddings in the browser: {worst:.2e} from mtmd's").into());
-    assert!(worst < 1e-3, "{worst}");
+    embeddings.values.iter().zip(&golden).fold(0.0f32, |m, (a, b)| m.max((a - b).abs())) / scale
 }
 
 /// The worker checks a picture file's claimed size before the browser decodes it: a PNG's
