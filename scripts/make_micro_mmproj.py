@@ -3,10 +3,10 @@
 llama.cpp's tools/mtmd/clip.cpp reads, for the inspector's tests and, later, the encoders'.
 
   pip install gguf numpy
-  python3 scripts/make_micro_mmproj.py OUT.gguf [--projector gemma3|idefics3] [--shape micro|base]
+  python3 scripts/make_micro_mmproj.py OUT.gguf [--projector gemma3|idefics3|lfm2] [--shape micro|base]
                                                 [--type f16|q8_0]
 
-tests/fixtures/models/clip-gemma3-micro.gguf and clip-idefics3-micro.gguf are its micro outputs
+tests/fixtures/models/clip-gemma3-micro.gguf, clip-idefics3-micro.gguf and clip-lfm2-micro.gguf are its micro outputs
 (named, as every micro file, after their general.architecture, then the projector).
 
 gemma3: a SigLIP ViT (224 x 224 images in 14-pixel patches, so 16 x 16 patches; 2 layers, 32
@@ -23,6 +23,12 @@ converter forces them, then SmolVLM's projector: a pixel shuffle of 2 x 2 patche
 128 (clip.vision.projector.scale_factor) and mm.model.fc.weight to 256 wide, the micro SmolVLM
 language model's width (make_micro_models.py --arch llama-smolvlm). clip.vision.preproc_image_size
 128 makes mtmd cut a picture into at most 2 x 2 tiles of 64 px plus the whole picture at 64 px.
+
+lfm2 (LFM2-VL): the same SigLIP, its 8 x 8 learned positions resized to each picture's patch grid
+(mtmd's antialiased bilinear), pictures at their own aspect (sides multiples of 16, between 64
+and 256 rows of output), larger ones in 512 px tiles plus a thumbnail; then LFM2-VL's projector:
+the 2 x 2 pixel unshuffle, a LayerNorm (mm.input_norm), and a GELU feed-forward of 96 (mm.1,
+mm.2) to 256 wide, the micro LFM2-VL language model's width (make_micro_models.py --arch lfm2-vl).
 
 --shape base writes the encoder benchmark's file instead (scripts/bench_vision.py): SigLIP-base
 at 512 px (16-pixel patches, so 32 x 32; 12 layers, 768 wide, 12 heads, feed-forward 3072: 93M
@@ -41,17 +47,18 @@ SHAPES = {
     "base": (512, 16, 768, 12, 12, 3072, 640),
 }
 IDEFICS3_MICRO = (64, 8, 32, 2, 4, 64, 256)
+LFM2_SCALE, LFM2_HIDDEN = 2, 96
 # SmolVLM's pixel shuffle and the longest side mtmd resizes a picture to before cutting tiles.
 IDEFICS3_SCALE, IDEFICS3_LONGEST_EDGE = 2, 128
 
 
 def write_projector(path, projector="gemma3", shape="micro", weight_type="f16"):
-    idefics3 = projector == "idefics3"
-    IMAGE, PATCH, WIDTH, LAYERS, HEADS, FFN, OUTPUT = IDEFICS3_MICRO if idefics3 else SHAPES[shape]
+    idefics3, lfm2 = projector == "idefics3", projector == "lfm2"
+    IMAGE, PATCH, WIDTH, LAYERS, HEADS, FFN, OUTPUT = IDEFICS3_MICRO if idefics3 or lfm2 else SHAPES[shape]
     rng = np.random.default_rng(7)
     w = gguf.GGUFWriter(path, "clip")
     name = "micro" if shape == "micro" else f"SigLIP-base-shaped {weight_type.upper()}"
-    family = "SmolVLM" if idefics3 else "Gemma 3"
+    family = {"idefics3": "SmolVLM", "lfm2": "LFM2-VL"}.get(projector, "Gemma 3")
     w.add_string("general.name", f"{name} {family} mmproj (random weights)")
     w.add_string("clip.projector_type", projector)
     w.add_bool("clip.has_vision_encoder", True)
@@ -65,7 +72,9 @@ def write_projector(path, projector="gemma3", shape="micro", weight_type="f16"):
     w.add_uint32("clip.vision.projection_dim", OUTPUT)
     w.add_uint32("clip.vision.attention.head_count", HEADS)
     # SmolVLM's converter writes its layer_norm_eps (1e-5 by default); Gemma 3's files say 1e-6.
-    w.add_float32("clip.vision.attention.layer_norm_epsilon", 1e-5 if idefics3 else 1e-6)
+    w.add_float32("clip.vision.attention.layer_norm_epsilon", 1e-5 if idefics3 or lfm2 else 1e-6)
+    if lfm2:
+        w.add_uint32("clip.vision.projector.scale_factor", LFM2_SCALE)
     if idefics3:
         w.add_uint32("clip.vision.projector.scale_factor", IDEFICS3_SCALE)
         w.add_uint32("clip.vision.preproc_image_size", IDEFICS3_LONGEST_EDGE)
@@ -108,7 +117,14 @@ def write_projector(path, projector="gemma3", shape="micro", weight_type="f16"):
         vector(f"{p}.ffn_down.bias", WIDTH)
     vector("v.post_ln.weight", WIDTH, 1.0)
     vector("v.post_ln.bias", WIDTH)
-    if idefics3:
+    if lfm2:
+        vector("mm.input_norm.weight", WIDTH * LFM2_SCALE**2, 1.0)
+        vector("mm.input_norm.bias", WIDTH * LFM2_SCALE**2)
+        matrix("mm.1.weight", LFM2_HIDDEN, WIDTH * LFM2_SCALE**2)
+        vector("mm.1.bias", LFM2_HIDDEN)
+        matrix("mm.2.weight", OUTPUT, LFM2_HIDDEN)
+        vector("mm.2.bias", OUTPUT)
+    elif idefics3:
         # ne = [WIDTH * scale², OUTPUT]: a plain linear from the shuffled rows.
         matrix("mm.model.fc.weight", OUTPUT, WIDTH * IDEFICS3_SCALE**2)
     else:
@@ -126,12 +142,12 @@ def write_projector(path, projector="gemma3", shape="micro", weight_type="f16"):
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("out")
-    parser.add_argument("--projector", choices=["gemma3", "idefics3"], default="gemma3")
+    parser.add_argument("--projector", choices=["gemma3", "idefics3", "lfm2"], default="gemma3")
     parser.add_argument("--shape", choices=sorted(SHAPES), default="micro")
     parser.add_argument("--type", choices=["f16", "q8_0"], default="f16")
     args = parser.parse_args()
-    if args.projector == "idefics3" and args.shape != "micro":
-        parser.error("idefics3 has the micro shape only")
+    if args.projector != "gemma3" and args.shape != "micro":
+        parser.error(f"{args.projector} has the micro shape only")
     write_projector(args.out, args.projector, args.shape, args.type)
     print(f"wrote {args.out}")
 

@@ -73,6 +73,10 @@ Architectures:
            taps (shortconv.l_cache; in_proj to b, c, x; F32 taps of std 0.5 so earlier tokens
            matter) between attention layers with per-head Q/K norm (4 query, 2 KV heads; 0 KV
            heads mark the conv layers); the final norm named token_embd_norm; tied embeddings.
+  lfm2-vl  LFM2-VL's language model: lfm2 with seven unused Qwen control tokens renamed to
+           LFM2-VL's picture markers (<|image_start|>, <|image_end|>, <|img_thumbnail|>,
+           <|img_row_1_col_1|> to <|img_row_2_col_2|>), for the micro lfm2 projector's image
+           prompts (make_vision_goldens.py); file lfm2-vl-micro-q8_0.gguf.
   lfm2moe  LFM2-MoE: lfm2's layers; layer 0 dense (leading_dense_block_count 1), the others 8
            experts of width 128 (expert_feed_forward_length), 2 used, sigmoid gating
            (expert_gating_func 2), an exp_probs_b selection bias of std 0.5 (large enough to
@@ -121,6 +125,16 @@ TOKENIZER_SOURCE = REPO / "tests" / "fixtures" / "models" / "qwen3-micro-q4_0.gg
 # Phi-3 files get llama.cpp's by-name token rules (whitespace after special tokens is
 # stripped), which need these tokens: they replace some of Qwen's unused control tokens.
 PHI3_TOKENS = {8003: "<unk>", 8004: "<s>", 8005: "</s>", 8006: "<|user|>", 8007: "<|assistant|>", 8008: "<|end|>"}
+# LFM2-VL's picture markers (mtmd's lfm2 layout), for a grid of at most 2 x 2 tiles.
+LFM2VL_TOKENS = {
+    8003: "<|image_start|>",
+    8004: "<|image_end|>",
+    8005: "<|img_thumbnail|>",
+    8006: "<|img_row_1_col_1|>",
+    8007: "<|img_row_1_col_2|>",
+    8008: "<|img_row_2_col_1|>",
+    8009: "<|img_row_2_col_2|>",
+}
 # SmolVLM's picture markers (mtmd's idefics3 layout), for the micro projector's grid of at most
 # 2 x 2 tiles.
 SMOLVLM_TOKENS = {
@@ -563,7 +577,7 @@ def write_moe(path, rng, reader, arch):
 LFM2_LAYERS = ["conv", "conv", "attention", "conv", "attention"]
 
 
-def write_lfm2(path, rng, reader, moe=False):
+def write_lfm2(path, rng, reader, moe=False, renamed=None):
     arch = "lfm2moe" if moe else "lfm2"
     n_vocab = len(reader.fields["tokenizer.ggml.tokens"].data)
     layers, kernel, n_expert = len(LFM2_LAYERS), 3, 8
@@ -580,7 +594,7 @@ def write_lfm2(path, rng, reader, moe=False):
         writer.add_expert_used_count(2)
         writer.add_expert_feed_forward_length(EXPERT_FFN)
         writer.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID)
-    copy_tokenizer(writer, reader)
+    copy_tokenizer(writer, reader, renamed)
     matrix, vector = random_tensors(writer, rng)
 
     matrix("token_embd.weight", n_vocab, EMBD)
@@ -692,6 +706,7 @@ WRITERS = {
     "gemma4": write_gemma4,
     "lfm2": write_lfm2,
     "lfm2moe": lambda path, rng, reader: write_lfm2(path, rng, reader, moe=True),
+    "lfm2-vl": lambda path, rng, reader: write_lfm2(path, rng, reader, renamed=LFM2VL_TOKENS),
     **{arch: (lambda path, rng, reader, arch=arch: write_moe(path, rng, reader, arch)) for arch in MOE},
 }
 

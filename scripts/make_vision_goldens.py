@@ -38,11 +38,22 @@ looks up), tests/fixtures/golden/clip-idefics3-micro.images.json holds per pictu
 - `embeddings`: every image chunk's embeddings in that order (flash attention, as above);
 - `chat`: as above, with the micro SmolVLM model and a ChatML prompt, the picture's rows causal.
 
+For the micro LFM2-VL projector tests/fixtures/models/clip-lfm2-micro.gguf, with the micro LFM2-VL
+language model tests/fixtures/models/lfm2-vl-micro-q8_0.gguf, clip-lfm2-micro.images.json holds
+the same per picture, for mtmd's lfm2 preprocessing (Pillow's bilinear): a picture whose sides,
+rounded to multiples of 16, make at most twice 256 rows of output is resized whole to its own
+aspect (sides multiples of 16, between 64 and 256 rows: Qwen-VL's "smart resize"); a larger one
+(the committed wide-480x360.png) is fitted on black to a grid of 512 px tiles (the grid of 2 to 10
+tiles closest to its aspect) and cut, with the whole picture resized as above for a thumbnail
+after the tiles. Each square's embeddings are kept whole for the small pictures and their first
+16 rows (`rows_kept`) for the tiled one.
+
 One thread, AVX2 build of the llama.cpp vendored in llama-cpp-python 0.3.36, as the text goldens.
 """
 import ctypes
 import hashlib
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -64,6 +75,13 @@ CHAT_PROMPT = "<start_of_turn>user\n<__media__>What is in this picture?<end_of_t
 SMOLVLM_MMPROJ = FIXTURES / "models" / "clip-idefics3-micro.gguf"
 SMOLVLM_MODEL = FIXTURES / "models" / "llama-micro-smolvlm.gguf"
 SMOLVLM_TILE, SMOLVLM_LONGEST_EDGE, SMOLVLM_WIDTH = 64, 128, 256
+LFM2_MMPROJ = FIXTURES / "models" / "clip-lfm2-micro.gguf"
+LFM2_MODEL = FIXTURES / "models" / "lfm2-vl-micro-q8_0.gguf"
+# patch 8 x merge 2; 64 to 256 rows of output; LFM2-VL's tiles and their counts.
+LFM2_PATCH, LFM2_ALIGN, LFM2_MIN_PIXELS, LFM2_MAX_PIXELS = 8, 16, 64 * 16 * 16, 256 * 16 * 16
+LFM2_TILE, LFM2_MIN_TILES, LFM2_MAX_TILES, LFM2_WIDTH = 512, 2, 10, 256
+LFM2_TILED_PICTURE, LFM2_ROWS_KEPT = "wide-480x360", 16
+LFM2_PROMPT = "<|im_start|>user\n<__media__>What is in this picture?<|im_end|>\n<|im_start|>assistant\n"
 SMOLVLM_PROMPT = "<|im_start|>user\n<__media__>What is in this picture?<|im_end|>\n<|im_start|>assistant\n"
 N_PREDICT, TOP_STEPS, TOP_K = 16, 4, 20
 
@@ -129,6 +147,87 @@ def idefics3_tiles(rgb):
     return [np.asarray(t) for t in tiles], (cols, rows)
 
 
+def c_round(x):
+    """C's round(): halves away from zero."""
+    x = float(x)
+    return math.floor(x + 0.5) if x >= 0 else -math.floor(-x + 0.5)
+
+
+def lfm2_size(w, h):
+    """mtmd's calc_size_preserved_ratio for lfm2, its float arithmetic in float32."""
+    f32, a = np.float32, np.float32(LFM2_ALIGN)
+    w_bar = max(LFM2_ALIGN, c_round(f32(w) / a) * LFM2_ALIGN)
+    h_bar = max(LFM2_ALIGN, c_round(f32(h) / a) * LFM2_ALIGN)
+    if h_bar * w_bar > LFM2_MAX_PIXELS:
+        beta = np.sqrt(f32(h) * f32(w) / f32(LFM2_MAX_PIXELS))
+        h_bar = max(LFM2_ALIGN, math.floor((f32(h) / beta) / a) * LFM2_ALIGN)
+        w_bar = max(LFM2_ALIGN, math.floor((f32(w) / beta) / a) * LFM2_ALIGN)
+    elif h_bar * w_bar < LFM2_MIN_PIXELS:
+        beta = np.sqrt(f32(LFM2_MIN_PIXELS) / (f32(h) * f32(w)))
+        h_bar = math.ceil((f32(h) * beta) / a) * LFM2_ALIGN
+        w_bar = math.ceil((f32(w) * beta) / a) * LFM2_ALIGN
+    return w_bar, h_bar
+
+
+def lfm2_grid(w, h):
+    """mtmd's lfm2 tiling: None below twice the most pixels, else the grid (columns, rows)."""
+    # nearbyint of a double: halves to even, as Python's round.
+    h_bar = max(LFM2_PATCH, round(float(np.float32(h)) / LFM2_ALIGN) * LFM2_ALIGN)
+    w_bar = max(LFM2_PATCH, round(float(np.float32(w)) / LFM2_ALIGN) * LFM2_ALIGN)
+    if float(h_bar) * float(w_bar) <= float(LFM2_MAX_PIXELS) * 2.0:
+        return None
+    ratios = []
+    for n in range(LFM2_MIN_TILES, LFM2_MAX_TILES + 1):
+        for cols in range(1, n + 1):
+            for rows in range(1, n + 1):
+                if LFM2_MIN_TILES <= cols * rows <= LFM2_MAX_TILES and (cols, rows) not in ratios:
+                    ratios.append((cols, rows))
+    ratios.sort(key=lambda r: r[0] * r[1])
+    aspect, area = np.float32(w) / np.float32(h), np.float32(w * h)
+    best, best_diff = (1, 1), np.float32(np.inf)
+    for cols, rows in ratios:
+        diff = abs(aspect - np.float32(cols) / np.float32(rows))
+        if diff < best_diff:
+            best, best_diff = (cols, rows), diff
+        elif diff == best_diff and area > np.float32(0.5) * np.float32(LFM2_TILE * LFM2_TILE * cols * rows):
+            best = (cols, rows)
+    return best
+
+
+def fit_on_black_to(image, width, height):
+    """mtmd's PAD_CEIL resize to a width x height canvas, bilinear, centred on black."""
+    w, h = image.size
+    if (w, h) == (width, height):
+        return np.asarray(image)
+    scale = min(np.float32(width) / np.float32(w), np.float32(height) / np.float32(h))
+    nw = min(int(np.ceil(np.float32(w) * scale)), width)
+    nh = min(int(np.ceil(np.float32(h) * scale)), height)
+    canvas = np.zeros((height, width, 3), dtype=np.uint8)
+    ox, oy = (width - nw) // 2, (height - nh) // 2
+    canvas[oy : oy + nh, ox : ox + nw] = np.asarray(image.resize((nw, nh), Image.BILINEAR))
+    return canvas
+
+
+def lfm2_squares(rgb):
+    """mtmd's lfm2 preprocessing: the squares in prompt order (the tiles, then the thumbnail; or
+    the picture alone), and the grid (None when it is not cut)."""
+    h, w, _ = rgb.shape
+    image = Image.fromarray(rgb)
+    size = lfm2_size(w, h)
+    whole = np.asarray(image if image.size == size else image.resize(size, Image.BILINEAR))
+    grid = lfm2_grid(w, h)
+    if grid is None:
+        return [whole], None
+    cols, rows = grid
+    refined = fit_on_black_to(image, cols * LFM2_TILE, rows * LFM2_TILE)
+    tiles = [
+        refined[y * LFM2_TILE : (y + 1) * LFM2_TILE, x * LFM2_TILE : (x + 1) * LFM2_TILE]
+        for y in range(rows)
+        for x in range(cols)
+    ]
+    return tiles + [whole], grid
+
+
 def sha256(data):
     return hashlib.sha256(data).hexdigest()
 
@@ -185,8 +284,9 @@ def embeddings(ctx, rgb, width):
     return out.astype("<f4").reshape(n, width)
 
 
-def all_embeddings(ctx, rgb, width):
-    """Every image chunk of the picture alone, encoded in prompt order, and the chunks' layout."""
+def all_embeddings(ctx, rgb, width, rows_kept=None):
+    """Every image chunk of the picture alone, encoded in prompt order (the first `rows_kept`
+    rows of each, or all), and the chunks' layout."""
     chunks = tokenize(ctx, "<__media__>", rgb)
     layout, rows = [], []
     for chunk, facts in chunk_list(chunks):
@@ -195,7 +295,8 @@ def all_embeddings(ctx, rgb, width):
             if mtmd.mtmd_encode_chunk(ctx, chunk) != 0:
                 sys.exit("mtmd_encode_chunk failed")
             n = facts["image_tokens"]
-            rows.append(np.ctypeslib.as_array(mtmd.mtmd_get_output_embd(ctx), shape=(n * width,)).copy())
+            out = np.ctypeslib.as_array(mtmd.mtmd_get_output_embd(ctx), shape=(n * width,)).copy()
+            rows.append(out[: (rows_kept or n) * width])
     mtmd.mtmd_input_chunks_free(chunks)
     return layout, np.concatenate(rows).astype("<f4").reshape(-1, width)
 
@@ -284,7 +385,51 @@ def smolvlm_goldens():
     (GOLDEN / "clip-idefics3-micro.images.json").write_text(json.dumps(golden, indent=1) + "\n")
 
 
+def lfm2_goldens():
+    """The micro LFM2-VL projector's goldens (see the module's docstring)."""
+    params = llama_cpp.llama_model_default_params()
+    text_model = llama_cpp.llama_model_load_from_file(str(LFM2_MODEL).encode(), params)
+    ctx = mtmd_context(text_model, True, LFM2_MMPROJ)
+    golden = {
+        "mmproj": "models/clip-lfm2-micro.gguf",
+        "mmproj_sha256": sha256(LFM2_MMPROJ.read_bytes()),
+        "model": "models/lfm2-vl-micro-q8_0.gguf",
+        "oracle": "llama.cpp mtmd (llama-cpp-python 0.3.36, commit 0c1e570), CPU, AVX2, one thread",
+        "pictures": [],
+    }
+    y, x = np.mgrid[0:360, 0:480].astype(np.float64)
+    wide = np.stack([x / 479 * 255, 255 - y / 359 * 255, 128 + 90 * np.sin(x / 23 + y / 31)], axis=-1)
+    wide = np.clip(np.rint(wide), 0, 255).astype(np.uint8)
+    path = FIXTURES / "images" / f"{LFM2_TILED_PICTURE}.png"
+    Image.fromarray(wide).save(path, optimize=True)
+    assert np.array_equal(np.asarray(Image.open(path).convert("RGB")), wide)
+    for name, rgb in [*pictures().items(), (LFM2_TILED_PICTURE, wide)]:
+        squares, grid = lfm2_squares(rgb)
+        kept = LFM2_ROWS_KEPT if grid else None
+        layout, embd = all_embeddings(ctx, rgb, LFM2_WIDTH, kept)
+        file = f"clip-lfm2-micro.{name}.f32"
+        (GOLDEN / file).write_bytes(embd.tobytes())
+        entry = {
+            "file": f"images/{name}.png",
+            "grid": list(grid) if grid else None,
+            "squares": [{"width": s.shape[1], "height": s.shape[0], "sha256": sha256(s.tobytes())} for s in squares],
+            "chunks": layout,
+            "embeddings": file,
+        }
+        if kept:
+            entry["rows_kept"] = kept
+        golden["pictures"].append(entry)
+        print("lfm2", name, grid, [c.get("image_tokens") for c in layout if "image_tokens" in c])
+    mtmd.mtmd_free(ctx)
+    llama_cpp.llama_model_free(text_model)
+    golden["chat"] = chat_golden(LFM2_MODEL, pictures()[CHAT_PICTURE], LFM2_MMPROJ, LFM2_PROMPT)
+    golden["chat"]["model"] = "models/lfm2-vl-micro-q8_0.gguf"
+    print("lfm2 chat:", golden["chat"]["generated_ids"])
+    (GOLDEN / "clip-lfm2-micro.images.json").write_text(json.dumps(golden, indent=1) + "\n")
+
+
 def main():
+    lfm2_goldens()
     smolvlm_goldens()
     images = FIXTURES / "images"
     images.mkdir(exist_ok=True)

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use inferno::engine::{Engine, IMAGE_IDS, Session};
 use inferno::model::{AttentionPrecision, ModelBytes, ModelError};
 use inferno::sampler::{Sampler, SamplerSettings};
-use inferno::vision::{MAX_PIXELS, PicturePart, RgbImage, VisionEncoder, decode};
+use inferno::vision::{MAX_PIXELS, PicturePart, PromptPart, RgbImage, VisionEncoder, decode};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
@@ -282,6 +282,79 @@ fn a_picture_too_narrow_for_smolvlm_is_a_bad_image() {
     assert_eq!(err.kind(), "bad_image", "{err}");
     let fine = RgbImage::new(3, 1, vec![128; 9]).unwrap();
     assert!(engine.encode_with_images("<__media__>", &[fine]).is_ok());
+}
+
+/// LFM2-VL's preprocessing, bit for bit: small pictures whole at their own aspect (sides
+/// multiples of 16 making 64 to 256 rows of output), the larger wide-480x360 fitted on black to
+/// 3 × 2 tiles of 512 and cut, then the whole picture as a thumbnail; bilinear throughout.
+#[test]
+fn lfm2_vl_prepares_pictures_bit_for_bit_as_mtmd_does() {
+    let encoder = encoder_of("clip-lfm2-micro");
+    for entry in golden_of("clip-lfm2-micro")["pictures"].as_array().unwrap() {
+        let name = entry["file"].as_str().unwrap();
+        let squares = squares(&encoder, &picture(entry));
+        let expected = entry["squares"].as_array().unwrap();
+        assert_eq!(squares.len(), expected.len(), "{name}");
+        for (square, theirs) in squares.iter().zip(expected) {
+            assert_eq!(
+                (square.width() as u64, square.height() as u64),
+                (theirs["width"].as_u64().unwrap(), theirs["height"].as_u64().unwrap()),
+                "{name}"
+            );
+            assert_eq!(hex_sha256(square.pixels()), theirs["sha256"].as_str().unwrap(), "{name}");
+        }
+    }
+}
+
+/// Each picture alone against mtmd: the same prompt ids (`<|image_start|>`, each tile's
+/// `<|img_row_R_col_C|>`, `<|img_thumbnail|>`, `<|image_end|>`: where the micro vocabulary lacks
+/// a row-and-column token, both sides spell it in text), and every square's embeddings (its
+/// first 16 rows for the tiled picture, whose squares are 1,024 rows each) bit for bit natively:
+/// positions resized to each square's grid by ggml's antialiased bilinear, the pixel unshuffle,
+/// the LayerNorm and the GELU feed-forward.
+#[test]
+fn lfm2_vl_pictures_match_llama_cpp_mtmd() {
+    let golden = golden_of("clip-lfm2-micro");
+    let mut engine =
+        Engine::load(std::fs::read(fixtures().join("models/lfm2-vl-micro-q8_0.gguf")).unwrap()).unwrap();
+    engine.attach_projector(std::fs::read(fixtures().join("models/clip-lfm2-micro.gguf")).unwrap()).unwrap();
+    let encoder = engine.projector().unwrap();
+    for entry in golden["pictures"].as_array().unwrap() {
+        let name = entry["file"].as_str().unwrap();
+        let image = picture(entry);
+        let encoded = encoder.encode_for_prompt(&image).unwrap();
+        let kept = entry.get("rows_kept").and_then(|k| k.as_u64()).map(|k| k as usize);
+        let width = encoded.embeddings.width;
+        let mut ours = Vec::new();
+        let mut first = 0;
+        for part in &encoded.parts {
+            if let PromptPart::Rows(n) = part {
+                let rows = kept.unwrap_or(*n).min(*n);
+                ours.extend_from_slice(&encoded.embeddings.values[first * width..(first + rows) * width]);
+                first += n;
+            }
+        }
+        let error = relative_error(&ours, &floats(entry["embeddings"].as_str().unwrap()));
+        eprintln!("{name}: {error:.2e} from mtmd's embeddings");
+        assert_eq!(error, 0.0, "{name}");
+        let ids = engine.encode_with_images("<__media__>", std::slice::from_ref(&image)).unwrap();
+        assert_ids_match_chunks(&ids, &entry["chunks"]);
+    }
+}
+
+/// The micro LFM2-VL language model (short convolutions and attention) with the micro
+/// projector, as mtmd runs an image prompt: 247 rows of the whole picture, attended causally,
+/// then greedy steps, the logits of steps 0-3 within the Q8_0 text bound (0.02; measured: 0).
+#[test]
+fn an_image_prompt_on_the_micro_lfm2_vl_matches_llama_cpp() {
+    let golden = golden_of("clip-lfm2-micro");
+    let mut engine =
+        Engine::load(std::fs::read(fixtures().join("models/lfm2-vl-micro-q8_0.gguf")).unwrap()).unwrap();
+    engine.set_attention_precision(AttentionPrecision::Exact);
+    engine.attach_projector(std::fs::read(fixtures().join("models/clip-lfm2-micro.gguf")).unwrap()).unwrap();
+    let worst = run_image_prompt(&engine, &golden["chat"]);
+    eprintln!("image prompt on the micro LFM2-VL: max |Δ| {worst:.5} over the top 20 of steps 0-3");
+    assert!(worst < 0.02, "{worst}");
 }
 
 /// A follow-up turn sends the same picture again: found by its content hash, not encoded

@@ -167,22 +167,23 @@ impl RgbImage {
         self.pixels[(y * self.width + x) * 3 + c]
     }
 
-    /// Scaled to fit a `size × size` square, sides rounded up, centred on black: mtmd's
-    /// fixed-size preprocessing (`PAD_CEIL`), what Gemma 3's projector takes.
-    pub fn fit_on_black(&self, size: usize, filter: Filter) -> RgbImage {
-        if (self.width, self.height) == (size, size) {
+    /// Scaled to fit a `width × height` canvas, sides rounded up, centred on black: mtmd's
+    /// resize with padding (`PAD_CEIL`), what Gemma 3's projector takes (a square) and LFM2-VL's
+    /// tiles are cut from.
+    pub fn fit_on_black(&self, width: usize, height: usize, filter: Filter) -> RgbImage {
+        if (self.width, self.height) == (width, height) {
             return self.clone();
         }
         // mtmd computes the scale and the new sides in f32.
-        let scale = (size as f32 / self.width as f32).min(size as f32 / self.height as f32);
-        let new_width = ((self.width as f32 * scale).ceil() as usize).clamp(1, size);
-        let new_height = ((self.height as f32 * scale).ceil() as usize).clamp(1, size);
+        let scale = (width as f32 / self.width as f32).min(height as f32 / self.height as f32);
+        let new_width = ((self.width as f32 * scale).ceil() as usize).clamp(1, width);
+        let new_height = ((self.height as f32 * scale).ceil() as usize).clamp(1, height);
         let resized = self.resized(new_width, new_height, filter);
-        let mut canvas = RgbImage { width: size, height: size, pixels: vec![0; size * size * 3] };
-        let (left, top) = ((size - new_width) / 2, (size - new_height) / 2);
+        let mut canvas = RgbImage { width, height, pixels: vec![0; width * height * 3] };
+        let (left, top) = ((width - new_width) / 2, (height - new_height) / 2);
         for y in 0..new_height {
             let row = &resized.pixels[y * new_width * 3..][..new_width * 3];
-            canvas.pixels[((top + y) * size + left) * 3..][..new_width * 3].copy_from_slice(row);
+            canvas.pixels[((top + y) * width + left) * 3..][..new_width * 3].copy_from_slice(row);
         }
         canvas
     }

@@ -6,7 +6,7 @@
 //! reads it: the projector type, the encoder's shape, the image it expects (size, patch,
 //! normalization), the width of the embeddings it produces, and which model family it fits.
 //! [`image`] holds pictures and resizes them as mtmd does; [`siglip`] encodes them (SigLIP with
-//! Gemma 3's or SmolVLM's projector, the types encoded so far: [`ENCODED_PROJECTORS`]).
+//! Gemma 3's, SmolVLM's or LFM2-VL's projector, the types encoded so far: [`ENCODED_PROJECTORS`]).
 
 use serde::Serialize;
 
@@ -35,7 +35,7 @@ pub use siglip::{EncodedPicture, EncoderShape, ImageEmbeddings, PicturePart, Pro
 use crate::gguf::{GgufHeader, Metadata, Value};
 
 /// The projector types [`VisionEncoder`] encodes.
-pub const ENCODED_PROJECTORS: &[&str] = &["gemma3", "idefics3"];
+pub const ENCODED_PROJECTORS: &[&str] = &["gemma3", "idefics3", "lfm2"];
 
 /// `general.architecture` of a projector file.
 pub const ARCHITECTURE: &str = "clip";
@@ -250,7 +250,7 @@ impl ProjectorFacts {
             "Load it with that model: drop both files on the page together (or this one onto \
              the loaded model), or inferno generate MODEL --mmproj FILE"
         } else {
-            "Inferno does not encode this type yet (it encodes Gemma 3's and SmolVLM's)"
+            "Inferno does not encode this type yet (it encodes Gemma 3's, SmolVLM's and LFM2-VL's)"
         };
         format!("{fits}: not a model on its own but the picture encoder beside its language model. {how}")
     }

@@ -44,6 +44,10 @@ struct Layer {
 
 /// How the encoder's patch outputs become the language model's embeddings.
 enum Projector {
+    /// LFM2-VL: the same pixel unshuffle as SmolVLM's, an optional LayerNorm, then a GELU
+    /// feed-forward; pictures at their own aspect, large ones in tiles (see
+    /// [`VisionEncoder::layout`]).
+    Lfm2 { scale: usize, norm: Option<Norm>, up: Linear, down: Linear },
     /// SmolVLM (idefics3): each `scale × scale` square of patches side by side in one row (a
     /// pixel shuffle), then a linear map; pictures in tiles (see [`VisionEncoder::layout`]).
     Idefics3 {
@@ -73,7 +77,8 @@ pub struct EncoderShape {
     pub eps: f32,
     pub mean: [f32; 3],
     pub std: [f32; 3],
-    /// Embeddings per square the encoder takes, and their width (the language model's).
+    /// Embeddings per square the encoder takes (for LFM2-VL, whose squares differ in size, the
+    /// most one may give), and their width (the language model's).
     pub tokens: usize,
     pub output_width: usize,
     pub feed_forward: usize,
@@ -81,6 +86,9 @@ pub struct EncoderShape {
     /// Gemma 3), and the most pixels its preparation holds at once besides the picture.
     pub max_squares: usize,
     pub preparation_pixels: usize,
+    /// The most patches one square may have (its side over the patch side, squared, where every
+    /// square is the encoder's image size).
+    pub max_patches: usize,
 }
 
 impl EncoderShape {
@@ -89,15 +97,15 @@ impl EncoderShape {
     /// sets aside before encoding, and the bound the fuzz target holds an encoding to.
     pub fn work_bytes(&self) -> usize {
         let feed_forward = self.feed_forward;
-        let n = self.patches_per_side() * self.patches_per_side();
-        let squares = self.max_squares * self.image_size * self.image_size * 3;
+        let n = self.max_patches;
+        let squares = self.max_squares * n * self.patch_size * self.patch_size * 3;
         let patches = n * self.patch_values() * 4;
         // x, h, q, k, v, the rounded keys and values, the attention's output and its projection,
         // the feed-forward's two, and the activations quantized for a matmul (at most f32's).
         let rows = n * (9 * self.width + 2 * feed_forward) * 4 + n * self.width.max(feed_forward) * 4;
         // A square's rows through the projector (its input, twice for a pixel shuffle), and the
         // embeddings of every square of the picture.
-        let projector = n * self.width * 4 * 2 + self.tokens * (self.width + self.output_width) * 8;
+        let projector = n * self.width * 4 * 3 + self.tokens * (self.width + self.output_width) * 8;
         let embeddings = self.max_squares * self.tokens * self.output_width * 4;
         self.preparation_pixels * 3 + squares + patches + rows + projector + embeddings
     }
@@ -121,8 +129,9 @@ pub struct VisionEncoder {
     /// makes ggml round an F32 kernel to F16 too).
     patch_embd: Vec<u8>,
     patch_bias: Option<Vec<f32>>,
-    /// Learned position embeddings, one row per patch.
+    /// Learned position embeddings, one row per patch of a `position_side` square grid.
     positions: Vec<f32>,
+    position_side: usize,
     layers: Vec<Layer>,
     post_norm: Option<Norm>,
     projector: Projector,
@@ -168,6 +177,14 @@ const MAX_PATCHES: usize = 1 << 16;
 /// Idefics3-8B's 1820 in 364: 25).
 const MAX_TILES: usize = 64;
 
+/// LFM2-VL's preparation (mtmd's, from its processor_config.json): pictures at their own aspect
+/// with 64 to 256 rows of output, or, past twice that, in tiles of 512 px (2 to 10 of them, the
+/// grid closest to the picture's aspect) and a thumbnail.
+const LFM2_MIN_TOKENS: usize = 64;
+const LFM2_MAX_TOKENS: usize = 256;
+const LFM2_TILE: usize = 512;
+const LFM2_TILES: std::ops::RangeInclusive<usize> = 2..=10;
+
 fn required(value: Option<u64>, what: &str) -> Result<usize, ModelError> {
     value
         .and_then(|v| usize::try_from(v).ok())
@@ -191,12 +208,13 @@ impl VisionEncoder {
         if !super::ENCODED_PROJECTORS.contains(&facts.projector.as_str()) {
             let family = facts.family.map(|f| format!(" ({f})")).unwrap_or_default();
             return Err(ModelError::UnsupportedProjector(format!(
-                "type `{}`{family} is not encoded yet; Inferno encodes Gemma 3's (gemma3) and \
-                 SmolVLM's (idefics3)",
+                "type `{}`{family} is not encoded yet; Inferno encodes Gemma 3's (gemma3), \
+                 SmolVLM's (idefics3) and LFM2-VL's (lfm2)",
                 facts.projector
             )));
         }
         let idefics3 = facts.projector == "idefics3";
+        let lfm2 = facts.projector == "lfm2";
         let metadata = &header.metadata;
         // clip.cpp: `use_gelu` picks GELU; otherwise SiLU or quick GELU, which SigLIP never uses.
         if metadata.get("clip.use_gelu").and_then(|v| v.as_bool()) != Some(true) {
@@ -236,9 +254,11 @@ impl VisionEncoder {
                 .transpose()
         };
         // clip.cpp's default for Gemma 3, which a file may override; SmolVLM's files say theirs
-        // (clip.cpp has no default for them).
+        // (clip.cpp has no default for them); LFM2-VL's converter writes 2 where the model says
+        // nothing.
         let merge = match positive("clip.vision.projector.scale_factor")? {
             Some(merge) => merge,
+            None if lfm2 => 2,
             None if !idefics3 => 4,
             None => {
                 return Err(ModelError::BadProjector(
@@ -247,7 +267,7 @@ impl VisionEncoder {
                 ));
             }
         };
-        if !per_side.is_multiple_of(merge) || (idefics3 && merge < 2) {
+        if !per_side.is_multiple_of(merge) || ((idefics3 || lfm2) && merge < 2) {
             return Err(ModelError::BadProjector(format!(
                 "{per_side} patches per side do not merge in squares of {merge}"
             )));
@@ -285,7 +305,7 @@ impl VisionEncoder {
                 .map(|v| v.map(|x| x as f32))
                 .ok_or_else(|| ModelError::BadProjector(format!("the file lacks its {what}")))
         };
-        let shape = EncoderShape {
+        let mut shape = EncoderShape {
             image_size,
             patch_size,
             width,
@@ -296,14 +316,33 @@ impl VisionEncoder {
             tokens: (per_side / merge) * (per_side / merge),
             output_width,
             feed_forward: ffn,
-            max_squares: if idefics3 { longest_edge.div_ceil(image_size).pow(2) + 1 } else { 1 },
-            // SmolVLM's picture at its longest side, then in whole tiles; Gemma 3's resized one.
+            max_squares: if idefics3 {
+                longest_edge.div_ceil(image_size).pow(2) + 1
+            } else if lfm2 {
+                LFM2_TILES.end() + 1
+            } else {
+                1
+            },
+            // SmolVLM's picture at its longest side, then in whole tiles; LFM2-VL's tiles on their
+            // black canvas; Gemma 3's resized one.
             preparation_pixels: if idefics3 {
                 2 * (longest_edge.div_ceil(image_size) * image_size).pow(2)
+            } else if lfm2 {
+                LFM2_TILES.end() * LFM2_TILE * LFM2_TILE
             } else {
                 image_size * image_size
             },
+            max_patches: if lfm2 { lfm2_max_patches(patch_size, merge) } else { per_side * per_side },
         };
+        if lfm2 {
+            // Rows per square: at most a tile's, or the most a thumbnail may give.
+            shape.tokens = shape.max_patches / (merge * merge);
+            if shape.max_patches > MAX_PATCHES {
+                return Err(ModelError::BadProjector(format!(
+                    "{patch_size}-pixel patches make squares of more than {MAX_PATCHES} patches"
+                )));
+            }
+        }
 
         let tensors = Tensors::new(&header, Some(&bytes));
         let linear = |name: &str, rows: usize, cols: usize| -> Result<Linear, ModelError> {
@@ -316,7 +355,6 @@ impl VisionEncoder {
             // clip.cpp does not repack its weights: llama.cpp's plain kernels multiply them.
             Ok(Linear { matrix: Matrix { layout: WeightLayout::Plain, ..matrix }, bias })
         };
-        let patches = per_side * per_side;
         let patch_embd =
             tensors.flattened_matrix("v.patch_embd.weight", &[patch_size, patch_size, 3, width])?;
         let patch_embd = match patch_embd.weight_type {
@@ -337,7 +375,21 @@ impl VisionEncoder {
             Some(_) => Some(tensors.vector("v.patch_embd.bias", width)?),
             None => None,
         };
-        let positions = tensors.decoded("v.position_embd.weight", &[width, patches])?;
+        // LFM2-VL resizes its grid of positions to each square's patches, whatever its size
+        // (clip.cpp takes the side from the tensor); the others' grid is the image's.
+        let position_side = match header.tensor("v.position_embd.weight").map(|t| t.dims.as_slice()) {
+            Some([_, count]) if lfm2 => {
+                let side = (*count as f64).sqrt() as usize;
+                if side == 0 || (side * side) as u64 != *count {
+                    return Err(ModelError::BadProjector(format!(
+                        "v.position_embd.weight has {count} positions, not a square grid"
+                    )));
+                }
+                side
+            }
+            _ => per_side,
+        };
+        let positions = tensors.decoded("v.position_embd.weight", &[width, position_side * position_side])?;
         let mut layers = Vec::with_capacity(n_layers);
         for i in 0..n_layers {
             let p = format!("v.blk.{i}");
@@ -364,7 +416,27 @@ impl VisionEncoder {
             Some(_) => Some(tensors.layer_norm("v.post_ln", width)?),
             None => None,
         };
-        let projector = if idefics3 {
+        let projector = if lfm2 {
+            let shuffled = width * merge * merge;
+            let norm = match header.tensor("mm.input_norm.weight") {
+                Some(_) => Some(tensors.layer_norm("mm.input_norm", shuffled)?),
+                None => None,
+            };
+            // The feed-forward's width is its first matrix's rows (ggml's ne[1]).
+            let hidden = match header.tensor("mm.1.weight").map(|t| t.dims.as_slice()) {
+                Some(&[_, rows]) if (1..=1 << 16).contains(&rows) => rows as usize,
+                Some(_) => {
+                    return Err(ModelError::BadProjector("mm.1.weight is not a matrix of sane size".into()));
+                }
+                None => return Err(ModelError::BadProjector("the file lacks mm.1.weight".into())),
+            };
+            Projector::Lfm2 {
+                scale: merge,
+                norm,
+                up: linear("mm.1", hidden, shuffled)?,
+                down: linear("mm.2", output_width, hidden)?,
+            }
+        } else if idefics3 {
             let fc = linear("mm.model.fc", output_width, width * merge * merge)?;
             Projector::Idefics3 { scale: merge, fc, longest_edge }
         } else {
@@ -381,6 +453,7 @@ impl VisionEncoder {
             patch_embd,
             patch_bias,
             positions,
+            position_side,
             layers,
             post_norm,
             projector,
@@ -397,11 +470,11 @@ impl VisionEncoder {
     }
 
     /// Whether a picture's rows attend to each other both ways in the language model
-    /// (mtmd's `mtmd_decode_use_non_causal`): Gemma 3's do, SmolVLM's do not.
+    /// (mtmd's `mtmd_decode_use_non_causal`): Gemma 3's do, SmolVLM's and LFM2-VL's do not.
     pub fn attends_both_ways(&self) -> bool {
         match self.projector {
             Projector::Gemma3 { .. } => true,
-            Projector::Idefics3 { .. } => false,
+            Projector::Idefics3 { .. } | Projector::Lfm2 { .. } => false,
         }
     }
 
@@ -417,10 +490,11 @@ impl VisionEncoder {
     pub fn layout(&self, image: &RgbImage) -> Result<Vec<PicturePart>, ModelError> {
         let size = self.shape.image_size;
         let longest_edge = match &self.projector {
+            Projector::Lfm2 { scale, .. } => return self.lfm2_layout(image, *scale),
             Projector::Gemma3 { .. } => {
                 return Ok(vec![
                     PicturePart::Text("<start_of_image>".into()),
-                    PicturePart::Square(image.fit_on_black(size, Filter::Bilinear)),
+                    PicturePart::Square(image.fit_on_black(size, size, Filter::Bilinear)),
                     PicturePart::Text("<end_of_image>".into()),
                 ]);
             }
@@ -467,6 +541,43 @@ impl VisionEncoder {
         Ok(parts)
     }
 
+    /// LFM2-VL's layout (mtmd's `mtmd_image_preprocessor_lfm2`), bilinear throughout: a picture
+    /// whose sides, rounded to whole output rows, hold at most twice [`LFM2_MAX_TOKENS`] rows
+    /// goes whole, resized to its own aspect with 64 to 256 rows ([`lfm2_size`]), between
+    /// `<|image_start|>` and `<|image_end|>`. A larger one is fitted on black to the grid of
+    /// 512 px tiles closest to its aspect ([`lfm2_grid`]), the tiles each after
+    /// `<|img_row_R_col_C|>`, then the whole picture resized as above after `<|img_thumbnail|>`.
+    fn lfm2_layout(&self, image: &RgbImage, merge: usize) -> Result<Vec<PicturePart>, ModelError> {
+        let (patch, align) = (self.shape.patch_size, self.shape.patch_size * merge);
+        let (width, height) = (image.width(), image.height());
+        let (new_width, new_height) = lfm2_size(width, height, align);
+        let patches = (new_width / patch) * (new_height / patch);
+        if patches > self.shape.max_patches {
+            return Err(ModelError::BadImage(format!(
+                "a {width} × {height} picture is too long and thin for this projector: resized as \
+                 LFM2-VL resizes it, {new_width} × {new_height}, it would be {patches} patches, over \
+                 the {} Inferno encodes in one square",
+                self.shape.max_patches
+            )));
+        }
+        let whole = image.resized(new_width, new_height, Filter::Bilinear);
+        let mut parts = vec![PicturePart::Text("<|image_start|>".into())];
+        if let Some((cols, rows)) = lfm2_grid(width, height, patch, align) {
+            let refined = image.fit_on_black(cols * LFM2_TILE, rows * LFM2_TILE, Filter::Bilinear);
+            for row in 0..rows {
+                for col in 0..cols {
+                    parts.push(PicturePart::Text(format!("<|img_row_{}_col_{}|>", row + 1, col + 1)));
+                    let tile = refined.crop(col * LFM2_TILE, row * LFM2_TILE, LFM2_TILE, LFM2_TILE);
+                    parts.push(PicturePart::Square(tile));
+                }
+            }
+            parts.push(PicturePart::Text("<|img_thumbnail|>".into()));
+        }
+        parts.push(PicturePart::Square(whole));
+        parts.push(PicturePart::Text("<|image_end|>".into()));
+        Ok(parts)
+    }
+
     /// A picture encoded for a prompt: every square of its [`layout`](Self::layout) encoded,
     /// their rows in order.
     pub fn encode_for_prompt(&self, image: &RgbImage) -> Result<EncodedPicture, ModelError> {
@@ -496,12 +607,22 @@ impl VisionEncoder {
     /// The embeddings of one square of a picture's [`layout`](Self::layout).
     pub fn encode_square(&self, square: &RgbImage) -> Result<ImageEmbeddings, ModelError> {
         let shape = &self.shape;
-        let (d, per_side) = (shape.width, shape.patches_per_side());
-        let n = per_side * per_side;
-        if (square.width(), square.height()) != (shape.image_size, shape.image_size) {
+        let d = shape.width;
+        let (grid_width, grid_height) =
+            (square.width() / shape.patch_size, square.height() / shape.patch_size);
+        let n = grid_width * grid_height;
+        // LFM2-VL takes any whole number of patches; the others their image size.
+        let fits = match self.projector {
+            Projector::Lfm2 { .. } => {
+                square.width().is_multiple_of(shape.patch_size)
+                    && square.height().is_multiple_of(shape.patch_size)
+                    && (1..=shape.max_patches).contains(&n)
+            }
+            _ => (square.width(), square.height()) == (shape.image_size, shape.image_size),
+        };
+        if !fits {
             return Err(ModelError::BadImage(format!(
-                "the encoder takes {0} × {0} squares, not {1} × {2}",
-                shape.image_size,
+                "the encoder does not take a {} × {} square",
                 square.width(),
                 square.height()
             )));
@@ -523,7 +644,12 @@ impl VisionEncoder {
         if let Some(bias) = &self.patch_bias {
             x.chunks_exact_mut(d).for_each(|row| add_in_place(row, bias));
         }
-        add_in_place(&mut x, &self.positions);
+        if (grid_width, grid_height) == (self.position_side, self.position_side) {
+            add_in_place(&mut x, &self.positions);
+        } else {
+            let positions = resize_positions(&self.positions, self.position_side, d, grid_width, grid_height);
+            add_in_place(&mut x, &positions);
+        }
 
         for layer in &self.layers {
             let mut h = x.clone();
@@ -549,13 +675,23 @@ impl VisionEncoder {
                 (*merge, norm, projection, projection_type)
             }
             Projector::Idefics3 { scale, fc, .. } => {
-                let shuffled = pixel_shuffle(&x, per_side, d, *scale);
-                let tokens = n / (scale * scale);
+                let (shuffled, tokens) = pixel_shuffle(&x, grid_width, grid_height, d, *scale);
                 let values = self.linear(fc, &shuffled, tokens)?;
                 return Ok(ImageEmbeddings { tokens, width: shape.output_width, values });
             }
+            Projector::Lfm2 { scale, norm, up, down } => {
+                let (mut shuffled, tokens) = pixel_shuffle(&x, grid_width, grid_height, d, *scale);
+                if let Some(norm) = norm {
+                    // clip.cpp's epsilon for this norm, whatever the encoder's.
+                    layer_norm_in_place(&mut shuffled, &norm.weight, norm.bias.as_deref(), 1e-5);
+                }
+                let mut hidden = self.linear(up, &shuffled, tokens)?;
+                hidden.iter_mut().for_each(|h| *h = gelu(*h));
+                let values = self.linear(down, &hidden, tokens)?;
+                return Ok(ImageEmbeddings { tokens, width: shape.output_width, values });
+            }
         };
-        let pooled = average_pool(&x, per_side, d, merge);
+        let pooled = average_pool(&x, grid_width, d, merge);
         let tokens = pooled.len() / d;
         let mut normed = vec![0.0; pooled.len()];
         for (out, row) in normed.chunks_exact_mut(d).zip(pooled.chunks_exact(d)) {
@@ -579,10 +715,11 @@ impl VisionEncoder {
     /// `im2col`), normalized as mtmd normalizes (`x / 255`, then `(x − mean) / std`, in f32).
     fn patches(&self, image: &RgbImage) -> Vec<f32> {
         let shape = &self.shape;
-        let (p, per_side) = (shape.patch_size, shape.patches_per_side());
-        let mut out = Vec::with_capacity(per_side * per_side * shape.patch_values());
-        for py in 0..per_side {
-            for px in 0..per_side {
+        let p = shape.patch_size;
+        let (grid_width, grid_height) = (image.width() / p, image.height() / p);
+        let mut out = Vec::with_capacity(grid_width * grid_height * shape.patch_values());
+        for py in 0..grid_height {
+            for px in 0..grid_width {
                 for c in 0..3 {
                     for ky in 0..p {
                         for kx in 0..p {
@@ -714,21 +851,138 @@ fn average_pool(x: &[f32], side: usize, d: usize, merge: usize) -> Vec<f32> {
     out
 }
 
-/// SmolVLM's pixel shuffle (clip.cpp's `build_patch_merge_permute`): each `scale × scale`
-/// square of a `side × side` grid of rows `d` wide becomes one row of its patches side by side,
-/// row by row; the squares in reading order.
-fn pixel_shuffle(x: &[f32], side: usize, d: usize, scale: usize) -> Vec<f32> {
-    let out_side = side / scale;
-    let mut out = Vec::with_capacity(x.len());
-    for oy in 0..out_side {
-        for ox in 0..out_side {
-            for dy in 0..scale {
-                let first = (oy * scale + dy) * side + ox * scale;
-                out.extend_from_slice(&x[first * d..(first + scale) * d]);
+/// SmolVLM's and LFM2-VL's pixel shuffle (clip.cpp's `build_patch_merge_permute`): each
+/// `scale × scale` square of a `width × height` grid of rows `d` wide (the grid padded with
+/// zeros to whole squares) becomes one row of its patches side by side, row by row; the squares
+/// in reading order. Returns the rows and their count.
+fn pixel_shuffle(x: &[f32], width: usize, height: usize, d: usize, scale: usize) -> (Vec<f32>, usize) {
+    let (out_width, out_height) = (width.div_ceil(scale), height.div_ceil(scale));
+    let mut out = Vec::with_capacity(out_width * out_height * scale * scale * d);
+    for oy in 0..out_height {
+        for ox in 0..out_width {
+            for y in oy * scale..(oy + 1) * scale {
+                for x_at in ox * scale..(ox + 1) * scale {
+                    if y < height && x_at < width {
+                        out.extend_from_slice(&x[(y * width + x_at) * d..][..d]);
+                    } else {
+                        out.extend(std::iter::repeat_n(0.0, d));
+                    }
+                }
+            }
+        }
+    }
+    (out, out_width * out_height)
+}
+
+/// A `side × side` grid of position rows (`d` wide) resized to `width × height` as ggml's
+/// `interpolate` does it in clip.cpp's `resize_position_embeddings`: bilinear with antialiasing
+/// (a triangle widened when shrinking, weights normalized), in f32 and its summing order.
+fn resize_positions(positions: &[f32], side: usize, d: usize, width: usize, height: usize) -> Vec<f32> {
+    use crate::tensor::kv_rows::mul_add;
+    // Per axis: the scale, the filter's support (at least a pixel) and its inverse.
+    let axis = |out: usize| {
+        let scale = out as f32 / side as f32;
+        let support = (1.0 / scale).max(1.0);
+        (scale, support, 1.0 / support)
+    };
+    let ((scale_x, support_x, inv_x), (scale_y, support_y, inv_y)) = (axis(width), axis(height));
+    let triangle = |x: f32| (1.0 - x.abs()).max(0.0);
+    // The source range of an output pixel at `center`: truncated as C converts a float.
+    let range = |center: f32, support: f32| {
+        let first = ((center - support + 0.5) as i64).max(0) as usize;
+        let end = ((center + support + 0.5) as i64).min(side as i64).max(0) as usize;
+        first..end
+    };
+    let mut out = vec![0.0; width * height * d];
+    for oy in 0..height {
+        let y = (oy as f32 + 0.5) / scale_y;
+        for ox in 0..width {
+            let x = (ox as f32 + 0.5) / scale_x;
+            let row = &mut out[(oy * width + ox) * d..][..d];
+            for (c, value) in row.iter_mut().enumerate() {
+                let (mut sum, mut total) = (0.0f32, 0.0f32);
+                for sy in range(y, support_y) {
+                    let weight_y = triangle((sy as f32 - y + 0.5) * inv_y);
+                    for sx in range(x, support_x) {
+                        let weight = triangle((sx as f32 - x + 0.5) * inv_x) * weight_y;
+                        if weight <= 0.0 {
+                            continue;
+                        }
+                        sum = mul_add(positions[(sy * side + sx) * d + c], weight, sum);
+                        total += weight;
+                    }
+                }
+                *value = if total > 0.0 { sum / total } else { sum };
             }
         }
     }
     out
+}
+
+/// LFM2-VL's size for a whole picture (mtmd's `calc_size_preserved_ratio`, Qwen-VL's "smart
+/// resize", in f32 as mtmd computes it): the sides rounded to multiples of `align` (a patch
+/// times the merge), then scaled, keeping the aspect, to between [`LFM2_MIN_TOKENS`] and
+/// [`LFM2_MAX_TOKENS`] rows of output.
+fn lfm2_size(width: usize, height: usize, align: usize) -> (usize, usize) {
+    let (w, h, a) = (width as f32, height as f32, align as f32);
+    let (min_pixels, max_pixels) = (LFM2_MIN_TOKENS * align * align, LFM2_MAX_TOKENS * align * align);
+    let round_by = |x: f32| ((x / a).round() as usize) * align;
+    let floor_by = |x: f32| ((x / a).floor() as usize) * align;
+    let ceil_by = |x: f32| ((x / a).ceil() as usize) * align;
+    let (w_bar, h_bar) = (round_by(w).max(align), round_by(h).max(align));
+    if w_bar * h_bar > max_pixels {
+        let beta = (h * w / max_pixels as f32).sqrt();
+        (floor_by(w / beta).max(align), floor_by(h / beta).max(align))
+    } else if w_bar * h_bar < min_pixels {
+        let beta = (min_pixels as f32 / (h * w)).sqrt();
+        (ceil_by(w * beta), ceil_by(h * beta))
+    } else {
+        (w_bar, h_bar)
+    }
+}
+
+/// Whether LFM2-VL cuts a picture into tiles, and its grid (columns, rows) if so: where its
+/// sides, rounded to multiples of `align` (each at least a patch), make more than twice the
+/// most pixels; then the grid of [`LFM2_TILES`] tiles closest to its aspect, the larger of two
+/// equally close where the picture is over half its area (mtmd's `find_closest_aspect_ratio`).
+fn lfm2_grid(width: usize, height: usize, patch: usize, align: usize) -> Option<(usize, usize)> {
+    // nearbyint of a double: halves to even.
+    let round_by = |x: usize| ((x as f64 / align as f64).round_ties_even() as usize * align).max(patch);
+    let max_pixels = (LFM2_MAX_TOKENS * align * align) as f64;
+    if round_by(width) as f64 * round_by(height) as f64 <= max_pixels * 2.0 {
+        return None;
+    }
+    let mut ratios: Vec<(usize, usize)> = Vec::new();
+    for n in LFM2_TILES {
+        for cols in 1..=n {
+            for rows in 1..=n {
+                if LFM2_TILES.contains(&(cols * rows)) && !ratios.contains(&(cols, rows)) {
+                    ratios.push((cols, rows));
+                }
+            }
+        }
+    }
+    ratios.sort_by_key(|(cols, rows)| cols * rows);
+    let aspect = width as f32 / height as f32;
+    let area = (width * height) as f32;
+    let (mut best, mut best_diff) = ((1, 1), f32::INFINITY);
+    for (cols, rows) in ratios {
+        let diff = (aspect - cols as f32 / rows as f32).abs();
+        if diff < best_diff {
+            (best, best_diff) = ((cols, rows), diff);
+        } else if diff == best_diff && area > 0.5 * (LFM2_TILE * LFM2_TILE * cols * rows) as f32 {
+            best = (cols, rows);
+        }
+    }
+    Some(best)
+}
+
+/// The most patches an LFM2-VL square may have: four times a tile's or a thumbnail's most (a
+/// long, thin picture's thumbnail has more; beyond this one is refused, not encoded).
+fn lfm2_max_patches(patch: usize, merge: usize) -> usize {
+    let tile = (LFM2_TILE / patch).pow(2);
+    let thumbnail = LFM2_MAX_TOKENS * merge * merge;
+    4 * tile.max(thumbnail)
 }
 
 /// The bytes of `matrix` transposed: its columns as rows, in its own element type (F16 or
@@ -755,4 +1009,66 @@ fn transposed(matrix: &Matrix, file: &ModelBytes) -> Result<(Vec<u8>, WeightType
         }
     }
     Ok((out, matrix.weight_type))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// LFM2-VL's sizes at its real shape (16-pixel patches merged 2 × 2, so rows of 32 × 32
+    /// pixels): rounded sides kept within 64 to 256 rows, tiles past twice 256, and the grid
+    /// closest to the picture's aspect (the figures make_vision_goldens.py's port of mtmd's
+    /// formulas gives at this shape).
+    #[test]
+    fn lfm2_vl_sizes_pictures_as_mtmd_does() {
+        // 640 × 480 rounds to 640 × 480 = 300 rows: over 256, so scaled by √(300 / 256) and floored.
+        assert_eq!(lfm2_size(640, 480, 32), (576, 416));
+        // 100 × 100 rounds to 96 × 96 = 9 rows: under 64, so scaled up to 64 rows and ceiled.
+        assert_eq!(lfm2_size(100, 100, 32), (256, 256));
+        assert_eq!(lfm2_size(512, 512, 32), (512, 512));
+        // Twice 256 rows is 524,288 pixels: 736 × 704 stays whole; 1024 × 768 is cut 3 × 2 (4 × 3
+        // would be its aspect, but 12 tiles are over the 10).
+        assert_eq!(lfm2_grid(736, 704, 16, 32), None);
+        assert_eq!(lfm2_grid(1024, 768, 16, 32), Some((3, 2)));
+        assert_eq!(lfm2_grid(3000, 1000, 16, 32), Some((3, 1)));
+        // A square picture: 2 × 2 and 3 × 3 are equally close; the larger where the picture is
+        // over half its area.
+        assert_eq!(lfm2_grid(1000, 1000, 16, 32), Some((2, 2)));
+        assert_eq!(lfm2_grid(1300, 1300, 16, 32), Some((3, 3)));
+    }
+
+    /// The longest, thinnest picture the caps allow makes a thumbnail of 16,384 patches at the
+    /// real shape, four times the most a square may have: refused, not encoded.
+    #[test]
+    fn a_thumbnail_past_the_patch_cap_is_beyond_lfm2_vl() {
+        let (width, height) = lfm2_size(1, crate::vision::image::MAX_SIDE, 32);
+        assert_eq!((width, height), (32, 131_072));
+        assert!((width / 16) * (height / 16) > lfm2_max_patches(16, 2));
+        assert_eq!(lfm2_max_patches(16, 2), 4096);
+    }
+
+    /// The pixel shuffle of a 3 × 2 grid by 2: padded with zeros to 4 × 2, two rows of four
+    /// patches each, in reading order within each square.
+    #[test]
+    fn the_pixel_shuffle_pads_a_ragged_grid_with_zeros() {
+        let x: Vec<f32> = (1..=6).map(|v| v as f32).collect();
+        let (rows, count) = pixel_shuffle(&x, 3, 2, 1, 2);
+        assert_eq!(count, 2);
+        assert_eq!(rows, [1.0, 2.0, 4.0, 5.0, 3.0, 0.0, 6.0, 0.0]);
+    }
+
+    /// Positions resized to their own grid are themselves; to twice it, each source value is
+    /// spread over four, the weights normalized (a constant stays constant, to the rounding of
+    /// the normalization).
+    #[test]
+    fn positions_resize_as_ggml_interpolates() {
+        let grid: Vec<f32> = (0..4).map(|v| v as f32).collect();
+        assert_eq!(resize_positions(&grid, 2, 1, 2, 2), grid);
+        let constant = resize_positions(&[3.0; 4], 2, 1, 5, 3);
+        assert!(constant.iter().all(|&v| (v - 3.0).abs() < 1e-6), "{constant:?}");
+        let doubled = resize_positions(&grid, 2, 1, 4, 4);
+        assert_eq!(doubled[0], 0.0);
+        assert_eq!(doubled[15], 3.0);
+        assert_eq!(doubled[1], 0.25);
+    }
 }

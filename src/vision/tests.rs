@@ -87,6 +87,24 @@ fn the_micro_smolvlm_projector_reads_and_loads_as_llama_cpp_reads_it() {
     assert!(!encoder.attends_both_ways());
 }
 
+#[test]
+fn the_micro_lfm2_vl_projector_reads_and_loads_as_llama_cpp_reads_it() {
+    let bytes = micro_bytes_of("lfm2");
+    let f = facts(&Gguf::parse(&bytes).unwrap().header);
+    assert_eq!((f.projector.as_str(), f.family), ("lfm2", Some("LFM2-VL")));
+    // mm.2.weight is [96, 256]: its ne[1] is the output width.
+    assert_eq!(f.output_width, Some(256));
+    let encoder = VisionEncoder::load(crate::model::ModelBytes::from(bytes)).unwrap();
+    let shape = encoder.shape();
+    // Squares of up to 4 × a 512 px tile's 64 × 64 patches; up to 10 tiles and a thumbnail.
+    assert_eq!((shape.max_patches, shape.tokens, shape.max_squares), (16_384, 4096, 11));
+    assert!(!encoder.attends_both_ways());
+    // Without its feed-forward it is refused, naming what is missing.
+    let file = edited_bytes(&micro_bytes_of("lfm2"), |_, v| Some(v.clone()), Some("mm.1.weight"));
+    let err = VisionEncoder::load(crate::model::ModelBytes::from(file)).err().expect("refused");
+    assert!(err.to_string().contains("mm.1.weight"), "{err}");
+}
+
 /// SmolVLM's two keys are needed (clip.cpp has no default for the scale factor, and without
 /// the longest side mtmd slices another way), and a longest side of too many tiles is refused.
 #[test]

@@ -535,6 +535,20 @@ fn smolvlm_tiles_match_llama_cpp_mtmd_in_the_browser() {
     assert!(worst < 1e-3, "{worst}");
 }
 
+/// And LFM2-VL's: the picture resized to 160 × 128 (bilinear), its positions resized to the
+/// 20 × 16 grid, the pixel unshuffle and its feed-forward.
+#[wasm_bindgen_test]
+fn lfm2_vl_matches_llama_cpp_mtmd_in_the_browser() {
+    let worst = image_embeddings_error(
+        include_bytes!("../fixtures/models/clip-lfm2-micro.gguf"),
+        include_bytes!("../fixtures/golden/clip-lfm2-micro.noise-61x47.f32"),
+    );
+    web_sys::console::log_1(
+        &format!("LFM2-VL image embeddings in the browser: {worst:.2e} from mtmd's").into(),
+    );
+    assert!(worst < 1e-3, "{worst}");
+}
+
 /// The 61 × 47 noise picture's embeddings by `mmproj`, against mtmd's (`golden`): the largest
 /// difference relative to the largest magnitude.
 fn image_embeddings_error(mmproj: &[u8], golden: &[u8]) -> f32 {

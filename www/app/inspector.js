@@ -262,7 +262,7 @@ function renderVision(report) {
     el(
       'p',
       { className: 'muted small' },
-      'Goes beside the language model it was made for: drop both files together (or this one onto the loaded model) to ask the model about pictures. Inferno encodes Gemma 3 and SmolVLM projectors.',
+      'Goes beside the language model it was made for: drop both files together (or this one onto the loaded model) to ask the model about pictures. Inferno encodes Gemma 3, SmolVLM and LFM2-VL projectors.',
     ),
     el(
       'dl',
