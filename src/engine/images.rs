@@ -14,20 +14,49 @@ use crate::vision::ImageEmbeddings;
 pub const IMAGE_IDS: u32 = 1 << 31;
 /// Rows one picture may have (Gemma 3's have 256; SmolVLM's at most 17 squares of 64).
 const ROWS_PER_SLOT: u32 = 1 << 16;
-/// Pictures one engine keeps (each a few MB at most): 32,768 slots fit above [`IMAGE_IDS`].
+/// Pictures one engine encodes in its life: 32,768 slots fit above [`IMAGE_IDS`]. A slot is
+/// never given twice, so a session's cached rows of a forgotten picture can never pass for
+/// another picture's.
 const SLOTS: usize = ((u32::MAX - IMAGE_IDS) / ROWS_PER_SLOT) as usize;
+/// The embeddings an engine keeps (256 MiB: about a hundred Gemma 3 4B pictures, a dozen
+/// tiled LFM2-VL ones). Past it the pictures used longest ago are forgotten, and encoded again
+/// if a later prompt holds them; those of the prompt being built are kept whatever their size.
+const HELD_BYTES: usize = 256 << 20;
 
 /// The pictures an engine has encoded, by content hash.
-#[derive(Default)]
 pub(super) struct ImageTable {
-    held: Mutex<Vec<HeldImage>>,
+    held: Mutex<Held>,
+    budget: usize,
+}
+
+#[derive(Default)]
+struct Held {
+    pictures: Vec<HeldImage>,
+    next_slot: usize,
+    /// Counts prompts built ([`ImageTable::begin_prompt`]); a picture remembers the last it
+    /// was used in.
+    prompt: u64,
 }
 
 struct HeldImage {
     hash: String,
+    slot: usize,
     embeddings: Arc<ImageEmbeddings>,
     /// The picture's place in a prompt: its rows' ids and the marker tokens between them.
     prompt_ids: Vec<u32>,
+    last_prompt: u64,
+}
+
+impl HeldImage {
+    fn bytes(&self) -> usize {
+        self.embeddings.values.len() * 4
+    }
+}
+
+impl Default for ImageTable {
+    fn default() -> Self {
+        ImageTable::with_budget(HELD_BYTES)
+    }
 }
 
 /// Whether `id` stands for a picture's row.
@@ -44,19 +73,34 @@ fn row_of(id: u32) -> usize {
 }
 
 impl ImageTable {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<HeldImage>> {
+    /// A table that keeps at most `budget` bytes of embeddings besides the current prompt's.
+    pub fn with_budget(budget: usize) -> ImageTable {
+        ImageTable { held: Mutex::new(Held::default()), budget }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Held> {
         self.held.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// The prompt ids of the picture with this hash, if it was encoded before.
+    /// A new prompt's pictures are about to be found or encoded: those used from now on are
+    /// its own, and kept while it is built.
+    pub fn begin_prompt(&self) {
+        self.lock().prompt += 1;
+    }
+
+    /// The prompt ids of the picture with this hash, if it is held.
     pub fn ids_of(&self, hash: &str) -> Option<Vec<u32>> {
-        let held = self.lock();
-        held.iter().find(|h| h.hash == hash).map(|h| h.prompt_ids.clone())
+        let mut held = self.lock();
+        let prompt = held.prompt;
+        let picture = held.pictures.iter_mut().find(|h| h.hash == hash)?;
+        picture.last_prompt = prompt;
+        Some(picture.prompt_ids.clone())
     }
 
     /// Keeps a picture's embeddings; its prompt ids, which `place` makes from its rows' ids (in
-    /// order) by putting its marker tokens among them. `None` when the table is full or the
-    /// picture has more rows than a slot.
+    /// order) by putting its marker tokens among them. Pictures of earlier prompts are forgotten,
+    /// those used longest ago first, while the table is over its budget. `None` when the engine
+    /// has used all its slots or the picture has more rows than a slot.
     pub fn hold(
         &self,
         hash: String,
@@ -64,14 +108,38 @@ impl ImageTable {
         place: impl FnOnce(&[u32]) -> Vec<u32>,
     ) -> Option<Vec<u32>> {
         let mut held = self.lock();
-        if let Some(known) = held.iter().find(|h| h.hash == hash) {
+        let prompt = held.prompt;
+        if let Some(known) = held.pictures.iter_mut().find(|h| h.hash == hash) {
+            known.last_prompt = prompt;
             return Some(known.prompt_ids.clone());
         }
-        if held.len() >= SLOTS || embeddings.tokens > ROWS_PER_SLOT as usize {
+        if held.next_slot >= SLOTS || embeddings.tokens > ROWS_PER_SLOT as usize {
             return None;
         }
-        let prompt_ids = place(&ids(held.len(), embeddings.tokens));
-        held.push(HeldImage { hash, embeddings: Arc::new(embeddings), prompt_ids: prompt_ids.clone() });
+        let slot = held.next_slot;
+        held.next_slot += 1;
+        let prompt_ids = place(&ids(slot, embeddings.tokens));
+        let picture = HeldImage {
+            hash,
+            slot,
+            embeddings: Arc::new(embeddings),
+            prompt_ids: prompt_ids.clone(),
+            last_prompt: prompt,
+        };
+        held.pictures.push(picture);
+        while held.pictures.iter().map(HeldImage::bytes).sum::<usize>() > self.budget {
+            let oldest = held
+                .pictures
+                .iter()
+                .enumerate()
+                .filter(|(_, h)| h.last_prompt < prompt)
+                .min_by_key(|(_, h)| h.last_prompt)
+                .map(|(i, _)| i);
+            match oldest {
+                Some(i) => drop(held.pictures.remove(i)),
+                None => break,
+            }
+        }
         Some(prompt_ids)
     }
 
@@ -83,7 +151,7 @@ impl ImageTable {
             return None;
         }
         let held = self.lock();
-        let embeddings = &held.get(slot_of(first))?.embeddings;
+        let embeddings = &held.pictures.iter().find(|h| h.slot == slot_of(first))?.embeddings;
         let rows = row_of(first)..row_of(first) + ids.len();
         let whole =
             ids.iter().zip(rows.clone()).all(|(&id, row)| slot_of(id) == slot_of(first) && row_of(id) == row);
@@ -167,5 +235,36 @@ mod tests {
         let (held, rows) = table.rows_of(&tokens[7..9]).unwrap();
         assert_eq!((held.tokens, rows), (5, 3..5));
         assert!(table.rows_of(&tokens[4..8]).is_none(), "rows and text are not one run");
+    }
+
+    /// Past its budget the table forgets the pictures used longest ago, never the current
+    /// prompt's, and never gives a forgotten picture's slot to another: the same picture comes
+    /// back under new ids, so no session's cached rows can pass for it.
+    #[test]
+    fn pictures_of_earlier_prompts_are_forgotten_past_the_budget() {
+        let rows = |n: usize| ImageEmbeddings { tokens: n, width: 1, values: vec![0.0; n] };
+        let place = |rows: &[u32]| rows.to_vec();
+        // Room for 10 rows of 4 bytes.
+        let table = ImageTable::with_budget(40);
+        table.begin_prompt();
+        let a = table.hold("a".into(), rows(4), place).unwrap();
+        let b = table.hold("b".into(), rows(4), place).unwrap();
+        // A prompt larger than the budget keeps all its pictures.
+        let c = table.hold("c".into(), rows(4), place).unwrap();
+        assert!(table.ids_of("a").is_some() && table.rows_of(&a).is_some());
+        table.begin_prompt();
+        assert_eq!(table.ids_of("b"), Some(b.clone()));
+        // The next prompt's new picture makes room: a and c (unused in it) go, a first.
+        let d = table.hold("d".into(), rows(2), place).unwrap();
+        assert_eq!(table.ids_of("a"), None);
+        assert!(table.rows_of(&a).is_none());
+        assert!(table.rows_of(&b).is_some() && table.rows_of(&d).is_some());
+        assert!(table.rows_of(&c).is_some(), "12 - 4 + 2 = 10 rows fit: c stays");
+        // Encoded again, a comes back under a slot never used before.
+        let again = table.hold("a".into(), rows(4), place).unwrap();
+        assert!(
+            again.iter().all(|id| !a.contains(id) && !b.contains(id) && !c.contains(id) && !d.contains(id))
+        );
+        assert_eq!(table.ids_of("c"), None, "c was the oldest left");
     }
 }

@@ -156,8 +156,12 @@ impl Engine {
     /// projector's marker tokens around and between them, as mtmd tokenizes them. Encoded now,
     /// or found among those encoded before.
     pub fn image_ids(&self, image: &RgbImage) -> Result<Vec<u32>, EngineError> {
+        self.picture_ids(image, image.content_hash())
+    }
+
+    /// [`Engine::image_ids`] of a picture whose content hash is `hash`.
+    fn picture_ids(&self, image: &RgbImage, hash: String) -> Result<Vec<u32>, EngineError> {
         let encoder = self.vision.as_ref().ok_or(EngineError::NoMmproj)?;
-        let hash = image.content_hash();
         if let Some(ids) = self.images.ids_of(&hash) {
             return Ok(ids);
         }
@@ -177,6 +181,12 @@ impl Engine {
         self.images.hold(hash, embeddings, place).ok_or_else(|| {
             EngineError::Model(crate::model::ModelError::BadImage("too many pictures in one engine".into()))
         })
+    }
+
+    /// The pictures found or encoded from now on belong to one prompt: none of them is
+    /// forgotten to make room for another (older pictures are, past the engine's budget).
+    pub fn begin_pictures(&self) {
+        self.images.begin_prompt();
     }
 
     /// A stretch of prompt text alone: special tokens parsed, no BOS or EOS added.
@@ -215,6 +225,11 @@ impl Engine {
         if self.vision.is_none() {
             return Err(EngineError::NoMmproj);
         }
+        // The prompt's pictures held already are marked as its own first, so that encoding
+        // the others forgets none of them.
+        self.begin_pictures();
+        let hashes: Vec<String> = images.iter().map(RgbImage::content_hash).collect();
+        hashes.iter().for_each(|hash| drop(self.images.ids_of(hash)));
         let tokenizer = &self.tokenizer;
         let mut ids = Vec::new();
         if tokenizer.adds_bos() && !self.starts_with_bos(text) {
@@ -222,7 +237,7 @@ impl Engine {
         }
         for (i, stretch) in text.split(MEDIA_MARKER).enumerate() {
             if i > 0 {
-                ids.extend(self.image_ids(&images[i - 1])?);
+                ids.extend(self.picture_ids(&images[i - 1], hashes[i - 1].clone())?);
             }
             ids.extend(self.encode_piece(stretch));
         }

@@ -203,6 +203,7 @@ impl WebEngine {
     /// Forgets the pictures added for the next answer (a request that failed before it started).
     pub fn clear_images(&mut self) {
         self.pending_images.clear();
+        self.engine.begin_pictures();
     }
 
     /// How many pictures the projector has encoded: a picture sent again (a follow-up
