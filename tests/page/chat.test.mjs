@@ -497,6 +497,35 @@ pageSuite(
       await h.page.waitForFunction(() => document.body.dataset.restored === 'true');
     });
 
+    test('a picture: a model and its tiling projector dropped together (micro LFM2-VL) answer as llama.cpp (mtmd) does', async () => {
+      const golden = JSON.parse(
+        readFileSync(path.join(repoRoot, 'tests/fixtures/golden/clip-lfm2-micro.images.json'), 'utf8'),
+      ).chat;
+      const model = path.join(fixtureModelsDir, 'lfm2-vl-micro-q8_0.gguf');
+      const loads = await h.page.evaluate(() => Number(document.body.dataset.loads ?? 0));
+      await dropFiles([
+        { file: model, type: '' },
+        { file: path.join(fixtureModelsDir, 'clip-lfm2-micro.gguf'), type: '' },
+      ]);
+      await h.page.waitForFunction((count) => Number(document.body.dataset.loads ?? 0) > count, loads, {
+        timeout: CHAT_TIMEOUT_MS,
+      });
+      await assertModelLoaded(path.basename(model));
+      assert.match(await text('#model-details'), /sees pictures \(lfm2 projector\)/);
+      await setSettings({ temperature: 0, max_tokens: 8 });
+      await h.page.setInputFiles('#picture-input', path.join(repoRoot, 'tests/fixtures', golden.picture));
+      await ask(golden.prompt.match(/<__media__>(.*)<\|im_end\|>/)[1]);
+      const ids = await h.page.evaluate(() =>
+        [...document.querySelectorAll('#viz-strip .viz-chip')].map((chip) => Number(chip.dataset.token)),
+      );
+      assert.deepEqual(ids, golden.generated_ids.slice(0, 8), "llama.cpp's greedy tokens");
+      const answer = await lastAnswer();
+      assert.equal(answer.prefilled, golden.n_past, 'the turn, 247 rows between their markers, the question');
+      await h.page.evaluate(() => localStorage.removeItem('inferno.chat.v1'));
+      await h.page.reload();
+      await h.page.waitForFunction(() => document.body.dataset.restored === 'true');
+    });
+
     // The micro files of scripts/make_micro_models.py: every architecture beyond the real models
     // loads in the page and streams an answer with the template from its file, and so does an
     // i-quant file. Each weight type's kernels follow llama.cpp's logits in tests/web/, in
