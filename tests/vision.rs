@@ -357,6 +357,39 @@ fn an_image_prompt_on_the_micro_lfm2_vl_matches_llama_cpp() {
     assert!(worst < 0.02, "{worst}");
 }
 
+/// A picture added square by square (the browser's worker reports each square and takes a stop
+/// between them) gives what one call gives: the same ids and rows, one encoding counted; a
+/// picture encoded before has no square to encode; an unfinished one is refused.
+#[test]
+fn a_tiled_picture_encodes_square_by_square_as_in_one_call() {
+    let load = || {
+        let mut engine =
+            Engine::load(std::fs::read(fixtures().join("models/llama-micro-smolvlm.gguf")).unwrap()).unwrap();
+        engine
+            .attach_projector(std::fs::read(fixtures().join("models/clip-idefics3-micro.gguf")).unwrap())
+            .unwrap();
+        engine
+    };
+    let image = picture(&golden_of("clip-idefics3-micro")["pictures"][1]);
+    let whole = load().image_ids(&image).unwrap();
+    let engine = load();
+    let mut pending = engine.begin_picture(&image).unwrap();
+    assert_eq!((pending.squares(), pending.squares_left()), (5, 5), "four tiles and the whole picture");
+    let unfinished = engine.begin_picture(&image).unwrap();
+    for left in (0..5).rev() {
+        engine.encode_next_square(&mut pending).unwrap();
+        assert_eq!(pending.squares_left(), left);
+    }
+    assert_eq!(engine.finish_picture(pending).unwrap(), whole);
+    assert_eq!(engine.images_encoded(), 1);
+    let again = engine.begin_picture(&image).unwrap();
+    assert_eq!(again.squares_left(), 0, "found by its content hash");
+    assert_eq!(engine.finish_picture(again).unwrap(), whole);
+    assert_eq!(engine.images_encoded(), 1);
+    // Begun before the picture was held, it still has squares to encode: refused unfinished.
+    assert_eq!(engine.finish_picture(unfinished).unwrap_err().kind(), "bad_image");
+}
+
 /// A follow-up turn sends the same picture again: found by its content hash, not encoded
 /// again, and the session keeps its cached rows (only the new text is evaluated).
 #[test]

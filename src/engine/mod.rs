@@ -80,6 +80,25 @@ pub struct ChatTurn {
     pub grammar: Option<GrammarSpec>,
 }
 
+/// A picture on its way into a prompt, encoded square by square ([`Engine::begin_picture`]).
+pub struct PendingPicture {
+    hash: String,
+    /// `None` when the engine held the picture already.
+    encoding: Option<crate::vision::PictureEncoding>,
+}
+
+impl PendingPicture {
+    /// Squares still to encode (0 for a picture encoded before).
+    pub fn squares_left(&self) -> usize {
+        self.encoding.as_ref().map_or(0, |e| e.squares_left())
+    }
+
+    /// Squares to encode in all (0 for a picture encoded before).
+    pub fn squares(&self) -> usize {
+        self.encoding.as_ref().map_or(0, |e| e.squares())
+    }
+}
+
 pub struct Engine {
     model: Model,
     /// The device new sessions run on; the CPU when none.
@@ -161,11 +180,56 @@ impl Engine {
 
     /// [`Engine::image_ids`] of a picture whose content hash is `hash`.
     fn picture_ids(&self, image: &RgbImage, hash: String) -> Result<Vec<u32>, EngineError> {
-        let encoder = self.vision.as_ref().ok_or(EngineError::NoMmproj)?;
-        if let Some(ids) = self.images.ids_of(&hash) {
-            return Ok(ids);
+        let mut picture = self.begin_picture_hashed(image, hash)?;
+        while picture.squares_left() > 0 {
+            self.encode_next_square(&mut picture)?;
         }
-        let EncodedPicture { parts, embeddings } = encoder.encode_for_prompt(image)?;
+        self.finish_picture(picture)
+    }
+
+    /// [`Engine::image_ids`] in steps, so that a caller can report progress and take a stop
+    /// between the squares of a tiled picture: this lays the picture out (nothing to encode
+    /// when it was encoded before), [`Engine::encode_next_square`] encodes one square, and
+    /// [`Engine::finish_picture`] gives its ids.
+    pub fn begin_picture(&self, image: &RgbImage) -> Result<PendingPicture, EngineError> {
+        self.begin_picture_hashed(image, image.content_hash())
+    }
+
+    fn begin_picture_hashed(&self, image: &RgbImage, hash: String) -> Result<PendingPicture, EngineError> {
+        let encoder = self.vision.as_ref().ok_or(EngineError::NoMmproj)?;
+        let encoding = match self.images.ids_of(&hash) {
+            Some(_) => None,
+            None => Some(encoder.begin(image)?),
+        };
+        Ok(PendingPicture { hash, encoding })
+    }
+
+    /// Encodes the next square of a picture begun with [`Engine::begin_picture`].
+    pub fn encode_next_square(&self, picture: &mut PendingPicture) -> Result<(), EngineError> {
+        let encoder = self.vision.as_ref().ok_or(EngineError::NoMmproj)?;
+        if let Some(encoding) = &mut picture.encoding {
+            encoder.encode_next(encoding)?;
+        }
+        Ok(())
+    }
+
+    /// The ids of a picture whose squares are all encoded: kept by its content hash from now
+    /// on (see [`Engine::image_ids`]).
+    pub fn finish_picture(&self, picture: PendingPicture) -> Result<Vec<u32>, EngineError> {
+        let PendingPicture { hash, encoding } = picture;
+        let Some(encoding) = encoding else {
+            return self.images.ids_of(&hash).ok_or_else(|| {
+                EngineError::Model(crate::model::ModelError::BadImage(
+                    "the picture was forgotten while it was added (too many pictures at once)".into(),
+                ))
+            });
+        };
+        if encoding.squares_left() > 0 {
+            return Err(EngineError::Model(crate::model::ModelError::BadImage(
+                "the picture's encoding was not finished".into(),
+            )));
+        }
+        let EncodedPicture { parts, embeddings } = encoding.finish();
         self.images_encoded.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let place = |rows: &[u32]| {
             let mut rows = rows.iter().copied();

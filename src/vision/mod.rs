@@ -30,7 +30,9 @@ pub fn decode(_: &[u8]) -> Result<RgbImage, crate::model::ModelError> {
 
 pub use header::{PICTURE_FORMATS, PictureHeader, picture_header};
 pub use image::{Filter, MAX_PIXELS, RgbImage};
-pub use siglip::{EncodedPicture, EncoderShape, ImageEmbeddings, PicturePart, PromptPart, VisionEncoder};
+pub use siglip::{
+    EncodedPicture, EncoderShape, ImageEmbeddings, PictureEncoding, PicturePart, PromptPart, VisionEncoder,
+};
 
 use crate::gguf::{GgufHeader, Metadata, Value};
 

@@ -161,6 +161,47 @@ pub struct EncodedPicture {
     pub embeddings: ImageEmbeddings,
 }
 
+/// A picture being encoded square by square ([`VisionEncoder::begin`]).
+pub struct PictureEncoding {
+    /// The layout's parts, each taken once it is encoded.
+    parts: Vec<Option<PicturePart>>,
+    next: usize,
+    /// Squares left, and in all.
+    left: usize,
+    total: usize,
+    encoded: Vec<PromptPart>,
+    values: Vec<f32>,
+    width: usize,
+}
+
+impl PictureEncoding {
+    /// Squares still to encode.
+    pub fn squares_left(&self) -> usize {
+        self.left
+    }
+
+    /// Squares in all.
+    pub fn squares(&self) -> usize {
+        self.total
+    }
+
+    /// The encoded picture, once [`squares_left`](Self::squares_left) is 0: the layout's text
+    /// after the last square is taken here.
+    pub fn finish(mut self) -> EncodedPicture {
+        for part in self.parts.drain(self.next..).flatten() {
+            if let PicturePart::Text(text) = part {
+                self.encoded.push(PromptPart::Text(text));
+            }
+        }
+        let width = self.width;
+        let tokens = self.values.len() / width.max(1);
+        EncodedPicture {
+            parts: self.encoded,
+            embeddings: ImageEmbeddings { tokens, width, values: self.values },
+        }
+    }
+}
+
 /// One part of an encoded picture's place in a prompt.
 #[derive(Clone, Debug, PartialEq)]
 pub enum PromptPart {
@@ -581,21 +622,47 @@ impl VisionEncoder {
     /// A picture encoded for a prompt: every square of its [`layout`](Self::layout) encoded,
     /// their rows in order.
     pub fn encode_for_prompt(&self, image: &RgbImage) -> Result<EncodedPicture, ModelError> {
-        let mut parts = Vec::new();
-        let mut values = Vec::new();
-        for part in self.layout(image)? {
-            match part {
-                PicturePart::Text(text) => parts.push(PromptPart::Text(text)),
-                PicturePart::Square(square) => {
+        let mut encoding = self.begin(image)?;
+        while encoding.squares_left() > 0 {
+            self.encode_next(&mut encoding)?;
+        }
+        Ok(encoding.finish())
+    }
+
+    /// A picture laid out for encoding square by square ([`VisionEncoder::encode_next`]), so
+    /// that a caller can report progress and stop between squares (a tiled picture is up to 17
+    /// encodings).
+    pub fn begin(&self, image: &RgbImage) -> Result<PictureEncoding, ModelError> {
+        let parts = self.layout(image)?;
+        let squares = parts.iter().filter(|part| matches!(part, PicturePart::Square(_))).count();
+        Ok(PictureEncoding {
+            parts: parts.into_iter().map(Some).collect(),
+            next: 0,
+            left: squares,
+            total: squares,
+            encoded: Vec::with_capacity(2 * squares + 1),
+            values: Vec::new(),
+            width: self.shape.output_width,
+        })
+    }
+
+    /// Encodes the next square of `encoding` (none when all are).
+    pub fn encode_next(&self, encoding: &mut PictureEncoding) -> Result<(), ModelError> {
+        while let Some(slot) = encoding.parts.get_mut(encoding.next) {
+            encoding.next += 1;
+            match slot.take() {
+                Some(PicturePart::Text(text)) => encoding.encoded.push(PromptPart::Text(text)),
+                Some(PicturePart::Square(square)) => {
                     let rows = self.encode_square(&square)?;
-                    parts.push(PromptPart::Rows(rows.tokens));
-                    values.extend_from_slice(&rows.values);
+                    encoding.encoded.push(PromptPart::Rows(rows.tokens));
+                    encoding.values.extend_from_slice(&rows.values);
+                    encoding.left -= 1;
+                    return Ok(());
                 }
+                None => {}
             }
         }
-        let width = self.shape.output_width;
-        let embeddings = ImageEmbeddings { tokens: values.len() / width, width, values };
-        Ok(EncodedPicture { parts, embeddings })
+        Ok(())
     }
 
     /// A picture's embeddings, to go into the language model in place of its image tokens:

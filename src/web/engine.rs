@@ -8,7 +8,7 @@ use crate::chat::{ReplyFormat, ToolUse};
 use crate::embedding::{EmbedOptions, Pooling};
 use crate::engine::{
     AnswerRequest, BranchRequest, ChatRequest, Engine, EngineError, Generation, GrammarRequest,
-    LimitsRequest, Session, TextRequest, TracedStep, TurnOptions, is_image_id,
+    LimitsRequest, PendingPicture, Session, TextRequest, TracedStep, TurnOptions, is_image_id,
 };
 use crate::grammar::GrammarSpec;
 use crate::inspect::Report;
@@ -30,6 +30,12 @@ pub struct WebEngine {
     sampler: Sampler,
     /// Pictures for the next `start_chat` (`add_image`), in the order of its markers.
     pending_images: Vec<RgbImage>,
+    /// The picture `add_image` began, which `encode_square` and `finish_image` go on with.
+    picture: Option<(RgbImage, PendingPicture)>,
+}
+
+fn no_picture() -> JsValue {
+    js_error("Error", "bad_request", "no picture is being added (add_image first)")
 }
 
 impl WebEngine {
@@ -46,7 +52,14 @@ impl WebEngine {
 
     pub(super) fn new(engine: Engine) -> Result<WebEngine, JsValue> {
         let sampler = Sampler::new(SamplerSettings::default()).map_err(engine_error_of)?;
-        Ok(WebEngine { engine, session: None, answer: None, sampler, pending_images: Vec::new() })
+        Ok(WebEngine {
+            engine,
+            session: None,
+            answer: None,
+            sampler,
+            pending_images: Vec::new(),
+            picture: None,
+        })
     }
 }
 
@@ -182,27 +195,45 @@ impl WebEngine {
 
     /// A picture for the next `start_chat`, as a canvas gives its pixels (RGBA, alpha dropped
     /// as llama.cpp's loader drops it); that request's messages hold a `<__media__>` marker
-    /// where each picture goes, in the order they were added. The projector encodes it now
-    /// (unless it did before: found by its content hash), one call per picture, so the worker
-    /// can report each and take a stop between them; returns its rows of embeddings in the
-    /// prompt (its marker tokens not counted). Refused
+    /// where each picture goes, in the order they were added. Lays it out and returns how many
+    /// squares the projector has to encode (0 when it encoded this picture before: found by its
+    /// content hash). `encode_square` encodes them one call at a time, so the worker can report
+    /// each and take a stop between them; then `finish_image` adds the picture. Refused
     /// (`no_mmproj`, `bad_image`, `image_too_large`) unless a projector is attached and the
     /// bytes are `width × height × 4` within the caps.
     pub fn add_image(&mut self, width: u32, height: u32, rgba: &js_sys::Uint8Array) -> Result<u32, JsValue> {
+        self.picture = None;
         let image =
             RgbImage::from_rgba_read(width as usize, height as usize, rgba.length() as usize, |at, piece| {
                 rgba.subarray(at as u32, (at + piece.len()) as u32).copy_to(piece)
             })
             .map_err(|e| engine_error(EngineError::Model(e)))?;
-        let ids = self.engine.image_ids(&image).map_err(engine_error)?;
-        let rows = ids.iter().filter(|&&id| is_image_id(id)).count();
+        let picture = self.engine.begin_picture(&image).map_err(engine_error)?;
+        let squares = picture.squares_left() as u32;
+        self.picture = Some((image, picture));
+        Ok(squares)
+    }
+
+    /// Encodes the next square of the picture `add_image` began; returns how many are left.
+    pub fn encode_square(&mut self) -> Result<u32, JsValue> {
+        let (_, picture) = self.picture.as_mut().ok_or_else(no_picture)?;
+        self.engine.encode_next_square(picture).map_err(engine_error)?;
+        Ok(picture.squares_left() as u32)
+    }
+
+    /// Adds the picture whose squares are all encoded for the next `start_chat`; returns the
+    /// rows of embeddings it puts into the prompt (its marker tokens not counted).
+    pub fn finish_image(&mut self) -> Result<u32, JsValue> {
+        let (image, picture) = self.picture.take().ok_or_else(no_picture)?;
+        let ids = self.engine.finish_picture(picture).map_err(engine_error)?;
         self.pending_images.push(image);
-        Ok(rows as u32)
+        Ok(ids.iter().filter(|&&id| is_image_id(id)).count() as u32)
     }
 
     /// Forgets the pictures added for the next answer (a request that failed before it started).
     pub fn clear_images(&mut self) {
         self.pending_images.clear();
+        self.picture = None;
         self.engine.begin_pictures();
     }
 

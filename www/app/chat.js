@@ -324,10 +324,11 @@ export function createChat(engine, { onModelLoaded, pickFile }) {
     if (!stats) return '';
     const parts = [];
     if (stats.prefilling) {
-      const { phase, evaluated, total } = stats.prefilling;
+      const { phase, evaluated, total, part, parts: pieces } = stats.prefilling;
+      const within = pieces ? ` (the next: ${part} of its ${pieces} parts)` : '';
       parts.push(
         phase === 'image'
-          ? `reading the pictures: ${evaluated} of ${total} encoded`
+          ? `reading the pictures: ${evaluated} of ${total} encoded${within}`
           : `reading the prompt: ${evaluated.toLocaleString('en')} of ${total.toLocaleString('en')} tokens`,
       );
     }
@@ -390,7 +391,7 @@ export function createChat(engine, { onModelLoaded, pickFile }) {
   }
 
   /**
-   * @typedef {{device?: string, threads?: number, prefilling?: {phase?: string, evaluated: number, total: number},
+   * @typedef {{device?: string, threads?: number, prefilling?: {phase?: string, evaluated: number, total: number, part?: number, parts?: number},
    *   generated?: number, contextUsed?: number, contextSize?: number, branchedAt?: number}} LiveStats
    */
 
@@ -416,8 +417,8 @@ export function createChat(engine, { onModelLoaded, pickFile }) {
     try {
       const stream = await start({
         signal: controller.signal,
-        onPrefillProgress: ({ phase, evaluated, total }) => {
-          live.prefilling = { phase, evaluated, total };
+        onPrefillProgress: (progress) => {
+          live.prefilling = progress;
           showLiveStats(live);
         },
       });

@@ -38,7 +38,7 @@ import { embeddingTexts, sizePrompt } from './bench-common.js';
 import { depthTokens, progress, readOnly, serve, streamModel, timeRun } from './bench-run.js';
 import { gpuAdapter, memory64Supported, resolveThreads } from '../lib/capabilities.js';
 import { startEngine } from '../lib/engine-loader.js';
-import { attachBytes, decodePicture } from '../lib/worker-images.js';
+import { addPicture, attachBytes, decodePicture } from '../lib/worker-images.js';
 
 serve(run);
 
@@ -105,7 +105,7 @@ function embeddingRun(engine, n, warmup) {
 
 /** mmproj=URL&image=URL: the projector attached to the model, the picture decoded by the browser
  *  (as the chat's worker decodes it), then the time of the call that gives its embeddings
- *  (add_image: the engine's resize and normalization, the ViT, the projector), after `warmup`
+ *  (addPicture: the engine's resize and normalization, the ViT, the projector, square by square), after `warmup`
  *  untimed calls; and how much the wasm memory grew for the projector and the encodings. Each call's picture differs from the others in one pixel, so that none is
  *  found among those already encoded (the engine keys them by content). */
 async function visionRun(wasm, memory, engine, mmprojUrl, imageUrl, warmup) {
@@ -121,20 +121,20 @@ async function visionRun(wasm, memory, engine, mmprojUrl, imageUrl, warmup) {
   const decodeStarted = performance.now();
   const { width, height, rgba } = await decodePicture(wasm, picture);
   const picture_decode_ms = performance.now() - decodeStarted;
-  const encode = (run) => {
+  const encode = async (run) => {
     rgba[0] = (rgba[0] + 1) & 0xff;
     engine.clear_images();
     const started = performance.now();
-    const rows = engine.add_image(width, height, rgba);
+    const rows = await addPicture(engine, { width, height, rgba });
     return { rows, ms: performance.now() - started, run };
   };
   for (let i = 0; i < warmup; i++) {
     progress(`warm-up run ${i + 1} of ${warmup}`);
-    encode(i);
+    await encode(i);
   }
   // The phase line lets a profiler sample the timed encoding alone (scripts/profile.mjs).
   progress('timed run: image');
-  const timed = encode(warmup);
+  const timed = await encode(warmup);
   engine.clear_images();
   return {
     engine: 'inferno',

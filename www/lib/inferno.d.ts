@@ -446,7 +446,8 @@ export interface AnswerParams {
    */
   response_format?: ResponseFormat;
   /** Extension: progress while a long prompt is read: its pictures encoded ('image', counted
-   *  in pictures), then its text's parts ('text', counted in tokens). */
+   *  in pictures, and within a tiled picture in parts), then its text's parts ('text', counted
+   *  in tokens). */
   onPrefillProgress?: (progress: PrefillProgress) => void;
 }
 
@@ -531,6 +532,10 @@ export interface PrefillProgress {
   phase: 'image' | 'text';
   evaluated: number;
   total: number;
+  /** While a picture encoded in parts (SmolVLM's and LFM2-VL's tiles and whole picture) is
+   *  read: the parts of the picture after the `evaluated` ones encoded so far, and how many it has. */
+  part?: number;
+  parts?: number;
 }
 
 /** The engine's statistics, with the wasm memory it holds and how many pictures its projector

@@ -477,7 +477,17 @@ export class Inferno {
       if (event.type === 'prefill') {
         params.onPrefillProgress?.({ phase: 'text', evaluated: event.evaluated, total: event.total });
       } else if (event.type === 'image') {
-        params.onPrefillProgress?.({ phase: 'image', evaluated: event.index, total: event.count });
+        params.onPrefillProgress?.(
+          event.parts === undefined
+            ? { phase: 'image', evaluated: event.index, total: event.count }
+            : {
+                phase: 'image',
+                evaluated: event.index,
+                total: event.count,
+                part: event.part,
+                parts: event.parts,
+              },
+        );
       } else if (event.type === 'prepared') {
         run.begin({ prompt: event.prompt }, event.structured);
       } else if (event.type === 'branched') {

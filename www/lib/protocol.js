@@ -198,7 +198,7 @@
 /**
  * A chat's picture `index` of `count` is encoded (or was found encoded before): `rows` of
  * the prompt stand for it.
- * @typedef {{type: 'image', id: number, event: true, index: number, count: number, rows: number}} ImageEvent
+ * @typedef {{type: 'image', id: number, event: true, index: number, count: number, rows?: number, part?: number, parts?: number}} ImageEvent
  */
 /**
  * The engine's events (`next_events`), as the worker posts them: with the request's id, and

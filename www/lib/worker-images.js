@@ -87,22 +87,46 @@ export function attachProjector(request) {
 }
 
 /**
- * Decodes a chat's pictures and adds them to the engine in order, posting an `image` event
- * after each (the projector encodes it then, or finds it encoded before). A stop between two
- * pictures ends the request (kind `aborted`).
+ * Decodes a chat's pictures and adds them to the engine in order. The projector encodes each
+ * square of a picture (a tiled one has up to 17) in a call of its own, or finds the picture
+ * encoded before; an `image` event goes out before each square (`part` of `parts`) and after
+ * each picture (its `rows`). A stop between two squares ends the request (kind `aborted`).
  * @param {number} id @param {Run} run @param {WebEngine} engine @param {Blob[]} pictures
  */
 export async function addPictures(id, run, engine, pictures) {
   engine.clear_images();
   const wasm = await getEngine();
-  for (const [index, picture] of pictures.entries()) {
+  const count = pictures.length;
+  const stopped = () => {
     if (run.stopRequested)
       throw new WorkerError('AbortError', 'aborted', 'the answer was stopped while its pictures were read');
-    const { width, height, rgba } = await decodePicture(wasm, picture);
-    const rows = engine.add_image(width, height, rgba);
-    post({ type: 'image', id, event: true, index: index + 1, count: pictures.length, rows });
+  };
+  for (const [index, picture] of pictures.entries()) {
+    stopped();
+    const rows = await addPicture(engine, await decodePicture(wasm, picture), async (part, parts) => {
+      post({ type: 'image', id, event: true, index, count, part, parts });
+      await yieldToMessages();
+      stopped();
+    });
+    post({ type: 'image', id, event: true, index: index + 1, count, rows });
     await yieldToMessages();
   }
+}
+
+/**
+ * Adds a decoded picture to the engine, its squares encoded one call at a time; `between(done,
+ * total)` runs before each square (to report, yield, or throw to stop). Returns the rows of
+ * embeddings it puts into the prompt.
+ * @param {WebEngine} engine @param {{width: number, height: number, rgba: Uint8Array}} picture
+ * @param {(done: number, total: number) => Promise<void>} [between]
+ */
+export async function addPicture(engine, { width, height, rgba }, between) {
+  const total = engine.add_image(width, height, rgba);
+  for (let left = total; left > 0;) {
+    await between?.(total - left, total);
+    left = engine.encode_square();
+  }
+  return engine.finish_image();
 }
 
 /**

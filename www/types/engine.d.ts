@@ -116,8 +116,13 @@ declare module '*/inferno.js' {
     start_chat(request: object): void;
     /** A vision projector beside the model: its facts, or a typed refusal (mmproj_mismatch...). */
     attach_projector(bytes: Uint8Array): import('../lib/inferno.js').ProjectorFacts;
-    /** A picture for the next start_chat (RGBA), encoded now: its rows in the prompt. */
+    /** A picture for the next start_chat (RGBA), laid out: the squares the projector has to
+     *  encode (0 when it encoded this picture before). */
     add_image(width: number, height: number, rgba: Uint8Array): number;
+    /** Encodes the next square of the picture add_image began: how many are left. */
+    encode_square(): number;
+    /** Adds the picture whose squares are encoded: its rows of embeddings in the prompt. */
+    finish_image(): number;
     clear_images(): void;
     /** The projector's encoder runs so far (a picture seen before is not encoded again). */
     images_encoded(): number;
