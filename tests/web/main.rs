@@ -606,11 +606,21 @@ fn micro_projector_of_width(width: usize) -> Vec<u8> {
     writer.to_bytes()
 }
 
+/// The 61 × 47 noise picture added as the worker adds one: laid out, each square encoded, added.
+fn add_picture(engine: &mut inferno::web::WebEngine, rgba: &js_sys::Uint8Array) {
+    let mut left = engine.add_image(61, 47, rgba).unwrap();
+    while left > 0 {
+        left = engine.encode_square().unwrap();
+    }
+    engine.finish_image().unwrap();
+}
+
 /// Pictures through the worker's engine API: a projector attached beside the model (refused for
 /// another model's width, the engine going on), a picture added as a canvas gives its pixels
-/// (RGBA), a chat whose message holds `<__media__>` where it goes, its 16 rows counted in the
-/// prompt; a follow-up question with the same picture does not encode it again and evaluates
-/// only its new tokens.
+/// (RGBA) and encoded square by square (`add_image`, `encode_square`, `finish_image`), a chat
+/// whose message holds `<__media__>` where it goes, its 16 rows counted in the prompt; a
+/// follow-up question with the same picture does not encode it again and evaluates only its
+/// new tokens.
 #[wasm_bindgen_test]
 fn worker_api_attaches_a_projector_and_chats_about_a_picture() {
     use inferno::web::ModelLoader;
@@ -637,12 +647,18 @@ fn worker_api_attaches_a_projector_and_chats_about_a_picture() {
         "bad_request",
         "a marker without a picture"
     );
-    assert_eq!(engine.add_image(61, 47, &rgba).unwrap(), 16, "the picture's rows, encoded now");
+    assert_eq!(kind(engine.encode_square().unwrap_err()), "bad_request", "no picture begun");
+    assert_eq!(engine.add_image(61, 47, &rgba).unwrap(), 1, "one square to encode");
+    assert_eq!(engine.images_encoded(), 0, "laid out, not encoded yet");
+    assert_eq!(engine.encode_square().unwrap(), 0);
+    assert_eq!(engine.finish_image().unwrap(), 16, "the picture's rows");
     assert_eq!(engine.images_encoded(), 1);
+    assert_eq!(kind(engine.finish_image().unwrap_err()), "bad_request", "added once");
     // A picture added for a request that then failed is not carried into the next one.
-    engine.add_image(61, 47, &rgba).unwrap();
+    assert_eq!(engine.add_image(61, 47, &rgba).unwrap(), 0, "found by its hash: nothing to encode");
+    engine.finish_image().unwrap();
     engine.clear_images();
-    engine.add_image(61, 47, &rgba).unwrap();
+    add_picture(&mut engine, &rgba);
     assert_eq!(engine.images_encoded(), 1, "found again by its hash");
     engine.start_chat(request(ask)).unwrap();
     let events = run(&mut engine);
@@ -665,7 +681,7 @@ fn worker_api_attaches_a_projector_and_chats_about_a_picture() {
         r#"{{"messages":[{{"role":"user","content":"<__media__>What is this?"}},{{"role":"assistant","content":{}}},{{"role":"user","content":"And?"}}],"settings":{{"temperature":0}},"context":128,"max_tokens":2}}"#,
         serde_json::to_string(&answer).unwrap()
     );
-    engine.add_image(61, 47, &rgba).unwrap();
+    add_picture(&mut engine, &rgba);
     engine.start_chat(request(&follow_up)).unwrap();
     let events = run(&mut engine);
     let prompt = get(
