@@ -349,18 +349,24 @@ def chat_golden(model_path, rgb, mmproj=MMPROJ, prompt=CHAT_PROMPT):
     }
 
 
-def smolvlm_goldens():
-    """The micro SmolVLM projector's goldens (see the module's docstring)."""
+def micro_pair(model, mmproj):
+    """A micro language model and its micro projector loaded in mtmd (flash attention, as
+    llama.cpp runs by default), and the start of their golden file."""
     params = llama_cpp.llama_model_default_params()
-    text_model = llama_cpp.llama_model_load_from_file(str(SMOLVLM_MODEL).encode(), params)
-    ctx = mtmd_context(text_model, True, SMOLVLM_MMPROJ)
+    text_model = llama_cpp.llama_model_load_from_file(str(model).encode(), params)
     golden = {
-        "mmproj": "models/clip-idefics3-micro.gguf",
-        "mmproj_sha256": sha256(SMOLVLM_MMPROJ.read_bytes()),
-        "model": "models/llama-micro-smolvlm.gguf",
+        "mmproj": f"models/{mmproj.name}",
+        "mmproj_sha256": sha256(mmproj.read_bytes()),
+        "model": f"models/{model.name}",
         "oracle": "llama.cpp mtmd (llama-cpp-python 0.3.36, commit 0c1e570), CPU, AVX2, one thread",
         "pictures": [],
     }
+    return text_model, mtmd_context(text_model, True, mmproj), golden
+
+
+def smolvlm_goldens():
+    """The micro SmolVLM projector's goldens (see the module's docstring)."""
+    text_model, ctx, golden = micro_pair(SMOLVLM_MODEL, SMOLVLM_MMPROJ)
     for name, rgb in pictures().items():
         tiles, grid = idefics3_tiles(rgb)
         layout, embd = all_embeddings(ctx, rgb, SMOLVLM_WIDTH)
@@ -387,16 +393,7 @@ def smolvlm_goldens():
 
 def lfm2_goldens():
     """The micro LFM2-VL projector's goldens (see the module's docstring)."""
-    params = llama_cpp.llama_model_default_params()
-    text_model = llama_cpp.llama_model_load_from_file(str(LFM2_MODEL).encode(), params)
-    ctx = mtmd_context(text_model, True, LFM2_MMPROJ)
-    golden = {
-        "mmproj": "models/clip-lfm2-micro.gguf",
-        "mmproj_sha256": sha256(LFM2_MMPROJ.read_bytes()),
-        "model": "models/lfm2-vl-micro-q8_0.gguf",
-        "oracle": "llama.cpp mtmd (llama-cpp-python 0.3.36, commit 0c1e570), CPU, AVX2, one thread",
-        "pictures": [],
-    }
+    text_model, ctx, golden = micro_pair(LFM2_MODEL, LFM2_MMPROJ)
     y, x = np.mgrid[0:360, 0:480].astype(np.float64)
     wide = np.stack([x / 479 * 255, 255 - y / 359 * 255, 128 + 90 * np.sin(x / 23 + y / 31)], axis=-1)
     wide = np.clip(np.rint(wide), 0, 255).astype(np.uint8)

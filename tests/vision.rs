@@ -36,6 +36,16 @@ fn encoder_of(projector: &str) -> VisionEncoder {
     VisionEncoder::load(ModelBytes::from(bytes)).unwrap()
 }
 
+/// A micro language model (tests/fixtures/models/`model`.gguf) with a micro projector beside it.
+fn micro_vision_engine(model: &str, projector: &str) -> Engine {
+    let mut engine =
+        Engine::load(std::fs::read(fixtures().join(format!("models/{model}.gguf"))).unwrap()).unwrap();
+    engine
+        .attach_projector(std::fs::read(fixtures().join(format!("models/{projector}.gguf"))).unwrap())
+        .unwrap();
+    engine
+}
+
 /// The squares of a picture's layout, in order.
 fn squares(encoder: &VisionEncoder, image: &RgbImage) -> Vec<RgbImage> {
     let parts = encoder.layout(image).unwrap();
@@ -228,11 +238,7 @@ fn smolvlm_cuts_pictures_into_tiles_bit_for_bit_as_mtmd_does() {
 #[test]
 fn smolvlm_pictures_match_llama_cpp_mtmd() {
     let golden = golden_of("clip-idefics3-micro");
-    let mut engine =
-        Engine::load(std::fs::read(fixtures().join("models/llama-micro-smolvlm.gguf")).unwrap()).unwrap();
-    engine
-        .attach_projector(std::fs::read(fixtures().join("models/clip-idefics3-micro.gguf")).unwrap())
-        .unwrap();
+    let engine = micro_vision_engine("llama-micro-smolvlm", "clip-idefics3-micro");
     let encoder = engine.projector().unwrap();
     for entry in golden["pictures"].as_array().unwrap() {
         let name = entry["file"].as_str().unwrap();
@@ -256,12 +262,8 @@ fn smolvlm_pictures_match_llama_cpp_mtmd() {
 #[test]
 fn an_image_prompt_on_the_micro_smolvlm_matches_llama_cpp() {
     let golden = golden_of("clip-idefics3-micro");
-    let mut engine =
-        Engine::load(std::fs::read(fixtures().join("models/llama-micro-smolvlm.gguf")).unwrap()).unwrap();
+    let mut engine = micro_vision_engine("llama-micro-smolvlm", "clip-idefics3-micro");
     engine.set_attention_precision(AttentionPrecision::Exact);
-    engine
-        .attach_projector(std::fs::read(fixtures().join("models/clip-idefics3-micro.gguf")).unwrap())
-        .unwrap();
     let worst = run_image_prompt(&engine, &golden["chat"]);
     eprintln!("image prompt on the micro SmolVLM: max |Δ| {worst:.5} over the top 20 of steps 0-3");
     assert!(worst < 0.02, "{worst}");
@@ -272,11 +274,7 @@ fn an_image_prompt_on_the_micro_smolvlm_matches_llama_cpp() {
 /// and the engine goes on.
 #[test]
 fn a_picture_too_narrow_for_smolvlm_is_a_bad_image() {
-    let mut engine =
-        Engine::load(std::fs::read(fixtures().join("models/llama-micro-smolvlm.gguf")).unwrap()).unwrap();
-    engine
-        .attach_projector(std::fs::read(fixtures().join("models/clip-idefics3-micro.gguf")).unwrap())
-        .unwrap();
+    let engine = micro_vision_engine("llama-micro-smolvlm", "clip-idefics3-micro");
     let sliver = RgbImage::new(300, 1, vec![128; 900]).unwrap();
     let err = engine.encode_with_images("<__media__>", &[sliver]).unwrap_err();
     assert_eq!(err.kind(), "bad_image", "{err}");
@@ -315,9 +313,7 @@ fn lfm2_vl_prepares_pictures_bit_for_bit_as_mtmd_does() {
 #[test]
 fn lfm2_vl_pictures_match_llama_cpp_mtmd() {
     let golden = golden_of("clip-lfm2-micro");
-    let mut engine =
-        Engine::load(std::fs::read(fixtures().join("models/lfm2-vl-micro-q8_0.gguf")).unwrap()).unwrap();
-    engine.attach_projector(std::fs::read(fixtures().join("models/clip-lfm2-micro.gguf")).unwrap()).unwrap();
+    let engine = micro_vision_engine("lfm2-vl-micro-q8_0", "clip-lfm2-micro");
     let encoder = engine.projector().unwrap();
     for entry in golden["pictures"].as_array().unwrap() {
         let name = entry["file"].as_str().unwrap();
@@ -348,10 +344,8 @@ fn lfm2_vl_pictures_match_llama_cpp_mtmd() {
 #[test]
 fn an_image_prompt_on_the_micro_lfm2_vl_matches_llama_cpp() {
     let golden = golden_of("clip-lfm2-micro");
-    let mut engine =
-        Engine::load(std::fs::read(fixtures().join("models/lfm2-vl-micro-q8_0.gguf")).unwrap()).unwrap();
+    let mut engine = micro_vision_engine("lfm2-vl-micro-q8_0", "clip-lfm2-micro");
     engine.set_attention_precision(AttentionPrecision::Exact);
-    engine.attach_projector(std::fs::read(fixtures().join("models/clip-lfm2-micro.gguf")).unwrap()).unwrap();
     let worst = run_image_prompt(&engine, &golden["chat"]);
     eprintln!("image prompt on the micro LFM2-VL: max |Δ| {worst:.5} over the top 20 of steps 0-3");
     assert!(worst < 0.02, "{worst}");
@@ -362,14 +356,7 @@ fn an_image_prompt_on_the_micro_lfm2_vl_matches_llama_cpp() {
 /// picture encoded before has no square to encode; an unfinished one is refused.
 #[test]
 fn a_tiled_picture_encodes_square_by_square_as_in_one_call() {
-    let load = || {
-        let mut engine =
-            Engine::load(std::fs::read(fixtures().join("models/llama-micro-smolvlm.gguf")).unwrap()).unwrap();
-        engine
-            .attach_projector(std::fs::read(fixtures().join("models/clip-idefics3-micro.gguf")).unwrap())
-            .unwrap();
-        engine
-    };
+    let load = || micro_vision_engine("llama-micro-smolvlm", "clip-idefics3-micro");
     let image = picture(&golden_of("clip-idefics3-micro")["pictures"][1]);
     let whole = load().image_ids(&image).unwrap();
     let engine = load();
