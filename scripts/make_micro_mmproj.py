@@ -3,10 +3,11 @@
 llama.cpp's tools/mtmd/clip.cpp reads, for the inspector's tests and, later, the encoders'.
 
   pip install gguf numpy
-  python3 scripts/make_micro_mmproj.py OUT.gguf [--projector gemma3|idefics3|lfm2] [--shape micro|base]
+  python3 scripts/make_micro_mmproj.py OUT.gguf [--projector gemma3|idefics3|lfm2|gemma4v] [--shape micro|base]
                                                 [--type f16|q8_0]
 
-tests/fixtures/models/clip-gemma3-micro.gguf, clip-idefics3-micro.gguf and clip-lfm2-micro.gguf are its micro outputs
+tests/fixtures/models/clip-gemma3-micro.gguf, clip-idefics3-micro.gguf, clip-lfm2-micro.gguf and
+clip-gemma4v-micro.gguf are its micro outputs
 (named, as every micro file, after their general.architecture, then the projector).
 
 gemma3: a SigLIP ViT (224 x 224 images in 14-pixel patches, so 16 x 16 patches; 2 layers, 32
@@ -30,6 +31,16 @@ and 256 rows of output), larger ones in 512 px tiles plus a thumbnail; then LFM2
 the 2 x 2 pixel unshuffle, a LayerNorm (mm.input_norm), and a GELU feed-forward of 96 (mm.1,
 mm.2) to 256 wide, the micro LFM2-VL language model's width (make_micro_models.py --arch lfm2-vl).
 
+gemma4v (Gemma 4): its ViT in 8-pixel patches at each picture's own aspect (mtmd's dyn_size: sides
+multiples of 24, 70 to 1120 rows of output, bicubic, fitted on black), x and y position tables of
+64 each, 2 layers 32 wide with 4 heads of 8: RMS norms, per-head Q/K norms, V normalized, 2D NeoX
+RoPE (x on the first half of each head, y on the second, base 100), attention at scale 1, post
+norms after attention and the gated feed-forward (no clip.use_gelu: clip.cpp's quick GELU, as the
+converter writes Gemma 4's files), each layer's output scaled; then a 3 x 3 average pool scaled by
+sqrt(32), the std bias and scale, an RMS norm and mm.input_projection to 256, the micro Gemma 4
+language model's width (make_micro_models.py --arch gemma4-vl). Some linears carry Gemma 4's
+clamps (.input_min/.input_max/.output_min/.output_max) tight enough to bite.
+
 --shape base writes the encoder benchmark's file instead (scripts/bench_vision.py): SigLIP-base
 at 512 px (16-pixel patches, so 32 x 32; 12 layers, 768 wide, 12 heads, feed-forward 3072: 93M
 parameters), with the same projector to 640, matrices spread as 1/sqrt(fan-in) so activations
@@ -48,11 +59,84 @@ SHAPES = {
 }
 IDEFICS3_MICRO = (64, 8, 32, 2, 4, 64, 256)
 LFM2_SCALE, LFM2_HIDDEN = 2, 96
+# Gemma 4: image (unused), patch, width, layers, heads, feed-forward, output; pool; positions.
+GEMMA4V_MICRO = (224, 8, 32, 2, 4, 64, 256)
+GEMMA4V_POOL, GEMMA4V_POSITIONS = 3, 64
+# Linears clamped as Gemma4ClippableLinear: name -> (input min, input max, output min, output max).
+GEMMA4V_CLAMPS = {
+    "v.blk.0.attn_q": (-1.5, 1.5, -0.6, 0.6),
+    "v.blk.1.ffn_down": (-0.05, 0.05, -0.02, 0.02),
+    "mm.input_projection": (-1.0, 1.0, -0.6, 0.8),
+}
 # SmolVLM's pixel shuffle and the longest side mtmd resizes a picture to before cutting tiles.
 IDEFICS3_SCALE, IDEFICS3_LONGEST_EDGE = 2, 128
 
 
+def write_gemma4v(path):
+    """The micro gemma4v projector (see the module's docstring)."""
+    IMAGE, PATCH, WIDTH, LAYERS, HEADS, FFN, OUTPUT = GEMMA4V_MICRO
+    head = WIDTH // HEADS
+    rng = np.random.default_rng(7)
+    w = gguf.GGUFWriter(path, "clip")
+    w.add_string("general.name", "micro Gemma 4 mmproj (random weights)")
+    # As Gemma 4's converter writes it: the type per modality.
+    w.add_string("clip.vision.projector_type", "gemma4v")
+    w.add_bool("clip.has_vision_encoder", True)
+    w.add_bool("clip.has_audio_encoder", False)
+    w.add_uint32("clip.vision.image_size", IMAGE)
+    w.add_uint32("clip.vision.patch_size", PATCH)
+    w.add_uint32("clip.vision.embedding_length", WIDTH)
+    w.add_uint32("clip.vision.feed_forward_length", FFN)
+    w.add_uint32("clip.vision.block_count", LAYERS)
+    w.add_uint32("clip.vision.projection_dim", OUTPUT)
+    w.add_uint32("clip.vision.attention.head_count", HEADS)
+    w.add_float32("clip.vision.attention.layer_norm_epsilon", 1e-6)
+    w.add_array("clip.vision.image_mean", [0.48145466, 0.4578275, 0.40821073])
+    w.add_array("clip.vision.image_std", [0.26862954, 0.26130258, 0.27577711])
+
+    def f32(name, values):
+        w.add_tensor(name, np.asarray(values, dtype=np.float32))
+
+    def linear(name, rows, cols):
+        w.add_tensor(f"{name}.weight", (rng.standard_normal((rows, cols)) * 0.1).astype(np.float16))
+        if name in GEMMA4V_CLAMPS:
+            for key, value in zip(("input_min", "input_max", "output_min", "output_max"), GEMMA4V_CLAMPS[name]):
+                f32(f"{name}.{key}", [value])
+
+    def norm(name, n, around=1.0):
+        f32(name, around + rng.standard_normal(n) * 0.1)
+
+    w.add_tensor("v.patch_embd.weight", (rng.standard_normal((WIDTH, 3, PATCH, PATCH)) * 0.05).astype(np.float16))
+    # ne = [WIDTH, positions, 2]: the x table, then the y table.
+    f32("v.position_embd.weight", rng.standard_normal((2, GEMMA4V_POSITIONS, WIDTH)) * 0.5)
+    for layer in range(LAYERS):
+        p = f"v.blk.{layer}"
+        norm(f"{p}.ln1.weight", WIDTH)
+        for proj in ("attn_q", "attn_k", "attn_v", "attn_out"):
+            linear(f"{p}.{proj}", WIDTH, WIDTH)
+        # Near 0.5: attention at scale 1 over normalized heads of 8 stays far from one-hot.
+        norm(f"{p}.attn_q_norm.weight", head, 0.5)
+        norm(f"{p}.attn_k_norm.weight", head, 0.5)
+        norm(f"{p}.attn_post_norm.weight", WIDTH)
+        norm(f"{p}.ln2.weight", WIDTH)
+        linear(f"{p}.ffn_gate", FFN, WIDTH)
+        linear(f"{p}.ffn_up", FFN, WIDTH)
+        linear(f"{p}.ffn_down", WIDTH, FFN)
+        norm(f"{p}.ffn_post_norm.weight", WIDTH)
+        f32(f"{p}.out_scale.weight", rng.uniform(0.6, 1.0, 1))
+    f32("v.std_bias", rng.standard_normal(WIDTH) * 0.5)
+    f32("v.std_scale", rng.uniform(0.5, 1.5, WIDTH))
+    # ne = [WIDTH, OUTPUT]: a plain linear, its ne[1] the output width.
+    linear("mm.input_projection", OUTPUT, WIDTH)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
 def write_projector(path, projector="gemma3", shape="micro", weight_type="f16"):
+    if projector == "gemma4v":
+        return write_gemma4v(path)
     idefics3, lfm2 = projector == "idefics3", projector == "lfm2"
     IMAGE, PATCH, WIDTH, LAYERS, HEADS, FFN, OUTPUT = IDEFICS3_MICRO if idefics3 or lfm2 else SHAPES[shape]
     rng = np.random.default_rng(7)
@@ -142,7 +226,7 @@ def write_projector(path, projector="gemma3", shape="micro", weight_type="f16"):
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("out")
-    parser.add_argument("--projector", choices=["gemma3", "idefics3", "lfm2"], default="gemma3")
+    parser.add_argument("--projector", choices=["gemma3", "idefics3", "lfm2", "gemma4v"], default="gemma3")
     parser.add_argument("--shape", choices=sorted(SHAPES), default="micro")
     parser.add_argument("--type", choices=["f16", "q8_0"], default="f16")
     args = parser.parse_args()

@@ -59,6 +59,10 @@ Architectures:
            0.25: with norm weights near 1, attention at scale 1 over random heads is so sharp that
            a one-ulp change of the embeddings moved logits by 0.1 (the browser's summing order
            then missed llama.cpp by 0.03); near 0.25 the same change moves none.
+  gemma4-vl  Gemma 4's language model as above with two unused Qwen control tokens renamed to
+           Gemma 4's picture markers (<|image>, <image|>), for the micro gemma4v projector's image
+           prompts (make_vision_goldens.py); file gemma4-vl-micro-q8_0.gguf. Its width, 256, is
+           neither E2B's nor E4B's, so mtmd attends its picture rows both ways.
   qwen3moe Qwen3-MoE: Qwen3's attention (per-head Q/K norm, NeoX RoPE) with 8 experts of
            width 128 (`expert_feed_forward_length`), 2 used, softmax routing renormalized.
   olmoe    OLMoE: Q/K norm across all heads at once (so 4 KV heads, as its files have), 8
@@ -135,6 +139,8 @@ LFM2VL_TOKENS = {
     8008: "<|img_row_2_col_1|>",
     8009: "<|img_row_2_col_2|>",
 }
+# Gemma 4's picture markers (mtmd's gemma4v layout).
+GEMMA4VL_TOKENS = {8003: "<|image>", 8004: "<image|>"}
 # SmolVLM's picture markers (mtmd's idefics3 layout), for the micro projector's grid of at most
 # 2 x 2 tiles.
 SMOLVLM_TOKENS = {
@@ -386,7 +392,7 @@ def write_qwen35(path, rng, reader):
     finish(writer, vector)
 
 
-def write_gemma4(path, rng, reader):
+def write_gemma4(path, rng, reader, renamed=None):
     n_vocab = len(reader.fields["tokenizer.ggml.tokens"].data)
     swa = [True, True, False, True, False]
     layers, shared, per_layer, head_full, head_swa = len(swa), 2, 32, 64, 32
@@ -410,7 +416,7 @@ def write_gemma4(path, rng, reader):
     writer.add_shared_kv_layers(shared)
     writer.add_embedding_length_per_layer_input(per_layer)
     writer.add_final_logit_softcapping(2.0)
-    copy_tokenizer(writer, reader)
+    copy_tokenizer(writer, reader, renamed)
     matrix, vector = random_tensors(writer, rng)
 
     matrix("token_embd.weight", n_vocab, EMBD)
@@ -704,6 +710,7 @@ WRITERS = {
     "granitehybrid": write_granite_hybrid,
     "qwen35": write_qwen35,
     "gemma4": write_gemma4,
+    "gemma4-vl": lambda path, rng, reader: write_gemma4(path, rng, reader, renamed=GEMMA4VL_TOKENS),
     "lfm2": write_lfm2,
     "lfm2moe": lambda path, rng, reader: write_lfm2(path, rng, reader, moe=True),
     "lfm2-vl": lambda path, rng, reader: write_lfm2(path, rng, reader, renamed=LFM2VL_TOKENS),

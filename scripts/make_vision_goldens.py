@@ -48,6 +48,14 @@ tiles closest to its aspect) and cut, with the whole picture resized as above fo
 after the tiles. Each square's embeddings are kept whole for the small pictures and their first
 16 rows (`rows_kept`) for the tiled one.
 
+For the micro Gemma 4 projector tests/fixtures/models/clip-gemma4v-micro.gguf, with the micro
+Gemma 4 language model tests/fixtures/models/gemma4-vl-micro-q8_0.gguf, clip-gemma4v-micro.images.json
+holds the same per picture for mtmd's dyn_size preprocessing: the picture's sides rounded to
+multiples of 24 (patch 8 x pool 3) and scaled, keeping the aspect, to between 70 and 1120 rows of
+output (the same "smart resize" as LFM2-VL's), the picture fitted on black to that size with
+Pillow's bicubic filter; one square per picture, every row kept. Its chat golden attends the
+picture's rows both ways (mtmd does so for a Gemma 4 whose width is neither E2B's nor E4B's).
+
 One thread, AVX2 build of the llama.cpp vendored in llama-cpp-python 0.3.36, as the text goldens.
 """
 import ctypes
@@ -83,6 +91,11 @@ LFM2_TILE, LFM2_MIN_TILES, LFM2_MAX_TILES, LFM2_WIDTH = 512, 2, 10, 256
 LFM2_TILED_PICTURE, LFM2_ROWS_KEPT = "wide-480x360", 16
 LFM2_PROMPT = "<|im_start|>user\n<__media__>What is in this picture?<|im_end|>\n<|im_start|>assistant\n"
 SMOLVLM_PROMPT = "<|im_start|>user\n<__media__>What is in this picture?<|im_end|>\n<|im_start|>assistant\n"
+GEMMA4V_MMPROJ = FIXTURES / "models" / "clip-gemma4v-micro.gguf"
+GEMMA4V_MODEL = FIXTURES / "models" / "gemma4-vl-micro-q8_0.gguf"
+# patch 8 x pool 3; 70 to 1120 rows of output.
+GEMMA4V_ALIGN, GEMMA4V_MIN_PIXELS, GEMMA4V_MAX_PIXELS, GEMMA4V_WIDTH = 24, 70 * 24 * 24, 1120 * 24 * 24, 256
+GEMMA4V_PROMPT = "<|im_start|>user\n<__media__>What is in this picture?<|im_end|>\n<|im_start|>assistant\n"
 N_PREDICT, TOP_STEPS, TOP_K = 16, 4, 20
 
 
@@ -153,20 +166,24 @@ def c_round(x):
     return math.floor(x + 0.5) if x >= 0 else -math.floor(-x + 0.5)
 
 
-def lfm2_size(w, h):
-    """mtmd's calc_size_preserved_ratio for lfm2, its float arithmetic in float32."""
-    f32, a = np.float32, np.float32(LFM2_ALIGN)
-    w_bar = max(LFM2_ALIGN, c_round(f32(w) / a) * LFM2_ALIGN)
-    h_bar = max(LFM2_ALIGN, c_round(f32(h) / a) * LFM2_ALIGN)
-    if h_bar * w_bar > LFM2_MAX_PIXELS:
-        beta = np.sqrt(f32(h) * f32(w) / f32(LFM2_MAX_PIXELS))
-        h_bar = max(LFM2_ALIGN, math.floor((f32(h) / beta) / a) * LFM2_ALIGN)
-        w_bar = max(LFM2_ALIGN, math.floor((f32(w) / beta) / a) * LFM2_ALIGN)
-    elif h_bar * w_bar < LFM2_MIN_PIXELS:
-        beta = np.sqrt(f32(LFM2_MIN_PIXELS) / (f32(h) * f32(w)))
-        h_bar = math.ceil((f32(h) * beta) / a) * LFM2_ALIGN
-        w_bar = math.ceil((f32(w) * beta) / a) * LFM2_ALIGN
+def smart_size(w, h, align=LFM2_ALIGN, min_pixels=LFM2_MIN_PIXELS, max_pixels=LFM2_MAX_PIXELS):
+    """mtmd's calc_size_preserved_ratio, its float arithmetic in float32."""
+    f32, a = np.float32, np.float32(align)
+    w_bar = max(align, c_round(f32(w) / a) * align)
+    h_bar = max(align, c_round(f32(h) / a) * align)
+    if h_bar * w_bar > max_pixels:
+        beta = np.sqrt(f32(h) * f32(w) / f32(max_pixels))
+        h_bar = max(align, math.floor((f32(h) / beta) / a) * align)
+        w_bar = max(align, math.floor((f32(w) / beta) / a) * align)
+    elif h_bar * w_bar < min_pixels:
+        beta = np.sqrt(f32(min_pixels) / (f32(h) * f32(w)))
+        h_bar = math.ceil((f32(h) * beta) / a) * align
+        w_bar = math.ceil((f32(w) * beta) / a) * align
     return w_bar, h_bar
+
+
+def lfm2_size(w, h):
+    return smart_size(w, h)
 
 
 def lfm2_grid(w, h):
@@ -194,8 +211,18 @@ def lfm2_grid(w, h):
     return best
 
 
-def fit_on_black_to(image, width, height):
-    """mtmd's PAD_CEIL resize to a width x height canvas, bilinear, centred on black."""
+def gemma4v_square(rgb):
+    """mtmd's dyn_size preprocessing of gemma4v: the smart size, the picture fitted on black to it
+    (PAD_CEIL) with Pillow's bicubic filter."""
+    h, w, _ = rgb.shape
+    size = smart_size(w, h, GEMMA4V_ALIGN, GEMMA4V_MIN_PIXELS, GEMMA4V_MAX_PIXELS)
+    if size == (w, h):
+        return rgb
+    return fit_on_black_to(Image.fromarray(rgb), *size, Image.BICUBIC)
+
+
+def fit_on_black_to(image, width, height, resample=Image.BILINEAR):
+    """mtmd's PAD_CEIL resize to a width x height canvas (bilinear unless said), centred on black."""
     w, h = image.size
     if (w, h) == (width, height):
         return np.asarray(image)
@@ -204,7 +231,7 @@ def fit_on_black_to(image, width, height):
     nh = min(int(np.ceil(np.float32(h) * scale)), height)
     canvas = np.zeros((height, width, 3), dtype=np.uint8)
     ox, oy = (width - nw) // 2, (height - nh) // 2
-    canvas[oy : oy + nh, ox : ox + nw] = np.asarray(image.resize((nw, nh), Image.BILINEAR))
+    canvas[oy : oy + nh, ox : ox + nw] = np.asarray(image.resize((nw, nh), resample))
     return canvas
 
 
@@ -425,7 +452,36 @@ def lfm2_goldens():
     (GOLDEN / "clip-lfm2-micro.images.json").write_text(json.dumps(golden, indent=1) + "\n")
 
 
+def gemma4v_goldens():
+    """The micro Gemma 4 projector's goldens (see the module's docstring)."""
+    text_model, ctx, golden = micro_pair(GEMMA4V_MODEL, GEMMA4V_MMPROJ)
+    wide = np.asarray(Image.open(FIXTURES / "images" / f"{LFM2_TILED_PICTURE}.png").convert("RGB"))
+    for name, rgb in [*pictures().items(), (LFM2_TILED_PICTURE, wide)]:
+        square = gemma4v_square(rgb)
+        layout, embd = all_embeddings(ctx, rgb, GEMMA4V_WIDTH)
+        file = f"clip-gemma4v-micro.{name}.f32"
+        (GOLDEN / file).write_bytes(embd.tobytes())
+        golden["pictures"].append(
+            {
+                "file": f"images/{name}.png",
+                "squares": [{"width": square.shape[1], "height": square.shape[0], "sha256": sha256(square.tobytes())}],
+                "chunks": layout,
+                "embeddings": file,
+            }
+        )
+        print("gemma4v", name, square.shape[1], square.shape[0], embd.shape[0], "rows")
+    mtmd.mtmd_free(ctx)
+    llama_cpp.llama_model_free(text_model)
+    golden["chat"] = chat_golden(GEMMA4V_MODEL, pictures()[CHAT_PICTURE], GEMMA4V_MMPROJ, GEMMA4V_PROMPT)
+    golden["chat"]["model"] = "models/gemma4-vl-micro-q8_0.gguf"
+    print("gemma4v chat:", golden["chat"]["generated_ids"])
+    (GOLDEN / "clip-gemma4v-micro.images.json").write_text(json.dumps(golden, indent=1) + "\n")
+
+
 def main():
+    if sys.argv[1:] == ["--only", "gemma4v"]:
+        return gemma4v_goldens()
+    gemma4v_goldens()
     lfm2_goldens()
     smolvlm_goldens()
     images = FIXTURES / "images"

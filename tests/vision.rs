@@ -282,13 +282,39 @@ fn a_picture_too_narrow_for_smolvlm_is_a_bad_image() {
     assert!(engine.encode_with_images("<__media__>", &[fine]).is_ok());
 }
 
+/// A picture so long and thin that Gemma 4's resize would give a side more patches than its
+/// position tables have rows (mtmd would read past them) is a bad image; the engine goes on.
+#[test]
+fn a_picture_too_long_for_gemma4s_positions_is_a_bad_image() {
+    let engine = micro_vision_engine("gemma4-vl-micro-q8_0", "clip-gemma4v-micro");
+    let long = RgbImage::new(4000, 10, vec![128; 4000 * 10 * 3]).unwrap();
+    let err = engine.encode_with_images("<__media__>", &[long]).unwrap_err();
+    assert_eq!(err.kind(), "bad_image", "{err}");
+    assert!(err.to_string().contains("501 patches"), "{err}");
+    let fine = RgbImage::new(120, 30, vec![128; 120 * 30 * 3]).unwrap();
+    assert!(engine.encode_with_images("<__media__>", &[fine]).is_ok());
+}
+
 /// LFM2-VL's preprocessing, bit for bit: small pictures whole at their own aspect (sides
 /// multiples of 16 making 64 to 256 rows of output), the larger wide-480x360 fitted on black to
 /// 3 × 2 tiles of 512 and cut, then the whole picture as a thumbnail; bilinear throughout.
 #[test]
 fn lfm2_vl_prepares_pictures_bit_for_bit_as_mtmd_does() {
-    let encoder = encoder_of("clip-lfm2-micro");
-    for entry in golden_of("clip-lfm2-micro")["pictures"].as_array().unwrap() {
+    assert_squares_are_mtmds("clip-lfm2-micro");
+}
+
+/// Gemma 4's preprocessing (mtmd's dyn_size), bit for bit: each picture fitted on black, with
+/// Pillow's bicubic filter (which mtmd ports), to its own aspect with sides multiples of 24 and
+/// 70 to 1120 rows of output.
+#[test]
+fn gemma4_prepares_pictures_bit_for_bit_as_mtmd_does() {
+    assert_squares_are_mtmds("clip-gemma4v-micro");
+}
+
+/// Every golden picture's squares: their sizes and pixels' SHA-256s.
+fn assert_squares_are_mtmds(projector: &str) {
+    let encoder = encoder_of(projector);
+    for entry in golden_of(projector)["pictures"].as_array().unwrap() {
         let name = entry["file"].as_str().unwrap();
         let squares = squares(&encoder, &picture(entry));
         let expected = entry["squares"].as_array().unwrap();
@@ -312,8 +338,22 @@ fn lfm2_vl_prepares_pictures_bit_for_bit_as_mtmd_does() {
 /// the LayerNorm and the GELU feed-forward.
 #[test]
 fn lfm2_vl_pictures_match_llama_cpp_mtmd() {
-    let golden = golden_of("clip-lfm2-micro");
-    let engine = micro_vision_engine("lfm2-vl-micro-q8_0", "clip-lfm2-micro");
+    assert_pictures_are_mtmds("lfm2-vl-micro-q8_0", "clip-lfm2-micro");
+}
+
+/// Each picture alone against mtmd: `<|image>`, the picture's rows, `<image|>`, and its
+/// embeddings bit for bit natively: pixels in −1..1, x and y position tables, RMS norms, per-head
+/// Q/K norms and normalized values, the 2D RoPE, attention at scale 1, post norms, the gated
+/// quick-GELU feed-forward, each layer's output scale, the clamped linears, the 3 × 3 pool scaled
+/// by √width, the standardization, the RMS norm and the clamped projection.
+#[test]
+fn gemma4_pictures_match_llama_cpp_mtmd() {
+    assert_pictures_are_mtmds("gemma4-vl-micro-q8_0", "clip-gemma4v-micro");
+}
+
+fn assert_pictures_are_mtmds(model: &str, projector: &str) {
+    let golden = golden_of(projector);
+    let engine = micro_vision_engine(model, projector);
     let encoder = engine.projector().unwrap();
     for entry in golden["pictures"].as_array().unwrap() {
         let name = entry["file"].as_str().unwrap();
@@ -343,12 +383,29 @@ fn lfm2_vl_pictures_match_llama_cpp_mtmd() {
 /// then greedy steps, the logits of steps 0-3 within the Q8_0 text bound (0.02; measured: 0).
 #[test]
 fn an_image_prompt_on_the_micro_lfm2_vl_matches_llama_cpp() {
-    let golden = golden_of("clip-lfm2-micro");
-    let mut engine = micro_vision_engine("lfm2-vl-micro-q8_0", "clip-lfm2-micro");
+    let worst = image_prompt_error("lfm2-vl-micro-q8_0", "clip-lfm2-micro");
+    assert!(worst < 0.02, "{worst}");
+}
+
+/// The micro Gemma 4 language model with the micro projector, as mtmd runs an image prompt: the
+/// picture's 104 rows attended both ways (its width is neither E2B's nor E4B's), each with the
+/// per-layer inputs of token 0 beside its own projection (llama.cpp's for rows without tokens),
+/// then greedy steps, the logits of steps 0-3 within the Q8_0 text bound (0.02).
+#[test]
+fn an_image_prompt_on_the_micro_gemma4_matches_llama_cpp() {
+    let worst = image_prompt_error("gemma4-vl-micro-q8_0", "clip-gemma4v-micro");
+    assert!(worst < 0.02, "{worst}");
+}
+
+/// The largest |Δ| of a micro pair's chat golden's top logits (Exact attention), its greedy
+/// tokens asserted equal.
+fn image_prompt_error(model: &str, projector: &str) -> f32 {
+    let golden = golden_of(projector);
+    let mut engine = micro_vision_engine(model, projector);
     engine.set_attention_precision(AttentionPrecision::Exact);
     let worst = run_image_prompt(&engine, &golden["chat"]);
-    eprintln!("image prompt on the micro LFM2-VL: max |Δ| {worst:.5} over the top 20 of steps 0-3");
-    assert!(worst < 0.02, "{worst}");
+    eprintln!("image prompt on {model}: max |Δ| {worst:.5} over the top 20 of steps 0-3");
+    worst
 }
 
 /// A picture added square by square (the browser's worker reports each square and takes a stop

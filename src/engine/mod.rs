@@ -271,7 +271,7 @@ impl Engine {
                 "the prompt names a picture this engine does not hold".into(),
             ))
         })?;
-        Ok((embeddings, rows, !encoder.attends_both_ways()))
+        Ok((embeddings, rows, !encoder.attends_both_ways(self.model.config().n_embd)))
     }
 
     /// Prompt text with a [`MEDIA_MARKER`] where each picture goes, tokenized as llama.cpp's

@@ -91,13 +91,6 @@ impl Model {
                 rows.len()
             )));
         }
-        if self.weights.per_layer_input.is_some() {
-            return Err(ModelError::UnsupportedProjector(
-                "this model's per-layer inputs (Gemma 3n, Gemma 4) are looked up by token, and rows \
-                 given whole have none yet"
-                    .into(),
-            ));
-        }
         self.run(cache, scratch, BatchInput::Rows { rows, causal }, logits_for, Head::Logits)
     }
 
@@ -257,6 +250,11 @@ pub(crate) fn forward_batch(
         }
         BatchInput::Rows { rows, causal } => {
             b.embed_rows(rows)?;
+            if w.per_layer_input.is_some() {
+                // llama.cpp gives rows without tokens (an image's) the per-layer inputs of
+                // token 0, its padding token, beside their own projection.
+                b.per_layer_inputs(&vec![0; rows.len() / c.n_embd.max(1)])?;
+            }
             causal && c.causal
         }
     };

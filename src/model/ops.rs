@@ -71,6 +71,17 @@ pub fn rms_norm_in_place(x: &mut [f32], weight: &[f32], eps: f32) {
     });
 }
 
+/// `x / sqrt(mean(x²) + eps)` in place over every `n`-sized chunk: ggml's `rms_norm` with no
+/// weight after it (Gemma 4's vision encoder normalizes its values per head, and its pooled rows).
+pub fn rms_norm_unweighted_in_place(x: &mut [f32], n: usize, eps: f32) {
+    in_row_parts(x, n, MIN_PART_ELEMENTS, |_, x| {
+        for row in x.chunks_exact_mut(n) {
+            let scale = rms_scale(row, eps);
+            row.iter_mut().for_each(|v| *v *= scale);
+        }
+    });
+}
+
 /// LayerNorm (ggml's `norm`, then its `mul` and `add`): each row of `weight.len()` becomes
 /// `(x − mean) / sqrt(variance + eps) · weight (+ bias)`.
 pub fn layer_norm_in_place(x: &mut [f32], weight: &[f32], bias: Option<&[f32]>, eps: f32) {
@@ -284,6 +295,23 @@ fn gelu_tanh(x: f32) -> f32 {
     const SQRT_2_OVER_PI: f32 = 0.797_884_6;
     const COEF_A: f32 = 0.044_715;
     0.5 * x * (1.0 + (SQRT_2_OVER_PI * x * (COEF_A * x).mul_add(x, 1.0)).tanh())
+}
+
+/// ggml's CPU quick GELU, `x · sigmoid(1.702 x)`, of one value: read from its table over f16
+/// inputs (ggml's `GGML_GELU_QUICK_FP16`, which has no exact range as [`gelu`] has). clip.cpp
+/// runs it in vision encoders whose files ask for neither GELU nor SiLU (Gemma 4's).
+pub fn gelu_quick(x: f32) -> f32 {
+    gelu_quick_table()[usize::from(f16::from_f32(x).to_bits())]
+}
+
+fn gelu_quick_table() -> &'static [f32; 65536] {
+    static TABLE: once_cell::race::OnceBox<[f32; 65536]> = once_cell::race::OnceBox::new();
+    TABLE.get_or_init(|| {
+        table_over_f16(|x| {
+            let x = x.to_f32();
+            f16::from_f32(x * (1.0 / (1.0 + (-1.702 * x).exp()))).to_f32()
+        })
+    })
 }
 
 /// `x += y`.

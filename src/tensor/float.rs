@@ -273,6 +273,25 @@ pub(super) fn dot_f16_sgemm_order(src: &[u8], activations: &[F16Activation]) -> 
     sum_lanes(lanes)
 }
 
+/// An F16 matrix times `out.len()` activation rows, every dot in [`dot_f16`]'s order (ggml's
+/// `vec_dot_f16`), each weight row widened once for all the activation rows.
+#[cfg(not(target_family = "wasm"))]
+pub(super) fn matmul_f16_vec_dot_order<'a>(
+    weights: &[u8],
+    row_bytes: usize,
+    activation_row: impl Fn(usize) -> &'a [F16Activation],
+    out: &mut [&mut [f32]],
+) {
+    let k = row_bytes / 2;
+    for (r, row) in weights.chunks_exact(row_bytes).enumerate() {
+        let widened: Vec<f32> = u16s(row).map(|w| f16::from_bits(w).to_f32()).collect();
+        for (i, out_row) in out.iter_mut().enumerate() {
+            out_row[r] =
+                dot_f32_in_f16_order(&widened, &F16Activation::scaled_values(activation_row(i))[..k]);
+        }
+    }
+}
+
 /// An F16 matrix times `out.len()` activation rows in llamafile's GEMM order ([`dot_f16_sgemm_order`]
 /// for each output; [`dot_f16`]'s for a row length that is not a multiple of 8), `out[i][r]`
 /// the dot of weight row `r` with activation row `i`. The same sums as calling those dots one
@@ -291,12 +310,7 @@ pub(super) fn matmul_f16_sgemm_order<'a>(
     let (k, n) = (row_bytes / 2, out.len());
     let values = |i: usize| &F16Activation::scaled_values(activation_row(i))[..k];
     if !k.is_multiple_of(8) {
-        for (r, row) in weights.chunks_exact(row_bytes).enumerate() {
-            let widened: Vec<f32> = u16s(row).map(|w| f16::from_bits(w).to_f32()).collect();
-            for (i, out_row) in out.iter_mut().enumerate() {
-                out_row[r] = dot_f32_in_f16_order(&widened, values(i));
-            }
-        }
+        matmul_f16_vec_dot_order(weights, row_bytes, activation_row, out);
         return;
     }
     // Tiles of about 128 KiB of f32 each: two of them fit the L2 of every x86 core in use.
@@ -415,7 +429,7 @@ pub(super) fn dot_bf16(src: &[u8], activations: &[BF16Activation]) -> f32 {
 mod tests {
     use super::*;
 
-    /// The F16 GEMM's tiles give the bits of one dot at a time in llama.cpp's orders: for
+    /// The F16 GEMMs give the bits of one dot at a time in llama.cpp's orders: for
     /// row lengths that are and are not a multiple of 8, batches of 2 to 11 rows (whole and
     /// partial groups of 4), odd and even weight row counts and more rows than one tile.
     #[test]
@@ -433,6 +447,19 @@ mod tests {
                 for (r, &got) in out_row.iter().enumerate() {
                     let want = dot_f16_sgemm_order(&weights[r * 2 * k..][..2 * k], &activations[i]);
                     assert_eq!(got.to_bits(), want.to_bits(), "k {k}, weight row {r}, activation row {i}");
+                }
+            }
+            // And where llamafile declines the product: every dot in `vec_dot_f16`'s order.
+            let mut views: Vec<&mut [f32]> = out.iter_mut().map(|row| &mut row[..]).collect();
+            matmul_f16_vec_dot_order(&weights, 2 * k, |i| &activations[i], &mut views);
+            for (i, out_row) in out.iter().enumerate() {
+                for (r, &got) in out_row.iter().enumerate() {
+                    let want = dot_f16(&weights[r * 2 * k..][..2 * k], &activations[i]);
+                    assert_eq!(
+                        got.to_bits(),
+                        want.to_bits(),
+                        "vec_dot: k {k}, weight row {r}, activation row {i}"
+                    );
                 }
             }
         }

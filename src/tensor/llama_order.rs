@@ -68,6 +68,24 @@ pub trait LlamaOrder: Dot {
         }
     }
 
+    /// A plain matrix times `n` activation rows, every dot [`vec_dot`](Dot::vec_dot)'s
+    /// ([`WeightLayout::VecDot`](super::WeightLayout::VecDot)). A format may compute the same
+    /// sums as a GEMM.
+    fn matmul_vec_dot<'a>(
+        weights: &[u8],
+        row_bytes: usize,
+        activation_row: impl Fn(usize) -> &'a [Self::Activation],
+        out: &mut [&mut [f32]],
+    ) where
+        Self::Activation: 'a,
+    {
+        for (r, weight_row) in weights.chunks_exact(row_bytes).enumerate() {
+            for (i, out_row) in out.iter_mut().enumerate() {
+                out_row[r] = Self::vec_dot(weight_row, activation_row(i));
+            }
+        }
+    }
+
     /// The dot as the repacked GEMM computes it.
     fn vec_dot_gemm(src: &[u8], activations: &[Self::Activation]) -> f32 {
         Self::vec_dot(src, activations)
@@ -101,6 +119,15 @@ impl LlamaOrder for f16 {
         out: &mut [&mut [f32]],
     ) {
         super::float::matmul_f16_sgemm_order(weights, row_bytes, activation_row, out)
+    }
+
+    fn matmul_vec_dot<'a>(
+        weights: &[u8],
+        row_bytes: usize,
+        activation_row: impl Fn(usize) -> &'a [super::activations::F16Activation],
+        out: &mut [&mut [f32]],
+    ) {
+        super::float::matmul_f16_vec_dot_order(weights, row_bytes, activation_row, out)
     }
 }
 

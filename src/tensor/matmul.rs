@@ -48,6 +48,10 @@ pub enum WeightLayout {
     /// Repacked, and multiplied one activation row at a time through its GEMV: llama.cpp's
     /// repacked `MUL_MAT_ID` (an expert's rows), which never takes the GEMM.
     RepackedRowByRow,
+    /// As stored, multiplied natively in `vec_dot`'s order whatever the batch: llama.cpp's order
+    /// where llamafile's GEMM declines a product (it takes none whose other side's row count is
+    /// not a multiple of 4, such as a patch convolution over an odd number of patches).
+    VecDot,
 }
 
 impl WeightLayout {
@@ -193,6 +197,7 @@ fn plan_parts<'a>(
         let rows = activations.all_rows::<<W as QuantFormat>::Activation>()?;
         #[cfg(not(target_family = "wasm"))]
         let repacked = match layout {
+            WeightLayout::VecDot => Repacked::VecDot,
             _ if !W::REPACKED || rows_out % REPACK_ROWS != 0 => Repacked::No,
             WeightLayout::Plain => Repacked::No,
             WeightLayout::Repacked => Repacked::Gemm,
@@ -243,6 +248,9 @@ enum Repacked {
     Gemm,
     /// The GEMV for every activation row.
     GemvOnly,
+    /// Not repacked, and in `vec_dot`'s order for every activation row ([`WeightLayout::VecDot`]).
+    #[cfg(not(target_family = "wasm"))]
+    VecDot,
 }
 
 /// The kernel loop over the weight rows of one part: `out[i][r]` is the dot of weight row `r`
@@ -259,6 +267,11 @@ fn dot_all_rows<W: MatmulFormat>(
     let n = activations.len() / blocks_per_activation_row;
     let activation_row =
         |i: usize| &activations[i * blocks_per_activation_row..][..blocks_per_activation_row];
+    #[cfg(not(target_family = "wasm"))]
+    if repacked == Repacked::VecDot {
+        W::matmul_vec_dot(weights, row_bytes, activation_row, out);
+        return;
+    }
     #[cfg(not(target_family = "wasm"))]
     if repacked != Repacked::No || n >= W::BATCHED_FROM {
         llama_order_rows::<W>(weights, row_bytes, n, repacked, activation_row, out);

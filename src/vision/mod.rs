@@ -37,7 +37,7 @@ pub use siglip::{
 use crate::gguf::{GgufHeader, Metadata, Value};
 
 /// The projector types [`VisionEncoder`] encodes.
-pub const ENCODED_PROJECTORS: &[&str] = &["gemma3", "idefics3", "lfm2"];
+pub const ENCODED_PROJECTORS: &[&str] = &["gemma3", "gemma4v", "idefics3", "lfm2"];
 
 /// `general.architecture` of a projector file.
 pub const ARCHITECTURE: &str = "clip";

@@ -20,30 +20,79 @@ use half::f16;
 use super::ProjectorFacts;
 use super::image::{Filter, RgbImage};
 use crate::model::attention::{HeadView, Scoring, attend_head_f32_tiled_keys, keys_in_tiles};
-use crate::model::ops::{add_in_place, gelu, layer_norm_in_place, rms_norm};
-use crate::model::{Matrix, ModelBytes, ModelError, Norm, Tensors};
+use crate::model::ops::{
+    add_in_place, apply_rope, gelu, gelu_quick, layer_norm_in_place, rms_norm, rms_norm_in_place,
+    rms_norm_unweighted_in_place, rope_table,
+};
+use crate::model::{Matrix, ModelBytes, ModelError, Norm, Rope, RopeStyle, Tensors};
 use crate::parallel;
 use crate::tensor::{QuantizedActivations, WeightLayout, WeightType, matmul_quantized_with_layout};
 
-/// A matrix and its bias.
+/// A matrix, its bias, and the bounds Gemma 4 clamps its input and output to.
 struct Linear {
     matrix: Matrix,
     bias: Option<Vec<f32>>,
+    clamp: Option<Clamp>,
 }
 
+/// Gemma 4's `Gemma4ClippableLinear`: the input clamped before the product, the output after
+/// (ggml's `clamp`, `max(min(x, high), low)`); a bound the file does not give is open.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Clamp {
+    input: (f32, f32),
+    output: (f32, f32),
+}
+
+fn clamp_all(x: &mut [f32], (low, high): (f32, f32)) {
+    x.iter_mut().for_each(|v| *v = v.min(high).max(low));
+}
+
+/// One encoder layer, as clip.cpp's `build_vit` runs it: the parts a file lacks are skipped
+/// (SigLIP has no Q/K norms, post norms, gate or output scale; Gemma 4 has them all).
 struct Layer {
     norm1: Norm,
     q: Linear,
     k: Linear,
     v: Linear,
+    /// Q and K normalized per head (a head's width of weights) or whole (the encoder's).
+    q_norm: Option<Vec<f32>>,
+    k_norm: Option<Vec<f32>>,
     out: Linear,
+    attn_post_norm: Option<Vec<f32>>,
     norm2: Norm,
+    /// The feed-forward is gated (`act(gate) · up`) where the file has a gate.
+    gate: Option<Linear>,
     up: Linear,
     down: Linear,
+    ffn_post_norm: Option<Vec<f32>>,
+    /// The whole residual stream scaled after the layer (Gemma 4's `layer_scalar`).
+    out_scale: Option<f32>,
+}
+
+/// The feed-forward's activation, as clip.cpp picks it: `clip.use_gelu` GELU, otherwise (and
+/// without `clip.use_silu`, which no encoder Inferno runs asks for) quick GELU, which Gemma 4's
+/// files get, their converter writing neither key.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum FeedForward {
+    Gelu,
+    GeluQuick,
+}
+
+impl FeedForward {
+    fn apply(self, x: f32) -> f32 {
+        match self {
+            FeedForward::Gelu => gelu(x),
+            FeedForward::GeluQuick => gelu_quick(x),
+        }
+    }
 }
 
 /// How the encoder's patch outputs become the language model's embeddings.
 enum Projector {
+    /// Gemma 4: average pools of `pool × pool` patches scaled by √width, the optional
+    /// standardization `(x − bias) · scale`, an RMS norm, then a (clamped) projection; pictures
+    /// at their own aspect (see [`VisionEncoder::layout`]).
+    Gemma4 { pool: usize, standardize: Option<(Vec<f32>, Vec<f32>)>, projection: Linear },
     /// LFM2-VL: the same pixel unshuffle as SmolVLM's, an optional LayerNorm, then a GELU
     /// feed-forward; pictures at their own aspect, large ones in tiles (see
     /// [`VisionEncoder::layout`]).
@@ -101,8 +150,9 @@ impl EncoderShape {
         let squares = self.max_squares * n * self.patch_size * self.patch_size * 3;
         let patches = n * self.patch_values() * 4;
         // x, h, q, k, v, the rounded keys and values, the attention's output and its projection,
-        // the feed-forward's two, and the activations quantized for a matmul (at most f32's).
-        let rows = n * (9 * self.width + 2 * feed_forward) * 4 + n * self.width.max(feed_forward) * 4;
+        // the feed-forward's three (gate, up, down), and the activations quantized for a matmul
+        // (at most f32's) with their clamped copy.
+        let rows = n * (9 * self.width + 3 * feed_forward) * 4 + 2 * n * self.width.max(feed_forward) * 4;
         // A square's rows through the projector (its input, twice for a pixel shuffle), and the
         // embeddings of every square of the picture.
         let projector = n * self.width * 4 * 3 + self.tokens * (self.width + self.output_width) * 8;
@@ -129,9 +179,14 @@ pub struct VisionEncoder {
     /// makes ggml round an F32 kernel to F16 too).
     patch_embd: Vec<u8>,
     patch_bias: Option<Vec<f32>>,
-    /// Learned position embeddings, one row per patch of a `position_side` square grid.
+    /// Learned position embeddings, one row per patch of a `position_side` square grid; for
+    /// Gemma 4, two tables of `position_side` rows, one by column and one by row.
     positions: Vec<f32>,
     position_side: usize,
+    /// Gemma 4's encoder: RMS norms where SigLIP has LayerNorms, values normalized per head,
+    /// pixels in −1..1, and each head's two halves rotated by the patch's column and row.
+    gemma4: bool,
+    feed_forward: FeedForward,
     layers: Vec<Layer>,
     post_norm: Option<Norm>,
     projector: Projector,
@@ -218,6 +273,15 @@ const MAX_PATCHES: usize = 1 << 16;
 /// Idefics3-8B's 1820 in 364: 25).
 const MAX_TILES: usize = 64;
 
+/// Gemma 4's preparation (clip.cpp's limits): pictures at their own aspect with 70 to 1120 rows
+/// of output, its pool's default, and its RoPE's base.
+const GEMMA4_MIN_TOKENS: usize = 70;
+const GEMMA4_MAX_TOKENS: usize = 1120;
+const GEMMA4_POOL: usize = 3;
+const GEMMA4_ROPE_BASE: f32 = 100.0;
+/// The most rows a Gemma 4 position table may claim.
+const GEMMA4_MAX_POSITIONS: usize = 1 << 16;
+
 /// LFM2-VL's preparation (mtmd's, from its processor_config.json): pictures at their own aspect
 /// with 64 to 256 rows of output, or, past twice that, in tiles of 512 px (2 to 10 of them, the
 /// grid closest to the picture's aspect) and a thumbnail.
@@ -250,19 +314,25 @@ impl VisionEncoder {
             let family = facts.family.map(|f| format!(" ({f})")).unwrap_or_default();
             return Err(ModelError::UnsupportedProjector(format!(
                 "type `{}`{family} is not encoded yet; Inferno encodes Gemma 3's (gemma3), \
-                 SmolVLM's (idefics3) and LFM2-VL's (lfm2)",
+                 Gemma 4's (gemma4v), SmolVLM's (idefics3) and LFM2-VL's (lfm2)",
                 facts.projector
             )));
         }
         let idefics3 = facts.projector == "idefics3";
         let lfm2 = facts.projector == "lfm2";
+        let gemma4 = facts.projector == "gemma4v";
         let metadata = &header.metadata;
-        // clip.cpp: `use_gelu` picks GELU; otherwise SiLU or quick GELU, which SigLIP never uses.
-        if metadata.get("clip.use_gelu").and_then(|v| v.as_bool()) != Some(true) {
-            return Err(ModelError::UnsupportedProjector(
-                "its feed-forward is not GELU (clip.use_gelu), which is all Inferno's SigLIP runs".into(),
-            ));
-        }
+        let flag = |key: &str| metadata.get(key).and_then(|v| v.as_bool()) == Some(true);
+        // clip.cpp: `use_gelu` picks GELU, `use_silu` SiLU, neither quick GELU.
+        let feed_forward = match (flag("clip.use_gelu"), flag("clip.use_silu")) {
+            (true, false) => FeedForward::Gelu,
+            (false, false) => FeedForward::GeluQuick,
+            _ => {
+                return Err(ModelError::UnsupportedProjector(
+                    "its feed-forward is SiLU (clip.use_silu), which Inferno's encoders do not run".into(),
+                ));
+            }
+        };
         let width = required(facts.encoder_width, "encoder width")?;
         let heads = required(facts.encoder_heads, "head count")?;
         let ffn = required(facts.encoder_feed_forward, "feed-forward width")?;
@@ -283,6 +353,13 @@ impl VisionEncoder {
                 "width {width} is not a whole number of {heads} heads"
             )));
         }
+        // Gemma 4 rotates each half of a head by its own position, pairs within each half.
+        if gemma4 && !(width / heads).is_multiple_of(4) {
+            return Err(ModelError::BadProjector(format!(
+                "heads of {} cannot be rotated in two halves of pairs",
+                width / heads
+            )));
+        }
         let positive = |key: &str| -> Result<Option<usize>, ModelError> {
             metadata
                 .get(key)
@@ -299,6 +376,7 @@ impl VisionEncoder {
         // nothing.
         let merge = match positive("clip.vision.projector.scale_factor")? {
             Some(merge) => merge,
+            None if gemma4 => GEMMA4_POOL,
             None if lfm2 => 2,
             None if !idefics3 => 4,
             None => {
@@ -308,7 +386,14 @@ impl VisionEncoder {
                 ));
             }
         };
-        if !per_side.is_multiple_of(merge) || ((idefics3 || lfm2) && merge < 2) {
+        // Gemma 4's image size is unused (pictures keep their aspect); its sides are bounded
+        // by the most rows of output instead.
+        if gemma4 && (patch_size * merge).pow(2) * GEMMA4_MAX_TOKENS > MAX_IMAGE_SIZE * MAX_IMAGE_SIZE {
+            return Err(ModelError::BadProjector(format!(
+                "{patch_size}-pixel patches pooled by {merge} make pictures beyond what Inferno encodes"
+            )));
+        }
+        if (!gemma4 && !per_side.is_multiple_of(merge)) || ((idefics3 || lfm2) && merge < 2) {
             return Err(ModelError::BadProjector(format!(
                 "{per_side} patches per side do not merge in squares of {merge}"
             )));
@@ -368,13 +453,24 @@ impl VisionEncoder {
             // black canvas; Gemma 3's resized one.
             preparation_pixels: if idefics3 {
                 2 * (longest_edge.div_ceil(image_size) * image_size).pow(2)
+            } else if gemma4 {
+                GEMMA4_MAX_TOKENS * (patch_size * merge).pow(2)
             } else if lfm2 {
                 LFM2_TILES.end() * LFM2_TILE * LFM2_TILE
             } else {
                 image_size * image_size
             },
-            max_patches: if lfm2 { lfm2_max_patches(patch_size, merge) } else { per_side * per_side },
+            max_patches: if lfm2 {
+                lfm2_max_patches(patch_size, merge)
+            } else if gemma4 {
+                GEMMA4_MAX_TOKENS * merge * merge
+            } else {
+                per_side * per_side
+            },
         };
+        if gemma4 {
+            shape.tokens = GEMMA4_MAX_TOKENS;
+        }
         if lfm2 {
             // Rows per square: at most a tile's, or the most a thumbnail may give.
             shape.tokens = shape.max_patches / (merge * merge);
@@ -386,15 +482,45 @@ impl VisionEncoder {
         }
 
         let tensors = Tensors::new(&header, Some(&bytes));
+        let optional_vector = |name: &str, len: usize| -> Result<Option<Vec<f32>>, ModelError> {
+            match header.tensor(name) {
+                Some(_) => tensors.vector(name, len).map(Some),
+                None => Ok(None),
+            }
+        };
+        // A scalar (a tensor of one element) where the file has it.
+        let scalar = |name: &str| -> Result<Option<f32>, ModelError> {
+            let value = optional_vector(name, 1)?.map(|v| v[0]);
+            match value {
+                Some(v) if v.is_nan() => Err(ModelError::BadProjector(format!("{name} is not a number"))),
+                _ => Ok(value),
+            }
+        };
         let linear = |name: &str, rows: usize, cols: usize| -> Result<Linear, ModelError> {
             let matrix = tensors.matrix(&format!("{name}.weight"), rows, cols)?;
-            let bias_name = format!("{name}.bias");
-            let bias = match header.tensor(&bias_name) {
-                Some(_) => Some(tensors.vector(&bias_name, rows)?),
-                None => None,
+            let bias = optional_vector(&format!("{name}.bias"), rows)?;
+            // clip.cpp reads Gemma 4's clamps for every matrix that has them.
+            let clamp = if gemma4 {
+                let bound =
+                    |key: &str, open: f32| scalar(&format!("{name}.{key}")).map(|v| v.unwrap_or(open));
+                let input = (bound("input_min", f32::MIN)?, bound("input_max", f32::MAX)?);
+                let output = (bound("output_min", f32::MIN)?, bound("output_max", f32::MAX)?);
+                let open = (f32::MIN, f32::MAX);
+                (input != open || output != open).then_some(Clamp { input, output })
+            } else {
+                None
             };
             // clip.cpp does not repack its weights: llama.cpp's plain kernels multiply them.
-            Ok(Linear { matrix: Matrix { layout: WeightLayout::Plain, ..matrix }, bias })
+            Ok(Linear { matrix: Matrix { layout: WeightLayout::Plain, ..matrix }, bias, clamp })
+        };
+        // RMS norms (Gemma 4) take a bias only where the file has one; LayerNorms always do.
+        let norm = |prefix: &str| -> Result<Norm, ModelError> {
+            if gemma4 {
+                let weight = tensors.vector(&format!("{prefix}.weight"), width)?;
+                Ok(Norm { weight, bias: optional_vector(&format!("{prefix}.bias"), width)? })
+            } else {
+                tensors.layer_norm(prefix, width)
+            }
         };
         let patch_embd =
             tensors.flattened_matrix("v.patch_embd.weight", &[patch_size, patch_size, 3, width])?;
@@ -412,13 +538,19 @@ impl VisionEncoder {
                 ));
             }
         };
-        let patch_bias = match header.tensor("v.patch_embd.bias") {
-            Some(_) => Some(tensors.vector("v.patch_embd.bias", width)?),
-            None => None,
-        };
+        // clip.cpp's Gemma 4 graph adds no patch bias, whatever the file holds.
+        let patch_bias = if gemma4 { None } else { optional_vector("v.patch_embd.bias", width)? };
         // LFM2-VL resizes its grid of positions to each square's patches, whatever its size
         // (clip.cpp takes the side from the tensor); the others' grid is the image's.
         let position_side = match header.tensor("v.position_embd.weight").map(|t| t.dims.as_slice()) {
+            Some([_, count, 2]) if gemma4 => match usize::try_from(*count) {
+                Ok(count) if (1..=GEMMA4_MAX_POSITIONS).contains(&count) => count,
+                _ => {
+                    return Err(ModelError::BadProjector(format!(
+                        "v.position_embd.weight claims {count} positions per axis"
+                    )));
+                }
+            },
             Some([_, count]) if lfm2 => {
                 let side = (*count as f64).sqrt() as usize;
                 if side == 0 || (side * side) as u64 != *count {
@@ -430,7 +562,21 @@ impl VisionEncoder {
             }
             _ => per_side,
         };
-        let positions = tensors.decoded("v.position_embd.weight", &[width, position_side * position_side])?;
+        let positions = if gemma4 {
+            tensors.decoded("v.position_embd.weight", &[width, position_side, 2])?
+        } else {
+            tensors.decoded("v.position_embd.weight", &[width, position_side * position_side])?
+        };
+        let head_dim = width / heads;
+        // Q/K norms: per head, or across the whole width.
+        let qk_norm = |name: &str| -> Result<Option<Vec<f32>>, ModelError> {
+            let len = match header.tensor(name).map(|t| t.dims.as_slice()) {
+                None => return Ok(None),
+                Some(&[n]) if n == head_dim as u64 => head_dim,
+                Some(_) => width,
+            };
+            tensors.vector(name, len).map(Some)
+        };
         let mut layers = Vec::with_capacity(n_layers);
         for i in 0..n_layers {
             let p = format!("v.blk.{i}");
@@ -442,22 +588,42 @@ impl VisionEncoder {
             let (up_name, down_name) = if swapped { ("ffn_down", "ffn_up") } else { ("ffn_up", "ffn_down") };
             let up = linear(&format!("{p}.{up_name}"), ffn, width);
             let down = linear(&format!("{p}.{down_name}"), width, ffn);
+            let gate = match header.tensor(&format!("{p}.ffn_gate.weight")) {
+                Some(_) => Some(linear(&format!("{p}.ffn_gate"), ffn, width)?),
+                None => None,
+            };
+            let out_scale = scalar(&format!("{p}.out_scale.weight"))?;
             layers.push(Layer {
-                norm1: tensors.layer_norm(&format!("{p}.ln1"), width)?,
+                norm1: norm(&format!("{p}.ln1"))?,
                 q: linear(&format!("{p}.attn_q"), width, width)?,
                 k: linear(&format!("{p}.attn_k"), width, width)?,
                 v: linear(&format!("{p}.attn_v"), width, width)?,
+                q_norm: qk_norm(&format!("{p}.attn_q_norm.weight"))?,
+                k_norm: qk_norm(&format!("{p}.attn_k_norm.weight"))?,
                 out: linear(&format!("{p}.attn_out"), width, width)?,
-                norm2: tensors.layer_norm(&format!("{p}.ln2"), width)?,
+                attn_post_norm: optional_vector(&format!("{p}.attn_post_norm.weight"), width)?,
+                norm2: norm(&format!("{p}.ln2"))?,
+                gate,
                 up: up?,
                 down: down?,
+                ffn_post_norm: optional_vector(&format!("{p}.ffn_post_norm.weight"), width)?,
+                out_scale,
             });
         }
         let post_norm = match header.tensor("v.post_ln.weight") {
-            Some(_) => Some(tensors.layer_norm("v.post_ln", width)?),
+            Some(_) => Some(norm("v.post_ln")?),
             None => None,
         };
-        let projector = if lfm2 {
+        let projector = if gemma4 {
+            // clip.cpp standardizes only where the file has both.
+            let standardize =
+                match (optional_vector("v.std_bias", width)?, optional_vector("v.std_scale", width)?) {
+                    (Some(bias), Some(scale)) => Some((bias, scale)),
+                    _ => None,
+                };
+            let projection = linear("mm.input_projection", output_width, width)?;
+            Projector::Gemma4 { pool: merge, standardize, projection }
+        } else if lfm2 {
             let shuffled = width * merge * merge;
             let norm = match header.tensor("mm.input_norm.weight") {
                 Some(_) => Some(tensors.layer_norm("mm.input_norm", shuffled)?),
@@ -495,6 +661,8 @@ impl VisionEncoder {
             patch_bias,
             positions,
             position_side,
+            gemma4,
+            feed_forward,
             layers,
             post_norm,
             projector,
@@ -510,11 +678,14 @@ impl VisionEncoder {
         &self.shape
     }
 
-    /// Whether a picture's rows attend to each other both ways in the language model
-    /// (mtmd's `mtmd_decode_use_non_causal`): Gemma 3's do, SmolVLM's and LFM2-VL's do not.
-    pub fn attends_both_ways(&self) -> bool {
+    /// Whether a picture's rows attend to each other both ways in a language model of width
+    /// `model_width` (mtmd's `mtmd_decode_use_non_causal`): Gemma 3's do; Gemma 4's do except in
+    /// E2B and E4B (widths 1536 and 2560), which mtmd runs causally; SmolVLM's and LFM2-VL's
+    /// do not.
+    pub fn attends_both_ways(&self, model_width: usize) -> bool {
         match self.projector {
             Projector::Gemma3 { .. } => true,
+            Projector::Gemma4 { .. } => !matches!(model_width, 1536 | 2560),
             Projector::Idefics3 { .. } | Projector::Lfm2 { .. } => false,
         }
     }
@@ -532,6 +703,7 @@ impl VisionEncoder {
         let size = self.shape.image_size;
         let longest_edge = match &self.projector {
             Projector::Lfm2 { scale, .. } => return self.lfm2_layout(image, *scale),
+            Projector::Gemma4 { pool, .. } => return self.gemma4_layout(image, *pool),
             Projector::Gemma3 { .. } => {
                 return Ok(vec![
                     PicturePart::Text("<start_of_image>".into()),
@@ -619,6 +791,36 @@ impl VisionEncoder {
         Ok(parts)
     }
 
+    /// Gemma 4's layout (mtmd's `dyn_size` preprocessing): the picture fitted on black (bicubic)
+    /// to its own aspect with sides multiples of a patch times the pool and 70 to 1120 rows of
+    /// output ([`smart_size`]), between `<|image>` and `<image|>`. Refused (`bad_image`) where
+    /// a side would have more patches than the position tables have rows (mtmd reads past them).
+    fn gemma4_layout(&self, image: &RgbImage, pool: usize) -> Result<Vec<PicturePart>, ModelError> {
+        let (patch, align) = (self.shape.patch_size, self.shape.patch_size * pool);
+        let (width, height) = (image.width(), image.height());
+        let (new_width, new_height) = smart_size(
+            width,
+            height,
+            align,
+            GEMMA4_MIN_TOKENS * align * align,
+            GEMMA4_MAX_TOKENS * align * align,
+        );
+        let longest = (new_width / patch).max(new_height / patch);
+        if longest > self.position_side {
+            return Err(ModelError::BadImage(format!(
+                "a {width} × {height} picture is too long and thin for this projector: resized as \
+                 Gemma 4 resizes it, {new_width} × {new_height}, a side would have {longest} patches, \
+                 past its {} positions",
+                self.position_side
+            )));
+        }
+        Ok(vec![
+            PicturePart::Text("<|image>".into()),
+            PicturePart::Square(image.fit_on_black(new_width, new_height, Filter::Bicubic)),
+            PicturePart::Text("<image|>".into()),
+        ])
+    }
+
     /// A picture encoded for a prompt: every square of its [`layout`](Self::layout) encoded,
     /// their rows in order.
     pub fn encode_for_prompt(&self, image: &RgbImage) -> Result<EncodedPicture, ModelError> {
@@ -678,12 +880,19 @@ impl VisionEncoder {
         let (grid_width, grid_height) =
             (square.width() / shape.patch_size, square.height() / shape.patch_size);
         let n = grid_width * grid_height;
-        // LFM2-VL takes any whole number of patches; the others their image size.
+        // LFM2-VL takes any whole number of patches; Gemma 4 whole pools within its position
+        // tables; the others their image size.
         let fits = match self.projector {
             Projector::Lfm2 { .. } => {
                 square.width().is_multiple_of(shape.patch_size)
                     && square.height().is_multiple_of(shape.patch_size)
                     && (1..=shape.max_patches).contains(&n)
+            }
+            Projector::Gemma4 { pool, .. } => {
+                square.width().is_multiple_of(shape.patch_size * pool)
+                    && square.height().is_multiple_of(shape.patch_size * pool)
+                    && (1..=shape.max_patches).contains(&n)
+                    && grid_width.max(grid_height) <= self.position_side
             }
             _ => (square.width(), square.height()) == (shape.image_size, shape.image_size),
         };
@@ -700,44 +909,99 @@ impl VisionEncoder {
         let mut x = vec![0.0; n * d];
         let activations =
             QuantizedActivations::for_weights(WeightType::F16, &pixels, n, shape.patch_values())?;
-        matmul_quantized_with_layout(
-            &self.patch_embd,
-            WeightType::F16,
-            WeightLayout::Plain,
-            d,
-            &activations,
-            &mut x,
-        )?;
+        // ggml multiplies the patches (its first operand) by the kernel: llamafile's GEMM takes
+        // the product only for a patch count that is a multiple of 4, `vec_dot` otherwise.
+        let layout = if n.is_multiple_of(4) { WeightLayout::Plain } else { WeightLayout::VecDot };
+        matmul_quantized_with_layout(&self.patch_embd, WeightType::F16, layout, d, &activations, &mut x)?;
         if let Some(bias) = &self.patch_bias {
             x.chunks_exact_mut(d).for_each(|row| add_in_place(row, bias));
         }
-        if (grid_width, grid_height) == (self.position_side, self.position_side) {
+        if self.gemma4 {
+            // The column's row of the first table, then the row's of the second (two adds).
+            let side = self.position_side;
+            let (by_column, by_row) = self.positions.split_at(side * d);
+            for (i, row) in x.chunks_exact_mut(d).enumerate() {
+                add_in_place(row, &by_column[(i % grid_width) * d..][..d]);
+                add_in_place(row, &by_row[(i / grid_width) * d..][..d]);
+            }
+        } else if (grid_width, grid_height) == (self.position_side, self.position_side) {
             add_in_place(&mut x, &self.positions);
         } else {
             let positions = resize_positions(&self.positions, self.position_side, d, grid_width, grid_height);
             add_in_place(&mut x, &positions);
         }
 
+        let head_dim = d / shape.heads;
+        // Gemma 4 attends at scale 1 over normalized heads; SigLIP at 1/√head.
+        let kq_scale = if self.gemma4 { 1.0 } else { 1.0 / (head_dim as f32).sqrt() };
+        let rope = self.gemma4.then(|| PatchRope::new(grid_width, grid_height, head_dim));
         for layer in &self.layers {
             let mut h = x.clone();
-            layer_norm_in_place(&mut h, &layer.norm1.weight, layer.norm1.bias.as_deref(), shape.eps);
-            let [q, k, v] = self.linears([&layer.q, &layer.k, &layer.v], &h, n)?;
-            let attended = self.attention(&q, &k, &v, n);
-            let projected = self.linear(&layer.out, &attended, n)?;
+            self.norm(&mut h, &layer.norm1.weight, layer.norm1.bias.as_deref());
+            let [mut q, mut k, mut v] = self.linears([&layer.q, &layer.k, &layer.v], &h, n)?;
+            for (x, norm) in [(&mut q, &layer.q_norm), (&mut k, &layer.k_norm)] {
+                if let Some(weight) = norm {
+                    self.norm(x, weight, None);
+                }
+            }
+            if let Some(rope) = &rope {
+                rope.apply(&mut q);
+                rope.apply(&mut k);
+                rms_norm_unweighted_in_place(&mut v, head_dim, shape.eps);
+            }
+            let attended = self.attention(&q, &k, &v, n, kq_scale);
+            let mut projected = self.linear(&layer.out, &attended, n)?;
+            if let Some(weight) = &layer.attn_post_norm {
+                self.norm(&mut projected, weight, None);
+            }
             add_in_place(&mut x, &projected);
 
             let mut h = x.clone();
-            layer_norm_in_place(&mut h, &layer.norm2.weight, layer.norm2.bias.as_deref(), shape.eps);
-            let mut up = self.linear(&layer.up, &h, n)?;
-            up.iter_mut().for_each(|u| *u = gelu(*u));
-            let down = self.linear(&layer.down, &up, n)?;
+            self.norm(&mut h, &layer.norm2.weight, layer.norm2.bias.as_deref());
+            let activated = match &layer.gate {
+                Some(gate) => {
+                    let [mut gate, up] = self.linears([gate, &layer.up], &h, n)?;
+                    for (g, u) in gate.iter_mut().zip(&up) {
+                        *g = self.feed_forward.apply(*g) * u;
+                    }
+                    gate
+                }
+                None => {
+                    let mut up = self.linear(&layer.up, &h, n)?;
+                    up.iter_mut().for_each(|u| *u = self.feed_forward.apply(*u));
+                    up
+                }
+            };
+            let mut down = self.linear(&layer.down, &activated, n)?;
+            if let Some(weight) = &layer.ffn_post_norm {
+                self.norm(&mut down, weight, None);
+            }
             add_in_place(&mut x, &down);
+            if let Some(scale) = layer.out_scale {
+                x.iter_mut().for_each(|v| *v *= scale);
+            }
         }
         if let Some(norm) = &self.post_norm {
-            layer_norm_in_place(&mut x, &norm.weight, norm.bias.as_deref(), shape.eps);
+            self.norm(&mut x, &norm.weight, norm.bias.as_deref());
         }
 
         let (merge, norm, projection, projection_type) = match &self.projector {
+            Projector::Gemma4 { pool, standardize, projection } => {
+                let mut pooled = average_pool(&x, grid_width, grid_height, d, *pool);
+                let tokens = pooled.len() / d;
+                let scale = (d as f32).sqrt();
+                pooled.iter_mut().for_each(|v| *v *= scale);
+                if let Some((bias, std_scale)) = standardize {
+                    for row in pooled.chunks_exact_mut(d) {
+                        for ((v, b), s) in row.iter_mut().zip(bias).zip(std_scale) {
+                            *v = (*v - b) * s;
+                        }
+                    }
+                }
+                rms_norm_unweighted_in_place(&mut pooled, d, shape.eps);
+                let values = self.linear(projection, &pooled, tokens)?;
+                return Ok(ImageEmbeddings { tokens, width: shape.output_width, values });
+            }
             Projector::Gemma3 { merge, norm, projection, projection_type } => {
                 (*merge, norm, projection, projection_type)
             }
@@ -758,7 +1022,7 @@ impl VisionEncoder {
                 return Ok(ImageEmbeddings { tokens, width: shape.output_width, values });
             }
         };
-        let pooled = average_pool(&x, grid_width, d, merge);
+        let pooled = average_pool(&x, grid_width, grid_height, d, merge);
         let tokens = pooled.len() / d;
         let mut normed = vec![0.0; pooled.len()];
         for (out, row) in normed.chunks_exact_mut(d).zip(pooled.chunks_exact(d)) {
@@ -791,7 +1055,9 @@ impl VisionEncoder {
                     for ky in 0..p {
                         for kx in 0..p {
                             let value = f32::from(image.at(px * p + kx, py * p + ky, c)) / 255.0;
-                            out.push((value - shape.mean[c]) / shape.std[c]);
+                            let normalized = (value - shape.mean[c]) / shape.std[c];
+                            // Gemma 4 then maps its pixels to 2x − 1 (clip.cpp's `scale_bias`).
+                            out.push(if self.gemma4 { normalized * 2.0 - 1.0 } else { normalized });
                         }
                     }
                 }
@@ -802,42 +1068,34 @@ impl VisionEncoder {
 
     /// `x · Wᵀ + b` for `n` rows of `x`.
     fn linear(&self, linear: &Linear, x: &[f32], n: usize) -> Result<Vec<f32>, ModelError> {
-        self.linear_of(&linear.matrix, linear.bias.as_deref(), x, n)
-    }
-
-    fn linear_of(
-        &self,
-        matrix: &Matrix,
-        bias: Option<&[f32]>,
-        x: &[f32],
-        n: usize,
-    ) -> Result<Vec<f32>, ModelError> {
-        let [out] = self.matmuls([(matrix, bias)], x, n)?;
+        let [out] = self.linears([linear], x, n)?;
         Ok(out)
     }
 
-    /// Several linears of the same input (Q, K and V), its activations quantized once.
+    /// Several linears of the same input (Q, K and V), its activations quantized once for all
+    /// that take them alike (the same weight type and input clamp).
     fn linears<const N: usize>(
         &self,
         linears: [&Linear; N],
         x: &[f32],
         n: usize,
     ) -> Result<[Vec<f32>; N], ModelError> {
-        self.matmuls(linears.map(|l| (&l.matrix, l.bias.as_deref())), x, n)
-    }
-
-    fn matmuls<const N: usize>(
-        &self,
-        matrices: [(&Matrix, Option<&[f32]>); N],
-        x: &[f32],
-        n: usize,
-    ) -> Result<[Vec<f32>; N], ModelError> {
-        let mut outs: [Vec<f32>; N] = std::array::from_fn(|i| vec![0.0; n * matrices[i].0.rows]);
-        let mut quantized: Option<(WeightType, QuantizedActivations)> = None;
-        for ((matrix, bias), out) in matrices.iter().zip(outs.iter_mut()) {
-            if quantized.as_ref().is_none_or(|(t, _)| *t != matrix.weight_type) {
-                let activations = QuantizedActivations::for_weights(matrix.weight_type, x, n, matrix.cols)?;
-                quantized = Some((matrix.weight_type, activations));
+        let mut outs: [Vec<f32>; N] = std::array::from_fn(|i| vec![0.0; n * linears[i].matrix.rows]);
+        type Input = (WeightType, Option<(f32, f32)>);
+        let mut quantized: Option<(Input, QuantizedActivations)> = None;
+        for (linear, out) in linears.iter().zip(outs.iter_mut()) {
+            let (matrix, bias) = (&linear.matrix, linear.bias.as_deref());
+            let input: Input = (matrix.weight_type, linear.clamp.map(|c| c.input));
+            if quantized.as_ref().is_none_or(|(taken, _)| *taken != input) {
+                let activations = match input.1 {
+                    Some(bounds) => {
+                        let mut clamped = x.to_vec();
+                        clamp_all(&mut clamped, bounds);
+                        QuantizedActivations::for_weights(matrix.weight_type, &clamped, n, matrix.cols)?
+                    }
+                    None => QuantizedActivations::for_weights(matrix.weight_type, x, n, matrix.cols)?,
+                };
+                quantized = Some((input, activations));
             }
             let Some((_, activations)) = &quantized else { unreachable!() };
             matmul_quantized_with_layout(
@@ -851,18 +1109,35 @@ impl VisionEncoder {
             if let Some(bias) = bias {
                 out.chunks_exact_mut(matrix.rows).for_each(|row| add_in_place(row, bias));
             }
+            if let Some(clamp) = linear.clamp {
+                clamp_all(out, clamp.output);
+            }
         }
         Ok(outs)
     }
 
+    /// The encoder's norm of rows of `weight.len()` (a head's, or the width): RMS for Gemma 4,
+    /// LayerNorm for SigLIP; each times its weight, plus its bias where it has one.
+    fn norm(&self, x: &mut [f32], weight: &[f32], bias: Option<&[f32]>) {
+        let eps = self.shape.eps;
+        if self.gemma4 {
+            rms_norm_in_place(x, weight, eps);
+            if let Some(bias) = bias {
+                x.chunks_exact_mut(weight.len()).for_each(|row| add_in_place(row, bias));
+            }
+        } else {
+            layer_norm_in_place(x, weight, bias, eps);
+        }
+    }
+
     /// Every patch attends to every patch, head by head: llama.cpp's flash attention on the
     /// CPU, keys and values rounded to f16 (`ggml_cast`), its tiled kernel (64 queries or more).
-    fn attention(&self, q: &[f32], k: &[f32], v: &[f32], n: usize) -> Vec<f32> {
+    fn attention(&self, q: &[f32], k: &[f32], v: &[f32], n: usize, kq_scale: f32) -> Vec<f32> {
         let (d, heads) = (self.shape.width, self.shape.heads);
         let head_dim = d / heads;
         let round = |x: &[f32]| -> Vec<f32> { x.iter().map(|&x| f16::from_f32(x).to_f32()).collect() };
         let (keys, values) = (round(k), round(v));
-        let scoring = Scoring::new(1.0 / (head_dim as f32).sqrt(), None);
+        let scoring = Scoring::new(kq_scale, None);
         // Each head's keys in the kernel's layout and its values side by side, once for all
         // the queries; a part of the queries then takes head after head, so that one head's
         // keys and values stay in cache for all of them.
@@ -897,25 +1172,66 @@ impl VisionEncoder {
     }
 }
 
-/// `x` (a `side × side` grid of rows `d` wide, row-major) averaged over squares of
+/// `x` (a `width × height` grid of rows `d` wide, row-major) averaged over squares of
 /// `merge × merge`, as ggml's `pool_2d` does it (an f32 sum in reading order, then divided).
-fn average_pool(x: &[f32], side: usize, d: usize, merge: usize) -> Vec<f32> {
-    let out_side = side / merge;
+fn average_pool(x: &[f32], width: usize, height: usize, d: usize, merge: usize) -> Vec<f32> {
+    let (out_width, out_height) = (width / merge, height / merge);
     let count = (merge * merge) as f32;
-    let mut out = vec![0.0; out_side * out_side * d];
+    let mut out = vec![0.0; out_width * out_height * d];
     for (cell, row) in out.chunks_exact_mut(d).enumerate() {
-        let (oy, ox) = (cell / out_side, cell % out_side);
+        let (oy, ox) = (cell / out_width, cell % out_width);
         for (c, value) in row.iter_mut().enumerate() {
             let mut sum = 0.0f32;
             for ky in 0..merge {
                 for kx in 0..merge {
-                    sum += x[((oy * merge + ky) * side + ox * merge + kx) * d + c];
+                    sum += x[((oy * merge + ky) * width + ox * merge + kx) * d + c];
                 }
             }
             *value = sum / count;
         }
     }
     out
+}
+
+/// Gemma 4's 2D RoPE over a grid of patches (its `add_pos`: two NeoX rotations of ggml's): the
+/// first half of each head rotated by the patch's column, the second by its row, each half's
+/// pairs a quarter of the head apart, base 100.
+struct PatchRope {
+    grid_width: usize,
+    head_dim: usize,
+    /// The cos/sin pairs of each column, and of each row.
+    columns: Vec<Vec<(f32, f32)>>,
+    rows: Vec<Vec<(f32, f32)>>,
+}
+
+impl PatchRope {
+    fn new(grid_width: usize, grid_height: usize, head_dim: usize) -> PatchRope {
+        let rope = Rope { base: GEMMA4_ROPE_BASE, freq_scale: 1.0, attn_factor: 1.0, yarn: None };
+        let tables = |count: usize| -> Vec<Vec<(f32, f32)>> {
+            (0..count)
+                .map(|position| {
+                    let mut table = Vec::new();
+                    rope_table(&mut table, position, rope, head_dim / 2, None);
+                    table
+                })
+                .collect()
+        };
+        PatchRope { grid_width, head_dim, columns: tables(grid_width), rows: tables(grid_height) }
+    }
+
+    /// Rotates `x`, rows of the patches in order, each of whole heads.
+    fn apply(&self, x: &mut [f32]) {
+        let (width, half) = (self.grid_width, self.head_dim / 2);
+        let per_patch = x.len() / (self.columns.len() * self.rows.len()).max(1);
+        for (i, patch) in x.chunks_exact_mut(per_patch).enumerate() {
+            let (column, row) = (&self.columns[i % width], &self.rows[i / width]);
+            for head in patch.chunks_exact_mut(self.head_dim) {
+                let (first, second) = head.split_at_mut(half);
+                apply_rope(first, half, column, RopeStyle::Neox);
+                apply_rope(second, half, row, RopeStyle::Neox);
+            }
+        }
+    }
 }
 
 /// SmolVLM's and LFM2-VL's pixel shuffle (clip.cpp's `build_patch_merge_permute`): each
@@ -986,13 +1302,23 @@ fn resize_positions(positions: &[f32], side: usize, d: usize, width: usize, heig
     out
 }
 
-/// LFM2-VL's size for a whole picture (mtmd's `calc_size_preserved_ratio`, Qwen-VL's "smart
-/// resize", in f32 as mtmd computes it): the sides rounded to multiples of `align` (a patch
-/// times the merge), then scaled, keeping the aspect, to between [`LFM2_MIN_TOKENS`] and
-/// [`LFM2_MAX_TOKENS`] rows of output.
+/// LFM2-VL's size for a whole picture: [`smart_size`] with 64 to 256 rows of output.
 fn lfm2_size(width: usize, height: usize, align: usize) -> (usize, usize) {
+    smart_size(width, height, align, LFM2_MIN_TOKENS * align * align, LFM2_MAX_TOKENS * align * align)
+}
+
+/// A picture's size at its own aspect (mtmd's `calc_size_preserved_ratio`, Qwen-VL's "smart
+/// resize", in f32 as mtmd computes it), for LFM2-VL's whole pictures and Gemma 4's: the sides
+/// rounded to multiples of `align` (a patch times the merge), then scaled, keeping the aspect,
+/// to between `min_pixels` and `max_pixels` (so many rows of output times `align²`).
+fn smart_size(
+    width: usize,
+    height: usize,
+    align: usize,
+    min_pixels: usize,
+    max_pixels: usize,
+) -> (usize, usize) {
     let (w, h, a) = (width as f32, height as f32, align as f32);
-    let (min_pixels, max_pixels) = (LFM2_MIN_TOKENS * align * align, LFM2_MAX_TOKENS * align * align);
     let round_by = |x: f32| ((x / a).round() as usize) * align;
     let floor_by = |x: f32| ((x / a).floor() as usize) * align;
     let ceil_by = |x: f32| ((x / a).ceil() as usize) * align;
@@ -1102,6 +1428,43 @@ mod tests {
         // over half its area.
         assert_eq!(lfm2_grid(1000, 1000, 16, 32), Some((2, 2)));
         assert_eq!(lfm2_grid(1300, 1300, 16, 32), Some((3, 3)));
+    }
+
+    /// Gemma 4 at its real shape (16-pixel patches pooled 3 × 3: sides multiples of 48, 70 to
+    /// 1120 rows), figures from make_vision_goldens.py's port of mtmd's arithmetic.
+    #[test]
+    fn gemma4_sizes_pictures_as_mtmd_does() {
+        let size = |w, h| smart_size(w, h, 48, 70 * 48 * 48, 1120 * 48 * 48);
+        // 640 × 480 rounds to 624 × 480 (130 rows): within bounds, as it is.
+        assert_eq!(size(640, 480), (624, 480));
+        // 100 × 100 rounds to 96 × 96 (4 rows): scaled up to 70 rows and ceiled.
+        assert_eq!(size(100, 100), (432, 432));
+        // 4000 × 3000 (5208 rows): scaled down and floored.
+        assert_eq!(size(4000, 3000), (1824, 1344));
+        // 1080 is 22.5 times 48: rounded away from zero, as C rounds (920 rows, within).
+        assert_eq!(size(1920, 1080), (1920, 1104));
+    }
+
+    /// Gemma 4's RoPE: position 0 leaves a head as it is; elsewhere the first half turns with
+    /// the column, the second with the row, each in pairs a quarter of the head apart.
+    #[test]
+    fn gemma4_rotates_each_half_of_a_head_by_its_own_axis() {
+        let rope = PatchRope::new(3, 2, 8);
+        let head: Vec<f32> = (1..=8).map(|v| v as f32).collect();
+        let mut x: Vec<f32> = head.iter().cycle().take(6 * 8).copied().collect();
+        rope.apply(&mut x);
+        // Patch 0 (column 0, row 0): unchanged.
+        assert_eq!(&x[..8], &head[..]);
+        // Patch 1 (column 1, row 0): the second half unchanged, the first rotated: its pair
+        // (0, 2) turned by 1 radian, (1, 3) by 1/100^(1/2) = 0.1.
+        assert_eq!(&x[8 + 4..16], &head[4..]);
+        let (c, s) = (1f32.cos(), 1f32.sin());
+        assert!((x[8] - (1.0 * c - 3.0 * s)).abs() < 1e-6 && (x[10] - (1.0 * s + 3.0 * c)).abs() < 1e-6);
+        let (c, s) = (0.1f32.cos(), 0.1f32.sin());
+        assert!((x[9] - (2.0 * c - 4.0 * s)).abs() < 1e-6 && (x[11] - (2.0 * s + 4.0 * c)).abs() < 1e-6);
+        // Patch 3 (column 0, row 1): the first half unchanged, the second rotated.
+        assert_eq!(&x[24..28], &head[..4]);
+        assert!((x[28] - (5.0 * 1f32.cos() - 7.0 * 1f32.sin())).abs() < 1e-6);
     }
 
     /// The longest, thinnest picture the caps allow makes a thumbnail of 16,384 patches at the

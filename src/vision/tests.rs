@@ -84,7 +84,7 @@ fn the_micro_smolvlm_projector_reads_and_loads_as_llama_cpp_reads_it() {
     let shape = encoder.shape();
     // 8 × 8 patches shuffled 2 × 2: 16 rows per square; 128 px makes at most 2 × 2 tiles.
     assert_eq!((shape.tokens, shape.output_width, shape.max_squares), (16, 256, 5));
-    assert!(!encoder.attends_both_ways());
+    assert!(!encoder.attends_both_ways(256));
 }
 
 #[test]
@@ -98,7 +98,7 @@ fn the_micro_lfm2_vl_projector_reads_and_loads_as_llama_cpp_reads_it() {
     let shape = encoder.shape();
     // Squares of up to 4 × a 512 px tile's 64 × 64 patches; up to 10 tiles and a thumbnail.
     assert_eq!((shape.max_patches, shape.tokens, shape.max_squares), (16_384, 4096, 11));
-    assert!(!encoder.attends_both_ways());
+    assert!(!encoder.attends_both_ways(256));
     // Without its feed-forward it is refused, naming what is missing.
     let file = edited_bytes(&micro_bytes_of("lfm2"), |_, v| Some(v.clone()), Some("mm.1.weight"));
     let err = VisionEncoder::load(crate::model::ModelBytes::from(file)).err().expect("refused");

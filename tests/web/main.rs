@@ -549,6 +549,20 @@ fn lfm2_vl_matches_llama_cpp_mtmd_in_the_browser() {
     assert!(worst < 1e-3, "{worst}");
 }
 
+/// And Gemma 4's: the picture fitted to 240 × 192 (bicubic), 720 patches through RMS norms,
+/// the 2D RoPE, attention at scale 1, the gated quick GELU and the clamped linears, pooled 3 × 3.
+#[wasm_bindgen_test]
+fn gemma4_matches_llama_cpp_mtmd_in_the_browser() {
+    let worst = image_embeddings_error(
+        include_bytes!("../fixtures/models/clip-gemma4v-micro.gguf"),
+        include_bytes!("../fixtures/golden/clip-gemma4v-micro.noise-61x47.f32"),
+    );
+    web_sys::console::log_1(
+        &format!("Gemma 4 image embeddings in the browser: {worst:.2e} from mtmd's").into(),
+    );
+    assert!(worst < 1e-3, "{worst}");
+}
+
 /// The 61 × 47 noise picture's embeddings by `mmproj`, against mtmd's (`golden`): the largest
 /// difference relative to the largest magnitude.
 fn image_embeddings_error(mmproj: &[u8], golden: &[u8]) -> f32 {
