@@ -5,8 +5,9 @@
 //! This module reads what the file says about itself, as llama.cpp's `tools/mtmd/clip.cpp`
 //! reads it: the projector type, the encoder's shape, the image it expects (size, patch,
 //! normalization), the width of the embeddings it produces, and which model family it fits.
-//! [`image`] holds pictures and resizes them as mtmd does; [`siglip`] encodes them (SigLIP with
-//! Gemma 3's, SmolVLM's or LFM2-VL's projector, the types encoded so far: [`ENCODED_PROJECTORS`]).
+//! [`image`] holds pictures and resizes them as mtmd does; [`vit`] encodes them (SigLIP with
+//! Gemma 3's, SmolVLM's or LFM2-VL's projector, and Gemma 4's encoder and projector: the types
+//! encoded so far, [`ENCODED_PROJECTORS`]).
 
 use serde::Serialize;
 
@@ -14,7 +15,7 @@ use serde::Serialize;
 mod decode;
 mod header;
 pub mod image;
-pub mod siglip;
+pub mod vit;
 
 #[cfg(not(target_family = "wasm"))]
 pub use decode::{decode, dimensions};
@@ -30,7 +31,7 @@ pub fn decode(_: &[u8]) -> Result<RgbImage, crate::model::ModelError> {
 
 pub use header::{PICTURE_FORMATS, PictureHeader, picture_header};
 pub use image::{Filter, MAX_PIXELS, RgbImage};
-pub use siglip::{
+pub use vit::{
     EncodedPicture, EncoderShape, ImageEmbeddings, PictureEncoding, PicturePart, PromptPart, VisionEncoder,
 };
 

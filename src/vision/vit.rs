@@ -1,15 +1,20 @@
-//! The SigLIP vision transformer and the projectors behind it, Gemma 3's and SmolVLM's
-//! (`idefics3`), read top to bottom as llama.cpp's mtmd builds them (`clip.cpp`'s `build_vit`,
-//! `models/siglip.cpp`), so an image's embeddings agree with mtmd's to the tolerance the goldens
-//! state.
+//! The vision transformers (ViTs) and the projectors behind them, read top to bottom as
+//! llama.cpp's mtmd builds them (`clip.cpp`'s `build_vit`, `models/siglip.cpp`,
+//! `models/gemma4v.cpp`), so an image's embeddings agree with mtmd's to the tolerance the goldens
+//! state: SigLIP with Gemma 3's, SmolVLM's (`idefics3`) and LFM2-VL's projectors, and Gemma 4's
+//! own encoder and projector (`gemma4v`).
 //!
 //! picture → the encoder's squares (Gemma 3: one, the picture fitted on black; SmolVLM: tiles
-//! of the picture enlarged to its longest side, then the whole picture squeezed) → for each:
-//! patches (the convolution as a matmul over each patch's pixels) + learned positions → layers
-//! of [LayerNorm → attention over every patch → residual → LayerNorm → GELU feed-forward →
-//! residual] → LayerNorm → the projector (Gemma 3: average pool of n × n patches → RMS norm →
-//! projection; SmolVLM: n × n patches side by side in one row → projection) to the language
-//! model's width.
+//! of the picture enlarged to its longest side, then the whole picture squeezed; LFM2-VL and
+//! Gemma 4: the picture at its own aspect, LFM2-VL's large ones in tiles) → for each: patches
+//! (the convolution as a matmul over each patch's pixels) + learned positions → layers of
+//! [norm → attention over every patch → residual → norm → feed-forward → residual] → the
+//! projector to the language model's width. SigLIP's norms are LayerNorms and its feed-forward
+//! GELU; Gemma 4's norms are RMS norms, with Q/K norms, post norms, a 2D RoPE, a gated
+//! feed-forward and clamped linears (the parts a file lacks are skipped, as `build_vit` skips
+//! them). The projectors: Gemma 3's average pool → RMS norm → projection; Gemma 4's average pool
+//! → standardization → RMS norm → projection; SmolVLM's n × n patches side by side in one row →
+//! projection; LFM2-VL's the same → LayerNorm → GELU feed-forward.
 //!
 //! Where llama.cpp rounds, so do we: its matmuls over F16 weights take f16 activations (the
 //! patches' pixels too, through `im2col`), and its default CPU attention (flash attention)
