@@ -72,13 +72,17 @@ GEMMA4V_CLAMPS = {
 IDEFICS3_SCALE, IDEFICS3_LONGEST_EDGE = 2, 128
 
 
-def write_gemma4v(path):
-    """The micro gemma4v projector (see the module's docstring)."""
-    IMAGE, PATCH, WIDTH, LAYERS, HEADS, FFN, OUTPUT = GEMMA4V_MICRO
+def write_gemma4v(path, shape="micro", weight_type="f16"):
+    """The micro gemma4v projector (see the module's docstring), or with --shape base the encoder
+    benchmark's: Gemma 4's encoder at SigLIP-base's size (16-pixel patches, 12 layers, 768 wide,
+    12 heads, feed-forward 3072), no clamps, matrices spread as 1/sqrt(fan-in)."""
+    micro = shape == "micro"
+    IMAGE, PATCH, WIDTH, LAYERS, HEADS, FFN, OUTPUT = GEMMA4V_MICRO if micro else (224, *SHAPES["base"][1:])
+    positions = GEMMA4V_POSITIONS if micro else 256
     head = WIDTH // HEADS
     rng = np.random.default_rng(7)
     w = gguf.GGUFWriter(path, "clip")
-    w.add_string("general.name", "micro Gemma 4 mmproj (random weights)")
+    w.add_string("general.name", f"{'micro' if micro else 'SigLIP-base-shaped ' + weight_type.upper()} Gemma 4 mmproj (random weights)")
     # As Gemma 4's converter writes it: the type per modality.
     w.add_string("clip.vision.projector_type", "gemma4v")
     w.add_bool("clip.has_vision_encoder", True)
@@ -98,8 +102,13 @@ def write_gemma4v(path):
         w.add_tensor(name, np.asarray(values, dtype=np.float32))
 
     def linear(name, rows, cols):
-        w.add_tensor(f"{name}.weight", (rng.standard_normal((rows, cols)) * 0.1).astype(np.float16))
-        if name in GEMMA4V_CLAMPS:
+        values = rng.standard_normal((rows, cols)) * (0.1 if micro else cols**-0.5)
+        if weight_type == "q8_0":
+            quantized = gguf.quants.quantize(values.astype(np.float32), gguf.GGMLQuantizationType.Q8_0)
+            w.add_tensor(f"{name}.weight", quantized, raw_dtype=gguf.GGMLQuantizationType.Q8_0)
+        else:
+            w.add_tensor(f"{name}.weight", values.astype(np.float16))
+        if micro and name in GEMMA4V_CLAMPS:
             for key, value in zip(("input_min", "input_max", "output_min", "output_max"), GEMMA4V_CLAMPS[name]):
                 f32(f"{name}.{key}", [value])
 
@@ -108,7 +117,7 @@ def write_gemma4v(path):
 
     w.add_tensor("v.patch_embd.weight", (rng.standard_normal((WIDTH, 3, PATCH, PATCH)) * 0.05).astype(np.float16))
     # ne = [WIDTH, positions, 2]: the x table, then the y table.
-    f32("v.position_embd.weight", rng.standard_normal((2, GEMMA4V_POSITIONS, WIDTH)) * 0.5)
+    f32("v.position_embd.weight", rng.standard_normal((2, positions, WIDTH)) * 0.5)
     for layer in range(LAYERS):
         p = f"v.blk.{layer}"
         norm(f"{p}.ln1.weight", WIDTH)
@@ -136,7 +145,7 @@ def write_gemma4v(path):
 
 def write_projector(path, projector="gemma3", shape="micro", weight_type="f16"):
     if projector == "gemma4v":
-        return write_gemma4v(path)
+        return write_gemma4v(path, shape, weight_type)
     idefics3, lfm2 = projector == "idefics3", projector == "lfm2"
     IMAGE, PATCH, WIDTH, LAYERS, HEADS, FFN, OUTPUT = IDEFICS3_MICRO if idefics3 or lfm2 else SHAPES[shape]
     rng = np.random.default_rng(7)
@@ -230,7 +239,7 @@ def main():
     parser.add_argument("--shape", choices=sorted(SHAPES), default="micro")
     parser.add_argument("--type", choices=["f16", "q8_0"], default="f16")
     args = parser.parse_args()
-    if args.projector != "gemma3" and args.shape != "micro":
+    if args.projector not in ("gemma3", "gemma4v") and args.shape != "micro":
         parser.error(f"{args.projector} has the micro shape only")
     write_projector(args.out, args.projector, args.shape, args.type)
     print(f"wrote {args.out}")

@@ -150,8 +150,14 @@ impl EncoderShape {
     /// fitted picture, its patches, the residual stream and a layer's buffers): what a caller
     /// sets aside before encoding, and the bound the fuzz target holds an encoding to.
     pub fn work_bytes(&self) -> usize {
+        self.work_bytes_for(self.max_patches)
+    }
+
+    /// [`work_bytes`](Self::work_bytes) where a picture's largest square has `patches` patches
+    /// (what encoding a given picture holds; the shape's bound is for the largest it may take).
+    pub fn work_bytes_for(&self, patches: usize) -> usize {
         let feed_forward = self.feed_forward;
-        let n = self.max_patches;
+        let n = patches.min(self.max_patches);
         let squares = self.max_squares * n * self.patch_size * self.patch_size * 3;
         let patches = n * self.patch_values() * 4;
         // x, h, q, k, v, the rounded keys and values, the attention's output and its projection,

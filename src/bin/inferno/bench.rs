@@ -459,7 +459,8 @@ struct EncoderResult {
     load_ms: f64,
     /// The median time from the decoded picture to its embeddings.
     encode_ms: f64,
-    /// The working memory an encoding holds besides the weights (`EncoderShape::work_bytes`).
+    /// The working memory encoding this picture holds besides the weights, at most
+    /// (`EncoderShape::work_bytes_for` its largest square).
     work_bytes: usize,
 }
 
@@ -480,38 +481,56 @@ fn bench_encoder(args: &Args, path: &str, picture: &str, runs: usize, threads: u
     let load_ms = started.elapsed().as_secs_f64() * 1e3;
     let file = std::fs::read(picture).map_err(|e| format!("bench: {picture}: {e}"))?;
     let picture = inferno::vision::decode(&file).map_err(|e| format!("bench: {e}"))?;
+    let shape = encoder.shape();
+    // The picture's squares as the projector lays it out: their patches in all, and the largest.
+    let square_patches: Vec<usize> = encoder
+        .layout(&picture)
+        .map_err(|e| format!("bench: {e}"))?
+        .iter()
+        .filter_map(|part| match part {
+            inferno::vision::PicturePart::Square(square) => {
+                Some((square.width() / shape.patch_size) * (square.height() / shape.patch_size))
+            }
+            inferno::vision::PicturePart::Text(_) => None,
+        })
+        .collect();
     let mut samples = Vec::with_capacity(runs);
+    let mut tokens = 0;
     for run in 0..=runs {
         let started = Instant::now();
         let embeddings = encoder.encode(&picture).map_err(|e| format!("bench: {e}"))?;
+        tokens = embeddings.tokens;
         std::hint::black_box(&embeddings);
         if run > 0 {
             samples.push(started.elapsed().as_secs_f64() * 1e3);
         }
     }
     samples.sort_by(f64::total_cmp);
-    let shape = encoder.shape();
     let result = EncoderResult {
         projector: encoder.facts().projector.clone(),
         weight_type,
         image_size: shape.image_size,
-        patches: shape.patches_per_side() * shape.patches_per_side(),
+        patches: square_patches.iter().sum(),
         width: shape.width,
         layers,
-        tokens: shape.tokens,
+        tokens,
         threads,
         runs,
         load_ms,
         encode_ms: samples[samples.len() / 2],
-        work_bytes: shape.work_bytes(),
+        work_bytes: shape.work_bytes_for(square_patches.iter().copied().max().unwrap_or(0)),
     };
     if args.switch("--json") {
         println!("{}", serde_json::to_string(&result).map_err(|e| e.to_string())?);
     } else {
         println!("encoder {path} ({} projector, {} matrices)", result.projector, result.weight_type);
         println!(
-            "shape   {} px, {} patches, {} layers {} wide, {} tokens out",
-            result.image_size, result.patches, result.layers, result.width, result.tokens
+            "shape   {} layers {} wide; this picture: {} patches in {} square(s), {} tokens out",
+            result.layers,
+            result.width,
+            result.patches,
+            square_patches.len(),
+            result.tokens
         );
         println!("load    {:.0} ms", result.load_ms);
         println!(
