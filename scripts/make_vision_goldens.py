@@ -95,6 +95,7 @@ GEMMA4V_MMPROJ = FIXTURES / "models" / "clip-gemma4v-micro.gguf"
 GEMMA4V_MODEL = FIXTURES / "models" / "gemma4-vl-micro-q8_0.gguf"
 # patch 8 x pool 3; 70 to 1120 rows of output.
 GEMMA4V_ALIGN, GEMMA4V_MIN_PIXELS, GEMMA4V_MAX_PIXELS, GEMMA4V_WIDTH = 24, 70 * 24 * 24, 1120 * 24 * 24, 256
+GEMMA4V_LIMITS = (40, 80)
 GEMMA4V_PROMPT = "<|im_start|>user\n<__media__>What is in this picture?<|im_end|>\n<|im_start|>assistant\n"
 N_PREDICT, TOP_STEPS, TOP_K = 16, 4, 20
 
@@ -211,11 +212,12 @@ def lfm2_grid(w, h):
     return best
 
 
-def gemma4v_square(rgb):
+def gemma4v_square(rgb, image_tokens=(70, 1120)):
     """mtmd's dyn_size preprocessing of gemma4v: the smart size, the picture fitted on black to it
     (PAD_CEIL) with Pillow's bicubic filter."""
     h, w, _ = rgb.shape
-    size = smart_size(w, h, GEMMA4V_ALIGN, GEMMA4V_MIN_PIXELS, GEMMA4V_MAX_PIXELS)
+    low, high = (t * GEMMA4V_ALIGN * GEMMA4V_ALIGN for t in image_tokens)
+    size = smart_size(w, h, GEMMA4V_ALIGN, low, high)
     if size == (w, h):
         return rgb
     return fit_on_black_to(Image.fromarray(rgb), *size, Image.BICUBIC)
@@ -259,8 +261,10 @@ def sha256(data):
     return hashlib.sha256(data).hexdigest()
 
 
-def mtmd_context(text_model, flash, mmproj=MMPROJ):
+def mtmd_context(text_model, flash, mmproj=MMPROJ, image_tokens=None):
     params = mtmd.mtmd_context_params_default()
+    if image_tokens:
+        params.image_min_tokens, params.image_max_tokens = image_tokens
     params.use_gpu = False
     params.n_threads = 1
     params.warmup = False
@@ -470,6 +474,22 @@ def gemma4v_goldens():
             }
         )
         print("gemma4v", name, square.shape[1], square.shape[0], embd.shape[0], "rows")
+    mtmd.mtmd_free(ctx)
+    # With mtmd's image_min_tokens / image_max_tokens: the wide picture (300 rows by default)
+    # limited to 40-80 rows.
+    ctx = mtmd_context(text_model, True, GEMMA4V_MMPROJ, GEMMA4V_LIMITS)
+    square = gemma4v_square(wide, GEMMA4V_LIMITS)
+    layout, embd = all_embeddings(ctx, wide, GEMMA4V_WIDTH)
+    file = f"clip-gemma4v-micro.{LFM2_TILED_PICTURE}.limited.f32"
+    (GOLDEN / file).write_bytes(embd.tobytes())
+    golden["limited"] = {
+        "image_tokens": list(GEMMA4V_LIMITS),
+        "file": f"images/{LFM2_TILED_PICTURE}.png",
+        "squares": [{"width": square.shape[1], "height": square.shape[0], "sha256": sha256(square.tobytes())}],
+        "chunks": layout,
+        "embeddings": file,
+    }
+    print("gemma4v limited", square.shape[1], square.shape[0], embd.shape[0], "rows")
     mtmd.mtmd_free(ctx)
     llama_cpp.llama_model_free(text_model)
     golden["chat"] = chat_golden(GEMMA4V_MODEL, pictures()[CHAT_PICTURE], GEMMA4V_MMPROJ, GEMMA4V_PROMPT)

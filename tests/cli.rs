@@ -650,6 +650,33 @@ fn a_vision_projector_is_inspected_and_refused_as_one() {
     assert_eq!(report["vision"], Json::Null);
 }
 
+/// `--image-max-tokens` and `--image-min-tokens` bound a picture's rows as llama.cpp's options
+/// do: the wide picture takes Gemma 4's 300 rows, or 70 limited to 40-80 (mtmd's count,
+/// tests/vision.rs); limits the projector cannot take, or without a projector, are refused.
+#[test]
+fn generate_limits_a_pictures_rows() {
+    let model = fixture("models/gemma4-vl-micro-q8_0.gguf");
+    let mmproj = fixture("models/clip-gemma4v-micro.gguf");
+    let picture = fixture("images/wide-480x360.png");
+    let (model, mmproj, picture) =
+        (model.to_str().unwrap(), mmproj.to_str().unwrap(), picture.to_str().unwrap());
+    let base =
+        ["generate", model, "--mmproj", mmproj, "--image", picture, "--prompt", "<__media__>Hi", "-n", "1"];
+    let prompt_tokens = |limits: &[&str]| {
+        let out = inferno(&[&base[..], limits, &["--json"]].concat());
+        json_lines(&out).last().unwrap()["prompt_tokens"].as_u64().unwrap()
+    };
+    // The picture's rows, its two markers, "Hi" and the BOS.
+    assert_eq!(prompt_tokens(&[]), 300 + 4);
+    assert_eq!(prompt_tokens(&["--image-min-tokens", "40", "--image-max-tokens", "80"]), 70 + 4);
+    let out = inferno(&[&base[..], &["--image-max-tokens", "2000"]].concat());
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("at most 1120 rows"), "{out:?}");
+    let out = inferno(&["generate", model, "--image", picture, "--prompt", "x", "--image-max-tokens", "80"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("need --mmproj"), "{out:?}");
+}
+
 /// `generate --mmproj --image` as llama-mtmd-cli runs it: the picture where the prompt has
 /// `<__media__>` (or first, without one), its greedy tokens llama.cpp's (the golden of
 /// scripts/make_vision_goldens.py on Gemma 3 270M with the micro projector); a picture that is

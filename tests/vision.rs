@@ -282,6 +282,45 @@ fn a_picture_too_narrow_for_smolvlm_is_a_bad_image() {
     assert!(engine.encode_with_images("<__media__>", &[fine]).is_ok());
 }
 
+/// Limits on a picture's rows, as mtmd's `image_min_tokens` and `image_max_tokens`: the wide
+/// picture, 300 rows by default, limited to 40-80 takes mtmd's 70 rows, its square's pixels and
+/// embeddings bit for bit; the pictures held before are encoded again under the new limits.
+/// Limits a projector cannot take are `bad_request`, the limits as they were; a projector whose
+/// pictures have a fixed size takes none.
+#[test]
+fn limits_on_a_pictures_rows_are_as_mtmds() {
+    let golden = golden_of("clip-gemma4v-micro");
+    let limited = &golden["limited"];
+    let mut engine = micro_vision_engine("gemma4-vl-micro-q8_0", "clip-gemma4v-micro");
+    let image = picture(limited);
+    engine.encode_with_images("<__media__>", std::slice::from_ref(&image)).unwrap();
+    let encoded = engine.images_encoded();
+
+    assert_eq!(engine.set_image_tokens(Some(40), Some(80)).unwrap(), Some((40, 80)));
+    let encoder = engine.projector().unwrap();
+    let [square] = squares(encoder, &image).try_into().unwrap();
+    let theirs = &limited["squares"][0];
+    assert_eq!(
+        (square.width() as u64, square.height() as u64),
+        (theirs["width"].as_u64().unwrap(), theirs["height"].as_u64().unwrap())
+    );
+    assert_eq!(hex_sha256(square.pixels()), theirs["sha256"].as_str().unwrap());
+    let embeddings = encoder.encode(&image).unwrap();
+    assert_eq!(relative_error(&embeddings.values, &floats(limited["embeddings"].as_str().unwrap())), 0.0);
+    let ids = engine.encode_with_images("<__media__>", std::slice::from_ref(&image)).unwrap();
+    assert_ids_match_chunks(&ids, &limited["chunks"]);
+    assert_eq!(engine.images_encoded(), encoded + 1, "encoded again under the new limits");
+
+    for (min, max) in [(Some(0), None), (Some(90), Some(80)), (None, Some(1121))] {
+        let err = engine.set_image_tokens(min, max).unwrap_err();
+        assert_eq!(err.kind(), "bad_request", "{err}");
+    }
+    assert_eq!(engine.projector().unwrap().image_tokens(), Some((40, 80)));
+    assert_eq!(engine.set_image_tokens(None, None).unwrap(), Some((70, 1120)));
+    let mut smolvlm = micro_vision_engine("llama-micro-smolvlm", "clip-idefics3-micro");
+    assert_eq!(smolvlm.set_image_tokens(Some(1), Some(2)).unwrap(), None);
+}
+
 /// A picture so long and thin that Gemma 4's resize would give a side more patches than its
 /// position tables have rows (mtmd would read past them) is a bad image; the engine goes on.
 #[test]

@@ -65,6 +65,9 @@ pub enum EngineError {
         markers: usize,
         images: usize,
     },
+    /// Limits on a picture's rows the projector cannot take (below 1, the least above the
+    /// most, or the most above the projector's own).
+    BadImageTokens(String),
     /// The GPU could not take the model, failed, or was lost.
     #[cfg(feature = "gpu")]
     Gpu(crate::gpu::GpuError),
@@ -96,7 +99,7 @@ impl EngineError {
             EngineError::BadDimensions { .. } => "bad_dimensions",
             EngineError::NoMmproj => "no_mmproj",
             EngineError::MmprojMismatch { .. } => "mmproj_mismatch",
-            EngineError::ImageCount { .. } => "bad_request",
+            EngineError::ImageCount { .. } | EngineError::BadImageTokens(_) => "bad_request",
             #[cfg(feature = "gpu")]
             EngineError::Gpu(gpu) => gpu.kind(),
         }
@@ -176,6 +179,7 @@ impl std::fmt::Display for EngineError {
                 "the prompt marks {markers} place(s) for pictures ({}) but {images} picture(s) came with it",
                 crate::engine::MEDIA_MARKER
             ),
+            EngineError::BadImageTokens(reason) => write!(f, "{reason}"),
             #[cfg(feature = "gpu")]
             EngineError::Gpu(e) => e.fmt(f),
         }

@@ -88,6 +88,12 @@ impl ImageTable {
         self.lock().prompt += 1;
     }
 
+    /// Forgets every picture (another projector, or other limits on a picture's rows, would
+    /// encode them otherwise). Slots are still never given twice.
+    pub fn forget_all(&self) {
+        self.lock().pictures.clear();
+    }
+
     /// The prompt ids of the picture with this hash, if it is held.
     pub fn ids_of(&self, hash: &str) -> Option<Vec<u32>> {
         let mut held = self.lock();

@@ -157,7 +157,26 @@ impl Engine {
             return Err(EngineError::MmprojMismatch { projector, model });
         }
         self.vision = Some(encoder);
+        // Pictures encoded by another projector are not this one's.
+        self.images.forget_all();
         Ok(())
+    }
+
+    /// Limits the rows a picture may take, for projectors that size pictures at their own
+    /// aspect (Gemma 4: 70 to 1120 rows; LFM2-VL: 64 to 256), as mtmd's `image_min_tokens` and
+    /// `image_max_tokens` do; `None` keeps the projector's own bound. Fewer rows encode faster
+    /// (the encoder's attention grows with the square of a picture's patches). Returns the
+    /// limits now in force (`None` for a projector whose pictures have a fixed size, which
+    /// takes none, as mtmd ignores them there). Pictures encoded before are forgotten.
+    pub fn set_image_tokens(
+        &mut self,
+        min: Option<usize>,
+        max: Option<usize>,
+    ) -> Result<Option<(usize, usize)>, EngineError> {
+        let encoder = self.vision.as_mut().ok_or(EngineError::NoMmproj)?;
+        let limits = encoder.set_image_tokens(min, max).map_err(EngineError::BadImageTokens)?;
+        self.images.forget_all();
+        Ok(limits)
     }
 
     /// The vision projector, if one is attached.

@@ -198,6 +198,11 @@ pub struct VisionEncoder {
     /// pixels in −1..1, and each head's two halves rotated by the patch's column and row.
     gemma4: bool,
     feed_forward: FeedForward,
+    /// The least and most rows of output a picture takes, for projectors that size pictures at
+    /// their own aspect (Gemma 4, LFM2-VL), and the projector's own (the most buffers are sized
+    /// for); `None` for the others.
+    image_tokens: Option<(usize, usize)>,
+    own_image_tokens: Option<(usize, usize)>,
     layers: Vec<Layer>,
     post_norm: Option<Norm>,
     projector: Projector,
@@ -625,6 +630,13 @@ impl VisionEncoder {
             Some(_) => Some(norm("v.post_ln")?),
             None => None,
         };
+        let own_image_tokens = if gemma4 {
+            Some((GEMMA4_MIN_TOKENS, GEMMA4_MAX_TOKENS))
+        } else if lfm2 {
+            Some((LFM2_MIN_TOKENS, LFM2_MAX_TOKENS))
+        } else {
+            None
+        };
         let projector = if gemma4 {
             // clip.cpp standardizes only where the file has both.
             let standardize =
@@ -674,6 +686,8 @@ impl VisionEncoder {
             position_side,
             gemma4,
             feed_forward,
+            image_tokens: own_image_tokens,
+            own_image_tokens,
             layers,
             post_norm,
             projector,
@@ -687,6 +701,37 @@ impl VisionEncoder {
 
     pub fn shape(&self) -> &EncoderShape {
         &self.shape
+    }
+
+    /// The least and most rows of output a picture takes now, for projectors that size pictures
+    /// at their own aspect (Gemma 4, LFM2-VL); `None` for those whose pictures have a fixed size.
+    pub fn image_tokens(&self) -> Option<(usize, usize)> {
+        self.image_tokens
+    }
+
+    /// Limits the rows a picture takes (mtmd's `image_min_tokens` and `image_max_tokens`), each
+    /// `None` for the projector's own; returns the limits now in force. A projector whose pictures
+    /// have a fixed size takes none (`None`, as mtmd ignores them). Refused, the limits as they
+    /// were, below 1 row, with the least above the most, or with the most above the projector's
+    /// own (what the encoder's buffers are bounded by).
+    pub fn set_image_tokens(
+        &mut self,
+        min: Option<usize>,
+        max: Option<usize>,
+    ) -> Result<Option<(usize, usize)>, String> {
+        let Some((own_min, own_max)) = self.own_image_tokens else { return Ok(None) };
+        let (min, max) = (min.unwrap_or(own_min), max.unwrap_or(own_max));
+        if min == 0 || min > max {
+            return Err(format!("a picture's rows cannot be limited to between {min} and {max}"));
+        }
+        if max > own_max {
+            return Err(format!(
+                "this projector ({}) takes at most {own_max} rows a picture, not {max}",
+                self.facts.projector
+            ));
+        }
+        self.image_tokens = Some((min, max));
+        Ok(self.image_tokens)
     }
 
     /// Whether a picture's rows attend to each other both ways in a language model of width
@@ -774,7 +819,8 @@ impl VisionEncoder {
     fn lfm2_layout(&self, image: &RgbImage, merge: usize) -> Result<Vec<PicturePart>, ModelError> {
         let (patch, align) = (self.shape.patch_size, self.shape.patch_size * merge);
         let (width, height) = (image.width(), image.height());
-        let (new_width, new_height) = lfm2_size(width, height, align);
+        let tokens = self.image_tokens.unwrap_or((LFM2_MIN_TOKENS, LFM2_MAX_TOKENS));
+        let (new_width, new_height) = lfm2_size(width, height, align, tokens);
         let patches = (new_width / patch) * (new_height / patch);
         if patches > self.shape.max_patches {
             return Err(ModelError::BadImage(format!(
@@ -786,7 +832,7 @@ impl VisionEncoder {
         }
         let whole = image.resized(new_width, new_height, Filter::Bilinear);
         let mut parts = vec![PicturePart::Text("<|image_start|>".into())];
-        if let Some((cols, rows)) = lfm2_grid(width, height, patch, align) {
+        if let Some((cols, rows)) = lfm2_grid(width, height, patch, align, tokens.1) {
             let refined = image.fit_on_black(cols * LFM2_TILE, rows * LFM2_TILE, Filter::Bilinear);
             for row in 0..rows {
                 for col in 0..cols {
@@ -809,13 +855,9 @@ impl VisionEncoder {
     fn gemma4_layout(&self, image: &RgbImage, pool: usize) -> Result<Vec<PicturePart>, ModelError> {
         let (patch, align) = (self.shape.patch_size, self.shape.patch_size * pool);
         let (width, height) = (image.width(), image.height());
-        let (new_width, new_height) = smart_size(
-            width,
-            height,
-            align,
-            GEMMA4_MIN_TOKENS * align * align,
-            GEMMA4_MAX_TOKENS * align * align,
-        );
+        let (min, max) = self.image_tokens.unwrap_or((GEMMA4_MIN_TOKENS, GEMMA4_MAX_TOKENS));
+        let (new_width, new_height) =
+            smart_size(width, height, align, min * align * align, max * align * align);
         let longest = (new_width / patch).max(new_height / patch);
         if longest > self.position_side {
             return Err(ModelError::BadImage(format!(
@@ -1313,9 +1355,10 @@ fn resize_positions(positions: &[f32], side: usize, d: usize, width: usize, heig
     out
 }
 
-/// LFM2-VL's size for a whole picture: [`smart_size`] with 64 to 256 rows of output.
-fn lfm2_size(width: usize, height: usize, align: usize) -> (usize, usize) {
-    smart_size(width, height, align, LFM2_MIN_TOKENS * align * align, LFM2_MAX_TOKENS * align * align)
+/// LFM2-VL's size for a whole picture: [`smart_size`] with `min..=max` rows of output (64 to
+/// 256 unless limited).
+fn lfm2_size(width: usize, height: usize, align: usize, (min, max): (usize, usize)) -> (usize, usize) {
+    smart_size(width, height, align, min * align * align, max * align * align)
 }
 
 /// A picture's size at its own aspect (mtmd's `calc_size_preserved_ratio`, Qwen-VL's "smart
@@ -1347,12 +1390,18 @@ fn smart_size(
 
 /// Whether LFM2-VL cuts a picture into tiles, and its grid (columns, rows) if so: where its
 /// sides, rounded to multiples of `align` (each at least a patch), make more than twice the
-/// most pixels; then the grid of [`LFM2_TILES`] tiles closest to its aspect, the larger of two
+/// most pixels (`max_tokens` rows of output); then the grid of [`LFM2_TILES`] tiles closest to its aspect, the larger of two
 /// equally close where the picture is over half its area (mtmd's `find_closest_aspect_ratio`).
-fn lfm2_grid(width: usize, height: usize, patch: usize, align: usize) -> Option<(usize, usize)> {
+fn lfm2_grid(
+    width: usize,
+    height: usize,
+    patch: usize,
+    align: usize,
+    max_tokens: usize,
+) -> Option<(usize, usize)> {
     // nearbyint of a double: halves to even.
     let round_by = |x: usize| ((x as f64 / align as f64).round_ties_even() as usize * align).max(patch);
-    let max_pixels = (LFM2_MAX_TOKENS * align * align) as f64;
+    let max_pixels = (max_tokens * align * align) as f64;
     if round_by(width) as f64 * round_by(height) as f64 <= max_pixels * 2.0 {
         return None;
     }
@@ -1426,19 +1475,19 @@ mod tests {
     #[test]
     fn lfm2_vl_sizes_pictures_as_mtmd_does() {
         // 640 × 480 rounds to 640 × 480 = 300 rows: over 256, so scaled by √(300 / 256) and floored.
-        assert_eq!(lfm2_size(640, 480, 32), (576, 416));
+        assert_eq!(lfm2_size(640, 480, 32, (LFM2_MIN_TOKENS, LFM2_MAX_TOKENS)), (576, 416));
         // 100 × 100 rounds to 96 × 96 = 9 rows: under 64, so scaled up to 64 rows and ceiled.
-        assert_eq!(lfm2_size(100, 100, 32), (256, 256));
-        assert_eq!(lfm2_size(512, 512, 32), (512, 512));
+        assert_eq!(lfm2_size(100, 100, 32, (LFM2_MIN_TOKENS, LFM2_MAX_TOKENS)), (256, 256));
+        assert_eq!(lfm2_size(512, 512, 32, (LFM2_MIN_TOKENS, LFM2_MAX_TOKENS)), (512, 512));
         // Twice 256 rows is 524,288 pixels: 736 × 704 stays whole; 1024 × 768 is cut 3 × 2 (4 × 3
         // would be its aspect, but 12 tiles are over the 10).
-        assert_eq!(lfm2_grid(736, 704, 16, 32), None);
-        assert_eq!(lfm2_grid(1024, 768, 16, 32), Some((3, 2)));
-        assert_eq!(lfm2_grid(3000, 1000, 16, 32), Some((3, 1)));
+        assert_eq!(lfm2_grid(736, 704, 16, 32, LFM2_MAX_TOKENS), None);
+        assert_eq!(lfm2_grid(1024, 768, 16, 32, LFM2_MAX_TOKENS), Some((3, 2)));
+        assert_eq!(lfm2_grid(3000, 1000, 16, 32, LFM2_MAX_TOKENS), Some((3, 1)));
         // A square picture: 2 × 2 and 3 × 3 are equally close; the larger where the picture is
         // over half its area.
-        assert_eq!(lfm2_grid(1000, 1000, 16, 32), Some((2, 2)));
-        assert_eq!(lfm2_grid(1300, 1300, 16, 32), Some((3, 3)));
+        assert_eq!(lfm2_grid(1000, 1000, 16, 32, LFM2_MAX_TOKENS), Some((2, 2)));
+        assert_eq!(lfm2_grid(1300, 1300, 16, 32, LFM2_MAX_TOKENS), Some((3, 3)));
     }
 
     /// Gemma 4 at its real shape (16-pixel patches pooled 3 × 3: sides multiples of 48, 70 to
@@ -1482,7 +1531,8 @@ mod tests {
     /// real shape, four times the most a square may have: refused, not encoded.
     #[test]
     fn a_thumbnail_past_the_patch_cap_is_beyond_lfm2_vl() {
-        let (width, height) = lfm2_size(1, crate::vision::image::MAX_SIDE, 32);
+        let (width, height) =
+            lfm2_size(1, crate::vision::image::MAX_SIDE, 32, (LFM2_MIN_TOKENS, LFM2_MAX_TOKENS));
         assert_eq!((width, height), (32, 131_072));
         assert!((width / 16) * (height / 16) > lfm2_max_patches(16, 2));
         assert_eq!(lfm2_max_patches(16, 2), 4096);

@@ -38,6 +38,8 @@ const OPTIONS: &[&str] = &[
     "--cache-type-v",
     "--mmproj",
     "--image",
+    "--image-min-tokens",
+    "--image-max-tokens",
 ];
 const SWITCHES: &[&str] =
     &["--chat", "--no-think", "--think", "--json", "--ignore-eos", "--one-call", "--strict"];
@@ -70,6 +72,13 @@ pub fn run(args: &[String]) -> Result<(), String> {
     if let Some(mmproj) = args.text("--mmproj") {
         let bytes = std::fs::read(mmproj).map_err(|e| format!("generate: {mmproj}: {e}"))?;
         engine.attach_projector(bytes).map_err(|e| format!("generate: {mmproj}: {e}"))?;
+        let limit = |name: &str| args.text(name).map(|_| args.number::<usize>(name, 0)).transpose();
+        let (min, max) = (limit("--image-min-tokens")?, limit("--image-max-tokens")?);
+        if min.is_some() || max.is_some() {
+            engine.set_image_tokens(min, max).map_err(|e| format!("generate: {e}"))?;
+        }
+    } else if args.text("--image-min-tokens").is_some() || args.text("--image-max-tokens").is_some() {
+        return Err("generate: --image-min-tokens and --image-max-tokens need --mmproj".into());
     }
     // As llama-mtmd-cli: the pictures go where the prompt has llama.cpp's marker, or first.
     let marked = if images.is_empty() || prompt.contains(MEDIA_MARKER) {

@@ -24,7 +24,7 @@ commands:
             --repeat-last-n 64 --seed N] [--trace N] [--context N] [--ignore-eos] [--json]
            [--stop TEXT]... [--json-schema FILE [--strict] | --grammar FILE]
            [--tools FILE [--tool-choice auto] [--one-call]]
-           [--mmproj FILE --image PICTURE...]
+           [--mmproj FILE --image PICTURE... [--image-min-tokens N] [--image-max-tokens N]]
                                     stream a continuation; --trace N explains each step with
                                     its N best candidates; --json prints one object per token
                                     and a last one with the whole answer (for --chat: its
@@ -39,7 +39,10 @@ commands:
                                     reasoning_effort (gpt-oss); --mmproj loads the model's
                                     vision projector and --image (PNG, JPEG, WebP, GIF;
                                     repeatable) puts a picture where the prompt has
-                                    <__media__>, or before it, in the user's turn with --chat
+                                    <__media__>, or before it, in the user's turn with --chat;
+                                    --image-min/max-tokens bound a picture's rows where the
+                                    projector sizes pictures by aspect (Gemma 4, LFM2-VL), as
+                                    llama.cpp's options of those names do
   logits MODEL --tokens 1,2,3 [--top 20] [--json]
                                     the top logits after each position (teacher-forced)
   logits MODEL --golden FILE [--tolerance 0.1] [--json]
