@@ -151,10 +151,25 @@ impl Engine {
     /// Loads a vision projector (mmproj) beside the model, so that prompts can hold pictures.
     /// Refused unless its embeddings are as wide as the model's (llama.cpp's check).
     pub fn attach_projector(&mut self, file: impl Into<ModelBytes>) -> Result<(), EngineError> {
-        let encoder = VisionEncoder::load(file.into())?;
+        self.attach_projector_limited(file, None, None)
+    }
+
+    /// [`attach_projector`](Self::attach_projector) with limits on a picture's rows, as
+    /// [`set_image_tokens`](Self::set_image_tokens) takes them; refused as a whole (the engine
+    /// as it was) where the projector or the limits are.
+    pub fn attach_projector_limited(
+        &mut self,
+        file: impl Into<ModelBytes>,
+        min_tokens: Option<usize>,
+        max_tokens: Option<usize>,
+    ) -> Result<(), EngineError> {
+        let mut encoder = VisionEncoder::load(file.into())?;
         let (projector, model) = (encoder.shape().output_width, self.model.config().n_embd);
         if projector != model {
             return Err(EngineError::MmprojMismatch { projector, model });
+        }
+        if min_tokens.is_some() || max_tokens.is_some() {
+            encoder.set_image_tokens(min_tokens, max_tokens).map_err(EngineError::BadImageTokens)?;
         }
         self.vision = Some(encoder);
         // Pictures encoded by another projector are not this one's.

@@ -74,6 +74,11 @@ pub struct ProjectorFacts {
     /// tensor as llama.cpp's `clip_n_mmproj_embd` takes it: the language model's embedding
     /// length must equal it.
     pub output_width: Option<u64>,
+    /// The least and most rows of embeddings a picture takes, where the projector sizes
+    /// pictures at their own aspect (Gemma 4, LFM2-VL): clip.cpp's bounds, or those a loaded
+    /// engine was given (`image_min_tokens`, `image_max_tokens`). None where every picture
+    /// takes the same rows.
+    pub image_tokens: Option<[u64; 2]>,
     /// What the file gets wrong, in words (a value of the wrong type or out of range); the
     /// facts above leave such a value out.
     pub problems: Vec<String>,
@@ -237,6 +242,7 @@ impl ProjectorFacts {
             encoder_heads: count(metadata, "clip.vision.attention.head_count", &mut problems),
             encoder_feed_forward: count(metadata, "clip.vision.feed_forward_length", &mut problems),
             output_width: known.and_then(|known| output_width(header, known, &mut problems)),
+            image_tokens: vit::own_image_tokens(&projector).map(|(min, max)| [min as u64, max as u64]),
             projector,
             problems,
         })

@@ -630,13 +630,7 @@ impl VisionEncoder {
             Some(_) => Some(norm("v.post_ln")?),
             None => None,
         };
-        let own_image_tokens = if gemma4 {
-            Some((GEMMA4_MIN_TOKENS, GEMMA4_MAX_TOKENS))
-        } else if lfm2 {
-            Some((LFM2_MIN_TOKENS, LFM2_MAX_TOKENS))
-        } else {
-            None
-        };
+        let own_image_tokens = own_image_tokens(&facts.projector);
         let projector = if gemma4 {
             // clip.cpp standardizes only where the file has both.
             let standardize =
@@ -731,6 +725,7 @@ impl VisionEncoder {
             ));
         }
         self.image_tokens = Some((min, max));
+        self.facts.image_tokens = Some([min as u64, max as u64]);
         Ok(self.image_tokens)
     }
 
@@ -1353,6 +1348,16 @@ fn resize_positions(positions: &[f32], side: usize, d: usize, width: usize, heig
         }
     }
     out
+}
+
+/// The least and most rows a picture takes by clip.cpp's bounds, for the projectors that size
+/// pictures at their own aspect (`set_limit_image_tokens`): Gemma 4's and LFM2-VL's.
+pub(crate) fn own_image_tokens(projector: &str) -> Option<(usize, usize)> {
+    match projector {
+        "gemma4v" => Some((GEMMA4_MIN_TOKENS, GEMMA4_MAX_TOKENS)),
+        "lfm2" => Some((LFM2_MIN_TOKENS, LFM2_MAX_TOKENS)),
+        _ => None,
+    }
 }
 
 /// LFM2-VL's size for a whole picture: [`smart_size`] with `min..=max` rows of output (64 to

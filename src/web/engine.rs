@@ -182,11 +182,22 @@ impl WebEngine {
     }
 
     /// Loads a vision projector (mmproj) beside the model, so that chats can hold pictures
-    /// (`add_image`). Refused with a typed error (`mmproj_mismatch` for another model's width,
-    /// `bad_projector`, `unsupported_projector`...), the engine as it was. Returns what the
-    /// projector says about itself (the inspector's `vision`).
-    pub fn attach_projector(&mut self, bytes: Vec<u8>) -> Result<JsValue, JsValue> {
-        self.engine.attach_projector(bytes).map_err(engine_error)?;
+    /// (`add_image`), with limits on a picture's rows (mtmd's `image_min_tokens` /
+    /// `image_max_tokens`; each `undefined` for the projector's own) where it sizes pictures at
+    /// their own aspect. Refused with a typed error (`mmproj_mismatch` for another model's
+    /// width, `bad_projector`, `unsupported_projector`, `bad_request` for limits it cannot
+    /// take...), the engine as it was. Returns what the projector says about itself (the
+    /// inspector's `vision`, `image_tokens` the limits in force).
+    pub fn attach_projector(
+        &mut self,
+        bytes: Vec<u8>,
+        min_tokens: Option<u32>,
+        max_tokens: Option<u32>,
+    ) -> Result<JsValue, JsValue> {
+        let limit = |tokens: Option<u32>| tokens.map(|t| t as usize);
+        self.engine
+            .attach_projector_limited(bytes, limit(min_tokens), limit(max_tokens))
+            .map_err(engine_error)?;
         // The cached session's prefill batch was sized without the picture's rows.
         self.answer = None;
         self.session = None;

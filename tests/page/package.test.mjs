@@ -332,6 +332,23 @@ async function scenario() {
   };
   seer.terminate();
 
+  // 4i. Limits on a picture's rows (llama.cpp's --image-min/max-tokens): the micro Gemma 4 and
+  // its projector, the wide picture taking 70 rows limited to 40-80 (mtmd's count) instead of
+  // 300; limits the projector cannot take are refused.
+  const wide = await (await fetch('wide.png')).blob();
+  const wideUrl = URL.createObjectURL(wide);
+  const gemma4 = await Inferno.load('gemma4-vl.gguf', { mmproj: 'gemma4v.gguf', image_min_tokens: 40, image_max_tokens: 80 });
+  const limitedRows = async () => (await gemma4.chat.completions.create(withPicture(wideUrl))).usage.prompt_tokens_details.image_tokens;
+  result.limits = {
+    loaded: gemma4.model.vision.image_tokens,
+    rows: await limitedRows(),
+    reattached: (await gemma4.attachProjector('gemma4v.gguf')).image_tokens,
+    rowsAfter: await limitedRows(),
+    tooMany: await kindOf(gemma4.attachProjector('gemma4v.gguf', { image_max_tokens: 2000 })),
+    notWhole: await kindOf(Inferno.load('gemma4-vl.gguf', { mmproj: 'gemma4v.gguf', image_max_tokens: 0.5 })),
+  };
+  gemma4.terminate();
+
   // 4g. A split model (llama-gguf-split's three shards of the micro file): from the first
   // shard's URL (the others found by their names), from Files in another order, inspected as
   // one model; a missing shard is named. Greedy answers equal the whole file's.
@@ -465,6 +482,16 @@ describe('the npm package in a plain page', { timeout: 420_000 }, () => {
       path.join(app, 'mmproj.gguf'),
     );
     copyFileSync(path.join(ROOT, 'tests/fixtures', golden.chat.picture), path.join(app, 'picture.png'));
+    // 4i: the micro Gemma 4, its projector and the wide picture.
+    copyFileSync(
+      path.join(ROOT, 'tests/fixtures/models/gemma4-vl-micro-q8_0.gguf'),
+      path.join(app, 'gemma4-vl.gguf'),
+    );
+    copyFileSync(
+      path.join(ROOT, 'tests/fixtures/models/clip-gemma4v-micro.gguf'),
+      path.join(app, 'gemma4v.gguf'),
+    );
+    copyFileSync(path.join(ROOT, 'tests/fixtures/images/wide-480x360.png'), path.join(app, 'wide.png'));
     try {
       linkSync(requireModel(MODELS.gemma3), path.join(app, 'gemma3.gguf'));
     } catch {
@@ -706,6 +733,14 @@ describe('the npm package in a plain page', { timeout: 420_000 }, () => {
         microVision: null,
       });
       assert.deepEqual(vision.afterErrors, vision.golden, 'the engine goes on after each refusal');
+      assert.deepEqual(result.limits, {
+        loaded: [40, 80],
+        rows: 70,
+        reattached: [70, 1120],
+        rowsAfter: 300,
+        tooMany: 'bad_request',
+        notWhole: 'bad_request',
+      });
 
       assert.equal(result.tokens.text, 'Hello world');
       assert.ok(result.tokens.ids.length >= 2);

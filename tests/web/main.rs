@@ -646,14 +646,14 @@ fn worker_api_attaches_a_projector_and_chats_about_a_picture() {
     let request = |json: &str| js_sys::JSON::parse(json).unwrap();
     let run = run_answer;
     let mmproj = include_bytes!("../fixtures/models/clip-gemma3-micro.gguf").to_vec();
-    assert_eq!(kind(engine.attach_projector(mmproj).unwrap_err()), "mmproj_mismatch");
+    assert_eq!(kind(engine.attach_projector(mmproj, None, None).unwrap_err()), "mmproj_mismatch");
     let rgb = include_bytes!("../fixtures/images/noise-61x47.rgb");
     let rgba: Vec<u8> = rgb.chunks_exact(3).flat_map(|p| [p[0], p[1], p[2], 255]).collect();
     let rgba = js_sys::Uint8Array::from(&rgba[..]);
     let ask = r#"{"messages":[{"role":"user","content":"<__media__>What is this?"}],"settings":{"temperature":0},"context":128,"max_tokens":3}"#;
     assert_eq!(kind(engine.add_image(61, 47, &rgba).unwrap_err()), "no_mmproj");
 
-    let facts = engine.attach_projector(micro_projector_of_width(256)).unwrap();
+    let facts = engine.attach_projector(micro_projector_of_width(256), None, None).unwrap();
     assert_eq!(get(&facts, "output_width").as_f64().unwrap(), 256.0);
     assert_eq!(kind(engine.add_image(61, 47, &rgba.subarray(4, rgba.length())).unwrap_err()), "bad_image");
     assert_eq!(

@@ -249,8 +249,12 @@ function renderVision(report) {
   const encoders =
     [vision.has_vision ? 'image' : null, vision.has_audio ? 'audio' : null].filter(Boolean).join(' and ') ||
     'none';
-  const image =
-    vision.image_size == null
+  // Projectors that size pictures at their own aspect ignore the file's image size.
+  const ownAspect = Array.isArray(vision.image_tokens);
+  const image = ownAspect
+    ? 'each picture at its own aspect' +
+      (vision.patch_size == null ? '' : `, patches of ${formatInteger(vision.patch_size)} px`)
+    : vision.image_size == null
       ? missing()
       : `${formatInteger(vision.image_size)} × ${formatInteger(vision.image_size)} px` +
         (vision.patch_size == null ? '' : `, patches of ${formatInteger(vision.patch_size)} px`) +
@@ -262,7 +266,7 @@ function renderVision(report) {
     el(
       'p',
       { className: 'muted small' },
-      'Goes beside the language model it was made for: drop both files together (or this one onto the loaded model) to ask the model about pictures. Inferno encodes Gemma 3, SmolVLM and LFM2-VL projectors.',
+      'Goes beside the language model it was made for: drop both files together (or this one onto the loaded model) to ask the model about pictures. Inferno encodes Gemma 3, Gemma 4, SmolVLM and LFM2-VL projectors.',
     ),
     el(
       'dl',
@@ -273,6 +277,15 @@ function renderVision(report) {
         ['Model architecture', textOrMissing(vision.model_architectures?.join(', ') || null)],
         ['Encoders', encoders],
         ['Image', image, { id: 'vision-image' }],
+        ...(ownAspect
+          ? [
+              [
+                'Rows per picture',
+                `${formatInteger(vision.image_tokens[0])} to ${formatInteger(vision.image_tokens[1])}`,
+                { id: 'vision-image-tokens' },
+              ],
+            ]
+          : []),
         ['Mean (R, G, B)', channelsText(vision.image_mean)],
         ['Std (R, G, B)', channelsText(vision.image_std)],
         ['Encoder width', count(vision.encoder_width)],

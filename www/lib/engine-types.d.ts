@@ -476,6 +476,13 @@ encoder_width: number | null, encoder_layers: number | null, encoder_heads: numb
  */
 output_width: number | null, 
 /**
+ * The least and most rows of embeddings a picture takes, where the projector sizes
+ * pictures at their own aspect (Gemma 4, LFM2-VL): clip.cpp's bounds, or those a loaded
+ * engine was given (`image_min_tokens`, `image_max_tokens`). None where every picture
+ * takes the same rows.
+ */
+image_tokens: [number, number] | null, 
+/**
  * What the file gets wrong, in words (a value of the wrong type or out of range); the
  * facts above leave such a value out.
  */

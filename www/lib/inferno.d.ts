@@ -250,6 +250,22 @@ export interface LoadOptions {
    *  (unsupported_projector, bad_projector) fails the load. Its bytes report the phase
    *  'projector'. */
   mmproj?: ProjectorSource;
+  /** The least rows of embeddings a picture takes, where the projector sizes pictures at their
+   *  own aspect (Gemma 4: 70 to 1120 by default; LFM2-VL: 64 to 256), as llama.cpp's
+   *  `--image-min-tokens`; projectors whose pictures all take the same rows ignore it. A whole
+   *  number of at least 1 (else bad_request); with `image_max_tokens`, at most it. */
+  image_min_tokens?: number;
+  /** The most rows of embeddings a picture takes (llama.cpp's `--image-max-tokens`): fewer
+   *  encode faster, the encoder's attention growing with the square of a picture's patches. At
+   *  most the projector's own (else bad_request). `model.vision.image_tokens` says the limits in
+   *  force. */
+  image_max_tokens?: number;
+}
+
+/** Options of attachProjector: the limits on a picture's rows, as LoadOptions gives them. */
+export interface ProjectorOptions {
+  image_min_tokens?: number;
+  image_max_tokens?: number;
 }
 
 /** A vision projector (mmproj) file: a File or Blob, a URL (relative to the page), or the one
@@ -701,7 +717,7 @@ export class Inferno {
   load(source: ModelSource, options?: LoadOptions): Promise<ModelInfo>;
   /** Attaches a vision projector (mmproj) beside the loaded model; `model.vision` then holds
    *  its facts. Refused with kind mmproj_mismatch when it was made for another model. */
-  attachProjector(source: ProjectorSource): Promise<ProjectorFacts>;
+  attachProjector(source: ProjectorSource, options?: ProjectorOptions): Promise<ProjectorFacts>;
   /** The header of a file, without loading it. */
   inspectFile(file: Blob | Blob[]): Promise<Inspection>;
   /** The loaded model's report. */

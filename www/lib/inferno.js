@@ -159,7 +159,19 @@ export class Inferno {
    */
   async load(
     source,
-    { onProgress, threads, signal, device, precision, cache_type_k, cache_type_v, resumable, mmproj } = {},
+    {
+      onProgress,
+      threads,
+      signal,
+      device,
+      precision,
+      cache_type_k,
+      cache_type_v,
+      resumable,
+      mmproj,
+      image_min_tokens,
+      image_max_tokens,
+    } = {},
   ) {
     if (signal?.aborted) throw abortError();
     if (resumable !== undefined && typeof resumable !== 'boolean')
@@ -180,6 +192,7 @@ export class Inferno {
       ...(cache_type_v === undefined || cache_type_v === null ? {} : { cache_type_v }),
       ...(resumable === undefined ? {} : { resumable }),
       ...(mmproj === undefined || mmproj === null ? {} : { mmproj: await projectorSource(mmproj) }),
+      ...imageTokenLimits({ image_min_tokens, image_max_tokens }),
     };
     if (threads !== undefined && this.#client.useThreads(threads || null)) this.#forgetModel();
     const mine = ++this.#loads; // Only the newest load says which model is loaded.
@@ -220,17 +233,20 @@ export class Inferno {
    * hold pictures: a File or Blob, a URL, or `{opfs: name}`. Refused (kind mmproj_mismatch)
    * when it was made for another model, or while an answer runs (busy). Resolves with what
    * the projector says about itself, which `model.vision` holds from then on.
+   * `image_min_tokens` / `image_max_tokens` limit a picture's rows (as LoadOptions).
    * @param {import('./inferno.js').ProjectorSource} source
+   * @param {import('./inferno.js').ProjectorOptions} [options]
    * @returns {Promise<import('./inferno.js').ProjectorFacts>}
    */
-  async attachProjector(source) {
+  async attachProjector(source, { image_min_tokens, image_max_tokens } = {}) {
     if (!this.#model)
       throw new InfernoError({ name: 'ProtocolError', kind: 'no_model', message: 'no model is loaded' });
+    const limits = imageTokenLimits({ image_min_tokens, image_max_tokens });
     const from = await projectorSource(source);
-    const reply = await this.#client.request(
-      'attach_projector',
-      from instanceof Blob ? { file: from } : { url: from },
-    );
+    const reply = await this.#client.request('attach_projector', {
+      ...(from instanceof Blob ? { file: from } : { url: from }),
+      ...limits,
+    });
     if (this.#model) this.#model = { ...this.#model, vision: reply.vision };
     return reply.vision;
   }
@@ -585,6 +601,22 @@ async function loadFields(source) {
     return { file: file.name === source.opfs ? file : new File([file], source.opfs), source: 'opfs' };
   }
   throw badRequest("load needs a File, a Blob, a URL, {opfs: name} or a split model's shards (an array)");
+}
+
+/** The limits on a picture's rows a load or attachProjector gives, as the worker takes them:
+ *  each a whole number of at least 1 (the engine checks them against the projector).
+ *  @param {{image_min_tokens?: number | null, image_max_tokens?: number | null}} limits
+ *  @returns {{image_min_tokens?: number, image_max_tokens?: number}} */
+function imageTokenLimits(limits) {
+  /** @type {{image_min_tokens?: number, image_max_tokens?: number}} */
+  const out = {};
+  for (const [name, value] of Object.entries(limits)) {
+    if (value === undefined || value === null) continue;
+    if (!Number.isSafeInteger(value) || value < 1)
+      throw badRequest(`${name} must be a whole number of at least 1`);
+    out[/** @type {'image_min_tokens' | 'image_max_tokens'} */ (name)] = value;
+  }
+  return out;
 }
 
 /** A projector's source as the worker takes it: a Blob, or an absolute URL.

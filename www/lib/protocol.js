@@ -81,12 +81,16 @@
  * @property {Blob | string} [mmproj] a vision projector to attach beside the model (a File or
  *   a URL): read before the old model is freed, attached before the device is chosen; a
  *   refusal fails the load
+ * @property {number} [image_min_tokens] the least rows a picture takes, where the projector
+ *   sizes pictures at their own aspect (mtmd's option of that name)
+ * @property {number} [image_max_tokens] the most
  */
 
 /**
  * A vision projector (mmproj) beside the loaded model, from a File or a URL; refused while an
  * answer runs (busy), or by the engine (mmproj_mismatch, bad_projector...).
- * @typedef {{type: 'attach_projector', id: number, file?: Blob, url?: string}} AttachProjectorRequest
+ * @typedef {{type: 'attach_projector', id: number, file?: Blob, url?: string,
+ *   image_min_tokens?: number, image_max_tokens?: number}} AttachProjectorRequest
  */
 
 /**

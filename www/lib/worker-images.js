@@ -62,13 +62,18 @@ export async function readProjector(source, report, run) {
 }
 
 /**
- * Attaches a projector to a model's engine: its facts (the inspector's `vision`), or the
- * engine's typed refusal (`mmproj_mismatch`, `bad_projector`, `unsupported_projector`...).
+ * Attaches a projector to a model's engine, with the limits on a picture's rows the request
+ * gives: its facts (the inspector's `vision`, `image_tokens` the limits in force), or the
+ * engine's typed refusal (`mmproj_mismatch`, `bad_projector`, `unsupported_projector`, or
+ * `bad_request` for limits it cannot take).
  * @param {WebEngine} engine @param {Uint8Array} bytes
+ * @param {{image_min_tokens?: number, image_max_tokens?: number}} [limits]
  * @returns {import('./inferno.js').ProjectorFacts}
  */
-export function attachBytes(engine, bytes) {
-  return /** @type {import('./inferno.js').ProjectorFacts} */ (engine.attach_projector(bytes));
+export function attachBytes(engine, bytes, { image_min_tokens, image_max_tokens } = {}) {
+  return /** @type {import('./inferno.js').ProjectorFacts} */ (
+    engine.attach_projector(bytes, image_min_tokens, image_max_tokens)
+  );
 }
 
 /**
@@ -80,7 +85,7 @@ export function attachProjector(request) {
   const model = requireModel();
   return runExclusive(async (run) => {
     const bytes = await readProjector(request.file ?? request.url ?? '', undefined, run);
-    const vision = attachBytes(model.engine, bytes);
+    const vision = attachBytes(model.engine, bytes, request);
     model.vision = vision;
     return { type: 'projector', vision };
   });

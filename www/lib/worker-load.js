@@ -317,7 +317,7 @@ export async function loadModel(request, run) {
   let vision = null;
   try {
     // Before the device is chosen: the session it opens is sized for a picture's rows.
-    if (projector) vision = attachBytes(engine, projector);
+    if (projector) vision = attachBytes(engine, projector, request);
     projector = null;
     // Before the device is chosen: 'auto' times the CPU at this precision, and the GPU refuses
     // cache types other than F16 ('auto' then stays on the CPU and says why).

@@ -115,7 +115,11 @@ declare module '*/inferno.js' {
      *  runs it one part at a time (src/engine/generation.rs). */
     start_chat(request: object): void;
     /** A vision projector beside the model: its facts, or a typed refusal (mmproj_mismatch...). */
-    attach_projector(bytes: Uint8Array): import('../lib/inferno.js').ProjectorFacts;
+    attach_projector(
+      bytes: Uint8Array,
+      min_tokens: number | undefined,
+      max_tokens: number | undefined,
+    ): import('../lib/inferno.js').ProjectorFacts;
     /** A picture for the next start_chat (RGBA), laid out: the squares the projector has to
      *  encode (0 when it encoded this picture before). */
     add_image(width: number, height: number, rgba: Uint8Array): number;

@@ -71,12 +71,9 @@ pub fn run(args: &[String]) -> Result<(), String> {
     let images = pictures(&args)?;
     if let Some(mmproj) = args.text("--mmproj") {
         let bytes = std::fs::read(mmproj).map_err(|e| format!("generate: {mmproj}: {e}"))?;
-        engine.attach_projector(bytes).map_err(|e| format!("generate: {mmproj}: {e}"))?;
         let limit = |name: &str| args.text(name).map(|_| args.number::<usize>(name, 0)).transpose();
         let (min, max) = (limit("--image-min-tokens")?, limit("--image-max-tokens")?);
-        if min.is_some() || max.is_some() {
-            engine.set_image_tokens(min, max).map_err(|e| format!("generate: {e}"))?;
-        }
+        engine.attach_projector_limited(bytes, min, max).map_err(|e| format!("generate: {mmproj}: {e}"))?;
     } else if args.text("--image-min-tokens").is_some() || args.text("--image-max-tokens").is_some() {
         return Err("generate: --image-min-tokens and --image-max-tokens need --mmproj".into());
     }

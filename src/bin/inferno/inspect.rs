@@ -232,6 +232,10 @@ fn render_vision(out: &mut String, v: &inferno::vision::ProjectorFacts) {
         (
             "image",
             match (v.image_size, v.patch_size, v.patches_per_side) {
+                // Projectors that size pictures at their own aspect ignore the image size.
+                (_, patch, _) if v.image_tokens.is_some() => {
+                    format!("each picture at its own aspect, patches of {} px", known(patch))
+                }
                 (Some(size), Some(patch), Some(side)) => {
                     format!("{size} x {size} px, patches of {patch} px ({side} x {side})")
                 }
@@ -252,6 +256,8 @@ fn render_vision(out: &mut String, v: &inferno::vision::ProjectorFacts) {
         ),
         ("output width", known(v.output_width)),
     ];
+    let rows_per_picture = v.image_tokens.map(|[min, max]| ("rows a picture", format!("{min} to {max}")));
+    let rows = rows.into_iter().chain(rows_per_picture);
     for (name, value) in rows {
         let _ = writeln!(out, "  {name:<16} {value}");
     }
