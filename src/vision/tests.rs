@@ -105,6 +105,30 @@ fn the_micro_lfm2_vl_projector_reads_and_loads_as_llama_cpp_reads_it() {
     assert!(err.to_string().contains("mm.1.weight"), "{err}");
 }
 
+#[test]
+fn the_micro_gemma4_projector_reads_and_loads_as_llama_cpp_reads_it() {
+    let bytes = micro_bytes_of("gemma4v");
+    let f = facts(&Gguf::parse(&bytes).unwrap().header);
+    assert_eq!((f.projector.as_str(), f.family), ("gemma4v", Some("Gemma 4")));
+    // mm.input_projection.weight is [32, 256]: its ne[1] is the output width.
+    assert_eq!((f.output_width, f.image_tokens), (Some(256), Some([70, 1120])));
+    let encoder = VisionEncoder::load(crate::model::ModelBytes::from(bytes.clone())).unwrap();
+    // Up to 1120 rows, each 3 × 3 patches.
+    assert_eq!((encoder.shape().max_patches, encoder.shape().tokens), (10_080, 1120));
+    // Both ways, but causally in E2B and E4B, as mtmd attends them.
+    assert!(
+        encoder.attends_both_ways(256)
+            && !encoder.attends_both_ways(1536)
+            && !encoder.attends_both_ways(2560)
+    );
+    // A patch whose pictures would be beyond the caps, or overflow the arithmetic, is refused.
+    for patch in [112, u32::MAX] {
+        let file = edited_bytes(&bytes, with("clip.vision.patch_size", Some(Value::U32(patch))), None);
+        let err = VisionEncoder::load(crate::model::ModelBytes::from(file)).err().expect("refused");
+        assert_eq!(err.kind(), "bad_projector", "{patch}: {err}");
+    }
+}
+
 /// SmolVLM's two keys are needed (clip.cpp has no default for the scale factor, and without
 /// the longest side mtmd slices another way), and a longest side of too many tiles is refused.
 #[test]

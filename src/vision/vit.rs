@@ -41,7 +41,8 @@ struct Linear {
 }
 
 /// Gemma 4's `Gemma4ClippableLinear`: the input clamped before the product, the output after
-/// (ggml's `clamp`, `max(min(x, high), low)`); a bound the file does not give is open.
+/// it and before any bias (ggml's `clamp`, `max(min(x, high), low)`); a bound the file does not
+/// give is ±`f32::MAX`.
 #[derive(Clone, Copy, Debug, PartialEq)]
 struct Clamp {
     input: (f32, f32),
@@ -404,7 +405,11 @@ impl VisionEncoder {
         };
         // Gemma 4's image size is unused (pictures keep their aspect); its sides are bounded
         // by the most rows of output instead.
-        if gemma4 && (patch_size * merge).pow(2) * GEMMA4_MAX_TOKENS > MAX_IMAGE_SIZE * MAX_IMAGE_SIZE {
+        let pixels_at_most = patch_size
+            .checked_mul(merge)
+            .and_then(|align| align.checked_mul(align))
+            .and_then(|area| area.checked_mul(GEMMA4_MAX_TOKENS));
+        if gemma4 && pixels_at_most.is_none_or(|pixels| pixels > MAX_IMAGE_SIZE * MAX_IMAGE_SIZE) {
             return Err(ModelError::BadProjector(format!(
                 "{patch_size}-pixel patches pooled by {merge} make pictures beyond what Inferno encodes"
             )));
@@ -516,13 +521,14 @@ impl VisionEncoder {
             let matrix = tensors.matrix(&format!("{name}.weight"), rows, cols)?;
             let bias = optional_vector(&format!("{name}.bias"), rows)?;
             // clip.cpp reads Gemma 4's clamps for every matrix that has them.
+            // clip.cpp clamps every Gemma 4 linear, to ±FLT_MAX where the file gives no bound
+            // (which turns an infinity or a NaN into a finite value).
             let clamp = if gemma4 {
                 let bound =
                     |key: &str, open: f32| scalar(&format!("{name}.{key}")).map(|v| v.unwrap_or(open));
                 let input = (bound("input_min", f32::MIN)?, bound("input_max", f32::MAX)?);
                 let output = (bound("output_min", f32::MIN)?, bound("output_max", f32::MAX)?);
-                let open = (f32::MIN, f32::MAX);
-                (input != open || output != open).then_some(Clamp { input, output })
+                Some(Clamp { input, output })
             } else {
                 None
             };
@@ -585,22 +591,24 @@ impl VisionEncoder {
         };
         let head_dim = width / heads;
         // Q/K norms: per head, or across the whole width.
-        let qk_norm = |name: &str| -> Result<Option<Vec<f32>>, ModelError> {
-            let len = match header.tensor(name).map(|t| t.dims.as_slice()) {
-                None => return Ok(None),
-                Some(&[n]) if n == head_dim as u64 => head_dim,
-                Some(_) => width,
-            };
-            tensors.vector(name, len).map(Some)
+        // Q/K norms: per head where the Q norm is a head wide, else across the whole width
+        // (clip.cpp decides by the Q norm alone; the K norm must then be as wide).
+        let qk_norm = |name: &str, per_head: bool| -> Result<Option<Vec<f32>>, ModelError> {
+            match header.tensor(name) {
+                None => Ok(None),
+                Some(_) => tensors.vector(name, if per_head { head_dim } else { width }).map(Some),
+            }
         };
         let mut layers = Vec::with_capacity(n_layers);
         for i in 0..n_layers {
             let p = format!("v.blk.{i}");
-            // Old Gemma 3 conversions named the feed-forward's two matrices the other way
-            // round; clip.cpp swaps them back where `ffn_down` maps from the encoder's width.
-            let swapped = header
-                .tensor(&format!("{p}.ffn_down.weight"))
-                .is_some_and(|t| t.dims.first() == Some(&(width as u64)));
+            // Old Gemma 3 (and SmolVLM) conversions named the feed-forward's two matrices the
+            // other way round; clip.cpp swaps them back for those types where `ffn_down` maps
+            // from the encoder's width.
+            let swapped = (facts.projector == "gemma3" || idefics3)
+                && header
+                    .tensor(&format!("{p}.ffn_down.weight"))
+                    .is_some_and(|t| t.dims.first() == Some(&(width as u64)));
             let (up_name, down_name) = if swapped { ("ffn_down", "ffn_up") } else { ("ffn_up", "ffn_down") };
             let up = linear(&format!("{p}.{up_name}"), ffn, width);
             let down = linear(&format!("{p}.{down_name}"), width, ffn);
@@ -609,13 +617,24 @@ impl VisionEncoder {
                 None => None,
             };
             let out_scale = scalar(&format!("{p}.out_scale.weight"))?;
+            let per_head = header
+                .tensor(&format!("{p}.attn_q_norm.weight"))
+                .is_some_and(|t| t.dims.as_slice() == [head_dim as u64]);
+            // Parts of clip.cpp's ViT no encoder here has: refused rather than left out.
+            for part in ["ls1", "ls2"] {
+                if header.tensor(&format!("{p}.{part}.weight")).is_some() {
+                    return Err(ModelError::UnsupportedProjector(format!(
+                        "{p}.{part}.weight (a layer scale) is not applied by Inferno's encoders"
+                    )));
+                }
+            }
             layers.push(Layer {
                 norm1: norm(&format!("{p}.ln1"))?,
                 q: linear(&format!("{p}.attn_q"), width, width)?,
                 k: linear(&format!("{p}.attn_k"), width, width)?,
                 v: linear(&format!("{p}.attn_v"), width, width)?,
-                q_norm: qk_norm(&format!("{p}.attn_q_norm.weight"))?,
-                k_norm: qk_norm(&format!("{p}.attn_k_norm.weight"))?,
+                q_norm: qk_norm(&format!("{p}.attn_q_norm.weight"), per_head)?,
+                k_norm: qk_norm(&format!("{p}.attn_k_norm.weight"), per_head)?,
                 out: linear(&format!("{p}.attn_out"), width, width)?,
                 attn_post_norm: optional_vector(&format!("{p}.attn_post_norm.weight"), width)?,
                 norm2: norm(&format!("{p}.ln2"))?,
@@ -625,6 +644,11 @@ impl VisionEncoder {
                 ffn_post_norm: optional_vector(&format!("{p}.ffn_post_norm.weight"), width)?,
                 out_scale,
             });
+        }
+        if header.tensor("v.pre_ln.weight").is_some() {
+            return Err(ModelError::UnsupportedProjector(
+                "v.pre_ln (a norm before the first layer) is not applied by Inferno's encoders".into(),
+            ));
         }
         let post_norm = match header.tensor("v.post_ln.weight") {
             Some(_) => Some(norm("v.post_ln")?),
@@ -638,7 +662,8 @@ impl VisionEncoder {
                     (Some(bias), Some(scale)) => Some((bias, scale)),
                     _ => None,
                 };
-            let projection = linear("mm.input_projection", output_width, width)?;
+            // clip.cpp's Gemma 4 graph adds no bias to the projection, whatever the file holds.
+            let projection = Linear { bias: None, ..linear("mm.input_projection", output_width, width)? };
             Projector::Gemma4 { pool: merge, standardize, projection }
         } else if lfm2 {
             let shuffled = width * merge * merge;
@@ -845,14 +870,24 @@ impl VisionEncoder {
 
     /// Gemma 4's layout (mtmd's `dyn_size` preprocessing): the picture fitted on black (bicubic)
     /// to its own aspect with sides multiples of a patch times the pool and 70 to 1120 rows of
-    /// output ([`smart_size`]), between `<|image>` and `<image|>`. Refused (`bad_image`) where
-    /// a side would have more patches than the position tables have rows (mtmd reads past them).
+    /// output ([`smart_size`]), between `<|image>` and `<image|>`. Refused (`bad_image`) where a
+    /// very thin picture, its short side raised to one pool, would have more patches than the
+    /// encoder takes, or a side more than the position tables have rows (mtmd reads past them).
     fn gemma4_layout(&self, image: &RgbImage, pool: usize) -> Result<Vec<PicturePart>, ModelError> {
         let (patch, align) = (self.shape.patch_size, self.shape.patch_size * pool);
         let (width, height) = (image.width(), image.height());
         let (min, max) = self.image_tokens.unwrap_or((GEMMA4_MIN_TOKENS, GEMMA4_MAX_TOKENS));
         let (new_width, new_height) =
             smart_size(width, height, align, min * align * align, max * align * align);
+        let patches = (new_width / patch) * (new_height / patch);
+        if patches > self.shape.max_patches {
+            return Err(ModelError::BadImage(format!(
+                "a {width} × {height} picture is too long and thin for this projector: resized as \
+                 Gemma 4 resizes it, {new_width} × {new_height}, it would be {patches} patches, over \
+                 the {} Inferno encodes",
+                self.shape.max_patches
+            )));
+        }
         let longest = (new_width / patch).max(new_height / patch);
         if longest > self.position_side {
             return Err(ModelError::BadImage(format!(
@@ -1154,11 +1189,12 @@ impl VisionEncoder {
                 activations,
                 out,
             )?;
-            if let Some(bias) = bias {
-                out.chunks_exact_mut(matrix.rows).for_each(|row| add_in_place(row, bias));
-            }
+            // clip.cpp clamps inside its matmul (`build_mm`) and adds a bias after it.
             if let Some(clamp) = linear.clamp {
                 clamp_all(out, clamp.output);
+            }
+            if let Some(bias) = bias {
+                out.chunks_exact_mut(matrix.rows).for_each(|row| add_in_place(row, bias));
             }
         }
         Ok(outs)
