@@ -72,6 +72,17 @@ GEMMA4V_CLAMPS = {
 IDEFICS3_SCALE, IDEFICS3_LONGEST_EDGE = 2, 128
 
 
+def add_encoder_shape(w, image, patch, width, layers, heads, ffn, output):
+    """The encoder's shape keys, as clip.cpp reads them (and in the order the files hold them)."""
+    w.add_uint32("clip.vision.image_size", image)
+    w.add_uint32("clip.vision.patch_size", patch)
+    w.add_uint32("clip.vision.embedding_length", width)
+    w.add_uint32("clip.vision.feed_forward_length", ffn)
+    w.add_uint32("clip.vision.block_count", layers)
+    w.add_uint32("clip.vision.projection_dim", output)
+    w.add_uint32("clip.vision.attention.head_count", heads)
+
+
 def write_gemma4v(path, shape="micro", weight_type="f16"):
     """The micro gemma4v projector (see the module's docstring), or with --shape base the encoder
     benchmark's: Gemma 4's encoder at SigLIP-base's size (16-pixel patches, 12 layers, 768 wide,
@@ -87,13 +98,7 @@ def write_gemma4v(path, shape="micro", weight_type="f16"):
     w.add_string("clip.vision.projector_type", "gemma4v")
     w.add_bool("clip.has_vision_encoder", True)
     w.add_bool("clip.has_audio_encoder", False)
-    w.add_uint32("clip.vision.image_size", IMAGE)
-    w.add_uint32("clip.vision.patch_size", PATCH)
-    w.add_uint32("clip.vision.embedding_length", WIDTH)
-    w.add_uint32("clip.vision.feed_forward_length", FFN)
-    w.add_uint32("clip.vision.block_count", LAYERS)
-    w.add_uint32("clip.vision.projection_dim", OUTPUT)
-    w.add_uint32("clip.vision.attention.head_count", HEADS)
+    add_encoder_shape(w, IMAGE, PATCH, WIDTH, LAYERS, HEADS, FFN, OUTPUT)
     w.add_float32("clip.vision.attention.layer_norm_epsilon", 1e-6)
     w.add_array("clip.vision.image_mean", [0.48145466, 0.4578275, 0.40821073])
     w.add_array("clip.vision.image_std", [0.26862954, 0.26130258, 0.27577711])
@@ -157,13 +162,7 @@ def write_projector(path, projector="gemma3", shape="micro", weight_type="f16"):
     w.add_bool("clip.has_vision_encoder", True)
     w.add_bool("clip.has_audio_encoder", False)
     w.add_bool("clip.use_gelu", True)
-    w.add_uint32("clip.vision.image_size", IMAGE)
-    w.add_uint32("clip.vision.patch_size", PATCH)
-    w.add_uint32("clip.vision.embedding_length", WIDTH)
-    w.add_uint32("clip.vision.feed_forward_length", FFN)
-    w.add_uint32("clip.vision.block_count", LAYERS)
-    w.add_uint32("clip.vision.projection_dim", OUTPUT)
-    w.add_uint32("clip.vision.attention.head_count", HEADS)
+    add_encoder_shape(w, IMAGE, PATCH, WIDTH, LAYERS, HEADS, FFN, OUTPUT)
     # SmolVLM's converter writes its layer_norm_eps (1e-5 by default); Gemma 3's files say 1e-6.
     w.add_float32("clip.vision.attention.layer_norm_epsilon", 1e-5 if idefics3 or lfm2 else 1e-6)
     if lfm2:

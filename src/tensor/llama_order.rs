@@ -61,11 +61,7 @@ pub trait LlamaOrder: Dot {
     ) where
         Self::Activation: 'a,
     {
-        for (r, weight_row) in weights.chunks_exact(row_bytes).enumerate() {
-            for (i, out_row) in out.iter_mut().enumerate() {
-                out_row[r] = Self::vec_dot_batched(weight_row, activation_row(i));
-            }
-        }
+        dots_one_by_one(weights, row_bytes, activation_row, out, Self::vec_dot_batched)
     }
 
     /// A plain matrix times `n` activation rows, every dot [`vec_dot`](Dot::vec_dot)'s
@@ -79,11 +75,7 @@ pub trait LlamaOrder: Dot {
     ) where
         Self::Activation: 'a,
     {
-        for (r, weight_row) in weights.chunks_exact(row_bytes).enumerate() {
-            for (i, out_row) in out.iter_mut().enumerate() {
-                out_row[r] = Self::vec_dot(weight_row, activation_row(i));
-            }
-        }
+        dots_one_by_one(weights, row_bytes, activation_row, out, Self::vec_dot)
     }
 
     /// The dot as the repacked GEMM computes it.
@@ -94,6 +86,21 @@ pub trait LlamaOrder: Dot {
     /// The dot as the repacked GEMV computes it.
     fn vec_dot_gemv(src: &[u8], activations: &[Self::Activation]) -> f32 {
         Self::vec_dot(src, activations)
+    }
+}
+
+/// `out[i][r] = dot(weight row r, activation row i)`, one dot at a time: the matmuls' default.
+fn dots_one_by_one<'a, A: 'a>(
+    weights: &[u8],
+    row_bytes: usize,
+    activation_row: impl Fn(usize) -> &'a [A],
+    out: &mut [&mut [f32]],
+    dot: impl Fn(&[u8], &[A]) -> f32,
+) {
+    for (r, weight_row) in weights.chunks_exact(row_bytes).enumerate() {
+        for (i, out_row) in out.iter_mut().enumerate() {
+            out_row[r] = dot(weight_row, activation_row(i));
+        }
     }
 }
 
