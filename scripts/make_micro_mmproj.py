@@ -3,11 +3,11 @@
 llama.cpp's tools/mtmd/clip.cpp reads, for the inspector's tests and, later, the encoders'.
 
   pip install gguf numpy
-  python3 scripts/make_micro_mmproj.py OUT.gguf [--projector gemma3|idefics3|lfm2|gemma4v] [--shape micro|base]
+  python3 scripts/make_micro_mmproj.py OUT.gguf [--projector gemma3|idefics3|lfm2|gemma4v|qwen3vl] [--shape micro|base]
                                                 [--type f16|q8_0]
 
 tests/fixtures/models/clip-gemma3-micro.gguf, clip-idefics3-micro.gguf, clip-lfm2-micro.gguf and
-clip-gemma4v-micro.gguf are its micro outputs
+clip-gemma4v-micro.gguf, clip-qwen3vl-micro.gguf are its micro outputs
 (named, as every micro file, after their general.architecture, then the projector).
 
 gemma3: a SigLIP ViT (224 x 224 images in 14-pixel patches, so 16 x 16 patches; 2 layers, 32
@@ -41,6 +41,16 @@ sqrt(32), the std bias and scale, an RMS norm and mm.input_projection to 256, th
 language model's width (make_micro_models.py --arch gemma4-vl). Some linears carry Gemma 4's
 clamps (.input_min/.input_max/.output_min/.output_max) tight enough to bite.
 
+qwen3vl (Qwen3.5's qwen3vl_merger, and Qwen3-VL's without deepstack): Qwen's ViT in 8-pixel patches
+at each picture's own aspect (sides multiples of 16, 8 to 4096 rows of output, bicubic, fitted on
+black), the temporal convolution's two kernels (a still picture goes through both), a patch bias,
+an 8 x 8 grid of learned positions resized to each picture (bilinear, corners aligned), patches
+in 2 x 2 blocks, 2 layers 32 wide with 2 heads of 16: LayerNorms, fused Q/K/V with biases, vision
+M-RoPE (ggml's GGML_ROPE_TYPE_VISION: element i of a head turned with element i + 8, the first 4
+pairs by the patch's row, the next 4 by its column, base 10000), a GELU feed-forward; then the merger: v.post_ln, each 2 x 2 block in one row of 128, mm.0, GELU, mm.2 to
+256, the micro Qwen3.5 language model's width (qwen35-micro-q8_0.gguf, whose vocabulary has
+<|vision_start|> and <|vision_end|>).
+
 --shape base writes the encoder benchmark's file instead (scripts/bench_vision.py): SigLIP-base
 at 512 px (16-pixel patches, so 32 x 32; 12 layers, 768 wide, 12 heads, feed-forward 3072: 93M
 parameters), with the same projector to 640, matrices spread as 1/sqrt(fan-in) so activations
@@ -68,6 +78,11 @@ GEMMA4V_CLAMPS = {
     "v.blk.1.ffn_down": (-0.05, 0.05, -0.02, 0.02),
     "mm.input_projection": (-1.0, 1.0, -0.6, 0.8),
 }
+# Qwen3-VL / Qwen3.5 (qwen3vl_merger): image (its learned positions' grid, 8 x 8), patch, width,
+# layers, heads (of 16: four sections of M-RoPE pairs), feed-forward, output (the micro Qwen3.5's
+# width); the merger's hidden width.
+QWEN3VL_MICRO = (64, 8, 32, 2, 2, 64, 256)
+QWEN3VL_MERGE, QWEN3VL_HIDDEN = 2, 128
 # SmolVLM's pixel shuffle and the longest side mtmd resizes a picture to before cutting tiles.
 IDEFICS3_SCALE, IDEFICS3_LONGEST_EDGE = 2, 128
 
@@ -148,9 +163,66 @@ def write_gemma4v(path, shape="micro", weight_type="f16"):
     w.close()
 
 
+def write_qwen3vl(path):
+    """The micro qwen3vl_merger projector (see the module's docstring)."""
+    IMAGE, PATCH, WIDTH, LAYERS, HEADS, FFN, OUTPUT = QWEN3VL_MICRO
+    rng = np.random.default_rng(7)
+    w = gguf.GGUFWriter(path, "clip")
+    w.add_string("general.name", "micro Qwen3.5 mmproj (random weights)")
+    w.add_string("clip.projector_type", "qwen3vl_merger")
+    w.add_bool("clip.has_vision_encoder", True)
+    w.add_bool("clip.has_audio_encoder", False)
+    w.add_bool("clip.use_gelu", True)
+    add_encoder_shape(w, IMAGE, PATCH, WIDTH, LAYERS, HEADS, FFN, OUTPUT)
+    w.add_uint32("clip.vision.spatial_merge_size", QWEN3VL_MERGE)
+    w.add_float32("clip.vision.attention.layer_norm_epsilon", 1e-6)
+    # Qwen's are 0.5 for every channel; CLIP's differ by channel, which catches a swap.
+    w.add_array("clip.vision.image_mean", [0.48145466, 0.4578275, 0.40821073])
+    w.add_array("clip.vision.image_std", [0.26862954, 0.26130258, 0.27577711])
+
+    def matrix(name, rows, cols):
+        w.add_tensor(name, (rng.standard_normal((rows, cols)) * 0.1).astype(np.float16))
+
+    def vector(name, n, around=0.0, std=0.05):
+        w.add_tensor(name, (around + rng.standard_normal(n) * std).astype(np.float32))
+
+    # The converter splits the temporal convolution's two frames into two 2D kernels.
+    for name in ("v.patch_embd.weight", "v.patch_embd.weight.1"):
+        w.add_tensor(name, (rng.standard_normal((WIDTH, 3, PATCH, PATCH)) * 0.05).astype(np.float16))
+    vector("v.patch_embd.bias", WIDTH)
+    w.add_tensor("v.position_embd.weight", (rng.standard_normal(((IMAGE // PATCH) ** 2, WIDTH)) * 0.5).astype(np.float32))
+    for layer in range(LAYERS):
+        p = f"v.blk.{layer}"
+        for norm in ("ln1", "ln2"):
+            vector(f"{p}.{norm}.weight", WIDTH, 1.0)
+            vector(f"{p}.{norm}.bias", WIDTH)
+        # Q, K and V in one matrix, as Qwen's attention holds them.
+        matrix(f"{p}.attn_qkv.weight", 3 * WIDTH, WIDTH)
+        vector(f"{p}.attn_qkv.bias", 3 * WIDTH)
+        matrix(f"{p}.attn_out.weight", WIDTH, WIDTH)
+        vector(f"{p}.attn_out.bias", WIDTH)
+        matrix(f"{p}.ffn_up.weight", FFN, WIDTH)
+        vector(f"{p}.ffn_up.bias", FFN)
+        matrix(f"{p}.ffn_down.weight", WIDTH, FFN)
+        vector(f"{p}.ffn_down.bias", WIDTH)
+    # The merger: its norm (v.post_ln), then 2 x 2 patches in one row through mm.0, GELU, mm.2.
+    vector("v.post_ln.weight", WIDTH, 1.0)
+    vector("v.post_ln.bias", WIDTH)
+    matrix("mm.0.weight", QWEN3VL_HIDDEN, WIDTH * QWEN3VL_MERGE**2)
+    vector("mm.0.bias", QWEN3VL_HIDDEN)
+    matrix("mm.2.weight", OUTPUT, QWEN3VL_HIDDEN)
+    vector("mm.2.bias", OUTPUT)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
 def write_projector(path, projector="gemma3", shape="micro", weight_type="f16"):
     if projector == "gemma4v":
         return write_gemma4v(path, shape, weight_type)
+    if projector == "qwen3vl":
+        return write_qwen3vl(path)
     idefics3, lfm2 = projector == "idefics3", projector == "lfm2"
     IMAGE, PATCH, WIDTH, LAYERS, HEADS, FFN, OUTPUT = IDEFICS3_MICRO if idefics3 or lfm2 else SHAPES[shape]
     rng = np.random.default_rng(7)
@@ -234,7 +306,7 @@ def write_projector(path, projector="gemma3", shape="micro", weight_type="f16"):
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("out")
-    parser.add_argument("--projector", choices=["gemma3", "idefics3", "lfm2", "gemma4v"], default="gemma3")
+    parser.add_argument("--projector", choices=["gemma3", "idefics3", "lfm2", "gemma4v", "qwen3vl"], default="gemma3")
     parser.add_argument("--shape", choices=sorted(SHAPES), default="micro")
     parser.add_argument("--type", choices=["f16", "q8_0"], default="f16")
     args = parser.parse_args()

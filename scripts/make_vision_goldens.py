@@ -56,6 +56,14 @@ output (the same "smart resize" as LFM2-VL's), the picture fitted on black to th
 Pillow's bicubic filter; one square per picture, every row kept. Its chat golden attends the
 picture's rows both ways (mtmd does so for a Gemma 4 whose width is neither E2B's nor E4B's).
 
+For the micro Qwen3.5 projector tests/fixtures/models/clip-qwen3vl-micro.gguf (qwen3vl_merger),
+with the micro Qwen3.5 language model tests/fixtures/models/qwen35-micro-q8_0.gguf,
+clip-qwen3vl-micro.images.json holds the same, mtmd's dyn_size preprocessing with Qwen-VL's
+numbers (sides multiples of 16, 8 to 4096 rows; bicubic, fitted on black), the wide picture again
+under limits of 16 to 64 rows, and a chat golden whose `n_past` is M-RoPE's: the picture's rows
+take one position each along their rows and columns, so it advances by the longer side of the
+merged grid, not by the rows.
+
 One thread, AVX2 build of the llama.cpp vendored in llama-cpp-python 0.3.36, as the text goldens.
 """
 import ctypes
@@ -97,6 +105,10 @@ GEMMA4V_MODEL = FIXTURES / "models" / "gemma4-vl-micro-q8_0.gguf"
 GEMMA4V_ALIGN, GEMMA4V_MIN_PIXELS, GEMMA4V_MAX_PIXELS, GEMMA4V_WIDTH = 24, 70 * 24 * 24, 1120 * 24 * 24, 256
 GEMMA4V_LIMITS = (40, 80)
 GEMMA4V_PROMPT = "<|im_start|>user\n<__media__>What is in this picture?<|im_end|>\n<|im_start|>assistant\n"
+QWEN3VL_MMPROJ = FIXTURES / "models" / "clip-qwen3vl-micro.gguf"
+QWEN3VL_MODEL = FIXTURES / "models" / "qwen35-micro-q8_0.gguf"
+# patch 8 x merge 2; 8 to 4096 rows of output.
+QWEN3VL_ALIGN, QWEN3VL_TOKENS, QWEN3VL_WIDTH, QWEN3VL_LIMITS = 16, (8, 4096), 256, (16, 64)
 N_PREDICT, TOP_STEPS, TOP_K = 16, 4, 20
 
 
@@ -212,12 +224,12 @@ def lfm2_grid(w, h):
     return best
 
 
-def gemma4v_square(rgb, image_tokens=(70, 1120)):
-    """mtmd's dyn_size preprocessing of gemma4v: the smart size, the picture fitted on black to it
-    (PAD_CEIL) with Pillow's bicubic filter."""
+def gemma4v_square(rgb, image_tokens=(70, 1120), align=GEMMA4V_ALIGN):
+    """mtmd's dyn_size preprocessing (gemma4v's, and Qwen-VL's with its own align and limits):
+    the smart size, the picture fitted on black to it (PAD_CEIL) with Pillow's bicubic filter."""
     h, w, _ = rgb.shape
-    low, high = (t * GEMMA4V_ALIGN * GEMMA4V_ALIGN for t in image_tokens)
-    size = smart_size(w, h, GEMMA4V_ALIGN, low, high)
+    low, high = (t * align * align for t in image_tokens)
+    size = smart_size(w, h, align, low, high)
     if size == (w, h):
         return rgb
     return fit_on_black_to(Image.fromarray(rgb), *size, Image.BICUBIC)
@@ -498,9 +510,49 @@ def gemma4v_goldens():
     (GOLDEN / "clip-gemma4v-micro.images.json").write_text(json.dumps(golden, indent=1) + "\n")
 
 
+def qwen3vl_goldens():
+    """The micro Qwen3.5 projector's goldens (see the module's docstring)."""
+    text_model, ctx, golden = micro_pair(QWEN3VL_MODEL, QWEN3VL_MMPROJ)
+    wide = np.asarray(Image.open(FIXTURES / "images" / f"{LFM2_TILED_PICTURE}.png").convert("RGB"))
+
+    def entry(rgb, ctx, tokens):
+        square = gemma4v_square(rgb, tokens, QWEN3VL_ALIGN)
+        layout, embd = all_embeddings(ctx, rgb, QWEN3VL_WIDTH)
+        squares = [{"width": square.shape[1], "height": square.shape[0], "sha256": sha256(square.tobytes())}]
+        return {"squares": squares, "chunks": layout}, embd
+
+    for name, rgb in [*pictures().items(), (LFM2_TILED_PICTURE, wide)]:
+        facts, embd = entry(rgb, ctx, QWEN3VL_TOKENS)
+        file = f"clip-qwen3vl-micro.{name}.f32"
+        (GOLDEN / file).write_bytes(embd.tobytes())
+        golden["pictures"].append({"file": f"images/{name}.png", **facts, "embeddings": file})
+        print("qwen3vl", name, facts["squares"][0]["width"], facts["squares"][0]["height"], embd.shape[0], "rows")
+    mtmd.mtmd_free(ctx)
+    ctx = mtmd_context(text_model, True, QWEN3VL_MMPROJ, QWEN3VL_LIMITS)
+    facts, embd = entry(wide, ctx, QWEN3VL_LIMITS)
+    file = f"clip-qwen3vl-micro.{LFM2_TILED_PICTURE}.limited.f32"
+    (GOLDEN / file).write_bytes(embd.tobytes())
+    golden["limited"] = {
+        "image_tokens": list(QWEN3VL_LIMITS),
+        "file": f"images/{LFM2_TILED_PICTURE}.png",
+        **facts,
+        "embeddings": file,
+    }
+    print("qwen3vl limited", embd.shape[0], "rows")
+    mtmd.mtmd_free(ctx)
+    llama_cpp.llama_model_free(text_model)
+    golden["chat"] = chat_golden(QWEN3VL_MODEL, pictures()[CHAT_PICTURE], QWEN3VL_MMPROJ, GEMMA4V_PROMPT)
+    golden["chat"]["model"] = "models/qwen35-micro-q8_0.gguf"
+    print("qwen3vl chat:", golden["chat"]["n_past"], golden["chat"]["generated_ids"])
+    (GOLDEN / "clip-qwen3vl-micro.images.json").write_text(json.dumps(golden, indent=1) + "\n")
+
+
 def main():
     if sys.argv[1:] == ["--only", "gemma4v"]:
         return gemma4v_goldens()
+    if sys.argv[1:] == ["--only", "qwen3vl"]:
+        return qwen3vl_goldens()
+    qwen3vl_goldens()
     gemma4v_goldens()
     lfm2_goldens()
     smolvlm_goldens()

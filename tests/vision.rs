@@ -390,6 +390,22 @@ fn gemma4_pictures_match_llama_cpp_mtmd() {
     assert_pictures_are_mtmds("gemma4-vl-micro-q8_0", "clip-gemma4v-micro");
 }
 
+/// Qwen3.5's preprocessing (mtmd's dyn_size with Qwen-VL's numbers), bit for bit: each picture
+/// fitted on black, bicubic, to its own aspect with sides multiples of 16 and 8 to 4096 rows.
+#[test]
+fn qwen_vl_prepares_pictures_bit_for_bit_as_mtmd_does() {
+    assert_squares_are_mtmds("clip-qwen3vl-micro");
+}
+
+/// Each picture alone against mtmd: `<|vision_start|>`, the picture's rows, `<|vision_end|>`,
+/// and its embeddings bit for bit natively: both frames' kernels, the patches in 2 × 2 blocks,
+/// the learned positions resized with corners aligned, LayerNorms, the fused Q/K/V, vision
+/// M-RoPE (rows, then columns), the GELU feed-forward, and the merger.
+#[test]
+fn qwen_vl_pictures_match_llama_cpp_mtmd() {
+    assert_pictures_are_mtmds("qwen35-micro-q8_0", "clip-qwen3vl-micro");
+}
+
 fn assert_pictures_are_mtmds(model: &str, projector: &str) {
     let golden = golden_of(projector);
     let engine = micro_vision_engine(model, projector);

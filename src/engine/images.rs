@@ -221,7 +221,7 @@ mod tests {
     #[test]
     fn runs_and_cuts_follow_each_run_of_rows() {
         let table = ImageTable::default();
-        let embeddings = ImageEmbeddings { tokens: 5, width: 1, values: vec![0.0; 5] };
+        let embeddings = ImageEmbeddings { tokens: 5, width: 1, values: vec![0.0; 5], grid: None };
         let place = |rows: &[u32]| [&[7][..], &rows[..3], &[8, 9], &rows[3..], &[7]].concat();
         let ids = table.hold("picture".into(), embeddings.clone(), place).unwrap();
         let tokens = [&[1][..], &ids, &[2]].concat();
@@ -248,7 +248,7 @@ mod tests {
     /// back under new ids, so no session's cached rows can pass for it.
     #[test]
     fn pictures_of_earlier_prompts_are_forgotten_past_the_budget() {
-        let rows = |n: usize| ImageEmbeddings { tokens: n, width: 1, values: vec![0.0; n] };
+        let rows = |n: usize| ImageEmbeddings { tokens: n, width: 1, values: vec![0.0; n], grid: None };
         let place = |rows: &[u32]| rows.to_vec();
         // Room for 10 rows of 4 bytes.
         let table = ImageTable::with_budget(40);

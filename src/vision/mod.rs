@@ -38,7 +38,7 @@ pub use vit::{
 use crate::gguf::{GgufHeader, Metadata, Value};
 
 /// The projector types [`VisionEncoder`] encodes.
-pub const ENCODED_PROJECTORS: &[&str] = &["gemma3", "gemma4v", "idefics3", "lfm2"];
+pub const ENCODED_PROJECTORS: &[&str] = &["gemma3", "gemma4v", "idefics3", "lfm2", "qwen3vl_merger"];
 
 /// `general.architecture` of a projector file.
 pub const ARCHITECTURE: &str = "clip";
@@ -259,7 +259,8 @@ impl ProjectorFacts {
             "Load it with that model: drop both files on the page together (or this one onto \
              the loaded model), or inferno generate MODEL --mmproj FILE"
         } else {
-            "Inferno does not encode this type yet (it encodes Gemma 3's, SmolVLM's and LFM2-VL's)"
+            "Inferno does not encode this type yet (it encodes Gemma 3's, Gemma 4's, SmolVLM's, LFM2-VL's \
+             and Qwen3.5's)"
         };
         format!("{fits}: not a model on its own but the picture encoder beside its language model. {how}")
     }

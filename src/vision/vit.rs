@@ -24,7 +24,10 @@ use half::f16;
 
 use super::ProjectorFacts;
 use super::image::{Filter, RgbImage};
-use crate::model::attention::{HeadView, Scoring, attend_head_f32_tiled_keys, keys_in_tiles};
+use crate::model::attention::{
+    AttentionPrecision, GroupScratch, HeadView, Scoring, attend_group_one_pass, attend_head_f32_tiled_keys,
+    keys_in_tiles,
+};
 use crate::model::ops::{
     add_in_place, apply_rope, gelu, gelu_quick, layer_norm_in_place, rms_norm, rms_norm_in_place,
     rms_norm_unweighted_in_place, rope_table,
@@ -57,9 +60,7 @@ fn clamp_all(x: &mut [f32], (low, high): (f32, f32)) {
 /// (SigLIP has no Q/K norms, post norms, gate or output scale; Gemma 4 has them all).
 struct Layer {
     norm1: Norm,
-    q: Linear,
-    k: Linear,
-    v: Linear,
+    qkv: Qkv,
     /// Q and K normalized per head (a head's width of weights) or whole (the encoder's).
     q_norm: Option<Vec<f32>>,
     k_norm: Option<Vec<f32>>,
@@ -73,6 +74,13 @@ struct Layer {
     ffn_post_norm: Option<Vec<f32>>,
     /// The whole residual stream scaled after the layer (Gemma 4's `layer_scalar`).
     out_scale: Option<f32>,
+}
+
+/// The attention's Q, K and V projections: three matrices, or one of three times the width whose
+/// output rows hold Q, K and V side by side (Qwen-VL's `attn_qkv`).
+enum Qkv {
+    Separate(Box<[Linear; 3]>),
+    Fused(Linear),
 }
 
 /// The feed-forward's activation, as clip.cpp picks it: `clip.use_gelu` GELU, otherwise (and
@@ -111,6 +119,10 @@ enum Projector {
         /// The side a picture's longer side is resized to before it is cut into tiles.
         longest_edge: usize,
     },
+    /// Qwen3-VL and Qwen3.5 (`qwen3vl_merger`): each 2 × 2 block of patches (already side by
+    /// side: the encoder runs its patches block by block) in one row, then a GELU feed-forward;
+    /// pictures at their own aspect (see [`VisionEncoder::layout`]).
+    Qwen3Vl { up: Linear, down: Linear },
     /// Gemma 3: average pools of `merge × merge` patches, an RMS norm, then a projection.
     Gemma3 {
         merge: usize,
@@ -190,6 +202,9 @@ pub struct VisionEncoder {
     /// `ggml_conv_2d` multiplies in F16 whatever the file holds (its `im2col` is F16, which
     /// makes ggml round an F32 kernel to F16 too).
     patch_embd: Vec<u8>,
+    /// Qwen-VL's second kernel: its convolution spans two frames, which the converter splits
+    /// into two kernels; a still picture goes through both and the two are added.
+    patch_embd_second_frame: Option<Vec<u8>>,
     patch_bias: Option<Vec<f32>>,
     /// Learned position embeddings, one row per patch of a `position_side` square grid; for
     /// Gemma 4, two tables of `position_side` rows, one by column and one by row.
@@ -198,6 +213,10 @@ pub struct VisionEncoder {
     /// Gemma 4's encoder: RMS norms where SigLIP has LayerNorms, values normalized per head,
     /// pixels in −1..1, and each head's two halves rotated by the patch's column and row.
     gemma4: bool,
+    /// Qwen-VL's encoder: patches run in 2 × 2 blocks (each block's four in reading order, the
+    /// blocks row by row), the learned positions resized to the picture (bilinear, corners
+    /// aligned) and each head rotated by the patch's row and column (vision M-RoPE).
+    qwen: bool,
     feed_forward: FeedForward,
     /// The least and most rows of output a picture takes, for projectors that size pictures at
     /// their own aspect (Gemma 4, LFM2-VL), and the projector's own (the most buffers are sized
@@ -215,6 +234,10 @@ pub struct ImageEmbeddings {
     pub tokens: usize,
     pub width: usize,
     pub values: Vec<f32>,
+    /// The rows' grid (columns, rows), where the language model places them by it (Qwen-VL's
+    /// M-RoPE: a row at column x and row y of a picture starting at position p takes positions
+    /// (p, p + y, p + x), and the text after it starts at p + the grid's longer side).
+    pub grid: Option<[usize; 2]>,
 }
 
 /// A picture as it goes into a prompt, in order: the projector's marker text and the squares
@@ -244,6 +267,7 @@ pub struct PictureEncoding {
     encoded: Vec<PromptPart>,
     values: Vec<f32>,
     width: usize,
+    grid: Option<[usize; 2]>,
 }
 
 impl PictureEncoding {
@@ -269,7 +293,7 @@ impl PictureEncoding {
         let tokens = self.values.len() / width.max(1);
         EncodedPicture {
             parts: self.encoded,
-            embeddings: ImageEmbeddings { tokens, width, values: self.values },
+            embeddings: ImageEmbeddings { tokens, width, values: self.values, grid: self.grid },
         }
     }
 }
@@ -296,6 +320,12 @@ const GEMMA4_MIN_TOKENS: usize = 70;
 const GEMMA4_MAX_TOKENS: usize = 1120;
 const GEMMA4_POOL: usize = 3;
 const GEMMA4_ROPE_BASE: f32 = 100.0;
+/// Qwen-VL's preparation (clip.cpp's limits): pictures at their own aspect with 8 to 4096 rows
+/// of output, in 2 × 2 blocks of patches.
+const QWEN_MIN_TOKENS: usize = 8;
+const QWEN_MAX_TOKENS: usize = 4096;
+const QWEN_MERGE: usize = 2;
+const QWEN_ROPE_BASE: f32 = 10_000.0;
 /// The most rows a Gemma 4 position table may claim.
 const GEMMA4_MAX_POSITIONS: usize = 1 << 16;
 
@@ -331,13 +361,15 @@ impl VisionEncoder {
             let family = facts.family.map(|f| format!(" ({f})")).unwrap_or_default();
             return Err(ModelError::UnsupportedProjector(format!(
                 "type `{}`{family} is not encoded yet; Inferno encodes Gemma 3's (gemma3), \
-                 Gemma 4's (gemma4v), SmolVLM's (idefics3) and LFM2-VL's (lfm2)",
+                 Gemma 4's (gemma4v), SmolVLM's (idefics3), LFM2-VL's (lfm2) and Qwen3.5's \
+                 (qwen3vl_merger)",
                 facts.projector
             )));
         }
         let idefics3 = facts.projector == "idefics3";
         let lfm2 = facts.projector == "lfm2";
         let gemma4 = facts.projector == "gemma4v";
+        let qwen = facts.projector == "qwen3vl_merger";
         let metadata = &header.metadata;
         let flag = |key: &str| metadata.get(key).and_then(|v| v.as_bool()) == Some(true);
         // clip.cpp: `use_gelu` picks GELU, `use_silu` SiLU, neither quick GELU.
@@ -370,8 +402,9 @@ impl VisionEncoder {
                 "width {width} is not a whole number of {heads} heads"
             )));
         }
-        // Gemma 4 rotates each half of a head by its own position, pairs within each half.
-        if gemma4 && !(width / heads).is_multiple_of(4) {
+        // Gemma 4 rotates each half of a head by its own position, pairs within each half; Qwen
+        // a quarter of the head by the row, a quarter by the column, pairs half a head apart.
+        if (gemma4 || qwen) && !(width / heads).is_multiple_of(4) {
             return Err(ModelError::BadProjector(format!(
                 "heads of {} cannot be rotated in two halves of pairs",
                 width / heads
@@ -392,6 +425,15 @@ impl VisionEncoder {
         // (clip.cpp has no default for them); LFM2-VL's converter writes 2 where the model says
         // nothing.
         let merge = match positive("clip.vision.projector.scale_factor")? {
+            _ if qwen => match positive("clip.vision.spatial_merge_size")? {
+                None | Some(QWEN_MERGE) => QWEN_MERGE,
+                Some(other) => {
+                    return Err(ModelError::UnsupportedProjector(format!(
+                        "its patches merge in blocks of {other} × {other}; clip.cpp's Qwen-VL graph \
+                         (and Inferno's) takes 2 × 2"
+                    )));
+                }
+            },
             Some(merge) => merge,
             None if gemma4 => GEMMA4_POOL,
             None if lfm2 => 2,
@@ -403,18 +445,23 @@ impl VisionEncoder {
                 ));
             }
         };
-        // Gemma 4's image size is unused (pictures keep their aspect); its sides are bounded
-        // by the most rows of output instead.
+        // Gemma 4's and Qwen's image size is unused (pictures keep their aspect); their sides are
+        // bounded by the most rows of output instead.
+        let own_image_tokens = own_image_tokens(&facts.projector);
+        let dyn_size_tokens = own_image_tokens.filter(|_| gemma4 || qwen).map(|(_, most)| most);
         let pixels_at_most = patch_size
             .checked_mul(merge)
             .and_then(|align| align.checked_mul(align))
-            .and_then(|area| area.checked_mul(GEMMA4_MAX_TOKENS));
-        if gemma4 && pixels_at_most.is_none_or(|pixels| pixels > MAX_IMAGE_SIZE * MAX_IMAGE_SIZE) {
+            .and_then(|area| area.checked_mul(dyn_size_tokens.unwrap_or(0)));
+        if dyn_size_tokens.is_some()
+            && pixels_at_most.is_none_or(|pixels| pixels > MAX_IMAGE_SIZE * MAX_IMAGE_SIZE)
+        {
             return Err(ModelError::BadProjector(format!(
-                "{patch_size}-pixel patches pooled by {merge} make pictures beyond what Inferno encodes"
+                "{patch_size}-pixel patches merged by {merge} make pictures beyond what Inferno encodes"
             )));
         }
-        if (!gemma4 && !per_side.is_multiple_of(merge)) || ((idefics3 || lfm2) && merge < 2) {
+        if (dyn_size_tokens.is_none() && !per_side.is_multiple_of(merge)) || ((idefics3 || lfm2) && merge < 2)
+        {
             return Err(ModelError::BadProjector(format!(
                 "{per_side} patches per side do not merge in squares of {merge}"
             )));
@@ -474,8 +521,8 @@ impl VisionEncoder {
             // black canvas; Gemma 3's resized one.
             preparation_pixels: if idefics3 {
                 2 * (longest_edge.div_ceil(image_size) * image_size).pow(2)
-            } else if gemma4 {
-                GEMMA4_MAX_TOKENS * (patch_size * merge).pow(2)
+            } else if let Some(most) = dyn_size_tokens {
+                most * (patch_size * merge).pow(2)
             } else if lfm2 {
                 LFM2_TILES.end() * LFM2_TILE * LFM2_TILE
             } else {
@@ -483,14 +530,14 @@ impl VisionEncoder {
             },
             max_patches: if lfm2 {
                 lfm2_max_patches(patch_size, merge)
-            } else if gemma4 {
-                GEMMA4_MAX_TOKENS * merge * merge
+            } else if let Some(most) = dyn_size_tokens {
+                most * merge * merge
             } else {
                 per_side * per_side
             },
         };
-        if gemma4 {
-            shape.tokens = GEMMA4_MAX_TOKENS;
+        if let Some(most) = dyn_size_tokens {
+            shape.tokens = most;
         }
         if lfm2 {
             // Rows per square: at most a tile's, or the most a thumbnail may give.
@@ -544,22 +591,22 @@ impl VisionEncoder {
                 tensors.layer_norm(prefix, width)
             }
         };
-        let patch_embd =
-            tensors.flattened_matrix("v.patch_embd.weight", &[patch_size, patch_size, 3, width])?;
-        let patch_embd = match patch_embd.weight_type {
-            WeightType::F16 => patch_embd.bytes(&bytes).to_vec(),
-            WeightType::F32 => patch_embd
-                .bytes(&bytes)
-                .chunks_exact(4)
-                .flat_map(|b| f16::from_f32(f32::from_le_bytes([b[0], b[1], b[2], b[3]])).to_le_bytes())
-                .collect(),
-            _ => {
-                return Err(ModelError::BadProjector(
-                    "v.patch_embd.weight must be F16 or F32 (llama.cpp's convolution takes no other type)"
-                        .into(),
-                ));
+        let kernel = |name: &str| -> Result<Vec<u8>, ModelError> {
+            let kernel = tensors.flattened_matrix(name, &[patch_size, patch_size, 3, width])?;
+            match kernel.weight_type {
+                WeightType::F16 => Ok(kernel.bytes(&bytes).to_vec()),
+                WeightType::F32 => Ok(kernel
+                    .bytes(&bytes)
+                    .chunks_exact(4)
+                    .flat_map(|b| f16::from_f32(f32::from_le_bytes([b[0], b[1], b[2], b[3]])).to_le_bytes())
+                    .collect()),
+                _ => Err(ModelError::BadProjector(format!(
+                    "{name} must be F16 or F32 (llama.cpp's convolution takes no other type)"
+                ))),
             }
         };
+        let patch_embd = kernel("v.patch_embd.weight")?;
+        let patch_embd_second_frame = if qwen { Some(kernel("v.patch_embd.weight.1")?) } else { None };
         // clip.cpp's Gemma 4 graph adds no patch bias, whatever the file holds.
         let patch_bias = if gemma4 { None } else { optional_vector("v.patch_embd.bias", width)? };
         // LFM2-VL resizes its grid of positions to each square's patches, whatever its size
@@ -573,7 +620,7 @@ impl VisionEncoder {
                     )));
                 }
             },
-            Some([_, count]) if lfm2 => {
+            Some([_, count]) if lfm2 || qwen => {
                 let side = (*count as f64).sqrt() as usize;
                 if side == 0 || (side * side) as u64 != *count {
                     return Err(ModelError::BadProjector(format!(
@@ -628,11 +675,17 @@ impl VisionEncoder {
                     )));
                 }
             }
+            let qkv = match header.tensor(&format!("{p}.attn_qkv.weight")) {
+                Some(_) => Qkv::Fused(linear(&format!("{p}.attn_qkv"), 3 * width, width)?),
+                None => Qkv::Separate(Box::new([
+                    linear(&format!("{p}.attn_q"), width, width)?,
+                    linear(&format!("{p}.attn_k"), width, width)?,
+                    linear(&format!("{p}.attn_v"), width, width)?,
+                ])),
+            };
             layers.push(Layer {
                 norm1: norm(&format!("{p}.ln1"))?,
-                q: linear(&format!("{p}.attn_q"), width, width)?,
-                k: linear(&format!("{p}.attn_k"), width, width)?,
-                v: linear(&format!("{p}.attn_v"), width, width)?,
+                qkv,
                 q_norm: qk_norm(&format!("{p}.attn_q_norm.weight"), per_head)?,
                 k_norm: qk_norm(&format!("{p}.attn_k_norm.weight"), per_head)?,
                 out: linear(&format!("{p}.attn_out"), width, width)?,
@@ -645,6 +698,15 @@ impl VisionEncoder {
                 out_scale,
             });
         }
+        // Qwen3-VL's deepstack layers feed the language model's first layers, which the
+        // architectures Inferno runs do not take.
+        if header.tensors.iter().any(|t| t.name.starts_with(super::DEEPSTACK_PREFIX)) {
+            return Err(ModelError::UnsupportedProjector(
+                "its deepstack layers (Qwen3-VL's) feed the language model's first layers, which \
+                 Inferno's Qwen architectures do not take; Qwen3.5's projectors have none"
+                    .into(),
+            ));
+        }
         if header.tensor("v.pre_ln.weight").is_some() {
             return Err(ModelError::UnsupportedProjector(
                 "v.pre_ln (a norm before the first layer) is not applied by Inferno's encoders".into(),
@@ -654,8 +716,22 @@ impl VisionEncoder {
             Some(_) => Some(norm("v.post_ln")?),
             None => None,
         };
-        let own_image_tokens = own_image_tokens(&facts.projector);
-        let projector = if gemma4 {
+        // A feed-forward's width: its first matrix's rows (ggml's ne[1]).
+        let hidden_of = |name: &str| -> Result<usize, ModelError> {
+            match header.tensor(name).map(|t| t.dims.as_slice()) {
+                Some(&[_, rows]) if (1..=1 << 16).contains(&rows) => Ok(rows as usize),
+                Some(_) => Err(ModelError::BadProjector(format!("{name} is not a matrix of sane size"))),
+                None => Err(ModelError::BadProjector(format!("the file lacks {name}"))),
+            }
+        };
+        let projector = if qwen {
+            let merged = width * QWEN_MERGE * QWEN_MERGE;
+            let hidden = hidden_of("mm.0.weight")?;
+            Projector::Qwen3Vl {
+                up: linear("mm.0", hidden, merged)?,
+                down: linear("mm.2", output_width, hidden)?,
+            }
+        } else if gemma4 {
             // clip.cpp standardizes only where the file has both.
             let standardize =
                 match (optional_vector("v.std_bias", width)?, optional_vector("v.std_scale", width)?) {
@@ -671,14 +747,7 @@ impl VisionEncoder {
                 Some(_) => Some(tensors.layer_norm("mm.input_norm", shuffled)?),
                 None => None,
             };
-            // The feed-forward's width is its first matrix's rows (ggml's ne[1]).
-            let hidden = match header.tensor("mm.1.weight").map(|t| t.dims.as_slice()) {
-                Some(&[_, rows]) if (1..=1 << 16).contains(&rows) => rows as usize,
-                Some(_) => {
-                    return Err(ModelError::BadProjector("mm.1.weight is not a matrix of sane size".into()));
-                }
-                None => return Err(ModelError::BadProjector("the file lacks mm.1.weight".into())),
-            };
+            let hidden = hidden_of("mm.1.weight")?;
             Projector::Lfm2 {
                 scale: merge,
                 norm,
@@ -700,10 +769,12 @@ impl VisionEncoder {
             facts,
             shape,
             patch_embd,
+            patch_embd_second_frame,
             patch_bias,
             positions,
             position_side,
             gemma4,
+            qwen,
             feed_forward,
             image_tokens: own_image_tokens,
             own_image_tokens,
@@ -762,7 +833,7 @@ impl VisionEncoder {
         match self.projector {
             Projector::Gemma3 { .. } => true,
             Projector::Gemma4 { .. } => !matches!(model_width, 1536 | 2560),
-            Projector::Idefics3 { .. } | Projector::Lfm2 { .. } => false,
+            Projector::Idefics3 { .. } | Projector::Lfm2 { .. } | Projector::Qwen3Vl { .. } => false,
         }
     }
 
@@ -780,6 +851,15 @@ impl VisionEncoder {
         let longest_edge = match &self.projector {
             Projector::Lfm2 { scale, .. } => return self.lfm2_layout(image, *scale),
             Projector::Gemma4 { pool, .. } => return self.gemma4_layout(image, *pool),
+            Projector::Qwen3Vl { .. } => {
+                let tokens = self.image_tokens.unwrap_or((QWEN_MIN_TOKENS, QWEN_MAX_TOKENS));
+                let square = self.dyn_size_square(image, QWEN_MERGE, tokens, "Qwen-VL")?;
+                return Ok(vec![
+                    PicturePart::Text("<|vision_start|>".into()),
+                    PicturePart::Square(square),
+                    PicturePart::Text("<|vision_end|>".into()),
+                ]);
+            }
             Projector::Gemma3 { .. } => {
                 return Ok(vec![
                     PicturePart::Text("<start_of_image>".into()),
@@ -874,20 +954,11 @@ impl VisionEncoder {
     /// very thin picture, its short side raised to one pool, would have more patches than the
     /// encoder takes, or a side more than the position tables have rows (mtmd reads past them).
     fn gemma4_layout(&self, image: &RgbImage, pool: usize) -> Result<Vec<PicturePart>, ModelError> {
-        let (patch, align) = (self.shape.patch_size, self.shape.patch_size * pool);
+        let patch = self.shape.patch_size;
         let (width, height) = (image.width(), image.height());
-        let (min, max) = self.image_tokens.unwrap_or((GEMMA4_MIN_TOKENS, GEMMA4_MAX_TOKENS));
-        let (new_width, new_height) =
-            smart_size(width, height, align, min * align * align, max * align * align);
-        let patches = (new_width / patch) * (new_height / patch);
-        if patches > self.shape.max_patches {
-            return Err(ModelError::BadImage(format!(
-                "a {width} × {height} picture is too long and thin for this projector: resized as \
-                 Gemma 4 resizes it, {new_width} × {new_height}, it would be {patches} patches, over \
-                 the {} Inferno encodes",
-                self.shape.max_patches
-            )));
-        }
+        let tokens = self.image_tokens.unwrap_or((GEMMA4_MIN_TOKENS, GEMMA4_MAX_TOKENS));
+        let square = self.dyn_size_square(image, pool, tokens, "Gemma 4")?;
+        let (new_width, new_height) = (square.width(), square.height());
         let longest = (new_width / patch).max(new_height / patch);
         if longest > self.position_side {
             return Err(ModelError::BadImage(format!(
@@ -899,9 +970,36 @@ impl VisionEncoder {
         }
         Ok(vec![
             PicturePart::Text("<|image>".into()),
-            PicturePart::Square(image.fit_on_black(new_width, new_height, Filter::Bicubic)),
+            PicturePart::Square(square),
             PicturePart::Text("<image|>".into()),
         ])
+    }
+
+    /// mtmd's `dyn_size` preprocessing (Gemma 4's and Qwen-VL's): the picture fitted on black
+    /// (bicubic) to its own aspect with sides multiples of a patch times `merge` and `min..=max`
+    /// rows of output ([`smart_size`]). Refused (`bad_image`) where a very thin picture, its short
+    /// side raised to one block, would have more patches than the encoder takes.
+    fn dyn_size_square(
+        &self,
+        image: &RgbImage,
+        merge: usize,
+        (min, max): (usize, usize),
+        family: &str,
+    ) -> Result<RgbImage, ModelError> {
+        let (patch, align) = (self.shape.patch_size, self.shape.patch_size * merge);
+        let (width, height) = (image.width(), image.height());
+        let (new_width, new_height) =
+            smart_size(width, height, align, min * align * align, max * align * align);
+        let patches = (new_width / patch) * (new_height / patch);
+        if patches > self.shape.max_patches {
+            return Err(ModelError::BadImage(format!(
+                "a {width} × {height} picture is too long and thin for this projector: resized as \
+                 {family} resizes it, {new_width} × {new_height}, it would be {patches} patches, over \
+                 the {} Inferno encodes",
+                self.shape.max_patches
+            )));
+        }
+        Ok(image.fit_on_black(new_width, new_height, Filter::Bicubic))
     }
 
     /// A picture encoded for a prompt: every square of its [`layout`](Self::layout) encoded,
@@ -928,6 +1026,7 @@ impl VisionEncoder {
             encoded: Vec::with_capacity(2 * squares + 1),
             values: Vec::new(),
             width: self.shape.output_width,
+            grid: None,
         })
     }
 
@@ -941,6 +1040,8 @@ impl VisionEncoder {
                     let rows = self.encode_square(&square)?;
                     encoding.encoded.push(PromptPart::Rows(rows.tokens));
                     encoding.values.extend_from_slice(&rows.values);
+                    // A picture placed by its grid is one square.
+                    encoding.grid = rows.grid;
                     encoding.left -= 1;
                     return Ok(());
                 }
@@ -971,6 +1072,11 @@ impl VisionEncoder {
                     && square.height().is_multiple_of(shape.patch_size)
                     && (1..=shape.max_patches).contains(&n)
             }
+            Projector::Qwen3Vl { .. } => {
+                square.width().is_multiple_of(shape.patch_size * QWEN_MERGE)
+                    && square.height().is_multiple_of(shape.patch_size * QWEN_MERGE)
+                    && (1..=shape.max_patches).contains(&n)
+            }
             Projector::Gemma4 { pool, .. } => {
                 square.width().is_multiple_of(shape.patch_size * pool)
                     && square.height().is_multiple_of(shape.patch_size * pool)
@@ -996,6 +1102,14 @@ impl VisionEncoder {
         // the product only for a patch count that is a multiple of 4, `vec_dot` otherwise.
         let layout = if n.is_multiple_of(4) { WeightLayout::Plain } else { WeightLayout::VecDot };
         matmul_quantized_with_layout(&self.patch_embd, WeightType::F16, layout, d, &activations, &mut x)?;
+        if let Some(second) = &self.patch_embd_second_frame {
+            let mut y = vec![0.0; n * d];
+            matmul_quantized_with_layout(second, WeightType::F16, layout, d, &activations, &mut y)?;
+            add_in_place(&mut x, &y);
+        }
+        if self.qwen {
+            x = in_blocks(&x, grid_width, grid_height, d);
+        }
         if let Some(bias) = &self.patch_bias {
             x.chunks_exact_mut(d).for_each(|row| add_in_place(row, bias));
         }
@@ -1008,7 +1122,16 @@ impl VisionEncoder {
                 add_in_place(row, &by_row[(i / grid_width) * d..][..d]);
             }
         } else if (grid_width, grid_height) == (self.position_side, self.position_side) {
-            add_in_place(&mut x, &self.positions);
+            let positions = if self.qwen {
+                &in_blocks(&self.positions, grid_width, grid_height, d)
+            } else {
+                &self.positions
+            };
+            add_in_place(&mut x, positions);
+        } else if self.qwen {
+            let side = self.position_side;
+            let positions = resize_positions_aligned(&self.positions, side, d, grid_width, grid_height);
+            add_in_place(&mut x, &in_blocks(&positions, grid_width, grid_height, d));
         } else {
             let positions = resize_positions(&self.positions, self.position_side, d, grid_width, grid_height);
             add_in_place(&mut x, &positions);
@@ -1017,11 +1140,28 @@ impl VisionEncoder {
         let head_dim = d / shape.heads;
         // Gemma 4 attends at scale 1 over normalized heads; SigLIP at 1/√head.
         let kq_scale = if self.gemma4 { 1.0 } else { 1.0 / (head_dim as f32).sqrt() };
-        let rope = self.gemma4.then(|| PatchRope::new(grid_width, grid_height, head_dim));
+        let rope = if self.gemma4 {
+            Some(PatchRope::halves(grid_width, grid_height, head_dim))
+        } else if self.qwen {
+            Some(PatchRope::quarters_in_blocks(grid_width, grid_height, head_dim))
+        } else {
+            None
+        };
         for layer in &self.layers {
             let mut h = x.clone();
             self.norm(&mut h, &layer.norm1.weight, layer.norm1.bias.as_deref());
-            let [mut q, mut k, mut v] = self.linears([&layer.q, &layer.k, &layer.v], &h, n)?;
+            let [mut q, mut k, mut v] = match &layer.qkv {
+                Qkv::Separate(separate) => {
+                    let [q, k, v] = &**separate;
+                    self.linears([q, k, v], &h, n)?
+                }
+                Qkv::Fused(qkv) => {
+                    let fused = self.linear(qkv, &h, n)?;
+                    std::array::from_fn(|part| {
+                        fused.chunks_exact(3 * d).flat_map(|row| &row[part * d..][..d]).copied().collect()
+                    })
+                }
+            };
             for (x, norm) in [(&mut q, &layer.q_norm), (&mut k, &layer.k_norm)] {
                 if let Some(weight) = norm {
                     self.norm(x, weight, None);
@@ -1030,6 +1170,8 @@ impl VisionEncoder {
             if let Some(rope) = &rope {
                 rope.apply(&mut q);
                 rope.apply(&mut k);
+            }
+            if self.gemma4 {
                 rms_norm_unweighted_in_place(&mut v, head_dim, shape.eps);
             }
             let attended = self.attention(&q, &k, &v, n, kq_scale);
@@ -1069,6 +1211,15 @@ impl VisionEncoder {
         }
 
         let (merge, norm, projection, projection_type) = match &self.projector {
+            Projector::Qwen3Vl { up, down } => {
+                // The rows run block by block: each block's four rows, side by side, are one.
+                let tokens = n / (QWEN_MERGE * QWEN_MERGE);
+                let mut hidden = self.linear(up, &x, tokens)?;
+                hidden.iter_mut().for_each(|h| *h = gelu(*h));
+                let values = self.linear(down, &hidden, tokens)?;
+                let grid = Some([grid_width / QWEN_MERGE, grid_height / QWEN_MERGE]);
+                return Ok(ImageEmbeddings { tokens, width: shape.output_width, values, grid });
+            }
             Projector::Gemma4 { pool, standardize, projection } => {
                 let mut pooled = average_pool(&x, grid_width, grid_height, d, *pool);
                 let tokens = pooled.len() / d;
@@ -1083,7 +1234,7 @@ impl VisionEncoder {
                 }
                 rms_norm_unweighted_in_place(&mut pooled, d, shape.eps);
                 let values = self.linear(projection, &pooled, tokens)?;
-                return Ok(ImageEmbeddings { tokens, width: shape.output_width, values });
+                return Ok(ImageEmbeddings { tokens, width: shape.output_width, values, grid: None });
             }
             Projector::Gemma3 { merge, norm, projection, projection_type } => {
                 (*merge, norm, projection, projection_type)
@@ -1091,7 +1242,7 @@ impl VisionEncoder {
             Projector::Idefics3 { scale, fc, .. } => {
                 let (shuffled, tokens) = pixel_shuffle(&x, grid_width, grid_height, d, *scale);
                 let values = self.linear(fc, &shuffled, tokens)?;
-                return Ok(ImageEmbeddings { tokens, width: shape.output_width, values });
+                return Ok(ImageEmbeddings { tokens, width: shape.output_width, values, grid: None });
             }
             Projector::Lfm2 { scale, norm, up, down } => {
                 let (mut shuffled, tokens) = pixel_shuffle(&x, grid_width, grid_height, d, *scale);
@@ -1102,7 +1253,7 @@ impl VisionEncoder {
                 let mut hidden = self.linear(up, &shuffled, tokens)?;
                 hidden.iter_mut().for_each(|h| *h = gelu(*h));
                 let values = self.linear(down, &hidden, tokens)?;
-                return Ok(ImageEmbeddings { tokens, width: shape.output_width, values });
+                return Ok(ImageEmbeddings { tokens, width: shape.output_width, values, grid: None });
             }
         };
         let pooled = average_pool(&x, grid_width, grid_height, d, merge);
@@ -1121,7 +1272,7 @@ impl VisionEncoder {
             &activations,
             &mut values,
         )?;
-        Ok(ImageEmbeddings { tokens, width: shape.output_width, values })
+        Ok(ImageEmbeddings { tokens, width: shape.output_width, values, grid: None })
     }
 
     /// The prepared picture as rows of patch values, patches row by row, each patch's values
@@ -1216,9 +1367,42 @@ impl VisionEncoder {
 
     /// Every patch attends to every patch, head by head: llama.cpp's flash attention on the
     /// CPU, keys and values rounded to f16 (`ggml_cast`), its tiled kernel (64 queries or more).
+    /// [`attention`](Self::attention) for fewer than [`ONE_PASS_BELOW`] patches: llama.cpp's
+    /// one-pass kernel over f16 keys and values, query by query and head by head.
+    fn attention_one_pass(&self, q: &[f32], k: &[f32], v: &[f32], n: usize, kq_scale: f32) -> Vec<f32> {
+        let (d, heads) = (self.shape.width, self.shape.heads);
+        let head_dim = d / heads;
+        let round = |x: &[f32]| -> Vec<f16> { x.iter().map(|&x| f16::from_f32(x)).collect() };
+        let (keys, values) = (round(k), round(v));
+        let scoring = Scoring::new(kq_scale, None);
+        let mut scratch = GroupScratch::default();
+        let mut out = vec![0.0; n * d];
+        for h in 0..heads {
+            let kv =
+                HeadView { keys: &keys[..], values: &values[..], stride: d, offset: h * head_dim, head_dim };
+            for t in 0..n {
+                let span = t * d + h * head_dim..t * d + (h + 1) * head_dim;
+                attend_group_one_pass(
+                    &q[span.clone()],
+                    &kv,
+                    0..n,
+                    scoring,
+                    None,
+                    AttentionPrecision::Exact,
+                    &mut scratch,
+                    &mut out[span],
+                );
+            }
+        }
+        out
+    }
+
     fn attention(&self, q: &[f32], k: &[f32], v: &[f32], n: usize, kq_scale: f32) -> Vec<f32> {
         let (d, heads) = (self.shape.width, self.shape.heads);
         let head_dim = d / heads;
+        if n < ONE_PASS_BELOW {
+            return self.attention_one_pass(q, k, v, n, kq_scale);
+        }
         let round = |x: &[f32]| -> Vec<f32> { x.iter().map(|&x| f16::from_f32(x).to_f32()).collect() };
         let (keys, values) = (round(k), round(v));
         let scoring = Scoring::new(kq_scale, None);
@@ -1256,6 +1440,10 @@ impl VisionEncoder {
     }
 }
 
+/// Below this many queries (`GGML_FA_TILE_Q`) llama.cpp's CPU flash attention runs its one-pass
+/// kernel, keeping the query and `Σ p·V` in f16, instead of the tiled one.
+const ONE_PASS_BELOW: usize = 64;
+
 /// `x` (a `width × height` grid of rows `d` wide, row-major) averaged over squares of
 /// `merge × merge`, as ggml's `pool_2d` does it (an f32 sum in reading order, then divided).
 fn average_pool(x: &[f32], width: usize, height: usize, d: usize, merge: usize) -> Vec<f32> {
@@ -1277,20 +1465,31 @@ fn average_pool(x: &[f32], width: usize, height: usize, d: usize, merge: usize) 
     out
 }
 
-/// Gemma 4's 2D RoPE over a grid of patches (its `add_pos`: two NeoX rotations of ggml's): the
-/// first half of each head rotated by the patch's column, the second by its row, each half's
-/// pairs a quarter of the head apart, base 100.
+/// A 2D RoPE over a grid of patches, each head turned by the patch's column and row.
+/// - Gemma 4 (its `add_pos`: two NeoX rotations of ggml's): the first half of each head rotated
+///   by the column, the second by the row, each half's pairs a quarter of the head apart, base 100.
+/// - Qwen-VL (ggml's `GGML_ROPE_TYPE_VISION` with four equal sections): one rotation of pairs half
+///   a head apart, the first half of the pairs by the row, the second by the column, base 10000.
 struct PatchRope {
-    grid_width: usize,
     head_dim: usize,
-    /// The cos/sin pairs of each column, and of each row.
+    /// Each patch's column and row, in the order the encoder runs them.
+    places: Vec<(usize, usize)>,
+    /// The cos/sin pairs of each column, and of each row (a quarter of a head's width each).
     columns: Vec<Vec<(f32, f32)>>,
     rows: Vec<Vec<(f32, f32)>>,
+    /// Gemma 4's halves rotated apart, or Qwen's one rotation.
+    halves: bool,
 }
 
 impl PatchRope {
-    fn new(grid_width: usize, grid_height: usize, head_dim: usize) -> PatchRope {
-        let rope = Rope { base: GEMMA4_ROPE_BASE, freq_scale: 1.0, attn_factor: 1.0, yarn: None };
+    fn new(
+        grid_width: usize,
+        grid_height: usize,
+        head_dim: usize,
+        base: f32,
+        places: Vec<(usize, usize)>,
+    ) -> PatchRope {
+        let rope = Rope { base, freq_scale: 1.0, attn_factor: 1.0, yarn: None };
         let tables = |count: usize| -> Vec<Vec<(f32, f32)>> {
             (0..count)
                 .map(|position| {
@@ -1300,22 +1499,111 @@ impl PatchRope {
                 })
                 .collect()
         };
-        PatchRope { grid_width, head_dim, columns: tables(grid_width), rows: tables(grid_height) }
+        PatchRope { head_dim, places, columns: tables(grid_width), rows: tables(grid_height), halves: false }
+    }
+
+    /// Gemma 4's, the patches in reading order.
+    fn halves(grid_width: usize, grid_height: usize, head_dim: usize) -> PatchRope {
+        let places = (0..grid_width * grid_height).map(|i| (i % grid_width, i / grid_width)).collect();
+        PatchRope {
+            halves: true,
+            ..PatchRope::new(grid_width, grid_height, head_dim, GEMMA4_ROPE_BASE, places)
+        }
+    }
+
+    /// Qwen-VL's, the patches in 2 × 2 blocks ([`in_blocks`]).
+    fn quarters_in_blocks(grid_width: usize, grid_height: usize, head_dim: usize) -> PatchRope {
+        let mut places = Vec::with_capacity(grid_width * grid_height);
+        for block_y in (0..grid_height).step_by(QWEN_MERGE) {
+            for block_x in (0..grid_width).step_by(QWEN_MERGE) {
+                for y in block_y..block_y + QWEN_MERGE {
+                    places.extend((block_x..block_x + QWEN_MERGE).map(|x| (x, y)));
+                }
+            }
+        }
+        PatchRope::new(grid_width, grid_height, head_dim, QWEN_ROPE_BASE, places)
     }
 
     /// Rotates `x`, rows of the patches in order, each of whole heads.
     fn apply(&self, x: &mut [f32]) {
-        let (width, half) = (self.grid_width, self.head_dim / 2);
-        let per_patch = x.len() / (self.columns.len() * self.rows.len()).max(1);
-        for (i, patch) in x.chunks_exact_mut(per_patch).enumerate() {
-            let (column, row) = (&self.columns[i % width], &self.rows[i / width]);
+        let half = self.head_dim / 2;
+        let per_patch = x.len() / self.places.len().max(1);
+        let mut both = Vec::with_capacity(half);
+        for (patch, &(column, row)) in x.chunks_exact_mut(per_patch).zip(&self.places) {
+            let (column, row) = (&self.columns[column], &self.rows[row]);
+            if !self.halves {
+                both.clear();
+                both.extend_from_slice(row);
+                both.extend_from_slice(column);
+            }
             for head in patch.chunks_exact_mut(self.head_dim) {
-                let (first, second) = head.split_at_mut(half);
-                apply_rope(first, half, column, RopeStyle::Neox);
-                apply_rope(second, half, row, RopeStyle::Neox);
+                if self.halves {
+                    let (first, second) = head.split_at_mut(half);
+                    apply_rope(first, half, column, RopeStyle::Neox);
+                    apply_rope(second, half, row, RopeStyle::Neox);
+                } else {
+                    apply_rope(head, self.head_dim, &both, RopeStyle::Neox);
+                }
             }
         }
     }
+}
+
+/// Rows of a `width × height` grid (`d` wide, reading order) in Qwen-VL's order: 2 × 2 blocks
+/// row by row, each block's four rows in reading order (clip.cpp's spatial merge permute).
+fn in_blocks(x: &[f32], width: usize, height: usize, d: usize) -> Vec<f32> {
+    let mut out = Vec::with_capacity(x.len());
+    for block_y in (0..height).step_by(QWEN_MERGE) {
+        for block_x in (0..width).step_by(QWEN_MERGE) {
+            for y in block_y..block_y + QWEN_MERGE {
+                out.extend_from_slice(&x[(y * width + block_x) * d..][..QWEN_MERGE * d]);
+            }
+        }
+    }
+    out
+}
+
+/// A `side × side` grid of position rows (`d` wide) resized to `width × height` as ggml's
+/// `interpolate` does it with `GGML_SCALE_FLAG_ALIGN_CORNERS` (Qwen-VL's learned positions):
+/// bilinear between the four nearest, the corners of both grids aligned, in f32.
+fn resize_positions_aligned(
+    positions: &[f32],
+    side: usize,
+    d: usize,
+    width: usize,
+    height: usize,
+) -> Vec<f32> {
+    use crate::tensor::kv_rows::mul_add;
+    // Per axis: the scale with corners aligned (ggml keeps the plain ratio for a side of 1).
+    let scale = |out: usize| {
+        if out > 1 && side > 1 { (out - 1) as f32 / (side - 1) as f32 } else { out as f32 / side as f32 }
+    };
+    let (scale_x, scale_y) = (scale(width), scale(height));
+    let last = side as i64 - 1;
+    // The two source indices around `at` (clamped to the grid) and the weight of the second.
+    let around = |at: f32| {
+        let first = at.floor() as i64;
+        let (low, high) = (first.clamp(0, last), (first + 1).clamp(0, last));
+        (low as usize, high as usize, (at - low as f32).clamp(0.0, 1.0))
+    };
+    let mut out = vec![0.0; width * height * d];
+    for oy in 0..height {
+        let (y0, y1, dy) = around(oy as f32 / scale_y);
+        for ox in 0..width {
+            let (x0, x1, dx) = around(ox as f32 / scale_x);
+            let at = |x: usize, y: usize| &positions[(y * side + x) * d..][..d];
+            let (a, b, c, e) = (at(x0, y0), at(x1, y0), at(x0, y1), at(x1, y1));
+            for (i, value) in out[(oy * width + ox) * d..][..d].iter_mut().enumerate() {
+                // ggml's `a(1−dx)(1−dy) + b·dx(1−dy) + c(1−dx)dy + d·dx·dy` as GCC contracts it:
+                // the first term's last product fused onto the second, each later one's onto
+                // the sum (found by comparing every element with ggml's).
+                let sum = mul_add(a[i] * (1.0 - dx), 1.0 - dy, b[i] * dx * (1.0 - dy));
+                let sum = mul_add(c[i] * (1.0 - dx), dy, sum);
+                *value = mul_add(e[i] * dx, dy, sum);
+            }
+        }
+    }
+    out
 }
 
 /// SmolVLM's and LFM2-VL's pixel shuffle (clip.cpp's `build_patch_merge_permute`): each
@@ -1392,6 +1680,7 @@ pub(crate) fn own_image_tokens(projector: &str) -> Option<(usize, usize)> {
     match projector {
         "gemma4v" => Some((GEMMA4_MIN_TOKENS, GEMMA4_MAX_TOKENS)),
         "lfm2" => Some((LFM2_MIN_TOKENS, LFM2_MAX_TOKENS)),
+        "qwen3vl_merger" => Some((QWEN_MIN_TOKENS, QWEN_MAX_TOKENS)),
         _ => None,
     }
 }
@@ -1550,7 +1839,7 @@ mod tests {
     /// the column, the second with the row, each in pairs a quarter of the head apart.
     #[test]
     fn gemma4_rotates_each_half_of_a_head_by_its_own_axis() {
-        let rope = PatchRope::new(3, 2, 8);
+        let rope = PatchRope::halves(3, 2, 8);
         let head: Vec<f32> = (1..=8).map(|v| v as f32).collect();
         let mut x: Vec<f32> = head.iter().cycle().take(6 * 8).copied().collect();
         rope.apply(&mut x);
