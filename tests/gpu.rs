@@ -509,17 +509,32 @@ fn a_picture_runs_on_the_gpu_as_on_the_cpu() {
 /// lavapipe: 0.023-0.024), and its greedy tokens are llama.cpp's (the golden's).
 #[test]
 fn a_gemma4_picture_runs_on_the_gpu_as_on_the_cpu() {
+    assert_micro_picture_on_gpu("gemma4-vl-micro-q8_0", "clip-gemma4v-micro");
+}
+
+/// Qwen3.5's picture rows on the GPU: the micro Qwen3.5 and its micro projector, the rows at
+/// M-RoPE's positions (the shader's grid mode: each pair's stream from the factors' second half)
+/// and the text after them at the picture's start plus its grid's longer side. The GPU's logits
+/// follow the CPU's (llama.cpp's) within 0.1, and its greedy tokens are llama.cpp's.
+#[test]
+fn a_qwen35_picture_runs_on_the_gpu_as_on_the_cpu() {
+    assert_micro_picture_on_gpu("qwen35-micro-q8_0", "clip-qwen3vl-micro");
+}
+
+/// A micro pair's chat golden on the GPU and the CPU side by side: the same prompt ids, the
+/// logits of three greedy steps within 0.1, the golden's tokens.
+fn assert_micro_picture_on_gpu(model: &str, projector: &str) {
     let golden: serde_json::Value = serde_json::from_slice(
-        &std::fs::read(common::fixture("golden/clip-gemma4v-micro.images.json")).unwrap(),
+        &std::fs::read(common::fixture(&format!("golden/{projector}.images.json"))).unwrap(),
     )
     .unwrap();
     let chat = &golden["chat"];
-    let mmproj = std::fs::read(common::fixture("models/clip-gemma4v-micro.gguf")).unwrap();
+    let mmproj = std::fs::read(common::fixture(&format!("models/{projector}.gguf"))).unwrap();
     let picture =
         inferno::vision::decode(&std::fs::read(common::fixture(chat["picture"].as_str().unwrap())).unwrap())
             .unwrap();
     let prompt = chat["prompt"].as_str().unwrap();
-    let model = std::fs::read(common::fixture("models/gemma4-vl-micro-q8_0.gguf")).unwrap();
+    let model = std::fs::read(common::fixture(&format!("models/{model}.gguf"))).unwrap();
     let mut on_gpu = Engine::load(model.clone()).unwrap();
     on_gpu.use_gpu(Some(Arc::new(Gpu::new().unwrap()))).unwrap();
     on_gpu.attach_projector(mmproj.clone()).unwrap();
@@ -528,7 +543,7 @@ fn a_gemma4_picture_runs_on_the_gpu_as_on_the_cpu() {
     let ids = on_gpu.encode_with_images(prompt, std::slice::from_ref(&picture)).unwrap();
     assert_eq!(ids, on_cpu.encode_with_images(prompt, std::slice::from_ref(&picture)).unwrap());
     let (mut gpu_session, mut cpu_session) =
-        (on_gpu.new_session(256).unwrap(), on_cpu.new_session(256).unwrap());
+        (on_gpu.new_session(512).unwrap(), on_cpu.new_session(512).unwrap());
     gpu_session.sync(&on_gpu, &ids).unwrap();
     cpu_session.sync(&on_cpu, &ids).unwrap();
     let mut sampler = Sampler::new(SamplerSettings::greedy()).unwrap();
@@ -537,7 +552,7 @@ fn a_gemma4_picture_runs_on_the_gpu_as_on_the_cpu() {
         cpu_session.advance(&on_cpu).unwrap();
         let (gpu, cpu) = (gpu_session.logits().unwrap(), cpu_session.logits().unwrap());
         let delta = cpu.iter().zip(gpu).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
-        eprintln!("Gemma 4 picture on the GPU, step {step}: max |Δlogit| {delta:.4}");
+        eprintln!("{projector} picture on the GPU, step {step}: max |Δlogit| {delta:.4}");
         assert!(delta <= 0.1, "step {step}: {delta}");
         let token = gpu_session.step(&on_gpu, &mut sampler, None, 0).unwrap().token;
         assert_eq!(u64::from(token), theirs.as_u64().unwrap(), "step {step}");

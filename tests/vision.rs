@@ -321,6 +321,31 @@ fn limits_on_a_pictures_rows_are_as_mtmds() {
     assert_eq!(smolvlm.set_image_tokens(Some(1), Some(2)).unwrap(), None);
 }
 
+/// Qwen3.5's limits (mtmd's image_min_tokens / image_max_tokens): the wide picture, 690 rows by
+/// default, limited to 16-64 takes mtmd's 54, its square and embeddings bit for bit.
+#[test]
+fn limits_on_a_qwen_pictures_rows_are_as_mtmds() {
+    let golden = golden_of("clip-qwen3vl-micro");
+    let limited = &golden["limited"];
+    let mut engine = micro_vision_engine("qwen35-micro-q8_0", "clip-qwen3vl-micro");
+    assert_eq!(engine.projector().unwrap().image_tokens(), Some((8, 4096)));
+    assert_eq!(engine.set_image_tokens(Some(16), Some(64)).unwrap(), Some((16, 64)));
+    let encoder = engine.projector().unwrap();
+    let image = picture(limited);
+    let [square] = squares(encoder, &image).try_into().unwrap();
+    let theirs = &limited["squares"][0];
+    assert_eq!(
+        (square.width() as u64, square.height() as u64),
+        (theirs["width"].as_u64().unwrap(), theirs["height"].as_u64().unwrap())
+    );
+    assert_eq!(hex_sha256(square.pixels()), theirs["sha256"].as_str().unwrap());
+    let embeddings = encoder.encode(&image).unwrap();
+    assert_eq!(embeddings.grid, Some([9, 6]));
+    assert_eq!(relative_error(&embeddings.values, &floats(limited["embeddings"].as_str().unwrap())), 0.0);
+    let ids = engine.encode_with_images("<__media__>", std::slice::from_ref(&image)).unwrap();
+    assert_ids_match_chunks(&ids, &limited["chunks"]);
+}
+
 /// A picture so long and thin that Gemma 4's resize would give a side more patches than its
 /// position tables have rows (mtmd would read past them) is a bad image; the engine goes on.
 #[test]
@@ -449,6 +474,20 @@ fn an_image_prompt_on_the_micro_lfm2_vl_matches_llama_cpp() {
 #[test]
 fn an_image_prompt_on_the_micro_gemma4_matches_llama_cpp() {
     let worst = image_prompt_error("gemma4-vl-micro-q8_0", "clip-gemma4v-micro");
+    assert!(worst < 0.02, "{worst}");
+}
+
+/// The micro Qwen3.5 language model (gated DeltaNet and attention layers with interleaved
+/// M-RoPE) with the micro Qwen3.5 projector, as mtmd runs an image prompt: the picture's 247 rows
+/// (a 19 × 13 grid) at M-RoPE's positions, each at the picture's first position along the text
+/// and at its row and column across, the text after it 19 positions on (mtmd's n_past 37 after
+/// 265 rows), causal; then greedy steps, the logits of steps 0-3 within the Q8_0 text bound
+/// (0.02). With positions by cache slot instead, greedy step 10 already differs.
+#[test]
+fn an_image_prompt_on_the_micro_qwen35_matches_llama_cpp() {
+    let golden = golden_of("clip-qwen3vl-micro");
+    assert_eq!(golden["chat"]["n_past"], 37);
+    let worst = image_prompt_error("qwen35-micro-q8_0", "clip-qwen3vl-micro");
     assert!(worst < 0.02, "{worst}");
 }
 

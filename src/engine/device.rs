@@ -4,7 +4,7 @@
 //! only does it where its memory is.
 
 use super::{Engine, EngineError};
-use crate::model::{AttentionPrecision, BatchInput, Cache, KvTypes, LogitsFor, Model, Scratch};
+use crate::model::{AttentionPrecision, BatchInput, Cache, KvTypes, LogitsFor, Model, Placement, Scratch};
 
 /// A new session's device, with a cache of `context` positions and batches of up to `batch`
 /// tokens: the engine's GPU where it has one, else the CPU.
@@ -42,14 +42,15 @@ pub(super) trait Device {
     /// Checkpoints held now, the most kept, and bytes each (all 0 without recurrent layers).
     fn checkpoints(&self) -> (usize, usize, usize);
 
-    /// Runs `tokens` after the positions held. The CPU appends the logits asked for to
-    /// `logits` at once; the GPU submits, and its logits come from [`Device::collect`]. After
-    /// a failure the device holds what it held before.
-    /// `precision` is how the CPU keeps attention's query and `Σ p·V` (the GPU's are f32).
+    /// Runs `tokens` after the positions held, at `placement` (`None`: at their cache slots).
+    /// The CPU appends the logits asked for to `logits` at once; the GPU submits, and its
+    /// logits come from [`Device::collect`]. After a failure the device holds what it held
+    /// before. `precision` is how the CPU keeps attention's query and `Σ p·V` (the GPU's are f32).
     fn evaluate(
         &mut self,
         model: &Model,
         input: BatchInput,
+        placement: Option<Placement>,
         logits_for: LogitsFor,
         precision: AttentionPrecision,
         logits: &mut Vec<f32>,
@@ -128,16 +129,14 @@ impl Device for CpuDevice {
         &mut self,
         model: &Model,
         input: BatchInput,
+        placement: Option<Placement>,
         logits_for: LogitsFor,
         precision: AttentionPrecision,
         logits: &mut Vec<f32>,
     ) -> Result<(), EngineError> {
         self.scratch.set_attention_precision(precision);
         let (cache, scratch) = (&mut self.cache, &mut self.scratch);
-        let result = match input {
-            BatchInput::Tokens(tokens) => model.forward(cache, scratch, tokens, logits_for),
-            BatchInput::Rows { rows, causal } => model.forward_rows(cache, scratch, rows, causal, logits_for),
-        };
+        let result = model.forward_placed(cache, scratch, input, placement, logits_for);
         match result {
             Ok(out) => {
                 logits.extend_from_slice(out);
@@ -236,13 +235,14 @@ impl Device for GpuDevice {
         &mut self,
         model: &Model,
         input: BatchInput,
+        placement: Option<Placement>,
         logits_for: LogitsFor,
         _: AttentionPrecision,
         _: &mut Vec<f32>,
     ) -> Result<(), EngineError> {
         let start = self.state.len();
         let logits = logits_for != LogitsFor::None;
-        self.state.submit_input(&self.gpu, model, input, logits).map_err(|error| {
+        self.state.submit_input(&self.gpu, model, input, placement, logits).map_err(|error| {
             self.state.truncate(&self.gpu, start);
             error.into()
         })

@@ -7,6 +7,7 @@
 use std::ops::Range;
 use std::sync::{Arc, Mutex};
 
+use crate::model::Placement;
 use crate::vision::ImageEmbeddings;
 
 /// Ids from here up stand for rows of a picture's embeddings, never for tokens (no vocabulary
@@ -36,6 +37,15 @@ struct Held {
     /// Counts prompts built ([`ImageTable::begin_prompt`]); a picture remembers the last it
     /// was used in.
     prompt: u64,
+    /// The grid (columns, rows) of each slot whose picture has one (M-RoPE's), kept after the
+    /// picture is forgotten: a session's cached rows still need their places.
+    grids: Vec<(usize, [usize; 2])>,
+}
+
+impl Held {
+    fn grid(&self, slot: usize) -> Option<[usize; 2]> {
+        self.grids.iter().find(|(s, _)| *s == slot).map(|(_, grid)| *grid)
+    }
 }
 
 struct HeldImage {
@@ -124,6 +134,9 @@ impl ImageTable {
         }
         let slot = held.next_slot;
         held.next_slot += 1;
+        if let Some(grid) = embeddings.grid {
+            held.grids.push((slot, grid));
+        }
         let prompt_ids = place(&ids(slot, embeddings.tokens));
         let picture = HeldImage {
             hash,
@@ -162,6 +175,38 @@ impl ImageTable {
         let whole =
             ids.iter().zip(rows.clone()).all(|(&id, row)| slot_of(id) == slot_of(first) && row_of(id) == row);
         (whole && rows.end <= embeddings.tokens).then(|| (embeddings.clone(), rows))
+    }
+}
+
+impl ImageTable {
+    /// Where a run of `run` (text, or one picture's rows) stands under M-RoPE after `before`,
+    /// the ids ahead of it (see [`Placement`]).
+    pub fn placement(&self, before: &[u32], run: &[u32]) -> Placement {
+        match run.first() {
+            Some(&id) if is_image_id(id) => {
+                // A picture resumed midway: its rows ahead of the run count from its start.
+                let row = row_of(id);
+                let start = self.position_after(&before[..before.len().saturating_sub(row)]);
+                match self.lock().grid(slot_of(id)) {
+                    Some([width, _]) => Placement::Grid { start, width, first_row: row },
+                    None => Placement::Text { start: start + row },
+                }
+            }
+            _ => Placement::Text { start: self.position_after(before) },
+        }
+    }
+
+    /// The M-RoPE position after `ids`: one per token, and for each picture the longer side of
+    /// its grid (mtmd's `mtmd_image_tokens_get_n_pos`; one per row for a picture without one).
+    pub fn position_after(&self, ids: &[u32]) -> usize {
+        let held = self.lock();
+        runs(ids)
+            .into_iter()
+            .map(|run| match held.grid(slot_of(ids[run.start])) {
+                Some([width, height]) if is_image_id(ids[run.start]) => width.max(height),
+                _ => run.len(),
+            })
+            .sum()
     }
 }
 

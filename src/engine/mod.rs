@@ -942,21 +942,32 @@ impl Session {
         // them (the batch decides the attention kernel, and a picture may attend both ways).
         let runs = images::runs(tokens);
         let last = runs.len().saturating_sub(1);
+        // Under M-RoPE (Qwen3.5) positions part from cache slots after a picture.
+        let mrope = !engine.model.config().rope_streams.is_empty();
         for (i, run) in runs.into_iter().enumerate() {
             let wanted = if i == last || logits_for == LogitsFor::All { logits_for } else { LogitsFor::None };
             let run = &tokens[run];
+            let placement = mrope.then(|| engine.images.placement(&self.evaluated, run));
             let result = match run.first() {
                 Some(&id) if is_image_id(id) => {
                     engine.image_rows(run).and_then(|(embeddings, rows, causal)| {
                         let rows =
                             &embeddings.values[rows.start * embeddings.width..rows.end * embeddings.width];
                         let input = BatchInput::Rows { rows, causal };
-                        self.device.evaluate(&engine.model, input, wanted, precision, &mut self.logits)
+                        self.device.evaluate(
+                            &engine.model,
+                            input,
+                            placement,
+                            wanted,
+                            precision,
+                            &mut self.logits,
+                        )
                     })
                 }
                 _ => self.device.evaluate(
                     &engine.model,
                     BatchInput::Tokens(run),
+                    placement,
                     wanted,
                     precision,
                     &mut self.logits,

@@ -16,7 +16,8 @@ use super::{AttentionParams, Gpu, GpuError, RopeParams, Signal, groups_2d};
 use crate::model::backend::{Backend, Buf, Input, LayerAttention, LayerRope, LogitsHead};
 use crate::model::{
     Activation, BatchInput, Checkpoints, DeltaNetWeights, EncoderInput, ExpertWeights, Family, FeedForward,
-    Ffn, Mamba2Weights, Matrix, Mixer, Model, ModelError, Norm, PerLayerWeights, RopeStyle, ShortConvWeights,
+    Ffn, Mamba2Weights, Matrix, Mixer, Model, ModelError, Norm, PerLayerWeights, Placement, RopeStyle,
+    ShortConvWeights,
 };
 
 /// What a model keeps on the device between batches: its weights (by where they lie in the
@@ -465,7 +466,7 @@ impl GpuState {
     /// submits them, with the last token's logits when `logits` is set. The cache counts them
     /// at once; [`GpuState::pending`] says when the GPU has done them.
     pub fn submit(&mut self, gpu: &Gpu, model: &Model, tokens: &[u32], logits: bool) -> Result<(), GpuError> {
-        self.submit_input(gpu, model, BatchInput::Tokens(tokens), logits)
+        self.submit_input(gpu, model, BatchInput::Tokens(tokens), None, logits)
     }
 
     /// [`GpuState::submit`] for tokens or rows given whole (a picture's, in one batch when they
@@ -475,6 +476,7 @@ impl GpuState {
         gpu: &Gpu,
         model: &Model,
         input: BatchInput,
+        placement: Option<Placement>,
         logits: bool,
     ) -> Result<(), GpuError> {
         let (vocab, d) = (model.config().vocab_size, model.config().n_embd);
@@ -513,15 +515,19 @@ impl GpuState {
         // What a previous submission left mapped or waiting is dropped: the queue runs in order.
         self.discard_in_flight();
         let count = batches.len();
+        let mut done = 0;
         for (i, batch) in batches.into_iter().enumerate() {
             let last = i + 1 == count;
             let n = match batch {
                 BatchInput::Tokens(tokens) => tokens.len(),
                 BatchInput::Rows { rows, .. } => rows.len() / d,
             };
+            let placement = placement.map(|p| p.after(done));
+            done += n;
             let mut backend = GpuBackend {
                 gpu,
                 model,
+                placement,
                 start: self.len,
                 n,
                 rows: n,
@@ -982,6 +988,8 @@ struct GpuBackend<'a> {
     /// Each dispatch's parameters, a slot of [`PARAM_SLOT_WORDS`] after the other.
     params: Vec<u32>,
     start: usize,
+    /// Where the rows stand in the model's positions (`None`: at their cache slots).
+    placement: Option<Placement>,
     n: usize,
     rows: usize,
     /// The batch row the first row held now was (past `keep_rows`).
@@ -1264,22 +1272,25 @@ impl GpuBackend<'_> {
         self.elementwise(&pipeline, &both, &x, n, [hd as u32, 0, 0]);
     }
 
-    /// RoPE's per-pair factors (the model's, or ones) with 0 at the pairs interleaved M-RoPE
-    /// leaves unrotated, uploaded once per starting point.
-    fn unrotated_factors(&mut self, factors: Option<&[f32]>, rope_dims: usize) -> wgpu::Buffer {
+    /// RoPE's per-pair factors under M-RoPE (the model's, or ones) with 0 at the pairs of the
+    /// fourth stream (left unrotated), then each pair's stream (the shader's grid rows read it),
+    /// uploaded once per starting point.
+    fn mrope_factors(&mut self, factors: Option<&[f32]>, rope_dims: usize) -> wgpu::Buffer {
         let key = factors.map_or(0, |f| f.as_ptr() as usize);
-        let (gpu, unrotated) = (self.gpu, &self.model.config().rope_unrotated_pairs);
+        let (gpu, streams) = (self.gpu, &self.model.config().rope_streams);
         let bytes = &mut self.state.bytes;
         self.state
             .rope_factors
             .entry(key)
             .or_insert_with(|| {
-                let mut table = factors.map_or_else(|| vec![1.0; rope_dims / 2], <[f32]>::to_vec);
-                for &pair in unrotated {
-                    if let Some(factor) = table.get_mut(pair) {
+                let half = rope_dims / 2;
+                let mut table = factors.map_or_else(|| vec![1.0; half], |f| f[..half].to_vec());
+                for (factor, &stream) in table.iter_mut().zip(streams) {
+                    if stream == 3 {
                         *factor = 0.0;
                     }
                 }
+                table.extend((0..half).map(|pair| f32::from(streams.get(pair).copied().unwrap_or(0))));
                 *bytes += 4 * table.len() as u64;
                 upload(gpu, &super::f32_bytes(&table))
             })
@@ -1437,12 +1448,20 @@ impl Backend for GpuBackend<'_> {
     fn rope(&mut self, keys: bool, rope: &LayerRope) {
         let c = self.model.config();
         let shape = c.layer(self.layer);
+        let mrope = !rope.streams.is_empty();
         let factor_buffer = match rope.factors {
-            _ if !rope.unrotated_pairs.is_empty() => self.unrotated_factors(rope.factors, rope.dims),
+            _ if mrope => self.mrope_factors(rope.factors, rope.dims),
             Some(f) => self.vector(f),
             None => self.state.constant_row(self.gpu, 1, 1.0),
         };
-        let factors = rope.factors.or((!rope.unrotated_pairs.is_empty()).then_some(&[]));
+        let factors = rope.factors.or(mrope.then_some(&[]));
+        let (start, grid) = match self.placement {
+            None => (self.start, None),
+            Some(Placement::Text { start }) => (start + self.first, None),
+            Some(Placement::Grid { start, width, first_row }) => {
+                (start, Some([width, first_row + self.first]))
+            }
+        };
         for (buf, heads) in [(Buf::Q, c.n_head), (Buf::K, shape.n_head_kv)] {
             if buf == Buf::K && !keys {
                 continue;
@@ -1451,12 +1470,13 @@ impl Backend for GpuBackend<'_> {
                 heads,
                 head_dim: shape.head_dim,
                 rope_dims: rope.dims,
-                start: self.start,
+                start,
                 neox: rope.style == RopeStyle::Neox,
                 base: rope.rope.base,
                 freq_scale: rope.rope.freq_scale,
                 attn_factor: rope.rope.attn_factor,
                 yarn_ramp: rope.rope.yarn.map(|yarn| yarn.ramp(rope.dims, rope.rope.base)),
+                grid,
             };
             let threads = (self.rows * heads * (params.rope_dims / 2)) as u32;
             let [groups_x, groups_y] = groups_2d(threads.div_ceil(super::ELEMENTWISE_WORKGROUP));

@@ -227,6 +227,9 @@ pub struct RopeParams {
     pub attn_factor: f32,
     /// YaRN's ramp ([`crate::model::Yarn::ramp`]), where the model scales by YaRN.
     pub yarn_ramp: Option<[f32; 2]>,
+    /// A picture's rows under M-RoPE: its grid's width and the first row's cell (the factors
+    /// then hold each pair's stream after them; see the shader).
+    pub grid: Option<[usize; 2]>,
 }
 
 impl Gpu {
@@ -618,8 +621,8 @@ fn rope_params(rope: &RopeParams, rows: usize, has_factors: bool, groups_x: u32)
         u32::from(rope.yarn_ramp.is_some()),
         ramp_start.to_bits(),
         ramp_end.to_bits(),
-        0,
-        0,
+        rope.grid.map_or(0, |[width, _]| width as u32),
+        rope.grid.map_or(0, |[_, first_row]| first_row as u32),
     ]
 }
 

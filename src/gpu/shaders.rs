@@ -1272,13 +1272,16 @@ pub const MIX_EMBEDDING: &str = "x[i] = (x[i] + y[i] * bitcast<f32>(p.a)) * bitc
 /// RoPE in place: one thread per (row, head, pair); the pair's angle from its position and
 /// the base (divided by the pair's factor where the model has them; a factor of 0 leaves the
 /// pair as it is, times the attention factor), `(a, b)` adjacent (normal) or half a rotated
-/// span apart (NeoX).
+/// span apart (NeoX). Rows of a picture under M-RoPE (`grid_width` > 0) are cells
+/// `first_row + row` of its grid: a pair's position is then `start` plus its stream's share (the
+/// factors' second half holds each pair's stream: 0 the text's, 1 the cell's row, 2 its
+/// column).
 pub const ROPE: &str = r#"
 struct Params {
     rows: u32, heads: u32, head_dim: u32, rope_dims: u32,
     start: u32, neox: u32, has_factors: u32, groups_x: u32,
     base: u32, freq_scale: u32, attn_factor: u32, yarn: u32,
-    ramp_start: u32, ramp_end: u32, unused0: u32, unused1: u32,
+    ramp_start: u32, ramp_end: u32, grid_width: u32, first_row: u32,
 }
 @group(0) @binding(0) var<storage, read> factors: array<f32>;
 @group(0) @binding(1) var<storage, read_write> x: array<f32>;
@@ -1294,7 +1297,13 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
     let i = index % half;
     let head = (index / half) % p.heads;
     let row = index / (half * p.heads);
-    let theta = f32(p.start + row) * pow(bitcast<f32>(p.base), -2.0 * f32(i) / f32(p.rope_dims));
+    var position = p.start + row;
+    if (p.grid_width != 0u) {
+        let cell = p.first_row + row;
+        let stream = u32(factors[half + i]);
+        position = p.start + select(select(0u, cell / p.grid_width, stream == 1u), cell % p.grid_width, stream == 2u);
+    }
+    let theta = f32(position) * pow(bitcast<f32>(p.base), -2.0 * f32(i) / f32(p.rope_dims));
     let factor = select(1.0, factors[min(i, arrayLength(&factors) - 1u)], p.has_factors != 0u);
     var angle = bitcast<f32>(p.freq_scale) * (theta / factor);
     if (p.yarn != 0u) {

@@ -276,6 +276,7 @@ fn rope_matches_the_cpu_in_both_pairings_with_and_without_factors() {
             freq_scale: rope.freq_scale,
             attn_factor: rope.attn_factor,
             yarn_ramp: yarn.map(|yarn| yarn.ramp(rope_dims, base)),
+            grid: None,
         };
         let got = gpu.rope(&x, params, factors.as_deref()).wait().unwrap();
         assert_close(&format!("rope {style:?} {rope_dims} yarn {}", yarn.is_some()), &got, &want, 2e-5);

@@ -24,9 +24,8 @@ pub struct LayerRope<'a> {
     /// Frequency divisors (`rope_freqs`, or LongRoPE's long or short ones for this cache),
     /// where the layer uses them.
     pub factors: Option<&'a [f32]>,
-    /// Pairs that do not rotate (Qwen3.5's interleaved M-RoPE): cosine the attention factor,
-    /// sine 0.
-    pub unrotated_pairs: &'a [usize],
+    /// Each pair's position stream under M-RoPE ([`super::Config::rope_streams`]; empty without).
+    pub streams: &'a [u8],
     pub style: RopeStyle,
 }
 

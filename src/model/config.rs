@@ -296,9 +296,11 @@ pub struct Config {
     layers: Vec<LayerShape>,
     /// Which layers use the sliding window, where the file lists them (Gemma 4).
     sliding_pattern: Option<Vec<bool>>,
-    /// Rotated pairs that interleaved M-RoPE (Qwen3.5, `rope.dimension_sections`) gives the
-    /// fourth position stream, which is 0 for text: they stay unrotated.
-    pub rope_unrotated_pairs: Vec<usize>,
+    /// Interleaved M-RoPE (Qwen3.5, `rope.dimension_sections`): the position stream of each
+    /// rotated pair (0: the text's, where a picture's rows all stand at its first position; 1: a
+    /// picture's rows; 2: its columns; 3: a fourth stream, 0 for text and pictures alike, so
+    /// those pairs stay unrotated). Empty without M-RoPE.
+    pub rope_streams: Vec<u8>,
     /// Gated DeltaNet layers' shape (Qwen3.5), and which layers they are.
     pub delta_net: Option<DeltaNet>,
     /// Short convolution layers' shape (LFM2: the layers without KV heads).
@@ -623,8 +625,7 @@ impl Config {
             false => None,
         };
         let mamba2 = if spec.mamba2 { Some(keys.mamba2(n_embd)?) } else { None };
-        let rope_unrotated_pairs =
-            if spec.interleaved_mrope { keys.imrope_unrotated_pairs(rope_dims)? } else { Vec::new() };
+        let rope_streams = if spec.interleaved_mrope { keys.imrope_streams(rope_dims)? } else { Vec::new() };
         if vocab_size == 0 {
             return Err(ModelError::BadTensor {
                 name: "token_embd.weight".into(),
@@ -671,7 +672,7 @@ impl Config {
             per_layer_input,
             layers,
             sliding_pattern,
-            rope_unrotated_pairs,
+            rope_streams,
             delta_net,
             short_conv,
             mamba2,
@@ -952,10 +953,9 @@ impl Keys<'_> {
 
     /// Interleaved M-RoPE (`rope.dimension_sections`, four counts of pairs): pair `i` belongs
     /// to section `i mod Σ` of stream `i mod 3` while that stream has sections left, and to the
-    /// fourth stream otherwise (ggml's `ggml_mrope_cache_init`). Text gives the first three
-    /// streams the token's position and the fourth 0, so only the fourth stream's pairs differ
-    /// from plain RoPE: they are returned, to be left unrotated.
-    fn imrope_unrotated_pairs(&self, rope_dims: usize) -> Result<Vec<usize>, ModelError> {
+    /// fourth stream otherwise (ggml's `ggml_mrope_cache_init`): each pair's stream. Text gives
+    /// the first three streams the token's position and the fourth 0.
+    fn imrope_streams(&self, rope_dims: usize) -> Result<Vec<u8>, ModelError> {
         let name = "rope.dimension_sections";
         let Some(value) = self.metadata.get(&self.key(name)) else { return Ok(Vec::new()) };
         let sections: Vec<u64> = match value.as_array() {
@@ -976,10 +976,18 @@ impl Keys<'_> {
             return Err(self.bad(name, "has no sections for text positions".into()));
         }
         Ok((0..rope_dims / 2)
-            .filter(|&pair| {
+            .map(|pair| {
                 let sector = pair % total;
                 let stream_has = |stream: usize, size: usize| sector % 3 == stream && sector < 3 * size;
-                !(stream_has(1, h) || stream_has(2, w) || stream_has(0, t))
+                if stream_has(1, h) {
+                    1
+                } else if stream_has(2, w) {
+                    2
+                } else if stream_has(0, t) {
+                    0
+                } else {
+                    3
+                }
             })
             .collect())
     }

@@ -17,10 +17,11 @@ use super::config::Config;
 use super::delta_net::{DeltaInputs, causal_conv, causal_conv_silu, delta_rule, gates, l2_normalize_heads};
 use super::error::{ModelError, try_zeroed};
 use super::experts::{Choice, RouterBiases, route};
+use super::forward::Placement;
 use super::mamba2::{ScanInputs, ScanWeights, scan_step};
 use super::ops::{
-    add_in_place, apply_rope, gated, gelu, layer_norm_in_place, rms_norm, rms_norm_in_place, rms_scale,
-    rope_table, sigmoid, silu, walsh_hadamard,
+    add_in_place, apply_rope, gated, gelu, layer_norm_in_place, mrope_table, rms_norm, rms_norm_in_place,
+    rms_scale, sigmoid, silu, walsh_hadamard,
 };
 use super::weights::{
     DeltaNetWeights, EncoderInput, ExpertWeights, FeedForward, FfnParts, Mamba2Weights, Matrix, Norm,
@@ -51,6 +52,8 @@ pub struct Scratch {
     keys: Vec<f32>,
     values: Vec<f32>,
     rope: Vec<(f32, f32)>,
+    /// Another stream's table, for M-RoPE rows whose streams differ.
+    rope_other: Vec<(f32, f32)>,
     quantized: QuantizedInput,
     pub(super) logits: Vec<f32>,
     /// How decode and short batches keep attention's query and `Σ p·V` (exact by default).
@@ -351,6 +354,7 @@ impl Scratch {
             keys: try_zeroed("attention keys", widened)?,
             values: try_zeroed("attention values", widened)?,
             rope: Vec::with_capacity(config.rope_dims / 2),
+            rope_other: Vec::with_capacity(config.rope_dims / 2),
             quantized: QuantizedInput {
                 activations: QuantizedActivations::quantize(ActivationType::F32, &[], 0, 0)?,
                 of: None,
@@ -382,6 +386,7 @@ impl Scratch {
             keys,
             values,
             rope,
+            rope_other,
             quantized: _,
             logits: _,
             attention_precision: _,
@@ -400,7 +405,7 @@ impl Scratch {
         let grown = max_batch.saturating_mul(widest).saturating_add(config.vocab_size);
         f32s.saturating_add(grown)
             .saturating_mul(4)
-            .saturating_add(rope.capacity() * size_of::<(f32, f32)>())
+            .saturating_add((rope.capacity() + rope_other.capacity()) * size_of::<(f32, f32)>())
             .saturating_add(experts.bytes())
     }
 }
@@ -423,6 +428,8 @@ pub struct Cpu<'a> {
     rows: usize,
     first: usize,
     layer: usize,
+    /// Where the rows stand in the model's positions (`None`: at their cache slots).
+    placement: Option<Placement>,
 }
 
 impl<'a> Cpu<'a> {
@@ -442,7 +449,13 @@ impl<'a> Cpu<'a> {
             rows: n,
             first: 0,
             layer: 0,
+            placement: None,
         }
+    }
+
+    /// Places the batch's rows at `placement` rather than their cache slots (M-RoPE).
+    pub fn place(&mut self, placement: Option<Placement>) {
+        self.placement = placement;
     }
 
     /// A batch of several sequences into an empty `cache`, row `t` belonging to the sequence
@@ -639,14 +652,14 @@ impl Backend for Cpu<'_> {
         let (hd, qd, kvd) = (shape.head_dim, c.n_head * shape.head_dim, shape.kv_dim());
         let n = self.rows;
         let Bufs { q, k, .. } = &mut self.s.bufs;
-        let table = &mut self.s.rope;
+        let (table, other) = (&mut self.s.rope, &mut self.s.rope_other);
         let sequence_starts = self.sequence_starts;
         for t in 0..n {
-            let position = position_in_sequence(start, sequence_starts, t);
-            rope_table(table, position, rope.rope, rope.dims, rope.factors);
-            for &pair in rope.unrotated_pairs {
-                table[pair] = (rope.rope.attn_factor, 0.0);
-            }
+            let positions = match self.placement {
+                Some(placement) => placement.streams(self.first + t),
+                None => [position_in_sequence(start, sequence_starts, t); 3],
+            };
+            mrope_table(table, other, positions, rope.rope, rope.dims, rope.factors, rope.streams);
             apply_rope(&mut q[t * qd..(t + 1) * qd], hd, table, rope.style);
             if keys {
                 apply_rope(&mut k[t * kvd..(t + 1) * kvd], hd, table, rope.style);

@@ -50,6 +50,42 @@ impl BatchInput<'_> {
     }
 }
 
+/// Where a batch's rows stand in the model's positions, where those are not their cache slots:
+/// under M-RoPE (Qwen3.5) a picture's rows stand at its first position along the text and at
+/// their row and column of its grid across, and the text after it moves on by the grid's longer
+/// side only (mtmd's `MTMD_POS_TYPE_MROPE`). Attention still runs over cache slots.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Placement {
+    /// Row `t` at position `start + t` in every stream.
+    Text { start: usize },
+    /// A picture's rows: row `t` is row `first_row + t` of a grid `width` wide (reading order), at
+    /// `(start, start + its row, start + its column)`.
+    Grid { start: usize, width: usize, first_row: usize },
+}
+
+impl Placement {
+    /// The positions `[text, row, column]` of the batch's row `t`.
+    pub fn streams(self, t: usize) -> [usize; 3] {
+        match self {
+            Placement::Text { start } => [start + t; 3],
+            Placement::Grid { start, width, first_row } => {
+                let cell = first_row + t;
+                [start, start + cell / width.max(1), start + cell % width.max(1)]
+            }
+        }
+    }
+
+    /// Where the rows from `rows` on stand: the same placement `rows` further on.
+    pub fn after(self, rows: usize) -> Placement {
+        match self {
+            Placement::Text { start } => Placement::Text { start: start + rows },
+            Placement::Grid { start, width, first_row } => {
+                Placement::Grid { start, width, first_row: first_row + rows }
+            }
+        }
+    }
+}
+
 /// What a forward pass gives for the rows it is asked about.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Head {
@@ -70,7 +106,23 @@ impl Model {
         tokens: &[u32],
         logits_for: LogitsFor,
     ) -> Result<&'s [f32], ModelError> {
-        self.run(cache, scratch, BatchInput::Tokens(tokens), logits_for, Head::Logits)
+        self.run(cache, scratch, BatchInput::Tokens(tokens), None, logits_for, Head::Logits)
+    }
+
+    /// As [`Model::forward`] for tokens or rows at `placement` (`None`: their cache slots; see
+    /// [`Placement`]).
+    pub(crate) fn forward_placed<'s>(
+        &self,
+        cache: &mut Cache,
+        scratch: &'s mut Scratch,
+        input: BatchInput,
+        placement: Option<Placement>,
+        logits_for: LogitsFor,
+    ) -> Result<&'s [f32], ModelError> {
+        if let BatchInput::Rows { rows, .. } = input {
+            self.check_rows(rows)?;
+        }
+        self.run(cache, scratch, input, placement, logits_for, Head::Logits)
     }
 
     /// As [`Model::forward`] for rows given whole instead of tokens (`n_embd` each: an image's
@@ -84,6 +136,11 @@ impl Model {
         causal: bool,
         logits_for: LogitsFor,
     ) -> Result<&'s [f32], ModelError> {
+        self.check_rows(rows)?;
+        self.run(cache, scratch, BatchInput::Rows { rows, causal }, None, logits_for, Head::Logits)
+    }
+
+    fn check_rows(&self, rows: &[f32]) -> Result<(), ModelError> {
         let d = self.config.n_embd;
         if rows.is_empty() || !rows.len().is_multiple_of(d) {
             return Err(ModelError::BadImage(format!(
@@ -91,7 +148,7 @@ impl Model {
                 rows.len()
             )));
         }
-        self.run(cache, scratch, BatchInput::Rows { rows, causal }, logits_for, Head::Logits)
+        Ok(())
     }
 
     /// As [`Model::forward`], but returns the final hidden states (`n_embd` per requested
@@ -103,7 +160,7 @@ impl Model {
         tokens: &[u32],
         rows_for: LogitsFor,
     ) -> Result<&'s [f32], ModelError> {
-        self.run(cache, scratch, BatchInput::Tokens(tokens), rows_for, Head::Hidden)
+        self.run(cache, scratch, BatchInput::Tokens(tokens), None, rows_for, Head::Hidden)
     }
 
     /// The final hidden states (after the output norm) of every row of several independent
@@ -163,6 +220,7 @@ impl Model {
         cache: &mut Cache,
         scratch: &'s mut Scratch,
         input: BatchInput,
+        placement: Option<Placement>,
         logits_for: LogitsFor,
         head: Head,
     ) -> Result<&'s [f32], ModelError> {
@@ -202,8 +260,11 @@ impl Model {
             }
         };
         let chunks = batches.len();
+        let mut done = 0;
         for (i, batch) in batches.into_iter().enumerate() {
             let len = batch.len(d);
+            let placement = placement.map(|p| p.after(done));
+            done += len;
             let wanted = match logits_for {
                 LogitsFor::Last if i + 1 < chunks => None,
                 LogitsFor::Last => Some(len - 1..len),
@@ -213,6 +274,7 @@ impl Model {
             let rows = wanted.as_ref().map_or(0, |r| r.len());
             let run = || {
                 let mut cpu = Cpu::new(self, cache, scratch, len);
+                cpu.place(placement);
                 let logits = (head == Head::Logits).then_some(&mut out);
                 forward_batch(&mut cpu, self, batch, wanted, logits)
             };
@@ -314,7 +376,7 @@ impl<'a> Layer<'a> {
             // llama.cpp's `get_rope_factors`: LongRoPE's long factors once the cache passes the
             // original context.
             factors: w.rope_factors(capacity > c.rope_original_context).filter(|_| c.uses_rope_factors(l)),
-            unrotated_pairs: &c.rope_unrotated_pairs,
+            streams: &c.rope_streams,
             style: c.rope_style,
         });
         let attention = LayerAttention {

@@ -34,9 +34,9 @@ pub use delta_net::DeltaInputs;
 pub(crate) use cpu::embeddings;
 pub use error::ModelError;
 pub(crate) use forward::BatchInput;
-pub use forward::LogitsFor;
 #[cfg(feature = "gpu")]
 pub(crate) use forward::forward_batch;
+pub use forward::{LogitsFor, Placement};
 pub use loader::{FileLoader, LoadError};
 pub(crate) use weights::Tensors;
 pub use weights::{

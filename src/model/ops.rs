@@ -150,6 +150,37 @@ pub fn rope_table(
     }
 }
 
+/// The cos/sin table of a row at M-RoPE positions `[text, row, column]` (ggml's
+/// `ggml_mrope_cache_init`, interleaved): each pair's entry from its stream's position
+/// (`streams`, one per pair; the fourth stream's position is 0). Without `streams`, plain RoPE at
+/// the text position. `other` is working room.
+pub fn mrope_table(
+    table: &mut Vec<(f32, f32)>,
+    other: &mut Vec<(f32, f32)>,
+    positions: [usize; 3],
+    rope: Rope,
+    rope_dims: usize,
+    freq_factors: Option<&[f32]>,
+    streams: &[u8],
+) {
+    rope_table(table, positions[0], rope, rope_dims, freq_factors);
+    for stream in 1..4u8 {
+        let position = positions.get(stream as usize).copied().unwrap_or(0);
+        // A stream at the text's position has its table already (every stream of a text row).
+        if position == positions[0] || !streams.contains(&stream) {
+            continue;
+        }
+        // Each stream's angles by the same repeated products as the text's, as ggml's cache
+        // multiplies all four in step.
+        rope_table(other, position, rope, rope_dims, freq_factors);
+        for (entry, (&of, &from)) in table.iter_mut().zip(streams.iter().zip(other.iter())) {
+            if of == stream {
+                *entry = from;
+            }
+        }
+    }
+}
+
 /// Rotates the first `2 * table.len()` dimensions of every head in `x` (heads of `head_dim`).
 pub fn apply_rope(x: &mut [f32], head_dim: usize, table: &[(f32, f32)], style: RopeStyle) {
     let half = table.len();

@@ -6,8 +6,8 @@
 //! reads it: the projector type, the encoder's shape, the image it expects (size, patch,
 //! normalization), the width of the embeddings it produces, and which model family it fits.
 //! [`image`] holds pictures and resizes them as mtmd does; [`vit`] encodes them (SigLIP with
-//! Gemma 3's, SmolVLM's or LFM2-VL's projector, and Gemma 4's encoder and projector: the types
-//! encoded so far, [`ENCODED_PROJECTORS`]).
+//! Gemma 3's, SmolVLM's or LFM2-VL's projector, Gemma 4's encoder and projector, and Qwen's
+//! encoder and merger: the types encoded so far, [`ENCODED_PROJECTORS`]).
 
 use serde::Serialize;
 

@@ -129,6 +129,26 @@ fn the_micro_gemma4_projector_reads_and_loads_as_llama_cpp_reads_it() {
     }
 }
 
+#[test]
+fn the_micro_qwen35_projector_reads_and_loads_as_llama_cpp_reads_it() {
+    let bytes = micro_bytes_of("qwen3vl");
+    let f = facts(&Gguf::parse(&bytes).unwrap().header);
+    assert_eq!((f.projector.as_str(), f.family), ("qwen3vl_merger", Some("Qwen3-VL / Qwen3.5")));
+    // mm.2.bias is [256]; no deepstack layers add to it.
+    assert_eq!((f.output_width, f.image_tokens), (Some(256), Some([8, 4096])));
+    let encoder = VisionEncoder::load(crate::model::ModelBytes::from(bytes.clone())).unwrap();
+    // Up to 4096 rows, each a 2 × 2 block of patches; causal, as mtmd attends them.
+    assert_eq!((encoder.shape().max_patches, encoder.shape().tokens), (16_384, 4096));
+    assert!(!encoder.attends_both_ways(256));
+    // Blocks of other than 2 × 2 are not clip.cpp's graph; the second frame's kernel is needed.
+    let file = edited_bytes(&bytes, with("clip.vision.spatial_merge_size", Some(Value::U32(3))), None);
+    let err = VisionEncoder::load(crate::model::ModelBytes::from(file)).err().expect("refused");
+    assert_eq!(err.kind(), "unsupported_projector", "{err}");
+    let file = edited_bytes(&bytes, |_, v| Some(v.clone()), Some("v.patch_embd.weight.1"));
+    let err = VisionEncoder::load(crate::model::ModelBytes::from(file)).err().expect("refused");
+    assert!(err.to_string().contains("v.patch_embd.weight.1"), "{err}");
+}
+
 /// SmolVLM's two keys are needed (clip.cpp has no default for the scale factor, and without
 /// the longest side mtmd slices another way), and a longest side of too many tiles is refused.
 #[test]

@@ -1,20 +1,23 @@
 //! The vision transformers (ViTs) and the projectors behind them, read top to bottom as
 //! llama.cpp's mtmd builds them (`clip.cpp`'s `build_vit`, `models/siglip.cpp`,
-//! `models/gemma4v.cpp`), so an image's embeddings agree with mtmd's to the tolerance the goldens
-//! state: SigLIP with Gemma 3's, SmolVLM's (`idefics3`) and LFM2-VL's projectors, and Gemma 4's
-//! own encoder and projector (`gemma4v`).
+//! `models/gemma4v.cpp`, `models/qwen3vl.cpp`), so an image's embeddings agree with mtmd's to the
+//! tolerance the goldens state: SigLIP with Gemma 3's, SmolVLM's (`idefics3`) and LFM2-VL's
+//! projectors, Gemma 4's own encoder and projector (`gemma4v`), and Qwen's encoder and merger
+//! (`qwen3vl_merger`, Qwen3.5's).
 //!
 //! picture → the encoder's squares (Gemma 3: one, the picture fitted on black; SmolVLM: tiles
-//! of the picture enlarged to its longest side, then the whole picture squeezed; LFM2-VL and
-//! Gemma 4: the picture at its own aspect, LFM2-VL's large ones in tiles) → for each: patches
-//! (the convolution as a matmul over each patch's pixels) + learned positions → layers of
-//! [norm → attention over every patch → residual → norm → feed-forward → residual] → the
-//! projector to the language model's width. SigLIP's norms are LayerNorms and its feed-forward
-//! GELU; Gemma 4's norms are RMS norms, with Q/K norms, post norms, a 2D RoPE, a gated
-//! feed-forward and clamped linears (the parts a file lacks are skipped, as `build_vit` skips
-//! them). The projectors: Gemma 3's average pool → RMS norm → projection; Gemma 4's average pool
-//! → standardization → RMS norm → projection; SmolVLM's n × n patches side by side in one row →
-//! projection; LFM2-VL's the same → LayerNorm → GELU feed-forward.
+//! of the picture enlarged to its longest side, then the whole picture squeezed; LFM2-VL, Gemma 4
+//! and Qwen: the picture at its own aspect, LFM2-VL's large ones in tiles) → for each: patches
+//! (the convolution as a matmul over each patch's pixels; Qwen's two frames' kernels added, its
+//! patches then in 2 × 2 blocks) + learned positions → layers of [norm → attention over every
+//! patch → residual → norm → feed-forward → residual] → the projector to the language model's
+//! width. SigLIP's and Qwen's norms are LayerNorms and their feed-forward GELU (Qwen's Q/K/V one
+//! matrix, its heads turned by a vision M-RoPE); Gemma 4's norms are RMS norms, with Q/K norms,
+//! post norms, a 2D RoPE, a gated feed-forward and clamped linears (the parts a file lacks are
+//! skipped, as `build_vit` skips them). The projectors: Gemma 3's average pool → RMS norm →
+//! projection; Gemma 4's average pool → standardization → RMS norm → projection; SmolVLM's n × n
+//! patches side by side in one row → projection; LFM2-VL's the same → LayerNorm → GELU
+//! feed-forward; Qwen's 2 × 2 block in one row → GELU feed-forward.
 //!
 //! Where llama.cpp rounds, so do we: its matmuls over F16 weights take f16 activations (the
 //! patches' pixels too, through `im2col`), and its default CPU attention (flash attention)

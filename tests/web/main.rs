@@ -563,6 +563,20 @@ fn gemma4_matches_llama_cpp_mtmd_in_the_browser() {
     assert!(worst < 1e-3, "{worst}");
 }
 
+/// And Qwen3.5's: the picture fitted to 64 × 48 (bicubic), 48 patches in 2 × 2 blocks through
+/// vision M-RoPE and llama.cpp's one-pass attention (fewer than 64 queries), merged to 12 rows.
+#[wasm_bindgen_test]
+fn qwen35_matches_llama_cpp_mtmd_in_the_browser() {
+    let worst = image_embeddings_error(
+        include_bytes!("../fixtures/models/clip-qwen3vl-micro.gguf"),
+        include_bytes!("../fixtures/golden/clip-qwen3vl-micro.noise-61x47.f32"),
+    );
+    web_sys::console::log_1(
+        &format!("Qwen3.5 image embeddings in the browser: {worst:.2e} from mtmd's").into(),
+    );
+    assert!(worst < 1e-3, "{worst}");
+}
+
 /// The 61 × 47 noise picture's embeddings by `mmproj`, against mtmd's (`golden`): the largest
 /// difference relative to the largest magnitude.
 fn image_embeddings_error(mmproj: &[u8], golden: &[u8]) -> f32 {
