@@ -562,6 +562,45 @@ fn a_follow_up_question_reuses_the_pictures_encoding_and_cache() {
     assert_eq!(engine.encode_with_images("<__media__>", &[]).unwrap_err().kind(), "bad_request");
 }
 
+/// Under Qwen3.5's M-RoPE the text after a picture stands apart from its cache slots, and a
+/// session works its positions out from the ids it holds: a follow-up question with a second
+/// picture, run on the cached first turn, and the same after a rollback into the second turn
+/// (through the DeltaNet layers' checkpoints), give the logits a fresh session gives for the
+/// whole prompt at once, within batch splits' rounding (measured: 0); positions counted by slot
+/// after the first picture would be far off.
+#[test]
+fn qwen35_positions_after_pictures_survive_follow_ups_and_rollbacks() {
+    let engine = micro_vision_engine("qwen35-micro-q8_0", "clip-qwen3vl-micro");
+    let entries = golden_of("clip-qwen3vl-micro")["pictures"].as_array().unwrap().clone();
+    let (stripes, tower) = (picture(&entries[1]), picture(&entries[2]));
+    let first = "<|im_start|>user\n<__media__>What is this?<|im_end|>\n<|im_start|>assistant\n";
+    let ids = engine.encode_with_images(first, std::slice::from_ref(&stripes)).unwrap();
+    let follow_up = format!(
+        "{first}Stripes.<|im_end|>\n<|im_start|>user\n<__media__>And this one?<|im_end|>\n<|im_start|>assistant\n"
+    );
+    let both = [stripes.clone(), tower.clone()];
+    let more = engine.encode_with_images(&follow_up, &both).unwrap();
+    let mut fresh = Session::new(&engine, 1024).unwrap();
+    fresh.sync(&engine, &more).unwrap();
+    let expected = fresh.logits().unwrap().to_vec();
+    let gap = |session: &Session| {
+        let row = session.logits().unwrap();
+        row.iter().zip(&expected).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max)
+    };
+
+    let mut session = Session::new(&engine, 1024).unwrap();
+    session.sync(&engine, &ids).unwrap();
+    let report = session.sync(&engine, &more).unwrap();
+    assert_eq!(report.reused, ids.len());
+    let after_follow_up = gap(&session);
+    // Back into the second turn's text, and on again.
+    session.truncate(ids.len() + 3);
+    session.sync(&engine, &more).unwrap();
+    let after_rollback = gap(&session);
+    eprintln!("follow-up: max |Δ| {after_follow_up:.5}; after a rollback: {after_rollback:.5}");
+    assert!(after_follow_up < 1e-3 && after_rollback < 1e-3, "{after_follow_up} {after_rollback}");
+}
+
 #[test]
 fn a_projector_for_another_width_or_no_projector_is_a_typed_error() {
     // The micro projector is 640 wide; the micro Qwen3 is 256.
