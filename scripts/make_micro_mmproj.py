@@ -3,7 +3,7 @@
 llama.cpp's tools/mtmd/clip.cpp reads, for the inspector's tests and, later, the encoders'.
 
   pip install gguf numpy
-  python3 scripts/make_micro_mmproj.py OUT.gguf [--projector gemma3|idefics3|lfm2|gemma4v|qwen3vl] [--shape micro|base]
+  python3 scripts/make_micro_mmproj.py OUT.gguf [--projector gemma3|idefics3|lfm2|gemma4v|qwen3vl|qwen3vl-deepstack] [--shape micro|base]
                                                 [--type f16|q8_0]
 
 tests/fixtures/models/clip-gemma3-micro.gguf, clip-idefics3-micro.gguf, clip-lfm2-micro.gguf and
@@ -49,7 +49,10 @@ in 2 x 2 blocks, 2 layers 32 wide with 2 heads of 16: LayerNorms, fused Q/K/V wi
 M-RoPE (ggml's GGML_ROPE_TYPE_VISION: element i of a head turned with element i + 8, the first 4
 pairs by the patch's row, the next 4 by its column, base 10000), a GELU feed-forward; then the merger: v.post_ln, each 2 x 2 block in one row of 128, mm.0, GELU, mm.2 to
 256, the micro Qwen3.5 language model's width (qwen35-micro-q8_0.gguf, whose vocabulary has
-<|vision_start|> and <|vision_end|>).
+<|vision_start|> and <|vision_end|>). qwen3vl-deepstack (clip-qwen3vl-deepstack-micro.gguf) is
+Qwen3-VL's: the same with both layers deepstack layers (v.deepstack.N: each layer's output
+merged 2 x 2, a LayerNorm, a GELU feed-forward of 128 to 256), so its rows are 3 x 256 wide, for
+the micro Qwen3-VL language model (make_micro_models.py --arch qwen3vl).
 
 --shape base writes the encoder benchmark's file instead (scripts/bench_vision.py): SigLIP-base
 at 512 px (16-pixel patches, so 32 x 32; 12 layers, 768 wide, 12 heads, feed-forward 3072: 93M
@@ -163,18 +166,21 @@ def write_gemma4v(path, shape="micro", weight_type="f16"):
     w.close()
 
 
-def write_qwen3vl(path):
-    """The micro qwen3vl_merger projector (see the module's docstring)."""
+def write_qwen3vl(path, deepstack=False):
+    """The micro qwen3vl_merger projector (see the module's docstring); with `deepstack`,
+    Qwen3-VL's: both layers also deepstack layers."""
     IMAGE, PATCH, WIDTH, LAYERS, HEADS, FFN, OUTPUT = QWEN3VL_MICRO
     rng = np.random.default_rng(7)
     w = gguf.GGUFWriter(path, "clip")
-    w.add_string("general.name", "micro Qwen3.5 mmproj (random weights)")
+    w.add_string("general.name", f"micro {'Qwen3-VL' if deepstack else 'Qwen3.5'} mmproj (random weights)")
     w.add_string("clip.projector_type", "qwen3vl_merger")
     w.add_bool("clip.has_vision_encoder", True)
     w.add_bool("clip.has_audio_encoder", False)
     w.add_bool("clip.use_gelu", True)
     add_encoder_shape(w, IMAGE, PATCH, WIDTH, LAYERS, HEADS, FFN, OUTPUT)
     w.add_uint32("clip.vision.spatial_merge_size", QWEN3VL_MERGE)
+    if deepstack:
+        w.add_array("clip.vision.is_deepstack_layers", [True] * LAYERS)
     w.add_float32("clip.vision.attention.layer_norm_epsilon", 1e-6)
     # Qwen's are 0.5 for every channel; CLIP's differ by channel, which catches a swap.
     w.add_array("clip.vision.image_mean", [0.48145466, 0.4578275, 0.40821073])
@@ -212,6 +218,16 @@ def write_qwen3vl(path):
     vector("mm.0.bias", QWEN3VL_HIDDEN)
     matrix("mm.2.weight", OUTPUT, QWEN3VL_HIDDEN)
     vector("mm.2.bias", OUTPUT)
+    merged = WIDTH * QWEN3VL_MERGE**2
+    for layer in range(LAYERS if deepstack else 0):
+        # Each layer's output merged 2 x 2, normalized, through its own GELU feed-forward.
+        p = f"v.deepstack.{layer}"
+        vector(f"{p}.norm.weight", merged, 1.0)
+        vector(f"{p}.norm.bias", merged)
+        matrix(f"{p}.fc1.weight", merged, merged)
+        vector(f"{p}.fc1.bias", merged)
+        matrix(f"{p}.fc2.weight", OUTPUT, merged)
+        vector(f"{p}.fc2.bias", OUTPUT)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
@@ -221,8 +237,8 @@ def write_qwen3vl(path):
 def write_projector(path, projector="gemma3", shape="micro", weight_type="f16"):
     if projector == "gemma4v":
         return write_gemma4v(path, shape, weight_type)
-    if projector == "qwen3vl":
-        return write_qwen3vl(path)
+    if projector in ("qwen3vl", "qwen3vl-deepstack"):
+        return write_qwen3vl(path, projector == "qwen3vl-deepstack")
     idefics3, lfm2 = projector == "idefics3", projector == "lfm2"
     IMAGE, PATCH, WIDTH, LAYERS, HEADS, FFN, OUTPUT = IDEFICS3_MICRO if idefics3 or lfm2 else SHAPES[shape]
     rng = np.random.default_rng(7)
@@ -306,7 +322,7 @@ def write_projector(path, projector="gemma3", shape="micro", weight_type="f16"):
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("out")
-    parser.add_argument("--projector", choices=["gemma3", "idefics3", "lfm2", "gemma4v", "qwen3vl"], default="gemma3")
+    parser.add_argument("--projector", choices=["gemma3", "idefics3", "lfm2", "gemma4v", "qwen3vl", "qwen3vl-deepstack"], default="gemma3")
     parser.add_argument("--shape", choices=sorted(SHAPES), default="micro")
     parser.add_argument("--type", choices=["f16", "q8_0"], default="f16")
     args = parser.parse_args()

@@ -50,6 +50,10 @@ Architectures:
            attn_qkv into a causal convolution of width 4, 2 key heads and 4 value heads of 32,
            decay and beta gates, gated RMSNorm); post_attention_norm as the FFN's norm; the
            qwen35 pre-tokenizer; tied embeddings.
+  qwen3vl  Qwen3-VL's language model: 3 of Qwen3's layers with interleaved M-RoPE over whole
+           heads (sections [12, 10, 10, 0]) and n_deepstack_layers 2, for the micro deepstack
+           projector's image prompts (make_vision_goldens.py); its vocabulary has
+           <|vision_start|> and <|vision_end|>.
   gemma4   Gemma 4's dense layout: 5 layers [local, local, global, local, global] with a window
            of 8; local layers have heads of 32 (2 KV heads, RoPE base 10000, all rotated),
            global ones heads of 64 (1 KV head, base 1e6, `rope_freqs` leaving 24 of 32 pairs
@@ -392,6 +396,35 @@ def write_qwen35(path, rng, reader):
     finish(writer, vector)
 
 
+def write_qwen3vl(path, rng, reader):
+    """Qwen3-VL's language model: Qwen3's layers (per-head Q/K norm) with interleaved M-RoPE
+    over all 64 dimensions of a head (sections [12, 10, 10, 0]) and 2 deepstack layers (a
+    picture's rows carry two more slices, added after layers 0 and 1)."""
+    n_vocab = len(reader.fields["tokenizer.ggml.tokens"].data)
+    layers = 3
+    writer = q8_writer(path, "qwen3vl", layers)
+    writer.add_feed_forward_length(FFN)
+    writer.add_head_count(HEADS)
+    writer.add_head_count_kv(KV_HEADS)
+    writer.add_key_length(HEAD_DIM)
+    writer.add_value_length(HEAD_DIM)
+    writer.add_rope_freq_base(5_000_000.0)
+    writer.add_rope_dimension_count(HEAD_DIM)
+    writer.add_rope_dimension_sections([12, 10, 10, 0])
+    writer.add_uint32("qwen3vl.n_deepstack_layers", 2)
+    writer.add_layer_norm_rms_eps(1e-6)
+    copy_tokenizer(writer, reader)
+    matrix, vector = random_tensors(writer, rng)
+    matrix("token_embd.weight", n_vocab, EMBD)
+    for layer in range(layers):
+        p = f"blk.{layer}."
+        vector(p + "attn_norm.weight", EMBD, 1.0, 0.1)
+        attention(matrix, vector, p, qk_norm=True)
+        vector(p + "ffn_norm.weight", EMBD, 1.0, 0.1)
+        gated_feed_forward(matrix, p, FFN)
+    finish(writer, vector)
+
+
 def write_gemma4(path, rng, reader, renamed=None):
     n_vocab = len(reader.fields["tokenizer.ggml.tokens"].data)
     swa = [True, True, False, True, False]
@@ -709,6 +742,7 @@ WRITERS = {
     "gpt-oss": write_gpt_oss,
     "granitehybrid": write_granite_hybrid,
     "qwen35": write_qwen35,
+    "qwen3vl": write_qwen3vl,
     "gemma4": write_gemma4,
     "gemma4-vl": lambda path, rng, reader: write_gemma4(path, rng, reader, renamed=GEMMA4VL_TOKENS),
     "lfm2": write_lfm2,

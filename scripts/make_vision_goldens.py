@@ -62,7 +62,9 @@ clip-qwen3vl-micro.images.json holds the same, mtmd's dyn_size preprocessing wit
 numbers (sides multiples of 16, 8 to 4096 rows; bicubic, fitted on black), the wide picture again
 under limits of 16 to 64 rows, and a chat golden whose `n_past` is M-RoPE's: the picture's rows
 take one position each along their rows and columns, so it advances by the longer side of the
-merged grid, not by the rows.
+merged grid, not by the rows. clip-qwen3vl-deepstack-micro.images.json holds the same for the micro
+Qwen3-VL projector (both layers deepstack layers: rows of 3 x 256) with the micro Qwen3-VL
+language model tests/fixtures/models/qwen3vl-micro-q8_0.gguf, for two pictures.
 
 One thread, AVX2 build of the llama.cpp vendored in llama-cpp-python 0.3.36, as the text goldens.
 """
@@ -109,6 +111,8 @@ QWEN3VL_MMPROJ = FIXTURES / "models" / "clip-qwen3vl-micro.gguf"
 QWEN3VL_MODEL = FIXTURES / "models" / "qwen35-micro-q8_0.gguf"
 # patch 8 x merge 2; 8 to 4096 rows of output.
 QWEN3VL_ALIGN, QWEN3VL_TOKENS, QWEN3VL_WIDTH, QWEN3VL_LIMITS = 16, (8, 4096), 256, (16, 64)
+QWEN3VL_DEEPSTACK_MMPROJ = FIXTURES / "models" / "clip-qwen3vl-deepstack-micro.gguf"
+QWEN3VL_DEEPSTACK_MODEL = FIXTURES / "models" / "qwen3vl-micro-q8_0.gguf"
 N_PREDICT, TOP_STEPS, TOP_K = 16, 4, 20
 
 
@@ -547,12 +551,42 @@ def qwen3vl_goldens():
     (GOLDEN / "clip-qwen3vl-micro.images.json").write_text(json.dumps(golden, indent=1) + "\n")
 
 
+def qwen3vl_deepstack_goldens():
+    """The micro Qwen3-VL projector's goldens (see the module's docstring)."""
+    text_model, ctx, golden = micro_pair(QWEN3VL_DEEPSTACK_MODEL, QWEN3VL_DEEPSTACK_MMPROJ)
+    width = 3 * QWEN3VL_WIDTH
+    for name in ("noise-61x47", "stripes-300x200"):
+        rgb = pictures()[name]
+        square = gemma4v_square(rgb, QWEN3VL_TOKENS, QWEN3VL_ALIGN)
+        layout, embd = all_embeddings(ctx, rgb, width)
+        file = f"clip-qwen3vl-deepstack-micro.{name}.f32"
+        (GOLDEN / file).write_bytes(embd.tobytes())
+        golden["pictures"].append(
+            {
+                "file": f"images/{name}.png",
+                "squares": [{"width": square.shape[1], "height": square.shape[0], "sha256": sha256(square.tobytes())}],
+                "chunks": layout,
+                "embeddings": file,
+            }
+        )
+        print("qwen3vl deepstack", name, embd.shape)
+    mtmd.mtmd_free(ctx)
+    llama_cpp.llama_model_free(text_model)
+    golden["chat"] = chat_golden(QWEN3VL_DEEPSTACK_MODEL, pictures()[CHAT_PICTURE], QWEN3VL_DEEPSTACK_MMPROJ, GEMMA4V_PROMPT)
+    golden["chat"]["model"] = "models/qwen3vl-micro-q8_0.gguf"
+    print("qwen3vl deepstack chat:", golden["chat"]["n_past"], golden["chat"]["generated_ids"])
+    (GOLDEN / "clip-qwen3vl-deepstack-micro.images.json").write_text(json.dumps(golden, indent=1) + "\n")
+
+
 def main():
+    if sys.argv[1:] == ["--only", "qwen3vl-deepstack"]:
+        return qwen3vl_deepstack_goldens()
     if sys.argv[1:] == ["--only", "gemma4v"]:
         return gemma4v_goldens()
     if sys.argv[1:] == ["--only", "qwen3vl"]:
         return qwen3vl_goldens()
     qwen3vl_goldens()
+    qwen3vl_deepstack_goldens()
     gemma4v_goldens()
     lfm2_goldens()
     smolvlm_goldens()

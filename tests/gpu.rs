@@ -521,6 +521,14 @@ fn a_qwen35_picture_runs_on_the_gpu_as_on_the_cpu() {
     assert_micro_picture_on_gpu("qwen35-micro-q8_0", "clip-qwen3vl-micro");
 }
 
+/// Qwen3-VL's on the GPU: the micro Qwen3-VL and its deepstack projector, the picture's rows at
+/// M-RoPE's positions and their deepstack slices added after layers 0 and 1 (each from a buffer
+/// of its own, dispatched in the layer's place).
+#[test]
+fn a_qwen3_vl_picture_runs_on_the_gpu_as_on_the_cpu() {
+    assert_micro_picture_on_gpu("qwen3vl-micro-q8_0", "clip-qwen3vl-deepstack-micro");
+}
+
 /// A micro pair's chat golden on the GPU and the CPU side by side: the same prompt ids, the
 /// logits of three greedy steps within 0.1, the golden's tokens.
 fn assert_micro_picture_on_gpu(model: &str, projector: &str) {

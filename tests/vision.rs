@@ -431,6 +431,14 @@ fn qwen_vl_pictures_match_llama_cpp_mtmd() {
     assert_pictures_are_mtmds("qwen35-micro-q8_0", "clip-qwen3vl-micro");
 }
 
+/// Qwen3-VL's projector: the same encoder with deepstack layers, each layer's output merged
+/// and through its own LayerNorm and GELU feed-forward beside the picture's embedding (rows of 3
+/// × 256), bit for bit.
+#[test]
+fn qwen3_vl_deepstack_pictures_match_llama_cpp_mtmd() {
+    assert_pictures_are_mtmds("qwen3vl-micro-q8_0", "clip-qwen3vl-deepstack-micro");
+}
+
 fn assert_pictures_are_mtmds(model: &str, projector: &str) {
     let golden = golden_of(projector);
     let engine = micro_vision_engine(model, projector);
@@ -488,6 +496,16 @@ fn an_image_prompt_on_the_micro_qwen35_matches_llama_cpp() {
     let golden = golden_of("clip-qwen3vl-micro");
     assert_eq!(golden["chat"]["n_past"], 37);
     let worst = image_prompt_error("qwen35-micro-q8_0", "clip-qwen3vl-micro");
+    assert!(worst < 0.02, "{worst}");
+}
+
+/// The micro Qwen3-VL language model (Qwen3's layers, interleaved M-RoPE over whole heads) with
+/// the micro deepstack projector: the picture's rows at M-RoPE's positions, their deepstack
+/// slices added after layers 0 and 1, as llama.cpp runs them; the logits of steps 0-3 within the
+/// Q8_0 text bound (0.02). Without the deepstack adds greedy step 0 already differs.
+#[test]
+fn an_image_prompt_on_the_micro_qwen3_vl_matches_llama_cpp() {
+    let worst = image_prompt_error("qwen3vl-micro-q8_0", "clip-qwen3vl-deepstack-micro");
     assert!(worst < 0.02, "{worst}");
 }
 

@@ -164,7 +164,7 @@ impl Engine {
         max_tokens: Option<usize>,
     ) -> Result<(), EngineError> {
         let mut encoder = VisionEncoder::load(file.into())?;
-        let (projector, model) = (encoder.shape().output_width, self.model.config().n_embd);
+        let (projector, model) = (encoder.shape().output_width, self.model.config().input_width());
         if projector != model {
             return Err(EngineError::MmprojMismatch { projector, model });
         }

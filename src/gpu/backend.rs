@@ -479,10 +479,10 @@ impl GpuState {
         placement: Option<Placement>,
         logits: bool,
     ) -> Result<(), GpuError> {
-        let (vocab, d) = (model.config().vocab_size, model.config().n_embd);
+        let (vocab, row_width) = (model.config().vocab_size, model.config().input_width());
         let n = match input {
             BatchInput::Tokens(tokens) => tokens.len(),
-            BatchInput::Rows { rows, .. } => rows.len() / d,
+            BatchInput::Rows { rows, .. } => rows.len() / row_width,
         };
         if n == 0 || self.len + n > self.capacity {
             return Err(GpuError::Shape(format!(
@@ -505,9 +505,10 @@ impl GpuState {
                     self.max_batch
                 )));
             }
-            BatchInput::Rows { rows, causal } => {
-                rows.chunks(self.max_batch * d).map(|rows| BatchInput::Rows { rows, causal }).collect()
-            }
+            BatchInput::Rows { rows, causal } => rows
+                .chunks(self.max_batch * row_width)
+                .map(|rows| BatchInput::Rows { rows, causal })
+                .collect(),
         };
         if let Some(fault) = gpu.fault() {
             return Err(fault);
@@ -520,7 +521,7 @@ impl GpuState {
             let last = i + 1 == count;
             let n = match batch {
                 BatchInput::Tokens(tokens) => tokens.len(),
-                BatchInput::Rows { rows, .. } => rows.len() / d,
+                BatchInput::Rows { rows, .. } => rows.len() / row_width,
             };
             let placement = placement.map(|p| p.after(done));
             done += n;
@@ -1335,6 +1336,15 @@ impl Backend for GpuBackend<'_> {
 
     fn embed_rows(&mut self, rows: &[f32]) -> Result<(), ModelError> {
         self.gpu.queue.write_buffer(self.buf(Buf::X), 0, &super::f32_bytes(rows));
+        Ok(())
+    }
+
+    /// A buffer of its own for each call: a queued write would land before the batch's first
+    /// command, not after the layer it follows.
+    fn add_rows(&mut self, rows: &[f32]) -> Result<(), ModelError> {
+        let (y, x, pipeline) =
+            (upload(self.gpu, &super::f32_bytes(rows)), self.buf(Buf::X).clone(), self.gpu.add.clone());
+        self.elementwise(&pipeline, &y, &x, rows.len(), [0; 3]);
         Ok(())
     }
 

@@ -30,6 +30,7 @@ pub enum Architecture {
     Granite,
     GptOss,
     GraniteHybrid,
+    Qwen3Vl,
 }
 
 /// Which layer builder of `forward.rs` runs an architecture's layers.
@@ -265,6 +266,9 @@ pub struct ArchSpec {
     /// Interleaved M-RoPE sections (`rope.dimension_sections`): the pairs of the stream that
     /// text leaves at position 0 stay unrotated.
     pub interleaved_mrope: bool,
+    /// Deepstack (`n_deepstack_layers`, Qwen3-VL): a picture's rows come with that many more
+    /// slices of the model's width, each added to the hidden state after one of the first layers.
+    pub deepstack: bool,
     /// Every this-many-th layer attends without RoPE (llama.cpp fixes 4 for SmolLM3).
     pub no_rope_every: Option<usize>,
     /// Files with experts (`expert_count` > 0) are refused by name: only dense sizes run.
@@ -312,6 +316,7 @@ const LLAMA_LIKE: ArchSpec = ArchSpec {
     mamba2: false,
     output_norm: "output_norm",
     interleaved_mrope: false,
+    deepstack: false,
     no_rope_every: None,
     dense_only: false,
     experts: None,
@@ -339,7 +344,7 @@ const ENCODER: ArchSpec = ArchSpec {
 };
 
 /// Every architecture, in the order people meet them in messages (and [`Architecture`]'s).
-pub const ARCHITECTURES: [ArchSpec; 19] = [
+pub const ARCHITECTURES: [ArchSpec; 20] = [
     // Qwen3: per-head Q/K RMSNorm, NeoX RoPE, GQA, SwiGLU.
     ArchSpec { architecture: Architecture::Qwen3, name: "qwen3", qk_norm: QkNorm::PerHead, ..LLAMA_LIKE },
     // Qwen2, Qwen2.5 (and DeepSeek-R1-Distill-Qwen): Q/K/V biases.
@@ -547,6 +552,16 @@ pub const ARCHITECTURES: [ArchSpec; 19] = [
         mamba2: true,
         experts: Some(ExpertSpec { shared: true, optional: true, ..SOFTMAX_EXPERTS }),
         granite_scales: true,
+        ..LLAMA_LIKE
+    },
+    // Qwen3-VL's language model: Qwen3 with interleaved M-RoPE and deepstack (a picture's rows
+    // carry slices added after each of the first layers).
+    ArchSpec {
+        architecture: Architecture::Qwen3Vl,
+        name: "qwen3vl",
+        qk_norm: QkNorm::PerHead,
+        interleaved_mrope: true,
+        deepstack: true,
         ..LLAMA_LIKE
     },
 ];

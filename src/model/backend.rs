@@ -123,6 +123,9 @@ pub trait Backend {
     /// embeddings, in place of tokens'.
     fn embed_rows(&mut self, rows: &[f32]) -> Result<(), ModelError>;
 
+    /// `X += rows`, one row of the model's width per row held (Qwen3-VL's deepstack).
+    fn add_rows(&mut self, rows: &[f32]) -> Result<(), ModelError>;
+
     /// Encoders: `X +=` token type 0's row and the learned rows of the batch's positions.
     fn encoder_input(&mut self, input: &EncoderInput) -> Result<(), ModelError>;
 

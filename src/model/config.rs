@@ -301,6 +301,9 @@ pub struct Config {
     /// picture's rows; 2: its columns; 3: a fourth stream, 0 for text and pictures alike, so
     /// those pairs stay unrotated). Empty without M-RoPE.
     pub rope_streams: Vec<u8>,
+    /// Deepstack slices a picture's rows carry beside their embedding (Qwen3-VL's
+    /// `n_deepstack_layers`), each added to the hidden state after layer 0, 1, ...; 0 without.
+    pub deepstack_layers: usize,
     /// Gated DeltaNet layers' shape (Qwen3.5), and which layers they are.
     pub delta_net: Option<DeltaNet>,
     /// Short convolution layers' shape (LFM2: the layers without KV heads).
@@ -626,6 +629,10 @@ impl Config {
         };
         let mamba2 = if spec.mamba2 { Some(keys.mamba2(n_embd)?) } else { None };
         let rope_streams = if spec.interleaved_mrope { keys.imrope_streams(rope_dims)? } else { Vec::new() };
+        let deepstack_layers = match spec.deepstack {
+            true => keys.optional_count("n_deepstack_layers", n_layer.saturating_sub(1) as u64)?.unwrap_or(0),
+            false => 0,
+        };
         if vocab_size == 0 {
             return Err(ModelError::BadTensor {
                 name: "token_embd.weight".into(),
@@ -673,6 +680,7 @@ impl Config {
             layers,
             sliding_pattern,
             rope_streams,
+            deepstack_layers,
             delta_net,
             short_conv,
             mamba2,
@@ -706,6 +714,11 @@ impl Config {
     /// How many layers attend (and so keep keys and values).
     pub fn attention_layers(&self) -> usize {
         self.n_layer - self.recurrent_layers.iter().filter(|&&r| r).count()
+    }
+
+    /// The width of a row given whole (a picture's): the model's, and its deepstack slices'.
+    pub fn input_width(&self) -> usize {
+        self.n_embd * (1 + self.deepstack_layers)
     }
 
     /// The widest layer's `n_head × head_dim` (what scratch buffers are sized by).
@@ -1086,12 +1099,13 @@ mod tests {
             Architecture::Granite => 16,
             Architecture::GptOss => 17,
             Architecture::GraniteHybrid => 18,
+            Architecture::Qwen3Vl => 19,
         };
-        assert_eq!(Architecture::all().map(row).collect::<Vec<_>>(), (0..19).collect::<Vec<_>>());
+        assert_eq!(Architecture::all().map(row).collect::<Vec<_>>(), (0..20).collect::<Vec<_>>());
         let message = ModelError::UnsupportedArchitecture("mamba".into()).to_string();
         assert!(
             message
-                .ends_with("(supported: qwen3, qwen2, llama, smollm3, phi3, gemma2, gemma3, qwen35, gemma4, bert, nomic-bert, qwen3moe, olmoe, granitemoe, lfm2, lfm2moe, granite, gpt-oss, granitehybrid)"),
+                .ends_with("(supported: qwen3, qwen2, llama, smollm3, phi3, gemma2, gemma3, qwen35, gemma4, bert, nomic-bert, qwen3moe, olmoe, granitemoe, lfm2, lfm2moe, granite, gpt-oss, granitehybrid, qwen3vl)"),
             "{message}"
         );
     }

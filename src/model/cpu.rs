@@ -523,6 +523,11 @@ impl Backend for Cpu<'_> {
         Ok(())
     }
 
+    fn add_rows(&mut self, rows: &[f32]) -> Result<(), ModelError> {
+        add_in_place(&mut self.s.bufs.x[..rows.len()], rows);
+        Ok(())
+    }
+
     fn encoder_input(&mut self, input: &EncoderInput) -> Result<(), ModelError> {
         let d = self.config.n_embd;
         let x = &mut self.s.bufs.x[..self.n * d];

@@ -36,18 +36,25 @@ pub enum LogitsFor {
 pub(crate) enum BatchInput<'a> {
     /// Tokens, looked up in the embedding table (and scaled where the model scales them).
     Tokens(&'a [u32]),
-    /// Rows given whole, `n_embd` each (an image's embeddings), taken as they are; where
-    /// `causal` is false they attend to each other both ways.
+    /// Rows given whole, [`Config::input_width`] each (an image's embeddings, and Qwen3-VL's
+    /// deepstack slices after them), taken as they are; where `causal` is false they attend to
+    /// each other both ways.
     Rows { rows: &'a [f32], causal: bool },
 }
 
 impl BatchInput<'_> {
-    fn len(&self, n_embd: usize) -> usize {
+    /// Rows in the batch, rows given whole being `row_width` wide.
+    pub(crate) fn len(&self, row_width: usize) -> usize {
         match self {
             BatchInput::Tokens(tokens) => tokens.len(),
-            BatchInput::Rows { rows, .. } => rows.len() / n_embd.max(1),
+            BatchInput::Rows { rows, .. } => rows.len() / row_width.max(1),
         }
     }
+}
+
+/// Columns `from..from + width` of each of `rows` (rows `stride` wide), side by side.
+fn columns(rows: &[f32], stride: usize, from: usize, width: usize) -> Vec<f32> {
+    rows.chunks_exact(stride).flat_map(|row| &row[from..from + width]).copied().collect()
 }
 
 /// Where a batch's rows stand in the model's positions, where those are not their cache slots:
@@ -141,7 +148,7 @@ impl Model {
     }
 
     fn check_rows(&self, rows: &[f32]) -> Result<(), ModelError> {
-        let d = self.config.n_embd;
+        let d = self.config.input_width();
         if rows.is_empty() || !rows.len().is_multiple_of(d) {
             return Err(ModelError::BadImage(format!(
                 "{} values are not rows of the model's width {d}",
@@ -225,10 +232,11 @@ impl Model {
         head: Head,
     ) -> Result<&'s [f32], ModelError> {
         let (vocab, d) = (self.config.vocab_size, self.config.n_embd);
+        let row_width = self.config.input_width();
         if let BatchInput::Tokens(tokens) = input {
             self.check_tokens(tokens)?;
         }
-        let n = input.len(d);
+        let n = input.len(row_width);
         cache.check_room(n)?;
         if head == Head::Logits && self.weights.output.is_none() {
             return Err(ModelError::EmbeddingOnly(self.config.architecture.name().into()));
@@ -256,13 +264,13 @@ impl Model {
         let batches: Vec<BatchInput> = match input {
             BatchInput::Tokens(tokens) => tokens.chunks(max_batch).map(BatchInput::Tokens).collect(),
             BatchInput::Rows { rows, causal } => {
-                rows.chunks(max_batch * d).map(|rows| BatchInput::Rows { rows, causal }).collect()
+                rows.chunks(max_batch * row_width).map(|rows| BatchInput::Rows { rows, causal }).collect()
             }
         };
         let chunks = batches.len();
         let mut done = 0;
         for (i, batch) in batches.into_iter().enumerate() {
-            let len = batch.len(d);
+            let len = batch.len(row_width);
             let placement = placement.map(|p| p.after(done));
             done += len;
             let wanted = match logits_for {
@@ -311,7 +319,10 @@ pub(crate) fn forward_batch(
             c.causal
         }
         BatchInput::Rows { rows, causal } => {
-            b.embed_rows(rows)?;
+            match c.deepstack_layers {
+                0 => b.embed_rows(rows)?,
+                _ => b.embed_rows(&columns(rows, c.input_width(), 0, c.n_embd))?,
+            }
             if w.per_layer_input.is_some() {
                 // llama.cpp gives rows without tokens (an image's) the per-layer inputs of
                 // token 0, its padding token, beside their own projection.
@@ -319,6 +330,12 @@ pub(crate) fn forward_batch(
             }
             causal && c.causal
         }
+    };
+    // Qwen3-VL's deepstack: after layer l, a picture's rows take their slice l + 1 (tokens'
+    // slices are zeros in llama.cpp, which leaves them as they are).
+    let deepstack = match input {
+        BatchInput::Rows { rows, .. } if c.deepstack_layers > 0 => Some(rows),
+        _ => None,
     };
     if let Some(input) = &w.encoder_input {
         b.encoder_input(input)?;
@@ -336,6 +353,9 @@ pub(crate) fn forward_batch(
             Family::PreNorm => pre_norm_layer(b, &at, layer, keep)?,
             Family::Sandwich => sandwich_layer(b, &at, layer, keep)?,
             Family::Encoder => encoder_layer(b, &at, layer, keep)?,
+        }
+        if let Some(rows) = deepstack.filter(|_| l < c.deepstack_layers) {
+            b.add_rows(&columns(rows, c.input_width(), (l + 1) * c.n_embd, c.n_embd))?;
         }
     }
     b.commit();

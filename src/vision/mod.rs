@@ -259,8 +259,8 @@ impl ProjectorFacts {
             "Load it with that model: drop both files on the page together (or this one onto \
              the loaded model), or inferno generate MODEL --mmproj FILE"
         } else {
-            "Inferno does not encode this type yet (it encodes Gemma 3's, Gemma 4's, SmolVLM's, LFM2-VL's \
-             and Qwen3.5's)"
+            "Inferno does not encode this type yet (it encodes Gemma 3's, Gemma 4's, SmolVLM's, LFM2-VL's, \
+             Qwen3.5's and Qwen3-VL's)"
         };
         format!("{fits}: not a model on its own but the picture encoder beside its language model. {how}")
     }

@@ -147,6 +147,17 @@ fn the_micro_qwen35_projector_reads_and_loads_as_llama_cpp_reads_it() {
     let file = edited_bytes(&bytes, |_, v| Some(v.clone()), Some("v.patch_embd.weight.1"));
     let err = VisionEncoder::load(crate::model::ModelBytes::from(file)).err().expect("refused");
     assert!(err.to_string().contains("v.patch_embd.weight.1"), "{err}");
+    // Qwen3-VL's: two deepstack layers, so rows of 3 × 256 (clip_n_mmproj_embd's count).
+    let deepstack = micro_bytes_of("qwen3vl-deepstack");
+    assert_eq!(facts(&Gguf::parse(&deepstack).unwrap().header).output_width, Some(768));
+    let encoder = VisionEncoder::load(crate::model::ModelBytes::from(deepstack.clone())).unwrap();
+    assert_eq!(encoder.shape().output_width, 768);
+    // A deepstack layer without its first matrix is none: the other layer's second matrix then
+    // has the wrong width for the rows the file's output width makes.
+    let file = edited_bytes(&deepstack, |_, v| Some(v.clone()), Some("v.deepstack.1.fc1.weight"));
+    let err = VisionEncoder::load(crate::model::ModelBytes::from(file)).err().expect("refused");
+    assert_eq!(err.kind(), "tensor_shape", "{err}");
+    assert!(err.to_string().contains("v.deepstack.0.fc2.weight"), "{err}");
 }
 
 /// SmolVLM's two keys are needed (clip.cpp has no default for the scale factor, and without

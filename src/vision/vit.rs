@@ -77,6 +77,18 @@ struct Layer {
     ffn_post_norm: Option<Vec<f32>>,
     /// The whole residual stream scaled after the layer (Gemma 4's `layer_scalar`).
     out_scale: Option<f32>,
+    /// Qwen3-VL's deepstack: the layer's output, merged as the merger merges it, through a
+    /// feed-forward of its own, goes beside the picture's embeddings (the language model adds
+    /// it after one of its first layers).
+    deepstack: Option<Deepstack>,
+}
+
+/// A deepstack merger: each 2 × 2 block of the layer's output in one row, a LayerNorm, then a
+/// GELU feed-forward to the language model's width.
+struct Deepstack {
+    norm: Norm,
+    up: Linear,
+    down: Linear,
 }
 
 /// The attention's Q, K and V projections: three matrices, or one of three times the width whose
@@ -364,8 +376,8 @@ impl VisionEncoder {
             let family = facts.family.map(|f| format!(" ({f})")).unwrap_or_default();
             return Err(ModelError::UnsupportedProjector(format!(
                 "type `{}`{family} is not encoded yet; Inferno encodes Gemma 3's (gemma3), \
-                 Gemma 4's (gemma4v), SmolVLM's (idefics3), LFM2-VL's (lfm2) and Qwen3.5's \
-                 (qwen3vl_merger)",
+                 Gemma 4's (gemma4v), SmolVLM's (idefics3), LFM2-VL's (lfm2) and Qwen3.5's and \
+                 Qwen3-VL's (qwen3vl_merger)",
                 facts.projector
             )));
         }
@@ -649,9 +661,42 @@ impl VisionEncoder {
                 Some(_) => tensors.vector(name, if per_head { head_dim } else { width }).map(Some),
             }
         };
+        // A feed-forward's width: its first matrix's rows (ggml's ne[1]).
+        let hidden_of = |name: &str| -> Result<usize, ModelError> {
+            match header.tensor(name).map(|t| t.dims.as_slice()) {
+                Some(&[_, rows]) if (1..=1 << 16).contains(&rows) => Ok(rows as usize),
+                Some(_) => Err(ModelError::BadProjector(format!("{name} is not a matrix of sane size"))),
+                None => Err(ModelError::BadProjector(format!("the file lacks {name}"))),
+            }
+        };
+        // Qwen3-VL's output rows hold the merger's embedding, then each deepstack layer's.
+        let has_deepstack =
+            |i: usize| header.tensor(&format!("{}{i}.fc1.weight", super::DEEPSTACK_PREFIX)).is_some();
+        let deepstack_layers = (0..n_layers).filter(|&i| qwen && has_deepstack(i)).count();
+        if header.tensors.iter().any(|t| t.name.starts_with(super::DEEPSTACK_PREFIX))
+            && (!qwen || deepstack_layers == 0)
+        {
+            return Err(ModelError::BadProjector(
+                "it has deepstack tensors, which only a Qwen3-VL merger with their fc1 takes".into(),
+            ));
+        }
+        let embedding_width = output_width / (1 + deepstack_layers);
+        let merged = width * QWEN_MERGE * QWEN_MERGE;
         let mut layers = Vec::with_capacity(n_layers);
         for i in 0..n_layers {
             let p = format!("v.blk.{i}");
+            let deepstack = match qwen && has_deepstack(i) {
+                true => {
+                    let d = format!("{}{i}", super::DEEPSTACK_PREFIX);
+                    let hidden = hidden_of(&format!("{d}.fc1.weight"))?;
+                    Some(Deepstack {
+                        norm: tensors.layer_norm(&format!("{d}.norm"), merged)?,
+                        up: linear(&format!("{d}.fc1"), hidden, merged)?,
+                        down: linear(&format!("{d}.fc2"), embedding_width, hidden)?,
+                    })
+                }
+                false => None,
+            };
             // Old Gemma 3 (and SmolVLM) conversions named the feed-forward's two matrices the
             // other way round; clip.cpp swaps them back for those types where `ffn_down` maps
             // from the encoder's width.
@@ -699,16 +744,8 @@ impl VisionEncoder {
                 down: down?,
                 ffn_post_norm: optional_vector(&format!("{p}.ffn_post_norm.weight"), width)?,
                 out_scale,
+                deepstack,
             });
-        }
-        // Qwen3-VL's deepstack layers feed the language model's first layers, which the
-        // architectures Inferno runs do not take.
-        if header.tensors.iter().any(|t| t.name.starts_with(super::DEEPSTACK_PREFIX)) {
-            return Err(ModelError::UnsupportedProjector(
-                "its deepstack layers (Qwen3-VL's) feed the language model's first layers, which \
-                 Inferno's Qwen architectures do not take; Qwen3.5's projectors have none"
-                    .into(),
-            ));
         }
         if header.tensor("v.pre_ln.weight").is_some() {
             return Err(ModelError::UnsupportedProjector(
@@ -719,20 +756,11 @@ impl VisionEncoder {
             Some(_) => Some(norm("v.post_ln")?),
             None => None,
         };
-        // A feed-forward's width: its first matrix's rows (ggml's ne[1]).
-        let hidden_of = |name: &str| -> Result<usize, ModelError> {
-            match header.tensor(name).map(|t| t.dims.as_slice()) {
-                Some(&[_, rows]) if (1..=1 << 16).contains(&rows) => Ok(rows as usize),
-                Some(_) => Err(ModelError::BadProjector(format!("{name} is not a matrix of sane size"))),
-                None => Err(ModelError::BadProjector(format!("the file lacks {name}"))),
-            }
-        };
         let projector = if qwen {
-            let merged = width * QWEN_MERGE * QWEN_MERGE;
             let hidden = hidden_of("mm.0.weight")?;
             Projector::Qwen3Vl {
                 up: linear("mm.0", hidden, merged)?,
-                down: linear("mm.2", output_width, hidden)?,
+                down: linear("mm.2", embedding_width, hidden)?,
             }
         } else if gemma4 {
             // clip.cpp standardizes only where the file has both.
@@ -1150,6 +1178,7 @@ impl VisionEncoder {
         } else {
             None
         };
+        let mut deepstacked: Vec<Vec<f32>> = Vec::new();
         for layer in &self.layers {
             let mut h = x.clone();
             self.norm(&mut h, &layer.norm1.weight, layer.norm1.bias.as_deref());
@@ -1208,6 +1237,20 @@ impl VisionEncoder {
             if let Some(scale) = layer.out_scale {
                 x.iter_mut().for_each(|v| *v *= scale);
             }
+            if let Some(deepstack) = &layer.deepstack {
+                // Each block's four rows, side by side, are one (as the merger takes them).
+                let tokens = n / (QWEN_MERGE * QWEN_MERGE);
+                let mut merged = x.clone();
+                layer_norm_in_place(
+                    &mut merged,
+                    &deepstack.norm.weight,
+                    deepstack.norm.bias.as_deref(),
+                    shape.eps,
+                );
+                let mut hidden = self.linear(&deepstack.up, &merged, tokens)?;
+                hidden.iter_mut().for_each(|h| *h = gelu(*h));
+                deepstacked.push(self.linear(&deepstack.down, &hidden, tokens)?);
+            }
         }
         if let Some(norm) = &self.post_norm {
             self.norm(&mut x, &norm.weight, norm.bias.as_deref());
@@ -1219,7 +1262,15 @@ impl VisionEncoder {
                 let tokens = n / (QWEN_MERGE * QWEN_MERGE);
                 let mut hidden = self.linear(up, &x, tokens)?;
                 hidden.iter_mut().for_each(|h| *h = gelu(*h));
-                let values = self.linear(down, &hidden, tokens)?;
+                let main = self.linear(down, &hidden, tokens)?;
+                // Each row: the merger's embedding, then each deepstack layer's, in layer order.
+                let slices: Vec<&[f32]> =
+                    std::iter::once(&main).chain(&deepstacked).map(Vec::as_slice).collect();
+                let width = main.len() / tokens.max(1);
+                let values = (0..tokens)
+                    .flat_map(|t| slices.iter().flat_map(move |s| &s[t * width..][..width]))
+                    .copied()
+                    .collect();
                 let grid = Some([grid_width / QWEN_MERGE, grid_height / QWEN_MERGE]);
                 return Ok(ImageEmbeddings { tokens, width: shape.output_width, values, grid });
             }
