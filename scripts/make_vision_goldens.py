@@ -60,7 +60,7 @@ For the micro Qwen3.5 projector tests/fixtures/models/clip-qwen3vl-micro.gguf (q
 with the micro Qwen3.5 language model tests/fixtures/models/qwen35-micro-q8_0.gguf,
 clip-qwen3vl-micro.images.json holds the same, mtmd's dyn_size preprocessing with Qwen-VL's
 numbers (sides multiples of 16, 8 to 4096 rows; bicubic, fitted on black), the wide picture again
-under limits of 16 to 64 rows, and a chat golden whose `n_past` is M-RoPE's: the picture's rows
+under limits of 16 to 64 rows (and a chat golden under them, for the page's setting), and a chat golden whose `n_past` is M-RoPE's: the picture's rows
 take one position each along their rows and columns, so it advances by the longer side of the
 merged grid, not by the rows. clip-qwen3vl-deepstack-micro.images.json holds the same for the micro
 Qwen3-VL projector (both layers deepstack layers: rows of 3 x 256) with the micro Qwen3-VL
@@ -354,7 +354,7 @@ def top(row, k):
     return [{"id": int(i), "logit": float(row[i]), "prob": float(np.exp(float(row[i]) - logsumexp))} for i in ids]
 
 
-def chat_golden(model_path, rgb, mmproj=MMPROJ, prompt=CHAT_PROMPT):
+def chat_golden(model_path, rgb, mmproj=MMPROJ, prompt=CHAT_PROMPT, image_tokens=None):
     llm = Llama(
         model_path=str(model_path),
         n_ctx=512,
@@ -365,7 +365,7 @@ def chat_golden(model_path, rgb, mmproj=MMPROJ, prompt=CHAT_PROMPT):
         flash_attn=True,
         verbose=False,
     )
-    ctx = mtmd_context(llm._model.model, flash=True, mmproj=mmproj)
+    ctx = mtmd_context(llm._model.model, flash=True, mmproj=mmproj, image_tokens=image_tokens)
     chunks = tokenize(ctx, prompt, rgb)
     layout = [facts for _, facts in chunk_list(chunks)]
     n_past = llama_cpp.llama_pos(0)
@@ -545,6 +545,9 @@ def qwen3vl_goldens():
     print("qwen3vl limited", embd.shape[0], "rows")
     mtmd.mtmd_free(ctx)
     llama_cpp.llama_model_free(text_model)
+    chat = chat_golden(QWEN3VL_MODEL, pictures()[CHAT_PICTURE], QWEN3VL_MMPROJ, GEMMA4V_PROMPT, QWEN3VL_LIMITS)
+    golden["limited"]["chat"] = {**chat, "model": "models/qwen35-micro-q8_0.gguf"}
+    print("qwen3vl limited chat:", chat["chunks"], chat["n_past"], chat["generated_ids"])
     golden["chat"] = chat_golden(QWEN3VL_MODEL, pictures()[CHAT_PICTURE], QWEN3VL_MMPROJ, GEMMA4V_PROMPT)
     golden["chat"]["model"] = "models/qwen35-micro-q8_0.gguf"
     print("qwen3vl chat:", golden["chat"]["n_past"], golden["chat"]["generated_ids"])

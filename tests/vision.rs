@@ -322,7 +322,8 @@ fn limits_on_a_pictures_rows_are_as_mtmds() {
 }
 
 /// Qwen3.5's limits (mtmd's image_min_tokens / image_max_tokens): the wide picture, 690 rows by
-/// default, limited to 16-64 takes mtmd's 54, its square and embeddings bit for bit.
+/// default, limited to 16-64 takes mtmd's 54, its square and embeddings bit for bit; an image
+/// prompt under them (the stripes, 54 rows in a 9 × 6 grid) gives llama.cpp's logits and tokens.
 #[test]
 fn limits_on_a_qwen_pictures_rows_are_as_mtmds() {
     let golden = golden_of("clip-qwen3vl-micro");
@@ -344,6 +345,9 @@ fn limits_on_a_qwen_pictures_rows_are_as_mtmds() {
     assert_eq!(relative_error(&embeddings.values, &floats(limited["embeddings"].as_str().unwrap())), 0.0);
     let ids = engine.encode_with_images("<__media__>", std::slice::from_ref(&image)).unwrap();
     assert_ids_match_chunks(&ids, &limited["chunks"]);
+    engine.set_attention_precision(AttentionPrecision::Exact);
+    let worst = run_image_prompt(&engine, &limited["chat"]);
+    assert!(worst < 0.02, "{worst}");
 }
 
 /// A picture so long and thin that Gemma 4's resize would give a side more patches than its

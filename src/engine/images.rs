@@ -75,10 +75,12 @@ pub fn is_image_id(id: u32) -> bool {
 }
 
 fn slot_of(id: u32) -> usize {
+    debug_assert!(is_image_id(id), "{id} is a token, not a picture's row");
     ((id - IMAGE_IDS) / ROWS_PER_SLOT) as usize
 }
 
 fn row_of(id: u32) -> usize {
+    debug_assert!(is_image_id(id), "{id} is a token, not a picture's row");
     ((id - IMAGE_IDS) % ROWS_PER_SLOT) as usize
 }
 
@@ -202,9 +204,11 @@ impl ImageTable {
         let held = self.lock();
         runs(ids)
             .into_iter()
-            .map(|run| match held.grid(slot_of(ids[run.start])) {
-                Some([width, height]) if is_image_id(ids[run.start]) => width.max(height),
-                _ => run.len(),
+            .map(|run| {
+                let first = ids[run.start];
+                // A slot is worked out only from a picture's id (a token's would underflow).
+                let grid = if is_image_id(first) { held.grid(slot_of(first)) } else { None };
+                grid.map_or(run.len(), |[width, height]| width.max(height))
             })
             .sum()
     }

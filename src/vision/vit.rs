@@ -680,7 +680,15 @@ impl VisionEncoder {
                 "it has deepstack tensors, which only a Qwen3-VL merger with their fc1 takes".into(),
             ));
         }
+        // The file's output width counts its deepstack layers as clip.cpp does (every fc2); the
+        // encoder's must come to the same.
         let embedding_width = output_width / (1 + deepstack_layers);
+        if embedding_width * (1 + deepstack_layers) != output_width {
+            return Err(ModelError::BadProjector(format!(
+                "its output width {output_width} is not its embedding and {deepstack_layers} deepstack \
+                 layers of one width"
+            )));
+        }
         let merged = width * QWEN_MERGE * QWEN_MERGE;
         let mut layers = Vec::with_capacity(n_layers);
         for i in 0..n_layers {

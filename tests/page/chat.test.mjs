@@ -517,7 +517,10 @@ pageSuite(
         timeout: CHAT_TIMEOUT_MS,
       });
       await assertModelLoaded(path.basename(model));
-      assert.match(await text('#model-details'), /sees pictures \(lfm2 projector\)/);
+      assert.match(
+        await text('#model-details'),
+        /sees pictures \(lfm2 projector, 64 to 256 rows a picture\)/,
+      );
       await setSettings({ temperature: 0, max_tokens: 8 });
       await h.page.setInputFiles('#picture-input', path.join(repoRoot, 'tests/fixtures', golden.picture));
       await ask(golden.prompt.match(/<__media__>(.*)<\|im_end\|>/)[1]);
@@ -527,6 +530,56 @@ pageSuite(
       assert.deepEqual(ids, golden.generated_ids.slice(0, 8), "llama.cpp's greedy tokens");
       const answer = await lastAnswer();
       assert.equal(answer.prefilled, golden.n_past, 'the turn, 247 rows between their markers, the question');
+      await h.page.evaluate(() => localStorage.removeItem('inferno.chat.v1'));
+      await h.page.reload();
+      await h.page.waitForFunction(() => document.body.dataset.restored === 'true');
+    });
+
+    test("a picture's rows limited in the settings (micro Qwen3.5): the projector attached again, the answer as llama.cpp (mtmd) gives it under the same limits", async () => {
+      const limited = JSON.parse(
+        readFileSync(path.join(repoRoot, 'tests/fixtures/golden/clip-qwen3vl-micro.images.json'), 'utf8'),
+      ).limited;
+      const golden = limited.chat;
+      const model = path.join(fixtureModelsDir, 'qwen35-micro-q8_0.gguf');
+      const loads = await h.page.evaluate(() => Number(document.body.dataset.loads ?? 0));
+      await dropFiles([
+        { file: model, type: '' },
+        { file: path.join(fixtureModelsDir, 'clip-qwen3vl-micro.gguf'), type: '' },
+      ]);
+      await h.page.waitForFunction((count) => Number(document.body.dataset.loads ?? 0) > count, loads, {
+        timeout: CHAT_TIMEOUT_MS,
+      });
+      await assertModelLoaded(path.basename(model));
+      assert.match(
+        await text('#model-details'),
+        /sees pictures \(qwen3vl_merger projector, 8 to 4,096 rows a picture\)/,
+      );
+      const projectors = await h.page.evaluate(() => Number(document.body.dataset.projectors ?? 0));
+      await setSettings({ temperature: 0, max_tokens: 8, image_min_tokens: 16, image_max_tokens: 64 });
+      await h.page.evaluate(() =>
+        document.getElementById('set-image-max-tokens').dispatchEvent(new Event('change')),
+      );
+      await h.page.waitForFunction(
+        (count) => Number(document.body.dataset.projectors ?? 0) > count,
+        projectors,
+        { timeout: CHAT_TIMEOUT_MS },
+      );
+      assert.match(await text('#model-details'), /16 to 64 rows a picture/);
+      await h.page.setInputFiles('#picture-input', path.join(repoRoot, 'tests/fixtures', golden.picture));
+      await ask(golden.prompt.match(/<__media__>(.*)<\|im_end\|>/)[1]);
+      const ids = await h.page.evaluate(() =>
+        [...document.querySelectorAll('#viz-strip .viz-chip')].map((chip) => Number(chip.dataset.token)),
+      );
+      assert.deepEqual(ids, golden.generated_ids.slice(0, 8), "llama.cpp's greedy tokens under the limits");
+      const rows = golden.chunks.reduce(
+        (sum, chunk) => sum + (chunk.image_tokens ?? chunk.text_ids.length),
+        0,
+      );
+      assert.equal(
+        (await lastAnswer()).prefilled,
+        rows,
+        'the turn with the picture in 54 rows (247 without limits)',
+      );
       await h.page.evaluate(() => localStorage.removeItem('inferno.chat.v1'));
       await h.page.reload();
       await h.page.waitForFunction(() => document.body.dataset.restored === 'true');

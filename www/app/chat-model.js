@@ -18,6 +18,15 @@ const PHASES = {
   storing: 'Keeping in this browser',
 };
 
+/** ", R1 to R2 rows a picture" where the projector keeps a picture's aspect (the limits in
+ *  force), else nothing. */
+function pictureRows(vision) {
+  const rows = vision.image_tokens;
+  if (!Array.isArray(rows)) return '';
+  const [least, most] = rows.map((n) => Number(n).toLocaleString('en-US'));
+  return `, ${least} to ${most} rows a picture`;
+}
+
 /**
  * engine: an Inferno engine. ui: the panel's elements. hooks:
  *   beforeLoad()            awaited before a load starts (stops a running answer)
@@ -25,6 +34,8 @@ const PHASES = {
  *   device()                where to run: 'auto', 'gpu' or 'cpu'
  *   precision()             attention's precision: 'fast' or 'exact'
  *   cacheTypes()            the KV cache's key and value types: ['f16' | 'q8_0' | 'f32', ...]
+ *   imageTokens()           the limits on a picture's rows ({image_min_tokens?, image_max_tokens?};
+ *                           throws a bad_setting error on a field that is no whole number)
  *   onModel(model)          a model was loaded (or null: none is)
  *   showError(title, error), hideError()
  */
@@ -36,6 +47,8 @@ export function createModelPanel(engine, ui, hooks) {
   /** Redo the load running now, and the one that gave the model loaded (reload() runs them). */
   let loading = null;
   let loadedBy = null;
+  /** The model's own load, without a projector attached after it. */
+  let modelLoadedBy = null;
   let model = null;
 
   /** The phase, bytes so far and their rate; a resumed download says from where it went on. */
@@ -67,13 +80,14 @@ export function createModelPanel(engine, ui, hooks) {
     setModel(null);
     showProgress('reading', 0, size);
     try {
+      const limits = mmproj ? hooks.imageTokens() : {};
       const loaded = await engine.load(source, {
         threads: hooks.threads(),
         device: hooks.device(),
         precision: hooks.precision(),
         cache_type_k: hooks.cacheTypes()[0],
         cache_type_v: hooks.cacheTypes()[1],
-        ...(mmproj ? { mmproj } : {}),
+        ...(mmproj ? { mmproj, ...limits } : {}),
         onProgress: ({ phase, loaded: bytes, total, rate, resumedFrom }) => {
           if (ticket === loadTicket) showProgress(phase, bytes, total, { rate, resumedFrom });
         },
@@ -82,6 +96,8 @@ export function createModelPanel(engine, ui, hooks) {
       loadSource = keepable;
       projectorSource = mmproj instanceof Blob ? mmproj : null;
       loadedBy = again;
+      // Without the projector it was given: attachProjector adds the one attached last.
+      modelLoadedBy = mmproj ? () => load(source, { name, keepable, size }) : again;
       setModel(loaded, loaded.load_ms);
       return loaded;
     } catch (error) {
@@ -119,21 +135,30 @@ export function createModelPanel(engine, ui, hooks) {
     hooks.hideError();
     showProgress('projector', 0, file.size);
     try {
-      await engine.attachProjector(file);
+      await engine.attachProjector(file, hooks.imageTokens());
       projectorSource = file;
-      const reload = loadedBy;
+      const reload = modelLoadedBy;
       // The model's own load, now with the projector: what a settings change runs again.
       if (reload) loadedBy = () => reloadWith(reload, file);
       setModel(engine.model);
       updateKeepButton();
       return engine.model;
     } catch (error) {
-      hooks.showError(`Could not attach ${file.name} to ${model.name}`, error);
+      hooks.showError(`Could not attach ${file.name ?? 'the vision projector'} to ${model.name}`, error);
       return null;
     } finally {
       hideProgress();
       document.body.dataset.projectors = String(Number(document.body.dataset.projectors ?? 0) + 1);
     }
+  }
+
+  /** The limits on a picture's rows changed: a load running now runs again with them; else
+   *  the projector attached is attached again under them (a refusal keeps the projector and
+   *  the limits in force before, and shows why). Every projector the page attaches is a
+   *  file or blob it keeps; one it does not have takes the limits at its next load. */
+  async function applyImageTokens() {
+    if (loading) return reload();
+    if (model?.vision && projectorSource) await attachProjector(projectorSource);
   }
 
   /** Runs `reload` (a load()) and then attaches `file` to what it loaded. */
@@ -177,7 +202,7 @@ export function createModelPanel(engine, ui, hooks) {
         `${next.vocab_size.toLocaleString('en-US')} tokens`,
         `trained context ${next.context_length.toLocaleString('en-US')}`,
         template,
-        next.vision ? `sees pictures (${next.vision.projector} projector)` : null,
+        next.vision ? `sees pictures (${next.vision.projector} projector${pictureRows(next.vision)})` : null,
         next.memory64 ? '64-bit memory' : null,
         ms !== undefined ? `loaded in ${formatDuration(ms)}` : null,
       ]
@@ -328,6 +353,7 @@ export function createModelPanel(engine, ui, hooks) {
     loadFile,
     loadUrl,
     attachProjector,
+    applyImageTokens,
     openStored,
     reload,
     forget,

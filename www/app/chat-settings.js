@@ -16,7 +16,8 @@ export function pickSampling(settings) {
 
 /**
  * inputs: {temperature, top_k, top_p, min_p, repeat_penalty, repeat_last_n, max_tokens, seed, context, threads,
- * device, json_schema} (form controls); threadsNote: the element explaining the thread choice.
+ * device, image_min_tokens, image_max_tokens, json_schema} (form controls); threadsNote: the element
+ * explaining the thread choice.
  */
 export function createSettings(inputs, threadsNote) {
   setUpThreads();
@@ -149,6 +150,23 @@ export function createSettings(inputs, threadsNote) {
     };
   }
 
+  /** The limits on a picture's rows, as `Inferno.load` and `attachProjector` take them (an
+   *  empty field: the projector's own); throws (kind bad_setting) on anything but a whole
+   *  number of at least 1. The engine checks them against the projector (kind bad_request). */
+  function imageTokens() {
+    /** @type {{image_min_tokens?: number, image_max_tokens?: number}} */
+    const limits = {};
+    for (const [key, name] of /** @type {const} */ ([
+      ['image_min_tokens', 'Picture rows, least'],
+      ['image_max_tokens', 'Picture rows, most'],
+    ])) {
+      const input = inputs[key];
+      if (input.value.trim() === '') input.setCustomValidity('');
+      else limits[key] = readNumber(input, { integer: true, min: 1, max: 1 << 20, name });
+    }
+    return limits;
+  }
+
   /** The thread count chosen, or null for the engine's default. */
   function threads() {
     return Number(inputs.threads.value) || null;
@@ -172,5 +190,14 @@ export function createSettings(inputs, threadsNote) {
     }
   }
 
-  return { apply, applyDefaults, read, threads, values, restore, inputs: Object.values(inputs) };
+  return {
+    apply,
+    applyDefaults,
+    read,
+    threads,
+    imageTokens,
+    values,
+    restore,
+    inputs: Object.values(inputs),
+  };
 }

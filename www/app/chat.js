@@ -79,6 +79,8 @@ const ui = {
     precision: control('set-precision', HTMLSelectElement),
     cache_k: control('set-cache-k', HTMLSelectElement),
     cache_v: control('set-cache-v', HTMLSelectElement),
+    image_min_tokens: control('set-image-min-tokens', HTMLInputElement),
+    image_max_tokens: control('set-image-max-tokens', HTMLInputElement),
     json_schema: $('set-json-schema'),
     tools_demo: control('set-tools-demo', HTMLSelectElement),
   },
@@ -164,6 +166,7 @@ export function createChat(engine, { onModelLoaded, pickFile }) {
     device: () => ui.settings.device.value,
     precision: () => ui.settings.precision.value,
     cacheTypes: () => [ui.settings.cache_k.value, ui.settings.cache_v.value],
+    imageTokens: () => settings.imageTokens(),
     onModel: (model) => modelChanged(model),
     showError,
     hideError,
@@ -678,6 +681,8 @@ export function createChat(engine, { onModelLoaded, pickFile }) {
   ui.settings.device.addEventListener('change', () => panel.reload());
   for (const select of [ui.settings.precision, ui.settings.cache_k, ui.settings.cache_v])
     select.addEventListener('change', () => panel.reload());
+  for (const input of [ui.settings.image_min_tokens, ui.settings.image_max_tokens])
+    input.addEventListener('change', () => panel.applyImageTokens());
   updateButtons();
 
   return {
