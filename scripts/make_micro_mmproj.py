@@ -166,13 +166,19 @@ def write_gemma4v(path, shape="micro", weight_type="f16"):
     w.close()
 
 
-def write_qwen3vl(path, deepstack=False):
+def write_qwen3vl(path, deepstack=False, shape="micro", weight_type="f16"):
     """The micro qwen3vl_merger projector (see the module's docstring); with `deepstack`,
-    Qwen3-VL's: both layers also deepstack layers."""
-    IMAGE, PATCH, WIDTH, LAYERS, HEADS, FFN, OUTPUT = QWEN3VL_MICRO
+    Qwen3-VL's: both layers also deepstack layers. With --shape base the encoder benchmark's:
+    Qwen's encoder at SigLIP-base's size (16-pixel patches, 12 layers, 768 wide, 12 heads,
+    feed-forward 3072, a 48 x 48 grid of positions as Qwen3-VL's), the merger to 640, matrices
+    spread as 1/sqrt(fan-in)."""
+    micro = shape == "micro"
+    IMAGE, PATCH, WIDTH, LAYERS, HEADS, FFN, OUTPUT = QWEN3VL_MICRO if micro else (768, *SHAPES["base"][1:])
+    hidden = QWEN3VL_HIDDEN if micro else WIDTH * QWEN3VL_MERGE**2
     rng = np.random.default_rng(7)
     w = gguf.GGUFWriter(path, "clip")
-    w.add_string("general.name", f"micro {'Qwen3-VL' if deepstack else 'Qwen3.5'} mmproj (random weights)")
+    name = "micro" if micro else f"SigLIP-base-shaped {weight_type.upper()}"
+    w.add_string("general.name", f"{name} {'Qwen3-VL' if deepstack else 'Qwen3.5'} mmproj (random weights)")
     w.add_string("clip.projector_type", "qwen3vl_merger")
     w.add_bool("clip.has_vision_encoder", True)
     w.add_bool("clip.has_audio_encoder", False)
@@ -187,7 +193,12 @@ def write_qwen3vl(path, deepstack=False):
     w.add_array("clip.vision.image_std", [0.26862954, 0.26130258, 0.27577711])
 
     def matrix(name, rows, cols):
-        w.add_tensor(name, (rng.standard_normal((rows, cols)) * 0.1).astype(np.float16))
+        values = rng.standard_normal((rows, cols)) * (0.1 if micro else cols**-0.5)
+        if weight_type == "q8_0":
+            quantized = gguf.quants.quantize(values.astype(np.float32), gguf.GGMLQuantizationType.Q8_0)
+            w.add_tensor(name, quantized, raw_dtype=gguf.GGMLQuantizationType.Q8_0)
+        else:
+            w.add_tensor(name, values.astype(np.float16))
 
     def vector(name, n, around=0.0, std=0.05):
         w.add_tensor(name, (around + rng.standard_normal(n) * std).astype(np.float32))
@@ -214,9 +225,9 @@ def write_qwen3vl(path, deepstack=False):
     # The merger: its norm (v.post_ln), then 2 x 2 patches in one row through mm.0, GELU, mm.2.
     vector("v.post_ln.weight", WIDTH, 1.0)
     vector("v.post_ln.bias", WIDTH)
-    matrix("mm.0.weight", QWEN3VL_HIDDEN, WIDTH * QWEN3VL_MERGE**2)
-    vector("mm.0.bias", QWEN3VL_HIDDEN)
-    matrix("mm.2.weight", OUTPUT, QWEN3VL_HIDDEN)
+    matrix("mm.0.weight", hidden, WIDTH * QWEN3VL_MERGE**2)
+    vector("mm.0.bias", hidden)
+    matrix("mm.2.weight", OUTPUT, hidden)
     vector("mm.2.bias", OUTPUT)
     merged = WIDTH * QWEN3VL_MERGE**2
     for layer in range(LAYERS if deepstack else 0):
@@ -238,7 +249,7 @@ def write_projector(path, projector="gemma3", shape="micro", weight_type="f16"):
     if projector == "gemma4v":
         return write_gemma4v(path, shape, weight_type)
     if projector in ("qwen3vl", "qwen3vl-deepstack"):
-        return write_qwen3vl(path, projector == "qwen3vl-deepstack")
+        return write_qwen3vl(path, projector == "qwen3vl-deepstack", shape, weight_type)
     idefics3, lfm2 = projector == "idefics3", projector == "lfm2"
     IMAGE, PATCH, WIDTH, LAYERS, HEADS, FFN, OUTPUT = IDEFICS3_MICRO if idefics3 or lfm2 else SHAPES[shape]
     rng = np.random.default_rng(7)
@@ -326,7 +337,7 @@ def main():
     parser.add_argument("--shape", choices=sorted(SHAPES), default="micro")
     parser.add_argument("--type", choices=["f16", "q8_0"], default="f16")
     args = parser.parse_args()
-    if args.projector not in ("gemma3", "gemma4v") and args.shape != "micro":
+    if args.projector not in ("gemma3", "gemma4v", "qwen3vl") and args.shape != "micro":
         parser.error(f"{args.projector} has the micro shape only")
     write_projector(args.out, args.projector, args.shape, args.type)
     print(f"wrote {args.out}")
