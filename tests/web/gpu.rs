@@ -56,7 +56,7 @@ async fn every_micro_family_the_gpu_runs_follows_the_cpu_in_the_browser() {
         return; // The next test checks what happens then.
     }
     let gpu = Gpu::request().await.expect("a WebGPU adapter (Chromium: --enable-unsafe-webgpu)");
-    let files: [(&str, &[u8], f32); 14] = [
+    let files: [(&str, &[u8], f32); 15] = [
         ("smollm3 q8_0", include_bytes!("../fixtures/models/smollm3-micro-q8_0.gguf"), 0.15),
         ("qwen3 q4_0", include_bytes!("../fixtures/models/qwen3-micro-q4_0.gguf"), 0.15),
         ("qwen3 q4_k_s", include_bytes!("../fixtures/models/qwen3-micro-q4_k_s.gguf"), 0.15),
@@ -73,6 +73,8 @@ async fn every_micro_family_the_gpu_runs_follows_the_cpu_in_the_browser() {
         ("gpt-oss q8_0", include_bytes!("../fixtures/models/gpt-oss-micro-q8_0.gguf"), 0.15),
         // Mamba-2 layers between attention layers, experts with a shared one.
         ("granitehybrid q8_0", include_bytes!("../fixtures/models/granitehybrid-micro-q8_0.gguf"), 0.02),
+        // Interleaved M-RoPE over whole heads (the shader's factors with each pair's stream).
+        ("qwen3vl q8_0", include_bytes!("../fixtures/models/qwen3vl-micro-q8_0.gguf"), 0.15),
     ];
     for (name, bytes, tolerance) in files {
         gpu_follows_cpu(&gpu, name, bytes, 3, tolerance).await;
