@@ -848,17 +848,8 @@ impl VisionEncoder {
         min: Option<usize>,
         max: Option<usize>,
     ) -> Result<Option<(usize, usize)>, String> {
-        let Some((own_min, own_max)) = self.own_image_tokens else { return Ok(None) };
-        let (min, max) = (min.unwrap_or(own_min), max.unwrap_or(own_max));
-        if min == 0 || min > max {
-            return Err(format!("a picture's rows cannot be limited to between {min} and {max}"));
-        }
-        if max > own_max {
-            return Err(format!(
-                "this projector ({}) takes at most {own_max} rows a picture, not {max}",
-                self.facts.projector
-            ));
-        }
+        let Some(own) = self.own_image_tokens else { return Ok(None) };
+        let (min, max) = image_token_limits(&self.facts.projector, own, min, max)?;
         self.image_tokens = Some((min, max));
         self.facts.image_tokens = Some([min as u64, max as u64]);
         Ok(self.image_tokens)
@@ -1734,6 +1725,28 @@ fn resize_positions(positions: &[f32], side: usize, d: usize, width: usize, heig
         }
     }
     out
+}
+
+/// The limits on a picture's rows a projector whose own are `own` takes (each `None`: its own),
+/// or why not: below 1 row, the least above the most, or the most above its own (what the
+/// encoder's buffers are bounded by). The one rule for an attached projector and for a file's
+/// before it is loaded.
+pub fn image_token_limits(
+    projector: &str,
+    (own_min, own_max): (usize, usize),
+    min: Option<usize>,
+    max: Option<usize>,
+) -> Result<(usize, usize), String> {
+    let (min, max) = (min.unwrap_or(own_min), max.unwrap_or(own_max));
+    if min == 0 || min > max {
+        return Err(format!("a picture's rows cannot be limited to between {min} and {max}"));
+    }
+    if max > own_max {
+        return Err(format!(
+            "this projector ({projector}) takes at most {own_max} rows a picture, not {max}"
+        ));
+    }
+    Ok((min, max))
 }
 
 /// The least and most rows a picture takes by clip.cpp's bounds, for the projectors that size

@@ -103,6 +103,29 @@ pub fn picture_header(bytes: &[u8]) -> Result<JsValue, JsValue> {
     to_js(&header)
 }
 
+/// Whether the projector file `bytes` takes these limits on a picture's rows (each `undefined`:
+/// its own), checked from its header as attaching it would: refused with kind `bad_request`
+/// (and `bad_projector` for a file that is no projector). The worker asks before it frees the
+/// loaded model for a new one, so that limits the new projector refuses keep the old model.
+#[wasm_bindgen]
+pub fn check_image_tokens(
+    bytes: &[u8],
+    min_tokens: Option<u32>,
+    max_tokens: Option<u32>,
+) -> Result<(), JsValue> {
+    use crate::model::ModelError;
+    let refused = |why: String| engine_error(EngineError::Model(ModelError::BadProjector(why)));
+    let gguf = crate::gguf::Gguf::parse(bytes).map_err(|e| refused(e.to_string()))?;
+    let facts = crate::vision::ProjectorFacts::of(&gguf.header)
+        .ok_or_else(|| refused("the file is not a vision projector".into()))?;
+    let Some([min, max]) = facts.image_tokens else { return Ok(()) };
+    let own = (min as usize, max as usize);
+    let limit = |tokens: Option<u32>| tokens.map(|t| t as usize);
+    crate::vision::vit::image_token_limits(&facts.projector, own, limit(min_tokens), limit(max_tokens))
+        .map(drop)
+        .map_err(|why| engine_error(EngineError::BadImageTokens(why)))
+}
+
 /// A buffer the benchmark reads whole to measure this page's memory read bandwidth with the
 /// same SIMD128 loads the kernels use: the physical limit a decode step's weight bandwidth is
 /// held against.

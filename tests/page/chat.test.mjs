@@ -580,6 +580,22 @@ pageSuite(
         rows,
         'the turn with the picture in 54 rows (247 without limits)',
       );
+      // Limits the projector refuses fail a load with it before the model loaded is freed.
+      await h.page.evaluate(() => {
+        document.getElementById('set-image-max-tokens').value = '5000';
+      });
+      const before = await h.page.evaluate(() => Number(document.body.dataset.loads ?? 0));
+      await dropFiles([
+        { file: model, type: '' },
+        { file: path.join(fixtureModelsDir, 'clip-qwen3vl-micro.gguf'), type: '' },
+      ]);
+      await h.page.waitForFunction((count) => Number(document.body.dataset.loads ?? 0) > count, before, {
+        timeout: CHAT_TIMEOUT_MS,
+      });
+      assert.equal(await text('#chat-error-kind'), 'bad_request');
+      assert.match(await text('#chat-error'), /at most 4096 rows a picture, not 5000/);
+      assert.match(await text('#chat-error-title'), /is still loaded/);
+      assert.equal(await h.page.evaluate(() => document.body.dataset.model), path.basename(model));
       await h.page.evaluate(() => localStorage.removeItem('inferno.chat.v1'));
       await h.page.reload();
       await h.page.waitForFunction(() => document.body.dataset.restored === 'true');

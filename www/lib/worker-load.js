@@ -287,8 +287,12 @@ export async function loadModel(request, run) {
     if (request.file instanceof Blob) await inspectFile(request.file);
     if (Array.isArray(request.files)) await inspectFiles(request.files);
     throwIfCancelled(run);
-    // A projector that cannot be read fails the load with the loaded model kept.
-    if (request.mmproj) projector = await readProjectorWithProgress(id, request.mmproj, run);
+    // A projector that cannot be read, or that refuses the limits on a picture's rows, fails
+    // the load with the loaded model kept.
+    if (request.mmproj) {
+      projector = await readProjectorWithProgress(id, request.mmproj, run);
+      wasm.check_image_tokens(projector, request.image_min_tokens, request.image_max_tokens);
+    }
   } catch (error) {
     source.abandon();
     throw error;

@@ -21,6 +21,10 @@ declare module '*/inferno.js' {
   /** The size and format a picture file's header claims, within the caps (else it throws
    *  bad_image or image_too_large): checked before the browser decodes it. */
   export function picture_header(bytes: Uint8Array): { format: string; width: number; height: number };
+  /** Throws bad_request where the projector file `bytes` refuses these limits on a picture's
+   *  rows (each undefined: its own), bad_projector where it is no projector: checked before a
+   *  load frees the model loaded. */
+  export function check_image_tokens(bytes: Uint8Array, min_tokens?: number, max_tokens?: number): void;
   /** 'memory32' or 'memory64'; throws too_large for a file no build can hold. */
   export function memory_for_model(size: number, memory64: boolean): string;
   /** Not in the 64-bit-memory builds (no GPU backend there). */
