@@ -3,11 +3,12 @@
 llama.cpp's tools/mtmd/clip.cpp reads, for the inspector's tests and, later, the encoders'.
 
   pip install gguf numpy
-  python3 scripts/make_micro_mmproj.py OUT.gguf [--projector gemma3|idefics3|lfm2|gemma4v|qwen3vl|qwen3vl-deepstack] [--shape micro|base]
+  python3 scripts/make_micro_mmproj.py OUT.gguf [--projector gemma3|idefics3|lfm2|gemma4v|qwen3vl|qwen3vl-deepstack|qwen2vl|qwen25vl] [--shape micro|base]
                                                 [--type f16|q8_0]
 
 tests/fixtures/models/clip-gemma3-micro.gguf, clip-idefics3-micro.gguf, clip-lfm2-micro.gguf and
-clip-gemma4v-micro.gguf, clip-qwen3vl-micro.gguf are its micro outputs
+clip-gemma4v-micro.gguf, clip-qwen3vl-micro.gguf, clip-qwen2vl-micro.gguf and clip-qwen25vl-micro.gguf
+are its micro outputs
 (named, as every micro file, after their general.architecture, then the projector).
 
 gemma3: a SigLIP ViT (224 x 224 images in 14-pixel patches, so 16 x 16 patches; 2 layers, 32
@@ -54,6 +55,17 @@ Qwen3-VL's: the same with both layers deepstack layers (v.deepstack.N: each laye
 merged 2 x 2, a LayerNorm, a GELU feed-forward of 128 to 256), so its rows are 3 x 256 wide, for
 the micro Qwen3-VL language model (make_micro_models.py --arch qwen3vl).
 
+qwen2vl (Qwen2-VL's qwen2vl_merger): Qwen's ViT as above in Qwen's real 14-pixel patches (sides
+multiples of 28), without a patch bias or learned positions, 2 layers 32 wide with 2 heads of 16:
+LayerNorms, separate Q/K/V with biases (the converter splits Qwen's fused one), vision M-RoPE, a
+quick-GELU feed-forward (the converter writes neither clip.use_gelu nor clip.use_silu); then the
+merger (v.post_ln, 2 x 2 blocks in one row of 128, mm.0 to 128, GELU, mm.2 to 256) for the micro
+Qwen2-VL language model (make_micro_models.py --arch qwen2vl). qwen25vl (Qwen2.5-VL's
+qwen2.5vl_merger): the same with 3 layers, RMS norms without biases, a gated SiLU feed-forward of 60
+(not a multiple of 8, as Qwen2.5-VL's 3420 is not: ggml's SwiGLU takes each row's last 4 values
+through libm), and window attention (clip.vision.n_wa_pattern 2: layer 1 attends over the whole
+picture, layers 0 and 2 within windows of 112 pixels, 4 x 4 blocks of patches).
+
 --shape base writes the encoder benchmark's file instead (scripts/bench_vision.py): SigLIP-base
 at 512 px (16-pixel patches, so 32 x 32; 12 layers, 768 wide, 12 heads, feed-forward 3072: 93M
 parameters), with the same projector to 640, matrices spread as 1/sqrt(fan-in) so activations
@@ -86,6 +98,11 @@ GEMMA4V_CLAMPS = {
 # width); the merger's hidden width.
 QWEN3VL_MICRO = (64, 8, 32, 2, 2, 64, 256)
 QWEN3VL_MERGE, QWEN3VL_HIDDEN = 2, 128
+# Qwen2-VL and Qwen2.5-VL: image (unused), patch (Qwen's own 14), width, layers, heads, feed-forward
+# (Qwen2.5-VL's gated SiLU: not a multiple of 8), output; Qwen2.5-VL's full-attention period.
+QWEN2VL_MICRO = (560, 14, 32, 2, 2, 64, 256)
+QWEN25VL_MICRO = (560, 14, 32, 3, 2, 60, 256)
+QWEN25VL_WA_PATTERN = 2
 # SmolVLM's pixel shuffle and the longest side mtmd resizes a picture to before cutting tiles.
 IDEFICS3_SCALE, IDEFICS3_LONGEST_EDGE = 2, 128
 
@@ -245,11 +262,72 @@ def write_qwen3vl(path, deepstack=False, shape="micro", weight_type="f16"):
     w.close()
 
 
+def write_qwen2vl(path, version):
+    """The micro qwen2vl_merger (version "2") or qwen2.5vl_merger ("2.5") projector (see the
+    module's docstring)."""
+    IMAGE, PATCH, WIDTH, LAYERS, HEADS, FFN, OUTPUT = QWEN2VL_MICRO if version == "2" else QWEN25VL_MICRO
+    qwen25 = version == "2.5"
+    rng = np.random.default_rng(7)
+    w = gguf.GGUFWriter(path, "clip")
+    w.add_string("general.name", f"micro Qwen{version}-VL mmproj (random weights)")
+    w.add_string("clip.projector_type", "qwen2.5vl_merger" if qwen25 else "qwen2vl_merger")
+    w.add_bool("clip.has_vision_encoder", True)
+    w.add_bool("clip.has_audio_encoder", False)
+    if qwen25:
+        # The converter's: a gated SiLU feed-forward, full attention in every second layer.
+        w.add_bool("clip.use_silu", True)
+        w.add_uint32("clip.vision.n_wa_pattern", QWEN25VL_WA_PATTERN)
+    add_encoder_shape(w, IMAGE, PATCH, WIDTH, LAYERS, HEADS, FFN, OUTPUT)
+    w.add_float32("clip.vision.attention.layer_norm_epsilon", 1e-6)
+    w.add_array("clip.vision.image_mean", [0.48145466, 0.4578275, 0.40821073])
+    w.add_array("clip.vision.image_std", [0.26862954, 0.26130258, 0.27577711])
+
+    def matrix(name, rows, cols):
+        w.add_tensor(name, (rng.standard_normal((rows, cols)) * 0.1).astype(np.float16))
+
+    def vector(name, n, around=0.0, std=0.05):
+        w.add_tensor(name, (around + rng.standard_normal(n) * std).astype(np.float32))
+
+    def norm(name):
+        vector(f"{name}.weight", WIDTH, 1.0)
+        if not qwen25:  # Qwen2.5-VL's RMS norms have no bias
+            vector(f"{name}.bias", WIDTH)
+
+    # No patch bias and no learned positions: the heads' rotation alone places a patch.
+    for name in ("v.patch_embd.weight", "v.patch_embd.weight.1"):
+        w.add_tensor(name, (rng.standard_normal((WIDTH, 3, PATCH, PATCH)) * 0.05).astype(np.float16))
+    for layer in range(LAYERS):
+        p = f"v.blk.{layer}"
+        norm(f"{p}.ln1")
+        norm(f"{p}.ln2")
+        # The converter splits Qwen's fused Q/K/V into three.
+        for part in ("attn_q", "attn_k", "attn_v", "attn_out"):
+            matrix(f"{p}.{part}.weight", WIDTH, WIDTH)
+            vector(f"{p}.{part}.bias", WIDTH)
+        for part in ("ffn_gate", "ffn_up") if qwen25 else ("ffn_up",):
+            matrix(f"{p}.{part}.weight", FFN, WIDTH)
+            vector(f"{p}.{part}.bias", FFN)
+        matrix(f"{p}.ffn_down.weight", WIDTH, FFN)
+        vector(f"{p}.ffn_down.bias", WIDTH)
+    norm("v.post_ln")
+    merged = WIDTH * QWEN3VL_MERGE**2
+    matrix("mm.0.weight", merged, merged)
+    vector("mm.0.bias", merged)
+    matrix("mm.2.weight", OUTPUT, merged)
+    vector("mm.2.bias", OUTPUT)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
 def write_projector(path, projector="gemma3", shape="micro", weight_type="f16"):
     if projector == "gemma4v":
         return write_gemma4v(path, shape, weight_type)
     if projector in ("qwen3vl", "qwen3vl-deepstack"):
         return write_qwen3vl(path, projector == "qwen3vl-deepstack", shape, weight_type)
+    if projector in ("qwen2vl", "qwen25vl"):
+        return write_qwen2vl(path, "2" if projector == "qwen2vl" else "2.5")
     idefics3, lfm2 = projector == "idefics3", projector == "lfm2"
     IMAGE, PATCH, WIDTH, LAYERS, HEADS, FFN, OUTPUT = IDEFICS3_MICRO if idefics3 or lfm2 else SHAPES[shape]
     rng = np.random.default_rng(7)
@@ -333,7 +411,7 @@ def write_projector(path, projector="gemma3", shape="micro", weight_type="f16"):
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("out")
-    parser.add_argument("--projector", choices=["gemma3", "idefics3", "lfm2", "gemma4v", "qwen3vl", "qwen3vl-deepstack"], default="gemma3")
+    parser.add_argument("--projector", choices=["gemma3", "idefics3", "lfm2", "gemma4v", "qwen3vl", "qwen3vl-deepstack", "qwen2vl", "qwen25vl"], default="gemma3")
     parser.add_argument("--shape", choices=sorted(SHAPES), default="micro")
     parser.add_argument("--type", choices=["f16", "q8_0"], default="f16")
     args = parser.parse_args()

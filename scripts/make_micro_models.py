@@ -54,6 +54,9 @@ Architectures:
            heads (sections [12, 10, 10, 0]) and n_deepstack_layers 2, for the micro deepstack
            projector's image prompts (make_vision_goldens.py); its vocabulary has
            <|vision_start|> and <|vision_end|>.
+  qwen2vl  Qwen2-VL's and Qwen2.5-VL's language model: 3 of Qwen2's layers (Q/K/V biases) with
+           M-RoPE in sections over whole heads ([8, 12, 12, 0]), tied embeddings, for the micro
+           Qwen2-VL and Qwen2.5-VL projectors' image prompts (make_vision_goldens.py).
   gemma4   Gemma 4's dense layout: 5 layers [local, local, global, local, global] with a window
            of 8; local layers have heads of 32 (2 KV heads, RoPE base 10000, all rotated),
            global ones heads of 64 (1 KV head, base 1e6, `rope_freqs` leaving 24 of 32 pairs
@@ -425,6 +428,38 @@ def write_qwen3vl(path, rng, reader):
     finish(writer, vector)
 
 
+def write_qwen2vl(path, rng, reader):
+    """Qwen2-VL's and Qwen2.5-VL's language model: Qwen2's layers (Q/K/V biases) with M-RoPE in
+    sections over all 64 dimensions of a head ([8, 12, 12, 0]: the first 8 pairs by the text
+    position, the next 12 by a picture's row, the next 12 by its column). Its RMS epsilon is
+    1e-30, as good as the 0 llama.cpp 0.3.36 runs qwen2vl's norms with (see below)."""
+    n_vocab = len(reader.fields["tokenizer.ggml.tokens"].data)
+    layers = 3
+    writer = q8_writer(path, "qwen2vl", layers)
+    writer.add_feed_forward_length(FFN)
+    writer.add_head_count(HEADS)
+    writer.add_head_count_kv(KV_HEADS)
+    writer.add_rope_freq_base(1_000_000.0)
+    writer.add_rope_dimension_sections([8, 12, 12, 0])
+    # llama.cpp 0.3.36's qwen2vl loader never reads this key and runs its RMS norms with eps 0
+    # (Inferno takes the file's); 1e-30 vanishes against any mean square these rows reach, so
+    # both compute the same.
+    writer.add_layer_norm_rms_eps(1e-30)
+    copy_tokenizer(writer, reader)
+    matrix, vector = random_tensors(writer, rng)
+    matrix("token_embd.weight", n_vocab, EMBD)
+    for layer in range(layers):
+        p = f"blk.{layer}."
+        vector(p + "attn_norm.weight", EMBD, 1.0, 0.1)
+        attention(matrix, vector, p)
+        vector(p + "attn_q.bias", HEADS * HEAD_DIM, 0.0, 0.1)
+        vector(p + "attn_k.bias", KV_HEADS * HEAD_DIM, 0.0, 0.1)
+        vector(p + "attn_v.bias", KV_HEADS * HEAD_DIM, 0.0, 0.1)
+        vector(p + "ffn_norm.weight", EMBD, 1.0, 0.1)
+        gated_feed_forward(matrix, p, FFN)
+    finish(writer, vector)
+
+
 def write_gemma4(path, rng, reader, renamed=None):
     n_vocab = len(reader.fields["tokenizer.ggml.tokens"].data)
     swa = [True, True, False, True, False]
@@ -743,6 +778,7 @@ WRITERS = {
     "granitehybrid": write_granite_hybrid,
     "qwen35": write_qwen35,
     "qwen3vl": write_qwen3vl,
+    "qwen2vl": write_qwen2vl,
     "gemma4": write_gemma4,
     "gemma4-vl": lambda path, rng, reader: write_gemma4(path, rng, reader, renamed=GEMMA4VL_TOKENS),
     "lfm2": write_lfm2,

@@ -66,6 +66,12 @@ merged grid, not by the rows. clip-qwen3vl-deepstack-micro.images.json holds the
 Qwen3-VL projector (both layers deepstack layers: rows of 3 x 256) with the micro Qwen3-VL
 language model tests/fixtures/models/qwen3vl-micro-q8_0.gguf, for two pictures.
 
+For the micro Qwen2-VL and Qwen2.5-VL projectors tests/fixtures/models/clip-qwen2vl-micro.gguf and
+clip-qwen25vl-micro.gguf (14-pixel patches: sides multiples of 28; Qwen2.5-VL's windows of 4 x 4
+blocks), with the micro Qwen2-VL language model tests/fixtures/models/qwen2vl-micro-q8_0.gguf
+(sectioned M-RoPE), clip-qwen2vl-micro.images.json and clip-qwen25vl-micro.images.json hold the
+same as the Qwen3.5 projector's, without the limits (`--only qwen2vl`, `--only qwen25vl`).
+
 One thread, AVX2 build of the llama.cpp vendored in llama-cpp-python 0.3.36, as the text goldens.
 """
 import ctypes
@@ -113,6 +119,9 @@ QWEN3VL_MODEL = FIXTURES / "models" / "qwen35-micro-q8_0.gguf"
 QWEN3VL_ALIGN, QWEN3VL_TOKENS, QWEN3VL_WIDTH, QWEN3VL_LIMITS = 16, (8, 4096), 256, (16, 64)
 QWEN3VL_DEEPSTACK_MMPROJ = FIXTURES / "models" / "clip-qwen3vl-deepstack-micro.gguf"
 QWEN3VL_DEEPSTACK_MODEL = FIXTURES / "models" / "qwen3vl-micro-q8_0.gguf"
+QWEN2VL_MODEL = FIXTURES / "models" / "qwen2vl-micro-q8_0.gguf"
+# patch 14 x merge 2.
+QWEN2VL_ALIGN = 28
 N_PREDICT, TOP_STEPS, TOP_K = 16, 4, 20
 
 
@@ -581,13 +590,46 @@ def qwen3vl_deepstack_goldens():
     (GOLDEN / "clip-qwen3vl-deepstack-micro.images.json").write_text(json.dumps(golden, indent=1) + "\n")
 
 
+def qwen2vl_goldens(kind):
+    """The micro Qwen2-VL (`kind` "qwen2vl") or Qwen2.5-VL ("qwen25vl") projector's goldens (see
+    the module's docstring)."""
+    mmproj = FIXTURES / "models" / f"clip-{kind}-micro.gguf"
+    text_model, ctx, golden = micro_pair(QWEN2VL_MODEL, mmproj)
+    wide = np.asarray(Image.open(FIXTURES / "images" / f"{LFM2_TILED_PICTURE}.png").convert("RGB"))
+    for name, rgb in [*pictures().items(), (LFM2_TILED_PICTURE, wide)]:
+        square = gemma4v_square(rgb, QWEN3VL_TOKENS, QWEN2VL_ALIGN)
+        layout, embd = all_embeddings(ctx, rgb, QWEN3VL_WIDTH)
+        file = f"clip-{kind}-micro.{name}.f32"
+        (GOLDEN / file).write_bytes(embd.tobytes())
+        golden["pictures"].append(
+            {
+                "file": f"images/{name}.png",
+                "squares": [{"width": square.shape[1], "height": square.shape[0], "sha256": sha256(square.tobytes())}],
+                "chunks": layout,
+                "embeddings": file,
+            }
+        )
+        print(kind, name, square.shape[1], square.shape[0], embd.shape[0], "rows")
+    mtmd.mtmd_free(ctx)
+    llama_cpp.llama_model_free(text_model)
+    golden["chat"] = chat_golden(QWEN2VL_MODEL, pictures()[CHAT_PICTURE], mmproj, GEMMA4V_PROMPT)
+    golden["chat"]["model"] = "models/qwen2vl-micro-q8_0.gguf"
+    print(kind, "chat:", golden["chat"]["n_past"], golden["chat"]["generated_ids"])
+    (GOLDEN / f"clip-{kind}-micro.images.json").write_text(json.dumps(golden, indent=1) + "\n")
+
+
 def main():
-    if sys.argv[1:] == ["--only", "qwen3vl-deepstack"]:
-        return qwen3vl_deepstack_goldens()
-    if sys.argv[1:] == ["--only", "gemma4v"]:
-        return gemma4v_goldens()
-    if sys.argv[1:] == ["--only", "qwen3vl"]:
-        return qwen3vl_goldens()
+    only = {
+        "qwen3vl-deepstack": qwen3vl_deepstack_goldens,
+        "gemma4v": gemma4v_goldens,
+        "qwen3vl": qwen3vl_goldens,
+        "qwen2vl": lambda: qwen2vl_goldens("qwen2vl"),
+        "qwen25vl": lambda: qwen2vl_goldens("qwen25vl"),
+    }
+    if sys.argv[1:2] == ["--only"] and len(sys.argv) == 3 and sys.argv[2] in only:
+        return only[sys.argv[2]]()
+    qwen2vl_goldens("qwen2vl")
+    qwen2vl_goldens("qwen25vl")
     qwen3vl_goldens()
     qwen3vl_deepstack_goldens()
     gemma4v_goldens()

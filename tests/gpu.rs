@@ -452,6 +452,7 @@ fn the_gpu_follows_llama_cpps_goldens_within_its_bounds() {
         // (its random router and selection bias make such ties common).
         ("lfm2moe-micro-q8_0", "0.2"),
         ("granitehybrid-micro-q8_0", "0.1"),
+        ("qwen2vl-micro-q8_0", "0.1"),
     ] {
         let golden = common::fixture("golden").join(format!("{name}.json"));
         let file = common::model(&format!("{name}.gguf"));
@@ -527,6 +528,15 @@ fn a_qwen35_picture_runs_on_the_gpu_as_on_the_cpu() {
 #[test]
 fn a_qwen3_vl_picture_runs_on_the_gpu_as_on_the_cpu() {
     assert_micro_picture_on_gpu("qwen3vl-micro-q8_0", "clip-qwen3vl-deepstack-micro");
+}
+
+/// Qwen2.5-VL's on the GPU: the micro Qwen2-VL language model (Qwen2's layers, M-RoPE in
+/// sections: the shader takes each pair's stream from the factors' second half, whichever way
+/// the sections assign them) with the micro Qwen2.5-VL projector (window attention, encoded on
+/// the CPU).
+#[test]
+fn a_qwen2_5_vl_picture_runs_on_the_gpu_as_on_the_cpu() {
+    assert_micro_picture_on_gpu("qwen2vl-micro-q8_0", "clip-qwen25vl-micro");
 }
 
 /// A micro pair's chat golden on the GPU and the CPU side by side: the same prompt ids, the

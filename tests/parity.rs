@@ -319,6 +319,7 @@ fn micro_models_of_other_architectures_match_llama_cpp() {
         "gpt-oss-micro-q8_0",
         "granitehybrid-micro-q8_0",
         "qwen3vl-micro-q8_0",
+        "qwen2vl-micro-q8_0",
     ];
     for (name, tolerance) in goldens.map(|name| (name, 1e-4)) {
         let golden = golden(&format!("{name}.json"));

@@ -443,6 +443,31 @@ fn qwen3_vl_deepstack_pictures_match_llama_cpp_mtmd() {
     assert_pictures_are_mtmds("qwen3vl-micro-q8_0", "clip-qwen3vl-deepstack-micro");
 }
 
+/// Qwen2-VL's preprocessing in its own 14-pixel patches (sides multiples of 28), bit for bit.
+#[test]
+fn qwen2_vl_prepares_pictures_bit_for_bit_as_mtmd_does() {
+    assert_squares_are_mtmds("clip-qwen2vl-micro");
+}
+
+/// Qwen2-VL's encoder against mtmd, bit for bit: both frames' kernels, no patch bias and no
+/// learned positions, LayerNorms, separate Q/K/V with biases, vision M-RoPE, the quick-GELU
+/// feed-forward, and the merger.
+#[test]
+fn qwen2_vl_pictures_match_llama_cpp_mtmd() {
+    assert_pictures_are_mtmds("qwen2vl-micro-q8_0", "clip-qwen2vl-micro");
+}
+
+/// Qwen2.5-VL's encoder against mtmd, bit for bit: RMS norms, the gated SiLU feed-forward (60
+/// wide: each row's last 4 through libm, as ggml's SwiGLU), and window attention: the patches
+/// reordered window by window (windows of 4 × 4 blocks, ragged at the right and bottom), their
+/// rotations with them, layers 0 and 2 attending within each window (the one-pass kernel for
+/// the 48-patch picture, the tiled one for the others) and layer 1 over the whole picture, the
+/// merger's rows put back in reading order.
+#[test]
+fn qwen2_5_vl_pictures_match_llama_cpp_mtmd() {
+    assert_pictures_are_mtmds("qwen2vl-micro-q8_0", "clip-qwen25vl-micro");
+}
+
 fn assert_pictures_are_mtmds(model: &str, projector: &str) {
     let golden = golden_of(projector);
     let engine = micro_vision_engine(model, projector);
@@ -511,6 +536,19 @@ fn an_image_prompt_on_the_micro_qwen35_matches_llama_cpp() {
 fn an_image_prompt_on_the_micro_qwen3_vl_matches_llama_cpp() {
     let worst = image_prompt_error("qwen3vl-micro-q8_0", "clip-qwen3vl-deepstack-micro");
     assert!(worst < 0.02, "{worst}");
+}
+
+/// The micro Qwen2-VL language model (Qwen2's layers, M-RoPE in sections) with each of the micro
+/// Qwen2-VL and Qwen2.5-VL projectors: the picture's 77 rows (an 11 × 7 grid) at M-RoPE's
+/// positions, the text after it 11 on (mtmd's n_past 29 after 95 rows); the logits of steps 0-3
+/// within 0.002 (measured: 0; Qwen3-VL's interleaved sections instead give 0.015 and 0.020).
+#[test]
+fn an_image_prompt_on_the_micro_qwen2_vl_matches_llama_cpp() {
+    for projector in ["clip-qwen2vl-micro", "clip-qwen25vl-micro"] {
+        assert_eq!(golden_of(projector)["chat"]["n_past"], 29);
+        let worst = image_prompt_error("qwen2vl-micro-q8_0", projector);
+        assert!(worst < 0.002, "{projector}: {worst}");
+    }
 }
 
 /// The largest |Δ| of a micro pair's chat golden's top logits (Exact attention), its greedy

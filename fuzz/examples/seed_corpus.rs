@@ -445,14 +445,14 @@ fn random_blocks(ty: GgmlType, values: u64, rng: &mut u64) -> Vec<u8> {
     data
 }
 
-/// `vision` (`fuzz/seeds/vision/`): the micro Gemma 3, Gemma 4, SmolVLM, LFM2-VL, Qwen3.5 and Qwen3-VL projectors (mode byte 0) and the PNG test
+/// `vision` (`fuzz/seeds/vision/`): the micro Gemma 3, Gemma 4, SmolVLM, LFM2-VL, Qwen3.5, Qwen3-VL, Qwen2-VL and Qwen2.5-VL projectors (mode byte 0) and the PNG test
 /// pictures (mode byte 1) from the fixtures, and a file that is no picture.
 fn vision_seeds(models: &Path, out: &Path) {
     fs::create_dir_all(out).expect("create corpus dir");
     let seed = |name: &str, mode: u8, bytes: &[u8]| {
         fs::write(out.join(name), [&[mode][..], bytes].concat()).expect("write seed");
     };
-    for projector in ["gemma3", "gemma4v", "idefics3", "lfm2", "qwen3vl", "qwen3vl-deepstack"] {
+    for projector in ["gemma3", "gemma4v", "idefics3", "lfm2", "qwen3vl", "qwen3vl-deepstack", "qwen2vl", "qwen25vl"] {
         match fs::read(models.join(format!("clip-{projector}-micro.gguf"))) {
             Ok(bytes) => seed(&format!("projector-{projector}-micro"), 0, &bytes),
             Err(e) => eprintln!("note: no {projector} projector seed: {e}"),

@@ -31,6 +31,22 @@ pub enum Architecture {
     GptOss,
     GraniteHybrid,
     Qwen3Vl,
+    Qwen2Vl,
+}
+
+/// How M-RoPE (`rope.dimension_sections`, four counts of pairs) assigns a head's rotated pairs
+/// to the position streams (text, a picture's row, its column, a fourth), as ggml's
+/// `ggml_mrope_cache_init` does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mrope {
+    /// Plain RoPE at the text position.
+    None,
+    /// Qwen2-VL (`LLAMA_ROPE_TYPE_MROPE`): the first section's pairs by the text stream, the
+    /// next section's by the row, and so on.
+    Sectioned,
+    /// Qwen3-VL and Qwen3.5 (`LLAMA_ROPE_TYPE_IMROPE`): the streams take turns pair by pair while
+    /// each has pairs left.
+    Interleaved,
 }
 
 /// Which layer builder of `forward.rs` runs an architecture's layers.
@@ -263,9 +279,9 @@ pub struct ArchSpec {
     pub mamba2: bool,
     /// The final norm's tensor (LFM2's files call it `token_embd_norm`).
     pub output_norm: &'static str,
-    /// Interleaved M-RoPE sections (`rope.dimension_sections`): the pairs of the stream that
-    /// text leaves at position 0 stay unrotated.
-    pub interleaved_mrope: bool,
+    /// M-RoPE (`rope.dimension_sections`): each rotated pair turns by one of four position
+    /// streams, the pairs of the stream that text leaves at position 0 unrotated.
+    pub mrope: Mrope,
     /// Deepstack (`n_deepstack_layers`, Qwen3-VL): a picture's rows come with that many more
     /// slices of the model's width, each added to the hidden state after one of the first layers.
     pub deepstack: bool,
@@ -315,7 +331,7 @@ const LLAMA_LIKE: ArchSpec = ArchSpec {
     short_conv: false,
     mamba2: false,
     output_norm: "output_norm",
-    interleaved_mrope: false,
+    mrope: Mrope::None,
     deepstack: false,
     no_rope_every: None,
     dense_only: false,
@@ -344,7 +360,7 @@ const ENCODER: ArchSpec = ArchSpec {
 };
 
 /// Every architecture, in the order people meet them in messages (and [`Architecture`]'s).
-pub const ARCHITECTURES: [ArchSpec; 20] = [
+pub const ARCHITECTURES: [ArchSpec; 21] = [
     // Qwen3: per-head Q/K RMSNorm, NeoX RoPE, GQA, SwiGLU.
     ArchSpec { architecture: Architecture::Qwen3, name: "qwen3", qk_norm: QkNorm::PerHead, ..LLAMA_LIKE },
     // Qwen2, Qwen2.5 (and DeepSeek-R1-Distill-Qwen): Q/K/V biases.
@@ -411,7 +427,7 @@ pub const ARCHITECTURES: [ArchSpec; 20] = [
         ffn_norm: "post_attention_norm",
         gated_attention: true,
         delta_net: true,
-        interleaved_mrope: true,
+        mrope: Mrope::Interleaved,
         ..LLAMA_LIKE
     },
     // Gemma 4 (dense): Gemma 3's layout with listed local layers that have their own head
@@ -560,8 +576,17 @@ pub const ARCHITECTURES: [ArchSpec; 20] = [
         architecture: Architecture::Qwen3Vl,
         name: "qwen3vl",
         qk_norm: QkNorm::PerHead,
-        interleaved_mrope: true,
+        mrope: Mrope::Interleaved,
         deepstack: true,
+        ..LLAMA_LIKE
+    },
+    // Qwen2-VL's and Qwen2.5-VL's language model: Qwen2 (Q/K/V biases) with M-RoPE in sections
+    // (a run of pairs per stream).
+    ArchSpec {
+        architecture: Architecture::Qwen2Vl,
+        name: "qwen2vl",
+        qkv_bias: Bias::Required,
+        mrope: Mrope::Sectioned,
         ..LLAMA_LIKE
     },
 ];

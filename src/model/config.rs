@@ -5,7 +5,7 @@ use serde::Serialize;
 
 use super::arch::{
     Activation, ArchSpec, Architecture, AttentionScale, ExpertSpec, ExpertWidth, Family, FinalSoftcap,
-    Gating, LocalRope, Positions, Sliding, Window,
+    Gating, LocalRope, Mrope, Positions, Sliding, Window,
 };
 use super::error::ModelError;
 use crate::embedding::Pooling;
@@ -296,7 +296,7 @@ pub struct Config {
     layers: Vec<LayerShape>,
     /// Which layers use the sliding window, where the file lists them (Gemma 4).
     sliding_pattern: Option<Vec<bool>>,
-    /// Interleaved M-RoPE (Qwen3.5, `rope.dimension_sections`): the position stream of each
+    /// M-RoPE (Qwen2-VL, Qwen3-VL, Qwen3.5: `rope.dimension_sections`): the position stream of each
     /// rotated pair (0: the text's, where a picture's rows all stand at its first position; 1: a
     /// picture's rows; 2: its columns; 3: a fourth stream, 0 for text and pictures alike, so
     /// those pairs stay unrotated). Empty without M-RoPE.
@@ -628,7 +628,7 @@ impl Config {
             false => None,
         };
         let mamba2 = if spec.mamba2 { Some(keys.mamba2(n_embd)?) } else { None };
-        let rope_streams = if spec.interleaved_mrope { keys.imrope_streams(rope_dims)? } else { Vec::new() };
+        let rope_streams = keys.mrope_streams(spec.mrope, rope_dims)?;
         let deepstack_layers = match spec.deepstack {
             true => keys.optional_count("n_deepstack_layers", n_layer.saturating_sub(1) as u64)?.unwrap_or(0),
             false => 0,
@@ -964,12 +964,17 @@ impl Keys<'_> {
         Ok((delta_net, recurrent))
     }
 
-    /// Interleaved M-RoPE (`rope.dimension_sections`, four counts of pairs): pair `i` belongs
-    /// to section `i mod Σ` of stream `i mod 3` while that stream has sections left, and to the
-    /// fourth stream otherwise (ggml's `ggml_mrope_cache_init`): each pair's stream. Text gives
-    /// the first three streams the token's position and the fourth 0.
-    fn imrope_streams(&self, rope_dims: usize) -> Result<Vec<u8>, ModelError> {
+    /// M-RoPE's streams (`rope.dimension_sections`, four counts of pairs), one per rotated pair
+    /// (ggml's `ggml_mrope_cache_init`): with pair `i` in sector `i mod Σ`, sectioned M-RoPE gives
+    /// the first section's sectors to the text stream, the next to the row's, then the column's,
+    /// then the fourth; interleaved gives sector `s` to stream `s mod 3` while that stream has
+    /// sections left, and to the fourth otherwise. Text gives the first three streams the token's
+    /// position and the fourth 0. Empty without M-RoPE.
+    fn mrope_streams(&self, mrope: Mrope, rope_dims: usize) -> Result<Vec<u8>, ModelError> {
         let name = "rope.dimension_sections";
+        if mrope == Mrope::None {
+            return Ok(Vec::new());
+        }
         let Some(value) = self.metadata.get(&self.key(name)) else { return Ok(Vec::new()) };
         let sections: Vec<u64> = match value.as_array() {
             Some(crate::gguf::Array::I32(v)) => {
@@ -991,15 +996,26 @@ impl Keys<'_> {
         Ok((0..rope_dims / 2)
             .map(|pair| {
                 let sector = pair % total;
-                let stream_has = |stream: usize, size: usize| sector % 3 == stream && sector < 3 * size;
-                if stream_has(1, h) {
-                    1
-                } else if stream_has(2, w) {
-                    2
-                } else if stream_has(0, t) {
-                    0
-                } else {
-                    3
+                match mrope {
+                    Mrope::Sectioned => match sector {
+                        s if s < t => 0,
+                        s if s < t + h => 1,
+                        s if s < t + h + w => 2,
+                        _ => 3,
+                    },
+                    _ => {
+                        let stream_has =
+                            |stream: usize, size: usize| sector % 3 == stream && sector < 3 * size;
+                        if stream_has(1, h) {
+                            1
+                        } else if stream_has(2, w) {
+                            2
+                        } else if stream_has(0, t) {
+                            0
+                        } else {
+                            3
+                        }
+                    }
                 }
             })
             .collect())
@@ -1100,12 +1116,13 @@ mod tests {
             Architecture::GptOss => 17,
             Architecture::GraniteHybrid => 18,
             Architecture::Qwen3Vl => 19,
+            Architecture::Qwen2Vl => 20,
         };
-        assert_eq!(Architecture::all().map(row).collect::<Vec<_>>(), (0..20).collect::<Vec<_>>());
+        assert_eq!(Architecture::all().map(row).collect::<Vec<_>>(), (0..21).collect::<Vec<_>>());
         let message = ModelError::UnsupportedArchitecture("mamba".into()).to_string();
         assert!(
             message
-                .ends_with("(supported: qwen3, qwen2, llama, smollm3, phi3, gemma2, gemma3, qwen35, gemma4, bert, nomic-bert, qwen3moe, olmoe, granitemoe, lfm2, lfm2moe, granite, gpt-oss, granitehybrid, qwen3vl)"),
+                .ends_with("(supported: qwen3, qwen2, llama, smollm3, phi3, gemma2, gemma3, qwen35, gemma4, bert, nomic-bert, qwen3moe, olmoe, granitemoe, lfm2, lfm2moe, granite, gpt-oss, granitehybrid, qwen3vl, qwen2vl)"),
             "{message}"
         );
     }

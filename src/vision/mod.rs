@@ -7,7 +7,8 @@
 //! normalization), the width of the embeddings it produces, and which model family it fits.
 //! [`image`] holds pictures and resizes them as mtmd does; [`vit`] encodes them (SigLIP with
 //! Gemma 3's, SmolVLM's or LFM2-VL's projector, Gemma 4's encoder and projector, and Qwen's
-//! encoder and merger: the types encoded so far, [`ENCODED_PROJECTORS`]).
+//! encoders (Qwen2-VL, Qwen2.5-VL, Qwen3-VL) and merger: the types encoded so far,
+//! [`ENCODED_PROJECTORS`]).
 
 use serde::Serialize;
 
@@ -38,7 +39,8 @@ pub use vit::{
 use crate::gguf::{GgufHeader, Metadata, Value};
 
 /// The projector types [`VisionEncoder`] encodes.
-pub const ENCODED_PROJECTORS: &[&str] = &["gemma3", "gemma4v", "idefics3", "lfm2", "qwen3vl_merger"];
+pub const ENCODED_PROJECTORS: &[&str] =
+    &["gemma3", "gemma4v", "idefics3", "lfm2", "qwen2vl_merger", "qwen2.5vl_merger", "qwen3vl_merger"];
 
 /// `general.architecture` of a projector file.
 pub const ARCHITECTURE: &str = "clip";
@@ -260,7 +262,7 @@ impl ProjectorFacts {
              the loaded model), or inferno generate MODEL --mmproj FILE"
         } else {
             "Inferno does not encode this type yet (it encodes Gemma 3's, Gemma 4's, SmolVLM's, LFM2-VL's, \
-             Qwen3.5's and Qwen3-VL's)"
+             Qwen2-VL's, Qwen2.5-VL's, Qwen3.5's and Qwen3-VL's)"
         };
         format!("{fits}: not a model on its own but the picture encoder beside its language model. {how}")
     }

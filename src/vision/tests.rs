@@ -39,6 +39,26 @@ fn edited_bytes(
     writer.to_bytes()
 }
 
+/// `bytes` with one more key and one more F32 vector.
+fn with_additions(bytes: &[u8], key: Option<(&str, Value)>, vector: Option<(&str, &[f32])>) -> Vec<u8> {
+    let file = Gguf::parse(bytes).unwrap();
+    let mut writer = GgufWriter::new();
+    for (key, value) in file.metadata().iter() {
+        writer = writer.kv(key, value.clone());
+    }
+    if let Some((key, value)) = key {
+        writer = writer.kv(key, value);
+    }
+    for tensor in &file.header.tensors {
+        writer =
+            writer.tensor(&tensor.name, &tensor.dims, tensor.ggml_type, file.tensor_data(tensor).to_vec());
+    }
+    if let Some((name, values)) = vector {
+        writer = writer.tensor_f32(name, &[values.len() as u64], values);
+    }
+    writer.to_bytes()
+}
+
 fn with(key: &'static str, replacement: Option<Value>) -> impl Fn(&str, &Value) -> Option<Value> {
     move |k, v| if k == key { replacement.clone() } else { Some(v.clone()) }
 }
@@ -158,6 +178,35 @@ fn the_micro_qwen35_projector_reads_and_loads_as_llama_cpp_reads_it() {
     let err = VisionEncoder::load(crate::model::ModelBytes::from(file)).err().expect("refused");
     assert_eq!(err.kind(), "tensor_shape", "{err}");
     assert!(err.to_string().contains("v.deepstack.0.fc2.weight"), "{err}");
+}
+
+#[test]
+fn the_micro_qwen2_vl_projectors_read_and_load_as_llama_cpp_reads_them() {
+    for (name, projector, family) in
+        [("qwen2vl", "qwen2vl_merger", "Qwen2-VL"), ("qwen25vl", "qwen2.5vl_merger", "Qwen2.5-VL")]
+    {
+        let bytes = micro_bytes_of(name);
+        let f = facts(&Gguf::parse(&bytes).unwrap().header);
+        assert_eq!((f.projector.as_str(), f.family), (projector, Some(family)));
+        assert_eq!((f.output_width, f.image_tokens), (Some(256), Some([8, 4096])));
+        let encoder = VisionEncoder::load(crate::model::ModelBytes::from(bytes.clone())).unwrap();
+        assert_eq!((encoder.shape().max_patches, encoder.shape().tokens), (16_384, 4096));
+        assert!(!encoder.attends_both_ways(256));
+        // clip.cpp's Qwen2-VL graph asserts there is no patch bias.
+        let with_bias = with_additions(&bytes, None, Some(("v.patch_embd.bias", &[0.0; 32])));
+        let err = VisionEncoder::load(crate::model::ModelBytes::from(with_bias)).err().expect("refused");
+        assert!(err.to_string().contains("v.patch_embd.bias"), "{name}: {err}");
+    }
+    // Qwen2.5-VL's window pattern is required (clip.cpp throws without it).
+    let bytes = micro_bytes_of("qwen25vl");
+    let file = edited_bytes(&bytes, with("clip.vision.n_wa_pattern", None), None);
+    let err = VisionEncoder::load(crate::model::ModelBytes::from(file)).err().expect("refused");
+    assert!(err.to_string().contains("n_wa_pattern"), "{err}");
+    // Qwen2-VL with windows: clip.cpp's graph would take inputs it never sets.
+    let file =
+        with_additions(&micro_bytes_of("qwen2vl"), Some(("clip.vision.n_wa_pattern", Value::U32(2))), None);
+    let err = VisionEncoder::load(crate::model::ModelBytes::from(file)).err().expect("refused");
+    assert_eq!(err.kind(), "unsupported_projector", "{err}");
 }
 
 /// SmolVLM's two keys are needed (clip.cpp has no default for the scale factor, and without

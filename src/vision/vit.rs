@@ -1,27 +1,32 @@
 //! The vision transformers (ViTs) and the projectors behind them, read top to bottom as
 //! llama.cpp's mtmd builds them (`clip.cpp`'s `build_vit`, `models/siglip.cpp`,
-//! `models/gemma4v.cpp`, `models/qwen3vl.cpp`), so an image's embeddings agree with mtmd's to the
-//! tolerance the goldens state: SigLIP with Gemma 3's, SmolVLM's (`idefics3`) and LFM2-VL's
-//! projectors, Gemma 4's own encoder and projector (`gemma4v`), and Qwen's encoder and merger
-//! (`qwen3vl_merger`, Qwen3.5's).
+//! `models/gemma4v.cpp`, `models/qwen2vl.cpp`, `models/qwen3vl.cpp`), so an image's embeddings
+//! agree with mtmd's to the tolerance the goldens state: SigLIP with Gemma 3's, SmolVLM's
+//! (`idefics3`) and LFM2-VL's projectors, Gemma 4's own encoder and projector (`gemma4v`), and
+//! Qwen's encoders and merger (`qwen2vl_merger`, `qwen2.5vl_merger`, `qwen3vl_merger`).
 //!
 //! picture → the encoder's squares (Gemma 3: one, the picture fitted on black; SmolVLM: tiles
 //! of the picture enlarged to its longest side, then the whole picture squeezed; LFM2-VL, Gemma 4
 //! and Qwen: the picture at its own aspect, LFM2-VL's large ones in tiles) → for each: patches
 //! (the convolution as a matmul over each patch's pixels; Qwen's two frames' kernels added, its
-//! patches then in 2 × 2 blocks) + learned positions → layers of [norm → attention over every
-//! patch → residual → norm → feed-forward → residual] → the projector to the language model's
-//! width. SigLIP's and Qwen's norms are LayerNorms and their feed-forward GELU (Qwen's Q/K/V one
-//! matrix, its heads turned by a vision M-RoPE); Gemma 4's norms are RMS norms, with Q/K norms,
-//! post norms, a 2D RoPE, a gated feed-forward and clamped linears (the parts a file lacks are
-//! skipped, as `build_vit` skips them). The projectors: Gemma 3's average pool → RMS norm →
-//! projection; Gemma 4's average pool → standardization → RMS norm → projection; SmolVLM's n × n
-//! patches side by side in one row → projection; LFM2-VL's the same → LayerNorm → GELU
-//! feed-forward; Qwen's 2 × 2 block in one row → GELU feed-forward.
+//! patches then in 2 × 2 blocks, Qwen2.5-VL's then window by window) + learned positions (where
+//! the file has them) → layers of [norm → attention over every patch (Qwen2.5-VL: within its
+//! window, but in every few layers) → residual → norm → feed-forward → residual] → the projector
+//! to the language model's width. SigLIP's, Qwen2-VL's and Qwen3-VL's norms are LayerNorms and
+//! their feed-forward GELU (quick GELU for Qwen2-VL; Qwen's heads turned by a vision M-RoPE);
+//! Qwen2.5-VL's are RMS norms and its feed-forward gated SiLU; Gemma 4's norms are RMS norms,
+//! with Q/K norms, post norms, a 2D RoPE, a gated feed-forward and clamped linears (the parts a
+//! file lacks are skipped, as `build_vit` skips them). The projectors: Gemma 3's average pool →
+//! RMS norm → projection; Gemma 4's average pool → standardization → RMS norm → projection;
+//! SmolVLM's n × n patches side by side in one row → projection; LFM2-VL's the same → LayerNorm
+//! → GELU feed-forward; Qwen's 2 × 2 block in one row → GELU feed-forward (rows put back in
+//! reading order after Qwen2.5-VL's windows).
 //!
 //! Where llama.cpp rounds, so do we: its matmuls over F16 weights take f16 activations (the
 //! patches' pixels too, through `im2col`), and its default CPU attention (flash attention)
 //! keeps keys and values in f16 and runs the tiled kernel with an f32 query.
+
+use std::ops::Range;
 
 use half::f16;
 
@@ -33,7 +38,7 @@ use crate::model::attention::{
 };
 use crate::model::ops::{
     add_in_place, apply_rope, gelu, gelu_quick, layer_norm_in_place, rms_norm, rms_norm_in_place,
-    rms_norm_unweighted_in_place, rope_table,
+    rms_norm_unweighted_in_place, rope_table, silu,
 };
 use crate::model::{Matrix, ModelBytes, ModelError, Norm, Rope, RopeStyle, Tensors};
 use crate::parallel;
@@ -98,13 +103,14 @@ enum Qkv {
     Fused(Linear),
 }
 
-/// The feed-forward's activation, as clip.cpp picks it: `clip.use_gelu` GELU, otherwise (and
-/// without `clip.use_silu`, which no encoder Inferno runs asks for) quick GELU, which Gemma 4's
-/// files get, their converter writing neither key.
+/// The feed-forward's activation, as clip.cpp picks it: `clip.use_gelu` GELU, `clip.use_silu`
+/// SiLU (Qwen2.5-VL's), otherwise quick GELU, which Gemma 4's and Qwen2-VL's files get, their
+/// converters writing neither key.
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum FeedForward {
     Gelu,
     GeluQuick,
+    Silu,
 }
 
 impl FeedForward {
@@ -112,8 +118,39 @@ impl FeedForward {
         match self {
             FeedForward::Gelu => gelu(x),
             FeedForward::GeluQuick => gelu_quick(x),
+            FeedForward::Silu => silu(x),
         }
     }
+
+    /// `gate = act(gate) · up`, rows `width` wide. ggml's SwiGLU takes each row's first
+    /// multiple of 8 through its vectorized SiLU and the rest through libm's `expf`
+    /// (Qwen2.5-VL's feed-forward is 3420 wide).
+    fn gated(self, gate: &mut [f32], up: &[f32], width: usize) {
+        for (gate, up) in gate.chunks_exact_mut(width).zip(up.chunks_exact(width)) {
+            let vectorized = if self == FeedForward::Silu { width / 8 * 8 } else { width };
+            for (i, (g, u)) in gate.iter_mut().zip(up).enumerate() {
+                let activated = if i < vectorized { self.apply(*g) } else { *g / (1.0 + (-*g).exp()) };
+                *g = activated * u;
+            }
+        }
+    }
+}
+
+/// Which norm an encoder's layers take: LayerNorm (SigLIP, Qwen2-VL, Qwen3-VL) or RMS norm
+/// (Gemma 4, Qwen2.5-VL), each times its weight, plus a bias where the file has one.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum NormKind {
+    Layer,
+    Rms,
+}
+
+/// Qwen2.5-VL's window attention: the merged grid cut into windows of `units × units` 2 × 2
+/// blocks (the last of a row or column smaller), the patches run window by window; every
+/// `every`-th layer attends over the whole picture, the others each patch within its window.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Windows {
+    every: usize,
+    units: usize,
 }
 
 /// How the encoder's patch outputs become the language model's embeddings.
@@ -134,10 +171,11 @@ enum Projector {
         /// The side a picture's longer side is resized to before it is cut into tiles.
         longest_edge: usize,
     },
-    /// Qwen3-VL and Qwen3.5 (`qwen3vl_merger`): each 2 × 2 block of patches (already side by
-    /// side: the encoder runs its patches block by block) in one row, then a GELU feed-forward;
-    /// pictures at their own aspect (see [`VisionEncoder::layout`]).
-    Qwen3Vl { up: Linear, down: Linear },
+    /// Qwen2-VL, Qwen2.5-VL, Qwen3-VL and Qwen3.5 (`qwen2vl_merger`, `qwen2.5vl_merger`,
+    /// `qwen3vl_merger`): each 2 × 2 block of patches (already side by side: the encoder runs its
+    /// patches block by block) in one row, then a GELU feed-forward; pictures at their own aspect
+    /// (see [`VisionEncoder::layout`]).
+    QwenMerger { up: Linear, down: Linear },
     /// Gemma 3: average pools of `merge × merge` patches, an RMS norm, then a projection.
     Gemma3 {
         merge: usize,
@@ -222,16 +260,21 @@ pub struct VisionEncoder {
     patch_embd_second_frame: Option<Vec<u8>>,
     patch_bias: Option<Vec<f32>>,
     /// Learned position embeddings, one row per patch of a `position_side` square grid; for
-    /// Gemma 4, two tables of `position_side` rows, one by column and one by row.
-    positions: Vec<f32>,
+    /// Gemma 4, two tables of `position_side` rows, one by column and one by row. Qwen2-VL and
+    /// Qwen2.5-VL have none (their heads' rotation alone places a patch).
+    positions: Option<Vec<f32>>,
     position_side: usize,
-    /// Gemma 4's encoder: RMS norms where SigLIP has LayerNorms, values normalized per head,
-    /// pixels in −1..1, and each head's two halves rotated by the patch's column and row.
+    /// Gemma 4's encoder: values normalized per head, pixels in −1..1, and each head's two
+    /// halves rotated by the patch's column and row.
     gemma4: bool,
     /// Qwen-VL's encoder: patches run in 2 × 2 blocks (each block's four in reading order, the
-    /// blocks row by row), the learned positions resized to the picture (bilinear, corners
-    /// aligned) and each head rotated by the patch's row and column (vision M-RoPE).
+    /// blocks row by row), the learned positions (where the file has them) resized to the
+    /// picture (bilinear, corners aligned) and each head rotated by the patch's row and column
+    /// (vision M-RoPE).
     qwen: bool,
+    norm_kind: NormKind,
+    /// Qwen2.5-VL's window attention, where the file asks for it.
+    windows: Option<Windows>,
     feed_forward: FeedForward,
     /// The least and most rows of output a picture takes, for projectors that size pictures at
     /// their own aspect (Gemma 4, LFM2-VL), and the projector's own (the most buffers are sized
@@ -341,6 +384,8 @@ const QWEN_MIN_TOKENS: usize = 8;
 const QWEN_MAX_TOKENS: usize = 4096;
 const QWEN_MERGE: usize = 2;
 const QWEN_ROPE_BASE: f32 = 10_000.0;
+/// Qwen2.5-VL's attention window in pixels (clip.cpp's default, which its files do not override).
+const QWEN25_WINDOW_PIXELS: usize = 112;
 /// The most rows a Gemma 4 position table may claim.
 const GEMMA4_MAX_POSITIONS: usize = 1 << 16;
 
@@ -376,24 +421,31 @@ impl VisionEncoder {
             let family = facts.family.map(|f| format!(" ({f})")).unwrap_or_default();
             return Err(ModelError::UnsupportedProjector(format!(
                 "type `{}`{family} is not encoded yet; Inferno encodes Gemma 3's (gemma3), \
-                 Gemma 4's (gemma4v), SmolVLM's (idefics3), LFM2-VL's (lfm2) and Qwen3.5's and \
-                 Qwen3-VL's (qwen3vl_merger)",
+                 Gemma 4's (gemma4v), SmolVLM's (idefics3), LFM2-VL's (lfm2), Qwen2-VL's \
+                 (qwen2vl_merger), Qwen2.5-VL's (qwen2.5vl_merger) and Qwen3.5's and Qwen3-VL's \
+                 (qwen3vl_merger)",
                 facts.projector
             )));
         }
         let idefics3 = facts.projector == "idefics3";
         let lfm2 = facts.projector == "lfm2";
         let gemma4 = facts.projector == "gemma4v";
-        let qwen = facts.projector == "qwen3vl_merger";
+        let qwen3 = facts.projector == "qwen3vl_merger";
+        let qwen25 = facts.projector == "qwen2.5vl_merger";
+        // Qwen2-VL's and Qwen2.5-VL's encoders: no learned positions, no patch bias.
+        let qwen2 = facts.projector == "qwen2vl_merger" || qwen25;
+        let qwen = qwen2 || qwen3;
+        let norm_kind = if gemma4 || qwen25 { NormKind::Rms } else { NormKind::Layer };
         let metadata = &header.metadata;
         let flag = |key: &str| metadata.get(key).and_then(|v| v.as_bool()) == Some(true);
         // clip.cpp: `use_gelu` picks GELU, `use_silu` SiLU, neither quick GELU.
         let feed_forward = match (flag("clip.use_gelu"), flag("clip.use_silu")) {
             (true, false) => FeedForward::Gelu,
             (false, false) => FeedForward::GeluQuick,
-            _ => {
-                return Err(ModelError::UnsupportedProjector(
-                    "its feed-forward is SiLU (clip.use_silu), which Inferno's encoders do not run".into(),
+            (false, true) => FeedForward::Silu,
+            (true, true) => {
+                return Err(ModelError::BadProjector(
+                    "it asks for both GELU and SiLU (clip.use_gelu and clip.use_silu)".into(),
                 ));
             }
         };
@@ -502,6 +554,40 @@ impl VisionEncoder {
         } else {
             image_size
         };
+        // Qwen2.5-VL's windows (clip.cpp requires the pattern of its files, and takes a window of
+        // 112 pixels whatever the file says); Qwen2-VL's graph would take windows whose inputs
+        // clip.cpp never sets, so a file that asks for them is refused.
+        let windows = match positive("clip.vision.n_wa_pattern") {
+            _ if !qwen2 => None,
+            Ok(Some(every)) if qwen25 => {
+                let units = QWEN25_WINDOW_PIXELS / patch_size / QWEN_MERGE;
+                // (The cap on a picture's pixels refuses such patches first; a window of no
+                // blocks would never end.)
+                if units == 0 {
+                    return Err(ModelError::BadProjector(format!(
+                        "{patch_size}-pixel patches are wider than half of Qwen2.5-VL's window of \
+                         {QWEN25_WINDOW_PIXELS} pixels"
+                    )));
+                }
+                Some(Windows { every, units })
+            }
+            Ok(Some(_)) => {
+                return Err(ModelError::UnsupportedProjector(
+                    "a Qwen2-VL projector with window attention (clip.vision.n_wa_pattern), which \
+                     clip.cpp does not run"
+                        .into(),
+                ));
+            }
+            Ok(None) if qwen25 => {
+                return Err(ModelError::BadProjector(
+                    "the file lacks clip.vision.n_wa_pattern, which Qwen2.5-VL's window attention needs"
+                        .into(),
+                ));
+            }
+            Ok(None) => None,
+            Err(_) if metadata.get("clip.vision.n_wa_pattern").and_then(|v| v.as_u64()) == Some(0) => None,
+            Err(error) => return Err(error),
+        };
         let eps =
             match metadata.get("clip.vision.attention.layer_norm_epsilon") {
                 None => 1e-6,
@@ -597,9 +683,10 @@ impl VisionEncoder {
             // clip.cpp does not repack its weights: llama.cpp's plain kernels multiply them.
             Ok(Linear { matrix: Matrix { layout: WeightLayout::Plain, ..matrix }, bias, clamp })
         };
-        // RMS norms (Gemma 4) take a bias only where the file has one; LayerNorms always do.
+        // RMS norms (Gemma 4, Qwen2.5-VL) take a bias only where the file has one; LayerNorms
+        // always do.
         let norm = |prefix: &str| -> Result<Norm, ModelError> {
-            if gemma4 {
+            if norm_kind == NormKind::Rms {
                 let weight = tensors.vector(&format!("{prefix}.weight"), width)?;
                 Ok(Norm { weight, bias: optional_vector(&format!("{prefix}.bias"), width)? })
             } else {
@@ -622,8 +709,14 @@ impl VisionEncoder {
         };
         let patch_embd = kernel("v.patch_embd.weight")?;
         let patch_embd_second_frame = if qwen { Some(kernel("v.patch_embd.weight.1")?) } else { None };
-        // clip.cpp's Gemma 4 graph adds no patch bias, whatever the file holds.
+        // clip.cpp's Gemma 4 graph adds no patch bias, whatever the file holds; its Qwen2-VL
+        // graph asserts there is none.
         let patch_bias = if gemma4 { None } else { optional_vector("v.patch_embd.bias", width)? };
+        if qwen2 && patch_bias.is_some() {
+            return Err(ModelError::BadProjector(
+                "it has a patch bias (v.patch_embd.bias), which clip.cpp's Qwen2-VL graph refuses".into(),
+            ));
+        }
         // LFM2-VL resizes its grid of positions to each square's patches, whatever its size
         // (clip.cpp takes the side from the tensor); the others' grid is the image's.
         let position_side = match header.tensor("v.position_embd.weight").map(|t| t.dims.as_slice()) {
@@ -635,7 +728,7 @@ impl VisionEncoder {
                     )));
                 }
             },
-            Some([_, count]) if lfm2 || qwen => {
+            Some([_, count]) if lfm2 || qwen3 => {
                 let side = (*count as f64).sqrt() as usize;
                 if side == 0 || (side * side) as u64 != *count {
                     return Err(ModelError::BadProjector(format!(
@@ -647,9 +740,12 @@ impl VisionEncoder {
             _ => per_side,
         };
         let positions = if gemma4 {
-            tensors.decoded("v.position_embd.weight", &[width, position_side, 2])?
+            Some(tensors.decoded("v.position_embd.weight", &[width, position_side, 2])?)
+        } else if qwen2 {
+            // clip.cpp's Qwen2-VL graph reads none, whatever the file holds.
+            None
         } else {
-            tensors.decoded("v.position_embd.weight", &[width, position_side * position_side])?
+            Some(tensors.decoded("v.position_embd.weight", &[width, position_side * position_side])?)
         };
         let head_dim = width / heads;
         // Q/K norms: per head, or across the whole width.
@@ -766,7 +862,7 @@ impl VisionEncoder {
         };
         let projector = if qwen {
             let hidden = hidden_of("mm.0.weight")?;
-            Projector::Qwen3Vl {
+            Projector::QwenMerger {
                 up: linear("mm.0", hidden, merged)?,
                 down: linear("mm.2", embedding_width, hidden)?,
             }
@@ -814,6 +910,8 @@ impl VisionEncoder {
             position_side,
             gemma4,
             qwen,
+            norm_kind,
+            windows,
             feed_forward,
             image_tokens: own_image_tokens,
             own_image_tokens,
@@ -863,7 +961,7 @@ impl VisionEncoder {
         match self.projector {
             Projector::Gemma3 { .. } => true,
             Projector::Gemma4 { .. } => !matches!(model_width, 1536 | 2560),
-            Projector::Idefics3 { .. } | Projector::Lfm2 { .. } | Projector::Qwen3Vl { .. } => false,
+            Projector::Idefics3 { .. } | Projector::Lfm2 { .. } | Projector::QwenMerger { .. } => false,
         }
     }
 
@@ -881,7 +979,7 @@ impl VisionEncoder {
         let longest_edge = match &self.projector {
             Projector::Lfm2 { scale, .. } => return self.lfm2_layout(image, *scale),
             Projector::Gemma4 { pool, .. } => return self.gemma4_layout(image, *pool),
-            Projector::Qwen3Vl { .. } => {
+            Projector::QwenMerger { .. } => {
                 let tokens = self.image_tokens.unwrap_or((QWEN_MIN_TOKENS, QWEN_MAX_TOKENS));
                 let square = self.dyn_size_square(image, QWEN_MERGE, tokens, "Qwen-VL")?;
                 return Ok(vec![
@@ -1102,7 +1200,7 @@ impl VisionEncoder {
                     && square.height().is_multiple_of(shape.patch_size)
                     && (1..=shape.max_patches).contains(&n)
             }
-            Projector::Qwen3Vl { .. } => {
+            Projector::QwenMerger { .. } => {
                 square.width().is_multiple_of(shape.patch_size * QWEN_MERGE)
                     && square.height().is_multiple_of(shape.patch_size * QWEN_MERGE)
                     && (1..=shape.max_patches).contains(&n)
@@ -1143,28 +1241,36 @@ impl VisionEncoder {
         if let Some(bias) = &self.patch_bias {
             x.chunks_exact_mut(d).for_each(|row| add_in_place(row, bias));
         }
-        if self.gemma4 {
-            // The column's row of the first table, then the row's of the second (two adds).
-            let side = self.position_side;
-            let (by_column, by_row) = self.positions.split_at(side * d);
-            for (i, row) in x.chunks_exact_mut(d).enumerate() {
-                add_in_place(row, &by_column[(i % grid_width) * d..][..d]);
-                add_in_place(row, &by_row[(i / grid_width) * d..][..d]);
+        let side = self.position_side;
+        match &self.positions {
+            None => {}
+            Some(table) if self.gemma4 => {
+                // The column's row of the first table, then the row's of the second (two adds).
+                let (by_column, by_row) = table.split_at(side * d);
+                for (i, row) in x.chunks_exact_mut(d).enumerate() {
+                    add_in_place(row, &by_column[(i % grid_width) * d..][..d]);
+                    add_in_place(row, &by_row[(i / grid_width) * d..][..d]);
+                }
             }
-        } else if (grid_width, grid_height) == (self.position_side, self.position_side) {
-            let positions = if self.qwen {
-                &in_blocks(&self.positions, grid_width, grid_height, d)
-            } else {
-                &self.positions
-            };
-            add_in_place(&mut x, positions);
-        } else if self.qwen {
-            let side = self.position_side;
-            let positions = resize_positions_aligned(&self.positions, side, d, grid_width, grid_height);
-            add_in_place(&mut x, &in_blocks(&positions, grid_width, grid_height, d));
-        } else {
-            let positions = resize_positions(&self.positions, self.position_side, d, grid_width, grid_height);
-            add_in_place(&mut x, &positions);
+            Some(table) if (grid_width, grid_height) == (side, side) => {
+                let positions = if self.qwen { &in_blocks(table, grid_width, grid_height, d) } else { table };
+                add_in_place(&mut x, positions);
+            }
+            Some(table) if self.qwen => {
+                let positions = resize_positions_aligned(table, side, d, grid_width, grid_height);
+                add_in_place(&mut x, &in_blocks(&positions, grid_width, grid_height, d));
+            }
+            Some(table) => {
+                add_in_place(&mut x, &resize_positions(table, side, d, grid_width, grid_height));
+            }
+        }
+        // Qwen2.5-VL runs its patches window by window (each block's four together), its
+        // positions and rotations going with them.
+        let windows = self
+            .windows
+            .map(|windows| WindowOrder::new(grid_width / QWEN_MERGE, grid_height / QWEN_MERGE, windows));
+        if let Some(order) = &windows {
+            x = order.to_windows(&x, QWEN_MERGE * QWEN_MERGE * d);
         }
 
         let head_dim = d / shape.heads;
@@ -1173,12 +1279,21 @@ impl VisionEncoder {
         let rope = if self.gemma4 {
             Some(PatchRope::halves(grid_width, grid_height, head_dim))
         } else if self.qwen {
-            Some(PatchRope::quarters_in_blocks(grid_width, grid_height, head_dim))
+            let mut rope = PatchRope::quarters_in_blocks(grid_width, grid_height, head_dim);
+            if let Some(order) = &windows {
+                rope.places = order.to_windows(&rope.places, QWEN_MERGE * QWEN_MERGE);
+            }
+            Some(rope)
         } else {
             None
         };
         let mut deepstacked: Vec<Vec<f32>> = Vec::new();
-        for layer in &self.layers {
+        for (l, layer) in self.layers.iter().enumerate() {
+            // Qwen2.5-VL's windowed layers: each patch attends within its window.
+            let spans = match (&windows, self.windows) {
+                (Some(order), Some(Windows { every, .. })) if (l + 1) % every != 0 => Some(&order.spans),
+                _ => None,
+            };
             let mut h = x.clone();
             self.norm(&mut h, &layer.norm1.weight, layer.norm1.bias.as_deref());
             let [mut q, mut k, mut v] = match &layer.qkv {
@@ -1205,7 +1320,7 @@ impl VisionEncoder {
             if self.gemma4 {
                 rms_norm_unweighted_in_place(&mut v, head_dim, shape.eps);
             }
-            let attended = self.attention(&q, &k, &v, n, kq_scale);
+            let attended = self.attention(&q, &k, &v, n, kq_scale, spans.map(Vec::as_slice));
             let mut projected = self.linear(&layer.out, &attended, n)?;
             if let Some(weight) = &layer.attn_post_norm {
                 self.norm(&mut projected, weight, None);
@@ -1217,9 +1332,8 @@ impl VisionEncoder {
             let activated = match &layer.gate {
                 Some(gate) => {
                     let [mut gate, up] = self.linears([gate, &layer.up], &h, n)?;
-                    for (g, u) in gate.iter_mut().zip(&up) {
-                        *g = self.feed_forward.apply(*g) * u;
-                    }
+                    let width = gate.len() / n.max(1);
+                    self.feed_forward.gated(&mut gate, &up, width);
                     gate
                 }
                 None => {
@@ -1256,12 +1370,15 @@ impl VisionEncoder {
         }
 
         let (merge, norm, projection, projection_type) = match &self.projector {
-            Projector::Qwen3Vl { up, down } => {
+            Projector::QwenMerger { up, down } => {
                 // The rows run block by block: each block's four rows, side by side, are one.
                 let tokens = n / (QWEN_MERGE * QWEN_MERGE);
                 let mut hidden = self.linear(up, &x, tokens)?;
                 hidden.iter_mut().for_each(|h| *h = gelu(*h));
-                let main = self.linear(down, &hidden, tokens)?;
+                let mut main = self.linear(down, &hidden, tokens)?;
+                if let Some(order) = &windows {
+                    main = order.to_reading_order(&main, main.len() / tokens.max(1));
+                }
                 // Each row: the merger's embedding, then each deepstack layer's, in layer order.
                 let slices: Vec<&[f32]> =
                     std::iter::once(&main).chain(&deepstacked).map(Vec::as_slice).collect();
@@ -1404,11 +1521,11 @@ impl VisionEncoder {
         Ok(outs)
     }
 
-    /// The encoder's norm of rows of `weight.len()` (a head's, or the width): RMS for Gemma 4,
-    /// LayerNorm for SigLIP; each times its weight, plus its bias where it has one.
+    /// The encoder's norm of rows of `weight.len()` (a head's, or the width): RMS for Gemma 4 and
+    /// Qwen2.5-VL, LayerNorm for the others; each times its weight, plus its bias where it has one.
     fn norm(&self, x: &mut [f32], weight: &[f32], bias: Option<&[f32]>) {
         let eps = self.shape.eps;
-        if self.gemma4 {
+        if self.norm_kind == NormKind::Rms {
             rms_norm_in_place(x, weight, eps);
             if let Some(bias) = bias {
                 x.chunks_exact_mut(weight.len()).for_each(|row| add_in_place(row, bias));
@@ -1418,11 +1535,17 @@ impl VisionEncoder {
         }
     }
 
-    /// Every patch attends to every patch, head by head: llama.cpp's flash attention on the
-    /// CPU, keys and values rounded to f16 (`ggml_cast`), its tiled kernel (64 queries or more).
     /// [`attention`](Self::attention) for fewer than [`ONE_PASS_BELOW`] patches: llama.cpp's
     /// one-pass kernel over f16 keys and values, query by query and head by head.
-    fn attention_one_pass(&self, q: &[f32], k: &[f32], v: &[f32], n: usize, kq_scale: f32) -> Vec<f32> {
+    fn attention_one_pass(
+        &self,
+        q: &[f32],
+        k: &[f32],
+        v: &[f32],
+        n: usize,
+        kq_scale: f32,
+        spans: Option<&[Range<usize>]>,
+    ) -> Vec<f32> {
         let (d, heads) = (self.shape.width, self.shape.heads);
         let head_dim = d / heads;
         let round = |x: &[f32]| -> Vec<f16> { x.iter().map(|&x| f16::from_f32(x)).collect() };
@@ -1438,7 +1561,7 @@ impl VisionEncoder {
                 attend_group_one_pass(
                     &q[span.clone()],
                     &kv,
-                    0..n,
+                    spans.map_or(0..n, |spans| spans[t].clone()),
                     scoring,
                     None,
                     AttentionPrecision::Exact,
@@ -1450,11 +1573,23 @@ impl VisionEncoder {
         out
     }
 
-    fn attention(&self, q: &[f32], k: &[f32], v: &[f32], n: usize, kq_scale: f32) -> Vec<f32> {
+    /// Every patch attends to every patch (or, with `spans`, to those of its own span, as
+    /// llama.cpp's window mask leaves them), head by head: llama.cpp's flash attention on the
+    /// CPU, keys and values rounded to f16 (`ggml_cast`), its tiled kernel (64 queries or more;
+    /// a masked tile it skips is one this never reaches, the spans being runs of patches).
+    fn attention(
+        &self,
+        q: &[f32],
+        k: &[f32],
+        v: &[f32],
+        n: usize,
+        kq_scale: f32,
+        spans: Option<&[Range<usize>]>,
+    ) -> Vec<f32> {
         let (d, heads) = (self.shape.width, self.shape.heads);
         let head_dim = d / heads;
         if n < ONE_PASS_BELOW {
-            return self.attention_one_pass(q, k, v, n, kq_scale);
+            return self.attention_one_pass(q, k, v, n, kq_scale, spans);
         }
         let round = |x: &[f32]| -> Vec<f32> { x.iter().map(|&x| f16::from_f32(x).to_f32()).collect() };
         let (keys, values) = (round(k), round(v));
@@ -1481,7 +1616,7 @@ impl VisionEncoder {
                         query,
                         &tiled[h],
                         &kv,
-                        0..n,
+                        spans.map_or(0..n, |spans| spans[first + i].clone()),
                         scoring,
                         None,
                         &mut row[span.clone()],
@@ -1614,6 +1749,49 @@ fn in_blocks(x: &[f32], width: usize, height: usize, d: usize) -> Vec<f32> {
         }
     }
     out
+}
+
+/// Qwen2.5-VL's window order (clip.cpp's `window_idx`, `inv_window_idx` and window mask): the
+/// units of a merged grid (each a 2 × 2 block of patches) window by window, windows row by row
+/// and each window's units in reading order.
+struct WindowOrder {
+    /// The unit at each place of the window order (`inv_window_idx`).
+    units: Vec<usize>,
+    /// The patches each patch attends to, in the window order: its window's run.
+    spans: Vec<Range<usize>>,
+}
+
+impl WindowOrder {
+    fn new(width: usize, height: usize, Windows { units: side, .. }: Windows) -> WindowOrder {
+        let per_unit = QWEN_MERGE * QWEN_MERGE;
+        let mut units = Vec::with_capacity(width * height);
+        let mut spans = Vec::with_capacity(width * height * per_unit);
+        for y in (0..height).step_by(side) {
+            for x in (0..width).step_by(side) {
+                let first = units.len();
+                for row in y..(y + side).min(height) {
+                    units.extend((x..(x + side).min(width)).map(|column| row * width + column));
+                }
+                let span = first * per_unit..units.len() * per_unit;
+                spans.extend(std::iter::repeat_n(span.clone(), span.len()));
+            }
+        }
+        WindowOrder { units, spans }
+    }
+
+    /// Rows of `x` (each unit `stride` values, reading order) in the window order.
+    fn to_windows<T: Copy>(&self, x: &[T], stride: usize) -> Vec<T> {
+        self.units.iter().flat_map(|&unit| &x[unit * stride..][..stride]).copied().collect()
+    }
+
+    /// Rows of `x` in the window order (each unit `stride` values) back in reading order.
+    fn to_reading_order<T: Copy + Default>(&self, x: &[T], stride: usize) -> Vec<T> {
+        let mut out = vec![T::default(); x.len()];
+        for (place, &unit) in self.units.iter().enumerate() {
+            out[unit * stride..][..stride].copy_from_slice(&x[place * stride..][..stride]);
+        }
+        out
+    }
 }
 
 /// A `side × side` grid of position rows (`d` wide) resized to `width × height` as ggml's
@@ -1755,7 +1933,7 @@ pub(crate) fn own_image_tokens(projector: &str) -> Option<(usize, usize)> {
     match projector {
         "gemma4v" => Some((GEMMA4_MIN_TOKENS, GEMMA4_MAX_TOKENS)),
         "lfm2" => Some((LFM2_MIN_TOKENS, LFM2_MAX_TOKENS)),
-        "qwen3vl_merger" => Some((QWEN_MIN_TOKENS, QWEN_MAX_TOKENS)),
+        "qwen2vl_merger" | "qwen2.5vl_merger" | "qwen3vl_merger" => Some((QWEN_MIN_TOKENS, QWEN_MAX_TOKENS)),
         _ => None,
     }
 }
@@ -1941,6 +2119,23 @@ mod tests {
         assert_eq!((width, height), (32, 131_072));
         assert!((width / 16) * (height / 16) > lfm2_max_patches(16, 2));
         assert_eq!(lfm2_max_patches(16, 2), 4096);
+    }
+
+    /// Qwen2.5-VL's window order over a 5 × 3 grid of blocks in windows of 2 × 2: windows row by
+    /// row (the last column and row of windows narrower), each window's blocks in reading order
+    /// (clip.cpp's `inv_window_idx`); each patch attends to its window's run of patches.
+    #[test]
+    fn qwen25_windows_run_as_clip_cpp_orders_them() {
+        let order = WindowOrder::new(5, 3, Windows { every: 2, units: 2 });
+        assert_eq!(order.units, [0, 1, 5, 6, 2, 3, 7, 8, 4, 9, 10, 11, 12, 13, 14]);
+        // The first window's 4 blocks are patches 0..16, the third's (2 blocks) 32..40.
+        assert_eq!((order.spans[0].clone(), order.spans[15].clone()), (0..16, 0..16));
+        assert_eq!((order.spans[32].clone(), order.spans[39].clone()), (32..40, 32..40));
+        assert_eq!(order.spans[59].clone(), 56..60);
+        let rows: Vec<usize> = (0..15).collect();
+        let windows = order.to_windows(&rows, 1);
+        assert_eq!(windows, order.units);
+        assert_eq!(order.to_reading_order(&windows, 1), rows);
     }
 
     /// The pixel shuffle of a 3 × 2 grid by 2: padded with zeros to 4 × 2, two rows of four

@@ -240,6 +240,7 @@ fn micro_files_of_other_architectures_and_types_match_llama_cpp_in_the_browser()
         micro!("gpt-oss-micro-q8_0", 0.1),
         micro!("granitehybrid-micro-q8_0", 0.02),
         micro!("qwen3vl-micro-q8_0", 0.02),
+        micro!("qwen2vl-micro-q8_0", 0.02),
         micro!("llama-micro-iq4_nl", 0.1),
         micro!("llama-micro-iq4_xs", 0.1),
         micro!("llama-micro-mxfp4", 0.1),
