@@ -579,6 +579,21 @@ fn qwen35_matches_llama_cpp_mtmd_in_the_browser() {
     assert!(worst < 1e-3, "{worst}");
 }
 
+/// And Qwen2.5-VL's: the picture fitted to 112 × 84 in 14-pixel patches, RMS norms, the gated
+/// SiLU feed-forward (60 wide: ggml's SwiGLU rounds each row's last 4 through libm, here Rust's)
+/// and its window order (the 4 × 3 blocks fit in one window of 4 × 4).
+#[wasm_bindgen_test]
+fn qwen2_5_vl_matches_llama_cpp_mtmd_in_the_browser() {
+    let worst = image_embeddings_error(
+        include_bytes!("../fixtures/models/clip-qwen25vl-micro.gguf"),
+        include_bytes!("../fixtures/golden/clip-qwen25vl-micro.noise-61x47.f32"),
+    );
+    web_sys::console::log_1(
+        &format!("Qwen2.5-VL image embeddings in the browser: {worst:.2e} from mtmd's").into(),
+    );
+    assert!(worst < 1e-3, "{worst}");
+}
+
 /// The 61 × 47 noise picture's embeddings by `mmproj`, against mtmd's (`golden`): the largest
 /// difference relative to the largest magnitude.
 fn image_embeddings_error(mmproj: &[u8], golden: &[u8]) -> f32 {
