@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """The vision encoder's speed beside llama.cpp's mtmd, natively, in one run on one machine.
 
-  python3 scripts/bench_vision.py [--runs 3] [--threads 1] [--projector gemma3|gemma4v|qwen3vl]
+  python3 scripts/bench_vision.py [--runs 3] [--threads 1] [--projector gemma3|gemma4v|qwen3vl|qwen25vl]
 
 For a SigLIP-base-shaped Gemma 3 projector (93M parameters: scripts/make_micro_mmproj.py
 --shape base, random weights), or Gemma 4's encoder at the same size (--projector gemma4v: a 512
 x 512 picture is 528 x 528 for it, 1,089 patches), or Qwen's (--projector qwen3vl: both frames'
 kernels, 2 x 2 blocks, resized positions, fused Q/K/V, vision M-RoPE, the merger; 1,024 patches),
+or Qwen2.5-VL's (--projector qwen25vl: RMS norms, gated SiLU feed-forward, window attention in
+windows of 3 x 3 blocks with full attention every fourth layer; 1,024 patches),
 in F16 and in Q8_0, on a 512 x 512 picture,
 it times the picture's
 embeddings (fitting, the ViT, the projector) with llama.cpp's mtmd (`mtmd_encode_chunk`, CPU,
@@ -107,12 +109,12 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--projector", choices=["gemma3", "gemma4v", "qwen3vl"], default="gemma3")
+    parser.add_argument("--projector", choices=["gemma3", "gemma4v", "qwen3vl", "qwen25vl"], default="gemma3")
     args = parser.parse_args()
     if not TEXT_MODEL.exists():
         sys.exit(f"{TEXT_MODEL} is missing: ./build.sh models fetches it")
     files, picture = ensure_files(args.projector)
-    family = {"gemma3": "Gemma 3 projector", "gemma4v": "Gemma 4 encoder", "qwen3vl": "Qwen3.5 encoder"}[args.projector]
+    family = {"gemma3": "Gemma 3 projector", "gemma4v": "Gemma 4 encoder", "qwen3vl": "Qwen3.5 encoder", "qwen25vl": "Qwen2.5-VL encoder"}[args.projector]
     print(f"SigLIP-base-shaped {family}, 512 x 512 picture, {args.threads} thread(s), median of {args.runs}")
     print(f"{'matrices':<9} {'mtmd ms':>9} {'inferno ms':>11} {'ratio':>7}  work memory")
     for weight_type, mmproj in files.items():

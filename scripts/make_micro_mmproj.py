@@ -262,28 +262,41 @@ def write_qwen3vl(path, deepstack=False, shape="micro", weight_type="f16"):
     w.close()
 
 
-def write_qwen2vl(path, version):
+def write_qwen2vl(path, version, shape="micro", weight_type="f16"):
     """The micro qwen2vl_merger (version "2") or qwen2.5vl_merger ("2.5") projector (see the
-    module's docstring)."""
-    IMAGE, PATCH, WIDTH, LAYERS, HEADS, FFN, OUTPUT = QWEN2VL_MICRO if version == "2" else QWEN25VL_MICRO
+    module's docstring). With --shape base the encoder benchmark's: SigLIP-base's size
+    (16-pixel patches, 12 layers, 768 wide, 12 heads, feed-forward 3072; Qwen2.5-VL's windows
+    of 3 x 3 blocks and full attention every fourth layer), the merger to 640, matrices spread
+    as 1/sqrt(fan-in)."""
+    micro = shape == "micro"
     qwen25 = version == "2.5"
+    if micro:
+        IMAGE, PATCH, WIDTH, LAYERS, HEADS, FFN, OUTPUT = QWEN2VL_MICRO if version == "2" else QWEN25VL_MICRO
+    else:
+        IMAGE, PATCH, WIDTH, LAYERS, HEADS, FFN, OUTPUT = (512, *SHAPES["base"][1:])
     rng = np.random.default_rng(7)
     w = gguf.GGUFWriter(path, "clip")
-    w.add_string("general.name", f"micro Qwen{version}-VL mmproj (random weights)")
+    name = "micro" if micro else f"SigLIP-base-shaped {weight_type.upper()}"
+    w.add_string("general.name", f"{name} Qwen{version}-VL mmproj (random weights)")
     w.add_string("clip.projector_type", "qwen2.5vl_merger" if qwen25 else "qwen2vl_merger")
     w.add_bool("clip.has_vision_encoder", True)
     w.add_bool("clip.has_audio_encoder", False)
     if qwen25:
         # The converter's: a gated SiLU feed-forward, full attention in every second layer.
         w.add_bool("clip.use_silu", True)
-        w.add_uint32("clip.vision.n_wa_pattern", QWEN25VL_WA_PATTERN)
+        w.add_uint32("clip.vision.n_wa_pattern", QWEN25VL_WA_PATTERN if micro else 4)
     add_encoder_shape(w, IMAGE, PATCH, WIDTH, LAYERS, HEADS, FFN, OUTPUT)
     w.add_float32("clip.vision.attention.layer_norm_epsilon", 1e-6)
     w.add_array("clip.vision.image_mean", [0.48145466, 0.4578275, 0.40821073])
     w.add_array("clip.vision.image_std", [0.26862954, 0.26130258, 0.27577711])
 
     def matrix(name, rows, cols):
-        w.add_tensor(name, (rng.standard_normal((rows, cols)) * 0.1).astype(np.float16))
+        values = rng.standard_normal((rows, cols)) * (0.1 if micro else cols**-0.5)
+        if weight_type == "q8_0":
+            quantized = gguf.quants.quantize(values.astype(np.float32), gguf.GGMLQuantizationType.Q8_0)
+            w.add_tensor(name, quantized, raw_dtype=gguf.GGMLQuantizationType.Q8_0)
+        else:
+            w.add_tensor(name, values.astype(np.float16))
 
     def vector(name, n, around=0.0, std=0.05):
         w.add_tensor(name, (around + rng.standard_normal(n) * std).astype(np.float32))
@@ -327,7 +340,7 @@ def write_projector(path, projector="gemma3", shape="micro", weight_type="f16"):
     if projector in ("qwen3vl", "qwen3vl-deepstack"):
         return write_qwen3vl(path, projector == "qwen3vl-deepstack", shape, weight_type)
     if projector in ("qwen2vl", "qwen25vl"):
-        return write_qwen2vl(path, "2" if projector == "qwen2vl" else "2.5")
+        return write_qwen2vl(path, "2" if projector == "qwen2vl" else "2.5", shape, weight_type)
     idefics3, lfm2 = projector == "idefics3", projector == "lfm2"
     IMAGE, PATCH, WIDTH, LAYERS, HEADS, FFN, OUTPUT = IDEFICS3_MICRO if idefics3 or lfm2 else SHAPES[shape]
     rng = np.random.default_rng(7)
@@ -415,7 +428,7 @@ def main():
     parser.add_argument("--shape", choices=sorted(SHAPES), default="micro")
     parser.add_argument("--type", choices=["f16", "q8_0"], default="f16")
     args = parser.parse_args()
-    if args.projector not in ("gemma3", "gemma4v", "qwen3vl") and args.shape != "micro":
+    if args.projector not in ("gemma3", "gemma4v", "qwen3vl", "qwen25vl") and args.shape != "micro":
         parser.error(f"{args.projector} has the micro shape only")
     write_projector(args.out, args.projector, args.shape, args.type)
     print(f"wrote {args.out}")
