@@ -975,7 +975,8 @@ impl Keys<'_> {
         if mrope == Mrope::None {
             return Ok(Vec::new());
         }
-        let Some(value) = self.metadata.get(&self.key(name)) else { return Ok(Vec::new()) };
+        // llama.cpp requires the key of every M-RoPE architecture.
+        let Some(value) = self.metadata.get(&self.key(name)) else { return Err(self.missing(name)) };
         let sections: Vec<u64> = match value.as_array() {
             Some(crate::gguf::Array::I32(v)) => {
                 v.iter().map(|&x| u64::try_from(x).unwrap_or(u64::MAX)).collect()
@@ -1160,6 +1161,38 @@ mod tests {
         );
         let error = Config::from_metadata(&qwen3(1 << 10, 1 << 10, 1 << 12), 100).unwrap_err();
         assert!(error.to_string().contains("exceed"), "{error}");
+    }
+
+    /// Qwen2-VL's sections run in order (the first `t` pairs by the text stream, the next `h` by a
+    /// picture's row, ...), wrapping when they cover fewer pairs than a head rotates; Qwen3-VL's
+    /// take turns. Without the key an M-RoPE architecture is refused, as llama.cpp refuses it.
+    #[test]
+    fn mrope_sections_assign_each_pair_its_stream() {
+        let header = |arch: &str, sections: Option<[i32; 4]>| {
+            let mut pairs = vec![
+                ("general.architecture".to_string(), Value::String(arch.into())),
+                (format!("{arch}.block_count"), Value::U32(1)),
+                (format!("{arch}.embedding_length"), Value::U32(64)),
+                (format!("{arch}.feed_forward_length"), Value::U32(128)),
+                (format!("{arch}.attention.head_count"), Value::U32(2)),
+                (format!("{arch}.attention.key_length"), Value::U32(16)),
+            ];
+            if let Some(sections) = sections {
+                let value = Value::Array(crate::gguf::Array::I32(sections.to_vec()));
+                pairs.push((format!("{arch}.rope.dimension_sections"), value));
+            }
+            let pairs: Vec<(&str, Value)> = pairs.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
+            Config::from_metadata(&metadata(&pairs), 100)
+        };
+        let streams = |arch: &str, sections| header(arch, Some(sections)).unwrap().rope_streams;
+        // 8 pairs a head.
+        assert_eq!(streams("qwen2vl", [2, 3, 3, 0]), [0, 0, 1, 1, 1, 2, 2, 2]);
+        assert_eq!(streams("qwen2vl", [1, 1, 1, 1]), [0, 1, 2, 3, 0, 1, 2, 3]);
+        assert_eq!(streams("qwen3vl", [2, 3, 3, 0]), [0, 1, 2, 0, 1, 2, 3, 1]);
+        for arch in ["qwen2vl", "qwen3vl"] {
+            let error = header(arch, None).unwrap_err();
+            assert!(error.to_string().contains("rope.dimension_sections"), "{error}");
+        }
     }
 
     /// A Qwen3-MoE header with these expert keys (absent where `None`).

@@ -39,6 +39,20 @@ fn edited_bytes(
     writer.to_bytes()
 }
 
+/// `bytes` with each tensor renamed by `rename`.
+fn renamed_bytes(bytes: &[u8], rename: impl Fn(&str) -> String) -> Vec<u8> {
+    let file = Gguf::parse(bytes).unwrap();
+    let mut writer = GgufWriter::new();
+    for (key, value) in file.metadata().iter() {
+        writer = writer.kv(key, value.clone());
+    }
+    for tensor in &file.header.tensors {
+        let data = file.tensor_data(tensor).to_vec();
+        writer = writer.tensor(&rename(&tensor.name), &tensor.dims, tensor.ggml_type, data);
+    }
+    writer.to_bytes()
+}
+
 /// `bytes` with one more key and one more F32 vector.
 fn with_additions(bytes: &[u8], key: Option<(&str, Value)>, vector: Option<(&str, &[f32])>) -> Vec<u8> {
     let file = Gguf::parse(bytes).unwrap();
@@ -197,6 +211,25 @@ fn the_micro_qwen2_vl_projectors_read_and_load_as_llama_cpp_reads_them() {
         let err = VisionEncoder::load(crate::model::ModelBytes::from(with_bias)).err().expect("refused");
         assert!(err.to_string().contains("v.patch_embd.bias"), "{name}: {err}");
     }
+    // Qwen2-VL's converter writes the language model's width (1536 for 2B) as the encoder's
+    // feed-forward, and old conversions named its matrices the other way round: clip.cpp reads
+    // the width from the matrices and swaps the names back, and so do we.
+    let bytes = micro_bytes_of("qwen2vl");
+    let picture = RgbImage::new(61, 47, (0..61 * 47 * 3).map(|i| (i * 7 % 251) as u8).collect()).unwrap();
+    let encode = |file: Vec<u8>| {
+        VisionEncoder::load(crate::model::ModelBytes::from(file)).unwrap().encode(&picture).unwrap().values
+    };
+    let expected = encode(bytes.clone());
+    let wide = edited_bytes(&bytes, with("clip.vision.feed_forward_length", Some(Value::U32(1536))), None);
+    assert_eq!(encode(wide), expected);
+    let old = renamed_bytes(&bytes, |name| {
+        if name.contains(".ffn_up.") {
+            name.replace(".ffn_up.", ".ffn_down.")
+        } else {
+            name.replace(".ffn_down.", ".ffn_up.")
+        }
+    });
+    assert_eq!(encode(old), expected);
     // Qwen2.5-VL's window pattern is required (clip.cpp throws without it).
     let bytes = micro_bytes_of("qwen25vl");
     let file = edited_bytes(&bytes, with("clip.vision.n_wa_pattern", None), None);

@@ -451,7 +451,37 @@ impl VisionEncoder {
         };
         let width = required(facts.encoder_width, "encoder width")?;
         let heads = required(facts.encoder_heads, "head count")?;
-        let ffn = required(facts.encoder_feed_forward, "feed-forward width")?;
+        // Old conversions of these types named the feed-forward's two matrices the other way
+        // round; clip.cpp swaps them back where `ffn_down` maps from the encoder's width.
+        let swaps_old_names =
+            matches!(facts.projector.as_str(), "gemma3" | "idefics3" | "qwen2vl_merger" | "qwen2.5vl_merger");
+        let ffn_names = |layer: usize, width: usize| {
+            let swapped = swaps_old_names
+                && header
+                    .tensor(&format!("v.blk.{layer}.ffn_down.weight"))
+                    .is_some_and(|t| t.dims.first() == Some(&(width as u64)));
+            if swapped { ("ffn_down", "ffn_up") } else { ("ffn_up", "ffn_down") }
+        };
+        // Qwen2-VL's converter writes the language model's width as the encoder's feed-forward
+        // (and old conversions 0); clip.cpp's Qwen2-VL graph never reads it, so the width is
+        // the up matrix's rows.
+        let ffn = match qwen2 {
+            true => {
+                let width = required(facts.encoder_width, "encoder width")?;
+                let name = format!("v.blk.0.{}.weight", ffn_names(0, width).0);
+                match header.tensor(&name).map(|t| t.dims.as_slice()) {
+                    Some(&[cols, rows]) if cols == width as u64 && (1..=1 << 16).contains(&rows) => {
+                        rows as usize
+                    }
+                    _ => {
+                        return Err(ModelError::BadProjector(format!(
+                            "{name} is not a matrix from the encoder's width"
+                        )));
+                    }
+                }
+            }
+            false => required(facts.encoder_feed_forward, "feed-forward width")?,
+        };
         let n_layers = required(facts.encoder_layers, "layer count")?;
         let image_size = required(facts.image_size, "image size")?;
         let patch_size = required(facts.patch_size, "patch size")?;
@@ -801,14 +831,7 @@ impl VisionEncoder {
                 }
                 false => None,
             };
-            // Old Gemma 3 (and SmolVLM) conversions named the feed-forward's two matrices the
-            // other way round; clip.cpp swaps them back for those types where `ffn_down` maps
-            // from the encoder's width.
-            let swapped = (facts.projector == "gemma3" || idefics3)
-                && header
-                    .tensor(&format!("{p}.ffn_down.weight"))
-                    .is_some_and(|t| t.dims.first() == Some(&(width as u64)));
-            let (up_name, down_name) = if swapped { ("ffn_down", "ffn_up") } else { ("ffn_up", "ffn_down") };
+            let (up_name, down_name) = ffn_names(i, width);
             let up = linear(&format!("{p}.{up_name}"), ffn, width);
             let down = linear(&format!("{p}.{down_name}"), width, ffn);
             let gate = match header.tensor(&format!("{p}.ffn_gate.weight")) {
