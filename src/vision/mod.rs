@@ -39,8 +39,26 @@ pub use vit::{
 use crate::gguf::{GgufHeader, Metadata, Value};
 
 /// The projector types [`VisionEncoder`] encodes.
-pub const ENCODED_PROJECTORS: &[&str] =
-    &["gemma3", "gemma4v", "idefics3", "lfm2", "qwen2vl_merger", "qwen2.5vl_merger", "qwen3vl_merger"];
+pub const ENCODED_PROJECTORS: &[&str] = &[
+    "gemma3",
+    "gemma4v",
+    "idefics3",
+    "lfm2",
+    "qwen2vl_merger",
+    "qwen2.5vl_merger",
+    "qwen2.5o",
+    "qwen3vl_merger",
+];
+
+/// The projector type whose graph encodes a file's pictures: its own, but Qwen2.5-Omni's
+/// (`qwen2.5o`, a file with both an image and an audio encoder), whose pictures clip.cpp encodes
+/// as Qwen2.5-VL's.
+pub fn vision_type(projector: &str) -> &str {
+    match projector {
+        "qwen2.5o" => "qwen2.5vl_merger",
+        other => other,
+    }
+}
 
 /// `general.architecture` of a projector file.
 pub const ARCHITECTURE: &str = "clip";
@@ -147,6 +165,12 @@ const KNOWN_PROJECTORS: &[KnownProjector] = &[
         output: Some(("mm.2.bias", 0)),
     },
     KnownProjector {
+        name: "qwen2.5o",
+        family: "Qwen2.5-Omni (its pictures; its audio is not heard)",
+        model_architectures: &["qwen2vl"],
+        output: Some(("mm.2.bias", 0)),
+    },
+    KnownProjector {
         name: "qwen3vl_merger",
         family: "Qwen3-VL / Qwen3.5",
         model_architectures: &["qwen3vl", "qwen3vlmoe", "qwen35", "qwen35moe"],
@@ -229,6 +253,15 @@ impl ProjectorFacts {
                 "has no image encoder (clip.has_vision_encoder)".into()
             });
         }
+        let encoder_width = count(metadata, "clip.vision.embedding_length", &mut problems);
+        // Qwen2-VL's converter writes the language model's width as the encoder's feed-forward
+        // (older ones 0), and clip.cpp's graph for these types never reads it: their width is
+        // the first up matrix's.
+        let encoder_feed_forward = match vision_type(&projector) {
+            "qwen2vl_merger" | "qwen2.5vl_merger" => encoder_width
+                .and_then(|width| feed_forward_of(header, vision_type(&projector), width, &mut problems)),
+            _ => count(metadata, "clip.vision.feed_forward_length", &mut problems),
+        };
         Some(ProjectorFacts {
             family: known.map(|known| known.family),
             model_architectures: known.map_or(&[], |known| known.model_architectures),
@@ -239,12 +272,13 @@ impl ProjectorFacts {
             patches_per_side,
             image_mean: channels(metadata, "clip.vision.image_mean", false, &mut problems),
             image_std: channels(metadata, "clip.vision.image_std", true, &mut problems),
-            encoder_width: count(metadata, "clip.vision.embedding_length", &mut problems),
+            encoder_width,
             encoder_layers: count(metadata, "clip.vision.block_count", &mut problems),
             encoder_heads: count(metadata, "clip.vision.attention.head_count", &mut problems),
-            encoder_feed_forward: count(metadata, "clip.vision.feed_forward_length", &mut problems),
+            encoder_feed_forward,
             output_width: known.and_then(|known| output_width(header, known, &mut problems)),
-            image_tokens: vit::own_image_tokens(&projector).map(|(min, max)| [min as u64, max as u64]),
+            image_tokens: vit::own_image_tokens(vision_type(&projector))
+                .map(|(min, max)| [min as u64, max as u64]),
             projector,
             problems,
         })
@@ -262,7 +296,7 @@ impl ProjectorFacts {
              the loaded model), or inferno generate MODEL --mmproj FILE"
         } else {
             "Inferno does not encode this type yet (it encodes Gemma 3's, Gemma 4's, SmolVLM's, LFM2-VL's, \
-             Qwen2-VL's, Qwen2.5-VL's, Qwen3.5's and Qwen3-VL's)"
+             Qwen2-VL's, Qwen2.5-VL's, Qwen2.5-Omni's pictures, Qwen3.5's and Qwen3-VL's)"
         };
         format!("{fits}: not a model on its own but the picture encoder beside its language model. {how}")
     }
@@ -331,6 +365,25 @@ fn channels(metadata: &Metadata, key: &str, positive: bool, problems: &mut Vec<S
         }
     }
     Some(values)
+}
+
+/// The feed-forward width of an encoder whose file's key is not to be trusted: the rows of its
+/// first layer's up matrix, which maps from the encoder's `width`.
+fn feed_forward_of(
+    header: &GgufHeader,
+    projector: &str,
+    width: u64,
+    problems: &mut Vec<String>,
+) -> Option<u64> {
+    let up = vit::feed_forward_names(header, projector, 0, width as usize).0;
+    let name = format!("v.blk.0.{up}.weight");
+    match header.tensor(&name).map(|t| t.dims.as_slice()) {
+        Some(&[cols, rows]) if cols == width && (1..=LARGEST_SIZE).contains(&rows) => Some(rows),
+        _ => {
+            problems.push(format!("{name} is not a matrix from the encoder's width {width}"));
+            None
+        }
+    }
 }
 
 /// The projector's output width: a dimension of its last projection tensor, as llama.cpp's

@@ -212,8 +212,8 @@ fn the_micro_qwen2_vl_projectors_read_and_load_as_llama_cpp_reads_them() {
         assert!(err.to_string().contains("v.patch_embd.bias"), "{name}: {err}");
     }
     // Qwen2-VL's converter writes the language model's width (1536 for 2B) as the encoder's
-    // feed-forward, and old conversions named its matrices the other way round: clip.cpp reads
-    // the width from the matrices and swaps the names back, and so do we.
+    // feed-forward, and old conversions 0, with its matrices named the other way round: clip.cpp
+    // never reads the width and swaps the names back; we read the width from the up matrix.
     let bytes = micro_bytes_of("qwen2vl");
     let picture = RgbImage::new(61, 47, (0..61 * 47 * 3).map(|i| (i * 7 % 251) as u8).collect()).unwrap();
     let encode = |file: Vec<u8>| {
@@ -221,8 +221,10 @@ fn the_micro_qwen2_vl_projectors_read_and_load_as_llama_cpp_reads_them() {
     };
     let expected = encode(bytes.clone());
     let wide = edited_bytes(&bytes, with("clip.vision.feed_forward_length", Some(Value::U32(1536))), None);
+    assert_eq!(facts(&Gguf::parse(&wide).unwrap().header).encoder_feed_forward, Some(64));
     assert_eq!(encode(wide), expected);
-    let old = renamed_bytes(&bytes, |name| {
+    let unsaid = edited_bytes(&bytes, with("clip.vision.feed_forward_length", Some(Value::U32(0))), None);
+    let old = renamed_bytes(&unsaid, |name| {
         if name.contains(".ffn_up.") {
             name.replace(".ffn_up.", ".ffn_down.")
         } else {
@@ -230,6 +232,22 @@ fn the_micro_qwen2_vl_projectors_read_and_load_as_llama_cpp_reads_them() {
         }
     });
     assert_eq!(encode(old), expected);
+    // Qwen2.5-Omni's projector (`qwen2.5o`, with an audio encoder beside the image one): clip.cpp
+    // encodes its pictures as Qwen2.5-VL's, and so do we.
+    let qwen25 = micro_bytes_of("qwen25vl");
+    let omni = edited_bytes(
+        &qwen25,
+        |key, value| match key {
+            "clip.projector_type" => Some(Value::String("qwen2.5o".into())),
+            "clip.has_audio_encoder" => Some(Value::Bool(true)),
+            _ => Some(value.clone()),
+        },
+        None,
+    );
+    let f = facts(&Gguf::parse(&omni).unwrap().header);
+    assert!(f.family.unwrap().starts_with("Qwen2.5-Omni") && f.has_audio && f.problems.is_empty(), "{f:?}");
+    assert_eq!((f.encoder_feed_forward, f.image_tokens), (Some(60), Some([8, 4096])));
+    assert_eq!(encode(omni), encode(qwen25.clone()));
     // Qwen2.5-VL's window pattern is required (clip.cpp throws without it).
     let bytes = micro_bytes_of("qwen25vl");
     let file = edited_bytes(&bytes, with("clip.vision.n_wa_pattern", None), None);

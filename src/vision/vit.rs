@@ -422,18 +422,19 @@ impl VisionEncoder {
             return Err(ModelError::UnsupportedProjector(format!(
                 "type `{}`{family} is not encoded yet; Inferno encodes Gemma 3's (gemma3), \
                  Gemma 4's (gemma4v), SmolVLM's (idefics3), LFM2-VL's (lfm2), Qwen2-VL's \
-                 (qwen2vl_merger), Qwen2.5-VL's (qwen2.5vl_merger) and Qwen3.5's and Qwen3-VL's \
-                 (qwen3vl_merger)",
+                 (qwen2vl_merger), Qwen2.5-VL's and Qwen2.5-Omni's pictures (qwen2.5vl_merger, \
+                 qwen2.5o) and Qwen3.5's and Qwen3-VL's (qwen3vl_merger)",
                 facts.projector
             )));
         }
-        let idefics3 = facts.projector == "idefics3";
-        let lfm2 = facts.projector == "lfm2";
-        let gemma4 = facts.projector == "gemma4v";
-        let qwen3 = facts.projector == "qwen3vl_merger";
-        let qwen25 = facts.projector == "qwen2.5vl_merger";
+        let kind = super::vision_type(&facts.projector);
+        let idefics3 = kind == "idefics3";
+        let lfm2 = kind == "lfm2";
+        let gemma4 = kind == "gemma4v";
+        let qwen3 = kind == "qwen3vl_merger";
+        let qwen25 = kind == "qwen2.5vl_merger";
         // Qwen2-VL's and Qwen2.5-VL's encoders: no learned positions, no patch bias.
-        let qwen2 = facts.projector == "qwen2vl_merger" || qwen25;
+        let qwen2 = kind == "qwen2vl_merger" || qwen25;
         let qwen = qwen2 || qwen3;
         let norm_kind = if gemma4 || qwen25 { NormKind::Rms } else { NormKind::Layer };
         let metadata = &header.metadata;
@@ -451,37 +452,7 @@ impl VisionEncoder {
         };
         let width = required(facts.encoder_width, "encoder width")?;
         let heads = required(facts.encoder_heads, "head count")?;
-        // Old conversions of these types named the feed-forward's two matrices the other way
-        // round; clip.cpp swaps them back where `ffn_down` maps from the encoder's width.
-        let swaps_old_names =
-            matches!(facts.projector.as_str(), "gemma3" | "idefics3" | "qwen2vl_merger" | "qwen2.5vl_merger");
-        let ffn_names = |layer: usize, width: usize| {
-            let swapped = swaps_old_names
-                && header
-                    .tensor(&format!("v.blk.{layer}.ffn_down.weight"))
-                    .is_some_and(|t| t.dims.first() == Some(&(width as u64)));
-            if swapped { ("ffn_down", "ffn_up") } else { ("ffn_up", "ffn_down") }
-        };
-        // Qwen2-VL's converter writes the language model's width as the encoder's feed-forward
-        // (and old conversions 0); clip.cpp's Qwen2-VL graph never reads it, so the width is
-        // the up matrix's rows.
-        let ffn = match qwen2 {
-            true => {
-                let width = required(facts.encoder_width, "encoder width")?;
-                let name = format!("v.blk.0.{}.weight", ffn_names(0, width).0);
-                match header.tensor(&name).map(|t| t.dims.as_slice()) {
-                    Some(&[cols, rows]) if cols == width as u64 && (1..=1 << 16).contains(&rows) => {
-                        rows as usize
-                    }
-                    _ => {
-                        return Err(ModelError::BadProjector(format!(
-                            "{name} is not a matrix from the encoder's width"
-                        )));
-                    }
-                }
-            }
-            false => required(facts.encoder_feed_forward, "feed-forward width")?,
-        };
+        let ffn = required(facts.encoder_feed_forward, "feed-forward width")?;
         let n_layers = required(facts.encoder_layers, "layer count")?;
         let image_size = required(facts.image_size, "image size")?;
         let patch_size = required(facts.patch_size, "patch size")?;
@@ -544,7 +515,7 @@ impl VisionEncoder {
         };
         // Gemma 4's and Qwen's image size is unused (pictures keep their aspect); their sides are
         // bounded by the most rows of output instead.
-        let own_image_tokens = own_image_tokens(&facts.projector);
+        let own_image_tokens = own_image_tokens(kind);
         let dyn_size_tokens = own_image_tokens.filter(|_| gemma4 || qwen).map(|(_, most)| most);
         let pixels_at_most = patch_size
             .checked_mul(merge)
@@ -831,7 +802,7 @@ impl VisionEncoder {
                 }
                 false => None,
             };
-            let (up_name, down_name) = ffn_names(i, width);
+            let (up_name, down_name) = feed_forward_names(&header, kind, i, width);
             let up = linear(&format!("{p}.{up_name}"), ffn, width);
             let down = linear(&format!("{p}.{down_name}"), width, ffn);
             let gate = match header.tensor(&format!("{p}.ffn_gate.weight")) {
@@ -1926,6 +1897,23 @@ fn resize_positions(positions: &[f32], side: usize, d: usize, width: usize, heig
         }
     }
     out
+}
+
+/// The names of layer `layer`'s feed-forward matrices, up then down. Old conversions of Gemma 3,
+/// SmolVLM, Qwen2-VL and Qwen2.5-VL named the two the other way round; clip.cpp swaps them back
+/// for those types where `ffn_down` maps from the encoder's `width`.
+pub(crate) fn feed_forward_names(
+    header: &crate::gguf::GgufHeader,
+    projector: &str,
+    layer: usize,
+    width: usize,
+) -> (&'static str, &'static str) {
+    let swaps_old_names = matches!(projector, "gemma3" | "idefics3" | "qwen2vl_merger" | "qwen2.5vl_merger");
+    let swapped = swaps_old_names
+        && header
+            .tensor(&format!("v.blk.{layer}.ffn_down.weight"))
+            .is_some_and(|t| t.dims.first() == Some(&(width as u64)));
+    if swapped { ("ffn_down", "ffn_up") } else { ("ffn_up", "ffn_down") }
 }
 
 /// The limits on a picture's rows a projector whose own are `own` takes (each `None`: its own),
