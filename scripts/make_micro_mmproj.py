@@ -183,6 +183,25 @@ def write_gemma4v(path, shape="micro", weight_type="f16"):
     w.close()
 
 
+def qwen_tensors(w, rng, micro, weight_type):
+    """The Qwen projectors' two kinds of tensors: matrices (spread 0.1 in the micro shape, as
+    1/sqrt(fan-in) in the base one; F16, or Q8_0 as llama.cpp's quantizer writes it) and F32
+    vectors of a given mean and spread."""
+
+    def matrix(name, rows, cols):
+        values = rng.standard_normal((rows, cols)) * (0.1 if micro else cols**-0.5)
+        if weight_type == "q8_0":
+            quantized = gguf.quants.quantize(values.astype(np.float32), gguf.GGMLQuantizationType.Q8_0)
+            w.add_tensor(name, quantized, raw_dtype=gguf.GGMLQuantizationType.Q8_0)
+        else:
+            w.add_tensor(name, values.astype(np.float16))
+
+    def vector(name, n, around=0.0, std=0.05):
+        w.add_tensor(name, (around + rng.standard_normal(n) * std).astype(np.float32))
+
+    return matrix, vector
+
+
 def write_qwen3vl(path, deepstack=False, shape="micro", weight_type="f16"):
     """The micro qwen3vl_merger projector (see the module's docstring); with `deepstack`,
     Qwen3-VL's: both layers also deepstack layers. With --shape base the encoder benchmark's:
@@ -209,16 +228,7 @@ def write_qwen3vl(path, deepstack=False, shape="micro", weight_type="f16"):
     w.add_array("clip.vision.image_mean", [0.48145466, 0.4578275, 0.40821073])
     w.add_array("clip.vision.image_std", [0.26862954, 0.26130258, 0.27577711])
 
-    def matrix(name, rows, cols):
-        values = rng.standard_normal((rows, cols)) * (0.1 if micro else cols**-0.5)
-        if weight_type == "q8_0":
-            quantized = gguf.quants.quantize(values.astype(np.float32), gguf.GGMLQuantizationType.Q8_0)
-            w.add_tensor(name, quantized, raw_dtype=gguf.GGMLQuantizationType.Q8_0)
-        else:
-            w.add_tensor(name, values.astype(np.float16))
-
-    def vector(name, n, around=0.0, std=0.05):
-        w.add_tensor(name, (around + rng.standard_normal(n) * std).astype(np.float32))
+    matrix, vector = qwen_tensors(w, rng, micro, weight_type)
 
     # The converter splits the temporal convolution's two frames into two 2D kernels.
     for name in ("v.patch_embd.weight", "v.patch_embd.weight.1"):
@@ -290,16 +300,7 @@ def write_qwen2vl(path, version, shape="micro", weight_type="f16"):
     w.add_array("clip.vision.image_mean", [0.48145466, 0.4578275, 0.40821073])
     w.add_array("clip.vision.image_std", [0.26862954, 0.26130258, 0.27577711])
 
-    def matrix(name, rows, cols):
-        values = rng.standard_normal((rows, cols)) * (0.1 if micro else cols**-0.5)
-        if weight_type == "q8_0":
-            quantized = gguf.quants.quantize(values.astype(np.float32), gguf.GGMLQuantizationType.Q8_0)
-            w.add_tensor(name, quantized, raw_dtype=gguf.GGMLQuantizationType.Q8_0)
-        else:
-            w.add_tensor(name, values.astype(np.float16))
-
-    def vector(name, n, around=0.0, std=0.05):
-        w.add_tensor(name, (around + rng.standard_normal(n) * std).astype(np.float32))
+    matrix, vector = qwen_tensors(w, rng, micro, weight_type)
 
     def norm(name):
         vector(f"{name}.weight", WIDTH, 1.0)

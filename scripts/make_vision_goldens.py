@@ -563,24 +563,30 @@ def qwen3vl_goldens():
     (GOLDEN / "clip-qwen3vl-micro.images.json").write_text(json.dumps(golden, indent=1) + "\n")
 
 
+def one_square_picture(ctx, rgb, name, stem, align, width):
+    """A picture of one dyn_size square (Qwen-VL's preparation, 8 to 4096 rows): its golden entry
+    (the square's size and pixels' SHA-256, mtmd's chunks, its embeddings written to
+    `stem.name.f32`), the square and the embeddings."""
+    square = gemma4v_square(rgb, QWEN3VL_TOKENS, align)
+    layout, embd = all_embeddings(ctx, rgb, width)
+    file = f"{stem}.{name}.f32"
+    (GOLDEN / file).write_bytes(embd.tobytes())
+    entry = {
+        "file": f"images/{name}.png",
+        "squares": [{"width": square.shape[1], "height": square.shape[0], "sha256": sha256(square.tobytes())}],
+        "chunks": layout,
+        "embeddings": file,
+    }
+    return entry, square, embd
+
+
 def qwen3vl_deepstack_goldens():
     """The micro Qwen3-VL projector's goldens (see the module's docstring)."""
     text_model, ctx, golden = micro_pair(QWEN3VL_DEEPSTACK_MODEL, QWEN3VL_DEEPSTACK_MMPROJ)
     width = 3 * QWEN3VL_WIDTH
     for name in ("noise-61x47", "stripes-300x200"):
-        rgb = pictures()[name]
-        square = gemma4v_square(rgb, QWEN3VL_TOKENS, QWEN3VL_ALIGN)
-        layout, embd = all_embeddings(ctx, rgb, width)
-        file = f"clip-qwen3vl-deepstack-micro.{name}.f32"
-        (GOLDEN / file).write_bytes(embd.tobytes())
-        golden["pictures"].append(
-            {
-                "file": f"images/{name}.png",
-                "squares": [{"width": square.shape[1], "height": square.shape[0], "sha256": sha256(square.tobytes())}],
-                "chunks": layout,
-                "embeddings": file,
-            }
-        )
+        entry, _, embd = one_square_picture(ctx, pictures()[name], name, "clip-qwen3vl-deepstack-micro", QWEN3VL_ALIGN, width)
+        golden["pictures"].append(entry)
         print("qwen3vl deepstack", name, embd.shape)
     mtmd.mtmd_free(ctx)
     llama_cpp.llama_model_free(text_model)
@@ -597,18 +603,8 @@ def qwen2vl_goldens(kind):
     text_model, ctx, golden = micro_pair(QWEN2VL_MODEL, mmproj)
     wide = np.asarray(Image.open(FIXTURES / "images" / f"{LFM2_TILED_PICTURE}.png").convert("RGB"))
     for name, rgb in [*pictures().items(), (LFM2_TILED_PICTURE, wide)]:
-        square = gemma4v_square(rgb, QWEN3VL_TOKENS, QWEN2VL_ALIGN)
-        layout, embd = all_embeddings(ctx, rgb, QWEN3VL_WIDTH)
-        file = f"clip-{kind}-micro.{name}.f32"
-        (GOLDEN / file).write_bytes(embd.tobytes())
-        golden["pictures"].append(
-            {
-                "file": f"images/{name}.png",
-                "squares": [{"width": square.shape[1], "height": square.shape[0], "sha256": sha256(square.tobytes())}],
-                "chunks": layout,
-                "embeddings": file,
-            }
-        )
+        entry, square, embd = one_square_picture(ctx, rgb, name, f"clip-{kind}-micro", QWEN2VL_ALIGN, QWEN3VL_WIDTH)
+        golden["pictures"].append(entry)
         print(kind, name, square.shape[1], square.shape[0], embd.shape[0], "rows")
     mtmd.mtmd_free(ctx)
     llama_cpp.llama_model_free(text_model)
