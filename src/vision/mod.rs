@@ -12,6 +12,7 @@
 
 use serde::Serialize;
 
+mod backend;
 #[cfg(not(target_family = "wasm"))]
 mod decode;
 mod header;

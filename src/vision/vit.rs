@@ -31,36 +31,29 @@ use std::ops::Range;
 use half::f16;
 
 use super::ProjectorFacts;
+use super::backend::{CpuVision, OwnMatrix, VisionBackend, ZEROS};
 use super::image::{Filter, RgbImage};
-use crate::model::attention::{
-    AttentionPrecision, GroupScratch, HeadView, Scoring, attend_group_one_pass, attend_head_f32_tiled_keys,
-    keys_in_tiles,
-};
-use crate::model::ops::{
-    add_in_place, apply_rope, gelu, gelu_quick, layer_norm_in_place, rms_norm, rms_norm_in_place,
-    rms_norm_unweighted_in_place, rope_table, silu,
-};
+use crate::model::ops::{apply_rope, gelu, gelu_quick, rope_table, silu};
 use crate::model::{Matrix, ModelBytes, ModelError, Norm, Rope, RopeStyle, Tensors};
-use crate::parallel;
-use crate::tensor::{QuantizedActivations, WeightLayout, WeightType, matmul_quantized_with_layout};
+use crate::tensor::{WeightLayout, WeightType};
 
 /// A matrix, its bias, and the bounds Gemma 4 clamps its input and output to.
-struct Linear {
-    matrix: Matrix,
-    bias: Option<Vec<f32>>,
-    clamp: Option<Clamp>,
+pub(crate) struct Linear {
+    pub matrix: Matrix,
+    pub bias: Option<Vec<f32>>,
+    pub clamp: Option<Clamp>,
 }
 
 /// Gemma 4's `Gemma4ClippableLinear`: the input clamped before the product, the output after
 /// it and before any bias (ggml's `clamp`, `max(min(x, high), low)`); a bound the file does not
 /// give is ±`f32::MAX`.
 #[derive(Clone, Copy, Debug, PartialEq)]
-struct Clamp {
-    input: (f32, f32),
-    output: (f32, f32),
+pub(crate) struct Clamp {
+    pub input: (f32, f32),
+    pub output: (f32, f32),
 }
 
-fn clamp_all(x: &mut [f32], (low, high): (f32, f32)) {
+pub(crate) fn clamp_all(x: &mut [f32], (low, high): (f32, f32)) {
     x.iter_mut().for_each(|v| *v = v.min(high).max(low));
 }
 
@@ -107,14 +100,14 @@ enum Qkv {
 /// SiLU (Qwen2.5-VL's), otherwise quick GELU, which Gemma 4's and Qwen2-VL's files get, their
 /// converters writing neither key.
 #[derive(Clone, Copy, Debug, PartialEq)]
-enum FeedForward {
+pub(crate) enum FeedForward {
     Gelu,
     GeluQuick,
     Silu,
 }
 
 impl FeedForward {
-    fn apply(self, x: f32) -> f32 {
+    pub(crate) fn apply(self, x: f32) -> f32 {
         match self {
             FeedForward::Gelu => gelu(x),
             FeedForward::GeluQuick => gelu_quick(x),
@@ -125,7 +118,7 @@ impl FeedForward {
     /// `gate = act(gate) · up`, rows `width` wide. ggml's SwiGLU takes each row's first
     /// multiple of 8 through its vectorized SiLU and the rest through libm's `expf`
     /// (Qwen2.5-VL's feed-forward is 3420 wide).
-    fn gated(self, gate: &mut [f32], up: &[f32], width: usize) {
+    pub(crate) fn gated(self, gate: &mut [f32], up: &[f32], width: usize) {
         let vectorized = if self == FeedForward::Silu { width / 8 * 8 } else { width };
         for (gate, up) in gate.chunks_exact_mut(width).zip(up.chunks_exact(width)) {
             let (body, tail) = gate.split_at_mut(vectorized);
@@ -139,7 +132,7 @@ impl FeedForward {
 /// Which norm an encoder's layers take: LayerNorm (SigLIP, Qwen2-VL, Qwen3-VL) or RMS norm
 /// (Gemma 4, Qwen2.5-VL), each times its weight, plus a bias where the file has one.
 #[derive(Clone, Copy, Debug, PartialEq)]
-enum NormKind {
+pub(crate) enum NormKind {
     Layer,
     Rms,
 }
@@ -296,6 +289,38 @@ pub struct ImageEmbeddings {
     /// M-RoPE: a row at column x and row y of a picture starting at position p takes positions
     /// (p, p + y, p + x), and the text after it starts at p + the grid's longer side).
     pub grid: Option<[usize; 2]>,
+}
+
+/// A square's embeddings as a backend leaves them ([`VisionEncoder::run_square`]): the
+/// projector's rows, then each deepstack layer's (Qwen3-VL), `tokens` rows each.
+pub(crate) struct SquareRows<R> {
+    pub parts: Vec<R>,
+    pub tokens: usize,
+    /// The embeddings' width: all the parts' together.
+    pub width: usize,
+    pub grid: Option<[usize; 2]>,
+}
+
+impl<R> SquareRows<R> {
+    /// The embeddings from the parts' values: each row the projector's, then each deepstack
+    /// layer's, in layer order.
+    pub(crate) fn assemble(&self, mut parts: Vec<Vec<f32>>) -> ImageEmbeddings {
+        let (tokens, width, grid) = (self.tokens, self.width, self.grid);
+        if parts.len() == 1 {
+            let values = parts.pop().unwrap_or_default();
+            return ImageEmbeddings { tokens, width, values, grid };
+        }
+        let values = (0..tokens)
+            .flat_map(|t| {
+                parts.iter().flat_map(move |p| {
+                    let part_width = p.len() / tokens.max(1);
+                    &p[t * part_width..][..part_width]
+                })
+            })
+            .copied()
+            .collect();
+        ImageEmbeddings { tokens, width, values, grid }
+    }
 }
 
 /// A picture as it goes into a prompt, in order: the projector's marker text and the squares
@@ -1179,10 +1204,15 @@ impl VisionEncoder {
         self.encode_for_prompt(image).map(|encoded| encoded.embeddings)
     }
 
-    /// The embeddings of one square of a picture's [`layout`](Self::layout).
+    /// The embeddings of one square of a picture's [`layout`](Self::layout), on the CPU.
     pub fn encode_square(&self, square: &RgbImage) -> Result<ImageEmbeddings, ModelError> {
+        let rows = self.run_square(&mut CpuVision { bytes: &self.bytes }, square)?;
+        Ok(rows.assemble(rows.parts.clone()))
+    }
+
+    /// Whether the encoder takes `square` as it is: an error naming its size if not.
+    fn check_square(&self, square: &RgbImage) -> Result<(), ModelError> {
         let shape = &self.shape;
-        let d = shape.width;
         let (grid_width, grid_height) =
             (square.width() / shape.patch_size, square.height() / shape.patch_size);
         let n = grid_width * grid_height;
@@ -1214,26 +1244,46 @@ impl VisionEncoder {
                 square.height()
             )));
         }
-        let pixels = self.patches(square);
+        Ok(())
+    }
 
-        // The patch embedding: each patch's pixels times each output channel's kernel.
-        let mut x = vec![0.0; n * d];
-        let activations =
-            QuantizedActivations::for_weights(WeightType::F16, &pixels, n, shape.patch_values())?;
-        // ggml multiplies the patches (its first operand) by the kernel: llamafile's GEMM takes
-        // the product only for a patch count that is a multiple of 4, `vec_dot` otherwise.
+    /// One square through the encoder and the projector on `b`: the one sequence of operations
+    /// both devices run (the CPU's at once, the GPU's recorded).
+    pub(crate) fn run_square<B: VisionBackend>(
+        &self,
+        b: &mut B,
+        square: &RgbImage,
+    ) -> Result<SquareRows<B::Rows>, ModelError> {
+        self.check_square(square)?;
+        let shape = &self.shape;
+        let d = shape.width;
+        let (grid_width, grid_height) =
+            (square.width() / shape.patch_size, square.height() / shape.patch_size);
+        let n = grid_width * grid_height;
+        let pixels = b.rows(self.patches(square))?;
+
+        // The patch embedding: each patch's pixels times each output channel's kernel. ggml
+        // multiplies the patches (its first operand) by the kernel: llamafile's GEMM takes the
+        // product only for a patch count that is a multiple of 4, `vec_dot` otherwise.
         let layout = if n.is_multiple_of(4) { WeightLayout::Plain } else { WeightLayout::VecDot };
-        matmul_quantized_with_layout(&self.patch_embd, WeightType::F16, layout, d, &activations, &mut x)?;
+        let kernel = |bytes| OwnMatrix {
+            bytes,
+            weight_type: WeightType::F16,
+            layout,
+            rows: d,
+            cols: shape.patch_values(),
+        };
+        let mut x = b.matmul(kernel(&self.patch_embd[..]), &pixels, n)?;
         if let Some(second) = &self.patch_embd_second_frame {
-            let mut y = vec![0.0; n * d];
-            matmul_quantized_with_layout(second, WeightType::F16, layout, d, &activations, &mut y)?;
-            add_in_place(&mut x, &y);
+            let y = b.matmul(kernel(&second[..]), &pixels, n)?;
+            b.add(&mut x, &y);
         }
+        drop(pixels);
         if self.qwen {
-            x = in_blocks(&x, grid_width, grid_height, d);
+            x = b.gather(&x, d, &in_blocks_order(grid_width, grid_height));
         }
         if let Some(bias) = &self.patch_bias {
-            x.chunks_exact_mut(d).for_each(|row| add_in_place(row, bias));
+            b.add_bias(&mut x, bias);
         }
         let side = self.position_side;
         match &self.positions {
@@ -1241,21 +1291,29 @@ impl VisionEncoder {
             Some(table) if self.gemma4 => {
                 // The column's row of the first table, then the row's of the second (two adds).
                 let (by_column, by_row) = table.split_at(side * d);
-                for (i, row) in x.chunks_exact_mut(d).enumerate() {
-                    add_in_place(row, &by_column[(i % grid_width) * d..][..d]);
-                    add_in_place(row, &by_row[(i / grid_width) * d..][..d]);
+                for (table, by_column) in [(by_column, true), (by_row, false)] {
+                    let rows = (0..n)
+                        .flat_map(|i| {
+                            let at = if by_column { i % grid_width } else { i / grid_width };
+                            &table[at * d..][..d]
+                        })
+                        .copied()
+                        .collect();
+                    let rows = b.rows(rows)?;
+                    b.add(&mut x, &rows);
                 }
             }
-            Some(table) if (grid_width, grid_height) == (side, side) => {
-                let positions = if self.qwen { &in_blocks(table, grid_width, grid_height, d) } else { table };
-                add_in_place(&mut x, positions);
-            }
-            Some(table) if self.qwen => {
-                let positions = resize_positions_aligned(table, side, d, grid_width, grid_height);
-                add_in_place(&mut x, &in_blocks(&positions, grid_width, grid_height, d));
-            }
             Some(table) => {
-                add_in_place(&mut x, &resize_positions(table, side, d, grid_width, grid_height));
+                let resized = match (grid_width, grid_height) == (side, side) {
+                    true => table.clone(),
+                    false if self.qwen => resize_positions_aligned(table, side, d, grid_width, grid_height),
+                    false => resize_positions(table, side, d, grid_width, grid_height),
+                };
+                let mut rows = b.rows(resized)?;
+                if self.qwen {
+                    rows = b.gather(&rows, d, &in_blocks_order(grid_width, grid_height));
+                }
+                b.add(&mut x, &rows);
             }
         }
         // Qwen2.5-VL runs its patches window by window (each block's four together), its
@@ -1263,8 +1321,9 @@ impl VisionEncoder {
         let windows = self
             .windows
             .map(|windows| WindowOrder::new(grid_width / QWEN_MERGE, grid_height / QWEN_MERGE, windows));
+        let block = QWEN_MERGE * QWEN_MERGE;
         if let Some(order) = &windows {
-            x = order.to_windows(&x, QWEN_MERGE * QWEN_MERGE * d);
+            x = b.gather(&x, block * d, &as_sources(&order.units));
         }
 
         let head_dim = d / shape.heads;
@@ -1275,168 +1334,160 @@ impl VisionEncoder {
         } else if self.qwen {
             let mut rope = PatchRope::quarters_in_blocks(grid_width, grid_height, head_dim);
             if let Some(order) = &windows {
-                rope.places = order.to_windows(&rope.places, QWEN_MERGE * QWEN_MERGE);
+                rope.places = order.to_windows(&rope.places, block);
             }
             Some(rope)
         } else {
             None
         };
-        let mut deepstacked: Vec<Vec<f32>> = Vec::new();
+        let norm_kind = self.norm_kind;
+        let mut deepstacked = Vec::new();
         for (l, layer) in self.layers.iter().enumerate() {
             // Qwen2.5-VL's windowed layers: each patch attends within its window.
             let spans = match (&windows, self.windows) {
                 (Some(order), Some(Windows { every, .. })) if (l + 1) % every != 0 => Some(&order.spans),
                 _ => None,
             };
-            let mut h = x.clone();
-            self.norm(&mut h, &layer.norm1.weight, layer.norm1.bias.as_deref());
-            let [mut q, mut k, mut v] = match &layer.qkv {
+            let mut h = b.copy(&x);
+            b.norm(&mut h, norm_kind, &layer.norm1.weight, layer.norm1.bias.as_deref(), shape.eps);
+            let [mut q, mut k, v] = match &layer.qkv {
                 Qkv::Separate(separate) => {
                     let [q, k, v] = &**separate;
-                    self.linears([q, k, v], &h, n)?
+                    b.linears([q, k, v], &h, n)?
                 }
                 Qkv::Fused(qkv) => {
-                    let fused = self.linear(qkv, &h, n)?;
+                    let [fused] = b.linears([qkv], &h, n)?;
                     std::array::from_fn(|part| {
-                        fused.chunks_exact(3 * d).flat_map(|row| &row[part * d..][..d]).copied().collect()
+                        let sources: Vec<u32> = (0..n).map(|t| (3 * t + part) as u32).collect();
+                        b.gather(&fused, d, &sources)
                     })
                 }
             };
+            drop(h);
             for (x, norm) in [(&mut q, &layer.q_norm), (&mut k, &layer.k_norm)] {
                 if let Some(weight) = norm {
-                    self.norm(x, weight, None);
+                    b.norm(x, norm_kind, weight, None, shape.eps);
                 }
             }
             if let Some(rope) = &rope {
-                rope.apply(&mut q);
-                rope.apply(&mut k);
+                b.rope(&mut q, rope);
+                b.rope(&mut k, rope);
             }
+            let mut v = v;
             if self.gemma4 {
-                rms_norm_unweighted_in_place(&mut v, head_dim, shape.eps);
+                b.rms_unweighted(&mut v, head_dim, shape.eps);
             }
-            let attended = self.attention(&q, &k, &v, n, kq_scale, spans.map(Vec::as_slice));
-            let mut projected = self.linear(&layer.out, &attended, n)?;
+            let attended = b.attention(&q, &k, &v, (n, d, shape.heads), kq_scale, spans.map(Vec::as_slice));
+            drop((q, k, v));
+            let [mut projected] = b.linears([&layer.out], &attended, n)?;
+            drop(attended);
             if let Some(weight) = &layer.attn_post_norm {
-                self.norm(&mut projected, weight, None);
+                b.norm(&mut projected, norm_kind, weight, None, shape.eps);
             }
-            add_in_place(&mut x, &projected);
+            b.add(&mut x, &projected);
+            drop(projected);
 
-            let mut h = x.clone();
-            self.norm(&mut h, &layer.norm2.weight, layer.norm2.bias.as_deref());
+            let mut h = b.copy(&x);
+            b.norm(&mut h, norm_kind, &layer.norm2.weight, layer.norm2.bias.as_deref(), shape.eps);
             let activated = match &layer.gate {
                 Some(gate) => {
-                    let [mut gate, up] = self.linears([gate, &layer.up], &h, n)?;
-                    let width = gate.len() / n.max(1);
-                    self.feed_forward.gated(&mut gate, &up, width);
+                    let width = gate.matrix.rows;
+                    let [mut gate, up] = b.linears([gate, &layer.up], &h, n)?;
+                    b.gated(&mut gate, &up, self.feed_forward, width);
                     gate
                 }
                 None => {
-                    let mut up = self.linear(&layer.up, &h, n)?;
-                    up.iter_mut().for_each(|u| *u = self.feed_forward.apply(*u));
+                    let [mut up] = b.linears([&layer.up], &h, n)?;
+                    b.activate(&mut up, self.feed_forward);
                     up
                 }
             };
-            let mut down = self.linear(&layer.down, &activated, n)?;
+            drop(h);
+            let [mut down] = b.linears([&layer.down], &activated, n)?;
+            drop(activated);
             if let Some(weight) = &layer.ffn_post_norm {
-                self.norm(&mut down, weight, None);
+                b.norm(&mut down, norm_kind, weight, None, shape.eps);
             }
-            add_in_place(&mut x, &down);
+            b.add(&mut x, &down);
+            drop(down);
             if let Some(scale) = layer.out_scale {
-                x.iter_mut().for_each(|v| *v *= scale);
+                b.scale(&mut x, scale);
             }
             if let Some(deepstack) = &layer.deepstack {
                 // Each block's four rows, side by side, are one (as the merger takes them).
-                let tokens = n / (QWEN_MERGE * QWEN_MERGE);
-                let mut merged = x.clone();
-                layer_norm_in_place(
-                    &mut merged,
-                    &deepstack.norm.weight,
-                    deepstack.norm.bias.as_deref(),
-                    shape.eps,
-                );
-                let mut hidden = self.linear(&deepstack.up, &merged, tokens)?;
-                hidden.iter_mut().for_each(|h| *h = gelu(*h));
-                deepstacked.push(self.linear(&deepstack.down, &hidden, tokens)?);
+                let tokens = n / block;
+                let mut merged = b.copy(&x);
+                let norm = &deepstack.norm;
+                b.norm(&mut merged, NormKind::Layer, &norm.weight, norm.bias.as_deref(), shape.eps);
+                let [mut hidden] = b.linears([&deepstack.up], &merged, tokens)?;
+                b.activate(&mut hidden, FeedForward::Gelu);
+                let [out] = b.linears([&deepstack.down], &hidden, tokens)?;
+                deepstacked.push(out);
             }
         }
         if let Some(norm) = &self.post_norm {
-            self.norm(&mut x, &norm.weight, norm.bias.as_deref());
+            b.norm(&mut x, norm_kind, &norm.weight, norm.bias.as_deref(), shape.eps);
         }
 
-        let (merge, norm, projection, projection_type) = match &self.projector {
+        let output_width = shape.output_width;
+        let (tokens, main, grid) = match &self.projector {
             Projector::QwenMerger { up, down } => {
                 // The rows run block by block: each block's four rows, side by side, are one.
-                let tokens = n / (QWEN_MERGE * QWEN_MERGE);
-                let mut hidden = self.linear(up, &x, tokens)?;
-                hidden.iter_mut().for_each(|h| *h = gelu(*h));
-                let mut main = self.linear(down, &hidden, tokens)?;
+                let tokens = n / block;
+                let [mut hidden] = b.linears([up], &x, tokens)?;
+                b.activate(&mut hidden, FeedForward::Gelu);
+                let [mut main] = b.linears([down], &hidden, tokens)?;
                 if let Some(order) = &windows {
-                    main = order.to_reading_order(&main, main.len() / tokens.max(1));
+                    main = b.gather(&main, down.matrix.rows, &as_sources(&reading_order(&order.units)));
                 }
-                // Each row: the merger's embedding, then each deepstack layer's, in layer order.
-                let slices: Vec<&[f32]> =
-                    std::iter::once(&main).chain(&deepstacked).map(Vec::as_slice).collect();
-                let width = main.len() / tokens.max(1);
-                let values = (0..tokens)
-                    .flat_map(|t| slices.iter().flat_map(move |s| &s[t * width..][..width]))
-                    .copied()
-                    .collect();
-                let grid = Some([grid_width / QWEN_MERGE, grid_height / QWEN_MERGE]);
-                return Ok(ImageEmbeddings { tokens, width: shape.output_width, values, grid });
+                (tokens, main, Some([grid_width / QWEN_MERGE, grid_height / QWEN_MERGE]))
             }
             Projector::Gemma4 { pool, standardize, projection } => {
-                let mut pooled = average_pool(&x, grid_width, grid_height, d, *pool);
-                let tokens = pooled.len() / d;
-                let scale = (d as f32).sqrt();
-                pooled.iter_mut().for_each(|v| *v *= scale);
+                let mut pooled = b.average_pool(&x, (grid_width, grid_height, d), *pool);
+                let tokens = n / (pool * pool);
+                b.scale(&mut pooled, (d as f32).sqrt());
                 if let Some((bias, std_scale)) = standardize {
-                    for row in pooled.chunks_exact_mut(d) {
-                        for ((v, b), s) in row.iter_mut().zip(bias).zip(std_scale) {
-                            *v = (*v - b) * s;
-                        }
-                    }
+                    b.standardize(&mut pooled, bias, std_scale);
                 }
-                rms_norm_unweighted_in_place(&mut pooled, d, shape.eps);
-                let values = self.linear(projection, &pooled, tokens)?;
-                return Ok(ImageEmbeddings { tokens, width: shape.output_width, values, grid: None });
-            }
-            Projector::Gemma3 { merge, norm, projection, projection_type } => {
-                (*merge, norm, projection, projection_type)
+                b.rms_unweighted(&mut pooled, d, shape.eps);
+                let [values] = b.linears([projection], &pooled, tokens)?;
+                (tokens, values, None)
             }
             Projector::Idefics3 { scale, fc, .. } => {
-                let (shuffled, tokens) = pixel_shuffle(&x, grid_width, grid_height, d, *scale);
-                let values = self.linear(fc, &shuffled, tokens)?;
-                return Ok(ImageEmbeddings { tokens, width: shape.output_width, values, grid: None });
+                let (sources, tokens) = pixel_shuffle_order(grid_width, grid_height, *scale);
+                let shuffled = b.gather(&x, d, &sources);
+                let [values] = b.linears([fc], &shuffled, tokens)?;
+                (tokens, values, None)
             }
             Projector::Lfm2 { scale, norm, up, down } => {
-                let (mut shuffled, tokens) = pixel_shuffle(&x, grid_width, grid_height, d, *scale);
+                let (sources, tokens) = pixel_shuffle_order(grid_width, grid_height, *scale);
+                let mut shuffled = b.gather(&x, d, &sources);
                 if let Some(norm) = norm {
                     // clip.cpp's epsilon for this norm, whatever the encoder's.
-                    layer_norm_in_place(&mut shuffled, &norm.weight, norm.bias.as_deref(), 1e-5);
+                    b.norm(&mut shuffled, NormKind::Layer, &norm.weight, norm.bias.as_deref(), 1e-5);
                 }
-                let mut hidden = self.linear(up, &shuffled, tokens)?;
-                hidden.iter_mut().for_each(|h| *h = gelu(*h));
-                let values = self.linear(down, &hidden, tokens)?;
-                return Ok(ImageEmbeddings { tokens, width: shape.output_width, values, grid: None });
+                let [mut hidden] = b.linears([up], &shuffled, tokens)?;
+                b.activate(&mut hidden, FeedForward::Gelu);
+                let [values] = b.linears([down], &hidden, tokens)?;
+                (tokens, values, None)
+            }
+            Projector::Gemma3 { merge, norm, projection, projection_type } => {
+                let mut pooled = b.average_pool(&x, (grid_width, grid_height, d), *merge);
+                let tokens = n / (merge * merge);
+                b.norm(&mut pooled, NormKind::Rms, norm, None, shape.eps);
+                let projection = OwnMatrix {
+                    bytes: projection,
+                    weight_type: *projection_type,
+                    layout: WeightLayout::Plain,
+                    rows: output_width,
+                    cols: d,
+                };
+                (tokens, b.matmul(projection, &pooled, tokens)?, None)
             }
         };
-        let pooled = average_pool(&x, grid_width, grid_height, d, merge);
-        let tokens = pooled.len() / d;
-        let mut normed = vec![0.0; pooled.len()];
-        for (out, row) in normed.chunks_exact_mut(d).zip(pooled.chunks_exact(d)) {
-            rms_norm(out, row, norm, shape.eps);
-        }
-        let mut values = vec![0.0; tokens * shape.output_width];
-        let activations = QuantizedActivations::for_weights(*projection_type, &normed, tokens, d)?;
-        matmul_quantized_with_layout(
-            projection,
-            *projection_type,
-            WeightLayout::Plain,
-            shape.output_width,
-            &activations,
-            &mut values,
-        )?;
-        Ok(ImageEmbeddings { tokens, width: shape.output_width, values, grid: None })
+        // Each row: the projector's embedding, then each deepstack layer's, in layer order.
+        let parts = std::iter::once(main).chain(deepstacked).collect();
+        Ok(SquareRows { parts, tokens, width: output_width, grid })
     }
 
     /// The prepared picture as rows of patch values, patches row by row, each patch's values
@@ -1463,188 +1514,6 @@ impl VisionEncoder {
         }
         out
     }
-
-    /// `x · Wᵀ + b` for `n` rows of `x`.
-    fn linear(&self, linear: &Linear, x: &[f32], n: usize) -> Result<Vec<f32>, ModelError> {
-        let [out] = self.linears([linear], x, n)?;
-        Ok(out)
-    }
-
-    /// Several linears of the same input (Q, K and V), its activations quantized once for all
-    /// that take them alike (the same weight type and input clamp).
-    fn linears<const N: usize>(
-        &self,
-        linears: [&Linear; N],
-        x: &[f32],
-        n: usize,
-    ) -> Result<[Vec<f32>; N], ModelError> {
-        let mut outs: [Vec<f32>; N] = std::array::from_fn(|i| vec![0.0; n * linears[i].matrix.rows]);
-        type Input = (WeightType, Option<(f32, f32)>);
-        let mut quantized: Option<(Input, QuantizedActivations)> = None;
-        for (linear, out) in linears.iter().zip(outs.iter_mut()) {
-            let (matrix, bias) = (&linear.matrix, linear.bias.as_deref());
-            let input: Input = (matrix.weight_type, linear.clamp.map(|c| c.input));
-            if quantized.as_ref().is_none_or(|(taken, _)| *taken != input) {
-                let activations = match input.1 {
-                    Some(bounds) => {
-                        let mut clamped = x.to_vec();
-                        clamp_all(&mut clamped, bounds);
-                        QuantizedActivations::for_weights(matrix.weight_type, &clamped, n, matrix.cols)?
-                    }
-                    None => QuantizedActivations::for_weights(matrix.weight_type, x, n, matrix.cols)?,
-                };
-                quantized = Some((input, activations));
-            }
-            let Some((_, activations)) = &quantized else { unreachable!() };
-            matmul_quantized_with_layout(
-                matrix.bytes(&self.bytes),
-                matrix.weight_type,
-                matrix.layout,
-                matrix.rows,
-                activations,
-                out,
-            )?;
-            // clip.cpp clamps inside its matmul (`build_mm`) and adds a bias after it.
-            if let Some(clamp) = linear.clamp {
-                clamp_all(out, clamp.output);
-            }
-            if let Some(bias) = bias {
-                out.chunks_exact_mut(matrix.rows).for_each(|row| add_in_place(row, bias));
-            }
-        }
-        Ok(outs)
-    }
-
-    /// The encoder's norm of rows of `weight.len()` (a head's, or the width): RMS for Gemma 4 and
-    /// Qwen2.5-VL, LayerNorm for the others; each times its weight, plus its bias where it has one.
-    fn norm(&self, x: &mut [f32], weight: &[f32], bias: Option<&[f32]>) {
-        let eps = self.shape.eps;
-        if self.norm_kind == NormKind::Rms {
-            rms_norm_in_place(x, weight, eps);
-            if let Some(bias) = bias {
-                x.chunks_exact_mut(weight.len()).for_each(|row| add_in_place(row, bias));
-            }
-        } else {
-            layer_norm_in_place(x, weight, bias, eps);
-        }
-    }
-
-    /// [`attention`](Self::attention) for fewer than [`ONE_PASS_BELOW`] patches: llama.cpp's
-    /// one-pass kernel over f16 keys and values, query by query and head by head.
-    fn attention_one_pass(
-        &self,
-        q: &[f32],
-        k: &[f32],
-        v: &[f32],
-        n: usize,
-        kq_scale: f32,
-        spans: Option<&[Range<usize>]>,
-    ) -> Vec<f32> {
-        let (d, heads) = (self.shape.width, self.shape.heads);
-        let head_dim = d / heads;
-        let round = |x: &[f32]| -> Vec<f16> { x.iter().map(|&x| f16::from_f32(x)).collect() };
-        let (keys, values) = (round(k), round(v));
-        let scoring = Scoring::new(kq_scale, None);
-        let mut scratch = GroupScratch::default();
-        let mut out = vec![0.0; n * d];
-        for h in 0..heads {
-            let kv =
-                HeadView { keys: &keys[..], values: &values[..], stride: d, offset: h * head_dim, head_dim };
-            for t in 0..n {
-                let span = t * d + h * head_dim..t * d + (h + 1) * head_dim;
-                attend_group_one_pass(
-                    &q[span.clone()],
-                    &kv,
-                    spans.map_or(0..n, |spans| spans[t].clone()),
-                    scoring,
-                    None,
-                    AttentionPrecision::Exact,
-                    &mut scratch,
-                    &mut out[span],
-                );
-            }
-        }
-        out
-    }
-
-    /// Every patch attends to every patch (or, with `spans`, to those of its own span, as
-    /// llama.cpp's window mask leaves them), head by head: llama.cpp's flash attention on the
-    /// CPU, keys and values rounded to f16 (`ggml_cast`), its tiled kernel (64 queries or more;
-    /// a masked tile it skips is one this never reaches, the spans being runs of patches).
-    fn attention(
-        &self,
-        q: &[f32],
-        k: &[f32],
-        v: &[f32],
-        n: usize,
-        kq_scale: f32,
-        spans: Option<&[Range<usize>]>,
-    ) -> Vec<f32> {
-        let (d, heads) = (self.shape.width, self.shape.heads);
-        let head_dim = d / heads;
-        if n < ONE_PASS_BELOW {
-            return self.attention_one_pass(q, k, v, n, kq_scale, spans);
-        }
-        let round = |x: &[f32]| -> Vec<f32> { x.iter().map(|&x| f16::from_f32(x).to_f32()).collect() };
-        let (keys, values) = (round(k), round(v));
-        let scoring = Scoring::new(kq_scale, None);
-        // Each head's keys in the kernel's layout and its values side by side, once for all
-        // the queries; a part of the queries then takes head after head, so that one head's
-        // keys and values stay in cache for all of them.
-        let tiled: Vec<Vec<f32>> =
-            (0..heads).map(|h| keys_in_tiles(&keys, d, h * head_dim, head_dim, n)).collect();
-        let head_values: Vec<Vec<f32>> = (0..heads)
-            .map(|h| {
-                values.chunks_exact(d).flat_map(|row| &row[h * head_dim..][..head_dim]).copied().collect()
-            })
-            .collect();
-        let mut out = vec![0.0; n * d];
-        parallel::for_each_part(&mut out, d, 8, |first, rows| {
-            for h in 0..heads {
-                let values = &head_values[h];
-                let kv = HeadView { keys: values, values, stride: head_dim, offset: 0, head_dim };
-                let span = h * head_dim..(h + 1) * head_dim;
-                for (i, row) in rows.chunks_exact_mut(d).enumerate() {
-                    let query = &q[(first + i) * d..][span.clone()];
-                    attend_head_f32_tiled_keys(
-                        query,
-                        &tiled[h],
-                        &kv,
-                        spans.map_or(0..n, |spans| spans[first + i].clone()),
-                        scoring,
-                        None,
-                        &mut row[span.clone()],
-                    );
-                }
-            }
-        });
-        out
-    }
-}
-
-/// Below this many queries (`GGML_FA_TILE_Q`) llama.cpp's CPU flash attention runs its one-pass
-/// kernel, keeping the query and `Σ p·V` in f16, instead of the tiled one.
-const ONE_PASS_BELOW: usize = 64;
-
-/// `x` (a `width × height` grid of rows `d` wide, row-major) averaged over squares of
-/// `merge × merge`, as ggml's `pool_2d` does it (an f32 sum in reading order, then divided).
-fn average_pool(x: &[f32], width: usize, height: usize, d: usize, merge: usize) -> Vec<f32> {
-    let (out_width, out_height) = (width / merge, height / merge);
-    let count = (merge * merge) as f32;
-    let mut out = vec![0.0; out_width * out_height * d];
-    for (cell, row) in out.chunks_exact_mut(d).enumerate() {
-        let (oy, ox) = (cell / out_width, cell % out_width);
-        for (c, value) in row.iter_mut().enumerate() {
-            let mut sum = 0.0f32;
-            for ky in 0..merge {
-                for kx in 0..merge {
-                    sum += x[((oy * merge + ky) * width + ox * merge + kx) * d + c];
-                }
-            }
-            *value = sum / count;
-        }
-    }
-    out
 }
 
 /// A 2D RoPE over a grid of patches, each head turned by the patch's column and row.
@@ -1652,15 +1521,15 @@ fn average_pool(x: &[f32], width: usize, height: usize, d: usize, merge: usize) 
 ///   by the column, the second by the row, each half's pairs a quarter of the head apart, base 100.
 /// - Qwen-VL (ggml's `GGML_ROPE_TYPE_VISION` with four equal sections): one rotation of pairs half
 ///   a head apart, the first half of the pairs by the row, the second by the column, base 10000.
-struct PatchRope {
-    head_dim: usize,
+pub(crate) struct PatchRope {
+    pub head_dim: usize,
     /// Each patch's column and row, in the order the encoder runs them.
-    places: Vec<(usize, usize)>,
+    pub places: Vec<(usize, usize)>,
     /// The cos/sin pairs of each column, and of each row (a quarter of a head's width each).
     columns: Vec<Vec<(f32, f32)>>,
     rows: Vec<Vec<(f32, f32)>>,
     /// Gemma 4's halves rotated apart, or Qwen's one rotation.
-    halves: bool,
+    pub halves: bool,
 }
 
 impl PatchRope {
@@ -1706,8 +1575,21 @@ impl PatchRope {
         PatchRope::new(grid_width, grid_height, head_dim, QWEN_ROPE_BASE, places)
     }
 
+    /// Each patch's cos/sin pairs in the order a head's pairs take them (Qwen: the row's, then
+    /// the column's; Gemma 4: the column's for the first half, the row's for the second), as
+    /// `[cos, sin]` after each other: the GPU's table.
+    pub(crate) fn table(&self) -> Vec<f32> {
+        let mut table = Vec::with_capacity(self.places.len() * self.head_dim);
+        for &(column, row) in &self.places {
+            let (column, row) = (&self.columns[column], &self.rows[row]);
+            let halves = if self.halves { [column, row] } else { [row, column] };
+            table.extend(halves.into_iter().flatten().flat_map(|&(cos, sin)| [cos, sin]));
+        }
+        table
+    }
+
     /// Rotates `x`, rows of the patches in order, each of whole heads.
-    fn apply(&self, x: &mut [f32]) {
+    pub(crate) fn apply(&self, x: &mut [f32]) {
         let half = self.head_dim / 2;
         let per_patch = x.len() / self.places.len().max(1);
         let mut both = Vec::with_capacity(half);
@@ -1731,18 +1613,33 @@ impl PatchRope {
     }
 }
 
-/// Rows of a `width × height` grid (`d` wide, reading order) in Qwen-VL's order: 2 × 2 blocks
-/// row by row, each block's four rows in reading order (clip.cpp's spatial merge permute).
-fn in_blocks(x: &[f32], width: usize, height: usize, d: usize) -> Vec<f32> {
-    let mut out = Vec::with_capacity(x.len());
+/// The rows of a `width × height` grid (reading order) in Qwen-VL's order, as gather sources:
+/// 2 × 2 blocks row by row, each block's four rows in reading order (clip.cpp's spatial merge
+/// permute).
+fn in_blocks_order(width: usize, height: usize) -> Vec<u32> {
+    let mut order = Vec::with_capacity(width * height);
     for block_y in (0..height).step_by(QWEN_MERGE) {
         for block_x in (0..width).step_by(QWEN_MERGE) {
             for y in block_y..block_y + QWEN_MERGE {
-                out.extend_from_slice(&x[(y * width + block_x) * d..][..QWEN_MERGE * d]);
+                order.extend((block_x..block_x + QWEN_MERGE).map(|x| (y * width + x) as u32));
             }
         }
     }
-    out
+    order
+}
+
+/// Indices as a gather's sources.
+fn as_sources(indices: &[usize]) -> Vec<u32> {
+    indices.iter().map(|&i| i as u32).collect()
+}
+
+/// The inverse of a permutation: where each place's item came from, given where each item went.
+fn reading_order(units: &[usize]) -> Vec<usize> {
+    let mut places = vec![0; units.len()];
+    for (place, &unit) in units.iter().enumerate() {
+        places[unit] = place;
+    }
+    places
 }
 
 /// Qwen2.5-VL's window order (clip.cpp's `window_idx`, `inv_window_idx` and window mask): the
@@ -1776,15 +1673,6 @@ impl WindowOrder {
     /// Rows of `x` (each unit `stride` values, reading order) in the window order.
     fn to_windows<T: Copy>(&self, x: &[T], stride: usize) -> Vec<T> {
         self.units.iter().flat_map(|&unit| &x[unit * stride..][..stride]).copied().collect()
-    }
-
-    /// Rows of `x` in the window order (each unit `stride` values) back in reading order.
-    fn to_reading_order<T: Copy + Default>(&self, x: &[T], stride: usize) -> Vec<T> {
-        let mut out = vec![T::default(); x.len()];
-        for (place, &unit) in self.units.iter().enumerate() {
-            out[unit * stride..][..stride].copy_from_slice(&x[place * stride..][..stride]);
-        }
-        out
     }
 }
 
@@ -1834,24 +1722,20 @@ fn resize_positions_aligned(
 /// SmolVLM's and LFM2-VL's pixel shuffle (clip.cpp's `build_patch_merge_permute`): each
 /// `scale × scale` square of a `width × height` grid of rows `d` wide (the grid padded with
 /// zeros to whole squares) becomes one row of its patches side by side, row by row; the squares
-/// in reading order. Returns the rows and their count.
-fn pixel_shuffle(x: &[f32], width: usize, height: usize, d: usize, scale: usize) -> (Vec<f32>, usize) {
+/// in reading order. Returns each patch's source (as a gather's, rows `d` wide) and the rows.
+fn pixel_shuffle_order(width: usize, height: usize, scale: usize) -> (Vec<u32>, usize) {
     let (out_width, out_height) = (width.div_ceil(scale), height.div_ceil(scale));
-    let mut out = Vec::with_capacity(out_width * out_height * scale * scale * d);
+    let mut sources = Vec::with_capacity(out_width * out_height * scale * scale);
     for oy in 0..out_height {
         for ox in 0..out_width {
             for y in oy * scale..(oy + 1) * scale {
-                for x_at in ox * scale..(ox + 1) * scale {
-                    if y < height && x_at < width {
-                        out.extend_from_slice(&x[(y * width + x_at) * d..][..d]);
-                    } else {
-                        out.extend(std::iter::repeat_n(0.0, d));
-                    }
+                for x in ox * scale..(ox + 1) * scale {
+                    sources.push(if y < height && x < width { (y * width + x) as u32 } else { ZEROS });
                 }
             }
         }
     }
-    (out, out_width * out_height)
+    (sources, out_width * out_height)
 }
 
 /// A `side × side` grid of position rows (`d` wide) resized to `width × height` as ggml's
@@ -2146,7 +2030,8 @@ mod tests {
         let rows: Vec<usize> = (0..15).collect();
         let windows = order.to_windows(&rows, 1);
         assert_eq!(windows, order.units);
-        assert_eq!(order.to_reading_order(&windows, 1), rows);
+        let back: Vec<usize> = reading_order(&order.units).iter().map(|&place| windows[place]).collect();
+        assert_eq!(back, rows);
     }
 
     /// The pixel shuffle of a 3 × 2 grid by 2: padded with zeros to 4 × 2, two rows of four
@@ -2154,8 +2039,9 @@ mod tests {
     #[test]
     fn the_pixel_shuffle_pads_a_ragged_grid_with_zeros() {
         let x: Vec<f32> = (1..=6).map(|v| v as f32).collect();
-        let (rows, count) = pixel_shuffle(&x, 3, 2, 1, 2);
+        let (sources, count) = pixel_shuffle_order(3, 2, 2);
         assert_eq!(count, 2);
+        let rows = CpuVision { bytes: &ModelBytes::from(Vec::new()) }.gather(&x, 1, &sources);
         assert_eq!(rows, [1.0, 2.0, 4.0, 5.0, 3.0, 0.0, 6.0, 0.0]);
     }
 
