@@ -468,7 +468,7 @@ fn the_gpu_follows_llama_cpps_goldens_within_its_bounds() {
     }
 }
 
-/// A picture on the GPU (the micro Gemma 3 projector with Gemma 3 270M): its rows go up whole
+/// A picture on the GPU (the micro Gemma 3 projector with Gemma 3 270M): encoded there, its rows go up whole
 /// and attend both ways, and the session's logits follow the CPU's, whose are llama.cpp's
 /// (tests/vision.rs), with the same greedy tokens. Measured on lavapipe: max |Δlogit| 1.48-1.56
 /// (text on this model: 0.78-0.95; random picture rows in a real model amplify every rounding),
@@ -486,6 +486,7 @@ fn a_picture_runs_on_the_gpu_as_on_the_cpu() {
     let mut on_cpu = Engine::load(std::fs::read(common::model("gemma3-270m-q4_k_m.gguf")).unwrap()).unwrap();
     on_cpu.attach_projector(mmproj).unwrap();
     let ids = on_gpu.encode_with_images(prompt, std::slice::from_ref(&picture)).unwrap();
+    assert!(on_gpu.projector_gpu_bytes() > 0, "the picture was encoded on the GPU");
     assert_eq!(ids, on_cpu.encode_with_images(prompt, std::slice::from_ref(&picture)).unwrap());
     let (mut gpu_session, mut cpu_session) =
         (on_gpu.new_session(64).unwrap(), on_cpu.new_session(64).unwrap());
@@ -532,15 +533,15 @@ fn a_qwen3_vl_picture_runs_on_the_gpu_as_on_the_cpu() {
 
 /// Qwen2.5-VL's on the GPU: the micro Qwen2-VL language model (Qwen2's layers, M-RoPE in
 /// sections: the shader takes each pair's stream from the factors' second half, whichever way
-/// the sections assign them) with the micro Qwen2.5-VL projector (window attention, encoded on
-/// the CPU).
+/// the sections assign them) with the micro Qwen2.5-VL projector (window attention: each
+/// query's span in the attention kernel).
 #[test]
 fn a_qwen2_5_vl_picture_runs_on_the_gpu_as_on_the_cpu() {
     assert_micro_picture_on_gpu("qwen2vl-micro-q8_0", "clip-qwen25vl-micro");
 }
 
-/// A micro pair's chat golden on the GPU and the CPU side by side: the same prompt ids, the
-/// logits of three greedy steps within 0.1, the golden's tokens.
+/// A micro pair's chat golden on the GPU (the picture encoded there too) and the CPU side by
+/// side: the same prompt ids, the logits of three greedy steps within 0.1, the golden's tokens.
 fn assert_micro_picture_on_gpu(model: &str, projector: &str) {
     let golden: serde_json::Value = serde_json::from_slice(
         &std::fs::read(common::fixture(&format!("golden/{projector}.images.json"))).unwrap(),
@@ -559,6 +560,7 @@ fn assert_micro_picture_on_gpu(model: &str, projector: &str) {
     let mut on_cpu = Engine::load(model).unwrap();
     on_cpu.attach_projector(mmproj).unwrap();
     let ids = on_gpu.encode_with_images(prompt, std::slice::from_ref(&picture)).unwrap();
+    assert!(on_gpu.projector_gpu_bytes() > 0, "the picture was encoded on the GPU");
     assert_eq!(ids, on_cpu.encode_with_images(prompt, std::slice::from_ref(&picture)).unwrap());
     let (mut gpu_session, mut cpu_session) =
         (on_gpu.new_session(512).unwrap(), on_cpu.new_session(512).unwrap());
@@ -575,5 +577,67 @@ fn assert_micro_picture_on_gpu(model: &str, projector: &str) {
         let token = gpu_session.step(&on_gpu, &mut sampler, None, 0).unwrap().token;
         assert_eq!(u64::from(token), theirs.as_u64().unwrap(), "step {step}");
         assert_eq!(cpu_session.step(&on_cpu, &mut sampler, None, 0).unwrap().token, token);
+    }
+}
+
+/// The projectors whose micro files and mtmd goldens tests/vision.rs holds the CPU to.
+const PROJECTORS: [&str; 8] = [
+    "clip-gemma3-micro",
+    "clip-idefics3-micro",
+    "clip-lfm2-micro",
+    "clip-gemma4v-micro",
+    "clip-qwen2vl-micro",
+    "clip-qwen25vl-micro",
+    "clip-qwen3vl-micro",
+    "clip-qwen3vl-deepstack-micro",
+];
+
+/// mtmd's embeddings of a golden's picture.
+fn mtmd_embeddings(entry: &serde_json::Value) -> Vec<f32> {
+    let bytes = std::fs::read(common::fixture("golden").join(entry["embeddings"].as_str().unwrap())).unwrap();
+    bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()
+}
+
+/// Every projector's golden pictures encoded on the GPU, square by square, against mtmd's
+/// embeddings (relative to their largest magnitude). The GPU rounds as llama.cpp's CPU does where
+/// it matters (activations to f16 before F16 matrices, keys and values to f16 for attention) but
+/// sums in its own order, so the bound is the 1e-3 for F32/F16 encoders, not 0 (measured
+/// on lavapipe: 3.5e-5 to 6.2e-4, Gemma 4's the largest; without the f16 rounding Gemma 4's was
+/// 1.2e-3). LFM2-VL's tiled picture is left out: its tiles are 4,096 patches, and lavapipe's
+/// attention over them takes half a minute a tile (its first tile was 1.9e-4 from mtmd's; the
+/// attention kernels' unit test holds a call of that length to the CPU's).
+#[test]
+fn pictures_encode_on_the_gpu_as_mtmd_encodes_them() {
+    use inferno::gpu::GpuVision;
+    use inferno::vision::{PicturePart, VisionEncoder, decode};
+    let gpu = Arc::new(Gpu::new().expect("a GPU adapter (natively: apt-get install mesa-vulkan-drivers)"));
+    for projector in PROJECTORS {
+        let bytes = std::fs::read(common::fixture(&format!("models/{projector}.gguf"))).unwrap();
+        let encoder = VisionEncoder::load(bytes.into()).unwrap();
+        let mut vision = GpuVision::new(Arc::clone(&gpu));
+        let golden: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(common::fixture(&format!("golden/{projector}.images.json"))).unwrap(),
+        )
+        .unwrap();
+        for entry in golden["pictures"].as_array().unwrap() {
+            let name = entry["file"].as_str().unwrap();
+            let image = decode(&std::fs::read(common::fixture(name)).unwrap()).unwrap();
+            if entry.get("rows_kept").is_some() {
+                continue;
+            }
+            let expected = mtmd_embeddings(entry);
+            let mut ours = Vec::new();
+            for part in encoder.layout(&image).unwrap() {
+                let PicturePart::Square(square) = part else { continue };
+                let rows = vision.encode_square(&encoder, &square).map_err(|e| format!("{e:?}")).unwrap();
+                ours.extend_from_slice(&rows.values);
+            }
+            assert_eq!(ours.len(), expected.len(), "{projector} {name}");
+            let scale = expected.iter().fold(0.0f32, |m, &v| m.max(v.abs()));
+            let worst = ours.iter().zip(&expected).fold(0.0f32, |m, (&a, &b)| m.max((a - b).abs()));
+            let error = worst / scale;
+            eprintln!("{projector} {name}: {error:.2e} from mtmd's embeddings on the GPU");
+            assert!(error < 1e-3, "{projector} {name}: {error}");
+        }
     }
 }

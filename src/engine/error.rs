@@ -241,3 +241,13 @@ impl From<crate::gpu::GpuError> for EngineError {
         EngineError::Gpu(e)
     }
 }
+
+#[cfg(feature = "gpu")]
+impl From<crate::gpu::SquareError> for EngineError {
+    fn from(e: crate::gpu::SquareError) -> Self {
+        match e {
+            crate::gpu::SquareError::Model(e) => EngineError::Model(e),
+            crate::gpu::SquareError::Gpu(e) => EngineError::Gpu(e),
+        }
+    }
+}

@@ -85,6 +85,9 @@ pub struct PendingPicture {
     hash: String,
     /// `None` when the engine held the picture already.
     encoding: Option<crate::vision::PictureEncoding>,
+    /// The square on the GPU (in the browser, until the next call collects it).
+    #[cfg(feature = "gpu")]
+    on_gpu: Option<crate::gpu::GpuSquare>,
 }
 
 impl PendingPicture {
@@ -96,6 +99,12 @@ impl PendingPicture {
     /// Squares to encode in all (0 for a picture encoded before).
     pub fn squares(&self) -> usize {
         self.encoding.as_ref().map_or(0, |e| e.squares())
+    }
+
+    /// Fires when the square on the GPU is encoded (None when none is on its way).
+    #[cfg(feature = "gpu")]
+    pub fn pending(&self) -> Option<crate::gpu::Signal> {
+        self.on_gpu.as_ref().map(crate::gpu::GpuSquare::pending)
     }
 }
 
@@ -119,6 +128,9 @@ pub struct Engine {
     /// Pictures encoded so far, by content hash, and how many times the encoder ran.
     images: images::ImageTable,
     images_encoded: std::sync::atomic::AtomicUsize,
+    /// The projector's weights on the GPU, uploaded with the first picture there.
+    #[cfg(feature = "gpu")]
+    vision_gpu: std::sync::Mutex<Option<crate::gpu::GpuVision>>,
 }
 
 impl Engine {
@@ -145,6 +157,8 @@ impl Engine {
             images_encoded: Default::default(),
             #[cfg(feature = "gpu")]
             gpu: None,
+            #[cfg(feature = "gpu")]
+            vision_gpu: Default::default(),
         })
     }
 
@@ -172,8 +186,10 @@ impl Engine {
             encoder.set_image_tokens(min_tokens, max_tokens).map_err(EngineError::BadImageTokens)?;
         }
         self.vision = Some(encoder);
-        // Pictures encoded by another projector are not this one's.
+        // Pictures encoded by another projector are not this one's, nor are its weights.
         self.images.forget_all();
+        #[cfg(feature = "gpu")]
+        self.forget_vision_gpu();
         Ok(())
     }
 
@@ -235,22 +251,79 @@ impl Engine {
             Some(_) => None,
             None => Some(encoder.begin(image)?),
         };
+        #[cfg(feature = "gpu")]
+        return Ok(PendingPicture { hash, encoding, on_gpu: None });
+        #[cfg(not(feature = "gpu"))]
         Ok(PendingPicture { hash, encoding })
     }
 
-    /// Encodes the next square of a picture begun with [`Engine::begin_picture`].
+    /// Encodes the next square of a picture begun with [`Engine::begin_picture`]: on the
+    /// engine's GPU where it has one (natively waited for; in the browser, collected by the next
+    /// call, once [`PendingPicture::pending`] has fired), else on the CPU.
     pub fn encode_next_square(&self, picture: &mut PendingPicture) -> Result<(), EngineError> {
         let encoder = self.vision.as_ref().ok_or(EngineError::NoMmproj)?;
-        if let Some(encoding) = &mut picture.encoding {
-            encoder.encode_next(encoding)?;
+        let Some(encoding) = &mut picture.encoding else { return Ok(()) };
+        #[cfg(feature = "gpu")]
+        if let Some(gpu) = &self.gpu {
+            if let Some(square) = picture.on_gpu.take() {
+                encoding.add_square(square.collect()?);
+            }
+            let Some(square) = encoding.next_square() else { return Ok(()) };
+            let mut vision = self.vision_gpu.lock().map_err(|_| {
+                EngineError::Gpu(crate::gpu::GpuError::Failed(
+                    "the picture encoder's lock was poisoned".into(),
+                ))
+            })?;
+            let vision = vision.get_or_insert_with(|| crate::gpu::GpuVision::new(std::sync::Arc::clone(gpu)));
+            match vision.submit(encoder, &square) {
+                #[cfg(not(target_family = "wasm"))]
+                Ok(submitted) => encoding.add_square(submitted.collect()?),
+                #[cfg(target_family = "wasm")]
+                Ok(submitted) => picture.on_gpu = Some(submitted),
+                // A part of the encoder the GPU does not run (yet): this square on the CPU.
+                Err(crate::gpu::SquareError::Gpu(
+                    crate::gpu::GpuError::Refused(_)
+                    | crate::gpu::GpuError::Unsupported(_)
+                    | crate::gpu::GpuError::TooLarge { .. },
+                )) => encoding.add_square(encoder.encode_square(&square)?),
+                Err(crate::gpu::SquareError::Gpu(error)) => return Err(error.into()),
+                Err(crate::gpu::SquareError::Model(error)) => return Err(error.into()),
+            }
+            return Ok(());
         }
+        encoder.encode_next(encoding)?;
         Ok(())
+    }
+
+    /// Bytes of the projector's weights on the GPU: 0 until a picture is encoded there.
+    #[cfg(feature = "gpu")]
+    pub fn projector_gpu_bytes(&self) -> u64 {
+        self.vision_gpu
+            .lock()
+            .ok()
+            .and_then(|vision| vision.as_ref().map(crate::gpu::GpuVision::bytes))
+            .unwrap_or(0)
+    }
+
+    /// Drops the projector's weights from the GPU (another projector, or another device).
+    #[cfg(feature = "gpu")]
+    fn forget_vision_gpu(&self) {
+        if let Ok(mut vision) = self.vision_gpu.lock() {
+            *vision = None;
+        }
     }
 
     /// The ids of a picture whose squares are all encoded: kept by its content hash from now
     /// on (see [`Engine::image_ids`]).
     pub fn finish_picture(&self, picture: PendingPicture) -> Result<Vec<u32>, EngineError> {
+        #[cfg(feature = "gpu")]
+        let PendingPicture { hash, mut encoding, on_gpu } = picture;
+        #[cfg(not(feature = "gpu"))]
         let PendingPicture { hash, encoding } = picture;
+        #[cfg(feature = "gpu")]
+        if let (Some(square), Some(encoding)) = (on_gpu, encoding.as_mut()) {
+            encoding.add_square(square.collect()?);
+        }
         let Some(encoding) = encoding else {
             return self.images.ids_of(&hash).ok_or_else(|| {
                 EngineError::Model(crate::model::ModelError::BadImage(
@@ -536,6 +609,7 @@ impl Engine {
             crate::gpu::GpuState::check(gpu, &self.model)?;
         }
         self.gpu = gpu;
+        self.forget_vision_gpu();
         Ok(())
     }
 

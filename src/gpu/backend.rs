@@ -33,10 +33,10 @@ pub struct GpuState {
     /// Where the last token's logits are copied to be mapped and read.
     readback: wgpu::Buffer,
     /// Each matrix as slices of whole rows, each within one binding: (first row, rows, blocks).
-    matrices: HashMap<usize, Vec<(usize, usize, wgpu::Buffer)>>,
+    matrices: HashMap<usize, Slices>,
     /// Each stack of experts' matrices (by its first expert's place in the file) as slices of
     /// whole experts, each within one binding: (first expert, experts, blocks).
-    stacks: HashMap<usize, Vec<(usize, usize, wgpu::Buffer)>>,
+    stacks: HashMap<usize, Slices>,
     vectors: HashMap<usize, wgpu::Buffer>,
     /// The work submitted last, and whether it ends with logits in `readback`.
     in_flight: Option<(Signal, bool)>,
@@ -48,11 +48,8 @@ pub struct GpuState {
     /// RoPE's per-pair frequency factors where some pairs stay unrotated (M-RoPE), by the
     /// model's factors they start from (0: none).
     rope_factors: HashMap<usize, wgpu::Buffer>,
-    /// Every dispatch's parameters, a slot each (room for `param_slots`), and the bind groups
-    /// the last batch used, by slot.
-    params: wgpu::Buffer,
-    param_slots: usize,
-    bind_groups: Vec<CachedBindGroup>,
+    /// Turns each batch's recording into a command buffer.
+    encoder: Encoder,
     /// Dispatches in the last batch submitted.
     dispatches: usize,
     /// Each dispatch timed on the device, where [`GpuState::profile_kernels`] asked for it.
@@ -168,9 +165,7 @@ impl GpuState {
             checkpoints: Checkpoints::new(recurrent_bytes as usize),
             constant_rows: HashMap::new(),
             rope_factors: HashMap::new(),
-            params: buffer(PARAM_SLOT_WORDS, wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST),
-            param_slots: 1,
-            bind_groups: Vec::new(),
+            encoder: Encoder::new(gpu),
             dispatches: 0,
             profile: None,
             max_batch,
@@ -534,21 +529,19 @@ impl GpuState {
                 rows: n,
                 first: 0,
                 layer: 0,
-                commands: Vec::new(),
-                params: Vec::new(),
+                recording: Recording::default(),
                 state: self,
                 error: None,
             };
             let rows = (last && logits).then_some(n - 1..n);
             let result = crate::model::forward_batch(&mut backend, model, batch, rows, Some(&mut Vec::new()));
-            let (commands, params) =
-                (std::mem::take(&mut backend.commands), std::mem::take(&mut backend.params));
+            let recording = std::mem::take(&mut backend.recording);
             if let Some(error) = backend.error.take() {
                 return Err(error);
             }
             result.map_err(|e| GpuError::Failed(e.to_string()))?;
-            self.dispatches = params.len() / PARAM_SLOT_WORDS;
-            let commands = self.encode(gpu, &commands, &params);
+            self.dispatches = recording.dispatches();
+            let commands = self.encoder.encode(gpu, &recording, &mut self.profile);
             gpu.queue.submit([commands]);
             #[cfg(not(target_family = "wasm"))]
             self.read_kernel_times(gpu)?;
@@ -563,124 +556,6 @@ impl GpuState {
         };
         self.in_flight = Some((signal, logits));
         Ok(())
-    }
-
-    /// One batch's recorded commands as a command buffer: the dispatches' parameters written
-    /// to the uniform buffer in one go (a slot of [`PARAM_SLOT_WORDS`] each), consecutive
-    /// dispatches in one compute pass, and each dispatch's bind group the one it had last time
-    /// at the same place in the batch where its pipeline and buffers are the same (a decode
-    /// step repeats the last one's exactly, so it creates none).
-    fn encode(&mut self, gpu: &Gpu, commands: &[Command], params: &[u32]) -> wgpu::CommandBuffer {
-        let slots = params.len() / PARAM_SLOT_WORDS;
-        if slots > self.param_slots {
-            self.param_slots = slots.next_power_of_two();
-            self.params = gpu.device.create_buffer(&wgpu::BufferDescriptor {
-                label: Some("dispatch parameters"),
-                size: (self.param_slots * PARAM_SLOT_WORDS * 4) as u64,
-                usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
-                mapped_at_creation: false,
-            });
-            self.bind_groups.clear();
-        }
-        if !params.is_empty() {
-            gpu.queue.write_buffer(&self.params, 0, &super::u32_bytes(params));
-        }
-        let mut encoder = gpu.device.create_command_encoder(&Default::default());
-        let mut slot = 0;
-        let mut commands = commands.iter().peekable();
-        let mut profile = self.profile.take();
-        while let Some(command) = commands.next() {
-            match command {
-                Command::Copy { from, from_offset, to, to_offset, bytes } => {
-                    encoder.copy_buffer_to_buffer(from, *from_offset, to, *to_offset, *bytes);
-                }
-                // Profiling: a pass per dispatch, timed at its start and end.
-                Command::Dispatch { pipeline, buffers, groups } if profile.is_some() => {
-                    let profile = profile.as_mut().expect("profiling");
-                    let index = profile.names.len();
-                    let timed = index < PROFILED_DISPATCHES;
-                    if timed {
-                        profile.names.push(gpu.kernel_name(pipeline));
-                    }
-                    let timestamp_writes = timed.then(|| wgpu::ComputePassTimestampWrites {
-                        query_set: &profile.queries,
-                        beginning_of_pass_write_index: Some(2 * index as u32),
-                        end_of_pass_write_index: Some(2 * index as u32 + 1),
-                    });
-                    let group = self.bind_group(gpu, slot, pipeline, buffers);
-                    let mut pass = encoder
-                        .begin_compute_pass(&wgpu::ComputePassDescriptor { label: None, timestamp_writes });
-                    pass.set_pipeline(pipeline);
-                    pass.set_bind_group(0, &group, &[]);
-                    pass.dispatch_workgroups(groups[0], groups[1], groups[2]);
-                    slot += 1;
-                }
-                Command::Dispatch { .. } => {
-                    let mut pass = encoder.begin_compute_pass(&Default::default());
-                    let mut next = Some(command);
-                    while let Some(Command::Dispatch { pipeline, buffers, groups }) = next {
-                        let group = self.bind_group(gpu, slot, pipeline, buffers);
-                        pass.set_pipeline(pipeline);
-                        pass.set_bind_group(0, &group, &[]);
-                        pass.dispatch_workgroups(groups[0], groups[1], groups[2]);
-                        slot += 1;
-                        next = commands.next_if(|c| matches!(c, Command::Dispatch { .. }));
-                    }
-                }
-            }
-        }
-        if let Some(profile) = &profile
-            && !profile.names.is_empty()
-        {
-            let stamps = 2 * profile.names.len() as u32;
-            encoder.resolve_query_set(&profile.queries, 0..stamps, &profile.resolved, 0);
-            encoder.copy_buffer_to_buffer(&profile.resolved, 0, &profile.readback, 0, u64::from(stamps) * 8);
-        }
-        self.profile = profile;
-        encoder.finish()
-    }
-
-    /// The bind group of the dispatch in parameter slot `slot`: the cached one if it binds the
-    /// same pipeline and buffers, else a new one (cached in its place).
-    fn bind_group(
-        &mut self,
-        gpu: &Gpu,
-        slot: usize,
-        pipeline: &wgpu::ComputePipeline,
-        buffers: &[wgpu::Buffer],
-    ) -> wgpu::BindGroup {
-        if let Some(cached) = self.bind_groups.get(slot)
-            && cached.pipeline == *pipeline
-            && cached.buffers == buffers
-        {
-            return cached.group.clone();
-        }
-        let mut entries: Vec<wgpu::BindGroupEntry> = buffers
-            .iter()
-            .enumerate()
-            .map(|(i, b)| wgpu::BindGroupEntry { binding: i as u32, resource: b.as_entire_binding() })
-            .collect();
-        entries.push(wgpu::BindGroupEntry {
-            binding: buffers.len() as u32,
-            resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                buffer: &self.params,
-                offset: (slot * PARAM_SLOT_WORDS * 4) as u64,
-                size: wgpu::BufferSize::new((PARAM_SLOT_WORDS * 4) as u64),
-            }),
-        });
-        let group = gpu.device.create_bind_group(&wgpu::BindGroupDescriptor {
-            label: None,
-            layout: &pipeline.get_bind_group_layout(0),
-            entries: &entries,
-        });
-        let cached =
-            CachedBindGroup { pipeline: pipeline.clone(), buffers: buffers.to_vec(), group: group.clone() };
-        if slot < self.bind_groups.len() {
-            self.bind_groups[slot] = cached;
-        } else {
-            self.bind_groups.push(cached);
-        }
-        group
     }
 
     /// Fires when the last submission is done (None when nothing was submitted since the last
@@ -771,12 +646,7 @@ impl GpuState {
 
     /// A matrix's blocks on the device, uploaded on first use: in slices of whole rows where
     /// it is larger than one binding holds (a large vocabulary's embedding).
-    fn matrix(
-        &mut self,
-        gpu: &Gpu,
-        model: &Model,
-        matrix: &Matrix,
-    ) -> Result<Vec<(usize, usize, wgpu::Buffer)>, GpuError> {
+    fn matrix(&mut self, gpu: &Gpu, model: &Model, matrix: &Matrix) -> Result<Slices, GpuError> {
         if let Some(slices) = self.matrices.get(&matrix.range.start) {
             return Ok(slices.clone());
         }
@@ -789,42 +659,23 @@ impl GpuState {
         Ok(slices)
     }
 
-    /// `bytes` on the device, in slices of whole units of `unit_bytes` (a matrix's rows, a
-    /// stack's experts), each within one binding and 32-bit byte offsets: `(first unit,
-    /// units, buffer)` each. A unit larger than a binding is `TooLarge`, named `what`.
+    /// [`upload_in_slices`], counted in this state's bytes.
     fn upload_in_slices(
         &mut self,
         gpu: &Gpu,
         bytes: &[u8],
         unit_bytes: usize,
         what: &'static str,
-    ) -> Result<Vec<(usize, usize, wgpu::Buffer)>, GpuError> {
-        let units = bytes.len() / unit_bytes.max(1);
-        let limit = gpu.facts.max_binding.min(gpu.facts.max_buffer).min(u64::from(u32::MAX)) as usize;
-        let per_slice = (limit / unit_bytes.max(1)).min(units);
-        if per_slice == 0 {
-            return Err(GpuError::TooLarge { what, bytes: unit_bytes as u64, limit: limit as u64 });
-        }
-        let mut slices = Vec::new();
-        for first in (0..units).step_by(per_slice) {
-            let count = per_slice.min(units - first);
-            let mut padded = bytes[first * unit_bytes..(first + count) * unit_bytes].to_vec();
-            padded.resize(padded.len().div_ceil(4) * 4, 0);
-            self.bytes += padded.len() as u64;
-            slices.push((first, count, upload(gpu, &padded)));
-        }
+    ) -> Result<Slices, GpuError> {
+        let (slices, uploaded) = upload_in_slices(gpu, bytes, unit_bytes, what)?;
+        self.bytes += uploaded;
         Ok(slices)
     }
 
     /// A stack of experts' matrices (`views`, one per expert, consecutive in the file) on the
     /// device, uploaded on first use: in slices of whole experts where it is larger than one
     /// binding holds (gpt-oss-20b's are 200 to 400 MiB).
-    fn stack(
-        &mut self,
-        gpu: &Gpu,
-        model: &Model,
-        views: &[Matrix],
-    ) -> Result<Vec<(usize, usize, wgpu::Buffer)>, GpuError> {
+    fn stack(&mut self, gpu: &Gpu, model: &Model, views: &[Matrix]) -> Result<Slices, GpuError> {
         let Some(first) = views.first() else { return Ok(Vec::new()) };
         if let Some(slices) = self.stacks.get(&first.range.start) {
             return Ok(slices.clone());
@@ -844,6 +695,150 @@ impl GpuState {
         let slices = self.upload_in_slices(gpu, stack, expert_bytes, "one expert's matrix")?;
         self.stacks.insert(first.range.start, slices.clone());
         Ok(slices)
+    }
+}
+
+/// What turns a recording into a command buffer: every dispatch's parameters, a slot each (room
+/// for `param_slots`), and the bind groups the last recording used, by slot.
+pub(super) struct Encoder {
+    params: wgpu::Buffer,
+    param_slots: usize,
+    bind_groups: Vec<CachedBindGroup>,
+}
+
+impl Encoder {
+    pub(super) fn new(gpu: &Gpu) -> Encoder {
+        let params = gpu.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("dispatch parameters"),
+            size: (PARAM_SLOT_WORDS * 4) as u64,
+            usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        Encoder { params, param_slots: 1, bind_groups: Vec::new() }
+    }
+
+    /// One batch's recorded commands as a command buffer: the dispatches' parameters written
+    /// to the uniform buffer in one go (a slot of [`PARAM_SLOT_WORDS`] each), consecutive
+    /// dispatches in one compute pass, and each dispatch's bind group the one it had last time
+    /// at the same place in the batch where its pipeline and buffers are the same (a decode
+    /// step repeats the last one's exactly, so it creates none).
+    pub(super) fn encode(
+        &mut self,
+        gpu: &Gpu,
+        recording: &Recording,
+        profile_slot: &mut Option<KernelProfile>,
+    ) -> wgpu::CommandBuffer {
+        let (commands, params) = (&recording.commands, &recording.params);
+        let slots = params.len() / PARAM_SLOT_WORDS;
+        if slots > self.param_slots {
+            self.param_slots = slots.next_power_of_two();
+            self.params = gpu.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("dispatch parameters"),
+                size: (self.param_slots * PARAM_SLOT_WORDS * 4) as u64,
+                usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            });
+            self.bind_groups.clear();
+        }
+        if !params.is_empty() {
+            gpu.queue.write_buffer(&self.params, 0, &super::u32_bytes(params));
+        }
+        let mut encoder = gpu.device.create_command_encoder(&Default::default());
+        let mut slot = 0;
+        let mut commands = commands.iter().peekable();
+        let mut profile = profile_slot.take();
+        while let Some(command) = commands.next() {
+            match command {
+                Command::Copy { from, from_offset, to, to_offset, bytes } => {
+                    encoder.copy_buffer_to_buffer(from, *from_offset, to, *to_offset, *bytes);
+                }
+                // Profiling: a pass per dispatch, timed at its start and end.
+                Command::Dispatch { pipeline, buffers, groups } if profile.is_some() => {
+                    let profile = profile.as_mut().expect("profiling");
+                    let index = profile.names.len();
+                    let timed = index < PROFILED_DISPATCHES;
+                    if timed {
+                        profile.names.push(gpu.kernel_name(pipeline));
+                    }
+                    let timestamp_writes = timed.then(|| wgpu::ComputePassTimestampWrites {
+                        query_set: &profile.queries,
+                        beginning_of_pass_write_index: Some(2 * index as u32),
+                        end_of_pass_write_index: Some(2 * index as u32 + 1),
+                    });
+                    let group = self.bind_group(gpu, slot, pipeline, buffers);
+                    let mut pass = encoder
+                        .begin_compute_pass(&wgpu::ComputePassDescriptor { label: None, timestamp_writes });
+                    pass.set_pipeline(pipeline);
+                    pass.set_bind_group(0, &group, &[]);
+                    pass.dispatch_workgroups(groups[0], groups[1], groups[2]);
+                    slot += 1;
+                }
+                Command::Dispatch { .. } => {
+                    let mut pass = encoder.begin_compute_pass(&Default::default());
+                    let mut next = Some(command);
+                    while let Some(Command::Dispatch { pipeline, buffers, groups }) = next {
+                        let group = self.bind_group(gpu, slot, pipeline, buffers);
+                        pass.set_pipeline(pipeline);
+                        pass.set_bind_group(0, &group, &[]);
+                        pass.dispatch_workgroups(groups[0], groups[1], groups[2]);
+                        slot += 1;
+                        next = commands.next_if(|c| matches!(c, Command::Dispatch { .. }));
+                    }
+                }
+            }
+        }
+        if let Some(profile) = &profile
+            && !profile.names.is_empty()
+        {
+            let stamps = 2 * profile.names.len() as u32;
+            encoder.resolve_query_set(&profile.queries, 0..stamps, &profile.resolved, 0);
+            encoder.copy_buffer_to_buffer(&profile.resolved, 0, &profile.readback, 0, u64::from(stamps) * 8);
+        }
+        *profile_slot = profile;
+        encoder.finish()
+    }
+
+    /// The bind group of the dispatch in parameter slot `slot`: the cached one if it binds the
+    /// same pipeline and buffers, else a new one (cached in its place).
+    fn bind_group(
+        &mut self,
+        gpu: &Gpu,
+        slot: usize,
+        pipeline: &wgpu::ComputePipeline,
+        buffers: &[wgpu::Buffer],
+    ) -> wgpu::BindGroup {
+        if let Some(cached) = self.bind_groups.get(slot)
+            && cached.pipeline == *pipeline
+            && cached.buffers == buffers
+        {
+            return cached.group.clone();
+        }
+        let mut entries: Vec<wgpu::BindGroupEntry> = buffers
+            .iter()
+            .enumerate()
+            .map(|(i, b)| wgpu::BindGroupEntry { binding: i as u32, resource: b.as_entire_binding() })
+            .collect();
+        entries.push(wgpu::BindGroupEntry {
+            binding: buffers.len() as u32,
+            resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                buffer: &self.params,
+                offset: (slot * PARAM_SLOT_WORDS * 4) as u64,
+                size: wgpu::BufferSize::new((PARAM_SLOT_WORDS * 4) as u64),
+            }),
+        });
+        let group = gpu.device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: None,
+            layout: &pipeline.get_bind_group_layout(0),
+            entries: &entries,
+        });
+        let cached =
+            CachedBindGroup { pipeline: pipeline.clone(), buffers: buffers.to_vec(), group: group.clone() };
+        if slot < self.bind_groups.len() {
+            self.bind_groups[slot] = cached;
+        } else {
+            self.bind_groups.push(cached);
+        }
+        group
     }
 }
 
@@ -949,7 +944,7 @@ const PROFILED_DISPATCHES: usize = 2048;
 
 /// Where a profile's timestamps go, and what they add up to so far.
 #[cfg_attr(target_family = "wasm", allow(dead_code, reason = "profiles are taken natively only"))]
-struct KernelProfile {
+pub(super) struct KernelProfile {
     queries: wgpu::QuerySet,
     resolved: wgpu::Buffer,
     readback: wgpu::Buffer,
@@ -972,6 +967,50 @@ enum Command {
     Copy { from: wgpu::Buffer, from_offset: u64, to: wgpu::Buffer, to_offset: u64, bytes: u64 },
 }
 
+/// Commands recorded in order, with each dispatch's parameters (a slot of [`PARAM_SLOT_WORDS`]
+/// after the other), for an [`Encoder`] to turn into one command buffer.
+#[derive(Default)]
+pub(super) struct Recording {
+    commands: Vec<Command>,
+    params: Vec<u32>,
+}
+
+impl Recording {
+    /// One dispatch of `pipeline` over `buffers` and a uniform of `params`.
+    pub(super) fn dispatch(
+        &mut self,
+        pipeline: &wgpu::ComputePipeline,
+        buffers: &[&wgpu::Buffer],
+        params: &[u32],
+        groups: [u32; 3],
+    ) {
+        debug_assert!(params.len() <= PARAM_SLOT_WORDS);
+        let slot = self.params.len();
+        self.params.extend_from_slice(params);
+        self.params.resize(slot + PARAM_SLOT_WORDS, 0);
+        let buffers = buffers.iter().map(|&b| b.clone()).collect();
+        self.commands.push(Command::Dispatch { pipeline: pipeline.clone(), buffers, groups });
+    }
+
+    /// A copy of `bytes` between two buffers.
+    pub(super) fn copy_bytes(
+        &mut self,
+        from: &wgpu::Buffer,
+        from_offset: u64,
+        to: &wgpu::Buffer,
+        to_offset: u64,
+        bytes: u64,
+    ) {
+        let (from, to) = (from.clone(), to.clone());
+        self.commands.push(Command::Copy { from, from_offset, to, to_offset, bytes });
+    }
+
+    /// Dispatches recorded.
+    pub(super) fn dispatches(&self) -> usize {
+        self.params.len() / PARAM_SLOT_WORDS
+    }
+}
+
 /// The bind group a dispatch had at its place in the last batch, and what it bound.
 struct CachedBindGroup {
     pipeline: wgpu::ComputePipeline,
@@ -985,9 +1024,7 @@ struct GpuBackend<'a> {
     gpu: &'a Gpu,
     model: &'a Model,
     state: &'a mut GpuState,
-    commands: Vec<Command>,
-    /// Each dispatch's parameters, a slot of [`PARAM_SLOT_WORDS`] after the other.
-    params: Vec<u32>,
+    recording: Recording,
     start: usize,
     /// Where the rows stand in the model's positions (`None`: at their cache slots).
     placement: Option<Placement>,
@@ -1024,12 +1061,7 @@ impl GpuBackend<'_> {
         params: &[u32],
         groups: [u32; 3],
     ) {
-        debug_assert!(params.len() <= PARAM_SLOT_WORDS);
-        let slot = self.params.len();
-        self.params.extend_from_slice(params);
-        self.params.resize(slot + PARAM_SLOT_WORDS, 0);
-        let buffers = buffers.iter().map(|&b| b.clone()).collect();
-        self.commands.push(Command::Dispatch { pipeline: pipeline.clone(), buffers, groups });
+        self.recording.dispatch(pipeline, buffers, params, groups);
     }
 
     /// Records a copy of `bytes` between two buffers.
@@ -1041,15 +1073,14 @@ impl GpuBackend<'_> {
         to_offset: u64,
         bytes: u64,
     ) {
-        let (from, to) = (from.clone(), to.clone());
-        self.commands.push(Command::Copy { from, from_offset, to, to_offset, bytes });
+        self.recording.copy_bytes(from, from_offset, to, to_offset, bytes);
     }
 
     fn vector(&mut self, values: &[f32]) -> wgpu::Buffer {
         self.state.vector(self.gpu, values)
     }
 
-    fn matrix(&mut self, matrix: &Matrix) -> Result<Vec<(usize, usize, wgpu::Buffer)>, GpuError> {
+    fn matrix(&mut self, matrix: &Matrix) -> Result<Slices, GpuError> {
         self.state.matrix(self.gpu, self.model, matrix)
     }
 
@@ -1303,6 +1334,37 @@ impl GpuBackend<'_> {
     }
 }
 
+/// A weight on the device in slices of whole units (a matrix's rows, a stack's experts), each
+/// within one binding: `(first unit, units, buffer)` each.
+pub(super) type Slices = Vec<(usize, usize, wgpu::Buffer)>;
+
+/// `bytes` on the device, in slices of whole units of `unit_bytes` (a matrix's rows, a stack's
+/// experts), each within one binding and 32-bit byte offsets: `(first unit, units, buffer)`
+/// each, and the bytes uploaded. A unit larger than a binding is `TooLarge`, named `what`.
+pub(super) fn upload_in_slices(
+    gpu: &Gpu,
+    bytes: &[u8],
+    unit_bytes: usize,
+    what: &'static str,
+) -> Result<(Slices, u64), GpuError> {
+    let units = bytes.len() / unit_bytes.max(1);
+    let limit = gpu.facts.max_binding.min(gpu.facts.max_buffer).min(u64::from(u32::MAX)) as usize;
+    let per_slice = (limit / unit_bytes.max(1)).min(units);
+    if per_slice == 0 {
+        return Err(GpuError::TooLarge { what, bytes: unit_bytes as u64, limit: limit as u64 });
+    }
+    let mut slices = Vec::new();
+    let mut uploaded = 0;
+    for first in (0..units).step_by(per_slice) {
+        let count = per_slice.min(units - first);
+        let mut padded = bytes[first * unit_bytes..(first + count) * unit_bytes].to_vec();
+        padded.resize(padded.len().div_ceil(4) * 4, 0);
+        uploaded += padded.len() as u64;
+        slices.push((first, count, upload(gpu, &padded)));
+    }
+    Ok((slices, uploaded))
+}
+
 fn upload(gpu: &Gpu, bytes: &[u8]) -> wgpu::Buffer {
     gpu.buffer_with(bytes, wgpu::BufferUsages::STORAGE)
 }
@@ -1518,14 +1580,16 @@ impl Backend for GpuBackend<'_> {
             softcap: attention.softcap.unwrap_or(0.0),
             causal: attention.causal,
         };
-        let (pipeline, groups) = self.gpu.attention_kernel(self.rows, c.n_head);
+        let (pipeline, groups) = self.gpu.attention_kernel(self.rows, &params);
         let words = super::attention_params(&params, self.rows, groups[0], attention.sinks.is_some());
         let sinks = match attention.sinks {
             Some(sinks) => self.vector(sinks),
             None => self.state.constant_row(self.gpu, 1, 0.0),
         };
         let (q, out, pipeline) = (self.buf(Buf::Q).clone(), self.buf(Buf::Attn).clone(), pipeline.clone());
-        self.dispatch(&pipeline, &[&q, &keys, &values, &sinks, &out], &words, groups);
+        // No spans: a model's queries see what their window and causality leave them.
+        let spans = self.state.constant_row(self.gpu, 1, 0.0);
+        self.dispatch(&pipeline, &[&q, &keys, &values, &sinks, &spans, &out], &words, groups);
     }
 
     /// `model::cpu`'s short convolution, each step a kernel: the input projection, `b ⊙ x`, the

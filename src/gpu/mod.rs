@@ -18,9 +18,11 @@ mod backend;
 mod runners;
 mod shaders;
 mod signal;
+mod vision;
 
 pub use backend::{GpuState, KernelTime};
 pub use signal::Signal;
+pub use vision::{GpuSquare, GpuVision, SquareError};
 
 use std::fmt;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -162,6 +164,8 @@ pub struct Gpu {
     gather_columns: wgpu::ComputePipeline,
     bias_silu: wgpu::ComputePipeline,
     gate_by_silu: wgpu::ComputePipeline,
+    /// A vision encoder's kernels, built with the first picture.
+    vision: OnceLock<vision::VisionPipelines>,
 }
 
 // A row's threads reduce by halving (a power of two), and in a batch each of its first eight
@@ -209,6 +213,11 @@ pub struct AttentionParams {
     /// (a picture's rows, attended both ways).
     pub causal: bool,
 }
+
+/// The most loop iterations one invocation of a software adapter's shader runs (llvmpipe's
+/// `LP_MAX_TGSI_LOOP_ITERATIONS`, over all its loops together): the attention kernels keep
+/// within it where they can.
+const THREAD_LOOPS: usize = 65_535;
 
 /// The largest head the attention kernel takes (its accumulator is per thread).
 pub const MAX_ATTENTION_HEAD: usize = 256;
@@ -379,6 +388,7 @@ impl Gpu {
             gather_columns,
             bias_silu,
             gate_by_silu,
+            vision: OnceLock::new(),
         })
     }
 
@@ -524,7 +534,17 @@ impl Gpu {
             (&self.bias_silu, "bias_silu"),
             (&self.gate_by_silu, "gate_by_silu"),
         ];
-        named.iter().find(|(p, _)| *p == pipeline).map_or("other", |(_, name)| name).to_owned()
+        let vision = self.vision.get().and_then(|v| v.name_of(pipeline));
+        named
+            .iter()
+            .find(|(p, _)| *p == pipeline)
+            .map_or(vision.unwrap_or("other"), |(_, name)| name)
+            .to_owned()
+    }
+
+    /// The vision encoder's pipelines, built on first use.
+    fn vision_pipelines(&self) -> &vision::VisionPipelines {
+        self.vision.get_or_init(|| vision::VisionPipelines::new(&self.device))
     }
 
     /// The three matrix pipelines of `weight_type`, built on first use; an error for a type
@@ -562,9 +582,15 @@ impl Gpu {
     /// matrix products split, a workgroup per query and head below [`GEMM_MIN_BATCH`] queries
     /// (decode: all 64 threads on one head's cache), a thread per query and head from there
     /// (prefill, which has heads enough to fill the device).
-    fn attention_kernel(&self, queries: usize, n_head: usize) -> (&wgpu::ComputePipeline, [u32; 3]) {
-        let pairs = (queries * n_head) as u32;
-        let (pipeline, groups) = if queries < GEMM_MIN_BATCH {
+    fn attention_kernel(&self, queries: usize, a: &AttentionParams) -> (&wgpu::ComputePipeline, [u32; 3]) {
+        let pairs = (queries * a.n_head) as u32;
+        // A thread's loops run about (2 · head + 1) times per key it reads; llvmpipe (lavapipe)
+        // ends any invocation's loops after 65,535 iterations in all, so past that a thread per
+        // (query, head) would attend to only the first keys there (wrong output, no error): the
+        // workgroup kernel, whose threads share each block of 64 keys, takes such calls.
+        let keys = a.start + queries;
+        let thread_loops = keys * (2 * a.head_dim + 1);
+        let (pipeline, groups) = if queries < GEMM_MIN_BATCH || thread_loops >= THREAD_LOOPS {
             (&self.attention[0], pairs)
         } else {
             (&self.attention[1], pairs.div_ceil(64))

@@ -192,10 +192,15 @@ impl Gpu {
                 a.start
             )));
         }
-        let (pipeline, groups) = self.attention_kernel(queries, a.n_head);
+        let (pipeline, groups) = self.attention_kernel(queries, &a);
         let params = attention_params(&a, queries, groups[0], sinks.is_some());
-        let inputs: [&[u8]; 4] =
-            [&f32_bytes(q), &f32_bytes(k), &f32_bytes(v), &f32_bytes(sinks.unwrap_or(&[0.0]))];
+        let inputs: [&[u8]; 5] = [
+            &f32_bytes(q),
+            &f32_bytes(k),
+            &f32_bytes(v),
+            &f32_bytes(sinks.unwrap_or(&[0.0])),
+            &u32_bytes(&[0, 0]),
+        ];
         self.run(pipeline, &inputs, &vec![0.0; q.len()], &params, groups).await
     }
 

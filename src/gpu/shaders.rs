@@ -1333,7 +1333,7 @@ const ATTENTION_HEADER: &str = r#"
 struct Params {
     n_head: u32, n_kv: u32, head_dim: u32, start: u32,
     queries: u32, window: u32, groups_x: u32, both_ways: u32,
-    scale: u32, softcap: u32, has_sinks: u32, unused2: u32,
+    scale: u32, softcap: u32, has_sinks: u32, has_spans: u32,
 }
 @group(0) @binding(0) var<storage, read> q: array<f32>;
 @group(0) @binding(1) var<storage, read> k: array<f32>;
@@ -1341,8 +1341,11 @@ struct Params {
 // A sink per head where `has_sinks` (gpt-oss): a score with no value, joined after the last
 // position, which takes its share of the softmax.
 @group(0) @binding(3) var<storage, read> sinks: array<f32>;
-@group(0) @binding(4) var<storage, read_write> out: array<f32>;
-@group(0) @binding(5) var<uniform> p: Params;
+// Where `has_spans` (a vision encoder's windows): each query's first position and the one past
+// its last, in place of the window's and the causal or both-ways bounds.
+@group(0) @binding(4) var<storage, read> spans: array<u32>;
+@group(0) @binding(5) var<storage, read_write> out: array<f32>;
+@group(0) @binding(6) var<uniform> p: Params;
 
 // The softmax's running maximum and total once a sink's score joins, and the factor that
 // brings the weighted values' sums to that maximum.
@@ -1368,7 +1371,11 @@ fn query_head(index: u32) -> QueryHead {
     if (p.window > 0u && position + 1u > p.window) {
         first = position + 1u - p.window;
     }
-    let last = select(position, p.start + p.queries - 1u, p.both_ways != 0u);
+    var last = select(position, p.start + p.queries - 1u, p.both_ways != 0u);
+    if (p.has_spans != 0u) {
+        first = spans[2u * query];
+        last = spans[2u * query + 1u] - 1u;
+    }
     return QueryHead(head, head / (p.n_head / p.n_kv), last, first, (query * p.n_head + head) * p.head_dim);
 }
 "#;
@@ -1723,3 +1730,172 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
 /// The largest DeltaNet head the delta-rule kernel takes (its query and key in workgroup
 /// memory).
 pub const MAX_DELTA_HEAD: usize = 256;
+
+/// LayerNorm (ggml's `norm`, then its `mul` and `add`): one workgroup per row of `width`, the
+/// mean and then the centered values' mean square reduced in workgroup memory, each value
+/// `(x − mean) · scale · weight (+ bias where `has_bias`)`.
+pub fn layer_norm(workgroup: u32) -> String {
+    r#"
+struct Params { rows: u32, width: u32, eps: u32, groups_x: u32, has_bias: u32, unused0: u32, unused1: u32, unused2: u32 }
+@group(0) @binding(0) var<storage, read> x: array<f32>;
+@group(0) @binding(1) var<storage, read> weight: array<f32>;
+@group(0) @binding(2) var<storage, read> bias: array<f32>;
+@group(0) @binding(3) var<storage, read_write> y: array<f32>;
+@group(0) @binding(4) var<uniform> p: Params;
+var<workgroup> partial: array<f32, WG>;
+
+fn row_sum(t: u32, value: f32) -> f32 {
+    partial[t] = value;
+    workgroupBarrier();
+    for (var s = WG / 2u; s > 0u; s = s >> 1u) {
+        if (t < s) {
+            partial[t] += partial[t + s];
+        }
+        workgroupBarrier();
+    }
+    let sum = partial[0];
+    workgroupBarrier();
+    return sum;
+}
+
+@compute @workgroup_size(WG)
+fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+    let row = group.y * p.groups_x + group.x;
+    let base = row * p.width;
+    let live = row < p.rows;
+    var sum = 0.0;
+    if (live) {
+        for (var i = t; i < p.width; i += WG) {
+            sum += x[base + i];
+        }
+    }
+    let mean = row_sum(t, sum) / f32(p.width);
+    var squares = 0.0;
+    if (live) {
+        for (var i = t; i < p.width; i += WG) {
+            let c = x[base + i] - mean;
+            squares += c * c;
+        }
+    }
+    let scale = 1.0 / sqrt(row_sum(t, squares) / f32(p.width) + bitcast<f32>(p.eps));
+    if (live) {
+        for (var i = t; i < p.width; i += WG) {
+            var value = ((x[base + i] - mean) * scale) * weight[i];
+            if (p.has_bias != 0u) {
+                value += bias[i];
+            }
+            y[base + i] = value;
+        }
+    }
+}
+"#
+    .replace("WG", &format!("{workgroup}u"))
+}
+
+/// A vision encoder's activation in place (`p.a`: 0 GELU, 1 quick GELU, 2 SiLU), times `y` where
+/// `p.b` (a gated feed-forward's up rows). The GELUs as ggml's CPU takes them from its f16
+/// tables: the input rounded to f16, the result too (GELU's tanh form, exact past ±10).
+pub const VISION_ACTIVATION: &str = "let g = x[i];
+        let h = unpack2x16float(pack2x16float(vec2<f32>(g, 0.0))).x;
+        var a = g / (1.0 + exp(-g));
+        if (p.a == 0u) {
+            a = 0.5 * h * (1.0 + tanh(0.7978846 * h * (1.0 + 0.044715 * h * h)));
+            a = unpack2x16float(pack2x16float(vec2<f32>(a, 0.0))).x;
+            if (g <= -10.0) { a = 0.0; }
+            if (g >= 10.0) { a = g; }
+        } else if (p.a == 1u) {
+            a = unpack2x16float(pack2x16float(vec2<f32>(h * (1.0 / (1.0 + exp(-1.702 * h))), 0.0))).x;
+        }
+        if (p.b != 0u) { a = a * y[i]; }
+        x[i] = a;";
+
+/// ggml's `clamp` between `p.b` and `p.a` (f32 bits): `max(min(x, high), low)`. `y` is bound
+/// but unread (the phony read keeps it in the element-wise kernels' layout).
+pub const CLAMP: &str = "_ = y[0]; x[i] = max(min(x[i], bitcast<f32>(p.a)), bitcast<f32>(p.b));";
+
+/// Each value rounded to f16 (and back), as llama.cpp rounds activations before an F16 matrix
+/// and keys and values before attention; `y` bound but unread.
+pub const ROUND_F16: &str = "_ = y[0]; x[i] = unpack2x16float(pack2x16float(vec2<f32>(x[i], 0.0))).x;";
+
+/// Gemma 4's standardization: `(x − bias) · scale`, `y` the bias's `p.a` values then the scale's.
+pub const STANDARDIZE: &str = "x[i] = (x[i] - y[i % p.a]) * y[p.a + i % p.a];";
+
+/// A vision encoder's 2D RoPE from a table: one thread per (row, head, pair), each row's pairs'
+/// `[cos, sin]` in `table` (`head_dim / 2` pairs a row), pair `j` turning values half a
+/// `span` apart within its span (Qwen: one span, the head; Gemma 4: two, its halves), with
+/// ggml's rounding (a fused multiply-add).
+pub const ROPE_TABLE: &str = r#"
+struct Params { rows: u32, heads: u32, head_dim: u32, span: u32, groups_x: u32, unused0: u32, unused1: u32, unused2: u32 }
+@group(0) @binding(0) var<storage, read> table: array<f32>;
+@group(0) @binding(1) var<storage, read_write> x: array<f32>;
+@group(0) @binding(2) var<uniform> p: Params;
+
+@compute @workgroup_size(256)
+fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+    let pairs = p.head_dim / 2u;
+    let index = (group.y * p.groups_x + group.x) * 256u + t;
+    if (index >= p.rows * p.heads * pairs) {
+        return;
+    }
+    let j = index % pairs;
+    let head = (index / pairs) % p.heads;
+    let row = index / (pairs * p.heads);
+    let half = p.span / 2u;
+    let a = (row * p.heads + head) * p.head_dim + (j / half) * p.span + j % half;
+    let b = a + half;
+    let c = table[2u * (row * pairs + j)];
+    let s = table[2u * (row * pairs + j) + 1u];
+    let x0 = x[a];
+    let x1 = x[b];
+    x[a] = fma(x0, c, -(x1 * s));
+    x[b] = fma(x0, s, x1 * c);
+}
+"#;
+
+/// Chunks of `p.chunk` values: the output's `i`th is `x`'s `sources[i]`th, or zeros where the
+/// source is `0xffffffff`; one thread per value.
+pub const GATHER: &str = r#"
+struct Params { n: u32, chunk: u32, groups_x: u32, unused: u32 }
+@group(0) @binding(0) var<storage, read> sources: array<u32>;
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read_write> out: array<f32>;
+@group(0) @binding(3) var<uniform> p: Params;
+
+@compute @workgroup_size(256)
+fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+    let i = (group.y * p.groups_x + group.x) * 256u + t;
+    if (i >= p.n) {
+        return;
+    }
+    let source = sources[i / p.chunk];
+    out[i] = select(x[source * p.chunk + i % p.chunk], 0.0, source == 0xffffffffu);
+}
+"#;
+
+/// ggml's `pool_2d` average: each output value the f32 sum of a `merge × merge` square of a
+/// `width`-wide grid's rows (`d` wide), in reading order, divided by its count.
+pub const AVERAGE_POOL: &str = r#"
+struct Params { n: u32, width: u32, d: u32, merge: u32, out_width: u32, groups_x: u32, unused0: u32, unused1: u32 }
+@group(0) @binding(0) var<storage, read> x: array<f32>;
+@group(0) @binding(1) var<storage, read_write> out: array<f32>;
+@group(0) @binding(2) var<uniform> p: Params;
+
+@compute @workgroup_size(256)
+fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+    let i = (group.y * p.groups_x + group.x) * 256u + t;
+    if (i >= p.n) {
+        return;
+    }
+    let c = i % p.d;
+    let cell = i / p.d;
+    let oy = cell / p.out_width;
+    let ox = cell % p.out_width;
+    var sum = 0.0;
+    for (var ky = 0u; ky < p.merge; ky++) {
+        for (var kx = 0u; kx < p.merge; kx++) {
+            sum += x[((oy * p.merge + ky) * p.width + ox * p.merge + kx) * p.d + c];
+        }
+    }
+    out[i] = sum / f32(p.merge * p.merge);
+}
+"#;

@@ -356,6 +356,7 @@ fn attention_matches_the_cpu_with_groups_windows_soft_caps_and_sinks() {
     // starts inside one, and a head that is no multiple of the 64 threads; with sinks per head
     // (gpt-oss), some below every score and some above.
     // Rows attended both ways (a picture's): every query sees the whole batch, with a window too.
+    // Long calls, which take the workgroup kernel (`Gpu::attention_kernel`).
     for (queries, start, n_head, n_kv, head_dim, window, softcap, sinks, causal) in [
         (1, 37, 4, 4, 64, 0, 0.0, false, true),
         (9, 0, 6, 2, 32, 0, 0.0, false, true),
@@ -373,6 +374,11 @@ fn attention_matches_the_cpu_with_groups_windows_soft_caps_and_sinks() {
         (16, 5, 4, 2, 64, 0, 0.0, false, false),
         (70, 30, 2, 1, 64, 0, 0.0, false, false),
         (9, 40, 4, 4, 32, 12, 0.0, false, false),
+        // Past llvmpipe's 65,535 loop iterations per invocation for a thread per (query, head):
+        // a picture's 2,048 patches, and a prefill 2,000 positions deep (each gave wrong
+        // values on lavapipe before the workgroup kernel took them).
+        (2048, 0, 2, 2, 16, 0, 0.0, false, false),
+        (16, 2000, 2, 1, 64, 0, 0.0, false, true),
     ] {
         let positions = start + queries;
         let q = random(queries * n_head * head_dim, 1.0, &mut rng);

@@ -12,7 +12,7 @@
 
 use serde::Serialize;
 
-mod backend;
+pub(crate) mod backend;
 #[cfg(not(target_family = "wasm"))]
 mod decode;
 mod header;

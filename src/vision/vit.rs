@@ -364,6 +364,29 @@ impl PictureEncoding {
         self.total
     }
 
+    /// The next square to encode (the layout's text before it taken), none when all are: a
+    /// device encodes it, and [`add_square`](Self::add_square) takes its embeddings.
+    pub fn next_square(&mut self) -> Option<RgbImage> {
+        while let Some(slot) = self.parts.get_mut(self.next) {
+            self.next += 1;
+            match slot.take() {
+                Some(PicturePart::Text(text)) => self.encoded.push(PromptPart::Text(text)),
+                Some(PicturePart::Square(square)) => return Some(square),
+                None => {}
+            }
+        }
+        None
+    }
+
+    /// The embeddings of the square [`next_square`](Self::next_square) gave.
+    pub fn add_square(&mut self, rows: ImageEmbeddings) {
+        self.encoded.push(PromptPart::Rows(rows.tokens));
+        self.values.extend_from_slice(&rows.values);
+        // A picture placed by its grid is one square.
+        self.grid = rows.grid;
+        self.left = self.left.saturating_sub(1);
+    }
+
     /// The encoded picture, once [`squares_left`](Self::squares_left) is 0: the layout's text
     /// after the last square is taken here.
     pub fn finish(mut self) -> EncodedPicture {
@@ -940,6 +963,12 @@ impl VisionEncoder {
         })
     }
 
+    /// The projector file, which the encoder's matrices view.
+    #[cfg_attr(not(feature = "gpu"), allow(dead_code, reason = "the GPU's encoder reads it"))]
+    pub(crate) fn file(&self) -> &ModelBytes {
+        &self.bytes
+    }
+
     /// What the file says about itself.
     pub fn facts(&self) -> &ProjectorFacts {
         &self.facts
@@ -1177,23 +1206,11 @@ impl VisionEncoder {
         })
     }
 
-    /// Encodes the next square of `encoding` (none when all are).
+    /// Encodes the next square of `encoding` (none when all are), on the CPU.
     pub fn encode_next(&self, encoding: &mut PictureEncoding) -> Result<(), ModelError> {
-        while let Some(slot) = encoding.parts.get_mut(encoding.next) {
-            encoding.next += 1;
-            match slot.take() {
-                Some(PicturePart::Text(text)) => encoding.encoded.push(PromptPart::Text(text)),
-                Some(PicturePart::Square(square)) => {
-                    let rows = self.encode_square(&square)?;
-                    encoding.encoded.push(PromptPart::Rows(rows.tokens));
-                    encoding.values.extend_from_slice(&rows.values);
-                    // A picture placed by its grid is one square.
-                    encoding.grid = rows.grid;
-                    encoding.left -= 1;
-                    return Ok(());
-                }
-                None => {}
-            }
+        if let Some(square) = encoding.next_square() {
+            let rows = self.encode_square(&square)?;
+            encoding.add_square(rows);
         }
         Ok(())
     }
@@ -1578,6 +1595,7 @@ impl PatchRope {
     /// Each patch's cos/sin pairs in the order a head's pairs take them (Qwen: the row's, then
     /// the column's; Gemma 4: the column's for the first half, the row's for the second), as
     /// `[cos, sin]` after each other: the GPU's table.
+    #[cfg_attr(not(feature = "gpu"), allow(dead_code, reason = "the GPU's encoder reads it"))]
     pub(crate) fn table(&self) -> Vec<f32> {
         let mut table = Vec::with_capacity(self.places.len() * self.head_dim);
         for &(column, row) in &self.places {

@@ -225,7 +225,9 @@ impl WebEngine {
         Ok(squares)
     }
 
-    /// Encodes the next square of the picture `add_image` began; returns how many are left.
+    /// Encodes the next square of the picture `add_image` began; returns how many are left. On
+    /// the GPU a square is submitted here and collected by the next call (or `finish_image`):
+    /// await `pending()` after each call.
     pub fn encode_square(&mut self) -> Result<u32, JsValue> {
         let (_, picture) = self.picture.as_mut().ok_or_else(no_picture)?;
         self.engine.encode_next_square(picture).map_err(engine_error)?;
@@ -611,7 +613,9 @@ impl WebEngine {
     /// Await it after `prefill` and `advance`, before the next call.
     pub fn pending(&self) -> Option<js_sys::Promise> {
         #[cfg(feature = "gpu")]
-        return self.session.as_ref().and_then(Session::pending).map(super::gpu::promise);
+        return (self.picture.as_ref().and_then(|(_, picture)| picture.pending()))
+            .or_else(|| self.session.as_ref().and_then(Session::pending))
+            .map(super::gpu::promise);
         #[cfg(not(feature = "gpu"))]
         None
     }

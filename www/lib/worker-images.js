@@ -119,9 +119,9 @@ export async function addPictures(id, run, engine, pictures) {
 }
 
 /**
- * Adds a decoded picture to the engine, its squares encoded one call at a time; `between(done,
- * total)` runs before each square (to report, yield, or throw to stop). Returns the rows of
- * embeddings it puts into the prompt.
+ * Adds a decoded picture to the engine, its squares encoded one call at a time (on the GPU, each
+ * awaited before the next call collects it); `between(done, total)` runs before each call (to
+ * report, yield, or throw to stop). Returns the rows of embeddings it puts into the prompt.
  * @param {WebEngine} engine @param {{width: number, height: number, rgba: Uint8Array}} picture
  * @param {(done: number, total: number) => Promise<void>} [between]
  */
@@ -130,6 +130,8 @@ export async function addPicture(engine, { width, height, rgba }, between) {
   for (let left = total; left > 0;) {
     await between?.(total - left, total);
     left = engine.encode_square();
+    // On the GPU the square was submitted: the next call (or finish_image) takes it once done.
+    await engine.pending();
   }
   return engine.finish_image();
 }

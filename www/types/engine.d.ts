@@ -127,7 +127,8 @@ declare module '*/inferno.js' {
     /** A picture for the next start_chat (RGBA), laid out: the squares the projector has to
      *  encode (0 when it encoded this picture before). */
     add_image(width: number, height: number, rgba: Uint8Array): number;
-    /** Encodes the next square of the picture add_image began: how many are left. */
+    /** Encodes the next square of the picture add_image began: how many are left. On the GPU
+     *  the square is submitted and the next call (or finish_image) collects it: await pending(). */
     encode_square(): number;
     /** Adds the picture whose squares are encoded: its rows of embeddings in the prompt. */
     finish_image(): number;
@@ -153,6 +154,7 @@ declare module '*/inferno.js' {
     use_cpu(): void;
     /** Runs the pending token; true when its logits arrive later (the GPU: await pending()). */
     advance(): boolean;
+    /** Settles when the GPU has done what the last advance, prefill or encode_square submitted. */
     pending(): Promise<void> | undefined;
     reset(): void;
     decode_weight_bytes(): number;
