@@ -141,6 +141,9 @@ impl GpuSquare {
 }
 
 impl GpuVision {
+    // In the browser wgpu's buffers are neither `Send` nor `Sync`, and nothing here crosses
+    // threads: the pool is shared only with the rows of the square being recorded.
+    #[allow(clippy::arc_with_non_send_sync)]
     pub fn new(gpu: Arc<Gpu>) -> GpuVision {
         let encoder = Encoder::new(&gpu);
         GpuVision {

@@ -19,6 +19,7 @@ import {
   h,
   modelsDir,
   onlyIn,
+  repoRoot,
   requireFile,
   requireModel,
   watchForProblems,
@@ -515,6 +516,70 @@ describe('the library on the GPU (SwiftShader WebGPU)', { timeout: TIMEOUT_MS },
         h.page = harnessPage;
         await context.close();
       }
+    },
+  );
+
+  test(
+    'a picture on the GPU: Qwen2.5-VL encoded there (window attention) answers as on the CPU, and a follow-up does not encode it again',
+    {
+      skip: onlyIn('chromium', 'Firefox ESR has no WebGPU'),
+    },
+    async () => {
+      const fixtures = path.join(repoRoot, 'tests/fixtures');
+      const model = { file: path.join(fixtures, 'models/qwen2vl-micro-q8_0.gguf') };
+      const { context, page } = await blankPage(browser, { losable: false, model });
+      const base64 = (file) => readFileSync(path.join(fixtures, file)).toString('base64');
+      const result = await page.evaluate(
+        async ({ mmproj, picture }) => {
+          const { Inferno } = await import('/lib/inferno.js');
+          const bytes = (b64) => Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));
+          const url = 'data:image/png;base64,' + picture;
+          const ask = (engine, more = []) =>
+            engine.chat.completions.create({
+              messages: [
+                {
+                  role: 'user',
+                  content: [
+                    { type: 'image_url', image_url: { url } },
+                    { type: 'text', text: 'What is in this picture?' },
+                  ],
+                },
+                ...more,
+              ],
+              temperature: 0,
+              max_tokens: 4,
+              logprobs: true,
+              top_logprobs: 5,
+            });
+          const run = async (device) => {
+            const engine = await Inferno.load(new Blob([window.modelBytes]), {
+              device,
+              mmproj: new Blob([bytes(mmproj)]),
+            });
+            const first = await ask(engine);
+            const followUp = await ask(engine, [
+              { role: 'assistant', content: first.choices[0].message.content },
+              { role: 'user', content: 'And the colours?' },
+            ]);
+            const out = {
+              device: engine.model.device.type,
+              steps: first.inferno.steps.map((s) => ({ token: s.token, trace: s.trace.candidates })),
+              usage: first.usage,
+              encoded: [first.inferno.stats.imagesEncoded, followUp.inferno.stats.imagesEncoded],
+            };
+            engine.terminate();
+            return out;
+          };
+          return { cpu: await run('cpu'), gpu: await run('gpu') };
+        },
+        { mmproj: base64('models/clip-qwen25vl-micro.gguf'), picture: base64('images/stripes-300x200.png') },
+      );
+      assert.equal(result.gpu.device, 'gpu');
+      assert.equal(result.cpu.device, 'cpu');
+      assert.deepEqual(result.gpu.usage, result.cpu.usage, 'the same prompt, picture rows counted alike');
+      agreesUntilANearTie(result.cpu.steps, result.gpu.steps, 'qwen2.5-vl picture');
+      assert.deepEqual(result.gpu.encoded, [1, 1], 'encoded once, found again by its hash');
+      await context.close();
     },
   );
 

@@ -133,3 +133,71 @@ async fn the_gemm_agrees_with_the_one_row_kernel_in_the_browser() {
         &wrong[..wrong.len().min(12)]
     );
 }
+
+/// Pictures on the GPU in the browser: the 61 × 47 noise picture through each micro projector,
+/// square by square, each square submitted, awaited (`pending`) and collected as the worker does
+/// it, against mtmd's embeddings within the 1e-3 (relative to their largest magnitude;
+/// natively on lavapipe: 1.6e-4 to 5.7e-4, tests/gpu.rs).
+#[wasm_bindgen_test]
+async fn pictures_encode_on_the_gpu_in_the_browser_as_mtmd_encodes_them() {
+    use inferno::gpu::GpuVision;
+    use inferno::model::ModelBytes;
+    use inferno::vision::{PicturePart, RgbImage, VisionEncoder};
+    if !has_webgpu() {
+        return;
+    }
+    #[allow(clippy::arc_with_non_send_sync, reason = "the engine's type: wasm has one thread here")]
+    let gpu = std::sync::Arc::new(Gpu::request().await.expect("a WebGPU adapter"));
+    let projectors: [(&str, &[u8], &[u8]); 6] = [
+        (
+            "gemma3",
+            include_bytes!("../fixtures/models/clip-gemma3-micro.gguf"),
+            include_bytes!("../fixtures/golden/clip-gemma3-micro.noise-61x47.f32"),
+        ),
+        (
+            "idefics3",
+            include_bytes!("../fixtures/models/clip-idefics3-micro.gguf"),
+            include_bytes!("../fixtures/golden/clip-idefics3-micro.noise-61x47.f32"),
+        ),
+        (
+            "lfm2",
+            include_bytes!("../fixtures/models/clip-lfm2-micro.gguf"),
+            include_bytes!("../fixtures/golden/clip-lfm2-micro.noise-61x47.f32"),
+        ),
+        (
+            "gemma4v",
+            include_bytes!("../fixtures/models/clip-gemma4v-micro.gguf"),
+            include_bytes!("../fixtures/golden/clip-gemma4v-micro.noise-61x47.f32"),
+        ),
+        (
+            "qwen2.5vl",
+            include_bytes!("../fixtures/models/clip-qwen25vl-micro.gguf"),
+            include_bytes!("../fixtures/golden/clip-qwen25vl-micro.noise-61x47.f32"),
+        ),
+        (
+            "qwen3vl deepstack",
+            include_bytes!("../fixtures/models/clip-qwen3vl-deepstack-micro.gguf"),
+            include_bytes!("../fixtures/golden/clip-qwen3vl-deepstack-micro.noise-61x47.f32"),
+        ),
+    ];
+    let picture =
+        RgbImage::new(61, 47, include_bytes!("../fixtures/images/noise-61x47.rgb").to_vec()).unwrap();
+    for (name, mmproj, golden) in projectors {
+        let encoder = VisionEncoder::load(ModelBytes::from(mmproj.to_vec())).unwrap();
+        let mut vision = GpuVision::new(std::sync::Arc::clone(&gpu));
+        let mut ours = Vec::new();
+        for part in encoder.layout(&picture).unwrap() {
+            let PicturePart::Square(square) = part else { continue };
+            let submitted = vision.submit(&encoder, &square).map_err(|e| format!("{name}: {e:?}")).unwrap();
+            submitted.pending().await.unwrap();
+            ours.extend(submitted.collect().unwrap().values);
+        }
+        let golden: Vec<f32> =
+            golden.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
+        assert_eq!(ours.len(), golden.len(), "{name}");
+        let scale = golden.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+        let worst = ours.iter().zip(&golden).fold(0.0f32, |m, (a, b)| m.max((a - b).abs())) / scale;
+        web_sys::console::log_1(&format!("{name} on the GPU in the browser: {worst:.2e} from mtmd's").into());
+        assert!(worst < 1e-3, "{name}: {worst}");
+    }
+}
