@@ -32,8 +32,8 @@ die() {
 # Micro files the `gguf` package cannot write (llama-quantize's K-quants) or that the others are
 # made from; every other golden's file is made there (scripts/gpu_check.py).
 CARRIED_MODELS=(qwen3-micro-f32 qwen3-micro-q2_k qwen3-micro-q3_k_s qwen3-micro-q4_k_s
-  qwen3-micro-q5_k_s qwen3-micro-q6_k qwen3-vocab)
-CARRIED_SCRIPTS=(gpu_check.py make_micro_quants.py make_micro_models.py make_qwen3_shaped.py)
+  qwen3-micro-q5_k_s qwen3-micro-q6_k qwen3-vocab clip-qwen25vl-micro)
+CARRIED_SCRIPTS=(gpu_check.py make_micro_quants.py make_micro_models.py make_qwen3_shaped.py make_micro_mmproj.py)
 LIMIT_MIB=64
 
 prepare() {
@@ -47,7 +47,7 @@ prepare() {
     RUSTC_BOOTSTRAP=1 CARGO_UNSTABLE_CHECKSUM_FRESHNESS=true \
     cargo build --release --features gpu --bin inferno)
   rm -rf "$dir"
-  mkdir -p "$dir"/{bin,lib,py,scripts,tests/fixtures/models,tests/fixtures/golden}
+  mkdir -p "$dir"/{bin,lib,py,scripts,tests/fixtures/models,tests/fixtures/golden,tests/fixtures/images}
   cp "$target/release/inferno" "$dir/bin/inferno"
   strip "$dir/bin/inferno"
   # llama.cpp's Vulkan llama-bench (built once into the cache by setup.sh gpu-bench): its
@@ -63,6 +63,8 @@ prepare() {
   done
   find "$repo/tests/fixtures/golden" -maxdepth 1 -name '*.json' ! -name '*.embeddings.json' \
     -exec cp {} "$dir/tests/fixtures/golden/" \;
+  # The picture the encoder's bench takes.
+  cp "$repo/tests/fixtures/images/wide-480x360.png" "$dir/tests/fixtures/images/"
   # Vulkan's loader, for a machine that has the GPU's driver but not the loader.
   local loader
   loader=$(libraries | awk '/libvulkan\.so\.1 .*x86-64/ {print $NF; exit}')

@@ -73,6 +73,15 @@ pub enum SquareError {
     Gpu(GpuError),
 }
 
+impl std::fmt::Display for SquareError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SquareError::Model(e) => e.fmt(f),
+            SquareError::Gpu(e) => e.fmt(f),
+        }
+    }
+}
+
 impl From<ModelError> for SquareError {
     fn from(e: ModelError) -> Self {
         SquareError::Model(e)

@@ -7,7 +7,7 @@
 //!
 //! `inferno bench MMPROJ --image PICTURE` times a vision projector's encoder instead: the
 //! picture fitted, the ViT and the projector, as mtmd's `mtmd_encode_chunk` runs them
-//! (scripts/bench_vision.py puts it beside mtmd's own).
+//! (scripts/bench_vision.py puts it beside mtmd's own); with `--device gpu`, on the GPU.
 
 use std::time::Instant;
 
@@ -457,6 +457,8 @@ struct EncoderResult {
     threads: usize,
     runs: usize,
     load_ms: f64,
+    /// Where the squares were encoded: `cpu`, or the GPU adapter's name.
+    device: String,
     /// The median time from the decoded picture to its embeddings.
     encode_ms: f64,
     /// The working memory encoding this picture holds besides the weights, at most
@@ -494,10 +496,37 @@ fn bench_encoder(args: &Args, path: &str, picture: &str, runs: usize, threads: u
             inferno::vision::PicturePart::Text(_) => None,
         })
         .collect();
+    // On the GPU (`--device gpu`) each square is submitted and waited for, as the engine does
+    // natively; the warm-up run uploads the weights.
+    #[cfg(all(feature = "gpu", not(target_family = "wasm")))]
+    let (mut on_gpu, device) = match args.gpu()? {
+        Some(gpu) => {
+            (Some(inferno::gpu::GpuVision::new(std::sync::Arc::clone(&gpu))), gpu.facts().name.clone())
+        }
+        None => (None, "cpu".to_owned()),
+    };
+    #[cfg(not(all(feature = "gpu", not(target_family = "wasm"))))]
+    let device = {
+        args.gpu()?;
+        "cpu".to_owned()
+    };
     let mut samples = Vec::with_capacity(runs);
     let mut tokens = 0;
     for run in 0..=runs {
         let started = Instant::now();
+        #[cfg(all(feature = "gpu", not(target_family = "wasm")))]
+        let embeddings = match &mut on_gpu {
+            Some(vision) => {
+                let mut encoding = encoder.begin(&picture).map_err(|e| format!("bench: {e}"))?;
+                while let Some(square) = encoding.next_square() {
+                    let rows = vision.encode_square(&encoder, &square).map_err(|e| format!("bench: {e}"))?;
+                    encoding.add_square(rows);
+                }
+                encoding.finish().embeddings
+            }
+            None => encoder.encode(&picture).map_err(|e| format!("bench: {e}"))?,
+        };
+        #[cfg(not(all(feature = "gpu", not(target_family = "wasm"))))]
         let embeddings = encoder.encode(&picture).map_err(|e| format!("bench: {e}"))?;
         tokens = embeddings.tokens;
         std::hint::black_box(&embeddings);
@@ -517,6 +546,7 @@ fn bench_encoder(args: &Args, path: &str, picture: &str, runs: usize, threads: u
         threads,
         runs,
         load_ms,
+        device,
         encode_ms: samples[samples.len() / 2],
         work_bytes: shape.work_bytes_for(square_patches.iter().copied().max().unwrap_or(0)),
     };
@@ -534,8 +564,9 @@ fn bench_encoder(args: &Args, path: &str, picture: &str, runs: usize, threads: u
         );
         println!("load    {:.0} ms", result.load_ms);
         println!(
-            "encode  {:.1} ms  (median of {runs}, {threads} threads; {:.0} MiB working memory)",
+            "encode  {:.1} ms  (median of {runs}, on {}; {threads} CPU threads; {:.0} MiB working memory)",
             result.encode_ms,
+            result.device,
             result.work_bytes as f64 / (1 << 20) as f64
         );
     }
