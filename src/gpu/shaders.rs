@@ -1476,9 +1476,10 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
 /// Causal attention, one thread per (query, head) with an online softmax over the positions
 /// it sees (the window's, or all before it; the whole batch where it attends both ways), keys and values of its KV head (grouped heads),
 /// scores scaled and, with a soft cap, squashed by `cap · tanh(score / cap)`. Head size at most
-/// 256. For prefill: on lavapipe the workgroup kernel's barriers per block of 64 positions
-/// halved a 1,024-token prefill of SmolLM2 (19.9 tok/s to 10.6). A tiled kernel for long
-/// prefills on real GPUs is still to come.
+/// 256. For prefill over short contexts: `Gpu::attention_kernel` sends calls whose threads would
+/// loop past llvmpipe's 65,535 iterations to the workgroup kernel (the 19.9 tok/s this kernel
+/// gave a 1,024-token SmolLM2 prefill on lavapipe, against the workgroup kernel's 10.6, was over
+/// loops llvmpipe had cut short). A tiled kernel for long prefills on real GPUs is still to come.
 const ATTENTION_THREAD_MAIN: &str = r#"
 
 @compute @workgroup_size(64)

@@ -101,12 +101,20 @@ pub struct GpuVision {
     gpu: Arc<Gpu>,
     /// Each matrix as slices of whole rows, each within one binding: (first row, rows, blocks).
     matrices: HashMap<usize, Slices>,
-    vectors: HashMap<(usize, usize), wgpu::Buffer>,
+    vectors: HashMap<VectorKey, wgpu::Buffer>,
     /// Activation buffers free for the next operation (a square's come back as it drops them).
     pool: Arc<Mutex<Vec<wgpu::Buffer>>>,
     encoder: Encoder,
     /// Weight bytes on the device.
     bytes: u64,
+}
+
+/// A vector on the device: one of the encoder's (where its values lie, and how many), or a
+/// constant's (its value's bits, and how many).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum VectorKey {
+    At(usize, usize),
+    Constant(u32, usize),
 }
 
 /// A square submitted to the GPU: its embeddings once [`GpuSquare::pending`] fires.
@@ -298,7 +306,7 @@ impl Pass<'_> {
 
     /// A vector of the encoder's (a norm's weight, a bias) on the device, uploaded on first use;
     /// `make` gives its values (keyed by `key`, where they live, and `len`).
-    fn vector(&mut self, key: (usize, usize), make: impl FnOnce() -> Vec<f32>) -> wgpu::Buffer {
+    fn vector(&mut self, key: VectorKey, make: impl FnOnce() -> Vec<f32>) -> wgpu::Buffer {
         if let Some(buffer) = self.vision.vectors.get(&key) {
             return buffer.clone();
         }
@@ -310,12 +318,12 @@ impl Pass<'_> {
     }
 
     fn weights(&mut self, values: &[f32]) -> wgpu::Buffer {
-        self.vector((values.as_ptr() as usize, values.len()), || values.to_vec())
+        self.vector(VectorKey::At(values.as_ptr() as usize, values.len()), || values.to_vec())
     }
 
     /// `width` ones (the weight of a norm without one), or a constant's single value.
     fn constant(&mut self, width: usize, value: f32) -> wgpu::Buffer {
-        self.vector((value.to_bits() as usize, width), || vec![value; width])
+        self.vector(VectorKey::Constant(value.to_bits(), width), || vec![value; width])
     }
 
     /// A matrix's blocks on the device (keyed by where its bytes lie), in slices of whole rows.
@@ -506,7 +514,7 @@ impl VisionBackend for Pass<'_> {
     }
 
     fn standardize(&mut self, x: &mut GpuRows, bias: &[f32], scale: &[f32]) {
-        let y = self.vector((bias.as_ptr() as usize, 2 * bias.len()), || [bias, scale].concat());
+        let y = self.vector(VectorKey::At(bias.as_ptr() as usize, 2 * bias.len()), || [bias, scale].concat());
         let pipeline = self.pipelines.standardize.clone();
         self.elementwise(&pipeline, &y, &x.buffer, x.floats, [bias.len() as u32, 0, 0]);
     }
