@@ -93,7 +93,12 @@ pub struct PendingPicture {
 impl PendingPicture {
     /// Squares still to encode (0 for a picture encoded before).
     pub fn squares_left(&self) -> usize {
-        self.encoding.as_ref().map_or(0, |e| e.squares_left())
+        let left = self.encoding.as_ref().map_or(0, |e| e.squares_left());
+        // A square on its way on the GPU is done here: `finish_picture` collects it.
+        #[cfg(feature = "gpu")]
+        return left - usize::from(self.on_gpu.is_some());
+        #[cfg(not(feature = "gpu"))]
+        left
     }
 
     /// Squares to encode in all (0 for a picture encoded before).
@@ -232,7 +237,9 @@ impl Engine {
     fn picture_ids(&self, image: &RgbImage, hash: String) -> Result<Vec<u32>, EngineError> {
         let mut picture = self.begin_picture_hashed(image, hash)?;
         while picture.squares_left() > 0 {
-            self.encode_next_square(&mut picture)?;
+            // Whole, with nothing to await between squares: on the GPU only where it is waited
+            // for (natively).
+            self.encode_square_on(&mut picture, cfg!(not(target_family = "wasm")))?;
         }
         self.finish_picture(picture)
     }
@@ -258,16 +265,23 @@ impl Engine {
     }
 
     /// Encodes the next square of a picture begun with [`Engine::begin_picture`]: on the
-    /// engine's GPU where it has one (natively waited for; in the browser, collected by the next
-    /// call, once [`PendingPicture::pending`] has fired), else on the CPU.
+    /// engine's GPU where it has one (natively waited for; in the browser, submitted and
+    /// collected by the next call or [`Engine::finish_picture`], once
+    /// [`PendingPicture::pending`] has fired), else on the CPU.
     pub fn encode_next_square(&self, picture: &mut PendingPicture) -> Result<(), EngineError> {
+        self.encode_square_on(picture, true)
+    }
+
+    /// [`Engine::encode_next_square`], on the GPU only where `gpu` allows it.
+    fn encode_square_on(&self, picture: &mut PendingPicture, gpu: bool) -> Result<(), EngineError> {
         let encoder = self.vision.as_ref().ok_or(EngineError::NoMmproj)?;
         let Some(encoding) = &mut picture.encoding else { return Ok(()) };
         #[cfg(feature = "gpu")]
-        if let Some(gpu) = &self.gpu {
-            if let Some(square) = picture.on_gpu.take() {
-                encoding.add_square(square.collect()?);
-            }
+        if let Some(square) = picture.on_gpu.take() {
+            encoding.add_square(square.collect()?);
+        }
+        #[cfg(feature = "gpu")]
+        if let (Some(gpu), true) = (&self.gpu, gpu) {
             let Some(square) = encoding.next_square() else { return Ok(()) };
             let mut vision = self.vision_gpu.lock().map_err(|_| {
                 EngineError::Gpu(crate::gpu::GpuError::Failed(

@@ -707,6 +707,11 @@ pub(super) struct Encoder {
 }
 
 impl Encoder {
+    /// Drops the cached bind groups, and with them their hold on the buffers they bound.
+    pub(super) fn forget_bind_groups(&mut self) {
+        self.bind_groups.clear();
+    }
+
     pub(super) fn new(gpu: &Gpu) -> Encoder {
         let params = gpu.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("dispatch parameters"),

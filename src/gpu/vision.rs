@@ -186,7 +186,14 @@ impl GpuVision {
         let gpu = Arc::clone(&self.gpu);
         let pipelines = gpu.vision_pipelines();
         let file = encoder.file();
-        let mut pass = Pass { vision: self, file, pipelines, recording: Recording::default(), error: None };
+        let mut pass = Pass {
+            vision: self,
+            file,
+            pipelines,
+            recording: Recording::default(),
+            rope_table: None,
+            error: None,
+        };
         let rows = encoder.run_square(&mut pass, square)?;
         if let Some(error) = pass.error.take() {
             return Err(error.into());
@@ -219,6 +226,9 @@ impl GpuVision {
         }
         let commands = self.encoder.encode(&gpu, &recording, &mut None);
         gpu.queue.submit([commands]);
+        // Nor do the bind groups keep them (or the square's uploads): the next square's
+        // buffers differ anyway.
+        self.encoder.forget_bind_groups();
         let signal = super::map_for_reading(&readback);
         Ok(GpuSquare { signal, readback, parts, rows: layout, gpu })
     }
@@ -257,6 +267,8 @@ struct Pass<'a> {
     file: &'a crate::model::ModelBytes,
     pipelines: &'a VisionPipelines,
     recording: Recording,
+    /// The square's RoPE table on the device (every layer's Q and K take it), by its rope.
+    rope_table: Option<(usize, wgpu::Buffer)>,
     /// The first failure (reported after the square).
     error: Option<GpuError>,
 }
@@ -588,7 +600,14 @@ impl VisionBackend for Pass<'_> {
         let head_dim = rope.head_dim;
         let rows = rope.places.len();
         let heads = x.floats / (rows * head_dim).max(1);
-        let table = self.upload(&super::f32_bytes(&rope.table()));
+        let table = match &self.rope_table {
+            Some((key, table)) if *key == rope as *const PatchRope as usize => table.clone(),
+            _ => {
+                let table = self.upload(&super::f32_bytes(&rope.table()));
+                self.rope_table = Some((rope as *const PatchRope as usize, table.clone()));
+                table
+            }
+        };
         let span = if rope.halves { head_dim / 2 } else { head_dim };
         let pipeline = self.pipelines.rope.clone();
         let threads = rows * heads * (head_dim / 2);

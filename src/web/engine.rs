@@ -226,8 +226,8 @@ impl WebEngine {
     }
 
     /// Encodes the next square of the picture `add_image` began; returns how many are left. On
-    /// the GPU a square is submitted here and collected by the next call (or `finish_image`):
-    /// await `pending()` after each call.
+    /// the GPU a square is submitted here (and counted as done) and collected by the next call
+    /// or `finish_image`: await `pending()` after each call.
     pub fn encode_square(&mut self) -> Result<u32, JsValue> {
         let (_, picture) = self.picture.as_mut().ok_or_else(no_picture)?;
         self.engine.encode_next_square(picture).map_err(engine_error)?;

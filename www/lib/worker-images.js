@@ -130,7 +130,8 @@ export async function addPicture(engine, { width, height, rgba }, between) {
   for (let left = total; left > 0;) {
     await between?.(total - left, total);
     left = engine.encode_square();
-    // On the GPU the square was submitted: the next call (or finish_image) takes it once done.
+    // On the GPU the square was submitted (and counts as done): the next call, or finish_image,
+    // takes it once it is.
     await engine.pending();
   }
   return engine.finish_image();

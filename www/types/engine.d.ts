@@ -128,7 +128,8 @@ declare module '*/inferno.js' {
      *  encode (0 when it encoded this picture before). */
     add_image(width: number, height: number, rgba: Uint8Array): number;
     /** Encodes the next square of the picture add_image began: how many are left. On the GPU
-     *  the square is submitted and the next call (or finish_image) collects it: await pending(). */
+     *  the square is submitted (counted as done) and the next call or finish_image collects it:
+     *  await pending() first. */
     encode_square(): number;
     /** Adds the picture whose squares are encoded: its rows of embeddings in the prompt. */
     finish_image(): number;
