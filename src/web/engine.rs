@@ -593,10 +593,12 @@ impl WebEngine {
         self.session.as_ref().map_or(0, Session::cache_bytes) as f64
     }
 
-    /// Bytes the conversation holds on the GPU (weights, cache, activations); 0 on the CPU.
+    /// Bytes the conversation holds on the GPU (weights, cache, activations, and the vision
+    /// projector's weights once a picture was encoded there); 0 on the CPU.
     pub fn gpu_bytes(&self) -> f64 {
         #[cfg(feature = "gpu")]
-        return self.session.as_ref().map_or(0, Session::gpu_bytes) as f64;
+        return (self.session.as_ref().map_or(0, Session::gpu_bytes) + self.engine.projector_gpu_bytes())
+            as f64;
         #[cfg(not(feature = "gpu"))]
         0.0
     }
