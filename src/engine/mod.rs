@@ -273,6 +273,7 @@ impl Engine {
     }
 
     /// [`Engine::encode_next_square`], on the GPU only where `gpu` allows it.
+    #[cfg_attr(not(feature = "gpu"), allow(unused_variables, reason = "a build without a GPU"))]
     fn encode_square_on(&self, picture: &mut PendingPicture, gpu: bool) -> Result<(), EngineError> {
         let encoder = self.vision.as_ref().ok_or(EngineError::NoMmproj)?;
         let Some(encoding) = &mut picture.encoding else { return Ok(()) };
