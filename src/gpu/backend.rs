@@ -997,6 +997,21 @@ impl Recording {
         self.commands.push(Command::Dispatch { pipeline: pipeline.clone(), buffers, groups });
     }
 
+    /// `x ← f(x, y)` over `n` elements with an element-wise pipeline (`shaders::elementwise`),
+    /// its parameters `a`, `b` and `c`.
+    pub(super) fn elementwise(
+        &mut self,
+        pipeline: &wgpu::ComputePipeline,
+        y: &wgpu::Buffer,
+        x: &wgpu::Buffer,
+        n: usize,
+        [a, b, c]: [u32; 3],
+    ) {
+        let [groups_x, groups_y] = groups_2d((n as u32).div_ceil(super::ELEMENTWISE_WORKGROUP));
+        let params = [n as u32, groups_x, a, b, c, 0, 0, 0];
+        self.dispatch(pipeline, &[y, x], &params, [groups_x, groups_y, 1]);
+    }
+
     /// A copy of `bytes` between two buffers.
     pub(super) fn copy_bytes(
         &mut self,
@@ -1222,11 +1237,9 @@ impl GpuBackend<'_> {
         y: &wgpu::Buffer,
         x: &wgpu::Buffer,
         n: usize,
-        [a, b, c]: [u32; 3],
+        abc: [u32; 3],
     ) {
-        let [groups_x, groups_y] = groups_2d((n as u32).div_ceil(super::ELEMENTWISE_WORKGROUP));
-        let params = [n as u32, groups_x, a, b, c, 0, 0, 0];
-        self.dispatch(pipeline, &[y, x], &params, [groups_x, groups_y, 1]);
+        self.recording.elementwise(pipeline, y, x, n, abc);
     }
 
     /// RMSNorm of `floats` values of `source` in rows of `width`, times `weight`, into

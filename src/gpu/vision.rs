@@ -387,11 +387,21 @@ impl Pass<'_> {
         y: &wgpu::Buffer,
         x: &wgpu::Buffer,
         n: usize,
-        [a, b, c]: [u32; 3],
+        abc: [u32; 3],
     ) {
-        let [groups_x, groups_y] = groups_2d((n as u32).div_ceil(super::ELEMENTWISE_WORKGROUP));
-        let params = [n as u32, groups_x, a, b, c, 0, 0, 0];
-        self.recording.dispatch(pipeline, &[y, x], &params, [groups_x, groups_y, 1]);
+        self.recording.elementwise(pipeline, y, x, n, abc);
+    }
+
+    /// Every row of `width` of `x` RMS-normalized and times `weight` (on the device), in place
+    /// (the kernel reads a copy: it cannot bind one buffer twice).
+    fn rms_norm(&mut self, x: &GpuRows, weight: &wgpu::Buffer, width: usize, eps: f32) {
+        let rows = (x.floats / width.max(1)) as u32;
+        let [groups_x, groups_y] = groups_2d(rows);
+        let source = self.copy(x);
+        let pipeline = self.gpu().rms_norm.clone();
+        let params = [rows, width as u32, eps.to_bits(), groups_x, 1, width as u32, 0];
+        let buffers = [&source.buffer, weight, &x.buffer];
+        self.recording.dispatch(&pipeline, &buffers, &params, [groups_x, groups_y, 1]);
     }
 
     fn clamp(&mut self, x: &GpuRows, (low, high): (f32, f32)) {
@@ -533,26 +543,19 @@ impl VisionBackend for Pass<'_> {
 
     fn norm(&mut self, x: &mut GpuRows, kind: NormKind, weight: &[f32], bias: Option<&[f32]>, eps: f32) {
         let width = weight.len();
-        let rows = (x.floats / width.max(1)) as u32;
-        let [groups_x, groups_y] = groups_2d(rows);
-        // A kernel cannot bind one buffer twice: it reads a copy.
-        let source = self.copy(x);
         let w = self.weights(weight);
         match kind {
             NormKind::Rms => {
-                let pipeline = self.gpu().rms_norm.clone();
-                let params = [rows, width as u32, eps.to_bits(), groups_x, 1, width as u32, 0];
-                self.recording.dispatch(
-                    &pipeline,
-                    &[&source.buffer, &w, &x.buffer],
-                    &params,
-                    [groups_x, groups_y, 1],
-                );
+                self.rms_norm(x, &w, width, eps);
                 if let Some(bias) = bias {
                     self.add_bias(x, bias);
                 }
             }
             NormKind::Layer => {
+                let rows = (x.floats / width.max(1)) as u32;
+                let [groups_x, groups_y] = groups_2d(rows);
+                // A kernel cannot bind one buffer twice: it reads a copy.
+                let source = self.copy(x);
                 let b = match bias {
                     Some(bias) => self.weights(bias),
                     None => self.constant(1, 0.0),
@@ -566,18 +569,8 @@ impl VisionBackend for Pass<'_> {
     }
 
     fn rms_unweighted(&mut self, x: &mut GpuRows, width: usize, eps: f32) {
-        let w = self.constant(width, 1.0);
-        let rows = (x.floats / width.max(1)) as u32;
-        let [groups_x, groups_y] = groups_2d(rows);
-        let source = self.copy(x);
-        let pipeline = self.gpu().rms_norm.clone();
-        let params = [rows, width as u32, eps.to_bits(), groups_x, 1, width as u32, 0];
-        self.recording.dispatch(
-            &pipeline,
-            &[&source.buffer, &w, &x.buffer],
-            &params,
-            [groups_x, groups_y, 1],
-        );
+        let ones = self.constant(width, 1.0);
+        self.rms_norm(x, &ones, width, eps);
     }
 
     fn activate(&mut self, x: &mut GpuRows, activation: FeedForward) {

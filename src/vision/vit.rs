@@ -1223,8 +1223,9 @@ impl VisionEncoder {
 
     /// The embeddings of one square of a picture's [`layout`](Self::layout), on the CPU.
     pub fn encode_square(&self, square: &RgbImage) -> Result<ImageEmbeddings, ModelError> {
-        let rows = self.run_square(&mut CpuVision { bytes: &self.bytes }, square)?;
-        Ok(rows.assemble(rows.parts.clone()))
+        let mut rows = self.run_square(&mut CpuVision { bytes: &self.bytes }, square)?;
+        let parts = std::mem::take(&mut rows.parts);
+        Ok(rows.assemble(parts))
     }
 
     /// Whether the encoder takes `square` as it is: an error naming its size if not.
