@@ -5,7 +5,7 @@ llama.cpp's Vulkan llama-bench, --llama-bench), printed as two tables and writte
 
   python3 scripts/gpu_check.py [--bin bin/inferno] [--llama-bench FILE] [--work DIR] [--models DIR...]
                                [--types q8_0,q4_0,q4_k_m] [--bench-file MODEL...] [--pp 256]
-                               [--tg 64] [--runs 3]
+                               [--tg 64] [--runs 3] [--depth 2048]
                                [--json FILE] [--skip-bench] [--skip-parity]
 
 Everything it reads is beside it, in the layout of the repository (so it runs from a checkout
@@ -162,13 +162,18 @@ def parity(binary, folders, device):
     return rows
 
 
-def bench(binary, files, args, software_adapter):
+def bench(binary, files, args, software_adapter, depth=0):
+    """Each file's pp/tg on the GPU, the CPU and llama.cpp's Vulkan backend; with `depth`, after a
+    context of that many tokens (`--depth`, llama-bench's `-d`), the GPU and llama.cpp only."""
     command = [binary, "bench", None, "--pp", str(args.pp), "--tg", str(args.tg), "--runs", str(args.runs), "--json"]
+    if depth:
+        command += ["--depth", str(depth)]
+    devices = (("gpu", ["--device", "gpu"]),) if depth else (("gpu", ["--device", "gpu"]), ("cpu", []))
     rows = []
     for path in files:
         command[2] = path
         row = {"model": path.name}
-        for device, flags in (("gpu", ["--device", "gpu"]), ("cpu", [])):
+        for device, flags in devices:
             status, out, err = run(command + flags, timeout=900)
             result = last_json(out)
             if result is None:
@@ -180,7 +185,7 @@ def bench(binary, files, args, software_adapter):
             # llama.cpp passes over devices of type CPU (lavapipe) unless they are named.
             env = {**os.environ, "GGML_VK_VISIBLE_DEVICES": "0"} if software_adapter else None
             status, out, err = run(
-                [llama_bench, "-m", path, "-p", str(args.pp), "-n", str(args.tg), "-r", str(args.runs), "-o", "jsonl"],
+                [llama_bench, "-m", path, "-p", str(args.pp), "-n", str(args.tg), "-r", str(args.runs), "-d", str(depth), "-o", "jsonl"],
                 timeout=900,
                 env=env,
             )
@@ -294,6 +299,23 @@ def print_tables(results):
         else:
             print("  (no llama-bench: llama.cpp's Vulkan build is not beside these figures)")
         print_kernels(results["bench"])
+    if results.get("bench_at_depth"):
+        pp, tg, depth = results["settings"]["pp"], results["settings"]["tg"], results["settings"]["depth"]
+        print(f"\n## After {depth} tokens of context (`--depth {depth}`, llama-bench's `-d {depth}`)\n")
+        print(f"| model | GPU pp{pp} | GPU tg{tg} | llama.cpp Vulkan pp | tg | ours/theirs pp | tg |")
+        print("|---|---:|---:|---:|---:|---:|---:|")
+        for row in results["bench_at_depth"]:
+            gpu, theirs = row.get("gpu", {}), row.get("llama_vulkan") or {}
+            ratio = lambda a, b: None if not a or not b else a / b  # noqa: E731
+            print(
+                f"| {row['model']} | {number(gpu.get('prefill_tok_s'))} | {number(gpu.get('decode_tok_s'))} "
+                f"| {number(theirs.get('pp'))} | {number(theirs.get('tg'))} "
+                f"| {number(ratio(gpu.get('prefill_tok_s'), theirs.get('pp')), 2)} "
+                f"| {number(ratio(gpu.get('decode_tok_s'), theirs.get('tg')), 2)} |"
+            )
+            if "error" in gpu:
+                print(f"  {row['model']} on the gpu: {gpu['error']}")
+        print_kernels(results["bench_at_depth"], f" at depth {depth}")
     if results.get("encoder"):
         print("\n## A picture's embeddings (inferno bench MMPROJ --image tests/fixtures/images/wide-480x360.png)\n")
         print("| projector | patches | GPU ms | CPU ms (threads) | GPU speedup |")
@@ -310,7 +332,7 @@ def print_tables(results):
                     print(f"  {row['projector']} on the {device}: {row[device]['error']}")
 
 
-def print_kernels(rows):
+def print_kernels(rows, at=""):
     """Where each file's GPU time goes, by kernel (bench's profiled run, every dispatch timed)."""
     for row in rows:
         figures = (row.get("gpu") or {}).get("gpu") or {}
@@ -320,7 +342,7 @@ def print_kernels(rows):
             if not kernels or total <= 0:
                 continue
             print()
-            print(f"{row['model']}, device time of a {call}: {total:.2f} ms")
+            print(f"{row['model']}{at}, device time of a {call}: {total:.2f} ms")
             for k in kernels[:8]:
                 print(f"  {100 * k['ms'] / total:5.1f} %  {k['ms']:9.3f} ms  {k['kernel']} ({k['dispatches']:g} a call)")
 
@@ -336,6 +358,11 @@ def main():
     parser.add_argument("--pp", type=int, default=256)
     parser.add_argument("--tg", type=int, default=64)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument(
+        "--depth",
+        type=int,
+        help="also bench after this many tokens of context (default 2048 on a hardware adapter, none on a software one)",
+    )
     parser.add_argument("--device", choices=("gpu", "cpu"), default="gpu", help="the device whose logits are checked")
     parser.add_argument("--json", type=Path, help="where to write every figure")
     parser.add_argument("--skip-bench", action="store_true")
@@ -366,6 +393,10 @@ def main():
         files = [*args.bench_file, *shaped_files(args.work, [t for t in args.types.split(",") if t])]
         software = results["adapter"].get("device_type") == "Cpu"
         results["bench"] = bench(args.bin, files, args, software)
+        depth = args.depth if args.depth is not None else (0 if software else 2048)
+        results["settings"]["depth"] = depth
+        if depth:
+            results["bench_at_depth"] = bench(args.bin, files, args, software, depth)
         results["encoder"] = encoder_bench(args.bin, args.work, args.runs, software)
     results["seconds"] = round(time.monotonic() - started, 1)
     print_tables(results)

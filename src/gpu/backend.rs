@@ -27,6 +27,8 @@ pub struct GpuState {
     gate: wgpu::Buffer,
     up: wgpu::Buffer,
     temp: wgpu::Buffer,
+    /// Split attention's partial sums (decode over a long cache).
+    attention_parts: wgpu::Buffer,
     keys: Vec<wgpu::Buffer>,
     values: Vec<wgpu::Buffer>,
     logits: wgpu::Buffer,
@@ -93,6 +95,7 @@ impl GpuState {
         let bufs = widths.iter().map(|&w| buffer(w * max_batch, storage)).collect();
         let attention_layers = (0..c.n_layer).filter(|&l| c.keeps_kv(l)).count();
         let n_ff = (0..c.n_layer).map(|l| c.layer(l).n_ff).max().unwrap_or(c.n_ff);
+        let max_head = (0..c.n_layer).map(|l| c.layer(l).head_dim).max().unwrap_or(0);
         let per_layer = c.per_layer_input.map(|width| {
             let all = width * c.n_layer * max_batch;
             PerLayerBuffers {
@@ -148,6 +151,7 @@ impl GpuState {
             gate: buffer(n_ff * max_batch, storage),
             up: buffer(n_ff * max_batch, storage),
             temp: buffer(d.max(2 * q) * max_batch, storage),
+            attention_parts: buffer(super::attention_parts(max_batch, c.n_head, max_head), storage),
             keys: (0..attention_layers).map(|_| buffer(capacity * kv, storage)).collect(),
             values: (0..attention_layers).map(|_| buffer(capacity * kv, storage)).collect(),
             logits: buffer(c.vocab_size, storage),
@@ -1598,16 +1602,24 @@ impl Backend for GpuBackend<'_> {
             softcap: attention.softcap.unwrap_or(0.0),
             causal: attention.causal,
         };
-        let (pipeline, groups) = self.gpu.attention_kernel(self.rows, &params);
-        let words = super::attention_params(&params, self.rows, groups[0], attention.sinks.is_some());
+        let plan = self.gpu.attention_plan(self.rows, &params, attention.sinks.is_some(), true);
         let sinks = match attention.sinks {
             Some(sinks) => self.vector(sinks),
             None => self.state.constant_row(self.gpu, 1, 0.0),
         };
-        let (q, out, pipeline) = (self.buf(Buf::Q).clone(), self.buf(Buf::Attn).clone(), pipeline.clone());
+        let (q, out) = (self.buf(Buf::Q).clone(), self.buf(Buf::Attn).clone());
         // No spans: a model's queries see what their window and causality leave them.
         let spans = self.state.constant_row(self.gpu, 1, 0.0);
-        self.dispatch(&pipeline, &[&q, &keys, &values, &sinks, &spans, &out], &words, groups);
+        let (pipeline, words, groups) = plan.main;
+        let pipeline = pipeline.clone();
+        match plan.merge {
+            None => self.dispatch(&pipeline, &[&q, &keys, &values, &sinks, &spans, &out], &words, groups),
+            Some((merge, merge_words, merge_groups)) => {
+                let (merge, parts) = (merge.clone(), self.state.attention_parts.clone());
+                self.dispatch(&pipeline, &[&q, &keys, &values, &sinks, &spans, &parts], &words, groups);
+                self.dispatch(&merge, &[&parts, &sinks, &out], &merge_words, merge_groups);
+            }
+        }
     }
 
     /// `model::cpu`'s short convolution, each step a kernel: the input projection, `b ⊙ x`, the

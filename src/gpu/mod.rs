@@ -29,6 +29,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::model::{DeltaInputs, DeltaNet};
 use crate::tensor::WeightType;
+use shaders::AttentionKernel;
 
 /// Threads of a matrix-vector workgroup: [`shaders::ROWS_PER_GROUP`] output rows per
 /// workgroup, each thread a strided share of a row's 32-weight units, then a tree sum in
@@ -144,9 +145,10 @@ pub struct Gpu {
     expert_bias: wgpu::ComputePipeline,
     expert_sum: wgpu::ComputePipeline,
     rope: wgpu::ComputePipeline,
-    /// Attention with a workgroup per query and head (decode, short batches), and with a
-    /// thread each (prefill); see [`Gpu::attention_kernel`].
+    /// Attention with a workgroup per query and head (decode, short batches), and tiled
+    /// (prefill); see [`Gpu::attention_plan`].
     attention: [wgpu::ComputePipeline; 2],
+    attention_merge: wgpu::ComputePipeline,
     add_bias: wgpu::ComputePipeline,
     per_layer_gate: wgpu::ComputePipeline,
     mix_embedding: wgpu::ComputePipeline,
@@ -213,11 +215,6 @@ pub struct AttentionParams {
     /// (a picture's rows, attended both ways).
     pub causal: bool,
 }
-
-/// The most loop iterations one invocation of a software adapter's shader runs (llvmpipe's
-/// `LP_MAX_TGSI_LOOP_ITERATIONS`, over all its loops together): the attention kernels keep
-/// within it where they can.
-const THREAD_LOOPS: usize = 65_535;
 
 /// The largest head the attention kernel takes (its accumulator is per thread).
 pub const MAX_ATTENTION_HEAD: usize = 256;
@@ -317,8 +314,9 @@ impl Gpu {
             pipeline(&device, shaders::EXPERT_BIAS),
             pipeline(&device, shaders::EXPERT_SUM),
         );
-        let attention =
-            [false, true].map(|one_thread_each| pipeline(&device, &shaders::attention(one_thread_each)));
+        let attention = [AttentionKernel::Group, AttentionKernel::Flash]
+            .map(|kernel| pipeline(&device, &shaders::attention(kernel)));
+        let attention_merge = pipeline(&device, &shaders::attention_merge());
         let (rms_norm, add, swiglu, geglu, rope) = (
             pipeline(&device, &shaders::rms_norm(WORKGROUP)),
             pipeline(&device, &shaders::elementwise("x[i] = x[i] + y[i];")),
@@ -371,6 +369,7 @@ impl Gpu {
             expert_sum,
             rope,
             attention,
+            attention_merge,
             add_bias,
             per_layer_gate,
             mix_embedding,
@@ -505,7 +504,8 @@ impl Gpu {
         }
         let named = [
             (&self.attention[0], "attention (a workgroup per head)"),
-            (&self.attention[1], "attention (a thread per head)"),
+            (&self.attention[1], "attention (tiled)"),
+            (&self.attention_merge, "attention (merge of splits)"),
             (&self.rms_norm, "rms_norm"),
             (&self.add, "add"),
             (&self.swiglu, "swiglu"),
@@ -578,26 +578,67 @@ impl Gpu {
         }))
     }
 
-    /// The attention kernel for `queries` rows of `n_head` heads, and its workgroups: as the
-    /// matrix products split, a workgroup per query and head below [`GEMM_MIN_BATCH`] queries
-    /// (decode: all 64 threads on one head's cache), a thread per query and head from there
-    /// (prefill, which has heads enough to fill the device).
-    fn attention_kernel(&self, queries: usize, a: &AttentionParams) -> (&wgpu::ComputePipeline, [u32; 3]) {
-        let pairs = (queries * a.n_head) as u32;
-        // A thread's loops run about (2 · head + 1) times per key it reads; llvmpipe (lavapipe)
-        // ends any invocation's loops after 65,535 iterations in all, so past that a thread per
-        // (query, head) would attend to only the first keys there (wrong output, no error): the
-        // workgroup kernel, whose threads share each block of 64 keys, takes such calls.
+    /// How an attention call over `queries` rows of `n_head` heads runs, as the matrix
+    /// products split: below [`GEMM_MIN_BATCH`] queries (decode) a workgroup per query and
+    /// head, all 64 threads on one head's cache, and where `can_split` and a range is longer
+    /// than [`SPLIT_ABOVE`] positions, split into up to [`MAX_SPLITS`] workgroups whose
+    /// partial sums a second kernel merges (so a long cache keeps many workgroups busy, not
+    /// `n_head`); from 8 queries (prefill, pictures) the tiled kernel, a workgroup per
+    /// [`shaders::FLASH_QUERIES`] queries of a head.
+    fn attention_plan(
+        &self,
+        queries: usize,
+        a: &AttentionParams,
+        has_sinks: bool,
+        can_split: bool,
+    ) -> AttentionPlan<'_> {
+        let pairs = queries * a.n_head;
+        // llvmpipe (lavapipe) ends any invocation's loops after 65,535 iterations in all, and
+        // then attends to only the first keys (wrong output, no error). The tiled kernel's
+        // threads loop about head / 4 + 112 times per block of 64 keys, which reaches past
+        // 23,000 keys at head 256; the workgroup kernel's 280-450 a block, 10,000-15,000.
+        if queries >= GEMM_MIN_BATCH && a.head_dim.is_multiple_of(4) {
+            let [x, y] = groups_2d((queries.div_ceil(shaders::FLASH_QUERIES) * a.n_head) as u32);
+            let words = attention_params(a, queries, x, has_sinks, (1, 0));
+            return AttentionPlan { main: (&self.attention[1], words, [x, y, 1]), merge: None };
+        }
+        // The longest range a query sees: the window's, or the cache's.
         let keys = a.start + queries;
-        let thread_loops = keys * (2 * a.head_dim + 1);
-        let (pipeline, groups) = if queries < GEMM_MIN_BATCH || thread_loops >= THREAD_LOOPS {
-            (&self.attention[0], pairs)
+        let range = if a.window > 0 { a.window.min(keys) } else { keys };
+        let (splits, chunk) = if can_split && range > SPLIT_ABOVE {
+            let chunk = range.div_ceil(MAX_SPLITS).next_multiple_of(64).max(SPLIT_CHUNK);
+            (range.div_ceil(chunk), chunk)
         } else {
-            (&self.attention[1], pairs.div_ceil(64))
+            (1, 0)
         };
-        let [x, y] = groups_2d(groups);
-        (pipeline, [x, y, 1])
+        let [x, y] = groups_2d((pairs * splits) as u32);
+        let main =
+            (&self.attention[0], attention_params(a, queries, x, has_sinks, (splits, chunk)), [x, y, 1]);
+        let merge = (splits > 1).then(|| {
+            let [x, y] = groups_2d(pairs as u32);
+            (&self.attention_merge, attention_params(a, queries, x, has_sinks, (splits, chunk)), [x, y, 1])
+        });
+        AttentionPlan { main, merge }
     }
+}
+
+/// An attention call's dispatches: the kernel, and where it splits, the merge of its partial
+/// sums (which then go to a buffer of [`attention_parts`] floats between the two).
+struct AttentionPlan<'a> {
+    main: (&'a wgpu::ComputePipeline, [u32; 16], [u32; 3]),
+    merge: Option<(&'a wgpu::ComputePipeline, [u32; 16], [u32; 3])>,
+}
+
+/// Decode ranges longer than this split (see [`Gpu::attention_plan`]).
+const SPLIT_ABOVE: usize = 512;
+/// The most splits of a range, and the fewest positions a split takes.
+const MAX_SPLITS: usize = 16;
+const SPLIT_CHUNK: usize = 256;
+
+/// Floats of split attention's partial sums for `queries` queries (fewer than
+/// [`GEMM_MIN_BATCH`]) of `n_head` heads up to `head_dim` wide.
+fn attention_parts(queries: usize, n_head: usize, head_dim: usize) -> usize {
+    queries.min(GEMM_MIN_BATCH - 1) * n_head * (head_dim + 2) * MAX_SPLITS
 }
 
 /// Asks for `buffer` to be mapped once the queue is done with it; the signal says when.
@@ -652,8 +693,15 @@ fn rope_params(rope: &RopeParams, rows: usize, has_factors: bool, groups_x: u32)
     ]
 }
 
-/// The attention kernel's uniform for `queries` query rows, with a sink per head or none.
-fn attention_params(a: &AttentionParams, queries: usize, groups_x: u32, has_sinks: bool) -> [u32; 12] {
+/// The attention kernels' uniform for `queries` query rows, with a sink per head or none, and
+/// the splits of each range with the positions each takes (1 and 0: none).
+fn attention_params(
+    a: &AttentionParams,
+    queries: usize,
+    groups_x: u32,
+    has_sinks: bool,
+    (splits, chunk): (usize, usize),
+) -> [u32; 16] {
     [
         a.n_head as u32,
         a.n_kv as u32,
@@ -666,6 +714,10 @@ fn attention_params(a: &AttentionParams, queries: usize, groups_x: u32, has_sink
         a.scale.to_bits(),
         a.softcap.to_bits(),
         u32::from(has_sinks),
+        0,
+        splits as u32,
+        chunk as u32,
+        0,
         0,
     ]
 }

@@ -192,16 +192,20 @@ impl Gpu {
                 a.start
             )));
         }
-        let (pipeline, groups) = self.attention_kernel(queries, &a);
-        let params = attention_params(&a, queries, groups[0], sinks.is_some());
-        let inputs: [&[u8]; 5] = [
-            &f32_bytes(q),
-            &f32_bytes(k),
-            &f32_bytes(v),
-            &f32_bytes(sinks.unwrap_or(&[0.0])),
-            &u32_bytes(&[0, 0]),
-        ];
-        self.run(pipeline, &inputs, &vec![0.0; q.len()], &params, groups).await
+        let plan = self.attention_plan(queries, &a, sinks.is_some(), true);
+        let sinks = f32_bytes(sinks.unwrap_or(&[0.0]));
+        let inputs: [&[u8]; 5] = [&f32_bytes(q), &f32_bytes(k), &f32_bytes(v), &sinks, &u32_bytes(&[0, 0])];
+        let (pipeline, params, groups) = plan.main;
+        match plan.merge {
+            None => self.run(pipeline, &inputs, &vec![0.0; q.len()], &params, groups).await,
+            Some((merge, merge_params, merge_groups)) => {
+                let splits = params[12] as usize;
+                let parts = vec![0.0; queries * a.n_head * (a.head_dim + 2) * splits];
+                let parts = self.run(pipeline, &inputs, &parts, &params, groups).await?;
+                let inputs: [&[u8]; 2] = [&f32_bytes(&parts), &sinks];
+                self.run(merge, &inputs, &vec![0.0; q.len()], &merge_params, merge_groups).await
+            }
+        }
     }
 
     /// DeltaNet's gates: `alpha` (rows of `a.len()` value heads) to log-decays, `beta` through

@@ -1327,25 +1327,16 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
 }
 "#;
 
-/// The attention kernels' uniform and bindings: queries `q` (rows of `n_head × head_dim`) at
-/// positions `start..`, the cache's keys `k` and values `v` (rows of `n_kv × head_dim`).
-const ATTENTION_HEADER: &str = r#"
+/// The attention kernels' uniform, and a sink's share of the softmax (from a `sinks` binding).
+/// Where `splits` > 1, the workgroup kernel's workgroups each take `chunk` positions of a
+/// (query, head)'s range and leave partial sums for [`ATTENTION_MERGE`].
+const ATTENTION_PARAMS: &str = r#"
 struct Params {
     n_head: u32, n_kv: u32, head_dim: u32, start: u32,
     queries: u32, window: u32, groups_x: u32, both_ways: u32,
     scale: u32, softcap: u32, has_sinks: u32, has_spans: u32,
+    splits: u32, chunk: u32, unused_0: u32, unused_1: u32,
 }
-@group(0) @binding(0) var<storage, read> q: array<f32>;
-@group(0) @binding(1) var<storage, read> k: array<f32>;
-@group(0) @binding(2) var<storage, read> v: array<f32>;
-// A sink per head where `has_sinks` (gpt-oss): a score with no value, joined after the last
-// position, which takes its share of the softmax.
-@group(0) @binding(3) var<storage, read> sinks: array<f32>;
-// Where `has_spans` (a vision encoder's windows): each query's first position and the one past
-// its last, in place of the window's and the causal or both-ways bounds.
-@group(0) @binding(4) var<storage, read> spans: array<u32>;
-@group(0) @binding(5) var<storage, read_write> out: array<f32>;
-@group(0) @binding(6) var<uniform> p: Params;
 
 // The softmax's running maximum and total once a sink's score joins, and the factor that
 // brings the weighted values' sums to that maximum.
@@ -1358,6 +1349,23 @@ fn with_sink(head: u32, running_max: f32, total: f32) -> vec3<f32> {
     let correction = exp(running_max - new_max);
     return vec3<f32>(new_max, total * correction + exp(sink - new_max), correction);
 }
+"#;
+
+/// The attention kernels' bindings: queries `q` (rows of `n_head × head_dim`) at
+/// positions `start..`, the cache's keys `k` and values `v` (rows of `n_kv × head_dim`), read
+/// as `ROW`s (single values, or vectors of four).
+const ATTENTION_HEADER: &str = r#"
+@group(0) @binding(0) var<storage, read> q: array<ROW>;
+@group(0) @binding(1) var<storage, read> k: array<ROW>;
+@group(0) @binding(2) var<storage, read> v: array<ROW>;
+// A sink per head where `has_sinks` (gpt-oss): a score with no value, joined after the last
+// position, which takes its share of the softmax.
+@group(0) @binding(3) var<storage, read> sinks: array<f32>;
+// Where `has_spans` (a vision encoder's windows): each query's first position and the one past
+// its last, in place of the window's and the causal or both-ways bounds.
+@group(0) @binding(4) var<storage, read> spans: array<u32>;
+@group(0) @binding(5) var<storage, read_write> out: array<ROW>;
+@group(0) @binding(6) var<uniform> p: Params;
 
 // Query and head pair `index` of the call: its KV head, the first and last positions it sees
 // (from its window's start; to its own, or where the batch attends both ways, to the batch's
@@ -1387,7 +1395,10 @@ fn query_head(index: u32) -> QueryHead {
 /// workgroup memory, and each thread adds the block's weighted values to its own dimensions
 /// (`t`, `t + 64`, ...: neighbouring threads read neighbouring values) under an online
 /// softmax. Head size at most 256. For decode and short batches: the thread-per-head kernel ran
-/// a decode step on `n_head` threads in all, whatever the cache's length.
+/// a decode step on `n_head` threads in all, whatever the cache's length. Where `splits` > 1,
+/// workgroup `split` of a (query, head) takes positions `first + split · chunk` on, `chunk` of
+/// them, and leaves its partial sums for the merge (a long cache's decode then keeps
+/// `n_head · splits` workgroups busy).
 const ATTENTION_GROUP_MAIN: &str = r#"
 
 var<workgroup> query_row: array<f32, 256>;
@@ -1396,14 +1407,21 @@ var<workgroup> block_max: array<f32, 64>;
 
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index) t: u32) {
-    let index = group.y * p.groups_x + group.x;
+    let splits = max(p.splits, 1u);
+    let index = (group.y * p.groups_x + group.x) / splits;
+    let split = (group.y * p.groups_x + group.x) % splits;
     if (index >= p.queries * p.n_head) {
         return;
     }
     let pair = query_head(index);
     let kv_head = pair.kv_head;
-    let last = pair.last;
-    let first = pair.first;
+    var last = pair.last;
+    var first = pair.first;
+    if (splits > 1u) {
+        // This workgroup's share of the range (none where the range is shorter).
+        first = pair.first + split * p.chunk;
+        last = min(pair.last, first + p.chunk - 1u);
+    }
     let qo = pair.qo;
     let hd = p.head_dim;
     let row = p.n_kv * hd;
@@ -1463,6 +1481,21 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
         // Every thread has read the block's maximum and weights before the next block's.
         workgroupBarrier();
     }
+    if (splits > 1u) {
+        // Partial sums: the weighted values, then the maximum and the total they are under.
+        let po = (index * splits + split) * (hd + 2u);
+        for (var c = 0u; c < 4u; c++) {
+            let d = t + 64u * c;
+            if (d < hd) {
+                out[po + d] = acc[c];
+            }
+        }
+        if (t == 0u) {
+            out[po + hd] = running_max;
+            out[po + hd + 1u] = total;
+        }
+        return;
+    }
     let sunk = with_sink(pair.head, running_max, total);
     for (var c = 0u; c < 4u; c++) {
         let d = t + 64u * c;
@@ -1473,66 +1506,227 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
 }
 "#;
 
-/// Causal attention, one thread per (query, head) with an online softmax over the positions
-/// it sees (the window's, or all before it; the whole batch where it attends both ways), keys and values of its KV head (grouped heads),
-/// scores scaled and, with a soft cap, squashed by `cap · tanh(score / cap)`. Head size at most
-/// 256. For prefill over short contexts: `Gpu::attention_kernel` sends calls whose threads would
-/// loop past llvmpipe's 65,535 iterations to the workgroup kernel (the 19.9 tok/s this kernel
-/// gave a 1,024-token SmolLM2 prefill on lavapipe, against the workgroup kernel's 10.6, was over
-/// loops llvmpipe had cut short). A tiled kernel for long prefills on real GPUs is still to come.
-const ATTENTION_THREAD_MAIN: &str = r#"
+/// Split attention's second half: a 64-thread workgroup per (query, head) brings its splits'
+/// partial sums (`parts`, each `head + 2` values: the weighted values, the maximum, the total)
+/// under their common maximum, adds them, and divides by the total (with the sink's share).
+const ATTENTION_MERGE: &str = r#"
+@group(0) @binding(0) var<storage, read> parts: array<f32>;
+@group(0) @binding(1) var<storage, read> sinks: array<f32>;
+@group(0) @binding(2) var<storage, read_write> out: array<f32>;
+@group(0) @binding(3) var<uniform> p: Params;
 
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index) t: u32) {
-    let index = (group.y * p.groups_x + group.x) * 64u + t;
+    let index = group.y * p.groups_x + group.x;
     if (index >= p.queries * p.n_head) {
         return;
     }
-    let pair = query_head(index);
-    let kv_head = pair.kv_head;
-    let last = pair.last;
-    let first = pair.first;
-    let qo = pair.qo;
     let hd = p.head_dim;
-    let cap = bitcast<f32>(p.softcap);
-    let scale = select(bitcast<f32>(p.scale), bitcast<f32>(p.scale) / cap, cap > 0.0);
-    var acc: array<f32, 256>;
-    for (var d = 0u; d < hd; d++) {
-        acc[d] = 0.0;
+    let stride = hd + 2u;
+    let base = index * p.splits * stride;
+    var most = -3.0e38;
+    for (var s = 0u; s < p.splits; s++) {
+        most = max(most, parts[base + s * stride + hd]);
     }
-    var running_max = -3.0e38;
     var total = 0.0;
-    for (var j = first; j <= last; j++) {
-        let ko = (j * p.n_kv + kv_head) * hd;
-        var dot = 0.0;
-        for (var d = 0u; d < hd; d++) {
-            dot += q[qo + d] * k[ko + d];
-        }
-        var score = dot * scale;
-        if (cap > 0.0) {
-            score = cap * tanh(score);
-        }
-        let new_max = max(running_max, score);
-        let correction = exp(running_max - new_max);
-        let weight = exp(score - new_max);
-        total = total * correction + weight;
-        for (var d = 0u; d < hd; d++) {
-            acc[d] = acc[d] * correction + weight * v[ko + d];
-        }
-        running_max = new_max;
+    for (var s = 0u; s < p.splits; s++) {
+        total += parts[base + s * stride + hd + 1u] * exp(parts[base + s * stride + hd] - most);
     }
-    let sunk = with_sink(pair.head, running_max, total);
-    for (var d = 0u; d < hd; d++) {
-        out[qo + d] = acc[d] * sunk.z / sunk.y;
+    let sunk = with_sink(index % p.n_head, most, total);
+    for (var d = t; d < hd; d += 64u) {
+        var sum = 0.0;
+        for (var s = 0u; s < p.splits; s++) {
+            sum += parts[base + s * stride + d] * exp(parts[base + s * stride + hd] - most);
+        }
+        out[index * hd + d] = sum * sunk.z / sunk.y;
     }
 }
 "#;
 
-/// The attention kernel: a workgroup per (query, head) where `one_thread_each` is false, else
-/// a thread.
-pub fn attention(one_thread_each: bool) -> String {
-    let main = if one_thread_each { ATTENTION_THREAD_MAIN } else { ATTENTION_GROUP_MAIN };
-    format!("{ATTENTION_HEADER}{main}")
+/// Query rows a workgroup of the tiled kernel takes (of one head).
+pub const FLASH_QUERIES: usize = 8;
+
+/// Tiled (flash) attention for batches: a 64-thread workgroup takes [`FLASH_QUERIES`]
+/// consecutive queries of one head, so that each key and value row it reads from memory serves
+/// all of them, and walks their keys in blocks of 64 under an online softmax. Per block:
+/// - scores: thread `t` takes key `t` of the block and scores it against the tile's queries
+///   (held in workgroup memory), reading the key row once as vectors of four;
+/// - the softmax: each query row is eight threads, each over eight of the block's scores,
+///   which find the row's new maximum, turn scores into weights, and sum them;
+/// - values: the same eight threads each keep a quarter-of-a-row slice (four dimensions in
+///   every 32) of their row's output and add the block's weighted value rows to it.
+///
+/// A thread loops about head / 4 + 112 times per block, so llvmpipe's 65,535 iterations per
+/// invocation reach past 23,000 keys at head 256. Heads must be a multiple of 4 and at most 256
+/// wide.
+const ATTENTION_FLASH_MAIN: &str = r#"
+
+const TILE: u32 = 8u;
+var<workgroup> queries4: array<vec4<f32>, 512>;   // TILE rows of up to 64 vectors
+var<workgroup> scores: array<f32, 512>;           // TILE rows of the block's 64 keys
+var<workgroup> partial: array<f32, 64>;           // per thread: its eight scores' maximum
+var<workgroup> partial_sums: array<f32, 64>;      // per thread: its eight weights' sum
+
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+    let index = group.y * p.groups_x + group.x;
+    let head = index % p.n_head;
+    let tile = index / p.n_head;
+    let q0 = tile * TILE;
+    if (q0 >= p.queries) {
+        return;
+    }
+    let hd4 = p.head_dim / 4u;
+    let kv_head = head / (p.n_head / p.n_kv);
+    let row4 = p.n_kv * hd4;
+    let cap = bitcast<f32>(p.softcap);
+    let scale = select(bitcast<f32>(p.scale), bitcast<f32>(p.scale) / cap, cap > 0.0);
+    // The tile's query rows (zeros past the batch) and each one's first and last key.
+    for (var e = t; e < TILE * 64u; e += 64u) {
+        let i = e / 64u;
+        let d4 = e % 64u;
+        var value = vec4<f32>(0.0);
+        if (q0 + i < p.queries && d4 < hd4) {
+            value = q[((q0 + i) * p.n_head + head) * hd4 + d4];
+        }
+        queries4[e] = value;
+    }
+    workgroupBarrier();
+    // Every thread works out all of them (from the uniform and read-only buffers, so that the
+    // block loop's bounds are uniform, as its barriers need).
+    var firsts = array<u32, 8>();
+    var lasts = array<u32, 8>();
+    var lo = 0xffffffffu;
+    var hi = 0u;
+    for (var i = 0u; i < TILE; i++) {
+        if (q0 + i < p.queries) {
+            let pair = query_head((q0 + i) * p.n_head + head);
+            firsts[i] = pair.first;
+            lasts[i] = pair.last;
+            lo = min(lo, pair.first);
+            hi = max(hi, pair.last);
+        } else {
+            firsts[i] = 1u; // sees nothing
+        }
+    }
+    let row = t / 8u;
+    let lane = t % 8u;
+    let row_first = firsts[row];
+    let row_last = lasts[row];
+    var acc = array<vec4<f32>, 8>();
+    var running_max = -3.0e38;
+    var total = 0.0;
+    for (var j0 = lo; j0 <= hi && lo <= hi; j0 += 64u) {
+        // Scores: key j0 + t against every query of the tile.
+        let j = j0 + t;
+        var s = array<f32, 8>();
+        if (j <= hi) {
+            let ko = j * row4 + kv_head * hd4;
+            for (var d4 = 0u; d4 < hd4; d4++) {
+                let key = k[ko + d4];
+                s[0] += dot(queries4[d4], key);
+                s[1] += dot(queries4[64u + d4], key);
+                s[2] += dot(queries4[128u + d4], key);
+                s[3] += dot(queries4[192u + d4], key);
+                s[4] += dot(queries4[256u + d4], key);
+                s[5] += dot(queries4[320u + d4], key);
+                s[6] += dot(queries4[384u + d4], key);
+                s[7] += dot(queries4[448u + d4], key);
+            }
+        }
+        for (var i = 0u; i < TILE; i++) {
+            var score = -3.0e38;
+            if (j >= firsts[i] && j <= lasts[i]) {
+                score = s[i] * scale;
+                if (cap > 0.0) {
+                    score = cap * tanh(score);
+                }
+            }
+            scores[i * 64u + t] = score;
+        }
+        workgroupBarrier();
+        // The softmax: row `row`'s eight threads, each over keys lane, lane + 8, ...
+        var most = -3.0e38;
+        for (var c = lane; c < 64u; c += 8u) {
+            most = max(most, scores[row * 64u + c]);
+        }
+        partial[t] = most;
+        workgroupBarrier();
+        var block_max = partial[row * 8u];
+        for (var c = 1u; c < 8u; c++) {
+            block_max = max(block_max, partial[row * 8u + c]);
+        }
+        let new_max = max(running_max, block_max);
+        var sum = 0.0;
+        for (var c = lane; c < 64u; c += 8u) {
+            let score = scores[row * 64u + c];
+            let weight = select(0.0, exp(score - new_max), score > -1.0e38);
+            scores[row * 64u + c] = weight;
+            sum += weight;
+        }
+        partial_sums[t] = sum;
+        workgroupBarrier();
+        var block_total = 0.0;
+        for (var c = 0u; c < 8u; c++) {
+            block_total += partial_sums[row * 8u + c];
+        }
+        let correction = exp(running_max - new_max);
+        total = total * correction + block_total;
+        running_max = new_max;
+        for (var c = 0u; c < 8u; c++) {
+            acc[c] = acc[c] * correction;
+        }
+        // Values: this row's weighted value rows, four dimensions in every 32 per thread.
+        let first = max(j0, row_first);
+        let last = min(min(j0 + 63u, hi), row_last);
+        for (var jj = first; jj <= last && row_first <= row_last; jj++) {
+            let weight = scores[row * 64u + jj - j0];
+            let vo = jj * row4 + kv_head * hd4 + lane;
+            acc[0] += weight * v[vo];
+            if (lane + 8u < hd4) { acc[1] += weight * v[vo + 8u]; }
+            if (lane + 16u < hd4) { acc[2] += weight * v[vo + 16u]; }
+            if (lane + 24u < hd4) { acc[3] += weight * v[vo + 24u]; }
+            if (lane + 32u < hd4) { acc[4] += weight * v[vo + 32u]; }
+            if (lane + 40u < hd4) { acc[5] += weight * v[vo + 40u]; }
+            if (lane + 48u < hd4) { acc[6] += weight * v[vo + 48u]; }
+            if (lane + 56u < hd4) { acc[7] += weight * v[vo + 56u]; }
+        }
+        // Every thread is done with the block's scores before the next block's.
+        workgroupBarrier();
+    }
+    if (q0 + row >= p.queries) {
+        return;
+    }
+    let sunk = with_sink(head, running_max, total);
+    let oo = ((q0 + row) * p.n_head + head) * hd4;
+    for (var c = 0u; c < 8u; c++) {
+        let d4 = lane + 8u * c;
+        if (d4 < hd4) {
+            out[oo + d4] = acc[c] * sunk.z / sunk.y;
+        }
+    }
+}
+"#;
+
+/// The attention kernels: a workgroup per (query, head), and the tiled kernel over
+/// [`FLASH_QUERIES`] queries of a head (which reads rows as vectors of four).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AttentionKernel {
+    Group,
+    Flash,
+}
+
+pub fn attention(kernel: AttentionKernel) -> String {
+    let (row, main) = match kernel {
+        AttentionKernel::Group => ("f32", ATTENTION_GROUP_MAIN),
+        AttentionKernel::Flash => ("vec4<f32>", ATTENTION_FLASH_MAIN),
+    };
+    format!("{ATTENTION_PARAMS}{}{main}", ATTENTION_HEADER.replace("ROW", row))
+}
+
+/// The merge of split attention's partial sums.
+pub fn attention_merge() -> String {
+    format!("{ATTENTION_PARAMS}{ATTENTION_MERGE}")
 }
 
 /// Gated attention's queries: each head's first half of its (query, gate) pair (`p.a` the head

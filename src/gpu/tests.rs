@@ -349,14 +349,14 @@ fn attention_matches_the_cpu_with_groups_windows_soft_caps_and_sinks() {
     use crate::model::attention::{HeadView, Scoring, attend_head_f32};
     let gpu = gpu();
     let mut rng = Rng(13);
-    // Both kernels (a workgroup per head below 8 queries, a thread per head from 8): decode
+    // Both kernels (a workgroup per head below 8 queries, the tiled kernel from 8): decode
     // (one query deep in the context) and prefill (queries from position 0), plain,
     // grouped, windowed (Gemma's local layers) and soft-capped (Gemma 2); contexts of several
     // of the kernel's 64-position blocks, ending on and past a block's edge, a window that
     // starts inside one, and a head that is no multiple of the 64 threads; with sinks per head
     // (gpt-oss), some below every score and some above.
     // Rows attended both ways (a picture's): every query sees the whole batch, with a window too.
-    // Long calls, which take the workgroup kernel (`Gpu::attention_kernel`).
+    // Long calls: a picture's patches, and queries deep in a prompt.
     for (queries, start, n_head, n_kv, head_dim, window, softcap, sinks, causal) in [
         (1, 37, 4, 4, 64, 0, 0.0, false, true),
         (9, 0, 6, 2, 32, 0, 0.0, false, true),
@@ -374,11 +374,23 @@ fn attention_matches_the_cpu_with_groups_windows_soft_caps_and_sinks() {
         (16, 5, 4, 2, 64, 0, 0.0, false, false),
         (70, 30, 2, 1, 64, 0, 0.0, false, false),
         (9, 40, 4, 4, 32, 12, 0.0, false, false),
-        // Past llvmpipe's 65,535 loop iterations per invocation for a thread per (query, head):
-        // a picture's 2,048 patches, and a prefill 2,000 positions deep (each gave wrong
-        // values on lavapipe before the workgroup kernel took them).
+        // Past llvmpipe's 65,535 loop iterations per invocation for a thread per (query, head)
+        // (a kernel this project had, which gave wrong values on lavapipe there): a picture's
+        // 2,048 patches, and a prefill 2,000 positions deep; and tiles cut short by the batch.
         (2048, 0, 2, 2, 16, 0, 0.0, false, false),
         (16, 2000, 2, 1, 64, 0, 0.0, false, true),
+        (21, 300, 4, 1, 128, 0, 0.0, false, true),
+        (13, 0, 2, 2, 256, 0, 0.0, true, false),
+        // Decode over long ranges, split into workgroups whose partial sums are merged: with
+        // sinks, a window longer than the split's threshold, a soft cap, several queries, a
+        // range that leaves the last splits empty for the earlier queries, and the most splits.
+        (1, 2000, 4, 2, 64, 0, 0.0, true, true),
+        (1, 1500, 2, 1, 128, 700, 0.0, false, true),
+        (1, 600, 2, 2, 80, 0, 30.0, false, true),
+        (5, 900, 4, 4, 64, 0, 0.0, true, true),
+        (2, 5000, 2, 1, 256, 0, 0.0, false, true),
+        // A batch whose heads are no multiple of 4 takes the workgroup kernel.
+        (9, 20, 4, 2, 6, 0, 0.0, false, true),
     ] {
         let positions = start + queries;
         let q = random(queries * n_head * head_dim, 1.0, &mut rng);

@@ -633,9 +633,9 @@ impl VisionBackend for Pass<'_> {
             softcap: 0.0,
             causal: false,
         };
-        let (pipeline, groups) = self.gpu().attention_kernel(n, &params);
+        // Never split: a picture's rows are a batch, which the tiled kernel takes whole.
+        let (pipeline, mut words, groups) = self.gpu().attention_plan(n, &params, false, false).main;
         let pipeline = pipeline.clone();
-        let mut words = super::attention_params(&params, n, groups[0], false);
         let spans = match spans {
             Some(spans) => {
                 words[11] = 1;

@@ -1,6 +1,7 @@
 //! `inferno bench`: prompt-processing and decode speed, like `llama-bench -p PP -n TG`:
 //! a prompt of PP tokens in one batch from an empty cache, then TG single-token decode steps
-//! from an empty cache; one warm-up, then the median of `--runs`, on `--threads` threads, or
+//! from an empty cache (or, with `--depth D`, like `llama-bench -d D`, both after a context of D
+//! tokens, filled untimed); one warm-up, then the median of `--runs`, on `--threads` threads, or
 //! with `--device gpu` on the GPU (a build with the `gpu` feature), where it also prints the
 //! adapter's copy bandwidth and the weight bandwidth decode reached, and their ratio. With
 //! `--json-schema FILE` it also times the grammar's mask, the sampler's first stage.
@@ -11,7 +12,7 @@
 
 use std::time::Instant;
 
-use inferno::model::{AttentionPrecision, KvTypes, LogitsFor, Model};
+use inferno::model::{AttentionPrecision, Cache, LogitsFor, Model, Scratch};
 use serde::Serialize;
 
 use crate::args::Args;
@@ -21,6 +22,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
     let options = [
         "--pp",
         "--tg",
+        "--depth",
         "--runs",
         "--threads",
         "--device",
@@ -34,6 +36,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
     let path = args.model()?;
     let pp: usize = args.number("--pp", 64)?;
     let tg: usize = args.number("--tg", 32)?;
+    let depth: usize = args.number("--depth", 0)?;
     let runs: usize = args.number("--runs", 5)?;
     if runs == 0 {
         return Err("bench: --runs must be at least 1".into());
@@ -58,7 +61,9 @@ pub fn run(args: &[String]) -> Result<(), String> {
     let model = engine.model();
     // Any valid ids will do (llama-bench uses random ones); these avoid the special tokens at 0.
     let vocab = model.config().vocab_size as u32;
-    let tokens: Vec<u32> = (0..pp.max(tg) as u32).map(|i| 100 + (i * 7919) % (vocab - 100).max(1)).collect();
+    let all: Vec<u32> =
+        (0..(depth + pp.max(tg)) as u32).map(|i| 100 + (i * 7919) % (vocab - 100).max(1)).collect();
+    let (context, tokens) = all.split_at(depth);
 
     let measure = |n: usize, batched: bool| -> Result<(f64, Option<Encoding>), String> {
         if n == 0 {
@@ -68,10 +73,20 @@ pub fn run(args: &[String]) -> Result<(), String> {
         let tokens = &tokens[..n];
         #[cfg(all(feature = "gpu", not(target_family = "wasm")))]
         if let Some(gpu) = &gpu {
-            return gpu_runs(gpu, model, tokens, batched, runs);
+            return gpu_runs(gpu, model, (context, tokens), batched, runs);
+        }
+        let batch = if batched { n } else { 1 }.max(context.len().min(CONTEXT_BATCH));
+        let (mut cache, mut scratch) =
+            model.new_state(depth + n, batch, cache_types).map_err(|e| format!("bench: {e}"))?;
+        scratch.set_attention_precision(precision);
+        for part in context.chunks(CONTEXT_BATCH) {
+            model
+                .forward(&mut cache, &mut scratch, part, LogitsFor::Last)
+                .map_err(|e| format!("bench: {e}"))?;
         }
         for run in 0..=runs {
-            let seconds = time_tokens(model, tokens, batched, (precision, cache_types))?;
+            cache.truncate(depth);
+            let seconds = time_tokens(model, (&mut cache, &mut scratch), tokens, batched)?;
             if run > 0 {
                 samples.push(n as f64 / seconds);
             }
@@ -99,6 +114,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
         load_ms,
         pp,
         tg,
+        depth,
         runs,
         threads,
         prefill_tok_s,
@@ -122,20 +138,22 @@ pub fn run(args: &[String]) -> Result<(), String> {
         }
         println!("model   {}", result.model);
         println!("load    {:.0} ms", result.load_ms);
+        let at = if depth > 0 { format!(" @ d{depth}") } else { String::new() };
+        let (pp_label, tg_label) = (format!("pp{pp}{at}"), format!("tg{tg}{at}"));
         match &result.gpu {
             None => {
                 println!(
-                    "pp{:<5} {:>8.1} tok/s  (median of {runs}, {threads} threads)",
-                    pp, result.prefill_tok_s
+                    "{pp_label:<7} {:>8.1} tok/s  (median of {runs}, {threads} threads)",
+                    result.prefill_tok_s
                 );
                 println!(
-                    "tg{:<5} {:>8.1} tok/s  (median of {runs}, {threads} threads)",
-                    tg, result.decode_tok_s
+                    "{tg_label:<7} {:>8.1} tok/s  (median of {runs}, {threads} threads)",
+                    result.decode_tok_s
                 );
             }
             Some(gpu) => {
-                println!("pp{:<5} {:>8.1} tok/s  (median of {runs}, GPU)", pp, result.prefill_tok_s);
-                println!("tg{:<5} {:>8.1} tok/s  (median of {runs}, GPU)", tg, result.decode_tok_s);
+                println!("{pp_label:<7} {:>8.1} tok/s  (median of {runs}, GPU)", result.prefill_tok_s);
+                println!("{tg_label:<7} {:>8.1} tok/s  (median of {runs}, GPU)", result.decode_tok_s);
                 let sums = if gpu.subgroups {
                     "rows summed in subgroups"
                 } else {
@@ -170,6 +188,8 @@ struct BenchResult {
     load_ms: f64,
     pp: usize,
     tg: usize,
+    /// Tokens of context before the timed ones.
+    depth: usize,
     runs: usize,
     threads: usize,
     prefill_tok_s: f64,
@@ -357,25 +377,31 @@ impl GpuFigures {
     }
 }
 
-/// The median tokens per second of `runs` runs of `tokens` on the GPU (after a warm-up), the
-/// weights uploaded once and the cache emptied between runs; and the median time a call took
-/// to record and submit its work, apart from waiting for it.
+/// The median tokens per second of `runs` runs of `tokens` on the GPU after `context` (after a
+/// warm-up), the weights uploaded and the context run once, and the cache taken back to the
+/// context between runs; and the median time a call took to record and submit its work, apart
+/// from waiting for it.
 #[cfg(all(feature = "gpu", not(target_family = "wasm")))]
 fn gpu_runs(
     gpu: &inferno::gpu::Gpu,
     model: &Model,
-    tokens: &[u32],
+    (context, tokens): (&[u32], &[u32]),
     batched: bool,
     runs: usize,
 ) -> Result<(f64, Option<Encoding>), String> {
-    let batch = if batched { tokens.len() } else { 1 };
+    let batch = if batched { tokens.len() } else { 1 }.max(context.len().min(CONTEXT_BATCH));
     let error = |e: inferno::gpu::GpuError| format!("bench: {e}");
-    let mut state = inferno::gpu::GpuState::new(gpu, model, tokens.len(), batch).map_err(error)?;
+    let depth = context.len();
+    let mut state = inferno::gpu::GpuState::new(gpu, model, depth + tokens.len(), batch).map_err(error)?;
+    for part in context.chunks(CONTEXT_BATCH) {
+        state.submit(gpu, model, part, true).map_err(error)?;
+        state.collect(gpu).map_err(error)?;
+    }
     let mut samples = Vec::with_capacity(runs);
     let mut submits = Vec::new();
     let calls: Vec<&[u32]> = if batched { vec![tokens] } else { tokens.chunks(1).collect() };
     for run in 0..=runs {
-        state.truncate(gpu, 0);
+        state.truncate(gpu, depth);
         let started = Instant::now();
         for call in &calls {
             let submitting = Instant::now();
@@ -396,7 +422,7 @@ fn gpu_runs(
     let mut kernels = Vec::new();
     if gpu.facts().timestamps {
         state.profile_kernels(gpu, true).map_err(error)?;
-        state.truncate(gpu, 0);
+        state.truncate(gpu, depth);
         for call in &calls {
             state.submit(gpu, model, call, true).map_err(error)?;
             state.collect(gpu).map_err(error)?;
@@ -416,28 +442,22 @@ fn gpu_runs(
     Ok((samples[samples.len() / 2], Some(encoding)))
 }
 
-/// Seconds to run `tokens` from an empty cache: as one batch, or one token per call, attention
-/// at `precision` over a cache kept as `types`.
+/// A context's tokens run this many at a time before the timed ones.
+const CONTEXT_BATCH: usize = 512;
+
+/// Seconds to run `tokens` after what `cache` holds: as one batch, or one token per call.
 fn time_tokens(
     model: &Model,
+    (cache, scratch): (&mut Cache, &mut Scratch),
     tokens: &[u32],
     batched: bool,
-    (precision, types): (AttentionPrecision, KvTypes),
 ) -> Result<f64, String> {
-    let batch = if batched { tokens.len() } else { 1 };
-    let (mut cache, mut scratch) =
-        model.new_state(tokens.len(), batch, types).map_err(|e| format!("bench: {e}"))?;
-    scratch.set_attention_precision(precision);
     let started = Instant::now();
     if batched {
-        model
-            .forward(&mut cache, &mut scratch, tokens, LogitsFor::Last)
-            .map_err(|e| format!("bench: {e}"))?;
+        model.forward(cache, scratch, tokens, LogitsFor::Last).map_err(|e| format!("bench: {e}"))?;
     } else {
         for token in tokens {
-            model
-                .forward(&mut cache, &mut scratch, &[*token], LogitsFor::Last)
-                .map_err(|e| format!("bench: {e}"))?;
+            model.forward(cache, scratch, &[*token], LogitsFor::Last).map_err(|e| format!("bench: {e}"))?;
         }
     }
     Ok(started.elapsed().as_secs_f64())
