@@ -152,8 +152,9 @@ impl GpuState {
             up: buffer(n_ff * max_batch, storage),
             temp: buffer(d.max(2 * q) * max_batch, storage),
             attention_parts: buffer(super::attention_parts(max_batch, c.n_head, max_head), storage),
-            keys: (0..attention_layers).map(|_| buffer(capacity * kv, storage)).collect(),
-            values: (0..attention_layers).map(|_| buffer(capacity * kv, storage)).collect(),
+            // In f16, two values a word, as llama.cpp's default cache.
+            keys: (0..attention_layers).map(|_| buffer((capacity * kv).div_ceil(2), storage)).collect(),
+            values: (0..attention_layers).map(|_| buffer((capacity * kv).div_ceil(2), storage)).collect(),
             logits: buffer(c.vocab_size, storage),
             readback: buffer(c.vocab_size, wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST),
             matrices: HashMap::new(),
@@ -192,6 +193,8 @@ impl GpuState {
                 "DeltaNet heads over 256 wide",
             ),
             ((0..c.n_layer).any(|l| c.layer(l).head_dim > super::MAX_ATTENTION_HEAD), "heads over 256 wide"),
+            // The f16 cache packs a head's values two to a word.
+            ((0..c.n_layer).any(|l| c.layer(l).head_dim % 2 == 1), "heads of an odd width"),
         ];
         if let Some((_, what)) = missing.iter().find(|(needed, _)| *needed) {
             return Err(GpuError::Refused(what));
@@ -1588,9 +1591,11 @@ impl Backend for GpuBackend<'_> {
         let cache_index = (0..attention.kv_layer).filter(|&j| c.keeps_kv(j)).count();
         let (keys, values) = (self.state.keys[cache_index].clone(), self.state.values[cache_index].clone());
         if store {
-            let (k, v) = (self.buf(Buf::K).clone(), self.buf(Buf::V).clone());
-            GpuBackend::copy(self, &k, 0, &keys, self.start * kvd, self.rows * kvd);
-            GpuBackend::copy(self, &v, 0, &values, self.start * kvd, self.rows * kvd);
+            let (k, v, pack) =
+                (self.buf(Buf::K).clone(), self.buf(Buf::V).clone(), self.gpu.pack_f16.clone());
+            let (pairs, to) = (self.rows * kvd / 2, self.start * kvd / 2);
+            self.dispatch_threads(&pack, &[&k, &keys], [pairs as u32, 0, to as u32], pairs);
+            self.dispatch_threads(&pack, &[&v, &values], [pairs as u32, 0, to as u32], pairs);
         }
         let params = AttentionParams {
             n_head: c.n_head,

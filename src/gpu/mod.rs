@@ -149,6 +149,8 @@ pub struct Gpu {
     /// (prefill); see [`Gpu::attention_plan`].
     attention: [wgpu::ComputePipeline; 2],
     attention_merge: wgpu::ComputePipeline,
+    /// Keys and values into the f16 cache.
+    pack_f16: wgpu::ComputePipeline,
     add_bias: wgpu::ComputePipeline,
     per_layer_gate: wgpu::ComputePipeline,
     mix_embedding: wgpu::ComputePipeline,
@@ -317,6 +319,7 @@ impl Gpu {
         let attention = [AttentionKernel::Group, AttentionKernel::Flash]
             .map(|kernel| pipeline(&device, &shaders::attention(kernel)));
         let attention_merge = pipeline(&device, &shaders::attention_merge());
+        let pack_f16 = pipeline(&device, shaders::PACK_F16);
         let (rms_norm, add, swiglu, geglu, rope) = (
             pipeline(&device, &shaders::rms_norm(WORKGROUP)),
             pipeline(&device, &shaders::elementwise("x[i] = x[i] + y[i];")),
@@ -370,6 +373,7 @@ impl Gpu {
             rope,
             attention,
             attention_merge,
+            pack_f16,
             add_bias,
             per_layer_gate,
             mix_embedding,
@@ -506,6 +510,7 @@ impl Gpu {
             (&self.attention[0], "attention (a workgroup per head)"),
             (&self.attention[1], "attention (tiled)"),
             (&self.attention_merge, "attention (merge of splits)"),
+            (&self.pack_f16, "keys and values to f16"),
             (&self.rms_norm, "rms_norm"),
             (&self.add, "add"),
             (&self.swiglu, "swiglu"),

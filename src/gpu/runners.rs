@@ -157,8 +157,8 @@ impl Gpu {
     }
 
     /// Causal attention of `q` (rows of `n_head × head_dim`, at positions `start..`) over the
-    /// keys `k` and values `v` of positions `0..start + rows` (rows of `n_kv × head_dim`), with
-    /// a sink per head where `sinks` are given.
+    /// keys `k` and values `v` of positions `0..start + rows` (rows of `n_kv × head_dim`, kept
+    /// in f16 as the cache keeps them), with a sink per head where `sinks` are given.
     pub async fn attention(
         &self,
         q: &[f32],
@@ -173,6 +173,7 @@ impl Gpu {
             && kv_row > 0
             && a.n_head.is_multiple_of(a.n_kv)
             && a.head_dim <= MAX_ATTENTION_HEAD
+            && a.head_dim.is_multiple_of(2)
             && q.len().is_multiple_of(q_row);
         let queries = if fits { q.len() / q_row } else { 0 };
         if !fits
@@ -194,7 +195,10 @@ impl Gpu {
         }
         let plan = self.attention_plan(queries, &a, sinks.is_some(), true);
         let sinks = f32_bytes(sinks.unwrap_or(&[0.0]));
-        let inputs: [&[u8]; 5] = [&f32_bytes(q), &f32_bytes(k), &f32_bytes(v), &sinks, &u32_bytes(&[0, 0])];
+        let f16_bytes = |values: &[f32]| -> Vec<u8> {
+            values.iter().flat_map(|&x| half::f16::from_f32(x).to_le_bytes()).collect()
+        };
+        let inputs: [&[u8]; 5] = [&f32_bytes(q), &f16_bytes(k), &f16_bytes(v), &sinks, &u32_bytes(&[0, 0])];
         let (pipeline, params, groups) = plan.main;
         match plan.merge {
             None => self.run(pipeline, &inputs, &vec![0.0; q.len()], &params, groups).await,

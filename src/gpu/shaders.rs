@@ -1352,12 +1352,13 @@ fn with_sink(head: u32, running_max: f32, total: f32) -> vec3<f32> {
 "#;
 
 /// The attention kernels' bindings: queries `q` (rows of `n_head × head_dim`) at
-/// positions `start..`, the cache's keys `k` and values `v` (rows of `n_kv × head_dim`), read
-/// as `ROW`s (single values, or vectors of four).
+/// positions `start..`, read as `ROW`s (single values, or vectors of four), and the cache's keys
+/// `k` and values `v` (rows of `n_kv × head_dim`) in f16, two to a word, read as `KV_ROW`s (a
+/// word, or two). Heads are even.
 const ATTENTION_HEADER: &str = r#"
 @group(0) @binding(0) var<storage, read> q: array<ROW>;
-@group(0) @binding(1) var<storage, read> k: array<ROW>;
-@group(0) @binding(2) var<storage, read> v: array<ROW>;
+@group(0) @binding(1) var<storage, read> k: array<KV_ROW>;
+@group(0) @binding(2) var<storage, read> v: array<KV_ROW>;
 // A sink per head where `has_sinks` (gpt-oss): a score with no value, joined after the last
 // position, which takes its share of the softmax.
 @group(0) @binding(3) var<storage, read> sinks: array<f32>;
@@ -1438,10 +1439,11 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
         let j = j0 + t;
         var score = -3.0e38;
         if (j <= last) {
-            let ko = j * row + kv_head * hd;
+            let ko = (j * row + kv_head * hd) / 2u;
             var dot = 0.0;
-            for (var d = 0u; d < hd; d++) {
-                dot += query_row[d] * k[ko + d];
+            for (var d = 0u; d < hd; d += 2u) {
+                let key = unpack2x16float(k[ko + d / 2u]);
+                dot += query_row[d] * key.x + query_row[d + 1u] * key.y;
             }
             score = dot * scale;
             if (cap > 0.0) {
@@ -1472,7 +1474,8 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
             if (d < hd) {
                 var sum = 0.0;
                 for (var i = 0u; i < count; i++) {
-                    sum += weights[i] * v[vo + i * row + d];
+                    let at = vo + i * row + d;
+                    sum += weights[i] * unpack2x16float(v[at / 2u])[at % 2u];
                 }
                 acc[c] = acc[c] * correction + sum;
             }
@@ -1562,6 +1565,8 @@ pub const FLASH_QUERIES: usize = 8;
 const ATTENTION_FLASH_MAIN: &str = r#"
 
 const TILE: u32 = 8u;
+// Four f16 of the cache.
+fn half4(w: vec2<u32>) -> vec4<f32> { return vec4<f32>(unpack2x16float(w.x), unpack2x16float(w.y)); }
 var<workgroup> queries4: array<vec4<f32>, 512>;   // TILE rows of up to 64 vectors
 var<workgroup> scores: array<f32, 512>;           // TILE rows of the block's 64 keys
 var<workgroup> partial: array<f32, 64>;           // per thread: its eight scores' maximum
@@ -1623,7 +1628,7 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
         if (j <= hi) {
             let ko = j * row4 + kv_head * hd4;
             for (var d4 = 0u; d4 < hd4; d4++) {
-                let key = k[ko + d4];
+                let key = half4(k[ko + d4]);
                 s[0] += dot(queries4[d4], key);
                 s[1] += dot(queries4[64u + d4], key);
                 s[2] += dot(queries4[128u + d4], key);
@@ -1682,14 +1687,14 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
         for (var jj = first; jj <= last && row_first <= row_last; jj++) {
             let weight = scores[row * 64u + jj - j0];
             let vo = jj * row4 + kv_head * hd4 + lane;
-            acc[0] += weight * v[vo];
-            if (lane + 8u < hd4) { acc[1] += weight * v[vo + 8u]; }
-            if (lane + 16u < hd4) { acc[2] += weight * v[vo + 16u]; }
-            if (lane + 24u < hd4) { acc[3] += weight * v[vo + 24u]; }
-            if (lane + 32u < hd4) { acc[4] += weight * v[vo + 32u]; }
-            if (lane + 40u < hd4) { acc[5] += weight * v[vo + 40u]; }
-            if (lane + 48u < hd4) { acc[6] += weight * v[vo + 48u]; }
-            if (lane + 56u < hd4) { acc[7] += weight * v[vo + 56u]; }
+            acc[0] += weight * half4(v[vo]);
+            if (lane + 8u < hd4) { acc[1] += weight * half4(v[vo + 8u]); }
+            if (lane + 16u < hd4) { acc[2] += weight * half4(v[vo + 16u]); }
+            if (lane + 24u < hd4) { acc[3] += weight * half4(v[vo + 24u]); }
+            if (lane + 32u < hd4) { acc[4] += weight * half4(v[vo + 32u]); }
+            if (lane + 40u < hd4) { acc[5] += weight * half4(v[vo + 40u]); }
+            if (lane + 48u < hd4) { acc[6] += weight * half4(v[vo + 48u]); }
+            if (lane + 56u < hd4) { acc[7] += weight * half4(v[vo + 56u]); }
         }
         // Every thread is done with the block's scores before the next block's.
         workgroupBarrier();
@@ -1717,11 +1722,12 @@ pub enum AttentionKernel {
 }
 
 pub fn attention(kernel: AttentionKernel) -> String {
-    let (row, main) = match kernel {
-        AttentionKernel::Group => ("f32", ATTENTION_GROUP_MAIN),
-        AttentionKernel::Flash => ("vec4<f32>", ATTENTION_FLASH_MAIN),
+    let (row, kv_row, main) = match kernel {
+        AttentionKernel::Group => ("f32", "u32", ATTENTION_GROUP_MAIN),
+        AttentionKernel::Flash => ("vec4<f32>", "vec2<u32>", ATTENTION_FLASH_MAIN),
     };
-    format!("{ATTENTION_PARAMS}{}{main}", ATTENTION_HEADER.replace("ROW", row))
+    let header = ATTENTION_HEADER.replace("KV_ROW", kv_row).replace("ROW", row);
+    format!("{ATTENTION_PARAMS}{header}{main}")
 }
 
 /// The merge of split attention's partial sums.
@@ -2064,6 +2070,25 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
     }
     let source = sources[i / p.chunk];
     out[i] = select(x[source * p.chunk + i % p.chunk], 0.0, source == 0xffffffffu);
+}
+"#;
+
+/// Keys or values into an f16 cache, as llama.cpp keeps them: `pairs` pairs of `x` from value
+/// `2 · first_in` on, each rounded to f16 and packed into a word of `out` from word `first_out` on.
+pub const PACK_F16: &str = r#"
+struct Params { pairs: u32, first_in: u32, first_out: u32, groups_x: u32 }
+@group(0) @binding(0) var<storage, read> x: array<f32>;
+@group(0) @binding(1) var<storage, read_write> out: array<u32>;
+@group(0) @binding(2) var<uniform> p: Params;
+
+@compute @workgroup_size(256)
+fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+    let i = (group.y * p.groups_x + group.x) * 256u + t;
+    if (i >= p.pairs) {
+        return;
+    }
+    let at = 2u * (p.first_in + i);
+    out[p.first_out + i] = pack2x16float(vec2<f32>(x[at], x[at + 1u]));
 }
 "#;
 

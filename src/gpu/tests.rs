@@ -394,8 +394,12 @@ fn attention_matches_the_cpu_with_groups_windows_soft_caps_and_sinks() {
     ] {
         let positions = start + queries;
         let q = random(queries * n_head * head_dim, 1.0, &mut rng);
-        let k = random(positions * n_kv * head_dim, 1.0, &mut rng);
-        let v = random(positions * n_kv * head_dim, 1.0, &mut rng);
+        // The cache keeps keys and values in f16: the CPU's reference reads the same values.
+        let f16_values = |values: Vec<f32>| -> Vec<f32> {
+            values.into_iter().map(|x| half::f16::from_f32(x).to_f32()).collect()
+        };
+        let k = f16_values(random(positions * n_kv * head_dim, 1.0, &mut rng));
+        let v = f16_values(random(positions * n_kv * head_dim, 1.0, &mut rng));
         let scale = 1.0 / (head_dim as f32).sqrt();
         let params = AttentionParams { n_head, n_kv, head_dim, start, window, scale, softcap, causal };
         // Alternately far below and above the scores.

@@ -409,6 +409,15 @@ impl Pass<'_> {
         self.elementwise(&pipeline, &dummy, &x.buffer, x.floats, [high.to_bits(), low.to_bits(), 0]);
     }
 
+    /// `x` in f16, two values a word (an even count).
+    fn packed(&mut self, x: &GpuRows) -> GpuRows {
+        let pairs = x.floats / 2;
+        let out = self.rows(pairs);
+        let pipeline = self.gpu().pack_f16.clone();
+        self.dispatch_threads(&pipeline, &[&x.buffer, &out.buffer], &[pairs as u32, 0, 0, 0], pairs, 3);
+        out
+    }
+
     /// A copy of `x` rounded to f16 and back.
     fn rounded(&mut self, x: &GpuRows) -> GpuRows {
         let out = self.copy(x);
@@ -619,8 +628,8 @@ impl VisionBackend for Pass<'_> {
     ) -> GpuRows {
         let out = self.rows(n * d);
         let head_dim = d / heads.max(1);
-        if head_dim > super::MAX_ATTENTION_HEAD {
-            self.fail(GpuError::Refused("vision heads over 256 wide"));
+        if head_dim > super::MAX_ATTENTION_HEAD || head_dim % 2 == 1 {
+            self.fail(GpuError::Refused("vision heads over 256 wide or of an odd width"));
             return out;
         }
         let params = AttentionParams {
@@ -645,8 +654,9 @@ impl VisionBackend for Pass<'_> {
             None => self.constant(1, 0.0),
         };
         let sinks = self.constant(1, 0.0);
-        // llama.cpp's flash attention takes keys and values in f16 (`ggml_cast`).
-        let (k, v) = (self.rounded(k), self.rounded(v));
+        // llama.cpp's flash attention takes keys and values in f16 (`ggml_cast`), as the
+        // kernels read them.
+        let (k, v) = (self.packed(k), self.packed(v));
         let buffers = [&q.buffer, &k.buffer, &v.buffer, &sinks, &spans, &out.buffer];
         self.recording.dispatch(&pipeline, &buffers, &words, groups);
         out
