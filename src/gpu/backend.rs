@@ -1594,8 +1594,7 @@ impl Backend for GpuBackend<'_> {
             let (k, v, pack) =
                 (self.buf(Buf::K).clone(), self.buf(Buf::V).clone(), self.gpu.pack_f16.clone());
             let (pairs, to) = (self.rows * kvd / 2, self.start * kvd / 2);
-            self.dispatch_threads(&pack, &[&k, &keys], [pairs as u32, 0, to as u32], pairs);
-            self.dispatch_threads(&pack, &[&v, &values], [pairs as u32, 0, to as u32], pairs);
+            self.dispatch_threads(&pack, &[&k, &v, &keys, &values], [pairs as u32, 0, to as u32], pairs);
         }
         let params = AttentionParams {
             n_head: c.n_head,

@@ -610,7 +610,9 @@ impl Gpu {
         // The longest range a query sees: the window's, or the cache's.
         let keys = a.start + queries;
         let range = if a.window > 0 { a.window.min(keys) } else { keys };
-        let (splits, chunk) = if can_split && range > SPLIT_ABOVE {
+        // Only decode splits: `attention_parts` holds the sums of fewer than 8 queries (a batch
+        // with heads that are no multiple of 4 takes this kernel whole).
+        let (splits, chunk) = if can_split && queries < GEMM_MIN_BATCH && range > SPLIT_ABOVE {
             let chunk = range.div_ceil(MAX_SPLITS).next_multiple_of(64).max(SPLIT_CHUNK);
             (range.div_ceil(chunk), chunk)
         } else {

@@ -1687,7 +1687,7 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
         for (var jj = first; jj <= last && row_first <= row_last; jj++) {
             let weight = scores[row * 64u + jj - j0];
             let vo = jj * row4 + kv_head * hd4 + lane;
-            acc[0] += weight * half4(v[vo]);
+            if (lane < hd4) { acc[0] += weight * half4(v[vo]); }
             if (lane + 8u < hd4) { acc[1] += weight * half4(v[vo + 8u]); }
             if (lane + 16u < hd4) { acc[2] += weight * half4(v[vo + 16u]); }
             if (lane + 24u < hd4) { acc[3] += weight * half4(v[vo + 24u]); }
@@ -2073,13 +2073,21 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
 }
 "#;
 
-/// Keys or values into an f16 cache, as llama.cpp keeps them: `pairs` pairs of `x` from value
-/// `2 · first_in` on, each rounded to f16 and packed into a word of `out` from word `first_out` on.
+/// Keys and values into an f16 cache, as llama.cpp keeps them: `pairs` pairs of each of `k`
+/// and `v` from value `2 · first_in` on, each rounded to f16 and packed into a word of `keys`
+/// and `values` from word `first_out` on.
 pub const PACK_F16: &str = r#"
 struct Params { pairs: u32, first_in: u32, first_out: u32, groups_x: u32 }
-@group(0) @binding(0) var<storage, read> x: array<f32>;
-@group(0) @binding(1) var<storage, read_write> out: array<u32>;
-@group(0) @binding(2) var<uniform> p: Params;
+@group(0) @binding(0) var<storage, read> k: array<f32>;
+@group(0) @binding(1) var<storage, read> v: array<f32>;
+@group(0) @binding(2) var<storage, read_write> keys: array<u32>;
+@group(0) @binding(3) var<storage, read_write> values: array<u32>;
+@group(0) @binding(4) var<uniform> p: Params;
+
+// pack2x16float is undefined past f16's range: such values keep its largest.
+fn packed(a: f32, b: f32) -> u32 {
+    return pack2x16float(clamp(vec2<f32>(a, b), vec2<f32>(-65504.0), vec2<f32>(65504.0)));
+}
 
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index) t: u32) {
@@ -2088,7 +2096,8 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
         return;
     }
     let at = 2u * (p.first_in + i);
-    out[p.first_out + i] = pack2x16float(vec2<f32>(x[at], x[at + 1u]));
+    keys[p.first_out + i] = packed(k[at], k[at + 1u]);
+    values[p.first_out + i] = packed(v[at], v[at + 1u]);
 }
 "#;
 

@@ -388,6 +388,7 @@ fn attention_matches_the_cpu_with_groups_windows_soft_caps_and_sinks() {
         (1, 1500, 2, 1, 128, 700, 0.0, false, true),
         (1, 600, 2, 2, 80, 0, 30.0, false, true),
         (5, 900, 4, 4, 64, 0, 0.0, true, true),
+        (5, 1020, 2, 1, 64, 0, 0.0, false, true),
         (2, 5000, 2, 1, 256, 0, 0.0, false, true),
         // A batch whose heads are no multiple of 4 takes the workgroup kernel.
         (9, 20, 4, 2, 6, 0, 0.0, false, true),

@@ -409,13 +409,14 @@ impl Pass<'_> {
         self.elementwise(&pipeline, &dummy, &x.buffer, x.floats, [high.to_bits(), low.to_bits(), 0]);
     }
 
-    /// `x` in f16, two values a word (an even count).
-    fn packed(&mut self, x: &GpuRows) -> GpuRows {
-        let pairs = x.floats / 2;
-        let out = self.rows(pairs);
+    /// Keys and values in f16, two values a word (of the same, even count).
+    fn packed(&mut self, k: &GpuRows, v: &GpuRows) -> (GpuRows, GpuRows) {
+        let pairs = k.floats / 2;
+        let (keys, values) = (self.rows(pairs), self.rows(pairs));
         let pipeline = self.gpu().pack_f16.clone();
-        self.dispatch_threads(&pipeline, &[&x.buffer, &out.buffer], &[pairs as u32, 0, 0, 0], pairs, 3);
-        out
+        let buffers = [&k.buffer, &v.buffer, &keys.buffer, &values.buffer];
+        self.dispatch_threads(&pipeline, &buffers, &[pairs as u32, 0, 0, 0], pairs, 3);
+        (keys, values)
     }
 
     /// A copy of `x` rounded to f16 and back.
@@ -656,7 +657,7 @@ impl VisionBackend for Pass<'_> {
         let sinks = self.constant(1, 0.0);
         // llama.cpp's flash attention takes keys and values in f16 (`ggml_cast`), as the
         // kernels read them.
-        let (k, v) = (self.packed(k), self.packed(v));
+        let (k, v) = self.packed(k, v);
         let buffers = [&q.buffer, &k.buffer, &v.buffer, &sinks, &spans, &out.buffer];
         self.recording.dispatch(&pipeline, &buffers, &words, groups);
         out

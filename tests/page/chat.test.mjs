@@ -564,6 +564,13 @@ pageSuite(
         projectors,
         { timeout: CHAT_TIMEOUT_MS },
       );
+      // Each of the two settings attaches the projector again: the first attach (16 to 4,096)
+      // can count before the second is done.
+      await h.page.waitForFunction(
+        () => /16 to 64 rows a picture/.test(document.getElementById('model-details')?.textContent ?? ''),
+        null,
+        { timeout: CHAT_TIMEOUT_MS },
+      );
       assert.match(await text('#model-details'), /16 to 64 rows a picture/);
       await h.page.setInputFiles('#picture-input', path.join(repoRoot, 'tests/fixtures', golden.picture));
       await ask(golden.prompt.match(/<__media__>(.*)<\|im_end\|>/)[1]);

@@ -84,8 +84,14 @@ pub fn run(args: &[String]) -> Result<(), String> {
                 .forward(&mut cache, &mut scratch, part, LogitsFor::Last)
                 .map_err(|e| format!("bench: {e}"))?;
         }
+        // A recurrent state goes back to the context's end only through a checkpoint there.
+        cache.checkpoint(&[]).map_err(|e| format!("bench: {e}"))?;
         for run in 0..=runs {
-            cache.truncate(depth);
+            if cache.truncate(depth) != depth {
+                return Err(format!(
+                    "bench: the cache could not go back to its {depth} positions of context"
+                ));
+            }
             let seconds = time_tokens(model, (&mut cache, &mut scratch), tokens, batched)?;
             if run > 0 {
                 samples.push(n as f64 / seconds);
@@ -397,11 +403,20 @@ fn gpu_runs(
         state.submit(gpu, model, part, true).map_err(error)?;
         state.collect(gpu).map_err(error)?;
     }
+    // A recurrent state goes back to the context's end only through a checkpoint there.
+    state.checkpoint(gpu, &[]).map_err(|e| format!("bench: {e}"))?;
+    let back_to_context = |state: &mut inferno::gpu::GpuState| {
+        if state.truncate(gpu, depth) == depth {
+            Ok(())
+        } else {
+            Err(format!("bench: the cache could not go back to its {depth} positions of context"))
+        }
+    };
     let mut samples = Vec::with_capacity(runs);
     let mut submits = Vec::new();
     let calls: Vec<&[u32]> = if batched { vec![tokens] } else { tokens.chunks(1).collect() };
     for run in 0..=runs {
-        state.truncate(gpu, depth);
+        back_to_context(&mut state)?;
         let started = Instant::now();
         for call in &calls {
             let submitting = Instant::now();
@@ -422,7 +437,7 @@ fn gpu_runs(
     let mut kernels = Vec::new();
     if gpu.facts().timestamps {
         state.profile_kernels(gpu, true).map_err(error)?;
-        state.truncate(gpu, depth);
+        back_to_context(&mut state)?;
         for call in &calls {
             state.submit(gpu, model, call, true).map_err(error)?;
             state.collect(gpu).map_err(error)?;
