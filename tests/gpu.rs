@@ -16,7 +16,7 @@ use std::process::Command;
 use std::sync::Arc;
 
 use inferno::engine::Engine;
-use inferno::gpu::{Gpu, GpuError, GpuState};
+use inferno::gpu::{DeviceWeights, Gpu, GpuError, GpuState, StreamError, WeightStream};
 use inferno::model::{Ffn, KvType, KvTypes, LogitsFor, Model};
 use inferno::sampler::{Sampler, SamplerSettings};
 
@@ -654,4 +654,157 @@ fn pictures_encode_on_the_gpu_as_mtmd_encodes_them() {
             assert!(error < 1e-3, "{projector} {name}: {error}");
         }
     }
+}
+
+/// `bytes` pushed into a [`WeightStream`] in chunks of `chunk`: the model, its weights on the
+/// device, and the most memory the stream held at once.
+fn stream(gpu: &Arc<Gpu>, bytes: &[u8], chunk: usize) -> Result<(Model, DeviceWeights, usize), StreamError> {
+    let mut stream = WeightStream::new(Arc::clone(gpu), bytes.len() as u64)?;
+    let mut most_held = 0;
+    for piece in bytes.chunks(chunk) {
+        stream.push(piece)?;
+        most_held = most_held.max(stream.held_bytes());
+    }
+    let (model, weights) = stream.finish()?;
+    Ok((model, weights, most_held))
+}
+
+#[test]
+fn weights_streamed_to_the_gpu_give_the_logits_of_weights_uploaded_from_memory() {
+    let gpu = Arc::new(Gpu::new().unwrap());
+    // Tied and untied outputs, Gemma's scaled embedding, Q8_0 (clamped on the way) and F16
+    // (checked on the way), a K-quant, expert stacks, DeltaNet; chunks of an odd size, so that
+    // rows, blocks and words all straddle them.
+    let files = [
+        "qwen3-micro-q8_0.gguf",
+        "qwen3-micro-f16.gguf",
+        "qwen3-micro-q4_k_s.gguf",
+        "llama-micro-llama3.gguf",
+        "gemma2-micro-q8_0.gguf",
+        "qwen3moe-micro-q8_0.gguf",
+        "qwen35-micro-q8_0.gguf",
+    ];
+    for file in files {
+        let bytes = std::fs::read(common::model(file)).unwrap();
+        let resident = Model::load(bytes.clone()).unwrap();
+        let (model, weights, most_held) = stream(&gpu, &bytes, 4099).unwrap();
+        // Every matrix and the token embedding are on the device only; the rest is held.
+        let w = model.weights();
+        for matrix in model.decode_matrices().chain([&w.token_embd]) {
+            assert!(model.file().get(matrix.range.clone()).is_none(), "{file}: {} is held", matrix.name);
+        }
+        let held = model.file().held_bytes();
+        let on_device = resident.decode_matrices().chain([&resident.weights().token_embd]);
+        let mut ranges: Vec<_> = on_device.map(|m| (m.range.start, m.range.end)).collect();
+        ranges.sort_unstable();
+        ranges.dedup();
+        // Expert views are ranges of their stack: count each stack once.
+        let device_bytes: usize =
+            ranges
+                .iter()
+                .fold((0, 0), |(sum, end), &(s, e)| {
+                    if s >= end { (sum + e - s, e) } else { (sum + e.saturating_sub(end), end.max(e)) }
+                })
+                .0;
+        assert_eq!(held + device_bytes, bytes.len(), "{file}: the held and device bytes tile the file");
+        // At most the header twice over while it arrives (a growing buffer), or what is kept
+        // and a chunk or so of staging after.
+        assert!(most_held <= 2 * held + 3 * 4099, "{file}: held {most_held} while streaming, {held} kept");
+        eprintln!("{file}: {held} of {} bytes held, {} on the device", bytes.len(), weights.bytes());
+
+        let capacity = PROMPT.len() + 2;
+        let mut streamed =
+            GpuState::with_weights(&gpu, &model, Some(&weights), capacity, PROMPT.len()).unwrap();
+        let mut uploaded = GpuState::new(&gpu, &resident, capacity, PROMPT.len()).unwrap();
+        let mut tokens = PROMPT.to_vec();
+        for step in 0..3 {
+            let fed = if step == 0 { &tokens[..] } else { &tokens[tokens.len() - 1..] };
+            let expected = uploaded.forward(&gpu, &resident, fed).unwrap();
+            let got = streamed.forward(&gpu, &model, fed).unwrap();
+            let delta = expected.iter().zip(&got).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
+            eprintln!("{file} step {step}: max |Δlogit| {delta:.2e} streamed against uploaded");
+            assert!(delta <= 1e-4, "{file} step {step}: {delta}");
+            tokens.push(argmax(&expected) as u32);
+        }
+    }
+}
+
+#[test]
+fn weights_streamed_into_slices_give_the_logits_of_whole_buffers() {
+    // Bindings a third of the token embedding: the table (looked up on the device, slice by
+    // slice) and the matrices and expert stacks larger than that stream into several buffers.
+    for file in ["qwen3-micro-q8_0.gguf", "qwen3moe-micro-q8_0.gguf"] {
+        let bytes = std::fs::read(common::model(file)).unwrap();
+        let resident = Model::load(bytes.clone()).unwrap();
+        let table = resident.weights().token_embd.range.len();
+        let whole_gpu = Gpu::new().unwrap();
+        let mut sliced_gpu = Gpu::new().unwrap();
+        sliced_gpu.limit_bindings(table as u64 / 3);
+        let sliced_gpu = Arc::new(sliced_gpu);
+        let (model, weights, _) = stream(&sliced_gpu, &bytes, 100_003).unwrap();
+        let mut sliced = GpuState::with_weights(&sliced_gpu, &model, Some(&weights), 12, 6).unwrap();
+        let mut whole = GpuState::new(&whole_gpu, &resident, 12, 6).unwrap();
+        // Tokens from every third of the vocabulary: rows of each slice of the table.
+        let vocab = resident.config().vocab_size as u32;
+        let prompt = [5, vocab / 3 + 7, vocab / 2, vocab - 1];
+        for fed in [&prompt[..], &[2 * vocab / 3 + 1]] {
+            let expected = whole.forward(&whole_gpu, &resident, fed).unwrap();
+            let got = sliced.forward(&sliced_gpu, &model, fed).unwrap();
+            let delta = expected.iter().zip(&got).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
+            assert!(delta <= 1e-4, "{file}: {delta}");
+        }
+    }
+}
+
+#[test]
+fn an_engine_with_weights_on_the_gpu_only_stays_there() {
+    let gpu = Arc::new(Gpu::new().unwrap());
+    let bytes = std::fs::read(common::model("qwen3-micro-q8_0.gguf")).unwrap();
+    let (model, weights, _) = stream(&gpu, &bytes, 1 << 16).unwrap();
+    let mut engine = Engine::with_weights_on_gpu(model, Arc::clone(&gpu), weights).unwrap();
+    assert!(engine.weights_on_gpu_only());
+    let refused = engine.use_gpu(None).unwrap_err();
+    assert_eq!(refused.kind(), "weights_on_gpu", "{refused}");
+    let other = Arc::new(Gpu::new().unwrap());
+    assert_eq!(engine.use_gpu(Some(other)).unwrap_err().kind(), "weights_on_gpu");
+    engine.use_gpu(Some(Arc::clone(&gpu))).unwrap();
+    // A session runs there, and answers as the same file loaded into memory does on the GPU.
+    let mut session = engine.new_session(16).unwrap();
+    let mut resident = Engine::load(bytes).unwrap();
+    resident.use_gpu(Some(Arc::clone(&gpu))).unwrap();
+    let mut reference = resident.new_session(16).unwrap();
+    let prompt = [1u32, 5, 9];
+    let mut logits = Vec::new();
+    for (engine, session) in [(&engine, &mut session), (&resident, &mut reference)] {
+        session.sync(engine, &prompt).unwrap();
+        logits.push(session.logits().unwrap().to_vec());
+    }
+    let delta = logits[0].iter().zip(&logits[1]).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
+    assert!(delta <= 1e-4, "{delta}");
+}
+
+#[test]
+fn a_streamed_file_is_checked_as_a_file_in_memory_is() {
+    let gpu = Arc::new(Gpu::new().unwrap());
+    let bytes = std::fs::read(common::model("qwen3-micro-f16.gguf")).unwrap();
+    // A NaN in an F16 matrix: refused on the way to the device, as a load into memory refuses it.
+    let header = Model::load(bytes.clone()).unwrap().header().clone();
+    let range = header.tensor_range(header.tensor("blk.0.attn_q.weight").unwrap()).unwrap();
+    let mut poisoned = bytes.clone();
+    poisoned[range.start + 202..range.start + 204].copy_from_slice(&0x7e00u16.to_le_bytes());
+    let in_memory = Model::load(poisoned.clone()).err().expect("refused in memory").to_string();
+    let streamed = stream(&gpu, &poisoned, 777).err().expect("refused on the way").to_string();
+    assert!(streamed.contains("blk.0.attn_q.weight") && streamed.contains("F16 element 101"), "{streamed}");
+    assert_eq!(streamed, in_memory);
+    // Too few bytes, too many, and a broken header.
+    let short = WeightStream::new(Arc::clone(&gpu), bytes.len() as u64).and_then(|mut s| {
+        s.push(&bytes[..bytes.len() - 1])?;
+        s.finish()
+    });
+    assert_eq!(short.err().map(|e| e.kind()), Some("incomplete"));
+    let mut long = WeightStream::new(Arc::clone(&gpu), 10).unwrap();
+    assert_eq!(long.push(&bytes[..11]).err().map(|e| e.kind()), Some("too_many_bytes"));
+    let mut garbage = bytes.clone();
+    garbage[0] = b'X';
+    assert_eq!(stream(&gpu, &garbage, 4096).err().map(|e| e.kind()), Some("bad_magic"));
 }

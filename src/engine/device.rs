@@ -15,7 +15,8 @@ pub(super) fn for_engine(
 ) -> Result<Box<dyn Device>, EngineError> {
     #[cfg(feature = "gpu")]
     if let Some(gpu) = &engine.gpu {
-        return Ok(Box::new(GpuDevice::new(gpu, &engine.model, context, batch)?));
+        let weights = engine.weights_on_gpu.as_ref();
+        return Ok(Box::new(GpuDevice::new(gpu, &engine.model, weights, context, batch)?));
     }
     Ok(Box::new(CpuDevice::new(&engine.model, context, batch, engine.cache_types)?))
 }
@@ -94,6 +95,10 @@ impl CpuDevice {
         batch: usize,
         types: KvTypes,
     ) -> Result<CpuDevice, EngineError> {
+        #[cfg(feature = "gpu")]
+        if model.file().has_ranges_on_device() {
+            return Err(crate::gpu::GpuError::WeightsOnDevice.into());
+        }
         let (cache, scratch) = model.new_state(context, batch, types)?;
         Ok(CpuDevice { cache, scratch })
     }
@@ -197,10 +202,11 @@ impl GpuDevice {
     pub(super) fn new(
         gpu: &std::sync::Arc<crate::gpu::Gpu>,
         model: &Model,
+        weights: Option<&crate::gpu::DeviceWeights>,
         context: usize,
         batch: usize,
     ) -> Result<GpuDevice, EngineError> {
-        let state = crate::gpu::GpuState::new(gpu, model, context, batch)?;
+        let state = crate::gpu::GpuState::with_weights(gpu, model, weights, context, batch)?;
         Ok(GpuDevice { gpu: gpu.clone(), state })
     }
 }

@@ -136,12 +136,33 @@ pub struct Engine {
     /// The projector's weights on the GPU, uploaded with the first picture there.
     #[cfg(feature = "gpu")]
     vision_gpu: std::sync::Mutex<Option<crate::gpu::GpuVision>>,
+    /// The weights that are on the GPU only (streamed there as the file arrived), where they are.
+    #[cfg(feature = "gpu")]
+    weights_on_gpu: Option<crate::gpu::DeviceWeights>,
 }
 
 impl Engine {
     /// Validates and takes ownership of a whole GGUF file.
     pub fn load(file: impl Into<ModelBytes>) -> Result<Engine, EngineError> {
-        let model = Model::load(file)?;
+        Self::from_model(Model::load(file)?)
+    }
+
+    /// An engine for a model whose weights were streamed to `gpu` as its file arrived
+    /// ([`crate::gpu::WeightStream`]): it runs there only, since no other device has them.
+    #[cfg(feature = "gpu")]
+    pub fn with_weights_on_gpu(
+        model: Model,
+        gpu: std::sync::Arc<crate::gpu::Gpu>,
+        weights: crate::gpu::DeviceWeights,
+    ) -> Result<Engine, EngineError> {
+        let mut engine = Self::from_model(model)?;
+        crate::gpu::GpuState::check(&gpu, &engine.model)?;
+        engine.gpu = Some(gpu);
+        engine.weights_on_gpu = Some(weights);
+        Ok(engine)
+    }
+
+    fn from_model(model: Model) -> Result<Engine, EngineError> {
         let (tokenizer, template) = tokenizer_and_template(model.metadata(), model.config().vocab_size)?;
         let longest_token = (0..tokenizer.vocab_size() as u32)
             .filter_map(|id| tokenizer.token_str(id))
@@ -164,6 +185,8 @@ impl Engine {
             gpu: None,
             #[cfg(feature = "gpu")]
             vision_gpu: Default::default(),
+            #[cfg(feature = "gpu")]
+            weights_on_gpu: None,
         })
     }
 
@@ -619,6 +642,11 @@ impl Engine {
     /// to run every part of the model; sessions that exist keep their device.
     #[cfg(feature = "gpu")]
     pub fn use_gpu(&mut self, gpu: Option<std::sync::Arc<crate::gpu::Gpu>>) -> Result<(), EngineError> {
+        let same =
+            |a: &std::sync::Arc<crate::gpu::Gpu>| gpu.as_ref().is_some_and(|b| std::sync::Arc::ptr_eq(a, b));
+        if self.weights_on_gpu.is_some() && !self.gpu.as_ref().is_some_and(same) {
+            return Err(crate::gpu::GpuError::WeightsOnDevice.into());
+        }
         if let Some(gpu) = &gpu {
             gpu_takes(self.cache_types)?;
             crate::gpu::GpuState::check(gpu, &self.model)?;
@@ -632,6 +660,11 @@ impl Engine {
     #[cfg(feature = "gpu")]
     pub fn gpu(&self) -> Option<&std::sync::Arc<crate::gpu::Gpu>> {
         self.gpu.as_ref()
+    }
+
+    /// Whether the model's weights are on its GPU only ([`Engine::with_weights_on_gpu`]).
+    pub fn weights_on_gpu_only(&self) -> bool {
+        self.model.file().has_ranges_on_device()
     }
 }
 

@@ -12,6 +12,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Range;
 
+use super::streamed::DeviceWeights;
 use super::{AttentionParams, Gpu, GpuError, RopeParams, Signal, groups_2d};
 use crate::model::backend::{Backend, Buf, Input, LayerAttention, LayerRope, LogitsHead};
 use crate::model::{
@@ -32,6 +33,8 @@ pub struct GpuState {
     keys: Vec<wgpu::Buffer>,
     values: Vec<wgpu::Buffer>,
     logits: wgpu::Buffer,
+    /// A batch's token ids, where the token embedding is looked up on the device.
+    token_ids: wgpu::Buffer,
     /// Where the last token's logits are copied to be mapped and read.
     readback: wgpu::Buffer,
     /// Each matrix as slices of whole rows, each within one binding: (first row, rows, blocks).
@@ -74,6 +77,19 @@ impl GpuState {
     /// `max_batch` tokens, and every weight the GPU reads uploaded; refuses a model with
     /// layers the GPU cannot run yet.
     pub fn new(gpu: &Gpu, model: &Model, capacity: usize, max_batch: usize) -> Result<GpuState, GpuError> {
+        Self::with_weights(gpu, model, None, capacity, max_batch)
+    }
+
+    /// [`GpuState::new`] for a model some of whose weights are on the device already
+    /// (`uploaded`: streamed there as the file arrived, [`super::WeightStream`]); the rest are
+    /// uploaded from the file.
+    pub fn with_weights(
+        gpu: &Gpu,
+        model: &Model,
+        uploaded: Option<&DeviceWeights>,
+        capacity: usize,
+        max_batch: usize,
+    ) -> Result<GpuState, GpuError> {
         Self::check(gpu, model)?;
         let c = model.config();
         let max_batch = max_batch.max(1);
@@ -156,9 +172,10 @@ impl GpuState {
             keys: (0..attention_layers).map(|_| buffer((capacity * kv).div_ceil(2), storage)).collect(),
             values: (0..attention_layers).map(|_| buffer((capacity * kv).div_ceil(2), storage)).collect(),
             logits: buffer(c.vocab_size, storage),
+            token_ids: buffer(max_batch, storage),
             readback: buffer(c.vocab_size, wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST),
-            matrices: HashMap::new(),
-            stacks: HashMap::new(),
+            matrices: uploaded.map(|w| w.matrices.clone()).unwrap_or_default(),
+            stacks: uploaded.map(|w| w.stacks.clone()).unwrap_or_default(),
             vectors: HashMap::new(),
             in_flight: None,
             per_layer,
@@ -176,7 +193,7 @@ impl GpuState {
             max_batch,
             capacity,
             len: 0,
-            bytes,
+            bytes: bytes + uploaded.map_or(0, |w| w.bytes),
         };
         state.upload_weights(gpu, model)?;
         Ok(state)
@@ -185,7 +202,15 @@ impl GpuState {
     /// Whether the GPU runs every part of `model`, from its configuration and weight types
     /// alone (nothing is uploaded): the reason it does not, if not.
     pub fn check(gpu: &Gpu, model: &Model) -> Result<(), GpuError> {
-        let c = model.config();
+        Self::check_parts(gpu, model.config(), model.weights())
+    }
+
+    /// [`GpuState::check`] from a configuration and weights (a header's, before any data).
+    pub fn check_parts(
+        gpu: &Gpu,
+        c: &crate::model::Config,
+        weights: &crate::model::Weights,
+    ) -> Result<(), GpuError> {
         let missing = [
             (c.spec().family == Family::Encoder, "encoders (BERT)"),
             (
@@ -199,7 +224,7 @@ impl GpuState {
         if let Some((_, what)) = missing.iter().find(|(needed, _)| *needed) {
             return Err(GpuError::Refused(what));
         }
-        match model.decode_matrices().find(|m| !gpu.matmul.iter().any(|(t, _)| *t == m.weight_type)) {
+        match weights.decode_matrices().find(|m| !gpu.matmul.iter().any(|(t, _)| *t == m.weight_type)) {
             Some(m) => Err(GpuError::Unsupported(m.weight_type)),
             None => Ok(()),
         }
@@ -1354,6 +1379,43 @@ impl GpuBackend<'_> {
             .clone()
     }
 
+    /// The tokens' embeddings looked up on the device, where the table's bytes are held there
+    /// only (a model streamed to the GPU): a dispatch per slice of the table, each writing the
+    /// rows it holds.
+    fn embed_on_device(&mut self, tokens: &[u32]) -> Result<(), ModelError> {
+        let (c, table) = (self.model.config(), &self.model.weights().token_embd);
+        let slices =
+            self.state.matrices.get(&table.range.start).cloned().ok_or_else(|| no_buffers("token_embd"))?;
+        let pipeline = match self.gpu.get_rows_pipeline(table.weight_type) {
+            Ok(pipeline) => pipeline.clone(),
+            Err(error) => {
+                self.fail(error);
+                return Ok(());
+            }
+        };
+        let ids = self.state.token_ids.clone();
+        let id_bytes: Vec<u8> = tokens.iter().flat_map(|id| id.to_le_bytes()).collect();
+        self.gpu.queue.write_buffer(&ids, 0, &id_bytes);
+        let scale = c.embedding_scale.unwrap_or(1.0);
+        let row_bytes = table.range.len() / table.rows.max(1);
+        let x = self.buf(Buf::X).clone();
+        let [groups_x, groups_y] = groups_2d(tokens.len() as u32);
+        for (first, rows, weights) in slices {
+            let params = [
+                rows as u32,
+                table.cols as u32,
+                row_bytes as u32,
+                groups_x,
+                table.rows as u32,
+                first as u32,
+                tokens.len() as u32,
+                scale.to_bits(),
+            ];
+            self.dispatch(&pipeline, &[&weights, &ids, &x], &params, [groups_x, groups_y, 1]);
+        }
+        Ok(())
+    }
+
     fn fail(&mut self, error: GpuError) {
         self.error.get_or_insert(error);
     }
@@ -1372,22 +1434,32 @@ pub(super) fn upload_in_slices(
     unit_bytes: usize,
     what: &'static str,
 ) -> Result<(Slices, u64), GpuError> {
-    let units = bytes.len() / unit_bytes.max(1);
-    let limit = gpu.facts.max_binding.min(gpu.facts.max_buffer).min(u64::from(u32::MAX)) as usize;
-    let per_slice = (limit / unit_bytes.max(1)).min(units);
-    if per_slice == 0 {
-        return Err(GpuError::TooLarge { what, bytes: unit_bytes as u64, limit: limit as u64 });
-    }
     let mut slices = Vec::new();
     let mut uploaded = 0;
-    for first in (0..units).step_by(per_slice) {
-        let count = per_slice.min(units - first);
+    for (first, count) in plan_slices(gpu, bytes.len(), unit_bytes, what)? {
         let mut padded = bytes[first * unit_bytes..(first + count) * unit_bytes].to_vec();
         padded.resize(padded.len().div_ceil(4) * 4, 0);
         uploaded += padded.len() as u64;
         slices.push((first, count, upload(gpu, &padded)));
     }
     Ok((slices, uploaded))
+}
+
+/// How [`upload_in_slices`] cuts `bytes` bytes of units of `unit_bytes`: `(first unit, units)`
+/// per slice, each as large as one binding (and a 32-bit byte offset) allows.
+pub(super) fn plan_slices(
+    gpu: &Gpu,
+    bytes: usize,
+    unit_bytes: usize,
+    what: &'static str,
+) -> Result<Vec<(usize, usize)>, GpuError> {
+    let units = bytes / unit_bytes.max(1);
+    let limit = gpu.facts.max_binding.min(gpu.facts.max_buffer).min(u64::from(u32::MAX)) as usize;
+    let per_slice = (limit / unit_bytes.max(1)).min(units);
+    if per_slice == 0 {
+        return Err(GpuError::TooLarge { what, bytes: unit_bytes as u64, limit: limit as u64 });
+    }
+    Ok((0..units).step_by(per_slice).map(|first| (first, per_slice.min(units - first))).collect())
 }
 
 fn upload(gpu: &Gpu, bytes: &[u8]) -> wgpu::Buffer {
@@ -1415,6 +1487,9 @@ impl Backend for GpuBackend<'_> {
 
     fn embed(&mut self, tokens: &[u32]) -> Result<(), ModelError> {
         let (c, w, file) = (self.model.config(), self.model.weights(), self.model.file());
+        if file.get(w.token_embd.range.clone()).is_none() {
+            return self.embed_on_device(tokens);
+        }
         let mut x = vec![0.0f32; tokens.len() * c.n_embd];
         crate::model::embeddings(c, w, file, tokens, &mut x)?;
         self.gpu.queue.write_buffer(self.buf(Buf::X), 0, &super::f32_bytes(&x));

@@ -18,10 +18,12 @@ mod backend;
 mod runners;
 mod shaders;
 mod signal;
+mod streamed;
 mod vision;
 
 pub use backend::{GpuState, KernelTime};
 pub use signal::Signal;
+pub use streamed::{DeviceWeights, StreamError, WeightStream};
 pub use vision::{GpuSquare, GpuVision, SquareError};
 
 use std::fmt;
@@ -61,6 +63,9 @@ pub enum GpuError {
     Lost(String),
     /// Asked for results the GPU has not finished yet (wait for [`GpuState::pending`] first).
     NotReady,
+    /// The model's weights were streamed to one GPU and are held nowhere else: it cannot move
+    /// to the CPU or another device without loading the file again.
+    WeightsOnDevice,
 }
 
 impl fmt::Display for GpuError {
@@ -77,6 +82,11 @@ impl fmt::Display for GpuError {
             GpuError::Failed(why) => write!(f, "the GPU failed: {why}"),
             GpuError::Lost(why) => write!(f, "the GPU device was lost: {why}"),
             GpuError::NotReady => write!(f, "the GPU has not finished the work asked for yet"),
+            GpuError::WeightsOnDevice => write!(
+                f,
+                "this model's weights went straight to the GPU as the file loaded (it is larger than \
+                 this build's memory) and are held nowhere else: load the file again to run it elsewhere"
+            ),
         }
     }
 }
@@ -92,6 +102,7 @@ impl GpuError {
             GpuError::Unsupported(_) | GpuError::Refused(_) | GpuError::TooLarge { .. } => "gpu_unsupported",
             GpuError::Shape(_) | GpuError::Failed(_) | GpuError::NotReady => "gpu_failed",
             GpuError::Lost(_) => "gpu_lost",
+            GpuError::WeightsOnDevice => "weights_on_gpu",
         }
     }
 }
@@ -135,6 +146,9 @@ pub struct Gpu {
     /// pairs (short batches), the GEMM over an expert's pairs (long ones); built at the first
     /// expert stack of the type.
     expert_matmul: Vec<(WeightType, OnceLock<[wgpu::ComputePipeline; 3]>)>,
+    /// Each type's row lookup ([`shaders::get_rows`]), built at the first table of the type
+    /// held on the device only.
+    get_rows: Vec<(WeightType, OnceLock<wgpu::ComputePipeline>)>,
     group_by_expert: wgpu::ComputePipeline,
     rms_norm: wgpu::ComputePipeline,
     add: wgpu::ComputePipeline,
@@ -309,6 +323,8 @@ impl Gpu {
             shaders::MATVEC_TYPES.iter().map(|&weight_type| (weight_type, OnceLock::new())).collect();
         let expert_matmul =
             shaders::MATVEC_TYPES.iter().map(|&weight_type| (weight_type, OnceLock::new())).collect();
+        let get_rows =
+            shaders::MATVEC_TYPES.iter().map(|&weight_type| (weight_type, OnceLock::new())).collect();
         let group_by_expert = pipeline(&device, shaders::GROUP_BY_EXPERT);
         let (swiglu_oai, route, expert_bias, expert_sum) = (
             pipeline(&device, &shaders::elementwise(shaders::SWIGLU_OAI)),
@@ -361,6 +377,7 @@ impl Gpu {
             fault,
             matmul,
             expert_matmul,
+            get_rows,
             group_by_expert,
             rms_norm,
             add,
@@ -452,6 +469,16 @@ impl Gpu {
 
     /// A buffer holding `bytes` (padded to whole words), written through the queue: unlike a
     /// buffer mapped at creation, this cannot panic on a lost device, it only reports an error.
+    /// An empty storage buffer of `size` bytes that writes can fill.
+    fn storage_buffer(&self, size: u64) -> wgpu::Buffer {
+        self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: None,
+            size: size.max(4),
+            usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        })
+    }
+
     fn buffer_with(&self, bytes: &[u8], usage: wgpu::BufferUsages) -> wgpu::Buffer {
         let size = bytes.len().div_ceil(4).max(1) * 4;
         let buffer = self.device.create_buffer(&wgpu::BufferDescriptor {
@@ -563,6 +590,21 @@ impl Gpu {
             };
             [kernel(false), kernel(true), pipeline(&self.device, &shaders::gemm(weight_type))]
         }))
+    }
+
+    /// The row lookup of `weight_type`, built on first use.
+    fn get_rows_pipeline(&self, weight_type: WeightType) -> Result<&wgpu::ComputePipeline, GpuError> {
+        let (_, pipeline_slot) = self
+            .get_rows
+            .iter()
+            .find(|(t, _)| *t == weight_type)
+            .ok_or(GpuError::Unsupported(weight_type))?;
+        Ok(pipeline_slot.get_or_init(|| pipeline(&self.device, &shaders::get_rows(weight_type))))
+    }
+
+    /// Whether [`shaders::get_rows`] reads tables of `weight_type`.
+    pub fn looks_up(&self, weight_type: WeightType) -> bool {
+        self.get_rows.iter().any(|(t, _)| *t == weight_type)
     }
 
     /// The experts' pipelines of `weight_type` (a pair per workgroup, eight of an expert's

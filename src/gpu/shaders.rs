@@ -826,6 +826,46 @@ pub fn gemm(weight_type: WeightType) -> String {
         .replace("GEMM_TOKENS", &format!("{GEMM_TOKENS}u"))
 }
 
+/// Rows of a table of `weight_type` looked up by token (the token embedding, where its bytes
+/// are on the device only): a workgroup per token, each thread dequantizing units of the row
+/// with the GEMM's `load_unit` into its own stretch of the tile, then writing them out scaled.
+/// The token ids come in `x` as bits; a token whose row lies outside this dispatch's slice
+/// (`row_offset..row_offset + rows`) is left for the slice that holds it. `pair_first` holds
+/// the scale's bits (Gemma's `√width`; 1 elsewhere).
+pub fn get_rows(weight_type: WeightType) -> String {
+    let gemm = gemm(weight_type);
+    let body = &gemm[..gemm.find(GEMM_MAIN_START).expect("the GEMM's main")];
+    format!("{body}{GET_ROWS_MAIN}")
+}
+
+/// Where [`GEMM_MAIN`] starts: [`get_rows`] keeps everything before it.
+const GEMM_MAIN_START: &str = "@compute @workgroup_size(64)";
+
+const GET_ROWS_MAIN: &str = r#"
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+    let token = group.y * p.groups_x + group.x;
+    if (token >= p.batch) {
+        return;
+    }
+    let id = bitcast<u32>(x[token]);
+    if (id < p.row_offset || id - p.row_offset >= p.rows) {
+        return;
+    }
+    let scale = bitcast<f32>(p.pair_first);
+    let base = (id - p.row_offset) * p.row_bytes;
+    for (var u = t; u < (p.cols + 31u) / 32u; u += 64u) {
+        load_unit(base, u, t * STRIDE);
+        for (var k = 0u; k < 32u; k++) {
+            let e = 32u * u + k;
+            if (e < p.cols) {
+                y[token * p.cols + e] = wt[t * STRIDE + k] * scale;
+            }
+        }
+    }
+}
+"#;
+
 /// The experts' GEMM for `weight_type` (long batches): [`GEMM_MAIN`]'s tiles over each expert's
 /// pairs, `GEMM_TOKENS` of them per workgroup (`batch` workgroups per expert along z, those past
 /// its pairs returning at once), each pair's input row its token's (gate and up) or its own

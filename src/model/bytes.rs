@@ -17,11 +17,14 @@ pub struct ModelBytes {
     len: usize,
     /// Where each file starts (`[0]` for one file).
     files: Vec<usize>,
+    /// Ranges whose bytes went straight to a GPU as they arrived and are not held here (a
+    /// model too large for this memory: `gpu::WeightStream`), sorted; the pieces lie between.
+    on_device: Vec<Range<usize>>,
 }
 
 impl From<Vec<u8>> for ModelBytes {
     fn from(bytes: Vec<u8>) -> Self {
-        ModelBytes { len: bytes.len(), pieces: vec![(0, bytes)], files: vec![0] }
+        ModelBytes { len: bytes.len(), pieces: vec![(0, bytes)], files: vec![0], on_device: Vec::new() }
     }
 }
 
@@ -37,13 +40,59 @@ impl ModelBytes {
                 (at, piece)
             })
             .collect();
-        ModelBytes { pieces, len: start, files: vec![0] }
+        ModelBytes { pieces, len: start, files: vec![0], on_device: Vec::new() }
+    }
+
+    /// One file of `len` bytes of which only `pieces` (`(start, bytes)`, in order, not
+    /// overlapping) are held: the rest, `on_device`, went to a GPU. Every byte is in one or the
+    /// other (checked), and the first piece must hold the header.
+    pub fn with_ranges_on_device(
+        pieces: Vec<(usize, Vec<u8>)>,
+        on_device: Vec<Range<usize>>,
+        len: usize,
+    ) -> Option<Self> {
+        let mut spans: Vec<Range<usize>> = pieces
+            .iter()
+            .map(|(start, bytes)| *start..start + bytes.len())
+            .chain(on_device.iter().cloned())
+            .collect();
+        spans.sort_unstable_by_key(|span| span.start);
+        let mut end = 0;
+        for span in &spans {
+            if span.start != end {
+                return None;
+            }
+            end = span.end;
+        }
+        (end == len && pieces.first().is_some_and(|(start, _)| *start == 0)).then_some(ModelBytes {
+            pieces,
+            len,
+            files: vec![0],
+            on_device,
+        })
+    }
+
+    /// Whether `range` is exactly one of the ranges that went to a GPU.
+    pub fn is_on_device(&self, range: &Range<usize>) -> bool {
+        self.on_device
+            .binary_search_by_key(&range.start, |r| r.start)
+            .is_ok_and(|i| self.on_device[i] == *range)
+    }
+
+    /// Whether some of the file's bytes are held on a GPU only.
+    pub fn has_ranges_on_device(&self) -> bool {
+        !self.on_device.is_empty()
+    }
+
+    /// Bytes held here (not on a GPU).
+    pub fn held_bytes(&self) -> usize {
+        self.pieces.iter().map(|(_, bytes)| bytes.len()).sum()
     }
 
     /// The files of a split model (each as loaded, in any order), laid end to end: what
     /// [`ModelBytes::header`] then reads as one model.
     pub fn from_files(files: Vec<ModelBytes>) -> Self {
-        let mut joined = ModelBytes { pieces: Vec::new(), len: 0, files: Vec::new() };
+        let mut joined = ModelBytes { pieces: Vec::new(), len: 0, files: Vec::new(), on_device: Vec::new() };
         for file in files {
             joined.files.push(joined.len);
             let base = joined.len;

@@ -98,29 +98,9 @@ impl Model {
         &self.file
     }
 
-    /// Every matrix a forward pass multiplies by, each once (the token embedding is only
-    /// looked up, unless it is also the output): what the GPU uploads and must have kernels
-    /// for, and what a decode step streams on either backend.
+    /// Every matrix a forward pass multiplies by, each once ([`Weights::decode_matrices`]).
     pub fn decode_matrices(&self) -> impl Iterator<Item = &Matrix> {
-        let w = &self.weights;
-        let layers = w.layers.iter().flat_map(|layer| {
-            let mut matrices = match &layer.mixer {
-                Mixer::Attention(a) => vec![Some(&a.wq), a.wk.as_ref(), a.wv.as_ref(), Some(&a.wo)],
-                Mixer::DeltaNet(d) => [&d.wqkv, &d.wz, &d.w_beta, &d.w_alpha, &d.w_out].map(Some).to_vec(),
-                Mixer::ShortConv(s) => vec![Some(&s.w_in), Some(&s.w_out)],
-                Mixer::Mamba2(m) => vec![Some(&m.w_in), Some(&m.w_out)],
-            };
-            match &layer.ffn {
-                Ffn::Dense(ffn) => matrices.extend(ffn.matrices().map(Some)),
-                Ffn::Experts(experts) => matrices.extend(experts.matrices().map(Some)),
-            }
-            let per_layer = layer.per_layer.as_ref();
-            matrices.extend([per_layer.map(|p| &p.gate), per_layer.map(|p| &p.proj)]);
-            matrices.into_iter().flatten()
-        });
-        let per_layer_input = w.per_layer_input.as_ref().map(|input| &input.model_proj);
-        let output = w.output.as_ref().map(|head| &head.matrix);
-        output.into_iter().chain(per_layer_input).chain(layers)
+        self.weights.decode_matrices()
     }
 
     /// Bytes of weights one decode step reads ([`Model::decode_matrices`]): a benchmark's
@@ -185,15 +165,19 @@ fn check_f16_tensors_are_finite(header: &GgufHeader, file: &ModelBytes) -> Resul
     for info in header.tensors.iter().filter(|info| info.ggml_type == GgmlType::F16) {
         let tensor = header.tensor_range(info).and_then(|range| file.get(range));
         if let Some(element) = tensor.and_then(first_non_finite_f16) {
-            return Err(ModelError::BadTensor {
-                name: info.name.clone(),
-                reason: format!(
-                    "holds an infinity or NaN (F16 element {element}), which no trained model has"
-                ),
-            });
+            return Err(non_finite_f16(&info.name, element));
         }
     }
     Ok(())
+}
+
+/// The refusal of an F16 tensor whose element `element` is an infinity or a NaN (the GPU's
+/// streamed load checks the same as the bytes pass).
+pub(crate) fn non_finite_f16(name: &str, element: usize) -> ModelError {
+    ModelError::BadTensor {
+        name: name.into(),
+        reason: format!("holds an infinity or NaN (F16 element {element}), which no trained model has"),
+    }
 }
 
 /// The hyperparameters, with the vocabulary size from `token_embd`'s rows.

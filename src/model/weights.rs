@@ -293,6 +293,31 @@ pub struct Weights {
 }
 
 impl Weights {
+    /// Every matrix a forward pass multiplies by, each once (the token embedding is only
+    /// looked up, unless it is also the output): what the GPU uploads and must have kernels
+    /// for, and what a decode step streams on either backend.
+    pub fn decode_matrices(&self) -> impl Iterator<Item = &Matrix> {
+        let w = self;
+        let layers = w.layers.iter().flat_map(|layer| {
+            let mut matrices = match &layer.mixer {
+                Mixer::Attention(a) => vec![Some(&a.wq), a.wk.as_ref(), a.wv.as_ref(), Some(&a.wo)],
+                Mixer::DeltaNet(d) => [&d.wqkv, &d.wz, &d.w_beta, &d.w_alpha, &d.w_out].map(Some).to_vec(),
+                Mixer::ShortConv(s) => vec![Some(&s.w_in), Some(&s.w_out)],
+                Mixer::Mamba2(m) => vec![Some(&m.w_in), Some(&m.w_out)],
+            };
+            match &layer.ffn {
+                Ffn::Dense(ffn) => matrices.extend(ffn.matrices().map(Some)),
+                Ffn::Experts(experts) => matrices.extend(experts.matrices().map(Some)),
+            }
+            let per_layer = layer.per_layer.as_ref();
+            matrices.extend([per_layer.map(|p| &p.gate), per_layer.map(|p| &p.proj)]);
+            matrices.into_iter().flatten()
+        });
+        let per_layer_input = w.per_layer_input.as_ref().map(|input| &input.model_proj);
+        let output = w.output.as_ref().map(|head| &head.matrix);
+        output.into_iter().chain(per_layer_input).chain(layers)
+    }
+
     /// The RoPE frequency divisors for a cache past the original context (`long`) or not, as
     /// llama.cpp's `get_rope_factors` picks them.
     pub fn rope_factors(&self, long: bool) -> Option<&[f32]> {
@@ -622,7 +647,7 @@ impl<'a> Tensors<'a> {
         let Some(file) = self.file else { return Ok(0..0) };
         let range = usize::try_from(start).map_err(|_| truncated())?
             ..usize::try_from(end).map_err(|_| truncated())?;
-        if file.get(range.clone()).is_none() {
+        if file.get(range.clone()).is_none() && !file.is_on_device(&range) {
             return Err(truncated());
         }
         Ok(range)

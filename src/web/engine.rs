@@ -520,10 +520,11 @@ impl WebEngine {
         self.session_for(Some(self.context_for(context.map(|c| c as usize)))).map(drop)
     }
 
-    /// Runs the conversation on the CPU from the next request on (after a lost device too).
+    /// Runs the conversation on the CPU from the next request on (after a lost device too);
+    /// nothing for a model whose weights are on its GPU only.
     pub fn use_cpu(&mut self) {
         #[cfg(feature = "gpu")]
-        if self.engine.gpu().is_some() {
+        if self.engine.gpu().is_some() && !self.engine.weights_on_gpu_only() {
             let _ = self.engine.use_gpu(None); // Going to the CPU cannot fail.
             self.session = None;
             self.answer = None;

@@ -94,3 +94,74 @@ impl ModelLoader {
         self.loader.piece_count()
     }
 }
+
+/// Receives a model file whose weights go straight to the GPU as they arrive
+/// ([`crate::gpu::WeightStream`]): `new GpuModelLoader(gpu, size)`, then `push` chunks, then
+/// `finish()`. Only the header and the small tensors stay in wasm memory, so a file larger than
+/// this build's memory loads wherever the GPU can hold it (Safari has WebGPU but no Memory64).
+/// The engine it makes runs on that GPU only.
+#[cfg(feature = "gpu")]
+#[wasm_bindgen]
+pub struct GpuModelLoader {
+    stream: crate::gpu::WeightStream,
+    /// Each chunk's bytes in wasm memory on their way to the device (reused).
+    chunk: Vec<u8>,
+}
+
+#[cfg(feature = "gpu")]
+#[wasm_bindgen]
+impl GpuModelLoader {
+    #[wasm_bindgen(constructor)]
+    pub fn new(gpu: &super::WebGpu, size: f64) -> Result<GpuModelLoader, JsValue> {
+        let stream = crate::gpu::WeightStream::new(gpu.gpu(), js_size(size)?).map_err(stream_error)?;
+        Ok(GpuModelLoader { stream, chunk: Vec::new() })
+    }
+
+    /// Sends the next bytes of the file on their way (to the device, or kept).
+    pub fn push(&mut self, chunk: &js_sys::Uint8Array) -> Result<(), JsValue> {
+        let length = chunk.length() as usize;
+        self.chunk.clear();
+        self.chunk
+            .try_reserve(length)
+            .map_err(|_| js_error("RangeError", "too_large", "a chunk does not fit"))?;
+        self.chunk.resize(length, 0);
+        chunk.copy_to(&mut self.chunk);
+        self.stream.push(&self.chunk).map_err(stream_error)
+    }
+
+    /// Bytes received so far.
+    pub fn received(&self) -> f64 {
+        self.stream.received() as f64
+    }
+
+    /// Bytes this loader holds in wasm memory now (what it keeps, and one chunk).
+    pub fn held_bytes(&self) -> f64 {
+        (self.stream.held_bytes() + self.chunk.capacity()) as f64
+    }
+
+    /// A split model's next file: refused, since only a single file streams to the GPU.
+    pub fn next_file(&mut self, _size: f64) -> Result<(), JsValue> {
+        Err(js_error(
+            "GpuError",
+            "gpu_unsupported",
+            "split models do not stream to the GPU yet: join them first",
+        ))
+    }
+
+    /// Validates the file and builds the engine, on the GPU (consumes the loader).
+    pub fn finish(self) -> Result<WebEngine, JsValue> {
+        let gpu = self.stream.gpu();
+        let (model, weights) = self.stream.finish().map_err(stream_error)?;
+        WebEngine::new(Engine::with_weights_on_gpu(model, gpu, weights).map_err(engine_error)?)
+    }
+}
+
+#[cfg(feature = "gpu")]
+fn stream_error(e: crate::gpu::StreamError) -> JsValue {
+    use crate::gpu::StreamError;
+    match e {
+        StreamError::Load(e) => load_error(e),
+        StreamError::Model(e) => engine_error(e.into()),
+        StreamError::Gpu(e) => super::gpu::gpu_error(e),
+    }
+}

@@ -13,6 +13,8 @@ pub use engine::WebEngine;
 #[cfg(feature = "gpu")]
 pub use gpu::{WebGpu, request_gpu};
 pub use inspect::{inspect_prefix, memory_for_model};
+#[cfg(feature = "gpu")]
+pub use load::GpuModelLoader;
 pub use load::ModelLoader;
 
 use serde::Serialize;

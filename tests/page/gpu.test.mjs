@@ -16,6 +16,7 @@ import { startServer } from '../../scripts/serve.mjs';
 import {
   MODELS,
   browserName,
+  fixtureModelsDir,
   h,
   modelsDir,
   onlyIn,
@@ -580,6 +581,79 @@ describe('the library on the GPU (SwiftShader WebGPU)', { timeout: TIMEOUT_MS },
       agreesUntilANearTie(result.cpu.steps, result.gpu.steps, 'qwen2.5-vl picture');
       assert.deepEqual(result.gpu.encoded, [1, 1], 'encoded once, found again by its hash');
       await context.close();
+    },
+  );
+
+  test(
+    "weights: 'gpu' streams a URL's weights into GPU buffers: the answer of weights in memory, in a fraction of the wasm memory",
+    {
+      skip: onlyIn('chromium', 'Firefox ESR has no WebGPU'),
+    },
+    async () => {
+      // The micro Qwen3 in F32 (22 MiB): SwiftShader runs it in seconds, where SmolLM2 took
+      // minutes a token (above), and it is large enough for its bytes to show in wasm memory.
+      const file = path.join(fixtureModelsDir, 'qwen3-micro-f32.gguf');
+      const linkDir = path.join(wwwRoot, 'models', 'gpu-stream-test');
+      rmSync(linkDir, { recursive: true, force: true });
+      mkdirSync(linkDir, { recursive: true });
+      symlinkSync(realpathSync(file), path.join(linkDir, 'qwen3-f32.gguf'));
+      const server = await startServer({ root: wwwRoot, port: 0, allow: [path.dirname(realpathSync(file))] });
+      const context = await browser.newContext({ serviceWorkers: 'block' });
+      const page = await context.newPage();
+      watchForProblems(page);
+      await page.goto(`${server.url}lib/defaults.js`);
+      const result = await page.evaluate(async () => {
+        const { Inferno } = await import('/lib/inferno.js');
+        const url = '/models/gpu-stream-test/qwen3-f32.gguf';
+        const ask = {
+          messages: [{ role: 'user', content: 'Name a colour.' }],
+          temperature: 0,
+          max_tokens: 4,
+          logprobs: true,
+        };
+        const answer = async (engine) => {
+          const reply = await engine.chat.completions.create(ask);
+          return {
+            tokens: reply.inferno.steps.map((step) => step.token),
+            memory: reply.inferno.stats.memoryBytes,
+            model: engine.model,
+          };
+        };
+        const out = {};
+        out.refused = await Inferno.load(url, { weights: 'gpu', device: 'cpu' }).then(
+          () => 'loaded',
+          (error) => error.kind,
+        );
+        const streamed = await Inferno.load(url, { weights: 'gpu', resumable: false });
+        out.streamed = await answer(streamed);
+        streamed.terminate();
+        const held = await Inferno.load(url, { device: 'gpu', resumable: false });
+        out.held = await answer(held);
+        held.terminate();
+        return out;
+      });
+      await context.close();
+      await server.close();
+      rmSync(linkDir, { recursive: true, force: true });
+      assert.equal(result.refused, 'bad_request');
+      const { streamed, held } = result;
+      assert.equal(streamed.model.weights, 'gpu');
+      assert.equal(streamed.model.device.type, 'gpu');
+      assert.match(streamed.model.device.reason, /straight to the GPU/);
+      assert.equal(held.model.weights, 'memory');
+      // The same kernels over the same bytes: the same tokens.
+      assert.equal(streamed.tokens.length, 4);
+      assert.deepEqual(streamed.tokens, held.tokens);
+      // The held engine's memory has the whole file; the streamed one its header and norms
+      // (264 KiB) and a chunk of the response at a time.
+      const size = readFileSync(file).length;
+      assert.ok(
+        streamed.memory + 0.7 * size < held.memory,
+        `wasm memory ${streamed.memory} streamed against ${held.memory} held, for ${size} bytes`,
+      );
+      console.log(
+        `# wasm memory: ${streamed.memory} bytes streamed, ${held.memory} held (${size}-byte file)`,
+      );
     },
   );
 

@@ -97,6 +97,7 @@ export type InfernoErrorKind =
   | 'gpu_unsupported'
   | 'gpu_failed'
   | 'gpu_lost'
+  | 'weights_on_gpu'
   | 'bad_schema'
   | 'bad_grammar'
   | 'grammar_forbids'
@@ -227,6 +228,15 @@ export interface LoadOptions {
    *  adapter, build and thread count: `model.device.measured`), else the CPU; 'gpu': fail
    *  (no_gpu, gpu_unsupported) rather than fall back; 'cpu'. */
   device?: 'auto' | 'gpu' | 'cpu';
+  /** Where the weights are held. 'memory': in wasm memory, where either device can run them.
+   *  'gpu': each matrix (and the token embedding) goes straight into GPU buffers as the file
+   *  arrives, and only the header and small tensors stay in wasm memory, so a file larger than
+   *  wasm memory loads wherever the GPU holds it; the model then runs on that GPU only (not
+   *  with device 'cpu': bad_request), and a lost GPU means loading it again. Default: 'gpu' for
+   *  a file larger than the 32-bit memory (3.6 GiB) when no 64-bit build takes it (Safari) or
+   *  device is 'gpu', with a hardware GPU ('auto') or any ('gpu'); else 'memory'. A split model
+   *  does not stream (gpu_unsupported). */
+  weights?: 'memory' | 'gpu';
   /** How attention on the CPU keeps its query and its sums of weighted values: 'fast' (the
    *  default) in f32; 'exact' in F16 as llama.cpp's CPU flash attention does, which gives its
    *  logits bit for bit (wasm has no half-precision instructions, so this costs decode speed on
@@ -317,6 +327,8 @@ export interface ModelInfo {
   memory64: boolean;
   /** Where it runs; after a lost GPU (kind gpu_lost), the CPU. */
   device: Device;
+  /** Where its weights are held (LoadOptions.weights): on 'gpu' the model runs there only. */
+  weights: 'memory' | 'gpu';
   /** Attention's precision on the CPU (LoadOptions.precision). */
   precision: 'fast' | 'exact';
   /** What the KV cache keeps keys and values as (LoadOptions.cache_type_k/_v). */

@@ -48,6 +48,7 @@ const MODEL_LOST = new Set(['wasm_trap', 'stalled', 'worker_failed', 'cancelled'
 /** Where a load may run the model. */
 const DEVICES = ['auto', 'gpu', 'cpu'];
 const PRECISIONS = ['fast', 'exact'];
+const WEIGHTS = ['memory', 'gpu'];
 /** What the KV cache keeps keys and values as (llama.cpp's -ctk/-ctv). */
 const CACHE_TYPES = ['f16', 'q8_0', 'f32'];
 
@@ -152,7 +153,7 @@ export class Inferno {
    * `{opfs: name}` for a model kept in this browser. `threads` restarts the engine with that
    * many threads if it runs another count. `device`: 'auto' (the default: a hardware GPU
    * that runs the whole model and decodes faster than the CPU, measured at the first load and
-   * remembered, else the CPU), 'gpu' (fail rather than fall back) or 'cpu'; `model.device` says which runs and why. `precision`: 'fast' (the default: attention's sums in f32) or 'exact' (in F16, as llama.cpp's CPU: its logits bit for bit). `cache_type_k`, `cache_type_v`: 'f16' (the default), 'q8_0' (53 % of the memory) or 'f32' (twice), as llama.cpp's -ctk/-ctv; other than F16 runs on the CPU. A new load replaces the model (and
+   * remembered, else the CPU), 'gpu' (fail rather than fall back) or 'cpu'; `model.device` says which runs and why. `weights`: 'gpu' streams the weights straight into GPU buffers as the file arrives, so that a file larger than wasm memory loads (the default for such a file where no 64-bit build takes it: Safari); the model then runs on that GPU only. 'memory' keeps them in wasm memory. `precision`: 'fast' (the default: attention's sums in f32) or 'exact' (in F16, as llama.cpp's CPU: its logits bit for bit). `cache_type_k`, `cache_type_v`: 'f16' (the default), 'q8_0' (53 % of the memory) or 'f32' (twice), as llama.cpp's -ctk/-ctv; other than F16 runs on the CPU. A new load replaces the model (and
    * cancels a load still running). Resolves with `model`.
    * @param {import('./inferno.js').ModelSource} source
    * @param {import('./inferno.js').LoadOptions} [options]
@@ -171,6 +172,7 @@ export class Inferno {
       mmproj,
       image_min_tokens,
       image_max_tokens,
+      weights,
     } = {},
   ) {
     if (signal?.aborted) throw abortError();
@@ -178,6 +180,8 @@ export class Inferno {
       throw badRequest('resumable must be a boolean');
     if (device !== undefined && device !== null && !DEVICES.includes(device))
       throw badRequest(`device must be one of ${DEVICES.join(', ')}`);
+    if (weights !== undefined && weights !== null && !WEIGHTS.includes(weights))
+      throw badRequest(`weights must be one of ${WEIGHTS.join(', ')}`);
     if (precision !== undefined && precision !== null && !PRECISIONS.includes(precision))
       throw badRequest(`precision must be one of ${PRECISIONS.join(', ')}`);
     for (const [name, value] of Object.entries({ cache_type_k, cache_type_v })) {
@@ -188,6 +192,7 @@ export class Inferno {
       ...(await loadFields(source)),
       ...(device === undefined || device === null ? {} : { device }),
       ...(precision === undefined || precision === null ? {} : { precision }),
+      ...(weights === undefined || weights === null ? {} : { weights }),
       ...(cache_type_k === undefined || cache_type_k === null ? {} : { cache_type_k }),
       ...(cache_type_v === undefined || cache_type_v === null ? {} : { cache_type_v }),
       ...(resumable === undefined ? {} : { resumable }),
@@ -321,6 +326,7 @@ export class Inferno {
   /** What a failed request says about the model: gone, or moved to the CPU (a lost GPU). */
   #afterError(error) {
     if (MODEL_LOST.has(error.kind)) this.#model = null;
+    else if (error.kind === 'gpu_lost' && this.#model?.weights === 'gpu') this.#model = null;
     else if (error.kind === 'gpu_lost' && this.#model) {
       const threads = this.#model.threads ?? 1;
       this.#model = { ...this.#model, device: { type: 'cpu', threads, reason: 'the GPU was lost' } };

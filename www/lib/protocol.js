@@ -70,6 +70,9 @@
  * @property {Device['type'] | 'auto'} [device] 'auto' takes a hardware GPU that runs every part
  *   of the model if it decodes faster than the CPU (measured, then remembered), else the CPU
  *   (saying why); 'gpu' fails instead
+ * @property {'memory' | 'gpu'} [weights] where the weights are held: 'gpu' streams them
+ *   straight into GPU buffers as the file arrives (the model then runs there only); default:
+ *   'gpu' for a file larger than the 32-bit memory where no 64-bit build takes it
  * @property {'fast' | 'exact'} [precision] how attention on the CPU keeps its query and sums:
  *   'fast' (the default) in f32, 'exact' in F16 as llama.cpp's CPU does (its bits)
  * @property {'f16' | 'q8_0' | 'f32'} [cache_type_k] what the KV cache keeps keys as (default

@@ -23,6 +23,7 @@ import { startEngine } from './engine-loader.js';
  * @property {number} shards
  * @property {ModelInfo['download'] | null} download
  * @property {ModelInfo['vision']} vision the vision projector attached beside it, or null
+ * @property {ModelInfo['weights']} weights where its weights are held ('gpu': there only)
  */
 
 /** A running load or generation: asked to stop by `stop`, a newer load, or unload. @typedef {{stopRequested: boolean, done: Promise<unknown> | null}} Run */
@@ -212,7 +213,7 @@ export function freeModel() {
 /** The loaded model as ModelInfo says (without load_ms, which the client adds), or null. */
 export function describeModel() {
   if (!state.model) return null;
-  const { name, size, info, source, device, shards, download, vision } = state.model;
+  const { name, size, info, source, device, shards, download, vision, weights } = state.model;
   return {
     name,
     size,
@@ -223,6 +224,7 @@ export function describeModel() {
     threads: state.engineBuild?.threads ?? 1,
     memory64: state.config.memory64,
     device,
+    weights,
     vision,
     precision: state.model.engine.attention_precision(),
     ...cacheTypes(state.model.engine),

@@ -275,14 +275,18 @@ export async function loadModel(request, run) {
   let wasm;
   /** @type {Uint8Array | null} */
   let projector = null;
+  /** The GPU the weights stream to, where they go straight there (weightsOnGpu). */
+  let streamTo = null;
   try {
     wasm = await getEngine();
+    const streams = await streamsToGpu(wasm, request, size, source.shards ?? 1);
     // Throws too_large (saying why) for a file no build here can hold.
-    const needs64 = wasm.memory_for_model(size, state.config.memory64Available) === 'memory64';
+    const needs64 = !streams && wasm.memory_for_model(size, state.config.memory64Available) === 'memory64';
     if (needs64 !== state.config.memory64) {
       source.abandon();
       return { type: 'switch_build', memory64: needs64 };
     }
+    if (streams) streamTo = await getGpu(wasm, await adapterOrError());
     // Throws what is wrong with a header (for shards: with how they fit together).
     if (request.file instanceof Blob) await inspectFile(request.file);
     if (Array.isArray(request.files)) await inspectFiles(request.files);
@@ -302,7 +306,9 @@ export async function loadModel(request, run) {
   report(source.firstPhase ?? 'reading', 0, true);
   // Throws too_large before any big allocation; a split model's loader starts with its first
   // shard (feed starts each next one).
-  const loader = new wasm.ModelLoader(source.firstSize ?? size);
+  const loader = streamTo
+    ? new wasm.GpuModelLoader(streamTo.gpu, size)
+    : new wasm.ModelLoader(source.firstSize ?? size);
   let engine;
   try {
     await feed(loader, report);
@@ -328,11 +334,22 @@ export async function loadModel(request, run) {
     engine.set_attention_precision(request.precision ?? 'fast');
     engine.set_cache_types(request.cache_type_k ?? 'f16', request.cache_type_v ?? 'f16');
     report('device', size, true);
-    device = await placeEngine(wasm, engine, request.device ?? 'auto', {
-      name,
-      size,
-      generates: info.generates,
-    });
+    if (streamTo) {
+      engine.open_session();
+      const why = request.weights === 'gpu' ? 'asked for' : 'the file is larger than this memory';
+      device = {
+        type: /** @type {const} */ ('gpu'),
+        name: streamTo.name,
+        reason: `its weights went straight to the GPU as the file loaded (${why}), and run there only`,
+        measured: null,
+      };
+    } else {
+      device = await placeEngine(wasm, engine, request.device ?? 'auto', {
+        name,
+        size,
+        generates: info.generates,
+      });
+    }
   } catch (error) {
     engine.free();
     throw error;
@@ -349,6 +366,7 @@ export async function loadModel(request, run) {
     shards: source.shards ?? 1,
     download: fetched,
     vision,
+    weights: streamTo ? 'gpu' : 'memory',
   };
   report('ready', size, true);
   return { type: 'loaded', model: describeModel(), ms: performance.now() - started };
@@ -516,6 +534,47 @@ function resumableSource(url, ranges, run) {
 
 // --- The device ----------------------------------------------------------------------------
 
+/**
+ * Whether a load's weights stream straight into GPU buffers (GpuModelLoader) rather than into
+ * wasm memory: when asked (`weights: 'gpu'`), and by default when the file is larger than the
+ * 32-bit memory and no 64-bit build can take it (Safari), or the GPU is asked for (the 64-bit
+ * build has no GPU backend), and a hardware GPU is there ('auto') or any ('gpu'). Only the
+ * 32-bit builds stream (the worker switches to one first).
+ * @param {Engine} wasm @param {import('./protocol.js').LoadRequest} request @param {number} size
+ * @param {number} shards
+ */
+async function streamsToGpu(wasm, request, size, shards) {
+  const device = request.device ?? 'auto';
+  if (request.weights === 'memory' || (request.weights !== 'gpu' && device === 'cpu')) return false;
+  if (request.weights === 'gpu' && device === 'cpu') {
+    throw new WorkerError(
+      'ProtocolError',
+      'bad_request',
+      "weights: 'gpu' runs on the GPU only: not with device: 'cpu'",
+    );
+  }
+  if (request.weights !== 'gpu') {
+    let fits32 = true;
+    try {
+      wasm.memory_for_model(size, false);
+    } catch {
+      fits32 = false;
+    }
+    if (fits32 || shards > 1 || (state.config.memory64Available && device !== 'gpu')) return false;
+    if (!self.navigator?.gpu) return false; // memory_for_model says why it cannot load.
+    const adapter = await gpuAdapter();
+    if (!adapter || (device === 'auto' && adapter.software)) return false;
+  }
+  if (shards > 1) {
+    throw new WorkerError(
+      'GpuError',
+      'gpu_unsupported',
+      'split models do not stream to the GPU yet: join them first',
+    );
+  }
+  return true;
+}
+
 /** This worker's GPU device with every kernel compiled, asked for once (again after a loss).
  *  @type {Promise<{gpu: import('./pkg/inferno.js').WebGpu, name: string}> | null} */
 let gpuPromise = null;
@@ -679,7 +738,11 @@ async function decodeMs(engine, token) {
  *  fails the request. @param {unknown} error @returns {never} */
 export function onGenerationError(error) {
   const model = state.model;
-  if (/** @type {{kind?: string}} */ (error)?.kind === 'gpu_lost' && model) {
+  if (/** @type {{kind?: string}} */ (error)?.kind === 'gpu_lost' && model?.weights === 'gpu') {
+    // Its weights were only on that GPU: nothing is left to run it.
+    freeModel();
+    gpuPromise = null;
+  } else if (/** @type {{kind?: string}} */ (error)?.kind === 'gpu_lost' && model) {
     model.engine.use_cpu();
     model.device = {
       type: 'cpu',

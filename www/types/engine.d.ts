@@ -58,6 +58,18 @@ declare module '*/inferno.js' {
     free(): void;
   }
 
+  /** Not in the 64-bit-memory builds: a file whose weights stream straight to `gpu`. */
+  export class GpuModelLoader {
+    constructor(gpu: WebGpu, size: number);
+    push(chunk: Uint8Array): void;
+    next_file(size: number): void;
+    received(): number;
+    held_bytes(): number;
+    /** Consumes the loader, even when it throws: an engine on that GPU only. */
+    finish(): WebEngine;
+    free(): void;
+  }
+
   export class WebGpu {
     facts(): { lost: boolean } & Record<string, unknown>;
     destroy(): void;
