@@ -158,8 +158,28 @@ export function createModelPanel(engine, ui, hooks) {
    *  file or blob it keeps; one it does not have takes the limits at its next load. */
   async function applyImageTokens() {
     if (loading) return reload();
-    if (model?.vision && projectorSource) await attachProjector(projectorSource);
+    // The engine attaches one projector at a time (a second request while one runs is refused
+    // as busy): a change while an attach runs is applied once it is done, with the limits in
+    // force then (two settings changed in quick succession make at most one more attach).
+    if (applyingImageTokens) {
+      imageTokensChanged = true;
+      return applyingImageTokens;
+    }
+    applyingImageTokens = (async () => {
+      do {
+        imageTokensChanged = false;
+        if (model?.vision && projectorSource) await attachProjector(projectorSource);
+      } while (imageTokensChanged);
+    })();
+    try {
+      await applyingImageTokens;
+    } finally {
+      applyingImageTokens = null;
+    }
   }
+  /** The attach that applyImageTokens runs, and whether the limits changed again meanwhile. */
+  let applyingImageTokens = null;
+  let imageTokensChanged = false;
 
   /** Runs `reload` (a load()) and then attaches `file` to what it loaded. */
   async function reloadWith(reload, file) {

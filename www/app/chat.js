@@ -201,7 +201,11 @@ export function createChat(engine, { onModelLoaded, pickFile }) {
       if (!sameModel) settings.applyDefaults(state.defaults, model);
       save();
       onModelLoaded?.(model);
-      ui.prompt.focus();
+      // Ready to type into, unless the user is typing into another field (a projector attached
+      // again after a settings change must not take the keys meant for the settings).
+      const active = document.activeElement;
+      const typing = active instanceof HTMLInputElement || active instanceof HTMLSelectElement;
+      if (!typing) ui.prompt.focus();
     }
     updateButtons();
   }
