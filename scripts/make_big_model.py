@@ -6,12 +6,14 @@ a 4 GiB wasm32 memory load and chat through the 64-bit-memory build
   pip install gguf numpy
   python3 scripts/make_big_model.py OUT.gguf
 
-A Llama-architecture model 4096 wide (32 query and 8 KV heads of 128, RoPE base 500000) with
+A Llama-architecture model 4032 wide (32 query and 8 KV heads of 126, RoPE base 500000) with
 Gemma 3's tokenizer and chat template (262,144 tokens; copied from the Gemma 3 270M file in
-.cache/models, which build.sh fetches). Its F32 token embedding is exactly 4 GiB and comes
-first, so the two layers (FFN 1024) and the Q4_0 output matrix all lie past the first 4 GiB
-of the file: 4.95 GB (4.61 GiB) in all, yet a token costs only ~1.2 G multiply-adds (the
-output matrix; a prompt's embedding rows are only looked up), so the test runs in seconds.
+.cache/models, which build.sh fetches). Its F32 token embedding, 3.94 GiB, comes first, so the
+Q4_0 output matrix lies across the first 4 GiB of the file and what follows it past them: 4.9 GB
+(4.55 GiB) in all, yet a token costs only ~1.1 G multiply-adds (the output matrix; a prompt's
+embedding rows are only looked up), so the test runs in seconds. Every tensor is under 4 GiB,
+so that a 32-bit build can stream the file's weights to the GPU (tests/page/gpu.test.mjs): a
+tensor's length must fit its 32-bit addresses.
 
 Weights: seeded normals for the embedding; Q4_0 matrices with random codes 1..15 (weights
 -7..7, mean zero: codes 0..15 would add a constant to every weight, which the residual stream
@@ -28,7 +30,7 @@ from gguf import GGUFReader
 
 REPO = Path(__file__).resolve().parent.parent
 TOKENIZER_SOURCE = REPO / ".cache" / "models" / "gemma3-270m-q4_k_m.gguf"
-LAYERS, EMBD, HEADS, KV_HEADS, FFN = 2, 4096, 32, 8, 1024
+LAYERS, EMBD, HEADS, KV_HEADS, FFN = 2, 4032, 32, 8, 1024
 HEAD_DIM = EMBD // HEADS
 Q4_0_BLOCK, Q4_0_BYTES = 32, 18
 
@@ -96,7 +98,7 @@ def main():
     writer.write_kv_data_to_file()
     writer.write_ti_data_to_file()
     for name, shape, kind in tensors:
-        if name == "token_embd.weight":  # 4 GiB at once: the writer takes whole tensors
+        if name == "token_embd.weight":  # 3.94 GiB at once: the writer takes whole tensors
             writer.write_tensor_data(rng.standard_normal((shape[1], EMBD), dtype=np.float32))
         elif kind == Q.F32:
             writer.write_tensor_data(np.ones(shape[0], dtype=np.float32))

@@ -107,6 +107,11 @@ impl Engine {
     /// One vector per text. Every text is checked ([`Engine::embedding_inputs`]) before any
     /// is run.
     pub fn embed(&self, texts: &[&str], options: EmbedOptions) -> Result<Embeddings, EngineError> {
+        // Embeddings run on the CPU, which has no copy of weights streamed to the GPU.
+        #[cfg(feature = "gpu")]
+        if self.weights_on_gpu_only() {
+            return Err(crate::gpu::GpuError::WeightsOnDevice.into());
+        }
         let (pooling, inputs) = self.embedding_inputs(texts, options)?;
         let width = self.model.config().n_embd;
         let dimensions = options.dimensions.unwrap_or(width);

@@ -679,11 +679,12 @@ impl GpuState {
     /// A matrix's blocks on the device, uploaded on first use: in slices of whole rows where
     /// it is larger than one binding holds (a large vocabulary's embedding).
     fn matrix(&mut self, gpu: &Gpu, model: &Model, matrix: &Matrix) -> Result<Slices, GpuError> {
+        // Builds the type's kernels with its first matrix (uploaded now, or streamed there
+        // already): a type without one fails the load.
+        gpu.matmul_pipelines(matrix.weight_type)?;
         if let Some(slices) = self.matrices.get(&matrix.range.start) {
             return Ok(slices.clone());
         }
-        // Builds the type's kernels with its first matrix: a type without one fails the load.
-        gpu.matmul_pipelines(matrix.weight_type)?;
         let bytes = matrix.bytes(model.file());
         let row_bytes = bytes.len() / matrix.rows.max(1);
         let slices = self.upload_in_slices(gpu, bytes, row_bytes, "a weight row")?;
@@ -709,10 +710,10 @@ impl GpuState {
     /// binding holds (gpt-oss-20b's are 200 to 400 MiB).
     fn stack(&mut self, gpu: &Gpu, model: &Model, views: &[Matrix]) -> Result<Slices, GpuError> {
         let Some(first) = views.first() else { return Ok(Vec::new()) };
+        gpu.expert_matmul_pipelines(first.weight_type)?;
         if let Some(slices) = self.stacks.get(&first.range.start) {
             return Ok(slices.clone());
         }
-        gpu.expert_matmul_pipelines(first.weight_type)?;
         let expert_bytes = first.range.len();
         let consecutive = views.iter().enumerate().all(|(e, view)| {
             view.range.start == first.range.start + e * expert_bytes && view.range.len() == expert_bytes

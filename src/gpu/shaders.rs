@@ -829,14 +829,17 @@ pub fn gemm(weight_type: WeightType) -> String {
 /// Rows of a table of `weight_type` looked up by token (the token embedding, where its bytes
 /// are on the device only): a workgroup per token, each thread dequantizing units of the row
 /// with the GEMM's `load_unit` into its own stretch of the tile, then writing them out scaled.
-/// The token ids come in `x` as bits; a token whose row lies outside this dispatch's slice
+/// The token ids come in `ids` (where the GEMM reads its inputs); a token whose row lies outside this dispatch's slice
 /// (`row_offset..row_offset + rows`) is left for the slice that holds it. `pair_first` holds
 /// the scale's bits (Gemma's `√width`; 1 elsewhere).
 pub fn get_rows(weight_type: WeightType) -> String {
-    let gemm = gemm(weight_type);
+    let gemm = gemm(weight_type).replace(X_FLOATS, IDS);
     let body = &gemm[..gemm.find(GEMM_MAIN_START).expect("the GEMM's main")];
     format!("{body}{GET_ROWS_MAIN}")
 }
+
+/// [`get_rows`]'s token ids, where the GEMM has its inputs.
+const IDS: &str = "@group(0) @binding(1) var<storage, read> ids: array<u32>;\n";
 
 /// Where [`GEMM_MAIN`] starts: [`get_rows`] keeps everything before it.
 const GEMM_MAIN_START: &str = "@compute @workgroup_size(64)";
@@ -848,7 +851,7 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
     if (token >= p.batch) {
         return;
     }
-    let id = bitcast<u32>(x[token]);
+    let id = ids[token];
     if (id < p.row_offset || id - p.row_offset >= p.rows) {
         return;
     }

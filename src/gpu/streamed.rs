@@ -89,7 +89,8 @@ const SUBMIT_EVERY: usize = 64 << 20;
 /// A tensor on its way to the device.
 struct Planned {
     name: String,
-    range: Range<usize>,
+    /// Where it lies in the file.
+    range: Range<u64>,
     ggml_type: GgmlType,
     /// A slice holds whole units: a matrix's rows, a stack's experts.
     unit_bytes: usize,
@@ -98,21 +99,37 @@ struct Planned {
     slices: Slices,
 }
 
+/// A stretch of the file kept in memory: where it lies in the file, and where in the bytes the
+/// model holds (`ModelBytes`), which leave out what went to the device.
+struct Kept {
+    file_start: u64,
+    held_start: usize,
+    bytes: Vec<u8>,
+}
+
 /// A model file arriving in order, its weights going straight to a GPU: `new(gpu, size)`, then
 /// [`push`](Self::push) until every byte is in, then [`finish`](Self::finish).
+///
+/// Positions in the file are `u64`: the file may be larger than this memory can address (the
+/// point of streaming), so the model holds its kept stretches closed up, one after another
+/// (each at its file offset modulo the file's alignment), and its header's tensor offsets
+/// renumbered to match; the tensors on the device get places past them, which only name
+/// them.
 pub struct WeightStream {
     gpu: Arc<Gpu>,
-    expected: usize,
-    received: usize,
+    expected: u64,
+    received: u64,
     /// Bytes received before the header could be read.
     head: Vec<u8>,
     head_needed: u64,
+    /// The header, once read.
+    header: Option<GgufHeader>,
     /// The tensors that go to the device, in file order, once the header is read.
-    plan: Option<Vec<Planned>>,
+    plan: Vec<Planned>,
     /// The first planned tensor not yet complete.
     next: usize,
-    /// The pieces kept in memory, `(start, bytes)`; the last is being filled.
-    kept: Vec<(usize, Vec<u8>)>,
+    /// The stretches kept in memory; the last is being filled.
+    kept: Vec<Kept>,
     /// The current tensor's bytes from `staged_at` (relative to its start) on, not yet written;
     /// the first `checked` of them have been checked (whole blocks).
     staging: Vec<u8>,
@@ -125,16 +142,14 @@ pub struct WeightStream {
 impl WeightStream {
     /// A stream for a file of `size` bytes, whose weights go to `gpu`.
     pub fn new(gpu: Arc<Gpu>, size: u64) -> Result<WeightStream, StreamError> {
-        let expected = usize::try_from(size).map_err(|_| {
-            LoadError::TooLarge(format!("a {size}-byte file is larger than this memory can address"))
-        })?;
         Ok(WeightStream {
             gpu,
-            expected,
+            expected: size,
             received: 0,
             head: Vec::new(),
             head_needed: 0,
-            plan: None,
+            header: None,
+            plan: Vec::new(),
             next: 0,
             kept: Vec::new(),
             staging: Vec::new(),
@@ -151,28 +166,28 @@ impl WeightStream {
     }
 
     /// Bytes received so far.
-    pub fn received(&self) -> usize {
+    pub fn received(&self) -> u64 {
         self.received
     }
 
-    /// Bytes held in memory so far (the kept pieces and the staging), not on the device.
+    /// Bytes held in memory so far (the kept stretches and the staging), not on the device.
     pub fn held_bytes(&self) -> usize {
         self.head.capacity()
             + self.staging.capacity()
-            + self.kept.iter().map(|(_, b)| b.capacity()).sum::<usize>()
+            + self.kept.iter().map(|kept| kept.bytes.capacity()).sum::<usize>()
     }
 
     /// The file's next bytes.
     pub fn push(&mut self, chunk: &[u8]) -> Result<(), StreamError> {
-        if chunk.len() > self.expected - self.received {
+        if chunk.len() as u64 > self.expected - self.received {
             return Err(LoadError::TooManyBytes("more bytes than the announced file size").into());
         }
-        if self.plan.is_some() {
+        if self.header.is_some() {
             self.route(chunk)?;
         } else {
             self.head.try_reserve(chunk.len()).map_err(|_| too_large("its header"))?;
             self.head.extend_from_slice(chunk);
-            self.received += chunk.len();
+            self.received += chunk.len() as u64;
             self.plan_from_head()?;
         }
         if self.since_submit >= SUBMIT_EVERY {
@@ -184,28 +199,71 @@ impl WeightStream {
 
     /// The model, once every byte is in: its kept bytes, and the weights on the device.
     pub fn finish(mut self) -> Result<(Model, DeviceWeights), StreamError> {
-        let plan = self.plan.take();
-        let (Some(plan), true) = (plan, self.received == self.expected) else {
+        let header = self.header.take();
+        let (Some(mut header), true) = (header, self.received == self.expected) else {
             return Err(LoadError::Incomplete { received: self.received, expected: self.expected }.into());
         };
         self.gpu.queue.submit([]);
         if let Some(fault) = self.gpu.fault() {
             return Err(fault.into());
         }
-        let on_device = plan.iter().map(|t| t.range.clone()).collect();
-        let file =
-            ModelBytes::with_ranges_on_device(std::mem::take(&mut self.kept), on_device, self.expected)
-                .ok_or(LoadError::TooManyBytes(
-                    "the kept pieces and the device's ranges do not tile the file",
-                ))?;
-        let model = Model::load(file)?;
+        // The tensors on the device get places past the kept bytes, a word apart: distinct
+        // starts (what the device's weights are found by) with their own lengths.
+        let held_end = self.kept.last().map_or(0, |kept| kept.held_start + kept.bytes.len());
+        let past = u64::from(u32::MAX); // Within any build's usize.
+        let mut device_starts = Vec::with_capacity(self.plan.len());
+        for (i, tensor) in self.plan.iter().enumerate() {
+            let start = held_end.div_ceil(32) * 32 + 32 * i;
+            let end = start as u64 + (tensor.range.end - tensor.range.start);
+            if end > past {
+                return Err(too_large(&format!("{} (with the file's other tensors)", tensor.name)).into());
+            }
+            device_starts.push(start);
+        }
+        let data_offset = header.data_offset;
+        let held_len = self
+            .plan
+            .iter()
+            .zip(&device_starts)
+            .map(|(t, &start)| start + (t.range.end - t.range.start) as usize)
+            .fold(held_end, usize::max);
+        // Every tensor's offset as the held bytes have it.
+        for info in &mut header.tensors {
+            let file_start = data_offset + info.offset;
+            let held = match self.plan.binary_search_by_key(&file_start, |t| t.range.start) {
+                Ok(i) => device_starts[i],
+                Err(_) => self.held_offset(file_start).ok_or_else(|| ModelError::BadTensor {
+                    name: info.name.clone(),
+                    reason: "lies across a tensor that went to the GPU".into(),
+                })?,
+            };
+            info.offset = held as u64 - data_offset;
+        }
+        header.file_size = held_len as u64;
+        let on_device = self
+            .plan
+            .iter()
+            .zip(&device_starts)
+            .map(|(t, &start)| start..start + (t.range.end - t.range.start) as usize);
+        let pieces = std::mem::take(&mut self.kept).into_iter().map(|kept| (kept.held_start, kept.bytes));
+        let file = ModelBytes::with_ranges_on_device(pieces.collect(), on_device.collect(), held_len)
+            .ok_or(LoadError::TooManyBytes("the kept pieces and the device's ranges do not fit together"))?;
+        let model = Model::with_header(header, file)?;
         let mut weights =
             DeviceWeights { matrices: HashMap::new(), stacks: HashMap::new(), bytes: self.bytes_on_device };
-        for tensor in plan {
+        for (tensor, start) in std::mem::take(&mut self.plan).into_iter().zip(device_starts) {
             let map = if tensor.stack { &mut weights.stacks } else { &mut weights.matrices };
-            map.insert(tensor.range.start, tensor.slices);
+            map.insert(start, tensor.slices);
         }
         Ok((model, weights))
+    }
+
+    /// Where the file's byte `file_start` is in the held bytes, if it was kept.
+    fn held_offset(&self, file_start: u64) -> Option<usize> {
+        let i = self.kept.partition_point(|kept| kept.file_start <= file_start).checked_sub(1)?;
+        let kept = &self.kept[i];
+        let within = usize::try_from(file_start - kept.file_start).ok()?;
+        (within <= kept.bytes.len()).then_some(kept.held_start + within)
     }
 
     /// Once the header is in: plans the tensors, makes their buffers, and routes the bytes
@@ -214,7 +272,7 @@ impl WeightStream {
         if (self.head.len() as u64) < self.head_needed {
             return Ok(());
         }
-        let header = match parse_header(&self.head, self.expected as u64).map_err(LoadError::Header)? {
+        let header = match parse_header(&self.head, self.expected).map_err(LoadError::Header)? {
             HeaderParse::NeedMore { at_least } => {
                 self.head_needed = at_least;
                 return Ok(());
@@ -223,44 +281,45 @@ impl WeightStream {
         };
         let mut plan = plan(&self.gpu, &header)?;
         for tensor in &mut plan {
+            let bytes = usize::try_from(tensor.range.end - tensor.range.start)
+                .map_err(|_| too_large(&format!("its tensor {}", tensor.name)))?;
             let mut slices = Vec::new();
-            for (first, count) in
-                plan_slices(&self.gpu, tensor.range.len(), tensor.unit_bytes, "a weight row")?
-            {
+            for (first, count) in plan_slices(&self.gpu, bytes, tensor.unit_bytes, "a weight row")? {
                 let size = (count * tensor.unit_bytes).div_ceil(4) * 4;
                 self.bytes_on_device += size as u64;
                 slices.push((first, count, self.gpu.storage_buffer(size as u64)));
             }
             tensor.slices = slices;
         }
-        self.plan = Some(plan);
+        self.plan = plan;
+        self.header = Some(header);
         let head = std::mem::take(&mut self.head);
-        self.received -= head.len();
+        self.received -= head.len() as u64;
         self.route(&head)
     }
 
-    /// Sends `bytes` (the file's from `received` on) to the tensors and pieces they belong to.
+    /// Sends `bytes` (the file's from `received` on) to the tensors and stretches they belong to.
     fn route(&mut self, mut bytes: &[u8]) -> Result<(), StreamError> {
         while !bytes.is_empty() {
             let at = self.received;
-            let plan = self.plan.as_ref().expect("routing follows the plan");
-            let taken = match plan.get(self.next) {
+            // At most what is left of the tensor or stretch `at` is in (a count of bytes that
+            // fits `bytes.len()`).
+            let take_until = |end: u64| bytes.len().min(usize::try_from(end - at).unwrap_or(usize::MAX));
+            let taken = match self.plan.get(self.next) {
                 Some(tensor) if at >= tensor.range.start => {
-                    let take = bytes.len().min(tensor.range.end - at);
+                    let take = take_until(tensor.range.end);
                     self.stage(&bytes[..take])?;
                     take
                 }
                 next => {
-                    let segment_end = next.map_or(self.expected, |t| t.range.start);
-                    let take = bytes.len().min(segment_end - at);
-                    self.keep(&bytes[..take], segment_end)?;
+                    let take = take_until(next.map_or(self.expected, |t| t.range.start));
+                    self.keep(&bytes[..take], at)?;
                     take
                 }
             };
-            self.received += taken;
+            self.received += taken as u64;
             bytes = &bytes[taken..];
-            let plan = self.plan.as_ref().expect("routing follows the plan");
-            if plan.get(self.next).is_some_and(|t| self.received == t.range.end) {
+            if self.plan.get(self.next).is_some_and(|t| self.received == t.range.end) {
                 self.write(true)?;
                 self.next += 1;
             }
@@ -268,20 +327,23 @@ impl WeightStream {
         Ok(())
     }
 
-    /// Bytes of the segment that ends at `segment_end`, kept in memory: a piece of its own,
-    /// reserved whole when the segment starts.
-    fn keep(&mut self, bytes: &[u8], segment_end: usize) -> Result<(), StreamError> {
-        let at = self.received;
-        let continues = self.kept.last().is_some_and(|(start, piece)| start + piece.len() == at);
+    /// Bytes of a stretch kept in memory, from file offset `at`: a new stretch where the last
+    /// one does not end there, placed after it at `at`'s offset modulo 32 (the file's blocks
+    /// keep their alignment), reserved whole up to the next tensor that goes to the device.
+    fn keep(&mut self, bytes: &[u8], at: u64) -> Result<(), StreamError> {
+        let last = self.kept.last();
+        let continues = last.is_some_and(|kept| kept.file_start + kept.bytes.len() as u64 == at);
         if !continues {
+            let held_end = last.map_or(0, |kept| kept.held_start + kept.bytes.len());
+            let held_start = held_end + ((at % 32) as usize + 32 - held_end % 32) % 32;
+            let end = self.plan.get(self.next).map_or(self.expected, |t| t.range.start);
+            let length = usize::try_from(end - at).map_err(|_| too_large("the part of it kept in memory"))?;
             let mut piece = Vec::new();
-            piece
-                .try_reserve_exact(segment_end - at)
-                .map_err(|_| too_large("the part of it kept in memory"))?;
-            self.kept.push((at, piece));
+            piece.try_reserve_exact(length).map_err(|_| too_large("the part of it kept in memory"))?;
+            self.kept.push(Kept { file_start: at, held_start, bytes: piece });
         }
-        let (_, piece) = self.kept.last_mut().expect("a piece was started");
-        piece.extend_from_slice(bytes);
+        let kept = self.kept.last_mut().expect("a stretch was started");
+        kept.bytes.extend_from_slice(bytes);
         Ok(())
     }
 
@@ -297,8 +359,7 @@ impl WeightStream {
     /// clamped, F16's refused where not finite), then writes every staged byte it can: whole
     /// words within one slice, and at the tensor's end (`last`) the rest, padded to a word.
     fn write(&mut self, last: bool) -> Result<(), StreamError> {
-        let plan = self.plan.as_ref().expect("writing follows the plan");
-        let tensor = &plan[self.next];
+        let tensor = &self.plan[self.next];
         let block = match tensor.ggml_type {
             GgmlType::Q8_0 => 34,
             GgmlType::F16 => 2,
@@ -379,7 +440,8 @@ fn plan(gpu: &Gpu, header: &GgufHeader) -> Result<Vec<Planned>, StreamError> {
             None => (matrix.name.as_str(), false),
         };
         let row_bytes = matrix.weight_type.row_bytes(matrix.cols).map_err(ModelError::from)?;
-        let unit = if stack { matrix.rows * row_bytes } else { row_bytes };
+        let unit = if stack { matrix.rows.checked_mul(row_bytes) } else { Some(row_bytes) };
+        let unit = unit.ok_or_else(|| too_large(&format!("one expert of {name}")))?;
         if seen.insert(name) {
             names.push((name, unit, stack));
         }
@@ -387,10 +449,12 @@ fn plan(gpu: &Gpu, header: &GgufHeader) -> Result<Vec<Planned>, StreamError> {
     let mut plan = Vec::with_capacity(names.len());
     for (name, unit_bytes, stack) in names {
         let info = header.tensor(name).ok_or_else(|| ModelError::MissingTensor(name.into()))?;
-        let range = header.tensor_range(info).ok_or_else(|| ModelError::BadTensor {
-            name: name.into(),
-            reason: "lies outside the file".into(),
-        })?;
+        if info.n_bytes == 0 {
+            continue; // Nothing to send (and the model refuses such a matrix when it loads).
+        }
+        // The parser has placed every tensor inside the file.
+        let start = header.data_offset + info.offset;
+        let range = start..start + info.n_bytes;
         plan.push(Planned {
             name: name.into(),
             range,

@@ -43,28 +43,27 @@ impl ModelBytes {
         ModelBytes { pieces, len: start, files: vec![0], on_device: Vec::new() }
     }
 
-    /// One file of `len` bytes of which only `pieces` (`(start, bytes)`, in order, not
-    /// overlapping) are held: the rest, `on_device`, went to a GPU. Every byte is in one or the
-    /// other (checked), and the first piece must hold the header.
+    /// A file of `len` bytes of which only `pieces` (`(start, bytes)`, in order, not
+    /// overlapping, the first from 0 with the header) are held; `on_device` (sorted by their
+    /// distinct starts, all past the pieces, and within `len`) went to a GPU. Those ranges may
+    /// overlap one another: they only name a tensor's place and length, and nothing is read
+    /// from them here.
     pub fn with_ranges_on_device(
         pieces: Vec<(usize, Vec<u8>)>,
         on_device: Vec<Range<usize>>,
         len: usize,
     ) -> Option<Self> {
-        let mut spans: Vec<Range<usize>> = pieces
-            .iter()
-            .map(|(start, bytes)| *start..start + bytes.len())
-            .chain(on_device.iter().cloned())
-            .collect();
-        spans.sort_unstable_by_key(|span| span.start);
         let mut end = 0;
-        for span in &spans {
-            if span.start != end {
+        for (start, bytes) in &pieces {
+            if *start < end {
                 return None;
             }
-            end = span.end;
+            end = start.checked_add(bytes.len())?;
         }
-        (end == len && pieces.first().is_some_and(|(start, _)| *start == 0)).then_some(ModelBytes {
+        let first_at_zero = pieces.first().is_some_and(|(start, _)| *start == 0);
+        let sorted = on_device.windows(2).all(|pair| pair[0].start < pair[1].start);
+        let placed = on_device.iter().all(|r| r.start >= end && r.start <= r.end && r.end <= len);
+        (first_at_zero && sorted && placed && end <= len).then_some(ModelBytes {
             pieces,
             len,
             files: vec![0],

@@ -20,7 +20,7 @@ pub enum LoadError {
     /// More bytes arrived than the announced size or the planned pieces allow.
     TooManyBytes(&'static str),
     /// [`FileLoader::finish`] before every byte arrived.
-    Incomplete { received: usize, expected: usize },
+    Incomplete { received: u64, expected: u64 },
     /// The header, read to plan the pieces, is malformed.
     Header(GgufError),
 }
@@ -159,7 +159,10 @@ impl FileLoader {
     /// The file, once every byte is in.
     pub fn finish(self) -> Result<ModelBytes, LoadError> {
         if self.received != self.expected || self.plan.is_none() {
-            return Err(LoadError::Incomplete { received: self.received, expected: self.expected });
+            return Err(LoadError::Incomplete {
+                received: self.received as u64,
+                expected: self.expected as u64,
+            });
         }
         Ok(ModelBytes::from_pieces(self.pieces))
     }

@@ -59,8 +59,15 @@ impl Model {
     /// Parses and validates `file` (a whole GGUF file, in one piece or several) and takes
     /// ownership of it.
     pub fn load(file: impl Into<ModelBytes>) -> Result<Model, ModelError> {
-        let mut file = file.into();
+        let file = file.into();
         let header = file.header()?;
+        Self::with_header(header, file)
+    }
+
+    /// [`Model::load`] with the header parsed already: the header of `file` as it is laid out
+    /// (a model streamed to the GPU keeps its header with its tensors' offsets renumbered in the
+    /// bytes it holds, `gpu::WeightStream`).
+    pub(crate) fn with_header(header: GgufHeader, mut file: ModelBytes) -> Result<Model, ModelError> {
         let config = config_of(&header)?;
         let weights = Weights::load(&header, Some(&file), &config)?;
         clamp_q8_0_tensors(&header, &mut file);

@@ -657,6 +657,45 @@ describe('the library on the GPU (SwiftShader WebGPU)', { timeout: TIMEOUT_MS },
     },
   );
 
+  test(
+    "a 4.55 GiB file's weights stream to the GPU through a 32-bit build, and little of it stays in wasm memory",
+    {
+      skip: onlyIn('chromium', 'Firefox ESR has no WebGPU'),
+    },
+    async () => {
+      // Loaded, not run: its one token costs a billion multiply-adds, minutes on SwiftShader.
+      // The streamed forward pass itself is checked natively and in the test above.
+      const big = path.join(modelsDir, 'big-4.6gib-q4_0.gguf');
+      requireFile(big);
+      const { context, page } = await blankPage(browser, { losable: false });
+      await page.evaluate(() => {
+        const input = document.createElement('input');
+        input.type = 'file';
+        input.id = 'big-file';
+        document.body.append(input);
+      });
+      // The browser reads the file from disk: nothing is copied through the test.
+      await page.setInputFiles('#big-file', big);
+      const result = await page.evaluate(async () => {
+        const { Inferno } = await import('/lib/inferno.js');
+        const input = /** @type {HTMLInputElement} */ (document.getElementById('big-file'));
+        const engine = await Inferno.load(input.files[0], { device: 'gpu' });
+        const out = { model: engine.model, info: await engine.engineInfo() };
+        engine.terminate();
+        return out;
+      });
+      await context.close();
+      const { model, info } = result;
+      assert.ok(model.size > 4 * 2 ** 30, `${model.size} bytes`);
+      assert.equal(model.weights, 'gpu');
+      assert.equal(model.memory64, false, 'a 32-bit build');
+      assert.equal(model.device.type, 'gpu');
+      // The header (Gemma 3's tokenizer), the norms and a 16 MiB chunk of the file.
+      assert.ok(info.memory_bytes < 128 * 2 ** 20, `wasm memory ${info.memory_bytes} bytes`);
+      console.log(`# ${model.size}-byte file streamed to the GPU: wasm memory ${info.memory_bytes} bytes`);
+    },
+  );
+
   test('without WebGPU, gpu is refused with no_gpu and auto runs on the CPU', async () => {
     // The harness's browser runs without WebGPU's flag (Firefox ESR has none at all).
     const { context, page } = await blankPage(h.browser, { losable: false });

@@ -347,6 +347,9 @@ export interface EngineInfo {
   threads: number;
   build: string;
   threads_note: string | null;
+  /** Bytes of the engine's wasm memory now (it never shrinks), or null before the engine
+   *  has started. */
+  memory_bytes: number | null;
   defaults: { sampling: SamplingSettings; context_cap: number };
 }
 

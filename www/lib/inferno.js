@@ -141,7 +141,8 @@ export class Inferno {
     return this.#model;
   }
 
-  /** The build the engine runs: {version, simd128, relaxed_simd, threads, build, defaults}. */
+  /** The build the engine runs: {version, simd128, relaxed_simd, threads, build, defaults,
+   *  memory_bytes (its wasm memory now)}. */
   async engineInfo() {
     return (await this.#client.request('info')).info;
   }

@@ -319,7 +319,12 @@ export async function engineInfo() {
   const info = toPlain(engine.engine_info());
   return {
     type: 'info',
-    info: { ...info, build: state.engineBuild?.build, threads_note: state.config.threads.reason },
+    info: {
+      ...info,
+      build: state.engineBuild?.build,
+      threads_note: state.config.threads.reason,
+      memory_bytes: state.engineBuild?.memory?.buffer.byteLength ?? null,
+    },
   };
 }
 

@@ -553,6 +553,7 @@ async function streamsToGpu(wasm, request, size, shards) {
       "weights: 'gpu' runs on the GPU only: not with device: 'cpu'",
     );
   }
+  const f16Cache = [request.cache_type_k, request.cache_type_v].every((t) => (t ?? 'f16') === 'f16');
   if (request.weights !== 'gpu') {
     let fits32 = true;
     try {
@@ -560,17 +561,22 @@ async function streamsToGpu(wasm, request, size, shards) {
     } catch {
       fits32 = false;
     }
-    if (fits32 || shards > 1 || (state.config.memory64Available && device !== 'gpu')) return false;
+    if (fits32 || shards > 1 || !f16Cache || (state.config.memory64Available && device !== 'gpu'))
+      return false;
     if (!self.navigator?.gpu) return false; // memory_for_model says why it cannot load.
     const adapter = await gpuAdapter();
     if (!adapter || (device === 'auto' && adapter.software)) return false;
   }
+  // Refused before any byte is read.
   if (shards > 1) {
     throw new WorkerError(
       'GpuError',
       'gpu_unsupported',
       'split models do not stream to the GPU yet: join them first',
     );
+  }
+  if (!f16Cache) {
+    throw new WorkerError('GpuError', 'gpu_unsupported', 'the GPU keeps its KV cache in F16 only');
   }
   return true;
 }
@@ -594,8 +600,11 @@ async function adapterOrError() {
   return adapter;
 }
 
-/** @param {Engine} wasm @param {{name: string}} adapter */
-function getGpu(wasm, adapter) {
+/** The worker's GPU device, asked for again where the last one was lost.
+ *  @param {Engine} wasm @param {{name: string}} adapter */
+async function getGpu(wasm, adapter) {
+  const held = await gpuPromise?.catch(() => null);
+  if (held?.gpu.facts().lost) gpuPromise = null;
   if (!gpuPromise) {
     const opening = wasm.request_gpu().then((gpu) => ({ gpu, name: adapter.name }));
     gpuPromise = opening;
@@ -635,10 +644,6 @@ async function placeEngine(wasm, engine, asked, model) {
       return cpu(`the GPU adapter (${adapter.name}) is a software renderer, slower than the CPU engine`);
     }
     gpu = await getGpu(wasm, adapter);
-    if (gpu.gpu.facts().lost) {
-      gpuPromise = null;
-      gpu = await getGpu(wasm, adapter);
-    }
     engine.use_gpu(gpu.gpu); // Refuses a model the GPU cannot run; uploads nothing yet.
   } catch (error) {
     engine.use_cpu();
