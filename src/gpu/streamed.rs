@@ -431,9 +431,8 @@ fn plan(gpu: &Gpu, header: &GgufHeader) -> Result<Vec<Planned>, StreamError> {
     super::GpuState::check_parts(gpu, &config, &weights)?;
     let mut names: Vec<(&str, usize, bool)> = Vec::new();
     let mut seen = HashSet::new();
-    let views = weights.decode_matrices().map(|m| (m, false));
-    let embedding = gpu.looks_up(weights.token_embd.weight_type).then_some((&weights.token_embd, false));
-    for (matrix, _) in views.chain(embedding) {
+    let embedding = gpu.looks_up(weights.token_embd.weight_type).then_some(&weights.token_embd);
+    for matrix in weights.decode_matrices().chain(embedding) {
         // An expert's view is named `stack[e]`: the stack goes up whole, in slices of experts.
         let (name, stack) = match matrix.name.find('[') {
             Some(at) => (&matrix.name[..at], true),
