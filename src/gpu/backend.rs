@@ -1139,6 +1139,17 @@ impl GpuBackend<'_> {
 
     /// `out` ← `input · matrixᵀ` for the rows held, one dispatch per slice of the matrix.
     fn matmul(&mut self, matrix: &Matrix, input: &wgpu::Buffer, out: &wgpu::Buffer) -> Result<(), GpuError> {
+        self.matmul_into(matrix, input, out, false)
+    }
+
+    /// As [`GpuBackend::matmul`], the products added to what `out` holds where `accumulate`.
+    fn matmul_into(
+        &mut self,
+        matrix: &Matrix,
+        input: &wgpu::Buffer,
+        out: &wgpu::Buffer,
+        accumulate: bool,
+    ) -> Result<(), GpuError> {
         let kernel = self.gpu.matmul_kernel(matrix.weight_type, self.rows)?;
         let row_bytes = matrix.range.len() / matrix.rows.max(1);
         for (first, rows, weights) in self.matrix(matrix)? {
@@ -1152,6 +1163,11 @@ impl GpuBackend<'_> {
                 first as u32,
                 self.rows as u32,
                 0,
+                0,
+                0,
+                0,
+                0,
+                u32::from(accumulate),
             ];
             self.dispatch(&kernel.pipeline, &[&weights, input, out], &params, groups);
         }
@@ -1221,18 +1237,29 @@ impl GpuBackend<'_> {
         Ok(())
     }
 
-    /// `out ← W_down · (act(W_gate · input) ⊙ (W_up · input))` for the rows held, the hidden
-    /// rows in `gate` and `up`.
+    /// `out ← W_down · (act(W_gate · input) ⊙ (W_up · input))` for the rows held (`out +=`
+    /// where `accumulate`), the hidden rows in `gate` and `up`.
     fn gated_ffn(
         &mut self,
         ffn: &FeedForward,
         input: &wgpu::Buffer,
         (gate, up): (&wgpu::Buffer, &wgpu::Buffer),
         out: &wgpu::Buffer,
+        accumulate: bool,
     ) {
         let Some(w_gate) = &ffn.w_gate else {
             return self.fail(GpuError::Refused("feed-forward blocks without a gate"));
         };
+        match self.gated_matvec(w_gate, &ffn.w_up, input, gate) {
+            Ok(true) => {
+                if let Err(error) = self.matmul_into(&ffn.w_down, gate, out, accumulate) {
+                    self.fail(error);
+                }
+                return;
+            }
+            Ok(false) => {}
+            Err(error) => return self.fail(error),
+        }
         for (matrix, target) in [(w_gate, gate), (&ffn.w_up, up)] {
             if let Err(error) = self.matmul(matrix, input, target) {
                 self.fail(error);
@@ -1240,9 +1267,54 @@ impl GpuBackend<'_> {
         }
         let pipeline = self.activation();
         self.elementwise(&pipeline, up, gate, self.rows * w_gate.rows, [0; 3]);
-        if let Err(error) = self.matmul(&ffn.w_down, gate, out) {
+        if let Err(error) = self.matmul_into(&ffn.w_down, gate, out, accumulate) {
             self.fail(error);
         }
+    }
+
+    /// The dense feed-forward block of `Normed` into `out`: `BlockOut`, or added into `X`.
+    fn dense_ffn(&mut self, layer: &FeedForward, out: Buf) {
+        let (normed, gate, up, target) = (
+            self.buf(Buf::Normed).clone(),
+            self.state.gate.clone(),
+            self.state.up.clone(),
+            self.buf(out).clone(),
+        );
+        self.gated_ffn(layer, &normed, (&gate, &up), &target, out == Buf::X);
+    }
+
+    /// `gate ← act(W_gate · input) ⊙ (W_up · input)` in one dispatch where it can be: a
+    /// decode step, both matrices of one type in one slice each, an activation with a fused
+    /// kernel. False where it cannot (nothing recorded).
+    fn gated_matvec(
+        &mut self,
+        w_gate: &Matrix,
+        w_up: &Matrix,
+        input: &wgpu::Buffer,
+        gate: &wgpu::Buffer,
+    ) -> Result<bool, GpuError> {
+        let activation = self.model.config().activation;
+        if self.rows != 1 || w_gate.weight_type != w_up.weight_type || w_gate.range.len() != w_up.range.len()
+        {
+            return Ok(false);
+        }
+        let Some(pipeline) = self.gpu.gated_matvec_pipeline(w_gate.weight_type, activation).cloned() else {
+            return Ok(false);
+        };
+        let (gate_slices, up_slices) = (self.matrix(w_gate)?, self.matrix(w_up)?);
+        let ([(_, rows, gate_weights)], [(_, _, up_weights)]) = (&gate_slices[..], &up_slices[..]) else {
+            return Ok(false);
+        };
+        let groups = groups_2d((*rows as u32).div_ceil(super::shaders::ROWS_PER_GROUP));
+        let row_bytes = w_gate.range.len() / w_gate.rows.max(1);
+        let params = [*rows as u32, w_gate.cols as u32, row_bytes as u32, groups[0], *rows as u32, 0, 1];
+        self.dispatch(
+            &pipeline,
+            &[gate_weights, input, up_weights, gate],
+            &params,
+            [groups[0], groups[1], 1],
+        );
+        Ok(true)
     }
 
     /// The gated activation's pipeline: `x ← act(x) ⊙ y`.
@@ -1610,6 +1682,15 @@ impl Backend for GpuBackend<'_> {
         Ok(())
     }
 
+    /// The projection's kernels add into `X` themselves (see `shaders::store`).
+    fn project_residual(&mut self, input: Buf, _which: Input, matrix: &Matrix) -> Result<(), ModelError> {
+        let (source, target) = (self.buf(input).clone(), self.buf(Buf::X).clone());
+        if let Err(error) = self.matmul_into(matrix, &source, &target, true) {
+            self.fail(error);
+        }
+        Ok(())
+    }
+
     fn split_gate(&mut self) {
         self.gate(Buf::Q, self.gpu.split_gate.clone());
     }
@@ -1801,7 +1882,7 @@ impl Backend for GpuBackend<'_> {
             n * d,
         );
         if let Some(ffn) = &weights.shared {
-            self.gated_ffn(ffn, &normed, (&gate, &up), &shared);
+            self.gated_ffn(ffn, &normed, (&gate, &up), &shared, false);
             let pipeline = self.gpu.add.clone();
             self.elementwise(&pipeline, &shared, &out, n * d, [0; 3]);
         }
@@ -1870,13 +1951,18 @@ impl Backend for GpuBackend<'_> {
     }
 
     fn feed_forward(&mut self, layer: &FeedForward) -> Result<(), ModelError> {
-        let (normed, gate, up, out) = (
-            self.buf(Buf::Normed).clone(),
-            self.state.gate.clone(),
-            self.state.up.clone(),
-            self.buf(Buf::BlockOut).clone(),
-        );
-        self.gated_ffn(layer, &normed, (&gate, &up), &out);
+        self.dense_ffn(layer, Buf::BlockOut);
+        Ok(())
+    }
+
+    /// The down projection adds into `X` itself: no `BlockOut`, no add's dispatch.
+    fn feed_forward_residual(&mut self, layer: &FeedForward) -> Result<(), ModelError> {
+        if layer.b_down.is_some() {
+            self.feed_forward(layer)?;
+            self.add(Buf::X, Buf::BlockOut);
+        } else {
+            self.dense_ffn(layer, Buf::X);
+        }
         Ok(())
     }
 

@@ -29,7 +29,7 @@ pub use vision::{GpuSquare, GpuVision, SquareError};
 use std::fmt;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use crate::model::{DeltaInputs, DeltaNet};
+use crate::model::{Activation, DeltaInputs, DeltaNet};
 use crate::tensor::WeightType;
 use shaders::AttentionKernel;
 
@@ -149,6 +149,9 @@ pub struct Gpu {
     /// Each type's row lookup ([`shaders::get_rows`]), built at the first table of the type
     /// held on the device only.
     get_rows: Vec<(WeightType, OnceLock<wgpu::ComputePipeline>)>,
+    /// Each type's gated feed-forward decode kernel ([`shaders::gated_matvec`]), with SwiGLU
+    /// and with GeGLU, built at first use.
+    gated_matvec: Vec<(WeightType, [OnceLock<wgpu::ComputePipeline>; 2])>,
     group_by_expert: wgpu::ComputePipeline,
     rms_norm: wgpu::ComputePipeline,
     add: wgpu::ComputePipeline,
@@ -325,6 +328,10 @@ impl Gpu {
             shaders::MATVEC_TYPES.iter().map(|&weight_type| (weight_type, OnceLock::new())).collect();
         let get_rows =
             shaders::MATVEC_TYPES.iter().map(|&weight_type| (weight_type, OnceLock::new())).collect();
+        let gated_matvec = shaders::MATVEC_TYPES
+            .iter()
+            .map(|&weight_type| (weight_type, [OnceLock::new(), OnceLock::new()]))
+            .collect();
         let group_by_expert = pipeline(&device, shaders::GROUP_BY_EXPERT);
         let (swiglu_oai, route, expert_bias, expert_sum) = (
             pipeline(&device, &shaders::elementwise(shaders::SWIGLU_OAI)),
@@ -378,6 +385,7 @@ impl Gpu {
             matmul,
             expert_matmul,
             get_rows,
+            gated_matvec,
             group_by_expert,
             rms_norm,
             add,
@@ -525,6 +533,11 @@ impl Gpu {
                 return format!("{} {weight_type:?}", kind.0);
             }
         }
+        for (weight_type, slots) in &self.gated_matvec {
+            if slots.iter().any(|slot| slot.get() == Some(pipeline)) {
+                return format!("matvec gated {weight_type:?}");
+            }
+        }
         for (weight_type, pipelines) in &self.expert_matmul {
             let kinds = ["experts matvec", "experts matvec grouped", "experts gemm"];
             if let Some(kind) =
@@ -600,6 +613,25 @@ impl Gpu {
             .find(|(t, _)| *t == weight_type)
             .ok_or(GpuError::Unsupported(weight_type))?;
         Ok(pipeline_slot.get_or_init(|| pipeline(&self.device, &shaders::get_rows(weight_type))))
+    }
+
+    /// The gated feed-forward's decode pipeline of `weight_type` with `activation` (SwiGLU
+    /// or GeGLU; none for the others), built on first use.
+    fn gated_matvec_pipeline(
+        &self,
+        weight_type: WeightType,
+        activation: Activation,
+    ) -> Option<&wgpu::ComputePipeline> {
+        let (index, body) = match activation {
+            Activation::SwiGlu => (0, shaders::SWIGLU.to_string()),
+            Activation::GeGlu => (1, shaders::geglu()),
+            Activation::SwiGluOai | Activation::Gelu => return None,
+        };
+        let (_, slots) = self.gated_matvec.iter().find(|(t, _)| *t == weight_type)?;
+        Some(slots[index].get_or_init(|| {
+            let source = shaders::gated_matvec(weight_type, WORKGROUP, self.facts.subgroups, &body);
+            pipeline(&self.device, &source)
+        }))
     }
 
     /// Whether [`shaders::get_rows`] reads tables of `weight_type`.

@@ -44,7 +44,7 @@ impl Gpu {
         let batch = x.len() / cols;
         let kernel = self.matmul_kernel(weight_type, batch)?;
         let groups = kernel.groups(rows);
-        let mut params = [0; 12];
+        let mut params = [0; 13];
         params[..7].copy_from_slice(&[
             rows as u32,
             cols as u32,
@@ -55,6 +55,40 @@ impl Gpu {
             batch as u32,
         ]);
         self.run(&kernel.pipeline, &[&padded, &f32_bytes(x)], &vec![0.0; rows * batch], &params, groups).await
+    }
+
+    /// `act(W_gate · x) ⊙ (W_up · x)` for one input row through the fused decode kernel
+    /// ([`shaders::gated_matvec`]), the two `rows × cols` matrices of `weight_type` as `gate`
+    /// and `up` (as in [`Gpu::matvec`]); `activation` SwiGLU or GeGLU.
+    pub async fn gated_matvec(
+        &self,
+        weight_type: WeightType,
+        (gate, up): (&[u8], &[u8]),
+        rows: usize,
+        cols: usize,
+        x: &[f32],
+        activation: Activation,
+    ) -> Result<Vec<f32>, GpuError> {
+        let row_bytes = weight_type.row_bytes(cols).map_err(|e| GpuError::Shape(e.to_string()))?;
+        let fits = |bytes: &[u8]| rows.checked_mul(row_bytes) == Some(bytes.len());
+        if x.len() != cols || rows == 0 || !fits(gate) || !fits(up) {
+            return Err(GpuError::Shape(format!(
+                "{rows} × {cols} {weight_type:?} gate and up need {rows} rows of {row_bytes} bytes each and {cols} inputs"
+            )));
+        }
+        let pipeline = self
+            .gated_matvec_pipeline(weight_type, activation)
+            .ok_or(GpuError::Refused("a fused gated kernel for this activation"))?;
+        let padded = |bytes: &[u8]| {
+            let mut padded = bytes.to_vec();
+            padded.resize(bytes.len().div_ceil(4) * 4, 0);
+            padded
+        };
+        let [x_groups, y_groups] = groups_2d((rows as u32).div_ceil(shaders::ROWS_PER_GROUP));
+        let params =
+            [rows as u32, cols as u32, row_bytes as u32, x_groups, rows as u32, 0, 1, 0, 0, 0, 0, 0, 0];
+        let inputs: [&[u8]; 3] = [&padded(gate), &f32_bytes(x), &padded(up)];
+        self.run(pipeline, &inputs, &vec![0.0; rows], &params, [x_groups, y_groups, 1]).await
     }
 
     /// Each token's experts and weights from the router's `scores` (rows of `shape.count`),

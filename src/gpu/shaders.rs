@@ -29,10 +29,11 @@ const HEADER: &str = r#"
 // `rows` of this dispatch's slice of the matrix; its outputs go to `row_offset..` of output
 // rows of `total_rows` (a matrix larger than one binding is split into slices of rows).
 // `batch`: input rows in `x` (and output rows in `y`). The expert kernel's words after it: see
-// `EXPERT_MAIN`.
+// `EXPERT_MAIN`. `accumulate`: the products are added to what `y` holds (see `store`).
 struct Params {
     rows: u32, cols: u32, row_bytes: u32, groups_x: u32, total_rows: u32, row_offset: u32, batch: u32,
     pair_first: u32, expert_bytes: u32, pairs_per_input: u32, expert_first: u32, expert_end: u32,
+    accumulate: u32,
 }
 @group(0) @binding(0) var<storage, read> w: array<u32>;
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;
@@ -41,6 +42,20 @@ struct Params {
 // Where the current input row starts in `x` (a batch's row, set by `main`).
 var<private> xbase: u32;
 
+// Output `i` of a product: written, or added to where the dispatch accumulates (a block's last
+// projection straight into the residual stream, saving the add's dispatch: `y[i] + v` is the
+// sum the add kernel makes, in the same order, so the bits are its).
+fn store(i: u32, v: f32) {
+    if (p.accumulate != 0u) {
+        y[i] = y[i] + v;
+    } else {
+        y[i] = v;
+    }
+}
+"#;
+
+/// The readers of the weights `w`, a byte, a half, a word at a time.
+const READERS: &str = r#"
 fn byte_at(i: u32) -> u32 { return (w[i >> 2u] >> ((i & 3u) << 3u)) & 0xffu; }
 // An f16 at an even offset: both halves of a word are decoded, the right one kept.
 fn half_at(i: u32) -> f32 { let v = unpack2x16float(w[i >> 2u]); return select(v.x, v.y, (i & 2u) != 0u); }
@@ -95,9 +110,18 @@ fn x4(o: u32) -> vec4<f32> { return x[o >> 2u]; }
 /// The shared bindings and readers for a weight layout, with the inputs read as vectors where
 /// `vectors` is asked and the rows are blocks.
 fn header(layout: &Layout, vectors: bool) -> String {
+    format!("{HEADER}{}{}", inputs(layout, vectors), readers(layout))
+}
+
+/// The inputs' readers: as vectors where `vectors` is asked and the rows are blocks.
+fn inputs(layout: &Layout, vectors: bool) -> &'static str {
+    if vectors && matches!(layout, Layout::Blocks { .. }) { X_VECTORS } else { X_FLOATS }
+}
+
+/// The readers of the weights for a layout.
+fn readers(layout: &Layout) -> String {
     let aligned = matches!(layout, Layout::Blocks { bytes, .. } if bytes % 4 == 0);
-    let inputs = if vectors && matches!(layout, Layout::Blocks { .. }) { X_VECTORS } else { X_FLOATS };
-    format!("{HEADER}{inputs}{}", if aligned { ALIGNED_WORD_AT } else { WORD_AT })
+    format!("{READERS}{}", if aligned { ALIGNED_WORD_AT } else { WORD_AT })
 }
 
 /// Weight rows a matrix-product workgroup takes, each with `WG / ROWS_PER_GROUP` threads (8 of
@@ -133,7 +157,7 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
         workgroupBarrier();
     }
     if (lane == 0u && row < p.rows) {
-        y[group.z * p.total_rows + p.row_offset + row] = partial[t];
+        store(group.z * p.total_rows + p.row_offset + row, partial[t]);
     }
 }
 "#;
@@ -157,7 +181,63 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
         sum += subgroupShuffleXor(sum, s);
     }
     if (lane == 0u && row < p.rows) {
-        y[group.z * p.total_rows + p.row_offset + row] = sum;
+        store(group.z * p.total_rows + p.row_offset + row, sum);
+    }
+}
+"#;
+
+/// The gated feed-forward's decode entry point (see `gated_matvec`): `MAIN` with two sums a
+/// row, the gate's and the up's, summed side by side, and the activation as the row is stored.
+const GATED_MAIN: &str = r#"
+var<workgroup> partial: array<vec2<f32>, WG>;
+
+@compute @workgroup_size(WG)
+fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+    let lanes = WG / ROWSu;
+    let lane = t % lanes;
+    let row = (group.y * p.groups_x + group.x) * ROWSu + t / lanes;
+    xbase = 0u;
+    var sums = vec2<f32>(0.0);
+    if (row < p.rows) {
+        sums = vec2<f32>(row_dot(row * p.row_bytes, lane, lanes), row_dot_up(row * p.row_bytes, lane, lanes));
+    }
+    partial[t] = sums;
+    workgroupBarrier();
+    for (var s = lanes / 2u; s > 0u; s = s >> 1u) {
+        if (lane < s) {
+            partial[t] += partial[t + s];
+        }
+        workgroupBarrier();
+    }
+    if (lane == 0u && row < p.rows) {
+        var gate = partial[t].x;
+        let up = partial[t].y;
+        ACTIVATION
+        y[p.row_offset + row] = gate;
+    }
+}
+"#;
+
+/// `GATED_MAIN` with subgroups (see `SUBGROUP_MAIN`).
+const SUBGROUP_GATED_MAIN: &str = r#"
+@compute @workgroup_size(WG)
+fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+    let lanes = WG / ROWSu;
+    let lane = t % lanes;
+    let row = (group.y * p.groups_x + group.x) * ROWSu + t / lanes;
+    xbase = 0u;
+    var sums = vec2<f32>(0.0);
+    if (row < p.rows) {
+        sums = vec2<f32>(row_dot(row * p.row_bytes, lane, lanes), row_dot_up(row * p.row_bytes, lane, lanes));
+    }
+    for (var s = lanes / 2u; s > 0u; s = s >> 1u) {
+        sums += subgroupShuffleXor(sums, s);
+    }
+    if (lane == 0u && row < p.rows) {
+        var gate = sums.x;
+        let up = sums.y;
+        ACTIVATION
+        y[p.row_offset + row] = gate;
     }
 }
 "#;
@@ -202,7 +282,7 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
     // Lane k of a row writes the row's sum for input row `first + k` (lanes ≥ 8).
     if (lane < 8u && row < p.rows && first + lane < p.batch) {
         let sums4 = select(partial_hi[t - lane], partial_lo[t - lane], lane < 4u);
-        y[(first + lane) * p.total_rows + p.row_offset + row] = sums4[lane & 3u];
+        store((first + lane) * p.total_rows + p.row_offset + row, sums4[lane & 3u]);
     }
 }
 "#;
@@ -234,7 +314,7 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
     // holds them all.
     if (lane < 8u && row < p.rows && first + lane < p.batch) {
         let sums4 = select(hi, lo, lane < 4u);
-        y[(first + lane) * p.total_rows + p.row_offset + row] = sums4[lane & 3u];
+        store((first + lane) * p.total_rows + p.row_offset + row, sums4[lane & 3u]);
     }
 }
 "#;
@@ -793,6 +873,61 @@ pub fn matmul(weight_type: WeightType, workgroup: u32, tiled: bool, subgroups: b
         .replace("ROWS", &ROWS_PER_GROUP.to_string())
 }
 
+/// The gated feed-forward's decode kernel for `weight_type` (gate and up of one type): each
+/// row's gate and up products side by side, from the same inputs, and the activation `body`
+/// (an element-wise body over `x[i]`, the gate, and `y[i]`, the up) applied as they are
+/// stored, where three dispatches made them: each sum is the same additions in the same order
+/// as `MAIN`'s (or `SUBGROUP_MAIN`'s), so the bits are the same. Bindings: the gate's
+/// weights, `x`, the up's weights (`w_up`, read by a second copy of the readers and the row
+/// function: WGSL functions take no storage pointers), `y`, the parameters.
+pub fn gated_matvec(weight_type: WeightType, workgroup: u32, subgroups: bool, body: &str) -> String {
+    let layout = layout(weight_type);
+    let x = inputs(&layout, true);
+    let reading = format!("{}{}", readers(&layout), row_dot(layout));
+    let activation = body.replace("x[i]", "gate").replace("y[i]", "up");
+    let main = if subgroups { SUBGROUP_GATED_MAIN } else { GATED_MAIN };
+    format!(
+        "{HEADER}{x}{reading}{}@group(0) @binding(2) var<storage, read> w_up: array<u32>;\n{main}",
+        renamed(&reading, "_up")
+    )
+    .replace("@binding(3) var<uniform>", "@binding(4) var<uniform>")
+    .replace("@binding(2) var<storage, read_write> y", "@binding(3) var<storage, read_write> y")
+    .replace("ACTIVATION", &activation)
+    .replace("WG", &format!("{workgroup}u"))
+    .replace("ROWS", &ROWS_PER_GROUP.to_string())
+}
+
+/// `code` with `suffix` on the names it declares (functions, constants, private variables) and
+/// on the weights `w`, wherever they are used in it (not after a `.`: `v.w` is a component).
+fn renamed(code: &str, suffix: &str) -> String {
+    let mut declared: std::collections::HashSet<&str> = ["w"].into();
+    let identifier = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    for keyword in ["fn ", "const ", "var<private> "] {
+        for (at, _) in code.match_indices(keyword) {
+            let rest = &code[at + keyword.len()..];
+            let name = &rest[..rest.find(|c| !identifier(c)).unwrap_or(rest.len())];
+            declared.insert(name);
+        }
+    }
+    let mut out = String::with_capacity(code.len() + 256);
+    let mut rest = code;
+    while let Some(start) = rest.find(|c: char| c.is_ascii_alphabetic() || c == '_') {
+        let (before, from) = rest.split_at(start);
+        let end = from.find(|c| !identifier(c)).unwrap_or(from.len());
+        let (name, tail) = from.split_at(end);
+        out.push_str(before);
+        // After a `.` it is a member; after a digit, a literal's suffix (`0u`).
+        let member_or_literal = out.ends_with(|c: char| c == '.' || c.is_ascii_digit());
+        out.push_str(name);
+        if declared.contains(name) && !member_or_literal {
+            out.push_str(suffix);
+        }
+        rest = tail;
+    }
+    out.push_str(rest);
+    out
+}
+
 /// The experts' matrix-vector kernel for `weight_type`, `workgroup` threads wide: a pair per
 /// workgroup ([`EXPERT_MAIN`], decode) or an expert's pairs (`grouped`, batches).
 pub fn expert_matmul(weight_type: WeightType, workgroup: u32, grouped: bool) -> String {
@@ -910,7 +1045,7 @@ var<workgroup> span: vec2<u32>;
         ),
         (
             "if (row < p.rows && token < p.batch) {
-                y[token * p.total_rows + p.row_offset + row] = total[j][i];",
+                store(token * p.total_rows + p.row_offset + row, total[j][i]);",
             "if (row < p.rows && token < pairs.y) {
                 y[order[token] * p.rows + row] = total[j][i];",
         ),
@@ -1059,7 +1194,7 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
         for (var i = 0u; i < 4u; i++) {
             let row = first_row + r + 16u * i;
             if (row < p.rows && token < p.batch) {
-                y[token * p.total_rows + p.row_offset + row] = total[j][i];
+                store(token * p.total_rows + p.row_offset + row, total[j][i]);
             }
         }
     }
@@ -2171,3 +2306,17 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
     out[i] = sum / f32(p.merge * p.merge);
 }
 "#;
+
+#[cfg(test)]
+mod tests {
+    use super::renamed;
+
+    #[test]
+    fn renaming_touches_the_declared_names_and_the_weights_only() {
+        let code = "var<private> levels: array<f32, 2>;\nfn byte_at(i: u32) -> u32 { return w[i] + levels[0u] + x_at(2u); }\n\
+                    fn row_dot(v: vec4<f32>) -> f32 { let w4 = v.w; return f32(byte_at(0u)) + v.w; }\n";
+        let want = "var<private> levels_up: array<f32, 2>;\nfn byte_at_up(i: u32) -> u32 { return w_up[i] + levels_up[0u] + x_at(2u); }\n\
+                    fn row_dot_up(v: vec4<f32>) -> f32 { let w4 = v.w; return f32(byte_at_up(0u)) + v.w; }\n";
+        assert_eq!(renamed(code, "_up"), want);
+    }
+}

@@ -310,6 +310,38 @@ fn subgroup_sums_give_the_workgroup_sums_bits() {
 }
 
 #[test]
+fn the_fused_gated_kernel_gives_the_three_kernels_bits() {
+    use crate::model::Activation;
+    // With subgroups and without (the browser's case), every type, both activations: gate and
+    // up in one dispatch equal the two products and the element-wise activation exactly, over
+    // rows past a workgroup's eight.
+    let with = gpu();
+    let without = Wait::wait(Gpu::request_with(false)).unwrap();
+    let mut rng = Rng(13);
+    for gpu in [&with, &without] {
+        for &weight_type in &MATVEC_TYPES {
+            let (rows, cols) = (19, if weight_type.block_len() == 1 { 200 } else { 512 });
+            let gate = random_matrix(weight_type, rows, cols, &mut rng);
+            let up = random_matrix(weight_type, rows, cols, &mut rng);
+            let x = random(cols, 1.0, &mut rng);
+            let g = gpu.matvec(weight_type, &gate, rows, cols, &x).wait().unwrap();
+            let u = gpu.matvec(weight_type, &up, rows, cols, &x).wait().unwrap();
+            for activation in [Activation::SwiGlu, Activation::GeGlu] {
+                let want = match activation {
+                    Activation::SwiGlu => gpu.swiglu(&g, &u).wait().unwrap(),
+                    _ => gpu.geglu(&g, &u).wait().unwrap(),
+                };
+                let got =
+                    gpu.gated_matvec(weight_type, (&gate, &up), rows, cols, &x, activation).wait().unwrap();
+                assert_eq!(got, want, "{weight_type:?} {activation:?}, subgroups {}", gpu.facts().subgroups);
+            }
+        }
+    }
+    let refused = with.gated_matvec(WeightType::Q8_0, (&[], &[]), 1, 32, &[0.0; 32], Activation::SwiGlu);
+    assert!(matches!(refused.wait(), Err(GpuError::Shape(_))));
+}
+
+#[test]
 fn a_batch_of_input_rows_gives_a_row_of_outputs_each() {
     let gpu = gpu();
     let mut rng = Rng(5);

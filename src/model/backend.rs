@@ -163,6 +163,14 @@ pub trait Backend {
         outputs: [(&Matrix, Buf); M],
     ) -> Result<(), ModelError>;
 
+    /// `X += matrix · input`: a block's last projection straight into the residual stream
+    /// (`BlockOut` may serve as scratch). A backend that can add as it stores saves a pass.
+    fn project_residual(&mut self, input: Buf, which: Input, matrix: &Matrix) -> Result<(), ModelError> {
+        self.project(input, which, [(matrix, Buf::BlockOut)])?;
+        self.add(Buf::X, Buf::BlockOut);
+        Ok(())
+    }
+
     /// Gated attention: `Q` ← the queries of `QGate`.
     fn split_gate(&mut self);
 
@@ -180,6 +188,13 @@ pub trait Backend {
     /// `BlockOut` ← `W_down · (act(W_gate · Normed) ⊙ (W_up · Normed))`, or without a gate
     /// `W_down · gelu(W_up · Normed + b_up) + b_down`.
     fn feed_forward(&mut self, ffn: &FeedForward) -> Result<(), ModelError>;
+
+    /// `X += ffn(Normed)`, as [`Backend::project_residual`] for the down projection.
+    fn feed_forward_residual(&mut self, ffn: &FeedForward) -> Result<(), ModelError> {
+        self.feed_forward(ffn)?;
+        self.add(Buf::X, Buf::BlockOut);
+        Ok(())
+    }
 
     /// `BlockOut` ← the mixture of experts of `Normed`: each row's chosen experts' FFNs
     /// ([`super::experts::route`]), weighted and summed best first, plus the shared expert's

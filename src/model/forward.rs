@@ -424,31 +424,53 @@ fn pre_norm_layer(
     keep: Option<Range<usize>>,
 ) -> Result<(), ModelError> {
     b.norm(Buf::Normed, Buf::X, &layer.attn_norm.weight);
-    mixer(b, at, layer)?;
-    residual_add(b, at.c);
+    mixer(b, at, layer, BlockEnd::Residual)?;
     if !rows_left(b, keep) {
         return Ok(());
     }
     b.norm(Buf::Normed, Buf::X, &layer.ffn_norm.weight);
-    ffn_block(b, &layer.ffn)?;
-    residual_add(b, at.c);
-    Ok(())
+    ffn_block(b, at.c, &layer.ffn, BlockEnd::Residual)
 }
 
-/// `X += BlockOut`, scaled first where the architecture scales blocks' outputs (Granite).
-fn residual_add(b: &mut impl Backend, c: &Config) {
+/// Where a block's output goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum BlockEnd {
+    /// It stays in `BlockOut` (for a norm, or an encoder's add, after it).
+    BlockOut,
+    /// It is added to `X` (scaled first where the architecture scales blocks' outputs).
+    Residual,
+}
+
+impl BlockEnd {
+    /// Whether the block's last projection can add into `X` itself: the residual add with
+    /// nothing between it and the projection.
+    fn direct(self, c: &Config) -> bool {
+        self == BlockEnd::Residual && c.residual_scale.is_none()
+    }
+}
+
+/// Finishes a block whose output is in `BlockOut`: `X += BlockOut` where it ends in the
+/// residual stream, scaled first where the architecture scales blocks' outputs (Granite).
+fn end_block(b: &mut impl Backend, c: &Config, end: BlockEnd) {
+    if end == BlockEnd::BlockOut {
+        return;
+    }
     if let Some(scale) = c.residual_scale {
         b.scale(Buf::BlockOut, scale);
     }
     b.add(Buf::X, Buf::BlockOut);
 }
 
-/// `BlockOut` ← the layer's feed-forward block of `Normed`: one FFN, or a mixture of experts.
-fn ffn_block(b: &mut impl Backend, ffn: &Ffn) -> Result<(), ModelError> {
+/// The layer's feed-forward block of `Normed` (one FFN, or a mixture of experts), ending as
+/// `end` says.
+fn ffn_block(b: &mut impl Backend, c: &Config, ffn: &Ffn, end: BlockEnd) -> Result<(), ModelError> {
     match ffn {
-        Ffn::Dense(ffn) => b.feed_forward(ffn),
-        Ffn::Experts(experts) => b.experts(experts),
+        Ffn::Dense(ffn) if end.direct(c) => return b.feed_forward_residual(ffn),
+        Ffn::Dense(ffn) => b.feed_forward(ffn)?,
+        Ffn::Experts(experts) => b.experts(experts)?,
     }
+    end_block(b, c, end);
+    Ok(())
 }
 
 /// BERT-like encoders, normalized after each residual add (LayerNorm with a bias):
@@ -461,14 +483,14 @@ fn encoder_layer(
 ) -> Result<(), ModelError> {
     // The blocks read `Normed`, which an encoder's input is without a norm of its own.
     b.copy(Buf::Normed, Buf::X);
-    mixer(b, at, layer)?;
+    mixer(b, at, layer, BlockEnd::BlockOut)?;
     b.add(Buf::X, Buf::BlockOut);
     if !rows_left(b, keep) {
         return Ok(());
     }
     b.layer_norm(Buf::X, &layer.attn_norm);
     b.copy(Buf::Normed, Buf::X);
-    ffn_block(b, &layer.ffn)?;
+    ffn_block(b, at.c, &layer.ffn, BlockEnd::BlockOut)?;
     b.add(Buf::X, Buf::BlockOut);
     b.layer_norm(Buf::X, &layer.ffn_norm);
     Ok(())
@@ -484,7 +506,7 @@ fn sandwich_layer(
     keep: Option<Range<usize>>,
 ) -> Result<(), ModelError> {
     b.norm(Buf::Normed, Buf::X, &layer.attn_norm.weight);
-    mixer(b, at, layer)?;
+    mixer(b, at, layer, BlockEnd::BlockOut)?;
     if let Some(weight) = &layer.post_attn_norm {
         b.norm(Buf::BlockOut, Buf::BlockOut, weight);
     }
@@ -493,7 +515,7 @@ fn sandwich_layer(
         return Ok(());
     }
     b.norm(Buf::Normed, Buf::X, &layer.ffn_norm.weight);
-    ffn_block(b, &layer.ffn)?;
+    ffn_block(b, at.c, &layer.ffn, BlockEnd::BlockOut)?;
     if let Some(weight) = &layer.post_ffn_norm {
         b.norm(Buf::BlockOut, Buf::BlockOut, weight);
     }
@@ -507,15 +529,17 @@ fn sandwich_layer(
     Ok(())
 }
 
-/// `BlockOut` ← the layer's mixer of `Normed`: attention, a gated DeltaNet, a short
-/// convolution or Mamba-2.
-fn mixer(b: &mut impl Backend, at: &Layer, layer: &LayerWeights) -> Result<(), ModelError> {
+/// The layer's mixer of `Normed` (attention, a gated DeltaNet, a short convolution or
+/// Mamba-2), ending as `end` says.
+fn mixer(b: &mut impl Backend, at: &Layer, layer: &LayerWeights, end: BlockEnd) -> Result<(), ModelError> {
     match &layer.mixer {
-        Mixer::Attention(attention) => attention_block(b, at, attention),
-        Mixer::DeltaNet(delta_net) => b.delta_net(delta_net),
-        Mixer::ShortConv(short_conv) => b.short_conv(short_conv),
-        Mixer::Mamba2(mamba2) => b.mamba2(mamba2),
+        Mixer::Attention(attention) => return attention_block(b, at, attention, end),
+        Mixer::DeltaNet(delta_net) => b.delta_net(delta_net)?,
+        Mixer::ShortConv(short_conv) => b.short_conv(short_conv)?,
+        Mixer::Mamba2(mamba2) => b.mamba2(mamba2)?,
     }
+    end_block(b, at.c, end);
+    Ok(())
 }
 
 /// In the last layer (`keep` given), keeps only the rows whose logits are wanted; whether any
@@ -527,9 +551,14 @@ fn rows_left(b: &mut impl Backend, keep: Option<Range<usize>>) -> bool {
     b.rows() > 0
 }
 
-/// `BlockOut = Wo · attention(rope(norm(Wq·h)), rope(norm(Wk·h)), Wv·h)` for the normalized
-/// input `h` (times `sigmoid(gate)` where queries come with a gate).
-fn attention_block(b: &mut impl Backend, at: &Layer, w: &AttentionWeights) -> Result<(), ModelError> {
+/// `Wo · attention(rope(norm(Wq·h)), rope(norm(Wk·h)), Wv·h)` for the normalized input `h`
+/// (times `sigmoid(gate)` where queries come with a gate), ending as `end` says.
+fn attention_block(
+    b: &mut impl Backend,
+    at: &Layer,
+    w: &AttentionWeights,
+    end: BlockEnd,
+) -> Result<(), ModelError> {
     let (c, l) = (at.c, at.l);
     // Gated attention projects each head's query and gate together; the queries are then
     // gathered out of that.
@@ -579,9 +608,13 @@ fn attention_block(b: &mut impl Backend, at: &Layer, w: &AttentionWeights) -> Re
     if c.gated_attention {
         b.apply_gate();
     }
+    if end.direct(c) && w.bo.is_none() {
+        return b.project_residual(Buf::Attn, Input::AttentionOut(l), &w.wo);
+    }
     b.project(Buf::Attn, Input::AttentionOut(l), [(&w.wo, Buf::BlockOut)])?;
     if let Some(bias) = &w.bo {
         b.add_bias(Buf::BlockOut, bias);
     }
+    end_block(b, c, end);
     Ok(())
 }
