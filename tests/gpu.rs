@@ -251,8 +251,14 @@ fn a_profiled_step_times_every_dispatch_by_kernel_and_changes_nothing() {
     // Every dispatch of both calls, each counted under its kernel, the longest first.
     assert_eq!(times.iter().map(|k| k.dispatches).sum::<usize>(), prompt_dispatches + profiled.dispatches());
     let names: Vec<&str> = times.iter().map(|k| k.kernel.as_str()).collect();
-    for kernel in ["matvec Q8_0", "matvec batch Q8_0", "rms_norm", "rope", "attention (a workgroup per head)"]
-    {
+    for kernel in [
+        "matvec Q8_0",
+        "matvec batch Q8_0",
+        "matvec gated Q8_0",
+        "rms_norm",
+        "qk_heads (norms and rope)",
+        "attention (a workgroup per head)",
+    ] {
         assert!(names.contains(&kernel), "{kernel} missing from {names:?}");
     }
     assert!(!names.contains(&"other"), "{names:?}");

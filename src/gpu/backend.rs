@@ -14,7 +14,7 @@ use std::ops::Range;
 
 use super::streamed::DeviceWeights;
 use super::{AttentionParams, Gpu, GpuError, RopeParams, Signal, groups_2d};
-use crate::model::backend::{Backend, Buf, Input, LayerAttention, LayerRope, LogitsHead};
+use crate::model::backend::{Backend, Buf, Input, LayerAttention, LayerRope, LogitsHead, QkHeads};
 use crate::model::{
     Activation, BatchInput, Checkpoints, DeltaNetWeights, EncoderInput, ExpertWeights, Family, FeedForward,
     Ffn, Mamba2Weights, Matrix, Mixer, Model, ModelError, Norm, PerLayerWeights, Placement, RopeStyle,
@@ -1452,6 +1452,60 @@ impl GpuBackend<'_> {
             .clone()
     }
 
+    /// RoPE's factors buffer and uniform words for `heads` heads of the current layer at the
+    /// batch's positions (`rope` none: no pair rotates).
+    fn rope_words(
+        &mut self,
+        rope: Option<&LayerRope>,
+        heads: usize,
+        groups_x: u32,
+    ) -> (wgpu::Buffer, [u32; 16]) {
+        let head_dim = self.model.config().layer(self.layer).head_dim;
+        let Some(rope) = rope else {
+            let none = RopeParams {
+                heads,
+                head_dim,
+                rope_dims: 0,
+                start: 0,
+                neox: false,
+                base: 1.0,
+                freq_scale: 1.0,
+                attn_factor: 1.0,
+                yarn_ramp: None,
+                grid: None,
+            };
+            let factors = self.state.constant_row(self.gpu, 1, 1.0);
+            return (factors, super::rope_params(&none, self.rows, false, groups_x));
+        };
+        let mrope = !rope.streams.is_empty();
+        let factor_buffer = match rope.factors {
+            _ if mrope => self.mrope_factors(rope.factors, rope.dims),
+            Some(f) => self.vector(f),
+            None => self.state.constant_row(self.gpu, 1, 1.0),
+        };
+        let factors = rope.factors.or(mrope.then_some(&[]));
+        let (start, grid) = match self.placement {
+            None => (self.start, None),
+            Some(Placement::Text { start }) => (start + self.first, None),
+            Some(Placement::Grid { start, width, first_row }) => {
+                (start, Some([width, first_row + self.first]))
+            }
+        };
+        let params = RopeParams {
+            heads,
+            head_dim,
+            rope_dims: rope.dims,
+            start,
+            neox: rope.style == RopeStyle::Neox,
+            base: rope.rope.base,
+            freq_scale: rope.rope.freq_scale,
+            attn_factor: rope.rope.attn_factor,
+            yarn_ramp: rope.rope.yarn.map(|yarn| yarn.ramp(rope.dims, rope.rope.base)),
+            grid,
+        };
+        (factor_buffer, super::rope_params(&params, self.rows, factors.is_some(), groups_x))
+    }
+
     /// The tokens' embeddings looked up on the device, where the table's bytes are held there
     /// only (a model streamed to the GPU): a dispatch per slice of the table, each writing the
     /// rows it holds.
@@ -1702,42 +1756,51 @@ impl Backend for GpuBackend<'_> {
     fn rope(&mut self, keys: bool, rope: &LayerRope) {
         let c = self.model.config();
         let shape = c.layer(self.layer);
-        let mrope = !rope.streams.is_empty();
-        let factor_buffer = match rope.factors {
-            _ if mrope => self.mrope_factors(rope.factors, rope.dims),
-            Some(f) => self.vector(f),
-            None => self.state.constant_row(self.gpu, 1, 1.0),
-        };
-        let factors = rope.factors.or(mrope.then_some(&[]));
-        let (start, grid) = match self.placement {
-            None => (self.start, None),
-            Some(Placement::Text { start }) => (start + self.first, None),
-            Some(Placement::Grid { start, width, first_row }) => {
-                (start, Some([width, first_row + self.first]))
-            }
-        };
         for (buf, heads) in [(Buf::Q, c.n_head), (Buf::K, shape.n_head_kv)] {
             if buf == Buf::K && !keys {
                 continue;
             }
-            let params = RopeParams {
-                heads,
-                head_dim: shape.head_dim,
-                rope_dims: rope.dims,
-                start,
-                neox: rope.style == RopeStyle::Neox,
-                base: rope.rope.base,
-                freq_scale: rope.rope.freq_scale,
-                attn_factor: rope.rope.attn_factor,
-                yarn_ramp: rope.rope.yarn.map(|yarn| yarn.ramp(rope.dims, rope.rope.base)),
-                grid,
-            };
-            let threads = (self.rows * heads * (params.rope_dims / 2)) as u32;
+            let threads = (self.rows * heads * (rope.dims / 2)) as u32;
             let [groups_x, groups_y] = groups_2d(threads.div_ceil(super::ELEMENTWISE_WORKGROUP));
-            let words = super::rope_params(&params, self.rows, factors.is_some(), groups_x);
+            let (factors, words) = self.rope_words(Some(rope), heads, groups_x);
             let (x, pipeline) = (self.buf(buf).clone(), self.gpu.rope.clone());
-            self.dispatch(&pipeline, &[&factor_buffer, &x], &words, [groups_x, groups_y, 1]);
+            self.dispatch(&pipeline, &[&factors, &x], &words, [groups_x, groups_y, 1]);
         }
+    }
+
+    /// One dispatch for both norms and RoPE where the heads' norms are per head (see
+    /// `shaders::qk_heads`); the steps one by one where they are not, or where keys that are
+    /// not the layer's own would be normalized but not rotated.
+    fn qk_heads(&mut self, heads: &QkHeads) {
+        let c = self.model.config();
+        let shape = c.layer(self.layer);
+        let per_head = |weight: Option<&[f32]>| weight.is_none_or(|w| w.len() == shape.head_dim);
+        if !per_head(heads.q_norm) || !per_head(heads.k_norm) || (heads.k_norm.is_some() && !heads.keys) {
+            return heads.one_by_one(self);
+        }
+        let q_heads = if heads.q_norm.is_some() || heads.rope.is_some() { c.n_head } else { 0 };
+        let k_heads =
+            if heads.k_norm.is_some() || (heads.rope.is_some() && heads.keys) { shape.n_head_kv } else { 0 };
+        let items = (self.rows * (q_heads + k_heads)) as u32;
+        if items == 0 {
+            return;
+        }
+        let [groups_x, groups_y] = groups_2d(items);
+        let (factors, rope_words) = self.rope_words(heads.rope, q_heads, groups_x);
+        let mut words = rope_words.to_vec();
+        let eps = c.rms_eps.to_bits();
+        words.extend([
+            k_heads as u32,
+            eps,
+            u32::from(heads.q_norm.is_some()),
+            u32::from(heads.k_norm.is_some()),
+        ]);
+        let one = self.state.constant_row(self.gpu, 1, 1.0);
+        let [q_weight, k_weight] =
+            [heads.q_norm, heads.k_norm].map(|w| w.map_or_else(|| one.clone(), |w| self.vector(w)));
+        let (q, k, pipeline) =
+            (self.buf(Buf::Q).clone(), self.buf(Buf::K).clone(), self.gpu.qk_heads.clone());
+        self.dispatch(&pipeline, &[&factors, &q_weight, &k_weight, &q, &k], &words, [groups_x, groups_y, 1]);
     }
 
     fn attend(&mut self, store: bool, attention: &LayerAttention) {

@@ -162,6 +162,8 @@ pub struct Gpu {
     expert_bias: wgpu::ComputePipeline,
     expert_sum: wgpu::ComputePipeline,
     rope: wgpu::ComputePipeline,
+    /// A layer's query and key heads normalized and rotated in one dispatch.
+    qk_heads: wgpu::ComputePipeline,
     /// Attention with a workgroup per query and head (decode, short batches), and tiled
     /// (prefill); see [`Gpu::attention_plan`].
     attention: [wgpu::ComputePipeline; 2],
@@ -343,12 +345,13 @@ impl Gpu {
             .map(|kernel| pipeline(&device, &shaders::attention(kernel)));
         let attention_merge = pipeline(&device, &shaders::attention_merge());
         let pack_f16 = pipeline(&device, shaders::PACK_F16);
+        let qk_heads = pipeline(&device, &shaders::qk_heads(WORKGROUP));
         let (rms_norm, add, swiglu, geglu, rope) = (
             pipeline(&device, &shaders::rms_norm(WORKGROUP)),
             pipeline(&device, &shaders::elementwise("x[i] = x[i] + y[i];")),
             pipeline(&device, &shaders::elementwise(shaders::SWIGLU)),
             pipeline(&device, &shaders::elementwise(&shaders::geglu())),
-            pipeline(&device, shaders::ROPE),
+            pipeline(&device, &shaders::rope()),
         );
         let (add_bias, scale, softcap) = (
             pipeline(&device, &shaders::elementwise("x[i] = x[i] + y[i % p.a];")),
@@ -396,6 +399,7 @@ impl Gpu {
             expert_bias,
             expert_sum,
             rope,
+            qk_heads,
             attention,
             attention_merge,
             pack_f16,
@@ -561,6 +565,7 @@ impl Gpu {
             (&self.expert_bias, "expert_bias"),
             (&self.expert_sum, "expert_sum"),
             (&self.rope, "rope"),
+            (&self.qk_heads, "qk_heads (norms and rope)"),
             (&self.add_bias, "add_bias"),
             (&self.per_layer_gate, "per_layer_gate"),
             (&self.mix_embedding, "mix_embedding"),

@@ -190,6 +190,67 @@ impl Gpu {
         self.run(&self.rope, &[&factors], x, &params, groups).await
     }
 
+    /// Query and key heads readied in one dispatch ([`shaders::qk_heads`]): `q` in rows of
+    /// `heads` heads and `k` of `k_heads`, `head_dim` wide, each head normalized with `q_norm`
+    /// or `k_norm` (`head_dim` weights) where given, then rotated where `rope` is given (its
+    /// `heads` and `head_dim` are these), with its factors.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn qk_heads(
+        &self,
+        (q, k): (&[f32], &[f32]),
+        (heads, k_heads, head_dim): (usize, usize, usize),
+        (q_norm, k_norm): (Option<&[f32]>, Option<&[f32]>),
+        eps: f32,
+        rope: Option<RopeParams>,
+        factors: Option<&[f32]>,
+    ) -> Result<(Vec<f32>, Vec<f32>), GpuError> {
+        let rows = q.len() / (heads * head_dim).max(1);
+        let fits = |w: Option<&[f32]>| w.is_none_or(|w| w.len() == head_dim);
+        if head_dim == 0
+            || q.len() != rows * heads * head_dim
+            || k.len() != rows * k_heads * head_dim
+            || !fits(q_norm)
+            || !fits(k_norm)
+            || rope.is_some_and(|r| r.rope_dims > head_dim || r.rope_dims % 2 != 0)
+        {
+            return Err(GpuError::Shape(format!(
+                "{} and {} values are not rows of {heads} and {k_heads} heads of {head_dim}",
+                q.len(),
+                k.len()
+            )));
+        }
+        let [groups_x, groups_y] = groups_2d((rows * (heads + k_heads)) as u32);
+        let none = RopeParams {
+            heads,
+            head_dim,
+            rope_dims: 0,
+            start: 0,
+            neox: false,
+            base: 1.0,
+            freq_scale: 1.0,
+            attn_factor: 1.0,
+            yarn_ramp: None,
+            grid: None,
+        };
+        let rope = RopeParams { heads, head_dim, ..rope.unwrap_or(none) };
+        let mut params = rope_params(&rope, rows, factors.is_some(), groups_x).to_vec();
+        params.extend([
+            k_heads as u32,
+            eps.to_bits(),
+            u32::from(q_norm.is_some()),
+            u32::from(k_norm.is_some()),
+        ]);
+        let inputs: [&[u8]; 3] = [
+            &f32_bytes(factors.unwrap_or(&[1.0])),
+            &f32_bytes(q_norm.unwrap_or(&[1.0])),
+            &f32_bytes(k_norm.unwrap_or(&[1.0])),
+        ];
+        let mut out =
+            self.run_many(&self.qk_heads, &inputs, &[q, k], &params, [groups_x, groups_y, 1]).await?;
+        let k = out.pop().unwrap_or_default();
+        Ok((out.pop().unwrap_or_default(), k))
+    }
+
     /// Causal attention of `q` (rows of `n_head × head_dim`, at positions `start..`) over the
     /// keys `k` and values `v` of positions `0..start + rows` (rows of `n_kv × head_dim`, kept
     /// in f16 as the cache keeps them), with a sink per head where `sinks` are given.

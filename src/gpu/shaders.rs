@@ -1454,27 +1454,29 @@ pub const MIX_EMBEDDING: &str = "x[i] = (x[i] + y[i] * bitcast<f32>(p.a)) * bitc
 /// `first_row + row` of its grid: a pair's position is then `start` plus its stream's share (the
 /// factors' second half holds each pair's stream: 0 the text's, 1 the cell's row, 2 its
 /// column).
-pub const ROPE: &str = r#"
-struct Params {
+pub fn rope() -> String {
+    format!("{}{ROTATION}{ROPE_MAIN}", rope_params(""))
+}
+
+/// RoPE's uniform, with `extra` fields after its own.
+fn rope_params(extra: &str) -> String {
+    format!(
+        "struct Params {{
     rows: u32, heads: u32, head_dim: u32, rope_dims: u32,
     start: u32, neox: u32, has_factors: u32, groups_x: u32,
     base: u32, freq_scale: u32, attn_factor: u32, yarn: u32,
-    ramp_start: u32, ramp_end: u32, grid_width: u32, first_row: u32,
-}
+    ramp_start: u32, ramp_end: u32, grid_width: u32, first_row: u32,{extra}
+}}
 @group(0) @binding(0) var<storage, read> factors: array<f32>;
-@group(0) @binding(1) var<storage, read_write> x: array<f32>;
-@group(0) @binding(2) var<uniform> p: Params;
+"
+    )
+}
 
-@compute @workgroup_size(256)
-fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+/// RoPE's rotation of pair `i` of batch row `row`: its cosine and sine times the attention
+/// factor, and where its two values lie in a head.
+const ROTATION: &str = r#"
+fn rotation(row: u32, i: u32) -> vec2<f32> {
     let half = p.rope_dims / 2u;
-    let index = (group.y * p.groups_x + group.x) * 256u + t;
-    if (index >= p.rows * p.heads * half) {
-        return;
-    }
-    let i = index % half;
-    let head = (index / half) % p.heads;
-    let row = index / (half * p.heads);
     var position = p.start + row;
     if (p.grid_width != 0u) {
         let cell = p.first_row + row;
@@ -1493,15 +1495,120 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
     }
     // A factor of 0 marks a pair that stays unrotated (interleaved M-RoPE's fourth stream).
     angle = select(angle, 0.0, factor == 0.0);
-    let c = cos(angle) * bitcast<f32>(p.attn_factor);
-    let s = sin(angle) * bitcast<f32>(p.attn_factor);
-    let at = (row * p.heads + head) * p.head_dim;
-    let a = at + select(2u * i, i, p.neox != 0u);
-    let b = at + select(2u * i + 1u, i + half, p.neox != 0u);
-    let x0 = x[a];
-    let x1 = x[b];
-    x[a] = x0 * c - x1 * s;
-    x[b] = x0 * s + x1 * c;
+    return vec2<f32>(cos(angle) * bitcast<f32>(p.attn_factor), sin(angle) * bitcast<f32>(p.attn_factor));
+}
+
+fn pair_at(i: u32) -> vec2<u32> {
+    return select(vec2<u32>(2u * i, 2u * i + 1u), vec2<u32>(i, i + p.rope_dims / 2u), p.neox != 0u);
+}
+"#;
+
+const ROPE_MAIN: &str = r#"
+@group(0) @binding(1) var<storage, read_write> x: array<f32>;
+@group(0) @binding(2) var<uniform> p: Params;
+
+@compute @workgroup_size(256)
+fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+    let half = p.rope_dims / 2u;
+    let index = (group.y * p.groups_x + group.x) * 256u + t;
+    if (index >= p.rows * p.heads * half) {
+        return;
+    }
+    let i = index % half;
+    let head = (index / half) % p.heads;
+    let row = index / (half * p.heads);
+    let cs = rotation(row, i);
+    let at = (row * p.heads + head) * p.head_dim + pair_at(i);
+    let x0 = x[at.x];
+    let x1 = x[at.y];
+    x[at.x] = x0 * cs.x - x1 * cs.y;
+    x[at.y] = x0 * cs.y + x1 * cs.x;
+}
+"#;
+
+/// A layer's query and key heads made ready for attention in one dispatch, where they took up
+/// to four and two copies: each head RMS-normalized with its weights where the model
+/// normalizes them (`norm_q`, `norm_k`: Qwen3's and Gemma 3's Q/K norms), then rotated (RoPE,
+/// as above; `rope_dims` 0 where the layer has none). A workgroup per (row, head),
+/// the query heads' first: the norm's sum is `rms_norm`'s (the same threads, the same tree) and
+/// each rotation `ROPE_MAIN`'s, so the bits are theirs.
+pub fn qk_heads(workgroup: u32) -> String {
+    format!(
+        "{}{ROTATION}{QK_HEADS_MAIN}",
+        rope_params("\n    k_heads: u32, eps: u32, norm_q: u32, norm_k: u32,")
+    )
+    .replace("WG", &format!("{workgroup}u"))
+}
+
+const QK_HEADS_MAIN: &str = r#"
+@group(0) @binding(1) var<storage, read> q_weight: array<f32>;
+@group(0) @binding(2) var<storage, read> k_weight: array<f32>;
+@group(0) @binding(3) var<storage, read_write> q: array<f32>;
+@group(0) @binding(4) var<storage, read_write> k: array<f32>;
+@group(0) @binding(5) var<uniform> p: Params;
+var<workgroup> partial: array<f32, WG>;
+
+// A workgroup's head lies in `q` or in `k`, the same for all its threads.
+fn load(keys: bool, i: u32) -> f32 {
+    if (keys) {
+        return k[i];
+    }
+    return q[i];
+}
+
+fn put(keys: bool, i: u32, v: f32) {
+    if (keys) {
+        k[i] = v;
+    } else {
+        q[i] = v;
+    }
+}
+
+@compute @workgroup_size(WG)
+fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+    let item = group.y * p.groups_x + group.x;
+    let query_items = p.rows * p.heads;
+    if (item >= query_items + p.rows * p.k_heads) {
+        return;
+    }
+    let keys = item >= query_items;
+    let heads = select(p.heads, p.k_heads, keys);
+    let local = select(item, item - query_items, keys);
+    let row = local / heads;
+    let base = local * p.head_dim;
+    if (select(p.norm_q, p.norm_k, keys) != 0u) {
+        var sum = 0.0;
+        for (var i = t; i < p.head_dim; i += WG) {
+            let v = load(keys, base + i);
+            sum += v * v;
+        }
+        partial[t] = sum;
+        workgroupBarrier();
+        for (var s = WG / 2u; s > 0u; s = s >> 1u) {
+            if (t < s) {
+                partial[t] += partial[t + s];
+            }
+            workgroupBarrier();
+        }
+        let scale = 1.0 / sqrt(partial[0] / f32(p.head_dim) + bitcast<f32>(p.eps));
+        for (var i = t; i < p.head_dim; i += WG) {
+            var weight = q_weight[i];
+            if (keys) {
+                weight = k_weight[i];
+            }
+            put(keys, base + i, (load(keys, base + i) * scale) * weight);
+        }
+        // The rotation's pairs were normalized by other threads.
+        storageBarrier();
+    }
+    for (var i = t; i < p.rope_dims / 2u; i += WG) {
+        let cs = rotation(row, i);
+        let at = base + pair_at(i);
+        let x0 = load(keys, at.x);
+        let x1 = load(keys, at.y);
+        put(keys, at.x, x0 * cs.x - x1 * cs.y);
+        put(keys, at.y, x0 * cs.y + x1 * cs.x);
+    }
 }
 "#;
 

@@ -284,6 +284,58 @@ fn rope_matches_the_cpu_in_both_pairings_with_and_without_factors() {
 }
 
 #[test]
+fn query_and_key_heads_in_one_dispatch_give_the_norms_and_ropes_bits() {
+    use super::RopeParams;
+    let gpu = gpu();
+    let mut rng = Rng(17);
+    let rope_params = |heads, head_dim, rope_dims, neox| RopeParams {
+        heads,
+        head_dim,
+        rope_dims,
+        start: 37,
+        neox,
+        base: 1_000_000.0,
+        freq_scale: 1.0,
+        attn_factor: 1.0,
+        yarn_ramp: None,
+        grid: None,
+    };
+    // Qwen3's (both norms, NeoX), a head past the workgroup's width, RoPE alone (SmolLM2's),
+    // the norms alone (a layer without RoPE), a partial rotation with the query's norm only.
+    for (head_dim, rope_dims, neox, q_norm, k_norm) in [
+        (128, 128, true, true, true),
+        (256, 256, true, true, true),
+        (64, 64, false, false, false),
+        (64, 0, true, true, true),
+        (96, 32, true, true, false),
+    ] {
+        let (rows, heads, k_heads) = (3, 4, 2);
+        let q = random(rows * heads * head_dim, 3.0, &mut rng);
+        let k = random(rows * k_heads * head_dim, 3.0, &mut rng);
+        let q_weight = q_norm.then(|| random(head_dim, 2.0, &mut rng));
+        let k_weight = k_norm.then(|| random(head_dim, 2.0, &mut rng));
+        let mut want = Vec::new();
+        for (x, n, weight) in [(&q, heads, &q_weight), (&k, k_heads, &k_weight)] {
+            let mut x = x.clone();
+            if let Some(weight) = weight {
+                x = gpu.rms_norm(&x, weight, 1e-6).wait().unwrap();
+            }
+            if rope_dims > 0 {
+                x = gpu.rope(&x, rope_params(n, head_dim, rope_dims, neox), None).wait().unwrap();
+            }
+            want.push(x);
+        }
+        let rope = (rope_dims > 0).then(|| rope_params(heads, head_dim, rope_dims, neox));
+        let norms = (q_weight.as_deref(), k_weight.as_deref());
+        let (got_q, got_k) =
+            gpu.qk_heads((&q, &k), (heads, k_heads, head_dim), norms, 1e-6, rope, None).wait().unwrap();
+        let case = format!("head {head_dim}, rope {rope_dims}, norms {q_norm} {k_norm}");
+        assert_eq!(got_q, want[0], "queries: {case}");
+        assert_eq!(got_k, want[1], "keys: {case}");
+    }
+}
+
+#[test]
 fn subgroup_sums_give_the_workgroup_sums_bits() {
     let with = gpu();
     assert!(

@@ -49,6 +49,33 @@ pub struct LayerAttention<'a> {
     pub causal: bool,
 }
 
+/// What readies a layer's query and key heads for attention: each head normalized with its
+/// weights where the model normalizes them (Qwen3's and Gemma 3's Q/K norms), then rotated
+/// where the layer uses RoPE.
+#[derive(Clone, Copy, Debug)]
+pub struct QkHeads<'a> {
+    pub q_norm: Option<&'a [f32]>,
+    pub k_norm: Option<&'a [f32]>,
+    pub rope: Option<&'a LayerRope<'a>>,
+    /// Whether the layer projected keys of its own (which rotate too).
+    pub keys: bool,
+}
+
+impl QkHeads<'_> {
+    /// The steps one after the other: Q's norm, K's norm, RoPE.
+    pub fn one_by_one(&self, b: &mut (impl Backend + ?Sized)) {
+        if let Some(weight) = self.q_norm {
+            b.norm(Buf::Q, Buf::Q, weight);
+        }
+        if let Some(weight) = self.k_norm {
+            b.norm(Buf::K, Buf::K, weight);
+        }
+        if let Some(rope) = self.rope {
+            b.rope(self.keys, rope);
+        }
+    }
+}
+
 /// What becomes of the output projection's values, in this order.
 #[derive(Clone, Copy, Debug)]
 pub struct LogitsHead {
@@ -179,6 +206,11 @@ pub trait Backend {
 
     /// RoPE on `Q`, and on `K` if `keys`, at the batch's positions.
     fn rope(&mut self, keys: bool, rope: &LayerRope);
+
+    /// `Q` and `K` readied for attention as `heads` says; a backend may do it in one pass.
+    fn qk_heads(&mut self, heads: &QkHeads) {
+        heads.one_by_one(self);
+    }
 
     /// `Attn` ← attention of `Q` over the cached keys and values, causal unless the model is
     /// an encoder ([`super::Config::causal`]: then over its whole sequence in the batch), as

@@ -12,7 +12,7 @@ use std::ops::Range;
 
 use super::Model;
 use super::arch::Family;
-use super::backend::{Backend, Buf, Input, LayerAttention, LayerRope, LogitsHead};
+use super::backend::{Backend, Buf, Input, LayerAttention, LayerRope, LogitsHead, QkHeads};
 use super::cache::Cache;
 use super::config::Config;
 use super::cpu::{Cpu, Scratch};
@@ -584,20 +584,17 @@ fn attention_block(
             b.add_bias(buf, bias);
         }
     }
-    // Qwen3 and Gemma 3 normalize each head of Q and K before RoPE.
-    if let Some(weight) = &w.q_norm {
-        b.norm(Buf::Q, Buf::Q, weight);
-    }
-    if let Some(weight) = &w.k_norm {
-        b.norm(Buf::K, Buf::K, weight);
-    }
-    // Gemma 4 normalizes each value head too, without a weight.
+    // Gemma 4 normalizes each value head, without a weight.
     if c.normalize_values && keeps_kv {
         b.norm_unweighted(Buf::V, c.layer(l).head_dim);
     }
-    if let Some(rope) = &at.rope {
-        b.rope(keeps_kv, rope);
-    }
+    // Qwen3 and Gemma 3 normalize each head of Q and K before RoPE.
+    b.qk_heads(&QkHeads {
+        q_norm: w.q_norm.as_deref(),
+        k_norm: w.k_norm.as_deref(),
+        rope: at.rope.as_ref(),
+        keys: keeps_kv,
+    });
     let score_scale = if c.scale_queries {
         b.scale(Buf::Q, c.attention_scale);
         1.0
