@@ -1317,6 +1317,45 @@ impl GpuBackend<'_> {
         Ok(true)
     }
 
+    /// Three projections of one input (queries, keys, values) in one dispatch where they can
+    /// be: a decode step, the three of one type in one slice each. False where they cannot
+    /// (nothing recorded).
+    fn qkv_matvec(&mut self, outputs: [&(&Matrix, Buf); 3], input: &wgpu::Buffer) -> Result<bool, GpuError> {
+        let [(q, _), (k, _), (v, _)] = outputs;
+        let same = |m: &Matrix| m.weight_type == q.weight_type && m.cols == q.cols;
+        if self.rows != 1 || !same(k) || !same(v) {
+            return Ok(false);
+        }
+        let Some(pipeline) = self.gpu.qkv_matvec_pipeline(q.weight_type).cloned() else {
+            return Ok(false);
+        };
+        let mut weights = Vec::new();
+        for (matrix, _) in outputs {
+            let slices = self.matrix(matrix)?;
+            let [(_, _, buffer)] = &slices[..] else { return Ok(false) };
+            weights.push(buffer.clone());
+        }
+        let outs: Vec<wgpu::Buffer> = outputs.iter().map(|(_, buf)| self.buf(*buf).clone()).collect();
+        let rows = q.rows + k.rows + v.rows;
+        let groups = groups_2d((rows as u32).div_ceil(super::shaders::ROWS_PER_GROUP));
+        let row_bytes = q.range.len() / q.rows.max(1);
+        let mut params = [0; 15];
+        params[..7].copy_from_slice(&[
+            rows as u32,
+            q.cols as u32,
+            row_bytes as u32,
+            groups[0],
+            rows as u32,
+            0,
+            1,
+        ]);
+        params[13] = q.rows as u32;
+        params[14] = (q.rows + k.rows) as u32;
+        let buffers = [&weights[0], input, &weights[1], &weights[2], &outs[0], &outs[1], &outs[2]];
+        self.dispatch(&pipeline, &buffers, &params, [groups[0], groups[1], 1]);
+        Ok(true)
+    }
+
     /// The gated activation's pipeline: `x ← act(x) ⊙ y`.
     fn activation(&self) -> wgpu::ComputePipeline {
         match self.model.config().activation {
@@ -1727,6 +1766,16 @@ impl Backend for GpuBackend<'_> {
         outputs: [(&Matrix, Buf); M],
     ) -> Result<(), ModelError> {
         let source = self.buf(input).clone();
+        if let [q, k, v] = &outputs[..] {
+            match self.qkv_matvec([q, k, v], &source) {
+                Ok(true) => return Ok(()),
+                Ok(false) => {}
+                Err(error) => {
+                    self.fail(error);
+                    return Ok(());
+                }
+            }
+        }
         for (matrix, out) in outputs {
             let target = self.buf(out).clone();
             if let Err(error) = self.matmul(matrix, &source, &target) {

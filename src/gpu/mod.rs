@@ -152,6 +152,9 @@ pub struct Gpu {
     /// Each type's gated feed-forward decode kernel ([`shaders::gated_matvec`]), with SwiGLU
     /// and with GeGLU, built at first use.
     gated_matvec: Vec<(WeightType, [OnceLock<wgpu::ComputePipeline>; 2])>,
+    /// Each type's query, key and value decode kernel ([`shaders::qkv_matvec`]), built at
+    /// first use.
+    qkv_matvec: Vec<(WeightType, OnceLock<wgpu::ComputePipeline>)>,
     group_by_expert: wgpu::ComputePipeline,
     rms_norm: wgpu::ComputePipeline,
     add: wgpu::ComputePipeline,
@@ -334,6 +337,8 @@ impl Gpu {
             .iter()
             .map(|&weight_type| (weight_type, [OnceLock::new(), OnceLock::new()]))
             .collect();
+        let qkv_matvec =
+            shaders::MATVEC_TYPES.iter().map(|&weight_type| (weight_type, OnceLock::new())).collect();
         let group_by_expert = pipeline(&device, shaders::GROUP_BY_EXPERT);
         let (swiglu_oai, route, expert_bias, expert_sum) = (
             pipeline(&device, &shaders::elementwise(shaders::SWIGLU_OAI)),
@@ -389,6 +394,7 @@ impl Gpu {
             expert_matmul,
             get_rows,
             gated_matvec,
+            qkv_matvec,
             group_by_expert,
             rms_norm,
             add,
@@ -542,6 +548,11 @@ impl Gpu {
                 return format!("matvec gated {weight_type:?}");
             }
         }
+        for (weight_type, slot) in &self.qkv_matvec {
+            if slot.get() == Some(pipeline) {
+                return format!("matvec qkv {weight_type:?}");
+            }
+        }
         for (weight_type, pipelines) in &self.expert_matmul {
             let kinds = ["experts matvec", "experts matvec grouped", "experts gemm"];
             if let Some(kind) =
@@ -636,6 +647,14 @@ impl Gpu {
         Some(slots[index].get_or_init(|| {
             let source = shaders::gated_matvec(weight_type, WORKGROUP, self.facts.subgroups, &body);
             pipeline(&self.device, &source)
+        }))
+    }
+
+    /// The query, key and value decode pipeline of `weight_type`, built on first use.
+    fn qkv_matvec_pipeline(&self, weight_type: WeightType) -> Option<&wgpu::ComputePipeline> {
+        let (_, slot) = self.qkv_matvec.iter().find(|(t, _)| *t == weight_type)?;
+        Some(slot.get_or_init(|| {
+            pipeline(&self.device, &shaders::qkv_matvec(weight_type, WORKGROUP, self.facts.subgroups))
         }))
     }
 

@@ -91,6 +91,51 @@ impl Gpu {
         self.run(pipeline, &inputs, &vec![0.0; rows], &params, [x_groups, y_groups, 1]).await
     }
 
+    /// Three products of one input row through the fused decode kernel
+    /// ([`shaders::qkv_matvec`]): `matrices` of `weight_type` (bytes and rows each, as in
+    /// [`Gpu::matvec`]), `cols` wide.
+    pub async fn qkv_matvec(
+        &self,
+        weight_type: WeightType,
+        matrices: [(&[u8], usize); 3],
+        cols: usize,
+        x: &[f32],
+    ) -> Result<Vec<Vec<f32>>, GpuError> {
+        let row_bytes = weight_type.row_bytes(cols).map_err(|e| GpuError::Shape(e.to_string()))?;
+        let fits =
+            |(bytes, rows): (&[u8], usize)| rows > 0 && rows.checked_mul(row_bytes) == Some(bytes.len());
+        if x.len() != cols || !matrices.iter().all(|&m| fits(m)) {
+            return Err(GpuError::Shape(format!(
+                "three {weight_type:?} matrices of {cols} columns need rows of {row_bytes} bytes and {cols} inputs"
+            )));
+        }
+        let pipeline = self.qkv_matvec_pipeline(weight_type).ok_or(GpuError::Unsupported(weight_type))?;
+        let padded = |bytes: &[u8]| {
+            let mut padded = bytes.to_vec();
+            padded.resize(bytes.len().div_ceil(4) * 4, 0);
+            padded
+        };
+        let [(q, q_rows), (k, k_rows), (v, v_rows)] = matrices;
+        let rows = q_rows + k_rows + v_rows;
+        let [x_groups, y_groups] = groups_2d((rows as u32).div_ceil(shaders::ROWS_PER_GROUP));
+        let mut params = [0; 15];
+        params[..7].copy_from_slice(&[
+            rows as u32,
+            cols as u32,
+            row_bytes as u32,
+            x_groups,
+            rows as u32,
+            0,
+            1,
+        ]);
+        params[13] = q_rows as u32;
+        params[14] = (q_rows + k_rows) as u32;
+        let inputs: [&[u8]; 4] = [&padded(q), &f32_bytes(x), &padded(k), &padded(v)];
+        let zeros = [vec![0.0; q_rows], vec![0.0; k_rows], vec![0.0; v_rows]];
+        let outputs: [&[f32]; 3] = [&zeros[0], &zeros[1], &zeros[2]];
+        self.run_many(pipeline, &inputs, &outputs, &params, [x_groups, y_groups, 1]).await
+    }
+
     /// Each token's experts and weights from the router's `scores` (rows of `shape.count`),
     /// as `model::experts::route`: `shape.used` (expert, weight) pairs per token, best first.
     pub async fn route(

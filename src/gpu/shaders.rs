@@ -30,10 +30,11 @@ const HEADER: &str = r#"
 // rows of `total_rows` (a matrix larger than one binding is split into slices of rows).
 // `batch`: input rows in `x` (and output rows in `y`). The expert kernel's words after it: see
 // `EXPERT_MAIN`. `accumulate`: the products are added to what `y` holds (see `store`).
+// `split_k`, `split_v`: where the second and third matrices' rows start (see `qkv_matvec`).
 struct Params {
     rows: u32, cols: u32, row_bytes: u32, groups_x: u32, total_rows: u32, row_offset: u32, batch: u32,
     pair_first: u32, expert_bytes: u32, pairs_per_input: u32, expert_first: u32, expert_end: u32,
-    accumulate: u32,
+    accumulate: u32, split_k: u32, split_v: u32,
 }
 @group(0) @binding(0) var<storage, read> w: array<u32>;
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;
@@ -896,6 +897,58 @@ pub fn gated_matvec(weight_type: WeightType, workgroup: u32, subgroups: bool, bo
     .replace("WG", &format!("{workgroup}u"))
     .replace("ROWS", &ROWS_PER_GROUP.to_string())
 }
+
+/// A layer's query, key and value projections in one decode dispatch (one type, one slice
+/// each): rows `0..split_k` are the queries' (weights `w`, out to `y`), `split_k..split_v` the
+/// keys' (`w_k`, `y_k`), the rest the values' (`w_v`, `y_v`), each row's sum `MAIN`'s (or
+/// `SUBGROUP_MAIN`'s), so the bits are the three dispatches'. Bindings: `w`, `x`, `w_k`, `w_v`,
+/// `y`, `y_k`, `y_v`, the parameters.
+pub fn qkv_matvec(weight_type: WeightType, workgroup: u32, subgroups: bool) -> String {
+    let layout = layout(weight_type);
+    let x = inputs(&layout, true);
+    let reading = format!("{}{}", readers(&layout), row_dot(layout));
+    let mut main = String::from(if subgroups { SUBGROUP_MAIN } else { MAIN });
+    for (from, to) in [
+        ("sum = row_dot(row * p.row_bytes, lane, lanes);", "sum = qkv_dot(row, lane, lanes);"),
+        ("store(group.z * p.total_rows + p.row_offset + row, ", "qkv_store(row, "),
+    ] {
+        debug_assert_eq!(main.matches(from).count(), 1, "{from}");
+        main = main.replace(from, to);
+    }
+    format!("{HEADER}{x}{reading}{}{}{QKV_ROWS}{main}", renamed(&reading, "_k"), renamed(&reading, "_v"))
+        .replace("@binding(3) var<uniform>", "@binding(7) var<uniform>")
+        .replace("@binding(2) var<storage, read_write> y", "@binding(4) var<storage, read_write> y")
+        .replace("WG", &format!("{workgroup}u"))
+        .replace("ROWS", &ROWS_PER_GROUP.to_string())
+}
+
+/// `qkv_matvec`'s bindings past the header's, and its row's dot product and store.
+const QKV_ROWS: &str = r#"
+@group(0) @binding(2) var<storage, read> w_k: array<u32>;
+@group(0) @binding(3) var<storage, read> w_v: array<u32>;
+@group(0) @binding(5) var<storage, read_write> y_k: array<f32>;
+@group(0) @binding(6) var<storage, read_write> y_v: array<f32>;
+
+fn qkv_dot(row: u32, lane: u32, lanes: u32) -> f32 {
+    if (row < p.split_k) {
+        return row_dot(row * p.row_bytes, lane, lanes);
+    }
+    if (row < p.split_v) {
+        return row_dot_k((row - p.split_k) * p.row_bytes, lane, lanes);
+    }
+    return row_dot_v((row - p.split_v) * p.row_bytes, lane, lanes);
+}
+
+fn qkv_store(row: u32, v: f32) {
+    if (row < p.split_k) {
+        y[row] = v;
+    } else if (row < p.split_v) {
+        y_k[row - p.split_k] = v;
+    } else {
+        y_v[row - p.split_v] = v;
+    }
+}
+"#;
 
 /// `code` with `suffix` on the names it declares (functions, constants, private variables) and
 /// on the weights `w`, wherever they are used in it (not after a `.`: `v.w` is a component).

@@ -394,6 +394,29 @@ fn the_fused_gated_kernel_gives_the_three_kernels_bits() {
 }
 
 #[test]
+fn queries_keys_and_values_in_one_dispatch_give_three_dispatches_bits() {
+    // Rows that are not whole workgroups (eight rows each), so that groups straddle two of
+    // the matrices; with subgroups and without.
+    let with = gpu();
+    let without = Wait::wait(Gpu::request_with(false)).unwrap();
+    let mut rng = Rng(19);
+    for gpu in [&with, &without] {
+        for &weight_type in &MATVEC_TYPES {
+            let cols = if weight_type.block_len() == 1 { 200 } else { 512 };
+            let rows = [21, 11, 13];
+            let bytes = rows.map(|r| random_matrix(weight_type, r, cols, &mut rng));
+            let x = random(cols, 1.0, &mut rng);
+            let want: Vec<Vec<f32>> = (0..3)
+                .map(|m| gpu.matvec(weight_type, &bytes[m], rows[m], cols, &x).wait().unwrap())
+                .collect();
+            let matrices = [0, 1, 2].map(|m| (&bytes[m][..], rows[m]));
+            let got = gpu.qkv_matvec(weight_type, matrices, cols, &x).wait().unwrap();
+            assert_eq!(got, want, "{weight_type:?}, subgroups {}", gpu.facts().subgroups);
+        }
+    }
+}
+
+#[test]
 fn a_batch_of_input_rows_gives_a_row_of_outputs_each() {
     let gpu = gpu();
     let mut rng = Rng(5);
