@@ -561,6 +561,7 @@ impl GpuState {
                 rows: n,
                 first: 0,
                 layer: 0,
+                stored_layer: None,
                 recording: Recording::default(),
                 state: self,
                 error: None,
@@ -1086,6 +1087,8 @@ struct GpuBackend<'a> {
     /// The batch row the first row held now was (past `keep_rows`).
     first: usize,
     layer: usize,
+    /// The layer whose keys and values `qk_heads` has put in the cache already.
+    stored_layer: Option<usize>,
     /// The first failure of an operation that cannot return one (reported after the batch).
     error: Option<GpuError>,
 }
@@ -1323,7 +1326,7 @@ impl GpuBackend<'_> {
     fn qkv_matvec(&mut self, outputs: [&(&Matrix, Buf); 3], input: &wgpu::Buffer) -> Result<bool, GpuError> {
         let [(q, _), (k, _), (v, _)] = outputs;
         let same = |m: &Matrix| m.weight_type == q.weight_type && m.cols == q.cols;
-        if self.rows != 1 || !same(k) || !same(v) {
+        if self.rows != 1 || !same(k) || !same(v) || self.gpu.facts().storage_buffers < 7 {
             return Ok(false);
         }
         let Some(pipeline) = self.gpu.qkv_matvec_pipeline(q.weight_type).cloned() else {
@@ -1489,6 +1492,14 @@ impl GpuBackend<'_> {
                 upload(gpu, &super::f32_bytes(&table))
             })
             .clone()
+    }
+
+    /// The cache's keys and values of layer `kv_layer`: the device keeps a buffer of each per
+    /// layer that keeps keys and values, in layer order.
+    fn cache(&self, kv_layer: usize) -> (wgpu::Buffer, wgpu::Buffer) {
+        let c = self.model.config();
+        let index = (0..kv_layer).filter(|&j| c.keeps_kv(j)).count();
+        (self.state.keys[index].clone(), self.state.values[index].clone())
     }
 
     /// RoPE's factors buffer and uniform words for `heads` heads of the current layer at the
@@ -1827,39 +1838,55 @@ impl Backend for GpuBackend<'_> {
         if !per_head(heads.q_norm) || !per_head(heads.k_norm) || (heads.k_norm.is_some() && !heads.keys) {
             return heads.one_by_one(self);
         }
+        // The layer's own keys and values go into the cache here, finished, where the kernel
+        // may bind its eight buffers (`attend` then skips its packing dispatch).
+        let store = heads.keys && self.gpu.facts().storage_buffers >= 8;
         let q_heads = if heads.q_norm.is_some() || heads.rope.is_some() { c.n_head } else { 0 };
-        let k_heads =
-            if heads.k_norm.is_some() || (heads.rope.is_some() && heads.keys) { shape.n_head_kv } else { 0 };
-        let items = (self.rows * (q_heads + k_heads)) as u32;
+        let k_heads = if store || heads.k_norm.is_some() || (heads.rope.is_some() && heads.keys) {
+            shape.n_head_kv
+        } else {
+            0
+        };
+        let v_heads = if store { k_heads } else { 0 };
+        let items = (self.rows * (q_heads + k_heads + v_heads)) as u32;
         if items == 0 {
             return;
         }
         let [groups_x, groups_y] = groups_2d(items);
         let (factors, rope_words) = self.rope_words(heads.rope, q_heads, groups_x);
         let mut words = rope_words.to_vec();
-        let eps = c.rms_eps.to_bits();
         words.extend([
             k_heads as u32,
-            eps,
+            c.rms_eps.to_bits(),
             u32::from(heads.q_norm.is_some()),
             u32::from(heads.k_norm.is_some()),
+            u32::from(store),
+            (self.start * shape.kv_dim() / 2) as u32,
         ]);
         let one = self.state.constant_row(self.gpu, 1, 1.0);
         let [q_weight, k_weight] =
             [heads.q_norm, heads.k_norm].map(|w| w.map_or_else(|| one.clone(), |w| self.vector(w)));
-        let (q, k, pipeline) =
-            (self.buf(Buf::Q).clone(), self.buf(Buf::K).clone(), self.gpu.qk_heads.clone());
-        self.dispatch(&pipeline, &[&factors, &q_weight, &k_weight, &q, &k], &words, [groups_x, groups_y, 1]);
+        let [q, k, v] = [Buf::Q, Buf::K, Buf::V].map(|buf| self.buf(buf).clone());
+        // Without storing, the cache's bindings are placeholders (a shared layer keeps none),
+        // two buffers bound nowhere else in the dispatch: writable bindings may not alias.
+        let (keys, values) = match store {
+            true => self.cache(self.layer),
+            false => (self.state.constant_row(self.gpu, 1, 0.0), self.state.constant_row(self.gpu, 2, 0.0)),
+        };
+        let pipeline = self.gpu.qk_heads.clone();
+        let buffers = [&factors, &q_weight, &k_weight, &v, &q, &k, &keys, &values];
+        self.dispatch(&pipeline, &buffers, &words, [groups_x, groups_y, 1]);
+        if store {
+            self.stored_layer = Some(self.layer);
+        }
     }
 
     fn attend(&mut self, store: bool, attention: &LayerAttention) {
         let (c, l) = (self.model.config(), self.layer);
         let shape = c.layer(l);
         let kvd = shape.kv_dim();
-        // The device keeps a buffer per layer that keeps keys and values, in layer order.
-        let cache_index = (0..attention.kv_layer).filter(|&j| c.keeps_kv(j)).count();
-        let (keys, values) = (self.state.keys[cache_index].clone(), self.state.values[cache_index].clone());
-        if store {
+        let (keys, values) = self.cache(attention.kv_layer);
+        if store && self.stored_layer.take() != Some(l) {
             let (k, v, pack) =
                 (self.buf(Buf::K).clone(), self.buf(Buf::V).clone(), self.gpu.pack_f16.clone());
             let (pairs, to) = (self.rows * kvd / 2, self.start * kvd / 2);

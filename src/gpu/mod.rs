@@ -121,6 +121,9 @@ pub struct AdapterFacts {
     pub max_binding: u64,
     pub max_buffer: u64,
     pub shader_f16: bool,
+    /// Storage buffers a kernel may bind (WebGPU promises 8; the fused query, key and value
+    /// kernel binds 7).
+    pub storage_buffers: u32,
     /// Whether the matrix kernels sum a row through subgroup shuffles: the adapter has
     /// subgroups, none narrower than a row's lanes.
     pub subgroups: bool,
@@ -294,6 +297,7 @@ impl Gpu {
             max_binding: limits.max_storage_buffer_binding_size,
             max_buffer: limits.max_buffer_size,
             shader_f16: adapter.features().contains(wgpu::Features::SHADER_F16),
+            storage_buffers: limits.max_storage_buffers_per_shader_stage,
             subgroups: subgroups
                 && adapter.features().contains(wgpu::Features::SUBGROUP)
                 && info.subgroup_min_size >= WORKGROUP / shaders::ROWS_PER_GROUP,
@@ -349,7 +353,7 @@ impl Gpu {
         let attention = [AttentionKernel::Group, AttentionKernel::Flash]
             .map(|kernel| pipeline(&device, &shaders::attention(kernel)));
         let attention_merge = pipeline(&device, &shaders::attention_merge());
-        let pack_f16 = pipeline(&device, shaders::PACK_F16);
+        let pack_f16 = pipeline(&device, &shaders::pack_f16());
         let qk_heads = pipeline(&device, &shaders::qk_heads(WORKGROUP));
         let (rms_norm, add, swiglu, geglu, rope) = (
             pipeline(&device, &shaders::rms_norm(WORKGROUP)),

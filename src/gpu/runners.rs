@@ -238,22 +238,29 @@ impl Gpu {
     /// Query and key heads readied in one dispatch ([`shaders::qk_heads`]): `q` in rows of
     /// `heads` heads and `k` of `k_heads`, `head_dim` wide, each head normalized with `q_norm`
     /// or `k_norm` (`head_dim` weights) where given, then rotated where `rope` is given (its
-    /// `heads` and `head_dim` are these), with its factors.
+    /// `heads` and `head_dim` are these), with its factors. With values `v` (rows like `k`'s),
+    /// the keys and values are also stored, as the cache's f16 words from `first_out`, into
+    /// caches of `cache_words` words: those are returned after `q` and `k` (as the words'
+    /// bits), else two empty ones.
     #[allow(clippy::too_many_arguments)]
     pub async fn qk_heads(
         &self,
-        (q, k): (&[f32], &[f32]),
+        (q, k, v): (&[f32], &[f32], Option<&[f32]>),
         (heads, k_heads, head_dim): (usize, usize, usize),
         (q_norm, k_norm): (Option<&[f32]>, Option<&[f32]>),
         eps: f32,
         rope: Option<RopeParams>,
         factors: Option<&[f32]>,
-    ) -> Result<(Vec<f32>, Vec<f32>), GpuError> {
+        (first_out, cache_words): (usize, usize),
+    ) -> Result<[Vec<f32>; 4], GpuError> {
         let rows = q.len() / (heads * head_dim).max(1);
         let fits = |w: Option<&[f32]>| w.is_none_or(|w| w.len() == head_dim);
+        let key_words = rows * k_heads * head_dim / 2;
         if head_dim == 0
+            || head_dim % 2 != 0
             || q.len() != rows * heads * head_dim
             || k.len() != rows * k_heads * head_dim
+            || v.is_some_and(|v| v.len() != k.len() || first_out + key_words > cache_words)
             || !fits(q_norm)
             || !fits(k_norm)
             || rope.is_some_and(|r| r.rope_dims > head_dim || r.rope_dims % 2 != 0)
@@ -264,7 +271,9 @@ impl Gpu {
                 k.len()
             )));
         }
-        let [groups_x, groups_y] = groups_2d((rows * (heads + k_heads)) as u32);
+        let store = v.is_some();
+        let items = rows * (heads + k_heads + if store { k_heads } else { 0 });
+        let [groups_x, groups_y] = groups_2d(items as u32);
         let none = RopeParams {
             heads,
             head_dim,
@@ -284,16 +293,21 @@ impl Gpu {
             eps.to_bits(),
             u32::from(q_norm.is_some()),
             u32::from(k_norm.is_some()),
+            u32::from(store),
+            first_out as u32,
         ]);
-        let inputs: [&[u8]; 3] = [
+        let inputs: [&[u8]; 4] = [
             &f32_bytes(factors.unwrap_or(&[1.0])),
             &f32_bytes(q_norm.unwrap_or(&[1.0])),
             &f32_bytes(k_norm.unwrap_or(&[1.0])),
+            &f32_bytes(v.unwrap_or(&[0.0])),
         ];
-        let mut out =
-            self.run_many(&self.qk_heads, &inputs, &[q, k], &params, [groups_x, groups_y, 1]).await?;
-        let k = out.pop().unwrap_or_default();
-        Ok((out.pop().unwrap_or_default(), k))
+        let cache = vec![0.0; if store { cache_words } else { 1 }];
+        let outputs: [&[f32]; 4] = [q, k, &cache, &cache];
+        let out = self.run_many(&self.qk_heads, &inputs, &outputs, &params, [groups_x, groups_y, 1]).await?;
+        let [q, k, keys, values]: [Vec<f32>; 4] =
+            out.try_into().map_err(|_| GpuError::Failed("four outputs expected".into()))?;
+        Ok(if store { [q, k, keys, values] } else { [q, k, Vec::new(), Vec::new()] })
     }
 
     /// Causal attention of `q` (rows of `n_head × head_dim`, at positions `start..`) over the

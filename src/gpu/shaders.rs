@@ -1584,11 +1584,13 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
 /// normalizes them (`norm_q`, `norm_k`: Qwen3's and Gemma 3's Q/K norms), then rotated (RoPE,
 /// as above; `rope_dims` 0 where the layer has none). A workgroup per (row, head),
 /// the query heads' first: the norm's sum is `rms_norm`'s (the same threads, the same tree) and
-/// each rotation `ROPE_MAIN`'s, so the bits are theirs.
+/// each rotation `ROPE_MAIN`'s, so the bits are theirs. Where `store` is set the heads also go
+/// into the f16 cache from word `first_out` as `pack_f16` puts them: each key head once
+/// rotated, and a workgroup per value head (after the key heads') packing it as it is.
 pub fn qk_heads(workgroup: u32) -> String {
     format!(
-        "{}{ROTATION}{QK_HEADS_MAIN}",
-        rope_params("\n    k_heads: u32, eps: u32, norm_q: u32, norm_k: u32,")
+        "{}{ROTATION}{PACKED}{QK_HEADS_MAIN}",
+        rope_params("\n    k_heads: u32, eps: u32, norm_q: u32, norm_k: u32, store: u32, first_out: u32,")
     )
     .replace("WG", &format!("{workgroup}u"))
 }
@@ -1596,9 +1598,12 @@ pub fn qk_heads(workgroup: u32) -> String {
 const QK_HEADS_MAIN: &str = r#"
 @group(0) @binding(1) var<storage, read> q_weight: array<f32>;
 @group(0) @binding(2) var<storage, read> k_weight: array<f32>;
-@group(0) @binding(3) var<storage, read_write> q: array<f32>;
-@group(0) @binding(4) var<storage, read_write> k: array<f32>;
-@group(0) @binding(5) var<uniform> p: Params;
+@group(0) @binding(3) var<storage, read> v: array<f32>;
+@group(0) @binding(4) var<storage, read_write> q: array<f32>;
+@group(0) @binding(5) var<storage, read_write> k: array<f32>;
+@group(0) @binding(6) var<storage, read_write> key_cache: array<u32>;
+@group(0) @binding(7) var<storage, read_write> value_cache: array<u32>;
+@group(0) @binding(8) var<uniform> p: Params;
 var<workgroup> partial: array<f32, WG>;
 
 // A workgroup's head lies in `q` or in `k`, the same for all its threads.
@@ -1621,7 +1626,16 @@ fn put(keys: bool, i: u32, v: f32) {
 fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index) t: u32) {
     let item = group.y * p.groups_x + group.x;
     let query_items = p.rows * p.heads;
-    if (item >= query_items + p.rows * p.k_heads) {
+    let key_items = p.rows * p.k_heads;
+    if (item >= query_items + key_items + select(0u, key_items, p.store != 0u)) {
+        return;
+    }
+    // A value head goes into the cache as it is.
+    if (item >= query_items + key_items) {
+        let base = (item - query_items - key_items) * p.head_dim;
+        for (var j = t; j < p.head_dim / 2u; j += WG) {
+            value_cache[p.first_out + base / 2u + j] = packed(v[base + 2u * j], v[base + 2u * j + 1u]);
+        }
         return;
     }
     let keys = item >= query_items;
@@ -1632,8 +1646,8 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
     if (select(p.norm_q, p.norm_k, keys) != 0u) {
         var sum = 0.0;
         for (var i = t; i < p.head_dim; i += WG) {
-            let v = load(keys, base + i);
-            sum += v * v;
+            let x = load(keys, base + i);
+            sum += x * x;
         }
         partial[t] = sum;
         workgroupBarrier();
@@ -1661,6 +1675,13 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
         let x1 = load(keys, at.y);
         put(keys, at.x, x0 * cs.x - x1 * cs.y);
         put(keys, at.y, x0 * cs.y + x1 * cs.x);
+    }
+    // A key head, finished, goes into the cache.
+    if (keys && p.store != 0u) {
+        storageBarrier();
+        for (var j = t; j < p.head_dim / 2u; j += WG) {
+            key_cache[p.first_out + base / 2u + j] = packed(k[base + 2u * j], k[base + 2u * j + 1u]);
+        }
     }
 }
 "#;
@@ -2414,18 +2435,25 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
 /// Keys and values into an f16 cache, as llama.cpp keeps them: `pairs` pairs of each of `k`
 /// and `v` from value `2 · first_in` on, each rounded to f16 and packed into a word of `keys`
 /// and `values` from word `first_out` on.
-pub const PACK_F16: &str = r#"
+pub fn pack_f16() -> String {
+    format!("{PACKED}{PACK_F16_MAIN}")
+}
+
+/// Two values as an f16 pair. pack2x16float is undefined past f16's range: such values keep
+/// its largest.
+const PACKED: &str = r#"
+fn packed(a: f32, b: f32) -> u32 {
+    return pack2x16float(clamp(vec2<f32>(a, b), vec2<f32>(-65504.0), vec2<f32>(65504.0)));
+}
+"#;
+
+const PACK_F16_MAIN: &str = r#"
 struct Params { pairs: u32, first_in: u32, first_out: u32, groups_x: u32 }
 @group(0) @binding(0) var<storage, read> k: array<f32>;
 @group(0) @binding(1) var<storage, read> v: array<f32>;
 @group(0) @binding(2) var<storage, read_write> keys: array<u32>;
 @group(0) @binding(3) var<storage, read_write> values: array<u32>;
 @group(0) @binding(4) var<uniform> p: Params;
-
-// pack2x16float is undefined past f16's range: such values keep its largest.
-fn packed(a: f32, b: f32) -> u32 {
-    return pack2x16float(clamp(vec2<f32>(a, b), vec2<f32>(-65504.0), vec2<f32>(65504.0)));
-}
 
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index) t: u32) {

@@ -327,11 +327,30 @@ fn query_and_key_heads_in_one_dispatch_give_the_norms_and_ropes_bits() {
         }
         let rope = (rope_dims > 0).then(|| rope_params(heads, head_dim, rope_dims, neox));
         let norms = (q_weight.as_deref(), k_weight.as_deref());
-        let (got_q, got_k) =
-            gpu.qk_heads((&q, &k), (heads, k_heads, head_dim), norms, 1e-6, rope, None).wait().unwrap();
+        let shape = (heads, k_heads, head_dim);
         let case = format!("head {head_dim}, rope {rope_dims}, norms {q_norm} {k_norm}");
+        let [got_q, got_k, ..] =
+            gpu.qk_heads((&q, &k, None), shape, norms, 1e-6, rope, None, (0, 0)).wait().unwrap();
         assert_eq!(got_q, want[0], "queries: {case}");
         assert_eq!(got_k, want[1], "keys: {case}");
+        // Stored too: the keys once rotated and the values as they are, as f16 pairs from a
+        // cache position past the start, the words before it untouched.
+        let v = random(k.len(), 3.0, &mut rng);
+        let (first_out, words) = (5 * k_heads * head_dim / 2, 9 * k_heads * head_dim / 2);
+        let [got_q, got_k, keys, values] = gpu
+            .qk_heads((&q, &k, Some(&v)), shape, norms, 1e-6, rope, None, (first_out, words))
+            .wait()
+            .unwrap();
+        assert_eq!((&got_q, &got_k), (&want[0], &want[1]), "stored: {case}");
+        let f16_pairs = |x: &[f32]| -> Vec<u32> {
+            let half = |x: f32| u32::from(f16::from_f32(x.clamp(-65504.0, 65504.0)).to_bits());
+            x.chunks_exact(2).map(|pair| half(pair[0]) | (half(pair[1]) << 16)).collect()
+        };
+        for (what, cache, x) in [("keys", &keys, &want[1]), ("values", &values, &v)] {
+            let bits: Vec<u32> = cache.iter().map(|w| w.to_bits()).collect();
+            assert!(bits[..first_out].iter().all(|&w| w == 0), "{what} before the start: {case}");
+            assert_eq!(bits[first_out..first_out + x.len() / 2], f16_pairs(x)[..], "{what}: {case}");
+        }
     }
 }
 
