@@ -256,7 +256,7 @@ fn a_profiled_step_times_every_dispatch_by_kernel_and_changes_nothing() {
         "matvec batch Q8_0",
         "matvec gated Q8_0",
         "rms_norm",
-        "qk_heads (norms and rope)",
+        "qk_heads (norms, rope, cache)",
         "attention (a workgroup per head)",
     ] {
         assert!(names.contains(&kernel), "{kernel} missing from {names:?}");

@@ -1835,12 +1835,13 @@ impl Backend for GpuBackend<'_> {
         let c = self.model.config();
         let shape = c.layer(self.layer);
         let per_head = |weight: Option<&[f32]>| weight.is_none_or(|w| w.len() == shape.head_dim);
+        let Some(pipeline) = self.gpu.qk_heads.clone() else { return heads.one_by_one(self) };
         if !per_head(heads.q_norm) || !per_head(heads.k_norm) || (heads.k_norm.is_some() && !heads.keys) {
             return heads.one_by_one(self);
         }
-        // The layer's own keys and values go into the cache here, finished, where the kernel
-        // may bind its eight buffers (`attend` then skips its packing dispatch).
-        let store = heads.keys && self.gpu.facts().storage_buffers >= 8;
+        // The layer's own keys and values go into the cache here, finished (`attend` then
+        // skips its packing dispatch).
+        let store = heads.keys;
         let q_heads = if heads.q_norm.is_some() || heads.rope.is_some() { c.n_head } else { 0 };
         let k_heads = if store || heads.k_norm.is_some() || (heads.rope.is_some() && heads.keys) {
             shape.n_head_kv
@@ -1873,7 +1874,6 @@ impl Backend for GpuBackend<'_> {
             true => self.cache(self.layer),
             false => (self.state.constant_row(self.gpu, 1, 0.0), self.state.constant_row(self.gpu, 2, 0.0)),
         };
-        let pipeline = self.gpu.qk_heads.clone();
         let buffers = [&factors, &q_weight, &k_weight, &v, &q, &k, &keys, &values];
         self.dispatch(&pipeline, &buffers, &words, [groups_x, groups_y, 1]);
         if store {

@@ -168,8 +168,10 @@ pub struct Gpu {
     expert_bias: wgpu::ComputePipeline,
     expert_sum: wgpu::ComputePipeline,
     rope: wgpu::ComputePipeline,
-    /// A layer's query and key heads normalized and rotated in one dispatch.
-    qk_heads: wgpu::ComputePipeline,
+    /// A layer's query and key heads normalized and rotated in one dispatch, where the adapter
+    /// lets a kernel bind its 8 storage buffers (WebGPU promises 8; some native downlevel
+    /// adapters offer fewer, and take the steps one by one).
+    qk_heads: Option<wgpu::ComputePipeline>,
     /// Attention with a workgroup per query and head (decode, short batches), and tiled
     /// (prefill); see [`Gpu::attention_plan`].
     attention: [wgpu::ComputePipeline; 2],
@@ -354,7 +356,7 @@ impl Gpu {
             .map(|kernel| pipeline(&device, &shaders::attention(kernel)));
         let attention_merge = pipeline(&device, &shaders::attention_merge());
         let pack_f16 = pipeline(&device, &shaders::pack_f16());
-        let qk_heads = pipeline(&device, &shaders::qk_heads(WORKGROUP));
+        let qk_heads = (facts.storage_buffers >= 8).then(|| pipeline(&device, &shaders::qk_heads(WORKGROUP)));
         let (rms_norm, add, swiglu, geglu, rope) = (
             pipeline(&device, &shaders::rms_norm(WORKGROUP)),
             pipeline(&device, &shaders::elementwise("x[i] = x[i] + y[i];")),
@@ -580,7 +582,6 @@ impl Gpu {
             (&self.expert_bias, "expert_bias"),
             (&self.expert_sum, "expert_sum"),
             (&self.rope, "rope"),
-            (&self.qk_heads, "qk_heads (norms and rope)"),
             (&self.add_bias, "add_bias"),
             (&self.per_layer_gate, "per_layer_gate"),
             (&self.mix_embedding, "mix_embedding"),
@@ -599,6 +600,9 @@ impl Gpu {
             (&self.bias_silu, "bias_silu"),
             (&self.gate_by_silu, "gate_by_silu"),
         ];
+        if self.qk_heads.as_ref() == Some(pipeline) {
+            return "qk_heads (norms, rope, cache)".to_owned();
+        }
         let vision = self.vision.get().and_then(|v| v.name_of(pipeline));
         named
             .iter()

@@ -304,7 +304,11 @@ impl Gpu {
         ];
         let cache = vec![0.0; if store { cache_words } else { 1 }];
         let outputs: [&[f32]; 4] = [q, k, &cache, &cache];
-        let out = self.run_many(&self.qk_heads, &inputs, &outputs, &params, [groups_x, groups_y, 1]).await?;
+        let pipeline = self
+            .qk_heads
+            .as_ref()
+            .ok_or(GpuError::Refused("fused heads on an adapter binding fewer than 8 buffers"))?;
+        let out = self.run_many(pipeline, &inputs, &outputs, &params, [groups_x, groups_y, 1]).await?;
         let [q, k, keys, values]: [Vec<f32>; 4] =
             out.try_into().map_err(|_| GpuError::Failed("four outputs expected".into()))?;
         Ok(if store { [q, k, keys, values] } else { [q, k, Vec::new(), Vec::new()] })
