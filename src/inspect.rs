@@ -38,6 +38,12 @@ pub struct Runs {
     pub reason: Option<String>,
     /// It loads, but only to embed text: an encoder (BERT) has no output layer.
     pub embeds_only: bool,
+    /// Refused only because this page's WebAssembly memory cannot hold the file (`reason`
+    /// says why): where the page's GPU can take its weights instead, the worker says so.
+    pub too_large: bool,
+    /// It loads with its weights streamed into GPU memory, not WebAssembly memory (the
+    /// worker's verdict for a file that is `too_large`).
+    pub on_gpu: bool,
 }
 
 impl Runs {
@@ -48,7 +54,7 @@ impl Runs {
                     header.metadata.architecture().and_then(crate::model::Architecture::from_name);
                 let embeds_only =
                     architecture.is_some_and(|a| a.spec().family == crate::model::Family::Encoder);
-                Runs { ok: true, reason: None, embeds_only }
+                Runs { ok: true, reason: None, embeds_only, too_large: false, on_gpu: false }
             }
             Err(e) => Runs::refused(e.to_string()),
         }
@@ -56,7 +62,12 @@ impl Runs {
 
     /// It does not run, for `reason`.
     pub fn refused(reason: String) -> Runs {
-        Runs { ok: false, reason: Some(reason), embeds_only: false }
+        Runs { ok: false, reason: Some(reason), embeds_only: false, too_large: false, on_gpu: false }
+    }
+
+    /// It would run, but this page's memory cannot hold a file this large, for `reason`.
+    pub fn too_large(self, reason: String) -> Runs {
+        Runs { ok: false, reason: Some(reason), too_large: true, ..self }
     }
 }
 

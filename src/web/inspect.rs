@@ -28,7 +28,7 @@ pub fn inspect_prefix(prefix: &[u8], file_size: f64, memory64: bool) -> Result<J
         HeaderParse::Complete(header) => {
             let mut report = Box::new(Report::new(&header));
             if let (true, Err(reason)) = (report.runs.ok, MemoryKind::for_model(file_size, memory64)) {
-                report.runs = crate::inspect::Runs::refused(reason);
+                report.runs = report.runs.clone().too_large(reason);
             }
             Outcome::Complete { report }
         }
@@ -64,7 +64,7 @@ pub fn inspect_shards(
     let header = gguf::split::merge(headers, start).map_err(gguf_error)?;
     let mut report = Report::new(&header);
     if let (true, Err(reason)) = (report.runs.ok, MemoryKind::for_model(start, memory64)) {
-        report.runs = crate::inspect::Runs::refused(reason);
+        report.runs = report.runs.clone().too_large(reason);
     }
     to_js(&report)
 }

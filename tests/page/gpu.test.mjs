@@ -676,6 +676,33 @@ describe('the library on the GPU (SwiftShader WebGPU)', { timeout: TIMEOUT_MS },
       });
       // The browser reads the file from disk: nothing is copied through the test.
       await page.setInputFiles('#big-file', big);
+      // Without Memory64 (no relaxed SIMD, as in Safari) the inspector's verdict follows the
+      // device a load would ask for: 'gpu' streams the weights there; 'auto' takes no software
+      // adapter (SwiftShader), so the file is too large.
+      const inspected = await page.evaluate(async () => {
+        const { Inferno } = await import('/lib/inferno.js');
+        const input = /** @type {HTMLInputElement} */ (document.getElementById('big-file'));
+        const engine = Inferno.create({ relaxed: false });
+        try {
+          const gpu = (await engine.inspectFile(input.files[0], { device: 'gpu' })).report.runs;
+          const auto = (await engine.inspectFile(input.files[0])).report.runs;
+          return { gpu, auto };
+        } finally {
+          engine.terminate();
+        }
+      });
+      assert.deepEqual(
+        [inspected.gpu.ok, inspected.gpu.on_gpu, inspected.gpu.too_large],
+        [true, true, true],
+        JSON.stringify(inspected.gpu),
+      );
+      assert.match(inspected.gpu.reason, /needs WebAssembly's 64-bit memory/);
+      assert.deepEqual(
+        [inspected.auto.ok, inspected.auto.on_gpu],
+        [false, false],
+        JSON.stringify(inspected.auto),
+      );
+      assert.equal(inspected.auto.too_large, true);
       const result = await page.evaluate(async () => {
         const { Inferno } = await import('/lib/inferno.js');
         const input = /** @type {HTMLInputElement} */ (document.getElementById('big-file'));

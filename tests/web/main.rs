@@ -496,15 +496,17 @@ fn files_over_4_gib_go_to_the_64_bit_build_where_the_browser_has_one() {
     // The inspector's "can it chat" line says the same (the header of a model that runs, as if
     // its file were 5 GB long).
     let bytes = include_bytes!("../fixtures/models/qwen3-micro-q4_0.gguf");
+    // A refusal for memory alone is marked `too_large` (the worker may then find the GPU).
     let runs = |size: f64, memory64: bool| {
         let outcome = inspect_prefix(bytes, size, memory64).expect("the header parses");
         let runs = get(&get(&outcome, "report"), "runs");
-        (get(&runs, "ok").as_bool().unwrap(), get(&runs, "reason").as_string().unwrap_or_default())
+        let flag = |name: &str| get(&runs, name).as_bool().unwrap();
+        (flag("ok"), flag("too_large"), get(&runs, "reason").as_string().unwrap_or_default())
     };
-    assert_eq!(runs(bytes.len() as f64, false), (true, String::new()));
-    assert_eq!(runs(5e9, true), (true, String::new()));
-    let (ok, reason) = runs(5e9, false);
-    assert!(!ok && reason.contains("64-bit memory"), "{reason}");
+    assert_eq!(runs(bytes.len() as f64, false), (true, false, String::new()));
+    assert_eq!(runs(5e9, true), (true, false, String::new()));
+    let (ok, too_large, reason) = runs(5e9, false);
+    assert!(!ok && too_large && reason.contains("64-bit memory"), "{reason}");
 }
 
 /// The micro Gemma 3 projector encodes a picture in the browser (SIMD128 kernels, which sum in

@@ -83,8 +83,15 @@ async function inspectFile(source) {
   setStatus(`Inspecting ${file.name}…`);
   document.title = `${file.name} · Inferno`;
   try {
+    // The device the chat's settings would load it on decides whether a file too large for
+    // memory here could run on the GPU.
+    const chosen = /** @type {HTMLSelectElement | null} */ (document.getElementById('set-device'))?.value;
+    const device = /** @type {'auto' | 'gpu' | 'cpu' | undefined} */ (
+      ['auto', 'gpu', 'cpu'].includes(chosen ?? '') ? chosen : undefined
+    );
+    const options = device ? { device } : {};
     const reply =
-      shards || source instanceof Blob ? await engine.inspectFile(source) : await engine.inspect();
+      shards || source instanceof Blob ? await engine.inspectFile(source, options) : await engine.inspect();
     if (ticket !== latestTicket) return;
     renderReport(reply.report, {
       fileName: shards ? `${file.name} (${shards.length} files)` : file.name,

@@ -99,6 +99,13 @@ function runsText(runs) {
       'No, it embeds: this page can load it to embed text; an encoder has no output layer to chat with',
     );
   }
+  if (runs.ok && runs.on_gpu) {
+    return el(
+      'span',
+      { className: 'runs-yes' },
+      `Yes, on the GPU: this page can load it with its weights streamed into GPU memory, given a GPU with room for them (not into WebAssembly memory: ${runs.reason})`,
+    );
+  }
   if (runs.ok) return el('span', { className: 'runs-yes' }, 'Yes: this page can load it and chat');
   return el('span', { className: 'runs-no' }, `No: ${runs.reason}`);
 }

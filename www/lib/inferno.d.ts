@@ -354,7 +354,10 @@ export interface EngineInfo {
 }
 
 export interface Inspection {
-  /** The inspector's report: header, metadata, tokenizer, chat template, tensors. */
+  /** The inspector's report: header, metadata, tokenizer, chat template, tensors, and `runs`:
+   *  whether this page can load it and chat (`ok`, else `reason`; `embeds_only`; `too_large`:
+   *  refused only for the WebAssembly memory it needs; `on_gpu`: it loads with its weights on
+   *  the GPU instead). */
   report: Record<string, unknown>;
   bytesRead: number;
   ms: number;
@@ -733,8 +736,10 @@ export class Inferno {
   /** Attaches a vision projector (mmproj) beside the loaded model; `model.vision` then holds
    *  its facts. Refused with kind mmproj_mismatch when it was made for another model. */
   attachProjector(source: ProjectorSource, options?: ProjectorOptions): Promise<ProjectorFacts>;
-  /** The header of a file, without loading it. */
-  inspectFile(file: Blob | Blob[]): Promise<Inspection>;
+  /** The header of a file, without loading it. `device`: the one a load would ask for
+   *  (LoadOptions.device): a file too large for wasm memory here gets `report.runs.on_gpu`
+   *  where such a load would stream its weights to the GPU. */
+  inspectFile(file: Blob | Blob[], options?: { device?: 'auto' | 'gpu' | 'cpu' }): Promise<Inspection>;
   /** The loaded model's report. */
   inspect(): Promise<Inspection>;
   tokenize(text: string, options?: { addSpecial?: boolean; parseSpecial?: boolean }): Promise<number[]>;

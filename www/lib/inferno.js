@@ -258,16 +258,20 @@ export class Inferno {
   }
 
   /** Reads only the header of a GGUF File or Blob (no model is loaded): the inspector's
-   *  report, with {report, bytesRead, ms}. */
-  async inspectFile(file) {
+   *  report, with {report, bytesRead, ms}. `device`: the one a load would ask for, which
+   *  decides whether a file too large for memory here could run with its weights on the GPU. */
+  /** @param {Blob | Blob[]} file @param {{device?: 'auto' | 'gpu' | 'cpu'}} [options] */
+  async inspectFile(file, { device } = {}) {
     // An array: a split model's shards, reported as one model.
     const files = Array.isArray(file) && file.length > 1 ? file : null;
     const single = Array.isArray(file) ? file[0] : file;
     if (files ? !files.every((f) => f instanceof Blob) : !(single instanceof Blob))
       throw badRequest('inspectFile needs a File or Blob, or an array of them (the shards of a split model)');
+    if (device !== undefined && !DEVICES.includes(device))
+      throw badRequest(`device must be one of ${DEVICES.join(', ')}`);
     const { report, bytesRead, ms } = await this.#client.request(
       'inspect',
-      files ? { files } : { file: single },
+      files ? { files } : { file: single, device },
     );
     return { report, bytesRead, ms };
   }

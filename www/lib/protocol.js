@@ -49,8 +49,10 @@
 
 /**
  * A file's header, read by growing prefixes (1 MiB first), never the whole file. `files`: the
- * shards of a split model, one report across them all.
- * @typedef {{type: 'inspect', id: number, file?: Blob, files?: Blob[]}} InspectRequest
+ * shards of a split model, one report across them all. `device`: the device a load would ask
+ * for (LoadRequest's), which decides whether a file too large for WebAssembly memory here
+ * could stream its weights to the GPU instead (`report.runs.on_gpu`).
+ * @typedef {{type: 'inspect', id: number, file?: Blob, files?: Blob[], device?: Device['type'] | 'auto'}} InspectRequest
  */
 /** @typedef {{type: 'inspect_loaded', id: number}} InspectLoadedRequest */
 /** @typedef {{type: 'model', id: number}} ModelRequest */

@@ -50,8 +50,20 @@ async function readPrefix(file, length) {
 }
 
 /** @param {import('./protocol.js').InspectRequest} request */
-export function inspect(request) {
-  return request.files ? inspectFiles(request.files) : inspectFile(request.file);
+export async function inspect(request) {
+  if (request.files) return inspectFiles(request.files);
+  const reply = await inspectFile(request.file);
+  const runs = /** @type {{too_large?: boolean, embeds_only?: boolean} | undefined} */ (reply.report.runs);
+  // Too large for WebAssembly memory here: a load as `device` asks would stream the weights to
+  // the GPU where one can take them (a single file; the GPU runs no encoder).
+  if (runs?.too_large && !runs.embeds_only && request.file) {
+    const wasm = await getEngine();
+    const streams = await streamsToGpu(wasm, { device: request.device }, request.file.size, 1).catch(
+      () => false,
+    );
+    if (streams) reply.report.runs = { ...runs, ok: true, on_gpu: true };
+  }
+  return reply;
 }
 
 /**
@@ -540,8 +552,9 @@ function resumableSource(url, ranges, run) {
  * 32-bit memory and no 64-bit build can take it (Safari), or the GPU is asked for (the 64-bit
  * build has no GPU backend), and a hardware GPU is there ('auto') or any ('gpu'). Only the
  * 32-bit builds stream (the worker switches to one first).
- * @param {Engine} wasm @param {import('./protocol.js').LoadRequest} request @param {number} size
- * @param {number} shards
+ * @param {Engine} wasm
+ * @param {Pick<import('./protocol.js').LoadRequest, 'device' | 'weights' | 'cache_type_k' | 'cache_type_v'>} request
+ * @param {number} size @param {number} shards
  */
 async function streamsToGpu(wasm, request, size, shards) {
   const device = request.device ?? 'auto';
