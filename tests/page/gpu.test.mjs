@@ -723,6 +723,44 @@ describe('the library on the GPU (SwiftShader WebGPU)', { timeout: TIMEOUT_MS },
     },
   );
 
+  test(
+    "the inspector's verdict on a file too large for memory here follows the Device setting",
+    {
+      skip: onlyIn('chromium', 'Firefox ESR has no WebGPU'),
+    },
+    async () => {
+      const big = path.join(modelsDir, 'big-4.6gib-q4_0.gguf');
+      requireFile(big);
+      const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+      const page = await context.newPage();
+      try {
+        // No relaxed SIMD, so no Memory64: Safari's case.
+        await page.goto(`${h.server.url}?relaxed=0`);
+        await page.waitForSelector('#engine-info.ok');
+        await page.evaluate(() => {
+          document.getElementById('set-device').closest('details').open = true;
+        });
+        await page.selectOption('#set-device', 'cpu');
+        const inspections = () => page.evaluate(() => Number(document.body.dataset.inspections ?? 0));
+        const inspected = async (action) => {
+          const before = await inspections();
+          await action();
+          await page.waitForFunction((n) => Number(document.body.dataset.inspections ?? 0) > n, before, {
+            timeout: 60_000,
+          });
+          return page.evaluate(() => document.getElementById('summary-runs').textContent);
+        };
+        const onCpu = await inspected(() => page.setInputFiles('#file-input', big));
+        assert.match(onCpu, /^No: .*needs WebAssembly's 64-bit memory/);
+        // Choosing the GPU inspects the file again (and reloads it there, streaming).
+        const onGpu = await inspected(() => page.selectOption('#set-device', 'gpu'));
+        assert.match(onGpu, /^Yes, on the GPU: .*streamed into GPU memory.*64-bit memory/);
+      } finally {
+        await context.close();
+      }
+    },
+  );
+
   test('without WebGPU, gpu is refused with no_gpu and auto runs on the CPU', async () => {
     // The harness's browser runs without WebGPU's flag (Firefox ESR has none at all).
     const { context, page } = await blankPage(h.browser, { losable: false });

@@ -60,6 +60,14 @@ const chat = createChat(engine, {
 // the report of a file chosen after it.
 let latestTicket = 0;
 
+// The File (or shards) the report is of, inspected again when the Device setting changes: the
+// verdict on a file too large for memory here follows the device a load would ask for.
+/** @type {Blob | Blob[] | null} */
+let inspectedFile = null;
+document.getElementById('set-device')?.addEventListener('change', () => {
+  if (inspectedFile) inspectFile(inspectedFile);
+});
+
 function setStatus(text) {
   ui.statusText.textContent = text ?? '';
   ui.status.hidden = !text;
@@ -77,6 +85,7 @@ async function inspectFile(source) {
   const ticket = ++latestTicket;
   // A split model's shards are reported as one model, named without the shard number.
   const shards = Array.isArray(source) ? source : null;
+  inspectedFile = shards || source instanceof Blob ? source : null;
   const file = shards
     ? { name: splitModelName(shards[0].name), size: shards.reduce((n, f) => n + f.size, 0) }
     : source;
