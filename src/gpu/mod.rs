@@ -22,6 +22,7 @@ mod streamed;
 mod vision;
 
 pub use backend::{GpuState, KernelTime};
+pub use shaders::MATVEC_TYPES;
 pub use signal::Signal;
 pub use streamed::{DeviceWeights, StreamError, WeightStream};
 pub use vision::{GpuSquare, GpuVision, SquareError};

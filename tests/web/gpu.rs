@@ -134,6 +134,46 @@ async fn the_gemm_agrees_with_the_one_row_kernel_in_the_browser() {
     );
 }
 
+/// The fused decode kernels (gate, up and the activation; Q, K and V) compile in the browser's
+/// WebGPU for every weight type and give the bits of the kernels they replace, summed without
+/// subgroups as a browser sums (natively: `src/gpu/tests.rs`, with and without). The weights
+/// are bytes below 0x40, so every f16, bf16 and f32 field in them is finite.
+#[wasm_bindgen_test]
+async fn the_fused_decode_kernels_give_the_separate_kernels_bits_in_the_browser() {
+    use inferno::model::Activation;
+    if !has_webgpu() {
+        return;
+    }
+    let gpu = Gpu::request().await.expect("a WebGPU adapter");
+    for (t, &weight_type) in inferno::gpu::MATVEC_TYPES.iter().enumerate() {
+        let cols = if weight_type.block_len() == 1 { 96 } else { 256 };
+        let row_bytes = weight_type.row_bytes(cols).unwrap();
+        let matrix = |rows: usize, salt: usize| -> Vec<u8> {
+            (0..rows * row_bytes).map(|i| ((i * 37 + salt * 11 + t) % 64) as u8).collect()
+        };
+        let x: Vec<f32> = (0..cols).map(|i| ((i * 29 % 17) as f32 - 8.0) / 8.0).collect();
+        let rows = [21, 11, 13];
+        let [q, k, v] = [0, 1, 2].map(|m| matrix(rows[m], m));
+        let mut want = Vec::new();
+        for (bytes, &n) in [&q, &k, &v].into_iter().zip(&rows) {
+            want.push(gpu.matvec(weight_type, bytes, n, cols, &x).await.unwrap());
+        }
+        let got = gpu.qkv_matvec(weight_type, [(&q, 21), (&k, 11), (&v, 13)], cols, &x).await.unwrap();
+        assert_eq!(got, want, "{weight_type:?}: Q, K and V");
+        let up = matrix(21, 3);
+        let u = gpu.matvec(weight_type, &up, 21, cols, &x).await.unwrap();
+        let g = &want[0];
+        for activation in [Activation::SwiGlu, Activation::GeGlu] {
+            let separate = match activation {
+                Activation::SwiGlu => gpu.swiglu(g, &u).await.unwrap(),
+                _ => gpu.geglu(g, &u).await.unwrap(),
+            };
+            let fused = gpu.gated_matvec(weight_type, (&q, &up), 21, cols, &x, activation).await.unwrap();
+            assert_eq!(fused, separate, "{weight_type:?}: {activation:?}");
+        }
+    }
+}
+
 /// Pictures on the GPU in the browser: the 61 × 47 noise picture through each micro projector,
 /// square by square, each square submitted, awaited (`pending`) and collected as the worker does
 /// it, against mtmd's embeddings within the 1e-3 (relative to their largest magnitude;
