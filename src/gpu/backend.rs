@@ -1512,18 +1512,7 @@ impl GpuBackend<'_> {
     ) -> (wgpu::Buffer, [u32; 16]) {
         let head_dim = self.model.config().layer(self.layer).head_dim;
         let Some(rope) = rope else {
-            let none = RopeParams {
-                heads,
-                head_dim,
-                rope_dims: 0,
-                start: 0,
-                neox: false,
-                base: 1.0,
-                freq_scale: 1.0,
-                attn_factor: 1.0,
-                yarn_ramp: None,
-                grid: None,
-            };
+            let none = RopeParams::none(heads, head_dim);
             let factors = self.state.constant_row(self.gpu, 1, 1.0);
             return (factors, super::rope_params(&none, self.rows, false, groups_x));
         };

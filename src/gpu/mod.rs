@@ -268,6 +268,25 @@ pub struct RopeParams {
     pub grid: Option<[usize; 2]>,
 }
 
+impl RopeParams {
+    /// No rotation (`rope_dims` 0) for `heads` heads of `head_dim`: what a fused kernel that
+    /// may rotate is given for a layer without RoPE.
+    pub fn none(heads: usize, head_dim: usize) -> RopeParams {
+        RopeParams {
+            heads,
+            head_dim,
+            rope_dims: 0,
+            start: 0,
+            neox: false,
+            base: 1.0,
+            freq_scale: 1.0,
+            attn_factor: 1.0,
+            yarn_ramp: None,
+            grid: None,
+        }
+    }
+}
+
 impl Gpu {
     /// [`Gpu::request`], waited for: natively only, where nothing else would run its future.
     #[cfg(not(target_family = "wasm"))]

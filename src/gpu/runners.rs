@@ -274,19 +274,7 @@ impl Gpu {
         let store = v.is_some();
         let items = rows * (heads + k_heads + if store { k_heads } else { 0 });
         let [groups_x, groups_y] = groups_2d(items as u32);
-        let none = RopeParams {
-            heads,
-            head_dim,
-            rope_dims: 0,
-            start: 0,
-            neox: false,
-            base: 1.0,
-            freq_scale: 1.0,
-            attn_factor: 1.0,
-            yarn_ramp: None,
-            grid: None,
-        };
-        let rope = RopeParams { heads, head_dim, ..rope.unwrap_or(none) };
+        let rope = RopeParams { heads, head_dim, ..rope.unwrap_or(RopeParams::none(heads, head_dim)) };
         let mut params = rope_params(&rope, rows, factors.is_some(), groups_x).to_vec();
         params.extend([
             k_heads as u32,
