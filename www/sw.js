@@ -104,7 +104,19 @@ worker.addEventListener('fetch', (event) => {
       } catch (error) {
         const cached = await matchComplete(request);
         if (cached) return cached;
-        throw error;
+        // An answer, not a rejection: Firefox logs a rejected respondWith ("A ServiceWorker
+        // intercepted the request and encountered an unexpected error") even when the reader
+        // has gone. Once in CI a Firefox page test failed on that note alone, the page working
+        // on; which request it was is not known. A reader still waiting sees a failure either
+        // way, and this one says why.
+        return new Response(
+          `${url.pathname}: the server cannot be reached (${error}), and no offline copy holds it`,
+          {
+            status: 503,
+            statusText: 'Service Unavailable (offline)',
+            headers: { 'Content-Type': 'text/plain' },
+          },
+        );
       }
     })(),
   );

@@ -909,6 +909,21 @@ describe('offline', { timeout: TEST_TIMEOUT_MS }, () => {
       // The engine really runs offline: load a model from disk and chat.
       await loadModel(requireModel(MODELS.qwen3Micro), page);
       await assertModelLoaded('qwen3-micro-q4_0.gguf', page);
+      // A shell URL the offline copy lacks is answered, not failed: a 503 that says why (a
+      // rejected answer is what Firefox logs as an error even when nobody waits for it).
+      const missing = await page.evaluate(async () => {
+        const response = await fetch('./lib/not-in-the-offline-copy.js');
+        return { status: response.status, body: await response.text() };
+      });
+      assert.equal(missing.status, 503);
+      // Chromium logs any 4xx/5xx a page fetches; this one was asked for.
+      h.problems = h.problems.filter(
+        (problem) => !/status of 503 \(Service Unavailable \(offline\)\)/.test(problem),
+      );
+      assert.match(
+        missing.body,
+        /not-in-the-offline-copy\.js: the server cannot be reached .*no offline copy/,
+      );
     } finally {
       await context.close();
       await server.close().catch(() => {});
