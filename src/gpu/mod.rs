@@ -15,6 +15,7 @@
 //! block here starts on an even byte, so a scale never straddles two words.
 
 mod backend;
+mod best;
 mod runners;
 mod shaders;
 mod signal;
@@ -196,6 +197,8 @@ pub struct Gpu {
     gather_columns: wgpu::ComputePipeline,
     bias_silu: wgpu::ComputePipeline,
     gate_by_silu: wgpu::ComputePipeline,
+    /// A decode step's best logits and their statistics ([`best`]).
+    best_logits: wgpu::ComputePipeline,
     /// A vision encoder's kernels, built with the first picture.
     vision: OnceLock<vision::VisionPipelines>,
 }
@@ -411,6 +414,7 @@ impl Gpu {
             pipeline(&device, &shaders::elementwise(shaders::BIAS_SILU)),
             pipeline(&device, &shaders::elementwise(shaders::GATE_BY_SILU)),
         );
+        let best_logits = pipeline(&device, &shaders::best_logits());
         Ok(Gpu {
             device,
             queue,
@@ -452,6 +456,7 @@ impl Gpu {
             gather_columns,
             bias_silu,
             gate_by_silu,
+            best_logits,
             vision: OnceLock::new(),
         })
     }
@@ -619,6 +624,7 @@ impl Gpu {
             (&self.gather_columns, "gather_columns"),
             (&self.bias_silu, "bias_silu"),
             (&self.gate_by_silu, "gate_by_silu"),
+            (&self.best_logits, "best_logits"),
         ];
         if self.qk_heads.as_ref() == Some(pipeline) {
             return "qk_heads (norms, rope, cache)".to_owned();

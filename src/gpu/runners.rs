@@ -8,7 +8,7 @@ use super::*;
 impl Gpu {
     /// Waits for `signal` (set by a callback of this device's): natively the device is polled
     /// until its queue is done, which runs the callbacks; in the browser its event loop does.
-    async fn settle(&self, signal: Signal) -> Result<(), GpuError> {
+    pub(super) async fn settle(&self, signal: Signal) -> Result<(), GpuError> {
         #[cfg(not(target_family = "wasm"))]
         self.device.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| GpuError::Failed(e.to_string()))?;
         let result = signal.await;

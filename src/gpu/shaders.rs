@@ -2508,3 +2508,197 @@ mod tests {
         assert_eq!(renamed(code, "_up"), want);
     }
 }
+
+/// Logits a workgroup of [`best_logits`] ranks at once.
+pub const BEST_SPAN: u32 = 1024;
+/// Words of one workgroup's result: its statistics (max, `Σ exp(x)`, `Σ exp(x)·x`, unused),
+/// then its best `BEST_LOGITS` as (id, order key) pairs, best first.
+pub const BEST_GROUP_WORDS: u32 = 4 + 2 * crate::sampler::BEST_LOGITS as u32;
+
+/// The best `BEST_LOGITS` of the logits, with the softmax statistics of all of them at a
+/// temperature, in passes (`crate::sampler::BestLogits`, the CPU's reference). The first pass
+/// (`first`) reads the logits, `BEST_SPAN` per workgroup; each later pass reads the results of
+/// `BEST_SPAN / BEST_LOGITS` workgroups of the pass before; one workgroup is left at the end.
+/// A workgroup bitonic-sorts its span in workgroup memory (higher logit first, then lower id,
+/// the sampler's order) and keeps the front; statistics taken against each span's own maximum
+/// are rescaled to the larger one as spans merge. Logits are ranked by an order key, a `u32`
+/// that sorts as `f32::total_cmp` does (so 0.0 ranks above -0.0, as on the CPU); NaN is read as
+/// -inf and +inf as the largest finite value, as the sampler reads them.
+pub fn best_logits() -> String {
+    r#"
+struct Params { n: u32, first: u32, inv_t: f32, groups_in: u32, groups_x: u32, unused0: u32, unused1: u32, unused2: u32 }
+@group(0) @binding(0) var<storage, read> input: array<u32>;
+@group(0) @binding(1) var<storage, read_write> out: array<u32>;
+@group(0) @binding(2) var<uniform> p: Params;
+
+const SPAN: u32 = SPAN_VALUEu;
+const BEST: u32 = BEST_VALUEu;
+const GROUP_WORDS: u32 = GROUP_WORDS_VALUEu;
+const FAN_IN: u32 = SPAN / BEST;
+const THREADS: u32 = 256u;
+const NO_ID: u32 = 0xffffffffu;
+const NEG_INF_KEY: u32 = 0x007fffffu;
+
+var<workgroup> keys: array<u32, SPAN>;
+var<workgroup> ids: array<u32, SPAN>;
+var<workgroup> sums: array<vec3<f32>, THREADS>;
+
+// A float's order key: a u32 that sorts as f32::total_cmp does.
+fn order_key(v: f32) -> u32 {
+    let b = bitcast<u32>(v);
+    return select(b | 0x80000000u, ~b, (b & 0x80000000u) != 0u);
+}
+
+fn from_key(k: u32) -> f32 {
+    return bitcast<f32>(select(~k, k & 0x7fffffffu, (k & 0x80000000u) != 0u));
+}
+
+// NaN as -inf, +inf as the largest finite value (compared as bits: a compiler may fold `v != v`).
+fn ranked(b: u32) -> f32 {
+    if ((b & 0x7fffffffu) > 0x7f800000u) {
+        return bitcast<f32>(0xff800000u);
+    }
+    if (b == 0x7f800000u) {
+        return bitcast<f32>(0x7f7fffffu);
+    }
+    return bitcast<f32>(b);
+}
+
+fn better(a: u32, b: u32) -> bool {
+    return keys[a] > keys[b] || (keys[a] == keys[b] && ids[a] < ids[b]);
+}
+
+// Statistics (max, Σ e, Σ e·x) against `m` instead of their own max: each term times exp(d).
+fn rescaled(s: vec3<f32>, m: f32) -> vec3<f32> {
+    if (s.y == 0.0) {
+        return vec3<f32>(m, 0.0, 0.0);
+    }
+    let d = (s.x - m) * p.inv_t;
+    let c = exp(d);
+    if (c == 0.0) {
+        return vec3<f32>(m, 0.0, 0.0);
+    }
+    return vec3<f32>(m, s.y * c, (s.z + s.y * d) * c);
+}
+
+@compute @workgroup_size(256)
+fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+    let g = group.y * p.groups_x + group.x;
+    // Each thread's four entries, and the largest of them.
+    var top = bitcast<f32>(0xff800000u);
+    for (var r = 0u; r < 4u; r++) {
+        let s = t + r * THREADS;
+        keys[s] = 0u; // Below every real entry's key (-inf's is NEG_INF_KEY).
+        ids[s] = NO_ID;
+        if (p.first != 0u) {
+            let i = g * SPAN + s;
+            if (i < p.n) {
+                let v = ranked(input[i]);
+                keys[s] = order_key(v);
+                ids[s] = i;
+                top = max(top, v);
+            }
+        } else {
+            let source = g * FAN_IN + s / BEST;
+            if (source < p.groups_in) {
+                let at = source * GROUP_WORDS + 4u + 2u * (s % BEST);
+                ids[s] = input[at];
+                keys[s] = input[at + 1u];
+            }
+        }
+    }
+    // Statistics: in the first pass over the span's logits, in later ones the inputs' merged.
+    var mine = vec3<f32>(top, 0.0, 0.0);
+    if (p.first != 0u) {
+        sums[t] = mine;
+        workgroupBarrier();
+        for (var half = THREADS / 2u; half > 0u; half >>= 1u) {
+            if (t < half) {
+                sums[t].x = max(sums[t].x, sums[t + half].x);
+            }
+            workgroupBarrier();
+        }
+        let m = sums[0].x;
+        let m_key = order_key(m);
+        workgroupBarrier();
+        for (var r = 0u; r < 4u; r++) {
+            let s = t + r * THREADS;
+            // -inf logits are left out (the CPU's sum leaves out what is not finite), told by
+            // their keys: a compiler may assume floats finite. An `x` that overflows to -inf
+            // weighs 0 and is left out too.
+            if (keys[s] > NEG_INF_KEY && m_key > NEG_INF_KEY) {
+                let x = (from_key(keys[s]) - m) * p.inv_t;
+                let e = exp(x);
+                if (e > 0.0) {
+                    mine.y += e;
+                    mine.z += e * x;
+                }
+            }
+        }
+        mine.x = m;
+    } else if (t < FAN_IN) {
+        let source = g * FAN_IN + t;
+        if (source < p.groups_in) {
+            let at = source * GROUP_WORDS;
+            mine = vec3<f32>(bitcast<f32>(input[at]), bitcast<f32>(input[at + 1u]), bitcast<f32>(input[at + 2u]));
+        } else {
+            mine = vec3<f32>(bitcast<f32>(0xff800000u), 0.0, 0.0);
+        }
+    } else {
+        mine = vec3<f32>(bitcast<f32>(0xff800000u), 0.0, 0.0);
+    }
+    sums[t] = mine;
+    workgroupBarrier();
+    for (var half = THREADS / 2u; half > 0u; half >>= 1u) {
+        if (t < half) {
+            let a = sums[t];
+            let b = sums[t + half];
+            // Both against the larger max of those that hold any terms.
+            var m = a.x;
+            if (a.y == 0.0 || (b.y != 0.0 && b.x > a.x)) {
+                m = b.x;
+            }
+            let ra = rescaled(a, m);
+            let rb = rescaled(b, m);
+            sums[t] = vec3<f32>(m, ra.y + rb.y, ra.z + rb.z);
+        }
+        workgroupBarrier();
+    }
+    // Bitonic sort of the span, best first: two compare-exchanges per thread per step.
+    for (var k = 2u; k <= SPAN; k <<= 1u) {
+        for (var j = k >> 1u; j > 0u; j >>= 1u) {
+            for (var h = 0u; h < 2u; h++) {
+                let q = t + h * THREADS;
+                let i = ((q & ~(j - 1u)) << 1u) | (q & (j - 1u));
+                let other = i + j;
+                let swap = select(better(i, other), better(other, i), (i & k) == 0u);
+                if (swap) {
+                    let key = keys[i];
+                    let id = ids[i];
+                    keys[i] = keys[other];
+                    ids[i] = ids[other];
+                    keys[other] = key;
+                    ids[other] = id;
+                }
+            }
+            workgroupBarrier();
+        }
+    }
+    let base = g * GROUP_WORDS;
+    if (t < BEST) {
+        out[base + 4u + 2u * t] = ids[t];
+        out[base + 5u + 2u * t] = keys[t];
+    }
+    if (t == 0u) {
+        let s = sums[0];
+        out[base] = bitcast<u32>(s.x);
+        out[base + 1u] = bitcast<u32>(s.y);
+        out[base + 2u] = bitcast<u32>(s.z);
+        out[base + 3u] = 0u;
+    }
+}
+"#
+    .replace("SPAN_VALUE", &BEST_SPAN.to_string())
+    .replace("BEST_VALUE", &crate::sampler::BEST_LOGITS.to_string())
+    .replace("GROUP_WORDS_VALUE", &BEST_GROUP_WORDS.to_string())
+}

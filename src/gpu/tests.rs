@@ -628,3 +628,41 @@ fn delta_net_kernels_match_the_cpu() {
         assert_close("delta rule (state)", &got_state, &want_state, 1e-4);
     }
 }
+
+#[test]
+fn the_best_logits_and_their_statistics_match_the_samplers_reference() {
+    use crate::sampler::BestLogits;
+    let gpu = gpu();
+    let mut rng = Rng(17);
+    // One workgroup, a span and one more, a merge of merges (Qwen3's and Gemma 3's sizes take
+    // three passes; 150,000 does too), and a vocabulary smaller than the best list.
+    for (vocab, temperature) in
+        [(1000, 1.0), (1024, 0.7), (1025, 1.5), (70_000, 0.8), (150_000, 1.0), (50, 1.0)]
+    {
+        let mut logits = random(vocab, 8.0, &mut rng);
+        // What a model may give: ties (settled by the lower id), signed zeros (0.0 ranks above
+        // -0.0, as f32::total_cmp says), NaN (never chosen), ±inf.
+        let top = logits.iter().copied().fold(f32::MIN, f32::max);
+        logits[vocab - 1] = top + 1.0;
+        logits[3] = top + 1.0;
+        logits[vocab / 2] = f32::NAN;
+        logits[vocab / 3] = f32::NEG_INFINITY;
+        logits[vocab / 4] = 0.0;
+        logits[vocab / 5] = -0.0;
+        let got = gpu.best_logits(&logits, temperature).wait().unwrap();
+        let want = BestLogits::of(&logits, temperature);
+        assert_eq!(got.best, want.best, "vocabulary {vocab}");
+        assert_eq!((got.vocab, got.temperature), (want.vocab, want.temperature));
+        let close = |a: f64, b: f64| (a - b).abs() <= 1e-5 * b.abs().max(1.0);
+        assert!(close(got.z, want.z), "vocabulary {vocab}: z {} against {}", got.z, want.z);
+        assert!(close(got.weighted, want.weighted), "{} against {}", got.weighted, want.weighted);
+    }
+    // A +inf logit is the largest finite value, and the one best; all -inf leaves no terms.
+    let mut logits = vec![1.0; 3000];
+    logits[2500] = f32::INFINITY;
+    let got = gpu.best_logits(&logits, 1.0).wait().unwrap();
+    assert_eq!(got.best[0], (2500, f32::MAX));
+    assert_eq!(got.best[1..], BestLogits::of(&logits, 1.0).best[1..]);
+    let got = gpu.best_logits(&[f32::NEG_INFINITY; 2000], 1.0).wait().unwrap();
+    assert_eq!((got.best[0], got.z, got.weighted), ((0, f32::NEG_INFINITY), 0.0, 0.0));
+}

@@ -12,6 +12,73 @@
 mod rng;
 mod trace;
 
+/// How many of a step's best logits a device reads back in place of the whole vector
+/// ([`BestLogits`]): enough for the page's largest trace (100) and any top-k up to it.
+pub const BEST_LOGITS: usize = 128;
+
+/// The best of a step's logits and the whole vocabulary's softmax statistics: what a GPU
+/// reads back instead of every logit (151,936 of them for Qwen3) when the step's settings need
+/// no more ([`Sampler::reads_best`]). The step then draws exactly the token the whole vector
+/// would have given; only the trace's whole-vocabulary figures (probabilities, entropy) come
+/// from sums taken on the device in f32 rather than here in f64.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BestLogits {
+    /// Entries of the whole vector.
+    pub vocab: usize,
+    /// `(id, logit)`, best first as the sampler ranks them (higher logit, then lower id), NaN
+    /// read as -inf and +inf as the largest finite value; `BEST_LOGITS` of them, or the whole
+    /// vocabulary where it is smaller.
+    pub best: Vec<(u32, f32)>,
+    /// The temperature of the statistics (1 for a greedy step).
+    pub temperature: f32,
+    /// `Σ exp(x)` over the vocabulary with `x = (l − max) / temperature`, non-finite `x` left out.
+    pub z: f64,
+    /// `Σ exp(x) · x` over the same terms (the entropy's).
+    pub weighted: f64,
+}
+
+impl BestLogits {
+    /// What a device reads back of `logits` at `temperature`, computed here: the reference
+    /// the GPU's kernel is held to.
+    pub fn of(logits: &[f32], temperature: f32) -> BestLogits {
+        let mut ranked: Vec<(u32, f32)> =
+            logits.iter().enumerate().map(|(id, &l)| (id as u32, ranked_logit(l))).collect();
+        let n = BEST_LOGITS.min(ranked.len());
+        if n > 0 && n < ranked.len() {
+            ranked.select_nth_unstable_by(n - 1, better);
+        }
+        ranked.truncate(n);
+        ranked.sort_unstable_by(better);
+        let max = ranked.first().map_or(f32::NEG_INFINITY, |&(_, l)| l);
+        let (mut z, mut weighted) = (0.0f64, 0.0f64);
+        for &l in logits {
+            let x = (ranked_logit(l) - max) / temperature;
+            if x.is_finite() {
+                let w = f64::from(x).exp();
+                z += w;
+                weighted += w * f64::from(x);
+            }
+        }
+        BestLogits { vocab: logits.len(), best: ranked, temperature, z, weighted }
+    }
+}
+
+/// A logit as the chain ranks it: NaN can never be chosen, +inf stays finite in arithmetic.
+fn ranked_logit(l: f32) -> f32 {
+    match l {
+        l if l.is_nan() => f32::NEG_INFINITY,
+        f32::INFINITY => f32::MAX,
+        l => l,
+    }
+}
+
+/// What a step samples from.
+#[derive(Clone, Copy)]
+enum StepLogits<'a> {
+    Every(&'a [f32]),
+    Best(&'a BestLogits),
+}
+
 pub use rng::Rng;
 pub use trace::{Candidate, GrammarTrace, StepTrace};
 
@@ -96,6 +163,9 @@ pub enum SamplerError {
     },
     /// The answer's grammar forbids the token asked for, or its engine failed.
     Grammar(GrammarError),
+    /// The step needs every logit and only the best were read ([`Sampler::reads_best`]), or
+    /// the best read back are not all there.
+    PartialLogits,
 }
 
 impl From<GrammarError> for SamplerError {
@@ -113,6 +183,7 @@ impl SamplerError {
             SamplerError::BadSetting { .. } => "bad_setting",
             SamplerError::TokenOutOfRange { .. } => "token_out_of_range",
             SamplerError::Grammar(error) => error.kind(),
+            SamplerError::PartialLogits => "partial_logits",
         }
     }
 }
@@ -129,6 +200,9 @@ impl std::fmt::Display for SamplerError {
                 write!(f, "token {token} is outside the vocabulary of {vocab_size}")
             }
             SamplerError::Grammar(error) => error.fmt(f),
+            SamplerError::PartialLogits => {
+                write!(f, "the step's settings need every logit, and only the best {BEST_LOGITS} were read")
+            }
         }
     }
 }
@@ -206,7 +280,32 @@ impl Sampler {
         history: &[u32],
         trace_top: usize,
     ) -> Result<Sampled, SamplerError> {
-        self.run_chain(logits, history, None, trace_top)
+        self.run_chain(StepLogits::Every(logits), history, None, trace_top)
+    }
+
+    /// Whether the next step, taking `forced` (or drawing) with a trace of `trace_top`
+    /// candidates, can be sampled from the best [`BEST_LOGITS`] logits alone, and if so the
+    /// temperature their statistics are wanted at. It can when nothing outside them can
+    /// matter: no grammar (its mask may allow only tokens further down), no repetition penalty
+    /// (a penalized token may fall out of them), a greedy step or a top-k within them, a trace
+    /// within them, and no forced token (which may be any).
+    pub fn reads_best(&self, forced: Option<u32>, trace_top: usize) -> Option<f32> {
+        let s = &self.settings;
+        let penalty = s.repeat_penalty != 1.0 && s.repeat_last_n > 0;
+        let truncated = s.is_greedy() || (1..=BEST_LOGITS).contains(&s.top_k);
+        let fits = forced.is_none() && self.constraint.is_none() && !penalty && trace_top <= BEST_LOGITS;
+        (fits && truncated).then_some(if s.is_greedy() { 1.0 } else { s.temperature })
+    }
+
+    /// [`Sampler::sample`] from the best logits a device read back, which must be what
+    /// [`Sampler::reads_best`] asked for ([`SamplerError::PartialLogits`] otherwise).
+    pub fn sample_best(&mut self, best: &BestLogits, trace_top: usize) -> Result<Sampled, SamplerError> {
+        let whole = best.best.len() == BEST_LOGITS.min(best.vocab)
+            && best.best.iter().all(|&(id, _)| (id as usize) < best.vocab);
+        if !whole || self.reads_best(None, trace_top) != Some(best.temperature) {
+            return Err(SamplerError::PartialLogits);
+        }
+        self.run_chain(StepLogits::Best(best), &[], None, trace_top)
     }
 
     /// Runs the chain for the explanation but takes `token` instead of drawing (branching from
@@ -221,17 +320,21 @@ impl Sampler {
         if token as usize >= logits.len() {
             return Err(SamplerError::TokenOutOfRange { token, vocab_size: logits.len() });
         }
-        self.run_chain(logits, history, Some(token), trace_top)
+        self.run_chain(StepLogits::Every(logits), history, Some(token), trace_top)
     }
 
     fn run_chain(
         &mut self,
-        raw: &[f32],
+        input: StepLogits,
         history: &[u32],
         forced: Option<u32>,
         trace_top: usize,
     ) -> Result<Sampled, SamplerError> {
-        if raw.is_empty() {
+        let empty = match input {
+            StepLogits::Every(raw) => raw.is_empty(),
+            StepLogits::Best(best) => best.best.is_empty(),
+        };
+        if empty {
             return Err(SamplerError::EmptyLogits);
         }
         self.mask = self.constraint.as_mut().map(Constraint::mask).transpose()?;
@@ -240,12 +343,25 @@ impl Sampler {
         {
             return Err(GrammarError::Forbidden { token }.into());
         }
-        self.load_penalized(raw, history);
-        if !self.logits.iter().any(|l| l.is_finite()) {
+        let finite = match input {
+            StepLogits::Every(raw) => {
+                self.load_penalized(raw, history);
+                self.logits.iter().any(|l| l.is_finite())
+            }
+            StepLogits::Best(best) => {
+                // Sorted already: the chain reads no further than its first entries.
+                self.logits.clear();
+                self.candidates.clear();
+                self.candidates.extend_from_slice(&best.best);
+                self.sorted = self.candidates.len();
+                self.candidates[0].1.is_finite()
+            }
+        };
+        if !finite {
             return Err(SamplerError::NoFiniteLogit);
         }
         let s = self.settings.clone();
-        let vocab = raw.len();
+        let vocab = vocab_of(input);
         let kept = if s.is_greedy() {
             self.ensure_sorted(1);
             1
@@ -260,7 +376,7 @@ impl Sampler {
             None if s.is_greedy() => self.candidates[0].0,
             None => self.draw(kept, temperature),
         };
-        let trace = (trace_top > 0).then(|| self.trace(raw, kept, temperature, token, trace_top));
+        let trace = (trace_top > 0).then(|| self.trace(input, kept, temperature, token, trace_top));
         if let Some(constraint) = &mut self.constraint {
             constraint.accept(token)?;
         }
@@ -273,11 +389,7 @@ impl Sampler {
     /// never be chosen, +inf the largest finite value so the arithmetic stays finite.
     fn load_penalized(&mut self, raw: &[f32], history: &[u32]) {
         self.logits.clear();
-        self.logits.extend(raw.iter().map(|&l| match l {
-            l if l.is_nan() => f32::NEG_INFINITY,
-            f32::INFINITY => f32::MAX,
-            l => l,
-        }));
+        self.logits.extend(raw.iter().map(|&l| ranked_logit(l)));
         if let Some(mask) = &self.mask {
             for (id, l) in self.logits.iter_mut().enumerate() {
                 if !mask.allows(id as u32) {
@@ -377,21 +489,39 @@ impl Sampler {
         self.candidates[kept - 1].0
     }
 
-    fn trace(&mut self, raw: &[f32], kept: usize, temperature: f32, chosen: u32, top: usize) -> StepTrace {
+    fn trace(
+        &mut self,
+        input: StepLogits,
+        kept: usize,
+        temperature: f32,
+        chosen: u32,
+        top: usize,
+    ) -> StepTrace {
         self.ensure_sorted(top.max(kept));
         let max = self.candidates[0].1;
-        // One pass over the whole vocabulary for the normalizer and the entropy: each weight
-        // in f32 (a few ulps; an f64 exponential per entry cost ~5 % of a Gemma 3 step with its
-        // 262,144 entries), summed in f64.
-        let (mut z, mut weighted) = (0.0f64, 0.0f64);
-        for &l in &self.logits {
-            let x = (l - max) / temperature;
-            if x.is_finite() {
-                let w = libm::expf(x);
-                z += f64::from(w);
-                weighted += f64::from(w * x);
+        let (z, weighted) = match input {
+            StepLogits::Every(_) => {
+                // One pass over the whole vocabulary for the normalizer and the entropy: each
+                // weight in f32 (a few ulps; an f64 exponential per entry cost ~5 % of a Gemma 3
+                // step with its 262,144 entries), summed in f64.
+                let (mut z, mut weighted) = (0.0f64, 0.0f64);
+                for &l in &self.logits {
+                    let x = (l - max) / temperature;
+                    if x.is_finite() {
+                        let w = libm::expf(x);
+                        z += f64::from(w);
+                        weighted += f64::from(w * x);
+                    }
+                }
+                (z, weighted)
             }
-        }
+            StepLogits::Best(best) => (best.z, best.weighted),
+        };
+        // Without a penalty or a mask (always so for the best logits) the raw logit is the one ranked.
+        let raw_logit = |id: u32, ranked: f32| match input {
+            StepLogits::Every(raw) => raw[id as usize],
+            StepLogits::Best(_) => ranked,
+        };
         let entropy_nats = z.ln() - weighted / z;
         let probability = |l: f32| (f64::from((l - max) / temperature).exp() / z) as f32;
         let kept_weight: f64 = self.candidates[..kept].iter().map(|&(_, l)| f64::from(probability(l))).sum();
@@ -401,7 +531,7 @@ impl Sampler {
             .enumerate()
             .map(|(rank, &(id, l))| Candidate {
                 id,
-                logit: raw[id as usize],
+                logit: raw_logit(id, l),
                 probability: probability(l),
                 sample_probability: if rank < kept {
                     (f64::from(probability(l)) / kept_weight) as f32
@@ -412,7 +542,11 @@ impl Sampler {
             })
             .collect();
         let chosen_rank = self.candidates.iter().position(|&(id, _)| id == chosen);
-        let chosen_logit = self.logits[chosen as usize];
+        let chosen_logit = match input {
+            StepLogits::Every(_) => self.logits[chosen as usize],
+            // Drawn from the kept candidates, so among them.
+            StepLogits::Best(_) => chosen_rank.map_or(f32::NEG_INFINITY, |rank| self.candidates[rank].1),
+        };
         StepTrace {
             candidates,
             chosen,
@@ -420,11 +554,22 @@ impl Sampler {
             chosen_probability: probability(chosen_logit),
             nucleus_size: kept,
             nucleus_mass: kept_weight as f32,
-            excluded: self.logits.len() - kept,
+            excluded: vocab_of(input) - kept,
             entropy_bits: (entropy_nats / std::f64::consts::LN_2) as f32,
             temperature: if self.settings.is_greedy() { 0.0 } else { temperature },
-            grammar: self.mask.as_ref().map(|mask| grammar_trace(raw, mask, temperature, top)),
+            grammar: match (input, &self.mask) {
+                (StepLogits::Every(raw), Some(mask)) => Some(grammar_trace(raw, mask, temperature, top)),
+                _ => None,
+            },
         }
+    }
+}
+
+/// Entries of the whole logit vector.
+fn vocab_of(input: StepLogits) -> usize {
+    match input {
+        StepLogits::Every(raw) => raw.len(),
+        StepLogits::Best(best) => best.vocab,
     }
 }
 

@@ -220,3 +220,75 @@ fn seeded_draws_are_pinned() {
 }
 
 const PINNED_SEED_9: [u32; 12] = [321, 889, 605, 667, 235, 988, 25, 99, 926, 457, 988, 198];
+
+/// Logits with ties, a NaN and an infinity among ordinary values, as a model may give.
+fn awkward_logits(vocab: usize, seed: u64) -> Vec<f32> {
+    let mut rng = Rng::new(seed);
+    let mut logits: Vec<f32> = (0..vocab).map(|_| (rng.next_f64() * 12.0 - 6.0) as f32).collect();
+    logits[7] = logits[3]; // A tie, settled by the lower id.
+    logits[11] = f32::NAN;
+    logits[13] = f32::NEG_INFINITY;
+    logits
+}
+
+#[test]
+fn the_best_logits_draw_what_every_logit_draws_and_explain_it_alike() {
+    let settings = [
+        SamplerSettings::greedy(),
+        settings(0.7, 40, 0.95, 0.05),
+        settings(1.5, BEST_LOGITS, 1.0, 0.0),
+        settings(1.0, 1, 0.5, 0.0),
+    ];
+    for (case, s) in settings.into_iter().enumerate() {
+        let (mut every, mut best) = (Sampler::new(s.clone()).unwrap(), Sampler::new(s.clone()).unwrap());
+        let temperature = every.reads_best(None, 20).expect("these settings read the best logits");
+        for step in 0..40 {
+            let logits = awkward_logits(1000, (case * 100 + step) as u64);
+            let a = every.sample(&logits, &[], 20).unwrap();
+            let b = best.sample_best(&BestLogits::of(&logits, temperature), 20).unwrap();
+            assert_eq!(a.token, b.token, "settings {case}, step {step}");
+            let (a, b) = (a.trace.unwrap(), b.trace.unwrap());
+            let ids = |t: &StepTrace| t.candidates.iter().map(|c| (c.id, c.in_nucleus)).collect::<Vec<_>>();
+            assert_eq!(ids(&a), ids(&b));
+            assert_eq!(
+                (a.chosen_rank, a.nucleus_size, a.excluded),
+                (b.chosen_rank, b.nucleus_size, b.excluded)
+            );
+            for (x, y) in a.candidates.iter().zip(&b.candidates) {
+                assert_eq!(x.logit.to_bits(), y.logit.to_bits());
+                assert!((x.probability - y.probability).abs() <= 1e-6 * x.probability.max(1e-3));
+                assert!((x.sample_probability - y.sample_probability).abs() <= 1e-6);
+            }
+            assert!((a.entropy_bits - b.entropy_bits).abs() < 1e-4, "{} {}", a.entropy_bits, b.entropy_bits);
+            assert!((a.chosen_probability - b.chosen_probability).abs() <= 1e-6);
+        }
+    }
+}
+
+#[test]
+fn the_best_logits_are_refused_where_the_step_needs_every_one() {
+    let logits = awkward_logits(1000, 1);
+    let needs_every = [
+        SamplerSettings { repeat_penalty: 1.1, ..SamplerSettings::default() },
+        settings(0.8, 0, 0.95, 0.0),
+        settings(0.8, BEST_LOGITS + 1, 0.95, 0.0),
+    ];
+    for s in needs_every {
+        let mut sampler = Sampler::new(s.clone()).unwrap();
+        assert_eq!(sampler.reads_best(None, 20), None, "{s:?}");
+        let best = BestLogits::of(&logits, s.temperature);
+        assert_eq!(sampler.sample_best(&best, 20).unwrap_err(), SamplerError::PartialLogits);
+    }
+    let mut sampler = Sampler::new(SamplerSettings::default()).unwrap();
+    assert_eq!(sampler.reads_best(Some(5), 20), None, "a forced token may be any");
+    assert_eq!(sampler.reads_best(None, BEST_LOGITS + 1), None, "a trace longer than the best");
+    assert_eq!(sampler.reads_best(None, 20), Some(0.8));
+    // Statistics at another temperature, or a list cut short, are not what it asked for.
+    assert_eq!(
+        sampler.sample_best(&BestLogits::of(&logits, 1.0), 20).unwrap_err(),
+        SamplerError::PartialLogits
+    );
+    let mut short = BestLogits::of(&logits, 0.8);
+    short.best.pop();
+    assert_eq!(sampler.sample_best(&short, 20).unwrap_err(), SamplerError::PartialLogits);
+}
