@@ -367,6 +367,63 @@ fn a_session_on_the_gpu_follows_llama_cpp_reuses_its_cache_and_branches() {
     assert_eq!(logits(&after_branch), logits(&fresh_next));
 }
 
+/// Where a step's settings need only the best logits (here T 0.8, top-k 40, top-p 0.95, min-p
+/// 0.05 and a trace of 20), an answer on the GPU reads back only those with the softmax sums
+/// (`Generation` asks for them), and draws and explains what reading every logit gives: the
+/// same session steps, reading all of them, with the same seed.
+#[test]
+fn an_answer_reading_only_the_best_logits_draws_what_every_logit_draws() {
+    use inferno::chat::ReplyFormat;
+    use inferno::engine::{AnswerLimits, Event, Generation};
+    use inferno::sampler::LogitsRead;
+    let engine = engine_on_gpu("qwen3-micro-q4_0.gguf");
+    let (prompt, _) = golden("qwen3-micro-q4_0.json", "capital");
+    let settings = SamplerSettings { seed: 7, ..SamplerSettings::default() };
+    let steps = 24;
+    let sampler = Sampler::new(settings.clone()).unwrap();
+    assert_eq!(sampler.logits_read(None, 20), LogitsRead::Best { temperature: 0.8 });
+    let mut session = engine.new_session(64).unwrap();
+    let limits =
+        AnswerLimits { max_tokens: steps, trace_top: 20, ignore_eos: true, ..AnswerLimits::default() };
+    let mut answer =
+        Generation::new(prompt.clone(), ReplyFormat::default(), sampler, limits, &session, || 0.0).unwrap();
+    let mut best_read = Vec::new();
+    while !answer.is_done() {
+        for event in answer.next(&engine, &mut session).unwrap() {
+            if let Event::Token { step, .. } = event {
+                best_read.push((step.token, step.trace.unwrap().trace));
+            }
+        }
+        if best_read.len() == 2 {
+            assert!(session.logits().is_none(), "a decode step read back only the best logits");
+        }
+    }
+    let mut session = engine.new_session(64).unwrap();
+    session.sync(&engine, &prompt).unwrap();
+    let mut sampler = Sampler::new(settings).unwrap();
+    for (i, (token, trace)) in best_read.iter().enumerate() {
+        let every = session.step(&engine, &mut sampler, None, 20).unwrap();
+        assert!(session.logits().is_some());
+        let want = every.trace.unwrap();
+        assert_eq!(every.token, *token, "step {i}");
+        let ranked = |t: &inferno::sampler::StepTrace| {
+            t.candidates.iter().map(|c| (c.id, c.logit.to_bits(), c.in_nucleus)).collect::<Vec<_>>()
+        };
+        assert_eq!(ranked(trace), ranked(&want), "step {i}");
+        assert_eq!(
+            (trace.nucleus_size, trace.excluded, trace.chosen_rank),
+            (want.nucleus_size, want.excluded, want.chosen_rank)
+        );
+        for (got, want) in trace.candidates.iter().zip(&want.candidates) {
+            assert!(
+                (got.probability - want.probability).abs() <= 1e-5 * want.probability.max(1e-3),
+                "step {i}"
+            );
+        }
+        assert!((trace.entropy_bits - want.entropy_bits).abs() < 1e-3, "step {i}");
+    }
+}
+
 /// A lost device fails the request with `gpu_lost`, and the engine goes on on the CPU.
 #[test]
 fn a_lost_device_fails_the_step_and_the_cpu_takes_over() {

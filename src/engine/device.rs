@@ -5,6 +5,7 @@
 
 use super::{Engine, EngineError};
 use crate::model::{AttentionPrecision, BatchInput, Cache, KvTypes, LogitsFor, Model, Placement, Scratch};
+use crate::sampler::{LogitsRead, ReadLogits};
 
 /// A new session's device, with a cache of `context` positions and batches of up to `batch`
 /// tokens: the engine's GPU where it has one, else the CPU.
@@ -45,22 +46,24 @@ pub(super) trait Device {
 
     /// Runs `tokens` after the positions held, at `placement` (`None`: at their cache slots).
     /// The CPU appends the logits asked for to `logits` at once; the GPU submits, and its
-    /// logits come from [`Device::collect`]. After a failure the device holds what it held
-    /// before. `precision` is how the CPU keeps attention's query and `Σ p·V` (the GPU's are f32).
+    /// logits come from [`Device::collect`], the last row's read as `read` says (the CPU's
+    /// are in its memory, and always read whole). After a failure the device holds what it
+    /// held before. `precision` is how the CPU keeps attention's query and `Σ p·V` (the GPU's
+    /// are f32).
     fn evaluate(
         &mut self,
         model: &Model,
         input: BatchInput,
         placement: Option<Placement>,
-        logits_for: LogitsFor,
+        wanted: (LogitsFor, LogitsRead),
         precision: AttentionPrecision,
         logits: &mut Vec<f32>,
     ) -> Result<(), EngineError>;
 
-    /// What the last submission produced, once it is done: its logits (`None`: it asked for
-    /// none, or nothing was submitted). `len` is the positions it brings the cache to (a
-    /// checkpoint taken there gets these logits).
-    fn collect(&mut self, len: usize) -> Result<Option<Vec<f32>>, EngineError>;
+    /// What the last submission produced, once it is done: its logits as read (`None`: it
+    /// asked for none, or nothing was submitted). `len` is the positions it brings the cache
+    /// to (a checkpoint taken there gets these logits, when read whole).
+    fn collect(&mut self, len: usize) -> Result<Option<ReadLogits>, EngineError>;
 
     /// Memory besides the model's weights and the logits: cache, checkpoints, scratch.
     fn state_bytes(&self, model: &Model) -> usize;
@@ -135,7 +138,7 @@ impl Device for CpuDevice {
         model: &Model,
         input: BatchInput,
         placement: Option<Placement>,
-        logits_for: LogitsFor,
+        (logits_for, _): (LogitsFor, LogitsRead),
         precision: AttentionPrecision,
         logits: &mut Vec<f32>,
     ) -> Result<(), EngineError> {
@@ -156,7 +159,7 @@ impl Device for CpuDevice {
         }
     }
 
-    fn collect(&mut self, _: usize) -> Result<Option<Vec<f32>>, EngineError> {
+    fn collect(&mut self, _: usize) -> Result<Option<ReadLogits>, EngineError> {
         Ok(None) // The CPU's logits came with `evaluate`.
     }
 
@@ -242,22 +245,25 @@ impl Device for GpuDevice {
         model: &Model,
         input: BatchInput,
         placement: Option<Placement>,
-        logits_for: LogitsFor,
+        (logits_for, read): (LogitsFor, LogitsRead),
         _: AttentionPrecision,
         _: &mut Vec<f32>,
     ) -> Result<(), EngineError> {
         let start = self.state.len();
-        let logits = logits_for != LogitsFor::None;
-        self.state.submit_input(&self.gpu, model, input, placement, logits).map_err(|error| {
+        let read = (logits_for != LogitsFor::None).then_some(read);
+        self.state.submit_input(&self.gpu, model, input, placement, read).map_err(|error| {
             self.state.truncate(&self.gpu, start);
             error.into()
         })
     }
 
-    fn collect(&mut self, len: usize) -> Result<Option<Vec<f32>>, EngineError> {
+    fn collect(&mut self, len: usize) -> Result<Option<ReadLogits>, EngineError> {
         let Some(logits) = self.state.collect(&self.gpu)? else { return Ok(None) };
-        // A checkpoint taken at the end of this submission gets its logits now.
-        self.state.attach_logits(len, &logits)?;
+        // A checkpoint taken at the end of this submission gets its logits now (the best alone
+        // would not serve every step that may restore it).
+        if let ReadLogits::Every(every) = &logits {
+            self.state.attach_logits(len, every)?;
+        }
         Ok(Some(logits))
     }
 

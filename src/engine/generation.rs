@@ -518,9 +518,12 @@ impl Generation {
             events.push(branched);
         }
         let position = session.len();
+        let forced = if first { self.forced } else { None };
         if !self.advanced {
             self.timing.step_started = (self.clock)();
-            match session.advance(engine) {
+            // A GPU reads back only the best logits where this step needs no more.
+            let read = self.sampler.logits_read(forced, self.limits.trace_top);
+            match session.advance_reading(engine, read) {
                 Ok(ran) => {
                     self.advanced = true;
                     if ran && session.is_waiting() {
@@ -534,7 +537,6 @@ impl Generation {
                 Err(error) => return Err(error),
             }
         }
-        let forced = if first { self.forced } else { None };
         let step = match session.step(engine, &mut self.sampler, forced, self.limits.trace_top) {
             Ok(step) => step,
             Err(error) if error.is_context_full() => {

@@ -42,7 +42,7 @@ use crate::chat::{
 use crate::gguf::{GgufHeader, Metadata};
 use crate::grammar::{Constraint, GrammarCompiler, GrammarError, GrammarSpec};
 use crate::model::{AttentionPrecision, BatchInput, KvTypes, LogitsFor, Model, ModelBytes};
-use crate::sampler::{Sampler, SamplerSettings, StepTrace};
+use crate::sampler::{BestLogits, LogitsRead, ReadLogits, Sampler, SamplerSettings, StepTrace};
 use crate::tokenizer::{EncodeOptions, TokenKind, Tokenizer, Utf8Stream, token_count};
 use crate::vision::{EncodedPicture, PromptPart, RgbImage, VisionEncoder};
 use device::Device;
@@ -745,8 +745,12 @@ pub struct Session {
     /// forward pass it does not use); after a rollback to a checkpoint, also the tokens
     /// between the checkpoint and the rollback point.
     pending: Vec<u32>,
-    /// Logits after the last evaluated token; empty when there are none.
+    /// Logits after the last evaluated token; empty when there are none, or when the GPU read
+    /// back only the best of them (`best`).
     logits: Vec<f32>,
+    /// The best logits after the last evaluated token, where a step asked for no more
+    /// ([`Session::advance_reading`]).
+    best: Option<BestLogits>,
     text: Utf8Stream,
     /// Positions below this that get evaluated are replays: the same tokens the cache held
     /// before a rollback went back further than asked.
@@ -776,6 +780,7 @@ impl Session {
             evaluated: Vec::new(),
             pending: Vec::new(),
             logits: Vec::new(),
+            best: None,
             text: Utf8Stream::default(),
             replay_end: 0,
             replayed: 0,
@@ -804,7 +809,8 @@ impl Session {
     /// error it ran into (after which the session holds only what was done before it).
     fn collect(&mut self) -> Result<(), EngineError> {
         match self.device.collect(self.evaluated.len()) {
-            Ok(Some(logits)) => self.logits = logits,
+            Ok(Some(ReadLogits::Every(logits))) => self.logits = logits,
+            Ok(Some(ReadLogits::Best(best))) => self.best = Some(best),
             Ok(None) => {}
             Err(error) if error.is_not_ready() => return Err(error),
             Err(error) => {
@@ -830,7 +836,8 @@ impl Session {
 
     /// The logits after the last evaluated token, once a [`Session::sync`] or
     /// [`Session::advance`] has them (natively the GPU's are waited for there): what
-    /// `inferno logits` compares with llama.cpp on either device.
+    /// `inferno logits` compares with llama.cpp on either device. None after an
+    /// [`Session::advance_reading`] that read only the best of them.
     pub fn logits(&self) -> Option<&[f32]> {
         (!self.logits.is_empty()).then_some(&self.logits[..])
     }
@@ -970,6 +977,7 @@ impl Session {
         };
         self.logits.clear();
         self.logits.extend_from_slice(logits);
+        self.best = None;
         self.evaluated.truncate(len);
         self.pending.clear();
         // What an earlier rollback left to replay past `len` is gone with it.
@@ -990,6 +998,7 @@ impl Session {
             dropped.append(&mut self.pending);
             self.pending = dropped;
             self.logits.clear();
+            self.best = None;
             self.replay_end = cached;
         }
     }
@@ -1004,9 +1013,24 @@ impl Session {
     ) -> Result<Step, EngineError> {
         self.advance(engine)?;
         self.collect()?;
-        let sampled = match forced {
-            Some(token) => sampler.force(&self.logits, &self.evaluated, token, trace_top)?,
-            None => sampler.sample(&self.logits, &self.evaluated, trace_top)?,
+        let best_read = self.best.as_ref().map(|best| LogitsRead::Best { temperature: best.temperature });
+        let sampled = match &self.best {
+            Some(best) if best_read == Some(sampler.logits_read(forced, trace_top)) => {
+                sampler.sample_best(best, trace_top)?
+            }
+            _ => {
+                if self.logits.is_empty() {
+                    // Only the best were read, and this step needs more (the read was asked
+                    // for other settings): its token runs again for all of them.
+                    self.best = None;
+                    self.advance(engine)?;
+                    self.collect()?;
+                }
+                match forced {
+                    Some(token) => sampler.force(&self.logits, &self.evaluated, token, trace_top)?,
+                    None => sampler.sample(&self.logits, &self.evaluated, trace_top)?,
+                }
+            }
         };
         let token = sampled.token;
         self.pending.push(token);
@@ -1028,8 +1052,14 @@ impl Session {
     /// rollback's replay), so that on the GPU the page can await their logits
     /// ([`Session::pending`]) before calling [`Session::step`]. True if anything ran.
     pub fn advance(&mut self, engine: &Engine) -> Result<bool, EngineError> {
+        self.advance_reading(engine, LogitsRead::Every)
+    }
+
+    /// [`Session::advance`], the GPU reading back of the logits what `read` says: the next
+    /// step's [`Sampler::logits_read`] (the CPU has them all in its memory either way).
+    pub fn advance_reading(&mut self, engine: &Engine, read: LogitsRead) -> Result<bool, EngineError> {
         self.collect()?;
-        if self.pending.is_empty() && self.logits.is_empty() {
+        if self.pending.is_empty() && self.logits.is_empty() && self.best.is_none() {
             // After a rollback only the cache is left: the last token runs again for its
             // logits (from a checkpoint before it, for a recurrent state).
             let held = self.evaluated.len();
@@ -1042,7 +1072,7 @@ impl Session {
             return Ok(false);
         }
         let pending = std::mem::take(&mut self.pending);
-        if let Err(error) = self.evaluate(engine, &pending, LogitsFor::Last) {
+        if let Err(error) = self.evaluate_reading(engine, &pending, (LogitsFor::Last, read)) {
             self.pending.extend(pending);
             return Err(error);
         }
@@ -1056,7 +1086,17 @@ impl Session {
         tokens: &[u32],
         logits_for: LogitsFor,
     ) -> Result<(), EngineError> {
+        self.evaluate_reading(engine, tokens, (logits_for, LogitsRead::Every))
+    }
+
+    fn evaluate_reading(
+        &mut self,
+        engine: &Engine,
+        tokens: &[u32],
+        (logits_for, read): (LogitsFor, LogitsRead),
+    ) -> Result<(), EngineError> {
         self.logits.clear();
+        self.best = None;
         let start = self.evaluated.len();
         self.submitted_from = start;
         let precision = engine.attention_precision;
@@ -1080,7 +1120,7 @@ impl Session {
                             &engine.model,
                             input,
                             placement,
-                            wanted,
+                            (wanted, read),
                             precision,
                             &mut self.logits,
                         )
@@ -1090,7 +1130,7 @@ impl Session {
                     &engine.model,
                     BatchInput::Tokens(run),
                     placement,
-                    wanted,
+                    (wanted, read),
                     precision,
                     &mut self.logits,
                 ),

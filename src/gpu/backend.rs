@@ -20,6 +20,7 @@ use crate::model::{
     Ffn, Mamba2Weights, Matrix, Mixer, Model, ModelError, Norm, PerLayerWeights, Placement, RopeStyle,
     ShortConvWeights,
 };
+use crate::sampler::{LogitsRead, ReadLogits};
 
 /// What a model keeps on the device between batches: its weights (by where they lie in the
 /// file, or where their decoded vector lives), the named activations, and the KV cache.
@@ -37,14 +38,18 @@ pub struct GpuState {
     token_ids: wgpu::Buffer,
     /// Where the last token's logits are copied to be mapped and read.
     readback: wgpu::Buffer,
+    /// The passes' results of the best logits ([`super::best`]), and where the last is read.
+    best_scratch: [wgpu::Buffer; 2],
+    best_readback: wgpu::Buffer,
     /// Each matrix as slices of whole rows, each within one binding: (first row, rows, blocks).
     matrices: HashMap<usize, Slices>,
     /// Each stack of experts' matrices (by its first expert's place in the file) as slices of
     /// whole experts, each within one binding: (first expert, experts, blocks).
     stacks: HashMap<usize, Slices>,
     vectors: HashMap<usize, wgpu::Buffer>,
-    /// The work submitted last, and whether it ends with logits in `readback`.
-    in_flight: Option<(Signal, bool)>,
+    /// The work submitted last, and what it reads back of the logits (`readback` or
+    /// `best_readback`), if any.
+    in_flight: Option<(Signal, Option<LogitsRead>)>,
     /// Gemma 4's per-layer inputs, where the model has them.
     per_layer: Option<PerLayerBuffers>,
     /// Rows of one value, by width and value's bits: the weight of a norm that has none
@@ -93,7 +98,14 @@ impl GpuState {
         Self::check(gpu, model)?;
         let c = model.config();
         let max_batch = max_batch.max(1);
-        let mut bytes = 0u64;
+        let best_scratch = [0, 1].map(|_| gpu.scratch_buffer(super::best::scratch_bytes(c.vocab_size)));
+        let best_readback = gpu.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("best logits"),
+            size: super::best::RESULT_BYTES,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        let mut bytes = 2 * super::best::scratch_bytes(c.vocab_size) + super::best::RESULT_BYTES;
         let mut buffer = |floats: usize, usage: wgpu::BufferUsages| {
             let size = (4 * floats.max(1)) as u64;
             bytes += size;
@@ -174,6 +186,8 @@ impl GpuState {
             logits: buffer(c.vocab_size, storage),
             token_ids: buffer(max_batch, storage),
             readback: buffer(c.vocab_size, wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST),
+            best_scratch,
+            best_readback,
             matrices: uploaded.map(|w| w.matrices.clone()).unwrap_or_default(),
             stacks: uploaded.map(|w| w.stacks.clone()).unwrap_or_default(),
             vectors: HashMap::new(),
@@ -486,25 +500,29 @@ impl GpuState {
     #[cfg(not(target_family = "wasm"))]
     pub fn forward(&mut self, gpu: &Gpu, model: &Model, tokens: &[u32]) -> Result<Vec<f32>, GpuError> {
         self.submit(gpu, model, tokens, true)?;
-        self.collect(gpu)?.ok_or(GpuError::NotReady)
+        match self.collect(gpu)? {
+            Some(ReadLogits::Every(logits)) => Ok(logits),
+            _ => Err(GpuError::NotReady),
+        }
     }
 
     /// Records `tokens` after the cached positions (in batches of at most `max_batch`) and
     /// submits them, with the last token's logits when `logits` is set. The cache counts them
     /// at once; [`GpuState::pending`] says when the GPU has done them.
     pub fn submit(&mut self, gpu: &Gpu, model: &Model, tokens: &[u32], logits: bool) -> Result<(), GpuError> {
-        self.submit_input(gpu, model, BatchInput::Tokens(tokens), None, logits)
+        let read = logits.then_some(LogitsRead::Every);
+        self.submit_input(gpu, model, BatchInput::Tokens(tokens), None, read)
     }
 
     /// [`GpuState::submit`] for tokens or rows given whole (a picture's, in one batch when they
-    /// attend both ways).
+    /// attend both ways), reading back the last row's logits as `read` says (`None`: none).
     pub(crate) fn submit_input(
         &mut self,
         gpu: &Gpu,
         model: &Model,
         input: BatchInput,
         placement: Option<Placement>,
-        logits: bool,
+        read: Option<LogitsRead>,
     ) -> Result<(), GpuError> {
         let (vocab, row_width) = (model.config().vocab_size, model.config().input_width());
         let n = match input {
@@ -563,10 +581,11 @@ impl GpuState {
                 layer: 0,
                 stored_layer: None,
                 recording: Recording::default(),
+                read: read.unwrap_or(LogitsRead::Every),
                 state: self,
                 error: None,
             };
-            let rows = (last && logits).then_some(n - 1..n);
+            let rows = (last && read.is_some()).then_some(n - 1..n);
             let result = crate::model::forward_batch(&mut backend, model, batch, rows, Some(&mut Vec::new()));
             let recording = std::mem::take(&mut backend.recording);
             if let Some(error) = backend.error.take() {
@@ -579,16 +598,24 @@ impl GpuState {
             #[cfg(not(target_family = "wasm"))]
             self.read_kernel_times(gpu)?;
         }
-        let signal = if logits {
-            super::map_for_reading(&self.readback)
+        let signal = if let Some(read) = read {
+            super::map_for_reading(self.readback_for(read))
         } else {
             let signal = Signal::default();
             let done = signal.clone();
             gpu.queue.on_submitted_work_done(move || done.complete(Ok(())));
             signal
         };
-        self.in_flight = Some((signal, logits));
+        self.in_flight = Some((signal, read));
         Ok(())
+    }
+
+    /// Where logits read as `read` are copied to be mapped.
+    fn readback_for(&self, read: LogitsRead) -> &wgpu::Buffer {
+        match read {
+            LogitsRead::Every => &self.readback,
+            LogitsRead::Best { .. } => &self.best_readback,
+        }
     }
 
     /// Fires when the last submission is done (None when nothing was submitted since the last
@@ -597,11 +624,11 @@ impl GpuState {
         self.in_flight.as_ref().map(|(signal, _)| signal.clone())
     }
 
-    /// The last submission's logits (None if it asked for none), once it is done: natively
-    /// this waits for the GPU; in the browser it is [`GpuError::NotReady`] until
+    /// The last submission's logits as it read them (None if it asked for none), once it is
+    /// done: natively this waits for the GPU; in the browser it is [`GpuError::NotReady`] until
     /// [`GpuState::pending`] has fired.
-    pub fn collect(&mut self, gpu: &Gpu) -> Result<Option<Vec<f32>>, GpuError> {
-        let Some((signal, logits)) = self.in_flight.clone() else { return Ok(None) };
+    pub fn collect(&mut self, gpu: &Gpu) -> Result<Option<ReadLogits>, GpuError> {
+        let Some((signal, read)) = self.in_flight.clone() else { return Ok(None) };
         #[cfg(not(target_family = "wasm"))]
         gpu.device.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| GpuError::Failed(e.to_string()))?;
         let result = signal.result().ok_or(GpuError::NotReady)?;
@@ -610,18 +637,29 @@ impl GpuState {
             return Err(fault);
         }
         result?;
-        if !logits {
-            return Ok(None);
+        match read {
+            None => Ok(None),
+            Some(LogitsRead::Every) => {
+                super::mapped_floats(&self.readback, self.readback.size() as usize / 4)
+                    .map(|v| Some(ReadLogits::Every(v)))
+            }
+            Some(LogitsRead::Best { temperature }) => {
+                let words = super::best::mapped_words(
+                    &self.best_readback,
+                    super::shaders::BEST_GROUP_WORDS as usize,
+                )?;
+                let vocab = self.readback.size() as usize / 4;
+                super::best::decode(&words, vocab, temperature).map(|best| Some(ReadLogits::Best(best)))
+            }
         }
-        super::mapped_floats(&self.readback, self.readback.size() as usize / 4).map(Some)
     }
 
     /// Forgets a submission nobody collected, unmapping the readback so it can be reused.
     fn discard_in_flight(&mut self) {
-        if let Some((signal, true)) = self.in_flight.take()
+        if let Some((signal, Some(read))) = self.in_flight.take()
             && signal.result().is_some_and(|r| r.is_ok())
         {
-            self.readback.unmap();
+            self.readback_for(read).unmap();
         }
     }
 
@@ -1089,6 +1127,8 @@ struct GpuBackend<'a> {
     layer: usize,
     /// The layer whose keys and values `qk_heads` has put in the cache already.
     stored_layer: Option<usize>,
+    /// What the batch reads back of the logits it computes.
+    read: LogitsRead,
     /// The first failure of an operation that cannot return one (reported after the batch).
     error: Option<GpuError>,
 }
@@ -2210,8 +2250,17 @@ impl Backend for GpuBackend<'_> {
             self.elementwise(&pipeline, &cap, &logits, out.len(), [0; 3]);
         }
         // Read by GpuState::collect once the GPU is done: the caller's `out` stays as it is.
-        let (bytes, readback) = ((4 * out.len()) as u64, self.state.readback.clone());
-        self.copy_bytes(&logits, 0, &readback, 0, bytes);
+        match self.read {
+            LogitsRead::Every => {
+                let (bytes, readback) = ((4 * out.len()) as u64, self.state.readback.clone());
+                self.copy_bytes(&logits, 0, &readback, 0, bytes);
+            }
+            LogitsRead::Best { temperature } => {
+                let (scratch, result) = (&self.state.best_scratch, &self.state.best_readback);
+                let recording = &mut self.recording;
+                super::best::record(recording, self.gpu, &logits, out.len(), temperature, scratch, result);
+            }
+        }
         Ok(())
     }
 }

@@ -2495,20 +2495,6 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
 }
 "#;
 
-#[cfg(test)]
-mod tests {
-    use super::renamed;
-
-    #[test]
-    fn renaming_touches_the_declared_names_and_the_weights_only() {
-        let code = "var<private> levels: array<f32, 2>;\nfn byte_at(i: u32) -> u32 { return w[i] + levels[0u] + x_at(2u); }\n\
-                    fn row_dot(v: vec4<f32>) -> f32 { let w4 = v.w; return f32(byte_at(0u)) + v.w; }\n";
-        let want = "var<private> levels_up: array<f32, 2>;\nfn byte_at_up(i: u32) -> u32 { return w_up[i] + levels_up[0u] + x_at(2u); }\n\
-                    fn row_dot_up(v: vec4<f32>) -> f32 { let w4 = v.w; return f32(byte_at_up(0u)) + v.w; }\n";
-        assert_eq!(renamed(code, "_up"), want);
-    }
-}
-
 /// Logits a workgroup of [`best_logits`] ranks at once.
 pub const BEST_SPAN: u32 = 1024;
 /// Words of one workgroup's result: its statistics (max, `Σ exp(x)`, `Σ exp(x)·x`, unused),
@@ -2542,6 +2528,7 @@ const NEG_INF_KEY: u32 = 0x007fffffu;
 var<workgroup> keys: array<u32, SPAN>;
 var<workgroup> ids: array<u32, SPAN>;
 var<workgroup> sums: array<vec3<f32>, THREADS>;
+var<workgroup> top_keys: array<u32, THREADS>;
 
 // A float's order key: a u32 that sorts as f32::total_cmp does.
 fn order_key(v: f32) -> u32 {
@@ -2553,15 +2540,17 @@ fn from_key(k: u32) -> f32 {
     return bitcast<f32>(select(~k, k & 0x7fffffffu, (k & 0x80000000u) != 0u));
 }
 
-// NaN as -inf, +inf as the largest finite value (compared as bits: a compiler may fold `v != v`).
-fn ranked(b: u32) -> f32 {
+// The order key of a logit's bits as the sampler ranks it: NaN as -inf, +inf as the largest
+// finite value. Compared as bits: a compiler may fold `v != v`, and WGSL has no infinite
+// constants.
+fn ranked_key(b: u32) -> u32 {
     if ((b & 0x7fffffffu) > 0x7f800000u) {
-        return bitcast<f32>(0xff800000u);
+        return NEG_INF_KEY;
     }
     if (b == 0x7f800000u) {
-        return bitcast<f32>(0x7f7fffffu);
+        return 0xff7fffffu; // order_key(f32::MAX)
     }
-    return bitcast<f32>(b);
+    return order_key(bitcast<f32>(b));
 }
 
 fn better(a: u32, b: u32) -> bool {
@@ -2584,8 +2573,8 @@ fn rescaled(s: vec3<f32>, m: f32) -> vec3<f32> {
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index) t: u32) {
     let g = group.y * p.groups_x + group.x;
-    // Each thread's four entries, and the largest of them.
-    var top = bitcast<f32>(0xff800000u);
+    // Each thread's four entries, and the largest of their keys.
+    var top = 0u;
     for (var r = 0u; r < 4u; r++) {
         let s = t + r * THREADS;
         keys[s] = 0u; // Below every real entry's key (-inf's is NEG_INF_KEY).
@@ -2593,10 +2582,9 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
         if (p.first != 0u) {
             let i = g * SPAN + s;
             if (i < p.n) {
-                let v = ranked(input[i]);
-                keys[s] = order_key(v);
+                keys[s] = ranked_key(input[i]);
                 ids[s] = i;
-                top = max(top, v);
+                top = max(top, keys[s]);
             }
         } else {
             let source = g * FAN_IN + s / BEST;
@@ -2608,19 +2596,19 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
         }
     }
     // Statistics: in the first pass over the span's logits, in later ones the inputs' merged.
-    var mine = vec3<f32>(top, 0.0, 0.0);
+    // (max, Σ e, Σ e·x); a span with no terms has max 0, which no merge reads.
+    var mine = vec3<f32>(0.0, 0.0, 0.0);
     if (p.first != 0u) {
-        sums[t] = mine;
+        top_keys[t] = top;
         workgroupBarrier();
         for (var half = THREADS / 2u; half > 0u; half >>= 1u) {
             if (t < half) {
-                sums[t].x = max(sums[t].x, sums[t + half].x);
+                top_keys[t] = max(top_keys[t], top_keys[t + half]);
             }
             workgroupBarrier();
         }
-        let m = sums[0].x;
-        let m_key = order_key(m);
-        workgroupBarrier();
+        let m_key = top_keys[0];
+        let m = from_key(m_key);
         for (var r = 0u; r < 4u; r++) {
             let s = t + r * THREADS;
             // -inf logits are left out (the CPU's sum leaves out what is not finite), told by
@@ -2641,11 +2629,7 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
         if (source < p.groups_in) {
             let at = source * GROUP_WORDS;
             mine = vec3<f32>(bitcast<f32>(input[at]), bitcast<f32>(input[at + 1u]), bitcast<f32>(input[at + 2u]));
-        } else {
-            mine = vec3<f32>(bitcast<f32>(0xff800000u), 0.0, 0.0);
         }
-    } else {
-        mine = vec3<f32>(bitcast<f32>(0xff800000u), 0.0, 0.0);
     }
     sums[t] = mine;
     workgroupBarrier();
@@ -2701,4 +2685,18 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
     .replace("SPAN_VALUE", &BEST_SPAN.to_string())
     .replace("BEST_VALUE", &crate::sampler::BEST_LOGITS.to_string())
     .replace("GROUP_WORDS_VALUE", &BEST_GROUP_WORDS.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::renamed;
+
+    #[test]
+    fn renaming_touches_the_declared_names_and_the_weights_only() {
+        let code = "var<private> levels: array<f32, 2>;\nfn byte_at(i: u32) -> u32 { return w[i] + levels[0u] + x_at(2u); }\n\
+                    fn row_dot(v: vec4<f32>) -> f32 { let w4 = v.w; return f32(byte_at(0u)) + v.w; }\n";
+        let want = "var<private> levels_up: array<f32, 2>;\nfn byte_at_up(i: u32) -> u32 { return w_up[i] + levels_up[0u] + x_at(2u); }\n\
+                    fn row_dot_up(v: vec4<f32>) -> f32 { let w4 = v.w; return f32(byte_at_up(0u)) + v.w; }\n";
+        assert_eq!(renamed(code, "_up"), want);
+    }
 }

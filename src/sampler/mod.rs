@@ -18,7 +18,7 @@ pub const BEST_LOGITS: usize = 128;
 
 /// The best of a step's logits and the whole vocabulary's softmax statistics: what a GPU
 /// reads back instead of every logit (151,936 of them for Qwen3) when the step's settings need
-/// no more ([`Sampler::reads_best`]). The step then draws exactly the token the whole vector
+/// no more ([`Sampler::logits_read`]). The step then draws exactly the token the whole vector
 /// would have given; only the trace's whole-vocabulary figures (probabilities, entropy) come
 /// from sums taken on the device in f32 rather than here in f64.
 #[derive(Clone, Debug, PartialEq)]
@@ -70,6 +70,23 @@ fn ranked_logit(l: f32) -> f32 {
         f32::INFINITY => f32::MAX,
         l => l,
     }
+}
+
+/// What a step needs read back of the logits.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum LogitsRead {
+    Every,
+    /// [`BestLogits`] with statistics at this temperature.
+    Best {
+        temperature: f32,
+    },
+}
+
+/// A step's logits as read back.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ReadLogits {
+    Every(Vec<f32>),
+    Best(BestLogits),
 }
 
 /// What a step samples from.
@@ -163,7 +180,7 @@ pub enum SamplerError {
     },
     /// The answer's grammar forbids the token asked for, or its engine failed.
     Grammar(GrammarError),
-    /// The step needs every logit and only the best were read ([`Sampler::reads_best`]), or
+    /// The step needs every logit and only the best were read ([`Sampler::logits_read`]), or
     /// the best read back are not all there.
     PartialLogits,
 }
@@ -283,26 +300,30 @@ impl Sampler {
         self.run_chain(StepLogits::Every(logits), history, None, trace_top)
     }
 
-    /// Whether the next step, taking `forced` (or drawing) with a trace of `trace_top`
-    /// candidates, can be sampled from the best [`BEST_LOGITS`] logits alone, and if so the
-    /// temperature their statistics are wanted at. It can when nothing outside them can
-    /// matter: no grammar (its mask may allow only tokens further down), no repetition penalty
-    /// (a penalized token may fall out of them), a greedy step or a top-k within them, a trace
-    /// within them, and no forced token (which may be any).
-    pub fn reads_best(&self, forced: Option<u32>, trace_top: usize) -> Option<f32> {
+    /// What the next step, taking `forced` (or drawing) with a trace of `trace_top` candidates,
+    /// needs of the logits: the best [`BEST_LOGITS`] suffice where nothing outside them can
+    /// matter. That is: no grammar (its mask may allow only tokens further down), no repetition
+    /// penalty (a penalized token may fall out of them), a greedy step or a top-k within them,
+    /// a trace within them, and no forced token (which may be any).
+    pub fn logits_read(&self, forced: Option<u32>, trace_top: usize) -> LogitsRead {
         let s = &self.settings;
         let penalty = s.repeat_penalty != 1.0 && s.repeat_last_n > 0;
         let truncated = s.is_greedy() || (1..=BEST_LOGITS).contains(&s.top_k);
         let fits = forced.is_none() && self.constraint.is_none() && !penalty && trace_top <= BEST_LOGITS;
-        (fits && truncated).then_some(if s.is_greedy() { 1.0 } else { s.temperature })
+        if fits && truncated {
+            LogitsRead::Best { temperature: if s.is_greedy() { 1.0 } else { s.temperature } }
+        } else {
+            LogitsRead::Every
+        }
     }
 
     /// [`Sampler::sample`] from the best logits a device read back, which must be what
-    /// [`Sampler::reads_best`] asked for ([`SamplerError::PartialLogits`] otherwise).
+    /// [`Sampler::logits_read`] asks for ([`SamplerError::PartialLogits`] otherwise).
     pub fn sample_best(&mut self, best: &BestLogits, trace_top: usize) -> Result<Sampled, SamplerError> {
         let whole = best.best.len() == BEST_LOGITS.min(best.vocab)
             && best.best.iter().all(|&(id, _)| (id as usize) < best.vocab);
-        if !whole || self.reads_best(None, trace_top) != Some(best.temperature) {
+        let asked = LogitsRead::Best { temperature: best.temperature };
+        if !whole || self.logits_read(None, trace_top) != asked {
             return Err(SamplerError::PartialLogits);
         }
         self.run_chain(StepLogits::Best(best), &[], None, trace_top)

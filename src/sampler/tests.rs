@@ -241,7 +241,9 @@ fn the_best_logits_draw_what_every_logit_draws_and_explain_it_alike() {
     ];
     for (case, s) in settings.into_iter().enumerate() {
         let (mut every, mut best) = (Sampler::new(s.clone()).unwrap(), Sampler::new(s.clone()).unwrap());
-        let temperature = every.reads_best(None, 20).expect("these settings read the best logits");
+        let LogitsRead::Best { temperature } = every.logits_read(None, 20) else {
+            panic!("settings {case} read the best logits")
+        };
         for step in 0..40 {
             let logits = awkward_logits(1000, (case * 100 + step) as u64);
             let a = every.sample(&logits, &[], 20).unwrap();
@@ -275,14 +277,14 @@ fn the_best_logits_are_refused_where_the_step_needs_every_one() {
     ];
     for s in needs_every {
         let mut sampler = Sampler::new(s.clone()).unwrap();
-        assert_eq!(sampler.reads_best(None, 20), None, "{s:?}");
+        assert_eq!(sampler.logits_read(None, 20), LogitsRead::Every, "{s:?}");
         let best = BestLogits::of(&logits, s.temperature);
         assert_eq!(sampler.sample_best(&best, 20).unwrap_err(), SamplerError::PartialLogits);
     }
     let mut sampler = Sampler::new(SamplerSettings::default()).unwrap();
-    assert_eq!(sampler.reads_best(Some(5), 20), None, "a forced token may be any");
-    assert_eq!(sampler.reads_best(None, BEST_LOGITS + 1), None, "a trace longer than the best");
-    assert_eq!(sampler.reads_best(None, 20), Some(0.8));
+    assert_eq!(sampler.logits_read(Some(5), 20), LogitsRead::Every, "a forced token may be any");
+    assert_eq!(sampler.logits_read(None, BEST_LOGITS + 1), LogitsRead::Every, "a trace longer than the best");
+    assert_eq!(sampler.logits_read(None, 20), LogitsRead::Best { temperature: 0.8 });
     // Statistics at another temperature, or a list cut short, are not what it asked for.
     assert_eq!(
         sampler.sample_best(&BestLogits::of(&logits, 1.0), 20).unwrap_err(),

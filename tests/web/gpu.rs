@@ -7,6 +7,7 @@
 
 use inferno::gpu::{Gpu, GpuError, GpuState};
 use inferno::model::{LogitsFor, Model};
+use inferno::sampler::ReadLogits;
 use wasm_bindgen_test::*;
 
 /// How far below the CPU's best logit the GPU's pick may score on the CPU (tests/gpu.rs).
@@ -40,7 +41,7 @@ async fn gpu_follows_cpu(gpu: &Gpu, name: &str, bytes: &[u8], steps: usize, tole
         let cpu = model.forward(&mut cache, &mut scratch, fed, LogitsFor::Last).unwrap().to_vec();
         on_gpu.submit(gpu, &model, fed, true).unwrap();
         on_gpu.pending().expect("a submission to wait for").await.unwrap();
-        let logits = on_gpu.collect(gpu).unwrap().expect("logits");
+        let Some(ReadLogits::Every(logits)) = on_gpu.collect(gpu).unwrap() else { panic!("every logit") };
         let delta = cpu.iter().zip(&logits).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
         let (best, picked) = (argmax(&cpu), argmax(&logits));
         assert!(delta <= tolerance, "{name} step {step}: max |Δlogit| {delta} > {tolerance}");
@@ -172,6 +173,28 @@ async fn the_fused_decode_kernels_give_the_separate_kernels_bits_in_the_browser(
             assert_eq!(fused, separate, "{weight_type:?}: {activation:?}");
         }
     }
+}
+
+/// The best logits of a Qwen3-sized vocabulary (three passes), ranked on the device as the
+/// sampler's reference ranks them, with its softmax sums (as natively, src/gpu/tests.rs).
+#[wasm_bindgen_test]
+async fn the_best_logits_are_the_samplers_in_the_browser() {
+    use inferno::sampler::BestLogits;
+    if !has_webgpu() {
+        return;
+    }
+    let gpu = Gpu::request().await.expect("a WebGPU adapter");
+    let mut logits: Vec<f32> = (0..151_936u32)
+        .map(|i| ((i.wrapping_mul(2_654_435_761) >> 8) % 20_000) as f32 / 1000.0 - 10.0)
+        .collect();
+    logits[151_935] = 11.0;
+    logits[3] = 11.0;
+    logits[77] = f32::NAN;
+    let got = gpu.best_logits(&logits, 0.7).await.unwrap();
+    let want = BestLogits::of(&logits, 0.7);
+    assert_eq!(got.best, want.best);
+    assert!((got.z - want.z).abs() <= 1e-5 * want.z, "{} against {}", got.z, want.z);
+    assert!((got.weighted - want.weighted).abs() <= 1e-5 * want.weighted.abs().max(1.0));
 }
 
 /// Pictures on the GPU in the browser: the 61 × 47 noise picture through each micro projector,
