@@ -370,7 +370,7 @@ fn a_session_on_the_gpu_follows_llama_cpp_reuses_its_cache_and_branches() {
 /// Where a step's settings need only the best logits (here T 0.8, top-k 40, top-p 0.95, min-p
 /// 0.05 and a trace of 20), an answer on the GPU reads back only those with the softmax sums
 /// (`Generation` asks for them), and draws and explains what reading every logit gives: the
-/// same session steps, reading all of them, with the same seed.
+/// same session steps after advances that read all of them, with the same seed.
 #[test]
 fn an_answer_reading_only_the_best_logits_draws_what_every_logit_draws() {
     use inferno::chat::ReplyFormat;
@@ -402,8 +402,10 @@ fn an_answer_reading_only_the_best_logits_draws_what_every_logit_draws() {
     session.sync(&engine, &prompt).unwrap();
     let mut sampler = Sampler::new(settings).unwrap();
     for (i, (token, trace)) in best_read.iter().enumerate() {
-        let every = session.step(&engine, &mut sampler, None, 20).unwrap();
+        // Every logit read by the advance; the step samples from them all.
+        session.advance(&engine).unwrap();
         assert!(session.logits().is_some());
+        let every = session.step(&engine, &mut sampler, None, 20).unwrap();
         let want = every.trace.unwrap();
         assert_eq!(every.token, *token, "step {i}");
         let ranked = |t: &inferno::sampler::StepTrace| {

@@ -1011,26 +1011,14 @@ impl Session {
         forced: Option<u32>,
         trace_top: usize,
     ) -> Result<Step, EngineError> {
-        self.advance(engine)?;
+        // A step run here reads what the sampler needs; one held from an advance serves if it
+        // was read so (advance_reading runs the token again otherwise).
+        self.advance_reading(engine, sampler.logits_read(forced, trace_top))?;
         self.collect()?;
-        let best_read = self.best.as_ref().map(|best| LogitsRead::Best { temperature: best.temperature });
-        let sampled = match &self.best {
-            Some(best) if best_read == Some(sampler.logits_read(forced, trace_top)) => {
-                sampler.sample_best(best, trace_top)?
-            }
-            _ => {
-                if self.logits.is_empty() {
-                    // Only the best were read, and this step needs more (the read was asked
-                    // for other settings): its token runs again for all of them.
-                    self.best = None;
-                    self.advance(engine)?;
-                    self.collect()?;
-                }
-                match forced {
-                    Some(token) => sampler.force(&self.logits, &self.evaluated, token, trace_top)?,
-                    None => sampler.sample(&self.logits, &self.evaluated, trace_top)?,
-                }
-            }
+        let sampled = match (&self.best, forced) {
+            (Some(best), None) => sampler.sample_best(best, trace_top)?,
+            (_, Some(token)) => sampler.force(&self.logits, &self.evaluated, token, trace_top)?,
+            (None, None) => sampler.sample(&self.logits, &self.evaluated, trace_top)?,
         };
         let token = sampled.token;
         self.pending.push(token);
@@ -1059,6 +1047,11 @@ impl Session {
     /// step's [`Sampler::logits_read`] (the CPU has them all in its memory either way).
     pub fn advance_reading(&mut self, engine: &Engine, read: LogitsRead) -> Result<bool, EngineError> {
         self.collect()?;
+        // Best logits serve only a step that reads as they were read (after a stopped answer,
+        // a branch at its end forces a token, which needs every logit).
+        if self.best.as_ref().is_some_and(|best| read != LogitsRead::Best { temperature: best.temperature }) {
+            self.best = None;
+        }
         if self.pending.is_empty() && self.logits.is_empty() && self.best.is_none() {
             // After a rollback only the cache is left: the last token runs again for its
             // logits (from a checkpoint before it, for a recurrent state).
