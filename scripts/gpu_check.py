@@ -299,6 +299,19 @@ def print_tables(results):
         else:
             print("  (no llama-bench: llama.cpp's Vulkan build is not beside these figures)")
         print_kernels(results["bench"])
+        sampled = [(row["model"], (row.get("gpu", {}).get("gpu") or {}).get("sampled")) for row in results["bench"]]
+        if any(figures for _, figures in sampled):
+            print(
+                f"\nDecode steps that sample as the page does (temperature 0.8, top-k 40, top-p 0.95, min-p 0.05,"
+                f" a trace of 20):\n"
+            )
+            print(f"| model | tg{tg}, every logit read back | the best ranked on the GPU | best/every | this adapter's default |")
+            print("|---|---:|---:|---:|---|")
+            for model, figures in sampled:
+                if figures:
+                    every, best = figures["every_tok_s"], figures["best_tok_s"]
+                    default = "best" if figures["best_by_default"] else "every"
+                    print(f"| {model} | {number(every)} | {number(best)} | {number(best / every, 2)} | {default} |")
     if results.get("bench_at_depth"):
         pp, tg, depth = results["settings"]["pp"], results["settings"]["tg"], results["settings"]["depth"]
         print(f"\n## After {depth} tokens of context (`--depth {depth}`, llama-bench's `-d {depth}`)\n")

@@ -510,7 +510,18 @@ impl GpuState {
     /// submits them, with the last token's logits when `logits` is set. The cache counts them
     /// at once; [`GpuState::pending`] says when the GPU has done them.
     pub fn submit(&mut self, gpu: &Gpu, model: &Model, tokens: &[u32], logits: bool) -> Result<(), GpuError> {
-        let read = logits.then_some(LogitsRead::Every);
+        self.submit_reading(gpu, model, tokens, logits.then_some(LogitsRead::Every))
+    }
+
+    /// [`GpuState::submit`], the last token's logits read as `read` says (the best only where
+    /// [`Gpu::reads_best_logits`]).
+    pub fn submit_reading(
+        &mut self,
+        gpu: &Gpu,
+        model: &Model,
+        tokens: &[u32],
+        read: Option<LogitsRead>,
+    ) -> Result<(), GpuError> {
         self.submit_input(gpu, model, BatchInput::Tokens(tokens), None, read)
     }
 
@@ -558,6 +569,7 @@ impl GpuState {
         if let Some(fault) = gpu.fault() {
             return Err(fault);
         }
+        let read = read.map(|read| if gpu.reads_best_logits() { read } else { LogitsRead::Every });
         // What a previous submission left mapped or waiting is dropped: the queue runs in order.
         self.discard_in_flight();
         let count = batches.len();

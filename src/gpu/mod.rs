@@ -199,6 +199,8 @@ pub struct Gpu {
     gate_by_silu: wgpu::ComputePipeline,
     /// A decode step's best logits and their statistics ([`best`]).
     best_logits: wgpu::ComputePipeline,
+    /// Whether steps that need only the best logits rank them here ([`Gpu::set_best_logits`]).
+    reads_best: std::sync::atomic::AtomicBool,
     /// A vision encoder's kernels, built with the first picture.
     vision: OnceLock<vision::VisionPipelines>,
 }
@@ -415,6 +417,7 @@ impl Gpu {
             pipeline(&device, &shaders::elementwise(shaders::GATE_BY_SILU)),
         );
         let best_logits = pipeline(&device, &shaders::best_logits());
+        let reads_best = std::sync::atomic::AtomicBool::new(facts.device_type != "Cpu");
         Ok(Gpu {
             device,
             queue,
@@ -457,8 +460,24 @@ impl Gpu {
             bias_silu,
             gate_by_silu,
             best_logits,
+            reads_best,
             vision: OnceLock::new(),
         })
+    }
+
+    /// Whether a decode step whose sampling needs only the best logits ranks them on the
+    /// device and reads back those alone (`crate::sampler::BestLogits`), rather than every
+    /// logit. So by default on every adapter but a software one: there the device is the CPU,
+    /// and the ranking kernel cost more than reading everything (lavapipe: Gemma 3's decode
+    /// step 1.5× as long, SmolLM2's 1.18×, `inferno generate --device gpu`).
+    pub fn reads_best_logits(&self) -> bool {
+        self.reads_best.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Sets [`Gpu::reads_best_logits`] (the tests hold both ways against each other on one
+    /// adapter; the bench measures both).
+    pub fn set_best_logits(&self, on: bool) {
+        self.reads_best.store(on, std::sync::atomic::Ordering::Relaxed);
     }
 
     pub fn facts(&self) -> &AdapterFacts {

@@ -105,7 +105,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
     #[cfg(all(feature = "gpu", not(target_family = "wasm")))]
     let gpu = gpu
         .as_deref()
-        .map(|gpu| GpuFigures::measure(gpu, model, decode_tok_s, encoding, prefill_encoding))
+        .map(|gpu| GpuFigures::measure(gpu, model, (decode_tok_s, tg, runs), encoding, prefill_encoding))
         .transpose()?;
     #[cfg(not(all(feature = "gpu", not(target_family = "wasm"))))]
     let _ = (encoding, prefill_encoding);
@@ -179,6 +179,14 @@ pub fn run(args: &[String]) -> Result<(), String> {
                 println!(
                     "a decode step takes {:.2} ms of CPU to record and submit ({} dispatches)",
                     gpu.encode_ms_per_step, gpu.dispatches_per_step
+                );
+                let sampled = &gpu.sampled;
+                let default = if sampled.best_by_default { "best" } else { "every" };
+                println!(
+                    "{tg_label} sampled (the page's settings, a trace of 20): every logit read back {:.1} tok/s, the best ranked on the device {:.1} tok/s ({:.2}×; this adapter's default: {default})",
+                    sampled.every_tok_s,
+                    sampled.best_tok_s,
+                    sampled.best_tok_s / sampled.every_tok_s
                 );
                 print_kernels(&format!("prefill of {pp}"), &gpu.prefill_kernels);
                 print_kernels("decode step", &gpu.decode_kernels);
@@ -294,6 +302,23 @@ struct GpuFigures {
     /// of its own with every dispatch timed (empty where the adapter cannot time them).
     prefill_kernels: Vec<KernelShare>,
     decode_kernels: Vec<KernelShare>,
+    /// Decode steps that also sample, as an answer does.
+    sampled: SampledDecode,
+}
+
+/// Decode steps that sample as the page does (its settings: temperature 0.8, top-k 40, top-p
+/// 0.95, min-p 0.05, a trace of 20), each step's token fed to the next: reading back every
+/// logit and sampling them, against ranking the best on the device and reading back those.
+#[derive(Serialize)]
+#[cfg_attr(
+    not(all(feature = "gpu", not(target_family = "wasm"))),
+    allow(dead_code, reason = "only the GPU's runs fill it")
+)]
+struct SampledDecode {
+    every_tok_s: f64,
+    best_tok_s: f64,
+    /// Which of the two this adapter does by default (`Gpu::reads_best_logits`).
+    best_by_default: bool,
 }
 
 /// One kernel's part of a call's device time.
@@ -348,11 +373,19 @@ impl GpuFigures {
     fn measure(
         gpu: &inferno::gpu::Gpu,
         model: &Model,
-        decode_tok_s: f64,
+        (decode_tok_s, tg, runs): (f64, usize, usize),
         encoding: Option<Encoding>,
         prefill: Option<Encoding>,
     ) -> Result<GpuFigures, String> {
         let encoding = encoding.unwrap_or_default();
+        let best_by_default = gpu.reads_best_logits();
+        let mut sampled = [false, true].map(|best| {
+            gpu.set_best_logits(best);
+            sampled_decode(gpu, model, tg, runs)
+        });
+        gpu.set_best_logits(best_by_default);
+        let [every, best] = [0, 1].map(|i| std::mem::replace(&mut sampled[i], Ok(0.0)));
+        let sampled = SampledDecode { every_tok_s: every?, best_tok_s: best?, best_by_default };
         let facts = gpu.facts();
         let bytes = (256u64 << 20).min(facts.max_buffer);
         let repeats = 8;
@@ -379,8 +412,40 @@ impl GpuFigures {
             dispatches_per_step: encoding.dispatches,
             prefill_kernels: prefill.map(|p| p.kernels).unwrap_or_default(),
             decode_kernels: encoding.kernels,
+            sampled,
         })
     }
+}
+
+/// The median tokens per second of `runs` runs of `steps` decode steps on the GPU that sample
+/// as [`SampledDecode`] says, reading back what the GPU's setting makes of the sampler's ask.
+#[cfg(all(feature = "gpu", not(target_family = "wasm")))]
+fn sampled_decode(gpu: &inferno::gpu::Gpu, model: &Model, steps: usize, runs: usize) -> Result<f64, String> {
+    use inferno::sampler::{ReadLogits, Sampler, SamplerSettings};
+    let error = |e: &dyn std::fmt::Display| format!("bench: {e}");
+    let mut state = inferno::gpu::GpuState::new(gpu, model, steps + 1, 1).map_err(|e| error(&e))?;
+    let mut samples = Vec::with_capacity(runs);
+    for run in 0..=runs {
+        state.truncate(gpu, 0);
+        let mut sampler = Sampler::new(SamplerSettings::default()).map_err(|e| error(&e))?;
+        let read = sampler.logits_read(None, 20);
+        let started = Instant::now();
+        let mut token = 1;
+        for _ in 0..steps {
+            state.submit_reading(gpu, model, &[token], Some(read)).map_err(|e| error(&e))?;
+            let sampled = match state.collect(gpu).map_err(|e| error(&e))? {
+                Some(ReadLogits::Every(logits)) => sampler.sample(&logits, &[], 20),
+                Some(ReadLogits::Best(best)) => sampler.sample_best(&best, 20),
+                None => return Err("bench: a step read no logits".into()),
+            };
+            token = sampled.map_err(|e| error(&e))?.token;
+        }
+        if run > 0 {
+            samples.push(steps as f64 / started.elapsed().as_secs_f64());
+        }
+    }
+    samples.sort_by(f64::total_cmp);
+    Ok(samples[samples.len() / 2])
 }
 
 /// The median tokens per second of `runs` runs of `tokens` on the GPU after `context` (after a
