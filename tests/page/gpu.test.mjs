@@ -62,7 +62,26 @@ async function routeLosableGpu(page) {
     (url) => url.pathname.endsWith('/worker.js'),
     async (route) => {
       const response = await route.fetch();
-      const injected = `let currentGpu = null;
+      // SwiftShader calls itself a fallback adapter, where the engine reads back every logit
+      // (ranking the best costs more than that on a software adapter). Told otherwise, the
+      // engine ranks them on the device, as on a GPU, so these tests run that path too; the
+      // page still knows it for SwiftShader by its name.
+      const injected = `const adapterInfo = Object.getOwnPropertyDescriptor(GPUAdapter.prototype, 'info').get;
+Object.defineProperty(GPUAdapter.prototype, 'info', {
+  get() {
+    const info = adapterInfo.call(this);
+    return {
+      vendor: info.vendor,
+      architecture: info.architecture,
+      device: info.device,
+      description: info.description,
+      subgroupMinSize: info.subgroupMinSize,
+      subgroupMaxSize: info.subgroupMaxSize,
+      isFallbackAdapter: false,
+    };
+  },
+});
+let currentGpu = null;
 import('./worker-load.js').then((loading) => (currentGpu = loading.currentGpu));
 self.addEventListener('message', (event) => {
   if (!JSON.stringify(event.data?.messages ?? null).includes('__lose_gpu__')) return;
