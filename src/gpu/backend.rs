@@ -1373,15 +1373,15 @@ impl GpuBackend<'_> {
     }
 
     /// Three projections of one input (queries, keys, values) in one dispatch where they can
-    /// be: a decode step, the three of one type in one slice each. False where they cannot
-    /// (nothing recorded).
+    /// be: a decode step, queries and keys of one type and values of that or another block
+    /// type, one slice each. False where they cannot (nothing recorded).
     fn qkv_matvec(&mut self, outputs: [&(&Matrix, Buf); 3], input: &wgpu::Buffer) -> Result<bool, GpuError> {
         let [(q, _), (k, _), (v, _)] = outputs;
-        let same = |m: &Matrix| m.weight_type == q.weight_type && m.cols == q.cols;
-        if self.rows != 1 || !same(k) || !same(v) || self.gpu.facts().storage_buffers < 7 {
+        let fits = k.weight_type == q.weight_type && k.cols == q.cols && v.cols == q.cols;
+        if self.rows != 1 || !fits || self.gpu.facts().storage_buffers < 7 {
             return Ok(false);
         }
-        let Some(pipeline) = self.gpu.qkv_matvec_pipeline(q.weight_type).cloned() else {
+        let Some(pipeline) = self.gpu.qkv_matvec_pipeline(q.weight_type, v.weight_type) else {
             return Ok(false);
         };
         let mut weights = Vec::new();
@@ -1393,12 +1393,12 @@ impl GpuBackend<'_> {
         let outs: Vec<wgpu::Buffer> = outputs.iter().map(|(_, buf)| self.buf(*buf).clone()).collect();
         let rows = q.rows + k.rows + v.rows;
         let groups = groups_2d((rows as u32).div_ceil(super::shaders::ROWS_PER_GROUP));
-        let row_bytes = q.range.len() / q.rows.max(1);
-        let mut params = [0; 15];
+        let row_bytes = |m: &Matrix| (m.range.len() / m.rows.max(1)) as u32;
+        let mut params = [0; 16];
         params[..7].copy_from_slice(&[
             rows as u32,
             q.cols as u32,
-            row_bytes as u32,
+            row_bytes(q),
             groups[0],
             rows as u32,
             0,
@@ -1406,6 +1406,7 @@ impl GpuBackend<'_> {
         ]);
         params[13] = q.rows as u32;
         params[14] = (q.rows + k.rows) as u32;
+        params[15] = row_bytes(v);
         let buffers = [&weights[0], input, &weights[1], &weights[2], &outs[0], &outs[1], &outs[2]];
         self.dispatch(&pipeline, &buffers, &params, [groups[0], groups[1], 1]);
         Ok(true)

@@ -28,6 +28,7 @@ pub use signal::Signal;
 pub use streamed::{DeviceWeights, StreamError, WeightStream};
 pub use vision::{GpuSquare, GpuVision, SquareError};
 
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -159,7 +160,7 @@ pub struct Gpu {
     gated_matvec: Vec<(WeightType, [OnceLock<wgpu::ComputePipeline>; 2])>,
     /// Each type's query, key and value decode kernel ([`shaders::qkv_matvec`]), built at
     /// first use.
-    qkv_matvec: Vec<(WeightType, OnceLock<wgpu::ComputePipeline>)>,
+    qkv_matvec: Mutex<HashMap<(WeightType, WeightType), Option<wgpu::ComputePipeline>>>,
     group_by_expert: wgpu::ComputePipeline,
     rms_norm: wgpu::ComputePipeline,
     add: wgpu::ComputePipeline,
@@ -368,8 +369,7 @@ impl Gpu {
             .iter()
             .map(|&weight_type| (weight_type, [OnceLock::new(), OnceLock::new()]))
             .collect();
-        let qkv_matvec =
-            shaders::MATVEC_TYPES.iter().map(|&weight_type| (weight_type, OnceLock::new())).collect();
+        let qkv_matvec = Mutex::new(HashMap::new());
         let group_by_expert = pipeline(&device, shaders::GROUP_BY_EXPERT);
         let (swiglu_oai, route, expert_bias, expert_sum) = (
             pipeline(&device, &shaders::elementwise(shaders::SWIGLU_OAI)),
@@ -598,9 +598,16 @@ impl Gpu {
                 return format!("matvec gated {weight_type:?}");
             }
         }
-        for (weight_type, slot) in &self.qkv_matvec {
-            if slot.get() == Some(pipeline) {
-                return format!("matvec qkv {weight_type:?}");
+        if let Ok(pipelines) = self.qkv_matvec.lock() {
+            for ((qk_type, v_type), built) in pipelines.iter() {
+                if built.as_ref() == Some(pipeline) {
+                    let types = if qk_type == v_type {
+                        format!("{qk_type:?}")
+                    } else {
+                        format!("{qk_type:?}+{v_type:?}")
+                    };
+                    return format!("matvec qkv {types}");
+                }
             }
         }
         for (weight_type, pipelines) in &self.expert_matmul {
@@ -704,11 +711,16 @@ impl Gpu {
     }
 
     /// The query, key and value decode pipeline of `weight_type`, built on first use.
-    fn qkv_matvec_pipeline(&self, weight_type: WeightType) -> Option<&wgpu::ComputePipeline> {
-        let (_, slot) = self.qkv_matvec.iter().find(|(t, _)| *t == weight_type)?;
-        Some(slot.get_or_init(|| {
-            pipeline(&self.device, &shaders::qkv_matvec(weight_type, WORKGROUP, self.facts.subgroups))
-        }))
+    fn qkv_matvec_pipeline(&self, qk_type: WeightType, v_type: WeightType) -> Option<wgpu::ComputePipeline> {
+        if ![qk_type, v_type].iter().all(|t| shaders::MATVEC_TYPES.contains(t)) {
+            return None;
+        }
+        let mut pipelines = self.qkv_matvec.lock().ok()?;
+        let built = pipelines.entry((qk_type, v_type)).or_insert_with(|| {
+            let source = shaders::qkv_matvec(qk_type, v_type, WORKGROUP, self.facts.subgroups)?;
+            Some(pipeline(&self.device, &source))
+        });
+        built.clone()
     }
 
     /// Whether [`shaders::get_rows`] reads tables of `weight_type`.

@@ -92,24 +92,29 @@ impl Gpu {
     }
 
     /// Three products of one input row through the fused decode kernel
-    /// ([`shaders::qkv_matvec`]): `matrices` of `weight_type` (bytes and rows each, as in
-    /// [`Gpu::matvec`]), `cols` wide.
+    /// ([`shaders::qkv_matvec`]): `matrices` (bytes and rows each, as in [`Gpu::matvec`]), `cols`
+    /// wide, the first two of `qk_type` and the third of `v_type`.
     pub async fn qkv_matvec(
         &self,
-        weight_type: WeightType,
+        (qk_type, v_type): (WeightType, WeightType),
         matrices: [(&[u8], usize); 3],
         cols: usize,
         x: &[f32],
     ) -> Result<Vec<Vec<f32>>, GpuError> {
-        let row_bytes = weight_type.row_bytes(cols).map_err(|e| GpuError::Shape(e.to_string()))?;
-        let fits =
-            |(bytes, rows): (&[u8], usize)| rows > 0 && rows.checked_mul(row_bytes) == Some(bytes.len());
-        if x.len() != cols || !matrices.iter().all(|&m| fits(m)) {
+        let row_bytes = |t: WeightType| t.row_bytes(cols).map_err(|e| GpuError::Shape(e.to_string()));
+        let (qk_bytes, v_bytes) = (row_bytes(qk_type)?, row_bytes(v_type)?);
+        let fits = |(bytes, rows): (&[u8], usize), row_bytes: usize| {
+            rows > 0 && rows.checked_mul(row_bytes) == Some(bytes.len())
+        };
+        let [q, k, v] = matrices;
+        if x.len() != cols || !fits(q, qk_bytes) || !fits(k, qk_bytes) || !fits(v, v_bytes) {
             return Err(GpuError::Shape(format!(
-                "three {weight_type:?} matrices of {cols} columns need rows of {row_bytes} bytes and {cols} inputs"
+                "{qk_type:?}, {qk_type:?} and {v_type:?} matrices of {cols} columns need rows of {qk_bytes}, {qk_bytes} and {v_bytes} bytes and {cols} inputs"
             )));
         }
-        let pipeline = self.qkv_matvec_pipeline(weight_type).ok_or(GpuError::Unsupported(weight_type))?;
+        let pipeline = self
+            .qkv_matvec_pipeline(qk_type, v_type)
+            .ok_or(GpuError::Refused("a fused kernel for these types"))?;
         let padded = |bytes: &[u8]| {
             let mut padded = bytes.to_vec();
             padded.resize(bytes.len().div_ceil(4) * 4, 0);
@@ -118,11 +123,11 @@ impl Gpu {
         let [(q, q_rows), (k, k_rows), (v, v_rows)] = matrices;
         let rows = q_rows + k_rows + v_rows;
         let [x_groups, y_groups] = groups_2d((rows as u32).div_ceil(shaders::ROWS_PER_GROUP));
-        let mut params = [0; 15];
+        let mut params = [0; 16];
         params[..7].copy_from_slice(&[
             rows as u32,
             cols as u32,
-            row_bytes as u32,
+            qk_bytes as u32,
             x_groups,
             rows as u32,
             0,
@@ -130,10 +135,11 @@ impl Gpu {
         ]);
         params[13] = q_rows as u32;
         params[14] = (q_rows + k_rows) as u32;
+        params[15] = v_bytes as u32;
         let inputs: [&[u8]; 4] = [&padded(q), &f32_bytes(x), &padded(k), &padded(v)];
         let zeros = [vec![0.0; q_rows], vec![0.0; k_rows], vec![0.0; v_rows]];
         let outputs: [&[f32]; 3] = [&zeros[0], &zeros[1], &zeros[2]];
-        self.run_many(pipeline, &inputs, &outputs, &params, [x_groups, y_groups, 1]).await
+        self.run_many(&pipeline, &inputs, &outputs, &params, [x_groups, y_groups, 1]).await
     }
 
     /// Each token's experts and weights from the router's `scores` (rows of `shape.count`),

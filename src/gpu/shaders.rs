@@ -30,11 +30,12 @@ const HEADER: &str = r#"
 // rows of `total_rows` (a matrix larger than one binding is split into slices of rows).
 // `batch`: input rows in `x` (and output rows in `y`). The expert kernel's words after it: see
 // `EXPERT_MAIN`. `accumulate`: the products are added to what `y` holds (see `store`).
-// `split_k`, `split_v`: where the second and third matrices' rows start (see `qkv_matvec`).
+// `split_k`, `split_v`: where the second and third matrices' rows start, `row_bytes_v` the
+// third's row bytes (see `qkv_matvec`).
 struct Params {
     rows: u32, cols: u32, row_bytes: u32, groups_x: u32, total_rows: u32, row_offset: u32, batch: u32,
     pair_first: u32, expert_bytes: u32, pairs_per_input: u32, expert_first: u32, expert_end: u32,
-    accumulate: u32, split_k: u32, split_v: u32,
+    accumulate: u32, split_k: u32, split_v: u32, row_bytes_v: u32,
 }
 @group(0) @binding(0) var<storage, read> w: array<u32>;
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;
@@ -898,15 +899,28 @@ pub fn gated_matvec(weight_type: WeightType, workgroup: u32, subgroups: bool, bo
     .replace("ROWS", &ROWS_PER_GROUP.to_string())
 }
 
-/// A layer's query, key and value projections in one decode dispatch (one type, one slice
-/// each): rows `0..split_k` are the queries' (weights `w`, out to `y`), `split_k..split_v` the
-/// keys' (`w_k`, `y_k`), the rest the values' (`w_v`, `y_v`), each row's sum `MAIN`'s (or
-/// `SUBGROUP_MAIN`'s), so the bits are the three dispatches'. Bindings: `w`, `x`, `w_k`, `w_v`,
-/// `y`, `y_k`, `y_v`, the parameters.
-pub fn qkv_matvec(weight_type: WeightType, workgroup: u32, subgroups: bool) -> String {
-    let layout = layout(weight_type);
+/// A layer's query, key and value projections in one decode dispatch (one slice each; the
+/// values' matrix may be of another block type, as Q4_K_M files' Q6_K `attn_v`, with rows of
+/// `row_bytes_v`): rows `0..split_k` are the queries' (weights `w`, out to `y`),
+/// `split_k..split_v` the keys' (`w_k`, `y_k`), the rest the values' (`w_v`, `y_v`), each row's
+/// sum `MAIN`'s (or `SUBGROUP_MAIN`'s), so the bits are the three dispatches'. Bindings: `w`,
+/// `x`, `w_k`, `w_v`, `y`, `y_k`, `y_v`, the parameters. None for a float type beside another
+/// (they read their inputs differently).
+pub fn qkv_matvec(
+    qk_type: WeightType,
+    v_type: WeightType,
+    workgroup: u32,
+    subgroups: bool,
+) -> Option<String> {
+    let (layout, v_layout) = (layout(qk_type), layout(v_type));
+    // Both read their inputs alike: one type, or two block types (Q4_K_M's Q6_K values).
+    let blocks = |layout: &Layout| matches!(layout, Layout::Blocks { .. });
+    if qk_type != v_type && !(blocks(&layout) && blocks(&v_layout)) {
+        return None;
+    }
     let x = inputs(&layout, true);
     let reading = format!("{}{}", readers(&layout), row_dot(layout));
+    let v_reading = format!("{}{}", readers(&v_layout), row_dot(v_layout));
     let mut main = String::from(if subgroups { SUBGROUP_MAIN } else { MAIN });
     for (from, to) in [
         ("sum = row_dot(row * p.row_bytes, lane, lanes);", "sum = qkv_dot(row, lane, lanes);"),
@@ -915,11 +929,16 @@ pub fn qkv_matvec(weight_type: WeightType, workgroup: u32, subgroups: bool) -> S
         debug_assert_eq!(main.matches(from).count(), 1, "{from}");
         main = main.replace(from, to);
     }
-    format!("{HEADER}{x}{reading}{}{}{QKV_ROWS}{main}", renamed(&reading, "_k"), renamed(&reading, "_v"))
-        .replace("@binding(3) var<uniform>", "@binding(7) var<uniform>")
-        .replace("@binding(2) var<storage, read_write> y", "@binding(4) var<storage, read_write> y")
-        .replace("WG", &format!("{workgroup}u"))
-        .replace("ROWS", &ROWS_PER_GROUP.to_string())
+    let source = format!(
+        "{HEADER}{x}{reading}{}{}{QKV_ROWS}{main}",
+        renamed(&reading, "_k"),
+        renamed(&v_reading, "_v")
+    )
+    .replace("@binding(3) var<uniform>", "@binding(7) var<uniform>")
+    .replace("@binding(2) var<storage, read_write> y", "@binding(4) var<storage, read_write> y")
+    .replace("WG", &format!("{workgroup}u"))
+    .replace("ROWS", &ROWS_PER_GROUP.to_string());
+    Some(source)
 }
 
 /// `qkv_matvec`'s bindings past the header's, and its row's dot product and store.
@@ -936,7 +955,7 @@ fn qkv_dot(row: u32, lane: u32, lanes: u32) -> f32 {
     if (row < p.split_v) {
         return row_dot_k((row - p.split_k) * p.row_bytes, lane, lanes);
     }
-    return row_dot_v((row - p.split_v) * p.row_bytes, lane, lanes);
+    return row_dot_v((row - p.split_v) * p.row_bytes_v, lane, lanes);
 }
 
 fn qkv_store(row: u32, v: f32) {

@@ -415,24 +415,40 @@ fn the_fused_gated_kernel_gives_the_three_kernels_bits() {
 #[test]
 fn queries_keys_and_values_in_one_dispatch_give_three_dispatches_bits() {
     // Rows that are not whole workgroups (eight rows each), so that groups straddle two of
-    // the matrices; with subgroups and without.
+    // the matrices; with subgroups and without. Every type for all three, and values of
+    // another block type (Q4_K_M files' Q6_K `attn_v`; Q5_0's blocks are not whole words).
     let with = gpu();
     let without = Wait::wait(Gpu::request_with(false)).unwrap();
     let mut rng = Rng(19);
+    let same = MATVEC_TYPES.map(|t| (t, t));
+    let mixed = [
+        (WeightType::Q4_K, WeightType::Q6_K),
+        (WeightType::Q5_K, WeightType::Q6_K),
+        (WeightType::Q4_K, WeightType::Q8_0),
+        (WeightType::Q4_0, WeightType::Q5_0),
+        (WeightType::Q2_K, WeightType::Q3_K),
+    ];
     for gpu in [&with, &without] {
-        for &weight_type in &MATVEC_TYPES {
-            let cols = if weight_type.block_len() == 1 { 200 } else { 512 };
+        for &(qk_type, v_type) in same.iter().chain(&mixed) {
+            let cols = if qk_type.block_len() == 1 { 200 } else { 512 };
             let rows = [21, 11, 13];
-            let bytes = rows.map(|r| random_matrix(weight_type, r, cols, &mut rng));
+            let types = [qk_type, qk_type, v_type];
+            let bytes: Vec<Vec<u8>> =
+                (0..3).map(|m| random_matrix(types[m], rows[m], cols, &mut rng)).collect();
             let x = random(cols, 1.0, &mut rng);
-            let want: Vec<Vec<f32>> = (0..3)
-                .map(|m| gpu.matvec(weight_type, &bytes[m], rows[m], cols, &x).wait().unwrap())
-                .collect();
+            let want: Vec<Vec<f32>> =
+                (0..3).map(|m| gpu.matvec(types[m], &bytes[m], rows[m], cols, &x).wait().unwrap()).collect();
             let matrices = [0, 1, 2].map(|m| (&bytes[m][..], rows[m]));
-            let got = gpu.qkv_matvec(weight_type, matrices, cols, &x).wait().unwrap();
-            assert_eq!(got, want, "{weight_type:?}, subgroups {}", gpu.facts().subgroups);
+            let got = gpu.qkv_matvec((qk_type, v_type), matrices, cols, &x).wait().unwrap();
+            assert_eq!(got, want, "{qk_type:?}+{v_type:?}, subgroups {}", gpu.facts().subgroups);
         }
     }
+    // Float values beside block queries read their inputs otherwise: refused, not fused.
+    let bytes =
+        [random_matrix(WeightType::Q4_K, 8, 256, &mut rng), random_matrix(WeightType::F16, 8, 256, &mut rng)];
+    let matrices = [(&bytes[0][..], 8), (&bytes[0][..], 8), (&bytes[1][..], 8)];
+    let refused = with.qkv_matvec((WeightType::Q4_K, WeightType::F16), matrices, 256, &[0.0; 256]);
+    assert!(matches!(refused.wait(), Err(GpuError::Refused(_))));
 }
 
 #[test]

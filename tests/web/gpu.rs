@@ -159,7 +159,10 @@ async fn the_fused_decode_kernels_give_the_separate_kernels_bits_in_the_browser(
         for (bytes, &n) in [&q, &k, &v].into_iter().zip(&rows) {
             want.push(gpu.matvec(weight_type, bytes, n, cols, &x).await.unwrap());
         }
-        let got = gpu.qkv_matvec(weight_type, [(&q, 21), (&k, 11), (&v, 13)], cols, &x).await.unwrap();
+        let got = gpu
+            .qkv_matvec((weight_type, weight_type), [(&q, 21), (&k, 11), (&v, 13)], cols, &x)
+            .await
+            .unwrap();
         assert_eq!(got, want, "{weight_type:?}: Q, K and V");
         let up = matrix(21, 3);
         let u = gpu.matvec(weight_type, &up, 21, cols, &x).await.unwrap();
@@ -173,6 +176,20 @@ async fn the_fused_decode_kernels_give_the_separate_kernels_bits_in_the_browser(
             assert_eq!(fused, separate, "{weight_type:?}: {activation:?}");
         }
     }
+    // Values of another block type, as Q4_K_M files' Q6_K `attn_v`.
+    let (qk_type, v_type) = (inferno::tensor::WeightType::Q4_K, inferno::tensor::WeightType::Q6_K);
+    let matrix = |weight_type: inferno::tensor::WeightType, rows: usize, salt: usize| -> Vec<u8> {
+        let bytes = rows * weight_type.row_bytes(256).unwrap();
+        (0..bytes).map(|i| ((i * 37 + salt * 11) % 64) as u8).collect()
+    };
+    let x: Vec<f32> = (0..256).map(|i| ((i * 29 % 17) as f32 - 8.0) / 8.0).collect();
+    let [q, k, v] = [matrix(qk_type, 21, 0), matrix(qk_type, 11, 1), matrix(v_type, 13, 2)];
+    let mut want = Vec::new();
+    for (weight_type, bytes, rows) in [(qk_type, &q, 21), (qk_type, &k, 11), (v_type, &v, 13)] {
+        want.push(gpu.matvec(weight_type, bytes, rows, 256, &x).await.unwrap());
+    }
+    let got = gpu.qkv_matvec((qk_type, v_type), [(&q, 21), (&k, 11), (&v, 13)], 256, &x).await.unwrap();
+    assert_eq!(got, want, "Q4_K queries and keys, Q6_K values");
 }
 
 /// The best logits of a Qwen3-sized vocabulary (three passes), ranked on the device as the
