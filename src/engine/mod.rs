@@ -1044,7 +1044,11 @@ impl Session {
     }
 
     /// [`Session::advance`], the GPU reading back of the logits what `read` says: the next
-    /// step's [`Sampler::logits_read`] (the CPU has them all in its memory either way).
+    /// step's [`Sampler::logits_read`] (the CPU has them all in its memory either way). The
+    /// step must then ask for the same read: in a browser, a step whose sampler needs more than
+    /// the best logits held runs its token again, a second GPU round trip it cannot wait for
+    /// (`EngineError` not ready). Held best logits that do not serve `read` are dropped here,
+    /// and the token runs again in this call.
     pub fn advance_reading(&mut self, engine: &Engine, read: LogitsRead) -> Result<bool, EngineError> {
         self.collect()?;
         // Best logits serve only a step that reads as they were read (after a stopped answer,

@@ -2581,7 +2581,8 @@ fn rescaled(s: vec3<f32>, m: f32) -> vec3<f32> {
     if (s.y == 0.0) {
         return vec3<f32>(m, 0.0, 0.0);
     }
-    let d = (s.x - m) * p.inv_t;
+    // 0 for the span holding the max, even where 1/T overflowed (a temperature under 3e-39).
+    let d = select((s.x - m) * p.inv_t, 0.0, s.x == m);
     let c = exp(d);
     if (c == 0.0) {
         return vec3<f32>(m, 0.0, 0.0);
@@ -2634,7 +2635,7 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
             // their keys: a compiler may assume floats finite. An `x` that overflows to -inf
             // weighs 0 and is left out too.
             if (keys[s] > NEG_INF_KEY && m_key > NEG_INF_KEY) {
-                let x = (from_key(keys[s]) - m) * p.inv_t;
+                let x = select((from_key(keys[s]) - m) * p.inv_t, 0.0, keys[s] == m_key);
                 let e = exp(x);
                 if (e > 0.0) {
                     mine.y += e;

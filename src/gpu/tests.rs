@@ -651,10 +651,11 @@ fn the_best_logits_and_their_statistics_match_the_samplers_reference() {
     let gpu = gpu();
     let mut rng = Rng(17);
     // One workgroup, a span and one more, a merge of merges (Qwen3's and Gemma 3's sizes take
-    // three passes; 150,000 does too), and a vocabulary smaller than the best list.
-    for (vocab, temperature) in
-        [(1000, 1.0), (1024, 0.7), (1025, 1.5), (70_000, 0.8), (150_000, 1.0), (50, 1.0)]
-    {
+    // three passes; 150,000 does too), a vocabulary smaller than the best list, and a
+    // temperature whose reciprocal overflows f32 (the sums then count the top logits alone).
+    let cases =
+        [(1000, 1.0), (1024, 0.7), (1025, 1.5), (70_000, 0.8), (150_000, 1.0), (50, 1.0), (9000, 1e-39)];
+    for (vocab, temperature) in cases {
         let mut logits = random(vocab, 8.0, &mut rng);
         // What a model may give: ties (settled by the lower id), signed zeros (0.0 ranks above
         // -0.0, as f32::total_cmp says), NaN (never chosen), ±inf.

@@ -461,8 +461,10 @@ impl Sampler {
             self.ensure_sorted(k);
             return k;
         }
-        // Everything outside the top k is gone before top-p normalizes.
-        self.ensure_sorted(k.min(64));
+        // Everything outside the top k is gone before top-p normalizes. The sum below runs in
+        // the candidates' order, so where the best logits could serve (k within them) they are
+        // summed sorted, as the best logits come: the same f64 rounding, the same cutoff.
+        self.ensure_sorted(if k <= BEST_LOGITS { k } else { k.min(64) });
         if k < self.candidates.len() && self.sorted < k {
             let rest = &mut self.candidates[self.sorted..];
             rest.select_nth_unstable_by(k - self.sorted - 1, better);
@@ -538,7 +540,8 @@ impl Sampler {
             }
             StepLogits::Best(best) => (best.z, best.weighted),
         };
-        // Without a penalty or a mask (always so for the best logits) the raw logit is the one ranked.
+        // The best logits carry the ranked value (no penalty or mask applies to them; +inf
+        // shows as f32::MAX and NaN as -inf, as they were ranked).
         let raw_logit = |id: u32, ranked: f32| match input {
             StepLogits::Every(raw) => raw[id as usize],
             StepLogits::Best(_) => ranked,
