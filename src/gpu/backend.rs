@@ -656,10 +656,8 @@ impl GpuState {
                     .map(|v| Some(ReadLogits::Every(v)))
             }
             Some(LogitsRead::Best { temperature }) => {
-                let words = super::best::mapped_words(
-                    &self.best_readback,
-                    super::shaders::BEST_GROUP_WORDS as usize,
-                )?;
+                let words =
+                    super::mapped_words(&self.best_readback, super::shaders::BEST_GROUP_WORDS as usize)?;
                 let vocab = self.readback.size() as usize / 4;
                 super::best::decode(&words, vocab, temperature).map(|best| Some(ReadLogits::Best(best)))
             }

@@ -5,7 +5,7 @@
 
 use super::backend::{Encoder, Recording};
 use super::shaders::{BEST_GROUP_WORDS, BEST_SPAN};
-use super::{Gpu, GpuError, groups_2d, map_for_reading};
+use super::{Gpu, GpuError, groups_2d, map_for_reading, mapped_words};
 use crate::sampler::{BEST_LOGITS, BestLogits};
 
 /// Inputs each later pass merges into one workgroup's result.
@@ -77,16 +77,6 @@ pub(super) fn decode(words: &[u32], vocab: usize, temperature: f32) -> Result<Be
 /// The float whose order key (`shaders::best_logits`) `key` is.
 fn from_order_key(key: u32) -> f32 {
     f32::from_bits(if key & 0x8000_0000 != 0 { key & 0x7fff_ffff } else { !key })
-}
-
-/// The first `words` of a mapped buffer, which is then unmapped for reuse.
-pub(super) fn mapped_words(buffer: &wgpu::Buffer, words: usize) -> Result<Vec<u32>, GpuError> {
-    let values = {
-        let view = buffer.get_mapped_range(..).map_err(|e| GpuError::Failed(e.to_string()))?;
-        view.chunks_exact(4).take(words).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()
-    };
-    buffer.unmap();
-    Ok(values)
 }
 
 impl Gpu {

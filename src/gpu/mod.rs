@@ -823,9 +823,14 @@ fn map_for_reading(buffer: &wgpu::Buffer) -> Signal {
 
 /// The first `floats` values of a mapped buffer, which is then unmapped for reuse.
 fn mapped_floats(buffer: &wgpu::Buffer, floats: usize) -> Result<Vec<f32>, GpuError> {
+    Ok(mapped_words(buffer, floats)?.into_iter().map(f32::from_bits).collect())
+}
+
+/// The first `words` 32-bit words of a mapped buffer, which is then unmapped for reuse.
+fn mapped_words(buffer: &wgpu::Buffer, words: usize) -> Result<Vec<u32>, GpuError> {
     let values = {
         let view = buffer.get_mapped_range(..).map_err(|e| GpuError::Failed(e.to_string()))?;
-        view.chunks_exact(4).take(floats).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()
+        view.chunks_exact(4).take(words).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()
     };
     buffer.unmap();
     Ok(values)
