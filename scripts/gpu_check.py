@@ -142,8 +142,8 @@ def parity(binary, folders, device):
             continue
         tolerance = row["tolerance"] = WIDER.get(path.name, tolerance_for(model))
         command = [binary, "logits", model, "--golden", path, "--tolerance", str(tolerance), "--json"]
-        if device == "gpu":
-            command += ["--device", "gpu"]
+        if device != "cpu":
+            command += ["--device", device]
         status, out, err = run(command)
         report = last_json(out)
         if report is None:
@@ -312,6 +312,16 @@ def print_tables(results):
                     every, best = figures["every_tok_s"], figures["best_tok_s"]
                     default = "best" if figures["best_by_default"] else "every"
                     print(f"| {model} | {number(every)} | {number(best)} | {number(best / every, 2)} | {default} |")
+        dots = [(row["model"], (row.get("gpu", {}).get("gpu") or {}).get("integer_dots")) for row in results["bench"]]
+        if any(figures for _, figures in dots):
+            print("\nDecode with the matrix products' inputs as floats, and quantized to 8 bits for integer dot products"
+                  " (`dot4I8Packed`; `--device gpu-q8`):\n")
+            print(f"| model | tg{tg}, float inputs | 8-bit inputs | 8-bit/float |")
+            print("|---|---:|---:|---:|")
+            for model, figures in dots:
+                if figures:
+                    floats, q8 = figures["float_tok_s"], figures["q8_tok_s"]
+                    print(f"| {model} | {number(floats)} | {number(q8)} | {number(q8 / floats, 2)} |")
     if results.get("bench_at_depth"):
         pp, tg, depth = results["settings"]["pp"], results["settings"]["tg"], results["settings"]["depth"]
         print(f"\n## After {depth} tokens of context (`--depth {depth}`, llama-bench's `-d {depth}`)\n")
@@ -376,7 +386,12 @@ def main():
         type=int,
         help="also bench after this many tokens of context (default 2048 on a hardware adapter, none on a software one)",
     )
-    parser.add_argument("--device", choices=("gpu", "cpu"), default="gpu", help="the device whose logits are checked")
+    parser.add_argument(
+        "--device",
+        choices=("gpu", "gpu-q8", "cpu"),
+        default="gpu",
+        help="the device whose logits are checked (gpu-q8: the GPU with 8-bit inputs for integer dot products)",
+    )
     parser.add_argument("--json", type=Path, help="where to write every figure")
     parser.add_argument("--skip-bench", action="store_true")
     parser.add_argument("--skip-parity", action="store_true")

@@ -29,6 +29,9 @@ pub struct GpuState {
     gate: wgpu::Buffer,
     up: wgpu::Buffer,
     temp: wgpu::Buffer,
+    /// A product's inputs quantized to 8 bits ([`Gpu::integer_dots`]): rows of the widest
+    /// matrix, as many as a batch below the GEMM's holds.
+    q8_inputs: wgpu::Buffer,
     /// Split attention's partial sums (decode over a long cache).
     attention_parts: wgpu::Buffer,
     keys: Vec<wgpu::Buffer>,
@@ -174,8 +177,12 @@ impl GpuState {
             .map(|_| RecurrentLayer { conv: buffer(conv_len, storage), ssm: buffer(ssm_len, storage) })
             .collect();
         let recurrent_bytes: u64 = recurrent.iter().map(RecurrentLayer::bytes).sum();
+        let widest = model.decode_matrices().map(|m| m.cols).max().unwrap_or(0);
+        let q8_rows = max_batch.min(super::GEMM_MIN_BATCH - 1);
+        let q8_inputs = buffer(super::shaders::q8_bytes(widest * q8_rows) / 4, storage);
         let mut state = GpuState {
             bufs,
+            q8_inputs,
             gate: buffer(n_ff * max_batch, storage),
             up: buffer(n_ff * max_batch, storage),
             temp: buffer(d.max(2 * q) * max_batch, storage),
@@ -1203,8 +1210,9 @@ impl GpuBackend<'_> {
         out: &wgpu::Buffer,
         accumulate: bool,
     ) -> Result<(), GpuError> {
-        let kernel = self.gpu.matmul_kernel(matrix.weight_type, self.rows)?;
+        let kernel = self.gpu.matmul_kernel(matrix.weight_type, self.rows, true)?;
         let row_bytes = matrix.range.len() / matrix.rows.max(1);
+        let input = &if kernel.q8 { self.q8_inputs(input, matrix.cols) } else { input.clone() };
         for (first, rows, weights) in self.matrix(matrix)? {
             let groups = kernel.groups(rows);
             let params = [
@@ -1351,9 +1359,10 @@ impl GpuBackend<'_> {
         {
             return Ok(false);
         }
-        let Some(pipeline) = self.gpu.gated_matvec_pipeline(w_gate.weight_type, activation).cloned() else {
+        let Some((pipeline, q8)) = self.gpu.gated_matvec_pipeline(w_gate.weight_type, activation) else {
             return Ok(false);
         };
+        let pipeline = pipeline.clone();
         let (gate_slices, up_slices) = (self.matrix(w_gate)?, self.matrix(w_up)?);
         let ([(_, rows, gate_weights)], [(_, _, up_weights)]) = (&gate_slices[..], &up_slices[..]) else {
             return Ok(false);
@@ -1361,6 +1370,7 @@ impl GpuBackend<'_> {
         let groups = groups_2d((*rows as u32).div_ceil(super::shaders::ROWS_PER_GROUP));
         let row_bytes = w_gate.range.len() / w_gate.rows.max(1);
         let params = [*rows as u32, w_gate.cols as u32, row_bytes as u32, groups[0], *rows as u32, 0, 1];
+        let input = &if q8 { self.q8_inputs(input, w_gate.cols) } else { input.clone() };
         self.dispatch(
             &pipeline,
             &[gate_weights, input, up_weights, gate],
@@ -1379,7 +1389,7 @@ impl GpuBackend<'_> {
         if self.rows != 1 || !fits || self.gpu.facts().storage_buffers < 7 {
             return Ok(false);
         }
-        let Some(pipeline) = self.gpu.qkv_matvec_pipeline(q.weight_type, v.weight_type) else {
+        let Some((pipeline, q8)) = self.gpu.qkv_matvec_pipeline(q.weight_type, v.weight_type) else {
             return Ok(false);
         };
         let mut weights = Vec::new();
@@ -1405,9 +1415,20 @@ impl GpuBackend<'_> {
         params[13] = q.rows as u32;
         params[14] = (q.rows + k.rows) as u32;
         params[15] = row_bytes(v);
+        let input = &if q8 { self.q8_inputs(input, q.cols) } else { input.clone() };
         let buffers = [&weights[0], input, &weights[1], &weights[2], &outs[0], &outs[1], &outs[2]];
         self.dispatch(&pipeline, &buffers, &params, [groups[0], groups[1], 1]);
         Ok(true)
+    }
+
+    /// Records `input`'s rows held (`cols` wide, a multiple of 32) quantized to 8 bits into
+    /// `q8_inputs`, which it returns, for a product over them.
+    fn q8_inputs(&mut self, input: &wgpu::Buffer, cols: usize) -> wgpu::Buffer {
+        let blocks = (self.rows * cols / 32) as u32;
+        let [x, y] = groups_2d(blocks.div_ceil(64));
+        let (pipeline, out) = (self.gpu.quantize_q8.clone(), self.state.q8_inputs.clone());
+        self.dispatch(&pipeline, &[input, &out], &[blocks, x, 0, 0], [x, y, 1]);
+        out
     }
 
     /// The gated activation's pipeline: `x ← act(x) ⊙ y`.

@@ -148,6 +148,14 @@ pub struct Gpu {
     /// type: a model has two to four of the fifteen, and building all of them took most of the
     /// device's start (0.7 s on lavapipe).
     matmul: Vec<(WeightType, OnceLock<[wgpu::ComputePipeline; 3]>)>,
+    /// The decode and short-batch pipelines of [`shaders::Q8_DOT_TYPES`] over 8-bit inputs,
+    /// built at the first matrix of the type that reads them.
+    matmul_q8: Vec<(WeightType, OnceLock<[wgpu::ComputePipeline; 2]>)>,
+    /// Inputs to 8 bits for those ([`shaders::QUANTIZE_Q8`]).
+    quantize_q8: wgpu::ComputePipeline,
+    /// Whether decode steps and short batches dot [`shaders::Q8_DOT_TYPES`] with 8-bit inputs
+    /// ([`Gpu::set_integer_dots`]).
+    integer_dots: std::sync::atomic::AtomicBool,
     /// Each type's experts' pipelines: a pair per workgroup (decode), eight of an expert's
     /// pairs (short batches), the GEMM over an expert's pairs (long ones); built at the first
     /// expert stack of the type.
@@ -156,11 +164,11 @@ pub struct Gpu {
     /// held on the device only.
     get_rows: Vec<(WeightType, OnceLock<wgpu::ComputePipeline>)>,
     /// Each type's gated feed-forward decode kernel ([`shaders::gated_matvec`]), with SwiGLU
-    /// and with GeGLU, built at first use.
-    gated_matvec: Vec<(WeightType, [OnceLock<wgpu::ComputePipeline>; 2])>,
-    /// Each type's query, key and value decode kernel ([`shaders::qkv_matvec`]), built at
-    /// first use.
-    qkv_matvec: Mutex<HashMap<(WeightType, WeightType), Option<wgpu::ComputePipeline>>>,
+    /// and with GeGLU, over float inputs and over 8-bit ones, built at first use.
+    gated_matvec: Vec<(WeightType, [OnceLock<wgpu::ComputePipeline>; 4])>,
+    /// Each pair of types' query, key and value decode kernel ([`shaders::qkv_matvec`]), over
+    /// float or 8-bit inputs, built at first use.
+    qkv_matvec: Mutex<HashMap<(WeightType, WeightType, bool), Option<wgpu::ComputePipeline>>>,
     group_by_expert: wgpu::ComputePipeline,
     rms_norm: wgpu::ComputePipeline,
     add: wgpu::ComputePipeline,
@@ -225,6 +233,8 @@ struct MatmulKernel {
     rows_per_group: u32,
     /// Workgroups along the input rows (tiles of them in a batch).
     groups_z: u32,
+    /// Whether it reads the inputs quantized to 8 bits ([`shaders::QUANTIZE_Q8`]).
+    q8: bool,
 }
 
 impl MatmulKernel {
@@ -365,9 +375,12 @@ impl Gpu {
             shaders::MATVEC_TYPES.iter().map(|&weight_type| (weight_type, OnceLock::new())).collect();
         let get_rows =
             shaders::MATVEC_TYPES.iter().map(|&weight_type| (weight_type, OnceLock::new())).collect();
+        let matmul_q8 =
+            shaders::Q8_DOT_TYPES.iter().map(|&weight_type| (weight_type, OnceLock::new())).collect();
+        let quantize_q8 = pipeline(&device, shaders::QUANTIZE_Q8);
         let gated_matvec = shaders::MATVEC_TYPES
             .iter()
-            .map(|&weight_type| (weight_type, [OnceLock::new(), OnceLock::new()]))
+            .map(|&weight_type| (weight_type, std::array::from_fn(|_| OnceLock::new())))
             .collect();
         let qkv_matvec = Mutex::new(HashMap::new());
         let group_by_expert = pipeline(&device, shaders::GROUP_BY_EXPERT);
@@ -424,6 +437,9 @@ impl Gpu {
             facts,
             fault,
             matmul,
+            matmul_q8,
+            quantize_q8,
+            integer_dots: std::sync::atomic::AtomicBool::new(false),
             expert_matmul,
             get_rows,
             gated_matvec,
@@ -478,6 +494,27 @@ impl Gpu {
     /// adapter; the bench measures both).
     pub fn set_best_logits(&self, on: bool) {
         self.reads_best.store(on, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Whether decode steps and batches under [`GEMM_MIN_BATCH`] quantize each product's
+    /// inputs to 8 bits and dot them with the weights' integers (`dot4I8Packed`), for the
+    /// types that can ([`shaders::Q8_DOT_TYPES`]), as llama.cpp's Vulkan backend does for batches
+    /// and wide matrices where the adapter has integer dot products. Off by default: see
+    /// docs/benchmarks.md for what it costs on a software adapter.
+    pub fn integer_dots(&self) -> bool {
+        self.integer_dots.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Sets [`Gpu::integer_dots`] (the tests hold both ways against the CPU; the bench and
+    /// `scripts/gpu-check.sh` measure both).
+    pub fn set_integer_dots(&self, on: bool) {
+        self.integer_dots.store(on, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Whether a product of `batch` input rows with a matrix of `weight_type` reads 8-bit
+    /// inputs ([`Gpu::integer_dots`]).
+    fn reads_q8(&self, weight_type: WeightType, batch: usize) -> bool {
+        batch < GEMM_MIN_BATCH && self.integer_dots() && shaders::Q8_DOT_TYPES.contains(&weight_type)
     }
 
     pub fn facts(&self) -> &AdapterFacts {
@@ -567,13 +604,23 @@ impl Gpu {
 
     /// The matrix product kernel for `batch` input rows of `weight_type`: one input row per
     /// workgroup for decode, a tile of them for a short batch, the GEMM for a long one (whose
-    /// sums are the same products added in another order).
-    fn matmul_kernel(&self, weight_type: WeightType, batch: usize) -> Result<MatmulKernel, GpuError> {
+    /// sums are the same products added in another order); over 8-bit inputs where `q8_ok`
+    /// (the caller quantizes them) and [`Gpu::reads_q8`].
+    fn matmul_kernel(
+        &self,
+        weight_type: WeightType,
+        batch: usize,
+        q8_ok: bool,
+    ) -> Result<MatmulKernel, GpuError> {
         let [single, tiled, gemm] = self.matmul_pipelines(weight_type)?;
+        let q8 = q8_ok && self.reads_q8(weight_type, batch);
+        let [single, tiled] =
+            if q8 { self.matmul_q8_pipelines(weight_type).each_ref() } else { [single, tiled] };
         let kernel = |pipeline: &wgpu::ComputePipeline, rows_per_group, tokens_per_group: u32| MatmulKernel {
             pipeline: pipeline.clone(),
             rows_per_group,
             groups_z: (batch.max(1) as u32).div_ceil(tokens_per_group),
+            q8,
         };
         Ok(match batch {
             0 | 1 => kernel(single, shaders::ROWS_PER_GROUP, 1),
@@ -593,20 +640,28 @@ impl Gpu {
                 return format!("{} {weight_type:?}", kind.0);
             }
         }
+        for (weight_type, pipelines) in &self.matmul_q8 {
+            let kinds = ["matvec q8", "matvec batch q8"];
+            if let Some(kind) =
+                pipelines.get().and_then(|p| kinds.iter().zip(p).find(|(_, q)| *q == pipeline))
+            {
+                return format!("{} {weight_type:?}", kind.0);
+            }
+        }
         for (weight_type, slots) in &self.gated_matvec {
-            if slots.iter().any(|slot| slot.get() == Some(pipeline)) {
-                return format!("matvec gated {weight_type:?}");
+            if let Some(at) = slots.iter().position(|slot| slot.get() == Some(pipeline)) {
+                return format!("matvec gated{} {weight_type:?}", if at >= 2 { " q8" } else { "" });
             }
         }
         if let Ok(pipelines) = self.qkv_matvec.lock() {
-            for ((qk_type, v_type), built) in pipelines.iter() {
+            for ((qk_type, v_type, q8), built) in pipelines.iter() {
                 if built.as_ref() == Some(pipeline) {
                     let types = if qk_type == v_type {
                         format!("{qk_type:?}")
                     } else {
                         format!("{qk_type:?}+{v_type:?}")
                     };
-                    return format!("matvec qkv {types}");
+                    return format!("matvec qkv{} {types}", if *q8 { " q8" } else { "" });
                 }
             }
         }
@@ -651,6 +706,7 @@ impl Gpu {
             (&self.bias_silu, "bias_silu"),
             (&self.gate_by_silu, "gate_by_silu"),
             (&self.best_logits, "best_logits"),
+            (&self.quantize_q8, "inputs to 8 bits"),
         ];
         if self.qk_heads.as_ref() == Some(pipeline) {
             return "qk_heads (norms, rope, cache)".to_owned();
@@ -675,10 +731,26 @@ impl Gpu {
             self.matmul.iter().find(|(t, _)| *t == weight_type).ok_or(GpuError::Unsupported(weight_type))?;
         Ok(pipelines.get_or_init(|| {
             let kernel = |tiled| {
-                pipeline(&self.device, &shaders::matmul(weight_type, WORKGROUP, tiled, self.facts.subgroups))
+                pipeline(
+                    &self.device,
+                    &shaders::matmul(weight_type, WORKGROUP, tiled, self.facts.subgroups, false),
+                )
             };
             [kernel(false), kernel(true), pipeline(&self.device, &shaders::gemm(weight_type))]
         }))
+    }
+
+    /// The decode and short-batch pipelines of `weight_type` over 8-bit inputs, built on first
+    /// use (only for [`shaders::Q8_DOT_TYPES`]: see [`Gpu::reads_q8`]).
+    fn matmul_q8_pipelines(&self, weight_type: WeightType) -> &[wgpu::ComputePipeline; 2] {
+        let (_, pipelines) =
+            self.matmul_q8.iter().find(|(t, _)| *t == weight_type).expect("a type of Q8_DOT_TYPES");
+        pipelines.get_or_init(|| {
+            [false, true].map(|tiled| {
+                let source = shaders::matmul(weight_type, WORKGROUP, tiled, self.facts.subgroups, true);
+                pipeline(&self.device, &source)
+            })
+        })
     }
 
     /// The row lookup of `weight_type`, built on first use.
@@ -692,35 +764,44 @@ impl Gpu {
     }
 
     /// The gated feed-forward's decode pipeline of `weight_type` with `activation` (SwiGLU
-    /// or GeGLU; none for the others), built on first use.
+    /// or GeGLU; none for the others), built on first use, and whether it reads 8-bit inputs.
     fn gated_matvec_pipeline(
         &self,
         weight_type: WeightType,
         activation: Activation,
-    ) -> Option<&wgpu::ComputePipeline> {
+    ) -> Option<(&wgpu::ComputePipeline, bool)> {
         let (index, body) = match activation {
             Activation::SwiGlu => (0, shaders::SWIGLU.to_string()),
             Activation::GeGlu => (1, shaders::geglu()),
             Activation::SwiGluOai | Activation::Gelu => return None,
         };
+        let q8 = self.reads_q8(weight_type, 1);
         let (_, slots) = self.gated_matvec.iter().find(|(t, _)| *t == weight_type)?;
-        Some(slots[index].get_or_init(|| {
-            let source = shaders::gated_matvec(weight_type, WORKGROUP, self.facts.subgroups, &body);
+        let built = slots[index + 2 * usize::from(q8)].get_or_init(|| {
+            let source = shaders::gated_matvec(weight_type, WORKGROUP, self.facts.subgroups, q8, &body);
             pipeline(&self.device, &source)
-        }))
+        });
+        Some((built, q8))
     }
 
-    /// The query, key and value decode pipeline of `weight_type`, built on first use.
-    fn qkv_matvec_pipeline(&self, qk_type: WeightType, v_type: WeightType) -> Option<wgpu::ComputePipeline> {
+    /// The query, key and value decode pipeline of these types, built on first use, and
+    /// whether it reads 8-bit inputs.
+    fn qkv_matvec_pipeline(
+        &self,
+        qk_type: WeightType,
+        v_type: WeightType,
+    ) -> Option<(wgpu::ComputePipeline, bool)> {
         if ![qk_type, v_type].iter().all(|t| shaders::MATVEC_TYPES.contains(t)) {
             return None;
         }
+        // 8-bit inputs where both types dot with them (the inputs are shared).
+        let q8 = self.reads_q8(qk_type, 1) && self.reads_q8(v_type, 1);
         let mut pipelines = self.qkv_matvec.lock().ok()?;
-        let built = pipelines.entry((qk_type, v_type)).or_insert_with(|| {
-            let source = shaders::qkv_matvec(qk_type, v_type, WORKGROUP, self.facts.subgroups)?;
+        let built = pipelines.entry((qk_type, v_type, q8)).or_insert_with(|| {
+            let source = shaders::qkv_matvec(qk_type, v_type, WORKGROUP, self.facts.subgroups, q8)?;
             Some(pipeline(&self.device, &source))
         });
-        built.clone()
+        built.clone().map(|pipeline| (pipeline, q8))
     }
 
     /// Whether [`shaders::get_rows`] reads tables of `weight_type`.

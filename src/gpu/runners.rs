@@ -27,7 +27,7 @@ impl Gpu {
         cols: usize,
         x: &[f32],
     ) -> Result<Vec<f32>, GpuError> {
-        self.matmul_kernel(weight_type, 1)?;
+        self.matmul_kernel(weight_type, 1, true)?;
         let row_bytes = weight_type.row_bytes(cols).map_err(|e| GpuError::Shape(e.to_string()))?;
         if x.is_empty() || !x.len().is_multiple_of(cols) || rows.checked_mul(row_bytes) != Some(bytes.len()) {
             return Err(GpuError::Shape(format!(
@@ -42,8 +42,9 @@ impl Gpu {
         let mut padded = bytes.to_vec();
         padded.resize(bytes.len().div_ceil(4) * 4, 0);
         let batch = x.len() / cols;
-        let kernel = self.matmul_kernel(weight_type, batch)?;
+        let kernel = self.matmul_kernel(weight_type, batch, true)?;
         let groups = kernel.groups(rows);
+        let x = if kernel.q8 { self.q8_inputs(x).await? } else { f32_bytes(x) };
         let mut params = [0; 13];
         params[..7].copy_from_slice(&[
             rows as u32,
@@ -54,7 +55,24 @@ impl Gpu {
             0,
             batch as u32,
         ]);
-        self.run(&kernel.pipeline, &[&padded, &f32_bytes(x)], &vec![0.0; rows * batch], &params, groups).await
+        self.run(&kernel.pipeline, &[&padded, &x], &vec![0.0; rows * batch], &params, groups).await
+    }
+
+    /// `x` (rows of a multiple of 32) quantized to 8 bits by [`shaders::QUANTIZE_Q8`], as the
+    /// forward pass quantizes a product's inputs where [`Gpu::integer_dots`] is on: 48 bytes
+    /// a block of 32 (its quants, then its scale and its scale times their sum as f32, then
+    /// 8 bytes of padding).
+    pub async fn q8_inputs(&self, x: &[f32]) -> Result<Vec<u8>, GpuError> {
+        if !x.len().is_multiple_of(32) {
+            return Err(GpuError::Shape(format!("{} inputs are not whole blocks of 32", x.len())));
+        }
+        let blocks = (x.len() / 32) as u32;
+        let [groups_x, groups_y] = groups_2d(blocks.div_ceil(64));
+        let out = vec![0.0; shaders::q8_bytes(x.len()) / 4];
+        let params = [blocks, groups_x, 0, 0];
+        let words =
+            self.run(&self.quantize_q8, &[&f32_bytes(x)], &out, &params, [groups_x, groups_y, 1]).await?;
+        Ok(words.iter().flat_map(|w| w.to_bits().to_le_bytes()).collect())
     }
 
     /// `act(W_gate · x) ⊙ (W_up · x)` for one input row through the fused decode kernel
@@ -76,9 +94,10 @@ impl Gpu {
                 "{rows} × {cols} {weight_type:?} gate and up need {rows} rows of {row_bytes} bytes each and {cols} inputs"
             )));
         }
-        let pipeline = self
+        let (pipeline, q8) = self
             .gated_matvec_pipeline(weight_type, activation)
             .ok_or(GpuError::Refused("a fused gated kernel for this activation"))?;
+        let x = if q8 { self.q8_inputs(x).await? } else { f32_bytes(x) };
         let padded = |bytes: &[u8]| {
             let mut padded = bytes.to_vec();
             padded.resize(bytes.len().div_ceil(4) * 4, 0);
@@ -87,7 +106,7 @@ impl Gpu {
         let [x_groups, y_groups] = groups_2d((rows as u32).div_ceil(shaders::ROWS_PER_GROUP));
         let params =
             [rows as u32, cols as u32, row_bytes as u32, x_groups, rows as u32, 0, 1, 0, 0, 0, 0, 0, 0];
-        let inputs: [&[u8]; 3] = [&padded(gate), &f32_bytes(x), &padded(up)];
+        let inputs: [&[u8]; 3] = [&padded(gate), &x, &padded(up)];
         self.run(pipeline, &inputs, &vec![0.0; rows], &params, [x_groups, y_groups, 1]).await
     }
 
@@ -112,9 +131,10 @@ impl Gpu {
                 "{qk_type:?}, {qk_type:?} and {v_type:?} matrices of {cols} columns need rows of {qk_bytes}, {qk_bytes} and {v_bytes} bytes and {cols} inputs"
             )));
         }
-        let pipeline = self
+        let (pipeline, q8) = self
             .qkv_matvec_pipeline(qk_type, v_type)
             .ok_or(GpuError::Refused("a fused kernel for these types"))?;
+        let x = if q8 { self.q8_inputs(x).await? } else { f32_bytes(x) };
         let padded = |bytes: &[u8]| {
             let mut padded = bytes.to_vec();
             padded.resize(bytes.len().div_ceil(4) * 4, 0);
@@ -136,7 +156,7 @@ impl Gpu {
         params[13] = q_rows as u32;
         params[14] = (q_rows + k_rows) as u32;
         params[15] = v_bytes as u32;
-        let inputs: [&[u8]; 4] = [&padded(q), &f32_bytes(x), &padded(k), &padded(v)];
+        let inputs: [&[u8]; 4] = [&padded(q), &x, &padded(k), &padded(v)];
         let zeros = [vec![0.0; q_rows], vec![0.0; k_rows], vec![0.0; v_rows]];
         let outputs: [&[f32]; 3] = [&zeros[0], &zeros[1], &zeros[2]];
         self.run_many(&pipeline, &inputs, &outputs, &params, [x_groups, y_groups, 1]).await

@@ -527,17 +527,17 @@ enum Layout {
     Blocks {
         bytes: u32,
         units: u32,
-        helpers: &'static [&'static str],
+        helpers: Vec<&'static str>,
         dot: String,
         dequant: String,
     },
 }
 
 fn layout(weight_type: WeightType) -> Layout {
-    let blocks = |bytes, units, helpers: &'static [&'static str], dot: &str, dequant: &str| Layout::Blocks {
+    let blocks = |bytes, units, helpers: &[&'static str], dot: &str, dequant: &str| Layout::Blocks {
         bytes,
         units,
-        helpers,
+        helpers: helpers.to_vec(),
         dot: dot.to_string(),
         dequant: dequant.to_string(),
     };
@@ -836,7 +836,193 @@ fn k4_layout(bytes: u32, nibbles: u32, fifth_bit: &str) -> Layout {
         put4(dst + k, scale * vec4<f32>(qFIFTH) - offset);
     }";
     let fill = |code: &str| code.replace("NIBBLES", &nibbles.to_string()).replace("FIFTH", fifth_bit);
-    Layout::Blocks { bytes, units: 8, helpers: &[K4_SCALES], dot: fill(dot), dequant: fill(dequant) }
+    Layout::Blocks { bytes, units: 8, helpers: vec![K4_SCALES], dot: fill(dot), dequant: fill(dequant) }
+}
+
+/// The block types whose units also dot with inputs quantized to 8 bits ([`QUANTIZE_Q8`]),
+/// through `dot4I8Packed`: four products of bytes and their sum in one instruction where the
+/// adapter has integer dot products (`OpSDot`, DP4A), otherwise as naga writes it out. The
+/// other types' rows always read floats.
+pub const Q8_DOT_TYPES: [WeightType; 8] = [
+    WeightType::Q4_0,
+    WeightType::Q4_1,
+    WeightType::Q5_0,
+    WeightType::Q5_1,
+    WeightType::Q8_0,
+    WeightType::Q4_K,
+    WeightType::Q5_K,
+    WeightType::Q6_K,
+];
+
+/// The inputs `x` quantized to 8 bits, 32 to a block as ggml's Q8_1 (three vectors a block:
+/// the quants four to a word, then the scale `d` and `d · Σq` as floats), and the helpers
+/// that make a block's weights signed bytes four to a word.
+const X_Q8: &str = r#"
+@group(0) @binding(1) var<storage, read> x: array<vec4<u32>>;
+// Block `b`'s quants: words 0..4 hold quants 0..16, words 4..8 quants 16..32.
+fn xq(b: u32) -> array<vec4<u32>, 2> { return array<vec4<u32>, 2>(x[3u * b], x[3u * b + 1u]); }
+// Block `b`'s scale and its scale times the sum of its quants (the sum of its inputs).
+fn xq_scales(b: u32) -> vec2<f32> { return bitcast<vec2<f32>>(x[3u * b + 2u].xy); }
+// Unsigned values in each byte, less 8, 16 or 32, as signed bytes (no byte carries into the next).
+fn less8(v: u32) -> u32 { return (v + 0x78787878u) ^ 0x80808080u; }
+fn less16(v: u32) -> u32 { return (v + 0x70707070u) ^ 0x80808080u; }
+fn less32(v: u32) -> u32 { return (v + 0x60606060u) ^ 0x80808080u; }
+// Bits 0..4 of `h` as bit 4 of bytes 0..4.
+fn fifth_bits(h: u32) -> u32 { return ((h & 1u) | ((h & 2u) << 7u) | ((h & 4u) << 14u) | ((h & 8u) << 21u)) << 4u; }
+"#;
+
+/// Q6_K's weights k..k+4 of unit `g` of the block at `at`, less 32, as signed bytes (`q6x4`'s).
+const Q6_PACKED: &str = r#"
+fn q6_packed(at: u32, g: u32, k: u32) -> u32 {
+    let half = g / 4u;
+    let quarter = g % 4u;
+    let low = at + 64u * half + 32u * (quarter % 2u);
+    let high = at + 128u + 32u * half;
+    let nibble = (word_at(low + k) >> (4u * (quarter / 2u))) & 0x0f0f0f0fu;
+    let top = (word_at(high + k) >> (2u * quarter)) & 0x03030303u;
+    return less32(nibble | (top << 4u));
+}
+"#;
+
+/// `weight_type`'s layout with its unit dotted against 8-bit inputs ([`X_Q8`]): each unit's
+/// exact integer sums of products, scaled by the weights' and the inputs' scales (and the
+/// offsets' terms through the inputs' sums), as ggml's CPU dots Q4_0 with Q8_0 and Q4_1 with
+/// Q8_1. `UNIT_ROW` gives the unit's first input at `xo`, a multiple of 32: its block `xo / 32`.
+fn q8_layout(weight_type: WeightType) -> Layout {
+    let Layout::Blocks { bytes, units, mut helpers, dequant, .. } = layout(weight_type) else {
+        unreachable!("float rows read floats")
+    };
+    let legacy = |offset: u32, values: &str, scale: &str| {
+        format!(
+            "let b = xo >> 5u;
+        let a = xq(b);
+        var si = 0;
+        for (var j = 0u; j < 4u; j++) {{
+            let q = word_at(at + {offset}u + 4u * j);
+            si += dot4I8Packed({}, a[0][j]) + dot4I8Packed({}, a[1][j]);
+        }}
+        {scale}",
+            values.replace("HALF", "q & 0x0f0f0f0fu").replace("BITS", "qh >> (4u * j)"),
+            values.replace("HALF", "(q >> 4u) & 0x0f0f0f0fu").replace("BITS", "qh >> (16u + 4u * j)"),
+        )
+    };
+    let scaled = "sum += half_at(at) * xq_scales(b).x * f32(si);";
+    let offset = "let ds = xq_scales(b);
+        sum += half_at(at) * ds.x * f32(si) + half_at(at + 2u) * ds.y;";
+    let k4 = |nibbles: u32, fifth: &str| {
+        format!(
+            "let b = xo >> 5u;
+        let a = xq(b);
+        let sm = k4_scale_min(at + 4u, g);
+        let first = at + {nibbles}u + 32u * (g / 2u);
+        let shift = 4u * (g % 2u);
+        var si = 0;
+        for (var j = 0u; j < 8u; j++) {{
+            let q = ((word_at(first + 4u * j) >> shift) & 0x0f0f0f0fu){fifth};
+            si += dot4I8Packed(q, a[j >> 2u][j & 3u]);
+        }}
+        let ds = xq_scales(b);
+        sum += half_at(at) * sm.x * ds.x * f32(si) - half_at(at + 2u) * sm.y * ds.y;"
+        )
+    };
+    let dot = match weight_type {
+        WeightType::Q4_0 => legacy(2, "less8(HALF)", scaled),
+        WeightType::Q4_1 => legacy(4, "HALF", offset),
+        WeightType::Q5_0 => format!(
+            "let qh = u32_at(at + 2u);\n        {}",
+            legacy(6, "less16((HALF) | fifth_bits(BITS))", scaled)
+        ),
+        WeightType::Q5_1 => {
+            format!("let qh = u32_at(at + 4u);\n        {}", legacy(8, "(HALF) | fifth_bits(BITS)", offset))
+        }
+        // The 32 quants as 8 words from 9 loads, as the float unit reads them.
+        WeightType::Q8_0 => "let b = xo >> 5u;
+        let a = xq(b);
+        let shift = ((at + 2u) & 2u) << 3u;
+        let first = (at + 2u) >> 2u;
+        var low = w[first];
+        var si = 0;
+        for (var j = 0u; j < 8u; j++) {
+            let high = w[first + j + 1u];
+            si += dot4I8Packed((low >> shift) | ((high << 1u) << (31u - shift)), a[j >> 2u][j & 3u]);
+            low = high;
+        }
+        sum += half_at(at) * xq_scales(b).x * f32(si);"
+            .to_string(),
+        WeightType::Q4_K => k4(16, ""),
+        WeightType::Q5_K => k4(48, " | (((word_at(at + 16u + 4u * j) >> g) & 0x01010101u) << 4u)"),
+        WeightType::Q6_K => {
+            helpers.push(Q6_PACKED);
+            "let b = xo >> 5u;
+        let a = xq(b);
+        let ds = xq_scales(b);
+        let d = half_at(at + 208u);
+        for (var part = 0u; part < 2u; part++) {
+            let scale = i8_at(at + 192u + 2u * g + part);
+            var si = 0;
+            for (var j = 0u; j < 4u; j++) {
+                si += dot4I8Packed(q6_packed(at, g, 16u * part + 4u * j), a[part][j]);
+            }
+            sum += d * scale * ds.x * f32(si);
+        }"
+            .to_string()
+        }
+        other => unreachable!("no 8-bit dot for {other:?}: not in Q8_DOT_TYPES"),
+    };
+    Layout::Blocks { bytes, units, helpers, dot, dequant }
+}
+
+/// The layout a matrix kernel reads `weight_type` with, and its inputs' readers: floats
+/// (as vectors of four for block rows), or 8-bit blocks where `q8`.
+fn kernel_layout(weight_type: WeightType, q8: bool) -> (Layout, &'static str) {
+    if q8 {
+        (q8_layout(weight_type), X_Q8)
+    } else {
+        let layout = layout(weight_type);
+        let x = inputs(&layout, true);
+        (layout, x)
+    }
+}
+
+/// Inputs to 8 bits for [`Q8_DOT_TYPES`]' kernels: a thread per block of 32 (of `blocks` over
+/// every input row, each row a whole number of blocks), its scale `d = max |x| / 127` kept
+/// as an f32 (ggml's Q8_1 rounds it to f16), its quants `round(x / d)` (to even, as ggml's
+/// AVX2 code rounds), and `d` times their sum.
+pub const QUANTIZE_Q8: &str = r#"
+struct Params { blocks: u32, groups_x: u32, unused0: u32, unused1: u32 }
+@group(0) @binding(0) var<storage, read> x: array<f32>;
+@group(0) @binding(1) var<storage, read_write> q: array<vec4<u32>>;
+@group(0) @binding(2) var<uniform> p: Params;
+
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+    let b = (group.y * p.groups_x + group.x) * 64u + t;
+    if (b >= p.blocks) {
+        return;
+    }
+    let first = 32u * b;
+    var amax = 0.0;
+    for (var i = 0u; i < 32u; i++) {
+        amax = max(amax, abs(x[first + i]));
+    }
+    let d = amax / 127.0;
+    let id = select(0.0, 1.0 / d, d > 0.0);
+    var words = array<u32, 8>();
+    var total = 0;
+    for (var i = 0u; i < 32u; i++) {
+        let v = i32(round(x[first + i] * id));
+        total += v;
+        words[i / 4u] |= (bitcast<u32>(v) & 0xffu) << (8u * (i % 4u));
+    }
+    q[3u * b] = vec4<u32>(words[0], words[1], words[2], words[3]);
+    q[3u * b + 1u] = vec4<u32>(words[4], words[5], words[6], words[7]);
+    q[3u * b + 2u] = vec4<u32>(bitcast<u32>(d), bitcast<u32>(d * f32(total)), 0u, 0u);
+}
+"#;
+
+/// Bytes [`QUANTIZE_Q8`] writes for `inputs` inputs (a multiple of 32): 48 a block.
+pub const fn q8_bytes(inputs: usize) -> usize {
+    inputs / 32 * 48
 }
 
 /// A row's dot product with the input row at `xbase` (`row_dot`) for a weight layout.
@@ -858,9 +1044,9 @@ fn row_dot(layout: Layout) -> String {
 /// input row per workgroup (decode), or with `tiled` [`TILE_TOKENS`] of them (short batches);
 /// rows summed through `subgroups` (whose size must be at least a row's lanes) or workgroup
 /// memory.
-pub fn matmul(weight_type: WeightType, workgroup: u32, tiled: bool, subgroups: bool) -> String {
-    let layout = layout(weight_type);
-    let header = header(&layout, true);
+pub fn matmul(weight_type: WeightType, workgroup: u32, tiled: bool, subgroups: bool, q8: bool) -> String {
+    let (layout, x) = kernel_layout(weight_type, q8);
+    let header = format!("{HEADER}{x}{}", readers(&layout));
     let row = row_dot(layout);
     // No `enable subgroups;`: naga takes subgroup calls without it (and refuses it), and in a
     // browser wgpu 30 never offers subgroups (its WebGPU backend does not map the feature).
@@ -882,9 +1068,14 @@ pub fn matmul(weight_type: WeightType, workgroup: u32, tiled: bool, subgroups: b
 /// as `MAIN`'s (or `SUBGROUP_MAIN`'s), so the bits are the same. Bindings: the gate's
 /// weights, `x`, the up's weights (`w_up`, read by a second copy of the readers and the row
 /// function: WGSL functions take no storage pointers), `y`, the parameters.
-pub fn gated_matvec(weight_type: WeightType, workgroup: u32, subgroups: bool, body: &str) -> String {
-    let layout = layout(weight_type);
-    let x = inputs(&layout, true);
+pub fn gated_matvec(
+    weight_type: WeightType,
+    workgroup: u32,
+    subgroups: bool,
+    q8: bool,
+    body: &str,
+) -> String {
+    let (layout, x) = kernel_layout(weight_type, q8);
     let reading = format!("{}{}", readers(&layout), row_dot(layout));
     let activation = body.replace("x[i]", "gate").replace("y[i]", "up");
     let main = if subgroups { SUBGROUP_GATED_MAIN } else { GATED_MAIN };
@@ -911,14 +1102,13 @@ pub fn qkv_matvec(
     v_type: WeightType,
     workgroup: u32,
     subgroups: bool,
+    q8: bool,
 ) -> Option<String> {
-    let (layout, v_layout) = (layout(qk_type), layout(v_type));
+    let ((layout, x), (v_layout, v_x)) = (kernel_layout(qk_type, q8), kernel_layout(v_type, q8));
     // Both read their inputs alike: one type, or two block types (Q4_K_M's Q6_K values).
-    let blocks = |layout: &Layout| matches!(layout, Layout::Blocks { .. });
-    if qk_type != v_type && !(blocks(&layout) && blocks(&v_layout)) {
+    if x != v_x {
         return None;
     }
-    let x = inputs(&layout, true);
     let reading = format!("{}{}", readers(&layout), row_dot(layout));
     let v_reading = format!("{}{}", readers(&v_layout), row_dot(v_layout));
     let mut main = String::from(if subgroups { SUBGROUP_MAIN } else { MAIN });

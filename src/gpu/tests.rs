@@ -366,8 +366,10 @@ fn subgroup_sums_give_the_workgroup_sums_bits() {
     assert!(!without.facts().subgroups);
     let mut rng = Rng(11);
     // Decode (one input row) and a short batch, over a row of many units and rows past a
-    // workgroup's eight.
-    for &weight_type in &MATVEC_TYPES {
+    // workgroup's eight; float inputs, and 8-bit ones where a type reads them.
+    for (weight_type, q8) in MATVEC_TYPES.iter().flat_map(|&t| [(t, false), (t, true)]) {
+        with.set_integer_dots(q8);
+        without.set_integer_dots(q8);
         let cols = if weight_type.block_len() == 1 { 200 } else { 1024 };
         for batch in [1, 5] {
             let rows = 21;
@@ -375,7 +377,7 @@ fn subgroup_sums_give_the_workgroup_sums_bits() {
             let x = random(cols * batch, 1.0, &mut rng);
             let a = with.matvec(weight_type, &bytes, rows, cols, &x).wait().unwrap();
             let b = without.matvec(weight_type, &bytes, rows, cols, &x).wait().unwrap();
-            assert_eq!(a, b, "{weight_type:?} batch of {batch}");
+            assert_eq!(a, b, "{weight_type:?} batch of {batch}, 8-bit inputs {q8}");
         }
     }
 }
@@ -389,7 +391,8 @@ fn the_fused_gated_kernel_gives_the_three_kernels_bits() {
     let with = gpu();
     let without = Wait::wait(Gpu::request_with(false)).unwrap();
     let mut rng = Rng(13);
-    for gpu in [&with, &without] {
+    for (gpu, q8) in [(&with, false), (&without, false), (&with, true), (&without, true)] {
+        gpu.set_integer_dots(q8);
         for &weight_type in &MATVEC_TYPES {
             let (rows, cols) = (19, if weight_type.block_len() == 1 { 200 } else { 512 });
             let gate = random_matrix(weight_type, rows, cols, &mut rng);
@@ -404,7 +407,11 @@ fn the_fused_gated_kernel_gives_the_three_kernels_bits() {
                 };
                 let got =
                     gpu.gated_matvec(weight_type, (&gate, &up), rows, cols, &x, activation).wait().unwrap();
-                assert_eq!(got, want, "{weight_type:?} {activation:?}, subgroups {}", gpu.facts().subgroups);
+                let subgroups = gpu.facts().subgroups;
+                assert_eq!(
+                    got, want,
+                    "{weight_type:?} {activation:?}, subgroups {subgroups}, 8-bit inputs {q8}"
+                );
             }
         }
     }
@@ -428,7 +435,8 @@ fn queries_keys_and_values_in_one_dispatch_give_three_dispatches_bits() {
         (WeightType::Q4_0, WeightType::Q5_0),
         (WeightType::Q2_K, WeightType::Q3_K),
     ];
-    for gpu in [&with, &without] {
+    for (gpu, q8) in [(&with, false), (&without, false), (&with, true), (&without, true)] {
+        gpu.set_integer_dots(q8);
         for &(qk_type, v_type) in same.iter().chain(&mixed) {
             let cols = if qk_type.block_len() == 1 { 200 } else { 512 };
             let rows = [21, 11, 13];
@@ -440,7 +448,8 @@ fn queries_keys_and_values_in_one_dispatch_give_three_dispatches_bits() {
                 (0..3).map(|m| gpu.matvec(types[m], &bytes[m], rows[m], cols, &x).wait().unwrap()).collect();
             let matrices = [0, 1, 2].map(|m| (&bytes[m][..], rows[m]));
             let got = gpu.qkv_matvec((qk_type, v_type), matrices, cols, &x).wait().unwrap();
-            assert_eq!(got, want, "{qk_type:?}+{v_type:?}, subgroups {}", gpu.facts().subgroups);
+            let subgroups = gpu.facts().subgroups;
+            assert_eq!(got, want, "{qk_type:?}+{v_type:?}, subgroups {subgroups}, 8-bit inputs {q8}");
         }
     }
     // Float values beside block queries read their inputs otherwise: refused, not fused.
@@ -682,4 +691,91 @@ fn the_best_logits_and_their_statistics_match_the_samplers_reference() {
     assert_eq!(got.best[1..], BestLogits::of(&logits, 1.0).best[1..]);
     let got = gpu.best_logits(&[f32::NEG_INFINITY; 2000], 1.0).wait().unwrap();
     assert_eq!((got.best[0], got.z, got.weighted), ((0, f32::NEG_INFINITY), 0.0, 0.0));
+}
+
+/// Blocks of [`Gpu::q8_inputs`] read back as their quants, scale and scaled sum each.
+fn q8_blocks(bytes: &[u8]) -> Vec<([i8; 32], f32, f32)> {
+    let float = |b: &[u8]| f32::from_le_bytes(b.try_into().unwrap());
+    bytes
+        .chunks_exact(48)
+        .map(|block| (std::array::from_fn(|i| block[i] as i8), float(&block[32..36]), float(&block[36..40])))
+        .collect()
+}
+
+#[test]
+fn inputs_quantized_to_8_bits_keep_each_value_within_half_a_step() {
+    let gpu = gpu();
+    let mut rng = Rng(23);
+    let mut x = random(32 * 70, 3.0, &mut rng);
+    // A block of zeros (scale 0, quants 0), a block of one value, and tiny values.
+    x[64..96].fill(0.0);
+    x[96..128].fill(-2.5);
+    x[128..160].iter_mut().for_each(|v| *v *= 1e-30);
+    let blocks = q8_blocks(&gpu.q8_inputs(&x).wait().unwrap());
+    assert_eq!(blocks.len(), 70);
+    for (b, ((quants, d, scaled_sum), inputs)) in blocks.iter().zip(x.chunks_exact(32)).enumerate() {
+        let amax = inputs.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+        assert!((d - amax / 127.0).abs() <= 1e-6 * amax, "block {b}: scale {d} for max {amax}");
+        let sum: i32 = quants.iter().map(|&q| i32::from(q)).sum();
+        assert_eq!(*scaled_sum, d * sum as f32, "block {b}");
+        assert!(
+            quants.iter().any(|&q| q.unsigned_abs() == 127) || amax == 0.0,
+            "block {b}: no full-scale quant"
+        );
+        for (&q, &v) in quants.iter().zip(inputs) {
+            assert!(q != i8::MIN, "block {b}: -128 is outside the symmetric range");
+            let error = (f64::from(q) * f64::from(*d) - f64::from(v)).abs();
+            assert!(error <= 0.5001 * f64::from(*d), "block {b}: {v} as {q} × {d}");
+        }
+    }
+    assert_eq!(blocks[2], ([0; 32], 0.0, 0.0));
+    assert!(blocks[3].0.iter().all(|&q| q == -127));
+    assert!(matches!(gpu.q8_inputs(&[1.0; 33]).wait(), Err(GpuError::Shape(_))));
+}
+
+#[test]
+fn every_8_bit_matvec_kernel_matches_its_cpu_twin_over_the_quantized_inputs() {
+    use super::shaders::Q8_DOT_TYPES;
+    // Decode and a short batch, with subgroups and without: the exact integer sums, scaled,
+    // equal the CPU's f64 product of the dequantized weights with the dequantized inputs
+    // within the float kernels' bound; each batch row equals that row alone. Off again, the
+    // float kernels run (their outputs differ).
+    let with = gpu();
+    let without = Wait::wait(Gpu::request_with(false)).unwrap();
+    let mut rng = Rng(29);
+    for gpu in [&with, &without] {
+        gpu.set_integer_dots(true);
+        for &weight_type in &Q8_DOT_TYPES {
+            let block = weight_type.block_len();
+            for (rows, cols, batch) in [(3, block, 1), (17, block * 9, 1), (21, 1024, 3)] {
+                let bytes = random_matrix(weight_type, rows, cols, &mut rng);
+                let x = random(cols * batch, 2.0, &mut rng);
+                let got = gpu.matvec(weight_type, &bytes, rows, cols, &x).wait().unwrap();
+                let quantized: Vec<f32> = q8_blocks(&gpu.q8_inputs(&x).wait().unwrap())
+                    .iter()
+                    .flat_map(|(quants, d, _)| quants.map(|q| f32::from(q) * d))
+                    .collect();
+                for (r, input) in quantized.chunks_exact(cols).enumerate() {
+                    let got = &got[r * rows..(r + 1) * rows];
+                    if batch > 1 {
+                        let alone = &x[r * cols..(r + 1) * cols];
+                        assert_eq!(got, gpu.matvec(weight_type, &bytes, rows, cols, alone).wait().unwrap());
+                    }
+                    for (i, (&g, &(dot, magnitude))) in
+                        got.iter().zip(&cpu_matvec(weight_type, &bytes, rows, cols, input)).enumerate()
+                    {
+                        let error = (f64::from(g) - dot).abs();
+                        assert!(
+                            error <= 1e-5 * magnitude + 1e-6,
+                            "{weight_type:?} {rows}×{cols}, input row {r}, row {i}: GPU {g}, CPU {dot}, subgroups {}",
+                            gpu.facts().subgroups
+                        );
+                    }
+                }
+                gpu.set_integer_dots(false);
+                assert_ne!(got, gpu.matvec(weight_type, &bytes, rows, cols, &x).wait().unwrap());
+                gpu.set_integer_dots(true);
+            }
+        }
+    }
 }

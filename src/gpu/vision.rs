@@ -360,7 +360,8 @@ impl Pass<'_> {
         n: usize,
         out: &wgpu::Buffer,
     ) -> Result<(), GpuError> {
-        let kernel = self.gpu().matmul_kernel(matrix.weight_type, n)?;
+        // Float inputs: a picture's products are long batches (the GEMM) but for its last rows.
+        let kernel = self.gpu().matmul_kernel(matrix.weight_type, n, false)?;
         let row_bytes =
             matrix.weight_type.row_bytes(matrix.cols).map_err(|e| GpuError::Shape(e.to_string()))?;
         for (first, rows, weights) in self.matrix(matrix.bytes, matrix.rows)? {

@@ -89,17 +89,22 @@ impl Args {
         Ok(threads)
     }
 
-    /// `--device gpu` opens the GPU (wgpu: Vulkan, Metal or DX12), `--device cpu` or none
-    /// means the CPU; a build without the `gpu` feature says how to get one.
+    /// `--device gpu` opens the GPU (wgpu: Vulkan, Metal or DX12), `--device gpu-q8` the same
+    /// with 8-bit inputs for the integer dot products (`Gpu::set_integer_dots`), `--device cpu`
+    /// or none means the CPU; a build without the `gpu` feature says how to get one.
     #[cfg(all(feature = "gpu", not(target_family = "wasm")))]
     pub fn gpu(&self) -> Result<Option<std::sync::Arc<inferno::gpu::Gpu>>, String> {
-        match self.text("--device") {
-            None | Some("cpu") => Ok(None),
-            Some("gpu") => inferno::gpu::Gpu::new()
-                .map(|gpu| Some(std::sync::Arc::new(gpu)))
-                .map_err(|e| format!("{}: {e}", self.command)),
-            Some(other) => Err(format!("{}: --device takes cpu or gpu, not {other:?}", self.command)),
-        }
+        let q8 = match self.text("--device") {
+            None | Some("cpu") => return Ok(None),
+            Some("gpu") => false,
+            Some("gpu-q8") => true,
+            Some(other) => {
+                return Err(format!("{}: --device takes cpu, gpu or gpu-q8, not {other:?}", self.command));
+            }
+        };
+        let gpu = inferno::gpu::Gpu::new().map_err(|e| format!("{}: {e}", self.command))?;
+        gpu.set_integer_dots(q8);
+        Ok(Some(std::sync::Arc::new(gpu)))
     }
 
     /// Without the `gpu` feature only the CPU exists.
@@ -107,11 +112,11 @@ impl Args {
     pub fn gpu(&self) -> Result<(), String> {
         match self.text("--device") {
             None | Some("cpu") => Ok(()),
-            Some("gpu") => Err(format!(
+            Some("gpu" | "gpu-q8") => Err(format!(
                 "{}: this build has no GPU backend (cargo build --release --features gpu)",
                 self.command
             )),
-            Some(other) => Err(format!("{}: --device takes cpu or gpu, not {other:?}", self.command)),
+            Some(other) => Err(format!("{}: --device takes cpu, gpu or gpu-q8, not {other:?}", self.command)),
         }
     }
 

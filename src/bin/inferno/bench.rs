@@ -105,7 +105,10 @@ pub fn run(args: &[String]) -> Result<(), String> {
     #[cfg(all(feature = "gpu", not(target_family = "wasm")))]
     let gpu = gpu
         .as_deref()
-        .map(|gpu| GpuFigures::measure(gpu, model, (decode_tok_s, tg, runs), encoding, prefill_encoding))
+        .map(|gpu| {
+            let decode = (decode_tok_s, &tokens[..tg], runs);
+            GpuFigures::measure(gpu, model, decode, encoding, prefill_encoding)
+        })
         .transpose()?;
     #[cfg(not(all(feature = "gpu", not(target_family = "wasm"))))]
     let _ = (encoding, prefill_encoding);
@@ -187,6 +190,14 @@ pub fn run(args: &[String]) -> Result<(), String> {
                     sampled.every_tok_s,
                     sampled.best_tok_s,
                     sampled.best_tok_s / sampled.every_tok_s
+                );
+                let dots = &gpu.integer_dots;
+                let this_run = if dots.q8_in_this_run { "8 bits" } else { "floats" };
+                println!(
+                    "{tg_label} with the products' inputs as floats {:.1} tok/s, as 8 bits for integer dot products {:.1} tok/s ({:.2}×; this run's other figures: {this_run})",
+                    dots.float_tok_s,
+                    dots.q8_tok_s,
+                    dots.q8_tok_s / dots.float_tok_s
                 );
                 print_kernels(&format!("prefill of {pp}"), &gpu.prefill_kernels);
                 print_kernels("decode step", &gpu.decode_kernels);
@@ -304,6 +315,22 @@ struct GpuFigures {
     decode_kernels: Vec<KernelShare>,
     /// Decode steps that also sample, as an answer does.
     sampled: SampledDecode,
+    /// Decode with the products' inputs as floats and as 8 bits.
+    integer_dots: IntegerDots,
+}
+
+/// Decode steps (without context) whose matrix products read their inputs as floats, against
+/// quantized to 8 bits for integer dot products (`Gpu::set_integer_dots`).
+#[derive(Serialize)]
+#[cfg_attr(
+    not(all(feature = "gpu", not(target_family = "wasm"))),
+    allow(dead_code, reason = "only the GPU's runs fill it")
+)]
+struct IntegerDots {
+    float_tok_s: f64,
+    q8_tok_s: f64,
+    /// Which of the two this run's other figures used (`--device gpu-q8` asks for 8 bits).
+    q8_in_this_run: bool,
 }
 
 /// Decode steps that sample as the page does (its settings: temperature 0.8, top-k 40, top-p
@@ -373,11 +400,22 @@ impl GpuFigures {
     fn measure(
         gpu: &inferno::gpu::Gpu,
         model: &Model,
-        (decode_tok_s, tg, runs): (f64, usize, usize),
+        (decode_tok_s, tokens, runs): (f64, &[u32], usize),
         encoding: Option<Encoding>,
         prefill: Option<Encoding>,
     ) -> Result<GpuFigures, String> {
-        let encoding = encoding.unwrap_or_default();
+        let (encoding, tg) = (encoding.unwrap_or_default(), tokens.len());
+        let q8_in_this_run = gpu.integer_dots();
+        let mut decode = [false, true].map(|q8| {
+            gpu.set_integer_dots(q8);
+            match tokens {
+                [] => Ok(0.0),
+                _ => gpu_runs(gpu, model, (&[], tokens), false, runs).map(|(tok_s, _)| tok_s),
+            }
+        });
+        gpu.set_integer_dots(q8_in_this_run);
+        let [float, q8] = [0, 1].map(|i| std::mem::replace(&mut decode[i], Ok(0.0)));
+        let integer_dots = IntegerDots { float_tok_s: float?, q8_tok_s: q8?, q8_in_this_run };
         let best_by_default = gpu.reads_best_logits();
         let mut sampled = [false, true].map(|best| {
             gpu.set_best_logits(best);
@@ -413,6 +451,7 @@ impl GpuFigures {
             prefill_kernels: prefill.map(|p| p.kernels).unwrap_or_default(),
             decode_kernels: encoding.kernels,
             sampled,
+            integer_dots,
         })
     }
 }
