@@ -251,10 +251,12 @@ fn a_profiled_step_times_every_dispatch_by_kernel_and_changes_nothing() {
     // Every dispatch of both calls, each counted under its kernel, the longest first.
     assert_eq!(times.iter().map(|k| k.dispatches).sum::<usize>(), prompt_dispatches + profiled.dispatches());
     let names: Vec<&str> = times.iter().map(|k| k.kernel.as_str()).collect();
+    // The products' inputs in 8 bits, the default where WGSL has dot4I8Packed (natively always).
     for kernel in [
-        "matvec Q8_0",
-        "matvec batch Q8_0",
-        "matvec gated Q8_0",
+        "matvec q8 Q8_0",
+        "matvec batch q8 Q8_0",
+        "matvec gated q8 Q8_0",
+        "inputs to 8 bits",
         "rms_norm",
         "qk_heads (norms, rope, cache)",
         "attention (a workgroup per head)",
@@ -493,14 +495,20 @@ fn recurrent_session_rolls_back(name: &str) {
     let mut on_cpu = cpu.new_session(128).unwrap();
     on_cpu.sync(&cpu, &branched).unwrap();
     let cpu_step = on_cpu.step(&cpu, &mut sampler, None, 5).unwrap();
-    assert_eq!(after_branch.token, cpu_step.token);
-    let logits = |s: &inferno::engine::Step| {
-        s.trace.as_ref().unwrap().candidates.iter().map(|c| (c.id, c.logit)).collect::<Vec<_>>()
+    // The same token, or one the CPU scores within a near tie of its own (Granite 4.0-H's
+    // random weights leave two candidates 2e-4 apart there, which the GPU's rounding may swap).
+    let cpu_logit = |id: u32| {
+        let candidates = &cpu_step.trace.as_ref().unwrap().candidates;
+        candidates.iter().find(|c| c.id == id).map(|c| c.logit)
     };
-    for ((gpu_id, gpu_logit), (cpu_id, cpu_logit)) in logits(&after_branch).into_iter().zip(logits(&cpu_step))
-    {
-        assert_eq!(gpu_id, cpu_id);
-        assert!((gpu_logit - cpu_logit).abs() < 0.02, "{gpu_logit} vs {cpu_logit}");
+    if after_branch.token != cpu_step.token {
+        let gap =
+            cpu_logit(cpu_step.token).unwrap() - cpu_logit(after_branch.token).expect("a CPU candidate");
+        assert!(gap < 0.02, "the GPU drew {}, {gap} below the CPU's {}", after_branch.token, cpu_step.token);
+    }
+    for candidate in &after_branch.trace.as_ref().unwrap().candidates {
+        let on_cpu = cpu_logit(candidate.id).expect("the same candidates");
+        assert!((candidate.logit - on_cpu).abs() < 0.02, "{} vs {on_cpu}", candidate.logit);
     }
 
     // Regenerating the first answer: the prompt's checkpoint kept its logits, so nothing runs.

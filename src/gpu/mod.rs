@@ -133,6 +133,10 @@ pub struct AdapterFacts {
     /// Whether dispatches can be timed on the device (timestamp queries; natively only):
     /// what [`GpuState::profile_kernels`] needs.
     pub timestamps: bool,
+    /// Whether WGSL has `dot4I8Packed` here (its `packed_4x8_integer_dot_product` extension:
+    /// always natively, where naga writes it out if the driver lacks it; in a browser, where
+    /// `navigator.gpu.wgslLanguageFeatures` has it), which [`Gpu::integer_dots`] needs.
+    pub packed_dots: bool,
 }
 
 /// A device and its queue, with every kernel's pipeline built once.
@@ -341,6 +345,9 @@ impl Gpu {
                 && info.subgroup_min_size >= WORKGROUP / shaders::ROWS_PER_GROUP,
             timestamps: cfg!(not(target_family = "wasm"))
                 && adapter.features().contains(wgpu::Features::TIMESTAMP_QUERY),
+            packed_dots: instance
+                .wgsl_language_features()
+                .contains(wgpu::WgslLanguageFeatures::Packed4x8IntegerDotProduct),
         };
         let descriptor = wgpu::DeviceDescriptor {
             label: Some("inferno"),
@@ -431,6 +438,7 @@ impl Gpu {
         );
         let best_logits = pipeline(&device, &shaders::best_logits());
         let reads_best = std::sync::atomic::AtomicBool::new(facts.device_type != "Cpu");
+        let integer_dots = std::sync::atomic::AtomicBool::new(facts.packed_dots);
         Ok(Gpu {
             device,
             queue,
@@ -439,7 +447,7 @@ impl Gpu {
             matmul,
             matmul_q8,
             quantize_q8,
-            integer_dots: std::sync::atomic::AtomicBool::new(false),
+            integer_dots,
             expert_matmul,
             get_rows,
             gated_matvec,
@@ -499,15 +507,18 @@ impl Gpu {
     /// Whether decode steps and batches under [`GEMM_MIN_BATCH`] quantize each product's
     /// inputs to 8 bits and dot them with the weights' integers (`dot4I8Packed`), for the
     /// types that can ([`shaders::Q8_DOT_TYPES`]), as llama.cpp's Vulkan backend does for batches
-    /// and wide matrices where the adapter has integer dot products. Off by default: see
-    /// docs/benchmarks.md for what it costs on a software adapter.
+    /// and wide matrices where the adapter has integer dot products. On by default wherever
+    /// WGSL has `dot4I8Packed` ([`AdapterFacts::packed_dots`]): on lavapipe decode gained a
+    /// third (docs/benchmarks.md); a real GPU's figures are still owed (`scripts/gpu-check.sh`
+    /// measures both ways).
     pub fn integer_dots(&self) -> bool {
         self.integer_dots.load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    /// Sets [`Gpu::integer_dots`] (the tests hold both ways against the CPU; the bench and
-    /// `scripts/gpu-check.sh` measure both).
+    /// Sets [`Gpu::integer_dots`] (never on where WGSL lacks `dot4I8Packed`; the tests hold
+    /// both ways against the CPU; the bench and `scripts/gpu-check.sh` measure both).
     pub fn set_integer_dots(&self, on: bool) {
+        let on = on && self.facts.packed_dots;
         self.integer_dots.store(on, std::sync::atomic::Ordering::Relaxed);
     }
 

@@ -90,10 +90,15 @@ fn cpu_matvec(weight_type: WeightType, bytes: &[u8], rows: usize, cols: usize, x
         .collect()
 }
 
+/// The adapter, its products over float inputs: the tests of the 8-bit inputs' kernels turn
+/// [`Gpu::integer_dots`] on themselves.
 fn gpu() -> Gpu {
-    Gpu::new().unwrap_or_else(|e| {
+    let gpu = Gpu::new().unwrap_or_else(|e| {
         panic!("{e}: the GPU tests need an adapter (natively Mesa's lavapipe: apt-get install mesa-vulkan-drivers)")
-    })
+    });
+    assert!(gpu.integer_dots(), "8-bit inputs are the default where WGSL has dot4I8Packed (natively always)");
+    gpu.set_integer_dots(false);
+    gpu
 }
 
 fn check(gpu: &Gpu, weight_type: WeightType, rows: usize, cols: usize, seed: u64) {

@@ -146,7 +146,12 @@ async fn the_fused_decode_kernels_give_the_separate_kernels_bits_in_the_browser(
         return;
     }
     let gpu = Gpu::request().await.expect("a WebGPU adapter");
-    for (t, &weight_type) in inferno::gpu::MATVEC_TYPES.iter().enumerate() {
+    // Chromium's WGSL has dot4I8Packed: the 8-bit inputs' kernels run here too, both ways.
+    assert!(gpu.facts().packed_dots, "no packed_4x8_integer_dot_product in this browser's WGSL");
+    assert!(gpu.integer_dots(), "8-bit inputs are the default where WGSL has dot4I8Packed");
+    let types = inferno::gpu::MATVEC_TYPES.iter().flat_map(|&t| [(t, false), (t, true)]);
+    for (t, (weight_type, q8)) in types.enumerate() {
+        gpu.set_integer_dots(q8);
         let cols = if weight_type.block_len() == 1 { 96 } else { 256 };
         let row_bytes = weight_type.row_bytes(cols).unwrap();
         let matrix = |rows: usize, salt: usize| -> Vec<u8> {
@@ -163,7 +168,7 @@ async fn the_fused_decode_kernels_give_the_separate_kernels_bits_in_the_browser(
             .qkv_matvec((weight_type, weight_type), [(&q, 21), (&k, 11), (&v, 13)], cols, &x)
             .await
             .unwrap();
-        assert_eq!(got, want, "{weight_type:?}: Q, K and V");
+        assert_eq!(got, want, "{weight_type:?}: Q, K and V, 8-bit inputs {q8}");
         let up = matrix(21, 3);
         let u = gpu.matvec(weight_type, &up, 21, cols, &x).await.unwrap();
         let g = &want[0];
@@ -173,7 +178,7 @@ async fn the_fused_decode_kernels_give_the_separate_kernels_bits_in_the_browser(
                 _ => gpu.geglu(g, &u).await.unwrap(),
             };
             let fused = gpu.gated_matvec(weight_type, (&q, &up), 21, cols, &x, activation).await.unwrap();
-            assert_eq!(fused, separate, "{weight_type:?}: {activation:?}");
+            assert_eq!(fused, separate, "{weight_type:?}: {activation:?}, 8-bit inputs {q8}");
         }
     }
     // Values of another block type, as Q4_K_M files' Q6_K `attn_v`.
@@ -190,6 +195,50 @@ async fn the_fused_decode_kernels_give_the_separate_kernels_bits_in_the_browser(
     }
     let got = gpu.qkv_matvec((qk_type, v_type), [(&q, 21), (&k, 11), (&v, 13)], 256, &x).await.unwrap();
     assert_eq!(got, want, "Q4_K queries and keys, Q6_K values");
+}
+
+/// The 8-bit inputs' kernels in the browser against the CPU's f64 product of the dequantized
+/// weights and the dequantized inputs (as natively, src/gpu/tests.rs): decode and a short batch.
+#[wasm_bindgen_test]
+async fn the_integer_dot_kernels_match_the_cpu_in_the_browser() {
+    use inferno::tensor::{WeightType, dequantize_row};
+    if !has_webgpu() {
+        return;
+    }
+    let gpu = Gpu::request().await.expect("a WebGPU adapter");
+    gpu.set_integer_dots(true);
+    let types = [WeightType::Q4_0, WeightType::Q4_1, WeightType::Q5_0, WeightType::Q5_1, WeightType::Q8_0];
+    let types = types.into_iter().chain([WeightType::Q4_K, WeightType::Q5_K, WeightType::Q6_K]);
+    for (t, weight_type) in types.enumerate() {
+        let (rows, cols, batch) = (19, 512, 1 + t % 3);
+        let row_bytes = weight_type.row_bytes(cols).unwrap();
+        // Bytes that keep every f16 scale finite (a high byte under 0x7c).
+        let bytes: Vec<u8> = (0..rows * row_bytes).map(|i| ((i * 53 + t * 7) % 97) as u8).collect();
+        let x: Vec<f32> = (0..cols * batch).map(|i| ((i * 29 % 37) as f32 - 18.0) / 9.0).collect();
+        let got = gpu.matvec(weight_type, &bytes, rows, cols, &x).await.unwrap();
+        let quantized = gpu.q8_inputs(&x).await.unwrap();
+        let inputs: Vec<f64> = quantized
+            .chunks_exact(48)
+            .flat_map(|block| {
+                let d = f32::from_le_bytes(block[32..36].try_into().unwrap());
+                (0..32).map(move |i| f64::from(block[i] as i8) * f64::from(d))
+            })
+            .collect();
+        let mut weights = vec![0.0f32; cols];
+        for r in 0..rows {
+            dequantize_row(weight_type, &bytes[r * row_bytes..(r + 1) * row_bytes], &mut weights).unwrap();
+            for (b, input) in inputs.chunks_exact(cols).enumerate() {
+                let (dot, magnitude) = weights.iter().zip(input).fold((0.0, 0.0), |(d, m), (&w, &v)| {
+                    (d + f64::from(w) * v, m + (f64::from(w) * v).abs())
+                });
+                let g = f64::from(got[b * rows + r]);
+                assert!(
+                    (g - dot).abs() <= 1e-5 * magnitude + 1e-6,
+                    "{weight_type:?} input row {b}, row {r}: GPU {g}, CPU {dot}"
+                );
+            }
+        }
+    }
 }
 
 /// The best logits of a Qwen3-sized vocabulary (three passes), ranked on the device as the
