@@ -388,9 +388,9 @@ def main():
     )
     parser.add_argument(
         "--device",
-        choices=("gpu", "gpu-q8", "cpu"),
+        choices=("gpu", "gpu-q8", "gpu-float", "cpu"),
         default="gpu",
-        help="the device whose logits are checked (gpu-q8: the GPU with 8-bit inputs for integer dot products)",
+        help="the device whose logits are checked (gpu: its default inputs; gpu-q8, gpu-float: 8-bit or float inputs)",
     )
     parser.add_argument("--json", type=Path, help="where to write every figure")
     parser.add_argument("--skip-bench", action="store_true")

@@ -335,7 +335,7 @@ fn the_gpu_generates_and_benchmarks_from_the_command_line() {
     assert!(out["decode_tok_s"].as_f64().unwrap() > 0.0, "{out}");
     let out = inferno(&["bench", &model, "--device", "tpu"]);
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("--device takes cpu, gpu or gpu-q8"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--device takes cpu, gpu, gpu-q8 or gpu-float"));
 }
 
 /// Threads split matmul rows, attention heads and a batch's rows in the element-wise steps

@@ -257,7 +257,7 @@ fn a_profiled_step_times_every_dispatch_by_kernel_and_changes_nothing() {
         "matvec batch q8 Q8_0",
         "matvec gated q8 Q8_0",
         "inputs to 8 bits",
-        "rms_norm",
+        "rms_norm and its rows to 8 bits",
         "qk_heads (norms, rope, cache)",
         "attention (a workgroup per head)",
     ] {

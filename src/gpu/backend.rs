@@ -601,6 +601,7 @@ impl GpuState {
                 stored_layer: None,
                 recording: Recording::default(),
                 read: read.unwrap_or(LogitsRead::Every),
+                q8_norm: None,
                 state: self,
                 error: None,
             };
@@ -1118,6 +1119,11 @@ impl Recording {
     pub(super) fn dispatches(&self) -> usize {
         self.params.len() / PARAM_SLOT_WORDS
     }
+
+    /// Commands recorded: dispatches and copies.
+    fn commands(&self) -> usize {
+        self.commands.len()
+    }
 }
 
 /// The bind group a dispatch had at its place in the last batch, and what it bound.
@@ -1146,6 +1152,10 @@ struct GpuBackend<'a> {
     stored_layer: Option<usize>,
     /// What the batch reads back of the logits it computes.
     read: LogitsRead,
+    /// Where `q8_inputs` holds a norm's rows as 8 bits ([`GpuBackend::norm`]): the rows' buffer
+    /// and width, valid while the recording is this many commands long (the norm's dispatch,
+    /// then the products that read them; anything else may have written the rows).
+    q8_norm: Option<(wgpu::Buffer, usize, usize)>,
     /// The first failure of an operation that cannot return one (reported after the batch).
     error: Option<GpuError>,
 }
@@ -1424,6 +1434,17 @@ impl GpuBackend<'_> {
     /// Records `input`'s rows held (`cols` wide, a multiple of 32) quantized to 8 bits into
     /// `q8_inputs`, which it returns, for a product over them.
     fn q8_inputs(&mut self, input: &wgpu::Buffer, cols: usize) -> wgpu::Buffer {
+        let commands = self.recording.commands();
+        if let Some((rows, width, at)) = &mut self.q8_norm
+            && rows == input
+            && *width == cols
+            && *at == commands
+        {
+            // The norm quantized them: valid past the product's own dispatch too, which reads them.
+            *at += 1;
+            return self.state.q8_inputs.clone();
+        }
+        self.q8_norm = None;
         let blocks = (self.rows * cols / 32) as u32;
         let [x, y] = groups_2d(blocks.div_ceil(64));
         let (pipeline, out) = (self.gpu.quantize_q8.clone(), self.state.q8_inputs.clone());
@@ -1791,7 +1812,24 @@ impl Backend for GpuBackend<'_> {
         let floats = self.rows * self.width(input);
         let weight_buffer = self.vector(weight);
         let (source, target) = (self.buf(input).clone(), self.buf(out).clone());
-        self.rms_norm(&source, &target, &weight_buffer, weight.len(), floats);
+        let width = weight.len();
+        // Rows the products will read as 8 bits: quantized as they are stored.
+        let q8 = self.gpu.integer_dots() && self.rows < super::GEMM_MIN_BATCH && width.is_multiple_of(32);
+        if !q8 || source == target {
+            return self.rms_norm(&source, &target, &weight_buffer, width, floats);
+        }
+        let rows = floats / width;
+        let [groups_x, groups_y] = groups_2d(rows as u32);
+        let eps = self.model.config().rms_eps.to_bits();
+        let params = [rows as u32, width as u32, eps, groups_x, 1, width as u32, 0];
+        let (pipeline, q8_inputs) = (self.gpu.rms_norm_q8.clone(), self.state.q8_inputs.clone());
+        self.dispatch(
+            &pipeline,
+            &[&source, &weight_buffer, &target, &q8_inputs],
+            &params,
+            [groups_x, groups_y, 1],
+        );
+        self.q8_norm = Some((target, width, self.recording.commands()));
     }
 
     /// As [`Backend::encoder_input`]: only encoders use it.

@@ -155,8 +155,10 @@ pub struct Gpu {
     /// The decode and short-batch pipelines of [`shaders::Q8_DOT_TYPES`] over 8-bit inputs,
     /// built at the first matrix of the type that reads them.
     matmul_q8: Vec<(WeightType, OnceLock<[wgpu::ComputePipeline; 2]>)>,
-    /// Inputs to 8 bits for those ([`shaders::QUANTIZE_Q8`]).
+    /// Inputs to 8 bits for those ([`shaders::quantize_q8`]), alone and as RMSNorm stores
+    /// its rows.
     quantize_q8: wgpu::ComputePipeline,
+    rms_norm_q8: wgpu::ComputePipeline,
     /// Whether decode steps and short batches dot [`shaders::Q8_DOT_TYPES`] with 8-bit inputs
     /// ([`Gpu::set_integer_dots`]).
     integer_dots: std::sync::atomic::AtomicBool,
@@ -237,7 +239,7 @@ struct MatmulKernel {
     rows_per_group: u32,
     /// Workgroups along the input rows (tiles of them in a batch).
     groups_z: u32,
-    /// Whether it reads the inputs quantized to 8 bits ([`shaders::QUANTIZE_Q8`]).
+    /// Whether it reads the inputs quantized to 8 bits ([`shaders::quantize_q8`]).
     q8: bool,
 }
 
@@ -384,7 +386,8 @@ impl Gpu {
             shaders::MATVEC_TYPES.iter().map(|&weight_type| (weight_type, OnceLock::new())).collect();
         let matmul_q8 =
             shaders::Q8_DOT_TYPES.iter().map(|&weight_type| (weight_type, OnceLock::new())).collect();
-        let quantize_q8 = pipeline(&device, shaders::QUANTIZE_Q8);
+        let quantize_q8 = pipeline(&device, &shaders::quantize_q8());
+        let rms_norm_q8 = pipeline(&device, &shaders::rms_norm(WORKGROUP, true));
         let gated_matvec = shaders::MATVEC_TYPES
             .iter()
             .map(|&weight_type| (weight_type, std::array::from_fn(|_| OnceLock::new())))
@@ -403,7 +406,7 @@ impl Gpu {
         let pack_f16 = pipeline(&device, &shaders::pack_f16());
         let qk_heads = (facts.storage_buffers >= 8).then(|| pipeline(&device, &shaders::qk_heads(WORKGROUP)));
         let (rms_norm, add, swiglu, geglu, rope) = (
-            pipeline(&device, &shaders::rms_norm(WORKGROUP)),
+            pipeline(&device, &shaders::rms_norm(WORKGROUP, false)),
             pipeline(&device, &shaders::elementwise("x[i] = x[i] + y[i];")),
             pipeline(&device, &shaders::elementwise(shaders::SWIGLU)),
             pipeline(&device, &shaders::elementwise(&shaders::geglu())),
@@ -447,6 +450,7 @@ impl Gpu {
             matmul,
             matmul_q8,
             quantize_q8,
+            rms_norm_q8,
             integer_dots,
             expert_matmul,
             get_rows,
@@ -718,6 +722,7 @@ impl Gpu {
             (&self.gate_by_silu, "gate_by_silu"),
             (&self.best_logits, "best_logits"),
             (&self.quantize_q8, "inputs to 8 bits"),
+            (&self.rms_norm_q8, "rms_norm and its rows to 8 bits"),
         ];
         if self.qk_heads.as_ref() == Some(pipeline) {
             return "qk_heads (norms, rope, cache)".to_owned();

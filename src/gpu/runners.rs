@@ -58,7 +58,7 @@ impl Gpu {
         self.run(&kernel.pipeline, &[&padded, &x], &vec![0.0; rows * batch], &params, groups).await
     }
 
-    /// `x` (rows of a multiple of 32) quantized to 8 bits by [`shaders::QUANTIZE_Q8`], as the
+    /// `x` (rows of a multiple of 32) quantized to 8 bits by [`shaders::quantize_q8`], as the
     /// forward pass quantizes a product's inputs where [`Gpu::integer_dots`] is on: 48 bytes
     /// a block of 32 (its quants, then its scale and its scale times their sum as f32, then
     /// 8 bytes of padding).
@@ -216,6 +216,33 @@ impl Gpu {
         let groups = [groups_x, groups_y, 1];
         let inputs: [&[u8]; 2] = [&f32_bytes(x), &f32_bytes(weight)];
         self.run(&self.rms_norm, &inputs, &vec![0.0; x.len()], &params, groups).await
+    }
+
+    /// [`Gpu::rms_norm`] through the kernel that also stores its rows quantized to 8 bits (a
+    /// decode step's norm before products over 8-bit inputs): the rows and their blocks (as
+    /// [`Gpu::q8_inputs`] gives them).
+    pub async fn rms_norm_q8(
+        &self,
+        x: &[f32],
+        weight: &[f32],
+        eps: f32,
+    ) -> Result<(Vec<f32>, Vec<u8>), GpuError> {
+        let width = weight.len();
+        if width == 0 || !width.is_multiple_of(32) || !x.len().is_multiple_of(width) {
+            return Err(GpuError::Shape(format!(
+                "{} values are not rows of {width}, a multiple of 32",
+                x.len()
+            )));
+        }
+        let rows = (x.len() / width) as u32;
+        let [groups_x, groups_y] = groups_2d(rows);
+        let params = [rows, width as u32, eps.to_bits(), groups_x, 1, width as u32];
+        let inputs: [&[u8]; 2] = [&f32_bytes(x), &f32_bytes(weight)];
+        let outputs: [&[f32]; 2] = [&vec![0.0; x.len()], &vec![0.0; shaders::q8_bytes(x.len()) / 4]];
+        let mut out =
+            self.run_many(&self.rms_norm_q8, &inputs, &outputs, &params, [groups_x, groups_y, 1]).await?;
+        let words = out.pop().expect("two outputs");
+        Ok((out.pop().expect("two outputs"), words.iter().flat_map(|w| w.to_bits().to_le_bytes()).collect()))
     }
 
     /// `x + y`.

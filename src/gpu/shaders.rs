@@ -839,7 +839,7 @@ fn k4_layout(bytes: u32, nibbles: u32, fifth_bit: &str) -> Layout {
     Layout::Blocks { bytes, units: 8, helpers: vec![K4_SCALES], dot: fill(dot), dequant: fill(dequant) }
 }
 
-/// The block types whose units also dot with inputs quantized to 8 bits ([`QUANTIZE_Q8`]),
+/// The block types whose units also dot with inputs quantized to 8 bits ([`quantize_q8`]),
 /// through `dot4I8Packed`: four products of bytes and their sum in one instruction where the
 /// adapter has integer dot products (`OpSDot`, DP4A), otherwise as naga writes it out. The
 /// other types' rows always read floats.
@@ -988,29 +988,45 @@ fn kernel_layout(weight_type: WeightType, q8: bool) -> (Layout, &'static str) {
 /// every input row, each row a whole number of blocks), its scale `d = max |x| / 127` kept
 /// as an f32 (ggml's Q8_1 rounds it to f16), its quants `round(x / d)` (to even, as ggml's
 /// AVX2 code rounds), and `d` times their sum.
-pub const QUANTIZE_Q8: &str = r#"
+pub fn quantize_q8() -> String {
+    format!(
+        "{}{Q8_STORE}{}",
+        r#"
 struct Params { blocks: u32, groups_x: u32, unused0: u32, unused1: u32 }
 @group(0) @binding(0) var<storage, read> x: array<f32>;
 @group(0) @binding(1) var<storage, read_write> q: array<vec4<u32>>;
 @group(0) @binding(2) var<uniform> p: Params;
-
+"#,
+        r#"
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index) t: u32) {
     let b = (group.y * p.groups_x + group.x) * 64u + t;
     if (b >= p.blocks) {
         return;
     }
-    let first = 32u * b;
+    var values: array<f32, 32>;
+    for (var i = 0u; i < 32u; i++) {
+        values[i] = x[32u * b + i];
+    }
+    store_q8(b, values);
+}
+"#
+    )
+}
+
+/// Block `b` of 32 values to 8 bits in `q` (see [`quantize_q8`]).
+const Q8_STORE: &str = r#"
+fn store_q8(b: u32, values: array<f32, 32>) {
     var amax = 0.0;
     for (var i = 0u; i < 32u; i++) {
-        amax = max(amax, abs(x[first + i]));
+        amax = max(amax, abs(values[i]));
     }
     let d = amax / 127.0;
     let id = select(0.0, 1.0 / d, d > 0.0);
     var words = array<u32, 8>();
     var total = 0;
     for (var i = 0u; i < 32u; i++) {
-        let v = i32(round(x[first + i] * id));
+        let v = i32(round(values[i] * id));
         total += v;
         words[i / 4u] |= (bitcast<u32>(v) & 0xffu) << (8u * (i % 4u));
     }
@@ -1020,7 +1036,7 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
 }
 "#;
 
-/// Bytes [`QUANTIZE_Q8`] writes for `inputs` inputs (a multiple of 32): 48 a block.
+/// Bytes [`quantize_q8`] writes for `inputs` inputs (a multiple of 32): 48 a block.
 pub const fn q8_bytes(inputs: usize) -> usize {
     inputs / 32 * 48
 }
@@ -1467,9 +1483,12 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
 /// then each value scaled and multiplied by its weight. Rows lie `per_item` to an item of
 /// `stride` floats (the L2-normalized query and key heads at the front of a DeltaNet token's
 /// row, or Mamba-2's groups); ordinary rows are one per item, `stride = width`. The weights of
-/// the `k`th row of an item start at `k · weight_stride` (0: one weight row for all).
-pub fn rms_norm(workgroup: u32) -> String {
-    r#"
+/// the `k`th row of an item start at `k · weight_stride` (0: one weight row for all). With
+/// `q8`, for plain rows (one per item, a multiple of 32 wide), the normalized rows are also
+/// stored quantized to 8 bits in `q` ([`quantize_q8`]'s blocks), for the products that read
+/// them: one dispatch where a decode step took two.
+pub fn rms_norm(workgroup: u32, q8: bool) -> String {
+    let source = r#"
 struct Params { rows: u32, width: u32, eps: u32, groups_x: u32, per_item: u32, stride: u32, weight_stride: u32, unused1: u32 }
 @group(0) @binding(0) var<storage, read> x: array<f32>;
 @group(0) @binding(1) var<storage, read> weight: array<f32>;
@@ -1498,12 +1517,38 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
     if (row < p.rows) {
         let scale = 1.0 / sqrt(partial[0] / f32(p.width) + bitcast<f32>(p.eps));
         for (var i = t; i < p.width; i += WG) {
-            y[base + i] = (x[base + i] * scale) * weight[(row % p.per_item) * p.weight_stride + i];
+            y[base + i] = NORMED(i);
         }
+        QUANTIZED
     }
 }
 "#
-    .replace("WG", &format!("{workgroup}u"))
+    .replace("NORMED(i)", "(x[base + i] * scale) * weight[(row % p.per_item) * p.weight_stride + i]")
+    .replace("WG", &format!("{workgroup}u"));
+    if !q8 {
+        return source.replace("QUANTIZED", "");
+    }
+    // Plain rows only (one per item, `width` apart, a multiple of 32): each thread takes whole
+    // blocks and quantizes the values it normalizes again, the same bits as it stored.
+    let quantized = "for (var b = t; b < p.width / 32u; b += WGu) {
+            var values: array<f32, 32>;
+            for (var k = 0u; k < 32u; k++) {
+                let i = 32u * b + k;
+                values[k] = (x[base + i] * scale) * weight[i];
+            }
+            store_q8(base / 32u + b, values);
+        }"
+    .replace("WG", &workgroup.to_string());
+    format!(
+        "{}{Q8_STORE}",
+        source
+            .replace("QUANTIZED", &quantized)
+            .replace("@group(0) @binding(3) var<uniform> p", "@group(0) @binding(4) var<uniform> p")
+            .replace(
+                "var<workgroup> partial",
+                "@group(0) @binding(3) var<storage, read_write> q: array<vec4<u32>>;\nvar<workgroup> partial"
+            )
+    )
 }
 
 /// `x[i] = f(x[i], y[i])` over `n` elements, 256 per workgroup; `body` is the statement, which

@@ -784,3 +784,16 @@ fn every_8_bit_matvec_kernel_matches_its_cpu_twin_over_the_quantized_inputs() {
         }
     }
 }
+
+#[test]
+fn rms_norm_stores_its_rows_in_8_bits_as_the_quantizer_would() {
+    // A decode step's norm before products over 8-bit inputs: the same rows, bit for bit, and
+    // their blocks exactly what quantizing those rows separately gives (three rows: a batch).
+    let gpu = gpu();
+    let mut rng = Rng(31);
+    let (x, weight) = (random(3 * 640, 4.0, &mut rng), random(640, 1.5, &mut rng));
+    let (rows, blocks) = gpu.rms_norm_q8(&x, &weight, 1e-6).wait().unwrap();
+    assert_eq!(rows, gpu.rms_norm(&x, &weight, 1e-6).wait().unwrap());
+    assert_eq!(blocks, gpu.q8_inputs(&rows).wait().unwrap());
+    assert!(matches!(gpu.rms_norm_q8(&x, &weight[..600], 1e-6).wait(), Err(GpuError::Shape(_))));
+}

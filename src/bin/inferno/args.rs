@@ -4,6 +4,9 @@ use std::collections::HashMap;
 
 use inferno::model::{AttentionPrecision, KvType, KvTypes};
 
+/// What `--device` takes.
+const DEVICES: &str = "--device takes cpu, gpu, gpu-q8 or gpu-float";
+
 pub struct Args {
     command: &'static str,
     positional: Vec<String>,
@@ -89,21 +92,24 @@ impl Args {
         Ok(threads)
     }
 
-    /// `--device gpu` opens the GPU (wgpu: Vulkan, Metal or DX12), `--device gpu-q8` the same
-    /// with 8-bit inputs for the integer dot products (`Gpu::set_integer_dots`), `--device cpu`
-    /// or none means the CPU; a build without the `gpu` feature says how to get one.
+    /// `--device gpu` opens the GPU (wgpu: Vulkan, Metal or DX12) as the engine sets it up,
+    /// `--device gpu-q8` and `--device gpu-float` with its decode products' inputs as 8 bits
+    /// for integer dot products or as floats (`Gpu::set_integer_dots`; the default is 8 bits
+    /// wherever WGSL has `dot4I8Packed`), `--device cpu` or none means the CPU; a build without
+    /// the `gpu` feature says how to get one.
     #[cfg(all(feature = "gpu", not(target_family = "wasm")))]
     pub fn gpu(&self) -> Result<Option<std::sync::Arc<inferno::gpu::Gpu>>, String> {
         let q8 = match self.text("--device") {
             None | Some("cpu") => return Ok(None),
-            Some("gpu") => false,
-            Some("gpu-q8") => true,
-            Some(other) => {
-                return Err(format!("{}: --device takes cpu, gpu or gpu-q8, not {other:?}", self.command));
-            }
+            Some("gpu") => None,
+            Some("gpu-q8") => Some(true),
+            Some("gpu-float") => Some(false),
+            Some(other) => return Err(format!("{}: {DEVICES}, not {other:?}", self.command)),
         };
         let gpu = inferno::gpu::Gpu::new().map_err(|e| format!("{}: {e}", self.command))?;
-        gpu.set_integer_dots(q8);
+        if let Some(q8) = q8 {
+            gpu.set_integer_dots(q8);
+        }
         Ok(Some(std::sync::Arc::new(gpu)))
     }
 
@@ -112,11 +118,11 @@ impl Args {
     pub fn gpu(&self) -> Result<(), String> {
         match self.text("--device") {
             None | Some("cpu") => Ok(()),
-            Some("gpu" | "gpu-q8") => Err(format!(
+            Some("gpu" | "gpu-q8" | "gpu-float") => Err(format!(
                 "{}: this build has no GPU backend (cargo build --release --features gpu)",
                 self.command
             )),
-            Some(other) => Err(format!("{}: --device takes cpu, gpu or gpu-q8, not {other:?}", self.command)),
+            Some(other) => Err(format!("{}: {DEVICES}, not {other:?}", self.command)),
         }
     }
 

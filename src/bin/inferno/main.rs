@@ -63,9 +63,10 @@ commands:
 generate, logits, embed and bench take --threads N (default: the machine's cores, at most 8); the
 results do not depend on it. generate, logits and bench take --device gpu (a build with the gpu
 feature: cargo build --release --features gpu), which runs the model through wgpu (Vulkan,
-Metal or DX12), or --device gpu-q8: the same, with each decode product's inputs quantized to
-8 bits for integer dot products where the weights' type has them; bench then also prints the
-adapter's copy bandwidth, the weight bandwidth decode reached, and decode both ways.
+Metal or DX12); there a decode step's products quantize their inputs to 8 bits for integer dot
+products where the weights' type has them (--device gpu-q8 forces that, --device gpu-float
+keeps floats); bench then also prints the adapter's copy bandwidth, the weight bandwidth decode
+reached, and decode both ways.
   help                              show this text";
 
 fn main() -> ExitCode {
