@@ -708,8 +708,9 @@ async function placeEngine(wasm, engine, asked, model) {
 /** @typedef {{gpu_ms: number, cpu_ms: number, remembered: boolean}} Measured */
 
 /** Bumped when the engine's speed on either device changes enough to measure again (2: a GPU
- *  decode step ranks the best logits on the device and reads back only those). */
-const PROBE_VERSION = 2;
+ *  decode step ranks the best logits on the device and reads back only those; 3: its products
+ *  read 8-bit inputs through integer dot products). */
+const PROBE_VERSION = 3;
 /** Decode steps a probe runs on each device. Step 0 samples the prompt's logits and step 1 is
  *  the first forward pass (the GPU's first dispatches, the thread tuner's first trial): the
  *  steps after those are timed. */
