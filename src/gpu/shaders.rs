@@ -1111,8 +1111,9 @@ pub fn gated_matvec(
 /// `row_bytes_v`): rows `0..split_k` are the queries' (weights `w`, out to `y`),
 /// `split_k..split_v` the keys' (`w_k`, `y_k`), the rest the values' (`w_v`, `y_v`), each row's
 /// sum `MAIN`'s (or `SUBGROUP_MAIN`'s), so the bits are the three dispatches'. Bindings: `w`,
-/// `x`, `w_k`, `w_v`, `y`, `y_k`, `y_v`, the parameters. None for a float type beside another
-/// (they read their inputs differently).
+/// `x`, `w_k`, `w_v`, `y`, `y_k`, `y_v`, the parameters. None where the two types read their
+/// inputs differently (a float type beside a block type; with `q8`, both must have 8-bit units);
+/// two float types read them alike and fuse.
 pub fn qkv_matvec(
     qk_type: WeightType,
     v_type: WeightType,
