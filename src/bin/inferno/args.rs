@@ -108,6 +108,9 @@ impl Args {
         };
         let gpu = inferno::gpu::Gpu::new().map_err(|e| format!("{}: {e}", self.command))?;
         if let Some(q8) = q8 {
+            if q8 && !gpu.facts().packed_dots {
+                return Err(format!("{}: this adapter's WGSL has no dot4I8Packed for gpu-q8", self.command));
+            }
             gpu.set_integer_dots(q8);
         }
         Ok(Some(std::sync::Arc::new(gpu)))
