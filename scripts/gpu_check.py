@@ -314,14 +314,17 @@ def print_tables(results):
                     print(f"| {model} | {number(every)} | {number(best)} | {number(best / every, 2)} | {default} |")
         dots = [(row["model"], (row.get("gpu", {}).get("gpu") or {}).get("integer_dots")) for row in results["bench"]]
         if any(figures for _, figures in dots):
-            print("\nDecode with the matrix products' inputs as floats, and quantized to 8 bits for integer dot products"
-                  " (`dot4I8Packed`; `--device gpu-q8`):\n")
-            print(f"| model | tg{tg}, float inputs | 8-bit inputs | 8-bit/float |")
-            print("|---|---:|---:|---:|")
+            print("\nDecode and prefill with the matrix products' inputs as floats, and quantized to 8 bits for integer"
+                  " dot products (`dot4I8Packed`; `--device gpu-q8`):\n")
+            print(f"| model | tg{tg}, float inputs | 8-bit inputs | 8-bit/float | pp{pp}, float inputs | 8-bit inputs | 8-bit/float |")
+            print("|---|---:|---:|---:|---:|---:|---:|")
             for model, figures in dots:
                 if figures:
                     floats, q8 = figures["float_tok_s"], figures["q8_tok_s"]
-                    print(f"| {model} | {number(floats)} | {number(q8)} | {number(q8 / floats, 2)} |")
+                    floats_pp, q8_pp = figures.get("float_pp_tok_s"), figures.get("q8_pp_tok_s")
+                    ratio_pp = q8_pp / floats_pp if floats_pp and q8_pp else None
+                    print(f"| {model} | {number(floats)} | {number(q8)} | {number(q8 / floats, 2)} "
+                          f"| {number(floats_pp)} | {number(q8_pp)} | {number(ratio_pp, 2)} |")
     if results.get("bench_at_depth"):
         pp, tg, depth = results["settings"]["pp"], results["settings"]["tg"], results["settings"]["depth"]
         print(f"\n## After {depth} tokens of context (`--depth {depth}`, llama-bench's `-d {depth}`)\n")

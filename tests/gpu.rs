@@ -228,7 +228,9 @@ fn smollm2_runs_on_the_gpu_as_on_the_cpu() {
 fn gemma3_runs_on_the_gpu_as_on_the_cpu() {
     // Its 262,144-row embedding (178 MB) is larger than lavapipe binds at once: sliced.
     let prompt = [2, 105, 2364, 107, 3689, 563, 506, 5279, 529, 7001, 236881];
-    gpu_follows_cpu("gemma3-270m-q4_k_m.gguf", &prompt, 3, 1.5);
+    // 1.5 with float inputs: the 11-token prompt's products over 8-bit inputs, quantized
+    // otherwise than the CPU's Q8_K, took its first step's to 1.53.
+    gpu_follows_cpu("gemma3-270m-q4_k_m.gguf", &prompt, 3, 1.6);
 }
 
 #[test]

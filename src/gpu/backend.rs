@@ -29,9 +29,12 @@ pub struct GpuState {
     gate: wgpu::Buffer,
     up: wgpu::Buffer,
     temp: wgpu::Buffer,
-    /// A product's inputs quantized to 8 bits ([`Gpu::integer_dots`]): rows of the widest
-    /// matrix, as many as a batch below the GEMM's holds.
+    /// A product's inputs quantized to 8 bits ([`Gpu::integer_dots`]): a batch's rows of the
+    /// widest matrix, where some matrix can read them ([`GpuState::q8_products`]).
     q8_inputs: wgpu::Buffer,
+    /// Whether any of the model's matrices is of a type whose products read 8-bit inputs
+    /// ([`shaders::Q8_DOT_TYPES`](super::shaders::Q8_DOT_TYPES)): norms store 8-bit rows only then.
+    q8_products: bool,
     /// Split attention's partial sums (decode over a long cache).
     attention_parts: wgpu::Buffer,
     keys: Vec<wgpu::Buffer>,
@@ -178,11 +181,14 @@ impl GpuState {
             .collect();
         let recurrent_bytes: u64 = recurrent.iter().map(RecurrentLayer::bytes).sum();
         let widest = model.decode_matrices().map(|m| m.cols).max().unwrap_or(0);
-        let q8_rows = max_batch.min(super::GEMM_MIN_BATCH - 1);
+        let q8_products =
+            model.decode_matrices().any(|m| super::shaders::Q8_DOT_TYPES.contains(&m.weight_type));
+        let q8_rows = if q8_products { max_batch } else { 0 };
         let q8_inputs = buffer(super::shaders::q8_bytes(widest * q8_rows) / 4, storage);
         let mut state = GpuState {
             bufs,
             q8_inputs,
+            q8_products,
             gate: buffer(n_ff * max_batch, storage),
             up: buffer(n_ff * max_batch, storage),
             temp: buffer(d.max(2 * q) * max_batch, storage),
@@ -1285,7 +1291,8 @@ impl GpuBackend<'_> {
             };
             if self.rows > 1 {
                 // An expert has at most a pair per token: enough workgroups for every token's.
-                let (pipeline, rows_per_group, pairs_per_group) = if self.rows < super::GEMM_MIN_BATCH {
+                let (pipeline, rows_per_group, pairs_per_group) = if self.rows < super::EXPERT_GEMM_MIN_PAIRS
+                {
                     (&grouped, super::shaders::ROWS_PER_GROUP, super::shaders::TILE_TOKENS)
                 } else {
                     (&gemm, super::shaders::GEMM_ROWS, super::shaders::GEMM_TOKENS)
@@ -1814,7 +1821,7 @@ impl Backend for GpuBackend<'_> {
         let (source, target) = (self.buf(input).clone(), self.buf(out).clone());
         let width = weight.len();
         // Rows the products will read as 8 bits: quantized as they are stored.
-        let q8 = self.gpu.integer_dots() && self.rows < super::GEMM_MIN_BATCH && width.is_multiple_of(32);
+        let q8 = self.gpu.integer_dots() && self.state.q8_products && width.is_multiple_of(32);
         if !q8 || source == target {
             return self.rms_norm(&source, &target, &weight_buffer, width, floats);
         }

@@ -154,7 +154,7 @@ pub struct Gpu {
     matmul: Vec<(WeightType, OnceLock<[wgpu::ComputePipeline; 3]>)>,
     /// The decode and short-batch pipelines of [`shaders::Q8_DOT_TYPES`] over 8-bit inputs,
     /// built at the first matrix of the type that reads them.
-    matmul_q8: Vec<(WeightType, OnceLock<[wgpu::ComputePipeline; 2]>)>,
+    matmul_q8: Vec<(WeightType, OnceLock<[wgpu::ComputePipeline; 3]>)>,
     /// Inputs to 8 bits for those ([`shaders::quantize_q8`]), alone and as RMSNorm stores
     /// its rows.
     quantize_q8: wgpu::ComputePipeline,
@@ -228,9 +228,21 @@ const _: () = assert!(
         && WORKGROUP / shaders::ROWS_PER_GROUP >= shaders::TILE_TOKENS
 );
 
-/// Batches of at least this many input rows take the GEMM: below it, the 32 input rows of its
-/// tile are mostly empty, and the matrix-vector kernel's eight-row tile does less work.
-const GEMM_MIN_BATCH: usize = 8;
+/// Batches of at least this many input rows take the GEMM; up to 16 (two of the short-batch
+/// kernel's tiles of 8), the GEMM's tile of 32 input rows is half empty or more, and the
+/// short-batch kernel did less work. On lavapipe, over 8-bit inputs (`inferno bench --device
+/// gpu --pp N`): SmolLM2 Q4_1's pp8 took 7.6 tok/s through the GEMM and 20-22 through the short
+/// kernel, its pp16 14.7 and 23.8, and a Qwen3-0.6B-shaped Q4_K_M's pp16 3.5 and 4.0; at pp24
+/// that file took 5.3 and 4.3, and at pp32 SmolLM2 25.8 and 24.6. (It was 8, and pp8 fell
+/// below llama.cpp's.) llama.cpp's Vulkan backend takes its matrix-vector kernel up to 8.
+const GEMM_MIN_BATCH: usize = 17;
+
+/// Batches of at least this many queries take the tiled attention kernel (a workgroup per 8
+/// queries of a head); fewer, a workgroup per query and head, split over a long cache.
+const TILED_ATTENTION_MIN_QUERIES: usize = 8;
+
+/// Batches of at least this many (token, expert) pairs take the experts' GEMM.
+const EXPERT_GEMM_MIN_PAIRS: usize = 8;
 
 /// A matrix product's pipeline and how its workgroups cover a matrix.
 struct MatmulKernel {
@@ -508,10 +520,10 @@ impl Gpu {
         self.reads_best.store(on, std::sync::atomic::Ordering::Relaxed);
     }
 
-    /// Whether decode steps and batches under [`GEMM_MIN_BATCH`] quantize each product's
-    /// inputs to 8 bits and dot them with the weights' integers (`dot4I8Packed`), for the
-    /// types that can ([`shaders::Q8_DOT_TYPES`]), as llama.cpp's Vulkan backend does for batches
-    /// and wide matrices where the adapter has integer dot products. On by default wherever
+    /// Whether products quantize their inputs to 8 bits and dot them with the weights'
+    /// integers (`dot4I8Packed`), for the types that can ([`shaders::Q8_DOT_TYPES`]), in decode,
+    /// short batches and the GEMM alike, as llama.cpp's Vulkan backend does for batches and
+    /// wide matrices where the adapter has integer dot products. On by default wherever
     /// WGSL has `dot4I8Packed` ([`AdapterFacts::packed_dots`]): on lavapipe decode gained a
     /// third (docs/benchmarks.md); a real GPU's figures are still owed (`scripts/gpu-check.sh`
     /// measures both ways).
@@ -526,10 +538,10 @@ impl Gpu {
         self.integer_dots.store(on, std::sync::atomic::Ordering::Relaxed);
     }
 
-    /// Whether a product of `batch` input rows with a matrix of `weight_type` reads 8-bit
-    /// inputs ([`Gpu::integer_dots`]).
-    fn reads_q8(&self, weight_type: WeightType, batch: usize) -> bool {
-        batch < GEMM_MIN_BATCH && self.integer_dots() && shaders::Q8_DOT_TYPES.contains(&weight_type)
+    /// Whether a product with a matrix of `weight_type` reads 8-bit inputs
+    /// ([`Gpu::integer_dots`]).
+    fn reads_q8(&self, weight_type: WeightType) -> bool {
+        self.integer_dots() && shaders::Q8_DOT_TYPES.contains(&weight_type)
     }
 
     pub fn facts(&self) -> &AdapterFacts {
@@ -628,9 +640,9 @@ impl Gpu {
         q8_ok: bool,
     ) -> Result<MatmulKernel, GpuError> {
         let [single, tiled, gemm] = self.matmul_pipelines(weight_type)?;
-        let q8 = q8_ok && self.reads_q8(weight_type, batch);
-        let [single, tiled] =
-            if q8 { self.matmul_q8_pipelines(weight_type).each_ref() } else { [single, tiled] };
+        let q8 = q8_ok && self.reads_q8(weight_type);
+        let [single, tiled, gemm] =
+            if q8 { self.matmul_q8_pipelines(weight_type).each_ref() } else { [single, tiled, gemm] };
         let kernel = |pipeline: &wgpu::ComputePipeline, rows_per_group, tokens_per_group: u32| MatmulKernel {
             pipeline: pipeline.clone(),
             rows_per_group,
@@ -656,7 +668,7 @@ impl Gpu {
             }
         }
         for (weight_type, pipelines) in &self.matmul_q8 {
-            let kinds = ["matvec q8", "matvec batch q8"];
+            let kinds = ["matvec q8", "matvec batch q8", "gemm q8"];
             if let Some(kind) =
                 pipelines.get().and_then(|p| kinds.iter().zip(p).find(|(_, q)| *q == pipeline))
             {
@@ -756,16 +768,19 @@ impl Gpu {
         }))
     }
 
-    /// The decode and short-batch pipelines of `weight_type` over 8-bit inputs, built on first
-    /// use (only for [`shaders::Q8_DOT_TYPES`]: see [`Gpu::reads_q8`]).
-    fn matmul_q8_pipelines(&self, weight_type: WeightType) -> &[wgpu::ComputePipeline; 2] {
+    /// The decode, short-batch and GEMM pipelines of `weight_type` over 8-bit inputs, built on
+    /// first use (only for [`shaders::Q8_DOT_TYPES`]: see [`Gpu::reads_q8`]).
+    fn matmul_q8_pipelines(&self, weight_type: WeightType) -> &[wgpu::ComputePipeline; 3] {
         let (_, pipelines) =
             self.matmul_q8.iter().find(|(t, _)| *t == weight_type).expect("a type of Q8_DOT_TYPES");
         pipelines.get_or_init(|| {
-            [false, true].map(|tiled| {
-                let source = shaders::matmul(weight_type, WORKGROUP, tiled, self.facts.subgroups, true);
-                pipeline(&self.device, &source)
-            })
+            let kernel = |tiled| {
+                pipeline(
+                    &self.device,
+                    &shaders::matmul(weight_type, WORKGROUP, tiled, self.facts.subgroups, true),
+                )
+            };
+            [kernel(false), kernel(true), pipeline(&self.device, &shaders::gemm_q8(weight_type))]
         })
     }
 
@@ -791,7 +806,7 @@ impl Gpu {
             Activation::GeGlu => (1, shaders::geglu()),
             Activation::SwiGluOai | Activation::Gelu => return None,
         };
-        let q8 = self.reads_q8(weight_type, 1);
+        let q8 = self.reads_q8(weight_type);
         let (_, slots) = self.gated_matvec.iter().find(|(t, _)| *t == weight_type)?;
         let built = slots[index + 2 * usize::from(q8)].get_or_init(|| {
             let source = shaders::gated_matvec(weight_type, WORKGROUP, self.facts.subgroups, q8, &body);
@@ -811,7 +826,7 @@ impl Gpu {
             return None;
         }
         // 8-bit inputs where both types dot with them (the inputs are shared).
-        let q8 = self.reads_q8(qk_type, 1) && self.reads_q8(v_type, 1);
+        let q8 = self.reads_q8(qk_type) && self.reads_q8(v_type);
         let mut pipelines = self.qkv_matvec.lock().ok()?;
         let built = pipelines.entry((qk_type, v_type, q8)).or_insert_with(|| {
             let source = shaders::qkv_matvec(qk_type, v_type, WORKGROUP, self.facts.subgroups, q8)?;
@@ -844,7 +859,7 @@ impl Gpu {
     }
 
     /// How an attention call over `queries` rows of `n_head` heads runs, as the matrix
-    /// products split: below [`GEMM_MIN_BATCH`] queries (decode) a workgroup per query and
+    /// products split: below [`TILED_ATTENTION_MIN_QUERIES`] queries (decode) a workgroup per query and
     /// head, all 64 threads on one head's cache, and where `can_split` and a range is longer
     /// than [`SPLIT_ABOVE`] positions, split into up to [`MAX_SPLITS`] workgroups whose
     /// partial sums a second kernel merges (so a long cache keeps many workgroups busy, not
@@ -862,7 +877,7 @@ impl Gpu {
         // then attends to only the first keys (wrong output, no error). The tiled kernel's
         // threads loop about head / 4 + 112 times per block of 64 keys, which reaches past
         // 23,000 keys at head 256; the workgroup kernel's 280-450 a block, 10,000-15,000.
-        if queries >= GEMM_MIN_BATCH && a.head_dim.is_multiple_of(4) {
+        if queries >= TILED_ATTENTION_MIN_QUERIES && a.head_dim.is_multiple_of(4) {
             let [x, y] = groups_2d((queries.div_ceil(shaders::FLASH_QUERIES) * a.n_head) as u32);
             let words = attention_params(a, queries, x, has_sinks, (1, 0));
             return AttentionPlan { main: (&self.attention[1], words, [x, y, 1]), merge: None };
@@ -872,7 +887,7 @@ impl Gpu {
         let range = if a.window > 0 { a.window.min(keys) } else { keys };
         // Only decode splits: `attention_parts` holds the sums of fewer than 8 queries (a batch
         // with heads that are no multiple of 4 takes this kernel whole).
-        let (splits, chunk) = if can_split && queries < GEMM_MIN_BATCH && range > SPLIT_ABOVE {
+        let (splits, chunk) = if can_split && queries < TILED_ATTENTION_MIN_QUERIES && range > SPLIT_ABOVE {
             let chunk = range.div_ceil(MAX_SPLITS).next_multiple_of(64).max(SPLIT_CHUNK);
             (range.div_ceil(chunk), chunk)
         } else {
@@ -903,9 +918,9 @@ const MAX_SPLITS: usize = 16;
 const SPLIT_CHUNK: usize = 256;
 
 /// Floats of split attention's partial sums for `queries` queries (fewer than
-/// [`GEMM_MIN_BATCH`]) of `n_head` heads up to `head_dim` wide.
+/// [`TILED_ATTENTION_MIN_QUERIES`]) of `n_head` heads up to `head_dim` wide.
 fn attention_parts(queries: usize, n_head: usize, head_dim: usize) -> usize {
-    queries.min(GEMM_MIN_BATCH - 1) * n_head * (head_dim + 2) * MAX_SPLITS
+    queries.min(TILED_ATTENTION_MIN_QUERIES - 1) * n_head * (head_dim + 2) * MAX_SPLITS
 }
 
 /// Asks for `buffer` to be mapped once the queue is done with it; the signal says when.

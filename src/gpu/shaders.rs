@@ -530,6 +530,10 @@ enum Layout {
         helpers: Vec<&'static str>,
         dot: String,
         dequant: String,
+        /// The 8-bit GEMM's form ([`gemm_q8`], empty elsewhere): the unit's 32 weights as
+        /// signed bytes four to a word into `wq[dst..dst + 8]`, then the scales of its two
+        /// halves and its offset's factor (what multiplies the inputs' sum) as f32 bits.
+        pack: String,
     },
 }
 
@@ -540,6 +544,7 @@ fn layout(weight_type: WeightType) -> Layout {
         helpers: helpers.to_vec(),
         dot: dot.to_string(),
         dequant: dequant.to_string(),
+        pack: String::new(),
     };
     match weight_type {
         WeightType::F32 => Layout::Float("bitcast<f32>(w[(base >> 2u) + e])"),
@@ -836,7 +841,14 @@ fn k4_layout(bytes: u32, nibbles: u32, fifth_bit: &str) -> Layout {
         put4(dst + k, scale * vec4<f32>(qFIFTH) - offset);
     }";
     let fill = |code: &str| code.replace("NIBBLES", &nibbles.to_string()).replace("FIFTH", fifth_bit);
-    Layout::Blocks { bytes, units: 8, helpers: vec![K4_SCALES], dot: fill(dot), dequant: fill(dequant) }
+    Layout::Blocks {
+        bytes,
+        units: 8,
+        helpers: vec![K4_SCALES],
+        dot: fill(dot),
+        dequant: fill(dequant),
+        pack: String::new(),
+    }
 }
 
 /// The block types whose units also dot with inputs quantized to 8 bits ([`quantize_q8`]),
@@ -892,51 +904,87 @@ fn q8_layout(weight_type: WeightType) -> Layout {
     let Layout::Blocks { bytes, units, mut helpers, dequant, .. } = layout(weight_type) else {
         unreachable!("float rows read floats")
     };
-    let legacy = |offset: u32, values: &str, scale: &str| {
+    // The GEMM's unit ends with its halves' scales and its offset's factor.
+    let scales = |low: &str, high: &str, offset: &str| {
         format!(
+            "wq[dst + 8u] = bitcast<u32>({low});
+    wq[dst + 9u] = bitcast<u32>({high});
+    wq[dst + 10u] = bitcast<u32>({offset});"
+        )
+    };
+    // Q4_0 to Q5_1: word j of the low nibbles and of the high, from the quants at `offset`.
+    let legacy = |offset: u32, values: &str, scale: &str, factor: &str| {
+        let low = values.replace("HALF", "q & 0x0f0f0f0fu").replace("BITS", "qh >> (4u * j)");
+        let high = values.replace("HALF", "(q >> 4u) & 0x0f0f0f0fu").replace("BITS", "qh >> (16u + 4u * j)");
+        let dot = format!(
             "let b = xo >> 5u;
         let a = xq(b);
         var si = 0;
         for (var j = 0u; j < 4u; j++) {{
             let q = word_at(at + {offset}u + 4u * j);
-            si += dot4I8Packed({}, a[0][j]) + dot4I8Packed({}, a[1][j]);
+            si += dot4I8Packed({low}, a[0][j]) + dot4I8Packed({high}, a[1][j]);
         }}
-        {scale}",
-            values.replace("HALF", "q & 0x0f0f0f0fu").replace("BITS", "qh >> (4u * j)"),
-            values.replace("HALF", "(q >> 4u) & 0x0f0f0f0fu").replace("BITS", "qh >> (16u + 4u * j)"),
-        )
+        {scale}"
+        );
+        let pack = format!(
+            "for (var j = 0u; j < 4u; j++) {{
+        let q = word_at(at + {offset}u + 4u * j);
+        wq[dst + j] = {low};
+        wq[dst + 4u + j] = {high};
+    }}
+    {}",
+            scales("half_at(at)", "half_at(at)", factor)
+        );
+        (dot, pack)
     };
     let scaled = "sum += half_at(at) * xq_scales(b).x * f32(si);";
     let offset = "let ds = xq_scales(b);
         sum += half_at(at) * ds.x * f32(si) + half_at(at + 2u) * ds.y;";
     let k4 = |nibbles: u32, fifth: &str| {
-        format!(
+        let prelude = format!(
+            "let sm = k4_scale_min(at + 4u, g);
+        let first = at + {nibbles}u + 32u * (g / 2u);
+        let shift = 4u * (g % 2u);"
+        );
+        let word = format!("((word_at(first + 4u * j) >> shift) & 0x0f0f0f0fu){fifth}");
+        let dot = format!(
             "let b = xo >> 5u;
         let a = xq(b);
-        let sm = k4_scale_min(at + 4u, g);
-        let first = at + {nibbles}u + 32u * (g / 2u);
-        let shift = 4u * (g % 2u);
+        {prelude}
         var si = 0;
         for (var j = 0u; j < 8u; j++) {{
-            let q = ((word_at(first + 4u * j) >> shift) & 0x0f0f0f0fu){fifth};
-            si += dot4I8Packed(q, a[j >> 2u][j & 3u]);
+            si += dot4I8Packed({word}, a[j >> 2u][j & 3u]);
         }}
         let ds = xq_scales(b);
         sum += half_at(at) * sm.x * ds.x * f32(si) - half_at(at + 2u) * sm.y * ds.y;"
-        )
+        );
+        let pack = format!(
+            "{prelude}
+    for (var j = 0u; j < 8u; j++) {{
+        wq[dst + j] = {word};
+    }}
+    {}",
+            scales("half_at(at) * sm.x", "half_at(at) * sm.x", "-half_at(at + 2u) * sm.y")
+        );
+        (dot, pack)
     };
-    let dot = match weight_type {
-        WeightType::Q4_0 => legacy(2, "less8(HALF)", scaled),
-        WeightType::Q4_1 => legacy(4, "HALF", offset),
-        WeightType::Q5_0 => format!(
-            "let qh = u32_at(at + 2u);\n        {}",
-            legacy(6, "less16((HALF) | fifth_bits(BITS))", scaled)
-        ),
-        WeightType::Q5_1 => {
-            format!("let qh = u32_at(at + 4u);\n        {}", legacy(8, "(HALF) | fifth_bits(BITS)", offset))
+    let (dot, pack) = match weight_type {
+        WeightType::Q4_0 => legacy(2, "less8(HALF)", scaled, "0.0"),
+        WeightType::Q4_1 => legacy(4, "HALF", offset, "half_at(at + 2u)"),
+        WeightType::Q5_0 => {
+            let (dot, pack) = legacy(6, "less16((HALF) | fifth_bits(BITS))", scaled, "0.0");
+            let qh = "let qh = u32_at(at + 2u);\n        ";
+            (format!("{qh}{dot}"), format!("{qh}{pack}"))
         }
-        // The 32 quants as 8 words from 9 loads, as the float unit reads them.
-        WeightType::Q8_0 => "let b = xo >> 5u;
+        WeightType::Q5_1 => {
+            let (dot, pack) = legacy(8, "(HALF) | fifth_bits(BITS)", offset, "half_at(at + 2u)");
+            let qh = "let qh = u32_at(at + 4u);\n        ";
+            (format!("{qh}{dot}"), format!("{qh}{pack}"))
+        }
+        // The 32 quants as 8 words from 9 loads, as the float unit reads them (the GEMM reads
+        // each unit once a tile, and takes `word_at`'s two loads a word).
+        WeightType::Q8_0 => (
+            "let b = xo >> 5u;
         let a = xq(b);
         let shift = ((at + 2u) & 2u) << 3u;
         let first = (at + 2u) >> 2u;
@@ -948,12 +996,20 @@ fn q8_layout(weight_type: WeightType) -> Layout {
             low = high;
         }
         sum += half_at(at) * xq_scales(b).x * f32(si);"
-            .to_string(),
+                .to_string(),
+            format!(
+                "for (var j = 0u; j < 8u; j++) {{
+        wq[dst + j] = word_at(at + 2u + 4u * j);
+    }}
+    {}",
+                scales("half_at(at)", "half_at(at)", "0.0")
+            ),
+        ),
         WeightType::Q4_K => k4(16, ""),
         WeightType::Q5_K => k4(48, " | (((word_at(at + 16u + 4u * j) >> g) & 0x01010101u) << 4u)"),
         WeightType::Q6_K => {
             helpers.push(Q6_PACKED);
-            "let b = xo >> 5u;
+            let dot = "let b = xo >> 5u;
         let a = xq(b);
         let ds = xq_scales(b);
         let d = half_at(at + 208u);
@@ -965,11 +1021,20 @@ fn q8_layout(weight_type: WeightType) -> Layout {
             }
             sum += d * scale * ds.x * f32(si);
         }"
-            .to_string()
+            .to_string();
+            let pack = format!(
+                "let d = half_at(at + 208u);
+    for (var j = 0u; j < 8u; j++) {{
+        wq[dst + j] = q6_packed(at, g, 4u * j);
+    }}
+    {}",
+                scales("d * i8_at(at + 192u + 2u * g)", "d * i8_at(at + 193u + 2u * g)", "0.0")
+            );
+            (dot, pack)
         }
         other => unreachable!("no 8-bit dot for {other:?}: not in Q8_DOT_TYPES"),
     };
-    Layout::Blocks { bytes, units, helpers, dot, dequant }
+    Layout::Blocks { bytes, units, helpers, dot, dequant, pack }
 }
 
 /// The layout a matrix kernel reads `weight_type` with, and its inputs' readers: floats
@@ -1239,6 +1304,118 @@ pub fn gemm(weight_type: WeightType) -> String {
         .replace("GEMM_ROWS", &format!("{GEMM_ROWS}u"))
         .replace("GEMM_TOKENS", &format!("{GEMM_TOKENS}u"))
 }
+
+/// The GEMM over 8-bit inputs for [`Q8_DOT_TYPES`] (long batches where
+/// [`Gpu::integer_dots`](super::Gpu::integer_dots)): [`GEMM_MAIN`]'s tiles and register tile,
+/// with each unit's weights packed as signed bytes once a tile (`pack`), the inputs' blocks
+/// ([`quantize_q8`]) copied as they are, and each (row, input) pair's unit summed exactly in
+/// integers by `dot4I8Packed`, then scaled, as llama.cpp's Vulkan backend multiplies batches.
+pub fn gemm_q8(weight_type: WeightType) -> String {
+    let layout = q8_layout(weight_type);
+    let header = format!("{HEADER}{X_Q8}{}", readers(&layout));
+    let Layout::Blocks { bytes, units, helpers, pack, .. } = layout else {
+        unreachable!("float rows read floats")
+    };
+    let unit = PACK_UNIT
+        .replace("UNITS", &format!("{units}u"))
+        .replace("BYTES", &format!("{bytes}u"))
+        .replace("PACK", &pack);
+    format!("{header}{}{GEMM_Q8_TILES}{unit}{GEMM_Q8_MAIN}", helpers.concat())
+        .replace("GEMM_ROWS", &format!("{GEMM_ROWS}u"))
+        .replace("GEMM_TOKENS", &format!("{GEMM_TOKENS}u"))
+}
+
+/// [`gemm_q8`]'s tiles: a unit of each of its 64 weight rows and the same block of each of its
+/// 32 input rows, 8 words of quants and three of scales each (11 words apart: an odd stride,
+/// so the 16 threads that read one column of rows hit different banks).
+const GEMM_Q8_TILES: &str = r#"
+var<workgroup> wq: array<u32, 704>;
+var<workgroup> xt: array<u32, 352>;
+"#;
+
+/// A block row's unit `u`, packed into the 8-bit GEMM's weight tile at `dst`.
+const PACK_UNIT: &str = r#"
+fn pack_unit(base: u32, u: u32, dst: u32) {
+    let at = base + (u / UNITS) * BYTES;
+    let g = u % UNITS;
+    PACK
+}
+"#;
+
+/// [`gemm_q8`]'s kernel: per unit, every thread packs one weight row's unit, the first 32
+/// copy one input row's block each; then each thread sums its 4 rows × 8 inputs over the
+/// unit's two halves in integers, and adds them scaled to its totals.
+const GEMM_Q8_MAIN: &str = r#"
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+    let first_row = (group.y * p.groups_x + group.x) * GEMM_ROWS;
+    let first = group.z * GEMM_TOKENS;
+    let r = t % 16u;
+    let c = t / 16u;
+    let own_row = first_row + t;
+    let units = p.cols / 32u;
+    var total: array<vec4<f32>, 8>;
+    var low: array<vec4<i32>, 8>;
+    var high: array<vec4<i32>, 8>;
+    for (var u = 0u; u < units; u++) {
+        if (own_row < p.rows) {
+            pack_unit(own_row * p.row_bytes, u, t * 11u);
+        } else {
+            for (var k = 0u; k < 11u; k++) {
+                wq[t * 11u + k] = 0u;
+            }
+        }
+        if (t < GEMM_TOKENS) {
+            var block = array<vec4<u32>, 3>(vec4<u32>(0u), vec4<u32>(0u), vec4<u32>(0u));
+            if (first + t < p.batch) {
+                let b = (first + t) * units + u;
+                block = array<vec4<u32>, 3>(x[3u * b], x[3u * b + 1u], x[3u * b + 2u]);
+            }
+            for (var k = 0u; k < 8u; k++) {
+                xt[t * 11u + k] = block[k / 4u][k % 4u];
+            }
+            xt[t * 11u + 8u] = block[2].x;
+            xt[t * 11u + 9u] = block[2].y;
+        }
+        workgroupBarrier();
+        // Zeroed by hand, as GEMM_MAIN's `part` (SwiftShader).
+        for (var j = 0u; j < 8u; j++) {
+            low[j] = vec4<i32>(0);
+            high[j] = vec4<i32>(0);
+        }
+        for (var k = 0u; k < 4u; k++) {
+            let w_low = vec4<u32>(wq[r * 11u + k], wq[(r + 16u) * 11u + k], wq[(r + 32u) * 11u + k], wq[(r + 48u) * 11u + k]);
+            let w_high = vec4<u32>(wq[r * 11u + k + 4u], wq[(r + 16u) * 11u + k + 4u], wq[(r + 32u) * 11u + k + 4u], wq[(r + 48u) * 11u + k + 4u]);
+            for (var j = 0u; j < 8u; j++) {
+                let at = (c + 4u * j) * 11u + k;
+                let x_low = xt[at];
+                let x_high = xt[at + 4u];
+                low[j] += vec4<i32>(dot4I8Packed(w_low.x, x_low), dot4I8Packed(w_low.y, x_low), dot4I8Packed(w_low.z, x_low), dot4I8Packed(w_low.w, x_low));
+                high[j] += vec4<i32>(dot4I8Packed(w_high.x, x_high), dot4I8Packed(w_high.y, x_high), dot4I8Packed(w_high.z, x_high), dot4I8Packed(w_high.w, x_high));
+            }
+        }
+        let scale_low = bitcast<vec4<f32>>(vec4<u32>(wq[r * 11u + 8u], wq[(r + 16u) * 11u + 8u], wq[(r + 32u) * 11u + 8u], wq[(r + 48u) * 11u + 8u]));
+        let scale_high = bitcast<vec4<f32>>(vec4<u32>(wq[r * 11u + 9u], wq[(r + 16u) * 11u + 9u], wq[(r + 32u) * 11u + 9u], wq[(r + 48u) * 11u + 9u]));
+        let factor = bitcast<vec4<f32>>(vec4<u32>(wq[r * 11u + 10u], wq[(r + 16u) * 11u + 10u], wq[(r + 32u) * 11u + 10u], wq[(r + 48u) * 11u + 10u]));
+        for (var j = 0u; j < 8u; j++) {
+            let at = (c + 4u * j) * 11u;
+            let d = bitcast<f32>(xt[at + 8u]);
+            let sum = bitcast<f32>(xt[at + 9u]);
+            total[j] += d * (scale_low * vec4<f32>(low[j]) + scale_high * vec4<f32>(high[j])) + factor * sum;
+        }
+        workgroupBarrier();
+    }
+    for (var j = 0u; j < 8u; j++) {
+        let token = first + c + 4u * j;
+        for (var i = 0u; i < 4u; i++) {
+            let row = first_row + r + 16u * i;
+            if (row < p.rows && token < p.batch) {
+                store(token * p.total_rows + p.row_offset + row, total[j][i]);
+            }
+        }
+    }
+}
+"#;
 
 /// Rows of a table of `weight_type` looked up by token (the token embedding, where its bytes
 /// are on the device only): a workgroup per token, each thread dequantizing units of the row

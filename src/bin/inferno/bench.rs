@@ -107,7 +107,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
         .as_deref()
         .map(|gpu| {
             let decode = (decode_tok_s, &tokens[..tg], runs);
-            GpuFigures::measure(gpu, model, decode, encoding, prefill_encoding)
+            GpuFigures::measure(gpu, model, decode, &tokens[..pp], encoding, prefill_encoding)
         })
         .transpose()?;
     #[cfg(not(all(feature = "gpu", not(target_family = "wasm"))))]
@@ -194,10 +194,13 @@ pub fn run(args: &[String]) -> Result<(), String> {
                 let dots = &gpu.integer_dots;
                 let this_run = if dots.q8_in_this_run { "8 bits" } else { "floats" };
                 println!(
-                    "{tg_label} with the products' inputs as floats {:.1} tok/s, as 8 bits for integer dot products {:.1} tok/s ({:.2}×; this run's other figures: {this_run})",
+                    "{tg_label} with the products' inputs as floats {:.1} tok/s, as 8 bits for integer dot products {:.1} tok/s ({:.2}×); pp{pp} {:.1} and {:.1} tok/s ({:.2}×; this run's other figures: {this_run})",
                     dots.float_tok_s,
                     dots.q8_tok_s,
-                    dots.q8_tok_s / dots.float_tok_s
+                    dots.q8_tok_s / dots.float_tok_s,
+                    dots.float_pp_tok_s,
+                    dots.q8_pp_tok_s,
+                    dots.q8_pp_tok_s / dots.float_pp_tok_s
                 );
                 print_kernels(&format!("prefill of {pp}"), &gpu.prefill_kernels);
                 print_kernels("decode step", &gpu.decode_kernels);
@@ -319,8 +322,9 @@ struct GpuFigures {
     integer_dots: IntegerDots,
 }
 
-/// Decode steps (without context) whose matrix products read their inputs as floats, against
-/// quantized to 8 bits for integer dot products (`Gpu::set_integer_dots`).
+/// Decode steps and the prefill batch (without context) whose matrix products read their
+/// inputs as floats, against quantized to 8 bits for integer dot products
+/// (`Gpu::set_integer_dots`).
 #[derive(Serialize)]
 #[cfg_attr(
     not(all(feature = "gpu", not(target_family = "wasm"))),
@@ -329,6 +333,8 @@ struct GpuFigures {
 struct IntegerDots {
     float_tok_s: f64,
     q8_tok_s: f64,
+    float_pp_tok_s: f64,
+    q8_pp_tok_s: f64,
     /// Which of the two this run's other figures used (`--device gpu-q8` asks for 8 bits).
     q8_in_this_run: bool,
 }
@@ -401,21 +407,32 @@ impl GpuFigures {
         gpu: &inferno::gpu::Gpu,
         model: &Model,
         (decode_tok_s, tokens, runs): (f64, &[u32], usize),
+        prompt: &[u32],
         encoding: Option<Encoding>,
         prefill: Option<Encoding>,
     ) -> Result<GpuFigures, String> {
         let (encoding, tg) = (encoding.unwrap_or_default(), tokens.len());
         let q8_in_this_run = gpu.integer_dots();
-        let mut decode = [false, true].map(|q8| {
-            gpu.set_integer_dots(q8);
-            match tokens {
-                [] => Ok(0.0),
-                _ => gpu_runs(gpu, model, (&[], tokens), false, runs).map(|(tok_s, _)| tok_s),
-            }
+        // Decode, then the prefill batch, each with floats and with 8 bits.
+        let mut figures = [(tokens, false), (prompt, true)].map(|(tokens, batched)| {
+            [false, true].map(|q8| {
+                gpu.set_integer_dots(q8);
+                match tokens {
+                    [] => Ok(0.0),
+                    _ => gpu_runs(gpu, model, (&[], tokens), batched, runs).map(|(tok_s, _)| tok_s),
+                }
+            })
         });
         gpu.set_integer_dots(q8_in_this_run);
-        let [float, q8] = [0, 1].map(|i| std::mem::replace(&mut decode[i], Ok(0.0)));
-        let integer_dots = IntegerDots { float_tok_s: float?, q8_tok_s: q8?, q8_in_this_run };
+        let [[float, q8], [float_pp, q8_pp]] =
+            [0, 1].map(|i| [0, 1].map(|j| std::mem::replace(&mut figures[i][j], Ok(0.0))));
+        let integer_dots = IntegerDots {
+            float_tok_s: float?,
+            q8_tok_s: q8?,
+            float_pp_tok_s: float_pp?,
+            q8_pp_tok_s: q8_pp?,
+            q8_in_this_run,
+        };
         let best_by_default = gpu.reads_best_logits();
         let mut sampled = [false, true].map(|best| {
             gpu.set_best_logits(best);
