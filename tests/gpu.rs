@@ -228,9 +228,7 @@ fn smollm2_runs_on_the_gpu_as_on_the_cpu() {
 fn gemma3_runs_on_the_gpu_as_on_the_cpu() {
     // Its 262,144-row embedding (178 MB) is larger than lavapipe binds at once: sliced.
     let prompt = [2, 105, 2364, 107, 3689, 563, 506, 5279, 529, 7001, 236881];
-    // 1.5 with float inputs: the 11-token prompt's products over 8-bit inputs, quantized
-    // otherwise than the CPU's Q8_K, took its first step's to 1.53.
-    gpu_follows_cpu("gemma3-270m-q4_k_m.gguf", &prompt, 3, 1.6);
+    gpu_follows_cpu("gemma3-270m-q4_k_m.gguf", &prompt, 3, 1.5);
 }
 
 #[test]
@@ -496,7 +494,8 @@ fn recurrent_session_rolls_back(name: &str) {
     let branched = [&tokens[..prompt.len() + 20], &[forced]].concat();
     let mut on_cpu = cpu.new_session(128).unwrap();
     on_cpu.sync(&cpu, &branched).unwrap();
-    let cpu_step = on_cpu.step(&cpu, &mut sampler, None, 5).unwrap();
+    // A longer trace on the CPU: the GPU's fifth candidate may be the CPU's sixth in a near tie.
+    let cpu_step = on_cpu.step(&cpu, &mut sampler, None, 20).unwrap();
     // The same token, or one the CPU scores within a near tie of its own (Granite 4.0-H's
     // random weights leave two candidates 2e-4 apart there, which the GPU's rounding may swap).
     let cpu_logit = |id: u32| {
@@ -509,7 +508,9 @@ fn recurrent_session_rolls_back(name: &str) {
         assert!(gap < 0.02, "the GPU drew {}, {gap} below the CPU's {}", after_branch.token, cpu_step.token);
     }
     for candidate in &after_branch.trace.as_ref().unwrap().candidates {
-        let on_cpu = cpu_logit(candidate.id).expect("the same candidates");
+        let on_cpu = cpu_logit(candidate.id).unwrap_or_else(|| {
+            panic!("{candidate:?} is not among the CPU's {:?}", cpu_step.trace.as_ref().unwrap().candidates)
+        });
         assert!((candidate.logit - on_cpu).abs() < 0.02, "{} vs {on_cpu}", candidate.logit);
     }
 

@@ -30,11 +30,13 @@ pub struct GpuState {
     up: wgpu::Buffer,
     temp: wgpu::Buffer,
     /// A product's inputs quantized to 8 bits ([`Gpu::integer_dots`]): a batch's rows of the
-    /// widest matrix, where some matrix can read them ([`GpuState::q8_products`]).
+    /// widest matrix, where some matrix can read them ([`GpuState::q8_norm_format`]).
     q8_inputs: wgpu::Buffer,
-    /// Whether any of the model's matrices is of a type whose products read 8-bit inputs
-    /// ([`shaders::Q8_DOT_TYPES`](super::shaders::Q8_DOT_TYPES)): norms store 8-bit rows only then.
-    q8_products: bool,
+    /// How a norm stores its rows in 8 bits for the products after it: the
+    /// [`q8_format`](super::shaders::q8_format) of the model's first matrix whose products read
+    /// 8-bit inputs ([`shaders::Q8_DOT_TYPES`](super::shaders::Q8_DOT_TYPES); a product of
+    /// another format quantizes the rows again); none where no matrix does.
+    q8_norm_format: Option<u32>,
     /// Split attention's partial sums (decode over a long cache).
     attention_parts: wgpu::Buffer,
     keys: Vec<wgpu::Buffer>,
@@ -181,14 +183,16 @@ impl GpuState {
             .collect();
         let recurrent_bytes: u64 = recurrent.iter().map(RecurrentLayer::bytes).sum();
         let widest = model.decode_matrices().map(|m| m.cols).max().unwrap_or(0);
-        let q8_products =
-            model.decode_matrices().any(|m| super::shaders::Q8_DOT_TYPES.contains(&m.weight_type));
-        let q8_rows = if q8_products { max_batch } else { 0 };
+        let q8_norm_format = model
+            .decode_matrices()
+            .find(|m| super::shaders::Q8_DOT_TYPES.contains(&m.weight_type))
+            .map(|m| super::shaders::q8_format(m.weight_type));
+        let q8_rows = if q8_norm_format.is_some() { max_batch } else { 0 };
         let q8_inputs = buffer(super::shaders::q8_bytes(widest * q8_rows) / 4, storage);
         let mut state = GpuState {
             bufs,
             q8_inputs,
-            q8_products,
+            q8_norm_format,
             gate: buffer(n_ff * max_batch, storage),
             up: buffer(n_ff * max_batch, storage),
             temp: buffer(d.max(2 * q) * max_batch, storage),
@@ -1158,10 +1162,11 @@ struct GpuBackend<'a> {
     stored_layer: Option<usize>,
     /// What the batch reads back of the logits it computes.
     read: LogitsRead,
-    /// Where `q8_inputs` holds a norm's rows as 8 bits ([`GpuBackend::norm`]): the rows' buffer
-    /// and width, valid while the recording is this many commands long (the norm's dispatch,
-    /// then the products that read them; anything else may have written the rows).
-    q8_norm: Option<(wgpu::Buffer, usize, usize)>,
+    /// Where `q8_inputs` holds a norm's rows as 8 bits ([`GpuBackend::norm`]): the rows' buffer,
+    /// width and [`q8_format`](super::shaders::q8_format), valid while the recording is this
+    /// many commands long (the norm's dispatch, then the products that read them; anything else
+    /// may have written the rows).
+    q8_norm: Option<(wgpu::Buffer, usize, u32, usize)>,
     /// The first failure of an operation that cannot return one (reported after the batch).
     error: Option<GpuError>,
 }
@@ -1228,7 +1233,7 @@ impl GpuBackend<'_> {
     ) -> Result<(), GpuError> {
         let kernel = self.gpu.matmul_kernel(matrix.weight_type, self.rows, true)?;
         let row_bytes = matrix.range.len() / matrix.rows.max(1);
-        let input = &if kernel.q8 { self.q8_inputs(input, matrix.cols) } else { input.clone() };
+        let input = &if kernel.q8 { self.q8_inputs(input, matrix) } else { input.clone() };
         for (first, rows, weights) in self.matrix(matrix)? {
             let groups = kernel.groups(rows);
             let params = [
@@ -1387,7 +1392,7 @@ impl GpuBackend<'_> {
         let groups = groups_2d((*rows as u32).div_ceil(super::shaders::ROWS_PER_GROUP));
         let row_bytes = w_gate.range.len() / w_gate.rows.max(1);
         let params = [*rows as u32, w_gate.cols as u32, row_bytes as u32, groups[0], *rows as u32, 0, 1];
-        let input = &if q8 { self.q8_inputs(input, w_gate.cols) } else { input.clone() };
+        let input = &if q8 { self.q8_inputs(input, w_gate) } else { input.clone() };
         self.dispatch(
             &pipeline,
             &[gate_weights, input, up_weights, gate],
@@ -1432,19 +1437,21 @@ impl GpuBackend<'_> {
         params[13] = q.rows as u32;
         params[14] = (q.rows + k.rows) as u32;
         params[15] = row_bytes(v);
-        let input = &if q8 { self.q8_inputs(input, q.cols) } else { input.clone() };
+        let input = &if q8 { self.q8_inputs(input, q) } else { input.clone() };
         let buffers = [&weights[0], input, &weights[1], &weights[2], &outs[0], &outs[1], &outs[2]];
         self.dispatch(&pipeline, &buffers, &params, [groups[0], groups[1], 1]);
         Ok(true)
     }
 
-    /// Records `input`'s rows held (`cols` wide, a multiple of 32) quantized to 8 bits into
-    /// `q8_inputs`, which it returns, for a product over them.
-    fn q8_inputs(&mut self, input: &wgpu::Buffer, cols: usize) -> wgpu::Buffer {
+    /// Records `input`'s rows held quantized to 8 bits for a product with `matrix` (its
+    /// columns wide, whole blocks of its [`q8_format`](super::shaders::q8_format)) into
+    /// `q8_inputs`, which it returns.
+    fn q8_inputs(&mut self, input: &wgpu::Buffer, matrix: &Matrix) -> wgpu::Buffer {
+        let (cols, format) = (matrix.cols, super::shaders::q8_format(matrix.weight_type));
         let commands = self.recording.commands();
-        if let Some((rows, width, at)) = &mut self.q8_norm
+        if let Some((rows, width, norm_format, at)) = &mut self.q8_norm
             && rows == input
-            && *width == cols
+            && (*width, *norm_format) == (cols, format)
             && *at == commands
         {
             // The norm quantized them: valid past the product's own dispatch too, which reads them.
@@ -1452,10 +1459,10 @@ impl GpuBackend<'_> {
             return self.state.q8_inputs.clone();
         }
         self.q8_norm = None;
-        let blocks = (self.rows * cols / 32) as u32;
+        let blocks = (self.rows * cols / super::shaders::q8_block_len(format)) as u32;
         let [x, y] = groups_2d(blocks.div_ceil(64));
         let (pipeline, out) = (self.gpu.quantize_q8.clone(), self.state.q8_inputs.clone());
-        self.dispatch(&pipeline, &[input, &out], &[blocks, x, 0, 0], [x, y, 1]);
+        self.dispatch(&pipeline, &[input, &out], &[blocks, x, format, 0], [x, y, 1]);
         out
     }
 
@@ -1821,14 +1828,16 @@ impl Backend for GpuBackend<'_> {
         let (source, target) = (self.buf(input).clone(), self.buf(out).clone());
         let width = weight.len();
         // Rows the products will read as 8 bits: quantized as they are stored.
-        let q8 = self.gpu.integer_dots() && self.state.q8_products && width.is_multiple_of(32);
-        if !q8 || source == target {
+        let format = self.state.q8_norm_format.filter(|&format| {
+            self.gpu.integer_dots() && width.is_multiple_of(super::shaders::q8_block_len(format))
+        });
+        let Some(format) = format.filter(|_| source != target) else {
             return self.rms_norm(&source, &target, &weight_buffer, width, floats);
-        }
+        };
         let rows = floats / width;
         let [groups_x, groups_y] = groups_2d(rows as u32);
         let eps = self.model.config().rms_eps.to_bits();
-        let params = [rows as u32, width as u32, eps, groups_x, 1, width as u32, 0];
+        let params = [rows as u32, width as u32, eps, groups_x, 1, width as u32, 0, format];
         let (pipeline, q8_inputs) = (self.gpu.rms_norm_q8.clone(), self.state.q8_inputs.clone());
         self.dispatch(
             &pipeline,
@@ -1836,7 +1845,7 @@ impl Backend for GpuBackend<'_> {
             &params,
             [groups_x, groups_y, 1],
         );
-        self.q8_norm = Some((target, width, self.recording.commands()));
+        self.q8_norm = Some((target, width, format, self.recording.commands()));
     }
 
     /// As [`Backend::encoder_input`]: only encoders use it.

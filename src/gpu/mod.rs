@@ -825,8 +825,10 @@ impl Gpu {
         if ![qk_type, v_type].iter().all(|t| shaders::MATVEC_TYPES.contains(t)) {
             return None;
         }
-        // 8-bit inputs where both types dot with them (the inputs are shared).
-        let q8 = self.reads_q8(qk_type) && self.reads_q8(v_type);
+        // 8-bit inputs where both types dot with them, quantized alike (the inputs are shared).
+        let q8 = self.reads_q8(qk_type)
+            && self.reads_q8(v_type)
+            && shaders::q8_format(qk_type) == shaders::q8_format(v_type);
         let mut pipelines = self.qkv_matvec.lock().ok()?;
         let built = pipelines.entry((qk_type, v_type, q8)).or_insert_with(|| {
             let source = shaders::qkv_matvec(qk_type, v_type, WORKGROUP, self.facts.subgroups, q8)?;

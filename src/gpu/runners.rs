@@ -44,7 +44,7 @@ impl Gpu {
         let batch = x.len() / cols;
         let kernel = self.matmul_kernel(weight_type, batch, true)?;
         let groups = kernel.groups(rows);
-        let x = if kernel.q8 { self.q8_inputs(x).await? } else { f32_bytes(x) };
+        let x = if kernel.q8 { self.q8_inputs(x, weight_type).await? } else { f32_bytes(x) };
         let mut params = [0; 13];
         params[..7].copy_from_slice(&[
             rows as u32,
@@ -58,18 +58,20 @@ impl Gpu {
         self.run(&kernel.pipeline, &[&padded, &x], &vec![0.0; rows * batch], &params, groups).await
     }
 
-    /// `x` (rows of a multiple of 32) quantized to 8 bits by [`shaders::quantize_q8`], as the
-    /// forward pass quantizes a product's inputs where [`Gpu::integer_dots`] is on: 48 bytes
-    /// a block of 32 (its quants, then its scale and its scale times their sum as f32, then
-    /// 8 bytes of padding).
-    pub async fn q8_inputs(&self, x: &[f32]) -> Result<Vec<u8>, GpuError> {
-        if !x.len().is_multiple_of(32) {
-            return Err(GpuError::Shape(format!("{} inputs are not whole blocks of 32", x.len())));
+    /// `x` quantized to 8 bits by [`shaders::quantize_q8`] for a product with `weight_type`
+    /// (rows of whole blocks of its [`shaders::q8_format`]), as the forward pass quantizes a
+    /// product's inputs where [`Gpu::integer_dots`] is on: 48 bytes a record of 32 values (its
+    /// quants, then its scale and its scale times their sum as f32, then 8 bytes of padding).
+    pub async fn q8_inputs(&self, x: &[f32], weight_type: WeightType) -> Result<Vec<u8>, GpuError> {
+        let format = shaders::q8_format(weight_type);
+        let block_len = shaders::q8_block_len(format);
+        if !x.len().is_multiple_of(block_len) {
+            return Err(GpuError::Shape(format!("{} inputs are not whole blocks of {block_len}", x.len())));
         }
-        let blocks = (x.len() / 32) as u32;
+        let blocks = (x.len() / block_len) as u32;
         let [groups_x, groups_y] = groups_2d(blocks.div_ceil(64));
         let out = vec![0.0; shaders::q8_bytes(x.len()) / 4];
-        let params = [blocks, groups_x, 0, 0];
+        let params = [blocks, groups_x, format, 0];
         let words =
             self.run(&self.quantize_q8, &[&f32_bytes(x)], &out, &params, [groups_x, groups_y, 1]).await?;
         Ok(words.iter().flat_map(|w| w.to_bits().to_le_bytes()).collect())
@@ -97,7 +99,7 @@ impl Gpu {
         let (pipeline, q8) = self
             .gated_matvec_pipeline(weight_type, activation)
             .ok_or(GpuError::Refused("a fused gated kernel for this activation"))?;
-        let x = if q8 { self.q8_inputs(x).await? } else { f32_bytes(x) };
+        let x = if q8 { self.q8_inputs(x, weight_type).await? } else { f32_bytes(x) };
         let padded = |bytes: &[u8]| {
             let mut padded = bytes.to_vec();
             padded.resize(bytes.len().div_ceil(4) * 4, 0);
@@ -134,7 +136,7 @@ impl Gpu {
         let (pipeline, q8) = self
             .qkv_matvec_pipeline(qk_type, v_type)
             .ok_or(GpuError::Refused("a fused kernel for these types"))?;
-        let x = if q8 { self.q8_inputs(x).await? } else { f32_bytes(x) };
+        let x = if q8 { self.q8_inputs(x, qk_type).await? } else { f32_bytes(x) };
         let padded = |bytes: &[u8]| {
             let mut padded = bytes.to_vec();
             padded.resize(bytes.len().div_ceil(4) * 4, 0);
@@ -219,24 +221,26 @@ impl Gpu {
     }
 
     /// [`Gpu::rms_norm`] through the kernel that also stores its rows quantized to 8 bits (a
-    /// decode step's norm before products over 8-bit inputs): the rows and their blocks (as
-    /// [`Gpu::q8_inputs`] gives them).
+    /// decode step's norm before products over 8-bit inputs): the rows and their blocks for a
+    /// product with `weight_type` (as [`Gpu::q8_inputs`] gives them).
     pub async fn rms_norm_q8(
         &self,
         x: &[f32],
         weight: &[f32],
         eps: f32,
+        weight_type: WeightType,
     ) -> Result<(Vec<f32>, Vec<u8>), GpuError> {
-        let width = weight.len();
-        if width == 0 || !width.is_multiple_of(32) || !x.len().is_multiple_of(width) {
+        let (width, format) = (weight.len(), shaders::q8_format(weight_type));
+        let block_len = shaders::q8_block_len(format);
+        if width == 0 || !width.is_multiple_of(block_len) || !x.len().is_multiple_of(width) {
             return Err(GpuError::Shape(format!(
-                "{} values are not rows of {width}, a multiple of 32",
+                "{} values are not rows of {width}, a multiple of {block_len}",
                 x.len()
             )));
         }
         let rows = (x.len() / width) as u32;
         let [groups_x, groups_y] = groups_2d(rows);
-        let params = [rows, width as u32, eps.to_bits(), groups_x, 1, width as u32];
+        let params = [rows, width as u32, eps.to_bits(), groups_x, 1, width as u32, 0, format];
         let inputs: [&[u8]; 2] = [&f32_bytes(x), &f32_bytes(weight)];
         let outputs: [&[f32]; 2] = [&vec![0.0; x.len()], &vec![0.0; shaders::q8_bytes(x.len()) / 4]];
         let mut out =

@@ -1049,19 +1049,25 @@ fn kernel_layout(weight_type: WeightType, q8: bool) -> (Layout, &'static str) {
     }
 }
 
-/// Inputs to 8 bits for [`Q8_DOT_TYPES`]' kernels: a thread per block of 32 (of `blocks` over
-/// every input row, each row a whole number of blocks), its scale `d = max |x| / 127` kept
-/// as an f32 (ggml's Q8_1 rounds it to f16), its quants `round(x / d)` (to even, as ggml's
-/// AVX2 code rounds), and `d` times their sum.
+/// Inputs to 8 bits for [`Q8_DOT_TYPES`]' kernels, exactly as ggml's CPU quantizes them for
+/// the weight type's dot product (`vec_dot_type`, [`q8_format`]), so that the integer sums are
+/// llama.cpp's and only the float arithmetic around them differs: a thread per ggml block (of
+/// `blocks` over every input row, each row a whole number of them). Q8_0 and Q8_1: 32 values,
+/// `d = max |x| / 127` rounded to f16, quants `round(x · 127 / max |x|)` (to even, as ggml's
+/// AVX2 and wasm SIMD code rounds); Q8_1 adds `d · Σq` (with the unrounded `d`) rounded to f16.
+/// Q8_K: 256 values, scaled so that the one of largest magnitude (the first) is -127, `d` kept
+/// as f32. Stored as blocks of 32 ([`Q8_BLOCK`]), each with its own `d · Σq`. Where an adapter's
+/// division is not correctly rounded (WGSL allows 2.5 ULP), a quant on a half may differ.
 pub fn quantize_q8() -> String {
     format!(
-        "{}{Q8_STORE}{}",
+        "{}{}{}",
         r#"
-struct Params { blocks: u32, groups_x: u32, unused0: u32, unused1: u32 }
+struct Params { blocks: u32, groups_x: u32, format: u32, unused: u32 }
 @group(0) @binding(0) var<storage, read> x: array<f32>;
 @group(0) @binding(1) var<storage, read_write> q: array<vec4<u32>>;
 @group(0) @binding(2) var<uniform> p: Params;
 "#,
+        F16_ROUND,
         r#"
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index) t: u32) {
@@ -1069,37 +1075,97 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
     if (b >= p.blocks) {
         return;
     }
-    var values: array<f32, 32>;
-    for (var i = 0u; i < 32u; i++) {
-        values[i] = x[32u * b + i];
-    }
-    store_q8(b, values);
+    let block_len = select(32u, 256u, p.format == 2u);
+    QUANTIZE
 }
 "#
+        .replace("QUANTIZE", &q8_block("x[i]", "block_len * b", "b * (block_len / 32u)"))
     )
 }
 
-/// Block `b` of 32 values to 8 bits in `q` (see [`quantize_q8`]).
-const Q8_STORE: &str = r#"
-fn store_q8(b: u32, values: array<f32, 32>) {
-    var amax = 0.0;
-    for (var i = 0u; i < 32u; i++) {
-        amax = max(amax, abs(values[i]));
+/// [`q8_format`]'s codes, as the kernels read them from their parameters.
+const Q8_0_FORMAT: u32 = 0;
+const Q8_1_FORMAT: u32 = 1;
+const Q8_K_FORMAT: u32 = 2;
+
+/// How [`quantize_q8`] quantizes the inputs of a product with `weight_type` (one of
+/// [`Q8_DOT_TYPES`]): ggml's `vec_dot_type` for it, as a kernel parameter.
+pub fn q8_format(weight_type: WeightType) -> u32 {
+    use crate::tensor::ActivationType;
+    match weight_type.activation_type() {
+        ActivationType::Q8_1 => Q8_1_FORMAT,
+        ActivationType::Q8_K => Q8_K_FORMAT,
+        _ => Q8_0_FORMAT,
     }
-    let d = amax / 127.0;
-    let id = select(0.0, 1.0 / d, d > 0.0);
-    var words = array<u32, 8>();
-    var total = 0;
-    for (var i = 0u; i < 32u; i++) {
-        let v = i32(round(values[i] * id));
-        total += v;
-        words[i / 4u] |= (bitcast<u32>(v) & 0xffu) << (8u * (i % 4u));
+}
+
+/// Values in a block of [`q8_format`] `format`: 32, or Q8_K's 256.
+pub fn q8_block_len(format: u32) -> usize {
+    if format == Q8_K_FORMAT { 256 } else { 32 }
+}
+
+/// f16's rounding (to nearest, ties to even) of a non-negative f32, kept as an f32: written out,
+/// because WGSL leaves `pack2x16float`'s rounding to the implementation.
+const F16_ROUND: &str = r#"
+fn f16_round(v: f32) -> f32 {
+    if (v < 6.103515625e-05) {
+        // Subnormal halves: steps of 2^-24 (both factors are powers of two: exact).
+        return round(v * 16777216.0) * 5.9604644775390625e-08;
     }
-    q[3u * b] = vec4<u32>(words[0], words[1], words[2], words[3]);
-    q[3u * b + 1u] = vec4<u32>(words[4], words[5], words[6], words[7]);
-    q[3u * b + 2u] = vec4<u32>(bitcast<u32>(d), bitcast<u32>(d * f32(total)), 0u, 0u);
+    let bits = bitcast<u32>(v);
+    let rounded = bitcast<f32>((bits + 0xfffu + ((bits >> 13u) & 1u)) & 0xffffe000u);
+    return select(rounded, bitcast<f32>(0x7f800000u), rounded > 65504.0);
 }
 "#;
+
+/// WGSL statements that quantize one ggml block of `p.format` ([`quantize_q8`]) whose value
+/// `i` is `value` (an expression of `i`), from value `first`, into the 32-value records of `q`
+/// from `record`: each the quants four to a word, then the scale and the scale times their
+/// sum as f32 bits. The values are read twice (for the scale, then the quants), not held.
+fn q8_block(value: &str, first: &str, record: &str) -> String {
+    r#"{
+        let k_format = p.format == Q8_K_FORMATu;
+        let n = select(32u, 256u, k_format);
+        let start = FIRST;
+        var amax = 0.0;
+        var signed_max = 0.0;
+        for (var j = 0u; j < n; j++) {
+            let i = start + j;
+            let v = VALUE;
+            if (abs(v) > amax) {
+                amax = abs(v);
+                signed_max = v;
+            }
+        }
+        var d = amax / 127.0;
+        var inverse = select(0.0, 127.0 / amax, amax > 0.0);
+        if (k_format) {
+            inverse = select(0.0, -127.0 / signed_max, amax > 0.0);
+            d = select(0.0, 1.0 / inverse, amax > 0.0);
+        }
+        let stored_d = select(f16_round(d), d, k_format);
+        for (var part = 0u; part < n / 32u; part++) {
+            var words = array<u32, 8>();
+            var total = 0;
+            for (var j = 0u; j < 32u; j++) {
+                let i = start + 32u * part + j;
+                let v = VALUE;
+                let quant = min(i32(round(v * inverse)), 127);
+                total += quant;
+                words[j / 4u] |= (bitcast<u32>(quant) & 0xffu) << (8u * (j % 4u));
+            }
+            let at = 3u * (RECORD + part);
+            let sum = f32(total) * d;
+            q[at] = vec4<u32>(words[0], words[1], words[2], words[3]);
+            q[at + 1u] = vec4<u32>(words[4], words[5], words[6], words[7]);
+            q[at + 2u] = vec4<u32>(bitcast<u32>(stored_d), bitcast<u32>(select(f16_round(abs(sum)) * sign(sum), sum, k_format)), 0u, 0u);
+        }
+    }"#
+    .replace("Q8_K_FORMAT", &Q8_K_FORMAT.to_string())
+    .replace("FIRST", first)
+    .replace("RECORD", record)
+    .replace("VALUE", value)
+}
 
 /// Bytes [`quantize_q8`] writes for `inputs` inputs (a multiple of 32): 48 a block.
 pub const fn q8_bytes(inputs: usize) -> usize {
@@ -1667,7 +1733,7 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
 /// them: one dispatch where a decode step took two.
 pub fn rms_norm(workgroup: u32, q8: bool) -> String {
     let source = r#"
-struct Params { rows: u32, width: u32, eps: u32, groups_x: u32, per_item: u32, stride: u32, weight_stride: u32, unused1: u32 }
+struct Params { rows: u32, width: u32, eps: u32, groups_x: u32, per_item: u32, stride: u32, weight_stride: u32, format: u32 }
 @group(0) @binding(0) var<storage, read> x: array<f32>;
 @group(0) @binding(1) var<storage, read> weight: array<f32>;
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;
@@ -1706,19 +1772,16 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
     if !q8 {
         return source.replace("QUANTIZED", "");
     }
-    // Plain rows only (one per item, `width` apart, a multiple of 32): each thread takes whole
-    // blocks and quantizes the values it normalizes again, the same bits as it stored.
-    let quantized = "for (var b = t; b < p.width / 32u; b += WGu) {
-            var values: array<f32, 32>;
-            for (var k = 0u; k < 32u; k++) {
-                let i = 32u * b + k;
-                values[k] = (x[base + i] * scale) * weight[i];
-            }
-            store_q8(base / 32u + b, values);
-        }"
-    .replace("WG", &workgroup.to_string());
+    // Plain rows only (one per item, `width` apart, a whole number of `p.format`'s blocks):
+    // each thread takes whole blocks and quantizes the values it normalizes again, the same
+    // bits as it stored.
+    let quantized = format!(
+        "let block_len = select(32u, 256u, p.format == {Q8_K_FORMAT}u);
+        for (var b = t; b < p.width / block_len; b += {workgroup}u) {}",
+        q8_block("(x[base + i] * scale) * weight[i]", "block_len * b", "base / 32u + b * (block_len / 32u)")
+    );
     format!(
-        "{}{Q8_STORE}",
+        "{}{F16_ROUND}",
         source
             .replace("QUANTIZED", &quantized)
             .replace("@group(0) @binding(3) var<uniform> p", "@group(0) @binding(4) var<uniform> p")

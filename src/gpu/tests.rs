@@ -449,8 +449,15 @@ fn queries_keys_and_values_in_one_dispatch_give_three_dispatches_bits() {
             let bytes: Vec<Vec<u8>> =
                 (0..3).map(|m| random_matrix(types[m], rows[m], cols, &mut rng)).collect();
             let x = random(cols, 1.0, &mut rng);
+            // The fused kernel reads 8 bits only where both types quantize their inputs alike.
+            use super::shaders::{Q8_DOT_TYPES, q8_format};
+            let alike = Q8_DOT_TYPES.contains(&qk_type)
+                && Q8_DOT_TYPES.contains(&v_type)
+                && q8_format(qk_type) == q8_format(v_type);
+            gpu.set_integer_dots(q8 && alike);
             let want: Vec<Vec<f32>> =
                 (0..3).map(|m| gpu.matvec(types[m], &bytes[m], rows[m], cols, &x).wait().unwrap()).collect();
+            gpu.set_integer_dots(q8);
             let matrices = [0, 1, 2].map(|m| (&bytes[m][..], rows[m]));
             let got = gpu.qkv_matvec((qk_type, v_type), matrices, cols, &x).wait().unwrap();
             let subgroups = gpu.facts().subgroups;
@@ -709,34 +716,44 @@ fn q8_blocks(bytes: &[u8]) -> Vec<([i8; 32], f32, f32)> {
 }
 
 #[test]
-fn inputs_quantized_to_8_bits_keep_each_value_within_half_a_step() {
+fn inputs_are_quantized_to_8_bits_as_ggmls_cpu_quantizes_them() {
+    use crate::tensor::{ActivationType, QuantizedActivations};
+    // For each weight type's `vec_dot_type` (Q8_0, Q8_1, Q8_K): the quants and scales our CPU
+    // path gives (ggml's, tested against its bytes in tensor::activations), bit for bit, so the
+    // integer sums are llama.cpp's; Q8_1's f16 `d · Σq` too; a block of zeros, one of one
+    // value, tiny values (f16's subnormals), and a value past f16's range as Q8_K's f32 scale.
     let gpu = gpu();
     let mut rng = Rng(23);
-    let mut x = random(32 * 70, 3.0, &mut rng);
-    // A block of zeros (scale 0, quants 0), a block of one value, and tiny values.
-    x[64..96].fill(0.0);
-    x[96..128].fill(-2.5);
-    x[128..160].iter_mut().for_each(|v| *v *= 1e-30);
-    let blocks = q8_blocks(&gpu.q8_inputs(&x).wait().unwrap());
-    assert_eq!(blocks.len(), 70);
-    for (b, ((quants, d, scaled_sum), inputs)) in blocks.iter().zip(x.chunks_exact(32)).enumerate() {
-        let amax = inputs.iter().fold(0.0f32, |m, v| m.max(v.abs()));
-        assert!((d - amax / 127.0).abs() <= 1e-6 * amax, "block {b}: scale {d} for max {amax}");
-        let sum: i32 = quants.iter().map(|&q| i32::from(q)).sum();
-        assert_eq!(*scaled_sum, d * sum as f32, "block {b}");
-        assert!(
-            quants.iter().any(|&q| q.unsigned_abs() == 127) || amax == 0.0,
-            "block {b}: no full-scale quant"
-        );
-        for (&q, &v) in quants.iter().zip(inputs) {
-            assert!(q != i8::MIN, "block {b}: -128 is outside the symmetric range");
-            let error = (f64::from(q) * f64::from(*d) - f64::from(v)).abs();
-            assert!(error <= 0.5001 * f64::from(*d), "block {b}: {v} as {q} × {d}");
+    let mut x = random(256 * 9, 3.0, &mut rng);
+    x[256..512].fill(0.0);
+    x[512..544].fill(-2.5);
+    x[768..1024].iter_mut().for_each(|v| *v *= 1e-6);
+    x[1100] = 1e7;
+    for weight_type in [WeightType::Q4_0, WeightType::Q4_1, WeightType::Q4_K] {
+        let blocks = q8_blocks(&gpu.q8_inputs(&x, weight_type).wait().unwrap());
+        let format = weight_type.activation_type();
+        let cpu = QuantizedActivations::quantize(format, &x, 1, x.len()).unwrap();
+        let mut want = vec![0.0; x.len()];
+        cpu.dequantize_row(0, &mut want).unwrap();
+        let got: Vec<f32> =
+            blocks.iter().flat_map(|(quants, d, _)| quants.map(|q| f32::from(q) * d)).collect();
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert_eq!(g.to_bits(), w.to_bits(), "{format:?}, value {i} ({}): GPU {g}, CPU {w}", x[i]);
         }
+        for (b, (quants, d, scaled_sum)) in blocks.iter().enumerate() {
+            assert!(quants.iter().all(|&q| q != i8::MIN), "{format:?} block {b}: -128 is outside the range");
+            let sum: i32 = quants.iter().map(|&q| i32::from(q)).sum();
+            if format == ActivationType::Q8_1 {
+                let s = cpu.row::<crate::tensor::BlockQ8_1>(0).unwrap()[b].s.to_f32();
+                assert_eq!(scaled_sum.to_bits(), s.to_bits(), "Q8_1 block {b}: d·Σq");
+            } else if format == ActivationType::Q8_K {
+                assert_eq!(*scaled_sum, d * sum as f32, "Q8_K block {b}");
+            }
+        }
+        assert_eq!(blocks[8], ([0; 32], 0.0, 0.0), "{format:?}: zeros");
     }
-    assert_eq!(blocks[2], ([0; 32], 0.0, 0.0));
-    assert!(blocks[3].0.iter().all(|&q| q == -127));
-    assert!(matches!(gpu.q8_inputs(&[1.0; 33]).wait(), Err(GpuError::Shape(_))));
+    assert!(matches!(gpu.q8_inputs(&[1.0; 33], WeightType::Q4_0).wait(), Err(GpuError::Shape(_))));
+    assert!(matches!(gpu.q8_inputs(&[1.0; 64], WeightType::Q6_K).wait(), Err(GpuError::Shape(_))));
 }
 
 #[test]
@@ -744,9 +761,10 @@ fn every_8_bit_matrix_kernel_matches_its_cpu_twin_over_the_quantized_inputs() {
     use super::shaders::Q8_DOT_TYPES;
     // Decode, a short batch and the GEMM (two tiles of rows, then of inputs), with subgroups
     // and without: the exact integer sums, scaled, equal the CPU's f64 product of the
-    // dequantized weights with the dequantized inputs within the float kernels' bound; each
-    // short batch's row equals that row alone. Off again, the float kernels run (their outputs
-    // differ).
+    // dequantized weights with the dequantized inputs within the float kernels' bound (Q4_1's
+    // and Q5_1's offsets times the inputs' sums as ggml's Q8_1 stores them, rounded to f16);
+    // each short batch's row equals that row alone. Off again, the float kernels run (their
+    // outputs differ).
     let with = gpu();
     let without = Wait::wait(Gpu::request_with(false)).unwrap();
     let mut rng = Rng(29);
@@ -761,10 +779,25 @@ fn every_8_bit_matrix_kernel_matches_its_cpu_twin_over_the_quantized_inputs() {
                 let bytes = random_matrix(weight_type, rows, cols, &mut rng);
                 let x = random(cols * batch, 2.0, &mut rng);
                 let got = gpu.matvec(weight_type, &bytes, rows, cols, &x).wait().unwrap();
-                let quantized: Vec<f32> = q8_blocks(&gpu.q8_inputs(&x).wait().unwrap())
-                    .iter()
-                    .flat_map(|(quants, d, _)| quants.map(|q| f32::from(q) * d))
-                    .collect();
+                let blocks = q8_blocks(&gpu.q8_inputs(&x, weight_type).wait().unwrap());
+                let quantized: Vec<f32> =
+                    blocks.iter().flat_map(|(quants, d, _)| quants.map(|q| f32::from(q) * d)).collect();
+                // What the stored sums add past the exact ones: each block's offset `m` times
+                // the rounding of `d · Σq`.
+                let offsets = matches!(weight_type, WeightType::Q4_1 | WeightType::Q5_1);
+                let row_bytes = weight_type.row_bytes(cols).unwrap();
+                let rounding = |row: usize, input: usize| -> f64 {
+                    let units = cols / 32;
+                    (0..units * usize::from(offsets))
+                        .map(|u| {
+                            let at = row * row_bytes + u * weight_type.block_bytes() + 2;
+                            let m = f16::from_le_bytes([bytes[at], bytes[at + 1]]).to_f64();
+                            let (quants, d, s) = blocks[input * units + u];
+                            let exact = f64::from(d) * quants.iter().map(|&q| f64::from(q)).sum::<f64>();
+                            m * (f64::from(s) - exact)
+                        })
+                        .sum()
+                };
                 for (r, input) in quantized.chunks_exact(cols).enumerate() {
                     let got = &got[r * rows..(r + 1) * rows];
                     if batch > 1 && batch < GEMM_MIN_BATCH {
@@ -774,6 +807,7 @@ fn every_8_bit_matrix_kernel_matches_its_cpu_twin_over_the_quantized_inputs() {
                     for (i, (&g, &(dot, magnitude))) in
                         got.iter().zip(&cpu_matvec(weight_type, &bytes, rows, cols, input)).enumerate()
                     {
+                        let dot = dot + rounding(i, r);
                         let error = (f64::from(g) - dot).abs();
                         assert!(
                             error <= 1e-5 * magnitude + 1e-6,
@@ -793,12 +827,16 @@ fn every_8_bit_matrix_kernel_matches_its_cpu_twin_over_the_quantized_inputs() {
 #[test]
 fn rms_norm_stores_its_rows_in_8_bits_as_the_quantizer_would() {
     // A decode step's norm before products over 8-bit inputs: the same rows, bit for bit, and
-    // their blocks exactly what quantizing those rows separately gives (three rows: a batch).
+    // their blocks exactly what quantizing those rows separately gives (three rows: a batch),
+    // for each of the three formats (Q8_K's blocks of 256: rows of 768).
     let gpu = gpu();
     let mut rng = Rng(31);
-    let (x, weight) = (random(3 * 640, 4.0, &mut rng), random(640, 1.5, &mut rng));
-    let (rows, blocks) = gpu.rms_norm_q8(&x, &weight, 1e-6).wait().unwrap();
-    assert_eq!(rows, gpu.rms_norm(&x, &weight, 1e-6).wait().unwrap());
-    assert_eq!(blocks, gpu.q8_inputs(&rows).wait().unwrap());
-    assert!(matches!(gpu.rms_norm_q8(&x, &weight[..600], 1e-6).wait(), Err(GpuError::Shape(_))));
+    let (x, weight) = (random(3 * 768, 4.0, &mut rng), random(768, 1.5, &mut rng));
+    for weight_type in [WeightType::Q4_0, WeightType::Q4_1, WeightType::Q6_K] {
+        let (rows, blocks) = gpu.rms_norm_q8(&x, &weight, 1e-6, weight_type).wait().unwrap();
+        assert_eq!(rows, gpu.rms_norm(&x, &weight, 1e-6).wait().unwrap());
+        assert_eq!(blocks, gpu.q8_inputs(&rows, weight_type).wait().unwrap(), "{weight_type:?}");
+    }
+    let short = gpu.rms_norm_q8(&x[..3 * 640], &weight[..640], 1e-6, WeightType::Q4_K).wait();
+    assert!(matches!(short, Err(GpuError::Shape(_))), "rows of 640 are not blocks of 256");
 }

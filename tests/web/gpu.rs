@@ -199,7 +199,9 @@ async fn the_fused_decode_kernels_give_the_separate_kernels_bits_in_the_browser(
 }
 
 /// The 8-bit inputs' kernels in the browser against the CPU's f64 product of the dequantized
-/// weights and the dequantized inputs (as natively, src/gpu/tests.rs): decode and a short batch.
+/// weights and the dequantized inputs (as natively, src/gpu/tests.rs, with Q4_1's and Q5_1's
+/// offsets times the inputs' sums as ggml's Q8_1 stores them, in f16): decode, a short batch and
+/// the GEMM.
 #[wasm_bindgen_test]
 async fn the_integer_dot_kernels_match_the_cpu_in_the_browser() {
     use inferno::tensor::{WeightType, dequantize_row};
@@ -211,13 +213,28 @@ async fn the_integer_dot_kernels_match_the_cpu_in_the_browser() {
     let types = [WeightType::Q4_0, WeightType::Q4_1, WeightType::Q5_0, WeightType::Q5_1, WeightType::Q8_0];
     let types = types.into_iter().chain([WeightType::Q4_K, WeightType::Q5_K, WeightType::Q6_K]);
     for (t, weight_type) in types.enumerate() {
-        let (rows, cols, batch) = (19, 512, 1 + t % 3);
+        let (rows, cols, batch) = (19, 512, [1, 2, 3, 17][t % 4]);
         let row_bytes = weight_type.row_bytes(cols).unwrap();
         // Bytes that keep every f16 scale finite (a high byte under 0x7c).
         let bytes: Vec<u8> = (0..rows * row_bytes).map(|i| ((i * 53 + t * 7) % 97) as u8).collect();
         let x: Vec<f32> = (0..cols * batch).map(|i| ((i * 29 % 37) as f32 - 18.0) / 9.0).collect();
         let got = gpu.matvec(weight_type, &bytes, rows, cols, &x).await.unwrap();
-        let quantized = gpu.q8_inputs(&x).await.unwrap();
+        let quantized = gpu.q8_inputs(&x, weight_type).await.unwrap();
+        let offsets = matches!(weight_type, WeightType::Q4_1 | WeightType::Q5_1);
+        // Each block's offset `m` times the rounding of the stored `d · Σq`.
+        let rounding = |r: usize, b: usize| -> f64 {
+            (0..cols / 32 * usize::from(offsets))
+                .map(|u| {
+                    let at = r * row_bytes + u * weight_type.block_bytes() + 2;
+                    let m = half::f16::from_le_bytes([bytes[at], bytes[at + 1]]).to_f64();
+                    let block = &quantized[(b * cols / 32 + u) * 48..][..48];
+                    let float =
+                        |at: usize| f64::from(f32::from_le_bytes(block[at..at + 4].try_into().unwrap()));
+                    let sum: f64 = (0..32).map(|i| f64::from(block[i] as i8)).sum();
+                    m * (float(36) - float(32) * sum)
+                })
+                .sum()
+        };
         let inputs: Vec<f64> = quantized
             .chunks_exact(48)
             .flat_map(|block| {
@@ -232,7 +249,7 @@ async fn the_integer_dot_kernels_match_the_cpu_in_the_browser() {
                 let (dot, magnitude) = weights.iter().zip(input).fold((0.0, 0.0), |(d, m), (&w, &v)| {
                     (d + f64::from(w) * v, m + (f64::from(w) * v).abs())
                 });
-                let g = f64::from(got[b * rows + r]);
+                let (g, dot) = (f64::from(got[b * rows + r]), dot + rounding(r, b));
                 assert!(
                     (g - dot).abs() <= 1e-5 * magnitude + 1e-6,
                     "{weight_type:?} input row {b}, row {r}: GPU {g}, CPU {dot}"
