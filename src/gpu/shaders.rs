@@ -1367,7 +1367,7 @@ pub fn gemm(weight_type: WeightType) -> String {
                 .replace("DEQUANT", &dequant)
         ),
     };
-    format!("{header}{GEMM_TILES}{load}{GEMM_MAIN}")
+    format!("{header}{GEMM_TILES}{load}{}", GEMM_MAIN.replace("GEMM_STORE", GEMM_STORE))
         .replace("GEMM_ROWS", &format!("{GEMM_ROWS}u"))
         .replace("GEMM_TOKENS", &format!("{GEMM_TOKENS}u"))
 }
@@ -1383,11 +1383,14 @@ pub fn gemm_q8(weight_type: WeightType) -> String {
     let Layout::Blocks { bytes, units, helpers, pack, .. } = layout else {
         unreachable!("float rows read floats")
     };
-    let unit = PACK_UNIT
+    // The float GEMM's unit reader, packing where it dequantizes.
+    let unit = BLOCK_UNIT
+        .replace("load_unit", "pack_unit")
         .replace("UNITS", &format!("{units}u"))
         .replace("BYTES", &format!("{bytes}u"))
-        .replace("PACK", &pack);
-    format!("{header}{}{GEMM_Q8_TILES}{unit}{GEMM_Q8_MAIN}", helpers.concat())
+        .replace("DEQUANT", &pack);
+    let main = GEMM_Q8_MAIN.replace("GEMM_STORE", GEMM_STORE);
+    format!("{header}{}{GEMM_Q8_TILES}{unit}{main}", helpers.concat())
         .replace("GEMM_ROWS", &format!("{GEMM_ROWS}u"))
         .replace("GEMM_TOKENS", &format!("{GEMM_TOKENS}u"))
 }
@@ -1398,15 +1401,6 @@ pub fn gemm_q8(weight_type: WeightType) -> String {
 const GEMM_Q8_TILES: &str = r#"
 var<workgroup> wq: array<u32, 704>;
 var<workgroup> xt: array<u32, 352>;
-"#;
-
-/// A block row's unit `u`, packed into the 8-bit GEMM's weight tile at `dst`.
-const PACK_UNIT: &str = r#"
-fn pack_unit(base: u32, u: u32, dst: u32) {
-    let at = base + (u / UNITS) * BYTES;
-    let g = u % UNITS;
-    PACK
-}
 "#;
 
 /// [`gemm_q8`]'s kernel: per unit, every thread packs one weight row's unit, the first 32
@@ -1472,16 +1466,7 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
         }
         workgroupBarrier();
     }
-    for (var j = 0u; j < 8u; j++) {
-        let token = first + c + 4u * j;
-        for (var i = 0u; i < 4u; i++) {
-            let row = first_row + r + 16u * i;
-            if (row < p.rows && token < p.batch) {
-                store(token * p.total_rows + p.row_offset + row, total[j][i]);
-            }
-        }
-    }
-}
+GEMM_STORE
 "#;
 
 /// Rows of a table of `weight_type` looked up by token (the token embedding, where its bytes
@@ -1663,6 +1648,19 @@ fn load_unit(base: u32, u: u32, dst: u32) {
 }
 "#;
 
+/// The GEMMs' last step: each thread stores its 4 × 8 totals.
+const GEMM_STORE: &str = r#"    for (var j = 0u; j < 8u; j++) {
+        let token = first + c + 4u * j;
+        for (var i = 0u; i < 4u; i++) {
+            let row = first_row + r + 16u * i;
+            if (row < p.rows && token < p.batch) {
+                store(token * p.total_rows + p.row_offset + row, total[j][i]);
+            }
+        }
+    }
+}
+"#;
+
 /// The GEMM: for each unit of 32 columns, every thread dequantizes one weight row's unit into
 /// the tile (each weight once per 32 input rows) and copies its share of the inputs; then
 /// each thread adds its 4 × 8 products over the 32 columns to a per-unit sum, and that to its
@@ -1712,16 +1710,7 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
         }
         workgroupBarrier();
     }
-    for (var j = 0u; j < 8u; j++) {
-        let token = first + c + 4u * j;
-        for (var i = 0u; i < 4u; i++) {
-            let row = first_row + r + 16u * i;
-            if (row < p.rows && token < p.batch) {
-                store(token * p.total_rows + p.row_offset + row, total[j][i]);
-            }
-        }
-    }
-}
+GEMM_STORE
 "#;
 
 /// RMSNorm: one workgroup per row of `width`, the sum of squares reduced in workgroup memory,
