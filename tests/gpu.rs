@@ -232,6 +232,21 @@ fn gemma3_runs_on_the_gpu_as_on_the_cpu() {
 }
 
 #[test]
+fn norms_store_their_rows_in_the_format_most_products_read() {
+    // SmolLM2 Q4_1's products read Q8_1 blocks, its output (Q8_0) Q8_0 ones. The norms store
+    // Q8_1 rows, so a decode step quantizes only the inputs no norm wrote (the attention's
+    // output and the gated activation: two a layer) and the output's.
+    let model = model("SmolLM2-135M-Instruct.Q4_1.gguf");
+    let gpu = Gpu::new().unwrap();
+    let mut state = GpuState::new(&gpu, &model, 4, 2).unwrap();
+    state.profile_kernels(&gpu, true).unwrap();
+    state.forward(&gpu, &model, &[1]).unwrap();
+    let times = state.kernel_times();
+    let dispatches = |kernel: &str| times.iter().find(|k| k.kernel == kernel).map_or(0, |k| k.dispatches);
+    assert_eq!(dispatches("inputs to 8 bits"), 2 * model.config().n_layer + 1);
+}
+
+#[test]
 fn a_profiled_step_times_every_dispatch_by_kernel_and_changes_nothing() {
     let model = model("qwen3-micro-q8_0.gguf");
     let gpu = Gpu::new().unwrap();

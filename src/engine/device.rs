@@ -48,8 +48,7 @@ pub(super) trait Device {
     /// The CPU appends the logits asked for to `logits` at once; the GPU submits, and its
     /// logits come from [`Device::collect`], the last row's read as `read` says (the CPU's
     /// are in its memory, and always read whole). After a failure the device holds what it
-    /// held before. `precision` is how the CPU keeps attention's query and `Σ p·V` (the GPU's
-    /// are f32).
+    /// held before. `precision` is how attention keeps its query and `Σ p·V`.
     fn evaluate(
         &mut self,
         model: &Model,
@@ -246,9 +245,10 @@ impl Device for GpuDevice {
         input: BatchInput,
         placement: Option<Placement>,
         (logits_for, read): (LogitsFor, LogitsRead),
-        _: AttentionPrecision,
+        precision: AttentionPrecision,
         _: &mut Vec<f32>,
     ) -> Result<(), EngineError> {
+        self.state.set_attention_precision(precision);
         let start = self.state.len();
         let read = (logits_for != LogitsFor::None).then_some(read);
         self.state.submit_input(&self.gpu, model, input, placement, read).map_err(|error| {

@@ -16,9 +16,9 @@ use super::streamed::DeviceWeights;
 use super::{AttentionParams, Gpu, GpuError, RopeParams, Signal, groups_2d};
 use crate::model::backend::{Backend, Buf, Input, LayerAttention, LayerRope, LogitsHead, QkHeads};
 use crate::model::{
-    Activation, BatchInput, Checkpoints, DeltaNetWeights, EncoderInput, ExpertWeights, Family, FeedForward,
-    Ffn, Mamba2Weights, Matrix, Mixer, Model, ModelError, Norm, PerLayerWeights, Placement, RopeStyle,
-    ShortConvWeights,
+    Activation, AttentionPrecision, BatchInput, Checkpoints, DeltaNetWeights, EncoderInput, ExpertWeights,
+    Family, FeedForward, Ffn, Mamba2Weights, Matrix, Mixer, Model, ModelError, Norm, PerLayerWeights,
+    Placement, RopeStyle, ShortConvWeights,
 };
 use crate::sampler::{LogitsRead, ReadLogits};
 
@@ -33,8 +33,8 @@ pub struct GpuState {
     /// widest matrix, where some matrix can read them ([`GpuState::q8_norm_format`]).
     q8_inputs: wgpu::Buffer,
     /// How a norm stores its rows in 8 bits for the products after it: the
-    /// [`q8_format`](super::shaders::q8_format) of the model's first matrix whose products read
-    /// 8-bit inputs ([`shaders::Q8_DOT_TYPES`](super::shaders::Q8_DOT_TYPES); a product of
+    /// [`q8_format`](super::shaders::q8_format) most of the model's matrices whose products read
+    /// 8-bit inputs ([`shaders::Q8_DOT_TYPES`](super::shaders::Q8_DOT_TYPES)) read (a product of
     /// another format quantizes the rows again); none where no matrix does.
     q8_norm_format: Option<u32>,
     /// Split attention's partial sums (decode over a long cache).
@@ -83,6 +83,27 @@ pub struct GpuState {
     capacity: usize,
     len: usize,
     bytes: u64,
+    /// Whether attention computes as llama.cpp's one-pass CPU kernel ([`AttentionParams::exact`]).
+    exact_attention: bool,
+}
+
+/// The [`q8_format`](super::shaders::q8_format) most of `model`'s 8-bit products read (the
+/// first of those tied), which the norms then store their rows in: a file's few matrices of
+/// another type (SmolLM2 Q4_1's Q8_0 output, say) should not make every layer quantize again.
+fn most_common_q8_format(model: &Model) -> Option<u32> {
+    let mut counts: Vec<(u32, usize)> = Vec::new();
+    for matrix in model.decode_matrices() {
+        if !super::shaders::Q8_DOT_TYPES.contains(&matrix.weight_type) {
+            continue;
+        }
+        let format = super::shaders::q8_format(matrix.weight_type);
+        match counts.iter_mut().find(|(f, _)| *f == format) {
+            Some((_, count)) => *count += 1,
+            None => counts.push((format, 1)),
+        }
+    }
+    // `max_by_key` keeps the last of equals: search from the back for the first.
+    counts.iter().rev().max_by_key(|&&(_, count)| count).map(|&(format, _)| format)
 }
 
 impl GpuState {
@@ -183,10 +204,7 @@ impl GpuState {
             .collect();
         let recurrent_bytes: u64 = recurrent.iter().map(RecurrentLayer::bytes).sum();
         let widest = model.decode_matrices().map(|m| m.cols).max().unwrap_or(0);
-        let q8_norm_format = model
-            .decode_matrices()
-            .find(|m| super::shaders::Q8_DOT_TYPES.contains(&m.weight_type))
-            .map(|m| super::shaders::q8_format(m.weight_type));
+        let q8_norm_format = most_common_q8_format(model);
         let q8_rows = if q8_norm_format.is_some() { max_batch } else { 0 };
         let q8_inputs = buffer(super::shaders::q8_bytes(widest * q8_rows) / 4, storage);
         let mut state = GpuState {
@@ -209,6 +227,7 @@ impl GpuState {
             stacks: uploaded.map(|w| w.stacks.clone()).unwrap_or_default(),
             vectors: HashMap::new(),
             in_flight: None,
+            exact_attention: false,
             per_layer,
             delta,
             short_conv,
@@ -340,6 +359,12 @@ impl GpuState {
     /// Kernel dispatches in the last batch submitted (a decode step's, after one).
     pub fn dispatches(&self) -> usize {
         self.dispatches
+    }
+
+    /// How attention keeps its query and `Σ p·V` from the next submission on: as the CPU's
+    /// [`AttentionPrecision`] says (exact: llama.cpp's one-pass CPU kernel, f16; fast: f32).
+    pub fn set_attention_precision(&mut self, precision: AttentionPrecision) {
+        self.exact_attention = precision == AttentionPrecision::Exact;
     }
 
     /// Times every dispatch from now on, each in a compute pass of its own with a timestamp at
@@ -2016,6 +2041,7 @@ impl Backend for GpuBackend<'_> {
             scale: attention.score_scale,
             softcap: attention.softcap.unwrap_or(0.0),
             causal: attention.causal,
+            exact: self.state.exact_attention,
         };
         let plan = self.gpu.attention_plan(self.rows, &params, attention.sinks.is_some(), true);
         let sinks = match attention.sinks {

@@ -32,6 +32,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, Mutex, OnceLock};
 
+use crate::model::attention::TILED_MIN_QUERIES;
 use crate::model::{Activation, DeltaInputs, DeltaNet};
 use crate::tensor::WeightType;
 use shaders::AttentionKernel;
@@ -278,6 +279,11 @@ pub struct AttentionParams {
     /// Whether a query sees only positions up to its own; otherwise it sees the whole batch
     /// (a picture's rows, attended both ways).
     pub causal: bool,
+    /// Attention's exact precision: fewer than [`TILED_MIN_QUERIES`] queries take the workgroup
+    /// kernel computing as llama.cpp's one-pass CPU kernel (f16 query and `Σ p·V`), as the
+    /// CPU's [`crate::model::AttentionPrecision::Exact`] does; otherwise f32, and the tiled kernel from
+    /// [`TILED_ATTENTION_MIN_QUERIES`] queries.
+    pub exact: bool,
 }
 
 /// The largest head the attention kernel takes (its accumulator is per thread).
@@ -879,18 +885,26 @@ impl Gpu {
         // then attends to only the first keys (wrong output, no error). The tiled kernel's
         // threads loop about head / 4 + 112 times per block of 64 keys, which reaches past
         // 23,000 keys at head 256; the workgroup kernel's 280-450 a block, 10,000-15,000.
-        if queries >= TILED_ATTENTION_MIN_QUERIES && a.head_dim.is_multiple_of(4) {
+        // The longest range a query sees: the window's, or the cache's.
+        let keys = a.start + queries;
+        let range = if a.window > 0 { a.window.min(keys) } else { keys };
+        // Exact attention leaves short batches to the workgroup kernel as llama.cpp's CPU does,
+        // where their range stays within that loop limit (they do not split).
+        let one_pass_batches = a.exact && range <= EXACT_SPLIT_ABOVE;
+        let tiled_from = if one_pass_batches { TILED_MIN_QUERIES } else { TILED_ATTENTION_MIN_QUERIES };
+        if queries >= tiled_from && a.head_dim.is_multiple_of(4) {
             let [x, y] = groups_2d((queries.div_ceil(shaders::FLASH_QUERIES) * a.n_head) as u32);
             let words = attention_params(a, queries, x, has_sinks, (1, 0));
             return AttentionPlan { main: (&self.attention[1], words, [x, y, 1]), merge: None };
         }
-        // The longest range a query sees: the window's, or the cache's.
-        let keys = a.start + queries;
-        let range = if a.window > 0 { a.window.min(keys) } else { keys };
         // Only decode splits: `attention_parts` holds the sums of fewer than 8 queries (a batch
         // with heads that are no multiple of 4 takes this kernel whole).
-        let (splits, chunk) = if can_split && queries < TILED_ATTENTION_MIN_QUERIES && range > SPLIT_ABOVE {
-            let chunk = range.div_ceil(MAX_SPLITS).next_multiple_of(64).max(SPLIT_CHUNK);
+        // Exact attention splits only past llvmpipe's loop limit: a split's f16 sums start
+        // afresh, and llama.cpp's CPU kernel walks the whole range in one.
+        let (split_above, split_chunk) =
+            if a.exact { (EXACT_SPLIT_ABOVE, EXACT_SPLIT_ABOVE) } else { (SPLIT_ABOVE, SPLIT_CHUNK) };
+        let (splits, chunk) = if can_split && queries < TILED_ATTENTION_MIN_QUERIES && range > split_above {
+            let chunk = range.div_ceil(MAX_SPLITS).next_multiple_of(64).max(split_chunk);
             (range.div_ceil(chunk), chunk)
         } else {
             (1, 0)
@@ -918,6 +932,9 @@ const SPLIT_ABOVE: usize = 512;
 /// The most splits of a range, and the fewest positions a split takes.
 const MAX_SPLITS: usize = 16;
 const SPLIT_CHUNK: usize = 256;
+/// Where exact attention splits, and the fewest positions it splits into: its threads loop
+/// about 700 times per block of 64 positions, 65,535 in all on llvmpipe.
+const EXACT_SPLIT_ABOVE: usize = 4096;
 
 /// Floats of split attention's partial sums for `queries` queries (fewer than
 /// [`TILED_ATTENTION_MIN_QUERIES`]) of `n_head` heads up to `head_dim` wide.
@@ -1006,7 +1023,7 @@ fn attention_params(
         0,
         splits as u32,
         chunk as u32,
-        0,
+        u32::from(a.exact),
         0,
     ]
 }

@@ -1119,6 +1119,14 @@ fn f16_round(v: f32) -> f32 {
 }
 "#;
 
+/// [`F16_ROUND`] for either sign (with it).
+const F16_ROUND_SIGNED: &str = r#"
+fn f16_round_signed(v: f32) -> f32 {
+    let rounded = f16_round(abs(v));
+    return select(rounded, -rounded, v < 0.0);
+}
+"#;
+
 /// WGSL statements that quantize one ggml block of `p.format` ([`quantize_q8`]) whose value
 /// `i` is `value` (an expression of `i`), from value `first`, into the 32-value records of `q`
 /// from `record`: each the quants four to a word, then the scale and the scale times their
@@ -2179,7 +2187,7 @@ struct Params {
     n_head: u32, n_kv: u32, head_dim: u32, start: u32,
     queries: u32, window: u32, groups_x: u32, both_ways: u32,
     scale: u32, softcap: u32, has_sinks: u32, has_spans: u32,
-    splits: u32, chunk: u32, unused_0: u32, unused_1: u32,
+    splits: u32, chunk: u32, exact: u32, unused_1: u32,
 }
 
 // The softmax's running maximum and total once a sink's score joins, and the factor that
@@ -2243,7 +2251,9 @@ fn query_head(index: u32) -> QueryHead {
 /// a decode step on `n_head` threads in all, whatever the cache's length. Where `splits` > 1,
 /// workgroup `split` of a (query, head) takes positions `first + split · chunk` on, `chunk` of
 /// them, and leaves its partial sums for the merge (a long cache's decode then keeps
-/// `n_head · splits` workgroups busy).
+/// `n_head · splits` workgroups busy). Where `exact` (attention's exact precision), it computes
+/// as llama.cpp's one-pass CPU kernel does: the query rounded to f16, the softmax updated
+/// position by position, `Σ p·V` kept in f16 (the scores' sums, and a split's merge, stay f32).
 const ATTENTION_GROUP_MAIN: &str = r#"
 
 var<workgroup> query_row: array<f32, 256>;
@@ -2272,8 +2282,9 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
     let row = p.n_kv * hd;
     let cap = bitcast<f32>(p.softcap);
     let scale = select(bitcast<f32>(p.scale), bitcast<f32>(p.scale) / cap, cap > 0.0);
+    let exact = p.exact != 0u;
     for (var d = t; d < hd; d += 64u) {
-        query_row[d] = q[qo + d];
+        query_row[d] = select(q[qo + d], f16_round_signed(q[qo + d]), exact);
     }
     workgroupBarrier();
     var acc = array<f32, 4>(0.0, 0.0, 0.0, 0.0);
@@ -2293,6 +2304,40 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
             if (cap > 0.0) {
                 score = cap * tanh(score);
             }
+        }
+        if (exact) {
+            // llama.cpp's one-pass CPU kernel, position by position: the maximum and total
+            // updated at each, and the f16 `Σ p·V` rounded after every scaling and every
+            // multiply-add (each thread follows the softmax for its own dimensions).
+            weights[t] = score;
+            workgroupBarrier();
+            let count = min(64u, last + 1u - j0);
+            let vo = j0 * row + kv_head * hd;
+            for (var i = 0u; i < count; i++) {
+                let s = weights[i];
+                var rescale = 1.0;
+                var weight = 1.0;
+                if (s > running_max) {
+                    rescale = exp(running_max - s);
+                    running_max = s;
+                    for (var c = 0u; c < 4u; c++) {
+                        acc[c] = f16_round_signed(acc[c] * rescale);
+                    }
+                } else {
+                    weight = exp(s - running_max);
+                }
+                total = fma(total, rescale, weight);
+                for (var c = 0u; c < 4u; c++) {
+                    let d = t + 64u * c;
+                    if (d < hd) {
+                        let at = vo + i * row + d;
+                        acc[c] = f16_round_signed(fma(unpack2x16float(v[at / 2u])[at % 2u], weight, acc[c]));
+                    }
+                }
+            }
+            // Every thread has read the block's scores before the next block's.
+            workgroupBarrier();
+            continue;
         }
         block_max[t] = score;
         workgroupBarrier();
@@ -2571,7 +2616,11 @@ pub fn attention(kernel: AttentionKernel) -> String {
         AttentionKernel::Flash => ("vec4<f32>", "vec2<u32>", ATTENTION_FLASH_MAIN),
     };
     let header = ATTENTION_HEADER.replace("KV_ROW", kv_row).replace("ROW", row);
-    format!("{ATTENTION_PARAMS}{header}{main}")
+    let rounding = match kernel {
+        AttentionKernel::Group => [F16_ROUND, F16_ROUND_SIGNED].concat(),
+        AttentionKernel::Flash => String::new(),
+    };
+    format!("{ATTENTION_PARAMS}{header}{rounding}{main}")
 }
 
 /// The merge of split attention's partial sums.

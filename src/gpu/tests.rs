@@ -566,7 +566,8 @@ fn attention_matches_the_cpu_with_groups_windows_soft_caps_and_sinks() {
         let k = f16_values(random(positions * n_kv * head_dim, 1.0, &mut rng));
         let v = f16_values(random(positions * n_kv * head_dim, 1.0, &mut rng));
         let scale = 1.0 / (head_dim as f32).sqrt();
-        let params = AttentionParams { n_head, n_kv, head_dim, start, window, scale, softcap, causal };
+        let params =
+            AttentionParams { n_head, n_kv, head_dim, start, window, scale, softcap, causal, exact: false };
         // Alternately far below and above the scores.
         let sink_values: Vec<f32> = (0..n_head).map(|h| if h % 2 == 0 { -4.0 } else { 6.0 }).collect();
         let sinks = sinks.then_some(sink_values.as_slice());
@@ -613,11 +614,118 @@ fn attention_matches_the_cpu_with_groups_windows_soft_caps_and_sinks() {
         scale: 1.0,
         softcap: 0.0,
         causal: true,
+        exact: false,
     };
     assert!(matches!(
         gpu.attention(&[0.0; 24], &[0.0; 16], &[0.0; 16], None, bad).wait(),
         Err(GpuError::Shape(_))
     ));
+}
+
+#[test]
+fn exact_attention_computes_as_llama_cpps_one_pass_cpu_kernel() {
+    use super::AttentionParams;
+    use crate::model::AttentionPrecision;
+    use crate::model::attention::{GroupScratch, HeadView, Scoring, attend_group_one_pass, attend_head_f32};
+    let gpu = gpu();
+    let mut rng = Rng(41);
+    // Decode and short batches (which the f32 path sends to the tiled kernel from 8 queries)
+    // take the one-pass arithmetic: f16 query, per-position softmax, `Σ p·V` rounded to f16
+    // after each step. Grouped heads, a window and a soft cap, sinks, several 64-position
+    // blocks, a range long enough to split; 64 queries and more stay f32 (the tiled kernel), as
+    // on llama.cpp's CPU. Values large enough that f16 sums round visibly.
+    for (queries, start, n_head, n_kv, head_dim, window, softcap, sinks) in [
+        (1, 37, 4, 4, 64, 0, 0.0, false),
+        (1, 300, 4, 2, 128, 0, 0.0, true),
+        (12, 40, 4, 2, 64, 0, 0.0, false),
+        (3, 20, 2, 1, 256, 8, 30.0, false),
+        (1, 700, 2, 1, 64, 0, 0.0, false),
+        (70, 10, 2, 1, 64, 0, 0.0, false),
+        // Past 4,096 positions: decode splits and batches take the tiled kernel (f32 there),
+        // within llvmpipe's loop limit.
+        (1, 5000, 2, 1, 64, 0, 0.0, false),
+        (9, 4500, 2, 1, 64, 0, 0.0, false),
+    ] {
+        let positions = start + queries;
+        let f16_values = |values: Vec<f32>| -> Vec<f16> { values.into_iter().map(f16::from_f32).collect() };
+        let q = random(queries * n_head * head_dim, 3.0, &mut rng);
+        let k = f16_values(random(positions * n_kv * head_dim, 1.0, &mut rng));
+        let v = f16_values(random(positions * n_kv * head_dim, 40.0, &mut rng));
+        let widened = |values: &[f16]| -> Vec<f32> { values.iter().map(|x| x.to_f32()).collect() };
+        let (k32, v32) = (widened(&k), widened(&v));
+        let scale = 1.0 / (head_dim as f32).sqrt();
+        let params = AttentionParams {
+            n_head,
+            n_kv,
+            head_dim,
+            start,
+            window,
+            scale,
+            softcap,
+            causal: true,
+            exact: true,
+        };
+        let sink_values: Vec<f32> = (0..n_head).map(|h| if h % 2 == 0 { -4.0 } else { 6.0 }).collect();
+        let sinks = sinks.then_some(sink_values.as_slice());
+        let got = gpu.attention(&q, &k32, &v32, sinks, params).wait().unwrap();
+        let scoring = Scoring::new(scale, (softcap > 0.0).then_some(softcap));
+        // The CPU's kernel, and whether the GPU computes as it does (not past 4,096 positions).
+        let one_pass = queries < crate::model::attention::TILED_MIN_QUERIES;
+        let alike = one_pass && positions <= 4096;
+        let reference = |precision: AttentionPrecision| -> Vec<f32> {
+            let mut out = vec![0.0; q.len()];
+            let mut scratch = GroupScratch::default();
+            for (index, out) in out.chunks_exact_mut(head_dim).enumerate() {
+                let (t, h) = (index / n_head, index % n_head);
+                let position = start + t;
+                let first = if window > 0 { (position + 1).saturating_sub(window) } else { 0 };
+                let offset = (h / (n_head / n_kv)) * head_dim;
+                let stride = n_kv * head_dim;
+                let query = &q[index * head_dim..][..head_dim];
+                let sink = sinks.map(|s| &s[h..h + 1]);
+                if one_pass {
+                    let view = HeadView { keys: &k[..], values: &v[..], stride, offset, head_dim };
+                    let span = first..position + 1;
+                    attend_group_one_pass(query, &view, span, scoring, sink, precision, &mut scratch, out);
+                } else {
+                    let view = HeadView { keys: &k32[..], values: &v32[..], stride, offset, head_dim };
+                    attend_head_f32(query, &view, first..position + 1, scoring, sink.map(|s| s[0]), out);
+                }
+            }
+            out
+        };
+        let (exact, fast) = (reference(AttentionPrecision::Exact), reference(AttentionPrecision::Fast));
+        // The largest and the mean difference, relative to 1 + |value|.
+        let differences = |want: &[f32]| -> (f32, f32) {
+            let relative: Vec<f32> =
+                got.iter().zip(want).map(|(g, w)| (g - w).abs() / (1.0 + w.abs())).collect();
+            (
+                relative.iter().copied().fold(0.0, f32::max),
+                relative.iter().sum::<f32>() / relative.len() as f32,
+            )
+        };
+        let ((from_exact, mean_exact), (_, mean_fast)) = (differences(&exact), differences(&fast));
+        let what = format!(
+            "exact attention {queries}×{n_head}/{n_kv}×{head_dim} from {start} window {window} cap {softcap}"
+        );
+        eprintln!(
+            "{what}: {from_exact:e} at most from the exact CPU (mean {mean_exact:e}), mean {mean_fast:e} from the f32 CPU"
+        );
+        if alike {
+            // Most values are the CPU's to the bit; where a score's last bit tips a rounding, the
+            // sums part by an f16 step or a few. Sums kept in f32 part everywhere.
+            assert!(from_exact <= 5e-3, "{what}: {from_exact} from the CPU's exact kernel");
+            assert!(
+                mean_fast >= 10.0 * mean_exact,
+                "{what}: {mean_fast} from f32 sums, {mean_exact} from f16 ones"
+            );
+        } else if one_pass {
+            // Split decode (each split's sums f16, merged in f32), or the tiled kernel in f32.
+            assert!(from_exact <= 2e-2, "{what}: {from_exact} from the CPU's exact kernel");
+        } else {
+            assert!(from_exact <= 2e-5, "{what}: {from_exact} from the CPU's f32 kernel");
+        }
+    }
 }
 
 #[test]

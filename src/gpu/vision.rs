@@ -643,6 +643,7 @@ impl VisionBackend for Pass<'_> {
             scale: kq_scale,
             softcap: 0.0,
             causal: false,
+            exact: false,
         };
         // Never split: a picture's rows are a batch, which the tiled kernel takes whole.
         let (pipeline, mut words, groups) = self.gpu().attention_plan(n, &params, false, false).main;
