@@ -232,6 +232,32 @@ fn gemma3_runs_on_the_gpu_as_on_the_cpu() {
 }
 
 #[test]
+fn gpu_memory_is_the_weights_the_cache_and_at_most_64_mib_more() {
+    // The GPU issue's bound, at a 4,096-position context and the engine's prefill batch, on the
+    // two real models (Gemma 3's 262,144-token vocabulary has the widest logits).
+    for file in ["SmolLM2-135M-Instruct.Q4_1.gguf", "gemma3-270m-q4_k_m.gguf"] {
+        let model = model(file);
+        let gpu = Gpu::new().unwrap();
+        let context = 4096;
+        let mut state = GpuState::new(&gpu, &model, context, inferno::engine::PREFILL_BATCH).unwrap();
+        // A prompt, then a step: every weight either reads is on the device.
+        state.forward(&gpu, &model, &[2, 3, 4, 5]).unwrap();
+        state.forward(&gpu, &model, &[6]).unwrap();
+        let memory = state.memory();
+        eprintln!("{file}: {memory:?}");
+        assert_eq!(state.bytes(), memory.weights + memory.cache + memory.scratch);
+        let c = model.config();
+        let kv_layers = (0..c.n_layer).filter(|&l| c.keeps_kv(l)).count() as u64;
+        // Keys and values in f16.
+        assert_eq!(memory.cache, 2 * kv_layers * (context * c.kv_dim() * 2) as u64, "{file}");
+        // Each tensor once: at most the file's bytes, and most of them.
+        let file_bytes = model.file().len() as u64;
+        assert!(memory.weights <= file_bytes && memory.weights > file_bytes * 9 / 10, "{file}: {memory:?}");
+        assert!(memory.scratch <= 64 << 20, "{file}: {memory:?}");
+    }
+}
+
+#[test]
 fn norms_store_their_rows_in_the_format_most_products_read() {
     // SmolLM2 Q4_1's products read Q8_1 blocks, its output (Q8_0) Q8_0 ones. The norms store
     // Q8_1 rows, so a decode step quantizes only the inputs no norm wrote (the attention's

@@ -82,7 +82,7 @@ pub struct GpuState {
     max_batch: usize,
     capacity: usize,
     len: usize,
-    bytes: u64,
+    memory: GpuMemory,
     /// Whether attention computes as llama.cpp's one-pass CPU kernel ([`AttentionParams::exact`]).
     exact_attention: bool,
 }
@@ -104,6 +104,17 @@ fn most_common_q8_format(model: &Model) -> Option<u32> {
     }
     // `max_by_key` keeps the last of equals: search from the back for the first.
     counts.iter().rev().max_by_key(|&&(_, count)| count).map(|&(format, _)| format)
+}
+
+/// A state's device memory by what holds it, in bytes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GpuMemory {
+    /// The model's: matrices, embeddings, norms and biases, tables derived from them.
+    pub weights: u64,
+    /// The KV cache, the recurrent layers' state and its checkpoints.
+    pub cache: u64,
+    /// The rest: activations of a batch, the logits and their readback, constant rows.
+    pub scratch: u64,
 }
 
 impl GpuState {
@@ -203,6 +214,9 @@ impl GpuState {
             .map(|_| RecurrentLayer { conv: buffer(conv_len, storage), ssm: buffer(ssm_len, storage) })
             .collect();
         let recurrent_bytes: u64 = recurrent.iter().map(RecurrentLayer::bytes).sum();
+        // The cache's keys and values (below), and the recurrent layers' state.
+        let cache_bytes =
+            2 * attention_layers as u64 * (4 * (capacity * kv).div_ceil(2).max(1)) as u64 + recurrent_bytes;
         let widest = model.decode_matrices().map(|m| m.cols).max().unwrap_or(0);
         let q8_norm_format = most_common_q8_format(model);
         let q8_rows = if q8_norm_format.is_some() { max_batch } else { 0 };
@@ -243,7 +257,11 @@ impl GpuState {
             max_batch,
             capacity,
             len: 0,
-            bytes: bytes + uploaded.map_or(0, |w| w.bytes),
+            memory: GpuMemory {
+                weights: uploaded.map_or(0, |w| w.bytes),
+                cache: cache_bytes,
+                scratch: bytes - cache_bytes,
+            },
         };
         state.upload_weights(gpu, model)?;
         Ok(state)
@@ -450,7 +468,12 @@ impl GpuState {
 
     /// Device memory taken: weights, cache and activations.
     pub fn bytes(&self) -> u64 {
-        self.bytes
+        self.memory.weights + self.memory.cache + self.memory.scratch
+    }
+
+    /// [`GpuState::bytes`] by what holds them.
+    pub fn memory(&self) -> GpuMemory {
+        self.memory
     }
 
     /// Forgets the positions from `len` on: the rollback behind branching from an earlier
@@ -487,7 +510,7 @@ impl GpuState {
     /// none: [`GpuState::attach_logits`] adds them when they come), unless there is nothing to
     /// save or it is saved already. The copy runs on the device after the work before it.
     pub fn checkpoint(&mut self, gpu: &Gpu, logits: &[f32]) -> Result<(), ModelError> {
-        let (current, bytes) = (&self.recurrent, &mut self.bytes);
+        let (current, bytes) = (&self.recurrent, &mut self.memory.cache);
         self.checkpoints.save(self.len, logits, |reused| {
             let saved = reused.unwrap_or_else(|| {
                 let copy: Vec<RecurrentLayer> = current.iter().map(|layer| layer.like(gpu)).collect();
@@ -718,7 +741,7 @@ impl GpuState {
 
     /// `width` copies of `value`: the weight of a norm without one.
     fn constant_row(&mut self, gpu: &Gpu, width: usize, value: f32) -> wgpu::Buffer {
-        let bytes = &mut self.bytes;
+        let bytes = &mut self.memory.scratch;
         self.constant_rows
             .entry((width, value.to_bits()))
             .or_insert_with(|| {
@@ -730,7 +753,7 @@ impl GpuState {
 
     /// A DeltaNet layer's gate rates on the device, `dt_bias` then `a` (keyed by `dt_bias`).
     fn rates(&mut self, gpu: &Gpu, weights: &DeltaNetWeights) -> wgpu::Buffer {
-        let bytes = &mut self.bytes;
+        let bytes = &mut self.memory.weights;
         self.vectors
             .entry(weights.dt_bias.as_ptr() as usize)
             .or_insert_with(|| {
@@ -744,7 +767,7 @@ impl GpuState {
     /// A Mamba-2 layer's per-head parameters on the device, `dt_bias`, `A` then `D` (keyed by
     /// `dt_bias`).
     fn ssm_heads(&mut self, gpu: &Gpu, weights: &Mamba2Weights) -> wgpu::Buffer {
-        let bytes = &mut self.bytes;
+        let bytes = &mut self.memory.weights;
         self.vectors
             .entry(weights.dt_bias.as_ptr() as usize)
             .or_insert_with(|| {
@@ -758,7 +781,7 @@ impl GpuState {
     /// A vector of the model (a norm weight, a bias) on the device, uploaded on first use.
     fn vector(&mut self, gpu: &Gpu, values: &[f32]) -> wgpu::Buffer {
         let key = values.as_ptr() as usize;
-        let bytes = &mut self.bytes;
+        let bytes = &mut self.memory.weights;
         self.vectors
             .entry(key)
             .or_insert_with(|| {
@@ -793,7 +816,7 @@ impl GpuState {
         what: &'static str,
     ) -> Result<Slices, GpuError> {
         let (slices, uploaded) = upload_in_slices(gpu, bytes, unit_bytes, what)?;
-        self.bytes += uploaded;
+        self.memory.weights += uploaded;
         Ok(slices)
     }
 
@@ -1607,7 +1630,7 @@ impl GpuBackend<'_> {
     fn mrope_factors(&mut self, factors: Option<&[f32]>, rope_dims: usize) -> wgpu::Buffer {
         let key = factors.map_or(0, |f| f.as_ptr() as usize);
         let (gpu, streams) = (self.gpu, &self.model.config().rope_streams);
-        let bytes = &mut self.state.bytes;
+        let bytes = &mut self.state.memory.weights;
         self.state
             .rope_factors
             .entry(key)

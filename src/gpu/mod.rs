@@ -22,7 +22,7 @@ mod signal;
 mod streamed;
 mod vision;
 
-pub use backend::{GpuState, KernelTime};
+pub use backend::{GpuMemory, GpuState, KernelTime};
 pub use shaders::MATVEC_TYPES;
 pub use signal::Signal;
 pub use streamed::{DeviceWeights, StreamError, WeightStream};
