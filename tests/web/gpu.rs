@@ -215,8 +215,12 @@ async fn the_integer_dot_kernels_match_the_cpu_in_the_browser() {
     for (t, weight_type) in types.enumerate() {
         let (rows, cols, batch) = (19, 512, [1, 2, 3, 17][t % 4]);
         let row_bytes = weight_type.row_bytes(cols).unwrap();
-        // Bytes that keep every f16 scale finite (a high byte under 0x7c).
-        let bytes: Vec<u8> = (0..rows * row_bytes).map(|i| ((i * 53 + t * 7) % 97) as u8).collect();
+        // Bytes over the whole range (negative quants of Q8_0 too), each with the exponent
+        // bits of an f16's high byte all set moved one lower: every scale stays finite.
+        let bytes: Vec<u8> = (0..rows * row_bytes)
+            .map(|i| ((i as u32 ^ (t as u32) << 20).wrapping_mul(2_654_435_761) >> 13) as u8)
+            .map(|byte| if byte & 0x7c == 0x7c { byte ^ 0x04 } else { byte })
+            .collect();
         let x: Vec<f32> = (0..cols * batch).map(|i| ((i * 29 % 37) as f32 - 18.0) / 9.0).collect();
         let got = gpu.matvec(weight_type, &bytes, rows, cols, &x).await.unwrap();
         let quantized = gpu.q8_inputs(&x, weight_type).await.unwrap();
