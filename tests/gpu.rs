@@ -300,7 +300,8 @@ fn a_profiled_step_times_every_dispatch_by_kernel_and_changes_nothing() {
         "inputs to 8 bits",
         "rms_norm and its rows to 8 bits",
         "qk_heads (norms, rope, cache)",
-        "attention (a workgroup per head)",
+        // Its query heads are grouped, two a KV head.
+        "attention (a workgroup per KV head)",
     ] {
         assert!(names.contains(&kernel), "{kernel} missing from {names:?}");
     }

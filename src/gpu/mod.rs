@@ -193,6 +193,9 @@ pub struct Gpu {
     /// Attention with a workgroup per query and head (decode, short batches), and tiled
     /// (prefill); see [`Gpu::attention_plan`].
     attention: [wgpu::ComputePipeline; 2],
+    /// Attention with a workgroup per query and KV head for each group size from 2, built at
+    /// its first use ([`shaders::attention_grouped`]).
+    attention_grouped: [OnceLock<wgpu::ComputePipeline>; shaders::MAX_ATTENTION_GROUP - 1],
     attention_merge: wgpu::ComputePipeline,
     /// Keys and values into the f16 cache.
     pack_f16: wgpu::ComputePipeline,
@@ -420,6 +423,7 @@ impl Gpu {
         );
         let attention = [AttentionKernel::Group, AttentionKernel::Flash]
             .map(|kernel| pipeline(&device, &shaders::attention(kernel)));
+        let attention_grouped = std::array::from_fn(|_| OnceLock::new());
         let attention_merge = pipeline(&device, &shaders::attention_merge());
         let pack_f16 = pipeline(&device, &shaders::pack_f16());
         let qk_heads = (facts.storage_buffers >= 8).then(|| pipeline(&device, &shaders::qk_heads(WORKGROUP)));
@@ -486,6 +490,7 @@ impl Gpu {
             rope,
             qk_heads,
             attention,
+            attention_grouped,
             attention_merge,
             pack_f16,
             add_bias,
@@ -706,6 +711,9 @@ impl Gpu {
                 return format!("{} {weight_type:?}", kind.0);
             }
         }
+        if self.attention_grouped.iter().any(|built| built.get() == Some(pipeline)) {
+            return "attention (a workgroup per KV head)".into();
+        }
         let named = [
             (&self.attention[0], "attention (a workgroup per head)"),
             (&self.attention[1], "attention (tiled)"),
@@ -897,21 +905,40 @@ impl Gpu {
             let words = attention_params(a, queries, x, has_sinks, (1, 0));
             return AttentionPlan { main: (&self.attention[1], words, [x, y, 1]), merge: None };
         }
+        // Grouped query heads share a workgroup that reads their KV head's rows once (f32 only:
+        // the exact arithmetic keeps a workgroup per head).
+        let group = a.n_head / a.n_kv;
+        let grouped = !a.exact && (2..=shaders::MAX_ATTENTION_GROUP).contains(&group);
         // Only decode splits: `attention_parts` holds the sums of fewer than 8 queries (a batch
         // with heads that are no multiple of 4 takes this kernel whole).
         // Exact attention splits only past llvmpipe's loop limit: a split's f16 sums start
         // afresh, and llama.cpp's CPU kernel walks the whole range in one.
         let (split_above, split_chunk) =
             if a.exact { (EXACT_SPLIT_ABOVE, EXACT_SPLIT_ABOVE) } else { (SPLIT_ABOVE, SPLIT_CHUNK) };
-        let (splits, chunk) = if can_split && queries < TILED_ATTENTION_MIN_QUERIES && range > split_above {
-            let chunk = range.div_ceil(MAX_SPLITS).next_multiple_of(64).max(split_chunk);
-            (range.div_ceil(chunk), chunk)
+        let (mut splits, mut chunk) =
+            if can_split && queries < TILED_ATTENTION_MIN_QUERIES && range > split_above {
+                let chunk = range.div_ceil(MAX_SPLITS).next_multiple_of(64).max(split_chunk);
+                (range.div_ceil(chunk), chunk)
+            } else {
+                (1, 0)
+            };
+        // A group's workgroup does its heads' work: split its range in as many (of 64 positions
+        // at least) to keep as many workgroups busy as a workgroup per head would (Gemma 3's
+        // one KV head would leave a decode step's attention to one workgroup a layer).
+        let filling = group.min(range.div_ceil(64));
+        if grouped && can_split && queries < TILED_ATTENTION_MIN_QUERIES && filling > splits {
+            chunk = range.div_ceil(filling).next_multiple_of(64);
+            splits = range.div_ceil(chunk);
+        }
+        let (kernel, workgroups) = if grouped {
+            let built = self.attention_grouped[group - 2]
+                .get_or_init(|| pipeline(&self.device, &shaders::attention_grouped(group)));
+            (built, queries * a.n_kv)
         } else {
-            (1, 0)
+            (&self.attention[0], pairs)
         };
-        let [x, y] = groups_2d((pairs * splits) as u32);
-        let main =
-            (&self.attention[0], attention_params(a, queries, x, has_sinks, (splits, chunk)), [x, y, 1]);
+        let [x, y] = groups_2d((workgroups * splits) as u32);
+        let main = (kernel, attention_params(a, queries, x, has_sinks, (splits, chunk)), [x, y, 1]);
         let merge = (splits > 1).then(|| {
             let [x, y] = groups_2d(pairs as u32);
             (&self.attention_merge, attention_params(a, queries, x, has_sinks, (splits, chunk)), [x, y, 1])

@@ -2398,6 +2398,158 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
 }
 "#;
 
+/// Query heads per KV head that [`attention_grouped`] takes, at most.
+pub const MAX_ATTENTION_GROUP: usize = 8;
+
+/// [`ATTENTION_GROUP_MAIN`]'s arithmetic for all `GROUP` query heads of a KV head at once
+/// (grouped-query attention, decode and short batches in f32): a 64-thread workgroup per
+/// (query, KV head), or per split of its range, reads each key and value row once for the
+/// group, where the one-head kernel read it once per query head. Thread `t` scores position `t`
+/// against every head of the group; one thread a head then takes the block's maximum and total;
+/// each thread adds the block's weighted values to its dimensions of every head. Each head's
+/// sums are the one-head kernel's, in the same order: the same bits.
+const ATTENTION_GROUPED_MAIN: &str = r#"
+
+var<workgroup> query_rows: array<f32, GROUP * 256u>;
+var<workgroup> weights: array<f32, GROUP * 64u>;
+var<workgroup> block_max: array<f32, GROUP>;
+var<workgroup> block_total: array<f32, GROUP>;
+
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+    let splits = max(p.splits, 1u);
+    let index = (group.y * p.groups_x + group.x) / splits;
+    let split = (group.y * p.groups_x + group.x) % splits;
+    if (index >= p.queries * p.n_kv) {
+        return;
+    }
+    // The group's first query head: its range is every head's of this query.
+    let pair = query_head((index / p.n_kv) * p.n_head + (index % p.n_kv) * GROUP);
+    var last = pair.last;
+    var first = pair.first;
+    if (splits > 1u) {
+        first = pair.first + split * p.chunk;
+        last = min(pair.last, first + p.chunk - 1u);
+    }
+    let hd = p.head_dim;
+    let row = p.n_kv * hd;
+    let cap = bitcast<f32>(p.softcap);
+    let scale = select(bitcast<f32>(p.scale), bitcast<f32>(p.scale) / cap, cap > 0.0);
+    // The group's heads are consecutive in a query's row.
+    for (var i = t; i < GROUP * hd; i += 64u) {
+        query_rows[i] = q[pair.qo + i];
+    }
+    workgroupBarrier();
+    var acc: array<f32, GROUP * 4u>;
+    var running_max: array<f32, GROUP>;
+    var total: array<f32, GROUP>;
+    for (var h = 0u; h < GROUP; h++) {
+        running_max[h] = -3.0e38;
+    }
+    for (var j0 = first; j0 <= last; j0 += 64u) {
+        let j = j0 + t;
+        var dots: array<f32, GROUP>;
+        if (j <= last) {
+            let ko = (j * row + pair.kv_head * hd) / 2u;
+            for (var d = 0u; d < hd; d += 2u) {
+                let key = unpack2x16float(k[ko + d / 2u]);
+                for (var h = 0u; h < GROUP; h++) {
+                    dots[h] += query_rows[h * hd + d] * key.x + query_rows[h * hd + d + 1u] * key.y;
+                }
+            }
+        }
+        for (var h = 0u; h < GROUP; h++) {
+            var score = -3.0e38;
+            if (j <= last) {
+                score = dots[h] * scale;
+                if (cap > 0.0) {
+                    score = cap * tanh(score);
+                }
+            }
+            weights[h * 64u + t] = score;
+        }
+        workgroupBarrier();
+        let count = min(64u, last + 1u - j0);
+        if (t < GROUP) {
+            var most = -3.0e38;
+            for (var i = 0u; i < count; i++) {
+                most = max(most, weights[t * 64u + i]);
+            }
+            block_max[t] = max(running_max[t], most);
+        }
+        workgroupBarrier();
+        for (var h = 0u; h < GROUP; h++) {
+            weights[h * 64u + t] = select(0.0, exp(weights[h * 64u + t] - block_max[h]), j <= last);
+        }
+        workgroupBarrier();
+        if (t < GROUP) {
+            var sum = 0.0;
+            for (var i = 0u; i < count; i++) {
+                sum += weights[t * 64u + i];
+            }
+            block_total[t] = sum;
+        }
+        workgroupBarrier();
+        var correction: array<f32, GROUP>;
+        for (var h = 0u; h < GROUP; h++) {
+            correction[h] = exp(running_max[h] - block_max[h]);
+            total[h] = total[h] * correction[h] + block_total[h];
+            running_max[h] = block_max[h];
+        }
+        let vo = j0 * row + pair.kv_head * hd;
+        for (var c = 0u; c < 4u; c++) {
+            let d = t + 64u * c;
+            if (d < hd) {
+                var sums: array<f32, GROUP>;
+                for (var i = 0u; i < count; i++) {
+                    let at = vo + i * row + d;
+                    let value = unpack2x16float(v[at / 2u])[at % 2u];
+                    for (var h = 0u; h < GROUP; h++) {
+                        sums[h] += weights[h * 64u + i] * value;
+                    }
+                }
+                for (var h = 0u; h < GROUP; h++) {
+                    acc[h * 4u + c] = acc[h * 4u + c] * correction[h] + sums[h];
+                }
+            }
+        }
+        // Every thread has read the block's maxima, totals and weights before the next block's.
+        workgroupBarrier();
+    }
+    for (var h = 0u; h < GROUP; h++) {
+        let head_index = (index / p.n_kv) * p.n_head + (index % p.n_kv) * GROUP + h;
+        if (splits > 1u) {
+            let po = (head_index * splits + split) * (hd + 2u);
+            for (var c = 0u; c < 4u; c++) {
+                let d = t + 64u * c;
+                if (d < hd) {
+                    out[po + d] = acc[h * 4u + c];
+                }
+            }
+            if (t == 0u) {
+                out[po + hd] = running_max[h];
+                out[po + hd + 1u] = total[h];
+            }
+        } else {
+            let sunk = with_sink(pair.head + h, running_max[h], total[h]);
+            for (var c = 0u; c < 4u; c++) {
+                let d = t + 64u * c;
+                if (d < hd) {
+                    out[pair.qo + h * hd + d] = acc[h * 4u + c] * sunk.z / sunk.y;
+                }
+            }
+        }
+    }
+}
+"#;
+
+/// The grouped attention kernel for `group` query heads a KV head (2 to
+/// [`MAX_ATTENTION_GROUP`]): its loops over the group have a constant count.
+pub fn attention_grouped(group: usize) -> String {
+    let header = ATTENTION_HEADER.replace("KV_ROW", "u32").replace("ROW", "f32");
+    format!("{ATTENTION_PARAMS}{header}const GROUP: u32 = {group}u;\n{ATTENTION_GROUPED_MAIN}")
+}
+
 /// Split attention's second half: a 64-thread workgroup per (query, head) brings its splits'
 /// partial sums (`parts`, each `head + 2` values: the weighted values, the maximum, the total)
 /// under their common maximum, adds them, and divides by the total (with the sink's share).

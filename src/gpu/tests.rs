@@ -572,6 +572,30 @@ fn attention_matches_the_cpu_with_groups_windows_soft_caps_and_sinks() {
         let sink_values: Vec<f32> = (0..n_head).map(|h| if h % 2 == 0 { -4.0 } else { 6.0 }).collect();
         let sinks = sinks.then_some(sink_values.as_slice());
         let got = gpu.attention(&q, &k, &v, sinks, params).wait().unwrap();
+        // Grouped query heads in one workgroup a KV head (decode and short batches) give each
+        // head's values run alone (the bits where both split the range alike; a group's range
+        // splits into as many parts as its heads).
+        let group = n_head / n_kv;
+        if queries < 8 && group > 1 {
+            let columns = |rows: &[f32], width: usize, offset: usize| -> Vec<f32> {
+                rows.chunks_exact(width).flat_map(|row| row[offset..offset + head_dim].to_vec()).collect()
+            };
+            for h in 0..n_head {
+                let (q_row, kv_row, kv_at) = (n_head * head_dim, n_kv * head_dim, (h / group) * head_dim);
+                let alone = gpu
+                    .attention(
+                        &columns(&q, q_row, h * head_dim),
+                        &columns(&k, kv_row, kv_at),
+                        &columns(&v, kv_row, kv_at),
+                        sinks.map(|s| &s[h..h + 1]),
+                        AttentionParams { n_head: 1, n_kv: 1, ..params },
+                    )
+                    .wait()
+                    .unwrap();
+                let what = format!("head {h} of {n_head} over {n_kv} alone, {queries} from {start}");
+                assert_close(&what, &columns(&got, q_row, h * head_dim), &alone, 1e-6);
+            }
+        }
         let mut want = vec![0.0; q.len()];
         let scoring = Scoring::new(scale, (softcap > 0.0).then_some(softcap));
         for (index, out) in want.chunks_exact_mut(head_dim).enumerate() {
