@@ -915,18 +915,18 @@ impl Gpu {
         // afresh, and llama.cpp's CPU kernel walks the whole range in one.
         let (split_above, split_chunk) =
             if a.exact { (EXACT_SPLIT_ABOVE, EXACT_SPLIT_ABOVE) } else { (SPLIT_ABOVE, SPLIT_CHUNK) };
-        let (mut splits, mut chunk) =
-            if can_split && queries < TILED_ATTENTION_MIN_QUERIES && range > split_above {
-                let chunk = range.div_ceil(MAX_SPLITS).next_multiple_of(64).max(split_chunk);
-                (range.div_ceil(chunk), chunk)
-            } else {
-                (1, 0)
-            };
+        let may_split = can_split && queries < TILED_ATTENTION_MIN_QUERIES;
+        let (mut splits, mut chunk) = if may_split && range > split_above {
+            let chunk = range.div_ceil(MAX_SPLITS).next_multiple_of(64).max(split_chunk);
+            (range.div_ceil(chunk), chunk)
+        } else {
+            (1, 0)
+        };
         // A group's workgroup does its heads' work: split its range in as many (of 64 positions
         // at least) to keep as many workgroups busy as a workgroup per head would (Gemma 3's
         // one KV head would leave a decode step's attention to one workgroup a layer).
         let filling = group.min(range.div_ceil(64));
-        if grouped && can_split && queries < TILED_ATTENTION_MIN_QUERIES && filling > splits {
+        if grouped && may_split && filling > splits {
             chunk = range.div_ceil(filling).next_multiple_of(64);
             splits = range.div_ceil(chunk);
         }

@@ -2239,6 +2239,16 @@ fn query_head(index: u32) -> QueryHead {
     }
     return QueryHead(head, head / (p.n_head / p.n_kv), last, first, (query * p.n_head + head) * p.head_dim);
 }
+
+// The first and last positions split `split` of `splits` takes of the pair's range (none, first
+// past last, where the range is shorter).
+fn split_span(pair: QueryHead, split: u32, splits: u32) -> vec2<u32> {
+    if (splits <= 1u) {
+        return vec2<u32>(pair.first, pair.last);
+    }
+    let first = pair.first + split * p.chunk;
+    return vec2<u32>(first, min(pair.last, first + p.chunk - 1u));
+}
 "#;
 
 /// Causal attention, one 64-thread workgroup per (query, head), over the positions the query
@@ -2270,13 +2280,9 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
     }
     let pair = query_head(index);
     let kv_head = pair.kv_head;
-    var last = pair.last;
-    var first = pair.first;
-    if (splits > 1u) {
-        // This workgroup's share of the range (none where the range is shorter).
-        first = pair.first + split * p.chunk;
-        last = min(pair.last, first + p.chunk - 1u);
-    }
+    let span = split_span(pair, split, splits);
+    let first = span.x;
+    let last = span.y;
     let qo = pair.qo;
     let hd = p.head_dim;
     let row = p.n_kv * hd;
@@ -2407,7 +2413,7 @@ pub const MAX_ATTENTION_GROUP: usize = 8;
 /// group, where the one-head kernel read it once per query head. Thread `t` scores position `t`
 /// against every head of the group; one thread a head then takes the block's maximum and total;
 /// each thread adds the block's weighted values to its dimensions of every head. Each head's
-/// sums are the one-head kernel's, in the same order: the same bits.
+/// sums are the one-head kernel's, in the same order: the same bits over the same splits.
 const ATTENTION_GROUPED_MAIN: &str = r#"
 
 var<workgroup> query_rows: array<f32, GROUP * 256u>;
@@ -2425,12 +2431,9 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
     }
     // The group's first query head: its range is every head's of this query.
     let pair = query_head((index / p.n_kv) * p.n_head + (index % p.n_kv) * GROUP);
-    var last = pair.last;
-    var first = pair.first;
-    if (splits > 1u) {
-        first = pair.first + split * p.chunk;
-        last = min(pair.last, first + p.chunk - 1u);
-    }
+    let span = split_span(pair, split, splits);
+    let first = span.x;
+    let last = span.y;
     let hd = p.head_dim;
     let row = p.n_kv * hd;
     let cap = bitcast<f32>(p.softcap);
